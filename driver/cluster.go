@@ -1,0 +1,80 @@
+package driver
+
+import (
+	"context"
+	"time"
+)
+
+// ExecutorSpec describes one executor the driver wants started.
+type ExecutorSpec struct {
+	// ID names the executor within the job.
+	ID string
+	// Args are the arguments of the spindle binary that runs the executor
+	// ("executor", "--driver", ...). Each cluster manager runs them with
+	// its own copy of spindle.
+	Args []string
+	// Env is added to the executor's environment. It carries the job
+	// secret, so cluster managers must never log it.
+	Env map[string]string
+	// Resources the executor needs.
+	Cores    int
+	MemoryMB int
+	GPUs     int
+	// PreferredHosts are hosts holding the executor's input (locality hints).
+	PreferredHosts []string
+}
+
+// EventKind says what happened to an executor.
+type EventKind int
+
+// Executor events.
+const (
+	// ExecutorStarted: the executor process is running on Host.
+	ExecutorStarted EventKind = iota + 1
+	// ExecutorExited: the executor process ended; ExitCode says how.
+	ExecutorExited
+	// ExecutorLost: the executor's host or container is gone (a worker or
+	// node died); its process state is unknown.
+	ExecutorLost
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case ExecutorStarted:
+		return "started"
+	case ExecutorExited:
+		return "exited"
+	case ExecutorLost:
+		return "lost"
+	}
+	return "unknown"
+}
+
+// Event reports a change in an executor's state.
+type Event struct {
+	ExecutorID string
+	Kind       EventKind
+	Host       string
+	// ExitCode is the process exit status for ExecutorExited (-1 when killed by a signal).
+	ExitCode int
+	// Message explains the event ("worker w2 stopped heartbeating", "signal: killed").
+	Message string
+	Time    time.Time
+}
+
+// ClusterManager gets executors for a job from somewhere: local child
+// processes, Spindle's standalone masters, or YARN.
+type ClusterManager interface {
+	// Request starts every executor in specs, all or nothing: it returns
+	// once each one has been placed and launched, or an error (and nothing
+	// left running) when the gang cannot be placed before ctx ends.
+	Request(ctx context.Context, specs []ExecutorSpec) error
+	// Release stops the named executors (all of them when ids is empty)
+	// and waits, within ctx, until they are gone.
+	Release(ctx context.Context, ids []string) error
+	// Events delivers executor events until Close.
+	Events() <-chan Event
+	// Close releases everything the manager holds; no executor it started
+	// keeps running.
+	Close() error
+}

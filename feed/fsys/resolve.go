@@ -1,0 +1,110 @@
+package fsys
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// Options configure how URIs are resolved to file systems.
+type Options struct {
+	// HadoopConfDir is the directory holding core-site.xml and
+	// hdfs-site.xml; empty means $HADOOP_CONF_DIR.
+	HadoopConfDir string
+	// User is the HDFS user; empty means $HADOOP_USER_NAME, then the login name.
+	User string
+}
+
+// Resolver maps URIs to file systems, keeping one client per HDFS cluster.
+// It is safe for concurrent use.
+type Resolver struct {
+	opts  Options
+	local FS
+
+	mu   sync.Mutex
+	hdfs map[string]FS // by authority ("" for fs.defaultFS)
+}
+
+// NewResolver returns a Resolver.
+func NewResolver(opts Options) *Resolver {
+	return &Resolver{opts: opts, local: Local(), hdfs: map[string]FS{}}
+}
+
+// Resolve returns the file system holding uri and the name of uri inside
+// it. A plain path is a local path, made absolute.
+func (r *Resolver) Resolve(ctx context.Context, uri string) (FS, string, error) {
+	scheme, authority, name, err := SplitURI(uri)
+	if err != nil {
+		return nil, "", err
+	}
+	switch scheme {
+	case "file":
+		return r.local, name, nil
+	case "hdfs":
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if fs, ok := r.hdfs[authority]; ok {
+			return fs, name, nil
+		}
+		fs, err := openHDFS(ctx, authority, r.opts)
+		if err != nil {
+			return nil, "", err
+		}
+		r.hdfs[authority] = fs
+		return fs, name, nil
+	}
+	return nil, "", fmt.Errorf("%s: unsupported scheme %q (want file:// or hdfs://)", uri, scheme)
+}
+
+// Close releases the HDFS clients.
+func (r *Resolver) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var first error
+	for k, fs := range r.hdfs {
+		if c, ok := fs.(interface{ Close() error }); ok {
+			if err := c.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+		delete(r.hdfs, k)
+	}
+	return first
+}
+
+// SplitURI splits uri into scheme, authority and an absolute slash path.
+// Plain paths are local ("file") and made absolute.
+func SplitURI(uri string) (scheme, authority, name string, err error) {
+	if !strings.Contains(uri, "://") {
+		abs, err := filepath.Abs(uri)
+		if err != nil {
+			return "", "", "", fmt.Errorf("%s: %w", uri, err)
+		}
+		return "file", "", filepath.ToSlash(abs), nil
+	}
+	u, err := url.Parse(uri)
+	if err != nil {
+		return "", "", "", fmt.Errorf("parse URI %q: %w", uri, err)
+	}
+	scheme = strings.ToLower(u.Scheme)
+	name = u.Path
+	if name == "" {
+		name = "/"
+	}
+	if scheme == "file" && u.Host != "" && u.Host != "localhost" {
+		return "", "", "", fmt.Errorf("%s: file URIs name no host (write file:///path)", uri)
+	}
+	return scheme, u.Host, name, nil
+}
+
+// JoinURI returns the URI of name inside the file system that base names.
+func JoinURI(base, name string) string {
+	scheme, authority, _, err := SplitURI(base)
+	if err != nil || scheme == "file" {
+		return "file://" + name
+	}
+	return scheme + "://" + authority + name
+}
