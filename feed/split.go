@@ -60,6 +60,15 @@ type Split struct {
 	// any, is never part of a split.
 	Offset int64 `json:"offset,omitempty"`
 	Length int64 `json:"length,omitempty"`
+	// Line is the 1-based line number at Offset in a CSV file, for error
+	// messages; 0 when unknown.
+	Line int64 `json:"line,omitempty"`
+	// RowOffset is the number of rows to skip at the start of the split's
+	// first row group, record batch or line, so that several ranks can
+	// share one large row group: the split holds the Rows rows that follow.
+	// A CSV split then holds the Rows lines after skipping RowOffset lines
+	// from its first line, and neighbouring splits may share byte ranges.
+	RowOffset int64 `json:"row_offset,omitempty"`
 	// Rows is the exact number of rows in the split.
 	Rows int64 `json:"rows"`
 	// Hosts are the hosts that hold the split's bytes (HDFS datanodes), most bytes first.

@@ -1,0 +1,56 @@
+# Spindle's build. `make help` lists the targets.
+
+GO      ?= go
+PYTHON  ?= /usr/bin/python3
+BIN     := bin
+DEMO    := data/demo
+# A cold build compiles Arrow and gRPC; keep CI well inside its limit.
+TEST_TIMEOUT ?= 45m
+
+.DEFAULT_GOAL := help
+.PHONY: help build test test-go test-python run bench lint proto proto-check clean deps
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## build bin/spindle and the example programs
+	$(GO) build -o $(BIN)/spindle ./cmd/spindle
+	$(GO) build -o $(BIN)/datagen ./examples/datagen
+	$(GO) build -o $(BIN)/logreg ./examples/logreg
+
+deps: ## install what tests and examples need (Debian packages), when missing
+	@scripts/install-deps.sh
+
+run: build ## generate data and run a 2-rank local training job on it
+	$(BIN)/datagen --out $(DEMO) --rows 200000 --features 16 --files 4 --row-group-rows 10000 --format parquet --seed 7
+	$(BIN)/spindle submit --master 'local[2]' --name demo \
+		--input '$(DEMO)/*.parquet' --label-column label \
+		--feed tensor --batch-rows 256 --epochs 3 --shuffle --seed 7 \
+		-- $(BIN)/logreg --lr 0.5
+
+test: deps test-go test-python ## run every test (installs python3-torch when missing)
+
+test-go:
+	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+
+test-python:
+	$(PYTHON) -m unittest discover -s python/tests
+
+bench: deps build ## feed, collectives, HDFS and standalone benchmarks, each beside its baseline
+	@scripts/bench.sh
+
+lint: ## gofmt, go vet, and staticcheck when it can be installed
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	@if $(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 -version >/dev/null 2>&1; then \
+		$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...; \
+	else echo "staticcheck not installable here; skipped"; fi
+
+proto: ## regenerate the gRPC code from internal/controlpb/*.proto
+	@scripts/protoc.sh
+
+proto-check: ## fail when the committed gRPC code differs from what proto generates
+	@scripts/protoc.sh --check
+
+clean: ## remove build outputs and demo data
+	rm -rf $(BIN) data

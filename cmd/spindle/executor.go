@@ -1,0 +1,51 @@
+package main
+
+import (
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/spindle-ml/spindle/executor"
+)
+
+func executorCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "executor",
+		Usage:  "run one training rank (started by cluster managers, not by hand)",
+		Hidden: true,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "driver", Usage: "driver control-plane `ADDR` (host:port)", Required: true},
+			&cli.StringFlag{Name: "id", Usage: "executor `ID` given by the driver", Required: true},
+			&cli.StringFlag{Name: "job", Usage: "job `ID`"},
+			&cli.StringFlag{Name: "work-dir", Usage: "work `DIR` (default: a temporary directory)"},
+			&cli.StringFlag{Name: "interface", Usage: "network `INTERFACE` whose address peers use"},
+			&cli.StringFlag{Name: "log-level", Value: "info"},
+			&cli.DurationFlag{Name: "register-timeout", Value: 5 * time.Minute},
+		},
+		Action: func(c *cli.Context) error {
+			logger, err := newLogger(os.Stderr, c.String("log-level"))
+			if err != nil {
+				return cli.Exit(err, 2)
+			}
+			secret := os.Getenv(executor.EnvJobSecret)
+			// Keep the secret out of anything this process starts.
+			os.Unsetenv(executor.EnvJobSecret)
+			ex, err := executor.New(executor.Config{
+				DriverAddr:      c.String("driver"),
+				ID:              c.String("id"),
+				JobID:           c.String("job"),
+				Secret:          secret,
+				WorkDir:         c.String("work-dir"),
+				Interface:       c.String("interface"),
+				RegisterTimeout: c.Duration("register-timeout"),
+				Logger:          logger.With("job", c.String("job")),
+			})
+			if err != nil {
+				return cli.Exit(err, 2)
+			}
+			defer ex.Close()
+			return ex.Run(c.Context)
+		},
+	}
+}

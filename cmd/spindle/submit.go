@@ -1,0 +1,282 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/spindle-ml/spindle/driver"
+	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/internal/config"
+)
+
+// Exit statuses of spindle submit.
+const (
+	exitJobFailed   = 1
+	exitUsage       = 2
+	exitInterrupted = 130
+)
+
+// submitFlags maps each explicit flag to the configuration key it sets.
+var submitFlags = []struct {
+	flag cli.Flag
+	key  string
+}{
+	{&cli.StringFlag{Name: "master", Usage: "where executors run: local, local[N], spindle://host:port,... (standalone masters)"}, config.KeyMaster},
+	{&cli.StringFlag{Name: "deploy-mode", Usage: "where the driver runs: client"}, config.KeyDeployMode},
+	{&cli.StringFlag{Name: "name", Usage: "job `NAME` shown in logs and status"}, config.KeyAppName},
+	{&cli.StringFlag{Name: "num-executors", Usage: "number of executors, one training rank each (default 2)"}, config.KeyExecutorInstances},
+	{&cli.StringFlag{Name: "executor-cores", Usage: "CPU cores per executor"}, config.KeyExecutorCores},
+	{&cli.StringFlag{Name: "executor-memory", Usage: "memory per executor, like 4g"}, config.KeyExecutorMemory},
+	{&cli.StringFlag{Name: "executor-gpus", Usage: "GPUs per executor"}, config.KeyExecutorGPUs},
+	{&cli.StringFlag{Name: "queue", Usage: "YARN queue"}, config.KeyQueue},
+	{&cli.StringFlag{Name: "input-format", Usage: "parquet, arrow or csv (default: from each file's extension)"}, config.KeyInputFormat},
+	{&cli.StringFlag{Name: "columns", Usage: "comma-separated columns to feed (default: all)"}, config.KeyInputColumns},
+	{&cli.StringFlag{Name: "label-column", Usage: "label `COLUMN`, fed last"}, config.KeyLabelColumn},
+	{&cli.StringFlag{Name: "feed", Usage: "how training processes get data: arrow, tensor or direct (default arrow)"}, config.KeyFeedMode},
+	{&cli.StringFlag{Name: "batch-rows", Usage: "rows per fed batch (default 1024)"}, config.KeyBatchRows},
+	{&cli.StringFlag{Name: "epochs", Usage: "passes over the data (default 1)"}, config.KeyEpochs},
+	{&cli.BoolFlag{Name: "shuffle", Usage: "shuffle split order and rows each epoch"}, config.KeyShuffle},
+	{&cli.StringFlag{Name: "seed", Usage: "shuffle seed"}, config.KeySeed},
+	{&cli.StringFlag{Name: "checkpoint-dir", Usage: "checkpoint `DIR` (path, file:// or hdfs:// URI), given to training as SPINDLE_CHECKPOINT_DIR"}, config.KeyCheckpointDir},
+}
+
+func submitCommand() *cli.Command {
+	flags := []cli.Flag{
+		&cli.StringSliceFlag{Name: "input", Aliases: []string{"i"}, Usage: "training data: a path, file:// or hdfs:// URI, a directory or a glob (repeatable)"},
+		&cli.StringSliceFlag{Name: "conf", Usage: "set a configuration property, `KEY=VALUE` (repeatable)"},
+		&cli.StringFlag{Name: "properties-file", Usage: "read properties from `FILE` (default: $SPINDLE_CONF_DIR/spindle-defaults.conf only)"},
+		&cli.StringSliceFlag{Name: "env", Usage: "set `K=V` in every training process's environment (repeatable)"},
+		&cli.StringSliceFlag{Name: "files", Usage: "copy `URI` into every training process's $SPINDLE_FILES_DIR (repeatable or comma-separated)"},
+	}
+	for _, f := range submitFlags {
+		flags = append(flags, f.flag)
+	}
+	return &cli.Command{
+		Name:      "submit",
+		Usage:     "run a training job",
+		ArgsUsage: "-- COMMAND [ARGS...]",
+		Description: `Runs COMMAND as N training processes (ranks), each fed its share of the
+input as Arrow record batches, and waits for all of them. The job succeeds
+(exit status 0) only when every rank exits 0.
+
+Example, on this machine with 2 ranks:
+
+   spindle submit --master local[2] --input data/ --label-column label \
+       --feed tensor --epochs 3 -- python3 train.py
+
+Configuration, lowest precedence first: built-in defaults,
+$SPINDLE_CONF_DIR/spindle-defaults.conf, --properties-file, --conf, flags.
+See conf/spindle-defaults.conf.template for every key.
+
+Training processes find their data and peers in the environment:
+SPINDLE_RANK, SPINDLE_WORLD_SIZE, SPINDLE_FEED, SPINDLE_FEED_MODE,
+SPINDLE_PEERS, MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE (PyTorch), TF_CONFIG.`,
+		Flags:  flags,
+		Action: runSubmit,
+	}
+}
+
+func runSubmit(c *cli.Context) error {
+	command := c.Args().Slice()
+	if len(command) == 0 {
+		return cli.Exit("no training command: put it after --, as in: spindle submit --input data/ -- python3 train.py", exitUsage)
+	}
+	props, err := loadSubmitConfig(c)
+	if err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	logger, err := newLogger(os.Stderr, props.String(config.KeyLogLevel))
+	if err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	cfg, master, err := driverConfig(c, props, command)
+	if err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	cfg.Logger = logger
+	terminal := term.IsTerminal(int(os.Stderr.Fd()))
+	cfg.Console = driver.NewConsole(os.Stdout, os.Stderr, terminal)
+
+	var cm driver.ClusterManager
+	switch master.Kind {
+	case driver.MasterLocal:
+		cm, err = driver.NewLocal(driver.LocalConfig{Console: cfg.Console, StopGrace: cfg.StopGrace, Logger: logger})
+	default:
+		cm, err = newClusterManager(c.Context, master, cfg, logger)
+	}
+	if err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	defer cm.Close()
+
+	d, err := driver.New(cfg, cm)
+	if err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	defer d.Close()
+	logger.Info("submitting job", "job", d.JobID(), "name", cfg.AppName, "master", props.String(config.KeyMaster),
+		"executors", cfg.NumExecutors, "feed", cfg.FeedMode)
+	if err := d.Run(c.Context); err != nil {
+		switch {
+		case errors.Is(err, driver.ErrInterrupted):
+			return cli.Exit("job interrupted; every executor was stopped", exitInterrupted)
+		case isInputError(err):
+			return cli.Exit(err, exitUsage)
+		}
+		return cli.Exit(fmt.Sprintf("job %s failed: %v", d.JobID(), err), exitJobFailed)
+	}
+	fmt.Fprintf(os.Stderr, "job %s succeeded\n", d.JobID())
+	return nil
+}
+
+// isInputError reports whether err is about the job's input or settings
+// (found before anything ran) rather than a failure while running.
+func isInputError(err error) bool {
+	return errors.Is(err, feed.ErrInput) || errors.Is(err, driver.ErrConfig)
+}
+
+// loadSubmitConfig merges every configuration source.
+func loadSubmitConfig(c *cli.Context) (*config.Properties, error) {
+	src := config.Sources{
+		ConfDir:        os.Getenv("SPINDLE_CONF_DIR"),
+		PropertiesFile: c.String("properties-file"),
+		Overrides:      c.StringSlice("conf"),
+	}
+	for _, f := range submitFlags {
+		name := f.flag.Names()[0]
+		if !c.IsSet(name) {
+			continue
+		}
+		v := c.String(name)
+		if _, ok := f.flag.(*cli.BoolFlag); ok {
+			v = fmt.Sprint(c.Bool(name))
+		}
+		src.Flags = append(src.Flags, config.Setting{Key: f.key, Value: v, Source: "--" + name})
+	}
+	props, warnings, err := config.Load(src)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(os.Stderr, "spindle: warning: %s\n", w)
+	}
+	return props, nil
+}
+
+// driverConfig turns properties and flags into the driver's Config.
+func driverConfig(c *cli.Context, p *config.Properties, command []string) (driver.Config, driver.Master, error) {
+	cfg := driver.DefaultConfig()
+	master, err := driver.ParseMaster(p.String(config.KeyMaster))
+	if err != nil {
+		return cfg, master, fmt.Errorf("%s (from %s)", err, p.Source(config.KeyMaster))
+	}
+	cfg.NumExecutors = p.Int(config.KeyExecutorInstances)
+	if master.Executors > 0 {
+		if p.Source(config.KeyExecutorInstances) != "default" && cfg.NumExecutors != master.Executors {
+			return cfg, master, fmt.Errorf("master local[%d] and %s %d disagree on the number of executors",
+				master.Executors, p.Source(config.KeyExecutorInstances), cfg.NumExecutors)
+		}
+		cfg.NumExecutors = master.Executors
+	}
+	cfg.AppName = p.String(config.KeyAppName)
+	cfg.Cores = p.Int(config.KeyExecutorCores)
+	cfg.MemoryMB = int(p.Bytes(config.KeyExecutorMemory) >> 20)
+	cfg.GPUs = p.Int(config.KeyExecutorGPUs)
+	cfg.Inputs = c.StringSlice("input")
+	if f := p.String(config.KeyInputFormat); f != "" {
+		cfg.Format = feed.Format(f)
+	}
+	cfg.Columns = p.List(config.KeyInputColumns)
+	cfg.LabelColumn = p.String(config.KeyLabelColumn)
+	delim := p.String(config.KeyCSVDelimiter)
+	if len([]rune(delim)) != 1 {
+		return cfg, master, fmt.Errorf("%s: %s: %q must be one character", p.Source(config.KeyCSVDelimiter), config.KeyCSVDelimiter, delim)
+	}
+	cfg.CSV = feed.CSVOptions{Delimiter: []rune(delim)[0], Header: p.Bool(config.KeyCSVHeader)}
+	cfg.FeedMode = p.String(config.KeyFeedMode)
+	cfg.BatchRows = p.Int(config.KeyBatchRows)
+	cfg.Epochs = p.Int(config.KeyEpochs)
+	cfg.Shuffle = p.Bool(config.KeyShuffle)
+	cfg.Seed = int64(p.Int(config.KeySeed))
+	cfg.ShuffleBufferRows = p.Int(config.KeyShuffleBufferRows)
+	cfg.PrefetchBatches = p.Int(config.KeyPrefetchBatches)
+	cfg.MemoryBudget = p.Bytes(config.KeyFeedMemory)
+	even, err := feed.ParseEvenMode(p.String(config.KeyEvenBatches))
+	if err != nil {
+		return cfg, master, err
+	}
+	cfg.EvenBatches = even
+	cfg.Command = command
+	cfg.Env = map[string]string{}
+	for _, kv := range c.StringSlice("env") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return cfg, master, fmt.Errorf("--env %q: want K=V", kv)
+		}
+		cfg.Env[k] = v
+	}
+	for _, f := range c.StringSlice("files") {
+		for _, part := range strings.Split(f, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				cfg.Files = append(cfg.Files, part)
+			}
+		}
+	}
+	cfg.CheckpointDir = p.String(config.KeyCheckpointDir)
+	if wd, err := os.Getwd(); err == nil {
+		cfg.Dir = wd
+	}
+	cfg.PythonPath = p.String(config.KeyPythonPath)
+	if cfg.PythonPath == "" {
+		cfg.PythonPath = findPythonPackage()
+	}
+	cfg.HadoopConfDir = p.String(config.KeyHadoopConfDir)
+	cfg.HadoopUser = p.String(config.KeyHadoopUser)
+	if h := p.String(config.KeyDriverHost); h != "" {
+		cfg.ListenHost = h
+	} else if master.Kind != driver.MasterLocal {
+		cfg.ListenHost = "0.0.0.0"
+	}
+	cfg.Port = p.Int(config.KeyDriverPort)
+	cfg.RegistrationTimeout = p.Duration(config.KeyRegistrationTimeout)
+	cfg.HeartbeatInterval = p.Duration(config.KeyHeartbeatInterval)
+	cfg.HeartbeatTimeout = p.Duration(config.KeyHeartbeatTimeout)
+	cfg.StopGrace = p.Duration(config.KeyStopGracePeriod)
+	cfg.StderrTailLines = p.Int(config.KeyStderrTailLines)
+	cfg.CollectiveTimeout = p.Duration(config.KeyCollectiveTimeout)
+	cfg.ProgressInterval = p.Duration(config.KeyProgressInterval)
+	cfg.NetworkInterface = p.String(config.KeyNetworkInterface)
+	cfg.LogLevel = p.String(config.KeyLogLevel)
+	return cfg, master, cfg.Validate()
+}
+
+// findPythonPackage finds the directory holding the spindle Python
+// package: beside the binary in a source checkout (bin/../python) or an
+// install (../share/spindle/python).
+func findPythonPackage() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = resolved
+	}
+	dir := filepath.Dir(exe)
+	for _, cand := range []string{
+		filepath.Join(dir, "..", "python"),
+		filepath.Join(dir, "..", "share", "spindle", "python"),
+		filepath.Join(dir, "python"),
+	} {
+		if _, err := os.Stat(filepath.Join(cand, "spindle", "__init__.py")); err == nil {
+			abs, _ := filepath.Abs(cand)
+			return abs
+		}
+	}
+	return ""
+}

@@ -1,0 +1,134 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spindle-ml/spindle/feed"
+)
+
+// Config describes one job.
+type Config struct {
+	// JobID identifies the job; empty picks one.
+	JobID   string
+	AppName string
+
+	// NumExecutors is the gang size (world size).
+	NumExecutors int
+	Cores        int
+	MemoryMB     int
+	GPUs         int
+
+	// Inputs are URIs, paths or globs of the training data.
+	Inputs      []string
+	Format      feed.Format // empty: inferred per file
+	Columns     []string
+	LabelColumn string
+	CSV         feed.CSVOptions
+
+	// Feed settings (see executor.FeedTask).
+	FeedMode          string
+	BatchRows         int
+	Epochs            int
+	Shuffle           bool
+	Seed              int64
+	ShuffleBufferRows int
+	PrefetchBatches   int
+	MemoryBudget      int64
+	EvenBatches       feed.EvenMode
+
+	// Command is the training command run by every executor.
+	Command       []string
+	Env           map[string]string
+	Files         []string
+	Dir           string
+	CheckpointDir string
+	PythonPath    string
+	HadoopConfDir string
+	HadoopUser    string
+
+	// NetworkInterface picks the address ranks publish (empty: the one
+	// that reaches the driver).
+	NetworkInterface string
+	// LogLevel is passed on to executors.
+	LogLevel string
+
+	// ListenHost is the address executors dial to reach the driver.
+	ListenHost string
+	// Port is the control-plane port; 0 picks a free one.
+	Port int
+
+	RegistrationTimeout time.Duration
+	HeartbeatInterval   time.Duration
+	HeartbeatTimeout    time.Duration
+	StopGrace           time.Duration
+	CollectiveTimeout   time.Duration
+	StderrTailLines     int
+
+	// Console shows the job's progress: a live line on a terminal,
+	// elsewhere a line every ProgressInterval. Nil shows none.
+	Console          *Console
+	ProgressInterval time.Duration
+
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the built-in defaults (the same as the config
+// package's key table).
+func DefaultConfig() Config {
+	return Config{
+		AppName:             "spindle-job",
+		NumExecutors:        2,
+		Cores:               1,
+		MemoryMB:            1024,
+		CSV:                 feed.CSVOptions{Delimiter: ',', Header: true},
+		FeedMode:            "arrow",
+		BatchRows:           1024,
+		Epochs:              1,
+		ShuffleBufferRows:   65536,
+		PrefetchBatches:     8,
+		MemoryBudget:        256 << 20,
+		EvenBatches:         feed.EvenPad,
+		ListenHost:          "127.0.0.1",
+		LogLevel:            "info",
+		RegistrationTimeout: 2 * time.Minute,
+		HeartbeatInterval:   time.Second,
+		HeartbeatTimeout:    6 * time.Second,
+		StopGrace:           5 * time.Second,
+		CollectiveTimeout:   30 * time.Second,
+		StderrTailLines:     20,
+		ProgressInterval:    10 * time.Second,
+	}
+}
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("driver: invalid job")
+
+// Validate checks the configuration and says what is wrong.
+func (c *Config) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case c.NumExecutors < 1:
+		return bad("%d executors requested; a job needs at least 1 (--num-executors)", c.NumExecutors)
+	case len(c.Command) == 0:
+		return bad("no training command: put it after --, as in: spindle submit ... -- python train.py")
+	case len(c.Inputs) == 0 && c.FeedMode != "direct":
+		return bad("no input: give --input URI (a path, file:// or hdfs:// URI, or a glob)")
+	case c.BatchRows < 1:
+		return bad("batch rows %d: must be at least 1", c.BatchRows)
+	case c.Epochs < 1:
+		return bad("epochs %d: must be at least 1", c.Epochs)
+	case c.HeartbeatInterval <= 0 || c.HeartbeatTimeout <= c.HeartbeatInterval:
+		return bad("heartbeat timeout %s must be longer than the interval %s", c.HeartbeatTimeout, c.HeartbeatInterval)
+	}
+	switch c.FeedMode {
+	case "arrow", "tensor", "direct":
+	default:
+		return bad("feed mode %q: want arrow, tensor or direct", c.FeedMode)
+	}
+	return nil
+}

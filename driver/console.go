@@ -1,0 +1,83 @@
+package driver
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// Console is the submit terminal shared by the progress line and the
+// output of training processes. On a terminal it keeps one live line at the
+// bottom: a printed line first clears it and then redraws it, so output and
+// progress never interleave mid-line.
+type Console struct {
+	mu       sync.Mutex
+	out, err io.Writer
+	terminal bool
+	live     string
+}
+
+// NewConsole returns a Console writing output lines to out and errors and
+// progress to err. terminal says whether err is an interactive terminal.
+func NewConsole(out, err io.Writer, terminal bool) *Console {
+	return &Console{out: out, err: err, terminal: terminal}
+}
+
+// Stdout returns a writer whose complete lines go to the console's output.
+func (c *Console) Stdout() io.Writer { return c.out }
+
+func (c *Console) line(w io.Writer, s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.terminal && c.live != "" {
+		fmt.Fprint(c.err, "\r\033[K")
+	}
+	fmt.Fprintln(w, s)
+	if c.terminal && c.live != "" {
+		fmt.Fprint(c.err, c.live)
+	}
+}
+
+// Println prints a line on the output stream.
+func (c *Console) Println(s string) { c.line(c.out, s) }
+
+// Eprintln prints a line on the error stream.
+func (c *Console) Eprintln(s string) { c.line(c.err, s) }
+
+// Live replaces the live line (terminals only; elsewhere it does nothing).
+func (c *Console) Live(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.terminal {
+		return
+	}
+	c.live = s
+	fmt.Fprint(c.err, "\r\033[K"+s)
+}
+
+// EndLive moves past the live line, leaving it on screen.
+func (c *Console) EndLive() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.terminal && c.live != "" {
+		fmt.Fprintln(c.err)
+	}
+	c.live = ""
+}
+
+// Terminal reports whether progress is drawn live.
+func (c *Console) Terminal() bool { return c.terminal }
+
+// copyLines copies r to the console line by line until r ends.
+func (c *Console) copyLines(r io.Reader, toErr bool) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		if toErr {
+			c.Eprintln(sc.Text())
+		} else {
+			c.Println(sc.Text())
+		}
+	}
+}

@@ -1,0 +1,10 @@
+// Package driver runs a Spindle job from the submitting side: it plans
+// splits, gets executors from a ClusterManager, serves the authenticated
+// control plane they register with, publishes the cluster spec once the
+// whole gang is present, and then only watches heartbeats, progress and
+// exits. It applies the failure policy (fail fast: one failed rank stops
+// the job) and decides the job's outcome.
+//
+// The driver is never in the data path: executors read their splits
+// themselves, and training processes talk to each other directly.
+package driver

@@ -1,0 +1,350 @@
+package driver
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+
+	"github.com/spindle-ml/spindle/executor"
+	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/feed/fsys"
+	"github.com/spindle-ml/spindle/feed/wire"
+	"github.com/spindle-ml/spindle/internal/auth"
+	"github.com/spindle-ml/spindle/internal/controlpb"
+)
+
+// Environment variables the driver sets on executors.
+const (
+	// EnvJobSecret carries the per-job secret executors sign their calls
+	// with. Executors remove it from the training process's environment.
+	EnvJobSecret = "SPINDLE_JOB_SECRET"
+)
+
+// ErrInterrupted is returned when the job was stopped by its context
+// (Ctrl-C on submit).
+var ErrInterrupted = errors.New("driver: job interrupted")
+
+// Driver runs one job.
+type Driver struct {
+	cfg    Config
+	cm     ClusterManager
+	res    *fsys.Resolver
+	logger *slog.Logger
+	secret string
+	signer *auth.Signer
+}
+
+// New returns a Driver for cfg that gets its executors from cm. The
+// driver does not own cm: the caller closes it after Run.
+func New(cfg Config, cm ClusterManager) (*Driver, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.JobID == "" {
+		cfg.JobID = newJobID()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	secret, err := auth.NewSecret()
+	if err != nil {
+		return nil, err
+	}
+	signer, err := auth.NewSigner(secret)
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{
+		cfg:    cfg,
+		cm:     cm,
+		res:    fsys.NewResolver(fsys.Options{HadoopConfDir: cfg.HadoopConfDir, User: cfg.HadoopUser}),
+		logger: cfg.Logger.With("component", "driver", "job", cfg.JobID),
+		secret: secret,
+		signer: signer,
+	}, nil
+}
+
+// JobID returns the job's id.
+func (d *Driver) JobID() string { return d.cfg.JobID }
+
+// Close releases the driver's file-system clients.
+func (d *Driver) Close() error { return d.res.Close() }
+
+// newJobID returns a short unique job id.
+func newJobID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b)
+}
+
+// Plan lists the inputs and cuts them into per-rank splits. Run calls it;
+// it is exported so a submit can check its inputs without running.
+func (d *Driver) Plan(ctx context.Context) (*feed.JobPlan, error) {
+	c := d.cfg
+	if c.FeedMode == "direct" && len(c.Inputs) == 0 {
+		return &feed.JobPlan{Ranks: make([][]feed.Split, c.NumExecutors), RowsPerRank: make([]int64, c.NumExecutors)}, nil
+	}
+	plan, err := feed.Plan(ctx, d.res, feed.PlanRequest{
+		Inputs:      c.Inputs,
+		Format:      c.Format,
+		Ranks:       c.NumExecutors,
+		Columns:     c.Columns,
+		LabelColumn: c.LabelColumn,
+		CSV:         c.CSV,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if c.FeedMode == "tensor" {
+		if err := wire.CheckTensorSchema(plan.Schema, c.LabelColumn); err != nil {
+			return nil, fmt.Errorf("tensor feed: %w", err)
+		}
+	}
+	return plan, nil
+}
+
+// Run runs the job to its end. It returns nil only when every training
+// process exited 0.
+func (d *Driver) Run(ctx context.Context) error {
+	c := d.cfg
+	start := time.Now()
+	plan, err := d.Plan(ctx)
+	if err != nil {
+		return err
+	}
+	target := feed.EvenTarget(plan.RowsPerRank, c.BatchRows, c.EvenBatches)
+	d.logger.Info("planned splits", "inputs", len(c.Inputs), "rows", plan.TotalRows,
+		"ranks", c.NumExecutors, "batches_per_epoch", target)
+	tasks, err := d.taskBuilder(plan, target)
+	if err != nil {
+		return err
+	}
+
+	lis, err := net.Listen("tcp", net.JoinHostPort(c.ListenHost, strconv.Itoa(c.Port)))
+	if err != nil {
+		return fmt.Errorf("listen for executors on %s:%d: %w", c.ListenHost, c.Port, err)
+	}
+	ids := make([]string, c.NumExecutors)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("exec-%d", i)
+	}
+	g := newGang(ids)
+	stopServer := make(chan struct{})
+	srv := grpc.NewServer(d.signer.ServerOptions()...)
+	controlpb.RegisterControlServer(srv, &controlServer{gang: g, tasks: tasks, stop: stopServer, logger: d.logger})
+
+	var eg errgroup.Group
+	eg.Go(func() error {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("control plane: %w", err)
+		}
+		return nil
+	})
+	defer func() {
+		close(stopServer)
+		srv.Stop()
+		_ = eg.Wait()
+	}()
+
+	addr, err := advertiseAddr(lis.Addr().(*net.TCPAddr))
+	if err != nil {
+		return err
+	}
+	d.logger.Info("control plane listening", "addr", lis.Addr().String(), "advertised", addr)
+	specs := make([]ExecutorSpec, len(ids))
+	for i, id := range ids {
+		specs[i] = ExecutorSpec{
+			ID:       id,
+			Args:     d.executorArgs(addr, id),
+			Env:      map[string]string{EnvJobSecret: d.secret},
+			Cores:    c.Cores,
+			MemoryMB: c.MemoryMB,
+			GPUs:     c.GPUs,
+		}
+		if i < len(plan.Ranks) {
+			specs[i].PreferredHosts = preferredHosts(plan.Ranks[i])
+		}
+	}
+
+	runErr := d.watch(ctx, g, specs, start)
+	if err := d.release(); err != nil {
+		d.logger.Warn("release executors", "err", err)
+	}
+	return runErr
+}
+
+// advertiseAddr is the address executors dial: the listening address, or
+// this host's name when listening on every interface.
+func advertiseAddr(a *net.TCPAddr) (string, error) {
+	if !a.IP.IsUnspecified() {
+		return a.String(), nil
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("find this host's name for executors to reach the driver (set spindle.driver.host): %w", err)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(a.Port)), nil
+}
+
+// executorArgs are the spindle arguments that run one executor.
+func (d *Driver) executorArgs(addr, id string) []string {
+	args := []string{"executor", "--driver", addr, "--id", id, "--job", d.cfg.JobID, "--log-level", d.cfg.LogLevel,
+		"--register-timeout", d.cfg.RegistrationTimeout.String()}
+	if d.cfg.NetworkInterface != "" {
+		args = append(args, "--interface", d.cfg.NetworkInterface)
+	}
+	return args
+}
+
+// watch requests the gang and follows it to the job's end.
+func (d *Driver) watch(ctx context.Context, g *gang, specs []ExecutorSpec, start time.Time) error {
+	c := d.cfg
+	reqCtx, cancel := context.WithTimeout(ctx, c.RegistrationTimeout)
+	defer cancel()
+	if err := d.cm.Request(reqCtx, specs); err != nil {
+		if ctx.Err() != nil {
+			return ErrInterrupted
+		}
+		return fmt.Errorf("get %d executors: %w", len(specs), err)
+	}
+	d.logger.Info("executors launched", "count", len(specs), "after", time.Since(start).Round(time.Millisecond))
+
+	prog := newProgress(c.Console, c.ProgressInterval, c.Epochs)
+	defer prog.finish()
+	registration := time.NewTimer(c.RegistrationTimeout)
+	defer registration.Stop()
+	tick := time.NewTicker(c.HeartbeatInterval / 2)
+	defer tick.Stop()
+	ready := g.ready
+	for {
+		select {
+		case <-ready:
+			d.logger.Info("all executors registered; cluster spec published", "after", time.Since(start).Round(time.Millisecond))
+			ready = nil
+			registration.Stop()
+		case <-registration.C:
+			g.fail(fmt.Errorf("gang registration timed out after %s: %s", c.RegistrationTimeout, g.missing()))
+		case ev := <-d.cm.Events():
+			switch ev.Kind {
+			case ExecutorExited, ExecutorLost:
+				g.executorGone(ev)
+			}
+		case now := <-tick.C:
+			g.checkHeartbeats(c.HeartbeatTimeout)
+			prog.update(now, g.snapshot())
+		case <-g.failed:
+			err := g.err()
+			d.logger.Error("job failed", "err", err)
+			return err
+		case <-g.succeeded:
+			prog.update(time.Now(), g.snapshot())
+			prog.finish()
+			d.logger.Info("job succeeded", "ranks", len(specs), "rows", prog.totalRows(), "elapsed", time.Since(start).Round(time.Millisecond))
+			return nil
+		case <-ctx.Done():
+			g.stop("job interrupted")
+			return ErrInterrupted
+		}
+	}
+}
+
+// release stops every executor still running, giving training processes
+// their grace period.
+func (d *Driver) release() error {
+	// The job's own context may be gone (Ctrl-C): cleaning up must not be.
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StopGrace+10*time.Second)
+	defer cancel()
+	return d.cm.Release(ctx, nil)
+}
+
+// taskBuilder prepares the per-rank task JSON.
+func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64) (taskBuilder, error) {
+	c := d.cfg
+	var schemaIPC []byte
+	if plan.Schema != nil {
+		var buf bytes.Buffer
+		w := ipc.NewWriter(&buf, ipc.WithSchema(plan.Schema))
+		if err := w.Close(); err != nil {
+			return nil, fmt.Errorf("encode schema: %w", err)
+		}
+		schemaIPC = buf.Bytes()
+	}
+	return func(rank int) ([]byte, error) {
+		t := executor.Task{
+			JobID:                   c.JobID,
+			Command:                 c.Command,
+			Env:                     c.Env,
+			Dir:                     c.Dir,
+			Files:                   c.Files,
+			CheckpointDir:           c.CheckpointDir,
+			PythonPath:              c.PythonPath,
+			HadoopConfDir:           c.HadoopConfDir,
+			HadoopUser:              c.HadoopUser,
+			HeartbeatIntervalMillis: c.HeartbeatInterval.Milliseconds(),
+			DriverTimeoutMillis:     c.HeartbeatTimeout.Milliseconds(),
+			StopGraceMillis:         c.StopGrace.Milliseconds(),
+			StderrTailLines:         c.StderrTailLines,
+			CollectiveTimeoutMillis: c.CollectiveTimeout.Milliseconds(),
+			Feed: executor.FeedTask{
+				Mode:              c.FeedMode,
+				Splits:            plan.Ranks[rank],
+				SchemaIPC:         schemaIPC,
+				Columns:           c.Columns,
+				LabelColumn:       c.LabelColumn,
+				CSV:               c.CSV,
+				BatchRows:         c.BatchRows,
+				Epochs:            c.Epochs,
+				Shuffle:           c.Shuffle,
+				Seed:              c.Seed,
+				ShuffleBufferRows: c.ShuffleBufferRows,
+				PrefetchBatches:   c.PrefetchBatches,
+				MemoryBudget:      c.MemoryBudget,
+				EvenBatches:       string(c.EvenBatches),
+				TargetBatches:     target,
+			},
+		}
+		// Executors on one machine split its GPUs by rank; a cluster
+		// manager that assigns devices itself overrides this through the
+		// executor's own CUDA_VISIBLE_DEVICES.
+		for i := 0; i < c.GPUs; i++ {
+			t.GPUs = append(t.GPUs, rank*c.GPUs+i)
+		}
+		return json.Marshal(t)
+	}, nil
+}
+
+// preferredHosts returns the hosts holding most of a rank's splits.
+func preferredHosts(splits []feed.Split) []string {
+	rows := map[string]int64{}
+	var order []string
+	for _, s := range splits {
+		for _, h := range s.Hosts {
+			if _, ok := rows[h]; !ok {
+				order = append(order, h)
+			}
+			rows[h] += s.Rows
+		}
+	}
+	for i := 1; i < len(order); i++ {
+		for j := i; j > 0 && rows[order[j]] > rows[order[j-1]]; j-- {
+			order[j], order[j-1] = order[j-1], order[j]
+		}
+	}
+	if len(order) > 3 {
+		order = order[:3]
+	}
+	return order
+}

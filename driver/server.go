@@ -1,0 +1,90 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/spindle-ml/spindle/internal/controlpb"
+)
+
+// taskBuilder returns the task JSON for a rank.
+type taskBuilder func(rank int) ([]byte, error)
+
+// controlServer implements the driver side of the control plane.
+type controlServer struct {
+	controlpb.UnimplementedControlServer
+	gang   *gang
+	tasks  taskBuilder
+	stop   <-chan struct{} // closed when the driver shuts down
+	logger *slog.Logger
+}
+
+var _ controlpb.ControlServer = (*controlServer)(nil)
+
+// Register blocks until the whole gang has registered, then hands out the
+// rank, the cluster spec and the task.
+func (s *controlServer) Register(ctx context.Context, req *controlpb.RegisterRequest) (*controlpb.RegisterResponse, error) {
+	m, err := s.gang.register(req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	s.logger.Info("executor registered", "executor", req.GetExecutorId(), "host", req.GetHost(), "pid", req.GetPid())
+	select {
+	case <-s.gang.ready:
+	case <-s.gang.failed:
+		return nil, status.Error(codes.Aborted, s.gang.err().Error())
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case <-s.stop:
+		return nil, status.Error(codes.Unavailable, "driver: shutting down")
+	}
+	task, err := s.tasks(m.rank)
+	if err != nil {
+		return nil, status.Error(codes.Internal, fmt.Sprintf("build task for rank %d: %v", m.rank, err))
+	}
+	local, localSize := s.gang.localRanks(m)
+	return &controlpb.RegisterResponse{
+		Rank:           int32(m.rank),
+		WorldSize:      int32(len(s.gang.peers)),
+		LocalRank:      int32(local),
+		LocalWorldSize: int32(localSize),
+		Peers:          s.gang.peers,
+		TaskJson:       task,
+	}, nil
+}
+
+// Heartbeat records liveness and progress.
+func (s *controlServer) Heartbeat(ctx context.Context, req *controlpb.HeartbeatRequest) (*controlpb.HeartbeatResponse, error) {
+	stop, why, err := s.gang.heartbeat(req.GetExecutorId(), req.GetProgress())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &controlpb.HeartbeatResponse{Stop: stop, Reason: why}, nil
+}
+
+// ReportExit records how a training process ended.
+func (s *controlServer) ReportExit(ctx context.Context, req *controlpb.ExitReport) (*controlpb.ExitAck, error) {
+	s.logger.Debug("training process exited", "executor", req.GetExecutorId(), "rank", req.GetRank(),
+		"exit_code", req.GetExitCode(), "signal", req.GetSignal())
+	if err := s.gang.exit(req); err != nil {
+		return nil, toStatus(err)
+	}
+	return &controlpb.ExitAck{}, nil
+}
+
+// toStatus maps driver errors to gRPC status codes.
+func toStatus(err error) error {
+	switch {
+	case errors.Is(err, errStopped):
+		return status.Error(codes.Aborted, err.Error())
+	case errors.Is(err, os.ErrNotExist):
+		return status.Error(codes.NotFound, err.Error())
+	}
+	return status.Error(codes.FailedPrecondition, err.Error())
+}

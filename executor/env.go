@@ -1,0 +1,161 @@
+package executor
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spindle-ml/spindle/internal/controlpb"
+)
+
+// Ports by their index in a peer's published list.
+const (
+	portPeer    = 0 // Spindle's collectives
+	portService = 1 // the framework's rendezvous (MASTER_PORT, TF gRPC)
+)
+
+// peerListenFD is the descriptor number the peer listener gets in the
+// training process (the first of exec.Cmd.ExtraFiles).
+const peerListenFD = 3
+
+// identity is what the driver told this executor at registration.
+type identity struct {
+	rank, worldSize, localRank, localWorldSize int
+	peers                                      []*controlpb.Peer
+	host, ifname                               string
+}
+
+// trainingEnv builds the training process's environment: the executor's
+// own (minus secrets), the user's --env, then Spindle's contract, which
+// wins over both.
+func trainingEnv(base []string, t *Task, id identity, feedPath, filesDir string) ([]string, error) {
+	env := map[string]string{}
+	for _, kv := range base {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	delete(env, EnvJobSecret)
+	for k, v := range t.Env {
+		env[k] = v
+	}
+
+	peerAddr := func(p *controlpb.Peer, i int) (string, error) {
+		if len(p.GetPorts()) <= i {
+			return "", fmt.Errorf("rank %d (host %s) published %d ports, want %d", p.GetRank(), p.GetHost(), len(p.GetPorts()), i+1)
+		}
+		return net.JoinHostPort(p.GetHost(), strconv.Itoa(int(p.GetPorts()[i]))), nil
+	}
+	peers := make([]string, len(id.peers))
+	service := make([]string, len(id.peers))
+	for i, p := range id.peers {
+		var err error
+		if peers[i], err = peerAddr(p, portPeer); err != nil {
+			return nil, err
+		}
+		if service[i], err = peerAddr(p, portService); err != nil {
+			return nil, err
+		}
+	}
+	rank0 := id.peers[0]
+
+	set := func(k string, v any) { env[k] = fmt.Sprint(v) }
+	set("SPINDLE_RANK", id.rank)
+	set("SPINDLE_WORLD_SIZE", id.worldSize)
+	set("SPINDLE_LOCAL_RANK", id.localRank)
+	set("SPINDLE_LOCAL_WORLD_SIZE", id.localWorldSize)
+	set("SPINDLE_JOB_ID", t.JobID)
+	set("SPINDLE_FEED", feedPath)
+	set("SPINDLE_FEED_MODE", t.Feed.Mode)
+	set("SPINDLE_PEERS", strings.Join(peers, ","))
+	set("SPINDLE_PEER_LISTEN_FD", peerListenFD)
+	set("SPINDLE_HOST", id.host)
+	set("SPINDLE_FILES_DIR", filesDir)
+	set("SPINDLE_COLLECTIVE_TIMEOUT", strconv.FormatFloat(float64(t.CollectiveTimeoutMillis)/1000, 'f', -1, 64))
+	if t.CheckpointDir != "" {
+		set("SPINDLE_CHECKPOINT_DIR", t.CheckpointDir)
+	}
+	if t.Feed.LabelColumn != "" {
+		set("SPINDLE_LABEL_COLUMN", t.Feed.LabelColumn)
+	}
+
+	// PyTorch (torch.distributed's env:// rendezvous).
+	set("MASTER_ADDR", rank0.GetHost())
+	set("MASTER_PORT", rank0.GetPorts()[portService])
+	set("RANK", id.rank)
+	set("WORLD_SIZE", id.worldSize)
+	set("LOCAL_RANK", id.localRank)
+	set("LOCAL_WORLD_SIZE", id.localWorldSize)
+	if id.ifname != "" {
+		set("GLOO_SOCKET_IFNAME", id.ifname)
+		set("NCCL_SOCKET_IFNAME", id.ifname)
+	}
+
+	// TensorFlow: rank 0 is the chief, the others are workers.
+	tf, err := tfConfig(service, id.rank)
+	if err != nil {
+		return nil, err
+	}
+	set("TF_CONFIG", tf)
+
+	// A cluster manager that assigned devices already set CUDA_VISIBLE_DEVICES.
+	if _, ok := env["CUDA_VISIBLE_DEVICES"]; !ok && len(t.GPUs) > 0 {
+		ids := make([]string, len(t.GPUs))
+		for i, g := range t.GPUs {
+			ids[i] = strconv.Itoa(g)
+		}
+		set("CUDA_VISIBLE_DEVICES", strings.Join(ids, ","))
+	}
+	if t.PythonPath != "" {
+		if old := env["PYTHONPATH"]; old != "" {
+			set("PYTHONPATH", t.PythonPath+string(os.PathListSeparator)+old)
+		} else {
+			set("PYTHONPATH", t.PythonPath)
+		}
+	}
+	if t.HadoopConfDir != "" {
+		set("HADOOP_CONF_DIR", t.HadoopConfDir)
+	}
+	if t.HadoopUser != "" {
+		set("HADOOP_USER_NAME", t.HadoopUser)
+	}
+	// Unbuffered Python output, so lines reach the submit terminal as they happen.
+	if _, ok := env["PYTHONUNBUFFERED"]; !ok {
+		set("PYTHONUNBUFFERED", 1)
+	}
+
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// tfConfig renders TF_CONFIG for rank among addrs.
+func tfConfig(addrs []string, rank int) (string, error) {
+	type task struct {
+		Type  string `json:"type"`
+		Index int    `json:"index"`
+	}
+	cfg := struct {
+		Cluster map[string][]string `json:"cluster"`
+		Task    task                `json:"task"`
+	}{Cluster: map[string][]string{"chief": addrs[:1]}}
+	if len(addrs) > 1 {
+		cfg.Cluster["worker"] = addrs[1:]
+	}
+	if rank == 0 {
+		cfg.Task = task{Type: "chief", Index: 0}
+	} else {
+		cfg.Task = task{Type: "worker", Index: rank - 1}
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return "", fmt.Errorf("encode TF_CONFIG: %w", err)
+	}
+	return string(b), nil
+}

@@ -1,0 +1,393 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/feed/fsys"
+	"github.com/spindle-ml/spindle/feed/wire"
+	"github.com/spindle-ml/spindle/internal/auth"
+	"github.com/spindle-ml/spindle/internal/controlpb"
+)
+
+// EnvJobSecret is the environment variable that carries the per-job
+// secret to an executor. It never reaches the training process.
+const EnvJobSecret = "SPINDLE_JOB_SECRET"
+
+// ErrTrainingFailed is returned by Run when the training process ended
+// unsuccessfully.
+var ErrTrainingFailed = errors.New("executor: training process failed")
+
+// Config configures an executor.
+type Config struct {
+	// DriverAddr is the driver's control-plane address (host:port).
+	DriverAddr string
+	// ID is the executor's id within the job, given by the driver.
+	ID string
+	// JobID names the job (for logs and the work directory).
+	JobID string
+	// Secret is the per-job secret calls are signed with.
+	Secret string
+	// WorkDir holds the feed socket and localized files; empty means a
+	// fresh temporary directory, removed at exit.
+	WorkDir string
+	// Interface picks the published address (spindle.network.interface).
+	Interface string
+	// RegisterTimeout bounds registration (the whole gang must arrive).
+	RegisterTimeout time.Duration
+	// Stdout and Stderr receive the training process's output, prefixed
+	// with its rank.
+	Stdout, Stderr io.Writer
+	Logger         *slog.Logger
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	switch {
+	case c.DriverAddr == "":
+		return errors.New("executor: no driver address (--driver)")
+	case c.ID == "":
+		return errors.New("executor: no executor id (--id)")
+	case c.Secret == "":
+		return fmt.Errorf("executor: no job secret in $%s", EnvJobSecret)
+	}
+	return nil
+}
+
+// Executor runs one rank.
+type Executor struct {
+	cfg    Config
+	logger *slog.Logger
+	signer *auth.Signer
+	conn   *grpc.ClientConn
+	client controlpb.ControlClient
+}
+
+// New returns an executor; it connects lazily, so New does no I/O.
+func New(cfg Config) (*Executor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = os.Stdout
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = os.Stderr
+	}
+	if cfg.RegisterTimeout <= 0 {
+		cfg.RegisterTimeout = 5 * time.Minute
+	}
+	signer, err := auth.NewSigner(cfg.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("executor: job secret: %w", err)
+	}
+	conn, err := grpc.NewClient(cfg.DriverAddr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()), signer.DialOption())
+	if err != nil {
+		return nil, fmt.Errorf("executor: connect to driver %s: %w", cfg.DriverAddr, err)
+	}
+	return &Executor{
+		cfg:    cfg,
+		logger: cfg.Logger.With("component", "executor", "executor", cfg.ID),
+		signer: signer,
+		conn:   conn,
+		client: controlpb.NewControlClient(conn),
+	}, nil
+}
+
+// Close releases the driver connection.
+func (e *Executor) Close() error { return e.conn.Close() }
+
+// Run registers, runs the training process with its feed, and reports how
+// it ended. It returns nil only when the process exited 0.
+func (e *Executor) Run(ctx context.Context) error {
+	host, ifname, err := chooseHost(e.cfg.Interface, e.cfg.DriverAddr)
+	if err != nil {
+		return err
+	}
+	ports, err := reservePorts(host)
+	if err != nil {
+		return err
+	}
+	defer ports.close()
+
+	regCtx, cancel := context.WithTimeout(ctx, e.cfg.RegisterTimeout)
+	resp, err := e.client.Register(regCtx, &controlpb.RegisterRequest{
+		ExecutorId: e.cfg.ID, Host: host, Ports: ports.ports(), Pid: int32(os.Getpid()),
+	}, grpc.WaitForReady(true))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("register with driver %s: %w", e.cfg.DriverAddr, err)
+	}
+	var task Task
+	if err := json.Unmarshal(resp.GetTaskJson(), &task); err != nil {
+		return fmt.Errorf("decode task from driver: %w", err)
+	}
+	id := identity{
+		rank: int(resp.GetRank()), worldSize: int(resp.GetWorldSize()),
+		localRank: int(resp.GetLocalRank()), localWorldSize: int(resp.GetLocalWorldSize()),
+		peers: resp.GetPeers(), host: host, ifname: ifname,
+	}
+	if len(id.peers) != id.worldSize || id.worldSize == 0 {
+		return fmt.Errorf("driver published %d peers for a world of %d", len(id.peers), id.worldSize)
+	}
+	e.logger = e.logger.With("rank", id.rank)
+	e.logger.Debug("registered", "world_size", id.worldSize, "host", host)
+
+	status, runErr := e.runTask(ctx, &task, id, ports)
+	report := &controlpb.ExitReport{
+		ExecutorId: e.cfg.ID, Rank: int32(id.rank), ExitCode: int32(status.exit.code),
+		Signal: status.exit.signal, StderrTail: status.stderrTail, Progress: status.progress,
+	}
+	if runErr != nil {
+		report.Error = runErr.Error()
+	}
+	// Report even when ctx is done: the driver wants to know why we ended.
+	repCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	if _, err := e.client.ReportExit(repCtx, report); err != nil {
+		e.logger.Warn("could not report exit to the driver", "err", err)
+	}
+	cancel()
+	switch {
+	case runErr != nil:
+		return runErr
+	case !status.exit.ok():
+		return fmt.Errorf("%w: rank %d: %s", ErrTrainingFailed, id.rank, status.exit)
+	}
+	return nil
+}
+
+// taskResult is how a task ended.
+type taskResult struct {
+	exit       exitStatus
+	stderrTail string
+	progress   *controlpb.Progress
+}
+
+// runTask prepares the work directory and feed, starts the training
+// process and watches it, the feed and the driver until the process ends.
+func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *reservedPorts) (taskResult, error) {
+	res := taskResult{exit: exitStatus{code: -1}}
+	workDir := e.cfg.WorkDir
+	if workDir == "" {
+		dir, err := os.MkdirTemp("", "spindle-"+t.JobID+"-"+strconv.Itoa(id.rank)+"-")
+		if err != nil {
+			return res, fmt.Errorf("create work directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		workDir = dir
+	}
+	resolver := fsys.NewResolver(fsys.Options{HadoopConfDir: t.HadoopConfDir, User: t.HadoopUser})
+	defer resolver.Close()
+
+	filesDir := filepath.Join(workDir, "files")
+	if err := localizeFiles(ctx, resolver, t.Files, filesDir); err != nil {
+		return res, err
+	}
+	feedPath, server, err := e.prepareFeed(t, id, resolver, workDir)
+	if err != nil {
+		return res, err
+	}
+	env, err := trainingEnv(os.Environ(), t, id, feedPath, filesDir)
+	if err != nil {
+		return res, err
+	}
+	peerFile, err := ports.peer.File()
+	if err != nil {
+		return res, fmt.Errorf("hand the peer port to the training process: %w", err)
+	}
+	defer peerFile.Close()
+	// The framework binds the service port itself; free it at the last moment.
+	ports.service.Close()
+
+	prefix := fmt.Sprintf("[rank %d] ", id.rank)
+	proc, err := startProcess(t.Command, t.Dir, env, peerFile, prefix, e.cfg.Stdout, e.cfg.Stderr, t.StderrTailLines)
+	if err != nil {
+		return res, err
+	}
+	// The process holds its own copy now.
+	peerFile.Close()
+	ports.peer.Close()
+	e.logger.Info("training process started", "pid", proc.cmd.Process.Pid, "command", t.Command[0])
+
+	grace := time.Duration(t.StopGraceMillis) * time.Millisecond
+	runCtx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+	g, gctx := errgroup.WithContext(runCtx)
+	var feedErr error
+	var feedOnce sync.Once
+	if server != nil {
+		g.Go(func() error {
+			if err := server.Run(gctx); err != nil && gctx.Err() == nil {
+				feedOnce.Do(func() { feedErr = err })
+				return err
+			}
+			return nil
+		})
+	}
+	var stopWhy string
+	g.Go(func() error {
+		why, err := e.heartbeat(gctx, t, id, server)
+		if err != nil || why != "" {
+			stopWhy = why
+			return fmt.Errorf("stop: %s", why)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		_, err := proc.wait(gctx)
+		if err == nil {
+			return errProcessExited
+		}
+		return nil
+	})
+	_ = g.Wait()
+	select {
+	case <-proc.done:
+	default:
+		e.logger.Info("stopping training process", "reason", firstNonEmpty(stopWhy, errString(feedErr), "executor stopping"))
+		proc.stop(grace)
+	}
+	res.exit = proc.status
+	res.stderrTail = proc.tail.String()
+	res.progress = progressOf(server)
+	if feedErr != nil && res.exit.ok() {
+		return res, fmt.Errorf("feed: %w", feedErr)
+	}
+	if feedErr != nil {
+		return res, fmt.Errorf("feed failed (%s): %w", res.exit, feedErr)
+	}
+	return res, nil
+}
+
+var errProcessExited = errors.New("training process exited")
+
+// heartbeat reports progress until ctx ends. It returns a reason when the
+// driver says stop or cannot be reached for longer than the driver timeout.
+func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *wire.Server) (string, error) {
+	interval := time.Duration(t.HeartbeatIntervalMillis) * time.Millisecond
+	if interval <= 0 {
+		interval = time.Second
+	}
+	timeout := time.Duration(t.DriverTimeoutMillis) * time.Millisecond
+	if timeout <= interval {
+		timeout = 6 * interval
+	}
+	lastOK := time.Now()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "", nil
+		case <-tick.C:
+		}
+		callCtx, cancel := context.WithTimeout(ctx, interval)
+		resp, err := e.client.Heartbeat(callCtx, &controlpb.HeartbeatRequest{
+			ExecutorId: e.cfg.ID, Rank: int32(id.rank), Progress: progressOf(server),
+		})
+		cancel()
+		switch {
+		case err == nil && resp.GetStop():
+			return "the driver stopped the job: " + resp.GetReason(), nil
+		case err == nil:
+			lastOK = time.Now()
+		case ctx.Err() != nil:
+			return "", nil
+		case time.Since(lastOK) > timeout:
+			return fmt.Sprintf("lost the driver at %s: no answer for %s (%v)", e.cfg.DriverAddr, time.Since(lastOK).Round(time.Second), err), nil
+		}
+	}
+}
+
+// prepareFeed builds the feed named in t: a socket server for arrow and
+// tensor, a JSON file for direct. It returns the SPINDLE_FEED value.
+func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir string) (string, *wire.Server, error) {
+	f := t.Feed
+	mode, err := wire.ParseMode(f.Mode)
+	if err != nil {
+		return "", nil, err
+	}
+	if mode == wire.ModeDirect {
+		path := filepath.Join(workDir, "splits.json")
+		err := wire.WriteDirectSpec(path, wire.DirectSpec{
+			Version: 1, Rank: id.rank, WorldSize: id.worldSize, Epochs: f.Epochs, BatchRows: f.BatchRows,
+			Columns: f.Columns, LabelColumn: f.LabelColumn, Shuffle: f.Shuffle, Seed: f.Seed, Splits: f.Splits,
+		})
+		if err != nil {
+			return "", nil, fmt.Errorf("write direct feed spec: %w", err)
+		}
+		return path, nil, nil
+	}
+	rd, err := ipc.NewReader(bytes.NewReader(f.SchemaIPC))
+	if err != nil {
+		return "", nil, fmt.Errorf("decode the planned schema: %w", err)
+	}
+	schema := rd.Schema()
+	rd.Release()
+	even, err := feed.ParseEvenMode(f.EvenBatches)
+	if err != nil {
+		return "", nil, err
+	}
+	pipe, err := feed.NewPipeline(res, feed.PipelineConfig{
+		Splits: f.Splits, Schema: schema, Columns: f.Columns, LabelColumn: f.LabelColumn,
+		BatchRows: f.BatchRows, Shuffle: f.Shuffle, Seed: f.Seed, Rank: id.rank,
+		ShuffleBufferRows: f.ShuffleBufferRows, Prefetch: f.PrefetchBatches, MemoryBudget: f.MemoryBudget,
+		EvenBatches: even, TargetBatches: f.TargetBatches, CSV: f.CSV,
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("set up the feed: %w", err)
+	}
+	path := filepath.Join(workDir, "feed.sock")
+	server, err := wire.NewServer(wire.ServerConfig{
+		SocketPath: path, Mode: mode, Epochs: f.Epochs, Source: pipe, LabelColumn: f.LabelColumn,
+		Logger: e.logger,
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return path, server, nil
+}
+
+func progressOf(s *wire.Server) *controlpb.Progress {
+	if s == nil {
+		return &controlpb.Progress{}
+	}
+	st := s.Stats()
+	return &controlpb.Progress{Rows: st.Rows, Batches: st.Batches, Epoch: int32(st.Epoch)}
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,24 @@
+// Package feed turns training inputs into Arrow record batches.
+//
+// The driver calls Plan: it lists the inputs (files, directories, globs on
+// the local disk or HDFS), reads Parquet footers, Arrow IPC footers and CSV
+// files, checks that every file has the same columns, and cuts the rows into
+// one list of Splits per rank so that ranks differ by at most one row. A
+// Split names whole Parquet row groups, Arrow IPC record batches or a CSV
+// byte range aligned to line starts, plus the rows to skip at its start
+// (RowOffset) and the rows it holds (Rows), so that one large row group can
+// be shared by several ranks. Splits remember the hosts that hold their bytes
+// so a cluster manager can place ranks near their data.
+//
+// An executor builds a Pipeline from its rank's splits. Each epoch the
+// pipeline opens the splits (OpenSplit) in an order permuted by seed, epoch
+// and rank when shuffling, mixes rows through a bounded shuffle buffer,
+// cuts batches of exactly the configured number of rows, and pads or drops
+// rows so that every rank yields the same number of batches. A goroutine
+// reads ahead while the training process works, bounded by a batch count and
+// a memory budget.
+//
+// Readers fetch only what a split needs: the selected columns of the split's
+// row groups (each column chunk with one read, which matters on HDFS), the
+// split's record batches, or the split's CSV lines.
+package feed

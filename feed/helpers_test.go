@@ -1,0 +1,200 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"go.uber.org/goleak"
+
+	"github.com/spindle-ml/spindle/feed/fsys"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testSchema is the schema of the test files: a unique row id, a feature,
+// a string and a label.
+var testSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "x", Type: arrow.PrimitiveTypes.Float64},
+	{Name: "name", Type: arrow.BinaryTypes.String},
+	{Name: "label", Type: arrow.PrimitiveTypes.Int64},
+}, nil)
+
+// testRecord builds rows [start, start+n) of the test data.
+func testRecord(sc *arrow.Schema, start, n int64) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	for i := start; i < start+n; i++ {
+		for c, f := range sc.Fields() {
+			switch f.Name {
+			case "id":
+				b.Field(c).(*array.Int64Builder).Append(i)
+			case "x":
+				switch fb := b.Field(c).(type) {
+				case *array.Float64Builder:
+					fb.Append(float64(i) / 2)
+				case *array.Float32Builder:
+					fb.Append(float32(i) / 2)
+				}
+			case "name":
+				b.Field(c).(*array.StringBuilder).Append(fmt.Sprintf("row %d", i))
+			case "label":
+				b.Field(c).(*array.Int64Builder).Append(i % 2)
+			}
+		}
+	}
+	return b.NewRecordBatch()
+}
+
+// writeParquet writes rows [start, start+rows) in row groups of rgRows.
+func writeParquet(t testing.TB, path string, sc *arrow.Schema, start, rows, rgRows int64) string {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(rgRows))
+	w, err := pqarrow.NewFileWriter(sc, f, props, pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := int64(0); off < rows; off += rgRows {
+		rec := testRecord(sc, start+off, min(rgRows, rows-off))
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// writeArrow writes rows [start, start+rows) as an Arrow IPC file in
+// record batches of batchRows.
+func writeArrow(t testing.TB, path string, start, rows, batchRows int64) string {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w, err := ipc.NewFileWriter(f, ipc.WithSchema(testSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := int64(0); off < rows; off += batchRows {
+		rec := testRecord(testSchema, start+off, min(batchRows, rows-off))
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// csvText returns rows [start, start+rows) as CSV, with names that need
+// quoting now and then (a comma, a doubled quote, a line break).
+func csvText(start, rows int64, header bool) string { return csvTextOpts(start, rows, header, true) }
+
+// csvTextOpts is csvText, with quoted line breaks only when multiline.
+func csvTextOpts(start, rows int64, header, multiline bool) string {
+	var sb strings.Builder
+	if header {
+		sb.WriteString("id,x,name,label\n")
+	}
+	for i := start; i < start+rows; i++ {
+		name := fmt.Sprintf("row %d", i)
+		switch i % 7 {
+		case 3:
+			name = fmt.Sprintf(`"row, %d"`, i)
+		case 5:
+			name = fmt.Sprintf(`"row ""%d"""`, i)
+		case 6:
+			if multiline {
+				name = fmt.Sprintf("\"row\n%d\"", i)
+			}
+		}
+		end := "\n"
+		if i%4 == 1 {
+			end = "\r\n"
+		}
+		fmt.Fprintf(&sb, "%d,%g,%s,%d%s", i, float64(i)/2, name, i%2, end)
+	}
+	return sb.String()
+}
+
+func writeText(t testing.TB, path, text string) string {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// readAll reads r to the end and returns the batches' rows of column col
+// (an int64 column), checking every batch's schema.
+func readAll(t testing.TB, r Reader, col string) []int64 {
+	t.Helper()
+	defer r.Close()
+	var ids []int64
+	for {
+		rec, err := r.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			return ids
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rec.Schema().Equal(r.Schema()) {
+			t.Fatalf("batch schema %v, reader schema %v", rec.Schema(), r.Schema())
+		}
+		idx := rec.Schema().FieldIndices(col)
+		if len(idx) == 0 {
+			t.Fatalf("no column %q in %v", col, rec.Schema())
+		}
+		a := rec.Column(idx[0]).(*array.Int64)
+		for i := 0; i < a.Len(); i++ {
+			ids = append(ids, a.Value(i))
+		}
+		rec.Release()
+	}
+}
+
+// checkAllOnce checks that got holds 0..n-1 exactly once each.
+func checkAllOnce(t testing.TB, got []int64, n int64) {
+	t.Helper()
+	seen := make([]int, n)
+	for _, id := range got {
+		if id < 0 || id >= n {
+			t.Fatalf("row id %d outside 0..%d", id, n-1)
+		}
+		seen[id]++
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Fatalf("row %d read %d times (read %d rows, want %d)", id, c, len(got), n)
+		}
+	}
+}
+
+func newResolver() *fsys.Resolver { return fsys.NewResolver(fsys.Options{}) }
+
+func fileURI(path string) string { return "file://" + filepath.ToSlash(path) }

@@ -1,0 +1,165 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/spindle-ml/spindle/feed/fsys"
+)
+
+// rawSource yields a split's batches as the format reader produces them.
+type rawSource interface {
+	// next returns the next batch, which the caller owns, or io.EOF.
+	next(ctx context.Context) (arrow.RecordBatch, error)
+	close() error
+}
+
+// opened is a format reader ready to read a split.
+type opened struct {
+	src    rawSource
+	schema *arrow.Schema // the output schema
+	// proj maps output column i to column proj[i] of the raw batches; nil
+	// means the raw batches already have the output columns.
+	proj []int
+}
+
+// OpenSplit opens one split for reading: only its row groups, record
+// batches or lines, only the selected columns (label last), starting
+// RowOffset rows in and ending after Rows rows. Batches hold at most
+// opts.BatchRows rows. Errors name the file; reading fewer rows than the
+// split promises is an error (the file changed since planning).
+//
+// A split written by hand may leave out RowGroups or Batches (every one),
+// Rows (up to the end of its units or byte range) and, for CSV, Length
+// (to the end of the file).
+func OpenSplit(ctx context.Context, res *fsys.Resolver, s Split, opts ReadOptions) (Reader, error) {
+	opts, err := opts.normalize()
+	if err != nil {
+		return nil, err
+	}
+	format := s.Format
+	if format == "" {
+		var ok bool
+		if format, ok = FormatFromPath(s.URI); !ok {
+			return nil, fmt.Errorf("%w: %s: the split names no format and the file name does not tell", ErrInput, s.URI)
+		}
+	}
+	if s.RowOffset < 0 || s.Rows < 0 || s.Offset < 0 || s.Length < 0 {
+		return nil, fmt.Errorf("%w: %s: negative offset, length or row count in the split", ErrInput, s.URI)
+	}
+	fs, name, err := res.Resolve(ctx, s.URI)
+	if err != nil {
+		return nil, err
+	}
+	f, err := fs.Open(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", s.URI, err)
+	}
+	var op *opened
+	switch format {
+	case FormatParquet:
+		op, err = openParquet(ctx, f, s, opts)
+	case FormatArrow:
+		op, err = openIPC(f, s, opts)
+	case FormatCSV:
+		var src *csvSource
+		if src, err = openCSV(ctx, f, s, opts); err == nil {
+			op = &opened{src: src, schema: src.schema}
+		}
+	default:
+		err = fmt.Errorf("%w: %s: unknown format %q", ErrInput, s.URI, format)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r := &splitReader{uri: s.URI, opened: *op, left: -1}
+	if s.Rows > 0 {
+		r.left = s.Rows
+		r.want = s.Rows
+	}
+	return r, nil
+}
+
+// splitReader turns a format reader's batches into the split's batches:
+// the output columns under the output schema, cut at the split's end.
+type splitReader struct {
+	uri string
+	opened
+	left   int64 // rows still to return; -1 when the split has no row count
+	want   int64
+	closed bool
+}
+
+var _ Reader = (*splitReader)(nil)
+
+func (r *splitReader) Schema() *arrow.Schema { return r.schema }
+
+func (r *splitReader) Next(ctx context.Context) (arrow.RecordBatch, error) {
+	if r.closed {
+		return nil, fmt.Errorf("read %s: %w", r.uri, ErrClosed)
+	}
+	for {
+		if r.left == 0 {
+			return nil, io.EOF
+		}
+		raw, err := r.src.next(ctx)
+		if errors.Is(err, io.EOF) {
+			if r.left > 0 {
+				return nil, fmt.Errorf("%w: %s: the split should hold %d rows but only %d were read (did the file change since planning?)",
+					ErrInput, r.uri, r.want, r.want-r.left)
+			}
+			return nil, io.EOF
+		}
+		if err != nil {
+			return nil, err
+		}
+		n := raw.NumRows()
+		if n == 0 {
+			raw.Release()
+			continue
+		}
+		rec := r.shape(raw)
+		raw.Release()
+		if r.left >= 0 {
+			if n > r.left {
+				cut := rec.NewSlice(0, r.left)
+				rec.Release()
+				rec, n = cut, r.left
+			}
+			r.left -= n
+		}
+		return rec, nil
+	}
+}
+
+// shape returns raw's output columns under the output schema. It does not
+// consume raw.
+func (r *splitReader) shape(raw arrow.RecordBatch) arrow.RecordBatch {
+	if r.proj == nil && raw.Schema() == r.schema {
+		raw.Retain()
+		return raw
+	}
+	cols := make([]arrow.Array, r.schema.NumFields())
+	for i := range cols {
+		j := i
+		if r.proj != nil {
+			j = r.proj[i]
+		}
+		cols[i] = raw.Column(j)
+	}
+	return array.NewRecordBatch(r.schema, cols, raw.NumRows())
+}
+
+func (r *splitReader) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	return r.src.close()
+}

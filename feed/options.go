@@ -1,0 +1,211 @@
+package feed
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// CSVOptions say how CSV inputs are laid out. The zero value means the
+// defaults: comma-separated with a header line.
+type CSVOptions struct {
+	// Delimiter separates fields; it must be a single-byte character other
+	// than a quote, CR or LF. Zero means a comma.
+	Delimiter rune `json:"delimiter"`
+	// Header says the first line names the columns. Without a header the
+	// columns are named _c0, _c1, ... (as Spark names them).
+	Header bool `json:"header"`
+}
+
+// DefaultCSVOptions returns comma-separated with a header line.
+func DefaultCSVOptions() CSVOptions { return CSVOptions{Delimiter: ',', Header: true} }
+
+// normalize applies the defaults and checks the delimiter.
+func (o CSVOptions) normalize() (CSVOptions, error) {
+	if o == (CSVOptions{}) {
+		return DefaultCSVOptions(), nil
+	}
+	if o.Delimiter == 0 {
+		o.Delimiter = ','
+	}
+	if o.Delimiter > 0x7f || o.Delimiter == '"' || o.Delimiter == '\n' || o.Delimiter == '\r' {
+		return o, fmt.Errorf("%w: CSV delimiter %q: want a single-byte character other than a quote or a line break", ErrInput, o.Delimiter)
+	}
+	return o, nil
+}
+
+// DefaultBatchRows is the batch size readers use when none is given.
+const DefaultBatchRows = 16384
+
+// ReadOptions configure OpenSplit.
+type ReadOptions struct {
+	// Columns are the columns to read, in order; empty means every column
+	// of the file. The label column comes last in any case.
+	Columns []string
+	// LabelColumn is the label column, appended after the other columns
+	// (or moved there when Columns lists it). Empty means none.
+	LabelColumn string
+	// Schema is the planned schema of the selected columns (JobPlan.Schema).
+	// Readers return batches of exactly this schema and fail, naming the
+	// file, when a file disagrees with it. For CSV it also fixes the column
+	// types, which otherwise are inferred by scanning the whole file. Nil
+	// derives the schema from the file.
+	Schema *arrow.Schema
+	// BatchRows is the most rows per batch the reader returns; a hint that
+	// bounds decoding work per call. Zero means DefaultBatchRows.
+	BatchRows int
+	// CSV describes CSV inputs.
+	CSV CSVOptions
+	// Allocator allocates the batches' buffers; nil means
+	// memory.DefaultAllocator.
+	Allocator memory.Allocator
+}
+
+func (o ReadOptions) normalize() (ReadOptions, error) {
+	if o.BatchRows <= 0 {
+		o.BatchRows = DefaultBatchRows
+	}
+	if o.Allocator == nil {
+		o.Allocator = memory.DefaultAllocator
+	}
+	csv, err := o.CSV.normalize()
+	if err != nil {
+		return o, err
+	}
+	o.CSV = csv
+	return o, nil
+}
+
+// selectColumns returns the columns to read from a file whose columns are
+// all: columns (or all of them when columns is empty) with the label moved
+// last. Errors name the missing column and the file, and suggest close
+// names.
+func selectColumns(all, columns []string, label, file string) ([]string, error) {
+	have := make(map[string]bool, len(all))
+	for _, c := range all {
+		have[c] = true
+	}
+	src := columns
+	if len(src) == 0 {
+		src = all
+	}
+	out := make([]string, 0, len(src)+1)
+	seen := make(map[string]bool, len(src))
+	for _, c := range src {
+		if !have[c] {
+			return nil, fmt.Errorf("%w: column %q (--columns) is not in %s%s", ErrInput, c, file, suggest(c, all))
+		}
+		if seen[c] {
+			return nil, fmt.Errorf("%w: column %q is listed twice in --columns", ErrInput, c)
+		}
+		seen[c] = true
+		if c != label {
+			out = append(out, c)
+		}
+	}
+	if label != "" {
+		if !have[label] {
+			return nil, fmt.Errorf("%w: label column %q (--label-column) is not in %s%s", ErrInput, label, file, suggest(label, all))
+		}
+		out = append(out, label)
+	}
+	return out, nil
+}
+
+// suggest returns a hint naming the columns closest to name, or listing
+// the columns when none is close.
+func suggest(name string, all []string) string {
+	type cand struct {
+		name string
+		d    int
+	}
+	var cs []cand
+	lname := strings.ToLower(name)
+	for _, c := range all {
+		d := editDistance(lname, strings.ToLower(c))
+		if d <= max(2, len(name)/3) || strings.Contains(strings.ToLower(c), lname) {
+			cs = append(cs, cand{c, d})
+		}
+	}
+	if len(cs) > 0 {
+		sort.SliceStable(cs, func(i, j int) bool { return cs[i].d < cs[j].d })
+		if len(cs) > 3 {
+			cs = cs[:3]
+		}
+		q := make([]string, len(cs))
+		for i, c := range cs {
+			q[i] = fmt.Sprintf("%q", c.name)
+		}
+		return " (did you mean " + strings.Join(q, " or ") + "?)"
+	}
+	list := all
+	more := ""
+	if len(list) > 12 {
+		list, more = list[:12], fmt.Sprintf(", ... %d more", len(all)-12)
+	}
+	return fmt.Sprintf(" (it has %s%s)", strings.Join(list, ", "), more)
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// projectSchema returns the schema of the named columns of s, in order,
+// without metadata.
+func projectSchema(s *arrow.Schema, names []string) *arrow.Schema {
+	fields := make([]arrow.Field, len(names))
+	for i, n := range names {
+		f := s.Field(s.FieldIndices(n)[0])
+		fields[i] = arrow.Field{Name: f.Name, Type: f.Type, Nullable: f.Nullable}
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+// fieldNames returns the names of s's fields.
+func fieldNames(s *arrow.Schema) []string {
+	names := make([]string, s.NumFields())
+	for i, f := range s.Fields() {
+		names[i] = f.Name
+	}
+	return names
+}
+
+// checkPlanned checks that file's columns (fileSchema, already projected
+// to the selected columns) match the planned schema.
+func checkPlanned(planned, fileSchema *arrow.Schema, file string) error {
+	if planned.NumFields() != fileSchema.NumFields() {
+		return fmt.Errorf("%w: %s: the planned schema has columns %v, the file gives %v",
+			ErrInput, file, fieldNames(planned), fieldNames(fileSchema))
+	}
+	for i, pf := range planned.Fields() {
+		ff := fileSchema.Field(i)
+		if pf.Name != ff.Name {
+			return fmt.Errorf("%w: %s: column %d is %q, the planned schema says %q", ErrInput, file, i, ff.Name, pf.Name)
+		}
+		if !arrow.TypeEqual(pf.Type, ff.Type) {
+			return fmt.Errorf("%w: %s: column %q is %s, the planned schema says %s (did the file change since planning?)",
+				ErrInput, file, pf.Name, ff.Type, pf.Type)
+		}
+	}
+	return nil
+}

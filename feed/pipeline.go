@@ -1,0 +1,366 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/spindle-ml/spindle/feed/fsys"
+)
+
+// DefaultShuffleBufferRows is the shuffle buffer used when shuffling and
+// none is configured.
+const DefaultShuffleBufferRows = 65536
+
+// PipelineConfig configures a rank's Pipeline.
+type PipelineConfig struct {
+	// Splits are the rank's splits (JobPlan.Ranks[rank]), in planned order.
+	Splits []Split
+	// Schema is the planned schema (JobPlan.Schema); every batch has it.
+	Schema *arrow.Schema
+	// Columns and LabelColumn select the columns as in ReadOptions.
+	Columns     []string
+	LabelColumn string
+	// BatchRows is the rows in every batch (the last of an epoch may be
+	// short when EvenBatches is EvenOff).
+	BatchRows int
+	// Shuffle permutes the order of the splits every epoch and mixes rows
+	// through a shuffle buffer, deterministically for (Seed, epoch, Rank).
+	Shuffle bool
+	Seed    int64
+	Rank    int
+	// ShuffleBufferRows is how many rows are shuffled together; the
+	// pipeline holds about three times this many rows while it shuffles.
+	// Zero means DefaultShuffleBufferRows; 1 shuffles split order only.
+	ShuffleBufferRows int
+	// Prefetch is how many finished batches a goroutine prepares ahead of
+	// the consumer; zero reads on the consumer's goroutine.
+	Prefetch int
+	// MemoryBudget bounds the bytes of the batches prepared ahead (one
+	// batch always fits); zero means only Prefetch bounds them.
+	MemoryBudget int64
+	// EvenBatches makes every rank yield TargetBatches full batches per
+	// epoch: EvenPad repeats the rank's own rows (from the start of the
+	// epoch's order) to fill up, EvenDrop stops early; the empty value
+	// means EvenPad.
+	EvenBatches EvenMode
+	// TargetBatches is the batches per epoch under EvenPad or EvenDrop
+	// (EvenTarget over the plan's RowsPerRank). Zero derives it from this
+	// rank's own rows, which only keeps ranks in step when they hold the
+	// same number of batches.
+	TargetBatches int64
+	// CSV describes CSV inputs.
+	CSV CSVOptions
+	// Allocator allocates batches; nil means memory.DefaultAllocator.
+	Allocator memory.Allocator
+}
+
+// Validate reports the first problem with the configuration.
+func (c PipelineConfig) Validate() error {
+	switch {
+	case c.BatchRows < 1:
+		return fmt.Errorf("feed pipeline: batch rows %d: need at least 1", c.BatchRows)
+	case c.ShuffleBufferRows < 0:
+		return fmt.Errorf("feed pipeline: shuffle buffer rows %d: must not be negative", c.ShuffleBufferRows)
+	case c.Prefetch < 0:
+		return fmt.Errorf("feed pipeline: prefetch %d: must not be negative", c.Prefetch)
+	case c.MemoryBudget < 0:
+		return fmt.Errorf("feed pipeline: memory budget %d: must not be negative", c.MemoryBudget)
+	case c.TargetBatches < 0:
+		return fmt.Errorf("feed pipeline: target batches %d: must not be negative", c.TargetBatches)
+	case c.Rank < 0:
+		return fmt.Errorf("feed pipeline: rank %d: must not be negative", c.Rank)
+	case c.Schema == nil:
+		return errors.New("feed pipeline: no schema (pass the plan's schema)")
+	}
+	if _, err := ParseEvenMode(string(c.EvenBatches)); err != nil {
+		return fmt.Errorf("feed pipeline: %w", err)
+	}
+	if _, err := c.CSV.normalize(); err != nil {
+		return fmt.Errorf("feed pipeline: %w", err)
+	}
+	for i, s := range c.Splits {
+		if s.URI == "" {
+			return fmt.Errorf("feed pipeline: split %d has no uri", i)
+		}
+		if s.Rows <= 0 && c.EvenBatches != EvenOff && c.TargetBatches == 0 {
+			return fmt.Errorf("feed pipeline: split %d (%s) has no row count, which even batches need without a target", i, s.URI)
+		}
+	}
+	return nil
+}
+
+// Pipeline feeds one rank's splits, one epoch at a time. It is safe for
+// concurrent use; epochs are independent readers.
+type Pipeline struct {
+	res    *fsys.Resolver
+	cfg    PipelineConfig
+	schema *arrow.Schema
+	rows   int64 // the rank's rows, from the splits
+	target int64 // batches per epoch, or -1 for no target
+
+	rowsOut    atomic.Int64
+	batchesOut atomic.Int64
+
+	mu     sync.Mutex
+	open   map[*epochReader]struct{}
+	closed bool
+}
+
+// Stats counts what a pipeline has handed out over all its epochs.
+type Stats struct {
+	Rows    int64
+	Batches int64
+}
+
+// NewPipeline checks cfg and returns a pipeline reading through res.
+func NewPipeline(res *fsys.Resolver, cfg PipelineConfig) (*Pipeline, error) {
+	if cfg.EvenBatches == "" {
+		cfg.EvenBatches = EvenPad
+	}
+	mode, err := ParseEvenMode(string(cfg.EvenBatches))
+	if err != nil {
+		return nil, fmt.Errorf("feed pipeline: %w", err)
+	}
+	cfg.EvenBatches = mode
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.CSV, err = cfg.CSV.normalize(); err != nil {
+		return nil, err
+	}
+	if cfg.Allocator == nil {
+		cfg.Allocator = memory.DefaultAllocator
+	}
+	if cfg.ShuffleBufferRows == 0 {
+		cfg.ShuffleBufferRows = DefaultShuffleBufferRows
+	}
+	p := &Pipeline{res: res, cfg: cfg, schema: cfg.Schema, target: -1, open: map[*epochReader]struct{}{}}
+	for _, s := range cfg.Splits {
+		p.rows += s.Rows
+	}
+	if mode != EvenOff {
+		p.target = cfg.TargetBatches
+		if p.target == 0 {
+			p.target = EvenTarget([]int64{p.rows}, cfg.BatchRows, mode)
+		}
+	}
+	return p, nil
+}
+
+// Schema returns the schema of every batch.
+func (p *Pipeline) Schema() *arrow.Schema { return p.schema }
+
+// minReadRows is the fewest rows the pipeline asks a split reader for at a
+// time: decoding has a cost per call and per column, so small batches are
+// cut (without copying) from larger decoded ones.
+const minReadRows = 16384
+
+func (p *Pipeline) readOptions(schema *arrow.Schema) ReadOptions {
+	return ReadOptions{Columns: p.cfg.Columns, LabelColumn: p.cfg.LabelColumn, Schema: schema,
+		BatchRows: max(p.cfg.BatchRows, minReadRows), CSV: p.cfg.CSV, Allocator: p.cfg.Allocator}
+}
+
+// Stats returns the rows and batches handed out so far.
+func (p *Pipeline) Stats() Stats {
+	return Stats{Rows: p.rowsOut.Load(), Batches: p.batchesOut.Load()}
+}
+
+// Epoch opens epoch number epoch (0-based). With prefetching, reading
+// starts at once on a goroutine the reader owns; Close stops and waits
+// for it, and so does cancelling ctx.
+func (p *Pipeline) Epoch(ctx context.Context, epoch int) (Reader, error) {
+	if epoch < 0 {
+		return nil, fmt.Errorf("feed pipeline: epoch %d: must not be negative", epoch)
+	}
+	schema := p.schema
+	c := p.cfg
+	order := make([]int, len(c.Splits))
+	for i := range order {
+		order[i] = i
+	}
+	if c.Shuffle {
+		epochRand(c.Seed, epoch, c.Rank, streamSplits).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	}
+	src := &splitStream{p: p, schema: schema, order: order, limit: -1}
+	var chain stage = src
+	if p.target >= 0 {
+		src.limit = p.target * int64(c.BatchRows)
+		src.cycle = true
+	}
+	if c.Shuffle && c.ShuffleBufferRows > 1 {
+		chain = newRowShuffler(chain, schema, c.ShuffleBufferRows, epochRand(c.Seed, epoch, c.Rank, streamRows), c.Allocator)
+	}
+	chain = newRebatcher(chain, schema, int64(c.BatchRows), c.Allocator)
+
+	r := &epochReader{p: p, schema: schema, chain: chain}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		chain.close()
+		return nil, fmt.Errorf("open epoch %d: %w", epoch, ErrClosed)
+	}
+	if c.Prefetch > 0 {
+		r.pre = startPrefetch(ctx, chain, c.Prefetch, c.MemoryBudget)
+	}
+	p.open[r] = struct{}{}
+	return r, nil
+}
+
+// Close closes every epoch reader still open; Epoch fails afterwards.
+func (p *Pipeline) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	open := make([]*epochReader, 0, len(p.open))
+	for r := range p.open {
+		open = append(open, r)
+	}
+	p.mu.Unlock()
+	for _, r := range open {
+		r.Close()
+	}
+	return nil
+}
+
+// epochReader hands out one epoch's batches. Next and Close may be called
+// from different goroutines (Pipeline.Close closes readers in use).
+type epochReader struct {
+	p      *Pipeline
+	schema *arrow.Schema
+	chain  stage
+	pre    *prefetcher // nil without read-ahead
+
+	closed atomic.Bool
+	mu     sync.Mutex // guards chain
+}
+
+var _ Reader = (*epochReader)(nil)
+
+func (r *epochReader) Schema() *arrow.Schema { return r.schema }
+
+func (r *epochReader) Next(ctx context.Context) (arrow.RecordBatch, error) {
+	if r.closed.Load() {
+		return nil, ErrClosed
+	}
+	var rec arrow.RecordBatch
+	var err error
+	if r.pre != nil {
+		rec, err = r.pre.next(ctx)
+	} else {
+		r.mu.Lock()
+		if r.closed.Load() {
+			err = ErrClosed
+		} else {
+			rec, err = r.chain.next(ctx)
+		}
+		r.mu.Unlock()
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.p.rowsOut.Add(rec.NumRows())
+	r.p.batchesOut.Add(1)
+	return rec, nil
+}
+
+func (r *epochReader) Close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	if r.pre != nil {
+		r.pre.stop() // the goroutine that used the chain has ended
+	}
+	r.mu.Lock()
+	err := r.chain.close()
+	r.mu.Unlock()
+	r.p.mu.Lock()
+	delete(r.p.open, r)
+	r.p.mu.Unlock()
+	return err
+}
+
+// stage is one step of an epoch's chain of readers.
+type stage interface {
+	// next returns the next batch, which the caller owns, or io.EOF.
+	next(ctx context.Context) (arrow.RecordBatch, error)
+	// close releases what the stage holds, and its input.
+	close() error
+}
+
+// splitStream reads the rank's splits in an epoch's order. With a limit
+// it stops after limit rows; with cycle it starts the splits over when
+// they run out before the limit (padding).
+type splitStream struct {
+	p      *Pipeline
+	schema *arrow.Schema
+	order  []int
+	limit  int64
+	cycle  bool
+
+	i        int
+	cur      Reader
+	emitted  int64
+	passRows int64 // rows read since the order last started over
+}
+
+func (s *splitStream) next(ctx context.Context) (arrow.RecordBatch, error) {
+	for {
+		if s.limit >= 0 && s.emitted >= s.limit {
+			return nil, io.EOF
+		}
+		if s.cur == nil {
+			if s.i == len(s.order) {
+				if !s.cycle || s.limit < 0 {
+					return nil, io.EOF
+				}
+				if s.passRows == 0 {
+					return nil, fmt.Errorf("feed pipeline: rank %d has no rows to fill %d batches with", s.p.cfg.Rank, s.limit/int64(s.p.cfg.BatchRows))
+				}
+				s.i, s.passRows = 0, 0
+			}
+			sp := s.p.cfg.Splits[s.order[s.i]]
+			s.i++
+			r, err := OpenSplit(ctx, s.p.res, sp, s.p.readOptions(s.schema))
+			if err != nil {
+				return nil, err
+			}
+			s.cur = r
+		}
+		rec, err := s.cur.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			cerr := s.cur.Close()
+			s.cur = nil
+			if cerr != nil {
+				return nil, cerr
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		n := rec.NumRows()
+		if s.limit >= 0 && s.emitted+n > s.limit {
+			cut := rec.NewSlice(0, s.limit-s.emitted)
+			rec.Release()
+			rec, n = cut, s.limit-s.emitted
+		}
+		s.emitted += n
+		s.passRows += n
+		return rec, nil
+	}
+}
+
+func (s *splitStream) close() error {
+	if s.cur == nil {
+		return nil
+	}
+	err := s.cur.Close()
+	s.cur = nil
+	return err
+}

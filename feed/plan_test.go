@@ -1,0 +1,347 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// withCSVChunk makes planning cut CSV files into chunks of n bytes.
+func withCSVChunk(t *testing.T, n int64) {
+	old := csvChunkBytes
+	csvChunkBytes = n
+	t.Cleanup(func() { csvChunkBytes = old })
+}
+
+func TestPlanBalance(t *testing.T) {
+	withCSVChunk(t, 256)
+	type file struct {
+		format       Format
+		rows, unitRo int64
+	}
+	tests := []struct {
+		name  string
+		files []file
+		ranks int
+	}{
+		{"parquet even", []file{{FormatParquet, 1000, 100}, {FormatParquet, 1000, 100}}, 4},
+		{"parquet uneven", []file{{FormatParquet, 997, 64}, {FormatParquet, 13, 5}, {FormatParquet, 501, 500}}, 3},
+		{"one row group shared by ranks", []file{{FormatParquet, 10, 10}}, 3},
+		{"one row group per rank and then some", []file{{FormatParquet, 7, 7}, {FormatParquet, 9, 9}}, 5},
+		{"arrow", []file{{FormatArrow, 1000, 64}, {FormatArrow, 333, 100}}, 4},
+		{"one record batch shared", []file{{FormatArrow, 11, 11}}, 4},
+		{"csv", []file{{FormatCSV, 300, 0}, {FormatCSV, 77, 0}}, 4},
+		{"csv one rank", []file{{FormatCSV, 50, 0}}, 1},
+		{"mixed formats", []file{{FormatParquet, 100, 30}, {FormatArrow, 100, 30}}, 3},
+		{"as many ranks as rows", []file{{FormatParquet, 6, 4}}, 6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var inputs []string
+			var start int64
+			mixed := false
+			for _, f := range tt.files {
+				mixed = mixed || f.format != tt.files[0].format
+			}
+			for i, f := range tt.files {
+				p := filepath.Join(dir, fmt.Sprintf("part-%d.%s", i, f.format))
+				switch f.format {
+				case FormatParquet:
+					writeParquet(t, p, testSchema, start, f.rows, f.unitRo)
+				case FormatArrow:
+					writeArrow(t, p, start, f.rows, f.unitRo)
+				case FormatCSV:
+					writeText(t, p, csvText(start, f.rows, true))
+				}
+				start += f.rows
+				inputs = append(inputs, p)
+			}
+			if !mixed {
+				inputs = []string{filepath.Join(dir, "*")}
+			}
+			res := newResolver()
+			ctx := context.Background()
+			plan, err := Plan(ctx, res, PlanRequest{Inputs: inputs, Ranks: tt.ranks, LabelColumn: "label"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if plan.TotalRows != start {
+				t.Errorf("TotalRows = %d, want %d", plan.TotalRows, start)
+			}
+			if len(plan.Files) != len(tt.files) {
+				t.Errorf("planned %d files, want %d", len(plan.Files), len(tt.files))
+			}
+			lo, hi := plan.RowsPerRank[0], plan.RowsPerRank[0]
+			var sum int64
+			for r, rows := range plan.RowsPerRank {
+				lo, hi = min(lo, rows), max(hi, rows)
+				sum += rows
+				var splitRows int64
+				for _, s := range plan.Ranks[r] {
+					splitRows += s.Rows
+				}
+				if splitRows != rows {
+					t.Errorf("rank %d: splits hold %d rows, RowsPerRank says %d", r, splitRows, rows)
+				}
+			}
+			if hi-lo > 1 || sum != start {
+				t.Errorf("RowsPerRank = %v: want a sum of %d differing by at most one", plan.RowsPerRank, start)
+			}
+			wantCols := []string{"id", "x", "name", "label"}
+			if got := fieldNames(plan.Schema); strings.Join(got, ",") != strings.Join(wantCols, ",") {
+				t.Errorf("schema columns %v, want %v", got, wantCols)
+			}
+			var ids []int64
+			for r, splits := range plan.Ranks {
+				for _, s := range splits {
+					rd, err := OpenSplit(ctx, res, s, ReadOptions{Schema: plan.Schema, LabelColumn: "label", BatchRows: 7})
+					if err != nil {
+						t.Fatalf("rank %d split %+v: %v", r, s, err)
+					}
+					got := readAll(t, rd, "id")
+					if int64(len(got)) != s.Rows {
+						t.Errorf("rank %d split %+v: read %d rows", r, s, len(got))
+					}
+					ids = append(ids, got...)
+				}
+			}
+			checkAllOnce(t, ids, start)
+		})
+	}
+}
+
+func TestPlanSharedRowGroupSplits(t *testing.T) {
+	dir := t.TempDir()
+	p := writeParquet(t, filepath.Join(dir, "one.parquet"), testSchema, 0, 10, 10)
+	plan, err := Plan(context.Background(), newResolver(), PlanRequest{Inputs: []string{p}, Ranks: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Split{
+		{RowGroups: []int{0}, RowOffset: 0, Rows: 4},
+		{RowGroups: []int{0}, RowOffset: 4, Rows: 3},
+		{RowGroups: []int{0}, RowOffset: 7, Rows: 3},
+	}
+	for r, w := range want {
+		if len(plan.Ranks[r]) != 1 {
+			t.Fatalf("rank %d has %d splits, want 1", r, len(plan.Ranks[r]))
+		}
+		s := plan.Ranks[r][0]
+		if s.URI != fileURI(p) || s.Format != FormatParquet || fmt.Sprint(s.RowGroups) != fmt.Sprint(w.RowGroups) ||
+			s.RowOffset != w.RowOffset || s.Rows != w.Rows {
+			t.Errorf("rank %d split = %+v, want row groups %v, row offset %d, rows %d", r, s, w.RowGroups, w.RowOffset, w.Rows)
+		}
+	}
+}
+
+func TestPlanDirectoriesAndGlobs(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "out")
+	if err := os.MkdirAll(filepath.Join(sub, "nested"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeParquet(t, filepath.Join(sub, "part-0.parquet"), testSchema, 0, 10, 5)
+	writeParquet(t, filepath.Join(sub, "part-1.parquet"), testSchema, 10, 10, 5)
+	writeParquet(t, filepath.Join(sub, "nested", "part-9.parquet"), testSchema, 100, 10, 5)
+	writeText(t, filepath.Join(sub, "_SUCCESS"), "")
+	writeText(t, filepath.Join(sub, "model.json"), "{}")
+	writeText(t, filepath.Join(sub, ".part-0.parquet.crc"), "junk")
+	tests := []struct {
+		name   string
+		inputs []string
+		files  int
+	}{
+		{"directory", []string{sub}, 2},
+		{"glob, listing the directories it matches", []string{filepath.Join(sub, "*")}, 3},
+		{"glob of directories", []string{filepath.Join(dir, "o*")}, 2},
+		{"file uri", []string{"file://" + filepath.ToSlash(filepath.Join(sub, "part-1.parquet"))}, 1},
+		{"same file twice", []string{sub, filepath.Join(sub, "part-0.parquet")}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plan, err := Plan(context.Background(), newResolver(), PlanRequest{Inputs: tt.inputs, Ranks: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(plan.Files) != tt.files {
+				t.Errorf("planned %v, want %d files", plan.Files, tt.files)
+			}
+			for _, f := range plan.Files {
+				if !strings.HasPrefix(f.URI, "file:///") || (strings.Contains(f.URI, "nested") && tt.files != 3) || hidden(filepath.Base(f.URI)) {
+					t.Errorf("planned file %s", f.URI)
+				}
+			}
+		})
+	}
+}
+
+func TestPlanColumns(t *testing.T) {
+	dir := t.TempDir()
+	p := writeParquet(t, filepath.Join(dir, "a.parquet"), testSchema, 0, 10, 5)
+	tests := []struct {
+		columns []string
+		label   string
+		want    string
+	}{
+		{nil, "", "id,x,name,label"},
+		{nil, "label", "id,x,name,label"},
+		{nil, "id", "x,name,label,id"},
+		{[]string{"x", "id"}, "", "x,id"},
+		{[]string{"x"}, "label", "x,label"},
+		{[]string{"label", "x"}, "label", "x,label"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%v/%s", tt.columns, tt.label), func(t *testing.T) {
+			ctx := context.Background()
+			res := newResolver()
+			plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{p}, Ranks: 1, Columns: tt.columns, LabelColumn: tt.label})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(fieldNames(plan.Schema), ","); got != tt.want {
+				t.Errorf("schema columns %s, want %s", got, tt.want)
+			}
+			// Readers without the planned schema agree.
+			rd, err := OpenSplit(ctx, res, plan.Ranks[0][0], ReadOptions{Columns: tt.columns, LabelColumn: tt.label})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close()
+			if got := strings.Join(fieldNames(rd.Schema()), ","); got != tt.want {
+				t.Errorf("reader columns %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPlanCSVTypes(t *testing.T) {
+	dir := t.TempDir()
+	// x holds only whole numbers in a.csv (int64) and halves in b.csv
+	// (float64): the plan widens it to float64 for both.
+	writeText(t, filepath.Join(dir, "a.csv"), "id,x,s\n1,2,a\n2,,b\n")
+	writeText(t, filepath.Join(dir, "b.csv"), "id,x,s\n3,2.5,7\n4,1e3,x y\n")
+	ctx := context.Background()
+	res := newResolver()
+	plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{filepath.Join(dir, "*.csv")}, Ranks: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []arrow.DataType{arrow.PrimitiveTypes.Int64, arrow.PrimitiveTypes.Float64, arrow.BinaryTypes.String}
+	for i, f := range plan.Schema.Fields() {
+		if !arrow.TypeEqual(f.Type, want[i]) {
+			t.Errorf("column %s: %s, want %s", f.Name, f.Type, want[i])
+		}
+	}
+	var xs []string
+	for _, s := range plan.Ranks[0] {
+		rd, err := OpenSplit(ctx, res, s, ReadOptions{Schema: plan.Schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			rec, err := rd.Next(ctx)
+			if err != nil {
+				break
+			}
+			xs = append(xs, fmt.Sprint(rec.Column(1)))
+			rec.Release()
+		}
+		rd.Close()
+	}
+	if got := strings.Join(xs, " "); got != "[2 (null)] [2.5 1000]" {
+		t.Errorf("x read as %s", got)
+	}
+}
+
+func TestPlanErrors(t *testing.T) {
+	dir := t.TempDir()
+	good := writeParquet(t, filepath.Join(dir, "good.parquet"), testSchema, 0, 20, 10)
+	f32 := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "x", Type: arrow.PrimitiveTypes.Float32},
+		{Name: "name", Type: arrow.BinaryTypes.String},
+		{Name: "label", Type: arrow.PrimitiveTypes.Int64},
+	}, nil)
+	other := writeParquet(t, filepath.Join(dir, "other.parquet"), f32, 0, 20, 10)
+	noLabel := arrow.NewSchema(testSchema.Fields()[:3], nil)
+	lacking := writeParquet(t, filepath.Join(dir, "lacking.parquet"), noLabel, 0, 20, 10)
+	empty := writeParquet(t, filepath.Join(dir, "empty.parquet"), testSchema, 0, 0, 10)
+	b, _ := os.ReadFile(good)
+	truncated := writeText(t, filepath.Join(dir, "truncated.parquet"), string(b[:len(b)/2]))
+	notParquet := writeText(t, filepath.Join(dir, "text.parquet"), "id,x\n1,2\n")
+	arrowFile := writeArrow(t, filepath.Join(dir, "good.arrow"), 0, 10, 5)
+	ab, _ := os.ReadFile(arrowFile)
+	truncArrow := writeText(t, filepath.Join(dir, "trunc.arrow"), string(ab[:len(ab)-20]))
+	ragged := writeText(t, filepath.Join(dir, "ragged.csv"), "a,b,c,d\n1,2,3,4\n\"x\ny\",2,3,4\n1,2,3\n")
+	badQuote := writeText(t, filepath.Join(dir, "quote.csv"), "a,b\n1,\"2\"x\n")
+	headerOnly := writeText(t, filepath.Join(dir, "header.csv"), "a,b\n")
+	noExt := writeText(t, filepath.Join(dir, "data.bin"), "x")
+	hiddenDir := filepath.Join(dir, "hidden")
+	os.Mkdir(hiddenDir, 0o755)
+	writeText(t, filepath.Join(hiddenDir, "_SUCCESS"), "")
+
+	tests := []struct {
+		name string
+		req  PlanRequest
+		want []string // substrings of the error
+	}{
+		{"missing file", PlanRequest{Inputs: []string{filepath.Join(dir, "nope.parquet")}}, []string{"input " + filepath.Join(dir, "nope.parquet") + ": no such file"}},
+		{"glob matches nothing", PlanRequest{Inputs: []string{filepath.Join(dir, "*.orc")}}, []string{filepath.Join(dir, "*.orc"), "no file matches"}},
+		{"truncated parquet", PlanRequest{Inputs: []string{truncated}}, []string{truncated, "not a Parquet file"}},
+		{"not parquet", PlanRequest{Inputs: []string{notParquet}}, []string{notParquet, "not a Parquet file"}},
+		{"truncated arrow", PlanRequest{Inputs: []string{truncArrow}}, []string{truncArrow, "Arrow IPC"}},
+		{"schemas differ", PlanRequest{Inputs: []string{good, other}}, []string{"schemas differ", `"x"`, "float64", "float32", good, other}},
+		{"column missing in one file", PlanRequest{Inputs: []string{good, lacking}}, []string{"schemas differ", `"label"`, good, lacking}},
+		{"unknown column", PlanRequest{Inputs: []string{good}, Columns: []string{"id", "lable"}}, []string{`column "lable"`, good, `did you mean "label"`}},
+		{"unknown label", PlanRequest{Inputs: []string{good}, LabelColumn: "target"}, []string{`label column "target"`, good, "id, x, name, label"}},
+		{"label missing in second file", PlanRequest{Inputs: []string{good, lacking}, LabelColumn: "label"}, []string{`label column "label"`, lacking}},
+		{"column listed twice", PlanRequest{Inputs: []string{good}, Columns: []string{"x", "x"}}, []string{`column "x" is listed twice`}},
+		{"zero ranks", PlanRequest{Inputs: []string{good}, Ranks: -1}, []string{"-1 ranks"}},
+		{"zero rows", PlanRequest{Inputs: []string{good, empty}}, []string{"input " + empty + " has no rows"}},
+		{"csv header only", PlanRequest{Inputs: []string{headerOnly}}, []string{"input " + headerOnly + " has no rows"}},
+		{"fewer rows than ranks", PlanRequest{Inputs: []string{good}, Ranks: 21}, []string{"20 rows", "21 ranks"}},
+		{"ragged csv", PlanRequest{Inputs: []string{ragged}}, []string{ragged + " line 5: 3 fields, want 4"}},
+		{"bad quote", PlanRequest{Inputs: []string{badQuote}}, []string{badQuote + " line 2", "after the closing quote"}},
+		{"unknown extension", PlanRequest{Inputs: []string{noExt}}, []string{noExt, "cannot tell the format"}},
+		{"no data files in directory", PlanRequest{Inputs: []string{hiddenDir}}, []string{hiddenDir, "no data files"}},
+		{"glob matches no data files", PlanRequest{Inputs: []string{filepath.Join(dir, "*.bin")}}, []string{filepath.Join(dir, "*.bin"), "no data files"}},
+		{"bad format", PlanRequest{Inputs: []string{good}, Format: "orc"}, []string{`"orc"`}},
+		{"forced format", PlanRequest{Inputs: []string{arrowFile}, Format: FormatParquet}, []string{arrowFile, "not a Parquet file"}},
+		{"bad delimiter", PlanRequest{Inputs: []string{ragged}, CSV: CSVOptions{Delimiter: '"', Header: true}}, []string{"delimiter"}},
+		{"bad scheme", PlanRequest{Inputs: []string{"s3://bucket/x.parquet"}}, []string{"s3://bucket/x.parquet", "unsupported scheme"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.req.Ranks == 0 {
+				tt.req.Ranks = 1
+			}
+			if tt.req.Ranks < 0 {
+				tt.req.Ranks = 0
+				tt.want = []string{"0 ranks"}
+			}
+			_, err := Plan(context.Background(), newResolver(), tt.req)
+			if err == nil {
+				t.Fatal("Plan succeeded")
+			}
+			t.Log(err)
+			if !errors.Is(err, ErrInput) {
+				t.Errorf("error %q does not wrap ErrInput", err)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error %q spans lines", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,292 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Random streams drawn for an epoch, kept apart so that changing one use
+// does not change the other.
+const (
+	streamSplits = 1
+	streamRows   = 2
+)
+
+// epochRand returns the random source for one use in one epoch of one
+// rank: the same (seed, epoch, rank, stream) always gives the same numbers.
+func epochRand(seed int64, epoch, rank int, stream uint64) *rand.Rand {
+	a := splitmix(uint64(seed))
+	b := splitmix(uint64(epoch)<<32 ^ uint64(uint32(rank)) ^ stream<<60 ^ 0x5350494e444c45)
+	return rand.New(rand.NewPCG(a, b))
+}
+
+// splitmix is SplitMix64's finaliser: a bijective 64-bit mix.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// rebatcher cuts its input into batches of exactly size rows (the last
+// may be short): a zero-copy slice when one input batch holds them, a
+// concatenation when a batch straddles inputs.
+type rebatcher struct {
+	in     stage
+	schema *arrow.Schema
+	size   int64
+	alloc  memory.Allocator
+
+	pending []arrow.RecordBatch
+	rows    int64
+	eof     bool
+}
+
+func newRebatcher(in stage, schema *arrow.Schema, size int64, alloc memory.Allocator) *rebatcher {
+	return &rebatcher{in: in, schema: schema, size: size, alloc: alloc}
+}
+
+func (b *rebatcher) next(ctx context.Context) (arrow.RecordBatch, error) {
+	for b.rows < b.size && !b.eof {
+		rec, err := b.in.next(ctx)
+		if errors.Is(err, io.EOF) {
+			b.eof = true
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if rec.NumRows() == 0 {
+			rec.Release()
+			continue
+		}
+		b.pending = append(b.pending, rec)
+		b.rows += rec.NumRows()
+	}
+	if b.rows == 0 {
+		return nil, io.EOF
+	}
+	n := min(b.size, b.rows)
+	first := b.pending[0]
+	if first.NumRows() >= n {
+		b.rows -= n
+		if first.NumRows() == n {
+			b.pending = b.pending[1:]
+			return first, nil
+		}
+		out := first.NewSlice(0, n)
+		b.pending[0] = first.NewSlice(n, first.NumRows())
+		first.Release()
+		return out, nil
+	}
+	// Gather n rows from the front of several pending batches.
+	var parts []arrow.RecordBatch
+	left := n
+	for left > 0 {
+		p := b.pending[0]
+		if p.NumRows() <= left {
+			parts = append(parts, p)
+			b.pending = b.pending[1:]
+			left -= p.NumRows()
+			continue
+		}
+		parts = append(parts, p.NewSlice(0, left))
+		b.pending[0] = p.NewSlice(left, p.NumRows())
+		p.Release()
+		left = 0
+	}
+	b.rows -= n
+	out, err := concatBatches(b.schema, parts, b.alloc)
+	for _, p := range parts {
+		p.Release()
+	}
+	return out, err
+}
+
+func (b *rebatcher) close() error {
+	for _, p := range b.pending {
+		p.Release()
+	}
+	b.pending, b.rows = nil, 0
+	return b.in.close()
+}
+
+// concatBatches joins batches of one schema into one batch.
+func concatBatches(schema *arrow.Schema, parts []arrow.RecordBatch, alloc memory.Allocator) (arrow.RecordBatch, error) {
+	var rows int64
+	for _, p := range parts {
+		rows += p.NumRows()
+	}
+	cols := make([]arrow.Array, schema.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	pieces := make([]arrow.Array, len(parts))
+	for i := range cols {
+		for j, p := range parts {
+			pieces[j] = p.Column(i)
+		}
+		c, err := array.Concatenate(pieces, alloc)
+		if err != nil {
+			return nil, fmt.Errorf("feed pipeline: join batches of column %q: %w", schema.Field(i).Name, err)
+		}
+		cols[i] = c
+	}
+	return array.NewRecordBatch(schema, cols, rows), nil
+}
+
+// rowShuffler reads its input a window of rows at a time and returns each
+// window's rows in a random order.
+type rowShuffler struct {
+	in     stage
+	schema *arrow.Schema
+	window int64
+	rng    *rand.Rand
+	alloc  memory.Allocator
+	idx    []int64
+}
+
+func newRowShuffler(in stage, schema *arrow.Schema, window int, rng *rand.Rand, alloc memory.Allocator) *rowShuffler {
+	return &rowShuffler{in: in, schema: schema, window: int64(window), rng: rng, alloc: alloc}
+}
+
+func (s *rowShuffler) next(ctx context.Context) (arrow.RecordBatch, error) {
+	var parts []arrow.RecordBatch
+	defer func() {
+		for _, p := range parts {
+			p.Release()
+		}
+	}()
+	var rows int64
+	for rows < s.window {
+		rec, err := s.in.next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, rec)
+		rows += rec.NumRows()
+	}
+	if rows == 0 {
+		return nil, io.EOF
+	}
+	var all arrow.RecordBatch
+	if len(parts) == 1 {
+		all = parts[0]
+		all.Retain()
+	} else {
+		var err error
+		if all, err = concatBatches(s.schema, parts, s.alloc); err != nil {
+			return nil, err
+		}
+	}
+	defer all.Release()
+
+	if cap(s.idx) < int(rows) {
+		s.idx = make([]int64, rows)
+	}
+	idx := s.idx[:rows]
+	for i := range idx {
+		idx[i] = int64(i)
+	}
+	s.rng.Shuffle(len(idx), func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
+	idxBuf := memory.NewBufferBytes(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(idx))), len(idx)*8))
+	indices := array.NewInt64Data(array.NewData(arrow.PrimitiveTypes.Int64, len(idx), []*memory.Buffer{nil, idxBuf}, nil, 0, 0))
+	defer indices.Release()
+
+	cctx := compute.WithAllocator(ctx, s.alloc)
+	cols := make([]arrow.Array, all.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i := range cols {
+		if c := gatherFixed(all.Column(i), idx, s.alloc); c != nil {
+			cols[i] = c
+			continue
+		}
+		c, err := compute.TakeArray(cctx, all.Column(i), indices)
+		if err != nil {
+			return nil, fmt.Errorf("feed pipeline: shuffle column %q: %w", s.schema.Field(i).Name, err)
+		}
+		cols[i] = c
+	}
+	return array.NewRecordBatch(s.schema, cols, rows), nil
+}
+
+func (s *rowShuffler) close() error { return s.in.close() }
+
+// gatherFixed returns a's values at idx for arrays of fixed-width numbers
+// and times without nulls, the columns training data is mostly made of,
+// in a plain loop; nil means use the general take kernel.
+func gatherFixed(a arrow.Array, idx []int64, alloc memory.Allocator) arrow.Array {
+	if a.NullN() > 0 {
+		return nil
+	}
+	switch a.DataType().ID() {
+	case arrow.INT8, arrow.UINT8, arrow.INT16, arrow.UINT16, arrow.INT32, arrow.UINT32, arrow.INT64, arrow.UINT64,
+		arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64, arrow.DATE32, arrow.DATE64, arrow.TIMESTAMP,
+		arrow.TIME32, arrow.TIME64, arrow.DURATION:
+	default:
+		return nil
+	}
+	width := a.DataType().(arrow.FixedWidthDataType).BitWidth() / 8
+	d := a.Data()
+	src := d.Buffers()[1].Bytes()[d.Offset()*width : (d.Offset()+d.Len())*width]
+	buf := memory.NewResizableBuffer(alloc)
+	buf.Resize(len(idx) * width)
+	dst := buf.Bytes()
+	switch width {
+	case 1:
+		for i, j := range idx {
+			dst[i] = src[j]
+		}
+	case 2:
+		gatherWords(asWords[uint16](dst), asWords[uint16](src), idx)
+	case 4:
+		gatherWords(asWords[uint32](dst), asWords[uint32](src), idx)
+	case 8:
+		gatherWords(asWords[uint64](dst), asWords[uint64](src), idx)
+	default:
+		return nil
+	}
+	out := array.NewData(a.DataType(), len(idx), []*memory.Buffer{nil, buf}, nil, 0, 0)
+	buf.Release()
+	defer out.Release()
+	return array.MakeFromData(out)
+}
+
+func gatherWords[T uint16 | uint32 | uint64](dst, src []T, idx []int64) {
+	dst = dst[:len(idx)]
+	for i, j := range idx {
+		dst[i] = src[j]
+	}
+}
+
+// asWords views b as a slice of T.
+func asWords[T uint16 | uint32 | uint64](b []byte) []T {
+	var zero T
+	n := len(b) / int(unsafe.Sizeof(zero))
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
+}

@@ -1,0 +1,321 @@
+package config
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultsFileName is the admin's defaults file inside $SPINDLE_CONF_DIR.
+const DefaultsFileName = "spindle-defaults.conf"
+
+// ErrInvalid is wrapped by every error about a bad key or value.
+var ErrInvalid = errors.New("config: invalid configuration")
+
+// Setting is a value given for a key, with where it came from.
+type Setting struct {
+	Key    string
+	Value  string
+	Source string // "default", "/etc/spindle/spindle-defaults.conf:12", "--conf", "--num-executors"
+}
+
+// Sources lists the configuration sources of one load, lowest precedence first
+// after the built-in defaults.
+type Sources struct {
+	// ConfDir holds spindle-defaults.conf; empty skips it.
+	ConfDir string
+	// PropertiesFile is an extra properties file; empty skips it.
+	PropertiesFile string
+	// Overrides are --conf key=value settings, in order.
+	Overrides []string
+	// Flags are explicit command-line flags, already mapped to keys.
+	Flags []Setting
+}
+
+// Properties is a loaded, validated configuration.
+type Properties struct {
+	settings map[string]Setting
+}
+
+// Load applies the built-in defaults and every source in order and
+// validates the result. Warnings (unknown keys) are returned beside a nil
+// error; any invalid value is an error naming its source and key.
+func Load(src Sources) (*Properties, []string, error) {
+	p := &Properties{settings: map[string]Setting{}}
+	for _, k := range Known() {
+		p.settings[k.Name] = Setting{Key: k.Name, Value: k.Default, Source: "default"}
+	}
+	var warnings []string
+	apply := func(s Setting) error {
+		k, ok := Lookup(s.Key)
+		if !ok {
+			w := fmt.Sprintf("%s: unknown key %q", s.Source, s.Key)
+			if near := Nearest(s.Key); near != "" {
+				w += fmt.Sprintf(" (did you mean %q?)", near)
+			}
+			warnings = append(warnings, w+"; ignored")
+			return nil
+		}
+		if err := k.check(s.Value); err != nil {
+			return fmt.Errorf("%w: %s: %s: %v", ErrInvalid, s.Source, s.Key, err)
+		}
+		p.settings[s.Key] = s
+		return nil
+	}
+	if src.ConfDir != "" {
+		path := filepath.Join(src.ConfDir, DefaultsFileName)
+		settings, err := readFile(path, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, s := range settings {
+			if err := apply(s); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if src.PropertiesFile != "" {
+		settings, err := readFile(src.PropertiesFile, false)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, s := range settings {
+			if err := apply(s); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	for _, o := range src.Overrides {
+		k, v, ok := strings.Cut(o, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, nil, fmt.Errorf("%w: --conf %q: want key=value", ErrInvalid, o)
+		}
+		if err := apply(Setting{Key: strings.TrimSpace(k), Value: strings.TrimSpace(v), Source: "--conf"}); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, f := range src.Flags {
+		if err := apply(f); err != nil {
+			return nil, nil, err
+		}
+	}
+	return p, warnings, nil
+}
+
+// readFile parses a properties file. A missing file is an error unless
+// optional is set.
+func readFile(path string, optional bool) ([]Setting, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if optional && errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read properties file: %w", err)
+	}
+	defer f.Close()
+	return parse(f, path)
+}
+
+// parse reads "key value", "key=value" or "key: value" lines; blank lines
+// and lines starting with # or ! are comments.
+func parse(r io.Reader, name string) ([]Setting, error) {
+	var out []Setting
+	sc := bufio.NewScanner(r)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || text[0] == '#' || text[0] == '!' {
+			continue
+		}
+		i := strings.IndexAny(text, " \t=:")
+		if i <= 0 {
+			return nil, fmt.Errorf("%w: %s:%d: %q is not a \"key value\" line", ErrInvalid, name, line, text)
+		}
+		key := text[:i]
+		rest := strings.TrimLeft(text[i:], " \t")
+		if rest != "" && (rest[0] == '=' || rest[0] == ':') {
+			rest = strings.TrimLeft(rest[1:], " \t")
+		}
+		out = append(out, Setting{Key: key, Value: rest, Source: fmt.Sprintf("%s:%d", name, line)})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// check validates a value against the key's kind.
+func (k Key) check(v string) error {
+	switch k.Kind {
+	case Int:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", v)
+		}
+		if k.HasMin && n < k.Min {
+			return fmt.Errorf("%d is below the minimum %d", n, k.Min)
+		}
+	case Bool:
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("%q is not true or false", v)
+		}
+	case Duration:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (like 500ms, 10s, 2m)", v)
+		}
+		if d < 0 {
+			return fmt.Errorf("%s is negative", v)
+		}
+	case Bytes:
+		n, err := ParseBytes(v)
+		if err != nil {
+			return err
+		}
+		if k.HasMin && n < k.Min {
+			return fmt.Errorf("%s is below the minimum %d bytes", v, k.Min)
+		}
+	case Enum:
+		for _, e := range k.Enum {
+			if v == e {
+				return nil
+			}
+		}
+		var shown []string
+		for _, e := range k.Enum {
+			if e != "" {
+				shown = append(shown, e)
+			}
+		}
+		return fmt.Errorf("%q is not one of %s", v, strings.Join(shown, ", "))
+	}
+	return nil
+}
+
+// ParseBytes parses a size such as 512, 64k, 256m or 2g (binary units,
+// an optional trailing "b" or "ib").
+func ParseBytes(v string) (int64, error) {
+	s := strings.ToLower(strings.TrimSpace(v))
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "b"), "i")
+	mult := int64(1)
+	if s != "" {
+		switch s[len(s)-1] {
+		case 'k':
+			mult = 1 << 10
+		case 'm':
+			mult = 1 << 20
+		case 'g':
+			mult = 1 << 30
+		case 't':
+			mult = 1 << 40
+		}
+		if mult != 1 {
+			s = s[:len(s)-1]
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a size (like 512m or 2g)", v)
+	}
+	return n * mult, nil
+}
+
+func (p *Properties) get(key string) Setting {
+	s, ok := p.settings[key]
+	if !ok {
+		panic("config: undeclared key " + key)
+	}
+	return s
+}
+
+// String returns the value of key.
+func (p *Properties) String(key string) string { return p.get(key).Value }
+
+// Source says where key's value came from.
+func (p *Properties) Source(key string) string { return p.get(key).Source }
+
+// Int returns the value of an Int key. Values were validated by Load.
+func (p *Properties) Int(key string) int {
+	n, _ := strconv.Atoi(p.get(key).Value)
+	return n
+}
+
+// Bool returns the value of a Bool key.
+func (p *Properties) Bool(key string) bool {
+	b, _ := strconv.ParseBool(p.get(key).Value)
+	return b
+}
+
+// Duration returns the value of a Duration key.
+func (p *Properties) Duration(key string) time.Duration {
+	d, _ := time.ParseDuration(p.get(key).Value)
+	return d
+}
+
+// Bytes returns the value of a Bytes key.
+func (p *Properties) Bytes(key string) int64 {
+	n, _ := ParseBytes(p.get(key).Value)
+	return n
+}
+
+// List returns the value of a List key, split on commas, without empty items.
+func (p *Properties) List(key string) []string {
+	var out []string
+	for _, s := range strings.Split(p.get(key).Value, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Settings returns every setting, sorted by key.
+func (p *Properties) Settings() []Setting {
+	out := make([]Setting, 0, len(p.settings))
+	for _, s := range p.settings {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// Nearest returns the known key closest to name by edit distance, or ""
+// when none is close enough to be a likely typo.
+func Nearest(name string) string {
+	best, bestD := "", len(name)/2+2
+	for _, k := range Known() {
+		if d := distance(strings.ToLower(name), strings.ToLower(k.Name)); d < bestD {
+			best, bestD = k.Name, d
+		}
+	}
+	return best
+}
+
+// distance is the Levenshtein edit distance between a and b.
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,181 @@
+package config
+
+// Kind is the type of a property's value.
+type Kind int
+
+// Property kinds.
+const (
+	String Kind = iota
+	Int
+	Bool
+	Duration // Go duration syntax: 500ms, 10s, 2m
+	Bytes    // a size: 512, 64k, 256m, 2g (binary units)
+	Enum     // one of Key.Enum
+	List     // comma-separated strings
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Int:
+		return "integer"
+	case Bool:
+		return "boolean"
+	case Duration:
+		return "duration"
+	case Bytes:
+		return "size"
+	case Enum:
+		return "enum"
+	case List:
+		return "list"
+	}
+	return "string"
+}
+
+// Key declares one configuration property.
+type Key struct {
+	Name    string
+	Default string
+	Kind    Kind
+	Enum    []string // allowed values for Kind Enum
+	Min     int64    // lower bound for Int and Bytes (inclusive), when HasMin
+	HasMin  bool
+	Doc     string
+}
+
+// Names of the core job keys, for callers that read them.
+const (
+	KeyMaster               = "spindle.master"
+	KeyAppName              = "spindle.app.name"
+	KeyDeployMode           = "spindle.submit.deployMode"
+	KeyExecutorInstances    = "spindle.executor.instances"
+	KeyExecutorCores        = "spindle.executor.cores"
+	KeyExecutorMemory       = "spindle.executor.memory"
+	KeyExecutorGPUs         = "spindle.executor.gpus"
+	KeyQueue                = "spindle.yarn.queue"
+	KeyInputFormat          = "spindle.input.format"
+	KeyInputColumns         = "spindle.input.columns"
+	KeyLabelColumn          = "spindle.input.labelColumn"
+	KeyCSVDelimiter         = "spindle.input.csv.delimiter"
+	KeyCSVHeader            = "spindle.input.csv.header"
+	KeyFeedMode             = "spindle.feed.mode"
+	KeyBatchRows            = "spindle.feed.batchRows"
+	KeyEpochs               = "spindle.feed.epochs"
+	KeyShuffle              = "spindle.feed.shuffle"
+	KeySeed                 = "spindle.feed.seed"
+	KeyShuffleBufferRows    = "spindle.feed.shuffleBufferRows"
+	KeyPrefetchBatches      = "spindle.feed.prefetchBatches"
+	KeyFeedMemory           = "spindle.feed.memoryBudget"
+	KeyEvenBatches          = "spindle.feed.evenBatches"
+	KeyCheckpointDir        = "spindle.checkpoint.dir"
+	KeyDriverHost           = "spindle.driver.host"
+	KeyDriverPort           = "spindle.driver.port"
+	KeyRegistrationTimeout  = "spindle.driver.registrationTimeout"
+	KeyHeartbeatInterval    = "spindle.executor.heartbeatInterval"
+	KeyHeartbeatTimeout     = "spindle.executor.heartbeatTimeout"
+	KeyStopGracePeriod      = "spindle.executor.stopGracePeriod"
+	KeyStderrTailLines      = "spindle.executor.stderrTailLines"
+	KeyNetworkInterface     = "spindle.network.interface"
+	KeyCollectiveTimeout    = "spindle.collective.timeout"
+	KeyProgressInterval     = "spindle.progress.interval"
+	KeyLogLevel             = "spindle.log.level"
+	KeyHadoopConfDir        = "spindle.hadoop.confDir"
+	KeyHadoopUser           = "spindle.hadoop.user"
+	KeyPythonPath           = "spindle.python.path"
+)
+
+// coreKeys are the keys of a job: submit, driver, executors and feeding.
+var coreKeys = []Key{
+	{Name: KeyMaster, Default: "local", Kind: String,
+		Doc: "Where executors run: local (one child process per executor on this machine), local[N] (N executors), spindle://host:port,host:port (standalone masters)."},
+	{Name: KeyAppName, Default: "spindle-job", Kind: String,
+		Doc: "A name for the job, shown in logs and status listings."},
+	{Name: KeyDeployMode, Default: "client", Kind: Enum, Enum: []string{"client"},
+		Doc: "Where the driver runs. client: in the submitting process."},
+	{Name: KeyExecutorInstances, Default: "2", Kind: Int, Min: 1, HasMin: true,
+		Doc: "Number of executors (training ranks)."},
+	{Name: KeyExecutorCores, Default: "1", Kind: Int, Min: 1, HasMin: true,
+		Doc: "CPU cores per executor, requested from the cluster manager."},
+	{Name: KeyExecutorMemory, Default: "1g", Kind: Bytes, Min: 1 << 20, HasMin: true,
+		Doc: "Memory per executor, requested from the cluster manager."},
+	{Name: KeyExecutorGPUs, Default: "0", Kind: Int, Min: 0, HasMin: true,
+		Doc: "GPUs per executor; each rank sees its own in CUDA_VISIBLE_DEVICES."},
+	{Name: KeyQueue, Default: "default", Kind: String,
+		Doc: "The YARN queue to submit to."},
+	{Name: KeyInputFormat, Default: "", Kind: Enum, Enum: []string{"", "parquet", "arrow", "csv"},
+		Doc: "Input format; empty infers it from each file's extension."},
+	{Name: KeyInputColumns, Default: "", Kind: List,
+		Doc: "Columns to feed, comma-separated; empty feeds every column."},
+	{Name: KeyLabelColumn, Default: "", Kind: String,
+		Doc: "The label column, fed last (tensor mode: as the label vector)."},
+	{Name: KeyCSVDelimiter, Default: ",", Kind: String,
+		Doc: "CSV field delimiter (one character)."},
+	{Name: KeyCSVHeader, Default: "true", Kind: Bool,
+		Doc: "Whether CSV files start with a header line naming the columns."},
+	{Name: KeyFeedMode, Default: "arrow", Kind: Enum, Enum: []string{"arrow", "tensor", "direct"},
+		Doc: "How training processes get data: arrow (Arrow IPC stream), tensor (dense float32), direct (a JSON list of splits to read)."},
+	{Name: KeyBatchRows, Default: "1024", Kind: Int, Min: 1, HasMin: true,
+		Doc: "Rows per fed batch."},
+	{Name: KeyEpochs, Default: "1", Kind: Int, Min: 1, HasMin: true,
+		Doc: "Passes over the data."},
+	{Name: KeyShuffle, Default: "false", Kind: Bool,
+		Doc: "Shuffle split order each epoch plus rows within a bounded buffer; deterministic for a seed."},
+	{Name: KeySeed, Default: "0", Kind: Int,
+		Doc: "Seed for shuffling."},
+	{Name: KeyShuffleBufferRows, Default: "65536", Kind: Int, Min: 1, HasMin: true,
+		Doc: "Rows held in memory by the row shuffle."},
+	{Name: KeyPrefetchBatches, Default: "8", Kind: Int, Min: 0, HasMin: true,
+		Doc: "Batches each executor reads ahead of its training process."},
+	{Name: KeyFeedMemory, Default: "256m", Kind: Bytes, Min: 1 << 20, HasMin: true,
+		Doc: "Memory an executor may hold in read-ahead and shuffle buffers."},
+	{Name: KeyEvenBatches, Default: "pad", Kind: Enum, Enum: []string{"pad", "drop", "off"},
+		Doc: "Give every rank the same number of batches per epoch: pad (repeat rows of the rank's own data), drop (drop the remainder), off."},
+	{Name: KeyCheckpointDir, Default: "", Kind: String,
+		Doc: "Directory (local path, file:// or hdfs:// URI) for checkpoints; given to training processes as SPINDLE_CHECKPOINT_DIR."},
+	{Name: KeyDriverHost, Default: "", Kind: String,
+		Doc: "Address executors use to reach the driver; empty picks one by the spindle.network.interface rule."},
+	{Name: KeyDriverPort, Default: "0", Kind: Int, Min: 0, HasMin: true,
+		Doc: "Control-plane port of the driver; 0 picks a free one."},
+	{Name: KeyRegistrationTimeout, Default: "120s", Kind: Duration,
+		Doc: "How long the driver waits for all executors to register (the gang) before failing the job."},
+	{Name: KeyHeartbeatInterval, Default: "1s", Kind: Duration,
+		Doc: "How often executors report liveness and progress."},
+	{Name: KeyHeartbeatTimeout, Default: "6s", Kind: Duration,
+		Doc: "An executor silent for this long is declared lost and the job fails."},
+	{Name: KeyStopGracePeriod, Default: "5s", Kind: Duration,
+		Doc: "Time a training process gets between SIGTERM and SIGKILL when a job stops."},
+	{Name: KeyStderrTailLines, Default: "20", Kind: Int, Min: 0, HasMin: true,
+		Doc: "Lines of a failed training process's stderr quoted in the job's error."},
+	{Name: KeyNetworkInterface, Default: "", Kind: String,
+		Doc: "Network interface whose address ranks publish to each other; empty: the first non-loopback interface that is up, else loopback (local jobs always use loopback)."},
+	{Name: KeyCollectiveTimeout, Default: "30s", Kind: Duration,
+		Doc: "A peer silent for this long fails a collective operation (SPINDLE_COLLECTIVE_TIMEOUT)."},
+	{Name: KeyProgressInterval, Default: "10s", Kind: Duration,
+		Doc: "How often progress is logged when the output is not a terminal."},
+	{Name: KeyLogLevel, Default: "info", Kind: Enum, Enum: []string{"debug", "info", "warn", "error"},
+		Doc: "Log level of the driver and executors."},
+	{Name: KeyHadoopConfDir, Default: "", Kind: String,
+		Doc: "Hadoop client configuration directory; empty uses $HADOOP_CONF_DIR."},
+	{Name: KeyHadoopUser, Default: "", Kind: String,
+		Doc: "HDFS user; empty uses $HADOOP_USER_NAME, then the login name."},
+	{Name: KeyPythonPath, Default: "", Kind: String,
+		Doc: "Directory holding the spindle Python package; empty finds it beside the spindle binary."},
+}
+
+// Known returns every declared key, core keys first.
+func Known() []Key {
+	all := make([]Key, 0, len(coreKeys)+len(standaloneKeys))
+	all = append(all, coreKeys...)
+	all = append(all, standaloneKeys...)
+	return all
+}
+
+// Lookup returns the declaration of name.
+func Lookup(name string) (Key, bool) {
+	for _, k := range Known() {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Key{}, false
+}

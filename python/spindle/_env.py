@@ -1,0 +1,147 @@
+"""The training-process environment that Spindle's executor sets.
+
+Every accessor reads ``os.environ`` when called, so a value is never stale,
+and raises :class:`EnvError` naming the variable when it is missing or
+malformed.
+"""
+
+import os
+
+from ._errors import EnvError
+
+FEED_MODES = ("arrow", "tensor", "direct")
+
+#: Seconds a collective operation waits for a silent peer when the
+#: environment does not say (SPINDLE_COLLECTIVE_TIMEOUT).
+DEFAULT_COLLECTIVE_TIMEOUT = 60.0
+
+_HINT = "run this script with spindle submit"
+
+
+def _require(name):
+    value = os.environ.get(name)
+    if value is None or value == "":
+        raise EnvError(f"{name} is not set: {_HINT}")
+    return value
+
+
+def _int(name, minimum):
+    raw = _require(name)
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise EnvError(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise EnvError(f"{name}={raw!r} is below {minimum}")
+    return value
+
+
+def in_spindle():
+    """Return True when the process was started by a Spindle executor."""
+    return bool(os.environ.get("SPINDLE_RANK")) and bool(os.environ.get("SPINDLE_FEED"))
+
+
+def rank():
+    """Return this process's rank, 0 to ``world_size() - 1`` (SPINDLE_RANK)."""
+    r = _int("SPINDLE_RANK", 0)
+    ws = os.environ.get("SPINDLE_WORLD_SIZE")
+    if ws and ws.strip().isdigit() and r >= int(ws):
+        raise EnvError(f"SPINDLE_RANK={r} is not below SPINDLE_WORLD_SIZE={ws.strip()}")
+    return r
+
+
+def world_size():
+    """Return the number of training processes in the job (SPINDLE_WORLD_SIZE)."""
+    return _int("SPINDLE_WORLD_SIZE", 1)
+
+
+def local_rank():
+    """Return this process's index among the job's processes on this host (SPINDLE_LOCAL_RANK)."""
+    return _int("SPINDLE_LOCAL_RANK", 0)
+
+
+def local_world_size():
+    """Return the number of the job's processes on this host (SPINDLE_LOCAL_WORLD_SIZE)."""
+    return _int("SPINDLE_LOCAL_WORLD_SIZE", 1)
+
+
+def job_id():
+    """Return the job's identifier (SPINDLE_JOB_ID)."""
+    return _require("SPINDLE_JOB_ID")
+
+
+def checkpoint_dir():
+    """Return the job's checkpoint directory, or None when the job has none.
+
+    The value (SPINDLE_CHECKPOINT_DIR) is a local path, a ``file://`` URI or
+    an ``hdfs://`` URI, exactly as given to ``spindle submit
+    --checkpoint-dir``.
+    """
+    value = os.environ.get("SPINDLE_CHECKPOINT_DIR", "")
+    return value or None
+
+
+def files_dir():
+    """Return the directory holding the job's ``--files``, or None (SPINDLE_FILES_DIR)."""
+    return os.environ.get("SPINDLE_FILES_DIR") or None
+
+
+def peers():
+    """Return every rank's peer address as a list of ``(host, port)``, in rank order.
+
+    The port is the rank's Spindle peer port (SPINDLE_PEERS). IPv6 hosts
+    are written in brackets (``[::1]:7000``) and returned without them.
+    """
+    raw = _require("SPINDLE_PEERS")
+    out = []
+    for i, item in enumerate(raw.split(",")):
+        item = item.strip()
+        host, sep, port = item.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise EnvError(f"SPINDLE_PEERS entry {i} ({item!r}) is not host:port")
+        out.append((host, int(port)))
+    return out
+
+
+def feed_path():
+    """Return where the feed is (SPINDLE_FEED).
+
+    In ``arrow`` and ``tensor`` mode it is the path of a Unix socket; in
+    ``direct`` mode the path of a JSON file describing this rank's splits.
+    """
+    return _require("SPINDLE_FEED")
+
+
+def feed_mode():
+    """Return the feed mode: ``"arrow"``, ``"tensor"`` or ``"direct"`` (SPINDLE_FEED_MODE)."""
+    raw = _require("SPINDLE_FEED_MODE")
+    mode = raw.strip().lower()
+    if mode not in FEED_MODES:
+        raise EnvError(f"SPINDLE_FEED_MODE={raw!r} is not one of {', '.join(FEED_MODES)}")
+    return mode
+
+
+def label_column():
+    """Return the job's label column (SPINDLE_LABEL_COLUMN), or None when not set."""
+    return os.environ.get("SPINDLE_LABEL_COLUMN") or None
+
+
+def collective_timeout():
+    """Return the seconds a collective waits for a silent peer.
+
+    The value comes from SPINDLE_COLLECTIVE_TIMEOUT and defaults to 60
+    seconds when it is not set, far below PyTorch's default of 30 minutes,
+    so that a dead or stalled peer fails the job quickly.
+    """
+    raw = os.environ.get("SPINDLE_COLLECTIVE_TIMEOUT", "")
+    if raw.strip() == "":
+        return DEFAULT_COLLECTIVE_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        raise EnvError(f"SPINDLE_COLLECTIVE_TIMEOUT={raw!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise EnvError(f"SPINDLE_COLLECTIVE_TIMEOUT={raw!r} must be a positive number of seconds")
+    return value

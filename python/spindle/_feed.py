@@ -1,0 +1,363 @@
+"""Reading the feed: one epoch per connection, in arrow, tensor or direct mode."""
+
+import os
+import socket
+import stat
+
+import numpy as np
+
+from . import _arrow, _direct, _env, _tensor
+from ._columns import assemble
+from ._errors import FeedError
+from ._io import ExactReader
+
+# The metadata key of an arrow-mode schema that holds the epoch number.
+META_EPOCH = "spindle.epoch"
+# An optional metadata key naming the label column.
+META_LABEL = "spindle.label"
+
+_READ_BUFFER = 256 << 10
+_SOCKET_BUFFER = 4 << 20
+
+
+def pyarrow_available():
+    """Report whether pyarrow can be imported."""
+    try:
+        import pyarrow  # noqa: F401
+        import pyarrow.ipc  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class _ArrowSource:
+    def __init__(self, rd, sock, use_pyarrow):
+        self._sock = sock
+        self._stream = _arrow.StreamReader(rd, use_pyarrow=use_pyarrow)
+        md = self._stream.schema.metadata
+        raw = md.get(META_EPOCH)
+        try:
+            self.epoch = int(raw)
+        except (TypeError, ValueError):
+            raise FeedError(f"{rd.name}: schema metadata {META_EPOCH} is {raw!r}, want an epoch number "
+                            "(is this a Spindle feed?)") from None
+        self.columns = self._stream.schema.names
+        self.label = md.get(META_LABEL) or None
+
+    def next_columns(self):
+        return self._stream.next()
+
+    def close(self):
+        self._sock.close()
+
+
+class _TensorSource:
+    def __init__(self, rd, sock):
+        self._rd = rd
+        self._sock = sock
+        self.header = _tensor.read_header(rd)
+        self.epoch = self.header.epoch
+        self.label = self.header.label
+        self.columns = self.header.features + ([self.label] if self.label is not None else [])
+        self._done = False
+
+    def next_matrix(self):
+        if self._done:
+            return None
+        b = _tensor.read_batch(self._rd, self.header)
+        if b is None:
+            self._done = True
+        return b
+
+    def next_columns(self):
+        b = self.next_matrix()
+        if b is None:
+            return None
+        x, y = b
+        out = {n: x[:, j] for j, n in enumerate(self.header.features)}
+        if y is not None:
+            out[self.label] = y
+        return out
+
+    def close(self):
+        self._sock.close()
+
+
+class _EndSource:
+    """The epoch after the last one in direct mode: no batches."""
+
+    def __init__(self, columns, label):
+        self.epoch = -1
+        self.columns = columns
+        self.label = label
+
+    def next_columns(self):
+        return None
+
+    def close(self):
+        pass
+
+
+class Epoch:
+    """One epoch of the feed: an iterator over its batches.
+
+    Iterating yields dicts of columns (from :meth:`Feed.batches`) or
+    ``(features, labels)`` pairs (from :meth:`Feed.tensors`). The epoch
+    closes its connection when its batches run out; close it yourself (or
+    use it as a context manager) to abandon the rest of the epoch.
+    """
+
+    def __init__(self, source, kind, label, dtype, where):
+        self._src = source
+        self._kind = kind
+        self._dtype = dtype
+        self._where = where
+        #: Epoch number (0, 1, ...), or -1 when the feed has no epochs left.
+        self.epoch = source.epoch
+        #: Names of every column in a batch.
+        self.columns = list(source.columns)
+        #: Name of the label column, or None when the batches have none.
+        self.label_column = label
+        #: Rows and batches read so far.
+        self.rows = 0
+        self.batches = 0
+        self.closed = False
+
+    @property
+    def end_of_feed(self):
+        """Report whether this is the empty epoch that follows the last one."""
+        return self.epoch < 0
+
+    @property
+    def feature_columns(self):
+        """Return the names of the feature columns: every column but the label."""
+        return [c for c in self.columns if c != self.label_column]
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.closed:
+            raise StopIteration
+        try:
+            if self._kind == "tensors":
+                item = self._next_tensors()
+            else:
+                item = self._src.next_columns()
+        except BaseException:
+            self.close()
+            raise
+        if item is None:
+            self.close()
+            raise StopIteration
+        self.batches += 1
+        self.rows += len(item[0]) if self._kind == "tensors" else (len(next(iter(item.values()))) if item else 0)
+        return item
+
+    def _next_tensors(self):
+        if isinstance(self._src, _TensorSource):
+            b = self._src.next_matrix()
+            if b is None:
+                return None
+            x, y = b
+            if self._dtype is not None and x.dtype != self._dtype:
+                x = x.astype(self._dtype)
+            return x, y
+        cols = self._src.next_columns()
+        if cols is None:
+            return None
+        return assemble(cols, self.label_column, dtype=self._dtype or np.float32)
+
+    def close(self):
+        """Close the connection; the rest of the epoch is skipped."""
+        if not self.closed:
+            self.closed = True
+            self._src.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    def __repr__(self):
+        return f"<spindle.Epoch {self.epoch} of {self._where}: {self.batches} batches read>"
+
+
+class Feed:
+    """A training process's feed.
+
+    With no arguments it reads SPINDLE_FEED and SPINDLE_FEED_MODE. path
+    overrides SPINDLE_FEED; mode (``"arrow"``, ``"tensor"``, ``"direct"``)
+    overrides SPINDLE_FEED_MODE, and when neither says, the mode is detected
+    from the path (a socket or a JSON file) and the stream's first bytes.
+    use_pyarrow chooses the Arrow decoder: None uses pyarrow when it is
+    installed and SPINDLE_PYARROW is not ``0``. label_column names the
+    label for :meth:`tensors` when the feed does not say.
+    """
+
+    def __init__(self, path=None, mode=None, use_pyarrow=None, label_column=None):
+        if path is None:
+            path = _env.feed_path()
+            if mode is None and os.environ.get("SPINDLE_FEED_MODE"):
+                mode = _env.feed_mode()
+        if mode is not None:
+            mode = str(mode).strip().lower()
+            if mode not in _env.FEED_MODES:
+                raise FeedError(f"feed mode {mode!r} is not one of {', '.join(_env.FEED_MODES)}")
+        if use_pyarrow is None:
+            use_pyarrow = os.environ.get("SPINDLE_PYARROW", "1") != "0" and pyarrow_available()
+        self.path = os.fspath(path)
+        self.mode = mode
+        self.use_pyarrow = bool(use_pyarrow)
+        self.label_column = label_column
+        #: The number of the epoch opened last, or None before the first.
+        self.last_epoch = None
+        self._pending = None
+        self._spec = None
+        self._direct_next = 0
+
+    def __repr__(self):
+        return f"<spindle.Feed {self.mode or 'auto'} {self.path}>"
+
+    # Opening epochs.
+
+    def _is_direct(self):
+        if self.mode is None:
+            try:
+                st = os.stat(self.path)
+            except OSError as e:
+                raise FeedError(f"feed {self.path}: {e.strerror} (the executor creates it before starting "
+                                "the training process; is SPINDLE_FEED right?)") from None
+            self.mode = "direct" if stat.S_ISREG(st.st_mode) else None
+        return self.mode == "direct"
+
+    def _connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SOCKET_BUFFER)
+        except OSError:
+            pass
+        try:
+            s.connect(self.path)
+        except FileNotFoundError:
+            s.close()
+            raise FeedError(f"connect to feed {self.path}: no such socket (the executor creates it "
+                            "before starting the training process; is SPINDLE_FEED right?)") from None
+        except ConnectionRefusedError:
+            s.close()
+            raise FeedError(f"connect to feed {self.path}: connection refused (the executor has stopped)") from None
+        except OSError as e:
+            s.close()
+            raise FeedError(f"connect to feed {self.path}: {e.strerror or e}") from None
+        return s, ExactReader(s.makefile("rb", buffering=_READ_BUFFER), self.path)
+
+    def _open_source(self):
+        if self._pending is not None:
+            src, self._pending = self._pending, None
+            return src
+        if self._is_direct():
+            if self._spec is None:
+                self._spec = _direct.load_spec(self.path)
+            spec = self._spec
+            k = self._direct_next
+            self._direct_next += 1
+            if k >= spec.epochs:
+                try:
+                    cols = _direct.DirectEpoch(spec, -1, self.use_pyarrow).columns
+                except FeedError:
+                    cols = []  # the end of the feed needs no data
+                return _EndSource(cols, spec.label_column)
+            return _direct.DirectEpoch(spec, k, self.use_pyarrow)
+        sock, rd = self._connect()
+        try:
+            head = rd.read_exact(4, "before the stream's first message", allow_eof=True)
+            if not head:
+                raise FeedError(f"{self.path}: the feed closed the connection without sending anything")
+            rd.push_back(head)
+            fmt = "tensor" if head == _tensor.MAGIC else "arrow"
+            if self.mode is not None and fmt != self.mode:
+                raise FeedError(f"{self.path}: the feed speaks the {fmt} format, but the mode is {self.mode} "
+                                "(SPINDLE_FEED_MODE)")
+            if fmt == "tensor":
+                return _TensorSource(rd, sock)
+            return _ArrowSource(rd, sock, self.use_pyarrow)
+        except BaseException:
+            sock.close()
+            raise
+
+    def _label_for(self, src, label_column):
+        header_label = src.label if isinstance(src, _TensorSource) else None
+        if header_label is not None or isinstance(src, _TensorSource):
+            if label_column is not None and label_column != header_label:
+                raise FeedError(f"{self.path}: label column {label_column!r} was asked for, but the tensor "
+                                f"feed's label is {header_label!r}")
+            return header_label
+        label = label_column or self.label_column or _env.label_column() or src.label
+        if label is not None and label not in src.columns:
+            raise FeedError(f"{self.path}: label column {label!r} is not among the feed's columns "
+                            f"{', '.join(src.columns)}")
+        return label
+
+    def _open(self, kind, label_column=None, dtype=None):
+        src = self._open_source()
+        try:
+            label = self._label_for(src, label_column)
+        except BaseException:
+            src.close()
+            raise
+        self.last_epoch = src.epoch
+        return Epoch(src, kind, label, dtype, self.path)
+
+    def batches(self):
+        """Open the next epoch and return it as an iterator of batches.
+
+        Each batch is a dict mapping column name to a 1-D numpy array. After
+        the last epoch the returned iterator is empty (its ``epoch`` is -1).
+        """
+        return self._open("batches")
+
+    def tensors(self, label_column=None, dtype=np.float32):
+        """Open the next epoch and return it as an iterator of ``(features, labels)``.
+
+        features is a 2-D array (rows x features) of dtype holding every
+        column but the label; labels is a 1-D array, or None when the feed
+        has no label column. In tensor mode labels are float32; otherwise
+        they keep the label column's type.
+        """
+        return self._open("tensors", label_column, np.dtype(dtype) if dtype is not None else None)
+
+    def epochs(self, kind="batches", label_column=None, dtype=np.float32):
+        """Yield each remaining epoch (an :class:`Epoch`) until the feed has none left."""
+        if kind not in ("batches", "tensors"):
+            raise ValueError(f"kind {kind!r}: want 'batches' or 'tensors'")
+        while True:
+            ep = self._open(kind, label_column, np.dtype(dtype) if kind == "tensors" else None)
+            if ep.end_of_feed:
+                ep.close()
+                return
+            with ep:
+                yield ep
+
+    def columns(self):
+        """Return the names of the feed's columns, the label last when there is one.
+
+        In arrow and tensor mode this opens the next epoch's connection to
+        read its header and keeps it for the next :meth:`batches` or
+        :meth:`tensors` call; no data are lost.
+        """
+        if self._pending is None:
+            self._pending = self._open_source()
+        return list(self._pending.columns)
+
+    def feature_columns(self, label_column=None):
+        """Return the names of the feature columns (every column but the label)."""
+        cols = self.columns()
+        label = self._label_for(self._pending, label_column)
+        return [c for c in cols if c != label]

@@ -1,0 +1,218 @@
+"""PyTorch helpers: process-group setup from Spindle's environment, a dataset over the feed, checkpoints.
+
+A plain DistributedDataParallel script needs about five changed lines::
+
+    import spindle.torch as st
+
+    st.init_process_group()                 # was: dist.init_process_group("gloo")
+    ds = st.FeedDataset()                   # was: a Dataset, a DistributedSampler and a DataLoader
+    model = DDP(MyModel(ds.num_features))
+    for epoch in itertools.count():         # was: for epoch in range(args.epochs)
+        for x, y in ds:                     # one epoch of this rank's batches
+            ...
+        if ds.end_of_feed:
+            break
+    if st.is_chief():
+        st.save_checkpoint(model.module.state_dict())
+
+torch is imported when this module is, never by ``import spindle``.
+"""
+
+import datetime
+import os
+import tempfile
+import urllib.parse
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.utils.data import IterableDataset, get_worker_info
+
+from . import _env
+from ._errors import EnvError, SpindleError
+
+__all__ = ["FeedDataset", "barrier", "init_process_group", "is_chief", "load_checkpoint", "save_checkpoint"]
+
+
+def _env_int(name, minimum):
+    raw = os.environ.get(name, "")
+    if raw.strip() == "":
+        raise EnvError(f"{name} is not set: run this script with spindle submit (or set MASTER_ADDR, "
+                       "MASTER_PORT, RANK and WORLD_SIZE yourself)")
+    try:
+        value = int(raw)
+    except ValueError:
+        raise EnvError(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise EnvError(f"{name}={raw!r} is below {minimum}")
+    return value
+
+
+def init_process_group(backend="gloo", timeout=None, **kwargs):
+    """Join the job's torch.distributed process group.
+
+    Rendezvous uses MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE, which
+    the executor sets. timeout (seconds or a timedelta) bounds every
+    collective operation, so a dead or stalled peer turns into an error
+    instead of a hang; it defaults to SPINDLE_COLLECTIVE_TIMEOUT (60 seconds
+    when unset), not torch's 30 minutes. Further keyword arguments go to
+    ``torch.distributed.init_process_group``. Calling it again once the
+    group exists does nothing.
+    """
+    if dist.is_initialized():
+        return
+    for name in ("MASTER_ADDR", "MASTER_PORT"):
+        if not os.environ.get(name):
+            raise EnvError(f"{name} is not set: run this script with spindle submit")
+    _env_int("MASTER_PORT", 1)
+    rank = _env_int("RANK", 0)
+    world = _env_int("WORLD_SIZE", 1)
+    if rank >= world:
+        raise EnvError(f"RANK={rank} is not below WORLD_SIZE={world}")
+    if timeout is None:
+        timeout = _env.collective_timeout()
+    if not isinstance(timeout, datetime.timedelta):
+        timeout = datetime.timedelta(seconds=float(timeout))
+    dist.init_process_group(backend=backend, init_method="env://", rank=rank, world_size=world,
+                            timeout=timeout, **kwargs)
+
+
+def is_chief():
+    """Report whether this process is rank 0, the one that writes checkpoints and reports."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank() == 0
+    if os.environ.get("RANK"):
+        return _env_int("RANK", 0) == 0
+    return _env.rank() == 0
+
+
+def barrier():
+    """Wait until every rank reaches this point (a no-op outside a process group)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+class FeedDataset(IterableDataset):
+    """An IterableDataset over Spindle's feed: each iteration walks one epoch.
+
+    Iterating yields ``(features, labels)`` tensors, one pair per batch the
+    executor sends: features is a (rows x features) float32 tensor, labels
+    a 1-D tensor (float32 in tensor mode, the label column's type
+    otherwise; label_dtype converts it). After the last epoch an iteration
+    yields nothing and :attr:`end_of_feed` is True. Use it directly or in a
+    ``DataLoader(ds, batch_size=None)`` without worker processes: the
+    executor already reads ahead.
+    """
+
+    def __init__(self, feed=None, label_column=None, dtype=torch.float32, label_dtype=None):
+        """Read feed (default: the process's feed, ``spindle.feed()``)."""
+        super().__init__()
+        if feed is None:
+            from . import feed as default_feed
+
+            feed = default_feed()
+        self._feed = feed
+        self._label_column = label_column
+        self._dtype = dtype
+        self._label_dtype = label_dtype
+        #: Number of the epoch the last iteration walked; -1 once the feed has none left.
+        self.epoch = None
+
+    @property
+    def feed(self):
+        """Return the underlying :class:`spindle.Feed`."""
+        return self._feed
+
+    @property
+    def end_of_feed(self):
+        """Report whether the last iteration found the feed out of epochs."""
+        return self.epoch is not None and self.epoch < 0
+
+    @property
+    def feature_columns(self):
+        """Return the feature column names (reads the next epoch's header, keeping it)."""
+        return self._feed.feature_columns(self._label_column)
+
+    @property
+    def num_features(self):
+        """Return the number of features in a row."""
+        return len(self.feature_columns)
+
+    def __iter__(self):
+        info = get_worker_info()
+        if info is not None and info.num_workers > 1:
+            raise SpindleError("FeedDataset cannot be split across DataLoader workers: each epoch is served "
+                               "once; use num_workers=0 (the executor already reads ahead)")
+        ep = self._feed.tensors(label_column=self._label_column)
+        self.epoch = ep.epoch
+        with ep:
+            for x, y in ep:
+                xt = torch.from_numpy(x)
+                if xt.dtype != self._dtype:
+                    xt = xt.to(self._dtype)
+                yt = None
+                if y is not None:
+                    yt = torch.from_numpy(np.ascontiguousarray(y))
+                    if self._label_dtype is not None:
+                        yt = yt.to(self._label_dtype)
+                yield xt, yt
+
+
+def _local_dir(directory):
+    if directory is None:
+        directory = _env.checkpoint_dir()
+        if directory is None:
+            raise EnvError("SPINDLE_CHECKPOINT_DIR is not set: submit with --checkpoint-dir, "
+                           "or pass a directory")
+    directory = os.fspath(directory)
+    if "://" in directory:
+        u = urllib.parse.urlparse(directory)
+        if u.scheme != "file" or u.netloc not in ("", "localhost"):
+            raise SpindleError(f"checkpoint directory {directory}: only local paths and file:// URIs are "
+                               "written by save_checkpoint; use a local or shared-file-system directory")
+        directory = urllib.parse.unquote(u.path)
+    return directory
+
+
+def save_checkpoint(obj, name="checkpoint.pt", directory=None):
+    """Save obj with torch.save into the checkpoint directory, atomically.
+
+    The file is written under a temporary name, flushed to disk and renamed
+    into place, so a reader sees the old checkpoint or the new one, never a
+    half-written file. directory defaults to SPINDLE_CHECKPOINT_DIR.
+    Returns the path written.
+    """
+    directory = _local_dir(directory)
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, name)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+    return path
+
+
+def load_checkpoint(name="checkpoint.pt", directory=None, map_location="cpu"):
+    """Load a checkpoint written by :func:`save_checkpoint`, or return None when there is none."""
+    directory = _local_dir(directory)
+    path = os.path.join(directory, name)
+    if not os.path.exists(path):
+        return None
+    return torch.load(path, map_location=map_location)

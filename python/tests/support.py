@@ -1,0 +1,130 @@
+"""Shared helpers of the spindle package's tests: paths, fixtures and a feed server.
+
+Importing this module puts the package directory (python/) first on
+sys.path, so the tests run against the checkout, not an installed copy.
+"""
+
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_DIR = os.path.dirname(PYTHON_DIR)
+TESTDATA = os.path.join(PYTHON_DIR, "tests", "testdata")
+
+if sys.path[0] != PYTHON_DIR:
+    sys.path.insert(0, PYTHON_DIR)
+
+import numpy as np  # noqa: E402
+
+from spindle import _tensor  # noqa: E402
+
+
+def fixture(name):
+    """Return the bytes of a fixture file in testdata."""
+    with open(os.path.join(TESTDATA, name), "rb") as f:
+        return f.read()
+
+
+def expected(name):
+    """Return the JSON that the fixture generator wrote beside fixture name."""
+    with open(os.path.join(TESTDATA, name + ".json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def short_tempdir(test):
+    """Make a temporary directory short enough for Unix socket paths, removed after test."""
+    d = tempfile.mkdtemp(prefix="sp", dir="/tmp")
+    test.addCleanup(shutil.rmtree, d, True)
+    return d
+
+
+def tensor_frames(batches):
+    """Return the batch frames of batches, each (features, labels) or a features matrix."""
+    parts = []
+    for b in batches:
+        x, y = b if isinstance(b, tuple) else (b, None)
+        parts.append(_tensor.encode_batch(x, y))
+    return b"".join(parts)
+
+
+def tensor_stream(epoch, features, label=None, batches=()):
+    """Return a whole tensor-format stream: header, batches, end-of-epoch frame."""
+    return _tensor.encode_header(epoch, features, label) + tensor_frames(batches) + _tensor.END_OF_EPOCH
+
+
+class FeedServer:
+    """Serves streams over a Unix socket the way an executor does.
+
+    Connection k receives stream(k): streams may be a list (connections
+    past its end get end) or a function of k returning bytes. Connections
+    are served one at a time, in order.
+    """
+
+    def __init__(self, path, streams, end=b""):
+        self.path = path
+        self._streams = streams
+        self._end = end
+        self.served = 0
+        self._lock = threading.Lock()
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.bind(path)
+        self._sock.listen(16)
+        self._thread = threading.Thread(target=self._run, name=f"feed-server {path}", daemon=True)
+        self._thread.start()
+
+    def _stream(self, k):
+        if callable(self._streams):
+            return self._streams(k)
+        return self._streams[k] if k < len(self._streams) else self._end
+
+    def _run(self):
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            with conn:
+                with self._lock:
+                    k = self.served
+                    self.served += 1
+                try:
+                    conn.sendall(self._stream(k))
+                except OSError:
+                    pass  # the consumer left mid-epoch
+
+    def close(self):
+        """Stop serving and wait for the server thread."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+        self._thread.join(timeout=10)
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+
+def serve(test, streams, end=b"", name="feed.sock"):
+    """Start a FeedServer in a fresh directory, stopped when test ends."""
+    srv = FeedServer(os.path.join(short_tempdir(test), name), streams, end)
+    test.addCleanup(srv.close)
+    return srv
+
+
+def logistic_data(rows, features, seed):
+    """Return (x, y, bayes_accuracy) of a logistic model: float32 features, int64 0/1 labels."""
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=features)
+    w *= 4.0 / np.linalg.norm(w)
+    x = rng.normal(size=(rows, features)).astype(np.float32)
+    p = 1.0 / (1.0 + np.exp(-(x.astype(np.float64) @ w)))
+    y = (rng.random(rows) < p).astype(np.int64)
+    bayes = float(np.mean((p > 0.5) == (y == 1)))
+    return x, y, bayes

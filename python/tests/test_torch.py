@@ -1,0 +1,166 @@
+"""Tests of spindle.torch: the dataset over the feed, process-group setup, checkpoints."""
+
+import os
+import socket
+import subprocess
+import sys
+import unittest
+from unittest import mock
+
+import support
+
+import numpy as np
+
+try:
+    import torch
+except ImportError:  # the whole module is skipped
+    torch = None
+
+import spindle
+from spindle import EnvError, Feed, SpindleError
+
+if torch is not None:
+    import spindle.torch as st
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_python(code, env, timeout=90):
+    """Run code in a fresh interpreter with the package on PYTHONPATH."""
+    full = dict(os.environ, PYTHONPATH=support.PYTHON_DIR, **env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=full)
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class FeedDatasetTest(unittest.TestCase):
+    def tensor_server(self, epochs=2):
+        streams = []
+        for k in range(epochs):
+            x = np.arange(12, dtype=np.float32).reshape(4, 3) + k
+            streams.append(support.tensor_stream(k, ["a", "b", "c"], "y", [(x, [0, 1, 0, 1]), (x[:2], [1, 1])]))
+        return support.serve(self, streams, support.tensor_stream(-1, ["a", "b", "c"], "y"))
+
+    def test_epochs(self):
+        srv = self.tensor_server()
+        ds = st.FeedDataset(feed=Feed(srv.path))
+        self.assertEqual(ds.num_features, 3)
+        self.assertEqual(ds.feature_columns, ["a", "b", "c"])
+        for k in range(2):
+            got = list(ds)
+            self.assertEqual(ds.epoch, k)
+            self.assertFalse(ds.end_of_feed)
+            self.assertEqual([tuple(x.shape) for x, _ in got], [(4, 3), (2, 3)])
+            x, y = got[0]
+            self.assertEqual((x.dtype, y.dtype), (torch.float32, torch.float32))
+            self.assertTrue(torch.equal(x, torch.arange(12, dtype=torch.float32).reshape(4, 3) + k))
+            self.assertEqual(y.tolist(), [0, 1, 0, 1])
+        self.assertEqual(list(ds), [])
+        self.assertTrue(ds.end_of_feed)
+        self.assertEqual(srv.served, 3)
+
+    def test_data_loader(self):
+        srv = self.tensor_server(1)
+        loader = torch.utils.data.DataLoader(st.FeedDataset(feed=Feed(srv.path), label_dtype=torch.int64),
+                                             batch_size=None)
+        got = [(x.shape[0], y.dtype) for x, y in loader]
+        self.assertEqual(got, [(4, torch.int64), (2, torch.int64)])
+
+    def test_arrow_feed(self):
+        srv = support.serve(self, [support.fixture("primitives.arrows")], support.fixture("end.arrows"))
+        ds = st.FeedDataset(feed=Feed(srv.path, use_pyarrow=False), label_column="label")
+        self.assertEqual(ds.num_features, 12)
+        x, y = next(iter(ds))
+        self.assertEqual((tuple(x.shape), x.dtype, y.dtype), ((5, 12), torch.float32, torch.int64))
+
+    def test_environment_errors(self):
+        base = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "RANK": "0", "WORLD_SIZE": "1"}
+        cases = [
+            ("MASTER_ADDR", None, "MASTER_ADDR is not set: run this script with spindle submit"),
+            ("MASTER_PORT", None, "MASTER_PORT is not set"),
+            ("RANK", None, "RANK is not set"),
+            ("WORLD_SIZE", "two", "WORLD_SIZE='two' is not an integer"),
+            ("RANK", "1", "RANK=1 is not below WORLD_SIZE=1"),
+        ]
+        for var, value, want in cases:
+            with self.subTest(var=var, value=value):
+                env = dict(base)
+                if value is None:
+                    del env[var]
+                else:
+                    env[var] = value
+                clean = {k: v for k, v in os.environ.items() if k not in base}
+                with mock.patch.dict(os.environ, dict(clean, **env), clear=True):
+                    with self.assertRaises(EnvError) as cm:
+                        st.init_process_group()
+                    self.assertIn(want, str(cm.exception))
+        self.assertFalse(torch.distributed.is_initialized())
+
+    def test_init_process_group(self):
+        code = ("import torch, torch.distributed as dist, spindle.torch as st\n"
+                "st.init_process_group()\n"
+                "st.init_process_group()  # a second call does nothing\n"
+                "t = torch.ones(3); dist.all_reduce(t); st.barrier()\n"
+                "print(dist.get_backend(), dist.get_world_size(), t.tolist(), st.is_chief())\n")
+        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "WORLD_SIZE": "1"}
+        out = run_python(code, env)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), "gloo 1 [1.0, 1.0, 1.0] True")
+
+    def test_missing_peer_times_out(self):
+        """Rank 0 of 2 whose peer never comes gives up after SPINDLE_COLLECTIVE_TIMEOUT, not 30 minutes."""
+        code = ("import spindle.torch as st\n"
+                "try:\n"
+                "    st.init_process_group()\n"
+                "except RuntimeError as e:\n"
+                "    print('gave up:', e)\n")
+        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "WORLD_SIZE": "2",
+               "SPINDLE_COLLECTIVE_TIMEOUT": "1.5"}
+        out = run_python(code, env, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertRegex(out.stdout, r"(?i)gave up: .*time")
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class CheckpointTest(unittest.TestCase):
+    def test_save_and_load(self):
+        d = support.short_tempdir(self)
+        for directory in (d, "file://" + d):
+            with self.subTest(directory=directory):
+                with mock.patch.dict(os.environ, {"SPINDLE_CHECKPOINT_DIR": directory}):
+                    path = st.save_checkpoint({"w": torch.arange(4)}, "m.pt")
+                    self.assertEqual(path, os.path.join(d, "m.pt"))
+                    self.assertEqual(st.load_checkpoint("m.pt")["w"].tolist(), [0, 1, 2, 3])
+                    self.assertIsNone(st.load_checkpoint("other.pt"))
+        self.assertEqual(sorted(os.listdir(d)), ["m.pt"])
+
+    def test_failed_save_keeps_the_old_checkpoint(self):
+        d = support.short_tempdir(self)
+        st.save_checkpoint({"v": 1}, directory=d)
+        with self.assertRaises(Exception):
+            st.save_checkpoint({"v": lambda: 2}, directory=d)  # lambdas do not pickle
+        self.assertEqual(st.load_checkpoint(directory=d), {"v": 1})
+        self.assertEqual(os.listdir(d), ["checkpoint.pt"])
+
+    def test_bad_directory(self):
+        with mock.patch.dict(os.environ, {"SPINDLE_CHECKPOINT_DIR": ""}):
+            with self.assertRaises(EnvError) as cm:
+                st.save_checkpoint({})
+            self.assertIn("SPINDLE_CHECKPOINT_DIR is not set", str(cm.exception))
+        with self.assertRaises(SpindleError) as cm:
+            st.save_checkpoint({}, directory="hdfs://nn:8020/ckpt")
+        self.assertIn("hdfs://nn:8020/ckpt", str(cm.exception))
+
+
+class LazyImportTest(unittest.TestCase):
+    def test_spindle_alone_does_not_import_torch(self):
+        out = run_python("import sys, spindle; print('torch' in sys.modules)", {})
+        self.assertEqual(out.stdout.strip(), "False", out.stderr)
+        self.assertTrue(hasattr(spindle, "tensors"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs Spindle's benchmarks, each beside the baseline it is compared with,
+# measured in the same run on this machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+section() { printf '\n==== %s ====\n' "$1"; }
+
+section "feed: Parquet -> executor -> Unix socket -> consumer process, vs raw Unix socket"
+go test -run '^$' -bench 'Feed' -benchtime 3x ./feed/wire
+
+section "allreduce: Spindle ring vs PyTorch gloo"
+go run ./collective/bench
+
+section "HDFS: Parquet over the test HDFS vs local disk"
+go test -run '^$' -bench 'HDFS' -benchtime 3x ./feed/fsys
+
+section "standalone: submit to running, leader failover"
+go test -run '^$' -bench 'Standalone' -benchtime 1x ./standalone/...
