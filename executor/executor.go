@@ -203,10 +203,11 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	if err := localizeFiles(ctx, resolver, t.Files, filesDir); err != nil {
 		return res, err
 	}
-	feedPath, server, err := e.prepareFeed(t, id, resolver, workDir)
+	feedPath, server, closeFeed, err := e.prepareFeed(t, id, resolver, workDir)
 	if err != nil {
 		return res, err
 	}
+	defer closeFeed()
 	env, err := trainingEnv(os.Environ(), t, id, feedPath, filesDir)
 	if err != nil {
 		return res, err
@@ -227,7 +228,7 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	// The process holds its own copy now.
 	peerFile.Close()
 	ports.peer.Close()
-	e.logger.Info("training process started", "pid", proc.cmd.Process.Pid, "command", t.Command[0])
+	e.logger.Debug("training process started", "pid", proc.cmd.Process.Pid, "command", t.Command[0])
 
 	grace := time.Duration(t.StopGraceMillis) * time.Millisecond
 	runCtx, stopAll := context.WithCancel(ctx)
@@ -320,33 +321,45 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 }
 
 // prepareFeed builds the feed named in t: a socket server for arrow and
-// tensor, a JSON file for direct. It returns the SPINDLE_FEED value.
-func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir string) (string, *wire.Server, error) {
+// tensor, a JSON file for direct. It returns the SPINDLE_FEED value and a
+// function that releases the feed once the training process is gone.
+func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir string) (string, *wire.Server, func(), error) {
 	f := t.Feed
 	mode, err := wire.ParseMode(f.Mode)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	if mode == wire.ModeDirect {
 		path := filepath.Join(workDir, "splits.json")
-		err := wire.WriteDirectSpec(path, wire.DirectSpec{
-			Version: 1, Rank: id.rank, WorldSize: id.worldSize, Epochs: f.Epochs, BatchRows: f.BatchRows,
-			Columns: f.Columns, LabelColumn: f.LabelColumn, Shuffle: f.Shuffle, Seed: f.Seed, Splits: f.Splits,
-		})
+		even, err := feed.ParseEvenMode(f.EvenBatches)
 		if err != nil {
-			return "", nil, fmt.Errorf("write direct feed spec: %w", err)
+			return "", nil, nil, err
 		}
-		return path, nil, nil
+		spec := wire.DirectSpec{
+			Rank: id.rank, WorldSize: id.worldSize, Epochs: f.Epochs, BatchRows: f.BatchRows,
+			Columns: f.Columns, LabelColumn: f.LabelColumn, Shuffle: f.Shuffle, Seed: f.Seed,
+			EvenBatches: even, TargetBatches: f.TargetBatches, Splits: f.Splits,
+		}
+		for _, sp := range f.Splits {
+			if sp.Format == feed.FormatCSV {
+				spec.CSV = &wire.DirectCSV{Delimiter: string(f.CSV.Delimiter), Header: f.CSV.Header}
+				break
+			}
+		}
+		if err := wire.WriteDirectSpec(path, spec); err != nil {
+			return "", nil, nil, fmt.Errorf("write direct feed spec: %w", err)
+		}
+		return path, nil, func() {}, nil
 	}
 	rd, err := ipc.NewReader(bytes.NewReader(f.SchemaIPC))
 	if err != nil {
-		return "", nil, fmt.Errorf("decode the planned schema: %w", err)
+		return "", nil, nil, fmt.Errorf("decode the planned schema: %w", err)
 	}
 	schema := rd.Schema()
 	rd.Release()
 	even, err := feed.ParseEvenMode(f.EvenBatches)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	pipe, err := feed.NewPipeline(res, feed.PipelineConfig{
 		Splits: f.Splits, Schema: schema, Columns: f.Columns, LabelColumn: f.LabelColumn,
@@ -355,17 +368,21 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 		EvenBatches: even, TargetBatches: f.TargetBatches, CSV: f.CSV,
 	})
 	if err != nil {
-		return "", nil, fmt.Errorf("set up the feed: %w", err)
+		return "", nil, nil, fmt.Errorf("set up the feed: %w", err)
 	}
 	path := filepath.Join(workDir, "feed.sock")
 	server, err := wire.NewServer(wire.ServerConfig{
 		SocketPath: path, Mode: mode, Epochs: f.Epochs, Source: pipe, LabelColumn: f.LabelColumn,
-		Logger: e.logger,
+		Logger: e.cfg.Logger.With("executor", e.cfg.ID, "rank", id.rank),
 	})
 	if err != nil {
-		return "", nil, err
+		pipe.Close()
+		return "", nil, nil, err
 	}
-	return path, server, nil
+	return path, server, func() {
+		server.Close()
+		pipe.Close()
+	}, nil
 }
 
 func progressOf(s *wire.Server) *controlpb.Progress {

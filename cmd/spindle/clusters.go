@@ -2,17 +2,27 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
 
 	"github.com/spindle-ml/spindle/driver"
+	"github.com/spindle-ml/spindle/internal/config"
+	"github.com/spindle-ml/spindle/standalone"
 )
 
-// newClusterManager builds the cluster manager a non-local master URL names.
-func newClusterManager(ctx context.Context, m driver.Master, cfg driver.Config, logger *slog.Logger) (driver.ClusterManager, error) {
+// newClusterManager builds the cluster manager a master URL names.
+func newClusterManager(ctx context.Context, m driver.Master, p *config.Properties, cfg driver.Config, logger *slog.Logger) (driver.ClusterManager, error) {
 	switch m.Kind {
-	case driver.MasterYARN:
-		return nil, fmt.Errorf("master yarn: YARN support is not built yet; use local[N] or spindle://")
+	case driver.MasterLocal:
+		return driver.NewLocal(driver.LocalConfig{Console: cfg.Console, StopGrace: cfg.StopGrace, Logger: logger})
+	case driver.MasterStandalone:
+		cc, err := standalone.ClientConfigFromProperties(p, m.Addrs)
+		if err != nil {
+			return nil, err
+		}
+		cc.Console = cfg.Console
+		cc.Logger = logger
+		return standalone.NewClusterManager(ctx, cc)
 	}
-	return nil, fmt.Errorf("master %s: not supported yet", m.Kind)
+	return nil, errors.New("master yarn: YARN support is not built yet; use local[N] or spindle://host:port,...")
 }

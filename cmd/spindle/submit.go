@@ -13,6 +13,7 @@ import (
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/internal/config"
+	"github.com/spindle-ml/spindle/standalone"
 )
 
 // Exit statuses of spindle submit.
@@ -103,15 +104,12 @@ func runSubmit(c *cli.Context) error {
 	terminal := term.IsTerminal(int(os.Stderr.Fd()))
 	cfg.Console = driver.NewConsole(os.Stdout, os.Stderr, terminal)
 
-	var cm driver.ClusterManager
-	switch master.Kind {
-	case driver.MasterLocal:
-		cm, err = driver.NewLocal(driver.LocalConfig{Console: cfg.Console, StopGrace: cfg.StopGrace, Logger: logger})
-	default:
-		cm, err = newClusterManager(c.Context, master, cfg, logger)
-	}
+	cm, err := newClusterManager(c.Context, master, props, cfg, logger)
 	if err != nil {
-		return cli.Exit(err, exitUsage)
+		if errors.Is(err, standalone.ErrConfig) || errors.Is(err, standalone.ErrSecretOnCommandLine) {
+			return cli.Exit(err, exitUsage)
+		}
+		return cli.Exit(fmt.Sprintf("connect to %s: %v", props.String(config.KeyMaster), err), exitJobFailed)
 	}
 	defer cm.Close()
 

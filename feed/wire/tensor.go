@@ -1,0 +1,328 @@
+package wire
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+)
+
+// Tensor stream constants (docs/feed-protocol.md).
+const (
+	tensorMagic   = "SPTF"
+	tensorVersion = 1
+	// flagLabel says a label vector follows each feature matrix.
+	flagLabel = 1 << 0
+	// tensorHeaderFixed is the size of the header before the names.
+	tensorHeaderFixed = 4 + 2 + 2 + 4 + 4 + 4
+	// maxNamesBytes bounds the names a client accepts in a header.
+	maxNamesBytes = 64 << 20
+)
+
+// littleEndian is true on hosts whose float32 memory layout is already the
+// wire layout, which lets conversion write straight into the send buffer.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// CheckTensorSchema reports whether tensor mode can feed schema: every
+// column, including the label column when label is not empty, must hold
+// integers, floats or booleans, and at least one feature column must
+// remain. The error names the offending column. The driver calls it when
+// it plans a job so that a bad column fails the submission, not a rank.
+func CheckTensorSchema(schema *arrow.Schema, label string) error {
+	_, _, err := tensorColumns(schema, label)
+	return err
+}
+
+// tensorColumns returns the indices of the feature columns and of the
+// label column (-1 when there is none) of schema.
+func tensorColumns(schema *arrow.Schema, label string) (features []int, labelIdx int, err error) {
+	if schema == nil {
+		return nil, -1, fmt.Errorf("tensor feed: no schema")
+	}
+	labelIdx = -1
+	for i, f := range schema.Fields() {
+		if !numeric(f.Type) {
+			what := "column"
+			if f.Name == label {
+				what = "label column"
+			}
+			return nil, -1, fmt.Errorf("%w: %s %q has type %s; the tensor feed takes integer, float and boolean columns "+
+				"(leave it out with --columns, cast it when writing the data, or use --feed arrow)",
+				ErrNotNumeric, what, f.Name, f.Type)
+		}
+		if label != "" && f.Name == label && labelIdx < 0 {
+			labelIdx = i
+			continue
+		}
+		features = append(features, i)
+	}
+	if label != "" && labelIdx < 0 {
+		return nil, -1, fmt.Errorf("tensor feed: label column %q is not among the columns %v", label, fieldNames(schema))
+	}
+	if len(features) == 0 {
+		return nil, -1, fmt.Errorf("tensor feed: no feature columns besides the label %q", label)
+	}
+	return features, labelIdx, nil
+}
+
+func fieldNames(schema *arrow.Schema) []string {
+	names := make([]string, schema.NumFields())
+	for i, f := range schema.Fields() {
+		names[i] = f.Name
+	}
+	return names
+}
+
+// numeric reports whether tensor mode converts values of type t.
+func numeric(t arrow.DataType) bool {
+	switch t.ID() {
+	case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64,
+		arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64,
+		arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64, arrow.BOOL:
+		return true
+	}
+	return false
+}
+
+// tensorEncoder turns record batches into tensor-mode batch frames.
+type tensorEncoder struct {
+	schema   *arrow.Schema
+	features []int
+	label    int
+	src      [][]float32 // per feature: its values of the batch as float32
+	scratch  [][]float32 // per feature: room to convert a non-float32 column
+}
+
+func newTensorEncoder(schema *arrow.Schema, label string) (*tensorEncoder, error) {
+	features, labelIdx, err := tensorColumns(schema, label)
+	if err != nil {
+		return nil, err
+	}
+	return &tensorEncoder{schema: schema, features: features, label: labelIdx}, nil
+}
+
+// header returns the stream header for epoch.
+func (e *tensorEncoder) header(epoch int) []byte {
+	names := make([]string, 0, len(e.features)+1)
+	for _, i := range e.features {
+		names = append(names, e.schema.Field(i).Name)
+	}
+	var flags uint16
+	if e.label >= 0 {
+		flags |= flagLabel
+		names = append(names, e.schema.Field(e.label).Name)
+	}
+	js, err := json.Marshal(names)
+	if err != nil {
+		panic(fmt.Sprintf("wire: marshal column names: %v", err)) // strings always marshal
+	}
+	h := make([]byte, tensorHeaderFixed, tensorHeaderFixed+len(js))
+	copy(h, tensorMagic)
+	binary.LittleEndian.PutUint16(h[4:], tensorVersion)
+	binary.LittleEndian.PutUint16(h[6:], flags)
+	binary.LittleEndian.PutUint32(h[8:], uint32(int32(epoch)))
+	binary.LittleEndian.PutUint32(h[12:], uint32(len(e.features)))
+	binary.LittleEndian.PutUint32(h[16:], uint32(len(js)))
+	return append(h, js...)
+}
+
+// encode converts rec into one batch frame: the row count followed by the
+// row-major features and the labels, ready for a single Write. The frame
+// lives in buf, grown as needed and returned for reuse.
+func (e *tensorEncoder) encode(rec arrow.RecordBatch, buf []float32) ([]float32, []byte, error) {
+	if int(rec.NumCols()) != e.schema.NumFields() {
+		return buf, nil, fmt.Errorf("tensor feed: batch has %d columns, schema has %d", rec.NumCols(), e.schema.NumFields())
+	}
+	rows := int(rec.NumRows())
+	if rows > math.MaxUint32 {
+		return buf, nil, fmt.Errorf("tensor feed: batch of %d rows is too large", rows)
+	}
+	nf := len(e.features)
+	n := 1 + rows*nf
+	if e.label >= 0 {
+		n += rows
+	}
+	if cap(buf) < n {
+		buf = make([]float32, n)
+	}
+	buf = buf[:n]
+	// The first word carries the row count as a uint32, not a float.
+	binary.LittleEndian.PutUint32(f32bytes(buf[:1]), uint32(rows))
+
+	// Gather every feature as a float32 column: float32 columns without
+	// nulls as they are, the others converted into scratch columns with
+	// contiguous, type-specialised loops. Then interleave them into rows.
+	if len(e.src) != nf {
+		e.src = make([][]float32, nf)
+		e.scratch = make([][]float32, nf)
+	}
+	defer clear(e.src) // hold no reference to rec past this call
+	for j, ci := range e.features {
+		col := rec.Column(ci)
+		if err := checkColumn(col, e.schema.Field(ci), rows); err != nil {
+			return buf, nil, err
+		}
+		if f, ok := col.(*array.Float32); ok && f.NullN() == 0 {
+			e.src[j] = f.Float32Values()
+			continue
+		}
+		if cap(e.scratch[j]) < rows {
+			e.scratch[j] = make([]float32, rows)
+		}
+		e.src[j] = e.scratch[j][:rows]
+		putColumn(e.src[j], col, 0, rows)
+	}
+	interleave(buf[1:1+rows*nf], e.src, rows)
+	if e.label >= 0 {
+		col := rec.Column(e.label)
+		if err := checkColumn(col, e.schema.Field(e.label), rows); err != nil {
+			return buf, nil, err
+		}
+		putColumn(buf[1+rows*nf:1+rows*nf+rows], col, 0, rows)
+	}
+	out := f32bytes(buf)
+	if !littleEndian {
+		// Values were written in host order; the wire wants little-endian.
+		for i := 4; i < len(out); i += 4 {
+			v := binary.NativeEndian.Uint32(out[i:])
+			binary.LittleEndian.PutUint32(out[i:], v)
+		}
+	}
+	return buf, out, nil
+}
+
+func checkColumn(col arrow.Array, f arrow.Field, rows int) error {
+	if col.Len() != rows {
+		return fmt.Errorf("tensor feed: column %q has %d values in a batch of %d rows", f.Name, col.Len(), rows)
+	}
+	if !arrow.TypeEqual(col.DataType(), f.Type) {
+		return fmt.Errorf("tensor feed: column %q has type %s in a batch, %s in the schema", f.Name, col.DataType(), f.Type)
+	}
+	return nil
+}
+
+// f32bytes views a float32 slice as its bytes.
+func f32bytes(v []float32) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+}
+
+// bytesF32 views bytes (4-byte aligned, length a multiple of 4) as float32s.
+func bytesF32(b []byte) []float32 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
+type number interface {
+	~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~float32 | ~float64
+}
+
+// interleave writes the columns src, each rows long, row-major into dst:
+// row r's values are dst[r*len(src) : (r+1)*len(src)]. Writes are
+// sequential and each column is read sequentially, which the cache and
+// the prefetcher handle far better than strided writes.
+func interleave(dst []float32, src [][]float32, rows int) {
+	nf := len(src)
+	if nf == 1 {
+		copy(dst, src[0][:rows])
+		return
+	}
+	// Blocks of rows keep the lines being read of every column in cache
+	// when there are many columns; four columns at a time write 16
+	// contiguous bytes of each row.
+	const block = 256
+	for r0 := 0; r0 < rows; r0 += block {
+		r1 := min(rows, r0+block)
+		n := r1 - r0
+		j := 0
+		for ; j+4 <= nf; j += 4 {
+			c0, c1, c2, c3 := src[j][r0:r1], src[j+1][r0:r1], src[j+2][r0:r1], src[j+3][r0:r1]
+			c1, c2, c3 = c1[:n], c2[:n], c3[:n]
+			k := r0*nf + j
+			for i, v := range c0[:n] {
+				d := dst[k : k+4 : k+4]
+				d[0], d[1], d[2], d[3] = v, c1[i], c2[i], c3[i]
+				k += nf
+			}
+		}
+		for ; j < nf; j++ {
+			k := r0*nf + j
+			for _, v := range src[j][r0:r1] {
+				dst[k] = v
+				k += nf
+			}
+		}
+	}
+}
+
+// putColumn writes rows [r0, r1) of col as float32 into dst[0 : r1-r0].
+// Nulls become NaN.
+func putColumn(dst []float32, col arrow.Array, r0, r1 int) {
+	dst = dst[:r1-r0]
+	switch a := col.(type) {
+	case *array.Float32:
+		copy(dst, a.Float32Values()[r0:r1])
+	case *array.Float64:
+		convert(dst, a.Float64Values()[r0:r1])
+	case *array.Int8:
+		convert(dst, a.Int8Values()[r0:r1])
+	case *array.Int16:
+		convert(dst, a.Int16Values()[r0:r1])
+	case *array.Int32:
+		convert(dst, a.Int32Values()[r0:r1])
+	case *array.Int64:
+		convert(dst, a.Int64Values()[r0:r1])
+	case *array.Uint8:
+		convert(dst, a.Uint8Values()[r0:r1])
+	case *array.Uint16:
+		convert(dst, a.Uint16Values()[r0:r1])
+	case *array.Uint32:
+		convert(dst, a.Uint32Values()[r0:r1])
+	case *array.Uint64:
+		convert(dst, a.Uint64Values()[r0:r1])
+	case *array.Float16:
+		for i, v := range a.Values()[r0:r1] {
+			dst[i] = v.Float32()
+		}
+	case *array.Boolean:
+		bits := a.Data().Buffers()[1].Bytes()
+		off := a.Data().Offset() + r0
+		for i := range dst {
+			dst[i] = 0
+			if bitutil.BitIsSet(bits, off+i) {
+				dst[i] = 1
+			}
+		}
+	default:
+		// tensorColumns and checkColumn admit only the types above.
+		panic(fmt.Sprintf("wire: tensor conversion of %s", col.DataType()))
+	}
+	if col.NullN() > 0 {
+		valid := col.NullBitmapBytes()
+		off := col.Data().Offset() + r0
+		for i := range dst {
+			if bitutil.BitIsNotSet(valid, off+i) {
+				dst[i] = nan32
+			}
+		}
+	}
+}
+
+func convert[T number](dst []float32, vals []T) {
+	dst = dst[:len(vals)]
+	for i, v := range vals {
+		dst[i] = float32(v)
+	}
+}
+
+// nan32 is what a null becomes: the canonical quiet NaN, 0x7fc00000.
+var nan32 = math.Float32frombits(0x7fc00000)

@@ -1,0 +1,27 @@
+// Package task is what a Go training program sees of Spindle: the
+// environment the executor started it with (its rank, the world size, its
+// peers, its checkpoint directory) and its data feed.
+//
+// A training program reads its environment once, then its epochs:
+//
+//	env, err := task.FromEnv()
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	err = env.TensorEpochs(ctx, func(ep *wire.TensorEpoch) error {
+//		for {
+//			b, err := ep.Next(ctx)
+//			if errors.Is(err, io.EOF) {
+//				return nil
+//			}
+//			if err != nil {
+//				return err
+//			}
+//			train(b.Features, b.Labels) // b.Rows rows of ep.NumFeatures() values
+//		}
+//	})
+//
+// With the arrow feed, Env.ArrowEpochs hands out Arrow record batches
+// instead; with the direct feed, Env.Direct says which splits to read. The
+// formats are documented in docs/feed-protocol.md.
+package task

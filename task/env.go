@@ -1,0 +1,189 @@
+package task
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spindle-ml/spindle/feed/wire"
+)
+
+// The environment variables an executor sets for its training process.
+const (
+	EnvRank              = "SPINDLE_RANK"
+	EnvWorldSize         = "SPINDLE_WORLD_SIZE"
+	EnvLocalRank         = "SPINDLE_LOCAL_RANK"
+	EnvLocalWorldSize    = "SPINDLE_LOCAL_WORLD_SIZE"
+	EnvJobID             = "SPINDLE_JOB_ID"
+	EnvFeed              = "SPINDLE_FEED"
+	EnvFeedMode          = "SPINDLE_FEED_MODE"
+	EnvCheckpointDir     = "SPINDLE_CHECKPOINT_DIR"
+	EnvPeers             = "SPINDLE_PEERS"
+	EnvPeerListenFD      = "SPINDLE_PEER_LISTEN_FD"
+	EnvCollectiveTimeout = "SPINDLE_COLLECTIVE_TIMEOUT"
+)
+
+// Sentinel errors of the package.
+var (
+	// ErrNotSpindle is returned by FromEnv when the program was not started
+	// by a Spindle executor, so that a program can fall back to running
+	// alone.
+	ErrNotSpindle = errors.New("task: not started by spindle")
+	// ErrBadEnv is wrapped by every error about a malformed variable.
+	ErrBadEnv = errors.New("task: bad environment")
+	// ErrNoFeed is returned when the job has no feed of the kind asked for.
+	ErrNoFeed = errors.New("task: no such feed")
+)
+
+// Env is a training process's view of its job, read from the environment.
+type Env struct {
+	// Rank is this process's rank, 0 ≤ Rank < WorldSize.
+	Rank int
+	// WorldSize is the number of ranks in the job.
+	WorldSize int
+	// LocalRank and LocalWorldSize number the ranks on this host.
+	LocalRank      int
+	LocalWorldSize int
+	// JobID names the job.
+	JobID string
+	// Feed is the socket (arrow and tensor modes) or the JSON file (direct
+	// mode) of the feed; empty when the job has no input.
+	Feed string
+	// FeedMode is how the feed works; empty when the job has no input.
+	FeedMode wire.Mode
+	// CheckpointDir is where to keep checkpoints (a local path or a URI);
+	// empty when the job has none.
+	CheckpointDir string
+	// Peers holds every rank's host:port for the collectives library, in
+	// rank order; nil when the job did not publish them.
+	Peers []string
+	// PeerListenFD is an inherited file descriptor holding this rank's
+	// already-bound peer listener, or -1. Use PeerListener.
+	PeerListenFD int
+	// CollectiveTimeout is how long a collective waits for a silent peer
+	// before failing; zero when unset.
+	CollectiveTimeout time.Duration
+}
+
+// FromEnv reads the environment the executor set. Errors name the variable
+// and what is wrong with it; when SPINDLE_RANK is not set at all the error
+// wraps ErrNotSpindle.
+func FromEnv() (Env, error) {
+	return fromLookup(os.LookupEnv)
+}
+
+// fromLookup is FromEnv over any variable lookup, for tests.
+func fromLookup(lookup func(string) (string, bool)) (Env, error) {
+	e := Env{PeerListenFD: -1}
+	if _, ok := lookup(EnvRank); !ok {
+		return Env{}, fmt.Errorf("%w: %s is not set; run the program with spindle submit", ErrNotSpindle, EnvRank)
+	}
+	var err error
+	integer := func(name string, min int, dst *int) {
+		if err != nil {
+			return
+		}
+		v, ok := lookup(name)
+		if !ok {
+			err = fmt.Errorf("%w: %s is not set", ErrBadEnv, name)
+			return
+		}
+		n, perr := strconv.Atoi(strings.TrimSpace(v))
+		switch {
+		case perr != nil:
+			err = fmt.Errorf("%w: %s=%s: not an integer", ErrBadEnv, name, v)
+		case n < min:
+			err = fmt.Errorf("%w: %s=%d: must be at least %d", ErrBadEnv, name, n, min)
+		default:
+			*dst = n
+		}
+	}
+	integer(EnvRank, 0, &e.Rank)
+	integer(EnvWorldSize, 1, &e.WorldSize)
+	integer(EnvLocalRank, 0, &e.LocalRank)
+	integer(EnvLocalWorldSize, 1, &e.LocalWorldSize)
+	if err != nil {
+		return Env{}, err
+	}
+	if e.Rank >= e.WorldSize {
+		return Env{}, fmt.Errorf("%w: %s=%d is not below %s=%d", ErrBadEnv, EnvRank, e.Rank, EnvWorldSize, e.WorldSize)
+	}
+	if e.LocalRank >= e.LocalWorldSize {
+		return Env{}, fmt.Errorf("%w: %s=%d is not below %s=%d", ErrBadEnv, EnvLocalRank, e.LocalRank, EnvLocalWorldSize, e.LocalWorldSize)
+	}
+	e.JobID, _ = lookup(EnvJobID)
+	e.CheckpointDir, _ = lookup(EnvCheckpointDir)
+
+	e.Feed, _ = lookup(EnvFeed)
+	mode, _ := lookup(EnvFeedMode)
+	switch {
+	case mode != "":
+		m, err := wire.ParseMode(mode)
+		if err != nil {
+			return Env{}, fmt.Errorf("%w: %s=%s: want arrow, tensor or direct", ErrBadEnv, EnvFeedMode, mode)
+		}
+		e.FeedMode = m
+		if e.Feed == "" {
+			return Env{}, fmt.Errorf("%w: %s=%s but %s is not set", ErrBadEnv, EnvFeedMode, mode, EnvFeed)
+		}
+	case e.Feed != "":
+		return Env{}, fmt.Errorf("%w: %s is set but %s is not", ErrBadEnv, EnvFeed, EnvFeedMode)
+	}
+
+	if v, ok := lookup(EnvPeers); ok && v != "" {
+		e.Peers = strings.Split(v, ",")
+		if len(e.Peers) != e.WorldSize {
+			return Env{}, fmt.Errorf("%w: %s lists %d peers for %s=%d", ErrBadEnv, EnvPeers, len(e.Peers), EnvWorldSize, e.WorldSize)
+		}
+		for i, p := range e.Peers {
+			host, port, err := net.SplitHostPort(strings.TrimSpace(p))
+			if err != nil || host == "" {
+				return Env{}, fmt.Errorf("%w: %s: peer %d is %q, want host:port", ErrBadEnv, EnvPeers, i, p)
+			}
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+				return Env{}, fmt.Errorf("%w: %s: peer %d has port %q, want 1-65535", ErrBadEnv, EnvPeers, i, port)
+			}
+			e.Peers[i] = strings.TrimSpace(p)
+		}
+	}
+	if v, ok := lookup(EnvPeerListenFD); ok && v != "" {
+		fd, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || fd < 0 {
+			return Env{}, fmt.Errorf("%w: %s=%s: not a file descriptor number", ErrBadEnv, EnvPeerListenFD, v)
+		}
+		e.PeerListenFD = fd
+	}
+	if v, ok := lookup(EnvCollectiveTimeout); ok && v != "" {
+		secs, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || !(secs > 0) || secs > math.MaxInt64/float64(time.Second) {
+			return Env{}, fmt.Errorf("%w: %s=%s: want a positive number of seconds", ErrBadEnv, EnvCollectiveTimeout, v)
+		}
+		e.CollectiveTimeout = time.Duration(secs * float64(time.Second))
+	}
+	return e, nil
+}
+
+// PeerListener returns the listener the executor bound for this rank's
+// peer port and passed down as SPINDLE_PEER_LISTEN_FD, so that no other
+// process can take the port between the driver publishing it and this
+// process listening. It takes the descriptor over: call it once.
+func (e Env) PeerListener() (net.Listener, error) {
+	if e.PeerListenFD < 0 {
+		return nil, fmt.Errorf("%w: %s is not set; bind your peer port yourself", ErrBadEnv, EnvPeerListenFD)
+	}
+	f := os.NewFile(uintptr(e.PeerListenFD), "spindle-peer-listener")
+	if f == nil {
+		return nil, fmt.Errorf("%w: %s=%d: not an open file descriptor", ErrBadEnv, EnvPeerListenFD, e.PeerListenFD)
+	}
+	defer f.Close() // FileListener holds a duplicate
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("use peer listener %s=%d: %w", EnvPeerListenFD, e.PeerListenFD, err)
+	}
+	return ln, nil
+}
