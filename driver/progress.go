@@ -15,9 +15,8 @@ type progress struct {
 
 	start    time.Time
 	last     time.Time // when a plain line was last written
-	prev     map[int]rankProgress
-	prevAt   time.Time
-	rates    map[int]float64 // batches per second by rank
+	samples  map[int][]sample // recent batch counts by rank, oldest first
+	rates    map[int]float64  // batches per second by rank
 	rows     int64
 	finished bool
 }
@@ -25,25 +24,37 @@ type progress struct {
 func newProgress(console *Console, interval time.Duration, epochs int) *progress {
 	now := time.Now()
 	return &progress{console: console, interval: interval, epochs: epochs,
-		start: now, last: now, prevAt: now, prev: map[int]rankProgress{}, rates: map[int]float64{}}
+		start: now, last: now, samples: map[int][]sample{}, rates: map[int]float64{}}
 }
+
+// sample is a rank's batch count at a point in time.
+type sample struct {
+	at      time.Time
+	batches int64
+}
+
+// rateWindow is how far back batches/s looks: longer than a heartbeat
+// interval, so the rate does not flicker between heartbeats.
+const rateWindow = 3 * time.Second
 
 // update takes a new snapshot and redraws or logs when due.
 func (p *progress) update(now time.Time, ranks []rankProgress) {
 	if p.console == nil || p.finished {
 		return
 	}
-	dt := now.Sub(p.prevAt).Seconds()
 	var rows int64
 	for _, r := range ranks {
 		rows += r.rows
-		if prev, ok := p.prev[r.rank]; ok && dt > 0 {
-			p.rates[r.rank] = float64(r.batches-prev.batches) / dt
+		ss := append(p.samples[r.rank], sample{now, r.batches})
+		for len(ss) > 2 && now.Sub(ss[1].at) >= rateWindow {
+			ss = ss[1:]
 		}
-		p.prev[r.rank] = r
+		p.samples[r.rank] = ss
+		if dt := now.Sub(ss[0].at).Seconds(); dt > 0 {
+			p.rates[r.rank] = float64(r.batches-ss[0].batches) / dt
+		}
 	}
 	p.rows = rows
-	p.prevAt = now
 	line := p.render(now, ranks)
 	switch {
 	case p.console.Terminal():

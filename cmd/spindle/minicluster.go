@@ -1,6 +1,173 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
 
-// Placeholder until the test HDFS lands.
-func miniclusterCommand() *cli.Command { return &cli.Command{Name: "minicluster", Hidden: true} }
+	"github.com/urfave/cli/v2"
+
+	"github.com/spindle-ml/spindle/feed/fsys"
+	"github.com/spindle-ml/spindle/internal/config"
+	"github.com/spindle-ml/spindle/internal/hdfstest"
+)
+
+func miniclusterCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "minicluster",
+		Usage:     "run a small HDFS on this machine for demos and development",
+		UsageText: "spindle minicluster --dir DIR [--datanodes 3] [--block-size 1MiB] [--put 'LOCAL_GLOB=HDFS_DIR' ...]",
+		Description: `Starts a namenode and datanodes on the loopback interface that speak the
+HDFS wire protocols, keeping their files under DIR (a restart with the same
+DIR finds them again), and writes DIR/hadoop-conf/{core-site.xml,hdfs-site.xml}.
+Point HADOOP_CONF_DIR there and hdfs:///paths reach this cluster. Runs until
+interrupted. Authentication is simple: HADOOP_USER_NAME (or your login)
+names the user; you are the superuser.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "dir", Required: true, Usage: "`DIR` holding the cluster's files and hadoop-conf/"},
+			&cli.IntFlag{Name: "datanodes", Value: 3, Usage: "number of datanodes"},
+			&cli.StringFlag{Name: "block-size", Value: "1MiB", Usage: "block `SIZE` of new files; small, so files span several blocks"},
+			&cli.IntFlag{Name: "replication", Usage: "replicas of each block (default: 3, or the number of datanodes if fewer)"},
+			&cli.IntFlag{Name: "port", Usage: "namenode `PORT` (default: any free port)"},
+			&cli.StringSliceFlag{Name: "put", Usage: "copy local files into HDFS at start: `LOCAL_GLOB=HDFS_DIR` (repeatable)"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+		},
+		Action: runMinicluster,
+	}
+}
+
+func runMinicluster(c *cli.Context) error {
+	log, err := newLogger(c.App.ErrWriter, c.String("log-level"))
+	if err != nil {
+		return err
+	}
+	bs, err := config.ParseBytes(c.String("block-size"))
+	if err != nil {
+		return fmt.Errorf("--block-size: %w", err)
+	}
+	if n := c.Int("datanodes"); n < 1 {
+		return fmt.Errorf("--datanodes %d: want at least 1", n)
+	}
+	if n := c.Int("replication"); n < 0 || n > c.Int("datanodes") {
+		return fmt.Errorf("--replication %d: want between 1 and --datanodes (%d)", n, c.Int("datanodes"))
+	}
+	dir, err := filepath.Abs(c.String("dir"))
+	if err != nil {
+		return fmt.Errorf("--dir: %w", err)
+	}
+	cfg := hdfstest.Config{
+		Dir:         filepath.Join(dir, "hdfs"),
+		DataNodes:   c.Int("datanodes"),
+		BlockSize:   bs,
+		Replication: c.Int("replication"),
+		Logger:      log,
+	}
+	if p := c.Int("port"); p != 0 {
+		cfg.NameNodePorts = []int{p}
+	}
+	puts, err := parsePuts(c.StringSlice("put"))
+	if err != nil {
+		return err
+	}
+	cluster, err := hdfstest.Start(c.Context, cfg)
+	if err != nil {
+		return err
+	}
+	defer cluster.Close()
+	confDir := filepath.Join(dir, "hadoop-conf")
+	if err := cluster.WriteConfig(confDir); err != nil {
+		return err
+	}
+	res := fsys.NewResolver(fsys.Options{HadoopConfDir: confDir, User: cluster.Superuser()})
+	defer res.Close()
+	for _, p := range puts {
+		if err := putFiles(c.Context, res, p, c.App.Writer); err != nil {
+			return err
+		}
+	}
+	printMiniclusterUsage(c.App.Writer, cluster, dir, confDir)
+	<-c.Context.Done()
+	fmt.Fprintln(c.App.Writer, "stopping the minicluster")
+	return cluster.Close()
+}
+
+// put is one --put: local files to copy into an HDFS directory.
+type put struct{ glob, dir string }
+
+func parsePuts(vals []string) ([]put, error) {
+	var out []put
+	for _, v := range vals {
+		glob, dir, ok := strings.Cut(v, "=")
+		if !ok || glob == "" || !strings.HasPrefix(dir, "/") {
+			return nil, fmt.Errorf("--put %q: want LOCAL_GLOB=HDFS_DIR with an absolute HDFS directory, like 'data/*.parquet=/user/me/data'", v)
+		}
+		out = append(out, put{glob: glob, dir: path.Clean(dir)})
+	}
+	return out, nil
+}
+
+// putFiles copies the files matching p.glob into p.dir on the default HDFS.
+func putFiles(ctx context.Context, res *fsys.Resolver, p put, out io.Writer) error {
+	names, err := filepath.Glob(p.glob)
+	if err != nil {
+		return fmt.Errorf("--put %s: %w", p.glob, err)
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("--put %s: no local file matches", p.glob)
+	}
+	hdfs, _, err := res.Resolve(ctx, "hdfs://"+p.dir)
+	if err != nil {
+		return err
+	}
+	if err := hdfs.MkdirAll(ctx, p.dir); err != nil {
+		return err
+	}
+	for _, name := range names {
+		dst := path.Join(p.dir, filepath.Base(name))
+		if err := copyToFS(ctx, hdfs, name, dst); err != nil {
+			return fmt.Errorf("--put %s: %w", name, err)
+		}
+		fmt.Fprintf(out, "put %s -> hdfs://%s\n", name, dst)
+	}
+	return nil
+}
+
+func copyToFS(ctx context.Context, dst fsys.FS, local, name string) error {
+	in, err := os.Open(local)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	af, err := dst.CreateAtomic(ctx, name)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(af, in); err != nil {
+		af.Abort()
+		return err
+	}
+	return af.Commit()
+}
+
+func printMiniclusterUsage(w io.Writer, c *hdfstest.Cluster, dir, confDir string) {
+	user := c.Superuser()
+	fmt.Fprintf(w, `spindle minicluster: HDFS is running
+  namenode    %s
+  datanodes   %d
+  files       %s
+  config      %s
+
+In another shell:
+  export HADOOP_CONF_DIR=%s
+  export HADOOP_USER_NAME=%s
+  spindle submit --master 'local[2]' --input 'hdfs:///user/%s/data/*.parquet' \
+      --label-column label --checkpoint-dir hdfs:///user/%s/checkpoints -- python3 train.py
+
+Load data with --put 'LOCAL_GLOB=/user/%s/data' when starting, or any HDFS
+client. Press Ctrl-C to stop; the files stay in %s.
+`, c.URI(), len(c.DataNodes()), filepath.Join(dir, "hdfs"), confDir, confDir, user, user, user, user, dir)
+}

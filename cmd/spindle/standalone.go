@@ -1,9 +1,313 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
 
-// Placeholders until the standalone cluster manager lands.
-func statusCommand() *cli.Command { return &cli.Command{Name: "status", Hidden: true} }
-func killCommand() *cli.Command   { return &cli.Command{Name: "kill", Hidden: true} }
-func masterCommand() *cli.Command { return &cli.Command{Name: "master", Hidden: true} }
-func workerCommand() *cli.Command { return &cli.Command{Name: "worker", Hidden: true} }
+	"github.com/urfave/cli/v2"
+
+	"github.com/spindle-ml/spindle/driver"
+	"github.com/spindle-ml/spindle/internal/config"
+	"github.com/spindle-ml/spindle/standalone"
+	"github.com/spindle-ml/spindle/standalone/client"
+	"github.com/spindle-ml/spindle/standalone/master"
+	"github.com/spindle-ml/spindle/standalone/worker"
+)
+
+// keyFlag maps an explicit flag to the configuration key it sets.
+type keyFlag struct {
+	flag cli.Flag
+	key  string
+}
+
+// commonFlags are the configuration flags every standalone command takes.
+func commonFlags(fs []keyFlag) []cli.Flag {
+	out := []cli.Flag{
+		&cli.StringSliceFlag{Name: "conf", Usage: "set a configuration property, `KEY=VALUE` (repeatable)"},
+		&cli.StringFlag{Name: "properties-file", Usage: "read properties from `FILE` (default: $SPINDLE_CONF_DIR/spindle-defaults.conf only)"},
+	}
+	for _, f := range fs {
+		out = append(out, f.flag)
+	}
+	return out
+}
+
+// loadKeyFlags merges every configuration source; explicit flags win.
+func loadKeyFlags(c *cli.Context, fs []keyFlag) (*config.Properties, error) {
+	src := config.Sources{
+		ConfDir:        os.Getenv("SPINDLE_CONF_DIR"),
+		PropertiesFile: c.String("properties-file"),
+		Overrides:      c.StringSlice("conf"),
+	}
+	for _, f := range fs {
+		name := f.flag.Names()[0]
+		if c.IsSet(name) {
+			src.Flags = append(src.Flags, config.Setting{Key: f.key, Value: c.String(name), Source: "--" + name})
+		}
+	}
+	props, warnings, err := config.Load(src)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(os.Stderr, "spindle: warning: %s\n", w)
+	}
+	return props, nil
+}
+
+// clusterSecret reads the cluster secret from its file, the
+// configuration or the environment.
+func clusterSecret(p *config.Properties) (string, error) {
+	return standalone.SecretFromProperties(p)
+}
+
+var masterFlags = []keyFlag{
+	{&cli.StringFlag{Name: "id", Usage: "this master's `ID` in the Raft group"}, config.KeyMasterID},
+	{&cli.StringFlag{Name: "addr", Usage: "gRPC listen address, `HOST:PORT` (default 0.0.0.0:7077)"}, config.KeyMasterAddr},
+	{&cli.StringFlag{Name: "raft-addr", Usage: "Raft listen address, `HOST:PORT`; keep it on a private network (default 127.0.0.1:7001)"}, config.KeyMasterRaftAddr},
+	{&cli.StringFlag{Name: "peers", Usage: "every master, this one included: `ID=RAFT_HOST:PORT@GRPC_HOST:PORT,...`"}, config.KeyMasterPeers},
+	{&cli.StringFlag{Name: "data-dir", Usage: "`DIR` of the Raft log and snapshots"}, config.KeyMasterDataDir},
+	{&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error"}, config.KeyLogLevel},
+}
+
+func masterCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "master",
+		Usage: "run a standalone master (one of a Raft group of 3 or 5)",
+		Description: `Runs one master of a standalone cluster. The masters keep the cluster
+state (workers, applications, executor placements) in Raft: run 3 or 5 of
+them with the same --peers, each with its own --id and --data-dir.
+
+   spindle master --id m1 --addr 10.0.0.1:7077 --raft-addr 10.0.0.1:7001 \
+       --peers m1=10.0.0.1:7001@10.0.0.1:7077,m2=10.0.0.2:7001@10.0.0.2:7077,m3=10.0.0.3:7001@10.0.0.3:7077 \
+       --data-dir /var/lib/spindle/master
+
+The cluster secret comes from spindle.cluster.secretFile,
+spindle.cluster.secret or $SPINDLE_CLUSTER_SECRET; it is never taken on
+the command line. See conf/spindle-master.conf.example.`,
+		Flags:  commonFlags(masterFlags),
+		Action: runMaster,
+	}
+}
+
+func runMaster(c *cli.Context) error {
+	p, err := loadKeyFlags(c, masterFlags)
+	if err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	logger, err := newLogger(os.Stderr, p.String(config.KeyLogLevel))
+	if err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	cfg := master.DefaultConfig()
+	if cfg.Secret, err = clusterSecret(p); err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	cfg.TLS.CertFile = p.String(config.KeyClusterTLSCert)
+	cfg.TLS.KeyFile = p.String(config.KeyClusterTLSKey)
+	cfg.TLS.CAFile = p.String(config.KeyClusterTLSCA)
+	cfg.ID = p.String(config.KeyMasterID)
+	cfg.Addr = p.String(config.KeyMasterAddr)
+	cfg.RaftAddr = p.String(config.KeyMasterRaftAddr)
+	if cfg.Peers, err = master.ParsePeers(strings.Join(p.List(config.KeyMasterPeers), ",")); err != nil {
+		return cli.Exit(fmt.Errorf("%s: %w", p.Source(config.KeyMasterPeers), err), exitUsage)
+	}
+	cfg.DataDir = p.String(config.KeyMasterDataDir)
+	cfg.HeartbeatTimeout = p.Duration(config.KeyMasterHeartbeatTimeout)
+	cfg.ElectionTimeout = p.Duration(config.KeyMasterElectionTimeout)
+	cfg.LeaderLeaseTimeout = p.Duration(config.KeyMasterLeaderLeaseTimeout)
+	cfg.CommitTimeout = p.Duration(config.KeyMasterCommitTimeout)
+	cfg.SnapshotInterval = p.Duration(config.KeyMasterSnapshotInterval)
+	cfg.SnapshotThreshold = uint64(p.Int(config.KeyMasterSnapshotThreshold))
+	cfg.TrailingLogs = uint64(p.Int(config.KeyMasterTrailingLogs))
+	cfg.SnapshotRetain = p.Int(config.KeyMasterSnapshotRetain)
+	cfg.WorkerTimeout = p.Duration(config.KeyMasterWorkerTimeout)
+	cfg.AppTimeout = p.Duration(config.KeyMasterAppTimeout)
+	cfg.LaunchTimeout = p.Duration(config.KeyMasterLaunchTimeout)
+	cfg.RetainedApps = p.Int(config.KeyMasterRetainedApps)
+	cfg.GangTimeout = p.Duration(config.KeyStandaloneGangTimeout)
+	cfg.Placement = p.String(config.KeyStandalonePlacement)
+	cfg.MaxExecutorsPerApp = p.Int(config.KeyStandaloneMaxExecutorsPerApp)
+	cfg.MaxCoresPerApp = p.Int(config.KeyStandaloneMaxCoresPerApp)
+	cfg.StopGrace = p.Duration(config.KeyStopGracePeriod)
+	cfg.Logger = logger
+	m, err := master.New(cfg)
+	if err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	if err := m.Run(c.Context); err != nil {
+		return cli.Exit(err, 1)
+	}
+	return nil
+}
+
+var workerFlags = []keyFlag{
+	{&cli.StringFlag{Name: "masters", Usage: "the masters' gRPC addresses, `HOST:PORT,...` (all of them)"}, config.KeyWorkerMasters},
+	{&cli.StringFlag{Name: "id", Usage: "this worker's `ID` (default: advertised host and port)"}, config.KeyWorkerID},
+	{&cli.StringFlag{Name: "addr", Usage: "gRPC listen address, `HOST:PORT` (default 0.0.0.0:7078)"}, config.KeyWorkerAddr},
+	{&cli.StringFlag{Name: "advertise-host", Usage: "`HOST` masters and drivers reach this worker at"}, config.KeyWorkerAdvertiseHost},
+	{&cli.StringFlag{Name: "cores", Usage: "cores offered to executors (default: every CPU)"}, config.KeyWorkerCores},
+	{&cli.StringFlag{Name: "memory", Usage: "memory offered to executors, like 64g (default: all but 1 GiB)"}, config.KeyWorkerMemory},
+	{&cli.StringFlag{Name: "gpus", Usage: "GPUs offered to executors (default: count /dev/nvidiaN)"}, config.KeyWorkerGPUs},
+	{&cli.StringFlag{Name: "work-dir", Usage: "`DIR` of executors' working directories and logs"}, config.KeyWorkerWorkDir},
+	{&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error"}, config.KeyLogLevel},
+}
+
+func workerCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "worker",
+		Usage: "run a standalone worker that runs executors for the masters",
+		Description: `Runs a worker of a standalone cluster: it registers its cores, memory and
+GPUs with the masters and runs the executors they place on it.
+
+   spindle worker --masters 10.0.0.1:7077,10.0.0.2:7077,10.0.0.3:7077 \
+       --cores 32 --memory 240g --gpus 8 --work-dir /var/lib/spindle/work
+
+The cluster secret comes from spindle.cluster.secretFile,
+spindle.cluster.secret or $SPINDLE_CLUSTER_SECRET (never the command line).`,
+		Flags:  commonFlags(workerFlags),
+		Action: runWorker,
+	}
+}
+
+func runWorker(c *cli.Context) error {
+	p, err := loadKeyFlags(c, workerFlags)
+	if err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	logger, err := newLogger(os.Stderr, p.String(config.KeyLogLevel))
+	if err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	cfg := worker.DefaultConfig()
+	if cfg.Secret, err = clusterSecret(p); err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	cfg.TLS.CertFile = p.String(config.KeyClusterTLSCert)
+	cfg.TLS.KeyFile = p.String(config.KeyClusterTLSKey)
+	cfg.TLS.CAFile = p.String(config.KeyClusterTLSCA)
+	for _, m := range p.List(config.KeyWorkerMasters) {
+		cfg.Masters = append(cfg.Masters, strings.TrimPrefix(m, "spindle://"))
+	}
+	cfg.ID = p.String(config.KeyWorkerID)
+	cfg.Addr = p.String(config.KeyWorkerAddr)
+	cfg.AdvertiseHost = p.String(config.KeyWorkerAdvertiseHost)
+	cfg.Cores = p.Int(config.KeyWorkerCores)
+	if mem := p.Bytes(config.KeyWorkerMemory); mem > 0 {
+		if mem < 1<<20 {
+			return cli.Exit(fmt.Sprintf("%s: %s: %d bytes is less than 1 MiB; write a unit, like %dm or %dg",
+				p.Source(config.KeyWorkerMemory), config.KeyWorkerMemory, mem, mem, mem), exitUsage)
+		}
+		cfg.MemoryMB = mem >> 20
+	}
+	cfg.GPUs = p.Int(config.KeyWorkerGPUs)
+	if d := p.String(config.KeyWorkerWorkDir); d != "" {
+		cfg.WorkDir = d
+	}
+	cfg.HeartbeatInterval = p.Duration(config.KeyWorkerHeartbeatInterval)
+	cfg.StopGrace = p.Duration(config.KeyWorkerStopGracePeriod)
+	cfg.CleanupDelay = p.Duration(config.KeyWorkerCleanupDelay)
+	cfg.DisableCgroups = !p.Bool(config.KeyWorkerCgroups)
+	cfg.CgroupRoot = p.String(config.KeyWorkerCgroupRoot)
+	cfg.CgroupParent = p.String(config.KeyWorkerCgroupParent)
+	cfg.Logger = logger
+	w, err := worker.New(cfg)
+	if err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	defer w.Close()
+	if err := w.Run(c.Context); err != nil {
+		return cli.Exit(err, 1)
+	}
+	return nil
+}
+
+var adminFlags = []keyFlag{
+	{&cli.StringFlag{Name: "master", Usage: "the standalone masters, `spindle://HOST:PORT,HOST:PORT,...`"}, config.KeyMaster},
+}
+
+// adminClient connects to the masters of --master (or spindle.master).
+func adminClient(c *cli.Context) (*client.Client, error) {
+	p, err := loadKeyFlags(c, adminFlags)
+	if err != nil {
+		return nil, err
+	}
+	m, err := driver.ParseMaster(p.String(config.KeyMaster))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Source(config.KeyMaster), err)
+	}
+	if m.Kind != driver.MasterStandalone {
+		return nil, fmt.Errorf("%s: master %q is not a standalone cluster; give --master spindle://host:port,...",
+			p.Source(config.KeyMaster), p.String(config.KeyMaster))
+	}
+	secret, err := clusterSecret(p)
+	if err != nil {
+		return nil, err
+	}
+	logger, err := newLogger(os.Stderr, p.String(config.KeyLogLevel))
+	if err != nil {
+		return nil, err
+	}
+	cfg := client.Config{Masters: m.Addrs, Secret: secret, Logger: logger}
+	cfg.TLS.CertFile = p.String(config.KeyClusterTLSCert)
+	cfg.TLS.KeyFile = p.String(config.KeyClusterTLSKey)
+	cfg.TLS.CAFile = p.String(config.KeyClusterTLSCA)
+	return client.New(cfg)
+}
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "show a standalone cluster: masters (and who leads), workers, applications, executors",
+		Flags: append(commonFlags(adminFlags),
+			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "give up after this long"}),
+		Action: func(c *cli.Context) error {
+			cl, err := adminClient(c)
+			if err != nil {
+				return cli.Exit(err, exitUsage)
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+			defer cancel()
+			st, err := cl.Status(ctx)
+			if err != nil {
+				return cli.Exit(err, 1)
+			}
+			return st.WriteText(os.Stdout)
+		},
+	}
+}
+
+func killCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "kill",
+		Usage:     "end an application on a standalone cluster and stop its executors",
+		ArgsUsage: "APP",
+		Description: `APP is an application id (from spindle status) or the name of exactly one
+running application. Its driver sees its executors stopped and fails.`,
+		Flags: append(commonFlags(adminFlags),
+			&cli.StringFlag{Name: "reason", Usage: "why, shown to the job's driver"},
+			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "give up after this long"}),
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return cli.Exit("name one application: spindle kill --master spindle://... APP", exitUsage)
+			}
+			cl, err := adminClient(c)
+			if err != nil {
+				return cli.Exit(err, exitUsage)
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+			defer cancel()
+			app, err := cl.Kill(ctx, c.Args().First(), c.String("reason"))
+			if err != nil {
+				return cli.Exit(err, 1)
+			}
+			fmt.Printf("killed %s (%s)\n", app.GetId(), app.GetName())
+			return nil
+		},
+	}
+}

@@ -3,4 +3,4 @@
 // `make proto`; `make proto-check` fails when the committed code drifts.
 package controlpb
 
-//go:generate protoc --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative control.proto
+//go:generate ../../scripts/protoc.sh

@@ -77,11 +77,17 @@ func (r result) String() string {
 // spindle runs the spindle binary with args in dir and waits for it.
 func spindle(t *testing.T, dir string, args ...string) result {
 	t.Helper()
+	return spindleEnv(t, dir, nil, args...)
+}
+
+// spindleEnv is spindle with extra environment variables.
+func spindleEnv(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, spindleBin, args...)
 	cmd.Dir = dir
-	cmd.Env = testEnv()
+	cmd.Env = append(testEnv(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spindle-ml/spindle/feed/fsys"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestMinicluster(t *testing.T) {
+	dir := t.TempDir()
+	local := filepath.Join(t.TempDir(), "part-0.csv")
+	if err := os.WriteFile(local, []byte("x,label\n1,0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	var out syncBuffer
+	app := newApp()
+	app.Writer, app.ErrWriter = &out, io.Discard
+	done := make(chan error, 1)
+	go func() {
+		done <- app.RunContext(runCtx, []string{"spindle", "minicluster", "--dir", dir, "--datanodes", "2",
+			"--block-size", "64KiB", "--put", filepath.Join(filepath.Dir(local), "*.csv") + "=/user/demo/data", "--log-level", "error"})
+	}()
+	for !strings.Contains(out.String(), "Press Ctrl-C") {
+		select {
+		case err := <-done:
+			t.Fatalf("minicluster exited early: %v\n%s", err, out.String())
+		case <-ctx.Done():
+			t.Fatalf("minicluster did not start:\n%s", out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	conf := filepath.Join(dir, "hadoop-conf")
+	if !strings.Contains(out.String(), "export HADOOP_CONF_DIR="+conf) {
+		t.Fatalf("usage does not say how to set HADOOP_CONF_DIR:\n%s", out.String())
+	}
+
+	res := fsys.NewResolver(fsys.Options{HadoopConfDir: conf})
+	fs, _, err := res.Resolve(ctx, "hdfs:///")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := fs.Open(ctx, "/user/demo/data/part-0.csv")
+	if err != nil {
+		t.Fatalf("the --put file: %v", err)
+	}
+	got, _ := io.ReadAll(f)
+	f.Close()
+	if string(got) != "x,label\n1,0\n" {
+		t.Fatalf("the --put file reads %q", got)
+	}
+	res.Close()
+
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("minicluster: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "hdfs", "namenode", "fsimage.json")); err != nil {
+		t.Fatalf("namespace not saved on exit: %v", err)
+	}
+}
+
+func TestMiniclusterBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--block-size", "huge"}, "--block-size"},
+		{[]string{"--put", "nodest"}, "LOCAL_GLOB=HDFS_DIR"},
+		{[]string{"--datanodes", "0"}, "--datanodes 0"},
+		{[]string{"--datanodes", "2", "--replication", "3"}, "--replication 3"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			app := newApp()
+			app.Writer, app.ErrWriter = io.Discard, io.Discard
+			args := append([]string{"spindle", "minicluster", "--dir", t.TempDir()}, tc.args...)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := app.RunContext(ctx, args)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,258 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Environment variables read by FromEnv. The Spindle executor sets them for
+// every training process.
+const (
+	EnvRank        = "SPINDLE_RANK"
+	EnvWorldSize   = "SPINDLE_WORLD_SIZE"
+	EnvPeers       = "SPINDLE_PEERS"
+	EnvPeerFD      = "SPINDLE_PEER_LISTEN_FD"
+	EnvJobID       = "SPINDLE_JOB_ID"
+	EnvTimeoutSecs = "SPINDLE_COLLECTIVE_TIMEOUT"
+)
+
+// Defaults applied by New to zero fields of Config.
+const (
+	DefaultTimeout           = 30 * time.Second
+	DefaultConnectTimeout    = 2 * time.Minute
+	DefaultChunkBytes        = 1 << 20
+	DefaultSocketBufferBytes = 4 << 20
+)
+
+// Config describes one rank of a communicator.
+type Config struct {
+	// Rank is this process's rank, in [0, WorldSize).
+	Rank int
+	// WorldSize is the number of ranks.
+	WorldSize int
+	// Peers holds every rank's peer address (host:port) in rank order.
+	// Peers[Rank] is where this rank listens.
+	Peers []string
+	// Listener, when set, is an already-bound listener on this rank's peer
+	// port (typically inherited from the executor). New takes ownership of
+	// it: Close closes it. When nil, New binds Peers[Rank] itself.
+	Listener net.Listener
+	// JobID is checked in the connection handshake, so processes of
+	// different jobs never talk to each other by accident.
+	JobID string
+	// Timeout bounds how long an operation waits for a peer to make
+	// progress before it fails with ErrPeerTimeout. It must exceed the
+	// largest expected lag between ranks entering the same operation.
+	Timeout time.Duration
+	// ConnectTimeout bounds how long New waits for its ring neighbours,
+	// which may start later than this rank.
+	ConnectTimeout time.Duration
+	// ChunkBytes is the pipelining unit: operations move data in chunks of
+	// at most this many bytes, so that sending one chunk overlaps receiving
+	// and reducing the next.
+	ChunkBytes int
+	// SocketBufferBytes sets the kernel send and receive buffers of every
+	// connection (capped by the kernel's net.core.[rw]mem_max). Negative
+	// leaves them to the kernel's autotuning.
+	SocketBufferBytes int
+	// Logger receives structured logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a Config with every tunable set to its default; the
+// caller fills in Rank, WorldSize, Peers and usually Listener and JobID.
+func DefaultConfig() Config {
+	return Config{
+		Timeout:           DefaultTimeout,
+		ConnectTimeout:    DefaultConnectTimeout,
+		ChunkBytes:        DefaultChunkBytes,
+		SocketBufferBytes: DefaultSocketBufferBytes,
+	}
+}
+
+// withDefaults returns c with zero tunables replaced by their defaults.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Timeout == 0 {
+		c.Timeout = d.Timeout
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = d.ConnectTimeout
+	}
+	if c.ChunkBytes == 0 {
+		c.ChunkBytes = d.ChunkBytes
+	}
+	if c.SocketBufferBytes == 0 {
+		c.SocketBufferBytes = d.SocketBufferBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports the first problem with c, naming the field.
+func (c Config) Validate() error {
+	if c.WorldSize < 1 {
+		return fmt.Errorf("collective: world size %d: must be at least 1", c.WorldSize)
+	}
+	if c.Rank < 0 || c.Rank >= c.WorldSize {
+		return fmt.Errorf("collective: rank %d: must be in [0, %d)", c.Rank, c.WorldSize)
+	}
+	if c.WorldSize > 1 || len(c.Peers) > 0 {
+		if len(c.Peers) != c.WorldSize {
+			return fmt.Errorf("collective: %d peer addresses for world size %d: need one per rank", len(c.Peers), c.WorldSize)
+		}
+		for i, p := range c.Peers {
+			if _, _, err := net.SplitHostPort(p); err != nil {
+				return fmt.Errorf("collective: peer address %q of rank %d: %w", p, i, err)
+			}
+		}
+	}
+	if c.Listener != nil && len(c.Peers) > c.Rank {
+		if err := checkListenerPort(c.Listener, c.Peers[c.Rank]); err != nil {
+			return fmt.Errorf("collective: listener of rank %d: %w", c.Rank, err)
+		}
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("collective: timeout %s: must be positive", c.Timeout)
+	}
+	if c.ConnectTimeout < 0 {
+		return fmt.Errorf("collective: connect timeout %s: must be positive", c.ConnectTimeout)
+	}
+	if c.ChunkBytes < 0 {
+		return fmt.Errorf("collective: chunk size %d bytes: must be positive", c.ChunkBytes)
+	}
+	return nil
+}
+
+// checkListenerPort verifies that ln listens on the port of addr, so a
+// wrongly wired listener fails at start rather than as a connect timeout on
+// the neighbours.
+func checkListenerPort(ln net.Listener, addr string) error {
+	_, want, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	tcp, ok := ln.Addr().(*net.TCPAddr)
+	if !ok {
+		return fmt.Errorf("listener on %s is not TCP", ln.Addr())
+	}
+	if strconv.Itoa(tcp.Port) != want {
+		return fmt.Errorf("listener is on port %d but the peer address is %s", tcp.Port, addr)
+	}
+	return nil
+}
+
+// ConfigFromEnv builds a Config from the training-process environment the
+// Spindle executor sets (SPINDLE_RANK, SPINDLE_WORLD_SIZE, SPINDLE_PEERS,
+// SPINDLE_PEER_LISTEN_FD, SPINDLE_JOB_ID, SPINDLE_COLLECTIVE_TIMEOUT).
+// Errors name the variable at fault. When SPINDLE_PEER_LISTEN_FD is set the
+// returned Config owns the inherited listener.
+func ConfigFromEnv() (Config, error) {
+	return configFromEnv(os.LookupEnv)
+}
+
+func configFromEnv(lookup func(string) (string, bool)) (Config, error) {
+	cfg := DefaultConfig()
+	var err error
+	if cfg.Rank, err = envInt(lookup, EnvRank); err != nil {
+		return Config{}, err
+	}
+	if cfg.WorldSize, err = envInt(lookup, EnvWorldSize); err != nil {
+		return Config{}, err
+	}
+	if cfg.WorldSize < 1 {
+		return Config{}, fmt.Errorf("collective: %s=%d: must be at least 1", EnvWorldSize, cfg.WorldSize)
+	}
+	if cfg.Rank < 0 || cfg.Rank >= cfg.WorldSize {
+		return Config{}, fmt.Errorf("collective: %s=%d: must be in [0, %s=%d)", EnvRank, cfg.Rank, EnvWorldSize, cfg.WorldSize)
+	}
+	peers, ok := lookup(EnvPeers)
+	if !ok || strings.TrimSpace(peers) == "" {
+		return Config{}, fmt.Errorf("collective: %s is not set: need the comma-separated host:port of every rank", EnvPeers)
+	}
+	for _, p := range strings.Split(peers, ",") {
+		p = strings.TrimSpace(p)
+		if _, _, err := net.SplitHostPort(p); err != nil {
+			return Config{}, fmt.Errorf("collective: %s: address %q: %w", EnvPeers, p, err)
+		}
+		cfg.Peers = append(cfg.Peers, p)
+	}
+	if len(cfg.Peers) != cfg.WorldSize {
+		return Config{}, fmt.Errorf("collective: %s has %d addresses but %s=%d", EnvPeers, len(cfg.Peers), EnvWorldSize, cfg.WorldSize)
+	}
+	cfg.JobID, _ = lookup(EnvJobID)
+	if v, ok := lookup(EnvTimeoutSecs); ok && strings.TrimSpace(v) != "" {
+		secs, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || secs <= 0 || secs > 1e6 {
+			return Config{}, fmt.Errorf("collective: %s=%q: want a positive number of seconds", EnvTimeoutSecs, v)
+		}
+		cfg.Timeout = time.Duration(secs * float64(time.Second))
+	}
+	if v, ok := lookup(EnvPeerFD); ok && strings.TrimSpace(v) != "" {
+		fd, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || fd < 0 {
+			return Config{}, fmt.Errorf("collective: %s=%q: want a file descriptor number", EnvPeerFD, v)
+		}
+		ln, err := listenerFromFD(fd)
+		if err != nil {
+			return Config{}, fmt.Errorf("collective: %s=%d: %w", EnvPeerFD, fd, err)
+		}
+		if err := checkListenerPort(ln, cfg.Peers[cfg.Rank]); err != nil {
+			ln.Close()
+			return Config{}, fmt.Errorf("collective: %s=%d and %s: %w", EnvPeerFD, fd, EnvPeers, err)
+		}
+		cfg.Listener = ln
+	}
+	return cfg, nil
+}
+
+func envInt(lookup func(string) (string, bool), name string) (int, error) {
+	v, ok := lookup(name)
+	if !ok || strings.TrimSpace(v) == "" {
+		return 0, fmt.Errorf("collective: %s is not set", name)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return 0, fmt.Errorf("collective: %s=%q: not an integer", name, v)
+	}
+	return n, nil
+}
+
+// listenerFromFD turns an inherited descriptor into a net.Listener. The
+// descriptor is duplicated by net.FileListener and the original closed, so
+// the process holds exactly one reference to the socket.
+func listenerFromFD(fd int) (net.Listener, error) {
+	f := os.NewFile(uintptr(fd), EnvPeerFD)
+	if f == nil {
+		return nil, fmt.Errorf("not an open file descriptor")
+	}
+	defer f.Close()
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("not a listening socket: %w", err)
+	}
+	if _, ok := ln.Addr().(*net.TCPAddr); !ok {
+		ln.Close()
+		return nil, fmt.Errorf("listener on %s is not TCP", ln.Addr())
+	}
+	return ln, nil
+}
+
+// FromEnv joins the communicator described by the training-process
+// environment (see ConfigFromEnv). It blocks until the ring neighbours are
+// connected.
+func FromEnv(ctx context.Context) (*Comm, error) {
+	cfg, err := ConfigFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return New(ctx, cfg)
+}

@@ -1,0 +1,269 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestHandshakeMismatch(t *testing.T) {
+	type want struct {
+		blames int
+		says   string
+	}
+	tests := []struct {
+		name  string
+		world int
+		tweak func(rank int, cfg *Config)
+		want  map[int]want // by rank; other ranks must fail too
+	}{
+		{
+			name:  "job id",
+			world: 2,
+			tweak: func(r int, cfg *Config) {
+				if r == 1 {
+					cfg.JobID = "other-job"
+				}
+			},
+			want: map[int]want{0: {1, `job id`}, 1: {0, `job id`}},
+		},
+		{
+			name:  "world size",
+			world: 2,
+			tweak: func(r int, cfg *Config) {
+				if r == 1 {
+					cfg.WorldSize = 3
+					cfg.Peers = append(cfg.Peers[:2:2], "127.0.0.1:1")
+				}
+			},
+			want: map[int]want{0: {1, "world size 2, but rank 1 has world size 3"}, 1: {0, "world size"}},
+		},
+		{
+			name:  "peer order",
+			world: 3,
+			tweak: func(r int, cfg *Config) {
+				if r == 0 {
+					// Rank 0 believes rank 1 is where rank 2 listens.
+					cfg.Peers = []string{cfg.Peers[0], cfg.Peers[2], cfg.Peers[1]}
+				}
+			},
+			// Rank 2 may have finished connecting before rank 0's bad hello
+			// arrives; it then fails at its first operation instead.
+			want: map[int]want{0: {1, "addressed to rank 1, but this is rank 2"}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			comms, errs := startRanks(t, tc.world, func(r int, cfg *Config) {
+				cfg.ConnectTimeout = 2 * time.Second
+				tc.tweak(r, cfg)
+			})
+			for r, err := range errs {
+				if err == nil {
+					if _, ok := tc.want[r]; ok {
+						t.Fatalf("rank %d: New succeeded", r)
+					}
+					if err := comms[r].Barrier(context.Background()); err == nil {
+						t.Fatalf("rank %d: barrier in a misconfigured job succeeded", r)
+					}
+					continue
+				}
+				w, ok := tc.want[r]
+				if !ok {
+					continue
+				}
+				var pe *PeerError
+				if !errors.Is(err, ErrHandshake) || !errors.As(err, &pe) || pe.Rank != w.blames || !strings.Contains(err.Error(), w.says) {
+					t.Fatalf("rank %d: got %v, want ErrHandshake blaming rank %d and saying %q", r, err, w.blames, w.says)
+				}
+			}
+		})
+	}
+}
+
+func TestConnectTimeout(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts nothing: a peer that never starts
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close() // connection refused
+	for _, tc := range []struct{ name, addr string }{{"silent", silent.Addr().String()}, {"refused", closedAddr}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = New(context.Background(), Config{
+				Rank: 0, WorldSize: 2, Peers: []string{ln.Addr().String(), tc.addr}, Listener: ln,
+				ConnectTimeout: 300 * time.Millisecond, Logger: quietLogger(),
+			})
+			var pe *PeerError
+			if !errors.As(err, &pe) || pe.Rank != 1 || pe.Addr != tc.addr || !errors.Is(err, ErrPeerLost) {
+				t.Fatalf("got %v, want ErrPeerLost naming rank 1 at %s", err, tc.addr)
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addr().String()
+	tests := []struct {
+		name string
+		cfg  Config
+		want string // "" means valid
+	}{
+		{"valid", Config{Rank: 1, WorldSize: 2, Peers: []string{"h:1", addr}, Listener: ln}, ""},
+		{"single rank without peers", Config{WorldSize: 1}, ""},
+		{"zero world", Config{WorldSize: 0}, "world size 0"},
+		{"rank out of range", Config{Rank: 2, WorldSize: 2, Peers: []string{"h:1", "h:2"}}, "rank 2"},
+		{"peer count", Config{Rank: 0, WorldSize: 3, Peers: []string{"h:1", "h:2"}}, "2 peer addresses for world size 3"},
+		{"bad address", Config{Rank: 0, WorldSize: 2, Peers: []string{"h:1", "nocolon"}}, `"nocolon" of rank 1`},
+		{"listener port", Config{Rank: 0, WorldSize: 2, Peers: []string{"h:1", "h:2"}, Listener: ln}, "listener of rank 0"},
+		{"negative timeout", Config{WorldSize: 1, Timeout: -time.Second}, "timeout"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	base := map[string]string{
+		EnvRank:      "1",
+		EnvWorldSize: "2",
+		EnvPeers:     "10.0.0.1:7000, 10.0.0.2:7000",
+		EnvJobID:     "job-7",
+	}
+	tests := []struct {
+		name   string
+		change map[string]string // "" deletes the variable
+		want   string            // the variable the error must name; "" means valid
+	}{
+		{"valid", nil, ""},
+		{"timeout", map[string]string{EnvTimeoutSecs: "2.5"}, ""},
+		{"no rank", map[string]string{EnvRank: ""}, EnvRank},
+		{"bad rank", map[string]string{EnvRank: "one"}, EnvRank},
+		{"rank too big", map[string]string{EnvRank: "2"}, EnvRank},
+		{"bad world", map[string]string{EnvWorldSize: "0"}, EnvWorldSize},
+		{"no peers", map[string]string{EnvPeers: ""}, EnvPeers},
+		{"peer count", map[string]string{EnvPeers: "a:1"}, EnvPeers},
+		{"bad peer", map[string]string{EnvPeers: "a:1,b"}, EnvPeers},
+		{"bad timeout", map[string]string{EnvTimeoutSecs: "-3"}, EnvTimeoutSecs},
+		{"bad fd", map[string]string{EnvPeerFD: "x"}, EnvPeerFD},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{}
+			for k, v := range base {
+				env[k] = v
+			}
+			for k, v := range tc.change {
+				if v == "" {
+					delete(env, k)
+				} else {
+					env[k] = v
+				}
+			}
+			cfg, err := configFromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("got %v, want an error naming %s", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Rank != 1 || cfg.WorldSize != 2 || cfg.Peers[1] != "10.0.0.2:7000" || cfg.JobID != "job-7" {
+				t.Fatalf("got %+v", cfg)
+			}
+			if _, ok := tc.change[EnvTimeoutSecs]; ok && cfg.Timeout != 2500*time.Millisecond {
+				t.Fatalf("timeout %s, want 2.5s", cfg.Timeout)
+			}
+		})
+	}
+}
+
+// inheritFD returns a new raw descriptor for ln's socket, as a child
+// process would inherit it; whoever it is handed to owns it.
+func inheritFD(t *testing.T, ln net.Listener) string {
+	t.Helper()
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd, err := syscall.Dup(int(f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strconv.Itoa(fd)
+}
+
+// TestConfigFromEnvListener hands an inherited-style descriptor to
+// ConfigFromEnv and checks that the listener it builds is the one bound.
+func TestConfigFromEnvListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	lookup := func(peers, fd string) func(string) (string, bool) {
+		env := map[string]string{EnvRank: "0", EnvWorldSize: "1", EnvPeers: peers, EnvPeerFD: fd}
+		return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	}
+
+	if _, err := configFromEnv(lookup("127.0.0.1:1", inheritFD(t, ln))); err == nil || !strings.Contains(err.Error(), EnvPeerFD) {
+		t.Fatalf("listener on another port than SPINDLE_PEERS says: %v", err)
+	}
+
+	// A descriptor that is not a socket.
+	f, err := os.CreateTemp(t.TempDir(), "notsocket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := syscall.Dup(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := configFromEnv(lookup(ln.Addr().String(), strconv.Itoa(fd))); err == nil || !strings.Contains(err.Error(), "not a listening socket") {
+		t.Fatalf("regular file as listener: %v", err)
+	}
+
+	cfg, err := configFromEnv(lookup(ln.Addr().String(), inheritFD(t, ln)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cfg.Listener.Close()
+	if cfg.Listener.Addr().String() != ln.Addr().String() {
+		t.Fatalf("listener on %s, want %s", cfg.Listener.Addr(), ln.Addr())
+	}
+}

@@ -1,0 +1,155 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// childEnv selects a child-process mode of the test binary: the process
+// tests re-execute it as ranks of a real multi-process job.
+const childEnv = "COLLECTIVE_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(runChild(mode))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// runChild is a training process: it joins from the environment, as under
+// a Spindle executor, and allreduces until it fails or is killed. It prints
+// one line per completed iteration, so the parent knows all ranks are in
+// the thick of it.
+func runChild(mode string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	comm, err := FromEnv(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "join:", err)
+		return 2
+	}
+	defer comm.Close()
+	switch mode {
+	case "allreduce-loop":
+		data := make([]float32, 1<<20)
+		for i := 0; ; i++ {
+			for j := range data {
+				data[j] = float32(comm.Rank() + j%7)
+			}
+			if err := AllReduce(ctx, comm, data, Sum); err != nil {
+				fmt.Fprintln(os.Stderr, "error:", err)
+				return 3
+			}
+			fmt.Printf("iter %d\n", i)
+		}
+	default:
+		fmt.Fprintln(os.Stderr, "unknown child mode", mode)
+		return 2
+	}
+}
+
+// cluster starts n in-process ranks on loopback and returns their
+// communicators; they are closed when the test ends.
+func cluster(t *testing.T, n int, tweak func(rank int, cfg *Config)) []*Comm {
+	t.Helper()
+	comms, errs := startRanks(t, n, tweak)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: New: %v", r, err)
+		}
+	}
+	return comms
+}
+
+// startRanks is cluster without the error check, for tests of failing
+// setups.
+func startRanks(t testing.TB, n int, tweak func(rank int, cfg *Config)) ([]*Comm, []error) {
+	t.Helper()
+	lns := make([]net.Listener, n)
+	peers := make([]string, n)
+	for r := range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[r] = ln
+		peers[r] = ln.Addr().String()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	comms := make([]*Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		cfg := Config{
+			Rank:           r,
+			WorldSize:      n,
+			Peers:          peers,
+			Listener:       lns[r],
+			JobID:          "test-job",
+			Timeout:        10 * time.Second,
+			ConnectTimeout: 10 * time.Second,
+			Logger:         quietLogger(),
+		}
+		if tweak != nil {
+			tweak(r, &cfg)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			comms[r], errs[r] = New(ctx, cfg)
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+	})
+	return comms, errs
+}
+
+// onAll runs fn for every rank concurrently and returns the errors by
+// rank. The test fails if any rank has not returned within a minute.
+func onAll(t *testing.T, comms []*Comm, fn func(c *Comm) error) []error {
+	t.Helper()
+	errs := make([]error, len(comms))
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = fn(c)
+		}()
+	}
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		for _, c := range comms {
+			c.Close()
+		}
+		<-done
+		t.Fatal("collective operation hung")
+	}
+	return errs
+}
+
+func mustAll(t *testing.T, errs []error) {
+	t.Helper()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}

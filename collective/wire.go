@@ -1,0 +1,193 @@
+package collective
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// The connection handshake. A dialer opens a TCP connection to a peer's
+// listener and sends a hello; the listener answers with a reply that
+// accepts or rejects it with a reason. Multi-byte fields are big-endian,
+// except the byte-order mark, which is written in the sender's native
+// order so that ranks of different endianness (which could not share raw
+// tensors) refuse each other.
+//
+//	hello:  magic "SPCL" | version u16 | kind u8 | 0 u8 | byte-order mark u32 (native)
+//	        | from u32 | to u32 | world size u32 | job id length u16 | job id
+//	reply:  status u8 (0 accepted, 1 rejected) | reason length u16 | reason
+//
+// A link connection then carries operation data from dialer to listener
+// only. A notice connection carries one abort notice and its
+// acknowledgement (a reply). A probe connection asks the listener what it
+// is blocked on; the answer follows the reply:
+//
+//	notice: culprit rank u32 | code u8 | message length u16 | message
+//	probe answer: receiving from rank i32 | sending to rank i32 (-1: none)
+const (
+	protoMagic    = "SPCL"
+	protoVersion  = 1
+	byteOrderMark = 0x01020304
+
+	kindLink   = 1
+	kindNotice = 2
+	kindProbe  = 3
+
+	maxJobIDLen  = 1024
+	maxReasonLen = 4096
+	helloFixed   = 4 + 2 + 1 + 1 + 4 + 4 + 4 + 4 + 2
+)
+
+// errBadMagic marks a connection that does not speak this protocol at all
+// (a port scanner, a misdirected client): it is dropped without an answer.
+var errBadMagic = errors.New("not a collective handshake")
+
+type hello struct {
+	version uint16
+	kind    uint8
+	order   uint32
+	from    uint32
+	to      uint32
+	world   uint32
+	jobID   string
+}
+
+func writeHello(w io.Writer, h hello) error {
+	if len(h.jobID) > maxJobIDLen {
+		return fmt.Errorf("job id is %d bytes long, at most %d allowed", len(h.jobID), maxJobIDLen)
+	}
+	b := make([]byte, helloFixed, helloFixed+len(h.jobID))
+	copy(b, protoMagic)
+	binary.BigEndian.PutUint16(b[4:], h.version)
+	b[6] = h.kind
+	binary.NativeEndian.PutUint32(b[8:], h.order)
+	binary.BigEndian.PutUint32(b[12:], h.from)
+	binary.BigEndian.PutUint32(b[16:], h.to)
+	binary.BigEndian.PutUint32(b[20:], h.world)
+	binary.BigEndian.PutUint16(b[24:], uint16(len(h.jobID)))
+	b = append(b, h.jobID...)
+	_, err := w.Write(b)
+	return err
+}
+
+func readHello(r io.Reader) (hello, error) {
+	var b [helloFixed]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return hello{}, err
+	}
+	if string(b[:4]) != protoMagic {
+		return hello{}, errBadMagic
+	}
+	h := hello{
+		version: binary.BigEndian.Uint16(b[4:]),
+		kind:    b[6],
+		order:   binary.NativeEndian.Uint32(b[8:]),
+		from:    binary.BigEndian.Uint32(b[12:]),
+		to:      binary.BigEndian.Uint32(b[16:]),
+		world:   binary.BigEndian.Uint32(b[20:]),
+	}
+	n := int(binary.BigEndian.Uint16(b[24:]))
+	if n > maxJobIDLen {
+		return hello{}, fmt.Errorf("job id length %d exceeds %d", n, maxJobIDLen)
+	}
+	job := make([]byte, n)
+	if _, err := io.ReadFull(r, job); err != nil {
+		return hello{}, err
+	}
+	h.jobID = string(job)
+	return h, nil
+}
+
+func writeStatus(w io.Writer, status uint8, msg string) error {
+	if len(msg) > maxReasonLen {
+		msg = msg[:maxReasonLen]
+	}
+	b := make([]byte, 3, 3+len(msg))
+	b[0] = status
+	binary.BigEndian.PutUint16(b[1:], uint16(len(msg)))
+	b = append(b, msg...)
+	_, err := w.Write(b)
+	return err
+}
+
+func readStatus(r io.Reader) (status uint8, msg string, err error) {
+	var b [3]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return 0, "", err
+	}
+	n := int(binary.BigEndian.Uint16(b[1:]))
+	if n > maxReasonLen {
+		return 0, "", fmt.Errorf("message length %d exceeds %d", n, maxReasonLen)
+	}
+	m := make([]byte, n)
+	if _, err := io.ReadFull(r, m); err != nil {
+		return 0, "", err
+	}
+	return b[0], string(m), nil
+}
+
+// notice tells a rank that the sender gave up on the communicator and whom
+// it blames.
+type notice struct {
+	culprit uint32
+	code    failCode
+	msg     string
+}
+
+func writeNotice(w io.Writer, n notice) error {
+	msg := n.msg
+	if len(msg) > maxReasonLen {
+		msg = msg[:maxReasonLen]
+	}
+	b := make([]byte, 7, 7+len(msg))
+	binary.BigEndian.PutUint32(b, n.culprit)
+	b[4] = uint8(n.code)
+	binary.BigEndian.PutUint16(b[5:], uint16(len(msg)))
+	b = append(b, msg...)
+	_, err := w.Write(b)
+	return err
+}
+
+func readNotice(r io.Reader) (notice, error) {
+	var b [7]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return notice{}, err
+	}
+	n := notice{culprit: binary.BigEndian.Uint32(b[:]), code: failCode(b[4])}
+	l := int(binary.BigEndian.Uint16(b[5:]))
+	if l > maxReasonLen {
+		return notice{}, fmt.Errorf("message length %d exceeds %d", l, maxReasonLen)
+	}
+	m := make([]byte, l)
+	if _, err := io.ReadFull(r, m); err != nil {
+		return notice{}, err
+	}
+	n.msg = string(m)
+	return n, nil
+}
+
+// probeAnswer says which peers a rank is blocked on, if any.
+type probeAnswer struct {
+	recvFrom int // -1: not receiving
+	sendTo   int // -1: not sending
+}
+
+func writeProbeAnswer(w io.Writer, a probeAnswer) error {
+	var b [8]byte
+	binary.BigEndian.PutUint32(b[:], uint32(int32(a.recvFrom)))
+	binary.BigEndian.PutUint32(b[4:], uint32(int32(a.sendTo)))
+	_, err := w.Write(b[:])
+	return err
+}
+
+func readProbeAnswer(r io.Reader) (probeAnswer, error) {
+	var b [8]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return probeAnswer{}, err
+	}
+	return probeAnswer{
+		recvFrom: int(int32(binary.BigEndian.Uint32(b[:]))),
+		sendTo:   int(int32(binary.BigEndian.Uint32(b[4:]))),
+	}, nil
+}

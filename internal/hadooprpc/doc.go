@@ -1,0 +1,18 @@
+// Package hadooprpc speaks Hadoop IPC, the framing under every Hadoop
+// protobuf RPC protocol (ClientProtocol to the namenode, the YARN
+// protocols, and so on), from both ends: Server dispatches calls to
+// registered Services, Client makes calls.
+//
+// A connection opens with a 7-byte header ("hrpc", version 9, service class,
+// auth protocol), optionally runs a SASL exchange, then sends an
+// IpcConnectionContextProto naming the user. Every later packet is a
+// big-endian uint32 length followed by varint-delimited protobuf messages:
+// RpcRequestHeaderProto, RequestHeaderProto and the request on the way in;
+// RpcResponseHeaderProto and the response (absent on error) on the way out.
+// A failed call carries the Java exception class name, which clients map to
+// their own errors, so servers raise errors as *RemoteError.
+//
+// Only "simple" authentication is implemented: the connection context names
+// the user. Servers that need SASL (Kerberos, delegation tokens) plug it in
+// through ServerConfig.SASL.
+package hadooprpc

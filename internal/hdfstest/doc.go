@@ -1,0 +1,23 @@
+// Package hdfstest is a protocol-level HDFS for tests and local demos: a
+// namenode and several datanodes in one process that speak Hadoop RPC
+// (protobuf, IPC version 9) and the data-transfer protocol, so the real
+// third-party HDFS client (github.com/colinmarc/hdfs/v2) reads and writes
+// through it unchanged.
+//
+// The namenode keeps the namespace in memory (saved to Dir as a JSON image)
+// with POSIX-style permissions checked against the caller's user, leases,
+// block placement on distinct datanodes, and HDFS's exceptions (not found,
+// exists, permission denied, ...). Several namenode endpoints form an HA
+// nameservice whose standbys answer StandbyException. Each datanode keeps
+// replicas as block and checksum files (CRC32C per 512-byte chunk), serves
+// reads in packets, and receives writes through replication pipelines
+// with per-packet acknowledgements.
+//
+// Tests break the cluster on purpose: KillDataNode drops a datanode
+// mid-stream, CorruptBlock flips bytes under a replica's checksums, and
+// Stats counts namenode calls and datanode operations so benchmarks can
+// report round trips.
+//
+// Only "simple" authentication is implemented; block tokens are empty and
+// appends are refused.
+package hdfstest

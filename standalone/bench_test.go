@@ -1,0 +1,128 @@
+package standalone_test
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"sort"
+	"testing"
+	"time"
+
+	pb "github.com/spindle-ml/spindle/internal/controlpb"
+	"github.com/spindle-ml/spindle/standalone/internal/testcluster"
+	"github.com/spindle-ml/spindle/standalone/master"
+)
+
+func median(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkStandaloneLaunch8 measures the time from Request to all 8
+// executors running on a 3-master, 2-worker cluster on loopback (executor
+// processes are real: /bin/sh), beside the baseline of forking the same 8
+// processes directly.
+func BenchmarkStandaloneLaunch8(b *testing.B) {
+	const runs, n = 9, 8
+	g := testcluster.StartMasters(b, 3, nil)
+	testcluster.StartWorker(b, g.Addrs(), "w1", nil)
+	testcluster.StartWorker(b, g.Addrs(), "w2", nil)
+	g.WaitWorkers(2)
+	for i := 0; i < b.N; i++ {
+		var cluster, local []time.Duration
+		for r := 0; r < runs; r++ {
+			cm := newManager(b, g, fmt.Sprintf("bench-%d-%d", i, r))
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			start := time.Now()
+			if err := cm.Request(ctx, specs(n, 1, 256, "sleep 30")); err != nil {
+				b.Fatal(err)
+			}
+			cluster = append(cluster, time.Since(start))
+			if err := cm.Release(ctx, nil); err != nil {
+				b.Fatal(err)
+			}
+			cancel()
+			if err := cm.Close(); err != nil {
+				b.Fatal(err)
+			}
+
+			start = time.Now()
+			cmds := make([]*exec.Cmd, n)
+			for j := range cmds {
+				cmds[j] = exec.Command("/bin/sh", "-c", "sleep 30")
+				if err := cmds[j].Start(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			local = append(local, time.Since(start))
+			for _, c := range cmds {
+				_ = c.Process.Kill()
+				_ = c.Wait()
+			}
+		}
+		mc, ml := median(cluster), median(local)
+		b.ReportMetric(ms(mc), "ms-request-to-running")
+		b.ReportMetric(ms(ml), "ms-local-fork")
+		b.ReportMetric(float64(mc)/float64(ml), "x-local-fork")
+		b.Logf("submit to %d executors running: median %.1f ms over %d runs (local fork of %d: %.2f ms, ratio %.0fx); raft: %s",
+			n, ms(mc), runs, n, ms(ml), float64(mc)/float64(ml), g.Ms[0].RaftTimeouts())
+	}
+}
+
+// BenchmarkStandaloneFailover measures leader failover: from stopping the
+// leader to the first write a client given every master gets committed,
+// with the default Raft timeouts and with small ones.
+func BenchmarkStandaloneFailover(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*master.Config)
+	}{
+		{"defaults", func(c *master.Config) {
+			d := master.DefaultConfig()
+			c.HeartbeatTimeout, c.ElectionTimeout = d.HeartbeatTimeout, d.ElectionTimeout
+			c.LeaderLeaseTimeout, c.CommitTimeout = d.LeaderLeaseTimeout, d.CommitTimeout
+		}},
+		{"fast", nil},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			const runs = 5
+			g := testcluster.StartMasters(b, 3, tc.mod)
+			c := g.Client()
+			write := func(ctx context.Context, name string) error {
+				return c.Call(ctx, false, func(ctx context.Context, m pb.MasterClient) error {
+					_, err := m.RegisterApp(ctx, &pb.RegisterAppRequest{Name: name, RequestId: name})
+					return err
+				})
+			}
+			for i := 0; i < b.N; i++ {
+				var took []time.Duration
+				for r := 0; r < runs; r++ {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					if err := write(ctx, fmt.Sprintf("warm-%d-%d", i, r)); err != nil {
+						b.Fatal(err)
+					}
+					l := g.Leader()
+					// The clock starts once the leader's Raft is shut down:
+					// from then on the followers hear nothing, as after a kill.
+					g.Stop(l)
+					start := time.Now()
+					if err := write(ctx, fmt.Sprintf("after-%d-%d", i, r)); err != nil {
+						b.Fatal(err)
+					}
+					took = append(took, time.Since(start))
+					g.Start(l)
+					cancel()
+				}
+				m := median(took)
+				hb := g.Cfgs[0].HeartbeatTimeout
+				b.ReportMetric(ms(m), "ms-failover")
+				b.ReportMetric(float64(m)/float64(hb), "x-heartbeat-timeout")
+				b.Logf("leader failover (kill to first committed write): median %.0f ms over %d runs, %.1fx the heartbeat timeout; raft: %s",
+					ms(m), runs, float64(m)/float64(hb), g.Ms[0].RaftTimeouts())
+			}
+		})
+	}
+}

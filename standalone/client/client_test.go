@@ -1,0 +1,91 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	pb "github.com/spindle-ml/spindle/internal/controlpb"
+	"github.com/spindle-ml/spindle/standalone/client"
+	"github.com/spindle-ml/spindle/standalone/internal/testcluster"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestStatusText(t *testing.T) {
+	g := testcluster.StartMasters(t, 3, nil)
+	testcluster.StartWorker(t, g.Addrs(), "w1", nil)
+	g.WaitWorkers(1)
+	c := g.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Call(ctx, false, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.RegisterApp(ctx, &pb.RegisterAppRequest{Name: "nightly-train", RequestId: "r"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	down := (g.Leader() + 1) % 3
+	g.Stop(down)
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := st.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		g.Cfgs[g.Leader()].ID + " ", "leader", g.Cfgs[down].ID, "unreachable",
+		"w1", "alive", "0/4", "nightly-train", "running", "(no executors)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	if st.Leader() != g.Cfgs[g.Leader()].ID {
+		t.Errorf("Leader() = %q", st.Leader())
+	}
+}
+
+func TestClientErrors(t *testing.T) {
+	if _, err := client.New(client.Config{}); !errors.Is(err, client.ErrConfig) {
+		t.Fatalf("no masters: %v", err)
+	}
+	if _, err := client.New(client.Config{Masters: []string{"no-port"}, Secret: testcluster.Secret}); !errors.Is(err, client.ErrConfig) {
+		t.Fatalf("bad address: %v", err)
+	}
+	// Masters that are all down: the call keeps trying until ctx ends and
+	// says what the last master said.
+	c, err := client.New(client.Config{Masters: []string{testcluster.FreeAddr(t), testcluster.FreeAddr(t)}, Secret: testcluster.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = c.Status(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "last error") {
+		t.Fatalf("all masters down: %v", err)
+	}
+	// A wrong secret is not retried and says what to check.
+	g := testcluster.StartMasters(t, 1, nil)
+	bad, err := client.New(client.Config{Masters: g.Addrs(), Secret: "some-other-secret-0123456789"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	if _, err := bad.Status(ctx2); err == nil || !strings.Contains(err.Error(), "is the cluster secret the same") || ctx2.Err() != nil {
+		t.Fatalf("wrong secret: %v", err)
+	}
+}

@@ -1,0 +1,208 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/spindle-ml/spindle/internal/controlpb"
+	"github.com/spindle-ml/spindle/standalone/internal/apierr"
+)
+
+func isDeadline(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.DeadlineExceeded
+}
+
+// MasterStatus is one master as seen by asking it directly.
+type MasterStatus struct {
+	Peer *pb.MasterPeer
+	// Info is the master's own report; nil when it did not answer.
+	Info *pb.MasterInfoResponse
+	Err  error
+}
+
+// Status is the cluster as an admin sees it.
+type Status struct {
+	Masters []MasterStatus
+	Cluster *pb.ClusterStatusResponse
+}
+
+// Status asks any master for the cluster state, then every master of the
+// Raft group for its own view (role, term, indexes), so masters that are
+// down show up as such.
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	var cs *pb.ClusterStatusResponse
+	err := c.Call(ctx, false, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+		if err != nil {
+			return err
+		}
+		cs = resp
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster status: %w", err)
+	}
+	// A follower's replica may trail the leader's by a heartbeat: prefer
+	// the leader's answer when it can be had.
+	if cs.GetServedBy().GetState() != "Leader" {
+		for _, p := range cs.GetMasters() {
+			if p.GetLeader() && p.GetAddr() != "" {
+				if fresh, err := c.statusFrom(ctx, p.GetAddr()); err == nil {
+					cs = fresh
+				}
+			}
+		}
+	}
+	st := &Status{Cluster: cs, Masters: make([]MasterStatus, len(cs.GetMasters()))}
+	var wg sync.WaitGroup
+	for i, p := range cs.GetMasters() {
+		st.Masters[i].Peer = p
+		if p.GetAddr() == "" {
+			st.Masters[i].Err = fmt.Errorf("no gRPC address known for master %s", p.GetId())
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st.Masters[i].Info, st.Masters[i].Err = c.masterInfo(ctx, p.GetAddr())
+		}()
+	}
+	wg.Wait()
+	return st, nil
+}
+
+// statusFrom asks the master at addr for the cluster state.
+func (c *Client) statusFrom(ctx context.Context, addr string) (*pb.ClusterStatusResponse, error) {
+	conn, err := grpc.NewClient(addr, c.creds.DialOptions()...)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, min(c.cfg.AttemptTimeout, 2*time.Second))
+	defer cancel()
+	return pb.NewMasterClient(conn).ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+}
+
+// masterInfo asks the master at addr about itself.
+func (c *Client) masterInfo(ctx context.Context, addr string) (*pb.MasterInfoResponse, error) {
+	conn, err := grpc.NewClient(addr, c.creds.DialOptions()...)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, min(c.cfg.AttemptTimeout, 2*time.Second))
+	defer cancel()
+	info, err := pb.NewMasterClient(conn).MasterInfo(ctx, &pb.MasterInfoRequest{})
+	return info, apierr.FromStatus(err)
+}
+
+// Leader returns the id of the master the reachable masters agree leads,
+// or "" when none does.
+func (s *Status) Leader() string {
+	for _, m := range s.Masters {
+		if m.Info != nil && m.Info.GetState() == "Leader" {
+			return m.Info.GetId()
+		}
+	}
+	return ""
+}
+
+// WriteText prints the status as tables: masters, workers, applications
+// and executors.
+func (s *Status) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MASTER\tADDRESS\tRAFT ADDRESS\tROLE\tTERM\tAPPLIED\tLAST CONTACT\tQUEUED GANGS")
+	for _, m := range s.Masters {
+		role, term, applied, contact, queued := "unreachable", "-", "-", "-", "-"
+		if m.Info != nil {
+			queued = fmt.Sprint(m.Info.GetQueuedGangs())
+			role = strings.ToLower(m.Info.GetState())
+			term = fmt.Sprint(m.Info.GetTerm())
+			applied = fmt.Sprint(m.Info.GetAppliedIndex())
+			if role != "leader" {
+				contact = (time.Duration(m.Info.GetLastContactMs()) * time.Millisecond).String() + " ago"
+			}
+		} else if m.Err != nil && status.Code(m.Err) != codes.Unavailable && status.Code(m.Err) != codes.DeadlineExceeded {
+			role = "error: " + firstLine(m.Err.Error())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Peer.GetId(), m.Peer.GetAddr(), m.Peer.GetRaftAddr(), role, term, applied, contact, queued)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "WORKER\tADDRESS\tSTATE\tCORES\tMEMORY\tGPUS\tEXECUTORS\tMESSAGE")
+	for _, wk := range s.Cluster.GetWorkers() {
+		state := "alive"
+		if !wk.GetAlive() {
+			state = "lost"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d/%d MiB\t%d/%d\t%d\t%s\n", wk.GetId(), wk.GetAddr(), state,
+			wk.GetUsedCores(), wk.GetCores(), wk.GetUsedMemoryMb(), wk.GetMemoryMb(), wk.GetUsedGpus(), wk.GetGpus(), wk.GetExecutors(),
+			firstLine(wk.GetMessage()))
+	}
+	if len(s.Cluster.GetWorkers()) == 0 {
+		fmt.Fprintln(tw, "(no workers registered)")
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "APPLICATION\tNAME\tSTATE\tSUBMITTED\tDRIVER\tMESSAGE")
+	apps := append([]*pb.AppInfo(nil), s.Cluster.GetApps()...)
+	sort.SliceStable(apps, func(i, j int) bool { return apps[i].GetSubmittedUnixMs() > apps[j].GetSubmittedUnixMs() })
+	for _, a := range apps {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetId(), a.GetName(), AppStateName(a.GetState()),
+			time.UnixMilli(a.GetSubmittedUnixMs()).Format(time.DateTime), a.GetDriverHost(), firstLine(a.GetMessage()))
+	}
+	if len(apps) == 0 {
+		fmt.Fprintln(tw, "(no applications)")
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "EXECUTOR\tAPPLICATION\tWORKER\tSTATE\tRESOURCES\tMESSAGE")
+	for _, e := range s.Cluster.GetExecutors() {
+		res := fmt.Sprintf("%d core%s/%d MiB", e.GetCores(), plural(int(e.GetCores())), e.GetMemoryMb())
+		if len(e.GetGpus()) > 0 {
+			res += fmt.Sprintf("/GPUs %v", e.GetGpus())
+		}
+		state := ExecutorStateName(e.GetState())
+		if e.GetState() == pb.ExecutorState_EXECUTOR_STATE_EXITED {
+			state += fmt.Sprintf(" (%d)", e.GetExitCode())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.GetId(), e.GetAppId(), e.GetWorkerId(), state, res, firstLine(e.GetMessage()))
+	}
+	if len(s.Cluster.GetExecutors()) == 0 {
+		fmt.Fprintln(tw, "(no executors)")
+	}
+	return tw.Flush()
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	return s
+}
+
+// AppStateName returns a lower-case name for an application state.
+func AppStateName(s pb.AppState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "APP_STATE_"))
+}
+
+// ExecutorStateName returns a lower-case name for an executor state.
+func ExecutorStateName(s pb.ExecutorState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "EXECUTOR_STATE_"))
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

@@ -1,0 +1,398 @@
+package standalone
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+
+	"github.com/spindle-ml/spindle/driver"
+	pb "github.com/spindle-ml/spindle/internal/controlpb"
+	"github.com/spindle-ml/spindle/standalone/client"
+	"github.com/spindle-ml/spindle/standalone/internal/apierr"
+	"github.com/spindle-ml/spindle/standalone/internal/secure"
+)
+
+// Errors a driver may see, wrapped with the masters' explanation.
+var (
+	// ErrNoRoom: the gang did not fit within its timeout.
+	ErrNoRoom = apierr.ErrNoRoom
+	// ErrOverCap: the gang would take the application past a cluster cap.
+	ErrOverCap = apierr.ErrOverCap
+	// ErrLaunch: a worker failed to start an executor.
+	ErrLaunch = apierr.ErrLaunch
+	// ErrAppEnded: the application ended (killed by an admin, or its
+	// driver went silent).
+	ErrAppEnded = apierr.ErrAppEnded
+	// ErrConfig is wrapped by every configuration error.
+	ErrConfig = errors.New("standalone: invalid configuration")
+)
+
+// ClientConfig says how a driver reaches the standalone masters.
+type ClientConfig struct {
+	// Masters are the masters' gRPC addresses (host:port); give all.
+	Masters []string
+	// Secret is the cluster secret; see ResolveSecret.
+	Secret string
+	// CertFile, KeyFile and CAFile enable mutual TLS when all are set.
+	CertFile, KeyFile, CAFile string
+	// AppName names the application in spindle status.
+	AppName string
+	// DriverHost is shown in status and in messages about the driver.
+	DriverHost string
+	// GangTimeout bounds the wait for room for a gang; a sooner deadline
+	// on Request's context wins.
+	GangTimeout time.Duration
+	// HeartbeatInterval is how often the application is kept alive.
+	HeartbeatInterval time.Duration
+	// Console, when set, receives the executors' stdout and stderr lines,
+	// fetched from their workers' files.
+	Console *driver.Console
+	Logger  *slog.Logger
+}
+
+// DefaultClientConfig returns the defaults.
+func DefaultClientConfig() ClientConfig {
+	return ClientConfig{AppName: "spindle-job", GangTimeout: 2 * time.Minute, HeartbeatInterval: time.Second}
+}
+
+// ResolveSecret finds the cluster secret: in file (when set), else value,
+// else $SPINDLE_CLUSTER_SECRET.
+func ResolveSecret(file, value string) (string, error) {
+	return secure.ResolveSecret(secure.SecretSources{File: file, Value: value})
+}
+
+// ClusterManager gets executors from the standalone masters for one job.
+type ClusterManager struct {
+	cfg    ClientConfig
+	client *client.Client
+	appID  string
+	logger *slog.Logger
+	events chan driver.Event
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	g      *errgroup.Group
+
+	mu    sync.Mutex
+	known map[string]pb.ExecutorState
+
+	tailMu      sync.Mutex
+	tails       map[string]*tailer
+	closing     bool
+	tailWG      sync.WaitGroup
+	workerConns map[string]*grpc.ClientConn
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ driver.ClusterManager = (*ClusterManager)(nil)
+
+// NewClusterManager registers an application with the masters and starts
+// keeping it alive and watching its executors.
+func NewClusterManager(ctx context.Context, cfg ClientConfig) (*ClusterManager, error) {
+	def := DefaultClientConfig()
+	if cfg.AppName == "" {
+		cfg.AppName = def.AppName
+	}
+	if cfg.GangTimeout <= 0 {
+		cfg.GangTimeout = def.GangTimeout
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = def.HeartbeatInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.DriverHost == "" {
+		cfg.DriverHost, _ = os.Hostname()
+	}
+	if len(cfg.Masters) == 0 {
+		return nil, fmt.Errorf("%w: no masters; use --master spindle://host:port,host:port", ErrConfig)
+	}
+	cl, err := client.New(client.Config{
+		Masters: cfg.Masters, Secret: cfg.Secret,
+		TLS:    secure.TLSFiles{CertFile: cfg.CertFile, KeyFile: cfg.KeyFile, CAFile: cfg.CAFile},
+		Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var appID string
+	reqID := newID()
+	err = cl.Call(ctx, false, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.RegisterApp(ctx, &pb.RegisterAppRequest{Name: cfg.AppName, DriverHost: cfg.DriverHost, RequestId: reqID})
+		if err == nil {
+			appID = resp.GetAppId()
+		}
+		return err
+	})
+	if err != nil {
+		_ = cl.Close()
+		return nil, fmt.Errorf("register application with the standalone masters %v: %w", cfg.Masters, err)
+	}
+	c := &ClusterManager{
+		cfg: cfg, client: cl, appID: appID,
+		logger: cfg.Logger.With("component", "standalone", "app", appID),
+		events: make(chan driver.Event, 1024),
+		known:  map[string]pb.ExecutorState{},
+		tails:  map[string]*tailer{}, workerConns: map[string]*grpc.ClientConn{},
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.g, _ = errgroup.WithContext(c.ctx)
+	c.g.Go(func() error { c.heartbeats(); return nil })
+	c.g.Go(func() error { c.watch(); return nil })
+	c.logger.Info("registered with the standalone masters", "masters", cfg.Masters)
+	return c, nil
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// AppID returns the application's id on the cluster.
+func (c *ClusterManager) AppID() string { return c.appID }
+
+// Request places and launches every executor in specs, all or nothing.
+func (c *ClusterManager) Request(ctx context.Context, specs []driver.ExecutorSpec) error {
+	if len(specs) == 0 {
+		return nil
+	}
+	timeout := c.cfg.GangTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		// Leave time for the masters' explanation to arrive before ctx ends.
+		left := time.Until(dl)
+		if left -= min(time.Second, left/10); left < timeout {
+			timeout = left
+		}
+	}
+	req := &pb.RequestExecutorsRequest{AppId: c.appID, RequestId: newID(), TimeoutMs: max(timeout.Milliseconds(), 1)}
+	ids := make([]string, len(specs))
+	for i, s := range specs {
+		ids[i] = s.ID
+		req.Executors = append(req.Executors, &pb.ExecutorRequest{
+			Id: s.ID, Args: s.Args, Env: s.Env,
+			Cores: int32(s.Cores), MemoryMb: int64(s.MemoryMB), Gpus: int32(s.GPUs),
+			PreferredHosts: s.PreferredHosts,
+		})
+	}
+	start := time.Now()
+	err := c.client.Call(ctx, true, func(ctx context.Context, m pb.MasterClient) error {
+		_, err := m.RequestExecutors(ctx, req)
+		return err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			// The masters may have placed part of the gang as ctx ended.
+			rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if rerr := c.Release(rctx, ids); rerr != nil {
+				c.logger.Warn("release executors of an abandoned request", "err", rerr)
+			}
+			cancel()
+		}
+		return fmt.Errorf("standalone masters: %w", err)
+	}
+	c.logger.Info("executors running", "count", len(specs), "after", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// Release stops the named executors (all when ids is empty) and waits
+// until they are gone.
+func (c *ClusterManager) Release(ctx context.Context, ids []string) error {
+	var gone []*pb.ExecutorInfo
+	err := c.client.Call(ctx, true, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.ReleaseExecutors(ctx, &pb.ReleaseExecutorsRequest{AppId: c.appID, ExecutorIds: ids, Reason: "released by the driver"})
+		gone = resp.GetExecutors()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("release executors of %s: %w", c.appID, err)
+	}
+	// The watch may not have shown these executors yet (a short job, a
+	// lagging replica): make sure their output is fetched to the end.
+	for _, e := range gone {
+		c.startTail(e, nil)
+		if progress(e.GetState()) == 3 {
+			c.endTail(e.GetId())
+		}
+	}
+	// Their last output is printed before the release is over.
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c.waitTails(wctx, ids)
+	return nil
+}
+
+// Events delivers executor events until Close. The channel is not closed.
+func (c *ClusterManager) Events() <-chan driver.Event { return c.events }
+
+// Close ends the application; the masters stop whatever it still runs.
+func (c *ClusterManager) Close() error {
+	c.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		err := c.client.Call(ctx, false, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.FinishApp(ctx, &pb.FinishAppRequest{AppId: c.appID, Message: "finished by the driver"})
+			return err
+		})
+		if err != nil {
+			c.closeErr = fmt.Errorf("finish application %s: %w", c.appID, err)
+		}
+		c.tailMu.Lock()
+		c.closing = true
+		c.tailMu.Unlock()
+		c.cancel()
+		_ = c.g.Wait()
+		c.tailWG.Wait()
+		for _, conn := range c.workerConns {
+			_ = conn.Close()
+		}
+		if err := c.client.Close(); err != nil && c.closeErr == nil {
+			c.closeErr = err
+		}
+	})
+	return c.closeErr
+}
+
+// heartbeats keeps the application alive until Close.
+func (c *ClusterManager) heartbeats() {
+	t := time.NewTicker(c.cfg.HeartbeatInterval)
+	defer t.Stop()
+	failing, ended := false, false
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, 3*c.cfg.HeartbeatInterval+2*time.Second)
+		var state pb.AppState
+		err := c.client.Call(ctx, false, func(ctx context.Context, m pb.MasterClient) error {
+			resp, err := m.AppHeartbeat(ctx, &pb.AppHeartbeatRequest{AppId: c.appID})
+			state = resp.GetState()
+			return err
+		})
+		cancel()
+		switch {
+		case err != nil && c.ctx.Err() == nil && !failing:
+			c.logger.Warn("cannot reach the standalone masters; executors keep running", "err", err)
+			failing = true
+		case err == nil && failing:
+			c.logger.Info("in contact with the standalone masters again")
+			failing = false
+		}
+		if err == nil && state != pb.AppState_APP_STATE_RUNNING && !ended {
+			c.logger.Warn("the masters ended the application", "state", client.AppStateName(state))
+			ended = true
+		}
+	}
+}
+
+// watch follows the application's state from any master and turns changes
+// of its executors into events.
+func (c *ClusterManager) watch() {
+	for c.ctx.Err() == nil {
+		err := c.client.Call(c.ctx, true, func(ctx context.Context, m pb.MasterClient) error {
+			stream, err := m.WatchApp(ctx, &pb.WatchAppRequest{AppId: c.appID})
+			if err != nil {
+				return err
+			}
+			for {
+				snap, err := stream.Recv()
+				if err != nil {
+					return err
+				}
+				if !c.observe(snap) {
+					return nil
+				}
+			}
+		})
+		if c.ctx.Err() != nil {
+			return
+		}
+		c.logger.Debug("watch of the application ended; watching again", "err", err)
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// progress orders executor states: a replica that lags behind never
+// moves an executor back.
+func progress(s pb.ExecutorState) int {
+	switch s {
+	case pb.ExecutorState_EXECUTOR_STATE_PLACED:
+		return 1
+	case pb.ExecutorState_EXECUTOR_STATE_RUNNING:
+		return 2
+	case pb.ExecutorState_EXECUTOR_STATE_EXITED, pb.ExecutorState_EXECUTOR_STATE_LOST:
+		return 3
+	}
+	return 0
+}
+
+// observe emits events for executors whose state moved forward, and
+// follows their output. It returns false once the manager is closing.
+func (c *ClusterManager) observe(snap *pb.AppSnapshot) bool {
+	var evs []driver.Event
+	c.mu.Lock()
+	// Ended by someone else (spindle kill, or the masters gave up on this
+	// driver): every executor still running is about to be stopped. Say
+	// why before the stop itself is reported as a bare signal.
+	if st := snap.GetApp().GetState(); st == pb.AppState_APP_STATE_KILLED || st == pb.AppState_APP_STATE_ABANDONED {
+		for _, e := range snap.GetExecutors() {
+			if progress(c.known[e.GetId()]) == 3 || progress(e.GetState()) == 3 {
+				continue
+			}
+			c.known[e.GetId()] = pb.ExecutorState_EXECUTOR_STATE_LOST
+			evs = append(evs, driver.Event{ExecutorID: e.GetId(), Kind: driver.ExecutorLost, Host: e.GetHost(),
+				Message: fmt.Sprintf("application %s %s", snap.GetApp().GetId(), snap.GetApp().GetMessage()), Time: time.Now()})
+		}
+	}
+	for _, e := range snap.GetExecutors() {
+		// Output is followed from the first sign of life to the real end.
+		c.startTail(e, snap.GetWorkers())
+		if progress(e.GetState()) == 3 {
+			c.endTail(e.GetId())
+		}
+		prev := c.known[e.GetId()]
+		if progress(e.GetState()) <= progress(prev) {
+			continue
+		}
+		c.known[e.GetId()] = e.GetState()
+		ev := driver.Event{ExecutorID: e.GetId(), Host: e.GetHost(), Message: e.GetMessage(), Time: time.UnixMilli(e.GetUpdatedUnixMs())}
+		switch e.GetState() {
+		case pb.ExecutorState_EXECUTOR_STATE_RUNNING:
+			ev.Kind = driver.ExecutorStarted
+		case pb.ExecutorState_EXECUTOR_STATE_EXITED:
+			ev.Kind, ev.ExitCode = driver.ExecutorExited, int(e.GetExitCode())
+		case pb.ExecutorState_EXECUTOR_STATE_LOST:
+			ev.Kind = driver.ExecutorLost
+		default:
+			continue
+		}
+		evs = append(evs, ev)
+	}
+	c.mu.Unlock()
+	for _, ev := range evs {
+		select {
+		case c.events <- ev:
+		case <-c.ctx.Done():
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,378 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	pb "github.com/spindle-ml/spindle/internal/controlpb"
+	"github.com/spindle-ml/spindle/standalone/client"
+)
+
+const secret = "e2e-cluster-secret-0123456789abcdef"
+
+// Binaries built once for every test.
+var spindleBin, feedcheckBin, datagenBin, logregBin string
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	flag.Parse()
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "^$" {
+		return m.Run() // benchmarks only: nothing to build
+	}
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	dir, err := os.MkdirTemp("", "spindle-standalone-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	// The spindle binary finds the Python package beside it, as in a checkout.
+	if err := os.Symlink(filepath.Join(root, "python"), filepath.Join(dir, "python")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	for _, b := range []struct {
+		out *string
+		pkg string
+	}{
+		{&spindleBin, "./cmd/spindle"},
+		{&feedcheckBin, "./internal/e2e/feedcheck"},
+		{&datagenBin, "./examples/datagen"},
+		{&logregBin, "./examples/logreg"},
+	} {
+		*b.out = filepath.Join(dir, "bin", filepath.Base(b.pkg))
+		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// env is the environment of every spindle process: the cluster secret in
+// the environment (never on a command line), no admin defaults.
+func env() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SPINDLE_") && !strings.HasPrefix(kv, "HADOOP_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "SPINDLE_CLUSTER_SECRET="+secret)
+}
+
+// proc is a daemon started by a test.
+type proc struct {
+	name string
+	args []string
+	log  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (p *proc) start(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p.cmd = exec.Command(spindleBin, p.args...)
+	p.cmd.Env = env()
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", p.name, err)
+	}
+	p.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		_ = cmd.Wait()
+		close(done)
+	}(p.cmd, p.done)
+}
+
+// kill sends SIGKILL, as a crash would, and waits for the process.
+func (p *proc) kill() {
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+	p.cmd = nil
+}
+
+func (p *proc) running() bool { return p.cmd != nil }
+
+// cluster is a 3-master, 2-worker standalone cluster of real processes.
+type cluster struct {
+	t       *testing.T
+	dir     string
+	masters []*proc
+	workers []*proc
+	addrs   []string
+	cl      *client.Client
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// fastMaster keeps failover and loss detection within a second or two.
+var fastMaster = []string{
+	"--conf", "spindle.master.raft.heartbeatTimeout=300ms",
+	"--conf", "spindle.master.raft.electionTimeout=300ms",
+	"--conf", "spindle.master.raft.leaderLeaseTimeout=150ms",
+	"--conf", "spindle.master.workerTimeout=1500ms",
+	"--conf", "spindle.master.appTimeout=10s",
+	"--conf", "spindle.executor.stopGracePeriod=2s",
+}
+
+func startCluster(t *testing.T, workerCores int) *cluster {
+	t.Helper()
+	c := &cluster{t: t, dir: t.TempDir()}
+	var peers []string
+	var raft []string
+	for i := 1; i <= 3; i++ {
+		c.addrs = append(c.addrs, freePort(t))
+		raft = append(raft, freePort(t))
+		peers = append(peers, fmt.Sprintf("m%d=%s@%s", i, raft[i-1], c.addrs[i-1]))
+	}
+	for i := 1; i <= 3; i++ {
+		args := append([]string{"master", "--id", fmt.Sprintf("m%d", i), "--addr", c.addrs[i-1], "--raft-addr", raft[i-1],
+			"--peers", strings.Join(peers, ","), "--data-dir", filepath.Join(c.dir, fmt.Sprintf("m%d", i))}, fastMaster...)
+		p := &proc{name: fmt.Sprintf("m%d", i), args: args, log: filepath.Join(c.dir, fmt.Sprintf("m%d.log", i))}
+		p.start(t)
+		c.masters = append(c.masters, p)
+	}
+	for i := 1; i <= 2; i++ {
+		p := &proc{name: fmt.Sprintf("w%d", i), log: filepath.Join(c.dir, fmt.Sprintf("w%d.log", i)), args: []string{
+			"worker", "--masters", strings.Join(c.addrs, ","), "--id", fmt.Sprintf("w%d", i), "--addr", "127.0.0.1:0",
+			"--advertise-host", "127.0.0.1", "--cores", fmt.Sprint(workerCores), "--memory", "4g", "--gpus", "0",
+			"--work-dir", filepath.Join(c.dir, fmt.Sprintf("w%d-work", i)),
+			"--conf", "spindle.worker.heartbeatInterval=200ms"}}
+		p.start(t)
+		c.workers = append(c.workers, p)
+	}
+	var err error
+	c.cl, err = client.New(client.Config{Masters: c.addrs, Secret: secret, AttemptTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.cl.Close()
+		for _, p := range append(c.workers, c.masters...) {
+			p.kill()
+		}
+		if t.Failed() {
+			c.dumpLogs()
+		}
+	})
+	c.waitFor(30*time.Second, "2 alive workers", func(st *client.Status) bool { return aliveWorkers(st) == 2 })
+	return c
+}
+
+func aliveWorkers(st *client.Status) int {
+	n := 0
+	for _, w := range st.Cluster.GetWorkers() {
+		if w.GetAlive() {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *cluster) dumpLogs() {
+	for _, p := range append(c.masters, c.workers...) {
+		b, _ := os.ReadFile(p.log)
+		if len(b) > 6000 {
+			b = b[len(b)-6000:]
+		}
+		c.t.Logf("--- %s log (tail):\n%s", p.name, b)
+	}
+}
+
+// status asks the masters for the cluster state.
+func (c *cluster) status() (*client.Status, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return c.cl.Status(ctx)
+}
+
+// waitFor polls the cluster state until cond holds.
+func (c *cluster) waitFor(d time.Duration, what string, cond func(*client.Status) bool) *client.Status {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		st, err := c.status()
+		if err == nil && cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out after %s waiting for %s (last error: %v)", d, what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// leader returns the index of the leading master.
+func (c *cluster) leader() int {
+	c.t.Helper()
+	var id string
+	c.waitFor(30*time.Second, "a leader", func(st *client.Status) bool { id = st.Leader(); return id != "" })
+	for i, p := range c.masters {
+		if p.name == id {
+			return i
+		}
+	}
+	c.t.Fatalf("leader %q is not one of the masters", id)
+	return -1
+}
+
+func (c *cluster) masterURL() string { return "spindle://" + strings.Join(c.addrs, ",") }
+
+// job is a spindle submit running in the background.
+type job struct {
+	cmd            *exec.Cmd
+	stdout, stderr lockedBuffer
+	done           chan struct{}
+	err            error
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// submit starts spindle submit against the cluster.
+func (c *cluster) submit(dir string, args ...string) *job {
+	c.t.Helper()
+	full := append([]string{"submit", "--master", c.masterURL(),
+		"--conf", "spindle.executor.heartbeatInterval=200ms",
+		"--conf", "spindle.executor.heartbeatTimeout=6s",
+		"--conf", "spindle.executor.stopGracePeriod=2s",
+		"--conf", "spindle.log.level=info"}, args...)
+	j := &job{cmd: exec.Command(spindleBin, full...), done: make(chan struct{})}
+	j.cmd.Dir = dir
+	j.cmd.Env = env()
+	j.cmd.Stdout, j.cmd.Stderr = &j.stdout, &j.stderr
+	if err := j.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	go func() {
+		j.err = j.cmd.Wait()
+		close(j.done)
+	}()
+	c.t.Cleanup(func() {
+		_ = j.cmd.Process.Kill()
+		<-j.done
+	})
+	return j
+}
+
+// wait waits for the job and returns its exit status.
+func (j *job) wait(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-j.done:
+	case <-time.After(d):
+		_ = j.cmd.Process.Kill()
+		<-j.done
+		t.Fatalf("job did not finish within %s\n--- stdout\n%s--- stderr\n%s", d, j.stdout.String(), j.stderr.String())
+	}
+	var ee *exec.ExitError
+	if errors.As(j.err, &ee) {
+		return ee.ExitCode()
+	}
+	return 0
+}
+
+// appRunning returns the running executors of the application named name.
+func appExecutors(st *client.Status, name string) []*pb.ExecutorInfo {
+	ids := map[string]bool{}
+	for _, a := range st.Cluster.GetApps() {
+		if a.GetName() == name {
+			ids[a.GetId()] = true
+		}
+	}
+	var out []*pb.ExecutorInfo
+	for _, e := range st.Cluster.GetExecutors() {
+		if ids[e.GetAppId()] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func running(es []*pb.ExecutorInfo) int {
+	n := 0
+	for _, e := range es {
+		if e.GetState() == pb.ExecutorState_EXECUTOR_STATE_RUNNING {
+			n++
+		}
+	}
+	return n
+}
+
+// generate writes a small Parquet data set.
+func generate(t *testing.T, rows int) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command(datagenBin, "--out", dir, "--rows", fmt.Sprint(rows), "--features", "4", "--files", "2",
+		"--format", "parquet", "--row-group-rows", "500", "--seed", "5")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("datagen: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// spindleCmd runs a short spindle command and returns its output.
+func spindleCmd(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, spindleBin, args...)
+	cmd.Env = env()
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(out), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatalf("spindle %v: %v", args, err)
+	}
+	return string(out), 0
+}

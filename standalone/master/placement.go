@@ -1,0 +1,267 @@
+package master
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spindle-ml/spindle/standalone/internal/apierr"
+)
+
+// Placement policies.
+const (
+	// PlacementSpread puts each executor on the worker running the fewest
+	// executors of the application, then the one with the most free cores.
+	PlacementSpread = "spread"
+	// PlacementPack fills the fullest worker that still fits first.
+	PlacementPack = "pack"
+)
+
+// ask is one executor a gang needs.
+type ask struct {
+	ID        string
+	Cores     int
+	MemoryMB  int64
+	GPUs      int
+	Preferred []string
+}
+
+// free is what a worker has left.
+type free struct {
+	w        *Worker
+	cores    int
+	memoryMB int64
+	gpus     []int // free device indices, ascending
+	appExecs int   // executors of the placing application
+}
+
+func (f *free) fits(a ask) bool {
+	return f.cores >= a.Cores && f.memoryMB >= a.MemoryMB && len(f.gpus) >= a.GPUs
+}
+
+// room is how many executors shaped like a fit on f.
+func (f *free) room(a ask) int {
+	n := f.cores / max(a.Cores, 1)
+	if a.MemoryMB > 0 {
+		n = min(n, int(f.memoryMB/a.MemoryMB))
+	}
+	if a.GPUs > 0 {
+		n = min(n, len(f.gpus)/a.GPUs)
+	}
+	return n
+}
+
+// freeByWorker returns the free resources of every alive worker, ordered by id.
+func freeByWorker(s *State, app string) []*free {
+	use := s.usageByWorker()
+	appExecs := map[string]int{}
+	for _, e := range s.Executors {
+		if e.App == app && e.Active() {
+			appExecs[e.Worker]++
+		}
+	}
+	var out []*free
+	for _, w := range s.sortedWorkers() {
+		if !w.Alive {
+			continue
+		}
+		u := use[w.ID]
+		f := &free{w: w, cores: w.Cores - u.cores, memoryMB: w.MemoryMB - u.memoryMB, appExecs: appExecs[w.ID]}
+		for g := 0; g < w.GPUs; g++ {
+			if !u.gpus[g] {
+				f.gpus = append(f.gpus, g)
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// place chooses a worker (and GPUs) for every ask, all or none. It only
+// reads s; the caller commits the result through Raft.
+func place(s *State, app string, asks []ask, policy string) ([]*Executor, error) {
+	frees := freeByWorker(s, app)
+	out := make([]*Executor, 0, len(asks))
+	for _, a := range asks {
+		var cands []*free
+		for _, f := range frees {
+			if f.fits(a) {
+				cands = append(cands, f)
+			}
+		}
+		if len(cands) == 0 {
+			return nil, fmt.Errorf("%w: %s", apierr.ErrNoRoom, explainNoRoom(s, app, asks))
+		}
+		if len(a.Preferred) > 0 {
+			var local []*free
+			for _, f := range cands {
+				for _, h := range a.Preferred {
+					if f.w.Host == h || f.w.ID == h {
+						local = append(local, f)
+						break
+					}
+				}
+			}
+			if len(local) > 0 {
+				cands = local
+			}
+		}
+		best := cands[0]
+		for _, f := range cands[1:] {
+			if better(f, best, policy) {
+				best = f
+			}
+		}
+		e := &Executor{App: app, ID: a.ID, Worker: best.w.ID, Cores: a.Cores, MemoryMB: a.MemoryMB}
+		e.GPUs = append(e.GPUs, best.gpus[:a.GPUs]...)
+		best.gpus = best.gpus[a.GPUs:]
+		best.cores -= a.Cores
+		best.memoryMB -= a.MemoryMB
+		best.appExecs++
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// better says whether worker f beats g for the next executor.
+func better(f, g *free, policy string) bool {
+	if policy == PlacementPack {
+		if f.cores != g.cores {
+			return f.cores < g.cores
+		}
+		if f.memoryMB != g.memoryMB {
+			return f.memoryMB < g.memoryMB
+		}
+		return f.w.ID < g.w.ID
+	}
+	if f.appExecs != g.appExecs {
+		return f.appExecs < g.appExecs
+	}
+	if f.cores != g.cores {
+		return f.cores > g.cores
+	}
+	if f.memoryMB != g.memoryMB {
+		return f.memoryMB > g.memoryMB
+	}
+	return f.w.ID < g.w.ID
+}
+
+// fitsEmpty says whether the gang would fit on the alive workers if
+// nothing else ran: a gang that cannot must not hold up the queue.
+func fitsEmpty(s *State, asks []ask) bool {
+	empty := newState()
+	for id, w := range s.Workers {
+		empty.Workers[id] = w
+	}
+	_, err := place(empty, "", asks, PlacementPack)
+	return err == nil
+}
+
+// explainNoRoom says what a gang needs and what the cluster has, as in
+// "need 4 executors of 2 cores/2048 MiB, cluster has room for 3: w1 full,
+// w2 1 free core".
+func explainNoRoom(s *State, app string, asks []ask) string {
+	if len(asks) == 0 {
+		return "empty request"
+	}
+	// Describe the largest shape; gangs are nearly always uniform.
+	shape := asks[0]
+	for _, a := range asks[1:] {
+		if a.Cores > shape.Cores || a.MemoryMB > shape.MemoryMB || a.GPUs > shape.GPUs {
+			shape = a
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "need %d executor%s of %s", len(asks), plural(len(asks)), shapeString(shape))
+	workers := s.sortedWorkers()
+	if len(workers) == 0 {
+		b.WriteString(", no workers are registered")
+		return b.String()
+	}
+	frees := map[string]*free{}
+	for _, f := range freeByWorker(s, app) {
+		frees[f.w.ID] = f
+	}
+	total := 0
+	var parts []string
+	for _, w := range workers {
+		f, ok := frees[w.ID]
+		if !ok {
+			parts = append(parts, w.ID+" lost")
+			continue
+		}
+		n := f.room(shape)
+		total += n
+		switch {
+		case n > 0:
+			parts = append(parts, fmt.Sprintf("%s room for %d", w.ID, n))
+		default:
+			parts = append(parts, w.ID+" "+shortfall(f, shape))
+		}
+	}
+	fmt.Fprintf(&b, ", cluster has room for %d: %s", total, strings.Join(parts, ", "))
+	return b.String()
+}
+
+// shortfall names what keeps an executor of shape off a worker.
+func shortfall(f *free, shape ask) string {
+	if f.cores <= 0 && f.memoryMB <= 0 && len(f.gpus) == 0 {
+		return "full"
+	}
+	var why []string
+	if f.cores < shape.Cores {
+		if f.cores <= 0 {
+			why = append(why, "no free cores")
+		} else {
+			why = append(why, fmt.Sprintf("%d free core%s", f.cores, plural(f.cores)))
+		}
+	}
+	if f.memoryMB < shape.MemoryMB {
+		why = append(why, fmt.Sprintf("%d MiB free", max(f.memoryMB, 0)))
+	}
+	if len(f.gpus) < shape.GPUs {
+		why = append(why, fmt.Sprintf("%d free GPU%s", len(f.gpus), plural(len(f.gpus))))
+	}
+	if len(why) == 0 {
+		return "full"
+	}
+	return strings.Join(why, " and ")
+}
+
+func shapeString(a ask) string {
+	s := fmt.Sprintf("%d core%s/%d MiB", a.Cores, plural(a.Cores), a.MemoryMB)
+	if a.GPUs > 0 {
+		s += fmt.Sprintf("/%d GPU%s", a.GPUs, plural(a.GPUs))
+	}
+	return s
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// checkCaps refuses a gang that would take an application past the
+// per-application limits (0 means no limit).
+func checkCaps(s *State, app string, asks []ask, maxExecutors, maxCores int) error {
+	execs, cores := len(asks), 0
+	for _, a := range asks {
+		cores += a.Cores
+	}
+	for _, e := range s.Executors {
+		if e.App == app && e.Active() {
+			execs++
+			cores += e.Cores
+		}
+	}
+	if maxExecutors > 0 && execs > maxExecutors {
+		return fmt.Errorf("%w: application %s would have %d executors; the cluster allows %d per application (spindle.standalone.maxExecutorsPerApp)",
+			apierr.ErrOverCap, app, execs, maxExecutors)
+	}
+	if maxCores > 0 && cores > maxCores {
+		return fmt.Errorf("%w: application %s would hold %d cores; the cluster allows %d per application (spindle.standalone.maxCoresPerApp)",
+			apierr.ErrOverCap, app, cores, maxCores)
+	}
+	return nil
+}
