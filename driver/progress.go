@@ -14,7 +14,7 @@ type progress struct {
 	epochs   int
 
 	start    time.Time
-	last     time.Time // when a plain line was last written
+	last     time.Time        // when a plain line was last written
 	samples  map[int][]sample // recent batch counts by rank, oldest first
 	rates    map[int]float64  // batches per second by rank
 	rows     int64

@@ -2,11 +2,435 @@ package fsys
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"os/user"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/colinmarc/hdfs/v2"
+	"github.com/colinmarc/hdfs/v2/hadoopconf"
 )
+
+// ErrNamenodeUnreachable reports an HDFS cluster whose namenodes did not
+// answer within the connection attempts.
+var ErrNamenodeUnreachable = errors.New("fsys: namenode unreachable")
+
+// ErrHadoopConfig reports a Hadoop configuration that does not say how to
+// reach a cluster.
+var ErrHadoopConfig = errors.New("fsys: bad Hadoop configuration")
+
+const (
+	// hdfsDefaultPort is the namenode RPC port of an authority without one.
+	hdfsDefaultPort = "8020"
+	// hdfsConnectAttempts bounds the tries to reach a namenode at start.
+	hdfsConnectAttempts = 4
+	// hdfsRetryBackoff is the wait after the first failed attempt; it doubles.
+	hdfsRetryBackoff = 200 * time.Millisecond
+	// hdfsDialTimeout bounds each TCP connect to a namenode or datanode.
+	hdfsDialTimeout = 10 * time.Second
+	// hdfsIOTimeout bounds each read or write call on a datanode stream.
+	hdfsIOTimeout = 2 * time.Minute
+)
+
+// hdfsCluster is what Hadoop configuration says about one cluster.
+type hdfsCluster struct {
+	authority string   // as written in URIs (a host:port or a nameservice)
+	addrs     []string // namenode RPC addresses
+	user      string
+	options   hdfs.ClientOptions
+}
 
 // openHDFS connects to the HDFS cluster named by authority (empty for
 // fs.defaultFS).
 func openHDFS(ctx context.Context, authority string, opts Options) (FS, error) {
-	return nil, fmt.Errorf("hdfs://%s: HDFS support is not built yet", authority)
+	cl, err := hdfsClusterFor(authority, opts)
+	if err != nil {
+		return nil, err
+	}
+	h, err := dialHDFS(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// hdfsClusterFor resolves authority, the Hadoop configuration and the user
+// into client options.
+func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
+	dir := opts.HadoopConfDir
+	if dir == "" {
+		dir = os.Getenv("HADOOP_CONF_DIR")
+	}
+	var conf hadoopconf.HadoopConf
+	if dir != "" {
+		var err error
+		if conf, err = hadoopconf.Load(dir); err != nil {
+			return nil, fmt.Errorf("%w: load %s: %v", ErrHadoopConfig, dir, err)
+		}
+	}
+	where := "HADOOP_CONF_DIR is not set"
+	if dir != "" {
+		where = "in " + dir
+	}
+	if authority == "" {
+		def := conf["fs.defaultFS"]
+		if def == "" {
+			def = conf["fs.default.name"]
+		}
+		if def == "" {
+			return nil, fmt.Errorf("%w: hdfs:/// needs fs.defaultFS (%s): set HADOOP_CONF_DIR to a directory whose core-site.xml names the cluster, or write hdfs://namenode:port/path", ErrHadoopConfig, where)
+		}
+		u, err := url.Parse(def)
+		if err != nil || !strings.EqualFold(u.Scheme, "hdfs") || u.Host == "" {
+			return nil, fmt.Errorf("%w: fs.defaultFS %q (%s) is not an hdfs://host URI", ErrHadoopConfig, def, where)
+		}
+		authority = u.Host
+	}
+	addrs, err := namenodeAddrs(conf, authority, where)
+	if err != nil {
+		return nil, err
+	}
+	options := hdfs.ClientOptionsFromConf(conf)
+	if options.KerberosClient != nil {
+		return nil, fmt.Errorf("%w: hadoop.security.authentication is kerberos (%s); Kerberos is not supported yet, only simple authentication", ErrHadoopConfig, where)
+	}
+	name, err := hdfsUser(opts)
+	if err != nil {
+		return nil, err
+	}
+	dialer := &net.Dialer{Timeout: hdfsDialTimeout, KeepAlive: 30 * time.Second}
+	options.Addresses = addrs
+	options.User = name
+	options.NamenodeDialFunc = dialer.DialContext
+	options.DatanodeDialFunc = dialer.DialContext
+	return &hdfsCluster{authority: authority, addrs: addrs, user: name, options: options}, nil
+}
+
+// namenodeAddrs returns the namenode addresses of authority: the namenodes
+// of an HA nameservice (dfs.ha.namenodes.<ns> and
+// dfs.namenode.rpc-address.<ns>.<nn>), the address of a plain nameservice,
+// or authority itself (port 8020 when it has none).
+func namenodeAddrs(conf hadoopconf.HadoopConf, authority, where string) ([]string, error) {
+	if ids := conf["dfs.ha.namenodes."+authority]; ids != "" {
+		var addrs []string
+		for _, id := range strings.Split(ids, ",") {
+			id = strings.TrimSpace(id)
+			if id == "" {
+				continue
+			}
+			key := "dfs.namenode.rpc-address." + authority + "." + id
+			a := strings.TrimSpace(conf[key])
+			if a == "" {
+				return nil, fmt.Errorf("%w: nameservice %s lists namenode %s but %s is not set (%s)", ErrHadoopConfig, authority, id, key, where)
+			}
+			addrs = append(addrs, a)
+		}
+		if len(addrs) == 0 {
+			return nil, fmt.Errorf("%w: dfs.ha.namenodes.%s lists no namenodes (%s)", ErrHadoopConfig, authority, where)
+		}
+		return addrs, nil
+	}
+	if a := strings.TrimSpace(conf["dfs.namenode.rpc-address."+authority]); a != "" {
+		return []string{a}, nil
+	}
+	host, port, err := net.SplitHostPort(authority)
+	if err != nil {
+		host, port = authority, hdfsDefaultPort
+	}
+	if host == "" {
+		return nil, fmt.Errorf("%w: hdfs://%s names no namenode host", ErrHadoopConfig, authority)
+	}
+	// A name the configuration does not know is a host, as in Hadoop.
+	return []string{net.JoinHostPort(host, port)}, nil
+}
+
+// hdfsUser picks the HDFS user: Options.User, $HADOOP_USER_NAME, the login.
+func hdfsUser(opts Options) (string, error) {
+	if opts.User != "" {
+		return opts.User, nil
+	}
+	if u := os.Getenv("HADOOP_USER_NAME"); u != "" {
+		return u, nil
+	}
+	u, err := user.Current()
+	if err != nil || u.Username == "" {
+		return "", fmt.Errorf("fsys: no HDFS user: set HADOOP_USER_NAME (login user unknown: %v)", err)
+	}
+	return u.Username, nil
+}
+
+// dialHDFS connects to the cluster, retrying a bounded number of times,
+// and checks that a namenode answers.
+func dialHDFS(ctx context.Context, cl *hdfsCluster) (*hdfsFS, error) {
+	backoff := hdfsRetryBackoff
+	var last error
+	for attempt := 1; ; attempt++ {
+		c, err := hdfs.NewClient(cl.options)
+		if err == nil {
+			// Connecting only sends the handshake; a call proves a namenode
+			// answers (and caches the defaults reads need).
+			if _, err = c.ServerDefaults(); err == nil {
+				return &hdfsFS{cluster: cl, client: c}, nil
+			}
+			c.Close()
+		}
+		last = err
+		if attempt == hdfsConnectAttempts {
+			break
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("hdfs://%s: connect to namenode %s: %w", cl.authority, strings.Join(cl.addrs, ", "), ctx.Err())
+		case <-t.C:
+		}
+		backoff *= 2
+	}
+	return nil, fmt.Errorf("hdfs://%s: %w: no answer from %s after %d attempts: %v",
+		cl.authority, ErrNamenodeUnreachable, strings.Join(cl.addrs, ", "), hdfsConnectAttempts, last)
+}
+
+// hdfsFS is an FS over one HDFS cluster, through github.com/colinmarc/hdfs.
+type hdfsFS struct {
+	cluster *hdfsCluster
+	client  *hdfs.Client
+
+	nnMu sync.Mutex
+	nn   *namenodeCaller // for the block locations the client does not expose
+}
+
+var _ FS = (*hdfsFS)(nil)
+
+// uri returns the full URI of name, for errors.
+func (h *hdfsFS) uri(name string) string { return "hdfs://" + h.cluster.authority + name }
+
+// pathError turns a client error into an *fs.PathError on the URI of name
+// whose message names the HDFS user, keeping errors.Is(err, fs.ErrNotExist)
+// and friends working.
+func (h *hdfsFS) pathError(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	err = interpretHDFS(err)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrExist):
+		err = fmt.Errorf("%w (as HDFS user %s)", err, h.cluster.user)
+	}
+	return &fs.PathError{Op: op, Path: h.uri(name), Err: err}
+}
+
+// HDFS exception classes and the os errors they stand for.
+var hdfsExceptions = map[string]error{
+	"java.io.FileNotFoundException":                                fs.ErrNotExist,
+	"org.apache.hadoop.security.AccessControlException":            fs.ErrPermission,
+	"org.apache.hadoop.fs.FileAlreadyExistsException":              fs.ErrExist,
+	"org.apache.hadoop.hdfs.protocol.AlreadyBeingCreatedException": fs.ErrExist,
+	"org.apache.hadoop.fs.PathIsNotEmptyDirectoryException":        syscall.ENOTEMPTY,
+	"org.apache.hadoop.fs.ParentNotDirectoryException":             syscall.ENOTDIR,
+}
+
+// interpretHDFS maps a raw namenode error (the client returns some
+// unwrapped, from reads for instance) to the os error it stands for.
+func interpretHDFS(err error) error {
+	var he hdfs.Error
+	if errors.As(err, &he) {
+		if mapped, ok := hdfsExceptions[he.Exception()]; ok {
+			return fmt.Errorf("%w (%s)", mapped, he.Method())
+		}
+	}
+	return err
+}
+
+func (h *hdfsFS) Open(ctx context.Context, name string) (File, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r, err := h.client.Open(name)
+	if err != nil {
+		return nil, h.pathError("open", name, err)
+	}
+	if r.Stat().IsDir() {
+		r.Close()
+		return nil, &fs.PathError{Op: "open", Path: h.uri(name), Err: syscall.EISDIR}
+	}
+	return newHDFSFile(h, name, r), nil
+}
+
+func (h *hdfsFS) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	fi, err := h.client.Stat(name)
+	return fi, h.pathError("stat", name, err)
+}
+
+func (h *hdfsFS) ReadDir(ctx context.Context, name string) ([]fs.FileInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	infos, err := h.client.ReadDir(name)
+	if err != nil {
+		return nil, h.pathError("readdir", name, err)
+	}
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Name() < infos[j].Name() })
+	return infos, nil
+}
+
+func (h *hdfsFS) Glob(ctx context.Context, pattern string) ([]string, error) {
+	if _, err := path.Match(pattern, ""); err != nil {
+		return nil, &fs.PathError{Op: "glob", Path: h.uri(pattern), Err: err}
+	}
+	if !path.IsAbs(pattern) {
+		return nil, &fs.PathError{Op: "glob", Path: h.uri(pattern), Err: errors.New("pattern is not an absolute path")}
+	}
+	clean := path.Clean(pattern)
+	if !hasMeta(clean) {
+		if _, err := h.Stat(ctx, clean); err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+				return nil, nil
+			}
+			return nil, err
+		}
+		return []string{clean}, nil
+	}
+	var out []string
+	if err := h.glob(ctx, "/", strings.Split(strings.TrimPrefix(clean, "/"), "/"), &out); err != nil {
+		return nil, err
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// glob appends to out the names under dir matching the pattern elements,
+// listing only the directories whose element has meta characters.
+func (h *hdfsFS) glob(ctx context.Context, dir string, elems []string, out *[]string) error {
+	elem, rest := elems[0], elems[1:]
+	var matches []fs.FileInfo
+	if !hasMeta(elem) {
+		fi, err := h.Stat(ctx, path.Join(dir, elem))
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		matches = []fs.FileInfo{fi}
+	} else {
+		infos, err := h.ReadDir(ctx, dir)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, fi := range infos {
+			if ok, _ := path.Match(elem, fi.Name()); ok {
+				matches = append(matches, fi)
+			}
+		}
+	}
+	for _, fi := range matches {
+		p := path.Join(dir, fi.Name())
+		if !hasMeta(elem) {
+			p = path.Join(dir, elem)
+		}
+		switch {
+		case len(rest) == 0:
+			*out = append(*out, p)
+		case fi.IsDir():
+			if err := h.glob(ctx, p, rest, out); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (h *hdfsFS) MkdirAll(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return h.pathError("mkdir", name, h.client.MkdirAll(name, 0o755))
+}
+
+// Rename renames from to to, replacing a file (or empty directory) at to.
+func (h *hdfsFS) Rename(ctx context.Context, from, to string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := h.client.Rename(from, to); err != nil {
+		var pe *os.PathError
+		name := from
+		if errors.As(err, &pe) && pe.Path == to {
+			name = to
+		}
+		return h.pathError("rename", name, err)
+	}
+	return nil
+}
+
+func (h *hdfsFS) Remove(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return h.pathError("remove", name, h.client.Remove(name))
+}
+
+// Locations returns the hosts holding the bytes [off, off+length) of name,
+// the one holding the most first.
+func (h *hdfsFS) Locations(ctx context.Context, name string, off, length int64) ([]string, error) {
+	if off < 0 || length < 0 {
+		return nil, &fs.PathError{Op: "locations", Path: h.uri(name), Err: fmt.Errorf("negative range %d+%d", off, length)}
+	}
+	blocks, err := h.blockLocations(ctx, name, off, length)
+	if err != nil {
+		return nil, err
+	}
+	bytes := map[string]int64{}
+	for _, b := range blocks {
+		lo, hi := max(off, b.offset), min(off+length, b.offset+b.length)
+		if hi <= lo {
+			continue
+		}
+		for _, host := range b.hosts {
+			bytes[host] += hi - lo
+		}
+	}
+	hosts := make([]string, 0, len(bytes))
+	for host := range bytes {
+		hosts = append(hosts, host)
+	}
+	sort.Slice(hosts, func(i, j int) bool {
+		if bytes[hosts[i]] != bytes[hosts[j]] {
+			return bytes[hosts[i]] > bytes[hosts[j]]
+		}
+		return hosts[i] < hosts[j]
+	})
+	return hosts, nil
+}
+
+// Close disconnects from the cluster.
+func (h *hdfsFS) Close() error {
+	err := h.client.Close()
+	h.nnMu.Lock()
+	defer h.nnMu.Unlock()
+	if h.nn != nil {
+		h.nn.close()
+		h.nn = nil
+	}
+	return err
 }

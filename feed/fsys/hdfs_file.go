@@ -1,0 +1,432 @@
+package fsys
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/colinmarc/hdfs/v2"
+	"github.com/spindle-ml/spindle/internal/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"google.golang.org/protobuf/proto"
+)
+
+const (
+	// hdfsMaxCursors bounds the block streams one file keeps open for
+	// concurrent ReadAt calls.
+	hdfsMaxCursors = 4
+	// hdfsTailSize is fetched whole on the first read near the end of a
+	// file, where Parquet and Arrow IPC keep their footers, so the few
+	// small footer reads cost one datanode round trip.
+	hdfsTailSize = 64 << 10
+	// hdfsSkipLimit is the longest forward hop read through on an open
+	// stream rather than reconnecting at the new offset.
+	hdfsSkipLimit = 64 << 10
+)
+
+// hdfsFile reads an HDFS file. ReadAt is safe for concurrent use: each
+// call takes a cursor (an open block stream); a read starting where a
+// cursor stopped continues its stream instead of opening a new one, so
+// sequential column chunks cost no extra round trips.
+type hdfsFile struct {
+	h    *hdfsFS
+	name string
+	size int64
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	idle   []*hdfsCursor
+	open   int // cursors in existence, idle or busy
+	closed bool
+	tail   []byte // the last hdfsTailSize bytes of the file, once fetched
+
+	pos int64 // for Read and Seek
+}
+
+// hdfsCursor is one open reader and where its stream stands.
+type hdfsCursor struct {
+	r   *hdfs.FileReader
+	off int64
+}
+
+var _ File = (*hdfsFile)(nil)
+
+func newHDFSFile(h *hdfsFS, name string, r *hdfs.FileReader) *hdfsFile {
+	f := &hdfsFile{h: h, name: name, size: r.Stat().Size(), idle: []*hdfsCursor{{r: r}}, open: 1}
+	f.cond = sync.NewCond(&f.mu)
+	return f
+}
+
+func (f *hdfsFile) Size() int64 { return f.size }
+
+func (f *hdfsFile) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, &fs.PathError{Op: "read", Path: f.h.uri(f.name), Err: fmt.Errorf("negative offset %d", off)}
+	}
+	if off >= f.size {
+		return 0, io.EOF
+	}
+	want := len(p)
+	if rem := f.size - off; int64(want) > rem {
+		want = int(rem)
+	}
+	if n, ok, err := f.readTail(p[:want], off); ok || err != nil {
+		if err == nil && n < len(p) {
+			err = io.EOF
+		}
+		return n, err
+	}
+	c, err := f.take(off)
+	if err != nil {
+		return 0, err
+	}
+	n, err := f.readCursor(c, p[:want], off)
+	f.give(c, err == nil)
+	if err != nil {
+		return n, &fs.PathError{Op: "read", Path: f.h.uri(f.name), Err: fmt.Errorf("at offset %d: %w", off+int64(n), interpretHDFS(err))}
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// readTail serves reads within the last hdfsTailSize bytes of the file
+// from a copy of them fetched once.
+func (f *hdfsFile) readTail(p []byte, off int64) (int, bool, error) {
+	tailOff := max(0, f.size-hdfsTailSize)
+	if off < tailOff {
+		return 0, false, nil
+	}
+	f.mu.Lock()
+	tail := f.tail
+	f.mu.Unlock()
+	if tail == nil {
+		tail = make([]byte, f.size-tailOff)
+		c, err := f.take(tailOff)
+		if err != nil {
+			return 0, false, err
+		}
+		n, err := f.readCursor(c, tail, tailOff)
+		f.give(c, err == nil)
+		if err != nil {
+			return 0, false, &fs.PathError{Op: "read", Path: f.h.uri(f.name), Err: fmt.Errorf("at offset %d: %w", tailOff+int64(n), interpretHDFS(err))}
+		}
+		f.mu.Lock()
+		f.tail = tail
+		f.mu.Unlock()
+	}
+	return copy(p, tail[off-tailOff:]), true, nil
+}
+
+// readCursor fills p from off with c's stream, seeking it first when it
+// stands elsewhere.
+func (f *hdfsFile) readCursor(c *hdfsCursor, p []byte, off int64) (int, error) {
+	if err := c.r.SetDeadline(time.Now().Add(hdfsIOTimeout)); err != nil {
+		return 0, err
+	}
+	switch d := off - c.off; {
+	case d == 0:
+		// Continue the stream. (The client would drop it on any Seek,
+		// even to where it stands.)
+	case d > 0 && d <= hdfsSkipLimit:
+		// A short hop forward reads through rather than reconnecting. It
+		// reads instead of seeking because the client's in-stream skip
+		// leaves its block offset behind, and a later failover or block
+		// end then resumes at the wrong offset.
+		if _, err := io.CopyN(io.Discard, c.r, d); err != nil {
+			return 0, err
+		}
+		c.off = off
+	default:
+		if _, err := c.r.Seek(off, io.SeekStart); err != nil {
+			return 0, err
+		}
+		c.off = off
+	}
+	n, err := io.ReadFull(c.r, p)
+	c.off += int64(n)
+	return n, err
+}
+
+// take returns a cursor for a read at off: an idle one standing at off,
+// else any idle one, else a new one, else it waits.
+func (f *hdfsFile) take(off int64) (*hdfsCursor, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for {
+		if f.closed {
+			return nil, &fs.PathError{Op: "read", Path: f.h.uri(f.name), Err: os.ErrClosed}
+		}
+		best := -1
+		for i, c := range f.idle {
+			if c.off == off {
+				best = i
+				break
+			}
+			best = i
+		}
+		if best >= 0 {
+			c := f.idle[best]
+			f.idle = append(f.idle[:best], f.idle[best+1:]...)
+			return c, nil
+		}
+		if f.open < hdfsMaxCursors {
+			f.open++
+			f.mu.Unlock()
+			r, err := f.h.client.Open(f.name)
+			f.mu.Lock()
+			if err != nil {
+				f.open--
+				f.cond.Signal()
+				return nil, f.h.pathError("open", f.name, err)
+			}
+			return &hdfsCursor{r: r}, nil
+		}
+		f.cond.Wait()
+	}
+}
+
+// give returns a cursor; a failed one is closed, since its stream may be
+// broken.
+func (f *hdfsFile) give(c *hdfsCursor, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !ok || f.closed {
+		c.r.Close()
+		f.open--
+	} else {
+		f.idle = append(f.idle, c)
+	}
+	f.cond.Signal()
+}
+
+func (f *hdfsFile) Read(p []byte) (int, error) {
+	if f.pos >= f.size {
+		return 0, io.EOF
+	}
+	n, err := f.ReadAt(p, f.pos)
+	f.pos += int64(n)
+	if err == io.EOF && n > 0 {
+		err = nil
+	}
+	return n, err
+}
+
+func (f *hdfsFile) Seek(offset int64, whence int) (int64, error) {
+	var abs int64
+	switch whence {
+	case io.SeekStart:
+		abs = offset
+	case io.SeekCurrent:
+		abs = f.pos + offset
+	case io.SeekEnd:
+		abs = f.size + offset
+	default:
+		return f.pos, &fs.PathError{Op: "seek", Path: f.h.uri(f.name), Err: fmt.Errorf("bad whence %d", whence)}
+	}
+	if abs < 0 {
+		return f.pos, &fs.PathError{Op: "seek", Path: f.h.uri(f.name), Err: syscall.EINVAL}
+	}
+	f.pos = abs
+	return abs, nil
+}
+
+func (f *hdfsFile) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil
+	}
+	f.closed = true
+	for _, c := range f.idle {
+		c.r.Close()
+		f.open--
+	}
+	f.idle = nil
+	f.cond.Broadcast()
+	return nil
+}
+
+// CreateAtomic writes to ".<name>._spindle_tmp_<random>" beside name; Commit
+// renames it over name (HDFS's rename with overwrite replaces the old file
+// in one namenode operation).
+func (h *hdfsFS) CreateAtomic(ctx context.Context, name string) (AtomicFile, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	dir, base := path.Split(name)
+	if base == "" {
+		return nil, &fs.PathError{Op: "create", Path: h.uri(name), Err: syscall.EISDIR}
+	}
+	var rnd [8]byte
+	rand.Read(rnd[:])
+	tmp := path.Join(dir, "."+base+"._spindle_tmp_"+hex.EncodeToString(rnd[:]))
+	w, err := h.client.Create(tmp)
+	if err != nil {
+		return nil, h.pathError("create", name, err)
+	}
+	return &hdfsAtomic{h: h, w: w, tmp: tmp, final: name}, nil
+}
+
+// hdfsAtomic is a file being written under a temporary name.
+type hdfsAtomic struct {
+	h     *hdfsFS
+	w     *hdfs.FileWriter
+	tmp   string
+	final string
+	done  bool
+}
+
+func (a *hdfsAtomic) Write(p []byte) (int, error) {
+	if a.done {
+		return 0, &fs.PathError{Op: "write", Path: a.h.uri(a.final), Err: os.ErrClosed}
+	}
+	if err := a.w.SetDeadline(time.Now().Add(hdfsIOTimeout)); err != nil {
+		return 0, err
+	}
+	n, err := a.w.Write(p)
+	if err != nil {
+		err = a.h.pathError("write", a.final, err)
+	}
+	return n, err
+}
+
+// Commit closes the temporary file (waiting for every datanode to hold
+// it) and renames it over the final name.
+func (a *hdfsAtomic) Commit() error {
+	if a.done {
+		return &fs.PathError{Op: "commit", Path: a.h.uri(a.final), Err: os.ErrClosed}
+	}
+	a.done = true
+	if err := closeWriter(a.w); err != nil {
+		a.h.client.Remove(a.tmp)
+		return a.h.pathError("write", a.final, err)
+	}
+	if err := a.h.client.Rename(a.tmp, a.final); err != nil {
+		a.h.client.Remove(a.tmp)
+		return a.h.pathError("publish", a.final, err)
+	}
+	return nil
+}
+
+// closeWriter closes w, retrying while the namenode waits for replicas, as
+// the Java client does.
+func closeWriter(w *hdfs.FileWriter) error {
+	backoff := 50 * time.Millisecond
+	for i := 0; ; i++ {
+		err := w.Close()
+		if err == nil || !hdfs.IsErrReplicating(err) || i == 6 {
+			return err
+		}
+		time.Sleep(backoff)
+		backoff *= 2
+	}
+}
+
+func (a *hdfsAtomic) Abort() error {
+	if a.done {
+		return nil
+	}
+	a.done = true
+	a.w.Close() // releases the lease; the file goes next
+	if err := a.h.client.Remove(a.tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return a.h.pathError("abort", a.final, err)
+	}
+	return nil
+}
+
+// namenodeCaller makes namenode calls the client does not expose, over
+// Spindle's own Hadoop RPC client, failing over between HA namenodes.
+type namenodeCaller struct {
+	addrs []string
+	user  string
+	cur   int
+	conn  *hadooprpc.Client
+}
+
+const clientProtocol = "org.apache.hadoop.hdfs.protocol.ClientProtocol"
+
+func (n *namenodeCaller) call(ctx context.Context, method string, req, resp proto.Message) error {
+	var last error
+	for range n.addrs {
+		if n.conn == nil {
+			c, err := hadooprpc.Dial(ctx, hadooprpc.ClientConfig{
+				Addr: n.addrs[n.cur], User: n.user, Protocol: clientProtocol,
+			})
+			if err != nil {
+				last = err
+				n.cur = (n.cur + 1) % len(n.addrs)
+				continue
+			}
+			n.conn = c
+		}
+		err := n.conn.Call(ctx, method, req, resp)
+		var re *hadooprpc.RemoteError
+		if err == nil || (errors.As(err, &re) && re.Class != hadooprpc.ClassStandby) || ctx.Err() != nil {
+			return err
+		}
+		// A standby or a broken connection: try the next namenode.
+		last = err
+		n.conn.Close()
+		n.conn = nil
+		n.cur = (n.cur + 1) % len(n.addrs)
+	}
+	return last
+}
+
+func (n *namenodeCaller) close() {
+	if n.conn != nil {
+		n.conn.Close()
+		n.conn = nil
+	}
+}
+
+// blockRange is one block of a file and the hosts holding it.
+type blockRange struct {
+	offset, length int64
+	hosts          []string
+}
+
+func (h *hdfsFS) blockLocations(ctx context.Context, name string, off, length int64) ([]blockRange, error) {
+	h.nnMu.Lock()
+	defer h.nnMu.Unlock()
+	if h.nn == nil {
+		h.nn = &namenodeCaller{addrs: h.cluster.addrs, user: h.cluster.user}
+	}
+	req := &hadooppb.GetBlockLocationsRequestProto{
+		Src: proto.String(name), Offset: proto.Uint64(uint64(off)), Length: proto.Uint64(uint64(length)),
+	}
+	resp := &hadooppb.GetBlockLocationsResponseProto{}
+	if err := h.nn.call(ctx, "getBlockLocations", req, resp); err != nil {
+		var re *hadooprpc.RemoteError
+		if errors.As(err, &re) {
+			if mapped, ok := hdfsExceptions[re.Class]; ok {
+				err = fmt.Errorf("%w (%s)", mapped, re.Message)
+			}
+		}
+		return nil, h.pathError("locations", name, err)
+	}
+	var out []blockRange
+	for _, b := range resp.GetLocations().GetBlocks() {
+		br := blockRange{offset: int64(b.GetOffset()), length: int64(b.GetB().GetNumBytes())}
+		for _, loc := range b.GetLocs() {
+			host := loc.GetId().GetHostName()
+			if host == "" {
+				host = loc.GetId().GetIpAddr()
+			}
+			br.hosts = append(br.hosts, host)
+		}
+		out = append(out, br)
+	}
+	return out, nil
+}
