@@ -100,8 +100,9 @@ func NewWithTransport(cfg Config, t Transport) (*Comm, error) {
 
 func newComm(cfg Config, t Transport, log *slog.Logger) *Comm {
 	left, right := ringNeighbours(cfg.Rank, cfg.WorldSize)
-	// Backed by uint64 so that float64 views of it are aligned.
-	words := (max(cfg.ChunkBytes, 8) + 7) / 8
+	// Backed by uint64 so that float64 views of it are aligned, and a
+	// whole number of elements of any type.
+	words := min(max(cfg.ChunkBytes, 8), reducePiece) / 8
 	scratch := make([]uint64, words)
 	return &Comm{
 		rank:    cfg.Rank,
@@ -115,6 +116,10 @@ func newComm(cfg Config, t Transport, log *slog.Logger) *Comm {
 		scratch: asBytes(scratch),
 	}
 }
+
+// reducePiece bounds the scratch buffer that received data is reduced
+// from: about a core's L2 cache.
+const reducePiece = 256 << 10
 
 func ringNeighbours(rank, world int) (left, right int) {
 	return (rank - 1 + world) % world, (rank + 1) % world
@@ -390,11 +395,17 @@ func (c *Comm) receive(ctx context.Context, h header, p *plan, tokens chan<- str
 			}
 		}
 		if it.reduce {
-			tmp := c.scratch[:len(it.buf)]
-			if err := c.t.Recv(ctx, c.left, tmp); err != nil {
-				return err
+			// Receive and reduce in pieces the size of the scratch buffer,
+			// which is small enough to stay in cache between the kernel's
+			// copy into it and the reduction reading it.
+			for lo := 0; lo < len(it.buf); lo += len(c.scratch) {
+				dst := it.buf[lo:min(lo+len(c.scratch), len(it.buf))]
+				tmp := c.scratch[:len(dst)]
+				if err := c.t.Recv(ctx, c.left, tmp); err != nil {
+					return err
+				}
+				p.combine(dst, tmp, it.final)
 			}
-			p.combine(it.buf, tmp, it.final)
 		} else if err := c.t.Recv(ctx, c.left, it.buf); err != nil {
 			return err
 		}

@@ -152,36 +152,6 @@ func (c *Comm) allGather(ctx context.Context, h header, send, recv []byte, esize
 	})
 }
 
-// add sets dst[i] += src[i]. Unrolled, since the loop runs at memory speed
-// only when the compiler can keep several independent additions in flight.
-func add[T Float](dst, src []T) {
-	src = src[:len(dst)]
-	i := 0
-	for ; i+8 <= len(dst); i += 8 {
-		d := dst[i : i+8 : i+8]
-		s := src[i : i+8 : i+8]
-		d[0] += s[0]
-		d[1] += s[1]
-		d[2] += s[2]
-		d[3] += s[3]
-		d[4] += s[4]
-		d[5] += s[5]
-		d[6] += s[6]
-		d[7] += s[7]
-	}
-	for ; i < len(dst); i++ {
-		dst[i] += src[i]
-	}
-}
-
-// addDiv sets dst[i] = (dst[i] + src[i]) / n.
-func addDiv[T Float](dst, src []T, n T) {
-	src = src[:len(dst)]
-	for i := range dst {
-		dst[i] = (dst[i] + src[i]) / n
-	}
-}
-
 // asBytes views s's memory as bytes, without copying.
 func asBytes[T Elem](s []T) []byte {
 	if len(s) == 0 {

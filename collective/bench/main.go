@@ -92,7 +92,7 @@ type sizeResult struct {
 func run() error {
 	ranksFlag := flag.String("ranks", "2,4", "comma-separated world sizes")
 	sizesFlag := flag.String("sizes", "1,16,64", "comma-separated tensor sizes in MiB")
-	iters := flag.Int("iters", 0, "timed iterations per size and round (0: from 20 for small tensors down to 4 for 64 MiB)")
+	iters := flag.Int("iters", 0, "timed iterations per size and round (0: from 20 for small tensors down to 6 for 64 MiB)")
 	warmup := flag.Int("warmup", 2, "untimed iterations per size and round")
 	rounds := flag.Int("rounds", 3, "alternating rounds of Spindle and gloo per number of ranks")
 	gloo := flag.Bool("gloo", true, "measure PyTorch gloo beside Spindle")
@@ -121,7 +121,7 @@ func run() error {
 	for _, mib := range sizes {
 		n := *iters
 		if n == 0 {
-			n = min(20, max(4, 256/mib))
+			n = min(20, max(6, 256/mib))
 		}
 		plan = append(plan, step{Bytes: mib << 20, Iters: n})
 	}
