@@ -7,6 +7,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/spindle-ml/spindle/internal/textdist"
 )
 
 // CSVOptions say how CSV inputs are laid out. The zero value means the
@@ -125,7 +127,7 @@ func suggest(name string, all []string) string {
 	var cs []cand
 	lname := strings.ToLower(name)
 	for _, c := range all {
-		d := editDistance(lname, strings.ToLower(c))
+		d := textdist.Levenshtein(lname, strings.ToLower(c))
 		if d <= max(2, len(name)/3) || strings.Contains(strings.ToLower(c), lname) {
 			cs = append(cs, cand{c, d})
 		}
@@ -147,27 +149,6 @@ func suggest(name string, all []string) string {
 		list, more = list[:12], fmt.Sprintf(", ... %d more", len(all)-12)
 	}
 	return fmt.Sprintf(" (it has %s%s)", strings.Join(list, ", "), more)
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // projectSchema returns the schema of the named columns of s, in order,

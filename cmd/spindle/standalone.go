@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -17,51 +18,23 @@ import (
 	"github.com/spindle-ml/spindle/standalone/worker"
 )
 
-// keyFlag maps an explicit flag to the configuration key it sets.
-type keyFlag struct {
-	flag cli.Flag
-	key  string
-}
-
-// commonFlags are the configuration flags every standalone command takes.
-func commonFlags(fs []keyFlag) []cli.Flag {
-	out := []cli.Flag{
-		&cli.StringSliceFlag{Name: "conf", Usage: "set a configuration property, `KEY=VALUE` (repeatable)"},
-		&cli.StringFlag{Name: "properties-file", Usage: "read properties from `FILE` (default: $SPINDLE_CONF_DIR/spindle-defaults.conf only)"},
-	}
-	for _, f := range fs {
-		out = append(out, f.flag)
-	}
-	return out
-}
-
-// loadKeyFlags merges every configuration source; explicit flags win.
-func loadKeyFlags(c *cli.Context, fs []keyFlag) (*config.Properties, error) {
-	src := config.Sources{
-		ConfDir:        os.Getenv("SPINDLE_CONF_DIR"),
-		PropertiesFile: c.String("properties-file"),
-		Overrides:      c.StringSlice("conf"),
-	}
-	for _, f := range fs {
-		name := f.flag.Names()[0]
-		if c.IsSet(name) {
-			src.Flags = append(src.Flags, config.Setting{Key: f.key, Value: c.String(name), Source: "--" + name})
-		}
-	}
-	props, warnings, err := config.Load(src)
+// clusterCommandSetup loads the configuration of a command that talks to the
+// standalone cluster (master, worker, status, kill), its logger and the
+// cluster secret it signs every call with.
+func clusterCommandSetup(c *cli.Context, flags []keyFlag) (*config.Properties, *slog.Logger, string, error) {
+	p, err := loadKeyFlags(c, flags)
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
-	for _, w := range warnings {
-		fmt.Fprintf(os.Stderr, "spindle: warning: %s\n", w)
+	logger, err := newLogger(os.Stderr, p.String(config.KeyLogLevel))
+	if err != nil {
+		return nil, nil, "", err
 	}
-	return props, nil
-}
-
-// clusterSecret reads the cluster secret from its file, the
-// configuration or the environment.
-func clusterSecret(p *config.Properties) (string, error) {
-	return standalone.SecretFromProperties(p)
+	secret, err := standalone.SecretFromProperties(p)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return p, logger, secret, nil
 }
 
 var masterFlags = []keyFlag{
@@ -94,18 +67,12 @@ the command line. See conf/spindle-master.conf.example.`,
 }
 
 func runMaster(c *cli.Context) error {
-	p, err := loadKeyFlags(c, masterFlags)
-	if err != nil {
-		return cli.Exit(err, exitUsage)
-	}
-	logger, err := newLogger(os.Stderr, p.String(config.KeyLogLevel))
+	p, logger, secret, err := clusterCommandSetup(c, masterFlags)
 	if err != nil {
 		return cli.Exit(err, exitUsage)
 	}
 	cfg := master.DefaultConfig()
-	if cfg.Secret, err = clusterSecret(p); err != nil {
-		return cli.Exit(err, exitUsage)
-	}
+	cfg.Secret = secret
 	cfg.TLS.CertFile = p.String(config.KeyClusterTLSCert)
 	cfg.TLS.KeyFile = p.String(config.KeyClusterTLSKey)
 	cfg.TLS.CAFile = p.String(config.KeyClusterTLSCA)
@@ -174,18 +141,12 @@ spindle.cluster.secret or $SPINDLE_CLUSTER_SECRET (never the command line).`,
 }
 
 func runWorker(c *cli.Context) error {
-	p, err := loadKeyFlags(c, workerFlags)
-	if err != nil {
-		return cli.Exit(err, exitUsage)
-	}
-	logger, err := newLogger(os.Stderr, p.String(config.KeyLogLevel))
+	p, logger, secret, err := clusterCommandSetup(c, workerFlags)
 	if err != nil {
 		return cli.Exit(err, exitUsage)
 	}
 	cfg := worker.DefaultConfig()
-	if cfg.Secret, err = clusterSecret(p); err != nil {
-		return cli.Exit(err, exitUsage)
-	}
+	cfg.Secret = secret
 	cfg.TLS.CertFile = p.String(config.KeyClusterTLSCert)
 	cfg.TLS.KeyFile = p.String(config.KeyClusterTLSKey)
 	cfg.TLS.CAFile = p.String(config.KeyClusterTLSCA)
@@ -231,7 +192,7 @@ var adminFlags = []keyFlag{
 
 // adminClient connects to the masters of --master (or spindle.master).
 func adminClient(c *cli.Context) (*client.Client, error) {
-	p, err := loadKeyFlags(c, adminFlags)
+	p, logger, secret, err := clusterCommandSetup(c, adminFlags)
 	if err != nil {
 		return nil, err
 	}
@@ -242,14 +203,6 @@ func adminClient(c *cli.Context) (*client.Client, error) {
 	if m.Kind != driver.MasterStandalone {
 		return nil, fmt.Errorf("%s: master %q is not a standalone cluster; give --master spindle://host:port,...",
 			p.Source(config.KeyMaster), p.String(config.KeyMaster))
-	}
-	secret, err := clusterSecret(p)
-	if err != nil {
-		return nil, err
-	}
-	logger, err := newLogger(os.Stderr, p.String(config.KeyLogLevel))
-	if err != nil {
-		return nil, err
 	}
 	cfg := client.Config{Masters: m.Addrs, Secret: secret, Logger: logger}
 	cfg.TLS.CertFile = p.String(config.KeyClusterTLSCert)

@@ -24,10 +24,7 @@ const (
 )
 
 // submitFlags maps each explicit flag to the configuration key it sets.
-var submitFlags = []struct {
-	flag cli.Flag
-	key  string
-}{
+var submitFlags = []keyFlag{
 	{&cli.StringFlag{Name: "master", Usage: "where executors run: local, local[N], spindle://host:port,... (standalone masters)"}, config.KeyMaster},
 	{&cli.StringFlag{Name: "deploy-mode", Usage: "where the driver runs: client"}, config.KeyDeployMode},
 	{&cli.StringFlag{Name: "name", Usage: "job `NAME` shown in logs and status"}, config.KeyAppName},
@@ -48,16 +45,11 @@ var submitFlags = []struct {
 }
 
 func submitCommand() *cli.Command {
-	flags := []cli.Flag{
+	flags := append([]cli.Flag{
 		&cli.StringSliceFlag{Name: "input", Aliases: []string{"i"}, Usage: "training data: a path, file:// or hdfs:// URI, a directory or a glob (repeatable)"},
-		&cli.StringSliceFlag{Name: "conf", Usage: "set a configuration property, `KEY=VALUE` (repeatable)"},
-		&cli.StringFlag{Name: "properties-file", Usage: "read properties from `FILE` (default: $SPINDLE_CONF_DIR/spindle-defaults.conf only)"},
 		&cli.StringSliceFlag{Name: "env", Usage: "set `K=V` in every training process's environment (repeatable)"},
 		&cli.StringSliceFlag{Name: "files", Usage: "copy `URI` into every training process's $SPINDLE_FILES_DIR (repeatable or comma-separated)"},
-	}
-	for _, f := range submitFlags {
-		flags = append(flags, f.flag)
-	}
+	}, commonFlags(submitFlags)...)
 	return &cli.Command{
 		Name:      "submit",
 		Usage:     "run a training job",
@@ -88,7 +80,7 @@ func runSubmit(c *cli.Context) error {
 	if len(command) == 0 {
 		return cli.Exit("no training command: put it after --, as in: spindle submit --input data/ -- python3 train.py", exitUsage)
 	}
-	props, err := loadSubmitConfig(c)
+	props, err := loadKeyFlags(c, submitFlags)
 	if err != nil {
 		return cli.Exit(err, exitUsage)
 	}
@@ -137,34 +129,6 @@ func runSubmit(c *cli.Context) error {
 // (found before anything ran) rather than a failure while running.
 func isInputError(err error) bool {
 	return errors.Is(err, feed.ErrInput) || errors.Is(err, driver.ErrConfig)
-}
-
-// loadSubmitConfig merges every configuration source.
-func loadSubmitConfig(c *cli.Context) (*config.Properties, error) {
-	src := config.Sources{
-		ConfDir:        os.Getenv("SPINDLE_CONF_DIR"),
-		PropertiesFile: c.String("properties-file"),
-		Overrides:      c.StringSlice("conf"),
-	}
-	for _, f := range submitFlags {
-		name := f.flag.Names()[0]
-		if !c.IsSet(name) {
-			continue
-		}
-		v := c.String(name)
-		if _, ok := f.flag.(*cli.BoolFlag); ok {
-			v = fmt.Sprint(c.Bool(name))
-		}
-		src.Flags = append(src.Flags, config.Setting{Key: f.key, Value: v, Source: "--" + name})
-	}
-	props, warnings, err := config.Load(src)
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range warnings {
-		fmt.Fprintf(os.Stderr, "spindle: warning: %s\n", w)
-	}
-	return props, nil
 }
 
 // driverConfig turns properties and flags into the driver's Config.

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/textdist"
 )
 
 // DefaultsFileName is the admin's defaults file inside $SPINDLE_CONF_DIR.
@@ -292,30 +294,9 @@ func (p *Properties) Settings() []Setting {
 func Nearest(name string) string {
 	best, bestD := "", len(name)/2+2
 	for _, k := range Known() {
-		if d := distance(strings.ToLower(name), strings.ToLower(k.Name)); d < bestD {
+		if d := textdist.Levenshtein(strings.ToLower(name), strings.ToLower(k.Name)); d < bestD {
 			best, bestD = k.Name, d
 		}
 	}
 	return best
-}
-
-// distance is the Levenshtein edit distance between a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/spindle-ml/spindle/internal/config"
+)
+
+// keyFlag maps an explicit flag to the configuration key it sets.
+type keyFlag struct {
+	flag cli.Flag
+	key  string
+}
+
+// commonFlags are the configuration flags every command that reads
+// configuration takes, followed by its own key flags.
+func commonFlags(fs []keyFlag) []cli.Flag {
+	out := []cli.Flag{
+		&cli.StringSliceFlag{Name: "conf", Usage: "set a configuration property, `KEY=VALUE` (repeatable)"},
+		&cli.StringFlag{Name: "properties-file", Usage: "read properties from `FILE` (default: $SPINDLE_CONF_DIR/spindle-defaults.conf only)"},
+	}
+	for _, f := range fs {
+		out = append(out, f.flag)
+	}
+	return out
+}
+
+// loadKeyFlags merges every configuration source; explicit flags win.
+func loadKeyFlags(c *cli.Context, fs []keyFlag) (*config.Properties, error) {
+	src := config.Sources{
+		ConfDir:        os.Getenv("SPINDLE_CONF_DIR"),
+		PropertiesFile: c.String("properties-file"),
+		Overrides:      c.StringSlice("conf"),
+	}
+	for _, f := range fs {
+		name := f.flag.Names()[0]
+		if !c.IsSet(name) {
+			continue
+		}
+		v := c.String(name)
+		if _, ok := f.flag.(*cli.BoolFlag); ok {
+			v = fmt.Sprint(c.Bool(name))
+		}
+		src.Flags = append(src.Flags, config.Setting{Key: f.key, Value: v, Source: "--" + name})
+	}
+	props, warnings, err := config.Load(src)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(os.Stderr, "spindle: warning: %s\n", w)
+	}
+	return props, nil
+}
