@@ -28,7 +28,7 @@ run: build ## generate data and run a 2-rank local training job on it
 		--feed tensor --batch-rows 256 --epochs 3 --shuffle --seed 7 \
 		-- $(BIN)/logreg --lr 0.5
 
-test: deps test-go test-python ## run every test (installs python3-torch when missing)
+test: deps test-python test-go ## run every test (installs python3-torch when missing)
 
 test-go:
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...

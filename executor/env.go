@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -109,11 +110,11 @@ func trainingEnv(base []string, t *Task, id identity, feedPath, filesDir string)
 		}
 		set("CUDA_VISIBLE_DEVICES", strings.Join(ids, ","))
 	}
-	if t.PythonPath != "" {
+	if py := pythonPath(t.PythonPath); py != "" {
 		if old := env["PYTHONPATH"]; old != "" {
-			set("PYTHONPATH", t.PythonPath+string(os.PathListSeparator)+old)
+			set("PYTHONPATH", py+string(os.PathListSeparator)+old)
 		} else {
-			set("PYTHONPATH", t.PythonPath)
+			set("PYTHONPATH", py)
 		}
 	}
 	if t.HadoopConfDir != "" {
@@ -158,4 +159,39 @@ func tfConfig(addrs []string, rank int) (string, error) {
 		return "", fmt.Errorf("encode TF_CONFIG: %w", err)
 	}
 	return string(b), nil
+}
+
+// pythonPath returns the directory holding the spindle Python package:
+// configured (spindle.python.path), else found beside this spindle binary.
+func pythonPath(configured string) string {
+	if configured != "" {
+		return configured
+	}
+	return PythonPackageDir()
+}
+
+// PythonPackageDir finds the directory holding the spindle Python package
+// beside the running binary: bin/../python in a source checkout,
+// ../share/spindle/python in an install. It returns "" when there is none.
+func PythonPackageDir() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = resolved
+	}
+	dir := filepath.Dir(exe)
+	for _, cand := range []string{
+		filepath.Join(dir, "..", "python"),
+		filepath.Join(dir, "..", "share", "spindle", "python"),
+		filepath.Join(dir, "python"),
+	} {
+		if _, err := os.Stat(filepath.Join(cand, "spindle", "__init__.py")); err == nil {
+			if abs, err := filepath.Abs(cand); err == nil {
+				return abs
+			}
+		}
+	}
+	return ""
 }

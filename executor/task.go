@@ -44,19 +44,19 @@ type Task struct {
 
 // FeedTask says how to feed the training process.
 type FeedTask struct {
-	Mode        string        `json:"mode"` // arrow, tensor or direct
-	Splits      []feed.Split  `json:"splits"`
-	SchemaIPC   []byte        `json:"schema_ipc"` // the planned schema as an Arrow IPC schema message
-	Columns     []string      `json:"columns,omitempty"`
-	LabelColumn string        `json:"label_column,omitempty"`
-	CSV         feed.CSVOptions `json:"csv"`
-	BatchRows   int           `json:"batch_rows"`
-	Epochs      int           `json:"epochs"`
-	Shuffle     bool          `json:"shuffle"`
-	Seed        int64         `json:"seed"`
-	ShuffleBufferRows int     `json:"shuffle_buffer_rows"`
-	PrefetchBatches   int     `json:"prefetch_batches"`
-	MemoryBudget      int64   `json:"memory_budget"`
-	EvenBatches       string  `json:"even_batches"`
-	TargetBatches     int64   `json:"target_batches"`
+	Mode              string          `json:"mode"` // arrow, tensor or direct
+	Splits            []feed.Split    `json:"splits"`
+	SchemaIPC         []byte          `json:"schema_ipc"` // the planned schema as an Arrow IPC schema message
+	Columns           []string        `json:"columns,omitempty"`
+	LabelColumn       string          `json:"label_column,omitempty"`
+	CSV               feed.CSVOptions `json:"csv"`
+	BatchRows         int             `json:"batch_rows"`
+	Epochs            int             `json:"epochs"`
+	Shuffle           bool            `json:"shuffle"`
+	Seed              int64           `json:"seed"`
+	ShuffleBufferRows int             `json:"shuffle_buffer_rows"`
+	PrefetchBatches   int             `json:"prefetch_batches"`
+	MemoryBudget      int64           `json:"memory_budget"`
+	EvenBatches       string          `json:"even_batches"`
+	TargetBatches     int64           `json:"target_batches"`
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -191,13 +190,12 @@ func driverConfig(c *cli.Context, p *config.Properties, command []string) (drive
 		}
 	}
 	cfg.CheckpointDir = p.String(config.KeyCheckpointDir)
-	if wd, err := os.Getwd(); err == nil {
+	// Local executors run training where the user submitted from; on a
+	// cluster they run in the executor's own working directory.
+	if wd, err := os.Getwd(); err == nil && master.Kind == driver.MasterLocal {
 		cfg.Dir = wd
 	}
 	cfg.PythonPath = p.String(config.KeyPythonPath)
-	if cfg.PythonPath == "" {
-		cfg.PythonPath = findPythonPackage()
-	}
 	cfg.HadoopConfDir = p.String(config.KeyHadoopConfDir)
 	cfg.HadoopUser = p.String(config.KeyHadoopUser)
 	if h := p.String(config.KeyDriverHost); h != "" {
@@ -216,29 +214,4 @@ func driverConfig(c *cli.Context, p *config.Properties, command []string) (drive
 	cfg.NetworkInterface = p.String(config.KeyNetworkInterface)
 	cfg.LogLevel = p.String(config.KeyLogLevel)
 	return cfg, master, cfg.Validate()
-}
-
-// findPythonPackage finds the directory holding the spindle Python
-// package: beside the binary in a source checkout (bin/../python) or an
-// install (../share/spindle/python).
-func findPythonPackage() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return ""
-	}
-	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
-		exe = resolved
-	}
-	dir := filepath.Dir(exe)
-	for _, cand := range []string{
-		filepath.Join(dir, "..", "python"),
-		filepath.Join(dir, "..", "share", "spindle", "python"),
-		filepath.Join(dir, "python"),
-	} {
-		if _, err := os.Stat(filepath.Join(cand, "spindle", "__init__.py")); err == nil {
-			abs, _ := filepath.Abs(cand)
-			return abs
-		}
-	}
-	return ""
 }
