@@ -79,8 +79,10 @@ func writeBenchParquet(b *testing.B, path string, rows int) int64 {
 }
 
 // BenchmarkDecode reads a ~50 MB Parquet file with pqarrow alone (the
-// baseline) and through the feed pipeline, reporting rows/s for each and
-// the pipeline's share of the baseline's rate.
+// baseline) and through the feed pipeline (with the default decode
+// goroutines, with one, and shuffling), reporting rows/s for each and the
+// pipeline's share of the baseline's rate. Each iteration builds a new
+// pipeline, so its buffer pool starts empty every time.
 func BenchmarkDecode(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "bench.parquet")
 	size := writeBenchParquet(b, path, *benchRows)
@@ -133,10 +135,11 @@ func BenchmarkDecode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pipelineEpoch := func(shuffle bool) func(b *testing.B) int64 {
+	pipelineEpoch := func(shuffle bool, workers int) func(b *testing.B) int64 {
 		return func(b *testing.B) int64 {
 			p, err := NewPipeline(res, PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, LabelColumn: "label",
-				BatchRows: batch, Prefetch: 8, MemoryBudget: 256 << 20, EvenBatches: EvenOff, Shuffle: shuffle, Seed: 1})
+				BatchRows: batch, Prefetch: 8, MemoryBudget: 256 << 20, EvenBatches: EvenOff, Shuffle: shuffle, Seed: 1,
+				DecodeWorkers: workers})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -160,11 +163,12 @@ func BenchmarkDecode(b *testing.B) {
 			}
 		}
 	}
-	measure("pipeline", pipelineEpoch(false))
-	measure("pipeline-shuffle", pipelineEpoch(true))
+	measure("pipeline", pipelineEpoch(false, 0))
+	measure("pipeline-1worker", pipelineEpoch(false, 1))
+	measure("pipeline-shuffle", pipelineEpoch(true, 0))
 
 	if base := rates["pqarrow"]; base > 0 {
-		b.Logf("pipeline/pqarrow = %.2f, pipeline-shuffle/pqarrow = %.2f (rows/s ratios, same run)",
-			rates["pipeline"]/base, rates["pipeline-shuffle"]/base)
+		b.Logf("pipeline/pqarrow = %.2f, pipeline-1worker/pqarrow = %.2f, pipeline-shuffle/pqarrow = %.2f (rows/s ratios, same run)",
+			rates["pipeline"]/base, rates["pipeline-1worker"]/base, rates["pipeline-shuffle"]/base)
 	}
 }

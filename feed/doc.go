@@ -21,4 +21,11 @@
 // Readers fetch only what a split needs: the selected columns of the split's
 // row groups (each column chunk with one read, which matters on HDFS), the
 // split's record batches, or the split's CSV lines.
+//
+// Decoding Parquet is what limits how fast a rank is fed, so the pipeline
+// keeps the buffers that decoding frees (and those of the batches the
+// consumer releases) and decodes into them again, sparing the Go runtime's
+// zeroing and garbage collection, and a prefetching pipeline decodes a
+// split's columns on a few goroutines at once. Neither changes a single
+// batch: an epoch yields the same batches for the same configuration.
 package feed

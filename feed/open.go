@@ -63,7 +63,9 @@ func OpenSplit(ctx context.Context, res *fsys.Resolver, s Split, opts ReadOption
 	var op *opened
 	switch format {
 	case FormatParquet:
-		op, err = openParquet(ctx, f, s, opts)
+		// Local files sit in the page cache: reading a page costs a copy,
+		// not a round trip.
+		op, err = openParquet(ctx, f, s, opts, fs != fsys.Local())
 	case FormatArrow:
 		op, err = openIPC(f, s, opts)
 	case FormatCSV:

@@ -64,6 +64,10 @@ type ReadOptions struct {
 	// Allocator allocates the batches' buffers; nil means
 	// memory.DefaultAllocator.
 	Allocator memory.Allocator
+	// DecodeWorkers is how many goroutines decode a Parquet split at
+	// once, each a share of its columns; zero or one decodes on the
+	// caller's goroutine. The batches are the same either way.
+	DecodeWorkers int
 }
 
 func (o ReadOptions) normalize() (ReadOptions, error) {

@@ -4,25 +4,36 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/spindle-ml/spindle/feed/fsys"
 )
 
+// parquetBufferSize is the read buffer of each column chunk being read.
+// Page headers are read through it; page bodies larger than it are read
+// straight into the decoder's (pooled) page buffer.
+const parquetBufferSize = 16 << 10
+
 // openParquetFile reads a Parquet file's footer. The reader must not be
 // closed (that would close f); the caller closes f.
-func openParquetFile(f fsys.File, uri string, alloc memory.Allocator, batchRows int) (*file.Reader, *pqarrow.FileReader, error) {
+func openParquetFile(f parquet.ReaderAtSeeker, uri string, alloc memory.Allocator, batchRows int) (*file.Reader, *pqarrow.FileReader, error) {
 	props := parquet.NewReaderProperties(alloc)
-	// Unbuffered: each column chunk is fetched whole with a single ReadAt
-	// before its pages are decoded, rather than one small read per page,
-	// which is what a remote file system (HDFS) wants.
-	props.BufferedStreamEnabled = false
+	// Buffered: arrow-go's unbuffered mode reads a whole column chunk
+	// into a fresh buffer (zeroed by the Go runtime, then collected)
+	// and copies every page out of it. Buffered, a page body goes from
+	// the file straight into a page buffer from alloc. Remote files get
+	// whole-chunk reads all the same, from a chunkCache.
+	props.BufferedStreamEnabled = true
+	props.BufferSize = parquetBufferSize
 	pf, err := file.NewParquetReader(f, file.WithReadProps(props))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s is not a Parquet file or is damaged: %w", ErrInput, uri, err)
@@ -83,17 +94,39 @@ func cleanSchema(s *arrow.Schema) *arrow.Schema {
 	return arrow.NewSchema(fields, nil)
 }
 
-// parquetSource reads the row groups of one Parquet split.
+// parquetSource reads the row groups of one Parquet split. Its columns
+// may be split into groups, each with a record reader of its own, which
+// are decoded at once, one goroutine per group: every reader has the same
+// row groups and batch size, so their batches cover the same rows, and
+// they are joined side by side.
 type parquetSource struct {
-	uri  string
-	file fsys.File
-	rr   pqarrow.RecordReader
+	uri    string
+	file   fsys.File
+	cache  *chunkCache // nil for local files
+	schema *arrow.Schema
+	groups []columnGroup
+	skip   int64 // rows still to drop from the start
+}
+
+// columnGroup is a record reader over some of a split's columns.
+type columnGroup struct {
+	rr pqarrow.RecordReader
+	at []int // at[k] is the output column of the reader's column k
+	ok bool  // what the last Next said
 }
 
 // openParquet opens a Parquet split: only its row groups, only the
 // selected columns, starting RowOffset rows into the first row group.
-func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions) (*opened, error) {
-	_, fr, err := openParquetFile(f, s.URI, opts.Allocator, opts.BatchRows)
+// A remote file's column chunks are each fetched with one read; a local
+// one's pages are read where they are needed.
+func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, remote bool) (*opened, error) {
+	var src parquet.ReaderAtSeeker = f
+	var cache *chunkCache
+	if remote {
+		cache = newChunkCache(f, opts.Allocator)
+		src = cache
+	}
+	pf, fr, err := openParquetFile(src, s.URI, opts.Allocator, opts.BatchRows)
 	if err != nil {
 		return nil, err
 	}
@@ -112,32 +145,114 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions) (*
 		}
 		out = opts.Schema
 	}
-	var leaves []int
-	for _, name := range sel {
-		leaves = appendLeaves(leaves, &fr.Manifest.Fields[fileSchema.FieldIndices(name)[0]])
-	}
-	sort.Ints(leaves)
 	n := fr.ParquetReader().NumRowGroups()
 	for _, rg := range s.RowGroups {
 		if rg < 0 || rg >= n {
 			return nil, fmt.Errorf("%w: %s has %d row groups, the split names row group %d", ErrInput, s.URI, n, rg)
 		}
 	}
-	rr, err := fr.GetRecordReader(ctx, leaves, s.RowGroups)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", s.URI, err)
-	}
-	if s.RowOffset > 0 {
-		if err := rr.SeekToRow(s.RowOffset); err != nil {
-			rr.Release()
-			return nil, fmt.Errorf("read %s: skip %d rows: %w", s.URI, s.RowOffset, err)
+	rowGroups := s.RowGroups
+	if len(rowGroups) == 0 {
+		for rg := 0; rg < n; rg++ {
+			rowGroups = append(rowGroups, rg)
 		}
 	}
-	proj := make([]int, len(sel))
+	fieldLeaves := make([][]int, len(sel))
+	var leaves []int
 	for i, name := range sel {
-		proj[i] = rr.Schema().FieldIndices(name)[0]
+		fieldLeaves[i] = appendLeaves(nil, &fr.Manifest.Fields[fileSchema.FieldIndices(name)[0]])
+		leaves = append(leaves, fieldLeaves[i]...)
 	}
-	return &opened{src: &parquetSource{uri: s.URI, file: f, rr: rr}, schema: out, proj: proj}, nil
+	if cache != nil {
+		if err := cache.addChunks(pf, rowGroups, leaves); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrInput, s.URI, err)
+		}
+	}
+	p := &parquetSource{uri: s.URI, file: f, cache: cache, schema: out}
+	seek := s.RowOffset
+	if seek > 0 && anyRepeated(pf, leaves) {
+		// arrow-go's SeekToRow misreads repeated (list) columns: it
+		// returns wrong lists, then fails. Read those rows and drop them.
+		seek, p.skip = 0, s.RowOffset
+	}
+	for _, fields := range groupColumns(pf, rowGroups, fieldLeaves, opts.DecodeWorkers) {
+		var gl []int
+		for _, i := range fields {
+			gl = append(gl, fieldLeaves[i]...)
+		}
+		sort.Ints(gl)
+		rr, err := fr.GetRecordReader(ctx, gl, s.RowGroups)
+		if err != nil {
+			p.release()
+			return nil, fmt.Errorf("read %s: %w", s.URI, err)
+		}
+		g := columnGroup{rr: rr, at: make([]int, rr.Schema().NumFields())}
+		for k, fld := range rr.Schema().Fields() {
+			g.at[k] = slices.Index(sel, fld.Name)
+		}
+		p.groups = append(p.groups, g)
+		if seek > 0 {
+			if err := rr.SeekToRow(seek); err != nil {
+				p.release()
+				return nil, fmt.Errorf("read %s: skip %d rows: %w", s.URI, s.RowOffset, err)
+			}
+		}
+	}
+	return &opened{src: p, schema: out}, nil
+}
+
+// anyRepeated reports whether any of the leaf columns is repeated (in a
+// list or map).
+func anyRepeated(pf *file.Reader, leaves []int) bool {
+	for _, leaf := range leaves {
+		if pf.MetaData().Schema.Column(leaf).MaxRepetitionLevel() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// groupColumns deals the selected columns (by index, with their leaves)
+// to at most workers groups of about equal decoded bytes in the split's
+// row groups, heaviest first, each to the lightest group so far.
+func groupColumns(pf *file.Reader, rowGroups []int, fieldLeaves [][]int, workers int) [][]int {
+	workers = max(1, min(workers, len(fieldLeaves)))
+	if workers == 1 {
+		all := make([]int, len(fieldLeaves))
+		for i := range all {
+			all[i] = i
+		}
+		return [][]int{all}
+	}
+	weight := make([]int64, len(fieldLeaves))
+	for i, ls := range fieldLeaves {
+		for _, rg := range rowGroups {
+			rgmd := pf.MetaData().RowGroup(rg)
+			for _, leaf := range ls {
+				if cc, err := rgmd.ColumnChunk(leaf); err == nil {
+					weight[i] += max(cc.TotalUncompressedSize(), 1)
+				}
+			}
+		}
+	}
+	order := make([]int, len(fieldLeaves))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return weight[order[a]] > weight[order[b]] })
+	groups := make([][]int, workers)
+	load := make([]int64, workers)
+	for _, i := range order {
+		g := 0
+		for j := range load {
+			if load[j] < load[g] {
+				g = j
+			}
+		}
+		groups[g] = append(groups[g], i)
+		load[g] += weight[i]
+	}
+	return groups
 }
 
 // appendLeaves appends the Parquet leaf column indices under field.
@@ -152,21 +267,83 @@ func appendLeaves(dst []int, field *pqarrow.SchemaField) []int {
 }
 
 func (p *parquetSource) next(ctx context.Context) (arrow.RecordBatch, error) {
+	for {
+		rec, err := p.read(ctx)
+		if err != nil || p.skip == 0 {
+			return rec, err
+		}
+		n := rec.NumRows()
+		if n <= p.skip {
+			p.skip -= n
+			rec.Release()
+			continue
+		}
+		out := rec.NewSlice(p.skip, n)
+		rec.Release()
+		p.skip = 0
+		return out, nil
+	}
+}
+
+// read decodes the next batch of every column group and joins them.
+func (p *parquetSource) read(ctx context.Context) (arrow.RecordBatch, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !p.rr.Next() {
-		if err := p.rr.Err(); err != nil {
-			return nil, fmt.Errorf("read %s: %w", p.uri, err)
+	if len(p.groups) == 1 {
+		p.groups[0].ok = p.groups[0].rr.Next()
+	} else {
+		var g errgroup.Group
+		for i := 1; i < len(p.groups); i++ {
+			cg := &p.groups[i]
+			g.Go(func() error {
+				cg.ok = cg.rr.Next()
+				return nil
+			})
 		}
-		return nil, io.EOF
+		p.groups[0].ok = p.groups[0].rr.Next()
+		_ = g.Wait()
 	}
-	rec := p.rr.RecordBatch()
-	rec.Retain()
-	return rec, nil
+	var ended int
+	for i := range p.groups {
+		if g := &p.groups[i]; !g.ok {
+			if err := g.rr.Err(); err != nil {
+				return nil, fmt.Errorf("read %s: %w", p.uri, err)
+			}
+			ended++
+		}
+	}
+	switch {
+	case ended == len(p.groups):
+		return nil, io.EOF
+	case ended > 0:
+		return nil, fmt.Errorf("%w: %s: some columns ended before others", ErrInput, p.uri)
+	}
+	cols := make([]arrow.Array, p.schema.NumFields())
+	rows := p.groups[0].rr.RecordBatch().NumRows()
+	for _, g := range p.groups {
+		rec := g.rr.RecordBatch()
+		if rec.NumRows() != rows {
+			return nil, fmt.Errorf("%w: %s: columns decoded %d and %d rows for the same batch", ErrInput, p.uri, rows, rec.NumRows())
+		}
+		for k, j := range g.at {
+			cols[j] = rec.Column(k)
+		}
+	}
+	return array.NewRecordBatch(p.schema, cols, rows), nil
+}
+
+func (p *parquetSource) release() {
+	for _, g := range p.groups {
+		g.rr.Release()
+	}
+	p.groups = nil
+	if p.cache != nil {
+		p.cache.release()
+	}
 }
 
 func (p *parquetSource) close() error {
-	p.rr.Release()
+	p.release()
 	return p.file.Close()
 }

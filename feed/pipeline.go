@@ -14,6 +14,11 @@ import (
 	"github.com/spindle-ml/spindle/feed/fsys"
 )
 
+// DefaultDecodeWorkers is the decode parallelism of a prefetching
+// pipeline when none is configured: decoding then overlaps itself as well
+// as the consumer, on one core more at most.
+const DefaultDecodeWorkers = 2
+
 // DefaultShuffleBufferRows is the shuffle buffer used when shuffling and
 // none is configured.
 const DefaultShuffleBufferRows = 65536
@@ -58,7 +63,18 @@ type PipelineConfig struct {
 	// CSV describes CSV inputs.
 	CSV CSVOptions
 	// Allocator allocates batches; nil means memory.DefaultAllocator.
+	// The pipeline keeps the buffers it frees (and those of the batches
+	// the consumer releases) for reuse, and gives them back to Allocator
+	// when it is closed.
 	Allocator memory.Allocator
+	// DecodeWorkers is how many goroutines decode a Parquet split at
+	// once, each a share of its columns, when Prefetch is set (without
+	// it, reading stays on the consumer's goroutine). Zero means
+	// DefaultDecodeWorkers. The batches are the same whatever it is.
+	DecodeWorkers int
+	// BufferPoolBytes bounds the freed buffers kept for reuse. Zero means
+	// 64 MiB, or MemoryBudget when that is smaller; negative keeps none.
+	BufferPoolBytes int64
 }
 
 // Validate reports the first problem with the configuration.
@@ -70,6 +86,8 @@ func (c PipelineConfig) Validate() error {
 		return fmt.Errorf("feed pipeline: shuffle buffer rows %d: must not be negative", c.ShuffleBufferRows)
 	case c.Prefetch < 0:
 		return fmt.Errorf("feed pipeline: prefetch %d: must not be negative", c.Prefetch)
+	case c.DecodeWorkers < 0:
+		return fmt.Errorf("feed pipeline: decode workers %d: must not be negative", c.DecodeWorkers)
 	case c.MemoryBudget < 0:
 		return fmt.Errorf("feed pipeline: memory budget %d: must not be negative", c.MemoryBudget)
 	case c.TargetBatches < 0:
@@ -104,6 +122,10 @@ type Pipeline struct {
 	schema *arrow.Schema
 	rows   int64 // the rank's rows, from the splits
 	target int64 // batches per epoch, or -1 for no target
+
+	pool          *bufferPool // nil when buffers are not reused
+	alloc         memory.Allocator
+	decodeWorkers int
 
 	rowsOut    atomic.Int64
 	batchesOut atomic.Int64
@@ -141,9 +163,25 @@ func NewPipeline(res *fsys.Resolver, cfg PipelineConfig) (*Pipeline, error) {
 	if cfg.ShuffleBufferRows == 0 {
 		cfg.ShuffleBufferRows = DefaultShuffleBufferRows
 	}
-	p := &Pipeline{res: res, cfg: cfg, schema: cfg.Schema, target: -1, open: map[*epochReader]struct{}{}}
+	p := &Pipeline{res: res, cfg: cfg, schema: cfg.Schema, target: -1, open: map[*epochReader]struct{}{}, alloc: cfg.Allocator}
+	if limit := cfg.BufferPoolBytes; limit >= 0 {
+		if limit == 0 {
+			limit = defaultPoolBytes
+			if cfg.MemoryBudget > 0 {
+				limit = min(limit, cfg.MemoryBudget)
+			}
+		}
+		p.pool = newBufferPool(cfg.Allocator, limit)
+		p.alloc = p.pool
+	}
 	for _, s := range cfg.Splits {
 		p.rows += s.Rows
+	}
+	if cfg.Prefetch > 0 {
+		p.decodeWorkers = cfg.DecodeWorkers
+		if p.decodeWorkers == 0 {
+			p.decodeWorkers = DefaultDecodeWorkers
+		}
 	}
 	if mode != EvenOff {
 		p.target = cfg.TargetBatches
@@ -164,7 +202,24 @@ const minReadRows = 16384
 
 func (p *Pipeline) readOptions(schema *arrow.Schema) ReadOptions {
 	return ReadOptions{Columns: p.cfg.Columns, LabelColumn: p.cfg.LabelColumn, Schema: schema,
-		BatchRows: max(p.cfg.BatchRows, minReadRows), CSV: p.cfg.CSV, Allocator: p.cfg.Allocator}
+		BatchRows: p.readRows(), CSV: p.cfg.CSV, Allocator: p.alloc, DecodeWorkers: p.decodeWorkers}
+}
+
+// readRows is the batch size asked of split readers: at least
+// minReadRows and, for smaller batches, a multiple of BatchRows, so that
+// every batch is a slice of one decoded batch rather than joined (copied)
+// from two. Not when rows are shuffled: the read batches make up the
+// shuffle windows, so the read size stays fixed and a seed gives the same
+// order whatever the batch size.
+func (p *Pipeline) readRows() int {
+	b := p.cfg.BatchRows
+	switch {
+	case b >= minReadRows:
+		return b
+	case p.cfg.Shuffle && p.cfg.ShuffleBufferRows > 1:
+		return minReadRows
+	}
+	return (minReadRows + b - 1) / b * b
 }
 
 // Stats returns the rows and batches handed out so far.
@@ -195,9 +250,9 @@ func (p *Pipeline) Epoch(ctx context.Context, epoch int) (Reader, error) {
 		src.cycle = true
 	}
 	if c.Shuffle && c.ShuffleBufferRows > 1 {
-		chain = newRowShuffler(chain, schema, c.ShuffleBufferRows, epochRand(c.Seed, epoch, c.Rank, streamRows), c.Allocator)
+		chain = newRowShuffler(chain, schema, c.ShuffleBufferRows, epochRand(c.Seed, epoch, c.Rank, streamRows), p.alloc)
 	}
-	chain = newRebatcher(chain, schema, int64(c.BatchRows), c.Allocator)
+	chain = newRebatcher(chain, schema, int64(c.BatchRows), p.alloc)
 
 	r := &epochReader{p: p, schema: schema, chain: chain}
 	p.mu.Lock()
@@ -213,7 +268,9 @@ func (p *Pipeline) Epoch(ctx context.Context, epoch int) (Reader, error) {
 	return r, nil
 }
 
-// Close closes every epoch reader still open; Epoch fails afterwards.
+// Close closes every epoch reader still open and gives the buffers kept
+// for reuse back to the allocator; Epoch fails afterwards. Batches still
+// held by the caller stay valid.
 func (p *Pipeline) Close() error {
 	p.mu.Lock()
 	p.closed = true
@@ -224,6 +281,9 @@ func (p *Pipeline) Close() error {
 	p.mu.Unlock()
 	for _, r := range open {
 		r.Close()
+	}
+	if p.pool != nil {
+		p.pool.close()
 	}
 	return nil
 }

@@ -83,6 +83,11 @@ func newTestPipeline(t *testing.T, plan *JobPlan, rank int, mod func(*PipelineCo
 	if err != nil {
 		t.Fatal(err)
 	}
+	if p.pool != nil {
+		// Reused buffers hold old data: prove that nothing reads a byte
+		// it did not write.
+		p.pool.poison = true
+	}
 	t.Cleanup(func() {
 		p.Close()
 		alloc.AssertSize(t, 0)

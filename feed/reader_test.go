@@ -337,7 +337,7 @@ func TestParquetWholeChunkReads(t *testing.T) {
 
 	cf := &countingFile{File: lf}
 	op, err := openParquet(ctx, cf, Split{URI: path, Format: FormatParquet, RowGroups: []int{1, 2}, Rows: 8000},
-		ReadOptions{Columns: []string{"x"}, LabelColumn: "label", BatchRows: 1000, Allocator: memory.DefaultAllocator})
+		ReadOptions{Columns: []string{"x"}, LabelColumn: "label", BatchRows: 1000, Allocator: memory.DefaultAllocator}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

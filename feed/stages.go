@@ -156,7 +156,11 @@ type rowShuffler struct {
 	window int64
 	rng    *rand.Rand
 	alloc  memory.Allocator
-	idx    []int64
+
+	// Scratch reused from window to window.
+	idx   []int64
+	which []uint32
+	at    []partRow
 }
 
 func newRowShuffler(in stage, schema *arrow.Schema, window int, rng *rand.Rand, alloc memory.Allocator) *rowShuffler {
@@ -185,18 +189,6 @@ func (s *rowShuffler) next(ctx context.Context) (arrow.RecordBatch, error) {
 	if rows == 0 {
 		return nil, io.EOF
 	}
-	var all arrow.RecordBatch
-	if len(parts) == 1 {
-		all = parts[0]
-		all.Retain()
-	} else {
-		var err error
-		if all, err = concatBatches(s.schema, parts, s.alloc); err != nil {
-			return nil, err
-		}
-	}
-	defer all.Release()
-
 	if cap(s.idx) < int(rows) {
 		s.idx = make([]int64, rows)
 	}
@@ -205,12 +197,8 @@ func (s *rowShuffler) next(ctx context.Context) (arrow.RecordBatch, error) {
 		idx[i] = int64(i)
 	}
 	s.rng.Shuffle(len(idx), func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
-	idxBuf := memory.NewBufferBytes(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(idx))), len(idx)*8))
-	indices := array.NewInt64Data(array.NewData(arrow.PrimitiveTypes.Int64, len(idx), []*memory.Buffer{nil, idxBuf}, nil, 0, 0))
-	defer indices.Release()
 
-	cctx := compute.WithAllocator(ctx, s.alloc)
-	cols := make([]arrow.Array, all.NumCols())
+	cols := make([]arrow.Array, s.schema.NumFields())
 	defer func() {
 		for _, c := range cols {
 			if c != nil {
@@ -218,18 +206,83 @@ func (s *rowShuffler) next(ctx context.Context) (arrow.RecordBatch, error) {
 			}
 		}
 	}()
+	// Fixed-width columns are gathered straight from the window's
+	// batches; joining them first would copy every value once more.
+	var at []partRow
+	if len(parts) > 1 {
+		at = s.locate(parts, idx)
+	}
 	for i := range cols {
-		if c := gatherFixed(all.Column(i), idx, s.alloc); c != nil {
-			cols[i] = c
+		if len(parts) == 1 {
+			cols[i] = gatherFixed(parts[0].Column(i), idx, s.alloc)
+		} else {
+			cols[i] = gatherFixedParts(parts, i, at, s.alloc)
+		}
+		if cols[i] != nil {
 			continue
 		}
-		c, err := compute.TakeArray(cctx, all.Column(i), indices)
+		c, err := s.take(ctx, parts, i, idx)
 		if err != nil {
-			return nil, fmt.Errorf("feed pipeline: shuffle column %q: %w", s.schema.Field(i).Name, err)
+			return nil, err
 		}
 		cols[i] = c
 	}
 	return array.NewRecordBatch(s.schema, cols, rows), nil
+}
+
+// take gathers column i of the window with arrow's take kernel.
+func (s *rowShuffler) take(ctx context.Context, parts []arrow.RecordBatch, i int, idx []int64) (arrow.Array, error) {
+	col := parts[0].Column(i)
+	if len(parts) > 1 {
+		pieces := make([]arrow.Array, len(parts))
+		for j, p := range parts {
+			pieces[j] = p.Column(i)
+		}
+		joined, err := array.Concatenate(pieces, s.alloc)
+		if err != nil {
+			return nil, fmt.Errorf("feed pipeline: join batches of column %q: %w", s.schema.Field(i).Name, err)
+		}
+		defer joined.Release()
+		col = joined
+	}
+	idxBuf := memory.NewBufferBytes(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(idx))), len(idx)*8))
+	indices := array.NewInt64Data(array.NewData(arrow.PrimitiveTypes.Int64, len(idx), []*memory.Buffer{nil, idxBuf}, nil, 0, 0))
+	defer indices.Release()
+	c, err := compute.TakeArray(compute.WithAllocator(ctx, s.alloc), col, indices)
+	if err != nil {
+		return nil, fmt.Errorf("feed pipeline: shuffle column %q: %w", s.schema.Field(i).Name, err)
+	}
+	return c, nil
+}
+
+// partRow locates a row of a window: row row of batch number part.
+type partRow struct{ part, row uint32 }
+
+// locate turns window row numbers into batch and row.
+func (s *rowShuffler) locate(parts []arrow.RecordBatch, idx []int64) []partRow {
+	starts := make([]int64, len(parts)+1)
+	for j, p := range parts {
+		starts[j+1] = starts[j] + p.NumRows()
+	}
+	// which[r] is the part holding window row r.
+	if cap(s.which) < len(idx) {
+		s.which = make([]uint32, len(idx))
+	}
+	which := s.which[:len(idx)]
+	for j := range parts {
+		for r := starts[j]; r < starts[j+1]; r++ {
+			which[r] = uint32(j)
+		}
+	}
+	if cap(s.at) < len(idx) {
+		s.at = make([]partRow, len(idx))
+	}
+	at := s.at[:len(idx)]
+	for k, r := range idx {
+		j := which[r]
+		at[k] = partRow{part: j, row: uint32(r - starts[j])}
+	}
+	return at
 }
 
 func (s *rowShuffler) close() error { return s.in.close() }
@@ -238,19 +291,11 @@ func (s *rowShuffler) close() error { return s.in.close() }
 // and times without nulls, the columns training data is mostly made of,
 // in a plain loop; nil means use the general take kernel.
 func gatherFixed(a arrow.Array, idx []int64, alloc memory.Allocator) arrow.Array {
-	if a.NullN() > 0 {
+	width := fixedWidth(a.DataType())
+	if width == 0 || a.NullN() > 0 {
 		return nil
 	}
-	switch a.DataType().ID() {
-	case arrow.INT8, arrow.UINT8, arrow.INT16, arrow.UINT16, arrow.INT32, arrow.UINT32, arrow.INT64, arrow.UINT64,
-		arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64, arrow.DATE32, arrow.DATE64, arrow.TIMESTAMP,
-		arrow.TIME32, arrow.TIME64, arrow.DURATION:
-	default:
-		return nil
-	}
-	width := a.DataType().(arrow.FixedWidthDataType).BitWidth() / 8
-	d := a.Data()
-	src := d.Buffers()[1].Bytes()[d.Offset()*width : (d.Offset()+d.Len())*width]
+	src := fixedValues(a, width)
 	buf := memory.NewResizableBuffer(alloc)
 	buf.Resize(len(idx) * width)
 	dst := buf.Bytes()
@@ -265,13 +310,89 @@ func gatherFixed(a arrow.Array, idx []int64, alloc memory.Allocator) arrow.Array
 		gatherWords(asWords[uint32](dst), asWords[uint32](src), idx)
 	case 8:
 		gatherWords(asWords[uint64](dst), asWords[uint64](src), idx)
-	default:
-		return nil
 	}
 	out := array.NewData(a.DataType(), len(idx), []*memory.Buffer{nil, buf}, nil, 0, 0)
 	buf.Release()
 	defer out.Release()
 	return array.MakeFromData(out)
+}
+
+// fixedWidth returns the byte width of the fixed-width numbers and times
+// gatherFixed handles, or 0.
+func fixedWidth(dt arrow.DataType) int {
+	switch dt.ID() {
+	case arrow.INT8, arrow.UINT8, arrow.INT16, arrow.UINT16, arrow.INT32, arrow.UINT32, arrow.INT64, arrow.UINT64,
+		arrow.FLOAT16, arrow.FLOAT32, arrow.FLOAT64, arrow.DATE32, arrow.DATE64, arrow.TIMESTAMP,
+		arrow.TIME32, arrow.TIME64, arrow.DURATION:
+	default:
+		return 0
+	}
+	switch w := dt.(arrow.FixedWidthDataType).BitWidth() / 8; w {
+	case 1, 2, 4, 8:
+		return w
+	}
+	return 0
+}
+
+// fixedValues returns the bytes of a's values, a fixed-width array.
+func fixedValues(a arrow.Array, width int) []byte {
+	d := a.Data()
+	if d.Len() == 0 {
+		return nil
+	}
+	return d.Buffers()[1].Bytes()[d.Offset()*width : (d.Offset()+d.Len())*width]
+}
+
+// gatherFixedParts is gatherFixed over a window held in several batches:
+// at names each output row by batch and row.
+func gatherFixedParts(parts []arrow.RecordBatch, col int, at []partRow, alloc memory.Allocator) arrow.Array {
+	dt := parts[0].Column(col).DataType()
+	width := fixedWidth(dt)
+	if width == 0 {
+		return nil
+	}
+	srcs := make([][]byte, len(parts))
+	for j, p := range parts {
+		a := p.Column(col)
+		if a.NullN() > 0 {
+			return nil
+		}
+		srcs[j] = fixedValues(a, width)
+	}
+	buf := memory.NewResizableBuffer(alloc)
+	buf.Resize(len(at) * width)
+	dst := buf.Bytes()
+	switch width {
+	case 1:
+		for i, l := range at {
+			dst[i] = srcs[l.part][l.row]
+		}
+	case 2:
+		gatherWordsParts(asWords[uint16](dst), wordSlices[uint16](srcs), at)
+	case 4:
+		gatherWordsParts(asWords[uint32](dst), wordSlices[uint32](srcs), at)
+	case 8:
+		gatherWordsParts(asWords[uint64](dst), wordSlices[uint64](srcs), at)
+	}
+	out := array.NewData(dt, len(at), []*memory.Buffer{nil, buf}, nil, 0, 0)
+	buf.Release()
+	defer out.Release()
+	return array.MakeFromData(out)
+}
+
+func gatherWordsParts[T uint16 | uint32 | uint64](dst []T, srcs [][]T, at []partRow) {
+	dst = dst[:len(at)]
+	for i, l := range at {
+		dst[i] = srcs[l.part][l.row]
+	}
+}
+
+func wordSlices[T uint16 | uint32 | uint64](b [][]byte) [][]T {
+	out := make([][]T, len(b))
+	for i := range b {
+		out[i] = asWords[T](b[i])
+	}
+	return out
 }
 
 func gatherWords[T uint16 | uint32 | uint64](dst, src []T, idx []int64) {
