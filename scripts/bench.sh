@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 
 section() { printf '\n==== %s ====\n' "$1"; }
 
+section "feed pipeline: Parquet decode through the pipeline vs plain pqarrow"
+go test -run '^$' -bench 'Decode' -benchtime 8x ./feed
+
 section "feed: Parquet -> executor -> Unix socket -> consumer process, vs raw Unix socket"
 go test -run '^$' -bench 'Feed' -benchtime 3x ./feed/wire
 
@@ -17,3 +20,6 @@ go test -run '^$' -bench 'HDFS' -benchtime 3x ./feed/fsys
 
 section "standalone: submit to running, leader failover"
 go test -run '^$' -bench 'Standalone' -benchtime 1x ./standalone/...
+
+section "control plane: driver cost per heartbeat, 10 to 5000 executors (in process)"
+go test -run '^$' -bench 'Heartbeat' -benchtime 2000x ./driver
