@@ -1,5 +1,3 @@
-// Package textdist measures how far apart two strings are, so error
-// messages can suggest the key or column a user probably meant.
 package textdist
 
 // Levenshtein returns the edit distance between a and b: the fewest
