@@ -66,6 +66,7 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 		peers:          cfg.Peers,
 		listener:       cfg.Listener,
 		jobID:          cfg.JobID,
+		token:          cfg.Token,
 		timeout:        cfg.Timeout,
 		connectTimeout: cfg.ConnectTimeout,
 		sockBuf:        cfg.SocketBufferBytes,

@@ -20,6 +20,7 @@ const (
 	EnvPeerFD      = "SPINDLE_PEER_LISTEN_FD"
 	EnvJobID       = "SPINDLE_JOB_ID"
 	EnvTimeoutSecs = "SPINDLE_COLLECTIVE_TIMEOUT"
+	EnvPeerToken   = "SPINDLE_PEER_TOKEN"
 )
 
 // Defaults applied by New to zero fields of Config.
@@ -46,6 +47,15 @@ type Config struct {
 	// JobID is checked in the connection handshake, so processes of
 	// different jobs never talk to each other by accident.
 	JobID string
+	// Token, when set, authenticates every connection between ranks:
+	// each side proves it holds the token (an HMAC over the handshake, with
+	// a timestamp and a nonce against replay), so a process outside the job
+	// can neither join the ring nor abort it. Every rank of a job must hold
+	// the same token, of at least 16 bytes; the executor derives one per
+	// job (SPINDLE_PEER_TOKEN). Empty leaves connections checked by the job
+	// id only, for tests and trusted networks. The token never appears in
+	// errors or logs.
+	Token string
 	// Timeout bounds how long an operation waits for a peer to make
 	// progress before it fails with ErrPeerTimeout. It must exceed the
 	// largest expected lag between ranks entering the same operation.
@@ -120,6 +130,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("collective: listener of rank %d: %w", c.Rank, err)
 		}
 	}
+	if c.Token != "" && len(c.Token) < minTokenLen {
+		return fmt.Errorf("collective: peer token is %d bytes long: need at least %d", len(c.Token), minTokenLen)
+	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("collective: timeout %s: must be positive", c.Timeout)
 	}
@@ -152,7 +165,8 @@ func checkListenerPort(ln net.Listener, addr string) error {
 
 // ConfigFromEnv builds a Config from the training-process environment the
 // Spindle executor sets (SPINDLE_RANK, SPINDLE_WORLD_SIZE, SPINDLE_PEERS,
-// SPINDLE_PEER_LISTEN_FD, SPINDLE_JOB_ID, SPINDLE_COLLECTIVE_TIMEOUT).
+// SPINDLE_PEER_LISTEN_FD, SPINDLE_JOB_ID, SPINDLE_COLLECTIVE_TIMEOUT,
+// SPINDLE_PEER_TOKEN).
 // Errors name the variable at fault. When SPINDLE_PEER_LISTEN_FD is set the
 // returned Config owns the inherited listener.
 func ConfigFromEnv() (Config, error) {
@@ -189,6 +203,11 @@ func configFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		return Config{}, fmt.Errorf("collective: %s has %d addresses but %s=%d", EnvPeers, len(cfg.Peers), EnvWorldSize, cfg.WorldSize)
 	}
 	cfg.JobID, _ = lookup(EnvJobID)
+	cfg.Token, _ = lookup(EnvPeerToken)
+	if cfg.Token != "" && len(cfg.Token) < minTokenLen {
+		// Never the value: it is a secret.
+		return Config{}, fmt.Errorf("collective: %s is %d bytes long: need at least %d", EnvPeerToken, len(cfg.Token), minTokenLen)
+	}
 	if v, ok := lookup(EnvTimeoutSecs); ok && strings.TrimSpace(v) != "" {
 		secs, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if err != nil || secs <= 0 || secs > 1e6 {

@@ -137,6 +137,8 @@ func TestConfigValidate(t *testing.T) {
 		{"bad address", Config{Rank: 0, WorldSize: 2, Peers: []string{"h:1", "nocolon"}}, `"nocolon" of rank 1`},
 		{"listener port", Config{Rank: 0, WorldSize: 2, Peers: []string{"h:1", "h:2"}, Listener: ln}, "listener of rank 0"},
 		{"negative timeout", Config{WorldSize: 1, Timeout: -time.Second}, "timeout"},
+		{"short token", Config{WorldSize: 1, Token: "s3cret"}, "peer token is 6 bytes long: need at least 16"},
+		{"token", Config{WorldSize: 1, Token: testToken}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,6 +179,8 @@ func TestConfigFromEnv(t *testing.T) {
 		{"bad peer", map[string]string{EnvPeers: "a:1,b"}, EnvPeers},
 		{"bad timeout", map[string]string{EnvTimeoutSecs: "-3"}, EnvTimeoutSecs},
 		{"bad fd", map[string]string{EnvPeerFD: "x"}, EnvPeerFD},
+		{"token", map[string]string{EnvPeerToken: testToken}, ""},
+		{"short token", map[string]string{EnvPeerToken: "abc123"}, EnvPeerToken + " is 6 bytes long: need at least 16"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -196,6 +200,9 @@ func TestConfigFromEnv(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("got %v, want an error naming %s", err, tc.want)
 				}
+				if v := tc.change[EnvPeerToken]; v != "" && strings.Contains(err.Error(), v) {
+					t.Fatalf("error %q shows the token", err)
+				}
 				return
 			}
 			if err != nil {
@@ -203,6 +210,9 @@ func TestConfigFromEnv(t *testing.T) {
 			}
 			if cfg.Rank != 1 || cfg.WorldSize != 2 || cfg.Peers[1] != "10.0.0.2:7000" || cfg.JobID != "job-7" {
 				t.Fatalf("got %+v", cfg)
+			}
+			if cfg.Token != tc.change[EnvPeerToken] {
+				t.Fatalf("token %q, want %q", cfg.Token, tc.change[EnvPeerToken])
 			}
 			if _, ok := tc.change[EnvTimeoutSecs]; ok && cfg.Timeout != 2500*time.Millisecond {
 				t.Fatalf("timeout %s, want 2.5s", cfg.Timeout)

@@ -9,8 +9,9 @@
 // A training process started by a Spindle executor joins with FromEnv,
 // which reads SPINDLE_RANK, SPINDLE_WORLD_SIZE, SPINDLE_PEERS,
 // SPINDLE_PEER_LISTEN_FD (the peer port, already bound by the executor),
-// SPINDLE_JOB_ID and SPINDLE_COLLECTIVE_TIMEOUT. Other programs build a
-// Config and call New. A data-parallel training step then looks like:
+// SPINDLE_JOB_ID, SPINDLE_COLLECTIVE_TIMEOUT and SPINDLE_PEER_TOKEN (the
+// job's peer token, which authenticates the connections between ranks).
+// Other programs build a Config and call New. A data-parallel training step then looks like:
 //
 //	comm, err := collective.FromEnv(ctx)
 //	if err != nil {
@@ -57,7 +58,10 @@
 //
 // The transport is behind the small Transport interface; TCP is the one
 // implementation today. Connections are checked by a handshake (protocol
-// version, byte order, job id, world size and ranks) but not encrypted or
-// authenticated beyond the job id: the peer ports must only be reachable
-// from the cluster's own network.
+// version, byte order, job id, world size and ranks). With a peer token
+// (Config.Token; the executor sets SPINDLE_PEER_TOKEN, derived from the
+// job's secret) the handshake is also mutually authenticated, so only
+// processes of the job can join its ring or abort it; without one, only the
+// job id is checked. Data is never encrypted: the peer ports should only be
+// reachable from the cluster's own network.
 package collective

@@ -32,7 +32,8 @@ var (
 	ErrMismatch = errors.New("collective: ranks called mismatched operations")
 
 	// ErrHandshake means a peer answered the connection handshake with a
-	// different job id, world size, rank or protocol version.
+	// different job id, world size, rank or protocol version, or that the
+	// peer tokens of the two sides do not match (see Config.Token).
 	ErrHandshake = errors.New("collective: handshake rejected")
 )
 

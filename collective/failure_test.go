@@ -83,21 +83,30 @@ func TestPeerCrashMidAllReduce(t *testing.T) {
 }
 
 func TestPeerStall(t *testing.T) {
-	const world, staller = 3, 2
-	comms := cluster(t, world, func(_ int, cfg *Config) { cfg.Timeout = 500 * time.Millisecond })
-	errs := onAll(t, comms[:staller], func(c *Comm) error {
-		return AllReduce(context.Background(), c, make([]float64, 1<<16), Sum)
-	})
-	for r, err := range errs {
-		blamed(t, r, err, staller, ErrPeerTimeout)
-	}
-	// The staller was told, so it fails at once rather than blaming a
-	// neighbour after its own timeout.
-	start := time.Now()
-	err := comms[staller].Barrier(context.Background())
-	blamed(t, staller, err, staller, ErrPeerTimeout)
-	if d := time.Since(start); d > 400*time.Millisecond {
-		t.Logf("note: the stalled rank took %s to fail", d)
+	// With a token, the probes and notices that name the staller are
+	// authenticated connections too.
+	for _, token := range []string{"", testToken} {
+		t.Run(fmt.Sprintf("token=%t", token != ""), func(t *testing.T) {
+			const world, staller = 3, 2
+			comms := cluster(t, world, func(_ int, cfg *Config) {
+				cfg.Timeout = 500 * time.Millisecond
+				cfg.Token = token
+			})
+			errs := onAll(t, comms[:staller], func(c *Comm) error {
+				return AllReduce(context.Background(), c, make([]float64, 1<<16), Sum)
+			})
+			for r, err := range errs {
+				blamed(t, r, err, staller, ErrPeerTimeout)
+			}
+			// The staller was told, so it fails at once rather than blaming
+			// a neighbour after its own timeout.
+			start := time.Now()
+			err := comms[staller].Barrier(context.Background())
+			blamed(t, staller, err, staller, ErrPeerTimeout)
+			if d := time.Since(start); d > 400*time.Millisecond {
+				t.Logf("note: the stalled rank took %s to fail", d)
+			}
+		})
 	}
 }
 

@@ -55,6 +55,7 @@ func startProcs(t *testing.T, world int, timeoutSecs string) []*rankProc {
 			EnvPeerFD+"=3",
 			EnvJobID+"=process-test",
 			EnvTimeoutSecs+"="+timeoutSecs,
+			EnvPeerToken+"="+testToken,
 		)
 		p := &rankProc{cmd: cmd, stderr: new(bytes.Buffer), iters: make(chan struct{}, 1<<16), exited: make(chan struct{})}
 		cmd.Stderr = p.stderr

@@ -49,6 +49,7 @@ type tcpConfig struct {
 	peers          []string
 	listener       net.Listener // nil: bind peers[rank]
 	jobID          string
+	token          string // "": connections are not authenticated
 	timeout        time.Duration
 	connectTimeout time.Duration
 	sockBuf        int
@@ -61,10 +62,11 @@ type tcpConfig struct {
 // dialled by the sender. The listener stays open for the transport's
 // lifetime to receive abort notices from any rank.
 type tcpTransport struct {
-	cfg tcpConfig
-	ln  net.Listener
-	out []*net.TCPConn // by peer rank; written during setup only
-	in  []*net.TCPConn
+	cfg  tcpConfig
+	ln   net.Listener
+	auth *authenticator // nil without a peer token
+	out  []*net.TCPConn // by peer rank; written during setup only
+	in   []*net.TCPConn
 
 	wg      sync.WaitGroup // the accept loop and connection handlers
 	notices sync.WaitGroup // notices sent without waiting; Close waits
@@ -75,6 +77,11 @@ type tcpTransport struct {
 	handshakes   map[net.Conn]struct{}
 	arrivals     chan inLink // accepted links, during establishment
 	setupErr     chan error  // rejected links, during establishment
+	// Unauthenticated links refused during establishment, by the rank
+	// they claimed to come from. They do not fail the setup, since anyone
+	// who can reach the port could send them; they explain a link that
+	// never arrives.
+	refused map[int]refusal
 
 	// The peer (plus one; zero: none) of the Recv and Send calls in
 	// flight, reported to probes.
@@ -96,6 +103,11 @@ type inLink struct {
 	conn *net.TCPConn
 }
 
+// refusal is a hello that failed authentication.
+type refusal struct {
+	remote, reason string
+}
+
 var _ Transport = (*tcpTransport)(nil)
 
 // newTCPTransport connects this rank to its peers: it dials every rank in
@@ -105,12 +117,14 @@ func newTCPTransport(ctx context.Context, cfg tcpConfig) (*tcpTransport, error) 
 	t := &tcpTransport{
 		cfg:          cfg,
 		ln:           cfg.listener,
+		auth:         newAuthenticator(cfg.token),
 		out:          make([]*net.TCPConn, cfg.world),
 		in:           make([]*net.TCPConn, cfg.world),
 		establishing: true,
 		handshakes:   make(map[net.Conn]struct{}),
 		arrivals:     make(chan inLink, 4*len(cfg.recvFrom)+1),
 		setupErr:     make(chan error, 1),
+		refused:      make(map[int]refusal),
 		failed:       make(chan struct{}),
 		settled:      make(chan struct{}),
 	}
@@ -210,12 +224,31 @@ func (t *tcpTransport) awaitLinks(ctx context.Context) error {
 				ranks = append(ranks, p)
 			}
 			sort.Ints(ranks)
+			for _, p := range ranks {
+				if err := t.refusedErr(ctx, p); err != nil {
+					return err
+				}
+			}
 			p := ranks[0]
 			return &PeerError{Rank: p, Addr: t.cfg.peers[p], Err: fmt.Errorf("%w: no connection from this rank%s",
 				ErrPeerLost, t.gaveUp(ctx))}
 		}
 	}
 	return nil
+}
+
+// refusedErr explains, when connecting gave up, why no link from peer
+// arrived: a connection claiming to come from it failed authentication.
+// It returns nil when there was none.
+func (t *tcpTransport) refusedErr(ctx context.Context, peer int) error {
+	t.mu.Lock()
+	r, ok := t.refused[peer]
+	t.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return &PeerError{Rank: peer, Addr: t.cfg.peers[peer], Err: fmt.Errorf("%w: no authenticated connection from this rank%s; a connection from %s claiming to be it was refused: %s",
+		ErrHandshake, t.gaveUp(ctx), r.remote, r.reason)}
 }
 
 // gaveUp says why connecting stopped, for an error message: the connect
@@ -247,6 +280,11 @@ func (t *tcpTransport) dialLink(ctx context.Context, peer int) (*net.TCPConn, er
 			if t.isFailed() {
 				return nil, t.cause
 			}
+			// A peer that was refused, then exited, is not reachable; the
+			// refusal is the better explanation.
+			if err := t.refusedErr(ctx, peer); err != nil {
+				return nil, err
+			}
 			return nil, &PeerError{Rank: peer, Addr: t.cfg.peers[peer], Err: fmt.Errorf("%w: connect: not reachable%s (last attempt: %v)",
 				ErrPeerLost, t.gaveUp(ctx), err)}
 		case <-timer.C:
@@ -271,7 +309,7 @@ func (t *tcpTransport) dialHello(ctx context.Context, peer int, kind uint8, dead
 		deadline = dl
 	}
 	c.SetDeadline(deadline)
-	err = writeHello(c, hello{
+	h := hello{
 		version: protoVersion,
 		kind:    kind,
 		order:   byteOrderMark,
@@ -279,7 +317,13 @@ func (t *tcpTransport) dialHello(ctx context.Context, peer int, kind uint8, dead
 		to:      uint32(peer),
 		world:   uint32(t.cfg.world),
 		jobID:   t.cfg.jobID,
-	})
+	}
+	if t.auth != nil {
+		err = t.auth.sign(&h, time.Now())
+	}
+	if err == nil {
+		err = writeHello(c, h)
+	}
 	var status uint8
 	var reason string
 	if err == nil {
@@ -287,6 +331,12 @@ func (t *tcpTransport) dialHello(ctx context.Context, peer int, kind uint8, dead
 	}
 	if err == nil && status != 0 {
 		err = &PeerError{Rank: peer, Addr: addr, Err: fmt.Errorf("%w: %s", ErrHandshake, reason)}
+	}
+	if err == nil && t.auth != nil {
+		var ok bool
+		if ok, err = t.auth.readReplyMAC(c, h); err == nil && !ok {
+			err = &PeerError{Rank: peer, Addr: addr, Err: fmt.Errorf("%w: the reply does not prove the job's peer token: the process listening there is not a rank of this job", ErrHandshake)}
+		}
 	}
 	if err != nil {
 		c.Close()
@@ -349,9 +399,9 @@ func (t *tcpTransport) handle(c *net.TCPConn) {
 		t.cfg.log.Debug("ignoring connection", "remote", remote, "err", err)
 		return
 	}
-	if reason := t.checkHello(h); reason != "" {
+	if reason, unauthenticated := t.checkHello(h); reason != "" {
 		writeStatus(c, 1, reason)
-		t.rejected(h, remote, reason)
+		t.rejected(h, remote, reason, unauthenticated)
 		return
 	}
 	from := int(h.from)
@@ -363,13 +413,14 @@ func (t *tcpTransport) handle(c *net.TCPConn) {
 		if !est || !containsInt(t.cfg.recvFrom, from) {
 			reason := fmt.Sprintf("rank %d does not expect a link from rank %d", t.cfg.rank, from)
 			if !est {
-				reason = fmt.Sprintf("rank %d is already connected", t.cfg.rank)
+				// Connected, or gave up connecting and is about to say why.
+				reason = fmt.Sprintf("rank %d accepts no more links (it is connected, or it gave up connecting)", t.cfg.rank)
 			}
 			writeStatus(c, 1, reason)
-			t.rejected(h, remote, reason)
+			t.rejected(h, remote, reason, false)
 			return
 		}
-		if err := writeStatus(c, 0, ""); err != nil {
+		if err := t.accept(c, h); err != nil {
 			return
 		}
 		c.SetDeadline(time.Time{})
@@ -383,7 +434,7 @@ func (t *tcpTransport) handle(c *net.TCPConn) {
 		}
 		t.mu.Unlock()
 	case kindNotice:
-		if writeStatus(c, 0, "") != nil {
+		if t.accept(c, h) != nil {
 			return
 		}
 		n, err := readNotice(c)
@@ -393,7 +444,7 @@ func (t *tcpTransport) handle(c *net.TCPConn) {
 		t.onNotice(from, n)
 		writeStatus(c, 0, "")
 	case kindProbe:
-		if writeStatus(c, 0, "") == nil {
+		if t.accept(c, h) == nil {
 			writeProbeAnswer(c, probeAnswer{
 				recvFrom: int(t.recvPeer.Load()) - 1,
 				sendTo:   int(t.sendPeer.Load()) - 1,
@@ -404,36 +455,63 @@ func (t *tcpTransport) handle(c *net.TCPConn) {
 	}
 }
 
-// checkHello returns why h must be rejected, or "".
-func (t *tcpTransport) checkHello(h hello) string {
-	switch {
-	case h.version != protoVersion:
-		return fmt.Sprintf("protocol version %d, but rank %d speaks version %d", h.version, t.cfg.rank, protoVersion)
-	case h.order != byteOrderMark:
-		return fmt.Sprintf("rank %d has a different byte order", t.cfg.rank)
-	case h.jobID != t.cfg.jobID:
-		return fmt.Sprintf("job id %q, but rank %d belongs to job %q", h.jobID, t.cfg.rank, t.cfg.jobID)
-	case int(h.world) != t.cfg.world:
-		return fmt.Sprintf("world size %d, but rank %d has world size %d", h.world, t.cfg.rank, t.cfg.world)
-	case int(h.to) != t.cfg.rank:
-		return fmt.Sprintf("addressed to rank %d, but this is rank %d (check the order of the peer addresses)", h.to, t.cfg.rank)
-	case int(h.from) >= t.cfg.world || int(h.from) == t.cfg.rank:
-		return fmt.Sprintf("sender claims to be rank %d", h.from)
+// accept answers h with an accepting reply, which proves this rank's peer
+// token when h proved the dialer's.
+func (t *tcpTransport) accept(c net.Conn, h hello) error {
+	if err := writeStatus(c, 0, ""); err != nil {
+		return err
 	}
-	return ""
+	if t.auth != nil {
+		return t.auth.writeReplyMAC(c, h)
+	}
+	return nil
+}
+
+// checkHello returns why h must be rejected, or "", and whether the reason
+// is that h is not authenticated. Authentication comes before the other
+// checks, so a stranger learns nothing about the job.
+func (t *tcpTransport) checkHello(h hello) (reason string, unauthenticated bool) {
+	if h.version != protoVersion {
+		return fmt.Sprintf("protocol version %d, but rank %d speaks version %d", h.version, t.cfg.rank, protoVersion), t.auth != nil
+	}
+	if t.auth != nil {
+		if reason := t.auth.verify(h, t.cfg.rank, time.Now()); reason != "" {
+			return reason, true
+		}
+	} else if h.proof != nil {
+		return fmt.Sprintf("the hello carries a peer-token proof, but rank %d has no peer token (set %s for every rank or for none)", t.cfg.rank, EnvPeerToken), false
+	}
+	switch {
+	case h.order != byteOrderMark:
+		return fmt.Sprintf("rank %d has a different byte order", t.cfg.rank), false
+	case h.jobID != t.cfg.jobID:
+		return fmt.Sprintf("job id %q, but rank %d belongs to job %q", h.jobID, t.cfg.rank, t.cfg.jobID), false
+	case int(h.world) != t.cfg.world:
+		return fmt.Sprintf("world size %d, but rank %d has world size %d", h.world, t.cfg.rank, t.cfg.world), false
+	case int(h.to) != t.cfg.rank:
+		return fmt.Sprintf("addressed to rank %d, but this is rank %d (check the order of the peer addresses)", h.to, t.cfg.rank), false
+	case int(h.from) >= t.cfg.world || int(h.from) == t.cfg.rank:
+		return fmt.Sprintf("sender claims to be rank %d", h.from), false
+	}
+	return "", false
 }
 
 // rejected makes a link rejected while connecting fail this rank's setup
-// too, naming the peer: both sides of a misconfiguration report it.
-func (t *tcpTransport) rejected(h hello, remote, reason string) {
+// too, naming the peer: both sides of a misconfiguration report it. An
+// unauthenticated link is only remembered, since anyone could send it;
+// the setup fails when the real link does not come.
+func (t *tcpTransport) rejected(h hello, remote, reason string, unauthenticated bool) {
 	t.cfg.log.Warn("rejected peer connection", "remote", remote, "claimed_rank", h.from, "reason", reason)
 	if h.kind != kindLink {
 		return
 	}
 	t.mu.Lock()
 	est := t.establishing
+	if est && unauthenticated && int(h.from) < t.cfg.world {
+		t.refused[int(h.from)] = refusal{remote: remote, reason: reason}
+	}
 	t.mu.Unlock()
-	if !est {
+	if !est || unauthenticated {
 		return
 	}
 	var err error

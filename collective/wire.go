@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,29 +15,51 @@ import (
 // order so that ranks of different endianness (which could not share raw
 // tensors) refuse each other.
 //
-//	hello:  magic "SPCL" | version u16 | kind u8 | 0 u8 | byte-order mark u32 (native)
+//	hello:  magic "SPCL" | version u16 | kind u8 | flags u8 | byte-order mark u32 (native)
 //	        | from u32 | to u32 | world size u32 | job id length u16 | job id
+//	        | proof (present when flags has bit 0 set):
+//	          timestamp i64 (unix seconds) | nonce [16] | mac [32]
 //	reply:  status u8 (0 accepted, 1 rejected) | reason length u16 | reason
+//	        | reply mac [32] (only when accepting a hello with a proof)
+//
+// When the ranks hold a peer token (Config.Token), every hello carries a
+// proof: mac is HMAC-SHA256(token, every byte of the hello before it), so
+// it covers all the fields, the timestamp and the nonce. The listener
+// refuses a hello whose mac does not verify, whose timestamp is more than
+// maxClockSkew away from its own clock, or whose nonce it has seen before
+// (it remembers nonces for as long as their timestamps stay acceptable).
+// An accepting reply proves the listener's token in turn: reply mac is
+// HMAC-SHA256(token, "SPCL reply" | the hello's mac). A listener without a
+// token refuses hellos with a proof and the other way round, so ranks
+// configured differently fail at once rather than run unauthenticated.
 //
 // A link connection then carries operation data from dialer to listener
 // only. A notice connection carries one abort notice and its
-// acknowledgement (a reply). A probe connection asks the listener what it
-// is blocked on; the answer follows the reply:
+// acknowledgement (a reply without a mac). A probe connection asks the
+// listener what it is blocked on; the answer follows the reply:
 //
 //	notice: culprit rank u32 | code u8 | message length u16 | message
 //	probe answer: receiving from rank i32 | sending to rank i32 (-1: none)
+//
+// Version 1 had no proof and no flags (the flags byte was always zero).
 const (
 	protoMagic    = "SPCL"
-	protoVersion  = 1
+	protoVersion  = 2
 	byteOrderMark = 0x01020304
 
 	kindLink   = 1
 	kindNotice = 2
 	kindProbe  = 3
 
+	// flagProof marks a hello that carries a proof.
+	flagProof = 1 << 0
+
 	maxJobIDLen  = 1024
 	maxReasonLen = 4096
 	helloFixed   = 4 + 2 + 1 + 1 + 4 + 4 + 4 + 4 + 2
+	nonceLen     = 16
+	macLen       = sha256.Size
+	proofLen     = 8 + nonceLen + macLen
 )
 
 // errBadMagic marks a connection that does not speak this protocol at all
@@ -46,28 +69,58 @@ var errBadMagic = errors.New("not a collective handshake")
 type hello struct {
 	version uint16
 	kind    uint8
+	flags   uint8
 	order   uint32
 	from    uint32
 	to      uint32
 	world   uint32
 	jobID   string
+	proof   *proof // nil: none; set exactly when flags has flagProof
 }
 
-func writeHello(w io.Writer, h hello) error {
+// proof is a hello's evidence that its sender holds the job's peer token.
+type proof struct {
+	timestamp int64 // unix seconds
+	nonce     [nonceLen]byte
+	mac       [macLen]byte
+}
+
+// encodeHello returns h as sent, up to and including the proof's nonce:
+// the bytes a proof's mac covers. The mac itself is left to the caller.
+func encodeHello(h hello) ([]byte, error) {
 	if len(h.jobID) > maxJobIDLen {
-		return fmt.Errorf("job id is %d bytes long, at most %d allowed", len(h.jobID), maxJobIDLen)
+		return nil, fmt.Errorf("job id is %d bytes long, at most %d allowed", len(h.jobID), maxJobIDLen)
 	}
-	b := make([]byte, helloFixed, helloFixed+len(h.jobID))
+	b := make([]byte, helloFixed, helloFixed+len(h.jobID)+proofLen)
 	copy(b, protoMagic)
 	binary.BigEndian.PutUint16(b[4:], h.version)
 	b[6] = h.kind
+	b[7] = h.flags
 	binary.NativeEndian.PutUint32(b[8:], h.order)
 	binary.BigEndian.PutUint32(b[12:], h.from)
 	binary.BigEndian.PutUint32(b[16:], h.to)
 	binary.BigEndian.PutUint32(b[20:], h.world)
 	binary.BigEndian.PutUint16(b[24:], uint16(len(h.jobID)))
 	b = append(b, h.jobID...)
-	_, err := w.Write(b)
+	if h.proof != nil {
+		b = binary.BigEndian.AppendUint64(b, uint64(h.proof.timestamp))
+		b = append(b, h.proof.nonce[:]...)
+	}
+	return b, nil
+}
+
+func writeHello(w io.Writer, h hello) error {
+	if (h.proof != nil) != (h.flags&flagProof != 0) {
+		return fmt.Errorf("hello flags %#x disagree with its proof", h.flags)
+	}
+	b, err := encodeHello(h)
+	if err != nil {
+		return err
+	}
+	if h.proof != nil {
+		b = append(b, h.proof.mac[:]...)
+	}
+	_, err = w.Write(b)
 	return err
 }
 
@@ -82,6 +135,7 @@ func readHello(r io.Reader) (hello, error) {
 	h := hello{
 		version: binary.BigEndian.Uint16(b[4:]),
 		kind:    b[6],
+		flags:   b[7],
 		order:   binary.NativeEndian.Uint32(b[8:]),
 		from:    binary.BigEndian.Uint32(b[12:]),
 		to:      binary.BigEndian.Uint32(b[16:]),
@@ -96,6 +150,16 @@ func readHello(r io.Reader) (hello, error) {
 		return hello{}, err
 	}
 	h.jobID = string(job)
+	if h.flags&flagProof != 0 {
+		var pb [proofLen]byte
+		if _, err := io.ReadFull(r, pb[:]); err != nil {
+			return hello{}, err
+		}
+		p := &proof{timestamp: int64(binary.BigEndian.Uint64(pb[:]))}
+		copy(p.nonce[:], pb[8:])
+		copy(p.mac[:], pb[8+nonceLen:])
+		h.proof = p
+	}
 	return h, nil
 }
 

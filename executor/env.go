@@ -1,7 +1,11 @@
 package executor
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -30,10 +34,26 @@ type identity struct {
 	host, ifname                               string
 }
 
+// peerTokenLabel is what the job secret signs to make the peer token.
+const peerTokenLabel = "spindle peer token v1"
+
+// peerToken derives the token that authenticates the connections between
+// a job's training processes (SPINDLE_PEER_TOKEN) from the job secret.
+// Every rank derives the same token; the training process never sees the
+// secret itself, so it cannot sign control-plane calls.
+func peerToken(jobSecret string) string {
+	m := hmac.New(sha256.New, []byte(jobSecret))
+	m.Write([]byte(peerTokenLabel))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
 // trainingEnv builds the training process's environment: the executor's
 // own (minus secrets), the user's --env, then Spindle's contract, which
-// wins over both.
-func trainingEnv(base []string, t *Task, id identity, feedPath, filesDir string) ([]string, error) {
+// wins over both. jobSecret is used only to derive the peer token.
+func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, filesDir string) ([]string, error) {
+	if jobSecret == "" {
+		return nil, errors.New("no job secret to derive the peer token from")
+	}
 	env := map[string]string{}
 	for _, kv := range base {
 		k, v, _ := strings.Cut(kv, "=")
@@ -73,6 +93,7 @@ func trainingEnv(base []string, t *Task, id identity, feedPath, filesDir string)
 	set("SPINDLE_FEED_MODE", t.Feed.Mode)
 	set("SPINDLE_PEERS", strings.Join(peers, ","))
 	set("SPINDLE_PEER_LISTEN_FD", peerListenFD)
+	set("SPINDLE_PEER_TOKEN", peerToken(jobSecret))
 	set("SPINDLE_HOST", id.host)
 	set("SPINDLE_FILES_DIR", filesDir)
 	set("SPINDLE_COLLECTIVE_TIMEOUT", strconv.FormatFloat(float64(t.CollectiveTimeoutMillis)/1000, 'f', -1, 64))

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spindle-ml/spindle/collective"
 	"github.com/spindle-ml/spindle/internal/controlpb"
 )
 
@@ -37,7 +38,7 @@ func TestTrainingEnv(t *testing.T) {
 		},
 	}
 	base := []string{"PATH=/usr/bin", EnvJobSecret + "=s3cret", "PYTHONPATH=/home/me/lib"}
-	env, err := trainingEnv(base, task, id, "/w/feed.sock", "/w/files")
+	env, err := trainingEnv(base, task, id, "s3cret", "/w/feed.sock", "/w/files")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,14 +91,60 @@ func TestTrainingEnv(t *testing.T) {
 	}
 
 	// A cluster manager's own device assignment is kept.
-	env, _ = trainingEnv(append(base, "CUDA_VISIBLE_DEVICES=7"), task, id, "", "")
+	env, _ = trainingEnv(append(base, "CUDA_VISIBLE_DEVICES=7"), task, id, "s3cret", "", "")
 	if envMap(env)["CUDA_VISIBLE_DEVICES"] != "7" {
 		t.Error("the worker's CUDA_VISIBLE_DEVICES was overridden")
 	}
 	// A peer that published too few ports is an error naming it.
 	id.peers[2].Ports = []uint32{7000}
-	if _, err := trainingEnv(base, task, id, "", ""); err == nil || !strings.Contains(err.Error(), "rank 2 (host 10.0.0.3)") {
+	if _, err := trainingEnv(base, task, id, "s3cret", "", ""); err == nil || !strings.Contains(err.Error(), "rank 2 (host 10.0.0.3)") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+func TestTrainingEnvPeerToken(t *testing.T) {
+	const secret = "s3cret"
+	peers := []*controlpb.Peer{
+		{Rank: 0, Host: "10.0.0.1", Ports: []uint32{5000, 5001}},
+		{Rank: 1, Host: "10.0.0.2", Ports: []uint32{6000, 6001}},
+	}
+	// The user's --env cannot choose the token.
+	task := &Task{JobID: "job-1", Env: map[string]string{collective.EnvPeerToken: "chosen-by-the-user"}}
+	base := []string{"PATH=/usr/bin", EnvJobSecret + "=" + secret}
+	tokens := make([]string, len(peers))
+	for r := range peers {
+		id := identity{rank: r, worldSize: len(peers), localWorldSize: 1, host: peers[r].Host, peers: peers}
+		env, err := trainingEnv(base, task, id, secret, "", "")
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+		got := envMap(env)
+		tokens[r] = got[collective.EnvPeerToken]
+		for k, v := range got {
+			if strings.Contains(v, secret) {
+				t.Errorf("rank %d: %s=%q carries the job secret", r, k, v)
+			}
+		}
+		// The collectives library accepts what the executor hands it.
+		if err := (collective.Config{WorldSize: 1, Token: tokens[r]}).Validate(); err != nil {
+			t.Errorf("rank %d: token rejected by the collectives library: %v", r, err)
+		}
+	}
+	// hex(HMAC-SHA256(secret, "spindle peer token v1")), computed
+	// independently; other implementations of the derivation must agree.
+	const want = "8eb09e33aca8a1b54230fc74290a4e9686caf76398f57bdf6018e704cbac7c08"
+	for r, tok := range tokens {
+		if tok != want {
+			t.Errorf("rank %d: %s = %q, want %q", r, collective.EnvPeerToken, tok, want)
+		}
+	}
+	// Another job, another token.
+	if peerToken("other-secret") != "61c5018d94bf1221fe4e9135bbfe6378bcbfc266538acf939f73ba0ca0d445c9" {
+		t.Errorf("token of another secret: %q", peerToken("other-secret"))
+	}
+	id := identity{rank: 0, worldSize: 2, localWorldSize: 1, peers: peers}
+	if _, err := trainingEnv(base, task, id, "", "", ""); err == nil || !strings.Contains(err.Error(), "job secret") {
+		t.Errorf("no secret: err = %v, want one naming the job secret", err)
 	}
 }
 

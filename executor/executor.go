@@ -208,7 +208,7 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 		return res, err
 	}
 	defer closeFeed()
-	env, err := trainingEnv(os.Environ(), t, id, feedPath, filesDir)
+	env, err := trainingEnv(os.Environ(), t, id, e.cfg.Secret, feedPath, filesDir)
 	if err != nil {
 		return res, err
 	}
