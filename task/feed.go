@@ -49,31 +49,27 @@ func (e Env) Tensors(ctx context.Context) (*wire.TensorEpoch, error) {
 // the feed has no epochs left or fn fails. fn need not read an epoch to
 // its end; the epoch is closed when fn returns.
 func (e Env) ArrowEpochs(ctx context.Context, fn func(ep *wire.ArrowEpoch) error) error {
-	for {
-		ep, err := e.Batches(ctx)
-		if err != nil {
-			return err
-		}
-		if ep.Epoch() < 0 {
-			return ep.Close()
-		}
-		err = fn(ep)
-		cerr := ep.Close()
-		if err != nil {
-			return err
-		}
-		if cerr != nil {
-			return fmt.Errorf("close epoch %d: %w", ep.Epoch(), cerr)
-		}
-	}
+	return eachEpoch(ctx, e.Batches, fn)
 }
 
 // TensorEpochs calls fn with each epoch of a tensor-mode feed in turn,
 // until the feed has no epochs left or fn fails. fn need not read an epoch
 // to its end; the epoch is closed when fn returns.
 func (e Env) TensorEpochs(ctx context.Context, fn func(ep *wire.TensorEpoch) error) error {
+	return eachEpoch(ctx, e.Tensors, fn)
+}
+
+// epoch is what ArrowEpochs and TensorEpochs need of an open epoch.
+type epoch interface {
+	Epoch() int
+	Close() error
+}
+
+// eachEpoch opens epochs one after another and hands each to fn, until an
+// epoch past the last one (numbered -1) arrives or fn fails.
+func eachEpoch[E epoch](ctx context.Context, open func(context.Context) (E, error), fn func(E) error) error {
 	for {
-		ep, err := e.Tensors(ctx)
+		ep, err := open(ctx)
 		if err != nil {
 			return err
 		}

@@ -196,17 +196,7 @@ func TestTrainingFailureFailsFast(t *testing.T) {
 // TestExecutorDeathNoticed: SIGKILL an executor process; the job fails
 // within seconds naming it.
 func TestExecutorDeathNoticed(t *testing.T) {
-	data := generate(t, "parquet", 200, 1)
-	pids := t.TempDir()
-	cmd := exec.Command(spindleBin, submitArgs("--num-executors", "2", "--input", data, "--", feedcheckBin, "--hang", "--pid-dir", pids)...)
-	cmd.Dir, cmd.Env = data, testEnv()
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	waitFor(t, 60*time.Second, "both training processes", func() bool { return len(readPids(t, pids)) == 2 })
+	cmd, out, pids := startHangingJob(t)
 	// The executor is the training process's parent.
 	victim := parentOf(t, readPids(t, pids)[0])
 	start := time.Now()
@@ -231,17 +221,7 @@ func TestExecutorDeathNoticed(t *testing.T) {
 // TestInterruptStopsEverything: SIGINT on submit stops every child
 // process and exits non-zero.
 func TestInterruptStopsEverything(t *testing.T) {
-	data := generate(t, "parquet", 200, 1)
-	pids := t.TempDir()
-	cmd := exec.Command(spindleBin, submitArgs("--num-executors", "2", "--input", data, "--", feedcheckBin, "--hang", "--pid-dir", pids)...)
-	cmd.Dir, cmd.Env = data, testEnv()
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	waitFor(t, 60*time.Second, "both training processes", func() bool { return len(readPids(t, pids)) == 2 })
+	cmd, out, pids := startHangingJob(t)
 	executors := []int{}
 	for _, pid := range readPids(t, pids) {
 		executors = append(executors, parentOf(t, pid))
@@ -285,6 +265,25 @@ func TestUnauthenticatedCallRefused(t *testing.T) {
 	} else if !strings.Contains(err.Error(), "Unauthenticated") {
 		t.Fatalf("want Unauthenticated, got %v", err)
 	}
+}
+
+// startHangingJob submits a 2-rank job whose training processes read
+// their feed and then wait to be killed, and returns once both run. pids
+// is the directory where they wrote their pids.
+func startHangingJob(t *testing.T) (cmd *exec.Cmd, out *strings.Builder, pids string) {
+	t.Helper()
+	data := generate(t, "parquet", 200, 1)
+	pids = t.TempDir()
+	cmd = exec.Command(spindleBin, submitArgs("--num-executors", "2", "--input", data, "--", feedcheckBin, "--hang", "--pid-dir", pids)...)
+	cmd.Dir, cmd.Env = data, testEnv()
+	out = &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	waitFor(t, 60*time.Second, "both training processes", func() bool { return len(readPids(t, pids)) == 2 })
+	return cmd, out, pids
 }
 
 func parentOf(t *testing.T, pid int) int {
