@@ -99,10 +99,14 @@ func TestPeerStall(t *testing.T) {
 				blamed(t, r, err, staller, ErrPeerTimeout)
 			}
 			// The staller was told, so it fails at once rather than blaming
-			// a neighbour after its own timeout.
+			// a neighbour after its own timeout. The notice races with the
+			// header of the allreduce its neighbour had started; when the
+			// header wins, the staller reports the mismatch instead.
 			start := time.Now()
 			err := comms[staller].Barrier(context.Background())
-			blamed(t, staller, err, staller, ErrPeerTimeout)
+			if !errors.Is(err, ErrMismatch) {
+				blamed(t, staller, err, staller, ErrPeerTimeout)
+			}
 			if d := time.Since(start); d > 400*time.Millisecond {
 				t.Logf("note: the stalled rank took %s to fail", d)
 			}
