@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/internal/config"
 )
 
 // Config describes one job.
@@ -75,32 +76,18 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultConfig returns the built-in defaults (the same as the config
-// package's key table).
+// DefaultConfig returns the built-in defaults: those of the config
+// package's key table, which is where every default is set.
 func DefaultConfig() Config {
-	return Config{
-		AppName:             "spindle-job",
-		NumExecutors:        2,
-		Cores:               1,
-		MemoryMB:            1024,
-		CSV:                 feed.CSVOptions{Delimiter: ',', Header: true},
-		FeedMode:            "arrow",
-		BatchRows:           1024,
-		Epochs:              1,
-		ShuffleBufferRows:   65536,
-		PrefetchBatches:     8,
-		MemoryBudget:        256 << 20,
-		EvenBatches:         feed.EvenPad,
-		ListenHost:          "127.0.0.1",
-		LogLevel:            "info",
-		RegistrationTimeout: 2 * time.Minute,
-		HeartbeatInterval:   time.Second,
-		HeartbeatTimeout:    6 * time.Second,
-		StopGrace:           5 * time.Second,
-		CollectiveTimeout:   30 * time.Second,
-		StderrTailLines:     20,
-		ProgressInterval:    10 * time.Second,
+	p, _, err := config.Load(config.Sources{})
+	if err != nil {
+		panic("driver: the built-in defaults do not load: " + err.Error())
 	}
+	cfg, _, err := ConfigFromProperties(p)
+	if err != nil {
+		panic("driver: the built-in defaults are invalid: " + err.Error())
+	}
+	return cfg
 }
 
 // ErrConfig is wrapped by every configuration error.

@@ -26,13 +26,6 @@ import (
 	"github.com/spindle-ml/spindle/internal/controlpb"
 )
 
-// Environment variables the driver sets on executors.
-const (
-	// EnvJobSecret carries the per-job secret executors sign their calls
-	// with. Executors remove it from the training process's environment.
-	EnvJobSecret = "SPINDLE_JOB_SECRET"
-)
-
 // ErrInterrupted is returned when the job was stopped by its context
 // (Ctrl-C on submit).
 var ErrInterrupted = errors.New("driver: job interrupted")
@@ -169,7 +162,7 @@ func (d *Driver) Run(ctx context.Context) error {
 		specs[i] = ExecutorSpec{
 			ID:       id,
 			Args:     d.executorArgs(addr, id),
-			Env:      map[string]string{EnvJobSecret: d.secret},
+			Env:      map[string]string{executor.EnvJobSecret: d.secret},
 			Cores:    c.Cores,
 			MemoryMB: c.MemoryMB,
 			GPUs:     c.GPUs,

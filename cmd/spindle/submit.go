@@ -132,47 +132,11 @@ func isInputError(err error) bool {
 
 // driverConfig turns properties and flags into the driver's Config.
 func driverConfig(c *cli.Context, p *config.Properties, command []string) (driver.Config, driver.Master, error) {
-	cfg := driver.DefaultConfig()
-	master, err := driver.ParseMaster(p.String(config.KeyMaster))
-	if err != nil {
-		return cfg, master, fmt.Errorf("%s (from %s)", err, p.Source(config.KeyMaster))
-	}
-	cfg.NumExecutors = p.Int(config.KeyExecutorInstances)
-	if master.Executors > 0 {
-		if p.Source(config.KeyExecutorInstances) != "default" && cfg.NumExecutors != master.Executors {
-			return cfg, master, fmt.Errorf("master local[%d] and %s %d disagree on the number of executors",
-				master.Executors, p.Source(config.KeyExecutorInstances), cfg.NumExecutors)
-		}
-		cfg.NumExecutors = master.Executors
-	}
-	cfg.AppName = p.String(config.KeyAppName)
-	cfg.Cores = p.Int(config.KeyExecutorCores)
-	cfg.MemoryMB = int(p.Bytes(config.KeyExecutorMemory) >> 20)
-	cfg.GPUs = p.Int(config.KeyExecutorGPUs)
-	cfg.Inputs = c.StringSlice("input")
-	if f := p.String(config.KeyInputFormat); f != "" {
-		cfg.Format = feed.Format(f)
-	}
-	cfg.Columns = p.List(config.KeyInputColumns)
-	cfg.LabelColumn = p.String(config.KeyLabelColumn)
-	delim := p.String(config.KeyCSVDelimiter)
-	if len([]rune(delim)) != 1 {
-		return cfg, master, fmt.Errorf("%s: %s: %q must be one character", p.Source(config.KeyCSVDelimiter), config.KeyCSVDelimiter, delim)
-	}
-	cfg.CSV = feed.CSVOptions{Delimiter: []rune(delim)[0], Header: p.Bool(config.KeyCSVHeader)}
-	cfg.FeedMode = p.String(config.KeyFeedMode)
-	cfg.BatchRows = p.Int(config.KeyBatchRows)
-	cfg.Epochs = p.Int(config.KeyEpochs)
-	cfg.Shuffle = p.Bool(config.KeyShuffle)
-	cfg.Seed = int64(p.Int(config.KeySeed))
-	cfg.ShuffleBufferRows = p.Int(config.KeyShuffleBufferRows)
-	cfg.PrefetchBatches = p.Int(config.KeyPrefetchBatches)
-	cfg.MemoryBudget = p.Bytes(config.KeyFeedMemory)
-	even, err := feed.ParseEvenMode(p.String(config.KeyEvenBatches))
+	cfg, master, err := driver.ConfigFromProperties(p)
 	if err != nil {
 		return cfg, master, err
 	}
-	cfg.EvenBatches = even
+	cfg.Inputs = c.StringSlice("input")
 	cfg.Command = command
 	cfg.Env = map[string]string{}
 	for _, kv := range c.StringSlice("env") {
@@ -189,29 +153,10 @@ func driverConfig(c *cli.Context, p *config.Properties, command []string) (drive
 			}
 		}
 	}
-	cfg.CheckpointDir = p.String(config.KeyCheckpointDir)
 	// Local executors run training where the user submitted from; on a
 	// cluster they run in the executor's own working directory.
 	if wd, err := os.Getwd(); err == nil && master.Kind == driver.MasterLocal {
 		cfg.Dir = wd
 	}
-	cfg.PythonPath = p.String(config.KeyPythonPath)
-	cfg.HadoopConfDir = p.String(config.KeyHadoopConfDir)
-	cfg.HadoopUser = p.String(config.KeyHadoopUser)
-	if h := p.String(config.KeyDriverHost); h != "" {
-		cfg.ListenHost = h
-	} else if master.Kind != driver.MasterLocal {
-		cfg.ListenHost = "0.0.0.0"
-	}
-	cfg.Port = p.Int(config.KeyDriverPort)
-	cfg.RegistrationTimeout = p.Duration(config.KeyRegistrationTimeout)
-	cfg.HeartbeatInterval = p.Duration(config.KeyHeartbeatInterval)
-	cfg.HeartbeatTimeout = p.Duration(config.KeyHeartbeatTimeout)
-	cfg.StopGrace = p.Duration(config.KeyStopGracePeriod)
-	cfg.StderrTailLines = p.Int(config.KeyStderrTailLines)
-	cfg.CollectiveTimeout = p.Duration(config.KeyCollectiveTimeout)
-	cfg.ProgressInterval = p.Duration(config.KeyProgressInterval)
-	cfg.NetworkInterface = p.String(config.KeyNetworkInterface)
-	cfg.LogLevel = p.String(config.KeyLogLevel)
 	return cfg, master, cfg.Validate()
 }

@@ -1,0 +1,79 @@
+package driver
+
+import (
+	"fmt"
+
+	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/internal/config"
+)
+
+// ConfigFromProperties builds a job's Config from loaded configuration:
+// every key of the key table that concerns the driver, and the master URL
+// it names. What a submit gives beyond keys (inputs, the command, --env,
+// --files, the working directory) is left to the caller.
+func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
+	var cfg Config
+	master, err := ParseMaster(p.String(config.KeyMaster))
+	if err != nil {
+		return cfg, master, fmt.Errorf("%s (from %s)", err, p.Source(config.KeyMaster))
+	}
+	cfg.NumExecutors = p.Int(config.KeyExecutorInstances)
+	if master.Executors > 0 {
+		if p.Source(config.KeyExecutorInstances) != "default" && cfg.NumExecutors != master.Executors {
+			return cfg, master, fmt.Errorf("master local[%d] and %s %d disagree on the number of executors",
+				master.Executors, p.Source(config.KeyExecutorInstances), cfg.NumExecutors)
+		}
+		cfg.NumExecutors = master.Executors
+	}
+	cfg.AppName = p.String(config.KeyAppName)
+	cfg.Cores = p.Int(config.KeyExecutorCores)
+	cfg.MemoryMB = int(p.Bytes(config.KeyExecutorMemory) >> 20)
+	cfg.GPUs = p.Int(config.KeyExecutorGPUs)
+	if f := p.String(config.KeyInputFormat); f != "" {
+		cfg.Format = feed.Format(f)
+	}
+	cfg.Columns = p.List(config.KeyInputColumns)
+	cfg.LabelColumn = p.String(config.KeyLabelColumn)
+	delim := []rune(p.String(config.KeyCSVDelimiter))
+	if len(delim) != 1 {
+		return cfg, master, fmt.Errorf("%s: %s: %q must be one character",
+			p.Source(config.KeyCSVDelimiter), config.KeyCSVDelimiter, string(delim))
+	}
+	cfg.CSV = feed.CSVOptions{Delimiter: delim[0], Header: p.Bool(config.KeyCSVHeader)}
+	cfg.FeedMode = p.String(config.KeyFeedMode)
+	cfg.BatchRows = p.Int(config.KeyBatchRows)
+	cfg.Epochs = p.Int(config.KeyEpochs)
+	cfg.Shuffle = p.Bool(config.KeyShuffle)
+	cfg.Seed = int64(p.Int(config.KeySeed))
+	cfg.ShuffleBufferRows = p.Int(config.KeyShuffleBufferRows)
+	cfg.PrefetchBatches = p.Int(config.KeyPrefetchBatches)
+	cfg.MemoryBudget = p.Bytes(config.KeyFeedMemory)
+	if cfg.EvenBatches, err = feed.ParseEvenMode(p.String(config.KeyEvenBatches)); err != nil {
+		return cfg, master, err
+	}
+	cfg.CheckpointDir = p.String(config.KeyCheckpointDir)
+	cfg.PythonPath = p.String(config.KeyPythonPath)
+	cfg.HadoopConfDir = p.String(config.KeyHadoopConfDir)
+	cfg.HadoopUser = p.String(config.KeyHadoopUser)
+	// Local executors reach the driver over loopback; elsewhere it listens
+	// on every interface unless told which host to use.
+	switch h := p.String(config.KeyDriverHost); {
+	case h != "":
+		cfg.ListenHost = h
+	case master.Kind == MasterLocal:
+		cfg.ListenHost = "127.0.0.1"
+	default:
+		cfg.ListenHost = "0.0.0.0"
+	}
+	cfg.Port = p.Int(config.KeyDriverPort)
+	cfg.RegistrationTimeout = p.Duration(config.KeyRegistrationTimeout)
+	cfg.HeartbeatInterval = p.Duration(config.KeyHeartbeatInterval)
+	cfg.HeartbeatTimeout = p.Duration(config.KeyHeartbeatTimeout)
+	cfg.StopGrace = p.Duration(config.KeyStopGracePeriod)
+	cfg.StderrTailLines = p.Int(config.KeyStderrTailLines)
+	cfg.CollectiveTimeout = p.Duration(config.KeyCollectiveTimeout)
+	cfg.ProgressInterval = p.Duration(config.KeyProgressInterval)
+	cfg.NetworkInterface = p.String(config.KeyNetworkInterface)
+	cfg.LogLevel = p.String(config.KeyLogLevel)
+	return cfg, master, nil
+}
