@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -234,12 +233,11 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	runCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
 	g, gctx := errgroup.WithContext(runCtx)
-	var feedErr error
-	var feedOnce sync.Once
+	var feedErr error // written by the feed goroutine, read after Wait
 	if server != nil {
 		g.Go(func() error {
 			if err := server.Run(gctx); err != nil && gctx.Err() == nil {
-				feedOnce.Do(func() { feedErr = err })
+				feedErr = err
 				return err
 			}
 			return nil
