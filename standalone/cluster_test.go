@@ -15,6 +15,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver"
 	pb "github.com/spindle-ml/spindle/internal/controlpb"
+	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/standalone"
 	"github.com/spindle-ml/spindle/standalone/internal/testcluster"
 	"github.com/spindle-ml/spindle/standalone/master"
@@ -301,7 +302,7 @@ func TestKilledByAdmin(t *testing.T) {
 func TestNoMasters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	_, err := standalone.NewClusterManager(ctx, standalone.ClientConfig{Masters: []string{testcluster.FreeAddr(t)}, Secret: testcluster.Secret})
+	_, err := standalone.NewClusterManager(ctx, standalone.ClientConfig{Masters: []string{testaddr.Refusing(t)}, Secret: testcluster.Secret})
 	if err == nil || !strings.Contains(err.Error(), "register application with the standalone masters") {
 		t.Fatalf("unreachable masters: %v", err)
 	}

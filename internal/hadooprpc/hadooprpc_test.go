@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/hadooppb"
+	"github.com/spindle-ml/spindle/internal/testaddr"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 )
@@ -335,9 +336,7 @@ func TestSASLSeam(t *testing.T) {
 }
 
 func TestDialErrors(t *testing.T) {
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testaddr.Refusing(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := Dial(ctx, ClientConfig{Addr: addr, User: "u", Protocol: testProtocol})

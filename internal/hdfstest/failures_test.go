@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/colinmarc/hdfs/v2"
+
+	"github.com/spindle-ml/spindle/internal/testaddr"
 )
 
 func TestReadContinuesWhenDataNodeDies(t *testing.T) {
@@ -129,13 +130,8 @@ func TestCorruptBlockEveryReplica(t *testing.T) {
 }
 
 func TestNamenodeUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	_, err = hdfs.NewClient(hdfs.ClientOptions{Addresses: []string{addr}, User: "u"})
+	addr := testaddr.Refusing(t)
+	_, err := hdfs.NewClient(hdfs.ClientOptions{Addresses: []string{addr}, User: "u"})
 	if err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("connect to a closed port: %v", err)
 	}

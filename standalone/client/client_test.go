@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	pb "github.com/spindle-ml/spindle/internal/controlpb"
+	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/testcluster"
 )
@@ -65,7 +66,7 @@ func TestClientErrors(t *testing.T) {
 	}
 	// Masters that are all down: the call keeps trying until ctx ends and
 	// says what the last master said.
-	c, err := client.New(client.Config{Masters: []string{testcluster.FreeAddr(t), testcluster.FreeAddr(t)}, Secret: testcluster.Secret})
+	c, err := client.New(client.Config{Masters: []string{testaddr.Refusing(t), testaddr.Refusing(t)}, Secret: testcluster.Secret})
 	if err != nil {
 		t.Fatal(err)
 	}

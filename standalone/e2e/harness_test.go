@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	pb "github.com/spindle-ml/spindle/internal/controlpb"
+	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/standalone/client"
 )
 
@@ -129,16 +129,6 @@ type cluster struct {
 	cl      *client.Client
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // fastMaster keeps failover and loss detection within a second or two.
 var fastMaster = []string{
 	"--conf", "spindle.master.raft.heartbeatTimeout=300ms",
@@ -155,8 +145,8 @@ func startCluster(t *testing.T, workerCores int) *cluster {
 	var peers []string
 	var raft []string
 	for i := 1; i <= 3; i++ {
-		c.addrs = append(c.addrs, freePort(t))
-		raft = append(raft, freePort(t))
+		c.addrs = append(c.addrs, testaddr.Free(t))
+		raft = append(raft, testaddr.Free(t))
 		peers = append(peers, fmt.Sprintf("m%d=%s@%s", i, raft[i-1], c.addrs[i-1]))
 	}
 	for i := 1; i <= 3; i++ {

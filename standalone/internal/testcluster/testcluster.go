@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"testing"
 	"time"
 
 	pb "github.com/spindle-ml/spindle/internal/controlpb"
+	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/master"
 	"github.com/spindle-ml/spindle/standalone/worker"
@@ -65,7 +65,7 @@ func StartMasters(t testing.TB, n int, mod func(*master.Config)) *Masters {
 	g := &Masters{t: t, Ms: make([]*master.Master, n), cancel: make([]context.CancelFunc, n), done: make([]chan error, n)}
 	var peers []master.Peer
 	for i := 0; i < n; i++ {
-		peers = append(peers, master.Peer{ID: fmt.Sprintf("m%d", i+1), Addr: FreeAddr(t), RaftAddr: FreeAddr(t)})
+		peers = append(peers, master.Peer{ID: fmt.Sprintf("m%d", i+1), Addr: testaddr.Free(t), RaftAddr: testaddr.Free(t)})
 	}
 	for i := 0; i < n; i++ {
 		c := master.DefaultConfig()
@@ -86,24 +86,13 @@ func StartMasters(t testing.TB, n int, mod func(*master.Config)) *Masters {
 	return g
 }
 
-// FreeAddr returns a loopback address with a port free right now.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // Start runs master i, again on its data directory after a Stop.
 func (g *Masters) Start(i int) {
 	g.t.Helper()
 	var m *master.Master
 	var err error
-	// The port was free a moment ago; another test may grab it in between,
-	// so retry briefly.
+	// A restarted master rebinds its port, which may linger a moment in
+	// the old one's teardown, so retry briefly.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if m, err = master.New(g.Cfgs[i]); err == nil || time.Now().After(deadline) {
