@@ -38,6 +38,7 @@ type Config struct {
 	ShuffleBufferRows int
 	PrefetchBatches   int
 	MemoryBudget      int64
+	CacheMemory       int64
 	EvenBatches       feed.EvenMode
 
 	// Command is the training command run by every executor.

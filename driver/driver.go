@@ -305,6 +305,7 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64) (taskBuilder, err
 				ShuffleBufferRows: c.ShuffleBufferRows,
 				PrefetchBatches:   c.PrefetchBatches,
 				MemoryBudget:      c.MemoryBudget,
+				CacheBytes:        c.CacheMemory,
 				EvenBatches:       string(c.EvenBatches),
 				TargetBatches:     target,
 			},

@@ -48,6 +48,7 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.ShuffleBufferRows = p.Int(config.KeyShuffleBufferRows)
 	cfg.PrefetchBatches = p.Int(config.KeyPrefetchBatches)
 	cfg.MemoryBudget = p.Bytes(config.KeyFeedMemory)
+	cfg.CacheMemory = p.Bytes(config.KeyFeedCache)
 	if cfg.EvenBatches, err = feed.ParseEvenMode(p.String(config.KeyEvenBatches)); err != nil {
 		return cfg, master, err
 	}

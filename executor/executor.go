@@ -363,7 +363,7 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 		Splits: f.Splits, Schema: schema, Columns: f.Columns, LabelColumn: f.LabelColumn,
 		BatchRows: f.BatchRows, Shuffle: f.Shuffle, Seed: f.Seed, Rank: id.rank,
 		ShuffleBufferRows: f.ShuffleBufferRows, Prefetch: f.PrefetchBatches, MemoryBudget: f.MemoryBudget,
-		EvenBatches: even, TargetBatches: f.TargetBatches, CSV: f.CSV,
+		EvenBatches: even, TargetBatches: f.TargetBatches, CSV: f.CSV, CacheBytes: f.CacheBytes,
 	})
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("set up the feed: %w", err)
@@ -379,6 +379,10 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 	}
 	return path, server, func() {
 		server.Close()
+		st := pipe.Stats()
+		e.logger.Debug("feed closed", "rows", st.Rows, "batches", st.Batches,
+			"cached_splits", st.CachedSplits, "cached_bytes", st.CachedBytes,
+			"cache_hits", st.CacheHits, "cache_misses", st.CacheMisses)
 		pipe.Close()
 	}, nil
 }

@@ -57,6 +57,7 @@ type FeedTask struct {
 	ShuffleBufferRows int             `json:"shuffle_buffer_rows"`
 	PrefetchBatches   int             `json:"prefetch_batches"`
 	MemoryBudget      int64           `json:"memory_budget"`
+	CacheBytes        int64           `json:"cache_bytes"`
 	EvenBatches       string          `json:"even_batches"`
 	TargetBatches     int64           `json:"target_batches"`
 }

@@ -22,6 +22,11 @@
 // row groups (each column chunk with one read, which matters on HDFS), the
 // split's record batches, or the split's CSV lines.
 //
+// With a cache (PipelineConfig.CacheBytes), a split that an epoch reads to
+// its end keeps its decoded batches in memory while they fit, and later
+// epochs take them from there instead of reading and decoding the file
+// again; splits that do not fit are read every epoch.
+//
 // Decoding Parquet is what limits how fast a rank is fed, so the pipeline
 // keeps the buffers that decoding frees (and those of the batches the
 // consumer releases) and decodes into them again, sparing the Go runtime's

@@ -34,7 +34,12 @@ var testSchema = arrow.NewSchema([]arrow.Field{
 
 // testRecord builds rows [start, start+n) of the test data.
 func testRecord(sc *arrow.Schema, start, n int64) arrow.RecordBatch {
-	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	return testRecordWith(memory.DefaultAllocator, sc, start, n)
+}
+
+// testRecordWith is testRecord allocating from mem.
+func testRecordWith(mem memory.Allocator, sc *arrow.Schema, start, n int64) arrow.RecordBatch {
+	b := array.NewRecordBuilder(mem, sc)
 	defer b.Release()
 	for i := start; i < start+n; i++ {
 		for c, f := range sc.Fields() {

@@ -75,6 +75,12 @@ type PipelineConfig struct {
 	// BufferPoolBytes bounds the freed buffers kept for reuse. Zero means
 	// 64 MiB, or MemoryBudget when that is smaller; negative keeps none.
 	BufferPoolBytes int64
+	// CacheBytes bounds the decoded batches kept from one epoch to the
+	// next: splits that fit are read and decoded once, in the first epoch
+	// that reads them to the end, and served from memory afterwards; the
+	// others are read every epoch. Zero keeps none. The batches are the
+	// same either way.
+	CacheBytes int64
 }
 
 // Validate reports the first problem with the configuration.
@@ -90,6 +96,8 @@ func (c PipelineConfig) Validate() error {
 		return fmt.Errorf("feed pipeline: decode workers %d: must not be negative", c.DecodeWorkers)
 	case c.MemoryBudget < 0:
 		return fmt.Errorf("feed pipeline: memory budget %d: must not be negative", c.MemoryBudget)
+	case c.CacheBytes < 0:
+		return fmt.Errorf("feed pipeline: cache bytes %d: must not be negative", c.CacheBytes)
 	case c.TargetBatches < 0:
 		return fmt.Errorf("feed pipeline: target batches %d: must not be negative", c.TargetBatches)
 	case c.Rank < 0:
@@ -124,6 +132,7 @@ type Pipeline struct {
 	target int64 // batches per epoch, or -1 for no target
 
 	pool          *bufferPool // nil when buffers are not reused
+	cache         *splitCache // nil without a cache
 	alloc         memory.Allocator
 	decodeWorkers int
 
@@ -135,10 +144,18 @@ type Pipeline struct {
 	closed bool
 }
 
-// Stats counts what a pipeline has handed out over all its epochs.
+// Stats counts what a pipeline has handed out over all its epochs, and
+// what its cache holds.
 type Stats struct {
 	Rows    int64
 	Batches int64
+	// CachedSplits and CachedBytes are what the cache holds now;
+	// CacheHits counts the splits it served and CacheMisses those read
+	// from their files while it was on.
+	CachedSplits int
+	CachedBytes  int64
+	CacheHits    int64
+	CacheMisses  int64
 }
 
 // NewPipeline checks cfg and returns a pipeline reading through res.
@@ -173,6 +190,9 @@ func NewPipeline(res *fsys.Resolver, cfg PipelineConfig) (*Pipeline, error) {
 		}
 		p.pool = newBufferPool(cfg.Allocator, limit)
 		p.alloc = p.pool
+	}
+	if cfg.CacheBytes > 0 {
+		p.cache = newSplitCache(cfg.CacheBytes)
 	}
 	for _, s := range cfg.Splits {
 		p.rows += s.Rows
@@ -224,7 +244,12 @@ func (p *Pipeline) readRows() int {
 
 // Stats returns the rows and batches handed out so far.
 func (p *Pipeline) Stats() Stats {
-	return Stats{Rows: p.rowsOut.Load(), Batches: p.batchesOut.Load()}
+	st := Stats{Rows: p.rowsOut.Load(), Batches: p.batchesOut.Load()}
+	if p.cache != nil {
+		st.CachedSplits, st.CachedBytes = p.cache.stats()
+		st.CacheHits, st.CacheMisses = p.cache.hits.Load(), p.cache.misses.Load()
+	}
+	return st
 }
 
 // Epoch opens epoch number epoch (0-based). With prefetching, reading
@@ -282,6 +307,9 @@ func (p *Pipeline) Close() error {
 	for _, r := range open {
 		r.Close()
 	}
+	if p.cache != nil {
+		p.cache.close()
+	}
 	if p.pool != nil {
 		p.pool.close()
 	}
@@ -327,6 +355,15 @@ func (r *epochReader) Next(ctx context.Context) (arrow.RecordBatch, error) {
 	r.p.rowsOut.Add(rec.NumRows())
 	r.p.batchesOut.Add(1)
 	return rec, nil
+}
+
+// Buffered returns how many batches can be taken without waiting: those
+// the read-ahead goroutine has prepared. It is zero without read-ahead.
+func (r *epochReader) Buffered() int {
+	if r.pre == nil {
+		return 0
+	}
+	return len(r.pre.ch)
 }
 
 func (r *epochReader) Close() error {
@@ -384,9 +421,8 @@ func (s *splitStream) next(ctx context.Context) (arrow.RecordBatch, error) {
 				}
 				s.i, s.passRows = 0, 0
 			}
-			sp := s.p.cfg.Splits[s.order[s.i]]
+			r, err := s.p.openSplit(ctx, s.order[s.i], s.schema)
 			s.i++
-			r, err := OpenSplit(ctx, s.p.res, sp, s.p.readOptions(s.schema))
 			if err != nil {
 				return nil, err
 			}
@@ -414,6 +450,15 @@ func (s *splitStream) next(ctx context.Context) (arrow.RecordBatch, error) {
 		s.passRows += n
 		return rec, nil
 	}
+}
+
+// openSplit opens split i of the rank, through the cache when there is one.
+func (p *Pipeline) openSplit(ctx context.Context, i int, schema *arrow.Schema) (Reader, error) {
+	open := func() (Reader, error) { return OpenSplit(ctx, p.res, p.cfg.Splits[i], p.readOptions(schema)) }
+	if p.cache == nil {
+		return open()
+	}
+	return p.cache.open(i, p.cfg.Splits[i].Rows, open)
 }
 
 func (s *splitStream) close() error {

@@ -150,5 +150,8 @@ func dataBytes(d arrow.ArrayData) int64 {
 	for _, c := range d.Children() {
 		n += dataBytes(c)
 	}
+	if d.DataType().ID() == arrow.DICTIONARY {
+		n += dataBytes(d.Dictionary())
+	}
 	return n
 }

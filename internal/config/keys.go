@@ -66,6 +66,7 @@ const (
 	KeyShuffleBufferRows   = "spindle.feed.shuffleBufferRows"
 	KeyPrefetchBatches     = "spindle.feed.prefetchBatches"
 	KeyFeedMemory          = "spindle.feed.memoryBudget"
+	KeyFeedCache           = "spindle.feed.cacheMemory"
 	KeyEvenBatches         = "spindle.feed.evenBatches"
 	KeyCheckpointDir       = "spindle.checkpoint.dir"
 	KeyDriverHost          = "spindle.driver.host"
@@ -128,6 +129,8 @@ var coreKeys = []Key{
 		Doc: "Batches each executor reads ahead of its training process."},
 	{Name: KeyFeedMemory, Default: "256m", Kind: Bytes, Min: 1 << 20, HasMin: true,
 		Doc: "Memory an executor may hold in read-ahead and shuffle buffers."},
+	{Name: KeyFeedCache, Default: "256m", Kind: Bytes, Min: 0, HasMin: true,
+		Doc: "Decoded batches an executor keeps from one epoch to the next, so that later epochs skip reading and decoding the splits that fit; the rest are read again. 0 turns the cache off."},
 	{Name: KeyEvenBatches, Default: "pad", Kind: Enum, Enum: []string{"pad", "drop", "off"},
 		Doc: "Give every rank the same number of batches per epoch: pad (repeat rows of the rank's own data), drop (drop the remainder), off."},
 	{Name: KeyCheckpointDir, Default: "", Kind: String,

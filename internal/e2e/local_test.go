@@ -298,3 +298,42 @@ func parentOf(t *testing.T, pid int) int {
 	ppid, _ := strconv.Atoi(fields[1])
 	return ppid
 }
+
+// TestLaterEpochsFromCache: the executor keeps the decoded batches of the
+// first epoch, so later epochs need no input file. The training process
+// deletes its input while the executor reads the first epoch (it has the
+// file open); with the cache the job still gets every epoch whole,
+// without it the second epoch fails naming the missing file.
+func TestLaterEpochsFromCache(t *testing.T) {
+	const rows = 3000
+	for _, cache := range []string{"64m", "0"} {
+		t.Run("cache="+cache, func(t *testing.T) {
+			data := generate(t, "parquet", rows, 1)
+			input := filepath.Join(data, "part-*")
+			r := spindle(t, data, submitArgs("--num-executors", "1", "--input", input, "--label-column", "label",
+				"--batch-rows", "100", "--epochs", "3", "--conf", "spindle.feed.cacheMemory="+cache,
+				"--", feedcheckBin, "-remove-inputs", input)...)
+			if !strings.Contains(r.stdout, "feedcheck removed 1 input files") {
+				t.Fatalf("the training process did not remove its input:\n%s", r)
+			}
+			if cache == "0" {
+				if r.code == 0 || !strings.Contains(r.stderr, "part-") {
+					t.Fatalf("without a cache the second epoch should fail naming the removed file:\n%s", r)
+				}
+				return
+			}
+			if r.code != 0 {
+				t.Fatalf("job failed:\n%s", r)
+			}
+			lines := parseFeedcheck(t, r.stdout)
+			if len(lines) != 3 {
+				t.Fatalf("want 3 epochs of feedcheck lines, got %d:\n%s", len(lines), r)
+			}
+			for _, l := range lines {
+				if l.rows != rows || l.sum != lines[0].sum {
+					t.Errorf("epoch %d: %d rows, sum %.4f; want %d rows, sum %.4f", l.epoch, l.rows, l.sum, rows, lines[0].sum)
+				}
+			}
+		})
+	}
+}

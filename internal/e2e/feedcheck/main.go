@@ -20,6 +20,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -35,7 +36,23 @@ func main() {
 	hang := flag.Bool("hang", false, "after reading, wait until killed")
 	pidDir := flag.String("pid-dir", "", "write this process's pid to DIR/rank-N.pid")
 	slow := flag.Duration("batch-delay", 0, "sleep this long per batch")
+	removeInputs := flag.String("remove-inputs", "", "after the first batch, delete the files matching this glob "+
+		"(the executor has them open by then; later epochs must come from its cache)")
 	flag.Parse()
+	if *removeInputs != "" {
+		firstBatchHook = func() {
+			paths, err := filepath.Glob(*removeInputs)
+			if err != nil || len(paths) == 0 {
+				fatal(fmt.Errorf("-remove-inputs %q matches nothing (%v)", *removeInputs, err))
+			}
+			for _, p := range paths {
+				if err := os.Remove(p); err != nil {
+					fatal(err)
+				}
+			}
+			fmt.Printf("feedcheck removed %d input files\n", len(paths))
+		}
+	}
 
 	rank, _ := strconv.Atoi(os.Getenv("SPINDLE_RANK"))
 	if *pidDir != "" {
@@ -93,6 +110,17 @@ func main() {
 	}
 }
 
+// firstBatchHook, when set, runs once after the first batch is read.
+var firstBatchHook func()
+
+func firstBatch() {
+	if firstBatchHook != nil {
+		hook := firstBatchHook
+		firstBatchHook = nil
+		hook()
+	}
+}
+
 func arrowEpoch(ctx context.Context, sock string, order hash.Hash, delay time.Duration) (rows, batches int64, sum float64, err error) {
 	ep, err := wire.DialArrow(ctx, sock)
 	if err != nil {
@@ -108,6 +136,7 @@ func arrowEpoch(ctx context.Context, sock string, order hash.Hash, delay time.Du
 			return 0, 0, 0, err
 		}
 		batches++
+		firstBatch()
 		rows += rec.NumRows()
 		for i := 0; i < int(rec.NumRows()); i++ {
 			v := value(rec.Column(0), i)
@@ -135,6 +164,7 @@ func tensorEpoch(ctx context.Context, sock string, order hash.Hash, delay time.D
 			return 0, 0, 0, err
 		}
 		batches++
+		firstBatch()
 		rows += int64(b.Rows)
 		for i := 0; i < b.Rows; i++ {
 			v := float64(b.Features[i*f])

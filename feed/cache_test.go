@@ -1,0 +1,224 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// A cached epoch yields exactly the batches of an uncached one, in every
+// format, with and without shuffling, padding and read-ahead, and leaks no
+// buffer (newTestPipeline checks the allocator).
+func TestCacheYieldsTheSameBatches(t *testing.T) {
+	withCSVChunk(t, 512)
+	for _, format := range []Format{FormatParquet, FormatArrow, FormatCSV} {
+		for _, shuffle := range []bool{false, true} {
+			for _, even := range []EvenMode{EvenOff, EvenPad} {
+				t.Run(fmt.Sprintf("%s/shuffle=%v/even=%s", format, shuffle, even), func(t *testing.T) {
+					plan := planFiles(t, format, 700, 2)
+					mod := func(cache int64) func(*PipelineConfig) {
+						return func(c *PipelineConfig) {
+							c.Shuffle, c.ShuffleBufferRows, c.Seed, c.Prefetch = shuffle, 50, 3, 2
+							c.EvenBatches, c.TargetBatches, c.CacheBytes = even, 0, cache
+							if even != EvenOff {
+								c.TargetBatches = 30 // more than the rank holds: padding cycles the splits
+							}
+						}
+					}
+					plain := newTestPipeline(t, plan, 1, mod(0))
+					cached := newTestPipeline(t, plan, 1, mod(64<<20))
+					for epoch := range 3 {
+						want, wantSizes := epochIDs(t, plain, epoch)
+						got, gotSizes := epochIDs(t, cached, epoch)
+						if !slices.Equal(got, want) || !slices.Equal(gotSizes, wantSizes) {
+							t.Fatalf("epoch %d: cached pipeline yields other rows or batches", epoch)
+						}
+					}
+					st := cached.Stats()
+					if st.CachedSplits != len(plan.Ranks[1]) || st.CacheHits == 0 {
+						t.Fatalf("cache stats %+v: want all %d splits cached and hits", st, len(plan.Ranks[1]))
+					}
+					if ps := plain.Stats(); ps.CacheHits != 0 || ps.CachedSplits != 0 {
+						t.Fatalf("pipeline without a cache reports %+v", ps)
+					}
+				})
+			}
+		}
+	}
+}
+
+// Later epochs come from memory: once the files are gone the cached
+// splits still read, and only splits that did not fit need their files.
+func TestCacheServesLaterEpochsFromMemory(t *testing.T) {
+	plan := planFiles(t, FormatParquet, 600, 1)
+	if len(plan.Ranks[0]) < 2 {
+		t.Fatalf("want several splits, got %d", len(plan.Ranks[0]))
+	}
+
+	full := newTestPipeline(t, plan, 0, func(c *PipelineConfig) { c.CacheBytes = 64 << 20 })
+	first, _ := epochIDs(t, full, 0)
+
+	// Room for some splits only.
+	var small int64
+	{
+		probe := newTestPipeline(t, plan, 0, func(c *PipelineConfig) { c.CacheBytes = 64 << 20 })
+		epochIDs(t, probe, 0)
+		st := probe.Stats()
+		small = st.CachedBytes / 2
+	}
+	partial := newTestPipeline(t, plan, 0, func(c *PipelineConfig) { c.CacheBytes = small })
+	epochIDs(t, partial, 0)
+	pst := partial.Stats()
+	if pst.CachedSplits == 0 || pst.CachedSplits == len(plan.Ranks[0]) || pst.CachedBytes > small {
+		t.Fatalf("cache of %d bytes holds %+v; want some but not all %d splits, within the limit",
+			small, pst, len(plan.Ranks[0]))
+	}
+
+	for _, s := range plan.Ranks[0] {
+		path := strings.TrimPrefix(s.URI, "file://")
+		if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	again, _ := epochIDs(t, full, 1)
+	if !slices.Equal(again, first) {
+		t.Fatal("epoch 1 from the cache differs from epoch 0")
+	}
+	r, err := partial.Epoch(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for {
+		rec, err := r.Next(t.Context())
+		if err != nil {
+			if !os.IsNotExist(err) && !strings.Contains(err.Error(), "no such file") {
+				t.Fatalf("reading an uncached split of a deleted file: %v, want not found", err)
+			}
+			break
+		}
+		rec.Release()
+	}
+}
+
+// sliceSplit is a split reader over batches made in advance.
+type sliceSplit struct {
+	recs []arrow.RecordBatch
+}
+
+func (r *sliceSplit) Schema() *arrow.Schema { return testSchema }
+
+func (r *sliceSplit) Next(context.Context) (arrow.RecordBatch, error) {
+	if len(r.recs) == 0 {
+		return nil, io.EOF
+	}
+	rec := r.recs[0]
+	r.recs = r.recs[1:]
+	return rec, nil
+}
+
+func (r *sliceSplit) Close() error {
+	for _, rec := range r.recs {
+		rec.Release()
+	}
+	r.recs = nil
+	return nil
+}
+
+// A split cut short (the epoch closed early) is not cached half read; one
+// read to its last planned row is, even without its end; and the cache
+// holds no more than its limit.
+func TestCacheTakesWholeSplitsOnly(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	open := func() (Reader, error) {
+		var recs []arrow.RecordBatch
+		for i := range int64(3) {
+			recs = append(recs, testRecordWith(mem, testSchema, 10*i, 10))
+		}
+		return &sliceSplit{recs: recs}, nil
+	}
+	read := func(r Reader, n int) {
+		for range n {
+			rec, err := r.Next(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.Release()
+		}
+	}
+	c := newSplitCache(1 << 20)
+	defer c.close()
+
+	r, _ := c.open(0, 30, open)
+	read(r, 2)
+	r.Close()
+	if n, _ := c.stats(); n != 0 {
+		t.Fatalf("a split closed after 2 of its 3 batches was cached")
+	}
+
+	r, _ = c.open(0, 30, open)
+	read(r, 3) // its last row, not its end
+	r.Close()
+	if n, _ := c.stats(); n != 1 {
+		t.Fatalf("a split read to its last planned row was not cached")
+	}
+	r, _ = c.open(0, 30, open)
+	if _, ok := r.(*cachedReader); !ok {
+		t.Fatalf("split 0 opened as %T, want it from the cache", r)
+	}
+	read(r, 3)
+	if _, err := r.Next(t.Context()); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the cached batches: %v, want EOF", err)
+	}
+	r.Close()
+
+	small := newSplitCache(100) // less than one batch
+	defer small.close()
+	r, _ = small.open(0, 30, open)
+	read(r, 3)
+	r.Close()
+	if n, b := small.stats(); n != 0 || b != 0 {
+		t.Fatalf("a cache of 100 bytes holds %d splits, %d bytes", n, b)
+	}
+}
+
+func TestCacheBytesMustNotBeNegative(t *testing.T) {
+	plan := planFiles(t, FormatParquet, 100, 1)
+	_, err := NewPipeline(newResolver(), PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, BatchRows: 8, CacheBytes: -1})
+	if err == nil || !strings.Contains(err.Error(), "cache bytes") {
+		t.Fatalf("negative cache: %v", err)
+	}
+}
+
+// An epoch that ends at its row limit never asks the last split for its
+// end; that split is whole all the same and is cached.
+func TestCacheKeepsSplitsEndingAtTheRowLimit(t *testing.T) {
+	plan := planFiles(t, FormatParquet, 700, 2)
+	rows := plan.RowsPerRank[1]
+	p := newTestPipeline(t, plan, 1, func(c *PipelineConfig) {
+		c.BatchRows, c.EvenBatches, c.TargetBatches, c.CacheBytes = int(rows/7), EvenPad, 7, 64<<20
+	})
+	if rows%7 != 0 {
+		t.Fatalf("rank 1 has %d rows; the test wants a multiple of 7", rows)
+	}
+	first, _ := epochIDs(t, p, 0)
+	if st := p.Stats(); st.CachedSplits != len(plan.Ranks[1]) {
+		t.Fatalf("cache holds %+v, want all %d splits", st, len(plan.Ranks[1]))
+	}
+	again, _ := epochIDs(t, p, 1)
+	if !slices.Equal(first, again) {
+		t.Fatal("the cached epoch differs")
+	}
+	if st := p.Stats(); st.CacheHits != int64(len(plan.Ranks[1])) {
+		t.Fatalf("stats %+v: want every split of epoch 1 from the cache", st)
+	}
+}
