@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/spindle-ml/spindle/feed"
@@ -353,8 +352,11 @@ func (s *Server) serveArrow(ctx context.Context, conn *net.UnixConn, epoch int, 
 	}
 	vw := s.vw
 	vw.conn = conn
-	defer func() { vw.conn = nil }()
-	iw := ipc.NewWriterWithPayloadWriter(vw, ipc.WithSchema(withEpoch(s.cfg.Source.Schema(), epoch)))
+	defer func() {
+		vw.reset()
+		vw.conn = nil
+	}()
+	iw := newArrowWriter(vw, withEpoch(s.cfg.Source.Schema(), epoch))
 	fail := func(err error) error {
 		var ce *consumerError
 		if !errors.As(err, &ce) {
@@ -363,6 +365,11 @@ func (s *Server) serveArrow(ctx context.Context, conn *net.UnixConn, epoch int, 
 		return err
 	}
 	if r != nil {
+		// Messages gather into one writev while the source has batches
+		// ready; when it has none, what is queued goes out at once, so that
+		// a slow source never keeps the consumer from a batch it could
+		// have.
+		ready, _ := r.(bufferedReader)
 		for {
 			rec, err := r.Next(ctx)
 			if errors.Is(err, io.EOF) {
@@ -371,17 +378,27 @@ func (s *Server) serveArrow(ctx context.Context, conn *net.UnixConn, epoch int, 
 			if err != nil {
 				return fail(fmt.Errorf("read batch: %w", err))
 			}
-			err = iw.Write(rec)
 			rows := rec.NumRows()
-			rec.Release()
-			if err != nil {
+			vw.hold(rec) // until the writev that sends it
+			if err := iw.Write(rec); err != nil {
 				return fail(err)
+			}
+			if ready == nil || ready.Buffered() == 0 {
+				if err := vw.Flush(); err != nil {
+					return err
+				}
 			}
 			s.rows.Add(rows)
 			s.batches.Add(1)
 		}
 	}
 	return iw.Close()
+}
+
+// bufferedReader is a feed.Reader that tells how many batches it has
+// ready (feed.Pipeline's epochs do).
+type bufferedReader interface {
+	Buffered() int
 }
 
 // tensorFrame is a converted batch on its way to the socket.

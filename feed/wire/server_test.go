@@ -595,3 +595,91 @@ func serveBytes(t *testing.T, data []byte) string {
 	})
 	return sock
 }
+
+// scribbler is an allocator that overwrites memory as it is freed, as a
+// reusing allocator (the feed pipeline's buffer pool) may at any moment.
+type scribbler struct{ memory.Allocator }
+
+func (s scribbler) Free(b []byte) {
+	for i := range b {
+		b[i] = 0xee
+	}
+	s.Allocator.Free(b)
+}
+
+// The arrow writer gathers several small batches into one writev and
+// references their buffers in place: each batch must stay alive until the
+// writev that sends it, or the consumer reads freed memory.
+func TestArrowBatchesLiveUntilSent(t *testing.T) {
+	ctx := testCtx(t)
+	mem := memory.NewCheckedAllocator(scribbler{memory.NewGoAllocator()})
+	t.Cleanup(func() { mem.AssertSize(t, 0) })
+	const batches, rows = 300, 200 // 800-byte columns: referenced, many per writev
+	src := &memSource{schema: numSchema, failAfter: -1, n: batches, batch: func(epoch, i int) arrow.RecordBatch {
+		return numBatch(mem, epoch, i, rows)
+	}}
+	srv, stop := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 1, Source: src})
+	_, xs := readArrowEpoch(ctx, t, srv.cfg.SocketPath)
+	if len(xs) != batches*rows {
+		t.Fatalf("%d rows, want %d", len(xs), batches*rows)
+	}
+	for i, x := range xs {
+		if w := float32((i/rows)*1000 + i%rows); x != w {
+			t.Fatalf("row %d: x = %v, want %v (a batch was freed before it was sent)", i, x, w)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// A batch goes out as soon as the source has no other ready, however
+// small it is: the consumer never waits for a batch the server holds
+// while the source is slow with the next one.
+func TestArrowSendsWhenSourceIsDry(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	t.Cleanup(func() { mem.AssertSize(t, 0) })
+	gate := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(gate) }) }
+	src := &memSource{schema: numSchema, failAfter: -1, n: 3, dry: true, batch: func(epoch, i int) arrow.RecordBatch {
+		if i == 1 {
+			<-gate // the source is slow until the consumer has batch 0
+		}
+		return numBatch(mem, epoch, i, 200)
+	}}
+	srv, stop := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 1, Source: src})
+	t.Cleanup(open) // runs before the server's stop, should the test fail early
+	ctx := testCtx(t)
+	ep, err := DialArrow(ctx, srv.cfg.SocketPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, cancel := context.WithTimeout(ctx, 10*time.Second)
+	rec, err := ep.Next(first)
+	cancel()
+	if err != nil {
+		t.Fatalf("first batch while the source is slow: %v", err)
+	}
+	rec.Release()
+	open()
+	n := 1
+	for {
+		rec, err := ep.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+		n++
+	}
+	ep.Close()
+	if n != 3 {
+		t.Fatalf("%d batches, want 3", n)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}

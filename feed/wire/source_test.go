@@ -26,6 +26,9 @@ type memSource struct {
 	batch     func(epoch, i int) arrow.RecordBatch
 	n         int
 	failAfter int
+	// dry makes its readers report no batch ready, as a source whose next
+	// batch may keep the caller waiting does.
+	dry bool
 }
 
 var errSourceBroke = errors.New("source broke")
@@ -33,7 +36,7 @@ var errSourceBroke = errors.New("source broke")
 func (s *memSource) Schema() *arrow.Schema { return s.schema }
 
 func (s *memSource) Epoch(_ context.Context, epoch int) (feed.Reader, error) {
-	r := &memReader{schema: s.schema, failAfter: s.failAfter}
+	r := &memReader{schema: s.schema, failAfter: s.failAfter, dry: s.dry}
 	if s.batches != nil {
 		recs := s.batches(epoch)
 		r.n = len(recs)
@@ -62,6 +65,7 @@ type memReader struct {
 	make      func(i int) arrow.RecordBatch
 	close     func()
 	failAfter int
+	dry       bool
 }
 
 func (r *memReader) Schema() *arrow.Schema { return r.schema }
@@ -78,6 +82,15 @@ func (r *memReader) Next(ctx context.Context) (arrow.RecordBatch, error) {
 	}
 	r.i++
 	return r.make(r.i - 1), nil // ownership passes to the caller
+}
+
+// Buffered says every remaining batch is ready, as a prefetching source
+// that is ahead of its consumer does, unless the source is dry.
+func (r *memReader) Buffered() int {
+	if r.dry {
+		return 0
+	}
+	return r.n - r.i
 }
 
 func (r *memReader) Close() error {
