@@ -10,7 +10,7 @@ section "feed pipeline: Parquet decode through the pipeline vs plain pqarrow"
 go test -run '^$' -bench 'Decode' -benchtime 8x ./feed
 
 section "feed: Parquet -> executor -> Unix socket -> consumer process, vs raw Unix socket"
-go test -run '^$' -bench 'Feed' -benchtime 3x ./feed/wire
+go test -run '^$' -bench 'Feed' -benchtime 5x ./feed/wire
 
 section "allreduce: Spindle ring vs PyTorch gloo"
 go run ./collective/bench
