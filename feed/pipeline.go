@@ -77,9 +77,9 @@ type PipelineConfig struct {
 	BufferPoolBytes int64
 	// CacheBytes bounds the decoded batches kept from one epoch to the
 	// next: splits that fit are read and decoded once, in the first epoch
-	// that reads them to the end, and served from memory afterwards; the
-	// others are read every epoch. Zero keeps none. The batches are the
-	// same either way.
+	// that reads them whole, and served from memory afterwards; the others
+	// are read every epoch. Zero keeps none. The batches are the same
+	// either way.
 	CacheBytes int64
 }
 
@@ -242,7 +242,8 @@ func (p *Pipeline) readRows() int {
 	return (minReadRows + b - 1) / b * b
 }
 
-// Stats returns the rows and batches handed out so far.
+// Stats returns the rows and batches handed out so far and what the cache
+// holds.
 func (p *Pipeline) Stats() Stats {
 	st := Stats{Rows: p.rowsOut.Load(), Batches: p.batchesOut.Load()}
 	if p.cache != nil {
