@@ -114,7 +114,7 @@ def train(args):
     dist.barrier()
     print(f"final rank={rank} loss={loss:.4f} accuracy={accuracy:.4f} params_sha256={params_sha256(model)}",
           flush=True)
-    dist.destroy_process_group()
+    st.finish()  # destroy_process_group, bounded in time
 
 
 def main(argv=None):

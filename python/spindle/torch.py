@@ -14,13 +14,16 @@ A plain DistributedDataParallel script needs about five changed lines::
             break
     if st.is_chief():
         st.save_checkpoint(model.module.state_dict())
+    st.finish()                             # was: dist.destroy_process_group()
 
 torch is imported when this module is, never by ``import spindle``.
 """
 
 import datetime
 import os
+import sys
 import tempfile
+import threading
 import urllib.parse
 
 import numpy as np
@@ -31,7 +34,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from . import _env
 from ._errors import EnvError, SpindleError
 
-__all__ = ["FeedDataset", "barrier", "init_process_group", "is_chief", "load_checkpoint", "save_checkpoint"]
+__all__ = ["FeedDataset", "barrier", "finish", "init_process_group", "is_chief", "load_checkpoint", "save_checkpoint"]
 
 
 def _env_int(name, minimum):
@@ -90,6 +93,37 @@ def barrier():
     """Wait until every rank reaches this point (a no-op outside a process group)."""
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
+
+
+def finish(timeout=None):
+    """Leave the process group at the end of training, in bounded time.
+
+    Call it last, once every rank is done with collectives (after a
+    barrier). It runs ``torch.distributed.destroy_process_group`` and waits
+    at most timeout seconds (SPINDLE_COLLECTIVE_TIMEOUT by default) for it:
+    now and then that call never returns once the other ranks have left (a
+    known PyTorch problem), and a rank whose work is done must not keep the
+    job waiting. When it does not return in time, finish says so on stderr
+    and ends the process at once with status 0, without running torch's
+    teardown again on the way out.
+    """
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    if timeout is None:
+        timeout = _env.collective_timeout()
+    done = threading.Event()
+
+    def destroy():
+        dist.destroy_process_group()
+        done.set()
+
+    threading.Thread(target=destroy, name="spindle-finish", daemon=True).start()
+    if done.wait(float(timeout)):
+        return
+    print(f"spindle: torch.distributed.destroy_process_group did not return within {float(timeout):g}s; "
+          "exiting without it", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(0)
 
 
 class FeedDataset(IterableDataset):

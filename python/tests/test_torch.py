@@ -110,6 +110,30 @@ class FeedDatasetTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(out.stdout.strip(), "gloo 1 [1.0, 1.0, 1.0] True")
 
+    def test_finish_destroys_the_group(self):
+        code = ("import torch.distributed as dist, spindle.torch as st\n"
+                "st.init_process_group(); st.barrier(); st.finish()\n"
+                "print('initialized after finish:', dist.is_initialized())\n"
+                "st.finish()  # nothing left to destroy\n")
+        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "WORLD_SIZE": "1"}
+        out = run_python(code, env)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), "initialized after finish: False")
+
+    def test_finish_does_not_wait_out_a_stuck_teardown(self):
+        """A destroy_process_group that never returns: finish ends the process with status 0 after its timeout."""
+        code = ("import threading, torch.distributed as dist, spindle.torch as st\n"
+                "st.init_process_group()\n"
+                "dist.destroy_process_group = lambda *a, **k: threading.Event().wait()  # hangs, as torch's may\n"
+                "print('finishing', flush=True)\n"
+                "st.finish(timeout=0.5)\n"
+                "print('not reached')\n")
+        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "WORLD_SIZE": "1"}
+        out = run_python(code, env, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), "finishing")
+        self.assertIn("did not return within 0.5s", out.stderr)
+
     def test_missing_peer_times_out(self):
         """Rank 0 of 2 whose peer never comes gives up after SPINDLE_COLLECTIVE_TIMEOUT, not 30 minutes."""
         code = ("import spindle.torch as st\n"
