@@ -17,8 +17,8 @@ import (
 // read again every epoch. A split enters the cache only once it has been
 // read whole (to its end, or to its last planned row: an epoch that stops
 // at a row limit never asks for the end), so the cache serves exactly the
-// batches its reader yielded, and an epoch yields the same batches whether its splits come
-// from the cache or not.
+// batches its reader yielded, and an epoch yields the same batches whether
+// its splits come from the cache or not.
 //
 // Sizes count every buffer of a batch in full, also when the batch is a
 // slice of a larger one, so the cache never holds more than limit bytes of

@@ -29,6 +29,11 @@ def free_port():
         return s.getsockname()[1]
 
 
+def single_rank():
+    """The rendezvous environment of a job of one rank."""
+    return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "WORLD_SIZE": "1"}
+
+
 def run_python(code, env, timeout=90):
     """Run code in a fresh interpreter with the package on PYTHONPATH."""
     full = dict(os.environ, PYTHONPATH=support.PYTHON_DIR, **env)
@@ -105,8 +110,7 @@ class FeedDatasetTest(unittest.TestCase):
                 "st.init_process_group()  # a second call does nothing\n"
                 "t = torch.ones(3); dist.all_reduce(t); st.barrier()\n"
                 "print(dist.get_backend(), dist.get_world_size(), t.tolist(), st.is_chief())\n")
-        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "WORLD_SIZE": "1"}
-        out = run_python(code, env)
+        out = run_python(code, single_rank())
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(out.stdout.strip(), "gloo 1 [1.0, 1.0, 1.0] True")
 
@@ -115,8 +119,7 @@ class FeedDatasetTest(unittest.TestCase):
                 "st.init_process_group(); st.barrier(); st.finish()\n"
                 "print('initialized after finish:', dist.is_initialized())\n"
                 "st.finish()  # nothing left to destroy\n")
-        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "WORLD_SIZE": "1"}
-        out = run_python(code, env)
+        out = run_python(code, single_rank())
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(out.stdout.strip(), "initialized after finish: False")
 
@@ -128,8 +131,7 @@ class FeedDatasetTest(unittest.TestCase):
                 "print('finishing', flush=True)\n"
                 "st.finish(timeout=0.5)\n"
                 "print('not reached')\n")
-        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "WORLD_SIZE": "1"}
-        out = run_python(code, env, timeout=60)
+        out = run_python(code, single_rank(), timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(out.stdout.strip(), "finishing")
         self.assertIn("did not return within 0.5s", out.stderr)
