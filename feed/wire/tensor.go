@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -177,7 +179,7 @@ func (e *tensorEncoder) encode(rec arrow.RecordBatch, buf []float32) ([]float32,
 		e.src[j] = e.scratch[j][:rows]
 		putColumn(e.src[j], col, 0, rows)
 	}
-	interleave(buf[1:1+rows*nf], e.src, rows)
+	interleaveParallel(buf[1:1+rows*nf], e.src, rows)
 	if e.label >= 0 {
 		col := rec.Column(e.label)
 		if err := checkColumn(col, e.schema.Field(e.label), rows); err != nil {
@@ -226,22 +228,48 @@ type number interface {
 	~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~float32 | ~float64
 }
 
-// interleave writes the columns src, each rows long, row-major into dst:
-// row r's values are dst[r*len(src) : (r+1)*len(src)]. Writes are
+// parallelValues is the batch size, in values, from which the conversion
+// to rows is shared among goroutines: it reads every column from memory
+// and is the tensor feed's largest cost, while the socket writer and the
+// consumer leave CPU time over.
+const parallelValues = 1 << 17
+
+// interleaveParallel is interleave over all rows, on up to GOMAXPROCS
+// goroutines (at most four) for large batches, each a range of whole
+// rows. The result is the same.
+func interleaveParallel(dst []float32, src [][]float32, rows int) {
+	workers := min(runtime.GOMAXPROCS(0), 4)
+	if workers < 2 || rows*len(src) < parallelValues {
+		interleave(dst, src, 0, rows)
+		return
+	}
+	per := (rows + workers - 1) / workers
+	per = (per + interleaveBlock - 1) / interleaveBlock * interleaveBlock
+	var wg sync.WaitGroup
+	for r0 := 0; r0 < rows; r0 += per {
+		wg.Go(func() { interleave(dst, src, r0, min(rows, r0+per)) })
+	}
+	wg.Wait()
+}
+
+// interleaveBlock is the rows interleave converts at a time.
+const interleaveBlock = 256
+
+// interleave writes rows [from, to) of the columns src row-major into
+// dst: row r's values are dst[r*len(src) : (r+1)*len(src)]. Writes are
 // sequential and each column is read sequentially, which the cache and
 // the prefetcher handle far better than strided writes.
-func interleave(dst []float32, src [][]float32, rows int) {
+func interleave(dst []float32, src [][]float32, from, to int) {
 	nf := len(src)
 	if nf == 1 {
-		copy(dst, src[0][:rows])
+		copy(dst[from:to], src[0][from:to])
 		return
 	}
 	// Blocks of rows keep the lines being read of every column in cache
 	// when there are many columns; four columns at a time write 16
 	// contiguous bytes of each row.
-	const block = 256
-	for r0 := 0; r0 < rows; r0 += block {
-		r1 := min(rows, r0+block)
+	for r0 := from; r0 < to; r0 += interleaveBlock {
+		r1 := min(to, r0+interleaveBlock)
 		n := r1 - r0
 		j := 0
 		for ; j+4 <= nf; j += 4 {

@@ -386,3 +386,24 @@ func TestTensorClientRejectsBadStreams(t *testing.T) {
 		})
 	}
 }
+
+// Large batches are converted on several goroutines, each a range of
+// rows; the rows come out as from one.
+func TestInterleaveParallelMatchesSerial(t *testing.T) {
+	for _, shape := range []struct{ rows, cols int }{{40000, 5}, {70001, 3}, {300000, 1}, {1000, 7}} {
+		src := make([][]float32, shape.cols)
+		for j := range src {
+			src[j] = make([]float32, shape.rows)
+			for r := range src[j] {
+				src[j][r] = float32(r*shape.cols + j)
+			}
+		}
+		got := make([]float32, shape.rows*shape.cols)
+		interleaveParallel(got, src, shape.rows)
+		for i, v := range got {
+			if v != float32(i) {
+				t.Fatalf("%d x %d: value %d is %v, want %v", shape.rows, shape.cols, i, v, float32(i))
+			}
+		}
+	}
+}
