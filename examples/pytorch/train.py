@@ -114,7 +114,9 @@ def train(args):
     dist.barrier()
     print(f"final rank={rank} loss={loss:.4f} accuracy={accuracy:.4f} params_sha256={params_sha256(model)}",
           flush=True)
-    st.finish()  # destroy_process_group, bounded in time
+    # destroy_process_group, bounded in time; then end the process without
+    # torch's own teardown, which can hang once the other ranks are gone.
+    st.finish(exit_status=0)
 
 
 def main(argv=None):

@@ -14,7 +14,7 @@ A plain DistributedDataParallel script needs about five changed lines::
             break
     if st.is_chief():
         st.save_checkpoint(model.module.state_dict())
-    st.finish()                             # was: dist.destroy_process_group()
+    st.finish(exit_status=0)                # was: dist.destroy_process_group()
 
 torch is imported when this module is, never by ``import spindle``.
 """
@@ -95,35 +95,47 @@ def barrier():
         dist.barrier()
 
 
-def finish(timeout=None):
+def finish(timeout=None, exit_status=None):
     """Leave the process group at the end of training, in bounded time.
 
-    Call it last, once every rank is done with collectives (after a
-    barrier). It runs ``torch.distributed.destroy_process_group`` and waits
-    at most timeout seconds (SPINDLE_COLLECTIVE_TIMEOUT by default) for it:
-    now and then that call never returns once the other ranks have left (a
-    known PyTorch problem), and a rank whose work is done must not keep the
-    job waiting. When it does not return in time, finish says so on stderr
-    and ends the process at once with status 0, without running torch's
-    teardown again on the way out.
+    Call it once every rank is done with collectives (after a barrier).
+    Now and then torch's teardown of a gloo group never returns once the
+    other ranks have left (a known PyTorch problem), and a rank whose work
+    is done must not keep the job waiting. The teardown happens in
+    ``torch.distributed.destroy_process_group`` or later, when the last
+    reference to the group goes away (a DistributedDataParallel module
+    holds one), as late as interpreter exit.
+
+    finish runs ``destroy_process_group`` on a helper thread and waits at
+    most timeout seconds (SPINDLE_COLLECTIVE_TIMEOUT by default); when it
+    does not return in time, finish says so on stderr and ends the process
+    with status 0. With exit_status set, finish then ends the process with
+    that status at once, stdout and stderr flushed, without the rest of the
+    teardown; use that as the script's last line.
     """
-    if not (dist.is_available() and dist.is_initialized()):
-        return
-    if timeout is None:
-        timeout = _env.collective_timeout()
-    done = threading.Event()
+    if dist.is_available() and dist.is_initialized():
+        if timeout is None:
+            timeout = _env.collective_timeout()
+        done = threading.Event()
 
-    def destroy():
-        dist.destroy_process_group()
-        done.set()
+        def destroy():
+            dist.destroy_process_group()
+            done.set()
 
-    threading.Thread(target=destroy, name="spindle-finish", daemon=True).start()
-    if done.wait(float(timeout)):
-        return
-    print(f"spindle: torch.distributed.destroy_process_group did not return within {float(timeout):g}s; "
-          "exiting without it", file=sys.stderr, flush=True)
+        threading.Thread(target=destroy, name="spindle-finish", daemon=True).start()
+        if not done.wait(float(timeout)):
+            print(f"spindle: torch.distributed.destroy_process_group did not return within {float(timeout):g}s; "
+                  "exiting without it", file=sys.stderr, flush=True)
+            _exit_now(0)
+    if exit_status is not None:
+        _exit_now(exit_status)
+
+
+def _exit_now(status):
+    """End the process with status, skipping interpreter teardown."""
     sys.stdout.flush()
-    os._exit(0)
+    sys.stderr.flush()
+    os._exit(status)
 
 
 class FeedDataset(IterableDataset):

@@ -136,6 +136,21 @@ class FeedDatasetTest(unittest.TestCase):
         self.assertEqual(out.stdout.strip(), "finishing")
         self.assertIn("did not return within 0.5s", out.stderr)
 
+    def test_finish_with_exit_status_skips_a_stuck_teardown(self):
+        """An object whose teardown hangs at interpreter exit, as a DDP module's group may: exit_status ends the process first."""
+        code = ("import threading, spindle.torch as st\n"
+                "class Stuck:\n"
+                "    def __del__(self):\n"
+                "        threading.Event().wait()\n"
+                "held = Stuck()\n"
+                "st.init_process_group()\n"
+                "print('finishing', flush=True)\n"
+                "st.finish(exit_status=3)\n"
+                "print('not reached')\n")
+        out = run_python(code, single_rank(), timeout=60)
+        self.assertEqual(out.returncode, 3, out.stderr)
+        self.assertEqual(out.stdout.strip(), "finishing")
+
     def test_missing_peer_times_out(self):
         """Rank 0 of 2 whose peer never comes gives up after SPINDLE_COLLECTIVE_TIMEOUT, not 30 minutes."""
         code = ("import spindle.torch as st\n"
