@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver"
 	pb "github.com/spindle-ml/spindle/internal/controlpb"
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/standalone"
 	"github.com/spindle-ml/spindle/standalone/internal/testcluster"
@@ -143,7 +143,7 @@ func TestOutputReachesConsole(t *testing.T) {
 	g := testcluster.StartMasters(t, 1, nil)
 	testcluster.StartWorker(t, g.Addrs(), "w1", nil)
 	g.WaitWorkers(1)
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cm, err := standalone.NewClusterManager(ctx, standalone.ClientConfig{
@@ -184,23 +184,6 @@ func TestOutputReachesConsole(t *testing.T) {
 	if strings.Count(errOut.String(), "oops\n") != 2 {
 		t.Errorf("console errors: %q", errOut.String())
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestGangTimeoutSaysWhatIsMissing(t *testing.T) {

@@ -1,36 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/spindle-ml/spindle/feed/fsys"
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestMinicluster(t *testing.T) {
 	dir := t.TempDir()
@@ -41,7 +22,7 @@ func TestMinicluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	runCtx, stop := context.WithCancel(ctx)
-	var out syncBuffer
+	var out syncbuf.Buffer
 	app := newApp()
 	app.Writer, app.ErrWriter = &out, io.Discard
 	done := make(chan error, 1)

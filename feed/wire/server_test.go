@@ -23,6 +23,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"go.uber.org/goleak"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 )
 
 func TestMain(m *testing.M) {
@@ -318,7 +320,7 @@ func TestConsumerLeavesMidEpoch(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			ctx := testCtx(t)
 			// 20 MB per epoch: more than the socket buffers hold.
-			var logs syncBuffer
+			var logs syncbuf.Buffer
 			srv, stop := startServer(t, ServerConfig{Mode: mode, Epochs: 2, Source: numSource(t, 100, 10_000), LabelColumn: "y",
 				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			sock := srv.cfg.SocketPath
@@ -370,24 +372,6 @@ func TestConsumerLeavesMidEpoch(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // waitFor polls cond until it holds or ten seconds pass.

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 )
 
 // TestLogisticRegressionJob is the README's job with 2 and 3 ranks: tensor
@@ -251,7 +253,7 @@ func TestUnauthenticatedCallRefused(t *testing.T) {
 	pids := t.TempDir()
 	cmd := exec.Command(spindleBin, "submit", "--num-executors", "1", "--input", data, "--", feedcheckBin, "--hang", "--pid-dir", pids)
 	cmd.Dir, cmd.Env = data, testEnv()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 )
 
 const python = "/usr/bin/python3"
@@ -86,7 +88,7 @@ func killMidTraining(t *testing.T, name string, args []string) {
 	t.Helper()
 	cmd := exec.Command(spindleBin, args...)
 	cmd.Dir, cmd.Env = repoRoot, testEnv()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -11,12 +10,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	pb "github.com/spindle-ml/spindle/internal/controlpb"
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/standalone/client"
 )
@@ -245,26 +244,9 @@ func (c *cluster) masterURL() string { return "spindle://" + strings.Join(c.addr
 // job is a spindle submit running in the background.
 type job struct {
 	cmd            *exec.Cmd
-	stdout, stderr lockedBuffer
+	stdout, stderr syncbuf.Buffer
 	done           chan struct{}
 	err            error
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // submit starts spindle submit against the cluster.
