@@ -22,13 +22,17 @@ func ClientConfigFromProperties(p *config.Properties, masters []string) (ClientC
 		return cfg, fmt.Errorf("standalone masters %v: %w", masters, err)
 	}
 	cfg.Secret = secret
-	cfg.CertFile = p.String(config.KeyClusterTLSCert)
-	cfg.KeyFile = p.String(config.KeyClusterTLSKey)
-	cfg.CAFile = p.String(config.KeyClusterTLSCA)
+	cfg.CertFile, cfg.KeyFile, cfg.CAFile = TLSFilesFromProperties(p)
 	cfg.GangTimeout = p.Duration(config.KeyStandaloneGangTimeout)
 	cfg.AppName = p.String(config.KeyAppName)
 	cfg.DriverHost = p.String(config.KeyDriverHost)
 	return cfg, nil
+}
+
+// TLSFilesFromProperties returns the certificate, key and CA files of the
+// cluster's mutual TLS (spindle.cluster.tls.*); all empty when it is off.
+func TLSFilesFromProperties(p *config.Properties) (cert, key, ca string) {
+	return p.String(config.KeyClusterTLSCert), p.String(config.KeyClusterTLSKey), p.String(config.KeyClusterTLSCA)
 }
 
 // ErrSecretOnCommandLine is returned when the cluster secret was given

@@ -73,9 +73,7 @@ func runMaster(c *cli.Context) error {
 	}
 	cfg := master.DefaultConfig()
 	cfg.Secret = secret
-	cfg.TLS.CertFile = p.String(config.KeyClusterTLSCert)
-	cfg.TLS.KeyFile = p.String(config.KeyClusterTLSKey)
-	cfg.TLS.CAFile = p.String(config.KeyClusterTLSCA)
+	cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.CAFile = standalone.TLSFilesFromProperties(p)
 	cfg.ID = p.String(config.KeyMasterID)
 	cfg.Addr = p.String(config.KeyMasterAddr)
 	cfg.RaftAddr = p.String(config.KeyMasterRaftAddr)
@@ -147,9 +145,7 @@ func runWorker(c *cli.Context) error {
 	}
 	cfg := worker.DefaultConfig()
 	cfg.Secret = secret
-	cfg.TLS.CertFile = p.String(config.KeyClusterTLSCert)
-	cfg.TLS.KeyFile = p.String(config.KeyClusterTLSKey)
-	cfg.TLS.CAFile = p.String(config.KeyClusterTLSCA)
+	cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.CAFile = standalone.TLSFilesFromProperties(p)
 	for _, m := range p.List(config.KeyWorkerMasters) {
 		cfg.Masters = append(cfg.Masters, strings.TrimPrefix(m, "spindle://"))
 	}
@@ -205,9 +201,7 @@ func adminClient(c *cli.Context) (*client.Client, error) {
 			p.Source(config.KeyMaster), p.String(config.KeyMaster))
 	}
 	cfg := client.Config{Masters: m.Addrs, Secret: secret, Logger: logger}
-	cfg.TLS.CertFile = p.String(config.KeyClusterTLSCert)
-	cfg.TLS.KeyFile = p.String(config.KeyClusterTLSKey)
-	cfg.TLS.CAFile = p.String(config.KeyClusterTLSCA)
+	cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.CAFile = standalone.TLSFilesFromProperties(p)
 	return client.New(cfg)
 }
 
