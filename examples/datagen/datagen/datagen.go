@@ -331,6 +331,12 @@ func (g *chunkGen) record(sc *arrow.Schema, n int) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
+// recordWriter is what the Parquet and Arrow IPC file writers share.
+type recordWriter interface {
+	Write(arrow.RecordBatch) error
+	Close() error
+}
+
 // writeFile writes one data file of rows rows and returns its Bayes sum.
 func writeFile(ctx context.Context, lfs fsys.FS, name string, cfg Config, m *Model, file int, rows int64) (float64, error) {
 	g := newChunkGen(cfg, m, file)
@@ -348,6 +354,18 @@ func writeFile(ctx context.Context, lfs fsys.FS, name string, cfg Config, m *Mod
 		}
 		return nil
 	}
+	// writeAll writes every chunk as a record batch, then closes fw.
+	writeAll := func(fw recordWriter) error {
+		err := chunks(func(n int) error {
+			rec := g.record(sc, n)
+			defer rec.Release()
+			return fw.Write(rec)
+		})
+		if cerr := fw.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
 	var write func(io.Writer) error
 	switch cfg.Format {
 	case feed.FormatParquet:
@@ -359,15 +377,7 @@ func writeFile(ctx context.Context, lfs fsys.FS, name string, cfg Config, m *Mod
 			if err != nil {
 				return err
 			}
-			err = chunks(func(n int) error {
-				rec := g.record(sc, n)
-				defer rec.Release()
-				return fw.Write(rec)
-			})
-			if cerr := fw.Close(); err == nil {
-				err = cerr
-			}
-			return err
+			return writeAll(fw)
 		}
 	case feed.FormatArrow:
 		write = func(w io.Writer) error {
@@ -375,15 +385,7 @@ func writeFile(ctx context.Context, lfs fsys.FS, name string, cfg Config, m *Mod
 			if err != nil {
 				return err
 			}
-			err = chunks(func(n int) error {
-				rec := g.record(sc, n)
-				defer rec.Release()
-				return fw.Write(rec)
-			})
-			if cerr := fw.Close(); err == nil {
-				err = cerr
-			}
-			return err
+			return writeAll(fw)
 		}
 	case feed.FormatCSV:
 		write = func(w io.Writer) error {
