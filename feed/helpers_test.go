@@ -76,8 +76,22 @@ func writeParquet(t testing.TB, path string, sc *arrow.Schema, start, rows, rgRo
 	if err != nil {
 		t.Fatal(err)
 	}
-	for off := int64(0); off < rows; off += rgRows {
-		rec := testRecord(sc, start+off, min(rgRows, rows-off))
+	writeBatches(t, w, sc, start, rows, rgRows)
+	return path
+}
+
+// batchWriter is what the Parquet and Arrow IPC file writers share.
+type batchWriter interface {
+	Write(arrow.RecordBatch) error
+	Close() error
+}
+
+// writeBatches writes rows [start, start+rows) to w in batches of
+// batchRows, then closes it.
+func writeBatches(t testing.TB, w batchWriter, sc *arrow.Schema, start, rows, batchRows int64) {
+	t.Helper()
+	for off := int64(0); off < rows; off += batchRows {
+		rec := testRecord(sc, start+off, min(batchRows, rows-off))
 		if err := w.Write(rec); err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +100,6 @@ func writeParquet(t testing.TB, path string, sc *arrow.Schema, start, rows, rgRo
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return path
 }
 
 // writeArrow writes rows [start, start+rows) as an Arrow IPC file in
@@ -102,16 +115,7 @@ func writeArrow(t testing.TB, path string, start, rows, batchRows int64) string 
 	if err != nil {
 		t.Fatal(err)
 	}
-	for off := int64(0); off < rows; off += batchRows {
-		rec := testRecord(testSchema, start+off, min(batchRows, rows-off))
-		if err := w.Write(rec); err != nil {
-			t.Fatal(err)
-		}
-		rec.Release()
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeBatches(t, w, testSchema, start, rows, batchRows)
 	return path
 }
 
