@@ -510,10 +510,9 @@ const (
 	rawHot
 )
 
-var (
-	streamOnce sync.Once
-	streamBuf  []byte
-)
+// streamBuf is rawStream's source, kept from run to run (the benchmark
+// runs one at a time).
+var streamBuf []byte
 
 // rawSource returns the bytes the raw producer sends size of.
 func rawSource(kind rawKind, size int64) []byte {
@@ -526,7 +525,6 @@ func rawSource(kind rawKind, size int64) []byte {
 	if kind == rawHot {
 		return fill(make([]byte, rawChunk))
 	}
-	streamOnce.Do(func() { streamBuf = fill(make([]byte, size)) })
 	if int64(len(streamBuf)) < size {
 		streamBuf = fill(make([]byte, size))
 	}
