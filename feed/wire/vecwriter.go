@@ -125,10 +125,7 @@ func (v *vecWriter) Flush() error {
 			v.vec = append(v.vec, v.small[pc.off:pc.off+pc.n])
 		}
 	}
-	clear(v.pieces) // drop references to the caller's buffers
-	v.pieces = v.pieces[:0]
-	v.small = v.small[:0]
-	v.queued = 0
+	v.clearQueue()
 	vec := v.vec // WriteTo consumes the slice it is given
 	n, err := vec.WriteTo(v.conn)
 	clear(v.vec[:cap(v.vec)])
@@ -148,13 +145,19 @@ func (v *vecWriter) release() {
 	v.held = v.held[:0]
 }
 
-// reset drops whatever is queued without sending it, releasing the
-// batches held; the stream it belonged to is over.
-func (v *vecWriter) reset() {
+// clearQueue empties the queue, dropping its references to the caller's
+// buffers.
+func (v *vecWriter) clearQueue() {
 	clear(v.pieces)
 	v.pieces = v.pieces[:0]
 	v.small = v.small[:0]
 	v.queued = 0
+}
+
+// reset drops whatever is queued without sending it, releasing the
+// batches held; the stream it belonged to is over.
+func (v *vecWriter) reset() {
+	v.clearQueue()
 	v.release()
 }
 
