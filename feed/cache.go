@@ -141,9 +141,7 @@ func (r *cachedReader) Next(ctx context.Context) (arrow.RecordBatch, error) {
 }
 
 func (r *cachedReader) Close() error {
-	for _, rec := range r.recs[r.next:] {
-		rec.Release()
-	}
+	releaseAll(r.recs[r.next:])
 	r.recs, r.next = nil, 0
 	return nil
 }

@@ -1,7 +1,6 @@
 package feed
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -109,30 +108,6 @@ func TestCacheServesLaterEpochsFromMemory(t *testing.T) {
 	}
 }
 
-// sliceSplit is a split reader over batches made in advance.
-type sliceSplit struct {
-	recs []arrow.RecordBatch
-}
-
-func (r *sliceSplit) Schema() *arrow.Schema { return testSchema }
-
-func (r *sliceSplit) Next(context.Context) (arrow.RecordBatch, error) {
-	if len(r.recs) == 0 {
-		return nil, io.EOF
-	}
-	rec := r.recs[0]
-	r.recs = r.recs[1:]
-	return rec, nil
-}
-
-func (r *sliceSplit) Close() error {
-	for _, rec := range r.recs {
-		rec.Release()
-	}
-	r.recs = nil
-	return nil
-}
-
 // A split cut short (the epoch closed early) is not cached half read; one
 // read to its last planned row is, even without its end; and the cache
 // holds no more than its limit.
@@ -144,7 +119,7 @@ func TestCacheTakesWholeSplitsOnly(t *testing.T) {
 		for i := range int64(3) {
 			recs = append(recs, testRecordWith(mem, testSchema, 10*i, 10))
 		}
-		return &sliceSplit{recs: recs}, nil
+		return &cachedReader{schema: testSchema, recs: recs}, nil // a reader over batches made in advance
 	}
 	read := func(r Reader, n int) {
 		for range n {
@@ -171,9 +146,10 @@ func TestCacheTakesWholeSplitsOnly(t *testing.T) {
 	if n, _ := c.stats(); n != 1 {
 		t.Fatalf("a split read to its last planned row was not cached")
 	}
-	r, _ = c.open(0, 30, open)
-	if _, ok := r.(*cachedReader); !ok {
-		t.Fatalf("split 0 opened as %T, want it from the cache", r)
+	opened := 0
+	r, _ = c.open(0, 30, func() (Reader, error) { opened++; return open() })
+	if opened != 0 || c.hits.Load() != 1 {
+		t.Fatalf("split 0 read from its source (%d opens, %d hits), want it from the cache", opened, c.hits.Load())
 	}
 	read(r, 3)
 	if _, err := r.Next(t.Context()); !errors.Is(err, io.EOF) {
