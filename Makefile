@@ -46,7 +46,7 @@ lint: ## gofmt, go vet, and staticcheck when it can be installed
 		$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...; \
 	else echo "staticcheck not installable here; skipped"; fi
 
-proto: ## regenerate the gRPC code from internal/controlpb/*.proto
+proto: ## regenerate the generated protobuf and gRPC code
 	@scripts/protoc.sh
 
 proto-check: ## fail when the committed gRPC code differs from what proto generates

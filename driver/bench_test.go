@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/internal/auth"
-	"github.com/spindle-ml/spindle/internal/controlpb"
 )
 
 // newBenchGang returns a gang of n registered executors.
@@ -25,7 +25,7 @@ func newBenchGang(b *testing.B, n int) (*gang, []string) {
 	}
 	g := newGang(ids)
 	for i, id := range ids {
-		if _, err := g.register(&controlpb.RegisterRequest{ExecutorId: id, Host: fmt.Sprintf("h%d", i%64), Ports: []uint32{1, 2}}); err != nil {
+		if _, err := g.register(&driverpb.RegisterRequest{ExecutorId: id, Host: fmt.Sprintf("h%d", i%64), Ports: []uint32{1, 2}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -42,7 +42,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 			g, ids := newBenchGang(b, n)
 			s := &controlServer{gang: g, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			ctx := context.Background()
-			req := &controlpb.HeartbeatRequest{Progress: &controlpb.Progress{Rows: 1, Batches: 1}}
+			req := &driverpb.HeartbeatRequest{Progress: &driverpb.Progress{Rows: 1, Batches: 1}}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				req.ExecutorId = ids[i%n]
@@ -76,7 +76,7 @@ func benchGRPCHeartbeats(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	srv := grpc.NewServer(signer.ServerOptions()...)
-	controlpb.RegisterControlServer(srv, &controlServer{gang: g, logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	driverpb.RegisterControlServer(srv, &controlServer{gang: g, logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	go srv.Serve(lis)
 	defer srv.Stop()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), signer.DialOption())
@@ -84,14 +84,14 @@ func benchGRPCHeartbeats(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	defer conn.Close()
-	client := controlpb.NewControlClient(conn)
+	client := driverpb.NewControlClient(conn)
 	ctx := context.Background()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
 			i++
-			req := &controlpb.HeartbeatRequest{ExecutorId: ids[i%n], Progress: &controlpb.Progress{Rows: int64(i)}}
+			req := &driverpb.HeartbeatRequest{ExecutorId: ids[i%n], Progress: &driverpb.Progress{Rows: int64(i)}}
 			if _, err := client.Heartbeat(ctx, req); err != nil {
 				b.Error(err)
 				return

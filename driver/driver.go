@@ -18,12 +18,12 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
+	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/executor"
 	"github.com/spindle-ml/spindle/feed"
-	"github.com/spindle-ml/spindle/feed/fsys"
 	"github.com/spindle-ml/spindle/feed/wire"
+	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/auth"
-	"github.com/spindle-ml/spindle/internal/controlpb"
 )
 
 // ErrInterrupted is returned when the job was stopped by its context
@@ -137,7 +137,7 @@ func (d *Driver) Run(ctx context.Context) error {
 	g := newGang(ids)
 	stopServer := make(chan struct{})
 	srv := grpc.NewServer(d.signer.ServerOptions()...)
-	controlpb.RegisterControlServer(srv, &controlServer{gang: g, tasks: tasks, stop: stopServer, logger: d.logger})
+	driverpb.RegisterControlServer(srv, &controlServer{gang: g, tasks: tasks, stop: stopServer, logger: d.logger})
 
 	var eg errgroup.Group
 	eg.Go(func() error {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spindle-ml/spindle/internal/controlpb"
+	"github.com/spindle-ml/spindle/driver/driverpb"
 )
 
 // errStopped is returned to executors that call after the job stopped.
@@ -22,7 +22,7 @@ type member struct {
 	pid      int32
 	rank     int
 	lastSeen time.Time
-	progress *controlpb.Progress
+	progress *driverpb.Progress
 
 	registered bool
 	exited     bool
@@ -48,7 +48,7 @@ type gang struct {
 	members   map[string]*member // by executor id
 	order     []string           // executor ids in rank order
 	ready     chan struct{}      // closed once every member registered
-	peers     []*controlpb.Peer
+	peers     []*driverpb.Peer
 	stopped   bool
 	stopWhy   string
 	failure   error
@@ -74,7 +74,7 @@ func newGang(ids []string) *gang {
 
 // register records an executor's announcement. Ranks follow the order of
 // executor ids, so rank i always runs the splits planned for rank i.
-func (g *gang) register(req *controlpb.RegisterRequest) (*member, error) {
+func (g *gang) register(req *driverpb.RegisterRequest) (*member, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m, ok := g.members[req.GetExecutorId()]
@@ -97,10 +97,10 @@ func (g *gang) register(req *controlpb.RegisterRequest) (*member, error) {
 			return m, nil
 		}
 	}
-	g.peers = make([]*controlpb.Peer, len(g.order))
+	g.peers = make([]*driverpb.Peer, len(g.order))
 	for i, id := range g.order {
 		o := g.members[id]
-		g.peers[i] = &controlpb.Peer{Rank: int32(i), Host: o.host, Ports: o.ports, ExecutorId: id}
+		g.peers[i] = &driverpb.Peer{Rank: int32(i), Host: o.host, Ports: o.ports, ExecutorId: id}
 	}
 	close(g.ready)
 	return m, nil
@@ -125,7 +125,7 @@ func (g *gang) localRanks(m *member) (local, size int) {
 }
 
 // heartbeat records liveness and progress and says whether to stop.
-func (g *gang) heartbeat(id string, p *controlpb.Progress) (stop bool, why string, err error) {
+func (g *gang) heartbeat(id string, p *driverpb.Progress) (stop bool, why string, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m, ok := g.members[id]
@@ -140,7 +140,7 @@ func (g *gang) heartbeat(id string, p *controlpb.Progress) (stop bool, why strin
 }
 
 // exit records how an executor's training process ended.
-func (g *gang) exit(r *controlpb.ExitReport) error {
+func (g *gang) exit(r *driverpb.ExitReport) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m, ok := g.members[r.GetExecutorId()]

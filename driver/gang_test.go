@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-ml/spindle/internal/controlpb"
+	"github.com/spindle-ml/spindle/driver/driverpb"
 )
 
 func register(t *testing.T, g *gang, id, host string) *member {
 	t.Helper()
-	m, err := g.register(&controlpb.RegisterRequest{ExecutorId: id, Host: host, Ports: []uint32{1, 2}})
+	m, err := g.register(&driverpb.RegisterRequest{ExecutorId: id, Host: host, Ports: []uint32{1, 2}})
 	if err != nil {
 		t.Fatalf("register %s: %v", id, err)
 	}
@@ -46,7 +46,7 @@ func TestGangRanksFollowExecutorOrder(t *testing.T) {
 	if local, size := g.localRanks(m1); local != 1 || size != 2 {
 		t.Errorf("local rank %d of %d, want 1 of 2", local, size)
 	}
-	if _, err := g.register(&controlpb.RegisterRequest{ExecutorId: "intruder"}); err == nil {
+	if _, err := g.register(&driverpb.RegisterRequest{ExecutorId: "intruder"}); err == nil {
 		t.Error("an unknown executor registered")
 	}
 }
@@ -55,7 +55,7 @@ func TestGangFailureNamesRankHostAndStderr(t *testing.T) {
 	g := newGang([]string{"exec-0", "exec-1"})
 	register(t, g, "exec-0", "h0")
 	register(t, g, "exec-1", "h1")
-	if err := g.exit(&controlpb.ExitReport{ExecutorId: "exec-1", ExitCode: 3, StderrTail: "Traceback\nValueError: bad"}); err != nil {
+	if err := g.exit(&driverpb.ExitReport{ExecutorId: "exec-1", ExitCode: 3, StderrTail: "Traceback\nValueError: bad"}); err != nil {
 		t.Fatal(err)
 	}
 	if !closed(g.failed) {
@@ -77,7 +77,7 @@ func TestGangSignalAndLost(t *testing.T) {
 	g := newGang([]string{"exec-0", "exec-1"})
 	register(t, g, "exec-0", "h0")
 	register(t, g, "exec-1", "h1")
-	_ = g.exit(&controlpb.ExitReport{ExecutorId: "exec-0", ExitCode: -1, Signal: "SIGKILL"})
+	_ = g.exit(&driverpb.ExitReport{ExecutorId: "exec-0", ExitCode: -1, Signal: "SIGKILL"})
 	if !strings.Contains(g.err().Error(), "killed by signal SIGKILL") {
 		t.Errorf("err = %v", g.err())
 	}
@@ -106,11 +106,11 @@ func TestGangSuccess(t *testing.T) {
 	g := newGang([]string{"exec-0", "exec-1"})
 	register(t, g, "exec-0", "h0")
 	register(t, g, "exec-1", "h0")
-	_ = g.exit(&controlpb.ExitReport{ExecutorId: "exec-0"})
+	_ = g.exit(&driverpb.ExitReport{ExecutorId: "exec-0"})
 	if closed(g.succeeded) {
 		t.Fatal("succeeded with one rank still running")
 	}
-	_ = g.exit(&controlpb.ExitReport{ExecutorId: "exec-1", Progress: &controlpb.Progress{Rows: 7}})
+	_ = g.exit(&driverpb.ExitReport{ExecutorId: "exec-1", Progress: &driverpb.Progress{Rows: 7}})
 	if !closed(g.succeeded) || g.err() != nil {
 		t.Fatal("not succeeded after every rank exited 0")
 	}

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/spindle-ml/spindle/internal/controlpb"
+	"github.com/spindle-ml/spindle/driver/driverpb"
 )
 
 // taskBuilder returns the task JSON for a rank.
@@ -18,18 +18,18 @@ type taskBuilder func(rank int) ([]byte, error)
 
 // controlServer implements the driver side of the control plane.
 type controlServer struct {
-	controlpb.UnimplementedControlServer
+	driverpb.UnimplementedControlServer
 	gang   *gang
 	tasks  taskBuilder
 	stop   <-chan struct{} // closed when the driver shuts down
 	logger *slog.Logger
 }
 
-var _ controlpb.ControlServer = (*controlServer)(nil)
+var _ driverpb.ControlServer = (*controlServer)(nil)
 
 // Register blocks until the whole gang has registered, then hands out the
 // rank, the cluster spec and the task.
-func (s *controlServer) Register(ctx context.Context, req *controlpb.RegisterRequest) (*controlpb.RegisterResponse, error) {
+func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequest) (*driverpb.RegisterResponse, error) {
 	m, err := s.gang.register(req)
 	if err != nil {
 		return nil, toStatus(err)
@@ -49,7 +49,7 @@ func (s *controlServer) Register(ctx context.Context, req *controlpb.RegisterReq
 		return nil, status.Error(codes.Internal, fmt.Sprintf("build task for rank %d: %v", m.rank, err))
 	}
 	local, localSize := s.gang.localRanks(m)
-	return &controlpb.RegisterResponse{
+	return &driverpb.RegisterResponse{
 		Rank:           int32(m.rank),
 		WorldSize:      int32(len(s.gang.peers)),
 		LocalRank:      int32(local),
@@ -60,22 +60,22 @@ func (s *controlServer) Register(ctx context.Context, req *controlpb.RegisterReq
 }
 
 // Heartbeat records liveness and progress.
-func (s *controlServer) Heartbeat(ctx context.Context, req *controlpb.HeartbeatRequest) (*controlpb.HeartbeatResponse, error) {
+func (s *controlServer) Heartbeat(ctx context.Context, req *driverpb.HeartbeatRequest) (*driverpb.HeartbeatResponse, error) {
 	stop, why, err := s.gang.heartbeat(req.GetExecutorId(), req.GetProgress())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &controlpb.HeartbeatResponse{Stop: stop, Reason: why}, nil
+	return &driverpb.HeartbeatResponse{Stop: stop, Reason: why}, nil
 }
 
 // ReportExit records how a training process ended.
-func (s *controlServer) ReportExit(ctx context.Context, req *controlpb.ExitReport) (*controlpb.ExitAck, error) {
+func (s *controlServer) ReportExit(ctx context.Context, req *driverpb.ExitReport) (*driverpb.ExitAck, error) {
 	s.logger.Debug("training process exited", "executor", req.GetExecutorId(), "rank", req.GetRank(),
 		"exit_code", req.GetExitCode(), "signal", req.GetSignal())
 	if err := s.gang.exit(req); err != nil {
 		return nil, toStatus(err)
 	}
-	return &controlpb.ExitAck{}, nil
+	return &driverpb.ExitAck{}, nil
 }
 
 // toStatus maps driver errors to gRPC status codes.

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/spindle-ml/spindle/internal/controlpb"
+	"github.com/spindle-ml/spindle/driver/driverpb"
 )
 
 // Ports by their index in a peer's published list.
@@ -30,7 +30,7 @@ const peerListenFD = 3
 // identity is what the driver told this executor at registration.
 type identity struct {
 	rank, worldSize, localRank, localWorldSize int
-	peers                                      []*controlpb.Peer
+	peers                                      []*driverpb.Peer
 	host, ifname                               string
 }
 
@@ -64,7 +64,7 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 		env[k] = v
 	}
 
-	peerAddr := func(p *controlpb.Peer, i int) (string, error) {
+	peerAddr := func(p *driverpb.Peer, i int) (string, error) {
 		if len(p.GetPorts()) <= i {
 			return "", fmt.Errorf("rank %d (host %s) published %d ports, want %d", p.GetRank(), p.GetHost(), len(p.GetPorts()), i+1)
 		}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/spindle-ml/spindle/collective"
-	"github.com/spindle-ml/spindle/internal/controlpb"
+	"github.com/spindle-ml/spindle/driver/driverpb"
 )
 
 func envMap(kvs []string) map[string]string {
@@ -31,7 +31,7 @@ func TestTrainingEnv(t *testing.T) {
 	}
 	id := identity{
 		rank: 1, worldSize: 3, localRank: 1, localWorldSize: 2, host: "10.0.0.2", ifname: "eth1",
-		peers: []*controlpb.Peer{
+		peers: []*driverpb.Peer{
 			{Rank: 0, Host: "10.0.0.1", Ports: []uint32{5000, 5001}},
 			{Rank: 1, Host: "10.0.0.2", Ports: []uint32{6000, 6001}},
 			{Rank: 2, Host: "10.0.0.3", Ports: []uint32{7000, 7001}},
@@ -104,7 +104,7 @@ func TestTrainingEnv(t *testing.T) {
 
 func TestTrainingEnvPeerToken(t *testing.T) {
 	const secret = "s3cret"
-	peers := []*controlpb.Peer{
+	peers := []*driverpb.Peer{
 		{Rank: 0, Host: "10.0.0.1", Ports: []uint32{5000, 5001}},
 		{Rank: 1, Host: "10.0.0.2", Ports: []uint32{6000, 6001}},
 	}

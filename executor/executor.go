@@ -18,11 +18,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/feed"
-	"github.com/spindle-ml/spindle/feed/fsys"
 	"github.com/spindle-ml/spindle/feed/wire"
+	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/auth"
-	"github.com/spindle-ml/spindle/internal/controlpb"
 )
 
 // EnvJobSecret is the environment variable that carries the per-job
@@ -75,7 +75,7 @@ type Executor struct {
 	logger *slog.Logger
 	signer *auth.Signer
 	conn   *grpc.ClientConn
-	client controlpb.ControlClient
+	client driverpb.ControlClient
 }
 
 // New returns an executor; it connects lazily, so New does no I/O.
@@ -109,7 +109,7 @@ func New(cfg Config) (*Executor, error) {
 		logger: cfg.Logger.With("component", "executor", "executor", cfg.ID),
 		signer: signer,
 		conn:   conn,
-		client: controlpb.NewControlClient(conn),
+		client: driverpb.NewControlClient(conn),
 	}, nil
 }
 
@@ -130,7 +130,7 @@ func (e *Executor) Run(ctx context.Context) error {
 	defer ports.close()
 
 	regCtx, cancel := context.WithTimeout(ctx, e.cfg.RegisterTimeout)
-	resp, err := e.client.Register(regCtx, &controlpb.RegisterRequest{
+	resp, err := e.client.Register(regCtx, &driverpb.RegisterRequest{
 		ExecutorId: e.cfg.ID, Host: host, Ports: ports.ports(), Pid: int32(os.Getpid()),
 	}, grpc.WaitForReady(true))
 	cancel()
@@ -153,7 +153,7 @@ func (e *Executor) Run(ctx context.Context) error {
 	e.logger.Debug("registered", "world_size", id.worldSize, "host", host)
 
 	status, runErr := e.runTask(ctx, &task, id, ports)
-	report := &controlpb.ExitReport{
+	report := &driverpb.ExitReport{
 		ExecutorId: e.cfg.ID, Rank: int32(id.rank), ExitCode: int32(status.exit.code),
 		Signal: status.exit.signal, StderrTail: status.stderrTail, Progress: status.progress,
 	}
@@ -179,7 +179,7 @@ func (e *Executor) Run(ctx context.Context) error {
 type taskResult struct {
 	exit       exitStatus
 	stderrTail string
-	progress   *controlpb.Progress
+	progress   *driverpb.Progress
 }
 
 // runTask prepares the work directory and feed, starts the training
@@ -301,7 +301,7 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 		case <-tick.C:
 		}
 		callCtx, cancel := context.WithTimeout(ctx, interval)
-		resp, err := e.client.Heartbeat(callCtx, &controlpb.HeartbeatRequest{
+		resp, err := e.client.Heartbeat(callCtx, &driverpb.HeartbeatRequest{
 			ExecutorId: e.cfg.ID, Rank: int32(id.rank), Progress: progressOf(server),
 		})
 		cancel()
@@ -387,12 +387,12 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 	}, nil
 }
 
-func progressOf(s *wire.Server) *controlpb.Progress {
+func progressOf(s *wire.Server) *driverpb.Progress {
 	if s == nil {
-		return &controlpb.Progress{}
+		return &driverpb.Progress{}
 	}
 	st := s.Stats()
-	return &controlpb.Progress{Rows: st.Rows, Batches: st.Batches, Epoch: int32(st.Epoch)}
+	return &driverpb.Progress{Rows: st.Rows, Batches: st.Batches, Epoch: int32(st.Epoch)}
 }
 
 func firstNonEmpty(s ...string) string {

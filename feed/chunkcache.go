@@ -9,7 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 
-	"github.com/spindle-ml/spindle/feed/fsys"
+	"github.com/spindle-ml/spindle/fsys"
 )
 
 // chunkCache stands between a remote file and the Parquet reader. The

@@ -18,7 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"go.uber.org/goleak"
 
-	"github.com/spindle-ml/spindle/feed/fsys"
+	"github.com/spindle-ml/spindle/fsys"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -11,7 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
-	"github.com/spindle-ml/spindle/feed/fsys"
+	"github.com/spindle-ml/spindle/fsys"
 )
 
 // Planning needs each record batch's row count and byte range. The Arrow

@@ -17,7 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/spindle-ml/spindle/feed/fsys"
+	"github.com/spindle-ml/spindle/fsys"
 )
 
 func TestReaderColumns(t *testing.T) {

@@ -16,7 +16,7 @@ section "allreduce: Spindle ring vs PyTorch gloo"
 go run ./collective/bench
 
 section "HDFS: Parquet over the test HDFS vs local disk"
-go test -run '^$' -bench 'HDFS' -benchtime 3x ./feed/fsys
+go test -run '^$' -bench 'HDFS' -benchtime 3x ./fsys
 
 section "standalone: submit to running, leader failover"
 go test -run '^$' -bench 'Standalone' -benchtime 1x ./standalone/...

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
 	"github.com/spindle-ml/spindle/standalone/internal/testcluster"
 	"github.com/spindle-ml/spindle/standalone/master"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 func median(ds []time.Duration) time.Duration {

@@ -15,10 +15,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/spindle-ml/spindle/driver"
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
 	"github.com/spindle-ml/spindle/standalone/internal/secure"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 // Errors a driver may see, wrapped with the masters' explanation.

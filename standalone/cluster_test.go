@@ -13,12 +13,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/spindle-ml/spindle/driver"
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/standalone"
 	"github.com/spindle-ml/spindle/standalone/internal/testcluster"
 	"github.com/spindle-ml/spindle/standalone/master"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 	"github.com/spindle-ml/spindle/standalone/worker"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 // tailInterval is how often executor output is fetched from workers.

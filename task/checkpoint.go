@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/spindle-ml/spindle/feed/fsys"
+	"github.com/spindle-ml/spindle/fsys"
 )
 
 // Checkpoint errors.

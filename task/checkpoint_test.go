@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-ml/spindle/feed/fsys"
+	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
 )
 

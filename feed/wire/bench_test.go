@@ -62,7 +62,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/spindle-ml/spindle/feed"
-	"github.com/spindle-ml/spindle/feed/fsys"
+	"github.com/spindle-ml/spindle/fsys"
 )
 
 var (

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spindle-ml/spindle/feed/fsys"
+	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
 )
 

@@ -20,9 +20,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/examples/datagen/datagen"
 	"github.com/spindle-ml/spindle/feed"
-	"github.com/spindle-ml/spindle/internal/controlpb"
 )
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
@@ -36,7 +36,7 @@ func callUnauthenticated(addr string) error {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err = controlpb.NewControlClient(conn).Register(ctx, &controlpb.RegisterRequest{ExecutorId: "exec-0", Host: "127.0.0.1"})
+	_, err = driverpb.NewControlClient(conn).Register(ctx, &driverpb.RegisterRequest{ExecutorId: "exec-0", Host: "127.0.0.1"})
 	return err
 }
 

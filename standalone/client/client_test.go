@@ -10,10 +10,10 @@ import (
 
 	"go.uber.org/goleak"
 
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
 	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/testcluster"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 func TestMain(m *testing.M) {

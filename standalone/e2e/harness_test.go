@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/standalone/client"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 const secret = "e2e-cluster-secret-0123456789abcdef"

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
 	"github.com/spindle-ml/spindle/standalone/client"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 var feedcheckEpoch = regexp.MustCompile(`feedcheck rank=(\d+) epoch=(\d+) rows=(\d+)`)

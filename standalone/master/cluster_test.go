@@ -14,9 +14,9 @@ import (
 	"github.com/hashicorp/raft"
 	"go.uber.org/goleak"
 
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 const testSecret = "test-cluster-secret-0123456789"

@@ -4,7 +4,7 @@
 // workers and their resources, applications, and executor placements and
 // states.
 //
-// Every master serves the gRPC API (internal/controlpb, service Master).
+// Every master serves the gRPC API (standalone/standalonepb, service Master).
 // Reads come from the master's own replica; writes are committed through
 // the leader, followers forwarding them, so a client given every master
 // never needs to know which one leads. The leader alone also:

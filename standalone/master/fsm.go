@@ -11,8 +11,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 // cmdType tags a Raft log entry. The first byte of every entry is its type,

@@ -10,8 +10,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 // applyTo applies one command to f as Raft would.

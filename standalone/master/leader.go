@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 // leaderState holds what only the leader tracks, for one term: when each

@@ -17,10 +17,10 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
 	"github.com/spindle-ml/spindle/standalone/internal/secure"
 	"github.com/spindle-ml/spindle/standalone/internal/slogadapter"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 // Master is one member of the masters' Raft group, serving the gRPC API.

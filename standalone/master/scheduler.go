@@ -9,8 +9,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 // gang is one queued RequestExecutors call.

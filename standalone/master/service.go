@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 // forwardedKey marks a call a follower forwarded to the leader, so a call

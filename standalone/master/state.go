@@ -3,7 +3,7 @@ package master
 import (
 	"sort"
 
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 // Worker is a registered worker as the replicated state records it.

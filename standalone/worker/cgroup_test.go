@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 // fakeCgroupRoot lays out the files of a cgroup v2 mount in a directory.

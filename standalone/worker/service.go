@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 const (

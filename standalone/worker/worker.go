@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
 	"github.com/spindle-ml/spindle/standalone/client"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 // Worker is the node agent.

@@ -17,11 +17,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spindle-ml/spindle/internal/auth"
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
 	"github.com/spindle-ml/spindle/standalone/internal/testcluster"
 	"github.com/spindle-ml/spindle/standalone/master"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 	"github.com/spindle-ml/spindle/standalone/worker"
 )
 

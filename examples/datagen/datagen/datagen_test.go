@@ -17,7 +17,7 @@ import (
 
 	"github.com/spindle-ml/spindle/examples/datagen/datagen"
 	"github.com/spindle-ml/spindle/feed"
-	"github.com/spindle-ml/spindle/feed/fsys"
+	"github.com/spindle-ml/spindle/fsys"
 )
 
 func generate(t *testing.T, cfg datagen.Config) (datagen.Model, string) {

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/spindle-ml/spindle/internal/controlpb"
 	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/master"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 	"github.com/spindle-ml/spindle/standalone/worker"
 )
 

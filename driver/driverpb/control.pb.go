@@ -9,7 +9,7 @@
 // 	protoc        v3.21.12
 // source: control.proto
 
-package controlpb
+package driverpb
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -610,7 +610,7 @@ const file_control_proto_rawDesc = "" +
 	"\bRegister\x12#.spindle.control.v1.RegisterRequest\x1a$.spindle.control.v1.RegisterResponse\x12X\n" +
 	"\tHeartbeat\x12$.spindle.control.v1.HeartbeatRequest\x1a%.spindle.control.v1.HeartbeatResponse\x12I\n" +
 	"\n" +
-	"ReportExit\x12\x1e.spindle.control.v1.ExitReport\x1a\x1b.spindle.control.v1.ExitAckB2Z0github.com/spindle-ml/spindle/internal/controlpbb\x06proto3"
+	"ReportExit\x12\x1e.spindle.control.v1.ExitReport\x1a\x1b.spindle.control.v1.ExitAckB/Z-github.com/spindle-ml/spindle/driver/driverpbb\x06proto3"
 
 var (
 	file_control_proto_rawDescOnce sync.Once

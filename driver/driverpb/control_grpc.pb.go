@@ -9,7 +9,7 @@
 // - protoc             v3.21.12
 // source: control.proto
 
-package controlpb
+package driverpb
 
 import (
 	context "context"

@@ -12,7 +12,7 @@
 // 	protoc        v3.21.12
 // source: standalone.proto
 
-package controlpb
+package standalonepb
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -2681,7 +2681,7 @@ const file_standalone_proto_rawDesc = "" +
 	"\x06Worker\x12U\n" +
 	"\x06Launch\x12$.spindle.standalone.v1.LaunchRequest\x1a%.spindle.standalone.v1.LaunchResponse\x12j\n" +
 	"\rStopExecutors\x12+.spindle.standalone.v1.StopExecutorsRequest\x1a,.spindle.standalone.v1.StopExecutorsResponse\x12X\n" +
-	"\aReadLog\x12%.spindle.standalone.v1.ReadLogRequest\x1a&.spindle.standalone.v1.ReadLogResponseB2Z0github.com/spindle-ml/spindle/internal/controlpbb\x06proto3"
+	"\aReadLog\x12%.spindle.standalone.v1.ReadLogRequest\x1a&.spindle.standalone.v1.ReadLogResponseB7Z5github.com/spindle-ml/spindle/standalone/standalonepbb\x06proto3"
 
 var (
 	file_standalone_proto_rawDescOnce sync.Once

@@ -12,7 +12,7 @@
 // - protoc             v3.21.12
 // source: standalone.proto
 
-package controlpb
+package standalonepb
 
 import (
 	context "context"
