@@ -1,0 +1,121 @@
+package feed
+
+import (
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// planSchema checks that every file holds the selected columns with the
+// same types and returns their schema, label last. CSV column types are
+// widened across CSV files first (int64 < float64 < utf8); a column is
+// nullable when it is in any file.
+func planSchema(infos []*fileInfo, columns []string, label string) (*arrow.Schema, error) {
+	projs := make([]*arrow.Schema, len(infos))
+	for i, fi := range infos {
+		if fi.schema == nil {
+			continue // an empty CSV file has no columns to check
+		}
+		sel, err := selectColumns(fieldNames(fi.schema), columns, label, fi.uri)
+		if err != nil {
+			return nil, err
+		}
+		projs[i] = projectSchema(fi.schema, sel)
+	}
+	// Widen CSV types across CSV files with the same columns.
+	var csvRef *arrow.Schema
+	for i, fi := range infos {
+		if fi.format != FormatCSV || projs[i] == nil {
+			continue
+		}
+		if csvRef == nil || !sameNames(csvRef, projs[i]) {
+			if csvRef == nil {
+				csvRef = projs[i]
+			}
+			continue
+		}
+		fields := csvRef.Fields()
+		for j, f := range projs[i].Fields() {
+			fields[j].Type = csvKindOf(fields[j].Type).widen(csvKindOf(f.Type)).arrowType()
+		}
+		csvRef = arrow.NewSchema(fields, nil)
+	}
+	for i, fi := range infos {
+		if fi.format == FormatCSV && projs[i] != nil && sameNames(csvRef, projs[i]) {
+			projs[i] = csvRef
+		}
+	}
+
+	var ref *arrow.Schema
+	var refURI string
+	var fields []arrow.Field
+	for i, p := range projs {
+		if p == nil {
+			continue
+		}
+		if ref == nil {
+			ref, refURI, fields = p, infos[i].uri, p.Fields()
+			continue
+		}
+		if err := compareSchemas(ref, refURI, p, infos[i].uri); err != nil {
+			return nil, err
+		}
+		for j, f := range p.Fields() {
+			fields[j].Nullable = fields[j].Nullable || f.Nullable
+		}
+	}
+	if ref == nil {
+		return nil, fmt.Errorf("%w: no input file has any columns (every file is empty)", ErrInput)
+	}
+	return arrow.NewSchema(fields, nil), nil
+}
+
+func sameNames(a, b *arrow.Schema) bool {
+	if a.NumFields() != b.NumFields() {
+		return false
+	}
+	for i := range a.Fields() {
+		if a.Field(i).Name != b.Field(i).Name {
+			return false
+		}
+	}
+	return true
+}
+
+func csvKindOf(t arrow.DataType) csvKind {
+	switch t.ID() {
+	case arrow.INT64:
+		return kindInt
+	case arrow.FLOAT64:
+		return kindFloat
+	}
+	return kindString
+}
+
+// compareSchemas reports the first difference between two files' selected
+// columns, naming both files and the column.
+func compareSchemas(a *arrow.Schema, aURI string, b *arrow.Schema, bURI string) error {
+	for i := 0; i < max(a.NumFields(), b.NumFields()); i++ {
+		switch {
+		case i >= a.NumFields():
+			return fmt.Errorf("%w: schemas differ: %s has column %q (%s) that %s lacks", ErrInput, bURI, b.Field(i).Name, b.Field(i).Type, aURI)
+		case i >= b.NumFields():
+			return fmt.Errorf("%w: schemas differ: %s has column %q (%s) that %s lacks", ErrInput, aURI, a.Field(i).Name, a.Field(i).Type, bURI)
+		}
+		fa, fb := a.Field(i), b.Field(i)
+		if fa.Name != fb.Name {
+			switch {
+			case !b.HasField(fa.Name):
+				return fmt.Errorf("%w: schemas differ: %s has column %q (%s) that %s lacks", ErrInput, aURI, fa.Name, fa.Type, bURI)
+			case !a.HasField(fb.Name):
+				return fmt.Errorf("%w: schemas differ: %s has column %q (%s) that %s lacks", ErrInput, bURI, fb.Name, fb.Type, aURI)
+			}
+			return fmt.Errorf("%w: schemas differ: column %d is %q in %s but %q in %s (same columns, different order)",
+				ErrInput, i, fa.Name, aURI, fb.Name, bURI)
+		}
+		if !arrow.TypeEqual(fa.Type, fb.Type) {
+			return fmt.Errorf("%w: schemas differ: column %q is %s in %s but %s in %s", ErrInput, fa.Name, fa.Type, aURI, fb.Type, bURI)
+		}
+	}
+	return nil
+}
