@@ -2,6 +2,7 @@ package master
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
@@ -19,6 +20,7 @@ const (
 // ask is one executor a gang needs.
 type ask struct {
 	ID        string
+	Role      string // the executor's role in its job; "" for worker
 	Cores     int
 	MemoryMB  int64
 	GPUs      int
@@ -77,11 +79,18 @@ func freeByWorker(s *State, app string) []*free {
 }
 
 // place chooses a worker (and GPUs) for every ask, all or none. It only
-// reads s; the caller commits the result through Raft.
+// reads s; the caller commits the result through Raft. The plan lists the
+// executors in ask order.
+//
+// A gang may mix shapes (a job's workers, chief and parameter servers
+// each have their own): the largest asks are placed first, so a big
+// executor is not shut out by small ones scattered over every worker
+// when an order exists in which all fit (first fit decreasing).
 func place(s *State, app string, asks []ask, policy string) ([]*Executor, error) {
 	frees := freeByWorker(s, app)
-	out := make([]*Executor, 0, len(asks))
-	for _, a := range asks {
+	out := make([]*Executor, len(asks))
+	for _, i := range largestFirst(asks) {
+		a := asks[i]
 		var cands []*free
 		for _, f := range frees {
 			if f.fits(a) {
@@ -111,15 +120,36 @@ func place(s *State, app string, asks []ask, policy string) ([]*Executor, error)
 				best = f
 			}
 		}
-		e := &Executor{App: app, ID: a.ID, Worker: best.w.ID, Cores: a.Cores, MemoryMB: a.MemoryMB}
+		e := &Executor{App: app, ID: a.ID, Role: a.Role, Worker: best.w.ID, Cores: a.Cores, MemoryMB: a.MemoryMB}
 		e.GPUs = append(e.GPUs, best.gpus[:a.GPUs]...)
 		best.gpus = best.gpus[a.GPUs:]
 		best.cores -= a.Cores
 		best.memoryMB -= a.MemoryMB
 		best.appExecs++
-		out = append(out, e)
+		out[i] = e
 	}
 	return out, nil
+}
+
+// largestFirst returns the indices of asks, the scarcest resources
+// first (GPUs, then memory, then cores); equal asks keep their order, so
+// a uniform gang is placed in order.
+func largestFirst(asks []ask) []int {
+	idx := make([]int, len(asks))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(x, y int) bool {
+		a, b := asks[idx[x]], asks[idx[y]]
+		if a.GPUs != b.GPUs {
+			return a.GPUs > b.GPUs
+		}
+		if a.MemoryMB != b.MemoryMB {
+			return a.MemoryMB > b.MemoryMB
+		}
+		return a.Cores > b.Cores
+	})
+	return idx
 }
 
 // better says whether worker f beats g for the next executor.
@@ -163,13 +193,10 @@ func explainNoRoom(s *State, app string, asks []ask) string {
 	if len(asks) == 0 {
 		return "empty request"
 	}
-	// Describe the largest shape; gangs are nearly always uniform.
-	shape := asks[0]
-	for _, a := range asks[1:] {
-		if a.Cores > shape.Cores || a.MemoryMB > shape.MemoryMB || a.GPUs > shape.GPUs {
-			shape = a
-		}
+	if groups := shapeGroups(asks); len(groups) > 1 {
+		return explainMixed(s, app, groups)
 	}
+	shape := asks[0]
 	var b strings.Builder
 	fmt.Fprintf(&b, "need %d executor%s of %s", len(asks), plural(len(asks)), shapeString(shape))
 	workers := s.sortedWorkers()
@@ -200,6 +227,108 @@ func explainNoRoom(s *State, app string, asks []ask) string {
 	}
 	fmt.Fprintf(&b, ", cluster has room for %d: %s", total, strings.Join(parts, ", "))
 	return b.String()
+}
+
+// shapeGroup is the asks of a gang that share a role and a shape.
+type shapeGroup struct {
+	shape ask
+	n     int
+}
+
+// label names the group's role and shape, as in "ps of 4 cores/8192 MiB".
+func (g shapeGroup) label() string {
+	return roleName(g.shape.Role) + " of " + shapeString(g.shape)
+}
+
+// shapeGroups groups asks by role and shape, in the order they first appear.
+func shapeGroups(asks []ask) []shapeGroup {
+	var out []shapeGroup
+	for _, a := range asks {
+		found := false
+		for i := range out {
+			s := out[i].shape
+			if s.Role == a.Role && s.Cores == a.Cores && s.MemoryMB == a.MemoryMB && s.GPUs == a.GPUs {
+				out[i].n++
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, shapeGroup{shape: ask{Role: a.Role, Cores: a.Cores, MemoryMB: a.MemoryMB, GPUs: a.GPUs}, n: 1})
+		}
+	}
+	return out
+}
+
+// explainMixed explains a gang of several roles or shapes: what each
+// group needs, then how many of each every worker could take on its own,
+// as in "need 2 worker of 1 core/1024 MiB and 1 ps of 8 cores/2048 MiB,
+// cluster has room for 5 worker and 0 ps: w1 room for 3 worker and 0 ps
+// (4 free cores), w2 lost".
+func explainMixed(s *State, app string, groups []shapeGroup) string {
+	var b strings.Builder
+	needs := make([]string, len(groups))
+	for i, g := range groups {
+		needs[i] = fmt.Sprintf("%d %s", g.n, g.label())
+	}
+	fmt.Fprintf(&b, "need %s", strings.Join(needs, " and "))
+	workers := s.sortedWorkers()
+	if len(workers) == 0 {
+		b.WriteString(", no workers are registered")
+		return b.String()
+	}
+	frees := map[string]*free{}
+	for _, f := range freeByWorker(s, app) {
+		frees[f.w.ID] = f
+	}
+	totals := make([]int, len(groups))
+	var parts []string
+	for _, w := range workers {
+		f, ok := frees[w.ID]
+		if !ok {
+			parts = append(parts, w.ID+" lost")
+			continue
+		}
+		rooms := make([]string, len(groups))
+		for i, g := range groups {
+			n := f.room(g.shape)
+			totals[i] += n
+			rooms[i] = fmt.Sprintf("%d %s", n, roleName(g.shape.Role))
+		}
+		free := fmt.Sprintf("%d free core%s/%d MiB", max(f.cores, 0), plural(max(f.cores, 0)), max(f.memoryMB, 0))
+		if f.w.GPUs > 0 {
+			free += fmt.Sprintf("/%d GPU%s", len(f.gpus), plural(len(f.gpus)))
+		}
+		parts = append(parts, fmt.Sprintf("%s room for %s (%s)", w.ID, strings.Join(rooms, " and "), free))
+	}
+	have := make([]string, len(groups))
+	for i, g := range groups {
+		have[i] = fmt.Sprintf("%d %s", totals[i], roleName(g.shape.Role))
+	}
+	fmt.Fprintf(&b, ", cluster has room for %s: %s", strings.Join(have, " and "), strings.Join(parts, ", "))
+	return b.String()
+}
+
+// roleName is role, or worker when empty.
+func roleName(role string) string {
+	if role == "" {
+		return "worker"
+	}
+	return role
+}
+
+// validRole says whether role is a plausible role name: empty (worker) or
+// up to 32 lower-case letters.
+func validRole(role string) bool {
+	if len(role) > 32 {
+		return false
+	}
+	for _, r := range role {
+		if r < 'a' || r > 'z' {
+			return false
+		}
+	}
+	return true
 }
 
 // shortfall names what keeps an executor of shape off a worker.

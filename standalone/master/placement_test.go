@@ -75,6 +75,46 @@ func TestPlace(t *testing.T) {
 	}
 }
 
+// A job's roles ask for different shapes: the big parameter server is
+// placed first, so it is not shut out by workers spread over every node.
+func TestPlaceMixedRoles(t *testing.T) {
+	gang := append(asks(3, 1, 1024, 0), ask{ID: "ps-0", Role: "ps", Cores: 4, MemoryMB: 4096})
+	two := []Worker{worker("w1", 4, 8192, 0), worker("w2", 4, 8192, 0)}
+	for _, policy := range []string{PlacementSpread, PlacementPack} {
+		t.Run(policy, func(t *testing.T) {
+			plan, err := place(stateWith(two...), "app", gang, policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := workersOf(plan); got != "w2,w2,w2,w1" {
+				t.Fatalf("placed on %s, want w2,w2,w2,w1 (the ps alone on w1)", got)
+			}
+			if plan[3].ID != "ps-0" || plan[3].Role != "ps" || plan[0].Role != "" {
+				t.Fatalf("plan lost the ask order or roles: %+v", plan)
+			}
+		})
+	}
+	s := stateWith(worker("w1", 4, 8192, 0), worker("w2", 2, 8192, 0))
+	gang = append(asks(2, 1, 1024, 0), ask{ID: "ps-0", Role: "ps", Cores: 8, MemoryMB: 2048})
+	_, err := place(s, "app", gang, PlacementSpread)
+	want := "need 2 worker of 1 core/1024 MiB and 1 ps of 8 cores/2048 MiB, cluster has room for 6 worker and 0 ps: " +
+		"w1 room for 4 worker and 0 ps (4 free cores/8192 MiB), w2 room for 2 worker and 0 ps (2 free cores/8192 MiB)"
+	if !errors.Is(err, apierr.ErrNoRoom) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q\nwant one containing %q", err, want)
+	}
+	if fitsEmpty(s, gang) {
+		t.Fatal("an 8-core ps fits no 4-core worker")
+	}
+}
+
+func TestValidRole(t *testing.T) {
+	for role, want := range map[string]bool{"": true, "worker": true, "ps": true, "chief": true, "PS": false, "ps-1": false, strings.Repeat("a", 33): false} {
+		if got := validRole(role); got != want {
+			t.Errorf("validRole(%q) = %v, want %v", role, got, want)
+		}
+	}
+}
+
 func TestPlaceGPUIndices(t *testing.T) {
 	s := stateWith(worker("w1", 8, 8192, 4))
 	s.Executors["app/old"] = &Executor{App: "app", ID: "old", Worker: "w1", Cores: 1, MemoryMB: 1, GPUs: []int{1}, State: 1}

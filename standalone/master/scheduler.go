@@ -281,9 +281,11 @@ func validateGang(req *pb.RequestExecutorsRequest) ([]ask, error) {
 			return nil, bad("executor %s asks for %d GPUs", e.GetId(), e.GetGpus())
 		case len(e.GetArgs()) == 0:
 			return nil, bad("executor %s has no arguments", e.GetId())
+		case !validRole(e.GetRole()):
+			return nil, bad("executor %s has role %q; want lower-case letters, at most 32", e.GetId(), e.GetRole())
 		}
 		seen[e.GetId()] = true
-		asks = append(asks, ask{ID: e.GetId(), Cores: int(e.GetCores()), MemoryMB: e.GetMemoryMb(),
+		asks = append(asks, ask{ID: e.GetId(), Role: e.GetRole(), Cores: int(e.GetCores()), MemoryMB: e.GetMemoryMb(),
 			GPUs: int(e.GetGpus()), Preferred: e.GetPreferredHosts()})
 	}
 	return asks, nil

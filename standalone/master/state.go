@@ -43,6 +43,7 @@ type Executor struct {
 	ID        string           `json:"id"`
 	Worker    string           `json:"worker"`
 	RequestID string           `json:"request_id,omitempty"`
+	Role      string           `json:"role,omitempty"` // worker, chief or ps; empty in states from before roles
 	Cores     int              `json:"cores"`
 	MemoryMB  int64            `json:"memory_mb"`
 	GPUs      []int            `json:"gpus,omitempty"`
@@ -197,7 +198,7 @@ func workerInfo(w *Worker, u *usage) *pb.WorkerInfo {
 // executorInfo converts an executor for the API.
 func (s *State) executorInfo(e *Executor) *pb.ExecutorInfo {
 	ei := &pb.ExecutorInfo{
-		AppId: e.App, Id: e.ID, WorkerId: e.Worker,
+		AppId: e.App, Id: e.ID, WorkerId: e.Worker, Role: e.Role,
 		Cores: int32(e.Cores), MemoryMb: e.MemoryMB,
 		State: e.State, ExitCode: int32(e.ExitCode), Message: e.Message, UpdatedUnixMs: e.UpdatedMS,
 	}

@@ -306,7 +306,9 @@ type ExecutorInfo struct {
 	Message       string                 `protobuf:"bytes,10,opt,name=message,proto3" json:"message,omitempty"`
 	UpdatedUnixMs int64                  `protobuf:"varint,11,opt,name=updated_unix_ms,json=updatedUnixMs,proto3" json:"updated_unix_ms,omitempty"`
 	// worker_addr is the gRPC address of the executor's worker (ReadLog).
-	WorkerAddr    string `protobuf:"bytes,12,opt,name=worker_addr,json=workerAddr,proto3" json:"worker_addr,omitempty"`
+	WorkerAddr string `protobuf:"bytes,12,opt,name=worker_addr,json=workerAddr,proto3" json:"worker_addr,omitempty"`
+	// role is the executor's role in its job (worker, chief, ps).
+	Role          string `protobuf:"bytes,13,opt,name=role,proto3" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -421,6 +423,13 @@ func (x *ExecutorInfo) GetUpdatedUnixMs() int64 {
 func (x *ExecutorInfo) GetWorkerAddr() string {
 	if x != nil {
 		return x.WorkerAddr
+	}
+	return ""
+}
+
+func (x *ExecutorInfo) GetRole() string {
+	if x != nil {
+		return x.Role
 	}
 	return ""
 }
@@ -1072,8 +1081,11 @@ type ExecutorRequest struct {
 	MemoryMb       int64             `protobuf:"varint,5,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"`
 	Gpus           int32             `protobuf:"varint,6,opt,name=gpus,proto3" json:"gpus,omitempty"`
 	PreferredHosts []string          `protobuf:"bytes,7,rep,name=preferred_hosts,json=preferredHosts,proto3" json:"preferred_hosts,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// role is the executor's role in its job (worker, chief, ps), shown in
+	// status; empty means worker.
+	Role          string `protobuf:"bytes,8,opt,name=role,proto3" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecutorRequest) Reset() {
@@ -1153,6 +1165,13 @@ func (x *ExecutorRequest) GetPreferredHosts() []string {
 		return x.PreferredHosts
 	}
 	return nil
+}
+
+func (x *ExecutorRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
 }
 
 type RequestExecutorsRequest struct {
@@ -2479,7 +2498,7 @@ const file_standalone_proto_rawDesc = "" +
 	" \x01(\x05R\busedGpus\x12\x1c\n" +
 	"\texecutors\x18\v \x01(\x05R\texecutors\x12,\n" +
 	"\x12registered_unix_ms\x18\f \x01(\x03R\x10registeredUnixMs\x12\x18\n" +
-	"\amessage\x18\r \x01(\tR\amessage\"\xe9\x02\n" +
+	"\amessage\x18\r \x01(\tR\amessage\"\xfd\x02\n" +
 	"\fExecutorInfo\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1b\n" +
@@ -2494,7 +2513,8 @@ const file_standalone_proto_rawDesc = "" +
 	" \x01(\tR\amessage\x12&\n" +
 	"\x0fupdated_unix_ms\x18\v \x01(\x03R\rupdatedUnixMs\x12\x1f\n" +
 	"\vworker_addr\x18\f \x01(\tR\n" +
-	"workerAddr\"\xef\x01\n" +
+	"workerAddr\x12\x12\n" +
+	"\x04role\x18\r \x01(\tR\x04role\"\xef\x01\n" +
 	"\aAppInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
@@ -2543,7 +2563,7 @@ const file_standalone_proto_rawDesc = "" +
 	"\x13AppHeartbeatRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\"M\n" +
 	"\x14AppHeartbeatResponse\x125\n" +
-	"\x05state\x18\x01 \x01(\x0e2\x1f.spindle.standalone.v1.AppStateR\x05state\"\xa0\x02\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x1f.spindle.standalone.v1.AppStateR\x05state\"\xb4\x02\n" +
 	"\x0fExecutorRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04args\x18\x02 \x03(\tR\x04args\x12A\n" +
@@ -2551,7 +2571,8 @@ const file_standalone_proto_rawDesc = "" +
 	"\x05cores\x18\x04 \x01(\x05R\x05cores\x12\x1b\n" +
 	"\tmemory_mb\x18\x05 \x01(\x03R\bmemoryMb\x12\x12\n" +
 	"\x04gpus\x18\x06 \x01(\x05R\x04gpus\x12'\n" +
-	"\x0fpreferred_hosts\x18\a \x03(\tR\x0epreferredHosts\x1a6\n" +
+	"\x0fpreferred_hosts\x18\a \x03(\tR\x0epreferredHosts\x12\x12\n" +
+	"\x04role\x18\b \x01(\tR\x04role\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb4\x01\n" +
