@@ -17,13 +17,13 @@ import (
 )
 
 // newBenchGang returns a gang of n registered executors.
-func newBenchGang(b *testing.B, n int) (*gang, []string) {
+func newBenchRoster(b *testing.B, n int) (*roster, []string) {
 	b.Helper()
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("exec-%d", i)
 	}
-	g := newGang(ids)
+	g := newRoster(ids)
 	for i, id := range ids {
 		if _, err := g.register(&driverpb.RegisterRequest{ExecutorId: id, Host: fmt.Sprintf("h%d", i%64), Ports: []uint32{1, 2}}); err != nil {
 			b.Fatal(err)
@@ -39,8 +39,8 @@ func newBenchGang(b *testing.B, n int) (*gang, []string) {
 func BenchmarkHeartbeat(b *testing.B) {
 	for _, n := range []int{10, 100, 1000, 5000} {
 		b.Run(fmt.Sprintf("handler/executors=%d", n), func(b *testing.B) {
-			g, ids := newBenchGang(b, n)
-			s := &controlServer{gang: g, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			g, ids := newBenchRoster(b, n)
+			s := &controlServer{roster: g, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			ctx := context.Background()
 			req := &driverpb.HeartbeatRequest{Progress: &driverpb.Progress{Rows: 1, Batches: 1}}
 			b.ResetTimer()
@@ -55,7 +55,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 			benchGRPCHeartbeats(b, n)
 		})
 		b.Run(fmt.Sprintf("sweep/executors=%d", n), func(b *testing.B) {
-			g, _ := newBenchGang(b, n)
+			g, _ := newBenchRoster(b, n)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				g.checkHeartbeats(time.Hour)
@@ -66,7 +66,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 }
 
 func benchGRPCHeartbeats(b *testing.B, n int) {
-	g, ids := newBenchGang(b, n)
+	g, ids := newBenchRoster(b, n)
 	signer, err := auth.NewSigner("0123456789abcdef0123456789abcdef")
 	if err != nil {
 		b.Fatal(err)
@@ -76,7 +76,7 @@ func benchGRPCHeartbeats(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	srv := grpc.NewServer(signer.ServerOptions()...)
-	driverpb.RegisterControlServer(srv, &controlServer{gang: g, logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	driverpb.RegisterControlServer(srv, &controlServer{roster: g, logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	go srv.Serve(lis)
 	defer srv.Stop()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), signer.DialOption())

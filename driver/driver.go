@@ -134,10 +134,10 @@ func (d *Driver) Run(ctx context.Context) error {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("exec-%d", i)
 	}
-	g := newGang(ids)
+	g := newRoster(ids)
 	stopServer := make(chan struct{})
 	srv := grpc.NewServer(d.signer.ServerOptions()...)
-	driverpb.RegisterControlServer(srv, &controlServer{gang: g, tasks: tasks, stop: stopServer, logger: d.logger})
+	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: tasks, stop: stopServer, logger: d.logger})
 
 	var eg errgroup.Group
 	eg.Go(func() error {
@@ -203,7 +203,7 @@ func (d *Driver) executorArgs(addr, id string) []string {
 }
 
 // watch requests the gang and follows it to the job's end.
-func (d *Driver) watch(ctx context.Context, g *gang, specs []ExecutorSpec, start time.Time) error {
+func (d *Driver) watch(ctx context.Context, g *roster, specs []ExecutorSpec, start time.Time) error {
 	c := d.cfg
 	reqCtx, cancel := context.WithTimeout(ctx, c.RegistrationTimeout)
 	defer cancel()

@@ -19,7 +19,7 @@ type taskBuilder func(rank int) ([]byte, error)
 // controlServer implements the driver side of the control plane.
 type controlServer struct {
 	driverpb.UnimplementedControlServer
-	gang   *gang
+	roster *roster
 	tasks  taskBuilder
 	stop   <-chan struct{} // closed when the driver shuts down
 	logger *slog.Logger
@@ -30,15 +30,15 @@ var _ driverpb.ControlServer = (*controlServer)(nil)
 // Register blocks until the whole gang has registered, then hands out the
 // rank, the cluster spec and the task.
 func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequest) (*driverpb.RegisterResponse, error) {
-	m, err := s.gang.register(req)
+	m, err := s.roster.register(req)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	s.logger.Info("executor registered", "executor", req.GetExecutorId(), "host", req.GetHost(), "pid", req.GetPid())
 	select {
-	case <-s.gang.ready:
-	case <-s.gang.failed:
-		return nil, status.Error(codes.Aborted, s.gang.err().Error())
+	case <-s.roster.ready:
+	case <-s.roster.failed:
+		return nil, status.Error(codes.Aborted, s.roster.err().Error())
 	case <-ctx.Done():
 		return nil, status.FromContextError(ctx.Err()).Err()
 	case <-s.stop:
@@ -48,20 +48,20 @@ func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequ
 	if err != nil {
 		return nil, status.Error(codes.Internal, fmt.Sprintf("build task for rank %d: %v", m.rank, err))
 	}
-	local, localSize := s.gang.localRanks(m)
+	local, localSize := s.roster.localRanks(m)
 	return &driverpb.RegisterResponse{
 		Rank:           int32(m.rank),
-		WorldSize:      int32(len(s.gang.peers)),
+		WorldSize:      int32(len(s.roster.peers)),
 		LocalRank:      int32(local),
 		LocalWorldSize: int32(localSize),
-		Peers:          s.gang.peers,
+		Peers:          s.roster.peers,
 		TaskJson:       task,
 	}, nil
 }
 
 // Heartbeat records liveness and progress.
 func (s *controlServer) Heartbeat(ctx context.Context, req *driverpb.HeartbeatRequest) (*driverpb.HeartbeatResponse, error) {
-	stop, why, err := s.gang.heartbeat(req.GetExecutorId(), req.GetProgress())
+	stop, why, err := s.roster.heartbeat(req.GetExecutorId(), req.GetProgress())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -72,7 +72,7 @@ func (s *controlServer) Heartbeat(ctx context.Context, req *driverpb.HeartbeatRe
 func (s *controlServer) ReportExit(ctx context.Context, req *driverpb.ExitReport) (*driverpb.ExitAck, error) {
 	s.logger.Debug("training process exited", "executor", req.GetExecutorId(), "rank", req.GetRank(),
 		"exit_code", req.GetExitCode(), "signal", req.GetSignal())
-	if err := s.gang.exit(req); err != nil {
+	if err := s.roster.exit(req); err != nil {
 		return nil, toStatus(err)
 	}
 	return &driverpb.ExitAck{}, nil

@@ -14,7 +14,7 @@ import (
 // errStopped is returned to executors that call after the job stopped.
 var errStopped = errors.New("driver: job stopped")
 
-// member is one executor of the gang as the driver sees it.
+// member is one executor of the job as the driver sees it.
 type member struct {
 	id       string
 	host     string
@@ -40,10 +40,10 @@ func (m *member) where() string {
 	return fmt.Sprintf("executor %s", m.id)
 }
 
-// gang tracks the executors of one job: registration, ranks, heartbeats,
+// roster tracks the executors of one job: registration, ranks, heartbeats,
 // exits. It is safe for concurrent use by the control-plane handlers and
 // the driver's run loop.
-type gang struct {
+type roster struct {
 	mu        sync.Mutex
 	members   map[string]*member // by executor id
 	order     []string           // executor ids in rank order
@@ -57,8 +57,8 @@ type gang struct {
 	now       func() time.Time
 }
 
-func newGang(ids []string) *gang {
-	g := &gang{
+func newRoster(ids []string) *roster {
+	g := &roster{
 		members:   make(map[string]*member, len(ids)),
 		order:     append([]string(nil), ids...),
 		ready:     make(chan struct{}),
@@ -74,7 +74,7 @@ func newGang(ids []string) *gang {
 
 // register records an executor's announcement. Ranks follow the order of
 // executor ids, so rank i always runs the splits planned for rank i.
-func (g *gang) register(req *driverpb.RegisterRequest) (*member, error) {
+func (g *roster) register(req *driverpb.RegisterRequest) (*member, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m, ok := g.members[req.GetExecutorId()]
@@ -108,7 +108,7 @@ func (g *gang) register(req *driverpb.RegisterRequest) (*member, error) {
 
 // localRanks returns m's rank among the executors on its host and how many
 // share that host.
-func (g *gang) localRanks(m *member) (local, size int) {
+func (g *roster) localRanks(m *member) (local, size int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, id := range g.order {
@@ -125,7 +125,7 @@ func (g *gang) localRanks(m *member) (local, size int) {
 }
 
 // heartbeat records liveness and progress and says whether to stop.
-func (g *gang) heartbeat(id string, p *driverpb.Progress) (stop bool, why string, err error) {
+func (g *roster) heartbeat(id string, p *driverpb.Progress) (stop bool, why string, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m, ok := g.members[id]
@@ -140,7 +140,7 @@ func (g *gang) heartbeat(id string, p *driverpb.Progress) (stop bool, why string
 }
 
 // exit records how an executor's training process ended.
-func (g *gang) exit(r *driverpb.ExitReport) error {
+func (g *roster) exit(r *driverpb.ExitReport) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m, ok := g.members[r.GetExecutorId()]
@@ -189,7 +189,7 @@ func (g *gang) exit(r *driverpb.ExitReport) error {
 // executorGone handles a cluster-manager event saying an executor process
 // ended or was lost. An executor that ends without having reported a clean
 // exit of its training process fails the job.
-func (g *gang) executorGone(ev Event) {
+func (g *roster) executorGone(ev Event) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m, ok := g.members[ev.ExecutorID]
@@ -215,7 +215,7 @@ func (g *gang) executorGone(ev Event) {
 
 // checkHeartbeats fails the job when a registered, running executor has
 // been silent for longer than timeout.
-func (g *gang) checkHeartbeats(timeout time.Duration) {
+func (g *roster) checkHeartbeats(timeout time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
@@ -229,7 +229,7 @@ func (g *gang) checkHeartbeats(timeout time.Duration) {
 }
 
 // missing describes the executors that have not registered.
-func (g *gang) missing() string {
+func (g *roster) missing() string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var ids []string
@@ -245,13 +245,13 @@ func (g *gang) missing() string {
 }
 
 // fail records the job's first failure and tells executors to stop.
-func (g *gang) fail(err error) {
+func (g *roster) fail(err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.failLocked(err)
 }
 
-func (g *gang) failLocked(err error) {
+func (g *roster) failLocked(err error) {
 	if g.failure != nil {
 		return
 	}
@@ -267,7 +267,7 @@ func (g *gang) failLocked(err error) {
 }
 
 // stop tells executors to stop without failing the job (interrupts).
-func (g *gang) stop(why string) {
+func (g *roster) stop(why string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.stopped = true
@@ -277,7 +277,7 @@ func (g *gang) stop(why string) {
 }
 
 // err returns the first failure.
-func (g *gang) err() error {
+func (g *roster) err() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.failure
@@ -294,7 +294,7 @@ type rankProgress struct {
 }
 
 // snapshot returns every rank's progress, in rank order.
-func (g *gang) snapshot() []rankProgress {
+func (g *roster) snapshot() []rankProgress {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := make([]rankProgress, 0, len(g.order))

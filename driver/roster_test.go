@@ -8,7 +8,7 @@ import (
 	"github.com/spindle-ml/spindle/driver/driverpb"
 )
 
-func register(t *testing.T, g *gang, id, host string) *member {
+func register(t *testing.T, g *roster, id, host string) *member {
 	t.Helper()
 	m, err := g.register(&driverpb.RegisterRequest{ExecutorId: id, Host: host, Ports: []uint32{1, 2}})
 	if err != nil {
@@ -27,7 +27,7 @@ func closed(ch <-chan struct{}) bool {
 }
 
 func TestGangRanksFollowExecutorOrder(t *testing.T) {
-	g := newGang([]string{"exec-0", "exec-1", "exec-2"})
+	g := newRoster([]string{"exec-0", "exec-1", "exec-2"})
 	register(t, g, "exec-2", "h2")
 	register(t, g, "exec-0", "h1")
 	if closed(g.ready) {
@@ -52,7 +52,7 @@ func TestGangRanksFollowExecutorOrder(t *testing.T) {
 }
 
 func TestGangFailureNamesRankHostAndStderr(t *testing.T) {
-	g := newGang([]string{"exec-0", "exec-1"})
+	g := newRoster([]string{"exec-0", "exec-1"})
 	register(t, g, "exec-0", "h0")
 	register(t, g, "exec-1", "h1")
 	if err := g.exit(&driverpb.ExitReport{ExecutorId: "exec-1", ExitCode: 3, StderrTail: "Traceback\nValueError: bad"}); err != nil {
@@ -74,7 +74,7 @@ func TestGangFailureNamesRankHostAndStderr(t *testing.T) {
 }
 
 func TestGangSignalAndLost(t *testing.T) {
-	g := newGang([]string{"exec-0", "exec-1"})
+	g := newRoster([]string{"exec-0", "exec-1"})
 	register(t, g, "exec-0", "h0")
 	register(t, g, "exec-1", "h1")
 	_ = g.exit(&driverpb.ExitReport{ExecutorId: "exec-0", ExitCode: -1, Signal: "SIGKILL"})
@@ -82,7 +82,7 @@ func TestGangSignalAndLost(t *testing.T) {
 		t.Errorf("err = %v", g.err())
 	}
 
-	g = newGang([]string{"exec-0", "exec-1"})
+	g = newRoster([]string{"exec-0", "exec-1"})
 	register(t, g, "exec-0", "h0")
 	register(t, g, "exec-1", "h1")
 	now := time.Now()
@@ -95,7 +95,7 @@ func TestGangSignalAndLost(t *testing.T) {
 }
 
 func TestGangExecutorGoneBeforeRegistering(t *testing.T) {
-	g := newGang([]string{"exec-0", "exec-1"})
+	g := newRoster([]string{"exec-0", "exec-1"})
 	g.executorGone(Event{ExecutorID: "exec-1", Kind: ExecutorExited, ExitCode: 2, Host: "w3"})
 	if err := g.err(); err == nil || !strings.Contains(err.Error(), "executor exec-1 exited with status 2 before registering") {
 		t.Fatalf("err = %v", err)
@@ -103,7 +103,7 @@ func TestGangExecutorGoneBeforeRegistering(t *testing.T) {
 }
 
 func TestGangSuccess(t *testing.T) {
-	g := newGang([]string{"exec-0", "exec-1"})
+	g := newRoster([]string{"exec-0", "exec-1"})
 	register(t, g, "exec-0", "h0")
 	register(t, g, "exec-1", "h0")
 	_ = g.exit(&driverpb.ExitReport{ExecutorId: "exec-0"})
