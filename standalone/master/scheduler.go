@@ -13,24 +13,25 @@ import (
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
-// gang is one queued RequestExecutors call.
-type gang struct {
+// queuedRequest is one RequestExecutors call waiting for the scheduler to
+// place its executors all together (a gang).
+type queuedRequest struct {
 	app, requestID string
 	asks           []ask
 	// state moves pending -> placing -> placed, or pending -> cancelled.
-	state  gangState
+	state  requestState
 	placed []*Executor
 	err    error
 	done   chan struct{} // closed when placed or failed
 }
 
-type gangState int
+type requestState int
 
 const (
-	gangPending gangState = iota
-	gangPlacing
-	gangPlaced
-	gangCancelled
+	requestPending requestState = iota
+	requestPlacing
+	requestPlaced
+	requestCancelled
 )
 
 // scheduler places queued gangs first come, first served. A gang that
@@ -40,7 +41,7 @@ const (
 type scheduler struct {
 	ls    *leaderState
 	mu    sync.Mutex
-	queue []*gang
+	queue []*queuedRequest
 	kick  chan struct{}
 }
 
@@ -63,7 +64,7 @@ func (s *scheduler) queued() int {
 }
 
 // enqueue adds g at the tail.
-func (s *scheduler) enqueue(g *gang) {
+func (s *scheduler) enqueue(g *queuedRequest) {
 	s.mu.Lock()
 	s.queue = append(s.queue, g)
 	s.mu.Unlock()
@@ -72,18 +73,18 @@ func (s *scheduler) enqueue(g *gang) {
 
 // cancel takes g out of the queue unless it is being placed; it reports
 // whether g was cancelled (false: it was or is being placed, wait for done).
-func (s *scheduler) cancel(g *gang) bool {
+func (s *scheduler) cancel(g *queuedRequest) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if g.state != gangPending {
+	if g.state != requestPending {
 		return false
 	}
-	g.state = gangCancelled
+	g.state = requestCancelled
 	s.removeLocked(g)
 	return true
 }
 
-func (s *scheduler) removeLocked(g *gang) {
+func (s *scheduler) removeLocked(g *queuedRequest) {
 	for i, q := range s.queue {
 		if q == g {
 			s.queue = append(s.queue[:i], s.queue[i+1:]...)
@@ -99,7 +100,7 @@ func (s *scheduler) run(ctx context.Context) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, g := range s.queue {
-			g.state = gangCancelled
+			g.state = requestCancelled
 			g.err = fmt.Errorf("%w: leadership lost while the request was queued", apierr.ErrNotLeader)
 			close(g.done)
 		}
@@ -122,7 +123,7 @@ func (s *scheduler) pass() {
 	m := s.ls.m
 	for {
 		s.mu.Lock()
-		queue := append([]*gang(nil), s.queue...)
+		queue := append([]*queuedRequest(nil), s.queue...)
 		s.mu.Unlock()
 		progressed := false
 		for _, g := range queue {
@@ -150,11 +151,11 @@ func (s *scheduler) pass() {
 				continue
 			}
 			s.mu.Lock()
-			if g.state != gangPending {
+			if g.state != requestPending {
 				s.mu.Unlock()
 				continue
 			}
-			g.state = gangPlacing
+			g.state = requestPlacing
 			s.mu.Unlock()
 			if err == nil {
 				_, err = m.apply(cmdPlace, placeCmd{App: g.app, RequestID: g.requestID, Executors: plan, TimeMS: nowMS()})
@@ -162,12 +163,12 @@ func (s *scheduler) pass() {
 			s.mu.Lock()
 			if err != nil && errors.Is(err, apierr.ErrNoRoom) {
 				// The state moved between planning and committing: plan again.
-				g.state = gangPending
+				g.state = requestPending
 				s.mu.Unlock()
 				progressed = true
 				break
 			}
-			g.state, g.placed, g.err = gangPlaced, plan, err
+			g.state, g.placed, g.err = requestPlaced, plan, err
 			s.removeLocked(g)
 			close(g.done)
 			s.mu.Unlock()
@@ -295,7 +296,7 @@ func validateGang(req *pb.RequestExecutorsRequest) ([]ask, error) {
 // timeout passed (ErrNoRoom saying what was missing), ctx ended or the term
 // ended (ErrNotLeader: the caller retries on the new leader).
 func (ls *leaderState) waitForRoom(ctx context.Context, app, requestID string, asks []ask, timeout time.Duration) ([]*Executor, error) {
-	g := &gang{app: app, requestID: requestID, asks: asks, done: make(chan struct{})}
+	g := &queuedRequest{app: app, requestID: requestID, asks: asks, done: make(chan struct{})}
 	ls.sched.enqueue(g)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
