@@ -1,10 +1,11 @@
 package driver
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/spindle-ml/spindle/internal/outlines"
 )
 
 // Console is the submit terminal shared by the progress line and the
@@ -69,15 +70,16 @@ func (c *Console) EndLive() {
 // Terminal reports whether progress is drawn live.
 func (c *Console) Terminal() bool { return c.terminal }
 
-// copyLines copies r to the console line by line until r ends.
+// copyLines copies r to the console line by line until r ends. It reads
+// r to its end whatever is written (over-long lines are cut), so an
+// executor is never blocked writing its output.
 func (c *Console) copyLines(r io.Reader, toErr bool) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		if toErr {
-			c.Eprintln(sc.Text())
-		} else {
-			c.Println(sc.Text())
-		}
+	print := c.Println
+	if toErr {
+		print = c.Eprintln
 	}
+	_ = outlines.Read(r, maxConsoleLine, func(line []byte) { print(string(line)) })
 }
+
+// maxConsoleLine is the longest output line printed whole.
+const maxConsoleLine = 64 * 1024

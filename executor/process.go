@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/outlines"
 )
 
 // exitStatus is how a training process ended.
@@ -127,25 +128,26 @@ func (p *process) wait(ctx context.Context) (exitStatus, error) {
 	}
 }
 
+// maxOutputLine is the longest output line passed on whole; a longer one
+// is cut (and the rest still read, so the process never blocks on its
+// output). It stays well under the driver's own limit.
+const maxOutputLine = 16 * 1024
+
 // prefixLines copies r to w line by line with prefix in front, each line
-// in a single Write so lines of different ranks never interleave.
+// in a single Write so lines of different ranks never interleave. A lone
+// "\r" ends a line too (progress bars), and over-long lines are cut, so
+// r is drained to its end whatever the process writes.
 func prefixLines(r io.Reader, w io.Writer, prefix string, tail *lineTail) {
-	br := bufio.NewReaderSize(r, 64*1024)
-	for {
-		line, err := br.ReadString('\n')
-		if line != "" {
-			line = strings.TrimRight(line, "\r\n")
-			_, _ = io.WriteString(w, prefix+line+"\n")
-			if tail != nil {
-				tail.add(line)
-			}
+	out := make([]byte, 0, 1024)
+	err := outlines.Read(r, maxOutputLine, func(line []byte) {
+		out = append(append(append(out[:0], prefix...), line...), '\n')
+		_, _ = w.Write(out)
+		if tail != nil {
+			tail.add(string(line))
 		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				_, _ = io.WriteString(w, prefix+"(output lost: "+err.Error()+")\n")
-			}
-			return
-		}
+	})
+	if err != nil && !errors.Is(err, os.ErrClosed) {
+		_, _ = io.WriteString(w, prefix+"(output lost: "+err.Error()+")\n")
 	}
 }
 
