@@ -167,8 +167,9 @@ var coreKeys = []Key{
 
 // Known returns every declared key, core keys first.
 func Known() []Key {
-	all := make([]Key, 0, len(coreKeys)+len(standaloneKeys))
+	all := make([]Key, 0, len(coreKeys)+len(roleKeys)+len(standaloneKeys))
 	all = append(all, coreKeys...)
+	all = append(all, roleKeys...)
 	all = append(all, standaloneKeys...)
 	return all
 }
