@@ -96,13 +96,19 @@ func (x *RegisterRequest) GetPid() int32 {
 	return 0
 }
 
-// Peer is one rank of the published cluster spec.
+// Peer is one rank of the published cluster spec. Ranks are ordered by
+// role: the chief, the workers, then the parameter servers.
 type Peer struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Rank          int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
-	Host          string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
-	Ports         []uint32               `protobuf:"varint,3,rep,packed,name=ports,proto3" json:"ports,omitempty"`
-	ExecutorId    string                 `protobuf:"bytes,4,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Rank       int32                  `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	Host       string                 `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
+	Ports      []uint32               `protobuf:"varint,3,rep,packed,name=ports,proto3" json:"ports,omitempty"`
+	ExecutorId string                 `protobuf:"bytes,4,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	// role is what the rank does in the job: "worker", "chief" or "ps"
+	// (empty from a driver that predates roles: worker).
+	Role string `protobuf:"bytes,5,opt,name=role,proto3" json:"role,omitempty"`
+	// role_rank is the rank's index among the ranks of its role.
+	RoleRank      int32 `protobuf:"varint,6,opt,name=role_rank,json=roleRank,proto3" json:"role_rank,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -163,6 +169,20 @@ func (x *Peer) GetExecutorId() string {
 		return x.ExecutorId
 	}
 	return ""
+}
+
+func (x *Peer) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *Peer) GetRoleRank() int32 {
+	if x != nil {
+		return x.RoleRank
+	}
+	return 0
 }
 
 type RegisterResponse struct {
@@ -375,8 +395,12 @@ func (x *HeartbeatRequest) GetProgress() *Progress {
 type HeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// stop tells the executor to stop its training process and exit.
-	Stop          bool   `protobuf:"varint,1,opt,name=stop,proto3" json:"stop,omitempty"`
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Stop   bool   `protobuf:"varint,1,opt,name=stop,proto3" json:"stop,omitempty"`
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// finished says the job ended successfully while this executor's
+	// process still ran (a parameter server, a worker after the chief
+	// ended): stopping it is the expected end, not a failure.
+	Finished      bool `protobuf:"varint,3,opt,name=finished,proto3" json:"finished,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -423,6 +447,13 @@ func (x *HeartbeatResponse) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *HeartbeatResponse) GetFinished() bool {
+	if x != nil {
+		return x.Finished
+	}
+	return false
 }
 
 type ExitReport struct {
@@ -566,13 +597,15 @@ const file_control_proto_rawDesc = "" +
 	"executorId\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x14\n" +
 	"\x05ports\x18\x03 \x03(\rR\x05ports\x12\x10\n" +
-	"\x03pid\x18\x04 \x01(\x05R\x03pid\"e\n" +
+	"\x03pid\x18\x04 \x01(\x05R\x03pid\"\x96\x01\n" +
 	"\x04Peer\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x14\n" +
 	"\x05ports\x18\x03 \x03(\rR\x05ports\x12\x1f\n" +
 	"\vexecutor_id\x18\x04 \x01(\tR\n" +
-	"executorId\"\xdb\x01\n" +
+	"executorId\x12\x12\n" +
+	"\x04role\x18\x05 \x01(\tR\x04role\x12\x1b\n" +
+	"\trole_rank\x18\x06 \x01(\x05R\broleRank\"\xdb\x01\n" +
 	"\x10RegisterResponse\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x1d\n" +
 	"\n" +
@@ -590,10 +623,11 @@ const file_control_proto_rawDesc = "" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x128\n" +
-	"\bprogress\x18\x03 \x01(\v2\x1c.spindle.control.v1.ProgressR\bprogress\"?\n" +
+	"\bprogress\x18\x03 \x01(\v2\x1c.spindle.control.v1.ProgressR\bprogress\"[\n" +
 	"\x11HeartbeatResponse\x12\x12\n" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xe7\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
+	"\bfinished\x18\x03 \x01(\bR\bfinished\"\xe7\x01\n" +
 	"\n" +
 	"ExitReport\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
