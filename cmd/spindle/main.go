@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/spindle-ml/spindle/internal/textdist"
 )
 
 func main() {
@@ -19,22 +22,39 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "spindle: %v\n", err)
-		var ec cli.ExitCoder
-		if errors.As(err, &ec) && ec.ExitCode() != 0 {
-			os.Exit(ec.ExitCode())
-		}
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
 }
 
+// exitCode is the process's exit status for an error a command returned.
+func exitCode(err error) int {
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) && ec.ExitCode() != 0 {
+		// The CLI library's own "No help topic" (spindle help NAME) is
+		// bad input like any other.
+		if ec.ExitCode() == 3 && strings.HasPrefix(err.Error(), "No help topic") {
+			return exitUsage
+		}
+		return ec.ExitCode()
+	}
+	return exitJobFailed
+}
+
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:                   "spindle",
 		Usage:                  "distributed training on the YARN/HDFS clusters you already have",
 		Version:                versionString(),
 		HideVersion:            true,
 		UseShortOptionHandling: false,
-		ExitErrHandler:         func(*cli.Context, error) {}, // main prints and exits
+		// Values keep their commas, as spark-submit's do: --env
+		// CUDA_VISIBLE_DEVICES=0,1 and --conf key=a,b are one value each.
+		// Flags that take lists (--files) split them themselves.
+		DisableSliceFlagSeparator: true,
+		ExitErrHandler:            func(*cli.Context, error) {}, // main prints and exits
+		OnUsageError:              usageError,
+		Suggest:                   true, // spindle help NAME suggests a command
+		Action:                    unknownCommand,
 		Commands: []*cli.Command{
 			submitCommand(),
 			statusCommand(),
@@ -46,4 +66,76 @@ func newApp() *cli.App {
 			versionCommand(),
 		},
 	}
+	for _, c := range app.Commands {
+		if c.OnUsageError == nil {
+			c.OnUsageError = usageError
+		}
+	}
+	return app
+}
+
+// usageError turns a flag the CLI library could not parse into one line
+// and exit status 2, instead of the command's whole help.
+func usageError(c *cli.Context, err error, isSubcommand bool) error {
+	cmd := "spindle"
+	if isSubcommand && c.Command != nil {
+		cmd += " " + c.Command.Name
+	}
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		msg = fmt.Sprintf("unknown flag --%s for %s", strings.TrimPrefix(name, "-"), cmd)
+		if c.Command != nil {
+			if near := nearestFlag(c.Command.Flags, strings.TrimPrefix(name, "-")); near != "" {
+				msg += fmt.Sprintf(" (did you mean --%s?)", near)
+			}
+		}
+	} else {
+		msg = fmt.Sprintf("%s (%s)", msg, cmd)
+	}
+	return cli.Exit(msg+"; see "+cmd+" --help", exitUsage)
+}
+
+// unknownCommand runs when no command matched: with no arguments it shows
+// the help, otherwise it names the command it did not know.
+func unknownCommand(c *cli.Context) error {
+	if !c.Args().Present() {
+		return cli.ShowAppHelp(c)
+	}
+	name := c.Args().First()
+	msg := fmt.Sprintf("unknown command %q", name)
+	if near := nearestCommand(c.App.Commands, name); near != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", near)
+	}
+	return cli.Exit(msg+"; see spindle --help", exitUsage)
+}
+
+// nearestCommand returns the visible command closest to name, or "" when
+// none is close enough to be a likely typo.
+func nearestCommand(cmds []*cli.Command, name string) string {
+	var names []string
+	for _, c := range cmds {
+		if !c.Hidden {
+			names = append(names, c.Names()...)
+		}
+	}
+	return nearest(names, name)
+}
+
+// nearestFlag returns the flag name closest to name, or "".
+func nearestFlag(flags []cli.Flag, name string) string {
+	var names []string
+	for _, f := range flags {
+		names = append(names, f.Names()...)
+	}
+	return nearest(names, name)
+}
+
+func nearest(names []string, name string) string {
+	best, bestD := "", len(name)/2+1
+	for _, n := range names {
+		if d := textdist.Levenshtein(strings.ToLower(name), strings.ToLower(n)); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
 }
