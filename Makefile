@@ -6,6 +6,10 @@ BIN     := bin
 DEMO    := data/demo
 # A cold build compiles Arrow and gRPC; keep CI well inside its limit.
 TEST_TIMEOUT ?= 45m
+# What spindle version prints: the release or git describe, and the commit.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .DEFAULT_GOAL := help
 .PHONY: help build test test-go test-python run bench lint proto proto-check clean deps
@@ -14,7 +18,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 build: ## build bin/spindle and the example programs
-	$(GO) build -o $(BIN)/spindle ./cmd/spindle
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/spindle ./cmd/spindle
 	$(GO) build -o $(BIN)/datagen ./examples/datagen
 	$(GO) build -o $(BIN)/logreg ./examples/logreg
 

@@ -101,6 +101,9 @@ func (d *Driver) Plan(ctx context.Context) (*feed.JobPlan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := feed.CheckEven(plan.RowsPerRank, c.BatchRows, c.EvenBatches); err != nil {
+		return nil, err
+	}
 	if c.FeedMode == "tensor" {
 		if err := wire.CheckTensorSchema(plan.Schema, c.LabelColumn); err != nil {
 			return nil, fmt.Errorf("tensor feed: %w", err)
@@ -308,6 +311,7 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64) (taskBuilder, err
 				CacheBytes:        c.CacheMemory,
 				EvenBatches:       string(c.EvenBatches),
 				TargetBatches:     target,
+				EpochRows:         feed.EvenRows(plan.RowsPerRank, rank, c.BatchRows, c.EvenBatches),
 			},
 		}
 		// Executors on one machine split its GPUs by rank; a cluster

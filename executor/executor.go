@@ -336,7 +336,7 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 		spec := wire.DirectSpec{
 			Rank: id.rank, WorldSize: id.worldSize, Epochs: f.Epochs, BatchRows: f.BatchRows,
 			Columns: f.Columns, LabelColumn: f.LabelColumn, Shuffle: f.Shuffle, Seed: f.Seed,
-			EvenBatches: even, TargetBatches: f.TargetBatches, Splits: f.Splits,
+			EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, Splits: f.Splits,
 		}
 		for _, sp := range f.Splits {
 			if sp.Format == feed.FormatCSV {
@@ -363,7 +363,7 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 		Splits: f.Splits, Schema: schema, Columns: f.Columns, LabelColumn: f.LabelColumn,
 		BatchRows: f.BatchRows, Shuffle: f.Shuffle, Seed: f.Seed, Rank: id.rank,
 		ShuffleBufferRows: f.ShuffleBufferRows, Prefetch: f.PrefetchBatches, MemoryBudget: f.MemoryBudget,
-		EvenBatches: even, TargetBatches: f.TargetBatches, CSV: f.CSV, CacheBytes: f.CacheBytes,
+		EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, CSV: f.CSV, CacheBytes: f.CacheBytes,
 	})
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("set up the feed: %w", err)

@@ -60,4 +60,7 @@ type FeedTask struct {
 	CacheBytes        int64           `json:"cache_bytes"`
 	EvenBatches       string          `json:"even_batches"`
 	TargetBatches     int64           `json:"target_batches"`
+	// EpochRows is the rows the rank yields per epoch under even batches
+	// (feed.EvenRows); zero means TargetBatches full batches.
+	EpochRows int64 `json:"epoch_rows,omitempty"`
 }

@@ -2,6 +2,7 @@ package feed
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -14,7 +15,9 @@ type EvenMode string
 const (
 	// EvenPad tops every rank up to the largest rank's batch count with rows
 	// repeated from the rank's own data (as PyTorch's DistributedSampler
-	// does), so every batch is full and no row is lost.
+	// does), so no row is lost. Only batch counts are equalised: a rank
+	// that already has the largest count is not padded, its last batch may
+	// be short, and a padded rank is topped up to the largest rank's rows.
 	EvenPad EvenMode = "pad"
 	// EvenDrop truncates every rank to the smallest rank's count of full
 	// batches; the rest of the rows are skipped this epoch.
@@ -62,4 +65,54 @@ func EvenTarget(rowsPerRank []int64, batchRows int, mode EvenMode) int64 {
 		return least / b
 	}
 	return 0
+}
+
+// EvenRows returns the rows rank yields per epoch under mode (see
+// EvenTarget): under EvenPad its own rows when they already make the
+// target's batch count, otherwise the largest rank's rows (so it yields
+// the same batches, the last as short as the largest rank's); under
+// EvenDrop the target's full batches; under EvenOff its own rows.
+func EvenRows(rowsPerRank []int64, rank, batchRows int, mode EvenMode) int64 {
+	if rank < 0 || rank >= len(rowsPerRank) {
+		return 0
+	}
+	own := rowsPerRank[rank]
+	if batchRows <= 0 {
+		return own
+	}
+	b := int64(batchRows)
+	target := EvenTarget(rowsPerRank, batchRows, mode)
+	switch mode {
+	case EvenPad, "":
+		if (own+b-1)/b >= target {
+			return own
+		}
+		return slices.Max(rowsPerRank)
+	case EvenDrop:
+		return target * b
+	}
+	return own
+}
+
+// CheckEven reports, as an ErrInput error, an even-batches setting under
+// which ranks would feed nothing: EvenDrop with a rank holding fewer rows
+// than one batch makes every rank's target zero batches.
+func CheckEven(rowsPerRank []int64, batchRows int, mode EvenMode) error {
+	if mode != EvenDrop || batchRows <= 0 || len(rowsPerRank) == 0 || EvenTarget(rowsPerRank, batchRows, mode) > 0 {
+		return nil
+	}
+	var total int64
+	least := 0
+	for i, r := range rowsPerRank {
+		total += r
+		if r < rowsPerRank[least] {
+			least = i
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: spindle.feed.evenBatches=drop: rank %d holds %d rows, fewer than one batch of %d (--batch-rows), "+
+		"so every rank would feed 0 batches; lower --batch-rows, use fewer executors, or set spindle.feed.evenBatches to pad or off",
+		ErrInput, least, rowsPerRank[least], batchRows)
 }

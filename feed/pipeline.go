@@ -60,6 +60,11 @@ type PipelineConfig struct {
 	// rank's own rows, which only keeps ranks in step when they hold the
 	// same number of batches.
 	TargetBatches int64
+	// EpochRows is, under EvenPad, the rows this rank yields per epoch
+	// (EvenRows over the plan's RowsPerRank), so padding equalises batch
+	// counts without filling the last batch. Zero means TargetBatches
+	// full batches when a target is given, else this rank's own rows.
+	EpochRows int64
 	// CSV describes CSV inputs.
 	CSV CSVOptions
 	// Allocator allocates batches; nil means memory.DefaultAllocator.
@@ -98,6 +103,8 @@ func (c PipelineConfig) Validate() error {
 		return fmt.Errorf("feed pipeline: memory budget %d: must not be negative", c.MemoryBudget)
 	case c.CacheBytes < 0:
 		return fmt.Errorf("feed pipeline: cache bytes %d: must not be negative", c.CacheBytes)
+	case c.EpochRows < 0:
+		return fmt.Errorf("feed pipeline: epoch rows %d: must not be negative", c.EpochRows)
 	case c.TargetBatches < 0:
 		return fmt.Errorf("feed pipeline: target batches %d: must not be negative", c.TargetBatches)
 	case c.Rank < 0:
@@ -130,6 +137,7 @@ type Pipeline struct {
 	schema *arrow.Schema
 	rows   int64 // the rank's rows, from the splits
 	target int64 // batches per epoch, or -1 for no target
+	limit  int64 // rows per epoch with a target
 
 	pool          *bufferPool // nil when buffers are not reused
 	cache         *splitCache // nil without a cache
@@ -205,8 +213,17 @@ func NewPipeline(res *fsys.Resolver, cfg PipelineConfig) (*Pipeline, error) {
 	}
 	if mode != EvenOff {
 		p.target = cfg.TargetBatches
+		epochRows := cfg.EpochRows
 		if p.target == 0 {
 			p.target = EvenTarget([]int64{p.rows}, cfg.BatchRows, mode)
+			epochRows = EvenRows([]int64{p.rows}, 0, cfg.BatchRows, mode)
+		}
+		b := int64(cfg.BatchRows)
+		p.limit = p.target * b
+		// Under EvenPad the last batch keeps its own size: only a count
+		// of batches is promised, so the rows may stop short of full.
+		if mode == EvenPad && epochRows > (p.target-1)*b && epochRows < p.limit {
+			p.limit = epochRows
 		}
 	}
 	return p, nil
@@ -272,7 +289,7 @@ func (p *Pipeline) Epoch(ctx context.Context, epoch int) (Reader, error) {
 	src := &splitStream{p: p, schema: schema, order: order, limit: -1}
 	var chain stage = src
 	if p.target >= 0 {
-		src.limit = p.target * int64(c.BatchRows)
+		src.limit = p.limit
 		src.cycle = true
 	}
 	if c.Shuffle && c.ShuffleBufferRows > 1 {

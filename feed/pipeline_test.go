@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,8 +197,9 @@ func TestPipelineEvenBatches(t *testing.T) {
 		sizes   [2][]int64
 	}{
 		{EvenOff, 0, false, [2][]int64{{4, 4, 2}, {4, 4, 1}}},
-		{EvenPad, 0, false, [2][]int64{{4, 4, 4}, {4, 4, 4}}},
-		{EvenPad, 0, true, [2][]int64{{4, 4, 4}, {4, 4, 4}}},
+		// Both ranks already make 3 batches: pad equalises counts only.
+		{EvenPad, 0, false, [2][]int64{{4, 4, 2}, {4, 4, 1}}},
+		{EvenPad, 0, true, [2][]int64{{4, 4, 2}, {4, 4, 1}}},
 		{EvenDrop, 0, false, [2][]int64{{4, 4}, {4, 4}}},
 		{EvenPad, 7, false, [2][]int64{{4, 4, 4, 4, 4, 4, 4}, {4, 4, 4, 4, 4, 4, 4}}}, // pads past a whole copy
 	}
@@ -210,6 +212,9 @@ func TestPipelineEvenBatches(t *testing.T) {
 			for rank := 0; rank < 2; rank++ {
 				p := newTestPipeline(t, plan, rank, func(c *PipelineConfig) {
 					c.BatchRows, c.EvenBatches, c.TargetBatches, c.Shuffle, c.Prefetch = 4, tt.mode, target, tt.shuffle, 2
+					if tt.target == 0 {
+						c.EpochRows = EvenRows(plan.RowsPerRank, rank, 4, tt.mode)
+					}
 				})
 				ids, sizes := epochIDs(t, p, 0)
 				if !slices.Equal(sizes, tt.sizes[rank]) {
@@ -227,6 +232,54 @@ func TestPipelineEvenBatches(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A rank with fewer batches than the target is padded to the largest
+// rank's rows: the same batch count, the last batch as short as theirs.
+func TestPipelinePadsToTheLargestRank(t *testing.T) {
+	plan := planFiles(t, FormatParquet, 19, 2) // ranks of 10 and 9 rows
+	p := newTestPipeline(t, plan, 1, func(c *PipelineConfig) {
+		c.BatchRows, c.EvenBatches, c.TargetBatches, c.EpochRows = 4, EvenPad, 4, 14
+	})
+	if _, sizes := epochIDs(t, p, 0); !slices.Equal(sizes, []int64{4, 4, 4, 2}) {
+		t.Fatalf("batch sizes %v, want [4 4 4 2]", sizes)
+	}
+}
+
+func TestEvenRowsAndCheck(t *testing.T) {
+	tests := []struct {
+		rows  []int64
+		batch int
+		mode  EvenMode
+		want  []int64
+	}{
+		{[]int64{500, 500}, 1024, EvenPad, []int64{500, 500}}, // 1,000 rows on 2 ranks feed 1,000, not 2,048
+		{[]int64{10, 9}, 4, EvenPad, []int64{10, 9}},
+		{[]int64{10, 5}, 4, EvenPad, []int64{10, 10}},
+		{[]int64{10, 9}, 4, EvenDrop, []int64{8, 8}},
+		{[]int64{10, 9}, 4, EvenOff, []int64{10, 9}},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%v/%d/%s", tt.rows, tt.batch, tt.mode), func(t *testing.T) {
+			for rank := range tt.rows {
+				if got := EvenRows(tt.rows, rank, tt.batch, tt.mode); got != tt.want[rank] {
+					t.Errorf("EvenRows rank %d = %d, want %d", rank, got, tt.want[rank])
+				}
+			}
+		})
+	}
+	err := CheckEven([]int64{3000, 600}, 1024, EvenDrop)
+	if !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "rank 1 holds 600 rows") {
+		t.Errorf("drop with a rank under one batch: err = %v", err)
+	}
+	for _, ok := range []struct {
+		rows []int64
+		mode EvenMode
+	}{{[]int64{3000, 600}, EvenPad}, {[]int64{3000, 2000}, EvenDrop}, {[]int64{0, 0}, EvenDrop}} {
+		if err := CheckEven(ok.rows, 1024, ok.mode); err != nil {
+			t.Errorf("CheckEven(%v, %s) = %v, want nil", ok.rows, ok.mode, err)
+		}
 	}
 }
 

@@ -37,6 +37,10 @@ type DirectSpec struct {
 	// "off" (TargetBatches 0) each rank yields what its splits hold.
 	EvenBatches   feed.EvenMode `json:"even_batches"`
 	TargetBatches int64         `json:"target_batches"`
+	// EpochRows is, with "pad", the rows the rank yields per epoch
+	// (feed.EvenRows): only the batch count is equalised, so the last
+	// batch may be short. Zero means TargetBatches full batches.
+	EpochRows int64 `json:"epoch_rows,omitempty"`
 	// CSV describes the CSV splits' layout; nil when there are none.
 	CSV *DirectCSV `json:"csv,omitempty"`
 	// Splits are this rank's splits, in the order to read them.
@@ -70,6 +74,9 @@ func (s DirectSpec) Validate() error {
 	}
 	if s.TargetBatches < 0 {
 		return fmt.Errorf("target_batches %d: must not be negative", s.TargetBatches)
+	}
+	if s.EpochRows < 0 {
+		return fmt.Errorf("epoch_rows %d: must not be negative", s.EpochRows)
 	}
 	if s.CSV != nil && len(s.CSV.Delimiter) != 1 {
 		return fmt.Errorf("csv delimiter %q: want one single-byte character", s.CSV.Delimiter)

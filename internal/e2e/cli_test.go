@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -71,5 +73,23 @@ func TestValuesKeepCommas(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, "[rank 0] cuda=0,1 list=a,b,c") {
 		t.Errorf("--env values lost their commas:\n%s", r)
+	}
+}
+
+// TestVersionNamesCommit: spindle version says which commit and which Go
+// built it, not just "dev".
+func TestVersionNamesCommit(t *testing.T) {
+	out, err := exec.Command("git", "-C", repoRoot, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Skipf("no git checkout to compare with: %v", err)
+	}
+	r := spindle(t, t.TempDir(), "version")
+	if r.code != 0 {
+		t.Fatalf("version:\n%s", r)
+	}
+	for _, w := range []string{"commit " + strings.TrimSpace(string(out)), runtime.Version()} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("version %q lacks %q", strings.TrimSpace(r.stdout), w)
+		}
 	}
 }

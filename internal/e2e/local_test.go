@@ -117,10 +117,11 @@ func TestEvenBatchesAndShuffle(t *testing.T) {
 	if len(k1) != 4 {
 		t.Fatalf("want 2 ranks x 2 epochs, got %v", l1)
 	}
-	// 1001 rows over 2 ranks: 501 and 500 rows, 8 batches each (padded).
+	// 1001 rows over 2 ranks: 501 and 500 rows, 8 batches each; both
+	// already make 8 batches, so neither is padded.
 	for k, l := range k1 {
-		if l.batches != 8 || l.rows != 8*64 {
-			t.Errorf("%s: %d batches, %d rows; want 8 full batches on every rank", k, l.batches, l.rows)
+		if l.batches != 8 || l.rows != 501-l.rank {
+			t.Errorf("%s: %d batches, %d rows; want 8 batches of the rank's own %d rows", k, l.batches, l.rows, 501-l.rank)
 		}
 		if k2[k].order != l.order {
 			t.Errorf("%s: same seed gave a different order", k)

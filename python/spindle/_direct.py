@@ -76,6 +76,7 @@ class DirectSpec:
         self.seed = get("seed", int, 0)
         self.even_batches = _EVEN_MODES.get(str(get("even_batches", str, "") or "pad").strip().lower(), "?")
         self.target_batches = get("target_batches", int, 0)
+        self.epoch_rows = get("epoch_rows", int, 0)
         csv_opts = get("csv", dict, {})
         self.csv_delimiter = str(csv_opts.get("delimiter", ",") or ",")
         self.csv_header = bool(csv_opts.get("header", True))
@@ -87,6 +88,7 @@ class DirectSpec:
             (len(self.csv_delimiter) == 1, f"csv delimiter {self.csv_delimiter!r} is not one character"),
             (self.even_batches != "?", f"even_batches {doc.get('even_batches')!r}: want pad, drop or off"),
             (self.target_batches >= 0, f"target_batches {self.target_batches}: must not be negative"),
+            (self.epoch_rows >= 0, f"epoch_rows {self.epoch_rows}: must not be negative"),
         ]
         for ok, msg in checks:
             if not ok:
@@ -442,6 +444,17 @@ class DirectEpoch:
         # Keep ranks in step: exactly target_batches full batches, topped up
         # with this rank's own rows from the start (pad) or cut short (drop).
         target = spec.target_batches
+        if spec.even_batches == "pad" and (target - 1) * spec.batch_rows < spec.epoch_rows < target * spec.batch_rows:
+            # Only the batch count is equalised: the last batch keeps the
+            # size the largest rank's has.
+            made = 0
+            for b in _rebatch(_take(self._cycle(), spec.epoch_rows), spec.batch_rows):
+                made += 1
+                yield b
+            if made != target:
+                raise FeedError(f"direct feed spec {spec.path}: rank {spec.rank} made {made} batches of its "
+                                f"{spec.epoch_rows} rows, but every rank must yield {target} (pad)")
+            return
         source = self._cycle() if spec.even_batches == "pad" else self._chunks()
         made = 0
         batches = _rebatch(source, spec.batch_rows)
@@ -481,6 +494,19 @@ class DirectEpoch:
 
 def _rows(cols):
     return len(next(iter(cols.values()))) if cols else 0
+
+
+def _take(chunks, rows):
+    """Yield chunks up to rows rows in all, cutting the last one."""
+    if rows <= 0:
+        return
+    for chunk in chunks:
+        n = _rows(chunk)
+        if n >= rows:
+            yield {k: a[:rows] for k, a in chunk.items()} if n > rows else chunk
+            return
+        rows -= n
+        yield chunk
 
 
 def _rebatch(chunks, size):

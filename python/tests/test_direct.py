@@ -127,6 +127,17 @@ class DirectTest(unittest.TestCase):
                     self.assertEqual([len(b["id"]) for b in batches], sizes)
                     self.assertEqual([i for b in batches for i in b["id"].tolist()], ids)
 
+    def test_pad_equalises_batch_counts_only(self):
+        # 23 rows; the largest rank has 26 (7 batches of 4, the last of 2):
+        # this rank is padded to 26 rows, not to 7 full batches.
+        for epoch_rows, sizes in ((26, [4] * 6 + [2]), (23, [4] * 5 + [3])):
+            with self.subTest(epoch_rows=epoch_rows):
+                target = -(-epoch_rows // 4)
+                path = self.spec(self.csv_splits([33]), even_batches="pad", target_batches=target, epoch_rows=epoch_rows)
+                batches = list(Feed(path, use_pyarrow=False).batches())
+                self.assertEqual([len(b["id"]) for b in batches], sizes)
+                self.assertEqual([i for b in batches for i in b["id"].tolist()], (list(range(23)) * 2)[:epoch_rows])
+
     def test_even_batches_impossible(self):
         for mode, splits in (("drop", self.csv_splits([])), ("pad", [])):
             with self.subTest(mode):
