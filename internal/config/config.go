@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -26,7 +27,22 @@ type Setting struct {
 	Key    string
 	Value  string
 	Source string // "default", "/etc/spindle/spindle-defaults.conf:12", "--conf", "--num-executors"
+	// Level is the precedence of the source; Load sets it.
+	Level Level
 }
+
+// Level is the precedence of a configuration source: a setting from a
+// higher level overrides one from a lower.
+type Level int
+
+// Configuration sources, lowest precedence first.
+const (
+	LevelDefault        Level = iota // the key table's built-in default
+	LevelDefaultsFile                // $SPINDLE_CONF_DIR/spindle-defaults.conf
+	LevelPropertiesFile              // --properties-file
+	LevelConf                        // --conf key=value
+	LevelFlag                        // an explicit flag such as --num-executors
+)
 
 // Sources lists the configuration sources of one load, lowest precedence first
 // after the built-in defaults.
@@ -39,6 +55,11 @@ type Sources struct {
 	Overrides []string
 	// Flags are explicit command-line flags, already mapped to keys.
 	Flags []Setting
+	// Reader is the command loading the configuration. When set, a key it
+	// does not read that is given by --properties-file, --conf or a flag
+	// is a warning: it would otherwise do nothing, silently. The shared
+	// defaults file may hold every command's keys and is not checked.
+	Reader Reader
 }
 
 // Properties is a loaded, validated configuration.
@@ -52,10 +73,11 @@ type Properties struct {
 func Load(src Sources) (*Properties, []string, error) {
 	p := &Properties{settings: map[string]Setting{}}
 	for _, k := range Known() {
-		p.settings[k.Name] = Setting{Key: k.Name, Value: k.Default, Source: "default"}
+		p.settings[k.Name] = Setting{Key: k.Name, Value: k.Default, Source: "default", Level: LevelDefault}
 	}
 	var warnings []string
-	apply := func(s Setting) error {
+	apply := func(s Setting, level Level) error {
+		s.Level = level
 		k, ok := Lookup(s.Key)
 		if !ok {
 			w := fmt.Sprintf("%s: unknown key %q", s.Source, s.Key)
@@ -68,17 +90,25 @@ func Load(src Sources) (*Properties, []string, error) {
 		if err := k.check(s.Value); err != nil {
 			return fmt.Errorf("%w: %s: %s: %v", ErrInvalid, s.Source, s.Key, err)
 		}
+		if src.Reader != 0 && level > LevelDefaultsFile && k.Readers()&src.Reader == 0 {
+			warnings = append(warnings, fmt.Sprintf("%s: %s is read by %s, not by %s; ignored here",
+				s.Source, s.Key, k.Readers(), src.Reader))
+		}
 		p.settings[s.Key] = s
 		return nil
 	}
 	if src.ConfDir != "" {
+		if st, err := os.Stat(src.ConfDir); err != nil || !st.IsDir() {
+			return nil, nil, fmt.Errorf("%w: SPINDLE_CONF_DIR is %s, which is not a directory; point it at the directory holding %s, or unset it",
+				ErrInvalid, src.ConfDir, DefaultsFileName)
+		}
 		path := filepath.Join(src.ConfDir, DefaultsFileName)
 		settings, err := readFile(path, true)
 		if err != nil {
 			return nil, nil, err
 		}
 		for _, s := range settings {
-			if err := apply(s); err != nil {
+			if err := apply(s, LevelDefaultsFile); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -89,7 +119,7 @@ func Load(src Sources) (*Properties, []string, error) {
 			return nil, nil, err
 		}
 		for _, s := range settings {
-			if err := apply(s); err != nil {
+			if err := apply(s, LevelPropertiesFile); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -99,12 +129,12 @@ func Load(src Sources) (*Properties, []string, error) {
 		if !ok || strings.TrimSpace(k) == "" {
 			return nil, nil, fmt.Errorf("%w: --conf %q: want key=value", ErrInvalid, o)
 		}
-		if err := apply(Setting{Key: strings.TrimSpace(k), Value: strings.TrimSpace(v), Source: "--conf"}); err != nil {
+		if err := apply(Setting{Key: strings.TrimSpace(k), Value: strings.TrimSpace(v), Source: "--conf"}, LevelConf); err != nil {
 			return nil, nil, err
 		}
 	}
 	for _, f := range src.Flags {
-		if err := apply(f); err != nil {
+		if err := apply(f, LevelFlag); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -126,7 +156,9 @@ func readFile(path string, optional bool) ([]Setting, error) {
 }
 
 // parse reads "key value", "key=value" or "key: value" lines; blank lines
-// and lines starting with # or ! are comments.
+// and lines starting with # or ! are comments, and so is the rest of a line
+// from a # that follows a space. A value in matching single or double
+// quotes is taken without them (and may then hold " #").
 func parse(r io.Reader, name string) ([]Setting, error) {
 	var out []Setting
 	sc := bufio.NewScanner(r)
@@ -146,12 +178,40 @@ func parse(r io.Reader, name string) ([]Setting, error) {
 		if rest != "" && (rest[0] == '=' || rest[0] == ':') {
 			rest = strings.TrimLeft(rest[1:], " \t")
 		}
-		out = append(out, Setting{Key: key, Value: rest, Source: fmt.Sprintf("%s:%d", name, line)})
+		source := fmt.Sprintf("%s:%d", name, line)
+		value, err := parseValue(rest)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %s: %v", ErrInvalid, source, key, err)
+		}
+		out = append(out, Setting{Key: key, Value: value, Source: source})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	return out, nil
+}
+
+// parseValue takes a value's text after its key: without a trailing
+// comment, and without the quotes around a quoted value.
+func parseValue(text string) (string, error) {
+	if text != "" && (text[0] == '"' || text[0] == '\'') {
+		q := text[0]
+		end := strings.IndexByte(text[1:], q)
+		if end < 0 {
+			return "", fmt.Errorf("the value %s has no closing %c", text, q)
+		}
+		value, after := text[1:1+end], strings.TrimSpace(text[2+end:])
+		if after != "" && after[0] != '#' {
+			return "", fmt.Errorf("%q follows the quoted value; put a comment after a #", after)
+		}
+		return value, nil
+	}
+	for i := 1; i < len(text); i++ {
+		if text[i] == '#' && (text[i-1] == ' ' || text[i-1] == '\t') {
+			return strings.TrimSpace(text[:i]), nil
+		}
+	}
+	return strings.TrimSpace(text), nil
 }
 
 // check validates a value against the key's kind.
@@ -165,6 +225,9 @@ func (k Key) check(v string) error {
 		if k.HasMin && n < k.Min {
 			return fmt.Errorf("%d is below the minimum %d", n, k.Min)
 		}
+		if k.HasMax && n > k.Max {
+			return fmt.Errorf("%d is above the maximum %d", n, k.Max)
+		}
 	case Bool:
 		if _, err := strconv.ParseBool(v); err != nil {
 			return fmt.Errorf("%q is not true or false", v)
@@ -177,6 +240,11 @@ func (k Key) check(v string) error {
 		if d < 0 {
 			return fmt.Errorf("%s is negative", v)
 		}
+		if d == 0 && !k.ZeroOK {
+			return fmt.Errorf("%s: a zero duration is not allowed here", v)
+		}
+	case HostPort:
+		return checkHostPort(v)
 	case Bytes:
 		n, err := ParseBytes(v)
 		if err != nil {
@@ -244,6 +312,9 @@ func (p *Properties) String(key string) string { return p.get(key).Value }
 // Source says where key's value came from.
 func (p *Properties) Source(key string) string { return p.get(key).Source }
 
+// Level says how high the source of key's value is in the precedence.
+func (p *Properties) Level(key string) Level { return p.get(key).Level }
+
 // Int returns the value of an Int key. Values were validated by Load.
 func (p *Properties) Int(key string) int {
 	n, _ := strconv.Atoi(p.get(key).Value)
@@ -299,4 +370,17 @@ func Nearest(name string) string {
 		}
 	}
 	return best
+}
+
+// checkHostPort validates a "host:port" address with a port from 0 to
+// 65535; the host may be empty (every interface).
+func checkHostPort(v string) error {
+	_, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port (an IPv6 host goes in brackets, as in [::1]:7077)", v)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("the port of %q is not a number from 0 to 65535", v)
+	}
+	return nil
 }

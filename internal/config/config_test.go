@@ -85,6 +85,17 @@ func TestGoodFiles(t *testing.T) {
 	if got := strings.Join(p.List(KeyInputColumns), "|"); got != "f0|f1|f2" {
 		t.Errorf("columns = %q", got)
 	}
+	// Trailing comments go, quotes are taken off, a # inside a word stays.
+	for key, want := range map[string]string{
+		KeyEpochs:        "3",
+		KeyAppName:       "my #1 job",
+		KeyCheckpointDir: "/data/ckpt dir",
+		KeyLabelColumn:   "label#2",
+	} {
+		if got := p.String(key); got != want {
+			t.Errorf("%s = %q, want %q", key, got, want)
+		}
+	}
 }
 
 // TestBadFiles checks that every bad file fails naming the file, the line
@@ -98,6 +109,10 @@ func TestBadFiles(t *testing.T) {
 		"bad-duration.bad.conf":   {"bad-duration.bad.conf:1", KeyHeartbeatTimeout, "not a duration"},
 		"below-min.bad.conf":      {"below-min.bad.conf:1", KeyBatchRows, "minimum"},
 		"bad-bool.bad.conf":       {"bad-bool.bad.conf:1", KeyShuffle},
+		"zero-duration.bad.conf":  {"zero-duration.bad.conf:1", KeyHeartbeatInterval, "zero duration"},
+		"port-range.bad.conf":     {"port-range.bad.conf:1", KeyDriverPort, "maximum 65535"},
+		"bad-addr.bad.conf":       {"bad-addr.bad.conf:1", KeyMasterAddr, "0 to 65535"},
+		"unclosed-quote.bad.conf": {"unclosed-quote.bad.conf:1", KeyAppName, "no closing"},
 	}
 	files, _ := filepath.Glob("testdata/*.bad.conf")
 	if len(files) != len(want) {
@@ -197,5 +212,92 @@ func TestTemplate(t *testing.T) {
 	f := writeConf(t, t.TempDir(), "all.conf", strings.Join(lines, "\n"))
 	if _, warnings, err := Load(Sources{PropertiesFile: f}); err != nil || len(warnings) > 0 {
 		t.Fatalf("uncommented template: %v %v", err, warnings)
+	}
+}
+
+func TestMissingConfDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nope")
+	_, _, err := Load(Sources{ConfDir: dir})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "SPINDLE_CONF_DIR") || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("err = %v, want one naming SPINDLE_CONF_DIR and %s", err, dir)
+	}
+}
+
+func TestZeroDurations(t *testing.T) {
+	for _, tc := range []struct {
+		key string
+		ok  bool
+	}{
+		{KeyHeartbeatInterval, false},
+		{KeyRegistrationTimeout, false},
+		{KeyProgressInterval, false},
+		{KeyCollectiveTimeout, false},
+		{KeyStopGracePeriod, true},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			_, _, err := Load(Sources{Overrides: []string{tc.key + "=0s"}})
+			if (err == nil) != tc.ok {
+				t.Fatalf("%s=0s: err = %v, want ok=%v", tc.key, err, tc.ok)
+			}
+		})
+	}
+}
+
+// TestLevels checks that each setting knows how high its source ranks,
+// which lets callers resolve two keys that must agree (spindle.master
+// local[N] and spindle.executor.instances) in favour of the higher one.
+func TestLevels(t *testing.T) {
+	dir := t.TempDir()
+	writeConf(t, dir, DefaultsFileName, "spindle.master local[3]\n")
+	props := writeConf(t, dir, "job.conf", "spindle.feed.epochs 4\n")
+	p, _, err := Load(Sources{
+		ConfDir: dir, PropertiesFile: props,
+		Overrides: []string{"spindle.feed.seed=3"},
+		Flags:     []Setting{{Key: KeyExecutorInstances, Value: "2", Source: "--num-executors"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]Level{
+		KeyMaster: LevelDefaultsFile, KeyEpochs: LevelPropertiesFile, KeySeed: LevelConf,
+		KeyExecutorInstances: LevelFlag, KeyBatchRows: LevelDefault,
+	} {
+		if got := p.Level(key); got != want {
+			t.Errorf("level of %s = %d, want %d", key, got, want)
+		}
+	}
+}
+
+// TestReaderWarnings checks that a key given to a command that does not
+// read it is a warning, except from the shared defaults file.
+func TestReaderWarnings(t *testing.T) {
+	dir := t.TempDir()
+	writeConf(t, dir, DefaultsFileName, "spindle.master.workerTimeout 9s\nspindle.worker.cores 4\n")
+	for _, tc := range []struct {
+		name   string
+		reader Reader
+		src    Sources
+		want   string
+	}{
+		{"master key to submit", ReadBySubmit, Sources{Overrides: []string{"spindle.master.workerTimeout=3s"}},
+			"--conf: spindle.master.workerTimeout is read by spindle master, not by spindle submit; ignored here"},
+		{"job key to worker", ReadByWorker, Sources{Overrides: []string{"spindle.feed.epochs=3"}},
+			"spindle.feed.epochs is read by spindle submit, not by spindle worker"},
+		{"shared key", ReadByWorker, Sources{Overrides: []string{"spindle.cluster.secretFile=/s", "spindle.log.level=warn"}}, ""},
+		{"gang timeout to submit", ReadBySubmit, Sources{Overrides: []string{"spindle.standalone.gangTimeout=5s"}}, ""},
+		{"defaults file", ReadBySubmit, Sources{ConfDir: dir}, ""},
+		{"no reader", 0, Sources{Overrides: []string{"spindle.master.workerTimeout=3s"}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.src.Reader = tc.reader
+			_, warnings, err := Load(tc.src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(warnings, "\n")
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Fatalf("warnings %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -1,5 +1,7 @@
 package config
 
+import "strings"
+
 // Kind is the type of a property's value.
 type Kind int
 
@@ -12,6 +14,7 @@ const (
 	Bytes    // a size: 512, 64k, 256m, 2g (binary units)
 	Enum     // one of Key.Enum
 	List     // comma-separated strings
+	HostPort // host:port, the port from 0 to 65535
 )
 
 func (k Kind) String() string {
@@ -28,6 +31,8 @@ func (k Kind) String() string {
 		return "enum"
 	case List:
 		return "list"
+	case HostPort:
+		return "host:port"
 	}
 	return "string"
 }
@@ -40,7 +45,66 @@ type Key struct {
 	Enum    []string // allowed values for Kind Enum
 	Min     int64    // lower bound for Int and Bytes (inclusive), when HasMin
 	HasMin  bool
-	Doc     string
+	Max     int64 // upper bound for Int (inclusive), when HasMax
+	HasMax  bool
+	// ZeroOK allows a Duration of 0, which must then mean something
+	// (documented); every other duration must be positive.
+	ZeroOK bool
+	// ReadBy lists the commands that read the key; zero derives it from
+	// the key's name (see Readers).
+	ReadBy Reader
+	Doc    string
+}
+
+// Reader is a set of commands that read configuration.
+type Reader uint8
+
+// Commands that read configuration.
+const (
+	ReadBySubmit Reader = 1 << iota // spindle submit: the driver and its executors
+	ReadByMaster                    // spindle master
+	ReadByWorker                    // spindle worker
+	ReadByAdmin                     // spindle status and spindle kill
+
+	readByAll = ReadBySubmit | ReadByMaster | ReadByWorker | ReadByAdmin
+)
+
+// String names the commands of r, as in "spindle master and spindle worker".
+func (r Reader) String() string {
+	var names []string
+	for _, c := range []struct {
+		r    Reader
+		name string
+	}{{ReadBySubmit, "spindle submit"}, {ReadByMaster, "spindle master"}, {ReadByWorker, "spindle worker"}, {ReadByAdmin, "spindle status/kill"}} {
+		if r&c.r != 0 {
+			names = append(names, c.name)
+		}
+	}
+	switch len(names) {
+	case 0:
+		return "no command"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// Readers returns the commands that read k: ReadBy when set, otherwise by
+// its name: spindle.cluster.* every standalone command and submit,
+// spindle.master.* and spindle.standalone.* the masters,
+// spindle.worker.* the workers, and every other key the job (submit).
+func (k Key) Readers() Reader {
+	switch {
+	case k.ReadBy != 0:
+		return k.ReadBy
+	case strings.HasPrefix(k.Name, "spindle.cluster."):
+		return readByAll
+	case strings.HasPrefix(k.Name, "spindle.master."), strings.HasPrefix(k.Name, "spindle.standalone."):
+		return ReadByMaster
+	case strings.HasPrefix(k.Name, "spindle.worker."):
+		return ReadByWorker
+	}
+	return ReadBySubmit
 }
 
 // Names of the core job keys, for callers that read them.
@@ -87,8 +151,8 @@ const (
 
 // coreKeys are the keys of a job: submit, driver, executors and feeding.
 var coreKeys = []Key{
-	{Name: KeyMaster, Default: "local", Kind: String,
-		Doc: "Where executors run: local (one child process per executor on this machine), local[N] (N executors), spindle://host:port,host:port (standalone masters)."},
+	{Name: KeyMaster, Default: "local", Kind: String, ReadBy: ReadBySubmit | ReadByAdmin,
+		Doc: "Where executors run: local (child processes on this machine, spindle.executor.instances of them), local[N] (N executors), local[*] (one per CPU), spindle://host:port,host:port (standalone masters; an IPv6 host in brackets, port 7077 when left out)."},
 	{Name: KeyAppName, Default: "spindle-job", Kind: String,
 		Doc: "A name for the job, shown in logs and status listings."},
 	{Name: KeyDeployMode, Default: "client", Kind: Enum, Enum: []string{"client"},
@@ -137,7 +201,7 @@ var coreKeys = []Key{
 		Doc: "Directory (local path, file:// or hdfs:// URI) for checkpoints; given to training processes as SPINDLE_CHECKPOINT_DIR."},
 	{Name: KeyDriverHost, Default: "", Kind: String,
 		Doc: "Address executors use to reach the driver; empty picks one by the spindle.network.interface rule."},
-	{Name: KeyDriverPort, Default: "0", Kind: Int, Min: 0, HasMin: true,
+	{Name: KeyDriverPort, Default: "0", Kind: Int, Min: 0, HasMin: true, Max: 65535, HasMax: true,
 		Doc: "Control-plane port of the driver; 0 picks a free one."},
 	{Name: KeyRegistrationTimeout, Default: "120s", Kind: Duration,
 		Doc: "How long the driver waits for all executors to register (the gang) before failing the job."},
@@ -145,8 +209,8 @@ var coreKeys = []Key{
 		Doc: "How often executors report liveness and progress."},
 	{Name: KeyHeartbeatTimeout, Default: "6s", Kind: Duration,
 		Doc: "An executor silent for this long is declared lost and the job fails."},
-	{Name: KeyStopGracePeriod, Default: "5s", Kind: Duration,
-		Doc: "Time a training process gets between SIGTERM and SIGKILL when a job stops."},
+	{Name: KeyStopGracePeriod, Default: "5s", Kind: Duration, ZeroOK: true, ReadBy: ReadBySubmit | ReadByMaster,
+		Doc: "Time a training process gets between SIGTERM and SIGKILL when a job stops; 0 kills at once."},
 	{Name: KeyStderrTailLines, Default: "20", Kind: Int, Min: 0, HasMin: true,
 		Doc: "Lines of a failed training process's stderr quoted in the job's error."},
 	{Name: KeyNetworkInterface, Default: "", Kind: String,
@@ -155,8 +219,8 @@ var coreKeys = []Key{
 		Doc: "A peer silent for this long fails a collective operation (SPINDLE_COLLECTIVE_TIMEOUT)."},
 	{Name: KeyProgressInterval, Default: "10s", Kind: Duration,
 		Doc: "How often progress is logged when the output is not a terminal."},
-	{Name: KeyLogLevel, Default: "info", Kind: Enum, Enum: []string{"debug", "info", "warn", "error"},
-		Doc: "Log level of the driver and executors."},
+	{Name: KeyLogLevel, Default: "info", Kind: Enum, Enum: []string{"debug", "info", "warn", "error"}, ReadBy: readByAll,
+		Doc: "Log level of every command: the driver and its executors, masters and workers (--log-level)."},
 	{Name: KeyHadoopConfDir, Default: "", Kind: String,
 		Doc: "Hadoop client configuration directory; empty uses $HADOOP_CONF_DIR."},
 	{Name: KeyHadoopUser, Default: "", Kind: String,

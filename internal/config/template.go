@@ -12,7 +12,10 @@ func Template() string {
 	b.WriteString(`# Spindle defaults, read from $SPINDLE_CONF_DIR/spindle-defaults.conf.
 #
 # Copy this file to spindle-defaults.conf and uncomment what you change.
-# Lines are "key value" (or key=value); # starts a comment.
+# Lines are "key value" (or key=value); # starts a comment, at the start of
+# a line or after a space; a value may be quoted ("...", '...').
+# Each key says which commands read it: one given to a command that does
+# not read it (with --conf or --properties-file) is ignored with a warning.
 # Precedence, lowest first: built-in defaults < this file <
 # --properties-file < --conf key=value < explicit flags.
 #
@@ -41,7 +44,7 @@ func Template() string {
 			}
 			kind = "one of " + strings.Join(vals, ", ")
 		}
-		fmt.Fprintf(&b, "# (%s)\n", kind)
+		fmt.Fprintf(&b, "# (%s; read by %s)\n", kind, k.Readers())
 		if k.Default == "" {
 			fmt.Fprintf(&b, "#%s=\n", k.Name)
 		} else {
