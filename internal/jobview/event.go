@@ -1,0 +1,101 @@
+package jobview
+
+import "time"
+
+// Kind says what an Event records.
+type Kind string
+
+// The kinds of event.
+const (
+	// KindSubmitted opens a job's log: Info describes the job.
+	KindSubmitted Kind = "submitted"
+	// KindJobState records a job state change (State, Reason).
+	KindJobState Kind = "job_state"
+	// KindExecutor records an executor or rank change (Rank, Role,
+	// RoleRank, Host, Executor, State, Message).
+	KindExecutor Kind = "executor"
+	// KindProgress is a rank's cumulative counters (Rank, Progress).
+	KindProgress Kind = "progress"
+	// KindScalars are values a training process reported (Rank, Step, Values).
+	KindScalars Kind = "scalars"
+	// KindLog is one line of a rank's output (Rank, Stream, Line).
+	KindLog Kind = "log"
+	// KindRestart records a new generation of the gang (Generation, Reason).
+	KindRestart Kind = "restart"
+)
+
+// Job states, as YARN and Spark report them.
+const (
+	StateSubmitted = "SUBMITTED"
+	StateRunning   = "RUNNING"
+	StateSucceeded = "SUCCEEDED"
+	StateFailed    = "FAILED"
+	StateKilled    = "KILLED"
+)
+
+// Executor and rank states.
+const (
+	RankPending  = "pending"
+	RankRunning  = "running"
+	RankFinished = "finished"
+	RankFailed   = "failed"
+	RankStopped  = "stopped"
+	RankLost     = "lost"
+)
+
+// Event is one thing that happened to a job. Fields beyond Time and Kind
+// are set by kind; the others stay empty and are left out of the log.
+type Event struct {
+	Time time.Time `json:"time"`
+	Kind Kind      `json:"kind"`
+
+	Info *Info `json:"info,omitempty"`
+
+	State  string `json:"state,omitempty"`
+	Reason string `json:"reason,omitempty"`
+
+	Rank     int    `json:"rank,omitempty"`
+	Role     string `json:"role,omitempty"`
+	RoleRank int    `json:"role_rank,omitempty"`
+	Host     string `json:"host,omitempty"`
+	Executor string `json:"executor,omitempty"`
+	Message  string `json:"message,omitempty"`
+
+	Progress *Progress `json:"progress,omitempty"`
+
+	Step   int64              `json:"step,omitempty"`
+	Values map[string]float64 `json:"values,omitempty"`
+
+	Stream string `json:"stream,omitempty"`
+	Line   string `json:"line,omitempty"`
+
+	Generation int `json:"generation,omitempty"`
+}
+
+// Info describes a job when it is submitted.
+type Info struct {
+	ID      string   `json:"id"`
+	Name    string   `json:"name"`
+	User    string   `json:"user"`
+	Mode    string   `json:"mode"` // local[N], spindle://..., yarn
+	Command []string `json:"command"`
+	// Settings are the job's effective configuration keys, with secrets
+	// already hidden (see Redact).
+	Settings map[string]string `json:"settings,omitempty"`
+	// Roles maps each role to its number of ranks.
+	Roles map[string]int `json:"roles,omitempty"`
+	// WorldSize is the number of ranks of every role.
+	WorldSize int `json:"world_size"`
+}
+
+// Progress is a rank's cumulative counters at one moment.
+type Progress struct {
+	Epoch        int64   `json:"epoch"`
+	Rows         int64   `json:"rows"`
+	Batches      int64   `json:"batches"`
+	Bytes        int64   `json:"bytes"`
+	Steps        int64   `json:"steps,omitempty"`
+	CPUSeconds   float64 `json:"cpu_seconds,omitempty"`
+	MemoryBytes  int64   `json:"memory_bytes,omitempty"`
+	GPUUtilRatio float64 `json:"gpu_util_ratio,omitempty"`
+}
