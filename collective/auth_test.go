@@ -31,136 +31,140 @@ func noSecret(t *testing.T, what, text string) {
 }
 
 func TestTokenOps(t *testing.T) {
-	const n = 3
-	comms := cluster(t, n, func(r int, cfg *Config) {
-		withToken(r, cfg)
-		cfg.ChunkBytes = 256
+	onLinks(t, func(t *testing.T, link testLink) {
+		const n = 3
+		comms := cluster(t, n, link.on(func(r int, cfg *Config) {
+			withToken(r, cfg)
+			cfg.ChunkBytes = 256
+		}))
+		ctx := context.Background()
+		in := make([][]float32, n)
+		for r := range n {
+			in[r] = inputs[float32](r, 1000)
+		}
+		want := ringReference(in, Sum)
+		got := make([][]float32, n)
+		mustAll(t, onAll(t, comms, func(c *Comm) error {
+			got[c.Rank()] = append([]float32(nil), in[c.Rank()]...)
+			return AllReduce(ctx, c, got[c.Rank()], Sum)
+		}))
+		for r := range n {
+			for i := range want {
+				if got[r][i] != want[i] {
+					t.Fatalf("allreduce: rank %d element %d = %v, want %v", r, i, got[r][i], want[i])
+				}
+			}
+		}
+		bufs := make([][]int64, n)
+		mustAll(t, onAll(t, comms, func(c *Comm) error {
+			bufs[c.Rank()] = []int64{int64(c.Rank()), 7}
+			return Broadcast(ctx, c, bufs[c.Rank()], 2)
+		}))
+		for r := range n {
+			if bufs[r][0] != 2 || bufs[r][1] != 7 {
+				t.Fatalf("broadcast: rank %d has %v, want [2 7]", r, bufs[r])
+			}
+		}
+		gathered := make([][]uint16, n)
+		mustAll(t, onAll(t, comms, func(c *Comm) error {
+			gathered[c.Rank()] = make([]uint16, n)
+			return AllGather(ctx, c, []uint16{uint16(10 + c.Rank())}, gathered[c.Rank()])
+		}))
+		for r := range n {
+			for src := range n {
+				if gathered[r][src] != uint16(10+src) {
+					t.Fatalf("allgather: rank %d has %v", r, gathered[r])
+				}
+			}
+		}
+		mustAll(t, onAll(t, comms, func(c *Comm) error { return c.Barrier(ctx) }))
 	})
-	ctx := context.Background()
-	in := make([][]float32, n)
-	for r := range n {
-		in[r] = inputs[float32](r, 1000)
-	}
-	want := ringReference(in, Sum)
-	got := make([][]float32, n)
-	mustAll(t, onAll(t, comms, func(c *Comm) error {
-		got[c.Rank()] = append([]float32(nil), in[c.Rank()]...)
-		return AllReduce(ctx, c, got[c.Rank()], Sum)
-	}))
-	for r := range n {
-		for i := range want {
-			if got[r][i] != want[i] {
-				t.Fatalf("allreduce: rank %d element %d = %v, want %v", r, i, got[r][i], want[i])
-			}
-		}
-	}
-	bufs := make([][]int64, n)
-	mustAll(t, onAll(t, comms, func(c *Comm) error {
-		bufs[c.Rank()] = []int64{int64(c.Rank()), 7}
-		return Broadcast(ctx, c, bufs[c.Rank()], 2)
-	}))
-	for r := range n {
-		if bufs[r][0] != 2 || bufs[r][1] != 7 {
-			t.Fatalf("broadcast: rank %d has %v, want [2 7]", r, bufs[r])
-		}
-	}
-	gathered := make([][]uint16, n)
-	mustAll(t, onAll(t, comms, func(c *Comm) error {
-		gathered[c.Rank()] = make([]uint16, n)
-		return AllGather(ctx, c, []uint16{uint16(10 + c.Rank())}, gathered[c.Rank()])
-	}))
-	for r := range n {
-		for src := range n {
-			if gathered[r][src] != uint16(10+src) {
-				t.Fatalf("allgather: rank %d has %v", r, gathered[r])
-			}
-		}
-	}
-	mustAll(t, onAll(t, comms, func(c *Comm) error { return c.Barrier(ctx) }))
 }
 
 func TestTokenMismatch(t *testing.T) {
-	type want struct {
-		blames int
-		says   string
-		// racy: with three ranks, who hears of the mismatch from whom,
-		// and who finds a peer already gone, depends on scheduling. Then
-		// only the blamed rank is checked (-1: any other rank), whatever
-		// the error kind.
-		racy bool
-	}
-	tests := []struct {
-		name   string
-		world  int
-		tokens []string // by rank
-		want   map[int]want
-	}{
-		{
-			name:   "wrong token",
-			world:  2,
-			tokens: []string{testToken, otherToken},
-			want: map[int]want{
-				// A rank hears of the mismatch as a dialer, or, if its peer
-				// gave up and exited before it could dial, as a listener
-				// when it stops waiting.
-				0: {1, "hold different peer tokens", false},
-				1: {0, "hold different peer tokens", false},
+	onLinks(t, func(t *testing.T, link testLink) {
+		type want struct {
+			blames int
+			says   string
+			// racy: with three ranks, who hears of the mismatch from whom,
+			// and who finds a peer already gone, depends on scheduling. Then
+			// only the blamed rank is checked (-1: any other rank), whatever
+			// the error kind.
+			racy bool
+		}
+		tests := []struct {
+			name   string
+			world  int
+			tokens []string // by rank
+			want   map[int]want
+		}{
+			{
+				name:   "wrong token",
+				world:  2,
+				tokens: []string{testToken, otherToken},
+				want: map[int]want{
+					// A rank hears of the mismatch as a dialer, or, if its peer
+					// gave up and exited before it could dial, as a listener
+					// when it stops waiting.
+					0: {1, "hold different peer tokens", false},
+					1: {0, "hold different peer tokens", false},
+				},
 			},
-		},
-		{
-			name:   "missing token",
-			world:  2,
-			tokens: []string{testToken, ""},
-			want: map[int]want{
-				0: {1, "peer token", false},
-				1: {0, "peer token", false},
+			{
+				name:   "missing token",
+				world:  2,
+				tokens: []string{testToken, ""},
+				want: map[int]want{
+					0: {1, "peer token", false},
+					1: {0, "peer token", false},
+				},
 			},
-		},
-		{
-			// Rank 1 holds the wrong token. Rank 0 is refused by it, hears
-			// of it from rank 2 or finds it gone: either way rank 1 is
-			// named. Rank 1 is refused by rank 2, refuses rank 0, or finds
-			// a neighbour gone.
-			name:   "wrong token among three",
-			world:  3,
-			tokens: []string{testToken, otherToken, testToken},
-			want: map[int]want{
-				0: {1, "", true},
-				1: {-1, "", true},
+			{
+				// Rank 1 holds the wrong token. Rank 0 is refused by it, hears
+				// of it from rank 2 or finds it gone: either way rank 1 is
+				// named. Rank 1 is refused by rank 2, refuses rank 0, or finds
+				// a neighbour gone.
+				name:   "wrong token among three",
+				world:  3,
+				tokens: []string{testToken, otherToken, testToken},
+				want: map[int]want{
+					0: {1, "", true},
+					1: {-1, "", true},
+				},
 			},
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, errs := startRanks(t, tc.world, func(r int, cfg *Config) {
-				cfg.ConnectTimeout = 5 * time.Second
-				cfg.Token = tc.tokens[r]
-			})
-			for r, err := range errs {
-				if err == nil {
-					t.Fatalf("rank %d: New succeeded", r)
-				}
-				noSecret(t, "error", err.Error())
-				w, ok := tc.want[r]
-				if !ok {
-					continue
-				}
-				var pe *PeerError
-				if w.racy {
-					if !errors.As(err, &pe) || pe.Rank == r || (w.blames >= 0 && pe.Rank != w.blames) {
-						t.Fatalf("rank %d: got %v, want a *PeerError blaming rank %d", r, err, w.blames)
+		}
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				_, errs := startRanks(t, tc.world, link.on(func(r int, cfg *Config) {
+					cfg.ConnectTimeout = 5 * time.Second
+					cfg.Token = tc.tokens[r]
+				}))
+				for r, err := range errs {
+					if err == nil {
+						t.Fatalf("rank %d: New succeeded", r)
 					}
-					continue
+					noSecret(t, "error", err.Error())
+					w, ok := tc.want[r]
+					if !ok {
+						continue
+					}
+					var pe *PeerError
+					if w.racy {
+						if !errors.As(err, &pe) || pe.Rank == r || (w.blames >= 0 && pe.Rank != w.blames) {
+							t.Fatalf("rank %d: got %v, want a *PeerError blaming rank %d", r, err, w.blames)
+						}
+						continue
+					}
+					if !errors.As(err, &pe) || pe.Rank != w.blames || !strings.Contains(err.Error(), w.says) || !errors.Is(err, ErrHandshake) {
+						t.Fatalf("rank %d: got %v, want ErrHandshake blaming rank %d and saying %q", r, err, w.blames, w.says)
+					}
+					if !strings.Contains(err.Error(), pe.Addr) {
+						t.Fatalf("rank %d: error %q does not name the peer address", r, err)
+					}
 				}
-				if !errors.As(err, &pe) || pe.Rank != w.blames || !strings.Contains(err.Error(), w.says) || !errors.Is(err, ErrHandshake) {
-					t.Fatalf("rank %d: got %v, want ErrHandshake blaming rank %d and saying %q", r, err, w.blames, w.says)
-				}
-				if !strings.Contains(err.Error(), pe.Addr) {
-					t.Fatalf("rank %d: error %q does not name the peer address", r, err)
-				}
-			}
-		})
-	}
+			})
+		}
+	})
 }
 
 // sendHello dials addr, sends h (signed by a, when not nil, at time at)
@@ -226,19 +230,21 @@ func strangerHellos(from, to int) []struct {
 // process without the token could make, and checks that each is refused
 // and that none aborts the job.
 func TestStrangerIsRefused(t *testing.T) {
-	comms := cluster(t, 2, withToken)
-	addr := comms[0].peers[0]
-	for _, tc := range strangerHellos(1, 0) {
-		t.Run(tc.name, func(t *testing.T) {
-			status, reason := sendHello(t, addr, tc.h, tc.a, time.Now().Add(tc.at))
-			if status == 0 || !strings.Contains(reason, tc.says) {
-				t.Fatalf("kind %d: status %d %q, want a refusal saying %q", tc.h.kind, status, reason, tc.says)
-			}
-			noSecret(t, "reason", reason)
-		})
-	}
-	// Not one of the notices got through.
-	mustAll(t, onAll(t, comms, func(c *Comm) error { return c.Barrier(context.Background()) }))
+	onLinks(t, func(t *testing.T, link testLink) {
+		comms := cluster(t, 2, link.on(withToken))
+		addr := comms[0].peers[0]
+		for _, tc := range strangerHellos(1, 0) {
+			t.Run(tc.name, func(t *testing.T) {
+				status, reason := sendHello(t, addr, tc.h, tc.a, time.Now().Add(tc.at))
+				if status == 0 || !strings.Contains(reason, tc.says) {
+					t.Fatalf("kind %d: status %d %q, want a refusal saying %q", tc.h.kind, status, reason, tc.says)
+				}
+				noSecret(t, "reason", reason)
+			})
+		}
+		// Not one of the notices got through.
+		mustAll(t, onAll(t, comms, func(c *Comm) error { return c.Barrier(context.Background()) }))
+	})
 }
 
 // TestProofToTokenlessRank checks that a rank without a token refuses a
@@ -272,18 +278,21 @@ func linkPair(t *testing.T, connectTimeout time.Duration) (ln net.Listener, peer
 	}
 	peers = []string{ln0.Addr().String(), ln1.Addr().String()}
 	res = make(chan error, 1)
-	var tr *tcpTransport
+	var m *Mesh
 	go func() {
 		var err error
-		tr, err = newTCPTransport(context.Background(), tcpConfig{
-			rank: 0, world: 2, peers: peers, listener: ln0, jobID: "test-job", token: testToken,
-			timeout: 5 * time.Second, connectTimeout: connectTimeout, recvFrom: []int{1}, log: quietLogger(),
+		m, err = NewMesh(MeshConfig{
+			Rank: 0, WorldSize: 2, Peers: peers, Listener: ln0, JobID: "test-job", Token: testToken,
+			Timeout: 5 * time.Second, ConnectTimeout: connectTimeout, Logger: quietLogger(),
 		})
+		if err == nil {
+			_, _, err = m.Streams(context.Background(), nil, []int{1})
+		}
 		res <- err
 	}()
 	t.Cleanup(func() {
-		if tr != nil {
-			tr.Close()
+		if m != nil {
+			m.Close()
 		}
 	})
 	return ln1, peers, res
@@ -301,14 +310,17 @@ func TestRefusedLinkDuringSetup(t *testing.T) {
 				t.Fatalf("%s: accepted (%q)", tc.name, reason)
 			}
 		}
-		tr1, err := newTCPTransport(context.Background(), tcpConfig{
-			rank: 1, world: 2, peers: peers, listener: ln1, jobID: "test-job", token: testToken,
-			timeout: 5 * time.Second, connectTimeout: 20 * time.Second, sendTo: []int{0}, log: quietLogger(),
+		m1, err := NewMesh(MeshConfig{
+			Rank: 1, WorldSize: 2, Peers: peers, Listener: ln1, JobID: "test-job", Token: testToken,
+			Timeout: 5 * time.Second, ConnectTimeout: 20 * time.Second, Logger: quietLogger(),
 		})
 		if err != nil {
 			t.Fatalf("rank 1: %v", err)
 		}
-		defer tr1.Close()
+		defer m1.Close()
+		if _, _, err := m1.Streams(context.Background(), []int{0}, nil); err != nil {
+			t.Fatalf("rank 1: %v", err)
+		}
 		if err := <-res; err != nil {
 			t.Fatalf("rank 0, after strangers tried: %v", err)
 		}

@@ -42,8 +42,9 @@ type Comm struct {
 	closeErr  error
 }
 
-// New joins the communicator described by cfg: it connects to this rank's
-// ring neighbours over TCP, waiting up to cfg.ConnectTimeout for them to
+// New joins the communicator described by cfg: it joins the job's peer
+// mesh and links this rank to its ring neighbours over cfg.Link (TCP by
+// default), waiting up to cfg.ConnectTimeout for them to
 // start. New owns cfg.Listener from the start and closes it on error.
 func New(ctx context.Context, cfg Config) (*Comm, error) {
 	cfg = cfg.withDefaults()
@@ -60,20 +61,7 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 		return c, nil
 	}
 	left, right := ringNeighbours(cfg.Rank, cfg.WorldSize)
-	t, err := newTCPTransport(ctx, tcpConfig{
-		rank:           cfg.Rank,
-		world:          cfg.WorldSize,
-		peers:          cfg.Peers,
-		listener:       cfg.Listener,
-		jobID:          cfg.JobID,
-		token:          cfg.Token,
-		timeout:        cfg.Timeout,
-		connectTimeout: cfg.ConnectTimeout,
-		sockBuf:        cfg.SocketBufferBytes,
-		sendTo:         []int{right},
-		recvFrom:       []int{left},
-		log:            log,
-	})
+	t, err := connect(ctx, cfg, log, []int{right}, []int{left})
 	if err != nil {
 		return nil, fmt.Errorf("collective: connect rank %d of %d: %w", cfg.Rank, cfg.WorldSize, err)
 	}

@@ -71,6 +71,11 @@ type Config struct {
 	// connection (capped by the kernel's net.core.[rw]mem_max). Negative
 	// leaves them to the kernel's autotuning.
 	SocketBufferBytes int
+	// Link builds the data link between ring neighbours; nil means TCP
+	// (TCPLinker with SocketBufferBytes). Whatever the link, the ranks
+	// meet, authenticate and agree on failures over the peer mesh on the
+	// peer port.
+	Link Linker
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 }

@@ -1,8 +1,8 @@
 // Package collective is Spindle's collective-communication library for Go
 // trainers: ring allreduce (sum and mean of float32 or float64), broadcast,
-// allgather and barrier between the ranks of a job, over direct TCP
-// connections between the training processes. The driver is never on the
-// data path.
+// allgather and barrier between the ranks of a job, over direct links
+// between the training processes (TCP, or RDMA through UCX). The driver is
+// never on the data path.
 //
 // # Joining
 //
@@ -56,12 +56,59 @@
 // on the others. A failed communicator stays failed; training recovers by
 // restarting the gang, which is Spindle's failure policy's job.
 //
-// The transport is behind the small Transport interface; TCP is the one
-// implementation today. Connections are checked by a handshake (protocol
-// version, byte order, job id, world size and ranks). With a peer token
-// (Config.Token; the executor sets SPINDLE_PEER_TOKEN, derived from the
-// job's secret) the handshake is also mutually authenticated, so only
-// processes of the job can join its ring or abort it; without one, only the
-// job id is checked. Data is never encrypted: the peer ports should only be
-// reachable from the cluster's own network.
+// # Peer mesh and data links
+//
+// A communicator is two layers. The peer mesh (Mesh) owns membership and
+// failure: every rank listens on its peer port, every connection starts
+// with a hello that is checked (protocol version, byte order, job id,
+// world size and ranks), the notices and probes described above travel
+// over it, and it records the one failure, blaming one rank, that every
+// rank then reports. With a peer token (Config.Token; the executor sets
+// SPINDLE_PEER_TOKEN, derived from the job's secret) every hello is also
+// mutually authenticated (an HMAC with a timestamp and a nonce against
+// replay), so only processes of the job can join its ring, probe it or
+// abort it; without one, only the job id is checked.
+//
+// A data link (Link, built by a Linker set in Config.Link) only moves
+// bytes between ring neighbours: it reports a broken link or a lack of
+// progress, and the mesh decides whom to blame, so every link has the same
+// failure semantics without re-implementing them. The links are:
+//
+//   - TCP (TCPLinker, the default): the mesh's authenticated streams
+//     carry the data themselves.
+//   - UCX (package rdma): RDMA verbs, RoCE, shared memory or TCP through
+//     UCX's UCP API, bootstrapped over the mesh's streams.
+//   - In-memory (MemNetwork), for tests: the ranks of one process exchange
+//     bytes through memory, and a test can drop, delay, partition or reset
+//     the bytes between any two ranks, as hashicorp/raft's in-memory
+//     transport lets its tests break the network.
+//
+// Data is never encrypted: the peer ports should only be reachable from
+// the cluster's own network.
+//
+// # The mesh for other services of a job
+//
+// A parameter server, or any other service whose processes must agree on
+// who failed, can build its own Mesh on its own port with the job's
+// token, and keep its own data path (gRPC, say):
+//
+//	mesh, err := collective.NewMesh(collective.MeshConfig{
+//		Rank: rank, WorldSize: n, Peers: meshAddrs, Listener: ln,
+//		JobID: jobID, Token: os.Getenv(collective.EnvPeerToken),
+//		Timeout: 30 * time.Second,
+//	})
+//	defer mesh.Close()
+//	// A call to server s failed (a broken stream, a deadline): let the
+//	// mesh diagnose it and tell every member, and fail with what they
+//	// all agree on.
+//	if err != nil {
+//		return mesh.Blame(ctx, s, err)
+//	}
+//	// Stop serving when any member failed.
+//	<-mesh.Done(); log(mesh.Err())
+//
+// Mesh.Abort gives up on purpose (shutdown mid-job), Mesh.Streams returns
+// authenticated byte streams between members for bootstrapping anything
+// else. The members' ranks are the mesh's own: a service numbers its
+// processes as it likes, as long as every member has the same Peers.
 package collective

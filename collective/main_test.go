@@ -153,3 +153,36 @@ func mustAll(t *testing.T, errs []error) {
 		}
 	}
 }
+
+// testLink is a data link the failure and authentication tests run on:
+// every failure must be detected and blamed the same whatever carries the
+// bytes.
+type testLink struct {
+	name string
+	// linker returns the Linker for one communicator's ranks (nil: TCP).
+	linker func() Linker
+}
+
+var testLinks = []testLink{
+	{"tcp", func() Linker { return nil }},
+	{"mem", func() Linker { return NewMemNetwork().Linker() }},
+}
+
+// on returns tweak with every rank set to use one fresh instance of l.
+func (l testLink) on(tweak func(rank int, cfg *Config)) func(rank int, cfg *Config) {
+	linker := l.linker()
+	return func(rank int, cfg *Config) {
+		cfg.Link = linker
+		if tweak != nil {
+			tweak(rank, cfg)
+		}
+	}
+}
+
+// onLinks runs fn as a subtest per data link.
+func onLinks(t *testing.T, fn func(t *testing.T, l testLink)) {
+	t.Helper()
+	for _, l := range testLinks {
+		t.Run("link="+l.name, func(t *testing.T) { fn(t, l) })
+	}
+}

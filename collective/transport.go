@@ -5,8 +5,9 @@ import "context"
 // Transport moves bytes between this rank and its peers. The communicator
 // builds every operation from Send and Recv between ring neighbours, so a
 // transport only needs links from rank r to rank (r+1) mod n and from rank
-// (r-1) mod n to rank r; TCP is the implementation in this package, and
-// an RDMA one can implement the same contract.
+// (r-1) mod n to rank r. New builds one from a Mesh and a data Link, which
+// gives it the failure semantics below; to add a way of moving bytes,
+// implement a Link (and its Linker) rather than a Transport.
 //
 // Contract:
 //   - Bytes sent to a peer arrive at that peer's Recv in order, as one

@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/python"
 )
 
 // Ports by their index in a peer's published list.
@@ -131,7 +131,11 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 		}
 		set("CUDA_VISIBLE_DEVICES", strings.Join(ids, ","))
 	}
-	if py := pythonPath(t.PythonPath); py != "" {
+	py, err := pythonPath(t.PythonPath)
+	if err != nil {
+		return nil, err
+	}
+	if py != "" {
 		if old := env["PYTHONPATH"]; old != "" {
 			set("PYTHONPATH", py+string(os.PathListSeparator)+old)
 		} else {
@@ -182,37 +186,12 @@ func tfConfig(addrs []string, rank int) (string, error) {
 	return string(b), nil
 }
 
-// pythonPath returns the directory holding the spindle Python package:
-// configured (spindle.python.path), else found beside this spindle binary.
-func pythonPath(configured string) string {
+// pythonPath returns the directory to put on PYTHONPATH for `import
+// spindle`: the configured one (spindle.python.path), else the package
+// this binary carries, unpacked into the user's cache once per version.
+func pythonPath(configured string) (string, error) {
 	if configured != "" {
-		return configured
+		return configured, nil
 	}
-	return PythonPackageDir()
-}
-
-// PythonPackageDir finds the directory holding the spindle Python package
-// beside the running binary: bin/../python in a source checkout,
-// ../share/spindle/python in an install. It returns "" when there is none.
-func PythonPackageDir() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return ""
-	}
-	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
-		exe = resolved
-	}
-	dir := filepath.Dir(exe)
-	for _, cand := range []string{
-		filepath.Join(dir, "..", "python"),
-		filepath.Join(dir, "..", "share", "spindle", "python"),
-		filepath.Join(dir, "python"),
-	} {
-		if _, err := os.Stat(filepath.Join(cand, "spindle", "__init__.py")); err == nil {
-			if abs, err := filepath.Abs(cand); err == nil {
-				return abs
-			}
-		}
-	}
-	return ""
+	return python.Dir()
 }

@@ -63,6 +63,7 @@ func newApp() *cli.App {
 			workerCommand(),
 			miniclusterCommand(),
 			executorCommand(),
+			pythonPathCommand(),
 			versionCommand(),
 		},
 	}

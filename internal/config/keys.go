@@ -226,7 +226,7 @@ var coreKeys = []Key{
 	{Name: KeyHadoopUser, Default: "", Kind: String,
 		Doc: "HDFS user; empty uses $HADOOP_USER_NAME, then the login name."},
 	{Name: KeyPythonPath, Default: "", Kind: String,
-		Doc: "Directory holding the spindle Python package; empty finds it beside the spindle binary."},
+		Doc: "Directory to put on PYTHONPATH instead of the spindle Python package the spindle binary carries; empty uses the carried one, unpacked once per version into $XDG_CACHE_HOME/spindle/python (spindle python-path prints where)."},
 }
 
 // Known returns every declared key, core keys first.
