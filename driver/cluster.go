@@ -9,6 +9,9 @@ import (
 type ExecutorSpec struct {
 	// ID names the executor within the job.
 	ID string
+	// Role is what the executor does in the job (worker, chief, ps);
+	// cluster managers show it and may place roles differently.
+	Role Role
 	// Args are the arguments of the spindle binary that runs the executor
 	// ("executor", "--driver", ...). Each cluster manager runs them with
 	// its own copy of spindle.
@@ -16,7 +19,7 @@ type ExecutorSpec struct {
 	// Env is added to the executor's environment. It carries the job
 	// secret, so cluster managers must never log it.
 	Env map[string]string
-	// Resources the executor needs.
+	// Resources the executor needs, as its role asks.
 	Cores    int
 	MemoryMB int
 	GPUs     int

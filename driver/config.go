@@ -16,11 +16,19 @@ type Config struct {
 	JobID   string
 	AppName string
 
-	// NumExecutors is the gang size (world size).
+	// NumExecutors is the number of workers, the executors that are fed
+	// and train; Cores, MemoryMB and GPUs are what each gets (the chief
+	// gets the same).
 	NumExecutors int
 	Cores        int
 	MemoryMB     int
 	GPUs         int
+	// Chief adds one executor with role chief: it runs Command without a
+	// feed, and the job ends when it ends.
+	Chief bool
+	// PS describes the parameter servers (PS.Count 0: none). PS.Command
+	// is their command; empty asks for Spindle's built-in server.
+	PS RoleSpec
 
 	// Inputs are URIs, paths or globs of the training data.
 	Inputs      []string
@@ -102,6 +110,14 @@ func (c *Config) Validate() error {
 	switch {
 	case c.NumExecutors < 1:
 		return bad("%d executors requested; a job needs at least 1 (--num-executors)", c.NumExecutors)
+	case c.PS.Count < 0:
+		return bad("%d parameter servers requested (--num-ps)", c.PS.Count)
+	case c.PS.Count > 0 && len(c.PS.Command) == 0:
+		return fmt.Errorf("%w: --num-ps %d without --ps-command: %w; give --ps-command CMD (spindle.ps.command) to run your own parameter servers, as TensorFlow's are",
+			ErrConfig, c.PS.Count, ErrBuiltinPS)
+	case c.PS.Count > 0 && (c.PS.Cores < 1 || c.PS.MemoryMB < 1 || c.PS.GPUs < 0):
+		return bad("parameter servers need at least 1 core and 1 MiB each (spindle.ps.cores %d, spindle.ps.memory %d MiB, spindle.ps.gpus %d)",
+			c.PS.Cores, c.PS.MemoryMB, c.PS.GPUs)
 	case len(c.Command) == 0:
 		return bad("no training command: put it after --, as in: spindle submit ... -- python train.py")
 	case len(c.Inputs) == 0 && c.FeedMode != "direct":

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -124,7 +125,9 @@ func (d *Driver) Run(ctx context.Context) error {
 	target := feed.EvenTarget(plan.RowsPerRank, c.BatchRows, c.EvenBatches)
 	d.logger.Info("planned splits", "inputs", len(c.Inputs), "rows", plan.TotalRows,
 		"ranks", c.NumExecutors, "batches_per_epoch", target)
-	tasks, err := d.taskBuilder(plan, target)
+	roles := c.Roles()
+	slots := layout(roles)
+	tasks, err := d.taskBuilder(plan, target, slots)
 	if err != nil {
 		return err
 	}
@@ -133,11 +136,7 @@ func (d *Driver) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen for executors on %s:%d: %w", c.ListenHost, c.Port, err)
 	}
-	ids := make([]string, c.NumExecutors)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("exec-%d", i)
-	}
-	g := newRoster(ids)
+	g := newRosterOf(slots)
 	stopServer := make(chan struct{})
 	srv := grpc.NewServer(d.signer.ServerOptions()...)
 	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: tasks, stop: stopServer, logger: d.logger})
@@ -160,19 +159,23 @@ func (d *Driver) Run(ctx context.Context) error {
 		return err
 	}
 	d.logger.Info("control plane listening", "addr", lis.Addr().String(), "advertised", addr)
-	specs := make([]ExecutorSpec, len(ids))
-	for i, id := range ids {
+	specs := make([]ExecutorSpec, len(slots))
+	for i, s := range slots {
 		specs[i] = ExecutorSpec{
-			ID:       id,
-			Args:     d.executorArgs(addr, id),
+			ID:       s.id,
+			Role:     s.role,
+			Args:     d.executorArgs(addr, s.id),
 			Env:      map[string]string{executor.EnvJobSecret: d.secret},
-			Cores:    c.Cores,
-			MemoryMB: c.MemoryMB,
-			GPUs:     c.GPUs,
+			Cores:    s.spec.Cores,
+			MemoryMB: s.spec.MemoryMB,
+			GPUs:     s.spec.GPUs,
 		}
-		if i < len(plan.Ranks) {
-			specs[i].PreferredHosts = preferredHosts(plan.Ranks[i])
+		if s.role.Feeds() && s.roleRank < len(plan.Ranks) {
+			specs[i].PreferredHosts = preferredHosts(plan.Ranks[s.roleRank])
 		}
+	}
+	if len(roles) > 1 {
+		d.logger.Info("job roles", "roles", roleCounts(roles))
 	}
 
 	runErr := d.watch(ctx, g, specs, start)
@@ -248,11 +251,45 @@ func (d *Driver) watch(ctx context.Context, g *roster, specs []ExecutorSpec, sta
 		case <-g.succeeded:
 			prog.update(time.Now(), g.snapshot())
 			prog.finish()
-			d.logger.Info("job succeeded", "ranks", len(specs), "rows", prog.totalRows(), "elapsed", time.Since(start).Round(time.Millisecond))
+			d.stopTheRest(ctx, g)
+			attrs := []any{"ranks", len(specs), "rows", prog.totalRows(), "elapsed", time.Since(start).Round(time.Millisecond)}
+			if stopped := g.stoppedAtEnd(); len(stopped) > 0 {
+				attrs = append(attrs, "stopped_at_end", strings.Join(stopped, ", "))
+			}
+			d.logger.Info("job succeeded", attrs...)
 			return nil
 		case <-ctx.Done():
 			g.stop("job interrupted")
 			return ErrInterrupted
+		}
+	}
+}
+
+// stopTheRest waits, after the job succeeded, for the executors still
+// running (parameter servers, workers a chief left behind) to stop their
+// processes: their next heartbeat tells them the job finished, and they
+// report their exit. What is left after a heartbeat and the stop grace
+// period is released by the cluster manager all the same.
+func (d *Driver) stopTheRest(ctx context.Context, g *roster) {
+	running := g.running()
+	if len(running) == 0 {
+		return
+	}
+	d.logger.Info("job ended; stopping the executors still running", "executors", strings.Join(running, ", "))
+	wait := time.NewTimer(2*d.cfg.HeartbeatInterval + d.cfg.StopGrace + time.Second)
+	defer wait.Stop()
+	for {
+		select {
+		case <-g.allExited:
+			return
+		case ev := <-d.cm.Events():
+			if ev.Kind == ExecutorExited || ev.Kind == ExecutorLost {
+				g.executorGone(ev)
+			}
+		case <-wait.C:
+			return
+		case <-ctx.Done():
+			return
 		}
 	}
 }
@@ -266,9 +303,18 @@ func (d *Driver) release() error {
 	return d.cm.Release(ctx, nil)
 }
 
-// taskBuilder prepares the per-rank task JSON.
-func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64) (taskBuilder, error) {
+// taskBuilder prepares the per-rank task JSON. Workers get their share of
+// the plan (worker i the splits planned for rank i); the other roles get
+// no feed, and their role's command when it has one.
+func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot) (taskBuilder, error) {
 	c := d.cfg
+	// Executors on one machine split its GPUs by rank, each role taking
+	// its own number; a cluster manager that assigns devices itself
+	// overrides this through the executor's own CUDA_VISIBLE_DEVICES.
+	firstGPU := make([]int, len(slots))
+	for i := 1; i < len(slots); i++ {
+		firstGPU[i] = firstGPU[i-1] + slots[i-1].spec.GPUs
+	}
 	var schemaIPC []byte
 	if plan.Schema != nil {
 		var buf bytes.Buffer
@@ -279,6 +325,15 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64) (taskBuilder, err
 		schemaIPC = buf.Bytes()
 	}
 	return func(rank int) ([]byte, error) {
+		if rank < 0 || rank >= len(slots) {
+			return nil, fmt.Errorf("no rank %d in a job of %d", rank, len(slots))
+		}
+		s := slots[rank]
+		// The feed is planned for workers: feedRank is this worker's share.
+		feedRank := s.roleRank
+		if !s.role.Feeds() {
+			feedRank = 0
+		}
 		t := executor.Task{
 			JobID:                   c.JobID,
 			Command:                 c.Command,
@@ -296,7 +351,7 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64) (taskBuilder, err
 			CollectiveTimeoutMillis: c.CollectiveTimeout.Milliseconds(),
 			Feed: executor.FeedTask{
 				Mode:              c.FeedMode,
-				Splits:            plan.Ranks[rank],
+				Splits:            plan.Ranks[feedRank],
 				SchemaIPC:         schemaIPC,
 				Columns:           c.Columns,
 				LabelColumn:       c.LabelColumn,
@@ -311,14 +366,17 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64) (taskBuilder, err
 				CacheBytes:        c.CacheMemory,
 				EvenBatches:       string(c.EvenBatches),
 				TargetBatches:     target,
-				EpochRows:         feed.EvenRows(plan.RowsPerRank, rank, c.BatchRows, c.EvenBatches),
+				EpochRows:         feed.EvenRows(plan.RowsPerRank, feedRank, c.BatchRows, c.EvenBatches),
 			},
 		}
-		// Executors on one machine split its GPUs by rank; a cluster
-		// manager that assigns devices itself overrides this through the
-		// executor's own CUDA_VISIBLE_DEVICES.
-		for i := 0; i < c.GPUs; i++ {
-			t.GPUs = append(t.GPUs, rank*c.GPUs+i)
+		if len(s.spec.Command) > 0 {
+			t.Command = s.spec.Command
+		}
+		if !s.role.Feeds() {
+			t.Feed = executor.FeedTask{} // no mode: no feed
+		}
+		for i := 0; i < s.spec.GPUs; i++ {
+			t.GPUs = append(t.GPUs, firstGPU[rank]+i)
 		}
 		return json.Marshal(t)
 	}, nil

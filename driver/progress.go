@@ -69,7 +69,7 @@ func (p *progress) render(now time.Time, ranks []rankProgress) string {
 	var b strings.Builder
 	minEpoch := int32(-1)
 	for _, r := range ranks {
-		if !r.exited && (minEpoch < 0 || r.epoch < minEpoch) {
+		if r.role.Feeds() && !r.exited && (minEpoch < 0 || r.epoch < minEpoch) {
 			minEpoch = r.epoch
 		}
 	}
@@ -80,10 +80,17 @@ func (p *progress) render(now time.Time, ranks []rankProgress) string {
 		now.Sub(p.start).Round(time.Second))
 	for _, r := range ranks {
 		state := fmt.Sprintf("%.0f batches/s", p.rates[r.rank])
-		if r.exited {
+		switch {
+		case r.exited:
 			state = "done"
+		case !r.role.Feeds():
+			state = "running"
 		}
-		fmt.Fprintf(&b, " | rank %d: %s", r.rank, state)
+		name := fmt.Sprintf("rank %d", r.rank)
+		if r.name != "" {
+			name = r.name
+		}
+		fmt.Fprintf(&b, " | %s: %s", name, state)
 	}
 	return b.String()
 }

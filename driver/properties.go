@@ -29,6 +29,12 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.Cores = p.Int(config.KeyExecutorCores)
 	cfg.MemoryMB = int(p.Bytes(config.KeyExecutorMemory) >> 20)
 	cfg.GPUs = p.Int(config.KeyExecutorGPUs)
+	cfg.Chief = p.Bool(config.KeyChiefEnabled)
+	cfg.PS = RoleSpec{Role: RolePS, Count: p.Int(config.KeyPSInstances), Cores: p.Int(config.KeyPSCores),
+		MemoryMB: int(p.Bytes(config.KeyPSMemory) >> 20), GPUs: p.Int(config.KeyPSGPUs)}
+	if cfg.PS.Command, err = SplitCommand(p.String(config.KeyPSCommand)); err != nil {
+		return cfg, master, fmt.Errorf("%s: %s: %w", p.Source(config.KeyPSCommand), config.KeyPSCommand, err)
+	}
 	if f := p.String(config.KeyInputFormat); f != "" {
 		cfg.Format = feed.Format(f)
 	}

@@ -21,6 +21,8 @@ type member struct {
 	ports    []uint32
 	pid      int32
 	rank     int
+	role     Role
+	roleRank int
 	lastSeen time.Time
 	progress *driverpb.Progress
 
@@ -30,44 +32,81 @@ type member struct {
 	signal     string
 	stderrTail string
 	execErr    string
+	// stoppedAtEnd marks a process stopped because the job ended
+	// successfully while it ran.
+	stoppedAtEnd bool
 }
 
-// where names a member for error messages.
-func (m *member) where() string {
-	if m.registered {
+// where names a member for error messages. In a job of workers only it
+// is the rank; otherwise the role and the rank within it come first, as
+// in "ps 0 (rank 3, host h1, executor exec-3)".
+func (m *member) where(mixed bool) string {
+	switch {
+	case mixed && m.registered:
+		return fmt.Sprintf("%s (rank %d, host %s, executor %s)", m.name(), m.rank, m.host, m.id)
+	case mixed:
+		return fmt.Sprintf("%s (executor %s)", m.name(), m.id)
+	case m.registered:
 		return fmt.Sprintf("rank %d (host %s, executor %s)", m.rank, m.host, m.id)
 	}
 	return fmt.Sprintf("executor %s", m.id)
 }
 
+// name is the member's role and rank within it, as in "worker 1" or
+// "chief".
+func (m *member) name() string {
+	if m.role == RoleChief {
+		return string(RoleChief)
+	}
+	return fmt.Sprintf("%s %d", m.role, m.roleRank)
+}
+
 // roster tracks the executors of one job: registration, ranks, heartbeats,
-// exits. It is safe for concurrent use by the control-plane handlers and
-// the driver's run loop.
+// exits, and which of them decide the job's end. It is safe for concurrent
+// use by the control-plane handlers and the driver's run loop.
+//
+// The job succeeds when its chief exits 0 or, without a chief, when every
+// worker has. Executors still running then (parameter servers, which
+// never end on their own, and workers a chief left behind) are told to
+// stop, and their end is not a failure. Before that, any executor that
+// fails fails the job.
 type roster struct {
 	mu        sync.Mutex
 	members   map[string]*member // by executor id
 	order     []string           // executor ids in rank order
 	ready     chan struct{}      // closed once every member registered
 	peers     []*driverpb.Peer
+	hasChief  bool
+	mixed     bool // the job has roles other than worker
 	stopped   bool
 	stopWhy   string
+	finished  bool // the job succeeded; stopping is its normal end
 	failure   error
 	failed    chan struct{} // closed on the first failure
-	succeeded chan struct{} // closed once every rank exited 0
+	succeeded chan struct{} // closed when the job succeeded
+	allExited chan struct{} // closed once every member reported its exit
 	now       func() time.Time
 }
 
-func newRoster(ids []string) *roster {
+// newRoster returns the roster of a job of workers only, rank i for ids[i].
+func newRoster(ids []string) *roster { return newRosterOf(workerSlots(ids)) }
+
+// newRosterOf returns the roster of a job laid out as slots.
+func newRosterOf(slots []slot) *roster {
 	g := &roster{
-		members:   make(map[string]*member, len(ids)),
-		order:     append([]string(nil), ids...),
+		members:   make(map[string]*member, len(slots)),
+		order:     make([]string, len(slots)),
 		ready:     make(chan struct{}),
 		failed:    make(chan struct{}),
 		succeeded: make(chan struct{}),
+		allExited: make(chan struct{}),
 		now:       time.Now,
 	}
-	for i, id := range ids {
-		g.members[id] = &member{id: id, rank: i}
+	for i, s := range slots {
+		g.order[i] = s.id
+		g.members[s.id] = &member{id: s.id, rank: s.rank, role: s.role, roleRank: s.roleRank}
+		g.hasChief = g.hasChief || s.role == RoleChief
+		g.mixed = g.mixed || s.role != RoleWorker
 	}
 	return g
 }
@@ -100,7 +139,8 @@ func (g *roster) register(req *driverpb.RegisterRequest) (*member, error) {
 	g.peers = make([]*driverpb.Peer, len(g.order))
 	for i, id := range g.order {
 		o := g.members[id]
-		g.peers[i] = &driverpb.Peer{Rank: int32(i), Host: o.host, Ports: o.ports, ExecutorId: id}
+		g.peers[i] = &driverpb.Peer{Rank: int32(i), Host: o.host, Ports: o.ports, ExecutorId: id,
+			Role: string(o.role), RoleRank: int32(o.roleRank)}
 	}
 	close(g.ready)
 	return m, nil
@@ -124,19 +164,20 @@ func (g *roster) localRanks(m *member) (local, size int) {
 	return local, size
 }
 
-// heartbeat records liveness and progress and says whether to stop.
-func (g *roster) heartbeat(id string, p *driverpb.Progress) (stop bool, why string, err error) {
+// heartbeat records liveness and progress and says whether to stop, and
+// whether that stop is the job's successful end.
+func (g *roster) heartbeat(id string, p *driverpb.Progress) (*driverpb.HeartbeatResponse, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m, ok := g.members[id]
 	if !ok {
-		return false, "", fmt.Errorf("driver: unknown executor %q", id)
+		return nil, fmt.Errorf("driver: unknown executor %q", id)
 	}
 	m.lastSeen = g.now()
 	if p != nil {
 		m.progress = p
 	}
-	return g.stopped, g.stopWhy, nil
+	return &driverpb.HeartbeatResponse{Stop: g.stopped, Reason: g.stopWhy, Finished: g.finished}, nil
 }
 
 // exit records how an executor's training process ended.
@@ -158,32 +199,98 @@ func (g *roster) exit(r *driverpb.ExitReport) error {
 	if r.GetProgress() != nil {
 		m.progress = r.GetProgress()
 	}
+	defer g.checkAllExitedLocked()
+	if g.finished {
+		// Stopped because the job ended: whatever it says is not a failure.
+		m.stoppedAtEnd = true
+		return nil
+	}
+	process := "training process"
+	if m.role == RolePS {
+		process = "parameter server"
+	}
 	switch {
 	case m.execErr != "":
-		g.failLocked(fmt.Errorf("%s failed: %s", m.where(), m.execErr))
+		g.failLocked(fmt.Errorf("%s failed: %s", m.where(g.mixed), m.execErr))
 	case m.exitCode != 0 || m.signal != "":
 		status := fmt.Sprintf("exited with status %d", m.exitCode)
 		if m.signal != "" {
 			status = "was killed by signal " + m.signal
 		}
-		msg := fmt.Sprintf("%s: training process %s", m.where(), status)
+		msg := fmt.Sprintf("%s: %s %s", m.where(g.mixed), process, status)
+		if m.role == RolePS {
+			msg += " while the job ran"
+		}
 		if tail := strings.TrimRight(m.stderrTail, "\n"); tail != "" {
 			msg += "; last lines of its stderr:\n    " + strings.ReplaceAll(tail, "\n", "\n    ")
 		}
 		g.failLocked(errors.New(msg))
-	default:
-		for _, o := range g.members {
-			if !o.exited || o.exitCode != 0 || o.signal != "" {
+	case m.role == RoleChief:
+		g.succeedLocked("the chief ended")
+	case m.role == RoleWorker && !g.hasChief:
+		for _, id := range g.order {
+			o := g.members[id]
+			if o.role == RoleWorker && (!o.exited || o.exitCode != 0 || o.signal != "") {
 				return nil
 			}
 		}
-		select {
-		case <-g.succeeded:
-		default:
-			close(g.succeeded)
-		}
+		g.succeedLocked("every worker ended")
 	}
 	return nil
+}
+
+// succeedLocked ends the job successfully; executors still running are
+// told to stop, as the job's normal end.
+func (g *roster) succeedLocked(why string) {
+	if g.failure != nil || g.finished {
+		return
+	}
+	g.finished = true
+	g.stopped = true
+	g.stopWhy = "the job ended: " + why
+	close(g.succeeded)
+}
+
+// checkAllExitedLocked closes allExited once every member reported an exit.
+func (g *roster) checkAllExitedLocked() {
+	for _, m := range g.members {
+		if !m.exited {
+			return
+		}
+	}
+	select {
+	case <-g.allExited:
+	default:
+		close(g.allExited)
+	}
+}
+
+// running returns the names of the members whose process has not
+// reported an exit, in rank order.
+func (g *roster) running() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for _, id := range g.order {
+		if m := g.members[id]; !m.exited {
+			out = append(out, m.name())
+		}
+	}
+	return out
+}
+
+// stoppedAtEnd returns the names of the members stopped at the job's
+// successful end, in rank order.
+func (g *roster) stoppedAtEnd() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for _, id := range g.order {
+		if m := g.members[id]; m.stoppedAtEnd {
+			out = append(out, m.name())
+		}
+	}
+	return out
 }
 
 // executorGone handles a cluster-manager event saying an executor process
@@ -196,6 +303,15 @@ func (g *roster) executorGone(ev Event) {
 	if !ok || (m.exited && ev.Kind == ExecutorExited) {
 		return
 	}
+	if g.finished {
+		// Released at the job's end, or ended without reporting after the
+		// driver told it to stop: either way not a failure.
+		if !m.exited {
+			m.exited, m.stoppedAtEnd = true, true
+			g.checkAllExitedLocked()
+		}
+		return
+	}
 	if m.host == "" && ev.Host != "" {
 		m.host = ev.Host
 	}
@@ -203,7 +319,7 @@ func (g *roster) executorGone(ev Event) {
 	if ev.Kind == ExecutorLost {
 		what = "was lost"
 	}
-	msg := fmt.Sprintf("%s %s", m.where(), what)
+	msg := fmt.Sprintf("%s %s", m.where(g.mixed), what)
 	if !m.registered && ev.Kind == ExecutorExited {
 		msg += " before registering"
 	}
@@ -222,7 +338,7 @@ func (g *roster) checkHeartbeats(timeout time.Duration) {
 	for _, id := range g.order {
 		m := g.members[id]
 		if m.registered && !m.exited && now.Sub(m.lastSeen) > timeout {
-			g.failLocked(fmt.Errorf("%s was lost: no heartbeat for %s", m.where(), now.Sub(m.lastSeen).Round(time.Second)))
+			g.failLocked(fmt.Errorf("%s was lost: no heartbeat for %s", m.where(g.mixed), now.Sub(m.lastSeen).Round(time.Second)))
 			return
 		}
 	}
@@ -286,6 +402,8 @@ func (g *roster) err() error {
 // rankProgress is one rank's progress at a point in time.
 type rankProgress struct {
 	rank    int
+	role    Role
+	name    string // the role and rank within it, in a job with roles; else ""
 	host    string
 	rows    int64
 	batches int64
@@ -300,7 +418,10 @@ func (g *roster) snapshot() []rankProgress {
 	out := make([]rankProgress, 0, len(g.order))
 	for _, id := range g.order {
 		m := g.members[id]
-		p := rankProgress{rank: m.rank, host: m.host, exited: m.exited}
+		p := rankProgress{rank: m.rank, role: m.role, host: m.host, exited: m.exited}
+		if g.mixed {
+			p.name = m.name()
+		}
 		if m.progress != nil {
 			p.rows, p.batches, p.epoch = m.progress.GetRows(), m.progress.GetBatches(), m.progress.GetEpoch()
 		}

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -67,9 +68,9 @@ func TestGangFailureNamesRankHostAndStderr(t *testing.T) {
 			t.Errorf("error %q lacks %q", msg, want)
 		}
 	}
-	stop, why, _ := g.heartbeat("exec-0", nil)
-	if !stop || !strings.Contains(why, "rank 1") {
-		t.Errorf("heartbeat after failure: stop=%v why=%q", stop, why)
+	hb, _ := g.heartbeat("exec-0", nil)
+	if !hb.GetStop() || hb.GetFinished() || !strings.Contains(hb.GetReason(), "rank 1") {
+		t.Errorf("heartbeat after failure: %v", hb)
 	}
 }
 
@@ -87,7 +88,7 @@ func TestGangSignalAndLost(t *testing.T) {
 	register(t, g, "exec-1", "h1")
 	now := time.Now()
 	g.now = func() time.Time { return now.Add(10 * time.Second) }
-	_, _, _ = g.heartbeat("exec-0", nil)
+	_, _ = g.heartbeat("exec-0", nil)
 	g.checkHeartbeats(5 * time.Second)
 	if err := g.err(); err == nil || !strings.Contains(err.Error(), "rank 1 (host h1") || !strings.Contains(err.Error(), "no heartbeat") {
 		t.Fatalf("silent executor not declared lost: %v", err)
@@ -122,4 +123,104 @@ func TestGangSuccess(t *testing.T) {
 	if s := g.snapshot(); s[1].rows != 7 || !s[1].exited {
 		t.Errorf("snapshot = %+v", s)
 	}
+}
+
+// rolesRoster is a registered job of a chief (when chief), two workers and
+// one parameter server.
+func rolesRoster(t *testing.T, chief bool) *roster {
+	t.Helper()
+	cfg := Config{NumExecutors: 2, Cores: 1, MemoryMB: 1, Chief: chief, PS: RoleSpec{Count: 1, Cores: 1, MemoryMB: 1}}
+	g := newRosterOf(layout(cfg.Roles()))
+	for i := range g.order {
+		register(t, g, fmt.Sprintf("exec-%d", i), fmt.Sprintf("h%d", i))
+	}
+	return g
+}
+
+func TestRolesRankOrderAndPeers(t *testing.T) {
+	g := rolesRoster(t, true)
+	var got []string
+	for _, p := range g.peers {
+		got = append(got, fmt.Sprintf("%d:%s/%d", p.GetRank(), p.GetRole(), p.GetRoleRank()))
+	}
+	if want := "0:chief/0 1:worker/0 2:worker/1 3:ps/0"; strings.Join(got, " ") != want {
+		t.Fatalf("peers %s, want %s", strings.Join(got, " "), want)
+	}
+}
+
+// The job's end is decided by the chief, or without one by the workers;
+// parameter servers are then stopped, and their end is no failure.
+func TestRolesJobEnd(t *testing.T) {
+	exit0 := func(g *roster, id string) { _ = g.exit(&driverpb.ExitReport{ExecutorId: id}) }
+	t.Run("workers decide without a chief", func(t *testing.T) {
+		g := rolesRoster(t, false) // exec-0, exec-1 workers; exec-2 ps
+		exit0(g, "exec-0")
+		if closed(g.succeeded) {
+			t.Fatal("succeeded with a worker still running")
+		}
+		exit0(g, "exec-1")
+		if !closed(g.succeeded) || g.err() != nil {
+			t.Fatalf("not succeeded after both workers exited 0: %v", g.err())
+		}
+		if got := g.running(); fmt.Sprint(got) != "[ps 0]" {
+			t.Fatalf("running %v, want [ps 0]", got)
+		}
+		hb, _ := g.heartbeat("exec-2", nil)
+		if !hb.GetStop() || !hb.GetFinished() {
+			t.Fatalf("the ps was not told the job finished: %v", hb)
+		}
+		// Stopped by SIGTERM: not a failure.
+		_ = g.exit(&driverpb.ExitReport{ExecutorId: "exec-2", ExitCode: -1, Signal: "terminated"})
+		g.executorGone(Event{ExecutorID: "exec-2", Kind: ExecutorExited, ExitCode: 1})
+		if g.err() != nil || !closed(g.allExited) || fmt.Sprint(g.stoppedAtEnd()) != "[ps 0]" {
+			t.Fatalf("err %v, all exited %v, stopped %v", g.err(), closed(g.allExited), g.stoppedAtEnd())
+		}
+	})
+	t.Run("the chief decides", func(t *testing.T) {
+		g := rolesRoster(t, true) // exec-0 chief; exec-1, exec-2 workers; exec-3 ps
+		exit0(g, "exec-1")
+		if closed(g.succeeded) {
+			t.Fatal("a worker ended the job although there is a chief")
+		}
+		exit0(g, "exec-0")
+		if !closed(g.succeeded) || g.err() != nil {
+			t.Fatalf("not succeeded after the chief exited 0: %v", g.err())
+		}
+		if got := g.running(); fmt.Sprint(got) != "[worker 1 ps 0]" {
+			t.Fatalf("running %v, want [worker 1 ps 0]", got)
+		}
+		// Released without reporting: not a failure either.
+		g.executorGone(Event{ExecutorID: "exec-2", Kind: ExecutorLost})
+		g.executorGone(Event{ExecutorID: "exec-3", Kind: ExecutorExited, ExitCode: 1})
+		if g.err() != nil || !closed(g.allExited) {
+			t.Fatalf("err %v, all exited %v", g.err(), closed(g.allExited))
+		}
+	})
+	t.Run("a ps that dies early fails the job", func(t *testing.T) {
+		g := rolesRoster(t, true)
+		_ = g.exit(&driverpb.ExitReport{ExecutorId: "exec-3", ExitCode: 1, StderrTail: "OOM"})
+		err := g.err()
+		if err == nil || !strings.Contains(err.Error(), "ps 0 (rank 3, host h3, executor exec-3): parameter server exited with status 1 while the job ran") ||
+			!strings.Contains(err.Error(), "OOM") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("a failing worker fails the job before the chief ends", func(t *testing.T) {
+		g := rolesRoster(t, true)
+		_ = g.exit(&driverpb.ExitReport{ExecutorId: "exec-2", ExitCode: 2})
+		if err := g.err(); err == nil || !strings.Contains(err.Error(), "worker 1 (rank 2, host h2") {
+			t.Fatalf("err = %v", err)
+		}
+		exit0(g, "exec-0")
+		if closed(g.succeeded) {
+			t.Fatal("a failed job succeeded")
+		}
+	})
+	t.Run("a failing chief fails the job", func(t *testing.T) {
+		g := rolesRoster(t, true)
+		_ = g.exit(&driverpb.ExitReport{ExecutorId: "exec-0", ExitCode: 1})
+		if err := g.err(); err == nil || !strings.Contains(err.Error(), "chief (rank 0, host h0, executor exec-0): training process exited with status 1") {
+			t.Fatalf("err = %v", err)
+		}
+	})
 }

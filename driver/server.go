@@ -34,7 +34,8 @@ func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequ
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	s.logger.Info("executor registered", "executor", req.GetExecutorId(), "host", req.GetHost(), "pid", req.GetPid())
+	s.logger.Info("executor registered", "executor", req.GetExecutorId(), "rank", m.rank, "role", m.role, "role_rank", m.roleRank,
+		"host", req.GetHost(), "pid", req.GetPid())
 	select {
 	case <-s.roster.ready:
 	case <-s.roster.failed:
@@ -61,11 +62,11 @@ func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequ
 
 // Heartbeat records liveness and progress.
 func (s *controlServer) Heartbeat(ctx context.Context, req *driverpb.HeartbeatRequest) (*driverpb.HeartbeatResponse, error) {
-	stop, why, err := s.roster.heartbeat(req.GetExecutorId(), req.GetProgress())
+	resp, err := s.roster.heartbeat(req.GetExecutorId(), req.GetProgress())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &driverpb.HeartbeatResponse{Stop: stop, Reason: why}, nil
+	return resp, nil
 }
 
 // ReportExit records how a training process ended.

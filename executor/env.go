@@ -89,8 +89,15 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	set("SPINDLE_LOCAL_RANK", id.localRank)
 	set("SPINDLE_LOCAL_WORLD_SIZE", id.localWorldSize)
 	set("SPINDLE_JOB_ID", t.JobID)
-	set("SPINDLE_FEED", feedPath)
-	set("SPINDLE_FEED_MODE", t.Feed.Mode)
+	if feedPath != "" {
+		set("SPINDLE_FEED", feedPath)
+		set("SPINDLE_FEED_MODE", t.Feed.Mode)
+	} else {
+		// Only workers are fed.
+		delete(env, "SPINDLE_FEED")
+		set("SPINDLE_FEED_MODE", feedModeNone)
+	}
+	roleEnv(set, id)
 	set("SPINDLE_PEERS", strings.Join(peers, ","))
 	set("SPINDLE_PEER_LISTEN_FD", peerListenFD)
 	set("SPINDLE_PEER_TOKEN", peerToken(jobSecret))
@@ -100,7 +107,7 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	if t.CheckpointDir != "" {
 		set("SPINDLE_CHECKPOINT_DIR", t.CheckpointDir)
 	}
-	if t.Feed.LabelColumn != "" {
+	if t.Feed.LabelColumn != "" && feedPath != "" {
 		set("SPINDLE_LABEL_COLUMN", t.Feed.LabelColumn)
 	}
 
@@ -116,8 +123,9 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 		set("NCCL_SOCKET_IFNAME", id.ifname)
 	}
 
-	// TensorFlow: rank 0 is the chief, the others are workers.
-	tf, err := tfConfig(service, id.rank)
+	// TensorFlow: each role under its name; without roles, rank 0 is the
+	// chief and the others are workers.
+	tf, err := tfConfigFor(id.peers, service, id.rank)
 	if err != nil {
 		return nil, err
 	}
@@ -161,23 +169,20 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	return out, nil
 }
 
-// tfConfig renders TF_CONFIG for rank among addrs.
+// tfConfig renders TF_CONFIG for rank among addrs in a job of workers
+// only: rank 0 is the chief, the others are workers.
 func tfConfig(addrs []string, rank int) (string, error) {
-	type task struct {
-		Type  string `json:"type"`
-		Index int    `json:"index"`
-	}
 	cfg := struct {
 		Cluster map[string][]string `json:"cluster"`
-		Task    task                `json:"task"`
+		Task    tfTask              `json:"task"`
 	}{Cluster: map[string][]string{"chief": addrs[:1]}}
 	if len(addrs) > 1 {
 		cfg.Cluster["worker"] = addrs[1:]
 	}
 	if rank == 0 {
-		cfg.Task = task{Type: "chief", Index: 0}
+		cfg.Task = tfTask{Type: "chief", Index: 0}
 	} else {
-		cfg.Task = task{Type: "worker", Index: rank - 1}
+		cfg.Task = tfTask{Type: "worker", Index: rank - 1}
 	}
 	b, err := json.Marshal(cfg)
 	if err != nil {

@@ -169,6 +169,11 @@ func (e *Executor) Run(ctx context.Context) error {
 	switch {
 	case runErr != nil:
 		return runErr
+	case status.finished:
+		// Stopped because the job ended (a parameter server, a worker the
+		// chief left behind): the expected end.
+		e.logger.Debug("training process stopped at the job's end", "status", status.exit.String())
+		return nil
 	case !status.exit.ok():
 		return fmt.Errorf("%w: rank %d: %s", ErrTrainingFailed, id.rank, status.exit)
 	}
@@ -180,6 +185,9 @@ type taskResult struct {
 	exit       exitStatus
 	stderrTail string
 	progress   *driverpb.Progress
+	// finished says the driver stopped the process because the job ended
+	// successfully.
+	finished bool
 }
 
 // runTask prepares the work directory and feed, starts the training
@@ -202,9 +210,13 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	if err := localizeFiles(ctx, resolver, t.Files, filesDir); err != nil {
 		return res, err
 	}
-	feedPath, server, closeFeed, err := e.prepareFeed(t, id, resolver, workDir)
-	if err != nil {
-		return res, err
+	// Only workers are fed: the task of another role names no feed mode.
+	feedPath, server, closeFeed := "", (*wire.Server)(nil), func() {}
+	if t.Feed.Mode != "" && id.feeds() {
+		var err error
+		if feedPath, server, closeFeed, err = e.prepareFeed(t, id, resolver, workDir); err != nil {
+			return res, err
+		}
 	}
 	defer closeFeed()
 	env, err := trainingEnv(os.Environ(), t, id, e.cfg.Secret, feedPath, filesDir)
@@ -219,7 +231,7 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	// The framework binds the service port itself; free it at the last moment.
 	ports.service.Close()
 
-	prefix := fmt.Sprintf("[rank %d] ", id.rank)
+	prefix := outputPrefix(id)
 	proc, err := startProcess(t.Command, t.Dir, env, peerFile, prefix, e.cfg.Stdout, e.cfg.Stderr, t.StderrTailLines)
 	if err != nil {
 		return res, err
@@ -244,10 +256,11 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 		})
 	}
 	var stopWhy string
+	var finished bool
 	g.Go(func() error {
-		why, err := e.heartbeat(gctx, t, id, server)
+		why, fin, err := e.heartbeat(gctx, t, id, server)
 		if err != nil || why != "" {
-			stopWhy = why
+			stopWhy, finished = why, fin
 			return fmt.Errorf("stop: %s", why)
 		}
 		return nil
@@ -269,6 +282,7 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	res.exit = proc.status
 	res.stderrTail = proc.tail.String()
 	res.progress = progressOf(server)
+	res.finished = finished
 	if feedErr != nil && res.exit.ok() {
 		return res, fmt.Errorf("feed: %w", feedErr)
 	}
@@ -281,8 +295,9 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 var errProcessExited = errors.New("training process exited")
 
 // heartbeat reports progress until ctx ends. It returns a reason when the
-// driver says stop or cannot be reached for longer than the driver timeout.
-func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *wire.Server) (string, error) {
+// driver says stop or cannot be reached for longer than the driver timeout,
+// and whether the stop is the job's successful end.
+func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *wire.Server) (string, bool, error) {
 	interval := time.Duration(t.HeartbeatIntervalMillis) * time.Millisecond
 	if interval <= 0 {
 		interval = time.Second
@@ -297,7 +312,7 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 	for {
 		select {
 		case <-ctx.Done():
-			return "", nil
+			return "", false, nil
 		case <-tick.C:
 		}
 		callCtx, cancel := context.WithTimeout(ctx, interval)
@@ -306,14 +321,16 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 		})
 		cancel()
 		switch {
+		case err == nil && resp.GetStop() && resp.GetFinished():
+			return resp.GetReason(), true, nil
 		case err == nil && resp.GetStop():
-			return "the driver stopped the job: " + resp.GetReason(), nil
+			return "the driver stopped the job: " + resp.GetReason(), false, nil
 		case err == nil:
 			lastOK = time.Now()
 		case ctx.Err() != nil:
-			return "", nil
+			return "", false, nil
 		case time.Since(lastOK) > timeout:
-			return fmt.Sprintf("lost the driver at %s: no answer for %s (%v)", e.cfg.DriverAddr, time.Since(lastOK).Round(time.Second), err), nil
+			return fmt.Sprintf("lost the driver at %s: no answer for %s (%v)", e.cfg.DriverAddr, time.Since(lastOK).Round(time.Second), err), false, nil
 		}
 	}
 }
@@ -323,6 +340,9 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 // function that releases the feed once the training process is gone.
 func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir string) (string, *wire.Server, func(), error) {
 	f := t.Feed
+	// The feed is dealt among the workers: this rank's share is its rank
+	// among them (its rank, in a job of workers only).
+	feedRank, feedSize := id.feedRank()
 	mode, err := wire.ParseMode(f.Mode)
 	if err != nil {
 		return "", nil, nil, err
@@ -334,7 +354,7 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 			return "", nil, nil, err
 		}
 		spec := wire.DirectSpec{
-			Rank: id.rank, WorldSize: id.worldSize, Epochs: f.Epochs, BatchRows: f.BatchRows,
+			Rank: feedRank, WorldSize: feedSize, Epochs: f.Epochs, BatchRows: f.BatchRows,
 			Columns: f.Columns, LabelColumn: f.LabelColumn, Shuffle: f.Shuffle, Seed: f.Seed,
 			EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, Splits: f.Splits,
 		}
@@ -361,7 +381,7 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 	}
 	pipe, err := feed.NewPipeline(res, feed.PipelineConfig{
 		Splits: f.Splits, Schema: schema, Columns: f.Columns, LabelColumn: f.LabelColumn,
-		BatchRows: f.BatchRows, Shuffle: f.Shuffle, Seed: f.Seed, Rank: id.rank,
+		BatchRows: f.BatchRows, Shuffle: f.Shuffle, Seed: f.Seed, Rank: feedRank,
 		ShuffleBufferRows: f.ShuffleBufferRows, Prefetch: f.PrefetchBatches, MemoryBudget: f.MemoryBudget,
 		EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, CSV: f.CSV, CacheBytes: f.CacheBytes,
 	})

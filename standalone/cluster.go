@@ -182,7 +182,7 @@ func (c *ClusterManager) Request(ctx context.Context, specs []driver.ExecutorSpe
 	for i, s := range specs {
 		ids[i] = s.ID
 		req.Executors = append(req.Executors, &pb.ExecutorRequest{
-			Id: s.ID, Args: s.Args, Env: s.Env,
+			Id: s.ID, Role: string(s.Role), Args: s.Args, Env: s.Env,
 			Cores: int32(s.Cores), MemoryMb: int64(s.MemoryMB), Gpus: int32(s.GPUs),
 			PreferredHosts: s.PreferredHosts,
 		})

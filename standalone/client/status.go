@@ -164,7 +164,7 @@ func (s *Status) WriteText(w io.Writer) error {
 		fmt.Fprintln(tw, "(no applications)")
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "EXECUTOR\tAPPLICATION\tWORKER\tSTATE\tRESOURCES\tMESSAGE")
+	fmt.Fprintln(tw, "EXECUTOR\tAPPLICATION\tROLE\tWORKER\tSTATE\tRESOURCES\tMESSAGE")
 	for _, e := range s.Cluster.GetExecutors() {
 		res := fmt.Sprintf("%d core%s/%d MiB", e.GetCores(), plural(int(e.GetCores())), e.GetMemoryMb())
 		if len(e.GetGpus()) > 0 {
@@ -174,7 +174,11 @@ func (s *Status) WriteText(w io.Writer) error {
 		if e.GetState() == pb.ExecutorState_EXECUTOR_STATE_EXITED {
 			state += fmt.Sprintf(" (%d)", e.GetExitCode())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.GetId(), e.GetAppId(), e.GetWorkerId(), state, res, firstLine(e.GetMessage()))
+		role := e.GetRole()
+		if role == "" {
+			role = "worker"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.GetId(), e.GetAppId(), role, e.GetWorkerId(), state, res, firstLine(e.GetMessage()))
 	}
 	if len(s.Cluster.GetExecutors()) == 0 {
 		fmt.Fprintln(tw, "(no executors)")

@@ -1,0 +1,96 @@
+package driver
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestRolesLayout(t *testing.T) {
+	cfg := Config{NumExecutors: 2, Cores: 2, MemoryMB: 512, GPUs: 1, Chief: true,
+		PS: RoleSpec{Count: 2, Cores: 4, MemoryMB: 2048, Command: []string{"ps"}}}
+	roles := cfg.Roles()
+	if got := roleCounts(roles); got != "chief=1 worker=2 ps=2" {
+		t.Fatalf("roles %s", got)
+	}
+	var got []string
+	for _, s := range layout(roles) {
+		got = append(got, s.id+"="+string(s.role)+string(rune('0'+s.roleRank)))
+	}
+	if want := "exec-0=chief0 exec-1=worker0 exec-2=worker1 exec-3=ps0 exec-4=ps1"; strings.Join(got, " ") != want {
+		t.Fatalf("layout %s, want %s", strings.Join(got, " "), want)
+	}
+	if ps := roles[2]; ps.Role != RolePS || ps.Cores != 4 || ps.MemoryMB != 2048 || ps.GPUs != 0 {
+		t.Fatalf("ps role %+v", ps)
+	}
+	plain := Config{NumExecutors: 3}
+	if w := plain.Roles(); len(w) != 1 || w[0].Role != RoleWorker || w[0].Count != 3 {
+		t.Fatalf("a job without roles: %+v", w)
+	}
+}
+
+func TestValidateRoles(t *testing.T) {
+	base := DefaultConfig()
+	base.Command = []string{"train"}
+	base.FeedMode = "direct"
+	tests := []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"ps with a command", func(c *Config) { c.PS.Count, c.PS.Command = 1, []string{"ps"} }, ""},
+		{"built-in ps", func(c *Config) { c.PS.Count = 2 },
+			"--num-ps 2 without --ps-command: Spindle's built-in parameter server is not available yet; give --ps-command CMD"},
+		{"ps without cores", func(c *Config) { c.PS.Count, c.PS.Command, c.PS.Cores = 1, []string{"ps"}, 0 }, "at least 1 core"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			tc.edit(&c)
+			err := c.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want ErrConfig containing %q", err, tc.want)
+			}
+		})
+	}
+	c := base
+	c.PS.Count = 1
+	if err := c.Validate(); !errors.Is(err, ErrBuiltinPS) {
+		t.Fatalf("err %v does not wrap ErrBuiltinPS", err)
+	}
+}
+
+func TestSplitCommand(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+		err  string
+	}{
+		{"", nil, ""},
+		{"python3 ps.py --port 1", []string{"python3", "ps.py", "--port", "1"}, ""},
+		{`  sh -c 'echo "a b"; exit 0'  `, []string{"sh", "-c", `echo "a b"; exit 0`}, ""},
+		{`a\ b "c \"d\" \x" e''f`, []string{"a b", `c "d" \x`, "ef"}, ""},
+		{`x 'y`, nil, "unterminated single quote"},
+		{`x "y`, nil, "unterminated double quote"},
+		{`x \`, nil, "ends with a backslash"},
+	}
+	for _, tc := range tests {
+		got, err := SplitCommand(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("SplitCommand(%q) err %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("SplitCommand(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
