@@ -18,6 +18,8 @@ import (
 
 	"github.com/colinmarc/hdfs/v2"
 	"github.com/colinmarc/hdfs/v2/hadoopconf"
+
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
 )
 
 // ErrNamenodeUnreachable reports an HDFS cluster whose namenodes did not
@@ -206,7 +208,7 @@ type hdfsFS struct {
 	client  *hdfs.Client
 
 	nnMu sync.Mutex
-	nn   *namenodeCaller // for the block locations the client does not expose
+	nn   *hadooprpc.FailoverClient // for the block locations the client does not expose
 }
 
 var _ FS = (*hdfsFS)(nil)
@@ -429,7 +431,7 @@ func (h *hdfsFS) Close() error {
 	h.nnMu.Lock()
 	defer h.nnMu.Unlock()
 	if h.nn != nil {
-		h.nn.close()
+		h.nn.Close()
 		h.nn = nil
 	}
 	return err

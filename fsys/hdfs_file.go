@@ -345,51 +345,7 @@ func (a *hdfsAtomic) Abort() error {
 	return nil
 }
 
-// namenodeCaller makes namenode calls the client does not expose, over
-// Spindle's own Hadoop RPC client, failing over between HA namenodes.
-type namenodeCaller struct {
-	addrs []string
-	user  string
-	cur   int
-	conn  *hadooprpc.Client
-}
-
 const clientProtocol = "org.apache.hadoop.hdfs.protocol.ClientProtocol"
-
-func (n *namenodeCaller) call(ctx context.Context, method string, req, resp proto.Message) error {
-	var last error
-	for range n.addrs {
-		if n.conn == nil {
-			c, err := hadooprpc.Dial(ctx, hadooprpc.ClientConfig{
-				Addr: n.addrs[n.cur], User: n.user, Protocol: clientProtocol,
-			})
-			if err != nil {
-				last = err
-				n.cur = (n.cur + 1) % len(n.addrs)
-				continue
-			}
-			n.conn = c
-		}
-		err := n.conn.Call(ctx, method, req, resp)
-		var re *hadooprpc.RemoteError
-		if err == nil || (errors.As(err, &re) && re.Class != hadooprpc.ClassStandby) || ctx.Err() != nil {
-			return err
-		}
-		// A standby or a broken connection: try the next namenode.
-		last = err
-		n.conn.Close()
-		n.conn = nil
-		n.cur = (n.cur + 1) % len(n.addrs)
-	}
-	return last
-}
-
-func (n *namenodeCaller) close() {
-	if n.conn != nil {
-		n.conn.Close()
-		n.conn = nil
-	}
-}
 
 // blockRange is one block of a file and the hosts holding it.
 type blockRange struct {
@@ -401,13 +357,24 @@ func (h *hdfsFS) blockLocations(ctx context.Context, name string, off, length in
 	h.nnMu.Lock()
 	defer h.nnMu.Unlock()
 	if h.nn == nil {
-		h.nn = &namenodeCaller{addrs: h.cluster.addrs, user: h.cluster.user}
+		// Spindle's own RPC client, failing over between HA namenodes
+		// with the loop the YARN client shares; one pass, as the
+		// colinmarc client beside it retries on its own.
+		nn, err := hadooprpc.NewFailoverClient(hadooprpc.FailoverConfig{
+			Addrs:  h.cluster.addrs,
+			Client: hadooprpc.ClientConfig{User: h.cluster.user, Protocol: clientProtocol},
+			Rounds: 1,
+		})
+		if err != nil {
+			return nil, h.pathError("locations", name, err)
+		}
+		h.nn = nn
 	}
 	req := &hadooppb.GetBlockLocationsRequestProto{
 		Src: proto.String(name), Offset: proto.Uint64(uint64(off)), Length: proto.Uint64(uint64(length)),
 	}
 	resp := &hadooppb.GetBlockLocationsResponseProto{}
-	if err := h.nn.call(ctx, "getBlockLocations", req, resp); err != nil {
+	if err := h.nn.Call(ctx, "getBlockLocations", req, resp); err != nil {
 		var re *hadooprpc.RemoteError
 		if errors.As(err, &re) {
 			if mapped, ok := hdfsExceptions[re.Class]; ok {

@@ -12,7 +12,14 @@
 // A failed call carries the Java exception class name, which clients map to
 // their own errors, so servers raise errors as *RemoteError.
 //
-// Only "simple" authentication is implemented: the connection context names
-// the user. Servers that need SASL (Kerberos, delegation tokens) plug it in
-// through ServerConfig.SASL.
+// Authentication: "simple" (the connection context names the user), and
+// Hadoop's TOKEN authentication, SASL DIGEST-MD5 with a token's identifier
+// and password, on both ends (TokenAuth for clients, TokenServer for
+// servers): how ApplicationMasters reach the ResourceManager (AMRMToken) and
+// NodeManagers (NMToken), and how containers use delegation tokens. Kerberos
+// (GSSAPI) plugs into the same seam, ClientConfig.SASL and ServerConfig.SASL.
+//
+// FailoverClient follows an HA group (namenodes, ResourceManagers) across
+// StandbyException and broken connections; Credentials reads and writes
+// Hadoop's token storage files (HADOOP_TOKEN_FILE_LOCATION), versions 0 and 1.
 package hadooprpc

@@ -51,7 +51,12 @@ func echoService() *Service {
 
 func startServer(t *testing.T, cfg ServerConfig) string {
 	t.Helper()
-	srv, err := NewServer(cfg, echoService())
+	return startServerWith(t, cfg, echoService())
+}
+
+func startServerWith(t *testing.T, cfg ServerConfig, svcs ...*Service) string {
+	t.Helper()
+	srv, err := NewServer(cfg, svcs...)
 	if err != nil {
 		t.Fatal(err)
 	}
