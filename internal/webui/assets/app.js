@@ -1,0 +1,149 @@
+// Spindle's job pages: a job list (history), a job page with its ranks
+// table and charts, and a rank's log. Everything comes from /api/...; the
+// pages poll while a job runs.
+"use strict";
+
+const app = document.getElementById("app");
+const where = document.getElementById("where");
+let timer = null;
+
+// show replaces the page's content, skipping absent (null) parts.
+function show(...parts) { app.replaceChildren(...parts.filter(p => p !== null && p !== undefined)); }
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v; else if (k.startsWith("on")) e.addEventListener(k.slice(2), v); else e.setAttribute(k, v);
+  }
+  for (const k of kids) if (k !== null && k !== undefined) e.append(k instanceof Node ? k : String(k));
+  return e;
+}
+
+async function getJSON(url) {
+  const r = await fetch(url, {cache: "no-store"});
+  if (!r.ok) throw new Error(url + ": " + r.status + " " + (await r.text()).trim());
+  return r.json();
+}
+
+const fmt = {
+  n(v) { return v >= 1e9 ? (v / 1e9).toFixed(2) + "G" : v >= 1e6 ? (v / 1e6).toFixed(2) + "M" : v >= 1e4 ? (v / 1e3).toFixed(1) + "k" : Math.round(v).toString(); },
+  bytes(v) { return v >= 1 << 30 ? (v / (1 << 30)).toFixed(2) + " GiB" : v >= 1 << 20 ? (v / (1 << 20)).toFixed(1) + " MiB" : v >= 1024 ? (v / 1024).toFixed(0) + " KiB" : v + " B"; },
+  dur(s) { s = Math.round(s); const h = Math.floor(s / 3600), m = Math.floor(s % 3600 / 60); return h ? h + "h" + String(m).padStart(2, "0") + "m" : m ? m + "m" + String(s % 60).padStart(2, "0") + "s" : s + "s"; },
+  time(t) { return t && !t.startsWith("0001") ? new Date(t).toLocaleString() : ""; },
+  ago(t) { if (!t || t.startsWith("0001")) return ""; const s = (Date.now() - new Date(t)) / 1000; return s < 1 ? "now" : fmt.dur(s) + " ago"; },
+};
+
+function chart(title, points, unit) {
+  const W = 360, H = 120, P = 4;
+  const box = el("div", {class: "chart"}, el("div", {class: "muted"}, title));
+  if (!points || points.length < 2) { box.append(el("div", {class: "muted"}, "no data yet")); return box; }
+  const xs = points.map(p => p.t), ys = points.map(p => p.v);
+  const x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = Math.min(0, ...ys), y1 = Math.max(...ys) || 1;
+  const sx = t => P + (W - 2 * P) * (t - x0) / ((x1 - x0) || 1), sy = v => H - P - (H - 2 * P) * (v - y0) / ((y1 - y0) || 1);
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("width", W); svg.setAttribute("height", H);
+  const line = document.createElementNS(ns, "polyline");
+  line.setAttribute("points", points.map(p => sx(p.t).toFixed(1) + "," + sy(p.v).toFixed(1)).join(" "));
+  line.setAttribute("fill", "none"); line.setAttribute("stroke", "#1f5fbf"); line.setAttribute("stroke-width", "1.5");
+  svg.append(line);
+  box.append(svg, el("div", {class: "muted"}, "last " + fmt.n(ys[ys.length - 1]) + (unit || "") + ", max " + fmt.n(y1) + (unit || "")));
+  return box;
+}
+
+async function showList() {
+  where.textContent = "jobs";
+  const q = new URLSearchParams(location.search);
+  const search = el("input", {id: "search", placeholder: "name or id", value: q.get("q") || ""});
+  const state = el("select", {id: "state"}, ...["", "RUNNING", "SUCCEEDED", "FAILED", "KILLED", "UNKNOWN"].map(s => {
+    const o = el("option", {value: s}, s || "any state"); if (s === (q.get("state") || "")) o.selected = true; return o;
+  }));
+  const body = el("tbody", {id: "jobs"});
+  const reload = async () => {
+    const p = new URLSearchParams(); if (search.value) p.set("q", search.value); if (state.value) p.set("state", state.value);
+    history.replaceState(null, "", "/" + (p.toString() ? "?" + p : ""));
+    const jobs = await getJSON("/api/jobs?" + p);
+    body.replaceChildren(...jobs.map(j => el("tr", {"data-job": j.id},
+      el("td", {}, el("a", {href: "/jobs/" + encodeURIComponent(j.id)}, j.id)), el("td", {}, j.name), el("td", {}, j.user),
+      el("td", {class: "state " + j.state}, j.state), el("td", {}, fmt.time(j.start)), el("td", {class: "num"}, fmt.dur(j.duration_seconds)), el("td", {}, j.mode))));
+    if (!jobs.length) body.append(el("tr", {}, el("td", {colspan: 7, class: "muted"}, "no jobs")));
+  };
+  search.addEventListener("input", reload); state.addEventListener("change", reload);
+  show(el("h1", {}, "Jobs"), el("div", {class: "controls"}, "Search", search, state),
+    el("table", {}, el("thead", {}, el("tr", {}, ...["Job", "Name", "User", "State", "Started", "Duration", "Mode"].map(h => el("th", {}, h)))), body));
+  await reload();
+  timer = setInterval(reload, 5000);
+}
+
+async function showJob(id) {
+  const render = async () => {
+    const j = await getJSON("/api/jobs/" + encodeURIComponent(id));
+    where.textContent = j.name || j.id;
+    const head = el("dl", {id: "summary"},
+      el("dt", {}, "job"), el("dd", {}, j.id), el("dt", {}, "user"), el("dd", {}, j.user), el("dt", {}, "mode"), el("dd", {}, j.mode),
+      el("dt", {}, "state"), el("dd", {class: "state " + j.state, id: "job-state"}, j.state + (j.generation ? " (generation " + j.generation + ")" : "")),
+      el("dt", {}, "started"), el("dd", {}, fmt.time(j.start)), el("dt", {}, "duration"), el("dd", {}, fmt.dur(j.duration_seconds)),
+      el("dt", {}, "command"), el("dd", {}, (j.command || []).join(" ")),
+      el("dt", {}, "rows"), el("dd", {id: "rows-total"}, fmt.n(j.totals.rows) + " (" + fmt.n(j.totals.rows_per_second) + " rows/s)"));
+    const rows = (j.ranks || []).map(r => el("tr", {class: "rank" + (j.slowest_rank === r.rank ? " slow" : ""), "data-rank": r.rank},
+      el("td", {class: "num"}, el("a", {href: "/jobs/" + encodeURIComponent(j.id) + "/ranks/" + r.rank}, r.rank)),
+      el("td", {}, r.role + (r.role_rank || r.role !== "worker" ? " " + r.role_rank : "")), el("td", {}, r.host),
+      el("td", {class: "state " + r.state}, r.state), el("td", {class: "num"}, r.restarts), el("td", {class: "num"}, r.epoch),
+      el("td", {class: "num"}, fmt.n(r.rows)), el("td", {class: "num"}, fmt.n(r.rows_per_second)),
+      el("td", {class: "num"}, fmt.bytes(Math.round(r.bytes_per_second)) + "/s"), el("td", {class: "num"}, r.steps_per_second ? r.steps_per_second.toFixed(1) : ""),
+      el("td", {class: "num"}, r.cpu_percent ? r.cpu_percent.toFixed(0) + "%" : ""), el("td", {class: "num"}, r.memory_bytes ? fmt.bytes(r.memory_bytes) : ""),
+      el("td", {}, fmt.ago(r.last_heartbeat)), el("td", {class: "muted"}, r.message || "")));
+    const charts = el("div", {class: "charts"}, chart("throughput (rows/s)", j.throughput));
+    for (const [name, pts] of Object.entries(j.scalars || {}).sort()) charts.append(chart(name, pts));
+    const settings = Object.entries(j.settings || {}).sort();
+    show(el("h1", {}, j.name || j.id), head,
+      j.reason ? el("div", {class: "reason", id: "reason"}, j.reason) : null,
+      el("h2", {}, "Ranks"),
+      el("table", {id: "ranks"}, el("thead", {}, el("tr", {}, ...["Rank", "Role", "Host", "State", "Restarts", "Epoch", "Rows", "Rows/s", "Feed", "Steps/s", "CPU", "Memory", "Heartbeat", ""].map(h => el("th", {}, h)))),
+        el("tbody", {}, ...rows)),
+      el("h2", {}, "Charts"), charts,
+      settings.length ? el("details", {}, el("summary", {}, "Settings (" + settings.length + ")"),
+        el("table", {}, el("tbody", {}, ...settings.map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", {}, v)))))) : null);
+    return ["SUCCEEDED", "FAILED", "KILLED"].includes(j.state);
+  };
+  const done = await render();
+  if (!done) timer = setInterval(async () => { if (await render()) clearInterval(timer); }, 1000);
+}
+
+async function showLog(id, rank) {
+  where.textContent = id + " rank " + rank;
+  let stream = new URLSearchParams(location.search).get("stream") || "stderr", next = 0;
+  const pre = el("pre", {class: "log", id: "log"});
+  const follow = el("input", {type: "checkbox", id: "follow", checked: ""});
+  const pick = el("select", {id: "stream"}, ...["stderr", "stdout"].map(s => { const o = el("option", {value: s}, s); if (s === stream) o.selected = true; return o; }));
+  const download = el("a", {id: "download"}, "download");
+  const load = async (reset) => {
+    if (reset) { next = 0; pre.textContent = ""; }
+    download.href = "/api/jobs/" + encodeURIComponent(id) + "/ranks/" + rank + "/log/download?stream=" + stream;
+    const c = await getJSON("/api/jobs/" + encodeURIComponent(id) + "/ranks/" + rank + "/log?stream=" + stream + "&from=" + next);
+    if (c.truncated && !pre.textContent) pre.append("[earlier lines dropped]\n");
+    if (c.lines.length) { pre.append(c.lines.join("\n") + "\n"); if (follow.checked) pre.scrollTop = pre.scrollHeight; }
+    next = c.next;
+  };
+  pick.addEventListener("change", () => { stream = pick.value; load(true); });
+  show(el("h1", {}, el("a", {href: "/jobs/" + encodeURIComponent(id)}, id), " · rank " + rank),
+    el("div", {class: "controls"}, pick, el("label", {}, follow, " follow"), download), pre);
+  await load(true);
+  timer = setInterval(() => { if (follow.checked) load(false); }, 1000);
+}
+
+async function route() {
+  clearInterval(timer);
+  const parts = location.pathname.split("/").filter(Boolean).map(decodeURIComponent);
+  try {
+    if (parts[0] === "jobs" && parts[2] === "ranks") return await showLog(parts[1], parts[3]);
+    if (parts[0] === "jobs") return await showJob(parts[1]);
+    const info = await getJSON("/api/info");
+    if (info.live && info.job) { history.replaceState(null, "", "/jobs/" + encodeURIComponent(info.job)); return await showJob(info.job); }
+    return await showList();
+  } catch (e) {
+    show(el("p", {class: "reason", id: "error"}, String(e.message || e)));
+  }
+}
+
+route();

@@ -1,0 +1,155 @@
+package webui
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/eventlog"
+	"github.com/spindle-ml/spindle/internal/jobview"
+)
+
+// chromium returns the headless browser the page tests drive: Debian's
+// chromium, which `make test` installs.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no chromium on PATH (make test installs Debian's chromium)")
+	return ""
+}
+
+// render loads url in headless Chromium, lets its scripts run for budget of
+// virtual time, and returns the rendered DOM. It also keeps a screenshot
+// as a test artifact (under $SPINDLE_TEST_ARTIFACTS when set).
+func render(t *testing.T, url string, budget time.Duration, shot string) string {
+	t.Helper()
+	bin := chromium(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	profile := t.TempDir()
+	args := []string{"--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=" + profile,
+		"--window-size=1280,900", "--virtual-time-budget=" + strconv.Itoa(int(budget.Milliseconds()))}
+	out, err := exec.CommandContext(ctx, bin, append(args, "--dump-dom", url)...).Output()
+	if err != nil {
+		t.Fatalf("chromium --dump-dom %s: %v", url, err)
+	}
+	dir := os.Getenv("SPINDLE_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if shot != "" {
+		path := filepath.Join(dir, shot)
+		if err := exec.CommandContext(ctx, bin, append(args, "--screenshot="+path, url)...).Run(); err != nil {
+			t.Logf("screenshot %s: %v", path, err)
+		}
+	}
+	return string(out)
+}
+
+// afterFirst applies change once the page has fetched path once, so the
+// page's next poll is the only way the change can reach the DOM.
+func afterFirst(h http.Handler, path string, change func()) http.Handler {
+	var n atomic.Int32
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		if r.URL.Path == path && n.Add(1) == 1 {
+			change()
+		}
+	})
+}
+
+func TestJobPageInBrowserUpdatesLive(t *testing.T) {
+	t0 := time.Now().Add(-30 * time.Second)
+	j := runningJob(t0)
+	srv := httptest.NewServer(afterFirst(Handler(NewLive(j), nil), "/api/jobs/job-7", func() {
+		now := time.Now()
+		j.Apply(jobview.Event{Time: now, Kind: jobview.KindProgress, Rank: 0, Progress: &jobview.Progress{Epoch: 1, Rows: 123456}})
+		j.Apply(jobview.Event{Time: now, Kind: jobview.KindExecutor, Rank: 1, State: jobview.RankFinished})
+	}))
+	defer srv.Close()
+
+	dom := render(t, srv.URL+"/", 4*time.Second, "job-page.png")
+	if got := strings.Count(dom, `class="rank`); got != 2 {
+		t.Fatalf("%d rank rows rendered, want 2:\n%s", got, dom)
+	}
+	for _, want := range []string{"clicks", "python3 train.py", "127.0.0.1", "123.5k", `class="state finished"`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the page does not show %q after a live update:\n%s", want, dom)
+		}
+	}
+	if strings.Contains(dom, "hunter2") {
+		t.Error("the page shows the job secret")
+	}
+}
+
+func TestFailedJobShowsItsReason(t *testing.T) {
+	j := runningJob(time.Now().Add(-time.Minute))
+	j.Apply(jobview.Event{Time: time.Now(), Kind: jobview.KindExecutor, Rank: 1, State: jobview.RankFailed, Message: "exit status 3"})
+	j.Apply(jobview.Event{Time: time.Now(), Kind: jobview.KindJobState, State: jobview.StateFailed,
+		Reason: "rank 1 on 127.0.0.1 exited with status 3: ValueError: bad batch"})
+	srv := httptest.NewServer(Handler(NewLive(j), nil))
+	defer srv.Close()
+	dom := render(t, srv.URL+"/jobs/job-7", 2*time.Second, "")
+	if !strings.Contains(dom, `id="reason"`) || !strings.Contains(dom, "ValueError: bad batch") || !strings.Contains(dom, `class="state FAILED"`) {
+		t.Fatalf("the failure reason is not shown:\n%s", dom)
+	}
+}
+
+func TestLogPageFollows(t *testing.T) {
+	j := runningJob(time.Now())
+	srv := httptest.NewServer(afterFirst(Handler(NewLive(j), nil), "/api/jobs/job-7/ranks/1/log", func() {
+		j.Apply(jobview.Event{Time: time.Now(), Kind: jobview.KindLog, Rank: 1, Stream: "stderr", Line: "epoch 2 loss 0.31"})
+	}))
+	defer srv.Close()
+	dom := render(t, srv.URL+"/jobs/job-7/ranks/1", 4*time.Second, "")
+	if !strings.Contains(dom, "warming up a") || !strings.Contains(dom, "epoch 2 loss 0.31") {
+		t.Fatalf("the log page did not follow the new line:\n%s", dom)
+	}
+}
+
+func TestHistoryListAndSearch(t *testing.T) {
+	dir := t.TempDir()
+	res := fsys.NewResolver(fsys.Options{})
+	defer res.Close()
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Hour)
+	for _, job := range []struct{ id, name, state string }{{"j-1", "clicks-daily", jobview.StateSucceeded}, {"j-2", "ranker", jobview.StateFailed}} {
+		w, err := eventlog.NewWriter(ctx, res, dir, job.id, time.Hour, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Record(jobview.Event{Time: t0, Kind: jobview.KindSubmitted, Info: &jobview.Info{ID: job.id, Name: job.name, User: "ann", Mode: "local[2]"}})
+		w.Record(jobview.Event{Time: t0.Add(time.Minute), Kind: jobview.KindJobState, State: job.state, Reason: "rank 0 exited 1"})
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(Handler(NewHistory(res, dir), nil))
+	defer srv.Close()
+
+	dom := render(t, srv.URL+"/", 2*time.Second, "history.png")
+	if !strings.Contains(dom, `data-job="j-1"`) || !strings.Contains(dom, `data-job="j-2"`) || !strings.Contains(dom, "1m00s") {
+		t.Fatalf("history list:\n%s", dom)
+	}
+	dom = render(t, srv.URL+"/?q=rank", 2*time.Second, "")
+	if strings.Contains(dom, `data-job="j-1"`) || !strings.Contains(dom, `data-job="j-2"`) {
+		t.Fatalf("search by name did not filter:\n%s", dom)
+	}
+	dom = render(t, srv.URL+"/jobs/j-2", 2*time.Second, "")
+	if !strings.Contains(dom, "rank 0 exited 1") {
+		t.Fatalf("a finished job's page lacks its reason:\n%s", dom)
+	}
+}
