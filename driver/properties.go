@@ -40,12 +40,13 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	}
 	cfg.Columns = p.List(config.KeyInputColumns)
 	cfg.LabelColumn = p.String(config.KeyLabelColumn)
-	delim := []rune(p.String(config.KeyCSVDelimiter))
-	if len(delim) != 1 {
-		return cfg, master, fmt.Errorf("%s: %s: %q must be one character",
-			p.Source(config.KeyCSVDelimiter), config.KeyCSVDelimiter, string(delim))
+	var delim rune // by the file name
+	if s := p.String(config.KeyCSVDelimiter); s != "" {
+		if delim, err = feed.ParseCSVDelimiter(s); err != nil {
+			return cfg, master, fmt.Errorf("%s: %s: %w", p.Source(config.KeyCSVDelimiter), config.KeyCSVDelimiter, err)
+		}
 	}
-	cfg.CSV = feed.CSVOptions{Delimiter: delim[0], Header: p.Bool(config.KeyCSVHeader)}
+	cfg.CSV = feed.CSVOptions{Delimiter: delim, Header: p.Bool(config.KeyCSVHeader)}
 	cfg.FeedMode = p.String(config.KeyFeedMode)
 	cfg.BatchRows = p.Int(config.KeyBatchRows)
 	cfg.Epochs = p.Int(config.KeyEpochs)

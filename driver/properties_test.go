@@ -12,7 +12,7 @@ import (
 func TestDefaultConfigFollowsKeyTable(t *testing.T) {
 	c := DefaultConfig()
 	if c.NumExecutors != 2 || c.BatchRows != 1024 || c.MemoryBudget != 256<<20 || c.EvenBatches != feed.EvenPad ||
-		c.HeartbeatTimeout != 6*time.Second || c.ListenHost != "127.0.0.1" || c.CSV.Delimiter != ',' || !c.CSV.Header {
+		c.HeartbeatTimeout != 6*time.Second || c.ListenHost != "127.0.0.1" || c.CSV.Delimiter != 0 || !c.CSV.Header {
 		t.Fatalf("DefaultConfig = %+v", c)
 	}
 }

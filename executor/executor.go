@@ -360,7 +360,10 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 		}
 		for _, sp := range f.Splits {
 			if sp.Format == feed.FormatCSV {
-				spec.CSV = &wire.DirectCSV{Delimiter: string(f.CSV.Delimiter), Header: f.CSV.Header}
+				spec.CSV = &wire.DirectCSV{Header: f.CSV.Header}
+				if f.CSV.Delimiter != 0 {
+					spec.CSV.Delimiter = string(f.CSV.Delimiter)
+				}
 				break
 			}
 		}

@@ -10,7 +10,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/spindle-ml/spindle/fsys"
 )
 
 // csvChunkBytes is the spacing of the record starts planning remembers in
@@ -52,8 +51,8 @@ func (k csvKind) arrowType() arrow.DataType {
 // _c0, _c1, ... for as many fields as the first record has. It returns a
 // nil slice for an empty file, and a parser positioned after the header
 // (at the first record when there is no header).
-func readCSVHeader(f fsys.File, uri string, opts CSVOptions) ([]string, *csvParser, error) {
-	p := newCSVParser(f, uri, f.Size(), 0, 1, byte(opts.Delimiter))
+func readCSVHeader(f csvFile, uri string, opts CSVOptions) ([]string, *csvParser, error) {
+	p := newCSVParser(f, uri, f.Size(), 0, 1, opts.delimiterFor(uri))
 	start := p.offset()
 	if err := p.next(); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -67,7 +66,7 @@ func readCSVHeader(f fsys.File, uri string, opts CSVOptions) ([]string, *csvPars
 			names[i] = "_c" + strconv.Itoa(i)
 		}
 		// Start again at the first record, which is data.
-		return names, newCSVParser(f, uri, f.Size(), start, 1, byte(opts.Delimiter)), nil
+		return names, newCSVParser(f, uri, f.Size(), start, 1, opts.delimiterFor(uri)), nil
 	}
 	seen := make(map[string]int, len(names))
 	for i := range names {
@@ -87,7 +86,7 @@ func readCSVHeader(f fsys.File, uri string, opts CSVOptions) ([]string, *csvPars
 // scanCSV reads a whole CSV file: its columns, their inferred types, its
 // row count, and record starts about every chunk bytes. It rejects ragged
 // rows and malformed quoting, naming the line.
-func scanCSV(ctx context.Context, f fsys.File, uri string, opts CSVOptions, chunk int64) (*csvLayout, error) {
+func scanCSV(ctx context.Context, f csvFile, uri string, opts CSVOptions, chunk int64) (*csvLayout, error) {
 	names, p, err := readCSVHeader(f, uri, opts)
 	if err != nil {
 		return nil, err
@@ -151,7 +150,7 @@ type csvColumn struct {
 // csvSource reads the records of one CSV split into batches.
 type csvSource struct {
 	uri       string
-	file      fsys.File
+	file      csvFile
 	p         *csvParser
 	schema    *arrow.Schema
 	cols      []csvColumn
@@ -167,7 +166,7 @@ type csvSource struct {
 // openCSV opens a CSV split, which owns the lines starting inside
 // [Offset, Offset+Length) (the header never), or exactly Rows rows after
 // skipping RowOffset when Rows is set.
-func openCSV(ctx context.Context, f fsys.File, s Split, opts ReadOptions) (*csvSource, error) {
+func openCSV(ctx context.Context, f csvFile, s Split, opts ReadOptions) (*csvSource, error) {
 	names, hp, err := readCSVHeader(f, s.URI, opts.CSV)
 	if err != nil {
 		return nil, err
@@ -196,7 +195,7 @@ func openCSV(ctx context.Context, f fsys.File, s Split, opts ReadOptions) (*csvS
 	case s.Offset <= hp.offset():
 		p = hp // the header (if any) is behind us
 	default:
-		p = newCSVParser(f, s.URI, f.Size(), s.Offset, max(s.Line, 0), byte(opts.CSV.Delimiter))
+		p = newCSVParser(f, s.URI, f.Size(), s.Offset, max(s.Line, 0), opts.CSV.delimiterFor(s.URI))
 		var prev [1]byte
 		if _, err := f.ReadAt(prev[:], s.Offset-1); err != nil {
 			return nil, fmt.Errorf("read %s at byte %d: %w", s.URI, s.Offset-1, err)

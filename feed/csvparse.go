@@ -17,7 +17,7 @@ import (
 type csvParser struct {
 	r     io.ReaderAt
 	uri   string
-	size  int64 // the file's size
+	size  int64 // the file's size; -1 for a stream whose end tells
 	delim byte
 
 	buf    []byte
@@ -43,9 +43,14 @@ const csvReadSize = 1 << 20
 // errNeedMore says the buffer ends inside a record.
 var errNeedMore = errors.New("need more data")
 
+// newCSVParser returns a parser reading r from off; size is r's size, or
+// -1 when it is known only at the end (a decompressed stream).
 func newCSVParser(r io.ReaderAt, uri string, size, off, line int64, delim byte) *csvParser {
-	return &csvParser{r: r, uri: uri, size: size, delim: delim, bufOff: off, line: line,
-		buf: make([]byte, min(csvReadSize, max(size-off, 0)+1))}
+	n := int64(csvReadSize)
+	if size >= 0 {
+		n = min(n, max(size-off, 0)+1)
+	}
+	return &csvParser{r: r, uri: uri, size: size, delim: delim, bufOff: off, line: line, buf: make([]byte, n)}
 }
 
 // where names the current record's place for error messages.
@@ -71,6 +76,18 @@ func (p *csvParser) fill() error {
 		nb := make([]byte, 2*len(p.buf)+1)
 		copy(nb, p.buf[:p.n])
 		p.buf = nb
+	}
+	if p.size < 0 {
+		// A decompressed stream: its size is known only at its end.
+		m, err := p.r.ReadAt(p.buf[p.n:], p.bufOff+int64(p.n))
+		p.n += m
+		switch {
+		case errors.Is(err, io.EOF):
+			p.eof = true
+		case err != nil:
+			return fmt.Errorf("read %s at byte %d of its decompressed text: %w", p.uri, p.bufOff+int64(p.n), err)
+		}
+		return nil
 	}
 	want := int(min(int64(len(p.buf)-p.n), p.size-(p.bufOff+int64(p.n))))
 	if want > 0 {

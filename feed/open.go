@@ -69,9 +69,15 @@ func OpenSplit(ctx context.Context, res *fsys.Resolver, s Split, opts ReadOption
 	case FormatArrow:
 		op, err = openIPC(f, s, opts)
 	case FormatCSV:
+		var in csvFile
+		if in, err = csvInput(f, s.URI); err != nil {
+			break
+		}
 		var src *csvSource
-		if src, err = openCSV(ctx, f, s, opts); err == nil {
+		if src, err = openCSV(ctx, in, s, opts); err == nil {
 			op = &opened{src: src, schema: src.schema}
+		} else if sf, ok := in.(*streamFile); ok {
+			sf.closeStream()
 		}
 	default:
 		err = fmt.Errorf("%w: %s: unknown format %q", ErrInput, s.URI, format)

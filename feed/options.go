@@ -2,6 +2,7 @@ package feed
 
 import (
 	"fmt"
+	"path"
 	"sort"
 	"strings"
 
@@ -15,23 +16,59 @@ import (
 // defaults: comma-separated with a header line.
 type CSVOptions struct {
 	// Delimiter separates fields; it must be a single-byte character other
-	// than a quote, CR or LF. Zero means a comma.
+	// than a quote, CR or LF. Zero picks it by the file name: a tab for
+	// .tsv and .tab files, a comma for the rest.
 	Delimiter rune `json:"delimiter"`
 	// Header says the first line names the columns. Without a header the
 	// columns are named _c0, _c1, ... (as Spark names them).
 	Header bool `json:"header"`
 }
 
-// DefaultCSVOptions returns comma-separated with a header line.
-func DefaultCSVOptions() CSVOptions { return CSVOptions{Delimiter: ',', Header: true} }
+// DefaultCSVOptions returns a header line and the delimiter picked by the
+// file name (tab-separated for .tsv, comma-separated otherwise).
+func DefaultCSVOptions() CSVOptions { return CSVOptions{Header: true} }
 
+// delimiterFor returns the field delimiter of the CSV file at uri.
+func (o CSVOptions) delimiterFor(uri string) byte {
+	if o.Delimiter != 0 {
+		return byte(o.Delimiter)
+	}
+	switch strings.ToLower(path.Ext(trimCodec(uri))) {
+	case ".tsv", ".tab":
+		return '\t'
+	}
+	return ','
+}
+
+// ParseCSVDelimiter reads a delimiter setting: one character, or an
+// escape for one that configuration files trim away or cannot hold:
+// "\t" or "tab" for a tab, "\u0001"-style escapes, "space".
+func ParseCSVDelimiter(s string) (rune, error) {
+	switch strings.ToLower(s) {
+	case `\t`, "tab", "\t":
+		return '\t', nil
+	case "space":
+		return ' ', nil
+	}
+	if strings.HasPrefix(s, `\u`) || strings.HasPrefix(s, `\x`) {
+		var r rune
+		if _, err := fmt.Sscanf(s[2:], "%x", &r); err == nil && r > 0 && r <= 0x7f {
+			return r, nil
+		}
+	}
+	rs := []rune(s)
+	if len(rs) != 1 {
+		return 0, fmt.Errorf("%q must be one character (or \\t, tab, space, \\u0001)", s)
+	}
+	if _, err := (CSVOptions{Delimiter: rs[0]}).normalize(); err != nil {
+		return 0, err
+	}
+	return rs[0], nil
+}
 // normalize applies the defaults and checks the delimiter.
 func (o CSVOptions) normalize() (CSVOptions, error) {
 	if o == (CSVOptions{}) {
 		return DefaultCSVOptions(), nil
-	}
-	if o.Delimiter == 0 {
-		o.Delimiter = ','
 	}
 	if o.Delimiter > 0x7f || o.Delimiter == '"' || o.Delimiter == '\n' || o.Delimiter == '\r' {
 		return o, fmt.Errorf("%w: CSV delimiter %q: want a single-byte character other than a quote or a line break", ErrInput, o.Delimiter)

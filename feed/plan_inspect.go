@@ -3,6 +3,7 @@ package feed
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -35,6 +36,10 @@ func inspectFile(ctx context.Context, lf listedFile, format Format, csvOpts CSVO
 				ErrInput, lf.uri)
 		}
 	}
+	if c := codecOf(lf.name); c != nil && format != FormatCSV {
+		return nil, fmt.Errorf("%w: %s: a %s file compressed as a whole (%s) is not read: %s compresses inside the file; decompress it",
+			ErrInput, lf.uri, format, c.ext, format)
+	}
 	f, err := lf.fs.Open(ctx, lf.name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %w", ErrInput, lf.uri, err)
@@ -48,8 +53,19 @@ func inspectFile(ctx context.Context, lf listedFile, format Format, csvOpts CSVO
 	case FormatArrow:
 		info.schema, info.units, err = inspectIPC(f, lf.uri)
 	case FormatCSV:
+		var in csvFile
+		if in, err = csvInput(f, lf.uri); err != nil {
+			break
+		}
+		chunk := csvChunkBytes
+		if sf, ok := in.(*streamFile); ok {
+			defer sf.closeStream()
+			// A compressed file is read from its start: it is one unit,
+			// shared by ranks (if need be) by skipping rows.
+			chunk = math.MaxInt64
+		}
 		var l *csvLayout
-		if l, err = scanCSV(ctx, f, lf.uri, csvOpts, csvChunkBytes); err == nil {
+		if l, err = scanCSV(ctx, in, lf.uri, csvOpts, chunk); err == nil {
 			info.schema, info.units = l.schema(), l.units
 		}
 	default:

@@ -31,13 +31,16 @@ func ParseFormat(s string) (Format, error) {
 
 // FormatFromPath infers a file's format from its extension. It returns
 // false when the extension says nothing.
+//
+// A compression extension Hadoop writes text files with (.gz, .bz2, .zst,
+// .deflate, ...) is looked past: train.csv.gz is CSV.
 func FormatFromPath(p string) (Format, bool) {
-	switch strings.ToLower(path.Ext(p)) {
+	switch strings.ToLower(path.Ext(trimCodec(p))) {
 	case ".parquet", ".pq":
 		return FormatParquet, true
 	case ".arrow", ".ipc", ".feather", ".arrows":
 		return FormatArrow, true
-	case ".csv":
+	case ".csv", ".tsv", ".tab":
 		return FormatCSV, true
 	}
 	return "", false

@@ -49,7 +49,8 @@ type DirectSpec struct {
 
 // DirectCSV is the layout of CSV inputs in a DirectSpec.
 type DirectCSV struct {
-	// Delimiter is the one-character field separator.
+	// Delimiter is the one-character field separator; empty picks it by
+	// each file's name: a tab for .tsv and .tab, a comma otherwise.
 	Delimiter string `json:"delimiter"`
 	// Header says each file starts with a line naming the columns.
 	Header bool `json:"header"`
@@ -78,8 +79,8 @@ func (s DirectSpec) Validate() error {
 	if s.EpochRows < 0 {
 		return fmt.Errorf("epoch_rows %d: must not be negative", s.EpochRows)
 	}
-	if s.CSV != nil && len(s.CSV.Delimiter) != 1 {
-		return fmt.Errorf("csv delimiter %q: want one single-byte character", s.CSV.Delimiter)
+	if s.CSV != nil && len(s.CSV.Delimiter) > 1 {
+		return fmt.Errorf("csv delimiter %q: want one single-byte character (or none: by the file name)", s.CSV.Delimiter)
 	}
 	for i, sp := range s.Splits {
 		if sp.URI == "" {

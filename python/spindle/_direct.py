@@ -19,7 +19,7 @@ from ._errors import FeedError
 DIRECT_VERSION = 1
 
 _FORMATS = {"parquet": "parquet", "pq": "parquet", "arrow": "arrow", "ipc": "arrow", "feather": "arrow",
-            "csv": "csv"}
+            "csv": "csv", "tsv": "csv"}
 
 # even_batches values, as the Go side parses them, by meaning.
 _EVEN_MODES = {"pad": "pad", "true": "pad", "on": "pad", "drop": "drop", "off": "off", "false": "off",
@@ -78,14 +78,15 @@ class DirectSpec:
         self.target_batches = get("target_batches", int, 0)
         self.epoch_rows = get("epoch_rows", int, 0)
         csv_opts = get("csv", dict, {})
-        self.csv_delimiter = str(csv_opts.get("delimiter", ",") or ",")
+        # Empty picks it by the file name (tab for .tsv, comma otherwise).
+        self.csv_delimiter = str(csv_opts.get("delimiter", "") or "")
         self.csv_header = bool(csv_opts.get("header", True))
         checks = [
             (self.world_size >= 1, f"world_size {self.world_size}: need at least 1"),
             (0 <= self.rank < self.world_size, f"rank {self.rank} is outside 0..{self.world_size - 1}"),
             (self.epochs >= 1, f"epochs {self.epochs}: need at least 1"),
             (self.batch_rows >= 1, f"batch_rows {self.batch_rows}: need at least 1"),
-            (len(self.csv_delimiter) == 1, f"csv delimiter {self.csv_delimiter!r} is not one character"),
+            (len(self.csv_delimiter) <= 1, f"csv delimiter {self.csv_delimiter!r} is not one character"),
             (self.even_batches != "?", f"even_batches {doc.get('even_batches')!r}: want pad, drop or off"),
             (self.target_batches >= 0, f"target_batches {self.target_batches}: must not be negative"),
             (self.epoch_rows >= 0, f"epoch_rows {self.epoch_rows}: must not be negative"),
@@ -108,6 +109,16 @@ class DirectSpec:
                                          int(s.get("row_offset") or 0)))
             except (TypeError, ValueError) as e:
                 raise FeedError(f"direct feed spec {path}: split {i} ({s['uri']}): {e}") from None
+
+    def delimiter_for(self, split):
+        """Return the CSV delimiter of split's file: the configured one, else by its name."""
+        if self.csv_delimiter:
+            return self.csv_delimiter
+        base = urllib.parse.urlparse(split.uri).path.lower()
+        ext = _codec_ext(split.uri)
+        if ext:
+            base = base[:-len(ext)]
+        return "\t" if base.endswith((".tsv", ".tab")) else ","
 
 
 def load_spec(path):
@@ -141,6 +152,16 @@ class _Files:
         self.use_pyarrow = use_pyarrow
 
     def open(self, split):
+        f = self._open_raw(split)
+        if split.format != "csv":
+            return f
+        try:
+            return _decompressed(f, split)
+        except BaseException:
+            f.close()
+            raise
+
+    def _open_raw(self, split):
         path = _local_path(split.uri)
         if path is not None:
             try:
@@ -158,6 +179,66 @@ class _Files:
         except Exception as e:  # pyarrow raises several types (ArrowException, OSError)
             raise FeedError(f"{split}: open with pyarrow: {e}") from None
         return io.BufferedReader(_RawNative(native), buffer_size=1 << 20)
+
+
+# Compression by file name, as Hadoop's codecs name it (see the Go reader).
+_UNREADABLE_CODECS = {".snappy": "SnappyCodec", ".lz4": "Lz4Codec", ".lzo": "LzoCodec",
+                      ".lzo_deflate": "LzoCodec", ".br": "Brotli", ".xz": "XZ"}
+
+
+def _codec_ext(uri):
+    base = urllib.parse.urlparse(uri).path.lower()
+    for ext in (".gz", ".bz2", ".zst", ".deflate", *_UNREADABLE_CODECS):
+        if base.endswith(ext):
+            return ext
+    return ""
+
+
+def _decompressed(f, split):
+    """Return a readable, seekable file of f's decompressed text (f itself when not compressed)."""
+    ext = _codec_ext(split.uri)
+    if not ext:
+        return f
+    if ext in (".gz", ".bz2"):
+        import bz2
+        import gzip
+
+        base = gzip.GzipFile if ext == ".gz" else bz2.BZ2File
+
+        class Owning(base):
+            """Decompresses f and closes it too."""
+
+            def close(self):
+                try:
+                    super().close()
+                finally:
+                    f.close()
+
+        return Owning(fileobj=f, mode="rb") if ext == ".gz" else Owning(f, mode="rb")
+    try:
+        if ext == ".deflate":
+            import zlib
+
+            data = zlib.decompress(f.read())
+        elif ext == ".zst":
+            try:
+                from compression import zstd  # Python 3.14
+            except ImportError:
+                try:
+                    import zstandard as zstd
+                except ImportError:
+                    raise FeedError(f"{split}: reading zstd-compressed CSV in direct mode needs Python 3.14 or the "
+                                    "zstandard package (or use --feed arrow or --feed tensor)") from None
+            data = zstd.ZstdDecompressor().decompress(f.read()) if hasattr(zstd, "ZstdDecompressor") else zstd.decompress(f.read())
+        else:
+            raise FeedError(f"{split}: compressed with {_UNREADABLE_CODECS[ext]} ({ext}), which Spindle does not read; "
+                            "decompress it or recompress it with gzip, bzip2 or zstd")
+    except FeedError:
+        raise
+    except Exception as e:  # zlib.error, zstd errors
+        raise FeedError(f"{split}: decompress: {e}") from None
+    f.close()
+    return io.BytesIO(data)
 
 
 class _RawNative(io.RawIOBase):
@@ -308,7 +389,7 @@ class _SplitReader:
     def _csv_header(self, f, split):
         line = f.readline()
         try:
-            fields = next(csv.reader([line.decode("utf-8")], delimiter=self.spec.csv_delimiter))
+            fields = next(csv.reader([line.decode("utf-8")], delimiter=self.spec.delimiter_for(split)))
         except (UnicodeDecodeError, StopIteration):
             raise FeedError(f"{split}: cannot read the CSV header line") from None
         if self.spec.csv_header:
@@ -352,7 +433,7 @@ class _SplitReader:
         if self.files.use_pyarrow and body:
             import pyarrow.csv
 
-            opts = pyarrow.csv.ParseOptions(delimiter=self.spec.csv_delimiter)
+            opts = pyarrow.csv.ParseOptions(delimiter=self.spec.delimiter_for(split))
             read = pyarrow.csv.ReadOptions(column_names=names)
             try:
                 table = pyarrow.csv.read_csv(io.BytesIO(body), read_options=read, parse_options=opts)
@@ -360,7 +441,7 @@ class _SplitReader:
                 raise FeedError(f"{split}: parse CSV: {e}") from None
             return {n: from_pyarrow_array(table.column(n)) for n in names}
         try:
-            rows = [r for r in csv.reader(io.StringIO(body.decode("utf-8")), delimiter=self.spec.csv_delimiter) if r]
+            rows = [r for r in csv.reader(io.StringIO(body.decode("utf-8")), delimiter=self.spec.delimiter_for(split)) if r]
         except (UnicodeDecodeError, csv.Error) as e:
             raise FeedError(f"{split}: parse CSV: {e}") from None
         for k, r in enumerate(rows):

@@ -127,6 +127,33 @@ class DirectTest(unittest.TestCase):
                     self.assertEqual([len(b["id"]) for b in batches], sizes)
                     self.assertEqual([i for b in batches for i in b["id"].tolist()], ids)
 
+    def test_compressed_and_tab_separated_csv(self):
+        import bz2
+        import gzip
+        import zlib
+
+        text = (HEADER + "".join(self.rows)).encode()
+        tsv = text.replace(b",", b"\t")
+        cases = [("data.csv.gz", gzip.compress(text)), ("data.csv.bz2", bz2.compress(text)),
+                 ("data.csv.deflate", zlib.compress(text)), ("data.tsv", tsv), ("data.tsv.gz", gzip.compress(tsv))]
+        for name, data in cases:
+            with self.subTest(name):
+                path = os.path.join(self.dir, name)
+                with open(path, "wb") as f:
+                    f.write(data)
+                split = {"uri": "file://" + path, "format": "csv", "offset": len(HEADER), "length": len(text) - len(HEADER)}
+                batches = list(Feed(self.spec([split]), use_pyarrow=False).batches())
+                self.assertEqual([i for b in batches for i in b["id"].tolist()], list(range(23)))
+
+    def test_unreadable_compression_named(self):
+        path = os.path.join(self.dir, "data.csv.snappy")
+        with open(path, "wb") as f:
+            f.write(b"\x00\x00\x00\x10xxxx")
+        split = {"uri": "file://" + path, "format": "csv", "offset": 0, "length": 8}
+        with self.assertRaises(FeedError) as cm:
+            list(Feed(self.spec([split]), use_pyarrow=False).batches())
+        self.assertIn("SnappyCodec", str(cm.exception))
+
     def test_pad_equalises_batch_counts_only(self):
         # 23 rows; the largest rank has 26 (7 batches of 4, the last of 2):
         # this rank is padded to 26 rows, not to 7 full batches.
