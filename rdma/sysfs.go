@@ -246,7 +246,7 @@ func interfaceAddrs(netdev string) ([]netip.Addr, error) {
 // paths (/sys/class/infiniband, /sys/class/infiniband_verbs, /dev/infiniband).
 type rdmamapLister struct{}
 
-func (rdmamapLister) deviceNames() []string          { return rdmamap.GetRdmaDeviceList() }
+func (rdmamapLister) deviceNames() []string           { return rdmamap.GetRdmaDeviceList() }
 func (rdmamapLister) portNames(dev string) []string   { return rdmamap.GetPorts(dev) }
 func (rdmamapLister) charDevices(dev string) []string { return rdmamap.GetRdmaCharDevices(dev) }
 
