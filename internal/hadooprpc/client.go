@@ -57,7 +57,7 @@ type result struct {
 
 // Dial connects to cfg.Addr and sends the connection header and context.
 func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
-	if cfg.User == "" {
+	if _, token := cfg.SASL.(TokenAuth); cfg.User == "" && !token {
 		return nil, errors.New("hadooprpc: dial: no user")
 	}
 	if cfg.ProtocolVersion == 0 {
@@ -108,9 +108,11 @@ func handshakeClient(ctx context.Context, conn net.Conn, cfg ClientConfig) (*Cli
 			return nil, fmt.Errorf("sasl: %w", err)
 		}
 	}
-	cc := &hadooppb.IpcConnectionContextProto{
-		UserInfo: &hadooppb.UserInformationProto{EffectiveUser: proto.String(cfg.User)},
-		Protocol: proto.String(cfg.Protocol),
+	cc := &hadooppb.IpcConnectionContextProto{Protocol: proto.String(cfg.Protocol)}
+	if _, token := cfg.SASL.(TokenAuth); !token {
+		// A token names its user itself; Hadoop clients send no user
+		// beside it (a different one would ask to be a proxy user).
+		cc.UserInfo = &hadooppb.UserInformationProto{EffectiveUser: proto.String(cfg.User)}
 	}
 	pkt, err := marshalPacket(requestHeader(CallIDConnectionContext, cfg.ClientID), cc)
 	if err != nil {

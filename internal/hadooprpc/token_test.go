@@ -64,8 +64,10 @@ func TestTokenAuth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := resp.GetFs().GetGroup(); got != "appattempt_1_0001_000001" {
-			t.Fatalf("authenticated user %q", got)
+		// The token's user is both real and effective user: the client
+		// names no user of its own beside a token.
+		if got := resp.GetFs().GetGroup(); got != "appattempt_1_0001_000001" || resp.GetFs().GetOwner() != got {
+			t.Fatalf("authenticated user %q, effective %q", got, resp.GetFs().GetOwner())
 		}
 	})
 	t.Run("simple still allowed when the server says so", func(t *testing.T) {

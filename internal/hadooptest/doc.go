@@ -1,0 +1,8 @@
+// Package hadooptest runs real Apache Hadoop for tests: Hadoop's own
+// MiniDFSCluster and MiniYARNCluster (3 datanodes, 3 nodemanagers by
+// default) on loopback, started through scripts/hadoop-minicluster.sh, which
+// fetches Hadoop from Maven Central into ~/.m2 on first use. One cluster
+// serves every test of a test binary; it stops when the binary exits (its
+// launcher ends when its standard input closes). Tests skip, saying why,
+// only when Java or Maven is missing.
+package hadooptest

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Starts Apache Hadoop's own mini cluster (HDFS with DATANODES datanodes, YARN
+# with NODEMANAGERS nodemanagers) on loopback for Spindle's real-Hadoop test
+# tier, and runs until its standard input closes.
+#
+#   scripts/hadoop-minicluster.sh WORKDIR [DATANODES [NODEMANAGERS]]
+#
+# The cluster's client configuration goes to WORKDIR/conf (use it as
+# HADOOP_CONF_DIR); a line "spindle-minicluster ready: ..." on standard output
+# says it is up. Hadoop comes from Maven Central through Maven (cached in
+# ~/.m2); the launcher is compiled once into ~/.cache/spindle/hadoop-<version>.
+#
+#   scripts/hadoop-minicluster.sh --fetch   downloads Hadoop and builds the launcher only
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+pom=$here/hadoop/pom.xml
+version=$(sed -n 's:.*<hadoop.version>\(.*\)</hadoop.version>.*:\1:p' "$pom")
+cache=${SPINDLE_HADOOP_CACHE:-$HOME/.cache/spindle/hadoop-$version}
+
+command -v java >/dev/null || { echo "java is missing: apt-get install -y openjdk-17-jdk-headless" >&2; exit 3; }
+command -v mvn >/dev/null || { echo "mvn is missing: apt-get install -y maven" >&2; exit 3; }
+
+mkdir -p "$cache"
+stamp=$(cat "$pom" "$here/hadoop/SpindleMiniCluster.java" | sha256sum | cut -c1-16)
+if [ ! -s "$cache/classpath-$stamp.txt" ] || [ ! -f "$cache/classes-$stamp/SpindleMiniCluster.class" ]; then
+  # Offline first: a warm ~/.m2 needs no network.
+  if ! mvn -o -q -B -f "$pom" dependency:build-classpath -Dmdep.outputFile="$cache/classpath.tmp" >/dev/null 2>&1; then
+    mvn -q -B -f "$pom" dependency:build-classpath -Dmdep.outputFile="$cache/classpath.tmp" >&2
+  fi
+  mkdir -p "$cache/classes-$stamp"
+  javac -nowarn -d "$cache/classes-$stamp" -cp "$(cat "$cache/classpath.tmp")" "$here/hadoop/SpindleMiniCluster.java" 2>&1 | grep -v '^Note:' >&2 || true
+  mv "$cache/classpath.tmp" "$cache/classpath-$stamp.txt"
+fi
+[ "${1:-}" = "--fetch" ] && exit 0
+
+work=${1:?usage: hadoop-minicluster.sh WORKDIR [DATANODES [NODEMANAGERS]]}
+datanodes=${2:-3}
+nodemanagers=${3:-3}
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+cd "$work"
+# Hadoop 3.4 reaches into JDK internals (Guice, its RPC engine).
+opens=()
+for p in java.lang java.lang.reflect java.util java.util.concurrent java.io java.net java.nio sun.nio.ch; do
+  opens+=("--add-opens=java.base/$p=ALL-UNNAMED")
+done
+exec java -Xmx1536m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "${opens[@]}" \
+  -Dlog4j.configuration=file:/dev/null -Dhadoop.log.dir="$work/logs" \
+  -cp "$cache/classes-$stamp:$(cat "$cache/classpath-$stamp.txt")" \
+  SpindleMiniCluster "$work" "$work/conf" "$datanodes" "$nodemanagers"
