@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/hadooptest"
-	pb "github.com/spindle-ml/spindle/internal/hadooppb"
 	"github.com/spindle-ml/spindle/internal/testaddr"
 )
 
@@ -151,5 +150,4 @@ func TestRealResourceManager(t *testing.T) {
 	if err != nil || len(nodes) != 3 {
 		t.Fatalf("nodes %d: %v", len(nodes), err)
 	}
-	_ = pb.YarnApplicationStateProto_RUNNING
 }
