@@ -1,0 +1,188 @@
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/spindle-ml/spindle/internal/jobview"
+)
+
+// NewRegistry returns a registry holding the Go runtime's and the
+// process's own collectors, for one daemon to fill and serve.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Handler serves reg in the Prometheus text format.
+func Handler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+}
+
+// Driver is a job driver's metrics. It is fed the same events as the job's
+// model (Observe), so the numbers on /metrics and on the job page agree.
+type Driver struct {
+	executors *prometheus.GaugeVec
+	rows      *prometheus.CounterVec
+	bytes     *prometheus.CounterVec
+	batches   *prometheus.CounterVec
+	steps     *prometheus.HistogramVec
+	exits     *prometheus.CounterVec
+	restarts  *prometheus.CounterVec
+	jobState  *prometheus.GaugeVec
+
+	mu    sync.Mutex
+	ranks map[int]*rankMetrics
+}
+
+type rankMetrics struct {
+	role  string
+	state string
+	last  jobview.Progress
+	at    float64 // seconds, from the event time
+	seen  bool
+}
+
+// maxStepsObserved bounds how many step durations one progress report adds
+// to the histogram, so a fast trainer's heartbeat stays cheap.
+const maxStepsObserved = 256
+
+// NewDriver registers a driver's metrics in reg.
+func NewDriver(reg prometheus.Registerer) *Driver {
+	d := &Driver{
+		executors: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "spindle_executors",
+			Help: "Executors of the job by role and state."}, []string{"role", "state"}),
+		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spindle_feed_rows_total",
+			Help: "Rows the training processes took from the feed."}, []string{"role"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spindle_feed_bytes_total",
+			Help: "Bytes the feed sent to training processes."}, []string{"role"}),
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spindle_feed_batches_total",
+			Help: "Batches the training processes took from the feed."}, []string{"role"}),
+		steps: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "spindle_step_duration_seconds",
+			Help:    "Duration of a training step, averaged over each progress report.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}, []string{"role"}),
+		exits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spindle_executor_exits_total",
+			Help: "Executors that ended, by final state (finished, failed, stopped, lost)."}, []string{"state"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spindle_restarts_total",
+			Help: "Restarts of the job's gang, by reason."}, []string{"reason"}),
+		jobState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "spindle_job_state",
+			Help: "1 for the job's current state, 0 for the others."}, []string{"state"}),
+		ranks: map[int]*rankMetrics{},
+	}
+	reg.MustRegister(d.executors, d.rows, d.bytes, d.batches, d.steps, d.exits, d.restarts, d.jobState)
+	return d
+}
+
+// Observe folds one job event into the metrics.
+func (d *Driver) Observe(ev jobview.Event) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch ev.Kind {
+	case jobview.KindJobState:
+		for _, s := range []string{jobview.StateSubmitted, jobview.StateRunning, jobview.StateSucceeded, jobview.StateFailed, jobview.StateKilled} {
+			v := 0.0
+			if s == ev.State {
+				v = 1
+			}
+			d.jobState.WithLabelValues(s).Set(v)
+		}
+	case jobview.KindRestart:
+		d.restarts.WithLabelValues(restartReason(ev.Reason)).Inc()
+	case jobview.KindExecutor:
+		r := d.rank(ev.Rank)
+		if ev.Role != "" && ev.Role != r.role {
+			if r.state != "" {
+				d.executors.WithLabelValues(r.role, r.state).Dec()
+				d.executors.WithLabelValues(ev.Role, r.state).Inc()
+			}
+			r.role = ev.Role
+		}
+		if ev.State != "" && ev.State != r.state {
+			if r.state != "" {
+				d.executors.WithLabelValues(r.role, r.state).Dec()
+			}
+			d.executors.WithLabelValues(r.role, ev.State).Inc()
+			r.state = ev.State
+			switch ev.State {
+			case jobview.RankFinished, jobview.RankFailed, jobview.RankStopped, jobview.RankLost:
+				d.exits.WithLabelValues(ev.State).Inc()
+			}
+		}
+	case jobview.KindProgress:
+		if ev.Progress == nil {
+			return
+		}
+		r := d.rank(ev.Rank)
+		p := *ev.Progress
+		at := float64(ev.Time.UnixNano()) / 1e9
+		if r.seen {
+			// Counters only grow: a restarted rank that starts again from
+			// zero adds nothing until it passes its old count.
+			add := func(c *prometheus.CounterVec, now, before int64) {
+				if now > before {
+					c.WithLabelValues(r.role).Add(float64(now - before))
+				}
+			}
+			add(d.rows, p.Rows, r.last.Rows)
+			add(d.bytes, p.Bytes, r.last.Bytes)
+			add(d.batches, p.Batches, r.last.Batches)
+			if n := p.Steps - r.last.Steps; n > 0 && at > r.at {
+				per := (at - r.at) / float64(n)
+				for i := int64(0); i < min(n, maxStepsObserved); i++ {
+					d.steps.WithLabelValues(r.role).Observe(per)
+				}
+			}
+		} else {
+			d.rows.WithLabelValues(r.role).Add(float64(p.Rows))
+			d.bytes.WithLabelValues(r.role).Add(float64(p.Bytes))
+			d.batches.WithLabelValues(r.role).Add(float64(p.Batches))
+		}
+		r.last, r.at, r.seen = maxProgress(r.last, p), at, true
+	}
+}
+
+func (d *Driver) rank(n int) *rankMetrics {
+	r := d.ranks[n]
+	if r == nil {
+		r = &rankMetrics{role: "worker"}
+		d.ranks[n] = r
+	}
+	return r
+}
+
+// maxProgress keeps the larger of each counter, so a rank restarted from
+// zero is not counted twice.
+func maxProgress(a, b jobview.Progress) jobview.Progress {
+	b.Rows, b.Bytes, b.Batches, b.Steps = max(a.Rows, b.Rows), max(a.Bytes, b.Bytes), max(a.Batches, b.Batches), max(a.Steps, b.Steps)
+	return b
+}
+
+// restartReasons are the values the restarts counter's reason label takes;
+// anything else is "other", so a free-text reason cannot blow up the
+// label's cardinality.
+var restartReasons = map[string]bool{"failure": true, "preempted": true, "node_lost": true, "resize": true, "manual": true}
+
+func restartReason(r string) string {
+	if restartReasons[r] {
+		return r
+	}
+	return "other"
+}
+
+// ExitStatus is a label value for a process exit status, bounded to the
+// statuses that mean something distinct.
+func ExitStatus(code int) string {
+	switch {
+	case code >= 0 && code <= 2, code == 137, code == 143:
+		return strconv.Itoa(code)
+	case code < 0:
+		return "signal"
+	}
+	return "other"
+}

@@ -1,0 +1,142 @@
+package metrics
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/spindle-ml/spindle/internal/jobview"
+)
+
+func TestDriverMetricsFollowTheJob(t *testing.T) {
+	reg := NewRegistry()
+	d := NewDriver(reg)
+	t0 := time.Unix(1_800_000_000, 0)
+	d.Observe(jobview.Event{Time: t0, Kind: jobview.KindJobState, State: jobview.StateRunning})
+	for r := 0; r < 3; r++ {
+		role := "worker"
+		if r == 2 {
+			role = "ps"
+		}
+		d.Observe(jobview.Event{Time: t0, Kind: jobview.KindExecutor, Rank: r, Role: role, State: jobview.RankRunning})
+	}
+	d.Observe(jobview.Event{Time: t0, Kind: jobview.KindProgress, Rank: 0, Progress: &jobview.Progress{Rows: 100, Bytes: 400, Batches: 1, Steps: 1}})
+	d.Observe(jobview.Event{Time: t0.Add(time.Second), Kind: jobview.KindProgress, Rank: 0, Progress: &jobview.Progress{Rows: 600, Bytes: 2400, Batches: 6, Steps: 11}})
+	// A rank restarted from zero does not count its rows twice.
+	d.Observe(jobview.Event{Time: t0.Add(2 * time.Second), Kind: jobview.KindProgress, Rank: 0, Progress: &jobview.Progress{Rows: 50}})
+	d.Observe(jobview.Event{Time: t0.Add(3 * time.Second), Kind: jobview.KindExecutor, Rank: 1, State: jobview.RankFailed})
+	d.Observe(jobview.Event{Time: t0.Add(3 * time.Second), Kind: jobview.KindRestart, Reason: "rank 1 exited 3 because of a long free text"})
+
+	srv := httptest.NewServer(Handler(reg))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatalf("/metrics is not Prometheus text: %v", err)
+	}
+
+	value := func(name string, labels map[string]string) float64 {
+		t.Helper()
+		f := families[name]
+		if f == nil {
+			t.Fatalf("%s missing", name)
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
+					continue next
+				}
+			}
+			switch f.GetType() {
+			case dto.MetricType_COUNTER:
+				return m.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				return m.GetGauge().GetValue()
+			case dto.MetricType_HISTOGRAM:
+				return float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+		t.Fatalf("%s has no series %v", name, labels)
+		return 0
+	}
+	checks := []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"spindle_feed_rows_total", map[string]string{"role": "worker"}, 600},
+		{"spindle_feed_bytes_total", map[string]string{"role": "worker"}, 2400},
+		{"spindle_feed_batches_total", map[string]string{"role": "worker"}, 6},
+		{"spindle_step_duration_seconds", map[string]string{"role": "worker"}, 10},
+		{"spindle_executors", map[string]string{"role": "worker", "state": "running"}, 1},
+		{"spindle_executors", map[string]string{"role": "worker", "state": "failed"}, 1},
+		{"spindle_executors", map[string]string{"role": "ps", "state": "running"}, 1},
+		{"spindle_executor_exits_total", map[string]string{"state": "failed"}, 1},
+		{"spindle_restarts_total", map[string]string{"reason": "other"}, 1},
+		{"spindle_job_state", map[string]string{"state": "RUNNING"}, 1},
+		{"spindle_job_state", map[string]string{"state": "FAILED"}, 0},
+	}
+	for _, c := range checks {
+		if got := value(c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	checkConventions(t, families)
+}
+
+// checkConventions holds Spindle's metric names to Prometheus's naming
+// rules: a spindle_ prefix (runtime collectors aside), _total on counters
+// and only there, base units, and a help text on each.
+func checkConventions(t *testing.T, families map[string]*dto.MetricFamily) {
+	t.Helper()
+	for name, f := range families {
+		if strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") || strings.HasPrefix(name, "promhttp_") {
+			continue
+		}
+		if !strings.HasPrefix(name, "spindle_") {
+			t.Errorf("%s: no spindle_ prefix", name)
+		}
+		isCounter := f.GetType() == dto.MetricType_COUNTER
+		if isCounter != strings.HasSuffix(name, "_total") {
+			t.Errorf("%s (%s): _total goes on counters and only on them", name, f.GetType())
+		}
+		for _, bad := range []string{"_ms", "_milliseconds", "_kb", "_mb", "_percent"} {
+			if strings.Contains(name, bad) {
+				t.Errorf("%s: not in base units", name)
+			}
+		}
+		if f.GetHelp() == "" {
+			t.Errorf("%s: no help text", name)
+		}
+	}
+}
+
+func TestRestartReasonAndExitStatusLabelsStayBounded(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range []string{"failure", "preempted", "x", "y", "anything at all"} {
+		seen[restartReason(r)] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("restart reasons %v", seen)
+	}
+	seen = map[string]bool{}
+	for code := -20; code < 300; code++ {
+		seen[ExitStatus(code)] = true
+	}
+	if len(seen) != 7 {
+		t.Errorf("%d exit status label values: %v", len(seen), seen)
+	}
+}
