@@ -50,12 +50,24 @@ type Config struct {
 	EvenBatches       feed.EvenMode
 
 	// Command is the training command run by every executor.
-	Command       []string
-	Env           map[string]string
-	Files         []string
+	Command []string
+	Env     map[string]string
+	Files   []string
+	// Archives are .zip, .tar, .tar.gz/.tgz archives unpacked into the
+	// process's working directory (--archives), each under its base name
+	// or the alias after a '#' (env.tar.gz#env).
+	Archives []string
+	// PyFiles are .py, .zip and .egg files placed in the working
+	// directory and put on PYTHONPATH (--py-files).
+	PyFiles       []string
 	Dir           string
 	CheckpointDir string
 	PythonPath    string
+	// Python is the interpreter that runs a training command starting
+	// with python or python3 (spindle.python); empty leaves it as given.
+	Python string
+	// Timeout ends a job still running after this long (0: never).
+	Timeout       time.Duration
 	HadoopConfDir string
 	HadoopUser    string
 
@@ -134,5 +146,16 @@ func (c *Config) Validate() error {
 	default:
 		return bad("feed mode %q: want arrow, tensor or direct", c.FeedMode)
 	}
-	return nil
+	switch {
+	case c.Port < 0 || c.Port > 65535:
+		return bad("driver port %d: want 0 (any free port) to 65535", c.Port)
+	case c.RegistrationTimeout <= 0:
+		return bad("registration timeout %s: must be positive", c.RegistrationTimeout)
+	case c.Timeout < 0:
+		return bad("job timeout %s: must not be negative (0: no limit)", c.Timeout)
+	}
+	if err := c.checkEnv(); err != nil {
+		return err
+	}
+	return c.checkShippedNames()
 }

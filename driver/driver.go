@@ -113,9 +113,8 @@ func (d *Driver) Plan(ctx context.Context) (*feed.JobPlan, error) {
 	return plan, nil
 }
 
-// Run runs the job to its end. It returns nil only when every training
-// process exited 0.
-func (d *Driver) Run(ctx context.Context) error {
+// run runs the job to its end (see Run).
+func (d *Driver) run(ctx context.Context) error {
 	c := d.cfg
 	start := time.Now()
 	plan, err := d.Plan(ctx)

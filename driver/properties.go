@@ -19,11 +19,18 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	}
 	cfg.NumExecutors = p.Int(config.KeyExecutorInstances)
 	if master.Executors > 0 {
-		if p.Source(config.KeyExecutorInstances) != "default" && cfg.NumExecutors != master.Executors {
-			return cfg, master, fmt.Errorf("master local[%d] and %s %d disagree on the number of executors",
-				master.Executors, p.Source(config.KeyExecutorInstances), cfg.NumExecutors)
+		// local[N] and spindle.executor.instances both count executors:
+		// the one from the higher source wins (an explicit flag over the
+		// defaults file); given at the same level they must agree.
+		ml, il := p.Level(config.KeyMaster), p.Level(config.KeyExecutorInstances)
+		switch {
+		case il == config.LevelDefault || ml > il:
+			cfg.NumExecutors = master.Executors
+		case il > ml:
+		case cfg.NumExecutors != master.Executors:
+			return cfg, master, fmt.Errorf("%w: %s %s and %s %d disagree on the number of executors; give one of them",
+				ErrConfig, p.Source(config.KeyMaster), p.String(config.KeyMaster), p.Source(config.KeyExecutorInstances), cfg.NumExecutors)
 		}
-		cfg.NumExecutors = master.Executors
 	}
 	cfg.AppName = p.String(config.KeyAppName)
 	cfg.Cores = p.Int(config.KeyExecutorCores)
@@ -61,6 +68,8 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	}
 	cfg.CheckpointDir = p.String(config.KeyCheckpointDir)
 	cfg.PythonPath = p.String(config.KeyPythonPath)
+	cfg.Python = p.String(config.KeyPython)
+	cfg.Timeout = p.Duration(config.KeyJobTimeout)
 	cfg.HadoopConfDir = p.String(config.KeyHadoopConfDir)
 	cfg.HadoopUser = p.String(config.KeyHadoopUser)
 	// Local executors reach the driver over loopback; elsewhere it listens

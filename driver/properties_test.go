@@ -1,6 +1,9 @@
 package driver
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,5 +48,51 @@ func TestConfigFromProperties(t *testing.T) {
 		if _, _, err := ConfigFromProperties(load(overrides...)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want %q", conf, err, want)
 		}
+	}
+}
+
+// TestExecutorCountPrecedence: local[N] and spindle.executor.instances
+// resolve by the precedence of their sources, and disagree only when
+// given at the same level.
+func TestExecutorCountPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, config.DefaultsFileName), []byte("spindle.master local[3]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		src     config.Sources
+		want    int
+		wantErr string
+	}{
+		{"flag beats the defaults file", config.Sources{ConfDir: dir,
+			Flags: []config.Setting{{Key: config.KeyExecutorInstances, Value: "2", Source: "--num-executors"}}}, 2, ""},
+		{"conf beats the defaults file", config.Sources{ConfDir: dir, Overrides: []string{"spindle.executor.instances=5"}}, 5, ""},
+		{"local[N] alone", config.Sources{ConfDir: dir}, 3, ""},
+		{"flag master beats conf count", config.Sources{Overrides: []string{"spindle.executor.instances=5"},
+			Flags: []config.Setting{{Key: config.KeyMaster, Value: "local[4]", Source: "--master"}}}, 4, ""},
+		{"both flags agree", config.Sources{Flags: []config.Setting{
+			{Key: config.KeyMaster, Value: "local[4]", Source: "--master"},
+			{Key: config.KeyExecutorInstances, Value: "4", Source: "--num-executors"}}}, 4, ""},
+		{"both flags disagree", config.Sources{Flags: []config.Setting{
+			{Key: config.KeyMaster, Value: "local[4]", Source: "--master"},
+			{Key: config.KeyExecutorInstances, Value: "2", Source: "--num-executors"}}}, 0, "--master local[4] and --num-executors 2 disagree"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _, err := config.Load(tc.src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _, err := ConfigFromProperties(p)
+			if tc.wantErr != "" {
+				if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want ErrConfig with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || c.NumExecutors != tc.want {
+				t.Fatalf("executors = %d (%v), want %d", c.NumExecutors, err, tc.want)
+			}
+		})
 	}
 }

@@ -28,12 +28,23 @@ func commonFlags(fs []keyFlag) []cli.Flag {
 	return out
 }
 
+// commandReaders says which keys each command reads, so that a key given
+// to a command that ignores it is a warning.
+var commandReaders = map[string]config.Reader{
+	"submit": config.ReadBySubmit,
+	"master": config.ReadByMaster,
+	"worker": config.ReadByWorker,
+	"status": config.ReadByAdmin,
+	"kill":   config.ReadByAdmin,
+}
+
 // loadKeyFlags merges every configuration source; explicit flags win.
 func loadKeyFlags(c *cli.Context, fs []keyFlag) (*config.Properties, error) {
 	src := config.Sources{
 		ConfDir:        os.Getenv("SPINDLE_CONF_DIR"),
 		PropertiesFile: c.String("properties-file"),
 		Overrides:      c.StringSlice("conf"),
+		Reader:         commandReaders[c.Command.Name],
 	}
 	for _, f := range fs {
 		name := f.flag.Names()[0]

@@ -8,10 +8,14 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/feed/wire"
 	"github.com/spindle-ml/spindle/internal/config"
+	"github.com/spindle-ml/spindle/internal/gpu"
 	"github.com/spindle-ml/spindle/standalone"
 )
 
@@ -41,6 +45,8 @@ var submitFlags = []keyFlag{
 	{&cli.BoolFlag{Name: "shuffle", Usage: "shuffle split order and rows each epoch"}, config.KeyShuffle},
 	{&cli.StringFlag{Name: "seed", Usage: "shuffle seed"}, config.KeySeed},
 	{&cli.StringFlag{Name: "checkpoint-dir", Usage: "checkpoint `DIR` (path, file:// or hdfs:// URI), given to training as SPINDLE_CHECKPOINT_DIR"}, config.KeyCheckpointDir},
+	{&cli.StringFlag{Name: "python", Usage: "Python `INTERPRETER` that runs a training command starting with python or python3 (may point into an --archives alias: env/bin/python)"}, config.KeyPython},
+	{&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (the driver's and executors' logs)"}, config.KeyLogLevel},
 }
 
 func submitCommand() *cli.Command {
@@ -48,6 +54,8 @@ func submitCommand() *cli.Command {
 		&cli.StringSliceFlag{Name: "input", Aliases: []string{"i"}, Usage: "training data: a path, file:// or hdfs:// URI, a directory or a glob (repeatable)"},
 		&cli.StringSliceFlag{Name: "env", Usage: "set `K=V` in every training process's environment (repeatable)"},
 		&cli.StringSliceFlag{Name: "files", Usage: "copy `URI` into every training process's $SPINDLE_FILES_DIR (repeatable or comma-separated)"},
+		&cli.StringSliceFlag{Name: "archives", Usage: "unpack `ARCHIVE[#ALIAS]` (.zip, .tar, .tar.gz, .tgz) into every training process's working directory, under ALIAS or its base name (repeatable or comma-separated)"},
+		&cli.StringSliceFlag{Name: "py-files", Usage: "place `FILE` (.py, .zip, .egg) in every training process's working directory and on its PYTHONPATH (repeatable or comma-separated)"},
 	}, commonFlags(submitFlags)...)
 	return &cli.Command{
 		Name:      "submit",
@@ -91,18 +99,31 @@ func runSubmit(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err, exitUsage)
 	}
+	// Until YARN support lands, say so before anything runs.
+	if master.Kind == driver.MasterYARN {
+		return cli.Exit(fmt.Sprintf("%s: master yarn: YARN support is not built yet; use local[N] or spindle://host:port,...",
+			props.Source(config.KeyMaster)), exitUsage)
+	}
+	if err := checkMasterSettings(props, master, cfg); err != nil {
+		return cli.Exit(err, exitUsage)
+	}
 	cfg.Logger = logger
 	terminal := term.IsTerminal(int(os.Stderr.Fd()))
 	cfg.Console = driver.NewConsole(os.Stdout, os.Stderr, terminal)
 
 	cm, err := newClusterManager(c.Context, master, props, cfg, logger)
 	if err != nil {
-		if errors.Is(err, standalone.ErrConfig) || errors.Is(err, standalone.ErrSecretOnCommandLine) {
+		if errors.Is(err, standalone.ErrConfig) || errors.Is(err, standalone.ErrSecretOnCommandLine) ||
+			status.Code(err) == codes.Unauthenticated {
 			return cli.Exit(err, exitUsage)
 		}
 		return cli.Exit(fmt.Sprintf("connect to %s: %v", props.String(config.KeyMaster), err), exitJobFailed)
 	}
 	defer cm.Close()
+	// One id for the job: the cluster's application id when it gives one.
+	if app, ok := cm.(interface{ AppID() string }); ok && app.AppID() != "" {
+		cfg.JobID = app.AppID()
+	}
 
 	d, err := driver.New(cfg, cm)
 	if err != nil {
@@ -113,6 +134,8 @@ func runSubmit(c *cli.Context) error {
 		"executors", cfg.NumExecutors, "feed", cfg.FeedMode)
 	if err := d.Run(c.Context); err != nil {
 		switch {
+		case errors.Is(err, driver.ErrTimedOut):
+			return cli.Exit(fmt.Sprintf("job %s timed out after %s (spindle.job.timeout); every executor was stopped", d.JobID(), cfg.Timeout), exitJobFailed)
 		case errors.Is(err, driver.ErrInterrupted):
 			return cli.Exit("job interrupted; every executor was stopped", exitInterrupted)
 		case isInputError(err):
@@ -127,7 +150,7 @@ func runSubmit(c *cli.Context) error {
 // isInputError reports whether err is about the job's input or settings
 // (found before anything ran) rather than a failure while running.
 func isInputError(err error) bool {
-	return errors.Is(err, feed.ErrInput) || errors.Is(err, driver.ErrConfig)
+	return errors.Is(err, feed.ErrInput) || errors.Is(err, driver.ErrConfig) || errors.Is(err, wire.ErrNotNumeric)
 }
 
 // driverConfig turns properties and flags into the driver's Config.
@@ -146,17 +169,56 @@ func driverConfig(c *cli.Context, p *config.Properties, command []string) (drive
 		}
 		cfg.Env[k] = v
 	}
-	for _, f := range c.StringSlice("files") {
-		for _, part := range strings.Split(f, ",") {
-			if part = strings.TrimSpace(part); part != "" {
-				cfg.Files = append(cfg.Files, part)
-			}
-		}
+	cfg.Files = listFlag(c, "files")
+	cfg.Archives = listFlag(c, "archives")
+	cfg.PyFiles = listFlag(c, "py-files")
+	wd, err := os.Getwd()
+	if err != nil {
+		return cfg, master, fmt.Errorf("find the working directory: %w", err)
 	}
 	// Local executors run training where the user submitted from; on a
 	// cluster they run in the executor's own working directory.
-	if wd, err := os.Getwd(); err == nil && master.Kind == driver.MasterLocal {
+	if master.Kind == driver.MasterLocal {
 		cfg.Dir = wd
 	}
-	return cfg, master, cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		return cfg, master, err
+	}
+	return cfg, master, cfg.ResolveShipped(wd)
+}
+
+// listFlag returns a repeatable flag's values, each split at commas.
+func listFlag(c *cli.Context, name string) []string {
+	var out []string
+	for _, f := range c.StringSlice(name) {
+		for _, part := range strings.Split(f, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+	}
+	return out
+}
+
+// gpuRoot is where local jobs look for /dev/nvidiaN.
+var gpuRoot = "/"
+
+// checkMasterSettings refuses, or warns about, settings that the chosen
+// cluster manager cannot honour.
+func checkMasterSettings(p *config.Properties, master driver.Master, cfg driver.Config) error {
+	if master.Kind != driver.MasterYARN && p.Level(config.KeyQueue) > config.LevelDefaultsFile {
+		fmt.Fprintf(os.Stderr, "spindle: warning: %s: the queue (%s) applies to --master yarn only; ignored with master %s\n",
+			p.Source(config.KeyQueue), config.KeyQueue, p.String(config.KeyMaster))
+	}
+	if master.Kind == driver.MasterLocal && cfg.GPUs > 0 {
+		have, err := gpu.Count(gpuRoot)
+		if err != nil {
+			have = 0
+		}
+		if need := cfg.GPUs * cfg.NumExecutors; need > have {
+			return fmt.Errorf("%s: %d executors with %d GPUs each need %d GPUs; this machine has %d (/dev/nvidiaN)",
+				p.Source(config.KeyExecutorGPUs), cfg.NumExecutors, cfg.GPUs, need, have)
+		}
+	}
+	return nil
 }

@@ -147,6 +147,8 @@ const (
 	KeyHadoopConfDir       = "spindle.hadoop.confDir"
 	KeyHadoopUser          = "spindle.hadoop.user"
 	KeyPythonPath          = "spindle.python.path"
+	KeyPython              = "spindle.python"
+	KeyJobTimeout          = "spindle.job.timeout"
 )
 
 // coreKeys are the keys of a job: submit, driver, executors and feeding.
@@ -225,6 +227,10 @@ var coreKeys = []Key{
 		Doc: "Hadoop client configuration directory; empty uses $HADOOP_CONF_DIR."},
 	{Name: KeyHadoopUser, Default: "", Kind: String,
 		Doc: "HDFS user; empty uses $HADOOP_USER_NAME, then the login name."},
+	{Name: KeyPython, Default: "", Kind: String,
+		Doc: "The Python interpreter of training processes (--python), as spark.pyspark.python: a training command starting with python or python3 runs with it instead. A path relative to the working directory may point into an --archives alias (env/bin/python). Set it when the python3 first on the PATH of the executors' hosts is not the one with your packages (torch) installed."},
+	{Name: KeyJobTimeout, Default: "0", Kind: Duration, ZeroOK: true,
+		Doc: "Longest time the job may run, from submit to its end; a job still running then is stopped and reported as timed out. 0: no limit."},
 	{Name: KeyPythonPath, Default: "", Kind: String,
 		Doc: "Directory to put on PYTHONPATH instead of the spindle Python package the spindle binary carries; empty uses the carried one, unpacked once per version into $XDG_CACHE_HOME/spindle/python (spindle python-path prints where)."},
 }

@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // errorLines returns the "spindle: " lines of a command's stderr.
@@ -76,20 +79,162 @@ func TestValuesKeepCommas(t *testing.T) {
 	}
 }
 
-// TestVersionNamesCommit: spindle version says which commit and which Go
-// built it, not just "dev".
+// TestVersionNamesCommit: spindle version says which release and commit
+// and which Go built it, not just "dev", when built as the Makefile does.
 func TestVersionNamesCommit(t *testing.T) {
-	out, err := exec.Command("git", "-C", repoRoot, "rev-parse", "HEAD").Output()
+	const sha = "0123456789abcdef0123456789abcdef01234567"
+	bin := filepath.Join(t.TempDir(), "spindle")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.9-test -X main.commit="+sha, "-o", bin, "./cmd/spindle")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version").Output()
 	if err != nil {
-		t.Skipf("no git checkout to compare with: %v", err)
+		t.Fatalf("version: %v", err)
 	}
-	r := spindle(t, t.TempDir(), "version")
-	if r.code != 0 {
-		t.Fatalf("version:\n%s", r)
-	}
-	for _, w := range []string{"commit " + strings.TrimSpace(string(out)), runtime.Version()} {
-		if !strings.Contains(r.stdout, w) {
-			t.Errorf("version %q lacks %q", strings.TrimSpace(r.stdout), w)
+	for _, w := range []string{"spindle v9.9.9-test", "commit " + sha, runtime.Version()} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("version %q lacks %q", strings.TrimSpace(string(out)), w)
 		}
+	}
+}
+
+// TestSettingsCheckedBeforeRunning: bad settings of every kind end the
+// submit with exit 2 and one line naming the culprit, before any training
+// process runs.
+func TestSettingsCheckedBeforeRunning(t *testing.T) {
+	data := generate(t, "parquet", 100, 1)
+	confDir := t.TempDir()
+	writeFile(t, filepath.Join(confDir, "spindle-defaults.conf"), "spindle.feed.epochs 1\n")
+	if _, err := os.Stat("/dev/nvidia0"); err == nil {
+		t.Log("this machine has a GPU; the --executor-gpus case is left out")
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want []string
+	}{
+		{"zero duration", nil, []string{"--conf", "spindle.executor.heartbeatInterval=0s"}, []string{"spindle.executor.heartbeatInterval", "zero"}},
+		{"port out of range", nil, []string{"--conf", "spindle.driver.port=70000"}, []string{"spindle.driver.port", "65535"}},
+		{"master port out of range", nil, []string{"--master", "spindle://m1:99999"}, []string{"m1:99999", "65535"}},
+		{"yarn not yet", nil, []string{"--master", "yarn"}, []string{"yarn", "not built yet"}},
+		{"missing conf dir", []string{"SPINDLE_CONF_DIR=" + filepath.Join(confDir, "nope")}, nil, []string{"SPINDLE_CONF_DIR", "nope"}},
+		{"reserved env", nil, []string{"--env", "SPINDLE_RANK=7"}, []string{"--env SPINDLE_RANK"}},
+		{"missing --files", nil, []string{"--files", "nope.py"}, []string{"--files nope.py"}},
+		{"duplicate --files", nil, []string{"--files", "a/x.py,b/x.py"}, []string{"--files a/x.py", "--files b/x.py"}},
+		{"bad log level", nil, []string{"--log-level", "loud"}, []string{"--log-level", "loud"}},
+		{"disagreeing flags", nil, []string{"--master", "local[3]", "--num-executors", "2"}, []string{"local[3]", "--num-executors 2", "disagree"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"submit", "--input", data}, tc.args...), "--", feedcheckBin)
+			r := spindleEnv(t, data, tc.env, args...)
+			wantUsageError(t, r, tc.want...)
+			if strings.Contains(r.stdout+r.stderr, "feedcheck rank=") {
+				t.Errorf("a training process ran despite the bad settings:\n%s", r)
+			}
+		})
+	}
+	if _, err := os.Stat("/dev/nvidia0"); err != nil {
+		t.Run("more GPUs than the machine has", func(t *testing.T) {
+			r := spindle(t, data, "submit", "--input", data, "--executor-gpus", "1", "--", feedcheckBin)
+			wantUsageError(t, r, "--executor-gpus", "this machine has 0")
+		})
+	}
+}
+
+// TestConfFilesAndPrecedence: an admin's defaults file with comments and
+// quotes works, and explicit flags win over it.
+func TestConfFilesAndPrecedence(t *testing.T) {
+	data := generate(t, "parquet", 300, 1)
+	confDir := t.TempDir()
+	writeFile(t, filepath.Join(confDir, "spindle-defaults.conf"),
+		"# admin defaults\nspindle.master local[3]   # three ranks\nspindle.app.name \"nightly #7\"\nspindle.feed.epochs 2 # two passes\n")
+	r := spindleEnv(t, data, []string{"SPINDLE_CONF_DIR=" + confDir},
+		submitArgs("--num-executors", "2", "--input", data, "--", feedcheckBin)...)
+	if r.code != 0 {
+		t.Fatalf("job failed:\n%s", r)
+	}
+	lines := parseFeedcheck(t, r.stdout)
+	ranks, epochs := map[int]bool{}, map[int]bool{}
+	for _, l := range lines {
+		ranks[l.rank], epochs[l.epoch] = true, true
+	}
+	if len(ranks) != 2 || len(epochs) != 2 {
+		t.Errorf("ran %d ranks and %d epochs, want 2 ranks (--num-executors over local[3]) and 2 epochs:\n%s", len(ranks), len(epochs), r)
+	}
+}
+
+// TestIgnoredSettingsWarn: settings that would do nothing say so.
+func TestIgnoredSettingsWarn(t *testing.T) {
+	data := generate(t, "parquet", 100, 1)
+	r := spindle(t, data, submitArgs("--num-executors", "1", "--input", data, "--queue", "prod",
+		"--conf", "spindle.master.workerTimeout=3s", "--", feedcheckBin)...)
+	if r.code != 0 {
+		t.Fatalf("job failed:\n%s", r)
+	}
+	for _, w := range []string{
+		"--queue: the queue (spindle.yarn.queue) applies to --master yarn only",
+		"--conf: spindle.master.workerTimeout is read by spindle master, not by spindle submit",
+	} {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("no warning %q:\n%s", w, r.stderr)
+		}
+	}
+}
+
+// TestSubmitLogLevel: submit takes --log-level like master and worker.
+func TestSubmitLogLevel(t *testing.T) {
+	data := generate(t, "parquet", 100, 1)
+	r := spindle(t, data, "submit", "--num-executors", "1", "--input", data, "--log-level", "debug", "--", feedcheckBin)
+	if r.code != 0 || !strings.Contains(r.stderr, "level=DEBUG") {
+		t.Fatalf("want debug logs:\n%s", r)
+	}
+	r = spindle(t, data, "submit", "--num-executors", "1", "--input", data, "--log-level", "error", "--", feedcheckBin)
+	if r.code != 0 || strings.Contains(r.stderr, "level=INFO") {
+		t.Fatalf("want no info logs:\n%s", r)
+	}
+}
+
+// TestRelativeFiles: a relative --files path is made absolute at submit
+// and reaches the training process.
+func TestRelativeFiles(t *testing.T) {
+	data := generate(t, "parquet", 100, 1)
+	writeFile(t, filepath.Join(data, "conf", "params.txt"), "lr=0.5\n")
+	r := spindle(t, data, submitArgs("--num-executors", "2", "--input", data, "--files", "conf/params.txt",
+		"--", "/bin/sh", "-c", `cat "$SPINDLE_FILES_DIR/params.txt"`)...)
+	if r.code != 0 || strings.Count(r.stdout, "lr=0.5") != 2 {
+		t.Fatalf("want both ranks to read the shipped file:\n%s", r)
+	}
+}
+
+// TestJobTimeout: a job outliving spindle.job.timeout is stopped and
+// reported as timed out, exit 1.
+func TestJobTimeout(t *testing.T) {
+	data := generate(t, "parquet", 100, 1)
+	r := spindle(t, data, submitArgs("--num-executors", "2", "--input", data, "--conf", "spindle.job.timeout=2s",
+		"--", "/bin/sh", "-c", "sleep 60")...)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", r.code, r)
+	}
+	// The last line says why; the executors' own lines about the ranks
+	// they stopped may come before it.
+	lines := errorLines(r)
+	if len(lines) == 0 || !strings.Contains(lines[len(lines)-1], "timed out after 2s (spindle.job.timeout)") {
+		t.Fatalf("want a last line saying the job timed out:\n%s", r)
+	}
+	if r.elapsed > 30*time.Second {
+		t.Errorf("the timed-out job took %s to stop", r.elapsed)
+	}
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

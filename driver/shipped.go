@@ -1,0 +1,157 @@
+package driver
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// reservedEnv are the variables of the training-process environment
+// contract that Spindle sets on every rank (besides every SPINDLE_*
+// name): a --env for one of them would be overridden, so it is refused.
+var reservedEnv = []string{
+	"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+	"TF_CONFIG",
+}
+
+// checkEnv refuses --env names that the environment contract sets.
+func (c *Config) checkEnv() error {
+	for k := range c.Env {
+		reserved := strings.HasPrefix(k, "SPINDLE_")
+		for _, r := range reservedEnv {
+			reserved = reserved || k == r
+		}
+		if k == "CUDA_VISIBLE_DEVICES" && c.GPUs > 0 {
+			return fmt.Errorf("%w: --env %s: with --executor-gpus %d Spindle gives each rank its own devices in CUDA_VISIBLE_DEVICES; drop one or the other",
+				ErrConfig, k, c.GPUs)
+		}
+		if reserved {
+			return fmt.Errorf("%w: --env %s: Spindle sets %s for every rank (the environment contract) and would override it; choose another name",
+				ErrConfig, k, k)
+		}
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("%w: --env %q: not a variable name", ErrConfig, k)
+		}
+	}
+	return nil
+}
+
+// SplitArchive splits an --archives entry into its URI and the name it
+// is unpacked under: the alias after '#', else the archive's base name.
+func SplitArchive(a string) (uri, name string) {
+	if i := strings.LastIndexByte(a, '#'); i >= 0 {
+		return a[:i], a[i+1:]
+	}
+	return a, path.Base(filepath.ToSlash(a))
+}
+
+// checkShippedNames refuses two shipped files (--files, --py-files,
+// --archives aliases) that would land in the working directory under the
+// same name, where the second would silently overwrite the first.
+func (c *Config) checkShippedNames() error {
+	seen := map[string]string{}
+	add := func(flag, entry, name string) error {
+		if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+			return fmt.Errorf("%w: %s %s: %q is not a file name to place it under", ErrConfig, flag, entry, name)
+		}
+		if prev, ok := seen[name]; ok {
+			return fmt.Errorf("%w: %s and %s %s would both be placed as %s in the working directory; rename one (for an archive, name it with #ALIAS)",
+				ErrConfig, prev, flag, entry, name)
+		}
+		seen[name] = flag + " " + entry
+		return nil
+	}
+	for _, f := range c.Files {
+		if err := add("--files", f, path.Base(filepath.ToSlash(f))); err != nil {
+			return err
+		}
+	}
+	for _, f := range c.PyFiles {
+		if err := add("--py-files", f, path.Base(filepath.ToSlash(f))); err != nil {
+			return err
+		}
+	}
+	for _, a := range c.Archives {
+		uri, name := SplitArchive(a)
+		if !isArchive(uri) {
+			return fmt.Errorf("%w: --archives %s: not a .zip, .tar, .tar.gz or .tgz archive", ErrConfig, a)
+		}
+		if err := add("--archives", a, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isArchive says whether name has an extension the executor unpacks.
+func isArchive(name string) bool {
+	n := strings.ToLower(name)
+	for _, ext := range []string{".zip", ".tar", ".tar.gz", ".tgz"} {
+		if strings.HasSuffix(n, ext) {
+			return true
+		}
+	}
+	return false
+}
+
+// ResolveShipped checks, before anything runs, the local files a job ships
+// (--files, --py-files, --archives) and makes their paths absolute against
+// dir (the submit's working directory), so that every executor finds them
+// wherever it runs. URIs with a scheme other than file:// (hdfs://) are
+// left to the executors.
+func (c *Config) ResolveShipped(dir string) error {
+	resolve := func(flag, p string) (string, error) {
+		local, ok := localPath(p)
+		if !ok {
+			return p, nil
+		}
+		if !filepath.IsAbs(local) {
+			local = filepath.Join(dir, local)
+		}
+		st, err := os.Stat(local)
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("%w: %s %s: %v", ErrConfig, flag, p, err)
+		case !st.Mode().IsRegular():
+			return "", fmt.Errorf("%w: %s %s: %s is not a regular file", ErrConfig, flag, p, local)
+		}
+		return local, nil
+	}
+	for i, f := range c.Files {
+		r, err := resolve("--files", f)
+		if err != nil {
+			return err
+		}
+		c.Files[i] = r
+	}
+	for i, f := range c.PyFiles {
+		r, err := resolve("--py-files", f)
+		if err != nil {
+			return err
+		}
+		c.PyFiles[i] = r
+	}
+	for i, a := range c.Archives {
+		uri, name := SplitArchive(a)
+		r, err := resolve("--archives", uri)
+		if err != nil {
+			return err
+		}
+		c.Archives[i] = r + "#" + name
+	}
+	return nil
+}
+
+// localPath returns the local path p names: p itself, or the path of a
+// file:// URI; ok is false for other URIs (hdfs://...).
+func localPath(p string) (string, bool) {
+	if rest, ok := strings.CutPrefix(p, "file://"); ok {
+		return rest, true
+	}
+	if i := strings.Index(p, "://"); i > 0 && !strings.ContainsAny(p[:i], "/") {
+		return "", false
+	}
+	return p, true
+}
