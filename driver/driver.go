@@ -119,6 +119,10 @@ func (d *Driver) run(ctx context.Context) error {
 	start := time.Now()
 	plan, err := d.Plan(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Ctrl-C while planning (a hung namenode, a large CSV scan).
+			return ErrInterrupted
+		}
 		return err
 	}
 	target := feed.EvenTarget(plan.RowsPerRank, c.BatchRows, c.EvenBatches)

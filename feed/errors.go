@@ -8,5 +8,11 @@ import "errors"
 // while running.
 var ErrInput = errors.New("feed: bad input")
 
+// ErrUnavailable is wrapped by errors of planning that come from an input
+// file system that could not be reached (a namenode down or restarting),
+// after retrying for PlanRequest.RetryUnavailable: the input may be fine,
+// so it is not ErrInput.
+var ErrUnavailable = errors.New("feed: input file system unavailable")
+
 // ErrClosed is returned by readers and pipelines used after Close.
 var ErrClosed = errors.New("feed: closed")

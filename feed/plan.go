@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
@@ -32,6 +33,10 @@ type PlanRequest struct {
 	LabelColumn string
 	// CSV describes CSV inputs.
 	CSV CSVOptions
+	// RetryUnavailable is how long planning keeps retrying while an input
+	// file system cannot be reached (ErrUnavailable); zero means
+	// DefaultRetryUnavailable, negative means no retry.
+	RetryUnavailable time.Duration
 }
 
 // PlannedFile describes one input file of a plan.
@@ -89,32 +94,13 @@ func Plan(ctx context.Context, res *fsys.Resolver, req PlanRequest) (*JobPlan, e
 	if err != nil {
 		return nil, err
 	}
-	listed, perInput, err := listInputs(ctx, res, req.Inputs, req.Format)
+	var infos []*fileInfo
+	var perInput [][]string
+	err = retryUnavailable(ctx, req.RetryUnavailable, func() error {
+		infos, perInput, err = listAndInspect(ctx, res, req, csvOpts)
+		return err
+	})
 	if err != nil {
-		return nil, err
-	}
-
-	infos := make([]*fileInfo, len(listed))
-	errs := make([]error, len(listed))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(planParallelism)
-	for i := range listed {
-		g.Go(func() error {
-			infos[i], errs[i] = inspectFile(gctx, listed[i], req.Format, csvOpts)
-			return errs[i]
-		})
-	}
-	if err := g.Wait(); err != nil {
-		if cerr := ctx.Err(); cerr != nil {
-			return nil, cerr
-		}
-		// Name the first bad file in input order; the error of a file
-		// inspected after it may be just the cancellation it caused.
-		for _, e := range errs {
-			if e != nil && !errors.Is(e, context.Canceled) {
-				return nil, e
-			}
-		}
 		return nil, err
 	}
 
@@ -148,4 +134,37 @@ func Plan(ctx context.Context, res *fsys.Resolver, req PlanRequest) (*JobPlan, e
 		return nil, err
 	}
 	return plan, nil
+}
+
+// listAndInspect lists the inputs and reads what planning needs of every
+// file.
+func listAndInspect(ctx context.Context, res *fsys.Resolver, req PlanRequest, csvOpts CSVOptions) ([]*fileInfo, [][]string, error) {
+	listed, perInput, err := listInputs(ctx, res, req.Inputs, req.Format)
+	if err != nil {
+		return nil, nil, err
+	}
+	infos := make([]*fileInfo, len(listed))
+	errs := make([]error, len(listed))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(planParallelism)
+	for i := range listed {
+		g.Go(func() error {
+			infos[i], errs[i] = inspectFile(gctx, listed[i], req.Format, csvOpts)
+			return errs[i]
+		})
+	}
+	if err := g.Wait(); err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, nil, cerr
+		}
+		// Name the first bad file in input order; the error of a file
+		// inspected after it may be just the cancellation it caused.
+		for _, e := range errs {
+			if e != nil && !errors.Is(e, context.Canceled) {
+				return nil, nil, e
+			}
+		}
+		return nil, nil, err
+	}
+	return infos, perInput, nil
 }

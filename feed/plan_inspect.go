@@ -42,7 +42,7 @@ func inspectFile(ctx context.Context, lf listedFile, format Format, csvOpts CSVO
 	}
 	f, err := lf.fs.Open(ctx, lf.name)
 	if err != nil {
-		return nil, fmt.Errorf("%w: open %s: %w", ErrInput, lf.uri, err)
+		return nil, planError(ctx, "open "+lf.uri, err)
 	}
 	defer f.Close()
 	info := &fileInfo{listedFile: lf, format: format}

@@ -41,16 +41,13 @@ func listInputs(ctx context.Context, res *fsys.Resolver, inputs []string, format
 		}
 		fsy, name, err := res.Resolve(ctx, in)
 		if err != nil {
-			if strings.Contains(err.Error(), in) {
-				return nil, nil, fmt.Errorf("%w: %w", ErrInput, err)
-			}
-			return nil, nil, fmt.Errorf("%w: input %s: %w", ErrInput, in, err)
+			return nil, nil, planError(ctx, "input "+in, err)
 		}
 		var files []listedFile
 		if strings.ContainsAny(name, `*?[\`) {
 			matches, err := fsy.Glob(ctx, name)
 			if err != nil {
-				return nil, nil, fmt.Errorf("%w: input %s: %w", ErrInput, in, err)
+				return nil, nil, planError(ctx, "input "+in, err)
 			}
 			last := path.Base(name)
 			hiddenOK := strings.HasPrefix(last, ".") || strings.HasPrefix(last, "_")
@@ -60,7 +57,7 @@ func listInputs(ctx context.Context, res *fsys.Resolver, inputs []string, format
 				}
 				fi, err := fsy.Stat(ctx, m)
 				if err != nil {
-					return nil, nil, fmt.Errorf("%w: input %s: %w", ErrInput, in, err)
+					return nil, nil, planError(ctx, "input "+in, err)
 				}
 				if fi.IsDir() {
 					fs, err := listDir(ctx, fsy, in, m, isData)
@@ -88,7 +85,7 @@ func listInputs(ctx context.Context, res *fsys.Resolver, inputs []string, format
 				return nil, nil, fmt.Errorf("%w: input %s: no such file or directory", ErrInput, in)
 			}
 			if err != nil {
-				return nil, nil, fmt.Errorf("%w: input %s: %w", ErrInput, in, err)
+				return nil, nil, planError(ctx, "input "+in, err)
 			}
 			if fi.IsDir() {
 				if files, err = listDir(ctx, fsy, in, name, isData); err != nil {
@@ -117,7 +114,7 @@ func listInputs(ctx context.Context, res *fsys.Resolver, inputs []string, format
 func listDir(ctx context.Context, fsy fsys.FS, input, dir string, isData func(string) bool) ([]listedFile, error) {
 	entries, err := fsy.ReadDir(ctx, dir)
 	if err != nil {
-		return nil, fmt.Errorf("%w: input %s: list %s: %w", ErrInput, input, dir, err)
+		return nil, planError(ctx, "input "+input+": list "+dir, err)
 	}
 	var out []listedFile
 	for _, e := range entries {

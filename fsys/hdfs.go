@@ -49,6 +49,57 @@ type hdfsCluster struct {
 	addrs     []string // namenode RPC addresses
 	user      string
 	options   hdfs.ClientOptions
+	nnConns   *connSet // namenode connections, cut short when a call's context ends
+}
+
+// connSet tracks open connections so that calls blocked on them (the HDFS
+// client takes no context) can be cut short: a deadline in the past makes
+// a blocked read return at once.
+type connSet struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+// dialFunc returns a dial function that tracks what it dials.
+func (s *connSet) dialFunc(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		tc := &trackedConn{Conn: c, set: s}
+		s.mu.Lock()
+		s.conns[tc] = struct{}{}
+		s.mu.Unlock()
+		return tc, nil
+	}
+}
+
+// interrupt makes every blocked call on the set's connections return.
+func (s *connSet) interrupt() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		_ = c.SetDeadline(time.Unix(1, 0))
+	}
+}
+
+// watch interrupts the set's connections if ctx ends before the returned
+// function is called.
+func (s *connSet) watch(ctx context.Context) (stop func() bool) {
+	return context.AfterFunc(ctx, s.interrupt)
+}
+
+type trackedConn struct {
+	net.Conn
+	set *connSet
+}
+
+func (c *trackedConn) Close() error {
+	c.set.mu.Lock()
+	delete(c.set.conns, c)
+	c.set.mu.Unlock()
+	return c.Conn.Close()
 }
 
 // openHDFS connects to the HDFS cluster named by authority (empty for
@@ -112,9 +163,10 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 	dialer := &net.Dialer{Timeout: hdfsDialTimeout, KeepAlive: 30 * time.Second}
 	options.Addresses = addrs
 	options.User = name
-	options.NamenodeDialFunc = dialer.DialContext
+	nnConns := &connSet{conns: map[net.Conn]struct{}{}}
+	options.NamenodeDialFunc = nnConns.dialFunc(dialer)
 	options.DatanodeDialFunc = dialer.DialContext
-	return &hdfsCluster{authority: authority, addrs: addrs, user: name, options: options}, nil
+	return &hdfsCluster{authority: authority, addrs: addrs, user: name, options: options, nnConns: nnConns}, nil
 }
 
 // namenodeAddrs returns the namenode addresses of authority: the namenodes
@@ -176,14 +228,20 @@ func dialHDFS(ctx context.Context, cl *hdfsCluster) (*hdfsFS, error) {
 	backoff := hdfsRetryBackoff
 	var last error
 	for attempt := 1; ; attempt++ {
+		stop := cl.nnConns.watch(ctx)
 		c, err := hdfs.NewClient(cl.options)
 		if err == nil {
 			// Connecting only sends the handshake; a call proves a namenode
 			// answers (and caches the defaults reads need).
 			if _, err = c.ServerDefaults(); err == nil {
+				stop()
 				return &hdfsFS{cluster: cl, client: c}, nil
 			}
 			c.Close()
+		}
+		stop()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("hdfs://%s: connect to namenode %s: %w", cl.authority, strings.Join(cl.addrs, ", "), ctx.Err())
 		}
 		last = err
 		if attempt == hdfsConnectAttempts {
@@ -261,8 +319,13 @@ func (h *hdfsFS) Open(ctx context.Context, name string) (File, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	stop := h.cluster.nnConns.watch(ctx)
 	r, err := h.client.Open(name)
+	stop()
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, h.pathError("open", name, err)
 	}
 	if r.Stat().IsDir() {
@@ -276,7 +339,12 @@ func (h *hdfsFS) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	stop := h.cluster.nnConns.watch(ctx)
 	fi, err := h.client.Stat(name)
+	stop()
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	return fi, h.pathError("stat", name, err)
 }
 
@@ -284,8 +352,13 @@ func (h *hdfsFS) ReadDir(ctx context.Context, name string) ([]fs.FileInfo, error
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	stop := h.cluster.nnConns.watch(ctx)
 	infos, err := h.client.ReadDir(name)
+	stop()
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, h.pathError("readdir", name, err)
 	}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Name() < infos[j].Name() })

@@ -1,0 +1,144 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/hdfstest"
+)
+
+// A namenode that cannot be reached is not bad input: planning retries
+// within its bound and then reports ErrUnavailable, never ErrInput.
+func TestPlanNamenodeDownIsUnavailable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+
+	t.Setenv("HADOOP_CONF_DIR", "")
+	res := fsys.NewResolver(fsys.Options{User: "tester"})
+	defer res.Close()
+	_, err = Plan(context.Background(), res, PlanRequest{Inputs: []string{"hdfs://" + addr + "/data"}, Ranks: 1,
+		RetryUnavailable: time.Second})
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrInput) {
+		t.Fatalf("err = %v, want ErrUnavailable and not ErrInput", err)
+	}
+}
+
+// A namenode down for a moment while planning starts: planning retries
+// and succeeds once it is back.
+func TestPlanRetriesABriefOutage(t *testing.T) {
+	c := hdfstest.NewTestCluster(t, hdfstest.Config{})
+	t.Setenv("HADOOP_CONF_DIR", "")
+	t.Setenv("HADOOP_USER_NAME", c.Superuser())
+	ctx := context.Background()
+
+	// Write the input through the namenode itself.
+	res := fsys.NewResolver(fsys.Options{})
+	defer res.Close()
+	local := writeParquet(t, filepath.Join(t.TempDir(), "a.parquet"), testSchema, 0, 100, 10)
+	hfs, _, err := res.Resolve(ctx, "hdfs://"+c.Addr()+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hfs.MkdirAll(ctx, "/in"); err != nil {
+		t.Fatal(err)
+	}
+	w, err := hfs.CreateAtomic(ctx, "/in/a.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The job names the namenode by an address that refuses connections
+	// for a while, then forwards to it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := ln.Addr().String()
+	ln.Close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	stop := make(chan struct{})
+	defer close(stop)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-stop:
+			return
+		case <-time.After(1500 * time.Millisecond):
+		}
+		forward(t, front, c.Addr(), stop, &wg)
+	}()
+
+	planRes := fsys.NewResolver(fsys.Options{})
+	defer planRes.Close()
+	plan, err := Plan(ctx, planRes, PlanRequest{Inputs: []string{"hdfs://" + front + "/in"}, Ranks: 2, RetryUnavailable: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("planning through a brief outage: %v", err)
+	}
+	if plan.TotalRows != 100 {
+		t.Fatalf("planned %d rows, want 100", plan.TotalRows)
+	}
+}
+
+// forward listens on addr and copies every connection to and from to,
+// until stop closes.
+func forward(t *testing.T, addr, to string, stop chan struct{}, wg *sync.WaitGroup) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Errorf("listen on %s again: %v", addr, err)
+		return
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-stop
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	for {
+		in, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", to)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		mu.Lock()
+		conns = append(conns, in, out)
+		mu.Unlock()
+		wg.Add(2)
+		go func() { defer wg.Done(); _, _ = io.Copy(out, in); out.Close() }()
+		go func() { defer wg.Done(); _, _ = io.Copy(in, out); in.Close() }()
+	}
+}
