@@ -2,6 +2,9 @@
 
 GO      ?= go
 PYTHON  ?= /usr/bin/python3
+# The venv of PyPI packages some tests need (tensorflow-cpu), made by
+# scripts/install-deps.sh; tests find it through this variable.
+export SPINDLE_TEST_VENV ?= $(HOME)/.cache/spindle-test-venv
 BIN     := bin
 DEMO    := data/demo
 # A cold build compiles Arrow and gRPC; keep CI well inside its limit.

@@ -30,3 +30,25 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 "$python" -c 'import numpy, torch' || { echo "python3-torch installed but torch does not import with $python" >&2; exit 1; }
+
+# Python packages from PyPI that some tests need, in a venv made from
+# $python with --system-site-packages (so Debian's torch and numpy stay
+# visible), kept under the user's cache and reused: tensorflow-cpu for the
+# TensorFlow parameter-server job. A failed install leaves no venv behind,
+# and the tests that need it say they skip; it never fails the build.
+venv=${SPINDLE_TEST_VENV:-$HOME/.cache/spindle-test-venv}
+tf_spec=tensorflow-cpu==2.21.0
+# (Finding the module is enough to say it is there; importing it takes seconds.)
+if ! "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("tensorflow") is None)' >/dev/null 2>&1; then
+  echo "installing $tf_spec into $venv (PyPI; about 600 MB, once)..."
+  fresh=false
+  [ -x "$venv/bin/python" ] || fresh=true
+  if { [ -x "$venv/bin/python" ] || "$python" -m venv --system-site-packages "$venv"; } >/dev/null 2>&1 &&
+     "$venv/bin/python" -m pip install -q --disable-pip-version-check "$tf_spec" >"${TMPDIR:-/tmp}/spindle-pip.log" 2>&1 &&
+     "$venv/bin/python" -c 'import tensorflow' >/dev/null 2>&1; then
+    echo "$tf_spec ready in $venv"
+  else
+    echo "warning: could not install $tf_spec into $venv (see ${TMPDIR:-/tmp}/spindle-pip.log); the TensorFlow tests will skip" >&2
+    if $fresh; then rm -rf "$venv"; fi
+  fi
+fi

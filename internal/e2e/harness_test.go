@@ -22,6 +22,7 @@ var (
 	spindleBin   string
 	feedcheckBin string
 	logregBin    string
+	rolecheckBin string
 	repoRoot     string
 )
 
@@ -47,6 +48,7 @@ func run(m *testing.M) int {
 		{&spindleBin, "./cmd/spindle"},
 		{&feedcheckBin, "./internal/e2e/feedcheck"},
 		{&logregBin, "./examples/logreg"},
+		{&rolecheckBin, "./internal/e2e/rolecheck"},
 	} {
 		*b.out = filepath.Join(bin, filepath.Base(b.pkg))
 		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
