@@ -9,23 +9,25 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/envcontract"
 )
 
 // Environment variables read by FromEnv. The Spindle executor sets them for
 // every training process.
 const (
-	EnvRank        = "SPINDLE_RANK"
-	EnvWorldSize   = "SPINDLE_WORLD_SIZE"
-	EnvPeers       = "SPINDLE_PEERS"
-	EnvPeerFD      = "SPINDLE_PEER_LISTEN_FD"
-	EnvJobID       = "SPINDLE_JOB_ID"
-	EnvTimeoutSecs = "SPINDLE_COLLECTIVE_TIMEOUT"
-	EnvPeerToken   = "SPINDLE_PEER_TOKEN"
+	EnvRank        = envcontract.Rank
+	EnvWorldSize   = envcontract.WorldSize
+	EnvPeers       = envcontract.Peers
+	EnvPeerFD      = envcontract.PeerListenFD
+	EnvJobID       = envcontract.JobID
+	EnvTimeoutSecs = envcontract.CollectiveTimeout
+	EnvPeerToken   = envcontract.PeerToken
 )
 
 // Defaults applied by New to zero fields of Config.
 const (
-	DefaultTimeout           = 30 * time.Second
+	DefaultTimeout           = envcontract.DefaultCollectiveTimeout
 	DefaultConnectTimeout    = 2 * time.Minute
 	DefaultChunkBytes        = 1 << 20
 	DefaultSocketBufferBytes = 4 << 20

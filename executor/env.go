@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/internal/envcontract"
 	"github.com/spindle-ml/spindle/python"
 )
 
@@ -84,43 +85,43 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	rank0 := id.peers[0]
 
 	set := func(k string, v any) { env[k] = fmt.Sprint(v) }
-	set("SPINDLE_RANK", id.rank)
-	set("SPINDLE_WORLD_SIZE", id.worldSize)
-	set("SPINDLE_LOCAL_RANK", id.localRank)
-	set("SPINDLE_LOCAL_WORLD_SIZE", id.localWorldSize)
-	set("SPINDLE_JOB_ID", t.JobID)
+	set(envcontract.Rank, id.rank)
+	set(envcontract.WorldSize, id.worldSize)
+	set(envcontract.LocalRank, id.localRank)
+	set(envcontract.LocalWorldSize, id.localWorldSize)
+	set(envcontract.JobID, t.JobID)
 	if feedPath != "" {
-		set("SPINDLE_FEED", feedPath)
-		set("SPINDLE_FEED_MODE", t.Feed.Mode)
+		set(envcontract.Feed, feedPath)
+		set(envcontract.FeedMode, t.Feed.Mode)
 	} else {
 		// Only workers are fed.
-		delete(env, "SPINDLE_FEED")
-		set("SPINDLE_FEED_MODE", feedModeNone)
+		delete(env, envcontract.Feed)
+		set(envcontract.FeedMode, feedModeNone)
 	}
 	roleEnv(set, id)
-	set("SPINDLE_PEERS", strings.Join(peers, ","))
-	set("SPINDLE_PEER_LISTEN_FD", peerListenFD)
-	set("SPINDLE_PEER_TOKEN", peerToken(jobSecret))
-	set("SPINDLE_HOST", id.host)
-	set("SPINDLE_FILES_DIR", filesDir)
-	set("SPINDLE_COLLECTIVE_TIMEOUT", strconv.FormatFloat(float64(t.CollectiveTimeoutMillis)/1000, 'f', -1, 64))
+	set(envcontract.Peers, strings.Join(peers, ","))
+	set(envcontract.PeerListenFD, peerListenFD)
+	set(envcontract.PeerToken, peerToken(jobSecret))
+	set(envcontract.Host, id.host)
+	set(envcontract.FilesDir, filesDir)
+	set(envcontract.CollectiveTimeout, strconv.FormatFloat(float64(t.CollectiveTimeoutMillis)/1000, 'f', -1, 64))
 	if t.CheckpointDir != "" {
-		set("SPINDLE_CHECKPOINT_DIR", t.CheckpointDir)
+		set(envcontract.CheckpointDir, t.CheckpointDir)
 	}
 	if t.Feed.LabelColumn != "" && feedPath != "" {
-		set("SPINDLE_LABEL_COLUMN", t.Feed.LabelColumn)
+		set(envcontract.LabelColumn, t.Feed.LabelColumn)
 	}
 
 	// PyTorch (torch.distributed's env:// rendezvous).
-	set("MASTER_ADDR", rank0.GetHost())
-	set("MASTER_PORT", rank0.GetPorts()[portService])
-	set("RANK", id.rank)
-	set("WORLD_SIZE", id.worldSize)
-	set("LOCAL_RANK", id.localRank)
-	set("LOCAL_WORLD_SIZE", id.localWorldSize)
+	set(envcontract.MasterAddr, rank0.GetHost())
+	set(envcontract.MasterPort, rank0.GetPorts()[portService])
+	set(envcontract.TorchRank, id.rank)
+	set(envcontract.TorchWorldSize, id.worldSize)
+	set(envcontract.TorchLocalRank, id.localRank)
+	set(envcontract.TorchLocalWorldSize, id.localWorldSize)
 	if id.ifname != "" {
-		set("GLOO_SOCKET_IFNAME", id.ifname)
-		set("NCCL_SOCKET_IFNAME", id.ifname)
+		set(envcontract.GlooSocketIfname, id.ifname)
+		set(envcontract.NCCLSocketIfname, id.ifname)
 	}
 
 	// TensorFlow: each role under its name; without roles, rank 0 is the
@@ -129,36 +130,36 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	if err != nil {
 		return nil, err
 	}
-	set("TF_CONFIG", tf)
+	set(envcontract.TFConfig, tf)
 
 	// A cluster manager that assigned devices already set CUDA_VISIBLE_DEVICES.
-	if _, ok := env["CUDA_VISIBLE_DEVICES"]; !ok && len(t.GPUs) > 0 {
+	if _, ok := env[envcontract.CUDAVisible]; !ok && len(t.GPUs) > 0 {
 		ids := make([]string, len(t.GPUs))
 		for i, g := range t.GPUs {
 			ids[i] = strconv.Itoa(g)
 		}
-		set("CUDA_VISIBLE_DEVICES", strings.Join(ids, ","))
+		set(envcontract.CUDAVisible, strings.Join(ids, ","))
 	}
 	py, err := pythonPath(t.PythonPath)
 	if err != nil {
 		return nil, err
 	}
 	if py != "" {
-		if old := env["PYTHONPATH"]; old != "" {
-			set("PYTHONPATH", py+string(os.PathListSeparator)+old)
+		if old := env[envcontract.PythonPath]; old != "" {
+			set(envcontract.PythonPath, py+string(os.PathListSeparator)+old)
 		} else {
-			set("PYTHONPATH", py)
+			set(envcontract.PythonPath, py)
 		}
 	}
 	if t.HadoopConfDir != "" {
-		set("HADOOP_CONF_DIR", t.HadoopConfDir)
+		set(envcontract.HadoopConfDir, t.HadoopConfDir)
 	}
 	if t.HadoopUser != "" {
-		set("HADOOP_USER_NAME", t.HadoopUser)
+		set(envcontract.HadoopUserName, t.HadoopUser)
 	}
 	// Unbuffered Python output, so lines reach the submit terminal as they happen.
-	if _, ok := env["PYTHONUNBUFFERED"]; !ok {
-		set("PYTHONUNBUFFERED", 1)
+	if _, ok := env[envcontract.PythonUnbuffered]; !ok {
+		set(envcontract.PythonUnbuffered, 1)
 	}
 
 	out := make([]string, 0, len(env))

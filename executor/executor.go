@@ -23,11 +23,12 @@ import (
 	"github.com/spindle-ml/spindle/feed/wire"
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/auth"
+	"github.com/spindle-ml/spindle/internal/envcontract"
 )
 
 // EnvJobSecret is the environment variable that carries the per-job
 // secret to an executor. It never reaches the training process.
-const EnvJobSecret = "SPINDLE_JOB_SECRET"
+const EnvJobSecret = envcontract.JobSecret
 
 // ErrTrainingFailed is returned by Run when the training process ended
 // unsuccessfully.
@@ -210,6 +211,16 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	if err := localizeFiles(ctx, resolver, t.Files, filesDir); err != nil {
 		return res, err
 	}
+	// Archives and py-files are linked into the working directory when it
+	// is this executor's own (not the submit directory of a local job).
+	ownDir := ""
+	if t.Dir == "" {
+		ownDir, _ = os.Getwd()
+	}
+	ship, err := prepareShipped(ctx, resolver, t, filesDir, ownDir)
+	if err != nil {
+		return res, err
+	}
 	// Only workers are fed: the task of another role names no feed mode.
 	feedPath, server, closeFeed := "", (*wire.Server)(nil), func() {}
 	if t.Feed.Mode != "" && id.feeds() {
@@ -223,6 +234,7 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	if err != nil {
 		return res, err
 	}
+	env = prependPythonPath(env, ship.pythonPath)
 	peerFile, err := ports.peer.File()
 	if err != nil {
 		return res, fmt.Errorf("hand the peer port to the training process: %w", err)
@@ -232,7 +244,7 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	ports.service.Close()
 
 	prefix := outputPrefix(id)
-	proc, err := startProcess(t.Command, t.Dir, env, peerFile, prefix, e.cfg.Stdout, e.cfg.Stderr, t.StderrTailLines)
+	proc, err := startProcess(ship.command, t.Dir, env, peerFile, prefix, e.cfg.Stdout, e.cfg.Stderr, t.StderrTailLines)
 	if err != nil {
 		return res, err
 	}

@@ -7,17 +7,18 @@ import (
 	"strings"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/internal/envcontract"
 )
 
 // The roles a driver gives ranks (driver.Role spells the same names).
 const (
-	roleWorker = "worker"
-	roleChief  = "chief"
-	rolePS     = "ps"
+	roleWorker = envcontract.RoleWorker
+	roleChief  = envcontract.RoleChief
+	rolePS     = envcontract.RolePS
 )
 
 // feedModeNone is SPINDLE_FEED_MODE for a rank whose role gets no feed.
-const feedModeNone = "none"
+const feedModeNone = envcontract.FeedNone
 
 // peerRole returns a published peer's role and its rank within the role.
 // A driver that predates roles publishes none: every rank is a worker.
@@ -54,17 +55,17 @@ func roleSizes(peers []*driverpb.Peer) []roleSize {
 // role and its size, as in chief:1,worker:2,ps:1).
 func roleEnv(set func(string, any), id identity) {
 	role, roleRank := peerRole(id.peers[id.rank])
-	set("SPINDLE_ROLE", role)
-	set("SPINDLE_ROLE_RANK", roleRank)
+	set(envcontract.Role, role)
+	set(envcontract.RoleRank, roleRank)
 	sizes := roleSizes(id.peers)
 	parts := make([]string, len(sizes))
 	for i, s := range sizes {
 		parts[i] = s.role + ":" + strconv.Itoa(s.n)
 		if s.role == role {
-			set("SPINDLE_ROLE_WORLD_SIZE", s.n)
+			set(envcontract.RoleWorldSize, s.n)
 		}
 	}
-	set("SPINDLE_ROLES", strings.Join(parts, ","))
+	set(envcontract.Roles, strings.Join(parts, ","))
 }
 
 // feeds says whether this rank's role gets a share of the input.

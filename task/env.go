@@ -11,21 +11,22 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/feed/wire"
+	"github.com/spindle-ml/spindle/internal/envcontract"
 )
 
 // The environment variables an executor sets for its training process.
 const (
-	EnvRank              = "SPINDLE_RANK"
-	EnvWorldSize         = "SPINDLE_WORLD_SIZE"
-	EnvLocalRank         = "SPINDLE_LOCAL_RANK"
-	EnvLocalWorldSize    = "SPINDLE_LOCAL_WORLD_SIZE"
-	EnvJobID             = "SPINDLE_JOB_ID"
-	EnvFeed              = "SPINDLE_FEED"
-	EnvFeedMode          = "SPINDLE_FEED_MODE"
-	EnvCheckpointDir     = "SPINDLE_CHECKPOINT_DIR"
-	EnvPeers             = "SPINDLE_PEERS"
-	EnvPeerListenFD      = "SPINDLE_PEER_LISTEN_FD"
-	EnvCollectiveTimeout = "SPINDLE_COLLECTIVE_TIMEOUT"
+	EnvRank              = envcontract.Rank
+	EnvWorldSize         = envcontract.WorldSize
+	EnvLocalRank         = envcontract.LocalRank
+	EnvLocalWorldSize    = envcontract.LocalWorldSize
+	EnvJobID             = envcontract.JobID
+	EnvFeed              = envcontract.Feed
+	EnvFeedMode          = envcontract.FeedMode
+	EnvCheckpointDir     = envcontract.CheckpointDir
+	EnvPeers             = envcontract.Peers
+	EnvPeerListenFD      = envcontract.PeerListenFD
+	EnvCollectiveTimeout = envcontract.CollectiveTimeout
 )
 
 // Sentinel errors of the package.

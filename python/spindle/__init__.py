@@ -22,6 +22,7 @@ Arrow data when it is installed. ``spindle.torch`` has PyTorch helpers.
 
 import os
 
+from . import _contract
 from ._env import (
     checkpoint_dir,
     collective_timeout,
@@ -57,7 +58,7 @@ def feed():
     so epochs are counted across calls.
     """
     global _default
-    key = (os.environ.get("SPINDLE_FEED"), os.environ.get("SPINDLE_FEED_MODE"))
+    key = (os.environ.get(_contract.FEED), os.environ.get(_contract.FEED_MODE))
     if _default is None or _default[0] != key:
         _default = (key, Feed())
     return _default[1]

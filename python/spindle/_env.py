@@ -7,13 +7,15 @@ malformed.
 
 import os
 
+from . import _contract as C
 from ._errors import EnvError
 
-FEED_MODES = ("arrow", "tensor", "direct")
+#: Every value of SPINDLE_FEED_MODE (``"none"``: a role that gets no input).
+FEED_MODES = C.FEED_MODES
 
 #: Seconds a collective operation waits for a silent peer when the
 #: environment does not say (SPINDLE_COLLECTIVE_TIMEOUT).
-DEFAULT_COLLECTIVE_TIMEOUT = 60.0
+DEFAULT_COLLECTIVE_TIMEOUT = C.DEFAULT_COLLECTIVE_TIMEOUT
 
 _HINT = "run this script with spindle submit"
 
@@ -38,36 +40,36 @@ def _int(name, minimum):
 
 def in_spindle():
     """Return True when the process was started by a Spindle executor."""
-    return bool(os.environ.get("SPINDLE_RANK")) and bool(os.environ.get("SPINDLE_FEED"))
+    return bool(os.environ.get(C.RANK)) and bool(os.environ.get(C.FEED))
 
 
 def rank():
     """Return this process's rank, 0 to ``world_size() - 1`` (SPINDLE_RANK)."""
-    r = _int("SPINDLE_RANK", 0)
-    ws = os.environ.get("SPINDLE_WORLD_SIZE")
+    r = _int(C.RANK, 0)
+    ws = os.environ.get(C.WORLD_SIZE)
     if ws and ws.strip().isdigit() and r >= int(ws):
-        raise EnvError(f"SPINDLE_RANK={r} is not below SPINDLE_WORLD_SIZE={ws.strip()}")
+        raise EnvError(f"{C.RANK}={r} is not below {C.WORLD_SIZE}={ws.strip()}")
     return r
 
 
 def world_size():
     """Return the number of training processes in the job (SPINDLE_WORLD_SIZE)."""
-    return _int("SPINDLE_WORLD_SIZE", 1)
+    return _int(C.WORLD_SIZE, 1)
 
 
 def local_rank():
     """Return this process's index among the job's processes on this host (SPINDLE_LOCAL_RANK)."""
-    return _int("SPINDLE_LOCAL_RANK", 0)
+    return _int(C.LOCAL_RANK, 0)
 
 
 def local_world_size():
     """Return the number of the job's processes on this host (SPINDLE_LOCAL_WORLD_SIZE)."""
-    return _int("SPINDLE_LOCAL_WORLD_SIZE", 1)
+    return _int(C.LOCAL_WORLD_SIZE, 1)
 
 
 def job_id():
     """Return the job's identifier (SPINDLE_JOB_ID)."""
-    return _require("SPINDLE_JOB_ID")
+    return _require(C.JOB_ID)
 
 
 def checkpoint_dir():
@@ -77,13 +79,13 @@ def checkpoint_dir():
     an ``hdfs://`` URI, exactly as given to ``spindle submit
     --checkpoint-dir``.
     """
-    value = os.environ.get("SPINDLE_CHECKPOINT_DIR", "")
+    value = os.environ.get(C.CHECKPOINT_DIR, "")
     return value or None
 
 
 def files_dir():
     """Return the directory holding the job's ``--files``, or None (SPINDLE_FILES_DIR)."""
-    return os.environ.get("SPINDLE_FILES_DIR") or None
+    return os.environ.get(C.FILES_DIR) or None
 
 
 def peers():
@@ -92,7 +94,7 @@ def peers():
     The port is the rank's Spindle peer port (SPINDLE_PEERS). IPv6 hosts
     are written in brackets (``[::1]:7000``) and returned without them.
     """
-    raw = _require("SPINDLE_PEERS")
+    raw = _require(C.PEERS)
     out = []
     for i, item in enumerate(raw.split(",")):
         item = item.strip()
@@ -100,7 +102,7 @@ def peers():
         if host.startswith("[") and host.endswith("]"):
             host = host[1:-1]
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise EnvError(f"SPINDLE_PEERS entry {i} ({item!r}) is not host:port")
+            raise EnvError(f"{C.PEERS} entry {i} ({item!r}) is not host:port")
         out.append((host, int(port)))
     return out
 
@@ -111,37 +113,37 @@ def feed_path():
     In ``arrow`` and ``tensor`` mode it is the path of a Unix socket; in
     ``direct`` mode the path of a JSON file describing this rank's splits.
     """
-    return _require("SPINDLE_FEED")
+    return _require(C.FEED)
 
 
 def feed_mode():
     """Return the feed mode: ``"arrow"``, ``"tensor"`` or ``"direct"`` (SPINDLE_FEED_MODE)."""
-    raw = _require("SPINDLE_FEED_MODE")
+    raw = _require(C.FEED_MODE)
     mode = raw.strip().lower()
     if mode not in FEED_MODES:
-        raise EnvError(f"SPINDLE_FEED_MODE={raw!r} is not one of {', '.join(FEED_MODES)}")
+        raise EnvError(f"{C.FEED_MODE}={raw!r} is not one of {', '.join(FEED_MODES)}")
     return mode
 
 
 def label_column():
     """Return the job's label column (SPINDLE_LABEL_COLUMN), or None when not set."""
-    return os.environ.get("SPINDLE_LABEL_COLUMN") or None
+    return os.environ.get(C.LABEL_COLUMN) or None
 
 
 def collective_timeout():
     """Return the seconds a collective waits for a silent peer.
 
-    The value comes from SPINDLE_COLLECTIVE_TIMEOUT and defaults to 60
-    seconds when it is not set, far below PyTorch's default of 30 minutes,
+    The value comes from SPINDLE_COLLECTIVE_TIMEOUT and defaults to 30
+    seconds (as in Go trainers) when it is not set, far below PyTorch's default of 30 minutes,
     so that a dead or stalled peer fails the job quickly.
     """
-    raw = os.environ.get("SPINDLE_COLLECTIVE_TIMEOUT", "")
+    raw = os.environ.get(C.COLLECTIVE_TIMEOUT, "")
     if raw.strip() == "":
         return DEFAULT_COLLECTIVE_TIMEOUT
     try:
         value = float(raw)
     except ValueError:
-        raise EnvError(f"SPINDLE_COLLECTIVE_TIMEOUT={raw!r} is not a number of seconds") from None
+        raise EnvError(f"{C.COLLECTIVE_TIMEOUT}={raw!r} is not a number of seconds") from None
     if not value > 0 or value == float("inf"):
-        raise EnvError(f"SPINDLE_COLLECTIVE_TIMEOUT={raw!r} must be a positive number of seconds")
+        raise EnvError(f"{C.COLLECTIVE_TIMEOUT}={raw!r} must be a positive number of seconds")
     return value

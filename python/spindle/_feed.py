@@ -6,7 +6,7 @@ import stat
 
 import numpy as np
 
-from . import _arrow, _direct, _env, _tensor
+from . import _arrow, _contract, _direct, _env, _tensor
 from ._columns import assemble
 from ._errors import FeedError
 from ._io import ExactReader
@@ -205,14 +205,14 @@ class Feed:
     def __init__(self, path=None, mode=None, use_pyarrow=None, label_column=None):
         if path is None:
             path = _env.feed_path()
-            if mode is None and os.environ.get("SPINDLE_FEED_MODE"):
+            if mode is None and os.environ.get(_contract.FEED_MODE):
                 mode = _env.feed_mode()
         if mode is not None:
             mode = str(mode).strip().lower()
             if mode not in _env.FEED_MODES:
                 raise FeedError(f"feed mode {mode!r} is not one of {', '.join(_env.FEED_MODES)}")
         if use_pyarrow is None:
-            use_pyarrow = os.environ.get("SPINDLE_PYARROW", "1") != "0" and pyarrow_available()
+            use_pyarrow = os.environ.get(_contract.PYARROW, "1") != "0" and pyarrow_available()
         self.path = os.fspath(path)
         self.mode = mode
         self.use_pyarrow = bool(use_pyarrow)

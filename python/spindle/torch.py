@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import IterableDataset, get_worker_info
 
+from . import _contract as C
 from . import _env
 from ._errors import EnvError, SpindleError
 
@@ -57,21 +58,21 @@ def init_process_group(backend="gloo", timeout=None, **kwargs):
     Rendezvous uses MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE, which
     the executor sets. timeout (seconds or a timedelta) bounds every
     collective operation, so a dead or stalled peer turns into an error
-    instead of a hang; it defaults to SPINDLE_COLLECTIVE_TIMEOUT (60 seconds
+    instead of a hang; it defaults to SPINDLE_COLLECTIVE_TIMEOUT (30 seconds
     when unset), not torch's 30 minutes. Further keyword arguments go to
     ``torch.distributed.init_process_group``. Calling it again once the
     group exists does nothing.
     """
     if dist.is_initialized():
         return
-    for name in ("MASTER_ADDR", "MASTER_PORT"):
+    for name in (C.MASTER_ADDR, C.MASTER_PORT):
         if not os.environ.get(name):
             raise EnvError(f"{name} is not set: run this script with spindle submit")
-    _env_int("MASTER_PORT", 1)
-    rank = _env_int("RANK", 0)
-    world = _env_int("WORLD_SIZE", 1)
+    _env_int(C.MASTER_PORT, 1)
+    rank = _env_int(C.TORCH_RANK, 0)
+    world = _env_int(C.TORCH_WORLD_SIZE, 1)
     if rank >= world:
-        raise EnvError(f"RANK={rank} is not below WORLD_SIZE={world}")
+        raise EnvError(f"{C.TORCH_RANK}={rank} is not below {C.TORCH_WORLD_SIZE}={world}")
     if timeout is None:
         timeout = _env.collective_timeout()
     if not isinstance(timeout, datetime.timedelta):
@@ -84,8 +85,8 @@ def is_chief():
     """Report whether this process is rank 0, the one that writes checkpoints and reports."""
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank() == 0
-    if os.environ.get("RANK"):
-        return _env_int("RANK", 0) == 0
+    if os.environ.get(C.TORCH_RANK):
+        return _env_int(C.TORCH_RANK, 0) == 0
     return _env.rank() == 0
 
 

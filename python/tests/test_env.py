@@ -49,7 +49,7 @@ class EnvTest(unittest.TestCase):
             self.assertIsNone(spindle.checkpoint_dir())
             self.assertIsNone(spindle.files_dir())
             self.assertIsNone(spindle.label_column())
-            self.assertEqual(spindle.collective_timeout(), 60.0)
+            self.assertEqual(spindle.collective_timeout(), 30.0)
             self.assertFalse(spindle.in_spindle())
 
     def test_missing(self):

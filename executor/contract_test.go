@@ -1,0 +1,50 @@
+package executor
+
+import (
+	"sort"
+	"testing"
+
+	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/internal/envcontract"
+)
+
+// TestTrainingEnvIsTheContract checks that a training process gets
+// exactly the variables of the environment contract when every optional
+// one applies: none the contract does not define, none it defines missing.
+func TestTrainingEnvIsTheContract(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	task := &Task{
+		JobID: "job-1", CheckpointDir: "/ckpt", HadoopConfDir: "/etc/hadoop", HadoopUser: "me",
+		CollectiveTimeoutMillis: 30000, GPUs: []int{0},
+		Feed: FeedTask{Mode: "tensor", LabelColumn: "y"},
+	}
+	id := identity{rank: 0, worldSize: 2, localWorldSize: 2, host: "10.0.0.1", ifname: "eth0",
+		peers: []*driverpb.Peer{
+			{Rank: 0, Host: "10.0.0.1", Ports: []uint32{5000, 5001}},
+			{Rank: 1, Host: "10.0.0.1", Ports: []uint32{6000, 6001}},
+		}}
+	env, err := trainingEnv(nil, task, id, "s3cret", "/w/feed.sock", "/w/files")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := envMap(env)
+	var extra, missing []string
+	for k := range got {
+		if _, ok := envcontract.Lookup(k); !ok {
+			extra = append(extra, k)
+		}
+	}
+	for _, v := range envcontract.Vars {
+		if _, ok := got[v.Name]; !ok {
+			missing = append(missing, v.Name)
+		}
+	}
+	sort.Strings(extra)
+	sort.Strings(missing)
+	if len(extra) > 0 || len(missing) > 0 {
+		t.Fatalf("training environment differs from the contract: set but not defined %v; defined but not set %v", extra, missing)
+	}
+	if got[envcontract.CollectiveTimeout] != "30" {
+		t.Errorf("%s = %q, want 30", envcontract.CollectiveTimeout, got[envcontract.CollectiveTimeout])
+	}
+}

@@ -1,0 +1,145 @@
+package envcontract
+
+import "time"
+
+// Spindle's own variables.
+const (
+	Rank              = "SPINDLE_RANK"
+	WorldSize         = "SPINDLE_WORLD_SIZE"
+	LocalRank         = "SPINDLE_LOCAL_RANK"
+	LocalWorldSize    = "SPINDLE_LOCAL_WORLD_SIZE"
+	Role              = "SPINDLE_ROLE"
+	RoleRank          = "SPINDLE_ROLE_RANK"
+	RoleWorldSize     = "SPINDLE_ROLE_WORLD_SIZE"
+	Roles             = "SPINDLE_ROLES"
+	FeedMode          = "SPINDLE_FEED_MODE"
+	Feed              = "SPINDLE_FEED"
+	LabelColumn       = "SPINDLE_LABEL_COLUMN"
+	JobID             = "SPINDLE_JOB_ID"
+	CheckpointDir     = "SPINDLE_CHECKPOINT_DIR"
+	Peers             = "SPINDLE_PEERS"
+	PeerListenFD      = "SPINDLE_PEER_LISTEN_FD"
+	PeerToken         = "SPINDLE_PEER_TOKEN"
+	CollectiveTimeout = "SPINDLE_COLLECTIVE_TIMEOUT"
+	Host              = "SPINDLE_HOST"
+	FilesDir          = "SPINDLE_FILES_DIR"
+)
+
+// The frameworks' variables, filled in from the same facts.
+const (
+	MasterAddr          = "MASTER_ADDR"
+	MasterPort          = "MASTER_PORT"
+	TorchRank           = "RANK"
+	TorchWorldSize      = "WORLD_SIZE"
+	TorchLocalRank      = "LOCAL_RANK"
+	TorchLocalWorldSize = "LOCAL_WORLD_SIZE"
+	GlooSocketIfname    = "GLOO_SOCKET_IFNAME"
+	NCCLSocketIfname    = "NCCL_SOCKET_IFNAME"
+	TFConfig            = "TF_CONFIG"
+	CUDAVisible         = "CUDA_VISIBLE_DEVICES"
+	PythonPath          = "PYTHONPATH"
+	PythonUnbuffered    = "PYTHONUNBUFFERED"
+	HadoopConfDir       = "HADOOP_CONF_DIR"
+	HadoopUserName      = "HADOOP_USER_NAME"
+)
+
+// Variables around the contract rather than in it.
+const (
+	// JobSecret carries the per-job secret from whoever starts an
+	// executor to the executor, which removes it from its own
+	// environment at once; it never reaches a training process.
+	JobSecret = "SPINDLE_JOB_SECRET"
+	// PyArrow is set by users, not by Spindle: 0 makes the Python package
+	// read Arrow data with its own reader even when pyarrow is installed.
+	PyArrow = "SPINDLE_PYARROW"
+)
+
+// DefaultCollectiveTimeout is how long a collective waits for a silent
+// peer when SPINDLE_COLLECTIVE_TIMEOUT is unset, in Go and in Python
+// alike, and the default of spindle.collective.timeout, which the
+// executor passes on.
+const DefaultCollectiveTimeout = 30 * time.Second
+
+// Feed modes, the values of SPINDLE_FEED_MODE.
+const (
+	FeedArrow  = "arrow"
+	FeedTensor = "tensor"
+	FeedDirect = "direct"
+	// FeedNone is the mode of a rank whose role gets no share of the
+	// input (a parameter server); it has no SPINDLE_FEED.
+	FeedNone = "none"
+)
+
+// FeedModes lists every value of SPINDLE_FEED_MODE.
+var FeedModes = []string{FeedArrow, FeedTensor, FeedDirect, FeedNone}
+
+// Roles a rank can have, the values of SPINDLE_ROLE.
+const (
+	RoleChief  = "chief"
+	RoleWorker = "worker"
+	RolePS     = "ps"
+)
+
+// Var describes one variable of the training-process environment.
+type Var struct {
+	// Name is the variable's name.
+	Name string
+	// ID names the variable in generated code: the Python package's
+	// constant is ID in upper case.
+	ID string
+	// Default is what readers assume when the variable is unset or empty;
+	// empty when there is none.
+	Default string
+	// Doc says what the variable holds, for the README's table; empty
+	// puts the variable on the row of the one before it.
+	Doc string
+}
+
+// Vars lists every variable an executor sets for its training process,
+// in the README's order.
+var Vars = []Var{
+	{Name: Rank, ID: "rank", Doc: "this rank and the number of ranks"},
+	{Name: WorldSize, ID: "world_size"},
+	{Name: LocalRank, ID: "local_rank", Doc: "rank among the ranks on this host, and their number"},
+	{Name: LocalWorldSize, ID: "local_world_size"},
+	{Name: Role, ID: "role", Doc: "this rank's role (`chief`, `worker`, `ps`; `worker` in a job without roles), its rank among the ranks of that role, and their number"},
+	{Name: RoleRank, ID: "role_rank"},
+	{Name: RoleWorldSize, ID: "role_world_size"},
+	{Name: Roles, ID: "roles", Doc: "every role of the job and its number of ranks, in rank order (`chief:1,worker:2,ps:1`)"},
+	{Name: FeedMode, ID: "feed_mode", Doc: "`arrow`/`tensor`: path of the Unix socket to read epochs from; `direct`: path of the JSON file listing this rank's splits ([docs/feed-protocol.md](docs/feed-protocol.md)); `none` (and no `SPINDLE_FEED`) for roles that get no input"},
+	{Name: Feed, ID: "feed"},
+	{Name: LabelColumn, ID: "label_column", Doc: "the label column, when `--label-column` is set"},
+	{Name: JobID, ID: "job_id", Doc: "the job's id"},
+	{Name: CheckpointDir, ID: "checkpoint_dir", Doc: "the checkpoint directory, when configured"},
+	{Name: Peers, ID: "peers", Doc: "every rank's `host:port` (its peer port), in rank order"},
+	{Name: PeerListenFD, ID: "peer_listen_fd", Doc: "descriptor of an already-bound listener on this rank's peer port (used by Spindle's Go collectives)"},
+	{Name: PeerToken, ID: "peer_token", Doc: "the job's peer token (hex, derived from the job secret, the same on every rank), which authenticates the connections between ranks in Spindle's Go collectives; the job secret itself is never passed on"},
+	{Name: CollectiveTimeout, ID: "collective_timeout", Default: "30",
+		Doc: "seconds after which a silent peer fails a collective (`spindle.collective.timeout`; readers assume 30 when it is unset)"},
+	{Name: Host, ID: "host", Doc: "this rank's published address; where `--files` were copied"},
+	{Name: FilesDir, ID: "files_dir"},
+	{Name: MasterAddr, ID: "master_addr", Doc: "PyTorch's `env://` rendezvous (rank 0's service port)"},
+	{Name: MasterPort, ID: "master_port"},
+	{Name: TorchRank, ID: "torch_rank"},
+	{Name: TorchWorldSize, ID: "torch_world_size"},
+	{Name: TorchLocalRank, ID: "torch_local_rank"},
+	{Name: TorchLocalWorldSize, ID: "torch_local_world_size"},
+	{Name: GlooSocketIfname, ID: "gloo_socket_ifname", Doc: "the interface holding the published address"},
+	{Name: NCCLSocketIfname, ID: "nccl_socket_ifname"},
+	{Name: TFConfig, ID: "tf_config", Doc: "TensorFlow's cluster and this rank's task: every role under its name (`chief`, `worker`, `ps`); without roles, rank 0 is the `chief` and the others `worker` 0..N-2"},
+	{Name: CUDAVisible, ID: "cuda_visible_devices", Doc: "this rank's GPUs, when `--executor-gpus` is set"},
+	{Name: PythonPath, ID: "pythonpath", Doc: "starts with the directory of Spindle's Python package (`import spindle`): the package the `spindle` binary carries inside itself, unpacked once per version into `$XDG_CACHE_HOME/spindle/python/<hash>` (`~/.cache/...`; a private directory under `$TMPDIR` when there is no home), or `spindle.python.path` when set"},
+	{Name: PythonUnbuffered, ID: "pythonunbuffered", Default: "1", Doc: "`1` unless set already, so Python's output reaches `spindle submit` line by line"},
+	{Name: HadoopConfDir, ID: "hadoop_conf_dir", Doc: "the Hadoop client configuration and HDFS user, when configured"},
+	{Name: HadoopUserName, ID: "hadoop_user_name"},
+}
+
+// Lookup returns the variable named name.
+func Lookup(name string) (Var, bool) {
+	for _, v := range Vars {
+		if v.Name == name {
+			return v, true
+		}
+	}
+	return Var{}, false
+}
