@@ -142,3 +142,49 @@ func forward(t *testing.T, addr, to string, stop chan struct{}, wg *sync.WaitGro
 		go func() { defer wg.Done(); _, _ = io.Copy(in, out); in.Close() }()
 	}
 }
+
+// upload writes data to name on an HDFS file system.
+func upload(t *testing.T, hfs fsys.FS, name string, data []byte) {
+	t.Helper()
+	ctx := context.Background()
+	if err := hfs.MkdirAll(ctx, filepath.Dir(name)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := hfs.CreateAtomic(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Recursive listing of partition directories and brace globs work on
+// HDFS as on local files.
+func TestPlanHDFSPartitionsAndBraces(t *testing.T) {
+	c := hdfstest.NewTestCluster(t, hdfstest.Config{})
+	t.Setenv("HADOOP_CONF_DIR", "")
+	t.Setenv("HADOOP_USER_NAME", c.Superuser())
+	res := fsys.NewResolver(fsys.Options{})
+	defer res.Close()
+	root := "hdfs://" + c.Addr()
+	hfs, _, err := res.Resolve(context.Background(), root+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upload(t, hfs, "/t/dt=1/part-0.csv", []byte(csvText(0, 10, true)))
+	upload(t, hfs, "/t/dt=2/part-1.csv", []byte(csvText(10, 10, true)))
+	upload(t, hfs, "/t/_temporary/part-2.csv", []byte(csvText(20, 10, true)))
+	for _, in := range []string{root + "/t", root + "/t/dt={1,2}/part-*.csv", root + "/t/dt=*/part-{0,1}.csv"} {
+		plan, err := Plan(context.Background(), res, PlanRequest{Inputs: []string{in}, Ranks: 2})
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		if len(plan.Files) != 2 || plan.TotalRows != 20 {
+			t.Fatalf("%s: planned %v, want the 2 partition files", in, plan.Files)
+		}
+	}
+}

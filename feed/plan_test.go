@@ -158,11 +158,13 @@ func TestPlanDirectoriesAndGlobs(t *testing.T) {
 		inputs []string
 		files  int
 	}{
-		{"directory", []string{sub}, 2},
+		{"directory, searched recursively", []string{sub}, 3},
 		{"glob, listing the directories it matches", []string{filepath.Join(sub, "*")}, 3},
-		{"glob of directories", []string{filepath.Join(dir, "o*")}, 2},
+		{"glob of directories", []string{filepath.Join(dir, "o*")}, 3},
 		{"file uri", []string{"file://" + filepath.ToSlash(filepath.Join(sub, "part-1.parquet"))}, 1},
-		{"same file twice", []string{sub, filepath.Join(sub, "part-0.parquet")}, 2},
+		{"same file twice", []string{sub, filepath.Join(sub, "part-0.parquet")}, 3},
+		{"brace alternatives", []string{filepath.Join(sub, "part-{0,1}.parquet")}, 2},
+		{"nested braces across elements", []string{filepath.Join(dir, "{out/part-{1,7},out/nested/part-9}.parquet")}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -174,11 +176,55 @@ func TestPlanDirectoriesAndGlobs(t *testing.T) {
 				t.Errorf("planned %v, want %d files", plan.Files, tt.files)
 			}
 			for _, f := range plan.Files {
-				if !strings.HasPrefix(f.URI, "file:///") || (strings.Contains(f.URI, "nested") && tt.files != 3) || hidden(filepath.Base(f.URI)) {
+				if !strings.HasPrefix(f.URI, "file:///") || hidden(filepath.Base(f.URI)) {
 					t.Errorf("planned file %s", f.URI)
 				}
 			}
 		})
+	}
+}
+
+// Hive-style partition directories are searched; hidden directories
+// (_temporary, .staging) are not.
+func TestPlanPartitionDirectories(t *testing.T) {
+	dir := t.TempDir()
+	for i, d := range []string{"dt=2026-11-01", "dt=2026-11-02", "dt=2026-11-02/hour=3", "_temporary/0", ".staging"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeParquet(t, filepath.Join(dir, d, "part-00000.parquet"), testSchema, int64(i*10), 10, 5)
+	}
+	plan, err := Plan(context.Background(), newResolver(), PlanRequest{Inputs: []string{dir}, Ranks: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range plan.Files {
+		rel, _ := filepath.Rel(dir, strings.TrimPrefix(f.URI, "file://"))
+		got = append(got, rel)
+	}
+	want := []string{"dt=2026-11-01/part-00000.parquet", "dt=2026-11-02/part-00000.parquet", "dt=2026-11-02/hour=3/part-00000.parquet"}
+	if strings.Join(got, " ") != strings.Join(want, " ") || plan.TotalRows != 30 {
+		t.Fatalf("planned %v (%d rows), want %v (30 rows)", got, plan.TotalRows, want)
+	}
+}
+
+func TestExpandBraces(t *testing.T) {
+	for in, want := range map[string]string{
+		"part-{0,1}.csv":  "part-0.csv part-1.csv",
+		"{a,b{c,d}}/x":    "a/x bc/x bd/x",
+		"a/{b/c,d}/*.csv": "a/b/c/*.csv a/d/*.csv",
+		"plain/*.parquet": "plain/*.parquet",
+		`lit\{a,b}`:       `lit\{a,b}`,
+		"{x,y}-{1,2}":     "x-1 x-2 y-1 y-2",
+	} {
+		got, err := expandBraces(in)
+		if err != nil || strings.Join(got, " ") != want {
+			t.Errorf("expandBraces(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := expandBraces("part-{0,1.csv"); err == nil {
+		t.Error("an unmatched { was accepted")
 	}
 }
 
