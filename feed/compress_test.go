@@ -145,8 +145,6 @@ func tsvText(start, rows int64) string {
 
 func itoa(i int64) string { return strconv.FormatInt(i, 10) }
 
-
-
 // Tab-separated files: by the .tsv extension with no delimiter set, or
 // by an explicit tab delimiter whatever the name; values keep their
 // spaces and commas.

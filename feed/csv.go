@@ -9,7 +9,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-
 )
 
 // csvChunkBytes is the spacing of the record starts planning remembers in

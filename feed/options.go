@@ -65,6 +65,7 @@ func ParseCSVDelimiter(s string) (rune, error) {
 	}
 	return rs[0], nil
 }
+
 // normalize applies the defaults and checks the delimiter.
 func (o CSVOptions) normalize() (CSVOptions, error) {
 	if o == (CSVOptions{}) {
