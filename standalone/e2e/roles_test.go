@@ -1,0 +1,73 @@
+package e2e
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spindle-ml/spindle/standalone/client"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
+)
+
+// A TF_CONFIG-reading job of 2 workers and 1 parameter server on the
+// standalone cluster. The parameter server asks for 2 cores, the workers
+// for 1, on two workers of 2 cores each: the gang fits only when the
+// masters place the parameter server first (in request order the workers
+// would take a core of each worker). Every process finds its role in
+// TF_CONFIG at an address that answers as the task it names, the job ends
+// with the workers, the parameter server is stopped, and spindle status
+// shows each executor's role.
+func TestRolesOnStandalone(t *testing.T) {
+	c := startCluster(t, 2)
+	data := generate(t, 2000)
+	j := c.submit(data, "--name", "roles", "--num-executors", "2", "--executor-cores", "1", "--executor-memory", "512m",
+		"--num-ps", "1", "--ps-cores", "2", "--ps-memory", "512m", "--ps-command", rolecheckBin,
+		"--input", data+"/*.parquet", "--label-column", "label", "--feed", "tensor", "--batch-rows", "100",
+		"--", rolecheckBin)
+	if code := j.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("role job failed (exit %d)\n--- stdout\n%s--- stderr\n%s", code, j.stdout.String(), j.stderr.String())
+	}
+	out := j.stdout.String()
+	for _, want := range []string{`\[worker 0\] rolecheck role=worker index=0 rank=0 rows=\d+ dialed=2`,
+		`\[worker 1\] rolecheck role=worker index=1 rank=1 rows=\d+ dialed=2`, `\[ps 0\] rolecheck role=ps index=0 rank=2 rows=0`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("no line matching %s:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(j.stderr.String(), `stopped_at_end="ps 0"`) {
+		t.Errorf("the driver did not stop the parameter server at the end:\n%s", j.stderr.String())
+	}
+
+	st := c.waitFor(30*time.Second, "every executor of the job ended", func(st *client.Status) bool {
+		es := appExecutors(st, "roles")
+		for _, e := range es {
+			if e.GetState() != pb.ExecutorState_EXECUTOR_STATE_EXITED {
+				return false
+			}
+		}
+		return len(es) == 3
+	})
+	roles := map[string]string{}
+	for _, e := range appExecutors(st, "roles") {
+		roles[e.GetId()] = e.GetRole() + "/" + e.GetWorkerId()
+		if e.GetExitCode() != 0 {
+			t.Errorf("executor %s (%s) exited %d: a parameter server stopped at the end is no failure", e.GetId(), e.GetRole(), e.GetExitCode())
+		}
+	}
+	if !strings.HasPrefix(roles["exec-2"], "ps/") || !strings.HasPrefix(roles["exec-0"], "worker/") || !strings.HasPrefix(roles["exec-1"], "worker/") {
+		t.Errorf("roles and workers %v, want exec-0 and exec-1 workers, exec-2 ps", roles)
+	}
+	if ps, w0, w1 := roles["exec-2"][3:], roles["exec-0"][7:], roles["exec-1"][7:]; ps == w0 || ps == w1 {
+		t.Errorf("the 2-core ps shares a 2-core worker with a worker: %v", roles)
+	}
+
+	text, code := spindleCmd(t, "status", "--master", c.masterURL())
+	if code != 0 {
+		t.Fatalf("spindle status exit %d:\n%s", code, text)
+	}
+	if !regexp.MustCompile(`(?m)^EXECUTOR\s+APPLICATION\s+ROLE\s`).MatchString(text) ||
+		!regexp.MustCompile(`(?m)^exec-2\s+\S+\s+ps\s+w\d\s+exited \(0\)`).MatchString(text) {
+		t.Errorf("spindle status does not show the ps role:\n%s", text)
+	}
+}
