@@ -416,7 +416,8 @@ func progressOf(s *wire.Server) *driverpb.Progress {
 		return &driverpb.Progress{}
 	}
 	st := s.Stats()
-	return &driverpb.Progress{Rows: st.Rows, Batches: st.Batches, Epoch: int32(st.Epoch)}
+	return &driverpb.Progress{Rows: st.Rows, Batches: st.Batches, Epoch: int32(st.Epoch),
+		TakenRows: st.TakenRows, TakenBatches: st.TakenBatches}
 }
 
 func firstNonEmpty(s ...string) string {

@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,16 +14,22 @@ import (
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
-// A TF_CONFIG-reading job of 2 workers and 1 parameter server on the
-// standalone cluster. The parameter server asks for 2 cores, the workers
-// for 1, on two workers of 2 cores each: the gang fits only when the
-// masters place the parameter server first (in request order the workers
-// would take a core of each worker). Every process finds its role in
-// TF_CONFIG at an address that answers as the task it names, the job ends
-// with the workers, the parameter server is stopped, and spindle status
-// shows each executor's role.
+// Jobs with roles on the standalone cluster (two workers of 2 cores): a
+// TF_CONFIG-reading job and a real TensorFlow parameter-server job.
 func TestRolesOnStandalone(t *testing.T) {
 	c := startCluster(t, 2)
+	t.Run("tf-config", func(t *testing.T) { tfConfigJob(t, c) })
+	t.Run("tensorflow", func(t *testing.T) { tensorFlowJob(t, c) })
+}
+
+// tfConfigJob runs a TF_CONFIG-reading job of 2 workers and 1 parameter
+// server. The parameter server asks for 2 cores, the workers for 1: the
+// gang fits only when the masters place the parameter server first (in
+// request order the workers would take a core of each worker). Every
+// process finds its role in TF_CONFIG at an address that answers as the
+// task it names, the job ends with the workers, the parameter server is
+// stopped, and spindle status shows each executor's role.
+func tfConfigJob(t *testing.T, c *cluster) {
 	data := generate(t, 2000)
 	j := c.submit(data, "--name", "roles", "--num-executors", "2", "--executor-cores", "1", "--executor-memory", "512m",
 		"--num-ps", "1", "--ps-cores", "2", "--ps-memory", "512m", "--ps-command", rolecheckBin,
@@ -70,4 +80,40 @@ func TestRolesOnStandalone(t *testing.T) {
 		!regexp.MustCompile(`(?m)^exec-2\s+\S+\s+ps\s+w\d\s+exited \(0\)`).MatchString(text) {
 		t.Errorf("spindle status does not show the ps role:\n%s", text)
 	}
+}
+
+// tensorFlowJob runs a real TensorFlow ParameterServerStrategy job: a
+// chief, 2 workers and 1 parameter server, one core each, which fill the
+// cluster. The job ends when the chief does; the servers are stopped.
+func tensorFlowJob(t *testing.T, c *cluster) {
+	venv := os.Getenv("SPINDLE_TEST_VENV")
+	if venv == "" {
+		home, _ := os.UserHomeDir()
+		venv = filepath.Join(home, ".cache", "spindle-test-venv")
+	}
+	py := filepath.Join(venv, "bin", "python")
+	if _, err := os.Stat(py); err != nil {
+		t.Skipf("no test venv at %s (scripts/install-deps.sh makes it, with tensorflow-cpu): %v", venv, err)
+	}
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "examples", "tensorflow", "train_ps.py")
+	start := time.Now()
+	j := c.submit(t.TempDir(), "--name", "tfps", "--chief", "--num-executors", "2", "--executor-memory", "512m",
+		"--num-ps", "1", "--ps-memory", "512m", "--ps-command", py+" "+script, "--feed", "direct",
+		"--env", "TF_CPP_MIN_LOG_LEVEL=2", "--conf", "spindle.driver.registrationTimeout=60s",
+		"--", py, script, "--steps", "30")
+	if code := j.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("TensorFlow job failed (exit %d)\n--- stdout\n%s--- stderr\n%s", code, j.stdout.String(), j.stderr.String())
+	}
+	m := regexp.MustCompile(`\[chief\] tfps steps=30 loss=(\S+) accuracy=(\S+) workers=2 ps=1`).FindStringSubmatch(j.stdout.String())
+	if m == nil {
+		t.Fatalf("no report from the chief:\n%s", j.stdout.String())
+	}
+	if acc, _ := strconv.ParseFloat(m[2], 64); acc < 0.9 {
+		t.Errorf("accuracy %s after 30 steps, want >= 0.9", m[2])
+	}
+	if !strings.Contains(j.stderr.String(), `stopped_at_end="worker 0, worker 1, ps 0"`) {
+		t.Errorf("the servers were not stopped at the job's end:\n%s", j.stderr.String())
+	}
+	t.Logf("TensorFlow job on the standalone cluster took %s", time.Since(start).Round(time.Millisecond))
 }
