@@ -39,6 +39,9 @@ type Driver struct {
 	logger *slog.Logger
 	secret string
 	signer *auth.Signer
+	// expectRows is the rows the job feeds over every epoch and rank, for
+	// the progress line's ETA; run sets it once the job is planned.
+	expectRows int64
 }
 
 // New returns a Driver for cfg that gets its executors from cm. The
@@ -126,6 +129,9 @@ func (d *Driver) run(ctx context.Context) error {
 		return err
 	}
 	target := feed.EvenTarget(plan.RowsPerRank, c.BatchRows, c.EvenBatches)
+	for r := range plan.RowsPerRank {
+		d.expectRows += feed.EvenRows(plan.RowsPerRank, r, c.BatchRows, c.EvenBatches) * int64(c.Epochs)
+	}
 	d.logger.Info("planned splits", "inputs", len(c.Inputs), "rows", plan.TotalRows,
 		"ranks", c.NumExecutors, "batches_per_epoch", target)
 	roles := c.Roles()
@@ -224,7 +230,7 @@ func (d *Driver) watch(ctx context.Context, g *roster, specs []ExecutorSpec, sta
 	}
 	d.logger.Info("executors launched", "count", len(specs), "after", time.Since(start).Round(time.Millisecond))
 
-	prog := newProgress(c.Console, c.ProgressInterval, c.Epochs)
+	prog := newProgress(c.Console, c.ProgressInterval, c.Epochs, d.expectRows)
 	defer prog.finish()
 	registration := time.NewTimer(c.RegistrationTimeout)
 	defer registration.Stop()

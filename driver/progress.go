@@ -8,53 +8,79 @@ import (
 
 // progress renders a job's progress: a live line redrawn in place on a
 // terminal, or a plain line every interval elsewhere (log files, CI).
+//
+// It counts what training processes took off their feed sockets, not what
+// executors wrote into them: the socket buffers hold megabytes of
+// read-ahead, which a process that is slow or stuck has not seen.
 type progress struct {
 	console  *Console
 	interval time.Duration
 	epochs   int
+	expect   int64 // rows the job feeds over every epoch and rank; 0 when unknown
 
 	start    time.Time
 	last     time.Time        // when a plain line was last written
-	samples  map[int][]sample // recent batch counts by rank, oldest first
-	rates    map[int]float64  // batches per second by rank
-	rows     int64
+	samples  map[int][]sample // recent taken rows by rank, oldest first
+	total    []sample         // recent taken rows of the whole job
+	rates    map[int]float64  // rows per second by rank
+	rate     float64          // rows per second of the whole job
+	rows     int64            // rows taken by training processes
+	sent     int64            // rows written to feed sockets
 	finished bool
 }
 
-func newProgress(console *Console, interval time.Duration, epochs int) *progress {
+// newProgress returns a progress line for a job of epochs epochs that
+// feeds expect rows in all (0 when unknown: no ETA).
+func newProgress(console *Console, interval time.Duration, epochs int, expect int64) *progress {
 	now := time.Now()
-	return &progress{console: console, interval: interval, epochs: epochs,
+	return &progress{console: console, interval: interval, epochs: epochs, expect: expect,
 		start: now, last: now, samples: map[int][]sample{}, rates: map[int]float64{}}
 }
 
-// sample is a rank's batch count at a point in time.
+// sample is a count of rows at a point in time.
 type sample struct {
-	at      time.Time
-	batches int64
+	at   time.Time
+	rows int64
 }
 
-// rateWindow is how far back batches/s looks: longer than a heartbeat
+// rateWindow is how far back rows/s looks: longer than a heartbeat
 // interval, so the rate does not flicker between heartbeats.
 const rateWindow = 3 * time.Second
+
+// addSample appends s to ss, drops samples older than the window (keeping
+// two), and returns ss with the rate over it.
+func addSample(ss []sample, s sample) ([]sample, float64, bool) {
+	ss = append(ss, s)
+	for len(ss) > 2 && s.at.Sub(ss[1].at) >= rateWindow {
+		ss = ss[1:]
+	}
+	if dt := s.at.Sub(ss[0].at).Seconds(); dt > 0 {
+		return ss, float64(s.rows-ss[0].rows) / dt, true
+	}
+	return ss, 0, false
+}
 
 // update takes a new snapshot and redraws or logs when due.
 func (p *progress) update(now time.Time, ranks []rankProgress) {
 	if p.console == nil || p.finished {
 		return
 	}
-	var rows int64
+	var rows, sent int64
 	for _, r := range ranks {
-		rows += r.rows
-		ss := append(p.samples[r.rank], sample{now, r.batches})
-		for len(ss) > 2 && now.Sub(ss[1].at) >= rateWindow {
-			ss = ss[1:]
-		}
+		rows += r.takenRows
+		sent += r.rows
+		ss, rate, ok := addSample(p.samples[r.rank], sample{now, r.takenRows})
 		p.samples[r.rank] = ss
-		if dt := now.Sub(ss[0].at).Seconds(); dt > 0 {
-			p.rates[r.rank] = float64(r.batches-ss[0].batches) / dt
+		if ok {
+			p.rates[r.rank] = rate
 		}
 	}
-	p.rows = rows
+	var ok bool
+	var rate float64
+	if p.total, rate, ok = addSample(p.total, sample{now, rows}); ok {
+		p.rate = rate
+	}
+	p.rows, p.sent = rows, sent
 	line := p.render(now, ranks)
 	switch {
 	case p.console.Terminal():
@@ -65,34 +91,68 @@ func (p *progress) update(now time.Time, ranks []rankProgress) {
 	}
 }
 
+// diverged is how far (as a share of the leading rank's rows) the slowest
+// rank must trail before the line names it.
+const diverged = 0.05
+
 func (p *progress) render(now time.Time, ranks []rankProgress) string {
 	var b strings.Builder
 	minEpoch := int32(-1)
-	for _, r := range ranks {
-		if r.role.Feeds() && !r.exited && (minEpoch < 0 || r.epoch < minEpoch) {
+	var slowest, leader *rankProgress
+	var others []string // ranks that feed nothing, by name
+	for i := range ranks {
+		r := &ranks[i]
+		if !r.role.Feeds() {
+			state := "running"
+			if r.exited {
+				state = "done"
+			}
+			others = append(others, fmt.Sprintf("%s: %s", rankName(r), state))
+			continue
+		}
+		if r.exited {
+			continue
+		}
+		if minEpoch < 0 || r.epoch < minEpoch {
 			minEpoch = r.epoch
+		}
+		if slowest == nil || r.takenRows < slowest.takenRows {
+			slowest = r
+		}
+		if leader == nil || r.takenRows > leader.takenRows {
+			leader = r
 		}
 	}
 	if minEpoch < 0 {
 		minEpoch = int32(p.epochs - 1)
 	}
-	fmt.Fprintf(&b, "progress: epoch %d/%d, %s rows, %s", minEpoch+1, p.epochs, humanCount(p.rows),
-		now.Sub(p.start).Round(time.Second))
-	for _, r := range ranks {
-		state := fmt.Sprintf("%.0f batches/s", p.rates[r.rank])
-		switch {
-		case r.exited:
-			state = "done"
-		case !r.role.Feeds():
-			state = "running"
-		}
-		name := fmt.Sprintf("rank %d", r.rank)
-		if r.name != "" {
-			name = r.name
-		}
-		fmt.Fprintf(&b, " | %s: %s", name, state)
+	fmt.Fprintf(&b, "progress: epoch %d/%d, %s rows, %s rows/s", minEpoch+1, p.epochs, humanCount(p.rows), humanCount(int64(p.rate+0.5)))
+	if p.expect > 0 && p.rows < p.expect && p.rate > 0 {
+		eta := time.Duration(float64(p.expect-p.rows) / p.rate * float64(time.Second))
+		fmt.Fprintf(&b, ", ETA %s", eta.Round(time.Second))
+	}
+	fmt.Fprintf(&b, ", %s elapsed", now.Sub(p.start).Round(time.Second))
+	if slowest != nil && leader != nil && slowest != leader &&
+		(slowest.epoch < leader.epoch || float64(leader.takenRows-slowest.takenRows) > diverged*float64(leader.takenRows)) {
+		fmt.Fprintf(&b, " | slowest: %s (epoch %d, %s rows, %s rows/s)", rankName(slowest), slowest.epoch+1,
+			humanCount(slowest.takenRows), humanCount(int64(p.rates[slowest.rank]+0.5)))
+	}
+	if ahead := p.sent - p.rows; ahead > 0 {
+		fmt.Fprintf(&b, " | read ahead: %s rows", humanCount(ahead))
+	}
+	for _, o := range others {
+		fmt.Fprintf(&b, " | %s", o)
 	}
 	return b.String()
+}
+
+// rankName names a rank as the user knows it: its role and rank within
+// it in a job with roles, else its rank.
+func rankName(r *rankProgress) string {
+	if r.name != "" {
+		return r.name
+	}
+	return fmt.Sprintf("rank %d", r.rank)
 }
 
 // finish ends a live line so later output starts on a fresh line.
@@ -103,7 +163,9 @@ func (p *progress) finish() {
 	p.finished = true
 }
 
-func (p *progress) totalRows() int64 { return p.rows }
+// totalRows returns the rows written to the feed sockets: at the end of a
+// job, every row fed.
+func (p *progress) totalRows() int64 { return p.sent }
 
 // humanCount renders n with a k/M/G suffix.
 func humanCount(n int64) string {

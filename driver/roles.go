@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/spindle-ml/spindle/internal/envcontract"
 )
 
 // Role is what an executor does in its job.
@@ -14,13 +16,13 @@ type Role string
 const (
 	// RoleChief coordinates the job (TensorFlow's chief); the job ends
 	// when it does.
-	RoleChief Role = "chief"
+	RoleChief Role = envcontract.RoleChief
 	// RoleWorker trains on its share of the input; only workers are fed.
 	// Without a chief, the job ends when every worker has.
-	RoleWorker Role = "worker"
+	RoleWorker Role = envcontract.RoleWorker
 	// RolePS is a parameter server: it never ends on its own, so it is
 	// stopped when the job ends, and fails the job if it fails before.
-	RolePS Role = "ps"
+	RolePS Role = envcontract.RolePS
 )
 
 // Feeds says whether executors of the role get a share of the input:

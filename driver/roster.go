@@ -409,6 +409,10 @@ type rankProgress struct {
 	batches int64
 	epoch   int32
 	exited  bool
+
+	// takenRows and takenBatches are what the training process read off
+	// its feed socket (rows and batches: what the executor wrote into it).
+	takenRows, takenBatches int64
 }
 
 // snapshot returns every rank's progress, in rank order.
@@ -424,6 +428,7 @@ func (g *roster) snapshot() []rankProgress {
 		}
 		if m.progress != nil {
 			p.rows, p.batches, p.epoch = m.progress.GetRows(), m.progress.GetBatches(), m.progress.GetEpoch()
+			p.takenRows, p.takenBatches = m.progress.GetTakenRows(), m.progress.GetTakenBatches()
 		}
 		out = append(out, p)
 	}

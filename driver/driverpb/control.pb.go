@@ -272,11 +272,17 @@ func (x *RegisterResponse) GetTaskJson() []byte {
 }
 
 type Progress struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Rows    int64                  `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
-	Batches int64                  `protobuf:"varint,2,opt,name=batches,proto3" json:"batches,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// rows and batches count what the executor sent into the feed socket,
+	// including what waits in its buffers for the training process (read-ahead).
+	Rows    int64 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	Batches int64 `protobuf:"varint,2,opt,name=batches,proto3" json:"batches,omitempty"`
 	// epoch is the epoch being fed, counting from 0.
-	Epoch         int32 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch int32 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// taken_rows and taken_batches count what the training process read off
+	// the feed socket: its own progress.
+	TakenRows     int64 `protobuf:"varint,4,opt,name=taken_rows,json=takenRows,proto3" json:"taken_rows,omitempty"`
+	TakenBatches  int64 `protobuf:"varint,5,opt,name=taken_batches,json=takenBatches,proto3" json:"taken_batches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -328,6 +334,20 @@ func (x *Progress) GetBatches() int64 {
 func (x *Progress) GetEpoch() int32 {
 	if x != nil {
 		return x.Epoch
+	}
+	return 0
+}
+
+func (x *Progress) GetTakenRows() int64 {
+	if x != nil {
+		return x.TakenRows
+	}
+	return 0
+}
+
+func (x *Progress) GetTakenBatches() int64 {
+	if x != nil {
+		return x.TakenBatches
 	}
 	return 0
 }
@@ -614,11 +634,14 @@ const file_control_proto_rawDesc = "" +
 	"local_rank\x18\x03 \x01(\x05R\tlocalRank\x12(\n" +
 	"\x10local_world_size\x18\x04 \x01(\x05R\x0elocalWorldSize\x12.\n" +
 	"\x05peers\x18\x05 \x03(\v2\x18.spindle.control.v1.PeerR\x05peers\x12\x1b\n" +
-	"\ttask_json\x18\x06 \x01(\fR\btaskJson\"N\n" +
+	"\ttask_json\x18\x06 \x01(\fR\btaskJson\"\x92\x01\n" +
 	"\bProgress\x12\x12\n" +
 	"\x04rows\x18\x01 \x01(\x03R\x04rows\x12\x18\n" +
 	"\abatches\x18\x02 \x01(\x03R\abatches\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x05R\x05epoch\"\x81\x01\n" +
+	"\x05epoch\x18\x03 \x01(\x05R\x05epoch\x12\x1d\n" +
+	"\n" +
+	"taken_rows\x18\x04 \x01(\x03R\ttakenRows\x12#\n" +
+	"\rtaken_batches\x18\x05 \x01(\x03R\ftakenBatches\"\x81\x01\n" +
 	"\x10HeartbeatRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x12\n" +

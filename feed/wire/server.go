@@ -89,8 +89,13 @@ type Stats struct {
 	// EpochsServed counts the epochs whose stream has ended, read to the
 	// end or abandoned by the consumer.
 	EpochsServed int
-	// Rows, Batches and Bytes total what was sent over every epoch.
+	// Rows, Batches and Bytes total what was sent over every epoch: written
+	// to the socket, which includes what waits in its buffers (read-ahead).
 	Rows, Batches, Bytes int64
+	// TakenRows and TakenBatches total what the consumer has read off the
+	// socket: the training process's own progress. A batch counts once
+	// the consumer has read its last byte (see takenTracker).
+	TakenRows, TakenBatches int64
 }
 
 // Server feeds one training process over a Unix socket. Connection k
@@ -113,6 +118,7 @@ type Server struct {
 	rows         atomic.Int64
 	batches      atomic.Int64
 	bytes        atomic.Int64
+	taken        takenTracker
 }
 
 // socketBufferBytes is the socket buffer size asked for on both ends of a
@@ -134,6 +140,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s.log = s.log.With("component", "feed", "mode", string(cfg.Mode), "socket", cfg.SocketPath)
 	s.epoch.Store(-1)
+	s.taken.written = s.bytes.Load
 	if cfg.Mode == ModeTensor {
 		enc, err := newTensorEncoder(cfg.Source.Schema(), cfg.LabelColumn)
 		if err != nil {
@@ -210,7 +217,10 @@ func (s *Server) Close() error {
 // Stats returns what the server has sent so far. It is safe to call
 // concurrently with Run.
 func (s *Server) Stats() Stats {
+	takenRows, takenBatches := s.taken.taken()
 	return Stats{
+		TakenRows:    takenRows,
+		TakenBatches: takenBatches,
 		Epoch:        int(s.epoch.Load()),
 		EpochsServed: int(s.epochsServed.Load()),
 		Rows:         s.rows.Load(),
@@ -285,6 +295,8 @@ func (s *Server) serve(ctx context.Context, conn *net.UnixConn, epoch int, r fee
 		}()
 		s.epoch.Store(int64(epoch))
 	}
+	s.taken.begin(conn)
+	defer s.taken.end() // before the close deferred above
 	// Unblock a write to a consumer that stopped reading when ctx ends.
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
@@ -390,6 +402,8 @@ func (s *Server) serveArrow(ctx context.Context, conn *net.UnixConn, epoch int, 
 			}
 			s.rows.Add(rows)
 			s.batches.Add(1)
+			// The batch ends where the stream written and queued ends.
+			s.taken.sent(s.bytes.Load()+int64(vw.queued), rows)
 		}
 	}
 	return iw.Close()
@@ -433,6 +447,7 @@ func (s *Server) serveTensor(ctx context.Context, w io.Writer, epoch int, r feed
 			}
 			s.rows.Add(f.rows)
 			s.batches.Add(1)
+			s.taken.sent(s.bytes.Load(), f.rows)
 			spare <- f.buf
 		}
 		if !complete {
