@@ -9,9 +9,16 @@ import (
 )
 
 // reservedEnv are the variables of the training-process environment
-// contract that Spindle sets on every rank (besides every SPINDLE_*
-// name): a --env for one of them would be overridden, so it is refused.
+// contract that Spindle sets on every rank: a --env for one of them would
+// be overridden, so it is refused. (SPINDLE_* names that users set, such
+// as SPINDLE_PYARROW, are not among them.)
 var reservedEnv = []string{
+	"SPINDLE_RANK", "SPINDLE_WORLD_SIZE", "SPINDLE_LOCAL_RANK", "SPINDLE_LOCAL_WORLD_SIZE",
+	"SPINDLE_ROLE", "SPINDLE_ROLE_RANK", "SPINDLE_ROLE_WORLD_SIZE", "SPINDLE_ROLES",
+	"SPINDLE_FEED", "SPINDLE_FEED_MODE", "SPINDLE_LABEL_COLUMN", "SPINDLE_JOB_ID", "SPINDLE_JOB_SECRET",
+	"SPINDLE_CHECKPOINT_DIR", "SPINDLE_PEERS", "SPINDLE_PEER_LISTEN_FD", "SPINDLE_PEER_TOKEN",
+	"SPINDLE_COLLECTIVE_TIMEOUT", "SPINDLE_HOST", "SPINDLE_FILES_DIR",
+	"SPINDLE_GENERATION", "SPINDLE_RESTART_COUNT",
 	"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
 	"TF_CONFIG",
 }
@@ -19,7 +26,7 @@ var reservedEnv = []string{
 // checkEnv refuses --env names that the environment contract sets.
 func (c *Config) checkEnv() error {
 	for k := range c.Env {
-		reserved := strings.HasPrefix(k, "SPINDLE_")
+		reserved := false
 		for _, r := range reservedEnv {
 			reserved = reserved || k == r
 		}

@@ -211,6 +211,16 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	if err := localizeFiles(ctx, resolver, t.Files, filesDir); err != nil {
 		return res, err
 	}
+	// Archives and py-files are linked into the working directory when it
+	// is this executor's own (not the submit directory of a local job).
+	ownDir := ""
+	if t.Dir == "" {
+		ownDir, _ = os.Getwd()
+	}
+	ship, err := prepareShipped(ctx, resolver, t, filesDir, ownDir)
+	if err != nil {
+		return res, err
+	}
 	// Only workers are fed: the task of another role names no feed mode.
 	feedPath, server, closeFeed := "", (*wire.Server)(nil), func() {}
 	if t.Feed.Mode != "" && id.feeds() {
@@ -224,6 +234,7 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	if err != nil {
 		return res, err
 	}
+	env = prependPythonPath(env, ship.pythonPath)
 	peerFile, err := ports.peer.File()
 	if err != nil {
 		return res, fmt.Errorf("hand the peer port to the training process: %w", err)
@@ -233,7 +244,7 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	ports.service.Close()
 
 	prefix := outputPrefix(id)
-	proc, err := startProcess(t.Command, t.Dir, env, peerFile, prefix, e.cfg.Stdout, e.cfg.Stderr, t.StderrTailLines)
+	proc, err := startProcess(ship.command, t.Dir, env, peerFile, prefix, e.cfg.Stdout, e.cfg.Stderr, t.StderrTailLines)
 	if err != nil {
 		return res, err
 	}

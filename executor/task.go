@@ -17,6 +17,13 @@ type Task struct {
 	Dir string `json:"dir,omitempty"`
 	// Files are URIs copied into the process's files directory (--files).
 	Files []string `json:"files,omitempty"`
+	// Archives are "URI#alias" archives unpacked into the files directory
+	// under alias and linked into the working directory (--archives).
+	Archives []string `json:"archives,omitempty"`
+	// PyFiles are URIs copied like Files and put on PYTHONPATH (--py-files).
+	PyFiles []string `json:"py_files,omitempty"`
+	// Python replaces a command's python or python3 (spindle.python).
+	Python string `json:"python,omitempty"`
 	// CheckpointDir is given to the process as SPINDLE_CHECKPOINT_DIR.
 	CheckpointDir string `json:"checkpoint_dir,omitempty"`
 	// PythonPath is prepended to PYTHONPATH so `import spindle` works.

@@ -1,6 +1,10 @@
 package e2e
 
 import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -237,4 +241,79 @@ func writeFile(t *testing.T, path, text string) {
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestShipPythonEnvironment: --archives unpacks an environment under its
+// alias, --py-files puts code on PYTHONPATH, and --python runs the
+// training command with the shipped interpreter.
+func TestShipPythonEnvironment(t *testing.T) {
+	// The system interpreter: a virtualenv's would look for its pyvenv.cfg
+	// and report its own path.
+	const py = "/usr/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	data := generate(t, "parquet", 100, 1)
+	work := t.TempDir()
+	// A packed environment whose interpreter is this machine's python3.
+	writeTarGzLinks(t, filepath.Join(work, "env.tar.gz"), map[string]string{"bin/python": py}, map[string]string{"MARKER": "shipped env\n"})
+	writeZipFiles(t, filepath.Join(work, "deps.zip"), map[string]string{"mylib/__init__.py": "VALUE = 42\n"})
+	script := `import os, sys, mylib
+env = os.path.join(os.environ["SPINDLE_FILES_DIR"], "env")
+print("exe=%s value=%d marker=%s" % (sys.executable.endswith("env/bin/python"), mylib.VALUE, open(os.path.join(env, "MARKER")).read().strip()))`
+	r := spindle(t, work, submitArgs("--num-executors", "2", "--input", data,
+		"--archives", "env.tar.gz#env", "--py-files", "deps.zip", "--python", "env/bin/python",
+		"--", "python3", "-c", script)...)
+	if r.code != 0 {
+		t.Fatalf("job failed:\n%s", r)
+	}
+	if strings.Count(r.stdout, "exe=True value=42 marker=shipped env") != 2 {
+		t.Fatalf("the shipped interpreter, code or archive did not reach both ranks:\n%s", r)
+	}
+}
+
+func writeTarGzLinks(t *testing.T, path string, links, files map[string]string) {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for name, target := range links {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeSymlink, Linkname: target, Mode: 0o777}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, body := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body))}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, buf.String())
+}
+
+func writeZipFiles(t *testing.T, path string, files map[string]string) {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for name, body := range files {
+		w, err := zw.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, buf.String())
 }
