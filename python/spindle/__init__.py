@@ -36,6 +36,10 @@ from ._env import (
     local_world_size,
     peers,
     rank,
+    role,
+    role_rank,
+    role_world_size,
+    roles,
     world_size,
 )
 from ._errors import EnvError, FeedError, FeedTruncatedError, SpindleError, UnsupportedTypeError
@@ -45,7 +49,7 @@ __all__ = [
     "EnvError", "Epoch", "Feed", "FeedError", "FeedTruncatedError", "SpindleError", "UnsupportedTypeError",
     "batches", "checkpoint_dir", "collective_timeout", "columns", "epochs", "feed", "feed_mode", "feed_path",
     "files_dir", "in_spindle", "job_id", "label_column", "last_epoch", "local_rank", "local_world_size",
-    "peers", "pyarrow_available", "rank", "tensors", "world_size",
+    "peers", "pyarrow_available", "rank", "role", "role_rank", "role_world_size", "roles", "tensors", "world_size",
 ]
 
 _default = None

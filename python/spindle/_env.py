@@ -40,7 +40,8 @@ def _int(name, minimum):
 
 def in_spindle():
     """Return True when the process was started by a Spindle executor."""
-    return bool(os.environ.get(C.RANK)) and bool(os.environ.get(C.FEED))
+    fed = bool(os.environ.get(C.FEED)) or os.environ.get(C.FEED_MODE) == "none"
+    return bool(os.environ.get(C.RANK)) and fed
 
 
 def rank():
@@ -55,6 +56,40 @@ def rank():
 def world_size():
     """Return the number of training processes in the job (SPINDLE_WORLD_SIZE)."""
     return _int(C.WORLD_SIZE, 1)
+
+
+def role():
+    """Return this process's role: ``"worker"``, ``"chief"`` or ``"ps"`` (SPINDLE_ROLE).
+
+    Every rank of a job without roles is a worker. Only workers are fed.
+    """
+    return _require(C.ROLE).strip()
+
+
+def role_rank():
+    """Return this process's rank among the processes of its role (SPINDLE_ROLE_RANK)."""
+    return _int(C.ROLE_RANK, 0)
+
+
+def role_world_size():
+    """Return the number of processes of this process's role (SPINDLE_ROLE_WORLD_SIZE)."""
+    return _int(C.ROLE_WORLD_SIZE, 1)
+
+
+def roles():
+    """Return every role of the job and its number of processes, in rank order.
+
+    For a chief, two workers and a parameter server (SPINDLE_ROLES
+    ``chief:1,worker:2,ps:1``) it is ``[("chief", 1), ("worker", 2), ("ps", 1)]``.
+    """
+    raw = _require(C.ROLES)
+    out = []
+    for i, item in enumerate(raw.split(",")):
+        name, sep, n = item.strip().partition(":")
+        if not sep or not name or not n.isdigit() or int(n) < 1:
+            raise EnvError(f"{C.ROLES} entry {i} ({item!r}) is not role:count")
+        out.append((name, int(n)))
+    return out
 
 
 def local_rank():
@@ -113,6 +148,9 @@ def feed_path():
     In ``arrow`` and ``tensor`` mode it is the path of a Unix socket; in
     ``direct`` mode the path of a JSON file describing this rank's splits.
     """
+    if os.environ.get(C.FEED_MODE) == "none":
+        who = os.environ.get(C.ROLE) or "this process"
+        raise EnvError(f"{C.FEED_MODE}=none: the job's {who} gets no feed (only workers are fed; see {C.ROLE})")
     return _require(C.FEED)
 
 

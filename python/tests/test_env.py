@@ -96,6 +96,29 @@ class EnvTest(unittest.TestCase):
                     self.assertIn(var, str(cm.exception))
                     self.assertIn(want, str(cm.exception))
 
+    def test_roles(self):
+        roles = dict(SPINDLE_ROLE="ps", SPINDLE_ROLE_RANK="0", SPINDLE_ROLE_WORLD_SIZE="1",
+                     SPINDLE_ROLES="chief:1,worker:2,ps:1", SPINDLE_FEED_MODE="none")
+        env = {k: v for k, v in GOOD.items() if k not in ("SPINDLE_FEED", "SPINDLE_FEED_MODE")}
+        with clean_env(**env, **roles):
+            self.assertEqual(spindle.role(), "ps")
+            self.assertEqual(spindle.role_rank(), 0)
+            self.assertEqual(spindle.role_world_size(), 1)
+            self.assertEqual(spindle.roles(), [("chief", 1), ("worker", 2), ("ps", 1)])
+            self.assertTrue(spindle.in_spindle())
+            self.assertEqual(spindle.feed_mode(), "none")
+            with self.assertRaises(spindle.EnvError) as cm:
+                spindle.feed_path()
+            self.assertIn("the job's ps gets no feed (only workers are fed", str(cm.exception))
+        with clean_env(**dict(GOOD, SPINDLE_ROLES="worker:2,ps")):
+            with self.assertRaises(spindle.EnvError) as cm:
+                spindle.roles()
+            self.assertIn("SPINDLE_ROLES entry 1 ('ps') is not role:count", str(cm.exception))
+        with clean_env(**GOOD):
+            with self.assertRaises(spindle.EnvError) as cm:
+                spindle.role()
+            self.assertEqual(str(cm.exception), "SPINDLE_ROLE is not set: run this script with spindle submit")
+
     def test_feed_mode_from_environment_is_checked(self):
         with clean_env(SPINDLE_FEED="/tmp/x.sock", SPINDLE_FEED_MODE="grpc"):
             with self.assertRaises(spindle.EnvError) as cm:
