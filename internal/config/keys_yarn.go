@@ -1,0 +1,31 @@
+package config
+
+// Names of the keys of the YARN cluster manager (--master yarn). The queue
+// is spindle.yarn.queue (KeyQueue).
+const (
+	KeyYARNAMMemory       = "spindle.yarn.am.memory"
+	KeyYARNAMCores        = "spindle.yarn.am.cores"
+	KeyYARNMaxAttempts    = "spindle.yarn.maxAppAttempts"
+	KeyYARNPriority       = "spindle.yarn.priority"
+	KeyYARNTags           = "spindle.yarn.tags"
+	KeyYARNMemoryOverhead = "spindle.yarn.executor.memoryOverhead"
+	KeyYARNGangTimeout    = "spindle.yarn.gangTimeout"
+)
+
+// yarnKeys are the keys of the YARN cluster manager.
+var yarnKeys = []Key{
+	{Name: KeyYARNAMMemory, Default: "256m", Kind: Bytes, Min: 1 << 20, HasMin: true,
+		Doc: "Memory of the ApplicationMaster's container (YARN rounds it up to yarn.scheduler.minimum-allocation-mb)."},
+	{Name: KeyYARNAMCores, Default: "1", Kind: Int, Min: 1, HasMin: true,
+		Doc: "Virtual cores of the ApplicationMaster's container."},
+	{Name: KeyYARNMaxAttempts, Default: "1", Kind: Int, Min: 1, HasMin: true,
+		Doc: "ApplicationMaster attempts YARN makes (maxAppAttempts). In client mode a new attempt cannot rejoin the driver, so keep 1."},
+	{Name: KeyYARNPriority, Default: "0", Kind: Int, Min: 0, HasMin: true,
+		Doc: "The application's priority in its queue (higher runs sooner where the scheduler honours priorities)."},
+	{Name: KeyYARNTags, Default: "", Kind: List,
+		Doc: "Application tags, comma-separated, shown by YARN and usable in its queries."},
+	{Name: KeyYARNMemoryOverhead, Default: "128m", Kind: Bytes, Min: 0, HasMin: true,
+		Doc: "Memory added to each executor's --executor-memory in its container request, for the executor process and the feed beside the training process; YARN kills a container that exceeds the sum."},
+	{Name: KeyYARNGangTimeout, Default: "2m", Kind: Duration,
+		Doc: "How long the ApplicationMaster waits for YARN to grant every executor's container. When it expires it releases every container it holds (a partial gang never blocks the queue) and the job fails, saying what the queue could not give."},
+}
