@@ -27,6 +27,9 @@ const (
 	EnvPeers             = envcontract.Peers
 	EnvPeerListenFD      = envcontract.PeerListenFD
 	EnvCollectiveTimeout = envcontract.CollectiveTimeout
+	EnvRole              = envcontract.Role
+	EnvRoleRank          = envcontract.RoleRank
+	EnvRoleWorldSize     = envcontract.RoleWorldSize
 )
 
 // Sentinel errors of the package.
@@ -50,6 +53,12 @@ type Env struct {
 	// LocalRank and LocalWorldSize number the ranks on this host.
 	LocalRank      int
 	LocalWorldSize int
+	// Role is this process's role: "worker", "chief" or "ps" (every rank
+	// of a job without roles is a worker). Only workers are fed.
+	Role string
+	// RoleRank and RoleWorldSize number the ranks of this role.
+	RoleRank      int
+	RoleWorldSize int
 	// JobID names the job.
 	JobID string
 	// Feed is the socket (arrow and tensor modes) or the JSON file (direct
@@ -117,12 +126,27 @@ func fromLookup(lookup func(string) (string, bool)) (Env, error) {
 	if e.LocalRank >= e.LocalWorldSize {
 		return Env{}, fmt.Errorf("%w: %s=%d is not below %s=%d", ErrBadEnv, EnvLocalRank, e.LocalRank, EnvLocalWorldSize, e.LocalWorldSize)
 	}
+	// Executors that predate roles set none: every rank is then a worker.
+	e.Role, e.RoleRank, e.RoleWorldSize = envcontract.RoleWorker, e.Rank, e.WorldSize
+	if v, ok := lookup(EnvRole); ok && v != "" {
+		e.Role = strings.TrimSpace(v)
+		integer(EnvRoleRank, 0, &e.RoleRank)
+		integer(EnvRoleWorldSize, 1, &e.RoleWorldSize)
+		if err != nil {
+			return Env{}, err
+		}
+		if e.RoleRank >= e.RoleWorldSize {
+			return Env{}, fmt.Errorf("%w: %s=%d is not below %s=%d", ErrBadEnv, EnvRoleRank, e.RoleRank, EnvRoleWorldSize, e.RoleWorldSize)
+		}
+	}
 	e.JobID, _ = lookup(EnvJobID)
 	e.CheckpointDir, _ = lookup(EnvCheckpointDir)
 
 	e.Feed, _ = lookup(EnvFeed)
 	mode, _ := lookup(EnvFeedMode)
 	switch {
+	case mode == envcontract.FeedNone && e.Feed == "":
+		// A role that gets no share of the input: no feed.
 	case mode != "":
 		m, err := wire.ParseMode(mode)
 		if err != nil {

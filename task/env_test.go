@@ -51,6 +51,7 @@ func TestFromEnv(t *testing.T) {
 	}
 	want := Env{
 		Rank: 1, WorldSize: 2, LocalRank: 0, LocalWorldSize: 1,
+		Role: "worker", RoleRank: 1, RoleWorldSize: 2,
 		JobID: "job-7", Feed: "/run/spindle/feed.sock", FeedMode: wire.ModeTensor,
 		CheckpointDir: "hdfs://nn:8020/ckpt/job-7",
 		Peers:         []string{"10.0.0.1:7100", "10.0.0.2:7100"},
@@ -69,6 +70,25 @@ func TestFromEnv(t *testing.T) {
 	}
 	if got.PeerListenFD != -1 || got.Peers != nil || got.FeedMode != "" {
 		t.Fatalf("minimal environment: %+v", got)
+	}
+}
+
+// A parameter server of a job with roles: its role, and no feed.
+func TestFromEnvRole(t *testing.T) {
+	env := fullEnv()
+	delete(env, EnvFeed)
+	env[EnvFeedMode] = "none"
+	env[EnvRole], env[EnvRoleRank], env[EnvRoleWorldSize] = "ps", "0", "1"
+	got, err := fromLookup(lookupIn(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Role != "ps" || got.RoleRank != 0 || got.RoleWorldSize != 1 || got.Feed != "" || got.FeedMode != "" {
+		t.Fatalf("FromEnv = %+v", got)
+	}
+	env[EnvRoleRank] = "1"
+	if _, err := fromLookup(lookupIn(env)); err == nil || !strings.Contains(err.Error(), "SPINDLE_ROLE_RANK=1 is not below SPINDLE_ROLE_WORLD_SIZE=1") {
+		t.Fatalf("err = %v", err)
 	}
 }
 
