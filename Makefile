@@ -15,7 +15,7 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-go test-python run bench lint proto proto-check clean deps
+.PHONY: help build test test-go test-python test-hadoop run bench lint proto proto-check clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -35,10 +35,15 @@ run: build ## generate data and run a 2-rank local training job on it
 		--feed tensor --batch-rows 256 --epochs 3 --shuffle --seed 7 \
 		-- $(BIN)/logreg --lr 0.5
 
-test: deps test-python test-go ## run every test (installs python3-torch when missing)
+test: deps test-python test-go test-hadoop ## run every test (installs python3-torch, Java, Maven and Hadoop when missing)
 
+# The real-Hadoop tier runs once, in test-hadoop, without the race detector
+# (its time goes to Hadoop's JVMs, not to Go).
 test-go:
-	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	SPINDLE_SKIP_HADOOP=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+
+test-hadoop: ## the YARN/HDFS tests against real Apache Hadoop (a mini cluster from Maven Central)
+	$(GO) test -timeout 20m ./yarn/... ./internal/hadooprpc/...
 
 test-python:
 	$(PYTHON) -m unittest discover -s python/tests

@@ -17,6 +17,10 @@ need python3-numpy "$python" -c 'import numpy'
 need python3-venv "$python" -c 'import ensurepip, venv'
 # Headless Chromium drives the web UI's page tests.
 need chromium sh -c 'command -v chromium'
+# Java and Maven run real Apache Hadoop (HDFS and YARN mini clusters) for
+# the YARN tier: scripts/hadoop-minicluster.sh.
+need openjdk-17-jdk-headless sh -c 'command -v javac'
+need maven sh -c 'command -v mvn'
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]} (Debian packages)..."
@@ -30,6 +34,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 "$python" -c 'import numpy, torch' || { echo "python3-torch installed but torch does not import with $python" >&2; exit 1; }
+
+# Apache Hadoop from Maven Central into ~/.m2, once (about 200 MB); the
+# real-Hadoop tests start their cluster from it.
+if ! "$(dirname "$0")/hadoop-minicluster.sh" --fetch >"${TMPDIR:-/tmp}/spindle-hadoop-fetch.log" 2>&1; then
+  echo "warning: could not fetch Apache Hadoop through Maven (see ${TMPDIR:-/tmp}/spindle-hadoop-fetch.log); the real-Hadoop tests will fail" >&2
+fi
 
 # Python packages from PyPI that some tests need, in a venv made from
 # $python with --system-site-packages (so Debian's torch and numpy stay

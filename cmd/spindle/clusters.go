@@ -23,6 +23,8 @@ func newClusterManager(ctx context.Context, m driver.Master, p *config.Propertie
 		cc.Console = cfg.Console
 		cc.Logger = logger
 		return standalone.NewClusterManager(ctx, cc)
+	case driver.MasterYARN:
+		return newYARNClusterManager(ctx, p, logger)
 	}
-	return nil, errors.New("master yarn: YARN support is not built yet; use local[N] or spindle://host:port,...")
+	return nil, errors.New("unknown master kind " + string(m.Kind))
 }

@@ -63,6 +63,8 @@ func newApp() *cli.App {
 			workerCommand(),
 			miniclusterCommand(),
 			executorCommand(),
+			yarnAMCommand(),
+			yarnContainerCommand(),
 			pythonPathCommand(),
 			versionCommand(),
 		},

@@ -17,6 +17,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/config"
 	"github.com/spindle-ml/spindle/internal/gpu"
 	"github.com/spindle-ml/spindle/standalone"
+	"github.com/spindle-ml/spindle/yarn"
 )
 
 // Exit statuses of spindle submit.
@@ -105,11 +106,6 @@ func runSubmit(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err, exitUsage)
 	}
-	// Until YARN support lands, say so before anything runs.
-	if master.Kind == driver.MasterYARN {
-		return cli.Exit(fmt.Sprintf("%s: master yarn: YARN support is not built yet; use local[N] or spindle://host:port,...",
-			props.Source(config.KeyMaster)), exitUsage)
-	}
 	if err := checkMasterSettings(props, master, cfg); err != nil {
 		return cli.Exit(err, exitUsage)
 	}
@@ -120,6 +116,7 @@ func runSubmit(c *cli.Context) error {
 	cm, err := newClusterManager(c.Context, master, props, cfg, logger)
 	if err != nil {
 		if errors.Is(err, standalone.ErrConfig) || errors.Is(err, standalone.ErrSecretOnCommandLine) ||
+			errors.Is(err, yarn.ErrConfig) || errors.Is(err, yarn.ErrUnreachable) ||
 			status.Code(err) == codes.Unauthenticated {
 			return cli.Exit(err, exitUsage)
 		}
@@ -138,7 +135,13 @@ func runSubmit(c *cli.Context) error {
 	defer d.Close()
 	logger.Info("submitting job", "job", d.JobID(), "name", cfg.AppName, "master", props.String(config.KeyMaster),
 		"executors", cfg.NumExecutors, "feed", cfg.FeedMode)
-	if err := d.Run(c.Context); err != nil {
+	runErr := d.Run(c.Context)
+	// Cluster managers that report the job's outcome (YARN's final
+	// status) learn it before Close.
+	if r, ok := cm.(interface{ SetResult(error) }); ok {
+		r.SetResult(runErr)
+	}
+	if err := runErr; err != nil {
 		switch {
 		case errors.Is(err, driver.ErrTimedOut):
 			return cli.Exit(fmt.Sprintf("job %s timed out after %s (spindle.job.timeout); every executor was stopped", d.JobID(), cfg.Timeout), exitJobFailed)

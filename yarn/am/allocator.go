@@ -1,0 +1,506 @@
+package am
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/spindle-ml/spindle/driver"
+	pb "github.com/spindle-ml/spindle/internal/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/yarn/client"
+)
+
+// ProtocolName is ApplicationMasterProtocol's name on the wire.
+const ProtocolName = "org.apache.hadoop.yarn.api.ApplicationMasterProtocolPB"
+
+// AMRMTokenKind is the kind of the token the ResourceManager gives the AM.
+const AMRMTokenKind = "YARN_AM_RM_TOKEN"
+
+// GPUResource is YARN's name for GPUs.
+const GPUResource = "yarn.io/gpu"
+
+// Errors of the allocator.
+var (
+	// ErrGangTimeout: YARN did not grant the whole gang in time; nothing
+	// is held.
+	ErrGangTimeout = errors.New("yarn am: gang incomplete")
+	// ErrShutdown: the ResourceManager told the AM to stop (its attempt
+	// is over).
+	ErrShutdown = errors.New("yarn am: ResourceManager ended this attempt")
+	// ErrLaunch: a NodeManager refused to start a container.
+	ErrLaunch = errors.New("yarn am: container launch failed")
+)
+
+// Config configures an Allocator.
+type Config struct {
+	// SchedulerAddrs are the ResourceManagers' scheduler addresses.
+	SchedulerAddrs []string
+	// AMRMToken authenticates the AM (from the container's credentials).
+	AMRMToken hadooprpc.Token
+	// Host and Port are where the AM serves its driver-facing API;
+	// TrackingURL is shown by YARN.
+	Host        string
+	Port        int
+	TrackingURL string
+	// LaunchContext builds the container launch context of an executor.
+	LaunchContext func(spec driver.ExecutorSpec) (*pb.ContainerLaunchContextProto, error)
+	// MemoryOverheadMB is added to each executor's memory in its ask.
+	MemoryOverheadMB int
+	// GangTimeout bounds the wait for a whole gang; zero means 2 minutes.
+	GangTimeout time.Duration
+	// HeartbeatInterval is the allocate period once nothing is pending;
+	// zero means 1s. While a gang is pending it is 100ms.
+	HeartbeatInterval time.Duration
+	Logger            *slog.Logger
+}
+
+// container is an executor's container.
+type container struct {
+	spec    driver.ExecutorSpec
+	c       *pb.ContainerProto
+	host    string
+	started bool
+	done    chan struct{}
+}
+
+// gang is a Request being filled.
+type gang struct {
+	specs   []driver.ExecutorSpec
+	waiting map[int32][]int // priority -> indices of specs without a container
+	held    map[int]*pb.ContainerProto
+	asks    map[int32]*pb.ResourceRequestProto
+	ready   chan struct{}
+}
+
+// Allocator is a driver.ClusterManager over YARN, run inside the AM
+// container.
+type Allocator struct {
+	cfg Config
+	log *slog.Logger
+
+	rpcMu sync.Mutex
+	rm    *hadooprpc.FailoverClient
+
+	mu         sync.Mutex
+	responseID int32
+	asks       []*pb.ResourceRequestProto
+	releases   []*pb.ContainerIdProto
+	nmTokens   map[string]hadooprpc.Token
+	byID       map[string]*container // container id -> executor container
+	byExec     map[string]*container
+	gang       *gang
+	nextPrio   int32
+	progress   float32
+	fatal      error
+	kick       chan struct{}
+	maxCap     *pb.ResourceProto
+	allocCalls int
+
+	events    chan driver.Event
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+var _ driver.ClusterManager = (*Allocator)(nil)
+
+// Start registers the AM with the ResourceManager and starts the allocate
+// heartbeat.
+func Start(ctx context.Context, cfg Config) (*Allocator, error) {
+	if cfg.GangTimeout <= 0 {
+		cfg.GangTimeout = 2 * time.Minute
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = time.Second
+	}
+	if cfg.LaunchContext == nil {
+		return nil, errors.New("yarn am: no launch context builder")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &Allocator{
+		cfg: cfg, log: log.With("component", "yarn-am"),
+		nmTokens: map[string]hadooprpc.Token{}, byID: map[string]*container{}, byExec: map[string]*container{},
+		nextPrio: 1, kick: make(chan struct{}, 1), events: make(chan driver.Event, 1024), stop: make(chan struct{}),
+	}
+	if err := a.dialRM(cfg.AMRMToken); err != nil {
+		return nil, err
+	}
+	req := &pb.RegisterApplicationMasterRequestProto{
+		Host: proto.String(cfg.Host), RpcPort: proto.Int32(int32(cfg.Port)), TrackingUrl: proto.String(cfg.TrackingURL),
+	}
+	resp := &pb.RegisterApplicationMasterResponseProto{}
+	if err := a.call(ctx, "registerApplicationMaster", req, resp); err != nil {
+		a.rm.Close()
+		return nil, fmt.Errorf("register the ApplicationMaster with %v: %w", cfg.SchedulerAddrs, err)
+	}
+	a.maxCap = resp.GetMaximumCapability()
+	for _, t := range resp.GetNmTokensFromPreviousAttempts() {
+		a.nmTokens[nodeAddr(t.GetNodeId())] = hadooprpc.TokenFromProto(t.GetToken())
+	}
+	a.log.Info("registered with the resourcemanager", "queue", resp.GetQueue(), "max_memory_mb", a.maxCap.GetMemory(), "max_vcores", a.maxCap.GetVirtualCores())
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		a.heartbeat()
+	}()
+	return a, nil
+}
+
+func (a *Allocator) dialRM(tok hadooprpc.Token) error {
+	f, err := hadooprpc.NewFailoverClient(hadooprpc.FailoverConfig{
+		Addrs:  a.cfg.SchedulerAddrs,
+		Client: hadooprpc.ClientConfig{Protocol: ProtocolName, SASL: hadooprpc.TokenAuth{Token: tok}},
+	})
+	if err != nil {
+		return fmt.Errorf("yarn am: %w", err)
+	}
+	a.rpcMu.Lock()
+	old := a.rm
+	a.rm = f
+	a.rpcMu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return nil
+}
+
+func (a *Allocator) call(ctx context.Context, method string, req, resp proto.Message) error {
+	a.rpcMu.Lock()
+	rm := a.rm
+	a.rpcMu.Unlock()
+	return rm.Call(ctx, method, req, resp)
+}
+
+func nodeAddr(n *pb.NodeIdProto) string {
+	return net.JoinHostPort(n.GetHost(), strconv.Itoa(int(n.GetPort())))
+}
+
+// Events delivers executor events until Close.
+func (a *Allocator) Events() <-chan driver.Event { return a.events }
+
+// AllocateCalls returns how many allocate round trips the AM made.
+func (a *Allocator) AllocateCalls() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.allocCalls
+}
+
+// SetProgress sets the progress reported on the next heartbeat (0 to 1).
+func (a *Allocator) SetProgress(p float32) {
+	a.mu.Lock()
+	a.progress = p
+	a.mu.Unlock()
+}
+
+func (a *Allocator) wake() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Request acquires a container for every spec, all or nothing, then starts
+// them all. When YARN has not granted the whole gang within the gang
+// timeout, every container held is released and the error says what was
+// missing.
+func (a *Allocator) Request(ctx context.Context, specs []driver.ExecutorSpec) error {
+	if len(specs) == 0 {
+		return nil
+	}
+	g := &gang{specs: specs, waiting: map[int32][]int{}, held: map[int]*pb.ContainerProto{}, asks: map[int32]*pb.ResourceRequestProto{}, ready: make(chan struct{})}
+	a.mu.Lock()
+	if a.fatal != nil {
+		err := a.fatal
+		a.mu.Unlock()
+		return err
+	}
+	if a.gang != nil {
+		a.mu.Unlock()
+		return errors.New("yarn am: another gang is being acquired")
+	}
+	type shape struct{ mem, cores, gpus int }
+	prios := map[shape]int32{}
+	for i, s := range specs {
+		sh := shape{s.MemoryMB + a.cfg.MemoryOverheadMB, max(s.Cores, 1), s.GPUs}
+		p, ok := prios[sh]
+		if !ok {
+			p = a.nextPrio
+			a.nextPrio++
+			prios[sh] = p
+			capab := &pb.ResourceProto{Memory: proto.Int64(int64(sh.mem)), VirtualCores: proto.Int32(int32(sh.cores))}
+			if sh.gpus > 0 {
+				capab.ResourceValueMap = []*pb.ResourceInformationProto{{Key: proto.String(GPUResource), Value: proto.Int64(int64(sh.gpus))}}
+			}
+			g.asks[p] = &pb.ResourceRequestProto{
+				Priority: &pb.PriorityProto{Priority: proto.Int32(p)}, ResourceName: proto.String("*"),
+				Capability: capab, RelaxLocality: proto.Bool(true),
+			}
+		}
+		g.waiting[p] = append(g.waiting[p], i)
+	}
+	for p, ask := range g.asks {
+		ask.NumContainers = proto.Int32(int32(len(g.waiting[p])))
+		a.asks = append(a.asks, proto.Clone(ask).(*pb.ResourceRequestProto))
+	}
+	a.gang = g
+	a.mu.Unlock()
+	a.wake()
+	a.log.Info("asking for a gang of containers", "executors", len(specs), "timeout", a.cfg.GangTimeout)
+
+	timer := time.NewTimer(a.cfg.GangTimeout)
+	defer timer.Stop()
+	select {
+	case <-g.ready:
+	case <-timer.C:
+		return a.abandon(g, fmt.Errorf("%w: YARN granted %d of %d containers within %v (%s); every container held was released",
+			ErrGangTimeout, a.granted(g), len(specs), a.cfg.GangTimeout, a.shapes(g)))
+	case <-ctx.Done():
+		return a.abandon(g, fmt.Errorf("acquire a gang of %d containers: %w", len(specs), ctx.Err()))
+	case <-a.stop:
+		return a.abandon(g, driver.ErrInterrupted)
+	}
+	a.mu.Lock()
+	if a.fatal != nil {
+		err := a.fatal
+		a.mu.Unlock()
+		return a.abandon(g, err)
+	}
+	a.gang = nil
+	held := make([]*container, 0, len(specs))
+	for i, c := range g.held {
+		ec := &container{spec: specs[i], c: c, host: c.GetNodeId().GetHost(), done: make(chan struct{})}
+		a.byID[client.ContainerString(c.GetId())] = ec
+		a.byExec[specs[i].ID] = ec
+		held = append(held, ec)
+	}
+	a.mu.Unlock()
+	return a.startAll(ctx, held)
+}
+
+// granted counts the containers a gang holds.
+func (a *Allocator) granted(g *gang) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(g.held)
+}
+
+// shapes describes a gang's container sizes for messages.
+func (a *Allocator) shapes(g *gang) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	prios := make([]int32, 0, len(g.asks))
+	for p := range g.asks {
+		prios = append(prios, p)
+	}
+	sort.Slice(prios, func(i, j int) bool { return prios[i] < prios[j] })
+	for _, p := range prios {
+		ask := g.asks[p]
+		n := len(g.waiting[p])
+		s := fmt.Sprintf("%d more of %d MiB, %d vcores", n, ask.GetCapability().GetMemory(), ask.GetCapability().GetVirtualCores())
+		if len(ask.GetCapability().GetResourceValueMap()) > 0 {
+			s += fmt.Sprintf(", %d GPUs", ask.GetCapability().GetResourceValueMap()[0].GetValue())
+		}
+		out = append(out, s)
+	}
+	return "missing " + strings.Join(out, "; ")
+}
+
+// abandon cancels a gang's asks and releases what it holds.
+func (a *Allocator) abandon(g *gang, err error) error {
+	a.mu.Lock()
+	for p, ask := range g.asks {
+		cancel := proto.Clone(ask).(*pb.ResourceRequestProto)
+		cancel.NumContainers = proto.Int32(0)
+		a.asks = append(a.asks, cancel)
+		g.waiting[p] = nil
+	}
+	for _, c := range g.held {
+		a.releases = append(a.releases, c.GetId())
+	}
+	g.held = map[int]*pb.ContainerProto{}
+	if a.gang == g {
+		a.gang = nil
+	}
+	a.mu.Unlock()
+	a.wake()
+	a.log.Warn("gang abandoned", "err", err)
+	return err
+}
+
+// startAll starts every held container on its NodeManager; if one fails,
+// the others are stopped and every container released.
+func (a *Allocator) startAll(ctx context.Context, cs []*container) error {
+	var g errgroup.Group
+	g.SetLimit(16)
+	for _, c := range cs {
+		g.Go(func() error { return a.start(ctx, c) })
+	}
+	if err := g.Wait(); err != nil {
+		ids := make([]string, len(cs))
+		for i, c := range cs {
+			ids[i] = c.spec.ID
+		}
+		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		a.Release(rctx, ids)
+		return err
+	}
+	for _, c := range cs {
+		a.emit(driver.Event{ExecutorID: c.spec.ID, Kind: driver.ExecutorStarted, Host: c.host,
+			Message: "container " + client.ContainerString(c.c.GetId()), Time: time.Now()})
+	}
+	return nil
+}
+
+func (a *Allocator) start(ctx context.Context, c *container) error {
+	clc, err := a.cfg.LaunchContext(c.spec)
+	if err != nil {
+		return fmt.Errorf("launch context of executor %s: %w", c.spec.ID, err)
+	}
+	node := nodeAddr(c.c.GetNodeId())
+	a.mu.Lock()
+	tok, ok := a.nmTokens[node]
+	a.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: no NMToken for node %s (executor %s)", ErrLaunch, node, c.spec.ID)
+	}
+	req := &pb.StartContainersRequestProto{StartContainerRequest: []*pb.StartContainerRequestProto{{
+		ContainerLaunchContext: clc, ContainerToken: c.c.GetContainerToken(),
+	}}}
+	resp := &pb.StartContainersResponseProto{}
+	if err := nmCall(ctx, node, tok, "startContainers", req, resp); err != nil {
+		return fmt.Errorf("%w: executor %s on %s: %v", ErrLaunch, c.spec.ID, node, err)
+	}
+	for _, f := range resp.GetFailedRequests() {
+		return fmt.Errorf("%w: executor %s on %s: %s: %s", ErrLaunch, c.spec.ID, node, f.GetException().GetClassName(), f.GetException().GetMessage())
+	}
+	a.mu.Lock()
+	c.started = true
+	a.mu.Unlock()
+	a.log.Info("container started", "executor", c.spec.ID, "container", client.ContainerString(c.c.GetId()), "node", node)
+	return nil
+}
+
+// Release stops the named executors (all when ids is empty) and waits until
+// YARN reports their containers complete.
+func (a *Allocator) Release(ctx context.Context, ids []string) error {
+	a.mu.Lock()
+	if len(ids) == 0 {
+		for id := range a.byExec {
+			ids = append(ids, id)
+		}
+	}
+	var cs []*container
+	for _, id := range ids {
+		if c, ok := a.byExec[id]; ok {
+			cs = append(cs, c)
+			a.releases = append(a.releases, c.c.GetId())
+		}
+	}
+	a.mu.Unlock()
+	var g errgroup.Group
+	for _, c := range cs {
+		g.Go(func() error {
+			a.stopContainer(ctx, c)
+			return nil
+		})
+	}
+	g.Wait()
+	a.wake()
+	for _, c := range cs {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return fmt.Errorf("release executor %s: %w", c.spec.ID, ctx.Err())
+		case <-a.stop:
+			return nil
+		}
+	}
+	return nil
+}
+
+func (a *Allocator) stopContainer(ctx context.Context, c *container) {
+	node := nodeAddr(c.c.GetNodeId())
+	a.mu.Lock()
+	tok, ok := a.nmTokens[node]
+	started := c.started
+	a.mu.Unlock()
+	if !ok || !started {
+		return
+	}
+	req := &pb.StopContainersRequestProto{ContainerId: []*pb.ContainerIdProto{c.c.GetId()}}
+	if err := nmCall(ctx, node, tok, "stopContainers", req, &pb.StopContainersResponseProto{}); err != nil {
+		a.log.Warn("stop container", "executor", c.spec.ID, "node", node, "err", err)
+	}
+}
+
+func (a *Allocator) emit(ev driver.Event) {
+	select {
+	case a.events <- ev:
+	case <-a.stop:
+	}
+}
+
+// Finish unregisters the AM with a final status and diagnostics; YARN then
+// ends every container of the application.
+func (a *Allocator) Finish(ctx context.Context, status pb.FinalApplicationStatusProto, diagnostics string) error {
+	a.shutdown()
+	req := &pb.FinishApplicationMasterRequestProto{
+		FinalApplicationStatus: status.Enum(), Diagnostics: proto.String(diagnostics), TrackingUrl: proto.String(a.cfg.TrackingURL),
+	}
+	for attempt := 0; ; attempt++ {
+		resp := &pb.FinishApplicationMasterResponseProto{}
+		err := a.call(ctx, "finishApplicationMaster", req, resp)
+		if err == nil && resp.GetIsUnregistered() {
+			a.log.Info("unregistered", "status", status)
+			return nil
+		}
+		if attempt == 20 {
+			return fmt.Errorf("finish the ApplicationMaster: %v (unregistered %v)", err, resp.GetIsUnregistered())
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("finish the ApplicationMaster: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (a *Allocator) shutdown() {
+	a.closeOnce.Do(func() {
+		close(a.stop)
+		a.wg.Wait()
+	})
+}
+
+// Close stops the heartbeat and closes the connection; call Finish first
+// to unregister.
+func (a *Allocator) Close() error {
+	a.shutdown()
+	a.rpcMu.Lock()
+	defer a.rpcMu.Unlock()
+	return a.rm.Close()
+}
+
+// Err returns the error that ended the allocator (the ResourceManager ended
+// the attempt or stopped answering), or nil.
+func (a *Allocator) Err() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.fatal
+}

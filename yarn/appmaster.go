@@ -1,0 +1,256 @@
+package yarn
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/spindle-ml/spindle/driver"
+	"github.com/spindle-ml/spindle/fsys"
+	pb "github.com/spindle-ml/spindle/internal/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/yarn/am"
+)
+
+// DriverSilence is how long the ApplicationMaster of a client-mode job
+// waits without hearing from its driver before it ends the application.
+const DriverSilence = 90 * time.Second
+
+// RunAM is the ApplicationMaster's main (`spindle yarn-am`, run by YARN in
+// the AM container): it registers with the ResourceManager, serves the
+// driver's requests until the driver finishes the application (or goes
+// silent, or YARN stops the container), then unregisters with the final
+// status and removes the staging directory.
+func RunAM(ctx context.Context, logger *slog.Logger) error {
+	tokFile := os.Getenv(hadooprpc.EnvTokenFile)
+	if tokFile == "" {
+		return fmt.Errorf("$%s is not set: spindle yarn-am runs inside a YARN container started by spindle submit", hadooprpc.EnvTokenFile)
+	}
+	creds, err := hadooprpc.ReadCredentialsFile(tokFile)
+	if err != nil {
+		return err
+	}
+	plan, err := planFrom(creds)
+	if err != nil {
+		return err
+	}
+	amrm, ok := creds.TokenOfKind(am.AMRMTokenKind)
+	if !ok {
+		return fmt.Errorf("credentials file %s holds no %s: YARN did not give this container an AMRMToken", tokFile, am.AMRMTokenKind)
+	}
+	log := logger.With("component", "yarn-am", "app", plan.AppID)
+	host := os.Getenv("NM_HOST")
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return fmt.Errorf("listen for the driver: %w", err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+
+	alloc, err := am.Start(ctx, am.Config{
+		SchedulerAddrs: plan.SchedulerAddrs, AMRMToken: amrm, Host: host, Port: port,
+		LaunchContext:    executorLaunchContext(plan),
+		MemoryOverheadMB: plan.OverheadMB, GangTimeout: time.Duration(plan.GangTimeoutMS) * time.Millisecond,
+		Logger: logger,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer alloc.Close()
+
+	events := newEventLog()
+	finish := make(chan amFinish, 1)
+	var lastContact atomic.Int64
+	lastContact.Store(time.Now().UnixNano())
+	h := amHandlers{
+		secret: plan.AMSecret,
+		request: func(ctx context.Context, specs []driver.ExecutorSpec) error {
+			for i := range specs {
+				specs[i].Env = mergeEnv(plan.Env, specs[i].Env)
+			}
+			return alloc.Request(ctx, specs)
+		},
+		release: alloc.Release,
+		finish: func(f amFinish) {
+			select {
+			case finish <- f:
+			default:
+			}
+		},
+		events: events,
+		touch:  func() { lastContact.Store(time.Now().UnixNano()) },
+	}
+	srv := &http.Server{Handler: h.mux(), ReadHeaderTimeout: 10 * time.Second}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	g, gctx := errgroup.WithContext(runCtx)
+	g.Go(func() error {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	g.Go(func() error {
+		for {
+			select {
+			case ev := <-alloc.Events():
+				events.add(ev)
+			case <-gctx.Done():
+				return nil
+			}
+		}
+	})
+	log.Info("serving the driver", "addr", net.JoinHostPort(host, strconv.Itoa(port)))
+
+	var result amFinish
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case result = <-finish:
+			break wait
+		case <-ctx.Done():
+			result = amFinish{Status: "KILLED", Diagnostics: "the ApplicationMaster was stopped"}
+			break wait
+		case <-tick.C:
+			if err := alloc.Err(); err != nil {
+				events.fail(err.Error())
+				result = amFinish{Status: "FAILED", Diagnostics: err.Error()}
+				break wait
+			}
+			if silent := time.Since(time.Unix(0, lastContact.Load())); silent > DriverSilence {
+				result = amFinish{Status: "FAILED", Diagnostics: fmt.Sprintf("the driver went silent for %v", silent.Round(time.Second))}
+				break wait
+			}
+		}
+	}
+	log.Info("finishing", "status", result.Status, "diagnostics", result.Diagnostics)
+	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ferr := alloc.Finish(fctx, finalStatus(result.Status), result.Diagnostics)
+	stop()
+	g.Wait()
+	if plan.StagingURI != "" {
+		removeStaging(fctx, plan.StagingURI, log)
+	}
+	return ferr
+}
+
+// removeStaging removes the staging directory from inside the cluster, so
+// it goes even when the client is gone.
+func removeStaging(ctx context.Context, uri string, log *slog.Logger) {
+	r := fsys.NewResolver(fsys.Options{})
+	defer r.Close()
+	f, name, err := r.Resolve(ctx, uri)
+	if err == nil {
+		err = removeTree(ctx, f, name)
+	}
+	if err != nil {
+		log.Warn("remove staging directory", "uri", uri, "err", err)
+	}
+}
+
+func finalStatus(s string) pb.FinalApplicationStatusProto {
+	switch s {
+	case "SUCCEEDED":
+		return pb.FinalApplicationStatusProto_APP_SUCCEEDED
+	case "KILLED":
+		return pb.FinalApplicationStatusProto_APP_KILLED
+	}
+	return pb.FinalApplicationStatusProto_APP_FAILED
+}
+
+func mergeEnv(base, over map[string]string) map[string]string {
+	out := make(map[string]string, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}
+
+// executorLaunchContext builds an executor's container launch context: the
+// staged spindle binary, the executor's arguments on the command line and
+// its environment in the container's credentials.
+func executorLaunchContext(plan Plan) func(spec driver.ExecutorSpec) (*pb.ContainerLaunchContextProto, error) {
+	return func(spec driver.ExecutorSpec) (*pb.ContainerLaunchContextProto, error) {
+		tokens, err := envCredentials(spec.Env)
+		if err != nil {
+			return nil, err
+		}
+		cmd := "./spindle yarn-container -- " + shellJoin(spec.Args) + " 1><LOG_DIR>/stdout 2><LOG_DIR>/stderr"
+		return &pb.ContainerLaunchContextProto{
+			LocalResources: []*pb.StringLocalResourceMapProto{{Key: proto.String("spindle"), Value: plan.Spindle.Proto()}},
+			Tokens:         tokens,
+			Environment:    []*pb.StringStringMapProto{{Key: proto.String("SPINDLE_EXECUTOR_ID"), Value: proto.String(spec.ID)}},
+			Command:        []string{cmd},
+		}, nil
+	}
+}
+
+// shellJoin quotes args for the bash launch script YARN writes.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
+}
+
+// RunContainer is the wrapper that starts a command inside a YARN
+// container (`spindle yarn-container -- ARGS`): it moves the environment
+// Spindle put into the container's credentials into the process
+// environment, then runs the spindle binary with ARGS in its place.
+func RunContainer(args []string) error {
+	tokFile := os.Getenv(hadooprpc.EnvTokenFile)
+	if tokFile == "" {
+		return fmt.Errorf("$%s is not set: spindle yarn-container runs inside a YARN container", hadooprpc.EnvTokenFile)
+	}
+	creds, err := hadooprpc.ReadCredentialsFile(tokFile)
+	if err != nil {
+		return err
+	}
+	for alias, v := range creds.Secrets {
+		if k, ok := strings.CutPrefix(alias, envAliasPrefix); ok {
+			os.Setenv(k, string(v))
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the spindle binary: %w", err)
+	}
+	return syscall.Exec(self, append([]string{self}, args...), os.Environ())
+}
+
+// newSecret returns 32 random bytes in hex.
+func newSecret() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

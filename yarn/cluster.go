@@ -1,0 +1,531 @@
+package yarn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/user"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/spindle-ml/spindle/driver"
+	"github.com/spindle-ml/spindle/executor"
+	"github.com/spindle-ml/spindle/fsys"
+	pb "github.com/spindle-ml/spindle/internal/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/yarn/client"
+)
+
+// ApplicationType is the type Spindle's applications have in YARN.
+const ApplicationType = "SPINDLE"
+
+// Errors of the client-mode cluster manager.
+var (
+	// ErrConfig is wrapped by every configuration error (found before
+	// anything ran).
+	ErrConfig = client.ErrConfig
+	// ErrUnreachable: no ResourceManager answered.
+	ErrUnreachable = client.ErrUnreachable
+	// ErrAppEnded: the application ended while the driver still needed it.
+	ErrAppEnded = errors.New("yarn: application ended")
+)
+
+// Config configures a client-mode ClusterManager.
+type Config struct {
+	// HadoopConfDir holds yarn-site.xml and core-site.xml; empty means
+	// $HADOOP_CONF_DIR.
+	HadoopConfDir string
+	// User submits the application; empty means $HADOOP_USER_NAME, then
+	// the login name.
+	User        string
+	AppName     string
+	Queue       string
+	Priority    int
+	Tags        []string
+	MaxAttempts int
+	// AMMemoryMB and AMCores size the ApplicationMaster's container.
+	AMMemoryMB int
+	AMCores    int
+	// MemoryOverheadMB is added to each executor's memory in its ask.
+	MemoryOverheadMB int
+	// GangTimeout bounds the wait for a whole gang of containers.
+	GangTimeout time.Duration
+	// Binary is the spindle binary to stage; empty means this one.
+	Binary string
+	// Out receives the lines a user should see (application id, tracking
+	// URL); nil means stderr.
+	Out      io.Writer
+	LogLevel string
+	Logger   *slog.Logger
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{AppName: "spindle-job", Queue: "default", MaxAttempts: 1, AMMemoryMB: 256, AMCores: 1,
+		MemoryOverheadMB: 128, GangTimeout: 2 * time.Minute}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	switch {
+	case c.AMMemoryMB <= 0 || c.AMCores <= 0:
+		return fmt.Errorf("%w: the ApplicationMaster needs memory and cores (got %d MiB, %d cores)", ErrConfig, c.AMMemoryMB, c.AMCores)
+	case c.MemoryOverheadMB < 0:
+		return fmt.Errorf("%w: negative memory overhead %d MiB", ErrConfig, c.MemoryOverheadMB)
+	case c.GangTimeout <= 0:
+		return fmt.Errorf("%w: gang timeout must be positive", ErrConfig)
+	case c.MaxAttempts < 1:
+		return fmt.Errorf("%w: max attempts must be at least 1", ErrConfig)
+	}
+	return nil
+}
+
+// ClusterManager runs a job's executors in YARN containers through
+// Spindle's ApplicationMaster, with the driver in this process (client
+// mode). The application is submitted on the first Request, when the
+// executors are known; it is finished, and its staging directory removed,
+// on Close, whatever happened before.
+type ClusterManager struct {
+	cfg      Config
+	conf     *client.Conf
+	rm       *client.Client
+	resolver *fsys.Resolver
+	log      *slog.Logger
+	out      io.Writer
+	events   chan driver.Event
+
+	mu        sync.Mutex
+	appID     client.AppID
+	submitted bool
+	stager    *stager
+	am        *amClient
+	plan      Plan
+	result    error
+	started   map[string]string // executor id -> host
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+var _ driver.ClusterManager = (*ClusterManager)(nil)
+
+// NewClusterManager reads the Hadoop configuration and checks that a
+// ResourceManager answers. Configuration errors wrap ErrConfig; a
+// ResourceManager that does not answer is ErrUnreachable, naming its
+// addresses.
+func NewClusterManager(ctx context.Context, cfg Config) (*ClusterManager, error) {
+	def := DefaultConfig()
+	if cfg.AppName == "" {
+		cfg.AppName = def.AppName
+	}
+	if cfg.Queue == "" {
+		cfg.Queue = def.Queue
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	conf, err := client.LoadConf(cfg.HadoopConfDir)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.User == "" {
+		cfg.User = os.Getenv("HADOOP_USER_NAME")
+	}
+	if cfg.User == "" {
+		u, err := user.Current()
+		if err != nil {
+			return nil, fmt.Errorf("%w: no user: set HADOOP_USER_NAME", ErrConfig)
+		}
+		cfg.User = u.Username
+	}
+	rms, err := conf.RMAddrs()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conf.SchedulerAddrs(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	rm, err := client.New(client.Config{RMAddrs: rms, User: cfg.User, Rounds: 2, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	m, err := rm.ClusterMetrics(cctx)
+	if err != nil {
+		rm.Close()
+		return nil, err
+	}
+	out := cfg.Out
+	if out == nil {
+		out = os.Stderr
+	}
+	cm := &ClusterManager{
+		cfg: cfg, conf: conf, rm: rm, log: log.With("component", "yarn"), out: out,
+		resolver: fsys.NewResolver(fsys.Options{HadoopConfDir: conf.Dir, User: cfg.User}),
+		events:   make(chan driver.Event, 1024), started: map[string]string{},
+	}
+	cm.ctx, cm.cancel = context.WithCancel(context.Background())
+	cm.log.Info("connected to the resourcemanager", "addr", rm.Addr(), "nodemanagers", m.GetNumActiveNms())
+	return cm, nil
+}
+
+// AppID returns the application's id once submitted.
+func (c *ClusterManager) AppID() (client.AppID, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.appID, c.submitted
+}
+
+// Events delivers executor events until Close.
+func (c *ClusterManager) Events() <-chan driver.Event { return c.events }
+
+// SetResult records the job's outcome, which Close reports to YARN as the
+// application's final status.
+func (c *ClusterManager) SetResult(err error) {
+	c.mu.Lock()
+	c.result = err
+	c.mu.Unlock()
+}
+
+// Request starts every executor in specs, all or nothing: the first call
+// submits the application.
+func (c *ClusterManager) Request(ctx context.Context, specs []driver.ExecutorSpec) error {
+	c.mu.Lock()
+	submitted := c.submitted
+	c.mu.Unlock()
+	if !submitted {
+		if err := c.submit(ctx, specs); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	amc, plan := c.am, c.plan
+	c.mu.Unlock()
+	// Secrets stay out of the API: the AM has the job's secret
+	// environment from its credentials.
+	send := make([]driver.ExecutorSpec, len(specs))
+	for i, s := range specs {
+		s.Env = stripEnv(s.Env, plan.Env)
+		send[i] = s
+	}
+	if err := amc.do(ctx, http.MethodPost, "/v1/request", send, nil); err != nil {
+		return fmt.Errorf("yarn application %s: %w%s", c.appIDString(), err, c.explainRoom(ctx, specs))
+	}
+	return nil
+}
+
+func (c *ClusterManager) appIDString() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.appID.String()
+}
+
+// explainRoom says what the queue could give, for a refused gang.
+func (c *ClusterManager) explainRoom(ctx context.Context, specs []driver.ExecutorSpec) string {
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	q, err := c.rm.QueueInfo(qctx, c.cfg.Queue)
+	if err != nil {
+		return ""
+	}
+	need := 0
+	for _, s := range specs {
+		need += s.MemoryMB + c.cfg.MemoryOverheadMB
+	}
+	return fmt.Sprintf(" (%s; the job needs %d MiB)", client.QueueRoom(q), need)
+}
+
+func stripEnv(env, shared map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range env {
+		if sv, ok := shared[k]; !ok || sv != v {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// submit stages the binary, submits the application and waits for its
+// ApplicationMaster to answer.
+func (c *ClusterManager) submit(ctx context.Context, specs []driver.ExecutorSpec) error {
+	id, maxCap, err := c.rm.NewApplication(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range specs {
+		if need := int64(s.MemoryMB + c.cfg.MemoryOverheadMB); need > maxCap.GetMemory() {
+			return fmt.Errorf("%w: executor %s needs %d MiB (memory plus %d MiB overhead) but YARN's largest container is %d MiB (yarn.scheduler.maximum-allocation-mb)",
+				driver.ErrConfig, s.ID, need, c.cfg.MemoryOverheadMB, maxCap.GetMemory())
+		}
+	}
+	c.mu.Lock()
+	c.appID = id
+	c.mu.Unlock()
+	st, err := newStager(ctx, c.resolver, c.conf.Get("fs.defaultFS", ""), c.cfg.User, id.String())
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.stager = st
+	c.mu.Unlock()
+	bin := c.cfg.Binary
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return fmt.Errorf("find the spindle binary to stage: %w", err)
+		}
+	}
+	res, err := st.put(ctx, bin, "spindle")
+	if err != nil {
+		return err
+	}
+	sched, _ := c.conf.SchedulerAddrs()
+	shared := map[string]string{}
+	if len(specs) > 0 {
+		if v, ok := specs[0].Env[executor.EnvJobSecret]; ok {
+			shared[executor.EnvJobSecret] = v
+		}
+	}
+	plan := Plan{
+		AppID: id.String(), SchedulerAddrs: sched, Spindle: res, Env: shared, AMSecret: newSecret(),
+		GangTimeoutMS: c.cfg.GangTimeout.Milliseconds(), OverheadMB: c.cfg.MemoryOverheadMB,
+		StagingURI: st.base, LogLevel: c.cfg.LogLevel,
+	}
+	creds := hadooprpc.NewCredentials()
+	if err := plan.addTo(creds); err != nil {
+		return err
+	}
+	tokens, err := creds.Marshal(hadooprpc.CredentialsWritable)
+	if err != nil {
+		return err
+	}
+	env := []*pb.StringStringMapProto{{Key: proto.String("SPINDLE_LOG_LEVEL"), Value: proto.String(c.cfg.LogLevel)}}
+	sc := &pb.ApplicationSubmissionContextProto{
+		ApplicationId: id.Proto(), ApplicationName: proto.String(c.cfg.AppName), Queue: proto.String(c.cfg.Queue),
+		Priority: &pb.PriorityProto{Priority: proto.Int32(int32(c.cfg.Priority))},
+		AmContainerSpec: &pb.ContainerLaunchContextProto{
+			LocalResources: []*pb.StringLocalResourceMapProto{{Key: proto.String("spindle"), Value: res.Proto()}},
+			Tokens:         tokens,
+			Environment:    env,
+			Command:        []string{"./spindle yarn-am 1><LOG_DIR>/stdout 2><LOG_DIR>/stderr"},
+		},
+		MaxAppAttempts:  proto.Int32(int32(c.cfg.MaxAttempts)),
+		Resource:        &pb.ResourceProto{Memory: proto.Int64(int64(c.cfg.AMMemoryMB)), VirtualCores: proto.Int32(int32(c.cfg.AMCores))},
+		ApplicationType: proto.String(ApplicationType),
+		ApplicationTags: c.cfg.Tags,
+	}
+	if err := c.rm.Submit(ctx, sc); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.submitted = true
+	c.plan = plan
+	c.mu.Unlock()
+	fmt.Fprintf(c.out, "yarn application %s submitted to queue %s\n", id, c.cfg.Queue)
+
+	report, err := c.waitAM(ctx, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.out, "yarn application %s running; tracking URL: %s\n", id, report.GetTrackingUrl())
+	amc := &amClient{
+		base:   "http://" + net.JoinHostPort(report.GetHost(), strconv.Itoa(int(report.GetRpcPort()))),
+		secret: plan.AMSecret, http: &http.Client{},
+	}
+	c.mu.Lock()
+	c.am = amc
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.watch(amc, id)
+	}()
+	return nil
+}
+
+// waitAM polls the application's report until its AM has registered.
+func (c *ClusterManager) waitAM(ctx context.Context, id client.AppID) (*pb.ApplicationReportProto, error) {
+	last := pb.YarnApplicationStateProto(0)
+	for {
+		r, err := c.rm.Report(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		st := r.GetYarnApplicationState()
+		if st != last {
+			c.log.Info("application state", "app", id, "state", st)
+			last = st
+		}
+		if client.IsFinal(st) {
+			return nil, fmt.Errorf("%w: yarn application %s ended %s before its ApplicationMaster started: %s", ErrAppEnded, id, st, r.GetDiagnostics())
+		}
+		if st == pb.YarnApplicationStateProto_RUNNING && r.GetRpcPort() > 0 && r.GetHost() != "" && r.GetHost() != "N/A" {
+			return r, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for yarn application %s to start (state %s): %w", id, st, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// watch forwards the AM's events until Close; when the AM stops answering
+// and the application has ended, every started executor is lost.
+func (c *ClusterManager) watch(amc *amClient, id client.AppID) {
+	next, fails := 0, 0
+	for c.ctx.Err() == nil {
+		var evs amEvents
+		err := amc.do(c.ctx, http.MethodGet, "/v1/events?after="+strconv.Itoa(next), nil, &evs)
+		if err == nil {
+			fails = 0
+			next = evs.Next
+			for _, ev := range evs.Events {
+				c.mu.Lock()
+				if ev.Kind == driver.ExecutorStarted {
+					c.started[ev.ExecutorID] = ev.Host
+				} else {
+					delete(c.started, ev.ExecutorID)
+				}
+				c.mu.Unlock()
+				c.send(ev)
+			}
+			if evs.Failed != "" {
+				c.loseAll("the ApplicationMaster failed: " + evs.Failed)
+				return
+			}
+			continue
+		}
+		if c.ctx.Err() != nil {
+			return
+		}
+		fails++
+		rctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+		r, rerr := c.rm.Report(rctx, id)
+		cancel()
+		if rerr == nil && client.IsFinal(r.GetYarnApplicationState()) {
+			c.loseAll(fmt.Sprintf("yarn application %s ended %s: %s", id, r.GetYarnApplicationState(), r.GetDiagnostics()))
+			return
+		}
+		if fails > 30 {
+			c.loseAll(fmt.Sprintf("the ApplicationMaster of %s stopped answering: %v", id, err))
+			return
+		}
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (c *ClusterManager) loseAll(msg string) {
+	c.mu.Lock()
+	lost := c.started
+	c.started = map[string]string{}
+	c.mu.Unlock()
+	for id, host := range lost {
+		c.send(driver.Event{ExecutorID: id, Kind: driver.ExecutorLost, Host: host, Message: msg, Time: time.Now()})
+	}
+}
+
+func (c *ClusterManager) send(ev driver.Event) {
+	select {
+	case c.events <- ev:
+	case <-c.ctx.Done():
+	}
+}
+
+// Release stops the named executors (all when ids is empty).
+func (c *ClusterManager) Release(ctx context.Context, ids []string) error {
+	c.mu.Lock()
+	amc := c.am
+	c.mu.Unlock()
+	if amc == nil {
+		return nil
+	}
+	return amc.do(ctx, http.MethodPost, "/v1/release", amRelease{IDs: ids}, nil)
+}
+
+// Close finishes the application with the recorded result (killing it if
+// its AM does not finish it), removes the staging directory, and closes the
+// connections.
+func (c *ClusterManager) Close() error {
+	var err error
+	c.once.Do(func() { err = c.close() })
+	return err
+}
+
+func (c *ClusterManager) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c.mu.Lock()
+	submitted, id, amc, st, result := c.submitted, c.appID, c.am, c.stager, c.result
+	c.mu.Unlock()
+	var errs []error
+	if submitted {
+		status, diag := "SUCCEEDED", ""
+		switch {
+		case errors.Is(result, driver.ErrInterrupted) || errors.Is(result, context.Canceled):
+			status, diag = "KILLED", "interrupted on the gateway"
+		case result != nil:
+			status, diag = "FAILED", result.Error()
+		}
+		finished := false
+		if amc != nil {
+			fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
+			finished = amc.do(fctx, http.MethodPost, "/v1/finish", amFinish{Status: status, Diagnostics: diag}, nil) == nil
+			fcancel()
+		}
+		if finished {
+			finished = c.waitFinal(ctx, id, 30*time.Second)
+		}
+		if !finished {
+			if _, err := c.rm.Kill(ctx, id, "spindle submit: "+status+" "+diag); err != nil {
+				errs = append(errs, err)
+			}
+			c.waitFinal(ctx, id, 30*time.Second)
+		}
+	}
+	c.cancel()
+	c.wg.Wait()
+	if st != nil {
+		if err := st.removeAll(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("remove staging directory %s: %w", st.base, err))
+		}
+	}
+	c.resolver.Close()
+	c.rm.Close()
+	return errors.Join(errs...)
+}
+
+// waitFinal polls until the application is in a final state.
+func (c *ClusterManager) waitFinal(ctx context.Context, id client.AppID, within time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for {
+		r, err := c.rm.Report(ctx, id)
+		if err == nil && client.IsFinal(r.GetYarnApplicationState()) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,14 @@
+// Package yarn runs Spindle jobs on an existing Hadoop YARN cluster, the way
+// Hadoop's own clients do: ApplicationClientProtocol over Hadoop RPC to the
+// ResourceManager (package client), Spindle's own ApplicationMaster in Go
+// (package am), the spindle binary staged to
+// hdfs:///user/<user>/.spindleStaging/<appId>/ as a YARN LocalResource, and
+// secrets carried only in the launch contexts' credentials.
+//
+// ClusterManager is the driver-side cluster manager of client mode: the
+// driver runs in `spindle submit`, a thin ApplicationMaster in the cluster
+// gets containers and starts executors in them, and the two talk over a
+// small authenticated HTTP API the AM registers with YARN. RunAM is the
+// ApplicationMaster's main (`spindle yarn-am`), RunContainer the wrapper
+// that starts an executor inside its container (`spindle yarn-container`).
+package yarn

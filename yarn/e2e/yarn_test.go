@@ -1,0 +1,255 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/hadooptest"
+	pb "github.com/spindle-ml/spindle/internal/hadooppb"
+	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/yarn/client"
+)
+
+var spindleBin, datagenBin, logregBin string
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	flag.Parse()
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	dir, err := os.MkdirTemp("", "spindle-yarn-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	for _, b := range []struct {
+		out *string
+		pkg string
+	}{
+		{&spindleBin, "./cmd/spindle"},
+		{&datagenBin, "./examples/datagen"},
+		{&logregBin, "./examples/logreg"},
+	} {
+		*b.out = filepath.Join(dir, "bin", filepath.Base(b.pkg))
+		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
+			return 1
+		}
+	}
+	return hadooptest.Main(m)
+}
+
+// env is the environment of spindle: no admin defaults, HADOOP_CONF_DIR as
+// given.
+func env(confDir string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SPINDLE_") && !strings.HasPrefix(kv, "HADOOP_") {
+			out = append(out, kv)
+		}
+	}
+	if confDir != "" {
+		out = append(out, "HADOOP_CONF_DIR="+confDir)
+	}
+	return out
+}
+
+// submit runs spindle submit and returns its exit code, stdout and stderr.
+func submit(t *testing.T, confDir string, timeout time.Duration, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, spindleBin, append([]string{"submit", "--master", "yarn"}, args...)...)
+	cmd.Env = env(confDir)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run spindle submit: %v", err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+var appRE = regexp.MustCompile(`yarn application (application_\d+_\d+) submitted`)
+
+// putData generates a small Parquet data set and copies it to HDFS.
+func putData(t *testing.T, hc *hadooptest.Cluster, dir string) string {
+	t.Helper()
+	local := t.TempDir()
+	cmd := exec.Command(datagenBin, "--out", local, "--rows", "3000", "--features", "4", "--files", "3",
+		"--format", "parquet", "--row-group-rows", "500", "--seed", "5")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("datagen: %v\n%s", err, out)
+	}
+	r := fsys.NewResolver(fsys.Options{HadoopConfDir: hc.ConfDir})
+	defer r.Close()
+	ctx := context.Background()
+	files, _ := filepath.Glob(filepath.Join(local, "*.parquet"))
+	for _, f := range files {
+		uri := hc.Props["fs.defaultFS"] + dir + "/" + filepath.Base(f)
+		h, name, err := r.Resolve(ctx, uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.MkdirAll(ctx, filepath.Dir(name)); err != nil {
+			t.Fatal(err)
+		}
+		w, err := h.CreateAtomic(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(f)
+		if _, err := w.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return "hdfs://" + strings.TrimPrefix(hc.Props["fs.defaultFS"], "hdfs://") + dir + "/*.parquet"
+}
+
+func rmClient(t *testing.T, hc *hadooptest.Cluster) *client.Client {
+	t.Helper()
+	conf, err := client.LoadConf(hc.ConfDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rms, _ := conf.RMAddrs()
+	c, err := client.New(client.Config{RMAddrs: rms, User: "spindle-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// stagingGone checks that the application's staging directory is gone.
+func stagingGone(t *testing.T, hc *hadooptest.Cluster, appID string) {
+	t.Helper()
+	r := fsys.NewResolver(fsys.Options{HadoopConfDir: hc.ConfDir})
+	defer r.Close()
+	ctx := context.Background()
+	h, name, err := r.Resolve(ctx, hc.Props["fs.defaultFS"]+"/user/"+currentUser()+"/.spindleStaging/"+appID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Stat(ctx, name); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("staging directory %s still there (stat: %v)", name, err)
+	}
+}
+
+func currentUser() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	out, _ := exec.Command("id", "-un").Output()
+	return strings.TrimSpace(string(out))
+}
+
+// TestClientModeLogReg runs the Go logistic-regression example on three
+// NodeManagers, reading its input from the real HDFS.
+func TestClientModeLogReg(t *testing.T) {
+	hc := hadooptest.Shared(t)
+	input := putData(t, hc, "/data/logreg")
+	code, stdout, stderr := submit(t, hc.ConfDir, 4*time.Minute,
+		"--name", "yarn-logreg", "--queue", "default", "--num-executors", "3", "--executor-memory", "256m",
+		"--conf", "spindle.yarn.tags=e2e,logreg",
+		"--input", input, "--label-column", "label", "--feed", "tensor", "--batch-rows", "128",
+		"--epochs", "2", "--seed", "3", "--", logregBin, "--lr", "0.5")
+	if code != 0 {
+		t.Fatalf("spindle submit exited %d\n--- stdout\n%s\n--- stderr\n%s", code, stdout, stderr)
+	}
+	m := appRE.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no application id printed:\n%s", stderr)
+	}
+	id, _ := client.ParseAppID(m[1])
+	rep, err := rmClient(t, hc).Report(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.GetYarnApplicationState() != pb.YarnApplicationStateProto_FINISHED || rep.GetFinalApplicationStatus() != pb.FinalApplicationStatusProto_APP_SUCCEEDED ||
+		rep.GetApplicationType() != "SPINDLE" || rep.GetName() != "yarn-logreg" || strings.TrimPrefix(rep.GetQueue(), "root.") != "default" {
+		t.Fatalf("ResourceManager reports %v %v type %q name %q queue %q", rep.GetYarnApplicationState(), rep.GetFinalApplicationStatus(),
+			rep.GetApplicationType(), rep.GetName(), rep.GetQueue())
+	}
+	t.Logf("spindle submit:\n%s", stderr)
+	if tags := strings.Join(rep.GetApplicationTags(), ","); tags != "e2e,logreg" {
+		t.Errorf("tags %q", tags)
+	}
+	stagingGone(t, hc, m[1])
+}
+
+// TestGangTimeout asks for more than the cluster has: the gang times out,
+// every container is released, and the error says what was missing.
+func TestGangTimeout(t *testing.T) {
+	hc := hadooptest.Shared(t)
+	data := t.TempDir()
+	os.WriteFile(filepath.Join(data, "d.csv"), []byte("x,label\n1,0\n"), 0o644)
+	start := time.Now()
+	code, stdout, stderr := submit(t, hc.ConfDir, 3*time.Minute,
+		"--name", "too-big", "--num-executors", "4", "--executor-memory", "3g",
+		"--conf", "spindle.yarn.gangTimeout=8s",
+		"--input", data, "--label-column", "label", "--", "true")
+	if code != 1 || !strings.Contains(stderr, "granted") || !strings.Contains(stderr, "of 4 containers") || !strings.Contains(stderr, "queue default has") {
+		t.Fatalf("exit %d, want 1 with the missing containers and the queue's room\n--- stdout\n%s\n--- stderr\n%s", code, stdout, stderr)
+	}
+	m := appRE.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no application id printed:\n%s", stderr)
+	}
+	id, _ := client.ParseAppID(m[1])
+	rep, err := rmClient(t, hc).Report(context.Background(), id)
+	if err != nil || rep.GetFinalApplicationStatus() != pb.FinalApplicationStatusProto_APP_FAILED {
+		t.Fatalf("report %v %v", rep.GetFinalApplicationStatus(), err)
+	}
+	stagingGone(t, hc, m[1])
+	t.Logf("gang refused and cleaned up in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestBadSetup: no HADOOP_CONF_DIR, or a ResourceManager that does not
+// answer, fail before anything runs (exit 2) with a line naming the fix or
+// the address.
+func TestBadSetup(t *testing.T) {
+	data := t.TempDir()
+	os.WriteFile(filepath.Join(data, "d.csv"), []byte("x,label\n1,0\n"), 0o644)
+	dead := testaddr.Refusing(t)
+	deadConf := t.TempDir()
+	os.WriteFile(filepath.Join(deadConf, "yarn-site.xml"), []byte(`<configuration><property><name>yarn.resourcemanager.address</name><value>`+dead+`</value></property></configuration>`), 0o644)
+	for _, tc := range []struct {
+		name, confDir, want string
+	}{
+		{"no HADOOP_CONF_DIR", "", "HADOOP_CONF_DIR is not set"},
+		{"unreachable ResourceManager", deadConf, dead},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := submit(t, tc.confDir, time.Minute, "--input", data, "--label-column", "label", "--", "true")
+			if code != 2 || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, want 2 naming %q:\n%s", code, tc.want, stderr)
+			}
+		})
+	}
+}
+

@@ -1,0 +1,87 @@
+package yarn
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/spindle-ml/spindle/internal/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
+)
+
+// Aliases of Spindle's entries in a container's credentials.
+const (
+	// planAlias holds the AM's Plan (JSON).
+	planAlias = "spindle.yarn.plan"
+	// envAliasPrefix prefixes environment variables that must not appear
+	// in a launch context (YARN writes those into launch scripts and shows
+	// them in its UI): the job secret, above all.
+	envAliasPrefix = "spindle.env."
+)
+
+// Resource is a file YARN localizes into a container.
+type Resource struct {
+	Scheme    string `json:"scheme"`
+	Host      string `json:"host"`
+	Port      int32  `json:"port"`
+	File      string `json:"file"`
+	Size      int64  `json:"size"`
+	Timestamp int64  `json:"timestamp"` // modification time, ms
+}
+
+// Proto returns the LocalResourceProto YARN wants: an application-private
+// file with its exact size and modification time.
+func (r Resource) Proto() *pb.LocalResourceProto {
+	return &pb.LocalResourceProto{
+		Resource: &pb.URLProto{Scheme: proto.String(r.Scheme), Host: proto.String(r.Host), Port: proto.Int32(r.Port), File: proto.String(r.File)},
+		Size:     proto.Int64(r.Size), Timestamp: proto.Int64(r.Timestamp),
+		Type: pb.LocalResourceTypeProto_LR_FILE.Enum(), Visibility: pb.LocalResourceVisibilityProto_APPLICATION.Enum(),
+	}
+}
+
+// Plan is what the client tells its ApplicationMaster, inside the AM's
+// credentials (never its environment).
+type Plan struct {
+	AppID          string            `json:"appId"`
+	SchedulerAddrs []string          `json:"schedulerAddrs"`
+	Spindle        Resource          `json:"spindle"`
+	Env            map[string]string `json:"env"` // secret environment every executor gets
+	AMSecret       string            `json:"amSecret"`
+	GangTimeoutMS  int64             `json:"gangTimeoutMs"`
+	OverheadMB     int               `json:"memoryOverheadMb"`
+	StagingURI     string            `json:"stagingUri"`
+	LogLevel       string            `json:"logLevel"`
+}
+
+// credentials returns c with the plan added as a secret.
+func (p Plan) addTo(c *hadooprpc.Credentials) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	c.Secrets[planAlias] = b
+	return nil
+}
+
+// planFrom reads the plan from credentials.
+func planFrom(c *hadooprpc.Credentials) (Plan, error) {
+	var p Plan
+	b, ok := c.Secrets[planAlias]
+	if !ok {
+		return p, fmt.Errorf("the container's credentials hold no %s: was this container started by spindle submit?", planAlias)
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return p, fmt.Errorf("parse %s: %w", planAlias, err)
+	}
+	return p, nil
+}
+
+// envCredentials carries environment variables as credential secrets.
+func envCredentials(env map[string]string) ([]byte, error) {
+	c := hadooprpc.NewCredentials()
+	for k, v := range env {
+		c.Secrets[envAliasPrefix+k] = []byte(v)
+	}
+	return c.Marshal(hadooprpc.CredentialsWritable)
+}

@@ -1,0 +1,24 @@
+package yarn
+
+import (
+	"github.com/spindle-ml/spindle/internal/config"
+)
+
+// ConfigFromProperties builds a client-mode Config from Spindle's
+// configuration.
+func ConfigFromProperties(p *config.Properties) Config {
+	cfg := DefaultConfig()
+	cfg.HadoopConfDir = p.String(config.KeyHadoopConfDir)
+	cfg.User = p.String(config.KeyHadoopUser)
+	cfg.AppName = p.String(config.KeyAppName)
+	cfg.Queue = p.String(config.KeyQueue)
+	cfg.AMMemoryMB = int(p.Bytes(config.KeyYARNAMMemory) >> 20)
+	cfg.AMCores = p.Int(config.KeyYARNAMCores)
+	cfg.MaxAttempts = p.Int(config.KeyYARNMaxAttempts)
+	cfg.Priority = p.Int(config.KeyYARNPriority)
+	cfg.Tags = p.List(config.KeyYARNTags)
+	cfg.MemoryOverheadMB = int(p.Bytes(config.KeyYARNMemoryOverhead) >> 20)
+	cfg.GangTimeout = p.Duration(config.KeyYARNGangTimeout)
+	cfg.LogLevel = p.String(config.KeyLogLevel)
+	return cfg
+}

@@ -1,0 +1,108 @@
+package yarn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"path"
+	"strconv"
+
+	"github.com/spindle-ml/spindle/fsys"
+)
+
+// stager copies what containers need to the application's staging
+// directory on the cluster's default file system.
+type stager struct {
+	fs   fsys.FS
+	base string // URI of the directory, hdfs://authority/user/<u>/.spindleStaging/<appId>
+	dir  string // path inside fs
+	host string
+	port int32
+}
+
+// newStager resolves hdfs:///user/<user>/.spindleStaging/<appID>.
+func newStager(ctx context.Context, r *fsys.Resolver, defaultFS, user, appID string) (*stager, error) {
+	u, err := url.Parse(defaultFS)
+	if err != nil || u.Scheme != "hdfs" || u.Host == "" {
+		return nil, fmt.Errorf("fs.defaultFS %q is not an hdfs://host:port URI: YARN containers fetch the spindle binary from HDFS", defaultFS)
+	}
+	dir := path.Join("/user", user, ".spindleStaging", appID)
+	base := "hdfs://" + u.Host + dir
+	f, name, err := r.Resolve(ctx, base)
+	if err != nil {
+		return nil, fmt.Errorf("staging directory %s: %w", base, err)
+	}
+	host, portS, err := net.SplitHostPort(u.Host)
+	port := int64(8020)
+	if err == nil {
+		port, _ = strconv.ParseInt(portS, 10, 32)
+	} else {
+		host = u.Host
+	}
+	if err := f.MkdirAll(ctx, name); err != nil {
+		return nil, fmt.Errorf("create staging directory %s: %w", base, err)
+	}
+	return &stager{fs: f, base: base, dir: name, host: host, port: int32(port)}, nil
+}
+
+// put copies a local file into the staging directory and describes it as
+// a LocalResource with the size and modification time HDFS recorded.
+func (s *stager) put(ctx context.Context, local, name string) (Resource, error) {
+	in, err := os.Open(local)
+	if err != nil {
+		return Resource{}, fmt.Errorf("stage %s: %w", local, err)
+	}
+	defer in.Close()
+	target := path.Join(s.dir, name)
+	w, err := s.fs.CreateAtomic(ctx, target)
+	if err != nil {
+		return Resource{}, fmt.Errorf("stage %s to %s: %w", local, s.base, err)
+	}
+	if _, err := io.Copy(w, in); err != nil {
+		w.Abort()
+		return Resource{}, fmt.Errorf("stage %s to %s: %w", local, s.base, err)
+	}
+	if err := w.Commit(); err != nil {
+		return Resource{}, fmt.Errorf("stage %s to %s: %w", local, s.base, err)
+	}
+	fi, err := s.fs.Stat(ctx, target)
+	if err != nil {
+		return Resource{}, fmt.Errorf("stat staged %s: %w", target, err)
+	}
+	return Resource{Scheme: "hdfs", Host: s.host, Port: s.port, File: target, Size: fi.Size(), Timestamp: fi.ModTime().UnixMilli()}, nil
+}
+
+// removeAll removes the staging directory and everything in it.
+func (s *stager) removeAll(ctx context.Context) error {
+	return removeTree(ctx, s.fs, s.dir)
+}
+
+func removeTree(ctx context.Context, f fsys.FS, name string) error {
+	entries, err := f.ReadDir(ctx, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		child := path.Join(name, e.Name())
+		if e.IsDir() {
+			err = removeTree(ctx, f, child)
+		} else {
+			err = f.Remove(ctx, child)
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	if err := f.Remove(ctx, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
