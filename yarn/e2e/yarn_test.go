@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/hadooptest"
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadooptest"
 	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
@@ -252,4 +252,3 @@ func TestBadSetup(t *testing.T) {
 		})
 	}
 }
-
