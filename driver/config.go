@@ -93,6 +93,9 @@ type Config struct {
 	// elsewhere a line every ProgressInterval. Nil shows none.
 	Console          *Console
 	ProgressInterval time.Duration
+	// ForceStop, when it closes, cuts the stop grace period short: a
+	// second Ctrl-C stops every executor at once. Nil never closes.
+	ForceStop <-chan struct{}
 
 	Logger *slog.Logger
 }

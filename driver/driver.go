@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -254,8 +255,14 @@ func (d *Driver) watch(ctx context.Context, g *roster, specs []ExecutorSpec, sta
 			g.checkHeartbeats(c.HeartbeatTimeout)
 			prog.update(now, g.snapshot())
 		case <-g.failed:
+			// The caller prints the error once; logging it here too would
+			// repeat the rank's stderr a second time.
 			err := g.err()
-			d.logger.Error("job failed", "err", err)
+			d.logger.Debug("job failed", "err", err)
+			if others := len(specs) - 1; others > 0 && c.Console != nil {
+				prog.finish()
+				c.Console.Eprintln(fmt.Sprintf("job failed; stopping the other %d executors (their training processes get %s to exit)", others, c.StopGrace))
+			}
 			return err
 		case <-g.succeeded:
 			prog.update(time.Now(), g.snapshot())
@@ -269,6 +276,10 @@ func (d *Driver) watch(ctx context.Context, g *roster, specs []ExecutorSpec, sta
 			return nil
 		case <-ctx.Done():
 			g.stop("job interrupted")
+			if c.Console != nil {
+				prog.finish()
+				c.Console.Eprintln(fmt.Sprintf("interrupted: stopping every executor; training processes get %s to exit (Ctrl-C again to stop at once)", c.StopGrace))
+			}
 			return ErrInterrupted
 		}
 	}
@@ -306,9 +317,26 @@ func (d *Driver) stopTheRest(ctx context.Context, g *roster) {
 // release stops every executor still running, giving training processes
 // their grace period.
 func (d *Driver) release() error {
-	// The job's own context may be gone (Ctrl-C): cleaning up must not be.
+	// The job's own context may be gone (Ctrl-C): cleaning up must not be,
+	// unless told to hurry (a second Ctrl-C), when the cluster manager
+	// kills what is left at once.
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StopGrace+10*time.Second)
 	defer cancel()
+	if force := d.cfg.ForceStop; force != nil {
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-force:
+				cancel()
+			case <-done:
+			}
+		}()
+		defer wg.Wait()
+		defer close(done)
+	}
 	return d.cm.Release(ctx, nil)
 }
 

@@ -34,6 +34,12 @@ const EnvJobSecret = envcontract.JobSecret
 // unsuccessfully.
 var ErrTrainingFailed = errors.New("executor: training process failed")
 
+// ErrStopped is returned by Run when the executor stopped the training
+// process itself: the driver said stop (another rank failed, the job was
+// interrupted) or the executor was told to end. It is not a failure of
+// the process, and the driver, which decided it, reports the job's end.
+var ErrStopped = errors.New("executor: training process stopped")
+
 // Config configures an executor.
 type Config struct {
 	// DriverAddr is the driver's control-plane address (host:port).
@@ -175,6 +181,8 @@ func (e *Executor) Run(ctx context.Context) error {
 		// chief left behind): the expected end.
 		e.logger.Debug("training process stopped at the job's end", "status", status.exit.String())
 		return nil
+	case status.stopped != "":
+		return fmt.Errorf("%w: rank %d: %s", ErrStopped, id.rank, status.stopped)
 	case !status.exit.ok():
 		return fmt.Errorf("%w: rank %d: %s", ErrTrainingFailed, id.rank, status.exit)
 	}
@@ -189,6 +197,8 @@ type taskResult struct {
 	// finished says the driver stopped the process because the job ended
 	// successfully.
 	finished bool
+	// stopped says why the executor stopped the process, when it did.
+	stopped string
 }
 
 // runTask prepares the work directory and feed, starts the training
@@ -288,7 +298,8 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	select {
 	case <-proc.done:
 	default:
-		e.logger.Info("stopping training process", "reason", firstNonEmpty(stopWhy, errString(feedErr), "executor stopping"))
+		res.stopped = firstNonEmpty(stopWhy, errString(feedErr), "the executor was told to stop")
+		e.logger.Info("stopping training process", "reason", res.stopped)
 		proc.stop(grace)
 	}
 	res.exit = proc.status

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"time"
 
@@ -8,6 +9,10 @@ import (
 
 	"github.com/spindle-ml/spindle/executor"
 )
+
+// exitStopped is an executor's exit status when Spindle stopped its
+// training process (128 + SIGTERM, as a shell reports it).
+const exitStopped = 143
 
 func executorCommand() *cli.Command {
 	return &cli.Command{
@@ -45,7 +50,19 @@ func executorCommand() *cli.Command {
 				return cli.Exit(err, 2)
 			}
 			defer ex.Close()
-			return ex.Run(c.Context)
+			err = ex.Run(c.Context)
+			switch {
+			case errors.Is(err, executor.ErrStopped):
+				// Spindle stopped it: not a failure, and the driver says
+				// how the job ended; a line here would read like one.
+				logger.Debug("training process stopped", "err", err)
+				return cli.Exit("", exitStopped)
+			case errors.Is(err, executor.ErrTrainingFailed):
+				// The driver names the rank, its status and its stderr.
+				logger.Debug("training process failed", "err", err)
+				return cli.Exit("", exitJobFailed)
+			}
+			return err
 		},
 	}
 }

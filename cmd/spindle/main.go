@@ -2,13 +2,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,12 +13,16 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, force, stop := interruptContext()
 	defer stop()
+	forceStop = force
 	err := newApp().RunContext(ctx, os.Args)
 	stop()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "spindle: %v\n", err)
+		// An empty message means the command has said what there is to say.
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintf(os.Stderr, "spindle: %s\n", msg)
+		}
 		os.Exit(exitCode(err))
 	}
 }

@@ -112,6 +112,7 @@ func runSubmit(c *cli.Context) error {
 	cfg.Logger = logger
 	terminal := term.IsTerminal(int(os.Stderr.Fd()))
 	cfg.Console = driver.NewConsole(os.Stdout, os.Stderr, terminal)
+	cfg.ForceStop = forceStop
 
 	cm, err := newClusterManager(c.Context, master, props, cfg, logger)
 	if err != nil {

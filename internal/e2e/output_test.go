@@ -1,8 +1,15 @@
 package e2e
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 )
 
 // TestLongOutputLineDrained: a training process that writes a 3 MiB line
@@ -27,5 +34,73 @@ func TestLongOutputLineDrained(t *testing.T) {
 	}
 	if len(r.stderr) > 1<<20 {
 		t.Errorf("the over-long line was passed on whole (%d bytes of stderr)", len(r.stderr))
+	}
+}
+
+// TestFailureSummaryOnce: one rank fails; the submit prints one summary
+// naming it with its stderr tail, the ranks Spindle stopped are not
+// reported as failed (no "killed by signal SIGTERM"), and the log does not
+// repeat the tail.
+func TestFailureSummaryOnce(t *testing.T) {
+	data := generate(t, "parquet", 2000, 2)
+	r := spindle(t, data, append(submitArgs("--num-executors", "3", "--input", data, "--batch-rows", "10",
+		"--epochs", "1000", "--conf", "spindle.log.level=info"), "--", feedcheckBin, "--fail-rank", "1", "--fail-code", "7", "--batch-delay", "2ms")...)
+	if r.code != 1 {
+		t.Fatalf("want exit status 1:\n%s", r)
+	}
+	tail := "feedcheck: rank 1 failing on purpose"
+	// Once as the rank's own output, once in the summary.
+	if n := strings.Count(r.stderr, tail); n != 2 {
+		t.Errorf("the stderr tail appears %d times, want 2 (the rank's line and the summary):\n%s", n, r.stderr)
+	}
+	for _, bad := range []string{"SIGTERM", "training process failed: rank 0", "training process failed: rank 2"} {
+		if strings.Contains(r.stderr, bad) {
+			t.Errorf("stderr reports a rank Spindle stopped as failed (%q):\n%s", bad, r.stderr)
+		}
+	}
+	if !strings.Contains(r.stderr, "failed: rank 1 (host") || !strings.Contains(r.stderr, "stopping the other 2 executors") {
+		t.Errorf("no summary naming rank 1 and the stopped ranks:\n%s", r.stderr)
+	}
+}
+
+// TestSecondInterruptStopsAtOnce: the first Ctrl-C says what is happening
+// at once; a second one does not wait out the grace period of a training
+// process that ignores SIGTERM.
+func TestSecondInterruptStopsAtOnce(t *testing.T) {
+	data := generate(t, "parquet", 100, 1)
+	pids := t.TempDir()
+	script := `trap "" TERM; echo $$ > ` + pids + `/rank.pid; echo ready; exec sleep 1000`
+	cmd := exec.Command(spindleBin, append(submitArgs("--num-executors", "1", "--input", data,
+		"--conf", "spindle.executor.stopGracePeriod=60s"), "--", "/bin/sh", "-c", script)...)
+	cmd.Dir, cmd.Env = data, testEnv()
+	var out syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitFor(t, 60*time.Second, "the training process", func() bool { return strings.Contains(out.String(), "[rank 0] ready") })
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "word of the interruption", func() bool { return strings.Contains(out.String(), "Ctrl-C again") })
+	start := time.Now()
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+			t.Fatalf("exit %v, want status 130:\n%s", err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("a second Ctrl-C did not stop the job within 30s (grace 60s):\n%s", out.String())
+	}
+	t.Logf("stopped %s after the second Ctrl-C", time.Since(start).Round(time.Millisecond))
+	for _, pid := range readPids(t, pids) {
+		waitFor(t, 10*time.Second, fmt.Sprintf("training process %d to be gone", pid), func() bool { return !alive(pid) })
 	}
 }
