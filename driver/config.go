@@ -97,6 +97,20 @@ type Config struct {
 	// second Ctrl-C stops every executor at once. Nil never closes.
 	ForceStop <-chan struct{}
 
+	// Mode names where the executors run (the master URL), for the job page.
+	Mode string
+	// Settings are the job's configuration keys and values as the job
+	// page shows them (secret values are hidden there).
+	Settings map[string]string
+	// UIEnabled serves the job's web UI and /metrics on UIPort (or one of
+	// the 16 after it; 0 picks any), on ListenHost.
+	UIEnabled bool
+	UIPort    int
+	// EventLogDir, when set, is where the job writes its event log,
+	// publishing new events every EventLogFlush.
+	EventLogDir   string
+	EventLogFlush time.Duration
+
 	Logger *slog.Logger
 }
 
@@ -135,8 +149,6 @@ func (c *Config) Validate() error {
 			c.PS.Cores, c.PS.MemoryMB, c.PS.GPUs)
 	case len(c.Command) == 0:
 		return bad("no training command: put it after --, as in: spindle submit ... -- python train.py")
-	case len(c.Inputs) == 0 && c.FeedMode != "direct":
-		return bad("no input: give --input URI (a path, file:// or hdfs:// URI, or a glob)")
 	case c.BatchRows < 1:
 		return bad("batch rows %d: must be at least 1", c.BatchRows)
 	case c.Epochs < 1:
