@@ -17,6 +17,9 @@ type Console struct {
 	out, err io.Writer
 	terminal bool
 	live     string
+	// tap, when set, sees every output line copied to the console (the
+	// job's web UI keeps each rank's lines).
+	tap func(toErr bool, line string)
 }
 
 // NewConsole returns a Console writing output lines to out and errors and
@@ -78,7 +81,23 @@ func (c *Console) copyLines(r io.Reader, toErr bool) {
 	if toErr {
 		print = c.Eprintln
 	}
-	_ = outlines.Read(r, maxConsoleLine, func(line []byte) { print(string(line)) })
+	_ = outlines.Read(r, maxConsoleLine, func(line []byte) {
+		s := string(line)
+		print(s)
+		c.mu.Lock()
+		tap := c.tap
+		c.mu.Unlock()
+		if tap != nil {
+			tap(toErr, s)
+		}
+	})
+}
+
+// setTap makes tap see every output line from now on.
+func (c *Console) setTap(tap func(toErr bool, line string)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tap = tap
 }
 
 // maxConsoleLine is the longest output line printed whole.

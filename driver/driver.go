@@ -43,6 +43,9 @@ type Driver struct {
 	// expectRows is the rows the job feeds over every epoch and rank, for
 	// the progress line's ETA; run sets it once the job is planned.
 	expectRows int64
+	// obs records what happens to the job for its web UI, event log and
+	// metrics; run sets it once the job is planned, Run ends it.
+	obs *observer
 }
 
 // New returns a Driver for cfg that gets its executors from cm. The
@@ -92,8 +95,7 @@ func newJobID() string {
 // it is exported so a submit can check its inputs without running.
 func (d *Driver) Plan(ctx context.Context) (*feed.JobPlan, error) {
 	c := d.cfg
-	if len(c.Inputs) == 0 {
-		// A job without input (it loads its own data) has nothing to plan.
+	if c.FeedMode == "direct" && len(c.Inputs) == 0 {
 		return &feed.JobPlan{Ranks: make([][]feed.Split, c.NumExecutors), RowsPerRank: make([]int64, c.NumExecutors)}, nil
 	}
 	plan, err := feed.Plan(ctx, d.res, feed.PlanRequest{
@@ -130,6 +132,7 @@ func (d *Driver) run(ctx context.Context) error {
 		}
 		return err
 	}
+	d.obs = d.startObserver(ctx)
 	target := feed.EvenTarget(plan.RowsPerRank, c.BatchRows, c.EvenBatches)
 	for r := range plan.RowsPerRank {
 		d.expectRows += feed.EvenRows(plan.RowsPerRank, r, c.BatchRows, c.EvenBatches) * int64(c.Epochs)
@@ -254,7 +257,9 @@ func (d *Driver) watch(ctx context.Context, g *roster, specs []ExecutorSpec, sta
 			}
 		case now := <-tick.C:
 			g.checkHeartbeats(c.HeartbeatTimeout)
-			prog.update(now, g.snapshot())
+			snap := g.snapshot()
+			prog.update(now, snap)
+			d.obs.progress(now, snap)
 		case <-g.failed:
 			// The caller prints the error once; logging it here too would
 			// repeat the rank's stderr a second time.
@@ -266,7 +271,9 @@ func (d *Driver) watch(ctx context.Context, g *roster, specs []ExecutorSpec, sta
 			}
 			return err
 		case <-g.succeeded:
-			prog.update(time.Now(), g.snapshot())
+			snap := g.snapshot()
+			prog.update(time.Now(), snap)
+			d.obs.progress(time.Now(), snap)
 			prog.finish()
 			d.stopTheRest(ctx, g)
 			attrs := []any{"ranks", len(specs), "rows", prog.totalRows(), "elapsed", time.Since(start).Round(time.Millisecond)}
@@ -413,7 +420,7 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot) (ta
 		if len(s.spec.Command) > 0 {
 			t.Command = s.spec.Command
 		}
-		if !s.role.Feeds() || len(c.Inputs) == 0 {
+		if !s.role.Feeds() {
 			t.Feed = executor.FeedTask{} // no mode: no feed
 		}
 		for i := 0; i < s.spec.GPUs; i++ {

@@ -33,6 +33,15 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 		}
 	}
 	cfg.AppName = p.String(config.KeyAppName)
+	cfg.Mode = p.String(config.KeyMaster)
+	cfg.UIEnabled = p.Bool(config.KeyUIEnabled)
+	cfg.UIPort = p.Int(config.KeyUIPort)
+	cfg.EventLogDir = p.String(config.KeyEventLogDir)
+	cfg.EventLogFlush = p.Duration(config.KeyEventLogFlushInterval)
+	cfg.Settings = map[string]string{}
+	for _, s := range p.Settings() {
+		cfg.Settings[s.Key] = s.Value
+	}
 	cfg.Cores = p.Int(config.KeyExecutorCores)
 	cfg.MemoryMB = int(p.Bytes(config.KeyExecutorMemory) >> 20)
 	cfg.GPUs = p.Int(config.KeyExecutorGPUs)

@@ -404,6 +404,7 @@ type rankProgress struct {
 	rank    int
 	role    Role
 	name    string // the role and rank within it, in a job with roles; else ""
+	roleNum int    // the rank within its role
 	host    string
 	rows    int64
 	batches int64
@@ -422,7 +423,7 @@ func (g *roster) snapshot() []rankProgress {
 	out := make([]rankProgress, 0, len(g.order))
 	for _, id := range g.order {
 		m := g.members[id]
-		p := rankProgress{rank: m.rank, role: m.role, host: m.host, exited: m.exited}
+		p := rankProgress{rank: m.rank, role: m.role, roleNum: m.roleRank, host: m.host, exited: m.exited}
 		if g.mixed {
 			p.name = m.name()
 		}

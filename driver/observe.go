@@ -1,0 +1,218 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os/user"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spindle-ml/spindle/internal/eventlog"
+	"github.com/spindle-ml/spindle/internal/jobview"
+	"github.com/spindle-ml/spindle/internal/metrics"
+	"github.com/spindle-ml/spindle/internal/webui"
+)
+
+// uiPortTries is how many ports from spindle.ui.port the web UI tries, as
+// Spark's UI moves from 4040 to 4041 when two drivers share a gateway.
+const uiPortTries = 17
+
+// observer turns what the driver sees into job events, and hands each to
+// the job's model (the live web UI), the event log and the metrics, so
+// the three always agree.
+type observer struct {
+	job     *jobview.Job
+	metrics *metrics.Driver
+	events  *eventlog.Writer // nil without spindle.eventLog.dir
+	ui      *webui.Server    // nil with spindle.ui.enabled false
+	uiDone  chan error
+	cancel  context.CancelFunc
+	logger  *slog.Logger
+
+	ranks map[int]rankSeen // what was last recorded of each rank
+}
+
+// rankSeen is what the observer last recorded of a rank, so it records
+// changes only.
+type rankSeen struct {
+	host    string
+	state   string
+	rows    int64
+	batches int64
+	epoch   int32
+}
+
+// startObserver starts the web UI and the event log of the job and
+// records its submission. What fails here is reported and left out: a
+// job runs without its UI rather than not at all.
+func (d *Driver) startObserver(ctx context.Context) *observer {
+	c := d.cfg
+	o := &observer{job: jobview.NewJob(), logger: d.logger, ranks: map[int]rankSeen{}}
+	reg := metrics.NewRegistry()
+	o.metrics = metrics.NewDriver(reg)
+	ctx, o.cancel = context.WithCancel(ctx)
+	if c.EventLogDir != "" {
+		w, err := eventlog.NewWriter(ctx, d.res, c.EventLogDir, c.JobID, c.EventLogFlush, d.logger)
+		if err != nil {
+			d.logger.Warn("the job writes no event log", "dir", c.EventLogDir, "err", err)
+		} else {
+			o.events = w
+		}
+	}
+	info := &jobview.Info{ID: c.JobID, Name: c.AppName, User: currentUser(c.HadoopUser), Mode: c.Mode,
+		Command: c.Command, Settings: jobview.Redact(c.Settings), Roles: map[string]int{}}
+	for _, r := range c.Roles() {
+		info.Roles[string(r.Role)] += r.Count
+		info.WorldSize += r.Count
+	}
+	o.record(jobview.Event{Kind: jobview.KindSubmitted, Info: info})
+	o.record(jobview.Event{Kind: jobview.KindJobState, State: jobview.StateRunning})
+	if c.UIEnabled {
+		srv, err := listenUI(c.ListenHost, c.UIPort, webui.Handler(webui.NewLive(o.job), metrics.Handler(reg)), d.logger)
+		if err != nil {
+			d.logger.Warn("the job has no web UI", "err", err)
+		} else {
+			o.ui, o.uiDone = srv, make(chan error, 1)
+			go func() { o.uiDone <- srv.Run(ctx) }()
+			url := srv.URL(uiHost(c.ListenHost))
+			d.logger.Info("web UI", "url", url)
+			if c.Console != nil {
+				c.Console.Eprintln(fmt.Sprintf("job %s: web UI at %s", c.JobID, url))
+			}
+		}
+	}
+	if c.Console != nil {
+		c.Console.setTap(o.outputLine)
+	}
+	return o
+}
+
+// listenUI binds the web UI on host, at port or one of the ports after it.
+func listenUI(host string, port int, h http.Handler, logger *slog.Logger) (*webui.Server, error) {
+	var first error
+	for i := 0; i < uiPortTries; i++ {
+		p := port + i
+		if port == 0 {
+			p = 0
+		}
+		srv, err := webui.Listen(net.JoinHostPort(host, strconv.Itoa(p)), h, logger)
+		if err == nil {
+			return srv, nil
+		}
+		if first == nil {
+			first = err
+		}
+		if port == 0 || !isAddrInUse(err) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("%w (spindle.ui.port %d and the %d after it)", first, port, uiPortTries-1)
+}
+
+// uiHost is the host a printed UI link names: the listen address, or
+// loopback when the driver listens everywhere.
+func uiHost(listen string) string {
+	if ip := net.ParseIP(listen); listen == "" || (ip != nil && ip.IsUnspecified()) {
+		return "127.0.0.1"
+	}
+	return listen
+}
+
+func currentUser(hadoopUser string) string {
+	if hadoopUser != "" {
+		return hadoopUser
+	}
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return ""
+}
+
+// record stamps ev and hands it on.
+func (o *observer) record(ev jobview.Event) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	o.job.Apply(ev)
+	o.metrics.Observe(ev)
+	if o.events != nil {
+		o.events.Record(ev)
+	}
+}
+
+// outputLine takes one line of the console ("[rank N] text") into the
+// rank's log on the job page.
+func (o *observer) outputLine(toErr bool, line string) {
+	rest, ok := strings.CutPrefix(line, "[rank ")
+	if !ok {
+		return
+	}
+	num, text, ok := strings.Cut(rest, "] ")
+	if !ok {
+		return
+	}
+	rank, err := strconv.Atoi(num)
+	if err != nil {
+		return
+	}
+	stream := "stdout"
+	if toErr {
+		stream = "stderr"
+	}
+	o.record(jobview.Event{Kind: jobview.KindLog, Rank: rank, Stream: stream, Line: text})
+}
+
+// progress records what changed in the ranks since the last call.
+func (o *observer) progress(now time.Time, ranks []rankProgress) {
+	for _, r := range ranks {
+		seen, known := o.ranks[r.rank]
+		state := jobview.RankRunning
+		if r.exited {
+			state = jobview.RankFinished
+		}
+		if !known || seen.host != r.host || seen.state != state {
+			o.record(jobview.Event{Time: now, Kind: jobview.KindExecutor, Rank: r.rank, Role: string(r.role),
+				RoleRank: r.roleNum, Host: r.host, State: state})
+			seen.host, seen.state = r.host, state
+		}
+		if !known || seen.rows != r.rows || seen.batches != r.batches || seen.epoch != r.epoch {
+			o.record(jobview.Event{Time: now, Kind: jobview.KindProgress, Rank: r.rank,
+				Progress: &jobview.Progress{Epoch: int64(r.epoch), Rows: r.rows, Batches: r.batches}})
+			seen.rows, seen.batches, seen.epoch = r.rows, r.batches, r.epoch
+		}
+		o.ranks[r.rank] = seen
+	}
+}
+
+// end records how the job ended, publishes the event log and stops the UI.
+func (o *observer) end(err error) {
+	state, reason := jobview.StateSucceeded, ""
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrInterrupted):
+		state, reason = jobview.StateKilled, err.Error()
+	default:
+		state, reason = jobview.StateFailed, err.Error()
+	}
+	o.record(jobview.Event{Kind: jobview.KindJobState, State: state, Reason: reason})
+	if o.events != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := o.events.Close(ctx); err != nil {
+			o.logger.Warn("event log not finished", "err", err)
+		}
+		cancel()
+	}
+	o.cancel()
+	if o.ui != nil {
+		<-o.uiDone
+	}
+}
+
+// isAddrInUse reports whether a listen failed because the port is taken.
+func isAddrInUse(err error) bool { return errors.Is(err, syscall.EADDRINUSE) }

@@ -1,0 +1,22 @@
+package config
+
+// Names of the keys that say how a job is seen: the driver's web UI and
+// /metrics, and the event log the history server reads.
+const (
+	KeyUIEnabled             = "spindle.ui.enabled"
+	KeyUIPort                = "spindle.ui.port"
+	KeyEventLogDir           = "spindle.eventLog.dir"
+	KeyEventLogFlushInterval = "spindle.eventLog.flushInterval"
+)
+
+// observeKeys are the keys of the web UI, metrics and event log.
+var observeKeys = []Key{
+	{Name: KeyUIEnabled, Default: "true", Kind: Bool, ReadBy: ReadBySubmit,
+		Doc: "Serve the job's web UI (ranks, logs, charts) and its Prometheus /metrics from the driver; submit prints the address. Read-only: nothing in it can stop or change the job."},
+	{Name: KeyUIPort, Default: "4040", Kind: Int, Min: 0, HasMin: true, Max: 65535, HasMax: true, ReadBy: ReadBySubmit,
+		Doc: "First port the web UI tries, on the driver's listen address; when it is taken the next 16 are tried, as Spark's UI does. 0 picks any free port."},
+	{Name: KeyEventLogDir, Default: "", Kind: String, ReadBy: ReadBySubmit,
+		Doc: "Directory (a path, file:// or hdfs:// URI) where the job writes its event log, for spindle history --dir to show after the job ended; empty writes none."},
+	{Name: KeyEventLogFlushInterval, Default: "10s", Kind: Duration, ReadBy: ReadBySubmit,
+		Doc: "How often a running job publishes its new events to the event log (a job's end is published at once)."},
+}
