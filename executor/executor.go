@@ -2,6 +2,7 @@ package executor
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -380,6 +381,16 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 			Rank: feedRank, WorldSize: feedSize, Epochs: f.Epochs, BatchRows: f.BatchRows,
 			Columns: f.Columns, LabelColumn: f.LabelColumn, Shuffle: f.Shuffle, Seed: f.Seed,
 			EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, Splits: f.Splits,
+		}
+		// The reader follows the pipeline's epoch rules with these, so
+		// direct and pushed feeding yield the same rows.
+		var rows int64
+		for _, sp := range f.Splits {
+			rows += sp.Rows
+		}
+		spec.EpochRowLimit = max(feed.EpochRowLimit(rows, f.BatchRows, even, f.TargetBatches, f.EpochRows), 0)
+		if f.Shuffle {
+			spec.ShuffleBufferRows = cmp.Or(f.ShuffleBufferRows, feed.DefaultShuffleBufferRows)
 		}
 		for _, sp := range f.Splits {
 			if sp.Format == feed.FormatCSV {

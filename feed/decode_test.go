@@ -412,6 +412,7 @@ func TestShuffleGather(t *testing.T) {
 		{"one batch", []int{100}, 100},
 		{"several batches", []int{40, 7, 53}, 100},
 		{"sliced batches", []int{30, 30, 30, 30}, 64},
+		{"windows inside one batch", []int{200}, 64},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -426,22 +427,34 @@ func TestShuffleGather(t *testing.T) {
 				full.Release()
 				start += n
 			}
-			s := newRowShuffler(&sliceStage{recs: in}, schema, tt.window, rand.New(rand.NewPCG(9, 9)), checked)
+			const key = 9
+			s := newRowShuffler(&sliceStage{recs: in}, schema, tt.window, key, checked)
 			defer s.close()
-			refRng := rand.New(rand.NewPCG(9, 9))
-			for len(ref) > 0 {
-				var window []arrow.RecordBatch
-				var rows int
-				for rows < tt.window && len(ref) > 0 {
-					window = append(window, ref[0])
-					rows += int(ref[0].NumRows())
-					ref = ref[1:]
+			// The windows are consecutive runs of exactly tt.window rows of
+			// the input, whatever its batches, each in its permutation.
+			joined := make([]arrow.Array, schema.NumFields())
+			for c := range joined {
+				pieces := make([]arrow.Array, len(ref))
+				for j, r := range ref {
+					pieces[j] = r.Column(c)
 				}
+				var err error
+				if joined[c], err = array.Concatenate(pieces, memory.DefaultAllocator); err != nil {
+					t.Fatal(err)
+				}
+				defer joined[c].Release()
+			}
+			for _, r := range ref {
+				r.Release()
+			}
+			total := joined[0].Len()
+			for w, from := int64(0), 0; from < total; w, from = w+1, from+tt.window {
+				rows := min(tt.window, total-from)
 				idx := make([]int64, rows)
+				permutation(idx, windowKey(key, w), nil)
 				for i := range idx {
-					idx[i] = int64(i)
+					idx[i] += int64(from)
 				}
-				refRng.Shuffle(len(idx), func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
 				indices := array.NewInt64Data(array.NewData(arrow.PrimitiveTypes.Int64, rows,
 					[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(idx))}, nil, 0, 0))
 				got, err := s.next(context.Background())
@@ -449,29 +462,17 @@ func TestShuffleGather(t *testing.T) {
 					t.Fatal(err)
 				}
 				for c := 0; c < schema.NumFields(); c++ {
-					pieces := make([]arrow.Array, len(window))
-					for j, w := range window {
-						pieces[j] = w.Column(c)
-					}
-					joined, err := array.Concatenate(pieces, memory.DefaultAllocator)
-					if err != nil {
-						t.Fatal(err)
-					}
-					want, err := compute.TakeArray(context.Background(), joined, indices)
+					want, err := compute.TakeArray(context.Background(), joined[c], indices)
 					if err != nil {
 						t.Fatal(err)
 					}
 					if !array.Equal(got.Column(c), want) {
-						t.Errorf("column %s:\n got %v\nwant %v", schema.Field(c).Name, got.Column(c), want)
+						t.Errorf("window %d column %s:\n got %v\nwant %v", w, schema.Field(c).Name, got.Column(c), want)
 					}
 					want.Release()
-					joined.Release()
 				}
 				got.Release()
 				indices.Release()
-				for _, w := range window {
-					w.Release()
-				}
 			}
 			if _, err := s.next(context.Background()); !errors.Is(err, io.EOF) {
 				t.Fatalf("after the last window: %v, want io.EOF", err)

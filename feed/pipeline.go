@@ -136,8 +136,7 @@ type Pipeline struct {
 	cfg    PipelineConfig
 	schema *arrow.Schema
 	rows   int64 // the rank's rows, from the splits
-	target int64 // batches per epoch, or -1 for no target
-	limit  int64 // rows per epoch with a target
+	limit  int64 // rows per epoch under even batches, or -1 (EpochRowLimit)
 
 	pool          *bufferPool // nil when buffers are not reused
 	cache         *splitCache // nil without a cache
@@ -188,7 +187,7 @@ func NewPipeline(res *fsys.Resolver, cfg PipelineConfig) (*Pipeline, error) {
 	if cfg.ShuffleBufferRows == 0 {
 		cfg.ShuffleBufferRows = DefaultShuffleBufferRows
 	}
-	p := &Pipeline{res: res, cfg: cfg, schema: cfg.Schema, target: -1, open: map[*epochReader]struct{}{}, alloc: cfg.Allocator}
+	p := &Pipeline{res: res, cfg: cfg, schema: cfg.Schema, limit: -1, open: map[*epochReader]struct{}{}, alloc: cfg.Allocator}
 	if limit := cfg.BufferPoolBytes; limit >= 0 {
 		if limit == 0 {
 			limit = defaultPoolBytes
@@ -211,21 +210,7 @@ func NewPipeline(res *fsys.Resolver, cfg PipelineConfig) (*Pipeline, error) {
 			p.decodeWorkers = DefaultDecodeWorkers
 		}
 	}
-	if mode != EvenOff {
-		p.target = cfg.TargetBatches
-		epochRows := cfg.EpochRows
-		if p.target == 0 {
-			p.target = EvenTarget([]int64{p.rows}, cfg.BatchRows, mode)
-			epochRows = EvenRows([]int64{p.rows}, 0, cfg.BatchRows, mode)
-		}
-		b := int64(cfg.BatchRows)
-		p.limit = p.target * b
-		// Under EvenPad the last batch keeps its own size: only a count
-		// of batches is promised, so the rows may stop short of full.
-		if mode == EvenPad && epochRows > (p.target-1)*b && epochRows < p.limit {
-			p.limit = epochRows
-		}
-	}
+	p.limit = EpochRowLimit(p.rows, cfg.BatchRows, mode, cfg.TargetBatches, cfg.EpochRows)
 	return p, nil
 }
 
@@ -283,17 +268,22 @@ func (p *Pipeline) Epoch(ctx context.Context, epoch int) (Reader, error) {
 	for i := range order {
 		order[i] = i
 	}
+	// The epoch rules (epoch.go), which the Python direct reader follows too.
 	if c.Shuffle {
-		epochRand(c.Seed, epoch, c.Rank, streamSplits).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		perm := make([]int64, len(order))
+		permutation(perm, epochKey(c.Seed, epoch, c.Rank, streamSplits), nil)
+		for i, j := range perm {
+			order[i] = int(j)
+		}
 	}
 	src := &splitStream{p: p, schema: schema, order: order, limit: -1}
 	var chain stage = src
-	if p.target >= 0 {
+	if p.limit >= 0 {
 		src.limit = p.limit
 		src.cycle = true
 	}
 	if c.Shuffle && c.ShuffleBufferRows > 1 {
-		chain = newRowShuffler(chain, schema, c.ShuffleBufferRows, epochRand(c.Seed, epoch, c.Rank, streamRows), p.alloc)
+		chain = newRowShuffler(chain, schema, c.ShuffleBufferRows, epochKey(c.Seed, epoch, c.Rank, streamRows), p.alloc)
 	}
 	chain = newRebatcher(chain, schema, int64(c.BatchRows), p.alloc)
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -20,14 +19,6 @@ const (
 	streamSplits = 1
 	streamRows   = 2
 )
-
-// epochRand returns the random source for one use in one epoch of one
-// rank: the same (seed, epoch, rank, stream) always gives the same numbers.
-func epochRand(seed int64, epoch, rank int, stream uint64) *rand.Rand {
-	a := splitmix(uint64(seed))
-	b := splitmix(uint64(epoch)<<32 ^ uint64(uint32(rank)) ^ stream<<60 ^ 0x5350494e444c45)
-	return rand.New(rand.NewPCG(a, b))
-}
 
 // splitmix is SplitMix64's finaliser: a bijective 64-bit mix.
 func splitmix(x uint64) uint64 {
@@ -148,23 +139,28 @@ func concatBatches(schema *arrow.Schema, parts []arrow.RecordBatch, alloc memory
 	return array.NewRecordBatch(schema, cols, rows), nil
 }
 
-// rowShuffler reads its input a window of rows at a time and returns each
-// window's rows in a random order.
+// rowShuffler cuts its input into windows of exactly window rows (the
+// last may be shorter), whatever the sizes of the batches it reads, and
+// returns each window's rows in the order of the window's permutation
+// (the epoch rules in epoch.go).
 type rowShuffler struct {
 	in     stage
 	schema *arrow.Schema
 	window int64
-	rng    *rand.Rand
+	key    uint64 // the epoch's rows key
 	alloc  memory.Allocator
 
+	w     int64             // windows returned so far
+	carry arrow.RecordBatch // rows read past the last window's end
 	// Scratch reused from window to window.
 	idx   []int64
+	keys  []uint64
 	which []uint32
 	at    []partRow
 }
 
-func newRowShuffler(in stage, schema *arrow.Schema, window int, rng *rand.Rand, alloc memory.Allocator) *rowShuffler {
-	return &rowShuffler{in: in, schema: schema, window: int64(window), rng: rng, alloc: alloc}
+func newRowShuffler(in stage, schema *arrow.Schema, window int, key uint64, alloc memory.Allocator) *rowShuffler {
+	return &rowShuffler{in: in, schema: schema, window: int64(window), key: key, alloc: alloc}
 }
 
 func (s *rowShuffler) next(ctx context.Context) (arrow.RecordBatch, error) {
@@ -175,6 +171,9 @@ func (s *rowShuffler) next(ctx context.Context) (arrow.RecordBatch, error) {
 		}
 	}()
 	var rows int64
+	if s.carry != nil {
+		parts, rows, s.carry = append(parts, s.carry), s.carry.NumRows(), nil
+	}
 	for rows < s.window {
 		rec, err := s.in.next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -189,14 +188,21 @@ func (s *rowShuffler) next(ctx context.Context) (arrow.RecordBatch, error) {
 	if rows == 0 {
 		return nil, io.EOF
 	}
+	if rows > s.window {
+		// The window ends inside the last batch: keep its tail for the next.
+		last := parts[len(parts)-1]
+		keep := last.NumRows() - (rows - s.window)
+		s.carry = last.NewSlice(keep, last.NumRows())
+		parts[len(parts)-1] = last.NewSlice(0, keep)
+		last.Release()
+		rows = s.window
+	}
 	if cap(s.idx) < int(rows) {
 		s.idx = make([]int64, rows)
 	}
 	idx := s.idx[:rows]
-	for i := range idx {
-		idx[i] = int64(i)
-	}
-	s.rng.Shuffle(len(idx), func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
+	s.keys = permutation(idx, windowKey(s.key, s.w), s.keys)
+	s.w++
 
 	cols := make([]arrow.Array, s.schema.NumFields())
 	defer func() {
@@ -285,7 +291,13 @@ func (s *rowShuffler) locate(parts []arrow.RecordBatch, idx []int64) []partRow {
 	return at
 }
 
-func (s *rowShuffler) close() error { return s.in.close() }
+func (s *rowShuffler) close() error {
+	if s.carry != nil {
+		s.carry.Release()
+		s.carry = nil
+	}
+	return s.in.close()
+}
 
 // gatherFixed returns a's values at idx for arrays of fixed-width numbers
 // and times without nulls, the columns training data is mostly made of,

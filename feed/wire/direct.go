@@ -41,6 +41,15 @@ type DirectSpec struct {
 	// (feed.EvenRows): only the batch count is equalised, so the last
 	// batch may be short. Zero means TargetBatches full batches.
 	EpochRows int64 `json:"epoch_rows,omitempty"`
+	// EpochRowLimit is the rows the rank yields per epoch, reading its
+	// splits over again when they hold fewer (feed.EpochRowLimit); zero
+	// means its own rows, once. Readers follow the epoch rules of the feed
+	// package with it and ShuffleBufferRows, so that direct and pushed
+	// feeding yield the same rows in the same batches.
+	EpochRowLimit int64 `json:"epoch_row_limit,omitempty"`
+	// ShuffleBufferRows is the shuffle window in rows when Shuffle is set
+	// (1: split order only).
+	ShuffleBufferRows int `json:"shuffle_buffer_rows,omitempty"`
 	// CSV describes the CSV splits' layout; nil when there are none.
 	CSV *DirectCSV `json:"csv,omitempty"`
 	// Splits are this rank's splits, in the order to read them.
@@ -78,6 +87,12 @@ func (s DirectSpec) Validate() error {
 	}
 	if s.EpochRows < 0 {
 		return fmt.Errorf("epoch_rows %d: must not be negative", s.EpochRows)
+	}
+	if s.EpochRowLimit < 0 {
+		return fmt.Errorf("epoch_row_limit %d: must not be negative", s.EpochRowLimit)
+	}
+	if s.Shuffle && s.ShuffleBufferRows < 1 {
+		return fmt.Errorf("shuffle_buffer_rows %d: need at least 1 when shuffling", s.ShuffleBufferRows)
 	}
 	if s.CSV != nil && len(s.CSV.Delimiter) > 1 {
 		return fmt.Errorf("csv delimiter %q: want one single-byte character (or none: by the file name)", s.CSV.Delimiter)

@@ -17,7 +17,7 @@ func sampleSpec() DirectSpec {
 	return DirectSpec{
 		Rank: 1, WorldSize: 2, Epochs: 3, BatchRows: 1024,
 		Columns: []string{"f0", "f1"}, LabelColumn: "label", Shuffle: true, Seed: 42,
-		EvenBatches: feed.EvenPad, TargetBatches: 37,
+		EvenBatches: feed.EvenPad, TargetBatches: 37, EpochRowLimit: 37888, ShuffleBufferRows: 65536,
 		CSV: &DirectCSV{Delimiter: ",", Header: true},
 		Splits: []feed.Split{
 			{URI: "file:///data/part-0.parquet", Format: feed.FormatParquet, RowGroups: []int{0, 1}, Rows: 20000},
@@ -54,7 +54,7 @@ func TestDirectSpecRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"version", "rank", "world_size", "epochs", "batch_rows", "columns", "label_column", "shuffle", "seed",
-		"even_batches", "target_batches", "csv", "splits"} {
+		"even_batches", "target_batches", "epoch_row_limit", "shuffle_buffer_rows", "csv", "splits"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("JSON lacks the documented key %q: %s", k, raw)
 		}

@@ -77,6 +77,11 @@ class DirectSpec:
         self.even_batches = _EVEN_MODES.get(str(get("even_batches", str, "") or "pad").strip().lower(), "?")
         self.target_batches = get("target_batches", int, 0)
         self.epoch_rows = get("epoch_rows", int, 0)
+        # The executor works these out by the Go rules (feed.EpochRowLimit):
+        # rows per epoch under even batches (0: this rank's own rows, once)
+        # and the shuffle window; rows and order follow (see _epoch_rows).
+        self.epoch_row_limit = get("epoch_row_limit", int, 0)
+        self.shuffle_buffer_rows = get("shuffle_buffer_rows", int, required=self.shuffle) or 0
         csv_opts = get("csv", dict, {})
         # Empty picks it by the file name (tab for .tsv, comma otherwise).
         self.csv_delimiter = str(csv_opts.get("delimiter", "") or "")
@@ -90,6 +95,8 @@ class DirectSpec:
             (self.even_batches != "?", f"even_batches {doc.get('even_batches')!r}: want pad, drop or off"),
             (self.target_batches >= 0, f"target_batches {self.target_batches}: must not be negative"),
             (self.epoch_rows >= 0, f"epoch_rows {self.epoch_rows}: must not be negative"),
+            (self.epoch_row_limit >= 0, f"epoch_row_limit {self.epoch_row_limit}: must not be negative"),
+            (self.shuffle_buffer_rows >= 0, f"shuffle_buffer_rows {self.shuffle_buffer_rows}: must not be negative"),
         ]
         for ok, msg in checks:
             if not ok:
@@ -464,6 +471,46 @@ def select(columns, wanted, label, where):
     return {n: columns[n] for n in names}
 
 
+# The random streams of an epoch, as in Go's feed package.
+_STREAM_SPLITS = 1
+_STREAM_ROWS = 2
+_MASK = (1 << 64) - 1
+
+
+def _splitmix(x):
+    """SplitMix64's finaliser on one Python int (Go's feed.splitmix)."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+def _splitmix_array(x):
+    """SplitMix64's finaliser on a uint64 array (wrapping as Go does)."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def epoch_key(seed, epoch, rank, stream):
+    """Return the key of one random stream of one epoch of one rank (Go's feed.epochKey)."""
+    mixed = ((epoch << 32) ^ (rank & 0xFFFFFFFF) ^ (stream << 60) ^ 0x5350494E444C45) & _MASK
+    return _splitmix(_splitmix(seed & _MASK) ^ _splitmix(mixed))
+
+
+def window_key(rows_key, w):
+    """Return the key of window w of an epoch's row stream (Go's feed.windowKey)."""
+    return _splitmix((rows_key + w) & _MASK)
+
+
+def permutation(key, n):
+    """Return the permutation of range(n) that key gives: indices by splitmix(key ^ i), ascending."""
+    with np.errstate(over="ignore"):
+        keys = _splitmix_array(np.arange(n, dtype=np.uint64) ^ np.uint64(key))
+    return np.argsort(keys, kind="stable")
+
+
 class DirectEpoch:
     """One epoch of a direct-mode feed: this rank's splits, cut into batches."""
 
@@ -495,72 +542,53 @@ class DirectEpoch:
             return None
         return list(self.spec.columns) + ([self.label] if self.label and self.label not in self.spec.columns else [])
 
-    def _chunks(self):
-        spec = self.spec
-        order = list(range(len(spec.splits)))
-        rng = None
-        if spec.shuffle:
-            rng = np.random.default_rng([spec.seed & 0xFFFFFFFFFFFFFFFF, spec.rank, self.epoch])
-            order = rng.permutation(len(order)).tolist()
+    def _split_chunks(self, order):
+        """Yield the column chunks of the splits in order."""
         wanted = self._wanted()
         for i in order:
-            split = spec.splits[i]
-            parts = (select(c, wanted, self.label, str(split)) for c in self.reader.read(split, wanted))
-            if rng is None:
-                yield from parts
-                continue
-            parts = list(parts)
-            if not parts:
-                continue
-            whole = {n: concat([p[n] for p in parts]) for n in parts[0]}
-            rows = len(next(iter(whole.values()))) if whole else 0
-            perm = rng.permutation(rows)
-            yield {n: a[perm] for n, a in whole.items()}
+            split = self.spec.splits[i]
+            for c in self.reader.read(split, wanted):
+                yield select(c, wanted, self.label, str(split))
 
-    def _batches(self):
+    def _epoch_rows(self):
+        """Yield this epoch's rows, in chunks, by the epoch rules (Go's feed/epoch.go).
+
+        1. The splits in their order or, shuffling, in the epoch's permutation.
+        2. With a row limit (even batches), the splits over again in the same
+           order until the limit, cut there.
+        3. Shuffling with a window W > 1, windows of exactly W rows (the last
+           may be shorter), window w in the order of its own permutation.
+        """
         spec = self.spec
-        if spec.even_batches == "off" or spec.target_batches == 0:
-            yield from _rebatch(self._chunks(), spec.batch_rows)
+        order = list(range(len(spec.splits)))
+        if spec.shuffle:
+            order = permutation(epoch_key(spec.seed, self.epoch, spec.rank, _STREAM_SPLITS), len(order)).tolist()
+        limit = spec.epoch_row_limit
+        if limit <= 0:
+            rows = self._split_chunks(order)
+        else:
+            rows = _take(self._cycle(order, limit), limit)
+        if not spec.shuffle or spec.shuffle_buffer_rows <= 1:
+            yield from rows
             return
-        # Keep ranks in step: exactly target_batches full batches, topped up
-        # with this rank's own rows from the start (pad) or cut short (drop).
-        target = spec.target_batches
-        if spec.even_batches == "pad" and (target - 1) * spec.batch_rows < spec.epoch_rows < target * spec.batch_rows:
-            # Only the batch count is equalised: the last batch keeps the
-            # size the largest rank's has.
-            made = 0
-            for b in _rebatch(_take(self._cycle(), spec.epoch_rows), spec.batch_rows):
-                made += 1
-                yield b
-            if made != target:
-                raise FeedError(f"direct feed spec {spec.path}: rank {spec.rank} made {made} batches of its "
-                                f"{spec.epoch_rows} rows, but every rank must yield {target} (pad)")
-            return
-        source = self._cycle() if spec.even_batches == "pad" else self._chunks()
-        made = 0
-        batches = _rebatch(source, spec.batch_rows)
-        try:
-            for b in batches:
-                if _rows(b) < spec.batch_rows:
-                    break
-                yield b
-                made += 1
-                if made == target:
-                    return
-        finally:
-            batches.close()
-        raise FeedError(f"direct feed spec {spec.path}: rank {spec.rank} has {made} full batches of "
-                        f"{spec.batch_rows} rows, but every rank must yield {target} ({spec.even_batches})")
+        key = epoch_key(spec.seed, self.epoch, spec.rank, _STREAM_ROWS)
+        for w, window in enumerate(_rebatch(rows, spec.shuffle_buffer_rows)):
+            perm = permutation(window_key(key, w), _rows(window))
+            yield {n: a[perm] for n, a in window.items()}
 
-    def _cycle(self):
-        """Yield the epoch's chunks over and over, for padding."""
+    def _cycle(self, order, limit):
+        """Yield the splits' chunks over and over, for padding up to limit rows."""
         while True:
             rows = 0
-            for c in self._chunks():
+            for c in self._split_chunks(order):
                 rows += _rows(c)
                 yield c
             if rows == 0:
-                return
+                raise FeedError(f"direct feed spec {self.spec.path}: rank {self.spec.rank} has no rows to fill "
+                                f"its {limit} rows per epoch with")
+
+    def _batches(self):
+        return _rebatch(self._epoch_rows(), self.spec.batch_rows)
 
     def next_columns(self):
         """Return the next batch as a dict of columns, or None at the end of the epoch."""

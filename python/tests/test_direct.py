@@ -100,7 +100,8 @@ class DirectTest(unittest.TestCase):
 
     def test_shuffle_is_seeded(self):
         def ids(seed):
-            feed = Feed(self.spec(self.csv_splits([30, 60, 120]), shuffle=True, seed=seed), use_pyarrow=False)
+            feed = Feed(self.spec(self.csv_splits([30, 60, 120]), shuffle=True, seed=seed, shuffle_buffer_rows=8),
+                        use_pyarrow=False)
             return [[i for b in ep for i in b["id"].tolist()] for ep in feed.epochs()]
 
         a, b, c = ids(5), ids(5), ids(6)
@@ -111,17 +112,18 @@ class DirectTest(unittest.TestCase):
             self.assertEqual(sorted(order), list(range(23)))
 
     def test_even_batches(self):
-        # 23 rows in batches of 4: 5 full batches and 3 rows left over.
+        # 23 rows in batches of 4: 5 full batches and 3 rows left over. The
+        # executor works out the rows per epoch (Go's feed.EpochRowLimit).
         cases = [
-            ("pad", 7, [4] * 7, list(range(23)) + list(range(5))),
-            ("pad", 6, [4] * 6, list(range(23)) + [0]),
-            ("drop", 5, [4] * 5, list(range(20))),
-            ("drop", 2, [4] * 2, list(range(8))),
-            ("off", 9, [4, 4, 4, 4, 4, 3], list(range(23))),
+            ("pad", 28, [4] * 7, list(range(23)) + list(range(5))),
+            ("pad", 24, [4] * 6, list(range(23)) + [0]),
+            ("drop", 20, [4] * 5, list(range(20))),
+            ("drop", 8, [4] * 2, list(range(8))),
+            ("off", 0, [4, 4, 4, 4, 4, 3], list(range(23))),
         ]
-        for mode, target, sizes, ids in cases:
-            with self.subTest(mode=mode, target=target):
-                path = self.spec(self.csv_splits([33]), even_batches=mode, target_batches=target)
+        for mode, limit, sizes, ids in cases:
+            with self.subTest(mode=mode, limit=limit):
+                path = self.spec(self.csv_splits([33]), even_batches=mode, epoch_row_limit=limit)
                 for ep in Feed(path, use_pyarrow=False).epochs():
                     batches = list(ep)
                     self.assertEqual([len(b["id"]) for b in batches], sizes)
@@ -160,18 +162,23 @@ class DirectTest(unittest.TestCase):
         for epoch_rows, sizes in ((26, [4] * 6 + [2]), (23, [4] * 5 + [3])):
             with self.subTest(epoch_rows=epoch_rows):
                 target = -(-epoch_rows // 4)
-                path = self.spec(self.csv_splits([33]), even_batches="pad", target_batches=target, epoch_rows=epoch_rows)
+                path = self.spec(self.csv_splits([33]), even_batches="pad", target_batches=target, epoch_rows=epoch_rows,
+                                 epoch_row_limit=epoch_rows)
                 batches = list(Feed(path, use_pyarrow=False).batches())
                 self.assertEqual([len(b["id"]) for b in batches], sizes)
                 self.assertEqual([i for b in batches for i in b["id"].tolist()], (list(range(23)) * 2)[:epoch_rows])
 
     def test_even_batches_impossible(self):
-        for mode, splits in (("drop", self.csv_splits([])), ("pad", [])):
-            with self.subTest(mode):
-                path = self.spec(splits, columns=["id"], even_batches=mode, target_batches=6)
+        empty = os.path.join(self.dir, "empty.csv")
+        with open(empty, "w") as f:
+            f.write(HEADER)
+        header_only = [{"uri": "file://" + empty, "format": "csv", "offset": 0, "length": len(HEADER)}]
+        for mode, splits in (("pad", header_only), ("pad", [])):
+            with self.subTest(mode=mode, splits=len(splits)):
+                path = self.spec(splits, columns=["id"], even_batches=mode, target_batches=6, epoch_row_limit=24)
                 with self.assertRaises(FeedError) as cm:
                     list(Feed(path, use_pyarrow=False).batches())
-                self.assertIn("but every rank must yield 6", str(cm.exception))
+                self.assertIn("has no rows to fill its 24 rows per epoch", str(cm.exception))
 
     def test_csv_quoted_line_breaks_and_no_header(self):
         text = 'a,b\n1,"two\nlines"\n2,"x"\n3,"three\n""quoted""\nlines"\n4,y\n'
@@ -249,6 +256,8 @@ class DirectTest(unittest.TestCase):
             ({"epochs": 0}, "epochs 0: need at least 1"),
             ({"even_batches": "maybe"}, "even_batches 'maybe': want pad, drop or off"),
             ({"target_batches": -1}, "target_batches -1: must not be negative"),
+            ({"epoch_row_limit": -2}, "epoch_row_limit -2: must not be negative"),
+            ({"shuffle": True}, "key 'shuffle_buffer_rows' is missing"),
             ({"batch_rows": "many"}, "key 'batch_rows' is 'many', want int"),
             ({"splits": [{"uri": "file:///x.orc", "format": "orc"}]}, "split 0 (file:///x.orc): unknown format 'orc'"),
             ({"splits": [split, {"format": "csv"}]}, "split 1 has no uri"),
