@@ -1,10 +1,15 @@
 package driver
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/spindle-ml/spindle/executor"
+	"github.com/spindle-ml/spindle/feed"
 )
 
 func TestRolesLayout(t *testing.T) {
@@ -92,5 +97,54 @@ func TestSplitCommand(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("SplitCommand(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+// Each role's task: workers get their share of the plan, the chief and
+// the parameter servers no feed; parameter servers run their own command;
+// GPUs are numbered across roles in rank order.
+func TestRoleTasks(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Command, cfg.Inputs, cfg.FeedMode, cfg.GPUs, cfg.Chief = []string{"train"}, []string{"in"}, "tensor", 1, true
+	cfg.PS = RoleSpec{Count: 1, Cores: 1, MemoryMB: 1, GPUs: 2, Command: []string{"serve", "--port", "0"}}
+	d := &Driver{cfg: cfg}
+	plan := &feed.JobPlan{
+		Ranks:       [][]feed.Split{{{URI: "a", Rows: 10}}, {{URI: "b", Rows: 11}}},
+		RowsPerRank: []int64{10, 11},
+	}
+	slots := layout(cfg.Roles())
+	tasks, err := d.taskBuilder(plan, 1, slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		command, mode, splits string
+		gpus                  string
+	}{
+		{"[train]", "", "", "[0]"},            // chief
+		{"[train]", "tensor", "a", "[1]"},     // worker 0
+		{"[train]", "tensor", "b", "[2]"},     // worker 1
+		{"[serve --port 0]", "", "", "[3 4]"}, // ps 0
+	}
+	for rank, w := range want {
+		b, err := tasks(rank)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var task executor.Task
+		if err := json.Unmarshal(b, &task); err != nil {
+			t.Fatal(err)
+		}
+		var paths []string
+		for _, s := range task.Feed.Splits {
+			paths = append(paths, s.URI)
+		}
+		got := fmt.Sprint(task.Command, task.Feed.Mode, strings.Join(paths, ","), task.GPUs)
+		if got != fmt.Sprint(w.command, w.mode, w.splits, w.gpus) {
+			t.Errorf("rank %d (%s): task %s, want %v", rank, slots[rank].role, got, w)
+		}
+	}
+	if _, err := tasks(4); err == nil {
+		t.Error("a task for rank 4 of 4")
 	}
 }
