@@ -237,10 +237,11 @@ var coreKeys = []Key{
 
 // Known returns every declared key, core keys first.
 func Known() []Key {
-	all := make([]Key, 0, len(coreKeys)+len(roleKeys)+len(standaloneKeys))
+	all := make([]Key, 0, len(coreKeys)+len(roleKeys)+len(standaloneKeys)+len(rdmaKeys))
 	all = append(all, coreKeys...)
 	all = append(all, roleKeys...)
 	all = append(all, standaloneKeys...)
+	all = append(all, rdmaKeys...)
 	all = append(all, observeKeys...)
 	return all
 }
