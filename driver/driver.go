@@ -397,8 +397,6 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot) (ta
 			StopGraceMillis:         c.StopGrace.Milliseconds(),
 			StderrTailLines:         c.StderrTailLines,
 			CollectiveTimeoutMillis: c.CollectiveTimeout.Milliseconds(),
-			RDMAMode:                c.RDMAMode,
-			RDMADevices:             c.RDMADevices,
 			Feed: executor.FeedTask{
 				Mode:              c.FeedMode,
 				Splits:            plan.Ranks[feedRank],

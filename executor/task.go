@@ -47,10 +47,6 @@ type Task struct {
 	CollectiveTimeoutMillis int64 `json:"collective_timeout_ms"`
 	// GPUs are the device indices this rank may use (CUDA_VISIBLE_DEVICES).
 	GPUs []int `json:"gpus,omitempty"`
-	// RDMAMode and RDMADevices are spindle.rdma.mode and
-	// spindle.rdma.devices, applied by each rank to the devices it finds.
-	RDMAMode    string `json:"rdma_mode,omitempty"`
-	RDMADevices string `json:"rdma_devices,omitempty"`
 }
 
 // FeedTask says how to feed the training process.

@@ -237,11 +237,10 @@ var coreKeys = []Key{
 
 // Known returns every declared key, core keys first.
 func Known() []Key {
-	all := make([]Key, 0, len(coreKeys)+len(roleKeys)+len(standaloneKeys)+len(rdmaKeys))
+	all := make([]Key, 0, len(coreKeys)+len(roleKeys)+len(standaloneKeys))
 	all = append(all, coreKeys...)
 	all = append(all, roleKeys...)
 	all = append(all, standaloneKeys...)
-	all = append(all, rdmaKeys...)
 	all = append(all, observeKeys...)
 	return all
 }
