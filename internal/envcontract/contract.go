@@ -25,6 +25,12 @@ const (
 	FilesDir          = "SPINDLE_FILES_DIR"
 )
 
+// CheckpointService names the Unix socket of the executor's checkpoint
+// service (HTTP: PUT and GET /checkpoint?dir=URI&name=NAME), set when the
+// job has a checkpoint directory: how a process saves checkpoints where
+// it cannot write itself (hdfs://).
+const CheckpointService = "SPINDLE_CHECKPOINT_SERVICE"
+
 // The frameworks' variables, filled in from the same facts.
 const (
 	MasterAddr          = "MASTER_ADDR"
@@ -111,6 +117,7 @@ var Vars = []Var{
 	{Name: LabelColumn, ID: "label_column", Doc: "the label column, when `--label-column` is set"},
 	{Name: JobID, ID: "job_id", Doc: "the job's id"},
 	{Name: CheckpointDir, ID: "checkpoint_dir", Doc: "the checkpoint directory, when configured"},
+	{Name: CheckpointService, ID: "checkpoint_service", Doc: "the Unix socket of the executor's checkpoint service, when a checkpoint directory is configured: the Python package saves `hdfs://` checkpoints through it"},
 	{Name: Peers, ID: "peers", Doc: "every rank's `host:port` (its peer port), in rank order"},
 	{Name: PeerListenFD, ID: "peer_listen_fd", Doc: "descriptor of an already-bound listener on this rank's peer port (used by Spindle's Go collectives)"},
 	{Name: PeerToken, ID: "peer_token", Doc: "the job's peer token (hex, derived from the job secret, the same on every rank), which authenticates the connections between ranks in Spindle's Go collectives; the job secret itself is never passed on"},

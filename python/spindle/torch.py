@@ -24,7 +24,6 @@ import os
 import sys
 import tempfile
 import threading
-import urllib.parse
 
 import numpy as np
 import torch
@@ -33,6 +32,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from . import _contract as C
 from . import _env
+from . import checkpoint as _checkpoint
 from ._errors import EnvError, SpindleError
 
 __all__ = ["FeedDataset", "barrier", "finish", "init_process_group", "is_chief", "load_checkpoint", "save_checkpoint"]
@@ -205,61 +205,52 @@ class FeedDataset(IterableDataset):
                 yield xt, yt
 
 
-def _local_dir(directory):
-    if directory is None:
-        directory = _env.checkpoint_dir()
-        if directory is None:
-            raise EnvError("SPINDLE_CHECKPOINT_DIR is not set: submit with --checkpoint-dir, "
-                           "or pass a directory")
-    directory = os.fspath(directory)
-    if "://" in directory:
-        u = urllib.parse.urlparse(directory)
-        if u.scheme != "file" or u.netloc not in ("", "localhost"):
-            raise SpindleError(f"checkpoint directory {directory}: only local paths and file:// URIs are "
-                               "written by save_checkpoint; use a local or shared-file-system directory")
-        directory = urllib.parse.unquote(u.path)
-    return directory
-
-
 def save_checkpoint(obj, name="checkpoint.pt", directory=None):
     """Save obj with torch.save into the checkpoint directory, atomically.
 
-    The file is written under a temporary name, flushed to disk and renamed
-    into place, so a reader sees the old checkpoint or the new one, never a
-    half-written file. directory defaults to SPINDLE_CHECKPOINT_DIR.
-    Returns the path written.
+    directory defaults to SPINDLE_CHECKPOINT_DIR: a local path, a file://
+    URI, or an hdfs:// URI (written through the executor, see
+    :mod:`spindle.checkpoint`). A reader sees the old checkpoint or the new
+    one, never a half-written file. Returns where the checkpoint is.
     """
-    directory = _local_dir(directory)
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, name)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+    directory = _checkpoint._directory(directory)
+    local = _checkpoint._local(directory)
+    if local is not None:
+        # Straight into the directory: no second copy of a large model.
+        os.makedirs(local, exist_ok=True)
+        path = os.path.join(local, name)
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=local)
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
-    return path
+            with os.fdopen(fd, "wb") as f:
+                torch.save(obj, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        _checkpoint._fsync_dir(local)
+        return path
+    with tempfile.TemporaryDirectory(prefix="spindle-ckpt-") as d:
+        tmp = os.path.join(d, name)
+        torch.save(obj, tmp)
+        return _checkpoint.save_file(tmp, name, directory)
 
 
 def load_checkpoint(name="checkpoint.pt", directory=None, map_location="cpu"):
     """Load a checkpoint written by :func:`save_checkpoint`, or return None when there is none."""
-    directory = _local_dir(directory)
-    path = os.path.join(directory, name)
-    if not os.path.exists(path):
-        return None
-    return torch.load(path, map_location=map_location)
+    directory = _checkpoint._directory(directory)
+    local = _checkpoint._local(directory)
+    if local is not None:
+        path = os.path.join(local, name)
+        if not os.path.exists(path):
+            return None
+        return torch.load(path, map_location=map_location)
+    with tempfile.TemporaryDirectory(prefix="spindle-ckpt-") as d:
+        tmp = os.path.join(d, name)
+        if not _checkpoint.load_file(name, tmp, directory):
+            return None
+        return torch.load(tmp, map_location=map_location)

@@ -1,0 +1,150 @@
+package executor
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spindle-ml/spindle/fsys"
+)
+
+// checkpointSocket is where the checkpoint service of a work directory
+// listens: in the work directory, beside its files directory.
+func checkpointSocket(filesDir string) string {
+	return filepath.Join(filepath.Dir(filesDir), "ckpt.sock")
+}
+
+// checkpointBufferBytes is the copy buffer between the socket and the file
+// system.
+const checkpointBufferBytes = 1 << 20
+
+// checkpointService serves checkpoints to the training process over HTTP
+// on a Unix socket named by envcontract.CheckpointService: PUT and GET
+// /checkpoint?dir=URI&name=NAME save and load checkpoints in any directory
+// the executor can reach, HDFS included, atomically as the Go task package
+// does. The Python package uses it for hdfs:// checkpoint directories,
+// which it cannot write itself.
+type checkpointService struct {
+	path   string
+	ln     net.Listener
+	srv    *http.Server
+	res    *fsys.Resolver
+	logger *slog.Logger
+}
+
+// newCheckpointService listens on a Unix socket at sockPath that only the
+// owner may use (the training process runs as the executor's user).
+func newCheckpointService(sockPath string, res *fsys.Resolver, logger *slog.Logger) (*checkpointService, error) {
+	_ = os.Remove(sockPath) // a leftover of an earlier run in the same directory
+	ln, err := net.Listen("unix", sockPath)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint service: listen on %s: %w", sockPath, err)
+	}
+	// The work directory is private already; the socket is too.
+	if err := os.Chmod(sockPath, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("checkpoint service: make %s private: %w", sockPath, err)
+	}
+	s := &checkpointService{path: sockPath, ln: ln, res: res, logger: logger.With("component", "checkpoints")}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/checkpoint", s.handle)
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+// Run serves until ctx ends.
+func (s *checkpointService) Run(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { _ = s.srv.Close() })
+	defer stop()
+	s.srv.BaseContext = func(net.Listener) context.Context { return ctx }
+	if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("checkpoint service: %w", err)
+	}
+	return nil
+}
+
+// Close stops serving and removes the socket.
+func (s *checkpointService) Close() error {
+	err := s.srv.Close()
+	_ = os.Remove(s.path)
+	return err
+}
+
+func (s *checkpointService) handle(w http.ResponseWriter, r *http.Request) {
+	dir, name := r.URL.Query().Get("dir"), r.URL.Query().Get("name")
+	if dir == "" || name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." || strings.HasPrefix(name, ".") {
+		http.Error(w, fmt.Sprintf("want dir=URI and name=NAME (a plain file name not starting with a dot); got dir=%q name=%q", dir, name), http.StatusBadRequest)
+		return
+	}
+	ctx := r.Context()
+	fsy, d, err := s.res.Resolve(ctx, dir)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("checkpoint directory %s: %v", dir, err), http.StatusBadRequest)
+		return
+	}
+	file := path.Join(d, name)
+	switch r.Method {
+	case http.MethodPut:
+		n, err := saveAtomic(ctx, fsy, d, file, r.Body)
+		if err != nil {
+			s.logger.Warn("checkpoint not saved", "dir", dir, "name", name, "err", err)
+			http.Error(w, fmt.Sprintf("save checkpoint %s in %s: %v", name, dir, err), http.StatusInternalServerError)
+			return
+		}
+		s.logger.Debug("checkpoint saved", "dir", dir, "name", name, "bytes", n)
+		w.WriteHeader(http.StatusNoContent)
+	case http.MethodGet:
+		f, err := fsy.Open(ctx, file)
+		if errors.Is(err, fs.ErrNotExist) {
+			http.Error(w, fmt.Sprintf("no checkpoint %s in %s", name, dir), http.StatusNotFound)
+			return
+		}
+		if err != nil {
+			http.Error(w, fmt.Sprintf("open checkpoint %s in %s: %v", name, dir, err), http.StatusInternalServerError)
+			return
+		}
+		defer f.Close()
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", fmt.Sprint(f.Size()))
+		if _, err := io.CopyBuffer(w, io.NewSectionReader(f, 0, f.Size()), make([]byte, checkpointBufferBytes)); err != nil {
+			s.logger.Warn("checkpoint not sent whole", "dir", dir, "name", name, "err", err)
+		}
+	default:
+		w.Header().Set("Allow", "GET, PUT")
+		http.Error(w, "use GET or PUT", http.StatusMethodNotAllowed)
+	}
+}
+
+// saveAtomic writes body to file under a temporary name and publishes it
+// only once every byte is stored: a failed or cut-off upload leaves the
+// previous checkpoint in place, never a partial one.
+func saveAtomic(ctx context.Context, fsy fsys.FS, dir, file string, body io.Reader) (int64, error) {
+	if err := fsy.MkdirAll(ctx, dir); err != nil {
+		return 0, err
+	}
+	af, err := fsy.CreateAtomic(ctx, file)
+	if err != nil {
+		return 0, err
+	}
+	bw := bufio.NewWriterSize(af, checkpointBufferBytes)
+	n, err := io.Copy(bw, body)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		_ = af.Abort()
+		return n, err
+	}
+	return n, af.Commit()
+}

@@ -1,0 +1,154 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/hdfstest"
+)
+
+// startCheckpointService runs the service on a socket in a fresh directory
+// and returns an HTTP client that reaches it.
+func startCheckpointService(t *testing.T, res *fsys.Resolver) *http.Client {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ckpt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "ckpt.sock")
+	s, err := newCheckpointService(sock, res, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var g errgroup.Group
+	g.Go(func() error { return s.Run(ctx) })
+	t.Cleanup(func() {
+		cancel()
+		if err := g.Wait(); err != nil {
+			t.Error(err)
+		}
+		s.Close()
+	})
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket %s: %v, mode %v; want private", sock, err, fi.Mode())
+	}
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+func ckptURL(dir, name string) string {
+	return "http://executor/checkpoint?" + url.Values{"dir": {dir}, "name": {name}}.Encode()
+}
+
+func put(t *testing.T, c *http.Client, dir, name string, body io.Reader) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPut, ckptURL(dir, name), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+func get(t *testing.T, c *http.Client, dir, name string) (int, []byte) {
+	t.Helper()
+	resp, err := c.Get(ckptURL(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// brokenBody yields some bytes and then fails, as an upload cut off by a
+// process killed mid-save does.
+type brokenBody struct{ n int }
+
+func (b *brokenBody) Read(p []byte) (int, error) {
+	if b.n <= 0 {
+		return 0, errors.New("cut off")
+	}
+	n := min(len(p), b.n)
+	for i := range p[:n] {
+		p[i] = 'x'
+	}
+	b.n -= n
+	return n, nil
+}
+
+// The executor saves and loads a process's checkpoints on HDFS (and
+// local files), atomically: an upload cut off midway leaves the previous
+// checkpoint whole.
+func TestCheckpointService(t *testing.T) {
+	c := hdfstest.NewTestCluster(t, hdfstest.Config{BlockSize: 64 << 10})
+	res := fsys.NewResolver(fsys.Options{User: c.Superuser()})
+	defer res.Close()
+	client := startCheckpointService(t, res)
+	for _, dir := range []string{"hdfs://" + c.Addr() + "/user/me/ckpt", t.TempDir() + "/ckpt"} {
+		t.Run(map[bool]string{true: "hdfs", false: "local"}[strings.HasPrefix(dir, "hdfs:")], func(t *testing.T) {
+			if code, _ := get(t, client, dir, "model.pt"); code != http.StatusNotFound {
+				t.Fatalf("GET of a missing checkpoint: %d, want 404", code)
+			}
+			model := bytes.Repeat([]byte("weights!"), 50_000) // 400 KB: several blocks
+			if code := put(t, client, dir, "model.pt", bytes.NewReader(model)); code != http.StatusNoContent {
+				t.Fatalf("PUT: %d", code)
+			}
+			if code, got := get(t, client, dir, "model.pt"); code != http.StatusOK || !bytes.Equal(got, model) {
+				t.Fatalf("GET: %d, %d bytes; want the %d bytes saved", code, len(got), len(model))
+			}
+			// A save cut off midway: the old checkpoint stays.
+			req, _ := http.NewRequest(http.MethodPut, ckptURL(dir, "model.pt"), &brokenBody{n: 300_000})
+			req.ContentLength = 400_000
+			if resp, err := client.Do(req); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusNoContent {
+					t.Fatal("a cut-off upload was accepted")
+				}
+			}
+			// Wait for the service to have seen the cut: the next request
+			// uses a fresh connection.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				code, got := get(t, client, dir, "model.pt")
+				if code == http.StatusOK && bytes.Equal(got, model) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after a cut-off save: %d, %d bytes; want the old checkpoint", code, len(got))
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+	for _, bad := range []string{"", ".hidden", "a/b"} {
+		if code := put(t, client, t.TempDir(), bad, strings.NewReader("x")); code != http.StatusBadRequest {
+			t.Errorf("PUT name %q: %d, want 400", bad, code)
+		}
+	}
+}
