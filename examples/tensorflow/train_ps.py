@@ -25,7 +25,9 @@ the same way.
 import argparse
 import json
 import os
+import socket
 import sys
+import time
 
 import tensorflow as tf
 
@@ -37,6 +39,7 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=40, help="training steps the chief schedules")
     p.add_argument("--batch", type=int, default=64, help="rows per step")
     p.add_argument("--lr", type=float, default=0.5, help="learning rate")
+    p.add_argument("--wait", type=float, default=120, help="seconds the chief waits for the servers to listen")
     return p.parse_args(argv)
 
 
@@ -59,8 +62,25 @@ def serve(resolver):
     server.join()
 
 
+def wait_for_servers(cluster, timeout):
+    """Wait until every worker and ps listens (each imports TensorFlow first)."""
+    deadline = time.monotonic() + timeout
+    for role in ("worker", "ps"):
+        for addr in cluster.get(role, []):
+            host, _, port = addr.rpartition(":")
+            while True:
+                try:
+                    socket.create_connection((host.strip("[]"), int(port)), timeout=1).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        sys.exit(f"{role} at {addr} did not listen within {timeout}s")
+                    time.sleep(0.2)
+
+
 def coordinate(resolver, args):
     """The chief: schedules the training steps on the workers."""
+    wait_for_servers(json.loads(os.environ["TF_CONFIG"])["cluster"], args.wait)
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     with strategy.scope():
