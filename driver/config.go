@@ -37,7 +37,7 @@ type Config struct {
 	LabelColumn string
 	CSV         feed.CSVOptions
 
-	// Feed settings (see executor.FeedTask).
+	// Feed settings (see driverpb.FeedTask).
 	FeedMode          string
 	BatchRows         int
 	Epochs            int

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,11 +20,11 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
-	"github.com/spindle-ml/spindle/executor"
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/feed/wire"
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/auth"
+	"github.com/spindle-ml/spindle/internal/envcontract"
 )
 
 // ErrInterrupted is returned when the job was stopped by its context
@@ -179,7 +178,7 @@ func (d *Driver) run(ctx context.Context) error {
 			ID:       s.id,
 			Role:     s.role,
 			Args:     d.executorArgs(addr, s.id),
-			Env:      map[string]string{executor.EnvJobSecret: d.secret},
+			Env:      map[string]string{envcontract.JobSecret: d.secret},
 			Cores:    s.spec.Cores,
 			MemoryMB: s.spec.MemoryMB,
 			GPUs:     s.spec.GPUs,
@@ -369,7 +368,7 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot) (ta
 		}
 		schemaIPC = buf.Bytes()
 	}
-	return func(rank int) ([]byte, error) {
+	return func(rank int) (*driverpb.Task, error) {
 		if rank < 0 || rank >= len(slots) {
 			return nil, fmt.Errorf("no rank %d in a job of %d", rank, len(slots))
 		}
@@ -379,8 +378,8 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot) (ta
 		if !s.role.Feeds() {
 			feedRank = 0
 		}
-		t := executor.Task{
-			JobID:                   c.JobID,
+		t := &driverpb.Task{
+			JobId:                   c.JobID,
 			Command:                 c.Command,
 			Env:                     c.Env,
 			Dir:                     c.Dir,
@@ -395,21 +394,21 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot) (ta
 			HeartbeatIntervalMillis: c.HeartbeatInterval.Milliseconds(),
 			DriverTimeoutMillis:     c.HeartbeatTimeout.Milliseconds(),
 			StopGraceMillis:         c.StopGrace.Milliseconds(),
-			StderrTailLines:         c.StderrTailLines,
+			StderrTailLines:         int32(c.StderrTailLines),
 			CollectiveTimeoutMillis: c.CollectiveTimeout.Milliseconds(),
-			Feed: executor.FeedTask{
+			Feed: &driverpb.FeedTask{
 				Mode:              c.FeedMode,
-				Splits:            plan.Ranks[feedRank],
-				SchemaIPC:         schemaIPC,
+				Splits:            driverpb.SplitsFromFeed(plan.Ranks[feedRank]),
+				Schema:            schemaIPC,
 				Columns:           c.Columns,
 				LabelColumn:       c.LabelColumn,
-				CSV:               c.CSV,
-				BatchRows:         c.BatchRows,
-				Epochs:            c.Epochs,
+				Csv:               driverpb.CSVFromFeed(c.CSV),
+				BatchRows:         int32(c.BatchRows),
+				Epochs:            int32(c.Epochs),
 				Shuffle:           c.Shuffle,
 				Seed:              c.Seed,
-				ShuffleBufferRows: c.ShuffleBufferRows,
-				PrefetchBatches:   c.PrefetchBatches,
+				ShuffleBufferRows: int32(c.ShuffleBufferRows),
+				PrefetchBatches:   int32(c.PrefetchBatches),
 				MemoryBudget:      c.MemoryBudget,
 				CacheBytes:        c.CacheMemory,
 				EvenBatches:       string(c.EvenBatches),
@@ -421,12 +420,12 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot) (ta
 			t.Command = s.spec.Command
 		}
 		if !s.role.Feeds() {
-			t.Feed = executor.FeedTask{} // no mode: no feed
+			t.Feed = &driverpb.FeedTask{} // no mode: no feed
 		}
 		for i := 0; i < s.spec.GPUs; i++ {
-			t.GPUs = append(t.GPUs, firstGPU[rank]+i)
+			t.Gpus = append(t.Gpus, int32(firstGPU[rank]+i))
 		}
-		return json.Marshal(t)
+		return t, nil
 	}, nil
 }
 

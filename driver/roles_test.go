@@ -1,14 +1,12 @@
 package driver
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/spindle-ml/spindle/executor"
 	"github.com/spindle-ml/spindle/feed"
 )
 
@@ -127,19 +125,15 @@ func TestRoleTasks(t *testing.T) {
 		{"[serve --port 0]", "", "", "[3 4]"}, // ps 0
 	}
 	for rank, w := range want {
-		b, err := tasks(rank)
+		task, err := tasks(rank)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var task executor.Task
-		if err := json.Unmarshal(b, &task); err != nil {
-			t.Fatal(err)
-		}
 		var paths []string
-		for _, s := range task.Feed.Splits {
-			paths = append(paths, s.URI)
+		for _, s := range task.GetFeed().GetSplits() {
+			paths = append(paths, s.GetUri())
 		}
-		got := fmt.Sprint(task.Command, task.Feed.Mode, strings.Join(paths, ","), task.GPUs)
+		got := fmt.Sprint(task.Command, task.GetFeed().GetMode(), strings.Join(paths, ","), task.Gpus)
 		if got != fmt.Sprint(w.command, w.mode, w.splits, w.gpus) {
 			t.Errorf("rank %d (%s): task %s, want %v", rank, slots[rank].role, got, w)
 		}

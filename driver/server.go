@@ -14,7 +14,7 @@ import (
 )
 
 // taskBuilder returns the task JSON for a rank.
-type taskBuilder func(rank int) ([]byte, error)
+type taskBuilder func(rank int) (*driverpb.Task, error)
 
 // controlServer implements the driver side of the control plane.
 type controlServer struct {
@@ -56,7 +56,7 @@ func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequ
 		LocalRank:      int32(local),
 		LocalWorldSize: int32(localSize),
 		Peers:          s.roster.peers,
-		TaskJson:       task,
+		Task:           task,
 	}, nil
 }
 

@@ -14,9 +14,9 @@ import (
 func TestTrainingEnvIsTheContract(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	task := &Task{
-		JobID: "job-1", CheckpointDir: "/ckpt", HadoopConfDir: "/etc/hadoop", HadoopUser: "me",
-		CollectiveTimeoutMillis: 30000, GPUs: []int{0},
-		Feed: FeedTask{Mode: "tensor", LabelColumn: "y"},
+		JobId: "job-1", CheckpointDir: "/ckpt", HadoopConfDir: "/etc/hadoop", HadoopUser: "me",
+		CollectiveTimeoutMillis: 30000, Gpus: []int32{0},
+		Feed: &FeedTask{Mode: "tensor", LabelColumn: "y"},
 	}
 	id := identity{rank: 0, worldSize: 2, localWorldSize: 2, host: "10.0.0.1", ifname: "eth0",
 		peers: []*driverpb.Peer{

@@ -89,10 +89,10 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	set(envcontract.WorldSize, id.worldSize)
 	set(envcontract.LocalRank, id.localRank)
 	set(envcontract.LocalWorldSize, id.localWorldSize)
-	set(envcontract.JobID, t.JobID)
+	set(envcontract.JobID, t.JobId)
 	if feedPath != "" {
 		set(envcontract.Feed, feedPath)
-		set(envcontract.FeedMode, t.Feed.Mode)
+		set(envcontract.FeedMode, t.GetFeed().GetMode())
 	} else {
 		// Only workers are fed.
 		delete(env, envcontract.Feed)
@@ -107,10 +107,9 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	set(envcontract.CollectiveTimeout, strconv.FormatFloat(float64(t.CollectiveTimeoutMillis)/1000, 'f', -1, 64))
 	if t.CheckpointDir != "" {
 		set(envcontract.CheckpointDir, t.CheckpointDir)
-		set(envcontract.CheckpointService, checkpointSocket(filesDir))
 	}
-	if t.Feed.LabelColumn != "" && feedPath != "" {
-		set(envcontract.LabelColumn, t.Feed.LabelColumn)
+	if t.GetFeed().GetLabelColumn() != "" && feedPath != "" {
+		set(envcontract.LabelColumn, t.GetFeed().GetLabelColumn())
 	}
 
 	// PyTorch (torch.distributed's env:// rendezvous).
@@ -134,10 +133,10 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	set(envcontract.TFConfig, tf)
 
 	// A cluster manager that assigned devices already set CUDA_VISIBLE_DEVICES.
-	if _, ok := env[envcontract.CUDAVisible]; !ok && len(t.GPUs) > 0 {
-		ids := make([]string, len(t.GPUs))
-		for i, g := range t.GPUs {
-			ids[i] = strconv.Itoa(g)
+	if _, ok := env[envcontract.CUDAVisible]; !ok && len(t.Gpus) > 0 {
+		ids := make([]string, len(t.Gpus))
+		for i, g := range t.Gpus {
+			ids[i] = strconv.Itoa(int(g))
 		}
 		set(envcontract.CUDAVisible, strings.Join(ids, ","))
 	}

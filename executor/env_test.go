@@ -21,13 +21,13 @@ func envMap(kvs []string) map[string]string {
 
 func TestTrainingEnv(t *testing.T) {
 	task := &Task{
-		JobID:                   "job-1",
+		JobId:                   "job-1",
 		Env:                     map[string]string{"MY_VAR": "x", "SPINDLE_RANK": "99"},
 		CheckpointDir:           "hdfs:///ckpt",
 		PythonPath:              "/opt/spindle/python",
 		CollectiveTimeoutMillis: 2500,
-		GPUs:                    []int{2, 3},
-		Feed:                    FeedTask{Mode: "tensor", LabelColumn: "y"},
+		Gpus:                    []int32{2, 3},
+		Feed:                    &FeedTask{Mode: "tensor", LabelColumn: "y"},
 	}
 	id := identity{
 		rank: 1, worldSize: 3, localRank: 1, localWorldSize: 2, host: "10.0.0.2", ifname: "eth1",
@@ -109,7 +109,7 @@ func TestTrainingEnvPeerToken(t *testing.T) {
 		{Rank: 1, Host: "10.0.0.2", Ports: []uint32{6000, 6001}},
 	}
 	// The user's --env cannot choose the token.
-	task := &Task{JobID: "job-1", Env: map[string]string{collective.EnvPeerToken: "chosen-by-the-user"}}
+	task := &Task{JobId: "job-1", Env: map[string]string{collective.EnvPeerToken: "chosen-by-the-user"}}
 	base := []string{"PATH=/usr/bin", EnvJobSecret + "=" + secret}
 	tokens := make([]string, len(peers))
 	for r := range peers {

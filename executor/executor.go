@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -145,9 +144,12 @@ func (e *Executor) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("register with driver %s: %w", e.cfg.DriverAddr, err)
 	}
-	var task Task
-	if err := json.Unmarshal(resp.GetTaskJson(), &task); err != nil {
-		return fmt.Errorf("decode task from driver: %w", err)
+	task := resp.GetTask()
+	if task == nil || len(task.GetCommand()) == 0 {
+		return fmt.Errorf("driver %s sent no task to run", e.cfg.DriverAddr)
+	}
+	if task.Feed == nil {
+		task.Feed = &FeedTask{} // a role that gets no input
 	}
 	id := identity{
 		rank: int(resp.GetRank()), worldSize: int(resp.GetWorldSize()),
@@ -160,7 +162,7 @@ func (e *Executor) Run(ctx context.Context) error {
 	e.logger = e.logger.With("rank", id.rank)
 	e.logger.Debug("registered", "world_size", id.worldSize, "host", host)
 
-	status, runErr := e.runTask(ctx, &task, id, ports)
+	status, runErr := e.runTask(ctx, task, id, ports)
 	report := &driverpb.ExitReport{
 		ExecutorId: e.cfg.ID, Rank: int32(id.rank), ExitCode: int32(status.exit.code),
 		Signal: status.exit.signal, StderrTail: status.stderrTail, Progress: status.progress,
@@ -208,7 +210,7 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	res := taskResult{exit: exitStatus{code: -1}}
 	workDir := e.cfg.WorkDir
 	if workDir == "" {
-		dir, err := os.MkdirTemp("", "spindle-"+t.JobID+"-"+strconv.Itoa(id.rank)+"-")
+		dir, err := os.MkdirTemp("", "spindle-"+t.JobId+"-"+strconv.Itoa(id.rank)+"-")
 		if err != nil {
 			return res, fmt.Errorf("create work directory: %w", err)
 		}
@@ -246,14 +248,6 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 		return res, err
 	}
 	env = prependPythonPath(env, ship.pythonPath)
-	var ckpt *checkpointService
-	if t.CheckpointDir != "" {
-		// At the path trainingEnv gave the process.
-		if ckpt, err = newCheckpointService(checkpointSocket(filesDir), resolver, e.logger); err != nil {
-			return res, err
-		}
-		defer ckpt.Close()
-	}
 	peerFile, err := ports.peer.File()
 	if err != nil {
 		return res, fmt.Errorf("hand the peer port to the training process: %w", err)
@@ -263,7 +257,7 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	ports.service.Close()
 
 	prefix := outputPrefix(id)
-	proc, err := startProcess(ship.command, t.Dir, env, peerFile, prefix, e.cfg.Stdout, e.cfg.Stderr, t.StderrTailLines)
+	proc, err := startProcess(ship.command, t.Dir, env, peerFile, prefix, e.cfg.Stdout, e.cfg.Stderr, int(t.StderrTailLines))
 	if err != nil {
 		return res, err
 	}
@@ -285,9 +279,6 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 			}
 			return nil
 		})
-	}
-	if ckpt != nil {
-		g.Go(func() error { return ckpt.Run(gctx) })
 	}
 	var stopWhy string
 	var finished bool
@@ -375,6 +366,7 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 // function that releases the feed once the training process is gone.
 func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir string) (string, *wire.Server, func(), error) {
 	f := t.Feed
+	splits := driverpb.FeedSplits(f.Splits)
 	// The feed is dealt among the workers: this rank's share is its rank
 	// among them (its rank, in a job of workers only).
 	feedRank, feedSize := id.feedRank()
@@ -389,25 +381,25 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 			return "", nil, nil, err
 		}
 		spec := wire.DirectSpec{
-			Rank: feedRank, WorldSize: feedSize, Epochs: f.Epochs, BatchRows: f.BatchRows,
+			Rank: feedRank, WorldSize: feedSize, Epochs: int(f.Epochs), BatchRows: int(f.BatchRows),
 			Columns: f.Columns, LabelColumn: f.LabelColumn, Shuffle: f.Shuffle, Seed: f.Seed,
-			EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, Splits: f.Splits,
+			EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, Splits: splits,
 		}
 		// The reader follows the pipeline's epoch rules with these, so
 		// direct and pushed feeding yield the same rows.
 		var rows int64
-		for _, sp := range f.Splits {
+		for _, sp := range splits {
 			rows += sp.Rows
 		}
-		spec.EpochRowLimit = max(feed.EpochRowLimit(rows, f.BatchRows, even, f.TargetBatches, f.EpochRows), 0)
+		spec.EpochRowLimit = max(feed.EpochRowLimit(rows, int(f.BatchRows), even, f.TargetBatches, f.EpochRows), 0)
 		if f.Shuffle {
-			spec.ShuffleBufferRows = cmp.Or(f.ShuffleBufferRows, feed.DefaultShuffleBufferRows)
+			spec.ShuffleBufferRows = cmp.Or(int(f.ShuffleBufferRows), feed.DefaultShuffleBufferRows)
 		}
-		for _, sp := range f.Splits {
+		for _, sp := range splits {
 			if sp.Format == feed.FormatCSV {
-				spec.CSV = &wire.DirectCSV{Header: f.CSV.Header}
-				if f.CSV.Delimiter != 0 {
-					spec.CSV.Delimiter = string(f.CSV.Delimiter)
+				spec.CSV = &wire.DirectCSV{Header: f.GetCsv().GetHeader()}
+				if d := f.GetCsv().GetDelimiter(); d != 0 {
+					spec.CSV.Delimiter = string(rune(d))
 				}
 				break
 			}
@@ -417,7 +409,7 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 		}
 		return path, nil, func() {}, nil
 	}
-	rd, err := ipc.NewReader(bytes.NewReader(f.SchemaIPC))
+	rd, err := ipc.NewReader(bytes.NewReader(f.Schema))
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("decode the planned schema: %w", err)
 	}
@@ -428,17 +420,17 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 		return "", nil, nil, err
 	}
 	pipe, err := feed.NewPipeline(res, feed.PipelineConfig{
-		Splits: f.Splits, Schema: schema, Columns: f.Columns, LabelColumn: f.LabelColumn,
-		BatchRows: f.BatchRows, Shuffle: f.Shuffle, Seed: f.Seed, Rank: feedRank,
-		ShuffleBufferRows: f.ShuffleBufferRows, Prefetch: f.PrefetchBatches, MemoryBudget: f.MemoryBudget,
-		EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, CSV: f.CSV, CacheBytes: f.CacheBytes,
+		Splits: splits, Schema: schema, Columns: f.Columns, LabelColumn: f.LabelColumn,
+		BatchRows: int(f.BatchRows), Shuffle: f.Shuffle, Seed: f.Seed, Rank: feedRank,
+		ShuffleBufferRows: int(f.ShuffleBufferRows), Prefetch: int(f.PrefetchBatches), MemoryBudget: f.MemoryBudget,
+		EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, CSV: f.GetCsv().ToFeed(), CacheBytes: f.CacheBytes,
 	})
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("set up the feed: %w", err)
 	}
 	path := filepath.Join(workDir, "feed.sock")
 	server, err := wire.NewServer(wire.ServerConfig{
-		SocketPath: path, Mode: mode, Epochs: f.Epochs, Source: pipe, LabelColumn: f.LabelColumn,
+		SocketPath: path, Mode: mode, Epochs: int(f.Epochs), Source: pipe, LabelColumn: f.LabelColumn,
 		Logger: e.cfg.Logger.With("executor", e.cfg.ID, "rank", id.rank),
 	})
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 func TestTrainingEnvCarriesEmbeddedPython(t *testing.T) {
 	xdg := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", xdg)
-	task := &Task{JobID: "job-1", Feed: FeedTask{Mode: "tensor"}}
+	task := &Task{JobId: "job-1", Feed: &FeedTask{Mode: "tensor"}}
 	id := identity{rank: 0, worldSize: 1, localWorldSize: 1, host: "127.0.0.1",
 		peers: []*driverpb.Peer{{Rank: 0, Host: "127.0.0.1", Ports: []uint32{5000, 5001}}}}
 	for _, tc := range []struct {

@@ -192,9 +192,9 @@ type RegisterResponse struct {
 	LocalRank      int32                  `protobuf:"varint,3,opt,name=local_rank,json=localRank,proto3" json:"local_rank,omitempty"`
 	LocalWorldSize int32                  `protobuf:"varint,4,opt,name=local_world_size,json=localWorldSize,proto3" json:"local_world_size,omitempty"`
 	Peers          []*Peer                `protobuf:"bytes,5,rep,name=peers,proto3" json:"peers,omitempty"`
-	// task_json is the executor's task (executor.Task) encoded as JSON:
-	// command, environment, splits and feed settings.
-	TaskJson      []byte `protobuf:"bytes,6,opt,name=task_json,json=taskJson,proto3" json:"task_json,omitempty"`
+	// task is the executor's work: command, environment, splits and feed
+	// settings.
+	Task          *Task `protobuf:"bytes,7,opt,name=task,proto3" json:"task,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -264,9 +264,9 @@ func (x *RegisterResponse) GetPeers() []*Peer {
 	return nil
 }
 
-func (x *RegisterResponse) GetTaskJson() []byte {
+func (x *RegisterResponse) GetTask() *Task {
 	if x != nil {
-		return x.TaskJson
+		return x.Task
 	}
 	return nil
 }
@@ -611,7 +611,8 @@ var File_control_proto protoreflect.FileDescriptor
 
 const file_control_proto_rawDesc = "" +
 	"\n" +
-	"\rcontrol.proto\x12\x12spindle.control.v1\"n\n" +
+	"\rcontrol.proto\x12\x12spindle.control.v1\x1a\n" +
+	"task.proto\"n\n" +
 	"\x0fRegisterRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
@@ -625,7 +626,7 @@ const file_control_proto_rawDesc = "" +
 	"\vexecutor_id\x18\x04 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
 	"\x04role\x18\x05 \x01(\tR\x04role\x12\x1b\n" +
-	"\trole_rank\x18\x06 \x01(\x05R\broleRank\"\xdb\x01\n" +
+	"\trole_rank\x18\x06 \x01(\x05R\broleRank\"\xfd\x01\n" +
 	"\x10RegisterResponse\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x1d\n" +
 	"\n" +
@@ -633,8 +634,8 @@ const file_control_proto_rawDesc = "" +
 	"\n" +
 	"local_rank\x18\x03 \x01(\x05R\tlocalRank\x12(\n" +
 	"\x10local_world_size\x18\x04 \x01(\x05R\x0elocalWorldSize\x12.\n" +
-	"\x05peers\x18\x05 \x03(\v2\x18.spindle.control.v1.PeerR\x05peers\x12\x1b\n" +
-	"\ttask_json\x18\x06 \x01(\fR\btaskJson\"\x92\x01\n" +
+	"\x05peers\x18\x05 \x03(\v2\x18.spindle.control.v1.PeerR\x05peers\x12,\n" +
+	"\x04task\x18\a \x01(\v2\x18.spindle.control.v1.TaskR\x04taskJ\x04\b\x06\x10\aR\ttask_json\"\x92\x01\n" +
 	"\bProgress\x12\x12\n" +
 	"\x04rows\x18\x01 \x01(\x03R\x04rows\x12\x18\n" +
 	"\abatches\x18\x02 \x01(\x03R\abatches\x12\x14\n" +
@@ -691,22 +692,24 @@ var file_control_proto_goTypes = []any{
 	(*HeartbeatResponse)(nil), // 5: spindle.control.v1.HeartbeatResponse
 	(*ExitReport)(nil),        // 6: spindle.control.v1.ExitReport
 	(*ExitAck)(nil),           // 7: spindle.control.v1.ExitAck
+	(*Task)(nil),              // 8: spindle.control.v1.Task
 }
 var file_control_proto_depIdxs = []int32{
 	1, // 0: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
-	3, // 1: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
-	3, // 2: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
-	0, // 3: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
-	4, // 4: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
-	6, // 5: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
-	2, // 6: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
-	5, // 7: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
-	7, // 8: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	8, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
+	3, // 2: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
+	3, // 3: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
+	0, // 4: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
+	4, // 5: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
+	6, // 6: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
+	2, // 7: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
+	5, // 8: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
+	7, // 9: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
+	7, // [7:10] is the sub-list for method output_type
+	4, // [4:7] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -714,6 +717,7 @@ func file_control_proto_init() {
 	if File_control_proto != nil {
 		return
 	}
+	file_task_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
