@@ -58,6 +58,16 @@ func (c *Config) Roles() []RoleSpec {
 	return out
 }
 
+// TotalGPUs returns the GPUs the job's executors ask for together: every
+// role's count times its GPUs per executor.
+func (c *Config) TotalGPUs() int {
+	n := 0
+	for _, r := range c.Roles() {
+		n += r.Count * r.GPUs
+	}
+	return n
+}
+
 // slot is one executor's place in its job.
 type slot struct {
 	id       string

@@ -24,6 +24,9 @@ func TestRolesLayout(t *testing.T) {
 	if want := "exec-0=chief0 exec-1=worker0 exec-2=worker1 exec-3=ps0 exec-4=ps1"; strings.Join(got, " ") != want {
 		t.Fatalf("layout %s, want %s", strings.Join(got, " "), want)
 	}
+	if n := cfg.TotalGPUs(); n != 3 {
+		t.Errorf("TotalGPUs %d, want 3 (chief and 2 workers with 1 each)", n)
+	}
 	if ps := roles[2]; ps.Role != RolePS || ps.Cores != 4 || ps.MemoryMB != 2048 || ps.GPUs != 0 {
 		t.Fatalf("ps role %+v", ps)
 	}

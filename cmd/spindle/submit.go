@@ -220,14 +220,18 @@ func checkMasterSettings(p *config.Properties, master driver.Master, cfg driver.
 		fmt.Fprintf(os.Stderr, "spindle: warning: %s: the queue (%s) applies to --master yarn only; ignored with master %s\n",
 			p.Source(config.KeyQueue), config.KeyQueue, p.String(config.KeyMaster))
 	}
-	if master.Kind == driver.MasterLocal && cfg.GPUs > 0 {
+	if need := cfg.TotalGPUs(); master.Kind == driver.MasterLocal && need > 0 {
 		have, err := gpu.Count(gpuRoot)
 		if err != nil {
 			have = 0
 		}
-		if need := cfg.GPUs * cfg.NumExecutors; need > have {
+		if need > have && need == cfg.GPUs*cfg.NumExecutors {
 			return fmt.Errorf("%s: %d executors with %d GPUs each need %d GPUs; this machine has %d (/dev/nvidiaN)",
 				p.Source(config.KeyExecutorGPUs), cfg.NumExecutors, cfg.GPUs, need, have)
+		}
+		if need > have {
+			return fmt.Errorf("%s, %s: the job's executors need %d GPUs (%d per worker or chief, %d per parameter server); this machine has %d (/dev/nvidiaN)",
+				p.Source(config.KeyExecutorGPUs), p.Source(config.KeyPSGPUs), need, cfg.GPUs, cfg.PS.GPUs, have)
 		}
 	}
 	return nil

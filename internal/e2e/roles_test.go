@@ -142,6 +142,16 @@ func TestRolesBuiltinPSNotYet(t *testing.T) {
 	}
 }
 
+// Locally, the GPUs of every role count against the machine's.
+func TestRolesLocalGPUsCounted(t *testing.T) {
+	if _, err := os.Stat("/dev/nvidia0"); err == nil {
+		t.Skip("this machine has a GPU")
+	}
+	r := spindle(t, t.TempDir(), submitArgs("--num-ps", "1", "--ps-command", rolecheckBin, "--ps-gpus", "1",
+		"--feed", "direct", "--", rolecheckBin)...)
+	wantUsageError(t, r, "--ps-gpus", "the job's executors need 1 GPUs (0 per worker or chief, 1 per parameter server); this machine has 0")
+}
+
 // tfPython returns the Python of the venv holding tensorflow-cpu, which
 // scripts/install-deps.sh (make test) makes, or skips the test saying why.
 func tfPython(t *testing.T) string {
