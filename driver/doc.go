@@ -5,6 +5,12 @@
 // exits. It applies the failure policy (fail fast: one failed rank stops
 // the job) and decides the job's outcome.
 //
+// A job's executors have roles (roles.go): an optional chief, the
+// workers, which alone are fed, and parameter servers. They are requested
+// together, all or nothing; the chief's end, or without a chief every
+// worker's, ends the job, and whatever still runs then is stopped as the
+// job's normal end.
+//
 // The driver is never in the data path: executors read their splits
 // themselves, and training processes talk to each other directly.
 package driver
