@@ -89,6 +89,10 @@ type Config struct {
 	CollectiveTimeout   time.Duration
 	StderrTailLines     int
 
+	// RDMAMode and RDMADevices are spindle.rdma.mode and
+	// spindle.rdma.devices, passed to every rank.
+	RDMAMode, RDMADevices string
+
 	// Console shows the job's progress: a live line on a terminal,
 	// elsewhere a line every ProgressInterval. Nil shows none.
 	Console          *Console

@@ -396,6 +396,8 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot) (ta
 			StopGraceMillis:         c.StopGrace.Milliseconds(),
 			StderrTailLines:         int32(c.StderrTailLines),
 			CollectiveTimeoutMillis: c.CollectiveTimeout.Milliseconds(),
+			RdmaMode:                c.RDMAMode,
+			RdmaDevices:             c.RDMADevices,
 			Feed: &driverpb.FeedTask{
 				Mode:              c.FeedMode,
 				Splits:            driverpb.SplitsFromFeed(plan.Ranks[feedRank]),

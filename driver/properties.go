@@ -5,6 +5,7 @@ import (
 
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/internal/config"
+	"github.com/spindle-ml/spindle/rdma"
 )
 
 // ConfigFromProperties builds a job's Config from loaded configuration:
@@ -98,6 +99,11 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.StopGrace = p.Duration(config.KeyStopGracePeriod)
 	cfg.StderrTailLines = p.Int(config.KeyStderrTailLines)
 	cfg.CollectiveTimeout = p.Duration(config.KeyCollectiveTimeout)
+	cfg.RDMAMode = p.String(config.KeyRDMAMode)
+	cfg.RDMADevices = p.String(config.KeyRDMADevices)
+	if _, err := rdma.ParseFilter(cfg.RDMADevices); err != nil {
+		return cfg, Master{}, fmt.Errorf("%w: %s: %v", ErrConfig, p.Source(config.KeyRDMADevices), err)
+	}
 	cfg.ProgressInterval = p.Duration(config.KeyProgressInterval)
 	cfg.NetworkInterface = p.String(config.KeyNetworkInterface)
 	cfg.LogLevel = p.String(config.KeyLogLevel)

@@ -210,6 +210,8 @@ func (g *roster) exit(r *driverpb.ExitReport) error {
 		process = "parameter server"
 	}
 	switch {
+	case m.execErr != "" && r.GetSetupError():
+		g.failLocked(fmt.Errorf("%w: %s: %s", ErrConfig, m.where(g.mixed), m.execErr))
 	case m.execErr != "":
 		g.failLocked(fmt.Errorf("%s failed: %s", m.where(g.mixed), m.execErr))
 	case m.exitCode != 0 || m.signal != "":

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -23,6 +24,8 @@ type controlServer struct {
 	tasks  taskBuilder
 	stop   <-chan struct{} // closed when the driver shuts down
 	logger *slog.Logger
+	// rdmaLogged holds the executors whose RDMA report was logged.
+	rdmaLogged sync.Map
 }
 
 var _ driverpb.ControlServer = (*controlServer)(nil)
@@ -60,17 +63,29 @@ func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequ
 	}, nil
 }
 
+// logRDMA logs an executor's RDMA report the first time it comes.
+func (s *controlServer) logRDMA(executor, report string) {
+	if report == "" {
+		return
+	}
+	if _, seen := s.rdmaLogged.LoadOrStore(executor, true); !seen {
+		s.logger.Info(report)
+	}
+}
+
 // Heartbeat records liveness and progress.
 func (s *controlServer) Heartbeat(ctx context.Context, req *driverpb.HeartbeatRequest) (*driverpb.HeartbeatResponse, error) {
 	resp, err := s.roster.heartbeat(req.GetExecutorId(), req.GetProgress())
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	s.logRDMA(req.GetExecutorId(), req.GetRdma())
 	return resp, nil
 }
 
 // ReportExit records how a training process ended.
 func (s *controlServer) ReportExit(ctx context.Context, req *driverpb.ExitReport) (*driverpb.ExitAck, error) {
+	s.logRDMA(req.GetExecutorId(), req.GetRdma())
 	s.logger.Debug("training process exited", "executor", req.GetExecutorId(), "rank", req.GetRank(),
 		"exit_code", req.GetExitCode(), "signal", req.GetSignal())
 	if err := s.roster.exit(req); err != nil {

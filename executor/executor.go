@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -83,6 +84,8 @@ type Executor struct {
 	signer *auth.Signer
 	conn   *grpc.ClientConn
 	client driverpb.ControlClient
+	// rdmaReport holds the rank's RDMA line for the heartbeats (a string).
+	rdmaReport atomic.Value
 }
 
 // New returns an executor; it connects lazily, so New does no I/O.
@@ -166,9 +169,12 @@ func (e *Executor) Run(ctx context.Context) error {
 	report := &driverpb.ExitReport{
 		ExecutorId: e.cfg.ID, Rank: int32(id.rank), ExitCode: int32(status.exit.code),
 		Signal: status.exit.signal, StderrTail: status.stderrTail, Progress: status.progress,
+		Rdma: e.rdmaLine(),
 	}
 	if runErr != nil {
 		report.Error = runErr.Error()
+		var se *setupError
+		report.SetupError = errors.As(runErr, &se)
 	}
 	// Report even when ctx is done: the driver wants to know why we ended.
 	repCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -243,10 +249,16 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 		}
 	}
 	defer closeFeed()
+	rdmaPlan, err := discoverRDMA(t, os.Environ())
+	e.rdmaReport.Store(rdmaReport(id, rdmaPlan))
+	if err != nil {
+		return res, &setupError{err}
+	}
 	env, err := trainingEnv(os.Environ(), t, id, e.cfg.Secret, feedPath, filesDir)
 	if err != nil {
 		return res, err
 	}
+	env = withRDMAHints(env, rdmaPlan.Env)
 	env = prependPythonPath(env, ship.pythonPath)
 	peerFile, err := ports.peer.File()
 	if err != nil {
@@ -344,6 +356,7 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 		callCtx, cancel := context.WithTimeout(ctx, interval)
 		resp, err := e.client.Heartbeat(callCtx, &driverpb.HeartbeatRequest{
 			ExecutorId: e.cfg.ID, Rank: int32(id.rank), Progress: progressOf(server),
+			Rdma: e.rdmaLine(),
 		})
 		cancel()
 		switch {

@@ -353,10 +353,14 @@ func (x *Progress) GetTakenBatches() int64 {
 }
 
 type HeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ExecutorId    string                 `protobuf:"bytes,1,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
-	Rank          int32                  `protobuf:"varint,2,opt,name=rank,proto3" json:"rank,omitempty"`
-	Progress      *Progress              `protobuf:"bytes,3,opt,name=progress,proto3" json:"progress,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ExecutorId string                 `protobuf:"bytes,1,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	Rank       int32                  `protobuf:"varint,2,opt,name=rank,proto3" json:"rank,omitempty"`
+	Progress   *Progress              `protobuf:"bytes,3,opt,name=progress,proto3" json:"progress,omitempty"`
+	// rdma is the executor's one-line report of the RDMA ports its rank
+	// uses, or why it uses TCP ("rank 3 on host-a: mlx5_0 port 1 RoCE v2
+	// on eth2, 100 Gb/s"); the driver logs it once.
+	Rdma          string `protobuf:"bytes,4,opt,name=rdma,proto3" json:"rdma,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -410,6 +414,13 @@ func (x *HeartbeatRequest) GetProgress() *Progress {
 		return x.Progress
 	}
 	return nil
+}
+
+func (x *HeartbeatRequest) GetRdma() string {
+	if x != nil {
+		return x.Rdma
+	}
+	return ""
 }
 
 type HeartbeatResponse struct {
@@ -486,8 +497,15 @@ type ExitReport struct {
 	// stderr_tail holds the last lines the process wrote to stderr.
 	StderrTail string `protobuf:"bytes,5,opt,name=stderr_tail,json=stderrTail,proto3" json:"stderr_tail,omitempty"`
 	// error describes a failure of the executor itself (bad input, feed error).
-	Error         string    `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
-	Progress      *Progress `protobuf:"bytes,7,opt,name=progress,proto3" json:"progress,omitempty"`
+	Error    string    `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	Progress *Progress `protobuf:"bytes,7,opt,name=progress,proto3" json:"progress,omitempty"`
+	// setup_error says error was found before the training process started
+	// and is the job's configuration's fault (spindle.rdma.mode required on
+	// a host without a device): the job fails as bad input.
+	SetupError bool `protobuf:"varint,8,opt,name=setup_error,json=setupError,proto3" json:"setup_error,omitempty"`
+	// rdma is as in HeartbeatRequest, for a process that ended before its
+	// first heartbeat.
+	Rdma          string `protobuf:"bytes,9,opt,name=rdma,proto3" json:"rdma,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -571,6 +589,20 @@ func (x *ExitReport) GetProgress() *Progress {
 	return nil
 }
 
+func (x *ExitReport) GetSetupError() bool {
+	if x != nil {
+		return x.SetupError
+	}
+	return false
+}
+
+func (x *ExitReport) GetRdma() string {
+	if x != nil {
+		return x.Rdma
+	}
+	return ""
+}
+
 type ExitAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -642,16 +674,17 @@ const file_control_proto_rawDesc = "" +
 	"\x05epoch\x18\x03 \x01(\x05R\x05epoch\x12\x1d\n" +
 	"\n" +
 	"taken_rows\x18\x04 \x01(\x03R\ttakenRows\x12#\n" +
-	"\rtaken_batches\x18\x05 \x01(\x03R\ftakenBatches\"\x81\x01\n" +
+	"\rtaken_batches\x18\x05 \x01(\x03R\ftakenBatches\"\x95\x01\n" +
 	"\x10HeartbeatRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x128\n" +
-	"\bprogress\x18\x03 \x01(\v2\x1c.spindle.control.v1.ProgressR\bprogress\"[\n" +
+	"\bprogress\x18\x03 \x01(\v2\x1c.spindle.control.v1.ProgressR\bprogress\x12\x12\n" +
+	"\x04rdma\x18\x04 \x01(\tR\x04rdma\"[\n" +
 	"\x11HeartbeatResponse\x12\x12\n" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
-	"\bfinished\x18\x03 \x01(\bR\bfinished\"\xe7\x01\n" +
+	"\bfinished\x18\x03 \x01(\bR\bfinished\"\x9c\x02\n" +
 	"\n" +
 	"ExitReport\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
@@ -662,7 +695,10 @@ const file_control_proto_rawDesc = "" +
 	"\vstderr_tail\x18\x05 \x01(\tR\n" +
 	"stderrTail\x12\x14\n" +
 	"\x05error\x18\x06 \x01(\tR\x05error\x128\n" +
-	"\bprogress\x18\a \x01(\v2\x1c.spindle.control.v1.ProgressR\bprogress\"\t\n" +
+	"\bprogress\x18\a \x01(\v2\x1c.spindle.control.v1.ProgressR\bprogress\x12\x1f\n" +
+	"\vsetup_error\x18\b \x01(\bR\n" +
+	"setupError\x12\x12\n" +
+	"\x04rdma\x18\t \x01(\tR\x04rdma\"\t\n" +
 	"\aExitAck2\x85\x02\n" +
 	"\aControl\x12U\n" +
 	"\bRegister\x12#.spindle.control.v1.RegisterRequest\x1a$.spindle.control.v1.RegisterResponse\x12X\n" +

@@ -67,7 +67,11 @@ type Task struct {
 	// collective_timeout_millis becomes SPINDLE_COLLECTIVE_TIMEOUT.
 	CollectiveTimeoutMillis int64 `protobuf:"varint,18,opt,name=collective_timeout_millis,json=collectiveTimeoutMillis,proto3" json:"collective_timeout_millis,omitempty"`
 	// gpus are the device indices this rank may use (CUDA_VISIBLE_DEVICES).
-	Gpus          []int32 `protobuf:"varint,19,rep,packed,name=gpus,proto3" json:"gpus,omitempty"`
+	Gpus []int32 `protobuf:"varint,19,rep,packed,name=gpus,proto3" json:"gpus,omitempty"`
+	// rdma_mode and rdma_devices are spindle.rdma.mode and
+	// spindle.rdma.devices, applied by each rank to the devices it finds.
+	RdmaMode      string `protobuf:"bytes,20,opt,name=rdma_mode,json=rdmaMode,proto3" json:"rdma_mode,omitempty"`
+	RdmaDevices   string `protobuf:"bytes,21,opt,name=rdma_devices,json=rdmaDevices,proto3" json:"rdma_devices,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -233,6 +237,20 @@ func (x *Task) GetGpus() []int32 {
 		return x.Gpus
 	}
 	return nil
+}
+
+func (x *Task) GetRdmaMode() string {
+	if x != nil {
+		return x.RdmaMode
+	}
+	return ""
+}
+
+func (x *Task) GetRdmaDevices() string {
+	if x != nil {
+		return x.RdmaDevices
+	}
+	return ""
 }
 
 // FeedTask says how to feed the training process (the feed package's
@@ -601,7 +619,7 @@ var File_task_proto protoreflect.FileDescriptor
 const file_task_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"task.proto\x12\x12spindle.control.v1\"\xf6\x05\n" +
+	"task.proto\x12\x12spindle.control.v1\"\xb6\x06\n" +
 	"\x04Task\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x123\n" +
@@ -624,7 +642,9 @@ const file_task_proto_rawDesc = "" +
 	"\x11stop_grace_millis\x18\x10 \x01(\x03R\x0fstopGraceMillis\x12*\n" +
 	"\x11stderr_tail_lines\x18\x11 \x01(\x05R\x0fstderrTailLines\x12:\n" +
 	"\x19collective_timeout_millis\x18\x12 \x01(\x03R\x17collectiveTimeoutMillis\x12\x12\n" +
-	"\x04gpus\x18\x13 \x03(\x05R\x04gpus\x1a6\n" +
+	"\x04gpus\x18\x13 \x03(\x05R\x04gpus\x12\x1b\n" +
+	"\trdma_mode\x18\x14 \x01(\tR\brdmaMode\x12!\n" +
+	"\frdma_devices\x18\x15 \x01(\tR\vrdmaDevices\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x04\n" +

@@ -241,6 +241,7 @@ func Known() []Key {
 	all = append(all, coreKeys...)
 	all = append(all, roleKeys...)
 	all = append(all, standaloneKeys...)
+	all = append(all, rdmaKeys...)
 	all = append(all, yarnKeys...)
 	all = append(all, observeKeys...)
 	return all
