@@ -107,6 +107,7 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	set(envcontract.CollectiveTimeout, strconv.FormatFloat(float64(t.CollectiveTimeoutMillis)/1000, 'f', -1, 64))
 	if t.CheckpointDir != "" {
 		set(envcontract.CheckpointDir, t.CheckpointDir)
+		set(envcontract.CheckpointService, checkpointSocket(filesDir))
 	}
 	if t.GetFeed().GetLabelColumn() != "" && feedPath != "" {
 		set(envcontract.LabelColumn, t.GetFeed().GetLabelColumn())

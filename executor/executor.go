@@ -260,6 +260,14 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	}
 	env = withRDMAHints(env, rdmaPlan.Env)
 	env = prependPythonPath(env, ship.pythonPath)
+	var ckpt *checkpointService
+	if t.CheckpointDir != "" {
+		// At the path trainingEnv gave the process.
+		if ckpt, err = newCheckpointService(checkpointSocket(filesDir), resolver, e.logger); err != nil {
+			return res, err
+		}
+		defer ckpt.Close()
+	}
 	peerFile, err := ports.peer.File()
 	if err != nil {
 		return res, fmt.Errorf("hand the peer port to the training process: %w", err)
@@ -291,6 +299,9 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 			}
 			return nil
 		})
+	}
+	if ckpt != nil {
+		g.Go(func() error { return ckpt.Run(gctx) })
 	}
 	var stopWhy string
 	var finished bool
