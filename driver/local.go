@@ -100,8 +100,10 @@ func (l *Local) start(spec ExecutorSpec) error {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	// Its own process group: a Ctrl-C on the terminal reaches the driver,
-	// which then stops executors in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// which then stops executors in order. A driver that dies without
+	// doing so (SIGKILL) sends them SIGTERM, and each stops its training
+	// process group as it does for any stop: nothing outlives the submit.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return fmt.Errorf("start executor %s: %w", spec.ID, err)

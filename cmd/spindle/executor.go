@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -29,6 +31,10 @@ func executorCommand() *cli.Command {
 			&cli.DurationFlag{Name: "register-timeout", Value: 5 * time.Minute},
 		},
 		Action: func(c *cli.Context) error {
+			// Output goes to whoever started the executor; when that is
+			// gone (a killed submit), writes fail instead of killing the
+			// executor, which then stops its training processes itself.
+			signal.Ignore(syscall.SIGPIPE)
 			logger, err := newLogger(os.Stderr, c.String("log-level"))
 			if err != nil {
 				return cli.Exit(err, 2)
