@@ -36,6 +36,8 @@ type Config struct {
 	Columns     []string
 	LabelColumn string
 	CSV         feed.CSVOptions
+	// PartitionColumns are key=value directory keys read as columns.
+	PartitionColumns []string
 
 	// Feed settings (see driverpb.FeedTask).
 	FeedMode          string
@@ -153,8 +155,6 @@ func (c *Config) Validate() error {
 			c.PS.Cores, c.PS.MemoryMB, c.PS.GPUs)
 	case len(c.Command) == 0:
 		return bad("no training command: put it after --, as in: spindle submit ... -- python train.py")
-	case len(c.Inputs) == 0 && c.FeedMode != "direct":
-		return bad("no input: give --input URI (a path, file:// or hdfs:// URI, or a glob)")
 	case c.BatchRows < 1:
 		return bad("batch rows %d: must be at least 1", c.BatchRows)
 	case c.Epochs < 1:

@@ -94,7 +94,8 @@ func newJobID() string {
 // it is exported so a submit can check its inputs without running.
 func (d *Driver) Plan(ctx context.Context) (*feed.JobPlan, error) {
 	c := d.cfg
-	if c.FeedMode == "direct" && len(c.Inputs) == 0 {
+	if len(c.Inputs) == 0 {
+		// A job without input (it loads its own data) has nothing to plan.
 		return &feed.JobPlan{Ranks: make([][]feed.Split, c.NumExecutors), RowsPerRank: make([]int64, c.NumExecutors)}, nil
 	}
 	plan, err := feed.Plan(ctx, d.res, feed.PlanRequest{
@@ -104,6 +105,8 @@ func (d *Driver) Plan(ctx context.Context) (*feed.JobPlan, error) {
 		Columns:     c.Columns,
 		LabelColumn: c.LabelColumn,
 		CSV:         c.CSV,
+
+		PartitionColumns: c.PartitionColumns,
 	})
 	if err != nil {
 		return nil, err
@@ -421,7 +424,7 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot) (ta
 		if len(s.spec.Command) > 0 {
 			t.Command = s.spec.Command
 		}
-		if !s.role.Feeds() {
+		if !s.role.Feeds() || len(c.Inputs) == 0 {
 			t.Feed = &driverpb.FeedTask{} // no mode: no feed
 		}
 		for i := 0; i < s.spec.GPUs; i++ {

@@ -56,6 +56,11 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 		cfg.Format = feed.Format(f)
 	}
 	cfg.Columns = p.List(config.KeyInputColumns)
+	cfg.PartitionColumns = p.List(config.KeyPartitionColumns)
+	if len(cfg.PartitionColumns) > 0 && p.String(config.KeyFeedMode) == "direct" {
+		return cfg, master, fmt.Errorf("%s: %s: partition columns are not read in direct mode (the training process reads the files itself); use --feed arrow or tensor",
+			p.Source(config.KeyPartitionColumns), config.KeyPartitionColumns)
+	}
 	cfg.LabelColumn = p.String(config.KeyLabelColumn)
 	var delim rune // by the file name
 	if s := p.String(config.KeyCSVDelimiter); s != "" {

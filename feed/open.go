@@ -42,6 +42,9 @@ func OpenSplit(ctx context.Context, res *fsys.Resolver, s Split, opts ReadOption
 	if err != nil {
 		return nil, err
 	}
+	if len(s.Partitions) > 0 {
+		return openPartitioned(ctx, func(s Split, o ReadOptions) (Reader, error) { return OpenSplit(ctx, res, s, o) }, s, opts)
+	}
 	format := s.Format
 	if format == "" {
 		var ok bool

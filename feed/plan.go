@@ -33,6 +33,12 @@ type PlanRequest struct {
 	LabelColumn string
 	// CSV describes CSV inputs.
 	CSV CSVOptions
+	// PartitionColumns are Hive-style partition keys (the key of key=value
+	// directories, as in dt=2026-11-01/part-0.parquet) to read as columns
+	// (spindle.input.partitionColumns): int64 when every value is an
+	// integer, else utf8. They come after the file's columns and may be
+	// selected, or be the label, like any other.
+	PartitionColumns []string
 	// RetryUnavailable is how long planning keeps retrying while an input
 	// file system cannot be reached (ErrUnavailable); zero means
 	// DefaultRetryUnavailable, negative means no retry.
@@ -101,6 +107,9 @@ func Plan(ctx context.Context, res *fsys.Resolver, req PlanRequest) (*JobPlan, e
 		return err
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := addPartitionColumns(infos, req.PartitionColumns); err != nil {
 		return nil, err
 	}
 

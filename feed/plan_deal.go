@@ -68,7 +68,7 @@ func deal(ctx context.Context, files []*fileInfo, ranks int) ([][]Split, []int64
 				if err := flush(r); err != nil {
 					return nil, nil, err
 				}
-				cur = &Split{URI: f.uri, Format: f.format, RowOffset: used}
+				cur = &Split{URI: f.uri, Format: f.format, RowOffset: used, Partitions: f.partition}
 				curFile = f
 			}
 			curUnits = append(curUnits, u)

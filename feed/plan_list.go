@@ -18,6 +18,9 @@ type listedFile struct {
 	fs   fsys.FS
 	name string
 	size int64
+	// partition holds the values of the requested partition columns, from
+	// the key=value directories on the file's path.
+	partition map[string]string
 }
 
 // listInputs expands the inputs into files, in input order, each file

@@ -76,4 +76,8 @@ type Split struct {
 	Rows int64 `json:"rows"`
 	// Hosts are the hosts that hold the split's bytes (HDFS datanodes), most bytes first.
 	Hosts []string `json:"hosts,omitempty"`
+	// Partitions are the values of the partition columns for the split's
+	// rows (spindle.input.partitionColumns), taken from key=value
+	// directories on the file's path; readers add them as columns.
+	Partitions map[string]string `json:"partitions,omitempty"`
 }

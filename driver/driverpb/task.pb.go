@@ -455,7 +455,10 @@ type Split struct {
 	// rows is the exact number of rows in the split.
 	Rows int64 `protobuf:"varint,9,opt,name=rows,proto3" json:"rows,omitempty"`
 	// hosts hold the split's bytes (HDFS datanodes), most bytes first.
-	Hosts         []string `protobuf:"bytes,10,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	Hosts []string `protobuf:"bytes,10,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	// partitions are the partition column values of the split's rows, from
+	// key=value directories on the file's path (spindle.input.partitionColumns).
+	Partitions    map[string]string `protobuf:"bytes,11,rep,name=partitions,proto3" json:"partitions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -556,6 +559,13 @@ func (x *Split) GetRows() int64 {
 func (x *Split) GetHosts() []string {
 	if x != nil {
 		return x.Hosts
+	}
+	return nil
+}
+
+func (x *Split) GetPartitions() map[string]string {
+	if x != nil {
+		return x.Partitions
 	}
 	return nil
 }
@@ -669,7 +679,7 @@ const file_task_proto_rawDesc = "" +
 	"\feven_batches\x18\x0f \x01(\tR\vevenBatches\x12%\n" +
 	"\x0etarget_batches\x18\x10 \x01(\x03R\rtargetBatches\x12\x1d\n" +
 	"\n" +
-	"epoch_rows\x18\x11 \x01(\x03R\tepochRows\"\xf7\x01\n" +
+	"epoch_rows\x18\x11 \x01(\x03R\tepochRows\"\x81\x03\n" +
 	"\x05Split\x12\x10\n" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x16\n" +
 	"\x06format\x18\x02 \x01(\tR\x06format\x12\x1d\n" +
@@ -683,7 +693,13 @@ const file_task_proto_rawDesc = "" +
 	"row_offset\x18\b \x01(\x03R\trowOffset\x12\x12\n" +
 	"\x04rows\x18\t \x01(\x03R\x04rows\x12\x14\n" +
 	"\x05hosts\x18\n" +
-	" \x03(\tR\x05hosts\"B\n" +
+	" \x03(\tR\x05hosts\x12I\n" +
+	"\n" +
+	"partitions\x18\v \x03(\v2).spindle.control.v1.Split.PartitionsEntryR\n" +
+	"partitions\x1a=\n" +
+	"\x0fPartitionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
 	"\n" +
 	"CSVOptions\x12\x1c\n" +
 	"\tdelimiter\x18\x01 \x01(\x05R\tdelimiter\x12\x16\n" +
@@ -701,24 +717,26 @@ func file_task_proto_rawDescGZIP() []byte {
 	return file_task_proto_rawDescData
 }
 
-var file_task_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_task_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_task_proto_goTypes = []any{
 	(*Task)(nil),       // 0: spindle.control.v1.Task
 	(*FeedTask)(nil),   // 1: spindle.control.v1.FeedTask
 	(*Split)(nil),      // 2: spindle.control.v1.Split
 	(*CSVOptions)(nil), // 3: spindle.control.v1.CSVOptions
 	nil,                // 4: spindle.control.v1.Task.EnvEntry
+	nil,                // 5: spindle.control.v1.Split.PartitionsEntry
 }
 var file_task_proto_depIdxs = []int32{
 	4, // 0: spindle.control.v1.Task.env:type_name -> spindle.control.v1.Task.EnvEntry
 	1, // 1: spindle.control.v1.Task.feed:type_name -> spindle.control.v1.FeedTask
 	2, // 2: spindle.control.v1.FeedTask.splits:type_name -> spindle.control.v1.Split
 	3, // 3: spindle.control.v1.FeedTask.csv:type_name -> spindle.control.v1.CSVOptions
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	5, // 4: spindle.control.v1.Split.partitions:type_name -> spindle.control.v1.Split.PartitionsEntry
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_task_proto_init() }
@@ -732,7 +750,7 @@ func file_task_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_task_proto_rawDesc), len(file_task_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

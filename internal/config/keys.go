@@ -119,6 +119,7 @@ const (
 	KeyQueue               = "spindle.yarn.queue"
 	KeyInputFormat         = "spindle.input.format"
 	KeyInputColumns        = "spindle.input.columns"
+	KeyPartitionColumns    = "spindle.input.partitionColumns"
 	KeyLabelColumn         = "spindle.input.labelColumn"
 	KeyCSVDelimiter        = "spindle.input.csv.delimiter"
 	KeyCSVHeader           = "spindle.input.csv.header"
@@ -173,6 +174,8 @@ var coreKeys = []Key{
 		Doc: "Input format; empty infers it from each file's extension."},
 	{Name: KeyInputColumns, Default: "", Kind: List,
 		Doc: "Columns to feed, comma-separated; empty feeds every column."},
+	{Name: KeyPartitionColumns, Default: "", Kind: List,
+		Doc: "Hive-style partition keys to read as columns, comma-separated: the key of key=value directories on each file's path (dt=2026-11-01/part-0.parquet); int64 when every value is an integer, else utf8. Not with --feed direct."},
 	{Name: KeyLabelColumn, Default: "", Kind: String,
 		Doc: "The label column, fed last (tensor mode: as the label vector)."},
 	{Name: KeyCSVDelimiter, Default: "", Kind: String,
@@ -237,7 +240,7 @@ var coreKeys = []Key{
 
 // Known returns every declared key, core keys first.
 func Known() []Key {
-	all := make([]Key, 0, len(coreKeys)+len(roleKeys)+len(standaloneKeys))
+	all := make([]Key, 0, len(coreKeys)+len(roleKeys)+len(standaloneKeys)+len(yarnKeys))
 	all = append(all, coreKeys...)
 	all = append(all, roleKeys...)
 	all = append(all, standaloneKeys...)

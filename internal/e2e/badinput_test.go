@@ -54,8 +54,8 @@ func TestBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append(append([]string{"submit"}, tc.args...), "--", feedcheckBin)
 			r := spindle(t, dir, args...)
-			if r.code == 0 {
-				t.Fatalf("bad input accepted:\n%s", r)
+			if r.code != 2 {
+				t.Fatalf("bad input: exit %d, want 2:\n%s", r.code, r)
 			}
 			var errLines []string
 			for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {

@@ -5,6 +5,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,7 +124,6 @@ func TestSettingsCheckedBeforeRunning(t *testing.T) {
 		{"zero duration", nil, []string{"--conf", "spindle.executor.heartbeatInterval=0s"}, []string{"spindle.executor.heartbeatInterval", "zero"}},
 		{"port out of range", nil, []string{"--conf", "spindle.driver.port=70000"}, []string{"spindle.driver.port", "65535"}},
 		{"master port out of range", nil, []string{"--master", "spindle://m1:99999"}, []string{"m1:99999", "65535"}},
-		{"yarn not yet", nil, []string{"--master", "yarn"}, []string{"yarn", "not built yet"}},
 		{"missing conf dir", []string{"SPINDLE_CONF_DIR=" + filepath.Join(confDir, "nope")}, nil, []string{"SPINDLE_CONF_DIR", "nope"}},
 		{"reserved env", nil, []string{"--env", "SPINDLE_RANK=7"}, []string{"--env SPINDLE_RANK"}},
 		{"missing --files", nil, []string{"--files", "nope.py"}, []string{"--files nope.py"}},
@@ -316,4 +316,24 @@ func writeZipFiles(t *testing.T, path string, files map[string]string) {
 		t.Fatal(err)
 	}
 	writeFile(t, path, buf.String())
+}
+
+// TestNoInput: a job that loads its own data needs no --input: it gets no
+// feed and the rest of the environment contract.
+func TestNoInput(t *testing.T) {
+	for _, mode := range []string{"arrow", "direct"} {
+		t.Run(mode, func(t *testing.T) {
+			r := spindle(t, t.TempDir(), submitArgs("--num-executors", "2", "--feed", mode,
+				"--", "/bin/sh", "-c", `echo "rank=$SPINDLE_RANK/$SPINDLE_WORLD_SIZE torch=$RANK@$MASTER_ADDR feed=${SPINDLE_FEED-unset} mode=$SPINDLE_FEED_MODE"`)...)
+			if r.code != 0 {
+				t.Fatalf("job failed:\n%s", r)
+			}
+			for rank := 0; rank < 2; rank++ {
+				want := fmt.Sprintf("[rank %d] rank=%d/2 torch=%d@127.0.0.1 feed=unset mode=none", rank, rank, rank)
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("want %q:\n%s", want, r)
+				}
+			}
+		})
+	}
 }

@@ -82,3 +82,31 @@ func TestTabSeparatedAndCompressedInput(t *testing.T) {
 		t.Fatalf("Hadoop-framed snappy: want exit 2 naming the codec:\n%s", r)
 	}
 }
+
+// TestHivePartitionsAsColumns: a Hive-style partitioned directory is read
+// recursively, and spindle.input.partitionColumns feeds the partition
+// values as a column (here the only feature: feedcheck sums it).
+func TestHivePartitionsAsColumns(t *testing.T) {
+	dir := t.TempDir()
+	table := filepath.Join(dir, "table")
+	for day, rows := range map[int]int{1: 30, 2: 50} {
+		d := filepath.Join(table, fmt.Sprintf("day=%d", day))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeDelimited(t, filepath.Join(d, "part-00000.csv"), ",", day*1000, rows, false)
+	}
+	if err := os.MkdirAll(filepath.Join(table, "_temporary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeDelimited(t, filepath.Join(table, "_temporary", "part-9.csv"), ",", 0, 1000, false)
+	r := spindle(t, dir, submitArgs("--num-executors", "1", "--input", table, "--columns", "day", "--label-column", "label",
+		"--conf", "spindle.input.partitionColumns=day", "--", feedcheckBin)...)
+	if r.code != 0 {
+		t.Fatalf("job failed:\n%s", r)
+	}
+	lines := parseFeedcheck(t, r.stdout)
+	if len(lines) != 1 || lines[0].rows != 80 || lines[0].sum != 1*30+2*50 {
+		t.Fatalf("want 80 rows whose day column sums to 130:\n%s", r)
+	}
+}
