@@ -212,6 +212,9 @@ func statusCommand() *cli.Command {
 		Flags: append(commonFlags(adminFlags),
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "give up after this long"}),
 		Action: func(c *cli.Context) error {
+			if yarnAppArg(c) {
+				return yarnStatus(c)
+			}
 			cl, err := adminClient(c)
 			if err != nil {
 				return cli.Exit(err, exitUsage)
@@ -241,6 +244,9 @@ running application. Its driver sees its executors stopped and fails.`,
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("name one application: spindle kill --master spindle://... APP", exitUsage)
+			}
+			if yarnAppArg(c) {
+				return yarnKill(c)
 			}
 			cl, err := adminClient(c)
 			if err != nil {

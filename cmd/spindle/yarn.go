@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/internal/config"
 	"github.com/spindle-ml/spindle/yarn"
+	yarnclient "github.com/spindle-ml/spindle/yarn/client"
 )
 
 // newYARNClusterManager builds the client-mode YARN cluster manager.
@@ -63,4 +65,72 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// yarnAppArg reports whether the first argument of status or kill is a
+// YARN application id.
+func yarnAppArg(c *cli.Context) bool {
+	return c.NArg() == 1 && yarnclient.IsAppID(c.Args().First())
+}
+
+// yarnClient connects to the ResourceManager of the configured Hadoop
+// client configuration.
+func yarnClient(c *cli.Context) (*yarnclient.Client, error) {
+	p, err := loadKeyFlags(c, adminFlags)
+	if err != nil {
+		return nil, err
+	}
+	conf, err := yarnclient.LoadConf(p.String(config.KeyHadoopConfDir))
+	if err != nil {
+		return nil, err
+	}
+	rms, err := conf.RMAddrs()
+	if err != nil {
+		return nil, err
+	}
+	user := p.String(config.KeyHadoopUser)
+	if user == "" {
+		user = envOr("HADOOP_USER_NAME", envOr("USER", "spindle"))
+	}
+	return yarnclient.New(yarnclient.Config{RMAddrs: rms, User: user, Rounds: 2})
+}
+
+// yarnStatus prints a YARN application's report (spindle status APP_ID).
+func yarnStatus(c *cli.Context) error {
+	cl, err := yarnClient(c)
+	if err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	defer cl.Close()
+	id, _ := yarnclient.ParseAppID(c.Args().First())
+	r, err := cl.Report(c.Context, id)
+	if err != nil {
+		return cli.Exit(err, exitJobFailed)
+	}
+	fmt.Printf("application %s (%s, type %s) in queue %s, user %s\n", id, r.GetName(), r.GetApplicationType(), r.GetQueue(), r.GetUser())
+	fmt.Printf("state %s, final status %s, progress %.0f%%\n", r.GetYarnApplicationState(), r.GetFinalApplicationStatus(), 100*r.GetProgress())
+	fmt.Printf("tracking URL %s\n", r.GetTrackingUrl())
+	if d := r.GetDiagnostics(); d != "" {
+		fmt.Printf("diagnostics: %s\n", d)
+	}
+	return nil
+}
+
+// yarnKill kills a YARN application (spindle kill APP_ID).
+func yarnKill(c *cli.Context) error {
+	cl, err := yarnClient(c)
+	if err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	defer cl.Close()
+	id, _ := yarnclient.ParseAppID(c.Args().First())
+	reason := "killed with spindle kill"
+	if c.IsSet("reason") {
+		reason = c.String("reason")
+	}
+	if _, err := cl.Kill(c.Context, id, reason); err != nil {
+		return cli.Exit(err, exitJobFailed)
+	}
+	fmt.Printf("killed %s\n", id)
+	return nil
 }

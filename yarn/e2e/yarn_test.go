@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -207,7 +208,7 @@ func TestClientModeLogReg(t *testing.T) {
 func TestGangTimeout(t *testing.T) {
 	hc := hadooptest.Shared(t)
 	data := t.TempDir()
-	os.WriteFile(filepath.Join(data, "d.csv"), []byte("x,label\n1,0\n"), 0o644)
+	os.WriteFile(filepath.Join(data, "d.csv"), []byte("x,label\n1,0\n2,1\n3,0\n4,1\n"), 0o644)
 	start := time.Now()
 	code, stdout, stderr := submit(t, hc.ConfDir, 3*time.Minute,
 		"--name", "too-big", "--num-executors", "4", "--executor-memory", "3g",
@@ -251,4 +252,158 @@ func TestBadSetup(t *testing.T) {
 			}
 		})
 	}
+}
+
+// running starts spindle submit in the background and returns it with its
+// stderr, which fills as it runs.
+type running struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan int
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func start(t *testing.T, confDir string, args ...string) *running {
+	t.Helper()
+	cmd := exec.Command(spindleBin, append([]string{"submit", "--master", "yarn"}, args...)...)
+	cmd.Env = env(confDir)
+	r := &running{cmd: cmd, stderr: &syncBuffer{}, done: make(chan int, 1)}
+	cmd.Stderr = r.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			r.done <- ee.ExitCode()
+			return
+		}
+		r.done <- 0
+	}()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return r
+}
+
+// waitFor polls stderr for a pattern.
+func (r *running) waitFor(t *testing.T, re *regexp.Regexp, within time.Duration) []string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if m := re.FindStringSubmatch(r.stderr.String()); m != nil {
+			return m
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no %s within %v:\n%s", re, within, r.stderr.String())
+	return nil
+}
+
+func (r *running) wait(t *testing.T, within time.Duration) int {
+	t.Helper()
+	select {
+	case code := <-r.done:
+		return code
+	case <-time.After(within):
+		t.Fatalf("spindle submit still running after %v:\n%s", within, r.stderr.String())
+		return -1
+	}
+}
+
+// TestContainerKilled kills an executor's process inside its container:
+// YARN reports the container complete, the AM names it, and the job fails
+// with the executor, host and container in its message; the application
+// ends FAILED and its staging directory goes.
+func TestContainerKilled(t *testing.T) {
+	hc := hadooptest.Shared(t)
+	data := t.TempDir()
+	os.WriteFile(filepath.Join(data, "d.csv"), []byte("x,label\n1,0\n2,1\n"), 0o644)
+	r := start(t, hc.ConfDir, "--name", "victim", "--num-executors", "2", "--executor-memory", "256m",
+		"--input", data, "--label-column", "label", "--", "sleep", "120")
+	app := r.waitFor(t, appRE, time.Minute)[1]
+	m := r.waitFor(t, regexp.MustCompile(`executor registered.*executor=(exec-\d+).* pid=(\d+)`), 2*time.Minute)
+	if out, err := exec.Command("kill", "-9", m[2]).CombinedOutput(); err != nil {
+		t.Fatalf("kill executor %s (pid %s): %v %s", m[1], m[2], err, out)
+	}
+	code := r.wait(t, 2*time.Minute)
+	stderr := r.stderr.String()
+	if code != 1 || !strings.Contains(stderr, "container_") || !strings.Contains(stderr, m[1]) {
+		t.Fatalf("exit %d, want 1 naming executor %s and its container:\n%s", code, m[1], stderr)
+	}
+	id, _ := client.ParseAppID(app)
+	rep, err := rmClient(t, hc).Report(context.Background(), id)
+	if err != nil || rep.GetFinalApplicationStatus() != pb.FinalApplicationStatusProto_APP_FAILED {
+		t.Fatalf("final status %v (%v)", rep.GetFinalApplicationStatus(), err)
+	}
+	stagingGone(t, hc, app)
+}
+
+// TestInterrupted: Ctrl-C on the gateway kills the application and removes
+// its staging directory.
+func TestInterrupted(t *testing.T) {
+	hc := hadooptest.Shared(t)
+	data := t.TempDir()
+	os.WriteFile(filepath.Join(data, "d.csv"), []byte("x,label\n1,0\n2,1\n"), 0o644)
+	r := start(t, hc.ConfDir, "--name", "interrupted", "--num-executors", "2", "--executor-memory", "256m",
+		"--input", data, "--label-column", "label", "--", "sleep", "120")
+	app := r.waitFor(t, appRE, time.Minute)[1]
+	r.waitFor(t, regexp.MustCompile(`all executors registered`), 2*time.Minute)
+	r.cmd.Process.Signal(os.Interrupt)
+	if code := r.wait(t, 2*time.Minute); code != 130 {
+		t.Fatalf("exit %d after Ctrl-C, want 130:\n%s", code, r.stderr.String())
+	}
+	id, _ := client.ParseAppID(app)
+	rep, err := rmClient(t, hc).Report(context.Background(), id)
+	if err != nil || !client.IsFinal(rep.GetYarnApplicationState()) || rep.GetFinalApplicationStatus() != pb.FinalApplicationStatusProto_APP_KILLED {
+		t.Fatalf("after Ctrl-C: %v %v (%v)", rep.GetYarnApplicationState(), rep.GetFinalApplicationStatus(), err)
+	}
+	stagingGone(t, hc, app)
+}
+
+// TestStatusAndKill: spindle status and spindle kill take YARN application
+// ids; a killed application fails its job and leaves no staging behind.
+func TestStatusAndKill(t *testing.T) {
+	hc := hadooptest.Shared(t)
+	data := t.TempDir()
+	os.WriteFile(filepath.Join(data, "d.csv"), []byte("x,label\n1,0\n2,1\n"), 0o644)
+	r := start(t, hc.ConfDir, "--name", "to-kill", "--num-executors", "2", "--executor-memory", "256m",
+		"--input", data, "--label-column", "label", "--", "sleep", "120")
+	app := r.waitFor(t, appRE, time.Minute)[1]
+	r.waitFor(t, regexp.MustCompile(`all executors registered`), 2*time.Minute)
+	run := func(args ...string) string {
+		cmd := exec.Command(spindleBin, args...)
+		cmd.Env = env(hc.ConfDir)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("spindle %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := run("status", app); !strings.Contains(out, "state RUNNING") || !strings.Contains(out, "type SPINDLE") || !strings.Contains(out, "to-kill") {
+		t.Fatalf("spindle status %s:\n%s", app, out)
+	}
+	run("kill", app)
+	if code := r.wait(t, 2*time.Minute); code != 1 {
+		t.Fatalf("exit %d after the application was killed, want 1:\n%s", code, r.stderr.String())
+	}
+	if out := run("status", app); !strings.Contains(out, "state KILLED") {
+		t.Fatalf("spindle status after kill:\n%s", out)
+	}
+	stagingGone(t, hc, app)
 }

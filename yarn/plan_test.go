@@ -1,0 +1,80 @@
+package yarn
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/spindle-ml/spindle/driver"
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
+)
+
+func TestPlanTravelsInCredentials(t *testing.T) {
+	p := Plan{AppID: "application_1_0001", SchedulerAddrs: []string{"rm:8030"}, Env: map[string]string{"SPINDLE_JOB_SECRET": "s3cret"}, AMSecret: "am"}
+	c := hadooprpc.NewCredentials()
+	if err := p.addTo(c); err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Marshal(hadooprpc.CredentialsWritable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := hadooprpc.ReadCredentials(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := planFrom(back)
+	if err != nil || got.Env["SPINDLE_JOB_SECRET"] != "s3cret" || got.SchedulerAddrs[0] != "rm:8030" {
+		t.Fatalf("plan %+v %v", got, err)
+	}
+	if _, err := planFrom(hadooprpc.NewCredentials()); err == nil || !strings.Contains(err.Error(), planAlias) {
+		t.Fatalf("no plan: %v", err)
+	}
+}
+
+// TestSecretsStayOutOfLaunchContexts: the job secret is in an executor's
+// credentials, not in its environment or command line, which YARN writes
+// into launch scripts and shows in its UI.
+func TestSecretsStayOutOfLaunchContexts(t *testing.T) {
+	plan := Plan{Spindle: Resource{Scheme: "hdfs", Host: "nn", Port: 8020, File: "/s/spindle", Size: 10, Timestamp: 5}}
+	build := executorLaunchContext(plan)
+	clc, err := build(driverSpec("exec-0", map[string]string{"SPINDLE_JOB_SECRET": "s3cret"}, "executor", "--driver", "h:1", "--id", "it's"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range clc.GetEnvironment() {
+		if strings.Contains(kv.GetValue(), "s3cret") {
+			t.Fatalf("secret in the environment: %s", kv.GetKey())
+		}
+	}
+	cmd := strings.Join(clc.GetCommand(), " ")
+	if strings.Contains(cmd, "s3cret") {
+		t.Fatalf("secret on the command line: %s", cmd)
+	}
+	creds, err := hadooprpc.ReadCredentials(bytes.NewReader(clc.GetTokens()))
+	if err != nil || string(creds.Secrets[envAliasPrefix+"SPINDLE_JOB_SECRET"]) != "s3cret" {
+		t.Fatalf("credentials %+v %v", creds, err)
+	}
+	lr := clc.GetLocalResources()[0]
+	if lr.GetKey() != "spindle" || lr.GetValue().GetSize() != 10 || lr.GetValue().GetTimestamp() != 5 || lr.GetValue().GetResource().GetFile() != "/s/spindle" {
+		t.Fatalf("local resource %v", lr)
+	}
+	// The command survives bash, quotes and all.
+	line := strings.TrimSuffix(strings.TrimPrefix(cmd, "./spindle yarn-container -- "), " 1><LOG_DIR>/stdout 2><LOG_DIR>/stderr")
+	out, err := exec.Command("bash", "-c", "printf '%s|' "+line).Output()
+	if err != nil || string(out) != "executor|--driver|h:1|--id|it's|" {
+		t.Fatalf("bash read %q (%v)", out, err)
+	}
+}
+
+func TestStripEnv(t *testing.T) {
+	got := stripEnv(map[string]string{"A": "1", "B": "2", "C": "3"}, map[string]string{"A": "1", "B": "other"})
+	if len(got) != 2 || got["B"] != "2" || got["C"] != "3" {
+		t.Fatalf("stripped %v", got)
+	}
+}
+
+func driverSpec(id string, env map[string]string, args ...string) driver.ExecutorSpec {
+	return driver.ExecutorSpec{ID: id, Env: env, Args: args, MemoryMB: 256, Cores: 1}
+}
