@@ -77,20 +77,24 @@ func (c *Console) Terminal() bool { return c.terminal }
 // r to its end whatever is written (over-long lines are cut), so an
 // executor is never blocked writing its output.
 func (c *Console) copyLines(r io.Reader, toErr bool) {
-	print := c.Println
+	_ = outlines.Read(r, maxConsoleLine, func(line []byte) { c.Output(toErr, string(line)) })
+}
+
+// Output prints one line of a training process's output ("[rank N] ...")
+// on the error stream when toErr, else on the output stream, and shows it
+// on the rank's log page of the job's UI.
+func (c *Console) Output(toErr bool, line string) {
 	if toErr {
-		print = c.Eprintln
+		c.Eprintln(line)
+	} else {
+		c.Println(line)
 	}
-	_ = outlines.Read(r, maxConsoleLine, func(line []byte) {
-		s := string(line)
-		print(s)
-		c.mu.Lock()
-		tap := c.tap
-		c.mu.Unlock()
-		if tap != nil {
-			tap(toErr, s)
-		}
-	})
+	c.mu.Lock()
+	tap := c.tap
+	c.mu.Unlock()
+	if tap != nil {
+		tap(toErr, line)
+	}
 }
 
 // setTap makes tap see every output line from now on.

@@ -155,7 +155,7 @@ func (d *Driver) run(ctx context.Context) error {
 	g := newRosterOf(slots)
 	stopServer := make(chan struct{})
 	srv := grpc.NewServer(d.signer.ServerOptions()...)
-	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: tasks, stop: stopServer, logger: d.logger})
+	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: tasks, stop: stopServer, logger: d.logger, obs: d.obs})
 
 	var eg errgroup.Group
 	eg.Go(func() error {
@@ -401,6 +401,7 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot) (ta
 			CollectiveTimeoutMillis: c.CollectiveTimeout.Milliseconds(),
 			RdmaMode:                c.RDMAMode,
 			RdmaDevices:             c.RDMADevices,
+			ForwardOutput:           !outputReachesConsole(d.cm),
 			Feed: &driverpb.FeedTask{
 				Mode:              c.FeedMode,
 				Splits:            driverpb.SplitsFromFeed(plan.Ranks[feedRank]),

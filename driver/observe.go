@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -35,7 +36,11 @@ type observer struct {
 	cancel  context.CancelFunc
 	logger  *slog.Logger
 
-	ranks map[int]rankSeen // what was last recorded of each rank
+	ranks   map[int]rankSeen // what was last recorded of each rank
+	console *Console         // where forwarded output lines are printed; may be nil
+
+	mu    sync.Mutex
+	usage map[int]rankUsage // by rank, from heartbeats (news)
 }
 
 // rankSeen is what the observer last recorded of a rank, so it records
@@ -46,6 +51,7 @@ type rankSeen struct {
 	rows    int64
 	batches int64
 	epoch   int32
+	usage   rankUsage
 }
 
 // startObserver starts the web UI and the event log of the job and
@@ -53,7 +59,7 @@ type rankSeen struct {
 // job runs without its UI rather than not at all.
 func (d *Driver) startObserver(ctx context.Context) *observer {
 	c := d.cfg
-	o := &observer{job: jobview.NewJob(), logger: d.logger, ranks: map[int]rankSeen{}}
+	o := &observer{job: jobview.NewJob(), logger: d.logger, ranks: map[int]rankSeen{}, console: c.Console, usage: map[int]rankUsage{}}
 	reg := metrics.NewRegistry()
 	o.metrics = metrics.NewDriver(reg)
 	ctx, o.cancel = context.WithCancel(ctx)
@@ -181,10 +187,16 @@ func (o *observer) progress(now time.Time, ranks []rankProgress) {
 				RoleRank: r.roleNum, Host: r.host, State: state})
 			seen.host, seen.state = r.host, state
 		}
-		if !known || seen.rows != r.rows || seen.batches != r.batches || seen.epoch != r.epoch {
+		o.mu.Lock()
+		usage := o.usage[r.rank]
+		o.mu.Unlock()
+		// What the training process consumed, not the executor's read-ahead.
+		rows, batches := r.takenRows, r.takenBatches
+		if !known || seen.rows != rows || seen.batches != batches || seen.epoch != r.epoch || seen.usage != usage {
 			o.record(jobview.Event{Time: now, Kind: jobview.KindProgress, Rank: r.rank,
-				Progress: &jobview.Progress{Epoch: int64(r.epoch), Rows: r.rows, Batches: r.batches}})
-			seen.rows, seen.batches, seen.epoch = r.rows, r.batches, r.epoch
+				Progress: &jobview.Progress{Epoch: int64(r.epoch), Rows: rows, Batches: batches,
+					Steps: usage.steps, CPUSeconds: usage.cpuSeconds, MemoryBytes: usage.memoryBytes}})
+			seen.rows, seen.batches, seen.epoch, seen.usage = rows, batches, r.epoch, usage
 		}
 		o.ranks[r.rank] = seen
 	}

@@ -26,6 +26,8 @@ type controlServer struct {
 	logger *slog.Logger
 	// rdmaLogged holds the executors whose RDMA report was logged.
 	rdmaLogged sync.Map
+	// obs takes the news heartbeats and exit reports carry; may be nil.
+	obs *observer
 }
 
 var _ driverpb.ControlServer = (*controlServer)(nil)
@@ -80,12 +82,15 @@ func (s *controlServer) Heartbeat(ctx context.Context, req *driverpb.HeartbeatRe
 		return nil, toStatus(err)
 	}
 	s.logRDMA(req.GetExecutorId(), req.GetRdma())
+	s.obs.news(newsOf(req.GetExecutorId(), req.GetRank(), req.GetUsage(), req.GetReports(), req.GetOutput(), req.GetOutputDropped()))
 	return resp, nil
 }
 
 // ReportExit records how a training process ended.
 func (s *controlServer) ReportExit(ctx context.Context, req *driverpb.ExitReport) (*driverpb.ExitAck, error) {
 	s.logRDMA(req.GetExecutorId(), req.GetRdma())
+	// Its last lines first, so they come before the job's verdict.
+	s.obs.news(newsOf(req.GetExecutorId(), req.GetRank(), req.GetUsage(), req.GetReports(), req.GetOutput(), req.GetOutputDropped()))
 	s.logger.Debug("training process exited", "executor", req.GetExecutorId(), "rank", req.GetRank(),
 		"exit_code", req.GetExitCode(), "signal", req.GetSignal())
 	if err := s.roster.exit(req); err != nil {

@@ -105,6 +105,7 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	set(envcontract.Host, id.host)
 	set(envcontract.FilesDir, filesDir)
 	set(envcontract.CollectiveTimeout, strconv.FormatFloat(float64(t.CollectiveTimeoutMillis)/1000, 'f', -1, 64))
+	set(envcontract.ReportSocket, reportSocket(filesDir))
 	if t.CheckpointDir != "" {
 		set(envcontract.CheckpointDir, t.CheckpointDir)
 		set(envcontract.CheckpointService, checkpointSocket(filesDir))

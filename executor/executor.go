@@ -171,6 +171,7 @@ func (e *Executor) Run(ctx context.Context) error {
 		Signal: status.exit.signal, StderrTail: status.stderrTail, Progress: status.progress,
 		Rdma: e.rdmaLine(),
 	}
+	status.obs.takeExit(report, status.usage)
 	if runErr != nil {
 		report.Error = runErr.Error()
 		var se *setupError
@@ -208,6 +209,10 @@ type taskResult struct {
 	finished bool
 	// stopped says why the executor stopped the process, when it did.
 	stopped string
+	// obs holds what the last heartbeat did not carry; usage is the
+	// ended process's CPU time and peak memory.
+	obs   *observations
+	usage *driverpb.Usage
 }
 
 // runTask prepares the work directory and feed, starts the training
@@ -268,6 +273,16 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 		}
 		defer ckpt.Close()
 	}
+	obs, err := newObservations(reportSocket(filesDir), e.logger)
+	if err != nil {
+		return res, err
+	}
+	defer obs.Close()
+	res.obs = obs
+	stdout, stderr := e.cfg.Stdout, e.cfg.Stderr
+	if t.ForwardOutput {
+		stdout, stderr = lineTee{w: stdout, obs: obs}, lineTee{w: stderr, obs: obs, stderr: true}
+	}
 	peerFile, err := ports.peer.File()
 	if err != nil {
 		return res, fmt.Errorf("hand the peer port to the training process: %w", err)
@@ -277,10 +292,11 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	ports.service.Close()
 
 	prefix := outputPrefix(id)
-	proc, err := startProcess(ship.command, t.Dir, env, peerFile, prefix, e.cfg.Stdout, e.cfg.Stderr, int(t.StderrTailLines))
+	proc, err := startProcess(ship.command, t.Dir, env, peerFile, prefix, stdout, stderr, int(t.StderrTailLines))
 	if err != nil {
 		return res, err
 	}
+	obs.setProcess(proc.cmd.Process.Pid)
 	// The process holds its own copy now.
 	peerFile.Close()
 	ports.peer.Close()
@@ -303,10 +319,11 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	if ckpt != nil {
 		g.Go(func() error { return ckpt.Run(gctx) })
 	}
+	g.Go(func() error { return obs.Run(gctx) })
 	var stopWhy string
 	var finished bool
 	g.Go(func() error {
-		why, fin, err := e.heartbeat(gctx, t, id, server)
+		why, fin, err := e.heartbeat(gctx, t, id, server, obs)
 		if err != nil || why != "" {
 			stopWhy, finished = why, fin
 			return fmt.Errorf("stop: %s", why)
@@ -329,6 +346,7 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 		proc.stop(grace)
 	}
 	res.exit = proc.status
+	res.usage = usageOf(proc.cmd.ProcessState)
 	res.stderrTail = proc.tail.String()
 	res.progress = progressOf(server)
 	res.finished = finished
@@ -346,7 +364,7 @@ var errProcessExited = errors.New("training process exited")
 // heartbeat reports progress until ctx ends. It returns a reason when the
 // driver says stop or cannot be reached for longer than the driver timeout,
 // and whether the stop is the job's successful end.
-func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *wire.Server) (string, bool, error) {
+func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *wire.Server, obs *observations) (string, bool, error) {
 	interval := time.Duration(t.HeartbeatIntervalMillis) * time.Millisecond
 	if interval <= 0 {
 		interval = time.Second
@@ -365,10 +383,12 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 		case <-tick.C:
 		}
 		callCtx, cancel := context.WithTimeout(ctx, interval)
-		resp, err := e.client.Heartbeat(callCtx, &driverpb.HeartbeatRequest{
+		req := &driverpb.HeartbeatRequest{
 			ExecutorId: e.cfg.ID, Rank: int32(id.rank), Progress: progressOf(server),
 			Rdma: e.rdmaLine(),
-		})
+		}
+		obs.take(req)
+		resp, err := e.client.Heartbeat(callCtx, req)
 		cancel()
 		switch {
 		case err == nil && resp.GetStop() && resp.GetFinished():

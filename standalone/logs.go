@@ -177,11 +177,7 @@ func (t *tailer) flush() {
 }
 
 func (t *tailer) print(stream int, line string) {
-	if stream == 0 {
-		t.c.cfg.Console.Println(line)
-	} else {
-		t.c.cfg.Console.Eprintln(line)
-	}
+	t.c.cfg.Console.Output(stream == 1, line)
 }
 
 // workerConn returns a cached connection to a worker, signed with the
@@ -199,3 +195,8 @@ func (c *ClusterManager) workerConn(addr string) (*grpc.ClientConn, error) {
 	c.workerConns[addr] = conn
 	return conn, nil
 }
+
+// DeliversOutput says that executors' output reaches the driver's console
+// by tailing their log files on the workers, so executors need not
+// forward it.
+func (c *ClusterManager) DeliversOutput() bool { return true }

@@ -360,7 +360,18 @@ type HeartbeatRequest struct {
 	// rdma is the executor's one-line report of the RDMA ports its rank
 	// uses, or why it uses TCP ("rank 3 on host-a: mlx5_0 port 1 RoCE v2
 	// on eth2, 100 Gb/s"); the driver logs it once.
-	Rdma          string `protobuf:"bytes,4,opt,name=rdma,proto3" json:"rdma,omitempty"`
+	Rdma string `protobuf:"bytes,4,opt,name=rdma,proto3" json:"rdma,omitempty"`
+	// usage is what the training process and its children have used so far.
+	Usage *Usage `protobuf:"bytes,5,opt,name=usage,proto3" json:"usage,omitempty"`
+	// reports are the values the training process reported since the last
+	// heartbeat (spindle.report), oldest first.
+	Reports []*Report `protobuf:"bytes,6,rep,name=reports,proto3" json:"reports,omitempty"`
+	// output holds the training process's output lines since the last
+	// heartbeat, when the task asks for them (forward_output).
+	Output []*OutputLine `protobuf:"bytes,7,rep,name=output,proto3" json:"output,omitempty"`
+	// output_dropped counts lines the executor could not hold for the
+	// driver since the last heartbeat (they stay in the executor's log).
+	OutputDropped int64 `protobuf:"varint,8,opt,name=output_dropped,json=outputDropped,proto3" json:"output_dropped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -423,6 +434,205 @@ func (x *HeartbeatRequest) GetRdma() string {
 	return ""
 }
 
+func (x *HeartbeatRequest) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetReports() []*Report {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetOutput() []*OutputLine {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *HeartbeatRequest) GetOutputDropped() int64 {
+	if x != nil {
+		return x.OutputDropped
+	}
+	return 0
+}
+
+// Usage is what a training process, with its children, used.
+type Usage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cpu_seconds is user plus system CPU time.
+	CpuSeconds float64 `protobuf:"fixed64,1,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
+	// memory_bytes is the resident set size now.
+	MemoryBytes   int64 `protobuf:"varint,2,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Usage) Reset() {
+	*x = Usage{}
+	mi := &file_control_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Usage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Usage) ProtoMessage() {}
+
+func (x *Usage) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Usage.ProtoReflect.Descriptor instead.
+func (*Usage) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Usage) GetCpuSeconds() float64 {
+	if x != nil {
+		return x.CpuSeconds
+	}
+	return 0
+}
+
+func (x *Usage) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+// Report is one set of values a training process reported at a step.
+type Report struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Step   int64                  `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	Values map[string]float64     `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	// unix_millis is when the process reported it.
+	UnixMillis    int64 `protobuf:"varint,3,opt,name=unix_millis,json=unixMillis,proto3" json:"unix_millis,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Report) Reset() {
+	*x = Report{}
+	mi := &file_control_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Report) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Report) ProtoMessage() {}
+
+func (x *Report) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Report.ProtoReflect.Descriptor instead.
+func (*Report) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Report) GetStep() int64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *Report) GetValues() map[string]float64 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *Report) GetUnixMillis() int64 {
+	if x != nil {
+		return x.UnixMillis
+	}
+	return 0
+}
+
+// OutputLine is one line of a training process's output, prefixed with
+// its rank as the terminal shows it.
+type OutputLine struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stderr        bool                   `protobuf:"varint,1,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputLine) Reset() {
+	*x = OutputLine{}
+	mi := &file_control_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputLine) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputLine) ProtoMessage() {}
+
+func (x *OutputLine) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputLine.ProtoReflect.Descriptor instead.
+func (*OutputLine) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *OutputLine) GetStderr() bool {
+	if x != nil {
+		return x.Stderr
+	}
+	return false
+}
+
+func (x *OutputLine) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
 type HeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// stop tells the executor to stop its training process and exit.
@@ -438,7 +648,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +660,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +673,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{5}
+	return file_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HeartbeatResponse) GetStop() bool {
@@ -505,14 +715,20 @@ type ExitReport struct {
 	SetupError bool `protobuf:"varint,8,opt,name=setup_error,json=setupError,proto3" json:"setup_error,omitempty"`
 	// rdma is as in HeartbeatRequest, for a process that ended before its
 	// first heartbeat.
-	Rdma          string `protobuf:"bytes,9,opt,name=rdma,proto3" json:"rdma,omitempty"`
+	Rdma string `protobuf:"bytes,9,opt,name=rdma,proto3" json:"rdma,omitempty"`
+	// usage, reports, output and output_dropped are as in HeartbeatRequest:
+	// what the last heartbeat did not carry.
+	Usage         *Usage        `protobuf:"bytes,10,opt,name=usage,proto3" json:"usage,omitempty"`
+	Reports       []*Report     `protobuf:"bytes,11,rep,name=reports,proto3" json:"reports,omitempty"`
+	Output        []*OutputLine `protobuf:"bytes,12,rep,name=output,proto3" json:"output,omitempty"`
+	OutputDropped int64         `protobuf:"varint,13,opt,name=output_dropped,json=outputDropped,proto3" json:"output_dropped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExitReport) Reset() {
 	*x = ExitReport{}
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -524,7 +740,7 @@ func (x *ExitReport) String() string {
 func (*ExitReport) ProtoMessage() {}
 
 func (x *ExitReport) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -537,7 +753,7 @@ func (x *ExitReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitReport.ProtoReflect.Descriptor instead.
 func (*ExitReport) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{6}
+	return file_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExitReport) GetExecutorId() string {
@@ -603,6 +819,34 @@ func (x *ExitReport) GetRdma() string {
 	return ""
 }
 
+func (x *ExitReport) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *ExitReport) GetReports() []*Report {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+func (x *ExitReport) GetOutput() []*OutputLine {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
+func (x *ExitReport) GetOutputDropped() int64 {
+	if x != nil {
+		return x.OutputDropped
+	}
+	return 0
+}
+
 type ExitAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -611,7 +855,7 @@ type ExitAck struct {
 
 func (x *ExitAck) Reset() {
 	*x = ExitAck{}
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +867,7 @@ func (x *ExitAck) String() string {
 func (*ExitAck) ProtoMessage() {}
 
 func (x *ExitAck) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +880,7 @@ func (x *ExitAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitAck.ProtoReflect.Descriptor instead.
 func (*ExitAck) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{7}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 var File_control_proto protoreflect.FileDescriptor
@@ -674,17 +918,37 @@ const file_control_proto_rawDesc = "" +
 	"\x05epoch\x18\x03 \x01(\x05R\x05epoch\x12\x1d\n" +
 	"\n" +
 	"taken_rows\x18\x04 \x01(\x03R\ttakenRows\x12#\n" +
-	"\rtaken_batches\x18\x05 \x01(\x03R\ftakenBatches\"\x95\x01\n" +
+	"\rtaken_batches\x18\x05 \x01(\x03R\ftakenBatches\"\xdb\x02\n" +
 	"\x10HeartbeatRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x128\n" +
 	"\bprogress\x18\x03 \x01(\v2\x1c.spindle.control.v1.ProgressR\bprogress\x12\x12\n" +
-	"\x04rdma\x18\x04 \x01(\tR\x04rdma\"[\n" +
+	"\x04rdma\x18\x04 \x01(\tR\x04rdma\x12/\n" +
+	"\x05usage\x18\x05 \x01(\v2\x19.spindle.control.v1.UsageR\x05usage\x124\n" +
+	"\areports\x18\x06 \x03(\v2\x1a.spindle.control.v1.ReportR\areports\x126\n" +
+	"\x06output\x18\a \x03(\v2\x1e.spindle.control.v1.OutputLineR\x06output\x12%\n" +
+	"\x0eoutput_dropped\x18\b \x01(\x03R\routputDropped\"K\n" +
+	"\x05Usage\x12\x1f\n" +
+	"\vcpu_seconds\x18\x01 \x01(\x01R\n" +
+	"cpuSeconds\x12!\n" +
+	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\"\xb8\x01\n" +
+	"\x06Report\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\x03R\x04step\x12>\n" +
+	"\x06values\x18\x02 \x03(\v2&.spindle.control.v1.Report.ValuesEntryR\x06values\x12\x1f\n" +
+	"\vunix_millis\x18\x03 \x01(\x03R\n" +
+	"unixMillis\x1a9\n" +
+	"\vValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"8\n" +
+	"\n" +
+	"OutputLine\x12\x16\n" +
+	"\x06stderr\x18\x01 \x01(\bR\x06stderr\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"[\n" +
 	"\x11HeartbeatResponse\x12\x12\n" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
-	"\bfinished\x18\x03 \x01(\bR\bfinished\"\x9c\x02\n" +
+	"\bfinished\x18\x03 \x01(\bR\bfinished\"\xe2\x03\n" +
 	"\n" +
 	"ExitReport\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
@@ -698,7 +962,12 @@ const file_control_proto_rawDesc = "" +
 	"\bprogress\x18\a \x01(\v2\x1c.spindle.control.v1.ProgressR\bprogress\x12\x1f\n" +
 	"\vsetup_error\x18\b \x01(\bR\n" +
 	"setupError\x12\x12\n" +
-	"\x04rdma\x18\t \x01(\tR\x04rdma\"\t\n" +
+	"\x04rdma\x18\t \x01(\tR\x04rdma\x12/\n" +
+	"\x05usage\x18\n" +
+	" \x01(\v2\x19.spindle.control.v1.UsageR\x05usage\x124\n" +
+	"\areports\x18\v \x03(\v2\x1a.spindle.control.v1.ReportR\areports\x126\n" +
+	"\x06output\x18\f \x03(\v2\x1e.spindle.control.v1.OutputLineR\x06output\x12%\n" +
+	"\x0eoutput_dropped\x18\r \x01(\x03R\routputDropped\"\t\n" +
 	"\aExitAck2\x85\x02\n" +
 	"\aControl\x12U\n" +
 	"\bRegister\x12#.spindle.control.v1.RegisterRequest\x1a$.spindle.control.v1.RegisterResponse\x12X\n" +
@@ -718,34 +987,45 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_control_proto_goTypes = []any{
 	(*RegisterRequest)(nil),   // 0: spindle.control.v1.RegisterRequest
 	(*Peer)(nil),              // 1: spindle.control.v1.Peer
 	(*RegisterResponse)(nil),  // 2: spindle.control.v1.RegisterResponse
 	(*Progress)(nil),          // 3: spindle.control.v1.Progress
 	(*HeartbeatRequest)(nil),  // 4: spindle.control.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil), // 5: spindle.control.v1.HeartbeatResponse
-	(*ExitReport)(nil),        // 6: spindle.control.v1.ExitReport
-	(*ExitAck)(nil),           // 7: spindle.control.v1.ExitAck
-	(*Task)(nil),              // 8: spindle.control.v1.Task
+	(*Usage)(nil),             // 5: spindle.control.v1.Usage
+	(*Report)(nil),            // 6: spindle.control.v1.Report
+	(*OutputLine)(nil),        // 7: spindle.control.v1.OutputLine
+	(*HeartbeatResponse)(nil), // 8: spindle.control.v1.HeartbeatResponse
+	(*ExitReport)(nil),        // 9: spindle.control.v1.ExitReport
+	(*ExitAck)(nil),           // 10: spindle.control.v1.ExitAck
+	nil,                       // 11: spindle.control.v1.Report.ValuesEntry
+	(*Task)(nil),              // 12: spindle.control.v1.Task
 }
 var file_control_proto_depIdxs = []int32{
-	1, // 0: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
-	8, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
-	3, // 2: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
-	3, // 3: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
-	0, // 4: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
-	4, // 5: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
-	6, // 6: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
-	2, // 7: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
-	5, // 8: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
-	7, // 9: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	1,  // 0: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
+	12, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
+	3,  // 2: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
+	5,  // 3: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
+	6,  // 4: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
+	7,  // 5: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
+	11, // 6: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
+	3,  // 7: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
+	5,  // 8: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
+	6,  // 9: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
+	7,  // 10: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
+	0,  // 11: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
+	4,  // 12: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
+	9,  // 13: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
+	2,  // 14: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
+	8,  // 15: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
+	10, // 16: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
+	14, // [14:17] is the sub-list for method output_type
+	11, // [11:14] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -760,7 +1040,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -70,8 +70,12 @@ type Task struct {
 	Gpus []int32 `protobuf:"varint,19,rep,packed,name=gpus,proto3" json:"gpus,omitempty"`
 	// rdma_mode and rdma_devices are spindle.rdma.mode and
 	// spindle.rdma.devices, applied by each rank to the devices it finds.
-	RdmaMode      string `protobuf:"bytes,20,opt,name=rdma_mode,json=rdmaMode,proto3" json:"rdma_mode,omitempty"`
-	RdmaDevices   string `protobuf:"bytes,21,opt,name=rdma_devices,json=rdmaDevices,proto3" json:"rdma_devices,omitempty"`
+	RdmaMode    string `protobuf:"bytes,20,opt,name=rdma_mode,json=rdmaMode,proto3" json:"rdma_mode,omitempty"`
+	RdmaDevices string `protobuf:"bytes,21,opt,name=rdma_devices,json=rdmaDevices,proto3" json:"rdma_devices,omitempty"`
+	// forward_output asks the executor to send the training process's
+	// output to the driver in its heartbeats, for executors whose output
+	// does not reach the submit terminal otherwise (standalone, YARN).
+	ForwardOutput bool `protobuf:"varint,22,opt,name=forward_output,json=forwardOutput,proto3" json:"forward_output,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -251,6 +255,13 @@ func (x *Task) GetRdmaDevices() string {
 		return x.RdmaDevices
 	}
 	return ""
+}
+
+func (x *Task) GetForwardOutput() bool {
+	if x != nil {
+		return x.ForwardOutput
+	}
+	return false
 }
 
 // FeedTask says how to feed the training process (the feed package's
@@ -629,7 +640,7 @@ var File_task_proto protoreflect.FileDescriptor
 const file_task_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"task.proto\x12\x12spindle.control.v1\"\xb6\x06\n" +
+	"task.proto\x12\x12spindle.control.v1\"\xdd\x06\n" +
 	"\x04Task\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x123\n" +
@@ -654,7 +665,8 @@ const file_task_proto_rawDesc = "" +
 	"\x19collective_timeout_millis\x18\x12 \x01(\x03R\x17collectiveTimeoutMillis\x12\x12\n" +
 	"\x04gpus\x18\x13 \x03(\x05R\x04gpus\x12\x1b\n" +
 	"\trdma_mode\x18\x14 \x01(\tR\brdmaMode\x12!\n" +
-	"\frdma_devices\x18\x15 \x01(\tR\vrdmaDevices\x1a6\n" +
+	"\frdma_devices\x18\x15 \x01(\tR\vrdmaDevices\x12%\n" +
+	"\x0eforward_output\x18\x16 \x01(\bR\rforwardOutput\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x04\n" +

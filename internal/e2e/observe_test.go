@@ -17,7 +17,10 @@ import (
 	"github.com/spindle-ml/spindle/internal/jobview"
 )
 
-var uiLine = regexp.MustCompile(`job (\S+): web UI at (http://\S+/)`)
+var (
+	uiLine      = regexp.MustCompile(`job (\S+): web UI at (http://\S+/)`)
+	historyLine = regexp.MustCompile(`history server for \S+ at (http://\S+/)`)
+)
 
 // startSpindle starts the spindle binary and returns the first match of
 // re in its stderr; the rest of stderr is drained in the background.
@@ -138,8 +141,7 @@ func TestJobUIMetricsAndHistory(t *testing.T) {
 		t.Fatalf("job: %v", err)
 	}
 
-	hist, hm := startSpindle(t, ctx, t.TempDir(), regexp.MustCompile(`history server for \S+ at (http://\S+/)`),
-		"history", "--dir", events, "--address", "127.0.0.1:0")
+	hist, hm := startSpindle(t, ctx, t.TempDir(), historyLine, "history", "--dir", events, "--address", "127.0.0.1:0")
 	defer func() { _ = hist.Process.Kill(); _ = hist.Wait() }()
 	var jobs []jobview.Summary
 	getJSON(t, hm[1]+"api/jobs", &jobs)

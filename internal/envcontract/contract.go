@@ -31,6 +31,12 @@ const (
 // it cannot write itself (hdfs://).
 const CheckpointService = "SPINDLE_CHECKPOINT_SERVICE"
 
+// ReportSocket names the executor's Unix datagram socket for reports: a
+// process sends one JSON object per datagram ({"step": N, "values":
+// {"loss": 0.3}}) and never waits; the values reach the job's web UI,
+// event log and metrics with the next heartbeat.
+const ReportSocket = "SPINDLE_REPORT_SOCKET"
+
 // The frameworks' variables, filled in from the same facts.
 const (
 	MasterAddr          = "MASTER_ADDR"
@@ -118,6 +124,7 @@ var Vars = []Var{
 	{Name: JobID, ID: "job_id", Doc: "the job's id"},
 	{Name: CheckpointDir, ID: "checkpoint_dir", Doc: "the checkpoint directory, when configured"},
 	{Name: CheckpointService, ID: "checkpoint_service", Doc: "the Unix socket of the executor's checkpoint service, when a checkpoint directory is configured: the Python package saves `hdfs://` checkpoints through it"},
+	{Name: ReportSocket, ID: "report_socket", Doc: "the Unix datagram socket where the process reports values (`spindle.report(step=..., loss=...)`, `task.Report`): one JSON object per datagram, never waited on"},
 	{Name: Peers, ID: "peers", Doc: "every rank's `host:port` (its peer port), in rank order"},
 	{Name: PeerListenFD, ID: "peer_listen_fd", Doc: "descriptor of an already-bound listener on this rank's peer port (used by Spindle's Go collectives)"},
 	{Name: PeerToken, ID: "peer_token", Doc: "the job's peer token (hex, derived from the job secret, the same on every rank), which authenticates the connections between ranks in Spindle's Go collectives; the job secret itself is never passed on"},

@@ -44,12 +44,13 @@ from ._env import (
 )
 from ._errors import EnvError, FeedError, FeedTruncatedError, SpindleError, UnsupportedTypeError
 from ._feed import Epoch, Feed, pyarrow_available
+from ._report import report
 
 __all__ = [
     "EnvError", "Epoch", "Feed", "FeedError", "FeedTruncatedError", "SpindleError", "UnsupportedTypeError",
     "batches", "checkpoint_dir", "collective_timeout", "columns", "epochs", "feed", "feed_mode", "feed_path",
     "files_dir", "in_spindle", "job_id", "label_column", "last_epoch", "local_rank", "local_world_size",
-    "peers", "pyarrow_available", "rank", "role", "role_rank", "role_world_size", "roles", "tensors", "world_size",
+    "peers", "pyarrow_available", "rank", "report", "role", "role_rank", "role_world_size", "roles", "tensors", "world_size",
 ]
 
 _default = None

@@ -1,0 +1,273 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spindle-ml/spindle/driver/driverpb"
+)
+
+// What the executor tells the driver about its training process besides
+// progress: the values the process reports (spindle.report), its output
+// when that does not reach the submit terminal otherwise, and the CPU and
+// memory it uses. All of it rides on heartbeats, so it is authenticated
+// like them and costs no connection of its own.
+
+// reportSocket is where the process sends reports, beside the files
+// directory (as the checkpoint socket is).
+func reportSocket(filesDir string) string {
+	return filepath.Join(filepath.Dir(filesDir), "report.sock")
+}
+
+// Bounds on what waits for the next heartbeat. Past them the oldest
+// reports and the newest output lines are dropped (and counted): a
+// process is never slowed by what it reports or prints.
+const (
+	maxPendingReports     = 1024
+	maxPendingOutputLines = 4096
+	maxPendingOutputBytes = 1 << 20
+	maxReportBytes        = 64 << 10
+)
+
+// observations collects what a heartbeat carries besides progress.
+type observations struct {
+	mu             sync.Mutex
+	reports        []*driverpb.Report
+	reportsDropped int64
+	output         []*driverpb.OutputLine
+	outputBytes    int
+	outputDropped  int64
+
+	pgid   int // the training process group, once started
+	sock   *net.UnixConn
+	logger *slog.Logger
+}
+
+// newObservations listens for reports at sockPath.
+func newObservations(sockPath string, logger *slog.Logger) (*observations, error) {
+	_ = os.Remove(sockPath)
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sockPath, Net: "unixgram"})
+	if err != nil {
+		return nil, fmt.Errorf("listen for reports on %s: %w", sockPath, err)
+	}
+	return &observations{sock: conn, logger: logger}, nil
+}
+
+// Run receives reports until ctx ends.
+func (o *observations) Run(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { o.sock.Close() })
+	defer stop()
+	buf := make([]byte, maxReportBytes)
+	for {
+		n, err := o.sock.Read(buf)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				// Reports are not worth stopping training for.
+				o.logger.Warn("no more reports from the training process", "err", err)
+			}
+			return nil
+		}
+		r, err := parseReport(buf[:n])
+		if err != nil {
+			o.logger.Debug("report refused", "err", err)
+			continue
+		}
+		o.addReport(r)
+	}
+}
+
+// Close stops receiving reports and removes the socket.
+func (o *observations) Close() {
+	_ = o.sock.Close()
+	_ = os.Remove(o.sock.LocalAddr().String())
+}
+
+// parseReport reads one datagram: {"step": N, "values": {"loss": 0.3}}.
+func parseReport(b []byte) (*driverpb.Report, error) {
+	var in struct {
+		Step   int64              `json:"step"`
+		Values map[string]float64 `json:"values"`
+		Time   float64            `json:"time"`
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, fmt.Errorf("report %q: %w", truncate(string(b), 80), err)
+	}
+	for k, v := range in.Values {
+		if k == "" || math.IsNaN(v) || math.IsInf(v, 0) {
+			delete(in.Values, k)
+		}
+	}
+	if len(in.Values) == 0 {
+		return nil, fmt.Errorf("report %q: no values", truncate(string(b), 80))
+	}
+	at := time.Now()
+	if in.Time > 0 {
+		at = time.UnixMilli(int64(in.Time * 1000))
+	}
+	return &driverpb.Report{Step: in.Step, Values: in.Values, UnixMillis: at.UnixMilli()}, nil
+}
+
+func (o *observations) addReport(r *driverpb.Report) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.reports) >= maxPendingReports {
+		o.reports = o.reports[1:]
+		o.reportsDropped++
+	}
+	o.reports = append(o.reports, r)
+}
+
+// addOutput keeps a line for the driver, or counts it as dropped.
+func (o *observations) addOutput(line string, stderr bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.output) >= maxPendingOutputLines || o.outputBytes+len(line) > maxPendingOutputBytes {
+		o.outputDropped++
+		return
+	}
+	o.output = append(o.output, &driverpb.OutputLine{Stderr: stderr, Text: line})
+	o.outputBytes += len(line)
+}
+
+// setProcess names the process group whose usage is reported.
+func (o *observations) setProcess(pgid int) {
+	o.mu.Lock()
+	o.pgid = pgid
+	o.mu.Unlock()
+}
+
+// take empties what waits into a heartbeat.
+func (o *observations) take(hb *driverpb.HeartbeatRequest) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	hb.Reports, o.reports = o.reports, nil
+	hb.Output, o.output, o.outputBytes = o.output, nil, 0
+	hb.OutputDropped, o.outputDropped = o.outputDropped, 0
+	pgid := o.pgid
+	o.mu.Unlock()
+	if pgid > 0 {
+		if u, err := groupUsage("/proc", pgid); err == nil {
+			hb.Usage = u
+		}
+	}
+}
+
+// takeExit empties what waits into the exit report.
+func (o *observations) takeExit(r *driverpb.ExitReport, usage *driverpb.Usage) {
+	if o == nil {
+		return
+	}
+	var hb driverpb.HeartbeatRequest
+	o.take(&hb)
+	r.Reports, r.Output, r.OutputDropped = hb.Reports, hb.Output, hb.OutputDropped
+	r.Usage = usage
+}
+
+// lineTee writes each line to w and keeps it for the driver. The process
+// output copier writes one whole line per Write.
+type lineTee struct {
+	w      io.Writer
+	obs    *observations
+	stderr bool
+}
+
+func (t lineTee) Write(p []byte) (int, error) {
+	t.obs.addOutput(string(bytes.TrimRight(p, "\n")), t.stderr)
+	return t.w.Write(p)
+}
+
+// groupUsage sums the CPU time and resident memory of every process in
+// process group pgid, from a proc file system at root. CPU time includes
+// children the group's processes have already waited for.
+func groupUsage(root string, pgid int) (*driverpb.Usage, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, err
+	}
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	page := int64(os.Getpagesize())
+	u := &driverpb.Usage{}
+	found := false
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(root, e.Name(), "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		st, ok := parseStat(string(b))
+		if !ok || st.pgrp != pgid {
+			continue
+		}
+		found = true
+		u.CpuSeconds += float64(st.utime+st.stime+st.cutime+st.cstime) / ticksPerSecond
+		u.MemoryBytes += st.rssPages * page
+	}
+	if !found {
+		return nil, fmt.Errorf("no process in group %d", pgid)
+	}
+	return u, nil
+}
+
+// procStat is what groupUsage reads of /proc/PID/stat.
+type procStat struct {
+	pgrp                         int
+	utime, stime, cutime, cstime int64
+	rssPages                     int64
+}
+
+// parseStat reads a /proc/PID/stat line. The command name (field 2) may
+// hold spaces and parentheses, so fields are counted from its last ')'.
+func parseStat(s string) (procStat, bool) {
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); field n is f[n-3].
+	if len(f) < 22 {
+		return procStat{}, false
+	}
+	num := func(n int) int64 { v, _ := strconv.ParseInt(f[n-3], 10, 64); return v }
+	return procStat{
+		pgrp: int(num(5)), utime: num(14), stime: num(15), cutime: num(16), cstime: num(17),
+		rssPages: num(24),
+	}, true
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// usageOf is an ended process's CPU time (with the children it waited
+// for) and peak resident memory.
+func usageOf(ps *os.ProcessState) *driverpb.Usage {
+	if ps == nil {
+		return nil
+	}
+	u := &driverpb.Usage{CpuSeconds: (ps.UserTime() + ps.SystemTime()).Seconds()}
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		u.MemoryBytes = ru.Maxrss * 1024 // kilobytes on Linux
+	}
+	return u
+}

@@ -1,0 +1,53 @@
+"""Reporting values (loss, accuracy, ...) to the job's web UI, event log and metrics."""
+
+import json
+import math
+import numbers
+import os
+import socket
+import time
+
+from . import _contract
+
+_sock = None
+_path = None
+
+
+def report(step=None, **values):
+    """Report named numbers at a training step, e.g. ``spindle.report(step=i, loss=l)``.
+
+    The values reach the job's web UI (its charts), event log and metrics
+    with the executor's next heartbeat. Reporting never waits: when the
+    executor cannot take a report at once, the report is dropped and
+    False is returned. Outside Spindle (no SPINDLE_REPORT_SOCKET) it does
+    nothing and returns False. Values must be real numbers; NaN and
+    infinities are left out.
+    """
+    global _sock, _path
+    path = os.environ.get(_contract.REPORT_SOCKET)
+    if not path:
+        return False
+    clean = {}
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            if hasattr(value, "item"):  # numpy and torch scalars
+                value = value.item()
+            else:
+                raise TypeError(f"spindle.report: {name}={value!r} is not a number")
+        value = float(value)
+        if math.isfinite(value):
+            clean[name] = value
+    if not clean:
+        return False
+    msg = {"values": clean, "time": time.time()}
+    if step is not None:
+        msg["step"] = int(step)
+    if _sock is None or _path != path:
+        _sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        _sock.setblocking(False)
+        _path = path
+    try:
+        _sock.sendto(json.dumps(msg).encode(), path)
+    except (BlockingIOError, ConnectionRefusedError, FileNotFoundError):
+        return False
+    return True
