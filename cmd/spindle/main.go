@@ -68,6 +68,7 @@ func newApp() *cli.App {
 			yarnContainerCommand(),
 			pythonPathCommand(),
 			historyCommand(),
+			logsCommand(),
 			versionCommand(),
 		},
 	}

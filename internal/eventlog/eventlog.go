@@ -40,6 +40,7 @@ type Writer struct {
 	logger   *slog.Logger
 
 	mu       sync.Mutex
+	lines    map[logStream]int // output lines recorded
 	pending  bytes.Buffer
 	segments int
 	closed   bool
@@ -77,10 +78,14 @@ func NewWriter(ctx context.Context, res *fsys.Resolver, dirURI, job string, inte
 	return w, nil
 }
 
-// Record adds an event. Log lines are not recorded: they belong to the
-// ranks' own logs, and a chatty rank would swamp the history.
+// MaxLogLines is how many output lines of each rank's stream a job's log
+// keeps (for spindle logs and the history's log pages); past it one line
+// says the rest was left out, so a chatty rank cannot swamp the history.
+const MaxLogLines = 20000
+
+// Record adds an event.
 func (w *Writer) Record(ev jobview.Event) {
-	if ev.Kind == jobview.KindLog {
+	if ev.Kind == jobview.KindLog && !w.keepLine(&ev) {
 		return
 	}
 	line, err := json.Marshal(ev)
@@ -308,4 +313,30 @@ func readFile(ctx context.Context, f fsys.FS, name string) ([]jobview.Event, err
 		return nil, fmt.Errorf("read event log %s: %w", name, err)
 	}
 	return events, nil
+}
+
+// logStream is one rank's stdout or stderr.
+type logStream struct {
+	rank   int
+	stream string
+}
+
+// keepLine counts an output line and says whether to record it; the first
+// line past MaxLogLines becomes a note that the rest is left out.
+func (w *Writer) keepLine(ev *jobview.Event) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.lines == nil {
+		w.lines = map[logStream]int{}
+	}
+	k := logStream{ev.Rank, ev.Stream}
+	w.lines[k]++
+	switch n := w.lines[k]; {
+	case n <= MaxLogLines:
+		return true
+	case n == MaxLogLines+1:
+		ev.Line = fmt.Sprintf("(spindle: the event log keeps the first %d lines of this stream; the rest is in the executor's own log)", MaxLogLines)
+		return true
+	}
+	return false
 }

@@ -41,20 +41,20 @@ func TestWriterPublishesSegmentsThenFolds(t *testing.T) {
 			}
 			t0 := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
 			w.Record(jobview.Event{Time: t0, Kind: jobview.KindSubmitted, Info: &jobview.Info{ID: "job-1", Name: "demo"}})
-			w.Record(jobview.Event{Time: t0, Kind: jobview.KindLog, Rank: 0, Line: "not kept"})
+			w.Record(jobview.Event{Time: t0, Kind: jobview.KindLog, Rank: 0, Stream: "stdout", Line: "kept"})
 			w.Record(jobview.Event{Time: t0.Add(time.Second), Kind: jobview.KindJobState, State: jobview.StateRunning})
 			// A job's end is published at once, without waiting for the hour-long tick.
 			w.Record(jobview.Event{Time: t0.Add(2 * time.Second), Kind: jobview.KindJobState, State: jobview.StateFailed, Reason: "rank 1 exited 3"})
 			deadline := time.Now().Add(10 * time.Second)
 			var events []jobview.Event
 			for time.Now().Before(deadline) {
-				if events, err = Read(ctx, res, dir, "job-1"); err == nil && len(events) == 3 {
+				if events, err = Read(ctx, res, dir, "job-1"); err == nil && len(events) == 4 {
 					break
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			if len(events) != 3 {
-				t.Fatalf("running job's log holds %d events (err %v), want 3 from its first segment", len(events), err)
+			if len(events) != 4 || events[1].Line != "kept" {
+				t.Fatalf("running job's log holds %d events (err %v), want 4 from its first segment", len(events), err)
 			}
 			jobs, err := List(ctx, res, dir)
 			if err != nil || len(jobs) != 1 || jobs[0].ID != "job-1" || jobs[0].Complete {
@@ -65,7 +65,7 @@ func TestWriterPublishesSegmentsThenFolds(t *testing.T) {
 				t.Fatal(err)
 			}
 			events, err = Read(ctx, res, dir, "job-1")
-			if err != nil || len(events) != 4 {
+			if err != nil || len(events) != 5 {
 				t.Fatalf("after close: %d events, %v", len(events), err)
 			}
 			s := jobview.Replay(events).Snapshot(time.Now())
@@ -113,5 +113,38 @@ func TestWriterRefusesAJobIDThatIsAPath(t *testing.T) {
 		if _, err := NewWriter(context.Background(), res, t.TempDir(), id, 0, nil); err == nil {
 			t.Errorf("job id %q accepted", id)
 		}
+	}
+}
+
+// TestLogLinesBounded: a chatty rank's stream keeps its first lines and a
+// note; other streams keep theirs.
+func TestLogLinesBounded(t *testing.T) {
+	ctx := context.Background()
+	res := fsys.NewResolver(fsys.Options{})
+	defer res.Close()
+	dir := t.TempDir()
+	w, err := NewWriter(ctx, res, dir, "chatty", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < MaxLogLines+50; i++ {
+		w.Record(jobview.Event{Kind: jobview.KindLog, Rank: 1, Stream: "stdout", Line: "spam"})
+	}
+	w.Record(jobview.Event{Kind: jobview.KindLog, Rank: 1, Stream: "stderr", Line: "the error"})
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	events, err := Read(ctx, res, dir, "chatty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != MaxLogLines+2 {
+		t.Fatalf("%d events, want %d", len(events), MaxLogLines+2)
+	}
+	if note := events[MaxLogLines].Line; !strings.Contains(note, "first 20000 lines") {
+		t.Errorf("no note where the stream was cut: %q", note)
+	}
+	if last := events[len(events)-1]; last.Stream != "stderr" || last.Line != "the error" {
+		t.Errorf("another stream's line was lost: %+v", last)
 	}
 }

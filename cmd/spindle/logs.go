@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/eventlog"
+	"github.com/spindle-ml/spindle/internal/jobview"
+)
+
+// logsCommand prints a job's training output, from its event log or from
+// a running driver's (or history server's) web UI.
+func logsCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "logs",
+		Usage:     "print a job's training output (every rank, or one rank or role)",
+		ArgsUsage: "JOB_ID",
+		Description: "From the job's event log (--dir, spindle.eventLog.dir: every line, running or finished jobs) or from\n" +
+			"the web UI a running driver or a history server serves (--ui, the address submit prints: the last\n" +
+			"2,000 lines of each rank's stream). Standard output lines go to standard output, standard error\n" +
+			"lines to standard error, each prefixed with its rank as submit prints them.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "dir", Usage: "event log directory: a path, file:// or hdfs:// `URI`"},
+			&cli.StringFlag{Name: "ui", Usage: "`URL` of the job's web UI (http://host:4040/) or of a history server"},
+			&cli.IntFlag{Name: "rank", Value: -1, Usage: "only this rank"},
+			&cli.StringFlag{Name: "role", Usage: "only ranks of this role (worker, chief, ps)"},
+			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new lines until the job ends"},
+			&cli.DurationFlag{Name: "poll", Value: time.Second, Usage: "how often --follow looks for new lines"},
+		},
+		Action: runLogs,
+	}
+}
+
+func runLogs(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return cli.Exit("name one job: spindle logs --dir EVENT_LOG_DIR JOB_ID (or --ui URL)", exitUsage)
+	}
+	id := c.Args().First()
+	var src logSource
+	switch dir, ui := c.String("dir"), c.String("ui"); {
+	case dir != "" && ui != "":
+		return cli.Exit("give --dir or --ui, not both", exitUsage)
+	case dir != "":
+		res := fsys.NewResolver(fsys.Options{})
+		defer res.Close()
+		src = &eventLogSource{res: res, dir: dir}
+	case ui != "":
+		u, err := url.Parse(ui)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return cli.Exit(fmt.Sprintf("--ui %q: want the web UI's address, as in http://host:4040/", ui), exitUsage)
+		}
+		src = &uiSource{base: strings.TrimSuffix(ui, "/"), client: &http.Client{Timeout: 30 * time.Second}}
+	default:
+		return cli.Exit("say where the job's logs are: --dir EVENT_LOG_DIR (spindle.eventLog.dir) or --ui URL (the address submit printed)", exitUsage)
+	}
+	f := logFilter{rank: c.Int("rank"), role: c.String("role")}
+	p := &logPrinter{out: c.App.Writer, err: c.App.ErrWriter, filter: f}
+	for first := true; ; first = false {
+		final, err := src.next(c.Context, id, p)
+		switch {
+		case errors.Is(err, errNoSuchJob):
+			return cli.Exit(err, exitUsage)
+		case err != nil && first:
+			return cli.Exit(err, exitUsage)
+		case err != nil:
+			return cli.Exit(err, exitJobFailed)
+		}
+		done := !c.Bool("follow") || final
+		// A running job may not have all its ranks yet: judge the filter
+		// once the lines are all in.
+		if done && !p.matched {
+			if msg := f.missing(p.known); msg != "" {
+				return cli.Exit(fmt.Sprintf("job %s: %s", id, msg), exitUsage)
+			}
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-c.Context.Done():
+			return nil
+		case <-time.After(c.Duration("poll")):
+		}
+	}
+}
+
+var errNoSuchJob = errors.New("no such job")
+
+// logSource hands a printer the lines it has not seen yet and says
+// whether the job has ended.
+type logSource interface {
+	next(ctx context.Context, id string, p *logPrinter) (final bool, err error)
+}
+
+// logFilter picks ranks by number or role.
+type logFilter struct {
+	rank int // -1: any
+	role string
+}
+
+func (f logFilter) wants(rank int, role string) bool {
+	return (f.rank < 0 || f.rank == rank) && (f.role == "" || f.role == role)
+}
+
+// missing says which filter matched no rank of the job, given the ranks
+// and roles known.
+func (f logFilter) missing(known map[int]string) string {
+	if f.rank >= 0 {
+		if _, ok := known[f.rank]; !ok {
+			return fmt.Sprintf("no rank %d (the job has %d ranks)", f.rank, len(known))
+		}
+	}
+	if f.role != "" {
+		roles := map[string]bool{}
+		for _, r := range known {
+			roles[r] = true
+		}
+		if !roles[f.role] {
+			return fmt.Sprintf("no rank has role %q", f.role)
+		}
+	}
+	return ""
+}
+
+// logPrinter prints lines of the ranks its filter wants.
+type logPrinter struct {
+	out, err io.Writer
+	filter   logFilter
+	known    map[int]string // rank to role, as far as seen
+	matched  bool
+}
+
+func (p *logPrinter) rank(rank int, role string) {
+	if p.known == nil {
+		p.known = map[int]string{}
+	}
+	if role == "" {
+		role = "worker"
+	}
+	p.known[rank] = role
+}
+
+func (p *logPrinter) line(rank int, stream, text string) {
+	if !p.filter.wants(rank, p.known[rank]) {
+		return
+	}
+	p.matched = true
+	w := p.out
+	if stream == "stderr" {
+		w = p.err
+	}
+	fmt.Fprintf(w, "[rank %d] %s\n", rank, text)
+}
+
+// eventLogSource reads a job's event log: every line it recorded.
+type eventLogSource struct {
+	res  *fsys.Resolver
+	dir  string
+	seen int // events already handled
+}
+
+func (s *eventLogSource) next(ctx context.Context, id string, p *logPrinter) (bool, error) {
+	found, err := eventlog.List(ctx, s.res, s.dir)
+	if err != nil {
+		return false, fmt.Errorf("--dir %s: %w", s.dir, err)
+	}
+	var job *eventlog.Job
+	for i := range found {
+		if found[i].ID == id {
+			job = &found[i]
+		}
+	}
+	if job == nil {
+		return false, fmt.Errorf("%w %s in %s", errNoSuchJob, id, s.dir)
+	}
+	events, err := eventlog.Read(ctx, s.res, s.dir, id)
+	if err != nil {
+		return false, fmt.Errorf("read the event log of job %s: %w", id, err)
+	}
+	final := job.Complete
+	for _, ev := range events[min(s.seen, len(events)):] {
+		switch ev.Kind {
+		case jobview.KindExecutor:
+			p.rank(ev.Rank, ev.Role)
+		case jobview.KindLog:
+			if _, ok := p.known[ev.Rank]; !ok {
+				p.rank(ev.Rank, "")
+			}
+			p.line(ev.Rank, ev.Stream, ev.Line)
+		case jobview.KindJobState:
+			final = final || jobview.IsFinal(ev.State)
+		}
+	}
+	s.seen = max(s.seen, len(events))
+	return final, nil
+}
+
+// uiSource reads a web UI's JSON API: the last lines of each stream.
+type uiSource struct {
+	base    string
+	client  *http.Client
+	offsets map[string]int64 // "rank/stream" to the next line to ask for
+	reached bool             // the UI answered once
+}
+
+func (s *uiSource) next(ctx context.Context, id string, p *logPrinter) (bool, error) {
+	var snap jobview.Snapshot
+	if err := s.get(ctx, "/api/jobs/"+url.PathEscape(id), &snap); err != nil {
+		var ue *url.Error
+		if s.reached && errors.As(err, &ue) {
+			// A driver's UI ends with its job.
+			fmt.Fprintf(p.err, "the web UI at %s is gone: the job has ended (its event log, spindle.eventLog.dir, keeps every line)\n", s.base)
+			return true, nil
+		}
+		return false, err
+	}
+	s.reached = true
+	if s.offsets == nil {
+		s.offsets = map[string]int64{}
+	}
+	for _, r := range snap.Ranks {
+		p.rank(r.Rank, r.Role)
+	}
+	for _, r := range snap.Ranks {
+		if !p.filter.wants(r.Rank, p.known[r.Rank]) {
+			continue
+		}
+		for _, stream := range []string{"stdout", "stderr"} {
+			key := strconv.Itoa(r.Rank) + "/" + stream
+			var chunk jobview.LogChunk
+			path := fmt.Sprintf("/api/jobs/%s/ranks/%d/log?stream=%s&from=%d", url.PathEscape(id), r.Rank, stream, s.offsets[key])
+			if err := s.get(ctx, path, &chunk); err != nil {
+				return false, err
+			}
+			for _, l := range chunk.Lines {
+				p.line(r.Rank, stream, l)
+			}
+			s.offsets[key] = chunk.Next
+		}
+	}
+	return jobview.IsFinal(snap.State), nil
+}
+
+func (s *uiSource) get(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("reach the web UI at %s: %w", s.base, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	switch {
+	case resp.StatusCode == http.StatusNotFound && strings.HasPrefix(path, "/api/jobs/") && !strings.Contains(path, "/ranks/"):
+		return fmt.Errorf("%w %s at %s", errNoSuchJob, strings.TrimPrefix(path, "/api/jobs/"), s.base)
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("GET %s%s: %s: %s", s.base, path, resp.Status, strings.TrimSpace(string(body)))
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("GET %s%s: %w", s.base, path, err)
+	}
+	return nil
+}
