@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/spindle-ml/spindle/timeline"
 )
 
 // Comm is one rank's handle on a communicator: a fixed group of processes
@@ -293,6 +295,7 @@ func (c *Comm) run(ctx context.Context, h header, build func(*plan)) error {
 		return fmt.Errorf("collective: %s on rank %d: %w", h, c.rank, err)
 	}
 	c.seq++
+	defer timeline.Start(timeline.CatCollective, opNames[h.op])()
 	var p plan
 	build(&p)
 	if c.world == 1 {

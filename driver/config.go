@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spindle-ml/spindle/feed"
@@ -116,6 +118,9 @@ type Config struct {
 	// publishing new events every EventLogFlush.
 	EventLogDir   string
 	EventLogFlush time.Duration
+	// Timeline, when set, is the file where the job's Chrome-trace
+	// timeline is written (spindle.timeline).
+	Timeline string
 
 	Logger *slog.Logger
 }
@@ -141,6 +146,12 @@ var ErrConfig = errors.New("driver: invalid job")
 func (c *Config) Validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
+	}
+	if c.Timeline != "" {
+		// Found now, not when the job has run for hours.
+		if fi, err := os.Stat(filepath.Dir(c.Timeline)); err != nil || !fi.IsDir() {
+			return bad("spindle.timeline %s: no directory %s to write it in", c.Timeline, filepath.Dir(c.Timeline))
+		}
 	}
 	switch {
 	case c.NumExecutors < 1:

@@ -402,6 +402,7 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot) (ta
 			RdmaMode:                c.RDMAMode,
 			RdmaDevices:             c.RDMADevices,
 			ForwardOutput:           !outputReachesConsole(d.cm),
+			Timeline:                c.Timeline != "",
 			Feed: &driverpb.FeedTask{
 				Mode:              c.FeedMode,
 				Splits:            driverpb.SplitsFromFeed(plan.Ranks[feedRank]),

@@ -19,11 +19,19 @@ type executorNews struct {
 	reports  []*driverpb.Report
 	output   []*driverpb.OutputLine
 	dropped  int64
+	spans    []*driverpb.Span
 }
 
-// newsOf reads the news in a heartbeat or exit report.
-func newsOf(executor string, rank int32, usage *driverpb.Usage, reports []*driverpb.Report, output []*driverpb.OutputLine, dropped int64) executorNews {
-	return executorNews{executor: executor, rank: int(rank), usage: usage, reports: reports, output: output, dropped: dropped}
+// heartbeatNews reads the news in a heartbeat.
+func heartbeatNews(r *driverpb.HeartbeatRequest) executorNews {
+	return executorNews{executor: r.GetExecutorId(), rank: int(r.GetRank()), usage: r.GetUsage(), reports: r.GetReports(),
+		output: r.GetOutput(), dropped: r.GetOutputDropped(), spans: r.GetSpans()}
+}
+
+// exitNews reads the news in an exit report.
+func exitNews(r *driverpb.ExitReport) executorNews {
+	return executorNews{executor: r.GetExecutorId(), rank: int(r.GetRank()), usage: r.GetUsage(), reports: r.GetReports(),
+		output: r.GetOutput(), dropped: r.GetOutputDropped(), spans: r.GetSpans()}
 }
 
 // news takes an executor's news into the job: output lines onto the
@@ -39,6 +47,12 @@ func (o *observer) news(n executorNews) {
 	if n.dropped > 0 {
 		o.printLine(true, fmt.Sprintf("[rank %d] (%d lines of output not forwarded: the driver fell behind; executor %s keeps them in its log)",
 			n.rank, n.dropped, n.executor))
+	}
+	if len(n.spans) > 0 {
+		o.mu.Lock()
+		role := o.roles[n.rank]
+		o.mu.Unlock()
+		o.trace.add(n.rank, role, n.spans)
 	}
 	for _, r := range n.reports {
 		at := time.UnixMilli(r.GetUnixMillis())

@@ -18,13 +18,15 @@ func TestExecutorNews(t *testing.T) {
 	var out, errOut syncbuf.Buffer
 	console := NewConsole(&out, &errOut, false)
 	o := &observer{job: jobview.NewJob(), metrics: metrics.NewDriver(metrics.NewRegistry()), logger: slog.New(slog.DiscardHandler),
-		ranks: map[int]rankSeen{}, console: console, usage: map[int]rankUsage{}}
+		ranks: map[int]rankSeen{}, console: console, usage: map[int]rankUsage{}, roles: map[int]string{}}
 	console.setTap(o.outputLine)
 	o.record(jobview.Event{Kind: jobview.KindSubmitted, Info: &jobview.Info{ID: "job-1", WorldSize: 2}})
 
-	o.news(newsOf("exec-1", 1, &driverpb.Usage{CpuSeconds: 2.5, MemoryBytes: 1 << 20},
-		[]*driverpb.Report{{Step: 3, Values: map[string]float64{"loss": 0.5}, UnixMillis: time.Now().UnixMilli()}},
-		[]*driverpb.OutputLine{{Text: "[rank 1] hello"}, {Stderr: true, Text: "[rank 1] careful"}}, 2))
+	o.news(heartbeatNews(&driverpb.HeartbeatRequest{ExecutorId: "exec-1", Rank: 1,
+		Usage:         &driverpb.Usage{CpuSeconds: 2.5, MemoryBytes: 1 << 20},
+		Reports:       []*driverpb.Report{{Step: 3, Values: map[string]float64{"loss": 0.5}, UnixMillis: time.Now().UnixMilli()}},
+		Output:        []*driverpb.OutputLine{{Text: "[rank 1] hello"}, {Stderr: true, Text: "[rank 1] careful"}},
+		OutputDropped: 2}))
 
 	if got := out.String(); got != "[rank 1] hello\n" {
 		t.Errorf("console stdout %q", got)

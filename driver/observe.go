@@ -39,8 +39,11 @@ type observer struct {
 	ranks   map[int]rankSeen // what was last recorded of each rank
 	console *Console         // where forwarded output lines are printed; may be nil
 
+	trace *traceWriter // the job's timeline; nil without spindle.timeline
+
 	mu    sync.Mutex
 	usage map[int]rankUsage // by rank, from heartbeats (news)
+	roles map[int]string    // by rank, as progress saw them
 }
 
 // rankSeen is what the observer last recorded of a rank, so it records
@@ -59,7 +62,15 @@ type rankSeen struct {
 // job runs without its UI rather than not at all.
 func (d *Driver) startObserver(ctx context.Context) *observer {
 	c := d.cfg
-	o := &observer{job: jobview.NewJob(), logger: d.logger, ranks: map[int]rankSeen{}, console: c.Console, usage: map[int]rankUsage{}}
+	o := &observer{job: jobview.NewJob(), logger: d.logger, ranks: map[int]rankSeen{}, console: c.Console, usage: map[int]rankUsage{}, roles: map[int]string{}}
+	if c.Timeline != "" {
+		tw, err := newTraceWriter(c.Timeline)
+		if err != nil {
+			d.logger.Warn("the job records no timeline", "err", err)
+		} else {
+			o.trace = tw
+		}
+	}
 	reg := metrics.NewRegistry()
 	o.metrics = metrics.NewDriver(reg)
 	ctx, o.cancel = context.WithCancel(ctx)
@@ -189,6 +200,7 @@ func (o *observer) progress(now time.Time, ranks []rankProgress) {
 		}
 		o.mu.Lock()
 		usage := o.usage[r.rank]
+		o.roles[r.rank] = string(r.role)
 		o.mu.Unlock()
 		// What the training process consumed, not the executor's read-ahead.
 		rows, batches := r.takenRows, r.takenBatches
@@ -213,6 +225,13 @@ func (o *observer) end(err error) {
 		state, reason = jobview.StateFailed, err.Error()
 	}
 	o.record(jobview.Event{Kind: jobview.KindJobState, State: state, Reason: reason})
+	if o.trace != nil {
+		if err := o.trace.Close(); err != nil {
+			o.logger.Warn("timeline not written", "err", err)
+		} else if o.console != nil {
+			o.console.Eprintln("timeline written to " + o.trace.path + " (open it in Perfetto or chrome://tracing)")
+		}
+	}
 	if o.events != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := o.events.Close(ctx); err != nil {

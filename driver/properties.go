@@ -38,6 +38,7 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.UIEnabled = p.Bool(config.KeyUIEnabled)
 	cfg.UIPort = p.Int(config.KeyUIPort)
 	cfg.EventLogDir = p.String(config.KeyEventLogDir)
+	cfg.Timeline = p.String(config.KeyTimeline)
 	cfg.EventLogFlush = p.Duration(config.KeyEventLogFlushInterval)
 	cfg.Settings = map[string]string{}
 	for _, s := range p.Settings() {

@@ -82,7 +82,7 @@ func (s *controlServer) Heartbeat(ctx context.Context, req *driverpb.HeartbeatRe
 		return nil, toStatus(err)
 	}
 	s.logRDMA(req.GetExecutorId(), req.GetRdma())
-	s.obs.news(newsOf(req.GetExecutorId(), req.GetRank(), req.GetUsage(), req.GetReports(), req.GetOutput(), req.GetOutputDropped()))
+	s.obs.news(heartbeatNews(req))
 	return resp, nil
 }
 
@@ -90,7 +90,7 @@ func (s *controlServer) Heartbeat(ctx context.Context, req *driverpb.HeartbeatRe
 func (s *controlServer) ReportExit(ctx context.Context, req *driverpb.ExitReport) (*driverpb.ExitAck, error) {
 	s.logRDMA(req.GetExecutorId(), req.GetRdma())
 	// Its last lines first, so they come before the job's verdict.
-	s.obs.news(newsOf(req.GetExecutorId(), req.GetRank(), req.GetUsage(), req.GetReports(), req.GetOutput(), req.GetOutputDropped()))
+	s.obs.news(exitNews(req))
 	s.logger.Debug("training process exited", "executor", req.GetExecutorId(), "rank", req.GetRank(),
 		"exit_code", req.GetExitCode(), "signal", req.GetSignal())
 	if err := s.roster.exit(req); err != nil {

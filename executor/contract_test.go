@@ -14,7 +14,7 @@ import (
 func TestTrainingEnvIsTheContract(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	task := &Task{
-		JobId: "job-1", CheckpointDir: "/ckpt", HadoopConfDir: "/etc/hadoop", HadoopUser: "me",
+		JobId: "job-1", CheckpointDir: "/ckpt", HadoopConfDir: "/etc/hadoop", HadoopUser: "me", Timeline: true,
 		CollectiveTimeoutMillis: 30000, Gpus: []int32{0},
 		Feed: &FeedTask{Mode: "tensor", LabelColumn: "y"},
 	}

@@ -106,6 +106,9 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	set(envcontract.FilesDir, filesDir)
 	set(envcontract.CollectiveTimeout, strconv.FormatFloat(float64(t.CollectiveTimeoutMillis)/1000, 'f', -1, 64))
 	set(envcontract.ReportSocket, reportSocket(filesDir))
+	if t.Timeline {
+		set(envcontract.Timeline, "1")
+	}
 	if t.CheckpointDir != "" {
 		set(envcontract.CheckpointDir, t.CheckpointDir)
 		set(envcontract.CheckpointService, checkpointSocket(filesDir))

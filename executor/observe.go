@@ -38,6 +38,7 @@ func reportSocket(filesDir string) string {
 // process is never slowed by what it reports or prints.
 const (
 	maxPendingReports     = 1024
+	maxPendingSpans       = 100000
 	maxPendingOutputLines = 4096
 	maxPendingOutputBytes = 1 << 20
 	maxReportBytes        = 64 << 10
@@ -51,6 +52,7 @@ type observations struct {
 	output         []*driverpb.OutputLine
 	outputBytes    int
 	outputDropped  int64
+	spans          []*driverpb.Span
 
 	pgid   int // the training process group, once started
 	sock   *net.UnixConn
@@ -80,6 +82,10 @@ func (o *observations) Run(ctx context.Context) error {
 				o.logger.Warn("no more reports from the training process", "err", err)
 			}
 			return nil
+		}
+		if spans, ok := parseSpans(buf[:n]); ok {
+			o.addSpans(spans)
+			continue
 		}
 		r, err := parseReport(buf[:n])
 		if err != nil {
@@ -121,6 +127,42 @@ func parseReport(b []byte) (*driverpb.Report, error) {
 	return &driverpb.Report{Step: in.Step, Values: in.Values, UnixMillis: at.UnixMilli()}, nil
 }
 
+// parseSpans reads a datagram of timeline spans (package timeline):
+// {"spans": [{"name": ..., "cat": ..., "ts": MICROS, "dur": MICROS}]}.
+func parseSpans(b []byte) ([]*driverpb.Span, bool) {
+	var in struct {
+		Spans []struct {
+			Name string `json:"name"`
+			Cat  string `json:"cat"`
+			TS   int64  `json:"ts"`
+			Dur  int64  `json:"dur"`
+		} `json:"spans"`
+	}
+	if json.Unmarshal(b, &in) != nil || in.Spans == nil {
+		return nil, false
+	}
+	out := make([]*driverpb.Span, 0, len(in.Spans))
+	for _, s := range in.Spans {
+		if s.Name == "" || s.TS <= 0 || s.Dur < 0 {
+			continue
+		}
+		out = append(out, &driverpb.Span{Name: truncate(s.Name, 200), Cat: truncate(s.Cat, 40), StartMicros: s.TS, DurationMicros: s.Dur})
+	}
+	return out, true
+}
+
+// addSpans keeps spans for the driver, up to a bound past which new ones
+// are dropped.
+func (o *observations) addSpans(spans []*driverpb.Span) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	room := maxPendingSpans - len(o.spans)
+	if room <= 0 {
+		return
+	}
+	o.spans = append(o.spans, spans[:min(room, len(spans))]...)
+}
+
 func (o *observations) addReport(r *driverpb.Report) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -159,6 +201,7 @@ func (o *observations) take(hb *driverpb.HeartbeatRequest) {
 	hb.Reports, o.reports = o.reports, nil
 	hb.Output, o.output, o.outputBytes = o.output, nil, 0
 	hb.OutputDropped, o.outputDropped = o.outputDropped, 0
+	hb.Spans, o.spans = o.spans, nil
 	pgid := o.pgid
 	o.mu.Unlock()
 	if pgid > 0 {
@@ -175,7 +218,7 @@ func (o *observations) takeExit(r *driverpb.ExitReport, usage *driverpb.Usage) {
 	}
 	var hb driverpb.HeartbeatRequest
 	o.take(&hb)
-	r.Reports, r.Output, r.OutputDropped = hb.Reports, hb.Output, hb.OutputDropped
+	r.Reports, r.Output, r.OutputDropped, r.Spans = hb.Reports, hb.Output, hb.OutputDropped, hb.Spans
 	r.Usage = usage
 }
 

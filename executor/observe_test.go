@@ -95,6 +95,7 @@ func TestReports(t *testing.T) {
 		`not json`,
 		`{"step": 4, "values": {}}`,
 		`{"step": 5, "values": {"loss": 0.25}, "time": 1700000000.5}`,
+		`{"spans": [{"name": "allreduce", "cat": "collective", "ts": 1700000000000000, "dur": 250}, {"name": "", "ts": 1}]}`,
 	} {
 		if _, err := conn.Write([]byte(msg)); err != nil {
 			t.Fatal(err)
@@ -103,10 +104,15 @@ func TestReports(t *testing.T) {
 	var hb driverpb.HeartbeatRequest
 	deadline := time.Now().Add(10 * time.Second)
 	var got []*driverpb.Report
-	for len(got) < 2 && time.Now().Before(deadline) {
+	var spans []*driverpb.Span
+	for (len(got) < 2 || len(spans) < 1) && time.Now().Before(deadline) {
 		obs.take(&hb)
 		got = append(got, hb.Reports...)
+		spans = append(spans, hb.Spans...)
 		time.Sleep(5 * time.Millisecond)
+	}
+	if len(spans) != 1 || spans[0].GetName() != "allreduce" || spans[0].GetDurationMicros() != 250 {
+		t.Fatalf("spans %v: want the one well-formed span", spans)
 	}
 	if len(got) != 2 || got[0].GetStep() != 3 || got[0].GetValues()["acc"] != 0.75 ||
 		got[1].GetStep() != 5 || got[1].GetUnixMillis() != 1700000000500 {

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/timeline"
 )
 
 // Checkpoint errors.
@@ -37,6 +38,7 @@ func SaveCheckpoint(ctx context.Context, dir, name string, write func(io.Writer)
 	if err := checkName(name); err != nil {
 		return err
 	}
+	defer timeline.Start(timeline.CatCheckpoint, "save "+name)()
 	res := fsys.NewResolver(fsys.Options{})
 	defer res.Close()
 	fsy, d, err := res.Resolve(ctx, dir)
@@ -80,6 +82,7 @@ func LoadCheckpoint(ctx context.Context, dir, name string, read func(io.Reader) 
 	if err := checkName(name); err != nil {
 		return err
 	}
+	defer timeline.Start(timeline.CatCheckpoint, "load "+name)()
 	res := fsys.NewResolver(fsys.Options{})
 	defer res.Close()
 	fsy, d, err := res.Resolve(ctx, dir)

@@ -372,6 +372,9 @@ type HeartbeatRequest struct {
 	// output_dropped counts lines the executor could not hold for the
 	// driver since the last heartbeat (they stay in the executor's log).
 	OutputDropped int64 `protobuf:"varint,8,opt,name=output_dropped,json=outputDropped,proto3" json:"output_dropped,omitempty"`
+	// spans are the timeline spans the training process sent since the
+	// last heartbeat (spindle.timeline).
+	Spans         []*Span `protobuf:"bytes,9,rep,name=spans,proto3" json:"spans,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -462,6 +465,85 @@ func (x *HeartbeatRequest) GetOutputDropped() int64 {
 	return 0
 }
 
+func (x *HeartbeatRequest) GetSpans() []*Span {
+	if x != nil {
+		return x.Spans
+	}
+	return nil
+}
+
+// Span is one interval of a training process's time on the job's
+// timeline: a feed wait, a collective operation, a checkpoint save.
+type Span struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// cat is the span's category: feed, collective or checkpoint.
+	Cat string `protobuf:"bytes,2,opt,name=cat,proto3" json:"cat,omitempty"`
+	// start_micros counts from the Unix epoch.
+	StartMicros    int64 `protobuf:"varint,3,opt,name=start_micros,json=startMicros,proto3" json:"start_micros,omitempty"`
+	DurationMicros int64 `protobuf:"varint,4,opt,name=duration_micros,json=durationMicros,proto3" json:"duration_micros,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Span) Reset() {
+	*x = Span{}
+	mi := &file_control_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Span) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Span) ProtoMessage() {}
+
+func (x *Span) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Span.ProtoReflect.Descriptor instead.
+func (*Span) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Span) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Span) GetCat() string {
+	if x != nil {
+		return x.Cat
+	}
+	return ""
+}
+
+func (x *Span) GetStartMicros() int64 {
+	if x != nil {
+		return x.StartMicros
+	}
+	return 0
+}
+
+func (x *Span) GetDurationMicros() int64 {
+	if x != nil {
+		return x.DurationMicros
+	}
+	return 0
+}
+
 // Usage is what a training process, with its children, used.
 type Usage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -475,7 +557,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +569,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +582,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{5}
+	return file_control_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Usage) GetCpuSeconds() float64 {
@@ -530,7 +612,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +624,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +637,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{6}
+	return file_control_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Report) GetStep() int64 {
@@ -591,7 +673,7 @@ type OutputLine struct {
 
 func (x *OutputLine) Reset() {
 	*x = OutputLine{}
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +685,7 @@ func (x *OutputLine) String() string {
 func (*OutputLine) ProtoMessage() {}
 
 func (x *OutputLine) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +698,7 @@ func (x *OutputLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLine.ProtoReflect.Descriptor instead.
 func (*OutputLine) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{7}
+	return file_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *OutputLine) GetStderr() bool {
@@ -648,7 +730,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -660,7 +742,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -673,7 +755,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{8}
+	return file_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HeartbeatResponse) GetStop() bool {
@@ -722,13 +804,14 @@ type ExitReport struct {
 	Reports       []*Report     `protobuf:"bytes,11,rep,name=reports,proto3" json:"reports,omitempty"`
 	Output        []*OutputLine `protobuf:"bytes,12,rep,name=output,proto3" json:"output,omitempty"`
 	OutputDropped int64         `protobuf:"varint,13,opt,name=output_dropped,json=outputDropped,proto3" json:"output_dropped,omitempty"`
+	Spans         []*Span       `protobuf:"bytes,14,rep,name=spans,proto3" json:"spans,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExitReport) Reset() {
 	*x = ExitReport{}
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +823,7 @@ func (x *ExitReport) String() string {
 func (*ExitReport) ProtoMessage() {}
 
 func (x *ExitReport) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +836,7 @@ func (x *ExitReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitReport.ProtoReflect.Descriptor instead.
 func (*ExitReport) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{9}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExitReport) GetExecutorId() string {
@@ -847,6 +930,13 @@ func (x *ExitReport) GetOutputDropped() int64 {
 	return 0
 }
 
+func (x *ExitReport) GetSpans() []*Span {
+	if x != nil {
+		return x.Spans
+	}
+	return nil
+}
+
 type ExitAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -855,7 +945,7 @@ type ExitAck struct {
 
 func (x *ExitAck) Reset() {
 	*x = ExitAck{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +957,7 @@ func (x *ExitAck) String() string {
 func (*ExitAck) ProtoMessage() {}
 
 func (x *ExitAck) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +970,7 @@ func (x *ExitAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitAck.ProtoReflect.Descriptor instead.
 func (*ExitAck) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 var File_control_proto protoreflect.FileDescriptor
@@ -918,7 +1008,7 @@ const file_control_proto_rawDesc = "" +
 	"\x05epoch\x18\x03 \x01(\x05R\x05epoch\x12\x1d\n" +
 	"\n" +
 	"taken_rows\x18\x04 \x01(\x03R\ttakenRows\x12#\n" +
-	"\rtaken_batches\x18\x05 \x01(\x03R\ftakenBatches\"\xdb\x02\n" +
+	"\rtaken_batches\x18\x05 \x01(\x03R\ftakenBatches\"\x8b\x03\n" +
 	"\x10HeartbeatRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
@@ -928,7 +1018,13 @@ const file_control_proto_rawDesc = "" +
 	"\x05usage\x18\x05 \x01(\v2\x19.spindle.control.v1.UsageR\x05usage\x124\n" +
 	"\areports\x18\x06 \x03(\v2\x1a.spindle.control.v1.ReportR\areports\x126\n" +
 	"\x06output\x18\a \x03(\v2\x1e.spindle.control.v1.OutputLineR\x06output\x12%\n" +
-	"\x0eoutput_dropped\x18\b \x01(\x03R\routputDropped\"K\n" +
+	"\x0eoutput_dropped\x18\b \x01(\x03R\routputDropped\x12.\n" +
+	"\x05spans\x18\t \x03(\v2\x18.spindle.control.v1.SpanR\x05spans\"x\n" +
+	"\x04Span\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03cat\x18\x02 \x01(\tR\x03cat\x12!\n" +
+	"\fstart_micros\x18\x03 \x01(\x03R\vstartMicros\x12'\n" +
+	"\x0fduration_micros\x18\x04 \x01(\x03R\x0edurationMicros\"K\n" +
 	"\x05Usage\x12\x1f\n" +
 	"\vcpu_seconds\x18\x01 \x01(\x01R\n" +
 	"cpuSeconds\x12!\n" +
@@ -948,7 +1044,7 @@ const file_control_proto_rawDesc = "" +
 	"\x11HeartbeatResponse\x12\x12\n" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
-	"\bfinished\x18\x03 \x01(\bR\bfinished\"\xe2\x03\n" +
+	"\bfinished\x18\x03 \x01(\bR\bfinished\"\x92\x04\n" +
 	"\n" +
 	"ExitReport\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
@@ -967,7 +1063,8 @@ const file_control_proto_rawDesc = "" +
 	" \x01(\v2\x19.spindle.control.v1.UsageR\x05usage\x124\n" +
 	"\areports\x18\v \x03(\v2\x1a.spindle.control.v1.ReportR\areports\x126\n" +
 	"\x06output\x18\f \x03(\v2\x1e.spindle.control.v1.OutputLineR\x06output\x12%\n" +
-	"\x0eoutput_dropped\x18\r \x01(\x03R\routputDropped\"\t\n" +
+	"\x0eoutput_dropped\x18\r \x01(\x03R\routputDropped\x12.\n" +
+	"\x05spans\x18\x0e \x03(\v2\x18.spindle.control.v1.SpanR\x05spans\"\t\n" +
 	"\aExitAck2\x85\x02\n" +
 	"\aControl\x12U\n" +
 	"\bRegister\x12#.spindle.control.v1.RegisterRequest\x1a$.spindle.control.v1.RegisterResponse\x12X\n" +
@@ -987,45 +1084,48 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_control_proto_goTypes = []any{
 	(*RegisterRequest)(nil),   // 0: spindle.control.v1.RegisterRequest
 	(*Peer)(nil),              // 1: spindle.control.v1.Peer
 	(*RegisterResponse)(nil),  // 2: spindle.control.v1.RegisterResponse
 	(*Progress)(nil),          // 3: spindle.control.v1.Progress
 	(*HeartbeatRequest)(nil),  // 4: spindle.control.v1.HeartbeatRequest
-	(*Usage)(nil),             // 5: spindle.control.v1.Usage
-	(*Report)(nil),            // 6: spindle.control.v1.Report
-	(*OutputLine)(nil),        // 7: spindle.control.v1.OutputLine
-	(*HeartbeatResponse)(nil), // 8: spindle.control.v1.HeartbeatResponse
-	(*ExitReport)(nil),        // 9: spindle.control.v1.ExitReport
-	(*ExitAck)(nil),           // 10: spindle.control.v1.ExitAck
-	nil,                       // 11: spindle.control.v1.Report.ValuesEntry
-	(*Task)(nil),              // 12: spindle.control.v1.Task
+	(*Span)(nil),              // 5: spindle.control.v1.Span
+	(*Usage)(nil),             // 6: spindle.control.v1.Usage
+	(*Report)(nil),            // 7: spindle.control.v1.Report
+	(*OutputLine)(nil),        // 8: spindle.control.v1.OutputLine
+	(*HeartbeatResponse)(nil), // 9: spindle.control.v1.HeartbeatResponse
+	(*ExitReport)(nil),        // 10: spindle.control.v1.ExitReport
+	(*ExitAck)(nil),           // 11: spindle.control.v1.ExitAck
+	nil,                       // 12: spindle.control.v1.Report.ValuesEntry
+	(*Task)(nil),              // 13: spindle.control.v1.Task
 }
 var file_control_proto_depIdxs = []int32{
 	1,  // 0: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
-	12, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
+	13, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
 	3,  // 2: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
-	5,  // 3: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
-	6,  // 4: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
-	7,  // 5: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
-	11, // 6: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
-	3,  // 7: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
-	5,  // 8: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
-	6,  // 9: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
-	7,  // 10: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
-	0,  // 11: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
-	4,  // 12: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
-	9,  // 13: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
-	2,  // 14: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
-	8,  // 15: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
-	10, // 16: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
-	14, // [14:17] is the sub-list for method output_type
-	11, // [11:14] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	6,  // 3: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
+	7,  // 4: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
+	8,  // 5: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
+	5,  // 6: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
+	12, // 7: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
+	3,  // 8: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
+	6,  // 9: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
+	7,  // 10: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
+	8,  // 11: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
+	5,  // 12: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
+	0,  // 13: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
+	4,  // 14: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
+	10, // 15: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
+	2,  // 16: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
+	9,  // 17: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
+	11, // 18: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
+	16, // [16:19] is the sub-list for method output_type
+	13, // [13:16] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -1040,7 +1140,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

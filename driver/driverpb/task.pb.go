@@ -76,6 +76,9 @@ type Task struct {
 	// output to the driver in its heartbeats, for executors whose output
 	// does not reach the submit terminal otherwise (standalone, YARN).
 	ForwardOutput bool `protobuf:"varint,22,opt,name=forward_output,json=forwardOutput,proto3" json:"forward_output,omitempty"`
+	// timeline asks the training process for spans of its time
+	// (SPINDLE_TIMELINE=1), which the executor passes on in heartbeats.
+	Timeline      bool `protobuf:"varint,23,opt,name=timeline,proto3" json:"timeline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -260,6 +263,13 @@ func (x *Task) GetRdmaDevices() string {
 func (x *Task) GetForwardOutput() bool {
 	if x != nil {
 		return x.ForwardOutput
+	}
+	return false
+}
+
+func (x *Task) GetTimeline() bool {
+	if x != nil {
+		return x.Timeline
 	}
 	return false
 }
@@ -640,7 +650,7 @@ var File_task_proto protoreflect.FileDescriptor
 const file_task_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"task.proto\x12\x12spindle.control.v1\"\xdd\x06\n" +
+	"task.proto\x12\x12spindle.control.v1\"\xf9\x06\n" +
 	"\x04Task\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x123\n" +
@@ -666,7 +676,8 @@ const file_task_proto_rawDesc = "" +
 	"\x04gpus\x18\x13 \x03(\x05R\x04gpus\x12\x1b\n" +
 	"\trdma_mode\x18\x14 \x01(\tR\brdmaMode\x12!\n" +
 	"\frdma_devices\x18\x15 \x01(\tR\vrdmaDevices\x12%\n" +
-	"\x0eforward_output\x18\x16 \x01(\bR\rforwardOutput\x1a6\n" +
+	"\x0eforward_output\x18\x16 \x01(\bR\rforwardOutput\x12\x1a\n" +
+	"\btimeline\x18\x17 \x01(\bR\btimeline\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x04\n" +

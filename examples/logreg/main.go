@@ -23,6 +23,7 @@ import (
 
 	"github.com/spindle-ml/spindle/feed/wire"
 	"github.com/spindle-ml/spindle/task"
+	"github.com/spindle-ml/spindle/timeline"
 )
 
 func main() {
@@ -42,6 +43,8 @@ func run(ctx context.Context, lr, l2 float64) error {
 	if err != nil {
 		return err
 	}
+	// The last spans of the job's timeline (spindle.timeline), if any.
+	defer timeline.Flush()
 	if env.FeedMode != wire.ModeTensor {
 		return fmt.Errorf("logreg reads the tensor feed; submit with --feed tensor (got %q)", env.FeedMode)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 
 	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/timeline"
 )
 
 // readBufferBytes is the client's read buffer. It gathers the small reads
@@ -169,6 +170,7 @@ func (a *ArrowEpoch) Next(ctx context.Context) (arrow.RecordBatch, error) {
 	if a.done {
 		return nil, io.EOF
 	}
+	defer timeline.Start(timeline.CatFeed, "next batch")()
 	stop := a.c.watch(ctx)
 	ok := a.rd.Next()
 	stop()
@@ -323,6 +325,7 @@ func (t *TensorEpoch) Next(ctx context.Context) (TensorBatch, error) {
 	if t.done {
 		return TensorBatch{}, io.EOF
 	}
+	defer timeline.Start(timeline.CatFeed, "next batch")()
 	stop := t.c.watch(ctx)
 	defer stop()
 	var rb [4]byte

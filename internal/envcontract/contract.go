@@ -37,6 +37,10 @@ const CheckpointService = "SPINDLE_CHECKPOINT_SERVICE"
 // event log and metrics with the next heartbeat.
 const ReportSocket = "SPINDLE_REPORT_SOCKET"
 
+// Timeline is "1" when the job records a timeline (spindle.timeline): the
+// process then sends spans of its time to the report socket.
+const Timeline = "SPINDLE_TIMELINE"
+
 // The frameworks' variables, filled in from the same facts.
 const (
 	MasterAddr          = "MASTER_ADDR"
@@ -125,6 +129,7 @@ var Vars = []Var{
 	{Name: CheckpointDir, ID: "checkpoint_dir", Doc: "the checkpoint directory, when configured"},
 	{Name: CheckpointService, ID: "checkpoint_service", Doc: "the Unix socket of the executor's checkpoint service, when a checkpoint directory is configured: the Python package saves `hdfs://` checkpoints through it"},
 	{Name: ReportSocket, ID: "report_socket", Doc: "the Unix datagram socket where the process reports values (`spindle.report(step=..., loss=...)`, `task.Report`): one JSON object per datagram, never waited on"},
+	{Name: Timeline, ID: "timeline", Doc: "`1` when the job records a Chrome-trace timeline (`spindle.timeline`): Spindle's Python package and Go packages then send spans of the process's feed waits, collective operations and checkpoint saves to the report socket"},
 	{Name: Peers, ID: "peers", Doc: "every rank's `host:port` (its peer port), in rank order"},
 	{Name: PeerListenFD, ID: "peer_listen_fd", Doc: "descriptor of an already-bound listener on this rank's peer port (used by Spindle's Go collectives)"},
 	{Name: PeerToken, ID: "peer_token", Doc: "the job's peer token (hex, derived from the job secret, the same on every rank), which authenticates the connections between ranks in Spindle's Go collectives; the job secret itself is never passed on"},

@@ -6,7 +6,7 @@ import stat
 
 import numpy as np
 
-from . import _arrow, _contract, _direct, _env, _tensor
+from . import _arrow, _contract, _direct, _env, _tensor, _timeline
 from ._columns import assemble
 from ._errors import FeedError
 from ._io import ExactReader
@@ -140,10 +140,11 @@ class Epoch:
         if self.closed:
             raise StopIteration
         try:
-            if self._kind == "tensors":
-                item = self._next_tensors()
-            else:
-                item = self._src.next_columns()
+            with _timeline.span("feed", "next batch"):
+                if self._kind == "tensors":
+                    item = self._next_tensors()
+                else:
+                    item = self._src.next_columns()
         except BaseException:
             self.close()
             raise

@@ -12,6 +12,7 @@ new one, never half of one.
 Nothing here needs torch; :mod:`spindle.torch` builds on it.
 """
 
+import functools
 import http.client
 import os
 import shutil
@@ -20,7 +21,7 @@ import tempfile
 import urllib.parse
 
 from . import _contract as C
-from . import _env
+from . import _env, _timeline
 from ._errors import EnvError, SpindleError
 
 __all__ = ["CheckpointError", "load_bytes", "load_file", "save_bytes", "save_file"]
@@ -86,6 +87,19 @@ def _query(directory, name):
     return "/checkpoint?" + urllib.parse.urlencode({"dir": directory, "name": name})
 
 
+def _traced(verb, name_at):
+    """Record calls of the decorated function as checkpoint spans on the job's timeline."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def traced(*args, **kwargs):
+            name = args[name_at] if len(args) > name_at else kwargs.get("name", "")
+            with _timeline.span("checkpoint", f"{verb} {name}"):
+                return fn(*args, **kwargs)
+        return traced
+    return wrap
+
+
+@_traced("save", 1)
 def save_file(src, name, directory=None):
     """Save the file at src as checkpoint name in directory (default: SPINDLE_CHECKPOINT_DIR), atomically.
 
@@ -130,6 +144,7 @@ def save_file(src, name, directory=None):
     return directory.rstrip("/") + "/" + name
 
 
+@_traced("load", 0)
 def load_file(name, dest, directory=None):
     """Copy checkpoint name from directory (default: SPINDLE_CHECKPOINT_DIR) to the file dest.
 

@@ -1,0 +1,14 @@
+// Package timeline records spans of a training process's time (waiting
+// for its feed, collective operations, checkpoint saves) for the job's
+// Chrome-trace timeline (spindle.timeline).
+//
+// A process records only when its executor asks (SPINDLE_TIMELINE=1). Spans
+// are batched and sent as datagrams to the executor's report socket
+// (SPINDLE_REPORT_SOCKET), which passes them to the driver with its
+// heartbeats; the driver writes the trace file. Recording never blocks the
+// process: spans that cannot be sent at once are dropped.
+//
+// A datagram is one JSON object: {"spans": [{"name": "allreduce", "cat":
+// "collective", "ts": MICROS, "dur": MICROS}, ...]}, ts counted from the
+// Unix epoch. The Python package sends the same.
+package timeline

@@ -1,0 +1,78 @@
+package timeline
+
+import (
+	"encoding/json"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spindle-ml/spindle/internal/envcontract"
+)
+
+// reset forgets the recorder, so a test can set the environment anew.
+func reset() {
+	once = sync.Once{}
+	rec = nil
+}
+
+func TestDisabled(t *testing.T) {
+	t.Setenv(envcontract.Timeline, "")
+	t.Setenv(envcontract.ReportSocket, filepath.Join(t.TempDir(), "report.sock"))
+	reset()
+	defer reset()
+	if Enabled() {
+		t.Fatal("recording without SPINDLE_TIMELINE=1")
+	}
+	Start(CatFeed, "next batch")() // does nothing, and does not fail
+	Flush()
+}
+
+// TestSpansReachTheSocket: spans arrive as one datagram, sent by Flush or
+// by the timer when no more spans come.
+func TestSpansReachTheSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "report.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t.Setenv(envcontract.Timeline, "1")
+	t.Setenv(envcontract.ReportSocket, sock)
+	reset()
+	defer reset()
+	if !Enabled() {
+		t.Fatal("not recording with SPINDLE_TIMELINE=1")
+	}
+	read := func() []Span {
+		t.Helper()
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 1<<16)
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msg struct{ Spans []Span }
+		if err := json.Unmarshal(buf[:n], &msg); err != nil {
+			t.Fatal(err)
+		}
+		return msg.Spans
+	}
+
+	end := Start(CatCollective, "allreduce")
+	time.Sleep(2 * time.Millisecond)
+	end()
+	Start(CatCheckpoint, "save model")()
+	Flush()
+	spans := read()
+	if len(spans) != 2 || spans[0].Name != "allreduce" || spans[0].Cat != CatCollective || spans[0].Dur < 2000 ||
+		spans[0].TS <= 0 || spans[1].Cat != CatCheckpoint {
+		t.Fatalf("spans %+v", spans)
+	}
+
+	Start(CatFeed, "next batch")()
+	if spans := read(); len(spans) != 1 || spans[0].Cat != CatFeed {
+		t.Fatalf("the timer sent %+v", spans)
+	}
+}
