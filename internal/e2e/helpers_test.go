@@ -136,11 +136,11 @@ func sumColumn(a arrow.Array) float64 {
 
 // generate writes a labelled data set of rows rows with 4 features in
 // files files of format under a fresh directory, and returns it.
-func generate(t *testing.T, format string, rows, files int) string {
+func generate(t testing.TB, format string, rows, files int) string {
 	return generateWith(t, format, rows, files, 4)
 }
 
-func generateWith(t *testing.T, format string, rows, files, features int) string {
+func generateWith(t testing.TB, format string, rows, files, features int) string {
 	t.Helper()
 	cfg := datagen.DefaultConfig()
 	cfg.Out = t.TempDir()

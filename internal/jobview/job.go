@@ -15,6 +15,12 @@ const (
 	// SeriesPointsKept is how many points each chart keeps; older points
 	// are thinned by half when it fills.
 	SeriesPointsKept = 600
+	// LogBytesKept is the text of output lines a Job keeps across all its
+	// ranks' streams: each stream keeps its share (at least
+	// minStreamLogBytes), so a job of a thousand ranks keeps fewer lines of
+	// each than a job of four.
+	LogBytesKept      = 32 << 20
+	minStreamLogBytes = 16 << 10
 )
 
 // Summary is one row of a job list.
@@ -182,11 +188,17 @@ func (j *Job) Apply(ev Event) {
 		r := j.rank(ev.Rank)
 		ring := r.logs[ev.Stream]
 		if ring == nil {
-			ring = &lineRing{}
+			ring = &lineRing{maxBytes: j.streamLogBytes()}
 			r.logs[ev.Stream] = ring
 		}
 		ring.add(ev.Line)
 	}
+}
+
+// streamLogBytes is each stream's share of LogBytesKept.
+func (j *Job) streamLogBytes() int {
+	streams := 2 * max(j.info.WorldSize, len(j.ranks), 1)
+	return max(LogBytesKept/streams, minStreamLogBytes)
 }
 
 func (j *Job) rank(n int) *rankState {
@@ -381,30 +393,42 @@ func (s *series) add(p Point) {
 
 func (s *series) points() []Point { return append([]Point(nil), s.pts...) }
 
-// lineRing keeps the last LogLinesKept lines of a stream with their
-// numbers, in a circular buffer so a chatty rank costs no copying.
+// lineRing keeps the last lines of a stream, at most LogLinesKept and at
+// most maxBytes of text, with their numbers.
 type lineRing struct {
-	lines []string // circular once full; line n is at n % LogLinesKept
-	next  int64    // number of the next line added
+	lines    []string // lines[head:] are kept; the rest await compaction
+	head     int
+	bytes    int   // memory the kept lines hold (lineCost each)
+	next     int64 // number of the next line added
+	maxBytes int
 }
 
 func (r *lineRing) add(line string) {
-	if len(r.lines) < LogLinesKept {
-		r.lines = append(r.lines, line)
-	} else {
-		r.lines[r.next%LogLinesKept] = line
-	}
+	r.lines = append(r.lines, line)
+	r.bytes += lineCost(line)
 	r.next++
+	for len(r.lines)-r.head > 1 && (len(r.lines)-r.head > LogLinesKept || r.bytes > r.maxBytes) {
+		r.bytes -= lineCost(r.lines[r.head])
+		r.lines[r.head] = ""
+		r.head++
+	}
+	if r.head > len(r.lines)/2 && r.head > 64 {
+		r.lines = append(r.lines[:0:0], r.lines[r.head:]...)
+		r.head = 0
+	}
 }
 
+// lineCost is about the memory a kept line holds: its text, its string
+// header and its share of the ring's slice.
+func lineCost(line string) int { return len(line) + 32 }
+
 func (r *lineRing) from(n int64) LogChunk {
-	first := r.next - int64(len(r.lines))
+	kept := r.lines[r.head:]
+	first := r.next - int64(len(kept))
 	c := LogChunk{Next: r.next, Truncated: first > 0 && n < first, Lines: []string{}}
 	n = max(min(n, r.next), first)
 	c.First = n
-	for i := n; i < r.next; i++ {
-		c.Lines = append(c.Lines, r.lines[i%LogLinesKept])
-	}
+	c.Lines = append(c.Lines, kept[n-first:]...)
 	return c
 }
 

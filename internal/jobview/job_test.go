@@ -2,6 +2,7 @@ package jobview
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -92,5 +93,34 @@ func TestRedactHidesSecretKeys(t *testing.T) {
 	got := Redact(map[string]string{"spindle.authenticate.secret": "s3", "spindle.yarn.keytab": "/k", "spindle.feed.batchRows": "8"})
 	if got["spindle.authenticate.secret"] != "*****" || got["spindle.yarn.keytab"] != "*****" || got["spindle.feed.batchRows"] != "8" {
 		t.Fatalf("redacted %v", got)
+	}
+}
+
+// TestLogBytesShared: a large job keeps fewer lines of each stream, within
+// its share of LogBytesKept, and numbers lines as before.
+func TestLogBytesShared(t *testing.T) {
+	j := NewJob()
+	j.Apply(Event{Kind: KindSubmitted, Info: &Info{ID: "big", WorldSize: 1000}})
+	line := strings.Repeat("x", 100)
+	for i := 0; i < LogLinesKept; i++ {
+		j.Apply(Event{Kind: KindLog, Rank: 7, Stream: "stdout", Line: line})
+	}
+	c, ok := j.Log(7, "stdout", 0)
+	if !ok || !c.Truncated || c.Next != LogLinesKept {
+		t.Fatalf("chunk %+v", c)
+	}
+	if kept := len(c.Lines) * lineCost(line); kept > j.streamLogBytes() || len(c.Lines) < 10 {
+		t.Fatalf("kept %d lines (%d bytes) of a %d-byte share", len(c.Lines), kept, j.streamLogBytes())
+	}
+	if c.First != c.Next-int64(len(c.Lines)) {
+		t.Fatalf("first line %d, next %d, %d lines", c.First, c.Next, len(c.Lines))
+	}
+	small := NewJob()
+	small.Apply(Event{Kind: KindSubmitted, Info: &Info{ID: "small", WorldSize: 4}})
+	for i := 0; i < LogLinesKept+10; i++ {
+		small.Apply(Event{Kind: KindLog, Rank: 0, Stream: "stdout", Line: line})
+	}
+	if c, _ := small.Log(0, "stdout", 0); len(c.Lines) != LogLinesKept {
+		t.Fatalf("a small job keeps %d lines, want %d", len(c.Lines), LogLinesKept)
 	}
 }
