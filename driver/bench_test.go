@@ -79,7 +79,7 @@ func benchGRPCHeartbeats(b *testing.B, n int) {
 	driverpb.RegisterControlServer(srv, &controlServer{roster: g, logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	go srv.Serve(lis)
 	defer srv.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), signer.DialOption())
+	conn, err := grpc.NewClient(lis.Addr().String(), append(signer.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -110,7 +110,7 @@ func New(cfg Config) (*Executor, error) {
 		return nil, fmt.Errorf("executor: job secret: %w", err)
 	}
 	conn, err := grpc.NewClient(cfg.DriverAddr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()), signer.DialOption())
+		append(signer.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		return nil, fmt.Errorf("executor: connect to driver %s: %w", cfg.DriverAddr, err)
 	}

@@ -10,23 +10,25 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // metadataKey is the gRPC metadata key that carries the token.
 const metadataKey = "spindle-auth"
 
-// tokenPrefix versions the token layout.
-const tokenPrefix = "v1"
+// tokenPrefix versions the token layout: v2 covers the request.
+const tokenPrefix = "v2"
 
 // MaxSkew is how far a token's timestamp may be from the server's clock.
-const MaxSkew = 5 * time.Minute
+// Nonces are remembered for twice as long, so a token is good once.
+const MaxSkew = 2 * time.Minute
 
 // MinSecretLen is the shortest secret accepted, in bytes.
 const MinSecretLen = 16
@@ -37,6 +39,7 @@ var (
 	ErrBadToken     = errors.New("auth: malformed credentials")
 	ErrBadSignature = errors.New("auth: credentials do not match the secret")
 	ErrExpired      = errors.New("auth: credentials outside the allowed clock skew")
+	ErrReplayed     = errors.New("auth: credentials already used")
 	ErrWeakSecret   = fmt.Errorf("auth: secret shorter than %d bytes", MinSecretLen)
 )
 
@@ -53,6 +56,7 @@ func NewSecret() (string, error) {
 type Signer struct {
 	secret []byte
 	now    func() time.Time
+	seen   *nonces
 }
 
 // NewSigner returns a Signer for secret, which must be at least MinSecretLen bytes.
@@ -60,99 +64,161 @@ func NewSigner(secret string) (*Signer, error) {
 	if len(secret) < MinSecretLen {
 		return nil, ErrWeakSecret
 	}
-	return &Signer{secret: []byte(secret), now: time.Now}, nil
+	return &Signer{secret: []byte(secret), now: time.Now, seen: &nonces{}}, nil
 }
 
-func (s *Signer) mac(method, ts, nonce string) string {
+func (s *Signer) mac(method, ts, nonce string, digest []byte) string {
 	m := hmac.New(sha256.New, s.secret)
 	m.Write([]byte(method))
 	m.Write([]byte{0})
 	m.Write([]byte(ts))
 	m.Write([]byte{0})
 	m.Write([]byte(nonce))
+	m.Write([]byte{0})
+	m.Write(digest)
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// Token returns a token authorising one call of method.
-func (s *Signer) Token(method string) (string, error) {
-	n := make([]byte, 12)
+// Digest is what a token covers of a request: the SHA-256 of its
+// deterministic protobuf encoding. Both ends encode with the same
+// definitions, so they agree byte for byte.
+func Digest(req any) ([]byte, error) {
+	if req == nil {
+		return nil, nil
+	}
+	m, ok := req.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("auth: request %T is not a protobuf message", req)
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("auth: encode request: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return sum[:], nil
+}
+
+// Token returns a token authorising one call of method with the request
+// whose Digest is digest (nil for a stream).
+func (s *Signer) Token(method string, digest []byte) (string, error) {
+	n := make([]byte, 16)
 	if _, err := rand.Read(n); err != nil {
 		return "", fmt.Errorf("generate nonce: %w", err)
 	}
 	ts := strconv.FormatInt(s.now().Unix(), 10)
 	nonce := hex.EncodeToString(n)
-	return strings.Join([]string{tokenPrefix, ts, nonce, s.mac(method, ts, nonce)}, "."), nil
+	return strings.Join([]string{tokenPrefix, ts, nonce, s.mac(method, ts, nonce, digest)}, "."), nil
 }
 
-// Verify checks that token authorises a call of method.
-func (s *Signer) Verify(method, token string) error {
+// Verify checks that token authorises a call of method with the request
+// whose Digest is digest, and that it was not used before.
+func (s *Signer) Verify(method string, digest []byte, token string) error {
 	if token == "" {
 		return ErrMissingToken
 	}
 	parts := strings.Split(token, ".")
-	if len(parts) != 4 || parts[0] != tokenPrefix {
+	if len(parts) != 4 || parts[0] != tokenPrefix || len(parts[2]) != 32 {
 		return ErrBadToken
 	}
 	ts, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil {
 		return ErrBadToken
 	}
-	want := s.mac(method, parts[1], parts[2])
+	want := s.mac(method, parts[1], parts[2], digest)
 	if !hmac.Equal([]byte(want), []byte(parts[3])) {
 		return ErrBadSignature
 	}
-	if d := s.now().Sub(time.Unix(ts, 0)); d > MaxSkew || d < -MaxSkew {
+	now := s.now()
+	if d := now.Sub(time.Unix(ts, 0)); d > MaxSkew || d < -MaxSkew {
 		return ErrExpired
+	}
+	if !s.seen.add(parts[2], now) {
+		return ErrReplayed
 	}
 	return nil
 }
 
-// perRPC implements credentials.PerRPCCredentials.
-type perRPC struct{ s *Signer }
-
-func (p perRPC) GetRequestMetadata(ctx context.Context, uri ...string) (map[string]string, error) {
-	ri, ok := credentials.RequestInfoFromContext(ctx)
-	if !ok {
-		return nil, errors.New("auth: no request info in context")
-	}
-	tok, err := p.s.Token(ri.Method)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]string{metadataKey: tok}, nil
+// nonces remembers the nonces of accepted tokens for at least 2*MaxSkew,
+// longer than any token stays within the skew, in two generations: a
+// nonce is known if either holds it, and the older is dropped when the
+// newer is 2*MaxSkew old.
+type nonces struct {
+	mu       sync.Mutex
+	cur, old map[string]struct{}
+	since    time.Time // when cur was started
 }
 
-func (perRPC) RequireTransportSecurity() bool { return false }
-
-// DialOption returns a grpc.DialOption that signs every call with s.
-func (s *Signer) DialOption() grpc.DialOption {
-	return grpc.WithPerRPCCredentials(perRPC{s})
+// add records nonce and reports whether it is new.
+func (n *nonces) add(nonce string, now time.Time) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cur == nil || now.Sub(n.since) > 2*MaxSkew {
+		n.old, n.cur, n.since = n.cur, map[string]struct{}{}, now
+	}
+	if _, ok := n.cur[nonce]; ok {
+		return false
+	}
+	if _, ok := n.old[nonce]; ok {
+		return false
+	}
+	n.cur[nonce] = struct{}{}
+	return true
 }
 
-func (s *Signer) check(ctx context.Context, method string) error {
+// DialOptions return the client interceptors that sign every call with s,
+// unary calls over their request.
+func (s *Signer) DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			digest, err := Digest(req)
+			if err != nil {
+				return err
+			}
+			tok, err := s.Token(method, digest)
+			if err != nil {
+				return err
+			}
+			return invoke(metadata.AppendToOutgoingContext(ctx, metadataKey, tok), method, req, reply, cc, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, stream grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			tok, err := s.Token(method, nil)
+			if err != nil {
+				return nil, err
+			}
+			return stream(metadata.AppendToOutgoingContext(ctx, metadataKey, tok), desc, cc, method, opts...)
+		}),
+	}
+}
+
+func (s *Signer) check(ctx context.Context, method string, digest []byte) error {
 	md, _ := metadata.FromIncomingContext(ctx)
 	var tok string
 	if v := md.Get(metadataKey); len(v) > 0 {
 		tok = v[0]
 	}
-	if err := s.Verify(method, tok); err != nil {
+	if err := s.Verify(method, digest, tok); err != nil {
 		return status.Error(codes.Unauthenticated, err.Error())
 	}
 	return nil
 }
 
 // ServerOptions returns interceptors that refuse every call, unary or
-// streaming, that does not carry a valid token for s.
+// streaming, that does not carry a valid, unused token for s (over the
+// request, for unary calls).
 func (s *Signer) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			if err := s.check(ctx, info.FullMethod); err != nil {
+			digest, err := Digest(req)
+			if err != nil {
+				return nil, status.Error(codes.Internal, err.Error())
+			}
+			if err := s.check(ctx, info.FullMethod, digest); err != nil {
 				return nil, err
 			}
 			return h(ctx, req)
 		}),
 		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			if err := s.check(ss.Context(), info.FullMethod); err != nil {
+			if err := s.check(ss.Context(), info.FullMethod, nil); err != nil {
 				return err
 			}
 			return h(srv, ss)

@@ -111,7 +111,7 @@ func dialWorker(t *testing.T, addr, secret string) *grpc.ClientConn {
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts = append(opts, s.DialOption())
+		opts = append(opts, s.DialOptions()...)
 	}
 	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {

@@ -169,13 +169,13 @@ func (c *Credentials) DialOptions() []grpc.DialOption {
 	if c.clientTLS != nil {
 		tc = credentials.NewTLS(c.clientTLS.Clone())
 	}
-	return []grpc.DialOption{
-		grpc.WithTransportCredentials(tc), c.signer.DialOption(),
+	return append(c.signer.DialOptions(),
+		grpc.WithTransportCredentials(tc),
 		// A master or worker whose machine vanished without closing its
 		// connections (power loss, partition) is noticed within seconds,
 		// also by long-lived watch streams.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
-	}
+	)
 }
 
 // Keepalive timing of every connection between cluster members.

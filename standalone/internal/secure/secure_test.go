@@ -59,7 +59,7 @@ func TestPartialTLSRefused(t *testing.T) {
 		t.Fatalf("partial TLS: %v", err)
 	}
 	c, err := New("a-secret-long-enough-0123", TLSFiles{})
-	if err != nil || c.ServerTLS() != nil || c.ClientTLS("h") != nil || len(c.DialOptions()) != 3 {
+	if err != nil || c.ServerTLS() != nil || c.ClientTLS("h") != nil || len(c.DialOptions()) != 4 {
 		t.Fatalf("no TLS: %v", err)
 	}
 }
