@@ -69,6 +69,7 @@ func newApp() *cli.App {
 			pythonPathCommand(),
 			historyCommand(),
 			logsCommand(),
+			tlsCommand(),
 			versionCommand(),
 		},
 	}
