@@ -21,6 +21,10 @@ need chromium sh -c 'command -v chromium'
 # the YARN tier: scripts/hadoop-minicluster.sh.
 need openjdk-17-jdk-headless sh -c 'command -v javac'
 need maven sh -c 'command -v mvn'
+# MIT Kerberos: a throwaway KDC on loopback for the Kerberos tests.
+need krb5-kdc sh -c 'command -v krb5kdc || test -x /usr/sbin/krb5kdc'
+need krb5-admin-server sh -c 'command -v kadmin.local || test -x /usr/sbin/kadmin.local'
+need krb5-user sh -c 'command -v kinit'
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]} (Debian packages)..."

@@ -1,0 +1,7 @@
+// Package krbtest runs a real MIT Kerberos KDC for tests: a throwaway
+// realm in a temporary directory, listening on loopback, with principals
+// and keytabs made on demand, and a krb5.conf that points at it.
+//
+// It needs Debian's krb5-kdc and krb5-admin-server (make test installs
+// them); without them Start skips the test, saying so.
+package krbtest
