@@ -20,6 +20,7 @@ import (
 	"github.com/colinmarc/hdfs/v2/hadoopconf"
 
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/kerberos"
 )
 
 // ErrNamenodeUnreachable reports an HDFS cluster whose namenodes did not
@@ -153,16 +154,30 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 		return nil, err
 	}
 	options := hdfs.ClientOptionsFromConf(conf)
+	name := ""
 	if options.KerberosClient != nil {
-		return nil, fmt.Errorf("%w: hadoop.security.authentication is kerberos (%s); Kerberos is not supported yet, only simple authentication", ErrHadoopConfig, where)
-	}
-	name, err := hdfsUser(opts)
-	if err != nil {
-		return nil, err
+		// A Kerberized cluster: the user is the login's principal.
+		cl, err := kerberos.Login(kerberos.Options{Principal: opts.KerberosPrincipal, Keytab: opts.KerberosKeytab})
+		if err != nil {
+			return nil, fmt.Errorf("%w: hadoop.security.authentication is kerberos (%s): %v", ErrHadoopConfig, where, err)
+		}
+		if options.KerberosServicePrincipleName == "" {
+			cl.Destroy()
+			return nil, fmt.Errorf("%w: hadoop.security.authentication is kerberos but dfs.namenode.kerberos.principal is not set (%s)", ErrHadoopConfig, where)
+		}
+		options.KerberosClient = cl
+		name = cl.Credentials.UserName()
+	} else {
+		var err error
+		if name, err = hdfsUser(opts); err != nil {
+			return nil, err
+		}
 	}
 	dialer := &net.Dialer{Timeout: hdfsDialTimeout, KeepAlive: 30 * time.Second}
 	options.Addresses = addrs
-	options.User = name
+	if options.KerberosClient == nil {
+		options.User = name
+	}
 	nnConns := &connSet{conns: map[net.Conn]struct{}{}}
 	options.NamenodeDialFunc = nnConns.dialFunc(dialer)
 	options.DatanodeDialFunc = dialer.DialContext
@@ -501,6 +516,9 @@ func (h *hdfsFS) Locations(ctx context.Context, name string, off, length int64) 
 // Close disconnects from the cluster.
 func (h *hdfsFS) Close() error {
 	err := h.client.Close()
+	if kc := h.cluster.options.KerberosClient; kc != nil {
+		defer kc.Destroy()
+	}
 	h.nnMu.Lock()
 	defer h.nnMu.Unlock()
 	if h.nn != nil {
@@ -508,4 +526,13 @@ func (h *hdfsFS) Close() error {
 		h.nn = nil
 	}
 	return err
+}
+
+// sasl is how Spindle's own RPC client authenticates to the cluster's
+// namenodes: Kerberos on a Kerberized cluster, else nothing (simple).
+func (cl *hdfsCluster) sasl() hadooprpc.ClientSASL {
+	if cl.options.KerberosClient == nil {
+		return nil
+	}
+	return hadooprpc.KerberosAuth{Client: cl.options.KerberosClient, Principal: cl.options.KerberosServicePrincipleName}
 }

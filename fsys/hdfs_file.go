@@ -362,7 +362,7 @@ func (h *hdfsFS) blockLocations(ctx context.Context, name string, off, length in
 		// colinmarc client beside it retries on its own.
 		nn, err := hadooprpc.NewFailoverClient(hadooprpc.FailoverConfig{
 			Addrs:  h.cluster.addrs,
-			Client: hadooprpc.ClientConfig{User: h.cluster.user, Protocol: clientProtocol},
+			Client: hadooprpc.ClientConfig{User: h.cluster.user, Protocol: clientProtocol, SASL: h.cluster.sasl()},
 			Rounds: 1,
 		})
 		if err != nil {

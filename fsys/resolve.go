@@ -15,7 +15,12 @@ type Options struct {
 	// hdfs-site.xml; empty means $HADOOP_CONF_DIR.
 	HadoopConfDir string
 	// User is the HDFS user; empty means $HADOOP_USER_NAME, then the login name.
+	// On a Kerberized cluster the user is the login's principal instead.
 	User string
+	// KerberosPrincipal and KerberosKeytab log in to a Kerberized cluster
+	// (hadoop.security.authentication kerberos) with a keytab; empty, the
+	// ticket cache kinit filled is used.
+	KerberosPrincipal, KerberosKeytab string
 }
 
 // Resolver maps URIs to file systems, keeping one client per HDFS cluster.

@@ -103,7 +103,7 @@ func handshakeClient(ctx context.Context, conn net.Conn, cfg ClientConfig) (*Cli
 		return nil, err
 	}
 	if cfg.SASL != nil {
-		ex := &SASLExchange{conn: conn, max: cfg.MaxPacketSize, clientID: cfg.ClientID}
+		ex := &SASLExchange{conn: conn, max: cfg.MaxPacketSize, clientID: cfg.ClientID, dialed: cfg.Addr}
 		if err := cfg.SASL.Negotiate(ctx, ex); err != nil {
 			return nil, fmt.Errorf("sasl: %w", err)
 		}

@@ -42,7 +42,8 @@ type KerberosAuth struct {
 	// Principal is the server's principal as the site files name it
 	// (dfs.namenode.kerberos.principal, yarn.resourcemanager.principal:
 	// nn/_HOST@REALM); empty takes the protocol and server id the server
-	// offers. _HOST becomes Host.
+	// offers. _HOST becomes Host, or when Host is empty the host the
+	// connection dialed.
 	Principal string
 	Host      string
 }
@@ -50,7 +51,7 @@ type KerberosAuth struct {
 var _ ClientSASL = KerberosAuth{}
 
 // servicePrincipal is the name to get a ticket for, without the realm.
-func (a KerberosAuth) servicePrincipal(offer *hadooppb.RpcSaslProto_SaslAuth) (string, error) {
+func (a KerberosAuth) servicePrincipal(offer *hadooppb.RpcSaslProto_SaslAuth, dialedHost string) (string, error) {
 	p := a.Principal
 	if p == "" {
 		if offer.GetProtocol() == "" || offer.GetServerId() == "" {
@@ -60,10 +61,14 @@ func (a KerberosAuth) servicePrincipal(offer *hadooppb.RpcSaslProto_SaslAuth) (s
 	}
 	p, _, _ = strings.Cut(p, "@")
 	if strings.Contains(p, hostPlaceholder) {
-		if a.Host == "" {
+		host := a.Host
+		if host == "" {
+			host = dialedHost
+		}
+		if host == "" {
 			return "", fmt.Errorf("principal %s names _HOST but the server's host is not known", a.Principal)
 		}
-		p = strings.ReplaceAll(p, hostPlaceholder, strings.ToLower(a.Host))
+		p = strings.ReplaceAll(p, hostPlaceholder, strings.ToLower(host))
 	}
 	return p, nil
 }
@@ -96,7 +101,7 @@ func (a KerberosAuth) Negotiate(ctx context.Context, ex *SASLExchange) error {
 	if offer == nil {
 		return fmt.Errorf("server does not offer Kerberos (offers %s)", strings.Join(offered, ", "))
 	}
-	spn, err := a.servicePrincipal(offer)
+	spn, err := a.servicePrincipal(offer, ex.ServerHost())
 	if err != nil {
 		return err
 	}

@@ -30,10 +30,22 @@ type SASLExchange struct {
 	max      int
 	clientID []byte
 	server   bool
+	dialed   string // the address the client dialed, as configured
 }
 
 // RemoteAddr returns the address of the other end.
 func (x *SASLExchange) RemoteAddr() net.Addr { return x.conn.RemoteAddr() }
+
+// ServerHost is the host the client dialed, as its configuration names it
+// (what Hadoop substitutes for _HOST in a server principal), or the
+// remote IP address when that is not known.
+func (x *SASLExchange) ServerHost() string {
+	if h, _, err := net.SplitHostPort(x.dialed); err == nil && h != "" {
+		return h
+	}
+	h, _, _ := net.SplitHostPort(x.conn.RemoteAddr().String())
+	return h
+}
 
 // Send writes one SASL message.
 func (x *SASLExchange) Send(msg *hadooppb.RpcSaslProto) error {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 
 	"github.com/spindle-ml/spindle/internal/hadooppb"
@@ -248,7 +249,9 @@ func (c *serverConn) handshake(ctx context.Context) error {
 		// The authenticated identity is the real user; the context may ask
 		// to act for another (a proxy user), which a server checks.
 		c.caller.RealUser = authUser
-		if c.caller.User == "" {
+		// A Kerberos client names itself by its principal (alice@REALM),
+		// which is the authenticated user, as Hadoop's auth_to_local maps it.
+		if eff := c.caller.User; eff == "" || shortUserName(eff) == authUser {
 			c.caller.User = authUser
 		}
 	}
@@ -381,4 +384,12 @@ func (c *serverConn) write(pkt []byte) {
 
 func isClosed(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// shortUserName is a principal's user: alice for alice@REALM and
+// alice/host@REALM.
+func shortUserName(principal string) string {
+	name, _, _ := strings.Cut(principal, "@")
+	name, _, _ = strings.Cut(name, "/")
+	return name
 }

@@ -214,6 +214,7 @@ func (c *Cluster) startNameNodes(ctx context.Context) error {
 		srv, err := hadooprpc.NewServer(hadooprpc.ServerConfig{
 			Name:   fmt.Sprintf("namenode%d", i),
 			Logger: c.log,
+			SASL:   c.cfg.SASL,
 			OnCall: func(_, method string, _ error) { c.stats.call(method) },
 		}, c.nn.clientProtocol(endpoint{index: i, active: c.isActive}))
 		if err != nil {

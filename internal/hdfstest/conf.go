@@ -13,14 +13,21 @@ import (
 // dir, ready to be HADOOP_CONF_DIR: fs.defaultFS, and for an HA cluster its
 // nameservice and namenode addresses.
 func (c *Cluster) WriteConfig(dir string) error {
+	auth := "simple"
+	if c.cfg.KerberosPrincipal != "" {
+		auth = "kerberos"
+	}
 	core := []property{
 		{"fs.defaultFS", c.URI()},
-		{"hadoop.security.authentication", "simple"},
+		{"hadoop.security.authentication", auth},
 	}
 	hdfsSite := []property{
 		{"dfs.replication", strconv.Itoa(c.cfg.Replication)},
 		{"dfs.blocksize", strconv.FormatInt(c.cfg.BlockSize, 10)},
 		{"dfs.client.use.datanode.hostname", "false"},
+	}
+	if c.cfg.KerberosPrincipal != "" {
+		hdfsSite = append(hdfsSite, property{"dfs.namenode.kerberos.principal", c.cfg.KerberosPrincipal})
 	}
 	if len(c.nnAddrs) > 1 {
 		ns := c.cfg.Nameservice

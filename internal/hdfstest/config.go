@@ -7,6 +7,8 @@ import (
 	"net"
 	osuser "os/user"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
 )
 
 // Config configures a test HDFS cluster.
@@ -57,6 +59,13 @@ type Config struct {
 	LeaseTimeout time.Duration
 	// Logger receives the cluster's logs; nil discards them.
 	Logger *slog.Logger
+	// SASL, when set, authenticates the namenodes' clients, and
+	// KerberosPrincipal, when set, makes the written configuration a
+	// Kerberized cluster's (hadoop.security.authentication kerberos,
+	// dfs.namenode.kerberos.principal): with hadooprpc.KerberosServer, a
+	// secure HDFS for tests.
+	SASL              hadooprpc.SASL
+	KerberosPrincipal string
 
 	poolID       string
 	verifyOnRead bool

@@ -1,0 +1,73 @@
+package fsys
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/jcmturner/gokrb5/v8/keytab"
+
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/hdfstest"
+	"github.com/spindle-ml/spindle/internal/krbtest"
+)
+
+// TestKerberizedHDFS: on an HDFS whose namenode takes Kerberos only, a
+// user logged in with a keytab writes, reads and locates a file (through
+// colinmarc/hdfs and Spindle's own RPC client), and without a login the
+// error says how to get one.
+func TestKerberizedHDFS(t *testing.T) {
+	kdc := krbtest.Start(t)
+	t.Setenv("KRB5_CONFIG", kdc.Conf)
+	nnKeytab, err := keytab.Load(kdc.AddPrincipal("nn/127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aliceKeytab := kdc.AddPrincipal("alice")
+	_, conf := startHDFS(t, hdfstest.Config{
+		SASL:              hadooprpc.KerberosServer{Keytab: nnKeytab, Protocol: "nn", ServerID: "127.0.0.1"},
+		KerberosPrincipal: "nn/_HOST@" + krbtest.Realm,
+		Superuser:         "alice",
+	})
+	ctx := testCtx(t)
+
+	res := NewResolver(Options{HadoopConfDir: conf, KerberosPrincipal: "alice", KerberosKeytab: aliceKeytab})
+	defer res.Close()
+	fs, dir, err := res.Resolve(ctx, "hdfs:///user/alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.MkdirAll(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	w, err := fs.CreateAtomic(ctx, dir+"/secret.txt")
+	if err != nil {
+		t.Fatalf("%v (%#v)", err, errors.Unwrap(err))
+	}
+	if _, err := io.WriteString(w, "only with a ticket"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fs.Open(ctx, dir+"/secret.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(f)
+	f.Close()
+	if err != nil || string(b) != "only with a ticket" {
+		t.Fatalf("read back %q, %v", b, err)
+	}
+	if hosts, err := fs.Locations(ctx, dir+"/secret.txt", 0, int64(len(b))); err != nil || len(hosts) == 0 {
+		t.Fatalf("locations through Spindle's RPC client: %v, %v", hosts, err)
+	}
+
+	t.Setenv("KRB5CCNAME", kdc.Dir+"/no-ticket-cache")
+	anon := NewResolver(Options{HadoopConfDir: conf})
+	defer anon.Close()
+	if _, _, err := anon.Resolve(ctx, "hdfs:///user/alice"); !errors.Is(err, ErrHadoopConfig) || !strings.Contains(err.Error(), "kinit") {
+		t.Fatalf("no login: %v, want a configuration error saying to kinit", err)
+	}
+}
