@@ -74,6 +74,9 @@ type Config struct {
 	Timeout       time.Duration
 	HadoopConfDir string
 	HadoopUser    string
+	// KerberosPrincipal and KerberosKeytab log the driver in to a
+	// Kerberized Hadoop cluster; empty, the ticket cache is used.
+	KerberosPrincipal, KerberosKeytab string
 
 	// NetworkInterface picks the address ranks publish (empty: the one
 	// that reaches the driver).

@@ -68,9 +68,10 @@ func New(cfg Config, cm ClusterManager) (*Driver, error) {
 		return nil, err
 	}
 	return &Driver{
-		cfg:    cfg,
-		cm:     cm,
-		res:    fsys.NewResolver(fsys.Options{HadoopConfDir: cfg.HadoopConfDir, User: cfg.HadoopUser}),
+		cfg: cfg,
+		cm:  cm,
+		res: fsys.NewResolver(fsys.Options{HadoopConfDir: cfg.HadoopConfDir, User: cfg.HadoopUser,
+			KerberosPrincipal: cfg.KerberosPrincipal, KerberosKeytab: cfg.KerberosKeytab}),
 		logger: cfg.Logger.With("component", "driver", "job", cfg.JobID),
 		secret: secret,
 		signer: signer,

@@ -88,6 +88,8 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.Timeout = p.Duration(config.KeyJobTimeout)
 	cfg.HadoopConfDir = p.String(config.KeyHadoopConfDir)
 	cfg.HadoopUser = p.String(config.KeyHadoopUser)
+	cfg.KerberosPrincipal = p.String(config.KeyKerberosPrincipal)
+	cfg.KerberosKeytab = p.String(config.KeyKerberosKeytab)
 	// Local executors reach the driver over loopback; elsewhere it listens
 	// on every interface unless told which host to use.
 	switch h := p.String(config.KeyDriverHost); {

@@ -43,6 +43,8 @@ var submitFlags = []keyFlag{
 	{&cli.StringFlag{Name: "ps-memory", Usage: "memory per parameter server, like 4g"}, config.KeyPSMemory},
 	{&cli.StringFlag{Name: "ps-gpus", Usage: "GPUs per parameter server"}, config.KeyPSGPUs},
 	{&cli.StringFlag{Name: "queue", Usage: "YARN queue"}, config.KeyQueue},
+	{&cli.StringFlag{Name: "principal", Usage: "Kerberos principal to log in as, with --keytab (a Kerberized Hadoop cluster; default: the ticket cache kinit filled)"}, config.KeyKerberosPrincipal},
+	{&cli.StringFlag{Name: "keytab", Usage: "keytab of --principal"}, config.KeyKerberosKeytab},
 	{&cli.StringFlag{Name: "input-format", Usage: "parquet, arrow or csv (default: from each file's extension)"}, config.KeyInputFormat},
 	{&cli.StringFlag{Name: "columns", Usage: "comma-separated columns to feed (default: all)"}, config.KeyInputColumns},
 	{&cli.StringFlag{Name: "label-column", Usage: "label `COLUMN`, fed last"}, config.KeyLabelColumn},

@@ -247,6 +247,7 @@ func Known() []Key {
 	all = append(all, rdmaKeys...)
 	all = append(all, yarnKeys...)
 	all = append(all, observeKeys...)
+	all = append(all, kerberosKeys...)
 	return all
 }
 
