@@ -40,6 +40,8 @@ type Config struct {
 	CSV         feed.CSVOptions
 	// PartitionColumns are key=value directory keys read as columns.
 	PartitionColumns []string
+	// Flight reaches the Arrow Flight services of grpc:// inputs.
+	Flight feed.FlightOptions
 
 	// Feed settings (see driverpb.FeedTask).
 	FeedMode          string
@@ -149,6 +151,11 @@ var ErrConfig = errors.New("driver: invalid job")
 func (c *Config) Validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
+	}
+	for _, in := range c.Inputs {
+		if feed.IsFlightURI(in) && c.FeedMode == "direct" {
+			return bad("--input %s: an Arrow Flight stream is fed by the executors; use --feed arrow or tensor (direct mode reads files)", in)
+		}
 	}
 	if c.Timeline != "" {
 		// Found now, not when the job has run for hours.

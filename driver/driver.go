@@ -108,6 +108,7 @@ func (d *Driver) Plan(ctx context.Context) (*feed.JobPlan, error) {
 		CSV:         c.CSV,
 
 		PartitionColumns: c.PartitionColumns,
+		Flight:           c.Flight,
 	})
 	if err != nil {
 		return nil, err
@@ -421,6 +422,8 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot) (ta
 				CacheBytes:        c.CacheMemory,
 				EvenBatches:       string(c.EvenBatches),
 				TargetBatches:     target,
+				FlightToken:       c.Flight.Token,
+				FlightCaFile:      c.Flight.CAFile,
 				EpochRows:         feed.EvenRows(plan.RowsPerRank, feedRank, c.BatchRows, c.EvenBatches),
 			},
 		}

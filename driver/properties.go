@@ -58,6 +58,7 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	}
 	cfg.Columns = p.List(config.KeyInputColumns)
 	cfg.PartitionColumns = p.List(config.KeyPartitionColumns)
+	cfg.Flight = feed.FlightOptions{Token: p.String(config.KeyFlightToken), CAFile: p.String(config.KeyFlightCAFile)}
 	if len(cfg.PartitionColumns) > 0 && p.String(config.KeyFeedMode) == "direct" {
 		return cfg, master, fmt.Errorf("%s: %s: partition columns are not read in direct mode (the training process reads the files itself); use --feed arrow or tensor",
 			p.Source(config.KeyPartitionColumns), config.KeyPartitionColumns)

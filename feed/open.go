@@ -55,6 +55,13 @@ func OpenSplit(ctx context.Context, res *fsys.Resolver, s Split, opts ReadOption
 	if s.RowOffset < 0 || s.Rows < 0 || s.Offset < 0 || s.Length < 0 {
 		return nil, fmt.Errorf("%w: %s: negative offset, length or row count in the split", ErrInput, s.URI)
 	}
+	if format == FormatFlight {
+		op, err := openFlight(ctx, s, opts)
+		if err != nil {
+			return nil, err
+		}
+		return newSplitReader(s, op), nil
+	}
 	fs, name, err := res.Resolve(ctx, s.URI)
 	if err != nil {
 		return nil, err
@@ -89,12 +96,16 @@ func OpenSplit(ctx context.Context, res *fsys.Resolver, s Split, opts ReadOption
 		f.Close()
 		return nil, err
 	}
+	return newSplitReader(s, op), nil
+}
+
+func newSplitReader(s Split, op *opened) *splitReader {
 	r := &splitReader{uri: s.URI, opened: *op, left: -1}
 	if s.Rows > 0 {
 		r.left = s.Rows
 		r.want = s.Rows
 	}
-	return r, nil
+	return r
 }
 
 // splitReader turns a format reader's batches into the split's batches:

@@ -106,6 +106,8 @@ type ReadOptions struct {
 	// once, each a share of its columns; zero or one decodes on the
 	// caller's goroutine. The batches are the same either way.
 	DecodeWorkers int
+	// Flight says how to reach the Arrow Flight services of Flight splits.
+	Flight FlightOptions
 }
 
 func (o ReadOptions) normalize() (ReadOptions, error) {

@@ -67,6 +67,8 @@ type PipelineConfig struct {
 	EpochRows int64
 	// CSV describes CSV inputs.
 	CSV CSVOptions
+	// Flight says how to reach the Arrow Flight services of Flight splits.
+	Flight FlightOptions
 	// Allocator allocates batches; nil means memory.DefaultAllocator.
 	// The pipeline keeps the buffers it frees (and those of the batches
 	// the consumer releases) for reuse, and gives them back to Allocator
@@ -224,7 +226,7 @@ const minReadRows = 16384
 
 func (p *Pipeline) readOptions(schema *arrow.Schema) ReadOptions {
 	return ReadOptions{Columns: p.cfg.Columns, LabelColumn: p.cfg.LabelColumn, Schema: schema,
-		BatchRows: p.readRows(), CSV: p.cfg.CSV, Allocator: p.alloc, DecodeWorkers: p.decodeWorkers}
+		BatchRows: p.readRows(), CSV: p.cfg.CSV, Allocator: p.alloc, DecodeWorkers: p.decodeWorkers, Flight: p.cfg.Flight}
 }
 
 // readRows is the batch size asked of split readers: at least

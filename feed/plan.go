@@ -33,6 +33,8 @@ type PlanRequest struct {
 	LabelColumn string
 	// CSV describes CSV inputs.
 	CSV CSVOptions
+	// Flight says how to reach the Arrow Flight services of grpc:// inputs.
+	Flight FlightOptions
 	// PartitionColumns are Hive-style partition keys (the key of key=value
 	// directories, as in dt=2026-11-01/part-0.parquet) to read as columns
 	// (spindle.input.partitionColumns): int64 when every value is an
@@ -102,8 +104,21 @@ func Plan(ctx context.Context, res *fsys.Resolver, req PlanRequest) (*JobPlan, e
 	}
 	var infos []*fileInfo
 	var perInput [][]string
+	flights := 0
+	for _, in := range req.Inputs {
+		if IsFlightURI(in) {
+			flights++
+		}
+	}
+	if flights > 0 && flights < len(req.Inputs) {
+		return nil, fmt.Errorf("%w: Arrow Flight inputs (grpc://) and files cannot be mixed in one job", ErrInput)
+	}
 	err = retryUnavailable(ctx, req.RetryUnavailable, func() error {
-		infos, perInput, err = listAndInspect(ctx, res, req, csvOpts)
+		if flights > 0 {
+			infos, perInput, err = inspectFlights(ctx, req.Inputs, req.Flight)
+		} else {
+			infos, perInput, err = listAndInspect(ctx, res, req, csvOpts)
+		}
 		return err
 	})
 	if err != nil {

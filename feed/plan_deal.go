@@ -86,6 +86,10 @@ func deal(ctx context.Context, files []*fileInfo, ranks int) ([][]Split, []int64
 
 // finishSplit fills in a split's units, byte range and hosts.
 func finishSplit(ctx context.Context, s *Split, f *fileInfo, units []unit) error {
+	if f.format == FormatFlight {
+		s.Ticket, s.Hosts = f.ticket, f.hosts
+		return nil
+	}
 	lo, hi := units[0].off, units[0].off+units[0].length
 	for _, u := range units {
 		switch f.format {

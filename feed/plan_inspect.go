@@ -25,6 +25,12 @@ type fileInfo struct {
 	schema *arrow.Schema // every column of the file; nil for an empty CSV file
 	units  []unit
 	rows   int64
+
+	// An Arrow Flight endpoint (FormatFlight): its ticket, whether its
+	// service speaks TLS, and the hosts it names; name is its address.
+	ticket []byte
+	tls    bool
+	hosts  []string
 }
 
 // inspectFile reads what planning needs from one file.

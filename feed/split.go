@@ -80,4 +80,6 @@ type Split struct {
 	// rows (spindle.input.partitionColumns), taken from key=value
 	// directories on the file's path; readers add them as columns.
 	Partitions map[string]string `json:"partitions,omitempty"`
+	// Ticket is the Arrow Flight ticket of a FormatFlight split's endpoint.
+	Ticket []byte `json:"ticket,omitempty"`
 }

@@ -9,7 +9,7 @@ func SplitsFromFeed(ss []feed.Split) []*Split {
 		out[i] = &Split{
 			Uri: s.URI, Format: string(s.Format), RowGroups: int32s(s.RowGroups), Batches: int32s(s.Batches),
 			Offset: s.Offset, Length: s.Length, Line: s.Line, RowOffset: s.RowOffset, Rows: s.Rows, Hosts: s.Hosts,
-			Partitions: s.Partitions,
+			Partitions: s.Partitions, Ticket: s.Ticket,
 		}
 	}
 	return out
@@ -22,7 +22,7 @@ func FeedSplits(ss []*Split) []feed.Split {
 		out[i] = feed.Split{
 			URI: s.GetUri(), Format: feed.Format(s.GetFormat()), RowGroups: ints(s.GetRowGroups()), Batches: ints(s.GetBatches()),
 			Offset: s.GetOffset(), Length: s.GetLength(), Line: s.GetLine(), RowOffset: s.GetRowOffset(), Rows: s.GetRows(),
-			Hosts: s.GetHosts(), Partitions: s.GetPartitions(),
+			Hosts: s.GetHosts(), Partitions: s.GetPartitions(), Ticket: s.GetTicket(),
 		}
 	}
 	return out

@@ -301,7 +301,11 @@ type FeedTask struct {
 	TargetBatches int64 `protobuf:"varint,16,opt,name=target_batches,json=targetBatches,proto3" json:"target_batches,omitempty"`
 	// epoch_rows is the rows this rank yields per epoch under pad
 	// (feed.EvenRows); zero means target_batches full batches.
-	EpochRows     int64 `protobuf:"varint,17,opt,name=epoch_rows,json=epochRows,proto3" json:"epoch_rows,omitempty"`
+	EpochRows int64 `protobuf:"varint,17,opt,name=epoch_rows,json=epochRows,proto3" json:"epoch_rows,omitempty"`
+	// flight_token and flight_ca_file reach the Arrow Flight services of
+	// Flight splits (spindle.flight.token, spindle.flight.tls.caFile).
+	FlightToken   string `protobuf:"bytes,18,opt,name=flight_token,json=flightToken,proto3" json:"flight_token,omitempty"`
+	FlightCaFile  string `protobuf:"bytes,19,opt,name=flight_ca_file,json=flightCaFile,proto3" json:"flight_ca_file,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -455,6 +459,20 @@ func (x *FeedTask) GetEpochRows() int64 {
 	return 0
 }
 
+func (x *FeedTask) GetFlightToken() string {
+	if x != nil {
+		return x.FlightToken
+	}
+	return ""
+}
+
+func (x *FeedTask) GetFlightCaFile() string {
+	if x != nil {
+		return x.FlightCaFile
+	}
+	return ""
+}
+
 // Split is a piece of one input file (feed.Split).
 type Split struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -479,7 +497,9 @@ type Split struct {
 	Hosts []string `protobuf:"bytes,10,rep,name=hosts,proto3" json:"hosts,omitempty"`
 	// partitions are the partition column values of the split's rows, from
 	// key=value directories on the file's path (spindle.input.partitionColumns).
-	Partitions    map[string]string `protobuf:"bytes,11,rep,name=partitions,proto3" json:"partitions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Partitions map[string]string `protobuf:"bytes,11,rep,name=partitions,proto3" json:"partitions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ticket is the Arrow Flight ticket of a flight split's endpoint.
+	Ticket        []byte `protobuf:"bytes,12,opt,name=ticket,proto3" json:"ticket,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -591,6 +611,13 @@ func (x *Split) GetPartitions() map[string]string {
 	return nil
 }
 
+func (x *Split) GetTicket() []byte {
+	if x != nil {
+		return x.Ticket
+	}
+	return nil
+}
+
 // CSVOptions describe CSV inputs (feed.CSVOptions).
 type CSVOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -680,7 +707,7 @@ const file_task_proto_rawDesc = "" +
 	"\btimeline\x18\x17 \x01(\bR\btimeline\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc7\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x05\n" +
 	"\bFeedTask\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x121\n" +
 	"\x06splits\x18\x02 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x16\n" +
@@ -702,7 +729,9 @@ const file_task_proto_rawDesc = "" +
 	"\feven_batches\x18\x0f \x01(\tR\vevenBatches\x12%\n" +
 	"\x0etarget_batches\x18\x10 \x01(\x03R\rtargetBatches\x12\x1d\n" +
 	"\n" +
-	"epoch_rows\x18\x11 \x01(\x03R\tepochRows\"\x81\x03\n" +
+	"epoch_rows\x18\x11 \x01(\x03R\tepochRows\x12!\n" +
+	"\fflight_token\x18\x12 \x01(\tR\vflightToken\x12$\n" +
+	"\x0eflight_ca_file\x18\x13 \x01(\tR\fflightCaFile\"\x99\x03\n" +
 	"\x05Split\x12\x10\n" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x16\n" +
 	"\x06format\x18\x02 \x01(\tR\x06format\x12\x1d\n" +
@@ -719,7 +748,8 @@ const file_task_proto_rawDesc = "" +
 	" \x03(\tR\x05hosts\x12I\n" +
 	"\n" +
 	"partitions\x18\v \x03(\v2).spindle.control.v1.Split.PartitionsEntryR\n" +
-	"partitions\x1a=\n" +
+	"partitions\x12\x16\n" +
+	"\x06ticket\x18\f \x01(\fR\x06ticket\x1a=\n" +
 	"\x0fPartitionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +

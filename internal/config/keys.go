@@ -248,6 +248,7 @@ func Known() []Key {
 	all = append(all, yarnKeys...)
 	all = append(all, observeKeys...)
 	all = append(all, kerberosKeys...)
+	all = append(all, flightKeys...)
 	return all
 }
 

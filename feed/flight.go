@@ -1,0 +1,332 @@
+package feed
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// FormatFlight is an Arrow Flight stream: an endpoint of a flight that
+// --input grpc://host:port/path names.
+const FormatFlight Format = "flight"
+
+// FlightOptions say how to reach Arrow Flight servers.
+type FlightOptions struct {
+	// Token is sent as "authorization: Bearer TOKEN" with every call
+	// (spindle.flight.token); empty sends none.
+	Token string
+	// CAFile verifies a grpc+tls:// server's certificate; empty uses the
+	// system's roots.
+	CAFile string
+}
+
+// IsFlightURI reports whether an input names an Arrow Flight service.
+func IsFlightURI(s string) bool {
+	return strings.HasPrefix(s, "grpc://") || strings.HasPrefix(s, "grpc+tls://") || strings.HasPrefix(s, "grpc+tcp://")
+}
+
+// flightTarget is a parsed Flight input: where the service is and which
+// flight (a path descriptor) it asks for.
+type flightTarget struct {
+	addr string
+	tls  bool
+	path []string
+}
+
+func parseFlightURI(s string) (flightTarget, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return flightTarget{}, fmt.Errorf("%w: input %s: want grpc://host:port/path (an Arrow Flight service and the flight's path)", ErrInput, s)
+	}
+	t := flightTarget{addr: u.Host, tls: u.Scheme == "grpc+tls"}
+	if _, _, err := net.SplitHostPort(u.Host); err != nil {
+		return flightTarget{}, fmt.Errorf("%w: input %s: the Flight service needs a port (grpc://host:port/path)", ErrInput, s)
+	}
+	for _, seg := range strings.Split(strings.Trim(u.Path, "/"), "/") {
+		if seg != "" {
+			t.path = append(t.path, seg)
+		}
+	}
+	if len(t.path) == 0 {
+		return flightTarget{}, fmt.Errorf("%w: input %s names no flight: give its path, as in grpc://host:port/clicks/2026-11-24", ErrInput, s)
+	}
+	return t, nil
+}
+
+// flightEndpointURI names one endpoint of a flight in splits and errors.
+func flightEndpointURI(t flightTarget, addr string, i int) string {
+	scheme := "grpc"
+	if t.tls {
+		scheme = "grpc+tls"
+	}
+	return fmt.Sprintf("%s://%s/%s#endpoint=%d", scheme, addr, strings.Join(t.path, "/"), i)
+}
+
+// dialFlight connects to a Flight service.
+func dialFlight(addr string, useTLS bool, o FlightOptions) (flight.Client, error) {
+	creds := insecure.NewCredentials()
+	if useTLS {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if o.CAFile != "" {
+			pem, err := os.ReadFile(o.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("%w: spindle.flight.tls.caFile: %w", ErrInput, err)
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("%w: spindle.flight.tls.caFile %s holds no PEM certificate", ErrInput, o.CAFile)
+			}
+		}
+		creds = credentials.NewTLS(cfg)
+	}
+	c, err := flight.NewClientWithMiddleware(addr, nil, nil, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		return nil, fmt.Errorf("connect to Arrow Flight service %s: %w", addr, err)
+	}
+	return c, nil
+}
+
+// withToken adds the bearer token to a call's context.
+func withToken(ctx context.Context, o FlightOptions) context.Context {
+	if o.Token == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+o.Token)
+}
+
+// flightError turns a Flight call's failure into the feed's errors: a
+// refusal or a missing flight is bad input, an unreachable service is
+// unavailable (planning retries it), naming the service and the flight.
+func flightError(what, where string, err error) error {
+	switch status.Code(err) {
+	case codes.Unauthenticated, codes.PermissionDenied:
+		return fmt.Errorf("%w: %s: Arrow Flight service %s refused the call (spindle.flight.token): %v", ErrInput, what, where, status.Convert(err).Message())
+	case codes.NotFound, codes.InvalidArgument:
+		return fmt.Errorf("%w: %s: %s: %v", ErrInput, what, where, status.Convert(err).Message())
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return fmt.Errorf("%w: %s: Arrow Flight service %s: %v", ErrUnavailable, what, where, status.Convert(err).Message())
+	}
+	return fmt.Errorf("%s: %s: %w", what, where, err)
+}
+
+// inspectFlights asks each Flight input for its flight and returns one
+// planning entry per endpoint, in input order: the flight's schema, and
+// the endpoint's rows (from the flight's record count when it has one
+// endpoint, else counted by reading the endpoint once).
+func inspectFlights(ctx context.Context, inputs []string, o FlightOptions) ([]*fileInfo, [][]string, error) {
+	var infos []*fileInfo
+	perInput := make([][]string, len(inputs))
+	for i, in := range inputs {
+		t, err := parseFlightURI(in)
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := dialFlight(t.addr, t.tls, o)
+		if err != nil {
+			return nil, nil, err
+		}
+		info, err := c.GetFlightInfo(withToken(ctx, o), &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: t.path})
+		c.Close()
+		if err != nil {
+			return nil, nil, flightError("input "+in, t.addr, err)
+		}
+		schema, err := flight.DeserializeSchema(info.GetSchema(), memory.DefaultAllocator)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: input %s: the flight's schema: %w", ErrInput, in, err)
+		}
+		eps := info.GetEndpoint()
+		if len(eps) == 0 {
+			return nil, nil, fmt.Errorf("%w: input %s: the flight has no endpoints", ErrInput, in)
+		}
+		found := make([]*fileInfo, len(eps))
+		for j, ep := range eps {
+			addr := t.addr
+			if locs := ep.GetLocation(); len(locs) > 0 {
+				if u, err := url.Parse(locs[0].GetUri()); err == nil && u.Host != "" {
+					addr = u.Host
+				}
+			}
+			uri := flightEndpointURI(t, addr, j)
+			host, _, _ := net.SplitHostPort(addr)
+			found[j] = &fileInfo{
+				listedFile: listedFile{uri: uri, name: addr},
+				format:     FormatFlight, schema: schema, ticket: ep.GetTicket().GetTicket(), tls: t.tls, hosts: []string{host},
+			}
+			perInput[i] = append(perInput[i], uri)
+		}
+		if total := info.GetTotalRecords(); len(eps) == 1 && total >= 0 {
+			found[0].rows = total
+		} else if err := countFlightRows(ctx, found, o); err != nil {
+			return nil, nil, err
+		}
+		for _, f := range found {
+			f.units = []unit{{index: 0, rows: f.rows}}
+		}
+		infos = append(infos, found...)
+	}
+	return infos, perInput, nil
+}
+
+// countFlightRows reads each endpoint once to count its rows, as dealing
+// rows evenly needs them and a flight of several endpoints does not say.
+func countFlightRows(ctx context.Context, eps []*fileInfo, o FlightOptions) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(planParallelism)
+	for _, ep := range eps {
+		g.Go(func() error {
+			src, err := openFlightStream(gctx, ep.name, ep.tls, ep.ticket, ep.uri, o)
+			if err != nil {
+				return err
+			}
+			defer src.close()
+			for {
+				rec, err := src.rd.Read()
+				if err != nil {
+					if errors.Is(err, io.EOF) {
+						return nil
+					}
+					return flightError("count the rows of "+ep.uri, ep.name, err)
+				}
+				ep.rows += rec.NumRows()
+			}
+		})
+	}
+	return g.Wait()
+}
+
+// flightSource reads one endpoint's stream, skipping the split's first
+// rows and cutting batches to batchRows.
+type flightSource struct {
+	uri       string
+	client    flight.Client
+	cancel    context.CancelFunc
+	rd        *flight.Reader
+	skip      int64
+	batchRows int64
+
+	cur arrow.RecordBatch
+	pos int64
+}
+
+func openFlightStream(ctx context.Context, addr string, useTLS bool, ticket []byte, uri string, o FlightOptions) (*flightSource, error) {
+	c, err := dialFlight(addr, useTLS, o)
+	if err != nil {
+		return nil, err
+	}
+	// The stream outlives this call: it ends with the source.
+	sctx, cancel := context.WithCancel(withToken(context.WithoutCancel(ctx), o))
+	stop := context.AfterFunc(ctx, cancel)
+	stream, err := c.DoGet(sctx, &flight.Ticket{Ticket: ticket})
+	if err == nil {
+		var rd *flight.Reader
+		if rd, err = flight.NewRecordReader(stream); err == nil {
+			stop()
+			return &flightSource{uri: uri, client: c, cancel: cancel, rd: rd}, nil
+		}
+	}
+	stop()
+	cancel()
+	c.Close()
+	return nil, flightError("read "+uri, addr, err)
+}
+
+// openFlight opens a Flight split: its endpoint's stream, starting
+// RowOffset rows in.
+func openFlight(ctx context.Context, s Split, opts ReadOptions) (*opened, error) {
+	u, err := url.Parse(s.URI)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("%w: split %s does not name a Flight endpoint", ErrInput, s.URI)
+	}
+	src, err := openFlightStream(ctx, u.Host, u.Scheme == "grpc+tls", s.Ticket, s.URI, opts.Flight)
+	if err != nil {
+		return nil, err
+	}
+	src.skip, src.batchRows = s.RowOffset, int64(opts.BatchRows)
+	streamSchema := src.rd.Schema()
+	sel, err := selectColumns(fieldNames(streamSchema), opts.Columns, opts.LabelColumn, s.URI)
+	if err != nil {
+		src.close()
+		return nil, err
+	}
+	out := projectSchema(streamSchema, sel)
+	if opts.Schema != nil {
+		if err := checkPlanned(opts.Schema, out, s.URI); err != nil {
+			src.close()
+			return nil, err
+		}
+		out = opts.Schema
+	}
+	proj := make([]int, len(sel))
+	for i, name := range sel {
+		proj[i] = streamSchema.FieldIndices(name)[0]
+	}
+	return &opened{src: src, schema: out, proj: proj}, nil
+}
+
+func (s *flightSource) next(ctx context.Context) (arrow.RecordBatch, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if s.cur == nil {
+			rec, err := s.rd.Read()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					return nil, io.EOF
+				}
+				return nil, flightError("read", s.uri, err)
+			}
+			// The reader reuses its batch on the next Read: keep our own.
+			rec.Retain()
+			s.cur, s.pos = rec, 0
+		}
+		if s.skip > 0 {
+			d := min(s.skip, s.cur.NumRows()-s.pos)
+			s.pos += d
+			s.skip -= d
+		}
+		n := s.cur.NumRows()
+		if s.pos >= n {
+			s.cur.Release()
+			s.cur = nil
+			continue
+		}
+		if s.pos == 0 && n <= s.batchRows {
+			rec := s.cur
+			s.cur = nil
+			return rec, nil
+		}
+		end := min(n, s.pos+s.batchRows)
+		rec := s.cur.NewSlice(s.pos, end)
+		s.pos = end
+		return rec, nil
+	}
+}
+
+func (s *flightSource) close() error {
+	if s.cur != nil {
+		s.cur.Release()
+		s.cur = nil
+	}
+	s.rd.Release()
+	s.cancel()
+	return s.client.Close()
+}
