@@ -1,0 +1,117 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/flighttest"
+)
+
+// BenchmarkFlight feeds one rank 2M rows (an id, a float64 and a label)
+// three ways in one run: a raw Flight DoGet that drops the batches (the
+// ceiling), the same flight through the feed pipeline, and the same rows
+// from a local Parquet file through the pipeline. It reports rows/s; the
+// ratios are what Flight ingestion costs over its ceiling and over files.
+func BenchmarkFlight(b *testing.B) {
+	const rows, batch = 2 << 20, 64 << 10
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "x", Type: arrow.PrimitiveTypes.Float64},
+		{Name: "label", Type: arrow.PrimitiveTypes.Int64},
+	}, nil)
+	var recs []arrow.RecordBatch
+	for off := int64(0); off < rows; off += batch {
+		recs = append(recs, testRecord(sc, off, batch))
+	}
+	srv := flighttest.Start(b, "", map[string]flighttest.Flight{"bench": {Schema: sc, Endpoints: [][]arrow.RecordBatch{recs}}})
+	pq := writeParquet(b, filepath.Join(b.TempDir(), "bench.parquet"), sc, 0, rows, batch)
+	ctx := context.Background()
+	res := fsys.NewResolver(fsys.Options{})
+	defer res.Close()
+
+	feedRows := func(b *testing.B, input string) {
+		plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{input}, Ranks: 1, LabelColumn: "label"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		p, err := NewPipeline(res, PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, LabelColumn: "label", BatchRows: 4096})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		rd, err := p.Epoch(ctx, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var n int64
+		for {
+			rec, err := rd.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += rec.NumRows()
+			rec.Release()
+		}
+		rd.Close()
+		if n != rows {
+			b.Fatalf("fed %d rows, want %d", n, rows)
+		}
+	}
+	b.Run("raw-doget", func(b *testing.B) {
+		conn, err := grpc.NewClient(srv.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close()
+		c := flight.NewClientFromConn(conn, nil)
+		for i := 0; i < b.N; i++ {
+			info, err := c.GetFlightInfo(ctx, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"bench"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			stream, err := c.DoGet(ctx, info.GetEndpoint()[0].GetTicket())
+			if err != nil {
+				b.Fatal(err)
+			}
+			rd, err := flight.NewRecordReader(stream, ipc.WithAllocator(memory.DefaultAllocator))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var n int64
+			for rd.Next() {
+				n += rd.RecordBatch().NumRows()
+			}
+			rd.Release()
+			if n != rows {
+				b.Fatalf("read %d rows", n)
+			}
+		}
+		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
+	b.Run("flight-feed", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			feedRows(b, srv.URI("bench"))
+		}
+		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
+	b.Run("parquet-feed", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			feedRows(b, pq)
+		}
+		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
+}
