@@ -86,8 +86,10 @@ type Config struct {
 	// LogLevel is passed on to executors.
 	LogLevel string
 
-	// ListenHost is the address executors dial to reach the driver.
-	ListenHost string
+	// ListenHost is the address the driver listens on (its control plane
+	// and web UI); AdvertiseHost is the one executors dial, empty meaning
+	// the listening address.
+	ListenHost, AdvertiseHost string
 	// Port is the control-plane port; 0 picks a free one.
 	Port int
 

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -172,7 +171,7 @@ func (d *Driver) run(ctx context.Context) error {
 		_ = eg.Wait()
 	}()
 
-	addr, err := advertiseAddr(lis.Addr().(*net.TCPAddr))
+	addr, err := advertiseAddr(c.AdvertiseHost, lis.Addr().(*net.TCPAddr))
 	if err != nil {
 		return err
 	}
@@ -201,19 +200,6 @@ func (d *Driver) run(ctx context.Context) error {
 		d.logger.Warn("release executors", "err", err)
 	}
 	return runErr
-}
-
-// advertiseAddr is the address executors dial: the listening address, or
-// this host's name when listening on every interface.
-func advertiseAddr(a *net.TCPAddr) (string, error) {
-	if !a.IP.IsUnspecified() {
-		return a.String(), nil
-	}
-	host, err := os.Hostname()
-	if err != nil {
-		return "", fmt.Errorf("find this host's name for executors to reach the driver (set spindle.driver.host): %w", err)
-	}
-	return net.JoinHostPort(host, strconv.Itoa(a.Port)), nil
 }
 
 // executorArgs are the spindle arguments that run one executor.

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -97,7 +98,7 @@ func (d *Driver) startObserver(ctx context.Context) *observer {
 		} else {
 			o.ui, o.uiDone = srv, make(chan error, 1)
 			go func() { o.uiDone <- srv.Run(ctx) }()
-			url := srv.URL(uiHost(c.ListenHost))
+			url := srv.URL(uiHost(cmp.Or(c.AdvertiseHost, c.ListenHost)))
 			d.logger.Info("web UI", "url", url)
 			if c.Console != nil {
 				c.Console.Eprintln(fmt.Sprintf("job %s: web UI at %s", c.JobID, url))

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/spindle-ml/spindle/feed"
@@ -91,16 +92,25 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.HadoopUser = p.String(config.KeyHadoopUser)
 	cfg.KerberosPrincipal = p.String(config.KeyKerberosPrincipal)
 	cfg.KerberosKeytab = p.String(config.KeyKerberosKeytab)
-	// Local executors reach the driver over loopback; elsewhere it listens
-	// on every interface unless told which host to use.
+	// Local executors reach the driver over loopback. Elsewhere the driver
+	// advertises spindle.driver.host or, without it, the address of
+	// spindle.network.interface's rule, and listens where it advertises
+	// unless spindle.driver.bindHost says otherwise.
 	switch h := p.String(config.KeyDriverHost); {
 	case h != "":
-		cfg.ListenHost = h
+		cfg.AdvertiseHost = h
 	case master.Kind == MasterLocal:
-		cfg.ListenHost = "127.0.0.1"
+		cfg.AdvertiseHost = "127.0.0.1"
 	default:
-		cfg.ListenHost = "0.0.0.0"
+		ifaces, err := systemInterfaces()
+		if err == nil {
+			cfg.AdvertiseHost, err = pickHost(ifaces, p.String(config.KeyNetworkInterface))
+		}
+		if err != nil {
+			return cfg, master, fmt.Errorf("%s: %w", p.Source(config.KeyNetworkInterface), err)
+		}
 	}
+	cfg.ListenHost = cmp.Or(p.String(config.KeyDriverBindHost), cfg.AdvertiseHost)
 	cfg.Port = p.Int(config.KeyDriverPort)
 	cfg.RegistrationTimeout = p.Duration(config.KeyRegistrationTimeout)
 	cfg.HeartbeatInterval = p.Duration(config.KeyHeartbeatInterval)

@@ -32,9 +32,17 @@ func TestConfigFromProperties(t *testing.T) {
 	if err != nil || m.Kind != MasterLocal || c.NumExecutors != 3 || c.MemoryBudget != 64<<20 {
 		t.Fatalf("got %+v %+v %v", c, m, err)
 	}
-	c, _, err = ConfigFromProperties(load("spindle.master=spindle://m1:7077"))
-	if err != nil || c.ListenHost != "0.0.0.0" {
-		t.Fatalf("a cluster driver listens on %q (%v)", c.ListenHost, err)
+	c, _, err = ConfigFromProperties(load("spindle.master=spindle://m1:7077", "spindle.network.interface=lo"))
+	if err != nil || c.ListenHost != "127.0.0.1" || c.AdvertiseHost != "127.0.0.1" {
+		t.Fatalf("a cluster driver on interface lo listens on %q and advertises %q (%v)", c.ListenHost, c.AdvertiseHost, err)
+	}
+	c, _, err = ConfigFromProperties(load("spindle.master=spindle://m1:7077", "spindle.driver.host=gw.example", "spindle.driver.bindHost=0.0.0.0"))
+	if err != nil || c.ListenHost != "0.0.0.0" || c.AdvertiseHost != "gw.example" {
+		t.Fatalf("listens on %q and advertises %q (%v)", c.ListenHost, c.AdvertiseHost, err)
+	}
+	if _, _, err = ConfigFromProperties(load("spindle.master=spindle://m1:7077", "spindle.network.interface=nope0")); err == nil ||
+		!strings.Contains(err.Error(), "nope0") {
+		t.Fatalf("a missing interface: %v", err)
 	}
 	for conf, want := range map[string]string{
 		"spindle.input.csv.delimiter=;;": "must be one character",

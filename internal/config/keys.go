@@ -135,6 +135,7 @@ const (
 	KeyEvenBatches         = "spindle.feed.evenBatches"
 	KeyCheckpointDir       = "spindle.checkpoint.dir"
 	KeyDriverHost          = "spindle.driver.host"
+	KeyDriverBindHost      = "spindle.driver.bindHost"
 	KeyDriverPort          = "spindle.driver.port"
 	KeyRegistrationTimeout = "spindle.driver.registrationTimeout"
 	KeyHeartbeatInterval   = "spindle.executor.heartbeatInterval"
@@ -205,7 +206,9 @@ var coreKeys = []Key{
 	{Name: KeyCheckpointDir, Default: "", Kind: String,
 		Doc: "Directory (local path, file:// or hdfs:// URI) for checkpoints; given to training processes as SPINDLE_CHECKPOINT_DIR."},
 	{Name: KeyDriverHost, Default: "", Kind: String,
-		Doc: "Address executors use to reach the driver; empty picks one by the spindle.network.interface rule."},
+		Doc: "Address executors use to reach the driver; empty picks one by the spindle.network.interface rule (loopback for local jobs)."},
+	{Name: KeyDriverBindHost, Default: "", Kind: String,
+		Doc: "Address the driver listens on (control plane and web UI); empty listens where it advertises (spindle.driver.host), 0.0.0.0 on every interface."},
 	{Name: KeyDriverPort, Default: "0", Kind: Int, Min: 0, HasMin: true, Max: 65535, HasMax: true,
 		Doc: "Control-plane port of the driver; 0 picks a free one."},
 	{Name: KeyRegistrationTimeout, Default: "120s", Kind: Duration,

@@ -253,7 +253,9 @@ func (c *cluster) submit(dir string, args ...string) *job {
 		"--conf", "spindle.executor.heartbeatInterval=200ms",
 		"--conf", "spindle.executor.heartbeatTimeout=6s",
 		"--conf", "spindle.executor.stopGracePeriod=2s",
-		"--conf", "spindle.log.level=info"}, args...)
+		"--conf", "spindle.log.level=info",
+		// The driver listens where it advertises: on loopback, as tests do.
+		"--conf", "spindle.network.interface=lo"}, args...)
 	j := &job{cmd: exec.Command(spindleBin, full...), done: make(chan struct{})}
 	j.cmd.Dir = dir
 	j.cmd.Env = env()

@@ -19,7 +19,7 @@ func TestSubmitToCluster(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, spindleBin, append([]string{"submit", "--master", c.masterURL()}, jobArgs("wrong-secret", data, 0)...)...)
+	cmd := exec.CommandContext(ctx, spindleBin, append([]string{"submit", "--master", c.masterURL(), "--conf", "spindle.network.interface=lo"}, jobArgs("wrong-secret", data, 0)...)...)
 	cmd.Dir = data
 	for _, kv := range env() {
 		if !strings.HasPrefix(kv, "SPINDLE_CLUSTER_SECRET=") {

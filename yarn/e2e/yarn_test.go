@@ -77,7 +77,7 @@ func submit(t *testing.T, confDir string, timeout time.Duration, args ...string)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, spindleBin, append([]string{"submit", "--master", "yarn"}, args...)...)
+	cmd := exec.CommandContext(ctx, spindleBin, append([]string{"submit", "--master", "yarn", "--conf", "spindle.network.interface=lo"}, args...)...)
 	cmd.Env = env(confDir)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -281,7 +281,7 @@ func (s *syncBuffer) String() string {
 
 func start(t *testing.T, confDir string, args ...string) *running {
 	t.Helper()
-	cmd := exec.Command(spindleBin, append([]string{"submit", "--master", "yarn"}, args...)...)
+	cmd := exec.Command(spindleBin, append([]string{"submit", "--master", "yarn", "--conf", "spindle.network.interface=lo"}, args...)...)
 	cmd.Env = env(confDir)
 	r := &running{cmd: cmd, stderr: &syncBuffer{}, done: make(chan int, 1)}
 	cmd.Stderr = r.stderr
