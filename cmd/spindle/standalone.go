@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -177,6 +178,9 @@ func runWorker(c *cli.Context) error {
 	}
 	defer w.Close()
 	if err := w.Run(c.Context); err != nil {
+		if errors.Is(err, worker.ErrRefused) {
+			return cli.Exit(err, exitUsage)
+		}
 		return cli.Exit(err, 1)
 	}
 	return nil

@@ -74,6 +74,9 @@ func (s *service) RegisterWorker(ctx context.Context, req *pb.RegisterWorkerRequ
 			return nil, fmt.Errorf("%w: worker %s offers %d cores, %d MiB, %d GPUs", apierr.ErrBadRequest,
 				req.GetId(), req.GetCores(), req.GetMemoryMb(), req.GetGpus())
 		}
+		if err := ls.refuseDuplicate(ctx, req); err != nil {
+			return nil, err
+		}
 		host := req.GetHost()
 		if host == "" {
 			host, _, _ = strings.Cut(req.GetAddr(), ":")

@@ -16,8 +16,11 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/spindle-ml/spindle/standalone/client"
+	"github.com/spindle-ml/spindle/standalone/internal/apierr"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
@@ -158,7 +161,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		return nil
 	})
-	g.Go(func() error { w.masterLoop(gctx); return nil })
+	g.Go(func() error { return w.masterLoop(gctx) })
 	g.Go(func() error { w.cleanupLoop(gctx); return nil })
 	<-gctx.Done()
 	w.shutdown()
@@ -208,15 +211,20 @@ func (w *Worker) kickHeartbeat() {
 
 // masterLoop registers, then heartbeats; it registers again whenever a
 // master asks. Losing the masters changes nothing for running executors.
-func (w *Worker) masterLoop(ctx context.Context) {
+// It returns ErrRefused when the masters refuse the worker itself: a
+// wrong cluster secret at first contact, or an id another running worker
+// holds.
+func (w *Worker) masterLoop(ctx context.Context) error {
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
-	registered, connected := false, true
+	registered, connected, everRegistered := false, true, false
 	for {
 		var err error
 		if !registered {
 			if err = w.register(ctx); err == nil {
-				registered = true
+				registered, everRegistered = true, true
+			} else if refusal(err, everRegistered) {
+				return fmt.Errorf("%w: %v", ErrRefused, err)
 			}
 		} else {
 			var again bool
@@ -236,11 +244,32 @@ func (w *Worker) masterLoop(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		case <-w.kick:
 		}
 	}
+}
+
+// ErrRefused means the masters refused this worker: it cannot serve the
+// cluster as configured (exit 2).
+var ErrRefused = errors.New("worker refused by the masters")
+
+// refusal says whether a registration error means the worker must stop:
+// a duplicate id always, an authentication refusal before the worker was
+// ever registered (afterwards the masters may just be restarting with new
+// settings, and the executors keep running).
+func refusal(err error, everRegistered bool) bool {
+	return errors.Is(err, apierr.ErrDuplicateID) || (!everRegistered && isUnauthenticated(err))
+}
+
+func isUnauthenticated(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if s, ok := status.FromError(e); ok && s.Code() == codes.Unauthenticated {
+			return true
+		}
+	}
+	return false
 }
 
 // reports lists the executors for the masters.

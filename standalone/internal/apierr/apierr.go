@@ -23,6 +23,7 @@ var (
 	ErrAmbiguous     = errors.New("standalone: name matches more than one application")
 	ErrStopped       = errors.New("standalone: server stopped")
 	ErrWrongWorker   = errors.New("standalone: call meant for another worker")
+	ErrDuplicateID   = errors.New("standalone: worker id in use by a running worker")
 )
 
 var table = []struct {
@@ -41,6 +42,7 @@ var table = []struct {
 	{ErrLaunch, codes.Aborted},
 	{ErrAmbiguous, codes.InvalidArgument},
 	{ErrWrongWorker, codes.FailedPrecondition},
+	{ErrDuplicateID, codes.AlreadyExists},
 }
 
 // ToStatus turns an error into a gRPC status error for the wire. Errors
