@@ -32,6 +32,8 @@ var (
 	// ErrAppEnded: the application ended (killed by an admin, or its
 	// driver went silent).
 	ErrAppEnded = apierr.ErrAppEnded
+	// ErrUnknownApp: no application has that id or name.
+	ErrUnknownApp = apierr.ErrUnknownApp
 	// ErrConfig is wrapped by every configuration error.
 	ErrConfig = errors.New("standalone: invalid configuration")
 )
@@ -93,6 +95,10 @@ type ClusterManager struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	resultMu  sync.Mutex
+	result    error // how the job ended (SetResult)
+	resultSet bool
 }
 
 var _ driver.ClusterManager = (*ClusterManager)(nil)
@@ -242,8 +248,9 @@ func (c *ClusterManager) Close() error {
 	c.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
+		final, msg := c.outcome()
 		err := c.client.Call(ctx, false, func(ctx context.Context, m pb.MasterClient) error {
-			_, err := m.FinishApp(ctx, &pb.FinishAppRequest{AppId: c.appID, Message: "finished by the driver"})
+			_, err := m.FinishApp(ctx, &pb.FinishAppRequest{AppId: c.appID, Message: msg, FinalStatus: final})
 			return err
 		})
 		if err != nil {

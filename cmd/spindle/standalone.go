@@ -201,10 +201,13 @@ func adminClient(c *cli.Context) (*client.Client, error) {
 		return nil, fmt.Errorf("%s: %w", p.Source(config.KeyMaster), err)
 	}
 	if m.Kind != driver.MasterStandalone {
+		if p.Level(config.KeyMaster) == config.LevelDefault {
+			return nil, fmt.Errorf("no masters named: give --master spindle://host:port,... (or spindle.master in spindle-defaults.conf)")
+		}
 		return nil, fmt.Errorf("%s: master %q is not a standalone cluster; give --master spindle://host:port,...",
 			p.Source(config.KeyMaster), p.String(config.KeyMaster))
 	}
-	cfg := client.Config{Masters: m.Addrs, Secret: secret, Logger: logger}
+	cfg := client.Config{Masters: m.Addrs, Secret: secret, Logger: logger, FailFast: true}
 	cfg.TLS.CertFile, cfg.TLS.KeyFile, cfg.TLS.CAFile = standalone.TLSFilesFromProperties(p)
 	return client.New(cfg)
 }
@@ -214,10 +217,16 @@ func statusCommand() *cli.Command {
 		Name:  "status",
 		Usage: "show a standalone cluster: masters (and who leads), workers, applications, executors",
 		Flags: append(commonFlags(adminFlags),
-			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "give up after this long"}),
+			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "give up after this long"},
+			&cli.StringFlag{Name: "app", Usage: "only this application (`ID` or name) and its executors"},
+			&cli.BoolFlag{Name: "running", Usage: "only applications that have not ended"},
+			&cli.BoolFlag{Name: "json", Usage: "one JSON object, for scripts"}),
 		Action: func(c *cli.Context) error {
 			if yarnAppArg(c) {
 				return yarnStatus(c)
+			}
+			if c.NArg() > 0 {
+				return cli.Exit(fmt.Sprintf("unexpected argument %q: spindle status takes --app ID (or a YARN application id)", c.Args().First()), exitUsage)
 			}
 			cl, err := adminClient(c)
 			if err != nil {
@@ -229,6 +238,15 @@ func statusCommand() *cli.Command {
 			st, err := cl.Status(ctx)
 			if err != nil {
 				return cli.Exit(err, 1)
+			}
+			if app := c.String("app"); app != "" || c.Bool("running") {
+				st = st.Only(app, c.Bool("running"))
+				if app != "" && len(st.Cluster.GetApps()) == 0 {
+					return cli.Exit(fmt.Sprintf("no application %s on the cluster (spindle status lists them)", app), exitUsage)
+				}
+			}
+			if c.Bool("json") {
+				return st.WriteJSON(os.Stdout)
 			}
 			return st.WriteText(os.Stdout)
 		},
@@ -260,7 +278,13 @@ running application. Its driver sees its executors stopped and fails.`,
 			ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 			defer cancel()
 			app, err := cl.Kill(ctx, c.Args().First(), c.String("reason"))
-			if err != nil {
+			switch {
+			case errors.Is(err, standalone.ErrAppEnded):
+				// Nothing was stopped: say how it ended, and not 0.
+				return cli.Exit(err, 1)
+			case errors.Is(err, standalone.ErrUnknownApp):
+				return cli.Exit(fmt.Sprintf("%v (spindle status lists the applications)", err), exitUsage)
+			case err != nil:
 				return cli.Exit(err, 1)
 			}
 			fmt.Printf("killed %s (%s)\n", app.GetId(), app.GetName())

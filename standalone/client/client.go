@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,7 +35,11 @@ type Config struct {
 	// AttemptTimeout bounds one attempt of a short call on one master, so
 	// a master that hangs does not hold the caller up; 0 means 5s.
 	AttemptTimeout time.Duration
-	Logger         *slog.Logger
+	// FailFast ends a call as soon as no master accepts a connection at
+	// all (every address refuses it), instead of retrying until the
+	// caller's deadline: for commands a person waits on.
+	FailFast bool
+	Logger   *slog.Logger
 }
 
 // Client calls the masters.
@@ -118,6 +123,7 @@ func (c *Client) Call(ctx context.Context, long bool, call func(ctx context.Cont
 	var last error
 	for round := 0; ; round++ {
 		start := int(c.next.Load())
+		refused := 0
 		for i := range c.masters {
 			idx := (start + i) % len(c.masters)
 			actx, cancel := ctx, context.CancelFunc(func() {})
@@ -131,6 +137,13 @@ func (c *Client) Call(ctx context.Context, long bool, call func(ctx context.Cont
 				return nil
 			}
 			err = apierr.FromStatus(err)
+			if isWrongService(err) {
+				return fmt.Errorf("%s is not a Spindle master (it answered: %s); --master names the masters' addresses (spindle master --addr), not a worker's or another service's",
+					c.cfg.Masters[idx], status.Convert(err).Message())
+			}
+			if isRefused(err) {
+				refused++
+			}
 			if ctx.Err() != nil {
 				if last == nil {
 					last = err
@@ -146,6 +159,10 @@ func (c *Client) Call(ctx context.Context, long bool, call func(ctx context.Cont
 				return err
 			}
 			last = fmt.Errorf("master %s: %w", c.cfg.Masters[idx], err)
+		}
+		if c.cfg.FailFast && refused == len(c.masters) {
+			return fmt.Errorf("no master accepts connections at %s (connection refused): are the masters running, and is --master right? (last error: %v)",
+				strings.Join(c.cfg.Masters, ", "), last)
 		}
 		if round == 0 {
 			c.logger.Debug("no master could serve the call; retrying", "err", last)
@@ -183,4 +200,16 @@ func (c *Client) Kill(ctx context.Context, app, reason string) (*pb.AppInfo, err
 		return nil, fmt.Errorf("kill %s: %w", app, err)
 	}
 	return out, nil
+}
+
+// isRefused says whether a call failed because nothing listens at the
+// address.
+func isRefused(err error) bool {
+	return status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "connection refused")
+}
+
+// isWrongService says whether the address answered gRPC but serves no
+// master: a worker's port, or another program's.
+func isWrongService(err error) bool {
+	return status.Code(err) == codes.Unimplemented && strings.Contains(status.Convert(err).Message(), "unknown service")
 }

@@ -46,7 +46,7 @@ func TestStatusText(t *testing.T) {
 	out := buf.String()
 	for _, want := range []string{
 		g.Cfgs[g.Leader()].ID + " ", "leader", g.Cfgs[down].ID, "unreachable",
-		"w1", "alive", "0/4", "nightly-train", "running", "(no executors)",
+		"w1", "alive", "0/4", "nightly-train", "RUNNING", "(no executors)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
@@ -157,8 +159,15 @@ func (s *Status) WriteText(w io.Writer) error {
 	apps := append([]*pb.AppInfo(nil), s.Cluster.GetApps()...)
 	sort.SliceStable(apps, func(i, j int) bool { return apps[i].GetSubmittedUnixMs() > apps[j].GetSubmittedUnixMs() })
 	for _, a := range apps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetId(), a.GetName(), AppStateName(a.GetState()),
-			time.UnixMilli(a.GetSubmittedUnixMs()).Format(time.DateTime), a.GetDriverHost(), firstLine(a.GetMessage()))
+		msg := a.GetMessage()
+		switch a.Outcome() {
+		case "SUCCEEDED":
+			msg = ""
+		case "WAITING":
+			msg = "waiting for room: need " + a.GetNeed()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetId(), a.GetName(), a.Outcome(),
+			time.UnixMilli(a.GetSubmittedUnixMs()).Format(time.DateTime), a.GetDriverHost(), firstLine(msg))
 	}
 	if len(apps) == 0 {
 		fmt.Fprintln(tw, "(no applications)")
@@ -209,4 +218,73 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// Only keeps the applications that app names (an id or name; empty: all)
+// and, with running, that have not ended, with their executors.
+func (s *Status) Only(app string, running bool) *Status {
+	out := &Status{Masters: s.Masters, Cluster: &pb.ClusterStatusResponse{Workers: s.Cluster.GetWorkers()}}
+	keep := map[string]bool{}
+	for _, a := range s.Cluster.GetApps() {
+		if (app == "" || a.GetId() == app || a.GetName() == app) && (!running || a.GetState() == pb.AppState_APP_STATE_RUNNING) {
+			keep[a.GetId()] = true
+			out.Cluster.Apps = append(out.Cluster.Apps, a)
+		}
+	}
+	for _, e := range s.Cluster.GetExecutors() {
+		if keep[e.GetAppId()] {
+			out.Cluster.Executors = append(out.Cluster.Executors, e)
+		}
+	}
+	return out
+}
+
+// WriteJSON writes the status as one JSON object for scripts: masters
+// (with their role, or the error that hid it), workers, applications
+// (state, outcome: RUNNING, WAITING, SUCCEEDED, FAILED, KILLED) and
+// executors, in the API's field names.
+func (s *Status) WriteJSON(w io.Writer) error {
+	type master struct {
+		ID    string          `json:"id"`
+		Addr  string          `json:"addr"`
+		Info  json.RawMessage `json:"info,omitempty"`
+		Error string          `json:"error,omitempty"`
+	}
+	out := struct {
+		Masters   []master          `json:"masters"`
+		Workers   []json.RawMessage `json:"workers"`
+		Apps      []json.RawMessage `json:"applications"`
+		Executors []json.RawMessage `json:"executors"`
+	}{Workers: []json.RawMessage{}, Apps: []json.RawMessage{}, Executors: []json.RawMessage{}}
+	enc := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+	for _, m := range s.Masters {
+		mm := master{ID: m.Peer.GetId(), Addr: m.Peer.GetAddr()}
+		if m.Info != nil {
+			mm.Info, _ = enc.Marshal(m.Info)
+		} else if m.Err != nil {
+			mm.Error = m.Err.Error()
+		}
+		out.Masters = append(out.Masters, mm)
+	}
+	for _, wk := range s.Cluster.GetWorkers() {
+		b, _ := enc.Marshal(wk)
+		out.Workers = append(out.Workers, b)
+	}
+	for _, a := range s.Cluster.GetApps() {
+		b, _ := enc.Marshal(a)
+		// The outcome is derived, not a field: add it.
+		var m map[string]any
+		if json.Unmarshal(b, &m) == nil {
+			m["outcome"] = a.Outcome()
+			b, _ = json.Marshal(m)
+		}
+		out.Apps = append(out.Apps, b)
+	}
+	for _, e := range s.Cluster.GetExecutors() {
+		b, _ := enc.Marshal(e)
+		out.Executors = append(out.Executors, b)
+	}
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(out)
 }

@@ -119,8 +119,19 @@ func TestKillCommand(t *testing.T) {
 		t.Fatalf("job's error does not say it was killed:\n%s\n--- stdout\n%s", j.stderr.String(), j.stdout.String())
 	}
 	out, code = spindleCmd(t, "status", "--master", c.masterURL())
-	if code != 0 || !regexp.MustCompile(`doomed\s+killed`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`doomed\s+KILLED`).MatchString(out) {
 		t.Fatalf("spindle status: exit %d\n%s", code, out)
+	}
+	// Killing it again stops nothing: it says how the application ended,
+	// by id or by name, and does not exit 0.
+	for _, app := range []string{"doomed"} {
+		out, code = spindleCmd(t, "kill", "--master", c.masterURL(), app)
+		if code != 1 || !strings.Contains(out, "already ended: KILLED (killed by an admin (spindle kill): maintenance)") {
+			t.Fatalf("spindle kill of an ended application: exit %d\n%s", code, out)
+		}
+	}
+	if out, code = spindleCmd(t, "kill", "--master", c.masterURL(), "no-such-app"); code != 2 || !strings.Contains(out, "no-such-app") {
+		t.Fatalf("spindle kill of an unknown application: exit %d\n%s", code, out)
 	}
 }
 

@@ -86,8 +86,9 @@ type registerAppCmd struct {
 // endAppCmd ends an application; its executors are to be stopped. Retain
 // is how many ended applications the state keeps.
 type endAppCmd struct {
-	App     string      `json:"app"`
-	State   pb.AppState `json:"state"`
+	App     string         `json:"app"`
+	State   pb.AppState    `json:"state"`
+	Final   pb.FinalStatus `json:"final,omitempty"`
 	Message string      `json:"message"`
 	Retain  int         `json:"retain"`
 	TimeMS  int64       `json:"time_ms"`

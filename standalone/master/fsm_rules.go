@@ -105,6 +105,7 @@ func (s *State) endApp(c endAppCmd) error {
 		return nil
 	}
 	a.State = c.State
+	a.Final = c.Final
 	a.Message = c.Message
 	a.EndedMS = c.TimeMS
 	for _, e := range s.Executors {

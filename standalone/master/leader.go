@@ -216,7 +216,7 @@ func (ls *leaderState) checkApps() {
 	for _, a := range gone {
 		msg := fmt.Sprintf("driver of %s (host %s) stopped heartbeating: nothing heard for %s", a.id, a.host, a.d.Round(time.Second))
 		if _, err := ls.m.apply(cmdEndApp, endAppCmd{App: a.id, State: pb.AppState_APP_STATE_ABANDONED,
-			Message: msg, Retain: ls.m.cfg.RetainedApps, TimeMS: nowMS()}); err != nil {
+			Final: pb.FinalStatus_FINAL_STATUS_FAILED, Message: msg, Retain: ls.m.cfg.RetainedApps, TimeMS: nowMS()}); err != nil {
 			ls.logger.Warn("end abandoned application", "app", a.id, "err", err)
 			continue
 		}

@@ -254,7 +254,7 @@ func (s *service) FinishApp(ctx context.Context, req *pb.FinishAppRequest) (*pb.
 			msg = "finished by the driver"
 		}
 		if _, err := ls.m.apply(cmdEndApp, endAppCmd{App: req.GetAppId(), State: pb.AppState_APP_STATE_FINISHED,
-			Message: msg, Retain: ls.m.cfg.RetainedApps, TimeMS: nowMS()}); err != nil {
+			Final: req.GetFinalStatus(), Message: msg, Retain: ls.m.cfg.RetainedApps, TimeMS: nowMS()}); err != nil {
 			return nil, err
 		}
 		ls.poke()
@@ -268,16 +268,24 @@ func (s *service) KillApp(ctx context.Context, req *pb.KillAppRequest) (*pb.Kill
 	return forward(s, ctx, req, func(ls *leaderState, ctx context.Context, req *pb.KillAppRequest) (*pb.KillAppResponse, error) {
 		var id string
 		var err error
-		ls.m.fsm.read(func(st *State, _ uint64) { id, err = resolveApp(st, req.GetApp()) })
+		var ended *pb.AppInfo
+		ls.m.fsm.read(func(st *State, _ uint64) {
+			if id, err = resolveApp(st, req.GetApp()); err == nil && !st.Apps[id].Running() {
+				ended = appInfo(st.Apps[id])
+			}
+		})
 		if err != nil {
 			return nil, err
+		}
+		if ended != nil {
+			return nil, fmt.Errorf("%w: %s already ended: %s", apierr.ErrAppEnded, id, pb.DescribeEnd(ended))
 		}
 		msg := "killed by an admin (spindle kill)"
 		if r := req.GetReason(); r != "" {
 			msg += ": " + r
 		}
 		if _, err := ls.m.apply(cmdEndApp, endAppCmd{App: id, State: pb.AppState_APP_STATE_KILLED,
-			Message: msg, Retain: ls.m.cfg.RetainedApps, TimeMS: nowMS()}); err != nil {
+			Final: pb.FinalStatus_FINAL_STATUS_KILLED, Message: msg, Retain: ls.m.cfg.RetainedApps, TimeMS: nowMS()}); err != nil {
 			return nil, err
 		}
 		ls.poke()
@@ -299,15 +307,22 @@ func resolveApp(st *State, app string) (string, error) {
 		return app, nil
 	}
 	var ids []string
+	var latest *App // the newest ended application of that name
 	for _, a := range st.Apps {
-		if a.Name == app && a.Running() {
+		switch {
+		case a.Name != app:
+		case a.Running():
 			ids = append(ids, a.ID)
+		case latest == nil || a.SubmittedMS > latest.SubmittedMS:
+			latest = a
 		}
 	}
-	switch len(ids) {
-	case 0:
-		return "", fmt.Errorf("%w: no application has the id or running name %q", apierr.ErrUnknownApp, app)
-	case 1:
+	switch {
+	case len(ids) == 0 && latest != nil:
+		return latest.ID, nil
+	case len(ids) == 0:
+		return "", fmt.Errorf("%w: no application has the id or name %q", apierr.ErrUnknownApp, app)
+	case len(ids) == 1:
 		return ids[0], nil
 	}
 	return "", fmt.Errorf("%w: %q names %s; give an id", apierr.ErrAmbiguous, app, strings.Join(ids, ", "))

@@ -27,8 +27,9 @@ type App struct {
 	Name        string      `json:"name"`
 	DriverHost  string      `json:"driver_host,omitempty"`
 	RequestID   string      `json:"request_id,omitempty"`
-	State       pb.AppState `json:"state"`
-	Message     string      `json:"message,omitempty"`
+	State       pb.AppState    `json:"state"`
+	Final       pb.FinalStatus `json:"final,omitempty"`
+	Message     string         `json:"message,omitempty"`
 	SubmittedMS int64       `json:"submitted_ms"`
 	EndedMS     int64       `json:"ended_ms,omitempty"`
 }
@@ -214,7 +215,8 @@ func (s *State) executorInfo(e *Executor) *pb.ExecutorInfo {
 // appInfo converts an application for the API.
 func appInfo(a *App) *pb.AppInfo {
 	return &pb.AppInfo{
-		Id: a.ID, Name: a.Name, State: a.State, Message: a.Message,
+		Id: a.ID, Name: a.Name, State: a.State, FinalStatus: a.Final, Message: a.Message,
 		DriverHost: a.DriverHost, SubmittedUnixMs: a.SubmittedMS, EndedUnixMs: a.EndedMS,
 	}
 }
+

@@ -146,6 +146,62 @@ func (AppState) EnumDescriptor() ([]byte, []int) {
 	return file_standalone_proto_rawDescGZIP(), []int{1}
 }
 
+// FinalStatus is how an ended application's job came out, as YARN and
+// Spark report it.
+type FinalStatus int32
+
+const (
+	FinalStatus_FINAL_STATUS_UNDEFINED FinalStatus = 0
+	FinalStatus_FINAL_STATUS_SUCCEEDED FinalStatus = 1
+	// FAILED: the job failed, timed out, or its driver went silent.
+	FinalStatus_FINAL_STATUS_FAILED FinalStatus = 2
+	// KILLED: spindle kill, or the submit was interrupted.
+	FinalStatus_FINAL_STATUS_KILLED FinalStatus = 3
+)
+
+// Enum value maps for FinalStatus.
+var (
+	FinalStatus_name = map[int32]string{
+		0: "FINAL_STATUS_UNDEFINED",
+		1: "FINAL_STATUS_SUCCEEDED",
+		2: "FINAL_STATUS_FAILED",
+		3: "FINAL_STATUS_KILLED",
+	}
+	FinalStatus_value = map[string]int32{
+		"FINAL_STATUS_UNDEFINED": 0,
+		"FINAL_STATUS_SUCCEEDED": 1,
+		"FINAL_STATUS_FAILED":    2,
+		"FINAL_STATUS_KILLED":    3,
+	}
+)
+
+func (x FinalStatus) Enum() *FinalStatus {
+	p := new(FinalStatus)
+	*p = x
+	return p
+}
+
+func (x FinalStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FinalStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_standalone_proto_enumTypes[2].Descriptor()
+}
+
+func (FinalStatus) Type() protoreflect.EnumType {
+	return &file_standalone_proto_enumTypes[2]
+}
+
+func (x FinalStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FinalStatus.Descriptor instead.
+func (FinalStatus) EnumDescriptor() ([]byte, []int) {
+	return file_standalone_proto_rawDescGZIP(), []int{2}
+}
+
 // WorkerInfo describes a registered worker.
 type WorkerInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -444,8 +500,15 @@ type AppInfo struct {
 	DriverHost      string                 `protobuf:"bytes,5,opt,name=driver_host,json=driverHost,proto3" json:"driver_host,omitempty"`
 	SubmittedUnixMs int64                  `protobuf:"varint,6,opt,name=submitted_unix_ms,json=submittedUnixMs,proto3" json:"submitted_unix_ms,omitempty"`
 	EndedUnixMs     int64                  `protobuf:"varint,7,opt,name=ended_unix_ms,json=endedUnixMs,proto3" json:"ended_unix_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// final_status is how the job came out, once the application ended;
+	// message says why when it did not succeed.
+	FinalStatus FinalStatus `protobuf:"varint,8,opt,name=final_status,json=finalStatus,proto3,enum=spindle.standalone.v1.FinalStatus" json:"final_status,omitempty"`
+	// waiting says a running application's executors wait for room on the
+	// workers; need says what for ("2 x (4 cores, 16384 MiB)").
+	Waiting       bool   `protobuf:"varint,9,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	Need          string `protobuf:"bytes,10,opt,name=need,proto3" json:"need,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AppInfo) Reset() {
@@ -525,6 +588,27 @@ func (x *AppInfo) GetEndedUnixMs() int64 {
 		return x.EndedUnixMs
 	}
 	return 0
+}
+
+func (x *AppInfo) GetFinalStatus() FinalStatus {
+	if x != nil {
+		return x.FinalStatus
+	}
+	return FinalStatus_FINAL_STATUS_UNDEFINED
+}
+
+func (x *AppInfo) GetWaiting() bool {
+	if x != nil {
+		return x.Waiting
+	}
+	return false
+}
+
+func (x *AppInfo) GetNeed() string {
+	if x != nil {
+		return x.Need
+	}
+	return ""
 }
 
 // WorkerExecutor is an executor as its worker sees it.
@@ -1393,9 +1477,11 @@ func (x *ReleaseExecutorsResponse) GetExecutors() []*ExecutorInfo {
 }
 
 type FinishAppRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AppId         string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	AppId   string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// final_status is the job's outcome as the driver saw it.
+	FinalStatus   FinalStatus `protobuf:"varint,3,opt,name=final_status,json=finalStatus,proto3,enum=spindle.standalone.v1.FinalStatus" json:"final_status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1442,6 +1528,13 @@ func (x *FinishAppRequest) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *FinishAppRequest) GetFinalStatus() FinalStatus {
+	if x != nil {
+		return x.FinalStatus
+	}
+	return FinalStatus_FINAL_STATUS_UNDEFINED
 }
 
 type FinishAppResponse struct {
@@ -2514,7 +2607,7 @@ const file_standalone_proto_rawDesc = "" +
 	"\x0fupdated_unix_ms\x18\v \x01(\x03R\rupdatedUnixMs\x12\x1f\n" +
 	"\vworker_addr\x18\f \x01(\tR\n" +
 	"workerAddr\x12\x12\n" +
-	"\x04role\x18\r \x01(\tR\x04role\"\xef\x01\n" +
+	"\x04role\x18\r \x01(\tR\x04role\"\xe4\x02\n" +
 	"\aAppInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
@@ -2523,7 +2616,11 @@ const file_standalone_proto_rawDesc = "" +
 	"\vdriver_host\x18\x05 \x01(\tR\n" +
 	"driverHost\x12*\n" +
 	"\x11submitted_unix_ms\x18\x06 \x01(\x03R\x0fsubmittedUnixMs\x12\"\n" +
-	"\rended_unix_ms\x18\a \x01(\x03R\vendedUnixMs\"\xab\x01\n" +
+	"\rended_unix_ms\x18\a \x01(\x03R\vendedUnixMs\x12E\n" +
+	"\ffinal_status\x18\b \x01(\x0e2\".spindle.standalone.v1.FinalStatusR\vfinalStatus\x12\x18\n" +
+	"\awaiting\x18\t \x01(\bR\awaiting\x12\x12\n" +
+	"\x04need\x18\n" +
+	" \x01(\tR\x04need\"\xab\x01\n" +
 	"\x0eWorkerExecutor\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
 	"\vexecutor_id\x18\x02 \x01(\tR\n" +
@@ -2590,10 +2687,11 @@ const file_standalone_proto_rawDesc = "" +
 	"\fexecutor_ids\x18\x02 \x03(\tR\vexecutorIds\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"]\n" +
 	"\x18ReleaseExecutorsResponse\x12A\n" +
-	"\texecutors\x18\x01 \x03(\v2#.spindle.standalone.v1.ExecutorInfoR\texecutors\"C\n" +
+	"\texecutors\x18\x01 \x03(\v2#.spindle.standalone.v1.ExecutorInfoR\texecutors\"\x8a\x01\n" +
 	"\x10FinishAppRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x13\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12E\n" +
+	"\ffinal_status\x18\x03 \x01(\x0e2\".spindle.standalone.v1.FinalStatusR\vfinalStatus\"\x13\n" +
 	"\x11FinishAppResponse\"(\n" +
 	"\x0fWatchAppRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\"\xd5\x01\n" +
@@ -2685,7 +2783,12 @@ const file_standalone_proto_rawDesc = "" +
 	"\x11APP_STATE_RUNNING\x10\x01\x12\x16\n" +
 	"\x12APP_STATE_FINISHED\x10\x02\x12\x14\n" +
 	"\x10APP_STATE_KILLED\x10\x03\x12\x17\n" +
-	"\x13APP_STATE_ABANDONED\x10\x042\x85\t\n" +
+	"\x13APP_STATE_ABANDONED\x10\x04*w\n" +
+	"\vFinalStatus\x12\x1a\n" +
+	"\x16FINAL_STATUS_UNDEFINED\x10\x00\x12\x1a\n" +
+	"\x16FINAL_STATUS_SUCCEEDED\x10\x01\x12\x17\n" +
+	"\x13FINAL_STATUS_FAILED\x10\x02\x12\x17\n" +
+	"\x13FINAL_STATUS_KILLED\x10\x032\x85\t\n" +
 	"\x06Master\x12m\n" +
 	"\x0eRegisterWorker\x12,.spindle.standalone.v1.RegisterWorkerRequest\x1a-.spindle.standalone.v1.RegisterWorkerResponse\x12p\n" +
 	"\x0fWorkerHeartbeat\x12-.spindle.standalone.v1.WorkerHeartbeatRequest\x1a..spindle.standalone.v1.WorkerHeartbeatResponse\x12d\n" +
@@ -2716,102 +2819,105 @@ func file_standalone_proto_rawDescGZIP() []byte {
 	return file_standalone_proto_rawDescData
 }
 
-var file_standalone_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_standalone_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_standalone_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_standalone_proto_goTypes = []any{
 	(ExecutorState)(0),               // 0: spindle.standalone.v1.ExecutorState
 	(AppState)(0),                    // 1: spindle.standalone.v1.AppState
-	(*WorkerInfo)(nil),               // 2: spindle.standalone.v1.WorkerInfo
-	(*ExecutorInfo)(nil),             // 3: spindle.standalone.v1.ExecutorInfo
-	(*AppInfo)(nil),                  // 4: spindle.standalone.v1.AppInfo
-	(*WorkerExecutor)(nil),           // 5: spindle.standalone.v1.WorkerExecutor
-	(*RegisterWorkerRequest)(nil),    // 6: spindle.standalone.v1.RegisterWorkerRequest
-	(*RegisterWorkerResponse)(nil),   // 7: spindle.standalone.v1.RegisterWorkerResponse
-	(*WorkerHeartbeatRequest)(nil),   // 8: spindle.standalone.v1.WorkerHeartbeatRequest
-	(*WorkerHeartbeatResponse)(nil),  // 9: spindle.standalone.v1.WorkerHeartbeatResponse
-	(*RegisterAppRequest)(nil),       // 10: spindle.standalone.v1.RegisterAppRequest
-	(*RegisterAppResponse)(nil),      // 11: spindle.standalone.v1.RegisterAppResponse
-	(*AppHeartbeatRequest)(nil),      // 12: spindle.standalone.v1.AppHeartbeatRequest
-	(*AppHeartbeatResponse)(nil),     // 13: spindle.standalone.v1.AppHeartbeatResponse
-	(*ExecutorRequest)(nil),          // 14: spindle.standalone.v1.ExecutorRequest
-	(*RequestExecutorsRequest)(nil),  // 15: spindle.standalone.v1.RequestExecutorsRequest
-	(*RequestExecutorsResponse)(nil), // 16: spindle.standalone.v1.RequestExecutorsResponse
-	(*ReleaseExecutorsRequest)(nil),  // 17: spindle.standalone.v1.ReleaseExecutorsRequest
-	(*ReleaseExecutorsResponse)(nil), // 18: spindle.standalone.v1.ReleaseExecutorsResponse
-	(*FinishAppRequest)(nil),         // 19: spindle.standalone.v1.FinishAppRequest
-	(*FinishAppResponse)(nil),        // 20: spindle.standalone.v1.FinishAppResponse
-	(*WatchAppRequest)(nil),          // 21: spindle.standalone.v1.WatchAppRequest
-	(*AppSnapshot)(nil),              // 22: spindle.standalone.v1.AppSnapshot
-	(*KillAppRequest)(nil),           // 23: spindle.standalone.v1.KillAppRequest
-	(*KillAppResponse)(nil),          // 24: spindle.standalone.v1.KillAppResponse
-	(*ClusterStatusRequest)(nil),     // 25: spindle.standalone.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),    // 26: spindle.standalone.v1.ClusterStatusResponse
-	(*MasterPeer)(nil),               // 27: spindle.standalone.v1.MasterPeer
-	(*MasterInfoRequest)(nil),        // 28: spindle.standalone.v1.MasterInfoRequest
-	(*MasterInfoResponse)(nil),       // 29: spindle.standalone.v1.MasterInfoResponse
-	(*LaunchRequest)(nil),            // 30: spindle.standalone.v1.LaunchRequest
-	(*LaunchResponse)(nil),           // 31: spindle.standalone.v1.LaunchResponse
-	(*StopExecutorsRequest)(nil),     // 32: spindle.standalone.v1.StopExecutorsRequest
-	(*StopExecutorsResponse)(nil),    // 33: spindle.standalone.v1.StopExecutorsResponse
-	(*ReadLogRequest)(nil),           // 34: spindle.standalone.v1.ReadLogRequest
-	(*ReadLogResponse)(nil),          // 35: spindle.standalone.v1.ReadLogResponse
-	nil,                              // 36: spindle.standalone.v1.ExecutorRequest.EnvEntry
-	nil,                              // 37: spindle.standalone.v1.LaunchRequest.EnvEntry
+	(FinalStatus)(0),                 // 2: spindle.standalone.v1.FinalStatus
+	(*WorkerInfo)(nil),               // 3: spindle.standalone.v1.WorkerInfo
+	(*ExecutorInfo)(nil),             // 4: spindle.standalone.v1.ExecutorInfo
+	(*AppInfo)(nil),                  // 5: spindle.standalone.v1.AppInfo
+	(*WorkerExecutor)(nil),           // 6: spindle.standalone.v1.WorkerExecutor
+	(*RegisterWorkerRequest)(nil),    // 7: spindle.standalone.v1.RegisterWorkerRequest
+	(*RegisterWorkerResponse)(nil),   // 8: spindle.standalone.v1.RegisterWorkerResponse
+	(*WorkerHeartbeatRequest)(nil),   // 9: spindle.standalone.v1.WorkerHeartbeatRequest
+	(*WorkerHeartbeatResponse)(nil),  // 10: spindle.standalone.v1.WorkerHeartbeatResponse
+	(*RegisterAppRequest)(nil),       // 11: spindle.standalone.v1.RegisterAppRequest
+	(*RegisterAppResponse)(nil),      // 12: spindle.standalone.v1.RegisterAppResponse
+	(*AppHeartbeatRequest)(nil),      // 13: spindle.standalone.v1.AppHeartbeatRequest
+	(*AppHeartbeatResponse)(nil),     // 14: spindle.standalone.v1.AppHeartbeatResponse
+	(*ExecutorRequest)(nil),          // 15: spindle.standalone.v1.ExecutorRequest
+	(*RequestExecutorsRequest)(nil),  // 16: spindle.standalone.v1.RequestExecutorsRequest
+	(*RequestExecutorsResponse)(nil), // 17: spindle.standalone.v1.RequestExecutorsResponse
+	(*ReleaseExecutorsRequest)(nil),  // 18: spindle.standalone.v1.ReleaseExecutorsRequest
+	(*ReleaseExecutorsResponse)(nil), // 19: spindle.standalone.v1.ReleaseExecutorsResponse
+	(*FinishAppRequest)(nil),         // 20: spindle.standalone.v1.FinishAppRequest
+	(*FinishAppResponse)(nil),        // 21: spindle.standalone.v1.FinishAppResponse
+	(*WatchAppRequest)(nil),          // 22: spindle.standalone.v1.WatchAppRequest
+	(*AppSnapshot)(nil),              // 23: spindle.standalone.v1.AppSnapshot
+	(*KillAppRequest)(nil),           // 24: spindle.standalone.v1.KillAppRequest
+	(*KillAppResponse)(nil),          // 25: spindle.standalone.v1.KillAppResponse
+	(*ClusterStatusRequest)(nil),     // 26: spindle.standalone.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),    // 27: spindle.standalone.v1.ClusterStatusResponse
+	(*MasterPeer)(nil),               // 28: spindle.standalone.v1.MasterPeer
+	(*MasterInfoRequest)(nil),        // 29: spindle.standalone.v1.MasterInfoRequest
+	(*MasterInfoResponse)(nil),       // 30: spindle.standalone.v1.MasterInfoResponse
+	(*LaunchRequest)(nil),            // 31: spindle.standalone.v1.LaunchRequest
+	(*LaunchResponse)(nil),           // 32: spindle.standalone.v1.LaunchResponse
+	(*StopExecutorsRequest)(nil),     // 33: spindle.standalone.v1.StopExecutorsRequest
+	(*StopExecutorsResponse)(nil),    // 34: spindle.standalone.v1.StopExecutorsResponse
+	(*ReadLogRequest)(nil),           // 35: spindle.standalone.v1.ReadLogRequest
+	(*ReadLogResponse)(nil),          // 36: spindle.standalone.v1.ReadLogResponse
+	nil,                              // 37: spindle.standalone.v1.ExecutorRequest.EnvEntry
+	nil,                              // 38: spindle.standalone.v1.LaunchRequest.EnvEntry
 }
 var file_standalone_proto_depIdxs = []int32{
 	0,  // 0: spindle.standalone.v1.ExecutorInfo.state:type_name -> spindle.standalone.v1.ExecutorState
 	1,  // 1: spindle.standalone.v1.AppInfo.state:type_name -> spindle.standalone.v1.AppState
-	5,  // 2: spindle.standalone.v1.RegisterWorkerRequest.executors:type_name -> spindle.standalone.v1.WorkerExecutor
-	5,  // 3: spindle.standalone.v1.WorkerHeartbeatRequest.executors:type_name -> spindle.standalone.v1.WorkerExecutor
-	1,  // 4: spindle.standalone.v1.AppHeartbeatResponse.state:type_name -> spindle.standalone.v1.AppState
-	36, // 5: spindle.standalone.v1.ExecutorRequest.env:type_name -> spindle.standalone.v1.ExecutorRequest.EnvEntry
-	14, // 6: spindle.standalone.v1.RequestExecutorsRequest.executors:type_name -> spindle.standalone.v1.ExecutorRequest
-	3,  // 7: spindle.standalone.v1.RequestExecutorsResponse.executors:type_name -> spindle.standalone.v1.ExecutorInfo
-	3,  // 8: spindle.standalone.v1.ReleaseExecutorsResponse.executors:type_name -> spindle.standalone.v1.ExecutorInfo
-	4,  // 9: spindle.standalone.v1.AppSnapshot.app:type_name -> spindle.standalone.v1.AppInfo
-	3,  // 10: spindle.standalone.v1.AppSnapshot.executors:type_name -> spindle.standalone.v1.ExecutorInfo
-	2,  // 11: spindle.standalone.v1.AppSnapshot.workers:type_name -> spindle.standalone.v1.WorkerInfo
-	4,  // 12: spindle.standalone.v1.KillAppResponse.app:type_name -> spindle.standalone.v1.AppInfo
-	29, // 13: spindle.standalone.v1.ClusterStatusResponse.served_by:type_name -> spindle.standalone.v1.MasterInfoResponse
-	27, // 14: spindle.standalone.v1.ClusterStatusResponse.masters:type_name -> spindle.standalone.v1.MasterPeer
-	2,  // 15: spindle.standalone.v1.ClusterStatusResponse.workers:type_name -> spindle.standalone.v1.WorkerInfo
-	4,  // 16: spindle.standalone.v1.ClusterStatusResponse.apps:type_name -> spindle.standalone.v1.AppInfo
-	3,  // 17: spindle.standalone.v1.ClusterStatusResponse.executors:type_name -> spindle.standalone.v1.ExecutorInfo
-	37, // 18: spindle.standalone.v1.LaunchRequest.env:type_name -> spindle.standalone.v1.LaunchRequest.EnvEntry
-	5,  // 19: spindle.standalone.v1.StopExecutorsResponse.executors:type_name -> spindle.standalone.v1.WorkerExecutor
-	6,  // 20: spindle.standalone.v1.Master.RegisterWorker:input_type -> spindle.standalone.v1.RegisterWorkerRequest
-	8,  // 21: spindle.standalone.v1.Master.WorkerHeartbeat:input_type -> spindle.standalone.v1.WorkerHeartbeatRequest
-	10, // 22: spindle.standalone.v1.Master.RegisterApp:input_type -> spindle.standalone.v1.RegisterAppRequest
-	12, // 23: spindle.standalone.v1.Master.AppHeartbeat:input_type -> spindle.standalone.v1.AppHeartbeatRequest
-	15, // 24: spindle.standalone.v1.Master.RequestExecutors:input_type -> spindle.standalone.v1.RequestExecutorsRequest
-	17, // 25: spindle.standalone.v1.Master.ReleaseExecutors:input_type -> spindle.standalone.v1.ReleaseExecutorsRequest
-	19, // 26: spindle.standalone.v1.Master.FinishApp:input_type -> spindle.standalone.v1.FinishAppRequest
-	21, // 27: spindle.standalone.v1.Master.WatchApp:input_type -> spindle.standalone.v1.WatchAppRequest
-	23, // 28: spindle.standalone.v1.Master.KillApp:input_type -> spindle.standalone.v1.KillAppRequest
-	25, // 29: spindle.standalone.v1.Master.ClusterStatus:input_type -> spindle.standalone.v1.ClusterStatusRequest
-	28, // 30: spindle.standalone.v1.Master.MasterInfo:input_type -> spindle.standalone.v1.MasterInfoRequest
-	30, // 31: spindle.standalone.v1.Worker.Launch:input_type -> spindle.standalone.v1.LaunchRequest
-	32, // 32: spindle.standalone.v1.Worker.StopExecutors:input_type -> spindle.standalone.v1.StopExecutorsRequest
-	34, // 33: spindle.standalone.v1.Worker.ReadLog:input_type -> spindle.standalone.v1.ReadLogRequest
-	7,  // 34: spindle.standalone.v1.Master.RegisterWorker:output_type -> spindle.standalone.v1.RegisterWorkerResponse
-	9,  // 35: spindle.standalone.v1.Master.WorkerHeartbeat:output_type -> spindle.standalone.v1.WorkerHeartbeatResponse
-	11, // 36: spindle.standalone.v1.Master.RegisterApp:output_type -> spindle.standalone.v1.RegisterAppResponse
-	13, // 37: spindle.standalone.v1.Master.AppHeartbeat:output_type -> spindle.standalone.v1.AppHeartbeatResponse
-	16, // 38: spindle.standalone.v1.Master.RequestExecutors:output_type -> spindle.standalone.v1.RequestExecutorsResponse
-	18, // 39: spindle.standalone.v1.Master.ReleaseExecutors:output_type -> spindle.standalone.v1.ReleaseExecutorsResponse
-	20, // 40: spindle.standalone.v1.Master.FinishApp:output_type -> spindle.standalone.v1.FinishAppResponse
-	22, // 41: spindle.standalone.v1.Master.WatchApp:output_type -> spindle.standalone.v1.AppSnapshot
-	24, // 42: spindle.standalone.v1.Master.KillApp:output_type -> spindle.standalone.v1.KillAppResponse
-	26, // 43: spindle.standalone.v1.Master.ClusterStatus:output_type -> spindle.standalone.v1.ClusterStatusResponse
-	29, // 44: spindle.standalone.v1.Master.MasterInfo:output_type -> spindle.standalone.v1.MasterInfoResponse
-	31, // 45: spindle.standalone.v1.Worker.Launch:output_type -> spindle.standalone.v1.LaunchResponse
-	33, // 46: spindle.standalone.v1.Worker.StopExecutors:output_type -> spindle.standalone.v1.StopExecutorsResponse
-	35, // 47: spindle.standalone.v1.Worker.ReadLog:output_type -> spindle.standalone.v1.ReadLogResponse
-	34, // [34:48] is the sub-list for method output_type
-	20, // [20:34] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	2,  // 2: spindle.standalone.v1.AppInfo.final_status:type_name -> spindle.standalone.v1.FinalStatus
+	6,  // 3: spindle.standalone.v1.RegisterWorkerRequest.executors:type_name -> spindle.standalone.v1.WorkerExecutor
+	6,  // 4: spindle.standalone.v1.WorkerHeartbeatRequest.executors:type_name -> spindle.standalone.v1.WorkerExecutor
+	1,  // 5: spindle.standalone.v1.AppHeartbeatResponse.state:type_name -> spindle.standalone.v1.AppState
+	37, // 6: spindle.standalone.v1.ExecutorRequest.env:type_name -> spindle.standalone.v1.ExecutorRequest.EnvEntry
+	15, // 7: spindle.standalone.v1.RequestExecutorsRequest.executors:type_name -> spindle.standalone.v1.ExecutorRequest
+	4,  // 8: spindle.standalone.v1.RequestExecutorsResponse.executors:type_name -> spindle.standalone.v1.ExecutorInfo
+	4,  // 9: spindle.standalone.v1.ReleaseExecutorsResponse.executors:type_name -> spindle.standalone.v1.ExecutorInfo
+	2,  // 10: spindle.standalone.v1.FinishAppRequest.final_status:type_name -> spindle.standalone.v1.FinalStatus
+	5,  // 11: spindle.standalone.v1.AppSnapshot.app:type_name -> spindle.standalone.v1.AppInfo
+	4,  // 12: spindle.standalone.v1.AppSnapshot.executors:type_name -> spindle.standalone.v1.ExecutorInfo
+	3,  // 13: spindle.standalone.v1.AppSnapshot.workers:type_name -> spindle.standalone.v1.WorkerInfo
+	5,  // 14: spindle.standalone.v1.KillAppResponse.app:type_name -> spindle.standalone.v1.AppInfo
+	30, // 15: spindle.standalone.v1.ClusterStatusResponse.served_by:type_name -> spindle.standalone.v1.MasterInfoResponse
+	28, // 16: spindle.standalone.v1.ClusterStatusResponse.masters:type_name -> spindle.standalone.v1.MasterPeer
+	3,  // 17: spindle.standalone.v1.ClusterStatusResponse.workers:type_name -> spindle.standalone.v1.WorkerInfo
+	5,  // 18: spindle.standalone.v1.ClusterStatusResponse.apps:type_name -> spindle.standalone.v1.AppInfo
+	4,  // 19: spindle.standalone.v1.ClusterStatusResponse.executors:type_name -> spindle.standalone.v1.ExecutorInfo
+	38, // 20: spindle.standalone.v1.LaunchRequest.env:type_name -> spindle.standalone.v1.LaunchRequest.EnvEntry
+	6,  // 21: spindle.standalone.v1.StopExecutorsResponse.executors:type_name -> spindle.standalone.v1.WorkerExecutor
+	7,  // 22: spindle.standalone.v1.Master.RegisterWorker:input_type -> spindle.standalone.v1.RegisterWorkerRequest
+	9,  // 23: spindle.standalone.v1.Master.WorkerHeartbeat:input_type -> spindle.standalone.v1.WorkerHeartbeatRequest
+	11, // 24: spindle.standalone.v1.Master.RegisterApp:input_type -> spindle.standalone.v1.RegisterAppRequest
+	13, // 25: spindle.standalone.v1.Master.AppHeartbeat:input_type -> spindle.standalone.v1.AppHeartbeatRequest
+	16, // 26: spindle.standalone.v1.Master.RequestExecutors:input_type -> spindle.standalone.v1.RequestExecutorsRequest
+	18, // 27: spindle.standalone.v1.Master.ReleaseExecutors:input_type -> spindle.standalone.v1.ReleaseExecutorsRequest
+	20, // 28: spindle.standalone.v1.Master.FinishApp:input_type -> spindle.standalone.v1.FinishAppRequest
+	22, // 29: spindle.standalone.v1.Master.WatchApp:input_type -> spindle.standalone.v1.WatchAppRequest
+	24, // 30: spindle.standalone.v1.Master.KillApp:input_type -> spindle.standalone.v1.KillAppRequest
+	26, // 31: spindle.standalone.v1.Master.ClusterStatus:input_type -> spindle.standalone.v1.ClusterStatusRequest
+	29, // 32: spindle.standalone.v1.Master.MasterInfo:input_type -> spindle.standalone.v1.MasterInfoRequest
+	31, // 33: spindle.standalone.v1.Worker.Launch:input_type -> spindle.standalone.v1.LaunchRequest
+	33, // 34: spindle.standalone.v1.Worker.StopExecutors:input_type -> spindle.standalone.v1.StopExecutorsRequest
+	35, // 35: spindle.standalone.v1.Worker.ReadLog:input_type -> spindle.standalone.v1.ReadLogRequest
+	8,  // 36: spindle.standalone.v1.Master.RegisterWorker:output_type -> spindle.standalone.v1.RegisterWorkerResponse
+	10, // 37: spindle.standalone.v1.Master.WorkerHeartbeat:output_type -> spindle.standalone.v1.WorkerHeartbeatResponse
+	12, // 38: spindle.standalone.v1.Master.RegisterApp:output_type -> spindle.standalone.v1.RegisterAppResponse
+	14, // 39: spindle.standalone.v1.Master.AppHeartbeat:output_type -> spindle.standalone.v1.AppHeartbeatResponse
+	17, // 40: spindle.standalone.v1.Master.RequestExecutors:output_type -> spindle.standalone.v1.RequestExecutorsResponse
+	19, // 41: spindle.standalone.v1.Master.ReleaseExecutors:output_type -> spindle.standalone.v1.ReleaseExecutorsResponse
+	21, // 42: spindle.standalone.v1.Master.FinishApp:output_type -> spindle.standalone.v1.FinishAppResponse
+	23, // 43: spindle.standalone.v1.Master.WatchApp:output_type -> spindle.standalone.v1.AppSnapshot
+	25, // 44: spindle.standalone.v1.Master.KillApp:output_type -> spindle.standalone.v1.KillAppResponse
+	27, // 45: spindle.standalone.v1.Master.ClusterStatus:output_type -> spindle.standalone.v1.ClusterStatusResponse
+	30, // 46: spindle.standalone.v1.Master.MasterInfo:output_type -> spindle.standalone.v1.MasterInfoResponse
+	32, // 47: spindle.standalone.v1.Worker.Launch:output_type -> spindle.standalone.v1.LaunchResponse
+	34, // 48: spindle.standalone.v1.Worker.StopExecutors:output_type -> spindle.standalone.v1.StopExecutorsResponse
+	36, // 49: spindle.standalone.v1.Worker.ReadLog:output_type -> spindle.standalone.v1.ReadLogResponse
+	36, // [36:50] is the sub-list for method output_type
+	22, // [22:36] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_standalone_proto_init() }
@@ -2824,7 +2930,7 @@ func file_standalone_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_standalone_proto_rawDesc), len(file_standalone_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   2,
