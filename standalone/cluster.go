@@ -32,6 +32,9 @@ var (
 	// ErrAppEnded: the application ended (killed by an admin, or its
 	// driver went silent).
 	ErrAppEnded = apierr.ErrAppEnded
+	// ErrNeverFits: an executor, or the whole gang, is larger than the
+	// cluster's workers could ever hold.
+	ErrNeverFits = apierr.ErrNeverFits
 	// ErrUnknownApp: no application has that id or name.
 	ErrUnknownApp = apierr.ErrUnknownApp
 	// ErrConfig is wrapped by every configuration error.
@@ -194,10 +197,15 @@ func (c *ClusterManager) Request(ctx context.Context, specs []driver.ExecutorSpe
 		})
 	}
 	start := time.Now()
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); c.sayWaiting(wctx) }()
 	err := c.client.Call(ctx, true, func(ctx context.Context, m pb.MasterClient) error {
 		_, err := m.RequestExecutors(ctx, req)
 		return err
 	})
+	stopWatch()
+	<-watched
 	if err != nil {
 		if ctx.Err() != nil {
 			// The masters may have placed part of the gang as ctx ended.

@@ -1,8 +1,11 @@
 package standalone
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spindle-ml/spindle/driver"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
@@ -38,4 +41,45 @@ func (c *ClusterManager) outcome() (pb.FinalStatus, string) {
 		msg = msg[:maxOutcomeMessage] + "..."
 	}
 	return pb.FinalStatus_FINAL_STATUS_FAILED, msg
+}
+
+// waitingCheck is how long a request may wait before the driver looks
+// whether it waits for room, and how often it looks again.
+const waitingCheck = 2 * time.Second
+
+// sayWaiting prints, once, that the application's executors wait for room
+// on the workers, what they need and what is free, while ctx lasts.
+func (c *ClusterManager) sayWaiting(ctx context.Context) {
+	t := time.NewTicker(waitingCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st, err := c.client.Status(ctx)
+		if err != nil {
+			continue
+		}
+		for _, a := range st.Cluster.GetApps() {
+			if a.GetId() != c.appID || !a.GetWaiting() {
+				continue
+			}
+			var free []string
+			for _, w := range st.Cluster.GetWorkers() {
+				if w.GetAlive() {
+					free = append(free, fmt.Sprintf("%s %d cores/%d MiB/%d GPUs", w.GetId(),
+						w.GetCores()-w.GetUsedCores(), w.GetMemoryMb()-w.GetUsedMemoryMb(), w.GetGpus()-w.GetUsedGpus()))
+				}
+			}
+			msg := fmt.Sprintf("%s: waiting for room: need %s; free: %s (spindle.standalone.gangTimeout bounds the wait)",
+				c.appID, a.GetNeed(), strings.Join(free, ", "))
+			c.logger.Info("waiting for room", "app", c.appID, "need", a.GetNeed())
+			if c.cfg.Console != nil {
+				c.cfg.Console.Eprintln(msg)
+			}
+			return
+		}
+	}
 }

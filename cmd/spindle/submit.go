@@ -150,7 +150,7 @@ func runSubmit(c *cli.Context) error {
 			return cli.Exit(fmt.Sprintf("job %s timed out after %s (spindle.job.timeout); every executor was stopped", d.JobID(), cfg.Timeout), exitJobFailed)
 		case errors.Is(err, driver.ErrInterrupted):
 			return cli.Exit("job interrupted; every executor was stopped", exitInterrupted)
-		case isInputError(err):
+		case isInputError(err), errors.Is(err, standalone.ErrNeverFits):
 			return cli.Exit(err, exitUsage)
 		}
 		return cli.Exit(fmt.Sprintf("job %s failed: %v", d.JobID(), err), exitJobFailed)

@@ -223,6 +223,9 @@ func (ls *leaderState) requestExecutors(ctx context.Context, req *pb.RequestExec
 				err = fmt.Errorf("%w: %s is %s", apierr.ErrAppEnded, a.ID, appStateName(a.State))
 			default:
 				err = checkCaps(st, req.GetAppId(), asks, m.cfg.MaxExecutorsPerApp, m.cfg.MaxCoresPerApp)
+				if why := neverFits(st, asks); err == nil && why != "" {
+					err = fmt.Errorf("%w: %s", apierr.ErrNeverFits, why)
+				}
 			}
 		}
 	})

@@ -380,8 +380,16 @@ func (s *service) ClusterStatus(ctx context.Context, _ *pb.ClusterStatusRequest)
 			apps = append(apps, a)
 		}
 		sortApps(apps)
+		var waiting map[string]string
+		if ls := m.leader.Load(); ls != nil {
+			waiting = ls.sched.waiting()
+		}
 		for _, a := range apps {
-			resp.Apps = append(resp.Apps, appInfo(a))
+			ai := appInfo(a)
+			if need, ok := waiting[a.ID]; ok && a.Running() {
+				ai.Waiting, ai.Need = true, need
+			}
+			resp.Apps = append(resp.Apps, ai)
 		}
 		var es []*Executor
 		for _, e := range st.Executors {

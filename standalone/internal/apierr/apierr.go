@@ -24,6 +24,7 @@ var (
 	ErrStopped       = errors.New("standalone: server stopped")
 	ErrWrongWorker   = errors.New("standalone: call meant for another worker")
 	ErrDuplicateID   = errors.New("standalone: worker id in use by a running worker")
+	ErrNeverFits     = errors.New("standalone: the request can never fit on the cluster's workers")
 )
 
 var table = []struct {
@@ -43,6 +44,7 @@ var table = []struct {
 	{ErrAmbiguous, codes.InvalidArgument},
 	{ErrWrongWorker, codes.FailedPrecondition},
 	{ErrDuplicateID, codes.AlreadyExists},
+	{ErrNeverFits, codes.InvalidArgument},
 }
 
 // ToStatus turns an error into a gRPC status error for the wire. Errors
