@@ -144,7 +144,13 @@ func (d *Driver) run(ctx context.Context) error {
 		"ranks", c.NumExecutors, "batches_per_epoch", target)
 	roles := c.Roles()
 	slots := layout(roles)
-	tasks, err := d.taskBuilder(plan, target, slots)
+	// Executors that do not see this host's disk fetch what the job
+	// ships from the driver.
+	files, pyFiles, archives, served := c.Files, c.PyFiles, c.Archives, map[string]string(nil)
+	if !sharesFileSystem(d.cm) {
+		files, pyFiles, archives, served = shipFromDriver(c.Files, c.PyFiles, c.Archives)
+	}
+	tasks, err := d.taskBuilder(plan, target, slots, files, pyFiles, archives)
 	if err != nil {
 		return err
 	}
@@ -156,7 +162,7 @@ func (d *Driver) run(ctx context.Context) error {
 	g := newRosterOf(slots)
 	stopServer := make(chan struct{})
 	srv := grpc.NewServer(d.signer.ServerOptions()...)
-	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: tasks, stop: stopServer, logger: d.logger, obs: d.obs})
+	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: tasks, stop: stopServer, logger: d.logger, obs: d.obs, served: served})
 
 	var eg errgroup.Group
 	eg.Go(func() error {
@@ -341,7 +347,7 @@ func (d *Driver) release() error {
 // taskBuilder prepares the per-rank task JSON. Workers get their share of
 // the plan (worker i the splits planned for rank i); the other roles get
 // no feed, and their role's command when it has one.
-func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot) (taskBuilder, error) {
+func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot, files, pyFiles, archives []string) (taskBuilder, error) {
 	c := d.cfg
 	// Executors on one machine split its GPUs by rank, each role taking
 	// its own number; a cluster manager that assigns devices itself
@@ -374,9 +380,9 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot) (ta
 			Command:                 c.Command,
 			Env:                     c.Env,
 			Dir:                     c.Dir,
-			Files:                   c.Files,
-			Archives:                c.Archives,
-			PyFiles:                 c.PyFiles,
+			Files:                   files,
+			Archives:                archives,
+			PyFiles:                 pyFiles,
 			Python:                  c.Python,
 			CheckpointDir:           c.CheckpointDir,
 			PythonPath:              c.PythonPath,

@@ -114,7 +114,7 @@ func TestRoleTasks(t *testing.T) {
 		RowsPerRank: []int64{10, 11},
 	}
 	slots := layout(cfg.Roles())
-	tasks, err := d.taskBuilder(plan, 1, slots)
+	tasks, err := d.taskBuilder(plan, 1, slots, d.cfg.Files, d.cfg.PyFiles, d.cfg.Archives)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,8 @@ type controlServer struct {
 	rdmaLogged sync.Map
 	// obs takes the news heartbeats and exit reports carry; may be nil.
 	obs *observer
+	// served are the files executors fetch (FetchFile), by name.
+	served map[string]string
 }
 
 var _ driverpb.ControlServer = (*controlServer)(nil)

@@ -162,3 +162,78 @@ func localPath(p string) (string, bool) {
 	}
 	return p, true
 }
+
+// interpreters are training programs whose first argument is the script
+// they run, shipped with the job as spark-submit ships its primary file.
+var interpreters = map[string]bool{"python": true, "python3": true, "bash": true, "sh": true, "Rscript": true, "julia": true}
+
+func isInterpreter(prog string) bool {
+	base := filepath.Base(prog)
+	if interpreters[base] {
+		return true
+	}
+	// python3.11 and the like.
+	return strings.HasPrefix(base, "python3.") || strings.HasPrefix(base, "python2.")
+}
+
+// ShipCommand applies one path rule to the training command, in every
+// mode, for paths relative to dir (the submit's working directory): a
+// relative program (-- bin/logreg) and an interpreter's script (-- python3
+// train.py) that exist there reach the executors. Local executors run in
+// dir, where the command works as given, so only a relative program is
+// made absolute; executors elsewhere get the files shipped with the job
+// (--files) and the command names them in their working directory. It
+// returns a line per file it ships, for the user.
+func (c *Config) ShipCommand(dir string, local bool) []string {
+	if len(c.Command) == 0 {
+		return nil
+	}
+	var notes []string
+	existing := func(p string) (string, bool) {
+		if filepath.IsAbs(p) || strings.HasPrefix(p, "-") {
+			return "", false
+		}
+		abs := filepath.Join(dir, p)
+		st, err := os.Stat(abs)
+		return abs, err == nil && st.Mode().IsRegular()
+	}
+	ship := func(abs, what string) string {
+		name := filepath.Base(abs)
+		for _, f := range c.Files {
+			if lp, ok := localPath(f); ok && (lp == abs || filepath.Join(dir, lp) == abs) {
+				return name // shipped already
+			}
+		}
+		c.Files = append(c.Files, abs)
+		notes = append(notes, fmt.Sprintf("shipping %s (%s) to the executors' working directories", abs, what))
+		return name
+	}
+	prog := c.Command[0]
+	if strings.Contains(prog, "/") {
+		if abs, ok := existing(prog); ok {
+			if local {
+				c.Command[0] = abs
+			} else {
+				c.Command[0] = "./" + ship(abs, "the training program")
+			}
+			return notes
+		}
+	}
+	if !isInterpreter(prog) || local {
+		return notes
+	}
+	for i := 1; i < len(c.Command); i++ {
+		arg := c.Command[i]
+		if strings.HasPrefix(arg, "-") {
+			if arg == "-m" || arg == "-c" {
+				return notes // a module or inline code: no script file
+			}
+			continue
+		}
+		if abs, ok := existing(arg); ok {
+			c.Command[i] = ship(abs, "the training script")
+		}
+		return notes
+	}
+	return notes
+}

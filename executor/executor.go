@@ -232,6 +232,9 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	defer resolver.Close()
 
 	filesDir := filepath.Join(workDir, "files")
+	if err := e.fetchShipped(ctx, t, filepath.Join(workDir, "shipped")); err != nil {
+		return res, err
+	}
 	if err := localizeFiles(ctx, resolver, t.Files, filesDir); err != nil {
 		return res, err
 	}

@@ -43,5 +43,15 @@ func localizeFile(ctx context.Context, res *fsys.Resolver, uri, dir string) erro
 		_ = dst.Abort()
 		return err
 	}
-	return dst.Commit()
+	if err := dst.Commit(); err != nil {
+		return err
+	}
+	// A local file keeps its permission bits: a shipped program stays
+	// executable.
+	if fs == fsys.Local() {
+		if fi, err := os.Stat(name); err == nil {
+			_ = os.Chmod(filepath.Join(dir, path.Base(name)), fi.Mode().Perm())
+		}
+	}
+	return nil
 }

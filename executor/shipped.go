@@ -31,7 +31,12 @@ type shipped struct {
 // command and PYTHONPATH entries.
 func prepareShipped(ctx context.Context, res *fsys.Resolver, t *Task, filesDir, procDir string) (shipped, error) {
 	out := shipped{command: t.Command}
+	// --files (already in filesDir) are placed in the working directory
+	// too, as spark-submit places them: --files train.py -- python3 train.py.
 	var names []string
+	for _, f := range t.Files {
+		names = append(names, path.Base(filepath.ToSlash(f)))
+	}
 	for _, a := range t.Archives {
 		uri, alias := splitArchive(a)
 		if err := unpackArchive(ctx, res, uri, filepath.Join(filesDir, alias)); err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -193,6 +194,14 @@ func driverConfig(c *cli.Context, p *config.Properties, command []string) (drive
 	if master.Kind == driver.MasterLocal {
 		cfg.Dir = wd
 	}
+	for _, note := range cfg.ShipCommand(wd, master.Kind == driver.MasterLocal) {
+		fmt.Fprintln(os.Stderr, note)
+	}
+	// A relative checkpoint directory means the one under the submit's
+	// working directory, wherever the executors run.
+	if lp, ok := localCheckpointDir(cfg.CheckpointDir); ok && !filepath.IsAbs(lp) {
+		cfg.CheckpointDir = filepath.Join(wd, lp)
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, master, err
 	}
@@ -237,4 +246,19 @@ func checkMasterSettings(p *config.Properties, master driver.Master, cfg driver.
 		}
 	}
 	return nil
+}
+
+// localCheckpointDir returns the local path of a checkpoint directory
+// that names one (a path or file:// URI; not hdfs://).
+func localCheckpointDir(dir string) (string, bool) {
+	if dir == "" {
+		return "", false
+	}
+	if rest, ok := strings.CutPrefix(dir, "file://"); ok {
+		return rest, true
+	}
+	if strings.Contains(dir, "://") {
+		return "", false
+	}
+	return dir, true
 }

@@ -26,6 +26,113 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type FetchFileRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the shipped file's name (spindle-driver:///NAME in the task).
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchFileRequest) Reset() {
+	*x = FetchFileRequest{}
+	mi := &file_control_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchFileRequest) ProtoMessage() {}
+
+func (x *FetchFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchFileRequest.ProtoReflect.Descriptor instead.
+func (*FetchFileRequest) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *FetchFileRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type FileChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Data  []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// mode and size are set in the first chunk: the file's permission bits
+	// (an executable stays executable) and its length.
+	Mode          uint32 `protobuf:"varint,2,opt,name=mode,proto3" json:"mode,omitempty"`
+	Size          int64  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileChunk) Reset() {
+	*x = FileChunk{}
+	mi := &file_control_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileChunk) ProtoMessage() {}
+
+func (x *FileChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileChunk.ProtoReflect.Descriptor instead.
+func (*FileChunk) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *FileChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *FileChunk) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+func (x *FileChunk) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
 type RegisterRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	ExecutorId string                 `protobuf:"bytes,1,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
@@ -40,7 +147,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_control_proto_msgTypes[0]
+	mi := &file_control_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -52,7 +159,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[0]
+	mi := &file_control_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -65,7 +172,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{0}
+	return file_control_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RegisterRequest) GetExecutorId() string {
@@ -115,7 +222,7 @@ type Peer struct {
 
 func (x *Peer) Reset() {
 	*x = Peer{}
-	mi := &file_control_proto_msgTypes[1]
+	mi := &file_control_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -127,7 +234,7 @@ func (x *Peer) String() string {
 func (*Peer) ProtoMessage() {}
 
 func (x *Peer) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[1]
+	mi := &file_control_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -140,7 +247,7 @@ func (x *Peer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Peer.ProtoReflect.Descriptor instead.
 func (*Peer) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{1}
+	return file_control_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Peer) GetRank() int32 {
@@ -201,7 +308,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_control_proto_msgTypes[2]
+	mi := &file_control_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -213,7 +320,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[2]
+	mi := &file_control_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -226,7 +333,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{2}
+	return file_control_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RegisterResponse) GetRank() int32 {
@@ -289,7 +396,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_control_proto_msgTypes[3]
+	mi := &file_control_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -301,7 +408,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[3]
+	mi := &file_control_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -314,7 +421,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{3}
+	return file_control_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Progress) GetRows() int64 {
@@ -381,7 +488,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_control_proto_msgTypes[4]
+	mi := &file_control_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +500,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[4]
+	mi := &file_control_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +513,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{4}
+	return file_control_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HeartbeatRequest) GetExecutorId() string {
@@ -488,7 +595,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +607,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +620,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{5}
+	return file_control_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Span) GetName() string {
@@ -557,7 +664,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +676,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +689,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{6}
+	return file_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Usage) GetCpuSeconds() float64 {
@@ -612,7 +719,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +731,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +744,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{7}
+	return file_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Report) GetStep() int64 {
@@ -673,7 +780,7 @@ type OutputLine struct {
 
 func (x *OutputLine) Reset() {
 	*x = OutputLine{}
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +792,7 @@ func (x *OutputLine) String() string {
 func (*OutputLine) ProtoMessage() {}
 
 func (x *OutputLine) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +805,7 @@ func (x *OutputLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLine.ProtoReflect.Descriptor instead.
 func (*OutputLine) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{8}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *OutputLine) GetStderr() bool {
@@ -730,7 +837,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +849,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +862,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{9}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HeartbeatResponse) GetStop() bool {
@@ -811,7 +918,7 @@ type ExitReport struct {
 
 func (x *ExitReport) Reset() {
 	*x = ExitReport{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +930,7 @@ func (x *ExitReport) String() string {
 func (*ExitReport) ProtoMessage() {}
 
 func (x *ExitReport) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +943,7 @@ func (x *ExitReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitReport.ProtoReflect.Descriptor instead.
 func (*ExitReport) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExitReport) GetExecutorId() string {
@@ -945,7 +1052,7 @@ type ExitAck struct {
 
 func (x *ExitAck) Reset() {
 	*x = ExitAck{}
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1064,7 @@ func (x *ExitAck) String() string {
 func (*ExitAck) ProtoMessage() {}
 
 func (x *ExitAck) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1077,7 @@ func (x *ExitAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitAck.ProtoReflect.Descriptor instead.
 func (*ExitAck) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{11}
+	return file_control_proto_rawDescGZIP(), []int{13}
 }
 
 var File_control_proto protoreflect.FileDescriptor
@@ -978,7 +1085,13 @@ var File_control_proto protoreflect.FileDescriptor
 const file_control_proto_rawDesc = "" +
 	"\n" +
 	"\rcontrol.proto\x12\x12spindle.control.v1\x1a\n" +
-	"task.proto\"n\n" +
+	"task.proto\"&\n" +
+	"\x10FetchFileRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"G\n" +
+	"\tFileChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x12\n" +
+	"\x04mode\x18\x02 \x01(\rR\x04mode\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\"n\n" +
 	"\x0fRegisterRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
@@ -1065,12 +1178,13 @@ const file_control_proto_rawDesc = "" +
 	"\x06output\x18\f \x03(\v2\x1e.spindle.control.v1.OutputLineR\x06output\x12%\n" +
 	"\x0eoutput_dropped\x18\r \x01(\x03R\routputDropped\x12.\n" +
 	"\x05spans\x18\x0e \x03(\v2\x18.spindle.control.v1.SpanR\x05spans\"\t\n" +
-	"\aExitAck2\x85\x02\n" +
+	"\aExitAck2\xd9\x02\n" +
 	"\aControl\x12U\n" +
 	"\bRegister\x12#.spindle.control.v1.RegisterRequest\x1a$.spindle.control.v1.RegisterResponse\x12X\n" +
 	"\tHeartbeat\x12$.spindle.control.v1.HeartbeatRequest\x1a%.spindle.control.v1.HeartbeatResponse\x12I\n" +
 	"\n" +
-	"ReportExit\x12\x1e.spindle.control.v1.ExitReport\x1a\x1b.spindle.control.v1.ExitAckB/Z-github.com/spindle-ml/spindle/driver/driverpbb\x06proto3"
+	"ReportExit\x12\x1e.spindle.control.v1.ExitReport\x1a\x1b.spindle.control.v1.ExitAck\x12R\n" +
+	"\tFetchFile\x12$.spindle.control.v1.FetchFileRequest\x1a\x1d.spindle.control.v1.FileChunk0\x01B/Z-github.com/spindle-ml/spindle/driver/driverpbb\x06proto3"
 
 var (
 	file_control_proto_rawDescOnce sync.Once
@@ -1084,45 +1198,49 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_control_proto_goTypes = []any{
-	(*RegisterRequest)(nil),   // 0: spindle.control.v1.RegisterRequest
-	(*Peer)(nil),              // 1: spindle.control.v1.Peer
-	(*RegisterResponse)(nil),  // 2: spindle.control.v1.RegisterResponse
-	(*Progress)(nil),          // 3: spindle.control.v1.Progress
-	(*HeartbeatRequest)(nil),  // 4: spindle.control.v1.HeartbeatRequest
-	(*Span)(nil),              // 5: spindle.control.v1.Span
-	(*Usage)(nil),             // 6: spindle.control.v1.Usage
-	(*Report)(nil),            // 7: spindle.control.v1.Report
-	(*OutputLine)(nil),        // 8: spindle.control.v1.OutputLine
-	(*HeartbeatResponse)(nil), // 9: spindle.control.v1.HeartbeatResponse
-	(*ExitReport)(nil),        // 10: spindle.control.v1.ExitReport
-	(*ExitAck)(nil),           // 11: spindle.control.v1.ExitAck
-	nil,                       // 12: spindle.control.v1.Report.ValuesEntry
-	(*Task)(nil),              // 13: spindle.control.v1.Task
+	(*FetchFileRequest)(nil),  // 0: spindle.control.v1.FetchFileRequest
+	(*FileChunk)(nil),         // 1: spindle.control.v1.FileChunk
+	(*RegisterRequest)(nil),   // 2: spindle.control.v1.RegisterRequest
+	(*Peer)(nil),              // 3: spindle.control.v1.Peer
+	(*RegisterResponse)(nil),  // 4: spindle.control.v1.RegisterResponse
+	(*Progress)(nil),          // 5: spindle.control.v1.Progress
+	(*HeartbeatRequest)(nil),  // 6: spindle.control.v1.HeartbeatRequest
+	(*Span)(nil),              // 7: spindle.control.v1.Span
+	(*Usage)(nil),             // 8: spindle.control.v1.Usage
+	(*Report)(nil),            // 9: spindle.control.v1.Report
+	(*OutputLine)(nil),        // 10: spindle.control.v1.OutputLine
+	(*HeartbeatResponse)(nil), // 11: spindle.control.v1.HeartbeatResponse
+	(*ExitReport)(nil),        // 12: spindle.control.v1.ExitReport
+	(*ExitAck)(nil),           // 13: spindle.control.v1.ExitAck
+	nil,                       // 14: spindle.control.v1.Report.ValuesEntry
+	(*Task)(nil),              // 15: spindle.control.v1.Task
 }
 var file_control_proto_depIdxs = []int32{
-	1,  // 0: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
-	13, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
-	3,  // 2: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
-	6,  // 3: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
-	7,  // 4: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
-	8,  // 5: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
-	5,  // 6: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
-	12, // 7: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
-	3,  // 8: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
-	6,  // 9: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
-	7,  // 10: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
-	8,  // 11: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
-	5,  // 12: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
-	0,  // 13: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
-	4,  // 14: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
-	10, // 15: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
-	2,  // 16: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
-	9,  // 17: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
-	11, // 18: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
-	16, // [16:19] is the sub-list for method output_type
-	13, // [13:16] is the sub-list for method input_type
+	3,  // 0: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
+	15, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
+	5,  // 2: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
+	8,  // 3: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
+	9,  // 4: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
+	10, // 5: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
+	7,  // 6: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
+	14, // 7: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
+	5,  // 8: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
+	8,  // 9: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
+	9,  // 10: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
+	10, // 11: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
+	7,  // 12: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
+	2,  // 13: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
+	6,  // 14: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
+	12, // 15: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
+	0,  // 16: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
+	4,  // 17: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
+	11, // 18: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
+	13, // 19: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
+	1,  // 20: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
+	17, // [17:21] is the sub-list for method output_type
+	13, // [13:17] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
@@ -1140,7 +1258,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

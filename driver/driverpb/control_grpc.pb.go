@@ -27,6 +27,7 @@ const (
 	Control_Register_FullMethodName   = "/spindle.control.v1.Control/Register"
 	Control_Heartbeat_FullMethodName  = "/spindle.control.v1.Control/Heartbeat"
 	Control_ReportExit_FullMethodName = "/spindle.control.v1.Control/ReportExit"
+	Control_FetchFile_FullMethodName  = "/spindle.control.v1.Control/FetchFile"
 )
 
 // ControlClient is the client API for Control service.
@@ -42,6 +43,11 @@ type ControlClient interface {
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	// ReportExit reports how the executor's training process ended.
 	ReportExit(ctx context.Context, in *ExitReport, opts ...grpc.CallOption) (*ExitAck, error)
+	// FetchFile streams a file the job ships from the submit host (--files,
+	// --py-files, --archives, the training program): executors on other
+	// hosts cannot read the submit host's disk. Only the job's shipped
+	// files are served.
+	FetchFile(ctx context.Context, in *FetchFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FileChunk], error)
 }
 
 type controlClient struct {
@@ -82,6 +88,25 @@ func (c *controlClient) ReportExit(ctx context.Context, in *ExitReport, opts ...
 	return out, nil
 }
 
+func (c *controlClient) FetchFile(ctx context.Context, in *FetchFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FileChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Control_ServiceDesc.Streams[0], Control_FetchFile_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[FetchFileRequest, FileChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Control_FetchFileClient = grpc.ServerStreamingClient[FileChunk]
+
 // ControlServer is the server API for Control service.
 // All implementations must embed UnimplementedControlServer
 // for forward compatibility.
@@ -95,6 +120,11 @@ type ControlServer interface {
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	// ReportExit reports how the executor's training process ended.
 	ReportExit(context.Context, *ExitReport) (*ExitAck, error)
+	// FetchFile streams a file the job ships from the submit host (--files,
+	// --py-files, --archives, the training program): executors on other
+	// hosts cannot read the submit host's disk. Only the job's shipped
+	// files are served.
+	FetchFile(*FetchFileRequest, grpc.ServerStreamingServer[FileChunk]) error
 	mustEmbedUnimplementedControlServer()
 }
 
@@ -113,6 +143,9 @@ func (UnimplementedControlServer) Heartbeat(context.Context, *HeartbeatRequest) 
 }
 func (UnimplementedControlServer) ReportExit(context.Context, *ExitReport) (*ExitAck, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReportExit not implemented")
+}
+func (UnimplementedControlServer) FetchFile(*FetchFileRequest, grpc.ServerStreamingServer[FileChunk]) error {
+	return status.Errorf(codes.Unimplemented, "method FetchFile not implemented")
 }
 func (UnimplementedControlServer) mustEmbedUnimplementedControlServer() {}
 func (UnimplementedControlServer) testEmbeddedByValue()                 {}
@@ -189,6 +222,17 @@ func _Control_ReportExit_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Control_FetchFile_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(FetchFileRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ControlServer).FetchFile(m, &grpc.GenericServerStream[FetchFileRequest, FileChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Control_FetchFileServer = grpc.ServerStreamingServer[FileChunk]
+
 // Control_ServiceDesc is the grpc.ServiceDesc for Control service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -209,6 +253,12 @@ var Control_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Control_ReportExit_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "FetchFile",
+			Handler:       _Control_FetchFile_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "control.proto",
 }
