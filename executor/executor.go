@@ -220,6 +220,12 @@ type taskResult struct {
 func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *reservedPorts) (taskResult, error) {
 	res := taskResult{exit: exitStatus{code: -1}}
 	workDir := e.cfg.WorkDir
+	if workDir == "" && t.Dir == "" {
+		// An executor with a directory of its own (a standalone worker's,
+		// a YARN container's) keeps its files and sockets there, where
+		// its manager cleans them up, even after a crash.
+		workDir = ownWorkDir()
+	}
 	if workDir == "" {
 		dir, err := os.MkdirTemp("", "spindle-"+t.JobId+"-"+strconv.Itoa(id.rank)+"-")
 		if err != nil {

@@ -108,3 +108,22 @@ func (e *Executor) fetchFile(ctx context.Context, name, path string) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// maxSocketPath is the longest Unix socket path Linux takes (108 bytes
+// with the terminating zero), less the longest socket name used here.
+const maxSocketPath = 107 - len("/report.sock")
+
+// ownWorkDir is the .spindle directory under the executor's working
+// directory, or "" when it cannot be made or its socket paths would be too
+// long (the caller then uses a temporary directory).
+func ownWorkDir() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	dir := filepath.Join(wd, ".spindle")
+	if len(dir) > maxSocketPath || os.MkdirAll(dir, 0o700) != nil {
+		return ""
+	}
+	return dir
+}

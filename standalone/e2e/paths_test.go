@@ -28,7 +28,7 @@ func TestPathsOnWorkers(t *testing.T) {
 	}
 	write("bin/check.sh", "#!/bin/sh\necho \"rank $SPINDLE_RANK conf=$(cat settings.conf) ckpt=$SPINDLE_CHECKPOINT_DIR\"\n", 0o755)
 	write("settings.conf", "lr=0.5", 0o644)
-	write("train.sh", "echo \"rank $SPINDLE_RANK ran the shipped script in $(basename $PWD)\"\n", 0o644)
+	write("train.sh", "echo \"rank $SPINDLE_RANK ran the shipped script in $(basename $PWD) files=$SPINDLE_FILES_DIR\"\n", 0o644)
 
 	args := func(name string, cmd ...string) []string {
 		return append([]string{"--name", name, "--num-executors", "2", "--executor-cores", "1", "--executor-memory", "512m",
@@ -53,5 +53,10 @@ func TestPathsOnWorkers(t *testing.T) {
 	}
 	if !strings.Contains(j.stdout.String(), "[rank 1] rank 1 ran the shipped script") {
 		t.Errorf("the script did not run on the workers:\n%s\n%s", j.stdout.String(), j.stderr.String())
+	}
+	// The executors' files and sockets live under the worker's --work-dir,
+	// which the worker cleans, not in the system's temporary directory.
+	if !strings.Contains(j.stdout.String(), "files="+c.dir) || !strings.Contains(j.stdout.String(), "/.spindle/files") {
+		t.Errorf("executor files outside the worker's work directory %s:\n%s", c.dir, j.stdout.String())
 	}
 }
