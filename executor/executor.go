@@ -166,6 +166,11 @@ func (e *Executor) Run(ctx context.Context) error {
 	e.logger.Debug("registered", "world_size", id.worldSize, "host", host)
 
 	status, runErr := e.runTask(ctx, task, id, ports)
+	if why := stopReason(); why != "" && (runErr != nil || !status.exit.ok()) {
+		// Stopped by whoever started it (a worker shutting down): that,
+		// not the signal, is what the driver should report.
+		runErr = fmt.Errorf("%w: rank %d: stopped by its worker: %s", ErrStopped, id.rank, why)
+	}
 	report := &driverpb.ExitReport{
 		ExecutorId: e.cfg.ID, Rank: int32(id.rank), ExitCode: int32(status.exit.code),
 		Signal: status.exit.signal, StderrTail: status.stderrTail, Progress: status.progress,

@@ -127,3 +127,17 @@ func ownWorkDir() string {
 	}
 	return dir
 }
+
+// StopReasonFile is where, in its working directory, whoever started the
+// executor says why it stops it before signalling (a standalone worker
+// shutting down).
+const StopReasonFile = ".spindle-stop-reason"
+
+// stopReason reads StopReasonFile, if there is one.
+func stopReason() string {
+	b, err := os.ReadFile(StopReasonFile)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}

@@ -243,3 +243,7 @@ func (p *proc) signal(sig syscall.Signal) error {
 	}
 	return nil
 }
+
+// StopReasonFile is written into an executor's directory before the
+// worker stops it, saying why (executor.StopReasonFile).
+const StopReasonFile = ".spindle-stop-reason"

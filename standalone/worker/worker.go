@@ -183,7 +183,7 @@ func (w *Worker) shutdown() {
 	if len(all) > 0 {
 		w.logger.Info("stopping executors", "count", len(all))
 		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.StopGrace+5*time.Second)
-		w.stopProcs(ctx, all, w.cfg.StopGrace, "the worker is shutting down")
+		w.stopProcs(ctx, all, w.cfg.StopGrace, fmt.Sprintf("worker %s shut down", w.id))
 		cancel()
 	}
 	w.reapers.Wait()
@@ -352,6 +352,9 @@ func (w *Worker) stopProcs(ctx context.Context, ps []*proc, grace time.Duration,
 	}
 	w.mu.Unlock()
 	for _, p := range ps {
+		// Say why, for the executor to tell its driver: a signal carries
+		// no reason.
+		_ = os.WriteFile(filepath.Join(p.dir, StopReasonFile), []byte(p.stopReason), 0o600)
 		if err := p.signal(sigTerm); err != nil {
 			w.logger.Warn("stop executor", "err", err)
 		}
