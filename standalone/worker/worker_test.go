@@ -213,7 +213,9 @@ func TestLaunchValidation(t *testing.T) {
 func TestGangAllOrNothing(t *testing.T) {
 	g := testcluster.StartMasters(t, 1, nil)
 	testcluster.StartWorker(t, g.Addrs(), "w1", func(c *worker.Config) { c.Cores = 3 })
-	testcluster.StartWorker(t, g.Addrs(), "w2", func(c *worker.Config) { c.Cores = 2 })
+	// 6 cores in all, yet no room for a third 2-core executor: the gang
+	// waits, and its timeout says what was missing.
+	testcluster.StartWorker(t, g.Addrs(), "w2", func(c *worker.Config) { c.Cores = 3 })
 	g.WaitWorkers(2)
 	c := g.Client()
 	id := app(t, c, "big")
