@@ -2,6 +2,7 @@ package driver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +46,8 @@ type Driver struct {
 	// obs records what happens to the job for its web UI, event log and
 	// metrics; run sets it once the job is planned, Run ends it.
 	obs *observer
+	// hadoopConf are the Hadoop configuration files executors fetch.
+	hadoopConf []string
 }
 
 // New returns a Driver for cfg that gets its executors from cm. The
@@ -149,6 +153,7 @@ func (d *Driver) run(ctx context.Context) error {
 	files, pyFiles, archives, served := c.Files, c.PyFiles, c.Archives, map[string]string(nil)
 	if !sharesFileSystem(d.cm) {
 		files, pyFiles, archives, served = shipFromDriver(c.Files, c.PyFiles, c.Archives)
+		d.hadoopConf = shipHadoopConf(cmp.Or(c.HadoopConfDir, os.Getenv("HADOOP_CONF_DIR")), served)
 	}
 	tasks, err := d.taskBuilder(plan, target, slots, files, pyFiles, archives)
 	if err != nil {
@@ -397,6 +402,7 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot, fil
 			RdmaDevices:             c.RDMADevices,
 			ForwardOutput:           !outputReachesConsole(d.cm),
 			Timeline:                c.Timeline != "",
+			HadoopConfFiles:         d.hadoopConf,
 			Feed: &driverpb.FeedTask{
 				Mode:              c.FeedMode,
 				Splits:            driverpb.SplitsFromFeed(plan.Ranks[feedRank]),

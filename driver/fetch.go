@@ -60,6 +60,27 @@ func shipFromDriver(files, pyFiles, archives []string) (f, py, ar []string, serv
 	return f, py, ar, served
 }
 
+// hadoopConfPrefix names the driver's Hadoop configuration files among the
+// files it serves.
+const hadoopConfPrefix = "hadoop-conf--"
+
+// shipHadoopConf adds the Hadoop client configuration the driver uses (the
+// XML files of dir) to the served files, for executors on hosts whose own
+// configuration may be missing or differ, and returns their names.
+func shipHadoopConf(dir string, served map[string]string) []string {
+	if dir == "" {
+		return nil
+	}
+	xmls, _ := filepath.Glob(filepath.Join(dir, "*.xml"))
+	var names []string
+	for _, x := range xmls {
+		name := filepath.Base(x)
+		served[hadoopConfPrefix+name] = x
+		names = append(names, name)
+	}
+	return names
+}
+
 // fetchChunk is the size of one FileChunk.
 const fetchChunk = 1 << 20
 

@@ -239,13 +239,13 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 		defer os.RemoveAll(dir)
 		workDir = dir
 	}
+	if err := e.fetchShipped(ctx, t, filepath.Join(workDir, "shipped")); err != nil {
+		return res, err
+	}
 	resolver := fsys.NewResolver(fsys.Options{HadoopConfDir: t.HadoopConfDir, User: t.HadoopUser})
 	defer resolver.Close()
 
 	filesDir := filepath.Join(workDir, "files")
-	if err := e.fetchShipped(ctx, t, filepath.Join(workDir, "shipped")); err != nil {
-		return res, err
-	}
 	if err := localizeFiles(ctx, resolver, t.Files, filesDir); err != nil {
 		return res, err
 	}

@@ -15,6 +15,10 @@ import (
 // shippedScheme is driver.ShippedScheme: a file fetched from the driver.
 const shippedScheme = "spindle-driver:///"
 
+// hadoopConfPrefix is driver's name prefix of its Hadoop configuration
+// files among those it serves.
+const hadoopConfPrefix = "hadoop-conf--"
+
 // fetchShipped downloads the files the task ships from the submit host
 // (spindle-driver:///NAME) into dir, once each, and points the task at
 // the copies, so the rest of the executor reads them as local files.
@@ -40,6 +44,22 @@ func (e *Executor) fetchShipped(ctx context.Context, t *Task, dir string) error 
 		}
 		got[name] = p
 		return p, nil
+	}
+	if len(t.HadoopConfFiles) > 0 {
+		// The driver's Hadoop client configuration: HDFS as it sees it.
+		conf := filepath.Join(filepath.Dir(dir), "hadoop-conf")
+		if err := os.MkdirAll(conf, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", conf, err)
+		}
+		for _, name := range t.HadoopConfFiles {
+			if name == "" || strings.ContainsAny(name, `/\`) {
+				return fmt.Errorf("hadoop configuration file %q: not a file name", name)
+			}
+			if err := e.fetchFile(ctx, hadoopConfPrefix+name, filepath.Join(conf, name)); err != nil {
+				return fmt.Errorf("fetch the driver's Hadoop configuration %s: %w", name, err)
+			}
+		}
+		t.HadoopConfDir = conf
 	}
 	var err error
 	for i, f := range t.Files {

@@ -78,9 +78,15 @@ type Task struct {
 	ForwardOutput bool `protobuf:"varint,22,opt,name=forward_output,json=forwardOutput,proto3" json:"forward_output,omitempty"`
 	// timeline asks the training process for spans of its time
 	// (SPINDLE_TIMELINE=1), which the executor passes on in heartbeats.
-	Timeline      bool `protobuf:"varint,23,opt,name=timeline,proto3" json:"timeline,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Timeline bool `protobuf:"varint,23,opt,name=timeline,proto3" json:"timeline,omitempty"`
+	// hadoop_conf_files are the driver's Hadoop client configuration files
+	// (core-site.xml, hdfs-site.xml, ...), fetched from the driver
+	// (FetchFile, as hadoop-conf--NAME) by executors that do not share its
+	// file system; the executor puts them in a directory that becomes its
+	// hadoop_conf_dir.
+	HadoopConfFiles []string `protobuf:"bytes,24,rep,name=hadoop_conf_files,json=hadoopConfFiles,proto3" json:"hadoop_conf_files,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -272,6 +278,13 @@ func (x *Task) GetTimeline() bool {
 		return x.Timeline
 	}
 	return false
+}
+
+func (x *Task) GetHadoopConfFiles() []string {
+	if x != nil {
+		return x.HadoopConfFiles
+	}
+	return nil
 }
 
 // FeedTask says how to feed the training process (the feed package's
@@ -677,7 +690,7 @@ var File_task_proto protoreflect.FileDescriptor
 const file_task_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"task.proto\x12\x12spindle.control.v1\"\xf9\x06\n" +
+	"task.proto\x12\x12spindle.control.v1\"\xa5\a\n" +
 	"\x04Task\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x123\n" +
@@ -704,7 +717,8 @@ const file_task_proto_rawDesc = "" +
 	"\trdma_mode\x18\x14 \x01(\tR\brdmaMode\x12!\n" +
 	"\frdma_devices\x18\x15 \x01(\tR\vrdmaDevices\x12%\n" +
 	"\x0eforward_output\x18\x16 \x01(\bR\rforwardOutput\x12\x1a\n" +
-	"\btimeline\x18\x17 \x01(\bR\btimeline\x1a6\n" +
+	"\btimeline\x18\x17 \x01(\bR\btimeline\x12*\n" +
+	"\x11hadoop_conf_files\x18\x18 \x03(\tR\x0fhadoopConfFiles\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x05\n" +
