@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/internal/config"
@@ -44,6 +45,7 @@ var masterFlags = []keyFlag{
 	{&cli.StringFlag{Name: "raft-addr", Usage: "Raft listen address, `HOST:PORT`; keep it on a private network (default 127.0.0.1:7001)"}, config.KeyMasterRaftAddr},
 	{&cli.StringFlag{Name: "peers", Usage: "every master, this one included: `ID=RAFT_HOST:PORT@GRPC_HOST:PORT,...`"}, config.KeyMasterPeers},
 	{&cli.StringFlag{Name: "data-dir", Usage: "`DIR` of the Raft log and snapshots"}, config.KeyMasterDataDir},
+	{&cli.StringFlag{Name: "metrics-addr", Usage: "`HOST:PORT` to serve Prometheus /metrics on (default: none)"}, config.KeyMasterMetricsAddr},
 	{&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error"}, config.KeyLogLevel},
 }
 
@@ -104,7 +106,17 @@ func runMaster(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err, exitUsage)
 	}
-	if err := m.Run(c.Context); err != nil {
+	ctx, cancel := context.WithCancel(c.Context)
+	defer cancel()
+	serve, err := serveMetrics(ctx, p.String(config.KeyMasterMetricsAddr), m.Collector(), logger)
+	if err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	var g errgroup.Group
+	g.Go(serve)
+	runErr := m.Run(ctx)
+	cancel()
+	if err := errors.Join(runErr, g.Wait()); err != nil {
 		return cli.Exit(err, 1)
 	}
 	return nil
@@ -119,6 +131,7 @@ var workerFlags = []keyFlag{
 	{&cli.StringFlag{Name: "memory", Usage: "memory offered to executors, like 64g (default: all but 1 GiB)"}, config.KeyWorkerMemory},
 	{&cli.StringFlag{Name: "gpus", Usage: "GPUs offered to executors (default: count /dev/nvidiaN)"}, config.KeyWorkerGPUs},
 	{&cli.StringFlag{Name: "work-dir", Usage: "`DIR` of executors' working directories and logs"}, config.KeyWorkerWorkDir},
+	{&cli.StringFlag{Name: "metrics-addr", Usage: "`HOST:PORT` to serve Prometheus /metrics on (default: none)"}, config.KeyWorkerMetricsAddr},
 	{&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error"}, config.KeyLogLevel},
 }
 
@@ -177,7 +190,17 @@ func runWorker(c *cli.Context) error {
 		return cli.Exit(err, exitUsage)
 	}
 	defer w.Close()
-	if err := w.Run(c.Context); err != nil {
+	ctx, cancel := context.WithCancel(c.Context)
+	defer cancel()
+	serve, err := serveMetrics(ctx, p.String(config.KeyWorkerMetricsAddr), w.Collector(), logger)
+	if err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	var g errgroup.Group
+	g.Go(serve)
+	runErr := w.Run(ctx)
+	cancel()
+	if err := errors.Join(runErr, g.Wait()); err != nil {
 		if errors.Is(err, worker.ErrRefused) {
 			return cli.Exit(err, exitUsage)
 		}

@@ -47,6 +47,8 @@ const (
 	KeyWorkerCgroups           = "spindle.worker.cgroups"
 	KeyWorkerCgroupRoot        = "spindle.worker.cgroupRoot"
 	KeyWorkerCgroupParent      = "spindle.worker.cgroupParent"
+	KeyMasterMetricsAddr       = "spindle.master.metricsAddr"
+	KeyWorkerMetricsAddr       = "spindle.worker.metricsAddr"
 )
 
 // standaloneKeys are the keys of the standalone cluster manager's masters
@@ -121,6 +123,10 @@ var standaloneKeys = []Key{
 		Doc: "Memory the worker offers to executors, like 64g; 0 offers all but 1 GiB."},
 	{Name: KeyWorkerGPUs, Default: "-1", Kind: Int, Min: -1, HasMin: true,
 		Doc: "GPUs the worker offers; -1 counts /dev/nvidiaN. Executors see theirs in CUDA_VISIBLE_DEVICES."},
+	{Name: KeyMasterMetricsAddr, Default: "", Kind: String, ReadBy: ReadByMaster,
+		Doc: "HOST:PORT where the master serves Prometheus metrics at /metrics (leadership, Raft term, workers, applications and executors by state, queued gangs, capacity and use); empty serves none."},
+	{Name: KeyWorkerMetricsAddr, Default: "", Kind: String, ReadBy: ReadByWorker,
+		Doc: "HOST:PORT where the worker serves Prometheus metrics at /metrics (capacity, executors by state, how they exited); empty serves none."},
 	{Name: KeyWorkerWorkDir, Default: "", Kind: String,
 		Doc: "Directory of executors' working directories and logs; empty uses $TMPDIR/spindle-worker."},
 	{Name: KeyWorkerHeartbeatInterval, Default: "1s", Kind: Duration,

@@ -71,6 +71,7 @@ func (m *Master) startLeader(parent context.Context) *leaderState {
 		}
 		m.leader.Store(ls)
 		ls.mu.Unlock()
+		m.leaderTerms.Add(1)
 		ls.logger.Info("took the lead", "term", m.raft.CurrentTerm())
 		ls.goOwned(func() { ls.sched.run(ctx) })
 		ls.loop(ctx)

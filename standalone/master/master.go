@@ -46,6 +46,7 @@ type Master struct {
 	connMu      sync.Mutex
 	masterConns map[string]*grpc.ClientConn // by master id
 	workerConns map[string]*grpc.ClientConn // by worker address
+	leaderTerms atomic.Int64                // terms this master led (metrics)
 
 	stopping  chan struct{} // closed when shutdown starts
 	closeOnce sync.Once
