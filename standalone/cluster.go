@@ -132,13 +132,19 @@ func NewClusterManager(ctx context.Context, cfg ClientConfig) (*ClusterManager, 
 		Masters: cfg.Masters, Secret: cfg.Secret,
 		TLS:    secure.TLSFiles{CertFile: cfg.CertFile, KeyFile: cfg.KeyFile, CAFile: cfg.CAFile},
 		Logger: cfg.Logger,
+		// Masters that all refuse connections are down or misnamed: say
+		// so at once rather than retry in silence.
+		FailFast: true,
 	})
 	if err != nil {
 		return nil, err
 	}
 	var appID string
 	reqID := newID()
-	err = cl.Call(ctx, false, func(ctx context.Context, m pb.MasterClient) error {
+	cfg.Logger.Info("registering with the standalone masters", "masters", cfg.Masters)
+	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	defer cancel()
+	err = cl.Call(rctx, false, func(ctx context.Context, m pb.MasterClient) error {
 		resp, err := m.RegisterApp(ctx, &pb.RegisterAppRequest{Name: cfg.AppName, DriverHost: cfg.DriverHost, RequestId: reqID})
 		if err == nil {
 			appID = resp.GetAppId()

@@ -89,3 +89,15 @@ func workerAddr(t *testing.T, c *cluster) string {
 	}
 	return st.Cluster.GetWorkers()[0].GetAddr()
 }
+
+// TestSubmitToNoMasters: a submit to masters that are not there fails at
+// once, naming the addresses it tried, instead of retrying in silence.
+func TestSubmitToNoMasters(t *testing.T) {
+	data := generate(t, 100)
+	addr := testaddr.Free(t)
+	out, code := spindleCmd(t, "submit", "--master", "spindle://"+addr, "--conf", "spindle.network.interface=lo",
+		"--input", data, "--", "/bin/true")
+	if code == 0 || !strings.Contains(out, "no master accepts connections at "+addr) {
+		t.Fatalf("exit %d, want a failure naming %s:\n%s", code, addr, out)
+	}
+}
