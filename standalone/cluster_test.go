@@ -188,14 +188,16 @@ func TestOutputReachesConsole(t *testing.T) {
 
 func TestGangTimeoutSaysWhatIsMissing(t *testing.T) {
 	g := testcluster.StartMasters(t, 1, nil)
-	testcluster.StartWorker(t, g.Addrs(), "w1", func(c *worker.Config) { c.Cores = 4; c.MemoryMB = 4096 })
-	testcluster.StartWorker(t, g.Addrs(), "w2", func(c *worker.Config) { c.Cores = 1; c.MemoryMB = 4096 })
+	// 8 cores in all, but split 5 and 3: room for three 2-core executors,
+	// not four, so the gang waits and its timeout says what was missing.
+	testcluster.StartWorker(t, g.Addrs(), "w1", func(c *worker.Config) { c.Cores = 5; c.MemoryMB = 4096 })
+	testcluster.StartWorker(t, g.Addrs(), "w2", func(c *worker.Config) { c.Cores = 3; c.MemoryMB = 4096 })
 	g.WaitWorkers(2)
 	cm := newManager(t, g, "too-big")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	err := cm.Request(ctx, specs(4, 2, 2048, "sleep 60"))
-	want := "need 4 executors of 2 cores/2048 MiB, cluster has room for 2: w1 room for 2, w2 1 free core"
+	want := "need 4 executors of 2 cores/2048 MiB, cluster has room for 3: w1 room for 2, w2 room for 1"
 	if !errors.Is(err, standalone.ErrNoRoom) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("got %v\nwant ErrNoRoom saying %q", err, want)
 	}
