@@ -215,15 +215,11 @@ func countFlightRows(ctx context.Context, eps []*fileInfo, o FlightOptions) erro
 // flightSource reads one endpoint's stream, skipping the split's first
 // rows and cutting batches to batchRows.
 type flightSource struct {
-	uri       string
-	client    flight.Client
-	cancel    context.CancelFunc
-	rd        *flight.Reader
-	skip      int64
-	batchRows int64
-
-	cur arrow.RecordBatch
-	pos int64
+	uri    string
+	client flight.Client
+	cancel context.CancelFunc
+	rd     *flight.Reader
+	cut    batchCutter
 }
 
 func openFlightStream(ctx context.Context, addr string, useTLS bool, ticket []byte, uri string, o FlightOptions) (*flightSource, error) {
@@ -259,7 +255,7 @@ func openFlight(ctx context.Context, s Split, opts ReadOptions) (*opened, error)
 	if err != nil {
 		return nil, err
 	}
-	src.skip, src.batchRows = s.RowOffset, int64(opts.BatchRows)
+	src.cut = batchCutter{skip: s.RowOffset, batchRows: int64(opts.BatchRows)}
 	streamSchema := src.rd.Schema()
 	sel, err := selectColumns(fieldNames(streamSchema), opts.Columns, opts.LabelColumn, s.URI)
 	if err != nil {
@@ -282,50 +278,22 @@ func openFlight(ctx context.Context, s Split, opts ReadOptions) (*opened, error)
 }
 
 func (s *flightSource) next(ctx context.Context) (arrow.RecordBatch, error) {
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if s.cur == nil {
-			rec, err := s.rd.Read()
-			if err != nil {
-				if errors.Is(err, io.EOF) {
-					return nil, io.EOF
-				}
-				return nil, flightError("read", s.uri, err)
+	return s.cut.next(ctx, func() (arrow.RecordBatch, error) {
+		rec, err := s.rd.Read()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, io.EOF
 			}
-			// The reader reuses its batch on the next Read: keep our own.
-			rec.Retain()
-			s.cur, s.pos = rec, 0
+			return nil, flightError("read", s.uri, err)
 		}
-		if s.skip > 0 {
-			d := min(s.skip, s.cur.NumRows()-s.pos)
-			s.pos += d
-			s.skip -= d
-		}
-		n := s.cur.NumRows()
-		if s.pos >= n {
-			s.cur.Release()
-			s.cur = nil
-			continue
-		}
-		if s.pos == 0 && n <= s.batchRows {
-			rec := s.cur
-			s.cur = nil
-			return rec, nil
-		}
-		end := min(n, s.pos+s.batchRows)
-		rec := s.cur.NewSlice(s.pos, end)
-		s.pos = end
+		// The reader reuses its batch on the next Read: keep our own.
+		rec.Retain()
 		return rec, nil
-	}
+	})
 }
 
 func (s *flightSource) close() error {
-	if s.cur != nil {
-		s.cur.Release()
-		s.cur = nil
-	}
+	s.cut.release()
 	s.rd.Release()
 	s.cancel()
 	return s.client.Close()

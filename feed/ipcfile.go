@@ -230,15 +230,11 @@ func inspectIPC(f fsys.File, uri string) (*arrow.Schema, []unit, error) {
 
 // ipcSource reads the record batches of one Arrow IPC file split.
 type ipcSource struct {
-	uri       string
-	file      fsys.File
-	r         *ipc.FileReader
-	batches   []int
-	skip      int64
-	batchRows int64
-
-	cur arrow.RecordBatch
-	pos int64
+	uri     string
+	file    fsys.File
+	r       *ipc.FileReader
+	batches []int
+	cut     batchCutter
 }
 
 // openIPC opens an Arrow IPC file split: its record batches, starting
@@ -280,55 +276,27 @@ func openIPC(f fsys.File, s Split, opts ReadOptions) (*opened, error) {
 			return fail(fmt.Errorf("%w: %s has %d record batches, the split names batch %d", ErrInput, s.URI, r.NumRecords(), b))
 		}
 	}
-	src := &ipcSource{uri: s.URI, file: f, r: r, batches: batches, skip: s.RowOffset, batchRows: int64(opts.BatchRows)}
+	src := &ipcSource{uri: s.URI, file: f, r: r, batches: batches, cut: batchCutter{skip: s.RowOffset, batchRows: int64(opts.BatchRows)}}
 	return &opened{src: src, schema: out, proj: proj}, nil
 }
 
 func (s *ipcSource) next(ctx context.Context) (arrow.RecordBatch, error) {
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	return s.cut.next(ctx, func() (arrow.RecordBatch, error) {
+		if len(s.batches) == 0 {
+			return nil, io.EOF
 		}
-		if s.cur == nil {
-			if len(s.batches) == 0 {
-				return nil, io.EOF
-			}
-			i := s.batches[0]
-			s.batches = s.batches[1:]
-			rec, err := s.r.RecordBatchAt(i)
-			if err != nil {
-				return nil, fmt.Errorf("read record batch %d of %s: %w", i, s.uri, err)
-			}
-			s.cur, s.pos = rec, 0
+		i := s.batches[0]
+		s.batches = s.batches[1:]
+		rec, err := s.r.RecordBatchAt(i)
+		if err != nil {
+			return nil, fmt.Errorf("read record batch %d of %s: %w", i, s.uri, err)
 		}
-		if s.skip > 0 {
-			d := min(s.skip, s.cur.NumRows()-s.pos)
-			s.pos += d
-			s.skip -= d
-		}
-		n := s.cur.NumRows()
-		if s.pos >= n {
-			s.cur.Release()
-			s.cur = nil
-			continue
-		}
-		if s.pos == 0 && n <= s.batchRows {
-			rec := s.cur
-			s.cur = nil
-			return rec, nil
-		}
-		end := min(n, s.pos+s.batchRows)
-		rec := s.cur.NewSlice(s.pos, end)
-		s.pos = end
 		return rec, nil
-	}
+	})
 }
 
 func (s *ipcSource) close() error {
-	if s.cur != nil {
-		s.cur.Release()
-		s.cur = nil
-	}
+	s.cut.release()
 	s.r.Close()
 	return s.file.Close()
 }

@@ -70,26 +70,9 @@ var _ ClientSASL = TokenAuth{}
 // Negotiate runs the exchange: NEGOTIATE, the server's offer with its first
 // challenge, INITIATE with the digest response, SUCCESS with rspauth.
 func (a TokenAuth) Negotiate(ctx context.Context, ex *SASLExchange) error {
-	if err := ex.Send(&hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_NEGOTIATE.Enum()}); err != nil {
-		return err
-	}
-	m, err := ex.Recv()
+	offer, err := ex.offer(MethodToken, MechanismDigestMD5, "token authentication")
 	if err != nil {
 		return err
-	}
-	if m.GetState() != hadooppb.RpcSaslProto_NEGOTIATE {
-		return fmt.Errorf("server answered %v to NEGOTIATE", m.GetState())
-	}
-	var offer *hadooppb.RpcSaslProto_SaslAuth
-	var offered []string
-	for _, au := range m.GetAuths() {
-		offered = append(offered, au.GetMethod()+"/"+au.GetMechanism())
-		if au.GetMethod() == MethodToken && au.GetMechanism() == MechanismDigestMD5 {
-			offer = au
-		}
-	}
-	if offer == nil {
-		return fmt.Errorf("server does not offer token authentication (offers %s)", strings.Join(offered, ", "))
 	}
 	uri := offer.GetProtocol() + "/" + offer.GetServerId()
 	resp, expect, err := digestResponse(offer.GetChallenge(), a.Token, uri)
@@ -101,7 +84,7 @@ func (a TokenAuth) Negotiate(ctx context.Context, ex *SASLExchange) error {
 	if err := ex.Send(&hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_INITIATE.Enum(), Token: resp, Auths: []*hadooppb.RpcSaslProto_SaslAuth{chosen}}); err != nil {
 		return err
 	}
-	m, err = ex.Recv()
+	m, err := ex.Recv()
 	if err != nil {
 		return err
 	}

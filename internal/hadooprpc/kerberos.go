@@ -80,26 +80,9 @@ func (a KerberosAuth) Negotiate(ctx context.Context, ex *SASLExchange) error {
 	if a.Client == nil {
 		return errors.New("kerberos: no login (kinit, or a principal and keytab)")
 	}
-	if err := ex.Send(&hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_NEGOTIATE.Enum()}); err != nil {
-		return err
-	}
-	m, err := ex.Recv()
+	offer, err := ex.offer(MethodKerberos, MechanismGSSAPI, "Kerberos")
 	if err != nil {
 		return err
-	}
-	if m.GetState() != hadooppb.RpcSaslProto_NEGOTIATE {
-		return fmt.Errorf("server answered %v to NEGOTIATE", m.GetState())
-	}
-	var offer *hadooppb.RpcSaslProto_SaslAuth
-	var offered []string
-	for _, au := range m.GetAuths() {
-		offered = append(offered, au.GetMethod()+"/"+au.GetMechanism())
-		if au.GetMethod() == MethodKerberos && au.GetMechanism() == MechanismGSSAPI {
-			offer = au
-		}
-	}
-	if offer == nil {
-		return fmt.Errorf("server does not offer Kerberos (offers %s)", strings.Join(offered, ", "))
 	}
 	spn, err := a.servicePrincipal(offer, ex.ServerHost())
 	if err != nil {
@@ -122,7 +105,7 @@ func (a KerberosAuth) Negotiate(ctx context.Context, ex *SASLExchange) error {
 	if err := ex.Send(&hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_INITIATE.Enum(), Token: b, Auths: []*hadooppb.RpcSaslProto_SaslAuth{chosen}}); err != nil {
 		return err
 	}
-	m, err = ex.Recv()
+	m, err := ex.Recv()
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 
 	"github.com/spindle-ml/spindle/internal/hadooppb"
 	"google.golang.org/protobuf/proto"
@@ -99,4 +100,28 @@ func (x *SASLExchange) Recv() (*hadooppb.RpcSaslProto, error) {
 		return nil, err
 	}
 	return msg, nil
+}
+
+// offer opens a client's negotiation: it sends NEGOTIATE and returns the
+// server's offer of method with mechanism, or an error listing what the
+// server offers instead.
+func (x *SASLExchange) offer(method, mechanism, what string) (*hadooppb.RpcSaslProto_SaslAuth, error) {
+	if err := x.Send(&hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_NEGOTIATE.Enum()}); err != nil {
+		return nil, err
+	}
+	m, err := x.Recv()
+	if err != nil {
+		return nil, err
+	}
+	if m.GetState() != hadooppb.RpcSaslProto_NEGOTIATE {
+		return nil, fmt.Errorf("server answered %v to NEGOTIATE", m.GetState())
+	}
+	var offered []string
+	for _, au := range m.GetAuths() {
+		offered = append(offered, au.GetMethod()+"/"+au.GetMechanism())
+		if au.GetMethod() == method && au.GetMechanism() == mechanism {
+			return au, nil
+		}
+	}
+	return nil, fmt.Errorf("server does not offer %s (offers %s)", what, strings.Join(offered, ", "))
 }
