@@ -122,4 +122,3 @@ func (s *controlServer) FetchFile(req *driverpb.FetchFileRequest, stream driverp
 		}
 	}
 }
-

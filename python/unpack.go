@@ -184,4 +184,3 @@ func writeSynced(name string, b []byte) error {
 	}
 	return f.Close()
 }
-

@@ -79,7 +79,9 @@ func Start(cat, name string) func() {
 		return func() {}
 	}
 	start := time.Now()
-	return func() { r.add(Span{Name: name, Cat: cat, TS: start.UnixMicro(), Dur: time.Since(start).Microseconds()}) }
+	return func() {
+		r.add(Span{Name: name, Cat: cat, TS: start.UnixMicro(), Dur: time.Since(start).Microseconds()})
+	}
 }
 
 func (r *recorder) add(s Span) {

@@ -89,9 +89,9 @@ type endAppCmd struct {
 	App     string         `json:"app"`
 	State   pb.AppState    `json:"state"`
 	Final   pb.FinalStatus `json:"final,omitempty"`
-	Message string      `json:"message"`
-	Retain  int         `json:"retain"`
-	TimeMS  int64       `json:"time_ms"`
+	Message string         `json:"message"`
+	Retain  int            `json:"retain"`
+	TimeMS  int64          `json:"time_ms"`
 }
 
 // placeCmd reserves resources for a whole gang at once.

@@ -23,15 +23,15 @@ type Worker struct {
 
 // App is an application: one driver's job.
 type App struct {
-	ID          string      `json:"id"`
-	Name        string      `json:"name"`
-	DriverHost  string      `json:"driver_host,omitempty"`
-	RequestID   string      `json:"request_id,omitempty"`
+	ID          string         `json:"id"`
+	Name        string         `json:"name"`
+	DriverHost  string         `json:"driver_host,omitempty"`
+	RequestID   string         `json:"request_id,omitempty"`
 	State       pb.AppState    `json:"state"`
 	Final       pb.FinalStatus `json:"final,omitempty"`
 	Message     string         `json:"message,omitempty"`
-	SubmittedMS int64       `json:"submitted_ms"`
-	EndedMS     int64       `json:"ended_ms,omitempty"`
+	SubmittedMS int64          `json:"submitted_ms"`
+	EndedMS     int64          `json:"ended_ms,omitempty"`
 }
 
 // Running says whether the application has not ended.
@@ -219,4 +219,3 @@ func appInfo(a *App) *pb.AppInfo {
 		DriverHost: a.DriverHost, SubmittedUnixMs: a.SubmittedMS, EndedUnixMs: a.EndedMS,
 	}
 }
-
