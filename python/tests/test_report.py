@@ -20,6 +20,10 @@ class ReportTest(unittest.TestCase):
         self.old = os.environ.get(_contract.REPORT_SOCKET)
 
     def tearDown(self):
+        from spindle import _report
+        if _report._sock is not None:
+            _report._sock.close()
+            _report._sock = None
         self.sock.close()
         self.dir.cleanup()
         if self.old is None:
