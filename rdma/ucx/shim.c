@@ -1,0 +1,181 @@
+//go:build ucx
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "shim.h"
+
+// The UCP and UCS entry points, resolved by spx_load.
+#define SPX_UCP_SYMS(X) \
+	X(ucp_config_read) X(ucp_config_release) X(ucp_init_version) X(ucp_cleanup) \
+	X(ucp_worker_create) X(ucp_worker_destroy) X(ucp_worker_get_address) \
+	X(ucp_worker_release_address) X(ucp_worker_get_efd) X(ucp_worker_arm) \
+	X(ucp_worker_progress) X(ucp_ep_create) X(ucp_ep_close_nbx) X(ucp_tag_send_nbx) \
+	X(ucp_tag_probe_nb) X(ucp_tag_msg_recv_nbx) X(ucp_request_check_status) \
+	X(ucp_request_cancel) X(ucp_request_free) X(ucp_get_version_string)
+
+#define SPX_DECL(n) static __typeof__(n) *p_##n;
+SPX_UCP_SYMS(SPX_DECL)
+static __typeof__(ucs_status_string) *p_ucs_status_string;
+
+static int loaded;
+
+int spx_load(char *err, size_t errlen) {
+	if (loaded) {
+		return 0;
+	}
+	// libucp pulls in libucs, which holds ucs_status_string.
+	void *ucp = dlopen("libucp.so.0", RTLD_NOW | RTLD_GLOBAL);
+	if (ucp == NULL) {
+		snprintf(err, errlen, "%s", dlerror());
+		return -1;
+	}
+	void *ucs = dlopen("libucs.so.0", RTLD_NOW | RTLD_GLOBAL);
+	if (ucs == NULL) {
+		snprintf(err, errlen, "%s", dlerror());
+		return -1;
+	}
+#define SPX_LOAD(n) \
+	p_##n = (__typeof__(n) *)dlsym(ucp, #n); \
+	if (p_##n == NULL) { snprintf(err, errlen, "libucp.so.0 lacks %s", #n); return -1; }
+	SPX_UCP_SYMS(SPX_LOAD)
+	p_ucs_status_string = (__typeof__(ucs_status_string) *)dlsym(ucs, "ucs_status_string");
+	if (p_ucs_status_string == NULL) {
+		snprintf(err, errlen, "libucs.so.0 lacks ucs_status_string");
+		return -1;
+	}
+	loaded = 1;
+	return 0;
+}
+
+const char *spx_version(void) { return p_ucp_get_version_string(); }
+
+const char *spx_status_string(int status) { return p_ucs_status_string((ucs_status_t)status); }
+
+int spx_init(ucp_context_h *ctx, ucp_worker_h *worker, int *efd) {
+	ucp_config_t *config;
+	ucs_status_t st = p_ucp_config_read(NULL, NULL, &config);
+	if (st != UCS_OK) {
+		return st;
+	}
+	ucp_params_t params;
+	memset(&params, 0, sizeof(params));
+	params.field_mask = UCP_PARAM_FIELD_FEATURES;
+	params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+	st = p_ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, ctx);
+	p_ucp_config_release(config);
+	if (st != UCS_OK) {
+		return st;
+	}
+	ucp_worker_params_t wp;
+	memset(&wp, 0, sizeof(wp));
+	wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_EVENTS;
+	wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+	wp.events = UCP_WAKEUP_TAG_SEND | UCP_WAKEUP_TAG_RECV | UCP_WAKEUP_TX | UCP_WAKEUP_RX;
+	st = p_ucp_worker_create(*ctx, &wp, worker);
+	if (st != UCS_OK) {
+		p_ucp_cleanup(*ctx);
+		return st;
+	}
+	st = p_ucp_worker_get_efd(*worker, efd);
+	if (st != UCS_OK) {
+		p_ucp_worker_destroy(*worker);
+		p_ucp_cleanup(*ctx);
+		return st;
+	}
+	return UCS_OK;
+}
+
+void spx_cleanup(ucp_context_h ctx, ucp_worker_h worker) {
+	p_ucp_worker_destroy(worker);
+	p_ucp_cleanup(ctx);
+}
+
+int spx_address(ucp_worker_h worker, void **addr, size_t *len) {
+	ucp_address_t *a;
+	ucs_status_t st = p_ucp_worker_get_address(worker, &a, len);
+	*addr = a;
+	return st;
+}
+
+void spx_release_address(ucp_worker_h worker, void *addr) {
+	p_ucp_worker_release_address(worker, (ucp_address_t *)addr);
+}
+
+static void spx_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status) {
+	spx_ep *e = arg;
+	e->status = status;
+	e->failed = 1;
+}
+
+int spx_ep_create(ucp_worker_h worker, const void *addr, spx_ep *ep) {
+	ucp_ep_params_t p;
+	memset(&p, 0, sizeof(p));
+	p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+		UCP_EP_PARAM_FIELD_ERR_HANDLER;
+	p.address = (const ucp_address_t *)addr;
+	p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+	p.err_handler.cb = spx_ep_error;
+	p.err_handler.arg = ep;
+	return p_ucp_ep_create(worker, &p, &ep->ep);
+}
+
+void *spx_ep_close(ucp_worker_h worker, spx_ep *ep, int force) {
+	ucp_request_param_t p;
+	memset(&p, 0, sizeof(p));
+	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+	p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+	void *r = p_ucp_ep_close_nbx(ep->ep, &p);
+	if (UCS_PTR_IS_ERR(r)) {
+		return NULL;
+	}
+	return r;
+}
+
+void *spx_send(spx_ep *ep, const void *buf, size_t len, uint64_t tag, int *status) {
+	ucp_request_param_t p;
+	memset(&p, 0, sizeof(p));
+	p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+	p.memory_type = UCS_MEMORY_TYPE_HOST;
+	void *r = p_ucp_tag_send_nbx(ep->ep, buf, len, tag, &p);
+	*status = UCS_OK;
+	if (UCS_PTR_IS_ERR(r)) {
+		*status = UCS_PTR_STATUS(r);
+		return NULL;
+	}
+	return r;
+}
+
+void *spx_probe(ucp_worker_h worker, uint64_t tag, size_t *len) {
+	ucp_tag_recv_info_t info;
+	ucp_tag_message_h m = p_ucp_tag_probe_nb(worker, tag, (ucp_tag_t)-1, 1, &info);
+	if (m != NULL) {
+		*len = info.length;
+	}
+	return m;
+}
+
+void *spx_msg_recv(ucp_worker_h worker, void *buf, size_t len, void *msg, int *status) {
+	ucp_request_param_t p;
+	memset(&p, 0, sizeof(p));
+	p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+	p.memory_type = UCS_MEMORY_TYPE_HOST;
+	void *r = p_ucp_tag_msg_recv_nbx(worker, buf, len, (ucp_tag_message_h)msg, &p);
+	*status = UCS_OK;
+	if (UCS_PTR_IS_ERR(r)) {
+		*status = UCS_PTR_STATUS(r);
+		return NULL;
+	}
+	return r;
+}
+
+int spx_request_status(void *req) { return p_ucp_request_check_status(req); }
+
+void spx_request_cancel(ucp_worker_h worker, void *req) { p_ucp_request_cancel(worker, req); }
+
+void spx_request_free(void *req) { p_ucp_request_free(req); }
+
+unsigned spx_progress(ucp_worker_h worker) { return p_ucp_worker_progress(worker); }
+
+int spx_arm(ucp_worker_h worker) { return p_ucp_worker_arm(worker); }
