@@ -69,9 +69,10 @@ func newObservations(sockPath string, logger *slog.Logger) (*observations, error
 	return &observations{sock: conn, logger: logger}, nil
 }
 
-// Run receives reports until ctx ends.
+// Run receives reports until ctx ends, then takes what the process sent
+// just before it ended (its last spans and reports) from the socket.
 func (o *observations) Run(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() { o.sock.Close() })
+	stop := context.AfterFunc(ctx, func() { _ = o.sock.SetReadDeadline(time.Now()) })
 	defer stop()
 	buf := make([]byte, maxReportBytes)
 	for {
@@ -81,18 +82,45 @@ func (o *observations) Run(ctx context.Context) error {
 				// Reports are not worth stopping training for.
 				o.logger.Warn("no more reports from the training process", "err", err)
 			}
+			o.drain(buf)
 			return nil
 		}
-		if spans, ok := parseSpans(buf[:n]); ok {
-			o.addSpans(spans)
-			continue
+		o.take1(buf[:n])
+	}
+}
+
+// take1 takes one datagram: spans or a report.
+func (o *observations) take1(b []byte) {
+	if spans, ok := parseSpans(b); ok {
+		o.addSpans(spans)
+		return
+	}
+	r, err := parseReport(b)
+	if err != nil {
+		o.logger.Debug("report refused", "err", err)
+		return
+	}
+	o.addReport(r)
+}
+
+// drain takes the datagrams still queued on the socket, without waiting.
+func (o *observations) drain(buf []byte) {
+	// The deadline that ended Run would refuse these reads.
+	_ = o.sock.SetReadDeadline(time.Time{})
+	raw, err := o.sock.SyscallConn()
+	if err != nil {
+		return
+	}
+	for {
+		var n int
+		var rerr error
+		if err := raw.Read(func(fd uintptr) bool {
+			n, _, rerr = syscall.Recvfrom(int(fd), buf, syscall.MSG_DONTWAIT)
+			return true
+		}); err != nil || rerr != nil || n <= 0 {
+			return
 		}
-		r, err := parseReport(buf[:n])
-		if err != nil {
-			o.logger.Debug("report refused", "err", err)
-			continue
-		}
-		o.addReport(r)
+		o.take1(buf[:n])
 	}
 }
 

@@ -3,6 +3,7 @@ package executor
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -158,5 +159,36 @@ func TestLineTee(t *testing.T) {
 	}
 	if len(local.String()) < (maxPendingOutputLines+5)*1000 {
 		t.Fatal("lines the driver could not take were not written locally")
+	}
+}
+
+// TestLastReportsKept: what a process sends just before it ends, still
+// queued on the socket when the executor stops reading, is not lost.
+func TestLastReportsKept(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "report.sock")
+	obs, err := newObservations(sock, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close()
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for i := 0; i < 3; i++ {
+		if _, err := conn.Write([]byte(fmt.Sprintf(`{"step": %d, "values": {"loss": 1}}`, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the process has ended before Run reads anything
+	if err := obs.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var hb driverpb.HeartbeatRequest
+	obs.take(&hb)
+	if len(hb.Reports) != 3 {
+		t.Fatalf("kept %d of the last 3 reports", len(hb.Reports))
 	}
 }
