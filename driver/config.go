@@ -125,6 +125,10 @@ type Config struct {
 	// publishing new events every EventLogFlush.
 	EventLogDir   string
 	EventLogFlush time.Duration
+	// FailurePolicy is PolicyFail or PolicyRestart; MaxRestarts bounds
+	// the restarts of PolicyRestart.
+	FailurePolicy string
+	MaxRestarts   int
 	// Timeline, when set, is the file where the job's Chrome-trace
 	// timeline is written (spindle.timeline).
 	Timeline string

@@ -159,15 +159,34 @@ func (d *Driver) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if len(roles) > 1 {
+		d.logger.Info("job roles", "roles", roleCounts(roles))
+	}
+	return d.generations(ctx, plan, slots, tasks, served, start)
+}
 
+// generation runs one gang of the job (the first, or a restart's) to its
+// end. launched says whether its executors were started, so that a
+// failure to get them is not taken for a training failure.
+func (d *Driver) generation(ctx context.Context, gen int, plan *feed.JobPlan, slots []slot, tasks taskBuilder,
+	served map[string]string, start time.Time) (launched bool, err error) {
+	c := d.cfg
+	slots = generationSlots(slots, gen)
 	lis, err := net.Listen("tcp", net.JoinHostPort(c.ListenHost, strconv.Itoa(c.Port)))
 	if err != nil {
-		return fmt.Errorf("listen for executors on %s:%d: %w", c.ListenHost, c.Port, err)
+		return false, fmt.Errorf("listen for executors on %s:%d: %w", c.ListenHost, c.Port, err)
 	}
 	g := newRosterOf(slots)
 	stopServer := make(chan struct{})
 	srv := grpc.NewServer(d.signer.ServerOptions()...)
-	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: tasks, stop: stopServer, logger: d.logger, obs: d.obs, served: served})
+	generationTasks := func(rank int) (*driverpb.Task, error) {
+		t, err := tasks(rank)
+		if t != nil {
+			t.Generation = int32(gen)
+		}
+		return t, err
+	}
+	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: generationTasks, stop: stopServer, logger: d.logger, obs: d.obs, served: served})
 
 	var eg errgroup.Group
 	eg.Go(func() error {
@@ -184,9 +203,9 @@ func (d *Driver) run(ctx context.Context) error {
 
 	addr, err := advertiseAddr(c.AdvertiseHost, lis.Addr().(*net.TCPAddr))
 	if err != nil {
-		return err
+		return false, err
 	}
-	d.logger.Info("control plane listening", "addr", lis.Addr().String(), "advertised", addr)
+	d.logger.Info("control plane listening", "addr", lis.Addr().String(), "advertised", addr, "generation", gen)
 	specs := make([]ExecutorSpec, len(slots))
 	for i, s := range slots {
 		specs[i] = ExecutorSpec{
@@ -202,15 +221,11 @@ func (d *Driver) run(ctx context.Context) error {
 			specs[i].PreferredHosts = preferredHosts(plan.Ranks[s.roleRank])
 		}
 	}
-	if len(roles) > 1 {
-		d.logger.Info("job roles", "roles", roleCounts(roles))
-	}
-
-	runErr := d.watch(ctx, g, specs, start)
+	launched, runErr := d.watch(ctx, g, specs, start)
 	if err := d.release(); err != nil {
 		d.logger.Warn("release executors", "err", err)
 	}
-	return runErr
+	return launched, runErr
 }
 
 // executorArgs are the spindle arguments that run one executor.
@@ -224,16 +239,22 @@ func (d *Driver) executorArgs(addr, id string) []string {
 }
 
 // watch requests the gang and follows it to the job's end.
-func (d *Driver) watch(ctx context.Context, g *roster, specs []ExecutorSpec, start time.Time) error {
+func (d *Driver) watch(ctx context.Context, g *roster, specs []ExecutorSpec, start time.Time) (launched bool, err error) {
 	c := d.cfg
 	reqCtx, cancel := context.WithTimeout(ctx, c.RegistrationTimeout)
 	defer cancel()
 	if err := d.cm.Request(reqCtx, specs); err != nil {
 		if ctx.Err() != nil {
-			return ErrInterrupted
+			return false, ErrInterrupted
 		}
-		return fmt.Errorf("get %d executors: %w", len(specs), err)
+		return false, fmt.Errorf("get %d executors: %w", len(specs), err)
 	}
+	return true, d.follow(ctx, g, specs, start)
+}
+
+// follow follows a launched gang to its end.
+func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, start time.Time) error {
+	c := d.cfg
 	d.logger.Info("executors launched", "count", len(specs), "after", time.Since(start).Round(time.Millisecond))
 
 	prog := newProgress(c.Console, c.ProgressInterval, c.Epochs, d.expectRows)

@@ -40,6 +40,8 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.UIPort = p.Int(config.KeyUIPort)
 	cfg.EventLogDir = p.String(config.KeyEventLogDir)
 	cfg.Timeline = p.String(config.KeyTimeline)
+	cfg.FailurePolicy = p.String(config.KeyFailurePolicy)
+	cfg.MaxRestarts = p.Int(config.KeyFailureMaxRestarts)
 	cfg.EventLogFlush = p.Duration(config.KeyEventLogFlushInterval)
 	cfg.Settings = map[string]string{}
 	for _, s := range p.Settings() {

@@ -106,6 +106,8 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	set(envcontract.FilesDir, filesDir)
 	set(envcontract.CollectiveTimeout, strconv.FormatFloat(float64(t.CollectiveTimeoutMillis)/1000, 'f', -1, 64))
 	set(envcontract.ReportSocket, reportSocket(filesDir))
+	set(envcontract.Generation, strconv.Itoa(int(t.Generation)))
+	set(envcontract.RestartCount, strconv.Itoa(int(t.Generation)))
 	if t.Timeline {
 		set(envcontract.Timeline, "1")
 	}

@@ -85,8 +85,11 @@ type Task struct {
 	// file system; the executor puts them in a directory that becomes its
 	// hadoop_conf_dir.
 	HadoopConfFiles []string `protobuf:"bytes,24,rep,name=hadoop_conf_files,json=hadoopConfFiles,proto3" json:"hadoop_conf_files,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// generation counts the job's restarts (spindle.failure.policy restart):
+	// 0 for the first gang; SPINDLE_GENERATION and SPINDLE_RESTART_COUNT.
+	Generation    int32 `protobuf:"varint,25,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -285,6 +288,13 @@ func (x *Task) GetHadoopConfFiles() []string {
 		return x.HadoopConfFiles
 	}
 	return nil
+}
+
+func (x *Task) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
 }
 
 // FeedTask says how to feed the training process (the feed package's
@@ -690,7 +700,7 @@ var File_task_proto protoreflect.FileDescriptor
 const file_task_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"task.proto\x12\x12spindle.control.v1\"\xa5\a\n" +
+	"task.proto\x12\x12spindle.control.v1\"\xc5\a\n" +
 	"\x04Task\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x123\n" +
@@ -718,7 +728,10 @@ const file_task_proto_rawDesc = "" +
 	"\frdma_devices\x18\x15 \x01(\tR\vrdmaDevices\x12%\n" +
 	"\x0eforward_output\x18\x16 \x01(\bR\rforwardOutput\x12\x1a\n" +
 	"\btimeline\x18\x17 \x01(\bR\btimeline\x12*\n" +
-	"\x11hadoop_conf_files\x18\x18 \x03(\tR\x0fhadoopConfFiles\x1a6\n" +
+	"\x11hadoop_conf_files\x18\x18 \x03(\tR\x0fhadoopConfFiles\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x19 \x01(\x05R\n" +
+	"generation\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x05\n" +

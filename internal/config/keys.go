@@ -252,6 +252,7 @@ func Known() []Key {
 	all = append(all, observeKeys...)
 	all = append(all, kerberosKeys...)
 	all = append(all, flightKeys...)
+	all = append(all, failureKeys...)
 	return all
 }
 

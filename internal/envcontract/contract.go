@@ -37,6 +37,13 @@ const CheckpointService = "SPINDLE_CHECKPOINT_SERVICE"
 // event log and metrics with the next heartbeat.
 const ReportSocket = "SPINDLE_REPORT_SOCKET"
 
+// Generation and RestartCount count the job's restarts (both the same):
+// 0 in the first gang, 1 after the first restart, and so on.
+const (
+	Generation   = "SPINDLE_GENERATION"
+	RestartCount = "SPINDLE_RESTART_COUNT"
+)
+
 // Timeline is "1" when the job records a timeline (spindle.timeline): the
 // process then sends spans of its time to the report socket.
 const Timeline = "SPINDLE_TIMELINE"
@@ -129,6 +136,8 @@ var Vars = []Var{
 	{Name: CheckpointDir, ID: "checkpoint_dir", Doc: "the checkpoint directory, when configured"},
 	{Name: CheckpointService, ID: "checkpoint_service", Doc: "the Unix socket of the executor's checkpoint service, when a checkpoint directory is configured: the Python package saves `hdfs://` checkpoints through it"},
 	{Name: ReportSocket, ID: "report_socket", Doc: "the Unix datagram socket where the process reports values (`spindle.report(step=..., loss=...)`, `task.Report`): one JSON object per datagram, never waited on"},
+	{Name: Generation, ID: "generation", Doc: "the gang's generation: 0 at first, one more at each restart (`spindle.failure.policy restart`); a process loads its latest checkpoint when it is above 0"},
+	{Name: RestartCount, ID: "restart_count", Doc: "how many times the job was restarted (the same as `SPINDLE_GENERATION`, under torchrun's name)"},
 	{Name: Timeline, ID: "timeline", Doc: "`1` when the job records a Chrome-trace timeline (`spindle.timeline`): Spindle's Python package and Go packages then send spans of the process's feed waits, collective operations and checkpoint saves to the report socket"},
 	{Name: Peers, ID: "peers", Doc: "every rank's `host:port` (its peer port), in rank order"},
 	{Name: PeerListenFD, ID: "peer_listen_fd", Doc: "descriptor of an already-bound listener on this rank's peer port (used by Spindle's Go collectives)"},

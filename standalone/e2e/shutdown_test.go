@@ -32,3 +32,23 @@ func TestWorkerShutdownNamed(t *testing.T) {
 		t.Fatalf("the job's error does not say worker w2 shut down:\n%s", stderr)
 	}
 }
+
+// TestRestartOnCluster: under spindle.failure.policy restart a failed rank
+// on a standalone cluster stops the gang and a new generation of
+// executors, placed afresh, runs the job to success.
+func TestRestartOnCluster(t *testing.T) {
+	c := startCluster(t, 2)
+	data := generate(t, 1000)
+	script := `echo "rank $SPINDLE_RANK generation $SPINDLE_GENERATION"
+if [ "$SPINDLE_GENERATION" = 0 ] && [ "$SPINDLE_RANK" = 1 ]; then exit 3; fi`
+	j := c.submit(data, "--name", "phoenix", "--num-executors", "2", "--executor-cores", "1", "--executor-memory", "512m",
+		"--input", data+"/*.parquet", "--conf", "spindle.failure.policy=restart", "--", "/bin/sh", "-c", script)
+	if code := j.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("restarted job: exit %d\n%s\n%s", code, j.stdout.String(), j.stderr.String())
+	}
+	for _, want := range []string{"[rank 0] rank 0 generation 1", "[rank 1] rank 1 generation 1"} {
+		if !strings.Contains(j.stdout.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, j.stdout.String())
+		}
+	}
+}
