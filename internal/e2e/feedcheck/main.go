@@ -73,6 +73,7 @@ func main() {
 		var sum float64
 		order := sha256.New()
 		var err error
+		began := time.Now()
 		switch mode {
 		case "arrow":
 			rows, batches, sum, err = arrowEpoch(ctx, sock, order, *slow)
@@ -97,8 +98,8 @@ func main() {
 		if batches == 0 {
 			break
 		}
-		fmt.Printf("feedcheck rank=%d epoch=%d rows=%d batches=%d sum=%.6f order=%s\n",
-			rank, epoch, rows, batches, sum, hex.EncodeToString(order.Sum(nil))[:16])
+		fmt.Printf("feedcheck rank=%d epoch=%d rows=%d batches=%d sum=%.6f order=%s seconds=%.6f\n",
+			rank, epoch, rows, batches, sum, hex.EncodeToString(order.Sum(nil))[:16], time.Since(began).Seconds())
 		if rank == *failRank {
 			fmt.Fprintf(os.Stderr, "feedcheck: rank %d failing on purpose\n", rank)
 			os.Exit(*failCode)
