@@ -100,6 +100,10 @@ func (d *Driver) startObserver(ctx context.Context) *observer {
 			go func() { o.uiDone <- srv.Run(ctx) }()
 			url := srv.URL(uiHost(cmp.Or(c.AdvertiseHost, c.ListenHost)))
 			d.logger.Info("web UI", "url", url)
+			// YARN shows it as the application's tracking URL.
+			if t, ok := d.cm.(interface{ SetTrackingURL(string) }); ok {
+				t.SetTrackingURL(url)
+			}
 			if c.Console != nil {
 				c.Console.Eprintln(fmt.Sprintf("job %s: web UI at %s", c.JobID, url))
 			}

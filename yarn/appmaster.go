@@ -67,7 +67,8 @@ func RunAM(ctx context.Context, logger *slog.Logger) error {
 		SchedulerAddrs: plan.SchedulerAddrs, AMRMToken: amrm, Host: host, Port: port,
 		LaunchContext:    executorLaunchContext(plan),
 		MemoryOverheadMB: plan.OverheadMB, GangTimeout: time.Duration(plan.GangTimeoutMS) * time.Millisecond,
-		Logger: logger,
+		TrackingURL: plan.TrackingURL,
+		Logger:      logger,
 	})
 	if err != nil {
 		ln.Close()

@@ -101,6 +101,7 @@ type ClusterManager struct {
 	log      *slog.Logger
 	out      io.Writer
 	events   chan driver.Event
+	track    tracking
 
 	mu        sync.Mutex
 	appID     client.AppID
@@ -303,7 +304,7 @@ func (c *ClusterManager) submit(ctx context.Context, specs []driver.ExecutorSpec
 	plan := Plan{
 		AppID: id.String(), SchedulerAddrs: sched, Spindle: res, Env: shared, AMSecret: newSecret(),
 		GangTimeoutMS: c.cfg.GangTimeout.Milliseconds(), OverheadMB: c.cfg.MemoryOverheadMB,
-		StagingURI: st.base, LogLevel: c.cfg.LogLevel,
+		StagingURI: st.base, LogLevel: c.cfg.LogLevel, TrackingURL: c.trackingURL(),
 	}
 	creds := hadooprpc.NewCredentials()
 	if err := plan.addTo(creds); err != nil {

@@ -52,6 +52,9 @@ type Plan struct {
 	OverheadMB     int               `json:"memoryOverheadMb"`
 	StagingURI     string            `json:"stagingUri"`
 	LogLevel       string            `json:"logLevel"`
+	// TrackingURL is the driver's web UI, which the AM registers as the
+	// application's tracking URL (the ResourceManager proxies it).
+	TrackingURL string `json:"trackingUrl,omitempty"`
 }
 
 // credentials returns c with the plan added as a secret.

@@ -110,6 +110,9 @@ func yarnStatus(c *cli.Context) error {
 	fmt.Printf("application %s (%s, type %s) in queue %s, user %s\n", id, r.GetName(), r.GetApplicationType(), r.GetQueue(), r.GetUser())
 	fmt.Printf("state %s, final status %s, progress %.0f%%\n", r.GetYarnApplicationState(), r.GetFinalApplicationStatus(), 100*r.GetProgress())
 	fmt.Printf("tracking URL %s\n", r.GetTrackingUrl())
+	if u := r.GetOriginalTrackingUrl(); u != "" && u != "N/A" && u != r.GetTrackingUrl() {
+		fmt.Printf("job's web UI %s (the tracking URL proxies it)\n", u)
+	}
 	if d := r.GetDiagnostics(); d != "" {
 		fmt.Printf("diagnostics: %s\n", d)
 	}

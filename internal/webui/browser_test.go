@@ -153,3 +153,24 @@ func TestHistoryListAndSearch(t *testing.T) {
 		t.Fatalf("a finished job's page lacks its reason:\n%s", dom)
 	}
 }
+
+// TestPagesBehindAProxy: behind a proxy that serves the UI under a path
+// prefix, as YARN's ResourceManager serves an application's tracking URL
+// at /proxy/APP_ID/, the job page and its rank pages load and link within
+// the prefix.
+func TestPagesBehindAProxy(t *testing.T) {
+	j := runningJob(time.Now().Add(-time.Minute))
+	ui := http.StripPrefix("/proxy/application_1_0001", Handler(NewLive(j), nil))
+	mux := http.NewServeMux()
+	mux.Handle("/proxy/application_1_0001/", ui)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	dom := render(t, srv.URL+"/proxy/application_1_0001/", 3*time.Second, "")
+	if !strings.Contains(dom, "job-7") || !strings.Contains(dom, `href="/proxy/application_1_0001/jobs/job-7/ranks/1"`) {
+		t.Fatalf("the job page behind the proxy:\n%s", dom)
+	}
+	dom = render(t, srv.URL+"/proxy/application_1_0001/jobs/job-7/ranks/1", 3*time.Second, "")
+	if !strings.Contains(dom, "warming up a") {
+		t.Fatalf("the rank's log page behind the proxy:\n%s", dom)
+	}
+}

@@ -1,6 +1,8 @@
 package webui
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -32,9 +34,14 @@ func Handler(src Source, metrics http.Handler) http.Handler {
 	mux.HandleFunc("GET /api/jobs/{id}/ranks/{rank}/log", h.log)
 	mux.HandleFunc("GET /api/jobs/{id}/ranks/{rank}/log/download", h.download)
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	index, _ := fs.ReadFile(static, "index.html")
 	page := func(w http.ResponseWriter, r *http.Request) {
+		// Links are relative to the page, so that the pages work under a
+		// proxy's path prefix (YARN's /proxy/APP_ID/) as well as at /.
+		root := strings.Repeat("../", strings.Count(strings.Trim(r.URL.Path, "/"), "/"))
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		http.ServeFileFS(w, r, static, "index.html")
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = w.Write(bytes.ReplaceAll(index, []byte("{{ROOT}}"), []byte(cmp.Or(root, "./"))))
 	}
 	mux.HandleFunc("GET /{$}", page)
 	mux.HandleFunc("GET /jobs/{id}", page)

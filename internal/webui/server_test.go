@@ -77,7 +77,10 @@ func TestAPI(t *testing.T) {
 		{"/api/jobs/job-7/ranks/9/log", 404, "has no rank 9"},
 		{"/api/jobs/job-7/ranks/1/log/download?stream=stderr", 200, "warming up a\nwarming up b\n"},
 		{"/api/info", 200, `"job":"job-7"`},
-		{"/jobs/job-7", 200, "<script src=\"/static/app.js\">"},
+		// Relative links: the pages work under a proxy's path prefix.
+		{"/jobs/job-7", 200, "<script src=\"../static/app.js\">"},
+		{"/jobs/job-7/ranks/1", 200, "<script src=\"../../../static/app.js\">"},
+		{"/", 200, "<script src=\"./static/app.js\">"},
 		{"/static/app.js", 200, "showJob"},
 		{"/metrics", 200, "m 1"},
 	}

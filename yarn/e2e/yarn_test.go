@@ -398,6 +398,11 @@ func TestStatusAndKill(t *testing.T) {
 	if out := run("status", app); !strings.Contains(out, "state RUNNING") || !strings.Contains(out, "type SPINDLE") || !strings.Contains(out, "to-kill") {
 		t.Fatalf("spindle status %s:\n%s", app, out)
 	}
+	// The driver's web UI is the application's tracking URL: the
+	// ResourceManager knows it and proxies it.
+	if out := run("status", app); !strings.Contains(out, "job's web UI http://127.0.0.1:") || !strings.Contains(out, "/proxy/"+app) {
+		t.Errorf("the job's web UI is not the tracking URL:\n%s", out)
+	}
 	run("kill", app)
 	if code := r.wait(t, 2*time.Minute); code != 1 {
 		t.Fatalf("exit %d after the application was killed, want 1:\n%s", code, r.stderr.String())

@@ -1,3 +1,7 @@
+// BASE is the path the pages are served under: "/" at the driver, a
+// proxy's prefix (YARN's /proxy/APP_ID/) behind one.
+const BASE = new URL("..", document.currentScript.src).pathname;
+
 // Spindle's job pages: a job list (history), a job page with its ranks
 // table and charts, and a rank's log. Everything comes from /api/...; the
 // pages poll while a job runs.
@@ -61,10 +65,10 @@ async function showList() {
   const body = el("tbody", {id: "jobs"});
   const reload = async () => {
     const p = new URLSearchParams(); if (search.value) p.set("q", search.value); if (state.value) p.set("state", state.value);
-    history.replaceState(null, "", "/" + (p.toString() ? "?" + p : ""));
-    const jobs = await getJSON("/api/jobs?" + p);
+    history.replaceState(null, "", BASE + (p.toString() ? "?" + p : ""));
+    const jobs = await getJSON(BASE + "api/jobs?" + p);
     body.replaceChildren(...jobs.map(j => el("tr", {"data-job": j.id},
-      el("td", {}, el("a", {href: "/jobs/" + encodeURIComponent(j.id)}, j.id)), el("td", {}, j.name), el("td", {}, j.user),
+      el("td", {}, el("a", {href: BASE + "jobs/" + encodeURIComponent(j.id)}, j.id)), el("td", {}, j.name), el("td", {}, j.user),
       el("td", {class: "state " + j.state}, j.state), el("td", {}, fmt.time(j.start)), el("td", {class: "num"}, fmt.dur(j.duration_seconds)), el("td", {}, j.mode))));
     if (!jobs.length) body.append(el("tr", {}, el("td", {colspan: 7, class: "muted"}, "no jobs")));
   };
@@ -77,7 +81,7 @@ async function showList() {
 
 async function showJob(id) {
   const render = async () => {
-    const j = await getJSON("/api/jobs/" + encodeURIComponent(id));
+    const j = await getJSON(BASE + "api/jobs/" + encodeURIComponent(id));
     where.textContent = j.name || j.id;
     const head = el("dl", {id: "summary"},
       el("dt", {}, "job"), el("dd", {}, j.id), el("dt", {}, "user"), el("dd", {}, j.user), el("dt", {}, "mode"), el("dd", {}, j.mode),
@@ -86,7 +90,7 @@ async function showJob(id) {
       el("dt", {}, "command"), el("dd", {}, (j.command || []).join(" ")),
       el("dt", {}, "rows"), el("dd", {id: "rows-total"}, fmt.n(j.totals.rows) + " (" + fmt.n(j.totals.rows_per_second) + " rows/s)"));
     const rows = (j.ranks || []).map(r => el("tr", {class: "rank" + (j.slowest_rank === r.rank ? " slow" : ""), "data-rank": r.rank},
-      el("td", {class: "num"}, el("a", {href: "/jobs/" + encodeURIComponent(j.id) + "/ranks/" + r.rank}, r.rank)),
+      el("td", {class: "num"}, el("a", {href: BASE + "jobs/" + encodeURIComponent(j.id) + "/ranks/" + r.rank}, r.rank)),
       el("td", {}, r.role + (r.role_rank || r.role !== "worker" ? " " + r.role_rank : "")), el("td", {}, r.host),
       el("td", {class: "state " + r.state}, r.state), el("td", {class: "num"}, r.restarts), el("td", {class: "num"}, r.epoch),
       el("td", {class: "num"}, fmt.n(r.rows)), el("td", {class: "num"}, fmt.n(r.rows_per_second)),
@@ -119,14 +123,14 @@ async function showLog(id, rank) {
   const download = el("a", {id: "download"}, "download");
   const load = async (reset) => {
     if (reset) { next = 0; pre.textContent = ""; }
-    download.href = "/api/jobs/" + encodeURIComponent(id) + "/ranks/" + rank + "/log/download?stream=" + stream;
-    const c = await getJSON("/api/jobs/" + encodeURIComponent(id) + "/ranks/" + rank + "/log?stream=" + stream + "&from=" + next);
+    download.href = BASE + "api/jobs/" + encodeURIComponent(id) + "/ranks/" + rank + "/log/download?stream=" + stream;
+    const c = await getJSON(BASE + "api/jobs/" + encodeURIComponent(id) + "/ranks/" + rank + "/log?stream=" + stream + "&from=" + next);
     if (c.truncated && !pre.textContent) pre.append("[earlier lines dropped]\n");
     if (c.lines.length) { pre.append(c.lines.join("\n") + "\n"); if (follow.checked) pre.scrollTop = pre.scrollHeight; }
     next = c.next;
   };
   pick.addEventListener("change", () => { stream = pick.value; load(true); });
-  show(el("h1", {}, el("a", {href: "/jobs/" + encodeURIComponent(id)}, id), " · rank " + rank),
+  show(el("h1", {}, el("a", {href: BASE + "jobs/" + encodeURIComponent(id)}, id), " · rank " + rank),
     el("div", {class: "controls"}, pick, el("label", {}, follow, " follow"), download), pre);
   await load(true);
   timer = setInterval(() => { if (follow.checked) load(false); }, 1000);
@@ -134,12 +138,12 @@ async function showLog(id, rank) {
 
 async function route() {
   clearInterval(timer);
-  const parts = location.pathname.split("/").filter(Boolean).map(decodeURIComponent);
+  const parts = location.pathname.slice(BASE.length).split("/").filter(Boolean).map(decodeURIComponent);
   try {
     if (parts[0] === "jobs" && parts[2] === "ranks") return await showLog(parts[1], parts[3]);
     if (parts[0] === "jobs") return await showJob(parts[1]);
-    const info = await getJSON("/api/info");
-    if (info.live && info.job) { history.replaceState(null, "", "/jobs/" + encodeURIComponent(info.job)); return await showJob(info.job); }
+    const info = await getJSON(BASE + "api/info");
+    if (info.live && info.job) { history.replaceState(null, "", BASE + "jobs/" + encodeURIComponent(info.job)); return await showJob(info.job); }
     return await showList();
   } catch (e) {
     show(el("p", {class: "reason", id: "error"}, String(e.message || e)));
