@@ -53,6 +53,9 @@ func (o *observer) news(n executorNews) {
 		role := o.roles[n.rank]
 		o.mu.Unlock()
 		o.trace.add(n.rank, role, n.spans)
+		for _, s := range n.spans {
+			o.metrics.ObserveSpan(s.GetCat(), float64(s.GetDurationMicros())/1e6)
+		}
 	}
 	for _, r := range n.reports {
 		at := time.UnixMilli(r.GetUnixMillis())

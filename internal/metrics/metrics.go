@@ -36,6 +36,7 @@ type Driver struct {
 	exits     *prometheus.CounterVec
 	restarts  *prometheus.CounterVec
 	jobState  *prometheus.GaugeVec
+	spans     *prometheus.HistogramVec
 
 	mu    sync.Mutex
 	ranks map[int]*rankMetrics
@@ -73,9 +74,12 @@ func NewDriver(reg prometheus.Registerer) *Driver {
 			Help: "Restarts of the job's gang, by reason."}, []string{"reason"}),
 		jobState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "spindle_job_state",
 			Help: "1 for the job's current state, 0 for the others."}, []string{"state"}),
+		spans: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "spindle_span_duration_seconds",
+			Help:    "Time training processes spent in collective operations, waiting for the feed and saving checkpoints (from the job's timeline; spindle.timeline).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12)}, []string{"kind"}),
 		ranks: map[int]*rankMetrics{},
 	}
-	reg.MustRegister(d.executors, d.rows, d.bytes, d.batches, d.steps, d.exits, d.restarts, d.jobState)
+	reg.MustRegister(d.executors, d.rows, d.bytes, d.batches, d.steps, d.exits, d.restarts, d.jobState, d.spans)
 	return d
 }
 
@@ -185,4 +189,14 @@ func ExitStatus(code int) string {
 		return "signal"
 	}
 	return "other"
+}
+
+// ObserveSpan adds one timeline span (kind collective, feed or checkpoint)
+// of duration seconds. Other kinds are left out, keeping the label's
+// values few.
+func (d *Driver) ObserveSpan(kind string, seconds float64) {
+	switch kind {
+	case "collective", "feed", "checkpoint":
+		d.spans.WithLabelValues(kind).Observe(seconds)
+	}
 }

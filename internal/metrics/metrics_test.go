@@ -140,3 +140,30 @@ func TestRestartReasonAndExitStatusLabelsStayBounded(t *testing.T) {
 		t.Errorf("%d exit status label values: %v", len(seen), seen)
 	}
 }
+
+// TestSpans: timeline spans become a histogram by kind, for the kinds
+// there are; others are left out, so the label's values stay few.
+func TestSpans(t *testing.T) {
+	reg := NewRegistry()
+	d := NewDriver(reg)
+	d.ObserveSpan("collective", 0.002)
+	d.ObserveSpan("collective", 0.004)
+	d.ObserveSpan("feed", 0.1)
+	d.ObserveSpan("made-up", 1)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]uint64{}
+	for _, f := range fams {
+		if f.GetName() != "spindle_span_duration_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			counts[m.GetLabel()[0].GetValue()] = m.GetHistogram().GetSampleCount()
+		}
+	}
+	if counts["collective"] != 2 || counts["feed"] != 1 || len(counts) != 2 {
+		t.Fatalf("span counts by kind: %v", counts)
+	}
+}
