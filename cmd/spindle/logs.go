@@ -17,6 +17,7 @@ import (
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/eventlog"
 	"github.com/spindle-ml/spindle/internal/jobview"
+	yarnclient "github.com/spindle-ml/spindle/yarn/client"
 )
 
 // logsCommand prints a job's training output, from its event log or from
@@ -61,6 +62,11 @@ func runLogs(c *cli.Context) error {
 			return cli.Exit(fmt.Sprintf("--ui %q: want the web UI's address, as in http://host:4040/", ui), exitUsage)
 		}
 		src = &uiSource{base: strings.TrimSuffix(ui, "/"), client: &http.Client{Timeout: 30 * time.Second}}
+	case yarnclient.IsAppID(id):
+		// Without an event log or a running driver, a finished YARN
+		// application's output is in YARN's own log aggregation.
+		return cli.Exit(fmt.Sprintf("%s is a YARN application: give --dir with its event log (spindle.eventLog.dir) or --ui with its running driver's web UI (its tracking URL); "+
+			"once it ended, YARN's log aggregation keeps its containers' output: yarn logs -applicationId %s", id, id), exitUsage)
 	default:
 		return cli.Exit("say where the job's logs are: --dir EVENT_LOG_DIR (spindle.eventLog.dir) or --ui URL (the address submit printed)", exitUsage)
 	}

@@ -71,9 +71,10 @@ func TestLogsCommand(t *testing.T) {
 		{[]string{"--role", "ps", jobID}, `role "ps"`},
 		{[]string{"nope-job"}, "nope-job"},
 		{[]string{"--ui", "localhost:4040", jobID}, "--ui"},
+		{[]string{"application_1700000000000_0042"}, "yarn logs -applicationId application_1700000000000_0042"},
 	} {
 		args := append([]string{"logs"}, bad.args...)
-		if bad.args[0] != "--ui" {
+		if bad.args[0] != "--ui" && !strings.HasPrefix(bad.args[0], "application_") {
 			args = append([]string{"logs", "--dir", events}, bad.args...)
 		}
 		r := spindle(t, dir, args...)
