@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -408,7 +409,10 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 		case err == nil && resp.GetStop() && resp.GetFinished():
 			return resp.GetReason(), true, nil
 		case err == nil && resp.GetStop():
-			return "the driver stopped the job: " + resp.GetReason(), false, nil
+			// The first line: the rest quotes the failed rank's stderr,
+			// which the driver prints itself.
+			why, _, _ := strings.Cut(resp.GetReason(), "\n")
+			return "the driver stopped the job: " + why, false, nil
 		case err == nil:
 			lastOK = time.Now()
 		case ctx.Err() != nil:
