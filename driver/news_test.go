@@ -37,7 +37,7 @@ func TestExecutorNews(t *testing.T) {
 	if c, ok := o.job.Log(1, "stdout", 0); !ok || len(c.Lines) != 1 || c.Lines[0] != "hello" {
 		t.Errorf("rank 1's log: %+v", c)
 	}
-	o.progress(time.Now(), []rankProgress{{rank: 1, role: RoleWorker, host: "h1", takenRows: 100, takenBatches: 10}})
+	o.progress(time.Now(), []rankProgress{{rank: 1, role: RoleWorker, host: "h1", takenRows: 100, takenBatches: 10, bytes: 4096}})
 	snap := o.job.Snapshot(time.Now())
 	if pts := snap.Scalars["loss"]; len(pts) != 1 || pts[0].V != 0.5 {
 		t.Errorf("loss points %v", pts)
@@ -48,7 +48,7 @@ func TestExecutorNews(t *testing.T) {
 			rank1 = &snap.Ranks[i]
 		}
 	}
-	if rank1 == nil || rank1.MemoryBytes != 1<<20 || rank1.Rows != 100 {
+	if rank1 == nil || rank1.MemoryBytes != 1<<20 || rank1.Rows != 100 || rank1.Bytes != 4096 {
 		t.Errorf("rank 1 in the ranks table: %+v", rank1)
 	}
 }

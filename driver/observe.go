@@ -54,6 +54,7 @@ type rankSeen struct {
 	state   string
 	rows    int64
 	batches int64
+	bytes   int64
 	epoch   int32
 	usage   rankUsage
 }
@@ -209,11 +210,11 @@ func (o *observer) progress(now time.Time, ranks []rankProgress) {
 		o.mu.Unlock()
 		// What the training process consumed, not the executor's read-ahead.
 		rows, batches := r.takenRows, r.takenBatches
-		if !known || seen.rows != rows || seen.batches != batches || seen.epoch != r.epoch || seen.usage != usage {
+		if !known || seen.rows != rows || seen.batches != batches || seen.bytes != r.bytes || seen.epoch != r.epoch || seen.usage != usage {
 			o.record(jobview.Event{Time: now, Kind: jobview.KindProgress, Rank: r.rank,
-				Progress: &jobview.Progress{Epoch: int64(r.epoch), Rows: rows, Batches: batches,
+				Progress: &jobview.Progress{Epoch: int64(r.epoch), Rows: rows, Batches: batches, Bytes: r.bytes,
 					Steps: usage.steps, CPUSeconds: usage.cpuSeconds, MemoryBytes: usage.memoryBytes}})
-			seen.rows, seen.batches, seen.epoch, seen.usage = rows, batches, r.epoch, usage
+			seen.rows, seen.batches, seen.bytes, seen.epoch, seen.usage = rows, batches, r.bytes, r.epoch, usage
 		}
 		o.ranks[r.rank] = seen
 	}

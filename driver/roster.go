@@ -416,6 +416,8 @@ type rankProgress struct {
 	// takenRows and takenBatches are what the training process read off
 	// its feed socket (rows and batches: what the executor wrote into it).
 	takenRows, takenBatches int64
+	// bytes is what the executor wrote into the feed socket.
+	bytes int64
 }
 
 // snapshot returns every rank's progress, in rank order.
@@ -432,6 +434,7 @@ func (g *roster) snapshot() []rankProgress {
 		if m.progress != nil {
 			p.rows, p.batches, p.epoch = m.progress.GetRows(), m.progress.GetBatches(), m.progress.GetEpoch()
 			p.takenRows, p.takenBatches = m.progress.GetTakenRows(), m.progress.GetTakenBatches()
+			p.bytes = m.progress.GetBytes()
 		}
 		out = append(out, p)
 	}

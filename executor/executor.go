@@ -516,7 +516,7 @@ func progressOf(s *wire.Server) *driverpb.Progress {
 	}
 	st := s.Stats()
 	return &driverpb.Progress{Rows: st.Rows, Batches: st.Batches, Epoch: int32(st.Epoch),
-		TakenRows: st.TakenRows, TakenBatches: st.TakenBatches}
+		TakenRows: st.TakenRows, TakenBatches: st.TakenBatches, Bytes: st.Bytes}
 }
 
 func firstNonEmpty(s ...string) string {

@@ -388,8 +388,10 @@ type Progress struct {
 	Epoch int32 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// taken_rows and taken_batches count what the training process read off
 	// the feed socket: its own progress.
-	TakenRows     int64 `protobuf:"varint,4,opt,name=taken_rows,json=takenRows,proto3" json:"taken_rows,omitempty"`
-	TakenBatches  int64 `protobuf:"varint,5,opt,name=taken_batches,json=takenBatches,proto3" json:"taken_batches,omitempty"`
+	TakenRows    int64 `protobuf:"varint,4,opt,name=taken_rows,json=takenRows,proto3" json:"taken_rows,omitempty"`
+	TakenBatches int64 `protobuf:"varint,5,opt,name=taken_batches,json=takenBatches,proto3" json:"taken_batches,omitempty"`
+	// bytes counts what the executor sent into the feed socket.
+	Bytes         int64 `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -455,6 +457,13 @@ func (x *Progress) GetTakenRows() int64 {
 func (x *Progress) GetTakenBatches() int64 {
 	if x != nil {
 		return x.TakenBatches
+	}
+	return 0
+}
+
+func (x *Progress) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
 	}
 	return 0
 }
@@ -1114,14 +1123,15 @@ const file_control_proto_rawDesc = "" +
 	"local_rank\x18\x03 \x01(\x05R\tlocalRank\x12(\n" +
 	"\x10local_world_size\x18\x04 \x01(\x05R\x0elocalWorldSize\x12.\n" +
 	"\x05peers\x18\x05 \x03(\v2\x18.spindle.control.v1.PeerR\x05peers\x12,\n" +
-	"\x04task\x18\a \x01(\v2\x18.spindle.control.v1.TaskR\x04taskJ\x04\b\x06\x10\aR\ttask_json\"\x92\x01\n" +
+	"\x04task\x18\a \x01(\v2\x18.spindle.control.v1.TaskR\x04taskJ\x04\b\x06\x10\aR\ttask_json\"\xa8\x01\n" +
 	"\bProgress\x12\x12\n" +
 	"\x04rows\x18\x01 \x01(\x03R\x04rows\x12\x18\n" +
 	"\abatches\x18\x02 \x01(\x03R\abatches\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x05R\x05epoch\x12\x1d\n" +
 	"\n" +
 	"taken_rows\x18\x04 \x01(\x03R\ttakenRows\x12#\n" +
-	"\rtaken_batches\x18\x05 \x01(\x03R\ftakenBatches\"\x8b\x03\n" +
+	"\rtaken_batches\x18\x05 \x01(\x03R\ftakenBatches\x12\x14\n" +
+	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\"\x8b\x03\n" +
 	"\x10HeartbeatRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
