@@ -23,6 +23,9 @@ const (
 	EnvJobID       = envcontract.JobID
 	EnvTimeoutSecs = envcontract.CollectiveTimeout
 	EnvPeerToken   = envcontract.PeerToken
+	// EnvLink selects the data link (see ParseLinkSpec); the executor sets
+	// it from spindle.rdma.mode and the rank's RDMA devices.
+	EnvLink = "SPINDLE_COLLECTIVE_LINK"
 )
 
 // Defaults applied by New to zero fields of Config.
@@ -173,7 +176,7 @@ func checkListenerPort(ln net.Listener, addr string) error {
 // ConfigFromEnv builds a Config from the training-process environment the
 // Spindle executor sets (SPINDLE_RANK, SPINDLE_WORLD_SIZE, SPINDLE_PEERS,
 // SPINDLE_PEER_LISTEN_FD, SPINDLE_JOB_ID, SPINDLE_COLLECTIVE_TIMEOUT,
-// SPINDLE_PEER_TOKEN).
+// SPINDLE_PEER_TOKEN, SPINDLE_COLLECTIVE_LINK).
 // Errors name the variable at fault. When SPINDLE_PEER_LISTEN_FD is set the
 // returned Config owns the inherited listener.
 func ConfigFromEnv() (Config, error) {
@@ -236,6 +239,19 @@ func configFromEnv(lookup func(string) (string, bool)) (Config, error) {
 			return Config{}, fmt.Errorf("collective: %s=%d and %s: %w", EnvPeerFD, fd, EnvPeers, err)
 		}
 		cfg.Listener = ln
+	}
+	if v, ok := lookup(EnvLink); ok {
+		spec, err := ParseLinkSpec(v)
+		if err == nil {
+			spec.TCP = TCPLinker{SocketBufferBytes: cfg.SocketBufferBytes}
+			cfg.Link, err = linkerFor(spec)
+		}
+		if err != nil {
+			if cfg.Listener != nil {
+				cfg.Listener.Close()
+			}
+			return Config{}, err
+		}
 	}
 	return cfg, nil
 }

@@ -2,11 +2,19 @@
 // for InfiniBand and RoCE (verbs), shared memory and TCP, chosen by UCX
 // (UCX_TLS, UCX_NET_DEVICES; the rdma package sets them per rank).
 //
-// The link is built only with -tags ucx (it needs UCX's headers, from
-// Debian's libucx-dev, at build time) and loads libucp.so.0 at run time
-// with dlopen, as NCCL loads libibverbs: a binary built with the tag still
-// starts, and reports UCX as unavailable, on a host without UCX. Without
-// the tag, NewLinker always fails with ErrUnavailable.
+// It is part of the default build: a thin cgo layer (shim.c) loads
+// libucp.so.0 at run time with dlopen, as NCCL loads libibverbs, so a
+// binary starts on a host without UCX and reports UCX unavailable
+// (Available). UCX's headers (Debian's libucx-dev) are needed at build
+// time for the layer to be real; without them, or without cgo, it builds
+// as a stub that is never available.
+//
+// Importing the package registers the "ucx" link kind with the collective
+// package: SPINDLE_COLLECTIVE_LINK=ucx (which the executor sets from
+// spindle.rdma.mode) selects it in collective.ConfigFromEnv. Over each of
+// the mesh's streams the two ranks negotiate (collective.Negotiate): a
+// direction runs over UCX when both ends offer it, and otherwise over the
+// stream itself, as TCP, with one log line saying why.
 //
 // The link only moves bytes; the collective package's peer mesh
 // authenticates the ranks, carries their worker addresses over its
@@ -14,15 +22,18 @@
 // ranks agree on. Messages are tagged with the sender's rank and a
 // sequence number, so they are taken in order; sends above a segment size
 // go out as several messages in flight at once, received straight into the
-// caller's buffer (pinned while UCX uses it, registered by UCX's
+// caller's buffer (pinned while UCX uses it, and registered by UCX's
 // registration cache, which keeps a communicator's reused buffers
 // registered); small ones go through a per-direction bounce buffer
 // allocated once. A waiting call polls the worker briefly, then sleeps on
 // the worker's event descriptor (ucp_worker_arm), so an idle link costs no
-// CPU.
+// CPU. The mesh streams of UCX directions stay open: a neighbour's process
+// ending closes them, which fails the calls waiting on it at once.
 //
-// Status: unfinished. Built with -tags ucx, its tests crash in UCX (a
-// request not returned to its pool, then SIGSEGV) over UCX's TCP
-// transport; nothing selects this link yet, and the default build does
-// not contain it.
+// Memory rules: UCX keeps the addresses of a request's buffer until the
+// request completes, so Go buffers are pinned (runtime.Pinner) until then.
+// A call that fails cancels its requests; one UCX cannot end at once stays
+// owned by the link, with its pins, until Close has closed the endpoints,
+// ended every request and destroyed the worker. Close waits for the calls
+// in progress to leave before it touches the worker.
 package ucx

@@ -1,5 +1,3 @@
-//go:build ucx
-
 package ucx
 
 import (

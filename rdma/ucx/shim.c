@@ -1,12 +1,22 @@
-//go:build ucx
+//go:build cgo && linux
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "shim.h"
 
-// The UCP and UCS entry points, resolved by spx_load.
+#if defined(__has_include)
+#if __has_include(<ucp/api/ucp.h>)
+#define SPX_HAVE_UCX 1
+#endif
+#endif
+
+#ifdef SPX_HAVE_UCX
+
+#include <dlfcn.h>
+#include <ucp/api/ucp.h>
+
+// The UCP entry points, resolved by spx_load.
 #define SPX_UCP_SYMS(X) \
 	X(ucp_config_read) X(ucp_config_release) X(ucp_init_version) X(ucp_cleanup) \
 	X(ucp_worker_create) X(ucp_worker_destroy) X(ucp_worker_get_address) \
@@ -25,15 +35,15 @@ int spx_load(char *err, size_t errlen) {
 	if (loaded) {
 		return 0;
 	}
-	// libucp pulls in libucs, which holds ucs_status_string.
 	void *ucp = dlopen("libucp.so.0", RTLD_NOW | RTLD_GLOBAL);
 	if (ucp == NULL) {
-		snprintf(err, errlen, "%s", dlerror());
+		snprintf(err, errlen, "cannot load libucp: %s", dlerror());
 		return -1;
 	}
+	// libucp pulls in libucs, which holds ucs_status_string.
 	void *ucs = dlopen("libucs.so.0", RTLD_NOW | RTLD_GLOBAL);
 	if (ucs == NULL) {
-		snprintf(err, errlen, "%s", dlerror());
+		snprintf(err, errlen, "cannot load libucs: %s", dlerror());
 		return -1;
 	}
 #define SPX_LOAD(n) \
@@ -53,7 +63,7 @@ const char *spx_version(void) { return p_ucp_get_version_string(); }
 
 const char *spx_status_string(int status) { return p_ucs_status_string((ucs_status_t)status); }
 
-int spx_init(ucp_context_h *ctx, ucp_worker_h *worker, int *efd) {
+int spx_init(void **ctxp, void **workerp, int *efd) {
 	ucp_config_t *config;
 	ucs_status_t st = p_ucp_config_read(NULL, NULL, &config);
 	if (st != UCS_OK) {
@@ -63,7 +73,8 @@ int spx_init(ucp_context_h *ctx, ucp_worker_h *worker, int *efd) {
 	memset(&params, 0, sizeof(params));
 	params.field_mask = UCP_PARAM_FIELD_FEATURES;
 	params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
-	st = p_ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, ctx);
+	ucp_context_h ctx;
+	st = p_ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &ctx);
 	p_ucp_config_release(config);
 	if (st != UCS_OK) {
 		return st;
@@ -73,60 +84,70 @@ int spx_init(ucp_context_h *ctx, ucp_worker_h *worker, int *efd) {
 	wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_EVENTS;
 	wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
 	wp.events = UCP_WAKEUP_TAG_SEND | UCP_WAKEUP_TAG_RECV | UCP_WAKEUP_TX | UCP_WAKEUP_RX;
-	st = p_ucp_worker_create(*ctx, &wp, worker);
+	ucp_worker_h worker;
+	st = p_ucp_worker_create(ctx, &wp, &worker);
 	if (st != UCS_OK) {
-		p_ucp_cleanup(*ctx);
+		p_ucp_cleanup(ctx);
 		return st;
 	}
-	st = p_ucp_worker_get_efd(*worker, efd);
+	st = p_ucp_worker_get_efd(worker, efd);
 	if (st != UCS_OK) {
-		p_ucp_worker_destroy(*worker);
-		p_ucp_cleanup(*ctx);
+		p_ucp_worker_destroy(worker);
+		p_ucp_cleanup(ctx);
 		return st;
 	}
+	*ctxp = ctx;
+	*workerp = worker;
 	return UCS_OK;
 }
 
-void spx_cleanup(ucp_context_h ctx, ucp_worker_h worker) {
-	p_ucp_worker_destroy(worker);
-	p_ucp_cleanup(ctx);
+void spx_cleanup(void *ctx, void *worker) {
+	p_ucp_worker_destroy((ucp_worker_h)worker);
+	p_ucp_cleanup((ucp_context_h)ctx);
 }
 
-int spx_address(ucp_worker_h worker, void **addr, size_t *len) {
-	ucp_address_t *a;
-	ucs_status_t st = p_ucp_worker_get_address(worker, &a, len);
+int spx_address(void *worker, void **addr, size_t *len) {
+	ucp_address_t *a = NULL;
+	ucs_status_t st = p_ucp_worker_get_address((ucp_worker_h)worker, &a, len);
 	*addr = a;
 	return st;
 }
 
-void spx_release_address(ucp_worker_h worker, void *addr) {
-	p_ucp_worker_release_address(worker, (ucp_address_t *)addr);
+void spx_release_address(void *worker, void *addr) {
+	p_ucp_worker_release_address((ucp_worker_h)worker, (ucp_address_t *)addr);
 }
 
 static void spx_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status) {
 	spx_ep *e = arg;
+	(void)ep;
 	e->status = status;
 	e->failed = 1;
 }
 
-int spx_ep_create(ucp_worker_h worker, const void *addr, spx_ep *ep) {
+int spx_ep_create(void *worker, const void *addr, spx_ep *ep, int peer_errors) {
 	ucp_ep_params_t p;
 	memset(&p, 0, sizeof(p));
 	p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
 		UCP_EP_PARAM_FIELD_ERR_HANDLER;
 	p.address = (const ucp_address_t *)addr;
-	p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+	p.err_mode = peer_errors ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
 	p.err_handler.cb = spx_ep_error;
 	p.err_handler.arg = ep;
-	return p_ucp_ep_create(worker, &p, &ep->ep);
+	ucp_ep_h h;
+	ucs_status_t st = p_ucp_ep_create((ucp_worker_h)worker, &p, &h);
+	if (st == UCS_OK) {
+		ep->ep = h;
+		ep->peer_errors = peer_errors;
+	}
+	return st;
 }
 
-void *spx_ep_close(ucp_worker_h worker, spx_ep *ep, int force) {
+void *spx_ep_close(spx_ep *ep, int force) {
 	ucp_request_param_t p;
 	memset(&p, 0, sizeof(p));
 	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
 	p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-	void *r = p_ucp_ep_close_nbx(ep->ep, &p);
+	void *r = p_ucp_ep_close_nbx((ucp_ep_h)ep->ep, &p);
 	if (UCS_PTR_IS_ERR(r)) {
 		return NULL;
 	}
@@ -138,7 +159,7 @@ void *spx_send(spx_ep *ep, const void *buf, size_t len, uint64_t tag, int *statu
 	memset(&p, 0, sizeof(p));
 	p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
 	p.memory_type = UCS_MEMORY_TYPE_HOST;
-	void *r = p_ucp_tag_send_nbx(ep->ep, buf, len, tag, &p);
+	void *r = p_ucp_tag_send_nbx((ucp_ep_h)ep->ep, buf, len, tag, &p);
 	*status = UCS_OK;
 	if (UCS_PTR_IS_ERR(r)) {
 		*status = UCS_PTR_STATUS(r);
@@ -147,21 +168,21 @@ void *spx_send(spx_ep *ep, const void *buf, size_t len, uint64_t tag, int *statu
 	return r;
 }
 
-void *spx_probe(ucp_worker_h worker, uint64_t tag, size_t *len) {
+void *spx_probe(void *worker, uint64_t tag, size_t *len) {
 	ucp_tag_recv_info_t info;
-	ucp_tag_message_h m = p_ucp_tag_probe_nb(worker, tag, (ucp_tag_t)-1, 1, &info);
+	ucp_tag_message_h m = p_ucp_tag_probe_nb((ucp_worker_h)worker, tag, (ucp_tag_t)-1, 1, &info);
 	if (m != NULL) {
 		*len = info.length;
 	}
 	return m;
 }
 
-void *spx_msg_recv(ucp_worker_h worker, void *buf, size_t len, void *msg, int *status) {
+void *spx_msg_recv(void *worker, void *buf, size_t len, void *msg, int *status) {
 	ucp_request_param_t p;
 	memset(&p, 0, sizeof(p));
 	p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE;
 	p.memory_type = UCS_MEMORY_TYPE_HOST;
-	void *r = p_ucp_tag_msg_recv_nbx(worker, buf, len, (ucp_tag_message_h)msg, &p);
+	void *r = p_ucp_tag_msg_recv_nbx((ucp_worker_h)worker, buf, len, (ucp_tag_message_h)msg, &p);
 	*status = UCS_OK;
 	if (UCS_PTR_IS_ERR(r)) {
 		*status = UCS_PTR_STATUS(r);
@@ -172,10 +193,43 @@ void *spx_msg_recv(ucp_worker_h worker, void *buf, size_t len, void *msg, int *s
 
 int spx_request_status(void *req) { return p_ucp_request_check_status(req); }
 
-void spx_request_cancel(ucp_worker_h worker, void *req) { p_ucp_request_cancel(worker, req); }
+void spx_request_cancel(void *worker, void *req) { p_ucp_request_cancel((ucp_worker_h)worker, req); }
 
 void spx_request_free(void *req) { p_ucp_request_free(req); }
 
-unsigned spx_progress(ucp_worker_h worker) { return p_ucp_worker_progress(worker); }
+unsigned spx_progress(void *worker) { return p_ucp_worker_progress((ucp_worker_h)worker); }
 
-int spx_arm(ucp_worker_h worker) { return p_ucp_worker_arm(worker); }
+int spx_arm(void *worker) { return p_ucp_worker_arm((ucp_worker_h)worker); }
+
+#else // no UCX headers at build time: UCX is never available
+
+int spx_load(char *err, size_t errlen) {
+	snprintf(err, errlen, "built without UCX's headers (install libucx-dev and rebuild)");
+	return -1;
+}
+
+// Nothing below runs: spx_load failed.
+const char *spx_version(void) { return ""; }
+const char *spx_status_string(int status) { (void)status; return "UCX not built in"; }
+int spx_init(void **ctx, void **worker, int *efd) { (void)ctx; (void)worker; (void)efd; return -1; }
+void spx_cleanup(void *ctx, void *worker) { (void)ctx; (void)worker; }
+int spx_address(void *worker, void **addr, size_t *len) { (void)worker; (void)addr; (void)len; return -1; }
+void spx_release_address(void *worker, void *addr) { (void)worker; (void)addr; }
+int spx_ep_create(void *worker, const void *addr, spx_ep *ep, int peer_errors) {
+	(void)worker; (void)addr; (void)ep; (void)peer_errors; return -1;
+}
+void *spx_ep_close(spx_ep *ep, int force) { (void)ep; (void)force; return NULL; }
+void *spx_send(spx_ep *ep, const void *buf, size_t len, uint64_t tag, int *status) {
+	(void)ep; (void)buf; (void)len; (void)tag; *status = -1; return NULL;
+}
+void *spx_probe(void *worker, uint64_t tag, size_t *len) { (void)worker; (void)tag; (void)len; return NULL; }
+void *spx_msg_recv(void *worker, void *buf, size_t len, void *msg, int *status) {
+	(void)worker; (void)buf; (void)len; (void)msg; *status = -1; return NULL;
+}
+int spx_request_status(void *req) { (void)req; return -1; }
+void spx_request_cancel(void *worker, void *req) { (void)worker; (void)req; }
+void spx_request_free(void *req) { (void)req; }
+unsigned spx_progress(void *worker) { (void)worker; return 0; }
+int spx_arm(void *worker) { (void)worker; return -1; }
+
+#endif

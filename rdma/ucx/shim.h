@@ -1,34 +1,44 @@
-//go:build ucx
+//go:build cgo && linux
 
-// A thin layer over UCX's UCP API: libucp is loaded at run time with
-// dlopen, so a binary built with -tags ucx still starts on hosts without
-// UCX (and says so). Every call but spx_load takes the worker lock held by
-// the Go side.
+// A thin layer over UCX's UCP API. libucp is loaded at run time with
+// dlopen, so a binary with this layer still starts on hosts without UCX
+// (and says so). Its types hide UCX's: the Go side compiles, and the
+// layer builds as a stub that reports UCX unavailable, when UCX's headers
+// are not installed. Every call but spx_load holds the Go side's worker
+// lock.
 #ifndef SPINDLE_UCX_SHIM_H
 #define SPINDLE_UCX_SHIM_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <ucp/api/ucp.h>
 
-// spx_ep is an endpoint and what its error handler saw.
+// spx_ep is an endpoint and what its error handler saw. It lives in C
+// memory: UCX keeps a pointer to it for the handler.
 typedef struct {
-	ucp_ep_h ep;
-	volatile int failed;     // set by the error handler
-	volatile int status;     // the ucs_status_t it got
+	void *ep;            // ucp_ep_h
+	volatile int failed; // set by the error handler
+	volatile int status; // the ucs_status_t it got
+	int peer_errors;     // created with UCX's peer failure reports
 } spx_ep;
 
+// spx_load resolves libucp's entry points; on failure it returns -1 and
+// writes why into err.
 int spx_load(char *err, size_t errlen);
 const char *spx_version(void);
 const char *spx_status_string(int status);
 
-int spx_init(ucp_context_h *ctx, ucp_worker_h *worker, int *efd);
-void spx_cleanup(ucp_context_h ctx, ucp_worker_h worker);
-int spx_address(ucp_worker_h worker, void **addr, size_t *len);
-void spx_release_address(ucp_worker_h worker, void *addr);
+int spx_init(void **ctx, void **worker, int *efd);
+void spx_cleanup(void *ctx, void *worker);
+int spx_address(void *worker, void **addr, size_t *len);
+void spx_release_address(void *worker, void *addr);
 
-int spx_ep_create(ucp_worker_h worker, const void *addr, spx_ep *ep);
-void *spx_ep_close(ucp_worker_h worker, spx_ep *ep, int force);
+// spx_ep_create connects ep to the worker at addr. With peer_errors, UCX
+// reports a failed peer to ep's handler, which only some transports
+// support (not shared memory).
+int spx_ep_create(void *worker, const void *addr, spx_ep *ep, int peer_errors);
+// spx_ep_close starts closing ep; it returns a request to poll, or NULL
+// when the close completed (or failed) at once.
+void *spx_ep_close(spx_ep *ep, int force);
 
 // spx_send starts a tagged send of len bytes at buf. It returns NULL when
 // the send completed at once, a request to poll, or NULL with *status set
@@ -36,14 +46,15 @@ void *spx_ep_close(ucp_worker_h worker, spx_ep *ep, int force);
 void *spx_send(spx_ep *ep, const void *buf, size_t len, uint64_t tag, int *status);
 // spx_probe looks for the message tagged tag and takes it off the
 // unexpected queue; it returns NULL when none has arrived.
-void *spx_probe(ucp_worker_h worker, uint64_t tag, size_t *len);
-void *spx_msg_recv(ucp_worker_h worker, void *buf, size_t len, void *msg, int *status);
+void *spx_probe(void *worker, uint64_t tag, size_t *len);
+// spx_msg_recv receives a probed message into buf, like spx_send.
+void *spx_msg_recv(void *worker, void *buf, size_t len, void *msg, int *status);
 
 int spx_request_status(void *req);
-void spx_request_cancel(ucp_worker_h worker, void *req);
+void spx_request_cancel(void *worker, void *req);
 void spx_request_free(void *req);
 
-unsigned spx_progress(ucp_worker_h worker);
-int spx_arm(ucp_worker_h worker);
+unsigned spx_progress(void *worker);
+int spx_arm(void *worker);
 
 #endif

@@ -1,7 +1,250 @@
 package ucx
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
 
-// ErrUnavailable means this binary cannot use UCX: it was built without
-// -tags ucx, or libucp could not be loaded.
+	"github.com/spindle-ml/spindle/collective"
+)
+
+// ErrUnavailable means this process cannot use UCX: libucp could not be
+// loaded, or the binary was built without cgo or UCX's headers.
 var ErrUnavailable = errors.New("ucx: not available")
+
+// Name is the link kind's name in SPINDLE_COLLECTIVE_LINK and logs.
+const Name = "ucx"
+
+func init() {
+	collective.RegisterLinker(Name, func(spec collective.LinkSpec) (collective.Linker, error) {
+		return Linker{Spec: spec}, nil
+	})
+}
+
+// Available reports whether this process can use UCX: detail is the
+// loaded UCX's version, or why not.
+func Available() (ok bool, detail string) {
+	if err := load(); err != nil {
+		return false, err.Error()
+	}
+	return true, "UCX " + version()
+}
+
+// NewLinker returns a Linker that moves a communicator's bytes over UCX
+// where both ends of a stream can, and fails with ErrUnavailable when this
+// process cannot use UCX at all (tests and tools that want UCX or nothing).
+func NewLinker() (collective.Linker, error) {
+	if err := load(); err != nil {
+		return nil, err
+	}
+	return Linker{Spec: collective.LinkSpec{Name: Name,
+		TCP: collective.TCPLinker{SocketBufferBytes: collective.DefaultSocketBufferBytes}}}, nil
+}
+
+// Linker builds UCX data links. Over each mesh stream the two ranks swap
+// offers (collective.Negotiate): the stream's direction uses UCX when both
+// offer it, and otherwise carries its bytes itself, over TCP, so a rank
+// without UCX (no libucp, no device, a program without this package) slows
+// only its own links and the job still runs. The rank logs one line
+// saying which link it uses and, for TCP, why.
+type Linker struct {
+	// Spec is the selection read from SPINDLE_COLLECTIVE_LINK: Declined
+	// offers nothing; Required fails instead of falling back.
+	Spec collective.LinkSpec
+}
+
+var _ collective.Linker = Linker{}
+
+// Name implements collective.Linker.
+func (Linker) Name() string { return Name }
+
+// Link implements collective.Linker.
+func (l Linker) Link(ctx context.Context, s collective.LinkSetup) (collective.Link, error) {
+	var eng *engine
+	why := ""
+	if l.Spec.Declined {
+		why = "no usable RDMA device on this rank"
+	} else {
+		var err error
+		if eng, err = newEngine(s.Rank, s.Timeout); err != nil {
+			why = err.Error()
+		}
+	}
+	if why != "" && l.Spec.Required {
+		s.CloseStreams()
+		return nil, fmt.Errorf("rank %d cannot use UCX (%s=%s): %s", s.Rank, collective.EnvLink, l.Spec, why)
+	}
+	offer := collective.Offer{Why: why}
+	if eng != nil {
+		offer = collective.Offer{Name: Name, Payload: eng.address()}
+	}
+	outs, ins, err := collective.Negotiate(ctx, s, offer)
+	if err != nil {
+		if eng != nil {
+			eng.Close()
+		}
+		s.CloseStreams()
+		return nil, err
+	}
+	theirs := func(peer int, out bool) collective.Offer {
+		if out {
+			return outs[peer]
+		}
+		return ins[peer]
+	}
+	viaUCX := func(peer int, out bool) bool { return eng != nil && theirs(peer, out).Name == Name }
+	picked, rest := s.Split(viaUCX)
+
+	// Why each TCP stream is TCP, for the log line and a required mode.
+	var reasons []string
+	for _, out := range []bool{true, false} {
+		streams := rest.In
+		if out {
+			streams = rest.Out
+		}
+		for p, c := range streams {
+			if c == nil {
+				continue
+			}
+			r := why
+			if r == "" {
+				r = fmt.Sprintf("rank %d: %s", p, orDefault(theirs(p, out).Why, "it does not offer UCX"))
+			}
+			if !contains(reasons, r) {
+				reasons = append(reasons, r)
+			}
+		}
+	}
+	sort.Strings(reasons)
+	if l.Spec.Required && len(reasons) > 0 {
+		if eng != nil {
+			eng.Close()
+		}
+		s.CloseStreams()
+		return nil, fmt.Errorf("UCX required (%s=%s) but a link cannot use it: %s", collective.EnvLink, l.Spec, strings.Join(reasons, "; "))
+	}
+
+	lk := &link{rank: s.Rank}
+	if eng != nil && !picked.Empty() {
+		lk.ucx = eng
+		lk.outUCX, lk.inUCX = make([]bool, len(s.Out)), make([]bool, len(s.In))
+		for _, set := range []struct {
+			out   bool
+			offer []collective.Offer
+		}{{true, outs}, {false, ins}} {
+			streams := picked.In
+			if set.out {
+				streams = picked.Out
+			}
+			for p, c := range streams {
+				if c == nil {
+					continue
+				}
+				if err := eng.connect(p, set.offer[p].Payload, set.out, c); err != nil {
+					eng.Close()
+					rest.CloseStreams()
+					return nil, err
+				}
+				if set.out {
+					lk.outUCX[p] = true
+				} else {
+					lk.inUCX[p] = true
+				}
+			}
+		}
+	} else if eng != nil {
+		eng.Close()
+	}
+	if !rest.Empty() {
+		t, err := l.Spec.TCP.Link(ctx, rest)
+		if err != nil {
+			lk.Close()
+			rest.CloseStreams()
+			return nil, err
+		}
+		lk.tcp = t
+	}
+	switch {
+	case lk.tcp == nil:
+		s.Logger.Info("data link is ucx", "ucx", version())
+	case lk.ucx == nil:
+		s.Logger.Info("data link is tcp", "selected", Name, "reason", strings.Join(reasons, "; "))
+	default:
+		s.Logger.Info("data link is ucx to some neighbours, tcp to others", "ucx", version(), "tcp_reason", strings.Join(reasons, "; "))
+	}
+	return lk, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// link routes each direction to UCX or TCP, as negotiated.
+type link struct {
+	rank          int
+	ucx           *engine         // nil when no direction uses UCX
+	tcp           collective.Link // nil when none uses TCP
+	outUCX, inUCX []bool          // by peer rank
+}
+
+var _ collective.Link = (*link)(nil)
+
+func (l *link) pick(ucx []bool, peer int) collective.Link {
+	if peer >= 0 && peer < len(ucx) && ucx[peer] {
+		return l.ucx
+	}
+	return l.tcp
+}
+
+// Send implements collective.Link.
+func (l *link) Send(ctx context.Context, peer int, p []byte) error {
+	t := l.pick(l.outUCX, peer)
+	if t == nil {
+		return fmt.Errorf("ucx: rank %d has no link to send to rank %d", l.rank, peer)
+	}
+	return t.Send(ctx, peer, p)
+}
+
+// Recv implements collective.Link.
+func (l *link) Recv(ctx context.Context, peer int, p []byte) error {
+	t := l.pick(l.inUCX, peer)
+	if t == nil {
+		return fmt.Errorf("ucx: rank %d has no link to receive from rank %d", l.rank, peer)
+	}
+	return t.Recv(ctx, peer, p)
+}
+
+// Interrupt implements collective.Link.
+func (l *link) Interrupt() {
+	if l.ucx != nil {
+		l.ucx.Interrupt()
+	}
+	if l.tcp != nil {
+		l.tcp.Interrupt()
+	}
+}
+
+// Close implements collective.Link.
+func (l *link) Close() error {
+	if l.ucx != nil {
+		l.ucx.Close()
+	}
+	if l.tcp != nil {
+		l.tcp.Close()
+	}
+	return nil
+}

@@ -1,0 +1,647 @@
+//go:build cgo && linux
+
+package ucx
+
+/*
+#cgo LDFLAGS: -ldl
+#include <stdlib.h>
+#include <string.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// segmentBytes is the largest message a Send posts: larger sends go
+	// out as several messages in flight at once, which the receiver takes
+	// straight into its buffer.
+	segmentBytes = 256 << 10
+	// bounceBytes is the size of each direction's bounce buffer: messages
+	// this small are copied through it rather than pinned.
+	bounceBytes = 8 << 10
+	// maxPollWait bounds one sleep on the worker's event descriptor, a
+	// safety net for a wake-up another waiter consumed.
+	maxPollWait = 10 * time.Millisecond
+	// spinRounds is how many times a waiter polls the worker before it
+	// sleeps on the event descriptor: short waits stay fast.
+	spinRounds = 64
+	// tagSeqBits holds a message's sequence number in its tag; the sender's
+	// rank is above it.
+	tagSeqBits = 40
+	// abandonWait bounds how long a failed call waits for its cancelled
+	// requests; the rest are left to Close.
+	abandonWait = 50 * time.Millisecond
+	// closeWait bounds how long Close waits for endpoints to close.
+	closeWait = 2 * time.Second
+	// flushWait bounds it for endpoints without peer failure reports.
+	flushWait = 200 * time.Millisecond
+
+	statusOK         = 0
+	statusInProgress = 1
+	statusBusy       = -15
+	// statusUnreachable is UCS_ERR_UNREACHABLE.
+	statusUnreachable = -6
+)
+
+var loadOnce struct {
+	sync.Once
+	err error
+}
+
+// load resolves libucp's entry points, once.
+func load() error {
+	loadOnce.Do(func() {
+		var buf [512]C.char
+		if C.spx_load(&buf[0], C.size_t(len(buf))) != 0 {
+			loadOnce.err = fmt.Errorf("%w: %s", ErrUnavailable, C.GoString(&buf[0]))
+		}
+	})
+	return loadOnce.err
+}
+
+// version is the loaded UCX's version; load must have succeeded.
+func version() string { return C.GoString(C.spx_version()) }
+
+func statusError(st C.int) error {
+	return errors.New("ucx: " + C.GoString(C.spx_status_string(st)))
+}
+
+// direction is the state of sending to, or receiving from, one peer. Only
+// the one goroutine that sends to (receives from) the peer touches it,
+// under the engine's worker lock where UCX is involved.
+type direction struct {
+	seq      uint64
+	pin      *runtime.Pinner
+	pinned   bool
+	bounce   unsafe.Pointer // C memory
+	staging  unsafe.Pointer // C memory for a message larger than asked for
+	stageCap int
+	leftover []byte // the unread rest of such a message
+	spare    []byte // leftover's reusable backing array
+	reqs     []unsafe.Pointer
+	lost     atomic.Pointer[error] // set by the stream watcher
+	broken   error                 // a failed call left requests behind
+}
+
+func newDirection() *direction {
+	return &direction{pin: new(runtime.Pinner), bounce: C.malloc(bounceBytes), reqs: make([]unsafe.Pointer, 0, 64)}
+}
+
+func (d *direction) unpin() {
+	if d.pinned {
+		d.pin.Unpin()
+		d.pinned = false
+	}
+}
+
+// engine is one rank's UCP worker and its endpoints to the neighbours
+// whose streams chose UCX. It implements collective.Link for them.
+type engine struct {
+	rank    int
+	timeout time.Duration
+
+	// life is held shared by every call and exclusively by Close, so the
+	// worker is never destroyed under a call.
+	life   sync.RWMutex
+	closed bool
+
+	mu   sync.Mutex // the worker lock: every UCP call holds it
+	ctx  unsafe.Pointer
+	w    unsafe.Pointer
+	efd  C.int
+	addr []byte
+	eps  map[int]*C.spx_ep // C memory; fixed once connected
+	// noPeerErrors is set once UCX could not give an endpoint peer
+	// failure reports (shared memory): later endpoints go without.
+	noPeerErrors bool
+
+	wakeMu  sync.RWMutex // guards wake against Close
+	wake    int          // eventfd: interrupts, cancellations, others' progress
+	blocked atomic.Int32 // waiters asleep on the event descriptors
+
+	out, in map[int]*direction // fixed once connected
+	streams []*net.TCPConn
+
+	// Requests a failed call could not end, and the pins of the memory
+	// they may still touch: Close ends them before the worker goes.
+	orphans    []unsafe.Pointer
+	orphanPins []*runtime.Pinner
+
+	interrupted atomic.Bool
+	closeOnce   sync.Once
+	wg          sync.WaitGroup // stream watchers
+}
+
+// newEngine starts a UCP worker (UCX reads UCX_TLS, UCX_NET_DEVICES and
+// its other variables now) and gets its address.
+func newEngine(rank int, timeout time.Duration) (*engine, error) {
+	if err := load(); err != nil {
+		return nil, err
+	}
+	e := &engine{rank: rank, timeout: timeout, wake: -1,
+		eps: make(map[int]*C.spx_ep), out: make(map[int]*direction), in: make(map[int]*direction)}
+	var ctx, w unsafe.Pointer
+	var efd C.int
+	if st := C.spx_init(&ctx, &w, &efd); st != statusOK {
+		return nil, fmt.Errorf("start a UCP worker: %w", statusError(st))
+	}
+	e.ctx, e.w, e.efd = ctx, w, efd
+	wake, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		C.spx_cleanup(e.ctx, e.w)
+		return nil, fmt.Errorf("create an eventfd: %w", err)
+	}
+	e.wake = wake
+	var addr unsafe.Pointer
+	var alen C.size_t
+	if st := C.spx_address(e.w, &addr, &alen); st != statusOK {
+		e.Close()
+		return nil, fmt.Errorf("get the UCP worker address: %w", statusError(st))
+	}
+	e.addr = C.GoBytes(addr, C.int(alen))
+	C.spx_release_address(e.w, addr)
+	return e, nil
+}
+
+// address is the worker's address, for the peers' endpoints.
+func (e *engine) address() []byte { return e.addr }
+
+// connect creates the endpoint to peer (once) and the state of the
+// directions to and from it that use UCX. c is the mesh stream of that
+// direction, kept open to learn at once when the peer goes.
+func (e *engine) connect(peer int, addr []byte, out bool, c *net.TCPConn) error {
+	if _, ok := e.eps[peer]; !ok {
+		ep := (*C.spx_ep)(C.calloc(1, C.size_t(unsafe.Sizeof(C.spx_ep{}))))
+		caddr := C.CBytes(addr)
+		// UCX's peer failure reports where the transports have them; the
+		// mesh stream's watcher and the timeout cover the others (shared
+		// memory).
+		e.mu.Lock()
+		st := C.int(statusUnreachable)
+		if !e.noPeerErrors {
+			st = C.spx_ep_create(e.w, caddr, ep, 1)
+		}
+		if st == statusUnreachable {
+			e.noPeerErrors = true
+			st = C.spx_ep_create(e.w, caddr, ep, 0)
+		}
+		e.mu.Unlock()
+		C.free(caddr)
+		if st != statusOK {
+			C.free(unsafe.Pointer(ep))
+			return fmt.Errorf("connect a UCP endpoint to rank %d: %w", peer, statusError(st))
+		}
+		e.eps[peer] = ep
+	}
+	if out {
+		e.out[peer] = newDirection()
+	} else {
+		e.in[peer] = newDirection()
+	}
+	e.streams = append(e.streams, c)
+	e.wg.Add(1)
+	go e.watch(peer, c)
+	return nil
+}
+
+// watch waits for the peer to close its end of a mesh stream: it only
+// does when its process ends or closes its communicator, so the calls
+// waiting on it fail at once rather than at the timeout.
+func (e *engine) watch(peer int, c *net.TCPConn) {
+	defer e.wg.Done()
+	var b [1]byte
+	_, err := c.Read(b[:])
+	if err == nil {
+		err = errors.New("unexpected data")
+	}
+	if e.interrupted.Load() {
+		return
+	}
+	lost := fmt.Errorf("connection to rank %d lost: %w", peer, err)
+	if errors.Is(err, io.EOF) {
+		lost = fmt.Errorf("rank %d closed its link: %w", peer, io.ErrUnexpectedEOF)
+	}
+	for _, d := range []*direction{e.out[peer], e.in[peer]} {
+		if d != nil {
+			d.lost.CompareAndSwap(nil, &lost)
+		}
+	}
+	e.signal()
+}
+
+// signal wakes the waiters asleep on the event descriptors.
+func (e *engine) signal() {
+	e.wakeMu.RLock()
+	defer e.wakeMu.RUnlock()
+	if e.wake < 0 {
+		return
+	}
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	unix.Write(e.wake, one[:])
+}
+
+func tagOf(sender int, seq uint64) C.uint64_t {
+	return C.uint64_t(uint64(sender)<<tagSeqBits | seq&(1<<tagSeqBits-1))
+}
+
+var (
+	errInterrupted = errors.New("ucx: interrupted")
+	errClosed      = errors.New("ucx: link closed")
+)
+
+// Send implements collective.Link.
+func (e *engine) Send(ctx context.Context, peer int, p []byte) error {
+	e.life.RLock()
+	defer e.life.RUnlock()
+	d, ep := e.out[peer], e.eps[peer]
+	if d == nil || ep == nil {
+		return fmt.Errorf("ucx: rank %d has no link to send to rank %d", e.rank, peer)
+	}
+	if err := e.check(ctx, d, ep); err != nil {
+		return err
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	d.reqs = d.reqs[:0]
+	e.mu.Lock()
+	if len(p) <= bounceBytes {
+		C.memcpy(d.bounce, unsafe.Pointer(unsafe.SliceData(p)), C.size_t(len(p)))
+		var st C.int
+		r := C.spx_send(ep, d.bounce, C.size_t(len(p)), tagOf(e.rank, d.seq), &st)
+		d.seq++
+		if r != nil {
+			d.reqs = append(d.reqs, r)
+		} else if st != statusOK {
+			e.mu.Unlock()
+			return e.fail(d, statusError(st))
+		}
+	} else {
+		// UCX keeps the address until the request completes: the memory
+		// must not move, so it stays pinned until then.
+		d.pin.Pin(unsafe.SliceData(p))
+		d.pinned = true
+		for off := 0; off < len(p); off += segmentBytes {
+			n := min(segmentBytes, len(p)-off)
+			var st C.int
+			r := C.spx_send(ep, unsafe.Pointer(&p[off]), C.size_t(n), tagOf(e.rank, d.seq), &st)
+			d.seq++
+			if r != nil {
+				d.reqs = append(d.reqs, r)
+			} else if st != statusOK {
+				e.mu.Unlock()
+				return e.fail(d, statusError(st))
+			}
+		}
+	}
+	e.mu.Unlock()
+	if err := e.wait(ctx, d, ep); err != nil {
+		return err
+	}
+	d.unpin()
+	return nil
+}
+
+// Recv implements collective.Link. Messages come in the order sent (their
+// tags carry the sender's sequence number); each goes straight into p
+// when it fits, and otherwise through the staging buffer, whose rest the
+// next Recv reads first.
+func (e *engine) Recv(ctx context.Context, peer int, p []byte) error {
+	e.life.RLock()
+	defer e.life.RUnlock()
+	d, ep := e.in[peer], e.eps[peer]
+	if d == nil || ep == nil {
+		return fmt.Errorf("ucx: rank %d has no link to receive from rank %d", e.rank, peer)
+	}
+	if err := e.check(ctx, d, ep); err != nil {
+		return err
+	}
+	off := copy(p, d.leftover)
+	d.leftover = d.leftover[off:]
+	deadline := time.Now().Add(e.timeout)
+	for off < len(p) {
+		if err := e.check(ctx, d, ep); err != nil {
+			return err
+		}
+		d.reqs = d.reqs[:0]
+		posted, staged, stageWant, done := 0, 0, 0, 0
+		e.mu.Lock()
+		for spins := 0; ; spins++ {
+			e.progress()
+			for off+posted < len(p) && staged == 0 {
+				var mlen C.size_t
+				msg := C.spx_probe(e.w, tagOf(peer, d.seq), &mlen)
+				if msg == nil {
+					break
+				}
+				d.seq++
+				want := len(p) - off - posted
+				var st C.int
+				var r unsafe.Pointer
+				if int(mlen) <= want {
+					if !d.pinned {
+						d.pin.Pin(unsafe.SliceData(p))
+						d.pinned = true
+					}
+					r = C.spx_msg_recv(e.w, unsafe.Pointer(&p[off+posted]), mlen, msg, &st)
+					posted += int(mlen)
+				} else {
+					if int(mlen) > d.stageCap {
+						d.staging = C.realloc(d.staging, mlen)
+						d.stageCap = int(mlen)
+					}
+					r = C.spx_msg_recv(e.w, d.staging, mlen, msg, &st)
+					staged, stageWant = int(mlen), want
+				}
+				switch {
+				case r != nil:
+					d.reqs = append(d.reqs, r)
+				case st != statusOK:
+					e.mu.Unlock()
+					return e.fail(d, statusError(st))
+				default:
+					done++ // completed at once (an eager message already here)
+				}
+			}
+			if len(d.reqs) > 0 || done > 0 || spins >= spinRounds {
+				break
+			}
+			e.mu.Unlock()
+			runtime.Gosched()
+			e.mu.Lock()
+		}
+		if len(d.reqs) == 0 && done == 0 {
+			// Nothing has arrived: sleep until something does.
+			e.blocked.Add(1)
+			st := C.spx_arm(e.w)
+			e.mu.Unlock()
+			if st != statusBusy {
+				e.sleep(deadline)
+			}
+			e.blocked.Add(-1)
+			if time.Now().After(deadline) {
+				return fmt.Errorf("ucx: nothing from rank %d for %s: %w", peer, e.timeout, os.ErrDeadlineExceeded)
+			}
+			continue
+		}
+		e.mu.Unlock()
+		if err := e.wait(ctx, d, ep); err != nil {
+			return err
+		}
+		off += posted
+		if staged > 0 {
+			stage := unsafe.Slice((*byte)(d.staging), staged)
+			off += copy(p[off:], stage[:stageWant])
+			d.spare = append(d.spare[:0], stage[stageWant:]...)
+			d.leftover = d.spare
+		}
+		deadline = time.Now().Add(e.timeout)
+	}
+	d.unpin()
+	return nil
+}
+
+// progress drives the worker; e.mu is held. Others asleep are woken when
+// it moved anything, since it may have been theirs.
+func (e *engine) progress() {
+	moved := false
+	for i := 0; i < 64 && C.spx_progress(e.w) > 0; i++ {
+		moved = true
+	}
+	if moved && e.blocked.Load() > 0 {
+		e.signal()
+	}
+}
+
+// check returns why a call on d cannot go on, or nil.
+func (e *engine) check(ctx context.Context, d *direction, ep *C.spx_ep) error {
+	switch {
+	case e.closed:
+		return errClosed
+	case e.interrupted.Load():
+		return errInterrupted
+	case d.broken != nil:
+		return d.broken
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	if err := d.lost.Load(); err != nil {
+		return *err
+	}
+	if ep.failed != 0 {
+		return fmt.Errorf("ucx endpoint failed: %w", statusError(C.int(ep.status)))
+	}
+	return nil
+}
+
+// wait drives the worker until every request in d.reqs has completed. A
+// request completing restarts the timeout; a failure gives up on the rest.
+func (e *engine) wait(ctx context.Context, d *direction, ep *C.spx_ep) error {
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, e.signal)
+		defer stop()
+	}
+	deadline := time.Now().Add(e.timeout)
+	for spins := 0; ; spins++ {
+		e.mu.Lock()
+		e.progress()
+		pending := 0
+		var failed C.int
+		for i, r := range d.reqs {
+			if r == nil {
+				continue
+			}
+			st := C.spx_request_status(r)
+			if st == statusInProgress {
+				pending++
+				continue
+			}
+			C.spx_request_free(r)
+			d.reqs[i] = nil
+			deadline = time.Now().Add(e.timeout)
+			if st != statusOK {
+				failed = st
+			}
+		}
+		var err error
+		switch {
+		case failed != statusOK:
+			err = statusError(failed)
+		case pending == 0:
+			e.mu.Unlock()
+			return nil
+		case time.Now().After(deadline):
+			err = fmt.Errorf("ucx: no progress for %s: %w", e.timeout, os.ErrDeadlineExceeded)
+		default:
+			err = e.check(ctx, d, ep)
+		}
+		if err != nil {
+			e.mu.Unlock()
+			return e.fail(d, err)
+		}
+		if spins < spinRounds {
+			e.mu.Unlock()
+			runtime.Gosched()
+			continue
+		}
+		e.blocked.Add(1)
+		st := C.spx_arm(e.w)
+		e.mu.Unlock()
+		if st != statusBusy {
+			e.sleep(deadline)
+		}
+		e.blocked.Add(-1)
+	}
+}
+
+// fail ends a call on d with err: its pending requests are cancelled and,
+// briefly, waited for; those still running (a send UCX cannot cancel)
+// become orphans that Close ends before the worker goes, with the pins of
+// the memory they may touch. d stays broken: its buffers may be in use.
+func (e *engine) fail(d *direction, err error) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, r := range d.reqs {
+		if r != nil {
+			C.spx_request_cancel(e.w, r)
+		}
+	}
+	end := time.Now().Add(abandonWait)
+	for {
+		C.spx_progress(e.w)
+		live := d.reqs[:0]
+		for _, r := range d.reqs {
+			if r == nil {
+				continue
+			}
+			if C.spx_request_status(r) == statusInProgress {
+				live = append(live, r)
+			} else {
+				C.spx_request_free(r)
+			}
+		}
+		d.reqs = live
+		if len(d.reqs) == 0 || time.Now().After(end) {
+			break
+		}
+		runtime.Gosched()
+	}
+	if len(d.reqs) > 0 {
+		e.orphans = append(e.orphans, d.reqs...)
+		d.reqs = make([]unsafe.Pointer, 0, 64)
+		if d.pinned {
+			e.orphanPins = append(e.orphanPins, d.pin)
+			d.pin, d.pinned = new(runtime.Pinner), false
+		}
+		d.broken = fmt.Errorf("ucx: an earlier call failed: %w", err)
+	}
+	d.unpin()
+	return err
+}
+
+// sleep waits on the worker's event descriptor and the wake eventfd.
+func (e *engine) sleep(deadline time.Time) {
+	wait := min(time.Until(deadline), maxPollWait)
+	if wait <= 0 {
+		return
+	}
+	fds := []unix.PollFd{{Fd: int32(e.efd), Events: unix.POLLIN}, {Fd: int32(e.wake), Events: unix.POLLIN}}
+	n, _ := unix.Poll(fds, int(wait/time.Millisecond)+1)
+	if n > 0 && fds[1].Revents&unix.POLLIN != 0 {
+		var b [8]byte
+		unix.Read(e.wake, b[:])
+	}
+}
+
+// Interrupt implements collective.Link.
+func (e *engine) Interrupt() {
+	e.interrupted.Store(true)
+	e.signal()
+}
+
+// Close implements collective.Link. The streams close (the neighbours'
+// watchers see it) and, once no call is left inside, the endpoints close,
+// every request ends, the worker goes, and only then is the memory the
+// requests used released.
+func (e *engine) Close() error {
+	e.closeOnce.Do(func() {
+		e.Interrupt()
+		for _, c := range e.streams {
+			c.Close()
+		}
+		e.wg.Wait()
+		e.life.Lock()
+		defer e.life.Unlock()
+		e.closed = true
+		e.mu.Lock()
+		reqs := e.orphans
+		for _, ep := range e.eps {
+			// A forced close needs UCX's peer failure reports; without
+			// them the endpoint flushes (bounded by closeWait).
+			if r := C.spx_ep_close(ep, ep.peer_errors); r != nil {
+				reqs = append(reqs, r)
+			}
+		}
+		wait := closeWait
+		if e.noPeerErrors {
+			// A flush to a peer that is gone never ends.
+			wait = flushWait
+		}
+		end := time.Now().Add(wait)
+		for len(reqs) > 0 && time.Now().Before(end) {
+			C.spx_progress(e.w)
+			live := reqs[:0]
+			for _, r := range reqs {
+				if C.spx_request_status(r) == statusInProgress {
+					live = append(live, r)
+				} else {
+					C.spx_request_free(r)
+				}
+			}
+			reqs = live
+			runtime.Gosched()
+		}
+		for _, r := range reqs {
+			C.spx_request_free(r)
+		}
+		C.spx_cleanup(e.ctx, e.w)
+		e.mu.Unlock()
+		e.wakeMu.Lock()
+		unix.Close(e.wake)
+		e.wake = -1
+		e.wakeMu.Unlock()
+		for _, ep := range e.eps {
+			C.free(unsafe.Pointer(ep))
+		}
+		for _, pin := range e.orphanPins {
+			pin.Unpin()
+		}
+		for _, set := range []map[int]*direction{e.out, e.in} {
+			for _, d := range set {
+				d.pin.Unpin()
+				C.free(d.bounce)
+				if d.staging != nil {
+					C.free(d.staging)
+				}
+			}
+		}
+	})
+	return nil
+}
