@@ -268,6 +268,9 @@ func linkerFor(spec LinkSpec) (Linker, error) {
 	linkers.Unlock()
 	if open == nil {
 		why := fmt.Sprintf("this program has no %s link (it does not import its package)", spec.Name)
+		if spec.Declined {
+			why = "no usable RDMA device on this rank"
+		}
 		if spec.Required {
 			return nil, fmt.Errorf("collective: %s=%s: %s", EnvLink, spec, why)
 		}

@@ -25,6 +25,11 @@ need maven sh -c 'command -v mvn'
 need krb5-kdc sh -c 'command -v krb5kdc || test -x /usr/sbin/krb5kdc'
 need krb5-admin-server sh -c 'command -v kadmin.local || test -x /usr/sbin/kadmin.local'
 need krb5-user sh -c 'command -v kinit'
+# UCX: the collective's RDMA data link builds against UCX's headers and
+# loads libucp at run time; its tests run it over shared memory and TCP (no
+# RDMA hardware needed).
+need libucx-dev sh -c 'test -f /usr/include/ucp/api/ucp.h'
+need ucx-utils sh -c 'command -v ucx_info'
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]} (Debian packages)..."

@@ -209,21 +209,24 @@ func (e *engine) connect(peer int, addr []byte, out bool, c *net.TCPConn) error 
 		}
 		e.eps[peer] = ep
 	}
+	d := newDirection()
 	if out {
-		e.out[peer] = newDirection()
+		e.out[peer] = d
 	} else {
-		e.in[peer] = newDirection()
+		e.in[peer] = d
 	}
 	e.streams = append(e.streams, c)
 	e.wg.Add(1)
-	go e.watch(peer, c)
+	go e.watch(peer, d, c)
 	return nil
 }
 
-// watch waits for the peer to close its end of a mesh stream: it only
-// does when its process ends or closes its communicator, so the calls
-// waiting on it fail at once rather than at the timeout.
-func (e *engine) watch(peer int, c *net.TCPConn) {
+// watch waits for the peer to close its end of direction d's mesh stream:
+// it only does when its process ends or closes its communicator, so the
+// calls waiting on d fail at once rather than at the timeout. (A peer that
+// goes closes every stream it has, so each of its directions learns.) The
+// watcher touches only d: connect is still filling the engine's maps.
+func (e *engine) watch(peer int, d *direction, c *net.TCPConn) {
 	defer e.wg.Done()
 	var b [1]byte
 	_, err := c.Read(b[:])
@@ -237,11 +240,7 @@ func (e *engine) watch(peer int, c *net.TCPConn) {
 	if errors.Is(err, io.EOF) {
 		lost = fmt.Errorf("rank %d closed its link: %w", peer, io.ErrUnexpectedEOF)
 	}
-	for _, d := range []*direction{e.out[peer], e.in[peer]} {
-		if d != nil {
-			d.lost.CompareAndSwap(nil, &lost)
-		}
-	}
+	d.lost.CompareAndSwap(nil, &lost)
 	e.signal()
 }
 

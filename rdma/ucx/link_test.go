@@ -366,3 +366,116 @@ func TestProcessFailureOverUCX(t *testing.T) {
 		})
 	}
 }
+
+// syncBuffer is a log sink shared by goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestNegotiation checks the per-stream choice: UCX where both ends offer
+// it, TCP (with a line saying why) where one does not, and a failure
+// naming the reason where UCX is required.
+func TestNegotiation(t *testing.T) {
+	needUCX(t)
+	declined := Linker{Spec: collective.LinkSpec{Name: Name, Declined: true}}
+	without := collective.DecliningLinker{Kind: Name, Why: "this program has no ucx link"}
+	required := Linker{Spec: collective.LinkSpec{Name: Name, Required: true}}
+	tests := []struct {
+		name    string
+		linkers []collective.Linker // by rank; nil: NewLinker's
+		logs    []string            // what each rank's log says
+		fails   string              // what a failed setup says
+	}{
+		{name: "all offer", linkers: []collective.Linker{nil, nil, nil},
+			logs: []string{"data link is ucx", "data link is ucx", "data link is ucx"}},
+		// Ring 0→1→2→0: rank 1 declines, so 0→1 and 1→2 are TCP, 2→0 UCX.
+		{name: "one declines", linkers: []collective.Linker{nil, declined, nil},
+			logs: []string{"ucx to some neighbours", "data link is tcp", "ucx to some neighbours"}},
+		{name: "one program without the package", linkers: []collective.Linker{nil, without, nil},
+			logs: []string{"rank 1: this program has no ucx link", "data link is tcp", "ucx to some neighbours"}},
+		{name: "required but declined", linkers: []collective.Linker{required, declined},
+			fails: "UCX required (SPINDLE_COLLECTIVE_LINK=ucx:required) but a link cannot use it: rank 1: no usable RDMA device on this rank"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := len(tc.linkers)
+			logs := make([]*syncBuffer, n)
+			lns := make([]net.Listener, n)
+			peers := make([]string, n)
+			for r := range n {
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				lns[r], peers[r], logs[r] = ln, ln.Addr().String(), new(syncBuffer)
+			}
+			comms := make([]*collective.Comm, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for r := range n {
+				link := tc.linkers[r]
+				if link == nil {
+					link = needUCX(t)
+				}
+				cfg := collective.Config{Rank: r, WorldSize: n, Peers: peers, Listener: lns[r], JobID: "ucx-negotiation",
+					Token: testToken, Timeout: 5 * time.Second, ConnectTimeout: 10 * time.Second, Link: link,
+					Logger: slog.New(slog.NewTextHandler(logs[r], nil))}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					comms[r], errs[r] = collective.New(context.Background(), cfg)
+				}()
+			}
+			wg.Wait()
+			t.Cleanup(func() {
+				for _, c := range comms {
+					if c != nil {
+						c.Close()
+					}
+				}
+			})
+			if tc.fails != "" {
+				if errs[0] == nil || !strings.Contains(errs[0].Error(), tc.fails) {
+					t.Fatalf("rank 0: got %v, want an error saying %q", errs[0], tc.fails)
+				}
+				return
+			}
+			for r, err := range errs {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+				if !strings.Contains(logs[r].String(), tc.logs[r]) {
+					t.Errorf("rank %d logged %q, want %q", r, logs[r].String(), tc.logs[r])
+				}
+			}
+			bufs := make([][]float32, n)
+			for r, err := range onAll(comms, func(c *collective.Comm) error {
+				bufs[c.Rank()] = make([]float32, 100_000)
+				for i := range bufs[c.Rank()] {
+					bufs[c.Rank()][i] = float32(c.Rank() + 1)
+				}
+				return collective.AllReduce(context.Background(), c, bufs[c.Rank()], collective.Sum)
+			}) {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+				if bufs[r][0] != 6 || bufs[r][len(bufs[r])-1] != 6 {
+					t.Fatalf("rank %d: got %v, want 6", r, bufs[r][0])
+				}
+			}
+		})
+	}
+}
