@@ -104,6 +104,11 @@ type Config struct {
 	// spindle.rdma.devices, passed to every rank.
 	RDMAMode, RDMADevices string
 
+	// PSStaleness and PSWaitTimeout are spindle.ps.staleness and
+	// spindle.ps.waitTimeout, for the built-in parameter servers.
+	PSStaleness   string
+	PSWaitTimeout time.Duration
+
 	// Console shows the job's progress: a live line on a terminal,
 	// elsewhere a line every ProgressInterval. Nil shows none.
 	Console          *Console
@@ -174,9 +179,6 @@ func (c *Config) Validate() error {
 		return bad("%d executors requested; a job needs at least 1 (--num-executors)", c.NumExecutors)
 	case c.PS.Count < 0:
 		return bad("%d parameter servers requested (--num-ps)", c.PS.Count)
-	case c.PS.Count > 0 && len(c.PS.Command) == 0:
-		return fmt.Errorf("%w: --num-ps %d without --ps-command: %w; give --ps-command CMD (spindle.ps.command) to run your own parameter servers, as TensorFlow's are",
-			ErrConfig, c.PS.Count, ErrBuiltinPS)
 	case c.PS.Count > 0 && (c.PS.Cores < 1 || c.PS.MemoryMB < 1 || c.PS.GPUs < 0):
 		return bad("parameter servers need at least 1 core and 1 MiB each (spindle.ps.cores %d, spindle.ps.memory %d MiB, spindle.ps.gpus %d)",
 			c.PS.Cores, c.PS.MemoryMB, c.PS.GPUs)

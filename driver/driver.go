@@ -446,6 +446,13 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot, fil
 				EpochRows:         feed.EvenRows(plan.RowsPerRank, feedRank, c.BatchRows, c.EvenBatches),
 			},
 		}
+		if c.PS.Count > 0 && c.PS.Builtin {
+			t.PsStaleness, t.PsWaitTimeoutMillis, t.PsMemoryMb = c.PSStaleness, c.PSWaitTimeout.Milliseconds(), int64(c.PS.MemoryMB)
+		}
+		if s.spec.Builtin {
+			t.BuiltinPs = true
+			t.Command = []string{"spindle", "ps", "serve"}
+		}
 		if len(s.spec.Command) > 0 {
 			t.Command = s.spec.Command
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/internal/config"
+	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/rdma"
 )
 
@@ -56,6 +57,12 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	if cfg.PS.Command, err = SplitCommand(p.String(config.KeyPSCommand)); err != nil {
 		return cfg, master, fmt.Errorf("%s: %s: %w", p.Source(config.KeyPSCommand), config.KeyPSCommand, err)
 	}
+	cfg.PS.Builtin = len(cfg.PS.Command) == 0
+	if _, err := ps.ParseStaleness(p.String(config.KeyPSStaleness)); err != nil {
+		return cfg, master, fmt.Errorf("%w: %s: %s: %v", ErrConfig, p.Source(config.KeyPSStaleness), config.KeyPSStaleness, err)
+	}
+	cfg.PSStaleness = p.String(config.KeyPSStaleness)
+	cfg.PSWaitTimeout = p.Duration(config.KeyPSWaitTimeout)
 	if f := p.String(config.KeyInputFormat); f != "" {
 		cfg.Format = feed.Format(f)
 	}

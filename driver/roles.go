@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -39,6 +38,9 @@ type RoleSpec struct {
 	// Command replaces the job's training command for this role; empty
 	// runs the job's command.
 	Command []string
+	// Builtin runs Spindle's own parameter server (spindle ps serve) in
+	// place of a command: a ps role without --ps-command.
+	Builtin bool
 }
 
 // Roles returns the job's roles in rank order, leaving out those with no
@@ -108,10 +110,6 @@ func roleCounts(roles []RoleSpec) string {
 	}
 	return strings.Join(parts, " ")
 }
-
-// ErrBuiltinPS is returned for parameter servers without a command of
-// their own: Spindle's built-in parameter server cannot run them yet.
-var ErrBuiltinPS = errors.New("Spindle's built-in parameter server is not available yet")
 
 // SplitCommand splits a command line into words as a POSIX shell would
 // split it: on blanks, with single quotes, double quotes and backslashes

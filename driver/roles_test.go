@@ -66,10 +66,11 @@ func TestValidateRoles(t *testing.T) {
 			}
 		})
 	}
+	// Parameter servers without a command of their own run Spindle's.
 	c := base
-	c.PS.Count = 1
-	if err := c.Validate(); !errors.Is(err, ErrBuiltinPS) {
-		t.Fatalf("err %v does not wrap ErrBuiltinPS", err)
+	c.PS.Count, c.PS.Builtin = 1, true
+	if err := c.Validate(); err != nil {
+		t.Fatalf("built-in parameter servers refused: %v", err)
 	}
 }
 

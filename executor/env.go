@@ -111,6 +111,11 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	if t.Timeline {
 		set(envcontract.Timeline, "1")
 	}
+	if t.PsStaleness != "" {
+		set(envcontract.PSStaleness, t.PsStaleness)
+		set(envcontract.PSWaitTimeout, strconv.FormatFloat(float64(t.PsWaitTimeoutMillis)/1000, 'f', -1, 64))
+		set(envcontract.PSMemory, strconv.FormatInt(t.PsMemoryMb, 10))
+	}
 	if t.CheckpointDir != "" {
 		set(envcontract.CheckpointDir, t.CheckpointDir)
 		set(envcontract.CheckpointService, checkpointSocket(filesDir))

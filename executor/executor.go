@@ -306,6 +306,14 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	// The framework binds the service port itself; free it at the last moment.
 	ports.service.Close()
 
+	if t.BuiltinPs {
+		// Spindle's own parameter server: this very binary.
+		self, err := os.Executable()
+		if err != nil {
+			return res, fmt.Errorf("find this binary to run the built-in parameter server: %w", err)
+		}
+		ship.command = []string{self, "ps", "serve"}
+	}
 	prefix := outputPrefix(id)
 	proc, err := startProcess(ship.command, t.Dir, env, peerFile, prefix, stdout, stderr, int(t.StderrTailLines))
 	if err != nil {

@@ -30,6 +30,8 @@ const (
 	EnvRole              = envcontract.Role
 	EnvRoleRank          = envcontract.RoleRank
 	EnvRoleWorldSize     = envcontract.RoleWorldSize
+	EnvRoles             = envcontract.Roles
+	EnvPeerToken         = envcontract.PeerToken
 )
 
 // Sentinel errors of the package.
@@ -59,6 +61,12 @@ type Env struct {
 	// RoleRank and RoleWorldSize number the ranks of this role.
 	RoleRank      int
 	RoleWorldSize int
+	// Roles are the job's roles and their sizes, in rank order (one
+	// worker role covering every rank in a job without roles).
+	Roles []RoleSize
+	// PeerToken authenticates the connections between ranks (Spindle's
+	// collectives and parameter server); empty when the job has none.
+	PeerToken string
 	// JobID names the job.
 	JobID string
 	// Feed is the socket (arrow and tensor modes) or the JSON file (direct
@@ -139,6 +147,15 @@ func fromLookup(lookup func(string) (string, bool)) (Env, error) {
 			return Env{}, fmt.Errorf("%w: %s=%d is not below %s=%d", ErrBadEnv, EnvRoleRank, e.RoleRank, EnvRoleWorldSize, e.RoleWorldSize)
 		}
 	}
+	e.Roles = []RoleSize{{Role: envcontract.RoleWorker, Size: e.WorldSize}}
+	if v, ok := lookup(EnvRoles); ok && v != "" {
+		roles, rerr := parseRoles(v, e.WorldSize)
+		if rerr != nil {
+			return Env{}, rerr
+		}
+		e.Roles = roles
+	}
+	e.PeerToken, _ = lookup(EnvPeerToken)
 	e.JobID, _ = lookup(EnvJobID)
 	e.CheckpointDir, _ = lookup(EnvCheckpointDir)
 
@@ -191,6 +208,44 @@ func fromLookup(lookup func(string) (string, bool)) (Env, error) {
 		e.CollectiveTimeout = time.Duration(secs * float64(time.Second))
 	}
 	return e, nil
+}
+
+// RoleSize is one role of a job and its number of ranks.
+type RoleSize struct {
+	Role string
+	Size int
+}
+
+// parseRoles reads SPINDLE_ROLES (chief:1,worker:2,ps:1), whose sizes
+// add up to the world size.
+func parseRoles(v string, worldSize int) ([]RoleSize, error) {
+	var out []RoleSize
+	total := 0
+	for _, part := range strings.Split(v, ",") {
+		name, n, ok := strings.Cut(strings.TrimSpace(part), ":")
+		size, err := strconv.Atoi(n)
+		if !ok || name == "" || err != nil || size < 1 {
+			return nil, fmt.Errorf("%w: %s=%s: %q is not role:count", ErrBadEnv, EnvRoles, v, part)
+		}
+		out = append(out, RoleSize{Role: name, Size: size})
+		total += size
+	}
+	if total != worldSize {
+		return nil, fmt.Errorf("%w: %s=%s counts %d ranks for %s=%d", ErrBadEnv, EnvRoles, v, total, EnvWorldSize, worldSize)
+	}
+	return out, nil
+}
+
+// RoleRanks returns the first rank of role and its number of ranks (0
+// when the job has none): ranks are numbered role after role.
+func (e Env) RoleRanks(role string) (first, n int) {
+	for _, r := range e.Roles {
+		if r.Role == role {
+			return first, r.Size
+		}
+		first += r.Size
+	}
+	return 0, 0
 }
 
 // PeerListener returns the listener the executor bound for this rank's

@@ -44,6 +44,29 @@ func lookupIn(m map[string]string) func(string) (string, bool) {
 	}
 }
 
+func TestRoles(t *testing.T) {
+	env := fullEnv()
+	env[EnvWorldSize], env[EnvRank], env[EnvLocalWorldSize] = "4", "3", "4"
+	env[EnvPeers] = "a:1,b:1,c:1,d:1"
+	env[EnvRoles] = "chief:1,worker:2,ps:1"
+	got, err := fromLookup(lookupIn(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, n := got.RoleRanks("ps"); first != 3 || n != 1 {
+		t.Errorf("RoleRanks(ps) = %d, %d; want 3, 1", first, n)
+	}
+	if first, n := got.RoleRanks("worker"); first != 1 || n != 2 {
+		t.Errorf("RoleRanks(worker) = %d, %d; want 1, 2", first, n)
+	}
+	for _, bad := range []string{"chief:1,worker:2", "worker", "worker:x,ps:2", "worker:0,ps:4"} {
+		env[EnvRoles] = bad
+		if _, err := fromLookup(lookupIn(env)); err == nil || !strings.Contains(err.Error(), EnvRoles) {
+			t.Errorf("%s=%s: got %v, want an error naming it", EnvRoles, bad, err)
+		}
+	}
+}
+
 func TestFromEnv(t *testing.T) {
 	got, err := fromLookup(lookupIn(fullEnv()))
 	if err != nil {
@@ -51,7 +74,7 @@ func TestFromEnv(t *testing.T) {
 	}
 	want := Env{
 		Rank: 1, WorldSize: 2, LocalRank: 0, LocalWorldSize: 1,
-		Role: "worker", RoleRank: 1, RoleWorldSize: 2,
+		Role: "worker", RoleRank: 1, RoleWorldSize: 2, Roles: []RoleSize{{"worker", 2}},
 		JobID: "job-7", Feed: "/run/spindle/feed.sock", FeedMode: wire.ModeTensor,
 		CheckpointDir: "hdfs://nn:8020/ckpt/job-7",
 		Peers:         []string{"10.0.0.1:7100", "10.0.0.2:7100"},

@@ -67,6 +67,7 @@ func newApp() *cli.App {
 			yarnAMCommand(),
 			yarnContainerCommand(),
 			pythonPathCommand(),
+			psCommand(),
 			historyCommand(),
 			logsCommand(),
 			tlsCommand(),

@@ -85,6 +85,16 @@ type Task struct {
 	// file system; the executor puts them in a directory that becomes its
 	// hadoop_conf_dir.
 	HadoopConfFiles []string `protobuf:"bytes,24,rep,name=hadoop_conf_files,json=hadoopConfFiles,proto3" json:"hadoop_conf_files,omitempty"`
+	// builtin_ps runs Spindle's own parameter server (the executor's
+	// binary, as spindle ps serve) in place of command: a ps rank of a job
+	// without --ps-command.
+	BuiltinPs bool `protobuf:"varint,26,opt,name=builtin_ps,json=builtinPs,proto3" json:"builtin_ps,omitempty"`
+	// ps_staleness and ps_wait_timeout_millis are spindle.ps.staleness and
+	// spindle.ps.waitTimeout; ps_memory_mb is the memory of a parameter
+	// server (spindle.ps.memory), which bounds its rows.
+	PsStaleness         string `protobuf:"bytes,27,opt,name=ps_staleness,json=psStaleness,proto3" json:"ps_staleness,omitempty"`
+	PsWaitTimeoutMillis int64  `protobuf:"varint,28,opt,name=ps_wait_timeout_millis,json=psWaitTimeoutMillis,proto3" json:"ps_wait_timeout_millis,omitempty"`
+	PsMemoryMb          int64  `protobuf:"varint,29,opt,name=ps_memory_mb,json=psMemoryMb,proto3" json:"ps_memory_mb,omitempty"`
 	// generation counts the job's restarts (spindle.failure.policy restart):
 	// 0 for the first gang; SPINDLE_GENERATION and SPINDLE_RESTART_COUNT.
 	Generation    int32 `protobuf:"varint,25,opt,name=generation,proto3" json:"generation,omitempty"`
@@ -288,6 +298,34 @@ func (x *Task) GetHadoopConfFiles() []string {
 		return x.HadoopConfFiles
 	}
 	return nil
+}
+
+func (x *Task) GetBuiltinPs() bool {
+	if x != nil {
+		return x.BuiltinPs
+	}
+	return false
+}
+
+func (x *Task) GetPsStaleness() string {
+	if x != nil {
+		return x.PsStaleness
+	}
+	return ""
+}
+
+func (x *Task) GetPsWaitTimeoutMillis() int64 {
+	if x != nil {
+		return x.PsWaitTimeoutMillis
+	}
+	return 0
+}
+
+func (x *Task) GetPsMemoryMb() int64 {
+	if x != nil {
+		return x.PsMemoryMb
+	}
+	return 0
 }
 
 func (x *Task) GetGeneration() int32 {
@@ -700,7 +738,7 @@ var File_task_proto protoreflect.FileDescriptor
 const file_task_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"task.proto\x12\x12spindle.control.v1\"\xc5\a\n" +
+	"task.proto\x12\x12spindle.control.v1\"\xde\b\n" +
 	"\x04Task\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x123\n" +
@@ -728,7 +766,13 @@ const file_task_proto_rawDesc = "" +
 	"\frdma_devices\x18\x15 \x01(\tR\vrdmaDevices\x12%\n" +
 	"\x0eforward_output\x18\x16 \x01(\bR\rforwardOutput\x12\x1a\n" +
 	"\btimeline\x18\x17 \x01(\bR\btimeline\x12*\n" +
-	"\x11hadoop_conf_files\x18\x18 \x03(\tR\x0fhadoopConfFiles\x12\x1e\n" +
+	"\x11hadoop_conf_files\x18\x18 \x03(\tR\x0fhadoopConfFiles\x12\x1d\n" +
+	"\n" +
+	"builtin_ps\x18\x1a \x01(\bR\tbuiltinPs\x12!\n" +
+	"\fps_staleness\x18\x1b \x01(\tR\vpsStaleness\x123\n" +
+	"\x16ps_wait_timeout_millis\x18\x1c \x01(\x03R\x13psWaitTimeoutMillis\x12 \n" +
+	"\fps_memory_mb\x18\x1d \x01(\x03R\n" +
+	"psMemoryMb\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x19 \x01(\x05R\n" +
 	"generation\x1a6\n" +

@@ -10,6 +10,9 @@ const (
 	KeyPSMemory    = "spindle.ps.memory"
 	KeyPSGPUs      = "spindle.ps.gpus"
 	KeyPSCommand   = "spindle.ps.command"
+
+	KeyPSStaleness   = "spindle.ps.staleness"
+	KeyPSWaitTimeout = "spindle.ps.waitTimeout"
 )
 
 // roleKeys are the keys of the chief and parameter-server roles.
@@ -18,7 +21,7 @@ var roleKeys = []Key{
 		Doc: "Run one more executor as the job's chief (SPINDLE_ROLE=chief, TensorFlow's chief task), with the executor resources and the training command. It gets no feed, and the job ends when it does: executors still running are then stopped."},
 
 	{Name: KeyPSInstances, Default: "0", Kind: Int, Min: 0, HasMin: true,
-		Doc: "Parameter servers (executors with SPINDLE_ROLE=ps, TensorFlow's ps tasks). They get no feed, are expected to run until the job ends and are then stopped; one that fails before fails the job. With spindle.ps.command they run that command; without it, Spindle's built-in parameter server (not available yet)."},
+		Doc: "Parameter servers (executors with SPINDLE_ROLE=ps, TensorFlow's ps tasks). They get no feed, are expected to run until the job ends and are then stopped; one that fails before fails the job. With spindle.ps.command they run that command; without it, Spindle's built-in parameter server (docs/ps.md)."},
 	{Name: KeyPSCores, Default: "1", Kind: Int, Min: 1, HasMin: true,
 		Doc: "CPU cores per parameter server, requested from the cluster manager."},
 	{Name: KeyPSMemory, Default: "1g", Kind: Bytes, Min: 1 << 20, HasMin: true,
@@ -27,4 +30,8 @@ var roleKeys = []Key{
 		Doc: "GPUs per parameter server."},
 	{Name: KeyPSCommand, Default: "", Kind: String,
 		Doc: "The command parameter servers run instead of the training command, split into words as a shell would (quotes and backslashes; no variables or globs); empty runs Spindle's built-in parameter server."},
+	{Name: KeyPSStaleness, Default: "bsp", Kind: String,
+		Doc: "The built-in parameter server's consistency model: bsp (every worker finishes step n before any pulls for step n+1), asp (no waiting), or a number s of steps a worker may run ahead of the slowest (SSP)."},
+	{Name: KeyPSWaitTimeout, Default: "10m", Kind: Duration,
+		Doc: "How long a built-in parameter server lets a pull wait for slow workers while no worker's clock moves; the pull then fails naming the workers it waited for."},
 }

@@ -23,6 +23,7 @@ var (
 	feedcheckBin string
 	logregBin    string
 	rolecheckBin string
+	sparseLRBin  string
 	repoRoot     string
 )
 
@@ -49,6 +50,7 @@ func run(m *testing.M) int {
 		{&feedcheckBin, "./internal/e2e/feedcheck"},
 		{&logregBin, "./examples/logreg"},
 		{&rolecheckBin, "./internal/e2e/rolecheck"},
+		{&sparseLRBin, "./examples/sparse-lr"},
 	} {
 		*b.out = filepath.Join(bin, filepath.Base(b.pkg))
 		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)

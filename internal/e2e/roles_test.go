@@ -129,16 +129,16 @@ func TestRolesPSDiesEarly(t *testing.T) {
 	}
 }
 
-// Parameter servers without a command of their own ask for Spindle's
-// built-in server: refused before anything runs, with exit status 2.
-func TestRolesBuiltinPSNotYet(t *testing.T) {
-	r := spindle(t, t.TempDir(), submitArgs("--num-ps", "2", "--feed", "direct", "--", rolecheckBin)...)
-	if r.code != 2 || !strings.Contains(r.stderr, "--num-ps 2 without --ps-command: Spindle's built-in parameter server is not available yet") {
-		t.Fatalf("want exit 2 saying the built-in parameter server is not available:\n%s", r)
-	}
-	r = spindle(t, t.TempDir(), submitArgs("--num-ps", "1", "--ps-command", "ps 'unclosed", "--feed", "direct", "--", rolecheckBin)...)
+// A bad --ps-command or parameter-server setting is refused before
+// anything runs, with exit status 2, naming it.
+func TestRolesBadPSSettings(t *testing.T) {
+	r := spindle(t, t.TempDir(), submitArgs("--num-ps", "1", "--ps-command", "ps 'unclosed", "--feed", "direct", "--", rolecheckBin)...)
 	if r.code != 2 || !strings.Contains(r.stderr, "--ps-command: spindle.ps.command: command \"ps 'unclosed\": unterminated single quote") {
 		t.Fatalf("want exit 2 naming the bad --ps-command:\n%s", r)
+	}
+	r = spindle(t, t.TempDir(), submitArgs("--num-ps", "1", "--conf", "spindle.ps.staleness=often", "--feed", "direct", "--", rolecheckBin)...)
+	if r.code != 2 || !strings.Contains(r.stderr, "spindle.ps.staleness") || !strings.Contains(r.stderr, `staleness "often"`) {
+		t.Fatalf("want exit 2 naming spindle.ps.staleness:\n%s", r)
 	}
 }
 

@@ -48,6 +48,14 @@ const (
 // process then sends spans of its time to the report socket.
 const Timeline = "SPINDLE_TIMELINE"
 
+// The built-in parameter server's settings (spindle.ps.*), set on every
+// rank of a job that runs it.
+const (
+	PSStaleness   = "SPINDLE_PS_STALENESS"
+	PSWaitTimeout = "SPINDLE_PS_WAIT_TIMEOUT"
+	PSMemory      = "SPINDLE_PS_MEMORY_MB"
+)
+
 // The frameworks' variables, filled in from the same facts.
 const (
 	MasterAddr          = "MASTER_ADDR"
@@ -146,6 +154,9 @@ var Vars = []Var{
 		Doc: "seconds after which a silent peer fails a collective (`spindle.collective.timeout`; readers assume 30 when it is unset)"},
 	{Name: Host, ID: "host", Doc: "this rank's published address; where `--files` were copied"},
 	{Name: FilesDir, ID: "files_dir"},
+	{Name: PSStaleness, ID: "ps_staleness", Doc: "in a job with Spindle's parameter server (`--num-ps` without `--ps-command`): its consistency model (`bsp`, `asp` or a bound), how long a pull may wait for slow workers (seconds), and a server's memory in MiB; the servers are the ranks of role `ps`, on their `SPINDLE_PEERS` ports"},
+	{Name: PSWaitTimeout, ID: "ps_wait_timeout"},
+	{Name: PSMemory, ID: "ps_memory_mb"},
 	{Name: MasterAddr, ID: "master_addr", Doc: "PyTorch's `env://` rendezvous (rank 0's service port)"},
 	{Name: MasterPort, ID: "master_port"},
 	{Name: TorchRank, ID: "torch_rank"},

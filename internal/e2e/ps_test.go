@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+var sparseLRLine = regexp.MustCompile(`sparse-lr: auc (\S+) \(known model (\S+)\), logloss \S+, (\d+) keys on (\d+) servers, (\d+) pushes applied`)
+
+// Spindle's own parameter server (--num-ps without --ps-command) trains
+// the sparse example to within 0.01 AUC of the model that made its data,
+// on 2 workers and 2 servers, under BSP and SSP; every acknowledged push
+// was applied, and the servers are stopped when the workers end.
+func TestBuiltinPSTrainsSparseLR(t *testing.T) {
+	for _, staleness := range []string{"bsp", "2"} {
+		t.Run("staleness="+staleness, func(t *testing.T) {
+			r := spindle(t, t.TempDir(), submitArgs("--master", "local[2]", "--num-ps", "2",
+				"--conf", "spindle.ps.staleness="+staleness, "--", sparseLRBin, "--rows", "200000")...)
+			if r.code != 0 {
+				t.Fatalf("job failed:\n%s", r)
+			}
+			m := sparseLRLine.FindStringSubmatch(r.stdout + r.stderr)
+			if m == nil {
+				t.Fatalf("no result line:\n%s", r)
+			}
+			trained, _ := strconv.ParseFloat(m[1], 64)
+			known, _ := strconv.ParseFloat(m[2], 64)
+			if math.Abs(trained-known) > 0.01 {
+				t.Errorf("trained AUC %.4f is not within 0.01 of the known model's %.4f", trained, known)
+			}
+			// 2 workers × 200 steps, each push acknowledged by both servers.
+			if pushes, _ := strconv.Atoi(m[5]); pushes != 2*200*2 {
+				t.Errorf("servers applied %d pushes, want the %d acknowledged", pushes, 2*200*2)
+			}
+			if n := serversRunning(t); n != 0 {
+				t.Errorf("%d parameter servers outlived the job", n)
+			}
+		})
+	}
+}
+
+// A worker that dies under BSP does not leave the others waiting for its
+// clock: the job fails, naming it.
+func TestBuiltinPSWorkerDies(t *testing.T) {
+	r := spindle(t, t.TempDir(), submitArgs("--master", "local[2]", "--num-ps", "1",
+		"--", sparseLRBin, "--rows", "100000", "--die-at-step", "5")...)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1 (the job failed):\n%s", r.code, r)
+	}
+	if !strings.Contains(r.stderr, "worker 1 (rank 1") || !strings.Contains(r.stderr, "status 3") {
+		t.Fatalf("the failure does not name worker 1 and its status:\n%s", r)
+	}
+}
+
+// serversRunning counts the processes running this test's spindle binary
+// as a parameter server.
+func serversRunning(t *testing.T) int {
+	t.Helper()
+	want := []byte(spindleBin + "\x00ps\x00serve")
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	n := 0
+	for _, f := range cmdlines {
+		if b, err := os.ReadFile(f); err == nil && bytes.HasPrefix(b, want) {
+			n++
+		}
+	}
+	return n
+}

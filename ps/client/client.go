@@ -1,0 +1,404 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/spindle-ml/spindle/internal/envcontract"
+	"github.com/spindle-ml/spindle/internal/peercred"
+	"github.com/spindle-ml/spindle/ps"
+	"github.com/spindle-ml/spindle/ps/pspb"
+	"github.com/spindle-ml/spindle/task"
+)
+
+// ErrNoServers is returned by FromEnv in a job without parameter servers.
+var ErrNoServers = errors.New("ps client: the job has no parameter servers (spindle submit --num-ps N)")
+
+// maxRingRetries bounds how often one call refreshes a stale ring.
+const maxRingRetries = 3
+
+// Config says where the servers are and who this client is.
+type Config struct {
+	// Servers are the servers' addresses, by server index.
+	Servers []string
+	// Token is the job's peer token.
+	Token string
+	// Worker is this client's worker index, 0 ≤ Worker < the job's
+	// number of workers.
+	Worker int
+	// RingVersion is the version of the ring of Servers (1 at the start
+	// of a job).
+	RingVersion uint64
+	Logger      *slog.Logger
+}
+
+// Client talks to a job's parameter servers. Its methods may be called
+// from several goroutines, except Clock and Close.
+type Client struct {
+	cfg   Config
+	log   *slog.Logger
+	conns []*grpc.ClientConn
+	stubs []pspb.ParameterServerClient
+
+	ring  atomic.Pointer[ps.Ring]
+	clock atomic.Int64
+
+	mu     sync.RWMutex
+	tables map[string]*pspb.TableSpec
+}
+
+// New connects to the servers of cfg. Connections are made lazily and
+// authenticated with the token; New itself does not wait for them.
+func New(cfg Config) (*Client, error) {
+	if cfg.RingVersion == 0 {
+		cfg.RingVersion = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ring, err := ps.NewRing(cfg.RingVersion, cfg.Servers, 0)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := peercred.New(cfg.Token, ps.Purpose)
+	if err != nil {
+		return nil, fmt.Errorf("ps client: peer token: %w", err)
+	}
+	c := &Client{cfg: cfg, log: cfg.Logger, tables: make(map[string]*pspb.TableSpec)}
+	c.ring.Store(ring)
+	for i, addr := range cfg.Servers {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))
+		if err != nil {
+			c.closeConns()
+			return nil, fmt.Errorf("ps client: server %d %s: %w", i, addr, err)
+		}
+		c.conns = append(c.conns, conn)
+		c.stubs = append(c.stubs, pspb.NewParameterServerClient(conn))
+	}
+	return c, nil
+}
+
+// maxMessage matches the servers' bound on a message.
+const maxMessage = 256 << 20
+
+// FromEnv connects a training process of a job run with --num-ps to the
+// job's servers: the ranks of role ps, reached on their peer ports with
+// the job's peer token. The worker index is the rank among the job's
+// other ranks (chief and workers).
+func FromEnv(env task.Env, logger *slog.Logger) (*Client, error) {
+	first, n := env.RoleRanks(envcontract.RolePS)
+	if n == 0 {
+		return nil, ErrNoServers
+	}
+	if env.Role == envcontract.RolePS {
+		return nil, fmt.Errorf("ps client: rank %d is a parameter server itself", env.Rank)
+	}
+	if len(env.Peers) != env.WorldSize {
+		return nil, fmt.Errorf("ps client: %w: %s is not set", task.ErrBadEnv, task.EnvPeers)
+	}
+	if env.PeerToken == "" {
+		return nil, fmt.Errorf("ps client: %w: %s is not set: the servers take only authenticated calls", task.ErrBadEnv, task.EnvPeerToken)
+	}
+	worker := env.Rank
+	if worker > first {
+		worker -= n // servers come last, but be exact whatever the order
+	}
+	return New(Config{Servers: env.Peers[first : first+n], Token: env.PeerToken, Worker: worker, Logger: logger})
+}
+
+// Worker is this client's worker index.
+func (c *Client) Worker() int { return c.cfg.Worker }
+
+// Servers is the number of servers.
+func (c *Client) Servers() int { return len(c.stubs) }
+
+// Steps returns the number of steps this worker has finished (its clock).
+func (c *Client) Steps() int64 { return c.clock.Load() }
+
+// serverErr names server i in err.
+func (c *Client) serverErr(i int, what string, err error) error {
+	return fmt.Errorf("%s on parameter server %d (%s): %w", what, i, c.cfg.Servers[i], err)
+}
+
+// each calls fn for every server at once and waits for all.
+func (c *Client) each(ctx context.Context, what string, fn func(ctx context.Context, i int, s pspb.ParameterServerClient) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for i, s := range c.stubs {
+		g.Go(func() error {
+			if err := fn(ctx, i, s); err != nil {
+				return c.serverErr(i, what, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// Declare creates table spec on every server, or checks that the one
+// there is the same: every worker declares the tables it uses before
+// touching them. Unset fields take their defaults (ps.Normalize).
+func (c *Client) Declare(ctx context.Context, spec *ps.TableSpec) error {
+	spec = proto.Clone(spec).(*pspb.TableSpec)
+	if err := ps.Normalize(spec); err != nil {
+		return err
+	}
+	err := c.each(ctx, "declare table "+spec.Name, func(ctx context.Context, _ int, s pspb.ParameterServerClient) error {
+		_, err := s.DeclareTable(ctx, &pspb.DeclareTableRequest{Spec: spec}, grpc.WaitForReady(true))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.tables[spec.Name] = spec
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Client) table(name string) (*pspb.TableSpec, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	spec, ok := c.tables[name]
+	if !ok {
+		return nil, fmt.Errorf("ps client: table %q: declare it first", name)
+	}
+	return spec, nil
+}
+
+// part is the keys of one call that go to one server, and where each sits
+// in the call's arrays.
+type part struct {
+	keys []uint64
+	pos  []int
+}
+
+// split routes keys over the servers by ring (or in ranges, for a dense
+// table).
+func (c *Client) split(ring *ps.Ring, spec *pspb.TableSpec, keys []uint64) []part {
+	parts := make([]part, len(c.stubs))
+	guess := len(keys)/len(parts) + 16
+	for i := range parts {
+		parts[i] = part{keys: make([]uint64, 0, guess), pos: make([]int, 0, guess)}
+	}
+	for j, k := range keys {
+		var s int
+		if spec.Rows > 0 {
+			s = ps.RangeOwner(k, spec.Rows, len(parts))
+		} else {
+			s = ring.Owner(k)
+		}
+		parts[s].keys = append(parts[s].keys, k)
+		parts[s].pos = append(parts[s].pos, j)
+	}
+	return parts
+}
+
+// routed runs call for each server's part of keys, refreshing the ring
+// and starting over when a server says it is stale.
+func (c *Client) routed(ctx context.Context, what string, spec *pspb.TableSpec, keys []uint64,
+	call func(ctx context.Context, s pspb.ParameterServerClient, ring *ps.Ring, p part) error) error {
+	for attempt := 0; ; attempt++ {
+		ring := c.ring.Load()
+		parts := c.split(ring, spec, keys)
+		g, gctx := errgroup.WithContext(ctx)
+		var stale atomic.Int32
+		stale.Store(-1)
+		for i, p := range parts {
+			if len(p.keys) == 0 {
+				continue
+			}
+			g.Go(func() error {
+				err := call(gctx, c.stubs[i], ring, p)
+				if isStale(err) {
+					stale.Store(int32(i))
+				}
+				if err != nil {
+					return c.serverErr(i, what, err)
+				}
+				return nil
+			})
+		}
+		err := g.Wait()
+		if err == nil {
+			return nil
+		}
+		s := int(stale.Load())
+		if s < 0 || attempt == maxRingRetries {
+			return err
+		}
+		if rerr := c.refreshRing(ctx, s); rerr != nil {
+			return fmt.Errorf("%w; then %w", err, rerr)
+		}
+	}
+}
+
+func isStale(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.FailedPrecondition && strings.Contains(st.Message(), "stale ring")
+}
+
+// refreshRing fetches the ring server i holds.
+func (c *Client) refreshRing(ctx context.Context, i int) error {
+	info, err := c.stubs[i].GetRing(ctx, &pspb.GetRingRequest{})
+	if err != nil {
+		return c.serverErr(i, "refresh the ring", err)
+	}
+	ring, err := ps.NewRing(info.Version, info.Servers, int(info.VirtualNodes))
+	if err != nil {
+		return c.serverErr(i, "refresh the ring", err)
+	}
+	if len(info.Servers) != len(c.stubs) {
+		return fmt.Errorf("ps client: the ring changed from %d to %d servers; this client cannot follow", len(c.stubs), len(info.Servers))
+	}
+	c.log.Info("parameter-server ring refreshed", "from", c.ring.Load().Version(), "to", info.Version)
+	c.ring.Store(ring)
+	return nil
+}
+
+// Pull fills out with the rows of keys (dim values per key, in the order
+// of keys). It waits first while this worker is ahead of the slowest by
+// more than the job's staleness bound.
+func (c *Client) Pull(ctx context.Context, table string, keys []uint64, out []float32) error {
+	spec, err := c.table(table)
+	if err != nil {
+		return err
+	}
+	dim := int(spec.Dim)
+	if len(out) != len(keys)*dim {
+		return fmt.Errorf("ps client: pull %d keys of table %s (dim %d) into %d values: want %d", len(keys), table, dim, len(out), len(keys)*dim)
+	}
+	clock := c.clock.Load()
+	return c.routed(ctx, "pull "+table, spec, keys, func(ctx context.Context, s pspb.ParameterServerClient, ring *ps.Ring, p part) error {
+		resp, err := s.Pull(ctx, &pspb.PullRequest{Table: table, Keys: ps.KeyBytes(p.keys), RingVersion: ring.Version(),
+			Worker: int32(c.cfg.Worker), Clock: clock})
+		if err != nil {
+			return err
+		}
+		values, err := ps.BytesFloats(resp.Values)
+		if err != nil {
+			return err
+		}
+		if len(values) != len(p.keys)*dim {
+			return fmt.Errorf("sent %d values for %d keys of dim %d", len(values), len(p.keys), dim)
+		}
+		for j, at := range p.pos {
+			copy(out[at*dim:(at+1)*dim], values[j*dim:(j+1)*dim])
+		}
+		return nil
+	})
+}
+
+// Push sends grads (dim values per key, in the order of keys) to be
+// applied with the table's optimizer. It returns once every server has
+// applied its part.
+func (c *Client) Push(ctx context.Context, table string, keys []uint64, grads []float32) error {
+	spec, err := c.table(table)
+	if err != nil {
+		return err
+	}
+	dim := int(spec.Dim)
+	if len(grads) != len(keys)*dim {
+		return fmt.Errorf("ps client: push %d keys of table %s (dim %d) with %d gradient values: want %d", len(keys), table, dim, len(grads), len(keys)*dim)
+	}
+	return c.routed(ctx, "push "+table, spec, keys, func(ctx context.Context, s pspb.ParameterServerClient, ring *ps.Ring, p part) error {
+		g := grads
+		if len(p.keys) != len(keys) {
+			// Only some keys go here: gather their gradients.
+			g = make([]float32, len(p.keys)*dim)
+			for j, at := range p.pos {
+				copy(g[j*dim:(j+1)*dim], grads[at*dim:(at+1)*dim])
+			}
+		}
+		_, err := s.Push(ctx, &pspb.PushRequest{Table: table, Keys: ps.KeyBytes(p.keys), Grads: ps.FloatBytes(g),
+			RingVersion: ring.Version(), Worker: int32(c.cfg.Worker)})
+		return err
+	})
+}
+
+// Clock ends this worker's step: call it after the step's pushes have
+// returned. Workers waiting on this one's clock go on.
+func (c *Client) Clock(ctx context.Context) error {
+	next := c.clock.Load() + 1
+	err := c.each(ctx, "advance the clock", func(ctx context.Context, _ int, s pspb.ParameterServerClient) error {
+		_, err := s.Clock(ctx, &pspb.ClockRequest{Worker: int32(c.cfg.Worker), Clock: next})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	c.clock.Store(next)
+	return nil
+}
+
+// Stats returns every server's statistics, by server index.
+func (c *Client) Stats(ctx context.Context) ([]*pspb.StatsResponse, error) {
+	out := make([]*pspb.StatsResponse, len(c.stubs))
+	err := c.each(ctx, "read statistics", func(ctx context.Context, i int, s pspb.ParameterServerClient) error {
+		st, err := s.Stats(ctx, &pspb.StatsRequest{})
+		out[i] = st
+		return err
+	})
+	return out, err
+}
+
+// Export calls fn with every row of table, server after server, in
+// batches; fn must not keep the slices.
+func (c *Client) Export(ctx context.Context, table string, fn func(keys []uint64, values []float32) error) error {
+	for i, s := range c.stubs {
+		stream, err := s.Export(ctx, &pspb.ExportRequest{Table: table})
+		if err != nil {
+			return c.serverErr(i, "export "+table, err)
+		}
+		for {
+			chunk, err := stream.Recv()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return c.serverErr(i, "export "+table, err)
+			}
+			keys, err := ps.BytesKeys(chunk.Keys)
+			if err != nil {
+				return c.serverErr(i, "export "+table, err)
+			}
+			values, err := ps.BytesFloats(chunk.Values)
+			if err != nil {
+				return c.serverErr(i, "export "+table, err)
+			}
+			if err := fn(keys, values); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Close tells the servers this worker is done (so that no one waits for
+// its clock) and closes the connections.
+func (c *Client) Close(ctx context.Context) error {
+	err := c.each(ctx, "leave", func(ctx context.Context, _ int, s pspb.ParameterServerClient) error {
+		_, err := s.Leave(ctx, &pspb.LeaveRequest{Worker: int32(c.cfg.Worker)})
+		return err
+	})
+	c.closeConns()
+	return err
+}
+
+func (c *Client) closeConns() {
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+}

@@ -1,0 +1,72 @@
+package ps
+
+import (
+	"fmt"
+	"testing"
+)
+
+func servers(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("host-%d:7000", i)
+	}
+	return out
+}
+
+// The ring spreads keys evenly, sequential ids included.
+func TestRingBalance(t *testing.T) {
+	for _, n := range []int{1, 2, 4, 7} {
+		r, err := NewRing(1, servers(n), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts := make([]int, n)
+		const keys = 200_000
+		for k := range uint64(keys) {
+			counts[r.Owner(k)]++
+		}
+		for s, c := range counts {
+			share := float64(c) / keys * float64(n)
+			if share < 0.8 || share > 1.2 {
+				t.Errorf("%d servers: server %d holds %.2f of its fair share (%v)", n, s, share, counts)
+			}
+		}
+	}
+}
+
+// Removing a server moves only its keys: every other key stays put.
+func TestRingMovesOnlyTheLeaversKeys(t *testing.T) {
+	full, _ := NewRing(1, servers(4), 0)
+	// Server 3 gone: a ring of its first three servers.
+	less, _ := NewRing(2, servers(3), 0)
+	moved := 0
+	for k := range uint64(100_000) {
+		a, b := full.Owner(k), less.Owner(k)
+		if a != 3 && a != b {
+			t.Fatalf("key %d moved from server %d to %d though server %d stayed", k, a, b, a)
+		}
+		if a == 3 {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("server 3 owned no keys")
+	}
+}
+
+func TestRingNeedsServers(t *testing.T) {
+	if _, err := NewRing(1, nil, 0); err == nil {
+		t.Fatal("a ring of no servers was built")
+	}
+}
+
+func TestRangeOwner(t *testing.T) {
+	got := []int{}
+	for k := range uint64(10) {
+		got = append(got, RangeOwner(k, 10, 3))
+	}
+	want := []int{0, 0, 0, 0, 1, 1, 1, 2, 2, 2}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,78 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spindle-ml/spindle/internal/envcontract"
+	"github.com/spindle-ml/spindle/internal/peercred"
+	"github.com/spindle-ml/spindle/ps"
+	"github.com/spindle-ml/spindle/task"
+)
+
+// memoryShare is the part of a server's memory its rows may take: the
+// rest is the runtime's and the calls' in flight.
+const memoryShare = 0.8
+
+// RunFromEnv runs the parameter server of a ps rank started by an
+// executor (spindle ps serve) until ctx ends: it serves on the rank's
+// peer port, for the job's other ranks as workers, with the settings of
+// SPINDLE_PS_*. Errors name the variable at fault.
+func RunFromEnv(ctx context.Context, env task.Env, logger *slog.Logger) error {
+	first, n := env.RoleRanks(envcontract.RolePS)
+	if env.Role != envcontract.RolePS || n == 0 {
+		return fmt.Errorf("%w: rank %d has role %q: only ranks of role ps run a parameter server", task.ErrBadEnv, env.Rank, env.Role)
+	}
+	if len(env.Peers) != env.WorldSize {
+		return fmt.Errorf("%w: %s is not set", task.ErrBadEnv, task.EnvPeers)
+	}
+	workers := env.WorldSize - n
+	if workers < 1 {
+		return fmt.Errorf("%w: %s: a job of only parameter servers has no workers", task.ErrBadEnv, task.EnvRoles)
+	}
+	staleness, err := ps.ParseStaleness(os.Getenv(envcontract.PSStaleness))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", task.ErrBadEnv, envcontract.PSStaleness, err)
+	}
+	var wait time.Duration
+	if v := os.Getenv(envcontract.PSWaitTimeout); v != "" {
+		secs, err := strconv.ParseFloat(v, 64)
+		if err != nil || secs < 0 {
+			return fmt.Errorf("%w: %s=%s: want seconds", task.ErrBadEnv, envcontract.PSWaitTimeout, v)
+		}
+		wait = time.Duration(secs * float64(time.Second))
+	}
+	var memory int64
+	if v := os.Getenv(envcontract.PSMemory); v != "" {
+		mb, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || mb < 0 {
+			return fmt.Errorf("%w: %s=%s: want MiB", task.ErrBadEnv, envcontract.PSMemory, v)
+		}
+		memory = int64(float64(mb<<20) * memoryShare)
+	}
+	creds, err := peercred.New(env.PeerToken, ps.Purpose)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", task.ErrBadEnv, task.EnvPeerToken, err)
+	}
+	ring, err := ps.NewRing(1, env.Peers[first:first+n], 0)
+	if err != nil {
+		return err
+	}
+	ln, err := env.PeerListener()
+	if err != nil {
+		return err
+	}
+	s, err := New(Config{Index: env.RoleRank, Ring: ring, Workers: workers, Staleness: staleness,
+		WaitTimeout: wait, MemoryBytes: memory, Logger: logger})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	logger.Info("parameter server serving", "server", env.RoleRank, "servers", n, "workers", workers,
+		"consistency", staleness.String(), "addr", env.Peers[env.Rank], "memory_mib", memory>>20)
+	return s.Serve(ctx, ln, creds)
+}

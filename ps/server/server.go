@@ -1,0 +1,296 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/spindle-ml/spindle/ps"
+	"github.com/spindle-ml/spindle/ps/pspb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// DefaultWaitTimeout is how long a pull waits for slow workers while no
+// clock moves before it fails naming them.
+const DefaultWaitTimeout = 10 * time.Minute
+
+// MaxMessageBytes bounds one request or reply: a pull of 64k keys of dim
+// 256 is 64 MiB.
+const MaxMessageBytes = 256 << 20
+
+var errWaitTimeout = errors.New("consistency wait timed out")
+
+// Config is one server's place in its job.
+type Config struct {
+	// Index is this server's index on the ring.
+	Index int
+	// Ring places the keys on the job's servers.
+	Ring *ps.Ring
+	// Workers is the number of workers (clients) of the job.
+	Workers int
+	// Staleness is the job's consistency model.
+	Staleness ps.Staleness
+	// WaitTimeout bounds a pull's wait for slow workers while no clock
+	// moves (DefaultWaitTimeout when 0).
+	WaitTimeout time.Duration
+	// MemoryBytes is what the server's rows may take (0: no bound);
+	// creating a row beyond it fails naming the table.
+	MemoryBytes int64
+	Logger      *slog.Logger
+}
+
+// Server is one parameter server.
+type Server struct {
+	pspb.UnimplementedParameterServerServer
+	cfg    Config
+	log    *slog.Logger
+	clocks *clocks
+	budget budget
+
+	mu     sync.RWMutex
+	tables map[string]*table
+}
+
+// New returns a server for cfg.
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Ring == nil:
+		return nil, errors.New("ps server: no ring")
+	case cfg.Index < 0 || cfg.Index >= len(cfg.Ring.Servers()):
+		return nil, fmt.Errorf("ps server: index %d outside a ring of %d servers", cfg.Index, len(cfg.Ring.Servers()))
+	case cfg.Workers < 1:
+		return nil, fmt.Errorf("ps server: %d workers: need at least 1", cfg.Workers)
+	}
+	if cfg.WaitTimeout <= 0 {
+		cfg.WaitTimeout = DefaultWaitTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("ps", cfg.Index), clocks: newClocks(cfg.Workers, cfg.Staleness),
+		tables: make(map[string]*table)}
+	s.budget = budget{limit: cfg.MemoryBytes, full: s.memoryFull}
+	return s, nil
+}
+
+// memoryFull is the error of a row that does not fit.
+func (s *Server) memoryFull(need int64) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	msg := fmt.Sprintf("ps %d out of memory for its shard: %d MiB used of spindle.ps.memory %d MiB", s.cfg.Index,
+		s.budget.used.Load()>>20, s.cfg.MemoryBytes>>20)
+	for name, t := range s.tables {
+		msg += fmt.Sprintf("; table %s: %d keys of dim %d", name, t.keys.Load(), t.dim)
+	}
+	return status.Error(codes.ResourceExhausted, msg+" (give the servers more memory or add servers: --num-ps)")
+}
+
+// Serve serves s on ln behind creds until ctx ends, then stops, letting
+// the calls under way finish for up to a second.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, creds credentials.TransportCredentials) error {
+	g := grpc.NewServer(grpc.Creds(creds), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))
+	pspb.RegisterParameterServerServer(g, s)
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("ps %d: serve: %w", s.cfg.Index, err)
+	case <-ctx.Done():
+	}
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(time.Second):
+		g.Stop()
+		<-stopped
+	}
+	<-done
+	return nil
+}
+
+// DeclareTable implements pspb.ParameterServerServer.
+func (s *Server) DeclareTable(_ context.Context, req *pspb.DeclareTableRequest) (*pspb.DeclareTableResponse, error) {
+	spec := proto.Clone(req.GetSpec()).(*pspb.TableSpec)
+	if err := ps.Normalize(spec); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.tables[spec.Name]; ok {
+		if !proto.Equal(t.spec, spec) {
+			return nil, status.Errorf(codes.AlreadyExists, "table %s is declared already with another spec (%v; this one: %v): every worker must declare it alike",
+				spec.Name, t.spec, spec)
+		}
+		return &pspb.DeclareTableResponse{}, nil
+	}
+	t := newTable(spec)
+	if spec.Rows > 0 {
+		// A dense table has all its rows from the start.
+		var mine []uint64
+		for k := range spec.Rows {
+			if ps.RangeOwner(k, spec.Rows, len(s.cfg.Ring.Servers())) == s.cfg.Index {
+				mine = append(mine, k)
+			}
+		}
+		if err := t.ensure(mine, &s.budget); err != nil {
+			return nil, err
+		}
+	}
+	s.tables[spec.Name] = t
+	s.log.Info("table declared", "table", spec.Name, "dim", spec.Dim, "optimizer", spec.Optimizer.Kind, "dense_rows", spec.Rows)
+	return &pspb.DeclareTableResponse{}, nil
+}
+
+// lookup returns the table a request names and checks its routing: the
+// ring version and that this server owns every key.
+func (s *Server) lookup(name string, version uint64, keys []uint64) (*table, error) {
+	s.mu.RLock()
+	t, ok := s.tables[name]
+	s.mu.RUnlock()
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "ps %d: no table %q: declare it first", s.cfg.Index, name)
+	}
+	if v := s.cfg.Ring.Version(); version != v {
+		return nil, status.Errorf(codes.FailedPrecondition, "%s: client ring version %d, server %d holds version %d", errStaleRing, version, s.cfg.Index, v)
+	}
+	n := len(s.cfg.Ring.Servers())
+	for _, k := range keys {
+		owner := 0
+		if t.spec.Rows > 0 {
+			if k >= t.spec.Rows {
+				return nil, status.Errorf(codes.InvalidArgument, "table %s: row %d outside its %d rows", name, k, t.spec.Rows)
+			}
+			owner = ps.RangeOwner(k, t.spec.Rows, n)
+		} else {
+			owner = s.cfg.Ring.Owner(k)
+		}
+		if owner != s.cfg.Index {
+			return nil, status.Errorf(codes.InvalidArgument, "table %s: key %d belongs to server %d, not %d, on ring version %d", name, k, owner, s.cfg.Index, s.cfg.Ring.Version())
+		}
+	}
+	return t, nil
+}
+
+// errStaleRing starts the message of a request routed by another ring;
+// clients look for it.
+const errStaleRing = "stale ring"
+
+func (s *Server) worker(w int32) error {
+	if w < 0 || int(w) >= s.cfg.Workers {
+		return status.Errorf(codes.InvalidArgument, "worker %d: the job has workers 0 to %d", w, s.cfg.Workers-1)
+	}
+	return nil
+}
+
+// Pull implements pspb.ParameterServerServer.
+func (s *Server) Pull(ctx context.Context, req *pspb.PullRequest) (*pspb.PullResponse, error) {
+	if err := s.worker(req.Worker); err != nil {
+		return nil, err
+	}
+	keys, err := ps.BytesKeys(req.Keys)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
+	}
+	t, err := s.lookup(req.Table, req.RingVersion, keys)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.clocks.wait(ctx, int(req.Worker), req.Clock, s.cfg.WaitTimeout); err != nil {
+		code := codes.Canceled
+		if errors.Is(err, errWaitTimeout) {
+			code = codes.DeadlineExceeded
+		}
+		return nil, status.Errorf(code, "ps %d: %v", s.cfg.Index, err)
+	}
+	out := make([]float32, len(keys)*t.dim)
+	if err := t.pull(keys, out, &s.budget); err != nil {
+		return nil, err
+	}
+	return &pspb.PullResponse{Values: ps.FloatBytes(out)}, nil
+}
+
+// Push implements pspb.ParameterServerServer.
+func (s *Server) Push(_ context.Context, req *pspb.PushRequest) (*pspb.PushResponse, error) {
+	if err := s.worker(req.Worker); err != nil {
+		return nil, err
+	}
+	keys, err := ps.BytesKeys(req.Keys)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
+	}
+	grads, err := ps.BytesFloats(req.Grads)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
+	}
+	t, err := s.lookup(req.Table, req.RingVersion, keys)
+	if err != nil {
+		return nil, err
+	}
+	if len(grads) != len(keys)*t.dim {
+		return nil, status.Errorf(codes.InvalidArgument, "table %s has dim %d: %d keys need %d gradient values, got %d; nothing applied",
+			req.Table, t.dim, len(keys), len(keys)*t.dim, len(grads))
+	}
+	if err := t.push(keys, grads, &s.budget); err != nil {
+		return nil, err
+	}
+	return &pspb.PushResponse{}, nil
+}
+
+// Clock implements pspb.ParameterServerServer.
+func (s *Server) Clock(_ context.Context, req *pspb.ClockRequest) (*pspb.ClockResponse, error) {
+	if err := s.worker(req.Worker); err != nil {
+		return nil, err
+	}
+	s.clocks.advance(int(req.Worker), req.Clock)
+	return &pspb.ClockResponse{}, nil
+}
+
+// Leave implements pspb.ParameterServerServer.
+func (s *Server) Leave(_ context.Context, req *pspb.LeaveRequest) (*pspb.LeaveResponse, error) {
+	if err := s.worker(req.Worker); err != nil {
+		return nil, err
+	}
+	s.clocks.leave(int(req.Worker))
+	s.log.Debug("worker left", "worker", req.Worker)
+	return &pspb.LeaveResponse{}, nil
+}
+
+// GetRing implements pspb.ParameterServerServer.
+func (s *Server) GetRing(context.Context, *pspb.GetRingRequest) (*pspb.RingInfo, error) {
+	r := s.cfg.Ring
+	return &pspb.RingInfo{Version: r.Version(), Servers: r.Servers(), VirtualNodes: uint32(r.VirtualNodes())}, nil
+}
+
+// Stats implements pspb.ParameterServerServer.
+func (s *Server) Stats(context.Context, *pspb.StatsRequest) (*pspb.StatsResponse, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := &pspb.StatsResponse{Server: int32(s.cfg.Index), Clocks: s.clocks.snapshot()}
+	for name, t := range s.tables {
+		out.Tables = append(out.Tables, &pspb.TableStats{Name: name, Keys: t.keys.Load(),
+			Bytes: t.keys.Load() * uint64(t.rowBytes()), Pushes: t.pushes.Load(), Pulls: t.pulls.Load()})
+	}
+	return out, nil
+}
+
+// Export implements pspb.ParameterServerServer.
+func (s *Server) Export(req *pspb.ExportRequest, stream grpc.ServerStreamingServer[pspb.ExportChunk]) error {
+	s.mu.RLock()
+	t, ok := s.tables[req.Table]
+	s.mu.RUnlock()
+	if !ok {
+		return status.Errorf(codes.NotFound, "ps %d: no table %q", s.cfg.Index, req.Table)
+	}
+	return t.each(16384, func(keys []uint64, values []float32) error {
+		return stream.Send(&pspb.ExportChunk{Keys: ps.KeyBytes(keys), Values: ps.FloatBytes(values)})
+	})
+}
