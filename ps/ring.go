@@ -30,7 +30,14 @@ type Ring struct {
 	vnodes  int
 	points  []uint64 // sorted hashes of the virtual nodes
 	owners  []int32  // owners[i] is the server of points[i]
+	// jump[b] is the first point whose top lutBits bits are ≥ b: Owner
+	// starts there and steps over a few points instead of searching all.
+	jump []int32
 }
+
+// lutBits sizes the ring's jump table: 2^16 entries for a few thousand
+// points leaves well under one point per entry to step over.
+const lutBits = 16
 
 // NewRing builds version version of the ring of servers (their addresses,
 // by server index) with vnodes virtual nodes each (DefaultVirtualNodes
@@ -64,6 +71,15 @@ func NewRing(version uint64, servers []string, vnodes int) (*Ring, error) {
 	for i, p := range pts {
 		r.points[i], r.owners[i] = p.h, p.owner
 	}
+	r.jump = make([]int32, 1<<lutBits+1)
+	i := 0
+	for b := range 1 << lutBits {
+		for i < len(r.points) && r.points[i]>>(64-lutBits) < uint64(b) {
+			i++
+		}
+		r.jump[b] = int32(i)
+	}
+	r.jump[1<<lutBits] = int32(len(r.points))
 	return r, nil
 }
 
@@ -91,7 +107,10 @@ func HashKey(key uint64) uint64 {
 // Owner returns the index of the server that holds key.
 func (r *Ring) Owner(key uint64) int {
 	h := HashKey(key)
-	i, _ := slices.BinarySearch(r.points, h)
+	i := int(r.jump[h>>(64-lutBits)])
+	for i < len(r.points) && r.points[i] < h {
+		i++
+	}
 	if i == len(r.points) {
 		i = 0
 	}

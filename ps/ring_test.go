@@ -2,6 +2,7 @@ package ps
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -68,5 +69,20 @@ func TestRangeOwner(t *testing.T) {
 	want := []int{0, 0, 0, 0, 1, 1, 1, 2, 2, 2}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+// Owner's jump table finds what a plain search of the points finds.
+func TestRingOwnerMatchesSearch(t *testing.T) {
+	r, _ := NewRing(1, servers(5), 0)
+	for k := range uint64(200_000) {
+		h := HashKey(k)
+		i, _ := slices.BinarySearch(r.points, h)
+		if i == len(r.points) {
+			i = 0
+		}
+		if got, want := r.Owner(k), int(r.owners[i]); got != want {
+			t.Fatalf("key %d: Owner %d, search %d", k, got, want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -22,7 +23,7 @@ type table struct {
 	spec   *pspb.TableSpec
 	dim    int
 	stride int // floats per row: the weights, then the slots
-	apply  optimizer
+	apply1 optimizer // one row's update
 	shards [numShards]shard
 
 	keys, pushes, pulls atomic.Uint64
@@ -39,7 +40,7 @@ type shard struct {
 func newTable(spec *pspb.TableSpec) *table {
 	spec = proto.Clone(spec).(*pspb.TableSpec)
 	dim := int(spec.Dim)
-	t := &table{spec: spec, dim: dim, stride: dim * (1 + ps.SlotsPerValue(spec.Optimizer.Kind)), apply: newOptimizer(spec.Optimizer)}
+	t := &table{spec: spec, dim: dim, stride: dim * (1 + ps.SlotsPerValue(spec.Optimizer.Kind)), apply1: newOptimizer(spec.Optimizer)}
 	for i := range t.shards {
 		t.shards[i].index = make(map[uint64]int32)
 	}
@@ -51,81 +52,169 @@ func (t *table) rowBytes() int64 { return int64(t.stride)*4 + keyOverhead }
 
 func shardOf(key uint64) int { return int(key*0x9e3779b97f4a7c15>>58) % numShards }
 
-// row returns key's row in s, creating it when create allows. s.mu is held.
-func (t *table) row(s *shard, key uint64) ([]float32, int32, bool) {
-	i, ok := s.index[key]
-	if !ok {
-		return nil, 0, false
-	}
-	off := int(i) * t.stride
-	return s.data[off : off+t.stride : off+t.stride], i, true
-}
-
-// create adds key's row to s. s.mu is held.
-func (t *table) create(s *shard, key uint64) []float32 {
+// create adds key's row to s and returns its index. s.mu is held.
+func (t *table) create(s *shard, key uint64) int32 {
 	i := int32(len(s.steps))
 	s.index[key] = i
-	s.data = append(s.data, make([]float32, t.stride)...)
+	// slices.Grow doubles the slab: no allocation per row.
+	s.data = slices.Grow(s.data, t.stride)
+	s.data = s.data[:len(s.data)+t.stride]
 	s.steps = append(s.steps, 0)
 	r := s.data[int(i)*t.stride : (int(i)+1)*t.stride]
 	initRow(t.spec, key, r[:t.dim], r[t.dim:])
 	t.keys.Add(1)
-	return r
+	return i
 }
 
-// ensure creates the rows of keys that do not exist yet, reserving their
-// memory from budget first; it fails, creating nothing more, when the
-// budget is spent.
+// rowAt returns row i of s. s.mu is held.
+func (t *table) rowAt(s *shard, i int32) []float32 {
+	off := int(i) * t.stride
+	return s.data[off : off+t.stride : off+t.stride]
+}
+
+// batch is one request's keys grouped by shard, so that each shard is
+// locked once per request rather than once per key.
+type batch struct {
+	order  []int32 // positions in the request's keys, shard by shard
+	bounds [numShards + 1]int
+}
+
+func groupByShard(keys []uint64) *batch {
+	b := &batch{order: make([]int32, len(keys))}
+	var counts [numShards]int
+	shards := make([]uint8, len(keys))
+	for j, k := range keys {
+		sh := shardOf(k)
+		shards[j] = uint8(sh)
+		counts[sh]++
+	}
+	for sh := range numShards {
+		b.bounds[sh+1] = b.bounds[sh] + counts[sh]
+	}
+	next := b.bounds
+	for j, sh := range shards {
+		b.order[next[sh]] = int32(j)
+		next[sh]++
+	}
+	return b
+}
+
+// lookupOrCreate returns key's row in s, creating it (with memory from
+// budget, unless reserved) on first touch. s.mu is held.
+func (t *table) lookupOrCreate(s *shard, key uint64, budget *budget, reserved bool) (int32, error) {
+	if i, ok := s.index[key]; ok {
+		return i, nil
+	}
+	if !reserved {
+		if err := budget.take(t.rowBytes()); err != nil {
+			return 0, err
+		}
+	}
+	return t.create(s, key), nil
+}
+
+// ensure creates the rows of keys that do not exist yet, taking their
+// memory from budget; it fails, creating nothing more, when the budget is
+// spent.
 func (t *table) ensure(keys []uint64, budget *budget) error {
-	for _, k := range keys {
-		s := &t.shards[shardOf(k)]
+	_, err := t.locate(keys, groupByShard(keys), budget)
+	return err
+}
+
+// locate returns the row of each key, creating the missing ones.
+func (t *table) locate(keys []uint64, b *batch, budget *budget) ([]int32, error) {
+	rows := make([]int32, len(keys))
+	for sh := range numShards {
+		part := b.order[b.bounds[sh]:b.bounds[sh+1]]
+		if len(part) == 0 {
+			continue
+		}
+		s := &t.shards[sh]
 		s.mu.Lock()
-		if _, ok := s.index[k]; !ok {
-			if err := budget.take(t.rowBytes()); err != nil {
+		for _, j := range part {
+			i, err := t.lookupOrCreate(s, keys[j], budget, false)
+			if err != nil {
 				s.mu.Unlock()
-				return err
+				return nil, err
 			}
-			t.create(s, k)
+			rows[j] = i
 		}
 		s.mu.Unlock()
 	}
-	return nil
+	return rows, nil
 }
 
 // pull copies the weights of keys into out (dim per key), creating rows on
 // first touch.
 func (t *table) pull(keys []uint64, out []float32, budget *budget) error {
-	if err := t.ensure(keys, budget); err != nil {
-		return err
-	}
-	for j, k := range keys {
-		s := &t.shards[shardOf(k)]
+	b := groupByShard(keys)
+	for sh := range numShards {
+		part := b.order[b.bounds[sh]:b.bounds[sh+1]]
+		if len(part) == 0 {
+			continue
+		}
+		s := &t.shards[sh]
 		s.mu.Lock()
-		r, _, _ := t.row(s, k)
-		copy(out[j*t.dim:(j+1)*t.dim], r[:t.dim])
+		for _, j := range part {
+			i, err := t.lookupOrCreate(s, keys[j], budget, false)
+			if err != nil {
+				s.mu.Unlock()
+				return err
+			}
+			copy(out[int(j)*t.dim:(int(j)+1)*t.dim], t.rowAt(s, i)[:t.dim])
+		}
 		s.mu.Unlock()
 	}
 	t.pulls.Add(1)
 	return nil
 }
 
-// push applies grads (dim per key) with the table's optimizer. The rows
-// are created first, so that a push that fails for memory changes no
-// weight.
+// push applies grads (dim per key) with the table's optimizer, all or
+// nothing: when the memory for every row the push might create cannot be
+// reserved up front, the rows are created first, so that a push failing
+// for memory changes no weight.
 func (t *table) push(keys []uint64, grads []float32, budget *budget) error {
-	if err := t.ensure(keys, budget); err != nil {
-		return err
+	b := groupByShard(keys)
+	worst := int64(len(keys)) * t.rowBytes()
+	if budget.take(worst) != nil {
+		rows, err := t.locate(keys, b, budget)
+		if err != nil {
+			return err
+		}
+		t.apply(keys, grads, b, func(_ *shard, j int32) int32 { return rows[j] })
+		return nil
 	}
-	for j, k := range keys {
-		s := &t.shards[shardOf(k)]
+	created := 0
+	t.apply(keys, grads, b, func(s *shard, j int32) int32 {
+		if i, ok := s.index[keys[j]]; ok {
+			return i
+		}
+		created++
+		return t.create(s, keys[j])
+	})
+	budget.give(worst - int64(created)*t.rowBytes())
+	return nil
+}
+
+// apply runs the optimizer over keys, shard by shard; row finds a key's
+// row with the shard locked.
+func (t *table) apply(keys []uint64, grads []float32, b *batch, row func(s *shard, j int32) int32) {
+	for sh := range numShards {
+		part := b.order[b.bounds[sh]:b.bounds[sh+1]]
+		if len(part) == 0 {
+			continue
+		}
+		s := &t.shards[sh]
 		s.mu.Lock()
-		r, i, _ := t.row(s, k)
-		t.apply(r[:t.dim], r[t.dim:], grads[j*t.dim:(j+1)*t.dim], s.steps[i])
-		s.steps[i]++
+		for _, j := range part {
+			i := row(s, j)
+			r := t.rowAt(s, i)
+			t.apply1(r[:t.dim], r[t.dim:], grads[int(j)*t.dim:(int(j)+1)*t.dim], s.steps[i])
+			s.steps[i]++
+		}
 		s.mu.Unlock()
 	}
 	t.pushes.Add(1)
-	return nil
 }
 
 // each calls fn with batches of at most n keys and their weights, one
@@ -162,6 +251,8 @@ type budget struct {
 	used  atomic.Int64
 	full  func(need int64) error // the error when the budget is spent
 }
+
+func (b *budget) give(n int64) { b.used.Add(-n) }
 
 func (b *budget) take(n int64) error {
 	if b.used.Add(n) > b.limit && b.limit > 0 {
