@@ -22,7 +22,7 @@ const keyOverhead = 48
 type table struct {
 	spec   *pspb.TableSpec
 	dim    int
-	stride int // floats per row: the weights, then the slots
+	stride int       // floats per row: the weights, then the slots
 	apply1 optimizer // one row's update
 	shards [numShards]shard
 
