@@ -18,6 +18,17 @@ go test -run '^$' -bench 'Flight' -benchtime 5x ./feed
 section "allreduce: Spindle ring vs PyTorch gloo"
 go run ./collective/bench
 
+section "parameter server: pull/push keys/s through 1, 2 and 4 servers vs the raw gRPC round trip of the same bytes"
+go test -run '^$' -bench 'PullPush' -benchtime 20x ./ps/client
+
+section "parameter server: staleness vs convergence (examples/sparse-lr, 2 workers, 2 servers)"
+go build -o bin/sparse-lr ./examples/sparse-lr
+for s in 0 1 4 asp; do
+  echo "staleness $s:"
+  bin/spindle submit --master 'local[2]' --num-ps 2 --conf spindle.log.level=warn --conf spindle.ps.staleness=$s \
+    -- bin/sparse-lr 2>&1 | grep -E 'sparse-lr: auc|msg=trained' | sed 's/^/  /'
+done
+
 section "HDFS: Parquet over the test HDFS vs local disk"
 go test -run '^$' -bench 'HDFS' -benchtime 3x ./fsys
 
