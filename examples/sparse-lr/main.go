@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/client"
 	"github.com/spindle-ml/spindle/ps/pspb"
@@ -39,6 +40,7 @@ type options struct {
 	optimizer string
 	lr, l1    float64
 	dieAt     int
+	export    string
 }
 
 func main() {
@@ -56,6 +58,7 @@ func main() {
 	flag.StringVar(&o.optimizer, "optimizer", ps.FTRL, "the servers' optimizer: ftrl, adagrad, adam or sgd")
 	flag.Float64Var(&o.lr, "lr", 0.1, "learning rate (FTRL's alpha)")
 	flag.Float64Var(&o.l1, "l1", 1, "FTRL's L1 strength")
+	flag.StringVar(&o.export, "export", "", "worker 0 writes the trained table to this Parquet `file` (a path or hdfs:// URI) at the end")
 	flag.IntVar(&o.dieAt, "die-at-step", 0, "worker 1 exits with status 3 at this step (failure tests)")
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -233,6 +236,15 @@ func evaluate(ctx context.Context, c *client.Client, o options) error {
 	task.Report(c.Steps(), map[string]float64{"auc": a, "known_auc": ka, "logloss": ll})
 	if math.IsNaN(a) {
 		return errors.New("the held-out rows have one label only: raise --eval-rows")
+	}
+	if o.export != "" {
+		res := fsys.NewResolver(fsys.Options{})
+		defer res.Close()
+		n, err := c.ExportParquet(ctx, table, o.export, res)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("sparse-lr: exported %d rows of table %s to %s\n", n, table, o.export)
 	}
 	return nil
 }

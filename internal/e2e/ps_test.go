@@ -20,8 +20,10 @@ var sparseLRLine = regexp.MustCompile(`sparse-lr: auc (\S+) \(known model (\S+)\
 func TestBuiltinPSTrainsSparseLR(t *testing.T) {
 	for _, staleness := range []string{"bsp", "2"} {
 		t.Run("staleness="+staleness, func(t *testing.T) {
-			r := spindle(t, t.TempDir(), submitArgs("--master", "local[2]", "--num-ps", "2",
-				"--conf", "spindle.ps.staleness="+staleness, "--", sparseLRBin, "--rows", "200000")...)
+			dir := t.TempDir()
+			r := spindle(t, dir, submitArgs("--master", "local[2]", "--num-ps", "2",
+				"--conf", "spindle.ps.staleness="+staleness, "--", sparseLRBin, "--rows", "200000",
+				"--export", filepath.Join(dir, "weights.parquet"))...)
 			if r.code != 0 {
 				t.Fatalf("job failed:\n%s", r)
 			}
@@ -37,6 +39,12 @@ func TestBuiltinPSTrainsSparseLR(t *testing.T) {
 			// 2 workers × 200 steps, each push acknowledged by both servers.
 			if pushes, _ := strconv.Atoi(m[5]); pushes != 2*200*2 {
 				t.Errorf("servers applied %d pushes, want the %d acknowledged", pushes, 2*200*2)
+			}
+			if want := "sparse-lr: exported " + m[3] + " rows of table weights to " + filepath.Join(dir, "weights.parquet"); !strings.Contains(r.stdout, want) {
+				t.Errorf("no line saying %q:\n%s", want, r)
+			}
+			if fi, err := os.Stat(filepath.Join(dir, "weights.parquet")); err != nil || fi.Size() == 0 {
+				t.Errorf("exported file: %v", err)
 			}
 			if n := serversRunning(t); n != 0 {
 				t.Errorf("%d parameter servers outlived the job", n)
