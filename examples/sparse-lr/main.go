@@ -20,6 +20,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -41,6 +42,7 @@ type options struct {
 	lr, l1    float64
 	dieAt     int
 	export    string
+	ckptEvery int
 }
 
 func main() {
@@ -59,7 +61,8 @@ func main() {
 	flag.Float64Var(&o.lr, "lr", 0.1, "learning rate (FTRL's alpha)")
 	flag.Float64Var(&o.l1, "l1", 1, "FTRL's L1 strength")
 	flag.StringVar(&o.export, "export", "", "worker 0 writes the trained table to this Parquet `file` (a path or hdfs:// URI) at the end")
-	flag.IntVar(&o.dieAt, "die-at-step", 0, "worker 1 exits with status 3 at this step (failure tests)")
+	flag.IntVar(&o.dieAt, "die-at-step", 0, "worker 1 exits with status 3 at this step, in the job's first generation only (failure tests)")
+	flag.IntVar(&o.ckptEvery, "checkpoint-every", 0, "worker 0 checkpoints the tables every `N` steps under the job's checkpoint directory (--checkpoint-dir), and a restarted job resumes from the latest")
 	flag.Parse()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if err := check(o); err != nil {
@@ -108,8 +111,25 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// A restarted job (spindle.failure.policy restart) resumes from the
+	// tables' latest checkpoint, at its step.
+	var files *fsys.Resolver
+	base := ""
+	if env.CheckpointDir != "" {
+		files = fsys.NewResolver(fsys.Options{})
+		defer files.Close()
+		base = strings.TrimRight(env.CheckpointDir, "/") + "/ps"
+		if clock, ok, err := c.Restore(ctx, base, files); err != nil {
+			return err
+		} else if ok {
+			fmt.Printf("sparse-lr: worker %d resumes at step %d from the tables' checkpoint\n", c.Worker(), clock)
+		}
+	}
+	if o.ckptEvery > 0 && base == "" {
+		return errors.New("--checkpoint-every needs the job's checkpoint directory (spindle submit --checkpoint-dir)")
+	}
 	start := time.Now()
-	steps, keys, err := train(ctx, c, o)
+	steps, keys, err := train(ctx, c, o, base, files)
 	if err != nil {
 		return err
 	}
@@ -124,8 +144,13 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 
 // train runs this worker's steps: pull the batch's weights, push their
 // gradients, advance the clock. It returns the steps and keys moved.
-func train(ctx context.Context, c *client.Client, o options) (int, int, error) {
+func train(ctx context.Context, c *client.Client, o options, ckptBase string, files *fsys.Resolver) (int, int, error) {
 	rows := o.data.stream(uint64(c.Worker()) + 1)
+	// The rows of the steps done before a restart are drawn again and
+	// dropped, so the stream goes on where it was.
+	for range int(c.Steps()) * o.batch {
+		rows.next()
+	}
 	var (
 		index   = map[uint64]int{}
 		keys    []uint64
@@ -134,7 +159,8 @@ func train(ctx context.Context, c *client.Client, o options) (int, int, error) {
 		moved   int
 		steps   int
 	)
-	for done := 0; done < o.rows; {
+	generation := os.Getenv("SPINDLE_GENERATION")
+	for done := int(c.Steps()) * o.batch; done < o.rows; {
 		n := min(o.batch, o.rows-done)
 		clear(index)
 		keys, batchAt, labels = append(keys[:0], biasKey), batchAt[:0], labels[:0]
@@ -173,13 +199,17 @@ func train(ctx context.Context, c *client.Client, o options) (int, int, error) {
 		if err := c.Push(ctx, table, keys, grads); err != nil {
 			return steps, moved, err
 		}
-		if err := c.Clock(ctx); err != nil {
+		if o.ckptEvery > 0 && c.Worker() == 0 && (c.Steps()+1)%int64(o.ckptEvery) == 0 {
+			if _, err := c.ClockAndCheckpoint(ctx, ckptBase, files); err != nil {
+				return steps, moved, err
+			}
+		} else if err := c.Clock(ctx); err != nil {
 			return steps, moved, err
 		}
 		done += n
 		steps++
 		moved += 2 * len(keys)
-		if o.dieAt > 0 && steps == o.dieAt && c.Worker() == 1 {
+		if o.dieAt > 0 && int(c.Steps()) == o.dieAt && c.Worker() == 1 && (generation == "" || generation == "0") {
 			fmt.Fprintf(os.Stderr, "sparse-lr: worker 1 exits at step %d, as --die-at-step asks\n", steps)
 			os.Exit(3)
 		}

@@ -91,6 +91,9 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// grpcWaitForReady lets a call wait for a server still starting.
+var grpcWaitForReady = grpc.WaitForReady(true)
+
 // maxMessage matches the servers' bound on a message.
 const maxMessage = 256 << 20
 

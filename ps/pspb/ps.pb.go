@@ -599,7 +599,11 @@ type ClockRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Worker int32                  `protobuf:"varint,1,opt,name=worker,proto3" json:"worker,omitempty"`
 	// clock is the number of steps the worker has now finished.
-	Clock         int64 `protobuf:"varint,2,opt,name=clock,proto3" json:"clock,omitempty"`
+	Clock int64 `protobuf:"varint,2,opt,name=clock,proto3" json:"clock,omitempty"`
+	// checkpoint_dir, when set, asks for a checkpoint of every table at
+	// this clock in that directory: taken once every worker has finished
+	// the step, before any pull for the next one is answered.
+	CheckpointDir string `protobuf:"bytes,3,opt,name=checkpoint_dir,json=checkpointDir,proto3" json:"checkpoint_dir,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -646,6 +650,13 @@ func (x *ClockRequest) GetClock() int64 {
 		return x.Clock
 	}
 	return 0
+}
+
+func (x *ClockRequest) GetCheckpointDir() string {
+	if x != nil {
+		return x.CheckpointDir
+	}
+	return ""
 }
 
 type ClockResponse struct {
@@ -1034,6 +1045,207 @@ func (x *StatsResponse) GetClocks() []int64 {
 	return nil
 }
 
+type CheckpointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Clock         int64                  `protobuf:"varint,1,opt,name=clock,proto3" json:"clock,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointRequest) Reset() {
+	*x = CheckpointRequest{}
+	mi := &file_ps_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointRequest) ProtoMessage() {}
+
+func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
+func (*CheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CheckpointRequest) GetClock() int64 {
+	if x != nil {
+		return x.Clock
+	}
+	return 0
+}
+
+type CheckpointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// file is the URI the server wrote.
+	File          string `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
+	Keys          uint64 `protobuf:"varint,2,opt,name=keys,proto3" json:"keys,omitempty"`
+	Bytes         uint64 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointResponse) Reset() {
+	*x = CheckpointResponse{}
+	mi := &file_ps_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointResponse) ProtoMessage() {}
+
+func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
+func (*CheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CheckpointResponse) GetFile() string {
+	if x != nil {
+		return x.File
+	}
+	return ""
+}
+
+func (x *CheckpointResponse) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *CheckpointResponse) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type RestoreRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dir           string                 `protobuf:"bytes,1,opt,name=dir,proto3" json:"dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreRequest) Reset() {
+	*x = RestoreRequest{}
+	mi := &file_ps_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreRequest) ProtoMessage() {}
+
+func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
+func (*RestoreRequest) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RestoreRequest) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+type RestoreResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Clock         int64                  `protobuf:"varint,1,opt,name=clock,proto3" json:"clock,omitempty"`
+	Keys          uint64                 `protobuf:"varint,2,opt,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreResponse) Reset() {
+	*x = RestoreResponse{}
+	mi := &file_ps_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreResponse) ProtoMessage() {}
+
+func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
+func (*RestoreResponse) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RestoreResponse) GetClock() int64 {
+	if x != nil {
+		return x.Clock
+	}
+	return 0
+}
+
+func (x *RestoreResponse) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
 type ExportRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Table         string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
@@ -1043,7 +1255,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_ps_proto_msgTypes[18]
+	mi := &file_ps_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1267,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[18]
+	mi := &file_ps_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1280,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{18}
+	return file_ps_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExportRequest) GetTable() string {
@@ -1088,7 +1300,7 @@ type ExportChunk struct {
 
 func (x *ExportChunk) Reset() {
 	*x = ExportChunk{}
-	mi := &file_ps_proto_msgTypes[19]
+	mi := &file_ps_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1312,7 @@ func (x *ExportChunk) String() string {
 func (*ExportChunk) ProtoMessage() {}
 
 func (x *ExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[19]
+	mi := &file_ps_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1325,7 @@ func (x *ExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
 func (*ExportChunk) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{19}
+	return file_ps_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExportChunk) GetKeys() []byte {
@@ -1173,10 +1385,11 @@ const file_ps_proto_rawDesc = "" +
 	"\x05grads\x18\x03 \x01(\fR\x05grads\x12!\n" +
 	"\fring_version\x18\x04 \x01(\x04R\vringVersion\x12\x16\n" +
 	"\x06worker\x18\x05 \x01(\x05R\x06worker\"\x0e\n" +
-	"\fPushResponse\"<\n" +
+	"\fPushResponse\"c\n" +
 	"\fClockRequest\x12\x16\n" +
 	"\x06worker\x18\x01 \x01(\x05R\x06worker\x12\x14\n" +
-	"\x05clock\x18\x02 \x01(\x03R\x05clock\"\x0f\n" +
+	"\x05clock\x18\x02 \x01(\x03R\x05clock\x12%\n" +
+	"\x0echeckpoint_dir\x18\x03 \x01(\tR\rcheckpointDir\"\x0f\n" +
 	"\rClockResponse\"&\n" +
 	"\fLeaveRequest\x12\x16\n" +
 	"\x06worker\x18\x01 \x01(\x05R\x06worker\"\x0f\n" +
@@ -1197,12 +1410,23 @@ const file_ps_proto_rawDesc = "" +
 	"\rStatsResponse\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\x05R\x06server\x12.\n" +
 	"\x06tables\x18\x02 \x03(\v2\x16.spindle.ps.TableStatsR\x06tables\x12\x16\n" +
-	"\x06clocks\x18\x03 \x03(\x03R\x06clocks\"%\n" +
+	"\x06clocks\x18\x03 \x03(\x03R\x06clocks\")\n" +
+	"\x11CheckpointRequest\x12\x14\n" +
+	"\x05clock\x18\x01 \x01(\x03R\x05clock\"R\n" +
+	"\x12CheckpointResponse\x12\x12\n" +
+	"\x04file\x18\x01 \x01(\tR\x04file\x12\x12\n" +
+	"\x04keys\x18\x02 \x01(\x04R\x04keys\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\"\"\n" +
+	"\x0eRestoreRequest\x12\x10\n" +
+	"\x03dir\x18\x01 \x01(\tR\x03dir\";\n" +
+	"\x0fRestoreResponse\x12\x14\n" +
+	"\x05clock\x18\x01 \x01(\x03R\x05clock\x12\x12\n" +
+	"\x04keys\x18\x02 \x01(\x04R\x04keys\"%\n" +
 	"\rExportRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\"9\n" +
 	"\vExportChunk\x12\x12\n" +
 	"\x04keys\x18\x01 \x01(\fR\x04keys\x12\x16\n" +
-	"\x06values\x18\x02 \x01(\fR\x06values2\x91\x04\n" +
+	"\x06values\x18\x02 \x01(\fR\x06values2\xa2\x05\n" +
 	"\x0fParameterServer\x12Q\n" +
 	"\fDeclareTable\x12\x1f.spindle.ps.DeclareTableRequest\x1a .spindle.ps.DeclareTableResponse\x129\n" +
 	"\x04Pull\x12\x17.spindle.ps.PullRequest\x1a\x18.spindle.ps.PullResponse\x129\n" +
@@ -1211,7 +1435,10 @@ const file_ps_proto_rawDesc = "" +
 	"\x05Leave\x12\x18.spindle.ps.LeaveRequest\x1a\x19.spindle.ps.LeaveResponse\x12;\n" +
 	"\aGetRing\x12\x1a.spindle.ps.GetRingRequest\x1a\x14.spindle.ps.RingInfo\x12<\n" +
 	"\x05Stats\x12\x18.spindle.ps.StatsRequest\x1a\x19.spindle.ps.StatsResponse\x12>\n" +
-	"\x06Export\x12\x19.spindle.ps.ExportRequest\x1a\x17.spindle.ps.ExportChunk0\x01B'Z%github.com/spindle-ml/spindle/ps/pspbb\x06proto3"
+	"\x06Export\x12\x19.spindle.ps.ExportRequest\x1a\x17.spindle.ps.ExportChunk0\x01\x12K\n" +
+	"\n" +
+	"Checkpoint\x12\x1d.spindle.ps.CheckpointRequest\x1a\x1e.spindle.ps.CheckpointResponse\x12B\n" +
+	"\aRestore\x12\x1a.spindle.ps.RestoreRequest\x1a\x1b.spindle.ps.RestoreResponseB'Z%github.com/spindle-ml/spindle/ps/pspbb\x06proto3"
 
 var (
 	file_ps_proto_rawDescOnce sync.Once
@@ -1225,7 +1452,7 @@ func file_ps_proto_rawDescGZIP() []byte {
 	return file_ps_proto_rawDescData
 }
 
-var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_ps_proto_goTypes = []any{
 	(*Optimizer)(nil),            // 0: spindle.ps.Optimizer
 	(*Initializer)(nil),          // 1: spindle.ps.Initializer
@@ -1245,8 +1472,12 @@ var file_ps_proto_goTypes = []any{
 	(*StatsRequest)(nil),         // 15: spindle.ps.StatsRequest
 	(*TableStats)(nil),           // 16: spindle.ps.TableStats
 	(*StatsResponse)(nil),        // 17: spindle.ps.StatsResponse
-	(*ExportRequest)(nil),        // 18: spindle.ps.ExportRequest
-	(*ExportChunk)(nil),          // 19: spindle.ps.ExportChunk
+	(*CheckpointRequest)(nil),    // 18: spindle.ps.CheckpointRequest
+	(*CheckpointResponse)(nil),   // 19: spindle.ps.CheckpointResponse
+	(*RestoreRequest)(nil),       // 20: spindle.ps.RestoreRequest
+	(*RestoreResponse)(nil),      // 21: spindle.ps.RestoreResponse
+	(*ExportRequest)(nil),        // 22: spindle.ps.ExportRequest
+	(*ExportChunk)(nil),          // 23: spindle.ps.ExportChunk
 }
 var file_ps_proto_depIdxs = []int32{
 	0,  // 0: spindle.ps.TableSpec.optimizer:type_name -> spindle.ps.Optimizer
@@ -1260,17 +1491,21 @@ var file_ps_proto_depIdxs = []int32{
 	11, // 8: spindle.ps.ParameterServer.Leave:input_type -> spindle.ps.LeaveRequest
 	13, // 9: spindle.ps.ParameterServer.GetRing:input_type -> spindle.ps.GetRingRequest
 	15, // 10: spindle.ps.ParameterServer.Stats:input_type -> spindle.ps.StatsRequest
-	18, // 11: spindle.ps.ParameterServer.Export:input_type -> spindle.ps.ExportRequest
-	4,  // 12: spindle.ps.ParameterServer.DeclareTable:output_type -> spindle.ps.DeclareTableResponse
-	6,  // 13: spindle.ps.ParameterServer.Pull:output_type -> spindle.ps.PullResponse
-	8,  // 14: spindle.ps.ParameterServer.Push:output_type -> spindle.ps.PushResponse
-	10, // 15: spindle.ps.ParameterServer.Clock:output_type -> spindle.ps.ClockResponse
-	12, // 16: spindle.ps.ParameterServer.Leave:output_type -> spindle.ps.LeaveResponse
-	14, // 17: spindle.ps.ParameterServer.GetRing:output_type -> spindle.ps.RingInfo
-	17, // 18: spindle.ps.ParameterServer.Stats:output_type -> spindle.ps.StatsResponse
-	19, // 19: spindle.ps.ParameterServer.Export:output_type -> spindle.ps.ExportChunk
-	12, // [12:20] is the sub-list for method output_type
-	4,  // [4:12] is the sub-list for method input_type
+	22, // 11: spindle.ps.ParameterServer.Export:input_type -> spindle.ps.ExportRequest
+	18, // 12: spindle.ps.ParameterServer.Checkpoint:input_type -> spindle.ps.CheckpointRequest
+	20, // 13: spindle.ps.ParameterServer.Restore:input_type -> spindle.ps.RestoreRequest
+	4,  // 14: spindle.ps.ParameterServer.DeclareTable:output_type -> spindle.ps.DeclareTableResponse
+	6,  // 15: spindle.ps.ParameterServer.Pull:output_type -> spindle.ps.PullResponse
+	8,  // 16: spindle.ps.ParameterServer.Push:output_type -> spindle.ps.PushResponse
+	10, // 17: spindle.ps.ParameterServer.Clock:output_type -> spindle.ps.ClockResponse
+	12, // 18: spindle.ps.ParameterServer.Leave:output_type -> spindle.ps.LeaveResponse
+	14, // 19: spindle.ps.ParameterServer.GetRing:output_type -> spindle.ps.RingInfo
+	17, // 20: spindle.ps.ParameterServer.Stats:output_type -> spindle.ps.StatsResponse
+	23, // 21: spindle.ps.ParameterServer.Export:output_type -> spindle.ps.ExportChunk
+	19, // 22: spindle.ps.ParameterServer.Checkpoint:output_type -> spindle.ps.CheckpointResponse
+	21, // 23: spindle.ps.ParameterServer.Restore:output_type -> spindle.ps.RestoreResponse
+	14, // [14:24] is the sub-list for method output_type
+	4,  // [4:14] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -1287,7 +1522,7 @@ func file_ps_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ps_proto_rawDesc), len(file_ps_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

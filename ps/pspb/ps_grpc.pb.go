@@ -30,6 +30,8 @@ const (
 	ParameterServer_GetRing_FullMethodName      = "/spindle.ps.ParameterServer/GetRing"
 	ParameterServer_Stats_FullMethodName        = "/spindle.ps.ParameterServer/Stats"
 	ParameterServer_Export_FullMethodName       = "/spindle.ps.ParameterServer/Export"
+	ParameterServer_Checkpoint_FullMethodName   = "/spindle.ps.ParameterServer/Checkpoint"
+	ParameterServer_Restore_FullMethodName      = "/spindle.ps.ParameterServer/Restore"
 )
 
 // ParameterServerClient is the client API for ParameterServer service.
@@ -54,8 +56,15 @@ type ParameterServerClient interface {
 	GetRing(ctx context.Context, in *GetRingRequest, opts ...grpc.CallOption) (*RingInfo, error)
 	// Stats returns what the server holds and has applied.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
-	// Export streams a table's rows (weights only) in key order chunks.
+	// Export streams a table's rows (weights only) in chunks.
 	Export(ctx context.Context, in *ExportRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExportChunk], error)
+	// Checkpoint waits for the checkpoint a Clock call asked for at clock
+	// and returns what the server wrote.
+	Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error)
+	// Restore replaces every table with the server's part of the
+	// checkpoint in dir and sets every worker's clock to its clock. Once per
+	// dir: later calls only return the clock.
+	Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*RestoreResponse, error)
 }
 
 type parameterServerClient struct {
@@ -155,6 +164,26 @@ func (c *parameterServerClient) Export(ctx context.Context, in *ExportRequest, o
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ParameterServer_ExportClient = grpc.ServerStreamingClient[ExportChunk]
 
+func (c *parameterServerClient) Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckpointResponse)
+	err := c.cc.Invoke(ctx, ParameterServer_Checkpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *parameterServerClient) Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*RestoreResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreResponse)
+	err := c.cc.Invoke(ctx, ParameterServer_Restore_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ParameterServerServer is the server API for ParameterServer service.
 // All implementations must embed UnimplementedParameterServerServer
 // for forward compatibility.
@@ -177,8 +206,15 @@ type ParameterServerServer interface {
 	GetRing(context.Context, *GetRingRequest) (*RingInfo, error)
 	// Stats returns what the server holds and has applied.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
-	// Export streams a table's rows (weights only) in key order chunks.
+	// Export streams a table's rows (weights only) in chunks.
 	Export(*ExportRequest, grpc.ServerStreamingServer[ExportChunk]) error
+	// Checkpoint waits for the checkpoint a Clock call asked for at clock
+	// and returns what the server wrote.
+	Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error)
+	// Restore replaces every table with the server's part of the
+	// checkpoint in dir and sets every worker's clock to its clock. Once per
+	// dir: later calls only return the clock.
+	Restore(context.Context, *RestoreRequest) (*RestoreResponse, error)
 	mustEmbedUnimplementedParameterServerServer()
 }
 
@@ -212,6 +248,12 @@ func (UnimplementedParameterServerServer) Stats(context.Context, *StatsRequest) 
 }
 func (UnimplementedParameterServerServer) Export(*ExportRequest, grpc.ServerStreamingServer[ExportChunk]) error {
 	return status.Errorf(codes.Unimplemented, "method Export not implemented")
+}
+func (UnimplementedParameterServerServer) Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Checkpoint not implemented")
+}
+func (UnimplementedParameterServerServer) Restore(context.Context, *RestoreRequest) (*RestoreResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Restore not implemented")
 }
 func (UnimplementedParameterServerServer) mustEmbedUnimplementedParameterServerServer() {}
 func (UnimplementedParameterServerServer) testEmbeddedByValue()                         {}
@@ -371,6 +413,42 @@ func _ParameterServer_Export_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ParameterServer_ExportServer = grpc.ServerStreamingServer[ExportChunk]
 
+func _ParameterServer_Checkpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).Checkpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_Checkpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).Checkpoint(ctx, req.(*CheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ParameterServer_Restore_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).Restore(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_Restore_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).Restore(ctx, req.(*RestoreRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ParameterServer_ServiceDesc is the grpc.ServiceDesc for ParameterServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -405,6 +483,14 @@ var ParameterServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Stats",
 			Handler:    _ParameterServer_Stats_Handler,
+		},
+		{
+			MethodName: "Checkpoint",
+			Handler:    _ParameterServer_Checkpoint_Handler,
+		},
+		{
+			MethodName: "Restore",
+			Handler:    _ParameterServer_Restore_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

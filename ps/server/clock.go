@@ -18,11 +18,65 @@ type clocks struct {
 	mu        sync.Mutex
 	clock     []int64
 	left      []bool
-	changed   chan struct{} // closed and replaced at every change
+	// hold, when ≥ 0, holds pulls at clocks ≥ hold: a checkpoint at that
+	// clock is pending.
+	hold    int64
+	changed chan struct{} // closed and replaced at every change
 }
 
 func newClocks(workers int, s ps.Staleness) *clocks {
-	return &clocks{staleness: s, clock: make([]int64, workers), left: make([]bool, workers), changed: make(chan struct{})}
+	return &clocks{staleness: s, clock: make([]int64, workers), left: make([]bool, workers), hold: -1, changed: make(chan struct{})}
+}
+
+// advanceAndHold records that worker finished clock steps and, in the same
+// step, holds the pulls of every worker at clock or beyond: under BSP no
+// worker can have passed clock yet, so the checkpoint taken before the
+// hold is released has every update of the steps up to clock and none
+// after.
+func (c *clocks) advanceAndHold(worker int, clock int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hold < 0 || clock < c.hold {
+		c.hold = clock
+	}
+	if clock > c.clock[worker] {
+		c.clock[worker] = clock
+	}
+	c.bump()
+}
+
+// release ends the hold.
+func (c *clocks) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hold = -1
+	c.bump()
+}
+
+// reset sets every worker's clock to clock, none left, no hold: the job
+// starts again from a checkpoint.
+func (c *clocks) reset(clock int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for w := range c.clock {
+		c.clock[w], c.left[w] = clock, false
+	}
+	c.hold = -1
+	c.bump()
+}
+
+// waitAll returns once every worker still in the job has finished clock
+// steps, or fails as wait does.
+func (c *clocks) waitAll(ctx context.Context, clock int64, timeout time.Duration) error {
+	return c.waitFor(ctx, timeout, func() (string, bool) {
+		var slow []string
+		for w, cl := range c.clock {
+			if !c.left[w] && cl < clock {
+				slow = append(slow, fmt.Sprintf("worker %d at clock %d", w, cl))
+			}
+		}
+		return strings.Join(slow, ", "), len(slow) == 0
+	}, fmt.Sprintf("the checkpoint at clock %d", clock))
 }
 
 func (c *clocks) bump() {
@@ -66,25 +120,34 @@ func (c *clocks) laggards(clock int64) []int {
 // every worker still in the job. It fails when ctx ends or when timeout
 // passes with no clock moving, naming the workers it waited for.
 func (c *clocks) wait(ctx context.Context, worker int, clock int64, timeout time.Duration) error {
-	if c.staleness < 0 {
-		return nil
-	}
+	return c.waitFor(ctx, timeout, func() (string, bool) {
+		if c.hold >= 0 && clock >= c.hold {
+			return fmt.Sprintf("the checkpoint at clock %d", c.hold), false
+		}
+		if c.staleness < 0 {
+			return "", true
+		}
+		slow := c.laggards(clock)
+		parts := make([]string, len(slow))
+		for i, w := range slow {
+			parts[i] = fmt.Sprintf("worker %d at clock %d", w, c.clock[w])
+		}
+		return strings.Join(parts, ", "), len(slow) == 0
+	}, fmt.Sprintf("worker %d at clock %d", worker, clock))
+}
+
+// waitFor waits until ready, checked with c.mu held, says so; it fails
+// when ctx ends or when timeout passes with no change, with what ready
+// said it waited for.
+func (c *clocks) waitFor(ctx context.Context, timeout time.Duration, ready func() (string, bool), who string) error {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for {
 		c.mu.Lock()
-		slow := c.laggards(clock)
+		why, ok := ready()
 		changed := c.changed
-		var why string
-		if len(slow) > 0 {
-			parts := make([]string, len(slow))
-			for i, w := range slow {
-				parts[i] = fmt.Sprintf("worker %d at clock %d", w, c.clock[w])
-			}
-			why = strings.Join(parts, ", ")
-		}
 		c.mu.Unlock()
-		if len(slow) == 0 {
+		if ok {
 			return nil
 		}
 		select {
@@ -94,10 +157,10 @@ func (c *clocks) wait(ctx context.Context, worker int, clock int64, timeout time
 			}
 			timer.Reset(timeout)
 		case <-ctx.Done():
-			return fmt.Errorf("worker %d at clock %d waited for %s (%s): %w", worker, clock, why, c.staleness, ctx.Err())
+			return fmt.Errorf("%s waited for %s (%s): %w", who, why, c.staleness, ctx.Err())
 		case <-timer.C:
-			return fmt.Errorf("%w: worker %d at clock %d waited %s for %s under %s, and no clock moved (spindle.ps.waitTimeout)",
-				errWaitTimeout, worker, clock, timeout, why, c.staleness)
+			return fmt.Errorf("%w: %s waited %s for %s under %s, and no clock moved (spindle.ps.waitTimeout)",
+				errWaitTimeout, who, timeout, why, c.staleness)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/pspb"
 	"google.golang.org/grpc"
@@ -44,7 +45,10 @@ type Config struct {
 	// MemoryBytes is what the server's rows may take (0: no bound);
 	// creating a row beyond it fails naming the table.
 	MemoryBytes int64
-	Logger      *slog.Logger
+	// Files resolves checkpoint directories (local or hdfs://); nil uses
+	// the environment's Hadoop configuration.
+	Files  *fsys.Resolver
+	Logger *slog.Logger
 }
 
 // Server is one parameter server.
@@ -54,6 +58,10 @@ type Server struct {
 	log    *slog.Logger
 	clocks *clocks
 	budget budget
+	ckpt   checkpoints
+	// life ends when Serve stops: background checkpoints end with it.
+	life     context.Context
+	stopLife context.CancelFunc
 
 	mu     sync.RWMutex
 	tables map[string]*table
@@ -78,6 +86,8 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger.With("ps", cfg.Index), clocks: newClocks(cfg.Workers, cfg.Staleness),
 		tables: make(map[string]*table)}
 	s.budget = budget{limit: cfg.MemoryBytes, full: s.memoryFull}
+	s.ckpt = checkpoints{byClock: map[int64]*pendingCkpt{}, restored: map[string]int64{}}
+	s.life, s.stopLife = context.WithCancel(context.Background())
 	return s, nil
 }
 
@@ -114,6 +124,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, creds credentials.T
 		<-stopped
 	}
 	<-done
+	s.stopLife()
+	s.ckpt.wg.Wait()
 	return nil
 }
 
@@ -250,7 +262,11 @@ func (s *Server) Clock(_ context.Context, req *pspb.ClockRequest) (*pspb.ClockRe
 	if err := s.worker(req.Worker); err != nil {
 		return nil, err
 	}
-	s.clocks.advance(int(req.Worker), req.Clock)
+	if req.CheckpointDir != "" {
+		s.askCheckpoint(int(req.Worker), req.Clock, req.CheckpointDir)
+	} else {
+		s.clocks.advance(int(req.Worker), req.Clock)
+	}
 	return &pspb.ClockResponse{}, nil
 }
 
