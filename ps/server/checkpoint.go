@@ -325,4 +325,3 @@ func (s *Server) files() *fsys.Resolver {
 
 // defaultFiles resolves with the environment's Hadoop settings.
 var defaultFiles = fsys.NewResolver(fsys.Options{})
-
