@@ -21,7 +21,10 @@ func TestBuiltinPSTrainsSparseLR(t *testing.T) {
 	for _, staleness := range []string{"bsp", "2"} {
 		t.Run("staleness="+staleness, func(t *testing.T) {
 			dir := t.TempDir()
+			events := filepath.Join(dir, "events")
+			os.Mkdir(events, 0o755)
 			r := spindle(t, dir, submitArgs("--master", "local[2]", "--num-ps", "2",
+				"--conf", "spindle.eventLog.dir="+events, "--conf", "spindle.eventLog.flushInterval=200ms",
 				"--conf", "spindle.ps.staleness="+staleness, "--", sparseLRBin, "--rows", "200000",
 				"--export", filepath.Join(dir, "weights.parquet"))...)
 			if r.code != 0 {
@@ -45,6 +48,11 @@ func TestBuiltinPSTrainsSparseLR(t *testing.T) {
 			}
 			if fi, err := os.Stat(filepath.Join(dir, "weights.parquet")); err != nil || fi.Size() == 0 {
 				t.Errorf("exported file: %v", err)
+			}
+			// The servers reported their totals (the web UI, the event log
+			// and the spindle_ps_* metrics show them).
+			if !eventLogHas(t, events, psReport) {
+				t.Errorf("the event log holds no parameter-server report of its keys")
 			}
 			if n := serversRunning(t); n != 0 {
 				t.Errorf("%d parameter servers outlived the job", n)
@@ -113,4 +121,22 @@ func TestBuiltinPSRestartsFromCheckpoint(t *testing.T) {
 	if pushes, _ := strconv.Atoi(m[5]); pushes != 2*100*2 {
 		t.Errorf("servers applied %d pushes after the restart, want %d", pushes, 2*100*2)
 	}
+}
+
+// psReport is a parameter server's report of a nonzero key count.
+var psReport = regexp.MustCompile(`"ps_keys":[1-9]`)
+
+// eventLogHas says whether a file of the event log in dir matches re.
+func eventLogHas(t *testing.T, dir string, re *regexp.Regexp) bool {
+	t.Helper()
+	found := false
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, err := os.ReadFile(p); err == nil && re.Match(b) {
+				found = true
+			}
+		}
+		return nil
+	})
+	return found
 }

@@ -37,6 +37,10 @@ type Driver struct {
 	restarts  *prometheus.CounterVec
 	jobState  *prometheus.GaugeVec
 	spans     *prometheus.HistogramVec
+	psKeys    *prometheus.GaugeVec
+	psBytes   *prometheus.GaugeVec
+	psPushes  *prometheus.CounterVec
+	psPulls   *prometheus.CounterVec
 
 	mu    sync.Mutex
 	ranks map[int]*rankMetrics
@@ -48,7 +52,18 @@ type rankMetrics struct {
 	last  jobview.Progress
 	at    float64 // seconds, from the event time
 	seen  bool
+	// ps holds a parameter server's last reported totals.
+	ps map[string]float64
 }
+
+// The scalars Spindle's parameter servers report (ps/server), which the
+// driver turns into the spindle_ps_* metrics.
+const (
+	ScalarPSKeys   = "ps_keys"
+	ScalarPSBytes  = "ps_bytes"
+	ScalarPSPushes = "ps_pushes"
+	ScalarPSPulls  = "ps_pulls"
+)
 
 // maxStepsObserved bounds how many step durations one progress report adds
 // to the histogram, so a fast trainer's heartbeat stays cheap.
@@ -77,9 +92,18 @@ func NewDriver(reg prometheus.Registerer) *Driver {
 		spans: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "spindle_span_duration_seconds",
 			Help:    "Time training processes spent in collective operations, waiting for the feed and saving checkpoints (from the job's timeline; spindle.timeline).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12)}, []string{"kind"}),
+		psKeys: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "spindle_ps_keys",
+			Help: "Rows a parameter server holds, all tables together (Spindle's own servers)."}, []string{"rank"}),
+		psBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "spindle_ps_bytes",
+			Help: "Memory a parameter server's rows take, weights and optimizer slots."}, []string{"rank"}),
+		psPushes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spindle_ps_pushes_total",
+			Help: "Pushes a parameter server applied."}, []string{"rank"}),
+		psPulls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spindle_ps_pulls_total",
+			Help: "Pulls a parameter server answered."}, []string{"rank"}),
 		ranks: map[int]*rankMetrics{},
 	}
-	reg.MustRegister(d.executors, d.rows, d.bytes, d.batches, d.steps, d.exits, d.restarts, d.jobState, d.spans)
+	reg.MustRegister(d.executors, d.rows, d.bytes, d.batches, d.steps, d.exits, d.restarts, d.jobState, d.spans,
+		d.psKeys, d.psBytes, d.psPushes, d.psPulls)
 	return d
 }
 
@@ -118,6 +142,8 @@ func (d *Driver) Observe(ev jobview.Event) {
 				d.exits.WithLabelValues(ev.State).Inc()
 			}
 		}
+	case jobview.KindScalars:
+		d.observePS(ev)
 	case jobview.KindProgress:
 		if ev.Progress == nil {
 			return
@@ -148,6 +174,30 @@ func (d *Driver) Observe(ev jobview.Event) {
 			d.batches.WithLabelValues(r.role).Add(float64(p.Batches))
 		}
 		r.last, r.at, r.seen = maxProgress(r.last, p), at, true
+	}
+}
+
+// observePS folds a parameter server's reported totals into the
+// spindle_ps_* metrics. d.mu is held.
+func (d *Driver) observePS(ev jobview.Event) {
+	if _, ok := ev.Values[ScalarPSKeys]; !ok {
+		return
+	}
+	r := d.rank(ev.Rank)
+	label := strconv.Itoa(ev.Rank)
+	d.psKeys.WithLabelValues(label).Set(ev.Values[ScalarPSKeys])
+	d.psBytes.WithLabelValues(label).Set(ev.Values[ScalarPSBytes])
+	if r.ps == nil {
+		r.ps = map[string]float64{}
+	}
+	for name, c := range map[string]*prometheus.CounterVec{ScalarPSPushes: d.psPushes, ScalarPSPulls: d.psPulls} {
+		// Totals only grow; a restarted server starts again from zero.
+		if v := ev.Values[name]; v > r.ps[name] {
+			c.WithLabelValues(label).Add(v - r.ps[name])
+			r.ps[name] = v
+		} else if v < r.ps[name] {
+			r.ps[name] = v
+		}
 	}
 }
 

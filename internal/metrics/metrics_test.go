@@ -167,3 +167,41 @@ func TestSpans(t *testing.T) {
 		t.Fatalf("span counts by kind: %v", counts)
 	}
 }
+
+// A parameter server's reported totals become the spindle_ps_* metrics;
+// its counters only grow, across a restart from zero too.
+func TestParameterServerMetrics(t *testing.T) {
+	reg := NewRegistry()
+	d := NewDriver(reg)
+	report := func(pushes, keys float64) {
+		d.Observe(jobview.Event{Kind: jobview.KindScalars, Rank: 2, Values: map[string]float64{
+			ScalarPSKeys: keys, ScalarPSBytes: keys * 60, ScalarPSPushes: pushes, ScalarPSPulls: pushes}})
+	}
+	report(10, 1000)
+	report(25, 1500)
+	report(5, 200) // the server restarted
+	report(8, 300)
+	d.Observe(jobview.Event{Kind: jobview.KindScalars, Rank: 0, Values: map[string]float64{"loss": 0.3}})
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			if !strings.HasPrefix(f.GetName(), "spindle_ps_") {
+				continue
+			}
+			if m.GetLabel()[0].GetValue() != "2" {
+				t.Fatalf("%s labelled %v, want rank 2", f.GetName(), m.GetLabel())
+			}
+			got[f.GetName()] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{"spindle_ps_keys": 300, "spindle_ps_bytes": 18000, "spindle_ps_pushes_total": 28, "spindle_ps_pulls_total": 28}
+	for name, v := range want {
+		if got[name] != v {
+			t.Errorf("%s = %v, want %v (all: %v)", name, got[name], v, got)
+		}
+	}
+}

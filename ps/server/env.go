@@ -74,5 +74,37 @@ func RunFromEnv(ctx context.Context, env task.Env, logger *slog.Logger) error {
 	}
 	logger.Info("parameter server serving", "server", env.RoleRank, "servers", n, "workers", workers,
 		"consistency", staleness.String(), "addr", env.Peers[env.Rank], "memory_mib", memory>>20)
-	return s.Serve(ctx, ln, creds)
+	reportCtx, stopReports := context.WithCancel(ctx)
+	reported := make(chan struct{})
+	go func() { defer close(reported); s.reportEvery(reportCtx, reportInterval) }()
+	err = s.Serve(ctx, ln, creds)
+	stopReports()
+	<-reported
+	return err
+}
+
+// reportInterval is how often a server reports its totals.
+const reportInterval = 5 * time.Second
+
+// reportEvery sends the server's totals to the executor's report socket
+// until ctx ends, and once more then: the job's web UI shows them, and the
+// driver's /metrics turns them into the spindle_ps_* metrics
+// (internal/metrics reads these names).
+func (s *Server) reportEvery(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	report := func() {
+		keys, bytes, pushes, pulls := s.totals()
+		task.Report(0, map[string]float64{"ps_keys": float64(keys), "ps_bytes": float64(bytes),
+			"ps_pushes": float64(pushes), "ps_pulls": float64(pulls)})
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			report()
+			return
+		case <-t.C:
+			report()
+		}
+	}
 }

@@ -286,6 +286,21 @@ func (s *Server) GetRing(context.Context, *pspb.GetRingRequest) (*pspb.RingInfo,
 	return &pspb.RingInfo{Version: r.Version(), Servers: r.Servers(), VirtualNodes: uint32(r.VirtualNodes())}, nil
 }
 
+// totals sums every table's rows, their memory, and the pushes and pulls
+// applied.
+func (s *Server) totals() (keys, bytes, pushes, pulls uint64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, t := range s.tables {
+		k := t.keys.Load()
+		keys += k
+		bytes += k * uint64(t.rowBytes())
+		pushes += t.pushes.Load()
+		pulls += t.pulls.Load()
+	}
+	return keys, bytes, pushes, pulls
+}
+
 // Stats implements pspb.ParameterServerServer.
 func (s *Server) Stats(context.Context, *pspb.StatsRequest) (*pspb.StatsResponse, error) {
 	s.mu.RLock()
