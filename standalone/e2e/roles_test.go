@@ -20,6 +20,32 @@ func TestRolesOnStandalone(t *testing.T) {
 	c := startCluster(t, 2)
 	t.Run("tf-config", func(t *testing.T) { tfConfigJob(t, c) })
 	t.Run("tensorflow", func(t *testing.T) { tensorFlowJob(t, c) })
+	t.Run("builtin-ps", func(t *testing.T) { builtinPSJob(t, c) })
+}
+
+// builtinPSJob runs Spindle's own parameter server on the cluster: 2
+// workers and 2 servers of a core each, the servers run by the workers'
+// own spindle binary. The sparse example trains to within 0.01 AUC of
+// its known model, and every server is stopped at the end.
+func builtinPSJob(t *testing.T, c *cluster) {
+	j := c.submit(t.TempDir(), "--name", "builtin-ps", "--num-executors", "2", "--executor-memory", "512m",
+		"--num-ps", "2", "--ps-memory", "512m", "--conf", "spindle.ps.staleness=1",
+		"--", sparseLRBin, "--rows", "200000")
+	if code := j.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("job failed (exit %d)\n--- stdout\n%s--- stderr\n%s", code, j.stdout.String(), j.stderr.String())
+	}
+	m := regexp.MustCompile(`\[worker 0\] sparse-lr: auc (\S+) \(known model (\S+)\).* 2 servers, (\d+) pushes applied`).FindStringSubmatch(j.stdout.String())
+	if m == nil {
+		t.Fatalf("no result from worker 0:\n%s", j.stdout.String())
+	}
+	trained, _ := strconv.ParseFloat(m[1], 64)
+	known, _ := strconv.ParseFloat(m[2], 64)
+	if trained < known-0.01 {
+		t.Errorf("trained AUC %.4f is not within 0.01 of the known model's %.4f", trained, known)
+	}
+	if !strings.Contains(j.stderr.String(), `stopped_at_end="ps 0, ps 1"`) {
+		t.Errorf("the servers were not stopped at the job's end:\n%s", j.stderr.String())
+	}
 }
 
 // tfConfigJob runs a TF_CONFIG-reading job of 2 workers and 1 parameter
