@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +25,7 @@ import (
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 
-var spindleBin, datagenBin, logregBin string
+var spindleBin, datagenBin, logregBin, sparseLRBin string
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -45,6 +46,7 @@ func run(m *testing.M) int {
 		{&spindleBin, "./cmd/spindle"},
 		{&datagenBin, "./examples/datagen"},
 		{&logregBin, "./examples/logreg"},
+		{&sparseLRBin, "./examples/sparse-lr"},
 	} {
 		*b.out = filepath.Join(dir, "bin", filepath.Base(b.pkg))
 		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
@@ -201,6 +203,31 @@ func TestClientModeLogReg(t *testing.T) {
 		t.Errorf("tags %q", tags)
 	}
 	stagingGone(t, hc, m[1])
+}
+
+// TestBuiltinPSOnYARN runs Spindle's own parameter server in YARN
+// containers: 2 workers and 2 servers, the servers run by the containers'
+// own spindle binary. The sparse example trains to its known model's AUC.
+func TestBuiltinPSOnYARN(t *testing.T) {
+	hc := hadooptest.Shared(t)
+	code, stdout, stderr := submit(t, hc.ConfDir, 4*time.Minute,
+		"--name", "yarn-ps", "--queue", "default", "--num-executors", "2", "--executor-memory", "256m",
+		"--num-ps", "2", "--ps-memory", "512m", "--", sparseLRBin, "--rows", "200000")
+	if code != 0 {
+		t.Fatalf("spindle submit exited %d\n--- stdout\n%s\n--- stderr\n%s", code, stdout, stderr)
+	}
+	m := regexp.MustCompile(`sparse-lr: auc (\S+) \(known model (\S+)\).* 2 servers, (\d+) pushes applied`).FindStringSubmatch(stdout + stderr)
+	if m == nil {
+		t.Fatalf("no result from worker 0\n--- stdout\n%s\n--- stderr\n%s", stdout, stderr)
+	}
+	trained, _ := strconv.ParseFloat(m[1], 64)
+	known, _ := strconv.ParseFloat(m[2], 64)
+	if trained < known-0.01 {
+		t.Errorf("trained AUC %.4f is not within 0.01 of the known model's %.4f", trained, known)
+	}
+	if app := appRE.FindStringSubmatch(stderr); app != nil {
+		stagingGone(t, hc, app[1])
+	}
 }
 
 // TestGangTimeout asks for more than the cluster has: the gang times out,
