@@ -11,7 +11,9 @@
 //
 // Importing the package registers the "ucx" link kind with the collective
 // package: SPINDLE_COLLECTIVE_LINK=ucx (which the executor sets from
-// spindle.rdma.mode) selects it in collective.ConfigFromEnv. Over each of
+// spindle.rdma.mode) selects it in collective.ConfigFromEnv. Go trainers
+// that join with task.Env.Comm have it; a program that calls
+// collective.FromEnv itself imports this package for it. Over each of
 // the mesh's streams the two ranks negotiate (collective.Negotiate): a
 // direction runs over UCX when both ends offer it, and otherwise over the
 // stream itself, as TCP, with one log line saying why.
