@@ -462,7 +462,7 @@ func worker() error {
 	}
 	// Only warnings: each rank's "data link is ..." would fill the output.
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		if v, _ := strconv.Atoi(os.Getenv(envChunk)); v != 0 {
+	if v, _ := strconv.Atoi(os.Getenv(envChunk)); v != 0 {
 		cfg.ChunkBytes = v
 	}
 	if v, _ := strconv.Atoi(os.Getenv(envSockBuf)); v != 0 {
