@@ -70,6 +70,7 @@ func newApp() *cli.App {
 			historyCommand(),
 			logsCommand(),
 			tlsCommand(),
+			rdmaCommand(),
 			versionCommand(),
 		},
 	}

@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,7 +45,7 @@ const (
 	// someone polls, and a sleep's wake-up costs tens of microseconds per
 	// protocol step, so a transfer in progress is polled; an idle link
 	// sleeps.
-	spinWait = 200 * time.Microsecond
+	spinWait = 50 * time.Microsecond
 	// tagSeqBits holds a message's sequence number in its tag; the sender's
 	// rank is above it.
 	tagSeqBits = 40
@@ -84,6 +85,20 @@ func version() string { return C.GoString(C.spx_version()) }
 
 func statusError(st C.int) error {
 	return errors.New("ucx: " + C.GoString(C.spx_status_string(st)))
+}
+
+// tcpRndvThresh is the rendezvous threshold on UCX's TCP transport:
+// above a segment, so every message goes eagerly. TCP has no zero-copy
+// for rendezvous to save, and its round trips wait on a receiver busy
+// reducing the previous piece; eager messages land in UCX's buffers
+// meanwhile, as bytes land in the kernel's on the TCP link.
+const tcpRndvThresh = "1m"
+
+// tcpOnly reports whether UCX is restricted to its TCP transport
+// (UCX_TLS=tcp) and the rendezvous threshold is left to Spindle.
+func tcpOnly() bool {
+	_, set := os.LookupEnv("UCX_RNDV_THRESH")
+	return strings.TrimSpace(os.Getenv("UCX_TLS")) == "tcp" && !set
 }
 
 // direction is the state of sending to, or receiving from, one peer. Only
@@ -162,7 +177,12 @@ func newEngine(rank int, timeout time.Duration) (*engine, error) {
 		eps: make(map[int]*C.spx_ep), out: make(map[int]*direction), in: make(map[int]*direction)}
 	var ctx, w unsafe.Pointer
 	var efd C.int
-	if st := C.spx_init(&ctx, &w, &efd); st != statusOK {
+	var rndv *C.char
+	if tcpOnly() {
+		rndv = C.CString(tcpRndvThresh)
+		defer C.free(unsafe.Pointer(rndv))
+	}
+	if st := C.spx_init(&ctx, &w, &efd, rndv); st != statusOK {
 		return nil, fmt.Errorf("start a UCP worker: %w", statusError(st))
 	}
 	e.ctx, e.w, e.efd = ctx, w, efd
@@ -472,9 +492,10 @@ func (e *engine) progress() bool {
 }
 
 // check returns why a call on d cannot go on, or nil. A lost mesh stream
-// counts only when idle is set: the peer may have sent its last messages
-// and ended (its stream closing) before this rank took them, so a call
-// stops for that only after a while in which nothing moved.
+// or failed endpoint counts only when idle is set: the peer may have sent
+// its last messages and ended (its stream closing) before this rank took
+// them, so a call stops for that only after a while in which nothing
+// moved.
 func (e *engine) check(ctx context.Context, d *direction, ep *C.spx_ep, idle bool) error {
 	switch {
 	case e.closed:
@@ -486,7 +507,10 @@ func (e *engine) check(ctx context.Context, d *direction, ep *C.spx_ep, idle boo
 	case ctx.Err() != nil:
 		return ctx.Err()
 	}
-	if err := d.lost.Load(); err != nil && idle {
+	if !idle {
+		return nil
+	}
+	if err := d.lost.Load(); err != nil {
 		return *err
 	}
 	if ep.failed != 0 {
