@@ -18,6 +18,12 @@ go test -run '^$' -bench 'Flight' -benchtime 5x ./feed
 section "allreduce: Spindle ring vs PyTorch gloo"
 go run ./collective/bench
 
+section "allreduce over the data links: TCP link vs UCX link (UCX_TLS=tcp, sm) vs ucx_perftest on the same transport"
+go run ./collective/bench -links tcp,ucx-tcp,ucx-sm -perftest -gloo=false -sizes 4k,1m,64m -rounds 2 2>&1 | grep -v 'UCX  ERROR'
+go test -run '^$' -bench 'AllReduce' -benchtime 5x ./collective
+UCX_TLS=tcp go test -run '^$' -bench 'AllReduceUCX' -benchtime 5x ./rdma/ucx 2>&1 | grep -v 'UCX  ERROR'
+UCX_TLS=sm go test -run '^$' -bench 'AllReduceUCX' -benchtime 5x ./rdma/ucx 2>&1 | grep -v 'UCX  ERROR'
+
 section "HDFS: Parquet over the test HDFS vs local disk"
 go test -run '^$' -bench 'HDFS' -benchtime 3x ./fsys
 
