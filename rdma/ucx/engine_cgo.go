@@ -46,6 +46,11 @@ const (
 	// protocol step, so a transfer in progress is polled; an idle link
 	// sleeps.
 	spinWait = 50 * time.Microsecond
+	// lostGrace is how long a call goes on taking what has arrived after
+	// its peer's stream closed or its endpoint failed: a peer that ends
+	// right after its last send may close before this rank has taken it
+	// (on a loaded host that can be milliseconds).
+	lostGrace = 100 * time.Millisecond
 	// tagSeqBits holds a message's sequence number in its tag; the sender's
 	// rank is above it.
 	tagSeqBits = 40
@@ -441,7 +446,7 @@ func (e *engine) Recv(ctx context.Context, peer int, p []byte) error {
 			}
 			err = fmt.Errorf("ucx: %s from rank %d for %s: %w", what, peer, e.timeout, os.ErrDeadlineExceeded)
 		default:
-			err = e.check(ctx, d, ep, time.Since(moved) >= spinWait)
+			err = e.check(ctx, d, ep, time.Since(moved) >= lostGrace)
 		}
 		if err != nil {
 			e.mu.Unlock()
@@ -561,7 +566,7 @@ func (e *engine) wait(ctx context.Context, d *direction, ep *C.spx_ep) error {
 		case time.Now().After(deadline):
 			err = fmt.Errorf("ucx: no progress for %s: %w", e.timeout, os.ErrDeadlineExceeded)
 		default:
-			err = e.check(ctx, d, ep, time.Since(moved) >= spinWait)
+			err = e.check(ctx, d, ep, time.Since(moved) >= lostGrace)
 		}
 		if err != nil {
 			e.mu.Unlock()
