@@ -273,8 +273,14 @@ func (l *Listener) acceptLoop(ctx context.Context, out chan<- accepted) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Serve returning ends a handshake still under way.
+			stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 			c.SetDeadline(time.Now().Add(l.cfg.Timeout))
 			kind, index, err := acceptHandshake(c, l.cfg.Token)
+			if !stop() {
+				c.Close() // Serve has returned
+				return
+			}
 			c.SetDeadline(time.Time{})
 			if err != nil {
 				l.cfg.logger().Warn("rejected a connection", "remote", c.RemoteAddr().String(), "err", err)
