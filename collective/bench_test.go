@@ -9,9 +9,11 @@ import (
 )
 
 // BenchmarkAllReduce measures ring allreduce between in-process ranks on
-// loopback and reports bus bandwidth, 2(n-1)/n × bytes / time, the figure
+// loopback over the TCP link and reports bus bandwidth, 2(n-1)/n × bytes / time, the figure
 // that is comparable across world sizes. collective/bench runs the same
-// measurement across processes beside PyTorch's gloo.
+// measurement across processes beside PyTorch's gloo and, with -links
+// and -perftest, over the UCX link beside ucx_perftest; rdma/ucx's
+// BenchmarkAllReduceUCX is this benchmark over the UCX link.
 //
 // COLLECTIVE_BENCH_CHUNK and COLLECTIVE_BENCH_SOCKBUF override the chunk
 // and socket buffer sizes, for tuning.
@@ -19,10 +21,10 @@ func BenchmarkAllReduce(b *testing.B) {
 	chunk := benchEnvInt(b, "COLLECTIVE_BENCH_CHUNK")
 	sockBuf := benchEnvInt(b, "COLLECTIVE_BENCH_SOCKBUF")
 	for _, n := range []int{2, 4} {
-		for _, mib := range []int{1, 16, 64} {
-			b.Run(fmt.Sprintf("ranks=%d/MiB=%d", n, mib), func(b *testing.B) {
+		for _, size := range benchSizes {
+			b.Run(fmt.Sprintf("ranks=%d/size=%s", n, sizeName(size)), func(b *testing.B) {
 				comms := benchCluster(b, n, chunk, sockBuf)
-				count := mib << 20 / 4
+				count := size / 4
 				bufs := make([][]float32, n)
 				for r := range n {
 					bufs[r] = make([]float32, count)
@@ -52,6 +54,18 @@ func BenchmarkAllReduce(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchSizes are the tensor sizes of the allreduce benchmarks: a
+// latency-bound one, a middling one, and one bound by bandwidth.
+var benchSizes = []int{4 << 10, 1 << 20, 64 << 20}
+
+// sizeName prints a size as 4KiB or 64MiB.
+func sizeName(b int) string {
+	if b >= 1<<20 {
+		return fmt.Sprintf("%dMiB", b>>20)
+	}
+	return fmt.Sprintf("%dKiB", b>>10)
 }
 
 func benchCluster(b *testing.B, n, chunk, sockBuf int) []*Comm {

@@ -25,7 +25,7 @@ const (
 	EnvPeerToken   = envcontract.PeerToken
 	// EnvLink selects the data link (see ParseLinkSpec); the executor sets
 	// it from spindle.rdma.mode and the rank's RDMA devices.
-	EnvLink = "SPINDLE_COLLECTIVE_LINK"
+	EnvLink = envcontract.CollectiveLink
 )
 
 // Defaults applied by New to zero fields of Config.

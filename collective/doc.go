@@ -76,8 +76,10 @@
 //
 //   - TCP (TCPLinker, the default): the mesh's authenticated streams
 //     carry the data themselves.
-//   - UCX (package rdma): RDMA verbs, RoCE, shared memory or TCP through
-//     UCX's UCP API, bootstrapped over the mesh's streams.
+//   - UCX (package rdma/ucx): RDMA verbs, RoCE, shared memory or TCP
+//     through UCX's UCP API, bootstrapped over the mesh's streams and
+//     selected by SPINDLE_COLLECTIVE_LINK. FromEnv finds it only in a
+//     program that imports rdma/ucx (task.Env.Comm does).
 //   - In-memory (MemNetwork), for tests: the ranks of one process exchange
 //     bytes through memory, and a test can drop, delay, partition or reset
 //     the bytes between any two ranks, as hashicorp/raft's in-memory

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/spindle-ml/spindle/internal/envcontract"
 )
 
 // Variables the hints set, for the frameworks' own transports.
@@ -15,10 +17,22 @@ const (
 	EnvGlooSocketIface = "GLOO_SOCKET_IFNAME"
 	EnvUCXNetDevices   = "UCX_NET_DEVICES"
 	EnvUCXTLS          = "UCX_TLS"
+	// EnvCollectiveLink selects the data link of Spindle's Go collectives
+	// (SPINDLE_COLLECTIVE_LINK; see collective.ParseLinkSpec).
+	EnvCollectiveLink = envcontract.CollectiveLink
+)
+
+// Values of EnvCollectiveLink the hints set: Spindle's collectives move
+// their bytes over UCX (the rdma/ucx package) where both ends of a link
+// offer it, and over TCP otherwise.
+const (
+	LinkUCX         = "ucx"
+	LinkUCXRequired = "ucx:required"
+	LinkUCXDeclined = "ucx:declined"
 )
 
 // HintNames lists every variable Env may set.
-var HintNames = []string{EnvNCCLIBHCA, EnvNCCLIBDisable, EnvNCCLIBGIDIndex, EnvNCCLSocketIface, EnvGlooSocketIface, EnvUCXNetDevices, EnvUCXTLS}
+var HintNames = []string{EnvNCCLIBHCA, EnvNCCLIBDisable, EnvNCCLIBGIDIndex, EnvNCCLSocketIface, EnvGlooSocketIface, EnvUCXNetDevices, EnvUCXTLS, EnvCollectiveLink}
 
 // Env returns the environment that points a rank's training frameworks
 // (NCCL, Gloo, UCX) at the selected ports. userSet reports the variables
@@ -32,12 +46,28 @@ var HintNames = []string{EnvNCCLIBHCA, EnvNCCLIBDisable, EnvNCCLIBGIDIndex, EnvN
 // the RoCE v2 entry of the first RoCE port (NCCL's default, 0, is RoCE v1
 // on mlx5). Without ports (mode off, or nothing usable): NCCL_IB_DISABLE=1,
 // and UCX_TLS=^ib so UCX does not try InfiniBand transports either.
+//
+// SPINDLE_COLLECTIVE_LINK (EnvCollectiveLink) takes Spindle's Go
+// collectives onto UCX: "ucx" in auto mode with ports, "ucx:required" in
+// required mode; in auto mode without ports "ucx:declined", so the rank
+// still negotiates with ranks that have devices and its own links fall
+// back to TCP (a rank on the plain TCP link could not talk to them). Mode
+// off leaves it unset: every rank is on TCP.
 func (s Selection) Env(userSet func(name string) bool) map[string]string {
 	env := make(map[string]string)
 	set := func(k, v string) {
 		if v != "" && (userSet == nil || !userSet(k)) {
 			env[k] = v
 		}
+	}
+	switch {
+	case s.Mode == ModeRequired:
+		set(EnvCollectiveLink, LinkUCXRequired)
+	case s.Mode == ModeOff:
+	case s.Usable():
+		set(EnvCollectiveLink, LinkUCX)
+	default:
+		set(EnvCollectiveLink, LinkUCXDeclined)
 	}
 	if !s.Usable() {
 		set(EnvNCCLIBDisable, "1")

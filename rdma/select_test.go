@@ -74,13 +74,13 @@ func TestDiscoverHints(t *testing.T) {
 			name: "roce", tree: "roce-mlx5", mode: ModeAuto,
 			want: map[string]string{
 				"NCCL_IB_HCA": "=mlx5_0:1", "UCX_NET_DEVICES": "mlx5_0:1", "NCCL_IB_GID_INDEX": "3",
-				"NCCL_SOCKET_IFNAME": "=eth2", "GLOO_SOCKET_IFNAME": "eth2",
+				"NCCL_SOCKET_IFNAME": "=eth2", "GLOO_SOCKET_IFNAME": "eth2", "SPINDLE_COLLECTIVE_LINK": "ucx",
 			},
 			summary: "mlx5_0 port 1 RoCE v2 on eth2, 100 Gb/s",
 		},
 		{
 			name: "the user's own choices are kept", tree: "roce-mlx5", mode: ModeAuto,
-			userSet: []string{"NCCL_IB_GID_INDEX", "GLOO_SOCKET_IFNAME"},
+			userSet: []string{"NCCL_IB_GID_INDEX", "GLOO_SOCKET_IFNAME", "SPINDLE_COLLECTIVE_LINK"},
 			want: map[string]string{
 				"NCCL_IB_HCA": "=mlx5_0:1", "UCX_NET_DEVICES": "mlx5_0:1", "NCCL_SOCKET_IFNAME": "=eth2",
 			},
@@ -90,36 +90,36 @@ func TestDiscoverHints(t *testing.T) {
 			name: "two ib hcas", tree: "ib-two-hca", mode: ModeRequired,
 			// The IPoIB interfaces carry no address the tree knows of, so
 			// the socket interfaces are left to the executor's choice.
-			want:    map[string]string{"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "UCX_NET_DEVICES": "mlx5_0:1,mlx5_1:1"},
+			want:    map[string]string{"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "UCX_NET_DEVICES": "mlx5_0:1,mlx5_1:1", "SPINDLE_COLLECTIVE_LINK": "ucx:required"},
 			summary: "mlx5_0 port 1 InfiniBand on ib0, 200 Gb/s; mlx5_1 port 1 InfiniBand on ib1, 200 Gb/s",
 		},
 		{
 			name: "one hca excluded", tree: "ib-two-hca", mode: ModeAuto, devices: "^mlx5_0",
-			want:    map[string]string{"NCCL_IB_HCA": "=mlx5_1:1", "UCX_NET_DEVICES": "mlx5_1:1"},
+			want:    map[string]string{"NCCL_IB_HCA": "=mlx5_1:1", "UCX_NET_DEVICES": "mlx5_1:1", "SPINDLE_COLLECTIVE_LINK": "ucx"},
 			summary: "mlx5_1 port 1 InfiniBand on ib1, 200 Gb/s",
 		},
 		{
 			name: "bond", tree: "roce-bond", mode: ModeAuto,
 			want: map[string]string{
 				"NCCL_IB_HCA": "=mlx5_bond_0:1", "UCX_NET_DEVICES": "mlx5_bond_0:1", "NCCL_IB_GID_INDEX": "3",
-				"NCCL_SOCKET_IFNAME": "=bond0", "GLOO_SOCKET_IFNAME": "bond0",
+				"NCCL_SOCKET_IFNAME": "=bond0", "GLOO_SOCKET_IFNAME": "bond0", "SPINDLE_COLLECTIVE_LINK": "ucx",
 			},
 			summary: "mlx5_bond_0 port 1 RoCE v2 on bond0, 50 Gb/s",
 		},
 		{
 			name: "no rdma", tree: "none", mode: ModeAuto,
-			want:    map[string]string{"NCCL_IB_DISABLE": "1", "UCX_TLS": "^ib"},
+			want:    map[string]string{"NCCL_IB_DISABLE": "1", "UCX_TLS": "^ib", "SPINDLE_COLLECTIVE_LINK": "ucx:declined"},
 			summary: "TCP (no RDMA devices)",
 		},
 		{
 			name: "no rdma, required", tree: "none", mode: ModeRequired,
-			want:     map[string]string{"NCCL_IB_DISABLE": "1", "UCX_TLS": "^ib"},
+			want:     map[string]string{"NCCL_IB_DISABLE": "1", "UCX_TLS": "^ib", "SPINDLE_COLLECTIVE_LINK": "ucx:required"},
 			summary:  "TCP (no RDMA devices)",
 			required: true,
 		},
 		{
 			name: "filtered to nothing, required", tree: "roce-mlx5", mode: ModeRequired, devices: "mlx4",
-			want:     map[string]string{"NCCL_IB_DISABLE": "1", "UCX_TLS": "^ib"},
+			want:     map[string]string{"NCCL_IB_DISABLE": "1", "UCX_TLS": "^ib", "SPINDLE_COLLECTIVE_LINK": "ucx:required"},
 			summary:  "TCP (no usable RDMA port: mlx5_0 port 1 not in spindle.rdma.devices=mlx4)",
 			required: true,
 		},

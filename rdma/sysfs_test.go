@@ -3,56 +3,18 @@ package rdma
 import (
 	"errors"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/spindle-ml/spindle/internal/sysfstest"
 )
 
-// fakeTree unpacks testdata/name.txtar (a sysfs tree; entries named
-// "path -> target" are symlinks) into a temporary directory and returns it.
+// fakeTree unpacks testdata/name.txtar (a sysfs tree) into a temporary
+// directory and returns it.
 func fakeTree(t *testing.T, name string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", name+".txtar"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	var file string
-	var body strings.Builder
-	flush := func() {
-		if file == "" {
-			return
-		}
-		path, target, link := strings.Cut(file, " -> ")
-		full := filepath.Join(root, path)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if link {
-			// The target may not exist yet: sysfs links point into
-			// /sys/devices, written later.
-			if err := os.Symlink(target, full); err != nil {
-				t.Fatal(err)
-			}
-		} else if err := os.WriteFile(full, []byte(body.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		body.Reset()
-	}
-	for _, line := range strings.SplitAfter(string(data), "\n") {
-		if name, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "-- "); ok && strings.HasSuffix(name, " --") {
-			flush()
-			file = strings.TrimSuffix(name, " --")
-			continue
-		}
-		if file != "" {
-			body.WriteString(line)
-		}
-	}
-	flush()
-	return root
+	return sysfstest.Unpack(t, filepath.Join("testdata", name+".txtar"))
 }
 
 func TestDevicesFakeTrees(t *testing.T) {

@@ -18,6 +18,14 @@ go test -run '^$' -bench 'Flight' -benchtime 5x ./feed
 section "allreduce: Spindle ring vs PyTorch gloo"
 go run ./collective/bench
 
+section "allreduce over the data links: TCP link vs UCX link (UCX_TLS=tcp, sm) vs ucx_perftest on the same transport"
+# UCX_LOG_LEVEL=fatal: on shared memory UCX logs an error for the endpoint
+# the link first asks for with peer-failure reports, before it falls back.
+UCX_LOG_LEVEL=fatal go run ./collective/bench -links tcp,ucx-tcp,ucx-sm -perftest -gloo=false -sizes 4k,1m,64m -rounds 3
+go test -run '^$' -bench 'AllReduce' -benchtime 5x ./collective
+UCX_LOG_LEVEL=fatal UCX_TLS=tcp go test -run '^$' -bench 'AllReduceUCX' -benchtime 5x ./rdma/ucx
+UCX_LOG_LEVEL=fatal UCX_TLS=sm go test -run '^$' -bench 'AllReduceUCX' -benchtime 5x ./rdma/ucx
+
 section "parameter server: pull/push keys/s through 1, 2 and 4 servers vs the raw gRPC round trip of the same bytes"
 go test -run '^$' -bench 'PullPush' -benchtime 20x ./ps/client
 

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/spindle-ml/spindle/rdma/ucx"
 )
 
 // Set at build time by the Makefile:
@@ -79,12 +82,23 @@ func (b buildInfo) String() string {
 
 func versionString() string { return currentBuild().String() }
 
+// ucxLine says whether this binary can use UCX for Spindle's collectives
+// (it loads libucp at run time): "ucx: available (1.13.1)" with the
+// loaded library's version, or "ucx: not available: <why>".
+func ucxLine() string {
+	ok, detail := ucx.Available()
+	if !ok {
+		return detail
+	}
+	return fmt.Sprintf("ucx: available (%s)", strings.TrimPrefix(detail, "UCX "))
+}
+
 func versionCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "version",
-		Usage: "print Spindle's version, the commit it was built from and the Go release that built it",
+		Usage: "print Spindle's version, the commit it was built from and the Go release that built it, and whether it can use UCX",
 		Action: func(c *cli.Context) error {
-			fmt.Fprintf(c.App.Writer, "spindle %s\n", versionString())
+			fmt.Fprintf(c.App.Writer, "spindle %s\n%s\n", versionString(), ucxLine())
 			return nil
 		},
 	}

@@ -7,6 +7,13 @@
 // Usage:
 //
 //	go run ./collective/bench [-ranks 2,4] [-sizes 1,16,64] [-gloo=false]
+//	go run ./collective/bench -links tcp,ucx-tcp,ucx-sm -perftest -sizes 4k,1m,64m -gloo=false
+//
+// -links measures Spindle's allreduce over each data link: tcp (the TCP
+// link), ucx-tcp and ucx-sm (the UCX link, rdma/ucx, with UCX_TLS=tcp or
+// sm). -perftest measures UCX's own ucx_perftest (tag_bw between two
+// processes on 127.0.0.1, Debian's ucx-utils) on the same transports in
+// the same run: the ceiling for the UCX link.
 //
 // Each rank is a child process joined exactly as under a Spindle executor:
 // an inherited listener on its peer port (SPINDLE_PEER_LISTEN_FD) and the
@@ -26,6 +33,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -39,6 +47,8 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/collective"
+	// The UCX data link, for -links ucx-tcp and ucx-sm.
+	_ "github.com/spindle-ml/spindle/rdma/ucx"
 )
 
 //go:embed gloo_allreduce.py
@@ -89,12 +99,26 @@ type sizeResult struct {
 	TimesS  []float64 `json:"times_s"`
 }
 
+// link is a data link the workers use: its SPINDLE_COLLECTIVE_LINK and
+// UCX_TLS.
+type link struct {
+	name, spec, tls string
+}
+
+var knownLinks = []link{
+	{"tcp", "tcp", ""},
+	{"ucx-tcp", "ucx:required", "tcp"},
+	{"ucx-sm", "ucx:required", "sm"},
+}
+
 func run() error {
 	ranksFlag := flag.String("ranks", "2,4", "comma-separated world sizes")
-	sizesFlag := flag.String("sizes", "1,16,64", "comma-separated tensor sizes in MiB")
-	iters := flag.Int("iters", 0, "timed iterations per size and round (0: from 20 for small tensors down to 6 for 64 MiB)")
+	sizesFlag := flag.String("sizes", "1,16,64", "comma-separated tensor sizes in MiB, or with a unit: 4k, 1m, 64m")
+	linksFlag := flag.String("links", "tcp", "comma-separated data links: tcp, ucx-tcp, ucx-sm")
+	perftest := flag.Bool("perftest", false, "measure ucx_perftest (tag_bw) on the transports of the UCX links, the ceiling")
+	iters := flag.Int("iters", 0, "timed iterations per size and round (0: 6 to 200, fewer for larger tensors)")
 	warmup := flag.Int("warmup", 2, "untimed iterations per size and round")
-	rounds := flag.Int("rounds", 3, "alternating rounds of Spindle and gloo per number of ranks")
+	rounds := flag.Int("rounds", 3, "alternating rounds of every link and baseline per number of ranks")
 	gloo := flag.Bool("gloo", true, "measure PyTorch gloo beside Spindle")
 	python := flag.String("python", "/usr/bin/python3", "Python interpreter with torch, for the gloo side")
 	chunk := flag.Int("chunk", 0, "Spindle chunk size in bytes (0: the library default)")
@@ -113,17 +137,25 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("-ranks: %w", err)
 	}
-	sizes, err := parseInts(*sizesFlag)
+	sizes, err := parseSizes(*sizesFlag)
 	if err != nil {
 		return fmt.Errorf("-sizes: %w", err)
 	}
+	var links []link
+	for _, name := range strings.Split(*linksFlag, ",") {
+		i := slices.IndexFunc(knownLinks, func(l link) bool { return l.name == strings.TrimSpace(name) })
+		if i < 0 {
+			return fmt.Errorf("-links: unknown link %q (want tcp, ucx-tcp or ucx-sm)", name)
+		}
+		links = append(links, knownLinks[i])
+	}
 	var plan []step
-	for _, mib := range sizes {
+	for _, b := range sizes {
 		n := *iters
 		if n == 0 {
-			n = min(20, max(6, 256/mib))
+			n = min(200, max(6, (256<<20)/b))
 		}
-		plan = append(plan, step{Bytes: mib << 20, Iters: n})
+		plan = append(plan, step{Bytes: b, Iters: n})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -140,26 +172,40 @@ func run() error {
 			return err
 		}
 	}
+	var transports []string // of ucx_perftest
+	if *perftest {
+		for _, l := range links {
+			if l.tls != "" && !slices.Contains(transports, l.tls) {
+				transports = append(transports, l.tls)
+			}
+		}
+	}
 
-	// Rounds alternate Spindle and gloo, so that load from other processes
-	// on the machine falls on both alike; each size's time is the median of
-	// the iterations of all rounds.
-	type key struct{ world, bytes int }
-	ours := map[key][]float64{}
-	theirs := map[key][]float64{}
-	glooNote := ""
+	// Rounds alternate the links and baselines, so that load from other
+	// processes on the machine falls on all alike; each size's time is the
+	// median of the iterations of all rounds.
+	type key struct {
+		what         string // a link's name, "gloo", or "perftest-TLS"
+		world, bytes int
+	}
+	times := map[key][]float64{}
+	perfBW := map[key][]float64{} // GB/s, world 0
+	glooNote, perfNote := "", ""
 	for _, n := range worlds {
 		for round := 1; round <= *rounds; round++ {
-			fmt.Fprintf(os.Stderr, "%d ranks, round %d of %d: spindle", n, round, *rounds)
-			res, err := runSpindle(ctx, n, plan, *warmup, *chunk, *sockBuf)
-			if err != nil {
-				return fmt.Errorf("spindle with %d ranks: %w", n, err)
-			}
-			for _, s := range res.Results {
-				ours[key{n, s.Bytes}] = append(ours[key{n, s.Bytes}], s.TimesS...)
+			fmt.Fprintf(os.Stderr, "%d ranks, round %d of %d:", n, round, *rounds)
+			for _, l := range links {
+				fmt.Fprintf(os.Stderr, " %s", l.name)
+				res, err := runSpindle(ctx, n, plan, *warmup, *chunk, *sockBuf, l)
+				if err != nil {
+					return fmt.Errorf("spindle over %s with %d ranks: %w", l.name, n, err)
+				}
+				for _, s := range res.Results {
+					times[key{l.name, n, s.Bytes}] = append(times[key{l.name, n, s.Bytes}], s.TimesS...)
+				}
 			}
 			if *gloo && glooNote == "" {
-				fmt.Fprint(os.Stderr, ", gloo")
+				fmt.Fprint(os.Stderr, " gloo")
 				res, err := runGloo(ctx, *python, script, n, plan, *warmup)
 				switch {
 				case err != nil:
@@ -168,7 +214,22 @@ func run() error {
 					glooNote = res.Skipped
 				default:
 					for _, s := range res.Results {
-						theirs[key{n, s.Bytes}] = append(theirs[key{n, s.Bytes}], s.TimesS...)
+						times[key{"gloo", n, s.Bytes}] = append(times[key{"gloo", n, s.Bytes}], s.TimesS...)
+					}
+				}
+			}
+			// ucx_perftest is point to point: measured once per round,
+			// in the rounds of the first world size.
+			if n == worlds[0] && perfNote == "" {
+				for _, tls := range transports {
+					fmt.Fprintf(os.Stderr, " ucx_perftest(%s)", tls)
+					for _, s := range plan {
+						bw, err := runPerftest(ctx, tls, s.Bytes)
+						if err != nil {
+							perfNote = err.Error()
+							break
+						}
+						perfBW[key{"perftest-" + tls, 0, s.Bytes}] = append(perfBW[key{"perftest-" + tls, 0, s.Bytes}], bw)
 					}
 				}
 			}
@@ -178,21 +239,62 @@ func run() error {
 
 	fmt.Printf("\nallreduce (sum) of float32 tensors between processes over 127.0.0.1; %d CPUs, load average %s\n", runtime.NumCPU(), loadAverage())
 	fmt.Printf("bus bandwidth = 2(n-1)/n x bytes / time; time = median of the timed iterations of %d alternating rounds\n", *rounds)
-	fmt.Printf("(each iteration: barrier, then the slowest rank's allreduce time; %d warm-up iterations per size and round)\n\n", *warmup)
+	fmt.Printf("(each iteration: barrier, then the slowest rank's allreduce time; %d warm-up iterations per size and round)\n", *warmup)
+	if len(transports) > 0 {
+		fmt.Printf("ucx_perftest: tag_bw, one process to another, median of %d rounds' overall bandwidth (its MB/s are MiB/s, converted)\n", *rounds)
+	}
+	fmt.Println()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "ranks\tsize\titers\tspindle GB/s\tspindle ms\tgloo GB/s\tgloo ms\tspindle/gloo\t")
+	head := "ranks\tsize\t"
+	for _, l := range links {
+		head += l.name + " GB/s\t"
+	}
+	for _, tls := range transports {
+		head += "perftest " + tls + " GB/s\t"
+	}
+	if *gloo {
+		head += "gloo GB/s\t"
+	}
+	ratios := ratioColumns(links, transports, *gloo)
+	for _, r := range ratios {
+		head += r.title + "\t"
+	}
+	fmt.Fprintln(tw, head)
 	for _, n := range worlds {
 		for _, s := range plan {
-			k := key{n, s.Bytes}
-			t := median(ours[k])
-			bw := busBW(n, s.Bytes, t)
-			line := fmt.Sprintf("%d\t%d MiB\t%d\t%.2f\t%.2f\t", n, s.Bytes>>20, len(ours[k]), bw, t*1e3)
-			if g := theirs[k]; len(g) > 0 {
-				gt := median(g)
-				gbw := busBW(n, s.Bytes, gt)
-				line += fmt.Sprintf("%.2f\t%.2f\t%.2fx\t", gbw, gt*1e3, bw/gbw)
-			} else {
-				line += "-\t-\t-\t"
+			bw := map[string]float64{}
+			line := fmt.Sprintf("%d\t%s\t", n, sizeName(s.Bytes))
+			cell := func(name string, v float64) {
+				bw[name] = v
+				if v == 0 {
+					line += "-\t"
+				} else {
+					line += fmt.Sprintf("%.3f\t", v)
+				}
+			}
+			for _, l := range links {
+				if ts := times[key{l.name, n, s.Bytes}]; len(ts) > 0 {
+					cell(l.name, busBW(n, s.Bytes, median(ts)))
+				} else {
+					cell(l.name, 0)
+				}
+			}
+			for _, tls := range transports {
+				cell("perftest-"+tls, median(perfBW[key{"perftest-" + tls, 0, s.Bytes}]))
+			}
+			if *gloo {
+				if ts := times[key{"gloo", n, s.Bytes}]; len(ts) > 0 {
+					cell("gloo", busBW(n, s.Bytes, median(ts)))
+				} else {
+					cell("gloo", 0)
+				}
+			}
+			for _, r := range ratios {
+				if a, b := bw[r.num], bw[r.den]; a > 0 && b > 0 {
+					line += fmt.Sprintf("%.2fx\t", a/b)
+				} else {
+					line += "-\t"
+				}
 			}
 			fmt.Fprintln(tw, line)
 		}
@@ -201,7 +303,40 @@ func run() error {
 	if *gloo && glooNote != "" {
 		fmt.Printf("\ngloo skipped: %s\n", glooNote)
 	}
+	if perfNote != "" {
+		fmt.Printf("\nucx_perftest skipped: %s\n", perfNote)
+	}
 	return nil
+}
+
+// ratio is a column of the table: one bandwidth over another.
+type ratio struct {
+	title, num, den string
+}
+
+// ratioColumns are the comparisons the measured links allow: Spindle over
+// gloo on TCP, each UCX link over ucx_perftest on its transport, and UCX
+// over shared memory against the TCP link.
+func ratioColumns(links []link, transports []string, gloo bool) []ratio {
+	has := func(name string) bool {
+		return slices.ContainsFunc(links, func(l link) bool { return l.name == name })
+	}
+	var out []ratio
+	if gloo && has("tcp") {
+		out = append(out, ratio{"tcp/gloo", "tcp", "gloo"})
+	}
+	for _, tls := range transports {
+		if has("ucx-" + tls) {
+			out = append(out, ratio{"ucx-" + tls + "/perftest", "ucx-" + tls, "perftest-" + tls})
+		}
+	}
+	if has("ucx-sm") && has("tcp") {
+		out = append(out, ratio{"ucx-sm/tcp", "ucx-sm", "tcp"})
+	}
+	if has("ucx-tcp") && has("tcp") {
+		out = append(out, ratio{"ucx-tcp/tcp", "ucx-tcp", "tcp"})
+	}
+	return out
 }
 
 func busBW(world, nbytes int, secs float64) float64 {
@@ -210,7 +345,7 @@ func busBW(world, nbytes int, secs float64) float64 {
 
 // runSpindle starts n worker processes joined like training processes
 // under an executor and returns rank 0's report.
-func runSpindle(ctx context.Context, n int, plan []step, warmup, chunk, sockBuf int) (result, error) {
+func runSpindle(ctx context.Context, n int, plan []step, warmup, chunk, sockBuf int, l link) (result, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return result{}, err
@@ -255,7 +390,11 @@ func runSpindle(ctx context.Context, n int, plan []step, warmup, chunk, sockBuf 
 			collective.EnvPeerFD+"=3",
 			collective.EnvJobID+"=bench",
 			collective.EnvTimeoutSecs+"=60",
+			collective.EnvLink+"="+l.spec,
 		)
+		if l.tls != "" {
+			cmd.Env = append(cmd.Env, "UCX_TLS="+l.tls)
+		}
 		cmd.Stderr = os.Stderr
 		if r == 0 {
 			cmd.Stdout = &out
@@ -274,8 +413,10 @@ func runSpindle(ctx context.Context, n int, plan []step, warmup, chunk, sockBuf 
 	if err := errors.Join(errs...); err != nil {
 		return result{}, err
 	}
+	// UCX prints its own messages on stdout: the report is the last line.
+	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
 	var res result
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+	if err := json.Unmarshal(lines[len(lines)-1], &res); err != nil {
 		return result{}, fmt.Errorf("rank 0 report %q: %w", out.String(), err)
 	}
 	return res, nil
@@ -319,6 +460,8 @@ func worker() error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", envWarmup, err)
 	}
+	// Only warnings: each rank's "data link is ..." would fill the output.
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if v, _ := strconv.Atoi(os.Getenv(envChunk)); v != 0 {
 		cfg.ChunkBytes = v
 	}
@@ -403,6 +546,35 @@ func median(xs []float64) float64 {
 		return sorted[n/2]
 	}
 	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// parseSizes parses tensor sizes: plain numbers are MiB; k and m suffixes
+// say KiB and MiB.
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.ToLower(strings.TrimSpace(f))
+		unit := 1 << 20
+		if v, ok := strings.CutSuffix(f, "k"); ok {
+			f, unit = v, 1<<10
+		} else if v, ok := strings.CutSuffix(f, "m"); ok {
+			f = v
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 1 || v*unit%4 != 0 {
+			return nil, fmt.Errorf("%q: want sizes like 4k, 1m or 64 (MiB)", s)
+		}
+		out = append(out, v*unit)
+	}
+	return out, nil
+}
+
+// sizeName prints a size in KiB or MiB.
+func sizeName(b int) string {
+	if b >= 1<<20 && b%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", b>>20)
+	}
+	return fmt.Sprintf("%d KiB", b>>10)
 }
 
 func parseInts(s string) ([]int, error) {

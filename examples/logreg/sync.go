@@ -14,12 +14,13 @@ type gradientSync interface {
 }
 
 // newGradientSync joins the job's communicator when there is more than one
-// rank. Gradients then travel peer to peer over Spindle's ring allreduce.
+// rank. Gradients then travel peer to peer over Spindle's ring allreduce,
+// over UCX where the job's RDMA setting selects it (task.Env.Comm).
 func newGradientSync(ctx context.Context, env task.Env) (gradientSync, error) {
 	if env.WorldSize <= 1 {
 		return alone{}, nil
 	}
-	comm, err := collective.FromEnv(ctx)
+	comm, err := env.Comm(ctx)
 	if err != nil {
 		return nil, err
 	}

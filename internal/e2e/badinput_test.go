@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -100,6 +102,23 @@ func TestVersionAndHelp(t *testing.T) {
 	r := spindle(t, t.TempDir(), "version")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "spindle ") {
 		t.Fatalf("version:\n%s", r)
+	}
+	// The second line says whether the binary can use UCX: with the
+	// version of the libucp it loaded, which must be the installed one.
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("version: want 2 lines:\n%s", r)
+	}
+	if out, err := exec.Command("ucx_info", "-v").Output(); err == nil {
+		v := regexp.MustCompile(`# (?:Library )?[Vv]ersion:? (\S+)`).FindSubmatch(out)
+		if v == nil {
+			t.Fatalf("ucx_info -v says no version:\n%s", out)
+		}
+		if want := "ucx: available (" + string(v[1]) + ")"; lines[1] != want {
+			t.Errorf("version's UCX line %q, want %q (UCX is installed here)", lines[1], want)
+		}
+	} else if !strings.HasPrefix(lines[1], "ucx: not available: ") {
+		t.Errorf("version's UCX line %q: UCX is not installed here, want \"ucx: not available: ...\"", lines[1])
 	}
 	r = spindle(t, t.TempDir(), "submit", "--help")
 	for _, w := range []string{"--num-executors", "--input", "--feed", "--label-column", "-- COMMAND"} {

@@ -2,8 +2,12 @@ package e2e
 
 import (
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/spindle-ml/spindle/rdma/ucx"
 )
 
 // hostHasRDMA reports whether the machine running the tests has RDMA
@@ -58,6 +62,68 @@ func TestRDMAHintsWithoutDevice(t *testing.T) {
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, r)
+		}
+	}
+}
+
+// TestGoTrainerOverUCX: a Go trainer (examples/logreg, which joins its
+// communicator with task.Env.Comm) in a 2-rank local job with
+// SPINDLE_COLLECTIVE_LINK=ucx moves its gradients over UCX (here over
+// UCX's TCP transport, which needs no RDMA hardware): each rank logs that
+// its data link is ucx, and the ranks still learn the model and end with
+// the same weights.
+func TestGoTrainerOverUCX(t *testing.T) {
+	if ok, why := ucx.Available(); !ok {
+		t.Skipf("UCX link not tested: %s", why)
+	}
+	data := generate(t, "parquet", 20000, 4)
+	r := spindle(t, data, submitArgs("--master", "local[2]", "--input", "*.parquet",
+		"--env", "SPINDLE_COLLECTIVE_LINK=ucx", "--env", "UCX_TLS=tcp",
+		"--label-column", "label", "--feed", "tensor", "--batch-rows", "128", "--epochs", "3",
+		"--shuffle", "--seed", "3", "--", logregBin, "--lr", "0.5")...)
+	if r.code != 0 {
+		t.Fatalf("job failed:\n%s", r)
+	}
+	if n := strings.Count(r.stderr, "data link is ucx"); n != 2 {
+		t.Errorf("want 2 ranks logging \"data link is ucx\", got %d:\n%s", n, r)
+	}
+	checkLogregFinals(t, r, 2)
+}
+
+// TestGoTrainerDeclinesUCXWithoutDevice: in auto mode on a host without
+// RDMA the executor sets SPINDLE_COLLECTIVE_LINK=ucx:declined, so a Go
+// trainer's ranks negotiate and keep to TCP, saying why.
+func TestGoTrainerDeclinesUCXWithoutDevice(t *testing.T) {
+	if hostHasRDMA() {
+		t.Skip("this host has RDMA devices: the ranks would offer UCX")
+	}
+	data := generate(t, "parquet", 5000, 2)
+	r := spindle(t, data, submitArgs("--master", "local[2]", "--input", "*.parquet",
+		"--label-column", "label", "--feed", "tensor", "--batch-rows", "128", "--epochs", "1",
+		"--", logregBin, "--lr", "0.5")...)
+	if r.code != 0 {
+		t.Fatalf("job failed:\n%s", r)
+	}
+	if n := regexp.MustCompile(`data link is tcp .*selected=ucx reason="no usable RDMA device on this rank"`).FindAllString(r.stderr, -1); len(n) != 2 {
+		t.Errorf("want 2 ranks logging that they keep to tcp for want of a device, got %d:\n%s", len(n), r)
+	}
+	checkLogregFinals(t, r, 2)
+}
+
+// checkLogregFinals checks that each of ranks logreg ranks printed its
+// final line, with the same weights.
+func checkLogregFinals(t *testing.T, r result, ranks int) {
+	t.Helper()
+	finals := regexp.MustCompile(`\[rank (\d)\] final rank=\d epochs=\d+ loss=(\S+) accuracy=(\S+) weights=(\S+)`).FindAllStringSubmatch(r.stdout, -1)
+	if len(finals) != ranks {
+		t.Fatalf("want a final line from each of %d ranks:\n%s", ranks, r)
+	}
+	for _, f := range finals {
+		if acc, _ := strconv.ParseFloat(f[3], 64); acc < 0.8 {
+			t.Errorf("rank %s accuracy %.3f, want >= 0.8", f[1], acc)
+		}
+		if f[4] != finals[0][4] {
+			t.Errorf("rank %s ended with weights %s, rank %s with %s", f[1], f[4], finals[0][1], finals[0][4])
 		}
 	}
 }

@@ -21,6 +21,7 @@ const (
 	PeerListenFD      = "SPINDLE_PEER_LISTEN_FD"
 	PeerToken         = "SPINDLE_PEER_TOKEN"
 	CollectiveTimeout = "SPINDLE_COLLECTIVE_TIMEOUT"
+	CollectiveLink    = "SPINDLE_COLLECTIVE_LINK"
 	Host              = "SPINDLE_HOST"
 	FilesDir          = "SPINDLE_FILES_DIR"
 )
@@ -152,6 +153,8 @@ var Vars = []Var{
 	{Name: PeerToken, ID: "peer_token", Doc: "the job's peer token (hex, derived from the job secret, the same on every rank), which authenticates the connections between ranks in Spindle's Go collectives; the job secret itself is never passed on"},
 	{Name: CollectiveTimeout, ID: "collective_timeout", Default: "30",
 		Doc: "seconds after which a silent peer fails a collective (`spindle.collective.timeout`; readers assume 30 when it is unset)"},
+	{Name: CollectiveLink, ID: "collective_link", Default: "tcp",
+		Doc: "the data link of Spindle's Go collectives, from `spindle.rdma.mode` and this rank's RDMA devices unless you set it: `ucx` (auto mode, a usable device), `ucx:required` (required mode), `ucx:declined` (auto mode, no usable device: this rank negotiates but keeps to TCP), unset (`tcp`) when the mode is off ([docs/rdma.md](docs/rdma.md))"},
 	{Name: Host, ID: "host", Doc: "this rank's published address; where `--files` were copied"},
 	{Name: FilesDir, ID: "files_dir"},
 	{Name: PSStaleness, ID: "ps_staleness", Doc: "in a job with Spindle's parameter server (`--num-ps` without `--ps-command`): its consistency model (`bsp`, `asp` or a bound), how long a pull may wait for slow workers (seconds), and a server's memory in MiB; the servers are the ranks of role `ps`, on their `SPINDLE_PEERS` ports"},

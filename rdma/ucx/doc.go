@@ -11,7 +11,9 @@
 //
 // Importing the package registers the "ucx" link kind with the collective
 // package: SPINDLE_COLLECTIVE_LINK=ucx (which the executor sets from
-// spindle.rdma.mode) selects it in collective.ConfigFromEnv. Over each of
+// spindle.rdma.mode) selects it in collective.ConfigFromEnv. Go trainers
+// that join with task.Env.Comm have it; a program that calls
+// collective.FromEnv itself imports this package for it. Over each of
 // the mesh's streams the two ranks negotiate (collective.Negotiate): a
 // direction runs over UCX when both ends offer it, and otherwise over the
 // stream itself, as TCP, with one log line saying why.
@@ -25,10 +27,15 @@
 // caller's buffer (pinned while UCX uses it, and registered by UCX's
 // registration cache, which keeps a communicator's reused buffers
 // registered); small ones go through a per-direction bounce buffer
-// allocated once. A waiting call polls the worker briefly, then sleeps on
-// the worker's event descriptor (ucp_worker_arm), so an idle link costs no
-// CPU. The mesh streams of UCX directions stay open: a neighbour's process
-// ending closes them, which fails the calls waiting on it at once.
+// allocated once. A waiting call polls the worker for 50 us after the last
+// movement, yielding the processor to other processes between polls (a
+// neighbour rank on the same core may be the one to move the bytes), then
+// sleeps on the worker's event descriptor (ucp_worker_arm), so an idle
+// link costs no CPU. On UCX's TCP transport alone (UCX_TLS=tcp) messages
+// go eagerly, since rendezvous saves no copy there. The mesh streams of
+// UCX directions stay open: a neighbour's process ending closes them,
+// which fails the calls waiting on it once it has taken what the
+// neighbour sent before it went.
 //
 // Memory rules: UCX keeps the addresses of a request's buffer until the
 // request completes, so Go buffers are pinned (runtime.Pinner) until then.

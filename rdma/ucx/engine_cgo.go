@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,9 +39,18 @@ const (
 	// maxPollWait bounds one sleep on the worker's event descriptor, a
 	// safety net for a wake-up another waiter consumed.
 	maxPollWait = 10 * time.Millisecond
-	// spinRounds is how many times a waiter polls the worker before it
-	// sleeps on the event descriptor: short waits stay fast.
-	spinRounds = 64
+	// spinWait is how long a waiter keeps polling the worker after the
+	// last thing moved before it sleeps on the event descriptor: UCX's
+	// software transports (TCP, shared memory) move bytes only while
+	// someone polls, and a sleep's wake-up costs tens of microseconds per
+	// protocol step, so a transfer in progress is polled; an idle link
+	// sleeps.
+	spinWait = 50 * time.Microsecond
+	// lostGrace is how long a call goes on taking what has arrived after
+	// its peer's stream closed or its endpoint failed: a peer that ends
+	// right after its last send may close before this rank has taken it
+	// (on a loaded host that can be milliseconds).
+	lostGrace = 100 * time.Millisecond
 	// tagSeqBits holds a message's sequence number in its tag; the sender's
 	// rank is above it.
 	tagSeqBits = 40
@@ -80,6 +90,20 @@ func version() string { return C.GoString(C.spx_version()) }
 
 func statusError(st C.int) error {
 	return errors.New("ucx: " + C.GoString(C.spx_status_string(st)))
+}
+
+// tcpRndvThresh is the rendezvous threshold on UCX's TCP transport:
+// above a segment, so every message goes eagerly. TCP has no zero-copy
+// for rendezvous to save, and its round trips wait on a receiver busy
+// reducing the previous piece; eager messages land in UCX's buffers
+// meanwhile, as bytes land in the kernel's on the TCP link.
+const tcpRndvThresh = "1m"
+
+// tcpOnly reports whether UCX is restricted to its TCP transport
+// (UCX_TLS=tcp) and the rendezvous threshold is left to Spindle.
+func tcpOnly() bool {
+	_, set := os.LookupEnv("UCX_RNDV_THRESH")
+	return strings.TrimSpace(os.Getenv("UCX_TLS")) == "tcp" && !set
 }
 
 // direction is the state of sending to, or receiving from, one peer. Only
@@ -158,7 +182,12 @@ func newEngine(rank int, timeout time.Duration) (*engine, error) {
 		eps: make(map[int]*C.spx_ep), out: make(map[int]*direction), in: make(map[int]*direction)}
 	var ctx, w unsafe.Pointer
 	var efd C.int
-	if st := C.spx_init(&ctx, &w, &efd); st != statusOK {
+	var rndv *C.char
+	if tcpOnly() {
+		rndv = C.CString(tcpRndvThresh)
+		defer C.free(unsafe.Pointer(rndv))
+	}
+	if st := C.spx_init(&ctx, &w, &efd, rndv); st != statusOK {
 		return nil, fmt.Errorf("start a UCP worker: %w", statusError(st))
 	}
 	e.ctx, e.w, e.efd = ctx, w, efd
@@ -273,7 +302,7 @@ func (e *engine) Send(ctx context.Context, peer int, p []byte) error {
 	if d == nil || ep == nil {
 		return fmt.Errorf("ucx: rank %d has no link to send to rank %d", e.rank, peer)
 	}
-	if err := e.check(ctx, d, ep); err != nil {
+	if err := e.check(ctx, d, ep, true); err != nil {
 		return err
 	}
 	if len(p) == 0 {
@@ -321,7 +350,8 @@ func (e *engine) Send(ctx context.Context, peer int, p []byte) error {
 // Recv implements collective.Link. Messages come in the order sent (their
 // tags carry the sender's sequence number); each goes straight into p
 // when it fits, and otherwise through the staging buffer, whose rest the
-// next Recv reads first.
+// next Recv reads first. Messages are taken as they arrive while earlier
+// ones are still landing, so a large receive keeps several in flight.
 func (e *engine) Recv(ctx context.Context, peer int, p []byte) error {
 	e.life.RLock()
 	defer e.life.RUnlock()
@@ -329,97 +359,133 @@ func (e *engine) Recv(ctx context.Context, peer int, p []byte) error {
 	if d == nil || ep == nil {
 		return fmt.Errorf("ucx: rank %d has no link to receive from rank %d", e.rank, peer)
 	}
-	if err := e.check(ctx, d, ep); err != nil {
+	if err := e.check(ctx, d, ep, false); err != nil {
 		return err
 	}
 	off := copy(p, d.leftover)
 	d.leftover = d.leftover[off:]
+	if off == len(p) {
+		return nil
+	}
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, e.signal)
+		defer stop()
+	}
+	d.reqs = d.reqs[:0]
+	posted, staged, stageWant := 0, 0, 0 // bytes of p[off:] taken; a staged message
 	deadline := time.Now().Add(e.timeout)
-	for off < len(p) {
-		if err := e.check(ctx, d, ep); err != nil {
-			return err
-		}
-		d.reqs = d.reqs[:0]
-		posted, staged, stageWant, done := 0, 0, 0, 0
+	for moved := time.Now(); ; {
 		e.mu.Lock()
-		for spins := 0; ; spins++ {
-			e.progress()
-			for off+posted < len(p) && staged == 0 {
-				var mlen C.size_t
-				msg := C.spx_probe(e.w, tagOf(peer, d.seq), &mlen)
-				if msg == nil {
-					break
-				}
-				d.seq++
-				want := len(p) - off - posted
-				var st C.int
-				var r unsafe.Pointer
-				if int(mlen) <= want {
-					if !d.pinned {
-						d.pin.Pin(unsafe.SliceData(p))
-						d.pinned = true
-					}
-					r = C.spx_msg_recv(e.w, unsafe.Pointer(&p[off+posted]), mlen, msg, &st)
-					posted += int(mlen)
-				} else {
-					if int(mlen) > d.stageCap {
-						d.staging = C.realloc(d.staging, mlen)
-						d.stageCap = int(mlen)
-					}
-					r = C.spx_msg_recv(e.w, d.staging, mlen, msg, &st)
-					staged, stageWant = int(mlen), want
-				}
-				switch {
-				case r != nil:
-					d.reqs = append(d.reqs, r)
-				case st != statusOK:
-					e.mu.Unlock()
-					return e.fail(d, statusError(st))
-				default:
-					done++ // completed at once (an eager message already here)
-				}
-			}
-			if len(d.reqs) > 0 || done > 0 || spins >= spinRounds {
+		if e.progress() {
+			moved = time.Now()
+		}
+		for off+posted < len(p) && staged == 0 {
+			var mlen C.size_t
+			msg := C.spx_probe(e.w, tagOf(peer, d.seq), &mlen)
+			if msg == nil {
 				break
 			}
-			e.mu.Unlock()
-			runtime.Gosched()
-			e.mu.Lock()
+			d.seq++
+			moved = time.Now()
+			deadline = moved.Add(e.timeout)
+			want := len(p) - off - posted
+			var st C.int
+			var r unsafe.Pointer
+			if int(mlen) <= want {
+				if !d.pinned {
+					d.pin.Pin(unsafe.SliceData(p))
+					d.pinned = true
+				}
+				r = C.spx_msg_recv(e.w, unsafe.Pointer(&p[off+posted]), mlen, msg, &st)
+				posted += int(mlen)
+			} else {
+				if int(mlen) > d.stageCap {
+					d.staging = C.realloc(d.staging, mlen)
+					d.stageCap = int(mlen)
+				}
+				r = C.spx_msg_recv(e.w, d.staging, mlen, msg, &st)
+				staged, stageWant = int(mlen), want
+			}
+			if r != nil {
+				d.reqs = append(d.reqs, r)
+			} else if st != statusOK {
+				e.mu.Unlock()
+				return e.fail(d, statusError(st))
+			}
 		}
-		if len(d.reqs) == 0 && done == 0 {
-			// Nothing has arrived: sleep until something does.
-			e.blocked.Add(1)
-			st := C.spx_arm(e.w)
+		pending := 0
+		var failed C.int
+		for i, r := range d.reqs {
+			if r == nil {
+				continue
+			}
+			st := C.spx_request_status(r)
+			if st == statusInProgress {
+				pending++
+				continue
+			}
+			C.spx_request_free(r)
+			d.reqs[i] = nil
+			moved = time.Now()
+			deadline = moved.Add(e.timeout)
+			if st != statusOK {
+				failed = st
+			}
+		}
+		var err error
+		switch {
+		case failed != statusOK:
+			err = statusError(failed)
+		case pending == 0 && (off+posted == len(p) || staged > 0):
 			e.mu.Unlock()
-			if st != statusBusy {
-				e.sleep(deadline)
+			return e.finishRecv(d, p, off+posted, staged, stageWant)
+		case time.Now().After(deadline):
+			what := "no progress"
+			if pending == 0 {
+				what = "nothing"
 			}
-			e.blocked.Add(-1)
-			if time.Now().After(deadline) {
-				return fmt.Errorf("ucx: nothing from rank %d for %s: %w", peer, e.timeout, os.ErrDeadlineExceeded)
-			}
+			err = fmt.Errorf("ucx: %s from rank %d for %s: %w", what, peer, e.timeout, os.ErrDeadlineExceeded)
+		default:
+			err = e.check(ctx, d, ep, time.Since(moved) >= lostGrace)
+		}
+		if err != nil {
+			e.mu.Unlock()
+			return e.fail(d, err)
+		}
+		if time.Since(moved) < spinWait {
+			e.mu.Unlock()
+			osYield()
 			continue
 		}
+		// Nothing moved for a while: sleep until something does.
+		e.blocked.Add(1)
+		st := C.spx_arm(e.w)
 		e.mu.Unlock()
-		if err := e.wait(ctx, d, ep); err != nil {
-			return err
+		if st != statusBusy {
+			e.sleep(deadline)
 		}
-		off += posted
-		if staged > 0 {
-			stage := unsafe.Slice((*byte)(d.staging), staged)
-			off += copy(p[off:], stage[:stageWant])
-			d.spare = append(d.spare[:0], stage[stageWant:]...)
-			d.leftover = d.spare
-		}
-		deadline = time.Now().Add(e.timeout)
+		e.blocked.Add(-1)
+	}
+}
+
+// finishRecv ends a Recv whose requests have all completed: off bytes of
+// p are in place, and a staged message (staged bytes, want of them for
+// p) is copied in, its rest kept for the next Recv.
+func (e *engine) finishRecv(d *direction, p []byte, off, staged, want int) error {
+	if staged > 0 {
+		stage := unsafe.Slice((*byte)(d.staging), staged)
+		copy(p[off:], stage[:want])
+		d.spare = append(d.spare[:0], stage[want:]...)
+		d.leftover = d.spare
 	}
 	d.unpin()
 	return nil
 }
 
-// progress drives the worker; e.mu is held. Others asleep are woken when
-// it moved anything, since it may have been theirs.
-func (e *engine) progress() {
+// progress drives the worker and reports whether it moved anything; e.mu
+// is held. Others asleep are woken when it did, since it may have been
+// theirs.
+func (e *engine) progress() bool {
 	moved := false
 	for i := 0; i < 64 && C.spx_progress(e.w) > 0; i++ {
 		moved = true
@@ -427,10 +493,15 @@ func (e *engine) progress() {
 	if moved && e.blocked.Load() > 0 {
 		e.signal()
 	}
+	return moved
 }
 
-// check returns why a call on d cannot go on, or nil.
-func (e *engine) check(ctx context.Context, d *direction, ep *C.spx_ep) error {
+// check returns why a call on d cannot go on, or nil. A lost mesh stream
+// or failed endpoint counts only when idle is set: the peer may have sent
+// its last messages and ended (its stream closing) before this rank took
+// them, so a call stops for that only after a while in which nothing
+// moved.
+func (e *engine) check(ctx context.Context, d *direction, ep *C.spx_ep, idle bool) error {
 	switch {
 	case e.closed:
 		return errClosed
@@ -440,6 +511,9 @@ func (e *engine) check(ctx context.Context, d *direction, ep *C.spx_ep) error {
 		return d.broken
 	case ctx.Err() != nil:
 		return ctx.Err()
+	}
+	if !idle {
+		return nil
 	}
 	if err := d.lost.Load(); err != nil {
 		return *err
@@ -458,9 +532,11 @@ func (e *engine) wait(ctx context.Context, d *direction, ep *C.spx_ep) error {
 		defer stop()
 	}
 	deadline := time.Now().Add(e.timeout)
-	for spins := 0; ; spins++ {
+	for moved := time.Now(); ; {
 		e.mu.Lock()
-		e.progress()
+		if e.progress() {
+			moved = time.Now()
+		}
 		pending := 0
 		var failed C.int
 		for i, r := range d.reqs {
@@ -474,7 +550,8 @@ func (e *engine) wait(ctx context.Context, d *direction, ep *C.spx_ep) error {
 			}
 			C.spx_request_free(r)
 			d.reqs[i] = nil
-			deadline = time.Now().Add(e.timeout)
+			moved = time.Now()
+			deadline = moved.Add(e.timeout)
 			if st != statusOK {
 				failed = st
 			}
@@ -489,15 +566,15 @@ func (e *engine) wait(ctx context.Context, d *direction, ep *C.spx_ep) error {
 		case time.Now().After(deadline):
 			err = fmt.Errorf("ucx: no progress for %s: %w", e.timeout, os.ErrDeadlineExceeded)
 		default:
-			err = e.check(ctx, d, ep)
+			err = e.check(ctx, d, ep, time.Since(moved) >= lostGrace)
 		}
 		if err != nil {
 			e.mu.Unlock()
 			return e.fail(d, err)
 		}
-		if spins < spinRounds {
+		if time.Since(moved) < spinWait {
 			e.mu.Unlock()
-			runtime.Gosched()
+			osYield()
 			continue
 		}
 		e.blocked.Add(1)
@@ -553,6 +630,14 @@ func (e *engine) fail(d *direction, err error) error {
 	}
 	d.unpin()
 	return err
+}
+
+// osYield gives the processor to whatever else wants it, in this
+// process or another, before a waiter polls again: a neighbour rank on
+// the same core moves the bytes this one waits for, and Go's own
+// scheduler cannot hand it the core.
+func osYield() {
+	unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 }
 
 // sleep waits on the worker's event descriptor and the wake eventfd.

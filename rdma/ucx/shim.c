@@ -18,7 +18,7 @@
 
 // The UCP entry points, resolved by spx_load.
 #define SPX_UCP_SYMS(X) \
-	X(ucp_config_read) X(ucp_config_release) X(ucp_init_version) X(ucp_cleanup) \
+	X(ucp_config_read) X(ucp_config_release) X(ucp_config_modify) X(ucp_init_version) X(ucp_cleanup) \
 	X(ucp_worker_create) X(ucp_worker_destroy) X(ucp_worker_get_address) \
 	X(ucp_worker_release_address) X(ucp_worker_get_efd) X(ucp_worker_arm) \
 	X(ucp_worker_progress) X(ucp_ep_create) X(ucp_ep_close_nbx) X(ucp_tag_send_nbx) \
@@ -63,11 +63,18 @@ const char *spx_version(void) { return p_ucp_get_version_string(); }
 
 const char *spx_status_string(int status) { return p_ucs_status_string((ucs_status_t)status); }
 
-int spx_init(void **ctxp, void **workerp, int *efd) {
+int spx_init(void **ctxp, void **workerp, int *efd, const char *rndv_thresh) {
 	ucp_config_t *config;
 	ucs_status_t st = p_ucp_config_read(NULL, NULL, &config);
 	if (st != UCS_OK) {
 		return st;
+	}
+	if (rndv_thresh != NULL) {
+		st = p_ucp_config_modify(config, "RNDV_THRESH", rndv_thresh);
+		if (st != UCS_OK) {
+			p_ucp_config_release(config);
+			return st;
+		}
 	}
 	ucp_params_t params;
 	memset(&params, 0, sizeof(params));
@@ -211,7 +218,9 @@ int spx_load(char *err, size_t errlen) {
 // Nothing below runs: spx_load failed.
 const char *spx_version(void) { return ""; }
 const char *spx_status_string(int status) { (void)status; return "UCX not built in"; }
-int spx_init(void **ctx, void **worker, int *efd) { (void)ctx; (void)worker; (void)efd; return -1; }
+int spx_init(void **ctx, void **worker, int *efd, const char *rndv_thresh) {
+	(void)ctx; (void)worker; (void)efd; (void)rndv_thresh; return -1;
+}
 void spx_cleanup(void *ctx, void *worker) { (void)ctx; (void)worker; }
 int spx_address(void *worker, void **addr, size_t *len) { (void)worker; (void)addr; (void)len; return -1; }
 void spx_release_address(void *worker, void *addr) { (void)worker; (void)addr; }

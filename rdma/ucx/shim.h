@@ -27,7 +27,9 @@ int spx_load(char *err, size_t errlen);
 const char *spx_version(void);
 const char *spx_status_string(int status);
 
-int spx_init(void **ctx, void **worker, int *efd);
+// spx_init starts a UCP context and worker; rndv_thresh, when not NULL,
+// overrides UCX's rendezvous threshold (RNDV_THRESH).
+int spx_init(void **ctx, void **worker, int *efd, const char *rndv_thresh);
 void spx_cleanup(void *ctx, void *worker);
 int spx_address(void *worker, void **addr, size_t *len);
 void spx_release_address(void *worker, void *addr);
