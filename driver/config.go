@@ -108,6 +108,9 @@ type Config struct {
 	// spindle.ps.waitTimeout, for the built-in parameter servers.
 	PSStaleness   string
 	PSWaitTimeout time.Duration
+	// PSReplicas is spindle.ps.replicas: with backups, a built-in
+	// parameter server's death does not fail the job.
+	PSReplicas int
 
 	// Console shows the job's progress: a live line on a terminal,
 	// elsewhere a line every ProgressInterval. Nil shows none.

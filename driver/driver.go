@@ -177,6 +177,10 @@ func (d *Driver) generation(ctx context.Context, gen int, plan *feed.JobPlan, sl
 		return false, fmt.Errorf("listen for executors on %s:%d: %w", c.ListenHost, c.Port, err)
 	}
 	g := newRosterOf(slots)
+	if c.PS.Count > 0 && c.PS.Builtin {
+		g.psSpares = min(c.PSReplicas, c.PS.Count-1)
+		g.onPSLost = func(msg string) { d.logger.Warn(msg) }
+	}
 	stopServer := make(chan struct{})
 	srv := grpc.NewServer(d.signer.ServerOptions()...)
 	generationTasks := func(rank int) (*driverpb.Task, error) {
@@ -448,6 +452,7 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot, fil
 		}
 		if c.PS.Count > 0 && c.PS.Builtin {
 			t.PsStaleness, t.PsWaitTimeoutMillis, t.PsMemoryMb = c.PSStaleness, c.PSWaitTimeout.Milliseconds(), int64(c.PS.MemoryMB)
+			t.PsReplicas = int32(c.PSReplicas)
 		}
 		if s.spec.Builtin {
 			t.BuiltinPs = true

@@ -63,6 +63,7 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	}
 	cfg.PSStaleness = p.String(config.KeyPSStaleness)
 	cfg.PSWaitTimeout = p.Duration(config.KeyPSWaitTimeout)
+	cfg.PSReplicas = p.Int(config.KeyPSReplicas)
 	if f := p.String(config.KeyInputFormat); f != "" {
 		cfg.Format = feed.Format(f)
 	}

@@ -46,8 +46,7 @@ func TestValidateRoles(t *testing.T) {
 		want string
 	}{
 		{"ps with a command", func(c *Config) { c.PS.Count, c.PS.Command = 1, []string{"ps"} }, ""},
-		{"built-in ps", func(c *Config) { c.PS.Count = 2 },
-			"--num-ps 2 without --ps-command: Spindle's built-in parameter server is not available yet; give --ps-command CMD"},
+		{"built-in ps", func(c *Config) { c.PS.Count, c.PS.Builtin = 2, true }, ""},
 		{"ps without cores", func(c *Config) { c.PS.Count, c.PS.Command, c.PS.Cores = 1, []string{"ps"}, 0 }, "at least 1 core"},
 	}
 	for _, tc := range tests {

@@ -86,6 +86,28 @@ type roster struct {
 	succeeded chan struct{} // closed when the job succeeded
 	allExited chan struct{} // closed once every member reported its exit
 	now       func() time.Time
+
+	// psSpares is how many parameter servers may die without failing the
+	// job: Spindle's own servers keep that many backups of every row
+	// (spindle.ps.replicas). onPSLost hears of each such death.
+	psSpares int
+	psLost   int
+	onPSLost func(msg string)
+}
+
+// spareLocked says whether m's death leaves the job running: m is a
+// parameter server whose rows live on in their backups. g.mu is held.
+func (g *roster) spareLocked(m *member, msg string) bool {
+	if m.role != RolePS || g.psLost >= g.psSpares {
+		return false
+	}
+	g.psLost++
+	m.exited = true
+	if g.onPSLost != nil {
+		g.onPSLost(fmt.Sprintf("%s; its keys moved to their backups (%d of %d spare servers used, spindle.ps.replicas)", msg, g.psLost, g.psSpares))
+	}
+	g.checkAllExitedLocked()
+	return true
 }
 
 // newRoster returns the roster of a job of workers only, rank i for ids[i].
@@ -223,6 +245,9 @@ func (g *roster) exit(r *driverpb.ExitReport) error {
 		if m.role == RolePS {
 			msg += " while the job ran"
 		}
+		if g.spareLocked(m, msg) {
+			return nil
+		}
 		if tail := strings.TrimRight(m.stderrTail, "\n"); tail != "" {
 			msg += "; last lines of its stderr:\n    " + strings.ReplaceAll(tail, "\n", "\n    ")
 		}
@@ -327,6 +352,9 @@ func (g *roster) executorGone(ev Event) {
 	}
 	if ev.Message != "" {
 		msg += ": " + ev.Message
+	}
+	if !m.exited && g.spareLocked(m, msg) {
+		return
 	}
 	g.failLocked(errors.New(msg))
 }

@@ -115,6 +115,7 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 		set(envcontract.PSStaleness, t.PsStaleness)
 		set(envcontract.PSWaitTimeout, strconv.FormatFloat(float64(t.PsWaitTimeoutMillis)/1000, 'f', -1, 64))
 		set(envcontract.PSMemory, strconv.FormatInt(t.PsMemoryMb, 10))
+		set(envcontract.PSReplicas, strconv.Itoa(int(t.PsReplicas)))
 	}
 	if t.CheckpointDir != "" {
 		set(envcontract.CheckpointDir, t.CheckpointDir)

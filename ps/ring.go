@@ -7,6 +7,8 @@ import (
 	"sort"
 
 	"github.com/zeebo/xxh3"
+
+	"github.com/spindle-ml/spindle/ps/pspb"
 )
 
 // Purpose is what the job's peer token proves on a parameter-server
@@ -33,6 +35,9 @@ type Ring struct {
 	// jump[b] is the first point whose top lutBits bits are ≥ b: Owner
 	// starts there and steps over a few points instead of searching all.
 	jump []int32
+	// dead marks the servers taken out of the ring: their arcs fall to the
+	// next live server, which held their replicas.
+	dead []bool
 }
 
 // lutBits sizes the ring's jump table: 2^16 entries for a few thousand
@@ -49,7 +54,7 @@ func NewRing(version uint64, servers []string, vnodes int) (*Ring, error) {
 	if vnodes <= 0 {
 		vnodes = DefaultVirtualNodes
 	}
-	r := &Ring{version: version, servers: slices.Clone(servers), vnodes: vnodes}
+	r := &Ring{version: version, servers: slices.Clone(servers), vnodes: vnodes, dead: make([]bool, len(servers))}
 	type point struct {
 		h     uint64
 		owner int32
@@ -83,6 +88,50 @@ func NewRing(version uint64, servers []string, vnodes int) (*Ring, error) {
 	return r, nil
 }
 
+// WithDead returns version version of the ring with the servers dead
+// taken out (on top of those already out). The points stay: a dead
+// server's arcs fall to the live servers after it.
+func (r *Ring) WithDead(version uint64, dead ...int) (*Ring, error) {
+	out := *r
+	out.version = version
+	out.dead = slices.Clone(r.dead)
+	for _, d := range dead {
+		if d < 0 || d >= len(r.servers) {
+			return nil, fmt.Errorf("ps: no server %d in a ring of %d", d, len(r.servers))
+		}
+		out.dead[d] = true
+	}
+	if out.Live() == 0 {
+		return nil, fmt.Errorf("ps: every server of the ring is dead")
+	}
+	return &out, nil
+}
+
+// Dead says whether server s is out of the ring.
+func (r *Ring) Dead(s int) bool { return r.dead[s] }
+
+// DeadServers lists the servers out of the ring.
+func (r *Ring) DeadServers() []int {
+	var out []int
+	for s, d := range r.dead {
+		if d {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Live is the number of servers in the ring.
+func (r *Ring) Live() int {
+	n := 0
+	for _, d := range r.dead {
+		if !d {
+			n++
+		}
+	}
+	return n
+}
+
 // Version is the ring's version.
 func (r *Ring) Version() uint64 { return r.version }
 
@@ -106,6 +155,12 @@ func HashKey(key uint64) uint64 {
 
 // Owner returns the index of the server that holds key.
 func (r *Ring) Owner(key uint64) int {
+	return int(r.owners[r.ownerPoint(key)])
+}
+
+// ownerPoint returns the index of the point that owns key: the first
+// point of a live server at or after the key's hash.
+func (r *Ring) ownerPoint(key uint64) int {
 	h := HashKey(key)
 	i := int(r.jump[h>>(64-lutBits)])
 	for i < len(r.points) && r.points[i] < h {
@@ -114,7 +169,25 @@ func (r *Ring) Owner(key uint64) int {
 	if i == len(r.points) {
 		i = 0
 	}
-	return int(r.owners[i])
+	for r.dead[r.owners[i]] {
+		i = (i + 1) % len(r.points)
+	}
+	return i
+}
+
+// Replicas appends to dst the servers that hold key: its owner, then
+// up to n backups, the next distinct live servers on the ring.
+func (r *Ring) Replicas(dst []int, key uint64, n int) []int {
+	i := r.ownerPoint(key)
+	dst = append(dst, int(r.owners[i]))
+	want := min(n+1, r.Live())
+	for j := 1; len(dst) < want && j < len(r.points); j++ {
+		s := int(r.owners[(i+j)%len(r.points)])
+		if !r.dead[s] && !slices.Contains(dst, s) {
+			dst = append(dst, s)
+		}
+	}
+	return dst
 }
 
 // HashString turns a string feature into a key, for clients whose
@@ -128,4 +201,17 @@ func RangeOwner(key, rows uint64, n int) int {
 		return int(key % uint64(n))
 	}
 	return int(key * uint64(n) / rows)
+}
+
+// RingFromInfo builds the ring info describes.
+func RingFromInfo(info *pspb.RingInfo) (*Ring, error) {
+	r, err := NewRing(info.Version, info.Servers, int(info.VirtualNodes))
+	if err != nil || len(info.Dead) == 0 {
+		return r, err
+	}
+	dead := make([]int, len(info.Dead))
+	for i, d := range info.Dead {
+		dead[i] = int(d)
+	}
+	return r.WithDead(info.Version, dead...)
 }

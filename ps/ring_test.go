@@ -86,3 +86,37 @@ func TestRingOwnerMatchesSearch(t *testing.T) {
 		}
 	}
 }
+
+// A dead server's keys fall to their first backup; the other keys stay.
+func TestRingWithDead(t *testing.T) {
+	r, _ := NewRing(1, servers(4), 0)
+	d, err := r.WithDead(2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Version() != 2 || !d.Dead(1) || r.Dead(1) || d.Live() != 3 {
+		t.Fatalf("version %d, dead %v (old ring %v), live %d", d.Version(), d.DeadServers(), r.DeadServers(), d.Live())
+	}
+	for k := range uint64(50_000) {
+		reps := r.Replicas(nil, k, 1)
+		if len(reps) != 2 || reps[0] == reps[1] {
+			t.Fatalf("key %d: replicas %v", k, reps)
+		}
+		owner := d.Owner(k)
+		switch {
+		case owner == 1:
+			t.Fatalf("key %d owned by the dead server", k)
+		case reps[0] == 1 && owner != reps[1]:
+			t.Fatalf("key %d of dead server 1 went to %d, not its backup %d", k, owner, reps[1])
+		case reps[0] != 1 && owner != reps[0]:
+			t.Fatalf("key %d moved from %d to %d", k, reps[0], owner)
+		}
+	}
+	if _, err := d.WithDead(3, 0, 2, 3); err == nil {
+		t.Fatal("a ring with every server dead was built")
+	}
+	one, _ := NewRing(1, servers(1), 0)
+	if reps := one.Replicas(nil, 7, 2); len(reps) != 1 {
+		t.Fatalf("one server, 2 backups asked: %v", reps)
+	}
+}

@@ -95,6 +95,8 @@ type Task struct {
 	PsStaleness         string `protobuf:"bytes,27,opt,name=ps_staleness,json=psStaleness,proto3" json:"ps_staleness,omitempty"`
 	PsWaitTimeoutMillis int64  `protobuf:"varint,28,opt,name=ps_wait_timeout_millis,json=psWaitTimeoutMillis,proto3" json:"ps_wait_timeout_millis,omitempty"`
 	PsMemoryMb          int64  `protobuf:"varint,29,opt,name=ps_memory_mb,json=psMemoryMb,proto3" json:"ps_memory_mb,omitempty"`
+	// ps_replicas is spindle.ps.replicas.
+	PsReplicas int32 `protobuf:"varint,30,opt,name=ps_replicas,json=psReplicas,proto3" json:"ps_replicas,omitempty"`
 	// generation counts the job's restarts (spindle.failure.policy restart):
 	// 0 for the first gang; SPINDLE_GENERATION and SPINDLE_RESTART_COUNT.
 	Generation    int32 `protobuf:"varint,25,opt,name=generation,proto3" json:"generation,omitempty"`
@@ -324,6 +326,13 @@ func (x *Task) GetPsWaitTimeoutMillis() int64 {
 func (x *Task) GetPsMemoryMb() int64 {
 	if x != nil {
 		return x.PsMemoryMb
+	}
+	return 0
+}
+
+func (x *Task) GetPsReplicas() int32 {
+	if x != nil {
+		return x.PsReplicas
 	}
 	return 0
 }
@@ -738,7 +747,7 @@ var File_task_proto protoreflect.FileDescriptor
 const file_task_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"task.proto\x12\x12spindle.control.v1\"\xde\b\n" +
+	"task.proto\x12\x12spindle.control.v1\"\xff\b\n" +
 	"\x04Task\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x123\n" +
@@ -772,7 +781,9 @@ const file_task_proto_rawDesc = "" +
 	"\fps_staleness\x18\x1b \x01(\tR\vpsStaleness\x123\n" +
 	"\x16ps_wait_timeout_millis\x18\x1c \x01(\x03R\x13psWaitTimeoutMillis\x12 \n" +
 	"\fps_memory_mb\x18\x1d \x01(\x03R\n" +
-	"psMemoryMb\x12\x1e\n" +
+	"psMemoryMb\x12\x1f\n" +
+	"\vps_replicas\x18\x1e \x01(\x05R\n" +
+	"psReplicas\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x19 \x01(\x05R\n" +
 	"generation\x1a6\n" +

@@ -254,9 +254,9 @@ func evaluate(ctx context.Context, c *client.Client, o options) error {
 	}
 	var stored uint64
 	var pushes uint64
-	for _, s := range stats {
-		for _, t := range s.Tables {
-			stored += t.Keys
+	for _, s := range stats { // nil for a server out of the ring
+		for _, t := range s.GetTables() {
+			stored += t.OwnedKeys
 			pushes += t.Pushes
 		}
 	}

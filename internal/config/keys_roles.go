@@ -13,6 +13,7 @@ const (
 
 	KeyPSStaleness   = "spindle.ps.staleness"
 	KeyPSWaitTimeout = "spindle.ps.waitTimeout"
+	KeyPSReplicas    = "spindle.ps.replicas"
 )
 
 // roleKeys are the keys of the chief and parameter-server roles.
@@ -32,6 +33,8 @@ var roleKeys = []Key{
 		Doc: "The command parameter servers run instead of the training command, split into words as a shell would (quotes and backslashes; no variables or globs); empty runs Spindle's built-in parameter server."},
 	{Name: KeyPSStaleness, Default: "bsp", Kind: String,
 		Doc: "The built-in parameter server's consistency model: bsp (every worker finishes step n before any pulls for step n+1), asp (no waiting), or a number s of steps a worker may run ahead of the slowest (SSP)."},
+	{Name: KeyPSReplicas, Default: "1", Kind: Int, Min: 0, HasMin: true,
+		Doc: "Backups of every sparse row of the built-in parameter server, on the next servers of the ring: a push is acknowledged once they have it, and when a server dies its keys move to their backups and the job goes on (with fewer backups than servers minus one). 0 keeps one copy: a server's death fails the job."},
 	{Name: KeyPSWaitTimeout, Default: "10m", Kind: Duration,
 		Doc: "How long a built-in parameter server lets a pull wait for slow workers while no worker's clock moves; the pull then fails naming the workers it waited for."},
 }

@@ -6,9 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 var sparseLRLine = regexp.MustCompile(`sparse-lr: auc (\S+) \(known model (\S+)\), logloss \S+, (\d+) keys on (\d+) servers, (\d+) pushes applied`)
@@ -78,49 +81,7 @@ func TestBuiltinPSWorkerDies(t *testing.T) {
 // as a parameter server.
 func serversRunning(t *testing.T) int {
 	t.Helper()
-	want := []byte(spindleBin + "\x00ps\x00serve")
-	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	n := 0
-	for _, f := range cmdlines {
-		if b, err := os.ReadFile(f); err == nil && bytes.HasPrefix(b, want) {
-			n++
-		}
-	}
-	return n
-}
-
-// A job restarted after a worker's death (spindle.failure.policy restart)
-// resumes from the tables' latest checkpoint: the new servers load it,
-// the workers go on from its step, and the model ends as good as one
-// trained without the failure.
-func TestBuiltinPSRestartsFromCheckpoint(t *testing.T) {
-	dir := t.TempDir()
-	r := spindle(t, dir, submitArgs("--master", "local[2]", "--num-ps", "2",
-		"--checkpoint-dir", filepath.Join(dir, "ckpt"),
-		"--conf", "spindle.failure.policy=restart", "--conf", "spindle.failure.maxRestarts=1",
-		"--", sparseLRBin, "--rows", "200000", "--checkpoint-every", "50", "--die-at-step", "120")...)
-	if r.code != 0 {
-		t.Fatalf("job failed:\n%s", r)
-	}
-	for _, w := range []string{"0", "1"} {
-		if want := "sparse-lr: worker " + w + " resumes at step 100 from the tables' checkpoint"; !strings.Contains(r.stdout, want) {
-			t.Errorf("no line saying %q:\n%s", want, r)
-		}
-	}
-	m := sparseLRLine.FindStringSubmatch(r.stdout)
-	if m == nil {
-		t.Fatalf("no result line:\n%s", r)
-	}
-	trained, _ := strconv.ParseFloat(m[1], 64)
-	known, _ := strconv.ParseFloat(m[2], 64)
-	if math.Abs(trained-known) > 0.01 {
-		t.Errorf("after the restart, trained AUC %.4f is not within 0.01 of the known model's %.4f", trained, known)
-	}
-	// Generation 1 applied only the 100 steps after the checkpoint: 2
-	// workers × 100 steps × 2 servers.
-	if pushes, _ := strconv.Atoi(m[5]); pushes != 2*100*2 {
-		t.Errorf("servers applied %d pushes after the restart, want %d", pushes, 2*100*2)
-	}
+	return len(serverPids())
 }
 
 // psReport is a parameter server's report of a nonzero key count.
@@ -139,4 +100,63 @@ func eventLogHas(t *testing.T, dir string, re *regexp.Regexp) bool {
 		return nil
 	})
 	return found
+}
+
+// A parameter server killed (SIGKILL) in the middle of training: with a
+// backup of every row (spindle.ps.replicas 1, the default), its keys move
+// to their backups, the job goes on and ends as well trained as without
+// the kill, and the driver says what happened.
+func TestBuiltinPSServerKilled(t *testing.T) {
+	killed := make(chan int, 1)
+	go func() {
+		defer close(killed)
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			if pids := serverPids(); len(pids) == 3 {
+				time.Sleep(3 * time.Second) // well into training
+				if syscall.Kill(pids[1], syscall.SIGKILL) == nil {
+					killed <- pids[1]
+				}
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	r := spindle(t, t.TempDir(), submitArgs("--master", "local[2]", "--num-ps", "3",
+		"--", sparseLRBin, "--rows", "300000")...)
+	pid, ok := <-killed
+	if !ok {
+		t.Fatalf("no parameter server to kill:\n%s", r)
+	}
+	if r.code != 0 {
+		t.Fatalf("the job did not survive the kill of server process %d:\n%s", pid, r)
+	}
+	if !strings.Contains(r.stderr, "its keys moved to their backups") {
+		t.Errorf("the driver does not say what became of the killed server:\n%s", r)
+	}
+	m := sparseLRLine.FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no result line:\n%s", r)
+	}
+	trained, _ := strconv.ParseFloat(m[1], 64)
+	known, _ := strconv.ParseFloat(m[2], 64)
+	if math.Abs(trained-known) > 0.01 {
+		t.Errorf("after the kill, trained AUC %.4f is not within 0.01 of the known model's %.4f", trained, known)
+	}
+}
+
+// serverPids lists the processes running this test's spindle binary as a
+// parameter server.
+func serverPids() []int {
+	want := []byte(spindleBin + "\x00ps\x00serve")
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var out []int
+	for _, f := range cmdlines {
+		if b, err := os.ReadFile(f); err == nil && bytes.HasPrefix(b, want) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+			out = append(out, pid)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

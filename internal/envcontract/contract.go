@@ -55,6 +55,7 @@ const (
 	PSStaleness   = "SPINDLE_PS_STALENESS"
 	PSWaitTimeout = "SPINDLE_PS_WAIT_TIMEOUT"
 	PSMemory      = "SPINDLE_PS_MEMORY_MB"
+	PSReplicas    = "SPINDLE_PS_REPLICAS"
 )
 
 // The frameworks' variables, filled in from the same facts.
@@ -160,6 +161,7 @@ var Vars = []Var{
 	{Name: PSStaleness, ID: "ps_staleness", Doc: "in a job with Spindle's parameter server (`--num-ps` without `--ps-command`): its consistency model (`bsp`, `asp` or a bound), how long a pull may wait for slow workers (seconds), and a server's memory in MiB; the servers are the ranks of role `ps`, on their `SPINDLE_PEERS` ports"},
 	{Name: PSWaitTimeout, ID: "ps_wait_timeout"},
 	{Name: PSMemory, ID: "ps_memory_mb"},
+	{Name: PSReplicas, ID: "ps_replicas", Doc: "the number of backups of each sparse row (`spindle.ps.replicas`)"},
 	{Name: MasterAddr, ID: "master_addr", Doc: "PyTorch's `env://` rendezvous (rank 0's service port)"},
 	{Name: MasterPort, ID: "master_port"},
 	{Name: TorchRank, ID: "torch_rank"},

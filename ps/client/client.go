@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -26,8 +27,10 @@ import (
 // ErrNoServers is returned by FromEnv in a job without parameter servers.
 var ErrNoServers = errors.New("ps client: the job has no parameter servers (spindle submit --num-ps N)")
 
-// maxRingRetries bounds how often one call refreshes a stale ring.
-const maxRingRetries = 3
+// maxRetries bounds how often one call refreshes a stale ring or fails
+// over from a server that does not answer; with the backoff, about ten
+// seconds, time for the servers to move to a new ring.
+const maxRetries = 25
 
 // Config says where the servers are and who this client is.
 type Config struct {
@@ -54,6 +57,7 @@ type Client struct {
 
 	ring  atomic.Pointer[ps.Ring]
 	clock atomic.Int64
+	seq   atomic.Uint64 // numbers pushes, for the servers' duplicate check
 
 	mu     sync.RWMutex
 	tables map[string]*pspb.TableSpec
@@ -136,18 +140,102 @@ func (c *Client) serverErr(i int, what string, err error) error {
 	return fmt.Errorf("%s on parameter server %d (%s): %w", what, i, c.cfg.Servers[i], err)
 }
 
-// each calls fn for every server at once and waits for all.
+// each calls fn for every live server at once and waits for all. A
+// server that does not answer is reported; once it is out of the ring, it
+// is skipped.
 func (c *Client) each(ctx context.Context, what string, fn func(ctx context.Context, i int, s pspb.ParameterServerClient) error) error {
-	g, ctx := errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(ctx)
 	for i, s := range c.stubs {
+		if c.ring.Load().Dead(i) {
+			continue
+		}
 		g.Go(func() error {
-			if err := fn(ctx, i, s); err != nil {
-				return c.serverErr(i, what, err)
+			for attempt := 0; ; attempt++ {
+				err := fn(gctx, i, s)
+				if err == nil {
+					return nil
+				}
+				if !isUnavailable(err) || attempt == maxRetries {
+					return c.serverErr(i, what, err)
+				}
+				if rerr := c.reportDead(gctx, i); rerr != nil {
+					return c.serverErr(i, what, fmt.Errorf("%w; then %w", err, rerr))
+				}
+				if c.ring.Load().Dead(i) {
+					return nil // out of the ring: its part is the others'
+				}
+				if err := backoff(gctx, attempt); err != nil {
+					return c.serverErr(i, what, err)
+				}
 			}
-			return nil
 		})
 	}
 	return g.Wait()
+}
+
+func isUnavailable(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unavailable
+}
+
+// backoff waits a little longer at each attempt.
+func backoff(ctx context.Context, attempt int) error {
+	t := time.NewTimer(min(time.Duration(20*(attempt+1))*time.Millisecond, 500*time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// reportDead asks the ring's coordinator to take server i out, and takes
+// the ring it answers. A server that still answers stays.
+func (c *Client) reportDead(ctx context.Context, i int) error {
+	ring := c.ring.Load()
+	if ring.Dead(i) {
+		return nil
+	}
+	var last error
+	for cand := range c.stubs {
+		if cand == i || ring.Dead(cand) {
+			continue
+		}
+		info, err := c.stubs[cand].ReportDead(ctx, &pspb.ReportDeadRequest{Server: int32(i), RingVersion: ring.Version()})
+		if err == nil {
+			return c.adopt(info)
+		}
+		if st, _ := status.FromError(err); st.Code() == codes.Aborted {
+			return nil // it answers after all: retry
+		}
+		last = c.serverErr(cand, fmt.Sprintf("report server %d gone", i), err)
+	}
+	if last == nil {
+		last = fmt.Errorf("ps client: no live server left to report server %d to", i)
+	}
+	return last
+}
+
+// adopt takes a ring newer than the client's.
+func (c *Client) adopt(info *pspb.RingInfo) error {
+	ring, err := ps.RingFromInfo(info)
+	if err != nil {
+		return err
+	}
+	if len(info.Servers) != len(c.stubs) {
+		return fmt.Errorf("ps client: the ring changed from %d to %d servers; this client cannot follow", len(c.stubs), len(info.Servers))
+	}
+	for {
+		cur := c.ring.Load()
+		if ring.Version() <= cur.Version() {
+			return nil
+		}
+		if c.ring.CompareAndSwap(cur, ring) {
+			c.log.Info("parameter-server ring changed", "from", cur.Version(), "to", ring.Version(), "dead", ring.DeadServers())
+			return nil
+		}
+	}
 }
 
 // Declare creates table spec on every server, or checks that the one
@@ -181,69 +269,114 @@ func (c *Client) table(name string) (*pspb.TableSpec, error) {
 	return spec, nil
 }
 
-// part is the keys of one call that go to one server, and where each sits
-// in the call's arrays.
+// part is the keys of one call that go to one server, where each sits in
+// the call's arrays, and the server the keys first went to (a push's
+// origin, which its retries keep).
 type part struct {
-	keys []uint64
-	pos  []int
+	keys   []uint64
+	pos    []int
+	origin int
 }
 
 // split routes keys over the servers by ring (or in ranges, for a dense
-// table).
+// table). Each part's origin is its server.
 func (c *Client) split(ring *ps.Ring, spec *pspb.TableSpec, keys []uint64) []part {
 	parts := make([]part, len(c.stubs))
 	guess := len(keys)/len(parts) + 16
 	for i := range parts {
-		parts[i] = part{keys: make([]uint64, 0, guess), pos: make([]int, 0, guess)}
+		parts[i] = part{keys: make([]uint64, 0, guess), pos: make([]int, 0, guess), origin: i}
 	}
 	for j, k := range keys {
-		var s int
-		if spec.Rows > 0 {
-			s = ps.RangeOwner(k, spec.Rows, len(parts))
-		} else {
-			s = ring.Owner(k)
-		}
+		s := owner(ring, spec, k, len(parts))
 		parts[s].keys = append(parts[s].keys, k)
 		parts[s].pos = append(parts[s].pos, j)
 	}
 	return parts
 }
 
-// routed runs call for each server's part of keys, refreshing the ring
-// and starting over when a server says it is stale.
+func owner(ring *ps.Ring, spec *pspb.TableSpec, k uint64, n int) int {
+	if spec.Rows > 0 {
+		return ps.RangeOwner(k, spec.Rows, n)
+	}
+	return ring.Owner(k)
+}
+
+// resplit routes a failed part again by ring, keeping its origin.
+func (c *Client) resplit(ring *ps.Ring, spec *pspb.TableSpec, p part) map[int]part {
+	out := map[int]part{}
+	for j, k := range p.keys {
+		s := owner(ring, spec, k, len(c.stubs))
+		q := out[s]
+		q.keys, q.pos, q.origin = append(q.keys, k), append(q.pos, p.pos[j]), p.origin
+		out[s] = q
+	}
+	return out
+}
+
+// routed runs call for each server's part of keys. Parts that fail
+// because the ring changed (a stale ring, a server that does not answer)
+// are routed again by the new ring and retried, the others stand.
 func (c *Client) routed(ctx context.Context, what string, spec *pspb.TableSpec, keys []uint64,
 	call func(ctx context.Context, s pspb.ParameterServerClient, ring *ps.Ring, p part) error) error {
-	for attempt := 0; ; attempt++ {
-		ring := c.ring.Load()
-		parts := c.split(ring, spec, keys)
-		g, gctx := errgroup.WithContext(ctx)
-		var stale atomic.Int32
-		stale.Store(-1)
-		for i, p := range parts {
-			if len(p.keys) == 0 {
-				continue
-			}
-			g.Go(func() error {
-				err := call(gctx, c.stubs[i], ring, p)
-				if isStale(err) {
-					stale.Store(int32(i))
-				}
-				if err != nil {
-					return c.serverErr(i, what, err)
-				}
-				return nil
-			})
+	ring := c.ring.Load()
+	work := map[int][]part{}
+	for i, p := range c.split(ring, spec, keys) {
+		if len(p.keys) > 0 {
+			work[i] = []part{p}
 		}
-		err := g.Wait()
-		if err == nil {
+	}
+	for attempt := 0; ; attempt++ {
+		type failure struct {
+			server int
+			p      part
+			err    error
+		}
+		var mu sync.Mutex
+		var failed []failure
+		var g errgroup.Group
+		for i, parts := range work {
+			for _, p := range parts {
+				g.Go(func() error {
+					if err := call(ctx, c.stubs[i], ring, p); err != nil {
+						mu.Lock()
+						failed = append(failed, failure{i, p, err})
+						mu.Unlock()
+					}
+					return nil
+				})
+			}
+		}
+		g.Wait()
+		if len(failed) == 0 {
 			return nil
 		}
-		s := int(stale.Load())
-		if s < 0 || attempt == maxRingRetries {
-			return err
+		for _, f := range failed {
+			if (!isStale(f.err) && !isUnavailable(f.err)) || attempt == maxRetries {
+				return c.serverErr(f.server, what, f.err)
+			}
 		}
-		if rerr := c.refreshRing(ctx, s); rerr != nil {
-			return fmt.Errorf("%w; then %w", err, rerr)
+		// Learn the new ring: from the coordinator when a server is gone,
+		// else from a server that said ours is stale.
+		for _, f := range failed {
+			var err error
+			if isUnavailable(f.err) {
+				err = c.reportDead(ctx, f.server)
+			} else {
+				err = c.refreshRing(ctx, f.server)
+			}
+			if err != nil {
+				return fmt.Errorf("%w; then %w", c.serverErr(f.server, what, f.err), err)
+			}
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return c.serverErr(failed[0].server, what, err)
+		}
+		ring = c.ring.Load()
+		work = map[int][]part{}
+		for _, f := range failed {
+			for s, q := range c.resplit(ring, spec, f.p) {
+				work[s] = append(work[s], q)
+			}
 		}
 	}
 }
@@ -259,15 +392,9 @@ func (c *Client) refreshRing(ctx context.Context, i int) error {
 	if err != nil {
 		return c.serverErr(i, "refresh the ring", err)
 	}
-	ring, err := ps.NewRing(info.Version, info.Servers, int(info.VirtualNodes))
-	if err != nil {
+	if err := c.adopt(info); err != nil {
 		return c.serverErr(i, "refresh the ring", err)
 	}
-	if len(info.Servers) != len(c.stubs) {
-		return fmt.Errorf("ps client: the ring changed from %d to %d servers; this client cannot follow", len(c.stubs), len(info.Servers))
-	}
-	c.log.Info("parameter-server ring refreshed", "from", c.ring.Load().Version(), "to", info.Version)
-	c.ring.Store(ring)
 	return nil
 }
 
@@ -316,6 +443,7 @@ func (c *Client) Push(ctx context.Context, table string, keys []uint64, grads []
 	if len(grads) != len(keys)*dim {
 		return fmt.Errorf("ps client: push %d keys of table %s (dim %d) with %d gradient values: want %d", len(keys), table, dim, len(grads), len(keys)*dim)
 	}
+	seq := c.seq.Add(1)
 	return c.routed(ctx, "push "+table, spec, keys, func(ctx context.Context, s pspb.ParameterServerClient, ring *ps.Ring, p part) error {
 		g := grads
 		if len(p.keys) != len(keys) {
@@ -326,7 +454,7 @@ func (c *Client) Push(ctx context.Context, table string, keys []uint64, grads []
 			}
 		}
 		_, err := s.Push(ctx, &pspb.PushRequest{Table: table, Keys: ps.KeyBytes(p.keys), Grads: ps.FloatBytes(g),
-			RingVersion: ring.Version(), Worker: int32(c.cfg.Worker)})
+			RingVersion: ring.Version(), Worker: int32(c.cfg.Worker), Seq: seq, Origin: int32(p.origin)})
 		return err
 	})
 }
@@ -346,7 +474,8 @@ func (c *Client) Clock(ctx context.Context) error {
 	return nil
 }
 
-// Stats returns every server's statistics, by server index.
+// Stats returns every server's statistics, by server index: nil for a
+// server out of the ring.
 func (c *Client) Stats(ctx context.Context) ([]*pspb.StatsResponse, error) {
 	out := make([]*pspb.StatsResponse, len(c.stubs))
 	err := c.each(ctx, "read statistics", func(ctx context.Context, i int, s pspb.ParameterServerClient) error {

@@ -27,6 +27,41 @@ const token = "0123456789abcdef0123456789abcdef"
 type cluster struct {
 	addrs   []string
 	servers []*server.Server
+	stops   []func() // stop server i at once, as a killed one: its port and connections close
+}
+
+// killableListener remembers the connections it accepted, so that a test
+// can drop them all at once, as a killed process's kernel does.
+type killableListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	dead  bool
+}
+
+func (l *killableListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dead {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	l.conns = append(l.conns, c)
+	return c, nil
+}
+
+func (l *killableListener) kill() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dead = true
+	l.Listener.Close()
+	for _, c := range l.conns {
+		c.Close()
+	}
 }
 
 type clusterOpts struct {
@@ -35,6 +70,7 @@ type clusterOpts struct {
 	memory           int64
 	waitTimeout      time.Duration
 	ringVersion      uint64
+	replicas         int
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -61,19 +97,26 @@ func startCluster(t *testing.T, o clusterOpts) *cluster {
 		t.Fatal(err)
 	}
 	creds, _ := peercred.New(token, ps.Purpose)
-	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i, ln := range lns {
 		s, err := server.New(server.Config{Index: i, Ring: ring, Workers: o.workers, Staleness: o.staleness,
-			MemoryBytes: o.memory, WaitTimeout: o.waitTimeout, Logger: quiet()})
+			MemoryBytes: o.memory, WaitTimeout: o.waitTimeout, Replicas: o.replicas, PeerCreds: creds, Logger: quiet()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.servers = append(c.servers, s)
+		ctx, cancel := context.WithCancel(context.Background())
+		kl := &killableListener{Listener: ln}
+		c.stops = append(c.stops, func() { kl.kill(); cancel() })
 		wg.Add(1)
-		go func() { defer wg.Done(); s.Serve(ctx, ln, creds) }()
+		go func() { defer wg.Done(); s.Serve(ctx, kl, creds) }()
 	}
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	t.Cleanup(func() {
+		for _, stop := range c.stops {
+			stop()
+		}
+		wg.Wait()
+	})
 	return c
 }
 

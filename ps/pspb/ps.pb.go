@@ -487,9 +487,16 @@ type PushRequest struct {
 	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
 	Keys  []byte                 `protobuf:"bytes,2,opt,name=keys,proto3" json:"keys,omitempty"`
 	// grads are little-endian float32s, dim per key.
-	Grads         []byte `protobuf:"bytes,3,opt,name=grads,proto3" json:"grads,omitempty"`
-	RingVersion   uint64 `protobuf:"varint,4,opt,name=ring_version,json=ringVersion,proto3" json:"ring_version,omitempty"`
-	Worker        int32  `protobuf:"varint,5,opt,name=worker,proto3" json:"worker,omitempty"`
+	Grads       []byte `protobuf:"bytes,3,opt,name=grads,proto3" json:"grads,omitempty"`
+	RingVersion uint64 `protobuf:"varint,4,opt,name=ring_version,json=ringVersion,proto3" json:"ring_version,omitempty"`
+	Worker      int32  `protobuf:"varint,5,opt,name=worker,proto3" json:"worker,omitempty"`
+	// seq numbers the worker's pushes; a retry keeps it, so that a server
+	// that already applied the push (as its primary or a backup) does not
+	// apply it again.
+	Seq uint64 `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
+	// origin is the server the push first went to: with seq and worker it
+	// names the push across a failover.
+	Origin        int32 `protobuf:"varint,7,opt,name=origin,proto3" json:"origin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -559,8 +566,24 @@ func (x *PushRequest) GetWorker() int32 {
 	return 0
 }
 
+func (x *PushRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *PushRequest) GetOrigin() int32 {
+	if x != nil {
+		return x.Origin
+	}
+	return 0
+}
+
 type PushResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// duplicate is set when the server had applied the push already.
+	Duplicate     bool `protobuf:"varint,1,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -595,6 +618,208 @@ func (*PushResponse) Descriptor() ([]byte, []int) {
 	return file_ps_proto_rawDescGZIP(), []int{8}
 }
 
+func (x *PushResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+type InstallRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Table string                 `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Keys  []byte                 `protobuf:"bytes,2,opt,name=keys,proto3" json:"keys,omitempty"`
+	// rows are the keys' whole rows (weights, then slots), little-endian
+	// float32s; steps their update counts, little-endian int32s.
+	Rows          []byte `protobuf:"bytes,3,opt,name=rows,proto3" json:"rows,omitempty"`
+	Steps         []byte `protobuf:"bytes,4,opt,name=steps,proto3" json:"steps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstallRequest) Reset() {
+	*x = InstallRequest{}
+	mi := &file_ps_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstallRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstallRequest) ProtoMessage() {}
+
+func (x *InstallRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstallRequest.ProtoReflect.Descriptor instead.
+func (*InstallRequest) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *InstallRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *InstallRequest) GetKeys() []byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *InstallRequest) GetRows() []byte {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *InstallRequest) GetSteps() []byte {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+type InstallResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstallResponse) Reset() {
+	*x = InstallResponse{}
+	mi := &file_ps_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstallResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstallResponse) ProtoMessage() {}
+
+func (x *InstallResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstallResponse.ProtoReflect.Descriptor instead.
+func (*InstallResponse) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{10}
+}
+
+type ReportDeadRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Server int32                  `protobuf:"varint,1,opt,name=server,proto3" json:"server,omitempty"`
+	// ring_version is the version of the reporter's ring.
+	RingVersion   uint64 `protobuf:"varint,2,opt,name=ring_version,json=ringVersion,proto3" json:"ring_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportDeadRequest) Reset() {
+	*x = ReportDeadRequest{}
+	mi := &file_ps_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportDeadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportDeadRequest) ProtoMessage() {}
+
+func (x *ReportDeadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportDeadRequest.ProtoReflect.Descriptor instead.
+func (*ReportDeadRequest) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ReportDeadRequest) GetServer() int32 {
+	if x != nil {
+		return x.Server
+	}
+	return 0
+}
+
+func (x *ReportDeadRequest) GetRingVersion() uint64 {
+	if x != nil {
+		return x.RingVersion
+	}
+	return 0
+}
+
+type AdoptRingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdoptRingResponse) Reset() {
+	*x = AdoptRingResponse{}
+	mi := &file_ps_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptRingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptRingResponse) ProtoMessage() {}
+
+func (x *AdoptRingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptRingResponse.ProtoReflect.Descriptor instead.
+func (*AdoptRingResponse) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{12}
+}
+
 type ClockRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Worker int32                  `protobuf:"varint,1,opt,name=worker,proto3" json:"worker,omitempty"`
@@ -610,7 +835,7 @@ type ClockRequest struct {
 
 func (x *ClockRequest) Reset() {
 	*x = ClockRequest{}
-	mi := &file_ps_proto_msgTypes[9]
+	mi := &file_ps_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +847,7 @@ func (x *ClockRequest) String() string {
 func (*ClockRequest) ProtoMessage() {}
 
 func (x *ClockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[9]
+	mi := &file_ps_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +860,7 @@ func (x *ClockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockRequest.ProtoReflect.Descriptor instead.
 func (*ClockRequest) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{9}
+	return file_ps_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ClockRequest) GetWorker() int32 {
@@ -667,7 +892,7 @@ type ClockResponse struct {
 
 func (x *ClockResponse) Reset() {
 	*x = ClockResponse{}
-	mi := &file_ps_proto_msgTypes[10]
+	mi := &file_ps_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +904,7 @@ func (x *ClockResponse) String() string {
 func (*ClockResponse) ProtoMessage() {}
 
 func (x *ClockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[10]
+	mi := &file_ps_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +917,7 @@ func (x *ClockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockResponse.ProtoReflect.Descriptor instead.
 func (*ClockResponse) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{10}
+	return file_ps_proto_rawDescGZIP(), []int{14}
 }
 
 type LeaveRequest struct {
@@ -704,7 +929,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_ps_proto_msgTypes[11]
+	mi := &file_ps_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +941,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[11]
+	mi := &file_ps_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +954,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{11}
+	return file_ps_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LeaveRequest) GetWorker() int32 {
@@ -747,7 +972,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_ps_proto_msgTypes[12]
+	mi := &file_ps_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +984,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[12]
+	mi := &file_ps_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +997,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{12}
+	return file_ps_proto_rawDescGZIP(), []int{16}
 }
 
 type GetRingRequest struct {
@@ -783,7 +1008,7 @@ type GetRingRequest struct {
 
 func (x *GetRingRequest) Reset() {
 	*x = GetRingRequest{}
-	mi := &file_ps_proto_msgTypes[13]
+	mi := &file_ps_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +1020,7 @@ func (x *GetRingRequest) String() string {
 func (*GetRingRequest) ProtoMessage() {}
 
 func (x *GetRingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[13]
+	mi := &file_ps_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,22 +1033,26 @@ func (x *GetRingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRingRequest.ProtoReflect.Descriptor instead.
 func (*GetRingRequest) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{13}
+	return file_ps_proto_rawDescGZIP(), []int{17}
 }
 
 type RingInfo struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Version uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	// servers are the servers' addresses, by server index.
-	Servers       []string `protobuf:"bytes,2,rep,name=servers,proto3" json:"servers,omitempty"`
-	VirtualNodes  uint32   `protobuf:"varint,3,opt,name=virtual_nodes,json=virtualNodes,proto3" json:"virtual_nodes,omitempty"`
+	Servers      []string `protobuf:"bytes,2,rep,name=servers,proto3" json:"servers,omitempty"`
+	VirtualNodes uint32   `protobuf:"varint,3,opt,name=virtual_nodes,json=virtualNodes,proto3" json:"virtual_nodes,omitempty"`
+	// dead are the servers taken out of the ring.
+	Dead []int32 `protobuf:"varint,4,rep,packed,name=dead,proto3" json:"dead,omitempty"`
+	// replicas is the number of backups each key has.
+	Replicas      uint32 `protobuf:"varint,5,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RingInfo) Reset() {
 	*x = RingInfo{}
-	mi := &file_ps_proto_msgTypes[14]
+	mi := &file_ps_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +1064,7 @@ func (x *RingInfo) String() string {
 func (*RingInfo) ProtoMessage() {}
 
 func (x *RingInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[14]
+	mi := &file_ps_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +1077,7 @@ func (x *RingInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RingInfo.ProtoReflect.Descriptor instead.
 func (*RingInfo) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{14}
+	return file_ps_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RingInfo) GetVersion() uint64 {
@@ -872,6 +1101,20 @@ func (x *RingInfo) GetVirtualNodes() uint32 {
 	return 0
 }
 
+func (x *RingInfo) GetDead() []int32 {
+	if x != nil {
+		return x.Dead
+	}
+	return nil
+}
+
+func (x *RingInfo) GetReplicas() uint32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
 type StatsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -880,7 +1123,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_ps_proto_msgTypes[15]
+	mi := &file_ps_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +1135,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[15]
+	mi := &file_ps_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,23 +1148,26 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{15}
+	return file_ps_proto_rawDescGZIP(), []int{19}
 }
 
 type TableStats struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Keys          uint64                 `protobuf:"varint,2,opt,name=keys,proto3" json:"keys,omitempty"`
-	Bytes         uint64                 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
-	Pushes        uint64                 `protobuf:"varint,4,opt,name=pushes,proto3" json:"pushes,omitempty"`
-	Pulls         uint64                 `protobuf:"varint,5,opt,name=pulls,proto3" json:"pulls,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// keys are the rows the server holds, as owner or backup; owned_keys
+	// those it owns.
+	Keys          uint64 `protobuf:"varint,2,opt,name=keys,proto3" json:"keys,omitempty"`
+	OwnedKeys     uint64 `protobuf:"varint,6,opt,name=owned_keys,json=ownedKeys,proto3" json:"owned_keys,omitempty"`
+	Bytes         uint64 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Pushes        uint64 `protobuf:"varint,4,opt,name=pushes,proto3" json:"pushes,omitempty"`
+	Pulls         uint64 `protobuf:"varint,5,opt,name=pulls,proto3" json:"pulls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TableStats) Reset() {
 	*x = TableStats{}
-	mi := &file_ps_proto_msgTypes[16]
+	mi := &file_ps_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1179,7 @@ func (x *TableStats) String() string {
 func (*TableStats) ProtoMessage() {}
 
 func (x *TableStats) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[16]
+	mi := &file_ps_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1192,7 @@ func (x *TableStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableStats.ProtoReflect.Descriptor instead.
 func (*TableStats) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{16}
+	return file_ps_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TableStats) GetName() string {
@@ -959,6 +1205,13 @@ func (x *TableStats) GetName() string {
 func (x *TableStats) GetKeys() uint64 {
 	if x != nil {
 		return x.Keys
+	}
+	return 0
+}
+
+func (x *TableStats) GetOwnedKeys() uint64 {
+	if x != nil {
+		return x.OwnedKeys
 	}
 	return 0
 }
@@ -996,7 +1249,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_ps_proto_msgTypes[17]
+	mi := &file_ps_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1261,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[17]
+	mi := &file_ps_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1274,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{17}
+	return file_ps_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StatsResponse) GetServer() int32 {
@@ -1054,7 +1307,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_ps_proto_msgTypes[18]
+	mi := &file_ps_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1319,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[18]
+	mi := &file_ps_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1332,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{18}
+	return file_ps_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CheckpointRequest) GetClock() int64 {
@@ -1101,7 +1354,7 @@ type CheckpointResponse struct {
 
 func (x *CheckpointResponse) Reset() {
 	*x = CheckpointResponse{}
-	mi := &file_ps_proto_msgTypes[19]
+	mi := &file_ps_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1366,7 @@ func (x *CheckpointResponse) String() string {
 func (*CheckpointResponse) ProtoMessage() {}
 
 func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[19]
+	mi := &file_ps_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1379,7 @@ func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{19}
+	return file_ps_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CheckpointResponse) GetFile() string {
@@ -1159,7 +1412,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_ps_proto_msgTypes[20]
+	mi := &file_ps_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1424,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[20]
+	mi := &file_ps_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1437,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{20}
+	return file_ps_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RestoreRequest) GetDir() string {
@@ -1204,7 +1457,7 @@ type RestoreResponse struct {
 
 func (x *RestoreResponse) Reset() {
 	*x = RestoreResponse{}
-	mi := &file_ps_proto_msgTypes[21]
+	mi := &file_ps_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1469,7 @@ func (x *RestoreResponse) String() string {
 func (*RestoreResponse) ProtoMessage() {}
 
 func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[21]
+	mi := &file_ps_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1482,7 @@ func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
 func (*RestoreResponse) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{21}
+	return file_ps_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RestoreResponse) GetClock() int64 {
@@ -1255,7 +1508,7 @@ type ExportRequest struct {
 
 func (x *ExportRequest) Reset() {
 	*x = ExportRequest{}
-	mi := &file_ps_proto_msgTypes[22]
+	mi := &file_ps_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1520,7 @@ func (x *ExportRequest) String() string {
 func (*ExportRequest) ProtoMessage() {}
 
 func (x *ExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[22]
+	mi := &file_ps_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1533,7 @@ func (x *ExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportRequest.ProtoReflect.Descriptor instead.
 func (*ExportRequest) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{22}
+	return file_ps_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExportRequest) GetTable() string {
@@ -1300,7 +1553,7 @@ type ExportChunk struct {
 
 func (x *ExportChunk) Reset() {
 	*x = ExportChunk{}
-	mi := &file_ps_proto_msgTypes[23]
+	mi := &file_ps_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1565,7 @@ func (x *ExportChunk) String() string {
 func (*ExportChunk) ProtoMessage() {}
 
 func (x *ExportChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[23]
+	mi := &file_ps_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1578,7 @@ func (x *ExportChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportChunk.ProtoReflect.Descriptor instead.
 func (*ExportChunk) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{23}
+	return file_ps_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExportChunk) GetKeys() []byte {
@@ -1378,14 +1631,27 @@ const file_ps_proto_rawDesc = "" +
 	"\x06worker\x18\x04 \x01(\x05R\x06worker\x12\x14\n" +
 	"\x05clock\x18\x05 \x01(\x03R\x05clock\"&\n" +
 	"\fPullResponse\x12\x16\n" +
-	"\x06values\x18\x01 \x01(\fR\x06values\"\x88\x01\n" +
+	"\x06values\x18\x01 \x01(\fR\x06values\"\xb2\x01\n" +
 	"\vPushRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x12\n" +
 	"\x04keys\x18\x02 \x01(\fR\x04keys\x12\x14\n" +
 	"\x05grads\x18\x03 \x01(\fR\x05grads\x12!\n" +
 	"\fring_version\x18\x04 \x01(\x04R\vringVersion\x12\x16\n" +
-	"\x06worker\x18\x05 \x01(\x05R\x06worker\"\x0e\n" +
-	"\fPushResponse\"c\n" +
+	"\x06worker\x18\x05 \x01(\x05R\x06worker\x12\x10\n" +
+	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12\x16\n" +
+	"\x06origin\x18\a \x01(\x05R\x06origin\",\n" +
+	"\fPushResponse\x12\x1c\n" +
+	"\tduplicate\x18\x01 \x01(\bR\tduplicate\"d\n" +
+	"\x0eInstallRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x12\n" +
+	"\x04keys\x18\x02 \x01(\fR\x04keys\x12\x12\n" +
+	"\x04rows\x18\x03 \x01(\fR\x04rows\x12\x14\n" +
+	"\x05steps\x18\x04 \x01(\fR\x05steps\"\x11\n" +
+	"\x0fInstallResponse\"N\n" +
+	"\x11ReportDeadRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\x05R\x06server\x12!\n" +
+	"\fring_version\x18\x02 \x01(\x04R\vringVersion\"\x13\n" +
+	"\x11AdoptRingResponse\"c\n" +
 	"\fClockRequest\x12\x16\n" +
 	"\x06worker\x18\x01 \x01(\x05R\x06worker\x12\x14\n" +
 	"\x05clock\x18\x02 \x01(\x03R\x05clock\x12%\n" +
@@ -1394,16 +1660,20 @@ const file_ps_proto_rawDesc = "" +
 	"\fLeaveRequest\x12\x16\n" +
 	"\x06worker\x18\x01 \x01(\x05R\x06worker\"\x0f\n" +
 	"\rLeaveResponse\"\x10\n" +
-	"\x0eGetRingRequest\"c\n" +
+	"\x0eGetRingRequest\"\x93\x01\n" +
 	"\bRingInfo\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x18\n" +
 	"\aservers\x18\x02 \x03(\tR\aservers\x12#\n" +
-	"\rvirtual_nodes\x18\x03 \x01(\rR\fvirtualNodes\"\x0e\n" +
-	"\fStatsRequest\"x\n" +
+	"\rvirtual_nodes\x18\x03 \x01(\rR\fvirtualNodes\x12\x12\n" +
+	"\x04dead\x18\x04 \x03(\x05R\x04dead\x12\x1a\n" +
+	"\breplicas\x18\x05 \x01(\rR\breplicas\"\x0e\n" +
+	"\fStatsRequest\"\x97\x01\n" +
 	"\n" +
 	"TableStats\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04keys\x18\x02 \x01(\x04R\x04keys\x12\x14\n" +
+	"\x04keys\x18\x02 \x01(\x04R\x04keys\x12\x1d\n" +
+	"\n" +
+	"owned_keys\x18\x06 \x01(\x04R\townedKeys\x12\x14\n" +
 	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\x12\x16\n" +
 	"\x06pushes\x18\x04 \x01(\x04R\x06pushes\x12\x14\n" +
 	"\x05pulls\x18\x05 \x01(\x04R\x05pulls\"o\n" +
@@ -1426,7 +1696,7 @@ const file_ps_proto_rawDesc = "" +
 	"\x05table\x18\x01 \x01(\tR\x05table\"9\n" +
 	"\vExportChunk\x12\x12\n" +
 	"\x04keys\x18\x01 \x01(\fR\x04keys\x12\x16\n" +
-	"\x06values\x18\x02 \x01(\fR\x06values2\xa2\x05\n" +
+	"\x06values\x18\x02 \x01(\fR\x06values2\xab\a\n" +
 	"\x0fParameterServer\x12Q\n" +
 	"\fDeclareTable\x12\x1f.spindle.ps.DeclareTableRequest\x1a .spindle.ps.DeclareTableResponse\x129\n" +
 	"\x04Pull\x12\x17.spindle.ps.PullRequest\x1a\x18.spindle.ps.PullResponse\x129\n" +
@@ -1438,7 +1708,12 @@ const file_ps_proto_rawDesc = "" +
 	"\x06Export\x12\x19.spindle.ps.ExportRequest\x1a\x17.spindle.ps.ExportChunk0\x01\x12K\n" +
 	"\n" +
 	"Checkpoint\x12\x1d.spindle.ps.CheckpointRequest\x1a\x1e.spindle.ps.CheckpointResponse\x12B\n" +
-	"\aRestore\x12\x1a.spindle.ps.RestoreRequest\x1a\x1b.spindle.ps.RestoreResponseB'Z%github.com/spindle-ml/spindle/ps/pspbb\x06proto3"
+	"\aRestore\x12\x1a.spindle.ps.RestoreRequest\x1a\x1b.spindle.ps.RestoreResponse\x12>\n" +
+	"\tReplicate\x12\x17.spindle.ps.PushRequest\x1a\x18.spindle.ps.PushResponse\x12B\n" +
+	"\aInstall\x12\x1a.spindle.ps.InstallRequest\x1a\x1b.spindle.ps.InstallResponse\x12A\n" +
+	"\n" +
+	"ReportDead\x12\x1d.spindle.ps.ReportDeadRequest\x1a\x14.spindle.ps.RingInfo\x12@\n" +
+	"\tAdoptRing\x12\x14.spindle.ps.RingInfo\x1a\x1d.spindle.ps.AdoptRingResponseB'Z%github.com/spindle-ml/spindle/ps/pspbb\x06proto3"
 
 var (
 	file_ps_proto_rawDescOnce sync.Once
@@ -1452,7 +1727,7 @@ func file_ps_proto_rawDescGZIP() []byte {
 	return file_ps_proto_rawDescData
 }
 
-var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_ps_proto_goTypes = []any{
 	(*Optimizer)(nil),            // 0: spindle.ps.Optimizer
 	(*Initializer)(nil),          // 1: spindle.ps.Initializer
@@ -1463,49 +1738,61 @@ var file_ps_proto_goTypes = []any{
 	(*PullResponse)(nil),         // 6: spindle.ps.PullResponse
 	(*PushRequest)(nil),          // 7: spindle.ps.PushRequest
 	(*PushResponse)(nil),         // 8: spindle.ps.PushResponse
-	(*ClockRequest)(nil),         // 9: spindle.ps.ClockRequest
-	(*ClockResponse)(nil),        // 10: spindle.ps.ClockResponse
-	(*LeaveRequest)(nil),         // 11: spindle.ps.LeaveRequest
-	(*LeaveResponse)(nil),        // 12: spindle.ps.LeaveResponse
-	(*GetRingRequest)(nil),       // 13: spindle.ps.GetRingRequest
-	(*RingInfo)(nil),             // 14: spindle.ps.RingInfo
-	(*StatsRequest)(nil),         // 15: spindle.ps.StatsRequest
-	(*TableStats)(nil),           // 16: spindle.ps.TableStats
-	(*StatsResponse)(nil),        // 17: spindle.ps.StatsResponse
-	(*CheckpointRequest)(nil),    // 18: spindle.ps.CheckpointRequest
-	(*CheckpointResponse)(nil),   // 19: spindle.ps.CheckpointResponse
-	(*RestoreRequest)(nil),       // 20: spindle.ps.RestoreRequest
-	(*RestoreResponse)(nil),      // 21: spindle.ps.RestoreResponse
-	(*ExportRequest)(nil),        // 22: spindle.ps.ExportRequest
-	(*ExportChunk)(nil),          // 23: spindle.ps.ExportChunk
+	(*InstallRequest)(nil),       // 9: spindle.ps.InstallRequest
+	(*InstallResponse)(nil),      // 10: spindle.ps.InstallResponse
+	(*ReportDeadRequest)(nil),    // 11: spindle.ps.ReportDeadRequest
+	(*AdoptRingResponse)(nil),    // 12: spindle.ps.AdoptRingResponse
+	(*ClockRequest)(nil),         // 13: spindle.ps.ClockRequest
+	(*ClockResponse)(nil),        // 14: spindle.ps.ClockResponse
+	(*LeaveRequest)(nil),         // 15: spindle.ps.LeaveRequest
+	(*LeaveResponse)(nil),        // 16: spindle.ps.LeaveResponse
+	(*GetRingRequest)(nil),       // 17: spindle.ps.GetRingRequest
+	(*RingInfo)(nil),             // 18: spindle.ps.RingInfo
+	(*StatsRequest)(nil),         // 19: spindle.ps.StatsRequest
+	(*TableStats)(nil),           // 20: spindle.ps.TableStats
+	(*StatsResponse)(nil),        // 21: spindle.ps.StatsResponse
+	(*CheckpointRequest)(nil),    // 22: spindle.ps.CheckpointRequest
+	(*CheckpointResponse)(nil),   // 23: spindle.ps.CheckpointResponse
+	(*RestoreRequest)(nil),       // 24: spindle.ps.RestoreRequest
+	(*RestoreResponse)(nil),      // 25: spindle.ps.RestoreResponse
+	(*ExportRequest)(nil),        // 26: spindle.ps.ExportRequest
+	(*ExportChunk)(nil),          // 27: spindle.ps.ExportChunk
 }
 var file_ps_proto_depIdxs = []int32{
 	0,  // 0: spindle.ps.TableSpec.optimizer:type_name -> spindle.ps.Optimizer
 	1,  // 1: spindle.ps.TableSpec.initializer:type_name -> spindle.ps.Initializer
 	2,  // 2: spindle.ps.DeclareTableRequest.spec:type_name -> spindle.ps.TableSpec
-	16, // 3: spindle.ps.StatsResponse.tables:type_name -> spindle.ps.TableStats
+	20, // 3: spindle.ps.StatsResponse.tables:type_name -> spindle.ps.TableStats
 	3,  // 4: spindle.ps.ParameterServer.DeclareTable:input_type -> spindle.ps.DeclareTableRequest
 	5,  // 5: spindle.ps.ParameterServer.Pull:input_type -> spindle.ps.PullRequest
 	7,  // 6: spindle.ps.ParameterServer.Push:input_type -> spindle.ps.PushRequest
-	9,  // 7: spindle.ps.ParameterServer.Clock:input_type -> spindle.ps.ClockRequest
-	11, // 8: spindle.ps.ParameterServer.Leave:input_type -> spindle.ps.LeaveRequest
-	13, // 9: spindle.ps.ParameterServer.GetRing:input_type -> spindle.ps.GetRingRequest
-	15, // 10: spindle.ps.ParameterServer.Stats:input_type -> spindle.ps.StatsRequest
-	22, // 11: spindle.ps.ParameterServer.Export:input_type -> spindle.ps.ExportRequest
-	18, // 12: spindle.ps.ParameterServer.Checkpoint:input_type -> spindle.ps.CheckpointRequest
-	20, // 13: spindle.ps.ParameterServer.Restore:input_type -> spindle.ps.RestoreRequest
-	4,  // 14: spindle.ps.ParameterServer.DeclareTable:output_type -> spindle.ps.DeclareTableResponse
-	6,  // 15: spindle.ps.ParameterServer.Pull:output_type -> spindle.ps.PullResponse
-	8,  // 16: spindle.ps.ParameterServer.Push:output_type -> spindle.ps.PushResponse
-	10, // 17: spindle.ps.ParameterServer.Clock:output_type -> spindle.ps.ClockResponse
-	12, // 18: spindle.ps.ParameterServer.Leave:output_type -> spindle.ps.LeaveResponse
-	14, // 19: spindle.ps.ParameterServer.GetRing:output_type -> spindle.ps.RingInfo
-	17, // 20: spindle.ps.ParameterServer.Stats:output_type -> spindle.ps.StatsResponse
-	23, // 21: spindle.ps.ParameterServer.Export:output_type -> spindle.ps.ExportChunk
-	19, // 22: spindle.ps.ParameterServer.Checkpoint:output_type -> spindle.ps.CheckpointResponse
-	21, // 23: spindle.ps.ParameterServer.Restore:output_type -> spindle.ps.RestoreResponse
-	14, // [14:24] is the sub-list for method output_type
-	4,  // [4:14] is the sub-list for method input_type
+	13, // 7: spindle.ps.ParameterServer.Clock:input_type -> spindle.ps.ClockRequest
+	15, // 8: spindle.ps.ParameterServer.Leave:input_type -> spindle.ps.LeaveRequest
+	17, // 9: spindle.ps.ParameterServer.GetRing:input_type -> spindle.ps.GetRingRequest
+	19, // 10: spindle.ps.ParameterServer.Stats:input_type -> spindle.ps.StatsRequest
+	26, // 11: spindle.ps.ParameterServer.Export:input_type -> spindle.ps.ExportRequest
+	22, // 12: spindle.ps.ParameterServer.Checkpoint:input_type -> spindle.ps.CheckpointRequest
+	24, // 13: spindle.ps.ParameterServer.Restore:input_type -> spindle.ps.RestoreRequest
+	7,  // 14: spindle.ps.ParameterServer.Replicate:input_type -> spindle.ps.PushRequest
+	9,  // 15: spindle.ps.ParameterServer.Install:input_type -> spindle.ps.InstallRequest
+	11, // 16: spindle.ps.ParameterServer.ReportDead:input_type -> spindle.ps.ReportDeadRequest
+	18, // 17: spindle.ps.ParameterServer.AdoptRing:input_type -> spindle.ps.RingInfo
+	4,  // 18: spindle.ps.ParameterServer.DeclareTable:output_type -> spindle.ps.DeclareTableResponse
+	6,  // 19: spindle.ps.ParameterServer.Pull:output_type -> spindle.ps.PullResponse
+	8,  // 20: spindle.ps.ParameterServer.Push:output_type -> spindle.ps.PushResponse
+	14, // 21: spindle.ps.ParameterServer.Clock:output_type -> spindle.ps.ClockResponse
+	16, // 22: spindle.ps.ParameterServer.Leave:output_type -> spindle.ps.LeaveResponse
+	18, // 23: spindle.ps.ParameterServer.GetRing:output_type -> spindle.ps.RingInfo
+	21, // 24: spindle.ps.ParameterServer.Stats:output_type -> spindle.ps.StatsResponse
+	27, // 25: spindle.ps.ParameterServer.Export:output_type -> spindle.ps.ExportChunk
+	23, // 26: spindle.ps.ParameterServer.Checkpoint:output_type -> spindle.ps.CheckpointResponse
+	25, // 27: spindle.ps.ParameterServer.Restore:output_type -> spindle.ps.RestoreResponse
+	8,  // 28: spindle.ps.ParameterServer.Replicate:output_type -> spindle.ps.PushResponse
+	10, // 29: spindle.ps.ParameterServer.Install:output_type -> spindle.ps.InstallResponse
+	18, // 30: spindle.ps.ParameterServer.ReportDead:output_type -> spindle.ps.RingInfo
+	12, // 31: spindle.ps.ParameterServer.AdoptRing:output_type -> spindle.ps.AdoptRingResponse
+	18, // [18:32] is the sub-list for method output_type
+	4,  // [4:18] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -1522,7 +1809,7 @@ func file_ps_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ps_proto_rawDesc), len(file_ps_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

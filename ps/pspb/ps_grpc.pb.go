@@ -32,6 +32,10 @@ const (
 	ParameterServer_Export_FullMethodName       = "/spindle.ps.ParameterServer/Export"
 	ParameterServer_Checkpoint_FullMethodName   = "/spindle.ps.ParameterServer/Checkpoint"
 	ParameterServer_Restore_FullMethodName      = "/spindle.ps.ParameterServer/Restore"
+	ParameterServer_Replicate_FullMethodName    = "/spindle.ps.ParameterServer/Replicate"
+	ParameterServer_Install_FullMethodName      = "/spindle.ps.ParameterServer/Install"
+	ParameterServer_ReportDead_FullMethodName   = "/spindle.ps.ParameterServer/ReportDead"
+	ParameterServer_AdoptRing_FullMethodName    = "/spindle.ps.ParameterServer/AdoptRing"
 )
 
 // ParameterServerClient is the client API for ParameterServer service.
@@ -65,6 +69,19 @@ type ParameterServerClient interface {
 	// checkpoint in dir and sets every worker's clock to its clock. Once per
 	// dir: later calls only return the clock.
 	Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*RestoreResponse, error)
+	// Between servers. Replicate applies a push its primary received to a
+	// backup's copy of the rows, before the primary acknowledges the push.
+	Replicate(ctx context.Context, in *PushRequest, opts ...grpc.CallOption) (*PushResponse, error)
+	// Install replaces rows (weights, slots and update counts) on a server
+	// that has become their backup, so that it holds what the primary does.
+	Install(ctx context.Context, in *InstallRequest, opts ...grpc.CallOption) (*InstallResponse, error)
+	// ReportDead asks the ring's coordinator (its lowest live server) to
+	// take a server that does not answer out of the ring. The coordinator
+	// checks, makes the next version and has every live server adopt it.
+	ReportDead(ctx context.Context, in *ReportDeadRequest, opts ...grpc.CallOption) (*RingInfo, error)
+	// AdoptRing moves a server to a newer ring: it then copies the rows it
+	// now owns to their new backups, holding pushes until they have them.
+	AdoptRing(ctx context.Context, in *RingInfo, opts ...grpc.CallOption) (*AdoptRingResponse, error)
 }
 
 type parameterServerClient struct {
@@ -184,6 +201,46 @@ func (c *parameterServerClient) Restore(ctx context.Context, in *RestoreRequest,
 	return out, nil
 }
 
+func (c *parameterServerClient) Replicate(ctx context.Context, in *PushRequest, opts ...grpc.CallOption) (*PushResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PushResponse)
+	err := c.cc.Invoke(ctx, ParameterServer_Replicate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *parameterServerClient) Install(ctx context.Context, in *InstallRequest, opts ...grpc.CallOption) (*InstallResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InstallResponse)
+	err := c.cc.Invoke(ctx, ParameterServer_Install_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *parameterServerClient) ReportDead(ctx context.Context, in *ReportDeadRequest, opts ...grpc.CallOption) (*RingInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RingInfo)
+	err := c.cc.Invoke(ctx, ParameterServer_ReportDead_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *parameterServerClient) AdoptRing(ctx context.Context, in *RingInfo, opts ...grpc.CallOption) (*AdoptRingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AdoptRingResponse)
+	err := c.cc.Invoke(ctx, ParameterServer_AdoptRing_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ParameterServerServer is the server API for ParameterServer service.
 // All implementations must embed UnimplementedParameterServerServer
 // for forward compatibility.
@@ -215,6 +272,19 @@ type ParameterServerServer interface {
 	// checkpoint in dir and sets every worker's clock to its clock. Once per
 	// dir: later calls only return the clock.
 	Restore(context.Context, *RestoreRequest) (*RestoreResponse, error)
+	// Between servers. Replicate applies a push its primary received to a
+	// backup's copy of the rows, before the primary acknowledges the push.
+	Replicate(context.Context, *PushRequest) (*PushResponse, error)
+	// Install replaces rows (weights, slots and update counts) on a server
+	// that has become their backup, so that it holds what the primary does.
+	Install(context.Context, *InstallRequest) (*InstallResponse, error)
+	// ReportDead asks the ring's coordinator (its lowest live server) to
+	// take a server that does not answer out of the ring. The coordinator
+	// checks, makes the next version and has every live server adopt it.
+	ReportDead(context.Context, *ReportDeadRequest) (*RingInfo, error)
+	// AdoptRing moves a server to a newer ring: it then copies the rows it
+	// now owns to their new backups, holding pushes until they have them.
+	AdoptRing(context.Context, *RingInfo) (*AdoptRingResponse, error)
 	mustEmbedUnimplementedParameterServerServer()
 }
 
@@ -254,6 +324,18 @@ func (UnimplementedParameterServerServer) Checkpoint(context.Context, *Checkpoin
 }
 func (UnimplementedParameterServerServer) Restore(context.Context, *RestoreRequest) (*RestoreResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Restore not implemented")
+}
+func (UnimplementedParameterServerServer) Replicate(context.Context, *PushRequest) (*PushResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Replicate not implemented")
+}
+func (UnimplementedParameterServerServer) Install(context.Context, *InstallRequest) (*InstallResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Install not implemented")
+}
+func (UnimplementedParameterServerServer) ReportDead(context.Context, *ReportDeadRequest) (*RingInfo, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ReportDead not implemented")
+}
+func (UnimplementedParameterServerServer) AdoptRing(context.Context, *RingInfo) (*AdoptRingResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AdoptRing not implemented")
 }
 func (UnimplementedParameterServerServer) mustEmbedUnimplementedParameterServerServer() {}
 func (UnimplementedParameterServerServer) testEmbeddedByValue()                         {}
@@ -449,6 +531,78 @@ func _ParameterServer_Restore_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ParameterServer_Replicate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PushRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).Replicate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_Replicate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).Replicate(ctx, req.(*PushRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ParameterServer_Install_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InstallRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).Install(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_Install_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).Install(ctx, req.(*InstallRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ParameterServer_ReportDead_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportDeadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).ReportDead(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_ReportDead_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).ReportDead(ctx, req.(*ReportDeadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ParameterServer_AdoptRing_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RingInfo)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).AdoptRing(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_AdoptRing_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).AdoptRing(ctx, req.(*RingInfo))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ParameterServer_ServiceDesc is the grpc.ServiceDesc for ParameterServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -491,6 +645,22 @@ var ParameterServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Restore",
 			Handler:    _ParameterServer_Restore_Handler,
+		},
+		{
+			MethodName: "Replicate",
+			Handler:    _ParameterServer_Replicate_Handler,
+		},
+		{
+			MethodName: "Install",
+			Handler:    _ParameterServer_Install_Handler,
+		},
+		{
+			MethodName: "ReportDead",
+			Handler:    _ParameterServer_ReportDead_Handler,
+		},
+		{
+			MethodName: "AdoptRing",
+			Handler:    _ParameterServer_AdoptRing_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

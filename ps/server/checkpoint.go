@@ -104,6 +104,9 @@ func (s *Server) writeCheckpoint(ctx context.Context, dir string, clock int64) (
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint to %s: %w", uri, err)
 	}
+	if dead := s.ring.Load().DeadServers(); len(dead) > 0 {
+		return nil, fmt.Errorf("checkpoint to %s: servers %v are out of the ring; a checkpoint needs every server's part", uri, dead)
+	}
 	if err := fs.MkdirAll(ctx, path.Dir(name)); err != nil {
 		return nil, fmt.Errorf("checkpoint to %s: %w", uri, err)
 	}
@@ -132,7 +135,7 @@ func (s *Server) writeCheckpoint(ctx context.Context, dir string, clock int64) (
 	hdr = le.AppendUint64(hdr, uint64(clock))
 	hdr = le.AppendUint32(hdr, uint32(s.cfg.Index))
 	hdr = le.AppendUint32(hdr, uint32(n))
-	hdr = le.AppendUint64(hdr, s.cfg.Ring.Version())
+	hdr = le.AppendUint64(hdr, s.ring.Load().Version())
 	hdr = le.AppendUint32(hdr, uint32(len(tables)))
 	w.Write(hdr)
 	var keys uint64

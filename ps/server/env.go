@@ -54,6 +54,12 @@ func RunFromEnv(ctx context.Context, env task.Env, logger *slog.Logger) error {
 		}
 		memory = int64(float64(mb<<20) * memoryShare)
 	}
+	replicas := 0
+	if v := os.Getenv(envcontract.PSReplicas); v != "" {
+		if replicas, err = strconv.Atoi(v); err != nil || replicas < 0 {
+			return fmt.Errorf("%w: %s=%s: want a number of backups ≥ 0", task.ErrBadEnv, envcontract.PSReplicas, v)
+		}
+	}
 	creds, err := peercred.New(env.PeerToken, ps.Purpose)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", task.ErrBadEnv, task.EnvPeerToken, err)
@@ -67,13 +73,13 @@ func RunFromEnv(ctx context.Context, env task.Env, logger *slog.Logger) error {
 		return err
 	}
 	s, err := New(Config{Index: env.RoleRank, Ring: ring, Workers: workers, Staleness: staleness,
-		WaitTimeout: wait, MemoryBytes: memory, Logger: logger})
+		WaitTimeout: wait, MemoryBytes: memory, Replicas: replicas, PeerCreds: creds, Logger: logger})
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	logger.Info("parameter server serving", "server", env.RoleRank, "servers", n, "workers", workers,
-		"consistency", staleness.String(), "addr", env.Peers[env.Rank], "memory_mib", memory>>20)
+		"consistency", staleness.String(), "replicas", replicas, "addr", env.Peers[env.Rank], "memory_mib", memory>>20)
 	reportCtx, stopReports := context.WithCancel(ctx)
 	reported := make(chan struct{})
 	go func() { defer close(reported); s.reportEvery(reportCtx, reportInterval) }()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
@@ -47,8 +48,14 @@ type Config struct {
 	MemoryBytes int64
 	// Files resolves checkpoint directories (local or hdfs://); nil uses
 	// the environment's Hadoop configuration.
-	Files  *fsys.Resolver
-	Logger *slog.Logger
+	Files *fsys.Resolver
+	// Replicas is the number of backups of each sparse row: the next
+	// Replicas live servers on the ring hold copies, and a push is
+	// acknowledged only once they have applied it. PeerCreds authenticate
+	// this server's calls to the others.
+	Replicas  int
+	PeerCreds credentials.TransportCredentials
+	Logger    *slog.Logger
 }
 
 // Server is one parameter server.
@@ -65,6 +72,18 @@ type Server struct {
 
 	mu     sync.RWMutex
 	tables map[string]*table
+
+	// ring is the ring this server routes by; it changes when a server
+	// is taken out (AdoptRing).
+	ring atomic.Pointer[ps.Ring]
+	// gate is held shared by pushes and exclusively while the server moves
+	// to a new ring and copies rows to their new backups.
+	gate    sync.RWMutex
+	applied *dedupe
+	viewMu  sync.Mutex // serialises ReportDead
+	adoptMu sync.Mutex // serialises AdoptRing
+	peersMu sync.Mutex
+	peers   map[int]*grpc.ClientConn
 }
 
 // New returns a server for cfg.
@@ -85,6 +104,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("ps", cfg.Index), clocks: newClocks(cfg.Workers, cfg.Staleness),
 		tables: make(map[string]*table)}
+	s.ring.Store(cfg.Ring)
+	s.applied = newDedupe()
+	s.peers = map[int]*grpc.ClientConn{}
 	s.budget = budget{limit: cfg.MemoryBytes, full: s.memoryFull}
 	s.ckpt = checkpoints{byClock: map[int64]*pendingCkpt{}, restored: map[string]int64{}}
 	s.life, s.stopLife = context.WithCancel(context.Background())
@@ -126,6 +148,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, creds credentials.T
 	<-done
 	s.stopLife()
 	s.ckpt.wg.Wait()
+	s.closePeers()
 	return nil
 }
 
@@ -163,18 +186,18 @@ func (s *Server) DeclareTable(_ context.Context, req *pspb.DeclareTableRequest) 
 }
 
 // lookup returns the table a request names and checks its routing: the
-// ring version and that this server owns every key.
-func (s *Server) lookup(name string, version uint64, keys []uint64) (*table, error) {
+// ring version and that this server owns every key on ring.
+func (s *Server) lookup(name string, version uint64, keys []uint64, ring *ps.Ring) (*table, error) {
 	s.mu.RLock()
 	t, ok := s.tables[name]
 	s.mu.RUnlock()
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "ps %d: no table %q: declare it first", s.cfg.Index, name)
 	}
-	if v := s.cfg.Ring.Version(); version != v {
+	if v := ring.Version(); version != v {
 		return nil, status.Errorf(codes.FailedPrecondition, "%s: client ring version %d, server %d holds version %d", errStaleRing, version, s.cfg.Index, v)
 	}
-	n := len(s.cfg.Ring.Servers())
+	n := len(ring.Servers())
 	for _, k := range keys {
 		owner := 0
 		if t.spec.Rows > 0 {
@@ -183,10 +206,10 @@ func (s *Server) lookup(name string, version uint64, keys []uint64) (*table, err
 			}
 			owner = ps.RangeOwner(k, t.spec.Rows, n)
 		} else {
-			owner = s.cfg.Ring.Owner(k)
+			owner = ring.Owner(k)
 		}
 		if owner != s.cfg.Index {
-			return nil, status.Errorf(codes.InvalidArgument, "table %s: key %d belongs to server %d, not %d, on ring version %d", name, k, owner, s.cfg.Index, s.cfg.Ring.Version())
+			return nil, status.Errorf(codes.InvalidArgument, "table %s: key %d belongs to server %d, not %d, on ring version %d", name, k, owner, s.cfg.Index, ring.Version())
 		}
 	}
 	return t, nil
@@ -212,7 +235,7 @@ func (s *Server) Pull(ctx context.Context, req *pspb.PullRequest) (*pspb.PullRes
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
 	}
-	t, err := s.lookup(req.Table, req.RingVersion, keys)
+	t, err := s.lookup(req.Table, req.RingVersion, keys, s.ring.Load())
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +254,7 @@ func (s *Server) Pull(ctx context.Context, req *pspb.PullRequest) (*pspb.PullRes
 }
 
 // Push implements pspb.ParameterServerServer.
-func (s *Server) Push(_ context.Context, req *pspb.PushRequest) (*pspb.PushResponse, error) {
+func (s *Server) Push(ctx context.Context, req *pspb.PushRequest) (*pspb.PushResponse, error) {
 	if err := s.worker(req.Worker); err != nil {
 		return nil, err
 	}
@@ -243,18 +266,45 @@ func (s *Server) Push(_ context.Context, req *pspb.PushRequest) (*pspb.PushRespo
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
 	}
-	t, err := s.lookup(req.Table, req.RingVersion, keys)
-	if err != nil {
-		return nil, err
+	var down = -1 // a backup that did not answer
+	resp, err := func() (*pspb.PushResponse, error) {
+		s.gate.RLock()
+		defer s.gate.RUnlock()
+		ring := s.ring.Load()
+		t, err := s.lookup(req.Table, req.RingVersion, keys, ring)
+		if err != nil {
+			return nil, err
+		}
+		if len(grads) != len(keys)*t.dim {
+			return nil, status.Errorf(codes.InvalidArgument, "table %s has dim %d: %d keys need %d gradient values, got %d; nothing applied",
+				req.Table, t.dim, len(keys), len(keys)*t.dim, len(grads))
+		}
+		id := pushID{worker: req.Worker, seq: req.Seq, origin: req.Origin}
+		if req.Seq != 0 && s.applied.seen(id) {
+			return &pspb.PushResponse{Duplicate: true}, nil
+		}
+		// The backups first: a push this server applied is one they have.
+		if t.spec.Rows == 0 && s.cfg.Replicas > 0 {
+			if b, err := s.replicate(ctx, ring, req, keys, grads, t.dim); err != nil {
+				down = b
+				return nil, err
+			}
+		}
+		if err := t.push(keys, grads, &s.budget); err != nil {
+			return nil, err
+		}
+		if req.Seq != 0 {
+			s.applied.record(id)
+		}
+		return &pspb.PushResponse{}, nil
+	}()
+	if down >= 0 {
+		// Out of the gate: taking the backup out moves this server to a
+		// new ring, which waits for the pushes under way.
+		s.takeOut(ctx, down)
+		return nil, status.Errorf(codes.FailedPrecondition, "%s: backup server %d did not answer (%v); refresh the ring and retry", errStaleRing, down, err)
 	}
-	if len(grads) != len(keys)*t.dim {
-		return nil, status.Errorf(codes.InvalidArgument, "table %s has dim %d: %d keys need %d gradient values, got %d; nothing applied",
-			req.Table, t.dim, len(keys), len(keys)*t.dim, len(grads))
-	}
-	if err := t.push(keys, grads, &s.budget); err != nil {
-		return nil, err
-	}
-	return &pspb.PushResponse{}, nil
+	return resp, err
 }
 
 // Clock implements pspb.ParameterServerServer.
@@ -282,8 +332,7 @@ func (s *Server) Leave(_ context.Context, req *pspb.LeaveRequest) (*pspb.LeaveRe
 
 // GetRing implements pspb.ParameterServerServer.
 func (s *Server) GetRing(context.Context, *pspb.GetRingRequest) (*pspb.RingInfo, error) {
-	r := s.cfg.Ring
-	return &pspb.RingInfo{Version: r.Version(), Servers: r.Servers(), VirtualNodes: uint32(r.VirtualNodes())}, nil
+	return s.ringInfo(s.ring.Load()), nil
 }
 
 // totals sums every table's rows, their memory, and the pushes and pulls
@@ -306,8 +355,9 @@ func (s *Server) Stats(context.Context, *pspb.StatsRequest) (*pspb.StatsResponse
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := &pspb.StatsResponse{Server: int32(s.cfg.Index), Clocks: s.clocks.snapshot()}
+	ring := s.ring.Load()
 	for name, t := range s.tables {
-		out.Tables = append(out.Tables, &pspb.TableStats{Name: name, Keys: t.keys.Load(),
+		out.Tables = append(out.Tables, &pspb.TableStats{Name: name, Keys: t.keys.Load(), OwnedKeys: t.owned(ring, s.cfg.Index),
 			Bytes: t.keys.Load() * uint64(t.rowBytes()), Pushes: t.pushes.Load(), Pulls: t.pulls.Load()})
 	}
 	return out, nil
@@ -321,7 +371,9 @@ func (s *Server) Export(req *pspb.ExportRequest, stream grpc.ServerStreamingServ
 	if !ok {
 		return status.Errorf(codes.NotFound, "ps %d: no table %q", s.cfg.Index, req.Table)
 	}
-	return t.each(16384, func(keys []uint64, values []float32) error {
+	// The rows this server owns: backups' copies are their owners' to send.
+	ring := s.ring.Load()
+	return t.each(16384, func(k uint64) bool { return t.owns(ring, s.cfg.Index, k) }, func(keys []uint64, values []float32) error {
 		return stream.Send(&pspb.ExportChunk{Keys: ps.KeyBytes(keys), Values: ps.FloatBytes(values)})
 	})
 }

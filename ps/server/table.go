@@ -27,6 +27,8 @@ type table struct {
 	shards [numShards]shard
 
 	keys, pushes, pulls atomic.Uint64
+	// replicated counts the pushes applied as a backup.
+	replicated atomic.Uint64
 }
 
 // shard holds some of a table's rows, in one slab.
@@ -174,6 +176,15 @@ func (t *table) pull(keys []uint64, out []float32, budget *budget) error {
 // reserved up front, the rows are created first, so that a push failing
 // for memory changes no weight.
 func (t *table) push(keys []uint64, grads []float32, budget *budget) error {
+	return t.pushAs(keys, grads, budget, true)
+}
+
+// pushAs is push, counted as a primary's or a backup's.
+func (t *table) pushAs(keys []uint64, grads []float32, budget *budget, primary bool) error {
+	count := &t.pushes
+	if !primary {
+		count = &t.replicated
+	}
 	b := groupByShard(keys)
 	worst := int64(len(keys)) * t.rowBytes()
 	if budget.take(worst) != nil {
@@ -182,6 +193,7 @@ func (t *table) push(keys []uint64, grads []float32, budget *budget) error {
 			return err
 		}
 		t.apply(keys, grads, b, func(_ *shard, j int32) int32 { return rows[j] })
+		count.Add(1)
 		return nil
 	}
 	created := 0
@@ -193,6 +205,7 @@ func (t *table) push(keys []uint64, grads []float32, budget *budget) error {
 		return t.create(s, keys[j])
 	})
 	budget.give(worst - int64(created)*t.rowBytes())
+	count.Add(1)
 	return nil
 }
 
@@ -214,12 +227,35 @@ func (t *table) apply(keys []uint64, grads []float32, b *batch, row func(s *shar
 		}
 		s.mu.Unlock()
 	}
-	t.pushes.Add(1)
 }
 
-// each calls fn with batches of at most n keys and their weights, one
-// shard at a time (copied under its lock), until fn fails.
-func (t *table) each(n int, fn func(keys []uint64, values []float32) error) error {
+// owns says whether server index owns key on ring.
+func (t *table) owns(ring *ps.Ring, index int, key uint64) bool {
+	if t.spec.Rows > 0 {
+		return ps.RangeOwner(key, t.spec.Rows, len(ring.Servers())) == index
+	}
+	return ring.Owner(key) == index
+}
+
+// owned counts the rows server index owns on ring.
+func (t *table) owned(ring *ps.Ring, index int) uint64 {
+	n := uint64(0)
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		for k := range s.index {
+			if t.owns(ring, index, k) {
+				n++
+			}
+		}
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// each calls fn with batches of at most n keys that keep accepts and their
+// weights, one shard at a time (copied under its lock), until fn fails.
+func (t *table) each(n int, keep func(uint64) bool, fn func(keys []uint64, values []float32) error) error {
 	for i := range t.shards {
 		var keys []uint64
 		var values []float32
@@ -229,6 +265,9 @@ func (t *table) each(n int, fn func(keys []uint64, values []float32) error) erro
 		keys = make([]uint64, 0, len(s.index))
 		values = make([]float32, 0, len(s.index)*t.dim)
 		for k, row := range s.index {
+			if !keep(k) {
+				continue
+			}
 			off := int(row) * t.stride
 			keys = append(keys, k)
 			values = append(values, s.data[off:off+t.dim]...)

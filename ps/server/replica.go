@@ -1,0 +1,433 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/spindle-ml/spindle/ps"
+	"github.com/spindle-ml/spindle/ps/pspb"
+)
+
+// Replication. Each sparse row lives on its owner and on the next
+// Replicas live servers of the ring. The owner (primary) forwards every
+// push to the backups and applies it itself only once they have, so a
+// push acknowledged to a worker is on every replica. When a server stops
+// answering, whoever noticed (a client, or a primary whose backup is
+// gone) reports it to the ring's coordinator, the lowest live server,
+// which checks that it is gone and has every live server adopt the next
+// version of the ring without it. Its keys fall to their first backup,
+// which has them; every server then copies the rows it now owns to the
+// backups that lack them, holding pushes until they have them. A worker
+// retries a push that got no answer with the same sequence number, and a
+// server that has applied it (as primary or backup) says so instead of
+// applying it twice.
+
+// probeTimeout bounds the coordinator's check that a reported server is
+// gone: a killed server's port refuses at once.
+const probeTimeout = time.Second
+
+// pushID names one push of one worker across retries and failovers.
+type pushID struct {
+	worker int32
+	seq    uint64
+	origin int32
+}
+
+// dedupe remembers the most recent pushes applied.
+type dedupe struct {
+	mu    sync.Mutex
+	seenM map[pushID]struct{}
+	order []pushID // ring buffer, oldest at next
+	next  int
+}
+
+// dedupeWindow is how many pushes a server remembers: far more than the
+// pushes in flight when a server dies.
+const dedupeWindow = 1 << 16
+
+func newDedupe() *dedupe {
+	return &dedupe{seenM: make(map[pushID]struct{}, dedupeWindow), order: make([]pushID, 0, dedupeWindow)}
+}
+
+func (d *dedupe) seen(id pushID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.seenM[id]
+	return ok
+}
+
+func (d *dedupe) record(id pushID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.seenM[id]; ok {
+		return
+	}
+	if len(d.order) < dedupeWindow {
+		d.order = append(d.order, id)
+	} else {
+		delete(d.seenM, d.order[d.next])
+		d.order[d.next] = id
+		d.next = (d.next + 1) % dedupeWindow
+	}
+	d.seenM[id] = struct{}{}
+}
+
+// peer returns a client of server i.
+func (s *Server) peer(ring *ps.Ring, i int) (pspb.ParameterServerClient, error) {
+	s.peersMu.Lock()
+	defer s.peersMu.Unlock()
+	if c, ok := s.peers[i]; ok {
+		return pspb.NewParameterServerClient(c), nil
+	}
+	if s.cfg.PeerCreds == nil {
+		return nil, fmt.Errorf("ps %d: no credentials to call server %d", s.cfg.Index, i)
+	}
+	c, err := grpc.NewClient(ring.Servers()[i], grpc.WithTransportCredentials(s.cfg.PeerCreds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)))
+	if err != nil {
+		return nil, err
+	}
+	s.peers[i] = c
+	return pspb.NewParameterServerClient(c), nil
+}
+
+func (s *Server) closePeers() {
+	s.peersMu.Lock()
+	defer s.peersMu.Unlock()
+	for i, c := range s.peers {
+		c.Close()
+		delete(s.peers, i)
+	}
+}
+
+// replicate forwards a push to the backups of its keys and waits for all.
+// It returns the backup that failed, if one did.
+func (s *Server) replicate(ctx context.Context, ring *ps.Ring, req *pspb.PushRequest, keys []uint64, grads []float32, dim int) (int, error) {
+	type sub struct {
+		keys  []uint64
+		grads []float32
+	}
+	subs := map[int]*sub{}
+	reps := make([]int, 0, s.cfg.Replicas+1)
+	for j, k := range keys {
+		reps = ring.Replicas(reps[:0], k, s.cfg.Replicas)
+		for _, b := range reps[1:] {
+			sb := subs[b]
+			if sb == nil {
+				sb = &sub{}
+				subs[b] = sb
+			}
+			sb.keys = append(sb.keys, k)
+			sb.grads = append(sb.grads, grads[j*dim:(j+1)*dim]...)
+		}
+	}
+	var mu sync.Mutex
+	failed := -1
+	g, gctx := errgroup.WithContext(ctx)
+	for b, sb := range subs {
+		g.Go(func() error {
+			c, err := s.peer(ring, b)
+			if err == nil {
+				_, err = c.Replicate(gctx, &pspb.PushRequest{Table: req.Table, Keys: ps.KeyBytes(sb.keys), Grads: ps.FloatBytes(sb.grads),
+					RingVersion: ring.Version(), Worker: req.Worker, Seq: req.Seq, Origin: req.Origin})
+			}
+			if err != nil {
+				if st, _ := status.FromError(err); st.Code() == codes.Unavailable {
+					mu.Lock()
+					failed = b
+					mu.Unlock()
+				}
+				return fmt.Errorf("replicate to server %d: %w", b, err)
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	if err != nil && failed < 0 {
+		// A backup on another ring (it is adopting one): the client
+		// refreshes and retries.
+		return -1, status.Errorf(codes.FailedPrecondition, "%s: %v", errStaleRing, err)
+	}
+	return failed, err
+}
+
+// Replicate implements pspb.ParameterServerServer: a primary's push,
+// applied to this backup's copy of the rows.
+func (s *Server) Replicate(_ context.Context, req *pspb.PushRequest) (*pspb.PushResponse, error) {
+	if err := s.worker(req.Worker); err != nil {
+		return nil, err
+	}
+	if v := s.ring.Load().Version(); req.RingVersion != v {
+		return nil, status.Errorf(codes.FailedPrecondition, "%s: primary ring version %d, backup %d holds version %d", errStaleRing, req.RingVersion, s.cfg.Index, v)
+	}
+	keys, err := ps.BytesKeys(req.Keys)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
+	}
+	grads, err := ps.BytesFloats(req.Grads)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
+	}
+	t, err := s.table(req.Table)
+	if err != nil {
+		return nil, err
+	}
+	if len(grads) != len(keys)*t.dim {
+		return nil, status.Errorf(codes.InvalidArgument, "table %s has dim %d: %d keys need %d values, got %d", req.Table, t.dim, len(keys), len(keys)*t.dim, len(grads))
+	}
+	id := pushID{worker: req.Worker, seq: req.Seq, origin: req.Origin}
+	if req.Seq != 0 && s.applied.seen(id) {
+		return &pspb.PushResponse{Duplicate: true}, nil
+	}
+	if err := t.pushAs(keys, grads, &s.budget, false); err != nil {
+		return nil, err
+	}
+	if req.Seq != 0 {
+		s.applied.record(id)
+	}
+	return &pspb.PushResponse{}, nil
+}
+
+func (s *Server) table(name string) (*table, error) {
+	s.mu.RLock()
+	t, ok := s.tables[name]
+	s.mu.RUnlock()
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "ps %d: no table %q: declare it first", s.cfg.Index, name)
+	}
+	return t, nil
+}
+
+// Install implements pspb.ParameterServerServer: whole rows from their
+// new primary.
+func (s *Server) Install(_ context.Context, req *pspb.InstallRequest) (*pspb.InstallResponse, error) {
+	t, err := s.table(req.Table)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := ps.BytesKeys(req.Keys)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "install into %s: %v", req.Table, err)
+	}
+	rows, err := ps.BytesFloats(req.Rows)
+	if err != nil || len(rows) != len(keys)*t.stride || len(req.Steps) != len(keys)*4 {
+		return nil, status.Errorf(codes.InvalidArgument, "install into %s: %d keys with %d values and %d step bytes, want %d and %d",
+			req.Table, len(keys), len(rows), len(req.Steps), len(keys)*t.stride, len(keys)*4)
+	}
+	rowsAt, err := t.locate(keys, groupByShard(keys), &s.budget)
+	if err != nil {
+		return nil, err
+	}
+	for j, k := range keys {
+		sh := &t.shards[shardOf(k)]
+		sh.mu.Lock()
+		copy(t.rowAt(sh, rowsAt[j]), rows[j*t.stride:(j+1)*t.stride])
+		sh.steps[rowsAt[j]] = int32(uint32(req.Steps[j*4]) | uint32(req.Steps[j*4+1])<<8 | uint32(req.Steps[j*4+2])<<16 | uint32(req.Steps[j*4+3])<<24)
+		sh.mu.Unlock()
+	}
+	return &pspb.InstallResponse{}, nil
+}
+
+func (s *Server) ringInfo(r *ps.Ring) *pspb.RingInfo {
+	info := &pspb.RingInfo{Version: r.Version(), Servers: r.Servers(), VirtualNodes: uint32(r.VirtualNodes()), Replicas: uint32(s.cfg.Replicas)}
+	for _, d := range r.DeadServers() {
+		info.Dead = append(info.Dead, int32(d))
+	}
+	return info
+}
+
+// takeOut reports server down as gone, from this server.
+func (s *Server) takeOut(ctx context.Context, down int) {
+	if _, err := s.ReportDead(ctx, &pspb.ReportDeadRequest{Server: int32(down), RingVersion: s.ring.Load().Version()}); err != nil {
+		s.log.Warn("could not take a silent server out of the ring", "server", down, "err", err)
+	}
+}
+
+// ReportDead implements pspb.ParameterServerServer.
+func (s *Server) ReportDead(ctx context.Context, req *pspb.ReportDeadRequest) (*pspb.RingInfo, error) {
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
+	suspects := []int{int(req.Server)}
+	for {
+		ring := s.ring.Load()
+		if n := len(ring.Servers()); int(req.Server) < 0 || int(req.Server) >= n {
+			return nil, status.Errorf(codes.InvalidArgument, "no server %d in a ring of %d", req.Server, n)
+		}
+		if ring.Dead(int(req.Server)) {
+			return s.ringInfo(ring), nil
+		}
+		coord := -1
+		for i := range ring.Servers() {
+			if !ring.Dead(i) && !slices.Contains(suspects, i) {
+				coord = i
+				break
+			}
+		}
+		if coord < 0 {
+			return nil, status.Errorf(codes.Unavailable, "no live server left to coordinate")
+		}
+		if coord == s.cfg.Index {
+			return s.coordinate(ctx, ring, suspects)
+		}
+		c, err := s.peer(ring, coord)
+		if err == nil {
+			var info *pspb.RingInfo
+			info, err = c.ReportDead(ctx, req)
+			if err == nil {
+				return info, nil
+			}
+		}
+		if st, _ := status.FromError(err); st.Code() != codes.Unavailable {
+			return nil, err
+		}
+		// The coordinator is gone too: the next live server coordinates,
+		// and checks both.
+		suspects = append(suspects, coord)
+	}
+}
+
+// coordinate takes out of the ring those of suspects that do not answer,
+// and has every live server adopt the new ring.
+func (s *Server) coordinate(ctx context.Context, ring *ps.Ring, suspects []int) (*pspb.RingInfo, error) {
+	var gone []int
+	for _, x := range suspects {
+		c, err := net.DialTimeout("tcp", ring.Servers()[x], probeTimeout)
+		if err == nil {
+			c.Close()
+			continue
+		}
+		gone = append(gone, x)
+	}
+	if len(gone) == 0 {
+		return nil, status.Errorf(codes.Aborted, "server %d answers: not taken out of the ring", suspects[0])
+	}
+	next, err := ring.WithDead(ring.Version()+1, gone...)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	info := s.ringInfo(next)
+	s.log.Warn("servers taken out of the ring: their keys move to their backups", "servers", gone, "ring_version", next.Version(), "live", next.Live())
+	var wg sync.WaitGroup
+	for i := range next.Servers() {
+		if next.Dead(i) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if i == s.cfg.Index {
+				_, err = s.AdoptRing(ctx, info)
+			} else if c, cerr := s.peer(ring, i); cerr != nil {
+				err = cerr
+			} else {
+				_, err = c.AdoptRing(ctx, info)
+			}
+			if err != nil {
+				s.log.Warn("a server did not adopt the new ring", "server", i, "ring_version", next.Version(), "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	return info, nil
+}
+
+// AdoptRing implements pspb.ParameterServerServer.
+func (s *Server) AdoptRing(ctx context.Context, info *pspb.RingInfo) (*pspb.AdoptRingResponse, error) {
+	s.adoptMu.Lock()
+	defer s.adoptMu.Unlock()
+	old := s.ring.Load()
+	if info.Version <= old.Version() {
+		return &pspb.AdoptRingResponse{}, nil
+	}
+	next, err := ps.RingFromInfo(info)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	start := time.Now()
+	s.gate.Lock()
+	defer s.gate.Unlock()
+	s.ring.Store(next)
+	rows, err := s.reReplicate(ctx, old, next)
+	s.log.Info("adopted ring", "ring_version", next.Version(), "dead", next.DeadServers(), "rows_copied", rows,
+		"took", time.Since(start).Round(time.Millisecond), "err", err)
+	return &pspb.AdoptRingResponse{}, nil
+}
+
+// reReplicate copies the rows this server owns on next to the backups
+// that did not hold them on old.
+func (s *Server) reReplicate(ctx context.Context, old, next *ps.Ring) (int, error) {
+	if s.cfg.Replicas == 0 {
+		return 0, nil
+	}
+	s.mu.RLock()
+	tables := make([]*table, 0, len(s.tables))
+	for _, t := range s.tables {
+		if t.spec.Rows == 0 {
+			tables = append(tables, t)
+		}
+	}
+	s.mu.RUnlock()
+	copied := 0
+	var errs []error
+	for _, t := range tables {
+		type batch struct {
+			keys  []uint64
+			rows  []float32
+			steps []byte
+		}
+		out := map[int]*batch{}
+		var nr, or []int
+		for i := range t.shards {
+			sc := t.shards[i].snapshot()
+			for j, k := range sc.keys {
+				nr = next.Replicas(nr[:0], k, s.cfg.Replicas)
+				if nr[0] != s.cfg.Index {
+					continue
+				}
+				or = old.Replicas(or[:0], k, s.cfg.Replicas)
+				for _, b := range nr[1:] {
+					if slices.Contains(or, b) {
+						continue
+					}
+					bt := out[b]
+					if bt == nil {
+						bt = &batch{}
+						out[b] = bt
+					}
+					st := uint32(sc.steps[j])
+					bt.keys = append(bt.keys, k)
+					bt.rows = append(bt.rows, sc.data[j*t.stride:(j+1)*t.stride]...)
+					bt.steps = append(bt.steps, byte(st), byte(st>>8), byte(st>>16), byte(st>>24))
+				}
+			}
+		}
+		for b, bt := range out {
+			c, err := s.peer(next, b)
+			const chunk = 1 << 16
+			for from := 0; err == nil && from < len(bt.keys); from += chunk {
+				to := min(from+chunk, len(bt.keys))
+				_, err = c.Install(ctx, &pspb.InstallRequest{Table: t.spec.Name, Keys: ps.KeyBytes(bt.keys[from:to]),
+					Rows: ps.FloatBytes(bt.rows[from*t.stride : to*t.stride]), Steps: bt.steps[from*4 : to*4]})
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("copy table %s to server %d: %w", t.spec.Name, b, err))
+				continue
+			}
+			copied += len(bt.keys)
+		}
+	}
+	if len(errs) > 0 {
+		return copied, fmt.Errorf("%v", errs)
+	}
+	return copied, nil
+}
