@@ -56,6 +56,13 @@ const (
 	PSMemory      = "SPINDLE_PS_MEMORY_MB"
 )
 
+// PSSocket names the Unix socket of the executor's parameter-server proxy,
+// set for the workers (and chief) of a job with the built-in parameter
+// server: how a process that is not a Go program (the Python package's
+// spindle.ps) pulls and pushes rows without holding the peer token
+// (docs/ps-python.md).
+const PSSocket = "SPINDLE_PS_SOCKET"
+
 // The frameworks' variables, filled in from the same facts.
 const (
 	MasterAddr          = "MASTER_ADDR"
@@ -157,6 +164,7 @@ var Vars = []Var{
 	{Name: PSStaleness, ID: "ps_staleness", Doc: "in a job with Spindle's parameter server (`--num-ps` without `--ps-command`): its consistency model (`bsp`, `asp` or a bound), how long a pull may wait for slow workers (seconds), and a server's memory in MiB; the servers are the ranks of role `ps`, on their `SPINDLE_PEERS` ports"},
 	{Name: PSWaitTimeout, ID: "ps_wait_timeout"},
 	{Name: PSMemory, ID: "ps_memory_mb"},
+	{Name: PSSocket, ID: "ps_socket", Doc: "the Unix socket of the executor's parameter-server proxy, on the workers of a job with Spindle's parameter server: `spindle.ps.connect()` reaches the servers through it ([docs/ps-python.md](docs/ps-python.md))"},
 	{Name: MasterAddr, ID: "master_addr", Doc: "PyTorch's `env://` rendezvous (rank 0's service port)"},
 	{Name: MasterPort, ID: "master_port"},
 	{Name: TorchRank, ID: "torch_rank"},
