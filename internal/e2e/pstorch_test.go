@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"math"
+	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 var sparseTorchLine = regexp.MustCompile(`sparse-embedding-torch: rank (\d) auc (\S+) \(known model (\S+)\) accuracy (\S+) \(majority (\S+)\) steps (\d+) pushes (\d+)`)
@@ -49,5 +52,39 @@ func TestPyTorchEmbeddingOnBuiltinPS(t *testing.T) {
 	}
 	if n := serversRunning(t); n != 0 {
 		t.Errorf("%d parameter servers outlived the job", n)
+	}
+}
+
+// psEarlyExit is a Python worker that does not call close(): worker 0
+// stops after 5 steps and exits 0, worker 1 goes on to 30.
+const psEarlyExit = `
+import numpy as np, spindle, spindle.ps
+ps = spindle.ps.connect()
+ps.declare("w", 2, optimizer="sgd", lr=0.1)
+keys = np.arange(100, dtype=np.uint64)
+steps = 5 if spindle.role_rank() == 0 else 30
+for _ in range(steps):
+    ps.pull("w", keys)
+    ps.push("w", keys, np.ones((100, 2), dtype=np.float32))
+    ps.clock()
+print("ps-early-exit rank", spindle.role_rank(), "clocks", ps.stats()["servers"][0]["clocks"], flush=True)
+`
+
+// A Python worker that ends well without leaving the servers is left for
+// by its executor: under BSP the other worker does not wait for its clock.
+func TestPythonWorkerEndsWithoutClosing(t *testing.T) {
+	if err := exec.Command(python, "-c", "import numpy").Run(); err != nil {
+		t.Skipf("%s cannot import numpy: %v", python, err)
+	}
+	r := spindle(t, t.TempDir(), submitArgs("--master", "local[2]", "--num-ps", "1",
+		"--conf", "spindle.ps.waitTimeout=20s", "--", python, "-c", psEarlyExit)...)
+	if r.code != 0 {
+		t.Fatalf("job failed:\n%s", r)
+	}
+	if !strings.Contains(r.stdout, "ps-early-exit rank 1 clocks [-1, 30]") {
+		t.Fatalf("worker 1 did not finish its 30 steps with worker 0 gone:\n%s", r)
+	}
+	if r.elapsed > 15*time.Second {
+		t.Errorf("the job took %s: worker 1 waited for the finished worker", r.elapsed)
 	}
 }
