@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"path/filepath"
 
-	"github.com/spindle-ml/spindle/internal/envcontract"
 	"github.com/spindle-ml/spindle/ps/client"
 	"github.com/spindle-ml/spindle/ps/proxy"
 	"github.com/spindle-ml/spindle/task"
@@ -44,11 +43,9 @@ func newPSProxy(filesDir string, id identity, jobSecret string, logger *slog.Log
 // psClientEnv is the view of the job a Go trainer of this rank reads
 // from its environment, reduced to what client.FromEnv needs: the ranks
 // and roles, their peer addresses and the peer token. The proxy thus
-// finds the servers and its worker index exactly as a Go trainer would.
+// finds the servers and its worker index exactly as a Go trainer would,
+// and refuses what a Go trainer's client refuses (a server's own rank).
 func psClientEnv(id identity, jobSecret string) (task.Env, error) {
-	if jobSecret == "" {
-		return task.Env{}, fmt.Errorf("no job secret to derive the peer token from")
-	}
 	peers := make([]string, len(id.peers))
 	for i, p := range id.peers {
 		var err error
@@ -61,9 +58,6 @@ func psClientEnv(id identity, jobSecret string) (task.Env, error) {
 		roles = append(roles, task.RoleSize{Role: s.role, Size: s.n})
 	}
 	role, roleRank := peerRole(id.peers[id.rank])
-	if role == envcontract.RolePS {
-		return task.Env{}, fmt.Errorf("rank %d is a parameter server itself", id.rank)
-	}
 	return task.Env{Rank: id.rank, WorldSize: id.worldSize, Role: role, RoleRank: roleRank, Roles: roles,
 		Peers: peers, PeerToken: peerToken(jobSecret), PeerListenFD: -1}, nil
 }

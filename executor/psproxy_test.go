@@ -63,7 +63,12 @@ func TestPSClientEnv(t *testing.T) {
 		}
 	}
 	id := identity{rank: 3, worldSize: len(peers), localWorldSize: 1, host: "h", peers: peers}
-	if _, err := psClientEnv(id, "s3cret"); err == nil {
-		t.Error("a server got a client environment")
+	env, err := psClientEnv(id, "s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := client.FromEnv(env, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil {
+		c.Abandon()
+		t.Error("a server's rank got a client")
 	}
 }

@@ -221,13 +221,11 @@ func (p *Proxy) declare(ctx context.Context, body []byte) error {
 	if err := protojson.Unmarshal(body, spec); err != nil {
 		return fmt.Errorf("declare: read table spec %s: %w", preview(body), err)
 	}
-	if err := ps.Normalize(spec); err != nil {
-		return fmt.Errorf("declare: %w", err)
-	}
 	c, err := p.session()
 	if err != nil {
 		return err
 	}
+	// The client checks the spec (ps.Normalize) before sending it.
 	if err := c.Declare(ctx, spec); err != nil {
 		return err
 	}
