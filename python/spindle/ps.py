@@ -101,7 +101,7 @@ class Client:
     """A connection to this worker's parameter-server proxy.
 
     Calls may come from several threads; they take turns on the one
-    connection. Call :meth:`clock` after each step's pushes and
+    connection. A forked process (a DataLoader worker) connects anew. Call :meth:`clock` after each step's pushes and
     :meth:`close` when done.
     """
 
@@ -115,6 +115,7 @@ class Client:
             raise PSError(f"connect to the parameter-server proxy at {path}: {e}") from None
         self._sock = s
         self._path = path
+        self._pid = os.getpid()
         self._lock = threading.Lock()
         self._broken = None
         self._closed = False
@@ -130,6 +131,11 @@ class Client:
         if n > MAX_REQUEST_BYTES:
             raise ValueError(f"{_OP_NAMES[op]} request of {n} bytes is over the proxy's {MAX_REQUEST_BYTES}: "
                              "split it into smaller calls")
+        if os.getpid() != self._pid:
+            # A forked child (a DataLoader worker) shares the socket: its
+            # frames would interleave with the parent's.
+            raise PSError(f"this client was connected in process {self._pid}, not this one ({os.getpid()}): "
+                          "call spindle.ps.connect() in each process")
         with self._lock:
             if self._closed:
                 raise PSError("this client is closed (it left the parameter servers)")

@@ -134,6 +134,20 @@ class ClientTest(unittest.TestCase):
         self.assertIn("t", names)
         self.assertGreater(sum(t["keys"] for s in st["servers"] for t in s["tables"] if t["name"] == "t"), 0)
 
+    def test_forked_child_must_connect_anew(self):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self.ps.pull("t", [1])
+                os._exit(1)
+            except ps.PSError as e:
+                os._exit(0 if "call spindle.ps.connect() in each process" in str(e) else 2)
+            except BaseException:  # noqa: BLE001 - the child must not return into unittest
+                os._exit(3)
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0, "the child's call was not refused as it should be")
+        self.assertEqual(self.ps.pull("t", [1]).shape, (1, 3))  # the parent's connection is intact
+
     def test_threads_take_turns(self):
         import threading
         keys = np.arange(1000, 1100, dtype=np.uint64)
