@@ -30,6 +30,9 @@ var (
 	ErrClosed = errors.New("ps proxy: closed")
 )
 
+// socketBufferBytes is the kernel buffer of each end of a connection.
+const socketBufferBytes = 4 << 20
+
 // Config says where a proxy listens and how it reaches the servers.
 type Config struct {
 	// Path is the Unix socket to serve on. Its directory should be
@@ -125,6 +128,12 @@ func (p *Proxy) Run(ctx context.Context) error {
 		}
 		p.conns[conn] = struct{}{}
 		p.mu.Unlock()
+		if uc, ok := conn.(*net.UnixConn); ok {
+			// A pull's rows cross in a few large writes rather than many
+			// small ones, each a wake-up of the other process.
+			_ = uc.SetWriteBuffer(socketBufferBytes)
+			_ = uc.SetReadBuffer(socketBufferBytes)
+		}
 		wg.Go(func() {
 			defer func() {
 				p.mu.Lock()

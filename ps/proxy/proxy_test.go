@@ -36,7 +36,7 @@ type cluster struct {
 	addrs []string
 }
 
-func startCluster(t *testing.T, servers, workers int, staleness ps.Staleness) *cluster {
+func startCluster(t testing.TB, servers, workers int, staleness ps.Staleness) *cluster {
 	t.Helper()
 	c := &cluster{}
 	lns := make([]net.Listener, servers)
@@ -72,7 +72,7 @@ func startCluster(t *testing.T, servers, workers int, staleness ps.Staleness) *c
 
 // goClient is a Go client of the cluster, to look at the servers from
 // outside the proxy.
-func (c *cluster) goClient(t *testing.T, worker int) *client.Client {
+func (c *cluster) goClient(t testing.TB, worker int) *client.Client {
 	t.Helper()
 	cl, err := client.New(client.Config{Servers: c.addrs, Token: token, Worker: worker, Logger: quiet()})
 	if err != nil {
@@ -84,7 +84,7 @@ func (c *cluster) goClient(t *testing.T, worker int) *client.Client {
 
 // startProxy runs a proxy for worker of c on a socket in a fresh
 // directory until the test ends.
-func startProxy(t *testing.T, c *cluster, worker int, tok string) *Proxy {
+func startProxy(t testing.TB, c *cluster, worker int, tok string) *Proxy {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "psp")
 	if err != nil {
@@ -112,11 +112,11 @@ func startProxy(t *testing.T, c *cluster, worker int, tok string) *Proxy {
 
 // conn is the test's end of the protocol, written from docs/ps-python.md.
 type conn struct {
-	t *testing.T
+	t testing.TB
 	c net.Conn
 }
 
-func dial(t *testing.T, p *Proxy) *conn {
+func dial(t testing.TB, p *Proxy) *conn {
 	t.Helper()
 	c, err := net.Dial("unix", p.Path())
 	if err != nil {

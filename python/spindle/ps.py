@@ -108,6 +108,8 @@ class Client:
     def __init__(self, path, timeout=None):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(timeout)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         try:
             s.connect(path)
         except OSError as e:
