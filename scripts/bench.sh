@@ -18,6 +18,9 @@ go test -run '^$' -bench 'Flight' -benchtime 5x ./feed
 section "allreduce: Spindle ring vs PyTorch gloo"
 go run ./collective/bench
 
+section "parameter server: a pull + push of 4096 keys (dim 16) directly from Go vs through the executor's proxy from Go and from Python"
+go test -run '^$' -bench 'PullPush' -benchtime 2s ./ps/proxy
+
 section "HDFS: Parquet over the test HDFS vs local disk"
 go test -run '^$' -bench 'HDFS' -benchtime 3x ./fsys
 

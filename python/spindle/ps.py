@@ -108,6 +108,8 @@ class Client:
     def __init__(self, path, timeout=None):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(timeout)
+        # A push's keys and gradients cross in one write, not several
+        # wake-ups of the proxy (the proxy does the same for its replies).
         s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         try:
