@@ -48,6 +48,14 @@ func peerToken(jobSecret string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
+// peerAddr returns the host:port of port i of a published peer.
+func peerAddr(p *driverpb.Peer, i int) (string, error) {
+	if len(p.GetPorts()) <= i {
+		return "", fmt.Errorf("rank %d (host %s) published %d ports, want %d", p.GetRank(), p.GetHost(), len(p.GetPorts()), i+1)
+	}
+	return net.JoinHostPort(p.GetHost(), strconv.Itoa(int(p.GetPorts()[i]))), nil
+}
+
 // trainingEnv builds the training process's environment: the executor's
 // own (minus secrets), the user's --env, then Spindle's contract, which
 // wins over both. jobSecret is used only to derive the peer token.
@@ -65,12 +73,6 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 		env[k] = v
 	}
 
-	peerAddr := func(p *driverpb.Peer, i int) (string, error) {
-		if len(p.GetPorts()) <= i {
-			return "", fmt.Errorf("rank %d (host %s) published %d ports, want %d", p.GetRank(), p.GetHost(), len(p.GetPorts()), i+1)
-		}
-		return net.JoinHostPort(p.GetHost(), strconv.Itoa(int(p.GetPorts()[i]))), nil
-	}
 	peers := make([]string, len(id.peers))
 	service := make([]string, len(id.peers))
 	for i, p := range id.peers {
@@ -116,6 +118,9 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 		set(envcontract.PSWaitTimeout, strconv.FormatFloat(float64(t.PsWaitTimeoutMillis)/1000, 'f', -1, 64))
 		set(envcontract.PSMemory, strconv.FormatInt(t.PsMemoryMb, 10))
 		set(envcontract.PSReplicas, strconv.Itoa(int(t.PsReplicas)))
+	}
+	if psProxied(t, id) {
+		set(envcontract.PSSocket, psSocket(filesDir))
 	}
 	if t.CheckpointDir != "" {
 		set(envcontract.CheckpointDir, t.CheckpointDir)

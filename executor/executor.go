@@ -26,6 +26,7 @@ import (
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/auth"
 	"github.com/spindle-ml/spindle/internal/envcontract"
+	"github.com/spindle-ml/spindle/ps/proxy"
 )
 
 // EnvJobSecret is the environment variable that carries the per-job
@@ -288,6 +289,14 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 		}
 		defer ckpt.Close()
 	}
+	var psp *proxy.Proxy
+	if psProxied(t, id) {
+		// At the path trainingEnv gave the process.
+		if psp, err = newPSProxy(filesDir, id, e.cfg.Secret, e.logger); err != nil {
+			return res, err
+		}
+		defer psp.Close()
+	}
 	obs, err := newObservations(reportSocket(filesDir), e.logger)
 	if err != nil {
 		return res, err
@@ -342,6 +351,9 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	if ckpt != nil {
 		g.Go(func() error { return ckpt.Run(gctx) })
 	}
+	if psp != nil {
+		g.Go(func() error { return psp.Run(gctx) })
+	}
 	g.Go(func() error { return obs.Run(gctx) })
 	var stopWhy string
 	var finished bool
@@ -369,6 +381,15 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 		proc.stop(grace)
 	}
 	res.exit = proc.status
+	if psp != nil && res.exit.ok() {
+		// A process that ended well without leaving the parameter servers
+		// (spindle.ps's close) must not hold the other workers back.
+		leaveCtx, cancel := context.WithTimeout(ctx, psLeaveTimeout)
+		if err := psp.Leave(leaveCtx); err != nil {
+			e.logger.Warn("could not leave the parameter servers for the finished process", "err", err)
+		}
+		cancel()
+	}
 	res.usage = usageOf(proc.cmd.ProcessState)
 	res.stderrTail = proc.tail.String()
 	res.progress = progressOf(server)
@@ -383,6 +404,10 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 }
 
 var errProcessExited = errors.New("training process exited")
+
+// psLeaveTimeout bounds the executor's leave of the parameter servers for
+// a process that ended well without leaving.
+const psLeaveTimeout = 10 * time.Second
 
 // heartbeat reports progress until ctx ends. It returns a reason when the
 // driver says stop or cannot be reached for longer than the driver timeout,

@@ -37,6 +37,9 @@ for s in 0 1 4 asp; do
     -- bin/sparse-lr 2>&1 | grep -E 'sparse-lr: auc|msg=trained' | sed 's/^/  /'
 done
 
+section "parameter server: a pull + push of 4096 keys (dim 16) directly from Go vs through the executor's proxy from Go and from Python"
+go test -run '^$' -bench 'PullPush' -benchtime 2s ./ps/proxy
+
 section "HDFS: Parquet over the test HDFS vs local disk"
 go test -run '^$' -bench 'HDFS' -benchtime 3x ./fsys
 

@@ -58,6 +58,13 @@ const (
 	PSReplicas    = "SPINDLE_PS_REPLICAS"
 )
 
+// PSSocket names the Unix socket of the executor's parameter-server proxy,
+// set for the workers (and chief) of a job with the built-in parameter
+// server: how a process that is not a Go program (the Python package's
+// spindle.ps) pulls and pushes rows without holding the peer token
+// (docs/ps-python.md).
+const PSSocket = "SPINDLE_PS_SOCKET"
+
 // The frameworks' variables, filled in from the same facts.
 const (
 	MasterAddr          = "MASTER_ADDR"
@@ -162,6 +169,7 @@ var Vars = []Var{
 	{Name: PSWaitTimeout, ID: "ps_wait_timeout"},
 	{Name: PSMemory, ID: "ps_memory_mb"},
 	{Name: PSReplicas, ID: "ps_replicas", Doc: "the number of backups of each sparse row (`spindle.ps.replicas`)"},
+	{Name: PSSocket, ID: "ps_socket", Doc: "the Unix socket of the executor's parameter-server proxy, on the workers of a job with Spindle's parameter server: `spindle.ps.connect()` reaches the servers through it ([docs/ps-python.md](docs/ps-python.md))"},
 	{Name: MasterAddr, ID: "master_addr", Doc: "PyTorch's `env://` rendezvous (rank 0's service port)"},
 	{Name: MasterPort, ID: "master_port"},
 	{Name: TorchRank, ID: "torch_rank"},

@@ -529,6 +529,12 @@ func (c *Client) Close(ctx context.Context) error {
 	return err
 }
 
+// Abandon closes the connections without telling the servers anything:
+// they keep waiting for this worker's clock, as for a worker that died.
+// It is for a proxy whose process failed; a worker that is done calls
+// Close.
+func (c *Client) Abandon() { c.closeConns() }
+
 func (c *Client) closeConns() {
 	for _, conn := range c.conns {
 		conn.Close()

@@ -17,7 +17,9 @@ epoch per connection. This package reads both::
 ``batches()`` yields each batch as a dict of numpy columns instead. Each call
 of ``batches()`` or ``tensors()`` walks one epoch; a call after the last
 epoch yields nothing. numpy is the only requirement; pyarrow is used for
-Arrow data when it is installed. ``spindle.torch`` has PyTorch helpers.
+Arrow data when it is installed. ``spindle.torch`` has PyTorch helpers;
+``spindle.ps`` is the client of Spindle's parameter server (numpy arrays in
+and out, and ``spindle.ps.Embedding`` for PyTorch models).
 """
 
 import os
