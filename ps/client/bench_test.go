@@ -167,7 +167,11 @@ func rawRound(b *testing.B, stubs []pspb.ParameterServerClient, parts []part, di
 }
 
 // startClusterB is startCluster for benchmarks.
-func startClusterB(b *testing.B, n int) *cluster {
+func startClusterB(b *testing.B, n int) *cluster { return startClusterR(b, n, 0) }
+
+// startClusterR starts n servers keeping replicas backups of every row;
+// stops[i] cuts server i off at once.
+func startClusterR(b *testing.B, n, replicas int) *cluster {
 	c := &cluster{}
 	var lns []net.Listener
 	for range n {
@@ -180,16 +184,94 @@ func startClusterB(b *testing.B, n int) *cluster {
 	}
 	ring, _ := ps.NewRing(1, c.addrs, 0)
 	creds, _ := peercred.New(token, ps.Purpose)
-	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i, ln := range lns {
-		s, err := server.New(server.Config{Index: i, Ring: ring, Workers: 1, Staleness: ps.Async, Logger: quiet()})
+		s, err := server.New(server.Config{Index: i, Ring: ring, Workers: 1, Staleness: ps.Async, Replicas: replicas, PeerCreds: creds, Logger: quiet()})
 		if err != nil {
 			b.Fatal(err)
 		}
+		ctx, cancel := context.WithCancel(context.Background())
+		kl := &killableListener{Listener: ln}
+		c.stops = append(c.stops, func() { kl.kill(); cancel() })
 		wg.Add(1)
-		go func() { defer wg.Done(); s.Serve(ctx, ln, creds) }()
+		go func() { defer wg.Done(); s.Serve(ctx, kl, creds) }()
 	}
-	b.Cleanup(func() { cancel(); wg.Wait() })
+	b.Cleanup(func() {
+		for _, stop := range c.stops {
+			stop()
+		}
+		wg.Wait()
+	})
 	return c
+}
+
+// BenchmarkReplication measures pushes of 16k keys (dim 8) through 3
+// servers keeping 0, 1 and 2 backups of every row: what a replica costs.
+func BenchmarkReplication(b *testing.B) {
+	for _, replicas := range []int{0, 1, 2} {
+		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
+			c := startClusterR(b, 3, replicas)
+			cl, err := New(Config{Servers: c.addrs, Token: token, Logger: quiet()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.closeConns()
+			ctx := context.Background()
+			if err := cl.Declare(ctx, &ps.TableSpec{Name: "emb", Dim: 8, Optimizer: &pspb.Optimizer{Kind: ps.AdaGrad}}); err != nil {
+				b.Fatal(err)
+			}
+			const batch = 1 << 14
+			keys := make([]uint64, batch)
+			grads := make([]float32, batch*8)
+			b.ResetTimer()
+			start := time.Now()
+			for i := range b.N {
+				for j := range keys {
+					keys[j] = uint64((i*batch + j*7919) % (1 << 17))
+				}
+				if err := cl.Push(ctx, "emb", keys, grads); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*batch)/time.Since(start).Seconds(), "push_keys/s")
+		})
+	}
+}
+
+// BenchmarkRecovery measures, for a server cut off (its port and
+// connections closed at once, as a SIGKILL does) while two workers push,
+// the time from the cut to the first push that succeeds after its keys
+// moved to their backups.
+func BenchmarkRecovery(b *testing.B) {
+	var total time.Duration
+	for range b.N {
+		c := startClusterR(b, 3, 1)
+		cl, err := New(Config{Servers: c.addrs, Token: token, Logger: quiet()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := cl.Declare(ctx, &ps.TableSpec{Name: "emb", Dim: 8}); err != nil {
+			b.Fatal(err)
+		}
+		keys := make([]uint64, 4096)
+		for j := range keys {
+			keys[j] = uint64(j)
+		}
+		grads := make([]float32, len(keys)*8)
+		// Rows on every server, with their backups.
+		for range 3 {
+			if err := cl.Push(ctx, "emb", keys, grads); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cut := time.Now()
+		c.stops[1]()
+		if err := cl.Push(ctx, "emb", keys, grads); err != nil {
+			b.Fatal(err)
+		}
+		total += time.Since(cut)
+		cl.closeConns()
+	}
+	b.ReportMetric(total.Seconds()/float64(b.N)*1000, "ms_to_first_push")
 }
