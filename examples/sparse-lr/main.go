@@ -139,6 +139,10 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 	if c.Worker() != 0 {
 		return nil
 	}
+	// Every worker's last step in, whatever the consistency model.
+	if err := c.Barrier(ctx); err != nil {
+		return err
+	}
 	return evaluate(ctx, c, o)
 }
 

@@ -474,6 +474,17 @@ func (c *Client) Clock(ctx context.Context) error {
 	return nil
 }
 
+// Barrier returns once every worker still in the job has finished as
+// many steps as this one (Clock), whatever the consistency model: for the
+// end of an epoch, or before worker 0 evaluates the model.
+func (c *Client) Barrier(ctx context.Context) error {
+	clock := c.clock.Load()
+	return c.each(ctx, "barrier", func(ctx context.Context, _ int, s pspb.ParameterServerClient) error {
+		_, err := s.Barrier(ctx, &pspb.ClockRequest{Worker: int32(c.cfg.Worker), Clock: clock})
+		return err
+	})
+}
+
 // Stats returns every server's statistics, by server index: nil for a
 // server out of the ring.
 func (c *Client) Stats(ctx context.Context) ([]*pspb.StatsResponse, error) {

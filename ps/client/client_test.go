@@ -487,3 +487,36 @@ func TestOptimizerSteps(t *testing.T) {
 		t.Fatalf("ftrl weight %v after a gradient below l1, want 0", w[0])
 	}
 }
+
+// Barrier holds a worker, even under ASP, until every worker still in
+// the job has caught up with its clock.
+func TestBarrier(t *testing.T) {
+	c := startCluster(t, clusterOpts{servers: 2, workers: 3, staleness: ps.Async})
+	ctx := ctx(t)
+	a, b, gone := c.client(t, 0), c.client(t, 1), c.client(t, 2)
+	if err := gone.Close(ctx); err != nil { // a worker that left is not waited for
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := a.Clock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Barrier(ctx) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the barrier let worker 0 through with worker 1 two steps behind (%v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	b.Clock(ctx)
+	select {
+	case err := <-done:
+		t.Fatalf("the barrier let worker 0 through with worker 1 one step behind (%v)", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	b.Clock(ctx)
+	if err := <-done; err != nil {
+		t.Fatalf("barrier: %v", err)
+	}
+}

@@ -1696,13 +1696,14 @@ const file_ps_proto_rawDesc = "" +
 	"\x05table\x18\x01 \x01(\tR\x05table\"9\n" +
 	"\vExportChunk\x12\x12\n" +
 	"\x04keys\x18\x01 \x01(\fR\x04keys\x12\x16\n" +
-	"\x06values\x18\x02 \x01(\fR\x06values2\xab\a\n" +
+	"\x06values\x18\x02 \x01(\fR\x06values2\xeb\a\n" +
 	"\x0fParameterServer\x12Q\n" +
 	"\fDeclareTable\x12\x1f.spindle.ps.DeclareTableRequest\x1a .spindle.ps.DeclareTableResponse\x129\n" +
 	"\x04Pull\x12\x17.spindle.ps.PullRequest\x1a\x18.spindle.ps.PullResponse\x129\n" +
 	"\x04Push\x12\x17.spindle.ps.PushRequest\x1a\x18.spindle.ps.PushResponse\x12<\n" +
 	"\x05Clock\x12\x18.spindle.ps.ClockRequest\x1a\x19.spindle.ps.ClockResponse\x12<\n" +
-	"\x05Leave\x12\x18.spindle.ps.LeaveRequest\x1a\x19.spindle.ps.LeaveResponse\x12;\n" +
+	"\x05Leave\x12\x18.spindle.ps.LeaveRequest\x1a\x19.spindle.ps.LeaveResponse\x12>\n" +
+	"\aBarrier\x12\x18.spindle.ps.ClockRequest\x1a\x19.spindle.ps.ClockResponse\x12;\n" +
 	"\aGetRing\x12\x1a.spindle.ps.GetRingRequest\x1a\x14.spindle.ps.RingInfo\x12<\n" +
 	"\x05Stats\x12\x18.spindle.ps.StatsRequest\x1a\x19.spindle.ps.StatsResponse\x12>\n" +
 	"\x06Export\x12\x19.spindle.ps.ExportRequest\x1a\x17.spindle.ps.ExportChunk0\x01\x12K\n" +
@@ -1768,31 +1769,33 @@ var file_ps_proto_depIdxs = []int32{
 	7,  // 6: spindle.ps.ParameterServer.Push:input_type -> spindle.ps.PushRequest
 	13, // 7: spindle.ps.ParameterServer.Clock:input_type -> spindle.ps.ClockRequest
 	15, // 8: spindle.ps.ParameterServer.Leave:input_type -> spindle.ps.LeaveRequest
-	17, // 9: spindle.ps.ParameterServer.GetRing:input_type -> spindle.ps.GetRingRequest
-	19, // 10: spindle.ps.ParameterServer.Stats:input_type -> spindle.ps.StatsRequest
-	26, // 11: spindle.ps.ParameterServer.Export:input_type -> spindle.ps.ExportRequest
-	22, // 12: spindle.ps.ParameterServer.Checkpoint:input_type -> spindle.ps.CheckpointRequest
-	24, // 13: spindle.ps.ParameterServer.Restore:input_type -> spindle.ps.RestoreRequest
-	7,  // 14: spindle.ps.ParameterServer.Replicate:input_type -> spindle.ps.PushRequest
-	9,  // 15: spindle.ps.ParameterServer.Install:input_type -> spindle.ps.InstallRequest
-	11, // 16: spindle.ps.ParameterServer.ReportDead:input_type -> spindle.ps.ReportDeadRequest
-	18, // 17: spindle.ps.ParameterServer.AdoptRing:input_type -> spindle.ps.RingInfo
-	4,  // 18: spindle.ps.ParameterServer.DeclareTable:output_type -> spindle.ps.DeclareTableResponse
-	6,  // 19: spindle.ps.ParameterServer.Pull:output_type -> spindle.ps.PullResponse
-	8,  // 20: spindle.ps.ParameterServer.Push:output_type -> spindle.ps.PushResponse
-	14, // 21: spindle.ps.ParameterServer.Clock:output_type -> spindle.ps.ClockResponse
-	16, // 22: spindle.ps.ParameterServer.Leave:output_type -> spindle.ps.LeaveResponse
-	18, // 23: spindle.ps.ParameterServer.GetRing:output_type -> spindle.ps.RingInfo
-	21, // 24: spindle.ps.ParameterServer.Stats:output_type -> spindle.ps.StatsResponse
-	27, // 25: spindle.ps.ParameterServer.Export:output_type -> spindle.ps.ExportChunk
-	23, // 26: spindle.ps.ParameterServer.Checkpoint:output_type -> spindle.ps.CheckpointResponse
-	25, // 27: spindle.ps.ParameterServer.Restore:output_type -> spindle.ps.RestoreResponse
-	8,  // 28: spindle.ps.ParameterServer.Replicate:output_type -> spindle.ps.PushResponse
-	10, // 29: spindle.ps.ParameterServer.Install:output_type -> spindle.ps.InstallResponse
-	18, // 30: spindle.ps.ParameterServer.ReportDead:output_type -> spindle.ps.RingInfo
-	12, // 31: spindle.ps.ParameterServer.AdoptRing:output_type -> spindle.ps.AdoptRingResponse
-	18, // [18:32] is the sub-list for method output_type
-	4,  // [4:18] is the sub-list for method input_type
+	13, // 9: spindle.ps.ParameterServer.Barrier:input_type -> spindle.ps.ClockRequest
+	17, // 10: spindle.ps.ParameterServer.GetRing:input_type -> spindle.ps.GetRingRequest
+	19, // 11: spindle.ps.ParameterServer.Stats:input_type -> spindle.ps.StatsRequest
+	26, // 12: spindle.ps.ParameterServer.Export:input_type -> spindle.ps.ExportRequest
+	22, // 13: spindle.ps.ParameterServer.Checkpoint:input_type -> spindle.ps.CheckpointRequest
+	24, // 14: spindle.ps.ParameterServer.Restore:input_type -> spindle.ps.RestoreRequest
+	7,  // 15: spindle.ps.ParameterServer.Replicate:input_type -> spindle.ps.PushRequest
+	9,  // 16: spindle.ps.ParameterServer.Install:input_type -> spindle.ps.InstallRequest
+	11, // 17: spindle.ps.ParameterServer.ReportDead:input_type -> spindle.ps.ReportDeadRequest
+	18, // 18: spindle.ps.ParameterServer.AdoptRing:input_type -> spindle.ps.RingInfo
+	4,  // 19: spindle.ps.ParameterServer.DeclareTable:output_type -> spindle.ps.DeclareTableResponse
+	6,  // 20: spindle.ps.ParameterServer.Pull:output_type -> spindle.ps.PullResponse
+	8,  // 21: spindle.ps.ParameterServer.Push:output_type -> spindle.ps.PushResponse
+	14, // 22: spindle.ps.ParameterServer.Clock:output_type -> spindle.ps.ClockResponse
+	16, // 23: spindle.ps.ParameterServer.Leave:output_type -> spindle.ps.LeaveResponse
+	14, // 24: spindle.ps.ParameterServer.Barrier:output_type -> spindle.ps.ClockResponse
+	18, // 25: spindle.ps.ParameterServer.GetRing:output_type -> spindle.ps.RingInfo
+	21, // 26: spindle.ps.ParameterServer.Stats:output_type -> spindle.ps.StatsResponse
+	27, // 27: spindle.ps.ParameterServer.Export:output_type -> spindle.ps.ExportChunk
+	23, // 28: spindle.ps.ParameterServer.Checkpoint:output_type -> spindle.ps.CheckpointResponse
+	25, // 29: spindle.ps.ParameterServer.Restore:output_type -> spindle.ps.RestoreResponse
+	8,  // 30: spindle.ps.ParameterServer.Replicate:output_type -> spindle.ps.PushResponse
+	10, // 31: spindle.ps.ParameterServer.Install:output_type -> spindle.ps.InstallResponse
+	18, // 32: spindle.ps.ParameterServer.ReportDead:output_type -> spindle.ps.RingInfo
+	12, // 33: spindle.ps.ParameterServer.AdoptRing:output_type -> spindle.ps.AdoptRingResponse
+	19, // [19:34] is the sub-list for method output_type
+	4,  // [4:19] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name

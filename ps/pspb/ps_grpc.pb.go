@@ -27,6 +27,7 @@ const (
 	ParameterServer_Push_FullMethodName         = "/spindle.ps.ParameterServer/Push"
 	ParameterServer_Clock_FullMethodName        = "/spindle.ps.ParameterServer/Clock"
 	ParameterServer_Leave_FullMethodName        = "/spindle.ps.ParameterServer/Leave"
+	ParameterServer_Barrier_FullMethodName      = "/spindle.ps.ParameterServer/Barrier"
 	ParameterServer_GetRing_FullMethodName      = "/spindle.ps.ParameterServer/GetRing"
 	ParameterServer_Stats_FullMethodName        = "/spindle.ps.ParameterServer/Stats"
 	ParameterServer_Export_FullMethodName       = "/spindle.ps.ParameterServer/Export"
@@ -55,6 +56,9 @@ type ParameterServerClient interface {
 	Clock(ctx context.Context, in *ClockRequest, opts ...grpc.CallOption) (*ClockResponse, error)
 	// Leave says a worker is done: no one waits for its clock any more.
 	Leave(ctx context.Context, in *LeaveRequest, opts ...grpc.CallOption) (*LeaveResponse, error)
+	// Barrier returns once every worker still in the job has reached the
+	// caller's clock, whatever the consistency model.
+	Barrier(ctx context.Context, in *ClockRequest, opts ...grpc.CallOption) (*ClockResponse, error)
 	// GetRing returns the ring the server holds, for a client told that
 	// its ring is stale.
 	GetRing(ctx context.Context, in *GetRingRequest, opts ...grpc.CallOption) (*RingInfo, error)
@@ -136,6 +140,16 @@ func (c *parameterServerClient) Leave(ctx context.Context, in *LeaveRequest, opt
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(LeaveResponse)
 	err := c.cc.Invoke(ctx, ParameterServer_Leave_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *parameterServerClient) Barrier(ctx context.Context, in *ClockRequest, opts ...grpc.CallOption) (*ClockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClockResponse)
+	err := c.cc.Invoke(ctx, ParameterServer_Barrier_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -258,6 +272,9 @@ type ParameterServerServer interface {
 	Clock(context.Context, *ClockRequest) (*ClockResponse, error)
 	// Leave says a worker is done: no one waits for its clock any more.
 	Leave(context.Context, *LeaveRequest) (*LeaveResponse, error)
+	// Barrier returns once every worker still in the job has reached the
+	// caller's clock, whatever the consistency model.
+	Barrier(context.Context, *ClockRequest) (*ClockResponse, error)
 	// GetRing returns the ring the server holds, for a client told that
 	// its ring is stale.
 	GetRing(context.Context, *GetRingRequest) (*RingInfo, error)
@@ -309,6 +326,9 @@ func (UnimplementedParameterServerServer) Clock(context.Context, *ClockRequest) 
 }
 func (UnimplementedParameterServerServer) Leave(context.Context, *LeaveRequest) (*LeaveResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Leave not implemented")
+}
+func (UnimplementedParameterServerServer) Barrier(context.Context, *ClockRequest) (*ClockResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Barrier not implemented")
 }
 func (UnimplementedParameterServerServer) GetRing(context.Context, *GetRingRequest) (*RingInfo, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method GetRing not implemented")
@@ -444,6 +464,24 @@ func _ParameterServer_Leave_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ParameterServerServer).Leave(ctx, req.(*LeaveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ParameterServer_Barrier_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).Barrier(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_Barrier_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).Barrier(ctx, req.(*ClockRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -629,6 +667,10 @@ var ParameterServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Leave",
 			Handler:    _ParameterServer_Leave_Handler,
+		},
+		{
+			MethodName: "Barrier",
+			Handler:    _ParameterServer_Barrier_Handler,
 		},
 		{
 			MethodName: "GetRing",

@@ -320,6 +320,21 @@ func (s *Server) Clock(_ context.Context, req *pspb.ClockRequest) (*pspb.ClockRe
 	return &pspb.ClockResponse{}, nil
 }
 
+// Barrier implements pspb.ParameterServerServer.
+func (s *Server) Barrier(ctx context.Context, req *pspb.ClockRequest) (*pspb.ClockResponse, error) {
+	if err := s.worker(req.Worker); err != nil {
+		return nil, err
+	}
+	if err := s.clocks.waitAll(ctx, req.Clock, s.cfg.WaitTimeout); err != nil {
+		code := codes.Canceled
+		if errors.Is(err, errWaitTimeout) {
+			code = codes.DeadlineExceeded
+		}
+		return nil, status.Errorf(code, "ps %d: barrier of worker %d: %v", s.cfg.Index, req.Worker, err)
+	}
+	return &pspb.ClockResponse{}, nil
+}
+
 // Leave implements pspb.ParameterServerServer.
 func (s *Server) Leave(_ context.Context, req *pspb.LeaveRequest) (*pspb.LeaveResponse, error) {
 	if err := s.worker(req.Worker); err != nil {
