@@ -123,33 +123,9 @@ func (t *table) ensure(keys []uint64, budget *budget) error {
 	return err
 }
 
-// locate returns the row of each key, creating the missing ones.
-func (t *table) locate(keys []uint64, b *batch, budget *budget) ([]int32, error) {
-	rows := make([]int32, len(keys))
-	for sh := range numShards {
-		part := b.order[b.bounds[sh]:b.bounds[sh+1]]
-		if len(part) == 0 {
-			continue
-		}
-		s := &t.shards[sh]
-		s.mu.Lock()
-		for _, j := range part {
-			i, err := t.lookupOrCreate(s, keys[j], budget, false)
-			if err != nil {
-				s.mu.Unlock()
-				return nil, err
-			}
-			rows[j] = i
-		}
-		s.mu.Unlock()
-	}
-	return rows, nil
-}
-
-// pull copies the weights of keys into out (dim per key), creating rows on
-// first touch.
-func (t *table) pull(keys []uint64, out []float32, budget *budget) error {
-	b := groupByShard(keys)
+// rowsByShard calls fn for each key's row (created on first touch), shard
+// by shard, each shard locked once; it stops at the first error.
+func (t *table) rowsByShard(keys []uint64, b *batch, budget *budget, fn func(s *shard, j, row int32)) error {
 	for sh := range numShards {
 		part := b.order[b.bounds[sh]:b.bounds[sh+1]]
 		if len(part) == 0 {
@@ -163,9 +139,31 @@ func (t *table) pull(keys []uint64, out []float32, budget *budget) error {
 				s.mu.Unlock()
 				return err
 			}
-			copy(out[int(j)*t.dim:(int(j)+1)*t.dim], t.rowAt(s, i)[:t.dim])
+			fn(s, j, i)
 		}
 		s.mu.Unlock()
+	}
+	return nil
+}
+
+// locate returns the row of each key, creating the missing ones.
+func (t *table) locate(keys []uint64, b *batch, budget *budget) ([]int32, error) {
+	rows := make([]int32, len(keys))
+	err := t.rowsByShard(keys, b, budget, func(_ *shard, j, i int32) { rows[j] = i })
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// pull copies the weights of keys into out (dim per key), creating rows on
+// first touch.
+func (t *table) pull(keys []uint64, out []float32, budget *budget) error {
+	err := t.rowsByShard(keys, groupByShard(keys), budget, func(s *shard, j, i int32) {
+		copy(out[int(j)*t.dim:(int(j)+1)*t.dim], t.rowAt(s, i)[:t.dim])
+	})
+	if err != nil {
+		return err
 	}
 	t.pulls.Add(1)
 	return nil
