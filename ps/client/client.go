@@ -173,6 +173,13 @@ func (c *Client) each(ctx context.Context, what string, fn func(ctx context.Cont
 	return g.Wait()
 }
 
+// isInFlight says a server is applying another attempt of the same push:
+// retrying finds it applied.
+func isInFlight(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Aborted && strings.Contains(st.Message(), "push in flight")
+}
+
 func isUnavailable(err error) bool {
 	st, ok := status.FromError(err)
 	return ok && st.Code() == codes.Unavailable
@@ -351,7 +358,7 @@ func (c *Client) routed(ctx context.Context, what string, spec *pspb.TableSpec, 
 			return nil
 		}
 		for _, f := range failed {
-			if (!isStale(f.err) && !isUnavailable(f.err)) || attempt == maxRetries {
+			if (!isStale(f.err) && !isUnavailable(f.err) && !isInFlight(f.err)) || attempt == maxRetries {
 				return c.serverErr(f.server, what, f.err)
 			}
 		}
@@ -359,9 +366,10 @@ func (c *Client) routed(ctx context.Context, what string, spec *pspb.TableSpec, 
 		// else from a server that said ours is stale.
 		for _, f := range failed {
 			var err error
-			if isUnavailable(f.err) {
+			switch {
+			case isUnavailable(f.err):
 				err = c.reportDead(ctx, f.server)
-			} else {
+			case isStale(f.err):
 				err = c.refreshRing(ctx, f.server)
 			}
 			if err != nil {

@@ -84,9 +84,18 @@ func TestServerLossLosesNoAcknowledgedPush(t *testing.T) {
 			}
 		}
 	}
+	r1, _ := ps.NewRing(1, c.addrs, 0)
+	bad := 0
 	for i := range got {
 		if got[i] != want[i] {
-			t.Fatalf("value %d is %v, want %v: a push was lost or applied twice", i, got[i], want[i])
+			if bad < 10 {
+				t.Errorf("value %d (key %d, owner %d, replicas %v) is %v, want %v: a push was lost or applied twice",
+					i, keys[i/2], r1.Owner(keys[i/2]), r1.Replicas(nil, keys[i/2], 1), got[i], want[i])
+			}
+			bad++
 		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d values of %d wrong", bad, len(got))
 	}
 }

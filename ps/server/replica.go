@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zeebo/xxh3"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -35,19 +36,37 @@ import (
 // gone: a killed server's port refuses at once.
 const probeTimeout = time.Second
 
-// pushID names one push of one worker across retries and failovers.
+// pushID names one part of one push of one worker across retries and
+// failovers: the worker's sequence number, the server the part first went
+// to, and a hash of its keys. A push's parts share the first two; the
+// keys tell a dead primary's forward to one backup from its forward to
+// another, each of which may now own its keys.
 type pushID struct {
 	worker int32
 	seq    uint64
 	origin int32
+	keys   uint64
 }
 
-// dedupe remembers the most recent pushes applied.
+func idOf(req *pspb.PushRequest) pushID {
+	return pushID{worker: req.Worker, seq: req.Seq, origin: req.Origin, keys: xxh3.Hash(req.Keys)}
+}
+
+// dedupe remembers the most recent pushes applied, and the ones being
+// applied: a retry that arrives while an earlier attempt is still under
+// way (a dead primary's last forward, say) is told to retry rather than
+// applying the push a second time.
 type dedupe struct {
-	mu    sync.Mutex
-	seenM map[pushID]struct{}
-	order []pushID // ring buffer, oldest at next
-	next  int
+	mu      sync.Mutex
+	entries map[pushID]*applying
+	order   []pushID // applied ones, a ring buffer, oldest at next
+	next    int
+}
+
+// applying is one push being applied or applied.
+type applying struct {
+	done chan struct{}
+	ok   bool
 }
 
 // dedupeWindow is how many pushes a server remembers: far more than the
@@ -55,30 +74,54 @@ type dedupe struct {
 const dedupeWindow = 1 << 16
 
 func newDedupe() *dedupe {
-	return &dedupe{seenM: make(map[pushID]struct{}, dedupeWindow), order: make([]pushID, 0, dedupeWindow)}
+	return &dedupe{entries: make(map[pushID]*applying, dedupeWindow), order: make([]pushID, 0, dedupeWindow)}
 }
 
-func (d *dedupe) seen(id pushID) bool {
+// errInFlight says a push is being applied by another attempt: the
+// caller retries (a later attempt finds it applied, or takes it over if
+// that attempt failed). Never waiting here keeps servers that forward to
+// each other from waiting in a circle.
+var errInFlight = status.Error(codes.Aborted, "push in flight: another attempt of it is being applied; retry")
+
+// begin claims push id. It returns false when the push was applied
+// already, errInFlight while another attempt applies it, and true when
+// the caller now applies it and must call end.
+func (d *dedupe) begin(id pushID) (bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	_, ok := d.seenM[id]
-	return ok
+	e, ok := d.entries[id]
+	switch {
+	case !ok:
+		d.entries[id] = &applying{done: make(chan struct{})}
+		return true, nil
+	case e.ok:
+		return false, nil
+	}
+	return false, errInFlight
 }
 
-func (d *dedupe) record(id pushID) {
+// end releases a claim: applied, the push is remembered; failed, it is
+// forgotten, so that a retry applies it.
+func (d *dedupe) end(id pushID, applied bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, ok := d.seenM[id]; ok {
+	e := d.entries[id]
+	if e == nil {
+		return
+	}
+	e.ok = applied
+	close(e.done)
+	if !applied {
+		delete(d.entries, id)
 		return
 	}
 	if len(d.order) < dedupeWindow {
 		d.order = append(d.order, id)
 	} else {
-		delete(d.seenM, d.order[d.next])
+		delete(d.entries, d.order[d.next])
 		d.order[d.next] = id
 		d.next = (d.next + 1) % dedupeWindow
 	}
-	d.seenM[id] = struct{}{}
 }
 
 // peer returns a client of server i.
@@ -184,15 +227,22 @@ func (s *Server) Replicate(_ context.Context, req *pspb.PushRequest) (*pspb.Push
 	if len(grads) != len(keys)*t.dim {
 		return nil, status.Errorf(codes.InvalidArgument, "table %s has dim %d: %d keys need %d values, got %d", req.Table, t.dim, len(keys), len(keys)*t.dim, len(grads))
 	}
-	id := pushID{worker: req.Worker, seq: req.Seq, origin: req.Origin}
-	if req.Seq != 0 && s.applied.seen(id) {
-		return &pspb.PushResponse{Duplicate: true}, nil
-	}
-	if err := t.pushAs(keys, grads, &s.budget, false); err != nil {
-		return nil, err
-	}
+	id := idOf(req)
 	if req.Seq != 0 {
-		s.applied.record(id)
+		fresh, err := s.applied.begin(id)
+		if err != nil {
+			return nil, err
+		}
+		if !fresh {
+			return &pspb.PushResponse{Duplicate: true}, nil
+		}
+	}
+	err = t.pushAs(keys, grads, &s.budget, false)
+	if req.Seq != 0 {
+		s.applied.end(id, err == nil)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return &pspb.PushResponse{}, nil
 }

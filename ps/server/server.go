@@ -279,10 +279,22 @@ func (s *Server) Push(ctx context.Context, req *pspb.PushRequest) (*pspb.PushRes
 			return nil, status.Errorf(codes.InvalidArgument, "table %s has dim %d: %d keys need %d gradient values, got %d; nothing applied",
 				req.Table, t.dim, len(keys), len(keys)*t.dim, len(grads))
 		}
-		id := pushID{worker: req.Worker, seq: req.Seq, origin: req.Origin}
-		if req.Seq != 0 && s.applied.seen(id) {
-			return &pspb.PushResponse{Duplicate: true}, nil
+		id := idOf(req)
+		if req.Seq != 0 {
+			fresh, err := s.applied.begin(id)
+			if err != nil {
+				return nil, err
+			}
+			if !fresh {
+				return &pspb.PushResponse{Duplicate: true}, nil
+			}
 		}
+		applied := false
+		defer func() {
+			if req.Seq != 0 {
+				s.applied.end(id, applied)
+			}
+		}()
 		// The backups first: a push this server applied is one they have.
 		if t.spec.Rows == 0 && s.cfg.Replicas > 0 {
 			if b, err := s.replicate(ctx, ring, req, keys, grads, t.dim); err != nil {
@@ -293,9 +305,7 @@ func (s *Server) Push(ctx context.Context, req *pspb.PushRequest) (*pspb.PushRes
 		if err := t.push(keys, grads, &s.budget); err != nil {
 			return nil, err
 		}
-		if req.Seq != 0 {
-			s.applied.record(id)
-		}
+		applied = true
 		return &pspb.PushResponse{}, nil
 	}()
 	if down >= 0 {
