@@ -29,6 +29,9 @@ UCX_LOG_LEVEL=fatal UCX_TLS=sm go test -run '^$' -bench 'AllReduceUCX' -benchtim
 section "parameter server: pull/push keys/s through 1, 2 and 4 servers vs the raw gRPC round trip of the same bytes"
 go test -run '^$' -bench 'PullPush' -benchtime 20x ./ps/client
 
+section "parameter server: push throughput with 0, 1 and 2 backups; time from a server's loss to the first push after failover"
+go test -run '^$' -bench 'Replication|Recovery' -benchtime 5x ./ps/client
+
 section "parameter server: staleness vs convergence (examples/sparse-lr, 2 workers, 2 servers)"
 go build -o bin/sparse-lr ./examples/sparse-lr
 for s in 0 1 4 asp; do
