@@ -15,7 +15,7 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-go test-python test-hadoop run bench lint proto proto-check clean deps
+.PHONY: help build test test-go test-python test-hadoop run bench chaos lint proto proto-check clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -50,6 +50,9 @@ test-python:
 
 bench: deps build ## feed, collectives, HDFS and standalone benchmarks, each beside its baseline
 	@scripts/bench.sh
+
+chaos: deps ## kill training ranks, executors, parameter servers and drivers of real jobs at random; report recoveries (docs/reliability.md)
+	SPINDLE_CHAOS=1 $(GO) test -count=1 -v -timeout 30m -run TestChaos ./internal/chaos
 
 lint: ## gofmt, go vet, and staticcheck when it can be installed
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -1,0 +1,356 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var spindleBin, logregBin, sparseLRBin, datagenBin string
+
+func TestMain(m *testing.M) {
+	if os.Getenv("SPINDLE_CHAOS") != "1" {
+		fmt.Println("chaos harness skipped: set SPINDLE_CHAOS=1 (make chaos)")
+		os.Exit(0)
+	}
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	dir, err := os.MkdirTemp("", "spindle-chaos-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for _, b := range []struct {
+		out *string
+		pkg string
+	}{{&spindleBin, "./cmd/spindle"}, {&logregBin, "./examples/logreg"}, {&sparseLRBin, "./examples/sparse-lr"}, {&datagenBin, "./examples/datagen"}} {
+		*b.out = filepath.Join(dir, filepath.Base(b.pkg))
+		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// deadline is a run's hard limit: a run still going then is a hang.
+const deadline = 2 * time.Minute
+
+// fault is one kind of kill and the job it is tried on.
+type fault struct {
+	name string
+	// args are spindle's arguments for a job in dir over data.
+	args func(dir, data string) []string
+	// victims lists the candidate processes once the job runs; want is
+	// how many make the job "running".
+	victims func(run *exec.Cmd) []int
+	want    int
+	// recovers says the job must end with exit 0; otherwise it must
+	// fail, naming what went, and leave nothing behind.
+	recovers bool
+	// check looks at a recovered job's output: its model must be as good
+	// as an undisturbed run's.
+	check func(stdout string) error
+}
+
+var (
+	logregFinal = regexp.MustCompile(`final rank=\d+ epochs=\d+ loss=\S+ accuracy=(\S+)`)
+	sparseLine  = regexp.MustCompile(`sparse-lr: auc (\S+) \(known model (\S+)\)`)
+)
+
+func logregGood(stdout string) error {
+	m := logregFinal.FindAllStringSubmatch(stdout, -1)
+	if len(m) != 2 {
+		return fmt.Errorf("%d ranks reported a final model, want 2", len(m))
+	}
+	for _, r := range m {
+		// The data's Bayes accuracy is about 0.84; an undisturbed run ends at 0.83 to 0.84.
+		if acc, _ := strconv.ParseFloat(r[1], 64); acc < 0.8 {
+			return fmt.Errorf("final accuracy %s, an undisturbed run reaches 0.83", r[1])
+		}
+	}
+	return nil
+}
+
+func sparseGood(stdout string) error {
+	m := sparseLine.FindStringSubmatch(stdout)
+	if m == nil {
+		return fmt.Errorf("no result line")
+	}
+	a, _ := strconv.ParseFloat(m[1], 64)
+	k, _ := strconv.ParseFloat(m[2], 64)
+	if math.Abs(a-k) > 0.01 {
+		return fmt.Errorf("AUC %.4f, not within 0.01 of the known model's %.4f", a, k)
+	}
+	return nil
+}
+
+func faults() []fault {
+	restart := []string{"--conf", "spindle.failure.policy=restart", "--conf", "spindle.failure.maxRestarts=2"}
+	logreg := func(dir, data string) []string {
+		return append(append([]string{"submit", "--master", "local[2]", "--conf", "spindle.log.level=warn",
+			"--input", data + "/*.parquet", "--label-column", "label", "--feed", "tensor", "--batch-rows", "256",
+			"--epochs", "12", "--checkpoint-dir", filepath.Join(dir, "ckpt")}, restart...), "--", logregBin, "--lr", "0.5")
+	}
+	sparse := func(extra ...string) func(dir, data string) []string {
+		return func(dir, data string) []string {
+			args := []string{"submit", "--master", "local[2]", "--conf", "spindle.log.level=warn", "--checkpoint-dir", filepath.Join(dir, "ckpt")}
+			args = append(args, extra...)
+			return append(args, "--", sparseLRBin, "--rows", "200000")
+		}
+	}
+	return []fault{
+		{name: "training rank", args: logreg, want: 2, recovers: true, check: logregGood,
+			victims: func(*exec.Cmd) []int { return pids(logregBin) }},
+		{name: "executor", args: logreg, want: 2, recovers: true, check: logregGood,
+			victims: func(*exec.Cmd) []int { return pids(spindleBin, "executor") }},
+		{name: "parameter server", args: sparse("--num-ps", "3"), want: 3, recovers: true, check: sparseGood,
+			victims: func(*exec.Cmd) []int { return pids(spindleBin, "ps", "serve") }},
+		{name: "parameter-server worker", want: 2, recovers: true, check: sparseGood,
+			args: func(dir, data string) []string {
+				a := sparse(append([]string{"--num-ps", "2"}, restart...)...)(dir, data)
+				return append(a, "--checkpoint-every", "40")
+			},
+			victims: func(*exec.Cmd) []int { return pids(sparseLRBin) }},
+		{name: "driver", args: logreg, want: 1, recovers: false,
+			victims: func(run *exec.Cmd) []int { return []int{run.Process.Pid} }},
+	}
+}
+
+// pids lists the processes whose command line starts with args.
+func pids(args ...string) []int {
+	want := []byte(strings.Join(args, "\x00"))
+	files, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var out []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || !bytes.HasPrefix(b, want) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil {
+			out = append(out, pid)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// leftovers lists the job processes still alive: training programs,
+// executors, parameter servers.
+func leftovers() []int {
+	return slices.Concat(pids(logregBin), pids(sparseLRBin), pids(spindleBin, "executor"), pids(spindleBin, "ps", "serve"))
+}
+
+// outcome is one run.
+type outcome struct {
+	fault     string
+	killed    string
+	recovered bool          // the job ended as its policy promises
+	named     bool          // a failure named what went
+	hang      bool          // past the deadline
+	left      int           // processes left behind
+	recovery  time.Duration // kill to the victims' role running again; 0 when not measured
+	problem   string
+}
+
+func TestChaos(t *testing.T) {
+	runs := 3
+	if v, err := strconv.Atoi(os.Getenv("SPINDLE_CHAOS_RUNS")); err == nil && v > 0 {
+		runs = v
+	}
+	seed := uint64(time.Now().UnixNano())
+	if v, err := strconv.ParseUint(os.Getenv("SPINDLE_CHAOS_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	t.Logf("seed %d (SPINDLE_CHAOS_SEED replays it), %d runs per fault", seed, runs)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	data := t.TempDir()
+	if out, err := exec.Command(datagenBin, "--out", data, "--rows", "400000", "--features", "16", "--files", "4",
+		"--format", "parquet", "--seed", "7").CombinedOutput(); err != nil {
+		t.Fatalf("datagen: %v\n%s", err, out)
+	}
+	var all []outcome
+	for _, f := range faults() {
+		for i := range runs {
+			o := runOne(t, f, data, rng)
+			t.Logf("%-24s run %d: killed %s; recovered=%v named=%v hang=%v left=%d recovery=%s %s",
+				f.name, i+1, o.killed, o.recovered, o.named, o.hang, o.left, o.recovery.Round(time.Millisecond), o.problem)
+			all = append(all, o)
+		}
+	}
+	report := summarize(all)
+	t.Log("\n" + report)
+	if path := os.Getenv("SPINDLE_CHAOS_REPORT"); path != "" {
+		os.WriteFile(path, []byte(report), 0o644)
+	}
+	for _, o := range all {
+		if o.hang || o.left > 0 || (!o.recovered && !o.named) || o.problem != "" {
+			t.Errorf("%s: killed %s: %s (hang=%v left=%d)", o.fault, o.killed, o.problem, o.hang, o.left)
+		}
+	}
+}
+
+func runOne(t *testing.T, f fault, data string, rng *rand.Rand) outcome {
+	o := outcome{fault: f.name}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, spindleBin, f.args(dir, data)...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	// Wait for the job to run, then kill one victim after a random delay.
+	var victims []int
+	for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(20 * time.Millisecond) {
+		if victims = f.victims(cmd); len(victims) >= f.want {
+			break
+		}
+	}
+	var killedAt time.Time
+	if len(victims) >= f.want {
+		time.Sleep(time.Duration(200+rng.IntN(1000)) * time.Millisecond)
+		if victims = f.victims(cmd); len(victims) > 0 {
+			v := victims[rng.IntN(len(victims))]
+			o.killed = fmt.Sprintf("%s pid %d", f.name, v)
+			syscall.Kill(v, syscall.SIGKILL)
+			killedAt = time.Now()
+		}
+	}
+	if o.killed == "" {
+		o.problem = "the job ended before a victim could be killed"
+	}
+	// Recovery: the victims' role running again, every one a new process.
+	if f.recovers && !killedAt.IsZero() {
+		before := victims
+		for time.Since(killedAt) < 30*time.Second {
+			now := f.victims(cmd)
+			fresh := 0
+			for _, p := range now {
+				if !slices.Contains(before, p) {
+					fresh++
+				}
+			}
+			if f.name == "parameter server" {
+				// Servers are not replaced: the survivors serve on.
+				if len(now) == f.want-1 {
+					break
+				}
+			} else if fresh >= f.want || (len(now) >= f.want && fresh >= 1 && f.name == "executor") {
+				o.recovery = time.Since(killedAt)
+				break
+			}
+			select {
+			case err := <-done:
+				done <- err
+				goto ended
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+ended:
+	select {
+	case <-done:
+	case <-ctx.Done():
+		o.hang = true
+		<-done
+	}
+	code := cmd.ProcessState.ExitCode()
+	switch {
+	case f.recovers:
+		o.recovered = code == 0
+		if !o.recovered {
+			o.problem = fmt.Sprintf("exit %d; stderr: %s", code, lastLines(stderr.String(), 6))
+		} else if err := f.check(stdout.String()); err != nil {
+			o.problem = err.Error()
+		}
+	default:
+		// A killed driver: its executors fence themselves.
+		o.named = true
+	}
+	if code != 0 && f.recovers && regexp.MustCompile(`failed: \S+ \d+ \(rank \d+`).MatchString(stderr.String()) {
+		o.named = true
+	}
+	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(100 * time.Millisecond) {
+		if o.left = len(leftovers()); o.left == 0 {
+			break
+		}
+	}
+	if o.left > 0 {
+		for _, p := range leftovers() {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+	return o
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], " | ")
+}
+
+// summarize writes the report: per fault, runs, recoveries, named
+// failures, hangs, leftovers, and recovery p50/p95.
+func summarize(all []outcome) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| fault killed (SIGKILL) | runs | recovered | failed, named | hangs | processes left | recovery p50 | recovery p95 |\n|---|---|---|---|---|---|---|---|\n")
+	var order []string
+	by := map[string][]outcome{}
+	for _, o := range all {
+		if _, ok := by[o.fault]; !ok {
+			order = append(order, o.fault)
+		}
+		by[o.fault] = append(by[o.fault], o)
+	}
+	for _, name := range order {
+		os := by[name]
+		var rec, named, hangs, left int
+		var times []time.Duration
+		for _, o := range os {
+			if o.recovered {
+				rec++
+			}
+			if o.named && !o.recovered {
+				named++
+			}
+			if o.hang {
+				hangs++
+			}
+			left += o.left
+			if o.recovery > 0 {
+				times = append(times, o.recovery)
+			}
+		}
+		p50, p95 := "–", "–"
+		if len(times) > 0 {
+			sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+			p50 = times[len(times)/2].Round(10 * time.Millisecond).String()
+			p95 = times[min(len(times)-1, int(math.Ceil(0.95*float64(len(times))))-1)].Round(10 * time.Millisecond).String()
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %s | %s |\n", name, len(os), rec, named, hangs, left, p50, p95)
+	}
+	return b.String()
+}

@@ -1,0 +1,13 @@
+// Package chaos is Spindle's chaos harness: it runs real jobs on this
+// machine (local mode, loopback only) and kills one of their processes at
+// a random moment — a training rank, an executor, a parameter server, the
+// driver — then checks that the job recovered as its failure policy
+// promises (or failed naming what went), that its model is as good as an
+// undisturbed run's, that no process was left behind, and that nothing
+// hung past a hard deadline. It reports runs, faults by kind, recoveries,
+// named failures, hangs and the recovery times.
+//
+// It runs only when SPINDLE_CHAOS=1 (make chaos): it takes minutes, and
+// its figures go to docs/reliability.md. SPINDLE_CHAOS_RUNS sets the runs
+// per fault (3) and SPINDLE_CHAOS_SEED the seed of the random choices.
+package chaos
