@@ -520,3 +520,18 @@ func TestBarrier(t *testing.T) {
 		t.Fatalf("barrier: %v", err)
 	}
 }
+
+// A dense table too large for the server's memory is refused, naming the
+// server's tables, and the memory it reserved is given back.
+func TestDenseTableTooLarge(t *testing.T) {
+	c := startCluster(t, clusterOpts{servers: 1, workers: 1, memory: 1 << 20})
+	cl := c.client(t, 0)
+	ctx := ctx(t)
+	err := cl.Declare(ctx, &ps.TableSpec{Name: "huge", Dim: 64, Rows: 1 << 16})
+	if st, _ := status.FromError(errors.Unwrap(err)); st.Code() != codes.ResourceExhausted {
+		t.Fatalf("a 16 MiB dense table on a 1 MiB server: %v", err)
+	}
+	if err := cl.Declare(ctx, &ps.TableSpec{Name: "small", Dim: 4, Rows: 100}); err != nil {
+		t.Fatalf("a small table after the refused one: %v", err)
+	}
+}

@@ -158,16 +158,22 @@ func (s *Server) DeclareTable(_ context.Context, req *pspb.DeclareTableRequest) 
 	if err := ps.Normalize(spec); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t, ok := s.tables[spec.Name]; ok {
+	same := func(t *table) (*pspb.DeclareTableResponse, error) {
 		if !proto.Equal(t.spec, spec) {
 			return nil, status.Errorf(codes.AlreadyExists, "table %s is declared already with another spec (%v; this one: %v): every worker must declare it alike",
 				spec.Name, t.spec, spec)
 		}
 		return &pspb.DeclareTableResponse{}, nil
 	}
-	t := newTable(spec)
+	s.mu.RLock()
+	t, ok := s.tables[spec.Name]
+	s.mu.RUnlock()
+	if ok {
+		return same(t)
+	}
+	// Built outside the lock: a dense table's rows take memory, and the
+	// error of a spent budget reads the tables.
+	t = newTable(spec)
 	if spec.Rows > 0 {
 		// A dense table has all its rows from the start.
 		var mine []uint64
@@ -177,8 +183,15 @@ func (s *Server) DeclareTable(_ context.Context, req *pspb.DeclareTableRequest) 
 			}
 		}
 		if err := t.ensure(mine, &s.budget); err != nil {
+			s.budget.give(int64(t.keys.Load()) * t.rowBytes())
 			return nil, err
 		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if other, ok := s.tables[spec.Name]; ok { // declared meanwhile by another worker
+		s.budget.give(int64(t.keys.Load()) * t.rowBytes())
+		return same(other)
 	}
 	s.tables[spec.Name] = t
 	s.log.Info("table declared", "table", spec.Name, "dim", spec.Dim, "optimizer", spec.Optimizer.Kind, "dense_rows", spec.Rows)
