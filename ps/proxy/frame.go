@@ -20,6 +20,8 @@ const (
 	opClock   byte = 4 // nothing → int64 steps finished
 	opStats   byte = 5 // nothing → JSON statistics
 	opLeave   byte = 6 // nothing → nothing
+	opBarrier byte = 7 // nothing → nothing
+	opExport  byte = 8 // name, URI (to the end) → uint64 rows written
 )
 
 // Reply statuses.

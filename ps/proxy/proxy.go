@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/client"
 	"github.com/spindle-ml/spindle/ps/pspb"
@@ -189,8 +190,48 @@ func (p *Proxy) handle(ctx context.Context, op byte, body []byte) ([][]byte, err
 		return p.stats(ctx)
 	case opLeave:
 		return nil, p.Leave(ctx)
+	case opBarrier:
+		return nil, p.barrier(ctx)
+	case opExport:
+		return p.export(ctx, body)
 	}
-	return nil, fmt.Errorf("ps proxy: unknown op %d (want 1 to 6: declare, pull, push, clock, stats, leave)", op)
+	return nil, fmt.Errorf("ps proxy: unknown op %d (want 1 to 8: declare, pull, push, clock, stats, leave, barrier, export)", op)
+}
+
+func (p *Proxy) barrier(ctx context.Context) error {
+	c, err := p.session()
+	if err != nil {
+		return err
+	}
+	return c.Barrier(ctx)
+}
+
+// export writes a table to one Parquet file at a URI (a path or
+// hdfs://), with the Hadoop settings of the executor's environment.
+func (p *Proxy) export(ctx context.Context, body []byte) ([][]byte, error) {
+	r := reader{b: body}
+	table := r.name()
+	uri := string(r.rest())
+	if r.err != nil {
+		return nil, fmt.Errorf("export: %w", r.err)
+	}
+	if uri == "" {
+		return nil, fmt.Errorf("export table %s: no file to write", table)
+	}
+	if _, err := p.dim(table); err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	c, err := p.session()
+	if err != nil {
+		return nil, err
+	}
+	files := fsys.NewResolver(fsys.Options{})
+	defer files.Close()
+	rows, err := c.ExportParquet(ctx, table, uri, files)
+	if err != nil {
+		return nil, err
+	}
+	return [][]byte{binary.LittleEndian.AppendUint64(nil, uint64(rows))}, nil
 }
 
 // session returns the client, making it on first use.
@@ -352,7 +393,8 @@ func (p *Proxy) stats(ctx context.Context) ([][]byte, error) {
 	}
 	out := Stats{Worker: c.Worker(), Clock: c.Steps(), Servers: make([]ServerStats, len(per))}
 	for i, s := range per {
-		ss := ServerStats{Server: int(s.GetServer()), Clocks: s.GetClocks(), Tables: []TableStats{}}
+		// (nil for a server out of the ring)
+		ss := ServerStats{Server: i, Clocks: s.GetClocks(), Tables: []TableStats{}}
 		for _, t := range s.GetTables() {
 			ss.Tables = append(ss.Tables, TableStats{Name: t.Name, Keys: t.Keys, Bytes: t.Bytes, Pushes: t.Pushes, Pulls: t.Pulls})
 		}

@@ -244,6 +244,14 @@ func TestDeclarePullPushClockStats(t *testing.T) {
 		t.Fatalf("servers hold %d keys, want %d", total, len(keys))
 	}
 
+	// The only worker is never behind itself: the barrier returns.
+	cl.ok(opBarrier)
+	// Export writes every row once (by its owner).
+	out := filepath.Join(t.TempDir(), "emb.parquet")
+	if got := binary.LittleEndian.Uint64(cl.ok(opExport, name("emb"), []byte(out))); got != uint64(len(keys)) {
+		t.Fatalf("export wrote %d rows, want %d", got, len(keys))
+	}
+
 	// A second connection of the same process shares the session.
 	other := dial(t, p)
 	if got := other.pullRows("emb", keys[:3], 4); got[0] != -0.5*grads[0] {

@@ -49,9 +49,10 @@ INITIALIZERS = ("zeros", "uniform", "normal")
 #: The longest request the proxy reads; split larger pushes.
 MAX_REQUEST_BYTES = 1 << 30
 
-_DECLARE, _PULL, _PUSH, _CLOCK, _STATS, _LEAVE = 1, 2, 3, 4, 5, 6
+_DECLARE, _PULL, _PUSH, _CLOCK, _STATS, _LEAVE, _BARRIER, _EXPORT = 1, 2, 3, 4, 5, 6, 7, 8
 _OK = 0
-_OP_NAMES = {_DECLARE: "declare", _PULL: "pull", _PUSH: "push", _CLOCK: "clock", _STATS: "stats", _LEAVE: "leave"}
+_OP_NAMES = {_DECLARE: "declare", _PULL: "pull", _PUSH: "push", _CLOCK: "clock", _STATS: "stats", _LEAVE: "leave",
+             _BARRIER: "barrier", _EXPORT: "export"}
 
 # Optimizer hyper-parameters declare takes besides lr; 0 leaves the
 # servers' default.
@@ -257,6 +258,19 @@ class Client:
         """End this worker's step (after its pushes) and return the number of steps it has finished."""
         (self.steps,) = struct.unpack("<q", self._call(_CLOCK))
         return self.steps
+
+    def barrier(self):
+        """Wait until every worker still in the job has finished as many steps as this one (any consistency model)."""
+        self._call(_BARRIER)
+
+    def export(self, table, uri):
+        """Write every row of table to one Parquet file at uri (a path or hdfs://) and return the rows written.
+
+        Columns: key (uint64) and value (fixed-size list of float32); the
+        file appears whole or not at all.
+        """
+        (rows,) = struct.unpack("<Q", self._call(_EXPORT, _name_bytes(table), str(uri).encode("utf-8")))
+        return rows
 
     def stats(self):
         """Return what the servers hold: {"worker", "clock", "servers": [{"server", "tables", "clocks"}]}.

@@ -134,6 +134,20 @@ class ClientTest(unittest.TestCase):
         self.assertIn("t", names)
         self.assertGreater(sum(t["keys"] for s in st["servers"] for t in s["tables"] if t["name"] == "t"), 0)
 
+    def test_export(self):
+        import tempfile
+        self.ps.declare("ex", 2, optimizer="sgd", lr=1.0)
+        self.ps.push("ex", np.arange(50, dtype=np.uint64), np.ones((50, 2), dtype=np.float32))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ex.parquet")
+            self.assertEqual(self.ps.export("ex", path), 50)
+            with open(path, "rb") as f:
+                data = f.read()
+            self.assertEqual(data[:4], b"PAR1")
+            self.assertEqual(data[-4:], b"PAR1")
+        with self.assertRaisesRegex(ps.PSError, "declare it first"):
+            self.ps.export("never-declared", "/tmp/x.parquet")
+
     def test_forked_child_must_connect_anew(self):
         pid = os.fork()
         if pid == 0:
