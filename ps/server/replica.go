@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"slices"
@@ -212,13 +213,9 @@ func (s *Server) Replicate(_ context.Context, req *pspb.PushRequest) (*pspb.Push
 	if v := s.ring.Load().Version(); req.RingVersion != v {
 		return nil, status.Errorf(codes.FailedPrecondition, "%s: primary ring version %d, backup %d holds version %d", errStaleRing, req.RingVersion, s.cfg.Index, v)
 	}
-	keys, err := ps.BytesKeys(req.Keys)
+	keys, grads, err := decodePush(req)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
-	}
-	grads, err := ps.BytesFloats(req.Grads)
-	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
+		return nil, err
 	}
 	t, err := s.table(req.Table)
 	if err != nil {
@@ -281,7 +278,7 @@ func (s *Server) Install(_ context.Context, req *pspb.InstallRequest) (*pspb.Ins
 		sh := &t.shards[shardOf(k)]
 		sh.mu.Lock()
 		copy(t.rowAt(sh, rowsAt[j]), rows[j*t.stride:(j+1)*t.stride])
-		sh.steps[rowsAt[j]] = int32(uint32(req.Steps[j*4]) | uint32(req.Steps[j*4+1])<<8 | uint32(req.Steps[j*4+2])<<16 | uint32(req.Steps[j*4+3])<<24)
+		sh.steps[rowsAt[j]] = int32(binary.LittleEndian.Uint32(req.Steps[j*4:]))
 		sh.mu.Unlock()
 	}
 	return &pspb.InstallResponse{}, nil
@@ -454,10 +451,9 @@ func (s *Server) reReplicate(ctx context.Context, old, next *ps.Ring) (int, erro
 						bt = &batch{}
 						out[b] = bt
 					}
-					st := uint32(sc.steps[j])
 					bt.keys = append(bt.keys, k)
 					bt.rows = append(bt.rows, sc.data[j*t.stride:(j+1)*t.stride]...)
-					bt.steps = append(bt.steps, byte(st), byte(st>>8), byte(st>>16), byte(st>>24))
+					bt.steps = binary.LittleEndian.AppendUint32(bt.steps, uint32(sc.steps[j]))
 				}
 			}
 		}

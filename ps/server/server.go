@@ -201,11 +201,9 @@ func (s *Server) DeclareTable(_ context.Context, req *pspb.DeclareTableRequest) 
 // lookup returns the table a request names and checks its routing: the
 // ring version and that this server owns every key on ring.
 func (s *Server) lookup(name string, version uint64, keys []uint64, ring *ps.Ring) (*table, error) {
-	s.mu.RLock()
-	t, ok := s.tables[name]
-	s.mu.RUnlock()
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "ps %d: no table %q: declare it first", s.cfg.Index, name)
+	t, err := s.table(name)
+	if err != nil {
+		return nil, err
 	}
 	if v := ring.Version(); version != v {
 		return nil, status.Errorf(codes.FailedPrecondition, "%s: client ring version %d, server %d holds version %d", errStaleRing, version, s.cfg.Index, v)
@@ -226,6 +224,29 @@ func (s *Server) lookup(name string, version uint64, keys []uint64, ring *ps.Rin
 		}
 	}
 	return t, nil
+}
+
+// waitCode is the status of a consistency wait that failed: the worker's
+// own call ended, or the wait timed out.
+func waitCode(err error) codes.Code {
+	if errors.Is(err, errWaitTimeout) {
+		return codes.DeadlineExceeded
+	}
+	return codes.Canceled
+}
+
+// decodePush reads a push's keys and gradients (a worker's, or a
+// primary's forward).
+func decodePush(req *pspb.PushRequest) ([]uint64, []float32, error) {
+	keys, err := ps.BytesKeys(req.Keys)
+	if err != nil {
+		return nil, nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
+	}
+	grads, err := ps.BytesFloats(req.Grads)
+	if err != nil {
+		return nil, nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
+	}
+	return keys, grads, nil
 }
 
 // errStaleRing starts the message of a request routed by another ring;
@@ -253,11 +274,7 @@ func (s *Server) Pull(ctx context.Context, req *pspb.PullRequest) (*pspb.PullRes
 		return nil, err
 	}
 	if err := s.clocks.wait(ctx, int(req.Worker), req.Clock, s.cfg.WaitTimeout); err != nil {
-		code := codes.Canceled
-		if errors.Is(err, errWaitTimeout) {
-			code = codes.DeadlineExceeded
-		}
-		return nil, status.Errorf(code, "ps %d: %v", s.cfg.Index, err)
+		return nil, status.Errorf(waitCode(err), "ps %d: %v", s.cfg.Index, err)
 	}
 	out := make([]float32, len(keys)*t.dim)
 	if err := t.pull(keys, out, &s.budget); err != nil {
@@ -271,13 +288,9 @@ func (s *Server) Push(ctx context.Context, req *pspb.PushRequest) (*pspb.PushRes
 	if err := s.worker(req.Worker); err != nil {
 		return nil, err
 	}
-	keys, err := ps.BytesKeys(req.Keys)
+	keys, grads, err := decodePush(req)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
-	}
-	grads, err := ps.BytesFloats(req.Grads)
-	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
+		return nil, err
 	}
 	var down = -1 // a backup that did not answer
 	resp, err := func() (*pspb.PushResponse, error) {
@@ -349,11 +362,7 @@ func (s *Server) Barrier(ctx context.Context, req *pspb.ClockRequest) (*pspb.Clo
 		return nil, err
 	}
 	if err := s.clocks.waitAll(ctx, req.Clock, s.cfg.WaitTimeout); err != nil {
-		code := codes.Canceled
-		if errors.Is(err, errWaitTimeout) {
-			code = codes.DeadlineExceeded
-		}
-		return nil, status.Errorf(code, "ps %d: barrier of worker %d: %v", s.cfg.Index, req.Worker, err)
+		return nil, status.Errorf(waitCode(err), "ps %d: barrier of worker %d: %v", s.cfg.Index, req.Worker, err)
 	}
 	return &pspb.ClockResponse{}, nil
 }
