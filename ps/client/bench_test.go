@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -74,8 +73,8 @@ func BenchmarkPullPush(b *testing.B) {
 }
 
 func benchPullPush(b *testing.B, servers, batch, dim int) {
-	c := startClusterB(b, servers)
-	cl, err := New(Config{Servers: c.addrs, Token: token, Logger: quiet()})
+	c := startCluster(b, clusterOpts{servers: servers, workers: 1, staleness: ps.Async})
+	cl, err := New(Config{Servers: c.Addrs, Token: token, Logger: quiet()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -166,52 +165,13 @@ func rawRound(b *testing.B, stubs []pspb.ParameterServerClient, parts []part, di
 	}
 }
 
-// startClusterB is startCluster for benchmarks.
-func startClusterB(b *testing.B, n int) *cluster { return startClusterR(b, n, 0) }
-
-// startClusterR starts n servers keeping replicas backups of every row;
-// stops[i] cuts server i off at once.
-func startClusterR(b *testing.B, n, replicas int) *cluster {
-	c := &cluster{}
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		lns = append(lns, ln)
-		c.addrs = append(c.addrs, ln.Addr().String())
-	}
-	ring, _ := ps.NewRing(1, c.addrs, 0)
-	creds, _ := peercred.New(token, ps.Purpose)
-	var wg sync.WaitGroup
-	for i, ln := range lns {
-		s, err := server.New(server.Config{Index: i, Ring: ring, Workers: 1, Staleness: ps.Async, Replicas: replicas, PeerCreds: creds, Logger: quiet()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		kl := &killableListener{Listener: ln}
-		c.stops = append(c.stops, func() { kl.kill(); cancel() })
-		wg.Add(1)
-		go func() { defer wg.Done(); s.Serve(ctx, kl, creds) }()
-	}
-	b.Cleanup(func() {
-		for _, stop := range c.stops {
-			stop()
-		}
-		wg.Wait()
-	})
-	return c
-}
-
 // BenchmarkReplication measures pushes of 16k keys (dim 8) through 3
 // servers keeping 0, 1 and 2 backups of every row: what a replica costs.
 func BenchmarkReplication(b *testing.B) {
 	for _, replicas := range []int{0, 1, 2} {
 		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
-			c := startClusterR(b, 3, replicas)
-			cl, err := New(Config{Servers: c.addrs, Token: token, Logger: quiet()})
+			c := startCluster(b, clusterOpts{servers: 3, workers: 1, staleness: ps.Async, replicas: replicas})
+			cl, err := New(Config{Servers: c.Addrs, Token: token, Logger: quiet()})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -245,8 +205,8 @@ func BenchmarkReplication(b *testing.B) {
 func BenchmarkRecovery(b *testing.B) {
 	var total time.Duration
 	for range b.N {
-		c := startClusterR(b, 3, 1)
-		cl, err := New(Config{Servers: c.addrs, Token: token, Logger: quiet()})
+		c := startCluster(b, clusterOpts{servers: 3, workers: 1, staleness: ps.Async, replicas: 1})
+		cl, err := New(Config{Servers: c.Addrs, Token: token, Logger: quiet()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -266,7 +226,7 @@ func BenchmarkRecovery(b *testing.B) {
 			}
 		}
 		cut := time.Now()
-		c.stops[1]()
+		c.Kill(1)
 		if err := cl.Push(ctx, "emb", keys, grads); err != nil {
 			b.Fatal(err)
 		}

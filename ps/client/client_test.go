@@ -4,65 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/spindle-ml/spindle/internal/peercred"
 	"github.com/spindle-ml/spindle/ps"
+	"github.com/spindle-ml/spindle/ps/internal/pstest"
 	"github.com/spindle-ml/spindle/ps/pspb"
-	"github.com/spindle-ml/spindle/ps/server"
 )
 
 const token = "0123456789abcdef0123456789abcdef"
 
-type cluster struct {
-	addrs   []string
-	servers []*server.Server
-	stops   []func() // stop server i at once, as a killed one: its port and connections close
-}
-
-// killableListener remembers the connections it accepted, so that a test
-// can drop them all at once, as a killed process's kernel does.
-type killableListener struct {
-	net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	dead  bool
-}
-
-func (l *killableListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.dead {
-		c.Close()
-		return nil, net.ErrClosed
-	}
-	l.conns = append(l.conns, c)
-	return c, nil
-}
-
-func (l *killableListener) kill() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.dead = true
-	l.Listener.Close()
-	for _, c := range l.conns {
-		c.Close()
-	}
-}
+// cluster is a set of real servers on loopback (ps/internal/pstest).
+type cluster struct{ *pstest.Cluster }
 
 type clusterOpts struct {
 	servers, workers int
@@ -73,56 +32,19 @@ type clusterOpts struct {
 	replicas         int
 }
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quiet() *slog.Logger { return pstest.Quiet() }
 
 // startCluster runs real servers on loopback, each behind the peer-token
 // handshake, until the test ends.
-func startCluster(t *testing.T, o clusterOpts) *cluster {
-	t.Helper()
-	if o.ringVersion == 0 {
-		o.ringVersion = 1
-	}
-	c := &cluster{}
-	lns := make([]net.Listener, o.servers)
-	for i := range lns {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[i] = ln
-		c.addrs = append(c.addrs, ln.Addr().String())
-	}
-	ring, err := ps.NewRing(o.ringVersion, c.addrs, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, _ := peercred.New(token, ps.Purpose)
-	var wg sync.WaitGroup
-	for i, ln := range lns {
-		s, err := server.New(server.Config{Index: i, Ring: ring, Workers: o.workers, Staleness: o.staleness,
-			MemoryBytes: o.memory, WaitTimeout: o.waitTimeout, Replicas: o.replicas, PeerCreds: creds, Logger: quiet()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.servers = append(c.servers, s)
-		ctx, cancel := context.WithCancel(context.Background())
-		kl := &killableListener{Listener: ln}
-		c.stops = append(c.stops, func() { kl.kill(); cancel() })
-		wg.Add(1)
-		go func() { defer wg.Done(); s.Serve(ctx, kl, creds) }()
-	}
-	t.Cleanup(func() {
-		for _, stop := range c.stops {
-			stop()
-		}
-		wg.Wait()
-	})
-	return c
+func startCluster(tb testing.TB, o clusterOpts) *cluster {
+	tb.Helper()
+	return &cluster{pstest.Start(tb, pstest.Options{Servers: o.servers, Workers: o.workers, Token: token, Staleness: o.staleness,
+		MemoryBytes: o.memory, WaitTimeout: o.waitTimeout, RingVersion: o.ringVersion, Replicas: o.replicas})}
 }
 
 func (c *cluster) client(t *testing.T, worker int) *Client {
 	t.Helper()
-	cl, err := New(Config{Servers: c.addrs, Token: token, Worker: worker, Logger: quiet()})
+	cl, err := New(Config{Servers: c.Addrs, Token: token, Worker: worker, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +247,7 @@ func TestStaleRingRefreshed(t *testing.T) {
 // Calls without the job's peer token never reach a server.
 func TestUnauthenticatedRefused(t *testing.T) {
 	c := startCluster(t, clusterOpts{servers: 1, workers: 1})
-	cl, err := New(Config{Servers: c.addrs, Token: strings.Repeat("z", 32), Logger: quiet()})
+	cl, err := New(Config{Servers: c.Addrs, Token: strings.Repeat("z", 32), Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

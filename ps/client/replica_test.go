@@ -58,7 +58,7 @@ func TestServerLossLosesNoAcknowledgedPush(t *testing.T) {
 		}()
 	}
 	<-killed
-	c.stops[1]() // server 1 goes
+	c.Kill(1) // server 1 goes
 	for range clients {
 		if err := <-errs; err != nil {
 			t.Fatalf("training did not survive server 1's loss: %v", err)
@@ -84,7 +84,7 @@ func TestServerLossLosesNoAcknowledgedPush(t *testing.T) {
 			}
 		}
 	}
-	r1, _ := ps.NewRing(1, c.addrs, 0)
+	r1, _ := ps.NewRing(1, c.Addrs, 0)
 	bad := 0
 	for i := range got {
 		if got[i] != want[i] {

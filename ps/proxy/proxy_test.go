@@ -11,16 +11,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
-	"github.com/spindle-ml/spindle/internal/peercred"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/client"
-	"github.com/spindle-ml/spindle/ps/server"
+	"github.com/spindle-ml/spindle/ps/internal/pstest"
 )
 
 // Every goroutine a proxy starts is owned and waited for.
@@ -28,53 +26,23 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const token = "0123456789abcdef0123456789abcdef"
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quiet() *slog.Logger { return pstest.Quiet() }
 
-// cluster is real parameter servers on loopback, behind the peer-token
-// handshake, for workers workers.
-type cluster struct {
-	addrs []string
-}
+// cluster is real parameter servers on loopback (ps/internal/pstest),
+// behind the peer-token handshake, for workers workers.
+type cluster struct{ *pstest.Cluster }
 
 func startCluster(t testing.TB, servers, workers int, staleness ps.Staleness) *cluster {
 	t.Helper()
-	c := &cluster{}
-	lns := make([]net.Listener, servers)
-	for i := range lns {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[i] = ln
-		c.addrs = append(c.addrs, ln.Addr().String())
-	}
-	ring, err := ps.NewRing(1, c.addrs, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, err := peercred.New(token, ps.Purpose)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for i, ln := range lns {
-		s, err := server.New(server.Config{Index: i, Ring: ring, Workers: workers, Staleness: staleness,
-			WaitTimeout: 20 * time.Second, Logger: quiet()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() { _ = s.Serve(ctx, ln, creds) })
-	}
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	return c
+	return &cluster{pstest.Start(t, pstest.Options{Servers: servers, Workers: workers, Token: token, Staleness: staleness,
+		WaitTimeout: 20 * time.Second})}
 }
 
 // goClient is a Go client of the cluster, to look at the servers from
 // outside the proxy.
 func (c *cluster) goClient(t testing.TB, worker int) *client.Client {
 	t.Helper()
-	cl, err := client.New(client.Config{Servers: c.addrs, Token: token, Worker: worker, Logger: quiet()})
+	cl, err := client.New(client.Config{Servers: c.Addrs, Token: token, Worker: worker, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +60,7 @@ func startProxy(t testing.TB, c *cluster, worker int, tok string) *Proxy {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	p, err := New(Config{Path: filepath.Join(dir, "ps.sock"), Logger: quiet(), Connect: func() (*client.Client, error) {
-		return client.New(client.Config{Servers: c.addrs, Token: tok, Worker: worker, Logger: quiet()})
+		return client.New(client.Config{Servers: c.Addrs, Token: tok, Worker: worker, Logger: quiet()})
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +341,7 @@ func TestWrongTokenRefused(t *testing.T) {
 	}
 	defer os.RemoveAll(dir)
 	p, err := New(Config{Path: filepath.Join(dir, "ps.sock"), Logger: quiet(), Connect: func() (*client.Client, error) {
-		return client.New(client.Config{Servers: c.addrs, Token: strings.Repeat("z", 32), Logger: quiet()})
+		return client.New(client.Config{Servers: c.Addrs, Token: strings.Repeat("z", 32), Logger: quiet()})
 	}})
 	if err != nil {
 		t.Fatal(err)
