@@ -33,15 +33,7 @@ func TestBuiltinPSTrainsSparseLR(t *testing.T) {
 			if r.code != 0 {
 				t.Fatalf("job failed:\n%s", r)
 			}
-			m := sparseLRLine.FindStringSubmatch(r.stdout + r.stderr)
-			if m == nil {
-				t.Fatalf("no result line:\n%s", r)
-			}
-			trained, _ := strconv.ParseFloat(m[1], 64)
-			known, _ := strconv.ParseFloat(m[2], 64)
-			if math.Abs(trained-known) > 0.01 {
-				t.Errorf("trained AUC %.4f is not within 0.01 of the known model's %.4f", trained, known)
-			}
+			m := sparseLRResult(t, r, "")
 			// 2 workers × 200 steps, each push acknowledged by both servers.
 			if pushes, _ := strconv.Atoi(m[5]); pushes != 2*200*2 {
 				t.Errorf("servers applied %d pushes, want the %d acknowledged", pushes, 2*200*2)
@@ -62,6 +54,48 @@ func TestBuiltinPSTrainsSparseLR(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A job restarted after a worker's death (spindle.failure.policy restart)
+// resumes from the tables' latest checkpoint: the new servers load it,
+// the workers go on from its step, and the model ends as good as one
+// trained without the failure.
+func TestBuiltinPSRestartsFromCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	r := spindle(t, dir, submitArgs("--master", "local[2]", "--num-ps", "2",
+		"--checkpoint-dir", filepath.Join(dir, "ckpt"),
+		"--conf", "spindle.failure.policy=restart", "--conf", "spindle.failure.maxRestarts=1",
+		"--", sparseLRBin, "--rows", "200000", "--checkpoint-every", "50", "--die-at-step", "120")...)
+	if r.code != 0 {
+		t.Fatalf("job failed:\n%s", r)
+	}
+	for _, w := range []string{"0", "1"} {
+		if want := "sparse-lr: worker " + w + " resumes at step 100 from the tables' checkpoint"; !strings.Contains(r.stdout, want) {
+			t.Errorf("no line saying %q:\n%s", want, r)
+		}
+	}
+	m := sparseLRResult(t, r, "after the restart, ")
+	// Generation 1 applied only the 100 steps after the checkpoint: 2
+	// workers × 100 steps × 2 servers.
+	if pushes, _ := strconv.Atoi(m[5]); pushes != 2*100*2 {
+		t.Errorf("servers applied %d pushes after the restart, want %d", pushes, 2*100*2)
+	}
+}
+
+// sparseLRResult finds worker 0's result line and checks the trained AUC
+// is within 0.01 of the known model's (when names the moment checked).
+func sparseLRResult(t *testing.T, r result, when string) []string {
+	t.Helper()
+	m := sparseLRLine.FindStringSubmatch(r.stdout + r.stderr)
+	if m == nil {
+		t.Fatalf("no result line:\n%s", r)
+	}
+	trained, _ := strconv.ParseFloat(m[1], 64)
+	known, _ := strconv.ParseFloat(m[2], 64)
+	if math.Abs(trained-known) > 0.01 {
+		t.Errorf("%strained AUC %.4f is not within 0.01 of the known model's %.4f", when, trained, known)
+	}
+	return m
 }
 
 // A worker that dies under BSP does not leave the others waiting for its
@@ -134,15 +168,7 @@ func TestBuiltinPSServerKilled(t *testing.T) {
 	if !strings.Contains(r.stderr, "its keys moved to their backups") {
 		t.Errorf("the driver does not say what became of the killed server:\n%s", r)
 	}
-	m := sparseLRLine.FindStringSubmatch(r.stdout)
-	if m == nil {
-		t.Fatalf("no result line:\n%s", r)
-	}
-	trained, _ := strconv.ParseFloat(m[1], 64)
-	known, _ := strconv.ParseFloat(m[2], 64)
-	if math.Abs(trained-known) > 0.01 {
-		t.Errorf("after the kill, trained AUC %.4f is not within 0.01 of the known model's %.4f", trained, known)
-	}
+	sparseLRResult(t, r, "after the kill, ")
 }
 
 // serverPids lists the processes running this test's spindle binary as a
