@@ -47,6 +47,8 @@ test-hadoop: ## the YARN/HDFS tests against real Apache Hadoop (a mini cluster f
 
 test-python:
 	$(PYTHON) -m unittest discover -s python/tests
+	@# The feed's pyarrow path, with the test venv's pyarrow (make deps).
+	if [ -x $(SPINDLE_TEST_VENV)/bin/python ]; then cd python/tests && $(SPINDLE_TEST_VENV)/bin/python -m unittest test_arrow; fi
 
 bench: deps build ## feed, collectives, HDFS and standalone benchmarks, each beside its baseline
 	@scripts/bench.sh

@@ -53,10 +53,12 @@ fi
 # Python packages from PyPI that some tests need, in a venv made from
 # $python with --system-site-packages (so Debian's torch and numpy stay
 # visible), kept under the user's cache and reused: tensorflow-cpu for the
-# TensorFlow parameter-server job. A failed install leaves no venv behind,
+# TensorFlow parameter-server job, pyarrow for the Python feed's pyarrow
+# path (Debian's python3 has no pyarrow). A failed install leaves no venv behind,
 # and the tests that need it say they skip; it never fails the build.
 venv=${SPINDLE_TEST_VENV:-$HOME/.cache/spindle-test-venv}
 tf_spec=tensorflow-cpu==2.21.0
+pyarrow_spec=pyarrow==26.0.1
 # (Finding the module is enough to say it is there; importing it takes seconds.)
 if ! "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("tensorflow") is None)' >/dev/null 2>&1; then
   echo "installing $tf_spec into $venv (PyPI; about 600 MB, once)..."
@@ -69,5 +71,15 @@ if ! "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spe
   else
     echo "warning: could not install $tf_spec into $venv (see ${TMPDIR:-/tmp}/spindle-pip.log); the TensorFlow tests will skip" >&2
     if $fresh; then rm -rf "$venv"; fi
+  fi
+fi
+if [ -x "$venv/bin/python" ] &&
+   ! "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("pyarrow") is None)' >/dev/null 2>&1; then
+  echo "installing $pyarrow_spec into $venv (PyPI, once)..."
+  if "$venv/bin/python" -m pip install -q --disable-pip-version-check "$pyarrow_spec" >"${TMPDIR:-/tmp}/spindle-pip.log" 2>&1 &&
+     "$venv/bin/python" -c 'import pyarrow' >/dev/null 2>&1; then
+    echo "$pyarrow_spec ready in $venv"
+  else
+    echo "warning: could not install $pyarrow_spec into $venv (see ${TMPDIR:-/tmp}/spindle-pip.log); the pyarrow tests will skip" >&2
   fi
 fi

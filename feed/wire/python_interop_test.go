@@ -251,6 +251,25 @@ type pyResult struct {
 
 // pyPrerequisites skips the test when the interpreter or numpy is missing
 // and returns the directory holding the spindle package.
+// pyarrowInterpreter returns a Python that imports pyarrow: Debian's has
+// none, so the test venv's (make deps puts pyarrow there, beside Debian's
+// packages), else Debian's if pyarrow was installed there by hand.
+func pyarrowInterpreter(t *testing.T) string {
+	t.Helper()
+	venv := os.Getenv("SPINDLE_TEST_VENV")
+	if venv == "" {
+		home, _ := os.UserHomeDir()
+		venv = filepath.Join(home, ".cache", "spindle-test-venv")
+	}
+	for _, py := range []string{filepath.Join(venv, "bin", "python"), pyInterpreter} {
+		if exec.Command(py, "-c", "import pyarrow, numpy").Run() == nil {
+			return py
+		}
+	}
+	t.Skipf("no Python here imports pyarrow (make deps installs it into %s)", venv)
+	return ""
+}
+
 func pyPrerequisites(t *testing.T) string {
 	t.Helper()
 	if _, err := os.Stat(pyInterpreter); err != nil {
@@ -271,7 +290,7 @@ func pyPrerequisites(t *testing.T) string {
 
 // pyRun serves src in mode over a fresh socket, runs pyReadFeed with kind
 // against it, and returns what Python saw and what Run returned.
-func pyRun(t *testing.T, pkgDir string, mode Mode, src EpochSource, epochs int, kind string, env ...string) (pyResult, error) {
+func pyRun(t *testing.T, py, pkgDir string, mode Mode, src EpochSource, epochs int, kind string, env ...string) (pyResult, error) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "spy")
 	if err != nil {
@@ -288,7 +307,7 @@ func pyRun(t *testing.T, pkgDir string, mode Mode, src EpochSource, epochs int, 
 	var g errgroup.Group
 	g.Go(func() error { return srv.Run(ctx) })
 
-	cmd := exec.CommandContext(ctx, pyInterpreter, "-c", pyReadFeed, kind)
+	cmd := exec.CommandContext(ctx, py, "-c", pyReadFeed, kind)
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+pkgDir, "SPINDLE_FEED="+sock, "SPINDLE_FEED_MODE="+string(mode))
 	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
@@ -378,15 +397,12 @@ func TestPythonReadsArrowFeed(t *testing.T) {
 	pkgDir := pyPrerequisites(t)
 	for _, pyarrow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pyarrow=%t", pyarrow), func(t *testing.T) {
-			env := "SPINDLE_PYARROW=0"
+			py, env := pyInterpreter, "SPINDLE_PYARROW=0"
 			if pyarrow {
-				if err := exec.Command(pyInterpreter, "-c", "import pyarrow").Run(); err != nil {
-					t.Skip("pyarrow is not installed")
-				}
-				env = "SPINDLE_PYARROW=1"
+				py, env = pyarrowInterpreter(t), "SPINDLE_PYARROW=1"
 			}
 			src := newPySource(t, true, pyLayout)
-			res, err := pyRun(t, pkgDir, ModeArrow, src, len(pyLayout), "batches", env)
+			res, err := pyRun(t, py, pkgDir, ModeArrow, src, len(pyLayout), "batches", env)
 			if err != nil {
 				t.Fatalf("server: %v", err)
 			}
@@ -434,7 +450,7 @@ func TestPythonReadsArrowFeed(t *testing.T) {
 func TestPythonReadsTensorFeed(t *testing.T) {
 	pkgDir := pyPrerequisites(t)
 	src := newPySource(t, false, pyLayout)
-	res, err := pyRun(t, pkgDir, ModeTensor, src, len(pyLayout), "tensors")
+	res, err := pyRun(t, pyInterpreter, pkgDir, ModeTensor, src, len(pyLayout), "tensors")
 	if err != nil {
 		t.Fatalf("server: %v", err)
 	}
@@ -498,7 +514,7 @@ func TestPythonSeesCutStream(t *testing.T) {
 			if mode == ModeTensor {
 				kind = "tensors"
 			}
-			res, err := pyRun(t, pkgDir, mode, src, len(pyLayout), kind, "SPINDLE_PYARROW=0")
+			res, err := pyRun(t, pyInterpreter, pkgDir, mode, src, len(pyLayout), kind, "SPINDLE_PYARROW=0")
 			if !errors.Is(err, errPySourceBroke) {
 				t.Errorf("server returned %v, want the source's error", err)
 			}
