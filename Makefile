@@ -44,6 +44,7 @@ test-go:
 
 test-hadoop: ## the YARN/HDFS tests against real Apache Hadoop (a mini cluster from Maven Central)
 	$(GO) test -timeout 20m ./yarn/... ./internal/hadooprpc/...
+	$(GO) test -timeout 10m -run TestRealHDFS ./fsys
 
 test-python:
 	$(PYTHON) -m unittest discover -s python/tests

@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/spindle-ml/spindle/internal/hadooptest"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
 )
 
@@ -28,10 +29,16 @@ import (
 func TestMain(m *testing.M) {
 	// gokrb5's service side (the secure test HDFS) keeps one replay cache
 	// per process, swept by a goroutine it never stops.
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/jcmturner/gokrb5/v8/service.GetReplayCache.func1.1"),
+	goleak.VerifyTestMain(hadoopMain{m}, goleak.IgnoreAnyFunction("github.com/jcmturner/gokrb5/v8/service.GetReplayCache.func1.1"),
 		// The same goroutine, as the race detector's build names it.
 		goleak.IgnoreAnyFunction("github.com/jcmturner/gokrb5/v8/service.VerifyAPREQ.GetReplayCache.func1.1"))
 }
+
+// hadoopMain runs the tests and then stops the real Hadoop cluster that
+// TestRealHDFS may have started, before the leak check.
+type hadoopMain struct{ m *testing.M }
+
+func (h hadoopMain) Run() int { return hadooptest.Main(h.m) }
 
 const testBlock = 64 << 10
 
@@ -593,12 +600,14 @@ func TestHDFSHAFailover(t *testing.T) {
 	}
 }
 
-// TestRealHDFS runs the contract against a real cluster: set
-// SPINDLE_TEST_REAL_HDFS=1 and HADOOP_CONF_DIR (and HADOOP_USER_NAME when
-// the login user cannot write SPINDLE_TEST_HDFS_DIR, default /tmp).
+// TestRealHDFS runs the contract against real Apache Hadoop: the mini
+// cluster of the real-Hadoop tier (make test-hadoop), or a cluster of your
+// own with SPINDLE_TEST_REAL_HDFS=1 and HADOOP_CONF_DIR (and
+// HADOOP_USER_NAME when the login user cannot write SPINDLE_TEST_HDFS_DIR,
+// default /tmp).
 func TestRealHDFS(t *testing.T) {
 	if os.Getenv("SPINDLE_TEST_REAL_HDFS") != "1" || os.Getenv("HADOOP_CONF_DIR") == "" {
-		t.Skip("set SPINDLE_TEST_REAL_HDFS=1 and HADOOP_CONF_DIR to test against a real HDFS")
+		t.Setenv("HADOOP_CONF_DIR", hadooptest.Shared(t).ConfDir)
 	}
 	root := os.Getenv("SPINDLE_TEST_HDFS_DIR")
 	if root == "" {
@@ -606,8 +615,9 @@ func TestRealHDFS(t *testing.T) {
 	}
 	base := fmt.Sprintf("hdfs://%s/spindle-test-%d", root, time.Now().UnixNano())
 	res := NewResolver(Options{})
-	defer res.Close()
 	t.Cleanup(func() {
+		// The resolver closes after the removal, which reuses its client.
+		defer res.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if fsys, dir, err := res.Resolve(ctx, base); err == nil {
