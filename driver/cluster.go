@@ -62,7 +62,12 @@ type Event struct {
 	ExitCode int
 	// Message explains the event ("worker w2 stopped heartbeating", "signal: killed").
 	Message string
-	Time    time.Time
+	// Blameless marks an exit or loss that was not the job's fault: the
+	// cluster took the executor back (YARN preempted its container or lost
+	// its node, a standalone worker left). Such a loss does not count
+	// against spindle.failure.maxRestarts.
+	Blameless bool
+	Time      time.Time
 }
 
 // ClusterManager gets executors for a job from somewhere: local child
