@@ -190,6 +190,42 @@ func (r *Ring) Replicas(dst []int, key uint64, n int) []int {
 	return dst
 }
 
+// Holders appends to dst the servers that hold key of a table: for a
+// sparse table (rows 0) its owner and backups on the ring, as Replicas; for
+// a dense table of rows rows, the server of its range (RangeOwner over
+// every server, dead or alive) or, when that one is dead, the next live
+// server by index, then up to n backups, the live servers after it by
+// index. A dead server's range thus falls to its first backup, which has
+// the rows.
+func (r *Ring) Holders(dst []int, key, rows uint64, n int) []int {
+	if rows == 0 {
+		return r.Replicas(dst, key, n)
+	}
+	first := RangeOwner(key, rows, len(r.servers))
+	want := len(dst) + min(n+1, r.Live())
+	for j := 0; len(dst) < want && j < len(r.servers); j++ {
+		if s := (first + j) % len(r.servers); !r.dead[s] {
+			dst = append(dst, s)
+		}
+	}
+	return dst
+}
+
+// OwnerOf returns the server that owns key of a table with rows dense rows
+// (0: a sparse table): the first of its Holders.
+func (r *Ring) OwnerOf(key, rows uint64) int {
+	if rows == 0 {
+		return r.Owner(key)
+	}
+	first := RangeOwner(key, rows, len(r.servers))
+	for j := range len(r.servers) {
+		if s := (first + j) % len(r.servers); !r.dead[s] {
+			return s
+		}
+	}
+	return first // unreachable: a ring keeps one live server
+}
+
 // HashString turns a string feature into a key, for clients whose
 // features are names ("country=fr") rather than ids.
 func HashString(s string) uint64 { return xxh3.HashString(s) }

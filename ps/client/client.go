@@ -294,25 +294,22 @@ func (c *Client) split(ring *ps.Ring, spec *pspb.TableSpec, keys []uint64) []par
 		parts[i] = part{keys: make([]uint64, 0, guess), pos: make([]int, 0, guess), origin: i}
 	}
 	for j, k := range keys {
-		s := owner(ring, spec, k, len(parts))
+		s := owner(ring, spec, k)
 		parts[s].keys = append(parts[s].keys, k)
 		parts[s].pos = append(parts[s].pos, j)
 	}
 	return parts
 }
 
-func owner(ring *ps.Ring, spec *pspb.TableSpec, k uint64, n int) int {
-	if spec.Rows > 0 {
-		return ps.RangeOwner(k, spec.Rows, n)
-	}
-	return ring.Owner(k)
+func owner(ring *ps.Ring, spec *pspb.TableSpec, k uint64) int {
+	return ring.OwnerOf(k, spec.Rows)
 }
 
 // resplit routes a failed part again by ring, keeping its origin.
 func (c *Client) resplit(ring *ps.Ring, spec *pspb.TableSpec, p part) map[int]part {
 	out := map[int]part{}
 	for j, k := range p.keys {
-		s := owner(ring, spec, k, len(c.stubs))
+		s := owner(ring, spec, k)
 		q := out[s]
 		q.keys, q.pos, q.origin = append(q.keys, k), append(q.pos, p.pos[j]), p.origin
 		out[s] = q

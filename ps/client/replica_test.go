@@ -12,11 +12,29 @@ import (
 // killed one's does) is taken out of the ring; its keys are served by
 // their backups, which had every acknowledged push; training goes on, and
 // in the end every acknowledged push was applied exactly once.
+// It holds for sparse tables (rows on the ring) and dense ones (rows in
+// ranges, the next servers by index backing each range up).
 func TestServerLossLosesNoAcknowledgedPush(t *testing.T) {
+	for _, dense := range []bool{false, true} {
+		name := "sparse"
+		if dense {
+			name = "dense"
+		}
+		t.Run(name, func(t *testing.T) { testServerLoss(t, dense) })
+	}
+}
+
+func testServerLoss(t *testing.T, dense bool) {
 	c := startCluster(t, clusterOpts{servers: 3, workers: 2, replicas: 1, staleness: ps.Async})
 	ctx := ctx(t)
 	keys := keysN(3000)
 	spec := &ps.TableSpec{Name: "w", Dim: 2, Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 1}}
+	if dense {
+		spec.Rows = uint64(len(keys))
+		for i := range keys {
+			keys[i] = uint64(i)
+		}
+	}
 	const steps = 120
 	grad := func(worker, step int) []float32 {
 		g := make([]float32, len(keys)*2)
@@ -90,7 +108,7 @@ func TestServerLossLosesNoAcknowledgedPush(t *testing.T) {
 		if got[i] != want[i] {
 			if bad < 10 {
 				t.Errorf("value %d (key %d, owner %d, replicas %v) is %v, want %v: a push was lost or applied twice",
-					i, keys[i/2], r1.Owner(keys[i/2]), r1.Replicas(nil, keys[i/2], 1), got[i], want[i])
+					i, keys[i/2], r1.OwnerOf(keys[i/2], spec.Rows), r1.Holders(nil, keys[i/2], spec.Rows, 1), got[i], want[i])
 			}
 			bad++
 		}

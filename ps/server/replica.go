@@ -155,7 +155,8 @@ func (s *Server) closePeers() {
 
 // replicate forwards a push to the backups of its keys and waits for all.
 // It returns the backup that failed, if one did.
-func (s *Server) replicate(ctx context.Context, ring *ps.Ring, req *pspb.PushRequest, keys []uint64, grads []float32, dim int) (int, error) {
+func (s *Server) replicate(ctx context.Context, ring *ps.Ring, req *pspb.PushRequest, keys []uint64, grads []float32, t *table) (int, error) {
+	dim := t.dim
 	type sub struct {
 		keys  []uint64
 		grads []float32
@@ -163,7 +164,7 @@ func (s *Server) replicate(ctx context.Context, ring *ps.Ring, req *pspb.PushReq
 	subs := map[int]*sub{}
 	reps := make([]int, 0, s.cfg.Replicas+1)
 	for j, k := range keys {
-		reps = ring.Replicas(reps[:0], k, s.cfg.Replicas)
+		reps = ring.Holders(reps[:0], k, t.spec.Rows, s.cfg.Replicas)
 		for _, b := range reps[1:] {
 			sb := subs[b]
 			if sb == nil {
@@ -419,9 +420,7 @@ func (s *Server) reReplicate(ctx context.Context, old, next *ps.Ring) (int, erro
 	s.mu.RLock()
 	tables := make([]*table, 0, len(s.tables))
 	for _, t := range s.tables {
-		if t.spec.Rows == 0 {
-			tables = append(tables, t)
-		}
+		tables = append(tables, t)
 	}
 	s.mu.RUnlock()
 	copied := 0
@@ -437,11 +436,11 @@ func (s *Server) reReplicate(ctx context.Context, old, next *ps.Ring) (int, erro
 		for i := range t.shards {
 			sc := t.shards[i].snapshot()
 			for j, k := range sc.keys {
-				nr = next.Replicas(nr[:0], k, s.cfg.Replicas)
+				nr = next.Holders(nr[:0], k, t.spec.Rows, s.cfg.Replicas)
 				if nr[0] != s.cfg.Index {
 					continue
 				}
-				or = old.Replicas(or[:0], k, s.cfg.Replicas)
+				or = old.Holders(or[:0], k, t.spec.Rows, s.cfg.Replicas)
 				for _, b := range nr[1:] {
 					if slices.Contains(or, b) {
 						continue

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,7 +50,7 @@ type Config struct {
 	// Files resolves checkpoint directories (local or hdfs://); nil uses
 	// the environment's Hadoop configuration.
 	Files *fsys.Resolver
-	// Replicas is the number of backups of each sparse row: the next
+	// Replicas is the number of backups of each row: the next
 	// Replicas live servers on the ring hold copies, and a push is
 	// acknowledged only once they have applied it. PeerCreds authenticate
 	// this server's calls to the others.
@@ -175,10 +176,13 @@ func (s *Server) DeclareTable(_ context.Context, req *pspb.DeclareTableRequest) 
 	// error of a spent budget reads the tables.
 	t = newTable(spec)
 	if spec.Rows > 0 {
-		// A dense table has all its rows from the start.
+		// A dense table has all its rows from the start: those this
+		// server owns and those it backs up.
+		ring := s.ring.Load()
 		var mine []uint64
+		holders := make([]int, 0, s.cfg.Replicas+1)
 		for k := range spec.Rows {
-			if ps.RangeOwner(k, spec.Rows, len(s.cfg.Ring.Servers())) == s.cfg.Index {
+			if holders = ring.Holders(holders[:0], k, spec.Rows, s.cfg.Replicas); slices.Contains(holders, s.cfg.Index) {
 				mine = append(mine, k)
 			}
 		}
@@ -208,18 +212,11 @@ func (s *Server) lookup(name string, version uint64, keys []uint64, ring *ps.Rin
 	if v := ring.Version(); version != v {
 		return nil, status.Errorf(codes.FailedPrecondition, "%s: client ring version %d, server %d holds version %d", errStaleRing, version, s.cfg.Index, v)
 	}
-	n := len(ring.Servers())
 	for _, k := range keys {
-		owner := 0
-		if t.spec.Rows > 0 {
-			if k >= t.spec.Rows {
-				return nil, status.Errorf(codes.InvalidArgument, "table %s: row %d outside its %d rows", name, k, t.spec.Rows)
-			}
-			owner = ps.RangeOwner(k, t.spec.Rows, n)
-		} else {
-			owner = ring.Owner(k)
+		if t.spec.Rows > 0 && k >= t.spec.Rows {
+			return nil, status.Errorf(codes.InvalidArgument, "table %s: row %d outside its %d rows", name, k, t.spec.Rows)
 		}
-		if owner != s.cfg.Index {
+		if owner := ring.OwnerOf(k, t.spec.Rows); owner != s.cfg.Index {
 			return nil, status.Errorf(codes.InvalidArgument, "table %s: key %d belongs to server %d, not %d, on ring version %d", name, k, owner, s.cfg.Index, ring.Version())
 		}
 	}
@@ -322,8 +319,8 @@ func (s *Server) Push(ctx context.Context, req *pspb.PushRequest) (*pspb.PushRes
 			}
 		}()
 		// The backups first: a push this server applied is one they have.
-		if t.spec.Rows == 0 && s.cfg.Replicas > 0 {
-			if b, err := s.replicate(ctx, ring, req, keys, grads, t.dim); err != nil {
+		if s.cfg.Replicas > 0 {
+			if b, err := s.replicate(ctx, ring, req, keys, grads, t); err != nil {
 				down = b
 				return nil, err
 			}
