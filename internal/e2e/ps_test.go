@@ -80,6 +80,24 @@ func TestBuiltinPSRestartsFromCheckpoint(t *testing.T) {
 	if pushes, _ := strconv.Atoi(m[5]); pushes != 2*100*2 {
 		t.Errorf("servers applied %d pushes after the restart, want %d", pushes, 2*100*2)
 	}
+
+	// After the job, its tables' latest checkpoint exports to Parquet,
+	// every key once (the backups' copies left out).
+	out := filepath.Join(dir, "model")
+	e := spindle(t, dir, "ps", "export", "--out", out, filepath.Join(dir, "ckpt", "ps"))
+	if e.code != 0 {
+		t.Fatalf("spindle ps export failed:\n%s", e)
+	}
+	line := regexp.MustCompile(`weights: (\d+) rows of dim 1 \(clock (\d+)\) -> `).FindStringSubmatch(e.stdout)
+	if line == nil {
+		t.Fatalf("spindle ps export did not report table weights:\n%s", e)
+	}
+	if rows, _ := strconv.Atoi(line[1]); rows < 1000 {
+		t.Errorf("exported %s rows of table weights; the job touched far more keys", line[1])
+	}
+	if _, err := os.Stat(filepath.Join(out, "weights.parquet")); err != nil {
+		t.Errorf("no exported file: %v", err)
+	}
 }
 
 // sparseLRResult finds worker 0's result line and checks the trained AUC
