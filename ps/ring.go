@@ -107,6 +107,24 @@ func (r *Ring) WithDead(version uint64, dead ...int) (*Ring, error) {
 	return &out, nil
 }
 
+// WithRejoined returns version version of the ring with server s back in
+// it, now at addr: a replacement for a dead server takes over its index,
+// and so its arcs and ranges.
+func (r *Ring) WithRejoined(version uint64, s int, addr string) (*Ring, error) {
+	if s < 0 || s >= len(r.servers) {
+		return nil, fmt.Errorf("ps: no server %d in a ring of %d", s, len(r.servers))
+	}
+	if addr == "" {
+		return nil, fmt.Errorf("ps: server %d rejoins without an address", s)
+	}
+	out := *r
+	out.version = version
+	out.dead = slices.Clone(r.dead)
+	out.servers = slices.Clone(r.servers)
+	out.dead[s], out.servers[s] = false, addr
+	return &out, nil
+}
+
 // Dead says whether server s is out of the ring.
 func (r *Ring) Dead(s int) bool { return r.dead[s] }
 

@@ -49,7 +49,7 @@ func (c *Client) ClockAndCheckpoint(ctx context.Context, base string, res *fsys.
 		return "", err
 	}
 	c.clock.Store(next)
-	m := Manifest{Clock: next, Servers: len(c.stubs), Files: make([]string, len(c.stubs))}
+	m := Manifest{Clock: next, Servers: c.Servers(), Files: make([]string, c.Servers())}
 	err = c.each(ctx, "checkpoint at clock "+strconv.FormatInt(next, 10), func(ctx context.Context, i int, s pspb.ParameterServerClient) error {
 		resp, err := s.Checkpoint(ctx, &pspb.CheckpointRequest{Clock: next})
 		if err != nil {
@@ -163,8 +163,8 @@ func (c *Client) Restore(ctx context.Context, base string, res *fsys.Resolver) (
 	if err != nil || !ok {
 		return 0, false, err
 	}
-	if m.Servers != len(c.stubs) {
-		return 0, false, fmt.Errorf("checkpoint %s was taken with %d parameter servers; this job has %d (--num-ps)", dir, m.Servers, len(c.stubs))
+	if m.Servers != c.Servers() {
+		return 0, false, fmt.Errorf("checkpoint %s was taken with %d parameter servers; this job has %d (--num-ps)", dir, m.Servers, c.Servers())
 	}
 	err = c.each(ctx, "restore "+dir, func(ctx context.Context, _ int, s pspb.ParameterServerClient) error {
 		resp, err := s.Restore(ctx, &pspb.RestoreRequest{Dir: dir}, grpcWaitForReady)

@@ -174,7 +174,7 @@ func TestBadPushesApplyNothing(t *testing.T) {
 	}
 	keys := keysN(100)
 	// Around the client's own checks, straight at a server.
-	stub := cl.stubs[0]
+	stub := cl.stub(0)
 	ring := cl.ring.Load()
 	var mine []uint64
 	for _, k := range keys {

@@ -84,7 +84,10 @@ type Server struct {
 	viewMu  sync.Mutex // serialises ReportDead
 	adoptMu sync.Mutex // serialises AdoptRing
 	peersMu sync.Mutex
-	peers   map[int]*grpc.ClientConn
+	peers   map[string]*grpc.ClientConn // by address: a replacement has another
+	// background is the goroutines a server runs besides its calls (a
+	// replacement's clock catch-up); Serve waits for them.
+	background sync.WaitGroup
 }
 
 // New returns a server for cfg.
@@ -107,7 +110,7 @@ func New(cfg Config) (*Server, error) {
 		tables: make(map[string]*table)}
 	s.ring.Store(cfg.Ring)
 	s.applied = newDedupe()
-	s.peers = map[int]*grpc.ClientConn{}
+	s.peers = map[string]*grpc.ClientConn{}
 	s.budget = budget{limit: cfg.MemoryBytes, full: s.memoryFull}
 	s.ckpt = checkpoints{byClock: map[int64]*pendingCkpt{}, restored: map[string]int64{}}
 	s.life, s.stopLife = context.WithCancel(context.Background())
@@ -149,6 +152,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, creds credentials.T
 	<-done
 	s.stopLife()
 	s.ckpt.wg.Wait()
+	s.background.Wait()
 	s.closePeers()
 	return nil
 }
