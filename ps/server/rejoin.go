@@ -32,9 +32,8 @@ import (
 
 // Join makes this server, a replacement for the dead server of its index,
 // rejoin the ring at addr, its own address. The server must be serving
-// already: the others copy it its rows during the call. peers are the
-// addresses of the other servers to ask, by index (those of the ring it
-// was made with, when nil).
+// already: the others copy it its rows during the call. It asks the other
+// servers of the ring it was made with, in turn, until one answers.
 func (s *Server) Join(ctx context.Context, addr string) error {
 	ring := s.ring.Load()
 	var errs []error
