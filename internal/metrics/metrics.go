@@ -41,6 +41,8 @@ type Driver struct {
 	psBytes   *prometheus.GaugeVec
 	psPushes  *prometheus.CounterVec
 	psPulls   *prometheus.CounterVec
+	gpuUtil   *prometheus.GaugeVec
+	gpuMemory *prometheus.GaugeVec
 
 	mu    sync.Mutex
 	ranks map[int]*rankMetrics
@@ -54,6 +56,9 @@ type rankMetrics struct {
 	seen  bool
 	// ps holds a parameter server's last reported totals.
 	ps map[string]float64
+	// gpuRole is the role label of the rank's GPU series, "" when it has
+	// none.
+	gpuRole string
 }
 
 // The scalars Spindle's parameter servers report (ps/server), which the
@@ -100,10 +105,14 @@ func NewDriver(reg prometheus.Registerer) *Driver {
 			Help: "Pushes a parameter server applied."}, []string{"rank"}),
 		psPulls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spindle_ps_pulls_total",
 			Help: "Pulls a parameter server answered."}, []string{"rank"}),
+		gpuUtil: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "spindle_rank_gpu_utilization_ratio",
+			Help: "Mean utilisation of a rank's GPUs, 0 to 1 (nvidia-smi on the rank's executor; only ranks given GPUs)."}, []string{"role", "rank"}),
+		gpuMemory: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "spindle_rank_gpu_memory_bytes",
+			Help: "Device memory in use on a rank's GPUs, by every process on them."}, []string{"role", "rank"}),
 		ranks: map[int]*rankMetrics{},
 	}
 	reg.MustRegister(d.executors, d.rows, d.bytes, d.batches, d.steps, d.exits, d.restarts, d.jobState, d.spans,
-		d.psKeys, d.psBytes, d.psPushes, d.psPulls)
+		d.psKeys, d.psBytes, d.psPushes, d.psPulls, d.gpuUtil, d.gpuMemory)
 	return d
 }
 
@@ -174,6 +183,24 @@ func (d *Driver) Observe(ev jobview.Event) {
 			d.batches.WithLabelValues(r.role).Add(float64(p.Batches))
 		}
 		r.last, r.at, r.seen = maxProgress(r.last, p), at, true
+		d.observeGPU(ev.Rank, r, p)
+	}
+}
+
+// observeGPU sets a rank's GPU gauges from its progress, or removes them
+// when its GPU use is no longer known (its process ended, or nvidia-smi
+// stopped answering). d.mu is held.
+func (d *Driver) observeGPU(rank int, r *rankMetrics, p jobview.Progress) {
+	label := strconv.Itoa(rank)
+	if r.gpuRole != "" && (p.GPUs == 0 || r.gpuRole != r.role) {
+		d.gpuUtil.DeleteLabelValues(r.gpuRole, label)
+		d.gpuMemory.DeleteLabelValues(r.gpuRole, label)
+		r.gpuRole = ""
+	}
+	if p.GPUs > 0 {
+		d.gpuUtil.WithLabelValues(r.role, label).Set(p.GPUUtilRatio)
+		d.gpuMemory.WithLabelValues(r.role, label).Set(float64(p.GPUMemoryBytes))
+		r.gpuRole = r.role
 	}
 }
 

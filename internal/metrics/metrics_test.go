@@ -205,3 +205,57 @@ func TestParameterServerMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestRankGPUGauges: a rank's sampled GPU use becomes two gauges labelled
+// with its role and rank; they go away when its use is no longer known,
+// and a rank without GPUs has none.
+func TestRankGPUGauges(t *testing.T) {
+	reg := NewRegistry()
+	d := NewDriver(reg)
+	t0 := time.Unix(1_800_000_000, 0)
+	d.Observe(jobview.Event{Time: t0, Kind: jobview.KindExecutor, Rank: 0, Role: "worker", State: jobview.RankRunning})
+	d.Observe(jobview.Event{Time: t0, Kind: jobview.KindExecutor, Rank: 1, Role: "ps", State: jobview.RankRunning})
+	d.Observe(jobview.Event{Time: t0, Kind: jobview.KindProgress, Rank: 0, Progress: &jobview.Progress{GPUs: 2, GPUUtilRatio: 0.5, GPUMemoryBytes: 3 << 30}})
+	d.Observe(jobview.Event{Time: t0, Kind: jobview.KindProgress, Rank: 1, Progress: &jobview.Progress{Rows: 1}})
+	d.Observe(jobview.Event{Time: t0.Add(time.Second), Kind: jobview.KindProgress, Rank: 0, Progress: &jobview.Progress{GPUs: 2, GPUUtilRatio: 0.75, GPUMemoryBytes: 4 << 30}})
+
+	gpuSeries := func() map[string]float64 {
+		t.Helper()
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, f := range fams {
+			if !strings.HasPrefix(f.GetName(), "spindle_rank_gpu_") {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				key := f.GetName()
+				for _, l := range m.GetLabel() {
+					key += " " + l.GetName() + "=" + l.GetValue()
+				}
+				got[key] = m.GetGauge().GetValue()
+			}
+		}
+		return got
+	}
+	got := gpuSeries()
+	want := map[string]float64{
+		"spindle_rank_gpu_utilization_ratio rank=0 role=worker": 0.75,
+		"spindle_rank_gpu_memory_bytes rank=0 role=worker":      4 << 30,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("GPU series %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
+		}
+	}
+	// The process ended: its exit report carries no GPU use.
+	d.Observe(jobview.Event{Time: t0.Add(2 * time.Second), Kind: jobview.KindProgress, Rank: 0, Progress: &jobview.Progress{}})
+	if got := gpuSeries(); len(got) != 0 {
+		t.Errorf("GPU series after the rank's use went unknown: %v", got)
+	}
+}
