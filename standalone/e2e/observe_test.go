@@ -61,11 +61,12 @@ var fakeGPUs = map[string]struct {
 	mib  int64
 }{"0": {0.37, 1024}, "1": {0.81, 3072}}
 
-// TestGPUUseOnTheJobPage: on a worker with GPUs (and nvidia-smi, here a
+// TestSeeingAStandaloneJob: on a worker with GPUs (and nvidia-smi, here a
 // script on its PATH), each rank's GPU use, read for the device the
 // worker gave it, reaches the driver: its job page, its /metrics and its
-// event log.
-func TestGPUUseOnTheJobPage(t *testing.T) {
+// event log. Once the job ended, spindle logs --master reads its output
+// from the worker.
+func TestSeeingAStandaloneJob(t *testing.T) {
 	bin := t.TempDir()
 	script := "#!/bin/sh\necho '0, GPU-aaaa-0000, 37, 1024'\necho '1, GPU-bbbb-1111, 81, 3072'\n"
 	if err := os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(script), 0o755); err != nil {
@@ -143,6 +144,60 @@ func TestGPUUseOnTheJobPage(t *testing.T) {
 	}
 	if !strings.Contains(string(log), `"gpu_util_ratio":0.81`) || !strings.Contains(string(log), `"gpu_util_ratio":0.37`) {
 		t.Errorf("the event log keeps no GPU use:\n%s", log)
+	}
+	t.Run("logs from the worker", func(t *testing.T) { logsFromWorkers(t, c, devices) })
+}
+
+// logsFromWorkers: spindle logs --master prints a finished job's output
+// from the workers, by application name or id, for every rank or one,
+// and names what it cannot find.
+func logsFromWorkers(t *testing.T, c *cluster, devices map[int]string) {
+	st := c.waitFor(10*time.Second, "the application", func(st *client.Status) bool { return len(st.Cluster.GetApps()) == 1 })
+	app := st.Cluster.GetApps()[0].GetId()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+		not  []string
+	}{
+		{"every rank by name", []string{"gpu-use"}, []string{"[rank 0] device=" + devices[0] + "\n", "[rank 1] device=" + devices[1] + "\n"}, nil},
+		{"one rank by id", []string{"--rank", "1", app}, []string{"[rank 1] device=" + devices[1] + "\n"}, []string{"[rank 0]"}},
+		{"by role", []string{"--role", "worker", app}, []string{"[rank 0] device=", "[rank 1] device="}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, code := spindleCmd(t, append([]string{"logs", "--master", c.masterURL()}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d:\n%s", code, out)
+			}
+			t.Logf("spindle logs %v:\n%s", tc.args, out)
+			for _, w := range tc.want {
+				if strings.Count(out, w) != 1 {
+					t.Errorf("output has %q %d times, want once:\n%s", w, strings.Count(out, w), out)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(out, n) {
+					t.Errorf("output has %q:\n%s", n, out)
+				}
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no such application", []string{"nope"}, `"nope"`},
+		{"no such rank", []string{"--rank", "5", app}, "no rank 5"},
+		{"no such role", []string{"--role", "ps", app}, `no rank has role "ps"`},
+		{"two sources", []string{"--dir", t.TempDir(), app}, "one of --dir, --ui and --master"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, code := spindleCmd(t, append([]string{"logs", "--master", c.masterURL()}, tc.args...)...)
+			if code != 2 || !strings.Contains(out, tc.want) {
+				t.Fatalf("exit %d, want 2 saying %s:\n%s", code, tc.want, out)
+			}
+		})
 	}
 }
 
