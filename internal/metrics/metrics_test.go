@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"io"
+	"math"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -175,7 +176,8 @@ func TestParameterServerMetrics(t *testing.T) {
 	d := NewDriver(reg)
 	report := func(pushes, keys float64) {
 		d.Observe(jobview.Event{Kind: jobview.KindScalars, Rank: 2, Values: map[string]float64{
-			ScalarPSKeys: keys, ScalarPSBytes: keys * 60, ScalarPSPushes: pushes, ScalarPSPulls: pushes}})
+			ScalarPSKeys: keys, ScalarPSBytes: keys * 60, ScalarPSPushes: pushes, ScalarPSPulls: pushes,
+			ScalarPSPushKeys: pushes * 100, ScalarPSPullKeys: pushes * 50, ScalarPSPushSeconds: pushes / 1000, ScalarPSPullSeconds: pushes / 500}})
 	}
 	report(10, 1000)
 	report(25, 1500)
@@ -198,9 +200,10 @@ func TestParameterServerMetrics(t *testing.T) {
 			got[f.GetName()] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
 		}
 	}
-	want := map[string]float64{"spindle_ps_keys": 300, "spindle_ps_bytes": 18000, "spindle_ps_pushes_total": 28, "spindle_ps_pulls_total": 28}
+	want := map[string]float64{"spindle_ps_keys": 300, "spindle_ps_bytes": 18000, "spindle_ps_pushes_total": 28, "spindle_ps_pulls_total": 28,
+		"spindle_ps_pushed_keys_total": 2800, "spindle_ps_pulled_keys_total": 1400, "spindle_ps_push_seconds_total": 0.028, "spindle_ps_pull_seconds_total": 0.056}
 	for name, v := range want {
-		if got[name] != v {
+		if math.Abs(got[name]-v) > 1e-9 {
 			t.Errorf("%s = %v, want %v (all: %v)", name, got[name], v, got)
 		}
 	}
