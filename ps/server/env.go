@@ -99,11 +99,7 @@ const reportInterval = 5 * time.Second
 func (s *Server) reportEvery(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	report := func() {
-		keys, bytes, pushes, pulls := s.totals()
-		task.Report(0, map[string]float64{"ps_keys": float64(keys), "ps_bytes": float64(bytes),
-			"ps_pushes": float64(pushes), "ps_pulls": float64(pulls)})
-	}
+	report := func() { task.Report(0, s.Report()) }
 	for {
 		select {
 		case <-ctx.Done():

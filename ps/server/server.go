@@ -88,6 +88,18 @@ type Server struct {
 	// background is the goroutines a server runs besides its calls (a
 	// replacement's clock catch-up); Serve waits for them.
 	background sync.WaitGroup
+	// pullsServed and pushesServed count the calls workers made, their
+	// keys and the time the server took to answer.
+	pullsServed, pushesServed served
+}
+
+// served counts the keys of a kind of call and the time spent on them.
+type served struct{ keys, nanos atomic.Uint64 }
+
+// add counts one call of n keys that started at start.
+func (c *served) add(n int, start time.Time) {
+	c.keys.Add(uint64(n))
+	c.nanos.Add(uint64(time.Since(start)))
 }
 
 // New returns a server for cfg.
@@ -270,6 +282,9 @@ func (s *Server) Pull(ctx context.Context, req *pspb.PullRequest) (*pspb.PullRes
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
 	}
+	// The time a pull waits for slower workers' clocks counts: it is what
+	// the worker waits.
+	defer s.pullsServed.add(len(keys), time.Now())
 	t, err := s.lookup(req.Table, req.RingVersion, keys, s.ring.Load())
 	if err != nil {
 		return nil, err
@@ -293,6 +308,7 @@ func (s *Server) Push(ctx context.Context, req *pspb.PushRequest) (*pspb.PushRes
 	if err != nil {
 		return nil, err
 	}
+	defer s.pushesServed.add(len(keys), time.Now())
 	var down = -1 // a backup that did not answer
 	resp, err := func() (*pspb.PushResponse, error) {
 		s.gate.RLock()
@@ -381,6 +397,19 @@ func (s *Server) Leave(_ context.Context, req *pspb.LeaveRequest) (*pspb.LeaveRe
 // GetRing implements pspb.ParameterServerServer.
 func (s *Server) GetRing(context.Context, *pspb.GetRingRequest) (*pspb.RingInfo, error) {
 	return s.ringInfo(s.ring.Load()), nil
+}
+
+// Report is what the server tells its job's driver (see reportEvery):
+// its rows and their memory now, and since it started the pushes and
+// pulls it applied, the keys workers pushed and pulled and the seconds it
+// spent answering them. internal/metrics turns these names into the
+// spindle_ps_* metrics.
+func (s *Server) Report() map[string]float64 {
+	keys, bytes, pushes, pulls := s.totals()
+	return map[string]float64{"ps_keys": float64(keys), "ps_bytes": float64(bytes),
+		"ps_pushes": float64(pushes), "ps_pulls": float64(pulls),
+		"ps_push_keys": float64(s.pushesServed.keys.Load()), "ps_pull_keys": float64(s.pullsServed.keys.Load()),
+		"ps_push_seconds": float64(s.pushesServed.nanos.Load()) / 1e9, "ps_pull_seconds": float64(s.pullsServed.nanos.Load()) / 1e9}
 }
 
 // totals sums every table's rows, their memory, and the pushes and pulls
