@@ -247,7 +247,9 @@ func (c *Client) reportDead(ctx context.Context, i int) error {
 			return c.adopt(info)
 		}
 		if st, _ := status.FromError(err); st.Code() == codes.Aborted {
-			return nil // it answers after all: retry
+			// It answers after all, or a replacement answers in its
+			// place at another address: take the ring, then retry.
+			return c.refreshRing(ctx, cand)
 		}
 		last = c.serverErr(cand, fmt.Sprintf("report server %d gone", i), err)
 	}
@@ -266,9 +268,12 @@ func (c *Client) adopt(info *pspb.RingInfo) error {
 	if len(info.Servers) != c.Servers() {
 		return fmt.Errorf("ps client: the ring changed from %d to %d servers; this client cannot follow", c.Servers(), len(info.Servers))
 	}
+	if ring.Version() <= c.ring.Load().Version() {
+		return nil // an older ring: a replacement's, say, before it rejoined
+	}
 	// A replacement rejoined at another address: connect to it before
 	// any call is routed there by the new ring.
-	if err := c.follow(info.Servers); err != nil {
+	if err := c.follow(ring); err != nil {
 		return err
 	}
 	for {
@@ -283,11 +288,15 @@ func (c *Client) adopt(info *pspb.RingInfo) error {
 	}
 }
 
-// follow connects to the servers whose address changed.
-func (c *Client) follow(addrs []string) error {
+// follow connects to the servers whose address changed on ring, unless a
+// newer ring is in place already.
+func (c *Client) follow(ring *ps.Ring) error {
 	c.serversMu.Lock()
 	defer c.serversMu.Unlock()
-	for i, addr := range addrs {
+	if ring.Version() <= c.ring.Load().Version() {
+		return nil
+	}
+	for i, addr := range ring.Servers() {
 		if c.servers[i].addr == addr {
 			continue
 		}

@@ -68,8 +68,19 @@ func (s *Server) joinThrough(ctx context.Context, ring *ps.Ring, i int, addr str
 		return fmt.Errorf("server %d: job state: %w", i, err)
 	}
 	if !current.Dead(s.cfg.Index) {
-		return fmt.Errorf("server %d: index %d is in the ring (version %d) at %s: nothing to replace",
-			i, s.cfg.Index, current.Version(), current.Servers()[s.cfg.Index])
+		// The servers have not noticed the death yet (no call has reached
+		// the dead server since): report it, so they take it out.
+		info, err := c.ReportDead(ctx, &pspb.ReportDeadRequest{Server: int32(s.cfg.Index), RingVersion: current.Version()})
+		if err != nil {
+			return fmt.Errorf("server %d: index %d is in the ring (version %d) at %s, and reporting it gone failed: %w",
+				i, s.cfg.Index, current.Version(), current.Servers()[s.cfg.Index], err)
+		}
+		if current, err = ps.RingFromInfo(info); err != nil {
+			return fmt.Errorf("server %d: %w", i, err)
+		}
+		if !current.Dead(s.cfg.Index) {
+			return fmt.Errorf("server %d: index %d is still in the ring (version %d) at %s", i, s.cfg.Index, current.Version(), current.Servers()[s.cfg.Index])
+		}
 	}
 	s.mu.Lock()
 	for _, spec := range st.Tables {
