@@ -41,6 +41,9 @@ func (cl *hdfsCluster) tokenService() string {
 // delegationTokenFor finds the HDFS delegation token for cl in the
 // credentials file of opts (or $HADOOP_TOKEN_FILE_LOCATION).
 func delegationTokenFor(cl *hdfsCluster, opts Options) (hadooprpc.Token, bool, error) {
+	if opts.NoTokens {
+		return hadooprpc.Token{}, false, nil
+	}
 	file := opts.TokenFile
 	if file == "" {
 		file = os.Getenv(hadooprpc.EnvTokenFile)

@@ -26,6 +26,9 @@ type Options struct {
 	// login; empty means $HADOOP_TOKEN_FILE_LOCATION, which YARN sets in
 	// containers.
 	TokenFile string
+	// NoTokens ignores TokenFile and $HADOOP_TOKEN_FILE_LOCATION: the
+	// resolver authenticates with its own login only.
+	NoTokens bool
 }
 
 // Resolver maps URIs to file systems, keeping one client per HDFS cluster.
