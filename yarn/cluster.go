@@ -191,7 +191,7 @@ func NewClusterManager(ctx context.Context, cfg Config) (*ClusterManager, error)
 		cfg: cfg, conf: conf, sec: sec, login: login, rm: rm, log: log.With("component", "yarn"), out: out,
 		resolver: fsys.NewResolver(fsys.Options{HadoopConfDir: conf.Dir, User: cfg.User,
 			KerberosPrincipal: cfg.KerberosPrincipal, KerberosKeytab: cfg.KerberosKeytab}),
-		events:   make(chan driver.Event, 1024), started: map[string]string{},
+		events: make(chan driver.Event, 1024), started: map[string]string{},
 	}
 	cm.ctx, cm.cancel = context.WithCancel(context.Background())
 	cm.log.Info("connected to the resourcemanager", "addr", rm.Addr(), "nodemanagers", m.GetNumActiveNms())
