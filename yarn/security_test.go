@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
 	"github.com/spindle-ml/spindle/internal/krbtest"
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 
@@ -280,5 +282,59 @@ func TestKerberosRefusals(t *testing.T) {
 				t.Fatalf("%v, want a configuration error saying %q", err, tc.says)
 			}
 		})
+	}
+}
+
+// TestTokenLifetimeWarning: the job log warns when the job's delegation
+// tokens have lived three quarters of their maximum lifetime.
+func TestTokenLifetimeWarning(t *testing.T) {
+	kdc := krbtest.Start(t)
+	t.Setenv("KRB5_CONFIG", kdc.Conf)
+	t.Setenv(hadooprpc.EnvTokenFile, "")
+	rmKT, err := keytab.Load(kdc.AddPrincipal("rm/127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nnKT, err := keytab.Load(kdc.AddPrincipal("nn/127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aliceKT := kdc.AddPrincipal("alice")
+	hdfs := hdfstest.NewTestCluster(t, hdfstest.Config{
+		SASL:              hadooprpc.KerberosServer{Keytab: nnKT, Protocol: "nn", ServerID: "127.0.0.1"},
+		KerberosPrincipal: "nn/_HOST@" + krbtest.Realm, Superuser: "alice", DataNodes: 1,
+		TokenRenewInterval: time.Second, TokenMaxLifetime: 2 * time.Second,
+	})
+	rm := startTestRM(t, hadooprpc.KerberosServer{Keytab: rmKT, Protocol: "rm", ServerID: "127.0.0.1"})
+	conf := t.TempDir()
+	if err := hdfs.WriteConfig(conf); err != nil {
+		t.Fatal(err)
+	}
+	addProps(t, filepath.Join(conf, "yarn-site.xml"), map[string]string{
+		"yarn.resourcemanager.address": rm.addr, "yarn.resourcemanager.principal": "rm/_HOST@" + krbtest.Realm,
+	})
+	var logs syncbuf.Buffer
+	cfg := DefaultConfig()
+	cfg.HadoopConfDir, cfg.KerberosPrincipal, cfg.KerberosKeytab = conf, "alice", aliceKT
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cm, err := NewClusterManager(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Close()
+	if err := cm.addDelegationTokens(ctx, hadooprpc.NewCredentials(), nil); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(logs.String(), "near their maximum lifetime") {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no warning:\n%s", logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if !strings.Contains(logs.String(), "cluster=hdfs://"+hdfs.Addr()) {
+		t.Fatalf("the warning does not name the cluster:\n%s", logs.String())
 	}
 }

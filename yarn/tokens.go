@@ -120,7 +120,49 @@ func (c *ClusterManager) addDelegationTokens(ctx context.Context, creds *hadoopr
 	c.mu.Lock()
 	c.tokens = tokens
 	c.mu.Unlock()
+	c.watchLifetimes(tokens)
 	return nil
+}
+
+// lifetimeWarning is the share of a token's maximum lifetime after which
+// the job log warns that the end is coming.
+const lifetimeWarning = 0.75
+
+// watchLifetimes warns in the job log when the first of tokens has lived
+// three quarters of its maximum lifetime: YARN renews the tokens up to it,
+// and a job still running then loses HDFS (obtaining fresh tokens for
+// running executors is not built yet).
+func (c *ClusterManager) watchLifetimes(tokens map[string]hadooprpc.Token) {
+	var first hadooprpc.DelegationTokenIdentifier
+	cluster := ""
+	for uri, tok := range tokens {
+		id, err := hadooprpc.ParseDelegationTokenIdentifier(tok.Identifier)
+		if err != nil {
+			continue
+		}
+		if cluster == "" || id.MaxDate.Before(first.MaxDate) {
+			first, cluster = id, uri
+		}
+	}
+	if cluster == "" {
+		return
+	}
+	life := first.MaxDate.Sub(first.IssueDate)
+	warnAt := first.IssueDate.Add(time.Duration(float64(life) * lifetimeWarning))
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTimer(time.Until(warnAt))
+		defer t.Stop()
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.log.Warn("hdfs delegation tokens near their maximum lifetime: the job cannot reach HDFS after it",
+			"cluster", cluster, "max_date", first.MaxDate.UTC().Format(time.RFC3339), "left", time.Until(first.MaxDate).Round(time.Second),
+			"lifetime", life.Round(time.Second))
+	}()
 }
 
 // cancelDelegationTokens cancels the job's tokens once it has ended.
