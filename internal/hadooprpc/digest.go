@@ -109,7 +109,7 @@ func digestResponse(challenge []byte, tok Token, uri string) (resp []byte, rspau
 		return nil, "", errors.New("digest challenge has no nonce")
 	}
 	if q := ch["qop"]; q != "" && !containsToken(q, "auth") {
-		return nil, "", fmt.Errorf("digest challenge offers qop %q; only auth is supported (set hadoop.rpc.protection to authentication)", q)
+		return nil, "", fmt.Errorf("%w: the server requires qop %q of token connections (hadoop.rpc.protection integrity or privacy), and Spindle's token authentication does authentication only", ErrProtection, q)
 	}
 	realm := ch["realm"]
 	cb := make([]byte, 12)
