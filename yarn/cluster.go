@@ -9,11 +9,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/user"
 	"strconv"
 	"sync"
 	"time"
 
+	krbclient "github.com/jcmturner/gokrb5/v8/client"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spindle-ml/spindle/driver"
@@ -58,6 +58,10 @@ type Config struct {
 	MemoryOverheadMB int
 	// GangTimeout bounds the wait for a whole gang of containers.
 	GangTimeout time.Duration
+	// KerberosPrincipal and KerberosKeytab log in to a Kerberized cluster
+	// (--principal, --keytab); empty, the ticket cache kinit filled is
+	// used.
+	KerberosPrincipal, KerberosKeytab string
 	// Binary is the spindle binary to stage; empty means this one.
 	Binary string
 	// Out receives the lines a user should see (application id, tracking
@@ -96,6 +100,8 @@ func (c Config) Validate() error {
 type ClusterManager struct {
 	cfg      Config
 	conf     *client.Conf
+	sec      client.Security
+	login    *krbclient.Client // the Kerberos login, on a Kerberized cluster
 	rm       *client.Client
 	resolver *fsys.Resolver
 	log      *slog.Logger
@@ -107,6 +113,7 @@ type ClusterManager struct {
 	appID     client.AppID
 	submitted bool
 	stager    *stager
+	tokens    map[string]hadooprpc.Token // HDFS delegation tokens by URI, cancelled at the end
 	am        *amClient
 	plan      Plan
 	result    error
@@ -139,29 +146,30 @@ func NewClusterManager(ctx context.Context, cfg Config) (*ClusterManager, error)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.User == "" {
-		cfg.User = os.Getenv("HADOOP_USER_NAME")
-	}
-	if cfg.User == "" {
-		u, err := user.Current()
-		if err != nil {
-			return nil, fmt.Errorf("%w: no user: set HADOOP_USER_NAME", ErrConfig)
-		}
-		cfg.User = u.Username
-	}
-	rms, err := conf.RMAddrs()
+	sec, login, rmUser, err := loginFor(conf, &cfg)
 	if err != nil {
 		return nil, err
 	}
+	rms, err := conf.RMAddrs()
+	if err != nil {
+		destroy(login)
+		return nil, err
+	}
 	if _, err := conf.SchedulerAddrs(); err != nil {
+		destroy(login)
 		return nil, err
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rm, err := client.New(client.Config{RMAddrs: rms, User: cfg.User, Rounds: 2, Logger: log})
+	rmCfg := client.Config{RMAddrs: rms, User: rmUser, Rounds: 2, Logger: log}
+	if login != nil {
+		rmCfg.SASL = sec.RMAuth(login)
+	}
+	rm, err := client.New(rmCfg)
 	if err != nil {
+		destroy(login)
 		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -169,6 +177,10 @@ func NewClusterManager(ctx context.Context, cfg Config) (*ClusterManager, error)
 	m, err := rm.ClusterMetrics(cctx)
 	if err != nil {
 		rm.Close()
+		destroy(login)
+		if errors.Is(err, hadooprpc.ErrProtection) {
+			err = fmt.Errorf("%w: %v", ErrConfig, err)
+		}
 		return nil, err
 	}
 	out := cfg.Out
@@ -176,9 +188,10 @@ func NewClusterManager(ctx context.Context, cfg Config) (*ClusterManager, error)
 		out = os.Stderr
 	}
 	cm := &ClusterManager{
-		cfg: cfg, conf: conf, rm: rm, log: log.With("component", "yarn"), out: out,
-		resolver: fsys.NewResolver(fsys.Options{HadoopConfDir: conf.Dir, User: cfg.User}),
-		events:   make(chan driver.Event, 1024), started: map[string]string{},
+		cfg: cfg, conf: conf, sec: sec, login: login, rm: rm, log: log.With("component", "yarn"), out: out,
+		resolver: fsys.NewResolver(fsys.Options{HadoopConfDir: conf.Dir, User: cfg.User,
+			KerberosPrincipal: cfg.KerberosPrincipal, KerberosKeytab: cfg.KerberosKeytab}),
+		events: make(chan driver.Event, 1024), started: map[string]string{},
 	}
 	cm.ctx, cm.cancel = context.WithCancel(context.Background())
 	cm.log.Info("connected to the resourcemanager", "addr", rm.Addr(), "nodemanagers", m.GetNumActiveNms())
@@ -309,6 +322,11 @@ func (c *ClusterManager) submit(ctx context.Context, specs []driver.ExecutorSpec
 	creds := hadooprpc.NewCredentials()
 	if err := plan.addTo(creds); err != nil {
 		return err
+	}
+	if c.sec.Kerberos {
+		if err := c.addDelegationTokens(ctx, creds, specs); err != nil {
+			return err
+		}
 	}
 	tokens, err := creds.Marshal(hadooprpc.CredentialsWritable)
 	if err != nil {
@@ -509,8 +527,10 @@ func (c *ClusterManager) close() error {
 			errs = append(errs, fmt.Errorf("remove staging directory %s: %w", st.base, err))
 		}
 	}
+	c.cancelDelegationTokens(ctx)
 	c.resolver.Close()
 	c.rm.Close()
+	destroy(c.login)
 	return errors.Join(errs...)
 }
 

@@ -20,5 +20,7 @@ func ConfigFromProperties(p *config.Properties) Config {
 	cfg.MemoryOverheadMB = int(p.Bytes(config.KeyYARNMemoryOverhead) >> 20)
 	cfg.GangTimeout = p.Duration(config.KeyYARNGangTimeout)
 	cfg.LogLevel = p.String(config.KeyLogLevel)
+	cfg.KerberosPrincipal = p.String(config.KeyKerberosPrincipal)
+	cfg.KerberosKeytab = p.String(config.KeyKerberosKeytab)
 	return cfg
 }

@@ -71,6 +71,7 @@ func newApp() *cli.App {
 			historyCommand(),
 			logsCommand(),
 			tlsCommand(),
+			doctorCommand(),
 			rdmaCommand(),
 			versionCommand(),
 		},
