@@ -33,6 +33,9 @@ type FlightOptions struct {
 	// Token is sent as "authorization: Bearer TOKEN" with every call
 	// (spindle.flight.token); empty sends none.
 	Token string
+	// PushToken is sent instead of Token when reading a rank's share of
+	// pushed input from the driver (a flight-put: input).
+	PushToken string
 	// CAFile verifies a grpc+tls:// server's certificate; empty uses the
 	// system's roots.
 	CAFile string
@@ -251,7 +254,11 @@ func openFlight(ctx context.Context, s Split, opts ReadOptions) (*opened, error)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("%w: split %s does not name a Flight endpoint", ErrInput, s.URI)
 	}
-	src, err := openFlightStream(ctx, u.Host, u.Scheme == "grpc+tls", s.Ticket, s.URI, opts.Flight)
+	fo := opts.Flight
+	if strings.HasPrefix(string(s.Ticket), pushTicketPrefix) {
+		fo.Token = fo.PushToken
+	}
+	src, err := openFlightStream(ctx, u.Host, u.Scheme == "grpc+tls", s.Ticket, s.URI, fo)
 	if err != nil {
 		return nil, err
 	}
