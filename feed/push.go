@@ -23,6 +23,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/spindle-ml/spindle/internal/auth"
 )
 
 // ActionEndOfInput is the Flight action (DoAction type) a producer sends
@@ -36,6 +38,18 @@ const DefaultPushBufferBytes = 64 << 20
 // pushTicketPrefix starts the tickets of the ranks' streams of pushed
 // input; a split with such a ticket is read with FlightOptions.PushToken.
 const pushTicketPrefix = "spindle-push/rank/"
+
+// PushProducerToken is the token producers push into job jobID with,
+// derived from the job's secret.
+func PushProducerToken(secret, jobID string) string {
+	return auth.DeriveToken(secret, "flight-put/producer/"+jobID)
+}
+
+// PushFeedToken is the token a rank's executor reads its share of job
+// jobID's pushed input with, derived from the job's secret.
+func PushFeedToken(secret, jobID string) string {
+	return auth.DeriveToken(secret, "flight-put/feed/"+jobID)
+}
 
 // IsFlightPutURI reports whether an input asks for pushed input: a Flight
 // endpoint on the driver that producers DoPut into (flight-put: or
@@ -426,7 +440,7 @@ func (s *PushServer) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetSe
 	s.mu.Unlock()
 	if again {
 		return status.Errorf(codes.FailedPrecondition, "rank %d's pushed rows were fed already: pushed input is sent once "+
-			"(later epochs come from the executor's cache, spindle.feed.cacheBytes; a restarted rank cannot have them again)", r)
+			"(later epochs come from the executor's cache, spindle.feed.cacheMemory; a restarted rank cannot have them again)", r)
 	}
 	if schema == nil {
 		return status.Error(codes.FailedPrecondition, "the job has no schema yet")
