@@ -233,3 +233,34 @@ func TestFlightPutBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestFlightPutPython: examples/flight-producer.py (pyarrow.flight) pushes
+// into a job that declared no schema: the producer's becomes the job's,
+// its declared row count ends the input, and the training processes see
+// every row once.
+func TestFlightPutPython(t *testing.T) {
+	venv := os.Getenv("SPINDLE_TEST_VENV")
+	if venv == "" {
+		home, _ := os.UserHomeDir()
+		venv = filepath.Join(home, ".cache", "spindle-test-venv")
+	}
+	py := filepath.Join(venv, "bin", "python")
+	if out, err := exec.Command(py, "-c", "import pyarrow.flight").CombinedOutput(); err != nil {
+		t.Skipf("skipping: the test venv's Python (%s) does not import pyarrow.flight (make deps installs it): %v %s", py, err, out)
+	}
+	dir := t.TempDir()
+	j := startPushJob(t, dir, "--num-executors", "2", "--conf", "spindle.flight.put.rows=3000",
+		"--columns", "x", "--label-column", "label", "--feed", "tensor", "--batch-rows", "64", "--", feedcheckBin)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, filepath.Join(repoRoot, "examples", "flight-producer.py"), "--endpoint", "grpc://"+j.addr,
+		"--token-file", filepath.Join(dir, "producer.token"), "--rows", "3000", "--batch-rows", "500").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "pushed 3000 rows") {
+		t.Fatalf("flight-producer.py: %v\n%s", err, out)
+	}
+	r := j.wait(t)
+	if r.code != 0 {
+		t.Fatalf("job failed:\n%s", r)
+	}
+	checkPushedEpochs(t, r, 3000, 1)
+}

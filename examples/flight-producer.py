@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Push rows into a Spindle job over Arrow Flight (pyarrow.flight).
+
+A job started with --input flight-put: (or flight-put://host:port) runs an
+Arrow Flight endpoint on its driver, and spindle submit prints where it is
+and the file holding the producers' token:
+
+    pushed input: producers DoPut Arrow record batches to grpc://HOST:PORT
+    (...), sending "authorization: Bearer TOKEN" with the token in FILE; ...
+
+This producer pushes a Parquet file's rows (--parquet), or synthetic rows
+(id int64, x float64 = id, label float64 = id % 2) with --rows, reading
+the driver's acknowledgement of every batch: a batch is fed to training
+exactly once when it is acknowledged. --end-of-input then tells the job
+its input is complete (run it from the last producer to finish, or give
+the job spindle.flight.put.rows instead).
+
+    python3 examples/flight-producer.py --endpoint grpc://HOST:PORT \\
+        --token-file FILE --rows 100000 --end-of-input
+"""
+
+import argparse
+import json
+import sys
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+
+def synthetic(first, rows):
+    ids = pa.array(range(first, first + rows), type=pa.int64())
+    x = pa.array([float(i) for i in range(first, first + rows)], type=pa.float64())
+    label = pa.array([float(i % 2) for i in range(first, first + rows)], type=pa.float64())
+    return pa.table({"id": ids, "x": x, "label": label})
+
+
+def main():
+    ap = argparse.ArgumentParser(description="push rows into a Spindle job's flight-put: input")
+    ap.add_argument("--endpoint", required=True, help="grpc://host:port, as spindle submit prints it")
+    ap.add_argument("--token-file", required=True, help="the file spindle submit names (spindle.flight.put.tokenFile)")
+    ap.add_argument("--parquet", help="push this Parquet file's rows")
+    ap.add_argument("--rows", type=int, default=10000, help="without --parquet: how many synthetic rows")
+    ap.add_argument("--first-id", type=int, default=0, help="the first synthetic row's id")
+    ap.add_argument("--batch-rows", type=int, default=4096, help="rows per pushed batch")
+    ap.add_argument("--end-of-input", action="store_true", help="then say the job's input is complete")
+    args = ap.parse_args()
+
+    with open(args.token_file) as f:
+        token = f.read().strip()
+    options = flight.FlightCallOptions(headers=[(b"authorization", b"Bearer " + token.encode())])
+    if args.parquet:
+        import pyarrow.parquet as pq
+        table = pq.read_table(args.parquet)
+    else:
+        table = synthetic(args.first_id, args.rows)
+
+    client = flight.FlightClient(args.endpoint)
+    writer, acks = client.do_put(flight.FlightDescriptor.for_path("spindle"), table.schema, options=options)
+    acknowledged = 0
+    cut = False
+    try:
+        for batch in table.to_batches(max_chunksize=args.batch_rows):
+            writer.write_batch(batch)
+            # The driver answers every batch it took: {"batches": N, "rows": M}.
+            # Waiting for each answer keeps one batch in flight; a producer
+            # may let a few run ahead and read the answers later.
+            answer = acks.read()
+            if answer is None:  # the job ended the stream; close() says why
+                cut = True
+                break
+            acknowledged = json.loads(answer.to_pybytes())["rows"]
+        writer.done_writing()
+        writer.close()
+    except (flight.FlightError, pa.ArrowException) as e:
+        print(f"flight-producer: the job refused the stream after {acknowledged} acknowledged rows: {e}", file=sys.stderr)
+        return 1
+    if cut:
+        print(f"flight-producer: the job ended the stream after {acknowledged} acknowledged rows", file=sys.stderr)
+        return 1
+    print(f"flight-producer: pushed {acknowledged} rows, every one acknowledged")
+    if args.end_of_input:
+        for result in client.do_action(flight.Action("end-of-input", b""), options=options):
+            total = json.loads(result.body.to_pybytes())["rows"]
+            print(f"flight-producer: end of input; the job has {total} rows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
