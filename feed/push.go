@@ -152,6 +152,9 @@ type PushServer struct {
 	opened    []bool // rank streams opened
 
 	streams, refused atomic.Int64
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // StartPush serves pushed input on lis until Close.
@@ -205,13 +208,16 @@ func StartPush(lis net.Listener, cfg PushConfig) (*PushServer, error) {
 func (s *PushServer) Addr() string { return s.addr }
 
 // Close stops serving, ending every stream, and releases the rows held.
+// Closing again does nothing.
 func (s *PushServer) Close() error {
-	s.dealer.close()
-	s.srv.Stop()
-	if err := <-s.served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-		return fmt.Errorf("push endpoint: %w", err)
-	}
-	return nil
+	s.closeOnce.Do(func() {
+		s.dealer.close()
+		s.srv.Stop()
+		if err := <-s.served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.closeErr = fmt.Errorf("push endpoint: %w", err)
+		}
+	})
+	return s.closeErr
 }
 
 // EndInput ends the input as a producer's end-of-input action does.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
@@ -39,6 +40,9 @@ func startPush(t testing.TB, cfg PushConfig) *PushServer {
 		t.Fatal(err)
 	}
 	cfg.ProducerToken, cfg.FeedToken = testProducerToken, testFeedToken
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	s, err := StartPush(lis, cfg)
 	if err != nil {
 		t.Fatal(err)

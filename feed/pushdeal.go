@@ -45,9 +45,9 @@ type pushDealer struct {
 	pendB    int64
 	queues   [][]pushPiece
 	queuedB  int64
-	peak     int64 // the most bytes held at once (pending and queued)
+	peak     int64               // the most bytes held at once (pending and queued)
 	first    []arrow.RecordBatch // each rank's first row, to pad with
-	rows     int64 // rows accepted
+	rows     int64               // rows accepted
 	fed      []int64
 	ended    bool
 	closed   bool
