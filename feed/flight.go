@@ -83,6 +83,11 @@ func flightEndpointURI(t flightTarget, addr string, i int) string {
 	return fmt.Sprintf("%s://%s/%s#endpoint=%d", scheme, addr, strings.Join(t.path, "/"), i)
 }
 
+// maxFlightMessage bounds one Flight message (a record batch) either way,
+// far above gRPC's default of 4 MiB: producers and services choose their
+// batch sizes, and pyarrow's are often larger.
+const maxFlightMessage = 512 << 20
+
 // dialFlight connects to a Flight service.
 func dialFlight(addr string, useTLS bool, o FlightOptions) (flight.Client, error) {
 	creds := insecure.NewCredentials()
@@ -100,7 +105,8 @@ func dialFlight(addr string, useTLS bool, o FlightOptions) (flight.Client, error
 		}
 		creds = credentials.NewTLS(cfg)
 	}
-	c, err := flight.NewClientWithMiddleware(addr, nil, nil, grpc.WithTransportCredentials(creds))
+	c, err := flight.NewClientWithMiddleware(addr, nil, nil, grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxFlightMessage)))
 	if err != nil {
 		return nil, fmt.Errorf("connect to Arrow Flight service %s: %w", addr, err)
 	}

@@ -186,6 +186,7 @@ func StartPush(lis net.Listener, cfg PushConfig) (*PushServer, error) {
 		close(s.schemaSet)
 	}
 	s.srv = grpc.NewServer(
+		grpc.MaxRecvMsgSize(maxFlightMessage),
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if err := s.check(ctx, info.FullMethod); err != nil {
 				return nil, err

@@ -565,3 +565,90 @@ func emptyBatch(sc *arrow.Schema, n int) arrow.RecordBatch {
 	}
 	return b.NewRecordBatch()
 }
+
+// TestPushLargeBatches: batches larger than gRPC's default message bound
+// (4 MiB) go through both ways: pushed, and dealt to a rank in batches of
+// that size.
+func TestPushLargeBatches(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const rows = 600_000 // 16 bytes a row: 9.6 MB
+	s := startPush(t, PushConfig{Ranks: 1, BatchRows: 400_000, EvenBatches: EvenOff, Schema: flightSchema, Rows: rows})
+	_, c := dialPush(t, s.Addr())
+	var got [][]int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		got = readRanks(ctx, t, s, []string{"id"}, 400_000)
+	}()
+	if _, err := push(ctx, c, testProducerToken, flightSchema, flightBatches(0, 1, rows), nil); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if len(got[0]) != rows || got[0][rows-1] != rows-1 {
+		t.Fatalf("fed %d rows", len(got[0]))
+	}
+}
+
+// TestPushEpochsFromCache: a rank's pushed rows are sent once; later
+// epochs come from the executor's cache, and without room there an
+// epoch after the first fails saying why.
+func TestPushEpochsFromCache(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cache int64
+		want  string
+	}{{"cached", 64 << 20, ""}, {"no room", 1 << 10, "fed already"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			s := startPush(t, PushConfig{Ranks: 1, BatchRows: 100, EvenBatches: EvenOff, Schema: flightSchema, Rows: 1000})
+			_, c := dialPush(t, s.Addr())
+			if _, err := push(ctx, c, testProducerToken, flightSchema, flightBatches(0, 10, 100), nil); err != nil {
+				t.Fatal(err)
+			}
+			plan, err := s.Plan(ctx, s.Addr(), []string{"id"}, "label")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := fsys.NewResolver(fsys.Options{})
+			defer res.Close()
+			p, err := NewPipeline(res, PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, Columns: []string{"id"}, LabelColumn: "label",
+				BatchRows: 100, EvenBatches: EvenOff, CacheBytes: tc.cache, Flight: FlightOptions{PushToken: testFeedToken}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			for epoch := range 2 {
+				rd, err := p.Epoch(ctx, epoch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var n int64
+				for {
+					rec, err := rd.Next(ctx)
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					if err != nil {
+						if epoch == 1 && tc.want != "" && strings.Contains(err.Error(), tc.want) {
+							rd.Close()
+							return
+						}
+						t.Fatalf("epoch %d: %v", epoch, err)
+					}
+					n += rec.NumRows()
+					rec.Release()
+				}
+				rd.Close()
+				if n != 1000 {
+					t.Fatalf("epoch %d fed %d rows", epoch, n)
+				}
+			}
+			if tc.want != "" {
+				t.Fatalf("the second epoch worked without a cache")
+			}
+		})
+	}
+}
