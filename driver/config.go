@@ -192,6 +192,10 @@ func (c *Config) Validate() error {
 			if _, err := feed.ParseFlightPutURI(in); err != nil {
 				return bad("%v", err)
 			}
+			if c.FailurePolicy == PolicyRestart {
+				return bad("--input %s: a job whose input is pushed cannot be restarted (pushed rows are fed once); "+
+					"set spindle.failure.policy=fail", in)
+			}
 		}
 	}
 	if c.Timeline != "" {
