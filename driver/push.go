@@ -15,6 +15,12 @@ import (
 	"github.com/spindle-ml/spindle/feed"
 )
 
+// inputShower is a cluster manager that shows its users where a job takes
+// pushed input (the standalone cluster's spindle status does).
+type inputShower interface {
+	ShowInput(uri string)
+}
+
 // pushInput is the running endpoint of a flight-put: input.
 type pushInput struct {
 	srv       *feed.PushServer
@@ -95,6 +101,9 @@ func (d *Driver) planPush(ctx context.Context) (*feed.JobPlan, error) {
 		c.Console.Eprintln(msg)
 	}
 	d.logger.Info("push endpoint listening", "uri", p.uri, "token_file", p.tokenFile)
+	if s, ok := d.cm.(inputShower); ok {
+		s.ShowInput(p.uri)
+	}
 	return srv.Plan(ctx, adv, c.Columns, c.LabelColumn)
 }
 
