@@ -43,6 +43,7 @@ def main():
     ap.add_argument("--first-id", type=int, default=0, help="the first synthetic row's id")
     ap.add_argument("--batch-rows", type=int, default=4096, help="rows per pushed batch")
     ap.add_argument("--end-of-input", action="store_true", help="then say the job's input is complete")
+    ap.add_argument("--verbose", action="store_true", help="print every acknowledgement")
     args = ap.parse_args()
 
     with open(args.token_file) as f:
@@ -69,6 +70,8 @@ def main():
                 cut = True
                 break
             acknowledged = json.loads(answer.to_pybytes())["rows"]
+            if args.verbose:
+                print(f"flight-producer: acknowledged {acknowledged} rows", flush=True)
         writer.done_writing()
         writer.close()
     except (flight.FlightError, pa.ArrowException) as e:
