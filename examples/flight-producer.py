@@ -15,6 +15,12 @@ exactly once when it is acknowledged. --end-of-input then tells the job
 its input is complete (run it from the last producer to finish, or give
 the job spindle.flight.put.rows instead).
 
+With --producer-id the producer names its stream (a path descriptor) and
+starts by asking the job how many of its rows it has already taken
+(GetFlightInfo of that path): a producer that was killed and is run again
+with the same id and the same rows resumes after them, so every row is fed
+exactly once.
+
     python3 examples/flight-producer.py --endpoint grpc://HOST:PORT \\
         --token-file FILE --rows 100000 --end-of-input
 """
@@ -22,6 +28,7 @@ the job spindle.flight.put.rows instead).
 import argparse
 import json
 import sys
+import time
 
 import pyarrow as pa
 import pyarrow.flight as flight
@@ -34,6 +41,19 @@ def synthetic(first, rows):
     return pa.table({"id": ids, "x": x, "label": label})
 
 
+def resume_point(client, descriptor, options):
+    """The rows the job has taken from this producer, waiting while the job
+    still has a stream of it open (a killed run's, not yet seen to end)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return max(client.get_flight_info(descriptor, options=options).total_records, 0)
+        except flight.FlightUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def main():
     ap = argparse.ArgumentParser(description="push rows into a Spindle job's flight-put: input")
     ap.add_argument("--endpoint", required=True, help="grpc://host:port, as spindle submit prints it")
@@ -44,6 +64,7 @@ def main():
     ap.add_argument("--batch-rows", type=int, default=4096, help="rows per pushed batch")
     ap.add_argument("--end-of-input", action="store_true", help="then say the job's input is complete")
     ap.add_argument("--verbose", action="store_true", help="print every acknowledgement")
+    ap.add_argument("--producer-id", help="name this producer's stream, and resume after the rows the job took from it")
     args = ap.parse_args()
 
     with open(args.token_file) as f:
@@ -56,7 +77,15 @@ def main():
         table = synthetic(args.first_id, args.rows)
 
     client = flight.FlightClient(args.endpoint)
-    writer, acks = client.do_put(flight.FlightDescriptor.for_path("spindle"), table.schema, options=options)
+    if args.producer_id:
+        descriptor = flight.FlightDescriptor.for_path(*args.producer_id.split("/"))
+        taken = resume_point(client, descriptor, options)
+        if taken:
+            print(f"flight-producer: the job has {taken} rows of {args.producer_id} already; resuming after them", flush=True)
+            table = table.slice(taken)
+    else:
+        descriptor = flight.FlightDescriptor.for_command(b"")  # anonymous
+    writer, acks = client.do_put(descriptor, table.schema, options=options)
     acknowledged = 0
     cut = False
     try:

@@ -134,6 +134,14 @@ type PushStats struct {
 	Ended bool
 }
 
+// namedProducer is what the endpoint knows of a producer that names its
+// streams (a path descriptor): the rows taken from it over all its
+// streams, and whether one is open now.
+type namedProducer struct {
+	rows   int64
+	active bool
+}
+
 // PushServer is a running push endpoint: an Arrow Flight service that
 // producers DoPut batches into, and that the job's ranks DoGet their
 // share from.
@@ -150,6 +158,7 @@ type PushServer struct {
 	schema    *arrow.Schema // nullable fields; nil until declared or pushed
 	schemaSet chan struct{}
 	opened    []bool // rank streams opened
+	named     map[string]*namedProducer
 
 	streams, refused atomic.Int64
 
@@ -180,7 +189,8 @@ func StartPush(lis net.Listener, cfg PushConfig) (*PushServer, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &PushServer{cfg: cfg, log: cfg.Logger, dealer: newPushDealer(cfg.Ranks, cfg.BatchRows, even, cfg.BufferBytes),
-		addr: lis.Addr().String(), served: make(chan error, 1), schemaSet: make(chan struct{}), opened: make([]bool, cfg.Ranks)}
+		addr: lis.Addr().String(), served: make(chan error, 1), schemaSet: make(chan struct{}), opened: make([]bool, cfg.Ranks),
+		named: map[string]*namedProducer{}}
 	if cfg.Schema != nil {
 		s.schema = nullableSchema(cfg.Schema)
 		close(s.schemaSet)
@@ -346,8 +356,11 @@ func (s *PushServer) adopt(in *arrow.Schema) ([]int, error) {
 
 // DoPut takes one producer's stream. Nothing is fed before its schema
 // matches the job's. Each batch is acknowledged (a PutResult whose
-// app_metadata is {"batches":N,"rows":M}, the stream's totals so far) once
-// the endpoint has taken it: every acknowledged batch is fed, once.
+// app_metadata is {"batches":N,"rows":M}, the stream's totals so far, and
+// for a named producer "producer_rows", its total over all its streams)
+// once the endpoint has taken it: every acknowledged batch is fed, once.
+// A stream whose descriptor is a path names its producer; one name has one
+// stream open at a time.
 func (s *PushServer) DoPut(stream flight.FlightService_DoPutServer) error {
 	ctx := stream.Context()
 	from := peerOf(ctx)
@@ -363,8 +376,29 @@ func (s *PushServer) DoPut(stream flight.FlightService_DoPutServer) error {
 		s.log.Warn("push endpoint: refused a stream", "peer", from, "err", err)
 		return status.Errorf(codes.InvalidArgument, "schema mismatch: %v; nothing of this stream was fed", err)
 	}
+	name := producerName(rd.LatestFlightDescriptor())
+	var np *namedProducer
+	if name != "" {
+		s.mu.Lock()
+		if np = s.named[name]; np == nil {
+			np = &namedProducer{}
+			s.named[name] = np
+		}
+		busy := np.active
+		np.active = true
+		s.mu.Unlock()
+		if busy {
+			s.refused.Add(1)
+			return status.Errorf(codes.AlreadyExists, "producer %q is pushing on another stream already; nothing of this stream was fed", name)
+		}
+		defer func() {
+			s.mu.Lock()
+			np.active = false
+			s.mu.Unlock()
+		}()
+	}
 	s.streams.Add(1)
-	s.log.Info("push endpoint: producer connected", "peer", from)
+	s.log.Info("push endpoint: producer connected", "peer", from, "producer", name)
 	schema := s.schema
 	var batches, rows int64
 	for {
@@ -394,6 +428,13 @@ func (s *PushServer) DoPut(stream flight.FlightService_DoPutServer) error {
 		batches++
 		rows += n
 		ack := fmt.Sprintf(`{"batches":%d,"rows":%d}`, batches, rows)
+		if np != nil {
+			s.mu.Lock()
+			np.rows += n
+			total := np.rows
+			s.mu.Unlock()
+			ack = fmt.Sprintf(`{"batches":%d,"rows":%d,"producer_rows":%d}`, batches, rows, total)
+		}
 		if err := stream.Send(&flight.PutResult{AppMetadata: []byte(ack)}); err != nil {
 			s.log.Warn("push endpoint: producer gone before an acknowledgement; the batch is fed", "peer", from, "batches", batches, "rows", rows)
 			return err
@@ -420,17 +461,47 @@ func (s *PushServer) ListActions(_ *flight.Empty, stream flight.FlightService_Li
 	return stream.Send(&flight.ActionType{Type: ActionEndOfInput, Description: "the pushed input is complete: training sees the end of its data"})
 }
 
-// GetFlightInfo tells a producer the job's schema (once known) and the
-// rows accepted so far; the flight has no endpoints to read.
+// GetFlightInfo tells a producer the job's schema (once known) and rows
+// taken: for a path descriptor, those taken from the producer it names
+// (0 for a name not seen), with which a restarted producer resumes
+// (Unavailable while a stream of that name is open, as its count may
+// still grow); otherwise those of the whole job. The flight has no endpoints to read.
 func (s *PushServer) GetFlightInfo(ctx context.Context, d *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	total := s.Stats().Rows
 	s.mu.Lock()
 	schema := s.schema
+	name := producerName(d)
+	busy := false
+	if name != "" {
+		total = 0
+		if np := s.named[name]; np != nil {
+			total, busy = np.rows, np.active
+		}
+	}
 	s.mu.Unlock()
+	if busy {
+		// Its count could still grow: a restarted producer would resume
+		// from a stale one.
+		return nil, status.Errorf(codes.Unavailable, "producer %q still has a stream open (its end has not reached the endpoint yet); ask again shortly", name)
+	}
 	if schema == nil {
-		return nil, status.Error(codes.NotFound, "the job has no schema yet: the first producer's becomes it")
+		if name == "" {
+			return nil, status.Error(codes.NotFound, "the job has no schema yet: the first producer's becomes it")
+		}
+		schema = arrow.NewSchema(nil, nil) // nothing taken of it yet either
 	}
 	return &flight.FlightInfo{Schema: flight.SerializeSchema(schema, memory.DefaultAllocator), FlightDescriptor: d,
-		TotalRecords: s.Stats().Rows, TotalBytes: -1}, nil
+		TotalRecords: total, TotalBytes: -1}, nil
+}
+
+// producerName is the name a stream's descriptor gives its producer: its
+// path, joined with "/"; empty (an anonymous producer) for any other
+// descriptor.
+func producerName(d *flight.FlightDescriptor) string {
+	if d.GetType() != flight.DescriptorPATH {
+		return ""
+	}
+	return strings.Join(d.GetPath(), "/")
 }
 
 // DoGet streams one rank's share. Each rank's stream can be read once:

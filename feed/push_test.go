@@ -70,6 +70,11 @@ func bearer(ctx context.Context, token string) context.Context {
 // acknowledged and the stream's outcome. afterAck, when set, is called
 // with the count each time an acknowledgement arrives.
 func push(ctx context.Context, c flight.Client, token string, sc *arrow.Schema, recs []arrow.RecordBatch, afterAck func(int)) (int, error) {
+	return pushAs(ctx, c, token, nil, sc, recs, afterAck)
+}
+
+// pushAs is push naming the stream with desc (nil: anonymous).
+func pushAs(ctx context.Context, c flight.Client, token string, desc *flight.FlightDescriptor, sc *arrow.Schema, recs []arrow.RecordBatch, afterAck func(int)) (int, error) {
 	stream, err := c.DoPut(bearer(ctx, token))
 	if err != nil {
 		return 0, err
@@ -93,6 +98,7 @@ func push(ctx context.Context, c flight.Client, token string, sc *arrow.Schema, 
 		}
 	}()
 	w := flight.NewRecordWriter(stream, ipc.WithSchema(sc))
+	w.SetFlightDescriptor(desc)
 	for _, r := range recs {
 		if err := w.Write(r); err != nil {
 			break // the outcome comes from Recv
@@ -294,40 +300,7 @@ func TestPushProducerKilled(t *testing.T) {
 	// The victim: ids 0..1999, at most two batches unacknowledged at a
 	// time, its connection cut once 5 are acknowledged.
 	const window = 2
-	vconn, vc := dialPush(t, s.Addr())
-	vstream, err := vc.DoPut(bearer(ctx, testProducerToken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	acks := make(chan struct{}, 20)
-	recvDone := make(chan error, 1)
-	go func() {
-		for {
-			if _, err := vstream.Recv(); err != nil {
-				recvDone <- err
-				return
-			}
-			acks <- struct{}{}
-		}
-	}()
-	w := flight.NewRecordWriter(vstream, ipc.WithSchema(flightSchema))
-	acked := 0
-	for i, rec := range flightBatches(0, 20, rows) {
-		for i-acked >= window {
-			<-acks
-			acked++
-		}
-		if acked >= 5 {
-			vconn.Close() // killed: no end of stream, no goodbye
-			break
-		}
-		if err := w.Write(rec); err != nil {
-			t.Fatalf("batch %d: %v", i, err)
-		}
-	}
-	if err := <-recvDone; err == nil || errors.Is(err, io.EOF) {
-		t.Fatalf("the killed producer's stream ended cleanly: %v", err)
-	}
+	acked := pushCut(t, ctx, s.Addr(), nil, flightBatches(0, 20, rows), window, 5)
 	// A healthy producer: ids 100000...
 	_, c := dialPush(t, s.Addr())
 	if _, err := push(ctx, c, testProducerToken, flightSchema, flightBatches(100000, 7, rows), nil); err != nil {
@@ -651,4 +624,141 @@ func TestPushEpochsFromCache(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPushProducerResumes: a producer that names its streams (a path
+// descriptor) and is cut off mid-stream asks the endpoint how many of its
+// rows it took and resumes after them: every row is fed exactly once,
+// including those whose acknowledgements it never read. One name has one
+// stream open at a time.
+func TestPushProducerResumes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const rows, total = 100, 2000
+	s := startPush(t, PushConfig{Ranks: 2, BatchRows: 50, EvenBatches: EvenOff, Schema: flightSchema})
+	var got [][]int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		got = readRanks(ctx, t, s, []string{"id"}, 50)
+	}()
+	name := &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"etl", "part-7"}}
+	all := flightBatches(0, total/rows, rows)
+
+	// The first run: cut off once 3 batches are acknowledged, with up to
+	// 3 more in flight.
+	pushCut(t, ctx, s.Addr(), name, all, 3, 3)
+	// The rerun asks where to resume, waiting while the endpoint has not
+	// seen the first stream end.
+	_, c := dialPush(t, s.Addr())
+	var from int64
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err := c.GetFlightInfo(bearer(ctx, testProducerToken), name)
+		if err == nil {
+			from = info.GetTotalRecords()
+			break
+		}
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if from < 3*rows || from%rows != 0 || from >= total {
+		t.Fatalf("resume from row %d", from)
+	}
+	rest := all[from/rows:]
+	// The rerun; while its stream is open, a second stream of the same
+	// name is refused.
+	stream, err := c.DoPut(bearer(ctx, testProducerToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(flightSchema))
+	w.SetFlightDescriptor(name)
+	for i, rec := range rest {
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Recv(); err != nil {
+			t.Fatalf("acknowledgement %d: %v", i, err)
+		}
+		if i == 0 {
+			_, err := pushAs(ctx, c, testProducerToken, name, flightSchema, all[:1], nil)
+			if status.Code(err) != codes.AlreadyExists || !strings.Contains(err.Error(), `"etl/part-7"`) {
+				t.Fatalf("a second stream of the same producer: %v", err)
+			}
+		}
+	}
+	w.Close()
+	stream.CloseSend()
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("the rerun's end: %v", err)
+	}
+	if info, err := c.GetFlightInfo(bearer(ctx, testProducerToken), name); err != nil || info.GetTotalRecords() != total {
+		t.Fatalf("after the rerun: %v %v", info.GetTotalRecords(), err)
+	}
+	if err := endOfInput(ctx, c, testProducerToken); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	seen := map[int64]int{}
+	for _, ids := range got {
+		for _, id := range ids {
+			seen[id]++
+		}
+	}
+	for id := int64(0); id < total; id++ {
+		if seen[id] != 1 {
+			t.Fatalf("row %d fed %d times", id, seen[id])
+		}
+	}
+	if len(seen) != total {
+		t.Fatalf("%d rows fed, want %d", len(seen), total)
+	}
+}
+
+// pushCut pushes recs on a connection of its own, with at most window
+// batches unacknowledged, and cuts the connection (as a killed producer's
+// is) once cutAt batches are acknowledged. It returns the
+// acknowledgements read.
+func pushCut(t *testing.T, ctx context.Context, addr string, desc *flight.FlightDescriptor, recs []arrow.RecordBatch, window, cutAt int) int {
+	t.Helper()
+	conn, c := dialPush(t, addr)
+	stream, err := c.DoPut(bearer(ctx, testProducerToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acks := make(chan struct{}, len(recs))
+	recvDone := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := stream.Recv(); err != nil {
+				recvDone <- err
+				return
+			}
+			acks <- struct{}{}
+		}
+	}()
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(flightSchema))
+	w.SetFlightDescriptor(desc)
+	acked := 0
+	for i, rec := range recs {
+		for i-acked >= window {
+			<-acks
+			acked++
+		}
+		if acked >= cutAt {
+			conn.Close() // killed: no end of stream, no goodbye
+			break
+		}
+		if err := w.Write(rec); err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+	}
+	if err := <-recvDone; err == nil || errors.Is(err, io.EOF) {
+		t.Fatalf("the cut stream ended cleanly: %v", err)
+	}
+	return acked
 }
