@@ -49,6 +49,8 @@ type Driver struct {
 	obs *observer
 	// hadoopConf are the Hadoop configuration files executors fetch.
 	hadoopConf []string
+	// push is the endpoint of a flight-put: input, once planned.
+	push *pushInput
 }
 
 // New returns a Driver for cfg that gets its executors from cm. The
@@ -103,6 +105,18 @@ func (d *Driver) Plan(ctx context.Context) (*feed.JobPlan, error) {
 		// A job without input (it loads its own data) has nothing to plan.
 		return &feed.JobPlan{Ranks: make([][]feed.Split, c.NumExecutors), RowsPerRank: make([]int64, c.NumExecutors)}, nil
 	}
+	if c.isPush() {
+		plan, err := d.planPush(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if c.FeedMode == "tensor" {
+			if err := wire.CheckTensorSchema(plan.Schema, c.LabelColumn); err != nil {
+				return nil, fmt.Errorf("tensor feed: %w", err)
+			}
+		}
+		return plan, nil
+	}
 	plan, err := feed.Plan(ctx, d.res, feed.PlanRequest{
 		Inputs:      c.Inputs,
 		Format:      c.Format,
@@ -132,6 +146,7 @@ func (d *Driver) Plan(ctx context.Context) (*feed.JobPlan, error) {
 func (d *Driver) run(ctx context.Context) error {
 	c := d.cfg
 	start := time.Now()
+	defer d.stopPush()
 	plan, err := d.Plan(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -430,6 +445,12 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot, fil
 		}
 		schemaIPC = buf.Bytes()
 	}
+	// Pushed input is kept even by the driver as it deals the rows: the
+	// ranks feed what they get.
+	evenOnRanks := c.EvenBatches
+	if d.push != nil {
+		evenOnRanks = feed.EvenOff
+	}
 	return func(rank int) (*driverpb.Task, error) {
 		if rank < 0 || rank >= len(slots) {
 			return nil, fmt.Errorf("no rank %d in a job of %d", rank, len(slots))
@@ -478,7 +499,7 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot, fil
 				PrefetchBatches:   int32(c.PrefetchBatches),
 				MemoryBudget:      c.MemoryBudget,
 				CacheBytes:        c.CacheMemory,
-				EvenBatches:       string(c.EvenBatches),
+				EvenBatches:       string(evenOnRanks),
 				TargetBatches:     target,
 				FlightToken:       c.Flight.Token,
 				FlightCaFile:      c.Flight.CAFile,

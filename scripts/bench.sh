@@ -12,7 +12,7 @@ go test -run '^$' -bench 'Decode' -benchtime 8x ./feed
 section "feed: Parquet -> executor -> Unix socket -> consumer process, vs raw Unix socket"
 go test -run '^$' -bench 'Feed' -benchtime 5x ./feed/wire
 
-section "Arrow Flight: a flight through the feed vs a raw DoGet (the ceiling) vs the same rows from Parquet"
+section "Arrow Flight: a flight pulled through the feed vs a raw DoGet (the ceiling), rows pushed through the feed vs a raw DoPut (the ceiling), each vs the same rows from Parquet"
 go test -run '^$' -bench 'Flight' -benchtime 5x ./feed
 
 section "allreduce: Spindle ring vs PyTorch gloo"
