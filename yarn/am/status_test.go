@@ -3,6 +3,7 @@ package am
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -30,6 +31,12 @@ func TestDescribe(t *testing.T) {
 		o := describe(st, "exec-3", "nm7", "container_1_0001_01_000004", 1152, 128)
 		if o.kind != tc.kind || o.notJobsFault != tc.notJobsFault {
 			t.Errorf("status %d: kind %v fault-free %v", tc.status, o.kind, o.notJobsFault)
+		}
+		// The driver gets it as an executor event: blameless when YARN
+		// took the container back, so the failure policy does not count it.
+		ev := outcomeFor{outcome: o, id: "exec-3", host: "nm7", exitStatus: tc.status}.event(time.Unix(5, 0))
+		if ev.Blameless != tc.notJobsFault || ev.Kind != tc.kind || ev.ExecutorID != "exec-3" || ev.Host != "nm7" || ev.Message != o.message {
+			t.Errorf("status %d: event %+v", tc.status, ev)
 		}
 		for _, w := range append(tc.want, "exec-3", "container_1_0001_01_000004", "nm7") {
 			if !strings.Contains(o.message, w) {

@@ -1,0 +1,152 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	pb "github.com/spindle-ml/spindle/internal/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadooptest"
+	"github.com/spindle-ml/spindle/yarn/client"
+)
+
+// report returns the ResourceManager's report of a printed application.
+func report(t *testing.T, hc *hadooptest.Cluster, stderr string) (string, *pb.ApplicationReportProto) {
+	t.Helper()
+	m := appRE.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no application id printed:\n%s", stderr)
+	}
+	id, _ := client.ParseAppID(m[1])
+	rep, err := rmClient(t, hc).Report(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m[1], rep
+}
+
+// TestClusterModeLogReg runs the Go logistic-regression example with its
+// driver inside the ApplicationMaster: spindle submit prints the
+// application and its tracking URL, streams the driver's output, and exits
+// 0; YARN reports the application SUCCEEDED; staging is gone.
+func TestClusterModeLogReg(t *testing.T) {
+	hc := hadooptest.Shared(t)
+	input := putData(t, hc, "/data/logreg-cluster")
+	code, stdout, stderr := submit(t, hc.ConfDir, 4*time.Minute,
+		"--deploy-mode", "cluster", "--name", "yarn-logreg-cluster", "--queue", "default",
+		"--num-executors", "3", "--executor-memory", "256m", "--conf", "spindle.yarn.tags=e2e,cluster",
+		"--input", input, "--label-column", "label", "--feed", "tensor", "--batch-rows", "128",
+		"--epochs", "2", "--seed", "3", "--", logregBin, "--lr", "0.5")
+	if code != 0 {
+		t.Fatalf("spindle submit exited %d\n--- stdout\n%s\n--- stderr\n%s", code, stdout, stderr)
+	}
+	t.Logf("spindle submit:\n%s", stderr)
+	app, rep := report(t, hc, stderr)
+	if rep.GetYarnApplicationState() != pb.YarnApplicationStateProto_FINISHED || rep.GetFinalApplicationStatus() != pb.FinalApplicationStatusProto_APP_SUCCEEDED ||
+		rep.GetApplicationType() != "SPINDLE" || rep.GetName() != "yarn-logreg-cluster" {
+		t.Fatalf("ResourceManager reports %v %v type %q name %q", rep.GetYarnApplicationState(), rep.GetFinalApplicationStatus(),
+			rep.GetApplicationType(), rep.GetName())
+	}
+	// The gateway saw the application accepted with its tracking URL,
+	// then the driver's own lines from inside the AM: its splits over
+	// the real HDFS, the gang, every rank, and the job's result under the
+	// application's id.
+	for _, want := range []string{
+		"accepted; tracking URL: http",
+		"its driver is in the ApplicationMaster",
+		"running the job's driver in the ApplicationMaster",
+		"planned splits",
+		"executors launched",
+		"all executors registered",
+		"[rank 2]",
+		"job " + app + " succeeded",
+	} {
+		if !strings.Contains(stdout+stderr, want) {
+			t.Errorf("the gateway did not show %q:\n--- stdout\n%s\n--- stderr\n%s", want, stdout, stderr)
+		}
+	}
+	stagingGone(t, hc, app)
+}
+
+// TestClusterModeFailure: a job that fails in cluster mode exits 1 on the
+// gateway with the failure's reason (rank, exit status, its stderr), the
+// application ends FAILED with the reason in its diagnostics, and a local
+// --files file reached the executors through the staging directory.
+func TestClusterModeFailure(t *testing.T) {
+	hc := hadooptest.Shared(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "note.txt"), []byte("note-from-the-gateway\n"), 0o644)
+	t.Chdir(dir)
+	code, stdout, stderr := submit(t, hc.ConfDir, 4*time.Minute,
+		"--deploy-mode", "cluster", "--name", "fails", "--num-executors", "2", "--executor-memory", "256m",
+		"--files", "note.txt", "--",
+		"sh", "-c", `cat "$SPINDLE_FILES_DIR/note.txt"; if [ "$SPINDLE_RANK" = 1 ]; then echo boom-on-rank-1 >&2; exit 3; fi; sleep 30`)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n--- stdout\n%s\n--- stderr\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"note-from-the-gateway", "rank 1", "exited with status 3", "boom-on-rank-1"} {
+		if !strings.Contains(stdout+stderr, want) {
+			t.Errorf("the gateway did not show %q:\n--- stdout\n%s\n--- stderr\n%s", want, stdout, stderr)
+		}
+	}
+	if !strings.Contains(stderr, "spindle: job application_") || !strings.Contains(stderr, "failed: ") {
+		t.Errorf("no failure line on the gateway:\n%s", stderr)
+	}
+	app, rep := report(t, hc, stderr)
+	if rep.GetFinalApplicationStatus() != pb.FinalApplicationStatusProto_APP_FAILED || !strings.Contains(rep.GetDiagnostics(), "exited with status 3") {
+		t.Fatalf("ResourceManager reports %v with diagnostics %q", rep.GetFinalApplicationStatus(), rep.GetDiagnostics())
+	}
+	stagingGone(t, hc, app)
+}
+
+// TestClusterModeInterrupted: Ctrl-C on the gateway stops a cluster-mode
+// application (final status KILLED), exits 130 and leaves no staging.
+func TestClusterModeInterrupted(t *testing.T) {
+	hc := hadooptest.Shared(t)
+	r := start(t, hc.ConfDir, "--deploy-mode", "cluster", "--name", "cluster-interrupted", "--num-executors", "2",
+		"--executor-memory", "256m", "--", "sleep", "120")
+	app := r.waitFor(t, appRE, time.Minute)[1]
+	r.waitFor(t, regexp.MustCompile(`all executors registered`), 2*time.Minute)
+	r.cmd.Process.Signal(os.Interrupt)
+	if code := r.wait(t, 2*time.Minute); code != 130 {
+		t.Fatalf("exit %d after Ctrl-C, want 130:\n%s", code, r.stderr.String())
+	}
+	id, _ := client.ParseAppID(app)
+	rep, err := rmClient(t, hc).Report(context.Background(), id)
+	if err != nil || !client.IsFinal(rep.GetYarnApplicationState()) || rep.GetFinalApplicationStatus() != pb.FinalApplicationStatusProto_APP_KILLED {
+		t.Fatalf("after Ctrl-C: %v %v (%v)", rep.GetYarnApplicationState(), rep.GetFinalApplicationStatus(), err)
+	}
+	stagingGone(t, hc, app)
+}
+
+// TestClusterModeBadInput: what cluster mode cannot do is refused before
+// anything is submitted, with exit status 2.
+func TestClusterModeBadInput(t *testing.T) {
+	hc := hadooptest.Shared(t)
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "data"), 0o755)
+	os.WriteFile(filepath.Join(dir, "data", "d.csv"), []byte("x,label\n1,0\n"), 0o644)
+	t.Chdir(dir)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"relative input", []string{"--deploy-mode", "cluster", "--input", "data", "--", "true"}, "--input data is a path relative"},
+		{"unknown deploy mode", []string{"--deploy-mode", "moon", "--", "true"}, "spindle.submit.deployMode"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := submit(t, hc.ConfDir, time.Minute, tc.args...)
+			if code != 2 || !strings.Contains(stderr, tc.want) {
+				t.Fatalf("exit %d, want 2 naming %q:\n%s", code, tc.want, stderr)
+			}
+			if appRE.MatchString(stderr) {
+				t.Fatalf("an application was submitted:\n%s", stderr)
+			}
+		})
+	}
+}
