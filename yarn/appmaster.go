@@ -53,6 +53,13 @@ func RunAM(ctx context.Context, logger *slog.Logger, run DriverFunc) error {
 	if !ok {
 		return fmt.Errorf("credentials file %s holds no %s: YARN did not give this container an AMRMToken", tokFile, am.AMRMTokenKind)
 	}
+	var output *outputLog
+	if plan.Cluster != nil {
+		// The gateway sees the AM's own lines (the gang, locality,
+		// completed containers) beside the driver's.
+		output = newOutputLog()
+		logger = teeLogger(logger, output.writer(true))
+	}
 	log := logger.With("component", "yarn-am", "app", plan.AppID)
 	host := os.Getenv("NM_HOST")
 	if host == "" {
@@ -77,7 +84,7 @@ func RunAM(ctx context.Context, logger *slog.Logger, run DriverFunc) error {
 	}
 	defer alloc.Close()
 	if plan.Cluster != nil {
-		return runClusterAM(ctx, plan, alloc, ln, host, run, log)
+		return runClusterAM(ctx, plan, alloc, ln, host, run, output, log)
 	}
 	if attempt := am.Attempt(os.Getenv("CONTAINER_ID")); attempt > 1 {
 		// The driver on the gateway knew the first attempt only: a new one

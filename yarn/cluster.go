@@ -401,8 +401,14 @@ func (c *ClusterManager) close() error {
 			finished = amc.do(fctx, http.MethodPost, "/v1/finish", amFinish{Status: status, Diagnostics: diag}, nil) == nil
 			fcancel()
 		}
-		if finished {
+		switch {
+		case finished:
 			finished = c.waitFinal(ctx, id, 30*time.Second) != nil
+		case amc != nil && status != "KILLED" && c.cfg.MaxAttempts > 1:
+			// The AM is gone and YARN may be making another attempt,
+			// which ends the application itself (FAILED: it cannot
+			// rejoin this driver); give it a moment before killing.
+			finished = c.waitFinal(ctx, id, 20*time.Second) != nil
 		}
 		if !finished {
 			if _, err := c.rm.Kill(ctx, id, "spindle submit: "+status+" "+diag); err != nil {

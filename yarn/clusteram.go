@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spindle-ml/spindle/driver"
@@ -48,10 +49,10 @@ const amConfPrefix = "hadoop-conf-"
 // runClusterAM runs a cluster-mode job: the driver runs in this process,
 // with the allocator as its cluster manager, while the gateway streams its
 // output over the AM's API. The application's final status is the job's.
-func runClusterAM(ctx context.Context, plan Plan, alloc *am.Allocator, ln net.Listener, host string, run DriverFunc, log *slog.Logger) error {
-	output := newOutputLog()
+func runClusterAM(ctx context.Context, plan Plan, alloc *am.Allocator, ln net.Listener, host string, run DriverFunc, output *outputLog, log *slog.Logger) error {
 	driverCtx, stopDriver := context.WithCancel(ctx)
 	defer stopDriver()
+	var gatewayStop atomic.Bool
 	refuse := errors.New("this is a cluster-mode application: its driver runs in the ApplicationMaster")
 	h := amHandlers{
 		secret:  plan.AMSecret,
@@ -61,6 +62,7 @@ func runClusterAM(ctx context.Context, plan Plan, alloc *am.Allocator, ln net.Li
 			// The gateway stops the job (Ctrl-C): the driver stops its
 			// executors and the application ends KILLED.
 			log.Info("the gateway stops the job", "status", f.Status, "diagnostics", f.Diagnostics)
+			gatewayStop.Store(true)
 			output.stopReading()
 			stopDriver()
 		},
@@ -74,6 +76,24 @@ func runClusterAM(ctx context.Context, plan Plan, alloc *am.Allocator, ln net.Li
 
 	res := runDriver(driverCtx, plan, alloc, output, run)
 	log.Info("the driver ended", "code", res.Code, "message", res.Message)
+	if ctx.Err() != nil && !gatewayStop.Load() {
+		// YARN is stopping this container: the application was killed,
+		// or this attempt failed and another may follow. The job's end
+		// is YARN's to say (the gateway reads it from the application's
+		// report, or follows the next attempt), so the AM neither
+		// reports a result nor unregisters; the last attempt removes the
+		// staging directory, which a next one would need.
+		srv.Close()
+		<-served
+		attempt := am.Attempt(os.Getenv("CONTAINER_ID"))
+		log.Warn("stopped by YARN", "attempt", attempt, "max_attempts", plan.MaxAttempts)
+		if plan.StagingURI != "" && attempt >= plan.MaxAttempts {
+			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			removeStaging(rctx, plan.StagingURI, log)
+		}
+		return ctx.Err()
+	}
 	output.finish(res)
 	wctx, wcancel := context.WithTimeout(context.Background(), 15*time.Second)
 	output.waitDrained(wctx, 15*time.Second)
@@ -138,4 +158,42 @@ func linkConfDir(files map[string]Resource) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// teeLogger returns a logger writing what logger writes, at the same
+// level, also as text lines to w.
+func teeLogger(logger *slog.Logger, w io.Writer) *slog.Logger {
+	level := slog.LevelError
+	for _, l := range []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn} {
+		if logger.Enabled(context.Background(), l) {
+			level = l
+			break
+		}
+	}
+	return slog.New(teeHandler{logger.Handler(), slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})})
+}
+
+// teeHandler hands every record to two handlers.
+type teeHandler struct{ a, b slog.Handler }
+
+func (t teeHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return t.a.Enabled(ctx, l) || t.b.Enabled(ctx, l)
+}
+
+func (t teeHandler) Handle(ctx context.Context, r slog.Record) error {
+	var errs []error
+	for _, h := range []slog.Handler{t.a, t.b} {
+		if h.Enabled(ctx, r.Level) {
+			errs = append(errs, h.Handle(ctx, r.Clone()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (t teeHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return teeHandler{t.a.WithAttrs(as), t.b.WithAttrs(as)}
+}
+
+func (t teeHandler) WithGroup(name string) slog.Handler {
+	return teeHandler{t.a.WithGroup(name), t.b.WithGroup(name)}
 }

@@ -213,12 +213,21 @@ func (a *App) Follow(ctx context.Context, stdout, stderr io.Writer) JobResult {
 				a.setEnded()
 				return resultOf(a.id, r)
 			}
-			if amc == nil && st == pb.YarnApplicationStateProto_RUNNING && r.GetRpcPort() > 0 && r.GetHost() != "" && r.GetHost() != "N/A" {
-				amc = &amClient{
-					base:   "http://" + net.JoinHostPort(r.GetHost(), strconv.Itoa(int(r.GetRpcPort()))),
-					secret: a.plan.AMSecret, http: &http.Client{Timeout: 30 * time.Second},
+			if st == pb.YarnApplicationStateProto_RUNNING && r.GetRpcPort() > 0 && r.GetHost() != "" && r.GetHost() != "N/A" {
+				base := "http://" + net.JoinHostPort(r.GetHost(), strconv.Itoa(int(r.GetRpcPort())))
+				switch {
+				case amc == nil:
+					fmt.Fprintf(stderr, "yarn application %s running; its driver is in the ApplicationMaster on %s\n", a.id, r.GetHost())
+				case amc.base != base:
+					// The first attempt's AM is gone and YARN started
+					// another (spindle.yarn.maxAppAttempts): its driver
+					// runs the job again from the start.
+					fmt.Fprintf(stderr, "yarn application %s: the ApplicationMaster was lost; YARN's next attempt runs the job again from the start, on %s\n", a.id, r.GetHost())
+					next, amFails = 0, 0
 				}
-				fmt.Fprintf(stderr, "yarn application %s running; its driver is in the ApplicationMaster on %s\n", a.id, r.GetHost())
+				if amc == nil || amc.base != base {
+					amc = &amClient{base: base, secret: a.plan.AMSecret, http: &http.Client{Timeout: 30 * time.Second}}
+				}
 			}
 		}
 		if amc == nil {

@@ -64,6 +64,8 @@ type Plan struct {
 	// LocalityWaitMS is how long a container request stays on its
 	// preferred nodes, then on their racks, before it takes any node.
 	LocalityWaitMS int64 `json:"localityWaitMs,omitempty"`
+	// MaxAttempts is the application's maxAppAttempts.
+	MaxAttempts int `json:"maxAttempts,omitempty"`
 	// Cluster, in cluster mode, is the job whose driver the AM runs.
 	Cluster *ClusterJob `json:"cluster,omitempty"`
 }

@@ -149,6 +149,7 @@ func (g *gateway) racks(ctx context.Context) map[string]string {
 func (g *gateway) launch(ctx context.Context, id client.AppID, plan Plan) error {
 	sched, _ := g.conf.SchedulerAddrs()
 	plan.SchedulerAddrs = sched
+	plan.MaxAttempts = g.cfg.MaxAttempts
 	creds := hadooprpc.NewCredentials()
 	if err := plan.addTo(creds); err != nil {
 		return err

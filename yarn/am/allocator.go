@@ -81,7 +81,10 @@ type container struct {
 	c       *pb.ContainerProto
 	host    string
 	started bool
-	done    chan struct{}
+	// released: the driver gave the container back, so its end (YARN
+	// reports -100, aborted) is no loss.
+	released bool
+	done     chan struct{}
 }
 
 // gang is a Request being filled.
@@ -504,6 +507,7 @@ func (a *Allocator) Release(ctx context.Context, ids []string) error {
 	for _, id := range ids {
 		if c, ok := a.byExec[id]; ok {
 			cs = append(cs, c)
+			c.released = true
 			a.releases = append(a.releases, c.c.GetId())
 		}
 	}

@@ -3,6 +3,7 @@ package am
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -220,5 +221,8 @@ func (a *Allocator) completedLocked(st *pb.ContainerStatusProto) (outcomeFor, bo
 		delete(a.byExec, c.spec.ID)
 	}
 	o := describe(st, c.spec.ID, c.host, cid, c.spec.MemoryMB+a.cfg.MemoryOverheadMB, a.cfg.MemoryOverheadMB)
+	if c.released && (st.GetExitStatus() == ExitAborted || st.GetExitStatus() == ExitKilledByAM) {
+		o = outcome{driver.ExecutorExited, -1, fmt.Sprintf("executor %s (container %s on %s) was stopped", c.spec.ID, cid, c.host), false}
+	}
 	return outcomeFor{outcome: o, id: c.spec.ID, host: c.host, exitStatus: st.GetExitStatus()}, true
 }

@@ -2,10 +2,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,6 +56,24 @@ func TestClusterModeLogReg(t *testing.T) {
 		t.Fatalf("ResourceManager reports %v %v type %q name %q", rep.GetYarnApplicationState(), rep.GetFinalApplicationStatus(),
 			rep.GetApplicationType(), rep.GetName())
 	}
+	// The ResourceManager's own REST API agrees.
+	web := hc.Props["yarn.resourcemanager.webapp.address"]
+	resp, err := http.Get("http://" + web + "/ws/v1/cluster/apps/" + app)
+	if err != nil {
+		t.Fatalf("ResourceManager REST API at %s: %v", web, err)
+	}
+	defer resp.Body.Close()
+	var rest struct {
+		App struct {
+			State, FinalStatus, ApplicationType, Name, Queue string
+		} `json:"app"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&rest); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("REST API answered %s: %v", resp.Status, err)
+	}
+	if a := rest.App; a.State != "FINISHED" || a.FinalStatus != "SUCCEEDED" || a.ApplicationType != "SPINDLE" || a.Name != "yarn-logreg-cluster" {
+		t.Fatalf("REST API reports %+v", a)
+	}
 	// The gateway saw the application accepted with its tracking URL,
 	// then the driver's own lines from inside the AM: its splits over
 	// the real HDFS, the gang, every rank, and the job's result under the
@@ -60,6 +83,8 @@ func TestClusterModeLogReg(t *testing.T) {
 		"its driver is in the ApplicationMaster",
 		"running the job's driver in the ApplicationMaster",
 		"planned splits",
+		"gang granted", // the AM's own line
+		"on_input_nodes=3",
 		"executors launched",
 		"all executors registered",
 		"[rank 2]",
@@ -149,4 +174,107 @@ func TestClusterModeBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// amPID finds the process of an application's first ApplicationMaster
+// attempt by the CONTAINER_ID YARN put in its environment.
+func amPID(t *testing.T, app string) int {
+	t.Helper()
+	rest := strings.TrimPrefix(app, "application_")
+	re := regexp.MustCompile(`(^|\x00)CONTAINER_ID=container_(e\d+_)?` + regexp.QuoteMeta(rest) + `_01_000001\x00`)
+	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !re.Match(b) {
+			continue
+		}
+		// The spindle process itself, not the shell YARN starts it with.
+		cmdline, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
+		if args := strings.Split(string(cmdline), "\x00"); len(args) >= 2 && filepath.Base(args[0]) == "spindle" && args[1] == "yarn-am" {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			return pid
+		}
+	}
+	t.Fatalf("no ApplicationMaster process of %s", app)
+	return 0
+}
+
+// alive reports whether a process exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+var registeredRE = regexp.MustCompile(`executor registered.*executor=(exec-\d+).* pid=(\d+)`)
+
+// TestClusterModeSecondAttempt kills a cluster-mode job's
+// ApplicationMaster, driver and all: YARN's second attempt runs the job
+// again from the start and it succeeds, the gateway following the new
+// attempt; the first attempt's executors are gone before the second
+// gang registers (never two live gangs).
+func TestClusterModeSecondAttempt(t *testing.T) {
+	hc := hadooptest.Shared(t)
+	r := start(t, hc.ConfDir, "--deploy-mode", "cluster", "--name", "second-attempt", "--num-executors", "2",
+		"--executor-memory", "256m", "--conf", "spindle.yarn.maxAppAttempts=2", "--", "sleep", "6")
+	app := r.waitFor(t, appRE, time.Minute)[1]
+	r.waitFor(t, regexp.MustCompile(`all executors registered`), 2*time.Minute)
+	var first []int
+	for _, m := range registeredRE.FindAllStringSubmatch(r.stderr.String(), -1) {
+		pid, _ := strconv.Atoi(m[2])
+		first = append(first, pid)
+	}
+	if len(first) != 2 {
+		t.Fatalf("want 2 executors registered, got %v:\n%s", first, r.stderr.String())
+	}
+	if err := syscall.Kill(amPID(t, app), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, regexp.MustCompile(`YARN's next attempt runs the job again`), 2*time.Minute)
+	r.waitFor(t, regexp.MustCompile(`(?s)next attempt runs the job again.*all executors registered`), 2*time.Minute)
+	for _, pid := range first {
+		if alive(pid) {
+			t.Errorf("executor pid %d of the first attempt still runs beside the second attempt's gang", pid)
+		}
+	}
+	if code := r.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("exit %d, want 0 from the second attempt:\n%s", code, r.stderr.String())
+	}
+	id, _ := client.ParseAppID(app)
+	rep, err := rmClient(t, hc).Report(context.Background(), id)
+	if err != nil || rep.GetFinalApplicationStatus() != pb.FinalApplicationStatusProto_APP_SUCCEEDED {
+		t.Fatalf("final status %v (%v)", rep.GetFinalApplicationStatus(), err)
+	}
+	stagingGone(t, hc, app)
+}
+
+// TestClientModeSecondAttempt: in client mode a new AM attempt cannot
+// rejoin the driver on the gateway; it ends the application FAILED,
+// saying so, without starting executors, and the job fails.
+func TestClientModeSecondAttempt(t *testing.T) {
+	hc := hadooptest.Shared(t)
+	r := start(t, hc.ConfDir, "--name", "client-second-attempt", "--num-executors", "2",
+		"--executor-memory", "256m", "--conf", "spindle.yarn.maxAppAttempts=2", "--", "sleep", "120")
+	app := r.waitFor(t, appRE, time.Minute)[1]
+	r.waitFor(t, regexp.MustCompile(`all executors registered`), 2*time.Minute)
+	if err := syscall.Kill(amPID(t, app), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := r.wait(t, 3*time.Minute); code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, r.stderr.String())
+	}
+	id, _ := client.ParseAppID(app)
+	rep, err := rmClient(t, hc).Report(context.Background(), id)
+	if err != nil || rep.GetFinalApplicationStatus() != pb.FinalApplicationStatusProto_APP_FAILED || !strings.Contains(rep.GetDiagnostics(), "cannot rejoin") {
+		t.Fatalf("final status %v (%v), diagnostics %q:\n%s", rep.GetFinalApplicationStatus(), err, rep.GetDiagnostics(), r.stderr.String())
+	}
+	if n := len(registeredRE.FindAllString(r.stderr.String(), -1)); n != 2 {
+		t.Errorf("%d executor registrations, want the first attempt's 2 only:\n%s", n, r.stderr.String())
+	}
+	stagingGone(t, hc, app)
 }
