@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/user"
+	"sort"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -150,28 +151,14 @@ func (g *gateway) launch(ctx context.Context, id client.AppID, plan Plan) error 
 	sched, _ := g.conf.SchedulerAddrs()
 	plan.SchedulerAddrs = sched
 	plan.MaxAttempts = g.cfg.MaxAttempts
-	creds := hadooprpc.NewCredentials()
-	if err := plan.addTo(creds); err != nil {
-		return err
-	}
-	tokens, err := creds.Marshal(hadooprpc.CredentialsWritable)
+	clc, err := amLaunchContext(plan, g.cfg.LogLevel)
 	if err != nil {
 		return err
 	}
-	local := []*pb.StringLocalResourceMapProto{{Key: proto.String("spindle"), Value: plan.Spindle.Proto()}}
-	for name, r := range plan.AMFiles {
-		local = append(local, &pb.StringLocalResourceMapProto{Key: proto.String(name), Value: r.Proto()})
-	}
-	env := []*pb.StringStringMapProto{{Key: proto.String("SPINDLE_LOG_LEVEL"), Value: proto.String(g.cfg.LogLevel)}}
 	sc := &pb.ApplicationSubmissionContextProto{
 		ApplicationId: id.Proto(), ApplicationName: proto.String(g.cfg.AppName), Queue: proto.String(g.cfg.Queue),
-		Priority: &pb.PriorityProto{Priority: proto.Int32(int32(g.cfg.Priority))},
-		AmContainerSpec: &pb.ContainerLaunchContextProto{
-			LocalResources: local,
-			Tokens:         tokens,
-			Environment:    env,
-			Command:        []string{"./spindle yarn-am 1><LOG_DIR>/stdout 2><LOG_DIR>/stderr"},
-		},
+		Priority:        &pb.PriorityProto{Priority: proto.Int32(int32(g.cfg.Priority))},
+		AmContainerSpec: clc,
 		MaxAppAttempts:  proto.Int32(int32(g.cfg.MaxAttempts)),
 		Resource:        &pb.ResourceProto{Memory: proto.Int64(int64(g.cfg.AMMemoryMB)), VirtualCores: proto.Int32(int32(g.cfg.AMCores))},
 		ApplicationType: proto.String(ApplicationType),
@@ -182,6 +169,37 @@ func (g *gateway) launch(ctx context.Context, id client.AppID, plan Plan) error 
 	}
 	fmt.Fprintf(g.out, "yarn application %s submitted to queue %s\n", id, g.cfg.Queue)
 	return nil
+}
+
+// amLaunchContext is the ApplicationMaster's launch context: the staged
+// binary and plan.AMFiles localized, the plan (with the job's settings,
+// environment and secrets) in the credentials, nothing secret in the
+// environment or command line, which YARN writes into a launch script and
+// shows in its web UI.
+func amLaunchContext(plan Plan, logLevel string) (*pb.ContainerLaunchContextProto, error) {
+	creds := hadooprpc.NewCredentials()
+	if err := plan.addTo(creds); err != nil {
+		return nil, err
+	}
+	tokens, err := creds.Marshal(hadooprpc.CredentialsWritable)
+	if err != nil {
+		return nil, err
+	}
+	local := []*pb.StringLocalResourceMapProto{{Key: proto.String("spindle"), Value: plan.Spindle.Proto()}}
+	names := make([]string, 0, len(plan.AMFiles))
+	for name := range plan.AMFiles {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		local = append(local, &pb.StringLocalResourceMapProto{Key: proto.String(name), Value: plan.AMFiles[name].Proto()})
+	}
+	return &pb.ContainerLaunchContextProto{
+		LocalResources: local,
+		Tokens:         tokens,
+		Environment:    []*pb.StringStringMapProto{{Key: proto.String("SPINDLE_LOG_LEVEL"), Value: proto.String(logLevel)}},
+		Command:        []string{"./spindle yarn-am 1><LOG_DIR>/stdout 2><LOG_DIR>/stderr"},
+	}, nil
 }
 
 // waitFinal polls until the application is in a final state and returns
