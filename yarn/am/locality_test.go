@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/spindle-ml/spindle/driver"
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
 )
 
@@ -117,5 +118,53 @@ func TestAttempt(t *testing.T) {
 		if got := Attempt(id); got != want {
 			t.Errorf("Attempt(%q) = %d, want %d", id, got, want)
 		}
+	}
+}
+
+// TestPlaceByLocality: a granted container goes to the waiting executor
+// whose input is on its node, else on its rack, else the first waiting;
+// a container no executor waits for is released.
+func TestPlaceByLocality(t *testing.T) {
+	racks := map[string]string{"nm1": "/r1", "nm2": "/r1", "nm3": "/r2"}
+	a := &Allocator{cfg: Config{Racks: racks}}
+	g := &gang{
+		specs:   make([]driver.ExecutorSpec, 4),
+		hosts:   [][]string{{"nm3"}, {"nm1"}, nil, {"nm2"}},
+		waiting: map[int32][]int{1: {0, 1, 2, 3}},
+		held:    map[int]*pb.ContainerProto{},
+		ready:   make(chan struct{}),
+	}
+	a.gang = g
+	grant := func(host string, seq int64) *pb.ContainerProto {
+		return &pb.ContainerProto{
+			Id:       &pb.ContainerIdProto{Id: proto.Int64(seq)},
+			NodeId:   &pb.NodeIdProto{Host: proto.String(host), Port: proto.Int32(8041)},
+			Priority: &pb.PriorityProto{Priority: proto.Int32(1)},
+		}
+	}
+	for _, step := range []struct {
+		host string
+		want int // spec index that gets it
+	}{
+		{"nm1", 1}, // node-local
+		{"nm1", 3}, // rack-local: nm2 is on /r1
+		{"nm9", 0}, // neither: the first waiting
+		{"nm3", 2},
+	} {
+		c := grant(step.host, int64(len(g.held)+1))
+		a.place(c)
+		if g.held[step.want] != c {
+			t.Fatalf("container on %s: held %v, want it for executor %d", step.host, g.held, step.want)
+		}
+	}
+	select {
+	case <-g.ready:
+	default:
+		t.Fatal("gang complete but not ready")
+	}
+	a.gang = nil
+	a.place(grant("nm1", 9))
+	if len(a.releases) != 1 || a.releases[0].GetId() != 9 {
+		t.Fatalf("surplus container not released: %v", a.releases)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver"
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
+	"github.com/spindle-ml/spindle/yarn/client"
 )
 
 func TestDescribe(t *testing.T) {
@@ -42,6 +43,32 @@ func TestDescribe(t *testing.T) {
 			if !strings.Contains(o.message, w) {
 				t.Errorf("status %d: message %q lacks %q", tc.status, o.message, w)
 			}
+		}
+	}
+}
+
+// TestReleasedIsNoLoss: YARN reports a container the driver released as
+// aborted (-100), like one lost with its node; only the lost one is a
+// (blameless) loss.
+func TestReleasedIsNoLoss(t *testing.T) {
+	for _, released := range []bool{false, true} {
+		a := &Allocator{cfg: Config{MemoryOverheadMB: 128}, byID: map[string]*container{}, byExec: map[string]*container{}}
+		cid := &pb.ContainerIdProto{Id: proto.Int64(2), AppAttemptId: &pb.ApplicationAttemptIdProto{
+			ApplicationId: &pb.ApplicationIdProto{Id: proto.Int32(1), ClusterTimestamp: proto.Int64(5)}, AttemptId: proto.Int32(1)}}
+		c := &container{spec: driver.ExecutorSpec{ID: "exec-1", MemoryMB: 256}, c: &pb.ContainerProto{Id: cid}, host: "nm2",
+			released: released, done: make(chan struct{})}
+		name := client.ContainerString(cid)
+		a.byID[name], a.byExec["exec-1"] = c, c
+		o, ok := a.completedLocked(&pb.ContainerStatusProto{ContainerId: cid, ExitStatus: proto.Int32(ExitAborted), Diagnostics: proto.String("Container released by application")})
+		if !ok {
+			t.Fatal("no outcome")
+		}
+		ev := o.event(time.Now())
+		if released && (ev.Kind != driver.ExecutorExited || ev.Blameless || !strings.Contains(ev.Message, "was stopped")) {
+			t.Errorf("released: %+v", ev)
+		}
+		if !released && (ev.Kind != driver.ExecutorLost || !ev.Blameless || !strings.Contains(ev.Message, name)) {
+			t.Errorf("lost: %+v", ev)
 		}
 	}
 }

@@ -266,3 +266,23 @@ func TestClientModeSecondAttempt(t *testing.T) {
 	}
 	stagingGone(t, hc, app)
 }
+
+// TestClusterModeKilled: spindle kill on a cluster-mode application ends
+// the job as the ResourceManager says (exit 1, killed) and leaves no
+// staging behind.
+func TestClusterModeKilled(t *testing.T) {
+	hc := hadooptest.Shared(t)
+	r := start(t, hc.ConfDir, "--deploy-mode", "cluster", "--name", "cluster-killed", "--num-executors", "2",
+		"--executor-memory", "256m", "--", "sleep", "120")
+	app := r.waitFor(t, appRE, time.Minute)[1]
+	r.waitFor(t, regexp.MustCompile(`all executors registered`), 2*time.Minute)
+	kill := exec.Command(spindleBin, "kill", app)
+	kill.Env = env(hc.ConfDir)
+	if out, err := kill.CombinedOutput(); err != nil {
+		t.Fatalf("spindle kill %s: %v\n%s", app, err, out)
+	}
+	if code := r.wait(t, 2*time.Minute); code != 1 || !strings.Contains(r.stderr.String(), "was killed") {
+		t.Fatalf("exit %d after spindle kill, want 1 saying it was killed:\n%s", code, r.stderr.String())
+	}
+	stagingGone(t, hc, app)
+}
