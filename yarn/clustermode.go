@@ -50,6 +50,14 @@ func SubmitCluster(ctx context.Context, cfg Config, job ClusterJob) (*App, error
 			return fmt.Errorf("%w: the ApplicationMaster, which runs the driver in cluster mode, needs %d MiB (spindle.yarn.am.memory) but YARN's largest container is %d MiB (yarn.scheduler.maximum-allocation-mb)",
 				ErrConfig, cfg.AMMemoryMB, maxMB)
 		}
+		// The driver asks for executors only once it runs in the AM:
+		// what can never fit is refused here, before anything runs.
+		for _, e := range job.Executors {
+			if need := int64(e.MemoryMB + cfg.MemoryOverheadMB); need > maxMB {
+				return fmt.Errorf("%w: each %s needs %d MiB (%s plus %d MiB spindle.yarn.executor.memoryOverhead) but YARN's largest container is %d MiB (yarn.scheduler.maximum-allocation-mb)",
+					ErrConfig, e.Role, need, e.Key, cfg.MemoryOverheadMB, maxMB)
+			}
+		}
 		return nil
 	})
 	a := &App{gateway: g, id: id, st: st}

@@ -83,6 +83,16 @@ type ClusterJob struct {
 	Files    []string          `json:"files,omitempty"`
 	PyFiles  []string          `json:"pyFiles,omitempty"`
 	Archives []string          `json:"archives,omitempty"`
+	// Executors are the memory the job's kinds of executors ask for, so
+	// that the gateway refuses what YARN can never give before submitting.
+	Executors []ExecutorMemory `json:"-"`
+}
+
+// ExecutorMemory is the memory one kind of executor asks for.
+type ExecutorMemory struct {
+	Role     string // "worker", "parameter server"
+	Key      string // the key or flag that sets it
+	MemoryMB int
 }
 
 // credentials returns c with the plan added as a secret.

@@ -151,6 +151,8 @@ func TestClusterModeBadInput(t *testing.T) {
 	}{
 		{"relative input", []string{"--deploy-mode", "cluster", "--input", "data", "--", "true"}, "--input data is a path relative"},
 		{"unknown deploy mode", []string{"--deploy-mode", "moon", "--", "true"}, "spindle.submit.deployMode"},
+		{"executor larger than any container", []string{"--deploy-mode", "cluster", "--executor-memory", "8g", "--", "true"},
+			"--executor-memory 8g plus 128 MiB spindle.yarn.executor.memoryOverhead) but YARN's largest container is 4096 MiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := submit(t, hc.ConfDir, time.Minute, tc.args...)
