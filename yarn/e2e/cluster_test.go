@@ -80,21 +80,28 @@ func TestClusterModeLogReg(t *testing.T) {
 
 // TestClusterModeFailure: a job that fails in cluster mode exits 1 on the
 // gateway with the failure's reason (rank, exit status, its stderr), the
-// application ends FAILED with the reason in its diagnostics, and a local
-// --files file reached the executors through the staging directory.
+// application ends FAILED with the reason in its diagnostics, and local
+// --files, --py-files and --archives (under its alias) reached the
+// executors through the staging directory.
 func TestClusterModeFailure(t *testing.T) {
 	hc := hadooptest.Shared(t)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "note.txt"), []byte("note-from-the-gateway\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "helper.py"), []byte("X = 1\n"), 0o644)
+	os.MkdirAll(filepath.Join(dir, "pack"), 0o755)
+	os.WriteFile(filepath.Join(dir, "pack", "inside.txt"), []byte("unpacked-from-the-archive\n"), 0o644)
+	if out, err := exec.Command("tar", "-czf", filepath.Join(dir, "pack.tgz"), "-C", filepath.Join(dir, "pack"), "inside.txt").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v %s", err, out)
+	}
 	t.Chdir(dir)
 	code, stdout, stderr := submit(t, hc.ConfDir, 4*time.Minute,
 		"--deploy-mode", "cluster", "--name", "fails", "--num-executors", "2", "--executor-memory", "256m",
-		"--files", "note.txt", "--",
-		"sh", "-c", `cat "$SPINDLE_FILES_DIR/note.txt"; if [ "$SPINDLE_RANK" = 1 ]; then echo boom-on-rank-1 >&2; exit 3; fi; sleep 30`)
+		"--files", "note.txt", "--py-files", "helper.py", "--archives", "pack.tgz#stuff", "--",
+		"sh", "-c", `cat "$SPINDLE_FILES_DIR/note.txt" stuff/inside.txt; test -f helper.py && echo py-file-here; if [ "$SPINDLE_RANK" = 1 ]; then echo boom-on-rank-1 >&2; exit 3; fi; sleep 30`)
 	if code != 1 {
 		t.Fatalf("exit %d, want 1\n--- stdout\n%s\n--- stderr\n%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"note-from-the-gateway", "rank 1", "exited with status 3", "boom-on-rank-1"} {
+	for _, want := range []string{"note-from-the-gateway", "unpacked-from-the-archive", "py-file-here", "rank 1", "exited with status 3", "boom-on-rank-1"} {
 		if !strings.Contains(stdout+stderr, want) {
 			t.Errorf("the gateway did not show %q:\n--- stdout\n%s\n--- stderr\n%s", want, stdout, stderr)
 		}
