@@ -72,3 +72,18 @@ func TestReleasedIsNoLoss(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryKillNamesGrantedLimit: a container killed for its memory is
+// reported with the limit YARN enforced, the granted size.
+func TestMemoryKillNamesGrantedLimit(t *testing.T) {
+	a := &Allocator{cfg: Config{MemoryOverheadMB: 128}, byID: map[string]*container{}, byExec: map[string]*container{}}
+	cid := &pb.ContainerIdProto{Id: proto.Int64(3), AppAttemptId: &pb.ApplicationAttemptIdProto{
+		ApplicationId: &pb.ApplicationIdProto{Id: proto.Int32(1), ClusterTimestamp: proto.Int64(5)}, AttemptId: proto.Int32(1)}}
+	c := &container{spec: driver.ExecutorSpec{ID: "exec-2", MemoryMB: 1000}, host: "nm1", done: make(chan struct{}),
+		c: &pb.ContainerProto{Id: cid, Resource: &pb.ResourceProto{Memory: proto.Int64(2048)}}}
+	a.byID[client.ContainerString(cid)] = c
+	o, ok := a.completedLocked(&pb.ContainerStatusProto{ContainerId: cid, ExitStatus: proto.Int32(ExitKilledPMem)})
+	if !ok || !strings.Contains(o.message, "physical memory limit of 2048 MiB") || !strings.Contains(o.message, "128 MiB overhead") || o.notJobsFault {
+		t.Fatalf("%+v", o)
+	}
+}
