@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -263,6 +264,11 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 
 	prog := newProgress(c.Console, c.ProgressInterval, c.Epochs, d.expectRows)
 	defer prog.finish()
+	// Replacements for dead parameter servers start in the background;
+	// they end with the job.
+	var replacing sync.WaitGroup
+	replaceCtx, stopReplacing := context.WithCancel(ctx)
+	defer func() { stopReplacing(); replacing.Wait() }()
 	registration := time.NewTimer(c.RegistrationTimeout)
 	defer registration.Stop()
 	tick := time.NewTicker(c.HeartbeatInterval / 2)
@@ -281,6 +287,8 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 			case ExecutorExited, ExecutorLost:
 				g.executorGone(ev)
 			}
+		case lost := <-g.lostPS:
+			replacing.Go(func() { d.replacePS(replaceCtx, g, specs, lost) })
 		case now := <-tick.C:
 			g.checkHeartbeats(c.HeartbeatTimeout)
 			snap := g.snapshot()
@@ -315,6 +323,33 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 				c.Console.Eprintln(fmt.Sprintf("interrupted: stopping every executor; training processes get %s to exit (Ctrl-C again to stop at once)", c.StopGrace))
 			}
 			return ErrInterrupted
+		}
+	}
+}
+
+// replacePS starts a replacement for a dead parameter server, which
+// rejoins the ring and takes its rows back from the servers that stood in
+// for it. Without one, the job goes on with a spare fewer.
+func (d *Driver) replacePS(ctx context.Context, g *roster, specs []ExecutorSpec, lost *member) {
+	m := g.addReplacement(lost)
+	if m == nil {
+		return
+	}
+	spec := specs[lost.rank]
+	spec.ID = m.id
+	spec.Args = slices.Clone(spec.Args)
+	for i := range spec.Args[:len(spec.Args)-1] {
+		if spec.Args[i] == "--id" {
+			spec.Args[i+1] = m.id
+		}
+	}
+	d.logger.Info("starting a replacement parameter server", "ps", lost.roleRank, "replaces", lost.id, "executor", m.id)
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.RegistrationTimeout)
+	defer cancel()
+	if err := d.cm.Request(ctx, []ExecutorSpec{spec}); err != nil {
+		g.dropReplacement(m)
+		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			d.logger.Warn("no replacement parameter server: the job goes on with one spare fewer", "ps", lost.roleRank, "err", err)
 		}
 	}
 }

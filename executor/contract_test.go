@@ -18,7 +18,7 @@ func TestTrainingEnvIsTheContract(t *testing.T) {
 	task := &Task{
 		JobId: "job-1", CheckpointDir: "/ckpt", HadoopConfDir: "/etc/hadoop", HadoopUser: "me", Timeline: true,
 		CollectiveTimeoutMillis: 30000, Gpus: []int32{0},
-		PsStaleness: "bsp", PsWaitTimeoutMillis: 60000, PsMemoryMb: 1024, PsReplicas: 1,
+		PsStaleness: "bsp", PsWaitTimeoutMillis: 60000, PsMemoryMb: 1024, PsReplicas: 1, PsRejoin: true,
 		Feed: &FeedTask{Mode: "tensor", LabelColumn: "y"},
 	}
 	id := identity{rank: 0, worldSize: 2, localWorldSize: 2, host: "10.0.0.1", ifname: "eth0",

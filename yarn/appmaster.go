@@ -73,7 +73,7 @@ func RunAM(ctx context.Context, logger *slog.Logger, run DriverFunc) error {
 
 	alloc, err := am.Start(ctx, am.Config{
 		SchedulerAddrs: plan.SchedulerAddrs, AMRMToken: amrm, Host: host, Port: port,
-		LaunchContext:    executorLaunchContext(plan),
+		LaunchContext:    executorLaunchContext(plan, hdfsTokens(creds)),
 		MemoryOverheadMB: plan.OverheadMB, GangTimeout: time.Duration(plan.GangTimeoutMS) * time.Millisecond,
 		TrackingURL: plan.TrackingURL, Racks: plan.Racks, LocalityWait: time.Duration(plan.LocalityWaitMS) * time.Millisecond,
 		Logger: logger,
@@ -223,10 +223,11 @@ func mergeEnv(base, over map[string]string) map[string]string {
 
 // executorLaunchContext builds an executor's container launch context: the
 // staged spindle binary, the executor's arguments on the command line and
-// its environment in the container's credentials.
-func executorLaunchContext(plan Plan) func(spec driver.ExecutorSpec) (*pb.ContainerLaunchContextProto, error) {
+// its environment and the job's HDFS delegation tokens in the container's
+// credentials.
+func executorLaunchContext(plan Plan, hdfs map[string]hadooprpc.Token) func(spec driver.ExecutorSpec) (*pb.ContainerLaunchContextProto, error) {
 	return func(spec driver.ExecutorSpec) (*pb.ContainerLaunchContextProto, error) {
-		tokens, err := envCredentials(spec.Env)
+		tokens, err := envCredentials(spec.Env, hdfs)
 		if err != nil {
 			return nil, err
 		}

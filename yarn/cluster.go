@@ -15,6 +15,7 @@ import (
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/executor"
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 
@@ -56,6 +57,10 @@ type Config struct {
 	// holding its executor's input, then on their racks, before YARN may
 	// place it anywhere; zero lets YARN's own delay scheduling decide.
 	LocalityWait time.Duration
+	// KerberosPrincipal and KerberosKeytab log in to a Kerberized cluster
+	// (--principal, --keytab); empty, the ticket cache kinit filled is
+	// used.
+	KerberosPrincipal, KerberosKeytab string
 	// Binary is the spindle binary to stage; empty means this one.
 	Binary string
 	// Out receives the lines a user should see (application id, tracking
@@ -102,6 +107,7 @@ type ClusterManager struct {
 	appID     client.AppID
 	submitted bool
 	stager    *stager
+	tokens    map[string]hadooprpc.Token // HDFS delegation tokens by URI, cancelled at the end
 	am        *amClient
 	plan      Plan
 	result    error
@@ -239,7 +245,13 @@ func (c *ClusterManager) submit(ctx context.Context, specs []driver.ExecutorSpec
 		StagingURI: st.base, LogLevel: c.cfg.LogLevel, TrackingURL: c.trackingURL(),
 		Racks: c.racks(ctx), LocalityWaitMS: c.cfg.LocalityWait.Milliseconds(),
 	}
-	if err := c.launch(ctx, id, plan); err != nil {
+	tokens := hadooprpc.NewCredentials()
+	if c.sec.Kerberos {
+		if err := c.addDelegationTokens(ctx, tokens, specs); err != nil {
+			return err
+		}
+	}
+	if err := c.launch(ctx, id, plan, tokens.Tokens); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -424,6 +436,7 @@ func (c *ClusterManager) close() error {
 			errs = append(errs, fmt.Errorf("remove staging directory %s: %w", st.base, err))
 		}
 	}
+	c.cancelDelegationTokens(ctx)
 	c.gateway.close()
 	return errors.Join(errs...)
 }

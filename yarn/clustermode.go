@@ -45,6 +45,10 @@ func SubmitCluster(ctx context.Context, cfg Config, job ClusterJob) (*App, error
 	if err != nil {
 		return nil, err
 	}
+	if g.sec.Kerberos {
+		g.close()
+		return nil, fmt.Errorf("%w: --deploy-mode cluster on a Kerberized cluster (hadoop.security.authentication is kerberos in %s) is not built yet: use --deploy-mode client", ErrConfig, g.conf.Dir)
+	}
 	id, st, err := g.newApp(ctx, func(maxMB int64) error {
 		if int64(cfg.AMMemoryMB) > maxMB {
 			return fmt.Errorf("%w: the ApplicationMaster, which runs the driver in cluster mode, needs %d MiB (spindle.yarn.am.memory) but YARN's largest container is %d MiB (yarn.scheduler.maximum-allocation-mb)",
@@ -102,7 +106,7 @@ func (a *App) submit(ctx context.Context, job ClusterJob) error {
 		Racks: a.racks(ctx), LocalityWaitMS: a.cfg.LocalityWait.Milliseconds(),
 		Cluster: &job,
 	}
-	return a.launch(ctx, a.id, a.plan)
+	return a.launch(ctx, a.id, a.plan, nil)
 }
 
 // stageConf stages the Hadoop client configuration (the *.xml files of

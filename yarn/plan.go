@@ -118,11 +118,15 @@ func planFrom(c *hadooprpc.Credentials) (Plan, error) {
 	return p, nil
 }
 
-// envCredentials carries environment variables as credential secrets.
-func envCredentials(env map[string]string) ([]byte, error) {
+// envCredentials carries environment variables as credential secrets,
+// beside tokens (the job's HDFS delegation tokens).
+func envCredentials(env map[string]string, tokens map[string]hadooprpc.Token) ([]byte, error) {
 	c := hadooprpc.NewCredentials()
 	for k, v := range env {
 		c.Secrets[envAliasPrefix+k] = []byte(v)
+	}
+	for alias, t := range tokens {
+		c.Tokens[alias] = t
 	}
 	return c.Marshal(hadooprpc.CredentialsWritable)
 }

@@ -38,7 +38,7 @@ func TestPlanTravelsInCredentials(t *testing.T) {
 // into launch scripts and shows in its UI.
 func TestSecretsStayOutOfLaunchContexts(t *testing.T) {
 	plan := Plan{Spindle: Resource{Scheme: "hdfs", Host: "nn", Port: 8020, File: "/s/spindle", Size: 10, Timestamp: 5}}
-	build := executorLaunchContext(plan)
+	build := executorLaunchContext(plan, nil)
 	clc, err := build(driverSpec("exec-0", map[string]string{"SPINDLE_JOB_SECRET": "s3cret"}, "executor", "--driver", "h:1", "--id", "it's"))
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestClusterJobInCredentials(t *testing.T) {
 	plan := Plan{AppID: "application_1_0003", AMSecret: "am-s3cret", Cluster: job,
 		Spindle: Resource{Scheme: "hdfs", Host: "nn", Port: 8020, File: "/s/spindle", Size: 10, Timestamp: 5},
 		AMFiles: map[string]Resource{amConfPrefix + "core-site.xml": conf}}
-	clc, err := amLaunchContext(plan, "info")
+	clc, err := amLaunchContext(plan, "info", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

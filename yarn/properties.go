@@ -21,5 +21,7 @@ func ConfigFromProperties(p *config.Properties) Config {
 	cfg.GangTimeout = p.Duration(config.KeyYARNGangTimeout)
 	cfg.LocalityWait = p.Duration(config.KeyYARNLocalityWait)
 	cfg.LogLevel = p.String(config.KeyLogLevel)
+	cfg.KerberosPrincipal = p.String(config.KeyKerberosPrincipal)
+	cfg.KerberosKeytab = p.String(config.KeyKerberosKeytab)
 	return cfg
 }

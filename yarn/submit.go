@@ -2,14 +2,15 @@ package yarn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/user"
 	"sort"
 	"time"
 
+	krbclient "github.com/jcmturner/gokrb5/v8/client"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spindle-ml/spindle/fsys"
@@ -24,6 +25,8 @@ import (
 type gateway struct {
 	cfg      Config
 	conf     *client.Conf
+	sec      client.Security
+	login    *krbclient.Client // the Kerberos login, on a Kerberized cluster
 	rm       *client.Client
 	resolver *fsys.Resolver
 	log      *slog.Logger
@@ -49,29 +52,30 @@ func newGateway(ctx context.Context, cfg Config) (*gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.User == "" {
-		cfg.User = os.Getenv("HADOOP_USER_NAME")
-	}
-	if cfg.User == "" {
-		u, err := user.Current()
-		if err != nil {
-			return nil, fmt.Errorf("%w: no user: set HADOOP_USER_NAME", ErrConfig)
-		}
-		cfg.User = u.Username
-	}
-	rms, err := conf.RMAddrs()
+	sec, login, rmUser, err := loginFor(conf, &cfg)
 	if err != nil {
 		return nil, err
 	}
+	rms, err := conf.RMAddrs()
+	if err != nil {
+		destroy(login)
+		return nil, err
+	}
 	if _, err := conf.SchedulerAddrs(); err != nil {
+		destroy(login)
 		return nil, err
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	rm, err := client.New(client.Config{RMAddrs: rms, User: cfg.User, Rounds: 2, Logger: log})
+	rmCfg := client.Config{RMAddrs: rms, User: rmUser, Rounds: 2, Logger: log}
+	if login != nil {
+		rmCfg.SASL = sec.RMAuth(login)
+	}
+	rm, err := client.New(rmCfg)
 	if err != nil {
+		destroy(login)
 		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -79,6 +83,10 @@ func newGateway(ctx context.Context, cfg Config) (*gateway, error) {
 	m, err := rm.ClusterMetrics(cctx)
 	if err != nil {
 		rm.Close()
+		destroy(login)
+		if errors.Is(err, hadooprpc.ErrProtection) {
+			err = fmt.Errorf("%w: %v", ErrConfig, err)
+		}
 		return nil, err
 	}
 	out := cfg.Out
@@ -86,8 +94,9 @@ func newGateway(ctx context.Context, cfg Config) (*gateway, error) {
 		out = os.Stderr
 	}
 	g := &gateway{
-		cfg: cfg, conf: conf, rm: rm, log: log.With("component", "yarn"), out: out,
-		resolver: fsys.NewResolver(fsys.Options{HadoopConfDir: conf.Dir, User: cfg.User}),
+		cfg: cfg, conf: conf, sec: sec, login: login, rm: rm, log: log.With("component", "yarn"), out: out,
+		resolver: fsys.NewResolver(fsys.Options{HadoopConfDir: conf.Dir, User: cfg.User,
+			KerberosPrincipal: cfg.KerberosPrincipal, KerberosKeytab: cfg.KerberosKeytab}),
 	}
 	g.log.Info("connected to the resourcemanager", "addr", rm.Addr(), "nodemanagers", m.GetNumActiveNms())
 	return g, nil
@@ -97,6 +106,7 @@ func newGateway(ctx context.Context, cfg Config) (*gateway, error) {
 func (g *gateway) close() {
 	g.resolver.Close()
 	g.rm.Close()
+	destroy(g.login)
 }
 
 // newApp asks for an application id and checks that containers of
@@ -145,13 +155,14 @@ func (g *gateway) racks(ctx context.Context) map[string]string {
 }
 
 // launch submits the application with its ApplicationMaster's launch
-// context: the staged binary and plan.AMFiles localized, the plan in the
-// credentials, nothing secret in the environment or command line.
-func (g *gateway) launch(ctx context.Context, id client.AppID, plan Plan) error {
+// context: the staged binary and plan.AMFiles localized, the plan and
+// tokens (HDFS delegation tokens, by service) in the credentials, nothing
+// secret in the environment or command line.
+func (g *gateway) launch(ctx context.Context, id client.AppID, plan Plan, tokens map[string]hadooprpc.Token) error {
 	sched, _ := g.conf.SchedulerAddrs()
 	plan.SchedulerAddrs = sched
 	plan.MaxAttempts = g.cfg.MaxAttempts
-	clc, err := amLaunchContext(plan, g.cfg.LogLevel)
+	clc, err := amLaunchContext(plan, g.cfg.LogLevel, tokens)
 	if err != nil {
 		return err
 	}
@@ -176,12 +187,15 @@ func (g *gateway) launch(ctx context.Context, id client.AppID, plan Plan) error 
 // environment and secrets) in the credentials, nothing secret in the
 // environment or command line, which YARN writes into a launch script and
 // shows in its web UI.
-func amLaunchContext(plan Plan, logLevel string) (*pb.ContainerLaunchContextProto, error) {
+func amLaunchContext(plan Plan, logLevel string, tokens map[string]hadooprpc.Token) (*pb.ContainerLaunchContextProto, error) {
 	creds := hadooprpc.NewCredentials()
 	if err := plan.addTo(creds); err != nil {
 		return nil, err
 	}
-	tokens, err := creds.Marshal(hadooprpc.CredentialsWritable)
+	for alias, t := range tokens {
+		creds.Tokens[alias] = t
+	}
+	marshalled, err := creds.Marshal(hadooprpc.CredentialsWritable)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +210,7 @@ func amLaunchContext(plan Plan, logLevel string) (*pb.ContainerLaunchContextProt
 	}
 	return &pb.ContainerLaunchContextProto{
 		LocalResources: local,
-		Tokens:         tokens,
+		Tokens:         marshalled,
 		Environment:    []*pb.StringStringMapProto{{Key: proto.String("SPINDLE_LOG_LEVEL"), Value: proto.String(logLevel)}},
 		Command:        []string{"./spindle yarn-am 1><LOG_DIR>/stdout 2><LOG_DIR>/stderr"},
 	}, nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/internal/config"
+	"github.com/spindle-ml/spindle/internal/kerberos"
 	"github.com/spindle-ml/spindle/yarn"
 	yarnclient "github.com/spindle-ml/spindle/yarn/client"
 )
@@ -89,11 +90,26 @@ func yarnClient(c *cli.Context) (*yarnclient.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	sec, err := conf.Security()
+	if err != nil {
+		return nil, err
+	}
 	user := p.String(config.KeyHadoopUser)
 	if user == "" {
 		user = envOr("HADOOP_USER_NAME", envOr("USER", "spindle"))
 	}
-	return yarnclient.New(yarnclient.Config{RMAddrs: rms, User: user, Rounds: 2})
+	cfg := yarnclient.Config{RMAddrs: rms, User: user, Rounds: 2}
+	if sec.Kerberos {
+		// The ticket cache kinit filled, or the configured keytab; the
+		// process ends soon after, taking the login with it.
+		login, err := kerberos.Login(kerberos.Options{Principal: p.String(config.KeyKerberosPrincipal), Keytab: p.String(config.KeyKerberosKeytab)})
+		if err != nil {
+			return nil, fmt.Errorf("%w: hadoop.security.authentication is kerberos (%s): %v", yarnclient.ErrConfig, conf.Dir, err)
+		}
+		cfg.User = login.Credentials.UserName() + "@" + login.Credentials.Realm()
+		cfg.SASL = sec.RMAuth(login)
+	}
+	return yarnclient.New(cfg)
 }
 
 // yarnStatus prints a YARN application's report (spindle status APP_ID).
