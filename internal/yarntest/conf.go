@@ -3,6 +3,7 @@ package yarntest
 import (
 	"encoding/xml"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,7 +14,7 @@ import (
 // ResourceManager's client and scheduler addresses and the largest
 // container.
 func (c *Cluster) WriteConfig(dir string) error {
-	host, _, _ := splitHost(c.rmAddr)
+	host, _, _ := net.SplitHostPort(c.rmAddr)
 	props := []property{
 		{"yarn.resourcemanager.hostname", host},
 		{"yarn.resourcemanager.address", c.rmAddr},
@@ -44,13 +45,4 @@ func (c *Cluster) WriteConfig(dir string) error {
 type property struct {
 	Name  string `xml:"name"`
 	Value string `xml:"value"`
-}
-
-func splitHost(addr string) (string, string, error) {
-	for i := len(addr) - 1; i >= 0; i-- {
-		if addr[i] == ':' {
-			return addr[:i], addr[i+1:], nil
-		}
-	}
-	return addr, "", fmt.Errorf("no port in %s", addr)
 }

@@ -32,11 +32,10 @@ func (c *Cluster) endContainer(id string, code int32, diag func(ct *container) s
 	ct, err := c.runningLocked(id)
 	if err == nil {
 		ct.forceLocked(code, diag(ct))
-		if !ct.started || ct.proc == nil {
-			// Not running yet: it ends where it is.
-			if !ct.started {
-				c.completeLocked(ct, code, ct.forced.diag)
-			}
+		if !ct.started {
+			// Allocated but never started: it ends where it is. A
+			// container still localizing ends before its process starts.
+			c.completeLocked(ct, code, ct.forced.diag)
 		}
 	}
 	c.mu.Unlock()
