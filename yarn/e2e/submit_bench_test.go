@@ -266,3 +266,38 @@ func put(tb testing.TB, hc *hadooptest.Cluster, local, uri string) {
 		tb.Fatal(err)
 	}
 }
+
+// removeHDFS removes a directory tree from the cluster's HDFS.
+func removeHDFS(tb testing.TB, hc *hadooptest.Cluster, dir string) {
+	r := fsys.NewResolver(fsys.Options{HadoopConfDir: hc.ConfDir})
+	defer r.Close()
+	ctx := context.Background()
+	h, name, err := r.Resolve(ctx, hc.Props["fs.defaultFS"]+dir)
+	if err != nil {
+		tb.Logf("remove %s: %v", dir, err)
+		return
+	}
+	var remove func(string) error
+	remove = func(p string) error {
+		entries, err := h.ReadDir(ctx, p)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			child := path.Join(p, e.Name())
+			if e.IsDir() {
+				if err := remove(child); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := h.Remove(ctx, child); err != nil {
+				return err
+			}
+		}
+		return h.Remove(ctx, p)
+	}
+	if err := remove(name); err != nil {
+		tb.Logf("remove %s: %v", dir, err)
+	}
+}
