@@ -105,30 +105,9 @@ func putData(t *testing.T, hc *hadooptest.Cluster, dir string) string {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("datagen: %v\n%s", err, out)
 	}
-	r := fsys.NewResolver(fsys.Options{HadoopConfDir: hc.ConfDir})
-	defer r.Close()
-	ctx := context.Background()
 	files, _ := filepath.Glob(filepath.Join(local, "*.parquet"))
 	for _, f := range files {
-		uri := hc.Props["fs.defaultFS"] + dir + "/" + filepath.Base(f)
-		h, name, err := r.Resolve(ctx, uri)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.MkdirAll(ctx, filepath.Dir(name)); err != nil {
-			t.Fatal(err)
-		}
-		w, err := h.CreateAtomic(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := os.ReadFile(f)
-		if _, err := w.Write(b); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Commit(); err != nil {
-			t.Fatal(err)
-		}
+		put(t, hc, f, hc.Props["fs.defaultFS"]+dir+"/"+filepath.Base(f))
 	}
 	return "hdfs://" + strings.TrimPrefix(hc.Props["fs.defaultFS"], "hdfs://") + dir + "/*.parquet"
 }
