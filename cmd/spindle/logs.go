@@ -388,17 +388,17 @@ func rankPrefixed(line string) (int, string, bool) {
 // tracking URL, and serves the job's output. A finished application's
 // output is in YARN's log aggregation, or in the job's event log.
 func yarnJobUI(c *cli.Context, app string) (*uiSource, string, error) {
+	ended := fmt.Sprintf("give --dir with its event log (spindle.eventLog.dir); YARN's log aggregation keeps its containers' output: yarn logs -applicationId %s", app)
 	cl, err := yarnClient(c)
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("YARN application %s: cannot ask the ResourceManager for its web UI (%v); give --ui with its tracking URL, or %s", app, err, ended)
 	}
 	defer cl.Close()
 	appID, _ := yarnclient.ParseAppID(app)
 	r, err := cl.Report(c.Context, appID)
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("YARN application %s: %v; %s", app, err, ended)
 	}
-	ended := fmt.Sprintf("give --dir with its event log (spindle.eventLog.dir); YARN's log aggregation keeps its containers' output: yarn logs -applicationId %s", app)
 	if yarnclient.IsFinal(r.GetYarnApplicationState()) {
 		return nil, "", fmt.Errorf("YARN application %s has ended (%s, %s): %s", app, r.GetYarnApplicationState(), r.GetFinalApplicationStatus(), ended)
 	}
