@@ -479,6 +479,7 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 			Rank: feedRank, WorldSize: feedSize, Epochs: int(f.Epochs), BatchRows: int(f.BatchRows),
 			Columns: f.Columns, LabelColumn: f.LabelColumn, Shuffle: f.Shuffle, Seed: f.Seed,
 			EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, Splits: splits,
+			StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch,
 		}
 		// The reader follows the pipeline's epoch rules with these, so
 		// direct and pushed feeding yield the same rows.
@@ -527,6 +528,7 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 	path := filepath.Join(workDir, "feed.sock")
 	server, err := wire.NewServer(wire.ServerConfig{
 		SocketPath: path, Mode: mode, Epochs: int(f.Epochs), Source: pipe, LabelColumn: f.LabelColumn,
+		StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch,
 		Logger: e.cfg.Logger.With("executor", e.cfg.ID, "rank", id.rank),
 	})
 	if err != nil {

@@ -99,9 +99,14 @@ type Task struct {
 	PsReplicas int32 `protobuf:"varint,30,opt,name=ps_replicas,json=psReplicas,proto3" json:"ps_replicas,omitempty"`
 	// generation counts the job's restarts (spindle.failure.policy restart):
 	// 0 for the first gang; SPINDLE_GENERATION and SPINDLE_RESTART_COUNT.
-	Generation    int32 `protobuf:"varint,25,opt,name=generation,proto3" json:"generation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Generation int32 `protobuf:"varint,25,opt,name=generation,proto3" json:"generation,omitempty"`
+	// resume_checkpoint and resume_step name the complete checkpoint the
+	// generation resumes from (SPINDLE_RESUME_CHECKPOINT and
+	// SPINDLE_RESUME_STEP); empty when it starts afresh.
+	ResumeCheckpoint string `protobuf:"bytes,31,opt,name=resume_checkpoint,json=resumeCheckpoint,proto3" json:"resume_checkpoint,omitempty"`
+	ResumeStep       int64  `protobuf:"varint,32,opt,name=resume_step,json=resumeStep,proto3" json:"resume_step,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -344,6 +349,20 @@ func (x *Task) GetGeneration() int32 {
 	return 0
 }
 
+func (x *Task) GetResumeCheckpoint() string {
+	if x != nil {
+		return x.ResumeCheckpoint
+	}
+	return ""
+}
+
+func (x *Task) GetResumeStep() int64 {
+	if x != nil {
+		return x.ResumeStep
+	}
+	return 0
+}
+
 // FeedTask says how to feed the training process (the feed package's
 // pipeline settings; see feed.PipelineConfig).
 type FeedTask struct {
@@ -374,8 +393,13 @@ type FeedTask struct {
 	EpochRows int64 `protobuf:"varint,17,opt,name=epoch_rows,json=epochRows,proto3" json:"epoch_rows,omitempty"`
 	// flight_token and flight_ca_file reach the Arrow Flight services of
 	// Flight splits (spindle.flight.token, spindle.flight.tls.caFile).
-	FlightToken   string `protobuf:"bytes,18,opt,name=flight_token,json=flightToken,proto3" json:"flight_token,omitempty"`
-	FlightCaFile  string `protobuf:"bytes,19,opt,name=flight_ca_file,json=flightCaFile,proto3" json:"flight_ca_file,omitempty"`
+	FlightToken  string `protobuf:"bytes,18,opt,name=flight_token,json=flightToken,proto3" json:"flight_token,omitempty"`
+	FlightCaFile string `protobuf:"bytes,19,opt,name=flight_ca_file,json=flightCaFile,proto3" json:"flight_ca_file,omitempty"`
+	// start_epoch and start_batch are where the feed starts: the first
+	// epoch served is start_epoch, without its first start_batch batches
+	// (the rank's position in the checkpoint resumed from).
+	StartEpoch    int32 `protobuf:"varint,20,opt,name=start_epoch,json=startEpoch,proto3" json:"start_epoch,omitempty"`
+	StartBatch    int64 `protobuf:"varint,21,opt,name=start_batch,json=startBatch,proto3" json:"start_batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -541,6 +565,20 @@ func (x *FeedTask) GetFlightCaFile() string {
 		return x.FlightCaFile
 	}
 	return ""
+}
+
+func (x *FeedTask) GetStartEpoch() int32 {
+	if x != nil {
+		return x.StartEpoch
+	}
+	return 0
+}
+
+func (x *FeedTask) GetStartBatch() int64 {
+	if x != nil {
+		return x.StartBatch
+	}
+	return 0
 }
 
 // Split is a piece of one input file (feed.Split).
@@ -747,7 +785,7 @@ var File_task_proto protoreflect.FileDescriptor
 const file_task_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"task.proto\x12\x12spindle.control.v1\"\xff\b\n" +
+	"task.proto\x12\x12spindle.control.v1\"\xcd\t\n" +
 	"\x04Task\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x123\n" +
@@ -786,10 +824,13 @@ const file_task_proto_rawDesc = "" +
 	"psReplicas\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x19 \x01(\x05R\n" +
-	"generation\x1a6\n" +
+	"generation\x12+\n" +
+	"\x11resume_checkpoint\x18\x1f \x01(\tR\x10resumeCheckpoint\x12\x1f\n" +
+	"\vresume_step\x18  \x01(\x03R\n" +
+	"resumeStep\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd2\x05\n" +
 	"\bFeedTask\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x121\n" +
 	"\x06splits\x18\x02 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x16\n" +
@@ -813,7 +854,11 @@ const file_task_proto_rawDesc = "" +
 	"\n" +
 	"epoch_rows\x18\x11 \x01(\x03R\tepochRows\x12!\n" +
 	"\fflight_token\x18\x12 \x01(\tR\vflightToken\x12$\n" +
-	"\x0eflight_ca_file\x18\x13 \x01(\tR\fflightCaFile\"\x99\x03\n" +
+	"\x0eflight_ca_file\x18\x13 \x01(\tR\fflightCaFile\x12\x1f\n" +
+	"\vstart_epoch\x18\x14 \x01(\x05R\n" +
+	"startEpoch\x12\x1f\n" +
+	"\vstart_batch\x18\x15 \x01(\x03R\n" +
+	"startBatch\"\x99\x03\n" +
 	"\x05Split\x12\x10\n" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x16\n" +
 	"\x06format\x18\x02 \x01(\tR\x06format\x12\x1d\n" +
