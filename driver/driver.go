@@ -48,6 +48,9 @@ type Driver struct {
 	obs *observer
 	// hadoopConf are the Hadoop configuration files executors fetch.
 	hadoopConf []string
+	// resumer finds the checkpoint each generation resumes from; nil
+	// without a checkpoint directory.
+	resumer *resumer
 }
 
 // New returns a Driver for cfg that gets its executors from cm. The
@@ -159,6 +162,9 @@ func (d *Driver) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if d.resumer, err = d.newResumer(ctx, plan, target, start); err != nil {
+		return err
+	}
 	if len(roles) > 1 {
 		d.logger.Info("job roles", "roles", roleCounts(roles))
 	}
@@ -172,6 +178,10 @@ func (d *Driver) generation(ctx context.Context, gen int, plan *feed.JobPlan, sl
 	served map[string]string, start time.Time) (launched bool, err error) {
 	c := d.cfg
 	slots = generationSlots(slots, gen)
+	point, err := d.resumePoint(ctx, d.resumer, slots)
+	if err != nil {
+		return false, err
+	}
 	lis, err := net.Listen("tcp", net.JoinHostPort(c.ListenHost, strconv.Itoa(c.Port)))
 	if err != nil {
 		return false, fmt.Errorf("listen for executors on %s:%d: %w", c.ListenHost, c.Port, err)
@@ -187,6 +197,12 @@ func (d *Driver) generation(ctx context.Context, gen int, plan *feed.JobPlan, sl
 		t, err := tasks(rank)
 		if t != nil {
 			t.Generation = int32(gen)
+			if point != nil {
+				t.ResumeCheckpoint, t.ResumeStep = point.Checkpoint, point.Step
+				if pos := point.Feed[rank]; pos != nil && t.Feed.GetMode() != "" {
+					t.Feed.StartEpoch, t.Feed.StartBatch = int32(pos.Epoch), pos.Batches
+				}
+			}
 		}
 		return t, err
 	}

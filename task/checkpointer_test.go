@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 
@@ -133,7 +134,7 @@ func TestCheckpointerResumesTheFeed(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				p, _, err := resume.Latest(ctx, fsy, d, 1, []bool{true})
+				p, _, err := resume.Latest(ctx, fsy, d, 1, []bool{true}, time.Time{})
 				if err != nil || p == nil {
 					t.Fatalf("no complete checkpoint: %v", err)
 				}

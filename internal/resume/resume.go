@@ -120,9 +120,10 @@ type Point struct {
 
 // Latest returns the newest complete checkpoint under dir for a world of
 // worldSize ranks of which the ones marked in fed are fed, or nil when
-// there is none. skipped explains the newer checkpoints passed over, for
-// logs.
-func Latest(ctx context.Context, fsy fsys.FS, dir string, worldSize int, fed []bool) (p *Point, skipped []string, err error) {
+// there is none. Records written before since are passed over (the zero
+// time takes every record). skipped explains the newer checkpoints passed
+// over, for logs.
+func Latest(ctx context.Context, fsy fsys.FS, dir string, worldSize int, fed []bool, since time.Time) (p *Point, skipped []string, err error) {
 	infos, err := fsy.ReadDir(ctx, path.Join(dir, Dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
@@ -149,7 +150,7 @@ func Latest(ctx context.Context, fsy fsys.FS, dir string, worldSize int, fed []b
 		}
 	}
 	for _, name := range names {
-		p, why, err := complete(ctx, fsy, dir, name, worldSize, must)
+		p, why, err := complete(ctx, fsy, dir, name, worldSize, must, since)
 		if err != nil {
 			return nil, skipped, err
 		}
@@ -163,7 +164,7 @@ func Latest(ctx context.Context, fsy fsys.FS, dir string, worldSize int, fed []b
 
 // complete reads the records of one checkpoint and says whether they make
 // it complete, and if not why.
-func complete(ctx context.Context, fsy fsys.FS, dir, name string, worldSize int, must []bool) (*Point, string, error) {
+func complete(ctx context.Context, fsy fsys.FS, dir, name string, worldSize int, must []bool, since time.Time) (*Point, string, error) {
 	infos, err := fsy.ReadDir(ctx, path.Join(dir, Dir, name))
 	if err != nil {
 		return nil, "", fmt.Errorf("list the resume records of checkpoint %s: %w", name, err)
@@ -181,6 +182,9 @@ func complete(ctx context.Context, fsy fsys.FS, dir, name string, worldSize int,
 		var r Record
 		if err := json.Unmarshal(b, &r); err != nil {
 			return nil, fmt.Sprintf("rank %d's record is unreadable (%v)", rank, err), nil
+		}
+		if r.Time.Before(since) {
+			return nil, "taken before this job, with other feed settings", nil
 		}
 		if r.WorldSize != worldSize {
 			return nil, fmt.Sprintf("written by a world of %d ranks, this one has %d", r.WorldSize, worldSize), nil

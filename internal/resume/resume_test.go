@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
 )
@@ -67,7 +68,7 @@ func TestLatest(t *testing.T) {
 			if err := os.MkdirAll(filepath.Join(dir, Dir, "ckpt-99"), 0o755); err == nil {
 				os.WriteFile(filepath.Join(dir, Dir, "ckpt-99", ".rank-0.json.tmp"), []byte("{"), 0o644)
 			}
-			p, skipped, err := Latest(ctx, fsy, dir, len(tt.fed), tt.fed)
+			p, skipped, err := Latest(ctx, fsy, dir, len(tt.fed), tt.fed, time.Time{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// writeRowIDs writes rows rows with ids 0..rows-1 (column id) and a
+// feature over files CSV files, and returns their glob.
+func writeRowIDs(t *testing.T, rows, files int) string {
+	t.Helper()
+	dir := t.TempDir()
+	per := rows / files
+	for f := range files {
+		var b strings.Builder
+		b.WriteString("id,x\n")
+		for id := f * per; id < (f+1)*per; id++ {
+			fmt.Fprintf(&b, "%d,%d\n", id, id%7)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("part-%d.csv", f)), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "*.csv")
+}
+
+var rowcheckLine = regexp.MustCompile(`rowcheck rank=(\d+) generation=(\d+) epoch=(\d+) rows=(\d+) hash=([0-9a-f]+)`)
+
+// splitmix is rowcheck's row hash.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// checkRowsOnce checks that rowcheck's (or its Python twin's) final lines
+// say every epoch took each of rows row ids exactly once over all ranks,
+// counting for each rank the lines of its last generation.
+func checkRowsOnce(t *testing.T, stdout string, ranks, epochs, rows int) {
+	t.Helper()
+	var want uint64
+	for id := range rows {
+		want += splitmix(uint64(id))
+	}
+	type key struct{ rank, epoch int }
+	lastGen := map[int]int{}
+	lines := map[key][2]uint64{}
+	for _, m := range rowcheckLine.FindAllStringSubmatch(stdout, -1) {
+		rank, _ := strconv.Atoi(m[1])
+		gen, _ := strconv.Atoi(m[2])
+		epoch, _ := strconv.Atoi(m[3])
+		n, _ := strconv.ParseUint(m[4], 10, 64)
+		h, _ := strconv.ParseUint(m[5], 16, 64)
+		if g, ok := lastGen[rank]; ok && gen < g {
+			continue
+		} else if ok && gen > g {
+			for k := range lines {
+				if k.rank == rank {
+					delete(lines, k)
+				}
+			}
+		}
+		lastGen[rank] = gen
+		lines[key{rank, epoch}] = [2]uint64{n, h}
+	}
+	if len(lastGen) != ranks {
+		t.Fatalf("%d ranks reported their rows, want %d:\n%s", len(lastGen), ranks, stdout)
+	}
+	for e := range epochs {
+		var n, h uint64
+		for r := range ranks {
+			v := lines[key{r, e}]
+			n += v[0]
+			h += v[1]
+		}
+		if n != uint64(rows) || h != want {
+			t.Errorf("epoch %d: the ranks took %d rows (hash %016x); want each of the %d rows once (hash %016x)", e, n, h, rows, want)
+		}
+	}
+}
+
+// TestRestartResumesTheFeedMidEpoch: a rank SIGKILLs itself in the middle
+// of an epoch; the restarted gang resumes from the newest checkpoint every
+// rank finished saving, each rank's feed continuing that epoch where the
+// checkpoint was taken, with the same shuffle: over the generations every
+// epoch feeds each row exactly once.
+func TestRestartResumesTheFeedMidEpoch(t *testing.T) {
+	const rows, epochs = 1200, 3
+	input := writeRowIDs(t, rows, 3)
+	for _, tt := range []struct {
+		name  string
+		extra []string
+	}{
+		{"shuffled", []string{"--shuffle", "--seed", "11", "--conf", "spindle.feed.shuffleBufferRows=100"}},
+		{"in order", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := submitArgs(append([]string{"--num-executors", "2", "--input", input, "--label-column", "id", "--feed", "tensor",
+				"--batch-rows", "10", "--epochs", strconv.Itoa(epochs), "--checkpoint-dir", filepath.Join(dir, "ckpt"),
+				"--conf", "spindle.failure.policy=restart"}, tt.extra...)...)
+			// 60 batches per rank per epoch: the kill lands in epoch 1.
+			r := spindle(t, dir, append(args, "--", rowcheckBin, "--crash-after", "83", "--every", "7", "--pause", "1ms")...)
+			if r.code != 0 {
+				t.Fatalf("the restarted job failed:\n%s", r)
+			}
+			if !strings.Contains(r.stderr, "resuming from checkpoint rows-77") || !strings.Contains(r.stdout, "resumed from rows-77 step 77, feed at epoch 1 batch 17") {
+				t.Errorf("the job did not resume from the newest complete checkpoint (step 77, epoch 1 batch 17):\n%s", r)
+			}
+			checkRowsOnce(t, r.stdout, 2, epochs, rows)
+		})
+	}
+}
