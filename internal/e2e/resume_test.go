@@ -117,3 +117,68 @@ func TestRestartResumesTheFeedMidEpoch(t *testing.T) {
 		})
 	}
 }
+
+// pyRowcheck is rowcheck in Python, with spindle.Checkpointer: it keeps a
+// checksum of the row ids it took per epoch, checkpoints it every 7 steps
+// (each rank its own file), and rank 1 SIGKILLs itself in generation 0
+// after 83 batches.
+const pyRowcheck = `
+import json, os, signal, time
+import spindle
+
+M = (1 << 64) - 1
+def splitmix(x):
+    x = (x + 0x9e3779b97f4a7c15) & M
+    x = ((x ^ (x >> 30)) * 0xbf58476d1ce4e5b9) & M
+    x = ((x ^ (x >> 27)) * 0x94d049bb133111eb) & M
+    return x ^ (x >> 31)
+
+rank, gen = spindle.rank(), spindle.generation()
+ck = spindle.Checkpointer(prefix="rows", every_steps=7, per_rank=True)
+rows, hashes, step = {}, {}, 0
+got = ck.resume()
+if got is not None:
+    step, data = got
+    st = json.loads(data)
+    rows = {int(k): v for k, v in st["rows"].items()}
+    hashes = {int(k): v for k, v in st["hash"].items()}
+    print("rowcheck rank=%d resumed from %s step %d, feed at %s" % (rank, spindle.resume_checkpoint()[0], step, spindle.feed_start()), flush=True)
+taken = 0
+for ep in spindle.feed().epochs(kind="batches"):
+    for b in ep:
+        for i in b["id"]:
+            rows[ep.epoch] = rows.get(ep.epoch, 0) + 1
+            hashes[ep.epoch] = (hashes.get(ep.epoch, 0) + splitmix(int(i))) & M
+        time.sleep(0.001)
+        step += 1
+        taken += 1
+        if gen == 0 and rank == 1 and taken == 83:
+            os.kill(os.getpid(), signal.SIGKILL)
+        ck.maybe_save(step, lambda: json.dumps({"rows": rows, "hash": hashes}).encode())
+for e in sorted(rows):
+    print("rowcheck rank=%d generation=%d epoch=%d rows=%d hash=%016x" % (rank, gen, e, rows[e], hashes[e]), flush=True)
+`
+
+// TestPythonRestartResumesTheFeedMidEpoch is the same with a Python
+// training process, fed over the socket and reading its splits itself
+// (direct mode).
+func TestPythonRestartResumesTheFeedMidEpoch(t *testing.T) {
+	const rows, epochs = 1200, 3
+	input := writeRowIDs(t, rows, 3)
+	for _, mode := range []string{"arrow", "direct"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			r := spindle(t, dir, submitArgs("--num-executors", "2", "--input", input, "--label-column", "id", "--feed", mode,
+				"--batch-rows", "10", "--epochs", strconv.Itoa(epochs), "--checkpoint-dir", filepath.Join(dir, "ckpt"),
+				"--shuffle", "--seed", "5", "--conf", "spindle.feed.shuffleBufferRows=64",
+				"--conf", "spindle.failure.policy=restart", "--", python, "-c", pyRowcheck)...)
+			if r.code != 0 {
+				t.Fatalf("the restarted job failed:\n%s", r)
+			}
+			if !strings.Contains(r.stdout, "resumed from rows-77 step 77, feed at (1, 17)") {
+				t.Errorf("the job did not resume from the newest complete checkpoint (step 77, epoch 1 batch 17):\n%s", r)
+			}
+			checkRowsOnce(t, r.stdout, 2, epochs, rows)
+		})
+	}
+}
