@@ -20,7 +20,12 @@ import (
 	"time"
 )
 
-var spindleBin, logregBin, sparseLRBin, datagenBin string
+var spindleBin, logregBin, sparseLRBin, datagenBin, rowcheckBin string
+
+// rowIDs is the glob of the row-id job's input (rowIDRows rows, id column).
+var rowIDs string
+
+const rowIDRows, rowIDEpochs = 24000, 4
 
 func TestMain(m *testing.M) {
 	if os.Getenv("SPINDLE_CHAOS") != "1" {
@@ -37,7 +42,8 @@ func TestMain(m *testing.M) {
 	for _, b := range []struct {
 		out *string
 		pkg string
-	}{{&spindleBin, "./cmd/spindle"}, {&logregBin, "./examples/logreg"}, {&sparseLRBin, "./examples/sparse-lr"}, {&datagenBin, "./examples/datagen"}} {
+	}{{&spindleBin, "./cmd/spindle"}, {&logregBin, "./examples/logreg"}, {&sparseLRBin, "./examples/sparse-lr"}, {&datagenBin, "./examples/datagen"},
+		{&rowcheckBin, "./internal/e2e/rowcheck"}} {
 		*b.out = filepath.Join(dir, filepath.Base(b.pkg))
 		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
 		cmd.Dir = root
@@ -67,8 +73,88 @@ type fault struct {
 	// fail, naming what went, and leave nothing behind.
 	recovers bool
 	// check looks at a recovered job's output: its model must be as good
-	// as an undisturbed run's.
+	// as an undisturbed run's, or its rows fed exactly once per epoch.
 	check func(stdout string) error
+}
+
+var rowcheckLine = regexp.MustCompile(`rowcheck rank=(\d+) generation=(\d+) epoch=(\d+) rows=(\d+) hash=([0-9a-f]+)`)
+
+// rowChecks counts the epochs whose row-id checksums were checked, and
+// those that were wrong, over the harness's runs.
+var rowChecks struct{ epochs, wrong int }
+
+// rowsOnce checks rowcheck's final lines (each rank's last generation):
+// every epoch took each row id exactly once over the ranks.
+func rowsOnce(stdout string) error {
+	var want uint64
+	for id := range rowIDRows {
+		want += splitmix(uint64(id))
+	}
+	type key struct{ rank, epoch int }
+	lastGen := map[int]int{}
+	got := map[key][2]uint64{}
+	for _, m := range rowcheckLine.FindAllStringSubmatch(stdout, -1) {
+		rank, _ := strconv.Atoi(m[1])
+		gen, _ := strconv.Atoi(m[2])
+		epoch, _ := strconv.Atoi(m[3])
+		n, _ := strconv.ParseUint(m[4], 10, 64)
+		h, _ := strconv.ParseUint(m[5], 16, 64)
+		if g, ok := lastGen[rank]; ok && gen < g {
+			continue
+		} else if ok && gen > g {
+			for k := range got {
+				if k.rank == rank {
+					delete(got, k)
+				}
+			}
+		}
+		lastGen[rank] = gen
+		got[key{rank, epoch}] = [2]uint64{n, h}
+	}
+	if len(lastGen) != 2 {
+		return fmt.Errorf("%d ranks reported their rows, want 2", len(lastGen))
+	}
+	var bad []string
+	for e := range rowIDEpochs {
+		var n, h uint64
+		for r := range 2 {
+			n += got[key{r, e}][0]
+			h += got[key{r, e}][1]
+		}
+		rowChecks.epochs++
+		if n != rowIDRows || h != want {
+			rowChecks.wrong++
+			bad = append(bad, fmt.Sprintf("epoch %d took %d rows (checksum %016x, want %d rows, %016x)", e, n, h, rowIDRows, want))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("rows lost or fed twice: %s", strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// splitmix is rowcheck's row hash.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// writeRowIDs writes the row-id job's input: rowIDRows ids in 3 CSV files.
+func writeRowIDs(dir string) (string, error) {
+	per := rowIDRows / 3
+	for f := range 3 {
+		var b strings.Builder
+		b.WriteString("id,x\n")
+		for id := f * per; id < (f+1)*per; id++ {
+			fmt.Fprintf(&b, "%d,%d\n", id, id%5)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("ids-%d.csv", f)), []byte(b.String()), 0o644); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(dir, "ids-*.csv"), nil
 }
 
 var (
@@ -117,7 +203,17 @@ func faults() []fault {
 			return append(args, "--", sparseLRBin, "--rows", "200000")
 		}
 	}
+	rows := func(dir, _ string) []string {
+		return append(append([]string{"submit", "--master", "local[2]", "--conf", "spindle.log.level=warn",
+			"--input", rowIDs, "--label-column", "id", "--feed", "tensor", "--batch-rows", "40", "--shuffle", "--seed", "3",
+			"--epochs", strconv.Itoa(rowIDEpochs), "--checkpoint-dir", filepath.Join(dir, "ckpt")}, restart...),
+			"--", rowcheckBin, "--every", "10", "--pause", "2ms", "--crash-after", "0")
+	}
 	return []fault{
+		{name: "training rank (row ids)", args: rows, want: 2, recovers: true, check: rowsOnce,
+			victims: func(*exec.Cmd) []int { return pids(rowcheckBin) }},
+		{name: "executor (row ids)", args: rows, want: 2, recovers: true, check: rowsOnce,
+			victims: func(*exec.Cmd) []int { return pids(spindleBin, "executor") }},
 		{name: "training rank", args: logreg, want: 2, recovers: true, check: logregGood,
 			victims: func(*exec.Cmd) []int { return pids(logregBin) }},
 		{name: "executor", args: logreg, want: 2, recovers: true, check: logregGood,
@@ -156,7 +252,7 @@ func pids(args ...string) []int {
 // leftovers lists the job processes still alive: training programs,
 // executors, parameter servers.
 func leftovers() []int {
-	return slices.Concat(pids(logregBin), pids(sparseLRBin), pids(spindleBin, "executor"), pids(spindleBin, "ps", "serve"))
+	return slices.Concat(pids(logregBin), pids(sparseLRBin), pids(rowcheckBin), pids(spindleBin, "executor"), pids(spindleBin, "ps", "serve"))
 }
 
 // outcome is one run.
@@ -187,6 +283,10 @@ func TestChaos(t *testing.T) {
 		"--format", "parquet", "--seed", "7").CombinedOutput(); err != nil {
 		t.Fatalf("datagen: %v\n%s", err, out)
 	}
+	var err error
+	if rowIDs, err = writeRowIDs(data); err != nil {
+		t.Fatal(err)
+	}
 	var all []outcome
 	for _, f := range faults() {
 		for i := range runs {
@@ -196,7 +296,7 @@ func TestChaos(t *testing.T) {
 			all = append(all, o)
 		}
 	}
-	report := summarize(all)
+	report := summarize(all) + fmt.Sprintf("\nrow-id checksums: %d epochs checked, %d with a row lost or fed twice\n", rowChecks.epochs, rowChecks.wrong)
 	t.Log("\n" + report)
 	if path := os.Getenv("SPINDLE_CHAOS_REPORT"); path != "" {
 		os.WriteFile(path, []byte(report), 0o644)
@@ -259,7 +359,7 @@ func runOne(t *testing.T, f fault, data string, rng *rand.Rand) outcome {
 				if len(now) == f.want-1 {
 					break
 				}
-			} else if fresh >= f.want || (len(now) >= f.want && fresh >= 1 && f.name == "executor") {
+			} else if fresh >= f.want || (len(now) >= f.want && fresh >= 1 && strings.HasPrefix(f.name, "executor")) {
 				o.recovery = time.Since(killedAt)
 				break
 			}
