@@ -137,6 +137,12 @@ type Config struct {
 	// the restarts of PolicyRestart.
 	FailurePolicy string
 	MaxRestarts   int
+	// MaxBlamelessRestarts bounds the restarts after losses that were not
+	// the job's fault (Event.Blameless), which MaxRestarts does not count.
+	MaxBlamelessRestarts int
+	// HostMaxFailures is how many failures on one host keep the job's
+	// later generations off it (ExecutorSpec.ExcludedHosts); 0 never does.
+	HostMaxFailures int
 	// Timeline, when set, is the file where the job's Chrome-trace
 	// timeline is written (spindle.timeline).
 	Timeline string

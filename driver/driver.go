@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -175,7 +176,7 @@ func (d *Driver) run(ctx context.Context) error {
 // end. launched says whether its executors were started, so that a
 // failure to get them is not taken for a training failure.
 func (d *Driver) generation(ctx context.Context, gen int, plan *feed.JobPlan, slots []slot, tasks taskBuilder,
-	served map[string]string, start time.Time) (launched bool, err error) {
+	served map[string]string, start time.Time, excluded []string) (launched bool, err error) {
 	c := d.cfg
 	slots = generationSlots(slots, gen)
 	point, err := d.resumePoint(ctx, d.resumer, slots)
@@ -236,6 +237,8 @@ func (d *Driver) generation(ctx context.Context, gen int, plan *feed.JobPlan, sl
 			Cores:    s.spec.Cores,
 			MemoryMB: s.spec.MemoryMB,
 			GPUs:     s.spec.GPUs,
+
+			ExcludedHosts: slices.Clone(excluded),
 		}
 		if s.role.Feeds() && s.roleRank < len(plan.Ranks) {
 			specs[i].PreferredHosts = preferredHosts(plan.Ranks[s.roleRank])
@@ -294,6 +297,8 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 			g.fail(fmt.Errorf("gang registration timed out after %s: %s", c.RegistrationTimeout, g.missing()))
 		case ev := <-d.cm.Events():
 			switch ev.Kind {
+			case ExecutorStarted:
+				g.placed(ev)
 			case ExecutorExited, ExecutorLost:
 				g.executorGone(ev)
 			}

@@ -43,6 +43,8 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.Timeline = p.String(config.KeyTimeline)
 	cfg.FailurePolicy = p.String(config.KeyFailurePolicy)
 	cfg.MaxRestarts = p.Int(config.KeyFailureMaxRestarts)
+	cfg.MaxBlamelessRestarts = p.Int(config.KeyFailureMaxBlamelessRestarts)
+	cfg.HostMaxFailures = p.Int(config.KeyFailureHostMaxFailures)
 	cfg.EventLogFlush = p.Duration(config.KeyEventLogFlushInterval)
 	cfg.Settings = map[string]string{}
 	for _, s := range p.Settings() {
