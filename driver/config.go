@@ -137,6 +137,12 @@ type Config struct {
 	// the restarts of PolicyRestart.
 	FailurePolicy string
 	MaxRestarts   int
+	// MinExecutors is, under PolicyElastic, the fewest workers the job
+	// runs with (NumExecutors is the most); 0 means NumExecutors.
+	MinExecutors int
+	// ElasticWait is how long an elastic job waits for room for more
+	// executors than MinExecutors before it asks for fewer.
+	ElasticWait time.Duration
 	// MaxBlamelessRestarts bounds the restarts after losses that were not
 	// the job's fault (Event.Blameless), which MaxRestarts does not count.
 	MaxBlamelessRestarts int
@@ -213,8 +219,36 @@ func (c *Config) Validate() error {
 	case c.Timeout < 0:
 		return bad("job timeout %s: must not be negative (0: no limit)", c.Timeout)
 	}
+	if err := c.checkElastic(); err != nil {
+		return err
+	}
 	if err := c.checkEnv(); err != nil {
 		return err
 	}
 	return c.checkShippedNames()
+}
+
+// checkElastic checks --num-executors MIN:MAX against the policy.
+func (c *Config) checkElastic() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
+	}
+	if c.MinExecutors == 0 {
+		c.MinExecutors = c.NumExecutors
+	}
+	switch {
+	case c.MinExecutors < 1 || c.MinExecutors > c.NumExecutors:
+		return bad("--num-executors %d:%d (spindle.failure.minExecutors): want 1 <= MIN <= MAX", c.MinExecutors, c.NumExecutors)
+	case c.FailurePolicy != PolicyElastic && c.MinExecutors != c.NumExecutors:
+		return bad("--num-executors %d:%d (spindle.failure.minExecutors %d) needs spindle.failure.policy elastic", c.MinExecutors, c.NumExecutors, c.MinExecutors)
+	case c.FailurePolicy != PolicyElastic:
+		return nil
+	case c.Chief || c.PS.Count > 0:
+		return bad("spindle.failure.policy elastic runs workers only: a job with a chief or parameter servers cannot change its size")
+	case c.FeedMode == "direct":
+		return bad("spindle.failure.policy elastic needs --feed arrow or tensor: a direct-mode reader cannot take the rest of an epoch dealt by another world")
+	case c.ElasticWait <= 0:
+		return bad("spindle.failure.elasticWait %s: must be positive", c.ElasticWait)
+	}
+	return nil
 }

@@ -45,6 +45,8 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.MaxRestarts = p.Int(config.KeyFailureMaxRestarts)
 	cfg.MaxBlamelessRestarts = p.Int(config.KeyFailureMaxBlamelessRestarts)
 	cfg.HostMaxFailures = p.Int(config.KeyFailureHostMaxFailures)
+	cfg.MinExecutors = p.Int(config.KeyFailureMinExecutors)
+	cfg.ElasticWait = p.Duration(config.KeyFailureElasticWait)
 	cfg.EventLogFlush = p.Duration(config.KeyEventLogFlushInterval)
 	cfg.Settings = map[string]string{}
 	for _, s := range p.Settings() {

@@ -75,56 +75,70 @@ type restartCounts struct {
 // not count against MaxRestarts; under PolicyFail it fails the job all the
 // same. A host where the job failed HostMaxFailures times is left out of
 // the later generations' placements.
-func (d *Driver) generations(ctx context.Context, plan *feed.JobPlan, slots []slot, tasks taskBuilder,
-	served map[string]string, start time.Time) error {
+func (d *Driver) generations(ctx context.Context, w *world, served map[string]string, start time.Time) error {
 	c := d.cfg
 	rc := restartCounts{hostFailures: map[string]int{}}
 	for gen := 0; ; gen++ {
-		launched, err := d.generation(ctx, gen, plan, slots, tasks, served, start, rc.excluded)
+		from, err := d.resumeFrom(ctx, w.slots)
+		if err != nil {
+			return err
+		}
+		launched, err := d.generation(ctx, gen, w, served, start, rc.excluded, from, c.RegistrationTimeout)
 		if err == nil {
 			return nil
 		}
-		var loss *lossError
-		errors.As(err, &loss)
-		d.placeOf(loss)
-		blameless := loss != nil && loss.blameless
-		switch {
-		case c.FailurePolicy != PolicyRestart || !launched || !restartable(err) || ctx.Err() != nil:
-			if gen > 0 {
-				return fmt.Errorf("%w (generation %d, after %d restart%s)", err, gen, gen, plural(gen))
-			}
+		if err := d.afterFailure(ctx, gen, err, launched, &rc); err != nil {
 			return err
-		case blameless && rc.blameless >= c.MaxBlamelessRestarts:
-			return fmt.Errorf("%w (the job was restarted %d time%s after losses that were not its fault, spindle.failure.maxBlamelessRestarts)",
-				err, rc.blameless, plural(rc.blameless))
-		case !blameless && rc.counted >= c.MaxRestarts:
-			return fmt.Errorf("%w (the job was restarted %d time%s, spindle.failure.maxRestarts)", err, rc.counted, plural(rc.counted))
-		}
-		reason, _, _ := strings.Cut(err.Error(), "\n")
-		var restart string
-		if blameless {
-			rc.blameless++
-			restart = fmt.Sprintf("not counted against spindle.failure.maxRestarts; %d of %d such restarts", rc.blameless, c.MaxBlamelessRestarts)
-		} else {
-			rc.counted++
-			restart = fmt.Sprintf("restart %d of %d", rc.counted, c.MaxRestarts)
-		}
-		d.logger.Warn("job failed; restarting it", "generation", gen+1, "restart", restart, "reason", reason)
-		if c.Console != nil {
-			c.Console.Eprintln(fmt.Sprintf("job %s failed: %s; restarting every rank (%s), each from its latest checkpoint",
-				c.JobID, reason, restart))
-		}
-		if h := rc.failedOn(loss, c.HostMaxFailures); h != "" {
-			d.logger.Warn("host failed the job repeatedly; later generations are placed elsewhere", "host", h, "failures", rc.hostFailures[h])
-			if c.Console != nil {
-				c.Console.Eprintln(fmt.Sprintf("host %s failed the job %d times (spindle.failure.hostMaxFailures): its executors are placed elsewhere from now on",
-					h, rc.hostFailures[h]))
-			}
-		}
-		if d.obs != nil {
-			d.obs.record(jobview.Event{Kind: jobview.KindRestart, Generation: gen + 1, Reason: reason})
 		}
 	}
+}
+
+// afterFailure decides whether a failed generation is followed by another
+// (nil) or ends the job (the error to end it with), counts the restart
+// and the host's failure, and says so.
+func (d *Driver) afterFailure(ctx context.Context, gen int, err error, launched bool, rc *restartCounts) error {
+	c := d.cfg
+	var loss *lossError
+	errors.As(err, &loss)
+	d.placeOf(loss)
+	blameless := loss != nil && loss.blameless
+	switch {
+	case c.FailurePolicy == PolicyFail || !launched || !restartable(err) || ctx.Err() != nil:
+		if gen > 0 {
+			return fmt.Errorf("%w (generation %d, after %d restart%s)", err, gen, gen, plural(gen))
+		}
+		return err
+	case blameless && rc.blameless >= c.MaxBlamelessRestarts:
+		return fmt.Errorf("%w (the job was restarted %d time%s after losses that were not its fault, spindle.failure.maxBlamelessRestarts)",
+			err, rc.blameless, plural(rc.blameless))
+	case !blameless && rc.counted >= c.MaxRestarts:
+		return fmt.Errorf("%w (the job was restarted %d time%s, spindle.failure.maxRestarts)", err, rc.counted, plural(rc.counted))
+	}
+	reason, _, _ := strings.Cut(err.Error(), "\n")
+	var restart string
+	if blameless {
+		rc.blameless++
+		restart = fmt.Sprintf("not counted against spindle.failure.maxRestarts; %d of %d such restarts", rc.blameless, c.MaxBlamelessRestarts)
+	} else {
+		rc.counted++
+		restart = fmt.Sprintf("restart %d of %d", rc.counted, c.MaxRestarts)
+	}
+	d.logger.Warn("job failed; restarting it", "generation", gen+1, "restart", restart, "reason", reason)
+	if c.Console != nil {
+		c.Console.Eprintln(fmt.Sprintf("job %s failed: %s; restarting every rank (%s), each from its latest checkpoint",
+			c.JobID, reason, restart))
+	}
+	if h := rc.failedOn(loss, c.HostMaxFailures); h != "" {
+		d.logger.Warn("host failed the job repeatedly; later generations are placed elsewhere", "host", h, "failures", rc.hostFailures[h])
+		if c.Console != nil {
+			c.Console.Eprintln(fmt.Sprintf("host %s failed the job %d times (spindle.failure.hostMaxFailures): its executors are placed elsewhere from now on",
+				h, rc.hostFailures[h]))
+		}
+	}
+	if d.obs != nil {
+		d.obs.record(jobview.Event{Kind: jobview.KindRestart, Generation: gen + 1, Reason: reason})
+	}
+	return nil
 }
 
 // failedOn counts a failure against its host and returns the host when

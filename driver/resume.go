@@ -39,6 +39,11 @@ func (d *Driver) newResumer(ctx context.Context, plan *feed.JobPlan, target int6
 		return nil, fmt.Errorf("checkpoint directory %s: %w", c.CheckpointDir, err)
 	}
 	r := &resumer{dir: c.CheckpointDir}
+	if c.FailurePolicy == PolicyElastic {
+		// Positions mean something only against the deal of the
+		// generation that recorded them, which this driver keeps.
+		r.since = start
+	}
 	if !ok {
 		d.logger.Warn("the checkpoints already there are not resumed from: a restart resumes only from this job's", "reason", why)
 		if err := resume.ReplaceSettings(ctx, fsy, dir, s); err != nil {
@@ -86,4 +91,20 @@ func (d *Driver) resumePoint(ctx context.Context, r *resumer, slots []slot) (*re
 		}
 	}
 	return p, nil
+}
+
+// resumeFrom is where a generation of slots (not elastic) starts: the
+// newest complete checkpoint, each rank's feed at its recorded position.
+func (d *Driver) resumeFrom(ctx context.Context, slots []slot) (*genStart, error) {
+	p, err := d.resumePoint(ctx, d.resumer, slots)
+	if err != nil || p == nil {
+		return nil, err
+	}
+	from := &genStart{checkpoint: p.Checkpoint, step: p.Step, feed: make([]*rankStart, len(p.Feed))}
+	for r, pos := range p.Feed {
+		if pos != nil {
+			from.feed[r] = &rankStart{epoch: pos.Epoch, batch: pos.Batches}
+		}
+	}
+	return from, nil
 }

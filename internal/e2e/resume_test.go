@@ -41,7 +41,8 @@ func splitmix(x uint64) uint64 {
 
 // checkRowsOnce checks that rowcheck's (or its Python twin's) final lines
 // say every epoch took each of rows row ids exactly once over all ranks,
-// counting for each rank the lines of its last generation.
+// counting the lines of the last generation, whose ranks carry on the
+// counts of the checkpoint they resumed from.
 func checkRowsOnce(t *testing.T, stdout string, ranks, epochs, rows int) {
 	t.Helper()
 	var want uint64
@@ -49,28 +50,28 @@ func checkRowsOnce(t *testing.T, stdout string, ranks, epochs, rows int) {
 		want += splitmix(uint64(id))
 	}
 	type key struct{ rank, epoch int }
-	lastGen := map[int]int{}
+	// Only the last generation's lines: earlier ones were rolled back.
+	last := -1
+	for _, m := range rowcheckLine.FindAllStringSubmatch(stdout, -1) {
+		gen, _ := strconv.Atoi(m[2])
+		last = max(last, gen)
+	}
 	lines := map[key][2]uint64{}
+	seen := map[int]bool{}
 	for _, m := range rowcheckLine.FindAllStringSubmatch(stdout, -1) {
 		rank, _ := strconv.Atoi(m[1])
 		gen, _ := strconv.Atoi(m[2])
 		epoch, _ := strconv.Atoi(m[3])
 		n, _ := strconv.ParseUint(m[4], 10, 64)
 		h, _ := strconv.ParseUint(m[5], 16, 64)
-		if g, ok := lastGen[rank]; ok && gen < g {
+		if gen != last {
 			continue
-		} else if ok && gen > g {
-			for k := range lines {
-				if k.rank == rank {
-					delete(lines, k)
-				}
-			}
 		}
-		lastGen[rank] = gen
+		seen[rank] = true
 		lines[key{rank, epoch}] = [2]uint64{n, h}
 	}
-	if len(lastGen) != ranks {
-		t.Fatalf("%d ranks reported their rows, want %d:\n%s", len(lastGen), ranks, stdout)
+	if len(seen) != ranks {
+		t.Fatalf("%d ranks of the last generation reported their rows, want %d:\n%s", len(seen), ranks, stdout)
 	}
 	for e := range epochs {
 		var n, h uint64
@@ -180,5 +181,41 @@ func TestPythonRestartResumesTheFeedMidEpoch(t *testing.T) {
 			}
 			checkRowsOnce(t, r.stdout, 2, epochs, rows)
 		})
+	}
+}
+
+// TestElasticShrinksAndRedealsTheEpoch: an elastic job of 3 workers (at
+// least 2) loses one mid-epoch; it goes on with 2, from the newest
+// checkpoint all 3 finished, the rest of that epoch dealt between the 2
+// from where each of the 3 stood, later epochs planned for 2: every epoch
+// feeds each row exactly once.
+func TestElasticShrinksAndRedealsTheEpoch(t *testing.T) {
+	const rows, epochs = 1200, 3
+	input := writeRowIDs(t, rows, 3)
+	dir := t.TempDir()
+	// 40 batches per rank per epoch; checkpoints every 6 steps: the last
+	// complete one before the kill (step 54, or one before it if a rank
+	// lagged) leaves an even number of batches per rank in its epoch, so
+	// the rest splits into whole batches between 2 ranks (no padding).
+	r := spindle(t, dir, submitArgs("--num-executors", "2:3", "--input", input, "--label-column", "id", "--feed", "tensor",
+		"--batch-rows", "10", "--epochs", strconv.Itoa(epochs), "--checkpoint-dir", filepath.Join(dir, "ckpt"),
+		"--shuffle", "--seed", "4", "--conf", "spindle.feed.shuffleBufferRows=50", "--conf", "spindle.failure.policy=elastic",
+		"--", rowcheckBin, "--crash-after", "57", "--every", "6", "--pause", "3ms")...)
+	if r.code != 0 {
+		t.Fatalf("the elastic job failed:\n%s", r)
+	}
+	if !strings.Contains(r.stderr, "generation 1 runs 2 of 3 executors") ||
+		!regexp.MustCompile(`resuming from checkpoint rows-\d+ \(step \d+, taken by 3 ranks\) with 2 ranks; the \d+ rows left in the epoch are dealt among them`).MatchString(r.stderr) {
+		t.Errorf("the job did not go on with 2 ranks, the rest of the epoch dealt between them:\n%s", r)
+	}
+	checkRowsOnce(t, r.stdout, 2, epochs, rows)
+
+	r = spindle(t, dir, submitArgs("--num-executors", "3:2", "--conf", "spindle.failure.policy=elastic", "--", "/bin/true")...)
+	if r.code != 2 || !strings.Contains(r.stderr, "want 1 <= MIN <= MAX") {
+		t.Errorf("MIN above MAX: want exit 2 naming it:\n%s", r)
+	}
+	r = spindle(t, dir, submitArgs("--num-executors", "1:2", "--", "/bin/true")...)
+	if r.code != 2 || !strings.Contains(r.stderr, "needs spindle.failure.policy elastic") {
+		t.Errorf("a range without the elastic policy: want exit 2 saying so:\n%s", r)
 	}
 }

@@ -113,6 +113,10 @@ type Point struct {
 	// Checkpoint and Step name it.
 	Checkpoint string
 	Step       int64
+	// World and Generation are the world size and generation of the
+	// ranks that recorded it (Latest with any world size).
+	World      int
+	Generation int
 	// Feed holds each rank's feed position, by rank; a rank without a
 	// record (one that is not fed) has none (nil).
 	Feed []*Position
@@ -121,8 +125,11 @@ type Point struct {
 // Latest returns the newest complete checkpoint under dir for a world of
 // worldSize ranks of which the ones marked in fed are fed, or nil when
 // there is none. Records written before since are passed over (the zero
-// time takes every record). skipped explains the newer checkpoints passed
-// over, for logs.
+// time takes every record). With worldSize 0, a checkpoint of any world
+// size counts, judged against the world of its records, all of one
+// generation, of which every rank must have recorded it (an elastic job,
+// whose world changes size). skipped explains the newer checkpoints
+// passed over, for logs.
 func Latest(ctx context.Context, fsy fsys.FS, dir string, worldSize int, fed []bool, since time.Time) (p *Point, skipped []string, err error) {
 	infos, err := fsy.ReadDir(ctx, path.Join(dir, Dir))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -138,7 +145,10 @@ func Latest(ctx context.Context, fsy fsys.FS, dir string, worldSize int, fed []b
 		}
 	}
 	sort.Slice(names, func(i, j int) bool { return NaturalLess(names[j], names[i]) })
-	must := make([]bool, worldSize)
+	if worldSize <= 0 {
+		fed = nil
+	}
+	must := make([]bool, max(worldSize, 0))
 	anyFed := false
 	for r := range must {
 		must[r] = r < len(fed) && fed[r]
@@ -169,7 +179,11 @@ func complete(ctx context.Context, fsy fsys.FS, dir, name string, worldSize int,
 	if err != nil {
 		return nil, "", fmt.Errorf("list the resume records of checkpoint %s: %w", name, err)
 	}
-	recs := make([]*Record, worldSize)
+	anyWorld := worldSize <= 0
+	var recs []*Record
+	if !anyWorld {
+		recs = make([]*Record, worldSize)
+	}
 	for _, fi := range infos {
 		var rank int
 		if n, err := fmt.Sscanf(fi.Name(), "rank-%d.json", &rank); n != 1 || err != nil || fi.Name() != fmt.Sprintf("rank-%d.json", rank) {
@@ -186,6 +200,12 @@ func complete(ctx context.Context, fsy fsys.FS, dir, name string, worldSize int,
 		if r.Time.Before(since) {
 			return nil, "taken before this job, with other feed settings", nil
 		}
+		if anyWorld && recs == nil && r.WorldSize > 0 {
+			worldSize, recs, must = r.WorldSize, make([]*Record, r.WorldSize), make([]bool, r.WorldSize)
+			for i := range must {
+				must[i] = true
+			}
+		}
 		if r.WorldSize != worldSize {
 			return nil, fmt.Sprintf("written by a world of %d ranks, this one has %d", r.WorldSize, worldSize), nil
 		}
@@ -194,7 +214,10 @@ func complete(ctx context.Context, fsy fsys.FS, dir, name string, worldSize int,
 		}
 		recs[rank] = &r
 	}
-	p := &Point{Checkpoint: name, Feed: make([]*Position, worldSize)}
+	if recs == nil {
+		return nil, "no records", nil
+	}
+	p := &Point{Checkpoint: name, World: worldSize, Feed: make([]*Position, worldSize)}
 	var missing []string
 	step := int64(-1)
 	for rank, r := range recs {
@@ -207,7 +230,10 @@ func complete(ctx context.Context, fsy fsys.FS, dir, name string, worldSize int,
 		if step >= 0 && r.Step != step {
 			return nil, fmt.Sprintf("ranks recorded different steps (%d and %d)", step, r.Step), nil
 		}
-		step = r.Step
+		if anyWorld && step >= 0 && r.Generation != p.Generation {
+			return nil, fmt.Sprintf("ranks of different generations recorded it (%d and %d)", p.Generation, r.Generation), nil
+		}
+		step, p.Generation = r.Step, r.Generation
 		p.Feed[rank] = r.Feed
 	}
 	if len(missing) > 0 {

@@ -117,3 +117,29 @@ func TestCheckName(t *testing.T) {
 		}
 	}
 }
+
+// TestLatestAnyWorld: an elastic job's checkpoints are judged against the
+// world that recorded them.
+func TestLatestAnyWorld(t *testing.T) {
+	ctx := context.Background()
+	fsy, dir := localFS(t)
+	for _, r := range []Record{
+		{Checkpoint: "c-5", Step: 5, Rank: 0, WorldSize: 3, Feed: &Position{Epoch: 1, Batches: 2}},
+		{Checkpoint: "c-5", Step: 5, Rank: 1, WorldSize: 3, Feed: &Position{Epoch: 1, Batches: 2}},
+		{Checkpoint: "c-5", Step: 5, Rank: 2, WorldSize: 3, Feed: &Position{Epoch: 1, Batches: 2}},
+		{Checkpoint: "c-7", Step: 7, Rank: 0, WorldSize: 2, Generation: 1, Feed: &Position{Epoch: 1, Batches: 4}},
+		{Checkpoint: "c-6", Step: 6, Rank: 0, WorldSize: 2, Generation: 1},
+		{Checkpoint: "c-6", Step: 6, Rank: 1, WorldSize: 2, Generation: 2},
+	} {
+		if err := Write(ctx, fsy, dir, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, skipped, err := Latest(ctx, fsy, dir, 0, nil, time.Time{})
+	if err != nil || p == nil || p.Checkpoint != "c-5" || p.World != 3 || len(p.Feed) != 3 || p.Feed[2].Batches != 2 {
+		t.Fatalf("chose %+v (err %v), want c-5 of a world of 3", p, err)
+	}
+	if len(skipped) != 2 {
+		t.Errorf("skipped %v, want c-7 (rank 1 missing) and c-6 (two generations)", skipped)
+	}
+}

@@ -62,6 +62,26 @@ func run(ctx context.Context, crashRank, crashAfter int, every int64, pause time
 	if err != nil {
 		return err
 	}
+	if resumed && env.Rank == 0 {
+		// An elastic job that shrank: rank 0 carries on the counts of the
+		// ranks that are gone (a model would be the same on every rank).
+		for r := env.WorldSize; ; r++ {
+			var gone state
+			err := env.LoadCheckpoint(ctx, fmt.Sprintf("%s.rank-%d", env.ResumeCheckpoint, r), func(rd io.Reader) error {
+				return json.NewDecoder(rd).Decode(&gone)
+			})
+			if errors.Is(err, task.ErrNoCheckpoint) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			for e, n := range gone.Rows {
+				st.Rows[e] += n
+				st.Hash[e] += gone.Hash[e]
+			}
+		}
+	}
 	if resumed {
 		fmt.Printf("rowcheck rank=%d resumed from %s step %d, feed at epoch %d batch %d\n",
 			env.Rank, env.ResumeCheckpoint, step, env.FeedStartEpoch, env.FeedStartBatch)
