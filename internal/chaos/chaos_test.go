@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/rowsum"
 )
 
 var spindleBin, logregBin, sparseLRBin, datagenBin, rowcheckBin string
@@ -77,68 +79,19 @@ type fault struct {
 	check func(stdout string) error
 }
 
-var rowcheckLine = regexp.MustCompile(`rowcheck rank=(\d+) generation=(\d+) epoch=(\d+) rows=(\d+) hash=([0-9a-f]+)`)
-
 // rowChecks counts the epochs whose row-id checksums were checked, and
 // those that were wrong, over the harness's runs.
 var rowChecks struct{ epochs, wrong int }
 
-// rowsOnce checks rowcheck's final lines (each rank's last generation):
-// every epoch took each row id exactly once over the ranks.
+// rowsOnce checks rowcheck's final lines: every epoch took each row id
+// exactly once over the ranks (rowsum.Check).
 func rowsOnce(stdout string) error {
-	var want uint64
-	for id := range rowIDRows {
-		want += splitmix(uint64(id))
+	n, err := rowsum.Check(stdout, 2, rowIDEpochs, rowIDRows)
+	rowChecks.epochs += n
+	if err != nil {
+		rowChecks.wrong += max(1, strings.Count(err.Error(), "epoch "))
 	}
-	type key struct{ rank, epoch int }
-	lastGen := map[int]int{}
-	got := map[key][2]uint64{}
-	for _, m := range rowcheckLine.FindAllStringSubmatch(stdout, -1) {
-		rank, _ := strconv.Atoi(m[1])
-		gen, _ := strconv.Atoi(m[2])
-		epoch, _ := strconv.Atoi(m[3])
-		n, _ := strconv.ParseUint(m[4], 10, 64)
-		h, _ := strconv.ParseUint(m[5], 16, 64)
-		if g, ok := lastGen[rank]; ok && gen < g {
-			continue
-		} else if ok && gen > g {
-			for k := range got {
-				if k.rank == rank {
-					delete(got, k)
-				}
-			}
-		}
-		lastGen[rank] = gen
-		got[key{rank, epoch}] = [2]uint64{n, h}
-	}
-	if len(lastGen) != 2 {
-		return fmt.Errorf("%d ranks reported their rows, want 2", len(lastGen))
-	}
-	var bad []string
-	for e := range rowIDEpochs {
-		var n, h uint64
-		for r := range 2 {
-			n += got[key{r, e}][0]
-			h += got[key{r, e}][1]
-		}
-		rowChecks.epochs++
-		if n != rowIDRows || h != want {
-			rowChecks.wrong++
-			bad = append(bad, fmt.Sprintf("epoch %d took %d rows (checksum %016x, want %d rows, %016x)", e, n, h, rowIDRows, want))
-		}
-	}
-	if len(bad) > 0 {
-		return fmt.Errorf("rows lost or fed twice: %s", strings.Join(bad, "; "))
-	}
-	return nil
-}
-
-// splitmix is rowcheck's row hash.
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
+	return err
 }
 
 // writeRowIDs writes the row-id job's input: rowIDRows ids in 3 CSV files.

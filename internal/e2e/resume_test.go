@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/spindle-ml/spindle/internal/rowsum"
 )
 
 // writeRowIDs writes rows rows with ids 0..rows-1 (column id) and a
@@ -29,60 +31,13 @@ func writeRowIDs(t *testing.T, rows, files int) string {
 	return filepath.Join(dir, "*.csv")
 }
 
-var rowcheckLine = regexp.MustCompile(`rowcheck rank=(\d+) generation=(\d+) epoch=(\d+) rows=(\d+) hash=([0-9a-f]+)`)
-
-// splitmix is rowcheck's row hash.
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
-
 // checkRowsOnce checks that rowcheck's (or its Python twin's) final lines
-// say every epoch took each of rows row ids exactly once over all ranks,
-// counting the lines of the last generation, whose ranks carry on the
-// counts of the checkpoint they resumed from.
+// say every epoch took each of rows row ids exactly once over all ranks
+// (rowsum.Check).
 func checkRowsOnce(t *testing.T, stdout string, ranks, epochs, rows int) {
 	t.Helper()
-	var want uint64
-	for id := range rows {
-		want += splitmix(uint64(id))
-	}
-	type key struct{ rank, epoch int }
-	// Only the last generation's lines: earlier ones were rolled back.
-	last := -1
-	for _, m := range rowcheckLine.FindAllStringSubmatch(stdout, -1) {
-		gen, _ := strconv.Atoi(m[2])
-		last = max(last, gen)
-	}
-	lines := map[key][2]uint64{}
-	seen := map[int]bool{}
-	for _, m := range rowcheckLine.FindAllStringSubmatch(stdout, -1) {
-		rank, _ := strconv.Atoi(m[1])
-		gen, _ := strconv.Atoi(m[2])
-		epoch, _ := strconv.Atoi(m[3])
-		n, _ := strconv.ParseUint(m[4], 10, 64)
-		h, _ := strconv.ParseUint(m[5], 16, 64)
-		if gen != last {
-			continue
-		}
-		seen[rank] = true
-		lines[key{rank, epoch}] = [2]uint64{n, h}
-	}
-	if len(seen) != ranks {
-		t.Fatalf("%d ranks of the last generation reported their rows, want %d:\n%s", len(seen), ranks, stdout)
-	}
-	for e := range epochs {
-		var n, h uint64
-		for r := range ranks {
-			v := lines[key{r, e}]
-			n += v[0]
-			h += v[1]
-		}
-		if n != uint64(rows) || h != want {
-			t.Errorf("epoch %d: the ranks took %d rows (hash %016x); want each of the %d rows once (hash %016x)", e, n, h, rows, want)
-		}
+	if _, err := rowsum.Check(stdout, ranks, epochs, rows); err != nil {
+		t.Errorf("%v\n%s", err, stdout)
 	}
 }
 

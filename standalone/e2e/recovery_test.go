@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/rowsum"
 	"github.com/spindle-ml/spindle/standalone/client"
 )
 
@@ -63,5 +67,55 @@ if [ "$SPINDLE_GENERATION" = 0 ] && [ "$SPINDLE_RANK" = 1 ]; then exit 3; fi`
 	}
 	if !strings.Contains(j.stderr.String(), "host "+bad+" failed the job 1 times") {
 		t.Errorf("the exclusion of %s was not announced:\n%s", bad, j.stderr.String())
+	}
+}
+
+// TestElasticShrinksWhenAWorkerDies: an elastic job of 4 workers (at
+// least 2) spread over two standalone workers loses one worker: it asks
+// for 3, finds no room within spindle.failure.elasticWait, and goes on
+// with 2 on the worker left, the rest of the epoch dealt between them;
+// every epoch feeds each row exactly once.
+func TestElasticShrinksWhenAWorkerDies(t *testing.T) {
+	const rows, epochs = 1200, 3
+	c := startCluster(t, 2)
+	data := t.TempDir()
+	var b strings.Builder
+	b.WriteString("id,x\n")
+	for id := range rows {
+		fmt.Fprintf(&b, "%d,%d\n", id, id%3)
+	}
+	if err := os.WriteFile(filepath.Join(data, "ids.csv"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j := c.submit(data, "--name", "elastic", "--num-executors", "2:4", "--executor-cores", "1", "--executor-memory", "256m",
+		"--input", filepath.Join(data, "ids.csv"), "--label-column", "id", "--feed", "tensor", "--batch-rows", "10",
+		"--epochs", fmt.Sprint(epochs), "--shuffle", "--seed", "2", "--checkpoint-dir", filepath.Join(data, "ckpt"),
+		"--conf", "spindle.failure.policy=elastic", "--conf", "spindle.failure.elasticWait=2s",
+		"--", rowcheckBin, "--every", "5", "--pause", "30ms")
+	c.waitFor(60*time.Second, "4 executors running", func(st *client.Status) bool {
+		return running(appExecutors(st, "elastic")) == 4
+	})
+	// Kill once every rank has saved a checkpoint, mid-epoch.
+	saved := filepath.Join(data, "ckpt", ".spindle-resume", "rows-10")
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if n, _ := filepath.Glob(filepath.Join(saved, "rank-*.json")); len(n) == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no complete checkpoint after 60s:\n%s\n%s", j.stdout.String(), j.stderr.String())
+		}
+	}
+	c.workers[1].kill()
+	if code := j.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("the elastic job failed: exit %d\n%s\n%s", code, j.stdout.String(), j.stderr.String())
+	}
+	stderr := j.stderr.String()
+	for _, want := range []string{"not the job's fault", "runs 2 of 4 executors", "taken by 4 ranks) with 2 ranks"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if _, err := rowsum.Check(j.stdout.String(), 2, epochs, rows); err != nil {
+		t.Errorf("%v\n%s", err, j.stdout.String())
 	}
 }

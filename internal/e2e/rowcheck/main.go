@@ -7,9 +7,8 @@
 //
 //	rowcheck rank=0 generation=1 epoch=0 rows=500 hash=9f2c0e2a9b3d4411
 //
-// hash adds splitmix64(id) over the rows taken (mod 2^64), so summing the
-// ranks' lines of an epoch gives, when every row was fed exactly once,
-// the sum over all ids. --crash-after makes one rank SIGKILL itself in
+// hash adds rowsum.Hash(id) over the rows taken (mod 2^64); rowsum.Check
+// sums the ranks' lines of each epoch. --crash-after makes one rank SIGKILL itself in
 // the first generation after that many batches.
 package main
 
@@ -25,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/rowsum"
 	"github.com/spindle-ml/spindle/task"
 )
 
@@ -112,7 +112,7 @@ func run(ctx context.Context, crashRank, crashAfter int, every int64, pause time
 			}
 			for _, id := range b.Labels {
 				st.Rows[ep.Epoch()]++
-				st.Hash[ep.Epoch()] += splitmix(uint64(id))
+				st.Hash[ep.Epoch()] += rowsum.Hash(uint64(id))
 			}
 			if pause > 0 {
 				time.Sleep(pause) // stands for the work of a training step
@@ -133,12 +133,4 @@ func run(ctx context.Context, crashRank, crashAfter int, every int64, pause time
 		fmt.Printf("rowcheck rank=%d generation=%d epoch=%d rows=%d hash=%016x\n", env.Rank, env.Generation, e, st.Rows[e], st.Hash[e])
 	}
 	return nil
-}
-
-// splitmix is SplitMix64's finaliser: a bijection on uint64.
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
 }
