@@ -92,6 +92,9 @@ type Config struct {
 	ListenHost, AdvertiseHost string
 	// Port is the control-plane port; 0 picks a free one.
 	Port int
+	// AdvertisePort, when set, is the port executors dial instead of the
+	// one the driver listens on (something forwards it).
+	AdvertisePort int
 
 	RegistrationTimeout time.Duration
 	HeartbeatInterval   time.Duration
@@ -214,6 +217,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Port < 0 || c.Port > 65535:
 		return bad("driver port %d: want 0 (any free port) to 65535", c.Port)
+	case c.AdvertisePort > 0 && c.Port == 0:
+		return bad("spindle.driver.advertisePort %d needs a fixed spindle.driver.port for it to forward to", c.AdvertisePort)
 	case c.RegistrationTimeout <= 0:
 		return bad("registration timeout %s: must be positive", c.RegistrationTimeout)
 	case c.Timeout < 0:

@@ -282,6 +282,10 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 	if err != nil {
 		return false, err
 	}
+	if c.AdvertisePort > 0 {
+		host, _, _ := net.SplitHostPort(addr)
+		addr = net.JoinHostPort(host, strconv.Itoa(c.AdvertisePort))
+	}
 	d.logger.Info("control plane listening", "addr", lis.Addr().String(), "advertised", addr, "generation", gen)
 	specs := make([]ExecutorSpec, len(slots))
 	for i, s := range slots {

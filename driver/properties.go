@@ -126,6 +126,7 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	}
 	cfg.ListenHost = cmp.Or(p.String(config.KeyDriverBindHost), cfg.AdvertiseHost)
 	cfg.Port = p.Int(config.KeyDriverPort)
+	cfg.AdvertisePort = p.Int(config.KeyDriverAdvertisePort)
 	cfg.RegistrationTimeout = p.Duration(config.KeyRegistrationTimeout)
 	cfg.HeartbeatInterval = p.Duration(config.KeyHeartbeatInterval)
 	cfg.HeartbeatTimeout = p.Duration(config.KeyHeartbeatTimeout)
