@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path"
 	"strconv"
 	"sync"
 	"time"
@@ -200,9 +199,4 @@ func (c *Checkpointer) Save(ctx context.Context, step int64, write func(io.Write
 	}
 	c.lastStep, c.lastTime = step, time.Now()
 	return nil
-}
-
-// recordPath is where this rank's record of step lives (for tests).
-func (c *Checkpointer) recordPath(step int64) string {
-	return path.Join(c.env.CheckpointDir, resume.RecordPath(c.Name(step), c.env.Rank))
 }
