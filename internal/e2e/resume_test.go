@@ -41,6 +41,31 @@ func checkRowsOnce(t *testing.T, stdout string, ranks, epochs, rows int) {
 	}
 }
 
+// checkResumedMidEpoch checks that both ranks of a 60-batch-per-epoch job
+// resumed from the same checkpoint, every 7 steps, with a feed position
+// that is that checkpoint's step (epoch*60 + batch), and that the driver
+// said so. at matches the position's epoch and batch in the process's line.
+func checkResumedMidEpoch(t *testing.T, r result, at string) {
+	t.Helper()
+	re := regexp.MustCompile(`rowcheck rank=(\d) resumed from rows-(\d+) step (\d+), ` + at)
+	ms := re.FindAllStringSubmatch(r.stdout, -1)
+	if len(ms) != 2 {
+		t.Fatalf("%d ranks said they resumed, want 2:\n%s", len(ms), r)
+	}
+	for _, m := range ms {
+		name, step, epoch, batch := m[2], m[3], m[4], m[5]
+		s, _ := strconv.Atoi(step)
+		e, _ := strconv.Atoi(epoch)
+		b, _ := strconv.Atoi(batch)
+		if name != step || s%7 != 0 || s != e*60+b || name != ms[0][2] {
+			t.Errorf("rank %s resumed from rows-%s step %s at epoch %s batch %s: want the same checkpoint on both ranks, its step's position", m[1], name, step, epoch, batch)
+		}
+	}
+	if !strings.Contains(r.stderr, "resuming from checkpoint rows-"+ms[0][2]) {
+		t.Errorf("the driver did not announce checkpoint rows-%s:\n%s", ms[0][2], r)
+	}
+}
+
 // TestRestartResumesTheFeedMidEpoch: a rank SIGKILLs itself in the middle
 // of an epoch; the restarted gang resumes from the newest checkpoint every
 // rank finished saving, each rank's feed continuing that epoch where the
@@ -66,9 +91,7 @@ func TestRestartResumesTheFeedMidEpoch(t *testing.T) {
 			if r.code != 0 {
 				t.Fatalf("the restarted job failed:\n%s", r)
 			}
-			if !strings.Contains(r.stderr, "resuming from checkpoint rows-77") || !strings.Contains(r.stdout, "resumed from rows-77 step 77, feed at epoch 1 batch 17") {
-				t.Errorf("the job did not resume from the newest complete checkpoint (step 77, epoch 1 batch 17):\n%s", r)
-			}
+			checkResumedMidEpoch(t, r, `feed at epoch (\d+) batch (\d+)`)
 			checkRowsOnce(t, r.stdout, 2, epochs, rows)
 		})
 	}
@@ -131,9 +154,7 @@ func TestPythonRestartResumesTheFeedMidEpoch(t *testing.T) {
 			if r.code != 0 {
 				t.Fatalf("the restarted job failed:\n%s", r)
 			}
-			if !strings.Contains(r.stdout, "resumed from rows-77 step 77, feed at (1, 17)") {
-				t.Errorf("the job did not resume from the newest complete checkpoint (step 77, epoch 1 batch 17):\n%s", r)
-			}
+			checkResumedMidEpoch(t, r, `feed at \((\d+), (\d+)\)`)
 			checkRowsOnce(t, r.stdout, 2, epochs, rows)
 		})
 	}
