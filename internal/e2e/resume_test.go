@@ -190,8 +190,18 @@ func TestElasticShrinksAndRedealsTheEpoch(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "want 1 <= MIN <= MAX") {
 		t.Errorf("MIN above MAX: want exit 2 naming it:\n%s", r)
 	}
-	r = spindle(t, dir, submitArgs("--num-executors", "1:2", "--", "/bin/true")...)
-	if r.code != 2 || !strings.Contains(r.stderr, "needs spindle.failure.policy elastic") {
-		t.Errorf("a range without the elastic policy: want exit 2 saying so:\n%s", r)
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--num-executors", "1:2"}, "needs spindle.failure.policy elastic"},
+		{[]string{"--num-executors", "a:2", "--conf", "spindle.failure.policy=elastic"}, `--num-executors: spindle.failure.minExecutors: "a" is not an integer`},
+		{[]string{"--num-executors", "1:2", "--conf", "spindle.failure.policy=elastic", "--num-ps", "1"}, "runs workers only"},
+		{[]string{"--conf", "spindle.driver.advertisePort=5000"}, "needs a fixed spindle.driver.port"},
+	} {
+		r = spindle(t, dir, submitArgs(append(bad.args, "--", "/bin/true")...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, bad.want) {
+			t.Errorf("%v: want exit 2 saying %q:\n%s", bad.args, bad.want, r)
+		}
 	}
 }
