@@ -52,6 +52,9 @@ type Driver struct {
 	// resumer finds the checkpoint each generation resumes from; nil
 	// without a checkpoint directory.
 	resumer *resumer
+	// grow, while an elastic generation runs, says whether to stop it
+	// and grow (checked on the driver's ticks); nil otherwise.
+	grow func(context.Context) bool
 }
 
 // New returns a Driver for cfg that gets its executors from cm. The
@@ -363,6 +366,9 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 			}
 		case now := <-tick.C:
 			g.checkHeartbeats(c.HeartbeatTimeout)
+			if d.grow != nil && ready == nil && d.grow(ctx) {
+				g.fail(errGrow)
+			}
 			snap := g.snapshot()
 			prog.update(now, snap)
 			d.obs.progress(now, snap)
@@ -371,6 +377,9 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 			// repeat the rank's stderr a second time.
 			err := g.err()
 			d.logger.Debug("job failed", "err", err)
+			if errors.Is(err, errGrow) {
+				return err
+			}
 			if others := len(specs) - 1; others > 0 && c.Console != nil {
 				prog.finish()
 				c.Console.Eprintln(fmt.Sprintf("job failed; stopping the other %d executors (their training processes get %s to exit)", others, c.StopGrace))

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -15,6 +16,16 @@ import (
 // failing, each new world resuming from the newest complete checkpoint
 // with the rest of its epoch dealt among the new ranks.
 const PolicyElastic = "elastic"
+
+// errGrow stops an elastic generation that has room to grow at its newest
+// complete checkpoint.
+var errGrow = errors.New("the cluster has room for more executors")
+
+// roomReporter is a cluster manager that can say how many more executors
+// of a shape it could start now.
+type roomReporter interface {
+	Room(ctx context.Context, spec ExecutorSpec) (int, error)
+}
 
 // dealt is how one generation of an elastic job dealt its feed: its world,
 // and the epoch it dealt as segments of an earlier world's epochs, if any.
@@ -60,7 +71,13 @@ func (d *Driver) elastic(ctx context.Context, build func(context.Context, int) (
 					c.Console.Eprintln(fmt.Sprintf("job %s: generation %d runs %d of %d executors (spindle.failure.policy elastic)", c.JobID, gen, n, c.NumExecutors))
 				}
 			}
+			grow := d.growCheck(gen, w, from, rc.excluded)
+			d.grow = grow.check
 			launched, err = d.generation(ctx, gen, w, served, start, rc.excluded, from, timeout)
+			d.grow = nil
+			if errors.Is(err, errGrow) {
+				break
+			}
 			if launched || err == nil || ctx.Err() != nil || n <= c.MinExecutors || !restartable(err) {
 				break
 			}
@@ -70,12 +87,68 @@ func (d *Driver) elastic(ctx context.Context, build func(context.Context, int) (
 		if err == nil {
 			return nil
 		}
+		if errors.Is(err, errGrow) {
+			most = c.NumExecutors
+			d.logger.Info("elastic job growing at its newest checkpoint", "executors", n, "up to", most)
+			if c.Console != nil {
+				c.Console.Eprintln(fmt.Sprintf("job %s: the cluster has room for more executors; growing from %d toward %d at the newest checkpoint",
+					c.JobID, n, most))
+			}
+			continue
+		}
 		if err := d.afterFailure(ctx, gen, err, launched, &rc); err != nil {
 			return err
 		}
 		// The survivors go on; a lost rank is not waited for.
 		most = max(c.MinExecutors, n-1)
 	}
+}
+
+// grower decides, while an elastic generation smaller than NumExecutors
+// runs, whether to stop it and grow: when the cluster has room for
+// another executor and every rank has finished a checkpoint since the
+// generation started, so that growing costs little more than the restart.
+type grower struct {
+	d       *Driver
+	gen     int
+	n       int
+	from    string
+	spec    ExecutorSpec
+	checked time.Time
+}
+
+func (d *Driver) growCheck(gen int, w *world, from *genStart, excluded []string) *grower {
+	g := &grower{d: d, gen: gen, n: w.n, checked: time.Now()}
+	if from != nil {
+		g.from = from.checkpoint
+	}
+	s := w.slots[0].spec
+	g.spec = ExecutorSpec{Role: RoleWorker, Cores: s.Cores, MemoryMB: s.MemoryMB, GPUs: s.GPUs, ExcludedHosts: excluded}
+	return g
+}
+
+// check is called on the driver's ticks; it looks every
+// spindle.failure.elasticWait.
+func (g *grower) check(ctx context.Context) bool {
+	d := g.d
+	c := d.cfg
+	rr, ok := d.cm.(roomReporter)
+	if !ok || g.n >= c.NumExecutors || d.resumer == nil || time.Since(g.checked) < c.ElasticWait {
+		return false
+	}
+	g.checked = time.Now()
+	ctx, cancel := context.WithTimeout(ctx, c.ElasticWait)
+	defer cancel()
+	room, err := rr.Room(ctx, g.spec)
+	if err != nil || room < 1 {
+		return false
+	}
+	fsy, dir, err := d.res.Resolve(ctx, d.resumer.dir)
+	if err != nil {
+		return false
+	}
+	p, _, err := resume.Latest(ctx, fsy, dir, 0, nil, d.resumer.since)
+	return err == nil && p != nil && p.Generation == g.gen && p.Checkpoint != g.from
 }
 
 // elasticStart is where a generation of world w starts: from the newest

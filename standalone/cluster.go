@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -233,6 +234,33 @@ func (c *ClusterManager) Request(ctx context.Context, specs []driver.ExecutorSpe
 	}
 	c.logger.Info("executors running", "count", len(specs), "after", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// Room returns how many more executors of spec's shape the cluster's
+// alive workers have room for now, leaving out spec.ExcludedHosts.
+func (c *ClusterManager) Room(ctx context.Context, spec driver.ExecutorSpec) (int, error) {
+	var cs *pb.ClusterStatusResponse
+	err := c.client.Call(ctx, true, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+		cs = resp
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cluster status: %w", err)
+	}
+	room := 0
+	for _, w := range cs.GetWorkers() {
+		if !w.GetAlive() || slices.Contains(spec.ExcludedHosts, w.GetId()) || slices.Contains(spec.ExcludedHosts, w.GetHost()) {
+			continue
+		}
+		n := int(w.GetCores()-w.GetUsedCores()) / max(spec.Cores, 1)
+		n = min(n, int((w.GetMemoryMb()-w.GetUsedMemoryMb())/int64(max(spec.MemoryMB, 1))))
+		if spec.GPUs > 0 {
+			n = min(n, int(w.GetGpus()-w.GetUsedGpus())/spec.GPUs)
+		}
+		room += max(n, 0)
+	}
+	return room, nil
 }
 
 // NodeOf returns the worker an executor was placed on, the name

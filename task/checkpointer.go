@@ -71,9 +71,10 @@ func (e Env) FeedPosition() FeedPosition {
 type CheckpointOptions struct {
 	// Prefix names the checkpoints: Prefix-STEP. Empty means "ckpt".
 	Prefix string
-	// EverySteps and Every say when Due (and MaybeSave) save: once
-	// EverySteps steps or Every of time have passed since the last save
-	// (or the start). With both zero, every step is due.
+	// EverySteps and Every say when Due (and MaybeSave) save: at steps
+	// that are multiples of EverySteps, or once Every of time has passed
+	// since the last save (or the start). With both zero, every step is
+	// due.
 	EverySteps int64
 	Every      time.Duration
 	// PerRank makes every rank save a file of its own
@@ -154,7 +155,9 @@ func (c *Checkpointer) Due(step int64) bool {
 	if o.EverySteps == 0 && o.Every == 0 {
 		return true
 	}
-	return (o.EverySteps > 0 && step-c.lastStep >= o.EverySteps) || (o.Every > 0 && time.Since(c.lastTime) >= o.Every)
+	// Steps that are multiples of EverySteps, so that every rank, whatever
+	// it resumed from, saves the same ones.
+	return (o.EverySteps > 0 && step%o.EverySteps == 0 && step != c.lastStep) || (o.Every > 0 && time.Since(c.lastTime) >= o.Every)
 }
 
 // MaybeSave saves checkpoint step when it is due, and says whether it did.

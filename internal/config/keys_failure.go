@@ -28,7 +28,7 @@ var failureKeys = []Key{
 	{Name: KeyFailureMinExecutors, Default: "0", Kind: Int, Min: 0, HasMin: true, ReadBy: ReadBySubmit,
 		Doc: "Under spindle.failure.policy elastic, the fewest workers the job runs with (spindle.executor.instances is the most); --num-executors MIN:MAX sets both. 0 means spindle.executor.instances."},
 	{Name: KeyFailureElasticWait, Default: "10s", Kind: Duration, ReadBy: ReadBySubmit,
-		Doc: "How long an elastic job waits for room for more than its fewest workers before it asks for one fewer."},
+		Doc: "How long an elastic job waits for room for more than its fewest workers before it asks for one fewer; also how often a smaller elastic job asks the standalone masters for room to grow."},
 	{Name: KeyFailureHostMaxFailures, Default: "2", Kind: Int, Min: 0, HasMin: true, ReadBy: ReadBySubmit,
 		Doc: "After this many failures of the job's ranks or executors on one host (not counting losses that were not the job's fault), later generations are not placed on that host (standalone and YARN; local mode has one host). 0 never keeps a host out."},
 }

@@ -287,8 +287,9 @@ class Checkpointer:
     position, with the same shuffle. Save after the step that used the
     last batch taken, before taking the next.
 
-    every_steps and every_seconds say when :meth:`due` holds: once that
-    many steps or seconds passed since the last save (both 0: every step).
+    every_steps and every_seconds say when :meth:`due` holds: at steps that
+    are multiples of every_steps, or once every_seconds passed since the
+    last save (both 0: every step).
     A time-based schedule needs the ranks to agree on it (decide on rank 0
     and broadcast), or use every_steps.
     """
@@ -336,7 +337,8 @@ class Checkpointer:
         """Report whether step is due for a checkpoint."""
         if not self.every_steps and not self.every_seconds:
             return True
-        return bool((self.every_steps and step - self._last_step >= self.every_steps) or
+        # Multiples of every_steps, so that every rank, whatever it resumed from, saves the same steps.
+        return bool((self.every_steps and step % self.every_steps == 0 and step != self._last_step) or
                     (self.every_seconds and _now() - self._last_time >= self.every_seconds))
 
     def maybe_save(self, step, data):

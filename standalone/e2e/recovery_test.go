@@ -119,3 +119,45 @@ func TestElasticShrinksWhenAWorkerDies(t *testing.T) {
 		t.Errorf("%v\n%s", err, j.stdout.String())
 	}
 }
+
+// TestElasticGrowsWhenAWorkerJoins: an elastic job (2 to 4 workers)
+// submitted while one of two standalone workers is down runs with 2;
+// once the worker is back and every rank has finished a checkpoint, the
+// job grows to 4 from that checkpoint, and every epoch still feeds each
+// row exactly once.
+func TestElasticGrowsWhenAWorkerJoins(t *testing.T) {
+	const rows, epochs = 1200, 3
+	c := startCluster(t, 2)
+	c.workers[1].kill()
+	c.waitFor(30*time.Second, "1 alive worker", func(st *client.Status) bool { return aliveWorkers(st) == 1 })
+	data := t.TempDir()
+	var b strings.Builder
+	b.WriteString("id,x\n")
+	for id := range rows {
+		fmt.Fprintf(&b, "%d,%d\n", id, id%3)
+	}
+	if err := os.WriteFile(filepath.Join(data, "ids.csv"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j := c.submit(data, "--name", "grower", "--num-executors", "2:4", "--executor-cores", "1", "--executor-memory", "256m",
+		"--input", filepath.Join(data, "ids.csv"), "--label-column", "id", "--feed", "tensor", "--batch-rows", "10",
+		"--epochs", fmt.Sprint(epochs), "--shuffle", "--seed", "8", "--checkpoint-dir", filepath.Join(data, "ckpt"),
+		"--conf", "spindle.failure.policy=elastic", "--conf", "spindle.failure.elasticWait=1s",
+		"--", rowcheckBin, "--every", "5", "--pause", "40ms")
+	c.waitFor(60*time.Second, "2 executors running", func(st *client.Status) bool {
+		return running(appExecutors(st, "grower")) == 2
+	})
+	c.workers[1].start(t)
+	if code := j.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("the elastic job failed: exit %d\n%s\n%s", code, j.stdout.String(), j.stderr.String())
+	}
+	stderr := j.stderr.String()
+	for _, want := range []string{"runs 2 of 4 executors", "growing from 2 toward 4 at the newest checkpoint", "taken by 2 ranks) with 4 ranks"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if _, err := rowsum.Check(j.stdout.String(), 4, epochs, rows); err != nil {
+		t.Errorf("%v\n%s", err, j.stdout.String())
+	}
+}

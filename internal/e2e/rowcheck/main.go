@@ -59,6 +59,10 @@ func run(ctx context.Context, crashRank, crashAfter int, every int64, pause time
 	}
 	st := state{Rows: map[int]int64{}, Hash: map[int]uint64{}}
 	step, resumed, err := ck.Resume(ctx, func(r io.Reader) error { return json.NewDecoder(r).Decode(&st) })
+	if errors.Is(err, task.ErrNoCheckpoint) && env.ResumeCheckpoint != "" {
+		// An elastic job that grew: this rank is new, its counts start empty.
+		step, resumed, err = env.ResumeStep, true, nil
+	}
 	if err != nil {
 		return err
 	}
