@@ -171,7 +171,7 @@ var Vars = []Var{
 	{Name: CheckpointDir, ID: "checkpoint_dir", Doc: "the checkpoint directory, when configured"},
 	{Name: CheckpointService, ID: "checkpoint_service", Doc: "the Unix socket of the executor's checkpoint service, when a checkpoint directory is configured: the Python package saves `hdfs://` checkpoints through it"},
 	{Name: ReportSocket, ID: "report_socket", Doc: "the Unix datagram socket where the process reports values (`spindle.report(step=..., loss=...)`, `task.Report`): one JSON object per datagram, never waited on"},
-	{Name: Generation, ID: "generation", Doc: "the gang's generation: 0 at first, one more at each restart (`spindle.failure.policy restart`); a process loads its latest checkpoint when it is above 0"},
+	{Name: Generation, ID: "generation", Doc: "the gang's generation: 0 at first, one more at each restart or resize (`spindle.failure.policy restart` or `elastic`); the world size, peers and rendezvous variables are this generation's"},
 	{Name: RestartCount, ID: "restart_count", Doc: "how many times the job was restarted (the same as `SPINDLE_GENERATION`, under torchrun's name)"},
 	{Name: ResumeCheckpoint, ID: "resume_checkpoint", Doc: "the checkpoint to resume from and its step, when the job has one that every rank finished saving with the checkpoint APIs (`task.Checkpointer`, `spindle.Checkpointer`); unset: start afresh"},
 	{Name: ResumeStep, ID: "resume_step"},
