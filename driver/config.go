@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/internal/config"
 )
@@ -42,6 +44,8 @@ type Config struct {
 	PartitionColumns []string
 	// Flight reaches the Arrow Flight services of grpc:// inputs.
 	Flight feed.FlightOptions
+	// FlightPut shapes a flight-put: input (pushed by producers).
+	FlightPut FlightPutConfig
 
 	// Feed settings (see driverpb.FeedTask).
 	FeedMode          string
@@ -159,6 +163,17 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// FlightPutConfig shapes a flight-put: input: the schema producers must
+// push (nil: the first producer's), the rows that end it (0: an
+// end-of-input action does), the driver's buffer bound, and the file the
+// producers' token is written to (empty: one in the temporary directory).
+type FlightPutConfig struct {
+	Schema      *arrow.Schema
+	Rows        int64
+	BufferBytes int64
+	TokenFile   string
+}
+
 // DefaultConfig returns the built-in defaults: those of the config
 // package's key table, which is where every default is set.
 func DefaultConfig() Config {
@@ -182,8 +197,20 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
 	}
 	for _, in := range c.Inputs {
-		if feed.IsFlightURI(in) && c.FeedMode == "direct" {
+		if (feed.IsFlightURI(in) || feed.IsFlightPutURI(in)) && c.FeedMode == "direct" {
 			return bad("--input %s: an Arrow Flight stream is fed by the executors; use --feed arrow or tensor (direct mode reads files)", in)
+		}
+		if feed.IsFlightPutURI(in) {
+			if len(c.Inputs) > 1 {
+				return bad("--input %s: pushed input is the job's only input; drop the other --input", in)
+			}
+			if _, err := feed.ParseFlightPutURI(in); err != nil {
+				return bad("%v", err)
+			}
+			if c.FailurePolicy == PolicyRestart || c.FailurePolicy == PolicyElastic {
+				return bad("--input %s: a job whose input is pushed cannot be restarted or resized (pushed rows are fed once); "+
+					"set spindle.failure.policy=fail", in)
+			}
 		}
 	}
 	if c.Timeline != "" {

@@ -55,6 +55,8 @@ type Driver struct {
 	// grow, while an elastic generation runs, says whether to stop it
 	// and grow (checked on the driver's ticks); nil otherwise.
 	grow func(context.Context) bool
+	// push is the endpoint of a flight-put: input, once planned.
+	push *pushInput
 }
 
 // New returns a Driver for cfg that gets its executors from cm. The
@@ -114,6 +116,18 @@ func (d *Driver) planFor(ctx context.Context, n int) (*feed.JobPlan, error) {
 		// A job without input (it loads its own data) has nothing to plan.
 		return &feed.JobPlan{Ranks: make([][]feed.Split, n), RowsPerRank: make([]int64, n)}, nil
 	}
+	if c.isPush() {
+		plan, err := d.planPush(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if c.FeedMode == "tensor" {
+			if err := wire.CheckTensorSchema(plan.Schema, c.LabelColumn); err != nil {
+				return nil, fmt.Errorf("tensor feed: %w", err)
+			}
+		}
+		return plan, nil
+	}
 	plan, err := feed.Plan(ctx, d.res, feed.PlanRequest{
 		Inputs:      c.Inputs,
 		Format:      c.Format,
@@ -143,6 +157,7 @@ func (d *Driver) planFor(ctx context.Context, n int) (*feed.JobPlan, error) {
 func (d *Driver) run(ctx context.Context) error {
 	c := d.cfg
 	start := time.Now()
+	defer d.stopPush()
 	plan, err := d.Plan(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -344,6 +359,11 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 
 	prog := newProgress(c.Console, c.ProgressInterval, c.Epochs, d.expectRows)
 	defer prog.finish()
+	// Replacements for dead parameter servers start in the background;
+	// they end with the job.
+	var replacing sync.WaitGroup
+	replaceCtx, stopReplacing := context.WithCancel(ctx)
+	defer func() { stopReplacing(); replacing.Wait() }()
 	registration := time.NewTimer(c.RegistrationTimeout)
 	defer registration.Stop()
 	tick := time.NewTicker(c.HeartbeatInterval / 2)
@@ -364,6 +384,8 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 			case ExecutorExited, ExecutorLost:
 				g.executorGone(ev)
 			}
+		case lost := <-g.lostPS:
+			replacing.Go(func() { d.replacePS(replaceCtx, g, specs, lost) })
 		case now := <-tick.C:
 			g.checkHeartbeats(c.HeartbeatTimeout)
 			if d.grow != nil && ready == nil && d.grow(ctx) {
@@ -404,6 +426,33 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 				c.Console.Eprintln(fmt.Sprintf("interrupted: stopping every executor; training processes get %s to exit (Ctrl-C again to stop at once)", c.StopGrace))
 			}
 			return ErrInterrupted
+		}
+	}
+}
+
+// replacePS starts a replacement for a dead parameter server, which
+// rejoins the ring and takes its rows back from the servers that stood in
+// for it. Without one, the job goes on with a spare fewer.
+func (d *Driver) replacePS(ctx context.Context, g *roster, specs []ExecutorSpec, lost *member) {
+	m := g.addReplacement(lost)
+	if m == nil {
+		return
+	}
+	spec := specs[lost.rank]
+	spec.ID = m.id
+	spec.Args = slices.Clone(spec.Args)
+	for i := range spec.Args[:len(spec.Args)-1] {
+		if spec.Args[i] == "--id" {
+			spec.Args[i+1] = m.id
+		}
+	}
+	d.logger.Info("starting a replacement parameter server", "ps", lost.roleRank, "replaces", lost.id, "executor", m.id)
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.RegistrationTimeout)
+	defer cancel()
+	if err := d.cm.Request(ctx, []ExecutorSpec{spec}); err != nil {
+		g.dropReplacement(m)
+		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			d.logger.Warn("no replacement parameter server: the job goes on with one spare fewer", "ps", lost.roleRank, "err", err)
 		}
 	}
 }
@@ -484,6 +533,12 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot, fil
 		}
 		schemaIPC = buf.Bytes()
 	}
+	// Pushed input is kept even by the driver as it deals the rows: the
+	// ranks feed what they get.
+	evenOnRanks := c.EvenBatches
+	if d.push != nil {
+		evenOnRanks = feed.EvenOff
+	}
 	return func(rank int) (*driverpb.Task, error) {
 		if rank < 0 || rank >= len(slots) {
 			return nil, fmt.Errorf("no rank %d in a job of %d", rank, len(slots))
@@ -532,7 +587,7 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot, fil
 				PrefetchBatches:   int32(c.PrefetchBatches),
 				MemoryBudget:      c.MemoryBudget,
 				CacheBytes:        c.CacheMemory,
-				EvenBatches:       string(c.EvenBatches),
+				EvenBatches:       string(evenOnRanks),
 				TargetBatches:     target,
 				FlightToken:       c.Flight.Token,
 				FlightCaFile:      c.Flight.CAFile,

@@ -69,6 +69,7 @@ func (o *observer) news(n executorNews) {
 		u := o.usage[n.rank]
 		if n.usage != nil {
 			u.cpuSeconds, u.memoryBytes = n.usage.GetCpuSeconds(), n.usage.GetMemoryBytes()
+			u.gpus, u.gpuUtil, u.gpuMemoryBytes = int(n.usage.GetGpus()), n.usage.GetGpuUtilizationRatio(), n.usage.GetGpuMemoryBytes()
 		}
 		for _, r := range n.reports {
 			u.steps = max(u.steps, r.GetStep())
@@ -93,6 +94,10 @@ type rankUsage struct {
 	cpuSeconds  float64
 	memoryBytes int64
 	steps       int64
+	// gpus is how many GPUs the sample covers (0: not known).
+	gpus           int
+	gpuUtil        float64
+	gpuMemoryBytes int64
 }
 
 // outputDeliverer is a cluster manager that brings its executors' output

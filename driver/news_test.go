@@ -23,7 +23,7 @@ func TestExecutorNews(t *testing.T) {
 	o.record(jobview.Event{Kind: jobview.KindSubmitted, Info: &jobview.Info{ID: "job-1", WorldSize: 2}})
 
 	o.news(heartbeatNews(&driverpb.HeartbeatRequest{ExecutorId: "exec-1", Rank: 1,
-		Usage:         &driverpb.Usage{CpuSeconds: 2.5, MemoryBytes: 1 << 20},
+		Usage:         &driverpb.Usage{CpuSeconds: 2.5, MemoryBytes: 1 << 20, Gpus: 2, GpuUtilizationRatio: 0.6, GpuMemoryBytes: 5 << 30},
 		Reports:       []*driverpb.Report{{Step: 3, Values: map[string]float64{"loss": 0.5}, UnixMillis: time.Now().UnixMilli()}},
 		Output:        []*driverpb.OutputLine{{Text: "[rank 1] hello"}, {Stderr: true, Text: "[rank 1] careful"}},
 		OutputDropped: 2}))
@@ -48,7 +48,8 @@ func TestExecutorNews(t *testing.T) {
 			rank1 = &snap.Ranks[i]
 		}
 	}
-	if rank1 == nil || rank1.MemoryBytes != 1<<20 || rank1.Rows != 100 || rank1.Bytes != 4096 {
+	if rank1 == nil || rank1.MemoryBytes != 1<<20 || rank1.Rows != 100 || rank1.Bytes != 4096 ||
+		rank1.GPUs != 2 || rank1.GPUUtilRatio != 0.6 || rank1.GPUMemoryBytes != 5<<30 {
 		t.Errorf("rank 1 in the ranks table: %+v", rank1)
 	}
 }

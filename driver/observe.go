@@ -213,7 +213,8 @@ func (o *observer) progress(now time.Time, ranks []rankProgress) {
 		if !known || seen.rows != rows || seen.batches != batches || seen.bytes != r.bytes || seen.epoch != r.epoch || seen.usage != usage {
 			o.record(jobview.Event{Time: now, Kind: jobview.KindProgress, Rank: r.rank,
 				Progress: &jobview.Progress{Epoch: int64(r.epoch), Rows: rows, Batches: batches, Bytes: r.bytes,
-					Steps: usage.steps, CPUSeconds: usage.cpuSeconds, MemoryBytes: usage.memoryBytes}})
+					Steps: usage.steps, CPUSeconds: usage.cpuSeconds, MemoryBytes: usage.memoryBytes,
+					GPUs: usage.gpus, GPUUtilRatio: usage.gpuUtil, GPUMemoryBytes: usage.gpuMemoryBytes}})
 			seen.rows, seen.batches, seen.bytes, seen.epoch, seen.usage = rows, batches, r.bytes, r.epoch, usage
 		}
 		o.ranks[r.rank] = seen

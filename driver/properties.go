@@ -74,6 +74,13 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.Columns = p.List(config.KeyInputColumns)
 	cfg.PartitionColumns = p.List(config.KeyPartitionColumns)
 	cfg.Flight = feed.FlightOptions{Token: p.String(config.KeyFlightToken), CAFile: p.String(config.KeyFlightCAFile)}
+	cfg.FlightPut = FlightPutConfig{Rows: int64(p.Int(config.KeyFlightPutRows)), BufferBytes: p.Bytes(config.KeyFlightPutBuffer),
+		TokenFile: p.String(config.KeyFlightPutTokenFile)}
+	if spec := p.String(config.KeyFlightPutSchema); spec != "" {
+		if cfg.FlightPut.Schema, err = feed.ParseSchemaSpec(spec); err != nil {
+			return cfg, master, fmt.Errorf("%w: %s: %s: %v", ErrConfig, p.Source(config.KeyFlightPutSchema), config.KeyFlightPutSchema, err)
+		}
+	}
 	if len(cfg.PartitionColumns) > 0 && p.String(config.KeyFeedMode) == "direct" {
 		return cfg, master, fmt.Errorf("%s: %s: partition columns are not read in direct mode (the training process reads the files itself); use --feed arrow or tensor",
 			p.Source(config.KeyPartitionColumns), config.KeyPartitionColumns)

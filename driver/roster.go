@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -39,6 +40,8 @@ type member struct {
 	// stoppedAtEnd marks a process stopped because the job ended
 	// successfully while it ran.
 	stoppedAtEnd bool
+	// replaces names the dead parameter server this one replaces.
+	replaces string
 }
 
 // where names a member for error messages. In a job of workers only it
@@ -97,6 +100,10 @@ type roster struct {
 	psSpares int
 	psLost   int
 	onPSLost func(msg string)
+	// lostPS carries each such server to the driver, which starts a
+	// replacement; replaced numbers the replacements.
+	lostPS   chan *member
+	replaced int
 }
 
 // spareLocked says whether m's death leaves the job running: m is a
@@ -110,8 +117,53 @@ func (g *roster) spareLocked(m *member, msg string) bool {
 	if g.onPSLost != nil {
 		g.onPSLost(fmt.Sprintf("%s; its keys moved to their backups (%d of %d spare servers used, spindle.ps.replicas)", msg, g.psLost, g.psSpares))
 	}
+	select {
+	case g.lostPS <- m:
+	default: // more deaths than the channel holds: they stay unreplaced
+	}
 	g.checkAllExitedLocked()
 	return true
+}
+
+// addReplacement makes the member that replaces the dead parameter server
+// lost, at its rank; nil when the job is ending.
+func (g *roster) addReplacement(lost *member) *member {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped || g.finished || g.failure != nil {
+		return nil
+	}
+	if g.replaced >= maxPSReplacements*g.psSpares {
+		return nil
+	}
+	g.replaced++
+	base, _, _ := strings.Cut(lost.id, "-r")
+	m := &member{id: fmt.Sprintf("%s-r%d", base, g.replaced), rank: lost.rank, role: lost.role, roleRank: lost.roleRank, replaces: lost.id}
+	g.members[m.id] = m
+	g.order[m.rank] = m.id
+	return m
+}
+
+// maxPSReplacements bounds the replacements a job starts, per spare
+// server: a replacement that keeps dying does not loop forever.
+const maxPSReplacements = 3
+
+// dropReplacement gives up on a replacement that could not be started.
+func (g *roster) dropReplacement(m *member) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !m.registered && !m.exited {
+		m.exited = true
+		g.checkAllExitedLocked()
+	}
+}
+
+// peerList returns the cluster spec: every rank's address, a
+// replacement's in place of the one it replaced.
+func (g *roster) peerList() []*driverpb.Peer {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.peers
 }
 
 // newRoster returns the roster of a job of workers only, rank i for ids[i].
@@ -126,6 +178,7 @@ func newRosterOf(slots []slot) *roster {
 		failed:    make(chan struct{}),
 		succeeded: make(chan struct{}),
 		allExited: make(chan struct{}),
+		lostPS:    make(chan *member, len(slots)),
 		now:       time.Now,
 	}
 	for i, s := range slots {
@@ -157,6 +210,16 @@ func (g *roster) register(req *driverpb.RegisterRequest) (*member, error) {
 		return m, nil // a retried call
 	}
 	m.registered = true
+	if m.replaces != "" {
+		// A replacement joins the running job: the others keep their
+		// spec, and the replacement gets one with its own address in it.
+		peers := slices.Clone(g.peers)
+		peers[m.rank] = &driverpb.Peer{Rank: int32(m.rank), Host: m.host, Ports: m.ports, ExecutorId: m.id,
+			Role: string(m.role), RoleRank: int32(m.roleRank)}
+		g.peers = peers
+		g.psLost--
+		return m, nil
+	}
 	for _, id := range g.order {
 		if !g.members[id].registered {
 			return m, nil

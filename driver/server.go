@@ -56,13 +56,18 @@ func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequ
 	if err != nil {
 		return nil, status.Error(codes.Internal, fmt.Sprintf("build task for rank %d: %v", m.rank, err))
 	}
+	if m.replaces != "" {
+		task.PsRejoin = true
+		s.logger.Info("a replacement parameter server registered; it rejoins the ring", "executor", m.id, "replaces", m.replaces, "ps", m.roleRank)
+	}
 	local, localSize := s.roster.localRanks(m)
+	peers := s.roster.peerList()
 	return &driverpb.RegisterResponse{
 		Rank:           int32(m.rank),
-		WorldSize:      int32(len(s.roster.peers)),
+		WorldSize:      int32(len(peers)),
 		LocalRank:      int32(local),
 		LocalWorldSize: int32(localSize),
-		Peers:          s.roster.peers,
+		Peers:          peers,
 		Task:           task,
 	}, nil
 }

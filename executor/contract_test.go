@@ -18,7 +18,7 @@ func TestTrainingEnvIsTheContract(t *testing.T) {
 	task := &Task{
 		JobId: "job-1", CheckpointDir: "/ckpt", HadoopConfDir: "/etc/hadoop", HadoopUser: "me", Timeline: true,
 		CollectiveTimeoutMillis: 30000, Gpus: []int32{0},
-		PsStaleness: "bsp", PsWaitTimeoutMillis: 60000, PsMemoryMb: 1024, PsReplicas: 1,
+		PsStaleness: "bsp", PsWaitTimeoutMillis: 60000, PsMemoryMb: 1024, PsReplicas: 1, PsRejoin: true,
 		Feed:             &FeedTask{Mode: "tensor", LabelColumn: "y", StartEpoch: 2, StartBatch: 5},
 		ResumeCheckpoint: "ckpt-40", ResumeStep: 40,
 	}

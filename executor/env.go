@@ -118,6 +118,9 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 		set(envcontract.PSWaitTimeout, strconv.FormatFloat(float64(t.PsWaitTimeoutMillis)/1000, 'f', -1, 64))
 		set(envcontract.PSMemory, strconv.FormatInt(t.PsMemoryMb, 10))
 		set(envcontract.PSReplicas, strconv.Itoa(int(t.PsReplicas)))
+		if t.PsRejoin {
+			set(envcontract.PSRejoin, "1")
+		}
 	}
 	if psProxied(t, id) {
 		set(envcontract.PSSocket, psSocket(filesDir))

@@ -328,7 +328,8 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	if err != nil {
 		return res, err
 	}
-	obs.setProcess(proc.cmd.Process.Pid)
+	gpu := newGPUSampler(env, heartbeatInterval(t), e.logger)
+	obs.setProcess(proc.cmd.Process.Pid, gpu)
 	// The process holds its own copy now.
 	peerFile.Close()
 	ports.peer.Close()
@@ -355,6 +356,9 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 		g.Go(func() error { return psp.Run(gctx) })
 	}
 	g.Go(func() error { return obs.Run(gctx) })
+	if gpu != nil {
+		g.Go(func() error { return gpu.Run(gctx) })
+	}
 	var stopWhy string
 	var finished bool
 	g.Go(func() error {
@@ -413,10 +417,7 @@ const psLeaveTimeout = 10 * time.Second
 // driver says stop or cannot be reached for longer than the driver timeout,
 // and whether the stop is the job's successful end.
 func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *wire.Server, obs *observations) (string, bool, error) {
-	interval := time.Duration(t.HeartbeatIntervalMillis) * time.Millisecond
-	if interval <= 0 {
-		interval = time.Second
-	}
+	interval := heartbeatInterval(t)
 	timeout := time.Duration(t.DriverTimeoutMillis) * time.Millisecond
 	if timeout <= interval {
 		timeout = 6 * interval
@@ -454,6 +455,14 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 			return fmt.Sprintf("lost the driver at %s: no answer for %s (%v)", e.cfg.DriverAddr, time.Since(lastOK).Round(time.Second), err), false, nil
 		}
 	}
+}
+
+// heartbeatInterval is how often the executor reports to the driver.
+func heartbeatInterval(t *Task) time.Duration {
+	if d := time.Duration(t.HeartbeatIntervalMillis) * time.Millisecond; d > 0 {
+		return d
+	}
+	return time.Second
 }
 
 // prepareFeed builds the feed named in t: a socket server for arrow and
@@ -520,7 +529,7 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 		BatchRows: int(f.BatchRows), Shuffle: f.Shuffle, Seed: f.Seed, Rank: feedRank,
 		ShuffleBufferRows: int(f.ShuffleBufferRows), Prefetch: int(f.PrefetchBatches), MemoryBudget: f.MemoryBudget,
 		EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, CSV: f.GetCsv().ToFeed(), CacheBytes: f.CacheBytes,
-		Flight: feed.FlightOptions{Token: f.GetFlightToken(), CAFile: f.GetFlightCaFile()},
+		Flight: feed.FlightOptions{Token: f.GetFlightToken(), CAFile: f.GetFlightCaFile(), PushToken: feed.PushFeedToken(e.cfg.Secret, t.JobId)},
 	}
 	pipe, err := feed.NewPipeline(res, pcfg)
 	if err != nil {

@@ -23,8 +23,8 @@ import (
 
 // What the executor tells the driver about its training process besides
 // progress: the values the process reports (spindle.report), its output
-// when that does not reach the submit terminal otherwise, and the CPU and
-// memory it uses. All of it rides on heartbeats, so it is authenticated
+// when that does not reach the submit terminal otherwise, and the CPU,
+// memory and GPUs it uses (gpu.go). All of it rides on heartbeats, so it is authenticated
 // like them and costs no connection of its own.
 
 // reportSocket is where the process sends reports, beside the files
@@ -54,7 +54,8 @@ type observations struct {
 	outputDropped  int64
 	spans          []*driverpb.Span
 
-	pgid   int // the training process group, once started
+	pgid   int         // the training process group, once started
+	gpu    *gpuSampler // nil when the process was given no GPUs
 	sock   *net.UnixConn
 	logger *slog.Logger
 }
@@ -213,10 +214,11 @@ func (o *observations) addOutput(line string, stderr bool) {
 	o.outputBytes += len(line)
 }
 
-// setProcess names the process group whose usage is reported.
-func (o *observations) setProcess(pgid int) {
+// setProcess names the process group whose usage is reported, and the
+// sampler of its GPUs (nil without GPUs).
+func (o *observations) setProcess(pgid int, gpu *gpuSampler) {
 	o.mu.Lock()
-	o.pgid = pgid
+	o.pgid, o.gpu = pgid, gpu
 	o.mu.Unlock()
 }
 
@@ -230,10 +232,11 @@ func (o *observations) take(hb *driverpb.HeartbeatRequest) {
 	hb.Output, o.output, o.outputBytes = o.output, nil, 0
 	hb.OutputDropped, o.outputDropped = o.outputDropped, 0
 	hb.Spans, o.spans = o.spans, nil
-	pgid := o.pgid
+	pgid, gpu := o.pgid, o.gpu
 	o.mu.Unlock()
 	if pgid > 0 {
 		if u, err := groupUsage("/proc", pgid); err == nil {
+			gpu.fill(u, time.Now())
 			hb.Usage = u
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/colinmarc/hdfs/v2"
 	"github.com/colinmarc/hdfs/v2/hadoopconf"
+	krbclient "github.com/jcmturner/gokrb5/v8/client"
 
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/kerberos"
@@ -51,6 +52,11 @@ type hdfsCluster struct {
 	user      string
 	options   hdfs.ClientOptions
 	nnConns   *connSet // namenode connections, cut short when a call's context ends
+
+	logical    bool                 // authority is an HA nameservice
+	protection string               // hadoop.rpc.protection
+	auth       hadooprpc.ClientSASL // nil: simple authentication
+	krb        *krbclient.Client    // the Kerberos login, when auth uses it
 }
 
 // connSet tracks open connections so that calls blocked on them (the HDFS
@@ -154,34 +160,58 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 		return nil, err
 	}
 	options := hdfs.ClientOptionsFromConf(conf)
-	name := ""
-	if options.KerberosClient != nil {
+	cl := &hdfsCluster{authority: authority, addrs: addrs, options: options, protection: conf["hadoop.rpc.protection"],
+		logical: conf["dfs.ha.namenodes."+authority] != "", nnConns: &connSet{conns: map[net.Conn]struct{}{}}}
+	if _, err := hadooprpc.ParseProtection(cl.protection); err != nil {
+		return nil, fmt.Errorf("%w: %v (%s)", ErrHadoopConfig, err, where)
+	}
+	dialer := &net.Dialer{Timeout: hdfsDialTimeout, KeepAlive: 30 * time.Second}
+	tok, found, err := delegationTokenFor(cl, opts)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case found:
+		// A delegation token for this cluster (inside a YARN container,
+		// which has no Kerberos ticket): TOKEN authentication.
+		id, err := hadooprpc.ParseDelegationTokenIdentifier(tok.Identifier)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s for hdfs://%s: %v", ErrHadoopConfig, tok, authority, err)
+		}
+		cl.user = id.Owner
+		cl.auth = hadooprpc.TokenAuth{Token: tok}
+	case options.KerberosClient != nil:
 		// A Kerberized cluster: the user is the login's principal.
-		cl, err := kerberos.Login(kerberos.Options{Principal: opts.KerberosPrincipal, Keytab: opts.KerberosKeytab})
+		kc, err := kerberos.Login(kerberos.Options{Principal: opts.KerberosPrincipal, Keytab: opts.KerberosKeytab})
 		if err != nil {
 			return nil, fmt.Errorf("%w: hadoop.security.authentication is kerberos (%s): %v", ErrHadoopConfig, where, err)
 		}
 		if options.KerberosServicePrincipleName == "" {
-			cl.Destroy()
+			kc.Destroy()
 			return nil, fmt.Errorf("%w: hadoop.security.authentication is kerberos but dfs.namenode.kerberos.principal is not set (%s)", ErrHadoopConfig, where)
 		}
-		options.KerberosClient = cl
-		name = cl.Credentials.UserName()
-	} else {
-		var err error
-		if name, err = hdfsUser(opts); err != nil {
+		cl.krb = kc
+		cl.user = kc.Credentials.UserName() + "@" + kc.Credentials.Realm()
+		cl.auth = hadooprpc.KerberosAuth{Client: kc, Principal: options.KerberosServicePrincipleName, Protection: cl.protection}
+	default:
+		if cl.user, err = hdfsUser(opts); err != nil {
 			return nil, err
 		}
 	}
-	dialer := &net.Dialer{Timeout: hdfsDialTimeout, KeepAlive: 30 * time.Second}
+	// colinmarc/hdfs speaks simple authentication to namenodes through
+	// Spindle's SASL layer in its dial hook: Kerberos at every level of
+	// hadoop.rpc.protection, and delegation tokens, which it lacks.
+	options.KerberosClient = nil
 	options.Addresses = addrs
-	if options.KerberosClient == nil {
-		options.User = name
+	options.User = cl.user
+	nnDial := cl.nnConns.dialFunc(dialer)
+	if cl.auth != nil {
+		nnDial = hadooprpc.SASLDial(nnDial, cl.auth)
 	}
-	nnConns := &connSet{conns: map[net.Conn]struct{}{}}
-	options.NamenodeDialFunc = nnConns.dialFunc(dialer)
+	options.NamenodeDialFunc = nnDial
 	options.DatanodeDialFunc = dialer.DialContext
-	return &hdfsCluster{authority: authority, addrs: addrs, user: name, options: options, nnConns: nnConns}, nil
+	cl.options = options
+	return cl, nil
 }
 
 // namenodeAddrs returns the namenode addresses of authority: the namenodes
@@ -516,7 +546,7 @@ func (h *hdfsFS) Locations(ctx context.Context, name string, off, length int64) 
 // Close disconnects from the cluster.
 func (h *hdfsFS) Close() error {
 	err := h.client.Close()
-	if kc := h.cluster.options.KerberosClient; kc != nil {
+	if kc := h.cluster.krb; kc != nil {
 		defer kc.Destroy()
 	}
 	h.nnMu.Lock()
@@ -529,10 +559,5 @@ func (h *hdfsFS) Close() error {
 }
 
 // sasl is how Spindle's own RPC client authenticates to the cluster's
-// namenodes: Kerberos on a Kerberized cluster, else nothing (simple).
-func (cl *hdfsCluster) sasl() hadooprpc.ClientSASL {
-	if cl.options.KerberosClient == nil {
-		return nil
-	}
-	return hadooprpc.KerberosAuth{Client: cl.options.KerberosClient, Principal: cl.options.KerberosServicePrincipleName}
-}
+// namenodes: a delegation token, Kerberos, or nothing (simple).
+func (cl *hdfsCluster) sasl() hadooprpc.ClientSASL { return cl.auth }

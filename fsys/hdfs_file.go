@@ -354,27 +354,15 @@ type blockRange struct {
 }
 
 func (h *hdfsFS) blockLocations(ctx context.Context, name string, off, length int64) ([]blockRange, error) {
-	h.nnMu.Lock()
-	defer h.nnMu.Unlock()
-	if h.nn == nil {
-		// Spindle's own RPC client, failing over between HA namenodes
-		// with the loop the YARN client shares; one pass, as the
-		// colinmarc client beside it retries on its own.
-		nn, err := hadooprpc.NewFailoverClient(hadooprpc.FailoverConfig{
-			Addrs:  h.cluster.addrs,
-			Client: hadooprpc.ClientConfig{User: h.cluster.user, Protocol: clientProtocol, SASL: h.cluster.sasl()},
-			Rounds: 1,
-		})
-		if err != nil {
-			return nil, h.pathError("locations", name, err)
-		}
-		h.nn = nn
+	nn, err := h.nnClient()
+	if err != nil {
+		return nil, h.pathError("locations", name, err)
 	}
 	req := &hadooppb.GetBlockLocationsRequestProto{
 		Src: proto.String(name), Offset: proto.Uint64(uint64(off)), Length: proto.Uint64(uint64(length)),
 	}
 	resp := &hadooppb.GetBlockLocationsResponseProto{}
-	if err := h.nn.Call(ctx, "getBlockLocations", req, resp); err != nil {
+	if err := nn.Call(ctx, "getBlockLocations", req, resp); err != nil {
 		var re *hadooprpc.RemoteError
 		if errors.As(err, &re) {
 			if mapped, ok := hdfsExceptions[re.Class]; ok {

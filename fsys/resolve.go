@@ -21,6 +21,14 @@ type Options struct {
 	// (hadoop.security.authentication kerberos) with a keytab; empty, the
 	// ticket cache kinit filled is used.
 	KerberosPrincipal, KerberosKeytab string
+	// TokenFile is a Hadoop credentials file whose HDFS delegation tokens
+	// authenticate to the clusters they are for, before any Kerberos
+	// login; empty means $HADOOP_TOKEN_FILE_LOCATION, which YARN sets in
+	// containers.
+	TokenFile string
+	// NoTokens ignores TokenFile and $HADOOP_TOKEN_FILE_LOCATION: the
+	// resolver authenticates with its own login only.
+	NoTokens bool
 }
 
 // Resolver maps URIs to file systems, keeping one client per HDFS cluster.

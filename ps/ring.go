@@ -107,6 +107,24 @@ func (r *Ring) WithDead(version uint64, dead ...int) (*Ring, error) {
 	return &out, nil
 }
 
+// WithRejoined returns version version of the ring with server s back in
+// it, now at addr: a replacement for a dead server takes over its index,
+// and so its arcs and ranges.
+func (r *Ring) WithRejoined(version uint64, s int, addr string) (*Ring, error) {
+	if s < 0 || s >= len(r.servers) {
+		return nil, fmt.Errorf("ps: no server %d in a ring of %d", s, len(r.servers))
+	}
+	if addr == "" {
+		return nil, fmt.Errorf("ps: server %d rejoins without an address", s)
+	}
+	out := *r
+	out.version = version
+	out.dead = slices.Clone(r.dead)
+	out.servers = slices.Clone(r.servers)
+	out.dead[s], out.servers[s] = false, addr
+	return &out, nil
+}
+
 // Dead says whether server s is out of the ring.
 func (r *Ring) Dead(s int) bool { return r.dead[s] }
 
@@ -188,6 +206,42 @@ func (r *Ring) Replicas(dst []int, key uint64, n int) []int {
 		}
 	}
 	return dst
+}
+
+// Holders appends to dst the servers that hold key of a table: for a
+// sparse table (rows 0) its owner and backups on the ring, as Replicas; for
+// a dense table of rows rows, the server of its range (RangeOwner over
+// every server, dead or alive) or, when that one is dead, the next live
+// server by index, then up to n backups, the live servers after it by
+// index. A dead server's range thus falls to its first backup, which has
+// the rows.
+func (r *Ring) Holders(dst []int, key, rows uint64, n int) []int {
+	if rows == 0 {
+		return r.Replicas(dst, key, n)
+	}
+	first := RangeOwner(key, rows, len(r.servers))
+	want := len(dst) + min(n+1, r.Live())
+	for j := 0; len(dst) < want && j < len(r.servers); j++ {
+		if s := (first + j) % len(r.servers); !r.dead[s] {
+			dst = append(dst, s)
+		}
+	}
+	return dst
+}
+
+// OwnerOf returns the server that owns key of a table with rows dense rows
+// (0: a sparse table): the first of its Holders.
+func (r *Ring) OwnerOf(key, rows uint64) int {
+	if rows == 0 {
+		return r.Owner(key)
+	}
+	first := RangeOwner(key, rows, len(r.servers))
+	for j := range len(r.servers) {
+		if s := (first + j) % len(r.servers); !r.dead[s] {
+			return s
+		}
+	}
+	return first // unreachable: a ring keeps one live server
 }
 
 // HashString turns a string feature into a key, for clients whose

@@ -120,3 +120,40 @@ func TestRingWithDead(t *testing.T) {
 		t.Fatalf("one server, 2 backups asked: %v", reps)
 	}
 }
+
+// A dense table's ranges are held by their server and the next servers by
+// index; a dead server's range falls to its first backup, and the backups
+// behind it move up.
+func TestDenseHolders(t *testing.T) {
+	r, _ := NewRing(1, servers(4), 0)
+	const rows = 400 // 100 rows a server
+	tests := []struct {
+		dead []int
+		key  uint64
+		want []int
+	}{
+		{nil, 0, []int{0, 1}},
+		{nil, 399, []int{3, 0}},
+		{[]int{1}, 150, []int{2, 3}},
+		{[]int{1}, 50, []int{0, 2}},
+		{[]int{3, 0}, 350, []int{1, 2}},
+		{[]int{0, 1, 2}, 10, []int{3}},
+	}
+	for _, tt := range tests {
+		ring := r
+		if len(tt.dead) > 0 {
+			ring, _ = r.WithDead(2, tt.dead...)
+		}
+		got := ring.Holders(nil, tt.key, rows, 1)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("dead %v, row %d: holders %v, want %v", tt.dead, tt.key, got, tt.want)
+		}
+		if o := ring.OwnerOf(tt.key, rows); o != tt.want[0] {
+			t.Errorf("dead %v, row %d: owner %d, want %d", tt.dead, tt.key, o, tt.want[0])
+		}
+	}
+	// A sparse table's holders are its replicas on the ring.
+	if got, want := r.Holders(nil, 77, 0, 2), r.Replicas(nil, 77, 2); !slices.Equal(got, want) {
+		t.Errorf("sparse holders %v, replicas %v", got, want)
+	}
+}

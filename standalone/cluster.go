@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -104,6 +105,8 @@ type ClusterManager struct {
 	resultMu  sync.Mutex
 	result    error // how the job ended (SetResult)
 	resultSet bool
+
+	input atomic.Pointer[string] // ShowInput's endpoint
 }
 
 var _ driver.ClusterManager = (*ClusterManager)(nil)
@@ -181,6 +184,17 @@ func newID() string {
 // AppID returns the application's id on the cluster.
 func (c *ClusterManager) AppID() string { return c.appID }
 
+// ShowInput records where the job takes pushed input (a flight-put:
+// input's endpoint): spindle status shows it once executors are requested.
+func (c *ClusterManager) ShowInput(uri string) { c.input.Store(&uri) }
+
+func (c *ClusterManager) inputURI() string {
+	if p := c.input.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 // Request places and launches every executor in specs, all or nothing.
 func (c *ClusterManager) Request(ctx context.Context, specs []driver.ExecutorSpec) error {
 	if len(specs) == 0 {
@@ -194,7 +208,7 @@ func (c *ClusterManager) Request(ctx context.Context, specs []driver.ExecutorSpe
 			timeout = left
 		}
 	}
-	req := &pb.RequestExecutorsRequest{AppId: c.appID, RequestId: newID(), TimeoutMs: max(timeout.Milliseconds(), 1)}
+	req := &pb.RequestExecutorsRequest{AppId: c.appID, RequestId: newID(), TimeoutMs: max(timeout.Milliseconds(), 1), Input: c.inputURI()}
 	ids := make([]string, len(specs))
 	for i, s := range specs {
 		ids[i] = s.ID

@@ -37,6 +37,7 @@ var commandReaders = map[string]config.Reader{
 	"worker": config.ReadByWorker,
 	"status": config.ReadByAdmin,
 	"kill":   config.ReadByAdmin,
+	"logs":   config.ReadByAdmin,
 }
 
 // loadKeyFlags merges every configuration source; explicit flags win.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,8 @@ import (
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/eventlog"
 	"github.com/spindle-ml/spindle/internal/jobview"
+	"github.com/spindle-ml/spindle/standalone"
+	"github.com/spindle-ml/spindle/standalone/client"
 	yarnclient "github.com/spindle-ml/spindle/yarn/client"
 )
 
@@ -27,18 +30,21 @@ func logsCommand() *cli.Command {
 		Name:      "logs",
 		Usage:     "print a job's training output (every rank, or one rank or role)",
 		ArgsUsage: "JOB_ID",
-		Description: "From the job's event log (--dir, spindle.eventLog.dir: every line, running or finished jobs) or from\n" +
+		Description: "From the job's event log (--dir, spindle.eventLog.dir: every line, running or finished jobs), from\n" +
 			"the web UI a running driver or a history server serves (--ui, the address submit prints: the last\n" +
-			"2,000 lines of each rank's stream). Standard output lines go to standard output, standard error\n" +
-			"lines to standard error, each prefixed with its rank as submit prints them.",
-		Flags: []cli.Flag{
+			"2,000 lines of each rank's stream), or, for a job on a standalone cluster, from the workers that ran\n" +
+			"it (--master spindle://..., with the cluster secret; JOB_ID is the application id spindle status\n" +
+			"lists, or its name; every line, while the workers keep the job's directory: spindle.worker.cleanupDelay).\n" +
+			"Standard output lines go to standard output, standard error lines to standard error, each prefixed\n" +
+			"with its rank as submit prints them.",
+		Flags: append(commonFlags(adminFlags),
 			&cli.StringFlag{Name: "dir", Usage: "event log directory: a path, file:// or hdfs:// `URI`"},
 			&cli.StringFlag{Name: "ui", Usage: "`URL` of the job's web UI (http://host:4040/) or of a history server"},
 			&cli.IntFlag{Name: "rank", Value: -1, Usage: "only this rank"},
 			&cli.StringFlag{Name: "role", Usage: "only ranks of this role (worker, chief, ps)"},
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing new lines until the job ends"},
 			&cli.DurationFlag{Name: "poll", Value: time.Second, Usage: "how often --follow looks for new lines"},
-		},
+		),
 		Action: runLogs,
 	}
 }
@@ -50,8 +56,16 @@ func runLogs(c *cli.Context) error {
 	id := c.Args().First()
 	var src logSource
 	switch dir, ui := c.String("dir"), c.String("ui"); {
-	case dir != "" && ui != "":
-		return cli.Exit("give --dir or --ui, not both", exitUsage)
+	case btoi(dir != "")+btoi(ui != "")+btoi(c.IsSet("master")) > 1:
+		return cli.Exit("give one of --dir, --ui and --master", exitUsage)
+	case c.IsSet("master"):
+		cl, err := adminClient(c)
+		if err != nil {
+			return cli.Exit(err, exitUsage)
+		}
+		defer cl.Close()
+		src = &masterSource{cl: cl}
+		defer src.(*masterSource).close()
 	case dir != "":
 		res := fsys.NewResolver(fsys.Options{})
 		defer res.Close()
@@ -63,19 +77,21 @@ func runLogs(c *cli.Context) error {
 		}
 		src = &uiSource{base: strings.TrimSuffix(ui, "/"), client: &http.Client{Timeout: 30 * time.Second}}
 	case yarnclient.IsAppID(id):
-		// Without an event log or a running driver, a finished YARN
-		// application's output is in YARN's own log aggregation.
-		return cli.Exit(fmt.Sprintf("%s is a YARN application: give --dir with its event log (spindle.eventLog.dir) or --ui with its running driver's web UI (its tracking URL); "+
-			"once it ended, YARN's log aggregation keeps its containers' output: yarn logs -applicationId %s", id, id), exitUsage)
+		ui, jobID, err := yarnJobUI(c, id)
+		if err != nil {
+			return cli.Exit(err, exitUsage)
+		}
+		src, id = ui, jobID
 	default:
-		return cli.Exit("say where the job's logs are: --dir EVENT_LOG_DIR (spindle.eventLog.dir) or --ui URL (the address submit printed)", exitUsage)
+		return cli.Exit("say where the job's logs are: --dir EVENT_LOG_DIR (spindle.eventLog.dir), --ui URL (the address submit printed) "+
+			"or, on a standalone cluster, --master spindle://HOST:PORT,...", exitUsage)
 	}
 	f := logFilter{rank: c.Int("rank"), role: c.String("role")}
 	p := &logPrinter{out: c.App.Writer, err: c.App.ErrWriter, filter: f}
 	for first := true; ; first = false {
 		final, err := src.next(c.Context, id, p)
 		switch {
-		case errors.Is(err, errNoSuchJob):
+		case errors.Is(err, errNoSuchJob), errors.Is(err, standalone.ErrNoSuchApp):
 			return cli.Exit(err, exitUsage)
 		case err != nil && first:
 			return cli.Exit(err, exitUsage)
@@ -155,6 +171,17 @@ func (p *logPrinter) rank(rank int, role string) {
 		role = "worker"
 	}
 	p.known[rank] = role
+}
+
+// raw prints a line as an executor wrote it: prefixed with its role
+// ("[ps 1] ..."), or the executor's own, unprefixed.
+func (p *logPrinter) raw(stream, line string) {
+	p.matched = true
+	w := p.out
+	if stream == "stderr" {
+		w = p.err
+	}
+	fmt.Fprintln(w, line)
 }
 
 func (p *logPrinter) line(rank int, stream, text string) {
@@ -279,4 +306,113 @@ func (s *uiSource) get(ctx context.Context, path string, v any) error {
 		return fmt.Errorf("GET %s%s: %w", s.base, path, err)
 	}
 	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// masterSource reads a standalone job's executor logs from the workers
+// that ran it.
+type masterSource struct {
+	cl *client.Client
+	r  *standalone.AppLogReader
+}
+
+func (s *masterSource) next(ctx context.Context, id string, p *logPrinter) (bool, error) {
+	if s.r == nil {
+		r, err := standalone.NewAppLogReader(ctx, s.cl, id)
+		if err != nil {
+			return false, err
+		}
+		s.r = r
+	}
+	chunks, ended, err := s.r.Next(ctx)
+	for i, ch := range chunks {
+		role := cmp.Or(ch.Executor.GetRole(), "worker")
+		for _, l := range ch.Lines {
+			rank, text, ok := rankPrefixed(l)
+			switch {
+			case ok:
+				p.rank(rank, role)
+				p.line(rank, ch.Stream, text)
+			case strings.HasPrefix(l, "["+role+" ") || l == "[chief]" || strings.HasPrefix(l, "[chief] "):
+				// A job with roles prefixes lines by role: its ranks are
+				// known by role only.
+				p.rank(-1-i, role)
+				if p.filter.rank < 0 && (p.filter.role == "" || p.filter.role == role) {
+					p.raw(ch.Stream, l)
+				}
+			case p.filter.rank < 0 && p.filter.role == "":
+				p.raw(ch.Stream, l) // the executor's own
+			}
+		}
+	}
+	if err != nil {
+		return false, err
+	}
+	return ended, nil
+}
+
+func (s *masterSource) close() {
+	if s.r != nil {
+		s.r.Close()
+	}
+}
+
+// rankPrefixed splits "[rank N] text".
+func rankPrefixed(line string) (int, string, bool) {
+	rest, ok := strings.CutPrefix(line, "[rank ")
+	if !ok {
+		return 0, "", false
+	}
+	num, text, ok := strings.Cut(rest, "] ")
+	if !ok {
+		num, ok = strings.CutSuffix(rest, "]")
+		if !ok {
+			return 0, "", false
+		}
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil {
+		return 0, "", false
+	}
+	return n, text, true
+}
+
+// yarnJobUI finds a running YARN application's job through the
+// ResourceManager: its driver's web UI is the application's original
+// tracking URL, and serves the job's output. A finished application's
+// output is in YARN's log aggregation, or in the job's event log.
+func yarnJobUI(c *cli.Context, app string) (*uiSource, string, error) {
+	cl, err := yarnClient(c)
+	if err != nil {
+		return nil, "", err
+	}
+	defer cl.Close()
+	appID, _ := yarnclient.ParseAppID(app)
+	r, err := cl.Report(c.Context, appID)
+	if err != nil {
+		return nil, "", err
+	}
+	ended := fmt.Sprintf("give --dir with its event log (spindle.eventLog.dir); YARN's log aggregation keeps its containers' output: yarn logs -applicationId %s", app)
+	if yarnclient.IsFinal(r.GetYarnApplicationState()) {
+		return nil, "", fmt.Errorf("YARN application %s has ended (%s, %s): %s", app, r.GetYarnApplicationState(), r.GetFinalApplicationStatus(), ended)
+	}
+	base := strings.TrimSuffix(r.GetOriginalTrackingUrl(), "/")
+	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, "", fmt.Errorf("YARN application %s (%s) has no job web UI yet (tracking URL %q): try again once it runs, or %s", app, r.GetYarnApplicationState(), base, ended)
+	}
+	src := &uiSource{base: base, client: &http.Client{Timeout: 30 * time.Second}}
+	var jobs []jobview.Summary
+	if err := src.get(c.Context, "/api/jobs", &jobs); err != nil {
+		return nil, "", fmt.Errorf("YARN application %s: its job's web UI at %s: %w", app, base, err)
+	}
+	if len(jobs) != 1 {
+		return nil, "", fmt.Errorf("YARN application %s: the web UI at %s serves %d jobs, not its driver's one", app, base, len(jobs))
+	}
+	return src, jobs[0].ID, nil
 }

@@ -71,6 +71,7 @@ func newApp() *cli.App {
 			historyCommand(),
 			logsCommand(),
 			tlsCommand(),
+			doctorCommand(),
 			rdmaCommand(),
 			versionCommand(),
 		},
@@ -80,7 +81,42 @@ func newApp() *cli.App {
 			c.OnUsageError = usageError
 		}
 	}
+	checkRequiredFlags(app.Commands, "spindle")
 	return app
+}
+
+// checkRequiredFlags makes a required flag that was left out one line and
+// exit status 2, like every other usage error: the CLI library's own check
+// prints the command's whole help and ends with status 1. The flags stay
+// marked "(required)" in the help.
+func checkRequiredFlags(cmds []*cli.Command, parent string) {
+	for _, c := range cmds {
+		name := parent + " " + c.Name
+		checkRequiredFlags(c.Subcommands, name)
+		var required []string
+		for _, f := range c.Flags {
+			if sf, ok := f.(*cli.StringFlag); ok && sf.Required {
+				sf.Required = false
+				sf.Usage += " (required)"
+				required = append(required, sf.Name)
+			}
+		}
+		if len(required) == 0 {
+			continue
+		}
+		before := c.Before
+		c.Before = func(ctx *cli.Context) error {
+			for _, f := range required {
+				if !ctx.IsSet(f) {
+					return cli.Exit(fmt.Sprintf("%s needs --%s; see %s --help", name, f, name), exitUsage)
+				}
+			}
+			if before != nil {
+				return before(ctx)
+			}
+			return nil
+		}
+	}
 }
 
 // usageError turns a flag the CLI library could not parse into one line

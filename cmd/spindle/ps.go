@@ -2,12 +2,15 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/ps/export"
 	"github.com/spindle-ml/spindle/ps/server"
 	"github.com/spindle-ml/spindle/task"
 )
@@ -39,6 +42,39 @@ func psCommand() *cli.Command {
 				}
 				return err
 			},
-		}},
+		}, psExportCommand()},
+	}
+}
+
+// psExportCommand writes a checkpoint's tables to Parquet after the job.
+func psExportCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "export",
+		Usage:     "write the tables of a parameter-server checkpoint to Parquet (key uint64, value list<float32>), one file per table",
+		ArgsUsage: "CHECKPOINT",
+		Description: "CHECKPOINT is the directory the job checkpointed its tables into (its latest complete\n" +
+			"checkpoint is taken) or one checkpoint in it (clock-N); a local path or hdfs://.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "out", Required: true, Usage: "directory (local or hdfs://) to write TABLE.parquet into"},
+			&cli.StringFlag{Name: "table", Usage: "export this table only (default: every table)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return cli.Exit("spindle ps export: want one CHECKPOINT directory", exitUsage)
+			}
+			res := fsys.NewResolver(fsys.Options{})
+			defer res.Close()
+			clock, files, err := export.Checkpoint(c.Context, res, c.Args().First(), c.String("table"), c.String("out"))
+			if errors.Is(err, export.ErrNoCheckpoint) || errors.Is(err, export.ErrNoTable) {
+				return cli.Exit(err.Error(), exitUsage)
+			}
+			if err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			for _, f := range files {
+				fmt.Fprintf(c.App.Writer, "%s: %d rows of dim %d (clock %d) -> %s\n", f.Table, f.Rows, f.Dim, clock, f.URI)
+			}
+			return nil
+		},
 	}
 }

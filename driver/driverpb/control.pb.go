@@ -666,9 +666,19 @@ type Usage struct {
 	// cpu_seconds is user plus system CPU time.
 	CpuSeconds float64 `protobuf:"fixed64,1,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
 	// memory_bytes is the resident set size now.
-	MemoryBytes   int64 `protobuf:"varint,2,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MemoryBytes int64 `protobuf:"varint,2,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	// gpus is how many of the process's GPUs (those its
+	// CUDA_VISIBLE_DEVICES names) were sampled; 0 says their use is not
+	// known: the process has no GPUs, or the executor has no nvidia-smi.
+	Gpus int32 `protobuf:"varint,3,opt,name=gpus,proto3" json:"gpus,omitempty"`
+	// gpu_utilization_ratio is the mean utilisation of those GPUs, 0 to 1,
+	// as nvidia-smi reports it.
+	GpuUtilizationRatio float64 `protobuf:"fixed64,4,opt,name=gpu_utilization_ratio,json=gpuUtilizationRatio,proto3" json:"gpu_utilization_ratio,omitempty"`
+	// gpu_memory_bytes is the device memory in use on those GPUs, summed
+	// (by every process on them: nvidia-smi counts per device).
+	GpuMemoryBytes int64 `protobuf:"varint,5,opt,name=gpu_memory_bytes,json=gpuMemoryBytes,proto3" json:"gpu_memory_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Usage) Reset() {
@@ -711,6 +721,27 @@ func (x *Usage) GetCpuSeconds() float64 {
 func (x *Usage) GetMemoryBytes() int64 {
 	if x != nil {
 		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *Usage) GetGpus() int32 {
+	if x != nil {
+		return x.Gpus
+	}
+	return 0
+}
+
+func (x *Usage) GetGpuUtilizationRatio() float64 {
+	if x != nil {
+		return x.GpuUtilizationRatio
+	}
+	return 0
+}
+
+func (x *Usage) GetGpuMemoryBytes() int64 {
+	if x != nil {
+		return x.GpuMemoryBytes
 	}
 	return 0
 }
@@ -1147,11 +1178,14 @@ const file_control_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03cat\x18\x02 \x01(\tR\x03cat\x12!\n" +
 	"\fstart_micros\x18\x03 \x01(\x03R\vstartMicros\x12'\n" +
-	"\x0fduration_micros\x18\x04 \x01(\x03R\x0edurationMicros\"K\n" +
+	"\x0fduration_micros\x18\x04 \x01(\x03R\x0edurationMicros\"\xbd\x01\n" +
 	"\x05Usage\x12\x1f\n" +
 	"\vcpu_seconds\x18\x01 \x01(\x01R\n" +
 	"cpuSeconds\x12!\n" +
-	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\"\xb8\x01\n" +
+	"\fmemory_bytes\x18\x02 \x01(\x03R\vmemoryBytes\x12\x12\n" +
+	"\x04gpus\x18\x03 \x01(\x05R\x04gpus\x122\n" +
+	"\x15gpu_utilization_ratio\x18\x04 \x01(\x01R\x13gpuUtilizationRatio\x12(\n" +
+	"\x10gpu_memory_bytes\x18\x05 \x01(\x03R\x0egpuMemoryBytes\"\xb8\x01\n" +
 	"\x06Report\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x03R\x04step\x12>\n" +
 	"\x06values\x18\x02 \x03(\v2&.spindle.control.v1.Report.ValuesEntryR\x06values\x12\x1f\n" +

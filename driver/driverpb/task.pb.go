@@ -97,6 +97,9 @@ type Task struct {
 	PsMemoryMb          int64  `protobuf:"varint,29,opt,name=ps_memory_mb,json=psMemoryMb,proto3" json:"ps_memory_mb,omitempty"`
 	// ps_replicas is spindle.ps.replicas.
 	PsReplicas int32 `protobuf:"varint,30,opt,name=ps_replicas,json=psReplicas,proto3" json:"ps_replicas,omitempty"`
+	// ps_rejoin marks a replacement for a dead parameter server: it rejoins
+	// the running servers' ring (SPINDLE_PS_REJOIN=1).
+	PsRejoin bool `protobuf:"varint,40,opt,name=ps_rejoin,json=psRejoin,proto3" json:"ps_rejoin,omitempty"`
 	// generation counts the job's restarts (spindle.failure.policy restart):
 	// 0 for the first gang; SPINDLE_GENERATION and SPINDLE_RESTART_COUNT.
 	Generation int32 `protobuf:"varint,25,opt,name=generation,proto3" json:"generation,omitempty"`
@@ -340,6 +343,13 @@ func (x *Task) GetPsReplicas() int32 {
 		return x.PsReplicas
 	}
 	return 0
+}
+
+func (x *Task) GetPsRejoin() bool {
+	if x != nil {
+		return x.PsRejoin
+	}
+	return false
 }
 
 func (x *Task) GetGeneration() int32 {
@@ -899,7 +909,7 @@ var File_task_proto protoreflect.FileDescriptor
 const file_task_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"task.proto\x12\x12spindle.control.v1\"\xcd\t\n" +
+	"task.proto\x12\x12spindle.control.v1\"\xea\t\n" +
 	"\x04Task\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x123\n" +
@@ -935,7 +945,8 @@ const file_task_proto_rawDesc = "" +
 	"\fps_memory_mb\x18\x1d \x01(\x03R\n" +
 	"psMemoryMb\x12\x1f\n" +
 	"\vps_replicas\x18\x1e \x01(\x05R\n" +
-	"psReplicas\x12\x1e\n" +
+	"psReplicas\x12\x1b\n" +
+	"\tps_rejoin\x18( \x01(\bR\bpsRejoin\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x19 \x01(\x05R\n" +
 	"generation\x12+\n" +

@@ -62,6 +62,10 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, []string{`unknown command "frobnicate"`}},
 		{"help for an unknown command", []string{"help", "stauts"}, []string{"stauts", "status"}},
 		{"unknown flag of the app", []string{"--bogus"}, []string{"unknown flag --bogus"}},
+		{"required flag left out", []string{"history"}, []string{"spindle history needs --dir"}},
+		{"required flag of a subcommand left out", []string{"ps", "export", "ckpt"}, []string{"spindle ps export needs --out"}},
+		{"ps export without a checkpoint", []string{"ps", "export", "--out", "x", "/nonexistent/ckpt"}, []string{"no complete checkpoint in /nonexistent/ckpt"}},
+		{"ps export without a directory", []string{"ps", "export", "--out", "x"}, []string{"want one CHECKPOINT"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantUsageError(t, spindle(t, t.TempDir(), tc.args...), tc.want...)

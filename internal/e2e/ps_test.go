@@ -80,6 +80,24 @@ func TestBuiltinPSRestartsFromCheckpoint(t *testing.T) {
 	if pushes, _ := strconv.Atoi(m[5]); pushes != 2*100*2 {
 		t.Errorf("servers applied %d pushes after the restart, want %d", pushes, 2*100*2)
 	}
+
+	// After the job, its tables' latest checkpoint exports to Parquet,
+	// every key once (the backups' copies left out).
+	out := filepath.Join(dir, "model")
+	e := spindle(t, dir, "ps", "export", "--out", out, filepath.Join(dir, "ckpt", "ps"))
+	if e.code != 0 {
+		t.Fatalf("spindle ps export failed:\n%s", e)
+	}
+	line := regexp.MustCompile(`weights: (\d+) rows of dim 1 \(clock (\d+)\) -> `).FindStringSubmatch(e.stdout)
+	if line == nil {
+		t.Fatalf("spindle ps export did not report table weights:\n%s", e)
+	}
+	if rows, _ := strconv.Atoi(line[1]); rows < 1000 {
+		t.Errorf("exported %s rows of table weights; the job touched far more keys", line[1])
+	}
+	if _, err := os.Stat(filepath.Join(out, "weights.parquet")); err != nil {
+		t.Errorf("no exported file: %v", err)
+	}
 }
 
 // sparseLRResult finds worker 0's result line and checks the trained AUC
@@ -138,18 +156,36 @@ func eventLogHas(t *testing.T, dir string, re *regexp.Regexp) bool {
 
 // A parameter server killed (SIGKILL) in the middle of training: with a
 // backup of every row (spindle.ps.replicas 1, the default), its keys move
-// to their backups, the job goes on and ends as well trained as without
-// the kill, and the driver says what happened.
+// to their backups, the job goes on, and the driver says what happened
+// and starts a replacement, which rejoins the ring with the dead one's
+// rows. With the spare so restored, a second server's death is survived
+// too, and the job ends as well trained as without the kills.
 func TestBuiltinPSServerKilled(t *testing.T) {
-	killed := make(chan int, 1)
+	type kill struct {
+		pid  int
+		note string
+	}
+	kills := make(chan kill, 2)
 	go func() {
-		defer close(killed)
-		deadline := time.Now().Add(60 * time.Second)
+		defer close(kills)
+		var first []int
+		deadline := time.Now().Add(90 * time.Second)
 		for time.Now().Before(deadline) {
-			if pids := serverPids(); len(pids) == 3 {
+			pids := serverPids()
+			switch {
+			case first == nil && len(pids) == 3:
 				time.Sleep(3 * time.Second) // well into training
-				if syscall.Kill(pids[1], syscall.SIGKILL) == nil {
-					killed <- pids[1]
+				if syscall.Kill(pids[1], syscall.SIGKILL) != nil {
+					return
+				}
+				first = pids
+				kills <- kill{pids[1], "server 1"}
+			case first != nil && len(pids) == 3 && !slices.Equal(pids, first):
+				// The replacement runs: once it has rejoined, the job
+				// has its spare back and survives another death.
+				time.Sleep(2 * time.Second)
+				if syscall.Kill(first[2], syscall.SIGKILL) == nil {
+					kills <- kill{first[2], "server 2, after server 1's replacement rejoined"}
 				}
 				return
 			}
@@ -157,18 +193,23 @@ func TestBuiltinPSServerKilled(t *testing.T) {
 		}
 	}()
 	r := spindle(t, t.TempDir(), submitArgs("--master", "local[2]", "--num-ps", "3",
-		"--", sparseLRBin, "--rows", "300000")...)
-	pid, ok := <-killed
-	if !ok {
-		t.Fatalf("no parameter server to kill:\n%s", r)
+		"--", sparseLRBin, "--rows", "500000")...)
+	var killed []kill
+	for k := range kills {
+		killed = append(killed, k)
+	}
+	if len(killed) < 2 {
+		t.Fatalf("killed %v; wanted server 1, then server 2 after a replacement for server 1 ran:\n%s", killed, r)
 	}
 	if r.code != 0 {
-		t.Fatalf("the job did not survive the kill of server process %d:\n%s", pid, r)
+		t.Fatalf("the job did not survive the kills %v:\n%s", killed, r)
 	}
-	if !strings.Contains(r.stderr, "its keys moved to their backups") {
-		t.Errorf("the driver does not say what became of the killed server:\n%s", r)
+	for _, want := range []string{"its keys moved to their backups", "a replacement rejoins the ring", "rejoined the ring"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("no line saying %q:\n%s", want, r)
+		}
 	}
-	sparseLRResult(t, r, "after the kill, ")
+	sparseLRResult(t, r, "after the kills, ")
 }
 
 // serverPids lists the processes running this test's spindle binary as a

@@ -74,6 +74,9 @@ const (
 	PSWaitTimeout = "SPINDLE_PS_WAIT_TIMEOUT"
 	PSMemory      = "SPINDLE_PS_MEMORY_MB"
 	PSReplicas    = "SPINDLE_PS_REPLICAS"
+	// PSRejoin is set to 1 on a replacement for a dead parameter server:
+	// it rejoins the running servers' ring instead of starting one.
+	PSRejoin = "SPINDLE_PS_REJOIN"
 )
 
 // PSSocket names the Unix socket of the executor's parameter-server proxy,
@@ -190,7 +193,8 @@ var Vars = []Var{
 	{Name: PSStaleness, ID: "ps_staleness", Doc: "in a job with Spindle's parameter server (`--num-ps` without `--ps-command`): its consistency model (`bsp`, `asp` or a bound), how long a pull may wait for slow workers (seconds), and a server's memory in MiB; the servers are the ranks of role `ps`, on their `SPINDLE_PEERS` ports"},
 	{Name: PSWaitTimeout, ID: "ps_wait_timeout"},
 	{Name: PSMemory, ID: "ps_memory_mb"},
-	{Name: PSReplicas, ID: "ps_replicas", Doc: "the number of backups of each sparse row (`spindle.ps.replicas`)"},
+	{Name: PSReplicas, ID: "ps_replicas", Doc: "the number of backups of each row (`spindle.ps.replicas`)"},
+	{Name: PSRejoin, ID: "ps_rejoin", Doc: "`1` on a parameter server started to replace a dead one: it rejoins the running servers' ring and gets its rows from them ([docs/ps.md](docs/ps.md))"},
 	{Name: PSSocket, ID: "ps_socket", Doc: "the Unix socket of the executor's parameter-server proxy, on the workers of a job with Spindle's parameter server: `spindle.ps.connect()` reaches the servers through it ([docs/ps-python.md](docs/ps-python.md))"},
 	{Name: MasterAddr, ID: "master_addr", Doc: "PyTorch's `env://` rendezvous (rank 0's service port)"},
 	{Name: MasterPort, ID: "master_port"},

@@ -139,6 +139,271 @@ func (x *CredentialsProto) GetSecrets() []*CredentialsKVProto {
 	return nil
 }
 
+// GetDelegationTokenRequestProto asks a server for a delegation token that
+// renewer may renew.
+type GetDelegationTokenRequestProto struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Renewer       *string                `protobuf:"bytes,1,req,name=renewer" json:"renewer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDelegationTokenRequestProto) Reset() {
+	*x = GetDelegationTokenRequestProto{}
+	mi := &file_hadoop_security_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDelegationTokenRequestProto) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDelegationTokenRequestProto) ProtoMessage() {}
+
+func (x *GetDelegationTokenRequestProto) ProtoReflect() protoreflect.Message {
+	mi := &file_hadoop_security_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDelegationTokenRequestProto.ProtoReflect.Descriptor instead.
+func (*GetDelegationTokenRequestProto) Descriptor() ([]byte, []int) {
+	return file_hadoop_security_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GetDelegationTokenRequestProto) GetRenewer() string {
+	if x != nil && x.Renewer != nil {
+		return *x.Renewer
+	}
+	return ""
+}
+
+// GetDelegationTokenResponseProto carries the token (absent when the
+// server issues none, as an insecure one does).
+type GetDelegationTokenResponseProto struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         *TokenProto            `protobuf:"bytes,1,opt,name=token" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDelegationTokenResponseProto) Reset() {
+	*x = GetDelegationTokenResponseProto{}
+	mi := &file_hadoop_security_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDelegationTokenResponseProto) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDelegationTokenResponseProto) ProtoMessage() {}
+
+func (x *GetDelegationTokenResponseProto) ProtoReflect() protoreflect.Message {
+	mi := &file_hadoop_security_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDelegationTokenResponseProto.ProtoReflect.Descriptor instead.
+func (*GetDelegationTokenResponseProto) Descriptor() ([]byte, []int) {
+	return file_hadoop_security_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GetDelegationTokenResponseProto) GetToken() *TokenProto {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+// RenewDelegationTokenRequestProto asks to extend a token's life.
+type RenewDelegationTokenRequestProto struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         *TokenProto            `protobuf:"bytes,1,req,name=token" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewDelegationTokenRequestProto) Reset() {
+	*x = RenewDelegationTokenRequestProto{}
+	mi := &file_hadoop_security_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewDelegationTokenRequestProto) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewDelegationTokenRequestProto) ProtoMessage() {}
+
+func (x *RenewDelegationTokenRequestProto) ProtoReflect() protoreflect.Message {
+	mi := &file_hadoop_security_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewDelegationTokenRequestProto.ProtoReflect.Descriptor instead.
+func (*RenewDelegationTokenRequestProto) Descriptor() ([]byte, []int) {
+	return file_hadoop_security_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RenewDelegationTokenRequestProto) GetToken() *TokenProto {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+// RenewDelegationTokenResponseProto carries the new expiry time, in
+// milliseconds since the epoch.
+type RenewDelegationTokenResponseProto struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NewExpiryTime *uint64                `protobuf:"varint,1,req,name=newExpiryTime" json:"newExpiryTime,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewDelegationTokenResponseProto) Reset() {
+	*x = RenewDelegationTokenResponseProto{}
+	mi := &file_hadoop_security_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewDelegationTokenResponseProto) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewDelegationTokenResponseProto) ProtoMessage() {}
+
+func (x *RenewDelegationTokenResponseProto) ProtoReflect() protoreflect.Message {
+	mi := &file_hadoop_security_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewDelegationTokenResponseProto.ProtoReflect.Descriptor instead.
+func (*RenewDelegationTokenResponseProto) Descriptor() ([]byte, []int) {
+	return file_hadoop_security_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RenewDelegationTokenResponseProto) GetNewExpiryTime() uint64 {
+	if x != nil && x.NewExpiryTime != nil {
+		return *x.NewExpiryTime
+	}
+	return 0
+}
+
+// CancelDelegationTokenRequestProto asks to end a token's life.
+type CancelDelegationTokenRequestProto struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         *TokenProto            `protobuf:"bytes,1,req,name=token" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelDelegationTokenRequestProto) Reset() {
+	*x = CancelDelegationTokenRequestProto{}
+	mi := &file_hadoop_security_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelDelegationTokenRequestProto) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelDelegationTokenRequestProto) ProtoMessage() {}
+
+func (x *CancelDelegationTokenRequestProto) ProtoReflect() protoreflect.Message {
+	mi := &file_hadoop_security_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelDelegationTokenRequestProto.ProtoReflect.Descriptor instead.
+func (*CancelDelegationTokenRequestProto) Descriptor() ([]byte, []int) {
+	return file_hadoop_security_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CancelDelegationTokenRequestProto) GetToken() *TokenProto {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+// CancelDelegationTokenResponseProto is empty.
+type CancelDelegationTokenResponseProto struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelDelegationTokenResponseProto) Reset() {
+	*x = CancelDelegationTokenResponseProto{}
+	mi := &file_hadoop_security_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelDelegationTokenResponseProto) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelDelegationTokenResponseProto) ProtoMessage() {}
+
+func (x *CancelDelegationTokenResponseProto) ProtoReflect() protoreflect.Message {
+	mi := &file_hadoop_security_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelDelegationTokenResponseProto.ProtoReflect.Descriptor instead.
+func (*CancelDelegationTokenResponseProto) Descriptor() ([]byte, []int) {
+	return file_hadoop_security_proto_rawDescGZIP(), []int{7}
+}
+
 var File_hadoop_security_proto protoreflect.FileDescriptor
 
 const file_hadoop_security_proto_rawDesc = "" +
@@ -150,7 +415,18 @@ const file_hadoop_security_proto_rawDesc = "" +
 	"\x06secret\x18\x03 \x01(\fR\x06secret\"\x8c\x01\n" +
 	"\x10CredentialsProto\x12:\n" +
 	"\x06tokens\x18\x01 \x03(\v2\".spindle.hadoop.CredentialsKVProtoR\x06tokens\x12<\n" +
-	"\asecrets\x18\x02 \x03(\v2\".spindle.hadoop.CredentialsKVProtoR\asecretsB1Z/github.com/spindle-ml/spindle/internal/hadooppb"
+	"\asecrets\x18\x02 \x03(\v2\".spindle.hadoop.CredentialsKVProtoR\asecrets\":\n" +
+	"\x1eGetDelegationTokenRequestProto\x12\x18\n" +
+	"\arenewer\x18\x01 \x02(\tR\arenewer\"S\n" +
+	"\x1fGetDelegationTokenResponseProto\x120\n" +
+	"\x05token\x18\x01 \x01(\v2\x1a.spindle.hadoop.TokenProtoR\x05token\"T\n" +
+	" RenewDelegationTokenRequestProto\x120\n" +
+	"\x05token\x18\x01 \x02(\v2\x1a.spindle.hadoop.TokenProtoR\x05token\"I\n" +
+	"!RenewDelegationTokenResponseProto\x12$\n" +
+	"\rnewExpiryTime\x18\x01 \x02(\x04R\rnewExpiryTime\"U\n" +
+	"!CancelDelegationTokenRequestProto\x120\n" +
+	"\x05token\x18\x01 \x02(\v2\x1a.spindle.hadoop.TokenProtoR\x05token\"$\n" +
+	"\"CancelDelegationTokenResponseProtoB1Z/github.com/spindle-ml/spindle/internal/hadooppb"
 
 var (
 	file_hadoop_security_proto_rawDescOnce sync.Once
@@ -164,21 +440,30 @@ func file_hadoop_security_proto_rawDescGZIP() []byte {
 	return file_hadoop_security_proto_rawDescData
 }
 
-var file_hadoop_security_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_hadoop_security_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_hadoop_security_proto_goTypes = []any{
-	(*CredentialsKVProto)(nil), // 0: spindle.hadoop.CredentialsKVProto
-	(*CredentialsProto)(nil),   // 1: spindle.hadoop.CredentialsProto
-	(*TokenProto)(nil),         // 2: spindle.hadoop.TokenProto
+	(*CredentialsKVProto)(nil),                 // 0: spindle.hadoop.CredentialsKVProto
+	(*CredentialsProto)(nil),                   // 1: spindle.hadoop.CredentialsProto
+	(*GetDelegationTokenRequestProto)(nil),     // 2: spindle.hadoop.GetDelegationTokenRequestProto
+	(*GetDelegationTokenResponseProto)(nil),    // 3: spindle.hadoop.GetDelegationTokenResponseProto
+	(*RenewDelegationTokenRequestProto)(nil),   // 4: spindle.hadoop.RenewDelegationTokenRequestProto
+	(*RenewDelegationTokenResponseProto)(nil),  // 5: spindle.hadoop.RenewDelegationTokenResponseProto
+	(*CancelDelegationTokenRequestProto)(nil),  // 6: spindle.hadoop.CancelDelegationTokenRequestProto
+	(*CancelDelegationTokenResponseProto)(nil), // 7: spindle.hadoop.CancelDelegationTokenResponseProto
+	(*TokenProto)(nil),                         // 8: spindle.hadoop.TokenProto
 }
 var file_hadoop_security_proto_depIdxs = []int32{
-	2, // 0: spindle.hadoop.CredentialsKVProto.token:type_name -> spindle.hadoop.TokenProto
+	8, // 0: spindle.hadoop.CredentialsKVProto.token:type_name -> spindle.hadoop.TokenProto
 	0, // 1: spindle.hadoop.CredentialsProto.tokens:type_name -> spindle.hadoop.CredentialsKVProto
 	0, // 2: spindle.hadoop.CredentialsProto.secrets:type_name -> spindle.hadoop.CredentialsKVProto
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	8, // 3: spindle.hadoop.GetDelegationTokenResponseProto.token:type_name -> spindle.hadoop.TokenProto
+	8, // 4: spindle.hadoop.RenewDelegationTokenRequestProto.token:type_name -> spindle.hadoop.TokenProto
+	8, // 5: spindle.hadoop.CancelDelegationTokenRequestProto.token:type_name -> spindle.hadoop.TokenProto
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_hadoop_security_proto_init() }
@@ -193,7 +478,7 @@ func file_hadoop_security_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hadoop_security_proto_rawDesc), len(file_hadoop_security_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

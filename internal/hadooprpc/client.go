@@ -107,6 +107,7 @@ func handshakeClient(ctx context.Context, conn net.Conn, cfg ClientConfig) (*Cli
 		if err := cfg.SASL.Negotiate(ctx, ex); err != nil {
 			return nil, fmt.Errorf("sasl: %w", err)
 		}
+		conn = ex.protect(conn)
 	}
 	cc := &hadooppb.IpcConnectionContextProto{Protocol: proto.String(cfg.Protocol)}
 	if _, token := cfg.SASL.(TokenAuth); !token {

@@ -109,7 +109,7 @@ func digestResponse(challenge []byte, tok Token, uri string) (resp []byte, rspau
 		return nil, "", errors.New("digest challenge has no nonce")
 	}
 	if q := ch["qop"]; q != "" && !containsToken(q, "auth") {
-		return nil, "", fmt.Errorf("digest challenge offers qop %q; only auth is supported (set hadoop.rpc.protection to authentication)", q)
+		return nil, "", fmt.Errorf("%w: the server requires qop %q of token connections (hadoop.rpc.protection integrity or privacy), and Spindle's token authentication does authentication only", ErrProtection, q)
 	}
 	realm := ch["realm"]
 	cb := make([]byte, 12)
@@ -217,17 +217,14 @@ var _ SASL = TokenServer{}
 // Negotiate runs the server side of the exchange. A client that chose
 // SIMPLE gets an empty user: the connection context names it.
 func (s TokenServer) Negotiate(ctx context.Context, ex *SASLExchange) (string, error) {
-	m, err := ex.Recv()
-	if err != nil {
-		return "", err
-	}
-	if m.GetState() != hadooppb.RpcSaslProto_NEGOTIATE {
-		return "", fmt.Errorf("client opened with %v, want NEGOTIATE", m.GetState())
-	}
+	return negotiateServer(ctx, ex, s)
+}
+
+func (s TokenServer) offers(ex *SASLExchange) ([]*hadooppb.RpcSaslProto_SaslAuth, error) {
 	nb := make([]byte, 24)
 	rand.Read(nb)
-	nonce := base64.StdEncoding.EncodeToString(nb)
-	challenge := fmt.Sprintf(`realm="%s",nonce="%s",qop="auth",charset=utf-8,algorithm=md5-sess`, digestRealm, nonce)
+	ex.nonce = base64.StdEncoding.EncodeToString(nb)
+	challenge := fmt.Sprintf(`realm="%s",nonce="%s",qop="auth",charset=utf-8,algorithm=md5-sess`, digestRealm, ex.nonce)
 	auths := []*hadooppb.RpcSaslProto_SaslAuth{{
 		Method: proto.String(MethodToken), Mechanism: proto.String(MechanismDigestMD5),
 		Protocol: proto.String(""), ServerId: proto.String(digestRealm), Challenge: []byte(challenge),
@@ -235,22 +232,14 @@ func (s TokenServer) Negotiate(ctx context.Context, ex *SASLExchange) (string, e
 	if s.AllowSimple {
 		auths = append(auths, &hadooppb.RpcSaslProto_SaslAuth{Method: proto.String(MethodSimple), Mechanism: proto.String("")})
 	}
-	if err := ex.Send(&hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_NEGOTIATE.Enum(), Auths: auths}); err != nil {
-		return "", err
-	}
-	m, err = ex.Recv()
-	if err != nil {
-		return "", err
-	}
-	if m.GetState() != hadooppb.RpcSaslProto_INITIATE || len(m.GetAuths()) != 1 {
-		return "", fmt.Errorf("client answered %v with %d auths, want INITIATE with one", m.GetState(), len(m.GetAuths()))
-	}
-	switch method := m.GetAuths()[0].GetMethod(); {
-	case method == MethodSimple && s.AllowSimple:
+	return auths, nil
+}
+
+func (s TokenServer) accept(ctx context.Context, ex *SASLExchange, m *hadooppb.RpcSaslProto) (string, error) {
+	if m.GetAuths()[0].GetMethod() == MethodSimple {
 		return "", nil
-	case method != MethodToken:
-		return "", fmt.Errorf("client chose %s authentication, which this server does not offer", method)
 	}
+	nonce := ex.nonce
 	resp, err := parseDigest(string(m.GetToken()))
 	if err != nil {
 		return "", fmt.Errorf("parse digest response: %w", err)
@@ -277,7 +266,7 @@ func (s TokenServer) Negotiate(ctx context.Context, ex *SASLExchange) (string, e
 		nonce: nonce, cnonce: resp["cnonce"], nc: resp["nc"], qop: "auth", uri: resp["digest-uri"],
 	}
 	if subtle.ConstantTimeCompare([]byte(d.response("AUTHENTICATE")), []byte(resp["response"])) != 1 {
-		return "", fmt.Errorf("%w: digest response does not match the token's password", ErrTokenRejected)
+		return "", fmt.Errorf("%w: digest response does not match the password of the token for %s", ErrTokenRejected, user)
 	}
 	if err := ex.Send(&hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_SUCCESS.Enum(), Token: []byte("rspauth=" + d.response(""))}); err != nil {
 		return "", err

@@ -16,8 +16,14 @@
 // Hadoop's TOKEN authentication, SASL DIGEST-MD5 with a token's identifier
 // and password, on both ends (TokenAuth for clients, TokenServer for
 // servers): how ApplicationMasters reach the ResourceManager (AMRMToken) and
-// NodeManagers (NMToken), and how containers use delegation tokens. Kerberos
-// (GSSAPI) plugs into the same seam, ClientConfig.SASL and ServerConfig.SASL.
+// NodeManagers (NMToken), and how containers use delegation tokens; and
+// Kerberos, SASL GSSAPI (KerberosAuth, KerberosServer), at each level of
+// hadoop.rpc.protection: with integrity or privacy every message after the
+// handshake travels as a signed or sealed RFC 4121 wrap token inside a SASL
+// WRAP message. ServerMechanisms offers several methods on one server (a
+// secure namenode takes KERBEROS and TOKEN). SASLDial gives third-party
+// clients that only speak simple authentication (colinmarc/hdfs's namenode
+// connections) any of these through their dial hook.
 //
 // FailoverClient follows an HA group (namenodes, ResourceManagers) across
 // StandbyException and broken connections; Credentials reads and writes

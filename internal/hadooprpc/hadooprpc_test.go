@@ -48,6 +48,7 @@ func echoService() *Service {
 			Permission:       &hadooppb.FsPermissionProto{Perm: proto.Uint32(0o644)},
 			Owner:            proto.String(c.User),
 			Group:            proto.String(c.RealUser),
+			Symlink:          []byte(c.Protection),
 			ModificationTime: proto.Uint64(0),
 			AccessTime:       proto.Uint64(0),
 		}}, nil

@@ -21,21 +21,16 @@ import (
 
 // Hadoop's names for Kerberos authentication.
 const (
-	MethodKerberos    = "KERBEROS"
-	MechanismGSSAPI   = "GSSAPI"
-	hostPlaceholder   = "_HOST"
-	qopAuthentication = 1 // RFC 4752 security layer: none
-	qopIntegrity      = 2
-	qopPrivacy        = 4
+	MethodKerberos  = "KERBEROS"
+	MechanismGSSAPI = "GSSAPI"
+	hostPlaceholder = "_HOST"
 )
-
-// ErrProtection means the server asks for a protection of the RPC traffic
-// (hadoop.rpc.protection integrity or privacy) that Spindle does not offer.
-var ErrProtection = errors.New("hadooprpc: the server requires hadoop.rpc.protection integrity or privacy, which Spindle does not support yet (authentication only)")
 
 // KerberosAuth is the client side of Hadoop's KERBEROS authentication:
 // SASL GSSAPI with a service ticket for the server's principal, at the
-// quality of protection "authentication" (hadoop.rpc.protection's default).
+// quality of protection hadoop.rpc.protection asks for: with integrity
+// every later message is signed, with privacy encrypted (RFC 4121 wrap
+// tokens under the ticket's session key).
 type KerberosAuth struct {
 	// Client holds the user's Kerberos login (a ticket cache or a keytab).
 	Client *krbclient.Client
@@ -46,6 +41,9 @@ type KerberosAuth struct {
 	// connection dialed.
 	Principal string
 	Host      string
+	// Protection is hadoop.rpc.protection: the levels this client accepts,
+	// in order of preference; empty means authentication.
+	Protection string
 }
 
 var _ ClientSASL = KerberosAuth{}
@@ -80,6 +78,10 @@ func (a KerberosAuth) Negotiate(ctx context.Context, ex *SASLExchange) error {
 	if a.Client == nil {
 		return errors.New("kerberos: no login (kinit, or a principal and keytab)")
 	}
+	want, err := ParseProtection(a.Protection)
+	if err != nil {
+		return err
+	}
 	offer, err := ex.offer(MethodKerberos, MechanismGSSAPI, "Kerberos")
 	if err != nil {
 		return err
@@ -100,9 +102,9 @@ func (a KerberosAuth) Negotiate(ctx context.Context, ex *SASLExchange) error {
 	if err != nil {
 		return fmt.Errorf("kerberos: encode the AP-REQ: %w", err)
 	}
-	chosen := proto.Clone(offer).(*hadooppb.RpcSaslProto_SaslAuth)
-	chosen.Challenge = nil
-	if err := ex.Send(&hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_INITIATE.Enum(), Token: b, Auths: []*hadooppb.RpcSaslProto_SaslAuth{chosen}}); err != nil {
+	auth := proto.Clone(offer).(*hadooppb.RpcSaslProto_SaslAuth)
+	auth.Challenge = nil
+	if err := ex.Send(&hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_INITIATE.Enum(), Token: b, Auths: []*hadooppb.RpcSaslProto_SaslAuth{auth}}); err != nil {
 		return err
 	}
 	m, err := ex.Recv()
@@ -122,14 +124,25 @@ func (a KerberosAuth) Negotiate(ctx context.Context, ex *SASLExchange) error {
 	if len(layers.Payload) < 4 {
 		return fmt.Errorf("kerberos: security-layer offer of %d bytes, want 4", len(layers.Payload))
 	}
-	if offered := layers.Payload[0]; offered&qopAuthentication == 0 {
-		level := "privacy"
-		if offered&qopIntegrity != 0 {
-			level = "integrity"
+	offered := layers.Payload[0]
+	chosen := byte(0)
+	for _, l := range want {
+		if offered&l != 0 {
+			chosen = l
+			break
 		}
-		return fmt.Errorf("%w (the server at %s asks for %s)", ErrProtection, ex.RemoteAddr(), level)
 	}
-	reply, err := gssapi.NewInitiatorWrapToken([]byte{qopAuthentication, 0, 0, 0}, key)
+	if chosen == 0 {
+		return fmt.Errorf("%w: the server at %s (%s) requires hadoop.rpc.protection %s, and this client is configured for %s: set hadoop.rpc.protection in core-site.xml to what the cluster uses",
+			ErrProtection, ex.ServerHost(), spn, protectionNames(offered), protectionNames(maskOf(want)))
+	}
+	payload := securityLayerPayload(chosen, 0)
+	if chosen != qopAuthentication {
+		payload = securityLayerPayload(chosen, maxWrapBuffer)
+		ex.layer = &gssLayer{key: key, privacy: chosen == qopPrivacy, sendSeq: 1}
+		ex.maxSend = int(layers.Payload[1])<<16 | int(layers.Payload[2])<<8 | int(layers.Payload[3])
+	}
+	reply, err := gssapi.NewInitiatorWrapToken(payload, key)
 	if err != nil {
 		return fmt.Errorf("kerberos: answer the security-layer offer: %w", err)
 	}
@@ -152,40 +165,36 @@ func (a KerberosAuth) Negotiate(ctx context.Context, ex *SASLExchange) error {
 
 // KerberosServer is the server side of KERBEROS authentication, for
 // Spindle's test servers: it accepts AP-REQs for its principal
-// (Protocol/ServerID) with the keys in Keytab, at the quality of
-// protection "authentication", and names the caller by the first
-// component of its principal (alice@REALM and alice/host@REALM are alice).
+// (Protocol/ServerID) with the keys in Keytab, at the levels of
+// Protection, and names the caller by the first component of its
+// principal (alice@REALM and alice/host@REALM are alice).
 type KerberosServer struct {
 	Keytab   *keytab.Keytab
 	Protocol string // nn, rm, ...
 	ServerID string // the host part of the principal
-
-	qop byte // security layers offered; zero means authentication (tests set others)
+	// Protection is hadoop.rpc.protection: the levels offered; empty
+	// means authentication.
+	Protection string
 }
 
 var _ SASL = KerberosServer{}
 
 // Negotiate runs the server side of the exchange and returns the caller.
 func (s KerberosServer) Negotiate(ctx context.Context, ex *SASLExchange) (string, error) {
-	m, err := ex.Recv()
-	if err != nil {
-		return "", err
-	}
-	if m.GetState() != hadooppb.RpcSaslProto_NEGOTIATE {
-		return "", fmt.Errorf("client sent %v, want NEGOTIATE", m.GetState())
-	}
-	if err := ex.Send(&hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_NEGOTIATE.Enum(), Auths: []*hadooppb.RpcSaslProto_SaslAuth{{
+	return negotiateServer(ctx, ex, s)
+}
+
+func (s KerberosServer) offers(*SASLExchange) ([]*hadooppb.RpcSaslProto_SaslAuth, error) {
+	return []*hadooppb.RpcSaslProto_SaslAuth{{
 		Method: proto.String(MethodKerberos), Mechanism: proto.String(MechanismGSSAPI),
 		Protocol: proto.String(s.Protocol), ServerId: proto.String(s.ServerID),
-	}}}); err != nil {
-		return "", err
-	}
-	m, err = ex.Recv()
+	}}, nil
+}
+
+func (s KerberosServer) accept(ctx context.Context, ex *SASLExchange, m *hadooppb.RpcSaslProto) (string, error) {
+	levels, err := ParseProtection(s.Protection)
 	if err != nil {
 		return "", err
-	}
-	if m.GetState() != hadooppb.RpcSaslProto_INITIATE {
-		return "", fmt.Errorf("client sent %v, want INITIATE", m.GetState())
 	}
 	var tok spnego.KRB5Token
 	if err := tok.Unmarshal(m.GetToken()); err != nil || !tok.IsAPReq() {
@@ -197,19 +206,15 @@ func (s KerberosServer) Negotiate(ctx context.Context, ex *SASLExchange) (string
 		return "", fmt.Errorf("kerberos: AP-REQ for %s refused: %v", principal, err)
 	}
 	key := tok.APReq.Ticket.DecryptedEncPart.Key
-	qop := s.qop
-	if qop == 0 {
-		qop = qopAuthentication
-	}
-	offer, err := acceptorWrapToken([]byte{qop, 0, 0, 0}, key)
+	offered := maskOf(levels)
+	offer, err := acceptorWrapToken(securityLayerPayload(offered, maxWrapBuffer), key)
 	if err != nil {
 		return "", err
 	}
 	if err := ex.Send(&hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_CHALLENGE.Enum(), Token: offer}); err != nil {
 		return "", err
 	}
-	m, err = ex.Recv()
-	if err != nil {
+	if m, err = ex.Recv(); err != nil {
 		return "", err
 	}
 	if m.GetState() != hadooppb.RpcSaslProto_RESPONSE {
@@ -222,8 +227,16 @@ func (s KerberosServer) Negotiate(ctx context.Context, ex *SASLExchange) (string
 	if ok, err := choice.Verify(key, keyusage.GSSAPI_INITIATOR_SEAL); !ok {
 		return "", fmt.Errorf("kerberos: the client's security-layer choice does not verify: %v", err)
 	}
-	if len(choice.Payload) < 4 || choice.Payload[0] != qopAuthentication {
-		return "", fmt.Errorf("kerberos: the client chose security layer %v, want authentication", choice.Payload)
+	if len(choice.Payload) < 4 {
+		return "", fmt.Errorf("kerberos: security-layer choice of %d bytes, want 4", len(choice.Payload))
+	}
+	chosen := choice.Payload[0]
+	if chosen&offered == 0 || chosen&(chosen-1) != 0 {
+		return "", fmt.Errorf("%w: the client chose %s; this server requires hadoop.rpc.protection %s", ErrProtection, protectionNames(chosen), protectionNames(offered))
+	}
+	if chosen != qopAuthentication {
+		ex.layer = &gssLayer{key: key, acceptor: true, privacy: chosen == qopPrivacy, sendSeq: 1}
+		ex.maxSend = int(choice.Payload[1])<<16 | int(choice.Payload[2])<<8 | int(choice.Payload[3])
 	}
 	if err := ex.Send(&hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_SUCCESS.Enum()}); err != nil {
 		return "", err
@@ -231,6 +244,15 @@ func (s KerberosServer) Negotiate(ctx context.Context, ex *SASLExchange) (string
 	user := creds.UserName()
 	user, _, _ = strings.Cut(user, "/")
 	return user, nil
+}
+
+// maskOf is the security-layer bit mask of levels.
+func maskOf(levels []byte) byte {
+	var m byte
+	for _, l := range levels {
+		m |= l
+	}
+	return m
 }
 
 // acceptorWrapToken is a GSS wrap token (RFC 4121) sent by the acceptor,

@@ -32,6 +32,92 @@ type SASLExchange struct {
 	clientID []byte
 	server   bool
 	dialed   string // the address the client dialed, as configured
+
+	method  string    // the SASL method the exchange settled on
+	layer   *gssLayer // the security layer negotiated, nil for none
+	maxSend int       // the largest message the other end takes wrapped
+	nonce   string    // a DIGEST-MD5 challenge's nonce, between offer and answer
+}
+
+// protect returns conn carrying the stream inside the security layer the
+// exchange negotiated, or conn itself when none was.
+func (x *SASLExchange) protect(conn net.Conn) net.Conn {
+	if x.layer == nil {
+		return conn
+	}
+	return &wrapConn{Conn: conn, layer: x.layer, server: x.server, clientID: x.clientID, max: x.max, maxSend: sendSize(x.maxSend)}
+}
+
+// serverMechanism is one SASL method a server offers; negotiateServer
+// runs the exchange for several.
+type serverMechanism interface {
+	// offers returns what the server's NEGOTIATE answer lists for it.
+	offers(ex *SASLExchange) ([]*hadooppb.RpcSaslProto_SaslAuth, error)
+	// accept runs the rest of the exchange after the client's INITIATE
+	// chose one of the offers, and returns the authenticated user ("" for
+	// SIMPLE, whose connection context names it).
+	accept(ctx context.Context, ex *SASLExchange, initiate *hadooppb.RpcSaslProto) (string, error)
+}
+
+// negotiateServer answers the client's NEGOTIATE with every mechanism's
+// offers and lets the one the client chooses finish the exchange.
+func negotiateServer(ctx context.Context, ex *SASLExchange, mechs ...serverMechanism) (string, error) {
+	m, err := ex.Recv()
+	if err != nil {
+		return "", err
+	}
+	if m.GetState() != hadooppb.RpcSaslProto_NEGOTIATE {
+		return "", fmt.Errorf("client opened with %v, want NEGOTIATE", m.GetState())
+	}
+	var auths []*hadooppb.RpcSaslProto_SaslAuth
+	owner := map[string]serverMechanism{}
+	for _, mech := range mechs {
+		offers, err := mech.offers(ex)
+		if err != nil {
+			return "", err
+		}
+		for _, o := range offers {
+			auths = append(auths, o)
+			owner[o.GetMethod()] = mech
+		}
+	}
+	if err := ex.Send(&hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_NEGOTIATE.Enum(), Auths: auths}); err != nil {
+		return "", err
+	}
+	if m, err = ex.Recv(); err != nil {
+		return "", err
+	}
+	if m.GetState() != hadooppb.RpcSaslProto_INITIATE || len(m.GetAuths()) != 1 {
+		return "", fmt.Errorf("client answered %v with %d auths, want INITIATE with one", m.GetState(), len(m.GetAuths()))
+	}
+	method := m.GetAuths()[0].GetMethod()
+	mech, ok := owner[method]
+	if !ok {
+		return "", fmt.Errorf("client chose %s authentication, which this server does not offer", method)
+	}
+	ex.method = method
+	return mech.accept(ctx, ex, m)
+}
+
+// ServerMechanisms offers several SASL methods on one server, as a Hadoop
+// server with Kerberos and a delegation-token secret manager does
+// (KERBEROS and TOKEN): the client picks. Its elements are
+// KerberosServer and TokenServer values.
+type ServerMechanisms []SASL
+
+var _ SASL = ServerMechanisms{}
+
+// Negotiate runs the exchange with the mechanism the client chooses.
+func (ms ServerMechanisms) Negotiate(ctx context.Context, ex *SASLExchange) (string, error) {
+	mechs := make([]serverMechanism, 0, len(ms))
+	for _, m := range ms {
+		sm, ok := m.(serverMechanism)
+		if !ok {
+			return "", fmt.Errorf("hadooprpc: %T cannot be combined with other SASL mechanisms", m)
+		}
+		mechs = append(mechs, sm)
+	}
+	return negotiateServer(ctx, ex, mechs...)
 }
 
 // RemoteAddr returns the address of the other end.

@@ -156,7 +156,7 @@ func (s *Server) serveConn(ctx context.Context, conn net.Conn) {
 	}
 	sem := make(chan struct{}, s.cfg.MaxCallsPerConn)
 	for {
-		body, err := readPacket(conn, s.cfg.MaxPacketSize)
+		body, err := readPacket(c.conn, s.cfg.MaxPacketSize)
 		if err != nil {
 			if !isClosed(err) {
 				s.log.Debug("connection ended", "remote", conn.RemoteAddr(), "err", err)
@@ -205,6 +205,8 @@ func (c *serverConn) handshake(ctx context.Context) error {
 		return err
 	}
 	var authUser string
+	c.caller.Auth = MethodSimple
+	c.caller.Protection = ProtectionAuthentication
 	switch h.auth {
 	case AuthNone:
 	case AuthSASL:
@@ -218,6 +220,14 @@ func (c *serverConn) handshake(ctx context.Context) error {
 			c.fatalClass(CallIDSASL, ClassAccessControl, hadooppb.RpcResponseHeaderProto_FATAL_UNAUTHORIZED, err)
 			return fmt.Errorf("sasl: %w", err)
 		}
+		c.caller.Auth = ex.method
+		if ex.layer != nil {
+			c.caller.Protection = ProtectionIntegrity
+			if ex.layer.privacy {
+				c.caller.Protection = ProtectionPrivacy
+			}
+		}
+		c.conn = ex.protect(c.conn)
 	default:
 		err := fmt.Errorf("%w: unknown auth protocol 0x%02x", ErrBadHeader, byte(h.auth))
 		c.fatal(-1, hadooppb.RpcResponseHeaderProto_FATAL_UNAUTHORIZED, err)

@@ -63,6 +63,11 @@ type Caller struct {
 	RemoteAddr net.Addr
 	// Method is the method being called.
 	Method string
+	// Auth is how the connection authenticated: MethodSimple,
+	// MethodKerberos or MethodToken.
+	Auth string
+	// Protection is the connection's hadoop.rpc.protection level.
+	Protection string
 }
 
 type callerKey struct{}

@@ -201,6 +201,10 @@ func datanodeUUID(dir string) (string, error) {
 }
 
 func (c *Cluster) startNameNodes(ctx context.Context) error {
+	sasl := c.cfg.SASL
+	if c.nn.tokens != nil {
+		sasl = hadooprpc.ServerMechanisms{c.cfg.SASL, hadooprpc.TokenServer{Lookup: c.nn.tokens.lookup}}
+	}
 	for i := 0; i < c.cfg.NameNodes; i++ {
 		port := 0
 		if i < len(c.cfg.NameNodePorts) {
@@ -214,7 +218,7 @@ func (c *Cluster) startNameNodes(ctx context.Context) error {
 		srv, err := hadooprpc.NewServer(hadooprpc.ServerConfig{
 			Name:   fmt.Sprintf("namenode%d", i),
 			Logger: c.log,
-			SASL:   c.cfg.SASL,
+			SASL:   sasl,
 			OnCall: func(_, method string, _ error) { c.stats.call(method) },
 		}, c.nn.clientProtocol(endpoint{index: i, active: c.isActive}))
 		if err != nil {

@@ -66,6 +66,14 @@ type Config struct {
 	// secure HDFS for tests.
 	SASL              hadooprpc.SASL
 	KerberosPrincipal string
+	// TokenRenewInterval, when set, gives the namenode a delegation-token
+	// secret manager, as a secure namenode has: getDelegationToken for
+	// Kerberos callers, renewal by the token's renewer for this long at a
+	// time up to TokenMaxLifetime (default 7 days), cancellation, and
+	// TOKEN authentication (SASL DIGEST-MD5) beside SASL, which must then
+	// be a hadooprpc.KerberosServer.
+	TokenRenewInterval time.Duration
+	TokenMaxLifetime   time.Duration
 
 	poolID       string
 	verifyOnRead bool
@@ -131,6 +139,9 @@ func (c Config) withDefaults() Config {
 	if c.LeaseTimeout == 0 {
 		c.LeaseTimeout = d.LeaseTimeout
 	}
+	if c.TokenRenewInterval > 0 && c.TokenMaxLifetime == 0 {
+		c.TokenMaxLifetime = 7 * 24 * time.Hour
+	}
 	c.verifyOnRead = !c.SkipReadVerification
 	return c
 }
@@ -156,6 +167,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("hdfstest: ListingLimit is %d, want at least 1", c.ListingLimit)
 	case net.ParseIP(c.Host) == nil:
 		return fmt.Errorf("hdfstest: Host %q is not an IP address", c.Host)
+	case c.TokenRenewInterval < 0 || c.TokenMaxLifetime < 0:
+		return fmt.Errorf("hdfstest: negative token lifetime")
 	case len(c.NameNodePorts) > c.NameNodes:
 		return fmt.Errorf("hdfstest: %d NameNodePorts for %d namenodes", len(c.NameNodePorts), c.NameNodes)
 	}

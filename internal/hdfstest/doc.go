@@ -18,6 +18,8 @@
 // Stats counts namenode calls and datanode operations so benchmarks can
 // report round trips.
 //
-// Only "simple" authentication is implemented; block tokens are empty and
-// appends are refused.
+// Authentication is "simple", or with Config.SASL Kerberos (and with
+// Config.TokenRenewInterval delegation tokens: issued, renewed, cancelled,
+// and accepted over SASL DIGEST-MD5). Block tokens are empty and appends
+// are refused.
 package hdfstest

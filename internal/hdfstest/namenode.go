@@ -31,6 +31,8 @@ type namenode struct {
 
 	// invalidate asks datanode dn to delete replicas; set by the cluster.
 	invalidate func(dn int, ids []uint64)
+	// tokens issues and checks delegation tokens; nil on an insecure cluster.
+	tokens *tokenManager
 }
 
 // block is one block of a file and the replicas datanodes reported.
@@ -74,6 +76,9 @@ func newNamenode(cfg Config, log *slog.Logger, poolID string) *namenode {
 		leases:      map[string]time.Time{},
 	}
 	nn.root = nn.newInode(nil, "", true, 0755, cfg.Superuser)
+	if cfg.TokenRenewInterval > 0 {
+		nn.tokens = newTokenManager(cfg.TokenRenewInterval, cfg.TokenMaxLifetime)
+	}
 	return nn
 }
 

@@ -57,6 +57,9 @@ func (nn *namenode) clientProtocol(ep endpoint) *hadooprpc.Service {
 	handle(svc, ep, "setTimes", nn.setTimes, nn)
 	handle(svc, ep, "getFsStats", nn.getFsStats, nn)
 	handle(svc, ep, "getContentSummary", nn.getContentSummary, nn)
+	handle(svc, ep, "getDelegationToken", nn.getDelegationToken, nn)
+	handle(svc, ep, "renewDelegationToken", nn.renewDelegationToken, nn)
+	handle(svc, ep, "cancelDelegationToken", nn.cancelDelegationToken, nn)
 	return svc
 }
 

@@ -90,12 +90,16 @@ type Info struct {
 
 // Progress is a rank's cumulative counters at one moment.
 type Progress struct {
-	Epoch        int64   `json:"epoch"`
-	Rows         int64   `json:"rows"`
-	Batches      int64   `json:"batches"`
-	Bytes        int64   `json:"bytes"`
-	Steps        int64   `json:"steps,omitempty"`
-	CPUSeconds   float64 `json:"cpu_seconds,omitempty"`
-	MemoryBytes  int64   `json:"memory_bytes,omitempty"`
-	GPUUtilRatio float64 `json:"gpu_util_ratio,omitempty"`
+	Epoch       int64   `json:"epoch"`
+	Rows        int64   `json:"rows"`
+	Batches     int64   `json:"batches"`
+	Bytes       int64   `json:"bytes"`
+	Steps       int64   `json:"steps,omitempty"`
+	CPUSeconds  float64 `json:"cpu_seconds,omitempty"`
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	// GPUs, GPUUtilRatio and GPUMemoryBytes are the use of the rank's
+	// GPUs (as RankView has them); GPUs 0 says it is not known.
+	GPUs           int     `json:"gpus,omitempty"`
+	GPUUtilRatio   float64 `json:"gpu_util_ratio,omitempty"`
+	GPUMemoryBytes int64   `json:"gpu_memory_bytes,omitempty"`
 }

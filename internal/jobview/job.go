@@ -52,25 +52,30 @@ type Snapshot struct {
 
 // RankView is one row of the ranks table.
 type RankView struct {
-	Rank          int       `json:"rank"`
-	Role          string    `json:"role"`
-	RoleRank      int       `json:"role_rank"`
-	Host          string    `json:"host"`
-	Executor      string    `json:"executor"`
-	State         string    `json:"state"`
-	Message       string    `json:"message,omitempty"`
-	Restarts      int       `json:"restarts"`
-	Epoch         int64     `json:"epoch"`
-	Rows          int64     `json:"rows"`
-	Batches       int64     `json:"batches"`
-	Bytes         int64     `json:"bytes"`
-	RowsPerSec    float64   `json:"rows_per_second"`
-	BytesPerSec   float64   `json:"bytes_per_second"`
-	StepsPerSec   float64   `json:"steps_per_second"`
-	CPUPercent    float64   `json:"cpu_percent"`
-	MemoryBytes   int64     `json:"memory_bytes"`
-	GPUUtilRatio  float64   `json:"gpu_util_ratio,omitempty"`
-	LastHeartbeat time.Time `json:"last_heartbeat,omitempty"`
+	Rank        int     `json:"rank"`
+	Role        string  `json:"role"`
+	RoleRank    int     `json:"role_rank"`
+	Host        string  `json:"host"`
+	Executor    string  `json:"executor"`
+	State       string  `json:"state"`
+	Message     string  `json:"message,omitempty"`
+	Restarts    int     `json:"restarts"`
+	Epoch       int64   `json:"epoch"`
+	Rows        int64   `json:"rows"`
+	Batches     int64   `json:"batches"`
+	Bytes       int64   `json:"bytes"`
+	RowsPerSec  float64 `json:"rows_per_second"`
+	BytesPerSec float64 `json:"bytes_per_second"`
+	StepsPerSec float64 `json:"steps_per_second"`
+	CPUPercent  float64 `json:"cpu_percent"`
+	MemoryBytes int64   `json:"memory_bytes"`
+	// GPUs is how many of the rank's GPUs were sampled; 0 says its GPU
+	// use is not known (it has none, or its executor no nvidia-smi), and
+	// then GPUUtilRatio and GPUMemoryBytes mean nothing.
+	GPUs           int       `json:"gpus,omitempty"`
+	GPUUtilRatio   float64   `json:"gpu_util_ratio,omitempty"`
+	GPUMemoryBytes int64     `json:"gpu_memory_bytes,omitempty"`
+	LastHeartbeat  time.Time `json:"last_heartbeat,omitempty"`
 }
 
 // Point is one sample of a chart.
@@ -230,7 +235,8 @@ func (j *Job) progress(at time.Time, r *rankState, p Progress) {
 	last := p
 	r.last, r.at = &last, at
 	r.view.Epoch, r.view.Rows, r.view.Batches, r.view.Bytes = p.Epoch, p.Rows, p.Batches, p.Bytes
-	r.view.MemoryBytes, r.view.GPUUtilRatio = p.MemoryBytes, p.GPUUtilRatio
+	r.view.MemoryBytes = p.MemoryBytes
+	r.view.GPUs, r.view.GPUUtilRatio, r.view.GPUMemoryBytes = p.GPUs, p.GPUUtilRatio, p.GPUMemoryBytes
 	r.view.LastHeartbeat = at
 	if r.view.State == RankPending {
 		r.view.State = RankRunning

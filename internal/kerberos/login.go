@@ -28,10 +28,17 @@ type Options struct {
 	CCache string
 }
 
+// ConfPath is the krb5.conf Login reads: conf, else the first file of
+// $KRB5_CONFIG, else /etc/krb5.conf.
+func ConfPath(conf string) string {
+	// KRB5_CONFIG may list several files; the first is read.
+	p, _, _ := strings.Cut(firstOf(conf, os.Getenv("KRB5_CONFIG"), "/etc/krb5.conf"), ":")
+	return p
+}
+
 // Login returns a logged-in client. The caller calls Destroy when done.
 func Login(o Options) (*krbclient.Client, error) {
-	// KRB5_CONFIG may list several files; the first is read.
-	confPath, _, _ := strings.Cut(firstOf(o.Conf, os.Getenv("KRB5_CONFIG"), "/etc/krb5.conf"), ":")
+	confPath := ConfPath(o.Conf)
 	switch {
 	case o.Keytab != "" && o.Principal == "":
 		return nil, fmt.Errorf("kerberos: keytab %s given without its principal (--principal)", o.Keytab)

@@ -41,6 +41,9 @@ type Driver struct {
 	psBytes   *prometheus.GaugeVec
 	psPushes  *prometheus.CounterVec
 	psPulls   *prometheus.CounterVec
+	psServed  map[string]*prometheus.CounterVec // by scalar name
+	gpuUtil   *prometheus.GaugeVec
+	gpuMemory *prometheus.GaugeVec
 
 	mu    sync.Mutex
 	ranks map[int]*rankMetrics
@@ -54,6 +57,9 @@ type rankMetrics struct {
 	seen  bool
 	// ps holds a parameter server's last reported totals.
 	ps map[string]float64
+	// gpuRole is the role label of the rank's GPU series, "" when it has
+	// none.
+	gpuRole string
 }
 
 // The scalars Spindle's parameter servers report (ps/server), which the
@@ -63,6 +69,12 @@ const (
 	ScalarPSBytes  = "ps_bytes"
 	ScalarPSPushes = "ps_pushes"
 	ScalarPSPulls  = "ps_pulls"
+	// The keys workers pushed and pulled, and the seconds the server
+	// spent answering them.
+	ScalarPSPushKeys    = "ps_push_keys"
+	ScalarPSPullKeys    = "ps_pull_keys"
+	ScalarPSPushSeconds = "ps_push_seconds"
+	ScalarPSPullSeconds = "ps_pull_seconds"
 )
 
 // maxStepsObserved bounds how many step durations one progress report adds
@@ -100,10 +112,27 @@ func NewDriver(reg prometheus.Registerer) *Driver {
 			Help: "Pushes a parameter server applied."}, []string{"rank"}),
 		psPulls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spindle_ps_pulls_total",
 			Help: "Pulls a parameter server answered."}, []string{"rank"}),
+		psServed: map[string]*prometheus.CounterVec{
+			ScalarPSPushKeys: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spindle_ps_pushed_keys_total",
+				Help: "Keys workers pushed to a parameter server."}, []string{"rank"}),
+			ScalarPSPullKeys: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spindle_ps_pulled_keys_total",
+				Help: "Keys workers pulled from a parameter server."}, []string{"rank"}),
+			ScalarPSPushSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spindle_ps_push_seconds_total",
+				Help: "Time a parameter server spent answering pushes (divided by spindle_ps_pushes_total: the mean push latency)."}, []string{"rank"}),
+			ScalarPSPullSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spindle_ps_pull_seconds_total",
+				Help: "Time a parameter server spent answering pulls, waits for slower workers' clocks included."}, []string{"rank"}),
+		},
+		gpuUtil: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "spindle_rank_gpu_utilization_ratio",
+			Help: "Mean utilisation of a rank's GPUs, 0 to 1 (nvidia-smi on the rank's executor; only ranks given GPUs)."}, []string{"role", "rank"}),
+		gpuMemory: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "spindle_rank_gpu_memory_bytes",
+			Help: "Device memory in use on a rank's GPUs, by every process on them."}, []string{"role", "rank"}),
 		ranks: map[int]*rankMetrics{},
 	}
 	reg.MustRegister(d.executors, d.rows, d.bytes, d.batches, d.steps, d.exits, d.restarts, d.jobState, d.spans,
-		d.psKeys, d.psBytes, d.psPushes, d.psPulls)
+		d.psKeys, d.psBytes, d.psPushes, d.psPulls, d.gpuUtil, d.gpuMemory)
+	for _, c := range d.psServed {
+		reg.MustRegister(c)
+	}
 	return d
 }
 
@@ -174,6 +203,24 @@ func (d *Driver) Observe(ev jobview.Event) {
 			d.batches.WithLabelValues(r.role).Add(float64(p.Batches))
 		}
 		r.last, r.at, r.seen = maxProgress(r.last, p), at, true
+		d.observeGPU(ev.Rank, r, p)
+	}
+}
+
+// observeGPU sets a rank's GPU gauges from its progress, or removes them
+// when its GPU use is no longer known (its process ended, or nvidia-smi
+// stopped answering). d.mu is held.
+func (d *Driver) observeGPU(rank int, r *rankMetrics, p jobview.Progress) {
+	label := strconv.Itoa(rank)
+	if r.gpuRole != "" && (p.GPUs == 0 || r.gpuRole != r.role) {
+		d.gpuUtil.DeleteLabelValues(r.gpuRole, label)
+		d.gpuMemory.DeleteLabelValues(r.gpuRole, label)
+		r.gpuRole = ""
+	}
+	if p.GPUs > 0 {
+		d.gpuUtil.WithLabelValues(r.role, label).Set(p.GPUUtilRatio)
+		d.gpuMemory.WithLabelValues(r.role, label).Set(float64(p.GPUMemoryBytes))
+		r.gpuRole = r.role
 	}
 }
 
@@ -190,7 +237,14 @@ func (d *Driver) observePS(ev jobview.Event) {
 	if r.ps == nil {
 		r.ps = map[string]float64{}
 	}
-	for name, c := range map[string]*prometheus.CounterVec{ScalarPSPushes: d.psPushes, ScalarPSPulls: d.psPulls} {
+	counters := map[string]*prometheus.CounterVec{ScalarPSPushes: d.psPushes, ScalarPSPulls: d.psPulls}
+	for name, c := range d.psServed {
+		counters[name] = c
+	}
+	for name, c := range counters {
+		if _, ok := ev.Values[name]; !ok {
+			continue // a server of an older Spindle
+		}
 		// Totals only grow; a restarted server starts again from zero.
 		if v := ev.Values[name]; v > r.ps[name] {
 			c.WithLabelValues(label).Add(v - r.ps[name])

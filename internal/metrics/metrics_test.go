@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"io"
+	"math"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -175,7 +176,8 @@ func TestParameterServerMetrics(t *testing.T) {
 	d := NewDriver(reg)
 	report := func(pushes, keys float64) {
 		d.Observe(jobview.Event{Kind: jobview.KindScalars, Rank: 2, Values: map[string]float64{
-			ScalarPSKeys: keys, ScalarPSBytes: keys * 60, ScalarPSPushes: pushes, ScalarPSPulls: pushes}})
+			ScalarPSKeys: keys, ScalarPSBytes: keys * 60, ScalarPSPushes: pushes, ScalarPSPulls: pushes,
+			ScalarPSPushKeys: pushes * 100, ScalarPSPullKeys: pushes * 50, ScalarPSPushSeconds: pushes / 1000, ScalarPSPullSeconds: pushes / 500}})
 	}
 	report(10, 1000)
 	report(25, 1500)
@@ -198,10 +200,65 @@ func TestParameterServerMetrics(t *testing.T) {
 			got[f.GetName()] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
 		}
 	}
-	want := map[string]float64{"spindle_ps_keys": 300, "spindle_ps_bytes": 18000, "spindle_ps_pushes_total": 28, "spindle_ps_pulls_total": 28}
+	want := map[string]float64{"spindle_ps_keys": 300, "spindle_ps_bytes": 18000, "spindle_ps_pushes_total": 28, "spindle_ps_pulls_total": 28,
+		"spindle_ps_pushed_keys_total": 2800, "spindle_ps_pulled_keys_total": 1400, "spindle_ps_push_seconds_total": 0.028, "spindle_ps_pull_seconds_total": 0.056}
 	for name, v := range want {
-		if got[name] != v {
+		if math.Abs(got[name]-v) > 1e-9 {
 			t.Errorf("%s = %v, want %v (all: %v)", name, got[name], v, got)
 		}
+	}
+}
+
+// TestRankGPUGauges: a rank's sampled GPU use becomes two gauges labelled
+// with its role and rank; they go away when its use is no longer known,
+// and a rank without GPUs has none.
+func TestRankGPUGauges(t *testing.T) {
+	reg := NewRegistry()
+	d := NewDriver(reg)
+	t0 := time.Unix(1_800_000_000, 0)
+	d.Observe(jobview.Event{Time: t0, Kind: jobview.KindExecutor, Rank: 0, Role: "worker", State: jobview.RankRunning})
+	d.Observe(jobview.Event{Time: t0, Kind: jobview.KindExecutor, Rank: 1, Role: "ps", State: jobview.RankRunning})
+	d.Observe(jobview.Event{Time: t0, Kind: jobview.KindProgress, Rank: 0, Progress: &jobview.Progress{GPUs: 2, GPUUtilRatio: 0.5, GPUMemoryBytes: 3 << 30}})
+	d.Observe(jobview.Event{Time: t0, Kind: jobview.KindProgress, Rank: 1, Progress: &jobview.Progress{Rows: 1}})
+	d.Observe(jobview.Event{Time: t0.Add(time.Second), Kind: jobview.KindProgress, Rank: 0, Progress: &jobview.Progress{GPUs: 2, GPUUtilRatio: 0.75, GPUMemoryBytes: 4 << 30}})
+
+	gpuSeries := func() map[string]float64 {
+		t.Helper()
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, f := range fams {
+			if !strings.HasPrefix(f.GetName(), "spindle_rank_gpu_") {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				key := f.GetName()
+				for _, l := range m.GetLabel() {
+					key += " " + l.GetName() + "=" + l.GetValue()
+				}
+				got[key] = m.GetGauge().GetValue()
+			}
+		}
+		return got
+	}
+	got := gpuSeries()
+	want := map[string]float64{
+		"spindle_rank_gpu_utilization_ratio rank=0 role=worker": 0.75,
+		"spindle_rank_gpu_memory_bytes rank=0 role=worker":      4 << 30,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("GPU series %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], v, got)
+		}
+	}
+	// The process ended: its exit report carries no GPU use.
+	d.Observe(jobview.Event{Time: t0.Add(2 * time.Second), Kind: jobview.KindProgress, Rank: 0, Progress: &jobview.Progress{}})
+	if got := gpuSeries(); len(got) != 0 {
+		t.Errorf("GPU series after the rank's use went unknown: %v", got)
 	}
 }

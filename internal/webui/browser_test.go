@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -76,7 +77,8 @@ func TestJobPageInBrowserUpdatesLive(t *testing.T) {
 	j := runningJob(t0)
 	srv := httptest.NewServer(afterFirst(Handler(NewLive(j), nil), "/api/jobs/job-7", func() {
 		now := time.Now()
-		j.Apply(jobview.Event{Time: now, Kind: jobview.KindProgress, Rank: 0, Progress: &jobview.Progress{Epoch: 1, Rows: 123456}})
+		j.Apply(jobview.Event{Time: now, Kind: jobview.KindProgress, Rank: 0, Progress: &jobview.Progress{Epoch: 1, Rows: 123456,
+			GPUs: 1, GPUUtilRatio: 0.73, GPUMemoryBytes: 3 << 29}})
 		j.Apply(jobview.Event{Time: now, Kind: jobview.KindExecutor, Rank: 1, State: jobview.RankFinished})
 	}))
 	defer srv.Close()
@@ -92,6 +94,11 @@ func TestJobPageInBrowserUpdatesLive(t *testing.T) {
 	}
 	if strings.Contains(dom, "hunter2") {
 		t.Error("the page shows the job secret")
+	}
+	// Rank 0's GPU cell shows its use; rank 1 was given no GPU.
+	gpuCells := regexp.MustCompile(`<td class="num gpu"[^>]*>([^<]*)</td>`).FindAllStringSubmatch(dom, -1)
+	if len(gpuCells) != 2 || gpuCells[0][1] != "73% · 1.50 GiB" || gpuCells[1][1] != "" || !strings.Contains(dom, "<th>GPU</th>") {
+		t.Errorf("GPU cells %q, want rank 0's use (73%% · 1.50 GiB) and nothing for rank 1:\n%s", gpuCells, dom)
 	}
 }
 

@@ -16,9 +16,10 @@ import (
 )
 
 // A checkpoint of the tables lives in base/clock-N/: one file per server
-// and a manifest, written last, which makes it complete: a checkpoint
-// without its manifest (a job killed while writing it) is never restored.
-const manifestName = "MANIFEST.json"
+// and a manifest (ManifestName), written last, which makes it complete: a
+// checkpoint without its manifest (a job killed while writing it) is never
+// restored.
+const ManifestName = "MANIFEST.json"
 
 // Manifest describes a complete checkpoint of the tables.
 type Manifest struct {
@@ -48,7 +49,7 @@ func (c *Client) ClockAndCheckpoint(ctx context.Context, base string, res *fsys.
 		return "", err
 	}
 	c.clock.Store(next)
-	m := Manifest{Clock: next, Servers: len(c.stubs), Files: make([]string, len(c.stubs))}
+	m := Manifest{Clock: next, Servers: c.Servers(), Files: make([]string, c.Servers())}
 	err = c.each(ctx, "checkpoint at clock "+strconv.FormatInt(next, 10), func(ctx context.Context, i int, s pspb.ParameterServerClient) error {
 		resp, err := s.Checkpoint(ctx, &pspb.CheckpointRequest{Clock: next})
 		if err != nil {
@@ -70,7 +71,7 @@ func (c *Client) ClockAndCheckpoint(ctx context.Context, base string, res *fsys.
 		}
 	}
 	b, _ := json.MarshalIndent(m, "", "  ")
-	if err := writeAtomic(ctx, res, dir+"/"+manifestName, b); err != nil {
+	if err := writeAtomic(ctx, res, dir+"/"+ManifestName, b); err != nil {
 		return "", fmt.Errorf("checkpoint at clock %d: %w", next, err)
 	}
 	c.log.Info("tables checkpointed", "dir", dir, "clock", next, "keys", m.Keys)
@@ -116,19 +117,41 @@ func LatestCheckpoint(ctx context.Context, base string, res *fsys.Resolver) (dir
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), "clock-") || err != nil || n <= best {
 			continue
 		}
-		f, err := fsy.Open(ctx, path.Join(name, e.Name(), manifestName))
-		if err != nil {
+		d := strings.TrimRight(base, "/") + "/" + e.Name()
+		mm, err := readManifest(ctx, fsy, path.Join(name, e.Name()), d)
+		if errors.Is(err, fs.ErrNotExist) {
 			continue // incomplete: no manifest
 		}
-		b, err := io.ReadAll(f)
-		f.Close()
-		var mm Manifest
-		if err != nil || json.Unmarshal(b, &mm) != nil {
-			return "", m, false, fmt.Errorf("checkpoint %s/%s: unreadable manifest", base, e.Name())
+		if err != nil {
+			return "", m, false, err
 		}
-		best, m, dir = n, mm, strings.TrimRight(base, "/")+"/"+e.Name()
+		best, m, dir = n, mm, d
 	}
 	return dir, m, best >= 0, nil
+}
+
+// ReadManifest reads the manifest of the checkpoint in dir; the error is
+// fs.ErrNotExist when there is none (dir is not a complete checkpoint).
+func ReadManifest(ctx context.Context, res *fsys.Resolver, dir string) (Manifest, error) {
+	fsy, name, err := res.Resolve(ctx, dir)
+	if err != nil {
+		return Manifest{}, err
+	}
+	return readManifest(ctx, fsy, name, dir)
+}
+
+func readManifest(ctx context.Context, fsy fsys.FS, name, dir string) (Manifest, error) {
+	var m Manifest
+	f, err := fsy.Open(ctx, path.Join(name, ManifestName))
+	if err != nil {
+		return m, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil || json.Unmarshal(b, &m) != nil || m.Servers <= 0 {
+		return m, fmt.Errorf("checkpoint %s: unreadable manifest %s", dir, ManifestName)
+	}
+	return m, nil
 }
 
 // Restore loads the latest complete checkpoint under base into the
@@ -140,8 +163,8 @@ func (c *Client) Restore(ctx context.Context, base string, res *fsys.Resolver) (
 	if err != nil || !ok {
 		return 0, false, err
 	}
-	if m.Servers != len(c.stubs) {
-		return 0, false, fmt.Errorf("checkpoint %s was taken with %d parameter servers; this job has %d (--num-ps)", dir, m.Servers, len(c.stubs))
+	if m.Servers != c.Servers() {
+		return 0, false, fmt.Errorf("checkpoint %s was taken with %d parameter servers; this job has %d (--num-ps)", dir, m.Servers, c.Servers())
 	}
 	err = c.each(ctx, "restore "+dir, func(ctx context.Context, _ int, s pspb.ParameterServerClient) error {
 		resp, err := s.Restore(ctx, &pspb.RestoreRequest{Dir: dir}, grpcWaitForReady)

@@ -127,7 +127,7 @@ func TestCheckpointRestore(t *testing.T) {
 
 	// Without its manifest, clock 3 is incomplete: clock 2 is restored,
 	// holding exactly the updates of steps 1 and 2.
-	if err := os.Remove(filepath.Join(base, "clock-3", manifestName)); err != nil {
+	if err := os.Remove(filepath.Join(base, "clock-3", ManifestName)); err != nil {
 		t.Fatal(err)
 	}
 	older := startCluster(t, clusterOpts{servers: 2, workers: 2})

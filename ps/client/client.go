@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -52,8 +53,12 @@ type Config struct {
 type Client struct {
 	cfg   Config
 	log   *slog.Logger
-	conns []*grpc.ClientConn
-	stubs []pspb.ParameterServerClient
+	creds credentials.TransportCredentials
+
+	// servers are the connections to the servers, by index; a server's
+	// changes when a replacement rejoins the ring at another address.
+	serversMu sync.RWMutex
+	servers   []endpoint
 
 	ring  atomic.Pointer[ps.Ring]
 	clock atomic.Int64
@@ -80,19 +85,47 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ps client: peer token: %w", err)
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger, tables: make(map[string]*pspb.TableSpec)}
+	c := &Client{cfg: cfg, log: cfg.Logger, creds: creds, tables: make(map[string]*pspb.TableSpec)}
 	c.ring.Store(ring)
 	for i, addr := range cfg.Servers {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))
+		ep, err := c.dial(addr)
 		if err != nil {
 			c.closeConns()
 			return nil, fmt.Errorf("ps client: server %d %s: %w", i, addr, err)
 		}
-		c.conns = append(c.conns, conn)
-		c.stubs = append(c.stubs, pspb.NewParameterServerClient(conn))
+		c.servers = append(c.servers, ep)
 	}
 	return c, nil
+}
+
+// endpoint is a connection to one server.
+type endpoint struct {
+	addr string
+	conn *grpc.ClientConn
+	stub pspb.ParameterServerClient
+}
+
+func (c *Client) dial(addr string) (endpoint, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(c.creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))
+	if err != nil {
+		return endpoint{}, err
+	}
+	return endpoint{addr: addr, conn: conn, stub: pspb.NewParameterServerClient(conn)}, nil
+}
+
+// stub returns the client of server i.
+func (c *Client) stub(i int) pspb.ParameterServerClient {
+	c.serversMu.RLock()
+	defer c.serversMu.RUnlock()
+	return c.servers[i].stub
+}
+
+// addr returns server i's address.
+func (c *Client) addr(i int) string {
+	c.serversMu.RLock()
+	defer c.serversMu.RUnlock()
+	return c.servers[i].addr
 }
 
 // grpcWaitForReady lets a call wait for a server still starting.
@@ -130,14 +163,14 @@ func FromEnv(env task.Env, logger *slog.Logger) (*Client, error) {
 func (c *Client) Worker() int { return c.cfg.Worker }
 
 // Servers is the number of servers.
-func (c *Client) Servers() int { return len(c.stubs) }
+func (c *Client) Servers() int { return len(c.cfg.Servers) }
 
 // Steps returns the number of steps this worker has finished (its clock).
 func (c *Client) Steps() int64 { return c.clock.Load() }
 
 // serverErr names server i in err.
 func (c *Client) serverErr(i int, what string, err error) error {
-	return fmt.Errorf("%s on parameter server %d (%s): %w", what, i, c.cfg.Servers[i], err)
+	return fmt.Errorf("%s on parameter server %d (%s): %w", what, i, c.addr(i), err)
 }
 
 // each calls fn for every live server at once and waits for all. A
@@ -145,13 +178,13 @@ func (c *Client) serverErr(i int, what string, err error) error {
 // is skipped.
 func (c *Client) each(ctx context.Context, what string, fn func(ctx context.Context, i int, s pspb.ParameterServerClient) error) error {
 	g, gctx := errgroup.WithContext(ctx)
-	for i, s := range c.stubs {
+	for i := range c.Servers() {
 		if c.ring.Load().Dead(i) {
 			continue
 		}
 		g.Go(func() error {
 			for attempt := 0; ; attempt++ {
-				err := fn(gctx, i, s)
+				err := fn(gctx, i, c.stub(i))
 				if err == nil {
 					return nil
 				}
@@ -205,16 +238,18 @@ func (c *Client) reportDead(ctx context.Context, i int) error {
 		return nil
 	}
 	var last error
-	for cand := range c.stubs {
+	for cand := range c.Servers() {
 		if cand == i || ring.Dead(cand) {
 			continue
 		}
-		info, err := c.stubs[cand].ReportDead(ctx, &pspb.ReportDeadRequest{Server: int32(i), RingVersion: ring.Version()})
+		info, err := c.stub(cand).ReportDead(ctx, &pspb.ReportDeadRequest{Server: int32(i), RingVersion: ring.Version()})
 		if err == nil {
 			return c.adopt(info)
 		}
 		if st, _ := status.FromError(err); st.Code() == codes.Aborted {
-			return nil // it answers after all: retry
+			// It answers after all, or a replacement answers in its
+			// place at another address: take the ring, then retry.
+			return c.refreshRing(ctx, cand)
 		}
 		last = c.serverErr(cand, fmt.Sprintf("report server %d gone", i), err)
 	}
@@ -230,8 +265,16 @@ func (c *Client) adopt(info *pspb.RingInfo) error {
 	if err != nil {
 		return err
 	}
-	if len(info.Servers) != len(c.stubs) {
-		return fmt.Errorf("ps client: the ring changed from %d to %d servers; this client cannot follow", len(c.stubs), len(info.Servers))
+	if len(info.Servers) != c.Servers() {
+		return fmt.Errorf("ps client: the ring changed from %d to %d servers; this client cannot follow", c.Servers(), len(info.Servers))
+	}
+	if ring.Version() <= c.ring.Load().Version() {
+		return nil // an older ring: a replacement's, say, before it rejoined
+	}
+	// A replacement rejoined at another address: connect to it before
+	// any call is routed there by the new ring.
+	if err := c.follow(ring); err != nil {
+		return err
 	}
 	for {
 		cur := c.ring.Load()
@@ -243,6 +286,29 @@ func (c *Client) adopt(info *pspb.RingInfo) error {
 			return nil
 		}
 	}
+}
+
+// follow connects to the servers whose address changed on ring, unless a
+// newer ring is in place already.
+func (c *Client) follow(ring *ps.Ring) error {
+	c.serversMu.Lock()
+	defer c.serversMu.Unlock()
+	if ring.Version() <= c.ring.Load().Version() {
+		return nil
+	}
+	for i, addr := range ring.Servers() {
+		if c.servers[i].addr == addr {
+			continue
+		}
+		ep, err := c.dial(addr)
+		if err != nil {
+			return fmt.Errorf("ps client: server %d's replacement %s: %w", i, addr, err)
+		}
+		c.log.Info("parameter server replaced", "server", i, "from", c.servers[i].addr, "to", addr)
+		c.servers[i].conn.Close() // the old server is dead: no call there can succeed
+		c.servers[i] = ep
+	}
+	return nil
 }
 
 // Declare creates table spec on every server, or checks that the one
@@ -288,31 +354,28 @@ type part struct {
 // split routes keys over the servers by ring (or in ranges, for a dense
 // table). Each part's origin is its server.
 func (c *Client) split(ring *ps.Ring, spec *pspb.TableSpec, keys []uint64) []part {
-	parts := make([]part, len(c.stubs))
+	parts := make([]part, c.Servers())
 	guess := len(keys)/len(parts) + 16
 	for i := range parts {
 		parts[i] = part{keys: make([]uint64, 0, guess), pos: make([]int, 0, guess), origin: i}
 	}
 	for j, k := range keys {
-		s := owner(ring, spec, k, len(parts))
+		s := owner(ring, spec, k)
 		parts[s].keys = append(parts[s].keys, k)
 		parts[s].pos = append(parts[s].pos, j)
 	}
 	return parts
 }
 
-func owner(ring *ps.Ring, spec *pspb.TableSpec, k uint64, n int) int {
-	if spec.Rows > 0 {
-		return ps.RangeOwner(k, spec.Rows, n)
-	}
-	return ring.Owner(k)
+func owner(ring *ps.Ring, spec *pspb.TableSpec, k uint64) int {
+	return ring.OwnerOf(k, spec.Rows)
 }
 
 // resplit routes a failed part again by ring, keeping its origin.
 func (c *Client) resplit(ring *ps.Ring, spec *pspb.TableSpec, p part) map[int]part {
 	out := map[int]part{}
 	for j, k := range p.keys {
-		s := owner(ring, spec, k, len(c.stubs))
+		s := owner(ring, spec, k)
 		q := out[s]
 		q.keys, q.pos, q.origin = append(q.keys, k), append(q.pos, p.pos[j]), p.origin
 		out[s] = q
@@ -344,7 +407,7 @@ func (c *Client) routed(ctx context.Context, what string, spec *pspb.TableSpec, 
 		for i, parts := range work {
 			for _, p := range parts {
 				g.Go(func() error {
-					if err := call(ctx, c.stubs[i], ring, p); err != nil {
+					if err := call(ctx, c.stub(i), ring, p); err != nil {
 						mu.Lock()
 						failed = append(failed, failure{i, p, err})
 						mu.Unlock()
@@ -396,7 +459,7 @@ func isStale(err error) bool {
 
 // refreshRing fetches the ring server i holds.
 func (c *Client) refreshRing(ctx context.Context, i int) error {
-	info, err := c.stubs[i].GetRing(ctx, &pspb.GetRingRequest{})
+	info, err := c.stub(i).GetRing(ctx, &pspb.GetRingRequest{})
 	if err != nil {
 		return c.serverErr(i, "refresh the ring", err)
 	}
@@ -496,7 +559,7 @@ func (c *Client) Barrier(ctx context.Context) error {
 // Stats returns every server's statistics, by server index: nil for a
 // server out of the ring.
 func (c *Client) Stats(ctx context.Context) ([]*pspb.StatsResponse, error) {
-	out := make([]*pspb.StatsResponse, len(c.stubs))
+	out := make([]*pspb.StatsResponse, c.Servers())
 	err := c.each(ctx, "read statistics", func(ctx context.Context, i int, s pspb.ParameterServerClient) error {
 		st, err := s.Stats(ctx, &pspb.StatsRequest{})
 		out[i] = st
@@ -508,8 +571,8 @@ func (c *Client) Stats(ctx context.Context) ([]*pspb.StatsResponse, error) {
 // Export calls fn with every row of table, server after server, in
 // batches; fn must not keep the slices.
 func (c *Client) Export(ctx context.Context, table string, fn func(keys []uint64, values []float32) error) error {
-	for i, s := range c.stubs {
-		stream, err := s.Export(ctx, &pspb.ExportRequest{Table: table})
+	for i := range c.Servers() {
+		stream, err := c.stub(i).Export(ctx, &pspb.ExportRequest{Table: table})
 		if err != nil {
 			return c.serverErr(i, "export "+table, err)
 		}
@@ -555,7 +618,9 @@ func (c *Client) Close(ctx context.Context) error {
 func (c *Client) Abandon() { c.closeConns() }
 
 func (c *Client) closeConns() {
-	for _, conn := range c.conns {
-		conn.Close()
+	c.serversMu.Lock()
+	defer c.serversMu.Unlock()
+	for _, ep := range c.servers {
+		ep.conn.Close()
 	}
 }

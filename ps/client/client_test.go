@@ -114,6 +114,17 @@ func TestPullPushRoundTrip(t *testing.T) {
 	if total != uint64(len(keys)) {
 		t.Fatalf("servers hold %d keys together, want %d", total, len(keys))
 	}
+	// What the servers report to the driver (the spindle_ps_* metrics):
+	// every key of the two pulls and the push, and time spent on them.
+	sum := map[string]float64{}
+	for _, s := range c.Servers {
+		for k, v := range s.Report() {
+			sum[k] += v
+		}
+	}
+	if sum["ps_pull_keys"] != 2*3000 || sum["ps_push_keys"] != 3000 || sum["ps_pull_seconds"] <= 0 || sum["ps_push_seconds"] <= 0 || sum["ps_keys"] != 3000 {
+		t.Fatalf("the servers report %v: want 6000 keys pulled, 3000 pushed and held, and time answering", sum)
+	}
 	// Export sees every row.
 	seen := 0
 	err = cl.Export(ctx, "emb", func(keys []uint64, values []float32) error {
@@ -174,7 +185,7 @@ func TestBadPushesApplyNothing(t *testing.T) {
 	}
 	keys := keysN(100)
 	// Around the client's own checks, straight at a server.
-	stub := cl.stubs[0]
+	stub := cl.stub(0)
 	ring := cl.ring.Load()
 	var mine []uint64
 	for _, k := range keys {

@@ -12,11 +12,29 @@ import (
 // killed one's does) is taken out of the ring; its keys are served by
 // their backups, which had every acknowledged push; training goes on, and
 // in the end every acknowledged push was applied exactly once.
+// It holds for sparse tables (rows on the ring) and dense ones (rows in
+// ranges, the next servers by index backing each range up).
 func TestServerLossLosesNoAcknowledgedPush(t *testing.T) {
+	for _, dense := range []bool{false, true} {
+		name := "sparse"
+		if dense {
+			name = "dense"
+		}
+		t.Run(name, func(t *testing.T) { testServerLoss(t, dense) })
+	}
+}
+
+func testServerLoss(t *testing.T, dense bool) {
 	c := startCluster(t, clusterOpts{servers: 3, workers: 2, replicas: 1, staleness: ps.Async})
 	ctx := ctx(t)
 	keys := keysN(3000)
 	spec := &ps.TableSpec{Name: "w", Dim: 2, Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 1}}
+	if dense {
+		spec.Rows = uint64(len(keys))
+		for i := range keys {
+			keys[i] = uint64(i)
+		}
+	}
 	const steps = 120
 	grad := func(worker, step int) []float32 {
 		g := make([]float32, len(keys)*2)
@@ -90,12 +108,125 @@ func TestServerLossLosesNoAcknowledgedPush(t *testing.T) {
 		if got[i] != want[i] {
 			if bad < 10 {
 				t.Errorf("value %d (key %d, owner %d, replicas %v) is %v, want %v: a push was lost or applied twice",
-					i, keys[i/2], r1.Owner(keys[i/2]), r1.Replicas(nil, keys[i/2], 1), got[i], want[i])
+					i, keys[i/2], r1.OwnerOf(keys[i/2], spec.Rows), r1.Holders(nil, keys[i/2], spec.Rows, 1), got[i], want[i])
 			}
 			bad++
 		}
 	}
 	if bad > 0 {
 		t.Fatalf("%d values of %d wrong", bad, len(got))
+	}
+}
+
+// A replacement for a dead server rejoins the ring at the dead one's
+// index while two workers train under BSP: it gets its rows from the
+// servers that stood in for it, the workers' clocks, and its keys back.
+// Then another server dies, so some rows live only on the replacement and
+// its backups: every acknowledged push is still there, exactly once.
+func TestReplacementRejoins(t *testing.T) {
+	c := startCluster(t, clusterOpts{servers: 3, workers: 2, replicas: 1, staleness: ps.Staleness(0), waitTimeout: 10 * time.Second})
+	ctx := ctx(t)
+	keys := keysN(3000)
+	spec := &ps.TableSpec{Name: "w", Dim: 2, Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 1}}
+	dense := &ps.TableSpec{Name: "d", Dim: 1, Rows: 600, Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 1}}
+	rows := make([]uint64, dense.Rows)
+	for i := range rows {
+		rows[i] = uint64(i)
+	}
+	const steps = 90
+	grad := func(n, dim, worker, step int) []float32 {
+		g := make([]float32, n*dim)
+		for i := range g {
+			g[i] = float32((i+worker+step)%3 - 1) // small integers: sums are exact
+		}
+		return g
+	}
+	clients := []*Client{c.client(t, 0), c.client(t, 1)}
+	for _, cl := range clients {
+		for _, s := range []*ps.TableSpec{spec, dense} {
+			if err := cl.Declare(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	errs := make(chan error, 2)
+	at := map[int]chan struct{}{20: make(chan struct{}), 50: make(chan struct{})}
+	for w, cl := range clients {
+		go func() {
+			errs <- func() error {
+				for step := range steps {
+					if err := cl.Pull(ctx, "w", keys, make([]float32, len(keys)*2)); err != nil {
+						return err
+					}
+					if err := cl.Push(ctx, "w", keys, grad(len(keys), 2, w, step)); err != nil {
+						return err
+					}
+					if err := cl.Push(ctx, "d", rows, grad(len(rows), 1, w, step)); err != nil {
+						return err
+					}
+					if err := cl.Clock(ctx); err != nil {
+						return err
+					}
+					if ch, ok := at[step]; ok && w == 0 {
+						close(ch)
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	<-at[20]
+	c.Kill(1)
+	<-at[50]
+	if err := c.Replace(t, ctx, 1); err != nil {
+		t.Fatalf("the replacement for server 1 did not rejoin: %v", err)
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatalf("training did not survive server 1's loss and replacement: %v", err)
+		}
+	}
+	ring := clients[0].ring.Load()
+	if ring.Dead(1) || ring.Servers()[1] != c.Addrs[1] || clients[0].addr(1) != c.Addrs[1] {
+		t.Fatalf("ring version %d: server 1 dead %v at %s, want alive at the replacement's %s", ring.Version(), ring.Dead(1), ring.Servers()[1], c.Addrs[1])
+	}
+	st, err := clients[0].Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st[1].Clocks[0] != steps || st[1].Clocks[1] != steps {
+		t.Errorf("the replacement's clocks are %v, want %d for both workers", st[1].Clocks, steps)
+	}
+
+	c.Kill(2) // now some rows are only on the replacement and its backup
+	for _, tt := range []struct {
+		name string
+		keys []uint64
+		dim  int
+	}{{"w", keys, 2}, {"d", rows, 1}} {
+		got := make([]float32, len(tt.keys)*tt.dim)
+		if err := clients[0].Pull(ctx, tt.name, tt.keys, got); err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float32, len(got))
+		for w := range 2 {
+			for step := range steps {
+				for i, g := range grad(len(tt.keys), tt.dim, w, step) {
+					want[i] -= g
+				}
+			}
+		}
+		bad := 0
+		for i := range got {
+			if got[i] != want[i] {
+				if bad < 5 {
+					t.Errorf("table %s value %d (key %d) is %v, want %v", tt.name, i, tt.keys[i/tt.dim], got[i], want[i])
+				}
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Fatalf("table %s: %d values of %d wrong", tt.name, bad, len(got))
+		}
 	}
 }

@@ -1595,6 +1595,157 @@ func (x *ExportChunk) GetValues() []byte {
 	return nil
 }
 
+type JoinStateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinStateRequest) Reset() {
+	*x = JoinStateRequest{}
+	mi := &file_ps_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinStateRequest) ProtoMessage() {}
+
+func (x *JoinStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinStateRequest.ProtoReflect.Descriptor instead.
+func (*JoinStateRequest) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{28}
+}
+
+type JoinStateResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Ring   *RingInfo              `protobuf:"bytes,1,opt,name=ring,proto3" json:"ring,omitempty"`
+	Tables []*TableSpec           `protobuf:"bytes,2,rep,name=tables,proto3" json:"tables,omitempty"`
+	// clocks[w] is how many steps worker w has finished, as this server
+	// heard, or -1 when it left the job.
+	Clocks        []int64 `protobuf:"varint,3,rep,packed,name=clocks,proto3" json:"clocks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinStateResponse) Reset() {
+	*x = JoinStateResponse{}
+	mi := &file_ps_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinStateResponse) ProtoMessage() {}
+
+func (x *JoinStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinStateResponse.ProtoReflect.Descriptor instead.
+func (*JoinStateResponse) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *JoinStateResponse) GetRing() *RingInfo {
+	if x != nil {
+		return x.Ring
+	}
+	return nil
+}
+
+func (x *JoinStateResponse) GetTables() []*TableSpec {
+	if x != nil {
+		return x.Tables
+	}
+	return nil
+}
+
+func (x *JoinStateResponse) GetClocks() []int64 {
+	if x != nil {
+		return x.Clocks
+	}
+	return nil
+}
+
+type RejoinRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The index of the dead server the caller replaces, and its address.
+	Server        int32  `protobuf:"varint,1,opt,name=server,proto3" json:"server,omitempty"`
+	Addr          string `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RejoinRequest) Reset() {
+	*x = RejoinRequest{}
+	mi := &file_ps_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RejoinRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RejoinRequest) ProtoMessage() {}
+
+func (x *RejoinRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RejoinRequest.ProtoReflect.Descriptor instead.
+func (*RejoinRequest) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RejoinRequest) GetServer() int32 {
+	if x != nil {
+		return x.Server
+	}
+	return 0
+}
+
+func (x *RejoinRequest) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
 var File_ps_proto protoreflect.FileDescriptor
 
 const file_ps_proto_rawDesc = "" +
@@ -1696,7 +1847,15 @@ const file_ps_proto_rawDesc = "" +
 	"\x05table\x18\x01 \x01(\tR\x05table\"9\n" +
 	"\vExportChunk\x12\x12\n" +
 	"\x04keys\x18\x01 \x01(\fR\x04keys\x12\x16\n" +
-	"\x06values\x18\x02 \x01(\fR\x06values2\xeb\a\n" +
+	"\x06values\x18\x02 \x01(\fR\x06values\"\x12\n" +
+	"\x10JoinStateRequest\"\x84\x01\n" +
+	"\x11JoinStateResponse\x12(\n" +
+	"\x04ring\x18\x01 \x01(\v2\x14.spindle.ps.RingInfoR\x04ring\x12-\n" +
+	"\x06tables\x18\x02 \x03(\v2\x15.spindle.ps.TableSpecR\x06tables\x12\x16\n" +
+	"\x06clocks\x18\x03 \x03(\x03R\x06clocks\";\n" +
+	"\rRejoinRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\x05R\x06server\x12\x12\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr2\xf0\b\n" +
 	"\x0fParameterServer\x12Q\n" +
 	"\fDeclareTable\x12\x1f.spindle.ps.DeclareTableRequest\x1a .spindle.ps.DeclareTableResponse\x129\n" +
 	"\x04Pull\x12\x17.spindle.ps.PullRequest\x1a\x18.spindle.ps.PullResponse\x129\n" +
@@ -1714,7 +1873,9 @@ const file_ps_proto_rawDesc = "" +
 	"\aInstall\x12\x1a.spindle.ps.InstallRequest\x1a\x1b.spindle.ps.InstallResponse\x12A\n" +
 	"\n" +
 	"ReportDead\x12\x1d.spindle.ps.ReportDeadRequest\x1a\x14.spindle.ps.RingInfo\x12@\n" +
-	"\tAdoptRing\x12\x14.spindle.ps.RingInfo\x1a\x1d.spindle.ps.AdoptRingResponseB'Z%github.com/spindle-ml/spindle/ps/pspbb\x06proto3"
+	"\tAdoptRing\x12\x14.spindle.ps.RingInfo\x1a\x1d.spindle.ps.AdoptRingResponse\x12H\n" +
+	"\tJoinState\x12\x1c.spindle.ps.JoinStateRequest\x1a\x1d.spindle.ps.JoinStateResponse\x129\n" +
+	"\x06Rejoin\x12\x19.spindle.ps.RejoinRequest\x1a\x14.spindle.ps.RingInfoB'Z%github.com/spindle-ml/spindle/ps/pspbb\x06proto3"
 
 var (
 	file_ps_proto_rawDescOnce sync.Once
@@ -1728,7 +1889,7 @@ func file_ps_proto_rawDescGZIP() []byte {
 	return file_ps_proto_rawDescData
 }
 
-var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_ps_proto_goTypes = []any{
 	(*Optimizer)(nil),            // 0: spindle.ps.Optimizer
 	(*Initializer)(nil),          // 1: spindle.ps.Initializer
@@ -1758,47 +1919,56 @@ var file_ps_proto_goTypes = []any{
 	(*RestoreResponse)(nil),      // 25: spindle.ps.RestoreResponse
 	(*ExportRequest)(nil),        // 26: spindle.ps.ExportRequest
 	(*ExportChunk)(nil),          // 27: spindle.ps.ExportChunk
+	(*JoinStateRequest)(nil),     // 28: spindle.ps.JoinStateRequest
+	(*JoinStateResponse)(nil),    // 29: spindle.ps.JoinStateResponse
+	(*RejoinRequest)(nil),        // 30: spindle.ps.RejoinRequest
 }
 var file_ps_proto_depIdxs = []int32{
 	0,  // 0: spindle.ps.TableSpec.optimizer:type_name -> spindle.ps.Optimizer
 	1,  // 1: spindle.ps.TableSpec.initializer:type_name -> spindle.ps.Initializer
 	2,  // 2: spindle.ps.DeclareTableRequest.spec:type_name -> spindle.ps.TableSpec
 	20, // 3: spindle.ps.StatsResponse.tables:type_name -> spindle.ps.TableStats
-	3,  // 4: spindle.ps.ParameterServer.DeclareTable:input_type -> spindle.ps.DeclareTableRequest
-	5,  // 5: spindle.ps.ParameterServer.Pull:input_type -> spindle.ps.PullRequest
-	7,  // 6: spindle.ps.ParameterServer.Push:input_type -> spindle.ps.PushRequest
-	13, // 7: spindle.ps.ParameterServer.Clock:input_type -> spindle.ps.ClockRequest
-	15, // 8: spindle.ps.ParameterServer.Leave:input_type -> spindle.ps.LeaveRequest
-	13, // 9: spindle.ps.ParameterServer.Barrier:input_type -> spindle.ps.ClockRequest
-	17, // 10: spindle.ps.ParameterServer.GetRing:input_type -> spindle.ps.GetRingRequest
-	19, // 11: spindle.ps.ParameterServer.Stats:input_type -> spindle.ps.StatsRequest
-	26, // 12: spindle.ps.ParameterServer.Export:input_type -> spindle.ps.ExportRequest
-	22, // 13: spindle.ps.ParameterServer.Checkpoint:input_type -> spindle.ps.CheckpointRequest
-	24, // 14: spindle.ps.ParameterServer.Restore:input_type -> spindle.ps.RestoreRequest
-	7,  // 15: spindle.ps.ParameterServer.Replicate:input_type -> spindle.ps.PushRequest
-	9,  // 16: spindle.ps.ParameterServer.Install:input_type -> spindle.ps.InstallRequest
-	11, // 17: spindle.ps.ParameterServer.ReportDead:input_type -> spindle.ps.ReportDeadRequest
-	18, // 18: spindle.ps.ParameterServer.AdoptRing:input_type -> spindle.ps.RingInfo
-	4,  // 19: spindle.ps.ParameterServer.DeclareTable:output_type -> spindle.ps.DeclareTableResponse
-	6,  // 20: spindle.ps.ParameterServer.Pull:output_type -> spindle.ps.PullResponse
-	8,  // 21: spindle.ps.ParameterServer.Push:output_type -> spindle.ps.PushResponse
-	14, // 22: spindle.ps.ParameterServer.Clock:output_type -> spindle.ps.ClockResponse
-	16, // 23: spindle.ps.ParameterServer.Leave:output_type -> spindle.ps.LeaveResponse
-	14, // 24: spindle.ps.ParameterServer.Barrier:output_type -> spindle.ps.ClockResponse
-	18, // 25: spindle.ps.ParameterServer.GetRing:output_type -> spindle.ps.RingInfo
-	21, // 26: spindle.ps.ParameterServer.Stats:output_type -> spindle.ps.StatsResponse
-	27, // 27: spindle.ps.ParameterServer.Export:output_type -> spindle.ps.ExportChunk
-	23, // 28: spindle.ps.ParameterServer.Checkpoint:output_type -> spindle.ps.CheckpointResponse
-	25, // 29: spindle.ps.ParameterServer.Restore:output_type -> spindle.ps.RestoreResponse
-	8,  // 30: spindle.ps.ParameterServer.Replicate:output_type -> spindle.ps.PushResponse
-	10, // 31: spindle.ps.ParameterServer.Install:output_type -> spindle.ps.InstallResponse
-	18, // 32: spindle.ps.ParameterServer.ReportDead:output_type -> spindle.ps.RingInfo
-	12, // 33: spindle.ps.ParameterServer.AdoptRing:output_type -> spindle.ps.AdoptRingResponse
-	19, // [19:34] is the sub-list for method output_type
-	4,  // [4:19] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	18, // 4: spindle.ps.JoinStateResponse.ring:type_name -> spindle.ps.RingInfo
+	2,  // 5: spindle.ps.JoinStateResponse.tables:type_name -> spindle.ps.TableSpec
+	3,  // 6: spindle.ps.ParameterServer.DeclareTable:input_type -> spindle.ps.DeclareTableRequest
+	5,  // 7: spindle.ps.ParameterServer.Pull:input_type -> spindle.ps.PullRequest
+	7,  // 8: spindle.ps.ParameterServer.Push:input_type -> spindle.ps.PushRequest
+	13, // 9: spindle.ps.ParameterServer.Clock:input_type -> spindle.ps.ClockRequest
+	15, // 10: spindle.ps.ParameterServer.Leave:input_type -> spindle.ps.LeaveRequest
+	13, // 11: spindle.ps.ParameterServer.Barrier:input_type -> spindle.ps.ClockRequest
+	17, // 12: spindle.ps.ParameterServer.GetRing:input_type -> spindle.ps.GetRingRequest
+	19, // 13: spindle.ps.ParameterServer.Stats:input_type -> spindle.ps.StatsRequest
+	26, // 14: spindle.ps.ParameterServer.Export:input_type -> spindle.ps.ExportRequest
+	22, // 15: spindle.ps.ParameterServer.Checkpoint:input_type -> spindle.ps.CheckpointRequest
+	24, // 16: spindle.ps.ParameterServer.Restore:input_type -> spindle.ps.RestoreRequest
+	7,  // 17: spindle.ps.ParameterServer.Replicate:input_type -> spindle.ps.PushRequest
+	9,  // 18: spindle.ps.ParameterServer.Install:input_type -> spindle.ps.InstallRequest
+	11, // 19: spindle.ps.ParameterServer.ReportDead:input_type -> spindle.ps.ReportDeadRequest
+	18, // 20: spindle.ps.ParameterServer.AdoptRing:input_type -> spindle.ps.RingInfo
+	28, // 21: spindle.ps.ParameterServer.JoinState:input_type -> spindle.ps.JoinStateRequest
+	30, // 22: spindle.ps.ParameterServer.Rejoin:input_type -> spindle.ps.RejoinRequest
+	4,  // 23: spindle.ps.ParameterServer.DeclareTable:output_type -> spindle.ps.DeclareTableResponse
+	6,  // 24: spindle.ps.ParameterServer.Pull:output_type -> spindle.ps.PullResponse
+	8,  // 25: spindle.ps.ParameterServer.Push:output_type -> spindle.ps.PushResponse
+	14, // 26: spindle.ps.ParameterServer.Clock:output_type -> spindle.ps.ClockResponse
+	16, // 27: spindle.ps.ParameterServer.Leave:output_type -> spindle.ps.LeaveResponse
+	14, // 28: spindle.ps.ParameterServer.Barrier:output_type -> spindle.ps.ClockResponse
+	18, // 29: spindle.ps.ParameterServer.GetRing:output_type -> spindle.ps.RingInfo
+	21, // 30: spindle.ps.ParameterServer.Stats:output_type -> spindle.ps.StatsResponse
+	27, // 31: spindle.ps.ParameterServer.Export:output_type -> spindle.ps.ExportChunk
+	23, // 32: spindle.ps.ParameterServer.Checkpoint:output_type -> spindle.ps.CheckpointResponse
+	25, // 33: spindle.ps.ParameterServer.Restore:output_type -> spindle.ps.RestoreResponse
+	8,  // 34: spindle.ps.ParameterServer.Replicate:output_type -> spindle.ps.PushResponse
+	10, // 35: spindle.ps.ParameterServer.Install:output_type -> spindle.ps.InstallResponse
+	18, // 36: spindle.ps.ParameterServer.ReportDead:output_type -> spindle.ps.RingInfo
+	12, // 37: spindle.ps.ParameterServer.AdoptRing:output_type -> spindle.ps.AdoptRingResponse
+	29, // 38: spindle.ps.ParameterServer.JoinState:output_type -> spindle.ps.JoinStateResponse
+	18, // 39: spindle.ps.ParameterServer.Rejoin:output_type -> spindle.ps.RingInfo
+	23, // [23:40] is the sub-list for method output_type
+	6,  // [6:23] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_ps_proto_init() }
@@ -1812,7 +1982,7 @@ func file_ps_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ps_proto_rawDesc), len(file_ps_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

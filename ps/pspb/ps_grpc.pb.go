@@ -37,6 +37,8 @@ const (
 	ParameterServer_Install_FullMethodName      = "/spindle.ps.ParameterServer/Install"
 	ParameterServer_ReportDead_FullMethodName   = "/spindle.ps.ParameterServer/ReportDead"
 	ParameterServer_AdoptRing_FullMethodName    = "/spindle.ps.ParameterServer/AdoptRing"
+	ParameterServer_JoinState_FullMethodName    = "/spindle.ps.ParameterServer/JoinState"
+	ParameterServer_Rejoin_FullMethodName       = "/spindle.ps.ParameterServer/Rejoin"
 )
 
 // ParameterServerClient is the client API for ParameterServer service.
@@ -86,6 +88,14 @@ type ParameterServerClient interface {
 	// AdoptRing moves a server to a newer ring: it then copies the rows it
 	// now owns to their new backups, holding pushes until they have them.
 	AdoptRing(ctx context.Context, in *RingInfo, opts ...grpc.CallOption) (*AdoptRingResponse, error)
+	// JoinState is what a replacement server needs before it rejoins: the
+	// ring, the tables' specs and the workers' clocks.
+	JoinState(ctx context.Context, in *JoinStateRequest, opts ...grpc.CallOption) (*JoinStateResponse, error)
+	// Rejoin puts a replacement for a dead server back in the ring at its
+	// index: the live servers copy it the rows it will hold, then adopt the
+	// new ring; the replacement adopts it last. Any live server forwards it
+	// to the ring's coordinator.
+	Rejoin(ctx context.Context, in *RejoinRequest, opts ...grpc.CallOption) (*RingInfo, error)
 }
 
 type parameterServerClient struct {
@@ -255,6 +265,26 @@ func (c *parameterServerClient) AdoptRing(ctx context.Context, in *RingInfo, opt
 	return out, nil
 }
 
+func (c *parameterServerClient) JoinState(ctx context.Context, in *JoinStateRequest, opts ...grpc.CallOption) (*JoinStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(JoinStateResponse)
+	err := c.cc.Invoke(ctx, ParameterServer_JoinState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *parameterServerClient) Rejoin(ctx context.Context, in *RejoinRequest, opts ...grpc.CallOption) (*RingInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RingInfo)
+	err := c.cc.Invoke(ctx, ParameterServer_Rejoin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ParameterServerServer is the server API for ParameterServer service.
 // All implementations must embed UnimplementedParameterServerServer
 // for forward compatibility.
@@ -302,6 +332,14 @@ type ParameterServerServer interface {
 	// AdoptRing moves a server to a newer ring: it then copies the rows it
 	// now owns to their new backups, holding pushes until they have them.
 	AdoptRing(context.Context, *RingInfo) (*AdoptRingResponse, error)
+	// JoinState is what a replacement server needs before it rejoins: the
+	// ring, the tables' specs and the workers' clocks.
+	JoinState(context.Context, *JoinStateRequest) (*JoinStateResponse, error)
+	// Rejoin puts a replacement for a dead server back in the ring at its
+	// index: the live servers copy it the rows it will hold, then adopt the
+	// new ring; the replacement adopts it last. Any live server forwards it
+	// to the ring's coordinator.
+	Rejoin(context.Context, *RejoinRequest) (*RingInfo, error)
 	mustEmbedUnimplementedParameterServerServer()
 }
 
@@ -356,6 +394,12 @@ func (UnimplementedParameterServerServer) ReportDead(context.Context, *ReportDea
 }
 func (UnimplementedParameterServerServer) AdoptRing(context.Context, *RingInfo) (*AdoptRingResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method AdoptRing not implemented")
+}
+func (UnimplementedParameterServerServer) JoinState(context.Context, *JoinStateRequest) (*JoinStateResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method JoinState not implemented")
+}
+func (UnimplementedParameterServerServer) Rejoin(context.Context, *RejoinRequest) (*RingInfo, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Rejoin not implemented")
 }
 func (UnimplementedParameterServerServer) mustEmbedUnimplementedParameterServerServer() {}
 func (UnimplementedParameterServerServer) testEmbeddedByValue()                         {}
@@ -641,6 +685,42 @@ func _ParameterServer_AdoptRing_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ParameterServer_JoinState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JoinStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).JoinState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_JoinState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).JoinState(ctx, req.(*JoinStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ParameterServer_Rejoin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RejoinRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).Rejoin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_Rejoin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).Rejoin(ctx, req.(*RejoinRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ParameterServer_ServiceDesc is the grpc.ServiceDesc for ParameterServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -703,6 +783,14 @@ var ParameterServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AdoptRing",
 			Handler:    _ParameterServer_AdoptRing_Handler,
+		},
+		{
+			MethodName: "JoinState",
+			Handler:    _ParameterServer_JoinState_Handler,
+		},
+		{
+			MethodName: "Rejoin",
+			Handler:    _ParameterServer_Rejoin_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

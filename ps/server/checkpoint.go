@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/pspb"
 )
 
@@ -235,12 +237,25 @@ func (s *Server) Restore(ctx context.Context, req *pspb.RestoreRequest) (*pspb.R
 
 // readCheckpoint reads this server's part of the checkpoint in dir.
 func (s *Server) readCheckpoint(ctx context.Context, dir string) (int64, map[string]*table, int64, error) {
-	n := len(s.cfg.Ring.Servers())
-	uri := joinURI(dir, FileName(s.cfg.Index, n))
-	fail := func(format string, args ...any) (int64, map[string]*table, int64, error) {
-		return 0, nil, 0, fmt.Errorf("ps %d: restore from %s: %s", s.cfg.Index, uri, fmt.Sprintf(format, args...))
+	clock, tables, used, err := readPart(ctx, s.files(), dir, s.cfg.Index, len(s.cfg.Ring.Servers()))
+	if err != nil {
+		return 0, nil, 0, fmt.Errorf("ps %d: restore: %w", s.cfg.Index, err)
 	}
-	fs, name, err := s.files().Resolve(ctx, uri)
+	if s.cfg.MemoryBytes > 0 && used > s.cfg.MemoryBytes {
+		return 0, nil, 0, fmt.Errorf("ps %d: restore from %s: its rows need %d MiB, over this server's %d MiB (spindle.ps.memory)",
+			s.cfg.Index, joinURI(dir, FileName(s.cfg.Index, len(s.cfg.Ring.Servers()))), used>>20, s.cfg.MemoryBytes>>20)
+	}
+	return clock, tables, used, nil
+}
+
+// readPart reads server index's part (of n) of the checkpoint in dir: its
+// clock, its tables and the bytes their rows take.
+func readPart(ctx context.Context, files *fsys.Resolver, dir string, index, n int) (int64, map[string]*table, int64, error) {
+	uri := joinURI(dir, FileName(index, n))
+	fail := func(format string, args ...any) (int64, map[string]*table, int64, error) {
+		return 0, nil, 0, fmt.Errorf("read %s: %s", uri, fmt.Sprintf(format, args...))
+	}
+	fs, name, err := files.Resolve(ctx, uri)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -257,8 +272,8 @@ func (s *Server) readCheckpoint(ctx context.Context, dir string) (int64, map[str
 	}
 	h := hdr[len(ckptMagic):]
 	clock := int64(le.Uint64(h))
-	if idx, servers := le.Uint32(h[8:]), le.Uint32(h[12:]); int(idx) != s.cfg.Index || int(servers) != n {
-		return fail("written by server %d of %d, read by server %d of %d", idx, servers, s.cfg.Index, n)
+	if idx, servers := le.Uint32(h[8:]), le.Uint32(h[12:]); int(idx) != index || int(servers) != n {
+		return fail("written by server %d of %d, read as server %d of %d", idx, servers, index, n)
 	}
 	tables := map[string]*table{}
 	var used int64
@@ -301,11 +316,58 @@ func (s *Server) readCheckpoint(ctx context.Context, dir string) (int64, map[str
 		used += int64(rows) * t.rowBytes()
 		tables[ts.Name] = t
 	}
-	if s.cfg.MemoryBytes > 0 && used > s.cfg.MemoryBytes {
-		return fail("its rows need %d MiB, over this server's %d MiB (spindle.ps.memory)", used>>20, s.cfg.MemoryBytes>>20)
-	}
 	return clock, tables, used, nil
 }
+
+// CheckpointRows calls fn with the rows of the named table in the
+// checkpoint in dir (one of servers parts each), every key once: from the
+// part of the server that owned it, since the others' are its backups'
+// copies. It reads one part at a time, so it needs the memory of the
+// largest part, not of the whole table. fn gets the table's spec and
+// batches of keys with their weights (dim values each, no optimizer
+// slots); table "" gives every table. It returns the checkpoint's clock.
+func CheckpointRows(ctx context.Context, files *fsys.Resolver, dir string, servers int, table string,
+	fn func(spec *pspb.TableSpec, keys []uint64, weights []float32) error) (int64, error) {
+	addrs := make([]string, servers)
+	for i := range addrs {
+		addrs[i] = fmt.Sprint(i) // placement depends on the index alone
+	}
+	ring, err := ps.NewRing(1, addrs, 0)
+	if err != nil {
+		return 0, err
+	}
+	var clock int64
+	found := table == ""
+	for i := range servers {
+		c, tables, _, err := readPart(ctx, files, dir, i, servers)
+		if err != nil {
+			return 0, err
+		}
+		clock = c
+		names := make([]string, 0, len(tables))
+		for name := range tables {
+			if table == "" || name == table {
+				names = append(names, name)
+			}
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			found = true
+			t := tables[name]
+			own := func(k uint64) bool { return ring.OwnerOf(k, t.spec.Rows) == i }
+			if err := t.each(1<<14, own, func(keys []uint64, values []float32) error { return fn(t.spec, keys, values) }); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("%w: checkpoint %s has no table %q", ErrNoTable, dir, table)
+	}
+	return clock, nil
+}
+
+// ErrNoTable is returned for a table a checkpoint does not hold.
+var ErrNoTable = errors.New("ps: no such table")
 
 // joinURI joins a directory URI (a path or hdfs://...) and a file name.
 func joinURI(dir, name string) string {

@@ -22,10 +22,51 @@ type clocks struct {
 	// clock is pending.
 	hold    int64
 	changed chan struct{} // closed and replaced at every change
+	// heard marks the workers whose clock reached this server from the
+	// worker itself, not from another server (a replacement learns the
+	// clocks from the others first).
+	heard []bool
 }
 
 func newClocks(workers int, s ps.Staleness) *clocks {
-	return &clocks{staleness: s, clock: make([]int64, workers), left: make([]bool, workers), hold: -1, changed: make(chan struct{})}
+	return &clocks{staleness: s, clock: make([]int64, workers), left: make([]bool, workers), hold: -1,
+		changed: make(chan struct{}), heard: make([]bool, workers)}
+}
+
+// merge takes the clocks another server heard (a snapshot: -1 for a
+// worker that left): clocks only move forward, so the later of the two is
+// right.
+func (c *clocks) merge(snap []int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	moved := false
+	for w, cl := range snap {
+		if w >= len(c.clock) {
+			break
+		}
+		switch {
+		case cl < 0 && !c.left[w]:
+			c.left[w], moved = true, true
+		case cl > c.clock[w]:
+			c.clock[w], moved = cl, true
+		}
+	}
+	if moved {
+		c.bump()
+	}
+}
+
+// allHeard says whether every worker still in the job has sent this
+// server its clock itself.
+func (c *clocks) allHeard() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for w, h := range c.heard {
+		if !h && !c.left[w] {
+			return false
+		}
+	}
+	return true
 }
 
 // advanceAndHold records that worker finished clock steps and, in the same
@@ -39,6 +80,7 @@ func (c *clocks) advanceAndHold(worker int, clock int64) {
 	if c.hold < 0 || clock < c.hold {
 		c.hold = clock
 	}
+	c.heard[worker] = true
 	if clock > c.clock[worker] {
 		c.clock[worker] = clock
 	}
@@ -88,6 +130,7 @@ func (c *clocks) bump() {
 func (c *clocks) advance(worker int, clock int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.heard[worker] = true
 	if clock > c.clock[worker] {
 		c.clock[worker] = clock
 		c.bump()

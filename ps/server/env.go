@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"time"
+
+	"google.golang.org/grpc/credentials"
 
 	"github.com/spindle-ml/spindle/internal/envcontract"
 	"github.com/spindle-ml/spindle/internal/peercred"
@@ -83,11 +86,37 @@ func RunFromEnv(ctx context.Context, env task.Env, logger *slog.Logger) error {
 	reportCtx, stopReports := context.WithCancel(ctx)
 	reported := make(chan struct{})
 	go func() { defer close(reported); s.reportEvery(reportCtx, reportInterval) }()
-	err = s.Serve(ctx, ln, creds)
+	if os.Getenv(envcontract.PSRejoin) != "1" {
+		err = s.Serve(ctx, ln, creds)
+	} else {
+		err = serveRejoined(ctx, s, ln, creds, env.Peers[env.Rank])
+	}
 	stopReports()
 	<-reported
 	return err
 }
+
+// serveRejoined serves a replacement for a dead server: it serves first,
+// since the others copy it its rows while it rejoins, and fails when it
+// cannot rejoin.
+func serveRejoined(ctx context.Context, s *Server, ln net.Listener, creds credentials.TransportCredentials, addr string) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln, creds) }()
+	joinCtx, stop := context.WithTimeout(ctx, rejoinTimeout)
+	err := s.Join(joinCtx, addr)
+	stop()
+	if err != nil {
+		cancel(err)
+		<-served
+		return err
+	}
+	return <-served
+}
+
+// rejoinTimeout bounds a replacement's rejoining: past it, it fails.
+const rejoinTimeout = 2 * time.Minute
 
 // reportInterval is how often a server reports its totals.
 const reportInterval = 5 * time.Second
@@ -99,11 +128,7 @@ const reportInterval = 5 * time.Second
 func (s *Server) reportEvery(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	report := func() {
-		keys, bytes, pushes, pulls := s.totals()
-		task.Report(0, map[string]float64{"ps_keys": float64(keys), "ps_bytes": float64(bytes),
-			"ps_pushes": float64(pushes), "ps_pulls": float64(pulls)})
-	}
+	report := func() { task.Report(0, s.Report()) }
 	for {
 		select {
 		case <-ctx.Done():

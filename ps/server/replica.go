@@ -129,18 +129,19 @@ func (d *dedupe) end(id pushID, applied bool) {
 func (s *Server) peer(ring *ps.Ring, i int) (pspb.ParameterServerClient, error) {
 	s.peersMu.Lock()
 	defer s.peersMu.Unlock()
-	if c, ok := s.peers[i]; ok {
+	addr := ring.Servers()[i]
+	if c, ok := s.peers[addr]; ok {
 		return pspb.NewParameterServerClient(c), nil
 	}
 	if s.cfg.PeerCreds == nil {
 		return nil, fmt.Errorf("ps %d: no credentials to call server %d", s.cfg.Index, i)
 	}
-	c, err := grpc.NewClient(ring.Servers()[i], grpc.WithTransportCredentials(s.cfg.PeerCreds),
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(s.cfg.PeerCreds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)))
 	if err != nil {
 		return nil, err
 	}
-	s.peers[i] = c
+	s.peers[addr] = c
 	return pspb.NewParameterServerClient(c), nil
 }
 
@@ -155,7 +156,8 @@ func (s *Server) closePeers() {
 
 // replicate forwards a push to the backups of its keys and waits for all.
 // It returns the backup that failed, if one did.
-func (s *Server) replicate(ctx context.Context, ring *ps.Ring, req *pspb.PushRequest, keys []uint64, grads []float32, dim int) (int, error) {
+func (s *Server) replicate(ctx context.Context, ring *ps.Ring, req *pspb.PushRequest, keys []uint64, grads []float32, t *table) (int, error) {
+	dim := t.dim
 	type sub struct {
 		keys  []uint64
 		grads []float32
@@ -163,7 +165,7 @@ func (s *Server) replicate(ctx context.Context, ring *ps.Ring, req *pspb.PushReq
 	subs := map[int]*sub{}
 	reps := make([]int, 0, s.cfg.Replicas+1)
 	for j, k := range keys {
-		reps = ring.Replicas(reps[:0], k, s.cfg.Replicas)
+		reps = ring.Holders(reps[:0], k, t.spec.Rows, s.cfg.Replicas)
 		for _, b := range reps[1:] {
 			sb := subs[b]
 			if sb == nil {
@@ -410,18 +412,19 @@ func (s *Server) AdoptRing(ctx context.Context, info *pspb.RingInfo) (*pspb.Adop
 	return &pspb.AdoptRingResponse{}, nil
 }
 
-// reReplicate copies the rows this server owns on next to the backups
-// that did not hold them on old.
+// reReplicate copies rows to the servers that hold them on next but did
+// not on old. Each row is sent by one server: its owner on old when that
+// one is still in the ring (a replacement's rows come from the servers
+// that stood in for it), else its owner on next (a dead server's rows,
+// from the backup that took them over).
 func (s *Server) reReplicate(ctx context.Context, old, next *ps.Ring) (int, error) {
-	if s.cfg.Replicas == 0 {
-		return 0, nil
+	if s.cfg.Replicas == 0 && old.Live() >= next.Live() {
+		return 0, nil // no backups to make; no replacement to fill
 	}
 	s.mu.RLock()
 	tables := make([]*table, 0, len(s.tables))
 	for _, t := range s.tables {
-		if t.spec.Rows == 0 {
-			tables = append(tables, t)
-		}
+		tables = append(tables, t)
 	}
 	s.mu.RUnlock()
 	copied := 0
@@ -437,12 +440,16 @@ func (s *Server) reReplicate(ctx context.Context, old, next *ps.Ring) (int, erro
 		for i := range t.shards {
 			sc := t.shards[i].snapshot()
 			for j, k := range sc.keys {
-				nr = next.Replicas(nr[:0], k, s.cfg.Replicas)
-				if nr[0] != s.cfg.Index {
+				or = old.Holders(or[:0], k, t.spec.Rows, s.cfg.Replicas)
+				nr = next.Holders(nr[:0], k, t.spec.Rows, s.cfg.Replicas)
+				sender := or[0]
+				if next.Dead(sender) {
+					sender = nr[0]
+				}
+				if sender != s.cfg.Index {
 					continue
 				}
-				or = old.Replicas(or[:0], k, s.cfg.Replicas)
-				for _, b := range nr[1:] {
+				for _, b := range nr {
 					if slices.Contains(or, b) {
 						continue
 					}

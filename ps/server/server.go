@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,7 +50,7 @@ type Config struct {
 	// Files resolves checkpoint directories (local or hdfs://); nil uses
 	// the environment's Hadoop configuration.
 	Files *fsys.Resolver
-	// Replicas is the number of backups of each sparse row: the next
+	// Replicas is the number of backups of each row: the next
 	// Replicas live servers on the ring hold copies, and a push is
 	// acknowledged only once they have applied it. PeerCreds authenticate
 	// this server's calls to the others.
@@ -83,7 +84,22 @@ type Server struct {
 	viewMu  sync.Mutex // serialises ReportDead
 	adoptMu sync.Mutex // serialises AdoptRing
 	peersMu sync.Mutex
-	peers   map[int]*grpc.ClientConn
+	peers   map[string]*grpc.ClientConn // by address: a replacement has another
+	// background is the goroutines a server runs besides its calls (a
+	// replacement's clock catch-up); Serve waits for them.
+	background sync.WaitGroup
+	// pullsServed and pushesServed count the calls workers made, their
+	// keys and the time the server took to answer.
+	pullsServed, pushesServed served
+}
+
+// served counts the keys of a kind of call and the time spent on them.
+type served struct{ keys, nanos atomic.Uint64 }
+
+// add counts one call of n keys that started at start.
+func (c *served) add(n int, start time.Time) {
+	c.keys.Add(uint64(n))
+	c.nanos.Add(uint64(time.Since(start)))
 }
 
 // New returns a server for cfg.
@@ -106,7 +122,7 @@ func New(cfg Config) (*Server, error) {
 		tables: make(map[string]*table)}
 	s.ring.Store(cfg.Ring)
 	s.applied = newDedupe()
-	s.peers = map[int]*grpc.ClientConn{}
+	s.peers = map[string]*grpc.ClientConn{}
 	s.budget = budget{limit: cfg.MemoryBytes, full: s.memoryFull}
 	s.ckpt = checkpoints{byClock: map[int64]*pendingCkpt{}, restored: map[string]int64{}}
 	s.life, s.stopLife = context.WithCancel(context.Background())
@@ -148,6 +164,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, creds credentials.T
 	<-done
 	s.stopLife()
 	s.ckpt.wg.Wait()
+	s.background.Wait()
 	s.closePeers()
 	return nil
 }
@@ -175,10 +192,13 @@ func (s *Server) DeclareTable(_ context.Context, req *pspb.DeclareTableRequest) 
 	// error of a spent budget reads the tables.
 	t = newTable(spec)
 	if spec.Rows > 0 {
-		// A dense table has all its rows from the start.
+		// A dense table has all its rows from the start: those this
+		// server owns and those it backs up.
+		ring := s.ring.Load()
 		var mine []uint64
+		holders := make([]int, 0, s.cfg.Replicas+1)
 		for k := range spec.Rows {
-			if ps.RangeOwner(k, spec.Rows, len(s.cfg.Ring.Servers())) == s.cfg.Index {
+			if holders = ring.Holders(holders[:0], k, spec.Rows, s.cfg.Replicas); slices.Contains(holders, s.cfg.Index) {
 				mine = append(mine, k)
 			}
 		}
@@ -208,18 +228,11 @@ func (s *Server) lookup(name string, version uint64, keys []uint64, ring *ps.Rin
 	if v := ring.Version(); version != v {
 		return nil, status.Errorf(codes.FailedPrecondition, "%s: client ring version %d, server %d holds version %d", errStaleRing, version, s.cfg.Index, v)
 	}
-	n := len(ring.Servers())
 	for _, k := range keys {
-		owner := 0
-		if t.spec.Rows > 0 {
-			if k >= t.spec.Rows {
-				return nil, status.Errorf(codes.InvalidArgument, "table %s: row %d outside its %d rows", name, k, t.spec.Rows)
-			}
-			owner = ps.RangeOwner(k, t.spec.Rows, n)
-		} else {
-			owner = ring.Owner(k)
+		if t.spec.Rows > 0 && k >= t.spec.Rows {
+			return nil, status.Errorf(codes.InvalidArgument, "table %s: row %d outside its %d rows", name, k, t.spec.Rows)
 		}
-		if owner != s.cfg.Index {
+		if owner := ring.OwnerOf(k, t.spec.Rows); owner != s.cfg.Index {
 			return nil, status.Errorf(codes.InvalidArgument, "table %s: key %d belongs to server %d, not %d, on ring version %d", name, k, owner, s.cfg.Index, ring.Version())
 		}
 	}
@@ -269,6 +282,9 @@ func (s *Server) Pull(ctx context.Context, req *pspb.PullRequest) (*pspb.PullRes
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
 	}
+	// The time a pull waits for slower workers' clocks counts: it is what
+	// the worker waits.
+	defer s.pullsServed.add(len(keys), time.Now())
 	t, err := s.lookup(req.Table, req.RingVersion, keys, s.ring.Load())
 	if err != nil {
 		return nil, err
@@ -292,6 +308,7 @@ func (s *Server) Push(ctx context.Context, req *pspb.PushRequest) (*pspb.PushRes
 	if err != nil {
 		return nil, err
 	}
+	defer s.pushesServed.add(len(keys), time.Now())
 	var down = -1 // a backup that did not answer
 	resp, err := func() (*pspb.PushResponse, error) {
 		s.gate.RLock()
@@ -322,8 +339,8 @@ func (s *Server) Push(ctx context.Context, req *pspb.PushRequest) (*pspb.PushRes
 			}
 		}()
 		// The backups first: a push this server applied is one they have.
-		if t.spec.Rows == 0 && s.cfg.Replicas > 0 {
-			if b, err := s.replicate(ctx, ring, req, keys, grads, t.dim); err != nil {
+		if s.cfg.Replicas > 0 {
+			if b, err := s.replicate(ctx, ring, req, keys, grads, t); err != nil {
 				down = b
 				return nil, err
 			}
@@ -380,6 +397,19 @@ func (s *Server) Leave(_ context.Context, req *pspb.LeaveRequest) (*pspb.LeaveRe
 // GetRing implements pspb.ParameterServerServer.
 func (s *Server) GetRing(context.Context, *pspb.GetRingRequest) (*pspb.RingInfo, error) {
 	return s.ringInfo(s.ring.Load()), nil
+}
+
+// Report is what the server tells its job's driver (see reportEvery):
+// its rows and their memory now, and since it started the pushes and
+// pulls it applied, the keys workers pushed and pulled and the seconds it
+// spent answering them. internal/metrics turns these names into the
+// spindle_ps_* metrics.
+func (s *Server) Report() map[string]float64 {
+	keys, bytes, pushes, pulls := s.totals()
+	return map[string]float64{"ps_keys": float64(keys), "ps_bytes": float64(bytes),
+		"ps_pushes": float64(pushes), "ps_pulls": float64(pulls),
+		"ps_push_keys": float64(s.pushesServed.keys.Load()), "ps_pull_keys": float64(s.pullsServed.keys.Load()),
+		"ps_push_seconds": float64(s.pushesServed.nanos.Load()) / 1e9, "ps_pull_seconds": float64(s.pullsServed.nanos.Load()) / 1e9}
 }
 
 // totals sums every table's rows, their memory, and the pushes and pulls

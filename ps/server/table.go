@@ -229,10 +229,7 @@ func (t *table) apply(keys []uint64, grads []float32, b *batch, row func(s *shar
 
 // owns says whether server index owns key on ring.
 func (t *table) owns(ring *ps.Ring, index int, key uint64) bool {
-	if t.spec.Rows > 0 {
-		return ps.RangeOwner(key, t.spec.Rows, len(ring.Servers())) == index
-	}
-	return ring.Owner(key) == index
+	return ring.OwnerOf(key, t.spec.Rows) == index
 }
 
 // owned counts the rows server index owns on ring.

@@ -81,6 +81,7 @@ type proc struct {
 	name string
 	args []string
 	log  string
+	env  []string // beside env(), winning over it
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -93,7 +94,7 @@ func (p *proc) start(t *testing.T) {
 	}
 	defer f.Close()
 	p.cmd = exec.Command(spindleBin, p.args...)
-	p.cmd.Env = env()
+	p.cmd.Env = append(env(), p.env...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", p.name, err)

@@ -23,8 +23,12 @@ type Config struct {
 	// RMAddrs are the ResourceManagers' client addresses, every one of an
 	// HA group.
 	RMAddrs []string
-	// User submits applications (simple authentication).
+	// User submits applications: the user of simple authentication, or
+	// the principal of a Kerberos login.
 	User string
+	// SASL authenticates to the ResourceManagers; nil is simple
+	// authentication. On a Kerberized cluster: Security.RMAuth.
+	SASL hadooprpc.ClientSASL
 	// Rounds bounds the passes over RMAddrs per call; zero means 3.
 	Rounds int
 	Logger *slog.Logger
@@ -44,7 +48,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	f, err := hadooprpc.NewFailoverClient(hadooprpc.FailoverConfig{
 		Addrs:  cfg.RMAddrs,
-		Client: hadooprpc.ClientConfig{User: cfg.User, Protocol: ProtocolName},
+		Client: hadooprpc.ClientConfig{User: cfg.User, Protocol: ProtocolName, SASL: cfg.SASL},
 		Rounds: cfg.Rounds,
 	})
 	if err != nil {
@@ -66,7 +70,7 @@ func (c *Client) Addr() string { return c.rpc.Current() }
 func (c *Client) call(ctx context.Context, method string, req, resp proto.Message) error {
 	err := c.rpc.Call(ctx, method, req, resp)
 	if errors.Is(err, hadooprpc.ErrNoServer) {
-		return fmt.Errorf("%w at %s: %v", ErrUnreachable, strings.Join(c.cfg.RMAddrs, ", "), err)
+		return fmt.Errorf("%w at %s: %w", ErrUnreachable, strings.Join(c.cfg.RMAddrs, ", "), err)
 	}
 	return err
 }

@@ -29,7 +29,13 @@ var confFiles = []string{"core-site.xml", "hdfs-site.xml", "yarn-site.xml"}
 
 // LoadConf reads dir's Hadoop XML files; dir empty means $HADOOP_CONF_DIR.
 // A directory without yarn-site.xml is an error naming it.
-func LoadConf(dir string) (*Conf, error) {
+func LoadConf(dir string) (*Conf, error) { return loadConf(dir, true) }
+
+// LoadHDFSConf reads dir's Hadoop XML files as LoadConf does, for a
+// client of HDFS alone: yarn-site.xml may be missing.
+func LoadHDFSConf(dir string) (*Conf, error) { return loadConf(dir, false) }
+
+func loadConf(dir string, needYARN bool) (*Conf, error) {
 	if dir == "" {
 		dir = os.Getenv("HADOOP_CONF_DIR")
 	}
@@ -41,7 +47,7 @@ func LoadConf(dir string) (*Conf, error) {
 		path := filepath.Join(dir, name)
 		b, err := os.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
-			if name == "yarn-site.xml" {
+			if name == "yarn-site.xml" && needYARN {
 				return nil, fmt.Errorf("%w: %s does not exist: HADOOP_CONF_DIR must hold the cluster's yarn-site.xml", ErrConfig, path)
 			}
 			continue

@@ -96,6 +96,8 @@ async function showJob(id) {
       el("td", {class: "num"}, fmt.n(r.rows)), el("td", {class: "num"}, fmt.n(r.rows_per_second)),
       el("td", {class: "num"}, fmt.bytes(Math.round(r.bytes_per_second)) + "/s"), el("td", {class: "num"}, r.steps_per_second ? r.steps_per_second.toFixed(1) : ""),
       el("td", {class: "num"}, r.cpu_percent ? r.cpu_percent.toFixed(0) + "%" : ""), el("td", {class: "num"}, r.memory_bytes ? fmt.bytes(r.memory_bytes) : ""),
+      el("td", {class: "num gpu", title: r.gpus ? r.gpus + " GPU" + (r.gpus > 1 ? "s: mean use, memory in use" : ": use, memory in use") : ""},
+        r.gpus ? Math.round(100 * (r.gpu_util_ratio || 0)) + "% · " + fmt.bytes(r.gpu_memory_bytes || 0) : ""),
       el("td", {}, fmt.ago(r.last_heartbeat)), el("td", {class: "muted"}, r.message || "")));
     const charts = el("div", {class: "charts"}, chart("throughput (rows/s)", j.throughput));
     for (const [name, pts] of Object.entries(j.scalars || {}).sort()) charts.append(chart(name, pts));
@@ -103,7 +105,7 @@ async function showJob(id) {
     show(el("h1", {}, j.name || j.id), head,
       j.reason ? el("div", {class: "reason", id: "reason"}, j.reason) : null,
       el("h2", {}, "Ranks"),
-      el("table", {id: "ranks"}, el("thead", {}, el("tr", {}, ...["Rank", "Role", "Host", "State", "Restarts", "Epoch", "Rows", "Rows/s", "Feed", "Steps/s", "CPU", "Memory", "Heartbeat", ""].map(h => el("th", {}, h)))),
+      el("table", {id: "ranks"}, el("thead", {}, el("tr", {}, ...["Rank", "Role", "Host", "State", "Restarts", "Epoch", "Rows", "Rows/s", "Feed", "Steps/s", "CPU", "Memory", "GPU", "Heartbeat", ""].map(h => el("th", {}, h)))),
         el("tbody", {}, ...rows)),
       el("h2", {}, "Charts"), charts,
       settings.length ? el("details", {}, el("summary", {}, "Settings (" + settings.length + ")"),

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/credentials"
+
 	"github.com/spindle-ml/spindle/internal/peercred"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/server"
@@ -31,10 +33,15 @@ type Options struct {
 
 // Cluster is a set of running servers.
 type Cluster struct {
-	// Addrs are the servers' addresses, by server index.
+	// Addrs are the servers' addresses, by server index (a replacement's
+	// once it replaced one).
 	Addrs   []string
 	Servers []*server.Server
 	kills   []func()
+
+	opts  Options
+	creds credentials.TransportCredentials
+	wg    sync.WaitGroup
 }
 
 // Quiet is a logger that writes nothing.
@@ -46,44 +53,70 @@ func Start(tb testing.TB, o Options) *Cluster {
 	if o.RingVersion == 0 {
 		o.RingVersion = 1
 	}
-	c := &Cluster{}
+	c := &Cluster{opts: o}
 	lns := make([]net.Listener, o.Servers)
 	for i := range lns {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		lns[i] = ln
-		c.Addrs = append(c.Addrs, ln.Addr().String())
+		lns[i] = listen(tb)
+		c.Addrs = append(c.Addrs, lns[i].Addr().String())
 	}
 	ring, err := ps.NewRing(o.RingVersion, c.Addrs, 0)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	creds, err := peercred.New(o.Token, ps.Purpose)
-	if err != nil {
+	if c.creds, err = peercred.New(o.Token, ps.Purpose); err != nil {
 		tb.Fatal(err)
 	}
-	var wg sync.WaitGroup
 	for i, ln := range lns {
-		s, err := server.New(server.Config{Index: i, Ring: ring, Workers: o.Workers, Staleness: o.Staleness,
-			MemoryBytes: o.MemoryBytes, WaitTimeout: o.WaitTimeout, Replicas: o.Replicas, PeerCreds: creds, Logger: Quiet()})
-		if err != nil {
-			tb.Fatal(err)
-		}
+		s, kill := c.serve(tb, i, ring, ln)
 		c.Servers = append(c.Servers, s)
-		ctx, cancel := context.WithCancel(context.Background())
-		kl := &killableListener{Listener: ln}
-		c.kills = append(c.kills, func() { kl.kill(); cancel() })
-		wg.Go(func() { _ = s.Serve(ctx, kl, creds) })
+		c.kills = append(c.kills, kill)
 	}
 	tb.Cleanup(func() {
 		for _, kill := range c.kills {
 			kill()
 		}
-		wg.Wait()
+		c.wg.Wait()
 	})
 	return c
+}
+
+func listen(tb testing.TB) net.Listener {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ln
+}
+
+// serve runs server i of ring on ln; kill cuts it off.
+func (c *Cluster) serve(tb testing.TB, i int, ring *ps.Ring, ln net.Listener) (*server.Server, func()) {
+	o := c.opts
+	s, err := server.New(server.Config{Index: i, Ring: ring, Workers: o.Workers, Staleness: o.Staleness,
+		MemoryBytes: o.MemoryBytes, WaitTimeout: o.WaitTimeout, Replicas: o.Replicas, PeerCreds: c.creds, Logger: Quiet()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	kl := &killableListener{Listener: ln}
+	c.wg.Go(func() { _ = s.Serve(ctx, kl, c.creds) })
+	return s, func() { kl.kill(); cancel() }
+}
+
+// Replace starts a replacement for server i, which must have been killed
+// and taken out of the ring, and has it rejoin the ring at a new address,
+// as a job's replacement parameter server does.
+func (c *Cluster) Replace(tb testing.TB, ctx context.Context, i int) error {
+	tb.Helper()
+	ln := listen(tb)
+	addrs := append([]string(nil), c.Addrs...)
+	addrs[i] = ln.Addr().String()
+	ring, err := ps.NewRing(c.opts.RingVersion, addrs, 0)
+	if err != nil {
+		return err
+	}
+	s, kill := c.serve(tb, i, ring, ln)
+	c.Servers[i], c.Addrs[i], c.kills[i] = s, addrs[i], kill
+	return s.Join(ctx, addrs[i])
 }
 
 // Kill cuts server i off at once: its port and every connection close, as

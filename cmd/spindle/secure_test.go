@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spindle-ml/spindle/internal/krbtest"
+	"github.com/spindle-ml/spindle/internal/testaddr"
+)
+
+// TestSubmitKerberosRefusals: spindle submit to a Kerberized YARN
+// cluster refuses a wrong login before anything runs, with exit status 2
+// and a message naming what is wrong.
+func TestSubmitKerberosRefusals(t *testing.T) {
+	kdc := krbtest.Start(t)
+	kt := kdc.AddPrincipal("alice")
+	t.Setenv("KRB5_CONFIG", kdc.Conf)
+	t.Setenv("KRB5CCNAME", filepath.Join(t.TempDir(), "no-ticket"))
+	conf := t.TempDir()
+	for name, body := range map[string]string{
+		"core-site.xml": `<configuration><property><name>hadoop.security.authentication</name><value>kerberos</value></property></configuration>`,
+		"yarn-site.xml": `<configuration><property><name>yarn.resourcemanager.address</name><value>` + testaddr.Free(t) + `</value></property>` +
+			`<property><name>yarn.resourcemanager.principal</name><value>rm/_HOST@` + krbtest.Realm + `</value></property></configuration>`,
+	} {
+		if err := os.WriteFile(filepath.Join(conf, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("HADOOP_CONF_DIR", conf)
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		says  string
+	}{
+		{"no ticket and no keytab", nil, "run kinit"},
+		{"keytab without principal", []string{"--keytab", kt}, "without its principal (--principal)"},
+		{"wrong realm", []string{"--principal", "alice@WRONG.REALM", "--keytab", kt}, "WRONG.REALM"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			app := newApp()
+			app.Writer, app.ErrWriter = io.Discard, io.Discard
+			args := append(append([]string{"spindle", "submit", "--master", "yarn"}, tc.flags...), "--", "true")
+			err := app.RunContext(ctx, args)
+			if code := exitCode(err); code != exitUsage || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("exit %d: %v; want exit %d saying %q", code, err, exitUsage, tc.says)
+			}
+		})
+	}
+}

@@ -1,0 +1,192 @@
+package yarn
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/user"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	krbclient "github.com/jcmturner/gokrb5/v8/client"
+
+	"github.com/spindle-ml/spindle/driver"
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/kerberos"
+	"github.com/spindle-ml/spindle/yarn/client"
+)
+
+// loginFor reads the cluster's security settings and, on a Kerberized
+// cluster, logs in (--principal and --keytab, or the ticket cache). It
+// sets cfg.User (the staging directory's owner: the login's short name on
+// a Kerberized cluster) and returns the user to name to the
+// ResourceManager. Every error wraps ErrConfig: nothing has run yet.
+func loginFor(conf *client.Conf, cfg *Config) (client.Security, *krbclient.Client, string, error) {
+	sec, err := conf.Security()
+	if err != nil {
+		return sec, nil, "", err
+	}
+	if !sec.Kerberos {
+		if cfg.KerberosPrincipal != "" || cfg.KerberosKeytab != "" {
+			return sec, nil, "", fmt.Errorf("%w: --principal/--keytab given but hadoop.security.authentication is not kerberos in %s", ErrConfig, conf.Dir)
+		}
+		if cfg.User == "" {
+			cfg.User = os.Getenv("HADOOP_USER_NAME")
+		}
+		if cfg.User == "" {
+			u, err := user.Current()
+			if err != nil {
+				return sec, nil, "", fmt.Errorf("%w: no user: set HADOOP_USER_NAME", ErrConfig)
+			}
+			cfg.User = u.Username
+		}
+		return sec, nil, cfg.User, nil
+	}
+	login, err := kerberos.Login(kerberos.Options{Principal: cfg.KerberosPrincipal, Keytab: cfg.KerberosKeytab})
+	if err != nil {
+		return sec, nil, "", fmt.Errorf("%w: hadoop.security.authentication is kerberos (%s): %v", ErrConfig, conf.Dir, err)
+	}
+	cfg.User = login.Credentials.UserName()
+	if short, _, _ := strings.Cut(cfg.User, "/"); short != "" {
+		cfg.User = short
+	}
+	return sec, login, login.Credentials.UserName() + "@" + login.Credentials.Realm(), nil
+}
+
+func destroy(login *krbclient.Client) {
+	if login != nil {
+		login.Destroy()
+	}
+}
+
+var hdfsURIRE = regexp.MustCompile(`hdfs://[^/\s,;'"]*`)
+
+// jobNamenodes returns the HDFS clusters a job touches, as hdfs://authority
+// URIs: the default file system (the staging directory's) and every
+// cluster an hdfs:// URI in the executors' arguments or environment names
+// (inputs, checkpoints, outputs).
+func jobNamenodes(defaultFS string, specs []driver.ExecutorSpec) []string {
+	seen := map[string]bool{}
+	add := func(u string) {
+		p, err := url.Parse(u)
+		if err != nil || p.Host == "" {
+			// hdfs:///path is on the default file system.
+			return
+		}
+		seen["hdfs://"+p.Host] = true
+	}
+	add(defaultFS)
+	for _, s := range specs {
+		for _, a := range s.Args {
+			for _, m := range hdfsURIRE.FindAllString(a, -1) {
+				add(m)
+			}
+		}
+		for _, v := range s.Env {
+			for _, m := range hdfsURIRE.FindAllString(v, -1) {
+				add(m)
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for u := range seen {
+		out = append(out, u)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// addDelegationTokens obtains an HDFS delegation token, renewable by the
+// ResourceManager, from every cluster the job touches, and puts them in
+// the ApplicationMaster's credentials: the AM hands them to every
+// container, whose executors read HDFS with them (they have no ticket).
+func (c *ClusterManager) addDelegationTokens(ctx context.Context, creds *hadooprpc.Credentials, specs []driver.ExecutorSpec) error {
+	renewer := c.sec.Renewer()
+	tokens := map[string]hadooprpc.Token{}
+	for _, uri := range jobNamenodes(c.conf.Get("fs.defaultFS", ""), specs) {
+		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		tok, err := c.resolver.DelegationToken(tctx, uri+"/", renewer)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%w: HDFS delegation token for the job's containers: %v", ErrConfig, err)
+		}
+		creds.Tokens[tok.Service] = tok
+		tokens[uri] = tok
+		c.log.Info("hdfs delegation token obtained", "cluster", uri, "service", tok.Service, "renewer", renewer)
+	}
+	c.mu.Lock()
+	c.tokens = tokens
+	c.mu.Unlock()
+	c.watchLifetimes(tokens)
+	return nil
+}
+
+// lifetimeWarning is the share of a token's maximum lifetime after which
+// the job log warns that the end is coming.
+const lifetimeWarning = 0.75
+
+// watchLifetimes warns in the job log when the first of tokens has lived
+// three quarters of its maximum lifetime: YARN renews the tokens up to it,
+// and a job still running then loses HDFS (obtaining fresh tokens for
+// running executors is not built yet).
+func (c *ClusterManager) watchLifetimes(tokens map[string]hadooprpc.Token) {
+	var first hadooprpc.DelegationTokenIdentifier
+	cluster := ""
+	for uri, tok := range tokens {
+		id, err := hadooprpc.ParseDelegationTokenIdentifier(tok.Identifier)
+		if err != nil {
+			continue
+		}
+		if cluster == "" || id.MaxDate.Before(first.MaxDate) {
+			first, cluster = id, uri
+		}
+	}
+	if cluster == "" {
+		return
+	}
+	life := first.MaxDate.Sub(first.IssueDate)
+	warnAt := first.IssueDate.Add(time.Duration(float64(life) * lifetimeWarning))
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTimer(time.Until(warnAt))
+		defer t.Stop()
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.log.Warn("hdfs delegation tokens near their maximum lifetime: the job cannot reach HDFS after it",
+			"cluster", cluster, "max_date", first.MaxDate.UTC().Format(time.RFC3339), "left", time.Until(first.MaxDate).Round(time.Second),
+			"lifetime", life.Round(time.Second))
+	}()
+}
+
+// cancelDelegationTokens cancels the job's tokens once it has ended.
+func (c *ClusterManager) cancelDelegationTokens(ctx context.Context) {
+	c.mu.Lock()
+	tokens := c.tokens
+	c.tokens = nil
+	c.mu.Unlock()
+	for uri, tok := range tokens {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := c.resolver.CancelDelegationToken(cctx, uri+"/", tok); err != nil {
+			c.log.Warn("cancel an hdfs delegation token", "cluster", uri, "err", err)
+		}
+		cancel()
+	}
+}
+
+// hdfsTokens returns the HDFS delegation tokens of credentials, by alias.
+func hdfsTokens(creds *hadooprpc.Credentials) map[string]hadooprpc.Token {
+	out := map[string]hadooprpc.Token{}
+	for alias, t := range creds.Tokens {
+		if t.Kind == hadooprpc.KindHDFSDelegationToken {
+			out[alias] = t
+		}
+	}
+	return out
+}
