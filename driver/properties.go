@@ -43,6 +43,10 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.Timeline = p.String(config.KeyTimeline)
 	cfg.FailurePolicy = p.String(config.KeyFailurePolicy)
 	cfg.MaxRestarts = p.Int(config.KeyFailureMaxRestarts)
+	cfg.MaxBlamelessRestarts = p.Int(config.KeyFailureMaxBlamelessRestarts)
+	cfg.HostMaxFailures = p.Int(config.KeyFailureHostMaxFailures)
+	cfg.MinExecutors = p.Int(config.KeyFailureMinExecutors)
+	cfg.ElasticWait = p.Duration(config.KeyFailureElasticWait)
 	cfg.EventLogFlush = p.Duration(config.KeyEventLogFlushInterval)
 	cfg.Settings = map[string]string{}
 	for _, s := range p.Settings() {
@@ -129,6 +133,7 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	}
 	cfg.ListenHost = cmp.Or(p.String(config.KeyDriverBindHost), cfg.AdvertiseHost)
 	cfg.Port = p.Int(config.KeyDriverPort)
+	cfg.AdvertisePort = p.Int(config.KeyDriverAdvertisePort)
 	cfg.RegistrationTimeout = p.Duration(config.KeyRegistrationTimeout)
 	cfg.HeartbeatInterval = p.Duration(config.KeyHeartbeatInterval)
 	cfg.HeartbeatTimeout = p.Duration(config.KeyHeartbeatTimeout)

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,8 +18,11 @@ var errStopped = errors.New("driver: job stopped")
 
 // member is one executor of the job as the driver sees it.
 type member struct {
-	id       string
-	host     string
+	id   string
+	host string
+	// placedOn is where the cluster manager placed the executor (its
+	// ExecutorStarted event's Node, else Host), as it names places.
+	placedOn string
 	ports    []uint32
 	pid      int32
 	rank     int
@@ -298,7 +302,7 @@ func (g *roster) exit(r *driverpb.ExitReport) error {
 	case m.execErr != "" && r.GetSetupError():
 		g.failLocked(fmt.Errorf("%w: %s: %s", ErrConfig, m.where(g.mixed), m.execErr))
 	case m.execErr != "":
-		g.failLocked(fmt.Errorf("%s failed: %s", m.where(g.mixed), m.execErr))
+		g.failLocked(m.loss(fmt.Sprintf("%s failed: %s", m.where(g.mixed), m.execErr), false))
 	case m.exitCode != 0 || m.signal != "":
 		status := fmt.Sprintf("exited with status %d", m.exitCode)
 		if m.signal != "" {
@@ -314,7 +318,7 @@ func (g *roster) exit(r *driverpb.ExitReport) error {
 		if tail := strings.TrimRight(m.stderrTail, "\n"); tail != "" {
 			msg += "; last lines of its stderr:\n    " + strings.ReplaceAll(tail, "\n", "\n    ")
 		}
-		g.failLocked(errors.New(msg))
+		g.failLocked(m.loss(msg, false))
 	case m.role == RoleChief:
 		g.succeedLocked("the chief ended")
 	case m.role == RoleWorker && !g.hasChief:
@@ -402,6 +406,9 @@ func (g *roster) executorGone(ev Event) {
 		}
 		return
 	}
+	if m.placedOn == "" {
+		m.placedOn = cmp.Or(ev.Node, ev.Host)
+	}
 	if m.host == "" && ev.Host != "" {
 		m.host = ev.Host
 	}
@@ -419,7 +426,19 @@ func (g *roster) executorGone(ev Event) {
 	if !m.exited && g.spareLocked(m, msg) {
 		return
 	}
-	g.failLocked(errors.New(msg))
+	if ev.Blameless {
+		msg += " (not the job's fault)"
+	}
+	g.failLocked(m.loss(msg, ev.Blameless))
+}
+
+// placed notes the host the cluster manager placed an executor on.
+func (g *roster) placed(ev Event) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if m, ok := g.members[ev.ExecutorID]; ok {
+		m.placedOn = cmp.Or(ev.Node, ev.Host)
+	}
 }
 
 // checkHeartbeats fails the job when a registered, running executor has
@@ -431,7 +450,7 @@ func (g *roster) checkHeartbeats(timeout time.Duration) {
 	for _, id := range g.order {
 		m := g.members[id]
 		if m.registered && !m.exited && now.Sub(m.lastSeen) > timeout {
-			g.failLocked(fmt.Errorf("%s was lost: no heartbeat for %s", m.where(g.mixed), now.Sub(m.lastSeen).Round(time.Second)))
+			g.failLocked(m.loss(fmt.Sprintf("%s was lost: no heartbeat for %s", m.where(g.mixed), now.Sub(m.lastSeen).Round(time.Second)), false))
 			return
 		}
 	}

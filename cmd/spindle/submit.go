@@ -33,7 +33,7 @@ var submitFlags = []keyFlag{
 	{&cli.StringFlag{Name: "master", Usage: "where executors run: local, local[N], spindle://host:port,... (standalone masters)"}, config.KeyMaster},
 	{&cli.StringFlag{Name: "deploy-mode", Usage: "where the driver runs: client (here) or cluster (in the YARN ApplicationMaster; --master yarn)"}, config.KeyDeployMode},
 	{&cli.StringFlag{Name: "name", Usage: "job `NAME` shown in logs and status"}, config.KeyAppName},
-	{&cli.StringFlag{Name: "num-executors", Usage: "number of executors, one training rank each (default 2)"}, config.KeyExecutorInstances},
+	{&cli.StringFlag{Name: "num-executors", Usage: "number of executors, one training rank each (default 2); MIN:MAX for spindle.failure.policy elastic"}, config.KeyExecutorInstances},
 	{&cli.StringFlag{Name: "executor-cores", Usage: "CPU cores per executor"}, config.KeyExecutorCores},
 	{&cli.StringFlag{Name: "executor-memory", Usage: "memory per executor, like 4g"}, config.KeyExecutorMemory},
 	{&cli.StringFlag{Name: "executor-gpus", Usage: "GPUs per executor"}, config.KeyExecutorGPUs},

@@ -303,7 +303,7 @@ func validateGang(req *pb.RequestExecutorsRequest) ([]ask, error) {
 		}
 		seen[e.GetId()] = true
 		asks = append(asks, ask{ID: e.GetId(), Role: e.GetRole(), Cores: int(e.GetCores()), MemoryMB: e.GetMemoryMb(),
-			GPUs: int(e.GetGpus()), Preferred: e.GetPreferredHosts()})
+			GPUs: int(e.GetGpus()), Preferred: e.GetPreferredHosts(), Excluded: e.GetExcludedHosts()})
 	}
 	return asks, nil
 }

@@ -1178,7 +1178,10 @@ type ExecutorRequest struct {
 	PreferredHosts []string          `protobuf:"bytes,7,rep,name=preferred_hosts,json=preferredHosts,proto3" json:"preferred_hosts,omitempty"`
 	// role is the executor's role in its job (worker, chief, ps), shown in
 	// status; empty means worker.
-	Role          string `protobuf:"bytes,8,opt,name=role,proto3" json:"role,omitempty"`
+	Role string `protobuf:"bytes,8,opt,name=role,proto3" json:"role,omitempty"`
+	// excluded_hosts are hosts (or worker ids) where the job failed
+	// repeatedly: the executor is not placed there.
+	ExcludedHosts []string `protobuf:"bytes,9,rep,name=excluded_hosts,json=excludedHosts,proto3" json:"excluded_hosts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1267,6 +1270,13 @@ func (x *ExecutorRequest) GetRole() string {
 		return x.Role
 	}
 	return ""
+}
+
+func (x *ExecutorRequest) GetExcludedHosts() []string {
+	if x != nil {
+		return x.ExcludedHosts
+	}
+	return nil
 }
 
 type RequestExecutorsRequest struct {
@@ -2682,7 +2692,7 @@ const file_standalone_proto_rawDesc = "" +
 	"\x13AppHeartbeatRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\"M\n" +
 	"\x14AppHeartbeatResponse\x125\n" +
-	"\x05state\x18\x01 \x01(\x0e2\x1f.spindle.standalone.v1.AppStateR\x05state\"\xb4\x02\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x1f.spindle.standalone.v1.AppStateR\x05state\"\xdb\x02\n" +
 	"\x0fExecutorRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04args\x18\x02 \x03(\tR\x04args\x12A\n" +
@@ -2691,7 +2701,8 @@ const file_standalone_proto_rawDesc = "" +
 	"\tmemory_mb\x18\x05 \x01(\x03R\bmemoryMb\x12\x12\n" +
 	"\x04gpus\x18\x06 \x01(\x05R\x04gpus\x12'\n" +
 	"\x0fpreferred_hosts\x18\a \x03(\tR\x0epreferredHosts\x12\x12\n" +
-	"\x04role\x18\b \x01(\tR\x04role\x1a6\n" +
+	"\x04role\x18\b \x01(\tR\x04role\x12%\n" +
+	"\x0eexcluded_hosts\x18\t \x03(\tR\rexcludedHosts\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xca\x01\n" +
