@@ -302,10 +302,10 @@ func runningExecutor(t *testing.T, s *site, j *job) yarntest.ContainerInfo {
 // application ends FAILED and its staging directory goes. A container
 // killed behind YARN's back is reported with its container and exit
 // status. YARN stops a preempted or memory-killed container with SIGTERM
-// before SIGKILL, as the NodeManager does; today the executor's own report
-// of that SIGTERM reaches the driver before the AM's event with YARN's
-// reason, so the job's error names the executor but not yet the reason
-// (TestContainerEnds checks the AM's events carry it).
+// before SIGKILL, as the NodeManager does: the executor's own report of
+// that SIGTERM reaches the driver first, and the driver waits for the AM's
+// event, so the job's error gives YARN's reason (and says a preemption was
+// not the job's fault).
 func TestSubmitContainerEnds(t *testing.T) {
 	s := startSite(t, yarntest.Config{NodeManagers: 2})
 	data := t.TempDir()
@@ -316,8 +316,8 @@ func TestSubmitContainerEnds(t *testing.T) {
 		want  []string
 	}{
 		{"killed", s.yarn.KillContainer, []string{"exited with status 137"}},
-		{"preempted", s.yarn.Preempt, nil},
-		{"physical memory", func(id string) error { return s.yarn.KillForMemory(id, true) }, nil},
+		{"preempted", s.yarn.Preempt, []string{"preempted by YARN", "not the job's fault"}},
+		{"physical memory", func(id string) error { return s.yarn.KillForMemory(id, true) }, []string{"exceeding its physical memory limit"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := s.submit(t, "--name", "victim", "--num-executors", "2", "--executor-memory", "256m",
