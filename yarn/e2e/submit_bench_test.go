@@ -102,7 +102,9 @@ func untilLine(b *testing.B, cmd *exec.Cmd, env []string, re *regexp.Regexp) tim
 	cmd.Stdout, cmd.Stderr = pw, pw
 	var out strings.Builder
 	found := make(chan time.Duration, 1)
+	scanned := make(chan struct{})
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
@@ -127,9 +129,12 @@ func untilLine(b *testing.B, cmd *exec.Cmd, env []string, re *regexp.Regexp) tim
 	case <-found:
 		took = time.Since(start)
 	case err := <-done:
+		<-scanned
 		b.Fatalf("%s ended (%v) before %s:\n%s", cmd.Args[0], err, re, out.String())
 	case <-time.After(5 * time.Minute):
 		cmd.Process.Kill()
+		<-done
+		<-scanned
 		b.Fatalf("%s: no %s within 5 minutes:\n%s", cmd.Args[0], re, out.String())
 	}
 	select {
@@ -137,6 +142,10 @@ func untilLine(b *testing.B, cmd *exec.Cmd, env []string, re *regexp.Regexp) tim
 	case <-time.After(2 * time.Minute):
 		cmd.Process.Kill()
 		<-done
+	}
+	<-scanned
+	if testing.Verbose() {
+		b.Logf("%s (running after %s):\n%s", strings.Join(cmd.Args, " "), took, out.String())
 	}
 	return took
 }
