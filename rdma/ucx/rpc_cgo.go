@@ -898,10 +898,13 @@ func (c *Conn) Call(ctx context.Context, head []byte, body [][]byte, into []byte
 		}
 	}
 	n.mu.Lock()
-	if n.closed || c.gone {
+	if n.closed || c.gone || c.lost.Load() != nil {
 		n.mu.Unlock()
 		unpin()
 		Reply{d: d, s: s}.Release()
+		if e := c.lost.Load(); e != nil {
+			return Reply{}, *e
+		}
 		return Reply{}, fmt.Errorf("%w: %w", ErrLost, errClosed)
 	}
 	var st C.int

@@ -29,6 +29,9 @@ type Options struct {
 	WaitTimeout      time.Duration
 	RingVersion      uint64
 	Replicas         int
+	// DataLink is the servers' data link (server.Config.DataLink): "ucx"
+	// serves pulls and pushes over UCX too.
+	DataLink string
 }
 
 // Cluster is a set of running servers.
@@ -92,14 +95,15 @@ func listen(tb testing.TB) net.Listener {
 func (c *Cluster) serve(tb testing.TB, i int, ring *ps.Ring, ln net.Listener) (*server.Server, func()) {
 	o := c.opts
 	s, err := server.New(server.Config{Index: i, Ring: ring, Workers: o.Workers, Staleness: o.Staleness,
-		MemoryBytes: o.MemoryBytes, WaitTimeout: o.WaitTimeout, Replicas: o.Replicas, PeerCreds: c.creds, Logger: Quiet()})
+		MemoryBytes: o.MemoryBytes, WaitTimeout: o.WaitTimeout, Replicas: o.Replicas, PeerCreds: c.creds, DataLink: o.DataLink, Logger: Quiet()})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	kl := &killableListener{Listener: ln}
 	c.wg.Go(func() { _ = s.Serve(ctx, kl, c.creds) })
-	return s, func() { kl.kill(); cancel() }
+	// The data link closes with the port, as a killed process's would.
+	return s, func() { kl.kill(); s.CloseDataLink(); cancel() }
 }
 
 // Replace starts a replacement for server i, which must have been killed
@@ -119,8 +123,8 @@ func (c *Cluster) Replace(tb testing.TB, ctx context.Context, i int) error {
 	return s.Join(ctx, addrs[i])
 }
 
-// Kill cuts server i off at once: its port and every connection close, as
-// a killed process's kernel closes them.
+// Kill cuts server i off at once: its port, every connection and its UCX
+// data link close, as a killed process's kernel closes them.
 func (c *Cluster) Kill(i int) { c.kills[i]() }
 
 // killableListener remembers the connections it accepted, so that Kill
