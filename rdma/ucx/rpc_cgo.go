@@ -377,9 +377,14 @@ func newIovs() iovs {
 	return iovs{(*C.spx_iov)(C.calloc(maxBody+2, C.size_t(unsafe.Sizeof(C.spx_iov{}))))}
 }
 
+// set points piece i at n bytes at p. The address is stored as an
+// integer: a pointer store into C memory would go through the garbage
+// collector's write barrier, which takes the entry's old contents (a Go
+// buffer of an earlier call, freed since) for a live pointer.
 func (v iovs) set(i int, p unsafe.Pointer, n int) {
 	e := (*C.spx_iov)(unsafe.Add(unsafe.Pointer(v.p), uintptr(i)*unsafe.Sizeof(C.spx_iov{})))
-	e.buf, e.len = p, C.size_t(n)
+	*(*uintptr)(unsafe.Pointer(&e.buf)) = uintptr(p)
+	e.len = C.size_t(n)
 }
 
 // reqDone checks *r, freeing it once it has ended; mu is held.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"runtime/debug"
+	"sync"
 	"testing"
 	"time"
 )
@@ -173,4 +175,41 @@ func TestLostSessionFailsCall(t *testing.T) {
 	if _, err := c.Call(context.Background(), nil, nil, nil); !errors.Is(err, ErrLost) {
 		t.Fatalf("a call on a closed session: %v", err)
 	}
+}
+
+// Calls from several goroutines at once, with bodies and payloads in Go
+// memory that the collector frees between calls (collecting often): the
+// link must leave no stale pointer behind for the collector to find, and
+// every reply must be its own call's.
+func TestConcurrentCallsUnderGC(t *testing.T) {
+	_, _, c, _ := rpcPair(t, echo)
+	defer debug.SetGCPercent(debug.SetGCPercent(5))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 100 {
+				n := (i*7919+g*131)%(1<<20) + 2
+				a, b := bytes.Repeat([]byte{byte(g + 1)}, n/2), bytes.Repeat([]byte{byte(i%50 + 1)}, n-n/2)
+				var into []byte
+				if i%2 == 0 {
+					into = make([]byte, n)
+				}
+				r, err := c.Call(ctx, []byte{byte(g), byte(i)}, [][]byte{a, b}, into)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ok := len(r.Payload) == n && r.Payload[0] == byte(2*(g+1)) && r.Payload[n-1] == byte(2*(i%50+1)) &&
+					len(r.Head) == 2 && r.Head[0] == byte(i) && r.Head[1] == byte(g) && r.InPlace == (into != nil)
+				r.Release()
+				if !ok {
+					t.Errorf("goroutine %d call %d: a reply that is not its own", g, i)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

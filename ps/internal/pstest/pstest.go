@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,7 +81,26 @@ func Start(tb testing.TB, o Options) *Cluster {
 		}
 		c.wg.Wait()
 	})
+	c.waitDataLinks(tb)
 	return c
+}
+
+// waitDataLinks waits until every server's UCX data link is up, when the
+// cluster has one: a server starts it as it starts serving, reading
+// UCX_TLS then, and a test may change UCX_TLS next for its clients.
+func (c *Cluster) waitDataLinks(tb testing.TB) {
+	if !strings.HasPrefix(c.opts.DataLink, "ucx") || strings.HasSuffix(c.opts.DataLink, ":declined") {
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, s := range c.Servers {
+		for s.DataLinkAddress() == nil {
+			if time.Now().After(deadline) {
+				tb.Fatalf("a server's UCX data link did not start within 10s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 }
 
 func listen(tb testing.TB) net.Listener {
