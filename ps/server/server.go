@@ -87,6 +87,8 @@ type Server struct {
 	// to a new ring and copies rows to their new backups.
 	gate    sync.RWMutex
 	applied *dedupe
+	// sent remembers what a failed push's replication sent each backup.
+	sent    *sentParts
 	viewMu  sync.Mutex // serialises ReportDead
 	adoptMu sync.Mutex // serialises AdoptRing
 	peersMu sync.Mutex
@@ -135,6 +137,7 @@ func New(cfg Config) (*Server, error) {
 	s.ring.Store(cfg.Ring)
 	s.data.spec = link
 	s.applied = newDedupe()
+	s.sent = newSentParts()
 	s.peers = map[string]*grpc.ClientConn{}
 	s.budget = budget{limit: cfg.MemoryBytes, full: s.memoryFull}
 	s.ckpt = checkpoints{byClock: map[int64]*pendingCkpt{}, restored: map[string]int64{}}
@@ -371,7 +374,7 @@ func (s *Server) Push(ctx context.Context, req *pspb.PushRequest) (*pspb.PushRes
 		}()
 		// The backups first: a push this server applied is one they have.
 		if s.cfg.Replicas > 0 {
-			if b, err := s.replicate(ctx, ring, req, keys, grads, t); err != nil {
+			if b, err := s.replicate(ctx, ring, req, id, keys, grads, t); err != nil {
 				down = b
 				return nil, err
 			}
