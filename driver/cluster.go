@@ -25,6 +25,10 @@ type ExecutorSpec struct {
 	GPUs     int
 	// PreferredHosts are hosts holding the executor's input (locality hints).
 	PreferredHosts []string
+	// ExcludedHosts are hosts where the job's ranks or executors failed
+	// repeatedly (spindle.failure.hostMaxFailures): cluster managers that
+	// choose hosts must not place the executor there.
+	ExcludedHosts []string
 }
 
 // EventKind says what happened to an executor.
@@ -58,6 +62,10 @@ type Event struct {
 	ExecutorID string
 	Kind       EventKind
 	Host       string
+	// Node is the cluster manager's own name for where the executor runs,
+	// when it is finer than Host (a standalone worker's id: several
+	// workers may share a host). ExcludedHosts may name it.
+	Node string
 	// ExitCode is the process exit status for ExecutorExited (-1 when killed by a signal).
 	ExitCode int
 	// Message explains the event ("worker w2 stopped heartbeating", "signal: killed").

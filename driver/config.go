@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/internal/config"
 )
@@ -42,6 +44,8 @@ type Config struct {
 	PartitionColumns []string
 	// Flight reaches the Arrow Flight services of grpc:// inputs.
 	Flight feed.FlightOptions
+	// FlightPut shapes a flight-put: input (pushed by producers).
+	FlightPut FlightPutConfig
 
 	// Feed settings (see driverpb.FeedTask).
 	FeedMode          string
@@ -92,6 +96,9 @@ type Config struct {
 	ListenHost, AdvertiseHost string
 	// Port is the control-plane port; 0 picks a free one.
 	Port int
+	// AdvertisePort, when set, is the port executors dial instead of the
+	// one the driver listens on (something forwards it).
+	AdvertisePort int
 
 	RegistrationTimeout time.Duration
 	HeartbeatInterval   time.Duration
@@ -137,11 +144,34 @@ type Config struct {
 	// the restarts of PolicyRestart.
 	FailurePolicy string
 	MaxRestarts   int
+	// MinExecutors is, under PolicyElastic, the fewest workers the job
+	// runs with (NumExecutors is the most); 0 means NumExecutors.
+	MinExecutors int
+	// ElasticWait is how long an elastic job waits for room for more
+	// executors than MinExecutors before it asks for fewer.
+	ElasticWait time.Duration
+	// MaxBlamelessRestarts bounds the restarts after losses that were not
+	// the job's fault (Event.Blameless), which MaxRestarts does not count.
+	MaxBlamelessRestarts int
+	// HostMaxFailures is how many failures on one host keep the job's
+	// later generations off it (ExecutorSpec.ExcludedHosts); 0 never does.
+	HostMaxFailures int
 	// Timeline, when set, is the file where the job's Chrome-trace
 	// timeline is written (spindle.timeline).
 	Timeline string
 
 	Logger *slog.Logger
+}
+
+// FlightPutConfig shapes a flight-put: input: the schema producers must
+// push (nil: the first producer's), the rows that end it (0: an
+// end-of-input action does), the driver's buffer bound, and the file the
+// producers' token is written to (empty: one in the temporary directory).
+type FlightPutConfig struct {
+	Schema      *arrow.Schema
+	Rows        int64
+	BufferBytes int64
+	TokenFile   string
 }
 
 // DefaultConfig returns the built-in defaults: those of the config
@@ -167,8 +197,20 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
 	}
 	for _, in := range c.Inputs {
-		if feed.IsFlightURI(in) && c.FeedMode == "direct" {
+		if (feed.IsFlightURI(in) || feed.IsFlightPutURI(in)) && c.FeedMode == "direct" {
 			return bad("--input %s: an Arrow Flight stream is fed by the executors; use --feed arrow or tensor (direct mode reads files)", in)
+		}
+		if feed.IsFlightPutURI(in) {
+			if len(c.Inputs) > 1 {
+				return bad("--input %s: pushed input is the job's only input; drop the other --input", in)
+			}
+			if _, err := feed.ParseFlightPutURI(in); err != nil {
+				return bad("%v", err)
+			}
+			if c.FailurePolicy == PolicyRestart || c.FailurePolicy == PolicyElastic {
+				return bad("--input %s: a job whose input is pushed cannot be restarted or resized (pushed rows are fed once); "+
+					"set spindle.failure.policy=fail", in)
+			}
 		}
 	}
 	if c.Timeline != "" {
@@ -202,13 +244,43 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Port < 0 || c.Port > 65535:
 		return bad("driver port %d: want 0 (any free port) to 65535", c.Port)
+	case c.AdvertisePort > 0 && c.Port == 0:
+		return bad("spindle.driver.advertisePort %d needs a fixed spindle.driver.port for it to forward to", c.AdvertisePort)
 	case c.RegistrationTimeout <= 0:
 		return bad("registration timeout %s: must be positive", c.RegistrationTimeout)
 	case c.Timeout < 0:
 		return bad("job timeout %s: must not be negative (0: no limit)", c.Timeout)
 	}
+	if err := c.checkElastic(); err != nil {
+		return err
+	}
 	if err := c.checkEnv(); err != nil {
 		return err
 	}
 	return c.checkShippedNames()
+}
+
+// checkElastic checks --num-executors MIN:MAX against the policy.
+func (c *Config) checkElastic() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, a...))
+	}
+	if c.MinExecutors == 0 {
+		c.MinExecutors = c.NumExecutors
+	}
+	switch {
+	case c.MinExecutors < 1 || c.MinExecutors > c.NumExecutors:
+		return bad("--num-executors %d:%d (spindle.failure.minExecutors): want 1 <= MIN <= MAX", c.MinExecutors, c.NumExecutors)
+	case c.FailurePolicy != PolicyElastic && c.MinExecutors != c.NumExecutors:
+		return bad("--num-executors %d:%d (spindle.failure.minExecutors %d) needs spindle.failure.policy elastic", c.MinExecutors, c.NumExecutors, c.MinExecutors)
+	case c.FailurePolicy != PolicyElastic:
+		return nil
+	case c.Chief || c.PS.Count > 0:
+		return bad("spindle.failure.policy elastic runs workers only: a job with a chief or parameter servers cannot change its size")
+	case c.FeedMode == "direct":
+		return bad("spindle.failure.policy elastic needs --feed arrow or tensor: a direct-mode reader cannot take the rest of an epoch dealt by another world")
+	case c.ElasticWait <= 0:
+		return bad("spindle.failure.elasticWait %s: must be positive", c.ElasticWait)
+	}
+	return nil
 }

@@ -49,6 +49,14 @@ type Driver struct {
 	obs *observer
 	// hadoopConf are the Hadoop configuration files executors fetch.
 	hadoopConf []string
+	// resumer finds the checkpoint each generation resumes from; nil
+	// without a checkpoint directory.
+	resumer *resumer
+	// grow, while an elastic generation runs, says whether to stop it
+	// and grow (checked on the driver's ticks); nil otherwise.
+	grow func(context.Context) bool
+	// push is the endpoint of a flight-put: input, once planned.
+	push *pushInput
 }
 
 // New returns a Driver for cfg that gets its executors from cm. The
@@ -98,15 +106,32 @@ func newJobID() string {
 // Plan lists the inputs and cuts them into per-rank splits. Run calls it;
 // it is exported so a submit can check its inputs without running.
 func (d *Driver) Plan(ctx context.Context) (*feed.JobPlan, error) {
+	return d.planFor(ctx, d.cfg.NumExecutors)
+}
+
+// planFor plans the input for n ranks.
+func (d *Driver) planFor(ctx context.Context, n int) (*feed.JobPlan, error) {
 	c := d.cfg
 	if len(c.Inputs) == 0 {
 		// A job without input (it loads its own data) has nothing to plan.
-		return &feed.JobPlan{Ranks: make([][]feed.Split, c.NumExecutors), RowsPerRank: make([]int64, c.NumExecutors)}, nil
+		return &feed.JobPlan{Ranks: make([][]feed.Split, n), RowsPerRank: make([]int64, n)}, nil
+	}
+	if c.isPush() {
+		plan, err := d.planPush(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if c.FeedMode == "tensor" {
+			if err := wire.CheckTensorSchema(plan.Schema, c.LabelColumn); err != nil {
+				return nil, fmt.Errorf("tensor feed: %w", err)
+			}
+		}
+		return plan, nil
 	}
 	plan, err := feed.Plan(ctx, d.res, feed.PlanRequest{
 		Inputs:      c.Inputs,
 		Format:      c.Format,
-		Ranks:       c.NumExecutors,
+		Ranks:       n,
 		Columns:     c.Columns,
 		LabelColumn: c.LabelColumn,
 		CSV:         c.CSV,
@@ -132,6 +157,7 @@ func (d *Driver) Plan(ctx context.Context) (*feed.JobPlan, error) {
 func (d *Driver) run(ctx context.Context) error {
 	c := d.cfg
 	start := time.Now()
+	defer d.stopPush()
 	plan, err := d.Plan(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -160,19 +186,73 @@ func (d *Driver) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if d.resumer, err = d.newResumer(ctx, plan, target, start); err != nil {
+		return err
+	}
 	if len(roles) > 1 {
 		d.logger.Info("job roles", "roles", roleCounts(roles))
 	}
-	return d.generations(ctx, plan, slots, tasks, served, start)
+	full := &world{n: c.NumExecutors, plan: plan, target: target, slots: slots, tasks: tasks}
+	if c.FailurePolicy == PolicyElastic {
+		worlds := map[int]*world{full.n: full}
+		build := func(ctx context.Context, n int) (*world, error) {
+			if w := worlds[n]; w != nil {
+				return w, nil
+			}
+			p, err := d.planFor(ctx, n)
+			if err != nil {
+				return nil, fmt.Errorf("plan the input for %d ranks: %w", n, err)
+			}
+			wc := c
+			wc.NumExecutors = n
+			w := &world{n: n, plan: p, target: feed.EvenTarget(p.RowsPerRank, c.BatchRows, c.EvenBatches), slots: layout(wc.Roles())}
+			if w.tasks, err = d.taskBuilder(p, w.target, w.slots, files, pyFiles, archives); err != nil {
+				return nil, err
+			}
+			worlds[n] = w
+			return w, nil
+		}
+		return d.elastic(ctx, build, served, start)
+	}
+	return d.generations(ctx, full, served, start)
+}
+
+// world is the job's gang at one size: its plan, slots and tasks.
+type world struct {
+	n      int
+	plan   *feed.JobPlan
+	target int64
+	slots  []slot
+	tasks  taskBuilder
+}
+
+// genStart is where a generation starts: the checkpoint its processes
+// load and where each rank's feed starts (nil: afresh).
+type genStart struct {
+	checkpoint string
+	step       int64
+	feed       []*rankStart // by rank; nil for a rank without a position
+}
+
+// rankStart is where one rank's feed starts.
+type rankStart struct {
+	epoch int
+	batch int64
+	// rest, when set, deals epoch epoch as segments of the epochs of an
+	// earlier world's ranks, padded to restBatches batches.
+	hasRest     bool
+	rest        []feed.Segment
+	restBatches int64
 }
 
 // generation runs one gang of the job (the first, or a restart's) to its
 // end. launched says whether its executors were started, so that a
 // failure to get them is not taken for a training failure.
-func (d *Driver) generation(ctx context.Context, gen int, plan *feed.JobPlan, slots []slot, tasks taskBuilder,
-	served map[string]string, start time.Time) (launched bool, err error) {
+func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[string]string, start time.Time,
+	excluded []string, from *genStart, requestTimeout time.Duration) (launched bool, err error) {
 	c := d.cfg
-	slots = generationSlots(slots, gen)
+	plan, tasks := w.plan, w.tasks
+	slots := generationSlots(w.slots, gen)
 	lis, err := net.Listen("tcp", net.JoinHostPort(c.ListenHost, strconv.Itoa(c.Port)))
 	if err != nil {
 		return false, fmt.Errorf("listen for executors on %s:%d: %w", c.ListenHost, c.Port, err)
@@ -188,6 +268,16 @@ func (d *Driver) generation(ctx context.Context, gen int, plan *feed.JobPlan, sl
 		t, err := tasks(rank)
 		if t != nil {
 			t.Generation = int32(gen)
+			if from != nil {
+				t.ResumeCheckpoint, t.ResumeStep = from.checkpoint, from.step
+				if rank < len(from.feed) && from.feed[rank] != nil && t.Feed.GetMode() != "" {
+					rs := from.feed[rank]
+					t.Feed.StartEpoch, t.Feed.StartBatch = int32(rs.epoch), rs.batch
+					if rs.hasRest {
+						t.Feed.HasRest, t.Feed.Rest, t.Feed.RestBatches = true, driverpb.SegmentsFromFeed(rs.rest), rs.restBatches
+					}
+				}
+			}
 		}
 		return t, err
 	}
@@ -210,6 +300,10 @@ func (d *Driver) generation(ctx context.Context, gen int, plan *feed.JobPlan, sl
 	if err != nil {
 		return false, err
 	}
+	if c.AdvertisePort > 0 {
+		host, _, _ := net.SplitHostPort(addr)
+		addr = net.JoinHostPort(host, strconv.Itoa(c.AdvertisePort))
+	}
 	d.logger.Info("control plane listening", "addr", lis.Addr().String(), "advertised", addr, "generation", gen)
 	specs := make([]ExecutorSpec, len(slots))
 	for i, s := range slots {
@@ -221,12 +315,14 @@ func (d *Driver) generation(ctx context.Context, gen int, plan *feed.JobPlan, sl
 			Cores:    s.spec.Cores,
 			MemoryMB: s.spec.MemoryMB,
 			GPUs:     s.spec.GPUs,
+
+			ExcludedHosts: slices.Clone(excluded),
 		}
 		if s.role.Feeds() && s.roleRank < len(plan.Ranks) {
 			specs[i].PreferredHosts = preferredHosts(plan.Ranks[s.roleRank])
 		}
 	}
-	launched, runErr := d.watch(ctx, g, specs, start)
+	launched, runErr := d.watch(ctx, g, specs, start, requestTimeout)
 	if err := d.release(); err != nil {
 		d.logger.Warn("release executors", "err", err)
 	}
@@ -244,9 +340,8 @@ func (d *Driver) executorArgs(addr, id string) []string {
 }
 
 // watch requests the gang and follows it to the job's end.
-func (d *Driver) watch(ctx context.Context, g *roster, specs []ExecutorSpec, start time.Time) (launched bool, err error) {
-	c := d.cfg
-	reqCtx, cancel := context.WithTimeout(ctx, c.RegistrationTimeout)
+func (d *Driver) watch(ctx context.Context, g *roster, specs []ExecutorSpec, start time.Time, requestTimeout time.Duration) (launched bool, err error) {
+	reqCtx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	if err := d.cm.Request(reqCtx, specs); err != nil {
 		if ctx.Err() != nil {
@@ -284,6 +379,8 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 			g.fail(fmt.Errorf("gang registration timed out after %s: %s", c.RegistrationTimeout, g.missing()))
 		case ev := <-d.cm.Events():
 			switch ev.Kind {
+			case ExecutorStarted:
+				g.placed(ev)
 			case ExecutorExited, ExecutorLost:
 				g.executorGone(ev)
 			}
@@ -291,6 +388,9 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 			replacing.Go(func() { d.replacePS(replaceCtx, g, specs, lost) })
 		case now := <-tick.C:
 			g.checkHeartbeats(c.HeartbeatTimeout)
+			if d.grow != nil && ready == nil && d.grow(ctx) {
+				g.fail(errGrow)
+			}
 			snap := g.snapshot()
 			prog.update(now, snap)
 			d.obs.progress(now, snap)
@@ -299,6 +399,9 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 			// repeat the rank's stderr a second time.
 			err := g.err()
 			d.logger.Debug("job failed", "err", err)
+			if errors.Is(err, errGrow) {
+				return err
+			}
 			if others := len(specs) - 1; others > 0 && c.Console != nil {
 				prog.finish()
 				c.Console.Eprintln(fmt.Sprintf("job failed; stopping the other %d executors (their training processes get %s to exit)", others, c.StopGrace))
@@ -430,6 +533,12 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot, fil
 		}
 		schemaIPC = buf.Bytes()
 	}
+	// Pushed input is kept even by the driver as it deals the rows: the
+	// ranks feed what they get.
+	evenOnRanks := c.EvenBatches
+	if d.push != nil {
+		evenOnRanks = feed.EvenOff
+	}
 	return func(rank int) (*driverpb.Task, error) {
 		if rank < 0 || rank >= len(slots) {
 			return nil, fmt.Errorf("no rank %d in a job of %d", rank, len(slots))
@@ -478,7 +587,7 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot, fil
 				PrefetchBatches:   int32(c.PrefetchBatches),
 				MemoryBudget:      c.MemoryBudget,
 				CacheBytes:        c.CacheMemory,
-				EvenBatches:       string(c.EvenBatches),
+				EvenBatches:       string(evenOnRanks),
 				TargetBatches:     target,
 				FlightToken:       c.Flight.Token,
 				FlightCaFile:      c.Flight.CAFile,

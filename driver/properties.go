@@ -43,6 +43,10 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.Timeline = p.String(config.KeyTimeline)
 	cfg.FailurePolicy = p.String(config.KeyFailurePolicy)
 	cfg.MaxRestarts = p.Int(config.KeyFailureMaxRestarts)
+	cfg.MaxBlamelessRestarts = p.Int(config.KeyFailureMaxBlamelessRestarts)
+	cfg.HostMaxFailures = p.Int(config.KeyFailureHostMaxFailures)
+	cfg.MinExecutors = p.Int(config.KeyFailureMinExecutors)
+	cfg.ElasticWait = p.Duration(config.KeyFailureElasticWait)
 	cfg.EventLogFlush = p.Duration(config.KeyEventLogFlushInterval)
 	cfg.Settings = map[string]string{}
 	for _, s := range p.Settings() {
@@ -70,6 +74,13 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.Columns = p.List(config.KeyInputColumns)
 	cfg.PartitionColumns = p.List(config.KeyPartitionColumns)
 	cfg.Flight = feed.FlightOptions{Token: p.String(config.KeyFlightToken), CAFile: p.String(config.KeyFlightCAFile)}
+	cfg.FlightPut = FlightPutConfig{Rows: int64(p.Int(config.KeyFlightPutRows)), BufferBytes: p.Bytes(config.KeyFlightPutBuffer),
+		TokenFile: p.String(config.KeyFlightPutTokenFile)}
+	if spec := p.String(config.KeyFlightPutSchema); spec != "" {
+		if cfg.FlightPut.Schema, err = feed.ParseSchemaSpec(spec); err != nil {
+			return cfg, master, fmt.Errorf("%w: %s: %s: %v", ErrConfig, p.Source(config.KeyFlightPutSchema), config.KeyFlightPutSchema, err)
+		}
+	}
 	if len(cfg.PartitionColumns) > 0 && p.String(config.KeyFeedMode) == "direct" {
 		return cfg, master, fmt.Errorf("%s: %s: partition columns are not read in direct mode (the training process reads the files itself); use --feed arrow or tensor",
 			p.Source(config.KeyPartitionColumns), config.KeyPartitionColumns)
@@ -122,6 +133,7 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	}
 	cfg.ListenHost = cmp.Or(p.String(config.KeyDriverBindHost), cfg.AdvertiseHost)
 	cfg.Port = p.Int(config.KeyDriverPort)
+	cfg.AdvertisePort = p.Int(config.KeyDriverAdvertisePort)
 	cfg.RegistrationTimeout = p.Duration(config.KeyRegistrationTimeout)
 	cfg.HeartbeatInterval = p.Duration(config.KeyHeartbeatInterval)
 	cfg.HeartbeatTimeout = p.Duration(config.KeyHeartbeatTimeout)

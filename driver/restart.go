@@ -1,9 +1,11 @@
 package driver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,35 +24,135 @@ const (
 	PolicyRestart = "restart"
 )
 
-// generations runs the job's gang, and under PolicyRestart new gangs after
-// failures, until one succeeds, a failure is not one a restart can help,
-// or the restarts are used up.
-func (d *Driver) generations(ctx context.Context, plan *feed.JobPlan, slots []slot, tasks taskBuilder,
-	served map[string]string, start time.Time) error {
-	c := d.cfg
-	for gen := 0; ; gen++ {
-		launched, err := d.generation(ctx, gen, plan, slots, tasks, served, start)
-		switch {
-		case err == nil:
-			return nil
-		case c.FailurePolicy != PolicyRestart || !launched || !restartable(err) || ctx.Err() != nil:
-			if gen > 0 {
-				return fmt.Errorf("%w (generation %d, after %d restart%s)", err, gen, gen, plural(gen))
-			}
-			return err
-		case gen >= c.MaxRestarts:
-			return fmt.Errorf("%w (the job was restarted %d time%s, spindle.failure.maxRestarts)", err, gen, plural(gen))
-		}
-		reason, _, _ := strings.Cut(err.Error(), "\n")
-		d.logger.Warn("job failed; restarting it", "generation", gen+1, "of", c.MaxRestarts, "reason", reason)
-		if c.Console != nil {
-			c.Console.Eprintln(fmt.Sprintf("job %s failed: %s; restarting every rank (restart %d of %d), each from its latest checkpoint",
-				c.JobID, reason, gen+1, c.MaxRestarts))
-		}
-		if d.obs != nil {
-			d.obs.record(jobview.Event{Kind: jobview.KindRestart, Generation: gen + 1, Reason: reason})
+// lossError is a failure the roster lays at one executor's door: its
+// training process failed, or it exited or was lost.
+type lossError struct {
+	msg      string
+	executor string
+	// host is where it ran, as the cluster manager names hosts when it
+	// said, else as the executor registered.
+	host string
+	// blameless marks a loss that was not the job's fault (Event.Blameless).
+	blameless bool
+}
+
+func (e *lossError) Error() string { return e.msg }
+
+// loss returns the failure msg of m.
+func (m *member) loss(msg string, blameless bool) error {
+	return &lossError{msg: msg, executor: m.id, host: cmp.Or(m.placedOn, m.host), blameless: blameless}
+}
+
+// nodeNamer is a cluster manager that knows where it placed each
+// executor, by the names ExecutorSpec.ExcludedHosts takes.
+type nodeNamer interface {
+	NodeOf(executorID string) string
+}
+
+// placeOf names where the executor of a loss ran, asking the cluster
+// manager when it knows (its events may come after the failure itself).
+func (d *Driver) placeOf(loss *lossError) {
+	if n, ok := d.cm.(nodeNamer); ok && loss != nil {
+		if node := n.NodeOf(loss.executor); node != "" {
+			loss.host = node
 		}
 	}
+}
+
+// restartCounts follows a job's restarts: those its failures used
+// (against MaxRestarts), those after losses that were not its fault
+// (against MaxBlamelessRestarts), and the failures on each host.
+type restartCounts struct {
+	counted, blameless int
+	hostFailures       map[string]int
+	excluded           []string
+}
+
+// generations runs the job's gang, and under PolicyRestart new gangs after
+// failures, until one succeeds, a failure is not one a restart can help,
+// or the restarts are used up. A loss that was not the job's fault (a
+// preempted container, a lost node, a standalone worker that left) does
+// not count against MaxRestarts; under PolicyFail it fails the job all the
+// same. A host where the job failed HostMaxFailures times is left out of
+// the later generations' placements.
+func (d *Driver) generations(ctx context.Context, w *world, served map[string]string, start time.Time) error {
+	c := d.cfg
+	rc := restartCounts{hostFailures: map[string]int{}}
+	for gen := 0; ; gen++ {
+		from, err := d.resumeFrom(ctx, w.slots)
+		if err != nil {
+			return err
+		}
+		launched, err := d.generation(ctx, gen, w, served, start, rc.excluded, from, c.RegistrationTimeout)
+		if err == nil {
+			return nil
+		}
+		if err := d.afterFailure(ctx, gen, err, launched, &rc); err != nil {
+			return err
+		}
+	}
+}
+
+// afterFailure decides whether a failed generation is followed by another
+// (nil) or ends the job (the error to end it with), counts the restart
+// and the host's failure, and says so.
+func (d *Driver) afterFailure(ctx context.Context, gen int, err error, launched bool, rc *restartCounts) error {
+	c := d.cfg
+	var loss *lossError
+	errors.As(err, &loss)
+	d.placeOf(loss)
+	blameless := loss != nil && loss.blameless
+	switch {
+	case c.FailurePolicy == PolicyFail || !launched || !restartable(err) || ctx.Err() != nil:
+		if gen > 0 {
+			return fmt.Errorf("%w (generation %d, after %d restart%s)", err, gen, gen, plural(gen))
+		}
+		return err
+	case blameless && rc.blameless >= c.MaxBlamelessRestarts:
+		return fmt.Errorf("%w (the job was restarted %d time%s after losses that were not its fault, spindle.failure.maxBlamelessRestarts)",
+			err, rc.blameless, plural(rc.blameless))
+	case !blameless && rc.counted >= c.MaxRestarts:
+		return fmt.Errorf("%w (the job was restarted %d time%s, spindle.failure.maxRestarts)", err, rc.counted, plural(rc.counted))
+	}
+	reason, _, _ := strings.Cut(err.Error(), "\n")
+	var restart string
+	if blameless {
+		rc.blameless++
+		restart = fmt.Sprintf("not counted against spindle.failure.maxRestarts; %d of %d such restarts", rc.blameless, c.MaxBlamelessRestarts)
+	} else {
+		rc.counted++
+		restart = fmt.Sprintf("restart %d of %d", rc.counted, c.MaxRestarts)
+	}
+	d.logger.Warn("job failed; restarting it", "generation", gen+1, "restart", restart, "reason", reason)
+	if c.Console != nil {
+		c.Console.Eprintln(fmt.Sprintf("job %s failed: %s; restarting every rank (%s), each from its latest checkpoint",
+			c.JobID, reason, restart))
+	}
+	if h := rc.failedOn(loss, c.HostMaxFailures); h != "" {
+		d.logger.Warn("host failed the job repeatedly; later generations are placed elsewhere", "host", h, "failures", rc.hostFailures[h])
+		if c.Console != nil {
+			c.Console.Eprintln(fmt.Sprintf("host %s failed the job %d times (spindle.failure.hostMaxFailures): its executors are placed elsewhere from now on",
+				h, rc.hostFailures[h]))
+		}
+	}
+	if d.obs != nil {
+		d.obs.record(jobview.Event{Kind: jobview.KindRestart, Generation: gen + 1, Reason: reason})
+	}
+	return nil
+}
+
+// failedOn counts a failure against its host and returns the host when
+// that failure puts it on the excluded list.
+func (rc *restartCounts) failedOn(loss *lossError, max int) string {
+	if loss == nil || loss.blameless || loss.host == "" || max <= 0 {
+		return ""
+	}
+	rc.hostFailures[loss.host]++
+	if rc.hostFailures[loss.host] < max || slices.Contains(rc.excluded, loss.host) {
+		return ""
+	}
+	rc.excluded = append(rc.excluded, loss.host)
+	return loss.host
 }
 
 // restartable says whether a restart could help: not for bad input or

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,8 +18,11 @@ var errStopped = errors.New("driver: job stopped")
 
 // member is one executor of the job as the driver sees it.
 type member struct {
-	id       string
-	host     string
+	id   string
+	host string
+	// placedOn is where the cluster manager placed the executor (its
+	// ExecutorStarted event's Node, else Host), as it names places.
+	placedOn string
 	ports    []uint32
 	pid      int32
 	rank     int
@@ -38,6 +42,9 @@ type member struct {
 	stoppedAtEnd bool
 	// replaces names the dead parameter server this one replaces.
 	replaces string
+	// awaitingCause holds the failure of a process stopped with SIGTERM
+	// until the cluster manager says why (awaitCauseLocked).
+	awaitingCause string
 }
 
 // where names a member for error messages. In a job of workers only it
@@ -100,6 +107,9 @@ type roster struct {
 	// replacement; replaced numbers the replacements.
 	lostPS   chan *member
 	replaced int
+	// causeGrace is how long a SIGTERMed process's failure waits for the
+	// cluster manager's reason (the constant causeGrace; tests shorten it).
+	causeGrace time.Duration
 }
 
 // spareLocked says whether m's death leaves the job running: m is a
@@ -168,14 +178,15 @@ func newRoster(ids []string) *roster { return newRosterOf(workerSlots(ids)) }
 // newRosterOf returns the roster of a job laid out as slots.
 func newRosterOf(slots []slot) *roster {
 	g := &roster{
-		members:   make(map[string]*member, len(slots)),
-		order:     make([]string, len(slots)),
-		ready:     make(chan struct{}),
-		failed:    make(chan struct{}),
-		succeeded: make(chan struct{}),
-		allExited: make(chan struct{}),
-		lostPS:    make(chan *member, len(slots)),
-		now:       time.Now,
+		members:    make(map[string]*member, len(slots)),
+		order:      make([]string, len(slots)),
+		ready:      make(chan struct{}),
+		failed:     make(chan struct{}),
+		succeeded:  make(chan struct{}),
+		allExited:  make(chan struct{}),
+		lostPS:     make(chan *member, len(slots)),
+		causeGrace: causeGrace,
+		now:        time.Now,
 	}
 	for i, s := range slots {
 		g.order[i] = s.id
@@ -298,7 +309,7 @@ func (g *roster) exit(r *driverpb.ExitReport) error {
 	case m.execErr != "" && r.GetSetupError():
 		g.failLocked(fmt.Errorf("%w: %s: %s", ErrConfig, m.where(g.mixed), m.execErr))
 	case m.execErr != "":
-		g.failLocked(fmt.Errorf("%s failed: %s", m.where(g.mixed), m.execErr))
+		g.failLocked(m.loss(fmt.Sprintf("%s failed: %s", m.where(g.mixed), m.execErr), false))
 	case m.exitCode != 0 || m.signal != "":
 		status := fmt.Sprintf("exited with status %d", m.exitCode)
 		if m.signal != "" {
@@ -314,7 +325,11 @@ func (g *roster) exit(r *driverpb.ExitReport) error {
 		if tail := strings.TrimRight(m.stderrTail, "\n"); tail != "" {
 			msg += "; last lines of its stderr:\n    " + strings.ReplaceAll(tail, "\n", "\n    ")
 		}
-		g.failLocked(errors.New(msg))
+		if m.signal == "SIGTERM" && g.failure == nil && !g.stopped {
+			g.awaitCauseLocked(m, msg)
+			return nil
+		}
+		g.failLocked(m.loss(msg, false))
 	case m.role == RoleChief:
 		g.succeedLocked("the chief ended")
 	case m.role == RoleWorker && !g.hasChief:
@@ -383,6 +398,29 @@ func (g *roster) stoppedAtEnd() []string {
 	return out
 }
 
+// causeGrace is how long a training process stopped with SIGTERM waits,
+// before it fails the job, for the cluster manager's word on why: YARN's
+// NodeManagers stop a container they take back (preempted, over its memory,
+// its node leaving) with SIGTERM, and the executor's report of it usually
+// arrives before the ApplicationMaster's, which has the reason and says
+// whether the loss was the job's fault.
+const causeGrace = 3 * time.Second
+
+// awaitCauseLocked holds m's failure (msg) for causeGrace, unless the
+// cluster manager explains it first (executorGone). g.mu is held.
+func (g *roster) awaitCauseLocked(m *member, msg string) {
+	m.awaitingCause = msg
+	time.AfterFunc(g.causeGrace, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if m.awaitingCause != "" {
+			msg := m.awaitingCause
+			m.awaitingCause = ""
+			g.failLocked(m.loss(msg, false))
+		}
+	})
+}
+
 // executorGone handles a cluster-manager event saying an executor process
 // ended or was lost. An executor that ends without having reported a clean
 // exit of its training process fails the job.
@@ -390,7 +428,24 @@ func (g *roster) executorGone(ev Event) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m, ok := g.members[ev.ExecutorID]
-	if !ok || (m.exited && ev.Kind == ExecutorExited) {
+	if !ok || (m.exited && ev.Kind == ExecutorExited && m.awaitingCause == "") {
+		return
+	}
+	if cause := m.awaitingCause; cause != "" {
+		// The cluster manager says why the process was stopped.
+		m.awaitingCause = ""
+		what := fmt.Sprintf("exited with status %d", ev.ExitCode)
+		if ev.Kind == ExecutorLost {
+			what = "was lost"
+		}
+		msg := fmt.Sprintf("%s %s", m.where(g.mixed), what)
+		if ev.Message != "" {
+			msg += ": " + ev.Message
+		}
+		if ev.Blameless {
+			msg += " (not the job's fault)"
+		}
+		g.failLocked(m.loss(msg+"; before that, its "+strings.TrimPrefix(cause, m.where(g.mixed)+": "), ev.Blameless))
 		return
 	}
 	if g.finished {
@@ -401,6 +456,9 @@ func (g *roster) executorGone(ev Event) {
 			g.checkAllExitedLocked()
 		}
 		return
+	}
+	if m.placedOn == "" {
+		m.placedOn = cmp.Or(ev.Node, ev.Host)
 	}
 	if m.host == "" && ev.Host != "" {
 		m.host = ev.Host
@@ -419,7 +477,19 @@ func (g *roster) executorGone(ev Event) {
 	if !m.exited && g.spareLocked(m, msg) {
 		return
 	}
-	g.failLocked(errors.New(msg))
+	if ev.Blameless {
+		msg += " (not the job's fault)"
+	}
+	g.failLocked(m.loss(msg, ev.Blameless))
+}
+
+// placed notes the host the cluster manager placed an executor on.
+func (g *roster) placed(ev Event) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if m, ok := g.members[ev.ExecutorID]; ok {
+		m.placedOn = cmp.Or(ev.Node, ev.Host)
+	}
 }
 
 // checkHeartbeats fails the job when a registered, running executor has
@@ -431,7 +501,7 @@ func (g *roster) checkHeartbeats(timeout time.Duration) {
 	for _, id := range g.order {
 		m := g.members[id]
 		if m.registered && !m.exited && now.Sub(m.lastSeen) > timeout {
-			g.failLocked(fmt.Errorf("%s was lost: no heartbeat for %s", m.where(g.mixed), now.Sub(m.lastSeen).Round(time.Second)))
+			g.failLocked(m.loss(fmt.Sprintf("%s was lost: no heartbeat for %s", m.where(g.mixed), now.Sub(m.lastSeen).Round(time.Second)), false))
 			return
 		}
 	}

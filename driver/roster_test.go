@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -223,4 +224,50 @@ func TestRolesJobEnd(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+}
+
+// A training process stopped with SIGTERM (how a NodeManager stops a
+// container YARN takes back) waits for the cluster manager's reason: a
+// preemption reported in time fails the job as a loss that was not its
+// fault, naming the reason; without a word, the SIGTERM itself fails the
+// job once the grace period ends.
+func TestSIGTERMWaitsForTheReason(t *testing.T) {
+	start := func() *roster {
+		g := newRoster([]string{"exec-0", "exec-1"})
+		g.causeGrace = 50 * time.Millisecond
+		register(t, g, "exec-0", "h0")
+		register(t, g, "exec-1", "h1")
+		if err := g.exit(&driverpb.ExitReport{ExecutorId: "exec-1", ExitCode: -1, Signal: "SIGTERM"}); err != nil {
+			t.Fatal(err)
+		}
+		if closed(g.failed) {
+			t.Fatal("the SIGTERM failed the job before the cluster manager could say why")
+		}
+		return g
+	}
+
+	g := start()
+	g.executorGone(Event{ExecutorID: "exec-1", Kind: ExecutorLost, Host: "h1", Blameless: true,
+		Message: "container_1_0001_01_000003 on h1 was preempted by YARN (exit status -102)"})
+	if !closed(g.failed) {
+		t.Fatal("the cluster manager's reason did not fail the job")
+	}
+	var loss *lossError
+	if err := g.err(); !errors.As(err, &loss) || !loss.blameless {
+		t.Fatalf("err = %v, want a blameless loss", err)
+	}
+	for _, want := range []string{"rank 1", "preempted by YARN", "not the job's fault", "killed by signal SIGTERM"} {
+		if !strings.Contains(g.err().Error(), want) {
+			t.Errorf("error %q lacks %q", g.err(), want)
+		}
+	}
+
+	g = start()
+	deadline := time.Now().Add(5 * time.Second)
+	for !closed(g.failed) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := g.err(); err == nil || !errors.As(err, &loss) || loss.blameless || !strings.Contains(err.Error(), "killed by signal SIGTERM") {
+		t.Fatalf("without a reason: err = %v, want the SIGTERM as the job's failure", err)
+	}
 }

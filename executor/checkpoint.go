@@ -3,6 +3,7 @@ package executor
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/resume"
 )
 
 // checkpointSocket is where the checkpoint service of a work directory
@@ -59,6 +61,7 @@ func newCheckpointService(sockPath string, res *fsys.Resolver, logger *slog.Logg
 	s := &checkpointService{path: sockPath, ln: ln, res: res, logger: logger.With("component", "checkpoints")}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/checkpoint", s.handle)
+	mux.HandleFunc("/resume", s.handleResume)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
@@ -124,6 +127,34 @@ func (s *checkpointService) handle(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, PUT")
 		http.Error(w, "use GET or PUT", http.StatusMethodNotAllowed)
 	}
+}
+
+// handleResume stores a resume record (PUT /resume?dir=URI, the record as
+// JSON) for a process that cannot write the checkpoint directory itself.
+func (s *checkpointService) handleResume(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPut {
+		w.Header().Set("Allow", "PUT")
+		http.Error(w, "use PUT", http.StatusMethodNotAllowed)
+		return
+	}
+	dir := r.URL.Query().Get("dir")
+	var rec resume.Record
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&rec); err != nil || dir == "" {
+		http.Error(w, fmt.Sprintf("want dir=URI and a resume record as JSON (%v)", err), http.StatusBadRequest)
+		return
+	}
+	ctx := r.Context()
+	fsy, d, err := s.res.Resolve(ctx, dir)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("checkpoint directory %s: %v", dir, err), http.StatusBadRequest)
+		return
+	}
+	if err := resume.Write(ctx, fsy, d, rec); err != nil {
+		s.logger.Warn("resume record not saved", "dir", dir, "checkpoint", rec.Checkpoint, "err", err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // saveAtomic writes body to file under a temporary name and publishes it

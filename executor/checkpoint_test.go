@@ -152,3 +152,37 @@ func TestCheckpointService(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointServiceStoresResumeRecords: PUT /resume stores a rank's
+// resume record where the driver looks for it; a malformed record or name
+// is refused.
+func TestCheckpointServiceStoresResumeRecords(t *testing.T) {
+	res := fsys.NewResolver(fsys.Options{})
+	defer res.Close()
+	hc := startCheckpointService(t, res)
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name, body string
+		want       int
+	}{
+		{"good", `{"checkpoint":"ckpt-4","step":4,"rank":1,"world_size":2,"feed":{"epoch":0,"batches":4}}`, http.StatusNoContent},
+		{"hidden name", `{"checkpoint":".x","step":4,"rank":1,"world_size":2}`, http.StatusInternalServerError},
+		{"not json", `{`, http.StatusBadRequest},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPut, "http://executor/resume?"+url.Values{"dir": {dir}}.Encode(), strings.NewReader(tt.body))
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tt.want)
+			}
+		})
+	}
+	b, err := os.ReadFile(filepath.Join(dir, ".spindle-resume", "ckpt-4", "rank-1.json"))
+	if err != nil || !bytes.Contains(b, []byte(`"batches":4`)) {
+		t.Fatalf("record: %s, %v", b, err)
+	}
+}

@@ -19,7 +19,8 @@ func TestTrainingEnvIsTheContract(t *testing.T) {
 		JobId: "job-1", CheckpointDir: "/ckpt", HadoopConfDir: "/etc/hadoop", HadoopUser: "me", Timeline: true,
 		CollectiveTimeoutMillis: 30000, Gpus: []int32{0},
 		PsStaleness: "bsp", PsWaitTimeoutMillis: 60000, PsMemoryMb: 1024, PsReplicas: 1, PsRejoin: true,
-		Feed: &FeedTask{Mode: "tensor", LabelColumn: "y"},
+		Feed:             &FeedTask{Mode: "tensor", LabelColumn: "y", StartEpoch: 2, StartBatch: 5},
+		ResumeCheckpoint: "ckpt-40", ResumeStep: 40,
 	}
 	id := identity{rank: 0, worldSize: 2, localWorldSize: 2, host: "10.0.0.1", ifname: "eth0",
 		peers: []*driverpb.Peer{
@@ -49,6 +50,12 @@ func TestTrainingEnvIsTheContract(t *testing.T) {
 	sort.Strings(missing)
 	if len(extra) > 0 || len(missing) > 0 {
 		t.Fatalf("training environment differs from the contract: set but not defined %v; defined but not set %v", extra, missing)
+	}
+	for k, want := range map[string]string{envcontract.ResumeCheckpoint: "ckpt-40", envcontract.ResumeStep: "40",
+		envcontract.FeedStartEpoch: "2", envcontract.FeedStartBatch: "5"} {
+		if got[k] != want {
+			t.Errorf("%s = %q, want %q", k, got[k], want)
+		}
 	}
 	if got[envcontract.CollectiveTimeout] != "30" {
 		t.Errorf("%s = %q, want 30", envcontract.CollectiveTimeout, got[envcontract.CollectiveTimeout])

@@ -129,6 +129,14 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 		set(envcontract.CheckpointDir, t.CheckpointDir)
 		set(envcontract.CheckpointService, checkpointSocket(filesDir))
 	}
+	if t.ResumeCheckpoint != "" {
+		set(envcontract.ResumeCheckpoint, t.ResumeCheckpoint)
+		set(envcontract.ResumeStep, strconv.FormatInt(t.ResumeStep, 10))
+	}
+	if f := t.GetFeed(); feedPath != "" && (f.GetStartEpoch() > 0 || f.GetStartBatch() > 0) {
+		set(envcontract.FeedStartEpoch, strconv.Itoa(int(f.GetStartEpoch())))
+		set(envcontract.FeedStartBatch, strconv.FormatInt(f.GetStartBatch(), 10))
+	}
 	if t.GetFeed().GetLabelColumn() != "" && feedPath != "" {
 		set(envcontract.LabelColumn, t.GetFeed().GetLabelColumn())
 	}

@@ -489,6 +489,7 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 			Rank: feedRank, WorldSize: feedSize, Epochs: int(f.Epochs), BatchRows: int(f.BatchRows),
 			Columns: f.Columns, LabelColumn: f.LabelColumn, Shuffle: f.Shuffle, Seed: f.Seed,
 			EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, Splits: splits,
+			StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch,
 		}
 		// The reader follows the pipeline's epoch rules with these, so
 		// direct and pushed feeding yield the same rows.
@@ -524,19 +525,26 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 	if err != nil {
 		return "", nil, nil, err
 	}
-	pipe, err := feed.NewPipeline(res, feed.PipelineConfig{
+	pcfg := feed.PipelineConfig{
 		Splits: splits, Schema: schema, Columns: f.Columns, LabelColumn: f.LabelColumn,
 		BatchRows: int(f.BatchRows), Shuffle: f.Shuffle, Seed: f.Seed, Rank: feedRank,
 		ShuffleBufferRows: int(f.ShuffleBufferRows), Prefetch: int(f.PrefetchBatches), MemoryBudget: f.MemoryBudget,
 		EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, CSV: f.GetCsv().ToFeed(), CacheBytes: f.CacheBytes,
-		Flight: feed.FlightOptions{Token: f.GetFlightToken(), CAFile: f.GetFlightCaFile()},
-	})
+		Flight: feed.FlightOptions{Token: f.GetFlightToken(), CAFile: f.GetFlightCaFile(), PushToken: feed.PushFeedToken(e.cfg.Secret, t.JobId)},
+	}
+	pipe, err := feed.NewPipeline(res, pcfg)
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("set up the feed: %w", err)
 	}
+	var source wire.EpochSource = pipe
+	if f.GetHasRest() {
+		source = &restSource{Pipeline: pipe, res: res, cfg: pcfg, epoch: int(f.StartEpoch),
+			segs: driverpb.FeedSegments(f.GetRest()), pad: f.GetRestBatches()}
+	}
 	path := filepath.Join(workDir, "feed.sock")
 	server, err := wire.NewServer(wire.ServerConfig{
-		SocketPath: path, Mode: mode, Epochs: int(f.Epochs), Source: pipe, LabelColumn: f.LabelColumn,
+		SocketPath: path, Mode: mode, Epochs: int(f.Epochs), Source: source, LabelColumn: f.LabelColumn,
+		StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch,
 		Logger: e.cfg.Logger.With("executor", e.cfg.ID, "rank", id.rank),
 	})
 	if err != nil {
@@ -551,6 +559,25 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 			"cache_hits", st.CacheHits, "cache_misses", st.CacheMisses)
 		pipe.Close()
 	}, nil
+}
+
+// restSource serves one epoch, where an elastic job changed size, as the
+// rest of the old ranks' epochs (segments), and the others from the rank's
+// own pipeline.
+type restSource struct {
+	*feed.Pipeline
+	res   *fsys.Resolver
+	cfg   feed.PipelineConfig
+	epoch int
+	segs  []feed.Segment
+	pad   int64
+}
+
+func (s *restSource) Epoch(ctx context.Context, epoch int) (feed.Reader, error) {
+	if epoch == s.epoch {
+		return feed.SegmentEpoch(ctx, s.res, s.cfg, s.segs, epoch, s.pad)
+	}
+	return s.Pipeline.Epoch(ctx, epoch)
 }
 
 func progressOf(s *wire.Server) *driverpb.Progress {

@@ -27,6 +27,14 @@
 // epochs take them from there instead of reading and decoding the file
 // again; splits that do not fit are read every epoch.
 //
+// An input may also be an Arrow Flight flight (grpc://host:port/path),
+// whose endpoints are dealt like files, or rows pushed while the job runs
+// (flight-put:): the driver runs a PushServer that producers DoPut
+// batches into, deals them to ranks in rounds of one batch per rank with
+// a bounded buffer that slows producers down, and serves each rank its
+// share as one Flight stream that the rank's pipeline reads like any
+// other split.
+//
 // Decoding Parquet is what limits how fast a rank is fed, so the pipeline
 // keeps the buffers that decoding frees (and those of the batches the
 // consumer releases) and decodes into them again, sparing the Go runtime's

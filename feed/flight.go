@@ -33,6 +33,9 @@ type FlightOptions struct {
 	// Token is sent as "authorization: Bearer TOKEN" with every call
 	// (spindle.flight.token); empty sends none.
 	Token string
+	// PushToken is sent instead of Token when reading a rank's share of
+	// pushed input from the driver (a flight-put: input).
+	PushToken string
 	// CAFile verifies a grpc+tls:// server's certificate; empty uses the
 	// system's roots.
 	CAFile string
@@ -80,6 +83,11 @@ func flightEndpointURI(t flightTarget, addr string, i int) string {
 	return fmt.Sprintf("%s://%s/%s#endpoint=%d", scheme, addr, strings.Join(t.path, "/"), i)
 }
 
+// maxFlightMessage bounds one Flight message (a record batch) either way,
+// far above gRPC's default of 4 MiB: producers and services choose their
+// batch sizes, and pyarrow's are often larger.
+const maxFlightMessage = 512 << 20
+
 // dialFlight connects to a Flight service.
 func dialFlight(addr string, useTLS bool, o FlightOptions) (flight.Client, error) {
 	creds := insecure.NewCredentials()
@@ -97,7 +105,8 @@ func dialFlight(addr string, useTLS bool, o FlightOptions) (flight.Client, error
 		}
 		creds = credentials.NewTLS(cfg)
 	}
-	c, err := flight.NewClientWithMiddleware(addr, nil, nil, grpc.WithTransportCredentials(creds))
+	c, err := flight.NewClientWithMiddleware(addr, nil, nil, grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxFlightMessage)))
 	if err != nil {
 		return nil, fmt.Errorf("connect to Arrow Flight service %s: %w", addr, err)
 	}
@@ -251,7 +260,11 @@ func openFlight(ctx context.Context, s Split, opts ReadOptions) (*opened, error)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("%w: split %s does not name a Flight endpoint", ErrInput, s.URI)
 	}
-	src, err := openFlightStream(ctx, u.Host, u.Scheme == "grpc+tls", s.Ticket, s.URI, opts.Flight)
+	fo := opts.Flight
+	if strings.HasPrefix(string(s.Ticket), pushTicketPrefix) {
+		fo.Token = fo.PushToken
+	}
+	src, err := openFlightStream(ctx, u.Host, u.Scheme == "grpc+tls", s.Ticket, s.URI, fo)
 	if err != nil {
 		return nil, err
 	}

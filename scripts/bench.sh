@@ -12,7 +12,7 @@ go test -run '^$' -bench 'Decode' -benchtime 8x ./feed
 section "feed: Parquet -> executor -> Unix socket -> consumer process, vs raw Unix socket"
 go test -run '^$' -bench 'Feed' -benchtime 5x ./feed/wire
 
-section "Arrow Flight: a flight through the feed vs a raw DoGet (the ceiling) vs the same rows from Parquet"
+section "Arrow Flight: a flight pulled through the feed vs a raw DoGet (the ceiling), rows pushed through the feed vs a raw DoPut (the ceiling), each vs the same rows from Parquet"
 go test -run '^$' -bench 'Flight' -benchtime 5x ./feed
 
 section "allreduce: Spindle ring vs PyTorch gloo"
@@ -48,6 +48,16 @@ go test -run '^$' -bench 'HDFS' -benchtime 3x ./fsys
 
 section "standalone: submit to running, leader failover"
 go test -run '^$' -bench 'Standalone' -benchtime 1x ./standalone/...
+
+section "YARN: submit to every executor running (4 and 16), Spindle on the real mini cluster and on its standalone cluster vs spark-submit on the same mini cluster"
+# pyspark comes from PyPI into a venv of its own, once (about 320 MB).
+bench_venv=${SPINDLE_BENCH_VENV:-$HOME/.cache/spindle-bench-venv}
+if ! "$bench_venv/bin/python" -c 'import pyspark' >/dev/null 2>&1; then
+  echo "installing pyspark==3.5.3 into $bench_venv (PyPI, once)..."
+  /usr/bin/python3 -m venv "$bench_venv" && "$bench_venv/bin/python" -m pip install -q --disable-pip-version-check pyspark==3.5.3 ||
+    echo "warning: no pyspark; Spark's side of the YARN benchmark skips" >&2
+fi
+SPINDLE_BENCH_VENV=$bench_venv go test -run '^$' -bench 'SubmitToRunning' -benchtime 3x -timeout 60m ./yarn/e2e
 
 section "control plane: driver cost per heartbeat, 10 to 5000 executors (in process)"
 go test -run '^$' -bench 'Heartbeat' -benchtime 2000x ./driver

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -87,8 +89,9 @@ type ClusterManager struct {
 	cancel context.CancelFunc
 	g      *errgroup.Group
 
-	mu    sync.Mutex
-	known map[string]pb.ExecutorState
+	mu       sync.Mutex
+	known    map[string]pb.ExecutorState
+	workerOf map[string]string // executor id → the worker it was placed on
 
 	tailMu      sync.Mutex
 	tails       map[string]*tailer
@@ -102,6 +105,8 @@ type ClusterManager struct {
 	resultMu  sync.Mutex
 	result    error // how the job ended (SetResult)
 	resultSet bool
+
+	input atomic.Pointer[string] // ShowInput's endpoint
 }
 
 var _ driver.ClusterManager = (*ClusterManager)(nil)
@@ -159,8 +164,8 @@ func NewClusterManager(ctx context.Context, cfg ClientConfig) (*ClusterManager, 
 		cfg: cfg, client: cl, appID: appID,
 		logger: cfg.Logger.With("component", "standalone", "app", appID),
 		events: make(chan driver.Event, 1024),
-		known:  map[string]pb.ExecutorState{},
-		tails:  map[string]*tailer{}, workerConns: map[string]*grpc.ClientConn{},
+		known:  map[string]pb.ExecutorState{}, workerOf: map[string]string{},
+		tails: map[string]*tailer{}, workerConns: map[string]*grpc.ClientConn{},
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.g, _ = errgroup.WithContext(c.ctx)
@@ -179,6 +184,17 @@ func newID() string {
 // AppID returns the application's id on the cluster.
 func (c *ClusterManager) AppID() string { return c.appID }
 
+// ShowInput records where the job takes pushed input (a flight-put:
+// input's endpoint): spindle status shows it once executors are requested.
+func (c *ClusterManager) ShowInput(uri string) { c.input.Store(&uri) }
+
+func (c *ClusterManager) inputURI() string {
+	if p := c.input.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 // Request places and launches every executor in specs, all or nothing.
 func (c *ClusterManager) Request(ctx context.Context, specs []driver.ExecutorSpec) error {
 	if len(specs) == 0 {
@@ -192,14 +208,14 @@ func (c *ClusterManager) Request(ctx context.Context, specs []driver.ExecutorSpe
 			timeout = left
 		}
 	}
-	req := &pb.RequestExecutorsRequest{AppId: c.appID, RequestId: newID(), TimeoutMs: max(timeout.Milliseconds(), 1)}
+	req := &pb.RequestExecutorsRequest{AppId: c.appID, RequestId: newID(), TimeoutMs: max(timeout.Milliseconds(), 1), Input: c.inputURI()}
 	ids := make([]string, len(specs))
 	for i, s := range specs {
 		ids[i] = s.ID
 		req.Executors = append(req.Executors, &pb.ExecutorRequest{
 			Id: s.ID, Role: string(s.Role), Args: s.Args, Env: s.Env,
 			Cores: int32(s.Cores), MemoryMb: int64(s.MemoryMB), Gpus: int32(s.GPUs),
-			PreferredHosts: s.PreferredHosts,
+			PreferredHosts: s.PreferredHosts, ExcludedHosts: s.ExcludedHosts,
 		})
 	}
 	start := time.Now()
@@ -207,7 +223,14 @@ func (c *ClusterManager) Request(ctx context.Context, specs []driver.ExecutorSpe
 	watched := make(chan struct{})
 	go func() { defer close(watched); c.sayWaiting(wctx) }()
 	err := c.client.Call(ctx, true, func(ctx context.Context, m pb.MasterClient) error {
-		_, err := m.RequestExecutors(ctx, req)
+		resp, err := m.RequestExecutors(ctx, req)
+		if err == nil {
+			c.mu.Lock()
+			for _, e := range resp.GetExecutors() {
+				c.workerOf[e.GetId()] = e.GetWorkerId()
+			}
+			c.mu.Unlock()
+		}
 		return err
 	})
 	stopWatch()
@@ -225,6 +248,41 @@ func (c *ClusterManager) Request(ctx context.Context, specs []driver.ExecutorSpe
 	}
 	c.logger.Info("executors running", "count", len(specs), "after", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// Room returns how many more executors of spec's shape the cluster's
+// alive workers have room for now, leaving out spec.ExcludedHosts.
+func (c *ClusterManager) Room(ctx context.Context, spec driver.ExecutorSpec) (int, error) {
+	var cs *pb.ClusterStatusResponse
+	err := c.client.Call(ctx, true, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+		cs = resp
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cluster status: %w", err)
+	}
+	room := 0
+	for _, w := range cs.GetWorkers() {
+		if !w.GetAlive() || slices.Contains(spec.ExcludedHosts, w.GetId()) || slices.Contains(spec.ExcludedHosts, w.GetHost()) {
+			continue
+		}
+		n := int(w.GetCores()-w.GetUsedCores()) / max(spec.Cores, 1)
+		n = min(n, int((w.GetMemoryMb()-w.GetUsedMemoryMb())/int64(max(spec.MemoryMB, 1))))
+		if spec.GPUs > 0 {
+			n = min(n, int(w.GetGpus()-w.GetUsedGpus())/spec.GPUs)
+		}
+		room += max(n, 0)
+	}
+	return room, nil
+}
+
+// NodeOf returns the worker an executor was placed on, the name
+// ExecutorSpec.ExcludedHosts takes ("" when unknown).
+func (c *ClusterManager) NodeOf(executorID string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.workerOf[executorID]
 }
 
 // Release stops the named executors (all when ids is empty) and waits
@@ -394,14 +452,17 @@ func (c *ClusterManager) observe(snap *pb.AppSnapshot) bool {
 			continue
 		}
 		c.known[e.GetId()] = e.GetState()
-		ev := driver.Event{ExecutorID: e.GetId(), Host: e.GetHost(), Message: e.GetMessage(), Time: time.UnixMilli(e.GetUpdatedUnixMs())}
+		ev := driver.Event{ExecutorID: e.GetId(), Host: e.GetHost(), Node: e.GetWorkerId(), Message: e.GetMessage(), Time: time.UnixMilli(e.GetUpdatedUnixMs())}
 		switch e.GetState() {
 		case pb.ExecutorState_EXECUTOR_STATE_RUNNING:
 			ev.Kind = driver.ExecutorStarted
 		case pb.ExecutorState_EXECUTOR_STATE_EXITED:
 			ev.Kind, ev.ExitCode = driver.ExecutorExited, int(e.GetExitCode())
 		case pb.ExecutorState_EXECUTOR_STATE_LOST:
-			ev.Kind = driver.ExecutorLost
+			// Its worker left or went silent: the cluster's doing, not
+			// the job's (an application killed by an admin or abandoned
+			// is reported above and ends the job all the same).
+			ev.Kind, ev.Blameless = driver.ExecutorLost, true
 		default:
 			continue
 		}

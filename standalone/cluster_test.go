@@ -1,6 +1,7 @@
 package standalone_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/standalone"
+	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/testcluster"
 	"github.com/spindle-ml/spindle/standalone/master"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
@@ -97,9 +99,18 @@ func TestRequestEventsRelease(t *testing.T) {
 	cm := newManager(t, g, "events")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	// A job whose input is pushed says where: spindle status shows it.
+	cm.ShowInput("grpc://10.0.0.5:40129")
 	if err := cm.Request(ctx, specs(4, 1, 256, "sleep 60")); err != nil {
 		t.Fatal(err)
 	}
+	testcluster.WaitFor(t, 10*time.Second, "the app's input in status", func() bool {
+		var buf bytes.Buffer
+		if err := (&client.Status{Cluster: g.Status(ctx)}).WriteText(&buf); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(buf.String(), "producers push input to grpc://10.0.0.5:40129")
+	})
 	started := map[string]string{}
 	for len(started) < 4 {
 		ev := nextEvent(t, cm, driver.ExecutorStarted, "")

@@ -90,6 +90,17 @@ type Env struct {
 	// executor sets from spindle.rdma.mode): the collectives' and the
 	// parameter-server client's. Empty means TCP (gRPC for the client).
 	DataLink string
+	// Generation counts the job's restarts: 0 for the first gang.
+	Generation int
+	// ResumeCheckpoint and ResumeStep name the checkpoint this generation
+	// resumes from (Checkpointer.Resume loads it); empty when there is
+	// none.
+	ResumeCheckpoint string
+	ResumeStep       int64
+	// FeedStartEpoch and FeedStartBatch are where the feed starts when
+	// resuming: its first epoch, and the batches of it already consumed.
+	FeedStartEpoch int
+	FeedStartBatch int64
 }
 
 // FromEnv reads the environment the executor set. Errors name the variable
@@ -212,7 +223,41 @@ func fromLookup(lookup func(string) (string, bool)) (Env, error) {
 		}
 		e.CollectiveTimeout = time.Duration(secs * float64(time.Second))
 	}
+	if err := resumeFromLookup(lookup, &e); err != nil {
+		return Env{}, err
+	}
 	return e, nil
+}
+
+// resumeFromLookup reads the generation and where it resumes.
+func resumeFromLookup(lookup func(string) (string, bool), e *Env) error {
+	nonNegative := func(name string) (int64, error) {
+		v, ok := lookup(name)
+		if !ok || strings.TrimSpace(v) == "" {
+			return 0, nil
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%w: %s=%s: want a whole number, 0 or more", ErrBadEnv, name, v)
+		}
+		return n, nil
+	}
+	gen, err := nonNegative(envcontract.Generation)
+	if err != nil {
+		return err
+	}
+	e.Generation = int(gen)
+	e.ResumeCheckpoint, _ = lookup(envcontract.ResumeCheckpoint)
+	if e.ResumeStep, err = nonNegative(envcontract.ResumeStep); err != nil {
+		return err
+	}
+	epoch, err := nonNegative(envcontract.FeedStartEpoch)
+	if err != nil {
+		return err
+	}
+	e.FeedStartEpoch = int(epoch)
+	e.FeedStartBatch, err = nonNegative(envcontract.FeedStartBatch)
+	return err
 }
 
 // RoleSize is one role of a job and its number of ranks.

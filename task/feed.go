@@ -32,7 +32,11 @@ func (e Env) Batches(ctx context.Context) (*wire.ArrowEpoch, error) {
 	if err := e.feedOf(wire.ModeArrow, "Env.Batches"); err != nil {
 		return nil, err
 	}
-	return wire.DialArrow(ctx, e.Feed)
+	ep, err := wire.DialArrow(ctx, e.Feed)
+	if err == nil {
+		position.opened(e, ep)
+	}
+	return ep, err
 }
 
 // Tensors opens the next epoch of a tensor-mode feed. Each call returns
@@ -42,7 +46,11 @@ func (e Env) Tensors(ctx context.Context) (*wire.TensorEpoch, error) {
 	if err := e.feedOf(wire.ModeTensor, "Env.Tensors"); err != nil {
 		return nil, err
 	}
-	return wire.DialTensor(ctx, e.Feed)
+	ep, err := wire.DialTensor(ctx, e.Feed)
+	if err == nil {
+		position.opened(e, ep)
+	}
+	return ep, err
 }
 
 // ArrowEpochs calls fn with each epoch of an arrow-mode feed in turn, until

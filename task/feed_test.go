@@ -63,13 +63,20 @@ func (r *sourceReader) Close() error { return nil }
 // returns env pointing at it.
 func serve(t *testing.T, mode wire.Mode, epochs int, src source) Env {
 	t.Helper()
+	return serveFrom(t, mode, epochs, src, 0, 0)
+}
+
+// serveFrom is serve starting at epoch startEpoch, batch startBatch.
+func serveFrom(t *testing.T, mode wire.Mode, epochs int, src source, startEpoch int, startBatch int64) Env {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "task")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "feed.sock")
-	srv, err := wire.NewServer(wire.ServerConfig{SocketPath: sock, Mode: mode, Epochs: epochs, Source: src, LabelColumn: "y"})
+	srv, err := wire.NewServer(wire.ServerConfig{SocketPath: sock, Mode: mode, Epochs: epochs, Source: src, LabelColumn: "y",
+		StartEpoch: startEpoch, StartBatch: startBatch})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +89,8 @@ func serve(t *testing.T, mode wire.Mode, epochs int, src source) Env {
 			t.Errorf("feed server: %v", err)
 		}
 	})
-	return Env{WorldSize: 1, LocalWorldSize: 1, Feed: sock, FeedMode: mode, PeerListenFD: -1}
+	return Env{WorldSize: 1, LocalWorldSize: 1, Feed: sock, FeedMode: mode, PeerListenFD: -1,
+		FeedStartEpoch: startEpoch, FeedStartBatch: startBatch}
 }
 
 func testCtx(t *testing.T) context.Context {

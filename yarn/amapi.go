@@ -104,6 +104,9 @@ type amHandlers struct {
 	finish  func(f amFinish)
 	events  *eventLog
 	touch   func()
+	// output, in cluster mode, is what the driver prints, streamed to
+	// the gateway.
+	output *outputLog
 }
 
 func (h amHandlers) mux() http.Handler {
@@ -135,6 +138,14 @@ func (h amHandlers) mux() http.Handler {
 	m.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(r.URL.Query().Get("after"))
 		writeJSON(w, http.StatusOK, h.events.since(r.Context(), n, 10*time.Second))
+	})
+	m.HandleFunc("GET /v1/output", func(w http.ResponseWriter, r *http.Request) {
+		if h.output == nil {
+			writeJSON(w, http.StatusNotFound, amError{Error: "no driver output: the driver of a client-mode job runs on the gateway"})
+			return
+		}
+		n, _ := strconv.Atoi(r.URL.Query().Get("after"))
+		writeJSON(w, http.StatusOK, h.output.since(r.Context(), n, 10*time.Second))
 	})
 	m.HandleFunc("POST /v1/finish", func(w http.ResponseWriter, r *http.Request) {
 		var f amFinish

@@ -34,8 +34,9 @@ const DriverSilence = 90 * time.Second
 // the AM container): it registers with the ResourceManager, serves the
 // driver's requests until the driver finishes the application (or goes
 // silent, or YARN stops the container), then unregisters with the final
-// status and removes the staging directory.
-func RunAM(ctx context.Context, logger *slog.Logger) error {
+// status and removes the staging directory. In cluster mode the driver
+// runs here: run runs it, with this AM as its cluster manager.
+func RunAM(ctx context.Context, logger *slog.Logger, run DriverFunc) error {
 	tokFile := os.Getenv(hadooprpc.EnvTokenFile)
 	if tokFile == "" {
 		return fmt.Errorf("$%s is not set: spindle yarn-am runs inside a YARN container started by spindle submit", hadooprpc.EnvTokenFile)
@@ -52,6 +53,13 @@ func RunAM(ctx context.Context, logger *slog.Logger) error {
 	if !ok {
 		return fmt.Errorf("credentials file %s holds no %s: YARN did not give this container an AMRMToken", tokFile, am.AMRMTokenKind)
 	}
+	var output *outputLog
+	if plan.Cluster != nil {
+		// The gateway sees the AM's own lines (the gang, locality,
+		// completed containers) beside the driver's.
+		output = newOutputLog()
+		logger = teeLogger(logger, output.writer(true))
+	}
 	log := logger.With("component", "yarn-am", "app", plan.AppID)
 	host := os.Getenv("NM_HOST")
 	if host == "" {
@@ -67,14 +75,31 @@ func RunAM(ctx context.Context, logger *slog.Logger) error {
 		SchedulerAddrs: plan.SchedulerAddrs, AMRMToken: amrm, Host: host, Port: port,
 		LaunchContext:    executorLaunchContext(plan, hdfsTokens(creds)),
 		MemoryOverheadMB: plan.OverheadMB, GangTimeout: time.Duration(plan.GangTimeoutMS) * time.Millisecond,
-		TrackingURL: plan.TrackingURL,
-		Logger:      logger,
+		TrackingURL: plan.TrackingURL, Racks: plan.Racks, LocalityWait: time.Duration(plan.LocalityWaitMS) * time.Millisecond,
+		Logger: logger,
 	})
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	defer alloc.Close()
+	if plan.Cluster != nil {
+		return runClusterAM(ctx, plan, alloc, ln, host, run, output, log)
+	}
+	if attempt := am.Attempt(os.Getenv("CONTAINER_ID")); attempt > 1 {
+		// The driver on the gateway knew the first attempt only: a new one
+		// cannot rejoin it, and must not start a second gang.
+		ln.Close()
+		msg := fmt.Sprintf("ApplicationMaster attempt %d: the first attempt was lost, and in client mode a new attempt cannot rejoin the driver on the gateway", attempt)
+		log.Warn("ending the application", "reason", msg)
+		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ferr := alloc.Finish(fctx, pb.FinalApplicationStatusProto_APP_FAILED, msg)
+		if plan.StagingURI != "" {
+			removeStaging(fctx, plan.StagingURI, log)
+		}
+		return ferr
+	}
 
 	events := newEventLog()
 	finish := make(chan amFinish, 1)

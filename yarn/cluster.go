@@ -8,17 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"time"
 
-	krbclient "github.com/jcmturner/gokrb5/v8/client"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/executor"
-	"github.com/spindle-ml/spindle/fsys"
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/yarn/client"
@@ -58,6 +53,10 @@ type Config struct {
 	MemoryOverheadMB int
 	// GangTimeout bounds the wait for a whole gang of containers.
 	GangTimeout time.Duration
+	// LocalityWait is how long a container request stays on the nodes
+	// holding its executor's input, then on their racks, before YARN may
+	// place it anywhere; zero lets YARN's own delay scheduling decide.
+	LocalityWait time.Duration
 	// KerberosPrincipal and KerberosKeytab log in to a Kerberized cluster
 	// (--principal, --keytab); empty, the ticket cache kinit filled is
 	// used.
@@ -74,7 +73,7 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{AppName: "spindle-job", Queue: "default", MaxAttempts: 1, AMMemoryMB: 256, AMCores: 1,
-		MemoryOverheadMB: 128, GangTimeout: 2 * time.Minute}
+		MemoryOverheadMB: 128, GangTimeout: 2 * time.Minute, LocalityWait: 3 * time.Second}
 }
 
 // Validate checks the configuration.
@@ -86,6 +85,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: negative memory overhead %d MiB", ErrConfig, c.MemoryOverheadMB)
 	case c.GangTimeout <= 0:
 		return fmt.Errorf("%w: gang timeout must be positive", ErrConfig)
+	case c.LocalityWait < 0:
+		return fmt.Errorf("%w: negative locality wait %v", ErrConfig, c.LocalityWait)
 	case c.MaxAttempts < 1:
 		return fmt.Errorf("%w: max attempts must be at least 1", ErrConfig)
 	}
@@ -98,16 +99,9 @@ func (c Config) Validate() error {
 // executors are known; it is finished, and its staging directory removed,
 // on Close, whatever happened before.
 type ClusterManager struct {
-	cfg      Config
-	conf     *client.Conf
-	sec      client.Security
-	login    *krbclient.Client // the Kerberos login, on a Kerberized cluster
-	rm       *client.Client
-	resolver *fsys.Resolver
-	log      *slog.Logger
-	out      io.Writer
-	events   chan driver.Event
-	track    tracking
+	*gateway
+	events chan driver.Event
+	track  tracking
 
 	mu        sync.Mutex
 	appID     client.AppID
@@ -132,69 +126,12 @@ var _ driver.ClusterManager = (*ClusterManager)(nil)
 // ResourceManager that does not answer is ErrUnreachable, naming its
 // addresses.
 func NewClusterManager(ctx context.Context, cfg Config) (*ClusterManager, error) {
-	def := DefaultConfig()
-	if cfg.AppName == "" {
-		cfg.AppName = def.AppName
-	}
-	if cfg.Queue == "" {
-		cfg.Queue = def.Queue
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	conf, err := client.LoadConf(cfg.HadoopConfDir)
+	g, err := newGateway(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	sec, login, rmUser, err := loginFor(conf, &cfg)
-	if err != nil {
-		return nil, err
-	}
-	rms, err := conf.RMAddrs()
-	if err != nil {
-		destroy(login)
-		return nil, err
-	}
-	if _, err := conf.SchedulerAddrs(); err != nil {
-		destroy(login)
-		return nil, err
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	rmCfg := client.Config{RMAddrs: rms, User: rmUser, Rounds: 2, Logger: log}
-	if login != nil {
-		rmCfg.SASL = sec.RMAuth(login)
-	}
-	rm, err := client.New(rmCfg)
-	if err != nil {
-		destroy(login)
-		return nil, err
-	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	m, err := rm.ClusterMetrics(cctx)
-	if err != nil {
-		rm.Close()
-		destroy(login)
-		if errors.Is(err, hadooprpc.ErrProtection) {
-			err = fmt.Errorf("%w: %v", ErrConfig, err)
-		}
-		return nil, err
-	}
-	out := cfg.Out
-	if out == nil {
-		out = os.Stderr
-	}
-	cm := &ClusterManager{
-		cfg: cfg, conf: conf, sec: sec, login: login, rm: rm, log: log.With("component", "yarn"), out: out,
-		resolver: fsys.NewResolver(fsys.Options{HadoopConfDir: conf.Dir, User: cfg.User,
-			KerberosPrincipal: cfg.KerberosPrincipal, KerberosKeytab: cfg.KerberosKeytab}),
-		events: make(chan driver.Event, 1024), started: map[string]string{},
-	}
+	cm := &ClusterManager{gateway: g, events: make(chan driver.Event, 1024), started: map[string]string{}}
 	cm.ctx, cm.cancel = context.WithCancel(context.Background())
-	cm.log.Info("connected to the resourcemanager", "addr", rm.Addr(), "nodemanagers", m.GetNumActiveNms())
 	return cm, nil
 }
 
@@ -277,37 +214,25 @@ func stripEnv(env, shared map[string]string) map[string]string {
 // submit stages the binary, submits the application and waits for its
 // ApplicationMaster to answer.
 func (c *ClusterManager) submit(ctx context.Context, specs []driver.ExecutorSpec) error {
-	id, maxCap, err := c.rm.NewApplication(ctx)
-	if err != nil {
-		return err
-	}
-	for _, s := range specs {
-		if need := int64(s.MemoryMB + c.cfg.MemoryOverheadMB); need > maxCap.GetMemory() {
-			return fmt.Errorf("%w: executor %s needs %d MiB (memory plus %d MiB overhead) but YARN's largest container is %d MiB (yarn.scheduler.maximum-allocation-mb)",
-				driver.ErrConfig, s.ID, need, c.cfg.MemoryOverheadMB, maxCap.GetMemory())
+	id, st, err := c.newApp(ctx, func(maxMB int64) error {
+		for _, s := range specs {
+			if need := int64(s.MemoryMB + c.cfg.MemoryOverheadMB); need > maxMB {
+				return fmt.Errorf("%w: executor %s needs %d MiB (memory plus %d MiB overhead) but YARN's largest container is %d MiB (yarn.scheduler.maximum-allocation-mb)",
+					driver.ErrConfig, s.ID, need, c.cfg.MemoryOverheadMB, maxMB)
+			}
 		}
-	}
+		return nil
+	})
 	c.mu.Lock()
-	c.appID = id
+	c.appID, c.stager = id, st
 	c.mu.Unlock()
-	st, err := newStager(ctx, c.resolver, c.conf.Get("fs.defaultFS", ""), c.cfg.User, id.String())
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	c.stager = st
-	c.mu.Unlock()
-	bin := c.cfg.Binary
-	if bin == "" {
-		if bin, err = os.Executable(); err != nil {
-			return fmt.Errorf("find the spindle binary to stage: %w", err)
-		}
-	}
-	res, err := st.put(ctx, bin, "spindle")
+	res, err := c.stageBinary(ctx, st)
 	if err != nil {
 		return err
 	}
-	sched, _ := c.conf.SchedulerAddrs()
 	shared := map[string]string{}
 	if len(specs) > 0 {
 		if v, ok := specs[0].Env[executor.EnvJobSecret]; ok {
@@ -315,46 +240,24 @@ func (c *ClusterManager) submit(ctx context.Context, specs []driver.ExecutorSpec
 		}
 	}
 	plan := Plan{
-		AppID: id.String(), SchedulerAddrs: sched, Spindle: res, Env: shared, AMSecret: newSecret(),
+		AppID: id.String(), Spindle: res, Env: shared, AMSecret: newSecret(),
 		GangTimeoutMS: c.cfg.GangTimeout.Milliseconds(), OverheadMB: c.cfg.MemoryOverheadMB,
 		StagingURI: st.base, LogLevel: c.cfg.LogLevel, TrackingURL: c.trackingURL(),
+		Racks: c.racks(ctx), LocalityWaitMS: c.cfg.LocalityWait.Milliseconds(),
 	}
-	creds := hadooprpc.NewCredentials()
-	if err := plan.addTo(creds); err != nil {
-		return err
-	}
+	tokens := hadooprpc.NewCredentials()
 	if c.sec.Kerberos {
-		if err := c.addDelegationTokens(ctx, creds, specs); err != nil {
+		if err := c.addDelegationTokens(ctx, tokens, specs); err != nil {
 			return err
 		}
 	}
-	tokens, err := creds.Marshal(hadooprpc.CredentialsWritable)
-	if err != nil {
-		return err
-	}
-	env := []*pb.StringStringMapProto{{Key: proto.String("SPINDLE_LOG_LEVEL"), Value: proto.String(c.cfg.LogLevel)}}
-	sc := &pb.ApplicationSubmissionContextProto{
-		ApplicationId: id.Proto(), ApplicationName: proto.String(c.cfg.AppName), Queue: proto.String(c.cfg.Queue),
-		Priority: &pb.PriorityProto{Priority: proto.Int32(int32(c.cfg.Priority))},
-		AmContainerSpec: &pb.ContainerLaunchContextProto{
-			LocalResources: []*pb.StringLocalResourceMapProto{{Key: proto.String("spindle"), Value: res.Proto()}},
-			Tokens:         tokens,
-			Environment:    env,
-			Command:        []string{"./spindle yarn-am 1><LOG_DIR>/stdout 2><LOG_DIR>/stderr"},
-		},
-		MaxAppAttempts:  proto.Int32(int32(c.cfg.MaxAttempts)),
-		Resource:        &pb.ResourceProto{Memory: proto.Int64(int64(c.cfg.AMMemoryMB)), VirtualCores: proto.Int32(int32(c.cfg.AMCores))},
-		ApplicationType: proto.String(ApplicationType),
-		ApplicationTags: c.cfg.Tags,
-	}
-	if err := c.rm.Submit(ctx, sc); err != nil {
+	if err := c.launch(ctx, id, plan, tokens.Tokens); err != nil {
 		return err
 	}
 	c.mu.Lock()
 	c.submitted = true
 	c.plan = plan
 	c.mu.Unlock()
-	fmt.Fprintf(c.out, "yarn application %s submitted to queue %s\n", id, c.cfg.Queue)
 
 	report, err := c.waitAM(ctx, id)
 	if err != nil {
@@ -510,8 +413,14 @@ func (c *ClusterManager) close() error {
 			finished = amc.do(fctx, http.MethodPost, "/v1/finish", amFinish{Status: status, Diagnostics: diag}, nil) == nil
 			fcancel()
 		}
-		if finished {
-			finished = c.waitFinal(ctx, id, 30*time.Second)
+		switch {
+		case finished:
+			finished = c.waitFinal(ctx, id, 30*time.Second) != nil
+		case amc != nil && status != "KILLED" && c.cfg.MaxAttempts > 1:
+			// The AM is gone and YARN may be making another attempt,
+			// which ends the application itself (FAILED: it cannot
+			// rejoin this driver); give it a moment before killing.
+			finished = c.waitFinal(ctx, id, 20*time.Second) != nil
 		}
 		if !finished {
 			if _, err := c.rm.Kill(ctx, id, "spindle submit: "+status+" "+diag); err != nil {
@@ -528,25 +437,6 @@ func (c *ClusterManager) close() error {
 		}
 	}
 	c.cancelDelegationTokens(ctx)
-	c.resolver.Close()
-	c.rm.Close()
-	destroy(c.login)
+	c.gateway.close()
 	return errors.Join(errs...)
-}
-
-// waitFinal polls until the application is in a final state.
-func (c *ClusterManager) waitFinal(ctx context.Context, id client.AppID, within time.Duration) bool {
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	for {
-		r, err := c.rm.Report(ctx, id)
-		if err == nil && client.IsFinal(r.GetYarnApplicationState()) {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }

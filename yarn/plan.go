@@ -55,6 +55,44 @@ type Plan struct {
 	// TrackingURL is the driver's web UI, which the AM registers as the
 	// application's tracking URL (the ResourceManager proxies it).
 	TrackingURL string `json:"trackingUrl,omitempty"`
+	// AMFiles are further files YARN localizes into the AM's container,
+	// by link name (the Hadoop client configuration, in cluster mode).
+	AMFiles map[string]Resource `json:"amFiles,omitempty"`
+	// Racks maps the cluster's NodeManager hosts to their racks, for the
+	// locality of container requests.
+	Racks map[string]string `json:"racks,omitempty"`
+	// LocalityWaitMS is how long a container request stays on its
+	// preferred nodes, then on their racks, before it takes any node.
+	LocalityWaitMS int64 `json:"localityWaitMs,omitempty"`
+	// MaxAttempts is the application's maxAppAttempts.
+	MaxAttempts int `json:"maxAttempts,omitempty"`
+	// Cluster, in cluster mode, is the job whose driver the AM runs.
+	Cluster *ClusterJob `json:"cluster,omitempty"`
+}
+
+// ClusterJob is a cluster-mode job as the gateway hands it to the
+// ApplicationMaster: the configuration and what a submit gives beyond keys.
+// Local files have already been staged and are named by their hdfs:// URIs.
+type ClusterJob struct {
+	// Settings are the job's configuration keys given above the built-in
+	// defaults, as key=value.
+	Settings []string          `json:"settings"`
+	Inputs   []string          `json:"inputs,omitempty"`
+	Command  []string          `json:"command"`
+	Env      map[string]string `json:"env,omitempty"`
+	Files    []string          `json:"files,omitempty"`
+	PyFiles  []string          `json:"pyFiles,omitempty"`
+	Archives []string          `json:"archives,omitempty"`
+	// Executors are the memory the job's kinds of executors ask for, so
+	// that the gateway refuses what YARN can never give before submitting.
+	Executors []ExecutorMemory `json:"-"`
+}
+
+// ExecutorMemory is the memory one kind of executor asks for.
+type ExecutorMemory struct {
+	Role     string // "worker", "parameter server"
+	Key      string // the key or flag that sets it
+	MemoryMB int
 }
 
 // credentials returns c with the plan added as a secret.

@@ -78,3 +78,50 @@ func TestStripEnv(t *testing.T) {
 func driverSpec(id string, env map[string]string, args ...string) driver.ExecutorSpec {
 	return driver.ExecutorSpec{ID: id, Env: env, Args: args, MemoryMB: 256, Cores: 1}
 }
+
+// TestClusterJobInCredentials: a cluster-mode job's settings, environment
+// and files reach the ApplicationMaster in its credentials only; its
+// environment and command line (written into a launch script, shown in
+// YARN's UI) carry none of them.
+func TestClusterJobInCredentials(t *testing.T) {
+	job := &ClusterJob{
+		Settings: []string{"spindle.flight.token=tok-s3cret", "spindle.executor.instances=4"},
+		Inputs:   []string{"hdfs:///data/*.parquet"},
+		Command:  []string{"python3", "train.py"},
+		Env:      map[string]string{"API_KEY": "env-s3cret"},
+		Files:    []string{"hdfs://nn:8020/user/u/.spindleStaging/app/files/0/train.py"},
+	}
+	conf := Resource{Scheme: "hdfs", Host: "nn", Port: 8020, File: "/s/conf/core-site.xml", Size: 3, Timestamp: 7}
+	plan := Plan{AppID: "application_1_0003", AMSecret: "am-s3cret", Cluster: job,
+		Spindle: Resource{Scheme: "hdfs", Host: "nn", Port: 8020, File: "/s/spindle", Size: 10, Timestamp: 5},
+		AMFiles: map[string]Resource{amConfPrefix + "core-site.xml": conf}}
+	clc, err := amLaunchContext(plan, "info", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	visible := strings.Join(clc.GetCommand(), " ")
+	for _, kv := range clc.GetEnvironment() {
+		visible += " " + kv.GetKey() + "=" + kv.GetValue()
+	}
+	for _, secret := range []string{"tok-s3cret", "env-s3cret", "am-s3cret", "train.py"} {
+		if strings.Contains(visible, secret) {
+			t.Errorf("%q is in the AM's environment or command line: %s", secret, visible)
+		}
+	}
+	creds, err := hadooprpc.ReadCredentials(bytes.NewReader(clc.GetTokens()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := planFrom(creds)
+	if err != nil || got.Cluster == nil || got.AMSecret != "am-s3cret" || got.Cluster.Env["API_KEY"] != "env-s3cret" ||
+		strings.Join(got.Cluster.Settings, " ") != strings.Join(job.Settings, " ") || got.Cluster.Files[0] != job.Files[0] {
+		t.Fatalf("plan from the credentials: %+v %v", got, err)
+	}
+	names := map[string]bool{}
+	for _, lr := range clc.GetLocalResources() {
+		names[lr.GetKey()] = true
+	}
+	if !names["spindle"] || !names[amConfPrefix+"core-site.xml"] {
+		t.Fatalf("local resources %v", names)
+	}
+}

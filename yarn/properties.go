@@ -19,6 +19,7 @@ func ConfigFromProperties(p *config.Properties) Config {
 	cfg.Tags = p.List(config.KeyYARNTags)
 	cfg.MemoryOverheadMB = int(p.Bytes(config.KeyYARNMemoryOverhead) >> 20)
 	cfg.GangTimeout = p.Duration(config.KeyYARNGangTimeout)
+	cfg.LocalityWait = p.Duration(config.KeyYARNLocalityWait)
 	cfg.LogLevel = p.String(config.KeyLogLevel)
 	cfg.KerberosPrincipal = p.String(config.KeyKerberosPrincipal)
 	cfg.KerberosKeytab = p.String(config.KeyKerberosKeytab)

@@ -59,6 +59,11 @@ func (s *stager) put(ctx context.Context, local, name string) (Resource, error) 
 	}
 	defer in.Close()
 	target := path.Join(s.dir, name)
+	if parent := path.Dir(target); parent != s.dir {
+		if err := s.fs.MkdirAll(ctx, parent); err != nil {
+			return Resource{}, fmt.Errorf("stage %s to %s: %w", local, s.base, err)
+		}
+	}
 	w, err := s.fs.CreateAtomic(ctx, target)
 	if err != nil {
 		return Resource{}, fmt.Errorf("stage %s to %s: %w", local, s.base, err)

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -55,6 +56,11 @@ func loadKeyFlags(c *cli.Context, fs []keyFlag) (*config.Properties, error) {
 		v := c.String(name)
 		if _, ok := f.flag.(*cli.BoolFlag); ok {
 			v = fmt.Sprint(c.Bool(name))
+		}
+		if lo, hi, ok := strings.Cut(v, ":"); ok && f.key == config.KeyExecutorInstances {
+			// --num-executors MIN:MAX: an elastic job's range.
+			src.Flags = append(src.Flags, config.Setting{Key: config.KeyFailureMinExecutors, Value: lo, Source: "--" + name})
+			v = hi
 		}
 		src.Flags = append(src.Flags, config.Setting{Key: f.key, Value: v, Source: "--" + name})
 	}

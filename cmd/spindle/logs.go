@@ -77,10 +77,11 @@ func runLogs(c *cli.Context) error {
 		}
 		src = &uiSource{base: strings.TrimSuffix(ui, "/"), client: &http.Client{Timeout: 30 * time.Second}}
 	case yarnclient.IsAppID(id):
-		// Without an event log or a running driver, a finished YARN
-		// application's output is in YARN's own log aggregation.
-		return cli.Exit(fmt.Sprintf("%s is a YARN application: give --dir with its event log (spindle.eventLog.dir) or --ui with its running driver's web UI (its tracking URL); "+
-			"once it ended, YARN's log aggregation keeps its containers' output: yarn logs -applicationId %s", id, id), exitUsage)
+		ui, jobID, err := yarnJobUI(c, id)
+		if err != nil {
+			return cli.Exit(err, exitUsage)
+		}
+		src, id = ui, jobID
 	default:
 		return cli.Exit("say where the job's logs are: --dir EVENT_LOG_DIR (spindle.eventLog.dir), --ui URL (the address submit printed) "+
 			"or, on a standalone cluster, --master spindle://HOST:PORT,...", exitUsage)
@@ -380,4 +381,38 @@ func rankPrefixed(line string) (int, string, bool) {
 		return 0, "", false
 	}
 	return n, text, true
+}
+
+// yarnJobUI finds a running YARN application's job through the
+// ResourceManager: its driver's web UI is the application's original
+// tracking URL, and serves the job's output. A finished application's
+// output is in YARN's log aggregation, or in the job's event log.
+func yarnJobUI(c *cli.Context, app string) (*uiSource, string, error) {
+	ended := fmt.Sprintf("give --dir with its event log (spindle.eventLog.dir); YARN's log aggregation keeps its containers' output: yarn logs -applicationId %s", app)
+	cl, err := yarnClient(c)
+	if err != nil {
+		return nil, "", fmt.Errorf("YARN application %s: cannot ask the ResourceManager for its web UI (%v); give --ui with its tracking URL, or %s", app, err, ended)
+	}
+	defer cl.Close()
+	appID, _ := yarnclient.ParseAppID(app)
+	r, err := cl.Report(c.Context, appID)
+	if err != nil {
+		return nil, "", fmt.Errorf("YARN application %s: %v; %s", app, err, ended)
+	}
+	if yarnclient.IsFinal(r.GetYarnApplicationState()) {
+		return nil, "", fmt.Errorf("YARN application %s has ended (%s, %s): %s", app, r.GetYarnApplicationState(), r.GetFinalApplicationStatus(), ended)
+	}
+	base := strings.TrimSuffix(r.GetOriginalTrackingUrl(), "/")
+	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, "", fmt.Errorf("YARN application %s (%s) has no job web UI yet (tracking URL %q): try again once it runs, or %s", app, r.GetYarnApplicationState(), base, ended)
+	}
+	src := &uiSource{base: base, client: &http.Client{Timeout: 30 * time.Second}}
+	var jobs []jobview.Summary
+	if err := src.get(c.Context, "/api/jobs", &jobs); err != nil {
+		return nil, "", fmt.Errorf("YARN application %s: its job's web UI at %s: %w", app, base, err)
+	}
+	if len(jobs) != 1 {
+		return nil, "", fmt.Errorf("YARN application %s: the web UI at %s serves %d jobs, not its driver's one", app, base, len(jobs))
+	}
+	return src, jobs[0].ID, nil
 }

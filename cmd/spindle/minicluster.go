@@ -14,22 +14,29 @@ import (
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/config"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
+	"github.com/spindle-ml/spindle/internal/yarntest"
 )
 
 func miniclusterCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "minicluster",
-		Usage:     "run a small HDFS on this machine for demos and development",
-		UsageText: "spindle minicluster --dir DIR [--datanodes 3] [--block-size 1MiB] [--put 'LOCAL_GLOB=HDFS_DIR' ...]",
+		Usage:     "run a small HDFS and YARN on this machine for demos and development",
+		UsageText: "spindle minicluster --dir DIR [--datanodes 3] [--nodemanagers 2] [--block-size 1MiB] [--put 'LOCAL_GLOB=HDFS_DIR' ...]",
 		Description: `Starts a namenode and datanodes on the loopback interface that speak the
 HDFS wire protocols, keeping their files under DIR (a restart with the same
-DIR finds them again), and writes DIR/hadoop-conf/{core-site.xml,hdfs-site.xml}.
-Point HADOOP_CONF_DIR there and hdfs:///paths reach this cluster. Runs until
+DIR finds them again), and a ResourceManager and NodeManagers that speak
+YARN's protocols and run containers as local processes under DIR/yarn. It
+writes DIR/hadoop-conf/{core-site.xml,hdfs-site.xml,yarn-site.xml}: point
+HADOOP_CONF_DIR there and hdfs:///paths reach this HDFS and
+'spindle submit --master yarn' this YARN. No Java needed. Runs until
 interrupted. Authentication is simple: HADOOP_USER_NAME (or your login)
 names the user; you are the superuser.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dir", Required: true, Usage: "`DIR` holding the cluster's files and hadoop-conf/"},
 			&cli.IntFlag{Name: "datanodes", Value: 3, Usage: "number of datanodes"},
+			&cli.IntFlag{Name: "nodemanagers", Value: 2, Usage: "number of YARN NodeManagers (0: no YARN)"},
+			&cli.StringFlag{Name: "nm-memory", Value: "8GiB", Usage: "memory `SIZE` each NodeManager offers containers"},
+			&cli.IntFlag{Name: "nm-vcores", Value: 8, Usage: "vcores each NodeManager offers containers"},
 			&cli.StringFlag{Name: "block-size", Value: "1MiB", Usage: "block `SIZE` of new files; small, so files span several blocks"},
 			&cli.IntFlag{Name: "replication", Usage: "replicas of each block (default: 3, or the number of datanodes if fewer)"},
 			&cli.IntFlag{Name: "port", Usage: "namenode `PORT` (default: any free port)"},
@@ -48,6 +55,16 @@ func runMinicluster(c *cli.Context) error {
 	bs, err := config.ParseBytes(c.String("block-size"))
 	if err != nil {
 		return fmt.Errorf("--block-size: %w", err)
+	}
+	if n := c.Int("nodemanagers"); n < 0 {
+		return fmt.Errorf("--nodemanagers %d: want 0 or more", n)
+	}
+	nmMem, err := config.ParseBytes(c.String("nm-memory"))
+	if err != nil || nmMem < 256<<20 {
+		return fmt.Errorf("--nm-memory %q: want a size of at least 256MiB", c.String("nm-memory"))
+	}
+	if n := c.Int("nm-vcores"); n < 1 {
+		return fmt.Errorf("--nm-vcores %d: want at least 1", n)
 	}
 	if n := c.Int("datanodes"); n < 1 {
 		return fmt.Errorf("--datanodes %d: want at least 1", n)
@@ -82,6 +99,20 @@ func runMinicluster(c *cli.Context) error {
 	if err := cluster.WriteConfig(confDir); err != nil {
 		return err
 	}
+	var yc *yarntest.Cluster
+	if n := c.Int("nodemanagers"); n > 0 {
+		yc, err = yarntest.Start(c.Context, yarntest.Config{
+			Dir: filepath.Join(dir, "yarn"), NodeManagers: n, NodeMemoryMB: int(nmMem >> 20), NodeVCores: c.Int("nm-vcores"),
+			HadoopConfDir: confDir, Logger: log,
+		})
+		if err != nil {
+			return err
+		}
+		defer yc.Close()
+		if err := yc.WriteConfig(confDir); err != nil {
+			return err
+		}
+	}
 	res := fsys.NewResolver(fsys.Options{HadoopConfDir: confDir, User: cluster.Superuser()})
 	defer res.Close()
 	for _, p := range puts {
@@ -89,9 +120,12 @@ func runMinicluster(c *cli.Context) error {
 			return err
 		}
 	}
-	printMiniclusterUsage(c.App.Writer, cluster, dir, confDir)
+	printMiniclusterUsage(c.App.Writer, cluster, yc, dir, confDir)
 	<-c.Context.Done()
 	fmt.Fprintln(c.App.Writer, "stopping the minicluster")
+	if yc != nil {
+		yc.Close()
+	}
 	return cluster.Close()
 }
 
@@ -153,12 +187,20 @@ func copyToFS(ctx context.Context, dst fsys.FS, local, name string) error {
 	return af.Commit()
 }
 
-func printMiniclusterUsage(w io.Writer, c *hdfstest.Cluster, dir, confDir string) {
+func printMiniclusterUsage(w io.Writer, c *hdfstest.Cluster, yc *yarntest.Cluster, dir, confDir string) {
 	user := c.Superuser()
-	fmt.Fprintf(w, `spindle minicluster: HDFS is running
+	what, yarnLine, yarnCmd := "HDFS is running", "", ""
+	if yc != nil {
+		what = "HDFS and YARN are running"
+		yarnLine = fmt.Sprintf("  yarn        %s (scheduler %s), %d NodeManagers\n", yc.Addr(), yc.SchedulerAddr(), len(yc.Nodes()))
+		yarnCmd = fmt.Sprintf(`  spindle submit --master yarn --num-executors 2 --executor-memory 512m \
+      --input 'hdfs:///user/%s/data/*.parquet' --label-column label -- python3 train.py
+`, user)
+	}
+	fmt.Fprintf(w, `spindle minicluster: %s
   namenode    %s
   datanodes   %d
-  files       %s
+%s  files       %s
   config      %s
 
 In another shell:
@@ -166,8 +208,8 @@ In another shell:
   export HADOOP_USER_NAME=%s
   spindle submit --master 'local[2]' --input 'hdfs:///user/%s/data/*.parquet' \
       --label-column label --checkpoint-dir hdfs:///user/%s/checkpoints -- python3 train.py
-
+%s
 Load data with --put 'LOCAL_GLOB=/user/%s/data' when starting, or any HDFS
 client. Press Ctrl-C to stop; the files stay in %s.
-`, c.URI(), len(c.DataNodes()), filepath.Join(dir, "hdfs"), confDir, confDir, user, user, user, user, dir)
+`, what, c.URI(), len(c.DataNodes()), yarnLine, filepath.Join(dir, "hdfs"), confDir, confDir, user, user, user, yarnCmd, user, dir)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	yarnclient "github.com/spindle-ml/spindle/yarn/client"
 )
 
 func TestMinicluster(t *testing.T) {
@@ -42,6 +43,28 @@ func TestMinicluster(t *testing.T) {
 	conf := filepath.Join(dir, "hadoop-conf")
 	if !strings.Contains(out.String(), "export HADOOP_CONF_DIR="+conf) {
 		t.Fatalf("usage does not say how to set HADOOP_CONF_DIR:\n%s", out.String())
+	}
+
+	// The written yarn-site.xml reaches the test YARN's ResourceManager.
+	yconf, err := yarnclient.LoadConf(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rms, err := yconf.RMAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, err := yarnclient.New(yarnclient.Config{RMAddrs: rms, User: "demo", Rounds: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := rm.ClusterMetrics(ctx)
+	rm.Close()
+	if err != nil || m.GetNumActiveNms() != 2 {
+		t.Fatalf("ResourceManager of the written yarn-site.xml: %v NodeManagers (%v)", m.GetNumActiveNms(), err)
+	}
+	if !strings.Contains(out.String(), "spindle submit --master yarn") {
+		t.Errorf("usage does not show a YARN submit:\n%s", out.String())
 	}
 
 	res := fsys.NewResolver(fsys.Options{HadoopConfDir: conf})
@@ -77,6 +100,8 @@ func TestMiniclusterBadFlags(t *testing.T) {
 		{[]string{"--block-size", "huge"}, "--block-size"},
 		{[]string{"--put", "nodest"}, "LOCAL_GLOB=HDFS_DIR"},
 		{[]string{"--datanodes", "0"}, "--datanodes 0"},
+		{[]string{"--nodemanagers", "-1"}, "--nodemanagers -1"},
+		{[]string{"--nm-memory", "1MiB"}, "--nm-memory"},
 		{[]string{"--datanodes", "2", "--replication", "3"}, "--replication 3"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {

@@ -31,9 +31,9 @@ const (
 // submitFlags maps each explicit flag to the configuration key it sets.
 var submitFlags = []keyFlag{
 	{&cli.StringFlag{Name: "master", Usage: "where executors run: local, local[N], spindle://host:port,... (standalone masters)"}, config.KeyMaster},
-	{&cli.StringFlag{Name: "deploy-mode", Usage: "where the driver runs: client"}, config.KeyDeployMode},
+	{&cli.StringFlag{Name: "deploy-mode", Usage: "where the driver runs: client (here) or cluster (in the YARN ApplicationMaster; --master yarn)"}, config.KeyDeployMode},
 	{&cli.StringFlag{Name: "name", Usage: "job `NAME` shown in logs and status"}, config.KeyAppName},
-	{&cli.StringFlag{Name: "num-executors", Usage: "number of executors, one training rank each (default 2)"}, config.KeyExecutorInstances},
+	{&cli.StringFlag{Name: "num-executors", Usage: "number of executors, one training rank each (default 2); MIN:MAX for spindle.failure.policy elastic"}, config.KeyExecutorInstances},
 	{&cli.StringFlag{Name: "executor-cores", Usage: "CPU cores per executor"}, config.KeyExecutorCores},
 	{&cli.StringFlag{Name: "executor-memory", Usage: "memory per executor, like 4g"}, config.KeyExecutorMemory},
 	{&cli.StringFlag{Name: "executor-gpus", Usage: "GPUs per executor"}, config.KeyExecutorGPUs},
@@ -112,6 +112,13 @@ func runSubmit(c *cli.Context) error {
 	if err := checkMasterSettings(props, master, cfg); err != nil {
 		return cli.Exit(err, exitUsage)
 	}
+	if props.String(config.KeyDeployMode) == "cluster" {
+		if master.Kind != driver.MasterYARN {
+			return cli.Exit(fmt.Sprintf("%s: --deploy-mode cluster runs the driver in a YARN ApplicationMaster and needs --master yarn (master is %s)",
+				props.Source(config.KeyDeployMode), props.String(config.KeyMaster)), exitUsage)
+		}
+		return runYARNCluster(c.Context, props, cfg, logger)
+	}
 	cfg.Logger = logger
 	terminal := term.IsTerminal(int(os.Stderr.Fd()))
 	cfg.Console = driver.NewConsole(os.Stdout, os.Stderr, terminal)
@@ -145,19 +152,29 @@ func runSubmit(c *cli.Context) error {
 	if r, ok := cm.(interface{ SetResult(error) }); ok {
 		r.SetResult(runErr)
 	}
-	if err := runErr; err != nil {
-		switch {
-		case errors.Is(err, driver.ErrTimedOut):
-			return cli.Exit(fmt.Sprintf("job %s timed out after %s (spindle.job.timeout); every executor was stopped", d.JobID(), cfg.Timeout), exitJobFailed)
-		case errors.Is(err, driver.ErrInterrupted):
-			return cli.Exit("job interrupted; every executor was stopped", exitInterrupted)
-		case isInputError(err), errors.Is(err, standalone.ErrNeverFits):
-			return cli.Exit(err, exitUsage)
-		}
-		return cli.Exit(fmt.Sprintf("job %s failed: %v", d.JobID(), err), exitJobFailed)
+	msg, code := jobOutcome(runErr, d.JobID(), cfg)
+	if code != 0 {
+		return cli.Exit(msg, code)
 	}
-	fmt.Fprintf(os.Stderr, "job %s succeeded\n", d.JobID())
+	fmt.Fprintln(os.Stderr, msg)
 	return nil
+}
+
+// jobOutcome is what spindle submit says about a job's result, and its
+// exit status: 0 succeeded, 1 failed or timed out, 2 bad input found
+// before anything ran, 130 interrupted.
+func jobOutcome(err error, jobID string, cfg driver.Config) (string, int) {
+	switch {
+	case err == nil:
+		return fmt.Sprintf("job %s succeeded", jobID), 0
+	case errors.Is(err, driver.ErrTimedOut):
+		return fmt.Sprintf("job %s timed out after %s (spindle.job.timeout); every executor was stopped", jobID, cfg.Timeout), exitJobFailed
+	case errors.Is(err, driver.ErrInterrupted):
+		return "job interrupted; every executor was stopped", exitInterrupted
+	case isInputError(err), errors.Is(err, standalone.ErrNeverFits):
+		return err.Error(), exitUsage
+	}
+	return fmt.Sprintf("job %s failed: %v", jobID, err), exitJobFailed
 }
 
 // isInputError reports whether err is about the job's input or settings

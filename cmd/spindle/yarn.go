@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -33,7 +34,7 @@ func yarnAMCommand() *cli.Command {
 			if err != nil {
 				return cli.Exit(err, exitUsage)
 			}
-			if err := yarn.RunAM(c.Context, logger); err != nil {
+			if err := yarn.RunAM(c.Context, logger, runDriverInAM); err != nil {
 				return cli.Exit(err, exitJobFailed)
 			}
 			return nil
@@ -152,4 +153,97 @@ func yarnKill(c *cli.Context) error {
 	}
 	fmt.Printf("killed %s\n", id)
 	return nil
+}
+
+// clusterModeDropped are keys the gateway does not pass to a cluster-mode
+// driver: they describe the gateway (its address, its Hadoop configuration
+// directory) or the deploy mode itself.
+var clusterModeDropped = map[string]bool{
+	config.KeyDeployMode: true, config.KeyDriverHost: true, config.KeyDriverBindHost: true,
+	config.KeyHadoopConfDir: true, config.KeyHadoopUser: true, config.KeyCheckpointDir: true,
+}
+
+// runYARNCluster submits a job in --deploy-mode cluster: the driver runs
+// in the ApplicationMaster's container; this process follows the
+// application, streams the driver's output and exits with the job's result.
+func runYARNCluster(ctx context.Context, props *config.Properties, cfg driver.Config, logger *slog.Logger) error {
+	if err := yarn.CheckClusterInputs(cfg.Inputs); err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	job := yarn.ClusterJob{
+		Inputs: cfg.Inputs, Command: cfg.Command, Env: cfg.Env,
+		Files: cfg.Files, PyFiles: cfg.PyFiles, Archives: cfg.Archives,
+		Executors: []yarn.ExecutorMemory{{Role: "executor", Key: "--executor-memory " + props.String(config.KeyExecutorMemory), MemoryMB: cfg.MemoryMB}},
+	}
+	if cfg.PS.Count > 0 {
+		job.Executors = append(job.Executors, yarn.ExecutorMemory{Role: "parameter server", Key: "--ps-memory " + props.String(config.KeyPSMemory), MemoryMB: cfg.PS.MemoryMB})
+	}
+	for _, s := range props.Settings() {
+		if s.Level > config.LevelDefault && !clusterModeDropped[s.Key] {
+			job.Settings = append(job.Settings, s.Key+"="+s.Value)
+		}
+	}
+	if cfg.CheckpointDir != "" {
+		// Made absolute against the submit's working directory already.
+		job.Settings = append(job.Settings, config.KeyCheckpointDir+"="+cfg.CheckpointDir)
+	}
+	ycfg := yarn.ConfigFromProperties(props)
+	ycfg.Logger = logger
+	app, err := yarn.SubmitCluster(ctx, ycfg, job)
+	if err != nil {
+		if errors.Is(err, yarn.ErrConfig) || errors.Is(err, yarn.ErrUnreachable) || errors.Is(err, driver.ErrConfig) {
+			return cli.Exit(err, exitUsage)
+		}
+		if ctx.Err() != nil {
+			return cli.Exit("job interrupted before it was submitted", exitInterrupted)
+		}
+		return cli.Exit(fmt.Sprintf("submit to YARN: %v", err), exitJobFailed)
+	}
+	res := app.Follow(ctx, os.Stdout, os.Stderr)
+	if err := app.Close(); err != nil {
+		logger.Warn("clean up the yarn application", "app", app.ID(), "err", err)
+	}
+	if res.Code != 0 {
+		return cli.Exit(res.Message, res.Code)
+	}
+	fmt.Fprintln(os.Stderr, res.Message)
+	return nil
+}
+
+// runDriverInAM runs a cluster-mode job's driver inside the YARN
+// ApplicationMaster, with the AM as its cluster manager, and says how the
+// job ended as spindle submit would.
+func runDriverInAM(ctx context.Context, job yarn.DriverJob) yarn.JobResult {
+	props, warnings, err := config.Load(config.Sources{Overrides: job.Settings})
+	if err != nil {
+		return yarn.JobResult{Code: exitUsage, Message: err.Error()}
+	}
+	logger, err := newLogger(job.Stderr, props.String(config.KeyLogLevel))
+	if err != nil {
+		return yarn.JobResult{Code: exitUsage, Message: err.Error()}
+	}
+	for _, w := range warnings {
+		logger.Warn(w)
+	}
+	cfg, _, err := driver.ConfigFromProperties(props)
+	if err != nil {
+		return yarn.JobResult{Code: exitUsage, Message: err.Error()}
+	}
+	cfg.JobID = job.AppID
+	cfg.Inputs, cfg.Command, cfg.Env = job.Inputs, job.Command, job.Env
+	if cfg.Env == nil {
+		cfg.Env = map[string]string{}
+	}
+	cfg.Files, cfg.PyFiles, cfg.Archives = job.Files, job.PyFiles, job.Archives
+	cfg.Logger = logger
+	cfg.Console = driver.NewConsole(job.Stdout, job.Stderr, false)
+	d, err := driver.New(cfg, job.ClusterManager)
+	if err != nil {
+		return yarn.JobResult{Code: exitUsage, Message: err.Error()}
+	}
+	defer d.Close()
+	logger.Info("running the job's driver in the ApplicationMaster", "job", d.JobID(), "name", cfg.AppName,
+		"executors", cfg.NumExecutors, "feed", cfg.FeedMode)
+	msg, code := jobOutcome(d.Run(ctx), d.JobID(), cfg)
+	return yarn.JobResult{Code: code, Message: msg}
 }

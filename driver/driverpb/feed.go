@@ -59,3 +59,23 @@ func ints(v []int32) []int {
 	}
 	return out
 }
+
+// SegmentsFromFeed returns the messages of segments.
+func SegmentsFromFeed(ss []feed.Segment) []*Segment {
+	out := make([]*Segment, len(ss))
+	for i, s := range ss {
+		out[i] = &Segment{Splits: SplitsFromFeed(s.Splits), Rank: int32(s.Rank), TargetBatches: s.TargetBatches,
+			EpochRows: s.EpochRows, RowStart: s.RowStart, RowEnd: s.RowEnd}
+	}
+	return out
+}
+
+// FeedSegments returns the segments that segment messages describe.
+func FeedSegments(ss []*Segment) []feed.Segment {
+	out := make([]feed.Segment, len(ss))
+	for i, s := range ss {
+		out[i] = feed.Segment{Splits: FeedSplits(s.GetSplits()), Rank: int(s.GetRank()), TargetBatches: s.GetTargetBatches(),
+			EpochRows: s.GetEpochRows(), RowStart: s.GetRowStart(), RowEnd: s.GetRowEnd()}
+	}
+	return out
+}

@@ -102,9 +102,14 @@ type Task struct {
 	PsRejoin bool `protobuf:"varint,40,opt,name=ps_rejoin,json=psRejoin,proto3" json:"ps_rejoin,omitempty"`
 	// generation counts the job's restarts (spindle.failure.policy restart):
 	// 0 for the first gang; SPINDLE_GENERATION and SPINDLE_RESTART_COUNT.
-	Generation    int32 `protobuf:"varint,25,opt,name=generation,proto3" json:"generation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Generation int32 `protobuf:"varint,25,opt,name=generation,proto3" json:"generation,omitempty"`
+	// resume_checkpoint and resume_step name the complete checkpoint the
+	// generation resumes from (SPINDLE_RESUME_CHECKPOINT and
+	// SPINDLE_RESUME_STEP); empty when it starts afresh.
+	ResumeCheckpoint string `protobuf:"bytes,31,opt,name=resume_checkpoint,json=resumeCheckpoint,proto3" json:"resume_checkpoint,omitempty"`
+	ResumeStep       int64  `protobuf:"varint,32,opt,name=resume_step,json=resumeStep,proto3" json:"resume_step,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -354,6 +359,20 @@ func (x *Task) GetGeneration() int32 {
 	return 0
 }
 
+func (x *Task) GetResumeCheckpoint() string {
+	if x != nil {
+		return x.ResumeCheckpoint
+	}
+	return ""
+}
+
+func (x *Task) GetResumeStep() int64 {
+	if x != nil {
+		return x.ResumeStep
+	}
+	return 0
+}
+
 // FeedTask says how to feed the training process (the feed package's
 // pipeline settings; see feed.PipelineConfig).
 type FeedTask struct {
@@ -384,8 +403,20 @@ type FeedTask struct {
 	EpochRows int64 `protobuf:"varint,17,opt,name=epoch_rows,json=epochRows,proto3" json:"epoch_rows,omitempty"`
 	// flight_token and flight_ca_file reach the Arrow Flight services of
 	// Flight splits (spindle.flight.token, spindle.flight.tls.caFile).
-	FlightToken   string `protobuf:"bytes,18,opt,name=flight_token,json=flightToken,proto3" json:"flight_token,omitempty"`
-	FlightCaFile  string `protobuf:"bytes,19,opt,name=flight_ca_file,json=flightCaFile,proto3" json:"flight_ca_file,omitempty"`
+	FlightToken  string `protobuf:"bytes,18,opt,name=flight_token,json=flightToken,proto3" json:"flight_token,omitempty"`
+	FlightCaFile string `protobuf:"bytes,19,opt,name=flight_ca_file,json=flightCaFile,proto3" json:"flight_ca_file,omitempty"`
+	// start_epoch and start_batch are where the feed starts: the first
+	// epoch served is start_epoch, without its first start_batch batches
+	// (the rank's position in the checkpoint resumed from).
+	StartEpoch int32 `protobuf:"varint,20,opt,name=start_epoch,json=startEpoch,proto3" json:"start_epoch,omitempty"`
+	StartBatch int64 `protobuf:"varint,21,opt,name=start_batch,json=startBatch,proto3" json:"start_batch,omitempty"`
+	// has_rest says that epoch start_epoch is dealt as rest: slices of the
+	// epochs of the ranks of a world of another size (an elastic job that
+	// changed size inside that epoch), padded to rest_batches batches.
+	// Later epochs follow this rank's own splits.
+	HasRest       bool       `protobuf:"varint,22,opt,name=has_rest,json=hasRest,proto3" json:"has_rest,omitempty"`
+	Rest          []*Segment `protobuf:"bytes,23,rep,name=rest,proto3" json:"rest,omitempty"`
+	RestBatches   int64      `protobuf:"varint,24,opt,name=rest_batches,json=restBatches,proto3" json:"rest_batches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -553,6 +584,127 @@ func (x *FeedTask) GetFlightCaFile() string {
 	return ""
 }
 
+func (x *FeedTask) GetStartEpoch() int32 {
+	if x != nil {
+		return x.StartEpoch
+	}
+	return 0
+}
+
+func (x *FeedTask) GetStartBatch() int64 {
+	if x != nil {
+		return x.StartBatch
+	}
+	return 0
+}
+
+func (x *FeedTask) GetHasRest() bool {
+	if x != nil {
+		return x.HasRest
+	}
+	return false
+}
+
+func (x *FeedTask) GetRest() []*Segment {
+	if x != nil {
+		return x.Rest
+	}
+	return nil
+}
+
+func (x *FeedTask) GetRestBatches() int64 {
+	if x != nil {
+		return x.RestBatches
+	}
+	return 0
+}
+
+// Segment is rows [row_start, row_end) of the epoch of another rank,
+// which held splits (feed.Segment).
+type Segment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Splits        []*Split               `protobuf:"bytes,1,rep,name=splits,proto3" json:"splits,omitempty"`
+	Rank          int32                  `protobuf:"varint,2,opt,name=rank,proto3" json:"rank,omitempty"`
+	TargetBatches int64                  `protobuf:"varint,3,opt,name=target_batches,json=targetBatches,proto3" json:"target_batches,omitempty"`
+	EpochRows     int64                  `protobuf:"varint,4,opt,name=epoch_rows,json=epochRows,proto3" json:"epoch_rows,omitempty"`
+	RowStart      int64                  `protobuf:"varint,5,opt,name=row_start,json=rowStart,proto3" json:"row_start,omitempty"`
+	RowEnd        int64                  `protobuf:"varint,6,opt,name=row_end,json=rowEnd,proto3" json:"row_end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Segment) Reset() {
+	*x = Segment{}
+	mi := &file_task_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Segment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Segment) ProtoMessage() {}
+
+func (x *Segment) ProtoReflect() protoreflect.Message {
+	mi := &file_task_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Segment.ProtoReflect.Descriptor instead.
+func (*Segment) Descriptor() ([]byte, []int) {
+	return file_task_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Segment) GetSplits() []*Split {
+	if x != nil {
+		return x.Splits
+	}
+	return nil
+}
+
+func (x *Segment) GetRank() int32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *Segment) GetTargetBatches() int64 {
+	if x != nil {
+		return x.TargetBatches
+	}
+	return 0
+}
+
+func (x *Segment) GetEpochRows() int64 {
+	if x != nil {
+		return x.EpochRows
+	}
+	return 0
+}
+
+func (x *Segment) GetRowStart() int64 {
+	if x != nil {
+		return x.RowStart
+	}
+	return 0
+}
+
+func (x *Segment) GetRowEnd() int64 {
+	if x != nil {
+		return x.RowEnd
+	}
+	return 0
+}
+
 // Split is a piece of one input file (feed.Split).
 type Split struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -586,7 +738,7 @@ type Split struct {
 
 func (x *Split) Reset() {
 	*x = Split{}
-	mi := &file_task_proto_msgTypes[2]
+	mi := &file_task_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +750,7 @@ func (x *Split) String() string {
 func (*Split) ProtoMessage() {}
 
 func (x *Split) ProtoReflect() protoreflect.Message {
-	mi := &file_task_proto_msgTypes[2]
+	mi := &file_task_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +763,7 @@ func (x *Split) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Split.ProtoReflect.Descriptor instead.
 func (*Split) Descriptor() ([]byte, []int) {
-	return file_task_proto_rawDescGZIP(), []int{2}
+	return file_task_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Split) GetUri() string {
@@ -710,7 +862,7 @@ type CSVOptions struct {
 
 func (x *CSVOptions) Reset() {
 	*x = CSVOptions{}
-	mi := &file_task_proto_msgTypes[3]
+	mi := &file_task_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +874,7 @@ func (x *CSVOptions) String() string {
 func (*CSVOptions) ProtoMessage() {}
 
 func (x *CSVOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_task_proto_msgTypes[3]
+	mi := &file_task_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +887,7 @@ func (x *CSVOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSVOptions.ProtoReflect.Descriptor instead.
 func (*CSVOptions) Descriptor() ([]byte, []int) {
-	return file_task_proto_rawDescGZIP(), []int{3}
+	return file_task_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CSVOptions) GetDelimiter() int32 {
@@ -757,7 +909,7 @@ var File_task_proto protoreflect.FileDescriptor
 const file_task_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"task.proto\x12\x12spindle.control.v1\"\x9c\t\n" +
+	"task.proto\x12\x12spindle.control.v1\"\xea\t\n" +
 	"\x04Task\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x123\n" +
@@ -797,10 +949,13 @@ const file_task_proto_rawDesc = "" +
 	"\tps_rejoin\x18( \x01(\bR\bpsRejoin\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x19 \x01(\x05R\n" +
-	"generation\x1a6\n" +
+	"generation\x12+\n" +
+	"\x11resume_checkpoint\x18\x1f \x01(\tR\x10resumeCheckpoint\x12\x1f\n" +
+	"\vresume_step\x18  \x01(\x03R\n" +
+	"resumeStep\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc1\x06\n" +
 	"\bFeedTask\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x121\n" +
 	"\x06splits\x18\x02 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x16\n" +
@@ -824,7 +979,22 @@ const file_task_proto_rawDesc = "" +
 	"\n" +
 	"epoch_rows\x18\x11 \x01(\x03R\tepochRows\x12!\n" +
 	"\fflight_token\x18\x12 \x01(\tR\vflightToken\x12$\n" +
-	"\x0eflight_ca_file\x18\x13 \x01(\tR\fflightCaFile\"\x99\x03\n" +
+	"\x0eflight_ca_file\x18\x13 \x01(\tR\fflightCaFile\x12\x1f\n" +
+	"\vstart_epoch\x18\x14 \x01(\x05R\n" +
+	"startEpoch\x12\x1f\n" +
+	"\vstart_batch\x18\x15 \x01(\x03R\n" +
+	"startBatch\x12\x19\n" +
+	"\bhas_rest\x18\x16 \x01(\bR\ahasRest\x12/\n" +
+	"\x04rest\x18\x17 \x03(\v2\x1b.spindle.control.v1.SegmentR\x04rest\x12!\n" +
+	"\frest_batches\x18\x18 \x01(\x03R\vrestBatches\"\xcc\x01\n" +
+	"\aSegment\x121\n" +
+	"\x06splits\x18\x01 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x12\n" +
+	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12%\n" +
+	"\x0etarget_batches\x18\x03 \x01(\x03R\rtargetBatches\x12\x1d\n" +
+	"\n" +
+	"epoch_rows\x18\x04 \x01(\x03R\tepochRows\x12\x1b\n" +
+	"\trow_start\x18\x05 \x01(\x03R\browStart\x12\x17\n" +
+	"\arow_end\x18\x06 \x01(\x03R\x06rowEnd\"\x99\x03\n" +
 	"\x05Split\x12\x10\n" +
 	"\x03uri\x18\x01 \x01(\tR\x03uri\x12\x16\n" +
 	"\x06format\x18\x02 \x01(\tR\x06format\x12\x1d\n" +
@@ -863,26 +1033,29 @@ func file_task_proto_rawDescGZIP() []byte {
 	return file_task_proto_rawDescData
 }
 
-var file_task_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_task_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_task_proto_goTypes = []any{
 	(*Task)(nil),       // 0: spindle.control.v1.Task
 	(*FeedTask)(nil),   // 1: spindle.control.v1.FeedTask
-	(*Split)(nil),      // 2: spindle.control.v1.Split
-	(*CSVOptions)(nil), // 3: spindle.control.v1.CSVOptions
-	nil,                // 4: spindle.control.v1.Task.EnvEntry
-	nil,                // 5: spindle.control.v1.Split.PartitionsEntry
+	(*Segment)(nil),    // 2: spindle.control.v1.Segment
+	(*Split)(nil),      // 3: spindle.control.v1.Split
+	(*CSVOptions)(nil), // 4: spindle.control.v1.CSVOptions
+	nil,                // 5: spindle.control.v1.Task.EnvEntry
+	nil,                // 6: spindle.control.v1.Split.PartitionsEntry
 }
 var file_task_proto_depIdxs = []int32{
-	4, // 0: spindle.control.v1.Task.env:type_name -> spindle.control.v1.Task.EnvEntry
+	5, // 0: spindle.control.v1.Task.env:type_name -> spindle.control.v1.Task.EnvEntry
 	1, // 1: spindle.control.v1.Task.feed:type_name -> spindle.control.v1.FeedTask
-	2, // 2: spindle.control.v1.FeedTask.splits:type_name -> spindle.control.v1.Split
-	3, // 3: spindle.control.v1.FeedTask.csv:type_name -> spindle.control.v1.CSVOptions
-	5, // 4: spindle.control.v1.Split.partitions:type_name -> spindle.control.v1.Split.PartitionsEntry
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	3, // 2: spindle.control.v1.FeedTask.splits:type_name -> spindle.control.v1.Split
+	4, // 3: spindle.control.v1.FeedTask.csv:type_name -> spindle.control.v1.CSVOptions
+	2, // 4: spindle.control.v1.FeedTask.rest:type_name -> spindle.control.v1.Segment
+	3, // 5: spindle.control.v1.Segment.splits:type_name -> spindle.control.v1.Split
+	6, // 6: spindle.control.v1.Split.partitions:type_name -> spindle.control.v1.Split.PartitionsEntry
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_task_proto_init() }
@@ -896,7 +1069,7 @@ func file_task_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_task_proto_rawDesc), len(file_task_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

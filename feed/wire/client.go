@@ -95,6 +95,15 @@ type ArrowEpoch struct {
 	rd    *ipc.Reader
 	epoch int
 	done  bool
+	taken Taken
+}
+
+// Taken counts what the consumer has taken of an epoch: the batches and
+// rows Next returned, and whether it returned io.EOF (the epoch was read
+// to its end). Checkpoints record it as the feed's position.
+type Taken struct {
+	Batches, Rows int64
+	End           bool
 }
 
 var _ feed.Reader = (*ArrowEpoch)(nil)
@@ -185,12 +194,18 @@ func (a *ArrowEpoch) Next(ctx context.Context) (arrow.RecordBatch, error) {
 			return nil, a.c.fail(ctx, "read batch", fmt.Errorf("%w: no end-of-stream marker", ErrTruncated))
 		}
 		a.done = true
+		a.taken.End = true
 		return nil, io.EOF
 	}
 	rec := a.rd.RecordBatch()
 	rec.Retain()
+	a.taken.Batches++
+	a.taken.Rows += rec.NumRows()
 	return rec, nil
 }
+
+// Taken returns what Next has returned so far.
+func (a *ArrowEpoch) Taken() Taken { return a.taken }
 
 // Close closes the connection. Closing before the end of the epoch
 // abandons the rest of it; the next connection gets the next epoch.
@@ -220,6 +235,7 @@ type TensorEpoch struct {
 	hasLabel bool
 	buf      []float32
 	done     bool
+	taken    Taken
 }
 
 // DialTensor connects to the tensor-mode feed at socketPath and reads the
@@ -338,6 +354,7 @@ func (t *TensorEpoch) Next(ctx context.Context) (TensorBatch, error) {
 	rows := int(binary.LittleEndian.Uint32(rb[:]))
 	if rows == 0 {
 		t.done = true
+		t.taken.End = true
 		return TensorBatch{}, io.EOF
 	}
 	nf := len(t.features)
@@ -369,8 +386,13 @@ func (t *TensorEpoch) Next(ctx context.Context) (TensorBatch, error) {
 	if t.hasLabel {
 		b.Labels = buf[rows*nf:]
 	}
+	t.taken.Batches++
+	t.taken.Rows += int64(rows)
 	return b, nil
 }
+
+// Taken returns what Next has returned so far.
+func (t *TensorEpoch) Taken() Taken { return t.taken }
 
 // Close closes the connection. Closing before the end of the epoch
 // abandons the rest of it; the next connection gets the next epoch.

@@ -50,6 +50,10 @@ type DirectSpec struct {
 	// ShuffleBufferRows is the shuffle window in rows when Shuffle is set
 	// (1: split order only).
 	ShuffleBufferRows int `json:"shuffle_buffer_rows,omitempty"`
+	// StartEpoch and StartBatch are where a resumed feed starts: readers
+	// begin with epoch StartEpoch and drop its first StartBatch batches.
+	StartEpoch int   `json:"start_epoch,omitempty"`
+	StartBatch int64 `json:"start_batch,omitempty"`
 	// CSV describes the CSV splits' layout; nil when there are none.
 	CSV *DirectCSV `json:"csv,omitempty"`
 	// Splits are this rank's splits, in the order to read them.
@@ -74,6 +78,8 @@ func (s DirectSpec) Validate() error {
 		return fmt.Errorf("rank %d is outside 0..%d", s.Rank, s.WorldSize-1)
 	case s.Epochs < 1:
 		return fmt.Errorf("epochs %d: need at least 1", s.Epochs)
+	case s.StartEpoch < 0 || s.StartBatch < 0:
+		return fmt.Errorf("start at epoch %d batch %d: must not be negative", s.StartEpoch, s.StartBatch)
 	case s.BatchRows < 1:
 		return fmt.Errorf("batch_rows %d: need at least 1", s.BatchRows)
 	}

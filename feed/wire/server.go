@@ -43,6 +43,13 @@ type ServerConfig struct {
 	Mode Mode
 	// Epochs is the number of epochs to serve before serving empty streams.
 	Epochs int
+	// StartEpoch and StartBatch are where serving starts, to resume from a
+	// checkpoint: the first connection receives epoch StartEpoch without
+	// its first StartBatch batches, which are read and dropped (an epoch
+	// is the same for the same settings, so no row is sent twice or
+	// skipped); epochs before StartEpoch are never served.
+	StartEpoch int
+	StartBatch int64
 	// Source opens each epoch.
 	Source EpochSource
 	// LabelColumn is, in tensor mode, the column sent as the label vector;
@@ -68,6 +75,8 @@ func (c ServerConfig) Validate() error {
 		return fmt.Errorf("feed server: mode %q does not stream over a socket (want %s or %s)", c.Mode, ModeArrow, ModeTensor)
 	case c.Epochs < 1:
 		return fmt.Errorf("feed server: %d epochs; need at least 1", c.Epochs)
+	case c.StartEpoch < 0 || c.StartBatch < 0:
+		return fmt.Errorf("feed server: start at epoch %d batch %d: must not be negative", c.StartEpoch, c.StartBatch)
 	case c.Source == nil:
 		return errors.New("feed server: no epoch source")
 	case c.Source.Schema() == nil:
@@ -99,7 +108,7 @@ type Stats struct {
 }
 
 // Server feeds one training process over a Unix socket. Connection k
-// receives epoch k; connections are served one at a time, in order; after
+// receives epoch StartEpoch+k; connections are served one at a time, in order; after
 // the last epoch every connection receives an empty stream with epoch -1.
 type Server struct {
 	cfg    ServerConfig
@@ -246,16 +255,19 @@ func (s *Server) Run(ctx context.Context) error {
 	for k := 0; ; k++ {
 		epoch := -1
 		var r feed.Reader
-		if k < s.cfg.Epochs {
+		if e := s.cfg.StartEpoch + k; e < s.cfg.Epochs {
 			// Open the epoch before the process asks for it so that the
 			// source's read-ahead runs while the process is busy elsewhere.
-			epoch = k
+			epoch = e
 			var err error
 			if r, err = s.cfg.Source.Epoch(ctx, epoch); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
 				return fmt.Errorf("feed server: open epoch %d: %w", epoch, err)
+			}
+			if k == 0 && s.cfg.StartBatch > 0 {
+				r = &skipReader{Reader: r, skip: s.cfg.StartBatch}
 			}
 		}
 		conn, err := s.ln.AcceptUnix()
@@ -514,4 +526,31 @@ func withEpoch(schema *arrow.Schema, epoch int) *arrow.Schema {
 	}
 	m := arrow.NewMetadata(keys, vals)
 	return arrow.NewSchemaWithEndian(schema.Fields(), &m, schema.Endianness())
+}
+
+// skipReader drops the first skip batches of an epoch: where a resumed
+// feed starts inside it.
+type skipReader struct {
+	feed.Reader
+	skip int64
+}
+
+func (r *skipReader) Next(ctx context.Context) (arrow.RecordBatch, error) {
+	for ; r.skip > 0; r.skip-- {
+		rec, err := r.Reader.Next(ctx)
+		if err != nil {
+			return nil, err // io.EOF: the epoch ends before the start
+		}
+		rec.Release()
+	}
+	return r.Reader.Next(ctx)
+}
+
+// Buffered passes on the read-ahead of the epoch once the skipped batches
+// are gone.
+func (r *skipReader) Buffered() int {
+	if b, ok := r.Reader.(bufferedReader); ok && r.skip == 0 {
+		return b.Buffered()
+	}
+	return 0
 }

@@ -195,3 +195,29 @@ func TestCapturedTokenCannotBeReplayed(t *testing.T) {
 		t.Errorf("replayed with the same request: %v, want refused as already used", err)
 	}
 }
+
+// TestDeriveToken: a derived token depends on the secret and the purpose,
+// is the same every time, and does not contain the secret.
+func TestDeriveToken(t *testing.T) {
+	const secret = "0123456789abcdef0123456789abcdef"
+	base := DeriveToken(secret, "flight-put/producer/job-1")
+	for _, tc := range []struct {
+		name            string
+		secret, purpose string
+		same            bool
+	}{
+		{"again", secret, "flight-put/producer/job-1", true},
+		{"another purpose", secret, "flight-put/feed/job-1", false},
+		{"another job", secret, "flight-put/producer/job-2", false},
+		{"another secret", secret + "x", "flight-put/producer/job-1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := DeriveToken(tc.secret, tc.purpose); (got == base) != tc.same {
+				t.Fatalf("token %s, first %s: want same=%v", got, base, tc.same)
+			}
+		})
+	}
+	if len(base) != 64 || strings.Contains(base, secret) {
+		t.Fatalf("token %q", base)
+	}
+}

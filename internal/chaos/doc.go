@@ -7,7 +7,12 @@
 // hung past a hard deadline. It reports runs, faults by kind, recoveries,
 // named failures, hangs and the recovery times.
 //
+// Network faults go through internal/faultproxy: the executors reach the
+// driver through a proxy that pauses, drops or blackholes their
+// connections for a while.
+//
 // It runs only when SPINDLE_CHAOS=1 (make chaos): it takes minutes, and
 // its figures go to docs/reliability.md. SPINDLE_CHAOS_RUNS sets the runs
-// per fault (3) and SPINDLE_CHAOS_SEED the seed of the random choices.
+// per fault (3), SPINDLE_CHAOS_SEED the seed of the random choices and
+// SPINDLE_CHAOS_ONLY runs only the faults whose names contain it.
 package chaos

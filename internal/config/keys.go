@@ -109,34 +109,37 @@ func (k Key) Readers() Reader {
 
 // Names of the core job keys, for callers that read them.
 const (
-	KeyMaster              = "spindle.master"
-	KeyAppName             = "spindle.app.name"
-	KeyDeployMode          = "spindle.submit.deployMode"
-	KeyExecutorInstances   = "spindle.executor.instances"
-	KeyExecutorCores       = "spindle.executor.cores"
-	KeyExecutorMemory      = "spindle.executor.memory"
-	KeyExecutorGPUs        = "spindle.executor.gpus"
-	KeyQueue               = "spindle.yarn.queue"
-	KeyInputFormat         = "spindle.input.format"
-	KeyInputColumns        = "spindle.input.columns"
-	KeyPartitionColumns    = "spindle.input.partitionColumns"
-	KeyLabelColumn         = "spindle.input.labelColumn"
-	KeyCSVDelimiter        = "spindle.input.csv.delimiter"
-	KeyCSVHeader           = "spindle.input.csv.header"
-	KeyFeedMode            = "spindle.feed.mode"
-	KeyBatchRows           = "spindle.feed.batchRows"
-	KeyEpochs              = "spindle.feed.epochs"
-	KeyShuffle             = "spindle.feed.shuffle"
-	KeySeed                = "spindle.feed.seed"
-	KeyShuffleBufferRows   = "spindle.feed.shuffleBufferRows"
-	KeyPrefetchBatches     = "spindle.feed.prefetchBatches"
-	KeyFeedMemory          = "spindle.feed.memoryBudget"
-	KeyFeedCache           = "spindle.feed.cacheMemory"
-	KeyEvenBatches         = "spindle.feed.evenBatches"
-	KeyCheckpointDir       = "spindle.checkpoint.dir"
-	KeyDriverHost          = "spindle.driver.host"
-	KeyDriverBindHost      = "spindle.driver.bindHost"
-	KeyDriverPort          = "spindle.driver.port"
+	KeyMaster            = "spindle.master"
+	KeyAppName           = "spindle.app.name"
+	KeyDeployMode        = "spindle.submit.deployMode"
+	KeyExecutorInstances = "spindle.executor.instances"
+	KeyExecutorCores     = "spindle.executor.cores"
+	KeyExecutorMemory    = "spindle.executor.memory"
+	KeyExecutorGPUs      = "spindle.executor.gpus"
+	KeyQueue             = "spindle.yarn.queue"
+	KeyInputFormat       = "spindle.input.format"
+	KeyInputColumns      = "spindle.input.columns"
+	KeyPartitionColumns  = "spindle.input.partitionColumns"
+	KeyLabelColumn       = "spindle.input.labelColumn"
+	KeyCSVDelimiter      = "spindle.input.csv.delimiter"
+	KeyCSVHeader         = "spindle.input.csv.header"
+	KeyFeedMode          = "spindle.feed.mode"
+	KeyBatchRows         = "spindle.feed.batchRows"
+	KeyEpochs            = "spindle.feed.epochs"
+	KeyShuffle           = "spindle.feed.shuffle"
+	KeySeed              = "spindle.feed.seed"
+	KeyShuffleBufferRows = "spindle.feed.shuffleBufferRows"
+	KeyPrefetchBatches   = "spindle.feed.prefetchBatches"
+	KeyFeedMemory        = "spindle.feed.memoryBudget"
+	KeyFeedCache         = "spindle.feed.cacheMemory"
+	KeyEvenBatches       = "spindle.feed.evenBatches"
+	KeyCheckpointDir     = "spindle.checkpoint.dir"
+	KeyDriverHost        = "spindle.driver.host"
+	KeyDriverBindHost    = "spindle.driver.bindHost"
+	KeyDriverPort        = "spindle.driver.port"
+	// KeyDriverAdvertisePort is the port executors are told to dial when
+	// something forwards it to spindle.driver.port.
+	KeyDriverAdvertisePort = "spindle.driver.advertisePort"
 	KeyRegistrationTimeout = "spindle.driver.registrationTimeout"
 	KeyHeartbeatInterval   = "spindle.executor.heartbeatInterval"
 	KeyHeartbeatTimeout    = "spindle.executor.heartbeatTimeout"
@@ -159,8 +162,8 @@ var coreKeys = []Key{
 		Doc: "Where executors run: local (child processes on this machine, spindle.executor.instances of them), local[N] (N executors), local[*] (one per CPU), spindle://host:port,host:port (standalone masters; an IPv6 host in brackets, port 7077 when left out)."},
 	{Name: KeyAppName, Default: "spindle-job", Kind: String,
 		Doc: "A name for the job, shown in logs and status listings."},
-	{Name: KeyDeployMode, Default: "client", Kind: Enum, Enum: []string{"client"},
-		Doc: "Where the driver runs. client: in the submitting process."},
+	{Name: KeyDeployMode, Default: "client", Kind: Enum, Enum: []string{"client", "cluster"},
+		Doc: "Where the driver runs. client: in the submitting process. cluster (--master yarn only): in the YARN ApplicationMaster's container; spindle submit follows the application, streams the driver's output and exits with the job's result."},
 	{Name: KeyExecutorInstances, Default: "2", Kind: Int, Min: 1, HasMin: true,
 		Doc: "Number of executors (training ranks)."},
 	{Name: KeyExecutorCores, Default: "1", Kind: Int, Min: 1, HasMin: true,
@@ -211,6 +214,8 @@ var coreKeys = []Key{
 		Doc: "Address the driver listens on (control plane and web UI); empty listens where it advertises (spindle.driver.host), 0.0.0.0 on every interface."},
 	{Name: KeyDriverPort, Default: "0", Kind: Int, Min: 0, HasMin: true, Max: 65535, HasMax: true,
 		Doc: "Control-plane port of the driver; 0 picks a free one."},
+	{Name: KeyDriverAdvertisePort, Default: "0", Kind: Int, Min: 0, HasMin: true, Max: 65535, HasMax: true,
+		Doc: "Port executors are told to reach the driver's control plane on, when something (a NAT rule, a proxy) forwards it to spindle.driver.port; 0 is the port the driver listens on."},
 	{Name: KeyRegistrationTimeout, Default: "120s", Kind: Duration,
 		Doc: "How long the driver waits for all executors to register (the gang) before failing the job."},
 	{Name: KeyHeartbeatInterval, Default: "1s", Kind: Duration,

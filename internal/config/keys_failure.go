@@ -4,12 +4,31 @@ package config
 const (
 	KeyFailurePolicy      = "spindle.failure.policy"
 	KeyFailureMaxRestarts = "spindle.failure.maxRestarts"
+	// KeyFailureMaxBlamelessRestarts bounds the restarts after losses that
+	// were not the job's fault, which maxRestarts does not count.
+	KeyFailureMaxBlamelessRestarts = "spindle.failure.maxBlamelessRestarts"
+	// KeyFailureHostMaxFailures is how many failures on one host keep the
+	// job's later generations off it.
+	KeyFailureHostMaxFailures = "spindle.failure.hostMaxFailures"
+	// KeyFailureMinExecutors is the fewest workers of an elastic job
+	// (--num-executors MIN:MAX sets it and spindle.executor.instances).
+	KeyFailureMinExecutors = "spindle.failure.minExecutors"
+	// KeyFailureElasticWait bounds an elastic job's wait for more room.
+	KeyFailureElasticWait = "spindle.failure.elasticWait"
 )
 
 // failureKeys say how a job survives failures.
 var failureKeys = []Key{
-	{Name: KeyFailurePolicy, Default: "fail", Kind: Enum, Enum: []string{"fail", "restart"}, ReadBy: ReadBySubmit,
-		Doc: "What a failure does to the job: fail ends it; restart stops every rank and starts a new gang (SPINDLE_GENERATION and SPINDLE_RESTART_COUNT one higher) whose processes resume from their latest checkpoints, up to spindle.failure.maxRestarts times. Bad input, a timeout or Ctrl-C are never restarted."},
+	{Name: KeyFailurePolicy, Default: "fail", Kind: Enum, Enum: []string{"fail", "restart", "elastic"}, ReadBy: ReadBySubmit,
+		Doc: "What a failure does to the job: fail ends it; restart stops every rank and starts a new gang (SPINDLE_GENERATION and SPINDLE_RESTART_COUNT one higher) whose processes resume from the newest complete checkpoint, each rank's feed where it stood, up to spindle.failure.maxRestarts times; elastic (with --num-executors MIN:MAX) does the same with the survivors, down to MIN workers, dealing the rest of the epoch among them. Bad input, a timeout or Ctrl-C are never restarted."},
 	{Name: KeyFailureMaxRestarts, Default: "3", Kind: Int, Min: 0, HasMin: true, ReadBy: ReadBySubmit,
-		Doc: "How many times spindle.failure.policy restart restarts a job before its failure is final."},
+		Doc: "How many times spindle.failure.policy restart restarts a job before its failure is final. Losses that were not the job's fault (a YARN container preempted or its node lost, a standalone worker that left) are not counted; see spindle.failure.maxBlamelessRestarts."},
+	{Name: KeyFailureMaxBlamelessRestarts, Default: "10", Kind: Int, Min: 0, HasMin: true, ReadBy: ReadBySubmit,
+		Doc: "How many times spindle.failure.policy restart restarts a job after losses that were not its fault (preemption, a lost node, a standalone worker that left), which spindle.failure.maxRestarts does not count, before such a loss is final."},
+	{Name: KeyFailureMinExecutors, Default: "0", Kind: Int, Min: 0, HasMin: true, ReadBy: ReadBySubmit,
+		Doc: "Under spindle.failure.policy elastic, the fewest workers the job runs with (spindle.executor.instances is the most); --num-executors MIN:MAX sets both. 0 means spindle.executor.instances."},
+	{Name: KeyFailureElasticWait, Default: "10s", Kind: Duration, ReadBy: ReadBySubmit,
+		Doc: "How long an elastic job waits for room for more than its fewest workers before it asks for one fewer; also how often a smaller elastic job asks the standalone masters for room to grow."},
+	{Name: KeyFailureHostMaxFailures, Default: "2", Kind: Int, Min: 0, HasMin: true, ReadBy: ReadBySubmit,
+		Doc: "After this many failures of the job's ranks or executors on one host (not counting losses that were not the job's fault), later generations are not placed on that host (standalone and YARN; local mode has one host). 0 never keeps a host out."},
 }

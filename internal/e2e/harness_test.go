@@ -23,6 +23,7 @@ var (
 	feedcheckBin string
 	logregBin    string
 	rolecheckBin string
+	rowcheckBin  string
 	sparseLRBin  string
 	repoRoot     string
 )
@@ -50,6 +51,7 @@ func run(m *testing.M) int {
 		{&feedcheckBin, "./internal/e2e/feedcheck"},
 		{&logregBin, "./examples/logreg"},
 		{&rolecheckBin, "./internal/e2e/rolecheck"},
+		{&rowcheckBin, "./internal/e2e/rowcheck"},
 		{&sparseLRBin, "./examples/sparse-lr"},
 	} {
 		*b.out = filepath.Join(bin, filepath.Base(b.pkg))

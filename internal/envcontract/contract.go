@@ -45,6 +45,24 @@ const (
 	RestartCount = "SPINDLE_RESTART_COUNT"
 )
 
+// ResumeCheckpoint and ResumeStep name the checkpoint a generation
+// resumes from: the newest one every rank finished saving with the
+// checkpoint APIs (task.Checkpointer, spindle.Checkpointer). Unset when
+// there is none: the process starts afresh.
+const (
+	ResumeCheckpoint = "SPINDLE_RESUME_CHECKPOINT"
+	ResumeStep       = "SPINDLE_RESUME_STEP"
+)
+
+// FeedStartEpoch and FeedStartBatch are where this rank's feed starts when
+// the generation resumes from a checkpoint: its first epoch is
+// FeedStartEpoch, without the FeedStartBatch batches the checkpoint had
+// consumed. Unset means 0.
+const (
+	FeedStartEpoch = "SPINDLE_FEED_START_EPOCH"
+	FeedStartBatch = "SPINDLE_FEED_START_BATCH"
+)
+
 // Timeline is "1" when the job records a timeline (spindle.timeline): the
 // process then sends spans of its time to the report socket.
 const Timeline = "SPINDLE_TIMELINE"
@@ -156,8 +174,12 @@ var Vars = []Var{
 	{Name: CheckpointDir, ID: "checkpoint_dir", Doc: "the checkpoint directory, when configured"},
 	{Name: CheckpointService, ID: "checkpoint_service", Doc: "the Unix socket of the executor's checkpoint service, when a checkpoint directory is configured: the Python package saves `hdfs://` checkpoints through it"},
 	{Name: ReportSocket, ID: "report_socket", Doc: "the Unix datagram socket where the process reports values (`spindle.report(step=..., loss=...)`, `task.Report`): one JSON object per datagram, never waited on"},
-	{Name: Generation, ID: "generation", Doc: "the gang's generation: 0 at first, one more at each restart (`spindle.failure.policy restart`); a process loads its latest checkpoint when it is above 0"},
+	{Name: Generation, ID: "generation", Doc: "the gang's generation: 0 at first, one more at each restart or resize (`spindle.failure.policy restart` or `elastic`); the world size, peers and rendezvous variables are this generation's"},
 	{Name: RestartCount, ID: "restart_count", Doc: "how many times the job was restarted (the same as `SPINDLE_GENERATION`, under torchrun's name)"},
+	{Name: ResumeCheckpoint, ID: "resume_checkpoint", Doc: "the checkpoint to resume from and its step, when the job has one that every rank finished saving with the checkpoint APIs (`task.Checkpointer`, `spindle.Checkpointer`); unset: start afresh"},
+	{Name: ResumeStep, ID: "resume_step"},
+	{Name: FeedStartEpoch, ID: "feed_start_epoch", Default: "0", Doc: "where this rank's feed starts when resuming: the first epoch served, and the batches of it already consumed (the feed leaves them out); the checkpoint APIs count positions from them"},
+	{Name: FeedStartBatch, ID: "feed_start_batch", Default: "0"},
 	{Name: Timeline, ID: "timeline", Doc: "`1` when the job records a Chrome-trace timeline (`spindle.timeline`): Spindle's Python package and Go packages then send spans of the process's feed waits, collective operations and checkpoint saves to the report socket"},
 	{Name: Peers, ID: "peers", Doc: "every rank's `host:port` (its peer port), in rank order"},
 	{Name: PeerListenFD, ID: "peer_listen_fd", Doc: "descriptor of an already-bound listener on this rank's peer port (used by Spindle's Go collectives)"},

@@ -266,7 +266,7 @@ func (s TokenServer) accept(ctx context.Context, ex *SASLExchange, m *hadooppb.R
 		nonce: nonce, cnonce: resp["cnonce"], nc: resp["nc"], qop: "auth", uri: resp["digest-uri"],
 	}
 	if subtle.ConstantTimeCompare([]byte(d.response("AUTHENTICATE")), []byte(resp["response"])) != 1 {
-		return "", fmt.Errorf("%w: digest response does not match the token's password", ErrTokenRejected)
+		return "", fmt.Errorf("%w: digest response does not match the password of the token for %s", ErrTokenRejected, user)
 	}
 	if err := ex.Send(&hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_SUCCESS.Enum(), Token: []byte("rspauth=" + d.response(""))}); err != nil {
 		return "", err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -153,18 +154,8 @@ func (s *Server) JoinState(context.Context, *pspb.JoinStateRequest) (*pspb.JoinS
 		specs = append(specs, t.spec)
 	}
 	s.mu.RUnlock()
-	slices.SortFunc(specs, func(a, b *pspb.TableSpec) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(specs, func(a, b *pspb.TableSpec) int { return strings.Compare(a.Name, b.Name) })
 	return &pspb.JoinStateResponse{Ring: s.ringInfo(s.ring.Load()), Tables: specs, Clocks: s.clocks.snapshot()}, nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Rejoin implements pspb.ParameterServerServer.

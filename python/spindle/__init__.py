@@ -30,7 +30,9 @@ from ._env import (
     collective_timeout,
     feed_mode,
     feed_path,
+    feed_start,
     files_dir,
+    generation,
     in_spindle,
     job_id,
     label_column,
@@ -38,6 +40,7 @@ from ._env import (
     local_world_size,
     peers,
     rank,
+    resume_checkpoint,
     role,
     role_rank,
     role_world_size,
@@ -45,14 +48,15 @@ from ._env import (
     world_size,
 )
 from ._errors import EnvError, FeedError, FeedTruncatedError, SpindleError, UnsupportedTypeError
-from ._feed import Epoch, Feed, pyarrow_available
+from ._feed import Epoch, Feed, position, pyarrow_available
+from .checkpoint import Checkpointer
 from ._report import report
 
 __all__ = [
-    "EnvError", "Epoch", "Feed", "FeedError", "FeedTruncatedError", "SpindleError", "UnsupportedTypeError",
+    "Checkpointer", "EnvError", "Epoch", "Feed", "FeedError", "FeedTruncatedError", "SpindleError", "UnsupportedTypeError",
     "batches", "checkpoint_dir", "collective_timeout", "columns", "epochs", "feed", "feed_mode", "feed_path",
-    "files_dir", "in_spindle", "job_id", "label_column", "last_epoch", "local_rank", "local_world_size",
-    "peers", "pyarrow_available", "rank", "report", "role", "role_rank", "role_world_size", "roles", "tensors", "world_size",
+    "feed_start", "files_dir", "generation", "in_spindle", "job_id", "label_column", "last_epoch", "local_rank", "local_world_size",
+    "peers", "position", "pyarrow_available", "rank", "report", "resume_checkpoint", "role", "role_rank", "role_world_size", "roles", "tensors", "world_size",
 ]
 
 _default = None

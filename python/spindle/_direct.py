@@ -82,6 +82,9 @@ class DirectSpec:
         # and the shuffle window; rows and order follow (see _epoch_rows).
         self.epoch_row_limit = get("epoch_row_limit", int, 0)
         self.shuffle_buffer_rows = get("shuffle_buffer_rows", int, required=self.shuffle) or 0
+        # Where a resumed feed starts: this epoch, without its first batches.
+        self.start_epoch = get("start_epoch", int, 0)
+        self.start_batch = get("start_batch", int, 0)
         csv_opts = get("csv", dict, {})
         # Empty picks it by the file name (tab for .tsv, comma otherwise).
         self.csv_delimiter = str(csv_opts.get("delimiter", "") or "")
@@ -97,6 +100,8 @@ class DirectSpec:
             (self.epoch_rows >= 0, f"epoch_rows {self.epoch_rows}: must not be negative"),
             (self.epoch_row_limit >= 0, f"epoch_row_limit {self.epoch_row_limit}: must not be negative"),
             (self.shuffle_buffer_rows >= 0, f"shuffle_buffer_rows {self.shuffle_buffer_rows}: must not be negative"),
+            (self.start_epoch >= 0 and self.start_batch >= 0,
+             f"start at epoch {self.start_epoch} batch {self.start_batch}: must not be negative"),
         ]
         for ok, msg in checks:
             if not ok:

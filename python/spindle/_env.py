@@ -185,3 +185,34 @@ def collective_timeout():
     if not value > 0 or value == float("inf"):
         raise EnvError(f"{C.COLLECTIVE_TIMEOUT}={raw!r} must be a positive number of seconds")
     return value
+
+
+def _optional_int(name):
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return 0
+    try:
+        value = int(raw)
+    except ValueError:
+        raise EnvError(f"{name}={raw!r} is not an integer") from None
+    if value < 0:
+        raise EnvError(f"{name}={raw!r} is below 0")
+    return value
+
+
+def generation():
+    """Return the gang's generation: 0 at first, one more at each restart (SPINDLE_GENERATION)."""
+    return _optional_int(C.GENERATION)
+
+
+def resume_checkpoint():
+    """Return (name, step) of the checkpoint this generation resumes from, or None to start afresh."""
+    name = os.environ.get(C.RESUME_CHECKPOINT, "").strip()
+    if not name:
+        return None
+    return name, _optional_int(C.RESUME_STEP)
+
+
+def feed_start():
+    """Return (epoch, batches) where the feed starts: SPINDLE_FEED_START_EPOCH and SPINDLE_FEED_START_BATCH."""
+    return _optional_int(C.FEED_START_EPOCH), _optional_int(C.FEED_START_BATCH)

@@ -17,6 +17,25 @@ META_EPOCH = "spindle.epoch"
 META_LABEL = "spindle.label"
 
 _READ_BUFFER = 256 << 10
+
+# The epoch the process opened last (not the empty one after the last),
+# whose count of batches taken is the feed's position for checkpoints.
+_last = None
+
+
+def position():
+    """Return (epoch, batches) where the process's feed stands: the batches of the epoch taken so far.
+
+    An epoch read to its end puts the position at the start of the next
+    one. Before any epoch is opened it is where the feed starts
+    (SPINDLE_FEED_START_EPOCH, SPINDLE_FEED_START_BATCH).
+    """
+    ep = _last
+    if ep is None:
+        return _env.feed_start()
+    if ep.ended:
+        return ep.epoch + 1, 0
+    return ep.epoch, ep.start_batch + ep.batches
 _SOCKET_BUFFER = 4 << 20
 
 
@@ -122,6 +141,13 @@ class Epoch:
         self.rows = 0
         self.batches = 0
         self.closed = False
+        #: Batches of this epoch consumed before this generation (a resumed
+        #: feed leaves them out), and whether the epoch was read to its end.
+        self.start_batch = 0
+        self.ended = False
+        start_epoch, start_batch = _env.feed_start()
+        if self.epoch >= 0 and self.epoch == start_epoch:
+            self.start_batch = start_batch
 
     @property
     def end_of_feed(self):
@@ -149,6 +175,7 @@ class Epoch:
             self.close()
             raise
         if item is None:
+            self.ended = True
             self.close()
             raise StopIteration
         self.batches += 1
@@ -222,7 +249,7 @@ class Feed:
         self.last_epoch = None
         self._pending = None
         self._spec = None
-        self._direct_next = 0
+        self._direct_next = None
 
     def __repr__(self):
         return f"<spindle.Feed {self.mode or 'auto'} {self.path}>"
@@ -267,6 +294,8 @@ class Feed:
             if self._spec is None:
                 self._spec = _direct.load_spec(self.path)
             spec = self._spec
+            if self._direct_next is None:
+                self._direct_next = spec.start_epoch  # a resumed feed starts there
             k = self._direct_next
             self._direct_next += 1
             if k >= spec.epochs:
@@ -275,7 +304,12 @@ class Feed:
                 except FeedError:
                     cols = []  # the end of the feed needs no data
                 return _EndSource(cols, spec.label_column)
-            return _direct.DirectEpoch(spec, k, self.use_pyarrow)
+            src = _direct.DirectEpoch(spec, k, self.use_pyarrow)
+            if k == spec.start_epoch:
+                for _ in range(spec.start_batch):  # consumed before the restart
+                    if src.next_columns() is None:
+                        break
+            return src
         sock, rd = self._connect()
         try:
             head = rd.read_exact(4, "before the stream's first message", allow_eof=True)
@@ -314,7 +348,11 @@ class Feed:
             src.close()
             raise
         self.last_epoch = src.epoch
-        return Epoch(src, kind, label, dtype, self.path)
+        ep = Epoch(src, kind, label, dtype, self.path)
+        if ep.epoch >= 0:
+            global _last
+            _last = ep
+        return ep
 
     def batches(self):
         """Open the next epoch and return it as an iterator of batches.

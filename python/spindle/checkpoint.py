@@ -9,22 +9,33 @@ that replaces the checkpoint only once every byte is stored, as the Go
 ``task`` package does. Either way a reader sees the old checkpoint or the
 new one, never half of one.
 
+:class:`Checkpointer` saves numbered checkpoints every N steps or seconds
+together with the feed's position, and loads the one a restarted job
+resumes from: the newest checkpoint every rank finished saving, which the
+driver names in SPINDLE_RESUME_CHECKPOINT while each rank's feed starts
+where that checkpoint left it, so no row is fed twice or skipped within
+an epoch.
+
 Nothing here needs torch; :mod:`spindle.torch` builds on it.
 """
 
+import datetime
 import functools
 import http.client
+import json
 import os
+import re
 import shutil
 import socket
 import tempfile
+import time
 import urllib.parse
 
 from . import _contract as C
 from . import _env, _timeline
 from ._errors import EnvError, SpindleError
 
-__all__ = ["CheckpointError", "load_bytes", "load_file", "save_bytes", "save_file"]
+__all__ = ["CheckpointError", "Checkpointer", "load_bytes", "load_file", "save_bytes", "save_file"]
 
 SERVICE = C.CHECKPOINT_SERVICE
 
@@ -217,3 +228,145 @@ def _fsync_dir(directory):
             os.close(fd)
     except OSError:
         pass
+
+
+# The hidden directory of the checkpoints' resume records (Go's internal/resume.Dir).
+RESUME_DIR = ".spindle-resume"
+
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+=-]*$")
+
+
+def _write_record(directory, record):
+    """Store one rank's resume record of a checkpoint, atomically, after its files."""
+    data = json.dumps(record, separators=(",", ":")).encode()
+    local = _local(directory)
+    if local is not None:
+        d = os.path.join(local, RESUME_DIR, record["checkpoint"])
+        os.makedirs(d, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".rank-", dir=d)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, os.path.join(d, f"rank-{record['rank']}.json"))
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        _fsync_dir(d)
+        return
+    conn = _service(directory)
+    try:
+        conn.request("PUT", "/resume?" + urllib.parse.urlencode({"dir": directory}), body=data,
+                     headers={"Content-Length": str(len(data)), "Content-Type": "application/json"})
+        resp = conn.getresponse()
+        detail = resp.read().decode("utf-8", "replace").strip()
+        if resp.status != 204:
+            raise CheckpointError(f"record checkpoint {record['checkpoint']} in {directory}: {detail or resp.reason} "
+                                  f"(HTTP {resp.status})")
+    except OSError as e:
+        raise CheckpointError(f"record checkpoint {record['checkpoint']} in {directory}: "
+                              f"the executor's checkpoint service: {e}") from None
+    finally:
+        conn.close()
+
+
+class Checkpointer:
+    """Numbered checkpoints (``prefix-STEP``) with the feed's position beside them.
+
+    Every rank calls :meth:`save` (or :meth:`maybe_save`) for the same
+    steps. Rank 0 writes the checkpoint (every rank its own
+    ``prefix-STEP.rank-R`` with per_rank=True); then each rank records where
+    its feed stands (:func:`spindle.position`: the batches of the epoch it
+    has taken). A checkpoint counts as complete once every fed rank has
+    recorded it; a restarted job resumes from the newest complete one:
+    :meth:`resume` returns it and each rank's feed continues from its
+    position, with the same shuffle. Save after the step that used the
+    last batch taken, before taking the next.
+
+    every_steps and every_seconds say when :meth:`due` holds: at steps that
+    are multiples of every_steps, or once every_seconds passed since the
+    last save (both 0: every step).
+    A time-based schedule needs the ranks to agree on it (decide on rank 0
+    and broadcast), or use every_steps.
+    """
+
+    def __init__(self, prefix="ckpt", every_steps=0, every_seconds=0, per_rank=False, directory=None):
+        if not _NAME.match(prefix or ""):
+            raise CheckpointError(f"checkpoint prefix {prefix!r}: want letters, digits and _.+=- only, "
+                                  "not starting with a dot")
+        if every_steps < 0 or every_seconds < 0:
+            raise CheckpointError(f"checkpoint every {every_steps} steps or {every_seconds} s: must not be negative")
+        self.directory = _directory(directory)
+        self.prefix = prefix
+        self.every_steps = int(every_steps)
+        self.every_seconds = float(every_seconds)
+        self.per_rank = bool(per_rank)
+        self._rank = _env.rank()
+        self._world = _env.world_size()
+        self._last_step = 0
+        self._last_time = _now()
+
+    def name(self, step):
+        """Return the name of the checkpoint of step."""
+        return f"{self.prefix}-{int(step)}"
+
+    def _file(self, step):
+        return f"{self.name(step)}.rank-{self._rank}" if self.per_rank else self.name(step)
+
+    def resume(self):
+        """Return (step, data) of the checkpoint this generation resumes from, or None to start afresh."""
+        got = _env.resume_checkpoint()
+        if got is None:
+            return None
+        name, step = got
+        if name != self.name(step):
+            raise CheckpointError(f"the job resumes from checkpoint {name}, which this Checkpointer "
+                                  f"(prefix {self.prefix!r}) did not save: want {self.name(step)}")
+        data = load_bytes(self._file(step), self.directory)
+        if data is None:
+            raise CheckpointError(f"checkpoint {self._file(step)} is missing from {self.directory}, "
+                                  f"though every rank recorded {name}")
+        self._last_step, self._last_time = step, _now()
+        return step, data
+
+    def due(self, step):
+        """Report whether step is due for a checkpoint."""
+        if not self.every_steps and not self.every_seconds:
+            return True
+        # Multiples of every_steps, so that every rank, whatever it resumed from, saves the same steps.
+        return bool((self.every_steps and step % self.every_steps == 0 and step != self._last_step) or
+                    (self.every_seconds and _now() - self._last_time >= self.every_seconds))
+
+    def maybe_save(self, step, data):
+        """Save checkpoint step when it is due; data is bytes or a function returning them. Return whether it saved."""
+        if not self.due(step):
+            return False
+        self.save(step, data() if callable(data) else data)
+        return True
+
+    def save(self, step, data):
+        """Save checkpoint step (data: bytes; rank 0's, or every rank's with per_rank), then this rank's record."""
+        step = int(step)
+        if step < 0:
+            raise CheckpointError(f"checkpoint step {step}: must not be negative")
+        from . import _feed
+
+        record = {"checkpoint": self.name(step), "step": step, "rank": self._rank, "world_size": self._world,
+                  "generation": _env.generation(),
+                  "time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
+        if os.environ.get(C.FEED):
+            epoch, batches = _feed.position()
+            record["feed"] = {"epoch": epoch, "batches": batches}
+        if self.per_rank or self._rank == 0:
+            save_bytes(data, self._file(step), self.directory)
+            record["files"] = [self._file(step)]
+        _write_record(self.directory, record)  # last: it says the files are stored
+        self._last_step, self._last_time = step, _now()
+
+
+def _now():
+    return time.monotonic()

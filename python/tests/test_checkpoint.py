@@ -4,14 +4,24 @@ Checkpoints on HDFS go through the executor's service; the end-to-end tests
 (internal/e2e TestPythonCheckpointsOnHDFS) run them against a test HDFS.
 """
 
+import json
 import os
 import unittest
 from unittest import mock
 
+import numpy as np
 import support
 
-from spindle import checkpoint
+import spindle
+from spindle import _contract as C
+from spindle import _feed, checkpoint
 from spindle._errors import EnvError
+
+
+def _batches(epoch, n, rows=2):
+    x = np.zeros((rows, 1), np.float32)
+    return support.tensor_stream(epoch, ["x"], "id", [(x, np.arange(i * rows, (i + 1) * rows, dtype=np.float32))
+                                                      for i in range(n)])
 
 
 class CheckpointTest(unittest.TestCase):
@@ -46,6 +56,71 @@ class CheckpointTest(unittest.TestCase):
         with mock.patch.dict(os.environ, {"SPINDLE_CHECKPOINT_DIR": ""}):
             with self.assertRaises(EnvError):
                 checkpoint.load_bytes("m.bin")
+
+
+class CheckpointerTest(unittest.TestCase):
+    """Checkpointer: files, the feed position recorded beside them, resuming."""
+
+    def env(self, feed, d, **extra):
+        e = {C.RANK: "0", C.WORLD_SIZE: "1", C.FEED: feed, C.FEED_MODE: "tensor", C.CHECKPOINT_DIR: d}
+        e.update(extra)
+        return mock.patch.dict(os.environ, e)
+
+    def record(self, d, name, rank=0):
+        with open(os.path.join(d, checkpoint.RESUME_DIR, name, f"rank-{rank}.json")) as f:
+            return json.load(f)
+
+    def setUp(self):
+        _feed._last = None
+        self.addCleanup(setattr, _feed, "_last", None)
+
+    def test_save_records_the_position(self):
+        d = support.short_tempdir(self)
+        srv = support.serve(self, [_batches(0, 3), _batches(1, 3)], support.tensor_stream(-1, ["x"], "id"))
+        with self.env(srv.path, d):
+            ck = spindle.Checkpointer(prefix="step", every_steps=2)
+            self.assertIsNone(ck.resume())
+            self.assertEqual(spindle.position(), (0, 0))
+            feed = spindle.Feed()
+            ep = feed.tensors()
+            next(ep), next(ep)
+            self.assertFalse(ck.due(1))
+            self.assertTrue(ck.maybe_save(2, lambda: b"two"))
+            rec = self.record(d, "step-2")
+            self.assertEqual((rec["feed"], rec["files"], rec["step"]), ({"epoch": 0, "batches": 2}, ["step-2"], 2))
+            self.assertEqual(checkpoint.load_bytes("step-2", d), b"two")
+            list(ep)  # to its end: the position moves to the next epoch
+            self.assertEqual(spindle.position(), (1, 0))
+
+    def test_resume_and_start_inside_an_epoch(self):
+        d = support.short_tempdir(self)
+        # A generation resumed at epoch 1 batch 2: the executor leaves those out.
+        srv = support.serve(self, [_batches(1, 1)], support.tensor_stream(-1, ["x"], "id"))
+        checkpoint.save_bytes(b"state", "step-8", d)
+        with self.env(srv.path, d, **{C.RESUME_CHECKPOINT: "step-8", C.RESUME_STEP: "8",
+                                      C.FEED_START_EPOCH: "1", C.FEED_START_BATCH: "2"}):
+            self.assertEqual(spindle.position(), (1, 2))
+            self.assertEqual(spindle.Checkpointer(prefix="step").resume(), (8, b"state"))
+            with self.assertRaises(checkpoint.CheckpointError) as cm:
+                spindle.Checkpointer(prefix="model").resume()
+            self.assertIn("step-8", str(cm.exception))
+            ep = spindle.Feed().tensors()
+            next(ep)
+            self.assertEqual(spindle.position(), (1, 3))
+
+    def test_other_ranks_record_only(self):
+        d = support.short_tempdir(self)
+        with self.env("", d, **{C.RANK: "1", C.WORLD_SIZE: "2"}):
+            os.environ.pop(C.FEED)
+            spindle.Checkpointer().save(5, b"x")
+            self.assertIsNone(checkpoint.load_bytes("ckpt-5", d))
+            rec = self.record(d, "ckpt-5", rank=1)
+            self.assertNotIn("feed", rec)
+            self.assertNotIn("files", rec)
+            spindle.Checkpointer(per_rank=True).save(6, b"y")
+            self.assertEqual(checkpoint.load_bytes("ckpt-6.rank-1", d), b"y")
+        with self.assertRaises(checkpoint.CheckpointError):
+            checkpoint.Checkpointer(prefix=".x", directory=d)
 
 
 if __name__ == "__main__":

@@ -165,6 +165,10 @@ func (s *Status) WriteText(w io.Writer) error {
 			msg = ""
 		case "WAITING":
 			msg = "waiting for room: need " + a.GetNeed()
+		case "RUNNING":
+			if in := a.GetInput(); in != "" && msg == "" {
+				msg = "producers push input to " + in
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetId(), a.GetName(), a.Outcome(),
 			time.UnixMilli(a.GetSubmittedUnixMs()).Format(time.DateTime), a.GetDriverHost(), firstLine(msg))

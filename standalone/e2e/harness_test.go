@@ -23,7 +23,7 @@ import (
 const secret = "e2e-cluster-secret-0123456789abcdef"
 
 // Binaries built once for every test.
-var spindleBin, feedcheckBin, datagenBin, logregBin, rolecheckBin, sparseLRBin string
+var spindleBin, feedcheckBin, datagenBin, logregBin, rolecheckBin, sparseLRBin, rowcheckBin string
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -51,6 +51,7 @@ func run(m *testing.M) int {
 		{&logregBin, "./examples/logreg"},
 		{&rolecheckBin, "./internal/e2e/rolecheck"},
 		{&sparseLRBin, "./examples/sparse-lr"},
+		{&rowcheckBin, "./internal/e2e/rowcheck"},
 	} {
 		*b.out = filepath.Join(dir, "bin", filepath.Base(b.pkg))
 		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)

@@ -122,6 +122,12 @@ func (f *fsm) applyLocked(t cmdType, data []byte) (any, error) {
 			return nil, err
 		}
 		return nil, s.stopRequest(c)
+	case cmdAppInput:
+		var c appInputCmd
+		if err := decode(&c); err != nil {
+			return nil, err
+		}
+		return nil, s.appInput(c)
 	}
 	// An unknown command comes from a newer master; ignoring it keeps this
 	// replica going, and the log entry is still there after an upgrade.

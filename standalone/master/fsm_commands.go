@@ -21,6 +21,7 @@ const (
 	cmdPlace          cmdType = 6
 	cmdUpdate         cmdType = 7
 	cmdStopRequest    cmdType = 8
+	cmdAppInput       cmdType = 9
 )
 
 func (t cmdType) String() string {
@@ -41,6 +42,8 @@ func (t cmdType) String() string {
 		return "update"
 	case cmdStopRequest:
 		return "stop-request"
+	case cmdAppInput:
+		return "app-input"
 	}
 	return fmt.Sprintf("command-%d", uint8(t))
 }
@@ -73,6 +76,12 @@ type workerReportCmd struct {
 	ID      string   `json:"id"`
 	Reports []report `json:"reports"`
 	TimeMS  int64    `json:"time_ms"`
+}
+
+// appInputCmd records where an application takes pushed input.
+type appInputCmd struct {
+	App   string `json:"app"`
+	Input string `json:"input"`
 }
 
 // registerAppCmd starts an application.

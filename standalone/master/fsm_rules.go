@@ -256,6 +256,15 @@ func (s *State) stopRequest(c stopRequestCmd) error {
 	return nil
 }
 
+func (s *State) appInput(c appInputCmd) error {
+	a, ok := s.Apps[c.App]
+	if !ok {
+		return fmt.Errorf("%w: %s", apierr.ErrUnknownApp, c.App)
+	}
+	a.Input = c.Input
+	return nil
+}
+
 func appStateName(s pb.AppState) string {
 	switch s {
 	case pb.AppState_APP_STATE_RUNNING:

@@ -138,6 +138,7 @@ func TestFSMBadCommands(t *testing.T) {
 		{"end unknown app", cmdEndApp, endAppCmd{App: "nope"}, apierr.ErrUnknownApp},
 		{"place for unknown app", cmdPlace, placeCmd{App: "nope"}, apierr.ErrUnknownApp},
 		{"stop for unknown app", cmdStopRequest, stopRequestCmd{App: "nope"}, apierr.ErrUnknownApp},
+		{"input of unknown app", cmdAppInput, appInputCmd{App: "nope", Input: "grpc://h:1"}, apierr.ErrUnknownApp},
 		{"worker without id", cmdRegisterWorker, registerWorkerCmd{}, apierr.ErrBadRequest},
 	}
 	for i, tc := range tests {

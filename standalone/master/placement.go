@@ -2,6 +2,7 @@ package master
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -25,6 +26,8 @@ type ask struct {
 	MemoryMB  int64
 	GPUs      int
 	Preferred []string
+	// Excluded are hosts or worker ids the executor must not be placed on.
+	Excluded []string
 }
 
 // free is what a worker has left.
@@ -93,12 +96,16 @@ func place(s *State, app string, asks []ask, policy string) ([]*Executor, error)
 		a := asks[i]
 		var cands []*free
 		for _, f := range frees {
-			if f.fits(a) {
+			if f.fits(a) && !slices.Contains(a.Excluded, f.w.Host) && !slices.Contains(a.Excluded, f.w.ID) {
 				cands = append(cands, f)
 			}
 		}
 		if len(cands) == 0 {
-			return nil, fmt.Errorf("%w: %s", apierr.ErrNoRoom, explainNoRoom(s, app, asks))
+			msg := explainNoRoom(s, app, asks)
+			if len(a.Excluded) > 0 {
+				msg += fmt.Sprintf("; the job keeps off %s after repeated failures there", strings.Join(a.Excluded, ", "))
+			}
+			return nil, fmt.Errorf("%w: %s", apierr.ErrNoRoom, msg)
 		}
 		if len(a.Preferred) > 0 {
 			var local []*free

@@ -58,6 +58,11 @@ func TestPlace(t *testing.T) {
 		{"gpus", []Worker{worker("w1", 8, 8192, 2), worker("w2", 8, 8192, 1)}, asks(3, 1, 1, 1), PlacementSpread, "w1,w2,w1"},
 		{"not enough gpus", []Worker{worker("w1", 8, 8192, 1)}, asks(2, 1, 1, 1), PlacementSpread,
 			"need 2 executors of 1 core/1 MiB/1 GPU, cluster has room for 1: w1 room for 1"},
+		{"excluded worker by id", three, []ask{{ID: "a", Cores: 1, MemoryMB: 1, Excluded: []string{"w3"}},
+			{ID: "b", Cores: 1, MemoryMB: 1, Excluded: []string{"w3"}}}, PlacementSpread, "w1,w2"},
+		{"excluded host", three, []ask{{ID: "a", Cores: 1, MemoryMB: 1, Excluded: []string{"host-w3", "host-w1"}}}, PlacementSpread, "w2"},
+		{"excluded everywhere", []Worker{worker("w1", 4, 4096, 0)}, []ask{{ID: "a", Cores: 1, MemoryMB: 1, Excluded: []string{"w1"}}},
+			PlacementSpread, "the job keeps off w1 after repeated failures there"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

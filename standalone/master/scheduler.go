@@ -189,6 +189,19 @@ func (ls *leaderState) requestExecutors(ctx context.Context, req *pb.RequestExec
 		return nil, err
 	}
 	ls.sawApp(req.GetAppId())
+	if in := req.GetInput(); in != "" {
+		var known string
+		m.fsm.read(func(st *State, _ uint64) {
+			if a, ok := st.Apps[req.GetAppId()]; ok {
+				known = a.Input
+			}
+		})
+		if known != in {
+			if _, err := m.apply(cmdAppInput, appInputCmd{App: req.GetAppId(), Input: in}); err != nil {
+				return nil, err
+			}
+		}
+	}
 	specs := map[string]*pb.ExecutorRequest{}
 	for _, e := range req.GetExecutors() {
 		specs[e.GetId()] = e
@@ -290,7 +303,7 @@ func validateGang(req *pb.RequestExecutorsRequest) ([]ask, error) {
 		}
 		seen[e.GetId()] = true
 		asks = append(asks, ask{ID: e.GetId(), Role: e.GetRole(), Cores: int(e.GetCores()), MemoryMB: e.GetMemoryMb(),
-			GPUs: int(e.GetGpus()), Preferred: e.GetPreferredHosts()})
+			GPUs: int(e.GetGpus()), Preferred: e.GetPreferredHosts(), Excluded: e.GetExcludedHosts()})
 	}
 	return asks, nil
 }

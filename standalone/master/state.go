@@ -23,9 +23,11 @@ type Worker struct {
 
 // App is an application: one driver's job.
 type App struct {
-	ID          string         `json:"id"`
-	Name        string         `json:"name"`
-	DriverHost  string         `json:"driver_host,omitempty"`
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	DriverHost string `json:"driver_host,omitempty"`
+	// Input is where the application takes pushed input (AppInfo.input).
+	Input       string         `json:"input,omitempty"`
 	RequestID   string         `json:"request_id,omitempty"`
 	State       pb.AppState    `json:"state"`
 	Final       pb.FinalStatus `json:"final,omitempty"`
@@ -216,6 +218,6 @@ func (s *State) executorInfo(e *Executor) *pb.ExecutorInfo {
 func appInfo(a *App) *pb.AppInfo {
 	return &pb.AppInfo{
 		Id: a.ID, Name: a.Name, State: a.State, FinalStatus: a.Final, Message: a.Message,
-		DriverHost: a.DriverHost, SubmittedUnixMs: a.SubmittedMS, EndedUnixMs: a.EndedMS,
+		DriverHost: a.DriverHost, SubmittedUnixMs: a.SubmittedMS, EndedUnixMs: a.EndedMS, Input: a.Input,
 	}
 }

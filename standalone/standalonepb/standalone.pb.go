@@ -505,8 +505,12 @@ type AppInfo struct {
 	FinalStatus FinalStatus `protobuf:"varint,8,opt,name=final_status,json=finalStatus,proto3,enum=spindle.standalone.v1.FinalStatus" json:"final_status,omitempty"`
 	// waiting says a running application's executors wait for room on the
 	// workers; need says what for ("2 x (4 cores, 16384 MiB)").
-	Waiting       bool   `protobuf:"varint,9,opt,name=waiting,proto3" json:"waiting,omitempty"`
-	Need          string `protobuf:"bytes,10,opt,name=need,proto3" json:"need,omitempty"`
+	Waiting bool   `protobuf:"varint,9,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	Need    string `protobuf:"bytes,10,opt,name=need,proto3" json:"need,omitempty"`
+	// input is where the job takes pushed input: the Arrow Flight endpoint
+	// (grpc://host:port) of a job whose input is flight-put:; empty for
+	// other jobs.
+	Input         string `protobuf:"bytes,11,opt,name=input,proto3" json:"input,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -607,6 +611,13 @@ func (x *AppInfo) GetWaiting() bool {
 func (x *AppInfo) GetNeed() string {
 	if x != nil {
 		return x.Need
+	}
+	return ""
+}
+
+func (x *AppInfo) GetInput() string {
+	if x != nil {
+		return x.Input
 	}
 	return ""
 }
@@ -1167,7 +1178,10 @@ type ExecutorRequest struct {
 	PreferredHosts []string          `protobuf:"bytes,7,rep,name=preferred_hosts,json=preferredHosts,proto3" json:"preferred_hosts,omitempty"`
 	// role is the executor's role in its job (worker, chief, ps), shown in
 	// status; empty means worker.
-	Role          string `protobuf:"bytes,8,opt,name=role,proto3" json:"role,omitempty"`
+	Role string `protobuf:"bytes,8,opt,name=role,proto3" json:"role,omitempty"`
+	// excluded_hosts are hosts (or worker ids) where the job failed
+	// repeatedly: the executor is not placed there.
+	ExcludedHosts []string `protobuf:"bytes,9,rep,name=excluded_hosts,json=excludedHosts,proto3" json:"excluded_hosts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1258,13 +1272,23 @@ func (x *ExecutorRequest) GetRole() string {
 	return ""
 }
 
+func (x *ExecutorRequest) GetExcludedHosts() []string {
+	if x != nil {
+		return x.ExcludedHosts
+	}
+	return nil
+}
+
 type RequestExecutorsRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	AppId     string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
 	RequestId string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Executors []*ExecutorRequest     `protobuf:"bytes,3,rep,name=executors,proto3" json:"executors,omitempty"`
 	// timeout_ms bounds the wait for room; 0 uses the master's default.
-	TimeoutMs     int64 `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	TimeoutMs int64 `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// input is the application's pushed-input endpoint, recorded for
+	// status (AppInfo.input); empty leaves what was recorded.
+	Input         string `protobuf:"bytes,5,opt,name=input,proto3" json:"input,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1325,6 +1349,13 @@ func (x *RequestExecutorsRequest) GetTimeoutMs() int64 {
 		return x.TimeoutMs
 	}
 	return 0
+}
+
+func (x *RequestExecutorsRequest) GetInput() string {
+	if x != nil {
+		return x.Input
+	}
+	return ""
 }
 
 type RequestExecutorsResponse struct {
@@ -2607,7 +2638,7 @@ const file_standalone_proto_rawDesc = "" +
 	"\x0fupdated_unix_ms\x18\v \x01(\x03R\rupdatedUnixMs\x12\x1f\n" +
 	"\vworker_addr\x18\f \x01(\tR\n" +
 	"workerAddr\x12\x12\n" +
-	"\x04role\x18\r \x01(\tR\x04role\"\xe4\x02\n" +
+	"\x04role\x18\r \x01(\tR\x04role\"\xfa\x02\n" +
 	"\aAppInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
@@ -2620,7 +2651,8 @@ const file_standalone_proto_rawDesc = "" +
 	"\ffinal_status\x18\b \x01(\x0e2\".spindle.standalone.v1.FinalStatusR\vfinalStatus\x12\x18\n" +
 	"\awaiting\x18\t \x01(\bR\awaiting\x12\x12\n" +
 	"\x04need\x18\n" +
-	" \x01(\tR\x04need\"\xab\x01\n" +
+	" \x01(\tR\x04need\x12\x14\n" +
+	"\x05input\x18\v \x01(\tR\x05input\"\xab\x01\n" +
 	"\x0eWorkerExecutor\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
 	"\vexecutor_id\x18\x02 \x01(\tR\n" +
@@ -2660,7 +2692,7 @@ const file_standalone_proto_rawDesc = "" +
 	"\x13AppHeartbeatRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\"M\n" +
 	"\x14AppHeartbeatResponse\x125\n" +
-	"\x05state\x18\x01 \x01(\x0e2\x1f.spindle.standalone.v1.AppStateR\x05state\"\xb4\x02\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x1f.spindle.standalone.v1.AppStateR\x05state\"\xdb\x02\n" +
 	"\x0fExecutorRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04args\x18\x02 \x03(\tR\x04args\x12A\n" +
@@ -2669,17 +2701,19 @@ const file_standalone_proto_rawDesc = "" +
 	"\tmemory_mb\x18\x05 \x01(\x03R\bmemoryMb\x12\x12\n" +
 	"\x04gpus\x18\x06 \x01(\x05R\x04gpus\x12'\n" +
 	"\x0fpreferred_hosts\x18\a \x03(\tR\x0epreferredHosts\x12\x12\n" +
-	"\x04role\x18\b \x01(\tR\x04role\x1a6\n" +
+	"\x04role\x18\b \x01(\tR\x04role\x12%\n" +
+	"\x0eexcluded_hosts\x18\t \x03(\tR\rexcludedHosts\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb4\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xca\x01\n" +
 	"\x17RequestExecutorsRequest\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12D\n" +
 	"\texecutors\x18\x03 \x03(\v2&.spindle.standalone.v1.ExecutorRequestR\texecutors\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x04 \x01(\x03R\ttimeoutMs\"]\n" +
+	"timeout_ms\x18\x04 \x01(\x03R\ttimeoutMs\x12\x14\n" +
+	"\x05input\x18\x05 \x01(\tR\x05input\"]\n" +
 	"\x18RequestExecutorsResponse\x12A\n" +
 	"\texecutors\x18\x01 \x03(\v2#.spindle.standalone.v1.ExecutorInfoR\texecutors\"k\n" +
 	"\x17ReleaseExecutorsRequest\x12\x15\n" +

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,6 +60,15 @@ type Config struct {
 	MemoryOverheadMB int
 	// GangTimeout bounds the wait for a whole gang; zero means 2 minutes.
 	GangTimeout time.Duration
+	// Racks maps the cluster's NodeManager hosts to their racks; executors
+	// are asked for on the hosts among them that hold their input
+	// (ExecutorSpec.PreferredHosts). Empty asks for any node.
+	Racks map[string]string
+	// LocalityWait is how long a gang's requests stay on their preferred
+	// nodes, and then as long again on those nodes' racks, before they
+	// take any node; zero asks for any node at once (YARN's own delay
+	// scheduling still prefers the named nodes).
+	LocalityWait time.Duration
 	// HeartbeatInterval is the allocate period once nothing is pending;
 	// zero means 1s. While a gang is pending it is 100ms.
 	HeartbeatInterval time.Duration
@@ -71,15 +81,21 @@ type container struct {
 	c       *pb.ContainerProto
 	host    string
 	started bool
-	done    chan struct{}
+	// released: the driver gave the container back, so its end (YARN
+	// reports -100, aborted) is no loss.
+	released bool
+	done     chan struct{}
 }
 
 // gang is a Request being filled.
 type gang struct {
 	specs   []driver.ExecutorSpec
+	hosts   [][]string      // NodeManager hosts holding each spec's input
 	waiting map[int32][]int // priority -> indices of specs without a container
 	held    map[int]*pb.ContainerProto
-	asks    map[int32]*pb.ResourceRequestProto
+	capab   map[int32]*pb.ResourceProto
+	asked   map[int32]map[string]bool // resource names asked at each priority
+	level   localityLevel
 	ready   chan struct{}
 }
 
@@ -92,20 +108,23 @@ type Allocator struct {
 	rpcMu sync.Mutex
 	rm    *hadooprpc.FailoverClient
 
-	mu         sync.Mutex
-	responseID int32
-	asks       []*pb.ResourceRequestProto
-	releases   []*pb.ContainerIdProto
-	nmTokens   map[string]hadooprpc.Token
-	byID       map[string]*container // container id -> executor container
-	byExec     map[string]*container
-	gang       *gang
-	nextPrio   int32
-	progress   float32
-	fatal      error
-	kick       chan struct{}
-	maxCap     *pb.ResourceProto
-	allocCalls int
+	mu           sync.Mutex
+	responseID   int32
+	asks         []*pb.ResourceRequestProto
+	releases     []*pb.ContainerIdProto
+	nmTokens     map[string]hadooprpc.Token
+	byID         map[string]*container // container id -> executor container
+	byExec       map[string]*container
+	gang         *gang
+	nextPrio     int32
+	progress     float32
+	fatal        error
+	kick         chan struct{}
+	maxCap       *pb.ResourceProto
+	allocCalls   int
+	tracking     string // the tracking URL, sentTracking the one YARN has
+	sentTracking string
+	hosts        *hostIndex
 
 	events    chan driver.Event
 	stop      chan struct{}
@@ -135,7 +154,13 @@ func Start(ctx context.Context, cfg Config) (*Allocator, error) {
 		cfg: cfg, log: log.With("component", "yarn-am"),
 		nmTokens: map[string]hadooprpc.Token{}, byID: map[string]*container{}, byExec: map[string]*container{},
 		nextPrio: 1, kick: make(chan struct{}, 1), events: make(chan driver.Event, 1024), stop: make(chan struct{}),
+		tracking: cfg.TrackingURL, sentTracking: cfg.TrackingURL,
 	}
+	nmHosts := make([]string, 0, len(cfg.Racks))
+	for h := range cfg.Racks {
+		nmHosts = append(nmHosts, h)
+	}
+	a.hosts = newHostIndex(nmHosts, nil)
 	if err := a.dialRM(cfg.AMRMToken); err != nil {
 		return nil, err
 	}
@@ -199,6 +224,15 @@ func (a *Allocator) AllocateCalls() int {
 	return a.allocCalls
 }
 
+// SetTrackingURL makes url (the driver's web UI, in cluster mode) the
+// application's tracking URL from the next heartbeat on.
+func (a *Allocator) SetTrackingURL(url string) {
+	a.mu.Lock()
+	a.tracking = url
+	a.mu.Unlock()
+	a.wake()
+}
+
 // SetProgress sets the progress reported on the next heartbeat (0 to 1).
 func (a *Allocator) SetProgress(p float32) {
 	a.mu.Lock()
@@ -221,7 +255,18 @@ func (a *Allocator) Request(ctx context.Context, specs []driver.ExecutorSpec) er
 	if len(specs) == 0 {
 		return nil
 	}
-	g := &gang{specs: specs, waiting: map[int32][]int{}, held: map[int]*pb.ContainerProto{}, asks: map[int32]*pb.ResourceRequestProto{}, ready: make(chan struct{})}
+	g := &gang{specs: specs, hosts: make([][]string, len(specs)), waiting: map[int32][]int{}, held: map[int]*pb.ContainerProto{},
+		capab: map[int32]*pb.ResourceProto{}, asked: map[int32]map[string]bool{}, ready: make(chan struct{})}
+	if a.cfg.LocalityWait <= 0 {
+		g.level = levelAny
+	}
+	local := 0
+	for i, s := range specs {
+		g.hosts[i] = a.hosts.match(s.PreferredHosts)
+		if len(g.hosts[i]) > 0 {
+			local++
+		}
+	}
 	a.mu.Lock()
 	if a.fatal != nil {
 		err := a.fatal
@@ -232,10 +277,17 @@ func (a *Allocator) Request(ctx context.Context, specs []driver.ExecutorSpec) er
 		a.mu.Unlock()
 		return errors.New("yarn am: another gang is being acquired")
 	}
-	type shape struct{ mem, cores, gpus int }
+	// One priority per container shape, and apart for executors with
+	// and without preferred nodes: YARN's locality is per priority, and
+	// an executor that can run anywhere must not wait for the others'
+	// nodes.
+	type shape struct {
+		mem, cores, gpus int
+		local            bool
+	}
 	prios := map[shape]int32{}
 	for i, s := range specs {
-		sh := shape{s.MemoryMB + a.cfg.MemoryOverheadMB, max(s.Cores, 1), s.GPUs}
+		sh := shape{s.MemoryMB + a.cfg.MemoryOverheadMB, max(s.Cores, 1), s.GPUs, len(g.hosts[i]) > 0}
 		p, ok := prios[sh]
 		if !ok {
 			p = a.nextPrio
@@ -245,33 +297,44 @@ func (a *Allocator) Request(ctx context.Context, specs []driver.ExecutorSpec) er
 			if sh.gpus > 0 {
 				capab.ResourceValueMap = []*pb.ResourceInformationProto{{Key: proto.String(GPUResource), Value: proto.Int64(int64(sh.gpus))}}
 			}
-			g.asks[p] = &pb.ResourceRequestProto{
-				Priority: &pb.PriorityProto{Priority: proto.Int32(p)}, ResourceName: proto.String("*"),
-				Capability: capab, RelaxLocality: proto.Bool(true),
-			}
+			g.capab[p] = capab
+			g.asked[p] = map[string]bool{}
 		}
 		g.waiting[p] = append(g.waiting[p], i)
 	}
-	for p, ask := range g.asks {
-		ask.NumContainers = proto.Int32(int32(len(g.waiting[p])))
-		a.asks = append(a.asks, proto.Clone(ask).(*pb.ResourceRequestProto))
+	for p := range g.capab {
+		a.askLocked(g, p)
 	}
 	a.gang = g
 	a.mu.Unlock()
 	a.wake()
-	a.log.Info("asking for a gang of containers", "executors", len(specs), "timeout", a.cfg.GangTimeout)
+	a.log.Info("asking for a gang of containers", "executors", len(specs), "with_locality", local, "locality", g.level, "timeout", a.cfg.GangTimeout)
 
 	timer := time.NewTimer(a.cfg.GangTimeout)
 	defer timer.Stop()
-	select {
-	case <-g.ready:
-	case <-timer.C:
-		return a.abandon(g, fmt.Errorf("%w: YARN granted %d of %d containers within %v (%s); every container held was released",
-			ErrGangTimeout, a.granted(g), len(specs), a.cfg.GangTimeout, a.shapes(g)))
-	case <-ctx.Done():
-		return a.abandon(g, fmt.Errorf("acquire a gang of %d containers: %w", len(specs), ctx.Err()))
-	case <-a.stop:
-		return a.abandon(g, driver.ErrInterrupted)
+	var relax <-chan time.Time
+	if g.level < levelAny {
+		t := time.NewTicker(a.cfg.LocalityWait)
+		defer t.Stop()
+		relax = t.C
+	}
+wait:
+	for {
+		select {
+		case <-g.ready:
+			break wait
+		case <-relax:
+			if a.relax(g) == levelAny {
+				relax = nil
+			}
+		case <-timer.C:
+			return a.abandon(g, fmt.Errorf("%w: YARN granted %d of %d containers within %v (%s); every container held was released",
+				ErrGangTimeout, a.granted(g), len(specs), a.cfg.GangTimeout, a.shapes(g)))
+		case <-ctx.Done():
+			return a.abandon(g, fmt.Errorf("acquire a gang of %d containers: %w", len(specs), ctx.Err()))
+		case <-a.stop:
+			return a.abandon(g, driver.ErrInterrupted)
+		}
 	}
 	a.mu.Lock()
 	if a.fatal != nil {
@@ -281,14 +344,48 @@ func (a *Allocator) Request(ctx context.Context, specs []driver.ExecutorSpec) er
 	}
 	a.gang = nil
 	held := make([]*container, 0, len(specs))
+	nodeLocal := 0
 	for i, c := range g.held {
 		ec := &container{spec: specs[i], c: c, host: c.GetNodeId().GetHost(), done: make(chan struct{})}
+		if slices.Contains(g.hosts[i], ec.host) {
+			nodeLocal++
+		}
 		a.byID[client.ContainerString(c.GetId())] = ec
 		a.byExec[specs[i].ID] = ec
 		held = append(held, ec)
 	}
 	a.mu.Unlock()
+	a.log.Info("gang granted", "executors", len(specs), "on_input_nodes", nodeLocal, "with_locality", local, "locality", g.level)
 	return a.startAll(ctx, held)
+}
+
+// askLocked queues the requests of one priority of a gang for its
+// waiting executors at the gang's locality level. Called with a.mu held.
+func (a *Allocator) askLocked(g *gang, p int32) {
+	hosts := make([][]string, len(g.waiting[p]))
+	for j, i := range g.waiting[p] {
+		hosts[j] = g.hosts[i]
+	}
+	a.asks = append(a.asks, buildAsks(p, g.capab[p], hosts, a.cfg.Racks, g.level, g.asked[p])...)
+}
+
+// relax moves a pending gang's requests one locality level out (nodes,
+// then racks, then anywhere) and returns the new level.
+func (a *Allocator) relax(g *gang) localityLevel {
+	a.mu.Lock()
+	if g.level < levelAny {
+		g.level++
+		for p := range g.capab {
+			if len(g.waiting[p]) > 0 {
+				a.askLocked(g, p)
+			}
+		}
+	}
+	level := g.level
+	a.mu.Unlock()
+	a.wake()
+	a.log.Info("relaxing locality", "level", level, "granted", a.granted(g), "executors", len(g.specs))
+	return level
 }
 
 // granted counts the containers a gang holds.
@@ -303,17 +400,20 @@ func (a *Allocator) shapes(g *gang) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []string
-	prios := make([]int32, 0, len(g.asks))
-	for p := range g.asks {
+	prios := make([]int32, 0, len(g.capab))
+	for p := range g.capab {
 		prios = append(prios, p)
 	}
 	sort.Slice(prios, func(i, j int) bool { return prios[i] < prios[j] })
 	for _, p := range prios {
-		ask := g.asks[p]
+		capab := g.capab[p]
 		n := len(g.waiting[p])
-		s := fmt.Sprintf("%d more of %d MiB, %d vcores", n, ask.GetCapability().GetMemory(), ask.GetCapability().GetVirtualCores())
-		if len(ask.GetCapability().GetResourceValueMap()) > 0 {
-			s += fmt.Sprintf(", %d GPUs", ask.GetCapability().GetResourceValueMap()[0].GetValue())
+		if n == 0 {
+			continue
+		}
+		s := fmt.Sprintf("%d more of %d MiB, %d vcores", n, capab.GetMemory(), capab.GetVirtualCores())
+		if len(capab.GetResourceValueMap()) > 0 {
+			s += fmt.Sprintf(", %d GPUs", capab.GetResourceValueMap()[0].GetValue())
 		}
 		out = append(out, s)
 	}
@@ -323,11 +423,9 @@ func (a *Allocator) shapes(g *gang) string {
 // abandon cancels a gang's asks and releases what it holds.
 func (a *Allocator) abandon(g *gang, err error) error {
 	a.mu.Lock()
-	for p, ask := range g.asks {
-		cancel := proto.Clone(ask).(*pb.ResourceRequestProto)
-		cancel.NumContainers = proto.Int32(0)
-		a.asks = append(a.asks, cancel)
+	for p := range g.capab {
 		g.waiting[p] = nil
+		a.askLocked(g, p) // every name asked before, now for 0
 	}
 	for _, c := range g.held {
 		a.releases = append(a.releases, c.GetId())
@@ -409,6 +507,7 @@ func (a *Allocator) Release(ctx context.Context, ids []string) error {
 	for _, id := range ids {
 		if c, ok := a.byExec[id]; ok {
 			cs = append(cs, c)
+			c.released = true
 			a.releases = append(a.releases, c.c.GetId())
 		}
 	}
@@ -460,8 +559,11 @@ func (a *Allocator) emit(ev driver.Event) {
 // ends every container of the application.
 func (a *Allocator) Finish(ctx context.Context, status pb.FinalApplicationStatusProto, diagnostics string) error {
 	a.shutdown()
+	a.mu.Lock()
+	tracking := a.tracking
+	a.mu.Unlock()
 	req := &pb.FinishApplicationMasterRequestProto{
-		FinalApplicationStatus: status.Enum(), Diagnostics: proto.String(diagnostics), TrackingUrl: proto.String(a.cfg.TrackingURL),
+		FinalApplicationStatus: status.Enum(), Diagnostics: proto.String(diagnostics), TrackingUrl: proto.String(tracking),
 	}
 	for attempt := 0; ; attempt++ {
 		resp := &pb.FinishApplicationMasterResponseProto{}

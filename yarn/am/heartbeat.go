@@ -3,6 +3,8 @@ package am
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -78,6 +80,11 @@ func (a *Allocator) allocate() error {
 	req := &pb.AllocateRequestProto{
 		Ask: a.asks, Release: a.releases, ResponseId: proto.Int32(a.responseID), Progress: proto.Float32(a.progress),
 	}
+	if a.tracking != a.sentTracking {
+		// The driver's web UI came up after registration (cluster mode).
+		req.TrackingUrl = proto.String(a.tracking)
+		a.sentTracking = a.tracking
+	}
 	asks, releases := a.asks, a.releases
 	a.asks, a.releases = nil, nil
 	a.allocCalls++
@@ -130,7 +137,7 @@ func (a *Allocator) allocate() error {
 	a.mu.Unlock()
 	for _, o := range completed {
 		a.log.Info("container completed", "executor", o.id, "exit_status", o.exitStatus, "reason", o.message)
-		a.emit(driver.Event{ExecutorID: o.id, Kind: o.kind, Host: o.host, ExitCode: o.exitCode, Message: o.message, Time: time.Now()})
+		a.emit(o.event(time.Now()))
 	}
 	return nil
 }
@@ -144,8 +151,26 @@ func (a *Allocator) place(c *pb.ContainerProto) {
 		a.releases = append(a.releases, c.GetId())
 		return
 	}
-	i := g.waiting[p][0]
-	g.waiting[p] = g.waiting[p][1:]
+	// The executor whose input is on the container's node gets it, else
+	// one whose input is on its rack, else the first waiting.
+	host := c.GetNodeId().GetHost()
+	best, bestScore := 0, -1
+	for j, i := range g.waiting[p] {
+		score := 0
+		for _, h := range g.hosts[i] {
+			switch {
+			case h == host:
+				score = max(score, 2)
+			case a.cfg.Racks[h] != "" && a.cfg.Racks[h] == a.cfg.Racks[host]:
+				score = max(score, 1)
+			}
+		}
+		if score > bestScore {
+			best, bestScore = j, score
+		}
+	}
+	i := g.waiting[p][best]
+	g.waiting[p] = slices.Delete(g.waiting[p], best, best+1)
 	g.held[i] = c
 	if len(g.held) == len(g.specs) {
 		close(g.ready)
@@ -158,6 +183,14 @@ type outcomeFor struct {
 	exitStatus int32
 }
 
+// event is the executor event of a completed container. Losses YARN
+// caused (preemption, a lost node, failed disks) are blameless: the
+// driver's failure policy does not count them against the job.
+func (o outcomeFor) event(at time.Time) driver.Event {
+	return driver.Event{ExecutorID: o.id, Kind: o.kind, Host: o.host, ExitCode: o.exitCode, Message: o.message,
+		Blameless: o.notJobsFault, Time: at}
+}
+
 // completedLocked handles a completed container. A container held for a
 // pending gang goes back to the asks. Called with a.mu held.
 func (a *Allocator) completedLocked(st *pb.ContainerStatusProto) (outcomeFor, bool) {
@@ -168,9 +201,7 @@ func (a *Allocator) completedLocked(st *pb.ContainerStatusProto) (outcomeFor, bo
 				delete(g.held, i)
 				p := h.GetPriority().GetPriority()
 				g.waiting[p] = append(g.waiting[p], i)
-				ask := proto.Clone(g.asks[p]).(*pb.ResourceRequestProto)
-				ask.NumContainers = proto.Int32(int32(len(g.waiting[p])))
-				a.asks = append(a.asks, ask)
+				a.askLocked(g, p)
 				return outcomeFor{}, false
 			}
 		}
@@ -189,6 +220,15 @@ func (a *Allocator) completedLocked(st *pb.ContainerStatusProto) (outcomeFor, bo
 	if a.byExec[c.spec.ID] == c {
 		delete(a.byExec, c.spec.ID)
 	}
-	o := describe(st, c.spec.ID, c.host, cid, c.spec.MemoryMB+a.cfg.MemoryOverheadMB, a.cfg.MemoryOverheadMB)
+	// The limit YARN enforces is the container's granted memory: the ask
+	// rounded up to the scheduler's allocation increment.
+	limitMB := c.spec.MemoryMB + a.cfg.MemoryOverheadMB
+	if granted := int(c.c.GetResource().GetMemory()); granted > 0 {
+		limitMB = granted
+	}
+	o := describe(st, c.spec.ID, c.host, cid, limitMB, a.cfg.MemoryOverheadMB)
+	if c.released && (st.GetExitStatus() == ExitAborted || st.GetExitStatus() == ExitKilledByAM) {
+		o = outcome{driver.ExecutorExited, -1, fmt.Sprintf("executor %s (container %s on %s) was stopped", c.spec.ID, cid, c.host), false}
+	}
 	return outcomeFor{outcome: o, id: c.spec.ID, host: c.host, exitStatus: st.GetExitStatus()}, true
 }

@@ -3,6 +3,8 @@ package am
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -24,4 +26,27 @@ func nmCall(ctx context.Context, node string, tok hadooprpc.Token, method string
 	}
 	defer c.Close()
 	return c.Call(ctx, method, req, resp)
+}
+
+// Attempt returns the application attempt a container belongs to, from
+// its id (container_[eEPOCH_]CLUSTERTS_APP_ATTEMPT_SEQ, as YARN puts it in
+// CONTAINER_ID), or 0 when id is not a container id.
+func Attempt(id string) int {
+	parts := strings.Split(id, "_")
+	if len(parts) > 0 && parts[0] == "container" {
+		parts = parts[1:]
+	} else {
+		return 0
+	}
+	if len(parts) > 0 && strings.HasPrefix(parts[0], "e") {
+		parts = parts[1:]
+	}
+	if len(parts) != 4 {
+		return 0
+	}
+	n, err := strconv.Atoi(parts[2])
+	if err != nil {
+		return 0
+	}
+	return n
 }

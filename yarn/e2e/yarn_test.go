@@ -105,30 +105,9 @@ func putData(t *testing.T, hc *hadooptest.Cluster, dir string) string {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("datagen: %v\n%s", err, out)
 	}
-	r := fsys.NewResolver(fsys.Options{HadoopConfDir: hc.ConfDir})
-	defer r.Close()
-	ctx := context.Background()
 	files, _ := filepath.Glob(filepath.Join(local, "*.parquet"))
 	for _, f := range files {
-		uri := hc.Props["fs.defaultFS"] + dir + "/" + filepath.Base(f)
-		h, name, err := r.Resolve(ctx, uri)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.MkdirAll(ctx, filepath.Dir(name)); err != nil {
-			t.Fatal(err)
-		}
-		w, err := h.CreateAtomic(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := os.ReadFile(f)
-		if _, err := w.Write(b); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Commit(); err != nil {
-			t.Fatal(err)
-		}
+		put(t, hc, f, hc.Props["fs.defaultFS"]+dir+"/"+filepath.Base(f))
 	}
 	return "hdfs://" + strings.TrimPrefix(hc.Props["fs.defaultFS"], "hdfs://") + dir + "/*.parquet"
 }
@@ -410,7 +389,7 @@ func TestStatusAndKill(t *testing.T) {
 	data := t.TempDir()
 	os.WriteFile(filepath.Join(data, "d.csv"), []byte("x,label\n1,0\n2,1\n"), 0o644)
 	r := start(t, hc.ConfDir, "--name", "to-kill", "--num-executors", "2", "--executor-memory", "256m",
-		"--input", data, "--label-column", "label", "--", "sleep", "120")
+		"--input", data, "--label-column", "label", "--", "sh", "-c", "echo hello from rank $SPINDLE_RANK; exec sleep 120")
 	app := r.waitFor(t, appRE, time.Minute)[1]
 	r.waitFor(t, regexp.MustCompile(`all executors registered`), 2*time.Minute)
 	run := func(args ...string) string {
@@ -430,12 +409,31 @@ func TestStatusAndKill(t *testing.T) {
 	if out := run("status", app); !strings.Contains(out, "job's web UI http://127.0.0.1:") || !strings.Contains(out, "/proxy/"+app) {
 		t.Errorf("the job's web UI is not the tracking URL:\n%s", out)
 	}
+	// spindle logs takes the application id while it runs: the
+	// ResourceManager names the driver's web UI, which has every rank's
+	// output.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out := run("logs", app)
+		if strings.Contains(out, "[rank 0] hello from rank 0") && strings.Contains(out, "[rank 1] hello from rank 1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("spindle logs %s lacks the ranks' lines:\n%s", app, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 	run("kill", app)
 	if code := r.wait(t, 2*time.Minute); code != 1 {
 		t.Fatalf("exit %d after the application was killed, want 1:\n%s", code, r.stderr.String())
 	}
 	if out := run("status", app); !strings.Contains(out, "state KILLED") {
 		t.Fatalf("spindle status after kill:\n%s", out)
+	}
+	cmd := exec.Command(spindleBin, "logs", app)
+	cmd.Env = env(hc.ConfDir)
+	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "yarn logs -applicationId "+app) {
+		t.Errorf("spindle logs of an ended application: exit %d (%v), want 2 pointing to YARN's log aggregation:\n%s", cmd.ProcessState.ExitCode(), err, out)
 	}
 	stagingGone(t, hc, app)
 }

@@ -1,0 +1,153 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/spindle-ml/spindle/feed"
+)
+
+// inputShower is a cluster manager that shows its users where a job takes
+// pushed input (the standalone cluster's spindle status does).
+type inputShower interface {
+	ShowInput(uri string)
+}
+
+// pushInput is the running endpoint of a flight-put: input.
+type pushInput struct {
+	srv       *feed.PushServer
+	uri       string // grpc://host:port, as producers dial it
+	tokenFile string
+}
+
+// isPush reports whether the job's input is pushed.
+func (c *Config) isPush() bool { return len(c.Inputs) == 1 && feed.IsFlightPutURI(c.Inputs[0]) }
+
+// planPush starts the job's push endpoint, writes the producers' token
+// file, says where producers push, waits for the job's schema (declared,
+// or the first producer's) and plans one stream per rank.
+func (d *Driver) planPush(ctx context.Context) (*feed.JobPlan, error) {
+	c := d.cfg
+	listen, err := feed.ParseFlightPutURI(c.Inputs[0])
+	if err != nil {
+		return nil, err
+	}
+	host, port := c.ListenHost, "0"
+	given := ""
+	if listen != "" {
+		given, port, _ = net.SplitHostPort(listen)
+		if given != "" {
+			host = given
+		}
+	}
+	lis, err := net.Listen("tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		return nil, fmt.Errorf("%w: --input %s: listen for producers on %s: %v", feed.ErrInput, c.Inputs[0], net.JoinHostPort(host, port), err)
+	}
+	var required []string
+	if c.LabelColumn != "" {
+		required = append(required, c.LabelColumn)
+	}
+	required = append(required, c.Columns...)
+	producerToken := feed.PushProducerToken(d.secret, c.JobID)
+	srv, err := feed.StartPush(lis, feed.PushConfig{
+		Ranks: c.NumExecutors, BatchRows: c.BatchRows, EvenBatches: c.EvenBatches,
+		Schema: c.FlightPut.Schema, Required: required, Rows: c.FlightPut.Rows, BufferBytes: c.FlightPut.BufferBytes,
+		ProducerToken: producerToken, FeedToken: feed.PushFeedToken(d.secret, c.JobID), Logger: d.logger,
+	})
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	p := &pushInput{srv: srv}
+	d.push = p
+	// Producers and executors dial the host the input names, or the
+	// driver's advertised one.
+	tcp := lis.Addr().(*net.TCPAddr)
+	adv := net.JoinHostPort(given, strconv.Itoa(tcp.Port))
+	if given == "" || tcp.IP.IsUnspecified() {
+		if adv, err = advertiseAddr(c.AdvertiseHost, tcp); err != nil {
+			return nil, err
+		}
+	}
+	p.uri = "grpc://" + adv
+	p.tokenFile = c.FlightPut.TokenFile
+	if p.tokenFile == "" {
+		p.tokenFile = filepath.Join(os.TempDir(), "spindle-"+c.JobID+".flight-put.token")
+	}
+	if err := writeTokenFile(p.tokenFile, producerToken); err != nil {
+		p.tokenFile = ""
+		return nil, err
+	}
+	what := "the first producer's schema becomes the job's"
+	if c.FlightPut.Schema != nil {
+		what = "schema " + schemaSpec(c.FlightPut.Schema)
+	}
+	end := "DoAction \"" + feed.ActionEndOfInput + "\" ends the input"
+	if c.FlightPut.Rows > 0 {
+		end = "the input ends after " + strconv.FormatInt(c.FlightPut.Rows, 10) + " rows, or with DoAction \"" + feed.ActionEndOfInput + "\""
+	}
+	msg := fmt.Sprintf("pushed input: producers DoPut Arrow record batches to %s (%s), sending \"authorization: Bearer TOKEN\" with the token in %s; %s",
+		p.uri, what, p.tokenFile, end)
+	if c.Console != nil {
+		c.Console.Eprintln(msg)
+	}
+	d.logger.Info("push endpoint listening", "uri", p.uri, "token_file", p.tokenFile)
+	if s, ok := d.cm.(inputShower); ok {
+		s.ShowInput(p.uri)
+	}
+	return srv.Plan(ctx, adv, c.Columns, c.LabelColumn)
+}
+
+// stopPush stops the push endpoint, if any, and removes the token file.
+func (d *Driver) stopPush() {
+	p := d.push
+	if p == nil {
+		return
+	}
+	st := p.srv.Stats()
+	d.logger.Info("push endpoint closed", "streams", st.Streams, "refused", st.Refused, "rows", st.Rows,
+		"ended", st.Ended, "peak_buffered_bytes", st.PeakBufferedBytes)
+	if err := p.srv.Close(); err != nil {
+		d.logger.Warn("close the push endpoint", "err", err)
+	}
+	if p.tokenFile != "" {
+		if err := os.Remove(p.tokenFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			d.logger.Warn("remove the producers' token file", "path", p.tokenFile, "err", err)
+		}
+	}
+}
+
+// schemaSpec writes a schema as spindle.flight.put.schema takes it.
+func schemaSpec(s *arrow.Schema) string {
+	parts := make([]string, s.NumFields())
+	for i, f := range s.Fields() {
+		parts[i] = f.Name + ":" + f.Type.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// writeTokenFile writes a token to a new file only its owner can read.
+func writeTokenFile(path, token string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("%w: spindle.flight.put.tokenFile: write the producers' token: %v", ErrConfig, err)
+	}
+	_, err = f.WriteString(token + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return fmt.Errorf("write the producers' token to %s: %w", path, err)
+	}
+	return nil
+}

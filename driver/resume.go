@@ -1,0 +1,110 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/internal/resume"
+)
+
+// resumer finds, at the start of each generation, the newest checkpoint
+// every rank finished saving (the checkpoint APIs' records), and where
+// each rank's feed stood in it.
+type resumer struct {
+	dir string
+	// since passes over records older than the job when the checkpoint
+	// directory holds records of a feed with other settings.
+	since time.Time
+}
+
+// newResumer checks the feed settings stored in the job's checkpoint
+// directory against this job's; nil when the job has no checkpoint
+// directory.
+func (d *Driver) newResumer(ctx context.Context, plan *feed.JobPlan, target int64, start time.Time) (*resumer, error) {
+	c := d.cfg
+	if c.CheckpointDir == "" {
+		return nil, nil
+	}
+	fsy, dir, err := d.res.Resolve(ctx, c.CheckpointDir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint directory %s: %w", c.CheckpointDir, err)
+	}
+	s := resume.Settings{Ranks: c.NumExecutors, TotalRows: plan.TotalRows, BatchRows: c.BatchRows, Shuffle: c.Shuffle,
+		Seed: c.Seed, ShuffleBufferRows: c.ShuffleBufferRows, EvenBatches: string(c.EvenBatches), TargetBatches: target}
+	ok, why, err := resume.CheckSettings(ctx, fsy, dir, s)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint directory %s: %w", c.CheckpointDir, err)
+	}
+	r := &resumer{dir: c.CheckpointDir}
+	if c.FailurePolicy == PolicyElastic {
+		// Positions mean something only against the deal of the
+		// generation that recorded them, which this driver keeps.
+		r.since = start
+	}
+	if !ok {
+		d.logger.Warn("the checkpoints already there are not resumed from: a restart resumes only from this job's", "reason", why)
+		if err := resume.ReplaceSettings(ctx, fsy, dir, s); err != nil {
+			return nil, fmt.Errorf("checkpoint directory %s: %w", c.CheckpointDir, err)
+		}
+		r.since = start
+	}
+	return r, nil
+}
+
+// point returns the checkpoint a generation of slots resumes from, or nil.
+func (d *Driver) resumePoint(ctx context.Context, r *resumer, slots []slot) (*resume.Point, error) {
+	if r == nil {
+		return nil, nil
+	}
+	fsy, dir, err := d.res.Resolve(ctx, r.dir)
+	if err != nil {
+		return nil, fmt.Errorf("find the checkpoint to resume from in %s: %w", r.dir, err)
+	}
+	fed := make([]bool, len(slots))
+	for i, s := range slots {
+		fed[i] = s.role.Feeds() && len(d.cfg.Inputs) > 0
+	}
+	p, skipped, err := resume.Latest(ctx, fsy, dir, len(slots), fed, r.since)
+	if err != nil {
+		return nil, fmt.Errorf("find the checkpoint to resume from: %w", err)
+	}
+	for _, s := range skipped {
+		d.logger.Info("checkpoint not resumed from", "why", s)
+	}
+	if p != nil {
+		var at []string
+		for rank, pos := range p.Feed {
+			if pos != nil {
+				at = append(at, fmt.Sprintf("rank %d at %s", rank, pos))
+			}
+		}
+		d.logger.Info("resuming from checkpoint", "checkpoint", p.Checkpoint, "step", p.Step, "feed", strings.Join(at, ", "))
+		if c := d.cfg.Console; c != nil {
+			msg := fmt.Sprintf("resuming from checkpoint %s (step %d)", p.Checkpoint, p.Step)
+			if len(at) > 0 {
+				msg += "; feed: " + strings.Join(at, ", ")
+			}
+			c.Eprintln(msg)
+		}
+	}
+	return p, nil
+}
+
+// resumeFrom is where a generation of slots (not elastic) starts: the
+// newest complete checkpoint, each rank's feed at its recorded position.
+func (d *Driver) resumeFrom(ctx context.Context, slots []slot) (*genStart, error) {
+	p, err := d.resumePoint(ctx, d.resumer, slots)
+	if err != nil || p == nil {
+		return nil, err
+	}
+	from := &genStart{checkpoint: p.Checkpoint, step: p.Step, feed: make([]*rankStart, len(p.Feed))}
+	for r, pos := range p.Feed {
+		if pos != nil {
+			from.feed[r] = &rankStart{epoch: pos.Epoch, batch: pos.Batches}
+		}
+	}
+	return from, nil
+}

@@ -1,0 +1,577 @@
+package feed
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/spindle-ml/spindle/internal/auth"
+)
+
+// ActionEndOfInput is the Flight action (DoAction type) a producer sends
+// to say that the job's pushed input is complete.
+const ActionEndOfInput = "end-of-input"
+
+// DefaultPushBufferBytes bounds the pushed rows a driver holds for its
+// ranks when no bound is configured.
+const DefaultPushBufferBytes = 64 << 20
+
+// pushTicketPrefix starts the tickets of the ranks' streams of pushed
+// input; a split with such a ticket is read with FlightOptions.PushToken.
+const pushTicketPrefix = "spindle-push/rank/"
+
+// PushProducerToken is the token producers push into job jobID with,
+// derived from the job's secret.
+func PushProducerToken(secret, jobID string) string {
+	return auth.DeriveToken(secret, "flight-put/producer/"+jobID)
+}
+
+// PushFeedToken is the token a rank's executor reads its share of job
+// jobID's pushed input with, derived from the job's secret.
+func PushFeedToken(secret, jobID string) string {
+	return auth.DeriveToken(secret, "flight-put/feed/"+jobID)
+}
+
+// IsFlightPutURI reports whether an input asks for pushed input: a Flight
+// endpoint on the driver that producers DoPut into (flight-put: or
+// flight-put://host:port).
+func IsFlightPutURI(s string) bool { return strings.HasPrefix(s, "flight-put:") }
+
+// ParseFlightPutURI returns the address a flight-put input listens on:
+// "" for flight-put: (the driver's own host, any free port), else the
+// host:port of flight-put://host:port (either part may be empty: an empty
+// host is the driver's, port 0 any free one).
+func ParseFlightPutURI(s string) (string, error) {
+	rest, ok := strings.CutPrefix(s, "flight-put:")
+	if !ok {
+		return "", fmt.Errorf("%w: input %s is not flight-put:", ErrInput, s)
+	}
+	if rest == "" || rest == "//" {
+		return "", nil
+	}
+	hostport, ok := strings.CutPrefix(rest, "//")
+	if !ok || strings.ContainsAny(hostport, "/?#") {
+		return "", fmt.Errorf("%w: input %s: want flight-put: or flight-put://host:port", ErrInput, s)
+	}
+	if !strings.Contains(hostport, ":") {
+		hostport += ":0"
+	}
+	_, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return "", fmt.Errorf("%w: input %s: want flight-put://host:port: %v", ErrInput, s, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return "", fmt.Errorf("%w: input %s: port %q is not 0 to 65535", ErrInput, s, port)
+	}
+	return hostport, nil
+}
+
+// PushConfig configures the endpoint producers push a job's input into.
+type PushConfig struct {
+	// Ranks is the number of ranks the rows are dealt to.
+	Ranks int
+	// BatchRows is the job's batch size: rows are dealt in rounds of one
+	// batch per rank.
+	BatchRows int
+	// EvenBatches says how the rows left when the input ends are dealt
+	// (see pushDealer.endLocked); empty means EvenPad.
+	EvenBatches EvenMode
+	// Schema is the schema producers must push; nil takes the first
+	// producer's, which every other producer must then match.
+	Schema *arrow.Schema
+	// Required are the columns the job reads (its columns and label):
+	// a first producer whose schema lacks one is refused rather than
+	// setting a schema the job cannot use.
+	Required []string
+	// Rows, when positive, is the job's declared row count: the input
+	// ends when that many rows have been accepted, and a batch that would
+	// go past it is refused.
+	Rows int64
+	// BufferBytes bounds the rows dealt to ranks and not yet sent to
+	// them; producers wait while it is reached. Zero means
+	// DefaultPushBufferBytes.
+	BufferBytes int64
+	// ProducerToken is the bearer token producers send (DoPut, DoAction,
+	// GetFlightInfo); FeedToken the one the ranks' executors send (DoGet).
+	// Neither may be empty: no call is served unauthenticated.
+	ProducerToken, FeedToken string
+	// Logger logs producers coming and going; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// PushStats is what a push endpoint has done so far.
+type PushStats struct {
+	// Streams counts the DoPut streams accepted (schema matching),
+	// Refused those refused (bad token, schema mismatch, after the end).
+	Streams, Refused int64
+	// Rows is the rows accepted; Fed the rows dealt to each rank.
+	Rows int64
+	Fed  []int64
+	// BufferedBytes is what the driver holds now of pushed rows (dealt
+	// and waiting for their rank, or waiting to be dealt);
+	// PeakBufferedBytes the most it has held.
+	BufferedBytes, PeakBufferedBytes int64
+	// Ended says the input has ended.
+	Ended bool
+}
+
+// namedProducer is what the endpoint knows of a producer that names its
+// streams (a path descriptor): the rows taken from it over all its
+// streams, and whether one is open now.
+type namedProducer struct {
+	rows   int64
+	active bool
+}
+
+// PushServer is a running push endpoint: an Arrow Flight service that
+// producers DoPut batches into, and that the job's ranks DoGet their
+// share from.
+type PushServer struct {
+	flight.BaseFlightServer
+	cfg    PushConfig
+	log    *slog.Logger
+	dealer *pushDealer
+	srv    *grpc.Server
+	addr   string
+	served chan error
+
+	mu        sync.Mutex
+	schema    *arrow.Schema // nullable fields; nil until declared or pushed
+	schemaSet chan struct{}
+	opened    []bool // rank streams opened
+	named     map[string]*namedProducer
+
+	streams, refused atomic.Int64
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// StartPush serves pushed input on lis until Close.
+func StartPush(lis net.Listener, cfg PushConfig) (*PushServer, error) {
+	switch {
+	case cfg.Ranks < 1:
+		return nil, fmt.Errorf("push endpoint: %d ranks: need at least one", cfg.Ranks)
+	case cfg.BatchRows < 1:
+		return nil, fmt.Errorf("push endpoint: batch rows %d: need at least 1", cfg.BatchRows)
+	case cfg.ProducerToken == "" || cfg.FeedToken == "":
+		return nil, errors.New("push endpoint: no token: calls are never served unauthenticated")
+	case cfg.Rows < 0 || cfg.BufferBytes < 0:
+		return nil, fmt.Errorf("push endpoint: negative rows %d or buffer bytes %d", cfg.Rows, cfg.BufferBytes)
+	}
+	even, err := ParseEvenMode(string(cfg.EvenBatches))
+	if err != nil {
+		return nil, fmt.Errorf("push endpoint: %w", err)
+	}
+	if cfg.BufferBytes == 0 {
+		cfg.BufferBytes = DefaultPushBufferBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &PushServer{cfg: cfg, log: cfg.Logger, dealer: newPushDealer(cfg.Ranks, cfg.BatchRows, even, cfg.BufferBytes),
+		addr: lis.Addr().String(), served: make(chan error, 1), schemaSet: make(chan struct{}), opened: make([]bool, cfg.Ranks),
+		named: map[string]*namedProducer{}}
+	if cfg.Schema != nil {
+		s.schema = nullableSchema(cfg.Schema)
+		close(s.schemaSet)
+	}
+	s.srv = grpc.NewServer(
+		grpc.MaxRecvMsgSize(maxFlightMessage),
+		grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if err := s.check(ctx, info.FullMethod); err != nil {
+				return nil, err
+			}
+			return h(ctx, req)
+		}),
+		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			if err := s.check(ss.Context(), info.FullMethod); err != nil {
+				return err
+			}
+			return h(srv, ss)
+		}),
+	)
+	flight.RegisterFlightServiceServer(s.srv, s)
+	go func() { s.served <- s.srv.Serve(lis) }()
+	return s, nil
+}
+
+// Addr is the address the endpoint listens on.
+func (s *PushServer) Addr() string { return s.addr }
+
+// Close stops serving, ending every stream, and releases the rows held.
+// Closing again does nothing.
+func (s *PushServer) Close() error {
+	s.closeOnce.Do(func() {
+		s.dealer.close()
+		s.srv.Stop()
+		if err := <-s.served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.closeErr = fmt.Errorf("push endpoint: %w", err)
+		}
+	})
+	return s.closeErr
+}
+
+// EndInput ends the input as a producer's end-of-input action does.
+func (s *PushServer) EndInput() { s.dealer.end() }
+
+// Stats returns what the endpoint has done so far.
+func (s *PushServer) Stats() PushStats {
+	d := s.dealer
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return PushStats{Streams: s.streams.Load(), Refused: s.refused.Load(), Rows: d.rows, Fed: append([]int64(nil), d.fed...),
+		BufferedBytes: d.pendB + d.queuedB, PeakBufferedBytes: d.peak, Ended: d.ended}
+}
+
+// Schema waits for the job's schema: the declared one, or the first
+// producer's.
+func (s *PushServer) Schema(ctx context.Context) (*arrow.Schema, error) {
+	select {
+	case <-s.schemaSet:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.schema, nil
+}
+
+// Plan waits for the job's schema and plans the job: one split per rank,
+// its stream from this endpoint at advertise (host:port, the address the
+// executors dial). Row counts are not known ahead: RowsPerRank is zero,
+// and the ranks' streams are kept even by the endpoint itself.
+func (s *PushServer) Plan(ctx context.Context, advertise string, columns []string, label string) (*JobPlan, error) {
+	schema, err := s.Schema(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := selectColumns(fieldNames(schema), columns, label, "the pushed input")
+	if err != nil {
+		return nil, err
+	}
+	plan := &JobPlan{Schema: projectSchema(schema, sel), Ranks: make([][]Split, s.cfg.Ranks), RowsPerRank: make([]int64, s.cfg.Ranks)}
+	for r := range plan.Ranks {
+		plan.Ranks[r] = []Split{{URI: fmt.Sprintf("grpc://%s/spindle-push#rank=%d", advertise, r), Format: FormatFlight,
+			Ticket: []byte(pushTicketPrefix + strconv.Itoa(r))}}
+	}
+	return plan, nil
+}
+
+// check lets a call through only with the right bearer token: the feed
+// token for DoGet, the producer token for everything else.
+func (s *PushServer) check(ctx context.Context, method string) error {
+	want := s.cfg.ProducerToken
+	if strings.HasSuffix(method, "/DoGet") {
+		want = s.cfg.FeedToken
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get("authorization") {
+		if tok, ok := strings.CutPrefix(v, "Bearer "); ok && subtle.ConstantTimeCompare([]byte(tok), []byte(want)) == 1 {
+			return nil
+		}
+	}
+	if strings.HasSuffix(method, "/DoPut") {
+		s.refused.Add(1)
+	}
+	s.log.Warn("push endpoint: refused a call without a valid token", "method", method, "peer", peerOf(ctx))
+	return status.Error(codes.Unauthenticated, "the job's push endpoint needs its producer token as \"authorization: Bearer TOKEN\" (spindle submit prints the file holding it)")
+}
+
+func peerOf(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok {
+		return p.Addr.String()
+	}
+	return ""
+}
+
+// nullableSchema is s with every field nullable, so that producers whose
+// columns have nulls, or say they may, match it.
+func nullableSchema(s *arrow.Schema) *arrow.Schema {
+	fields := make([]arrow.Field, s.NumFields())
+	for i, f := range s.Fields() {
+		fields[i] = arrow.Field{Name: f.Name, Type: f.Type, Nullable: true}
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+// adopt checks a producer's schema against the job's, setting the job's
+// from it when none is set yet, and returns where each of the job's
+// columns is in the producer's batches. Errors name the column.
+func (s *PushServer) adopt(in *arrow.Schema) ([]int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.schema == nil {
+		for _, c := range s.cfg.Required {
+			if len(in.FieldIndices(c)) == 0 {
+				return nil, fmt.Errorf("column %q, which the job reads, is not in the stream's schema (%s)", c, strings.Join(fieldNames(in), ", "))
+			}
+		}
+		for _, f := range in.Fields() {
+			if n := len(in.FieldIndices(f.Name)); n > 1 {
+				return nil, fmt.Errorf("column %q appears %d times in the stream's schema", f.Name, n)
+			}
+		}
+		s.schema = nullableSchema(in)
+		close(s.schemaSet)
+		s.log.Info("push endpoint: the first producer's schema is the job's", "columns", strings.Join(fieldNames(in), ", "))
+	}
+	proj := make([]int, s.schema.NumFields())
+	for i, f := range s.schema.Fields() {
+		idx := in.FieldIndices(f.Name)
+		if len(idx) != 1 {
+			return nil, fmt.Errorf("column %q (%s) of the job's schema is not in the stream's schema (%s)", f.Name, f.Type, strings.Join(fieldNames(in), ", "))
+		}
+		if got := in.Field(idx[0]).Type; !arrow.TypeEqual(got, f.Type) {
+			return nil, fmt.Errorf("column %q is %s in the stream, the job's schema says %s", f.Name, got, f.Type)
+		}
+		proj[i] = idx[0]
+	}
+	for _, f := range in.Fields() {
+		if len(s.schema.FieldIndices(f.Name)) == 0 {
+			return nil, fmt.Errorf("column %q of the stream is not in the job's schema (%s)", f.Name, strings.Join(fieldNames(s.schema), ", "))
+		}
+	}
+	return proj, nil
+}
+
+// DoPut takes one producer's stream. Nothing is fed before its schema
+// matches the job's. Each batch is acknowledged (a PutResult whose
+// app_metadata is {"batches":N,"rows":M}, the stream's totals so far, and
+// for a named producer "producer_rows", its total over all its streams)
+// once the endpoint has taken it: every acknowledged batch is fed, once.
+// A stream whose descriptor is a path names its producer; one name has one
+// stream open at a time.
+func (s *PushServer) DoPut(stream flight.FlightService_DoPutServer) error {
+	ctx := stream.Context()
+	from := peerOf(ctx)
+	rd, err := flight.NewRecordReader(stream, ipc.WithAllocator(memory.DefaultAllocator))
+	if err != nil {
+		s.refused.Add(1)
+		return status.Errorf(codes.InvalidArgument, "read the stream's schema: %v", err)
+	}
+	defer rd.Release()
+	proj, err := s.adopt(rd.Schema())
+	if err != nil {
+		s.refused.Add(1)
+		s.log.Warn("push endpoint: refused a stream", "peer", from, "err", err)
+		return status.Errorf(codes.InvalidArgument, "schema mismatch: %v; nothing of this stream was fed", err)
+	}
+	name := producerName(rd.LatestFlightDescriptor())
+	var np *namedProducer
+	if name != "" {
+		s.mu.Lock()
+		if np = s.named[name]; np == nil {
+			np = &namedProducer{}
+			s.named[name] = np
+		}
+		busy := np.active
+		np.active = true
+		s.mu.Unlock()
+		if busy {
+			s.refused.Add(1)
+			return status.Errorf(codes.AlreadyExists, "producer %q is pushing on another stream already; nothing of this stream was fed", name)
+		}
+		defer func() {
+			s.mu.Lock()
+			np.active = false
+			s.mu.Unlock()
+		}()
+	}
+	s.streams.Add(1)
+	s.log.Info("push endpoint: producer connected", "peer", from, "producer", name)
+	schema := s.schema
+	var batches, rows int64
+	for {
+		rec, err := rd.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			s.log.Warn("push endpoint: producer stream broken; its acknowledged batches are fed, the rest dropped",
+				"peer", from, "batches", batches, "rows", rows, "err", err)
+			return status.Errorf(codes.Aborted, "read a batch: %v", err)
+		}
+		cols := make([]arrow.Array, len(proj))
+		for i, j := range proj {
+			cols[i] = rec.Column(j)
+		}
+		n := rec.NumRows()
+		if err := s.dealer.add(ctx, array.NewRecordBatch(schema, cols, n), s.cfg.Rows); err != nil {
+			if errors.Is(err, errInputEnded) {
+				return status.Errorf(codes.FailedPrecondition, "%v; batch %d of this stream was not fed", err, batches)
+			}
+			if ctx.Err() != nil {
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			return status.Errorf(codes.OutOfRange, "%v; batch %d of this stream was not fed", err, batches)
+		}
+		batches++
+		rows += n
+		ack := fmt.Sprintf(`{"batches":%d,"rows":%d}`, batches, rows)
+		if np != nil {
+			s.mu.Lock()
+			np.rows += n
+			total := np.rows
+			s.mu.Unlock()
+			ack = fmt.Sprintf(`{"batches":%d,"rows":%d,"producer_rows":%d}`, batches, rows, total)
+		}
+		if err := stream.Send(&flight.PutResult{AppMetadata: []byte(ack)}); err != nil {
+			s.log.Warn("push endpoint: producer gone before an acknowledgement; the batch is fed", "peer", from, "batches", batches, "rows", rows)
+			return err
+		}
+	}
+	s.log.Info("push endpoint: producer finished", "peer", from, "batches", batches, "rows", rows)
+	return nil
+}
+
+// DoAction serves end-of-input: the input is complete, and the ranks see
+// the end of their data once they have had what was pushed.
+func (s *PushServer) DoAction(a *flight.Action, stream flight.FlightService_DoActionServer) error {
+	if a.GetType() != ActionEndOfInput {
+		return status.Errorf(codes.InvalidArgument, "unknown action %q: the push endpoint knows %q", a.GetType(), ActionEndOfInput)
+	}
+	s.dealer.end()
+	st := s.Stats()
+	s.log.Info("push endpoint: end of input", "peer", peerOf(stream.Context()), "rows", st.Rows)
+	return stream.Send(&flight.Result{Body: []byte(fmt.Sprintf(`{"rows":%d}`, st.Rows))})
+}
+
+// ListActions lists end-of-input.
+func (s *PushServer) ListActions(_ *flight.Empty, stream flight.FlightService_ListActionsServer) error {
+	return stream.Send(&flight.ActionType{Type: ActionEndOfInput, Description: "the pushed input is complete: training sees the end of its data"})
+}
+
+// GetFlightInfo tells a producer the job's schema (once known) and rows
+// taken: for a path descriptor, those taken from the producer it names
+// (0 for a name not seen), with which a restarted producer resumes
+// (Unavailable while a stream of that name is open, as its count may
+// still grow); otherwise those of the whole job. The flight has no endpoints to read.
+func (s *PushServer) GetFlightInfo(ctx context.Context, d *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	total := s.Stats().Rows
+	s.mu.Lock()
+	schema := s.schema
+	name := producerName(d)
+	busy := false
+	if name != "" {
+		total = 0
+		if np := s.named[name]; np != nil {
+			total, busy = np.rows, np.active
+		}
+	}
+	s.mu.Unlock()
+	if busy {
+		// Its count could still grow: a restarted producer would resume
+		// from a stale one.
+		return nil, status.Errorf(codes.Unavailable, "producer %q still has a stream open (its end has not reached the endpoint yet); ask again shortly", name)
+	}
+	if schema == nil {
+		if name == "" {
+			return nil, status.Error(codes.NotFound, "the job has no schema yet: the first producer's becomes it")
+		}
+		schema = arrow.NewSchema(nil, nil) // nothing taken of it yet either
+	}
+	return &flight.FlightInfo{Schema: flight.SerializeSchema(schema, memory.DefaultAllocator), FlightDescriptor: d,
+		TotalRecords: total, TotalBytes: -1}, nil
+}
+
+// producerName is the name a stream's descriptor gives its producer: its
+// path, joined with "/"; empty (an anonymous producer) for any other
+// descriptor.
+func producerName(d *flight.FlightDescriptor) string {
+	if d.GetType() != flight.DescriptorPATH {
+		return ""
+	}
+	return strings.Join(d.GetPath(), "/")
+}
+
+// DoGet streams one rank's share. Each rank's stream can be read once:
+// pushed rows are not kept after they are sent.
+func (s *PushServer) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer) error {
+	r, err := strconv.Atoi(strings.TrimPrefix(string(t.GetTicket()), pushTicketPrefix))
+	if !strings.HasPrefix(string(t.GetTicket()), pushTicketPrefix) || err != nil || r < 0 || r >= s.cfg.Ranks {
+		return status.Errorf(codes.NotFound, "no rank stream %q", t.GetTicket())
+	}
+	s.mu.Lock()
+	again := s.opened[r]
+	s.opened[r] = true
+	schema := s.schema
+	s.mu.Unlock()
+	if again {
+		return status.Errorf(codes.FailedPrecondition, "rank %d's pushed rows were fed already: pushed input is sent once "+
+			"(later epochs come from the executor's cache, spindle.feed.cacheMemory; a restarted rank cannot have them again)", r)
+	}
+	if schema == nil {
+		return status.Error(codes.FailedPrecondition, "the job has no schema yet")
+	}
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema))
+	defer w.Close()
+	ctx := stream.Context()
+	for {
+		rec, err := s.dealer.take(ctx, r)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return status.Errorf(codes.Unavailable, "rank %d's stream: %v", r, err)
+		}
+		err = w.Write(rec)
+		rec.Release()
+		if err != nil {
+			return fmt.Errorf("send rank %d a batch: %w", r, err)
+		}
+	}
+}
+
+// ParseSchemaSpec parses a declared schema, comma-separated name:type
+// pairs such as "id:int64,x:float32,label:float32". The types are bool,
+// int8 to int64, uint8 to uint64, float32 (float), float64 (double),
+// string (utf8), binary and date32.
+func ParseSchemaSpec(spec string) (*arrow.Schema, error) {
+	types := map[string]arrow.DataType{
+		"bool": arrow.FixedWidthTypes.Boolean, "int8": arrow.PrimitiveTypes.Int8, "int16": arrow.PrimitiveTypes.Int16,
+		"int32": arrow.PrimitiveTypes.Int32, "int64": arrow.PrimitiveTypes.Int64, "uint8": arrow.PrimitiveTypes.Uint8,
+		"uint16": arrow.PrimitiveTypes.Uint16, "uint32": arrow.PrimitiveTypes.Uint32, "uint64": arrow.PrimitiveTypes.Uint64,
+		"float32": arrow.PrimitiveTypes.Float32, "float": arrow.PrimitiveTypes.Float32, "float64": arrow.PrimitiveTypes.Float64,
+		"double": arrow.PrimitiveTypes.Float64, "string": arrow.BinaryTypes.String, "utf8": arrow.BinaryTypes.String,
+		"binary": arrow.BinaryTypes.Binary, "date32": arrow.FixedWidthTypes.Date32,
+	}
+	var fields []arrow.Field
+	seen := map[string]bool{}
+	for _, part := range strings.Split(spec, ",") {
+		name, typ, ok := strings.Cut(strings.TrimSpace(part), ":")
+		name, typ = strings.TrimSpace(name), strings.ToLower(strings.TrimSpace(typ))
+		if !ok || name == "" {
+			return nil, fmt.Errorf("schema %q: %q is not name:type", spec, part)
+		}
+		t, ok := types[typ]
+		if !ok {
+			return nil, fmt.Errorf("schema %q: column %q has unknown type %q (want bool, int8-64, uint8-64, float32, float64, string, binary or date32)", spec, name, typ)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("schema %q: column %q appears twice", spec, name)
+		}
+		seen[name] = true
+		fields = append(fields, arrow.Field{Name: name, Type: t, Nullable: true})
+	}
+	return arrow.NewSchema(fields, nil), nil
+}

@@ -1,0 +1,267 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/spindle-ml/spindle/internal/testaddr"
+)
+
+// pushJob is a spindle submit of a flight-put: input, running.
+type pushJob struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	addr, token    string
+	done           chan error
+}
+
+// startPushJob starts a job whose input producers push to addr, and
+// waits for its producers' token file.
+func startPushJob(t *testing.T, dir string, extra ...string) *pushJob {
+	t.Helper()
+	j := &pushJob{addr: testaddr.Free(t), done: make(chan error, 1)}
+	tokenFile := filepath.Join(dir, "producer.token")
+	args := submitArgs(append([]string{"--input", "flight-put://" + j.addr, "--conf", "spindle.flight.put.tokenFile=" + tokenFile}, extra...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	j.cmd = exec.CommandContext(ctx, spindleBin, args...)
+	j.cmd.Dir = dir
+	j.cmd.Env = testEnv()
+	j.cmd.Stdout, j.cmd.Stderr = &j.stdout, &j.stderr
+	if err := j.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { j.done <- j.cmd.Wait() }()
+	t.Cleanup(func() {
+		if j.cmd.ProcessState == nil {
+			j.cmd.Process.Kill()
+			<-j.done
+		}
+	})
+	waitFor(t, time.Minute, "the producers' token file", func() bool {
+		b, err := os.ReadFile(tokenFile)
+		j.token = strings.TrimSpace(string(b))
+		return err == nil && j.token != ""
+	})
+	return j
+}
+
+// wait waits for the job's end and returns how it ended.
+func (j *pushJob) wait(t *testing.T) result {
+	t.Helper()
+	err := <-j.done
+	r := result{stdout: j.stdout.String(), stderr: j.stderr.String()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// goProducer pushes rows [first, first+n) (id, x = id, label = id%2) on
+// one DoPut stream with token, in batches of 500.
+func goProducer(ctx context.Context, addr, token string, first, n int) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	c := flight.NewClientFromConn(conn, nil)
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	stream, err := c.DoPut(ctx)
+	if err != nil {
+		return err
+	}
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "x", Type: arrow.PrimitiveTypes.Float64},
+		{Name: "label", Type: arrow.PrimitiveTypes.Float64},
+	}, nil)
+	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema))
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	for id := first; id < first+n; id++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(id))
+		b.Field(1).(*array.Float64Builder).Append(float64(id))
+		b.Field(2).(*array.Float64Builder).Append(float64(id % 2))
+		if (id-first+1)%500 == 0 || id == first+n-1 {
+			rec := b.NewRecordBatch()
+			err := w.Write(rec)
+			rec.Release()
+			if err != nil {
+				break // the outcome comes from Recv
+			}
+		}
+	}
+	w.Close()
+	stream.CloseSend()
+	for {
+		if _, err := stream.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+func endInput(ctx context.Context, addr, token string) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	c := flight.NewClientFromConn(conn, nil)
+	stream, err := c.DoAction(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token), &flight.Action{Type: "end-of-input"})
+	for err == nil {
+		_, err = stream.Recv()
+	}
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// checkPushedEpochs checks that every epoch fed rows [0, rows) once over
+// the ranks (x = id: their sum is known).
+func checkPushedEpochs(t *testing.T, r result, rows, epochs int) {
+	t.Helper()
+	perEpoch := map[int]float64{}
+	got := map[int]int{}
+	for _, l := range parseFeedcheck(t, r.stdout) {
+		perEpoch[l.epoch] += l.sum
+		got[l.epoch] += l.rows
+	}
+	want := float64(rows) * float64(rows-1) / 2
+	for epoch := range epochs {
+		if got[epoch] != rows || perEpoch[epoch] != want {
+			t.Errorf("epoch %d: %d rows summing to %v, want %d rows summing to %v:\n%s", epoch, got[epoch], perEpoch[epoch], rows, want, r)
+		}
+	}
+}
+
+// TestFlightPutInput: a job fed by ETL producers pushing over Arrow
+// Flight: two producers push at once into the endpoint submit announces,
+// a producer without the token is refused, end-of-input ends the first
+// epoch, and the second comes from the executors' caches. The token
+// never reaches the output.
+func TestFlightPutInput(t *testing.T) {
+	dir := t.TempDir()
+	j := startPushJob(t, dir, "--num-executors", "2", "--conf", "spindle.flight.put.schema=id:int64,x:float64,label:float64",
+		"--columns", "x", "--label-column", "label", "--feed", "tensor", "--epochs", "2", "--batch-rows", "100", "--", feedcheckBin)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := goProducer(ctx, j.addr, "guess", 0, 10); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("a producer with a wrong token: %v", err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for p := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[p] = goProducer(ctx, j.addr, j.token, p*2000, 2000)
+		}()
+	}
+	wg.Wait()
+	for p, err := range errs {
+		if err != nil {
+			t.Fatalf("producer %d: %v", p, err)
+		}
+	}
+	if err := endInput(ctx, j.addr, j.token); err != nil {
+		t.Fatal(err)
+	}
+	r := j.wait(t)
+	if r.code != 0 {
+		t.Fatalf("job failed:\n%s", r)
+	}
+	if !strings.Contains(r.stderr, "pushed input: producers DoPut Arrow record batches to grpc://"+j.addr) {
+		t.Errorf("submit does not say where to push:\n%s", r)
+	}
+	if strings.Contains(r.stdout+r.stderr, j.token) {
+		t.Fatalf("the producers' token appears in the output:\n%s", r)
+	}
+	checkPushedEpochs(t, r, 4000, 2)
+	if _, err := os.Stat(filepath.Join(dir, "producer.token")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the token file outlived the job: %v", err)
+	}
+}
+
+// TestFlightPutBadInput: mistakes in a flight-put: job are found before
+// anything runs, exit 2, naming what is wrong.
+func TestFlightPutBadInput(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad schema", []string{"--input", "flight-put:", "--conf", "spindle.flight.put.schema=x:complex"}, "spindle.flight.put.schema"},
+		{"with files", []string{"--input", "flight-put:", "--input", dir}, "pushed input is the job's only input"},
+		{"direct mode", []string{"--input", "flight-put:", "--feed", "direct"}, "--feed arrow or tensor"},
+		{"bad address", []string{"--input", "flight-put://h:99999"}, "port"},
+		{"restart policy", []string{"--input", "flight-put:", "--conf", "spindle.failure.policy=restart"}, "cannot be restarted"},
+		{"unknown column", []string{"--input", "flight-put:", "--conf", "spindle.flight.put.schema=x:float64", "--label-column", "y"}, `"y"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := spindle(t, dir, submitArgs(append(tc.args, "--", feedcheckBin)...)...)
+			if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("want exit 2 naming %q:\n%s", tc.want, r)
+			}
+		})
+	}
+}
+
+// TestFlightPutPython: examples/flight-producer.py (pyarrow.flight) pushes
+// into a job that declared no schema: the producer's becomes the job's,
+// its declared row count ends the input, and the training processes see
+// every row once.
+func TestFlightPutPython(t *testing.T) {
+	venv := os.Getenv("SPINDLE_TEST_VENV")
+	if venv == "" {
+		home, _ := os.UserHomeDir()
+		venv = filepath.Join(home, ".cache", "spindle-test-venv")
+	}
+	py := filepath.Join(venv, "bin", "python")
+	if out, err := exec.Command(py, "-c", "import pyarrow.flight").CombinedOutput(); err != nil {
+		t.Skipf("skipping: the test venv's Python (%s) does not import pyarrow.flight (make deps installs it): %v %s", py, err, out)
+	}
+	dir := t.TempDir()
+	j := startPushJob(t, dir, "--num-executors", "2", "--conf", "spindle.flight.put.rows=3000",
+		"--columns", "x", "--label-column", "label", "--feed", "tensor", "--batch-rows", "64", "--", feedcheckBin)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, filepath.Join(repoRoot, "examples", "flight-producer.py"), "--endpoint", "grpc://"+j.addr,
+		"--token-file", filepath.Join(dir, "producer.token"), "--rows", "3000", "--batch-rows", "500").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "pushed 3000 rows") {
+		t.Fatalf("flight-producer.py: %v\n%s", err, out)
+	}
+	r := j.wait(t)
+	if r.code != 0 {
+		t.Fatalf("job failed:\n%s", r)
+	}
+	checkPushedEpochs(t, r, 3000, 1)
+}

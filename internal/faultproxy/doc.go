@@ -1,0 +1,11 @@
+// Package faultproxy is a TCP proxy that injects network faults into the
+// connections it forwards, for the chaos harness and tests: it passes
+// bytes through, pauses them (connections stay open, nothing moves until
+// it passes again), blackholes them (bytes vanish and the peer hears
+// nothing; the connections are cut when the blackhole ends, as a
+// protocol that lost bytes could not go on), or drops every connection
+// (reset at once, new ones refused). It listens on loopback; Spindle's
+// control plane is pointed at it to see how the driver and executors
+// live through a network that misbehaves, as etcd's test bridge does for
+// etcd.
+package faultproxy

@@ -1,0 +1,205 @@
+package faultproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+)
+
+// Mode is what the proxy does to the bytes it carries.
+type Mode int
+
+// Modes.
+const (
+	// Pass forwards bytes both ways.
+	Pass Mode = iota
+	// Pause holds bytes until the mode is Pass again; connections stay open.
+	Pause
+	// Blackhole throws bytes away; connections stay open (the peer hears
+	// nothing) until the mode changes, when they are cut.
+	Blackhole
+	// Drop cuts every connection and every new one at once.
+	Drop
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Pass:
+		return "pass"
+	case Pause:
+		return "pause"
+	case Blackhole:
+		return "blackhole"
+	case Drop:
+		return "drop"
+	}
+	return fmt.Sprintf("mode(%d)", int(m))
+}
+
+// Proxy forwards TCP connections from its address to a target.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	cond  *sync.Cond
+	mode  Mode
+	conns map[net.Conn]struct{}
+
+	wg sync.WaitGroup
+}
+
+// New listens on listen (host:port; port 0 picks one) for connections to
+// forward to target.
+func New(listen, target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("fault proxy: listen on %s: %w", listen, err)
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.cond = sync.NewCond(&p.mu)
+	return p, nil
+}
+
+// Addr is where the proxy listens.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Mode returns the current mode.
+func (p *Proxy) Mode() Mode {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mode
+}
+
+// Set changes the mode. Leaving Blackhole and entering Drop cut the
+// connections open now.
+func (p *Proxy) Set(m Mode) {
+	p.mu.Lock()
+	old := p.mode
+	p.mode = m
+	var cut []net.Conn
+	if m == Drop || (old == Blackhole && m != Blackhole) {
+		for c := range p.conns {
+			cut = append(cut, c)
+		}
+	}
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	for _, c := range cut {
+		_ = c.Close()
+	}
+}
+
+// Serve accepts and forwards connections until ctx ends, then closes
+// every connection and waits for its goroutines.
+func (p *Proxy) Serve(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { _ = p.ln.Close() })
+	defer stop()
+	defer p.wg.Wait()
+	defer p.closeAll()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("fault proxy: accept: %w", err)
+		}
+		if p.Mode() == Drop {
+			_ = c.Close()
+			continue
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.forward(ctx, c)
+		}()
+	}
+}
+
+func (p *Proxy) closeAll() {
+	p.mu.Lock()
+	p.mode = Drop
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mode == Drop {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+}
+
+// forward carries one connection both ways.
+func (p *Proxy) forward(ctx context.Context, client net.Conn) {
+	var d net.Dialer
+	server, err := d.DialContext(ctx, "tcp", p.target)
+	if err != nil {
+		_ = client.Close()
+		return
+	}
+	if !p.track(client) || !p.track(server) {
+		_ = client.Close()
+		_ = server.Close()
+		p.untrack(client)
+		return
+	}
+	defer p.untrack(client)
+	defer p.untrack(server)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	pump := func(dst, src net.Conn) {
+		defer wg.Done()
+		p.pump(dst, src)
+		// One way ended: end both, as a cut link would.
+		_ = dst.Close()
+		_ = src.Close()
+	}
+	go pump(server, client)
+	go pump(client, server)
+	wg.Wait()
+}
+
+// pump copies src to dst through the mode's gate.
+func (p *Proxy) pump(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.mode == Pause {
+				p.cond.Wait()
+			}
+			m := p.mode
+			p.mu.Unlock()
+			switch m {
+			case Drop:
+				return
+			case Blackhole:
+				// Gone; the peer hears nothing.
+			default:
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+		}
+		if err != nil {
+			return // io.EOF or a cut connection: either ends the pump
+		}
+	}
+}
