@@ -292,7 +292,8 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	var psp *proxy.Proxy
 	if psProxied(t, id) {
 		// At the path trainingEnv gave the process.
-		if psp, err = newPSProxy(filesDir, id, e.cfg.Secret, e.logger); err != nil {
+		link := envValue(env, envcontract.CollectiveLink)
+		if psp, err = newPSProxy(filesDir, id, e.cfg.Secret, link, e.logger); err != nil {
 			return res, err
 		}
 		defer psp.Close()

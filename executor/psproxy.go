@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 
 	"github.com/spindle-ml/spindle/ps/client"
 	"github.com/spindle-ml/spindle/ps/proxy"
@@ -27,12 +28,15 @@ func psProxied(t *Task, id identity) bool {
 // newPSProxy listens at psSocket(filesDir) for the training process and
 // forwards its calls to the job's parameter servers, as worker of this
 // rank, authenticated with the peer token derived from jobSecret. The
-// connection to the servers is made on the first call.
-func newPSProxy(filesDir string, id identity, jobSecret string, logger *slog.Logger) (*proxy.Proxy, error) {
+// connection to the servers is made on the first call; pulls and pushes
+// go over dataLink (the training process's SPINDLE_COLLECTIVE_LINK), as
+// a Go trainer's would.
+func newPSProxy(filesDir string, id identity, jobSecret, dataLink string, logger *slog.Logger) (*proxy.Proxy, error) {
 	env, err := psClientEnv(id, jobSecret)
 	if err != nil {
 		return nil, fmt.Errorf("parameter-server proxy: %w", err)
 	}
+	env.DataLink = dataLink
 	return proxy.New(proxy.Config{
 		Path:    psSocket(filesDir),
 		Logger:  logger,
@@ -60,4 +64,14 @@ func psClientEnv(id identity, jobSecret string) (task.Env, error) {
 	role, roleRank := peerRole(id.peers[id.rank])
 	return task.Env{Rank: id.rank, WorldSize: id.worldSize, Role: role, RoleRank: roleRank, Roles: roles,
 		Peers: peers, PeerToken: peerToken(jobSecret), PeerListenFD: -1}, nil
+}
+
+// envValue is the value of name in env (KEY=VALUE entries), "" when unset.
+func envValue(env []string, name string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
 }

@@ -72,3 +72,21 @@ func TestPSClientEnv(t *testing.T) {
 		t.Error("a server's rank got a client")
 	}
 }
+
+// The proxy's client takes the data link the training process got: the
+// last value of the variable, as the process's environment holds it.
+func TestEnvValue(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"A=1", "SPINDLE_COLLECTIVE_LINK=ucx"}, "ucx"},
+		{[]string{"SPINDLE_COLLECTIVE_LINK=tcp", "SPINDLE_COLLECTIVE_LINK=ucx:required"}, "ucx:required"},
+		{[]string{"SPINDLE_COLLECTIVE_LINKX=ucx"}, ""},
+	} {
+		if got := envValue(tc.env, "SPINDLE_COLLECTIVE_LINK"); got != tc.want {
+			t.Errorf("envValue(%q) = %q, want %q", tc.env, got, tc.want)
+		}
+	}
+}

@@ -26,8 +26,8 @@ go test -run '^$' -bench 'AllReduce' -benchtime 5x ./collective
 UCX_LOG_LEVEL=fatal UCX_TLS=tcp go test -run '^$' -bench 'AllReduceUCX' -benchtime 5x ./rdma/ucx
 UCX_LOG_LEVEL=fatal UCX_TLS=sm go test -run '^$' -bench 'AllReduceUCX' -benchtime 5x ./rdma/ucx
 
-section "parameter server: pull/push keys/s through 1, 2 and 4 servers vs the raw gRPC round trip of the same bytes"
-go test -run '^$' -bench 'PullPush' -benchtime 20x ./ps/client
+section "parameter server: pull/push keys/s through 1, 2 and 4 servers over gRPC, UCX (UCX_TLS=tcp) and UCX (sm), each vs the raw round trip of the same bytes on the same link"
+UCX_LOG_LEVEL=fatal go test -run '^$' -bench 'PullPush' -benchtime 20x ./ps/client
 
 section "parameter server: push throughput with 0, 1 and 2 backups; time from a server's loss to the first push after failover"
 go test -run '^$' -bench 'Replication|Recovery' -benchtime 5x ./ps/client

@@ -86,6 +86,10 @@ type Env struct {
 	// CollectiveTimeout is how long a collective waits for a silent peer
 	// before failing; zero when unset.
 	CollectiveTimeout time.Duration
+	// DataLink is the job's data link (SPINDLE_COLLECTIVE_LINK, which the
+	// executor sets from spindle.rdma.mode): the collectives' and the
+	// parameter-server client's. Empty means TCP (gRPC for the client).
+	DataLink string
 	// Generation counts the job's restarts: 0 for the first gang.
 	Generation int
 	// ResumeCheckpoint and ResumeStep name the checkpoint this generation
@@ -169,6 +173,7 @@ func fromLookup(lookup func(string) (string, bool)) (Env, error) {
 	e.PeerToken, _ = lookup(EnvPeerToken)
 	e.JobID, _ = lookup(EnvJobID)
 	e.CheckpointDir, _ = lookup(EnvCheckpointDir)
+	e.DataLink, _ = lookup(envcontract.CollectiveLink)
 
 	e.Feed, _ = lookup(EnvFeed)
 	mode, _ := lookup(EnvFeedMode)

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/spindle-ml/spindle/collective"
 	"github.com/spindle-ml/spindle/internal/envcontract"
 	"github.com/spindle-ml/spindle/internal/peercred"
 	"github.com/spindle-ml/spindle/ps"
@@ -45,7 +46,12 @@ type Config struct {
 	// RingVersion is the version of the ring of Servers (1 at the start
 	// of a job).
 	RingVersion uint64
-	Logger      *slog.Logger
+	// DataLink is the job's data link, as SPINDLE_COLLECTIVE_LINK holds
+	// it: "ucx" sends pulls and pushes over UCX to the servers that offer
+	// it (gRPC to the others), "ucx:required" fails instead of falling
+	// back; empty or "tcp" keeps them on gRPC.
+	DataLink string
+	Logger   *slog.Logger
 }
 
 // Client talks to a job's parameter servers. Its methods may be called
@@ -66,6 +72,9 @@ type Client struct {
 
 	mu     sync.RWMutex
 	tables map[string]*pspb.TableSpec
+
+	// data is the UCX data link of pulls and pushes, when the job's is.
+	data dataLink
 }
 
 // New connects to the servers of cfg. Connections are made lazily and
@@ -85,7 +94,12 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ps client: peer token: %w", err)
 	}
+	link, err := collective.ParseLinkSpec(cfg.DataLink)
+	if err != nil {
+		return nil, fmt.Errorf("ps client: data link: %w", err)
+	}
 	c := &Client{cfg: cfg, log: cfg.Logger, creds: creds, tables: make(map[string]*pspb.TableSpec)}
+	c.data.spec = link
 	c.ring.Store(ring)
 	for i, addr := range cfg.Servers {
 		ep, err := c.dial(addr)
@@ -98,11 +112,12 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// endpoint is a connection to one server.
+// endpoint is a connection to one server, and its data-link session.
 type endpoint struct {
 	addr string
 	conn *grpc.ClientConn
 	stub pspb.ParameterServerClient
+	data *dataSession
 }
 
 func (c *Client) dial(addr string) (endpoint, error) {
@@ -111,7 +126,7 @@ func (c *Client) dial(addr string) (endpoint, error) {
 	if err != nil {
 		return endpoint{}, err
 	}
-	return endpoint{addr: addr, conn: conn, stub: pspb.NewParameterServerClient(conn)}, nil
+	return endpoint{addr: addr, conn: conn, stub: pspb.NewParameterServerClient(conn), data: &dataSession{}}, nil
 }
 
 // stub returns the client of server i.
@@ -156,7 +171,7 @@ func FromEnv(env task.Env, logger *slog.Logger) (*Client, error) {
 	if worker > first {
 		worker -= n // servers come last, but be exact whatever the order
 	}
-	return New(Config{Servers: env.Peers[first : first+n], Token: env.PeerToken, Worker: worker, Logger: logger})
+	return New(Config{Servers: env.Peers[first : first+n], Token: env.PeerToken, Worker: worker, DataLink: env.DataLink, Logger: logger})
 }
 
 // Worker is this client's worker index.
@@ -273,7 +288,11 @@ func (c *Client) adopt(info *pspb.RingInfo) error {
 	}
 	// A replacement rejoined at another address: connect to it before
 	// any call is routed there by the new ring.
-	if err := c.follow(ring); err != nil {
+	old, err := c.follow(ring)
+	for _, ds := range old {
+		ds.close()
+	}
+	if err != nil {
 		return err
 	}
 	for {
@@ -289,26 +308,29 @@ func (c *Client) adopt(info *pspb.RingInfo) error {
 }
 
 // follow connects to the servers whose address changed on ring, unless a
-// newer ring is in place already.
-func (c *Client) follow(ring *ps.Ring) error {
+// newer ring is in place already. It returns the data-link sessions of
+// the servers replaced, for the caller to close.
+func (c *Client) follow(ring *ps.Ring) ([]*dataSession, error) {
 	c.serversMu.Lock()
 	defer c.serversMu.Unlock()
 	if ring.Version() <= c.ring.Load().Version() {
-		return nil
+		return nil, nil
 	}
+	var old []*dataSession
 	for i, addr := range ring.Servers() {
 		if c.servers[i].addr == addr {
 			continue
 		}
 		ep, err := c.dial(addr)
 		if err != nil {
-			return fmt.Errorf("ps client: server %d's replacement %s: %w", i, addr, err)
+			return old, fmt.Errorf("ps client: server %d's replacement %s: %w", i, addr, err)
 		}
 		c.log.Info("parameter server replaced", "server", i, "from", c.servers[i].addr, "to", addr)
 		c.servers[i].conn.Close() // the old server is dead: no call there can succeed
+		old = append(old, c.servers[i].data)
 		c.servers[i] = ep
 	}
-	return nil
+	return old, nil
 }
 
 // Declare creates table spec on every server, or checks that the one
@@ -387,7 +409,7 @@ func (c *Client) resplit(ring *ps.Ring, spec *pspb.TableSpec, p part) map[int]pa
 // because the ring changed (a stale ring, a server that does not answer)
 // are routed again by the new ring and retried, the others stand.
 func (c *Client) routed(ctx context.Context, what string, spec *pspb.TableSpec, keys []uint64,
-	call func(ctx context.Context, s pspb.ParameterServerClient, ring *ps.Ring, p part) error) error {
+	call func(ctx context.Context, i int, s pspb.ParameterServerClient, ring *ps.Ring, p part) error) error {
 	ring := c.ring.Load()
 	work := map[int][]part{}
 	for i, p := range c.split(ring, spec, keys) {
@@ -407,7 +429,7 @@ func (c *Client) routed(ctx context.Context, what string, spec *pspb.TableSpec, 
 		for i, parts := range work {
 			for _, p := range parts {
 				g.Go(func() error {
-					if err := call(ctx, c.stub(i), ring, p); err != nil {
+					if err := call(ctx, i, c.stub(i), ring, p); err != nil {
 						mu.Lock()
 						failed = append(failed, failure{i, p, err})
 						mu.Unlock()
@@ -482,7 +504,12 @@ func (c *Client) Pull(ctx context.Context, table string, keys []uint64, out []fl
 		return fmt.Errorf("ps client: pull %d keys of table %s (dim %d) into %d values: want %d", len(keys), table, dim, len(out), len(keys)*dim)
 	}
 	clock := c.clock.Load()
-	return c.routed(ctx, "pull "+table, spec, keys, func(ctx context.Context, s pspb.ParameterServerClient, ring *ps.Ring, p part) error {
+	return c.routed(ctx, "pull "+table, spec, keys, func(ctx context.Context, i int, s pspb.ParameterServerClient, ring *ps.Ring, p part) error {
+		if conn, err := c.dataConn(ctx, i); err != nil {
+			return err
+		} else if conn != nil {
+			return c.pullData(ctx, i, conn, table, ring, clock, p, dim, out, len(p.keys) == len(keys))
+		}
 		resp, err := s.Pull(ctx, &pspb.PullRequest{Table: table, Keys: ps.KeyBytes(p.keys), RingVersion: ring.Version(),
 			Worker: int32(c.cfg.Worker), Clock: clock})
 		if err != nil {
@@ -515,7 +542,7 @@ func (c *Client) Push(ctx context.Context, table string, keys []uint64, grads []
 		return fmt.Errorf("ps client: push %d keys of table %s (dim %d) with %d gradient values: want %d", len(keys), table, dim, len(grads), len(keys)*dim)
 	}
 	seq := c.seq.Add(1)
-	return c.routed(ctx, "push "+table, spec, keys, func(ctx context.Context, s pspb.ParameterServerClient, ring *ps.Ring, p part) error {
+	return c.routed(ctx, "push "+table, spec, keys, func(ctx context.Context, i int, s pspb.ParameterServerClient, ring *ps.Ring, p part) error {
 		g := grads
 		if len(p.keys) != len(keys) {
 			// Only some keys go here: gather their gradients.
@@ -523,6 +550,11 @@ func (c *Client) Push(ctx context.Context, table string, keys []uint64, grads []
 			for j, at := range p.pos {
 				copy(g[j*dim:(j+1)*dim], grads[at*dim:(at+1)*dim])
 			}
+		}
+		if conn, err := c.dataConn(ctx, i); err != nil {
+			return err
+		} else if conn != nil {
+			return c.pushData(ctx, i, conn, table, ring, seq, p, g)
 		}
 		_, err := s.Push(ctx, &pspb.PushRequest{Table: table, Keys: ps.KeyBytes(p.keys), Grads: ps.FloatBytes(g),
 			RingVersion: ring.Version(), Worker: int32(c.cfg.Worker), Seq: seq, Origin: int32(p.origin)})
@@ -618,6 +650,7 @@ func (c *Client) Close(ctx context.Context) error {
 func (c *Client) Abandon() { c.closeConns() }
 
 func (c *Client) closeConns() {
+	c.closeData()
 	c.serversMu.Lock()
 	defer c.serversMu.Unlock()
 	for _, ep := range c.servers {

@@ -34,17 +34,34 @@ type clusterOpts struct {
 
 func quiet() *slog.Logger { return pstest.Quiet() }
 
+// testLink is the data link of the clusters and clients the tests start:
+// "" for gRPC; TestOverUCX runs tests again with "ucx:required".
+var testLink string
+
 // startCluster runs real servers on loopback, each behind the peer-token
-// handshake, until the test ends.
+// handshake, until the test ends. Over UCX, the test fails unless the
+// servers took pulls and pushes over it.
 func startCluster(tb testing.TB, o clusterOpts) *cluster {
 	tb.Helper()
-	return &cluster{pstest.Start(tb, pstest.Options{Servers: o.servers, Workers: o.workers, Token: token, Staleness: o.staleness,
-		MemoryBytes: o.memory, WaitTimeout: o.waitTimeout, RingVersion: o.ringVersion, Replicas: o.replicas})}
+	c := &cluster{pstest.Start(tb, pstest.Options{Servers: o.servers, Workers: o.workers, Token: token, Staleness: o.staleness,
+		MemoryBytes: o.memory, WaitTimeout: o.waitTimeout, RingVersion: o.ringVersion, Replicas: o.replicas, DataLink: testLink})}
+	if link := testLink; link == "ucx:required" {
+		tb.Cleanup(func() {
+			served := uint64(0)
+			for _, s := range c.Servers {
+				served += s.DataLinkServed()
+			}
+			if served == 0 && !tb.Failed() {
+				tb.Errorf("data link %s: no pull or push went over it", link)
+			}
+		})
+	}
+	return c
 }
 
 func (c *cluster) client(t *testing.T, worker int) *Client {
 	t.Helper()
-	cl, err := New(Config{Servers: c.Addrs, Token: token, Worker: worker, Logger: quiet()})
+	cl, err := New(Config{Servers: c.Addrs, Token: token, Worker: worker, DataLink: testLink, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

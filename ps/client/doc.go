@@ -12,4 +12,9 @@
 //		c.Push(ctx, "emb", keys, grads)
 //		c.Clock(ctx)
 //	}
+//
+// When the job's data link is UCX (SPINDLE_COLLECTIVE_LINK, Config.DataLink),
+// pulls and pushes go over UCX to every server that offers it, in a
+// session opened over the server's gRPC connection; the rest of the
+// protocol stays on gRPC, and errors and retries are the same.
 package client

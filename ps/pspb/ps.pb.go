@@ -1746,6 +1746,140 @@ func (x *RejoinRequest) GetAddr() string {
 	return ""
 }
 
+type DataLinkOffer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is the link offered ("ucx").
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// address is the worker's address on that link (a UCX worker address).
+	Address       []byte `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Worker        int32  `protobuf:"varint,3,opt,name=worker,proto3" json:"worker,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DataLinkOffer) Reset() {
+	*x = DataLinkOffer{}
+	mi := &file_ps_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DataLinkOffer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DataLinkOffer) ProtoMessage() {}
+
+func (x *DataLinkOffer) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DataLinkOffer.ProtoReflect.Descriptor instead.
+func (*DataLinkOffer) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *DataLinkOffer) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DataLinkOffer) GetAddress() []byte {
+	if x != nil {
+		return x.Address
+	}
+	return nil
+}
+
+func (x *DataLinkOffer) GetWorker() int32 {
+	if x != nil {
+		return x.Worker
+	}
+	return 0
+}
+
+type DataLinkAnswer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is the link accepted; empty when the server declines, saying
+	// why in declined.
+	Kind    string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Address []byte `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// grant is what every request of the session carries: only a caller
+	// that proved the job's peer token on this stream's connection has it.
+	Grant         []byte `protobuf:"bytes,3,opt,name=grant,proto3" json:"grant,omitempty"`
+	Declined      string `protobuf:"bytes,4,opt,name=declined,proto3" json:"declined,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DataLinkAnswer) Reset() {
+	*x = DataLinkAnswer{}
+	mi := &file_ps_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DataLinkAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DataLinkAnswer) ProtoMessage() {}
+
+func (x *DataLinkAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DataLinkAnswer.ProtoReflect.Descriptor instead.
+func (*DataLinkAnswer) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DataLinkAnswer) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DataLinkAnswer) GetAddress() []byte {
+	if x != nil {
+		return x.Address
+	}
+	return nil
+}
+
+func (x *DataLinkAnswer) GetGrant() []byte {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
+func (x *DataLinkAnswer) GetDeclined() string {
+	if x != nil {
+		return x.Declined
+	}
+	return ""
+}
+
 var File_ps_proto protoreflect.FileDescriptor
 
 const file_ps_proto_rawDesc = "" +
@@ -1855,7 +1989,16 @@ const file_ps_proto_rawDesc = "" +
 	"\x06clocks\x18\x03 \x03(\x03R\x06clocks\";\n" +
 	"\rRejoinRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\x05R\x06server\x12\x12\n" +
-	"\x04addr\x18\x02 \x01(\tR\x04addr2\xf0\b\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\"U\n" +
+	"\rDataLinkOffer\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\fR\aaddress\x12\x16\n" +
+	"\x06worker\x18\x03 \x01(\x05R\x06worker\"p\n" +
+	"\x0eDataLinkAnswer\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\fR\aaddress\x12\x14\n" +
+	"\x05grant\x18\x03 \x01(\fR\x05grant\x12\x1a\n" +
+	"\bdeclined\x18\x04 \x01(\tR\bdeclined2\xb9\t\n" +
 	"\x0fParameterServer\x12Q\n" +
 	"\fDeclareTable\x12\x1f.spindle.ps.DeclareTableRequest\x1a .spindle.ps.DeclareTableResponse\x129\n" +
 	"\x04Pull\x12\x17.spindle.ps.PullRequest\x1a\x18.spindle.ps.PullResponse\x129\n" +
@@ -1868,7 +2011,8 @@ const file_ps_proto_rawDesc = "" +
 	"\x06Export\x12\x19.spindle.ps.ExportRequest\x1a\x17.spindle.ps.ExportChunk0\x01\x12K\n" +
 	"\n" +
 	"Checkpoint\x12\x1d.spindle.ps.CheckpointRequest\x1a\x1e.spindle.ps.CheckpointResponse\x12B\n" +
-	"\aRestore\x12\x1a.spindle.ps.RestoreRequest\x1a\x1b.spindle.ps.RestoreResponse\x12>\n" +
+	"\aRestore\x12\x1a.spindle.ps.RestoreRequest\x1a\x1b.spindle.ps.RestoreResponse\x12G\n" +
+	"\fOpenDataLink\x12\x19.spindle.ps.DataLinkOffer\x1a\x1a.spindle.ps.DataLinkAnswer0\x01\x12>\n" +
 	"\tReplicate\x12\x17.spindle.ps.PushRequest\x1a\x18.spindle.ps.PushResponse\x12B\n" +
 	"\aInstall\x12\x1a.spindle.ps.InstallRequest\x1a\x1b.spindle.ps.InstallResponse\x12A\n" +
 	"\n" +
@@ -1889,7 +2033,7 @@ func file_ps_proto_rawDescGZIP() []byte {
 	return file_ps_proto_rawDescData
 }
 
-var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_ps_proto_goTypes = []any{
 	(*Optimizer)(nil),            // 0: spindle.ps.Optimizer
 	(*Initializer)(nil),          // 1: spindle.ps.Initializer
@@ -1922,6 +2066,8 @@ var file_ps_proto_goTypes = []any{
 	(*JoinStateRequest)(nil),     // 28: spindle.ps.JoinStateRequest
 	(*JoinStateResponse)(nil),    // 29: spindle.ps.JoinStateResponse
 	(*RejoinRequest)(nil),        // 30: spindle.ps.RejoinRequest
+	(*DataLinkOffer)(nil),        // 31: spindle.ps.DataLinkOffer
+	(*DataLinkAnswer)(nil),       // 32: spindle.ps.DataLinkAnswer
 }
 var file_ps_proto_depIdxs = []int32{
 	0,  // 0: spindle.ps.TableSpec.optimizer:type_name -> spindle.ps.Optimizer
@@ -1941,31 +2087,33 @@ var file_ps_proto_depIdxs = []int32{
 	26, // 14: spindle.ps.ParameterServer.Export:input_type -> spindle.ps.ExportRequest
 	22, // 15: spindle.ps.ParameterServer.Checkpoint:input_type -> spindle.ps.CheckpointRequest
 	24, // 16: spindle.ps.ParameterServer.Restore:input_type -> spindle.ps.RestoreRequest
-	7,  // 17: spindle.ps.ParameterServer.Replicate:input_type -> spindle.ps.PushRequest
-	9,  // 18: spindle.ps.ParameterServer.Install:input_type -> spindle.ps.InstallRequest
-	11, // 19: spindle.ps.ParameterServer.ReportDead:input_type -> spindle.ps.ReportDeadRequest
-	18, // 20: spindle.ps.ParameterServer.AdoptRing:input_type -> spindle.ps.RingInfo
-	28, // 21: spindle.ps.ParameterServer.JoinState:input_type -> spindle.ps.JoinStateRequest
-	30, // 22: spindle.ps.ParameterServer.Rejoin:input_type -> spindle.ps.RejoinRequest
-	4,  // 23: spindle.ps.ParameterServer.DeclareTable:output_type -> spindle.ps.DeclareTableResponse
-	6,  // 24: spindle.ps.ParameterServer.Pull:output_type -> spindle.ps.PullResponse
-	8,  // 25: spindle.ps.ParameterServer.Push:output_type -> spindle.ps.PushResponse
-	14, // 26: spindle.ps.ParameterServer.Clock:output_type -> spindle.ps.ClockResponse
-	16, // 27: spindle.ps.ParameterServer.Leave:output_type -> spindle.ps.LeaveResponse
-	14, // 28: spindle.ps.ParameterServer.Barrier:output_type -> spindle.ps.ClockResponse
-	18, // 29: spindle.ps.ParameterServer.GetRing:output_type -> spindle.ps.RingInfo
-	21, // 30: spindle.ps.ParameterServer.Stats:output_type -> spindle.ps.StatsResponse
-	27, // 31: spindle.ps.ParameterServer.Export:output_type -> spindle.ps.ExportChunk
-	23, // 32: spindle.ps.ParameterServer.Checkpoint:output_type -> spindle.ps.CheckpointResponse
-	25, // 33: spindle.ps.ParameterServer.Restore:output_type -> spindle.ps.RestoreResponse
-	8,  // 34: spindle.ps.ParameterServer.Replicate:output_type -> spindle.ps.PushResponse
-	10, // 35: spindle.ps.ParameterServer.Install:output_type -> spindle.ps.InstallResponse
-	18, // 36: spindle.ps.ParameterServer.ReportDead:output_type -> spindle.ps.RingInfo
-	12, // 37: spindle.ps.ParameterServer.AdoptRing:output_type -> spindle.ps.AdoptRingResponse
-	29, // 38: spindle.ps.ParameterServer.JoinState:output_type -> spindle.ps.JoinStateResponse
-	18, // 39: spindle.ps.ParameterServer.Rejoin:output_type -> spindle.ps.RingInfo
-	23, // [23:40] is the sub-list for method output_type
-	6,  // [6:23] is the sub-list for method input_type
+	31, // 17: spindle.ps.ParameterServer.OpenDataLink:input_type -> spindle.ps.DataLinkOffer
+	7,  // 18: spindle.ps.ParameterServer.Replicate:input_type -> spindle.ps.PushRequest
+	9,  // 19: spindle.ps.ParameterServer.Install:input_type -> spindle.ps.InstallRequest
+	11, // 20: spindle.ps.ParameterServer.ReportDead:input_type -> spindle.ps.ReportDeadRequest
+	18, // 21: spindle.ps.ParameterServer.AdoptRing:input_type -> spindle.ps.RingInfo
+	28, // 22: spindle.ps.ParameterServer.JoinState:input_type -> spindle.ps.JoinStateRequest
+	30, // 23: spindle.ps.ParameterServer.Rejoin:input_type -> spindle.ps.RejoinRequest
+	4,  // 24: spindle.ps.ParameterServer.DeclareTable:output_type -> spindle.ps.DeclareTableResponse
+	6,  // 25: spindle.ps.ParameterServer.Pull:output_type -> spindle.ps.PullResponse
+	8,  // 26: spindle.ps.ParameterServer.Push:output_type -> spindle.ps.PushResponse
+	14, // 27: spindle.ps.ParameterServer.Clock:output_type -> spindle.ps.ClockResponse
+	16, // 28: spindle.ps.ParameterServer.Leave:output_type -> spindle.ps.LeaveResponse
+	14, // 29: spindle.ps.ParameterServer.Barrier:output_type -> spindle.ps.ClockResponse
+	18, // 30: spindle.ps.ParameterServer.GetRing:output_type -> spindle.ps.RingInfo
+	21, // 31: spindle.ps.ParameterServer.Stats:output_type -> spindle.ps.StatsResponse
+	27, // 32: spindle.ps.ParameterServer.Export:output_type -> spindle.ps.ExportChunk
+	23, // 33: spindle.ps.ParameterServer.Checkpoint:output_type -> spindle.ps.CheckpointResponse
+	25, // 34: spindle.ps.ParameterServer.Restore:output_type -> spindle.ps.RestoreResponse
+	32, // 35: spindle.ps.ParameterServer.OpenDataLink:output_type -> spindle.ps.DataLinkAnswer
+	8,  // 36: spindle.ps.ParameterServer.Replicate:output_type -> spindle.ps.PushResponse
+	10, // 37: spindle.ps.ParameterServer.Install:output_type -> spindle.ps.InstallResponse
+	18, // 38: spindle.ps.ParameterServer.ReportDead:output_type -> spindle.ps.RingInfo
+	12, // 39: spindle.ps.ParameterServer.AdoptRing:output_type -> spindle.ps.AdoptRingResponse
+	29, // 40: spindle.ps.ParameterServer.JoinState:output_type -> spindle.ps.JoinStateResponse
+	18, // 41: spindle.ps.ParameterServer.Rejoin:output_type -> spindle.ps.RingInfo
+	24, // [24:42] is the sub-list for method output_type
+	6,  // [6:24] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1982,7 +2130,7 @@ func file_ps_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ps_proto_rawDesc), len(file_ps_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,7 @@ const (
 	ParameterServer_Export_FullMethodName       = "/spindle.ps.ParameterServer/Export"
 	ParameterServer_Checkpoint_FullMethodName   = "/spindle.ps.ParameterServer/Checkpoint"
 	ParameterServer_Restore_FullMethodName      = "/spindle.ps.ParameterServer/Restore"
+	ParameterServer_OpenDataLink_FullMethodName = "/spindle.ps.ParameterServer/OpenDataLink"
 	ParameterServer_Replicate_FullMethodName    = "/spindle.ps.ParameterServer/Replicate"
 	ParameterServer_Install_FullMethodName      = "/spindle.ps.ParameterServer/Install"
 	ParameterServer_ReportDead_FullMethodName   = "/spindle.ps.ParameterServer/ReportDead"
@@ -75,6 +76,12 @@ type ParameterServerClient interface {
 	// checkpoint in dir and sets every worker's clock to its clock. Once per
 	// dir: later calls only return the clock.
 	Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*RestoreResponse, error)
+	// OpenDataLink starts a session for a worker's pulls and pushes over
+	// another data link (UCX): the worker offers its link's address, the
+	// server answers once, with its own address and the session's grant or
+	// why it declines, and keeps the stream open while the session lives.
+	// Either end closing the stream ends the session.
+	OpenDataLink(ctx context.Context, in *DataLinkOffer, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DataLinkAnswer], error)
 	// Between servers. Replicate applies a push its primary received to a
 	// backup's copy of the rows, before the primary acknowledges the push.
 	Replicate(ctx context.Context, in *PushRequest, opts ...grpc.CallOption) (*PushResponse, error)
@@ -225,6 +232,25 @@ func (c *parameterServerClient) Restore(ctx context.Context, in *RestoreRequest,
 	return out, nil
 }
 
+func (c *parameterServerClient) OpenDataLink(ctx context.Context, in *DataLinkOffer, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DataLinkAnswer], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ParameterServer_ServiceDesc.Streams[1], ParameterServer_OpenDataLink_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[DataLinkOffer, DataLinkAnswer]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ParameterServer_OpenDataLinkClient = grpc.ServerStreamingClient[DataLinkAnswer]
+
 func (c *parameterServerClient) Replicate(ctx context.Context, in *PushRequest, opts ...grpc.CallOption) (*PushResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PushResponse)
@@ -319,6 +345,12 @@ type ParameterServerServer interface {
 	// checkpoint in dir and sets every worker's clock to its clock. Once per
 	// dir: later calls only return the clock.
 	Restore(context.Context, *RestoreRequest) (*RestoreResponse, error)
+	// OpenDataLink starts a session for a worker's pulls and pushes over
+	// another data link (UCX): the worker offers its link's address, the
+	// server answers once, with its own address and the session's grant or
+	// why it declines, and keeps the stream open while the session lives.
+	// Either end closing the stream ends the session.
+	OpenDataLink(*DataLinkOffer, grpc.ServerStreamingServer[DataLinkAnswer]) error
 	// Between servers. Replicate applies a push its primary received to a
 	// backup's copy of the rows, before the primary acknowledges the push.
 	Replicate(context.Context, *PushRequest) (*PushResponse, error)
@@ -382,6 +414,9 @@ func (UnimplementedParameterServerServer) Checkpoint(context.Context, *Checkpoin
 }
 func (UnimplementedParameterServerServer) Restore(context.Context, *RestoreRequest) (*RestoreResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Restore not implemented")
+}
+func (UnimplementedParameterServerServer) OpenDataLink(*DataLinkOffer, grpc.ServerStreamingServer[DataLinkAnswer]) error {
+	return status.Errorf(codes.Unimplemented, "method OpenDataLink not implemented")
 }
 func (UnimplementedParameterServerServer) Replicate(context.Context, *PushRequest) (*PushResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Replicate not implemented")
@@ -613,6 +648,17 @@ func _ParameterServer_Restore_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ParameterServer_OpenDataLink_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(DataLinkOffer)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ParameterServerServer).OpenDataLink(m, &grpc.GenericServerStream[DataLinkOffer, DataLinkAnswer]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ParameterServer_OpenDataLinkServer = grpc.ServerStreamingServer[DataLinkAnswer]
+
 func _ParameterServer_Replicate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PushRequest)
 	if err := dec(in); err != nil {
@@ -797,6 +843,11 @@ var ParameterServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Export",
 			Handler:       _ParameterServer_Export_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "OpenDataLink",
+			Handler:       _ParameterServer_OpenDataLink_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -7,4 +7,9 @@
 // (internal/peercred). Keys reach the server that owns them on the ring
 // (package ps); a request routed by another version of the ring is
 // refused as stale, so the client refreshes it and retries.
+//
+// When the job's data link is UCX (Config.DataLink), workers' pulls and
+// pushes may come over UCX instead (rdma/ucx): a worker opens a session
+// with OpenDataLink over its authenticated gRPC connection, and the
+// server serves its requests with the same code as the gRPC calls.
 package server

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc/credentials"
 
+	"github.com/spindle-ml/spindle/collective"
 	"github.com/spindle-ml/spindle/internal/envcontract"
 	"github.com/spindle-ml/spindle/internal/peercred"
 	"github.com/spindle-ml/spindle/ps"
@@ -75,8 +76,13 @@ func RunFromEnv(ctx context.Context, env task.Env, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	link := os.Getenv(envcontract.CollectiveLink)
+	if _, err := collective.ParseLinkSpec(link); err != nil {
+		ln.Close()
+		return fmt.Errorf("%w: %v", task.ErrBadEnv, err)
+	}
 	s, err := New(Config{Index: env.RoleRank, Ring: ring, Workers: workers, Staleness: staleness,
-		WaitTimeout: wait, MemoryBytes: memory, Replicas: replicas, PeerCreds: creds, Logger: logger})
+		WaitTimeout: wait, MemoryBytes: memory, Replicas: replicas, PeerCreds: creds, DataLink: link, Logger: logger})
 	if err != nil {
 		ln.Close()
 		return err

@@ -156,32 +156,53 @@ func (s *Server) closePeers() {
 
 // replicate forwards a push to the backups of its keys and waits for all.
 // It returns the backup that failed, if one did.
-func (s *Server) replicate(ctx context.Context, ring *ps.Ring, req *pspb.PushRequest, keys []uint64, grads []float32, t *table) (int, error) {
+//
+// A retry of a push whose replication failed (one backup died) sends each
+// backup again exactly the keys an earlier attempt sent it, as a sub-part
+// of its own, so that a backup that applied them finds the same push (its
+// duplicate check goes by the keys) rather than applying them again
+// inside a larger sub-part; keys new to a backup (those the dead one
+// backed up) go in a sub-part of their own.
+func (s *Server) replicate(ctx context.Context, ring *ps.Ring, req *pspb.PushRequest, id pushID, keys []uint64, grads []float32, t *table) (int, error) {
 	dim := t.dim
-	type sub struct {
-		keys  []uint64
-		grads []float32
-	}
-	subs := map[int]*sub{}
+	subs := map[int]*subPart{}
 	reps := make([]int, 0, s.cfg.Replicas+1)
 	for j, k := range keys {
 		reps = ring.Holders(reps[:0], k, t.spec.Rows, s.cfg.Replicas)
 		for _, b := range reps[1:] {
 			sb := subs[b]
 			if sb == nil {
-				sb = &sub{}
+				sb = &subPart{backup: b}
 				subs[b] = sb
 			}
 			sb.keys = append(sb.keys, k)
 			sb.grads = append(sb.grads, grads[j*dim:(j+1)*dim]...)
 		}
 	}
+	var prev map[int][][]uint64
+	if req.Seq != 0 {
+		prev = s.sent.take(id)
+	}
+	var parts, fresh []*subPart
+	for _, sb := range subs {
+		rest := sb
+		for _, old := range prev[sb.backup] {
+			if in, out, ok := rest.carve(old, dim); ok {
+				parts = append(parts, in)
+				rest = out
+			}
+		}
+		if len(rest.keys) > 0 {
+			parts = append(parts, rest)
+			fresh = append(fresh, rest)
+		}
+	}
 	var mu sync.Mutex
 	failed := -1
 	g, gctx := errgroup.WithContext(ctx)
-	for b, sb := range subs {
+	for _, sb := range parts {
 		g.Go(func() error {
-			c, err := s.peer(ring, b)
+			c, err := s.peer(ring, sb.backup)
 			if err == nil {
 				_, err = c.Replicate(gctx, &pspb.PushRequest{Table: req.Table, Keys: ps.KeyBytes(sb.keys), Grads: ps.FloatBytes(sb.grads),
 					RingVersion: ring.Version(), Worker: req.Worker, Seq: req.Seq, Origin: req.Origin})
@@ -189,21 +210,104 @@ func (s *Server) replicate(ctx context.Context, ring *ps.Ring, req *pspb.PushReq
 			if err != nil {
 				if st, _ := status.FromError(err); st.Code() == codes.Unavailable {
 					mu.Lock()
-					failed = b
+					failed = sb.backup
 					mu.Unlock()
 				}
-				return fmt.Errorf("replicate to server %d: %w", b, err)
+				return fmt.Errorf("replicate to server %d: %w", sb.backup, err)
 			}
 			return nil
 		})
 	}
 	err := g.Wait()
+	if err != nil && req.Seq != 0 {
+		// Whatever reached a backup is remembered, applied or not: the
+		// retry sends it again alike.
+		for b, lists := range prev {
+			for _, l := range lists {
+				s.sent.add(id, b, l)
+			}
+		}
+		for _, sb := range fresh {
+			s.sent.add(id, sb.backup, sb.keys)
+		}
+	}
 	if err != nil && failed < 0 {
 		// A backup on another ring (it is adopting one): the client
 		// refreshes and retries.
 		return -1, status.Errorf(codes.FailedPrecondition, "%s: %v", errStaleRing, err)
 	}
 	return failed, err
+}
+
+// subPart is the keys of a push, and their gradients, forwarded to one
+// backup in one call.
+type subPart struct {
+	backup int
+	keys   []uint64
+	grads  []float32
+}
+
+// carve takes the keys of old out of p, in p's order (which is old's: both
+// come from the same part), when p holds every one of them.
+func (p *subPart) carve(old []uint64, dim int) (in, out *subPart, ok bool) {
+	want := make(map[uint64]int, len(old))
+	for _, k := range old {
+		want[k]++
+	}
+	in, out = &subPart{backup: p.backup}, &subPart{backup: p.backup}
+	for j, k := range p.keys {
+		dst := out
+		if want[k] > 0 {
+			want[k]--
+			dst = in
+		}
+		dst.keys = append(dst.keys, k)
+		dst.grads = append(dst.grads, p.grads[j*dim:(j+1)*dim]...)
+	}
+	if len(in.keys) != len(old) {
+		return nil, p, false
+	}
+	return in, out, true
+}
+
+// sentParts remembers, for the pushes whose replication failed, the keys
+// each backup was sent, until their retry comes (or the window passes).
+type sentParts struct {
+	mu    sync.Mutex
+	byID  map[pushID]map[int][][]uint64
+	order []pushID
+}
+
+// sentWindow bounds how many failed pushes are remembered: far more than
+// are in flight when a server dies.
+const sentWindow = 4096
+
+func newSentParts() *sentParts { return &sentParts{byID: map[pushID]map[int][][]uint64{}} }
+
+// take returns and forgets what id's earlier attempts sent, by backup.
+func (p *sentParts) take(id pushID) map[int][][]uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.byID[id]
+	delete(p.byID, id)
+	return m
+}
+
+// add remembers that keys went to backup b for id.
+func (p *sentParts) add(id pushID, b int, keys []uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.byID[id]
+	if m == nil {
+		m = map[int][][]uint64{}
+		p.byID[id] = m
+		p.order = append(p.order, id)
+		if len(p.order) > sentWindow {
+			delete(p.byID, p.order[0])
+			p.order = p.order[1:]
+		}
+	}
+	m[b] = append(m[b], keys)
 }
 
 // Replicate implements pspb.ParameterServerServer: a primary's push,

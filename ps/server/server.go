@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spindle-ml/spindle/collective"
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/pspb"
@@ -56,7 +57,12 @@ type Config struct {
 	// this server's calls to the others.
 	Replicas  int
 	PeerCreds credentials.TransportCredentials
-	Logger    *slog.Logger
+	// DataLink is the job's data link, as SPINDLE_COLLECTIVE_LINK holds
+	// it: "ucx" (or "ucx:required") serves workers' pulls and pushes over
+	// UCX too, for the workers that open a session; empty or "tcp" serves
+	// them over gRPC only.
+	DataLink string
+	Logger   *slog.Logger
 }
 
 // Server is one parameter server.
@@ -81,6 +87,8 @@ type Server struct {
 	// to a new ring and copies rows to their new backups.
 	gate    sync.RWMutex
 	applied *dedupe
+	// sent remembers what a failed push's replication sent each backup.
+	sent    *sentParts
 	viewMu  sync.Mutex // serialises ReportDead
 	adoptMu sync.Mutex // serialises AdoptRing
 	peersMu sync.Mutex
@@ -91,6 +99,8 @@ type Server struct {
 	// pullsServed and pushesServed count the calls workers made, their
 	// keys and the time the server took to answer.
 	pullsServed, pushesServed served
+	// data is the UCX data link, when the job has one.
+	data dataLink
 }
 
 // served counts the keys of a kind of call and the time spent on them.
@@ -115,13 +125,19 @@ func New(cfg Config) (*Server, error) {
 	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = DefaultWaitTimeout
 	}
+	link, err := collective.ParseLinkSpec(cfg.DataLink)
+	if err != nil {
+		return nil, fmt.Errorf("ps server: data link: %w", err)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("ps", cfg.Index), clocks: newClocks(cfg.Workers, cfg.Staleness),
 		tables: make(map[string]*table)}
 	s.ring.Store(cfg.Ring)
+	s.data.spec = link
 	s.applied = newDedupe()
+	s.sent = newSentParts()
 	s.peers = map[string]*grpc.ClientConn{}
 	s.budget = budget{limit: cfg.MemoryBytes, full: s.memoryFull}
 	s.ckpt = checkpoints{byClock: map[int64]*pendingCkpt{}, restored: map[string]int64{}}
@@ -144,6 +160,13 @@ func (s *Server) memoryFull(need int64) error {
 // Serve serves s on ln behind creds until ctx ends, then stops, letting
 // the calls under way finish for up to a second.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, creds credentials.TransportCredentials) error {
+	if err := s.startDataLink(); err != nil {
+		ln.Close()
+		return err
+	}
+	// The data link goes first: its sessions' streams would hold the
+	// graceful stop, and its handlers end with their sessions.
+	defer s.stopDataLink()
 	g := grpc.NewServer(grpc.Creds(creds), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))
 	pspb.RegisterParameterServerServer(g, s)
 	done := make(chan error, 1)
@@ -153,6 +176,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, creds credentials.T
 		return fmt.Errorf("ps %d: serve: %w", s.cfg.Index, err)
 	case <-ctx.Done():
 	}
+	s.stopDataLink()
 	stopped := make(chan struct{})
 	go func() { g.GracefulStop(); close(stopped) }()
 	select {
@@ -275,6 +299,16 @@ func (s *Server) worker(w int32) error {
 
 // Pull implements pspb.ParameterServerServer.
 func (s *Server) Pull(ctx context.Context, req *pspb.PullRequest) (*pspb.PullResponse, error) {
+	out, err := s.pull(ctx, req, func(n int) []float32 { return make([]float32, n) })
+	if err != nil {
+		return nil, err
+	}
+	return &pspb.PullResponse{Values: ps.FloatBytes(out)}, nil
+}
+
+// pull answers a pull over either link: alloc gives the memory of its n
+// values (the data link's registered reply buffer, or a new slice).
+func (s *Server) pull(ctx context.Context, req *pspb.PullRequest, alloc func(n int) []float32) ([]float32, error) {
 	if err := s.worker(req.Worker); err != nil {
 		return nil, err
 	}
@@ -292,11 +326,11 @@ func (s *Server) Pull(ctx context.Context, req *pspb.PullRequest) (*pspb.PullRes
 	if err := s.clocks.wait(ctx, int(req.Worker), req.Clock, s.cfg.WaitTimeout); err != nil {
 		return nil, status.Errorf(waitCode(err), "ps %d: %v", s.cfg.Index, err)
 	}
-	out := make([]float32, len(keys)*t.dim)
+	out := alloc(len(keys) * t.dim)
 	if err := t.pull(keys, out, &s.budget); err != nil {
 		return nil, err
 	}
-	return &pspb.PullResponse{Values: ps.FloatBytes(out)}, nil
+	return out, nil
 }
 
 // Push implements pspb.ParameterServerServer.
@@ -340,7 +374,7 @@ func (s *Server) Push(ctx context.Context, req *pspb.PushRequest) (*pspb.PushRes
 		}()
 		// The backups first: a push this server applied is one they have.
 		if s.cfg.Replicas > 0 {
-			if b, err := s.replicate(ctx, ring, req, keys, grads, t); err != nil {
+			if b, err := s.replicate(ctx, ring, req, id, keys, grads, t); err != nil {
 				down = b
 				return nil, err
 			}

@@ -43,4 +43,17 @@
 // owned by the link, with its pins, until Close has closed the endpoints,
 // ended every request and destroyed the worker. Close waits for the calls
 // in progress to leave before it touches the worker.
+//
+// The package also carries requests and replies (Listener, Dialer, Conn):
+// the parameter server's pulls and pushes when the job's data link is
+// UCX. A Listener serves only sessions its caller accepted after
+// authenticating the peer on a channel of its own, and only requests that
+// carry the session's grant (a random id and 128-bit key); anything else
+// is dropped unanswered. A request's body pieces go from the caller's
+// memory in place (UCX's IOV datatype), a reply's payload lands in place
+// in the caller's buffer when its size is the expected one, and the
+// messages' slots and buffers are reused call after call. Addresses of
+// Go buffers are written into the C iov arrays as integers, never as
+// pointers: the collector's write barrier would take an entry's previous
+// contents for a live pointer.
 package ucx

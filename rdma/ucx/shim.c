@@ -1,5 +1,6 @@
 //go:build cgo && linux
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -198,6 +199,50 @@ void *spx_msg_recv(void *worker, void *buf, size_t len, void *msg, int *status) 
 	return r;
 }
 
+// spx_iov must have ucp_dt_iov_t's layout: arrays of it go to UCX as is.
+_Static_assert(sizeof(spx_iov) == sizeof(ucp_dt_iov_t), "spx_iov is not ucp_dt_iov_t");
+_Static_assert(offsetof(spx_iov, len) == offsetof(ucp_dt_iov_t, length), "spx_iov is not ucp_dt_iov_t");
+
+void *spx_send_iov(spx_ep *ep, const spx_iov *iov, size_t n, uint64_t tag, int *status) {
+	ucp_request_param_t p;
+	memset(&p, 0, sizeof(p));
+	p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_DATATYPE;
+	p.memory_type = UCS_MEMORY_TYPE_HOST;
+	p.datatype = ucp_dt_make_iov();
+	void *r = p_ucp_tag_send_nbx((ucp_ep_h)ep->ep, iov, n, tag, &p);
+	*status = UCS_OK;
+	if (UCS_PTR_IS_ERR(r)) {
+		*status = UCS_PTR_STATUS(r);
+		return NULL;
+	}
+	return r;
+}
+
+void *spx_probe_mask(void *worker, uint64_t tag, uint64_t mask, size_t *len, uint64_t *full) {
+	ucp_tag_recv_info_t info;
+	ucp_tag_message_h m = p_ucp_tag_probe_nb((ucp_worker_h)worker, tag, mask, 1, &info);
+	if (m != NULL) {
+		*len = info.length;
+		*full = info.sender_tag;
+	}
+	return m;
+}
+
+void *spx_msg_recv_iov(void *worker, const spx_iov *iov, size_t n, void *msg, int *status) {
+	ucp_request_param_t p;
+	memset(&p, 0, sizeof(p));
+	p.op_attr_mask = UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_DATATYPE;
+	p.memory_type = UCS_MEMORY_TYPE_HOST;
+	p.datatype = ucp_dt_make_iov();
+	void *r = p_ucp_tag_msg_recv_nbx((ucp_worker_h)worker, (void *)iov, n, (ucp_tag_message_h)msg, &p);
+	*status = UCS_OK;
+	if (UCS_PTR_IS_ERR(r)) {
+		*status = UCS_PTR_STATUS(r);
+		return NULL;
+	}
+	return r;
+}
+
 int spx_request_status(void *req) { return p_ucp_request_check_status(req); }
 
 void spx_request_cancel(void *worker, void *req) { p_ucp_request_cancel((ucp_worker_h)worker, req); }
@@ -234,6 +279,15 @@ void *spx_send(spx_ep *ep, const void *buf, size_t len, uint64_t tag, int *statu
 void *spx_probe(void *worker, uint64_t tag, size_t *len) { (void)worker; (void)tag; (void)len; return NULL; }
 void *spx_msg_recv(void *worker, void *buf, size_t len, void *msg, int *status) {
 	(void)worker; (void)buf; (void)len; (void)msg; *status = -1; return NULL;
+}
+void *spx_send_iov(spx_ep *ep, const spx_iov *iov, size_t n, uint64_t tag, int *status) {
+	(void)ep; (void)iov; (void)n; (void)tag; *status = -1; return NULL;
+}
+void *spx_probe_mask(void *worker, uint64_t tag, uint64_t mask, size_t *len, uint64_t *full) {
+	(void)worker; (void)tag; (void)mask; (void)len; (void)full; return NULL;
+}
+void *spx_msg_recv_iov(void *worker, const spx_iov *iov, size_t n, void *msg, int *status) {
+	(void)worker; (void)iov; (void)n; (void)msg; *status = -1; return NULL;
 }
 int spx_request_status(void *req) { (void)req; return -1; }
 void spx_request_cancel(void *worker, void *req) { (void)worker; (void)req; }

@@ -52,6 +52,22 @@ void *spx_probe(void *worker, uint64_t tag, size_t *len);
 // spx_msg_recv receives a probed message into buf, like spx_send.
 void *spx_msg_recv(void *worker, void *buf, size_t len, void *msg, int *status);
 
+// spx_iov is one piece of a message sent or received in place, from or
+// into several buffers (UCX's IOV datatype); an array of them must stay
+// put until the request completes.
+typedef struct {
+	void *buf;
+	size_t len;
+} spx_iov;
+
+// spx_send_iov is spx_send of the pieces of iov, in order, as one message.
+void *spx_send_iov(spx_ep *ep, const spx_iov *iov, size_t n, uint64_t tag, int *status);
+// spx_probe_mask is spx_probe of the first message whose tag matches tag
+// on the bits of mask; *full gets its whole tag.
+void *spx_probe_mask(void *worker, uint64_t tag, uint64_t mask, size_t *len, uint64_t *full);
+// spx_msg_recv_iov is spx_msg_recv into the pieces of iov, in order.
+void *spx_msg_recv_iov(void *worker, const spx_iov *iov, size_t n, void *msg, int *status);
+
 int spx_request_status(void *req);
 void spx_request_cancel(void *worker, void *req);
 void spx_request_free(void *req);

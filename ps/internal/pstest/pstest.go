@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +30,9 @@ type Options struct {
 	WaitTimeout      time.Duration
 	RingVersion      uint64
 	Replicas         int
+	// DataLink is the servers' data link (server.Config.DataLink): "ucx"
+	// serves pulls and pushes over UCX too.
+	DataLink string
 }
 
 // Cluster is a set of running servers.
@@ -77,7 +81,26 @@ func Start(tb testing.TB, o Options) *Cluster {
 		}
 		c.wg.Wait()
 	})
+	c.waitDataLinks(tb)
 	return c
+}
+
+// waitDataLinks waits until every server's UCX data link is up, when the
+// cluster has one: a server starts it as it starts serving, reading
+// UCX_TLS then, and a test may change UCX_TLS next for its clients.
+func (c *Cluster) waitDataLinks(tb testing.TB) {
+	if !strings.HasPrefix(c.opts.DataLink, "ucx") || strings.HasSuffix(c.opts.DataLink, ":declined") {
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, s := range c.Servers {
+		for s.DataLinkAddress() == nil {
+			if time.Now().After(deadline) {
+				tb.Fatalf("a server's UCX data link did not start within 10s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 }
 
 func listen(tb testing.TB) net.Listener {
@@ -92,14 +115,15 @@ func listen(tb testing.TB) net.Listener {
 func (c *Cluster) serve(tb testing.TB, i int, ring *ps.Ring, ln net.Listener) (*server.Server, func()) {
 	o := c.opts
 	s, err := server.New(server.Config{Index: i, Ring: ring, Workers: o.Workers, Staleness: o.Staleness,
-		MemoryBytes: o.MemoryBytes, WaitTimeout: o.WaitTimeout, Replicas: o.Replicas, PeerCreds: c.creds, Logger: Quiet()})
+		MemoryBytes: o.MemoryBytes, WaitTimeout: o.WaitTimeout, Replicas: o.Replicas, PeerCreds: c.creds, DataLink: o.DataLink, Logger: Quiet()})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	kl := &killableListener{Listener: ln}
 	c.wg.Go(func() { _ = s.Serve(ctx, kl, c.creds) })
-	return s, func() { kl.kill(); cancel() }
+	// The data link closes with the port, as a killed process's would.
+	return s, func() { kl.kill(); s.CloseDataLink(); cancel() }
 }
 
 // Replace starts a replacement for server i, which must have been killed
@@ -119,8 +143,8 @@ func (c *Cluster) Replace(tb testing.TB, ctx context.Context, i int) error {
 	return s.Join(ctx, addrs[i])
 }
 
-// Kill cuts server i off at once: its port and every connection close, as
-// a killed process's kernel closes them.
+// Kill cuts server i off at once: its port, every connection and its UCX
+// data link close, as a killed process's kernel closes them.
 func (c *Cluster) Kill(i int) { c.kills[i]() }
 
 // killableListener remembers the connections it accepted, so that Kill
