@@ -181,6 +181,8 @@ func runWorker(c *cli.Context) error {
 	cfg.HeartbeatInterval = p.Duration(config.KeyWorkerHeartbeatInterval)
 	cfg.StopGrace = p.Duration(config.KeyWorkerStopGracePeriod)
 	cfg.CleanupDelay = p.Duration(config.KeyWorkerCleanupDelay)
+	cfg.LogMaxBytes = p.Bytes(config.KeyWorkerLogMaxSize)
+	cfg.LogMaxFiles = p.Int(config.KeyWorkerLogMaxFiles)
 	cfg.DisableCgroups = !p.Bool(config.KeyWorkerCgroups)
 	cfg.CgroupRoot = p.String(config.KeyWorkerCgroupRoot)
 	cfg.CgroupParent = p.String(config.KeyWorkerCgroupParent)

@@ -44,6 +44,8 @@ const (
 	KeyWorkerHeartbeatInterval = "spindle.worker.heartbeatInterval"
 	KeyWorkerStopGracePeriod   = "spindle.worker.stopGracePeriod"
 	KeyWorkerCleanupDelay      = "spindle.worker.cleanupDelay"
+	KeyWorkerLogMaxSize        = "spindle.worker.log.maxSize"
+	KeyWorkerLogMaxFiles       = "spindle.worker.log.maxFiles"
 	KeyWorkerCgroups           = "spindle.worker.cgroups"
 	KeyWorkerCgroupRoot        = "spindle.worker.cgroupRoot"
 	KeyWorkerCgroupParent      = "spindle.worker.cgroupParent"
@@ -135,6 +137,10 @@ var standaloneKeys = []Key{
 		Doc: "Time an executor gets between SIGTERM and SIGKILL when the worker stops it on its own account."},
 	{Name: KeyWorkerCleanupDelay, Default: "24h", Kind: Duration, ZeroOK: true,
 		Doc: "How long an ended application's directory, with its executors' logs, is kept."},
+	{Name: KeyWorkerLogMaxSize, Default: "128m", Kind: Bytes, Min: 0, HasMin: true,
+		Doc: "Size at which an executor's stdout or stderr file is rotated (moved to stdout.1, ...); 0 never rotates."},
+	{Name: KeyWorkerLogMaxFiles, Default: "4", Kind: Int, Min: 0, HasMin: true,
+		Doc: "Rotated files kept per executor stream; older output is dropped (spindle logs then starts at the oldest kept)."},
 	{Name: KeyWorkerCgroups, Default: "true", Kind: Bool,
 		Doc: "Run executors in cgroup v2 groups with CPU (cpu.max) and memory (memory.max) limits where the machine allows; the worker logs why when it cannot."},
 	{Name: KeyWorkerCgroupRoot, Default: "/sys/fs/cgroup", Kind: String,

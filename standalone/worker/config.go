@@ -54,6 +54,10 @@ type Config struct {
 	// CleanupDelay is how long an ended application's directory (and its
 	// executors' logs) is kept.
 	CleanupDelay time.Duration
+	// LogMaxBytes bounds each executor output file before it is rotated
+	// (0: never); LogMaxFiles old files are kept per stream.
+	LogMaxBytes int64
+	LogMaxFiles int
 
 	// CgroupRoot is where cgroup v2 is mounted; CgroupParent is the cgroup
 	// (relative to the root) under which executors' cgroups are made,
@@ -78,6 +82,8 @@ func DefaultConfig() Config {
 		HeartbeatInterval: time.Second,
 		StopGrace:         5 * time.Second,
 		CleanupDelay:      24 * time.Hour,
+		LogMaxBytes:       128 << 20,
+		LogMaxFiles:       4,
 		CgroupRoot:        "/sys/fs/cgroup",
 	}
 }
@@ -98,6 +104,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HeartbeatInterval <= 0 {
 		return bad("heartbeat interval %s must be positive", c.HeartbeatInterval)
+	}
+	if c.LogMaxBytes < 0 || c.LogMaxFiles < 0 {
+		return bad("executor logs: %d bytes, %d old files: neither may be negative", c.LogMaxBytes, c.LogMaxFiles)
 	}
 	if c.Cores < 0 || c.MemoryMB < 0 || c.GPUs < -1 {
 		return bad("cores %d, memory %d MiB, GPUs %d: none may be negative", c.Cores, c.MemoryMB, c.GPUs)

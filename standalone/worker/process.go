@@ -31,6 +31,7 @@ type proc struct {
 	app, id string
 	dir     string
 	cgroup  string
+	logs    []*rotatingLog // stdout, stderr
 	cmd     *exec.Cmd
 	pid     int
 	started time.Time
@@ -62,26 +63,38 @@ func (w *Worker) start(s launchSpec) (*proc, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create executor directory: %w", err)
 	}
-	stdout, err := os.OpenFile(filepath.Join(dir, "stdout"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	// The worker copies the executor's output into files it rotates
+	// (logrotate.go), so a process that prints for days cannot fill the
+	// disk.
+	stdout, err := openRotatingLog(dir, "stdout", w.cfg.LogMaxBytes, w.cfg.LogMaxFiles)
 	if err != nil {
-		return nil, fmt.Errorf("open executor stdout: %w", err)
+		return nil, err
 	}
-	defer stdout.Close()
-	stderr, err := os.OpenFile(filepath.Join(dir, "stderr"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	stderr, err := openRotatingLog(dir, "stderr", w.cfg.LogMaxBytes, w.cfg.LogMaxFiles)
 	if err != nil {
-		return nil, fmt.Errorf("open executor stderr: %w", err)
+		stdout.Close()
+		return nil, err
 	}
-	defer stderr.Close()
+	started := false
+	defer func() {
+		if !started {
+			stdout.Close()
+			stderr.Close()
+		}
+	}()
 
 	cmd := exec.Command(w.cfg.Binary, s.args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// Training processes the executor leaves behind hold its output
+	// pipes: Wait does not wait for them past this.
+	cmd.WaitDelay = outputWaitDelay
 	cmd.Env = w.executorEnv(s, dir)
 	// Its own process group, so stopping it stops the training processes it
 	// started; killed with the worker, so no executor outlives it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 
-	p := &proc{app: s.app, id: s.id, dir: dir, cmd: cmd, done: make(chan struct{})}
+	p := &proc{app: s.app, id: s.id, dir: dir, cmd: cmd, done: make(chan struct{}), logs: []*rotatingLog{stdout, stderr}}
 	var cgFD *os.File
 	if w.cgroups != nil {
 		cg, err := w.cgroups.create(s.app+"."+s.id, s.cores, s.memoryMB)
@@ -118,8 +131,13 @@ func (w *Worker) start(s launchSpec) (*proc, error) {
 	}
 	p.pid = cmd.Process.Pid
 	p.started = time.Now()
+	started = true
 	return p, nil
 }
+
+// outputWaitDelay bounds how long reaping an executor waits for its output
+// pipes to close once it exited.
+const outputWaitDelay = 2 * time.Second
 
 // rebuild copies a command that failed to start, since exec.Cmd cannot be
 // started twice.
@@ -166,6 +184,9 @@ func (w *Worker) reap(p *proc) {
 	err := p.cmd.Wait()
 	// Whatever the executor left in its process group goes with it.
 	_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	for _, l := range p.logs {
+		_ = l.Close()
+	}
 	code, how := exitStatus(p.cmd.ProcessState, err)
 	tail := ""
 	if code != 0 {

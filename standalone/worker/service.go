@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -165,32 +164,18 @@ func (s *service) ReadLog(ctx context.Context, req *pb.ReadLogRequest) (*pb.Read
 	if req.GetStream() != "stdout" && req.GetStream() != "stderr" {
 		return nil, apierr.ToStatus(fmt.Errorf("%w: log stream %q: want stdout or stderr", apierr.ErrBadRequest, req.GetStream()))
 	}
-	path := filepath.Join(w.cfg.WorkDir, req.GetAppId(), req.GetExecutorId(), req.GetStream())
-	f, err := os.Open(path)
+	limit := int64(req.GetLimit())
+	if limit <= 0 || limit > maxLogChunk {
+		limit = maxLogChunk
+	}
+	dir := filepath.Join(w.cfg.WorkDir, req.GetAppId(), req.GetExecutorId())
+	data, next, size, err := readLog(dir, req.GetStream(), req.GetOffset(), limit)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, apierr.ToStatus(fmt.Errorf("%w: no %s log for executor %s of %s on worker %s",
 				apierr.ErrUnknownApp, req.GetStream(), req.GetExecutorId(), req.GetAppId(), w.id))
 		}
-		return nil, apierr.ToStatus(fmt.Errorf("open executor log: %w", err))
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, apierr.ToStatus(fmt.Errorf("stat executor log: %w", err))
-	}
-	limit := int64(req.GetLimit())
-	if limit <= 0 || limit > maxLogChunk {
-		limit = maxLogChunk
-	}
-	off := req.GetOffset()
-	if off < 0 {
-		off = max(fi.Size()+off, 0) // negative: from the end
-	}
-	buf := make([]byte, min(limit, max(fi.Size()-off, 0)))
-	n, err := f.ReadAt(buf, off)
-	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, apierr.ToStatus(fmt.Errorf("read executor log: %w", err))
 	}
-	return &pb.ReadLogResponse{Data: buf[:n], NextOffset: off + int64(n), Size: fi.Size()}, nil
+	return &pb.ReadLogResponse{Data: data, NextOffset: next, Size: size}, nil
 }

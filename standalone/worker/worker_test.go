@@ -493,3 +493,49 @@ func TestStaleDirectoriesRemoved(t *testing.T) {
 		t.Fatalf("recent directory removed: %v", err)
 	}
 }
+
+// An executor that prints far more than spindle.worker.log.maxSize leaves
+// the rotated files only, and ReadLog's tail is its last output.
+func TestExecutorLogsRotated(t *testing.T) {
+	g := testcluster.StartMasters(t, 1, nil)
+	var workDir string
+	w := testcluster.StartWorker(t, g.Addrs(), "w1", func(c *worker.Config) {
+		c.LogMaxBytes, c.LogMaxFiles = 4096, 1
+		workDir = c.WorkDir
+	})
+	g.WaitWorkers(1)
+	c := g.Client()
+	id := app(t, c, "chatty")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := request(ctx, c, id, 10*time.Second, shells(1, 1, 64, 0,
+		`i=0; while [ $i -lt 3000 ]; do echo "progress line $i"; i=$((i+1)); done`)); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, g, id, "exec-0", pb.ExecutorState_EXECUTOR_STATE_EXITED)
+	var total int64
+	entries, _ := os.ReadDir(filepath.Join(workDir, id, "exec-0"))
+	for _, e := range entries {
+		if e.Name() == "stdout" || e.Name() == "stdout.1" {
+			fi, _ := e.Info()
+			if fi.Size() > 4096 {
+				t.Errorf("%s is %d bytes, over the 4096 bound", e.Name(), fi.Size())
+			}
+			total += fi.Size()
+		}
+		if e.Name() == "stdout.2" {
+			t.Errorf("a second old file was kept")
+		}
+	}
+	if total == 0 || total > 8192 {
+		t.Fatalf("kept %d bytes of stdout: want the last rotations only", total)
+	}
+	conn := dialWorker(t, w.W.Addr(), testcluster.Secret)
+	resp, err := pb.NewWorkerClient(conn).ReadLog(ctx, &pb.ReadLogRequest{AppId: id, ExecutorId: "exec-0", Stream: "stdout", Offset: -40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(string(resp.GetData()), "progress line 2999\n") || resp.GetSize() < 40000 {
+		t.Fatalf("tail %q of a stream of %d bytes", resp.GetData(), resp.GetSize())
+	}
+}
