@@ -1,0 +1,211 @@
+package feed
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	duckRows  = flag.Int("duckdb.rows", 4_000_000, "rows in each DuckDB-written file of BenchmarkVsDuckDB (16 float32 columns and an int64 label)")
+	duckKinds = flag.String("duckdb.files", "snappy,zstd,gzip,uncompressed,nullable,dictstring,smallgroups,hugegroup",
+		"the files BenchmarkVsDuckDB writes and reads (see feed/testdata/duckdb-bench.mjs)")
+	duckReps = flag.Int("duckdb.reps", 3, "timed scans per file and thread count, for each side (the best counts)")
+)
+
+// duckFile is a test file DuckDB wrote.
+type duckFile struct {
+	Kind      string `json:"kind"`
+	Path      string `json:"path"`
+	Rows      int64  `json:"rows"`
+	RowGroups int    `json:"rowGroups"`
+	Bytes     int64  `json:"bytes"`
+}
+
+// duckNode runs the DuckDB side's script with node and returns its
+// standard output.
+func duckNode(b *testing.B, prefix string, args ...string) []byte {
+	b.Helper()
+	script, err := filepath.Abs(filepath.Join("testdata", "duckdb-bench.mjs"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("node", append([]string{script, prefix}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("node duckdb-bench.mjs %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out
+}
+
+// duckPrefix returns the npm prefix holding @duckdb/node-api, or skips
+// the benchmark saying what is missing.
+func duckPrefix(b *testing.B) string {
+	if _, err := exec.LookPath("node"); err != nil {
+		b.Skip("skipping: no node on PATH (DuckDB's side runs on @duckdb/node-api)")
+	}
+	prefix := os.Getenv("SPINDLE_BENCH_NODE")
+	if prefix == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			b.Skipf("skipping: no home directory for the node package cache: %v", err)
+		}
+		prefix = filepath.Join(home, ".cache", "spindle-bench-node")
+	}
+	if _, err := os.Stat(filepath.Join(prefix, "node_modules", "@duckdb", "node-api", "package.json")); err != nil {
+		b.Skipf("skipping: @duckdb/node-api is not installed under %s (npm install --prefix %s @duckdb/node-api, as scripts/bench.sh does)", prefix, prefix)
+	}
+	return prefix
+}
+
+// BenchmarkVsDuckDB compares the feed pipeline with DuckDB on files
+// DuckDB writes: 4M rows of 16 float32 columns and an int64 label by
+// default, snappy, zstd, gzip and uncompressed, and snappy files with
+// 10% nulls, a dictionary-encoded string column, row groups of 8192 rows,
+// and one row group for the whole file. For each file and for 1 and 2
+// threads it times, in the same run and alternately, DuckDB summing every
+// column (SET threads=N) and the pipeline planning the file and decoding
+// it to Arrow batches for one rank (N decode workers, GOMAXPROCS=N). Each
+// side's best of -duckdb.reps passes counts; the page cache is warm for
+// both. It reports rows/s and the Spindle/DuckDB ratio per file and
+// thread count, and Spindle's 2-thread/1-thread speedup.
+func BenchmarkVsDuckDB(b *testing.B) {
+	prefix := duckPrefix(b)
+	dir := b.TempDir()
+	kinds := strings.Split(*duckKinds, ",")
+	start := time.Now()
+	out := duckNode(b, prefix, append([]string{"write", dir, strconv.Itoa(*duckRows)}, kinds...)...)
+	var files []duckFile
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		var f duckFile
+		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+			b.Fatalf("read what duckdb-bench.mjs wrote: %v: %s", err, sc.Bytes())
+		}
+		files = append(files, f)
+	}
+	b.Logf("DuckDB wrote %d files of %d rows in %v", len(files), *duckRows, time.Since(start).Round(time.Millisecond))
+
+	type result struct{ duck, spindle float64 } // rows/s, best pass
+	results := map[string]*result{}
+	for _, f := range files {
+		for _, threads := range []int{1, 2} {
+			name := fmt.Sprintf("%s/threads=%d", f.Kind, threads)
+			b.Run(name, func(b *testing.B) {
+				r := results[name]
+				if r == nil {
+					r = &result{duck: duckScan(b, prefix, f, threads)}
+					results[name] = r
+				}
+				if r.spindle == 0 { // once, whatever b.N: each side's passes are -duckdb.reps
+					r.spindle = spindleScan(b, f, threads, *duckReps)
+				}
+				b.ReportMetric(r.duck, "duckdb-rows/s")
+				b.ReportMetric(r.spindle, "spindle-rows/s")
+				b.ReportMetric(r.spindle/r.duck, "spindle/duckdb")
+			})
+		}
+	}
+
+	var tab strings.Builder
+	fmt.Fprintf(&tab, "\n%-13s %8s %5s | %12s %12s %6s | %12s %12s %6s | %6s\n", "file", "MB", "RGs",
+		"duckdb 1t", "spindle 1t", "ratio", "duckdb 2t", "spindle 2t", "ratio", "sp 2/1")
+	for _, f := range files {
+		r1, r2 := results[f.Kind+"/threads=1"], results[f.Kind+"/threads=2"]
+		if r1 == nil || r2 == nil {
+			continue
+		}
+		fmt.Fprintf(&tab, "%-13s %8.1f %5d | %10.1fM %10.1fM %6.2f | %10.1fM %10.1fM %6.2f | %6.2f\n",
+			f.Kind, float64(f.Bytes)/1e6, f.RowGroups, r1.duck/1e6, r1.spindle/1e6, r1.spindle/r1.duck,
+			r2.duck/1e6, r2.spindle/1e6, r2.spindle/r2.duck, r2.spindle/r1.spindle)
+	}
+	// Printed rather than logged: a parent benchmark's log is shown only
+	// with -v.
+	fmt.Printf("Spindle vs DuckDB: rows/s, best of %d passes each, same run, %d rows per file:%s", *duckReps, *duckRows, tab.String())
+}
+
+// duckScan returns DuckDB's best rows/s scanning f with threads threads.
+func duckScan(b *testing.B, prefix string, f duckFile, threads int) float64 {
+	out := duckNode(b, prefix, "scan", f.Path, strconv.Itoa(threads), strconv.Itoa(*duckReps))
+	var r struct {
+		Rows    int64     `json:"rows"`
+		Seconds []float64 `json:"seconds"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		b.Fatalf("read DuckDB's scan of %s: %v: %s", f.Path, err, out)
+	}
+	if r.Rows != f.Rows || len(r.Seconds) == 0 {
+		b.Fatalf("DuckDB scanned %d rows of %s in %d passes, want %d rows", r.Rows, f.Path, len(r.Seconds), f.Rows)
+	}
+	return float64(r.Rows) / slices.Min(r.Seconds)
+}
+
+// spindleScan returns the feed pipeline's best rows/s over passes epochs
+// of f (after one untimed pass), each planning the file for one rank and
+// decoding it with threads decode workers on GOMAXPROCS=threads.
+func spindleScan(b *testing.B, f duckFile, threads, passes int) float64 {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(threads))
+	ctx := context.Background()
+	best := time.Duration(1<<63 - 1)
+	for i := 0; i <= passes; i++ {
+		t0 := time.Now()
+		rows := spindleEpoch(ctx, b, f.Path, threads)
+		dt := time.Since(t0)
+		if rows != f.Rows {
+			b.Fatalf("the pipeline fed %d rows of %s, want %d", rows, f.Path, f.Rows)
+		}
+		if i > 0 {
+			best = min(best, dt)
+		}
+	}
+	return float64(f.Rows) / best.Seconds()
+}
+
+// spindleEpoch plans path for one rank and reads one epoch of it through
+// the pipeline, returning the rows fed.
+func spindleEpoch(ctx context.Context, b *testing.B, path string, workers int) int64 {
+	res := newResolver()
+	plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{path}, Ranks: 1, LabelColumn: "label"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := NewPipeline(res, PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, LabelColumn: "label",
+		BatchRows: DefaultBatchRows, Prefetch: 8, MemoryBudget: 256 << 20, EvenBatches: EvenOff, DecodeWorkers: workers})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	r, err := p.Epoch(ctx, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	var rows int64
+	for {
+		rec, err := r.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return rows
+		}
+		if err != nil {
+			b.Fatalf("feed %s: %v", path, err)
+		}
+		rows += rec.NumRows()
+		rec.Release()
+	}
+}
