@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apache/arrow-go/v18/parquet/compress"
 )
 
 var (
@@ -101,6 +103,17 @@ func BenchmarkVsDuckDB(b *testing.B) {
 		files = append(files, f)
 	}
 	b.Logf("DuckDB wrote %d files of %d rows in %v", len(files), *duckRows, time.Since(start).Round(time.Millisecond))
+
+	// arrow-go shares one zstd decoder, with as many decoding slots as
+	// GOMAXPROCS when it is first used; make it now, before spindleScan
+	// lowers GOMAXPROCS, or 2-thread decodes would share one slot.
+	zstdCodec, err := compress.GetCodec(compress.Codecs.Zstd)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if got := zstdCodec.Decode(nil, zstdCodec.Encode(nil, []byte("warm up"))); string(got) != "warm up" {
+		b.Fatalf("warming up the zstd decoder gave %q", got)
+	}
 
 	type result struct{ duck, spindle float64 } // rows/s, best pass
 	results := map[string]*result{}
