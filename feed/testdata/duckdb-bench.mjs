@@ -73,14 +73,20 @@ async function scan(file, threads, reps) {
   const sql = `SELECT ${sums.join(', ')} FROM read_parquet('${file}')`;
   let rows = 0;
   const seconds = [];
+  const cpuSeconds = [];
   for (let i = 0; i <= reps; i++) {
+    const c0 = process.cpuUsage();
     const t0 = process.hrtime.bigint();
     const r = await con.runAndReadAll(sql);
     const dt = Number(process.hrtime.bigint() - t0) / 1e9;
+    const c = process.cpuUsage(c0);
     rows = Number(r.getRows()[0][0]);
-    if (i > 0) seconds.push(dt);
+    if (i > 0) {
+      seconds.push(dt);
+      cpuSeconds.push((c.user + c.system) / 1e6);
+    }
   }
-  console.log(JSON.stringify({ rows, seconds }));
+  console.log(JSON.stringify({ rows, seconds, cpuSeconds }));
 }
 
 if (op === 'write') {
