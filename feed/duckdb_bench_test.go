@@ -60,19 +60,25 @@ func duckNode(b *testing.B, prefix string, args ...string) []byte {
 // duckPrefix returns the npm prefix holding @duckdb/node-api, or skips
 // the benchmark saying what is missing.
 func duckPrefix(b *testing.B) string {
+	skip := func(format string, args ...any) {
+		// Printed as well: a skipped benchmark's reason shows only with -v.
+		msg := fmt.Sprintf("skipping: "+format, args...)
+		fmt.Println("BenchmarkVsDuckDB:", msg)
+		b.Skip(msg)
+	}
 	if _, err := exec.LookPath("node"); err != nil {
-		b.Skip("skipping: no node on PATH (DuckDB's side runs on @duckdb/node-api)")
+		skip("no node on PATH (DuckDB's side runs on @duckdb/node-api)")
 	}
 	prefix := os.Getenv("SPINDLE_BENCH_NODE")
 	if prefix == "" {
 		home, err := os.UserHomeDir()
 		if err != nil {
-			b.Skipf("skipping: no home directory for the node package cache: %v", err)
+			skip("no home directory for the node package cache: %v", err)
 		}
 		prefix = filepath.Join(home, ".cache", "spindle-bench-node")
 	}
 	if _, err := os.Stat(filepath.Join(prefix, "node_modules", "@duckdb", "node-api", "package.json")); err != nil {
-		b.Skipf("skipping: @duckdb/node-api is not installed under %s (npm install --prefix %s @duckdb/node-api, as scripts/bench.sh does)", prefix, prefix)
+		skip("@duckdb/node-api is not installed under %s (npm install --prefix %s @duckdb/node-api, as scripts/bench.sh does)", prefix, prefix)
 	}
 	return prefix
 }
