@@ -509,3 +509,100 @@ func TestReadRows(t *testing.T) {
 		})
 	}
 }
+
+// TestFooterCache checks that a pipeline reading a file cut into several
+// splits parses its footer once over all splits and epochs, feeds the
+// same rows as a plain read every epoch, and parses the footer again
+// when the file is no longer the same size.
+func TestFooterCache(t *testing.T) {
+	const rows, rgRows = 3000, 1000
+	path := filepath.Join(t.TempDir(), "mixed.parquet")
+	writeMixedParquet(t, path, rows, rgRows)
+	want := readPlain(t, path, 0, rows)
+	defer want.Release()
+	splits := make([]Split, 0, rows/rgRows)
+	for rg := 0; rg < rows/rgRows; rg++ {
+		splits = append(splits, Split{URI: path, Format: FormatParquet, RowGroups: []int{rg}, Rows: rgRows})
+	}
+	tests := []struct {
+		name       string
+		workers    int
+		prefetch   int
+		epochs     int
+		wantMisses int64
+	}{
+		{"one epoch, read on the consumer's goroutine", 0, 0, 1, 1},
+		{"three epochs, two decode workers", 2, 4, 3, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := NewPipeline(newResolver(), PipelineConfig{Splits: splits, Schema: mixedSchema, BatchRows: 700,
+				Prefetch: tt.prefetch, DecodeWorkers: tt.workers, EvenBatches: EvenOff})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			for epoch := 0; epoch < tt.epochs; epoch++ {
+				checkEpoch(t, p, epoch, want)
+			}
+			reads := int64(tt.epochs * len(splits))
+			if m, h := p.footers.misses.Load(), p.footers.hits.Load(); m != tt.wantMisses || h != reads-tt.wantMisses {
+				t.Errorf("footer parsed %d times and reused %d times over %d split reads, want %d and %d",
+					m, h, reads, tt.wantMisses, reads-tt.wantMisses)
+			}
+		})
+	}
+
+	t.Run("a file of another size is parsed again", func(t *testing.T) {
+		c := newFooterCache()
+		f, err := fsys.Local().Open(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		pf, _, err := openParquetFile(f, path, memory.DefaultAllocator, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.put(footerKey{path, f.Size()}, pf.MetaData())
+		if c.get(footerKey{path, f.Size()}) == nil {
+			t.Fatal("the footer kept is not found")
+		}
+		if c.get(footerKey{path, f.Size() + 1}) != nil {
+			t.Error("the footer of a file of another size was reused")
+		}
+	})
+}
+
+// checkEpoch reads one epoch of p and checks that its batches are want's
+// rows, in order.
+func checkEpoch(t *testing.T, p *Pipeline, epoch int, want arrow.RecordBatch) {
+	t.Helper()
+	ctx := context.Background()
+	r, err := p.Epoch(ctx, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var off int64
+	for {
+		rec, err := r.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp := want.NewSlice(off, off+rec.NumRows())
+		ok := array.RecordEqual(rec, exp)
+		exp.Release()
+		off += rec.NumRows()
+		rec.Release()
+		if !ok {
+			t.Fatalf("epoch %d: rows %d+ differ from a plain read", epoch, off)
+		}
+	}
+	if off != want.NumRows() {
+		t.Fatalf("epoch %d fed %d rows, want %d", epoch, off, want.NumRows())
+	}
+}

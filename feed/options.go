@@ -108,6 +108,10 @@ type ReadOptions struct {
 	DecodeWorkers int
 	// Flight says how to reach the Arrow Flight services of Flight splits.
 	Flight FlightOptions
+
+	// footers keeps Parquet footers from one split of a file to the next;
+	// nil parses every split's footer.
+	footers *footerCache
 }
 
 func (o ReadOptions) normalize() (ReadOptions, error) {

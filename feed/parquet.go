@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"golang.org/x/sync/errgroup"
 
@@ -25,7 +26,9 @@ const parquetBufferSize = 16 << 10
 
 // openParquetFile reads a Parquet file's footer. The reader must not be
 // closed (that would close f); the caller closes f.
-func openParquetFile(f parquet.ReaderAtSeeker, uri string, alloc memory.Allocator, batchRows int) (*file.Reader, *pqarrow.FileReader, error) {
+// A non-nil md is the file's footer, parsed before, which is then not
+// read again.
+func openParquetFile(f parquet.ReaderAtSeeker, uri string, alloc memory.Allocator, batchRows int, md *metadata.FileMetaData) (*file.Reader, *pqarrow.FileReader, error) {
 	props := parquet.NewReaderProperties(alloc)
 	// Buffered: arrow-go's unbuffered mode reads a whole column chunk
 	// into a fresh buffer (zeroed by the Go runtime, then collected)
@@ -34,7 +37,11 @@ func openParquetFile(f parquet.ReaderAtSeeker, uri string, alloc memory.Allocato
 	// whole-chunk reads all the same, from a chunkCache.
 	props.BufferedStreamEnabled = true
 	props.BufferSize = parquetBufferSize
-	pf, err := file.NewParquetReader(f, file.WithReadProps(props))
+	opts := []file.ReadOption{file.WithReadProps(props)}
+	if md != nil {
+		opts = append(opts, file.WithMetadata(md))
+	}
+	pf, err := file.NewParquetReader(f, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s is not a Parquet file or is damaged: %w", ErrInput, uri, err)
 	}
@@ -47,7 +54,7 @@ func openParquetFile(f parquet.ReaderAtSeeker, uri string, alloc memory.Allocato
 
 // inspectParquet returns a Parquet file's schema and its row groups.
 func inspectParquet(f fsys.File, uri string) (*arrow.Schema, []unit, error) {
-	pf, fr, err := openParquetFile(f, uri, memory.DefaultAllocator, 0)
+	pf, fr, err := openParquetFile(f, uri, memory.DefaultAllocator, 0, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -126,10 +133,12 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		cache = newChunkCache(f, opts.Allocator)
 		src = cache
 	}
-	pf, fr, err := openParquetFile(src, s.URI, opts.Allocator, opts.BatchRows)
+	footer := footerKey{uri: s.URI, size: f.Size()}
+	pf, fr, err := openParquetFile(src, s.URI, opts.Allocator, opts.BatchRows, opts.footers.get(footer))
 	if err != nil {
 		return nil, err
 	}
+	opts.footers.put(footer, pf.MetaData())
 	fileSchema, err := fr.Schema()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: convert the Parquet schema to Arrow: %w", ErrInput, s.URI, err)

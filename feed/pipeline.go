@@ -141,6 +141,7 @@ type Pipeline struct {
 	limit  int64 // rows per epoch under even batches, or -1 (EpochRowLimit)
 
 	pool          *bufferPool // nil when buffers are not reused
+	footers       *footerCache
 	cache         *splitCache // nil without a cache
 	alloc         memory.Allocator
 	decodeWorkers int
@@ -189,7 +190,8 @@ func NewPipeline(res *fsys.Resolver, cfg PipelineConfig) (*Pipeline, error) {
 	if cfg.ShuffleBufferRows == 0 {
 		cfg.ShuffleBufferRows = DefaultShuffleBufferRows
 	}
-	p := &Pipeline{res: res, cfg: cfg, schema: cfg.Schema, limit: -1, open: map[*epochReader]struct{}{}, alloc: cfg.Allocator}
+	p := &Pipeline{res: res, cfg: cfg, schema: cfg.Schema, limit: -1, open: map[*epochReader]struct{}{}, alloc: cfg.Allocator,
+		footers: newFooterCache()}
 	if limit := cfg.BufferPoolBytes; limit >= 0 {
 		if limit == 0 {
 			limit = defaultPoolBytes
@@ -226,7 +228,8 @@ const minReadRows = 16384
 
 func (p *Pipeline) readOptions(schema *arrow.Schema) ReadOptions {
 	return ReadOptions{Columns: p.cfg.Columns, LabelColumn: p.cfg.LabelColumn, Schema: schema,
-		BatchRows: p.readRows(), CSV: p.cfg.CSV, Allocator: p.alloc, DecodeWorkers: p.decodeWorkers, Flight: p.cfg.Flight}
+		BatchRows: p.readRows(), CSV: p.cfg.CSV, Allocator: p.alloc, DecodeWorkers: p.decodeWorkers, Flight: p.cfg.Flight,
+		footers: p.footers}
 }
 
 // readRows is the batch size asked of split readers: at least

@@ -9,6 +9,20 @@ section() { printf '\n==== %s ====\n' "$1"; }
 section "feed pipeline: Parquet decode through the pipeline vs plain pqarrow"
 go test -run '^$' -bench 'Decode' -benchtime 8x ./feed
 
+section "feed pipeline vs DuckDB: DuckDB-written files (4M rows, 16 float32 + int64; snappy, zstd, gzip, uncompressed, nulls, dictionary strings, small row groups, one row group) decoded by the pipeline vs scanned by DuckDB, 1 and 2 threads"
+# DuckDB comes from the npm registry (@duckdb/node-api) into a cache of its own, once.
+bench_node=${SPINDLE_BENCH_NODE:-$HOME/.cache/spindle-bench-node}
+if [ ! -f "$bench_node/node_modules/@duckdb/node-api/package.json" ]; then
+  if command -v npm >/dev/null; then
+    echo "installing @duckdb/node-api@1.5.6-r.1 into $bench_node (npm, once)..."
+    mkdir -p "$bench_node" && npm install --prefix "$bench_node" --no-audit --no-fund -s @duckdb/node-api@1.5.6-r.1 ||
+      echo "warning: no @duckdb/node-api; the DuckDB comparison skips" >&2
+  else
+    echo "warning: no npm; the DuckDB comparison skips" >&2
+  fi
+fi
+SPINDLE_BENCH_NODE=$bench_node go test -run '^$' -bench 'VsDuckDB' -benchtime 1x -timeout 30m ./feed
+
 section "feed: Parquet -> executor -> Unix socket -> consumer process, vs raw Unix socket"
 go test -run '^$' -bench 'Feed' -benchtime 5x ./feed/wire
 
