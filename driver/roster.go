@@ -309,7 +309,13 @@ func (g *roster) exit(r *driverpb.ExitReport) error {
 	case m.execErr != "" && r.GetSetupError():
 		g.failLocked(fmt.Errorf("%w: %s: %s", ErrConfig, m.where(g.mixed), m.execErr))
 	case m.execErr != "":
-		g.failLocked(m.loss(fmt.Sprintf("%s failed: %s", m.where(g.mixed), m.execErr), false))
+		msg := fmt.Sprintf("%s failed: %s", m.where(g.mixed), m.execErr)
+		if m.signal == "SIGTERM" && g.failure == nil && !g.stopped {
+			// Stopped from outside while it set up: wait for the reason.
+			g.awaitCauseLocked(m, msg+" (it was sent SIGTERM)")
+			return nil
+		}
+		g.failLocked(m.loss(msg, false))
 	case m.exitCode != 0 || m.signal != "":
 		status := fmt.Sprintf("exited with status %d", m.exitCode)
 		if m.signal != "" {

@@ -182,7 +182,14 @@ func (e *Executor) Run(ctx context.Context) error {
 	if runErr != nil {
 		report.Error = runErr.Error()
 		var se *setupError
-		report.SetupError = errors.As(runErr, &se)
+		report.SetupError = errors.As(runErr, &se) && ctx.Err() == nil
+		if ctx.Err() != nil && report.Signal == "" {
+			// This process was told to stop (SIGTERM: a NodeManager taking
+			// its container back) before its training process ran: say
+			// so, so that the driver waits for the cluster manager's
+			// reason rather than blaming what the stop cut short.
+			report.Signal = "SIGTERM"
+		}
 	}
 	// Report even when ctx is done: the driver wants to know why we ended.
 	repCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
