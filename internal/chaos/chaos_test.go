@@ -362,12 +362,9 @@ func runOne(t *testing.T, f fault, data string, rng *rand.Rand) outcome {
 					fresh++
 				}
 			}
-			if f.name == "parameter server" {
-				// Servers are not replaced: the survivors serve on.
-				if len(now) == f.want-1 {
-					break
-				}
-			} else if fresh >= f.want || (len(now) >= f.want && fresh >= 1 && strings.HasPrefix(f.name, "executor")) {
+			if fresh >= f.want || (len(now) >= f.want && fresh >= 1 && (strings.HasPrefix(f.name, "executor") || f.name == "parameter server")) {
+				// Every rank of a new generation runs, or (an executor, a
+				// parameter server) a replacement runs beside the others.
 				o.recovery = time.Since(killedAt)
 				break
 			}
