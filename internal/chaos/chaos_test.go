@@ -79,6 +79,11 @@ type fault struct {
 	// check looks at a recovered job's output: its model must be as good
 	// as an undisturbed run's, or its rows fed exactly once per epoch.
 	check func(stdout string) error
+	// again, when set, lists the processes whose return (againWant new
+	// ones) marks the job's recovery, instead of the victims' (a killed
+	// worker or master does not come back by itself).
+	again     func() []int
+	againWant int
 	// link, when set, is a network fault instead of a kill: the executors
 	// reach the driver through a fault proxy, which is put in mode for
 	// the duration, then passes again.
@@ -274,6 +279,23 @@ func TestChaos(t *testing.T) {
 			all = append(all, o)
 		}
 	}
+	sc := &standaloneCluster{}
+	for _, f := range standaloneFaults(sc) {
+		if only != "" && !strings.Contains(f.name, only) {
+			continue
+		}
+		if sc.t == nil { // started for the first standalone fault
+			t.Setenv("SPINDLE_CLUSTER_SECRET", clusterSecret)
+			sc.start(t)
+		}
+		for i := range runs {
+			sc.ensure() // a member the last run killed is back
+			o := runOne(t, f, data, rng)
+			t.Logf("%-24s run %d: killed %s; recovered=%v named=%v hang=%v left=%d recovery=%s %s",
+				f.name, i+1, o.killed, o.recovered, o.named, o.hang, o.left, o.recovery.Round(time.Millisecond), o.problem)
+			all = append(all, o)
+		}
+	}
 	report := summarize(all) + fmt.Sprintf("\nrow-id checksums: %d epochs checked, %d with a row lost or fed twice\n", rowChecks.epochs, rowChecks.wrong)
 	t.Log("\n" + report)
 	if path := os.Getenv("SPINDLE_CHAOS_REPORT"); path != "" {
@@ -353,16 +375,19 @@ func runOne(t *testing.T, f fault, data string, rng *rand.Rand) outcome {
 	}
 	// Recovery: the victims' role running again, every one a new process.
 	if f.recovers && !killedAt.IsZero() {
-		before := victims
+		before, watch, want := victims, func() []int { return f.victims(cmd) }, f.want
+		if f.again != nil {
+			before, watch, want = f.again(), f.again, f.againWant
+		}
 		for time.Since(killedAt) < 30*time.Second {
-			now := f.victims(cmd)
+			now := watch()
 			fresh := 0
 			for _, p := range now {
 				if !slices.Contains(before, p) {
 					fresh++
 				}
 			}
-			if fresh >= f.want || (len(now) >= f.want && fresh >= 1 && (strings.HasPrefix(f.name, "executor") || f.name == "parameter server")) {
+			if fresh >= want || (len(now) >= want && fresh >= 1 && (strings.HasPrefix(f.name, "executor") || f.name == "parameter server")) {
 				// Every rank of a new generation runs, or (an executor, a
 				// parameter server) a replacement runs beside the others.
 				o.recovery = time.Since(killedAt)
