@@ -26,6 +26,9 @@ import (
 
 var spindleBin, logregBin, sparseLRBin, datagenBin, rowcheckBin string
 
+// torchScript is the PyTorch example the DDP fault runs.
+var torchScript string
+
 // rowIDs is the glob of the row-id job's input (rowIDRows rows, id column).
 var rowIDs string
 
@@ -56,6 +59,7 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	torchScript = filepath.Join(root, "examples", "pytorch", "train.py")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -162,6 +166,30 @@ func sparseGood(stdout string) error {
 	return nil
 }
 
+// python runs the PyTorch fault: Debian's, which has torch.
+const python = "/usr/bin/python3"
+
+// torchFinal is a rank's last line in the PyTorch example.
+var torchFinal = regexp.MustCompile(`\[rank (\d)\] final rank=\d loss=\S+ accuracy=(\S+) params_sha256=([0-9a-f]+)`)
+
+// torchGood checks that both ranks of the PyTorch job ended with the same
+// model, as accurate as an undisturbed run's (0.8 and above on this data).
+func torchGood(stdout string) error {
+	finals := torchFinal.FindAllStringSubmatch(stdout, -1)
+	if len(finals) != 2 {
+		return fmt.Errorf("%d final lines, want one from each of 2 ranks", len(finals))
+	}
+	if finals[0][3] != finals[1][3] {
+		return fmt.Errorf("the ranks ended with different models")
+	}
+	for _, f := range finals {
+		if acc, _ := strconv.ParseFloat(f[2], 64); acc < 0.8 {
+			return fmt.Errorf("rank %s accuracy %s, want ≥ 0.8", f[1], f[2])
+		}
+	}
+	return nil
+}
+
 func faults() []fault {
 	restart := []string{"--conf", "spindle.failure.policy=restart", "--conf", "spindle.failure.maxRestarts=2"}
 	logreg := func(dir, data string) []string {
@@ -205,6 +233,14 @@ func faults() []fault {
 			link: &linkFault{faultproxy.Drop, time.Second}, victims: func(*exec.Cmd) []int { return pids(logregBin) }},
 		{name: "driver link blackholed 5s", args: logreg, want: 2, recovers: true, check: logregGood,
 			link: &linkFault{faultproxy.Blackhole, 5 * time.Second}, victims: func(*exec.Cmd) []int { return pids(logregBin) }},
+		{name: "PyTorch DDP rank", want: 2, recovers: true, check: torchGood,
+			args: func(dir, data string) []string {
+				files, _ := filepath.Glob(filepath.Join(data, "*.parquet"))
+				return append(append([]string{"submit", "--master", "local[2]", "--conf", "spindle.log.level=warn",
+					"--input", files[0], "--label-column", "label", "--feed", "tensor", "--batch-rows", "256",
+					"--epochs", "3", "--checkpoint-dir", filepath.Join(dir, "ckpt")}, restart...), "--", python, torchScript, "--threads", "1")
+			},
+			victims: func(*exec.Cmd) []int { return pids(python, torchScript) }},
 		{name: "driver", args: logreg, want: 1, recovers: false,
 			victims: func(run *exec.Cmd) []int { return []int{run.Process.Pid} }},
 	}
@@ -231,7 +267,7 @@ func pids(args ...string) []int {
 // leftovers lists the job processes still alive: training programs,
 // executors, parameter servers.
 func leftovers() []int {
-	return slices.Concat(pids(logregBin), pids(sparseLRBin), pids(rowcheckBin), pids(spindleBin, "executor"), pids(spindleBin, "ps", "serve"))
+	return slices.Concat(pids(logregBin), pids(sparseLRBin), pids(rowcheckBin), pids(python, torchScript), pids(spindleBin, "executor"), pids(spindleBin, "ps", "serve"))
 }
 
 // outcome is one run.
@@ -268,8 +304,13 @@ func TestChaos(t *testing.T) {
 	}
 	var all []outcome
 	only := os.Getenv("SPINDLE_CHAOS_ONLY")
+	hasTorch := exec.Command(python, "-c", "import torch").Run() == nil
 	for _, f := range faults() {
 		if only != "" && !strings.Contains(f.name, only) {
+			continue
+		}
+		if f.check != nil && strings.HasPrefix(f.name, "PyTorch") && !hasTorch {
+			t.Logf("%s skipped: %s cannot import torch (make deps installs python3-torch)", f.name, python)
 			continue
 		}
 		for i := range runs {

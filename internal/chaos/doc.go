@@ -1,9 +1,9 @@
 // Package chaos is Spindle's chaos harness: it runs real jobs on this
 // machine (loopback only; in local mode, and on a standalone cluster of
 // three masters and two workers run as processes) and kills one of their
-// processes at a random moment — a training rank, an executor, a parameter
-// server, the driver, a standalone worker, the leading or a following
-// master — then checks that the job recovered as its failure policy
+// processes at a random moment — a training rank (Go or PyTorch DDP), an
+// executor, a parameter server, the driver, a standalone worker, the
+// leading or a following master — then checks that the job recovered as its failure policy
 // promises (or failed naming what went), that its model is as good as an
 // undisturbed run's, that no process was left behind, and that nothing
 // hung past a hard deadline. It reports runs, faults by kind, recoveries,
