@@ -124,8 +124,11 @@ func serveRejoined(ctx context.Context, s *Server, ln net.Listener, creds creden
 // rejoinTimeout bounds a replacement's rejoining: past it, it fails.
 const rejoinTimeout = 2 * time.Minute
 
-// reportInterval is how often a server reports its totals.
-const reportInterval = 5 * time.Second
+// reportInterval is how often a server reports its totals: often enough
+// that a job of a few seconds shows them, and its event log keeps them,
+// before the server's last report at its end (which can come after the
+// job's event log closed).
+const reportInterval = time.Second
 
 // reportEvery sends the server's totals to the executor's report socket
 // until ctx ends, and once more then: the job's web UI shows them, and the
