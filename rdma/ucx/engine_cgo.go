@@ -660,6 +660,43 @@ func (e *engine) Interrupt() {
 	e.signal()
 }
 
+// closeWorker closes eps, waits for their close requests and the
+// orphaned ones (requests whose caller gave up, still using memory UCX
+// was handed) to end, frees what is left once the wait is over and
+// destroys the worker. A forced close needs UCX's peer failure reports;
+// without them (noPeerErrors) an endpoint flushes instead, and a flush to
+// a peer that is gone never ends: the wait is then flushWait, not
+// closeWait. The caller holds the worker's lock.
+func closeWorker(ctx, w unsafe.Pointer, eps []*C.spx_ep, orphans []unsafe.Pointer, noPeerErrors bool) {
+	reqs := orphans
+	for _, ep := range eps {
+		if r := C.spx_ep_close(ep, ep.peer_errors); r != nil {
+			reqs = append(reqs, r)
+		}
+	}
+	wait := closeWait
+	if noPeerErrors {
+		wait = flushWait
+	}
+	for end := time.Now().Add(wait); len(reqs) > 0 && time.Now().Before(end); {
+		C.spx_progress(w)
+		live := reqs[:0]
+		for _, r := range reqs {
+			if C.spx_request_status(r) == statusInProgress {
+				live = append(live, r)
+			} else {
+				C.spx_request_free(r)
+			}
+		}
+		reqs = live
+		runtime.Gosched()
+	}
+	for _, r := range reqs {
+		C.spx_request_free(r)
+	}
+	C.spx_cleanup(ctx, w)
+}
+
 // Close implements collective.Link. The streams close (the neighbours'
 // watchers see it) and, once no call is left inside, the endpoints close,
 // every request ends, the worker goes, and only then is the memory the
@@ -675,37 +712,11 @@ func (e *engine) Close() error {
 		defer e.life.Unlock()
 		e.closed = true
 		e.mu.Lock()
-		reqs := e.orphans
+		eps := make([]*C.spx_ep, 0, len(e.eps))
 		for _, ep := range e.eps {
-			// A forced close needs UCX's peer failure reports; without
-			// them the endpoint flushes (bounded by closeWait).
-			if r := C.spx_ep_close(ep, ep.peer_errors); r != nil {
-				reqs = append(reqs, r)
-			}
+			eps = append(eps, ep)
 		}
-		wait := closeWait
-		if e.noPeerErrors {
-			// A flush to a peer that is gone never ends.
-			wait = flushWait
-		}
-		end := time.Now().Add(wait)
-		for len(reqs) > 0 && time.Now().Before(end) {
-			C.spx_progress(e.w)
-			live := reqs[:0]
-			for _, r := range reqs {
-				if C.spx_request_status(r) == statusInProgress {
-					live = append(live, r)
-				} else {
-					C.spx_request_free(r)
-				}
-			}
-			reqs = live
-			runtime.Gosched()
-		}
-		for _, r := range reqs {
-			C.spx_request_free(r)
-		}
-		C.spx_cleanup(e.ctx, e.w)
+		closeWorker(e.ctx, e.w, eps, e.orphans, e.noPeerErrors)
 		e.mu.Unlock()
 		e.wakeMu.Lock()
 		unix.Close(e.wake)

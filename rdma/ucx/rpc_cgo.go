@@ -261,33 +261,7 @@ func (n *node) destroy(eps []*C.spx_ep) {
 		return
 	}
 	n.closed = true
-	reqs := n.orphans
-	for _, ep := range eps {
-		if r := C.spx_ep_close(ep, ep.peer_errors); r != nil {
-			reqs = append(reqs, r)
-		}
-	}
-	wait := closeWait
-	if n.noPeerErrors {
-		wait = flushWait
-	}
-	for end := time.Now().Add(wait); len(reqs) > 0 && time.Now().Before(end); {
-		C.spx_progress(n.w)
-		live := reqs[:0]
-		for _, r := range reqs {
-			if C.spx_request_status(r) == statusInProgress {
-				live = append(live, r)
-			} else {
-				C.spx_request_free(r)
-			}
-		}
-		reqs = live
-		runtime.Gosched()
-	}
-	for _, r := range reqs {
-		C.spx_request_free(r)
-	}
-	C.spx_cleanup(n.ctx, n.w)
+	closeWorker(n.ctx, n.w, eps, n.orphans, n.noPeerErrors)
 	n.mu.Unlock()
 	n.wakeMu.Lock()
 	if n.wake >= 0 {
