@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/resume"
 	"github.com/spindle-ml/spindle/timeline"
 )
 
@@ -132,7 +133,7 @@ func LatestCheckpoint(ctx context.Context, dir, prefix string) (string, error) {
 	if len(names) == 0 {
 		return "", fmt.Errorf("%w named %s* in %s: %w", ErrNoCheckpoint, prefix, dir, fs.ErrNotExist)
 	}
-	sort.Slice(names, func(i, j int) bool { return naturalLess(names[i], names[j]) })
+	sort.Slice(names, func(i, j int) bool { return resume.NaturalLess(names[i], names[j]) })
 	return names[len(names)-1], nil
 }
 
@@ -170,43 +171,4 @@ func checkName(name string) error {
 		return fmt.Errorf("task: checkpoint name %q: want a file name without '/' that does not start with '.'", name)
 	}
 	return nil
-}
-
-// naturalLess orders strings comparing runs of digits as numbers.
-func naturalLess(a, b string) bool {
-	for a != "" && b != "" {
-		da, db := isDigit(a[0]), isDigit(b[0])
-		if da && db {
-			na, ra := digitRun(a)
-			nb, rb := digitRun(b)
-			// Compare numbers by length without leading zeros, then digits.
-			ta, tb := strings.TrimLeft(na, "0"), strings.TrimLeft(nb, "0")
-			if len(ta) != len(tb) {
-				return len(ta) < len(tb)
-			}
-			if ta != tb {
-				return ta < tb
-			}
-			if len(na) != len(nb) {
-				return len(na) < len(nb)
-			}
-			a, b = ra, rb
-			continue
-		}
-		if a[0] != b[0] {
-			return a[0] < b[0]
-		}
-		a, b = a[1:], b[1:]
-	}
-	return len(a) < len(b)
-}
-
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
-
-func digitRun(s string) (run, rest string) {
-	i := 0
-	for i < len(s) && isDigit(s[i]) {
-		i++
-	}
-	return s[:i], s[i:]
 }

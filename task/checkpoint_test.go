@@ -14,6 +14,7 @@ import (
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
+	"github.com/spindle-ml/spindle/internal/resume"
 )
 
 // checkpointDirs returns a local directory and an HDFS directory (on a test
@@ -165,7 +166,7 @@ func TestCheckpointBadInput(t *testing.T) {
 
 func TestNaturalOrder(t *testing.T) {
 	names := []string{"step-10", "step-9", "step-009", "step-100", "step-2", "step-a", "step-"}
-	sort.Slice(names, func(i, j int) bool { return naturalLess(names[i], names[j]) })
+	sort.Slice(names, func(i, j int) bool { return resume.NaturalLess(names[i], names[j]) })
 	want := "step-,step-2,step-9,step-009,step-10,step-100,step-a"
 	if got := strings.Join(names, ","); got != want {
 		t.Fatalf("order %s, want %s", got, want)
