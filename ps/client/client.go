@@ -515,18 +515,24 @@ func (c *Client) Pull(ctx context.Context, table string, keys []uint64, out []fl
 		if err != nil {
 			return err
 		}
-		values, err := ps.BytesFloats(resp.Values)
-		if err != nil {
-			return err
-		}
-		if len(values) != len(p.keys)*dim {
-			return fmt.Errorf("sent %d values for %d keys of dim %d", len(values), len(p.keys), dim)
-		}
-		for j, at := range p.pos {
-			copy(out[at*dim:(at+1)*dim], values[j*dim:(j+1)*dim])
-		}
-		return nil
+		return p.scatter(resp.Values, dim, out)
 	})
+}
+
+// scatter copies the rows a server sent for p's keys (dim values each, as
+// bytes) to where those keys sit in the pull's output.
+func (p part) scatter(payload []byte, dim int, out []float32) error {
+	values, err := ps.BytesFloats(payload)
+	if err != nil {
+		return err
+	}
+	if len(values) != len(p.keys)*dim {
+		return fmt.Errorf("sent %d values for %d keys of dim %d", len(values), len(p.keys), dim)
+	}
+	for j, at := range p.pos {
+		copy(out[at*dim:(at+1)*dim], values[j*dim:(j+1)*dim])
+	}
+	return nil
 }
 
 // Push sends grads (dim values per key, in the order of keys) to be

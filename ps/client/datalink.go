@@ -223,17 +223,7 @@ func (c *Client) pullData(ctx context.Context, i int, conn *ucx.Conn, table stri
 	if r.InPlace {
 		return nil
 	}
-	values, err := ps.BytesFloats(r.Payload)
-	if err != nil {
-		return err
-	}
-	if len(values) != len(p.keys)*dim {
-		return fmt.Errorf("sent %d values for %d keys of dim %d", len(values), len(p.keys), dim)
-	}
-	for j, at := range p.pos {
-		copy(out[at*dim:(at+1)*dim], values[j*dim:(j+1)*dim])
-	}
-	return nil
+	return p.scatter(r.Payload, dim, out)
 }
 
 // pushData is a push of part p (its gradients g) over the session conn
