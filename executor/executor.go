@@ -439,7 +439,10 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 			return "", false, nil
 		case <-tick.C:
 		}
-		callCtx, cancel := context.WithTimeout(ctx, interval)
+		// Not cancelled with ctx: a heartbeat under way when the process
+		// exits carries the last reports, output and spans it took, and
+		// is let finish (within its interval) rather than lose them.
+		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
 		req := &driverpb.HeartbeatRequest{
 			ExecutorId: e.cfg.ID, Rank: int32(id.rank), Progress: progressOf(server),
 			Rdma: e.rdmaLine(),
