@@ -2,6 +2,7 @@ package timeline
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"path/filepath"
 	"sync"
@@ -74,5 +75,62 @@ func TestSpansReachTheSocket(t *testing.T) {
 	Start(CatFeed, "next batch")()
 	if spans := read(); len(spans) != 1 || spans[0].Cat != CatFeed {
 		t.Fatalf("the timer sent %+v", spans)
+	}
+}
+
+// TestFullQueueKeepsSpans: spans the executor's queue has no room for wait
+// for a later send, and Flush delivers every one of them, in order.
+func TestFullQueueKeepsSpans(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "report.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t.Setenv(envcontract.Timeline, "1")
+	t.Setenv(envcontract.ReportSocket, sock)
+	reset()
+	defer reset()
+
+	const n = 5000
+	for i := 0; i < n; i++ {
+		Start(CatFeed, fmt.Sprintf("wait %d", i))()
+	}
+	rec.mu.Lock()
+	waiting := len(rec.pending)
+	rec.mu.Unlock()
+	if waiting == 0 {
+		t.Fatal("the queue never filled: the test shows nothing")
+	}
+
+	var got []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1<<20)
+		for len(got) < n {
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			m, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			var msg struct{ Spans []Span }
+			if err := json.Unmarshal(buf[:m], &msg); err != nil {
+				return
+			}
+			for _, s := range msg.Spans {
+				got = append(got, s.Name)
+			}
+		}
+	}()
+	Flush()
+	<-done
+	if len(got) != n {
+		t.Fatalf("%d spans reached the socket, want %d", len(got), n)
+	}
+	for i, name := range got {
+		if name != fmt.Sprintf("wait %d", i) {
+			t.Fatalf("span %d is %q: out of order or lost", i, name)
+		}
 	}
 }
