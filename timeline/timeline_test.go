@@ -18,6 +18,23 @@ func reset() {
 	rec = nil
 }
 
+// recordTo starts a recorder that sends to a report socket of its own, as
+// an executor's, and returns that socket.
+func recordTo(t *testing.T) *net.UnixConn {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "report.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	t.Setenv(envcontract.Timeline, "1")
+	t.Setenv(envcontract.ReportSocket, sock)
+	reset()
+	t.Cleanup(reset)
+	return conn
+}
+
 func TestDisabled(t *testing.T) {
 	t.Setenv(envcontract.Timeline, "")
 	t.Setenv(envcontract.ReportSocket, filepath.Join(t.TempDir(), "report.sock"))
@@ -33,16 +50,7 @@ func TestDisabled(t *testing.T) {
 // TestSpansReachTheSocket: spans arrive as one datagram, sent by Flush or
 // by the timer when no more spans come.
 func TestSpansReachTheSocket(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "report.sock")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	t.Setenv(envcontract.Timeline, "1")
-	t.Setenv(envcontract.ReportSocket, sock)
-	reset()
-	defer reset()
+	conn := recordTo(t)
 	if !Enabled() {
 		t.Fatal("not recording with SPINDLE_TIMELINE=1")
 	}
@@ -81,16 +89,7 @@ func TestSpansReachTheSocket(t *testing.T) {
 // TestFullQueueKeepsSpans: spans the executor's queue has no room for wait
 // for a later send, and Flush delivers every one of them, in order.
 func TestFullQueueKeepsSpans(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "report.sock")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	t.Setenv(envcontract.Timeline, "1")
-	t.Setenv(envcontract.ReportSocket, sock)
-	reset()
-	defer reset()
+	conn := recordTo(t)
 
 	const n = 5000
 	for i := 0; i < n; i++ {
