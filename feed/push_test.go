@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -54,7 +55,13 @@ func startPush(t testing.TB, cfg PushConfig) *PushServer {
 // dialPush is a producer's own connection to the endpoint.
 func dialPush(t testing.TB, addr string) (*grpc.ClientConn, flight.Client) {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return dialPushOver(t, addr, insecure.NewCredentials())
+}
+
+// dialPushOver is dialPush over creds.
+func dialPushOver(t testing.TB, addr string, creds credentials.TransportCredentials) (*grpc.ClientConn, flight.Client) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}
