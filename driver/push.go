@@ -178,6 +178,10 @@ func writeCAFile(path string, pem []byte) error {
 		return fmt.Errorf("%w: spindle.job.tls.enabled: write the producers' CA file beside spindle.flight.put.tokenFile: %v", ErrConfig, err)
 	}
 	_, err = f.Write(pem)
+	if err == nil {
+		// Whatever the umask: producers may run as other users.
+		err = f.Chmod(0o644)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -140,7 +140,7 @@ const (
 )
 
 // RefuseReasons lists every reason a stream is refused for.
-var RefuseReasons = []string{RefusedAuth, RefusedSchema, RefusedBusy, RefusedEnded}
+var RefuseReasons = [...]string{RefusedAuth, RefusedSchema, RefusedBusy, RefusedEnded}
 
 // PushStats is what a push endpoint has done so far.
 type PushStats struct {
@@ -193,7 +193,7 @@ type PushServer struct {
 	named     map[string]*namedProducer
 
 	streams, producers atomic.Int64
-	refused            [4]atomic.Int64 // by RefuseReasons
+	refused            [len(RefuseReasons)]atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
