@@ -91,6 +91,25 @@ const maxWrapBuffer = 1 << 16
 // confounder, encrypted header copy and checksum).
 const wrapOverhead = 128
 
+// securityLayer protects the messages of a connection after a SASL
+// exchange negotiated integrity or privacy: Kerberos's RFC 4121 wrap
+// tokens (gssLayer) or DIGEST-MD5's RFC 2831 MACs and ciphers
+// (digestLayer).
+type securityLayer interface {
+	// wrap protects one message for the other end.
+	wrap(msg []byte) ([]byte, error)
+	// unwrap checks one message from the other end, in turn, and returns
+	// its content.
+	unwrap(tok []byte) ([]byte, error)
+	// level is qopIntegrity or qopPrivacy.
+	level() byte
+}
+
+var (
+	_ securityLayer = (*gssLayer)(nil)
+	_ securityLayer = (*digestLayer)(nil)
+)
+
 // gssLayer is the RFC 4121 security layer a Kerberos connection runs at
 // integrity or privacy: every message is a GSS wrap token, signed, and
 // sealed (encrypted) for privacy.
@@ -111,6 +130,13 @@ const (
 	flagSealed         = 0x02
 	flagAcceptorSubkey = 0x04
 )
+
+func (l *gssLayer) level() byte {
+	if l.privacy {
+		return qopPrivacy
+	}
+	return qopIntegrity
+}
 
 func (l *gssLayer) usage(sending bool) uint32 {
 	if sending == l.acceptor {
@@ -234,7 +260,7 @@ func (l *gssLayer) inOrder(seq uint64, msg []byte) ([]byte, error) {
 // it reads is the concatenation of the unwrapped messages.
 type wrapConn struct {
 	net.Conn
-	layer    *gssLayer
+	layer    securityLayer
 	server   bool
 	clientID []byte
 	max      int // largest packet read
@@ -330,5 +356,7 @@ func sendSize(maxSize int) int {
 	if maxSize <= 0 || maxSize > maxWrapBuffer {
 		maxSize = maxWrapBuffer
 	}
-	return max(maxSize-wrapOverhead, 1024)
+	// Half the size bounds what a layer adds even to small limits (a
+	// DIGEST-MD5 layer adds at most 24 bytes, and maxbuf is at least 64).
+	return max(maxSize-wrapOverhead, maxSize/2)
 }
