@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,6 +58,11 @@ type hdfsCluster struct {
 	protection string               // hadoop.rpc.protection
 	auth       hadooprpc.ClientSASL // nil: simple authentication
 	krb        *krbclient.Client    // the Kerberos login, when auth uses it
+
+	// refused holds the last namenode connection refused for want of a
+	// common hadoop.rpc.protection, which colinmarc/hdfs reports as text:
+	// a configuration error, not worth retrying.
+	refused atomic.Pointer[error]
 }
 
 // connSet tracks open connections so that calls blocked on them (the HDFS
@@ -179,7 +185,7 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 			return nil, fmt.Errorf("%w: %s for hdfs://%s: %v", ErrHadoopConfig, tok, authority, err)
 		}
 		cl.user = id.Owner
-		cl.auth = hadooprpc.TokenAuth{Token: tok}
+		cl.auth = hadooprpc.TokenAuth{Token: tok, Protection: cl.protection}
 	case options.KerberosClient != nil:
 		// A Kerberized cluster: the user is the login's principal.
 		kc, err := kerberos.Login(kerberos.Options{Principal: opts.KerberosPrincipal, Keytab: opts.KerberosKeytab})
@@ -206,7 +212,14 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 	options.User = cl.user
 	nnDial := cl.nnConns.dialFunc(dialer)
 	if cl.auth != nil {
-		nnDial = hadooprpc.SASLDial(nnDial, cl.auth)
+		sasl := hadooprpc.SASLDial(nnDial, cl.auth)
+		nnDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := sasl(ctx, network, addr)
+			if errors.Is(err, hadooprpc.ErrProtection) {
+				cl.refused.Store(&err)
+			}
+			return c, err
+		}
 	}
 	options.NamenodeDialFunc = nnDial
 	options.DatanodeDialFunc = dialer.DialContext
@@ -287,6 +300,9 @@ func dialHDFS(ctx context.Context, cl *hdfsCluster) (*hdfsFS, error) {
 		stop()
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("hdfs://%s: connect to namenode %s: %w", cl.authority, strings.Join(cl.addrs, ", "), ctx.Err())
+		}
+		if refused := cl.refused.Load(); refused != nil {
+			return nil, fmt.Errorf("hdfs://%s: %w: %w", cl.authority, ErrHadoopConfig, *refused)
 		}
 		last = err
 		if attempt == hdfsConnectAttempts {

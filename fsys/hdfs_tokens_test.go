@@ -16,11 +16,12 @@ import (
 	"github.com/spindle-ml/spindle/internal/krbtest"
 )
 
-// TestDelegationTokens: on an HDFS that takes Kerberos (at privacy) and
-// delegation tokens, a gateway logged in with a keytab gets a token for a
-// renewer, and a process with no ticket at all reads and writes with that
-// token alone through colinmarc/hdfs and Spindle's own client, as an
-// executor in a YARN container does. The renewer, and only it, renews the
+// TestDelegationTokens: on an HDFS that takes Kerberos and delegation
+// tokens, both at privacy, a gateway logged in with a keytab gets a token
+// for a renewer, and a process with no ticket at all reads and writes with
+// that token alone through colinmarc/hdfs and Spindle's own client, as an
+// executor in a YARN container does, its namenode connections encrypted
+// (DIGEST-MD5 auth-conf); one configured for less is refused. The renewer, and only it, renews the
 // token; once cancelled, the token opens nothing; a process with a token
 // cannot get more.
 func TestDelegationTokens(t *testing.T) {
@@ -97,6 +98,30 @@ func TestDelegationTokens(t *testing.T) {
 		t.Fatalf("a token connection got a token: %v", err)
 	}
 	exec.Close()
+	// The token's connections ran at privacy (DIGEST-MD5 auth-conf), as
+	// the namenode requires of every method.
+	if n := cluster.Stats().NameNodeCallsByAuth["TOKEN privacy"]; n == 0 {
+		t.Fatalf("no namenode call over a token connection at privacy: %v", cluster.Stats().NameNodeCallsByAuth)
+	}
+	// An executor whose site files ask for less than the namenode requires
+	// is refused, naming the setting.
+	lax := t.TempDir()
+	for _, f := range []string{"core-site.xml", "hdfs-site.xml"} {
+		b, err := os.ReadFile(filepath.Join(conf, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = []byte(strings.Replace(string(b), "<value>privacy</value>", "<value>authentication</value>", 1))
+		if err := os.WriteFile(filepath.Join(lax, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	laxExec := NewResolver(Options{HadoopConfDir: lax})
+	defer laxExec.Close()
+	if _, _, err := laxExec.Resolve(ctx, "hdfs:///"); !errors.Is(err, hadooprpc.ErrProtection) || !errors.Is(err, ErrHadoopConfig) ||
+		!strings.Contains(err.Error(), "requires hadoop.rpc.protection privacy of token connections, and this client is configured for authentication") {
+		t.Fatalf("a token client configured for authentication, a namenode requiring privacy: %v", err)
+	}
 
 	// Renewal: the renewer only.
 	if _, err := gateway.RenewDelegationToken(ctx, "hdfs:///", tok); hadooprpc.ExceptionClass(err) != hadooprpc.ClassAccessControl {

@@ -71,7 +71,8 @@ type Config struct {
 	// Kerberos callers, renewal by the token's renewer for this long at a
 	// time up to TokenMaxLifetime (default 7 days), cancellation, and
 	// TOKEN authentication (SASL DIGEST-MD5) beside SASL, which must then
-	// be a hadooprpc.KerberosServer.
+	// be a hadooprpc.KerberosServer, at its Protection (one
+	// hadoop.rpc.protection for both methods, as in Hadoop).
 	TokenRenewInterval time.Duration
 	TokenMaxLifetime   time.Duration
 

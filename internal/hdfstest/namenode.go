@@ -13,6 +13,7 @@ import (
 // namenode holds the namespace, the block map and the datanode registry.
 // One lock guards all of it, as in HDFS's FSNamesystem.
 type namenode struct {
+	stats  *counters // nil outside a Cluster
 	cfg    Config
 	log    *slog.Logger
 	poolID string

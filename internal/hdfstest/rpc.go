@@ -29,6 +29,9 @@ func handle[Req, Resp proto.Message](svc *hadooprpc.Service, ep endpoint, name s
 			return zero, remoteErr(classStandby, "Operation category READ is not supported in state standby")
 		}
 		c, _ := hadooprpc.CallerFromContext(ctx)
+		if nn.stats != nil {
+			nn.stats.auth(c.Auth + " " + c.Protection)
+		}
 		resp, err := fn(ctx, nn.userFor(c.User), req)
 		nn.flushDeletes()
 		return resp, err

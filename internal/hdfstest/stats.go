@@ -10,6 +10,7 @@ import (
 type counters struct {
 	mu      sync.Mutex
 	nnCalls map[string]int64
+	nnAuth  map[string]int64
 
 	readOps, writeOps            atomic.Int64
 	bytesSent, bytesReceived     atomic.Int64
@@ -17,7 +18,15 @@ type counters struct {
 	checksumErrors               atomic.Int64
 }
 
-func newCounters() *counters { return &counters{nnCalls: map[string]int64{}} }
+func newCounters() *counters {
+	return &counters{nnCalls: map[string]int64{}, nnAuth: map[string]int64{}}
+}
+
+func (c *counters) auth(how string) {
+	c.mu.Lock()
+	c.nnAuth[how]++
+	c.mu.Unlock()
+}
 
 func (c *counters) call(method string) {
 	c.mu.Lock()
@@ -30,6 +39,10 @@ func (c *counters) call(method string) {
 type Stats struct {
 	// NameNodeCalls counts namenode RPCs by method.
 	NameNodeCalls map[string]int64
+	// NameNodeCallsByAuth counts namenode RPCs by how their connection
+	// authenticated and the hadoop.rpc.protection it runs at, such as
+	// "TOKEN privacy" or "SIMPLE authentication".
+	NameNodeCallsByAuth map[string]int64
 	// ReadOps and WriteOps count datanode block reads and writes (one per
 	// client connection-op, each a round trip).
 	ReadOps, WriteOps int64
@@ -75,22 +88,28 @@ func (c *counters) snapshot() Stats {
 	for k, v := range c.nnCalls {
 		calls[k] = v
 	}
+	byAuth := make(map[string]int64, len(c.nnAuth))
+	for k, v := range c.nnAuth {
+		byAuth[k] = v
+	}
 	c.mu.Unlock()
 	return Stats{
-		NameNodeCalls:   calls,
-		ReadOps:         c.readOps.Load(),
-		WriteOps:        c.writeOps.Load(),
-		BytesSent:       c.bytesSent.Load(),
-		BytesReceived:   c.bytesReceived.Load(),
-		PacketsSent:     c.packetsSent.Load(),
-		PacketsReceived: c.packetsReceived.Load(),
-		ChecksumErrors:  c.checksumErrors.Load(),
+		NameNodeCalls:       calls,
+		NameNodeCallsByAuth: byAuth,
+		ReadOps:             c.readOps.Load(),
+		WriteOps:            c.writeOps.Load(),
+		BytesSent:           c.bytesSent.Load(),
+		BytesReceived:       c.bytesReceived.Load(),
+		PacketsSent:         c.packetsSent.Load(),
+		PacketsReceived:     c.packetsReceived.Load(),
+		ChecksumErrors:      c.checksumErrors.Load(),
 	}
 }
 
 func (c *counters) reset() {
 	c.mu.Lock()
 	c.nnCalls = map[string]int64{}
+	c.nnAuth = map[string]int64{}
 	c.mu.Unlock()
 	for _, a := range []*atomic.Int64{&c.readOps, &c.writeOps, &c.bytesSent, &c.bytesReceived, &c.packetsSent, &c.packetsReceived, &c.checksumErrors} {
 		a.Store(0)
