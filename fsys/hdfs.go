@@ -223,6 +223,21 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 	}
 	options.NamenodeDialFunc = nnDial
 	options.DatanodeDialFunc = dialer.DialContext
+	if p := strings.TrimSpace(conf["dfs.data.transfer.protection"]); p != "" {
+		// Datanode connections open with the SASL handshake, which
+		// Spindle runs in colinmarc's datanode dial hook rather than
+		// colinmarc's own: that one takes the datanode's first level
+		// instead of the configured preference, speaks no triple DES, and
+		// loses bytes when a read spans two wrapped messages.
+		dial, err := hadooprpc.DataTransferDial(dialer.DialContext, p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v (%s)", ErrHadoopConfig, err, where)
+		}
+		options.DatanodeDialFunc = dial
+		if !strings.EqualFold(conf["dfs.encrypt.data.transfer"], "true") {
+			options.DataTransferProtection = ""
+		}
+	}
 	cl.options = options
 	return cl, nil
 }

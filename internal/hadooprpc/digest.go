@@ -82,7 +82,7 @@ func (a TokenAuth) Negotiate(ctx context.Context, ex *SASLExchange) error {
 		return err
 	}
 	uri := offer.GetProtocol() + "/" + offer.GetServerId()
-	dc, err := newDigestClient(offer.GetChallenge(), a.Token, uri, a.Protection, "the server at "+ex.ServerHost())
+	dc, err := newDigestClient(offer.GetChallenge(), a.Token, uri, a.Protection, "the server at "+ex.ServerHost(), settingRPC)
 	if err != nil {
 		return err
 	}
@@ -118,10 +118,17 @@ type digestClient struct {
 	response     []byte // the digest response to send
 }
 
+// The settings that choose a level of protection, and the site files they
+// are in.
+const (
+	settingRPC          = "hadoop.rpc.protection"
+	settingDataTransfer = "dfs.data.transfer.protection"
+)
+
 // newDigestClient answers a DIGEST-MD5 challenge (RFC 2831) with tok, at
-// the first level of protection (hadoop.rpc.protection) the server offers
-// too; server names the server in errors.
-func newDigestClient(challenge []byte, tok Token, uri, protection, server string) (*digestClient, error) {
+// the first level of protection the server offers too; server names the
+// server in errors, setting the configuration key protection came from.
+func newDigestClient(challenge []byte, tok Token, uri, protection, server, setting string) (*digestClient, error) {
 	want, err := ParseProtection(protection)
 	if err != nil {
 		return nil, err
@@ -149,8 +156,12 @@ func newDigestClient(challenge []byte, tok Token, uri, protection, server string
 		}
 	}
 	if dc.level == 0 {
-		return nil, fmt.Errorf("%w: %s requires hadoop.rpc.protection %s of token connections, and this client is configured for %s: set hadoop.rpc.protection in core-site.xml to what the cluster uses",
-			ErrProtection, server, protectionNames(offered), protectionNames(maskOf(want)))
+		site := "core-site.xml"
+		if setting == settingDataTransfer {
+			site = "hdfs-site.xml"
+		}
+		return nil, fmt.Errorf("%w: %s requires %s %s of token connections, and this client is configured for %s: set %s in %s to what the cluster uses",
+			ErrProtection, server, setting, protectionNames(offered), protectionNames(maskOf(want)), setting, site)
 	}
 	if dc.level == qopPrivacy {
 		if dc.cipher = chooseCipher(ch["cipher"]); dc.cipher == "" {
@@ -411,7 +422,7 @@ func verifyDigest(response []byte, nonce, uri string, offered byte, lookup Token
 	}
 	level := digestLevel(qop)
 	if level == 0 || level&offered == 0 {
-		return v, fmt.Errorf("%w: the client chose qop %q; this server requires hadoop.rpc.protection %s", ErrProtection, qop, protectionNames(offered))
+		return v, fmt.Errorf("%w: the client chose qop %q; this server requires %s", ErrProtection, qop, protectionNames(offered))
 	}
 	cipherName := ""
 	if level == qopPrivacy {

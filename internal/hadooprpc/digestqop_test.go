@@ -142,7 +142,7 @@ func TestDigestJavaInterop(t *testing.T) {
 	} {
 		t.Run("java server "+tc.serverQop+" client "+tc.protection, func(t *testing.T) {
 			p := startJavaPeer(t, classes, "server", tc.serverQop, user, password)
-			dc, err := newDigestClient(p.recv(), tok, digestURI, tc.protection, "java")
+			dc, err := newDigestClient(p.recv(), tok, digestURI, tc.protection, "java", settingRPC)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -163,7 +163,7 @@ func TestDigestJavaInterop(t *testing.T) {
 	}
 	t.Run("java server requires privacy", func(t *testing.T) {
 		p := startJavaPeer(t, classes, "server", "auth-conf", user, password)
-		_, err := newDigestClient(p.recv(), tok, digestURI, "integrity,authentication", "the server at nn1")
+		_, err := newDigestClient(p.recv(), tok, digestURI, "integrity,authentication", "the server at nn1", settingRPC)
 		if !errors.Is(err, ErrProtection) || !strings.Contains(err.Error(), "the server at nn1 requires hadoop.rpc.protection privacy") ||
 			!strings.Contains(err.Error(), "configured for authentication,integrity") {
 			t.Fatalf("%v", err)
@@ -432,6 +432,7 @@ type packetLog struct {
 	largest int
 	last    []byte
 	mode    string // the next write: "alter", "replay" (the previous write instead)
+	skip    int    // writes to let through before mode applies
 }
 
 func (l *packetLog) dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -442,10 +443,13 @@ func (l *packetLog) dial(ctx context.Context, network, addr string) (net.Conn, e
 	return &loggedConn{Conn: c, log: l}, nil
 }
 
-func (l *packetLog) tamper(mode string) {
+func (l *packetLog) tamper(mode string) { l.tamperAfter(mode, 0) }
+
+// tamperAfter applies mode to the write after the next skip ones.
+func (l *packetLog) tamperAfter(mode string, skip int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.mode = mode
+	l.mode, l.skip = mode, skip
 }
 
 func (l *packetLog) contains(s string) bool {
@@ -469,13 +473,19 @@ func (c *loggedConn) Write(p []byte) (int, error) {
 	l := c.log
 	l.mu.Lock()
 	out := append([]byte{}, p...)
-	switch l.mode {
+	mode := l.mode
+	if l.skip > 0 {
+		mode = ""
+		l.skip--
+	}
+	switch mode {
 	case "alter":
 		out[len(out)/2] ^= 0x20
+		l.mode = ""
 	case "replay":
 		out = l.last
+		l.mode = ""
 	}
-	l.mode = ""
 	l.last = append([]byte{}, p...)
 	l.written.Write(out)
 	l.largest = max(l.largest, len(out))

@@ -35,9 +35,10 @@ const (
 )
 
 // ErrProtection means the two ends of a connection have no level of
-// hadoop.rpc.protection in common, such as a server that requires privacy
-// and a client configured for authentication only.
-var ErrProtection = errors.New("hadooprpc: no common hadoop.rpc.protection")
+// protection in common (hadoop.rpc.protection, dfs.data.transfer.protection),
+// such as a server that requires privacy and a client configured for
+// authentication only.
+var ErrProtection = errors.New("hadooprpc: no common level of protection")
 
 // ParseProtection parses hadoop.rpc.protection: a comma-separated list of
 // authentication, integrity and privacy, in order of preference. Empty

@@ -169,7 +169,7 @@ func (c *Cluster) startDataNodes() error {
 		}
 		d := &dataNode{
 			index: i, uuid: uuid, hostname: host, ip: c.cfg.Host, store: st, nn: c.nn,
-			cfg: c.cfg, stats: c.stats, log: c.log.With("role", "datanode", "datanode", i),
+			cfg: c.cfg, stats: c.stats, log: c.log.With("role", "datanode", "datanode", i), keys: c.nn.blockKeys,
 		}
 		c.dns = append(c.dns, d)
 		if err := d.listen(); err != nil {

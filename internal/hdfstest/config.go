@@ -75,6 +75,14 @@ type Config struct {
 	// hadoop.rpc.protection for both methods, as in Hadoop).
 	TokenRenewInterval time.Duration
 	TokenMaxLifetime   time.Duration
+	// DataTransferProtection, when set, is dfs.data.transfer.protection
+	// (authentication, integrity or privacy, or a list in order of
+	// preference): the namenode hands out block tokens, and datanodes
+	// open every connection with the SASL handshake, authenticating the
+	// client's block token and protecting the rest at the level chosen;
+	// they refuse connections without it, and operations whose block
+	// token does not grant them. The written configuration says so.
+	DataTransferProtection string
 
 	poolID       string
 	verifyOnRead bool
@@ -168,10 +176,17 @@ func (c Config) Validate() error {
 		return fmt.Errorf("hdfstest: ListingLimit is %d, want at least 1", c.ListingLimit)
 	case net.ParseIP(c.Host) == nil:
 		return fmt.Errorf("hdfstest: Host %q is not an IP address", c.Host)
+	case validProtection(c.DataTransferProtection) != nil:
+		return fmt.Errorf("hdfstest: DataTransferProtection: %w", validProtection(c.DataTransferProtection))
 	case c.TokenRenewInterval < 0 || c.TokenMaxLifetime < 0:
 		return fmt.Errorf("hdfstest: negative token lifetime")
 	case len(c.NameNodePorts) > c.NameNodes:
 		return fmt.Errorf("hdfstest: %d NameNodePorts for %d namenodes", len(c.NameNodePorts), c.NameNodes)
 	}
 	return nil
+}
+
+func validProtection(p string) error {
+	_, err := hadooprpc.ParseProtection(p)
+	return err
 }

@@ -12,10 +12,11 @@ type counters struct {
 	nnCalls map[string]int64
 	nnAuth  map[string]int64
 
-	readOps, writeOps            atomic.Int64
-	bytesSent, bytesReceived     atomic.Int64
-	packetsSent, packetsReceived atomic.Int64
-	checksumErrors               atomic.Int64
+	readOps, writeOps             atomic.Int64
+	bytesSent, bytesReceived      atomic.Int64
+	packetsSent, packetsReceived  atomic.Int64
+	checksumErrors                atomic.Int64
+	handshakes, handshakesRefused atomic.Int64
 }
 
 func newCounters() *counters {
@@ -54,6 +55,10 @@ type Stats struct {
 	PacketsSent, PacketsReceived int64
 	// ChecksumErrors counts chunks that failed verification on a datanode.
 	ChecksumErrors int64
+	// Handshakes and HandshakesRefused count data-transfer SASL handshakes
+	// (dfs.data.transfer.protection) datanodes completed and refused; a
+	// connection without one counts as refused.
+	Handshakes, HandshakesRefused int64
 }
 
 // NameNodeCallsExcept sums NameNodeCalls over every method not in skip
@@ -103,6 +108,8 @@ func (c *counters) snapshot() Stats {
 		PacketsSent:         c.packetsSent.Load(),
 		PacketsReceived:     c.packetsReceived.Load(),
 		ChecksumErrors:      c.checksumErrors.Load(),
+		Handshakes:          c.handshakes.Load(),
+		HandshakesRefused:   c.handshakesRefused.Load(),
 	}
 }
 
@@ -111,7 +118,7 @@ func (c *counters) reset() {
 	c.nnCalls = map[string]int64{}
 	c.nnAuth = map[string]int64{}
 	c.mu.Unlock()
-	for _, a := range []*atomic.Int64{&c.readOps, &c.writeOps, &c.bytesSent, &c.bytesReceived, &c.packetsSent, &c.packetsReceived, &c.checksumErrors} {
+	for _, a := range []*atomic.Int64{&c.readOps, &c.writeOps, &c.bytesSent, &c.bytesReceived, &c.packetsSent, &c.packetsReceived, &c.checksumErrors, &c.handshakes, &c.handshakesRefused} {
 		a.Store(0)
 	}
 }
