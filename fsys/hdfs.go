@@ -63,6 +63,10 @@ type hdfsCluster struct {
 	// common hadoop.rpc.protection, which colinmarc/hdfs reports as text:
 	// a configuration error, not worth retrying.
 	refused atomic.Pointer[error]
+	// dnRefused holds the last datanode connection refused for want of a
+	// common dfs.data.transfer.protection, added to errors colinmarc/hdfs
+	// reports without it (a write's "replication in progress").
+	dnRefused atomic.Pointer[error]
 }
 
 // connSet tracks open connections so that calls blocked on them (the HDFS
@@ -233,13 +237,35 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v (%s)", ErrHadoopConfig, err, where)
 		}
-		options.DatanodeDialFunc = dial
+		options.DatanodeDialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &refusalConn{Conn: c, cl: cl}, nil
+		}
 		if !strings.EqualFold(conf["dfs.encrypt.data.transfer"], "true") {
 			options.DataTransferProtection = ""
 		}
 	}
 	cl.options = options
 	return cl, nil
+}
+
+// refusalConn notes a datanode's refusal of the client's
+// dfs.data.transfer.protection, which colinmarc/hdfs may report only as a
+// failed write.
+type refusalConn struct {
+	net.Conn
+	cl *hdfsCluster
+}
+
+func (c *refusalConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if errors.Is(err, hadooprpc.ErrProtection) {
+		c.cl.dnRefused.Store(&err)
+	}
+	return n, err
 }
 
 // namenodeAddrs returns the namenode addresses of authority: the namenodes
@@ -362,6 +388,9 @@ func (h *hdfsFS) pathError(op, name string, err error) error {
 		err = pe.Err
 	}
 	err = interpretHDFS(err)
+	if refused := h.cluster.dnRefused.Load(); refused != nil && !errors.Is(err, hadooprpc.ErrProtection) {
+		err = fmt.Errorf("%w (%w)", err, *refused)
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrExist):
 		err = fmt.Errorf("%w (as HDFS user %s)", err, h.cluster.user)

@@ -21,7 +21,9 @@ import (
 // for a renewer, and a process with no ticket at all reads and writes with
 // that token alone through colinmarc/hdfs and Spindle's own client, as an
 // executor in a YARN container does, its namenode connections encrypted
-// (DIGEST-MD5 auth-conf); one configured for less is refused. The renewer, and only it, renews the
+// (DIGEST-MD5 auth-conf) and its datanode connections too
+// (dfs.data.transfer.protection privacy, with the namenode's block
+// tokens); one configured for less is refused. The renewer, and only it, renews the
 // token; once cancelled, the token opens nothing; a process with a token
 // cannot get more.
 func TestDelegationTokens(t *testing.T) {
@@ -38,6 +40,8 @@ func TestDelegationTokens(t *testing.T) {
 		KerberosPrincipal:  "nn/_HOST@" + krbtest.Realm,
 		Superuser:          "alice",
 		TokenRenewInterval: time.Hour,
+		// Datanodes too, as on a production cluster.
+		DataTransferProtection: "privacy",
 	})
 	// The client side of hadoop.rpc.protection.
 	core, err := os.ReadFile(filepath.Join(conf, "core-site.xml"))
@@ -102,6 +106,9 @@ func TestDelegationTokens(t *testing.T) {
 	// the namenode requires of every method.
 	if n := cluster.Stats().NameNodeCallsByAuth["TOKEN privacy"]; n == 0 {
 		t.Fatalf("no namenode call over a token connection at privacy: %v", cluster.Stats().NameNodeCallsByAuth)
+	}
+	if st := cluster.Stats(); st.Handshakes == 0 || st.HandshakesRefused != 0 {
+		t.Fatalf("datanode handshakes: %d, %d refused", st.Handshakes, st.HandshakesRefused)
 	}
 	// An executor whose site files ask for less than the namenode requires
 	// is refused, naming the setting.

@@ -2,12 +2,14 @@ package fsys
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
 )
 
@@ -87,5 +89,55 @@ func TestDataTransferProtection(t *testing.T) {
 				t.Fatal("no datanode refused the client without the handshake")
 			}
 		})
+	}
+}
+
+// TestDataTransferProtectionMismatch: a client whose hdfs-site.xml asks for
+// less than the datanodes require is refused on reads and writes with an
+// error naming dfs.data.transfer.protection and both levels.
+func TestDataTransferProtectionMismatch(t *testing.T) {
+	_, conf := startHDFS(t, hdfstest.Config{DataTransferProtection: "privacy"})
+	ctx := testCtx(t)
+	r := NewResolver(Options{HadoopConfDir: conf})
+	defer r.Close()
+	fs, _, err := r.Resolve(ctx, "hdfs:///")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, fs, "/x", "hello")
+	lax := t.TempDir()
+	for _, name := range []string{"core-site.xml", "hdfs-site.xml"} {
+		b, err := os.ReadFile(filepath.Join(conf, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = []byte(strings.Replace(string(b), "<value>privacy</value>", "<value>integrity</value>", 1))
+		if err := os.WriteFile(filepath.Join(lax, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r2 := NewResolver(Options{HadoopConfDir: lax})
+	defer r2.Close()
+	fs2, _, err := r2.Resolve(ctx, "hdfs:///")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const says = "requires dfs.data.transfer.protection privacy, and this client is configured for integrity"
+	f, err := fs2.Open(ctx, "/x")
+	if err == nil {
+		_, err = io.ReadAll(f)
+		f.Close()
+	}
+	if !errors.Is(err, hadooprpc.ErrProtection) || !strings.Contains(err.Error(), says) {
+		t.Fatalf("read: %v", err)
+	}
+	w, err := fs2.CreateAtomic(ctx, "/y")
+	if err == nil {
+		if _, err = w.Write([]byte("data")); err == nil {
+			err = w.Commit()
+		}
+	}
+	if !errors.Is(err, hadooprpc.ErrProtection) || !strings.Contains(err.Error(), says) {
+		t.Fatalf("write: %v", err)
 	}
 }

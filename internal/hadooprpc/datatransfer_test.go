@@ -172,7 +172,7 @@ func TestDataTransferProtection(t *testing.T) {
 		says                 string
 	}{
 		{"privacy required", "privacy", "authentication,integrity", blockTok, ErrProtection,
-			"requires dfs.data.transfer.protection privacy of token connections, and this client is configured for authentication,integrity: set dfs.data.transfer.protection in hdfs-site.xml"},
+			"requires dfs.data.transfer.protection privacy, and this client is configured for authentication,integrity: set dfs.data.transfer.protection in hdfs-site.xml"},
 		{"wrong password", "authentication", "authentication", Token{Identifier: blockTok.Identifier, Password: []byte("guess")}, ErrDataTransferRefused, "does not match"},
 		{"unknown token", "authentication", "authentication", Token{Identifier: BlockTokenIdentifier{BlockID: 9}.Marshal(), Password: []byte("x")}, ErrDataTransferRefused, "unknown"},
 	} {

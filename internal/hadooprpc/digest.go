@@ -156,12 +156,12 @@ func newDigestClient(challenge []byte, tok Token, uri, protection, server, setti
 		}
 	}
 	if dc.level == 0 {
-		site := "core-site.xml"
+		site, of := "core-site.xml", " of token connections"
 		if setting == settingDataTransfer {
-			site = "hdfs-site.xml"
+			site, of = "hdfs-site.xml", ""
 		}
-		return nil, fmt.Errorf("%w: %s requires %s %s of token connections, and this client is configured for %s: set %s in %s to what the cluster uses",
-			ErrProtection, server, setting, protectionNames(offered), protectionNames(maskOf(want)), setting, site)
+		return nil, fmt.Errorf("%w: %s requires %s %s%s, and this client is configured for %s: set %s in %s to what the cluster uses",
+			ErrProtection, server, setting, protectionNames(offered), of, protectionNames(maskOf(want)), setting, site)
 	}
 	if dc.level == qopPrivacy {
 		if dc.cipher = chooseCipher(ch["cipher"]); dc.cipher == "" {
