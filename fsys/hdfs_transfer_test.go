@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
@@ -139,5 +140,81 @@ func TestDataTransferProtectionMismatch(t *testing.T) {
 	}
 	if !errors.Is(err, hadooprpc.ErrProtection) || !strings.Contains(err.Error(), says) {
 		t.Fatalf("write: %v", err)
+	}
+}
+
+// TestTokenProtectionLevels: a process holding only a delegation token
+// (an executor) reads and writes an HDFS whose namenode requires
+// hadoop.rpc.protection integrity, or privacy, of token connections and
+// whose datanodes require the same dfs.data.transfer.protection; with
+// less configured it is refused, naming the setting, as a configuration
+// error rather than an unreachable namenode.
+func TestTokenProtectionLevels(t *testing.T) {
+	id := hadooprpc.DelegationTokenIdentifier{Owner: "alice", Renewer: "yarn", IssueDate: time.Now(), MaxDate: time.Now().Add(time.Hour), SequenceNumber: 1, MasterKeyID: 1}.Marshal()
+	tok := hadooprpc.Token{Identifier: id, Password: []byte("the-token-password"), Kind: hadooprpc.KindHDFSDelegationToken}
+	lookup := func(got []byte) ([]byte, string, error) {
+		if !bytes.Equal(got, id) {
+			return nil, "", errors.New("unknown token")
+		}
+		return tok.Password, "alice", nil
+	}
+	for _, level := range []string{"integrity", "privacy"} {
+		t.Run(level, func(t *testing.T) {
+			cluster, conf := startHDFS(t, hdfstest.Config{
+				SASL:      hadooprpc.TokenServer{Lookup: lookup, Protection: level},
+				Superuser: "alice", DataTransferProtection: level,
+			})
+			tok := tok
+			tok.Service = cluster.NameNodeAddrs()[0]
+			creds := hadooprpc.NewCredentials()
+			creds.Tokens[tok.Service] = tok
+			b, err := creds.Marshal(hadooprpc.CredentialsProtobuf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tokFile := filepath.Join(t.TempDir(), "container_tokens")
+			if err := os.WriteFile(tokFile, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			withProtection := func(rpc string) string {
+				dir := t.TempDir()
+				for _, name := range []string{"core-site.xml", "hdfs-site.xml"} {
+					b, err := os.ReadFile(filepath.Join(conf, name))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if name == "core-site.xml" {
+						b = []byte(strings.Replace(string(b), "</configuration>", "<property><name>hadoop.rpc.protection</name><value>"+rpc+"</value></property></configuration>", 1))
+					}
+					if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return dir
+			}
+			ctx := testCtx(t)
+			r := NewResolver(Options{HadoopConfDir: withProtection(level), TokenFile: tokFile})
+			defer r.Close()
+			fs, _, err := r.Resolve(ctx, "hdfs:///")
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, fs, "/out.txt", "written with a token at "+level)
+			if got := readFile(t, fs, "/out.txt"); got != "written with a token at "+level {
+				t.Fatalf("read %q", got)
+			}
+			st := cluster.Stats()
+			if st.NameNodeCallsByAuth["TOKEN "+level] == 0 || st.Handshakes == 0 || st.HandshakesRefused != 0 {
+				t.Fatalf("namenode calls %v, datanode handshakes %d (%d refused)", st.NameNodeCallsByAuth, st.Handshakes, st.HandshakesRefused)
+			}
+
+			lax := NewResolver(Options{HadoopConfDir: withProtection("authentication"), TokenFile: tokFile})
+			defer lax.Close()
+			_, _, err = lax.Resolve(ctx, "hdfs:///")
+			if !errors.Is(err, hadooprpc.ErrProtection) || !errors.Is(err, ErrHadoopConfig) || errors.Is(err, ErrNamenodeUnreachable) ||
+				!strings.Contains(err.Error(), "requires hadoop.rpc.protection "+level+" of token connections, and this client is configured for authentication") {
+				t.Fatalf("a client configured for authentication: %v", err)
+			}
+		})
 	}
 }
