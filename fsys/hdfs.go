@@ -233,7 +233,8 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 		// colinmarc's own: that one takes the datanode's first level
 		// instead of the configured preference, speaks no triple DES, and
 		// loses bytes when a read spans two wrapped messages.
-		dial, err := hadooprpc.DataTransferDial(dialer.DialContext, p)
+		dial, err := hadooprpc.DataTransferDial(dialer.DialContext, hadooprpc.DataTransferConfig{
+			Protection: p, CipherSuites: conf["dfs.encrypt.data.transfer.cipher.suites"]})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v (%s)", ErrHadoopConfig, err, where)
 		}

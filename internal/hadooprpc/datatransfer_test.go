@@ -21,7 +21,7 @@ import (
 // startTransferServer serves the data-transfer handshake at protection
 // and answers every operation with its own bytes, until the test ends.
 // Each connection's outcome goes to results.
-func startTransferServer(t *testing.T, protection string, lookup TokenLookup) (addr string, results <-chan error) {
+func startTransferServer(t *testing.T, cfg DataTransferConfig, lookup TokenLookup) (addr string, results <-chan error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -36,7 +36,7 @@ func startTransferServer(t *testing.T, protection string, lookup TokenLookup) (a
 			if err != nil {
 				return
 			}
-			out <- serveTransfer(c, protection, lookup)
+			out <- serveTransfer(c, cfg, lookup)
 			c.Close()
 		}
 	}()
@@ -47,7 +47,7 @@ func startTransferServer(t *testing.T, protection string, lookup TokenLookup) (a
 	return ln.Addr().String(), out
 }
 
-func serveTransfer(c net.Conn, protection string, lookup TokenLookup) error {
+func serveTransfer(c net.Conn, cfg DataTransferConfig, lookup TokenLookup) error {
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReader(c)
 	var magic [4]byte
@@ -57,7 +57,7 @@ func serveTransfer(c net.Conn, protection string, lookup TokenLookup) error {
 	if binary.BigEndian.Uint32(magic[:]) != DataTransferMagic {
 		return errors.New("no handshake")
 	}
-	sc, _, err := DataTransferServer{Protection: protection, Lookup: lookup}.Accept(c, br)
+	sc, _, err := DataTransferServer{DataTransferConfig: cfg, Lookup: lookup}.Accept(c, br)
 	if err != nil {
 		return err
 	}
@@ -115,16 +115,30 @@ func TestDataTransferProtection(t *testing.T) {
 		return blockTok.Password, b.User, nil
 	}
 	secret := "a-client-name-nobody-may-read"
+	aes := CipherSuiteAESCTR
 	for _, tc := range []struct {
-		server, client string
+		server, client DataTransferConfig
 		readable       bool
 	}{
-		{"authentication", "authentication", true},
-		{"integrity", "integrity", true},
-		{"privacy", "privacy", false},
-		{"integrity,privacy", "privacy,integrity", false},
+		{DataTransferConfig{Protection: "authentication"}, DataTransferConfig{Protection: "authentication"}, true},
+		{DataTransferConfig{Protection: "integrity"}, DataTransferConfig{Protection: "integrity"}, true},
+		{DataTransferConfig{Protection: "privacy"}, DataTransferConfig{Protection: "privacy"}, false},
+		{DataTransferConfig{Protection: "integrity,privacy"}, DataTransferConfig{Protection: "privacy,integrity"}, false},
+		// AES-CTR after the handshake when both ends name it; the DIGEST-MD5
+		// cipher when only one does.
+		{DataTransferConfig{Protection: "privacy", CipherSuites: aes}, DataTransferConfig{Protection: "privacy", CipherSuites: aes}, false},
+		{DataTransferConfig{Protection: "privacy", CipherSuites: aes}, DataTransferConfig{Protection: "privacy"}, false},
+		{DataTransferConfig{Protection: "privacy"}, DataTransferConfig{Protection: "privacy", CipherSuites: aes}, false},
+		// AES only at privacy.
+		{DataTransferConfig{Protection: "integrity", CipherSuites: aes}, DataTransferConfig{Protection: "integrity", CipherSuites: aes}, true},
 	} {
-		t.Run(tc.server+" "+tc.client, func(t *testing.T) {
+		name := func(c DataTransferConfig) string {
+			if c.aes() {
+				return c.Protection + "+aes"
+			}
+			return c.Protection
+		}
+		t.Run("server "+name(tc.server)+" client "+name(tc.client), func(t *testing.T) {
 			addr, results := startTransferServer(t, tc.server, lookup)
 			for _, tamper := range []bool{false, true} {
 				wire := &packetLog{}
@@ -148,8 +162,8 @@ func TestDataTransferProtection(t *testing.T) {
 				c.Close()
 				serr := <-results
 				if tamper {
-					if tc.server == "authentication" {
-						continue // nothing to notice an alteration with
+					if tc.server.Protection == "authentication" || tc.server.aes() && tc.client.aes() && tc.server.Protection == "privacy" {
+						continue // nothing to notice an alteration with (AES-CTR has no MAC, as in Hadoop)
 					}
 					if serr == nil || bytes.Equal(got, op) {
 						t.Fatalf("an altered operation was taken: server %v", serr)
@@ -161,6 +175,10 @@ func TestDataTransferProtection(t *testing.T) {
 				}
 				if got := wire.contains(secret); got != tc.readable {
 					t.Fatalf("the operation readable on the wire: %v, want %v", got, tc.readable)
+				}
+				_, isAES := c.(*transferConn).protected.(*aesConn)
+				if want := tc.server.aes() && tc.client.aes() && tc.server.Protection == "privacy"; isAES != want {
+					t.Fatalf("AES-CTR after the handshake: %v, want %v", isAES, want)
 				}
 			}
 		})
@@ -177,8 +195,8 @@ func TestDataTransferProtection(t *testing.T) {
 		{"unknown token", "authentication", "authentication", Token{Identifier: BlockTokenIdentifier{BlockID: 9}.Marshal(), Password: []byte("x")}, ErrDataTransferRefused, "unknown"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			addr, results := startTransferServer(t, tc.server, lookup)
-			dial, err := DataTransferDial(nil, tc.client)
+			addr, results := startTransferServer(t, DataTransferConfig{Protection: tc.server}, lookup)
+			dial, err := DataTransferDial(nil, DataTransferConfig{Protection: tc.client})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +214,7 @@ func TestDataTransferProtection(t *testing.T) {
 			<-results
 		})
 	}
-	if _, err := DataTransferDial(nil, "secret"); err == nil || !strings.Contains(err.Error(), "dfs.data.transfer.protection") {
+	if _, err := DataTransferDial(nil, DataTransferConfig{Protection: "secret"}); err == nil || !strings.Contains(err.Error(), "dfs.data.transfer.protection") {
 		t.Fatalf("a bad setting: %v", err)
 	}
 }

@@ -83,6 +83,10 @@ type Config struct {
 	// they refuse connections without it, and operations whose block
 	// token does not grant them. The written configuration says so.
 	DataTransferProtection string
+	// DataTransferCipherSuites is dfs.encrypt.data.transfer.cipher.suites:
+	// with AES/CTR/NoPadding, datanodes switch a connection at privacy to
+	// AES-CTR when the client offers it. The written configuration says so.
+	DataTransferCipherSuites string
 
 	poolID       string
 	verifyOnRead bool
@@ -189,4 +193,9 @@ func (c Config) Validate() error {
 func validProtection(p string) error {
 	_, err := hadooprpc.ParseProtection(p)
 	return err
+}
+
+// dataTransfer is the datanodes' data-transfer settings.
+func (c Config) dataTransfer() hadooprpc.DataTransferConfig {
+	return hadooprpc.DataTransferConfig{Protection: c.DataTransferProtection, CipherSuites: c.DataTransferCipherSuites}
 }

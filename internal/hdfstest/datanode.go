@@ -217,7 +217,7 @@ func (d *dataNode) handshake(conn net.Conn, br *bufio.Reader) (net.Conn, *bufio.
 		return nil, nil, false
 	}
 	br.Discard(4)
-	srv := hadooprpc.DataTransferServer{Protection: d.cfg.DataTransferProtection, Lookup: d.keys.lookup}
+	srv := hadooprpc.DataTransferServer{DataTransferConfig: d.cfg.dataTransfer(), Lookup: d.keys.lookup}
 	sc, user, err := srv.Accept(conn, br)
 	if err != nil {
 		d.stats.handshakesRefused.Add(1)

@@ -77,7 +77,7 @@ func (d *dataNode) opWrite(conn net.Conn, br *bufio.Reader) {
 		var addr string
 		mirror, addr, err = dialDatanode(context.Background(), targets[0].GetId())
 		if err == nil && d.cfg.DataTransferProtection != "" {
-			mirror, err = secureMirror(mirror, op.GetHeader().GetBaseHeader().GetToken(), d.cfg.DataTransferProtection)
+			mirror, err = secureMirror(mirror, op.GetHeader().GetBaseHeader().GetToken(), d.cfg.dataTransfer())
 		}
 		if err == nil && !d.track(mirror) {
 			mirror.Close()
@@ -233,9 +233,9 @@ func (d *dataNode) finalize(rbw *rbwReplica) error {
 // secureMirror runs the data-transfer handshake on a connection to the
 // next datanode of a pipeline with the client's block token, as a
 // datanode's own SASL client does, and closes it on failure.
-func secureMirror(c net.Conn, tok *hadooppb.TokenProto, protection string) (net.Conn, error) {
+func secureMirror(c net.Conn, tok *hadooppb.TokenProto, cfg hadooprpc.DataTransferConfig) (net.Conn, error) {
 	c.SetDeadline(time.Now().Add(30 * time.Second))
-	sc, err := hadooprpc.DataTransferHandshake(c, hadooprpc.TokenFromProto(tok), protection)
+	sc, err := hadooprpc.DataTransferHandshake(c, hadooprpc.TokenFromProto(tok), cfg)
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("data-transfer handshake: %w", err)
