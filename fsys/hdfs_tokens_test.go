@@ -112,17 +112,9 @@ func TestDelegationTokens(t *testing.T) {
 	}
 	// An executor whose site files ask for less than the namenode requires
 	// is refused, naming the setting.
-	lax := t.TempDir()
-	for _, f := range []string{"core-site.xml", "hdfs-site.xml"} {
-		b, err := os.ReadFile(filepath.Join(conf, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b = []byte(strings.Replace(string(b), "<value>privacy</value>", "<value>authentication</value>", 1))
-		if err := os.WriteFile(filepath.Join(lax, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	lax := confCopy(t, conf, func(site string) string {
+		return strings.Replace(site, "<value>privacy</value>", "<value>authentication</value>", 1)
+	})
 	laxExec := NewResolver(Options{HadoopConfDir: lax})
 	defer laxExec.Close()
 	if _, _, err := laxExec.Resolve(ctx, "hdfs:///"); !errors.Is(err, hadooprpc.ErrProtection) || !errors.Is(err, ErrHadoopConfig) ||

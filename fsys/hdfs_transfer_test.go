@@ -66,17 +66,9 @@ func TestDataTransferProtection(t *testing.T) {
 
 			// The same cluster, a client whose hdfs-site.xml does not ask
 			// for the handshake: the datanodes refuse it.
-			lax := t.TempDir()
-			for _, name := range []string{"core-site.xml", "hdfs-site.xml"} {
-				b, err := os.ReadFile(filepath.Join(conf, name))
-				if err != nil {
-					t.Fatal(err)
-				}
-				b = []byte(strings.Replace(string(b), "dfs.data.transfer.protection", "dfs.data.transfer.protection.unset", 1))
-				if err := os.WriteFile(filepath.Join(lax, name), b, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			lax := confCopy(t, conf, func(site string) string {
+				return strings.Replace(site, "dfs.data.transfer.protection", "dfs.data.transfer.protection.unset", 1)
+			})
 			plain := NewResolver(Options{HadoopConfDir: lax})
 			defer plain.Close()
 			pfs, _, err := plain.Resolve(ctx, "hdfs:///")
@@ -111,17 +103,9 @@ func TestDataTransferProtectionMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, fs, "/x", "hello")
-	lax := t.TempDir()
-	for _, name := range []string{"core-site.xml", "hdfs-site.xml"} {
-		b, err := os.ReadFile(filepath.Join(conf, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b = []byte(strings.Replace(string(b), "<value>privacy</value>", "<value>integrity</value>", 1))
-		if err := os.WriteFile(filepath.Join(lax, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	lax := confCopy(t, conf, func(site string) string {
+		return strings.Replace(site, "<value>privacy</value>", "<value>integrity</value>", 1)
+	})
 	r2 := NewResolver(Options{HadoopConfDir: lax})
 	defer r2.Close()
 	fs2, _, err := r2.Resolve(ctx, "hdfs:///")
@@ -182,20 +166,12 @@ func TestTokenProtectionLevels(t *testing.T) {
 				t.Fatal(err)
 			}
 			withProtection := func(rpc string) string {
-				dir := t.TempDir()
-				for _, name := range []string{"core-site.xml", "hdfs-site.xml"} {
-					b, err := os.ReadFile(filepath.Join(conf, name))
-					if err != nil {
-						t.Fatal(err)
+				return confCopy(t, conf, func(site string) string {
+					if !strings.Contains(site, "fs.defaultFS") {
+						return site
 					}
-					if name == "core-site.xml" {
-						b = []byte(strings.Replace(string(b), "</configuration>", "<property><name>hadoop.rpc.protection</name><value>"+rpc+"</value></property></configuration>", 1))
-					}
-					if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
-				return dir
+					return strings.Replace(site, "</configuration>", "<property><name>hadoop.rpc.protection</name><value>"+rpc+"</value></property></configuration>", 1)
+				})
 			}
 			ctx := testCtx(t)
 			r := NewResolver(Options{HadoopConfDir: withProtection(level), TokenFile: tokFile})
@@ -294,4 +270,21 @@ func BenchmarkHDFSReadProtection(b *testing.B) {
 			b.ReportMetric(plainTime.d.Seconds()/protTime.d.Seconds(), "protected/plain")
 		})
 	}
+}
+
+// confCopy copies the site files of the Hadoop configuration conf into a
+// new directory, each through edit, and returns the directory.
+func confCopy(t *testing.T, conf string, edit func(site string) string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"core-site.xml", "hdfs-site.xml"} {
+		b, err := os.ReadFile(filepath.Join(conf, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(edit(string(b))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

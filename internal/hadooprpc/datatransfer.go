@@ -346,20 +346,9 @@ func newSASLStream(conn net.Conn, r io.Reader, layer securityLayer, peerMaxBuf i
 func (c *saslStream) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	n := 0
-	for len(p) > 0 {
-		chunk := p[:min(len(p), c.maxSend)]
-		tok, err := c.layer.wrap(chunk)
-		if err != nil {
-			return n, err
-		}
-		if _, err := c.Conn.Write(append(binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(tok)), uint32(len(tok))), tok...)); err != nil {
-			return n, err
-		}
-		n += len(chunk)
-		p = p[len(chunk):]
-	}
-	return n, nil
+	return writeWrapped(c.Conn, p, c.maxSend, c.layer, func(tok []byte) ([]byte, error) {
+		return append(binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(tok)), uint32(len(tok))), tok...), nil
+	})
 }
 
 func (c *saslStream) Read(p []byte) (int, error) {

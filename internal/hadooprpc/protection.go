@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -274,13 +275,7 @@ type wrapConn struct {
 func (c *wrapConn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	n := 0
-	for len(p) > 0 {
-		chunk := p[:min(len(p), c.maxSend)]
-		tok, err := c.layer.wrap(chunk)
-		if err != nil {
-			return n, err
-		}
+	return writeWrapped(c.Conn, p, c.maxSend, c.layer, func(tok []byte) ([]byte, error) {
 		var hdr proto.Message
 		if c.server {
 			hdr = &hadooppb.RpcResponseHeaderProto{
@@ -290,11 +285,25 @@ func (c *wrapConn) Write(p []byte) (int, error) {
 		} else {
 			hdr = requestHeader(CallIDSASL, c.clientID)
 		}
-		pkt, err := marshalPacket(hdr, &hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_WRAP.Enum(), Token: tok})
+		return marshalPacket(hdr, &hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_WRAP.Enum(), Token: tok})
+	})
+}
+
+// writeWrapped cuts p into pieces of at most maxSend bytes, protects each
+// with layer and writes it to w framed as frame makes it.
+func writeWrapped(w io.Writer, p []byte, maxSend int, layer securityLayer, frame func(tok []byte) ([]byte, error)) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		chunk := p[:min(len(p), maxSend)]
+		tok, err := layer.wrap(chunk)
 		if err != nil {
 			return n, err
 		}
-		if _, err := c.Conn.Write(pkt); err != nil {
+		pkt, err := frame(tok)
+		if err != nil {
+			return n, err
+		}
+		if _, err := w.Write(pkt); err != nil {
 			return n, err
 		}
 		n += len(chunk)
