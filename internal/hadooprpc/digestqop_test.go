@@ -161,6 +161,33 @@ func TestDigestJavaInterop(t *testing.T) {
 			p.echo(layer)
 		})
 	}
+	// The JDK's client naming the token's user as authorization id, as
+	// Hadoop's data-transfer client does; another id is refused.
+	for _, tc := range []struct {
+		name, authzid string
+		ok            bool
+	}{{"authzid of the token", user, true}, {"another authzid", "aGRmcw==", false}} {
+		t.Run("java client "+tc.name, func(t *testing.T) {
+			p := startJavaPeer(t, classes, "client", "auth-int", "-", user, password, tc.authzid)
+			challenge, nonce := digestChallenge([]byte{qopIntegrity}, 0)
+			p.send([]byte(challenge))
+			v, err := verifyDigest(p.recv(), nonce, digestURI, qopIntegrity, lookup)
+			if !tc.ok {
+				if err == nil || !strings.Contains(err.Error(), "asks to act as") {
+					t.Fatalf("authzid %q: %v", tc.authzid, err)
+				}
+				p.send([]byte("rspauth=0"))
+				p.recvAny()
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.send([]byte("rspauth=" + v.rspauth))
+			p.recv()
+			p.echo(v.layer)
+		})
+	}
 	t.Run("java server requires privacy", func(t *testing.T) {
 		p := startJavaPeer(t, classes, "server", "auth-conf", user, password)
 		_, err := newDigestClient(p.recv(), tok, digestURI, "integrity,authentication", "the server at nn1", settingRPC)

@@ -21,7 +21,9 @@ import javax.security.sasl.SaslServer;
  * message, 'E' an error text) and a 4-byte big-endian length.
  *
  * <p>Usage: DigestPeer server QOP USER PASSWORD, or DigestPeer client QOP
- * CIPHER USER PASSWORD (CIPHER "-" lets the client choose). After the
+ * CIPHER USER PASSWORD [AUTHZID] (CIPHER "-" lets the client choose; an
+ * AUTHZID is sent as the authorization id, as Hadoop's data-transfer
+ * clients send the token's user name). After the
  * exchange it sends "qop strength" as negotiated, then answers every wrapped
  * message m with the wrapped "echo:" + m until an empty frame.
  */
@@ -78,7 +80,8 @@ public final class DigestPeer {
             if (!args[2].equals("-")) {
                 props.put("com.sun.security.sasl.digest.cipher", args[2]);
             }
-            SaslClient c = Sasl.createSaslClient(new String[] {"DIGEST-MD5"}, null, "", "default", props, cbh);
+            String authzid = args.length > 5 ? args[5] : null;
+            SaslClient c = Sasl.createSaslClient(new String[] {"DIGEST-MD5"}, authzid, "", "default", props, cbh);
             send('M', c.evaluateChallenge(read()));
             c.evaluateChallenge(read());
             if (!c.isComplete()) {
