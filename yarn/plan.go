@@ -43,18 +43,15 @@ func (r Resource) Proto() *pb.LocalResourceProto {
 // Plan is what the client tells its ApplicationMaster, inside the AM's
 // credentials (never its environment).
 type Plan struct {
-	AppID          string   `json:"appId"`
-	SchedulerAddrs []string `json:"schedulerAddrs"`
-	// RPCProtection is the gateway's hadoop.rpc.protection, for the AM's
-	// token connections to the ResourceManager and NodeManagers.
-	RPCProtection string            `json:"rpcProtection,omitempty"`
-	Spindle       Resource          `json:"spindle"`
-	Env           map[string]string `json:"env"` // secret environment every executor gets
-	AMSecret      string            `json:"amSecret"`
-	GangTimeoutMS int64             `json:"gangTimeoutMs"`
-	OverheadMB    int               `json:"memoryOverheadMb"`
-	StagingURI    string            `json:"stagingUri"`
-	LogLevel      string            `json:"logLevel"`
+	AppID          string            `json:"appId"`
+	SchedulerAddrs []string          `json:"schedulerAddrs"`
+	Spindle        Resource          `json:"spindle"`
+	Env            map[string]string `json:"env"` // secret environment every executor gets
+	AMSecret       string            `json:"amSecret"`
+	GangTimeoutMS  int64             `json:"gangTimeoutMs"`
+	OverheadMB     int               `json:"memoryOverheadMb"`
+	StagingURI     string            `json:"stagingUri"`
+	LogLevel       string            `json:"logLevel"`
 	// TrackingURL is the driver's web UI, which the AM registers as the
 	// application's tracking URL (the ResourceManager proxies it).
 	TrackingURL string `json:"trackingUrl,omitempty"`
@@ -71,6 +68,9 @@ type Plan struct {
 	MaxAttempts int `json:"maxAttempts,omitempty"`
 	// Cluster, in cluster mode, is the job whose driver the AM runs.
 	Cluster *ClusterJob `json:"cluster,omitempty"`
+	// RPCProtection is the gateway's hadoop.rpc.protection, for the AM's
+	// token connections to the ResourceManager and NodeManagers.
+	RPCProtection string `json:"rpcProtection,omitempty"`
 }
 
 // ClusterJob is a cluster-mode job as the gateway hands it to the
