@@ -10,12 +10,13 @@ import (
 type counters struct {
 	mu      sync.Mutex
 	nnCalls map[string]int64
-	nnAuth  map[string]int64
 
-	readOps, writeOps             atomic.Int64
-	bytesSent, bytesReceived      atomic.Int64
-	packetsSent, packetsReceived  atomic.Int64
-	checksumErrors                atomic.Int64
+	readOps, writeOps            atomic.Int64
+	bytesSent, bytesReceived     atomic.Int64
+	packetsSent, packetsReceived atomic.Int64
+	checksumErrors               atomic.Int64
+
+	nnAuth                        map[string]int64 // under mu
 	handshakes, handshakesRefused atomic.Int64
 }
 
@@ -40,10 +41,6 @@ func (c *counters) call(method string) {
 type Stats struct {
 	// NameNodeCalls counts namenode RPCs by method.
 	NameNodeCalls map[string]int64
-	// NameNodeCallsByAuth counts namenode RPCs by how their connection
-	// authenticated and the hadoop.rpc.protection it runs at, such as
-	// "TOKEN privacy" or "SIMPLE authentication".
-	NameNodeCallsByAuth map[string]int64
 	// ReadOps and WriteOps count datanode block reads and writes (one per
 	// client connection-op, each a round trip).
 	ReadOps, WriteOps int64
@@ -55,6 +52,11 @@ type Stats struct {
 	PacketsSent, PacketsReceived int64
 	// ChecksumErrors counts chunks that failed verification on a datanode.
 	ChecksumErrors int64
+
+	// NameNodeCallsByAuth counts namenode RPCs by how their connection
+	// authenticated and the hadoop.rpc.protection it runs at, such as
+	// "TOKEN privacy" or "SIMPLE authentication".
+	NameNodeCallsByAuth map[string]int64
 	// Handshakes and HandshakesRefused count data-transfer SASL handshakes
 	// (dfs.data.transfer.protection) datanodes completed and refused; a
 	// connection without one counts as refused.
@@ -98,19 +100,19 @@ func (c *counters) snapshot() Stats {
 		byAuth[k] = v
 	}
 	c.mu.Unlock()
-	return Stats{
-		NameNodeCalls:       calls,
-		NameNodeCallsByAuth: byAuth,
-		ReadOps:             c.readOps.Load(),
-		WriteOps:            c.writeOps.Load(),
-		BytesSent:           c.bytesSent.Load(),
-		BytesReceived:       c.bytesReceived.Load(),
-		PacketsSent:         c.packetsSent.Load(),
-		PacketsReceived:     c.packetsReceived.Load(),
-		ChecksumErrors:      c.checksumErrors.Load(),
-		Handshakes:          c.handshakes.Load(),
-		HandshakesRefused:   c.handshakesRefused.Load(),
+	st := Stats{
+		NameNodeCalls:   calls,
+		ReadOps:         c.readOps.Load(),
+		WriteOps:        c.writeOps.Load(),
+		BytesSent:       c.bytesSent.Load(),
+		BytesReceived:   c.bytesReceived.Load(),
+		PacketsSent:     c.packetsSent.Load(),
+		PacketsReceived: c.packetsReceived.Load(),
+		ChecksumErrors:  c.checksumErrors.Load(),
 	}
+	st.NameNodeCallsByAuth = byAuth
+	st.Handshakes, st.HandshakesRefused = c.handshakes.Load(), c.handshakesRefused.Load()
+	return st
 }
 
 func (c *counters) reset() {
