@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,6 +58,15 @@ type hdfsCluster struct {
 	protection string               // hadoop.rpc.protection
 	auth       hadooprpc.ClientSASL // nil: simple authentication
 	krb        *krbclient.Client    // the Kerberos login, when auth uses it
+
+	// refused holds the last namenode connection refused for want of a
+	// common hadoop.rpc.protection, which colinmarc/hdfs reports as text:
+	// a configuration error, not worth retrying.
+	refused atomic.Pointer[error]
+	// dnRefused holds the last datanode connection refused for want of a
+	// common dfs.data.transfer.protection, added to errors colinmarc/hdfs
+	// reports without it (a write's "replication in progress").
+	dnRefused atomic.Pointer[error]
 }
 
 // connSet tracks open connections so that calls blocked on them (the HDFS
@@ -179,7 +189,7 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 			return nil, fmt.Errorf("%w: %s for hdfs://%s: %v", ErrHadoopConfig, tok, authority, err)
 		}
 		cl.user = id.Owner
-		cl.auth = hadooprpc.TokenAuth{Token: tok}
+		cl.auth = hadooprpc.TokenAuth{Token: tok, Protection: cl.protection}
 	case options.KerberosClient != nil:
 		// A Kerberized cluster: the user is the login's principal.
 		kc, err := kerberos.Login(kerberos.Options{Principal: opts.KerberosPrincipal, Keytab: opts.KerberosKeytab})
@@ -206,12 +216,57 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 	options.User = cl.user
 	nnDial := cl.nnConns.dialFunc(dialer)
 	if cl.auth != nil {
-		nnDial = hadooprpc.SASLDial(nnDial, cl.auth)
+		sasl := hadooprpc.SASLDial(nnDial, cl.auth)
+		nnDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := sasl(ctx, network, addr)
+			if errors.Is(err, hadooprpc.ErrProtection) {
+				cl.refused.Store(&err)
+			}
+			return c, err
+		}
 	}
 	options.NamenodeDialFunc = nnDial
 	options.DatanodeDialFunc = dialer.DialContext
+	if p := strings.TrimSpace(conf["dfs.data.transfer.protection"]); p != "" {
+		// Datanode connections open with the SASL handshake, which
+		// Spindle runs in colinmarc's datanode dial hook rather than
+		// colinmarc's own: that one takes the datanode's first level
+		// instead of the configured preference, speaks no triple DES, and
+		// loses bytes when a read spans two wrapped messages.
+		dial, err := hadooprpc.DataTransferDial(dialer.DialContext, hadooprpc.DataTransferConfig{
+			Protection: p, CipherSuites: conf["dfs.encrypt.data.transfer.cipher.suites"]})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v (%s)", ErrHadoopConfig, err, where)
+		}
+		options.DatanodeDialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &refusalConn{Conn: c, cl: cl}, nil
+		}
+		if !strings.EqualFold(conf["dfs.encrypt.data.transfer"], "true") {
+			options.DataTransferProtection = ""
+		}
+	}
 	cl.options = options
 	return cl, nil
+}
+
+// refusalConn notes a datanode's refusal of the client's
+// dfs.data.transfer.protection, which colinmarc/hdfs may report only as a
+// failed write.
+type refusalConn struct {
+	net.Conn
+	cl *hdfsCluster
+}
+
+func (c *refusalConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if errors.Is(err, hadooprpc.ErrProtection) {
+		c.cl.dnRefused.Store(&err)
+	}
+	return n, err
 }
 
 // namenodeAddrs returns the namenode addresses of authority: the namenodes
@@ -288,6 +343,9 @@ func dialHDFS(ctx context.Context, cl *hdfsCluster) (*hdfsFS, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("hdfs://%s: connect to namenode %s: %w", cl.authority, strings.Join(cl.addrs, ", "), ctx.Err())
 		}
+		if refused := cl.refused.Load(); refused != nil {
+			return nil, fmt.Errorf("hdfs://%s: %w: %w", cl.authority, ErrHadoopConfig, *refused)
+		}
 		last = err
 		if attempt == hdfsConnectAttempts {
 			break
@@ -331,6 +389,9 @@ func (h *hdfsFS) pathError(op, name string, err error) error {
 		err = pe.Err
 	}
 	err = interpretHDFS(err)
+	if refused := h.cluster.dnRefused.Load(); refused != nil && !errors.Is(err, hadooprpc.ErrProtection) {
+		err = fmt.Errorf("%w (%w)", err, *refused)
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrExist):
 		err = fmt.Errorf("%w (as HDFS user %s)", err, h.cluster.user)

@@ -220,7 +220,7 @@ func (c *Cluster) startRM() error {
 	// The scheduler port takes AMRMTokens only, even on an insecure
 	// cluster.
 	c.schedSrv, err = hadooprpc.NewServer(hadooprpc.ServerConfig{Name: "scheduler", Logger: c.log,
-		SASL: hadooprpc.TokenServer{Lookup: c.amrmLookup}}, c.masterProtocol())
+		SASL: hadooprpc.TokenServer{Lookup: c.amrmLookup, Protection: c.cfg.RPCProtection}}, c.masterProtocol())
 	if err != nil {
 		sln.Close()
 		return err

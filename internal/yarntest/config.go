@@ -55,6 +55,11 @@ type Config struct {
 	// FinishGrace is how long an ApplicationMaster may run after it
 	// unregistered before it is killed; zero means 30s.
 	FinishGrace time.Duration
+	// RPCProtection is hadoop.rpc.protection for the token connections of
+	// ApplicationMasters: the scheduler port (AMRMTokens) and the
+	// NodeManagers (NMTokens) offer these levels; empty means
+	// authentication.
+	RPCProtection string
 	// Logger receives the cluster's logs; nil discards them.
 	Logger *slog.Logger
 }
