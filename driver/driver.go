@@ -281,7 +281,8 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		}
 		return t, err
 	}
-	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: generationTasks, stop: stopServer, logger: d.logger, obs: d.obs, served: served})
+	keeper, _ := d.cm.(CredentialKeeper)
+	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: generationTasks, stop: stopServer, logger: d.logger, obs: d.obs, served: served, creds: keeper})
 
 	var eg errgroup.Group
 	eg.Go(func() error {

@@ -42,6 +42,9 @@ type member struct {
 	stoppedAtEnd bool
 	// replaces names the dead parameter server this one replaces.
 	replaces string
+	// credGen is the generation of the Hadoop credentials the executor
+	// said it uses (CredentialKeeper).
+	credGen int64
 	// awaitingCause holds the failure of a process stopped with SIGTERM
 	// until the cluster manager says why (awaitCauseLocked).
 	awaitingCause string

@@ -30,6 +30,8 @@ type controlServer struct {
 	obs *observer
 	// served are the files executors fetch (FetchFile), by name.
 	served map[string]string
+	// creds keeps the executors' Hadoop credentials fresh; may be nil.
+	creds CredentialKeeper
 }
 
 var _ driverpb.ControlServer = (*controlServer)(nil)
@@ -69,6 +71,7 @@ func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequ
 		LocalWorldSize: int32(localSize),
 		Peers:          peers,
 		Task:           task,
+		Credentials:    credentialsFor(s.creds, 0),
 	}, nil
 }
 
@@ -90,6 +93,13 @@ func (s *controlServer) Heartbeat(ctx context.Context, req *driverpb.HeartbeatRe
 	}
 	s.logRDMA(req.GetExecutorId(), req.GetRdma())
 	s.obs.news(heartbeatNews(req))
+	if s.creds != nil {
+		gen := req.GetCredentialsGeneration()
+		resp.Credentials = credentialsFor(s.creds, gen)
+		if oldest, ok := s.roster.useCredentials(req.GetExecutorId(), gen); ok && oldest > 0 {
+			s.creds.CredentialsInUse(oldest)
+		}
+	}
 	return resp, nil
 }
 

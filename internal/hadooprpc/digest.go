@@ -67,6 +67,33 @@ type TokenAuth struct {
 
 var _ ClientSASL = TokenAuth{}
 
+// TokenFunc is TOKEN authentication with the token the function returns
+// as each connection opens: connections opened after the token changed
+// (fresh delegation tokens in the credentials file) use the new one, and
+// connections already open keep the one they authenticated with.
+type TokenFunc func() (Token, error)
+
+var _ ClientSASL = TokenFunc(nil)
+
+// Negotiate authenticates with the current token.
+func (f TokenFunc) Negotiate(ctx context.Context, ex *SASLExchange) error {
+	t, err := f()
+	if err != nil {
+		return err
+	}
+	return TokenAuth{Token: t}.Negotiate(ctx, ex)
+}
+
+// isToken says whether auth authenticates with a token, which names its
+// user: the connection context then claims none.
+func isToken(auth ClientSASL) bool {
+	switch auth.(type) {
+	case TokenAuth, TokenFunc:
+		return true
+	}
+	return false
+}
+
 // Negotiate runs the exchange: NEGOTIATE, the server's offer with its first
 // challenge, INITIATE with the digest response, SUCCESS with rspauth.
 func (a TokenAuth) Negotiate(ctx context.Context, ex *SASLExchange) error {
