@@ -332,7 +332,7 @@ type hdfsFS struct {
 	cluster *hdfsCluster
 
 	clMu sync.Mutex
-	cur  *pooledClient               // the client new calls and files use
+	cur  *pooledClient              // the client new calls and files use
 	all  map[*pooledClient]struct{} // every open client, current or retired
 
 	nnMu sync.Mutex
