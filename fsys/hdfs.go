@@ -307,7 +307,7 @@ func dialClient(ctx context.Context, cl *hdfsCluster) (*hdfs.Client, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("hdfs://%s: connect to namenode %s: %w", cl.authority, strings.Join(cl.addrs, ", "), ctx.Err())
 		}
-		if cl.tokens != nil && strings.Contains(fmt.Sprint(err), "token") {
+		if cl.tokens != nil && tokenRefused(err) {
 			return nil, fmt.Errorf("hdfs://%s: the namenode refused the delegation token of %s: %w", cl.authority, cl.tokens.path, err)
 		}
 		last = err

@@ -3,8 +3,11 @@ package fsys
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -74,7 +77,7 @@ type pooledClient struct {
 	token []byte // identifier of the delegation token it authenticated with
 
 	refs    int
-	last    time.Time // when it was last taken or given back
+	last    time.Time // when a call or a file last took it
 	retired bool      // replaced: closed once refs is 0
 }
 
@@ -82,10 +85,10 @@ type pooledClient struct {
 // back with release. A new client (a new namenode connection) replaces
 // the current one when the cluster's delegation token changed, so that
 // calls use the fresh token while files open on the old client finish on
-// it, or when the current one went unused for longer than
-// ipc.client.connection.maxidletime, as Hadoop's client closes idle
-// connections: the new connection authenticates again, with the token
-// the credentials file holds now.
+// it, or when no call or file took the current one for longer than
+// ipc.client.connection.maxidletime, as Hadoop's client closes a
+// connection idle that long: the new connection authenticates again, with
+// the token the credentials file holds now.
 func (h *hdfsFS) acquire(ctx context.Context) (*pooledClient, error) {
 	h.clMu.Lock()
 	defer h.clMu.Unlock()
@@ -118,7 +121,7 @@ func (h *hdfsFS) acquire(ctx context.Context) (*pooledClient, error) {
 
 // stale says whether cur should give way to a new connection.
 func (h *hdfsFS) stale(cur *pooledClient) bool {
-	if cur.refs == 0 && h.cluster.maxIdle > 0 && time.Since(cur.last) > h.cluster.maxIdle {
+	if h.cluster.maxIdle > 0 && time.Since(cur.last) > h.cluster.maxIdle {
 		return true
 	}
 	if h.cluster.tokens == nil {
@@ -146,7 +149,6 @@ func (h *hdfsFS) release(c *pooledClient) {
 	h.clMu.Lock()
 	defer h.clMu.Unlock()
 	c.refs--
-	c.last = time.Now()
 	if c.retired && c.refs == 0 {
 		c.c.Close()
 		delete(h.all, c)
@@ -166,4 +168,15 @@ func (h *hdfsFS) closeClients() error {
 	}
 	h.cur = nil
 	return first
+}
+
+// tokenRefused says whether err is a namenode's refusal of a delegation
+// token (expired, cancelled, unknown): colinmarc's client keeps only the
+// text of the errors its dial hook returns.
+func tokenRefused(err error) bool {
+	if errors.Is(err, hadooprpc.ErrTokenRejected) {
+		return true
+	}
+	msg := fmt.Sprint(err)
+	return strings.Contains(msg, hadooprpc.ErrTokenRejected.Error()) || strings.Contains(msg, "InvalidToken")
 }

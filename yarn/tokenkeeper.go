@@ -80,6 +80,7 @@ func (a actionKind) String() string {
 
 type tokenAction struct {
 	kind actionKind
+	gen  int64  // for actRenew
 	uri  string // for actRenew
 }
 
@@ -195,21 +196,26 @@ func (k *tokenKeeper) next() (time.Time, tokenAction) {
 			consider(k.clock.Now(), tokenAction{kind: actCancel})
 		}
 	}
-	uris := make([]string, 0, len(k.cur.tokens))
-	for uri := range k.cur.tokens {
-		uris = append(uris, uri)
-	}
-	sort.Strings(uris)
-	for _, uri := range uris {
-		t := k.cur.tokens[uri]
-		switch {
-		case !t.retryAt.IsZero():
-			consider(t.retryAt, tokenAction{kind: actRenew, uri: uri})
-		case t.expiry.IsZero():
-			// Renewing tells when the token expires.
-			consider(k.clock.Now(), tokenAction{kind: actRenew, uri: uri})
-		case t.expiry.Before(t.id.MaxDate):
-			consider(share(t.renewedAt, t.expiry, renewShare), tokenAction{kind: actRenew, uri: uri})
+	// Replaced generations are renewed too until they are cancelled:
+	// executors use them until their next heartbeat.
+	for _, g := range append(k.old, k.cur) {
+		uris := make([]string, 0, len(g.tokens))
+		for uri := range g.tokens {
+			uris = append(uris, uri)
+		}
+		sort.Strings(uris)
+		for _, uri := range uris {
+			t := g.tokens[uri]
+			renew := tokenAction{kind: actRenew, gen: g.gen, uri: uri}
+			switch {
+			case !t.retryAt.IsZero():
+				consider(t.retryAt, renew)
+			case t.expiry.IsZero():
+				// Renewing tells when the token expires.
+				consider(k.clock.Now(), renew)
+			case t.expiry.Before(t.id.MaxDate):
+				consider(share(t.renewedAt, t.expiry, renewShare), renew)
+			}
 		}
 	}
 	if first := k.firstLifetime(); first != nil {
@@ -239,7 +245,7 @@ func (k *tokenKeeper) step(ctx context.Context) tokenAction {
 	k.mu.Unlock()
 	switch act.kind {
 	case actRenew:
-		k.renewOne(ctx, act.uri)
+		k.renewOne(ctx, act.gen, act.uri)
 	case actRefresh:
 		k.refresh(ctx)
 	case actWarn:
@@ -250,9 +256,20 @@ func (k *tokenKeeper) step(ctx context.Context) tokenAction {
 	return act
 }
 
-func (k *tokenKeeper) renewOne(ctx context.Context, uri string) {
+// kept returns the token of generation gen for uri, if still kept. The
+// caller holds mu.
+func (k *tokenKeeper) kept(gen int64, uri string) *keptToken {
+	for _, g := range append(k.old, k.cur) {
+		if g.gen == gen {
+			return g.tokens[uri]
+		}
+	}
+	return nil
+}
+
+func (k *tokenKeeper) renewOne(ctx context.Context, gen int64, uri string) {
 	k.mu.Lock()
-	t := k.cur.tokens[uri]
+	t := k.kept(gen, uri)
 	k.mu.Unlock()
 	if t == nil {
 		return
@@ -263,8 +280,8 @@ func (k *tokenKeeper) renewOne(ctx context.Context, uri string) {
 	now := k.clock.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.cur.tokens[uri] != t {
-		return // replaced meanwhile
+	if k.kept(gen, uri) != t {
+		return // cancelled meanwhile
 	}
 	if err != nil {
 		// Before its first renewal, the token's deadline is unknown:
