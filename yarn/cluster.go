@@ -16,6 +16,7 @@ import (
 	"github.com/spindle-ml/spindle/executor"
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/tokenkeeper"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 
@@ -115,8 +116,8 @@ type ClusterManager struct {
 	submitted bool
 	stager    *stager
 	tokens    map[string]hadooprpc.Token // HDFS delegation tokens by URI, cancelled at the end
-	keeper    *tokenKeeper               // the executors' own tokens, when the driver keeps them
-	keeperOps *resolverTokenOps
+	keeper    *tokenkeeper.Keeper        // the executors' own tokens, when the driver keeps them
+	keeperOps *tokenkeeper.ResolverOps
 	am        *amClient
 	plan      Plan
 	result    error

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	krbclient "github.com/jcmturner/gokrb5/v8/client"
@@ -19,6 +18,7 @@ import (
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/kerberos"
+	"github.com/spindle-ml/spindle/internal/tokenkeeper"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 
@@ -136,15 +136,14 @@ func (c *ClusterManager) addDelegationTokens(ctx context.Context, creds *hadoopr
 // ones for the life of the job. The driver hands them to executors as
 // they register.
 func (c *ClusterManager) startKeeper(ctx context.Context, specs []driver.ExecutorSpec) error {
-	ops := &resolverTokenOps{
-		opts: fsys.Options{HadoopConfDir: c.conf.Dir, KerberosPrincipal: c.cfg.KerberosPrincipal, KerberosKeytab: c.cfg.KerberosKeytab, NoTokens: true},
-		uris: jobNamenodes(c.conf.Get("fs.defaultFS", ""), specs), renewer: c.cfg.User, r: c.resolver,
-	}
-	tokens, err := ops.fetch(ctx, c.resolver)
+	ops := tokenkeeper.NewResolverOps(c.resolver,
+		fsys.Options{HadoopConfDir: c.conf.Dir, KerberosPrincipal: c.cfg.KerberosPrincipal, KerberosKeytab: c.cfg.KerberosKeytab},
+		jobNamenodes(c.conf.Get("fs.defaultFS", ""), specs), c.cfg.User)
+	tokens, err := ops.Fetch(ctx, c.resolver)
 	if err != nil {
 		return fmt.Errorf("%w: HDFS delegation tokens for the job's executors: %v", ErrConfig, err)
 	}
-	k, err := newTokenKeeper(tokens, ops, wallClock{}, c.cfg.KerberosKeytab != "", c.log)
+	k, err := tokenkeeper.New(tokens, ops, tokenkeeper.WallClock{}, c.cfg.KerberosKeytab != "", c.log)
 	if err != nil {
 		return err
 	}
@@ -154,7 +153,7 @@ func (c *ClusterManager) startKeeper(ctx context.Context, specs []driver.Executo
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		k.run(c.ctx)
+		k.Run(c.ctx)
 	}()
 	return nil
 }
@@ -192,82 +191,8 @@ func (c *ClusterManager) stopKeeper(ctx context.Context) {
 	if k == nil {
 		return
 	}
-	k.cancelAll(ctx)
-	ops.close()
-}
-
-// resolverTokenOps are a keeper's calls to the namenodes, through the
-// resolver of the newest login.
-type resolverTokenOps struct {
-	opts    fsys.Options // a new login's: the keytab
-	uris    []string     // hdfs://authority of each cluster
-	renewer string
-
-	mu  sync.Mutex
-	r   *fsys.Resolver
-	own *fsys.Resolver // r, when made here (closed when replaced)
-}
-
-var _ tokenOps = (*resolverTokenOps)(nil)
-
-// fetch obtains a token from every cluster through r.
-func (o *resolverTokenOps) fetch(ctx context.Context, r *fsys.Resolver) (map[string]hadooprpc.Token, error) {
-	out := map[string]hadooprpc.Token{}
-	for _, uri := range o.uris {
-		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		tok, err := r.DelegationToken(tctx, uri+"/", o.renewer)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		out[uri] = tok
-	}
-	return out, nil
-}
-
-// obtain logs in again from the keytab (a new resolver logs in afresh:
-// a new ticket-granting ticket, new namenode connections) and gets fresh
-// tokens; later renewals and cancellations go through that login.
-func (o *resolverTokenOps) obtain(ctx context.Context) (map[string]hadooprpc.Token, error) {
-	r := fsys.NewResolver(o.opts)
-	tokens, err := o.fetch(ctx, r)
-	if err != nil {
-		r.Close()
-		return nil, err
-	}
-	o.mu.Lock()
-	old := o.own
-	o.r, o.own = r, r
-	o.mu.Unlock()
-	if old != nil {
-		old.Close()
-	}
-	return tokens, nil
-}
-
-func (o *resolverTokenOps) current() *fsys.Resolver {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.r
-}
-
-func (o *resolverTokenOps) renew(ctx context.Context, uri string, tok hadooprpc.Token) (time.Time, error) {
-	return o.current().RenewDelegationToken(ctx, uri+"/", tok)
-}
-
-func (o *resolverTokenOps) cancel(ctx context.Context, uri string, tok hadooprpc.Token) error {
-	return o.current().CancelDelegationToken(ctx, uri+"/", tok)
-}
-
-// close closes the resolver made here, if any.
-func (o *resolverTokenOps) close() {
-	o.mu.Lock()
-	own := o.own
-	o.r, o.own = nil, nil
-	o.mu.Unlock()
-	if own != nil {
-		own.Close()
-	}
+	k.CancelAll(ctx)
+	ops.Close()
 }
 
 // lifetimeWarning is the share of a token's maximum lifetime after which

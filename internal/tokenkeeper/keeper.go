@@ -1,4 +1,4 @@
-package yarn
+package tokenkeeper
 
 import (
 	"context"
@@ -24,27 +24,31 @@ const (
 	maxRetry = time.Minute
 )
 
-// tokenClock is the keeper's time: the wall clock, or a test's.
-type tokenClock interface {
+// Clock is the keeper's time: the wall clock, or a test's.
+type Clock interface {
 	Now() time.Time
 	After(d time.Duration) <-chan time.Time
 }
 
-type wallClock struct{}
+// WallClock is the real time.
+type WallClock struct{}
 
-func (wallClock) Now() time.Time                         { return time.Now() }
-func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+// Now is time.Now.
+func (WallClock) Now() time.Time { return time.Now() }
 
-// tokenOps are the keeper's calls to the namenodes.
-type tokenOps interface {
+// After is time.After.
+func (WallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Ops are the keeper's calls to the namenodes.
+type Ops interface {
 	// obtain logs in again (a new ticket-granting ticket from the keytab)
 	// and obtains a fresh delegation token from every cluster of the job,
 	// by hdfs://authority.
-	obtain(ctx context.Context) (map[string]hadooprpc.Token, error)
+	Obtain(ctx context.Context) (map[string]hadooprpc.Token, error)
 	// renew extends tok's life and returns its new expiry.
-	renew(ctx context.Context, uri string, tok hadooprpc.Token) (time.Time, error)
+	Renew(ctx context.Context, uri string, tok hadooprpc.Token) (time.Time, error)
 	// cancel ends tok's life.
-	cancel(ctx context.Context, uri string, tok hadooprpc.Token) error
+	Cancel(ctx context.Context, uri string, tok hadooprpc.Token) error
 }
 
 // keptToken is one cluster's token and where its renewal stands.
@@ -84,7 +88,7 @@ type tokenAction struct {
 	uri  string // for actRenew
 }
 
-// tokenKeeper keeps the executors' HDFS delegation tokens alive for the
+// Keeper keeps the executors' HDFS delegation tokens alive for the
 // life of a job: it renews each before three quarters of the time to its
 // expiry, up to its maximum lifetime; with a keytab it logs in again and
 // obtains fresh tokens before three quarters of that lifetime, which the
@@ -92,9 +96,9 @@ type tokenAction struct {
 // older ones once every executor uses the new ones; without one it warns
 // in the job log, at three quarters of the lifetime, that the job will
 // lose HDFS at its end. Tokens' passwords are never logged.
-type tokenKeeper struct {
-	ops   tokenOps
-	clock tokenClock
+type Keeper struct {
+	ops   Ops
+	clock Clock
 	fresh bool // a keytab: fresh tokens before the maximum lifetime
 	log   *slog.Logger
 	wake  chan struct{}
@@ -108,10 +112,10 @@ type tokenKeeper struct {
 	refreshRetry time.Time
 }
 
-// newTokenKeeper keeps tokens, generation 1. Their expiry is not known
+// New keeps tokens, generation 1. Their expiry is not known
 // until they are renewed, so the first step renews each.
-func newTokenKeeper(tokens map[string]hadooprpc.Token, ops tokenOps, clock tokenClock, fresh bool, log *slog.Logger) (*tokenKeeper, error) {
-	k := &tokenKeeper{ops: ops, clock: clock, fresh: fresh, log: log, wake: make(chan struct{}, 1)}
+func New(tokens map[string]hadooprpc.Token, ops Ops, clock Clock, fresh bool, log *slog.Logger) (*Keeper, error) {
+	k := &Keeper{ops: ops, clock: clock, fresh: fresh, log: log, wake: make(chan struct{}, 1)}
 	if err := k.install(1, tokens); err != nil {
 		return nil, err
 	}
@@ -120,7 +124,7 @@ func newTokenKeeper(tokens map[string]hadooprpc.Token, ops tokenOps, clock token
 
 // install makes tokens the current generation gen. The caller holds mu
 // (or owns k alone).
-func (k *tokenKeeper) install(gen int64, tokens map[string]hadooprpc.Token) error {
+func (k *Keeper) install(gen int64, tokens map[string]hadooprpc.Token) error {
 	g := tokenGen{gen: gen, tokens: map[string]*keptToken{}}
 	creds := hadooprpc.NewCredentials()
 	for uri, tok := range tokens {
@@ -142,7 +146,7 @@ func (k *tokenKeeper) install(gen int64, tokens map[string]hadooprpc.Token) erro
 }
 
 // ExecutorCredentials returns the newest credentials for executors.
-func (k *tokenKeeper) ExecutorCredentials() *driverpb.Credentials {
+func (k *Keeper) ExecutorCredentials() *driverpb.Credentials {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.creds
@@ -150,7 +154,7 @@ func (k *tokenKeeper) ExecutorCredentials() *driverpb.Credentials {
 
 // CredentialsInUse records that every running executor uses generation
 // or a newer one: older tokens can be cancelled.
-func (k *tokenKeeper) CredentialsInUse(generation int64) {
+func (k *Keeper) CredentialsInUse(generation int64) {
 	k.mu.Lock()
 	changed := generation > k.inUse
 	if changed {
@@ -167,7 +171,7 @@ func (k *tokenKeeper) CredentialsInUse(generation int64) {
 
 // firstLifetime returns the token of the current generation whose maximum
 // lifetime ends first.
-func (k *tokenKeeper) firstLifetime() *keptToken {
+func (k *Keeper) firstLifetime() *keptToken {
 	var first *keptToken
 	for _, t := range k.cur.tokens {
 		if first == nil || t.id.MaxDate.Before(first.id.MaxDate) || (t.id.MaxDate.Equal(first.id.MaxDate) && t.uri < first.uri) {
@@ -183,7 +187,7 @@ func share(a, b time.Time, f float64) time.Time {
 }
 
 // next returns what to do next and when. The caller holds mu.
-func (k *tokenKeeper) next() (time.Time, tokenAction) {
+func (k *Keeper) next() (time.Time, tokenAction) {
 	var at time.Time
 	act := tokenAction{}
 	consider := func(t time.Time, a tokenAction) {
@@ -239,7 +243,7 @@ func retryAfter(left time.Duration) time.Duration {
 }
 
 // step does the next action, whatever its time: the caller waited for it.
-func (k *tokenKeeper) step(ctx context.Context) tokenAction {
+func (k *Keeper) step(ctx context.Context) tokenAction {
 	k.mu.Lock()
 	_, act := k.next()
 	k.mu.Unlock()
@@ -258,7 +262,7 @@ func (k *tokenKeeper) step(ctx context.Context) tokenAction {
 
 // kept returns the token of generation gen for uri, if still kept. The
 // caller holds mu.
-func (k *tokenKeeper) kept(gen int64, uri string) *keptToken {
+func (k *Keeper) kept(gen int64, uri string) *keptToken {
 	for _, g := range append(k.old, k.cur) {
 		if g.gen == gen {
 			return g.tokens[uri]
@@ -267,7 +271,7 @@ func (k *tokenKeeper) kept(gen int64, uri string) *keptToken {
 	return nil
 }
 
-func (k *tokenKeeper) renewOne(ctx context.Context, gen int64, uri string) {
+func (k *Keeper) renewOne(ctx context.Context, gen int64, uri string) {
 	k.mu.Lock()
 	t := k.kept(gen, uri)
 	k.mu.Unlock()
@@ -275,7 +279,7 @@ func (k *tokenKeeper) renewOne(ctx context.Context, gen int64, uri string) {
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	exp, err := k.ops.renew(rctx, uri, t.tok)
+	exp, err := k.ops.Renew(rctx, uri, t.tok)
 	cancel()
 	now := k.clock.Now()
 	k.mu.Lock()
@@ -298,9 +302,9 @@ func (k *tokenKeeper) renewOne(ctx context.Context, gen int64, uri string) {
 	k.log.Info("hdfs delegation token renewed", "cluster", uri, "token", t.id.String(), "expires", exp.UTC().Format(time.RFC3339Nano))
 }
 
-func (k *tokenKeeper) refresh(ctx context.Context) {
+func (k *Keeper) refresh(ctx context.Context) {
 	octx, cancel := context.WithTimeout(ctx, time.Minute)
-	tokens, err := k.ops.obtain(octx)
+	tokens, err := k.ops.Obtain(octx)
 	cancel()
 	now := k.clock.Now()
 	k.mu.Lock()
@@ -327,7 +331,7 @@ func (k *tokenKeeper) refresh(ctx context.Context) {
 	k.log.Warn("fresh hdfs delegation tokens", "retry_in", k.refreshRetry.Sub(now).Round(time.Millisecond), "left", left.Round(time.Second), "err", err)
 }
 
-func (k *tokenKeeper) warn() {
+func (k *Keeper) warn() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.warned = true
@@ -341,7 +345,7 @@ func (k *tokenKeeper) warn() {
 }
 
 // cancelOld cancels the generations no running executor uses.
-func (k *tokenKeeper) cancelOld(ctx context.Context) {
+func (k *Keeper) cancelOld(ctx context.Context) {
 	k.mu.Lock()
 	var gone []tokenGen
 	keep := k.old[:0]
@@ -357,11 +361,11 @@ func (k *tokenKeeper) cancelOld(ctx context.Context) {
 	k.cancelGens(ctx, gone)
 }
 
-func (k *tokenKeeper) cancelGens(ctx context.Context, gens []tokenGen) {
+func (k *Keeper) cancelGens(ctx context.Context, gens []tokenGen) {
 	for _, g := range gens {
 		for uri, t := range g.tokens {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			if err := k.ops.cancel(cctx, uri, t.tok); err != nil {
+			if err := k.ops.Cancel(cctx, uri, t.tok); err != nil {
 				k.log.Warn("cancel an hdfs delegation token", "cluster", uri, "token", t.id.String(), "err", err)
 			} else {
 				k.log.Info("hdfs delegation token cancelled", "cluster", uri, "token", t.id.String(), "generation", g.gen)
@@ -371,8 +375,8 @@ func (k *tokenKeeper) cancelGens(ctx context.Context, gens []tokenGen) {
 	}
 }
 
-// run keeps the tokens until ctx ends.
-func (k *tokenKeeper) run(ctx context.Context) {
+// Run keeps the tokens until ctx ends.
+func (k *Keeper) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		k.mu.Lock()
 		at, act := k.next()
@@ -398,8 +402,8 @@ func (k *tokenKeeper) run(ctx context.Context) {
 	}
 }
 
-// cancelAll cancels every token the keeper holds, at the end of the job.
-func (k *tokenKeeper) cancelAll(ctx context.Context) {
+// CancelAll cancels every token the keeper holds, at the end of the job.
+func (k *Keeper) CancelAll(ctx context.Context) {
 	k.mu.Lock()
 	gens := append(k.old, k.cur)
 	k.old, k.cur, k.creds = nil, tokenGen{}, nil

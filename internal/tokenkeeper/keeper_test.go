@@ -1,4 +1,4 @@
-package yarn
+package tokenkeeper
 
 import (
 	"context"
@@ -48,12 +48,12 @@ func (n *fakeNamenode) issue(uri string) hadooprpc.Token {
 	return hadooprpc.Token{Identifier: id.Marshal(), Password: []byte("secret-password"), Kind: hadooprpc.KindHDFSDelegationToken, Service: strings.TrimPrefix(uri, "hdfs://")}
 }
 
-func (n *fakeNamenode) obtain(ctx context.Context) (map[string]hadooprpc.Token, error) {
+func (n *fakeNamenode) Obtain(ctx context.Context) (map[string]hadooprpc.Token, error) {
 	n.obtained++
 	return map[string]hadooprpc.Token{"hdfs://nn1:8020": n.issue("hdfs://nn1:8020"), "hdfs://nn2:8020": n.issue("hdfs://nn2:8020")}, nil
 }
 
-func (n *fakeNamenode) renew(ctx context.Context, uri string, tok hadooprpc.Token) (time.Time, error) {
+func (n *fakeNamenode) Renew(ctx context.Context, uri string, tok hadooprpc.Token) (time.Time, error) {
 	id, _ := hadooprpc.ParseDelegationTokenIdentifier(tok.Identifier)
 	if !n.alive(tok) {
 		return time.Time{}, fmt.Errorf("%s is expired", id)
@@ -71,7 +71,7 @@ func (n *fakeNamenode) renew(ctx context.Context, uri string, tok hadooprpc.Toke
 	return exp, nil
 }
 
-func (n *fakeNamenode) cancel(ctx context.Context, uri string, tok hadooprpc.Token) error {
+func (n *fakeNamenode) Cancel(ctx context.Context, uri string, tok hadooprpc.Token) error {
 	id, _ := hadooprpc.ParseDelegationTokenIdentifier(tok.Identifier)
 	n.cancelled[id.SequenceNumber] = true
 	return nil
@@ -116,10 +116,10 @@ func TestTokenKeeper(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := &fakeClock{now: start}
 			nn := newFakeNamenode(clock, tc.renew, tc.max)
-			tokens, _ := nn.obtain(context.Background())
+			tokens, _ := nn.Obtain(context.Background())
 			nn.obtained = 0
 			var logs syncbuf.Buffer
-			k, err := newTokenKeeper(tokens, nn, clock, tc.keytab, slog.New(slog.NewTextHandler(&logs, nil)))
+			k, err := New(tokens, nn, clock, tc.keytab, slog.New(slog.NewTextHandler(&logs, nil)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -213,7 +213,7 @@ func TestTokenKeeper(t *testing.T) {
 			if strings.Contains(logs.String(), "secret-password") {
 				t.Fatal("a token's password is in the log")
 			}
-			k.cancelAll(ctx)
+			k.CancelAll(ctx)
 			for uri, kt := range tokens {
 				if nn.alive(kt) {
 					t.Errorf("token for %s alive after cancelAll", uri)
@@ -228,8 +228,8 @@ func TestTokenKeeper(t *testing.T) {
 func TestTokenKeeperWaitsForExecutors(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	nn := newFakeNamenode(clock, time.Hour, time.Hour)
-	tokens, _ := nn.obtain(context.Background())
-	k, err := newTokenKeeper(tokens, nn, clock, true, slog.New(slog.NewTextHandler(&syncbuf.Buffer{}, nil)))
+	tokens, _ := nn.Obtain(context.Background())
+	k, err := New(tokens, nn, clock, true, slog.New(slog.NewTextHandler(&syncbuf.Buffer{}, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
