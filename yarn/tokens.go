@@ -3,11 +3,8 @@ package yarn
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"os/user"
-	"regexp"
-	"sort"
 	"strings"
 	"time"
 
@@ -65,41 +62,19 @@ func destroy(login *krbclient.Client) {
 	}
 }
 
-var hdfsURIRE = regexp.MustCompile(`hdfs://[^/\s,;'"]*`)
-
 // jobNamenodes returns the HDFS clusters a job touches, as hdfs://authority
 // URIs: the default file system (the staging directory's) and every
 // cluster an hdfs:// URI in the executors' arguments or environment names
 // (inputs, checkpoints, outputs).
 func jobNamenodes(defaultFS string, specs []driver.ExecutorSpec) []string {
-	seen := map[string]bool{}
-	add := func(u string) {
-		p, err := url.Parse(u)
-		if err != nil || p.Host == "" {
-			// hdfs:///path is on the default file system.
-			return
-		}
-		seen["hdfs://"+p.Host] = true
-	}
-	add(defaultFS)
+	var texts []string
 	for _, s := range specs {
-		for _, a := range s.Args {
-			for _, m := range hdfsURIRE.FindAllString(a, -1) {
-				add(m)
-			}
-		}
+		texts = append(texts, s.Args...)
 		for _, v := range s.Env {
-			for _, m := range hdfsURIRE.FindAllString(v, -1) {
-				add(m)
-			}
+			texts = append(texts, v)
 		}
 	}
-	out := make([]string, 0, len(seen))
-	for u := range seen {
-		out = append(out, u)
-	}
-	sort.Strings(out)
-	return out
+	return tokenkeeper.Namenodes(defaultFS, texts)
 }
 
 // addDelegationTokens obtains an HDFS delegation token, renewable by the

@@ -14,5 +14,5 @@ var kerberosKeys = []Key{
 	{Name: KeyKerberosKeytab, Default: "", Kind: String, ReadBy: ReadBySubmit,
 		Doc: "Keytab of spindle.kerberos.principal (spark-submit's --keytab); readable by the submitting user only."},
 	{Name: KeyTokensRenew, Default: "true", Kind: Bool, ReadBy: ReadBySubmit,
-		Doc: "On a Kerberized YARN cluster, the driver keeps the executors' HDFS delegation tokens alive: it renews them before each renewal deadline up to their maximum lifetime and, with spindle.kerberos.keytab, logs in again and sends running executors fresh tokens before three quarters of it. false leaves executors the tokens YARN launched them with."},
+		Doc: "On a Kerberized Hadoop cluster, the driver obtains HDFS delegation tokens for the executors (YARN containers and standalone workers) and keeps them alive: it renews them before each renewal deadline up to their maximum lifetime and, with spindle.kerberos.keytab, logs in again and sends running executors fresh tokens before three quarters of it. false leaves YARN executors the tokens YARN launched them with, and standalone executors none."},
 }
