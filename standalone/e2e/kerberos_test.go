@@ -104,4 +104,12 @@ func TestKerberizedHDFSOnStandalone(t *testing.T) {
 	if strings.Contains(logs, "password") {
 		t.Errorf("the job log may show a token's password")
 	}
+
+	// No keytab and no ticket: bad input, before anything runs.
+	j = c.submit(local, "--name", "no-ticket", "--conf", "spindle.hadoop.confDir="+conf,
+		"--num-executors", "2", "--executor-cores", "1", "--executor-memory", "512m",
+		"--input", hdfs.URI()+"/data/*.parquet", "--label-column", "label", "--feed", "tensor", "--", logregBin)
+	if code := j.wait(t, time.Minute); code != 2 || !strings.Contains(j.stderr.String(), "kinit") {
+		t.Fatalf("a submit with no ticket and no keytab: exit %d, want 2 saying how to log in\n%s", code, j.stderr.String())
+	}
 }
