@@ -331,9 +331,10 @@ func dialClient(ctx context.Context, cl *hdfsCluster) (*hdfs.Client, error) {
 type hdfsFS struct {
 	cluster *hdfsCluster
 
-	clMu sync.Mutex
-	cur  *pooledClient              // the client new calls and files use
-	all  map[*pooledClient]struct{} // every open client, current or retired
+	clMu   sync.Mutex
+	cur    *pooledClient              // the client new calls and files use
+	all    map[*pooledClient]struct{} // every open client, current or retired
+	closed bool
 
 	nnMu sync.Mutex
 	nn   *hadooprpc.FailoverClient // for the block locations the client does not expose

@@ -92,6 +92,9 @@ type pooledClient struct {
 func (h *hdfsFS) acquire(ctx context.Context) (*pooledClient, error) {
 	h.clMu.Lock()
 	defer h.clMu.Unlock()
+	if h.closed {
+		return nil, fmt.Errorf("hdfs://%s: %w", h.cluster.authority, os.ErrClosed)
+	}
 	cur := h.cur
 	if cur != nil && h.stale(cur) {
 		h.retire(cur)
@@ -167,6 +170,7 @@ func (h *hdfsFS) closeClients() error {
 		delete(h.all, c)
 	}
 	h.cur = nil
+	h.closed = true
 	return first
 }
 
