@@ -1,11 +1,14 @@
 package driver
 
 import (
+	"time"
+
 	"github.com/spindle-ml/spindle/driver/driverpb"
 )
 
 // CredentialKeeper is a ClusterManager that keeps its executors' Hadoop
-// delegation tokens fresh (YARN on a Kerberized cluster): the driver
+// delegation tokens fresh (YARN or standalone on a Kerberized Hadoop
+// cluster): the driver
 // hands the newest credentials to each executor as it registers and in
 // the answer to any heartbeat that reports an older generation, and
 // tells the keeper once every running executor uses a generation, so
@@ -32,15 +35,28 @@ func credentialsFor(k CredentialKeeper, generation int64) *driverpb.Credentials 
 	return c
 }
 
+// credScanEvery bounds how often a heartbeat that changes nothing looks
+// at every member for the oldest credentials generation (an executor that
+// exited may have held it back): a scan per heartbeat would cost a gang of
+// n executors n² a heartbeat interval.
+const credScanEvery = time.Second
+
 // useCredentials records the credentials generation executor id uses and
 // returns the oldest generation any registered, running executor uses;
-// ok is false when there is none.
+// ok is false when there is none, or when nothing changed since the last
+// look, less than credScanEvery ago.
 func (g *roster) useCredentials(id string, generation int64) (oldest int64, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if m, found := g.members[id]; found {
-		m.credGen = generation
+	changed := false
+	if m, found := g.members[id]; found && m.credGen != generation {
+		m.credGen, changed = generation, true
 	}
+	now := g.now()
+	if !changed && now.Sub(g.credScan) < credScanEvery {
+		return 0, false
+	}
+	g.credScan = now
 	for _, m := range g.members {
 		if !m.registered || m.exited {
 			continue

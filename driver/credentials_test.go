@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
 )
@@ -35,6 +36,8 @@ func (k *keeperFixture) CredentialsInUse(g int64) {
 // running executor reported it (an exited one does not hold it back).
 func TestHeartbeatCredentials(t *testing.T) {
 	g := newRoster([]string{"exec-0", "exec-1", "exec-2"})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	g.now = func() time.Time { return now }
 	for _, id := range []string{"exec-0", "exec-1", "exec-2"} {
 		register(t, g, id, "h")
 	}
@@ -94,6 +97,12 @@ func TestHeartbeatCredentials(t *testing.T) {
 	if err := g.exit(&driverpb.ExitReport{ExecutorId: "exec-2"}); err != nil {
 		t.Fatal(err)
 	}
+	n := len(k.inUse)
+	beat("exec-1", 3)
+	if len(k.inUse) != n {
+		t.Fatalf("a heartbeat that changed nothing looked again at once: %v", k.inUse)
+	}
+	now = now.Add(credScanEvery)
 	beat("exec-1", 3)
 	if last := k.inUse[len(k.inUse)-1]; last != 3 {
 		t.Fatalf("with exec-2 gone, the keeper heard %v, want 3 last", k.inUse)

@@ -99,6 +99,8 @@ type roster struct {
 	succeeded chan struct{} // closed when the job succeeded
 	allExited chan struct{} // closed once every member reported its exit
 	now       func() time.Time
+	// credScan is when useCredentials last looked at every member.
+	credScan time.Time
 
 	// psSpares is how many parameter servers may die without failing the
 	// job: Spindle's own servers keep that many backups of every row
