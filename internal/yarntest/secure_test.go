@@ -97,7 +97,7 @@ func (s *secureSite) secureJob(t *testing.T, input string, executors int, extra 
 		"--num-executors", strconv.Itoa(executors), "--executor-memory", "256m"}
 	args = append(args, extra...)
 	args = append(args, "--input", input, "--label-column", "label", "--feed", "tensor", "--batch-rows", "64",
-		"--epochs", "300", "--seed", "3", "--", logregBin, "--lr", "0.5")
+		"--epochs", "500", "--seed", "3", "--", logregBin, "--lr", "0.5")
 	return s.submit(t, args...)
 }
 
@@ -131,6 +131,11 @@ func TestSecureTokenRenewal(t *testing.T) {
 		t.Logf("job took %v: %d renewals, %d fresh generations, %d tokens cancelled", took.Round(time.Millisecond), renewals, fresh, cancelled)
 		if fresh < 2 || renewals < 4 || cancelled < 2 {
 			t.Fatalf("%d renewals and %d fresh generations (%d cancelled) in %v: want several of each\n%s", renewals, fresh, cancelled, took, logs)
+		}
+		// Replaced tokens go while the job runs, once the executors use
+		// the fresh ones, not only at its end.
+		if c, end := strings.Index(logs, "hdfs delegation token cancelled"), strings.Index(logs, "job succeeded"); c < 0 || end < 0 || c > end {
+			t.Fatalf("no token cancelled while the job ran:\n%s", logs)
 		}
 		// Every executor's credentials file (its container's
 		// $HADOOP_TOKEN_FILE_LOCATION, which its training process reads
