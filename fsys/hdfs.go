@@ -58,6 +58,8 @@ type hdfsCluster struct {
 	protection string               // hadoop.rpc.protection
 	auth       hadooprpc.ClientSASL // nil: simple authentication
 	krb        *krbclient.Client    // the Kerberos login, when auth uses it
+	tokens     *tokenFile           // the delegation token in use, when auth is TOKEN
+	maxIdle    time.Duration        // ipc.client.connection.maxidletime
 
 	// refused holds the last namenode connection refused for want of a
 	// common hadoop.rpc.protection, which colinmarc/hdfs reports as text:
@@ -171,12 +173,12 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 	}
 	options := hdfs.ClientOptionsFromConf(conf)
 	cl := &hdfsCluster{authority: authority, addrs: addrs, options: options, protection: conf["hadoop.rpc.protection"],
-		logical: conf["dfs.ha.namenodes."+authority] != "", nnConns: &connSet{conns: map[net.Conn]struct{}{}}}
+		logical: conf["dfs.ha.namenodes."+authority] != "", nnConns: &connSet{conns: map[net.Conn]struct{}{}}, maxIdle: maxIdleOf(conf)}
 	if _, err := hadooprpc.ParseProtection(cl.protection); err != nil {
 		return nil, fmt.Errorf("%w: %v (%s)", ErrHadoopConfig, err, where)
 	}
 	dialer := &net.Dialer{Timeout: hdfsDialTimeout, KeepAlive: 30 * time.Second}
-	tok, found, err := delegationTokenFor(cl, opts)
+	tok, file, found, err := delegationTokenFor(cl, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +191,11 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 			return nil, fmt.Errorf("%w: %s for hdfs://%s: %v", ErrHadoopConfig, tok, authority, err)
 		}
 		cl.user = id.Owner
-		cl.auth = hadooprpc.TokenAuth{Token: tok, Protection: cl.protection}
+		// Each connection takes the token the file holds as it opens:
+		// an executor given fresh tokens swaps them in the file.
+		cl.tokens = &tokenFile{path: file, service: cl.tokenService(), tok: tok}
+		cl.tokens.current()
+		cl.auth = hadooprpc.TokenSource{Current: cl.tokens.current, Protection: cl.protection}
 	case options.KerberosClient != nil:
 		// A Kerberized cluster: the user is the login's principal.
 		kc, err := kerberos.Login(kerberos.Options{Principal: opts.KerberosPrincipal, Keytab: opts.KerberosKeytab})
@@ -325,6 +331,19 @@ func hdfsUser(opts Options) (string, error) {
 // dialHDFS connects to the cluster, retrying a bounded number of times,
 // and checks that a namenode answers.
 func dialHDFS(ctx context.Context, cl *hdfsCluster) (*hdfsFS, error) {
+	h := &hdfsFS{cluster: cl, all: map[*pooledClient]struct{}{}}
+	c, err := h.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h.release(c)
+	return h, nil
+}
+
+// dialClient opens a client to the cluster, retrying a bounded number of
+// times, and checks that a namenode answers. A token the namenode refuses
+// (expired, cancelled) is not retried.
+func dialClient(ctx context.Context, cl *hdfsCluster) (*hdfs.Client, error) {
 	backoff := hdfsRetryBackoff
 	var last error
 	for attempt := 1; ; attempt++ {
@@ -335,7 +354,7 @@ func dialHDFS(ctx context.Context, cl *hdfsCluster) (*hdfsFS, error) {
 			// answers (and caches the defaults reads need).
 			if _, err = c.ServerDefaults(); err == nil {
 				stop()
-				return &hdfsFS{cluster: cl, client: c}, nil
+				return c, nil
 			}
 			c.Close()
 		}
@@ -345,6 +364,9 @@ func dialHDFS(ctx context.Context, cl *hdfsCluster) (*hdfsFS, error) {
 		}
 		if refused := cl.refused.Load(); refused != nil {
 			return nil, fmt.Errorf("hdfs://%s: %w: %w", cl.authority, ErrHadoopConfig, *refused)
+		}
+		if cl.tokens != nil && tokenRefused(err) {
+			return nil, fmt.Errorf("hdfs://%s: the namenode refused the delegation token of %s: %w", cl.authority, cl.tokens.path, err)
 		}
 		last = err
 		if attempt == hdfsConnectAttempts {
@@ -366,7 +388,11 @@ func dialHDFS(ctx context.Context, cl *hdfsCluster) (*hdfsFS, error) {
 // hdfsFS is an FS over one HDFS cluster, through github.com/colinmarc/hdfs.
 type hdfsFS struct {
 	cluster *hdfsCluster
-	client  *hdfs.Client
+
+	clMu   sync.Mutex
+	cur    *pooledClient              // the client new calls and files use
+	all    map[*pooledClient]struct{} // every open client, current or retired
+	closed bool
 
 	nnMu sync.Mutex
 	nn   *hadooprpc.FailoverClient // for the block locations the client does not expose
@@ -425,10 +451,15 @@ func (h *hdfsFS) Open(ctx context.Context, name string) (File, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	c, err := h.acquire(ctx)
+	if err != nil {
+		return nil, h.pathError("open", name, err)
+	}
 	stop := h.cluster.nnConns.watch(ctx)
-	r, err := h.client.Open(name)
+	r, err := c.c.Open(name)
 	stop()
 	if err != nil {
+		h.release(c)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -436,17 +467,23 @@ func (h *hdfsFS) Open(ctx context.Context, name string) (File, error) {
 	}
 	if r.Stat().IsDir() {
 		r.Close()
+		h.release(c)
 		return nil, &fs.PathError{Op: "open", Path: h.uri(name), Err: syscall.EISDIR}
 	}
-	return newHDFSFile(h, name, r), nil
+	return newHDFSFile(h, c, name, r), nil
 }
 
 func (h *hdfsFS) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	c, err := h.acquire(ctx)
+	if err != nil {
+		return nil, h.pathError("stat", name, err)
+	}
+	defer h.release(c)
 	stop := h.cluster.nnConns.watch(ctx)
-	fi, err := h.client.Stat(name)
+	fi, err := c.c.Stat(name)
 	stop()
 	if err != nil && ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -458,8 +495,13 @@ func (h *hdfsFS) ReadDir(ctx context.Context, name string) ([]fs.FileInfo, error
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	c, err := h.acquire(ctx)
+	if err != nil {
+		return nil, h.pathError("readdir", name, err)
+	}
+	defer h.release(c)
 	stop := h.cluster.nnConns.watch(ctx)
-	infos, err := h.client.ReadDir(name)
+	infos, err := c.c.ReadDir(name)
 	stop()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -545,7 +587,12 @@ func (h *hdfsFS) MkdirAll(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return h.pathError("mkdir", name, h.client.MkdirAll(name, 0o755))
+	c, err := h.acquire(ctx)
+	if err != nil {
+		return h.pathError("mkdir", name, err)
+	}
+	defer h.release(c)
+	return h.pathError("mkdir", name, c.c.MkdirAll(name, 0o755))
 }
 
 // Rename renames from to to, replacing a file (or empty directory) at to.
@@ -553,7 +600,12 @@ func (h *hdfsFS) Rename(ctx context.Context, from, to string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := h.client.Rename(from, to); err != nil {
+	c, err := h.acquire(ctx)
+	if err != nil {
+		return h.pathError("rename", from, err)
+	}
+	defer h.release(c)
+	if err := c.c.Rename(from, to); err != nil {
 		var pe *os.PathError
 		name := from
 		if errors.As(err, &pe) && pe.Path == to {
@@ -568,7 +620,12 @@ func (h *hdfsFS) Remove(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return h.pathError("remove", name, h.client.Remove(name))
+	c, err := h.acquire(ctx)
+	if err != nil {
+		return h.pathError("remove", name, err)
+	}
+	defer h.release(c)
+	return h.pathError("remove", name, c.c.Remove(name))
 }
 
 // Locations returns the hosts holding the bytes [off, off+length) of name,
@@ -606,7 +663,7 @@ func (h *hdfsFS) Locations(ctx context.Context, name string, off, length int64) 
 
 // Close disconnects from the cluster.
 func (h *hdfsFS) Close() error {
-	err := h.client.Close()
+	err := h.closeClients()
 	if kc := h.cluster.krb; kc != nil {
 		defer kc.Destroy()
 	}

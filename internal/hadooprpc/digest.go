@@ -74,6 +74,37 @@ type TokenAuth struct {
 
 var _ ClientSASL = TokenAuth{}
 
+// TokenSource is TOKEN authentication with the token Current returns as
+// each connection opens: connections opened after the token changed
+// (fresh delegation tokens in the credentials file) use the new one, and
+// connections already open keep the one they authenticated with.
+type TokenSource struct {
+	Current func() (Token, error)
+	// Protection is hadoop.rpc.protection, as for TokenAuth.
+	Protection string
+}
+
+var _ ClientSASL = TokenSource{}
+
+// Negotiate authenticates with the current token.
+func (s TokenSource) Negotiate(ctx context.Context, ex *SASLExchange) error {
+	t, err := s.Current()
+	if err != nil {
+		return err
+	}
+	return TokenAuth{Token: t, Protection: s.Protection}.Negotiate(ctx, ex)
+}
+
+// isToken says whether auth authenticates with a token, which names its
+// user: the connection context then claims none.
+func isToken(auth ClientSASL) bool {
+	switch auth.(type) {
+	case TokenAuth, TokenSource:
+		return true
+	}
+	return false
+}
+
 // Negotiate runs the exchange: NEGOTIATE, the server's offer with its first
 // challenge, INITIATE with the digest response, SUCCESS with rspauth.
 func (a TokenAuth) Negotiate(ctx context.Context, ex *SASLExchange) error {

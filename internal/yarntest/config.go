@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
 )
 
 // NodeConfig sizes one NodeManager.
@@ -62,6 +64,14 @@ type Config struct {
 	RPCProtection string
 	// Logger receives the cluster's logs; nil discards them.
 	Logger *slog.Logger
+	// ClientSASL, when set, authenticates the ResourceManager's client
+	// port (a hadooprpc.KerberosServer for a Kerberized cluster), and
+	// Principal, when set, is written as yarn.resourcemanager.principal.
+	// The ResourceManager does not renew the applications' delegation
+	// tokens, as YARN's does: a token in a launch context lives until its
+	// first renewal deadline.
+	ClientSASL hadooprpc.SASL
+	Principal  string
 }
 
 // DefaultConfig returns the defaults: three NodeManagers of 8 GiB and 8

@@ -35,6 +35,13 @@
 // and ignored. There is no web UI: the tracking URL reported is the one
 // the AM registered, unproxied.
 //
+// With Config.ClientSASL (a hadooprpc.KerberosServer) the client port
+// takes Kerberos, as a secure cluster's does, and submitters pass the
+// HDFS delegation tokens of their applications in the AM's launch
+// context as on YARN; the ResourceManager does not renew them, as YARN's
+// DelegationTokenRenewer would, and the NodeManagers localize with the
+// ticket of the process running the cluster.
+//
 // Tests break the cluster on purpose, with the statuses YARN reports:
 // Preempt (-102), KillForMemory (-104 physical, -103 virtual), FailDisks
 // (-101, the node turns UNHEALTHY), LoseNode (-100 "released on a *lost*
