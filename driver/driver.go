@@ -266,6 +266,7 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		return false, fmt.Errorf("listen for executors on %s:%d: %w", c.ListenHost, c.Port, err)
 	}
 	g := newRosterOf(slots)
+	g.rootCauseGrace = rootCauseGrace
 	if c.PS.Count > 0 && c.PS.Builtin {
 		g.psSpares = min(c.PSReplicas, c.PS.Count-1)
 		g.onPSLost = func(msg string) { d.logger.Warn(msg) }

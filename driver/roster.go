@@ -115,6 +115,11 @@ type roster struct {
 	// causeGrace is how long a SIGTERMed process's failure waits for the
 	// cluster manager's reason (the constant causeGrace; tests shorten it).
 	causeGrace time.Duration
+	// rootCauseGrace is how long a failed exit waits for another rank's
+	// executor error (the driver sets the constant rootCauseGrace; zero
+	// fails at once), and held is the failure waiting meanwhile.
+	rootCauseGrace time.Duration
+	held           error
 }
 
 // spareLocked says whether m's death leaves the job running: m is a
@@ -340,6 +345,10 @@ func (g *roster) exit(r *driverpb.ExitReport) error {
 			g.awaitCauseLocked(m, msg)
 			return nil
 		}
+		if m.signal == "" && len(g.members) > 1 && g.rootCauseGrace > 0 {
+			g.failAfterLocked(m.loss(msg, false))
+			return nil
+		}
 		g.failLocked(m.loss(msg, false))
 	case m.role == RoleChief:
 		g.succeedLocked("the chief ended")
@@ -359,6 +368,11 @@ func (g *roster) exit(r *driverpb.ExitReport) error {
 // told to stop, as the job's normal end.
 func (g *roster) succeedLocked(why string) {
 	if g.failure != nil || g.finished {
+		return
+	}
+	if g.held != nil {
+		// A rank failed just before: the job failed.
+		g.failLocked(g.held)
 		return
 	}
 	g.finished = true
@@ -429,6 +443,37 @@ func (g *roster) awaitCauseLocked(m *member, msg string) {
 			m.awaitingCause = ""
 			g.failLocked(m.loss(msg, false))
 		}
+	})
+}
+
+// rootCauseGrace is how long a training process that exited with an error
+// status waits before its exit fails the job, for an error another rank's
+// executor found itself (a feed that could not read its input, an expired
+// delegation token) to take its place. When one rank's executor stops its
+// process for such an error, the other ranks' processes often die of the
+// lost peer first, and their reports arrive first: the job's error should
+// name the cause, not its echo. A process killed by a signal is not held.
+const rootCauseGrace = 250 * time.Millisecond
+
+// failAfterLocked fails the job with loss after rootCauseGrace, unless
+// another failure comes first; the job cannot succeed meanwhile. g.mu is
+// held.
+func (g *roster) failAfterLocked(loss error) {
+	if g.failure != nil || g.held != nil {
+		return
+	}
+	g.held = loss
+	time.AfterFunc(g.rootCauseGrace, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for _, m := range g.members {
+			if m.awaitingCause != "" {
+				// A stopped rank waits for its reason, which fails the
+				// job: the likelier cause.
+				return
+			}
+		}
+		g.failLocked(g.held)
 	})
 }
 
@@ -542,7 +587,7 @@ func (g *roster) fail(err error) {
 }
 
 func (g *roster) failLocked(err error) {
-	if g.failure != nil {
+	if g.failure != nil || err == nil {
 		return
 	}
 	select {

@@ -271,3 +271,61 @@ func TestSIGTERMWaitsForTheReason(t *testing.T) {
 		t.Fatalf("without a reason: err = %v, want the SIGTERM as the job's failure", err)
 	}
 }
+
+// TestFailureNamesTheCauseNotItsEcho: a rank whose process exits with an
+// error status just before another rank's executor reports an error it
+// found itself (its feed's expired token) does not take the blame; alone,
+// its exit fails the job once the grace period ends, and the job cannot
+// succeed meanwhile.
+func TestFailureNamesTheCauseNotItsEcho(t *testing.T) {
+	start := func(slots []slot) *roster {
+		g := newRosterOf(slots)
+		g.rootCauseGrace, g.causeGrace = 100*time.Millisecond, 200*time.Millisecond
+		for i, s := range slots {
+			register(t, g, s.id, fmt.Sprintf("h%d", i))
+		}
+		if err := g.exit(&driverpb.ExitReport{ExecutorId: slots[1].id, ExitCode: 1, StderrTail: "RuntimeError: peer closed the connection"}); err != nil {
+			t.Fatal(err)
+		}
+		if closed(g.failed) {
+			t.Fatal("the echo failed the job at once")
+		}
+		return g
+	}
+	waitFailed := func(g *roster) {
+		t.Helper()
+		select {
+		case <-g.failed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the held failure never failed the job")
+		}
+	}
+
+	t.Run("the executor's error wins", func(t *testing.T) {
+		g := start(workerSlots([]string{"exec-0", "exec-1"}))
+		if err := g.exit(&driverpb.ExitReport{ExecutorId: "exec-0", ExitCode: -1, Signal: "SIGTERM",
+			Error: "feed: hdfs://nn: token 5 for alice is expired"}); err != nil {
+			t.Fatal(err)
+		}
+		waitFailed(g)
+		if msg := g.err().Error(); !strings.Contains(msg, "rank 0") || !strings.Contains(msg, "token 5 for alice is expired") {
+			t.Errorf("error %q, want rank 0's expired token", msg)
+		}
+	})
+	t.Run("alone, the exit fails the job", func(t *testing.T) {
+		g := start(workerSlots([]string{"exec-0", "exec-1"}))
+		waitFailed(g)
+		if msg := g.err().Error(); !strings.Contains(msg, "rank 1") || !strings.Contains(msg, "peer closed") {
+			t.Errorf("error %q, want rank 1's exit", msg)
+		}
+	})
+	t.Run("the chief's end does not hide it", func(t *testing.T) {
+		g := start([]slot{{id: "chief", rank: 0, role: RoleChief}, {id: "w", rank: 1, role: RoleWorker}})
+		if err := g.exit(&driverpb.ExitReport{ExecutorId: "chief"}); err != nil {
+			t.Fatal(err)
+		}
+		if !closed(g.failed) || closed(g.succeeded) {
+			t.Fatal("the chief's end succeeded a job whose worker had just failed")
+		}
+	})
+}

@@ -110,8 +110,7 @@ var tokenSeqRE = regexp.MustCompile(`token (\d+) for alice`)
 // from the keytab and sends fresh ones to the running executors, which
 // rewrite their containers' credentials files and open new namenode
 // connections with them; replaced tokens are cancelled. With
-// spindle.security.tokens.renew=false the same job (on one executor)
-// fails, exit 1, with an error that names the expired token.
+// spindle.security.tokens.renew=false the same job fails, exit 1, with an error that names the expired token.
 func TestSecureTokenRenewal(t *testing.T) {
 	s := startSecureSite(t, time.Second, 3*time.Second)
 	input := s.putData(t)
@@ -176,10 +175,10 @@ func TestSecureTokenRenewal(t *testing.T) {
 	})
 
 	t.Run("not renewed", func(t *testing.T) {
-		// One executor: with two, the other rank's training process
-		// fails as well (its peer went) and may reach the driver first,
-		// and the job's error then names that failure, not the cause.
-		j := s.secureJob(t, input, 1, "--conf", "spindle.security.tokens.renew=false")
+		// Two executors: the other rank's training process fails as well
+		// (its peer went) and may reach the driver first; the job's error
+		// must still name the cause.
+		j := s.secureJob(t, input, 2, "--conf", "spindle.security.tokens.renew=false")
 		code := j.wait(t, 3*time.Minute)
 		logs := j.stderr.String()
 		if code != 1 {
