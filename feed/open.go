@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -68,6 +69,9 @@ func OpenSplit(ctx context.Context, res *fsys.Resolver, s Split, opts ReadOption
 	}
 	f, err := fs.Open(ctx, name)
 	if err != nil {
+		if _, named := errors.AsType[*iofs.PathError](err); named {
+			return nil, err // it says "open" and the path already
+		}
 		return nil, fmt.Errorf("open %s: %w", s.URI, err)
 	}
 	var op *opened
