@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 )
 
@@ -61,11 +62,15 @@ func (ls *leaderState) syncWatches() {
 // watchWorker holds a connection to the worker id at addr until ctx ends
 // and declares the worker lost when workerGone says it is.
 func (ls *leaderState) watchWorker(ctx context.Context, id, addr, incarnation string) {
-	conn, err := ls.m.conn(ls.m.workerConns, addr, addr)
+	// A connection of its own: the shared one, which launches and stops
+	// use, must not be left backing off from a dead worker's port when a
+	// new worker process takes it.
+	conn, err := grpc.NewClient(addr, ls.m.creds.DialOptions()...)
 	if err != nil {
 		ls.logger.Warn("cannot watch worker", "worker", id, "addr", addr, "err", err)
 		return
 	}
+	defer conn.Close()
 	grace := ls.m.cfg.WorkerGoneTimeout
 	var wasReady bool
 	var down time.Time
