@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -81,7 +82,19 @@ type CheckpointOptions struct {
 	// (Prefix-STEP.rank-R); otherwise rank 0 saves the checkpoint and the
 	// other ranks only record their feed position.
 	PerRank bool
+	// Keep is how many complete checkpoints of Prefix stay: once a
+	// checkpoint this Checkpointer saved is complete, the rank whose
+	// record completed it deletes the older complete ones beyond the Keep
+	// most recently completed. 0 takes the job's Env.CheckpointKeep
+	// (spindle.checkpoint.keep); a negative Keep keeps every one. A
+	// checkpoint not every rank has recorded (one being written) is never
+	// deleted.
+	Keep int
 }
+
+// DefaultCheckpointKeep is spindle.checkpoint.keep's default: the complete
+// checkpoints of a prefix a Checkpointer keeps.
+const DefaultCheckpointKeep = 3
 
 // Checkpointer saves numbered checkpoints in the job's checkpoint
 // directory, atomically, with the feed's position beside them, and loads
@@ -201,5 +214,36 @@ func (c *Checkpointer) Save(ctx context.Context, step int64, write func(io.Write
 		return fmt.Errorf("record checkpoint %s: %w", rec.Checkpoint, err)
 	}
 	c.lastStep, c.lastTime = step, time.Now()
+	if keep := c.keep(); keep > 0 {
+		// The checkpoint is saved: a failure to delete old ones costs
+		// disk, not the job.
+		if removed, err := pruneAfter(ctx, fsy, d, rec.Checkpoint, c.opts.Prefix, keep); err != nil {
+			slog.Warn("could not delete old checkpoints", "dir", e.CheckpointDir, "prefix", c.opts.Prefix, "keep", keep, "err", err)
+		} else if len(removed) > 0 {
+			slog.Debug("deleted old checkpoints", "dir", e.CheckpointDir, "checkpoints", removed, "keep", keep)
+		}
+	}
 	return nil
+}
+
+// keep is how many complete checkpoints stay; 0 keeps every one.
+func (c *Checkpointer) keep() int {
+	switch {
+	case c.opts.Keep < 0:
+		return 0
+	case c.opts.Keep > 0:
+		return c.opts.Keep
+	}
+	return c.env.CheckpointKeep
+}
+
+// pruneAfter deletes the complete checkpoints of prefix in dir beyond the
+// keep newest, once checkpoint (just recorded) is complete; before that,
+// nothing: the rank whose record completes it prunes.
+func pruneAfter(ctx context.Context, fsy fsys.FS, dir, checkpoint, prefix string, keep int) ([]string, error) {
+	done, err := resume.Complete(ctx, fsy, dir, checkpoint)
+	if err != nil || !done {
+		return nil, err
+	}
+	return resume.Prune(ctx, fsy, dir, prefix, keep)
 }
