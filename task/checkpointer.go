@@ -217,7 +217,7 @@ func (c *Checkpointer) Save(ctx context.Context, step int64, write func(io.Write
 	if keep := c.keep(); keep > 0 {
 		// The checkpoint is saved: a failure to delete old ones costs
 		// disk, not the job.
-		if removed, err := pruneAfter(ctx, fsy, d, rec.Checkpoint, c.opts.Prefix, keep); err != nil {
+		if removed, err := resume.PruneAfter(ctx, fsy, d, rec.Checkpoint, c.opts.Prefix, keep); err != nil {
 			slog.Warn("could not delete old checkpoints", "dir", e.CheckpointDir, "prefix", c.opts.Prefix, "keep", keep, "err", err)
 		} else if len(removed) > 0 {
 			slog.Debug("deleted old checkpoints", "dir", e.CheckpointDir, "checkpoints", removed, "keep", keep)
@@ -235,15 +235,4 @@ func (c *Checkpointer) keep() int {
 		return c.opts.Keep
 	}
 	return c.env.CheckpointKeep
-}
-
-// pruneAfter deletes the complete checkpoints of prefix in dir beyond the
-// keep newest, once checkpoint (just recorded) is complete; before that,
-// nothing: the rank whose record completes it prunes.
-func pruneAfter(ctx context.Context, fsy fsys.FS, dir, checkpoint, prefix string, keep int) ([]string, error) {
-	done, err := resume.Complete(ctx, fsy, dir, checkpoint)
-	if err != nil || !done {
-		return nil, err
-	}
-	return resume.Prune(ctx, fsy, dir, prefix, keep)
 }

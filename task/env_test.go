@@ -78,8 +78,8 @@ func TestFromEnv(t *testing.T) {
 		Role: "worker", RoleRank: 1, RoleWorldSize: 2, Roles: []RoleSize{{"worker", 2}},
 		JobID: "job-7", Feed: "/run/spindle/feed.sock", FeedMode: wire.ModeTensor,
 		CheckpointDir: "hdfs://nn:8020/ckpt/job-7", CheckpointKeep: 3,
-		Peers:         []string{"10.0.0.1:7100", "10.0.0.2:7100"},
-		PeerListenFD:  3, CollectiveTimeout: 2500 * time.Millisecond,
+		Peers:        []string{"10.0.0.1:7100", "10.0.0.2:7100"},
+		PeerListenFD: 3, CollectiveTimeout: 2500 * time.Millisecond,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("FromEnv =\n%+v\nwant\n%+v", got, want)

@@ -137,7 +137,7 @@ func hadoopFaults(h *hadoopSite) []fault {
 		if master == "yarn" {
 			args = append(args, "--num-executors", "2", "--executor-memory", "256m", "--conf", "spindle.network.interface=lo")
 		}
-		return append(args, "--", rowcheckBin, "--every", "10", "--pause", "2ms", "--crash-after", "0")
+		return append(args, "--", rowcheckBin, "--every", "10", "--pause", "4ms", "--crash-after", "0")
 	}
 	training := func() bool { return len(rowchecks()) >= 2 }
 	hdfsEnv := func() []string {

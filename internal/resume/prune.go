@@ -109,6 +109,17 @@ func Prune(ctx context.Context, fsy fsys.FS, dir, prefix string, keep int) ([]st
 	return removed, nil
 }
 
+// PruneAfter prunes (Prune) once checkpoint, which the caller has just
+// recorded, is complete, and does nothing before: so the rank whose record
+// completes a checkpoint deletes the old ones.
+func PruneAfter(ctx context.Context, fsy fsys.FS, dir, checkpoint, prefix string, keep int) ([]string, error) {
+	done, err := Complete(ctx, fsy, dir, checkpoint)
+	if err != nil || !done {
+		return nil, err
+	}
+	return Prune(ctx, fsy, dir, prefix, keep)
+}
+
 // readStored reads the records of checkpoint name for what Prune needs.
 func readStored(ctx context.Context, fsy fsys.FS, dir, name string) (stored, error) {
 	s := stored{name: name}
