@@ -423,7 +423,7 @@ func runOne(t *testing.T, f fault, data string, rng *rand.Rand) outcome {
 
 	// Wait for the job to run, then kill one victim after a random delay.
 	var victims []int
-	for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(20 * time.Millisecond) {
+	for start := time.Now(); time.Since(start) < time.Minute; time.Sleep(20 * time.Millisecond) {
 		if victims = f.victims(cmd); len(victims) >= f.want {
 			break
 		}
