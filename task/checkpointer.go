@@ -28,6 +28,9 @@ type feedTracker struct {
 	ep    takenEpoch // nil before the first epoch
 	base  int64      // batches of ep consumed before this generation
 	epoch int
+	// told is the position a process reading a direct-mode feed itself
+	// last gave (Env.SetFeedPosition); nil when it gave none.
+	told *FeedPosition
 }
 
 type takenEpoch interface {
@@ -54,10 +57,14 @@ func (t *feedTracker) opened(e Env, ep takenEpoch) {
 // FeedPosition returns where the process's feed (arrow or tensor mode,
 // opened through Env.Batches, Env.Tensors or their Epochs helpers)
 // stands: before the first epoch is opened, where the feed starts
-// (FeedStartEpoch, FeedStartBatch).
+// (FeedStartEpoch, FeedStartBatch). A process reading a direct-mode feed
+// itself says where it stands with SetFeedPosition.
 func (e Env) FeedPosition() FeedPosition {
 	position.mu.Lock()
 	defer position.mu.Unlock()
+	if position.told != nil {
+		return *position.told
+	}
 	if position.ep == nil {
 		return FeedPosition{Epoch: e.FeedStartEpoch, Batches: e.FeedStartBatch}
 	}
@@ -66,6 +73,21 @@ func (e Env) FeedPosition() FeedPosition {
 		return FeedPosition{Epoch: position.epoch + 1}
 	}
 	return FeedPosition{Epoch: position.epoch, Batches: position.base + tk.Batches}
+}
+
+// SetFeedPosition tells the Checkpointer where a direct-mode feed that the
+// process reads itself stands: p.Batches batches of epoch p.Epoch taken
+// (an epoch read to its end is the start of the next, p.Batches 0). Such a
+// process starts reading at FeedStartEpoch, without the first
+// FeedStartBatch batches of it (Env.Direct's StartEpoch and StartBatch),
+// and calls SetFeedPosition after each batch it takes; the checkpoints it
+// saves then record where its feed stood, and a restarted job resumes
+// each rank's feed from there, as for the socket feeds, whose position
+// the package follows by itself.
+func (e Env) SetFeedPosition(p FeedPosition) {
+	position.mu.Lock()
+	defer position.mu.Unlock()
+	position.told = &p
 }
 
 // CheckpointOptions configure a Checkpointer.
