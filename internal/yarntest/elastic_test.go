@@ -13,7 +13,10 @@ import (
 )
 
 // TestSubmitElastic runs an elastic job (--num-executors 2:3,
-// spindle.failure.policy elastic) on the test YARN. Its queue has room for
+// spindle.failure.policy elastic) on the test YARN, with the driver on the
+// gateway (client mode: it asks the ResourceManager for the NodeManagers'
+// and the queue's room) and in the ApplicationMaster (cluster mode: it
+// goes by the headroom of the allocate answers). Its queue has room for
 // the ApplicationMaster and two executors only: the job asks for three,
 // gets none within spindle.failure.elasticWait, and starts with two. Once
 // the queue's limit is lifted and every rank has finished a checkpoint,
@@ -21,6 +24,12 @@ import (
 // executor's container killed makes it shrink to two. Every epoch still
 // feeds each row exactly once (row-id checksums).
 func TestSubmitElastic(t *testing.T) {
+	for _, mode := range []string{"client", "cluster"} {
+		t.Run(mode, func(t *testing.T) { testElastic(t, mode) })
+	}
+}
+
+func testElastic(t *testing.T, mode string) {
 	const rows, epochs = 6000, 8
 	s := startSite(t, yarntest.Config{NodeManagers: 3})
 	// The AM's 256 MiB and two executors' 384 MiB (256m and the overhead):
@@ -38,7 +47,7 @@ func TestSubmitElastic(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(data, "ids.csv"), []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	j := s.submit(t, "--name", "elastic", "--num-executors", "2:3", "--executor-memory", "256m",
+	j := s.submit(t, "--name", "elastic", "--deploy-mode", mode, "--num-executors", "2:3", "--executor-memory", "256m",
 		"--input", filepath.Join(data, "ids.csv"), "--label-column", "id", "--feed", "tensor", "--batch-rows", "10",
 		"--epochs", fmt.Sprint(epochs), "--shuffle", "--seed", "4", "--checkpoint-dir", filepath.Join(data, "ckpt"),
 		"--conf", "spindle.failure.policy=elastic", "--conf", "spindle.failure.elasticWait=2s",
