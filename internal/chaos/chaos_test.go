@@ -329,8 +329,7 @@ func TestChaos(t *testing.T) {
 		}
 		for i := range runs {
 			o := runOne(t, f, data, rng)
-			t.Logf("%-24s run %d: killed %s; recovered=%v named=%v hang=%v left=%d restarts=%d recovery=%s %s%s",
-				f.name, i+1, o.killed, o.recovered, o.named, o.hang, o.left, o.restarts, o.recovery.Round(time.Millisecond), o.problem, restartWhy(o))
+			logRun(t, f, i, o)
 			all = append(all, o)
 		}
 	}
@@ -346,8 +345,7 @@ func TestChaos(t *testing.T) {
 		for i := range runs {
 			sc.ensure() // a member the last run killed is back
 			o := runOne(t, f, data, rng)
-			t.Logf("%-24s run %d: killed %s; recovered=%v named=%v hang=%v left=%d restarts=%d recovery=%s %s%s",
-				f.name, i+1, o.killed, o.recovered, o.named, o.hang, o.left, o.restarts, o.recovery.Round(time.Millisecond), o.problem, restartWhy(o))
+			logRun(t, f, i, o)
 			all = append(all, o)
 		}
 	}
@@ -362,8 +360,7 @@ func TestChaos(t *testing.T) {
 		for i := range runs {
 			hs.ensure(strings.HasPrefix(f.name, "YARN"))
 			o := runOne(t, f, data, rng)
-			t.Logf("%-24s run %d: killed %s; recovered=%v named=%v hang=%v left=%d restarts=%d recovery=%s %s%s",
-				f.name, i+1, o.killed, o.recovered, o.named, o.hang, o.left, o.restarts, o.recovery.Round(time.Millisecond), o.problem, restartWhy(o))
+			logRun(t, f, i, o)
 			all = append(all, o)
 		}
 	}
@@ -518,12 +515,15 @@ ended:
 	return o
 }
 
-// restartWhy says why a run restarted, for its log line.
-func restartWhy(o outcome) string {
-	if o.why == "" {
-		return ""
+// logRun logs run i of fault f.
+func logRun(t *testing.T, f fault, i int, o outcome) {
+	t.Helper()
+	why := ""
+	if o.why != "" {
+		why = " (first restart: " + o.why + ")"
 	}
-	return " (first restart: " + o.why + ")"
+	t.Logf("%-24s run %d: killed %s; recovered=%v named=%v hang=%v left=%d restarts=%d recovery=%s %s%s",
+		f.name, i+1, o.killed, o.recovered, o.named, o.hang, o.left, o.restarts, o.recovery.Round(time.Millisecond), o.problem, why)
 }
 
 func lastLines(s string, n int) string {
