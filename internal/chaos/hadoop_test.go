@@ -133,7 +133,10 @@ func hadoopFaults(h *hadoopSite) []fault {
 		args := []string{"submit", "--master", master, "--conf", "spindle.log.level=warn",
 			"--conf", "spindle.failure.policy=restart", "--conf", "spindle.failure.maxRestarts=2",
 			"--input", h.input, "--label-column", "id", "--feed", "tensor", "--batch-rows", "40", "--shuffle", "--seed", "3",
-			"--epochs", fmt.Sprint(rowIDEpochs), "--checkpoint-dir", ckpt}
+			"--epochs", fmt.Sprint(rowIDEpochs), "--checkpoint-dir", ckpt,
+			// Every epoch reads HDFS again, so that reads after the kill
+			// meet the lost datanode's replicas.
+			"--conf", "spindle.feed.cache=0"}
 		if master == "yarn" {
 			args = append(args, "--num-executors", "2", "--executor-memory", "256m", "--conf", "spindle.network.interface=lo")
 		}
@@ -147,7 +150,18 @@ func hadoopFaults(h *hadoopSite) []fault {
 		return []string{"HADOOP_CONF_DIR=" + h.yarnConf, "HADOOP_USER_NAME=" + h.hdfs.Superuser()}
 	}
 	return []fault{
-		{name: "HDFS datanode", want: 1, recovers: true, check: rowsOnce, env: hdfsEnv,
+		{name: "HDFS datanode", want: 1, recovers: true, env: hdfsEnv,
+			check: func(stdout string) error {
+				if err := rowsOnce(stdout); err != nil {
+					return err
+				}
+				// The job must have read blocks after the kill, or the
+				// run did not test the reads' failover.
+				if n := h.hdfs.Stats().ReadOps; n == 0 {
+					return fmt.Errorf("the job read nothing from HDFS after the datanode was killed")
+				}
+				return nil
+			},
 			args: func(dir, _ string) []string { return job("local[2]", dir) },
 			victims: func(*exec.Cmd) []int {
 				if !training() {
@@ -165,6 +179,7 @@ func hadoopFaults(h *hadoopSite) []fault {
 				if err := h.hdfs.KillDataNode(i); err != nil {
 					return fmt.Sprintf("no datanode (%v)", err)
 				}
+				h.hdfs.ResetStats() // counts the reads after the kill
 				return fmt.Sprintf("datanode %d", i)
 			}},
 		{name: "YARN executor container", want: 1, recovers: true, check: rowsOnce, env: yarnEnv,
