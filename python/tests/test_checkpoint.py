@@ -166,6 +166,7 @@ class RetentionTest(unittest.TestCase):
     def test_the_jobs_keep(self):
         d = support.short_tempdir(self)
         with self.env(d, 0, **{C.CHECKPOINT_KEEP: "1"}):
+            self.assertEqual(spindle.checkpoint_keep(), 1)
             self.assertEqual(spindle.Checkpointer().keep, 1)
         with self.env(d, 0, **{C.CHECKPOINT_KEEP: "0"}):
             self.assertEqual(spindle.Checkpointer().keep, 0)
