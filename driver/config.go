@@ -75,7 +75,7 @@ type Config struct {
 	// CheckpointKeep is how many complete checkpoints of a prefix the
 	// checkpoint APIs keep (spindle.checkpoint.keep); 0 keeps every one.
 	CheckpointKeep int
-	PythonPath    string
+	PythonPath     string
 	// Python is the interpreter that runs a training command starting
 	// with python or python3 (spindle.python); empty leaves it as given.
 	Python string
