@@ -54,7 +54,7 @@ test-python:
 bench: deps build ## feed, collectives, HDFS and standalone benchmarks, each beside its baseline
 	@scripts/bench.sh
 
-chaos: deps ## kill training ranks, executors, parameter servers, drivers, standalone workers and masters of real jobs at random, and cut the driver link; report recoveries (docs/reliability.md)
+chaos: deps ## kill training ranks, executors, parameter servers, drivers, standalone workers and masters, test-HDFS datanodes, YARN containers and NodeManagers of real jobs at random, and cut the driver link; report recoveries (docs/reliability.md)
 	SPINDLE_CHAOS=1 $(GO) test -count=1 -v -timeout 30m -run TestChaos ./internal/chaos
 
 lint: ## gofmt, go vet, and staticcheck when it can be installed

@@ -72,7 +72,10 @@ type Config struct {
 	PyFiles       []string
 	Dir           string
 	CheckpointDir string
-	PythonPath    string
+	// CheckpointKeep is how many complete checkpoints of a prefix the
+	// checkpoint APIs keep (spindle.checkpoint.keep); 0 keeps every one.
+	CheckpointKeep int
+	PythonPath     string
 	// Python is the interpreter that runs a training command starting
 	// with python or python3 (spindle.python); empty leaves it as given.
 	Python string

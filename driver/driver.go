@@ -570,6 +570,7 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot, fil
 			PyFiles:                 pyFiles,
 			Python:                  c.Python,
 			CheckpointDir:           c.CheckpointDir,
+			CheckpointKeep:          int32(c.CheckpointKeep),
 			PythonPath:              c.PythonPath,
 			HadoopConfDir:           c.HadoopConfDir,
 			HadoopUser:              c.HadoopUser,

@@ -107,6 +107,7 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 		return cfg, master, err
 	}
 	cfg.CheckpointDir = p.String(config.KeyCheckpointDir)
+	cfg.CheckpointKeep = p.Int(config.KeyCheckpointKeep)
 	cfg.PythonPath = p.String(config.KeyPythonPath)
 	cfg.Python = p.String(config.KeyPython)
 	cfg.Timeout = p.Duration(config.KeyJobTimeout)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,6 +63,7 @@ func newCheckpointService(sockPath string, res *fsys.Resolver, logger *slog.Logg
 	mux := http.NewServeMux()
 	mux.HandleFunc("/checkpoint", s.handle)
 	mux.HandleFunc("/resume", s.handleResume)
+	mux.HandleFunc("/prune", s.handlePrune)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
@@ -155,6 +157,46 @@ func (s *checkpointService) handleResume(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// handlePrune deletes old checkpoints for a process that cannot delete in
+// the checkpoint directory itself (POST /prune?dir=URI&checkpoint=NAME&
+// prefix=P&keep=N): once checkpoint is complete, the complete checkpoints
+// of prefix beyond the keep most recently completed go (resume.PruneAfter).
+// It answers the names deleted, as a JSON list.
+func (s *checkpointService) handlePrune(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		return
+	}
+	q := r.URL.Query()
+	dir, checkpoint, prefix := q.Get("dir"), q.Get("checkpoint"), q.Get("prefix")
+	keep, err := strconv.Atoi(q.Get("keep"))
+	if err == nil && (dir == "" || resume.CheckName(checkpoint) != nil || resume.CheckName(prefix) != nil || keep < 1) {
+		err = fmt.Errorf("got dir=%q checkpoint=%q prefix=%q keep=%d", dir, checkpoint, prefix, keep)
+	}
+	if err != nil {
+		http.Error(w, fmt.Sprintf("want dir=URI, checkpoint=NAME, prefix=PREFIX and keep=N (1 or more): %v", err), http.StatusBadRequest)
+		return
+	}
+	ctx := r.Context()
+	fsy, d, err := s.res.Resolve(ctx, dir)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("checkpoint directory %s: %v", dir, err), http.StatusBadRequest)
+		return
+	}
+	removed, err := resume.PruneAfter(ctx, fsy, d, checkpoint, prefix, keep)
+	if err != nil {
+		s.logger.Warn("old checkpoints not deleted", "dir", dir, "prefix", prefix, "err", err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if len(removed) > 0 {
+		s.logger.Debug("deleted old checkpoints", "dir", dir, "checkpoints", removed, "keep", keep)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(append([]string{}, removed...))
 }
 
 // saveAtomic writes body to file under a temporary name and publishes it

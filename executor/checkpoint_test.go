@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -184,5 +185,61 @@ func TestCheckpointServiceStoresResumeRecords(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dir, ".spindle-resume", "ckpt-4", "rank-1.json"))
 	if err != nil || !bytes.Contains(b, []byte(`"batches":4`)) {
 		t.Fatalf("record: %s, %v", b, err)
+	}
+}
+
+// TestCheckpointServicePrunes: POST /prune deletes, for a process, the
+// complete checkpoints beyond the newest keep once the one it names is
+// complete, on HDFS and local directories; bad requests are refused.
+func TestCheckpointServicePrunes(t *testing.T) {
+	c := hdfstest.NewTestCluster(t, hdfstest.Config{BlockSize: 64 << 10})
+	res := fsys.NewResolver(fsys.Options{User: c.Superuser()})
+	defer res.Close()
+	hc := startCheckpointService(t, res)
+	prune := func(dir, checkpoint, keep string) (int, string) {
+		t.Helper()
+		u := "http://executor/prune?" + url.Values{"dir": {dir}, "checkpoint": {checkpoint}, "prefix": {"ckpt"}, "keep": {keep}}.Encode()
+		resp, err := hc.Post(u, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, dir := range []string{"hdfs://" + c.Addr() + "/user/me/pruned", t.TempDir() + "/pruned"} {
+		t.Run(map[bool]string{true: "hdfs", false: "local"}[strings.HasPrefix(dir, "hdfs:")], func(t *testing.T) {
+			for step := 1; step <= 3; step++ {
+				name := fmt.Sprintf("ckpt-%d", step)
+				if code := put(t, hc, dir, name, strings.NewReader(name)); code != http.StatusNoContent {
+					t.Fatalf("PUT %s: %d", name, code)
+				}
+				rec := fmt.Sprintf(`{"checkpoint":%q,"step":%d,"rank":0,"world_size":1,"files":[%q],"time":%q}`,
+					name, step, name, t0.Add(time.Duration(step)*time.Second).Format(time.RFC3339))
+				req, _ := http.NewRequest(http.MethodPut, "http://executor/resume?"+url.Values{"dir": {dir}}.Encode(), strings.NewReader(rec))
+				resp, err := hc.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+			if code, body := prune(dir, "ckpt-3", "1"); code != http.StatusOK || body != `["ckpt-1","ckpt-2"]` {
+				t.Fatalf("prune: %d %s", code, body)
+			}
+			for step, want := range map[int]int{1: http.StatusNotFound, 2: http.StatusNotFound, 3: http.StatusOK} {
+				if code, _ := get(t, hc, dir, fmt.Sprintf("ckpt-%d", step)); code != want {
+					t.Errorf("GET ckpt-%d after the prune: %d, want %d", step, code, want)
+				}
+			}
+			if code, body := prune(dir, "ckpt-3", "1"); code != http.StatusOK || body != `[]` {
+				t.Fatalf("second prune: %d %s", code, body)
+			}
+		})
+	}
+	for _, bad := range [][2]string{{"ckpt-3", "0"}, {"ckpt-3", "x"}, {".x", "1"}} {
+		if code, _ := prune(t.TempDir(), bad[0], bad[1]); code != http.StatusBadRequest {
+			t.Errorf("prune checkpoint %s keep %s: %d, want 400", bad[0], bad[1], code)
+		}
 	}
 }

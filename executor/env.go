@@ -128,6 +128,7 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	}
 	if t.CheckpointDir != "" {
 		set(envcontract.CheckpointDir, t.CheckpointDir)
+		set(envcontract.CheckpointKeep, strconv.Itoa(int(t.CheckpointKeep)))
 		set(envcontract.CheckpointService, checkpointSocket(filesDir))
 	}
 	if t.ResumeCheckpoint != "" {

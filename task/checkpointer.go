@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -27,6 +28,9 @@ type feedTracker struct {
 	ep    takenEpoch // nil before the first epoch
 	base  int64      // batches of ep consumed before this generation
 	epoch int
+	// told is the position a process reading a direct-mode feed itself
+	// last gave (Env.SetFeedPosition); nil when it gave none.
+	told *FeedPosition
 }
 
 type takenEpoch interface {
@@ -53,10 +57,14 @@ func (t *feedTracker) opened(e Env, ep takenEpoch) {
 // FeedPosition returns where the process's feed (arrow or tensor mode,
 // opened through Env.Batches, Env.Tensors or their Epochs helpers)
 // stands: before the first epoch is opened, where the feed starts
-// (FeedStartEpoch, FeedStartBatch).
+// (FeedStartEpoch, FeedStartBatch). A process reading a direct-mode feed
+// itself says where it stands with SetFeedPosition.
 func (e Env) FeedPosition() FeedPosition {
 	position.mu.Lock()
 	defer position.mu.Unlock()
+	if position.told != nil {
+		return *position.told
+	}
 	if position.ep == nil {
 		return FeedPosition{Epoch: e.FeedStartEpoch, Batches: e.FeedStartBatch}
 	}
@@ -65,6 +73,21 @@ func (e Env) FeedPosition() FeedPosition {
 		return FeedPosition{Epoch: position.epoch + 1}
 	}
 	return FeedPosition{Epoch: position.epoch, Batches: position.base + tk.Batches}
+}
+
+// SetFeedPosition tells the Checkpointer where a direct-mode feed that the
+// process reads itself stands: p.Batches batches of epoch p.Epoch taken
+// (an epoch read to its end is the start of the next, p.Batches 0). Such a
+// process starts reading at FeedStartEpoch, without the first
+// FeedStartBatch batches of it (Env.Direct's StartEpoch and StartBatch),
+// and calls SetFeedPosition after each batch it takes; the checkpoints it
+// saves then record where its feed stood, and a restarted job resumes
+// each rank's feed from there, as for the socket feeds, whose position
+// the package follows by itself.
+func (e Env) SetFeedPosition(p FeedPosition) {
+	position.mu.Lock()
+	defer position.mu.Unlock()
+	position.told = &p
 }
 
 // CheckpointOptions configure a Checkpointer.
@@ -81,7 +104,19 @@ type CheckpointOptions struct {
 	// (Prefix-STEP.rank-R); otherwise rank 0 saves the checkpoint and the
 	// other ranks only record their feed position.
 	PerRank bool
+	// Keep is how many complete checkpoints of Prefix stay: once a
+	// checkpoint this Checkpointer saved is complete, the rank whose
+	// record completed it deletes the older complete ones beyond the Keep
+	// most recently completed. 0 takes the job's Env.CheckpointKeep
+	// (spindle.checkpoint.keep); a negative Keep keeps every one. A
+	// checkpoint not every rank has recorded (one being written) is never
+	// deleted.
+	Keep int
 }
+
+// DefaultCheckpointKeep is spindle.checkpoint.keep's default: the complete
+// checkpoints of a prefix a Checkpointer keeps.
+const DefaultCheckpointKeep = 3
 
 // Checkpointer saves numbered checkpoints in the job's checkpoint
 // directory, atomically, with the feed's position beside them, and loads
@@ -201,5 +236,25 @@ func (c *Checkpointer) Save(ctx context.Context, step int64, write func(io.Write
 		return fmt.Errorf("record checkpoint %s: %w", rec.Checkpoint, err)
 	}
 	c.lastStep, c.lastTime = step, time.Now()
+	if keep := c.keep(); keep > 0 {
+		// The checkpoint is saved: a failure to delete old ones costs
+		// disk, not the job.
+		if removed, err := resume.PruneAfter(ctx, fsy, d, rec.Checkpoint, c.opts.Prefix, keep); err != nil {
+			slog.Warn("could not delete old checkpoints", "dir", e.CheckpointDir, "prefix", c.opts.Prefix, "keep", keep, "err", err)
+		} else if len(removed) > 0 {
+			slog.Debug("deleted old checkpoints", "dir", e.CheckpointDir, "checkpoints", removed, "keep", keep)
+		}
+	}
 	return nil
+}
+
+// keep is how many complete checkpoints stay; 0 keeps every one.
+func (c *Checkpointer) keep() int {
+	switch {
+	case c.opts.Keep < 0:
+		return 0
+	case c.opts.Keep > 0:
+		return c.opts.Keep
+	}
+	return c.env.CheckpointKeep
 }

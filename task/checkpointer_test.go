@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -222,4 +223,121 @@ func TestCheckpointerNamesAndBadUse(t *testing.T) {
 	if err := LoadCheckpoint(ctx, env.CheckpointDir, "ckpt-3", func(io.Reader) error { return nil }); err == nil {
 		t.Fatal("rank 1 wrote the checkpoint file")
 	}
+}
+
+// TestCheckpointerKeeps: with Keep 2, once a checkpoint is complete the
+// rank whose record completed it deletes the complete checkpoints beyond
+// the two newest, files and records; a checkpoint one rank has not
+// recorded yet is neither deleted nor counted; Keep -1 and a job keep of 0
+// delete nothing.
+func TestCheckpointerKeeps(t *testing.T) {
+	ctx := testCtx(t)
+	model := func(step int64) func(io.Writer) error {
+		return func(w io.Writer) error { _, err := fmt.Fprintf(w, "model %d", step); return err }
+	}
+	tests := []struct {
+		name     string
+		jobKeep  int
+		keep     int
+		perRank  bool
+		wantLeft []string // after steps 1-5 and rank 0's half of 6
+	}{
+		{name: "keep 2", keep: 2, wantLeft: []string{"ckpt-4", "ckpt-5", "ckpt-6"}},
+		{name: "the job's keep", jobKeep: 3, wantLeft: []string{"ckpt-3", "ckpt-4", "ckpt-5", "ckpt-6"}},
+		{name: "per-rank files", keep: 1, perRank: true,
+			wantLeft: []string{"ckpt-5.rank-0", "ckpt-5.rank-1", "ckpt-6.rank-0"}},
+		{name: "keep every one", jobKeep: 2, keep: -1,
+			wantLeft: []string{"ckpt-1", "ckpt-2", "ckpt-3", "ckpt-4", "ckpt-5", "ckpt-6"}},
+		{name: "job keeps every one", jobKeep: 0,
+			wantLeft: []string{"ckpt-1", "ckpt-2", "ckpt-3", "ckpt-4", "ckpt-5", "ckpt-6"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var cks [2]*Checkpointer
+			for r := range cks {
+				c, err := (Env{WorldSize: 2, Rank: r, CheckpointDir: dir, CheckpointKeep: tt.jobKeep}).Checkpointer(
+					CheckpointOptions{Keep: tt.keep, PerRank: tt.perRank})
+				if err != nil {
+					t.Fatal(err)
+				}
+				cks[r] = c
+			}
+			for step := int64(1); step <= 5; step++ {
+				// Either rank may be the last to record.
+				order := []int{0, 1}
+				if step%2 == 0 {
+					order = []int{1, 0}
+				}
+				for _, r := range order {
+					if err := cks[r].Save(ctx, step, model(step)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			// Rank 0 saved step 6; rank 1 has not yet.
+			if err := cks[0].Save(ctx, 6, model(6)); err != nil {
+				t.Fatal(err)
+			}
+			if got := checkpointFiles(t, dir); !slices.Equal(got, tt.wantLeft) {
+				t.Fatalf("checkpoint files %v, want %v", got, tt.wantLeft)
+			}
+			// The newest complete checkpoint is still whole: the driver can resume from it.
+			last := "ckpt-5"
+			if tt.perRank {
+				last = "ckpt-5.rank-1"
+			}
+			if err := LoadCheckpoint(ctx, dir, last, func(r io.Reader) error {
+				b, _ := io.ReadAll(r)
+				if string(b) != "model 5" {
+					return fmt.Errorf("holds %q", b)
+				}
+				return nil
+			}); err != nil {
+				t.Fatalf("load %s: %v", last, err)
+			}
+			p, _, err := resumeLatest(ctx, dir)
+			if err != nil || p != "ckpt-5" {
+				t.Fatalf("latest complete checkpoint %q (%v), want ckpt-5", p, err)
+			}
+		})
+	}
+}
+
+// checkpointFiles lists the checkpoint files in dir (not the records).
+func checkpointFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, e.Name())
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		if resume.NaturalLess(a, b) {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+// resumeLatest returns the checkpoint a driver would resume a world of 2
+// fed ranks from.
+func resumeLatest(ctx context.Context, dir string) (string, []string, error) {
+	res := fsys.NewResolver(fsys.Options{})
+	defer res.Close()
+	fsy, d, err := res.Resolve(ctx, dir)
+	if err != nil {
+		return "", nil, err
+	}
+	p, skipped, err := resume.Latest(ctx, fsy, d, 2, []bool{true, true}, time.Time{})
+	if err != nil || p == nil {
+		return "", skipped, err
+	}
+	return p.Checkpoint, skipped, nil
 }

@@ -77,6 +77,10 @@ type Env struct {
 	// CheckpointDir is where to keep checkpoints (a local path or a URI);
 	// empty when the job has none.
 	CheckpointDir string
+	// CheckpointKeep is how many complete checkpoints of a prefix a
+	// Checkpointer keeps (spindle.checkpoint.keep, SPINDLE_CHECKPOINT_KEEP;
+	// DefaultCheckpointKeep when unset); 0 keeps every one.
+	CheckpointKeep int
 	// Peers holds every rank's host:port for the collectives library, in
 	// rank order; nil when the job did not publish them.
 	Peers []string
@@ -247,6 +251,14 @@ func resumeFromLookup(lookup func(string) (string, bool), e *Env) error {
 		return err
 	}
 	e.Generation = int(gen)
+	e.CheckpointKeep = DefaultCheckpointKeep
+	if v, ok := lookup(envcontract.CheckpointKeep); ok && strings.TrimSpace(v) != "" {
+		keep, err := nonNegative(envcontract.CheckpointKeep)
+		if err != nil {
+			return err
+		}
+		e.CheckpointKeep = int(keep)
+	}
 	e.ResumeCheckpoint, _ = lookup(envcontract.ResumeCheckpoint)
 	if e.ResumeStep, err = nonNegative(envcontract.ResumeStep); err != nil {
 		return err

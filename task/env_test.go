@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/spindle-ml/spindle/feed/wire"
+	"github.com/spindle-ml/spindle/internal/envcontract"
 )
 
 func TestMain(m *testing.M) {
@@ -76,9 +77,9 @@ func TestFromEnv(t *testing.T) {
 		Rank: 1, WorldSize: 2, LocalRank: 0, LocalWorldSize: 1,
 		Role: "worker", RoleRank: 1, RoleWorldSize: 2, Roles: []RoleSize{{"worker", 2}},
 		JobID: "job-7", Feed: "/run/spindle/feed.sock", FeedMode: wire.ModeTensor,
-		CheckpointDir: "hdfs://nn:8020/ckpt/job-7",
-		Peers:         []string{"10.0.0.1:7100", "10.0.0.2:7100"},
-		PeerListenFD:  3, CollectiveTimeout: 2500 * time.Millisecond,
+		CheckpointDir: "hdfs://nn:8020/ckpt/job-7", CheckpointKeep: 3,
+		Peers:        []string{"10.0.0.1:7100", "10.0.0.2:7100"},
+		PeerListenFD: 3, CollectiveTimeout: 2500 * time.Millisecond,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("FromEnv =\n%+v\nwant\n%+v", got, want)
@@ -138,6 +139,7 @@ func TestFromEnvErrors(t *testing.T) {
 		{"peer bad port", map[string]string{EnvPeers: "a:1,b:0"}, `peer 1 has port "0"`, ErrBadEnv},
 		{"bad fd", map[string]string{EnvPeerListenFD: "x"}, "SPINDLE_PEER_LISTEN_FD=x", ErrBadEnv},
 		{"bad timeout", map[string]string{EnvCollectiveTimeout: "30s"}, "SPINDLE_COLLECTIVE_TIMEOUT=30s: want a positive number of seconds", ErrBadEnv},
+		{"negative keep", map[string]string{envcontract.CheckpointKeep: "-1"}, "SPINDLE_CHECKPOINT_KEEP=-1: want a whole number", ErrBadEnv},
 		{"zero timeout", map[string]string{EnvCollectiveTimeout: "0"}, "SPINDLE_COLLECTIVE_TIMEOUT=0", ErrBadEnv},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -93,6 +93,7 @@ func runMaster(c *cli.Context) error {
 	cfg.TrailingLogs = uint64(p.Int(config.KeyMasterTrailingLogs))
 	cfg.SnapshotRetain = p.Int(config.KeyMasterSnapshotRetain)
 	cfg.WorkerTimeout = p.Duration(config.KeyMasterWorkerTimeout)
+	cfg.WorkerGoneTimeout = p.Duration(config.KeyMasterWorkerGoneTimeout)
 	cfg.AppTimeout = p.Duration(config.KeyMasterAppTimeout)
 	cfg.LaunchTimeout = p.Duration(config.KeyMasterLaunchTimeout)
 	cfg.RetainedApps = p.Int(config.KeyMasterRetainedApps)

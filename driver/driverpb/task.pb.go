@@ -108,8 +108,12 @@ type Task struct {
 	// SPINDLE_RESUME_STEP); empty when it starts afresh.
 	ResumeCheckpoint string `protobuf:"bytes,31,opt,name=resume_checkpoint,json=resumeCheckpoint,proto3" json:"resume_checkpoint,omitempty"`
 	ResumeStep       int64  `protobuf:"varint,32,opt,name=resume_step,json=resumeStep,proto3" json:"resume_step,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// checkpoint_keep is how many complete checkpoints of a prefix the
+	// checkpoint APIs keep (spindle.checkpoint.keep; SPINDLE_CHECKPOINT_KEEP);
+	// 0 keeps every one.
+	CheckpointKeep int32 `protobuf:"varint,41,opt,name=checkpoint_keep,json=checkpointKeep,proto3" json:"checkpoint_keep,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
@@ -369,6 +373,13 @@ func (x *Task) GetResumeCheckpoint() string {
 func (x *Task) GetResumeStep() int64 {
 	if x != nil {
 		return x.ResumeStep
+	}
+	return 0
+}
+
+func (x *Task) GetCheckpointKeep() int32 {
+	if x != nil {
+		return x.CheckpointKeep
 	}
 	return 0
 }
@@ -909,7 +920,8 @@ var File_task_proto protoreflect.FileDescriptor
 const file_task_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"task.proto\x12\x12spindle.control.v1\"\xea\t\n" +
+	"task.proto\x12\x12spindle.control.v1\"\x93\n" +
+	"\n" +
 	"\x04Task\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x123\n" +
@@ -952,7 +964,8 @@ const file_task_proto_rawDesc = "" +
 	"generation\x12+\n" +
 	"\x11resume_checkpoint\x18\x1f \x01(\tR\x10resumeCheckpoint\x12\x1f\n" +
 	"\vresume_step\x18  \x01(\x03R\n" +
-	"resumeStep\x1a6\n" +
+	"resumeStep\x12'\n" +
+	"\x0fcheckpoint_keep\x18) \x01(\x05R\x0echeckpointKeep\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc1\x06\n" +

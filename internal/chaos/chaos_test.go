@@ -92,6 +92,12 @@ type fault struct {
 	// reach the driver through a fault proxy, which is put in mode for
 	// the duration, then passes again.
 	link *linkFault
+	// kill, when set, does the fault to victim v (what victims listed: a
+	// pid, or a datanode's or NodeManager's index) instead of a SIGKILL,
+	// and says what it did.
+	kill func(v int) string
+	// env, when set, is added to the job's environment.
+	env func() []string
 }
 
 // linkFault is a fault of the control plane between executors and driver.
@@ -279,8 +285,16 @@ type outcome struct {
 	hang      bool          // past the deadline
 	left      int           // processes left behind
 	recovery  time.Duration // kill to the victims' role running again; 0 when not measured
+	restarts  int           // generations the driver started after the first
+	why       string        // the first restart's reason
 	problem   string
 }
+
+// restartLine is the driver's console line for each new generation.
+var restartLine = regexp.MustCompile(`; restarting every rank \(`)
+
+// firstRestart takes the reason of the first restart.
+var firstRestart = regexp.MustCompile(`failed: (.*); restarting every rank \(`)
 
 func TestChaos(t *testing.T) {
 	runs := 3
@@ -315,8 +329,7 @@ func TestChaos(t *testing.T) {
 		}
 		for i := range runs {
 			o := runOne(t, f, data, rng)
-			t.Logf("%-24s run %d: killed %s; recovered=%v named=%v hang=%v left=%d recovery=%s %s",
-				f.name, i+1, o.killed, o.recovered, o.named, o.hang, o.left, o.recovery.Round(time.Millisecond), o.problem)
+			logRun(t, f, i, o)
 			all = append(all, o)
 		}
 	}
@@ -332,8 +345,22 @@ func TestChaos(t *testing.T) {
 		for i := range runs {
 			sc.ensure() // a member the last run killed is back
 			o := runOne(t, f, data, rng)
-			t.Logf("%-24s run %d: killed %s; recovered=%v named=%v hang=%v left=%d recovery=%s %s",
-				f.name, i+1, o.killed, o.recovered, o.named, o.hang, o.left, o.recovery.Round(time.Millisecond), o.problem)
+			logRun(t, f, i, o)
+			all = append(all, o)
+		}
+	}
+	hs := &hadoopSite{}
+	for _, f := range hadoopFaults(hs) {
+		if only != "" && !strings.Contains(f.name, only) {
+			continue
+		}
+		if hs.t == nil { // started for the first Hadoop fault
+			hs.start(t)
+		}
+		for i := range runs {
+			hs.ensure(strings.HasPrefix(f.name, "YARN"))
+			o := runOne(t, f, data, rng)
+			logRun(t, f, i, o)
 			all = append(all, o)
 		}
 	}
@@ -380,6 +407,9 @@ func runOne(t *testing.T, f fault, data string, rng *rand.Rand) outcome {
 	}
 	cmd := exec.CommandContext(ctx, spindleBin, args...)
 	cmd.Dir = dir
+	if f.env != nil {
+		cmd.Env = append(os.Environ(), f.env()...)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -390,7 +420,7 @@ func runOne(t *testing.T, f fault, data string, rng *rand.Rand) outcome {
 
 	// Wait for the job to run, then kill one victim after a random delay.
 	var victims []int
-	for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(20 * time.Millisecond) {
+	for start := time.Now(); time.Since(start) < time.Minute; time.Sleep(20 * time.Millisecond) {
 		if victims = f.victims(cmd); len(victims) >= f.want {
 			break
 		}
@@ -404,6 +434,9 @@ func runOne(t *testing.T, f fault, data string, rng *rand.Rand) outcome {
 			time.Sleep(f.link.dur) // the fault's duration, not a wait for something
 			proxy.Set(faultproxy.Pass)
 			killedAt = time.Now() // recovery counts from the link's return
+		} else if len(victims) > 0 && f.kill != nil {
+			o.killed = f.kill(victims[rng.IntN(len(victims))])
+			killedAt = time.Now()
 		} else if len(victims) > 0 {
 			v := victims[rng.IntN(len(victims))]
 			o.killed = fmt.Sprintf("%s pid %d", f.name, v)
@@ -450,6 +483,10 @@ ended:
 		<-done
 	}
 	code := cmd.ProcessState.ExitCode()
+	o.restarts = len(restartLine.FindAllString(stderr.String(), -1))
+	if m := firstRestart.FindStringSubmatch(stderr.String()); m != nil {
+		o.why = m[1]
+	}
 	switch {
 	case f.recovers:
 		o.recovered = code == 0
@@ -478,6 +515,17 @@ ended:
 	return o
 }
 
+// logRun logs run i of fault f.
+func logRun(t *testing.T, f fault, i int, o outcome) {
+	t.Helper()
+	why := ""
+	if o.why != "" {
+		why = " (first restart: " + o.why + ")"
+	}
+	t.Logf("%-24s run %d: killed %s; recovered=%v named=%v hang=%v left=%d restarts=%d recovery=%s %s%s",
+		f.name, i+1, o.killed, o.recovered, o.named, o.hang, o.left, o.restarts, o.recovery.Round(time.Millisecond), o.problem, why)
+}
+
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], " | ")
@@ -487,7 +535,7 @@ func lastLines(s string, n int) string {
 // failures, hangs, leftovers, and recovery p50/p95.
 func summarize(all []outcome) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| fault (SIGKILL, or the driver link's) | runs | recovered | failed, named | hangs | processes left | recovery p50 | recovery p95 |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| fault (SIGKILL, or the driver link's) | runs | recovered | failed, named | hangs | processes left | restarts | recovery p50 | recovery p95 |\n|---|---|---|---|---|---|---|---|---|\n")
 	var order []string
 	by := map[string][]outcome{}
 	for _, o := range all {
@@ -498,7 +546,7 @@ func summarize(all []outcome) string {
 	}
 	for _, name := range order {
 		os := by[name]
-		var rec, named, hangs, left int
+		var rec, named, hangs, left, restarts int
 		var times []time.Duration
 		for _, o := range os {
 			if o.recovered {
@@ -511,6 +559,7 @@ func summarize(all []outcome) string {
 				hangs++
 			}
 			left += o.left
+			restarts += o.restarts
 			if o.recovery > 0 {
 				times = append(times, o.recovery)
 			}
@@ -521,7 +570,7 @@ func summarize(all []outcome) string {
 			p50 = times[len(times)/2].Round(10 * time.Millisecond).String()
 			p95 = times[min(len(times)-1, int(math.Ceil(0.95*float64(len(times))))-1)].Round(10 * time.Millisecond).String()
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %s | %s |\n", name, len(os), rec, named, hangs, left, p50, p95)
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %s | %s |\n", name, len(os), rec, named, hangs, left, restarts, p50, p95)
 	}
 	return b.String()
 }

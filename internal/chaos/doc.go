@@ -1,13 +1,16 @@
 // Package chaos is Spindle's chaos harness: it runs real jobs on this
-// machine (loopback only; in local mode, and on a standalone cluster of
-// three masters and two workers run as processes) and kills one of their
-// processes at a random moment — a training rank (Go or PyTorch DDP), an
-// executor, a parameter server, the driver, a standalone worker, the
-// leading or a following master — then checks that the job recovered as its failure policy
-// promises (or failed naming what went), that its model is as good as an
-// undisturbed run's, that no process was left behind, and that nothing
-// hung past a hard deadline. It reports runs, faults by kind, recoveries,
-// named failures, hangs and the recovery times.
+// machine (loopback only; in local mode, on a standalone cluster of three
+// masters and two workers run as processes, and on the protocol-level test
+// HDFS and YARN of internal/hdfstest and internal/yarntest) and kills one
+// of their processes or cluster members at a random moment — a training
+// rank (Go or PyTorch DDP), an executor, a parameter server, the driver, a
+// standalone worker, the leading or a following master, a datanode, a YARN
+// container or NodeManager — then checks that the job recovered as its
+// failure policy promises (or failed naming what went), that its model is
+// as good as an undisturbed run's or its rows fed once per epoch, that no
+// process was left behind, and that nothing hung past a hard deadline. It
+// reports runs, faults by kind, recoveries, restarts, named failures,
+// hangs and the recovery times.
 //
 // Network faults go through internal/faultproxy: the executors reach the
 // driver through a proxy that pauses, drops or blackholes their

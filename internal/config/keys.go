@@ -134,6 +134,7 @@ const (
 	KeyFeedCache         = "spindle.feed.cacheMemory"
 	KeyEvenBatches       = "spindle.feed.evenBatches"
 	KeyCheckpointDir     = "spindle.checkpoint.dir"
+	KeyCheckpointKeep    = "spindle.checkpoint.keep"
 	KeyDriverHost        = "spindle.driver.host"
 	KeyDriverBindHost    = "spindle.driver.bindHost"
 	KeyDriverPort        = "spindle.driver.port"
@@ -209,6 +210,8 @@ var coreKeys = []Key{
 		Doc: "Give every rank the same number of batches per epoch: pad (repeat rows of the rank's own data), drop (drop the remainder), off."},
 	{Name: KeyCheckpointDir, Default: "", Kind: String,
 		Doc: "Directory (local path, file:// or hdfs:// URI) for checkpoints; given to training processes as SPINDLE_CHECKPOINT_DIR."},
+	{Name: KeyCheckpointKeep, Default: "3", Kind: Int, Min: 0, HasMin: true,
+		Doc: "Complete checkpoints of each prefix the checkpoint APIs (task.Checkpointer, spindle.Checkpointer) keep: once a new one is complete, older complete ones beyond this many are deleted; never the newest complete one nor one still being written. 0 keeps every one. Given to training processes as SPINDLE_CHECKPOINT_KEEP."},
 	{Name: KeyDriverHost, Default: "", Kind: String,
 		Doc: "Address executors use to reach the driver; empty picks one by the spindle.network.interface rule (loopback for local jobs)."},
 	{Name: KeyDriverBindHost, Default: "", Kind: String,

@@ -24,6 +24,7 @@ const (
 	KeyMasterTrailingLogs       = "spindle.master.raft.trailingLogs"
 	KeyMasterSnapshotRetain     = "spindle.master.raft.snapshotRetain"
 	KeyMasterWorkerTimeout      = "spindle.master.workerTimeout"
+	KeyMasterWorkerGoneTimeout  = "spindle.master.workerGoneTimeout"
 	KeyMasterAppTimeout         = "spindle.master.appTimeout"
 	KeyMasterLaunchTimeout      = "spindle.master.launchTimeout"
 	KeyMasterRetainedApps       = "spindle.master.retainedApps"
@@ -95,6 +96,8 @@ var standaloneKeys = []Key{
 		Doc: "Snapshot files kept in the data directory."},
 	{Name: KeyMasterWorkerTimeout, Default: "5s", Kind: Duration,
 		Doc: "A worker silent this long is declared lost; its executors are marked lost and their drivers told."},
+	{Name: KeyMasterWorkerGoneTimeout, Default: "2s", Kind: Duration, ZeroOK: true,
+		Doc: "A worker whose connection from the leading master closed, that refuses new ones and has not heartbeated for this long is declared lost at once (its process died), without waiting out spindle.master.workerTimeout; 0 waits for that timeout only."},
 	{Name: KeyMasterAppTimeout, Default: "30s", Kind: Duration,
 		Doc: "An application whose driver is silent this long is ended and its executors stopped."},
 	{Name: KeyMasterLaunchTimeout, Default: "30s", Kind: Duration,

@@ -76,14 +76,18 @@ func TestRestartResumesTheFeedMidEpoch(t *testing.T) {
 	input := writeRowIDs(t, rows, 3)
 	for _, tt := range []struct {
 		name  string
+		feed  string
 		extra []string
 	}{
-		{"shuffled", []string{"--shuffle", "--seed", "11", "--conf", "spindle.feed.shuffleBufferRows=100"}},
-		{"in order", nil},
+		{"shuffled", "tensor", []string{"--shuffle", "--seed", "11", "--conf", "spindle.feed.shuffleBufferRows=100"}},
+		{"in order", "tensor", nil},
+		// The process reads its splits itself and says where it stands
+		// (task.Env.SetFeedPosition).
+		{"direct", "direct", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			args := submitArgs(append([]string{"--num-executors", "2", "--input", input, "--label-column", "id", "--feed", "tensor",
+			args := submitArgs(append([]string{"--num-executors", "2", "--input", input, "--label-column", "id", "--feed", tt.feed,
 				"--batch-rows", "10", "--epochs", strconv.Itoa(epochs), "--checkpoint-dir", filepath.Join(dir, "ckpt"),
 				"--conf", "spindle.failure.policy=restart"}, tt.extra...)...)
 			// 60 batches per rank per epoch: the kill lands in epoch 1.

@@ -17,6 +17,7 @@ const (
 	LabelColumn       = "SPINDLE_LABEL_COLUMN"
 	JobID             = "SPINDLE_JOB_ID"
 	CheckpointDir     = "SPINDLE_CHECKPOINT_DIR"
+	CheckpointKeep    = "SPINDLE_CHECKPOINT_KEEP"
 	Peers             = "SPINDLE_PEERS"
 	PeerListenFD      = "SPINDLE_PEER_LISTEN_FD"
 	PeerToken         = "SPINDLE_PEER_TOKEN"
@@ -176,6 +177,7 @@ var Vars = []Var{
 	{Name: LabelColumn, ID: "label_column", Doc: "the label column, when `--label-column` is set"},
 	{Name: JobID, ID: "job_id", Doc: "the job's id"},
 	{Name: CheckpointDir, ID: "checkpoint_dir", Doc: "the checkpoint directory, when configured"},
+	{Name: CheckpointKeep, ID: "checkpoint_keep", Default: "3", Doc: "how many complete checkpoints of each prefix the checkpoint APIs keep (`spindle.checkpoint.keep`), when a checkpoint directory is configured; `0` keeps every one"},
 	{Name: CheckpointService, ID: "checkpoint_service", Doc: "the Unix socket of the executor's checkpoint service, when a checkpoint directory is configured: the Python package saves `hdfs://` checkpoints through it"},
 	{Name: ReportSocket, ID: "report_socket", Doc: "the Unix datagram socket where the process reports values (`spindle.report(step=..., loss=...)`, `task.Report`): one JSON object per datagram, never waited on"},
 	{Name: Generation, ID: "generation", Doc: "the gang's generation: 0 at first, one more at each restart or resize (`spindle.failure.policy restart` or `elastic`); the world size, peers and rendezvous variables are this generation's"},

@@ -149,8 +149,19 @@ func (c *Cluster) allocate(ctx context.Context, req *pb.AllocateRequestProto) (*
 		resp.UpdatedNodes = append(resp.UpdatedNodes, n.reportLocked())
 	}
 	a.lostNodes = nil
+	// The headroom, as the CapacityScheduler gives it: what is free in the
+	// cluster, within what the application's queue has left.
 	total, used := c.clusterRoomLocked()
-	resp.Limit = &pb.ResourceProto{Memory: proto.Int64(total.mem - used.mem), VirtualCores: proto.Int32(int32(total.vcores - used.vcores))}
+	freeMem, freeVC := total.mem-used.mem, total.vcores-used.vcores
+	if q := c.queues[a.queue]; q != nil {
+		if q.cfg.MemoryMB > 0 {
+			freeMem = min(freeMem, int64(q.cfg.MemoryMB)-q.usedMB)
+		}
+		if q.cfg.VCores > 0 {
+			freeVC = min(freeVC, int64(q.cfg.VCores)-q.usedVCores)
+		}
+	}
+	resp.Limit = &pb.ResourceProto{Memory: proto.Int64(max(0, freeMem)), VirtualCores: proto.Int32(int32(max(0, freeVC)))}
 	a.responseID++
 	resp.ResponseId = proto.Int32(a.responseID)
 	a.lastResp = resp

@@ -32,6 +32,7 @@ var (
 	buildErr                      error
 	binDir                        string
 	spindleBin, logregBin, genBin string
+	rowcheckBin                   string
 )
 
 func TestMain(m *testing.M) {
@@ -56,7 +57,8 @@ func binaries(t *testing.T) {
 		for _, b := range []struct {
 			out *string
 			pkg string
-		}{{&spindleBin, "./cmd/spindle"}, {&logregBin, "./examples/logreg"}, {&genBin, "./examples/datagen"}} {
+		}{{&spindleBin, "./cmd/spindle"}, {&logregBin, "./examples/logreg"}, {&genBin, "./examples/datagen"},
+			{&rowcheckBin, "./internal/e2e/rowcheck"}} {
 			*b.out = filepath.Join(binDir, filepath.Base(b.pkg))
 			cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
 			cmd.Dir = root

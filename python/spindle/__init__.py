@@ -27,6 +27,7 @@ import os
 from . import _contract
 from ._env import (
     checkpoint_dir,
+    checkpoint_keep,
     collective_timeout,
     feed_mode,
     feed_path,
@@ -54,7 +55,7 @@ from ._report import report
 
 __all__ = [
     "Checkpointer", "EnvError", "Epoch", "Feed", "FeedError", "FeedTruncatedError", "SpindleError", "UnsupportedTypeError",
-    "batches", "checkpoint_dir", "collective_timeout", "columns", "epochs", "feed", "feed_mode", "feed_path",
+    "batches", "checkpoint_dir", "checkpoint_keep", "collective_timeout", "columns", "epochs", "feed", "feed_mode", "feed_path",
     "feed_start", "files_dir", "generation", "in_spindle", "job_id", "label_column", "last_epoch", "local_rank", "local_world_size",
     "peers", "position", "pyarrow_available", "rank", "report", "resume_checkpoint", "role", "role_rank", "role_world_size", "roles", "tensors", "world_size",
 ]

@@ -118,6 +118,17 @@ def checkpoint_dir():
     return value or None
 
 
+def checkpoint_keep():
+    """Return how many complete checkpoints of a prefix the checkpoint APIs keep; 0 keeps every one.
+
+    The value is ``spindle.checkpoint.keep`` (SPINDLE_CHECKPOINT_KEEP), 3
+    when unset.
+    """
+    if not os.environ.get(C.CHECKPOINT_KEEP, "").strip():
+        return int(C.DEFAULTS[C.CHECKPOINT_KEEP])
+    return _optional_int(C.CHECKPOINT_KEEP)
+
+
 def files_dir():
     """Return the directory holding the job's ``--files``, or None (SPINDLE_FILES_DIR)."""
     return os.environ.get(C.FILES_DIR) or None

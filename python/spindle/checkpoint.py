@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import socket
+import sys
 import tempfile
 import time
 import urllib.parse
@@ -292,9 +293,17 @@ class Checkpointer:
     last save (both 0: every step).
     A time-based schedule needs the ranks to agree on it (decide on rank 0
     and broadcast), or use every_steps.
+
+    keep is how many complete checkpoints of prefix stay: once a checkpoint
+    is complete, the rank whose record completed it deletes the older
+    complete ones beyond the keep most recently completed (records first,
+    then files). None takes the job's ``spindle.checkpoint.keep``
+    (SPINDLE_CHECKPOINT_KEEP, 3 when unset); 0 keeps every one. A
+    checkpoint that not every rank has recorded (one being written) is
+    never deleted, and neither is the newest complete one.
     """
 
-    def __init__(self, prefix="ckpt", every_steps=0, every_seconds=0, per_rank=False, directory=None):
+    def __init__(self, prefix="ckpt", every_steps=0, every_seconds=0, per_rank=False, directory=None, keep=None):
         if not _NAME.match(prefix or ""):
             raise CheckpointError(f"checkpoint prefix {prefix!r}: want letters, digits and _.+=- only, "
                                   "not starting with a dot")
@@ -305,6 +314,11 @@ class Checkpointer:
         self.every_steps = int(every_steps)
         self.every_seconds = float(every_seconds)
         self.per_rank = bool(per_rank)
+        if keep is None:
+            keep = _env.checkpoint_keep()
+        if int(keep) < 0:
+            raise CheckpointError(f"keep {keep} checkpoints: must not be negative (0 keeps every one)")
+        self.keep = int(keep)
         self._rank = _env.rank()
         self._world = _env.world_size()
         self._last_step = 0
@@ -366,7 +380,133 @@ class Checkpointer:
             record["files"] = [self._file(step)]
         _write_record(self.directory, record)  # last: it says the files are stored
         self._last_step, self._last_time = step, _now()
+        if self.keep > 0:
+            try:
+                prune(self.directory, self.prefix, self.keep, after=self.name(step))
+            except (OSError, CheckpointError) as e:
+                # The checkpoint is saved: old ones left behind cost disk, not the job.
+                print(f"spindle: could not delete old checkpoints in {self.directory}: {e}", file=sys.stderr, flush=True)
 
 
 def _now():
     return time.monotonic()
+
+
+_RECORD = re.compile(r"^rank-(\d+)\.json$")
+_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+
+
+def _record_time(value):
+    """Parse a record's RFC 3339 time (Go writes nanoseconds); None when it is not one."""
+    m = _TIME.match(value or "")
+    if not m:
+        return None
+    frac = (m.group(2) or "0")[:6].ljust(6, "0")
+    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
+    return datetime.datetime.fromisoformat(f"{m.group(1)}.{frac}{zone}")
+
+
+def _complete_records(path):
+    """Return the records of the checkpoint whose record directory is path when they make it
+    complete in the strict sense (every rank of their world, one generation and step), else None."""
+    try:
+        entries = os.listdir(path)
+    except FileNotFoundError:
+        return None
+    recs = {}
+    for entry in entries:
+        m = _RECORD.match(entry)
+        if not m:
+            continue  # a save in progress, or not ours
+        try:
+            with open(os.path.join(path, entry)) as f:
+                rec = json.load(f)
+        except (OSError, ValueError):
+            return None
+        if rec.get("rank") != int(m.group(1)):
+            return None
+        recs[int(m.group(1))] = rec
+    if not recs:
+        return None
+    world = next(iter(recs.values())).get("world_size", 0)
+    if world <= 0 or sorted(recs) != list(range(world)):
+        return None
+    if len({(r.get("world_size"), r.get("step"), r.get("generation", 0)) for r in recs.values()}) != 1:
+        return None
+    return list(recs.values())
+
+
+def prune(directory, prefix, keep, after=None):
+    """Delete the complete checkpoints ``prefix-STEP`` in directory beyond the keep most recently completed.
+
+    With after (the name of a checkpoint just recorded), only once that one
+    is complete. Each goes records first, so that it stops being complete
+    before any of its files goes. Returns the names deleted, oldest first.
+    A directory only the executor can write (``hdfs://``) is pruned by the
+    executor's checkpoint service, with the same rules (Go's
+    internal/resume.Prune).
+    """
+    keep = int(keep)
+    if keep < 1:
+        return []
+    local = _local(directory)
+    if local is None:
+        return _prune_remote(directory, prefix, keep, after)
+    root = os.path.join(local, RESUME_DIR)
+    if after is not None and _complete_records(os.path.join(root, after)) is None:
+        return []
+    try:
+        names = os.listdir(root)
+    except FileNotFoundError:
+        return []
+    done = []
+    for name in names:
+        step = name[len(prefix) + 1:] if name.startswith(prefix + "-") else ""
+        if not step.isdigit():
+            continue
+        recs = _complete_records(os.path.join(root, name))
+        if recs is None:
+            continue
+        times = [t for t in (_record_time(r.get("time")) for r in recs) if t is not None]
+        completed = max(times) if times else datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+        files = sorted({f for r in recs for f in r.get("files") or [] if _NAME.match(f)})
+        done.append((completed, int(step), name, files))
+    done.sort(reverse=True)
+    removed = []
+    for _, _, name, files in reversed(done[keep:]):
+        d = os.path.join(root, name)
+        for entry in os.listdir(d):
+            _remove(os.path.join(d, entry))
+        try:
+            os.rmdir(d)
+        except FileNotFoundError:
+            pass
+        for f in files:
+            _remove(os.path.join(local, f))
+        removed.append(name)
+    return removed
+
+
+def _remove(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass  # another rank pruning at the same time
+
+
+def _prune_remote(directory, prefix, keep, after):
+    if after is None:
+        raise CheckpointError(f"prune {directory}: the executor's service prunes after a checkpoint it names")
+    conn = _service(directory)
+    try:
+        conn.request("POST", "/prune?" + urllib.parse.urlencode(
+            {"dir": directory, "checkpoint": after, "prefix": prefix, "keep": keep}))
+        resp = conn.getresponse()
+        body = resp.read().decode("utf-8", "replace").strip()
+        if resp.status != 200:
+            raise CheckpointError(f"delete old checkpoints in {directory}: {body or resp.reason} (HTTP {resp.status})")
+        return json.loads(body)
+    except OSError as e:
+        raise CheckpointError(f"delete old checkpoints in {directory}: the executor's checkpoint service: {e}") from None
+    finally:
+        conn.close()

@@ -6,6 +6,7 @@ Checkpoints on HDFS go through the executor's service; the end-to-end tests
 
 import json
 import os
+import re
 import unittest
 from unittest import mock
 
@@ -121,6 +122,89 @@ class CheckpointerTest(unittest.TestCase):
             self.assertEqual(checkpoint.load_bytes("ckpt-6.rank-1", d), b"y")
         with self.assertRaises(checkpoint.CheckpointError):
             checkpoint.Checkpointer(prefix=".x", directory=d)
+
+
+class RetentionTest(unittest.TestCase):
+    """Checkpointer keep: old complete checkpoints go once a new one is complete."""
+
+    def env(self, d, rank, **extra):
+        e = {C.RANK: str(rank), C.WORLD_SIZE: "2", C.FEED: "", C.FEED_MODE: "", C.CHECKPOINT_DIR: d}
+        e.update(extra)
+        return mock.patch.dict(os.environ, e)
+
+    def files(self, d):
+        return sorted((n for n in os.listdir(d) if not n.startswith(".")), key=lambda n: [int(p) if p.isdigit() else p
+                                                                                        for p in re.split(r"(\d+)", n)])
+
+    def run_steps(self, d, steps=5, half=6, **kw):
+        """Both ranks save steps 1..steps (either may be last), then rank 0 saves half."""
+        for step in range(1, steps + 1):
+            for rank in ((0, 1) if step % 2 else (1, 0)):
+                with self.env(d, rank):
+                    spindle.Checkpointer(**kw).save(step, f"model {step}".encode())
+        if half:
+            with self.env(d, 0):
+                spindle.Checkpointer(**kw).save(half, b"half")
+
+    def test_keeps_the_newest(self):
+        for kw, want in [
+            ({"keep": 2}, ["ckpt-4", "ckpt-5", "ckpt-6"]),
+            ({}, ["ckpt-3", "ckpt-4", "ckpt-5", "ckpt-6"]),  # the job's default, 3
+            ({"keep": 1, "per_rank": True}, ["ckpt-5.rank-0", "ckpt-5.rank-1", "ckpt-6.rank-0"]),
+            ({"keep": 0}, ["ckpt-1", "ckpt-2", "ckpt-3", "ckpt-4", "ckpt-5", "ckpt-6"]),
+        ]:
+            with self.subTest(**kw):
+                d = support.short_tempdir(self)
+                self.run_steps(d, **kw)
+                self.assertEqual(self.files(d), want)
+                records = sorted(os.listdir(os.path.join(d, checkpoint.RESUME_DIR)))
+                self.assertEqual(records, sorted({w.split(".")[0] for w in want}))
+                # The newest complete one is whole.
+                name = "ckpt-5.rank-1" if kw.get("per_rank") else "ckpt-5"
+                self.assertEqual(checkpoint.load_bytes(name, d), b"model 5")
+
+    def test_the_jobs_keep(self):
+        d = support.short_tempdir(self)
+        with self.env(d, 0, **{C.CHECKPOINT_KEEP: "1"}):
+            self.assertEqual(spindle.checkpoint_keep(), 1)
+            self.assertEqual(spindle.Checkpointer().keep, 1)
+        with self.env(d, 0, **{C.CHECKPOINT_KEEP: "0"}):
+            self.assertEqual(spindle.Checkpointer().keep, 0)
+        with self.env(d, 0, **{C.CHECKPOINT_KEEP: "-1"}):
+            with self.assertRaises(EnvError):
+                spindle.Checkpointer()
+        with self.env(d, 0):
+            with self.assertRaises(checkpoint.CheckpointError):
+                spindle.Checkpointer(keep=-2)
+
+    def test_completion_order_and_go_times(self):
+        """Recency is by completion: an older job's higher steps go first; Go's nanosecond times parse."""
+        d = support.short_tempdir(self)
+        for name, when in [("ckpt-900", "2026-01-01T00:00:01.123456789Z"), ("ckpt-910", "2026-01-01T00:00:02Z"),
+                           ("ckpt-10", "2026-01-01T00:00:03.5+00:00"), ("ckpt-20", None)]:
+            checkpoint.save_bytes(name.encode(), name, d)
+            rd = os.path.join(d, checkpoint.RESUME_DIR, name)
+            os.makedirs(rd)
+            for rank in (0, 1):
+                rec = {"checkpoint": name, "step": int(name[5:]), "rank": rank, "world_size": 2, "generation": 0,
+                       "time": when or "2026-01-01T00:00:04Z"}
+                if rank == 0:
+                    rec["files"] = [name]
+                if name == "ckpt-20" and rank == 1:
+                    continue  # not complete: never deleted nor counted
+                with open(os.path.join(rd, f"rank-{rank}.json"), "w") as f:
+                    json.dump(rec, f)
+        self.assertEqual(checkpoint.prune(d, "ckpt", 1, after="ckpt-20"), [])  # ckpt-20 is not complete yet
+        self.assertEqual(checkpoint.prune(d, "ckpt", 1), ["ckpt-900", "ckpt-910"])
+        self.assertEqual(self.files(d), ["ckpt-10", "ckpt-20"])
+        self.assertEqual(checkpoint.prune(d, "ckpt", 1), [])
+
+    def test_remote_goes_through_the_executor(self):
+        env = {k: v for k, v in os.environ.items() if k != checkpoint.SERVICE}
+        with mock.patch.dict(os.environ, env, clear=True):
+            with self.assertRaises(checkpoint.CheckpointError) as cm:
+                checkpoint.prune("hdfs://nn:8020/ckpt", "ckpt", 2, after="ckpt-4")
+        self.assertIn(checkpoint.SERVICE, str(cm.exception))
 
 
 if __name__ == "__main__":

@@ -140,6 +140,13 @@ var fastMaster = []string{
 
 func startCluster(t *testing.T, workerCores int) *cluster {
 	t.Helper()
+	return startClusterWith(t, workerCores, nil)
+}
+
+// startClusterWith starts the cluster with masterConf (--conf K=V
+// arguments) after fastMaster's, which they override.
+func startClusterWith(t *testing.T, workerCores int, masterConf []string) *cluster {
+	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir()}
 	var peers []string
 	var raft []string
@@ -151,6 +158,7 @@ func startCluster(t *testing.T, workerCores int) *cluster {
 	for i := 1; i <= 3; i++ {
 		args := append([]string{"master", "--id", fmt.Sprintf("m%d", i), "--addr", c.addrs[i-1], "--raft-addr", raft[i-1],
 			"--peers", strings.Join(peers, ","), "--data-dir", filepath.Join(c.dir, fmt.Sprintf("m%d", i))}, fastMaster...)
+		args = append(args, masterConf...)
 		p := &proc{name: fmt.Sprintf("m%d", i), args: args, log: filepath.Join(c.dir, fmt.Sprintf("m%d.log", i))}
 		p.start(t)
 		c.masters = append(c.masters, p)

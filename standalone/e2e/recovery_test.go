@@ -166,3 +166,35 @@ func TestElasticGrowsWhenAWorkerJoins(t *testing.T) {
 		t.Errorf("%v\n%s", err, j.stdout.String())
 	}
 }
+
+// TestKilledWorkerIsLostAtOnce: a worker process SIGKILLed closes the
+// leading master's connection to it and refuses new ones, and the master
+// declares it lost within spindle.master.workerGoneTimeout rather than
+// spindle.master.workerTimeout, set here to ten minutes so that only the
+// closed connection can tell. The worker left, which heartbeats, stays
+// alive.
+func TestKilledWorkerIsLostAtOnce(t *testing.T) {
+	c := startClusterWith(t, 2, []string{"--conf", "spindle.master.workerTimeout=10m",
+		"--conf", "spindle.master.workerGoneTimeout=1s"})
+	c.workers[1].kill()
+	st := c.waitFor(60*time.Second, "worker w2 declared lost", func(st *client.Status) bool {
+		for _, w := range st.Cluster.GetWorkers() {
+			if w.GetId() == "w2" && !w.GetAlive() {
+				return true
+			}
+		}
+		return false
+	})
+	for _, w := range st.Cluster.GetWorkers() {
+		switch w.GetId() {
+		case "w2":
+			if !strings.Contains(w.GetMessage(), "its connection closed and") {
+				t.Errorf("w2 lost with %q, want the closed connection named", w.GetMessage())
+			}
+		case "w1":
+			if !w.GetAlive() {
+				t.Errorf("w1, still running, was declared lost: %s", w.GetMessage())
+			}
+		}
+	}
+}

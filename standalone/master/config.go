@@ -91,6 +91,11 @@ type Config struct {
 
 	// WorkerTimeout: a worker silent this long is lost, with its executors.
 	WorkerTimeout time.Duration
+	// WorkerGoneTimeout: a worker whose connection from the leader closed,
+	// that refuses new ones and that has not heartbeated for this long is
+	// lost at once (its process died), without waiting out WorkerTimeout;
+	// 0 turns this off.
+	WorkerGoneTimeout time.Duration
 	// AppTimeout: an application whose driver is silent this long is
 	// ended and its executors stopped.
 	AppTimeout time.Duration
@@ -135,6 +140,7 @@ func DefaultConfig() Config {
 		TrailingLogs:       1024,
 		SnapshotRetain:     2,
 		WorkerTimeout:      5 * time.Second,
+		WorkerGoneTimeout:  2 * time.Second,
 		AppTimeout:         30 * time.Second,
 		LaunchTimeout:      30 * time.Second,
 		StopGrace:          5 * time.Second,
@@ -180,6 +186,9 @@ func (c *Config) Validate() error {
 	if c.WorkerTimeout <= 0 || c.AppTimeout <= 0 || c.LaunchTimeout <= 0 || c.GangTimeout <= 0 {
 		return bad("worker timeout %s, app timeout %s, launch timeout %s and gang timeout %s must be positive",
 			c.WorkerTimeout, c.AppTimeout, c.LaunchTimeout, c.GangTimeout)
+	}
+	if c.WorkerGoneTimeout < 0 {
+		return bad("worker gone timeout %s must not be negative (0 turns it off)", c.WorkerGoneTimeout)
 	}
 	switch c.Placement {
 	case PlacementSpread, PlacementPack:

@@ -31,6 +31,9 @@ type leaderState struct {
 	launching  map[string]int  // request ids being launched
 	closed     bool            // set by stop; no goroutine starts after it
 	kick       chan struct{}
+	// watches are the connections watched to each alive worker, by id
+	// (watch.go); only the loop touches them.
+	watches map[string]workerWatch
 }
 
 // startLeader takes up the leader's duties once the FSM has caught up with
@@ -45,6 +48,7 @@ func (m *Master) startLeader(parent context.Context) *leaderState {
 		stopping:   map[string]bool{},
 		notified:   map[string]bool{},
 		launching:  map[string]int{},
+		watches:    map[string]workerWatch{},
 		kick:       make(chan struct{}, 1),
 	}
 	ls.sched = newScheduler(ls)
@@ -128,8 +132,10 @@ func (ls *leaderState) loop(ctx context.Context) {
 			ls.checkWorkers()
 			ls.checkApps()
 			ls.abandonPlacements()
+			ls.syncWatches()
 			ls.reconcile()
 		case <-changed:
+			ls.syncWatches()
 			ls.reconcile()
 		case <-ls.kick:
 			ls.reconcile()

@@ -128,6 +128,10 @@ type Allocator struct {
 	tracking     string // the tracking URL, sentTracking the one YARN has
 	sentTracking string
 	hosts        *hostIndex
+	// headroom is the resources the ResourceManager's last allocate
+	// answer said the application may still get (its limit); nil before
+	// one said.
+	headroom *pb.ResourceProto
 
 	events    chan driver.Event
 	stop      chan struct{}
@@ -608,4 +612,27 @@ func (a *Allocator) Err() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.fatal
+}
+
+// Room says how many more executors of spec the application may get now,
+// by the headroom the ResourceManager's last allocate answer gave it (its
+// queue's room, as YARN counts it): an elastic job that runs smaller than
+// it may asks it whether to grow. Zero before YARN said.
+func (a *Allocator) Room(ctx context.Context, spec driver.ExecutorSpec) (int, error) {
+	a.mu.Lock()
+	h := a.headroom
+	a.mu.Unlock()
+	return headroomFits(h, spec.MemoryMB+a.cfg.MemoryOverheadMB, max(spec.Cores, 1)), nil
+}
+
+// headroomFits counts the containers of memMB and cores that fit in h.
+func headroomFits(h *pb.ResourceProto, memMB, cores int) int {
+	if h == nil || memMB < 1 {
+		return 0
+	}
+	n := h.GetMemory() / int64(memMB)
+	if h.VirtualCores != nil {
+		n = min(n, int64(h.GetVirtualCores())/int64(cores))
+	}
+	return int(max(0, n))
 }

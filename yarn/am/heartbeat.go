@@ -123,6 +123,9 @@ func (a *Allocator) allocate() error {
 	var completed []outcomeFor
 	a.mu.Lock()
 	a.responseID = resp.GetResponseId()
+	if l := resp.GetLimit(); l != nil {
+		a.headroom = l
+	}
 	for _, t := range resp.GetNmTokens() {
 		a.nmTokens[nodeAddr(t.GetNodeId())] = hadooprpc.TokenFromProto(t.GetToken())
 	}

@@ -10,6 +10,10 @@
 // hash adds rowsum.Hash(id) over the rows taken (mod 2^64); rowsum.Check
 // sums the ranks' lines of each epoch. --crash-after makes one rank SIGKILL itself in
 // the first generation after that many batches.
+//
+// With --feed direct it reads its splits itself, in order (no shuffle),
+// starting where the generation resumes, and tells the Checkpointer where
+// it stands with task.Env.SetFeedPosition.
 package main
 
 import (
@@ -21,9 +25,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/feed/wire"
+	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/rowsum"
 	"github.com/spindle-ml/spindle/task"
 )
@@ -92,7 +100,29 @@ func run(ctx context.Context, crashRank, crashAfter int, every int64, pause time
 	}
 	taken := 0
 	save := func(w io.Writer) error { return json.NewEncoder(w).Encode(st) }
-	for {
+	// take counts one batch of ids of epoch e, and checkpoints when due.
+	take := func(e int, ids []float64) error {
+		for _, id := range ids {
+			st.Rows[e]++
+			st.Hash[e] += rowsum.Hash(uint64(id))
+		}
+		if pause > 0 {
+			time.Sleep(pause) // stands for the work of a training step
+		}
+		step++
+		taken++
+		if env.Generation == 0 && env.Rank == crashRank && crashAfter > 0 && taken == crashAfter {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		_, err := ck.MaybeSave(ctx, step, save)
+		return err
+	}
+	if env.FeedMode == wire.ModeDirect {
+		if err := readDirect(ctx, env, take); err != nil {
+			return err
+		}
+	}
+	for env.FeedMode != wire.ModeDirect {
 		ep, err := env.Tensors(ctx)
 		if err != nil {
 			return err
@@ -114,19 +144,11 @@ func run(ctx context.Context, crashRank, crashAfter int, every int64, pause time
 				ep.Close()
 				return errors.New("the feed has no label column (submit with --label-column id)")
 			}
-			for _, id := range b.Labels {
-				st.Rows[ep.Epoch()]++
-				st.Hash[ep.Epoch()] += rowsum.Hash(uint64(id))
+			ids := make([]float64, len(b.Labels))
+			for i, id := range b.Labels {
+				ids[i] = float64(id)
 			}
-			if pause > 0 {
-				time.Sleep(pause) // stands for the work of a training step
-			}
-			step++
-			taken++
-			if env.Generation == 0 && env.Rank == crashRank && crashAfter > 0 && taken == crashAfter {
-				syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			}
-			if _, err := ck.MaybeSave(ctx, step, save); err != nil {
+			if err := take(ep.Epoch(), ids); err != nil {
 				ep.Close()
 				return err
 			}
@@ -135,6 +157,77 @@ func run(ctx context.Context, crashRank, crashAfter int, every int64, pause time
 	}
 	for e := 0; e < len(st.Rows); e++ {
 		fmt.Printf("rowcheck rank=%d generation=%d epoch=%d rows=%d hash=%016x\n", env.Rank, env.Generation, e, st.Rows[e], st.Hash[e])
+	}
+	return nil
+}
+
+// readDirect reads a direct-mode feed: each epoch from the one the
+// generation starts at, the splits in order cut into batches of the
+// spec's size, without the batches the checkpoint resumed from had
+// consumed; after each batch it tells the Checkpointer where it stands.
+func readDirect(ctx context.Context, env task.Env, take func(epoch int, ids []float64) error) error {
+	spec, err := env.Direct()
+	if err != nil {
+		return err
+	}
+	if spec.Shuffle {
+		return errors.New("the direct reader reads in order: submit without --shuffle")
+	}
+	res := fsys.NewResolver(fsys.Options{})
+	defer res.Close()
+	// The ids of the rank's rows, in order: every epoch takes the same.
+	var ids []float64
+	opts := feed.ReadOptions{Columns: spec.Columns, LabelColumn: spec.LabelColumn, BatchRows: 4096}
+	if spec.CSV != nil {
+		opts.CSV.Header = spec.CSV.Header
+		if spec.CSV.Delimiter != "" {
+			opts.CSV.Delimiter = rune(spec.CSV.Delimiter[0])
+		}
+	}
+	for _, s := range spec.Splits {
+		r, err := feed.OpenSplit(ctx, res, s, opts)
+		if err != nil {
+			return err
+		}
+		for {
+			b, err := r.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				r.Close()
+				return fmt.Errorf("read %s: %w", s.URI, err)
+			}
+			col := b.Column(int(b.NumCols()) - 1) // the label column is last
+			for i := 0; i < col.Len(); i++ {
+				v, err := strconv.ParseFloat(col.ValueStr(i), 64)
+				if err != nil {
+					b.Release()
+					r.Close()
+					return fmt.Errorf("read %s: row id %q: %w", s.URI, col.ValueStr(i), err)
+				}
+				ids = append(ids, v)
+			}
+			b.Release()
+		}
+		r.Close()
+	}
+	for e := spec.StartEpoch; e < spec.Epochs; e++ {
+		first := int64(0)
+		if e == spec.StartEpoch {
+			first = spec.StartBatch
+		}
+		n := (int64(len(ids)) + int64(spec.BatchRows) - 1) / int64(spec.BatchRows)
+		for b := first; b < n; b++ {
+			lo, hi := b*int64(spec.BatchRows), min(int64(len(ids)), (b+1)*int64(spec.BatchRows))
+			env.SetFeedPosition(task.FeedPosition{Epoch: e, Batches: b + 1})
+			if b+1 == n {
+				env.SetFeedPosition(task.FeedPosition{Epoch: e + 1})
+			}
+			if err := take(e, ids[lo:hi]); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

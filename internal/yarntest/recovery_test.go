@@ -1,0 +1,75 @@
+package yarntest_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spindle-ml/spindle/internal/rowsum"
+	"github.com/spindle-ml/spindle/internal/yarntest"
+)
+
+// TestSubmitLostNodeIsNotTheJobsFault: mid-job, a NodeManager running one
+// of a restart-policy job's executors is lost with its containers, which YARN
+// reports aborted (-100): a loss not the job's fault, so the job restarts
+// on the nodes left even with spindle.failure.maxRestarts 0, and every
+// epoch still feeds each row exactly once.
+func TestSubmitLostNodeIsNotTheJobsFault(t *testing.T) {
+	const rows, epochs = 4000, 6
+	s := startSite(t, yarntest.Config{NodeManagers: 3})
+	data := t.TempDir()
+	var b strings.Builder
+	b.WriteString("id,x\n")
+	for id := range rows {
+		fmt.Fprintf(&b, "%d,%d\n", id, id%3)
+	}
+	if err := os.WriteFile(filepath.Join(data, "ids.csv"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	j := s.submit(t, "--name", "lost-node", "--num-executors", "2", "--executor-memory", "256m",
+		"--input", filepath.Join(data, "ids.csv"), "--label-column", "id", "--feed", "tensor", "--batch-rows", "10",
+		"--epochs", fmt.Sprint(epochs), "--shuffle", "--seed", "6", "--checkpoint-dir", filepath.Join(data, "ckpt"),
+		"--conf", "spindle.failure.policy=restart", "--conf", "spindle.failure.maxRestarts=0",
+		"--", rowcheckBin, "--every", "5", "--pause", "5ms")
+	runningExecutorOf(t, s, j, 2)
+	// Mid-job: once both ranks finished a checkpoint.
+	for deadline := time.Now().Add(2 * time.Minute); !checkpointedBy(filepath.Join(data, "ckpt"), 2); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no complete checkpoint in 2 minutes:\n%s", j.stderr.String())
+		}
+	}
+	am := -1
+	for _, ct := range s.yarn.Containers() {
+		if ct.AM && ct.Running {
+			am = ct.Node
+		}
+	}
+	victim := -1
+	for _, ct := range s.yarn.Containers() {
+		if ct.ExecutorID != "" && ct.Running && ct.Node != am {
+			victim = ct.Node
+		}
+	}
+	if victim < 0 {
+		t.Fatalf("every executor runs beside the ApplicationMaster: %+v", s.yarn.Containers())
+	}
+	if err := s.yarn.LoseNode(victim); err != nil {
+		t.Fatal(err)
+	}
+	if code := j.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("the job failed after losing a NodeManager: exit %d\n%s", code, j.stderr.String())
+	}
+	out := j.stderr.String()
+	for _, want := range []string{"Container released on a *lost* node (not the job's fault)",
+		"not counted against spindle.failure.maxRestarts; 1 of 10 such restarts"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := rowsum.Check(out, 2, epochs, rows); err != nil {
+		t.Errorf("%v\n%s", err, out)
+	}
+}

@@ -1,0 +1,145 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+)
+
+// The leader keeps a connection open to every alive worker and watches it.
+// A worker process that dies (SIGKILL, a crash) has its connections closed
+// by its kernel at once, and its port refuses new ones: the leader declares
+// such a worker lost after WorkerGoneTimeout instead of waiting out
+// WorkerTimeout, so that the drivers of its executors hear of their loss
+// in about a second. A worker cut off by the network keeps its connections
+// open (nothing closes them) and is left to WorkerTimeout, as before; one
+// that keeps heartbeating is never declared lost this way.
+
+// workerWatch is the watch of one worker incarnation at one address.
+type workerWatch struct {
+	addr, incarnation string
+	cancel            context.CancelFunc
+}
+
+// watchStep is how often a watch whose connection is down looks again.
+const watchStep = 50 * time.Millisecond
+
+// syncWatches starts a watch for every alive worker that has none (or whose
+// address or incarnation changed) and ends the watches of the others. It
+// runs on the leader's loop only.
+func (ls *leaderState) syncWatches() {
+	if ls.m.cfg.WorkerGoneTimeout <= 0 {
+		return
+	}
+	want := map[string]workerWatch{}
+	ls.m.fsm.read(func(s *State, _ uint64) {
+		for _, w := range s.Workers {
+			if w.Alive && w.Addr != "" {
+				want[w.ID] = workerWatch{addr: w.Addr, incarnation: w.Incarnation}
+			}
+		}
+	})
+	for id, w := range ls.watches {
+		if n, ok := want[id]; !ok || n.addr != w.addr || n.incarnation != w.incarnation {
+			w.cancel()
+			delete(ls.watches, id)
+		}
+	}
+	for id, n := range want {
+		if _, ok := ls.watches[id]; ok {
+			continue
+		}
+		ctx, cancel := context.WithCancel(ls.ctx)
+		n.cancel = cancel
+		ls.watches[id] = n
+		ls.goOwned(func() { ls.watchWorker(ctx, id, n.addr, n.incarnation) })
+	}
+}
+
+// watchWorker holds a connection to the worker id at addr until ctx ends
+// and declares the worker lost when workerGone says it is.
+func (ls *leaderState) watchWorker(ctx context.Context, id, addr, incarnation string) {
+	// A connection of its own: the shared one, which launches and stops
+	// use, must not be left backing off from a dead worker's port when a
+	// new worker process takes it.
+	conn, err := grpc.NewClient(addr, ls.m.creds.DialOptions()...)
+	if err != nil {
+		ls.logger.Warn("cannot watch worker", "worker", id, "addr", addr, "err", err)
+		return
+	}
+	defer conn.Close()
+	grace := ls.m.cfg.WorkerGoneTimeout
+	var wasReady bool
+	var down time.Time
+	for {
+		st := conn.GetState()
+		now := time.Now()
+		switch st {
+		case connectivity.Ready:
+			wasReady, down = true, time.Time{}
+		case connectivity.Idle:
+			// Idle after a closed connection, or never connected yet:
+			// connect (again).
+			conn.Connect()
+			fallthrough
+		default:
+			if wasReady && down.IsZero() {
+				down = now
+			}
+		}
+		ls.mu.Lock()
+		seen := ls.workerSeen[id]
+		ls.mu.Unlock()
+		if workerGone(down, seen, now, st == connectivity.Ready, grace) {
+			ls.declareGone(id, addr, incarnation, now.Sub(down))
+			return
+		}
+		wait := time.Hour
+		if !down.IsZero() {
+			wait = watchStep
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		conn.WaitForStateChange(wctx, st)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// workerGone says whether a worker whose connection from the leader went
+// down at down (zero: it is up) is gone at now: the connection has not come
+// back (ready is false) for grace, and the worker has not been heard from
+// (its last heartbeat at seen) for grace either.
+func workerGone(down, seen, now time.Time, ready bool, grace time.Duration) bool {
+	if grace <= 0 || down.IsZero() || ready {
+		return false
+	}
+	return now.Sub(down) >= grace && now.Sub(seen) >= grace
+}
+
+// declareGone records the worker as lost, unless it re-registered or was
+// declared lost meanwhile.
+func (ls *leaderState) declareGone(id, addr, incarnation string, down time.Duration) {
+	var host string
+	current := false
+	ls.m.fsm.read(func(s *State, _ uint64) {
+		if w, ok := s.Workers[id]; ok && w.Alive && w.Addr == addr && w.Incarnation == incarnation {
+			current, host = true, w.Host
+		}
+	})
+	if !current {
+		return
+	}
+	msg := fmt.Sprintf("worker %s (host %s) is gone: its connection closed and %s refused new ones for %s",
+		id, host, addr, down.Round(100*time.Millisecond))
+	if _, err := ls.m.apply(cmdWorkerLost, workerLostCmd{ID: id, Message: msg, TimeMS: nowMS()}); err != nil {
+		ls.logger.Warn("record lost worker", "worker", id, "err", err)
+		return
+	}
+	ls.logger.Warn("worker lost", "worker", id, "host", host, "why", "connection closed and refused",
+		"down", down.Round(time.Millisecond))
+}
