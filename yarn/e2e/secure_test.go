@@ -1,0 +1,275 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/hadooptest"
+)
+
+// secureFS returns a gateway's HDFS client of the secure cluster, logged
+// in from the ticket cache cc or, when cc is empty, from the user's keytab.
+func secureFS(t *testing.T, sc *hadooptest.SecureCluster, cc string) *fsys.Resolver {
+	t.Helper()
+	t.Setenv("KRB5_CONFIG", sc.KDC.Conf)
+	opts := fsys.Options{HadoopConfDir: sc.ConfDir}
+	if cc != "" {
+		t.Setenv("KRB5CCNAME", "FILE:"+cc)
+	} else {
+		t.Setenv("KRB5CCNAME", "FILE:"+filepath.Join(t.TempDir(), "no-ticket"))
+		opts.KerberosPrincipal, opts.KerberosKeytab = hadooptest.SecureUser, sc.UserKeytab
+	}
+	t.Setenv("HADOOP_TOKEN_FILE_LOCATION", "")
+	t.Setenv("HADOOP_USER_NAME", "")
+	r := fsys.NewResolver(opts)
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// writeSecure writes data to name on the secure cluster's HDFS as the user.
+func writeSecure(t *testing.T, r *fsys.Resolver, sc *hadooptest.SecureCluster, name string, data []byte) {
+	t.Helper()
+	ctx := context.Background()
+	h, p, err := r.Resolve(ctx, sc.Props["fs.defaultFS"]+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.MkdirAll(ctx, path.Dir(p)); err != nil {
+		t.Fatalf("mkdir %s: %v", path.Dir(p), err)
+	}
+	w, err := h.CreateAtomic(ctx, p)
+	if err != nil {
+		t.Fatalf("create %s: %v", p, err)
+	}
+	defer w.Abort()
+	if _, err := w.Write(data); err != nil {
+		t.Fatalf("write %s: %v", p, err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatalf("commit %s: %v", p, err)
+	}
+}
+
+// TestRealSecureHDFS: Spindle's gateway writes, lists and reads a real
+// Kerberized HDFS (block access tokens, SASL data transfer protection,
+// HTTPS-only web endpoints) with a ticket from MIT's kinit -kt and with a
+// keytab login; with neither it is refused, naming kinit.
+func TestRealSecureHDFS(t *testing.T) {
+	sc := hadooptest.SharedSecure(t)
+	home := "/user/" + hadooptest.SecureUser
+	data := bytes.Repeat([]byte("kerberized hdfs\n"), 100000) // 1.6 MB: more than one packet
+	for _, tc := range []struct {
+		name   string
+		ticket bool
+	}{{"kinit ticket", true}, {"keytab login", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cc := ""
+			if tc.ticket {
+				cc = sc.Kinit(t)
+			}
+			r := secureFS(t, sc, cc)
+			name := home + "/gateway/" + strings.ReplaceAll(tc.name, " ", "-")
+			writeSecure(t, r, sc, name, data)
+			ctx := context.Background()
+			h, p, err := r.Resolve(ctx, sc.Props["fs.defaultFS"]+name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries, err := h.ReadDir(ctx, path.Dir(p))
+			if err != nil {
+				t.Fatalf("list %s: %v", path.Dir(p), err)
+			}
+			found := false
+			for _, e := range entries {
+				found = found || e.Name() == path.Base(p)
+			}
+			if !found {
+				t.Fatalf("%s does not list %s", path.Dir(p), path.Base(p))
+			}
+			in, err := h.Open(ctx, p)
+			if err != nil {
+				t.Fatalf("open %s: %v", p, err)
+			}
+			got, err := io.ReadAll(in)
+			in.Close()
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("read %d bytes (%v), want the %d written", len(got), err, len(data))
+			}
+		})
+	}
+	t.Run("no ticket", func(t *testing.T) {
+		r := secureFS(t, sc, filepath.Join(t.TempDir(), "empty"))
+		_, _, err := r.Resolve(context.Background(), sc.Props["fs.defaultFS"]+home)
+		if err == nil || !strings.Contains(err.Error(), "kinit") {
+			t.Fatalf("resolve without a ticket: %v, want an error that says to run kinit", err)
+		}
+	})
+}
+
+// colinmarcVersion is colinmarc/hdfs's version in go.mod.
+func colinmarcVersion(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "github.com/colinmarc/hdfs/v2" {
+			return f[1]
+		}
+	}
+	t.Fatal("go.mod does not require github.com/colinmarc/hdfs/v2")
+	return ""
+}
+
+// TestRealSecureHDFSThirdPartyClient: colinmarc/hdfs's own hdfs command,
+// unchanged, at the version Spindle builds with, lists and reads the real
+// Kerberized HDFS with a ticket from MIT's kinit -kt, so the secure cluster
+// is one any Hadoop client can use, not one shaped to Spindle's.
+func TestRealSecureHDFSThirdPartyClient(t *testing.T) {
+	sc := hadooptest.SharedSecure(t)
+	version := colinmarcVersion(t)
+	bin := t.TempDir()
+	install := exec.Command("go", "install", "github.com/colinmarc/hdfs/v2/cmd/hdfs@"+version)
+	install.Env = append(os.Environ(), "GOBIN="+bin, "GOFLAGS=-mod=mod")
+	install.Dir = bin
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Skipf("go install colinmarc/hdfs's hdfs command %s: %v\n%s", version, err, out)
+	}
+	data := []byte("read by a third-party client\n")
+	writeSecure(t, secureFS(t, sc, ""), sc, "/user/"+hadooptest.SecureUser+"/third-party/file.txt", data)
+
+	hdfsCmd := func(env []string, args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "hdfs"), args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	env := func(cc string) []string {
+		var out []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "HADOOP_") && !strings.HasPrefix(kv, "KRB5") {
+				out = append(out, kv)
+			}
+		}
+		return append(out, "HADOOP_CONF_DIR="+sc.ConfDir, "KRB5_CONFIG="+sc.KDC.Conf, "KRB5CCNAME="+cc)
+	}
+	withTicket := env(sc.Kinit(t))
+	if out, err := hdfsCmd(withTicket, "ls", "/user/"+hadooptest.SecureUser+"/third-party"); err != nil || !strings.Contains(out, "file.txt") {
+		t.Fatalf("hdfs ls: %v\n%s", err, out)
+	}
+	if out, err := hdfsCmd(withTicket, "cat", "/user/"+hadooptest.SecureUser+"/third-party/file.txt"); err != nil || out != string(data) {
+		t.Fatalf("hdfs cat: %v\n%q, want %q", err, out, data)
+	}
+	// Without a ticket the same command is refused: the cluster is secure.
+	out, err := hdfsCmd(env(filepath.Join(t.TempDir(), "no-ticket")), "ls", "/user/"+hadooptest.SecureUser)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("hdfs ls without a ticket: %v, want a failure\n%s", err, out)
+	}
+}
+
+// submitSecure runs spindle submit --master yarn against the secure
+// cluster with no ticket cache, so only the flags log in.
+func submitSecure(t *testing.T, sc *hadooptest.SecureCluster, timeout time.Duration, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, spindleBin, append([]string{"submit", "--master", "yarn", "--conf", "spindle.network.interface=lo"}, args...)...)
+	cmd.Env = append(env(sc.ConfDir), "KRB5_CONFIG="+sc.KDC.Conf, "KRB5CCNAME=FILE:"+filepath.Join(t.TempDir(), "no-ticket"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run spindle submit: %v", err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+// putSecureData generates a small Parquet data set and writes it to dir on
+// the secure cluster's HDFS as the user, returning the input glob.
+func putSecureData(t *testing.T, sc *hadooptest.SecureCluster, dir string) string {
+	t.Helper()
+	local := t.TempDir()
+	cmd := exec.Command(datagenBin, "--out", local, "--rows", "3000", "--features", "4", "--files", "3",
+		"--format", "parquet", "--row-group-rows", "500", "--seed", "5")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("datagen: %v\n%s", err, out)
+	}
+	files, _ := filepath.Glob(filepath.Join(local, "*.parquet"))
+	r := secureFS(t, sc, "")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeSecure(t, r, sc, dir+"/"+filepath.Base(f), b)
+	}
+	return sc.Props["fs.defaultFS"] + dir + "/*.parquet"
+}
+
+// TestRealSecureSubmit: spindle submit --principal --keytab, with no
+// ticket cache, submits to a real Kerberized ResourceManager over GSSAPI;
+// the Go example runs in real secure NodeManagers' containers on data in
+// the real Kerberized HDFS, which its executors open with the delegation
+// token the gateway obtained (renewer: the ResourceManager's principal),
+// as the namenode's audit log shows (auth:TOKEN); with neither ticket nor
+// keytab the submission is refused with exit 2 before anything runs.
+func TestRealSecureSubmit(t *testing.T) {
+	sc := hadooptest.SharedSecure(t)
+	dir := "/user/" + hadooptest.SecureUser + "/logreg-secure"
+	input := putSecureData(t, sc, dir)
+	t.Run("client mode", func(t *testing.T) {
+		code, stdout, stderr := submitSecure(t, sc, 4*time.Minute,
+			"--principal", hadooptest.SecureUser, "--keytab", sc.UserKeytab, "--name", "secure-logreg",
+			"--num-executors", "2", "--executor-memory", "256m", "--input", input, "--label-column", "label",
+			"--feed", "tensor", "--batch-rows", "128", "--epochs", "2", "--seed", "3", "--", logregBin, "--lr", "0.5")
+		if code != 0 {
+			t.Fatalf("spindle submit exited %d\n--- stdout\n%s\n--- stderr\n%s", code, stdout, stderr)
+		}
+		for _, want := range []string{"hdfs delegation token obtained", "renewer=hadoop", "all executors registered", "[rank 1] final", "succeeded"} {
+			if !strings.Contains(stdout+stderr, want) {
+				t.Errorf("spindle submit did not show %q:\n--- stdout\n%s\n--- stderr\n%s", want, stdout, stderr)
+			}
+		}
+		audit, err := os.ReadFile(sc.AuditLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokenOpens := 0
+		for _, line := range strings.Split(string(audit), "\n") {
+			if strings.Contains(line, "ugi="+hadooptest.SecureUser+"@") && strings.Contains(line, "(auth:TOKEN)") &&
+				strings.Contains(line, "cmd=open") && strings.Contains(line, "src="+dir+"/part-") {
+				tokenOpens++
+			}
+		}
+		if tokenOpens == 0 {
+			t.Fatalf("the namenode saw no open of %s with a delegation token (auth:TOKEN): executors did not read with tokens\n%s", dir, audit)
+		}
+		t.Logf("executors opened the input %d times with the delegation token", tokenOpens)
+	})
+	t.Run("no ticket, no keytab", func(t *testing.T) {
+		code, stdout, stderr := submitSecure(t, sc, time.Minute, "--num-executors", "1", "--", "true")
+		if code != 2 || !strings.Contains(stderr, "kinit") {
+			t.Fatalf("exit %d, want 2 saying to run kinit\n--- stdout\n%s\n--- stderr\n%s", code, stdout, stderr)
+		}
+	})
+}
