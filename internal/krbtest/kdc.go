@@ -36,12 +36,16 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
-// binary finds a Kerberos program in PATH or the sbin directories.
+// SbinDirs are searched for the KDC's programs after PATH: Debian puts
+// them in /usr/sbin, which a user's PATH may lack.
+var SbinDirs = []string{"/usr/sbin", "/usr/local/sbin", "/sbin"}
+
+// binary finds a Kerberos program in PATH or SbinDirs.
 func binary(name string) (string, bool) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, true
 	}
-	for _, d := range []string{"/usr/sbin", "/usr/local/sbin", "/sbin"} {
+	for _, d := range SbinDirs {
 		p := filepath.Join(d, name)
 		if _, err := os.Stat(p); err == nil {
 			return p, true

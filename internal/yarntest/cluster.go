@@ -204,8 +204,8 @@ func (c *Cluster) startRM() error {
 		return err
 	}
 	// The client port takes simple authentication, as an insecure
-	// cluster's does.
-	c.rmSrv, err = hadooprpc.NewServer(hadooprpc.ServerConfig{Name: "resourcemanager", Logger: c.log}, c.clientProtocol())
+	// cluster's does, or Config.SASL's (Kerberos).
+	c.rmSrv, err = hadooprpc.NewServer(hadooprpc.ServerConfig{Name: "resourcemanager", Logger: c.log, SASL: c.cfg.SASL}, c.clientProtocol())
 	if err != nil {
 		ln.Close()
 		return err

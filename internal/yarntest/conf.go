@@ -11,8 +11,8 @@ import (
 
 // WriteConfig writes yarn-site.xml for this cluster into dir (beside the
 // test HDFS's core-site.xml), ready to be HADOOP_CONF_DIR: the
-// ResourceManager's client and scheduler addresses and the largest
-// container.
+// ResourceManager's client and scheduler addresses, the largest
+// container, and on a Kerberized cluster the ResourceManager's principal.
 func (c *Cluster) WriteConfig(dir string) error {
 	host, _, _ := net.SplitHostPort(c.rmAddr)
 	props := []property{
@@ -22,6 +22,9 @@ func (c *Cluster) WriteConfig(dir string) error {
 		{"yarn.scheduler.maximum-allocation-mb", strconv.Itoa(c.cfg.MaxAllocationMB)},
 		{"yarn.nodemanager.resource.memory-mb", strconv.Itoa(c.cfg.Nodes[0].MemoryMB)},
 		{"yarn.nodemanager.resource.cpu-vcores", strconv.Itoa(c.cfg.Nodes[0].VCores)},
+	}
+	if c.cfg.KerberosPrincipal != "" {
+		props = append(props, property{"yarn.resourcemanager.principal", c.cfg.KerberosPrincipal})
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("yarntest: write configuration: %w", err)

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
 )
 
 // NodeConfig sizes one NodeManager.
@@ -57,6 +59,15 @@ type Config struct {
 	FinishGrace time.Duration
 	// Logger receives the cluster's logs; nil discards them.
 	Logger *slog.Logger
+	// SASL, when set, authenticates the ResourceManager's clients (its
+	// client port), and KerberosPrincipal, when set, makes the written
+	// configuration a Kerberized cluster's (yarn.resourcemanager.principal,
+	// whose short name renews the applications' HDFS tokens): with
+	// hadooprpc.KerberosServer, a secure YARN for tests. NodeManagers then
+	// localize a container's hdfs:// resources with the delegation tokens
+	// of its launch context, as a secure NodeManager does.
+	SASL              hadooprpc.SASL
+	KerberosPrincipal string
 }
 
 // DefaultConfig returns the defaults: three NodeManagers of 8 GiB and 8

@@ -231,8 +231,10 @@ func putSecureData(t *testing.T, sc *hadooptest.SecureCluster, dir string) strin
 // the Go example runs in real secure NodeManagers' containers on data in
 // the real Kerberized HDFS, which its executors open with the delegation
 // token the gateway obtained (renewer: the ResourceManager's principal),
-// as the namenode's audit log shows (auth:TOKEN); with neither ticket nor
-// keytab the submission is refused with exit 2 before anything runs.
+// as the namenode's audit log shows (auth:TOKEN); in cluster mode the
+// driver in the ApplicationMaster reads HDFS with that token alone; with
+// neither ticket nor keytab the submission is refused with exit 2 before
+// anything runs.
 func TestRealSecureSubmit(t *testing.T) {
 	sc := hadooptest.SharedSecure(t)
 	dir := "/user/" + hadooptest.SecureUser + "/logreg-secure"
@@ -265,6 +267,23 @@ func TestRealSecureSubmit(t *testing.T) {
 			t.Fatalf("the namenode saw no open of %s with a delegation token (auth:TOKEN): executors did not read with tokens\n%s", dir, audit)
 		}
 		t.Logf("executors opened the input %d times with the delegation token", tokenOpens)
+	})
+	t.Run("cluster mode", func(t *testing.T) {
+		// The driver runs in the ApplicationMaster, which has no ticket
+		// and no keytab: it plans over HDFS and hands its executors the
+		// delegation token the gateway obtained.
+		code, stdout, stderr := submitSecure(t, sc, 4*time.Minute, "--deploy-mode", "cluster",
+			"--principal", hadooptest.SecureUser, "--keytab", sc.UserKeytab, "--name", "secure-logreg-cluster",
+			"--num-executors", "2", "--executor-memory", "256m", "--input", input, "--label-column", "label",
+			"--feed", "tensor", "--batch-rows", "128", "--epochs", "2", "--seed", "3", "--", logregBin, "--lr", "0.5")
+		if code != 0 {
+			t.Fatalf("spindle submit exited %d\n--- stdout\n%s\n--- stderr\n%s", code, stdout, stderr)
+		}
+		for _, want := range []string{"hdfs delegation token obtained", "its driver is in the ApplicationMaster", "planned splits", "[rank 1]", "succeeded"} {
+			if !strings.Contains(stdout+stderr, want) {
+				t.Errorf("spindle submit did not show %q:\n--- stdout\n%s\n--- stderr\n%s", want, stdout, stderr)
+			}
+		}
 	})
 	t.Run("no ticket, no keytab", func(t *testing.T) {
 		code, stdout, stderr := submitSecure(t, sc, time.Minute, "--num-executors", "1", "--", "true")

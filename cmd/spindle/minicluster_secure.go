@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	osuser "os/user"
+	"path/filepath"
+	"time"
+
+	"github.com/jcmturner/gokrb5/v8/keytab"
+	"github.com/urfave/cli/v2"
+
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/hdfstest"
+	"github.com/spindle-ml/spindle/internal/krbtest"
+	"github.com/spindle-ml/spindle/internal/yarntest"
+)
+
+// secureRealm is spindle minicluster --secure's Kerberos: an MIT KDC on
+// loopback with the namenode's, the ResourceManager's and the user's
+// principals and keytabs under DIR/kdc.
+type secureRealm struct {
+	kdc        *krbtest.KDC
+	user       string // the user's principal, without the realm
+	userKeytab string
+	nn, rm     *keytab.Keytab
+}
+
+// Service principals of the secure minicluster, as in a real cluster's
+// site files (_HOST is the server's address, 127.0.0.1).
+const (
+	secureNNPrincipal = "nn/_HOST@" + krbtest.Realm
+	secureRMPrincipal = "rm/_HOST@" + krbtest.Realm
+)
+
+// secureTokenRenewInterval and secureTokenMaxLifetime are the namenode's
+// delegation-token lifetimes, Hadoop's defaults.
+const (
+	secureTokenRenewInterval = 24 * time.Hour
+	secureTokenMaxLifetime   = 7 * 24 * time.Hour
+)
+
+// startSecureRealm starts a KDC for a new realm in dir/kdc (a restart makes
+// a new one: keytabs change) and makes the principals. A missing MIT
+// Kerberos program is bad input (exit 2), named.
+func startSecureRealm(ctx context.Context, dir string) (*secureRealm, error) {
+	if err := krbtest.Missing(); err != nil {
+		return nil, cli.Exit(fmt.Sprintf("spindle minicluster --secure: %v", err), exitUsage)
+	}
+	kdir := filepath.Join(dir, "kdc")
+	if err := os.RemoveAll(kdir); err != nil {
+		return nil, fmt.Errorf("clear %s: %w", kdir, err)
+	}
+	if err := os.MkdirAll(kdir, 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", kdir, err)
+	}
+	kdc, err := krbtest.StartKDC(ctx, krbtest.Options{Dir: kdir})
+	if err != nil {
+		if errors.Is(err, krbtest.ErrMissing) {
+			return nil, cli.Exit(fmt.Sprintf("spindle minicluster --secure: %v", err), exitUsage)
+		}
+		return nil, fmt.Errorf("start the KDC: %w", err)
+	}
+	r := &secureRealm{kdc: kdc, user: miniclusterUser()}
+	fail := func(err error) (*secureRealm, error) {
+		kdc.Close()
+		return nil, err
+	}
+	load := func(principal string) (*keytab.Keytab, error) {
+		p, err := kdc.NewPrincipal(principal)
+		if err != nil {
+			return nil, err
+		}
+		kt, err := keytab.Load(p)
+		if err != nil {
+			return nil, fmt.Errorf("read the keytab of %s: %w", principal, err)
+		}
+		return kt, nil
+	}
+	if r.nn, err = load("nn/127.0.0.1"); err != nil {
+		return fail(err)
+	}
+	if r.rm, err = load("rm/127.0.0.1"); err != nil {
+		return fail(err)
+	}
+	if r.userKeytab, err = kdc.NewPrincipal(r.user); err != nil {
+		return fail(err)
+	}
+	return r, nil
+}
+
+// miniclusterUser is the user the secure minicluster makes a principal
+// for: HADOOP_USER_NAME, else the login name.
+func miniclusterUser() string {
+	if u := os.Getenv("HADOOP_USER_NAME"); u != "" {
+		return u
+	}
+	if u, err := osuser.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "spindle"
+}
+
+// hdfs makes cfg a Kerberized HDFS's: Kerberos on the namenode's RPC, and
+// delegation tokens for the jobs' containers.
+func (r *secureRealm) hdfs(cfg *hdfstest.Config) {
+	cfg.SASL = hadooprpc.KerberosServer{Keytab: r.nn, Protocol: "nn", ServerID: "127.0.0.1"}
+	cfg.KerberosPrincipal = secureNNPrincipal
+	cfg.Superuser = r.user
+	cfg.TokenRenewInterval, cfg.TokenMaxLifetime = secureTokenRenewInterval, secureTokenMaxLifetime
+}
+
+// yarn makes cfg a Kerberized YARN's: Kerberos on the ResourceManager's
+// client port.
+func (r *secureRealm) yarn(cfg *yarntest.Config) {
+	cfg.SASL = hadooprpc.KerberosServer{Keytab: r.rm, Protocol: "rm", ServerID: "127.0.0.1"}
+	cfg.KerberosPrincipal = secureRMPrincipal
+}
+
+// printUsage says how to use the realm: KRB5_CONFIG, kinit -kt, and the
+// flags of a keytab login.
+func (r *secureRealm) printUsage(w io.Writer, yarn bool) {
+	fmt.Fprintf(w, `
+Kerberos is on: realm %[1]s, KDC %[2]s; the namenode is %[3]s, the
+ResourceManager %[4]s. In that other shell also:
+  export KRB5_CONFIG=%[5]s
+  kinit -kt %[6]s %[7]s@%[1]s      # a ticket for hdfs:// paths and spindle submit
+`, krbtest.Realm, r.kdc.Addr, secureNNPrincipal, secureRMPrincipal, r.kdc.Conf, r.userKeytab, r.user)
+	if yarn {
+		fmt.Fprintf(w, `or, with no ticket, log in from the keytab:
+  spindle submit --master yarn --principal %[1]s --keytab %[2]s ... 
+Executors in YARN containers read HDFS with delegation tokens the submit
+obtains; in --deploy-mode cluster the driver does too.
+`, r.user, r.userKeytab)
+	}
+}
