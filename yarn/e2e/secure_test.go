@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -291,4 +292,40 @@ func TestRealSecureSubmit(t *testing.T) {
 			t.Fatalf("exit %d, want 2 saying to run kinit\n--- stdout\n%s\n--- stderr\n%s", code, stdout, stderr)
 		}
 	})
+}
+
+// TestRealSecurePyTorch runs the PyTorch example (real torch.distributed
+// with gloo, its script shipped with --files through the staging
+// directory) on the real Kerberized cluster in client and cluster mode,
+// logged in from a keytab, fed from the secure HDFS by executors that hold
+// only the job's delegation token: every rank ends with the same model.
+func TestRealSecurePyTorch(t *testing.T) {
+	const python = "/usr/bin/python3"
+	if err := exec.Command(python, "-c", "import torch, numpy").Run(); err != nil {
+		t.Skipf("%s cannot import torch and numpy (make deps installs python3-torch): %v", python, err)
+	}
+	sc := hadooptest.SharedSecure(t)
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "examples", "pytorch", "train.py")
+	final := regexp.MustCompile(`\[rank (\d)\] final rank=\d loss=(\S+) accuracy=(\S+) params_sha256=([0-9a-f]+)`)
+	input := putSecureData(t, sc, "/user/"+hadooptest.SecureUser+"/torch-secure")
+	for _, mode := range []string{"client", "cluster"} {
+		t.Run(mode, func(t *testing.T) {
+			code, stdout, stderr := submitSecure(t, sc, 5*time.Minute, "--deploy-mode", mode,
+				"--principal", hadooptest.SecureUser, "--keytab", sc.UserKeytab, "--name", "secure-torch-"+mode,
+				"--num-executors", "2", "--executor-memory", "1g", "--input", input, "--label-column", "label",
+				"--feed", "tensor", "--batch-rows", "128", "--epochs", "2",
+				"--files", script, "--", python, "train.py", "--threads", "1")
+			if code != 0 {
+				t.Fatalf("spindle submit exited %d\n--- stdout\n%s\n--- stderr\n%s", code, stdout, stderr)
+			}
+			finals := final.FindAllStringSubmatch(stdout+stderr, -1)
+			if len(finals) != 2 {
+				t.Fatalf("want a final line from each of 2 ranks\n--- stdout\n%s\n--- stderr\n%s", stdout, stderr)
+			}
+			if finals[0][4] != finals[1][4] {
+				t.Errorf("the ranks ended with different models: %s and %s", finals[0][4][:12], finals[1][4][:12])
+			}
+		})
+	}
 }
