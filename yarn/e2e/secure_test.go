@@ -329,3 +329,39 @@ func TestRealSecurePyTorch(t *testing.T) {
 		})
 	}
 }
+
+// TestRealSecureDoctor: spindle doctor checks a gateway of the real
+// Kerberized cluster step by step (the KDC, the keytab login, a ticket for
+// the ResourceManager's principal and a call, the default file system, a
+// delegation token obtained and cancelled) and exits 0; with a principal
+// the realm does not have it exits 2, naming the login.
+func TestRealSecureDoctor(t *testing.T) {
+	sc := hadooptest.SharedSecure(t)
+	doctor := func(args ...string) (int, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, spindleBin, append([]string{"doctor"}, args...)...)
+		cmd.Env = append(env(sc.ConfDir), "KRB5_CONFIG="+sc.KDC.Conf, "KRB5CCNAME=FILE:"+filepath.Join(t.TempDir(), "no-ticket"))
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), string(out)
+		} else if err != nil {
+			t.Fatalf("run spindle doctor: %v", err)
+		}
+		return 0, string(out)
+	}
+	code, out := doctor("--principal", hadooptest.SecureUser, "--keytab", sc.UserKeytab)
+	if code != 0 {
+		t.Fatalf("spindle doctor exited %d:\n%s", code, out)
+	}
+	for _, want := range []string{"ok    kdc", "ok    login", "ok    resourcemanager", "ok    hdfs", "ok    delegation token", "renewer hadoop"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("spindle doctor did not say %q:\n%s", want, out)
+		}
+	}
+	code, out = doctor("--principal", "mallory", "--keytab", sc.UserKeytab)
+	if code != 2 || !strings.Contains(out, "FAIL  login") {
+		t.Fatalf("a principal not in the keytab: exit %d, want 2 with a failed login:\n%s", code, out)
+	}
+}
