@@ -154,19 +154,18 @@ func StartKDC(ctx context.Context, opts Options) (*KDC, error) {
 		return nil, err
 	}
 
+	// The KDC outlives ctx, which bounds its start only: Close stops it.
 	bin, _ := binary("krb5kdc")
-	kctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(kctx, bin, "-n", "-r", opts.Realm, "-P", filepath.Join(dir, "kdc.pid"))
+	cmd := exec.Command(bin, "-n", "-r", opts.Realm, "-P", filepath.Join(dir, "kdc.pid"))
 	cmd.Env = k.env
 	var log syncBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
-		cancel()
 		return nil, fmt.Errorf("start krb5kdc: %w", err)
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	k.stop = func() { cancel(); <-done }
+	k.stop = func() { _ = cmd.Process.Kill(); <-done }
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", opts.Addr, time.Second)
