@@ -226,20 +226,30 @@ func printMiniclusterUsage(w io.Writer, c *hdfstest.Cluster, yc *yarntest.Cluste
       --input 'hdfs:///user/%s/data/*.parquet' --label-column label -- python3 train.py
 `, user)
 	}
+	// Who you are: HADOOP_USER_NAME on a simple cluster, a Kerberos
+	// login on a secure one.
+	login := fmt.Sprintf("  export HADOOP_USER_NAME=%s\n", user)
+	if realm != nil {
+		what += " with Kerberos"
+		login = realm.loginLines()
+	}
 	fmt.Fprintf(w, `spindle minicluster: %s
   namenode    %s
   datanodes   %d
 %s  files       %s
   config      %s
-
+`, what, c.URI(), len(c.DataNodes()), yarnLine, filepath.Join(dir, "hdfs"), confDir)
+	if realm != nil {
+		realm.printRealm(w)
+	}
+	fmt.Fprintf(w, `
 In another shell:
   export HADOOP_CONF_DIR=%s
-  export HADOOP_USER_NAME=%s
-  spindle submit --master 'local[2]' --input 'hdfs:///user/%s/data/*.parquet' \
+%s  spindle submit --master 'local[2]' --input 'hdfs:///user/%s/data/*.parquet' \
       --label-column label --checkpoint-dir hdfs:///user/%s/checkpoints -- python3 train.py
-%s`, what, c.URI(), len(c.DataNodes()), yarnLine, filepath.Join(dir, "hdfs"), confDir, confDir, user, user, user, yarnCmd)
-	if realm != nil {
-		realm.printUsage(w, yc != nil)
+%s`, confDir, login, user, user, yarnCmd)
+	if realm != nil && yc != nil {
+		realm.printKeytabSubmit(w)
 	}
 	fmt.Fprintf(w, `
 Load data with --put 'LOCAL_GLOB=/user/%s/data' when starting, or any HDFS

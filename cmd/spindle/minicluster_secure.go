@@ -120,20 +120,27 @@ func (r *secureRealm) yarn(cfg *yarntest.Config) {
 	cfg.KerberosPrincipal = secureRMPrincipal
 }
 
-// printUsage says how to use the realm: KRB5_CONFIG, kinit -kt, and the
-// flags of a keytab login.
-func (r *secureRealm) printUsage(w io.Writer, yarn bool) {
-	fmt.Fprintf(w, `
-Kerberos is on: realm %[1]s, KDC %[2]s; the namenode is %[3]s, the
-ResourceManager %[4]s. In that other shell also:
-  export KRB5_CONFIG=%[5]s
-  kinit -kt %[6]s %[7]s@%[1]s      # a ticket for hdfs:// paths and spindle submit
-`, krbtest.Realm, r.kdc.Addr, secureNNPrincipal, secureRMPrincipal, r.kdc.Conf, r.userKeytab, r.user)
-	if yarn {
-		fmt.Fprintf(w, `or, with no ticket, log in from the keytab:
-  spindle submit --master yarn --principal %[1]s --keytab %[2]s ... 
-Executors in YARN containers read HDFS with delegation tokens the submit
-obtains; in --deploy-mode cluster the driver does too.
-`, r.user, r.userKeytab)
-	}
+// printRealm describes the realm: its KDC, its files and the servers'
+// principals.
+func (r *secureRealm) printRealm(w io.Writer) {
+	fmt.Fprintf(w, `  kerberos    realm %s, KDC %s, krb5.conf and keytabs in %s
+  principals  namenode %s, ResourceManager %s, you %s@%s
+`, krbtest.Realm, r.kdc.Addr, r.kdc.Dir, secureNNPrincipal, secureRMPrincipal, r.user, krbtest.Realm)
+}
+
+// loginLines are the shell lines that log the user in: KRB5_CONFIG and a
+// ticket from the keytab.
+func (r *secureRealm) loginLines() string {
+	return fmt.Sprintf("  export KRB5_CONFIG=%s\n  kinit -kt %s %s@%s\n", r.kdc.Conf, r.userKeytab, r.user, krbtest.Realm)
+}
+
+// printKeytabSubmit shows a submit that logs in from the keytab instead
+// of a ticket.
+func (r *secureRealm) printKeytabSubmit(w io.Writer) {
+	fmt.Fprintf(w, `or, with no ticket, log in from the keytab (executors in YARN containers
+read HDFS with the delegation tokens the submit obtains; in --deploy-mode
+cluster the driver does too):
+  spindle submit --master yarn --principal %s --keytab %s \
+      --input 'hdfs:///user/%s/data/*.parquet' --label-column label -- python3 train.py
+`, r.user, r.userKeytab, r.user)
 }
