@@ -124,14 +124,6 @@ func startSecure() (*SecureCluster, error) {
 	return s, nil
 }
 
-// ClientEnv returns the environment of a Hadoop client of the secure cluster
-// with no ticket: HADOOP_CONF_DIR, KRB5_CONFIG, and KRB5CCNAME naming a
-// cache that does not exist.
-func (s *SecureCluster) ClientEnv(t testing.TB) []string {
-	return append(os.Environ(), "HADOOP_CONF_DIR="+s.ConfDir, "KRB5_CONFIG="+s.KDC.Conf,
-		"KRB5CCNAME=FILE:"+filepath.Join(t.TempDir(), "no-ticket"))
-}
-
 // Kinit gets SecureUser a ticket with MIT's kinit -kt into a new cache and
 // returns the cache's path.
 func (s *SecureCluster) Kinit(t testing.TB) string {
