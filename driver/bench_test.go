@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/internal/auth"
+	"github.com/spindle-ml/spindle/internal/tlsgen"
 )
 
 // newBenchGang returns a gang of n registered executors.
@@ -36,6 +38,8 @@ func newBenchRoster(b *testing.B, n int) (*roster, []string) {
 // grows, in process: the handler alone, the handler behind authenticated
 // gRPC over loopback, and the liveness sweep each tick runs. The per-
 // heartbeat cost should stay flat from ten executors to thousands.
+// grpc-tls is the gRPC case over the job's mutual TLS
+// (spindle.job.tls.enabled).
 func BenchmarkHeartbeat(b *testing.B) {
 	for _, n := range []int{10, 100, 1000, 5000} {
 		b.Run(fmt.Sprintf("handler/executors=%d", n), func(b *testing.B) {
@@ -52,7 +56,10 @@ func BenchmarkHeartbeat(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("grpc/executors=%d", n), func(b *testing.B) {
-			benchGRPCHeartbeats(b, n)
+			benchGRPCHeartbeats(b, n, false)
+		})
+		b.Run(fmt.Sprintf("grpc-tls/executors=%d", n), func(b *testing.B) {
+			benchGRPCHeartbeats(b, n, true)
 		})
 		b.Run(fmt.Sprintf("sweep/executors=%d", n), func(b *testing.B) {
 			g, _ := newBenchRoster(b, n)
@@ -65,7 +72,7 @@ func BenchmarkHeartbeat(b *testing.B) {
 	}
 }
 
-func benchGRPCHeartbeats(b *testing.B, n int) {
+func benchGRPCHeartbeats(b *testing.B, n int, jobTLS bool) {
 	g, ids := newBenchRoster(b, n)
 	signer, err := auth.NewSigner("0123456789abcdef0123456789abcdef")
 	if err != nil {
@@ -75,11 +82,23 @@ func benchGRPCHeartbeats(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := grpc.NewServer(signer.ServerOptions()...)
+	opts, creds := signer.ServerOptions(), insecure.NewCredentials()
+	if jobTLS {
+		jt, err := newJobTLS("bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		exec, err := tlsgen.ExecutorConfig(jt.bundle)
+		if err != nil {
+			b.Fatal(err)
+		}
+		opts, creds = append(opts, jt.serverOptions()...), credentials.NewTLS(exec)
+	}
+	srv := grpc.NewServer(opts...)
 	driverpb.RegisterControlServer(srv, &controlServer{roster: g, logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	go srv.Serve(lis)
 	defer srv.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), append(signer.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	conn, err := grpc.NewClient(lis.Addr().String(), append(signer.DialOptions(), grpc.WithTransportCredentials(creds))...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -76,6 +76,10 @@ type Config struct {
 	// Python is the interpreter that runs a training command starting
 	// with python or python3 (spindle.python); empty leaves it as given.
 	Python string
+	// JobTLS serves the control plane (and a flight-put: endpoint) with
+	// TLS from a CA made for the job; executors present its client
+	// certificate (spindle.job.tls.enabled).
+	JobTLS bool
 	// Timeout ends a job still running after this long (0: never).
 	Timeout       time.Duration
 	HadoopConfDir string

@@ -26,7 +26,6 @@ import (
 	"github.com/spindle-ml/spindle/feed/wire"
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/auth"
-	"github.com/spindle-ml/spindle/internal/envcontract"
 )
 
 // ErrInterrupted is returned when the job was stopped by its context
@@ -57,6 +56,8 @@ type Driver struct {
 	grow func(context.Context) bool
 	// push is the endpoint of a flight-put: input, once planned.
 	push *pushInput
+	// tls is the job's TLS (spindle.job.tls.enabled); nil without.
+	tls *jobTLS
 }
 
 // New returns a Driver for cfg that gets its executors from cm. The
@@ -79,7 +80,14 @@ func New(cfg Config, cm ClusterManager) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	var jt *jobTLS
+	if cfg.JobTLS {
+		if jt, err = newJobTLS(cfg.JobID); err != nil {
+			return nil, err
+		}
+	}
 	return &Driver{
+		tls: jt,
 		cfg: cfg,
 		cm:  cm,
 		res: fsys.NewResolver(fsys.Options{HadoopConfDir: cfg.HadoopConfDir, User: cfg.HadoopUser,
@@ -263,7 +271,7 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		g.onPSLost = func(msg string) { d.logger.Warn(msg) }
 	}
 	stopServer := make(chan struct{})
-	srv := grpc.NewServer(d.signer.ServerOptions()...)
+	srv := grpc.NewServer(append(d.signer.ServerOptions(), d.tls.serverOptions()...)...)
 	generationTasks := func(rank int) (*driverpb.Task, error) {
 		t, err := tasks(rank)
 		if t != nil {
@@ -281,7 +289,8 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		}
 		return t, err
 	}
-	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: generationTasks, stop: stopServer, logger: d.logger, obs: d.obs, served: served})
+	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: generationTasks, stop: stopServer, logger: d.logger, obs: d.obs, served: served,
+		requireTLS: d.tls != nil})
 
 	var eg errgroup.Group
 	eg.Go(func() error {
@@ -311,7 +320,7 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 			ID:       s.id,
 			Role:     s.role,
 			Args:     d.executorArgs(addr, s.id),
-			Env:      map[string]string{envcontract.JobSecret: d.secret},
+			Env:      d.executorEnv(),
 			Cores:    s.spec.Cores,
 			MemoryMB: s.spec.MemoryMB,
 			GPUs:     s.spec.GPUs,

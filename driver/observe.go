@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/internal/eventlog"
 	"github.com/spindle-ml/spindle/internal/jobview"
 	"github.com/spindle-ml/spindle/internal/metrics"
@@ -75,6 +76,11 @@ func (d *Driver) startObserver(ctx context.Context) *observer {
 	}
 	reg := metrics.NewRegistry()
 	o.metrics = metrics.NewDriver(reg)
+	if d.push != nil {
+		if err := metrics.RegisterPush(reg, feed.RefuseReasons[:], d.pushTotals); err != nil {
+			d.logger.Warn("the push endpoint's metrics are not on /metrics", "err", err)
+		}
+	}
 	ctx, o.cancel = context.WithCancel(ctx)
 	if c.EventLogDir != "" {
 		w, err := eventlog.NewWriter(ctx, d.res, c.EventLogDir, c.JobID, c.EventLogFlush, d.logger)

@@ -38,6 +38,7 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.AppName = p.String(config.KeyAppName)
 	cfg.Mode = p.String(config.KeyMaster)
 	cfg.UIEnabled = p.Bool(config.KeyUIEnabled)
+	cfg.JobTLS = p.Bool(config.KeyJobTLS)
 	cfg.UIPort = p.Int(config.KeyUIPort)
 	cfg.EventLogDir = p.String(config.KeyEventLogDir)
 	cfg.Timeline = p.String(config.KeyTimeline)

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/internal/metrics"
 )
 
 // inputShower is a cluster manager that shows its users where a job takes
@@ -24,8 +26,11 @@ type inputShower interface {
 // pushInput is the running endpoint of a flight-put: input.
 type pushInput struct {
 	srv       *feed.PushServer
-	uri       string // grpc://host:port, as producers dial it
+	uri       string // grpc://host:port (grpc+tls:// with job TLS), as producers dial it
 	tokenFile string
+	// caFile holds the job CA's certificate producers verify the
+	// endpoint with (job TLS only).
+	caFile string
 }
 
 // isPush reports whether the job's input is pushed.
@@ -57,11 +62,29 @@ func (d *Driver) planPush(ctx context.Context) (*feed.JobPlan, error) {
 		required = append(required, c.LabelColumn)
 	}
 	required = append(required, c.Columns...)
+	// Producers and executors dial the host the input names, or the
+	// driver's advertised one.
+	tcp := lis.Addr().(*net.TCPAddr)
+	adv := net.JoinHostPort(given, strconv.Itoa(tcp.Port))
+	if given == "" || tcp.IP.IsUnspecified() {
+		if adv, err = advertiseAddr(c.AdvertiseHost, tcp); err != nil {
+			lis.Close()
+			return nil, err
+		}
+	}
+	var serverTLS *tls.Config
+	if d.tls != nil {
+		if serverTLS, err = d.tls.pushServerConfig(adv, given); err != nil {
+			lis.Close()
+			return nil, err
+		}
+	}
 	producerToken := feed.PushProducerToken(d.secret, c.JobID)
 	srv, err := feed.StartPush(lis, feed.PushConfig{
 		Ranks: c.NumExecutors, BatchRows: c.BatchRows, EvenBatches: c.EvenBatches,
 		Schema: c.FlightPut.Schema, Required: required, Rows: c.FlightPut.Rows, BufferBytes: c.FlightPut.BufferBytes,
-		ProducerToken: producerToken, FeedToken: feed.PushFeedToken(d.secret, c.JobID), Logger: d.logger,
+		ProducerToken: producerToken, FeedToken: feed.PushFeedToken(d.secret, c.JobID), TLS: serverTLS,
+		Logger: d.logger,
 	})
 	if err != nil {
 		lis.Close()
@@ -69,16 +92,10 @@ func (d *Driver) planPush(ctx context.Context) (*feed.JobPlan, error) {
 	}
 	p := &pushInput{srv: srv}
 	d.push = p
-	// Producers and executors dial the host the input names, or the
-	// driver's advertised one.
-	tcp := lis.Addr().(*net.TCPAddr)
-	adv := net.JoinHostPort(given, strconv.Itoa(tcp.Port))
-	if given == "" || tcp.IP.IsUnspecified() {
-		if adv, err = advertiseAddr(c.AdvertiseHost, tcp); err != nil {
-			return nil, err
-		}
-	}
 	p.uri = "grpc://" + adv
+	if serverTLS != nil {
+		p.uri = "grpc+tls://" + adv
+	}
 	p.tokenFile = c.FlightPut.TokenFile
 	if p.tokenFile == "" {
 		p.tokenFile = filepath.Join(os.TempDir(), "spindle-"+c.JobID+".flight-put.token")
@@ -86,6 +103,15 @@ func (d *Driver) planPush(ctx context.Context) (*feed.JobPlan, error) {
 	if err := writeTokenFile(p.tokenFile, producerToken); err != nil {
 		p.tokenFile = ""
 		return nil, err
+	}
+	verify := ""
+	if serverTLS != nil {
+		p.caFile = caFileBeside(p.tokenFile)
+		if err := writeCAFile(p.caFile, d.tls.ca.CertPEM()); err != nil {
+			p.caFile = ""
+			return nil, err
+		}
+		verify = ", verifying its certificate with the job's CA in " + p.caFile
 	}
 	what := "the first producer's schema becomes the job's"
 	if c.FlightPut.Schema != nil {
@@ -95,16 +121,23 @@ func (d *Driver) planPush(ctx context.Context) (*feed.JobPlan, error) {
 	if c.FlightPut.Rows > 0 {
 		end = "the input ends after " + strconv.FormatInt(c.FlightPut.Rows, 10) + " rows, or with DoAction \"" + feed.ActionEndOfInput + "\""
 	}
-	msg := fmt.Sprintf("pushed input: producers DoPut Arrow record batches to %s (%s), sending \"authorization: Bearer TOKEN\" with the token in %s; %s",
-		p.uri, what, p.tokenFile, end)
+	msg := fmt.Sprintf("pushed input: producers DoPut Arrow record batches to %s%s (%s), sending \"authorization: Bearer TOKEN\" with the token in %s; %s",
+		p.uri, verify, what, p.tokenFile, end)
 	if c.Console != nil {
 		c.Console.Eprintln(msg)
 	}
-	d.logger.Info("push endpoint listening", "uri", p.uri, "token_file", p.tokenFile)
+	d.logger.Info("push endpoint listening", "uri", p.uri, "token_file", p.tokenFile, "ca_file", p.caFile)
 	if s, ok := d.cm.(inputShower); ok {
 		s.ShowInput(p.uri)
 	}
 	return srv.Plan(ctx, adv, c.Columns, c.LabelColumn)
+}
+
+// pushTotals are the push endpoint's totals for /metrics.
+func (d *Driver) pushTotals() metrics.Push {
+	st := d.push.srv.Stats()
+	return metrics.Push{Rows: st.Rows, Batches: st.Batches, Bytes: st.Bytes, Producers: st.Producers,
+		BufferedBytes: st.BufferedBytes, BackpressureSeconds: st.BackpressureWait.Seconds(), Refused: st.RefusedBy}
 }
 
 // stopPush stops the push endpoint, if any, and removes the token file.
@@ -124,6 +157,39 @@ func (d *Driver) stopPush() {
 			d.logger.Warn("remove the producers' token file", "path", p.tokenFile, "err", err)
 		}
 	}
+	if p.caFile != "" {
+		if err := os.Remove(p.caFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			d.logger.Warn("remove the producers' CA file", "path", p.caFile, "err", err)
+		}
+	}
+}
+
+// caFileBeside names the CA file beside a token file: NAME.ca.pem for
+// NAME.token, else the token file's name with .ca.pem added.
+func caFileBeside(tokenFile string) string {
+	return strings.TrimSuffix(tokenFile, ".token") + ".ca.pem"
+}
+
+// writeCAFile writes the job CA's certificate to a new file anyone may
+// read: it is public, and producers run as other users.
+func writeCAFile(path string, pem []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("%w: spindle.job.tls.enabled: write the producers' CA file beside spindle.flight.put.tokenFile: %v", ErrConfig, err)
+	}
+	_, err = f.Write(pem)
+	if err == nil {
+		// Whatever the umask: producers may run as other users.
+		err = f.Chmod(0o644)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return fmt.Errorf("write the producers' CA file %s: %w", path, err)
+	}
+	return nil
 }
 
 // schemaSpec writes a schema as spindle.flight.put.schema takes it.

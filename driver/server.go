@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -30,6 +31,9 @@ type controlServer struct {
 	obs *observer
 	// served are the files executors fetch (FetchFile), by name.
 	served map[string]string
+	// requireTLS refuses registrations that did not come over mutual TLS
+	// (spindle.job.tls.enabled), should the server ever be built without.
+	requireTLS bool
 }
 
 var _ driverpb.ControlServer = (*controlServer)(nil)
@@ -37,12 +41,16 @@ var _ driverpb.ControlServer = (*controlServer)(nil)
 // Register blocks until the whole gang has registered, then hands out the
 // rank, the cluster spec and the task.
 func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequest) (*driverpb.RegisterResponse, error) {
+	transport := transportOf(ctx)
+	if s.requireTLS && !strings.HasPrefix(transport, "mutual TLS") {
+		return nil, status.Errorf(codes.Unauthenticated, "driver: spindle.job.tls.enabled: executor %s registered over %s, not mutual TLS", req.GetExecutorId(), transport)
+	}
 	m, err := s.roster.register(req)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	s.logger.Info("executor registered", "executor", req.GetExecutorId(), "rank", m.rank, "role", m.role, "role_rank", m.roleRank,
-		"host", req.GetHost(), "pid", req.GetPid())
+		"host", req.GetHost(), "pid", req.GetPid(), "transport", transport)
 	select {
 	case <-s.roster.ready:
 	case <-s.roster.failed:

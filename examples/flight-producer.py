@@ -15,6 +15,10 @@ exactly once when it is acknowledged. --end-of-input then tells the job
 its input is complete (run it from the last producer to finish, or give
 the job spindle.flight.put.rows instead).
 
+A job with spindle.job.tls.enabled serves the endpoint with TLS: submit
+prints a grpc+tls:// endpoint and the file holding the job's CA
+certificate, which the producer verifies the endpoint with (--ca-file).
+
 With --producer-id the producer names its stream (a path descriptor) and
 starts by asking the job how many of its rows it has already taken
 (GetFlightInfo of that path): a producer that was killed and is run again
@@ -23,6 +27,9 @@ exactly once.
 
     python3 examples/flight-producer.py --endpoint grpc://HOST:PORT \\
         --token-file FILE --rows 100000 --end-of-input
+
+    python3 examples/flight-producer.py --endpoint grpc+tls://HOST:PORT \\
+        --ca-file CA_FILE --token-file FILE --rows 100000 --end-of-input
 """
 
 import argparse
@@ -56,8 +63,9 @@ def resume_point(client, descriptor, options):
 
 def main():
     ap = argparse.ArgumentParser(description="push rows into a Spindle job's flight-put: input")
-    ap.add_argument("--endpoint", required=True, help="grpc://host:port, as spindle submit prints it")
+    ap.add_argument("--endpoint", required=True, help="grpc://host:port or grpc+tls://host:port, as spindle submit prints it")
     ap.add_argument("--token-file", required=True, help="the file spindle submit names (spindle.flight.put.tokenFile)")
+    ap.add_argument("--ca-file", help="with grpc+tls://: the job's CA certificate, the file spindle submit names")
     ap.add_argument("--parquet", help="push this Parquet file's rows")
     ap.add_argument("--rows", type=int, default=10000, help="without --parquet: how many synthetic rows")
     ap.add_argument("--first-id", type=int, default=0, help="the first synthetic row's id")
@@ -76,7 +84,14 @@ def main():
     else:
         table = synthetic(args.first_id, args.rows)
 
-    client = flight.FlightClient(args.endpoint)
+    if args.endpoint.startswith("grpc+tls://"):
+        if not args.ca_file:
+            print("flight-producer: a grpc+tls:// endpoint needs --ca-file (spindle submit names the file)", file=sys.stderr)
+            return 2
+        with open(args.ca_file, "rb") as f:
+            client = flight.FlightClient(args.endpoint, tls_root_certs=f.read())
+    else:
+        client = flight.FlightClient(args.endpoint)
     if args.producer_id:
         descriptor = flight.FlightDescriptor.for_path(*args.producer_id.split("/"))
         taken = resume_point(client, descriptor, options)

@@ -69,6 +69,7 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 		env[k] = v
 	}
 	delete(env, EnvJobSecret)
+	delete(env, envcontract.JobTLS)
 	for k, v := range t.Env {
 		env[k] = v
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
@@ -53,6 +55,11 @@ type Config struct {
 	JobID string
 	// Secret is the per-job secret calls are signed with.
 	Secret string
+	// TLS, when set (spindle.job.tls.enabled), is how the executor
+	// reaches the driver, its control plane and its push endpoint: it
+	// presents the job's client certificate and accepts only the job's
+	// driver. Nil: plain text.
+	TLS *tls.Config
 	// WorkDir holds the feed socket and localized files; empty means a
 	// fresh temporary directory, removed at exit.
 	WorkDir string
@@ -111,8 +118,11 @@ func New(cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("executor: job secret: %w", err)
 	}
-	conn, err := grpc.NewClient(cfg.DriverAddr,
-		append(signer.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	creds := insecure.NewCredentials()
+	if cfg.TLS != nil {
+		creds = credentials.NewTLS(cfg.TLS)
+	}
+	conn, err := grpc.NewClient(cfg.DriverAddr, append(signer.DialOptions(), grpc.WithTransportCredentials(creds))...)
 	if err != nil {
 		return nil, fmt.Errorf("executor: connect to driver %s: %w", cfg.DriverAddr, err)
 	}
@@ -439,7 +449,10 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 			return "", false, nil
 		case <-tick.C:
 		}
-		callCtx, cancel := context.WithTimeout(ctx, interval)
+		// Not cancelled with ctx: a heartbeat under way when the process
+		// exits carries the last reports, output and spans it took, and
+		// is let finish (within its interval) rather than lose them.
+		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
 		req := &driverpb.HeartbeatRequest{
 			ExecutorId: e.cfg.ID, Rank: int32(id.rank), Progress: progressOf(server),
 			Rdma: e.rdmaLine(),
@@ -537,7 +550,8 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 		BatchRows: int(f.BatchRows), Shuffle: f.Shuffle, Seed: f.Seed, Rank: feedRank,
 		ShuffleBufferRows: int(f.ShuffleBufferRows), Prefetch: int(f.PrefetchBatches), MemoryBudget: f.MemoryBudget,
 		EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, CSV: f.GetCsv().ToFeed(), CacheBytes: f.CacheBytes,
-		Flight: feed.FlightOptions{Token: f.GetFlightToken(), CAFile: f.GetFlightCaFile(), PushToken: feed.PushFeedToken(e.cfg.Secret, t.JobId)},
+		Flight: feed.FlightOptions{Token: f.GetFlightToken(), CAFile: f.GetFlightCaFile(), PushToken: feed.PushFeedToken(e.cfg.Secret, t.JobId),
+			PushTLS: e.cfg.TLS},
 	}
 	pipe, err := feed.NewPipeline(res, pcfg)
 	if err != nil {

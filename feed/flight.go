@@ -39,6 +39,13 @@ type FlightOptions struct {
 	// CAFile verifies a grpc+tls:// server's certificate; empty uses the
 	// system's roots.
 	CAFile string
+	// PushTLS, when set, is how a rank reaches a driver's push endpoint
+	// served with TLS (spindle.job.tls.enabled): the job's CA and the
+	// executors' client certificate.
+	PushTLS *tls.Config
+
+	// tls, when set, replaces CAFile for one dial.
+	tls *tls.Config
 }
 
 // IsFlightURI reports whether an input names an Arrow Flight service.
@@ -91,7 +98,10 @@ const maxFlightMessage = 512 << 20
 // dialFlight connects to a Flight service.
 func dialFlight(addr string, useTLS bool, o FlightOptions) (flight.Client, error) {
 	creds := insecure.NewCredentials()
-	if useTLS {
+	switch {
+	case useTLS && o.tls != nil:
+		creds = credentials.NewTLS(o.tls.Clone())
+	case useTLS:
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 		if o.CAFile != "" {
 			pem, err := os.ReadFile(o.CAFile)
@@ -262,7 +272,7 @@ func openFlight(ctx context.Context, s Split, opts ReadOptions) (*opened, error)
 	}
 	fo := opts.Flight
 	if strings.HasPrefix(string(s.Ticket), pushTicketPrefix) {
-		fo.Token = fo.PushToken
+		fo.Token, fo.tls = fo.PushToken, fo.PushTLS
 	}
 	src, err := openFlightStream(ctx, u.Host, u.Scheme == "grpc+tls", s.Ticket, s.URI, fo)
 	if err != nil {

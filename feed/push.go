@@ -3,6 +3,7 @@ package feed
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -20,6 +22,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -114,18 +117,47 @@ type PushConfig struct {
 	// GetFlightInfo); FeedToken the one the ranks' executors send (DoGet).
 	// Neither may be empty: no call is served unauthenticated.
 	ProducerToken, FeedToken string
+	// TLS, when set, serves the endpoint with TLS (spindle.job.tls.enabled):
+	// producers verify it with the job's CA, ranks also present the
+	// executors' client certificate. Nil serves plain text.
+	TLS *tls.Config
 	// Logger logs producers coming and going; nil means slog.Default().
 	Logger *slog.Logger
 }
 
+// Why a push endpoint refused a producer's stream (PushStats.RefusedBy).
+const (
+	// RefusedAuth: no valid producer token.
+	RefusedAuth = "auth"
+	// RefusedSchema: the stream's schema is unreadable or does not match
+	// the job's.
+	RefusedSchema = "schema"
+	// RefusedBusy: its producer's name has another stream open.
+	RefusedBusy = "busy"
+	// RefusedEnded: a batch came after the input ended or would have
+	// taken it past its declared rows.
+	RefusedEnded = "ended"
+)
+
+// RefuseReasons lists every reason a stream is refused for.
+var RefuseReasons = [...]string{RefusedAuth, RefusedSchema, RefusedBusy, RefusedEnded}
+
 // PushStats is what a push endpoint has done so far.
 type PushStats struct {
 	// Streams counts the DoPut streams accepted (schema matching),
-	// Refused those refused (bad token, schema mismatch, after the end).
+	// Refused those refused (bad token, schema mismatch, a busy producer
+	// name, after the end), RefusedBy the same by reason (RefuseReasons).
 	Streams, Refused int64
-	// Rows is the rows accepted; Fed the rows dealt to each rank.
-	Rows int64
-	Fed  []int64
+	RefusedBy        map[string]int64
+	// Producers is the streams open now.
+	Producers int64
+	// Rows, Batches and Bytes are what was accepted (Bytes: the batches'
+	// Arrow buffers); Fed the rows dealt to each rank.
+	Rows, Batches, Bytes int64
+	Fed                  []int64
+	// BackpressureWait is the time producers' batches waited for room,
+	// all producers together.
+	BackpressureWait time.Duration
 	// BufferedBytes is what the driver holds now of pushed rows (dealt
 	// and waiting for their rank, or waiting to be dealt);
 	// PeakBufferedBytes the most it has held.
@@ -160,7 +192,8 @@ type PushServer struct {
 	opened    []bool // rank streams opened
 	named     map[string]*namedProducer
 
-	streams, refused atomic.Int64
+	streams, producers atomic.Int64
+	refused            [len(RefuseReasons)]atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -195,8 +228,11 @@ func StartPush(lis net.Listener, cfg PushConfig) (*PushServer, error) {
 		s.schema = nullableSchema(cfg.Schema)
 		close(s.schemaSet)
 	}
-	s.srv = grpc.NewServer(
-		grpc.MaxRecvMsgSize(maxFlightMessage),
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxFlightMessage)}
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
+	s.srv = grpc.NewServer(append(opts,
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if err := s.check(ctx, info.FullMethod); err != nil {
 				return nil, err
@@ -209,7 +245,7 @@ func StartPush(lis net.Listener, cfg PushConfig) (*PushServer, error) {
 			}
 			return h(srv, ss)
 		}),
-	)
+	)...)
 	flight.RegisterFlightServiceServer(s.srv, s)
 	go func() { s.served <- s.srv.Serve(lis) }()
 	return s, nil
@@ -236,11 +272,27 @@ func (s *PushServer) EndInput() { s.dealer.end() }
 
 // Stats returns what the endpoint has done so far.
 func (s *PushServer) Stats() PushStats {
+	st := PushStats{Streams: s.streams.Load(), Producers: s.producers.Load(), RefusedBy: map[string]int64{}}
+	for i, r := range RefuseReasons {
+		n := s.refused[i].Load()
+		st.RefusedBy[r] = n
+		st.Refused += n
+	}
 	d := s.dealer
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return PushStats{Streams: s.streams.Load(), Refused: s.refused.Load(), Rows: d.rows, Fed: append([]int64(nil), d.fed...),
-		BufferedBytes: d.pendB + d.queuedB, PeakBufferedBytes: d.peak, Ended: d.ended}
+	st.Rows, st.Batches, st.Bytes, st.Fed = d.rows, d.batches, d.bytes, append([]int64(nil), d.fed...)
+	st.BufferedBytes, st.PeakBufferedBytes, st.Ended, st.BackpressureWait = d.pendB+d.queuedB, d.peak, d.ended, d.waited
+	return st
+}
+
+// refuse counts a refused stream.
+func (s *PushServer) refuse(reason string) {
+	for i, r := range RefuseReasons {
+		if r == reason {
+			s.refused[i].Add(1)
+		}
+	}
 }
 
 // Schema waits for the job's schema: the declared one, or the first
@@ -270,8 +322,12 @@ func (s *PushServer) Plan(ctx context.Context, advertise string, columns []strin
 		return nil, err
 	}
 	plan := &JobPlan{Schema: projectSchema(schema, sel), Ranks: make([][]Split, s.cfg.Ranks), RowsPerRank: make([]int64, s.cfg.Ranks)}
+	scheme := "grpc"
+	if s.cfg.TLS != nil {
+		scheme = "grpc+tls"
+	}
 	for r := range plan.Ranks {
-		plan.Ranks[r] = []Split{{URI: fmt.Sprintf("grpc://%s/spindle-push#rank=%d", advertise, r), Format: FormatFlight,
+		plan.Ranks[r] = []Split{{URI: fmt.Sprintf("%s://%s/spindle-push#rank=%d", scheme, advertise, r), Format: FormatFlight,
 			Ticket: []byte(pushTicketPrefix + strconv.Itoa(r))}}
 	}
 	return plan, nil
@@ -291,7 +347,7 @@ func (s *PushServer) check(ctx context.Context, method string) error {
 		}
 	}
 	if strings.HasSuffix(method, "/DoPut") {
-		s.refused.Add(1)
+		s.refuse(RefusedAuth)
 	}
 	s.log.Warn("push endpoint: refused a call without a valid token", "method", method, "peer", peerOf(ctx))
 	return status.Error(codes.Unauthenticated, "the job's push endpoint needs its producer token as \"authorization: Bearer TOKEN\" (spindle submit prints the file holding it)")
@@ -366,13 +422,13 @@ func (s *PushServer) DoPut(stream flight.FlightService_DoPutServer) error {
 	from := peerOf(ctx)
 	rd, err := flight.NewRecordReader(stream, ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
-		s.refused.Add(1)
+		s.refuse(RefusedSchema)
 		return status.Errorf(codes.InvalidArgument, "read the stream's schema: %v", err)
 	}
 	defer rd.Release()
 	proj, err := s.adopt(rd.Schema())
 	if err != nil {
-		s.refused.Add(1)
+		s.refuse(RefusedSchema)
 		s.log.Warn("push endpoint: refused a stream", "peer", from, "err", err)
 		return status.Errorf(codes.InvalidArgument, "schema mismatch: %v; nothing of this stream was fed", err)
 	}
@@ -388,7 +444,7 @@ func (s *PushServer) DoPut(stream flight.FlightService_DoPutServer) error {
 		np.active = true
 		s.mu.Unlock()
 		if busy {
-			s.refused.Add(1)
+			s.refuse(RefusedBusy)
 			return status.Errorf(codes.AlreadyExists, "producer %q is pushing on another stream already; nothing of this stream was fed", name)
 		}
 		defer func() {
@@ -398,6 +454,8 @@ func (s *PushServer) DoPut(stream flight.FlightService_DoPutServer) error {
 		}()
 	}
 	s.streams.Add(1)
+	s.producers.Add(1)
+	defer s.producers.Add(-1)
 	s.log.Info("push endpoint: producer connected", "peer", from, "producer", name)
 	schema := s.schema
 	var batches, rows int64
@@ -418,11 +476,13 @@ func (s *PushServer) DoPut(stream flight.FlightService_DoPutServer) error {
 		n := rec.NumRows()
 		if err := s.dealer.add(ctx, array.NewRecordBatch(schema, cols, n), s.cfg.Rows); err != nil {
 			if errors.Is(err, errInputEnded) {
+				s.refuse(RefusedEnded)
 				return status.Errorf(codes.FailedPrecondition, "%v; batch %d of this stream was not fed", err, batches)
 			}
 			if ctx.Err() != nil {
 				return status.FromContextError(ctx.Err()).Err()
 			}
+			s.refuse(RefusedEnded)
 			return status.Errorf(codes.OutOfRange, "%v; batch %d of this stream was not fed", err, batches)
 		}
 		batches++

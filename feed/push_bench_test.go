@@ -2,6 +2,7 @@ package feed
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -14,8 +15,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/tlsgen"
 )
 
 // discardServer takes DoPut streams and drops their batches: what Flight
@@ -40,7 +44,8 @@ func (*discardServer) DoPut(stream flight.FlightService_DoPutServer) error {
 // drops the batches (the ceiling), the same batches pushed into a push
 // endpoint and read by the rank through the feed pipeline (DoPut, deal,
 // DoGet, pipeline), and the same rows from a local Parquet file through
-// the pipeline. It reports rows/s.
+// the pipeline; the push both in plain text and over the job's TLS. It
+// reports rows/s.
 func BenchmarkFlightPush(b *testing.B) {
 	const rows, batch = 2 << 20, 64 << 10
 	sc := arrow.NewSchema([]arrow.Field{
@@ -75,10 +80,29 @@ func BenchmarkFlightPush(b *testing.B) {
 		}
 		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	})
-	b.Run("push-feed", func(b *testing.B) {
+	pushFeed := func(b *testing.B, jobTLS bool) {
+		var server, rank *tls.Config
+		producer := insecure.NewCredentials()
+		if jobTLS {
+			ca, err := tlsgen.NewJobCA("bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if server, err = ca.ServerConfig([]string{"127.0.0.1"}, tls.VerifyClientCertIfGiven); err != nil {
+				b.Fatal(err)
+			}
+			bundle, err := ca.ExecutorBundle()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if rank, err = tlsgen.ExecutorConfig(bundle); err != nil {
+				b.Fatal(err)
+			}
+			producer = credentials.NewTLS(&tls.Config{RootCAs: ca.Pool()})
+		}
 		for i := 0; i < b.N; i++ {
-			s := startPush(b, PushConfig{Ranks: 1, BatchRows: 4096, EvenBatches: EvenOff, Schema: sc})
-			_, c := dialPush(b, s.Addr())
+			s := startPush(b, PushConfig{Ranks: 1, BatchRows: 4096, EvenBatches: EvenOff, Schema: sc, TLS: server})
+			_, c := dialPushOver(b, s.Addr(), producer)
 			var wg sync.WaitGroup
 			var perr error
 			wg.Add(1)
@@ -93,7 +117,7 @@ func BenchmarkFlightPush(b *testing.B) {
 				b.Fatal(err)
 			}
 			n := feedAll(b, res, PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, LabelColumn: "label", BatchRows: 4096,
-				EvenBatches: EvenOff, Flight: FlightOptions{PushToken: testFeedToken}})
+				EvenBatches: EvenOff, Flight: FlightOptions{PushToken: testFeedToken, PushTLS: rank}})
 			wg.Wait()
 			if perr != nil {
 				b.Fatal(perr)
@@ -104,7 +128,11 @@ func BenchmarkFlightPush(b *testing.B) {
 			s.Close()
 		}
 		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
-	})
+	}
+	b.Run("push-feed", func(b *testing.B) { pushFeed(b, false) })
+	// The same over the job's TLS (spindle.job.tls.enabled): the producer
+	// verifies the endpoint, the rank presents the executors' certificate.
+	b.Run("push-feed-tls", func(b *testing.B) { pushFeed(b, true) })
 	b.Run("parquet-feed", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{pq}, Ranks: 1, LabelColumn: "label"})

@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -54,7 +55,13 @@ func startPush(t testing.TB, cfg PushConfig) *PushServer {
 // dialPush is a producer's own connection to the endpoint.
 func dialPush(t testing.TB, addr string) (*grpc.ClientConn, flight.Client) {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return dialPushOver(t, addr, insecure.NewCredentials())
+}
+
+// dialPushOver is dialPush over creds.
+func dialPushOver(t testing.TB, addr string, creds credentials.TransportCredentials) (*grpc.ClientConn, flight.Client) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,6 +395,9 @@ func TestPushSlowConsumer(t *testing.T) {
 		t.Fatalf("the producer finished while nobody read: %v", err)
 	default:
 	}
+	if st := s.Stats(); st.Producers != 1 {
+		t.Fatalf("%d producers connected while one pushes", st.Producers)
+	}
 	got := readRanks(ctx, t, s, []string{"id"}, 100)
 	if err := <-pushed; err != nil {
 		t.Fatal(err)
@@ -395,8 +405,14 @@ func TestPushSlowConsumer(t *testing.T) {
 	if n := len(got[0]) + len(got[1]); n != rows*batches {
 		t.Fatalf("fed %d rows, want %d", n, rows*batches)
 	}
-	if st := s.Stats(); st.PeakBufferedBytes > limit+slack {
+	st = s.Stats()
+	if st.PeakBufferedBytes > limit+slack {
 		t.Fatalf("the endpoint held up to %d bytes, bound %d (+%d)", st.PeakBufferedBytes, limit, slack)
+	}
+	// The producer was held back: its wait is counted, and so is all it
+	// pushed.
+	if st.BackpressureWait <= 0 || st.Batches != batches || st.Bytes < rows*batches*16 || st.Producers != 0 {
+		t.Fatalf("stats after a held-back producer: %+v", st)
 	}
 }
 
@@ -417,13 +433,14 @@ func TestPushRefused(t *testing.T) {
 		schema *arrow.Schema
 		code   codes.Code
 		want   string
+		reason string
 	}{
-		{"no token", "", flightSchema, codes.Unauthenticated, "producer token"},
-		{"wrong token", "guess", flightSchema, codes.Unauthenticated, "producer token"},
-		{"feed token", testFeedToken, flightSchema, codes.Unauthenticated, "producer token"},
-		{"column of another type", testProducerToken, wrongType, codes.InvalidArgument, `column "x" is float64 in the stream, the job's schema says float32`},
-		{"column missing", testProducerToken, missing, codes.InvalidArgument, `column "x" (float32) of the job's schema is not in the stream`},
-		{"column extra", testProducerToken, wide, codes.InvalidArgument, `column "extra" of the stream is not in the job's schema`},
+		{"no token", "", flightSchema, codes.Unauthenticated, "producer token", RefusedAuth},
+		{"wrong token", "guess", flightSchema, codes.Unauthenticated, "producer token", RefusedAuth},
+		{"feed token", testFeedToken, flightSchema, codes.Unauthenticated, "producer token", RefusedAuth},
+		{"column of another type", testProducerToken, wrongType, codes.InvalidArgument, `column "x" is float64 in the stream, the job's schema says float32`, RefusedSchema},
+		{"column missing", testProducerToken, missing, codes.InvalidArgument, `column "x" (float32) of the job's schema is not in the stream`, RefusedSchema},
+		{"column extra", testProducerToken, wide, codes.InvalidArgument, `column "extra" of the stream is not in the job's schema`, RefusedSchema},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := startPush(t, PushConfig{Ranks: 1, BatchRows: 10, Schema: flightSchema})
@@ -433,8 +450,8 @@ func TestPushRefused(t *testing.T) {
 			if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want %s naming %q", err, tc.code, tc.want)
 			}
-			if st := s.Stats(); st.Rows != 0 || st.Refused != 1 || st.Streams != 0 {
-				t.Fatalf("stats after a refusal: %+v", st)
+			if st := s.Stats(); st.Rows != 0 || st.Batches != 0 || st.Refused != 1 || st.RefusedBy[tc.reason] != 1 || st.Streams != 0 {
+				t.Fatalf("stats after a refusal for %s: %+v", tc.reason, st)
 			}
 		})
 	}
@@ -481,6 +498,9 @@ func TestPushRefused(t *testing.T) {
 		// After the end, pushing is refused.
 		if _, err := push(ctx, c, testProducerToken, flightSchema, flightBatches(0, 1, 10), nil); status.Code(err) != codes.FailedPrecondition {
 			t.Fatalf("a push after the end: %v", err)
+		}
+		if st := s.Stats(); st.RefusedBy[RefusedEnded] != 1 || st.Producers != 0 {
+			t.Fatalf("stats after a push past the end: %+v", st)
 		}
 	})
 }
@@ -688,6 +708,9 @@ func TestPushProducerResumes(t *testing.T) {
 			_, err := pushAs(ctx, c, testProducerToken, name, flightSchema, all[:1], nil)
 			if status.Code(err) != codes.AlreadyExists || !strings.Contains(err.Error(), `"etl/part-7"`) {
 				t.Fatalf("a second stream of the same producer: %v", err)
+			}
+			if st := s.Stats(); st.RefusedBy[RefusedBusy] != 1 {
+				t.Fatalf("a busy producer's stream is not counted refused: %+v", st)
 			}
 		}
 	}

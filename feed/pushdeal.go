@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -48,6 +49,9 @@ type pushDealer struct {
 	peak     int64               // the most bytes held at once (pending and queued)
 	first    []arrow.RecordBatch // each rank's first row, to pad with
 	rows     int64               // rows accepted
+	batches  int64               // batches accepted
+	bytes    int64               // bytes accepted
+	waited   time.Duration       // producers' time waiting for room (backpressure), all together
 	fed      []int64
 	ended    bool
 	closed   bool
@@ -86,11 +90,16 @@ func (d *pushDealer) wait(ctx context.Context) error {
 func (d *pushDealer) add(ctx context.Context, rec arrow.RecordBatch, want int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for d.queuedB >= d.limit && !d.ended && !d.closed {
-		if err := d.wait(ctx); err != nil {
-			rec.Release()
-			return err
+	if d.queuedB >= d.limit && !d.ended && !d.closed {
+		start := time.Now()
+		for d.queuedB >= d.limit && !d.ended && !d.closed {
+			if err := d.wait(ctx); err != nil {
+				d.waited += time.Since(start)
+				rec.Release()
+				return err
+			}
 		}
+		d.waited += time.Since(start)
 	}
 	n := rec.NumRows()
 	switch {
@@ -108,6 +117,8 @@ func (d *pushDealer) add(ctx context.Context, rec arrow.RecordBatch, want int64)
 	d.pendRows += n
 	d.pendB += d.pending[len(d.pending)-1].bytes
 	d.rows += n
+	d.batches++
+	d.bytes += d.pending[len(d.pending)-1].bytes
 	round := d.batchRows * int64(d.ranks)
 	for d.pendRows >= round {
 		for r := range d.ranks {

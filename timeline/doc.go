@@ -6,7 +6,9 @@
 // are batched and sent as datagrams to the executor's report socket
 // (SPINDLE_REPORT_SOCKET), which passes them to the driver with its
 // heartbeats; the driver writes the trace file. Recording never blocks the
-// process: spans that cannot be sent at once are dropped.
+// process: spans the executor's queue has no room for wait for a later
+// send (up to a bound past which the oldest are dropped), and only Flush,
+// called as a program ends, waits a moment for room.
 //
 // A datagram is one JSON object: {"spans": [{"name": "allreduce", "cat":
 // "collective", "ts": MICROS, "dur": MICROS}, ...]}, ts counted from the

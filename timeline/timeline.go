@@ -33,9 +33,13 @@ type Span struct {
 }
 
 // Bounds of a batch: a datagram stays well under the socket's limits.
+// Spans the executor's queue has no room for wait, up to maxPendingSpans
+// (past it the oldest are dropped); Flush waits up to flushWait for room.
 const (
-	maxBatchSpans = 200
-	flushEvery    = 200 * time.Millisecond
+	maxBatchSpans   = 200
+	maxPendingSpans = 20000
+	flushEvery      = 200 * time.Millisecond
+	flushWait       = 2 * time.Second
 )
 
 // recorder batches spans for the executor; nil when not recording.
@@ -89,49 +93,96 @@ func (r *recorder) add(s Span) {
 	defer r.mu.Unlock()
 	r.pending = append(r.pending, s)
 	if len(r.pending) >= maxBatchSpans || time.Since(r.last) >= flushEvery {
-		r.flushLocked()
-		return
+		r.flushLocked(0)
+		if len(r.pending) == 0 {
+			return
+		}
 	}
 	if r.timer == nil {
-		r.timer = time.AfterFunc(flushEvery, Flush)
+		r.timer = time.AfterFunc(flushEvery, r.flushSoon)
 	} else {
 		r.timer.Reset(flushEvery)
 	}
 }
 
-// Flush sends the spans recorded so far. Programs that end right after
-// their last span call it; spans are otherwise sent in batches.
+// Flush sends the spans recorded so far, waiting a moment (2 s at most)
+// for room in the executor's queue. Programs that end right after their
+// last span call it; spans are otherwise sent in batches.
 func Flush() {
 	if r := get(); r != nil {
 		r.mu.Lock()
-		r.flushLocked()
+		r.flushLocked(flushWait)
 		r.mu.Unlock()
 	}
 }
 
-func (r *recorder) flushLocked() {
+// flushSoon sends what waits without waiting, and tries again later if the
+// executor's queue is full.
+func (r *recorder) flushSoon() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.flushLocked(0)
+	if len(r.pending) > 0 {
+		r.timer.Reset(flushEvery)
+	}
+}
+
+// flushLocked sends the pending spans in batches, waiting up to wait for
+// room; what the queue cannot take stays pending.
+func (r *recorder) flushLocked(wait time.Duration) {
 	r.last = time.Now()
 	if len(r.pending) == 0 {
-		return
-	}
-	msg, err := json.Marshal(struct {
-		Spans []Span `json:"spans"`
-	}{r.pending})
-	r.pending = r.pending[:0]
-	if err != nil {
 		return
 	}
 	if r.conn == nil {
 		conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: r.path, Net: "unixgram"})
 		if err != nil {
-			r.dropped++
+			r.dropped += int64(len(r.pending))
+			r.pending = r.pending[:0]
 			return
 		}
 		r.conn = conn
 	}
-	if err := sendNow(r.conn, msg); err != nil {
-		r.dropped++
+	deadline := time.Now().Add(wait)
+	sent := 0
+	for sent < len(r.pending) {
+		batch := r.pending[sent:min(sent+maxBatchSpans, len(r.pending))]
+		msg, err := json.Marshal(struct {
+			Spans []Span `json:"spans"`
+		}{batch})
+		if err == nil {
+			err = send(r.conn, msg, deadline)
+		}
+		if errors.Is(err, errQueueFull) {
+			break
+		}
+		if err != nil {
+			r.dropped += int64(len(batch)) // the executor is gone
+		}
+		sent += len(batch)
 	}
+	left := copy(r.pending, r.pending[sent:])
+	r.pending = r.pending[:left]
+	if over := len(r.pending) - maxPendingSpans; over > 0 {
+		r.dropped += int64(over)
+		r.pending = r.pending[:copy(r.pending, r.pending[over:])]
+	}
+}
+
+var errQueueFull = errors.New("timeline: the executor's queue is full")
+
+// send writes one datagram, waiting for room in the executor's queue
+// until deadline (not at all when it has passed).
+func send(conn *net.UnixConn, msg []byte, deadline time.Time) error {
+	if !time.Now().Before(deadline) {
+		return sendNow(conn, msg)
+	}
+	_ = conn.SetWriteDeadline(deadline)
+	_, err := conn.Write(msg)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return errQueueFull
+	}
+	return err
 }
 
 // sendNow writes one datagram without waiting for room.
@@ -148,7 +199,7 @@ func sendNow(conn *net.UnixConn, msg []byte) error {
 		return err
 	}
 	if errors.Is(werr, syscall.EAGAIN) {
-		return errors.New("timeline: the executor's queue is full")
+		return errQueueFull
 	}
 	return werr
 }

@@ -2,6 +2,7 @@ package timeline
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"path/filepath"
 	"sync"
@@ -15,6 +16,23 @@ import (
 func reset() {
 	once = sync.Once{}
 	rec = nil
+}
+
+// recordTo starts a recorder that sends to a report socket of its own, as
+// an executor's, and returns that socket.
+func recordTo(t *testing.T) *net.UnixConn {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "report.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	t.Setenv(envcontract.Timeline, "1")
+	t.Setenv(envcontract.ReportSocket, sock)
+	reset()
+	t.Cleanup(reset)
+	return conn
 }
 
 func TestDisabled(t *testing.T) {
@@ -32,16 +50,7 @@ func TestDisabled(t *testing.T) {
 // TestSpansReachTheSocket: spans arrive as one datagram, sent by Flush or
 // by the timer when no more spans come.
 func TestSpansReachTheSocket(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "report.sock")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	t.Setenv(envcontract.Timeline, "1")
-	t.Setenv(envcontract.ReportSocket, sock)
-	reset()
-	defer reset()
+	conn := recordTo(t)
 	if !Enabled() {
 		t.Fatal("not recording with SPINDLE_TIMELINE=1")
 	}
@@ -74,5 +83,53 @@ func TestSpansReachTheSocket(t *testing.T) {
 	Start(CatFeed, "next batch")()
 	if spans := read(); len(spans) != 1 || spans[0].Cat != CatFeed {
 		t.Fatalf("the timer sent %+v", spans)
+	}
+}
+
+// TestFullQueueKeepsSpans: spans the executor's queue has no room for wait
+// for a later send, and Flush delivers every one of them, in order.
+func TestFullQueueKeepsSpans(t *testing.T) {
+	conn := recordTo(t)
+
+	const n = 5000
+	for i := 0; i < n; i++ {
+		Start(CatFeed, fmt.Sprintf("wait %d", i))()
+	}
+	rec.mu.Lock()
+	waiting := len(rec.pending)
+	rec.mu.Unlock()
+	if waiting == 0 {
+		t.Fatal("the queue never filled: the test shows nothing")
+	}
+
+	var got []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1<<20)
+		for len(got) < n {
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			m, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			var msg struct{ Spans []Span }
+			if err := json.Unmarshal(buf[:m], &msg); err != nil {
+				return
+			}
+			for _, s := range msg.Spans {
+				got = append(got, s.Name)
+			}
+		}
+	}()
+	Flush()
+	<-done
+	if len(got) != n {
+		t.Fatalf("%d spans reached the socket, want %d", len(got), n)
+	}
+	for i, name := range got {
+		if name != fmt.Sprintf("wait %d", i) {
+			t.Fatalf("span %d is %q: out of order or lost", i, name)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/executor"
+	"github.com/spindle-ml/spindle/internal/envcontract"
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/yarn/client"
@@ -233,10 +234,14 @@ func (c *ClusterManager) submit(ctx context.Context, specs []driver.ExecutorSpec
 	if err != nil {
 		return err
 	}
+	// The job's secrets (its secret, its TLS bundle) go to the AM once,
+	// in its credentials, and from there into every container's.
 	shared := map[string]string{}
 	if len(specs) > 0 {
-		if v, ok := specs[0].Env[executor.EnvJobSecret]; ok {
-			shared[executor.EnvJobSecret] = v
+		for _, k := range []string{executor.EnvJobSecret, envcontract.JobTLS} {
+			if v, ok := specs[0].Env[k]; ok {
+				shared[k] = v
+			}
 		}
 	}
 	plan := Plan{

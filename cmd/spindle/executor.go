@@ -1,7 +1,9 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -10,6 +12,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spindle-ml/spindle/executor"
+	"github.com/spindle-ml/spindle/internal/envcontract"
+	"github.com/spindle-ml/spindle/internal/tlsgen"
 )
 
 // exitStopped is an executor's exit status when Spindle stopped its
@@ -39,14 +43,22 @@ func executorCommand() *cli.Command {
 			if err != nil {
 				return cli.Exit(err, 2)
 			}
-			secret := os.Getenv(executor.EnvJobSecret)
-			// Keep the secret out of anything this process starts.
+			secret, bundle := os.Getenv(executor.EnvJobSecret), os.Getenv(envcontract.JobTLS)
+			// Keep the secrets out of anything this process starts.
 			os.Unsetenv(executor.EnvJobSecret)
+			os.Unsetenv(envcontract.JobTLS)
+			var jobTLS *tls.Config
+			if bundle != "" {
+				if jobTLS, err = tlsgen.ExecutorConfig(bundle); err != nil {
+					return cli.Exit(fmt.Errorf("executor: $%s: %w", envcontract.JobTLS, err), 2)
+				}
+			}
 			ex, err := executor.New(executor.Config{
 				DriverAddr:      c.String("driver"),
 				ID:              c.String("id"),
 				JobID:           c.String("job"),
 				Secret:          secret,
+				TLS:             jobTLS,
 				WorkDir:         c.String("work-dir"),
 				Interface:       c.String("interface"),
 				RegisterTimeout: c.Duration("register-timeout"),

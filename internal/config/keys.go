@@ -154,6 +154,7 @@ const (
 	KeyPythonPath          = "spindle.python.path"
 	KeyPython              = "spindle.python"
 	KeyJobTimeout          = "spindle.job.timeout"
+	KeyJobTLS              = "spindle.job.tls.enabled"
 )
 
 // coreKeys are the keys of a job: submit, driver, executors and feeding.
@@ -242,6 +243,8 @@ var coreKeys = []Key{
 		Doc: "The Python interpreter of training processes (--python), as spark.pyspark.python: a training command starting with python or python3 runs with it instead. A path relative to the working directory may point into an --archives alias (env/bin/python). Set it when the python3 first on the PATH of the executors' hosts is not the one with your packages (torch) installed."},
 	{Name: KeyJobTimeout, Default: "0", Kind: Duration, ZeroOK: true,
 		Doc: "Longest time the job may run, from submit to its end; a job still running then is stopped and reported as timed out. 0: no limit."},
+	{Name: KeyJobTLS, Default: "false", Kind: Bool, ReadBy: ReadBySubmit,
+		Doc: "Mutual TLS on the job's driver-executor control plane and on a flight-put: push endpoint. submit makes a certificate authority for the job (kept in memory), the driver's certificates and the executors' client certificate, which travels to them as the job secret does; nothing to manage. Producers verify the push endpoint with the CA file submit writes beside the token file (grpc+tls://)."},
 	{Name: KeyPythonPath, Default: "", Kind: String,
 		Doc: "Directory to put on PYTHONPATH instead of the spindle Python package the spindle binary carries; empty uses the carried one, unpacked once per version into $XDG_CACHE_HOME/spindle/python (spindle python-path prints where)."},
 }

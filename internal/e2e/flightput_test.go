@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -20,17 +19,19 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
 )
 
 // pushJob is a spindle submit of a flight-put: input, running.
 type pushJob struct {
 	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
+	stdout, stderr syncbuf.Buffer
 	addr, token    string
 	done           chan error
 }
@@ -83,7 +84,12 @@ func (j *pushJob) wait(t *testing.T) result {
 // goProducer pushes rows [first, first+n) (id, x = id, label = id%2) on
 // one DoPut stream with token, in batches of 500.
 func goProducer(ctx context.Context, addr, token string, first, n int) error {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return goProducerOver(ctx, insecure.NewCredentials(), addr, token, first, n)
+}
+
+// goProducerOver is goProducer over creds.
+func goProducerOver(ctx context.Context, creds credentials.TransportCredentials, addr, token string, first, n int) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return err
 	}
@@ -128,7 +134,12 @@ func goProducer(ctx context.Context, addr, token string, first, n int) error {
 }
 
 func endInput(ctx context.Context, addr, token string) error {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return endInputOver(ctx, insecure.NewCredentials(), addr, token)
+}
+
+// endInputOver is endInput over creds.
+func endInputOver(ctx context.Context, creds credentials.TransportCredentials, addr, token string) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return err
 	}
@@ -240,15 +251,7 @@ func TestFlightPutBadInput(t *testing.T) {
 // its declared row count ends the input, and the training processes see
 // every row once.
 func TestFlightPutPython(t *testing.T) {
-	venv := os.Getenv("SPINDLE_TEST_VENV")
-	if venv == "" {
-		home, _ := os.UserHomeDir()
-		venv = filepath.Join(home, ".cache", "spindle-test-venv")
-	}
-	py := filepath.Join(venv, "bin", "python")
-	if out, err := exec.Command(py, "-c", "import pyarrow.flight").CombinedOutput(); err != nil {
-		t.Skipf("skipping: the test venv's Python (%s) does not import pyarrow.flight (make deps installs it): %v %s", py, err, out)
-	}
+	py := flightPython(t)
 	dir := t.TempDir()
 	j := startPushJob(t, dir, "--num-executors", "2", "--conf", "spindle.flight.put.rows=3000",
 		"--columns", "x", "--label-column", "label", "--feed", "tensor", "--batch-rows", "64", "--", feedcheckBin)
@@ -264,4 +267,20 @@ func TestFlightPutPython(t *testing.T) {
 		t.Fatalf("job failed:\n%s", r)
 	}
 	checkPushedEpochs(t, r, 3000, 1)
+}
+
+// flightPython is the test venv's Python, skipping the test when it does
+// not import pyarrow.flight.
+func flightPython(t *testing.T) string {
+	t.Helper()
+	venv := os.Getenv("SPINDLE_TEST_VENV")
+	if venv == "" {
+		home, _ := os.UserHomeDir()
+		venv = filepath.Join(home, ".cache", "spindle-test-venv")
+	}
+	py := filepath.Join(venv, "bin", "python")
+	if out, err := exec.Command(py, "-c", "import pyarrow.flight").CombinedOutput(); err != nil {
+		t.Skipf("skipping: the test venv's Python (%s) does not import pyarrow.flight (make deps installs it): %v %s", py, err, out)
+	}
+	return py
 }

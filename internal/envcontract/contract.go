@@ -110,6 +110,10 @@ const (
 	// executor to the executor, which removes it from its own
 	// environment at once; it never reaches a training process.
 	JobSecret = "SPINDLE_JOB_SECRET"
+	// JobTLS carries a job's TLS bundle (spindle.job.tls.enabled: the
+	// job CA's certificate, the executors' client certificate and its
+	// key, as PEM) the same way and with the same care as JobSecret.
+	JobTLS = "SPINDLE_JOB_TLS"
 	// PyArrow is set by users, not by Spindle: 0 makes the Python package
 	// read Arrow data with its own reader even when pyarrow is installed.
 	PyArrow = "SPINDLE_PYARROW"

@@ -82,6 +82,10 @@ type RankView struct {
 type Point struct {
 	T float64 `json:"t"` // seconds since the job started
 	V float64 `json:"v"`
+	// Rank is the rank that reported a value (reported values only: every
+	// rank may report the same name, and each rank's values are a line of
+	// their own on the chart).
+	Rank *int `json:"rank,omitempty"`
 }
 
 // LogChunk is part of a rank's output: lines numbered from First.
@@ -187,7 +191,8 @@ func (j *Job) Apply(ev Event) {
 				s = &series{}
 				j.scalars[name] = s
 			}
-			s.add(Point{T: j.since(ev.Time), V: v})
+			rank := ev.Rank
+			s.add(Point{T: j.since(ev.Time), V: v, Rank: &rank})
 		}
 	case KindLog:
 		r := j.rank(ev.Rank)

@@ -102,6 +102,30 @@ func TestJobPageInBrowserUpdatesLive(t *testing.T) {
 	}
 }
 
+// TestReportedValuesChartOneLinePerRank: values two ranks report under one
+// name are drawn as a line per rank, not one line zigzagging between them.
+func TestReportedValuesChartOneLinePerRank(t *testing.T) {
+	t0 := time.Now().Add(-30 * time.Second)
+	j := runningJob(t0)
+	for step := 0; step < 4; step++ {
+		for r := 0; r < 2; r++ {
+			j.Apply(jobview.Event{Time: t0.Add(time.Duration(step) * time.Second), Kind: jobview.KindScalars, Rank: r, Step: int64(step),
+				Values: map[string]float64{"loss": 1 / float64(step+1+r)}})
+		}
+	}
+	srv := httptest.NewServer(Handler(NewLive(j), nil))
+	defer srv.Close()
+
+	dom := render(t, srv.URL+"/", 2*time.Second, "job-page-loss.png")
+	lines := regexp.MustCompile(`<polyline [^>]*data-rank="(\d+)"`).FindAllStringSubmatch(dom, -1)
+	if len(lines) != 2 || lines[0][1] != "0" || lines[1][1] != "1" {
+		t.Fatalf("loss chart lines by rank %q, want one for rank 0 and one for rank 1:\n%s", lines, dom)
+	}
+	if !strings.Contains(dom, "last 0.25, max 1 (rank 0, 2 ranks)") {
+		t.Errorf("loss chart caption does not quote rank 0's last value:\n%s", dom)
+	}
+}
+
 func TestFailedJobShowsItsReason(t *testing.T) {
 	j := runningJob(time.Now().Add(-time.Minute))
 	j.Apply(jobview.Event{Time: time.Now(), Kind: jobview.KindExecutor, Rank: 1, State: jobview.RankFailed, Message: "exit status 3"})

@@ -3,8 +3,10 @@
 When the executor asks (SPINDLE_TIMELINE=1), feed waits and checkpoint
 saves and loads are recorded and sent in batches, as datagrams, to the
 executor's report socket, in the format Spindle's Go package timeline
-sends. Recording never waits: a batch the executor cannot take at once is
-dropped.
+sends. Recording never waits: a batch the executor cannot take at once
+stays pending (up to a bound past which the oldest spans are dropped) and
+goes with the next one; only the last send, as the process exits, waits a
+moment for room.
 """
 
 import atexit
@@ -18,7 +20,9 @@ from contextlib import contextmanager
 from . import _contract
 
 _MAX_BATCH = 200
+_MAX_PENDING = 20000
 _FLUSH_SECONDS = 0.2
+_EXIT_WAIT_SECONDS = 2.0
 
 _lock = threading.Lock()
 _state = {"enabled": None, "path": None, "sock": None, "pending": [], "last": 0.0}
@@ -33,7 +37,7 @@ def enabled():
         st["path"] = path
         st["last"] = time.monotonic()
         if st["enabled"]:
-            atexit.register(flush)
+            atexit.register(_flush_at_exit)
     return st["enabled"]
 
 
@@ -66,17 +70,28 @@ def flush():
         _flush_locked()
 
 
-def _flush_locked():
+def _flush_at_exit():
+    with _lock:
+        _flush_locked(wait=_EXIT_WAIT_SECONDS)
+
+
+def _flush_locked(wait=0.0):
     st = _state
     st["last"] = time.monotonic()
     if not st["pending"]:
         return
-    msg = json.dumps({"spans": st["pending"]}).encode()
-    st["pending"] = []
     if st["sock"] is None:
         st["sock"] = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        st["sock"].setblocking(False)
+    st["sock"].settimeout(wait if wait > 0 else 0.0)
+    pending = st["pending"]
+    sent = 0
     try:
-        st["sock"].sendto(msg, st["path"])
+        while sent < len(pending):
+            batch = pending[sent:sent + _MAX_BATCH]
+            st["sock"].sendto(json.dumps({"spans": batch}).encode(), st["path"])
+            sent += len(batch)
+    except (BlockingIOError, socket.timeout):
+        pass  # the executor's queue is full: what is left goes next time
     except OSError:
-        pass  # full or gone: the timeline loses this batch, training goes on
+        sent = len(pending)  # the executor is gone: the timeline loses these
+    st["pending"] = pending[sent:][-_MAX_PENDING:]

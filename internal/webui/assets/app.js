@@ -30,13 +30,16 @@ async function getJSON(url) {
 }
 
 const fmt = {
-  n(v) { return v >= 1e9 ? (v / 1e9).toFixed(2) + "G" : v >= 1e6 ? (v / 1e6).toFixed(2) + "M" : v >= 1e4 ? (v / 1e3).toFixed(1) + "k" : Math.round(v).toString(); },
+  n(v) { return v >= 1e9 ? (v / 1e9).toFixed(2) + "G" : v >= 1e6 ? (v / 1e6).toFixed(2) + "M" : v >= 1e4 ? (v / 1e3).toFixed(1) + "k" : Math.abs(v) < 100 && !Number.isInteger(v) ? Number(v.toPrecision(3)).toString() : Math.round(v).toString(); },
   bytes(v) { return v >= 1 << 30 ? (v / (1 << 30)).toFixed(2) + " GiB" : v >= 1 << 20 ? (v / (1 << 20)).toFixed(1) + " MiB" : v >= 1024 ? (v / 1024).toFixed(0) + " KiB" : v + " B"; },
   dur(s) { s = Math.round(s); const h = Math.floor(s / 3600), m = Math.floor(s % 3600 / 60); return h ? h + "h" + String(m).padStart(2, "0") + "m" : m ? m + "m" + String(s % 60).padStart(2, "0") + "s" : s + "s"; },
   time(t) { return t && !t.startsWith("0001") ? new Date(t).toLocaleString() : ""; },
   ago(t) { if (!t || t.startsWith("0001")) return ""; const s = (Date.now() - new Date(t)) / 1000; return s < 1 ? "now" : fmt.dur(s) + " ago"; },
 };
 
+// chart draws points as lines: one per rank for values the ranks reported
+// (points with a rank), one for the rest. Its caption quotes the lowest
+// rank's last value.
 function chart(title, points, unit) {
   const W = 360, H = 120, P = 4;
   const box = el("div", {class: "chart"}, el("div", {class: "muted"}, title));
@@ -44,14 +47,27 @@ function chart(title, points, unit) {
   const xs = points.map(p => p.t), ys = points.map(p => p.v);
   const x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = Math.min(0, ...ys), y1 = Math.max(...ys) || 1;
   const sx = t => P + (W - 2 * P) * (t - x0) / ((x1 - x0) || 1), sy = v => H - P - (H - 2 * P) * (v - y0) / ((y1 - y0) || 1);
+  const lines = new Map();
+  for (const p of points) {
+    const r = p.rank ?? -1;
+    if (!lines.has(r)) lines.set(r, []);
+    lines.get(r).push(p);
+  }
+  const ranks = [...lines.keys()].sort((a, b) => a - b);
+  const colors = ["#1f5fbf", "#d9822b", "#2b9d5c", "#b03a8c", "#6b6b6b", "#c23b22", "#3aa3b0", "#8a6d1f"];
   const ns = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(ns, "svg");
   svg.setAttribute("width", W); svg.setAttribute("height", H);
-  const line = document.createElementNS(ns, "polyline");
-  line.setAttribute("points", points.map(p => sx(p.t).toFixed(1) + "," + sy(p.v).toFixed(1)).join(" "));
-  line.setAttribute("fill", "none"); line.setAttribute("stroke", "#1f5fbf"); line.setAttribute("stroke-width", "1.5");
-  svg.append(line);
-  box.append(svg, el("div", {class: "muted"}, "last " + fmt.n(ys[ys.length - 1]) + (unit || "") + ", max " + fmt.n(y1) + (unit || "")));
+  ranks.forEach((r, i) => {
+    const line = document.createElementNS(ns, "polyline");
+    line.setAttribute("points", lines.get(r).map(p => sx(p.t).toFixed(1) + "," + sy(p.v).toFixed(1)).join(" "));
+    line.setAttribute("fill", "none"); line.setAttribute("stroke", colors[i % colors.length]); line.setAttribute("stroke-width", "1.5");
+    if (r >= 0) line.setAttribute("data-rank", r);
+    svg.append(line);
+  });
+  const first = lines.get(ranks[0]), last = first[first.length - 1].v;
+  const who = ranks[0] >= 0 ? (ranks.length > 1 ? " (rank " + ranks[0] + ", " + ranks.length + " ranks)" : " (rank " + ranks[0] + ")") : "";
+  box.append(svg, el("div", {class: "muted"}, "last " + fmt.n(last) + (unit || "") + ", max " + fmt.n(y1) + (unit || "") + who));
   return box;
 }
 

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/spindle-ml/spindle/internal/envcontract"
+)
+
+// TestExecutorBadTLSBundle: an executor given a TLS bundle it cannot use
+// exits 2 before doing anything, naming the variable and not its value,
+// and clears the job's secrets from its environment first.
+func TestExecutorBadTLSBundle(t *testing.T) {
+	for _, tc := range []struct {
+		name, bundle string
+	}{
+		{"not PEM", "not-a-bundle-value"},
+		{"certificate only", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(envcontract.JobSecret, "0123456789abcdef0123456789abcdef")
+			t.Setenv(envcontract.JobTLS, tc.bundle)
+			err := newApp().RunContext(context.Background(), []string{"spindle", "executor", "--driver", "127.0.0.1:1", "--id", "exec-0"})
+			if err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), envcontract.JobTLS) {
+				t.Fatalf("exit %d: %v; want exit 2 naming %s", exitCode(err), err, envcontract.JobTLS)
+			}
+			if strings.Contains(err.Error(), tc.bundle) {
+				t.Errorf("the error quotes the bundle: %v", err)
+			}
+			for _, k := range []string{envcontract.JobSecret, envcontract.JobTLS} {
+				if _, ok := os.LookupEnv(k); ok {
+					t.Errorf("%s is still in the executor's environment", k)
+				}
+			}
+		})
+	}
+}
