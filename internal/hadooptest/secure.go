@@ -32,11 +32,13 @@ type SecureCluster struct {
 	RPCProtection, DataTransferProtection string
 }
 
-// SecureRPCProtection is the secure cluster's hadoop.rpc.protection.
-// Executors reach the namenode with delegation tokens (SASL DIGEST-MD5),
-// which Spindle speaks at authentication only, so the cluster asks for no
-// more.
-const SecureRPCProtection = "authentication"
+// SecureRPCProtection is the secure cluster's hadoop.rpc.protection: the
+// servers offer privacy and authentication, and each client takes the
+// first of its own list they offer. Kerberos clients (the gateway, the
+// daemons) take privacy; executors, which reach the namenode with
+// delegation tokens (SASL DIGEST-MD5) that Spindle speaks at
+// authentication only, take authentication.
+const SecureRPCProtection = "privacy,authentication"
 
 // SecureDataTransferProtection is the secure cluster's
 // dfs.data.transfer.protection: datanode connections authenticate with

@@ -109,6 +109,31 @@ func TestRealSecureHDFS(t *testing.T) {
 			}
 		})
 	}
+	// Spindle's GSSAPI security layer against Java's: a gateway that
+	// accepts privacy only reads through RFC 4121 wrap tokens; one that
+	// wants integrity only, which the cluster does not offer, is refused
+	// naming both sides' hadoop.rpc.protection.
+	for _, tc := range []struct {
+		protection, refusal string
+	}{{"privacy", ""}, {"integrity", "requires hadoop.rpc.protection authentication,privacy, and this client is configured for integrity"}} {
+		t.Run("protection "+tc.protection, func(t *testing.T) {
+			conf := confWithProtection(t, sc, tc.protection)
+			secureFS(t, sc, "") // KRB5_CONFIG, and no ticket cache
+			res := fsys.NewResolver(fsys.Options{HadoopConfDir: conf, KerberosPrincipal: hadooptest.SecureUser, KerberosKeytab: sc.UserKeytab})
+			defer res.Close()
+			ctx := context.Background()
+			h, _, err := res.Resolve(ctx, "hdfs:///")
+			if err == nil {
+				_, err = h.ReadDir(ctx, home+"/gateway")
+			}
+			switch {
+			case tc.refusal == "" && err != nil:
+				t.Fatalf("hadoop.rpc.protection %s: %v", tc.protection, err)
+			case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal)):
+				t.Fatalf("hadoop.rpc.protection %s: %v, want a refusal saying %q", tc.protection, err, tc.refusal)
+			}
+		})
+	}
 	t.Run("no ticket", func(t *testing.T) {
 		r := secureFS(t, sc, filepath.Join(t.TempDir(), "empty"))
 		_, _, err := r.Resolve(context.Background(), sc.Props["fs.defaultFS"]+home)
@@ -116,6 +141,28 @@ func TestRealSecureHDFS(t *testing.T) {
 			t.Fatalf("resolve without a ticket: %v, want an error that says to run kinit", err)
 		}
 	})
+}
+
+// confWithProtection copies the secure cluster's client configuration with
+// hadoop.rpc.protection set to protection.
+func confWithProtection(t *testing.T, sc *hadooptest.SecureCluster, protection string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"core-site.xml", "hdfs-site.xml", "yarn-site.xml"} {
+		b, err := os.ReadFile(filepath.Join(sc.ConfDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.ReplaceAll(string(b), "<name>hadoop.rpc.protection</name><value>"+sc.RPCProtection+"</value>",
+			"<name>hadoop.rpc.protection</name><value>"+protection+"</value>")
+		if name == "core-site.xml" && !strings.Contains(text, "<value>"+protection+"</value>") {
+			t.Fatalf("%s has no hadoop.rpc.protection %s to replace", name, sc.RPCProtection)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 // colinmarcVersion is colinmarc/hdfs's version in go.mod.
@@ -333,15 +380,19 @@ func TestRealSecurePyTorch(t *testing.T) {
 // TestRealSecureDoctor: spindle doctor checks a gateway of the real
 // Kerberized cluster step by step (the KDC, the keytab login, a ticket for
 // the ResourceManager's principal and a call, the default file system, a
-// delegation token obtained and cancelled) and exits 0; with a principal
+// delegation token obtained and cancelled), with hadoop.rpc.protection
+// privacy, and exits 0; with a principal
 // the realm does not have it exits 2, naming the login.
 func TestRealSecureDoctor(t *testing.T) {
 	sc := hadooptest.SharedSecure(t)
+	// The ResourceManager and the namenode over GSSAPI at privacy: the
+	// configuration asks for nothing less.
+	conf := confWithProtection(t, sc, "privacy")
 	doctor := func(args ...string) (int, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, spindleBin, append([]string{"doctor"}, args...)...)
-		cmd.Env = append(env(sc.ConfDir), "KRB5_CONFIG="+sc.KDC.Conf, "KRB5CCNAME=FILE:"+filepath.Join(t.TempDir(), "no-ticket"))
+		cmd.Env = append(env(conf), "KRB5_CONFIG="+sc.KDC.Conf, "KRB5CCNAME=FILE:"+filepath.Join(t.TempDir(), "no-ticket"))
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -355,7 +406,7 @@ func TestRealSecureDoctor(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("spindle doctor exited %d:\n%s", code, out)
 	}
-	for _, want := range []string{"ok    kdc", "ok    login", "ok    resourcemanager", "ok    hdfs", "ok    delegation token", "renewer hadoop"} {
+	for _, want := range []string{"ok    kdc", "ok    login", "ok    resourcemanager", "ok    hdfs", "ok    delegation token", "renewer hadoop", "hadoop.rpc.protection privacy"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("spindle doctor did not say %q:\n%s", want, out)
 		}
