@@ -240,7 +240,7 @@ func printMiniclusterUsage(w io.Writer, c *hdfstest.Cluster, yc *yarntest.Cluste
   config      %s
 `, what, c.URI(), len(c.DataNodes()), yarnLine, filepath.Join(dir, "hdfs"), confDir)
 	if realm != nil {
-		realm.printRealm(w)
+		realm.printRealm(w, yc != nil)
 	}
 	fmt.Fprintf(w, `
 In another shell:

@@ -121,11 +121,15 @@ func (r *secureRealm) yarn(cfg *yarntest.Config) {
 }
 
 // printRealm describes the realm: its KDC, its files and the servers'
-// principals.
-func (r *secureRealm) printRealm(w io.Writer) {
+// principals (the ResourceManager's with yarn).
+func (r *secureRealm) printRealm(w io.Writer, yarn bool) {
+	rm := ""
+	if yarn {
+		rm = ", ResourceManager " + secureRMPrincipal
+	}
 	fmt.Fprintf(w, `  kerberos    realm %s, KDC %s, krb5.conf and keytabs in %s
-  principals  namenode %s, ResourceManager %s, you %s@%s
-`, krbtest.Realm, r.kdc.Addr, r.kdc.Dir, secureNNPrincipal, secureRMPrincipal, r.user, krbtest.Realm)
+  principals  namenode %s%s, you %s@%s
+`, krbtest.Realm, r.kdc.Addr, r.kdc.Dir, secureNNPrincipal, rm, r.user, krbtest.Realm)
 }
 
 // loginLines are the shell lines that log the user in: KRB5_CONFIG and a
