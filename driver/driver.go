@@ -289,8 +289,9 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		}
 		return t, err
 	}
+	keeper, _ := d.cm.(CredentialKeeper)
 	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: generationTasks, stop: stopServer, logger: d.logger, obs: d.obs, served: served,
-		requireTLS: d.tls != nil})
+		requireTLS: d.tls != nil, creds: keeper})
 
 	var eg errgroup.Group
 	eg.Go(func() error {

@@ -42,6 +42,9 @@ type member struct {
 	stoppedAtEnd bool
 	// replaces names the dead parameter server this one replaces.
 	replaces string
+	// credGen is the generation of the Hadoop credentials the executor
+	// said it uses (CredentialKeeper).
+	credGen int64
 	// awaitingCause holds the failure of a process stopped with SIGTERM
 	// until the cluster manager says why (awaitCauseLocked).
 	awaitingCause string
@@ -96,6 +99,8 @@ type roster struct {
 	succeeded chan struct{} // closed when the job succeeded
 	allExited chan struct{} // closed once every member reported its exit
 	now       func() time.Time
+	// credScan is when useCredentials last looked at every member.
+	credScan time.Time
 
 	// psSpares is how many parameter servers may die without failing the
 	// job: Spindle's own servers keep that many backups of every row

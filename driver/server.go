@@ -34,6 +34,8 @@ type controlServer struct {
 	// requireTLS refuses registrations that did not come over mutual TLS
 	// (spindle.job.tls.enabled), should the server ever be built without.
 	requireTLS bool
+	// creds keeps the executors' Hadoop credentials fresh; may be nil.
+	creds CredentialKeeper
 }
 
 var _ driverpb.ControlServer = (*controlServer)(nil)
@@ -77,6 +79,7 @@ func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequ
 		LocalWorldSize: int32(localSize),
 		Peers:          peers,
 		Task:           task,
+		Credentials:    credentialsFor(s.creds, 0),
 	}, nil
 }
 
@@ -98,6 +101,13 @@ func (s *controlServer) Heartbeat(ctx context.Context, req *driverpb.HeartbeatRe
 	}
 	s.logRDMA(req.GetExecutorId(), req.GetRdma())
 	s.obs.news(heartbeatNews(req))
+	if s.creds != nil {
+		gen := req.GetCredentialsGeneration()
+		resp.Credentials = credentialsFor(s.creds, gen)
+		if oldest, ok := s.roster.useCredentials(req.GetExecutorId(), gen); ok && oldest > 0 {
+			s.creds.CredentialsInUse(oldest)
+		}
+	}
 	return resp, nil
 }
 

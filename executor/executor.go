@@ -95,6 +95,9 @@ type Executor struct {
 	client driverpb.ControlClient
 	// rdmaReport holds the rank's RDMA line for the heartbeats (a string).
 	rdmaReport atomic.Value
+	// credGen is the generation of the Hadoop credentials the executor
+	// put in its credentials file (0: those it started with).
+	credGen atomic.Int64
 }
 
 // New returns an executor; it connects lazily, so New does no I/O.
@@ -176,6 +179,8 @@ func (e *Executor) Run(ctx context.Context) error {
 	}
 	e.logger = e.logger.With("rank", id.rank)
 	e.logger.Debug("registered", "world_size", id.worldSize, "host", host)
+	// Before the task touches HDFS.
+	e.takeCredentials(resp.GetCredentials())
 
 	status, runErr := e.runTask(ctx, task, id, ports)
 	if why := stopReason(); why != "" && (runErr != nil || !status.exit.ok()) {
@@ -455,11 +460,14 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
 		req := &driverpb.HeartbeatRequest{
 			ExecutorId: e.cfg.ID, Rank: int32(id.rank), Progress: progressOf(server),
-			Rdma: e.rdmaLine(),
+			Rdma: e.rdmaLine(), CredentialsGeneration: e.credGen.Load(),
 		}
 		obs.take(req)
 		resp, err := e.client.Heartbeat(callCtx, req)
 		cancel()
+		if err == nil {
+			e.takeCredentials(resp.GetCredentials())
+		}
 		switch {
 		case err == nil && resp.GetStop() && resp.GetFinished():
 			return resp.GetReason(), true, nil

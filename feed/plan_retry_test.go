@@ -7,11 +7,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
 )
 
@@ -186,5 +188,32 @@ func TestPlanHDFSPartitionsAndBraces(t *testing.T) {
 		if len(plan.Files) != 2 || plan.TotalRows != 20 {
 			t.Fatalf("%s: planned %v, want the 2 partition files", in, plan.Files)
 		}
+	}
+}
+
+// A namenode that requires more hadoop.rpc.protection than the client is
+// configured for is bad input (exit 2 at submit), not an outage to retry.
+func TestPlanProtectionMismatchIsInput(t *testing.T) {
+	id := hadooprpc.DelegationTokenIdentifier{Owner: "alice", Renewer: "yarn", IssueDate: time.Now(), MaxDate: time.Now().Add(time.Hour), SequenceNumber: 1}.Marshal()
+	tok := hadooprpc.Token{Identifier: id, Password: []byte("pw"), Kind: hadooprpc.KindHDFSDelegationToken}
+	c := hdfstest.NewTestCluster(t, hdfstest.Config{SASL: hadooprpc.TokenServer{
+		Lookup: func([]byte) ([]byte, string, error) { return tok.Password, "alice", nil }, Protection: "privacy"}})
+	tok.Service = c.Addr()
+	creds := hadooprpc.NewCredentials()
+	creds.Tokens[tok.Service] = tok
+	b, err := creds.Marshal(hadooprpc.CredentialsProtobuf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokFile := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HADOOP_CONF_DIR", "")
+	res := fsys.NewResolver(fsys.Options{TokenFile: tokFile})
+	defer res.Close()
+	_, err = Plan(context.Background(), res, PlanRequest{Inputs: []string{"hdfs://" + c.Addr() + "/data"}, Ranks: 1, RetryUnavailable: time.Minute})
+	if !errors.Is(err, ErrInput) || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "requires hadoop.rpc.protection privacy") {
+		t.Fatalf("err = %v, want ErrInput naming hadoop.rpc.protection", err)
 	}
 }

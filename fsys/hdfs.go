@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,6 +58,17 @@ type hdfsCluster struct {
 	protection string               // hadoop.rpc.protection
 	auth       hadooprpc.ClientSASL // nil: simple authentication
 	krb        *krbclient.Client    // the Kerberos login, when auth uses it
+	tokens     *tokenFile           // the delegation token in use, when auth is TOKEN
+	maxIdle    time.Duration        // ipc.client.connection.maxidletime
+
+	// refused holds the last namenode connection refused for want of a
+	// common hadoop.rpc.protection, which colinmarc/hdfs reports as text:
+	// a configuration error, not worth retrying.
+	refused atomic.Pointer[error]
+	// dnRefused holds the last datanode connection refused for want of a
+	// common dfs.data.transfer.protection, added to errors colinmarc/hdfs
+	// reports without it (a write's "replication in progress").
+	dnRefused atomic.Pointer[error]
 }
 
 // connSet tracks open connections so that calls blocked on them (the HDFS
@@ -161,12 +173,12 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 	}
 	options := hdfs.ClientOptionsFromConf(conf)
 	cl := &hdfsCluster{authority: authority, addrs: addrs, options: options, protection: conf["hadoop.rpc.protection"],
-		logical: conf["dfs.ha.namenodes."+authority] != "", nnConns: &connSet{conns: map[net.Conn]struct{}{}}}
+		logical: conf["dfs.ha.namenodes."+authority] != "", nnConns: &connSet{conns: map[net.Conn]struct{}{}}, maxIdle: maxIdleOf(conf)}
 	if _, err := hadooprpc.ParseProtection(cl.protection); err != nil {
 		return nil, fmt.Errorf("%w: %v (%s)", ErrHadoopConfig, err, where)
 	}
 	dialer := &net.Dialer{Timeout: hdfsDialTimeout, KeepAlive: 30 * time.Second}
-	tok, found, err := delegationTokenFor(cl, opts)
+	tok, file, found, err := delegationTokenFor(cl, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +191,11 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 			return nil, fmt.Errorf("%w: %s for hdfs://%s: %v", ErrHadoopConfig, tok, authority, err)
 		}
 		cl.user = id.Owner
-		cl.auth = hadooprpc.TokenAuth{Token: tok}
+		// Each connection takes the token the file holds as it opens:
+		// an executor given fresh tokens swaps them in the file.
+		cl.tokens = &tokenFile{path: file, service: cl.tokenService(), tok: tok}
+		cl.tokens.current()
+		cl.auth = hadooprpc.TokenSource{Current: cl.tokens.current, Protection: cl.protection}
 	case options.KerberosClient != nil:
 		// A Kerberized cluster: the user is the login's principal.
 		kc, err := kerberos.Login(kerberos.Options{Principal: opts.KerberosPrincipal, Keytab: opts.KerberosKeytab})
@@ -206,12 +222,57 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 	options.User = cl.user
 	nnDial := cl.nnConns.dialFunc(dialer)
 	if cl.auth != nil {
-		nnDial = hadooprpc.SASLDial(nnDial, cl.auth)
+		sasl := hadooprpc.SASLDial(nnDial, cl.auth)
+		nnDial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := sasl(ctx, network, addr)
+			if errors.Is(err, hadooprpc.ErrProtection) {
+				cl.refused.Store(&err)
+			}
+			return c, err
+		}
 	}
 	options.NamenodeDialFunc = nnDial
 	options.DatanodeDialFunc = dialer.DialContext
+	if p := strings.TrimSpace(conf["dfs.data.transfer.protection"]); p != "" {
+		// Datanode connections open with the SASL handshake, which
+		// Spindle runs in colinmarc's datanode dial hook rather than
+		// colinmarc's own: that one takes the datanode's first level
+		// instead of the configured preference, speaks no triple DES, and
+		// loses bytes when a read spans two wrapped messages.
+		dial, err := hadooprpc.DataTransferDial(dialer.DialContext, hadooprpc.DataTransferConfig{
+			Protection: p, CipherSuites: conf["dfs.encrypt.data.transfer.cipher.suites"]})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v (%s)", ErrHadoopConfig, err, where)
+		}
+		options.DatanodeDialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &refusalConn{Conn: c, cl: cl}, nil
+		}
+		if !strings.EqualFold(conf["dfs.encrypt.data.transfer"], "true") {
+			options.DataTransferProtection = ""
+		}
+	}
 	cl.options = options
 	return cl, nil
+}
+
+// refusalConn notes a datanode's refusal of the client's
+// dfs.data.transfer.protection, which colinmarc/hdfs may report only as a
+// failed write.
+type refusalConn struct {
+	net.Conn
+	cl *hdfsCluster
+}
+
+func (c *refusalConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if errors.Is(err, hadooprpc.ErrProtection) {
+		c.cl.dnRefused.Store(&err)
+	}
+	return n, err
 }
 
 // namenodeAddrs returns the namenode addresses of authority: the namenodes
@@ -270,6 +331,19 @@ func hdfsUser(opts Options) (string, error) {
 // dialHDFS connects to the cluster, retrying a bounded number of times,
 // and checks that a namenode answers.
 func dialHDFS(ctx context.Context, cl *hdfsCluster) (*hdfsFS, error) {
+	h := &hdfsFS{cluster: cl, all: map[*pooledClient]struct{}{}}
+	c, err := h.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h.release(c)
+	return h, nil
+}
+
+// dialClient opens a client to the cluster, retrying a bounded number of
+// times, and checks that a namenode answers. A token the namenode refuses
+// (expired, cancelled) is not retried.
+func dialClient(ctx context.Context, cl *hdfsCluster) (*hdfs.Client, error) {
 	backoff := hdfsRetryBackoff
 	var last error
 	for attempt := 1; ; attempt++ {
@@ -280,13 +354,19 @@ func dialHDFS(ctx context.Context, cl *hdfsCluster) (*hdfsFS, error) {
 			// answers (and caches the defaults reads need).
 			if _, err = c.ServerDefaults(); err == nil {
 				stop()
-				return &hdfsFS{cluster: cl, client: c}, nil
+				return c, nil
 			}
 			c.Close()
 		}
 		stop()
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("hdfs://%s: connect to namenode %s: %w", cl.authority, strings.Join(cl.addrs, ", "), ctx.Err())
+		}
+		if refused := cl.refused.Load(); refused != nil {
+			return nil, fmt.Errorf("hdfs://%s: %w: %w", cl.authority, ErrHadoopConfig, *refused)
+		}
+		if cl.tokens != nil && tokenRefused(err) {
+			return nil, fmt.Errorf("hdfs://%s: the namenode refused the delegation token of %s: %w", cl.authority, cl.tokens.path, err)
 		}
 		last = err
 		if attempt == hdfsConnectAttempts {
@@ -308,7 +388,11 @@ func dialHDFS(ctx context.Context, cl *hdfsCluster) (*hdfsFS, error) {
 // hdfsFS is an FS over one HDFS cluster, through github.com/colinmarc/hdfs.
 type hdfsFS struct {
 	cluster *hdfsCluster
-	client  *hdfs.Client
+
+	clMu   sync.Mutex
+	cur    *pooledClient              // the client new calls and files use
+	all    map[*pooledClient]struct{} // every open client, current or retired
+	closed bool
 
 	nnMu sync.Mutex
 	nn   *hadooprpc.FailoverClient // for the block locations the client does not expose
@@ -331,6 +415,9 @@ func (h *hdfsFS) pathError(op, name string, err error) error {
 		err = pe.Err
 	}
 	err = interpretHDFS(err)
+	if refused := h.cluster.dnRefused.Load(); refused != nil && !errors.Is(err, hadooprpc.ErrProtection) {
+		err = fmt.Errorf("%w (%w)", err, *refused)
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrExist):
 		err = fmt.Errorf("%w (as HDFS user %s)", err, h.cluster.user)
@@ -364,10 +451,15 @@ func (h *hdfsFS) Open(ctx context.Context, name string) (File, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	c, err := h.acquire(ctx)
+	if err != nil {
+		return nil, h.pathError("open", name, err)
+	}
 	stop := h.cluster.nnConns.watch(ctx)
-	r, err := h.client.Open(name)
+	r, err := c.c.Open(name)
 	stop()
 	if err != nil {
+		h.release(c)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -375,17 +467,23 @@ func (h *hdfsFS) Open(ctx context.Context, name string) (File, error) {
 	}
 	if r.Stat().IsDir() {
 		r.Close()
+		h.release(c)
 		return nil, &fs.PathError{Op: "open", Path: h.uri(name), Err: syscall.EISDIR}
 	}
-	return newHDFSFile(h, name, r), nil
+	return newHDFSFile(h, c, name, r), nil
 }
 
 func (h *hdfsFS) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	c, err := h.acquire(ctx)
+	if err != nil {
+		return nil, h.pathError("stat", name, err)
+	}
+	defer h.release(c)
 	stop := h.cluster.nnConns.watch(ctx)
-	fi, err := h.client.Stat(name)
+	fi, err := c.c.Stat(name)
 	stop()
 	if err != nil && ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -397,8 +495,13 @@ func (h *hdfsFS) ReadDir(ctx context.Context, name string) ([]fs.FileInfo, error
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	c, err := h.acquire(ctx)
+	if err != nil {
+		return nil, h.pathError("readdir", name, err)
+	}
+	defer h.release(c)
 	stop := h.cluster.nnConns.watch(ctx)
-	infos, err := h.client.ReadDir(name)
+	infos, err := c.c.ReadDir(name)
 	stop()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -484,7 +587,12 @@ func (h *hdfsFS) MkdirAll(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return h.pathError("mkdir", name, h.client.MkdirAll(name, 0o755))
+	c, err := h.acquire(ctx)
+	if err != nil {
+		return h.pathError("mkdir", name, err)
+	}
+	defer h.release(c)
+	return h.pathError("mkdir", name, c.c.MkdirAll(name, 0o755))
 }
 
 // Rename renames from to to, replacing a file (or empty directory) at to.
@@ -492,7 +600,12 @@ func (h *hdfsFS) Rename(ctx context.Context, from, to string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := h.client.Rename(from, to); err != nil {
+	c, err := h.acquire(ctx)
+	if err != nil {
+		return h.pathError("rename", from, err)
+	}
+	defer h.release(c)
+	if err := c.c.Rename(from, to); err != nil {
 		var pe *os.PathError
 		name := from
 		if errors.As(err, &pe) && pe.Path == to {
@@ -507,7 +620,12 @@ func (h *hdfsFS) Remove(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return h.pathError("remove", name, h.client.Remove(name))
+	c, err := h.acquire(ctx)
+	if err != nil {
+		return h.pathError("remove", name, err)
+	}
+	defer h.release(c)
+	return h.pathError("remove", name, c.c.Remove(name))
 }
 
 // Locations returns the hosts holding the bytes [off, off+length) of name,
@@ -545,7 +663,7 @@ func (h *hdfsFS) Locations(ctx context.Context, name string, off, length int64) 
 
 // Close disconnects from the cluster.
 func (h *hdfsFS) Close() error {
-	err := h.client.Close()
+	err := h.closeClients()
 	if kc := h.cluster.krb; kc != nil {
 		defer kc.Destroy()
 	}

@@ -239,3 +239,40 @@ func upload(b *testing.B, fsys FS, local, name string) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkHDFSReconnect measures what a namenode connection opened
+// again costs a call: a Stat on the open connection (reuse, the
+// baseline) against a Stat after the connection sat idle past
+// ipc.client.connection.maxidletime (reconnect: dial, handshake and a
+// server-defaults call first), as happens after a fresh delegation token
+// or a quiet spell.
+func BenchmarkHDFSReconnect(b *testing.B) {
+	c := hdfstest.NewTestCluster(b, hdfstest.Config{DataNodes: 1})
+	conf := b.TempDir()
+	if err := c.WriteConfig(conf); err != nil {
+		b.Fatal(err)
+	}
+	res := NewResolver(Options{HadoopConfDir: conf, User: c.Superuser()})
+	defer res.Close()
+	ctx := context.Background()
+	hfs, _, err := res.Resolve(ctx, "hdfs:///")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := hfs.MkdirAll(ctx, "/d"); err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name    string
+		maxIdle time.Duration
+	}{{"reuse", time.Hour}, {"reconnect", time.Nanosecond}} {
+		b.Run(bc.name, func(b *testing.B) {
+			hfs.(*hdfsFS).cluster.maxIdle = bc.maxIdle
+			for i := 0; i < b.N; i++ {
+				if _, err := hfs.Stat(ctx, "/d"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

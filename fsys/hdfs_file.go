@@ -39,6 +39,7 @@ const (
 // sequential column chunks cost no extra round trips.
 type hdfsFile struct {
 	h    *hdfsFS
+	c    *pooledClient // the client it opened on, given back at Close
 	name string
 	size int64
 
@@ -60,8 +61,8 @@ type hdfsCursor struct {
 
 var _ File = (*hdfsFile)(nil)
 
-func newHDFSFile(h *hdfsFS, name string, r *hdfs.FileReader) *hdfsFile {
-	f := &hdfsFile{h: h, name: name, size: r.Stat().Size(), idle: []*hdfsCursor{{r: r}}, open: 1}
+func newHDFSFile(h *hdfsFS, c *pooledClient, name string, r *hdfs.FileReader) *hdfsFile {
+	f := &hdfsFile{h: h, c: c, name: name, size: r.Stat().Size(), idle: []*hdfsCursor{{r: r}}, open: 1}
 	f.cond = sync.NewCond(&f.mu)
 	return f
 }
@@ -183,7 +184,7 @@ func (f *hdfsFile) take(off int64) (*hdfsCursor, error) {
 		if f.open < hdfsMaxCursors {
 			f.open++
 			f.mu.Unlock()
-			r, err := f.h.client.Open(f.name)
+			r, err := f.c.c.Open(f.name)
 			f.mu.Lock()
 			if err != nil {
 				f.open--
@@ -254,6 +255,7 @@ func (f *hdfsFile) Close() error {
 	}
 	f.idle = nil
 	f.cond.Broadcast()
+	f.h.release(f.c)
 	return nil
 }
 
@@ -271,16 +273,23 @@ func (h *hdfsFS) CreateAtomic(ctx context.Context, name string) (AtomicFile, err
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmp := path.Join(dir, "."+base+"._spindle_tmp_"+hex.EncodeToString(rnd[:]))
-	w, err := h.client.Create(tmp)
+	c, err := h.acquire(ctx)
 	if err != nil {
 		return nil, h.pathError("create", name, err)
 	}
-	return &hdfsAtomic{h: h, w: w, tmp: tmp, final: name}, nil
+	w, err := c.c.Create(tmp)
+	if err != nil {
+		h.release(c)
+		return nil, h.pathError("create", name, err)
+	}
+	return &hdfsAtomic{h: h, c: c, w: w, tmp: tmp, final: name}, nil
 }
 
-// hdfsAtomic is a file being written under a temporary name.
+// hdfsAtomic is a file being written under a temporary name, on the
+// client it was created on until it is committed or aborted.
 type hdfsAtomic struct {
 	h     *hdfsFS
+	c     *pooledClient
 	w     *hdfs.FileWriter
 	tmp   string
 	final string
@@ -308,12 +317,13 @@ func (a *hdfsAtomic) Commit() error {
 		return &fs.PathError{Op: "commit", Path: a.h.uri(a.final), Err: os.ErrClosed}
 	}
 	a.done = true
+	defer a.h.release(a.c)
 	if err := closeWriter(a.w); err != nil {
-		a.h.client.Remove(a.tmp)
+		a.c.c.Remove(a.tmp)
 		return a.h.pathError("write", a.final, err)
 	}
-	if err := a.h.client.Rename(a.tmp, a.final); err != nil {
-		a.h.client.Remove(a.tmp)
+	if err := a.c.c.Rename(a.tmp, a.final); err != nil {
+		a.c.c.Remove(a.tmp)
 		return a.h.pathError("publish", a.final, err)
 	}
 	return nil
@@ -338,8 +348,9 @@ func (a *hdfsAtomic) Abort() error {
 		return nil
 	}
 	a.done = true
+	defer a.h.release(a.c)
 	a.w.Close() // releases the lease; the file goes next
-	if err := a.h.client.Remove(a.tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := a.c.c.Remove(a.tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return a.h.pathError("abort", a.final, err)
 	}
 	return nil

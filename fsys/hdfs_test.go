@@ -413,7 +413,7 @@ func TestHDFS(t *testing.T) {
 			}
 		}
 		// A file only its owner may read fails at the first read.
-		if err := fsys.(*hdfsFS).client.Chmod("/secret/f", 0o600); err != nil {
+		if err := fsys.(*hdfsFS).cur.c.Chmod("/secret/f", 0o600); err != nil {
 			t.Fatal(err)
 		}
 		f, err := ofs.Open(ctx, "/secret/f")
@@ -621,7 +621,7 @@ func TestRealHDFS(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if fsys, dir, err := res.Resolve(ctx, base); err == nil {
-			fsys.(*hdfsFS).client.RemoveAll(dir)
+			fsys.(*hdfsFS).cur.c.RemoveAll(dir)
 		}
 	})
 	testFS(t, res, base)

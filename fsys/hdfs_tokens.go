@@ -39,29 +39,30 @@ func (cl *hdfsCluster) tokenService() string {
 }
 
 // delegationTokenFor finds the HDFS delegation token for cl in the
-// credentials file of opts (or $HADOOP_TOKEN_FILE_LOCATION).
-func delegationTokenFor(cl *hdfsCluster, opts Options) (hadooprpc.Token, bool, error) {
+// credentials file of opts (or $HADOOP_TOKEN_FILE_LOCATION), and returns
+// the file's path with it.
+func delegationTokenFor(cl *hdfsCluster, opts Options) (hadooprpc.Token, string, bool, error) {
 	if opts.NoTokens {
-		return hadooprpc.Token{}, false, nil
+		return hadooprpc.Token{}, "", false, nil
 	}
 	file := opts.TokenFile
 	if file == "" {
 		file = os.Getenv(hadooprpc.EnvTokenFile)
 	}
 	if file == "" {
-		return hadooprpc.Token{}, false, nil
+		return hadooprpc.Token{}, "", false, nil
 	}
 	creds, err := hadooprpc.ReadCredentialsFile(file)
 	if err != nil {
-		return hadooprpc.Token{}, false, fmt.Errorf("%w: %v", ErrHadoopConfig, err)
+		return hadooprpc.Token{}, "", false, fmt.Errorf("%w: %v", ErrHadoopConfig, err)
 	}
 	service := cl.tokenService()
 	for _, t := range creds.Tokens {
 		if t.Kind == hadooprpc.KindHDFSDelegationToken && t.Service == service {
-			return t, true, nil
+			return t, file, true, nil
 		}
 	}
-	return hadooprpc.Token{}, false, nil
+	return hadooprpc.Token{}, "", false, nil
 }
 
 // nnClient returns Spindle's own RPC client to the cluster's namenodes,

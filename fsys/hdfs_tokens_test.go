@@ -16,11 +16,14 @@ import (
 	"github.com/spindle-ml/spindle/internal/krbtest"
 )
 
-// TestDelegationTokens: on an HDFS that takes Kerberos (at privacy) and
-// delegation tokens, a gateway logged in with a keytab gets a token for a
-// renewer, and a process with no ticket at all reads and writes with that
-// token alone through colinmarc/hdfs and Spindle's own client, as an
-// executor in a YARN container does. The renewer, and only it, renews the
+// TestDelegationTokens: on an HDFS that takes Kerberos and delegation
+// tokens, both at privacy, a gateway logged in with a keytab gets a token
+// for a renewer, and a process with no ticket at all reads and writes with
+// that token alone through colinmarc/hdfs and Spindle's own client, as an
+// executor in a YARN container does, its namenode connections encrypted
+// (DIGEST-MD5 auth-conf) and its datanode connections too
+// (dfs.data.transfer.protection privacy, with the namenode's block
+// tokens); one configured for less is refused. The renewer, and only it, renews the
 // token; once cancelled, the token opens nothing; a process with a token
 // cannot get more.
 func TestDelegationTokens(t *testing.T) {
@@ -37,6 +40,8 @@ func TestDelegationTokens(t *testing.T) {
 		KerberosPrincipal:  "nn/_HOST@" + krbtest.Realm,
 		Superuser:          "alice",
 		TokenRenewInterval: time.Hour,
+		// Datanodes too, as on a production cluster.
+		DataTransferProtection: "privacy",
 	})
 	// The client side of hadoop.rpc.protection.
 	core, err := os.ReadFile(filepath.Join(conf, "core-site.xml"))
@@ -97,6 +102,25 @@ func TestDelegationTokens(t *testing.T) {
 		t.Fatalf("a token connection got a token: %v", err)
 	}
 	exec.Close()
+	// The token's connections ran at privacy (DIGEST-MD5 auth-conf), as
+	// the namenode requires of every method.
+	if n := cluster.Stats().NameNodeCallsByAuth["TOKEN privacy"]; n == 0 {
+		t.Fatalf("no namenode call over a token connection at privacy: %v", cluster.Stats().NameNodeCallsByAuth)
+	}
+	if st := cluster.Stats(); st.Handshakes == 0 || st.HandshakesRefused != 0 {
+		t.Fatalf("datanode handshakes: %d, %d refused", st.Handshakes, st.HandshakesRefused)
+	}
+	// An executor whose site files ask for less than the namenode requires
+	// is refused, naming the setting.
+	lax := confCopy(t, conf, func(site string) string {
+		return strings.Replace(site, "<value>privacy</value>", "<value>authentication</value>", 1)
+	})
+	laxExec := NewResolver(Options{HadoopConfDir: lax})
+	defer laxExec.Close()
+	if _, _, err := laxExec.Resolve(ctx, "hdfs:///"); !errors.Is(err, hadooprpc.ErrProtection) || !errors.Is(err, ErrHadoopConfig) ||
+		!strings.Contains(err.Error(), "requires hadoop.rpc.protection privacy of token connections, and this client is configured for authentication") {
+		t.Fatalf("a token client configured for authentication, a namenode requiring privacy: %v", err)
+	}
 
 	// Renewal: the renewer only.
 	if _, err := gateway.RenewDelegationToken(ctx, "hdfs:///", tok); hadooprpc.ExceptionClass(err) != hadooprpc.ClassAccessControl {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/spindle-ml/spindle/driver"
+	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/internal/tokenkeeper"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
 	"github.com/spindle-ml/spindle/standalone/internal/secure"
@@ -64,6 +67,15 @@ type ClientConfig struct {
 	// fetched from their workers' files.
 	Console *driver.Console
 	Logger  *slog.Logger
+	// HadoopConfDir (empty: $HADOOP_CONF_DIR) and, on a Kerberized
+	// cluster, KerberosPrincipal and KerberosKeytab (empty: the ticket
+	// cache): with RenewTokens (spindle.security.tokens.renew), the
+	// driver obtains HDFS delegation tokens from its login for the
+	// executors, which it hands to each as it registers, renews, and,
+	// with a keytab, replaces with fresh ones for the life of the job.
+	HadoopConfDir                     string
+	KerberosPrincipal, KerberosKeytab string
+	RenewTokens                       bool
 }
 
 // DefaultClientConfig returns the defaults.
@@ -107,9 +119,16 @@ type ClusterManager struct {
 	resultSet bool
 
 	input atomic.Pointer[string] // ShowInput's endpoint
+
+	tokMu      sync.Mutex
+	tokStarted bool
+	tokens     *tokenkeeper.Job // the executors' delegation tokens, on a Kerberized cluster
 }
 
-var _ driver.ClusterManager = (*ClusterManager)(nil)
+var (
+	_ driver.ClusterManager   = (*ClusterManager)(nil)
+	_ driver.CredentialKeeper = (*ClusterManager)(nil)
+)
 
 // NewClusterManager registers an application with the masters and starts
 // keeping it alive and watching its executors.
@@ -199,6 +218,9 @@ func (c *ClusterManager) inputURI() string {
 func (c *ClusterManager) Request(ctx context.Context, specs []driver.ExecutorSpec) error {
 	if len(specs) == 0 {
 		return nil
+	}
+	if err := c.startTokens(ctx, specs); err != nil {
+		return err
 	}
 	timeout := c.cfg.GangTimeout
 	if dl, ok := ctx.Deadline(); ok {
@@ -340,8 +362,66 @@ func (c *ClusterManager) Close() error {
 		if err := c.client.Close(); err != nil && c.closeErr == nil {
 			c.closeErr = err
 		}
+		c.tokMu.Lock()
+		tokens := c.tokens
+		c.tokMu.Unlock()
+		if tokens != nil {
+			tokens.Close()
+		}
 	})
 	return c.closeErr
+}
+
+// startTokens obtains the executors' delegation tokens before the first
+// executors start, on a Kerberized cluster: the driver hands them out as
+// executors register (CredentialKeeper), never on a command line or in an
+// environment.
+func (c *ClusterManager) startTokens(ctx context.Context, specs []driver.ExecutorSpec) error {
+	c.tokMu.Lock()
+	defer c.tokMu.Unlock()
+	if c.tokStarted || !c.cfg.RenewTokens {
+		return nil
+	}
+	c.tokStarted = true
+	var texts []string
+	for _, s := range specs {
+		texts = append(texts, s.Args...)
+		for k, v := range s.Env {
+			if !strings.Contains(strings.ToUpper(k), "SECRET") {
+				texts = append(texts, v)
+			}
+		}
+	}
+	j, err := tokenkeeper.StartJob(ctx, tokenkeeper.JobConfig{HadoopConfDir: c.cfg.HadoopConfDir,
+		Principal: c.cfg.KerberosPrincipal, Keytab: c.cfg.KerberosKeytab, Texts: texts, Logger: c.logger})
+	if err != nil {
+		return fmt.Errorf("%w: %v", driver.ErrConfig, err)
+	}
+	c.tokens = j
+	return nil
+}
+
+// ExecutorCredentials returns the newest delegation tokens for executors,
+// or nil when the cluster is not Kerberized (driver.CredentialKeeper).
+func (c *ClusterManager) ExecutorCredentials() *driverpb.Credentials {
+	c.tokMu.Lock()
+	j := c.tokens
+	c.tokMu.Unlock()
+	if j == nil {
+		return nil
+	}
+	return j.ExecutorCredentials()
+}
+
+// CredentialsInUse says every running executor uses generation
+// (driver.CredentialKeeper).
+func (c *ClusterManager) CredentialsInUse(generation int64) {
+	c.tokMu.Lock()
+	j := c.tokens
+	c.tokMu.Unlock()
+	if j != nil {
+		j.CredentialsInUse(generation)
+	}
 }
 
 // heartbeats keeps the application alive until Close.

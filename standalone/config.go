@@ -26,6 +26,10 @@ func ClientConfigFromProperties(p *config.Properties, masters []string) (ClientC
 	cfg.GangTimeout = p.Duration(config.KeyStandaloneGangTimeout)
 	cfg.AppName = p.String(config.KeyAppName)
 	cfg.DriverHost = p.String(config.KeyDriverHost)
+	cfg.HadoopConfDir = p.String(config.KeyHadoopConfDir)
+	cfg.KerberosPrincipal = p.String(config.KeyKerberosPrincipal)
+	cfg.KerberosKeytab = p.String(config.KeyKerberosKeytab)
+	cfg.RenewTokens = p.Bool(config.KeyTokensRenew)
 	return cfg, nil
 }
 

@@ -72,7 +72,7 @@ func RunAM(ctx context.Context, logger *slog.Logger, run DriverFunc) error {
 	port := ln.Addr().(*net.TCPAddr).Port
 
 	alloc, err := am.Start(ctx, am.Config{
-		SchedulerAddrs: plan.SchedulerAddrs, AMRMToken: amrm, Host: host, Port: port,
+		SchedulerAddrs: plan.SchedulerAddrs, AMRMToken: amrm, RPCProtection: plan.RPCProtection, Host: host, Port: port,
 		LaunchContext:    executorLaunchContext(plan, hdfsTokens(creds)),
 		MemoryOverheadMB: plan.OverheadMB, GangTimeout: time.Duration(plan.GangTimeoutMS) * time.Millisecond,
 		TrackingURL: plan.TrackingURL, Racks: plan.Racks, LocalityWait: time.Duration(plan.LocalityWaitMS) * time.Millisecond,

@@ -17,6 +17,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/envcontract"
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/tokenkeeper"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 
@@ -62,6 +63,13 @@ type Config struct {
 	// (--principal, --keytab); empty, the ticket cache kinit filled is
 	// used.
 	KerberosPrincipal, KerberosKeytab string
+	// RenewTokens has the driver keep the executors' HDFS delegation
+	// tokens alive on a Kerberized cluster (spindle.security.tokens.renew):
+	// tokens of its own, renewed before each deadline and, with a keytab,
+	// replaced by fresh ones before three quarters of their maximum
+	// lifetime. Without it, executors use the tokens of the
+	// ApplicationMaster's launch credentials, which YARN renews.
+	RenewTokens bool
 	// Binary is the spindle binary to stage; empty means this one.
 	Binary string
 	// Out receives the lines a user should see (application id, tracking
@@ -74,7 +82,7 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{AppName: "spindle-job", Queue: "default", MaxAttempts: 1, AMMemoryMB: 256, AMCores: 1,
-		MemoryOverheadMB: 128, GangTimeout: 2 * time.Minute, LocalityWait: 3 * time.Second}
+		MemoryOverheadMB: 128, GangTimeout: 2 * time.Minute, LocalityWait: 3 * time.Second, RenewTokens: true}
 }
 
 // Validate checks the configuration.
@@ -109,6 +117,8 @@ type ClusterManager struct {
 	submitted bool
 	stager    *stager
 	tokens    map[string]hadooprpc.Token // HDFS delegation tokens by URI, cancelled at the end
+	keeper    *tokenkeeper.Keeper        // the executors' own tokens, when the driver keeps them
+	keeperOps *tokenkeeper.ResolverOps
 	am        *amClient
 	plan      Plan
 	result    error
@@ -120,7 +130,10 @@ type ClusterManager struct {
 	once   sync.Once
 }
 
-var _ driver.ClusterManager = (*ClusterManager)(nil)
+var (
+	_ driver.ClusterManager   = (*ClusterManager)(nil)
+	_ driver.CredentialKeeper = (*ClusterManager)(nil)
+)
 
 // NewClusterManager reads the Hadoop configuration and checks that a
 // ResourceManager answers. Configuration errors wrap ErrConfig; a
@@ -254,6 +267,11 @@ func (c *ClusterManager) submit(ctx context.Context, specs []driver.ExecutorSpec
 	if c.sec.Kerberos {
 		if err := c.addDelegationTokens(ctx, tokens, specs); err != nil {
 			return err
+		}
+		if c.cfg.RenewTokens {
+			if err := c.startKeeper(ctx, specs); err != nil {
+				return err
+			}
 		}
 	}
 	if err := c.launch(ctx, id, plan, tokens.Tokens); err != nil {
@@ -442,6 +460,7 @@ func (c *ClusterManager) close() error {
 		}
 	}
 	c.cancelDelegationTokens(ctx)
+	c.stopKeeper(ctx)
 	c.gateway.close()
 	return errors.Join(errs...)
 }

@@ -68,6 +68,9 @@ type Plan struct {
 	MaxAttempts int `json:"maxAttempts,omitempty"`
 	// Cluster, in cluster mode, is the job whose driver the AM runs.
 	Cluster *ClusterJob `json:"cluster,omitempty"`
+	// RPCProtection is the gateway's hadoop.rpc.protection, for the AM's
+	// token connections to the ResourceManager and NodeManagers.
+	RPCProtection string `json:"rpcProtection,omitempty"`
 }
 
 // ClusterJob is a cluster-mode job as the gateway hands it to the

@@ -23,5 +23,6 @@ func ConfigFromProperties(p *config.Properties) Config {
 	cfg.LogLevel = p.String(config.KeyLogLevel)
 	cfg.KerberosPrincipal = p.String(config.KeyKerberosPrincipal)
 	cfg.KerberosKeytab = p.String(config.KeyKerberosKeytab)
+	cfg.RenewTokens = p.Bool(config.KeyTokensRenew)
 	return cfg
 }

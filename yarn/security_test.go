@@ -285,8 +285,9 @@ func TestKerberosRefusals(t *testing.T) {
 	}
 }
 
-// TestTokenLifetimeWarning: the job log warns when the job's delegation
-// tokens have lived three quarters of their maximum lifetime.
+// TestTokenLifetimeWarning: with spindle.security.tokens.renew false, the
+// job log warns when the launch delegation tokens have lived three
+// quarters of their maximum lifetime.
 func TestTokenLifetimeWarning(t *testing.T) {
 	kdc := krbtest.Start(t)
 	t.Setenv("KRB5_CONFIG", kdc.Conf)
@@ -317,6 +318,8 @@ func TestTokenLifetimeWarning(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.HadoopConfDir, cfg.KerberosPrincipal, cfg.KerberosKeytab = conf, "alice", aliceKT
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	// Executors use the launch tokens: the driver keeps none of its own.
+	cfg.RenewTokens = false
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cm, err := NewClusterManager(ctx, cfg)

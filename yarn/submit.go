@@ -161,6 +161,7 @@ func (g *gateway) racks(ctx context.Context) map[string]string {
 func (g *gateway) launch(ctx context.Context, id client.AppID, plan Plan, tokens map[string]hadooprpc.Token) error {
 	sched, _ := g.conf.SchedulerAddrs()
 	plan.SchedulerAddrs = sched
+	plan.RPCProtection = g.sec.Protection
 	plan.MaxAttempts = g.cfg.MaxAttempts
 	clc, err := amLaunchContext(plan, g.cfg.LogLevel, tokens)
 	if err != nil {

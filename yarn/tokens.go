@@ -3,19 +3,19 @@ package yarn
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"os/user"
-	"regexp"
-	"sort"
 	"strings"
 	"time"
 
 	krbclient "github.com/jcmturner/gokrb5/v8/client"
 
 	"github.com/spindle-ml/spindle/driver"
+	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/kerberos"
+	"github.com/spindle-ml/spindle/internal/tokenkeeper"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 
@@ -62,41 +62,19 @@ func destroy(login *krbclient.Client) {
 	}
 }
 
-var hdfsURIRE = regexp.MustCompile(`hdfs://[^/\s,;'"]*`)
-
 // jobNamenodes returns the HDFS clusters a job touches, as hdfs://authority
 // URIs: the default file system (the staging directory's) and every
 // cluster an hdfs:// URI in the executors' arguments or environment names
 // (inputs, checkpoints, outputs).
 func jobNamenodes(defaultFS string, specs []driver.ExecutorSpec) []string {
-	seen := map[string]bool{}
-	add := func(u string) {
-		p, err := url.Parse(u)
-		if err != nil || p.Host == "" {
-			// hdfs:///path is on the default file system.
-			return
-		}
-		seen["hdfs://"+p.Host] = true
-	}
-	add(defaultFS)
+	var texts []string
 	for _, s := range specs {
-		for _, a := range s.Args {
-			for _, m := range hdfsURIRE.FindAllString(a, -1) {
-				add(m)
-			}
-		}
+		texts = append(texts, s.Args...)
 		for _, v := range s.Env {
-			for _, m := range hdfsURIRE.FindAllString(v, -1) {
-				add(m)
-			}
+			texts = append(texts, v)
 		}
 	}
-	out := make([]string, 0, len(seen))
-	for u := range seen {
-		out = append(out, u)
-	}
-	sort.Strings(out)
-	return out
+	return tokenkeeper.Namenodes(defaultFS, texts)
 }
 
 // addDelegationTokens obtains an HDFS delegation token, renewable by the
@@ -120,8 +98,76 @@ func (c *ClusterManager) addDelegationTokens(ctx context.Context, creds *hadoopr
 	c.mu.Lock()
 	c.tokens = tokens
 	c.mu.Unlock()
-	c.watchLifetimes(tokens)
+	if !c.cfg.RenewTokens {
+		// The executors use these tokens; YARN renews them.
+		c.watchLifetimes(tokens)
+	}
 	return nil
+}
+
+// startKeeper obtains the executors' own delegation tokens from every
+// cluster the job touches, renewable by this login's user, and starts the
+// keeper that renews them and, with a keytab, replaces them with fresh
+// ones for the life of the job. The driver hands them to executors as
+// they register.
+func (c *ClusterManager) startKeeper(ctx context.Context, specs []driver.ExecutorSpec) error {
+	ops := tokenkeeper.NewResolverOps(c.resolver,
+		fsys.Options{HadoopConfDir: c.conf.Dir, KerberosPrincipal: c.cfg.KerberosPrincipal, KerberosKeytab: c.cfg.KerberosKeytab},
+		jobNamenodes(c.conf.Get("fs.defaultFS", ""), specs), c.cfg.User)
+	tokens, err := ops.Fetch(ctx, c.resolver)
+	if err != nil {
+		return fmt.Errorf("%w: HDFS delegation tokens for the job's executors: %v", ErrConfig, err)
+	}
+	k, err := tokenkeeper.New(tokens, ops, tokenkeeper.WallClock{}, c.cfg.KerberosKeytab != "", c.log)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.keeper, c.keeperOps = k, ops
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		k.Run(c.ctx)
+	}()
+	return nil
+}
+
+// ExecutorCredentials returns the newest delegation tokens for executors,
+// or nil when the driver does not keep them (driver.CredentialKeeper).
+func (c *ClusterManager) ExecutorCredentials() *driverpb.Credentials {
+	c.mu.Lock()
+	k := c.keeper
+	c.mu.Unlock()
+	if k == nil {
+		return nil
+	}
+	return k.ExecutorCredentials()
+}
+
+// CredentialsInUse says every running executor uses generation: older
+// tokens go (driver.CredentialKeeper).
+func (c *ClusterManager) CredentialsInUse(generation int64) {
+	c.mu.Lock()
+	k := c.keeper
+	c.mu.Unlock()
+	if k != nil {
+		k.CredentialsInUse(generation)
+	}
+}
+
+// stopKeeper cancels the executors' tokens once the job has ended; the
+// keeper's loop has stopped.
+func (c *ClusterManager) stopKeeper(ctx context.Context) {
+	c.mu.Lock()
+	k, ops := c.keeper, c.keeperOps
+	c.keeper, c.keeperOps = nil, nil
+	c.mu.Unlock()
+	if k == nil {
+		return
+	}
+	k.CancelAll(ctx)
+	ops.Close()
 }
 
 // lifetimeWarning is the share of a token's maximum lifetime after which

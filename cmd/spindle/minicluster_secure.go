@@ -116,8 +116,8 @@ func (r *secureRealm) hdfs(cfg *hdfstest.Config) {
 // yarn makes cfg a Kerberized YARN's: Kerberos on the ResourceManager's
 // client port.
 func (r *secureRealm) yarn(cfg *yarntest.Config) {
-	cfg.SASL = hadooprpc.KerberosServer{Keytab: r.rm, Protocol: "rm", ServerID: "127.0.0.1"}
-	cfg.KerberosPrincipal = secureRMPrincipal
+	cfg.ClientSASL = hadooprpc.KerberosServer{Keytab: r.rm, Protocol: "rm", ServerID: "127.0.0.1"}
+	cfg.Principal = secureRMPrincipal
 }
 
 // printRealm describes the realm: its KDC, its files and the servers'

@@ -301,7 +301,10 @@ type RegisterResponse struct {
 	Peers          []*Peer                `protobuf:"bytes,5,rep,name=peers,proto3" json:"peers,omitempty"`
 	// task is the executor's work: command, environment, splits and feed
 	// settings.
-	Task          *Task `protobuf:"bytes,7,opt,name=task,proto3" json:"task,omitempty"`
+	Task *Task `protobuf:"bytes,7,opt,name=task,proto3" json:"task,omitempty"`
+	// credentials are the job's newest Hadoop credentials for executors
+	// (Credentials), when the cluster manager keeps them fresh.
+	Credentials   *Credentials `protobuf:"bytes,8,opt,name=credentials,proto3" json:"credentials,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -378,6 +381,70 @@ func (x *RegisterResponse) GetTask() *Task {
 	return nil
 }
 
+func (x *RegisterResponse) GetCredentials() *Credentials {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
+}
+
+// Credentials are Hadoop delegation tokens for executors: a Hadoop
+// credentials file (the Writable layout $HADOOP_TOKEN_FILE_LOCATION holds)
+// with the newest token of each cluster, and its generation, which grows
+// each time the driver obtains fresh tokens. The executor puts them in
+// its credentials file in place of the tokens it had.
+type Credentials struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    int64                  `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	File          []byte                 `protobuf:"bytes,2,opt,name=file,proto3" json:"file,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Credentials) Reset() {
+	*x = Credentials{}
+	mi := &file_control_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Credentials) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Credentials) ProtoMessage() {}
+
+func (x *Credentials) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Credentials.ProtoReflect.Descriptor instead.
+func (*Credentials) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Credentials) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *Credentials) GetFile() []byte {
+	if x != nil {
+		return x.File
+	}
+	return nil
+}
+
 type Progress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// rows and batches count what the executor sent into the feed socket,
@@ -398,7 +465,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +477,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +490,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{5}
+	return file_control_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Progress) GetRows() int64 {
@@ -490,14 +557,17 @@ type HeartbeatRequest struct {
 	OutputDropped int64 `protobuf:"varint,8,opt,name=output_dropped,json=outputDropped,proto3" json:"output_dropped,omitempty"`
 	// spans are the timeline spans the training process sent since the
 	// last heartbeat (spindle.timeline).
-	Spans         []*Span `protobuf:"bytes,9,rep,name=spans,proto3" json:"spans,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Spans []*Span `protobuf:"bytes,9,rep,name=spans,proto3" json:"spans,omitempty"`
+	// credentials_generation is the generation of the credentials the
+	// executor uses (0: those it started with).
+	CredentialsGeneration int64 `protobuf:"varint,10,opt,name=credentials_generation,json=credentialsGeneration,proto3" json:"credentials_generation,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -509,7 +579,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -522,7 +592,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{6}
+	return file_control_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HeartbeatRequest) GetExecutorId() string {
@@ -588,6 +658,13 @@ func (x *HeartbeatRequest) GetSpans() []*Span {
 	return nil
 }
 
+func (x *HeartbeatRequest) GetCredentialsGeneration() int64 {
+	if x != nil {
+		return x.CredentialsGeneration
+	}
+	return 0
+}
+
 // Span is one interval of a training process's time on the job's
 // timeline: a feed wait, a collective operation, a checkpoint save.
 type Span struct {
@@ -604,7 +681,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -616,7 +693,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -629,7 +706,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{7}
+	return file_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Span) GetName() string {
@@ -683,7 +760,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +772,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +785,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{8}
+	return file_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Usage) GetCpuSeconds() float64 {
@@ -759,7 +836,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +848,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +861,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{9}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Report) GetStep() int64 {
@@ -820,7 +897,7 @@ type OutputLine struct {
 
 func (x *OutputLine) Reset() {
 	*x = OutputLine{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +909,7 @@ func (x *OutputLine) String() string {
 func (*OutputLine) ProtoMessage() {}
 
 func (x *OutputLine) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +922,7 @@ func (x *OutputLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLine.ProtoReflect.Descriptor instead.
 func (*OutputLine) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OutputLine) GetStderr() bool {
@@ -870,14 +947,16 @@ type HeartbeatResponse struct {
 	// finished says the job ended successfully while this executor's
 	// process still ran (a parameter server, a worker after the chief
 	// ended): stopping it is the expected end, not a failure.
-	Finished      bool `protobuf:"varint,3,opt,name=finished,proto3" json:"finished,omitempty"`
+	Finished bool `protobuf:"varint,3,opt,name=finished,proto3" json:"finished,omitempty"`
+	// credentials are newer credentials than the executor said it uses.
+	Credentials   *Credentials `protobuf:"bytes,4,opt,name=credentials,proto3" json:"credentials,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +968,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +981,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{11}
+	return file_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HeartbeatResponse) GetStop() bool {
@@ -924,6 +1003,13 @@ func (x *HeartbeatResponse) GetFinished() bool {
 		return x.Finished
 	}
 	return false
+}
+
+func (x *HeartbeatResponse) GetCredentials() *Credentials {
+	if x != nil {
+		return x.Credentials
+	}
+	return nil
 }
 
 type ExitReport struct {
@@ -958,7 +1044,7 @@ type ExitReport struct {
 
 func (x *ExitReport) Reset() {
 	*x = ExitReport{}
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1056,7 @@ func (x *ExitReport) String() string {
 func (*ExitReport) ProtoMessage() {}
 
 func (x *ExitReport) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1069,7 @@ func (x *ExitReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitReport.ProtoReflect.Descriptor instead.
 func (*ExitReport) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{12}
+	return file_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExitReport) GetExecutorId() string {
@@ -1092,7 +1178,7 @@ type ExitAck struct {
 
 func (x *ExitAck) Reset() {
 	*x = ExitAck{}
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1190,7 @@ func (x *ExitAck) String() string {
 func (*ExitAck) ProtoMessage() {}
 
 func (x *ExitAck) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1203,7 @@ func (x *ExitAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitAck.ProtoReflect.Descriptor instead.
 func (*ExitAck) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{13}
+	return file_control_proto_rawDescGZIP(), []int{14}
 }
 
 var File_control_proto protoreflect.FileDescriptor
@@ -1145,7 +1231,7 @@ const file_control_proto_rawDesc = "" +
 	"\vexecutor_id\x18\x04 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
 	"\x04role\x18\x05 \x01(\tR\x04role\x12\x1b\n" +
-	"\trole_rank\x18\x06 \x01(\x05R\broleRank\"\xfd\x01\n" +
+	"\trole_rank\x18\x06 \x01(\x05R\broleRank\"\xc0\x02\n" +
 	"\x10RegisterResponse\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x1d\n" +
 	"\n" +
@@ -1154,7 +1240,13 @@ const file_control_proto_rawDesc = "" +
 	"local_rank\x18\x03 \x01(\x05R\tlocalRank\x12(\n" +
 	"\x10local_world_size\x18\x04 \x01(\x05R\x0elocalWorldSize\x12.\n" +
 	"\x05peers\x18\x05 \x03(\v2\x18.spindle.control.v1.PeerR\x05peers\x12,\n" +
-	"\x04task\x18\a \x01(\v2\x18.spindle.control.v1.TaskR\x04taskJ\x04\b\x06\x10\aR\ttask_json\"\xa8\x01\n" +
+	"\x04task\x18\a \x01(\v2\x18.spindle.control.v1.TaskR\x04task\x12A\n" +
+	"\vcredentials\x18\b \x01(\v2\x1f.spindle.control.v1.CredentialsR\vcredentialsJ\x04\b\x06\x10\aR\ttask_json\"A\n" +
+	"\vCredentials\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x03R\n" +
+	"generation\x12\x12\n" +
+	"\x04file\x18\x02 \x01(\fR\x04file\"\xa8\x01\n" +
 	"\bProgress\x12\x12\n" +
 	"\x04rows\x18\x01 \x01(\x03R\x04rows\x12\x18\n" +
 	"\abatches\x18\x02 \x01(\x03R\abatches\x12\x14\n" +
@@ -1162,7 +1254,7 @@ const file_control_proto_rawDesc = "" +
 	"\n" +
 	"taken_rows\x18\x04 \x01(\x03R\ttakenRows\x12#\n" +
 	"\rtaken_batches\x18\x05 \x01(\x03R\ftakenBatches\x12\x14\n" +
-	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\"\x8b\x03\n" +
+	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\"\xc2\x03\n" +
 	"\x10HeartbeatRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
@@ -1173,7 +1265,9 @@ const file_control_proto_rawDesc = "" +
 	"\areports\x18\x06 \x03(\v2\x1a.spindle.control.v1.ReportR\areports\x126\n" +
 	"\x06output\x18\a \x03(\v2\x1e.spindle.control.v1.OutputLineR\x06output\x12%\n" +
 	"\x0eoutput_dropped\x18\b \x01(\x03R\routputDropped\x12.\n" +
-	"\x05spans\x18\t \x03(\v2\x18.spindle.control.v1.SpanR\x05spans\"x\n" +
+	"\x05spans\x18\t \x03(\v2\x18.spindle.control.v1.SpanR\x05spans\x125\n" +
+	"\x16credentials_generation\x18\n" +
+	" \x01(\x03R\x15credentialsGeneration\"x\n" +
 	"\x04Span\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03cat\x18\x02 \x01(\tR\x03cat\x12!\n" +
@@ -1197,11 +1291,12 @@ const file_control_proto_rawDesc = "" +
 	"\n" +
 	"OutputLine\x12\x16\n" +
 	"\x06stderr\x18\x01 \x01(\bR\x06stderr\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"[\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\x9e\x01\n" +
 	"\x11HeartbeatResponse\x12\x12\n" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
-	"\bfinished\x18\x03 \x01(\bR\bfinished\"\x92\x04\n" +
+	"\bfinished\x18\x03 \x01(\bR\bfinished\x12A\n" +
+	"\vcredentials\x18\x04 \x01(\v2\x1f.spindle.control.v1.CredentialsR\vcredentials\"\x92\x04\n" +
 	"\n" +
 	"ExitReport\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
@@ -1242,52 +1337,55 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_control_proto_goTypes = []any{
 	(*FetchFileRequest)(nil),  // 0: spindle.control.v1.FetchFileRequest
 	(*FileChunk)(nil),         // 1: spindle.control.v1.FileChunk
 	(*RegisterRequest)(nil),   // 2: spindle.control.v1.RegisterRequest
 	(*Peer)(nil),              // 3: spindle.control.v1.Peer
 	(*RegisterResponse)(nil),  // 4: spindle.control.v1.RegisterResponse
-	(*Progress)(nil),          // 5: spindle.control.v1.Progress
-	(*HeartbeatRequest)(nil),  // 6: spindle.control.v1.HeartbeatRequest
-	(*Span)(nil),              // 7: spindle.control.v1.Span
-	(*Usage)(nil),             // 8: spindle.control.v1.Usage
-	(*Report)(nil),            // 9: spindle.control.v1.Report
-	(*OutputLine)(nil),        // 10: spindle.control.v1.OutputLine
-	(*HeartbeatResponse)(nil), // 11: spindle.control.v1.HeartbeatResponse
-	(*ExitReport)(nil),        // 12: spindle.control.v1.ExitReport
-	(*ExitAck)(nil),           // 13: spindle.control.v1.ExitAck
-	nil,                       // 14: spindle.control.v1.Report.ValuesEntry
-	(*Task)(nil),              // 15: spindle.control.v1.Task
+	(*Credentials)(nil),       // 5: spindle.control.v1.Credentials
+	(*Progress)(nil),          // 6: spindle.control.v1.Progress
+	(*HeartbeatRequest)(nil),  // 7: spindle.control.v1.HeartbeatRequest
+	(*Span)(nil),              // 8: spindle.control.v1.Span
+	(*Usage)(nil),             // 9: spindle.control.v1.Usage
+	(*Report)(nil),            // 10: spindle.control.v1.Report
+	(*OutputLine)(nil),        // 11: spindle.control.v1.OutputLine
+	(*HeartbeatResponse)(nil), // 12: spindle.control.v1.HeartbeatResponse
+	(*ExitReport)(nil),        // 13: spindle.control.v1.ExitReport
+	(*ExitAck)(nil),           // 14: spindle.control.v1.ExitAck
+	nil,                       // 15: spindle.control.v1.Report.ValuesEntry
+	(*Task)(nil),              // 16: spindle.control.v1.Task
 }
 var file_control_proto_depIdxs = []int32{
 	3,  // 0: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
-	15, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
-	5,  // 2: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
-	8,  // 3: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
-	9,  // 4: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
-	10, // 5: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
-	7,  // 6: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
-	14, // 7: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
-	5,  // 8: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
-	8,  // 9: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
-	9,  // 10: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
-	10, // 11: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
-	7,  // 12: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
-	2,  // 13: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
-	6,  // 14: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
-	12, // 15: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
-	0,  // 16: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
-	4,  // 17: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
-	11, // 18: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
-	13, // 19: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
-	1,  // 20: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
-	17, // [17:21] is the sub-list for method output_type
-	13, // [13:17] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	16, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
+	5,  // 2: spindle.control.v1.RegisterResponse.credentials:type_name -> spindle.control.v1.Credentials
+	6,  // 3: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
+	9,  // 4: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
+	10, // 5: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
+	11, // 6: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
+	8,  // 7: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
+	15, // 8: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
+	5,  // 9: spindle.control.v1.HeartbeatResponse.credentials:type_name -> spindle.control.v1.Credentials
+	6,  // 10: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
+	9,  // 11: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
+	10, // 12: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
+	11, // 13: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
+	8,  // 14: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
+	2,  // 15: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
+	7,  // 16: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
+	13, // 17: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
+	0,  // 18: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
+	4,  // 19: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
+	12, // 20: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
+	14, // 21: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
+	1,  // 22: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
+	19, // [19:23] is the sub-list for method output_type
+	15, // [15:19] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -1302,7 +1400,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

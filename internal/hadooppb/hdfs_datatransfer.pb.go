@@ -118,6 +118,67 @@ func (Status) EnumDescriptor() ([]byte, []int) {
 	return file_hdfs_datatransfer_proto_rawDescGZIP(), []int{0}
 }
 
+// CipherSuiteProto names a cipher a client offers to encrypt data with
+// after the handshake.
+type CipherSuiteProto int32
+
+const (
+	CipherSuiteProto_CIPHER_SUITE_UNKNOWN CipherSuiteProto = 1
+	CipherSuiteProto_AES_CTR_NOPADDING    CipherSuiteProto = 2
+	CipherSuiteProto_SM4_CTR_NOPADDING    CipherSuiteProto = 3
+)
+
+// Enum value maps for CipherSuiteProto.
+var (
+	CipherSuiteProto_name = map[int32]string{
+		1: "CIPHER_SUITE_UNKNOWN",
+		2: "AES_CTR_NOPADDING",
+		3: "SM4_CTR_NOPADDING",
+	}
+	CipherSuiteProto_value = map[string]int32{
+		"CIPHER_SUITE_UNKNOWN": 1,
+		"AES_CTR_NOPADDING":    2,
+		"SM4_CTR_NOPADDING":    3,
+	}
+)
+
+func (x CipherSuiteProto) Enum() *CipherSuiteProto {
+	p := new(CipherSuiteProto)
+	*p = x
+	return p
+}
+
+func (x CipherSuiteProto) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CipherSuiteProto) Descriptor() protoreflect.EnumDescriptor {
+	return file_hdfs_datatransfer_proto_enumTypes[1].Descriptor()
+}
+
+func (CipherSuiteProto) Type() protoreflect.EnumType {
+	return &file_hdfs_datatransfer_proto_enumTypes[1]
+}
+
+func (x CipherSuiteProto) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Do not use.
+func (x *CipherSuiteProto) UnmarshalJSON(b []byte) error {
+	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
+	if err != nil {
+		return err
+	}
+	*x = CipherSuiteProto(num)
+	return nil
+}
+
+// Deprecated: Use CipherSuiteProto.Descriptor instead.
+func (CipherSuiteProto) EnumDescriptor() ([]byte, []int) {
+	return file_hdfs_datatransfer_proto_rawDescGZIP(), []int{1}
+}
+
 type OpWriteBlockProto_BlockConstructionStage int32
 
 const (
@@ -169,11 +230,11 @@ func (x OpWriteBlockProto_BlockConstructionStage) String() string {
 }
 
 func (OpWriteBlockProto_BlockConstructionStage) Descriptor() protoreflect.EnumDescriptor {
-	return file_hdfs_datatransfer_proto_enumTypes[1].Descriptor()
+	return file_hdfs_datatransfer_proto_enumTypes[2].Descriptor()
 }
 
 func (OpWriteBlockProto_BlockConstructionStage) Type() protoreflect.EnumType {
-	return &file_hdfs_datatransfer_proto_enumTypes[1]
+	return &file_hdfs_datatransfer_proto_enumTypes[2]
 }
 
 func (x OpWriteBlockProto_BlockConstructionStage) Number() protoreflect.EnumNumber {
@@ -193,6 +254,68 @@ func (x *OpWriteBlockProto_BlockConstructionStage) UnmarshalJSON(b []byte) error
 // Deprecated: Use OpWriteBlockProto_BlockConstructionStage.Descriptor instead.
 func (OpWriteBlockProto_BlockConstructionStage) EnumDescriptor() ([]byte, []int) {
 	return file_hdfs_datatransfer_proto_rawDescGZIP(), []int{5, 0}
+}
+
+type DataTransferEncryptorMessageProto_DataTransferEncryptorStatus int32
+
+const (
+	DataTransferEncryptorMessageProto_SUCCESS                   DataTransferEncryptorMessageProto_DataTransferEncryptorStatus = 0
+	DataTransferEncryptorMessageProto_ERROR_UNKNOWN_KEY         DataTransferEncryptorMessageProto_DataTransferEncryptorStatus = 1
+	DataTransferEncryptorMessageProto_ERROR                     DataTransferEncryptorMessageProto_DataTransferEncryptorStatus = 2
+	DataTransferEncryptorMessageProto_ERROR_NO_HANDSHAKE_SECRET DataTransferEncryptorMessageProto_DataTransferEncryptorStatus = 3
+)
+
+// Enum value maps for DataTransferEncryptorMessageProto_DataTransferEncryptorStatus.
+var (
+	DataTransferEncryptorMessageProto_DataTransferEncryptorStatus_name = map[int32]string{
+		0: "SUCCESS",
+		1: "ERROR_UNKNOWN_KEY",
+		2: "ERROR",
+		3: "ERROR_NO_HANDSHAKE_SECRET",
+	}
+	DataTransferEncryptorMessageProto_DataTransferEncryptorStatus_value = map[string]int32{
+		"SUCCESS":                   0,
+		"ERROR_UNKNOWN_KEY":         1,
+		"ERROR":                     2,
+		"ERROR_NO_HANDSHAKE_SECRET": 3,
+	}
+)
+
+func (x DataTransferEncryptorMessageProto_DataTransferEncryptorStatus) Enum() *DataTransferEncryptorMessageProto_DataTransferEncryptorStatus {
+	p := new(DataTransferEncryptorMessageProto_DataTransferEncryptorStatus)
+	*p = x
+	return p
+}
+
+func (x DataTransferEncryptorMessageProto_DataTransferEncryptorStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DataTransferEncryptorMessageProto_DataTransferEncryptorStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_hdfs_datatransfer_proto_enumTypes[3].Descriptor()
+}
+
+func (DataTransferEncryptorMessageProto_DataTransferEncryptorStatus) Type() protoreflect.EnumType {
+	return &file_hdfs_datatransfer_proto_enumTypes[3]
+}
+
+func (x DataTransferEncryptorMessageProto_DataTransferEncryptorStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Do not use.
+func (x *DataTransferEncryptorMessageProto_DataTransferEncryptorStatus) UnmarshalJSON(b []byte) error {
+	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
+	if err != nil {
+		return err
+	}
+	*x = DataTransferEncryptorMessageProto_DataTransferEncryptorStatus(num)
+	return nil
+}
+
+// Deprecated: Use DataTransferEncryptorMessageProto_DataTransferEncryptorStatus.Descriptor instead.
+func (DataTransferEncryptorMessageProto_DataTransferEncryptorStatus) EnumDescriptor() ([]byte, []int) {
+	return file_hdfs_datatransfer_proto_rawDescGZIP(), []int{13, 0}
 }
 
 // BaseHeaderProto names the block an operation is about.
@@ -1088,6 +1211,162 @@ func (x *ClientReadStatusProto) GetStatus() Status {
 	return Status_SUCCESS
 }
 
+// DataTransferEncryptorMessageProto carries the SASL handshake that opens a
+// data-transfer connection when dfs.data.transfer.protection is set (after
+// the magic number 0xDEADBEEF), varint-delimited like the operations.
+type DataTransferEncryptorMessageProto struct {
+	state            protoimpl.MessageState                                         `protogen:"open.v1"`
+	Status           *DataTransferEncryptorMessageProto_DataTransferEncryptorStatus `protobuf:"varint,1,req,name=status,enum=spindle.hadoop.DataTransferEncryptorMessageProto_DataTransferEncryptorStatus" json:"status,omitempty"`
+	Payload          []byte                                                         `protobuf:"bytes,2,opt,name=payload" json:"payload,omitempty"`
+	Message          *string                                                        `protobuf:"bytes,3,opt,name=message" json:"message,omitempty"`
+	CipherOption     []*CipherOptionProto                                           `protobuf:"bytes,4,rep,name=cipherOption" json:"cipherOption,omitempty"`
+	AccessTokenError *bool                                                          `protobuf:"varint,6,opt,name=accessTokenError" json:"accessTokenError,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DataTransferEncryptorMessageProto) Reset() {
+	*x = DataTransferEncryptorMessageProto{}
+	mi := &file_hdfs_datatransfer_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DataTransferEncryptorMessageProto) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DataTransferEncryptorMessageProto) ProtoMessage() {}
+
+func (x *DataTransferEncryptorMessageProto) ProtoReflect() protoreflect.Message {
+	mi := &file_hdfs_datatransfer_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DataTransferEncryptorMessageProto.ProtoReflect.Descriptor instead.
+func (*DataTransferEncryptorMessageProto) Descriptor() ([]byte, []int) {
+	return file_hdfs_datatransfer_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DataTransferEncryptorMessageProto) GetStatus() DataTransferEncryptorMessageProto_DataTransferEncryptorStatus {
+	if x != nil && x.Status != nil {
+		return *x.Status
+	}
+	return DataTransferEncryptorMessageProto_SUCCESS
+}
+
+func (x *DataTransferEncryptorMessageProto) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *DataTransferEncryptorMessageProto) GetMessage() string {
+	if x != nil && x.Message != nil {
+		return *x.Message
+	}
+	return ""
+}
+
+func (x *DataTransferEncryptorMessageProto) GetCipherOption() []*CipherOptionProto {
+	if x != nil {
+		return x.CipherOption
+	}
+	return nil
+}
+
+func (x *DataTransferEncryptorMessageProto) GetAccessTokenError() bool {
+	if x != nil && x.AccessTokenError != nil {
+		return *x.AccessTokenError
+	}
+	return false
+}
+
+// CipherOptionProto is one cipher offered, and with keys when negotiated.
+type CipherOptionProto struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Suite         *CipherSuiteProto      `protobuf:"varint,1,req,name=suite,enum=spindle.hadoop.CipherSuiteProto" json:"suite,omitempty"`
+	InKey         []byte                 `protobuf:"bytes,2,opt,name=inKey" json:"inKey,omitempty"`
+	InIv          []byte                 `protobuf:"bytes,3,opt,name=inIv" json:"inIv,omitempty"`
+	OutKey        []byte                 `protobuf:"bytes,4,opt,name=outKey" json:"outKey,omitempty"`
+	OutIv         []byte                 `protobuf:"bytes,5,opt,name=outIv" json:"outIv,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CipherOptionProto) Reset() {
+	*x = CipherOptionProto{}
+	mi := &file_hdfs_datatransfer_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CipherOptionProto) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CipherOptionProto) ProtoMessage() {}
+
+func (x *CipherOptionProto) ProtoReflect() protoreflect.Message {
+	mi := &file_hdfs_datatransfer_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CipherOptionProto.ProtoReflect.Descriptor instead.
+func (*CipherOptionProto) Descriptor() ([]byte, []int) {
+	return file_hdfs_datatransfer_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CipherOptionProto) GetSuite() CipherSuiteProto {
+	if x != nil && x.Suite != nil {
+		return *x.Suite
+	}
+	return CipherSuiteProto_CIPHER_SUITE_UNKNOWN
+}
+
+func (x *CipherOptionProto) GetInKey() []byte {
+	if x != nil {
+		return x.InKey
+	}
+	return nil
+}
+
+func (x *CipherOptionProto) GetInIv() []byte {
+	if x != nil {
+		return x.InIv
+	}
+	return nil
+}
+
+func (x *CipherOptionProto) GetOutKey() []byte {
+	if x != nil {
+		return x.OutKey
+	}
+	return nil
+}
+
+func (x *CipherOptionProto) GetOutIv() []byte {
+	if x != nil {
+		return x.OutIv
+	}
+	return nil
+}
+
 var File_hdfs_datatransfer_proto protoreflect.FileDescriptor
 
 const file_hdfs_datatransfer_proto_rawDesc = "" +
@@ -1171,7 +1450,24 @@ const file_hdfs_datatransfer_proto_rawDesc = "" +
 	"\x12readOpChecksumInfo\x18\x04 \x01(\v2'.spindle.hadoop.ReadOpChecksumInfoProtoR\x12readOpChecksumInfo\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\"G\n" +
 	"\x15ClientReadStatusProto\x12.\n" +
-	"\x06status\x18\x01 \x02(\x0e2\x16.spindle.hadoop.StatusR\x06status*\x8c\x02\n" +
+	"\x06status\x18\x01 \x02(\x0e2\x16.spindle.hadoop.StatusR\x06status\"\x9e\x03\n" +
+	"!DataTransferEncryptorMessageProto\x12e\n" +
+	"\x06status\x18\x01 \x02(\x0e2M.spindle.hadoop.DataTransferEncryptorMessageProto.DataTransferEncryptorStatusR\x06status\x12\x18\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12E\n" +
+	"\fcipherOption\x18\x04 \x03(\v2!.spindle.hadoop.CipherOptionProtoR\fcipherOption\x12*\n" +
+	"\x10accessTokenError\x18\x06 \x01(\bR\x10accessTokenError\"k\n" +
+	"\x1bDataTransferEncryptorStatus\x12\v\n" +
+	"\aSUCCESS\x10\x00\x12\x15\n" +
+	"\x11ERROR_UNKNOWN_KEY\x10\x01\x12\t\n" +
+	"\x05ERROR\x10\x02\x12\x1d\n" +
+	"\x19ERROR_NO_HANDSHAKE_SECRET\x10\x03\"\xa3\x01\n" +
+	"\x11CipherOptionProto\x126\n" +
+	"\x05suite\x18\x01 \x02(\x0e2 .spindle.hadoop.CipherSuiteProtoR\x05suite\x12\x14\n" +
+	"\x05inKey\x18\x02 \x01(\fR\x05inKey\x12\x12\n" +
+	"\x04inIv\x18\x03 \x01(\fR\x04inIv\x12\x16\n" +
+	"\x06outKey\x18\x04 \x01(\fR\x06outKey\x12\x14\n" +
+	"\x05outIv\x18\x05 \x01(\fR\x05outIv*\x8c\x02\n" +
 	"\x06Status\x12\v\n" +
 	"\aSUCCESS\x10\x00\x12\t\n" +
 	"\x05ERROR\x10\x01\x12\x12\n" +
@@ -1187,7 +1483,11 @@ const file_hdfs_datatransfer_proto_rawDesc = "" +
 	"\x12\x11\n" +
 	"\rOOB_RESERVED3\x10\v\x12\x0f\n" +
 	"\vIN_PROGRESS\x10\f\x12\x16\n" +
-	"\x12ERROR_BLOCK_PINNED\x10\rB1Z/github.com/spindle-ml/spindle/internal/hadooppb"
+	"\x12ERROR_BLOCK_PINNED\x10\r*Z\n" +
+	"\x10CipherSuiteProto\x12\x18\n" +
+	"\x14CIPHER_SUITE_UNKNOWN\x10\x01\x12\x15\n" +
+	"\x11AES_CTR_NOPADDING\x10\x02\x12\x15\n" +
+	"\x11SM4_CTR_NOPADDING\x10\x03B1Z/github.com/spindle-ml/spindle/internal/hadooppb"
 
 var (
 	file_hdfs_datatransfer_proto_rawDescOnce sync.Once
@@ -1201,61 +1501,68 @@ func file_hdfs_datatransfer_proto_rawDescGZIP() []byte {
 	return file_hdfs_datatransfer_proto_rawDescData
 }
 
-var file_hdfs_datatransfer_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_hdfs_datatransfer_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_hdfs_datatransfer_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_hdfs_datatransfer_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_hdfs_datatransfer_proto_goTypes = []any{
-	(Status)(0), // 0: spindle.hadoop.Status
-	(OpWriteBlockProto_BlockConstructionStage)(0), // 1: spindle.hadoop.OpWriteBlockProto.BlockConstructionStage
-	(*BaseHeaderProto)(nil),                       // 2: spindle.hadoop.BaseHeaderProto
-	(*ClientOperationHeaderProto)(nil),            // 3: spindle.hadoop.ClientOperationHeaderProto
-	(*CachingStrategyProto)(nil),                  // 4: spindle.hadoop.CachingStrategyProto
-	(*OpReadBlockProto)(nil),                      // 5: spindle.hadoop.OpReadBlockProto
-	(*ChecksumProto)(nil),                         // 6: spindle.hadoop.ChecksumProto
-	(*OpWriteBlockProto)(nil),                     // 7: spindle.hadoop.OpWriteBlockProto
-	(*OpBlockChecksumProto)(nil),                  // 8: spindle.hadoop.OpBlockChecksumProto
-	(*PacketHeaderProto)(nil),                     // 9: spindle.hadoop.PacketHeaderProto
-	(*PipelineAckProto)(nil),                      // 10: spindle.hadoop.PipelineAckProto
-	(*ReadOpChecksumInfoProto)(nil),               // 11: spindle.hadoop.ReadOpChecksumInfoProto
-	(*OpBlockChecksumResponseProto)(nil),          // 12: spindle.hadoop.OpBlockChecksumResponseProto
-	(*BlockOpResponseProto)(nil),                  // 13: spindle.hadoop.BlockOpResponseProto
-	(*ClientReadStatusProto)(nil),                 // 14: spindle.hadoop.ClientReadStatusProto
-	(*ExtendedBlockProto)(nil),                    // 15: spindle.hadoop.ExtendedBlockProto
-	(*TokenProto)(nil),                            // 16: spindle.hadoop.TokenProto
-	(ChecksumTypeProto)(0),                        // 17: spindle.hadoop.ChecksumTypeProto
-	(*DatanodeInfoProto)(nil),                     // 18: spindle.hadoop.DatanodeInfoProto
-	(StorageTypeProto)(0),                         // 19: spindle.hadoop.StorageTypeProto
-	(*BlockChecksumOptionsProto)(nil),             // 20: spindle.hadoop.BlockChecksumOptionsProto
+	(Status)(0),           // 0: spindle.hadoop.Status
+	(CipherSuiteProto)(0), // 1: spindle.hadoop.CipherSuiteProto
+	(OpWriteBlockProto_BlockConstructionStage)(0),                      // 2: spindle.hadoop.OpWriteBlockProto.BlockConstructionStage
+	(DataTransferEncryptorMessageProto_DataTransferEncryptorStatus)(0), // 3: spindle.hadoop.DataTransferEncryptorMessageProto.DataTransferEncryptorStatus
+	(*BaseHeaderProto)(nil),                                            // 4: spindle.hadoop.BaseHeaderProto
+	(*ClientOperationHeaderProto)(nil),                                 // 5: spindle.hadoop.ClientOperationHeaderProto
+	(*CachingStrategyProto)(nil),                                       // 6: spindle.hadoop.CachingStrategyProto
+	(*OpReadBlockProto)(nil),                                           // 7: spindle.hadoop.OpReadBlockProto
+	(*ChecksumProto)(nil),                                              // 8: spindle.hadoop.ChecksumProto
+	(*OpWriteBlockProto)(nil),                                          // 9: spindle.hadoop.OpWriteBlockProto
+	(*OpBlockChecksumProto)(nil),                                       // 10: spindle.hadoop.OpBlockChecksumProto
+	(*PacketHeaderProto)(nil),                                          // 11: spindle.hadoop.PacketHeaderProto
+	(*PipelineAckProto)(nil),                                           // 12: spindle.hadoop.PipelineAckProto
+	(*ReadOpChecksumInfoProto)(nil),                                    // 13: spindle.hadoop.ReadOpChecksumInfoProto
+	(*OpBlockChecksumResponseProto)(nil),                               // 14: spindle.hadoop.OpBlockChecksumResponseProto
+	(*BlockOpResponseProto)(nil),                                       // 15: spindle.hadoop.BlockOpResponseProto
+	(*ClientReadStatusProto)(nil),                                      // 16: spindle.hadoop.ClientReadStatusProto
+	(*DataTransferEncryptorMessageProto)(nil),                          // 17: spindle.hadoop.DataTransferEncryptorMessageProto
+	(*CipherOptionProto)(nil),                                          // 18: spindle.hadoop.CipherOptionProto
+	(*ExtendedBlockProto)(nil),                                         // 19: spindle.hadoop.ExtendedBlockProto
+	(*TokenProto)(nil),                                                 // 20: spindle.hadoop.TokenProto
+	(ChecksumTypeProto)(0),                                             // 21: spindle.hadoop.ChecksumTypeProto
+	(*DatanodeInfoProto)(nil),                                          // 22: spindle.hadoop.DatanodeInfoProto
+	(StorageTypeProto)(0),                                              // 23: spindle.hadoop.StorageTypeProto
+	(*BlockChecksumOptionsProto)(nil),                                  // 24: spindle.hadoop.BlockChecksumOptionsProto
 }
 var file_hdfs_datatransfer_proto_depIdxs = []int32{
-	15, // 0: spindle.hadoop.BaseHeaderProto.block:type_name -> spindle.hadoop.ExtendedBlockProto
-	16, // 1: spindle.hadoop.BaseHeaderProto.token:type_name -> spindle.hadoop.TokenProto
-	2,  // 2: spindle.hadoop.ClientOperationHeaderProto.baseHeader:type_name -> spindle.hadoop.BaseHeaderProto
-	3,  // 3: spindle.hadoop.OpReadBlockProto.header:type_name -> spindle.hadoop.ClientOperationHeaderProto
-	4,  // 4: spindle.hadoop.OpReadBlockProto.cachingStrategy:type_name -> spindle.hadoop.CachingStrategyProto
-	17, // 5: spindle.hadoop.ChecksumProto.type:type_name -> spindle.hadoop.ChecksumTypeProto
-	3,  // 6: spindle.hadoop.OpWriteBlockProto.header:type_name -> spindle.hadoop.ClientOperationHeaderProto
-	18, // 7: spindle.hadoop.OpWriteBlockProto.targets:type_name -> spindle.hadoop.DatanodeInfoProto
-	18, // 8: spindle.hadoop.OpWriteBlockProto.source:type_name -> spindle.hadoop.DatanodeInfoProto
-	1,  // 9: spindle.hadoop.OpWriteBlockProto.stage:type_name -> spindle.hadoop.OpWriteBlockProto.BlockConstructionStage
-	6,  // 10: spindle.hadoop.OpWriteBlockProto.requestedChecksum:type_name -> spindle.hadoop.ChecksumProto
-	4,  // 11: spindle.hadoop.OpWriteBlockProto.cachingStrategy:type_name -> spindle.hadoop.CachingStrategyProto
-	19, // 12: spindle.hadoop.OpWriteBlockProto.storageType:type_name -> spindle.hadoop.StorageTypeProto
-	19, // 13: spindle.hadoop.OpWriteBlockProto.targetStorageTypes:type_name -> spindle.hadoop.StorageTypeProto
-	2,  // 14: spindle.hadoop.OpBlockChecksumProto.header:type_name -> spindle.hadoop.BaseHeaderProto
-	20, // 15: spindle.hadoop.OpBlockChecksumProto.blockChecksumOptions:type_name -> spindle.hadoop.BlockChecksumOptionsProto
+	19, // 0: spindle.hadoop.BaseHeaderProto.block:type_name -> spindle.hadoop.ExtendedBlockProto
+	20, // 1: spindle.hadoop.BaseHeaderProto.token:type_name -> spindle.hadoop.TokenProto
+	4,  // 2: spindle.hadoop.ClientOperationHeaderProto.baseHeader:type_name -> spindle.hadoop.BaseHeaderProto
+	5,  // 3: spindle.hadoop.OpReadBlockProto.header:type_name -> spindle.hadoop.ClientOperationHeaderProto
+	6,  // 4: spindle.hadoop.OpReadBlockProto.cachingStrategy:type_name -> spindle.hadoop.CachingStrategyProto
+	21, // 5: spindle.hadoop.ChecksumProto.type:type_name -> spindle.hadoop.ChecksumTypeProto
+	5,  // 6: spindle.hadoop.OpWriteBlockProto.header:type_name -> spindle.hadoop.ClientOperationHeaderProto
+	22, // 7: spindle.hadoop.OpWriteBlockProto.targets:type_name -> spindle.hadoop.DatanodeInfoProto
+	22, // 8: spindle.hadoop.OpWriteBlockProto.source:type_name -> spindle.hadoop.DatanodeInfoProto
+	2,  // 9: spindle.hadoop.OpWriteBlockProto.stage:type_name -> spindle.hadoop.OpWriteBlockProto.BlockConstructionStage
+	8,  // 10: spindle.hadoop.OpWriteBlockProto.requestedChecksum:type_name -> spindle.hadoop.ChecksumProto
+	6,  // 11: spindle.hadoop.OpWriteBlockProto.cachingStrategy:type_name -> spindle.hadoop.CachingStrategyProto
+	23, // 12: spindle.hadoop.OpWriteBlockProto.storageType:type_name -> spindle.hadoop.StorageTypeProto
+	23, // 13: spindle.hadoop.OpWriteBlockProto.targetStorageTypes:type_name -> spindle.hadoop.StorageTypeProto
+	4,  // 14: spindle.hadoop.OpBlockChecksumProto.header:type_name -> spindle.hadoop.BaseHeaderProto
+	24, // 15: spindle.hadoop.OpBlockChecksumProto.blockChecksumOptions:type_name -> spindle.hadoop.BlockChecksumOptionsProto
 	0,  // 16: spindle.hadoop.PipelineAckProto.reply:type_name -> spindle.hadoop.Status
-	6,  // 17: spindle.hadoop.ReadOpChecksumInfoProto.checksum:type_name -> spindle.hadoop.ChecksumProto
-	17, // 18: spindle.hadoop.OpBlockChecksumResponseProto.crcType:type_name -> spindle.hadoop.ChecksumTypeProto
-	20, // 19: spindle.hadoop.OpBlockChecksumResponseProto.blockChecksumOptions:type_name -> spindle.hadoop.BlockChecksumOptionsProto
+	8,  // 17: spindle.hadoop.ReadOpChecksumInfoProto.checksum:type_name -> spindle.hadoop.ChecksumProto
+	21, // 18: spindle.hadoop.OpBlockChecksumResponseProto.crcType:type_name -> spindle.hadoop.ChecksumTypeProto
+	24, // 19: spindle.hadoop.OpBlockChecksumResponseProto.blockChecksumOptions:type_name -> spindle.hadoop.BlockChecksumOptionsProto
 	0,  // 20: spindle.hadoop.BlockOpResponseProto.status:type_name -> spindle.hadoop.Status
-	12, // 21: spindle.hadoop.BlockOpResponseProto.checksumResponse:type_name -> spindle.hadoop.OpBlockChecksumResponseProto
-	11, // 22: spindle.hadoop.BlockOpResponseProto.readOpChecksumInfo:type_name -> spindle.hadoop.ReadOpChecksumInfoProto
+	14, // 21: spindle.hadoop.BlockOpResponseProto.checksumResponse:type_name -> spindle.hadoop.OpBlockChecksumResponseProto
+	13, // 22: spindle.hadoop.BlockOpResponseProto.readOpChecksumInfo:type_name -> spindle.hadoop.ReadOpChecksumInfoProto
 	0,  // 23: spindle.hadoop.ClientReadStatusProto.status:type_name -> spindle.hadoop.Status
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	3,  // 24: spindle.hadoop.DataTransferEncryptorMessageProto.status:type_name -> spindle.hadoop.DataTransferEncryptorMessageProto.DataTransferEncryptorStatus
+	18, // 25: spindle.hadoop.DataTransferEncryptorMessageProto.cipherOption:type_name -> spindle.hadoop.CipherOptionProto
+	1,  // 26: spindle.hadoop.CipherOptionProto.suite:type_name -> spindle.hadoop.CipherSuiteProto
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_hdfs_datatransfer_proto_init() }
@@ -1270,8 +1577,8 @@ func file_hdfs_datatransfer_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hdfs_datatransfer_proto_rawDesc), len(file_hdfs_datatransfer_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   13,
+			NumEnums:      4,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

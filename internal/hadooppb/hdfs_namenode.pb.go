@@ -282,6 +282,175 @@ func (x *GetServerDefaultsResponseProto) GetServerDefaults() *FsServerDefaultsPr
 	return nil
 }
 
+// GetDataEncryptionKeyRequestProto asks for the key that encrypts data
+// transfer when dfs.encrypt.data.transfer is on.
+type GetDataEncryptionKeyRequestProto struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDataEncryptionKeyRequestProto) Reset() {
+	*x = GetDataEncryptionKeyRequestProto{}
+	mi := &file_hdfs_namenode_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDataEncryptionKeyRequestProto) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDataEncryptionKeyRequestProto) ProtoMessage() {}
+
+func (x *GetDataEncryptionKeyRequestProto) ProtoReflect() protoreflect.Message {
+	mi := &file_hdfs_namenode_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDataEncryptionKeyRequestProto.ProtoReflect.Descriptor instead.
+func (*GetDataEncryptionKeyRequestProto) Descriptor() ([]byte, []int) {
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{4}
+}
+
+// GetDataEncryptionKeyResponseProto carries it; absent when data transfer
+// is not encrypted with such keys.
+type GetDataEncryptionKeyResponseProto struct {
+	state             protoimpl.MessageState  `protogen:"open.v1"`
+	DataEncryptionKey *DataEncryptionKeyProto `protobuf:"bytes,1,opt,name=dataEncryptionKey" json:"dataEncryptionKey,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *GetDataEncryptionKeyResponseProto) Reset() {
+	*x = GetDataEncryptionKeyResponseProto{}
+	mi := &file_hdfs_namenode_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDataEncryptionKeyResponseProto) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDataEncryptionKeyResponseProto) ProtoMessage() {}
+
+func (x *GetDataEncryptionKeyResponseProto) ProtoReflect() protoreflect.Message {
+	mi := &file_hdfs_namenode_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDataEncryptionKeyResponseProto.ProtoReflect.Descriptor instead.
+func (*GetDataEncryptionKeyResponseProto) Descriptor() ([]byte, []int) {
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetDataEncryptionKeyResponseProto) GetDataEncryptionKey() *DataEncryptionKeyProto {
+	if x != nil {
+		return x.DataEncryptionKey
+	}
+	return nil
+}
+
+// DataEncryptionKeyProto is a key of dfs.encrypt.data.transfer.
+type DataEncryptionKeyProto struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	KeyId               *uint32                `protobuf:"varint,1,req,name=keyId" json:"keyId,omitempty"`
+	BlockPoolId         *string                `protobuf:"bytes,2,req,name=blockPoolId" json:"blockPoolId,omitempty"`
+	Nonce               []byte                 `protobuf:"bytes,3,req,name=nonce" json:"nonce,omitempty"`
+	EncryptionKey       []byte                 `protobuf:"bytes,4,req,name=encryptionKey" json:"encryptionKey,omitempty"`
+	ExpiryDate          *uint64                `protobuf:"varint,5,req,name=expiryDate" json:"expiryDate,omitempty"`
+	EncryptionAlgorithm *string                `protobuf:"bytes,6,opt,name=encryptionAlgorithm" json:"encryptionAlgorithm,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *DataEncryptionKeyProto) Reset() {
+	*x = DataEncryptionKeyProto{}
+	mi := &file_hdfs_namenode_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DataEncryptionKeyProto) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DataEncryptionKeyProto) ProtoMessage() {}
+
+func (x *DataEncryptionKeyProto) ProtoReflect() protoreflect.Message {
+	mi := &file_hdfs_namenode_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DataEncryptionKeyProto.ProtoReflect.Descriptor instead.
+func (*DataEncryptionKeyProto) Descriptor() ([]byte, []int) {
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DataEncryptionKeyProto) GetKeyId() uint32 {
+	if x != nil && x.KeyId != nil {
+		return *x.KeyId
+	}
+	return 0
+}
+
+func (x *DataEncryptionKeyProto) GetBlockPoolId() string {
+	if x != nil && x.BlockPoolId != nil {
+		return *x.BlockPoolId
+	}
+	return ""
+}
+
+func (x *DataEncryptionKeyProto) GetNonce() []byte {
+	if x != nil {
+		return x.Nonce
+	}
+	return nil
+}
+
+func (x *DataEncryptionKeyProto) GetEncryptionKey() []byte {
+	if x != nil {
+		return x.EncryptionKey
+	}
+	return nil
+}
+
+func (x *DataEncryptionKeyProto) GetExpiryDate() uint64 {
+	if x != nil && x.ExpiryDate != nil {
+		return *x.ExpiryDate
+	}
+	return 0
+}
+
+func (x *DataEncryptionKeyProto) GetEncryptionAlgorithm() string {
+	if x != nil && x.EncryptionAlgorithm != nil {
+		return *x.EncryptionAlgorithm
+	}
+	return ""
+}
+
 // CreateRequestProto creates a file under a lease held by clientName.
 type CreateRequestProto struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -299,7 +468,7 @@ type CreateRequestProto struct {
 
 func (x *CreateRequestProto) Reset() {
 	*x = CreateRequestProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[4]
+	mi := &file_hdfs_namenode_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +480,7 @@ func (x *CreateRequestProto) String() string {
 func (*CreateRequestProto) ProtoMessage() {}
 
 func (x *CreateRequestProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[4]
+	mi := &file_hdfs_namenode_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +493,7 @@ func (x *CreateRequestProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRequestProto.ProtoReflect.Descriptor instead.
 func (*CreateRequestProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{4}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateRequestProto) GetSrc() string {
@@ -393,7 +562,7 @@ type CreateResponseProto struct {
 
 func (x *CreateResponseProto) Reset() {
 	*x = CreateResponseProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[5]
+	mi := &file_hdfs_namenode_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +574,7 @@ func (x *CreateResponseProto) String() string {
 func (*CreateResponseProto) ProtoMessage() {}
 
 func (x *CreateResponseProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[5]
+	mi := &file_hdfs_namenode_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +587,7 @@ func (x *CreateResponseProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateResponseProto.ProtoReflect.Descriptor instead.
 func (*CreateResponseProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{5}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateResponseProto) GetFs() *HdfsFileStatusProto {
@@ -448,7 +617,7 @@ const (
 
 func (x *AddBlockRequestProto) Reset() {
 	*x = AddBlockRequestProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[6]
+	mi := &file_hdfs_namenode_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -460,7 +629,7 @@ func (x *AddBlockRequestProto) String() string {
 func (*AddBlockRequestProto) ProtoMessage() {}
 
 func (x *AddBlockRequestProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[6]
+	mi := &file_hdfs_namenode_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -473,7 +642,7 @@ func (x *AddBlockRequestProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddBlockRequestProto.ProtoReflect.Descriptor instead.
 func (*AddBlockRequestProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{6}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AddBlockRequestProto) GetSrc() string {
@@ -528,7 +697,7 @@ type AddBlockResponseProto struct {
 
 func (x *AddBlockResponseProto) Reset() {
 	*x = AddBlockResponseProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[7]
+	mi := &file_hdfs_namenode_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +709,7 @@ func (x *AddBlockResponseProto) String() string {
 func (*AddBlockResponseProto) ProtoMessage() {}
 
 func (x *AddBlockResponseProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[7]
+	mi := &file_hdfs_namenode_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +722,7 @@ func (x *AddBlockResponseProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddBlockResponseProto.ProtoReflect.Descriptor instead.
 func (*AddBlockResponseProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{7}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AddBlockResponseProto) GetBlock() *LocatedBlockProto {
@@ -581,7 +750,7 @@ const (
 
 func (x *AbandonBlockRequestProto) Reset() {
 	*x = AbandonBlockRequestProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[8]
+	mi := &file_hdfs_namenode_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +762,7 @@ func (x *AbandonBlockRequestProto) String() string {
 func (*AbandonBlockRequestProto) ProtoMessage() {}
 
 func (x *AbandonBlockRequestProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[8]
+	mi := &file_hdfs_namenode_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +775,7 @@ func (x *AbandonBlockRequestProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonBlockRequestProto.ProtoReflect.Descriptor instead.
 func (*AbandonBlockRequestProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{8}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AbandonBlockRequestProto) GetB() *ExtendedBlockProto {
@@ -646,7 +815,7 @@ type AbandonBlockResponseProto struct {
 
 func (x *AbandonBlockResponseProto) Reset() {
 	*x = AbandonBlockResponseProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[9]
+	mi := &file_hdfs_namenode_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +827,7 @@ func (x *AbandonBlockResponseProto) String() string {
 func (*AbandonBlockResponseProto) ProtoMessage() {}
 
 func (x *AbandonBlockResponseProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[9]
+	mi := &file_hdfs_namenode_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +840,7 @@ func (x *AbandonBlockResponseProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonBlockResponseProto.ProtoReflect.Descriptor instead.
 func (*AbandonBlockResponseProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{9}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{12}
 }
 
 // CompleteRequestProto closes a file, committing its last block.
@@ -692,7 +861,7 @@ const (
 
 func (x *CompleteRequestProto) Reset() {
 	*x = CompleteRequestProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[10]
+	mi := &file_hdfs_namenode_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -704,7 +873,7 @@ func (x *CompleteRequestProto) String() string {
 func (*CompleteRequestProto) ProtoMessage() {}
 
 func (x *CompleteRequestProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[10]
+	mi := &file_hdfs_namenode_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -717,7 +886,7 @@ func (x *CompleteRequestProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequestProto.ProtoReflect.Descriptor instead.
 func (*CompleteRequestProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{10}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CompleteRequestProto) GetSrc() string {
@@ -758,7 +927,7 @@ type CompleteResponseProto struct {
 
 func (x *CompleteResponseProto) Reset() {
 	*x = CompleteResponseProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[11]
+	mi := &file_hdfs_namenode_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -770,7 +939,7 @@ func (x *CompleteResponseProto) String() string {
 func (*CompleteResponseProto) ProtoMessage() {}
 
 func (x *CompleteResponseProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[11]
+	mi := &file_hdfs_namenode_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -783,7 +952,7 @@ func (x *CompleteResponseProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponseProto.ProtoReflect.Descriptor instead.
 func (*CompleteResponseProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{11}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CompleteResponseProto) GetResult() bool {
@@ -804,7 +973,7 @@ type UpdateBlockForPipelineRequestProto struct {
 
 func (x *UpdateBlockForPipelineRequestProto) Reset() {
 	*x = UpdateBlockForPipelineRequestProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[12]
+	mi := &file_hdfs_namenode_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -816,7 +985,7 @@ func (x *UpdateBlockForPipelineRequestProto) String() string {
 func (*UpdateBlockForPipelineRequestProto) ProtoMessage() {}
 
 func (x *UpdateBlockForPipelineRequestProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[12]
+	mi := &file_hdfs_namenode_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -829,7 +998,7 @@ func (x *UpdateBlockForPipelineRequestProto) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use UpdateBlockForPipelineRequestProto.ProtoReflect.Descriptor instead.
 func (*UpdateBlockForPipelineRequestProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{12}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UpdateBlockForPipelineRequestProto) GetBlock() *ExtendedBlockProto {
@@ -856,7 +1025,7 @@ type UpdateBlockForPipelineResponseProto struct {
 
 func (x *UpdateBlockForPipelineResponseProto) Reset() {
 	*x = UpdateBlockForPipelineResponseProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[13]
+	mi := &file_hdfs_namenode_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +1037,7 @@ func (x *UpdateBlockForPipelineResponseProto) String() string {
 func (*UpdateBlockForPipelineResponseProto) ProtoMessage() {}
 
 func (x *UpdateBlockForPipelineResponseProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[13]
+	mi := &file_hdfs_namenode_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +1050,7 @@ func (x *UpdateBlockForPipelineResponseProto) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use UpdateBlockForPipelineResponseProto.ProtoReflect.Descriptor instead.
 func (*UpdateBlockForPipelineResponseProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{13}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UpdateBlockForPipelineResponseProto) GetBlock() *LocatedBlockProto {
@@ -902,7 +1071,7 @@ type RenameRequestProto struct {
 
 func (x *RenameRequestProto) Reset() {
 	*x = RenameRequestProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[14]
+	mi := &file_hdfs_namenode_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1083,7 @@ func (x *RenameRequestProto) String() string {
 func (*RenameRequestProto) ProtoMessage() {}
 
 func (x *RenameRequestProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[14]
+	mi := &file_hdfs_namenode_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1096,7 @@ func (x *RenameRequestProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameRequestProto.ProtoReflect.Descriptor instead.
 func (*RenameRequestProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{14}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RenameRequestProto) GetSrc() string {
@@ -954,7 +1123,7 @@ type RenameResponseProto struct {
 
 func (x *RenameResponseProto) Reset() {
 	*x = RenameResponseProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[15]
+	mi := &file_hdfs_namenode_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1135,7 @@ func (x *RenameResponseProto) String() string {
 func (*RenameResponseProto) ProtoMessage() {}
 
 func (x *RenameResponseProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[15]
+	mi := &file_hdfs_namenode_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1148,7 @@ func (x *RenameResponseProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameResponseProto.ProtoReflect.Descriptor instead.
 func (*RenameResponseProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{15}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RenameResponseProto) GetResult() bool {
@@ -1002,7 +1171,7 @@ type Rename2RequestProto struct {
 
 func (x *Rename2RequestProto) Reset() {
 	*x = Rename2RequestProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[16]
+	mi := &file_hdfs_namenode_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1183,7 @@ func (x *Rename2RequestProto) String() string {
 func (*Rename2RequestProto) ProtoMessage() {}
 
 func (x *Rename2RequestProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[16]
+	mi := &file_hdfs_namenode_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1196,7 @@ func (x *Rename2RequestProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rename2RequestProto.ProtoReflect.Descriptor instead.
 func (*Rename2RequestProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{16}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Rename2RequestProto) GetSrc() string {
@@ -1067,7 +1236,7 @@ type Rename2ResponseProto struct {
 
 func (x *Rename2ResponseProto) Reset() {
 	*x = Rename2ResponseProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[17]
+	mi := &file_hdfs_namenode_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1248,7 @@ func (x *Rename2ResponseProto) String() string {
 func (*Rename2ResponseProto) ProtoMessage() {}
 
 func (x *Rename2ResponseProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[17]
+	mi := &file_hdfs_namenode_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1261,7 @@ func (x *Rename2ResponseProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rename2ResponseProto.ProtoReflect.Descriptor instead.
 func (*Rename2ResponseProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{17}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{20}
 }
 
 // DeleteRequestProto deletes a file or directory.
@@ -1106,7 +1275,7 @@ type DeleteRequestProto struct {
 
 func (x *DeleteRequestProto) Reset() {
 	*x = DeleteRequestProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[18]
+	mi := &file_hdfs_namenode_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1287,7 @@ func (x *DeleteRequestProto) String() string {
 func (*DeleteRequestProto) ProtoMessage() {}
 
 func (x *DeleteRequestProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[18]
+	mi := &file_hdfs_namenode_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1300,7 @@ func (x *DeleteRequestProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequestProto.ProtoReflect.Descriptor instead.
 func (*DeleteRequestProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{18}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteRequestProto) GetSrc() string {
@@ -1158,7 +1327,7 @@ type DeleteResponseProto struct {
 
 func (x *DeleteResponseProto) Reset() {
 	*x = DeleteResponseProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[19]
+	mi := &file_hdfs_namenode_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1339,7 @@ func (x *DeleteResponseProto) String() string {
 func (*DeleteResponseProto) ProtoMessage() {}
 
 func (x *DeleteResponseProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[19]
+	mi := &file_hdfs_namenode_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1352,7 @@ func (x *DeleteResponseProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponseProto.ProtoReflect.Descriptor instead.
 func (*DeleteResponseProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{19}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteResponseProto) GetResult() bool {
@@ -1206,7 +1375,7 @@ type MkdirsRequestProto struct {
 
 func (x *MkdirsRequestProto) Reset() {
 	*x = MkdirsRequestProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[20]
+	mi := &file_hdfs_namenode_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1387,7 @@ func (x *MkdirsRequestProto) String() string {
 func (*MkdirsRequestProto) ProtoMessage() {}
 
 func (x *MkdirsRequestProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[20]
+	mi := &file_hdfs_namenode_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1400,7 @@ func (x *MkdirsRequestProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirsRequestProto.ProtoReflect.Descriptor instead.
 func (*MkdirsRequestProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{20}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MkdirsRequestProto) GetSrc() string {
@@ -1272,7 +1441,7 @@ type MkdirsResponseProto struct {
 
 func (x *MkdirsResponseProto) Reset() {
 	*x = MkdirsResponseProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[21]
+	mi := &file_hdfs_namenode_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1453,7 @@ func (x *MkdirsResponseProto) String() string {
 func (*MkdirsResponseProto) ProtoMessage() {}
 
 func (x *MkdirsResponseProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[21]
+	mi := &file_hdfs_namenode_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1466,7 @@ func (x *MkdirsResponseProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MkdirsResponseProto.ProtoReflect.Descriptor instead.
 func (*MkdirsResponseProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{21}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MkdirsResponseProto) GetResult() bool {
@@ -1319,7 +1488,7 @@ type GetListingRequestProto struct {
 
 func (x *GetListingRequestProto) Reset() {
 	*x = GetListingRequestProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[22]
+	mi := &file_hdfs_namenode_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1500,7 @@ func (x *GetListingRequestProto) String() string {
 func (*GetListingRequestProto) ProtoMessage() {}
 
 func (x *GetListingRequestProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[22]
+	mi := &file_hdfs_namenode_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1513,7 @@ func (x *GetListingRequestProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetListingRequestProto.ProtoReflect.Descriptor instead.
 func (*GetListingRequestProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{22}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetListingRequestProto) GetSrc() string {
@@ -1378,7 +1547,7 @@ type GetListingResponseProto struct {
 
 func (x *GetListingResponseProto) Reset() {
 	*x = GetListingResponseProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[23]
+	mi := &file_hdfs_namenode_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1559,7 @@ func (x *GetListingResponseProto) String() string {
 func (*GetListingResponseProto) ProtoMessage() {}
 
 func (x *GetListingResponseProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[23]
+	mi := &file_hdfs_namenode_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1572,7 @@ func (x *GetListingResponseProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetListingResponseProto.ProtoReflect.Descriptor instead.
 func (*GetListingResponseProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{23}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetListingResponseProto) GetDirList() *DirectoryListingProto {
@@ -1423,7 +1592,7 @@ type RenewLeaseRequestProto struct {
 
 func (x *RenewLeaseRequestProto) Reset() {
 	*x = RenewLeaseRequestProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[24]
+	mi := &file_hdfs_namenode_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1604,7 @@ func (x *RenewLeaseRequestProto) String() string {
 func (*RenewLeaseRequestProto) ProtoMessage() {}
 
 func (x *RenewLeaseRequestProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[24]
+	mi := &file_hdfs_namenode_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1617,7 @@ func (x *RenewLeaseRequestProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseRequestProto.ProtoReflect.Descriptor instead.
 func (*RenewLeaseRequestProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{24}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RenewLeaseRequestProto) GetClientName() string {
@@ -1467,7 +1636,7 @@ type RenewLeaseResponseProto struct {
 
 func (x *RenewLeaseResponseProto) Reset() {
 	*x = RenewLeaseResponseProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[25]
+	mi := &file_hdfs_namenode_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +1648,7 @@ func (x *RenewLeaseResponseProto) String() string {
 func (*RenewLeaseResponseProto) ProtoMessage() {}
 
 func (x *RenewLeaseResponseProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[25]
+	mi := &file_hdfs_namenode_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +1661,7 @@ func (x *RenewLeaseResponseProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseResponseProto.ProtoReflect.Descriptor instead.
 func (*RenewLeaseResponseProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{25}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{28}
 }
 
 // GetFsStatusRequestProto asks for the file system's totals.
@@ -1504,7 +1673,7 @@ type GetFsStatusRequestProto struct {
 
 func (x *GetFsStatusRequestProto) Reset() {
 	*x = GetFsStatusRequestProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[26]
+	mi := &file_hdfs_namenode_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1685,7 @@ func (x *GetFsStatusRequestProto) String() string {
 func (*GetFsStatusRequestProto) ProtoMessage() {}
 
 func (x *GetFsStatusRequestProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[26]
+	mi := &file_hdfs_namenode_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1698,7 @@ func (x *GetFsStatusRequestProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFsStatusRequestProto.ProtoReflect.Descriptor instead.
 func (*GetFsStatusRequestProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{26}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{29}
 }
 
 // GetFsStatsResponseProto carries capacity, usage and block health.
@@ -1550,7 +1719,7 @@ type GetFsStatsResponseProto struct {
 
 func (x *GetFsStatsResponseProto) Reset() {
 	*x = GetFsStatsResponseProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[27]
+	mi := &file_hdfs_namenode_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1731,7 @@ func (x *GetFsStatsResponseProto) String() string {
 func (*GetFsStatsResponseProto) ProtoMessage() {}
 
 func (x *GetFsStatsResponseProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[27]
+	mi := &file_hdfs_namenode_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +1744,7 @@ func (x *GetFsStatsResponseProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFsStatsResponseProto.ProtoReflect.Descriptor instead.
 func (*GetFsStatsResponseProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{27}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetFsStatsResponseProto) GetCapacity() uint64 {
@@ -1651,7 +1820,7 @@ type GetFileInfoRequestProto struct {
 
 func (x *GetFileInfoRequestProto) Reset() {
 	*x = GetFileInfoRequestProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[28]
+	mi := &file_hdfs_namenode_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1832,7 @@ func (x *GetFileInfoRequestProto) String() string {
 func (*GetFileInfoRequestProto) ProtoMessage() {}
 
 func (x *GetFileInfoRequestProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[28]
+	mi := &file_hdfs_namenode_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1845,7 @@ func (x *GetFileInfoRequestProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFileInfoRequestProto.ProtoReflect.Descriptor instead.
 func (*GetFileInfoRequestProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{28}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetFileInfoRequestProto) GetSrc() string {
@@ -1696,7 +1865,7 @@ type GetFileInfoResponseProto struct {
 
 func (x *GetFileInfoResponseProto) Reset() {
 	*x = GetFileInfoResponseProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[29]
+	mi := &file_hdfs_namenode_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +1877,7 @@ func (x *GetFileInfoResponseProto) String() string {
 func (*GetFileInfoResponseProto) ProtoMessage() {}
 
 func (x *GetFileInfoResponseProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[29]
+	mi := &file_hdfs_namenode_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +1890,7 @@ func (x *GetFileInfoResponseProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFileInfoResponseProto.ProtoReflect.Descriptor instead.
 func (*GetFileInfoResponseProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{29}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetFileInfoResponseProto) GetFs() *HdfsFileStatusProto {
@@ -1742,7 +1911,7 @@ type SetPermissionRequestProto struct {
 
 func (x *SetPermissionRequestProto) Reset() {
 	*x = SetPermissionRequestProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[30]
+	mi := &file_hdfs_namenode_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +1923,7 @@ func (x *SetPermissionRequestProto) String() string {
 func (*SetPermissionRequestProto) ProtoMessage() {}
 
 func (x *SetPermissionRequestProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[30]
+	mi := &file_hdfs_namenode_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +1936,7 @@ func (x *SetPermissionRequestProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPermissionRequestProto.ProtoReflect.Descriptor instead.
 func (*SetPermissionRequestProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{30}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetPermissionRequestProto) GetSrc() string {
@@ -1793,7 +1962,7 @@ type SetPermissionResponseProto struct {
 
 func (x *SetPermissionResponseProto) Reset() {
 	*x = SetPermissionResponseProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[31]
+	mi := &file_hdfs_namenode_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +1974,7 @@ func (x *SetPermissionResponseProto) String() string {
 func (*SetPermissionResponseProto) ProtoMessage() {}
 
 func (x *SetPermissionResponseProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[31]
+	mi := &file_hdfs_namenode_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +1987,7 @@ func (x *SetPermissionResponseProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPermissionResponseProto.ProtoReflect.Descriptor instead.
 func (*SetPermissionResponseProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{31}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{34}
 }
 
 // SetOwnerRequestProto changes owner and group.
@@ -1833,7 +2002,7 @@ type SetOwnerRequestProto struct {
 
 func (x *SetOwnerRequestProto) Reset() {
 	*x = SetOwnerRequestProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[32]
+	mi := &file_hdfs_namenode_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1845,7 +2014,7 @@ func (x *SetOwnerRequestProto) String() string {
 func (*SetOwnerRequestProto) ProtoMessage() {}
 
 func (x *SetOwnerRequestProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[32]
+	mi := &file_hdfs_namenode_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1858,7 +2027,7 @@ func (x *SetOwnerRequestProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOwnerRequestProto.ProtoReflect.Descriptor instead.
 func (*SetOwnerRequestProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{32}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetOwnerRequestProto) GetSrc() string {
@@ -1891,7 +2060,7 @@ type SetOwnerResponseProto struct {
 
 func (x *SetOwnerResponseProto) Reset() {
 	*x = SetOwnerResponseProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[33]
+	mi := &file_hdfs_namenode_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +2072,7 @@ func (x *SetOwnerResponseProto) String() string {
 func (*SetOwnerResponseProto) ProtoMessage() {}
 
 func (x *SetOwnerResponseProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[33]
+	mi := &file_hdfs_namenode_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +2085,7 @@ func (x *SetOwnerResponseProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOwnerResponseProto.ProtoReflect.Descriptor instead.
 func (*SetOwnerResponseProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{33}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{36}
 }
 
 // SetTimesRequestProto sets modification and access times (ms; -1 keeps one).
@@ -1931,7 +2100,7 @@ type SetTimesRequestProto struct {
 
 func (x *SetTimesRequestProto) Reset() {
 	*x = SetTimesRequestProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[34]
+	mi := &file_hdfs_namenode_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2112,7 @@ func (x *SetTimesRequestProto) String() string {
 func (*SetTimesRequestProto) ProtoMessage() {}
 
 func (x *SetTimesRequestProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[34]
+	mi := &file_hdfs_namenode_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2125,7 @@ func (x *SetTimesRequestProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTimesRequestProto.ProtoReflect.Descriptor instead.
 func (*SetTimesRequestProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{34}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetTimesRequestProto) GetSrc() string {
@@ -1989,7 +2158,7 @@ type SetTimesResponseProto struct {
 
 func (x *SetTimesResponseProto) Reset() {
 	*x = SetTimesResponseProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[35]
+	mi := &file_hdfs_namenode_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2170,7 @@ func (x *SetTimesResponseProto) String() string {
 func (*SetTimesResponseProto) ProtoMessage() {}
 
 func (x *SetTimesResponseProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[35]
+	mi := &file_hdfs_namenode_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2183,7 @@ func (x *SetTimesResponseProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTimesResponseProto.ProtoReflect.Descriptor instead.
 func (*SetTimesResponseProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{35}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{38}
 }
 
 // GetContentSummaryRequestProto asks for the totals of a directory tree.
@@ -2027,7 +2196,7 @@ type GetContentSummaryRequestProto struct {
 
 func (x *GetContentSummaryRequestProto) Reset() {
 	*x = GetContentSummaryRequestProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[36]
+	mi := &file_hdfs_namenode_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2208,7 @@ func (x *GetContentSummaryRequestProto) String() string {
 func (*GetContentSummaryRequestProto) ProtoMessage() {}
 
 func (x *GetContentSummaryRequestProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[36]
+	mi := &file_hdfs_namenode_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2221,7 @@ func (x *GetContentSummaryRequestProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContentSummaryRequestProto.ProtoReflect.Descriptor instead.
 func (*GetContentSummaryRequestProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{36}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetContentSummaryRequestProto) GetPath() string {
@@ -2072,7 +2241,7 @@ type GetContentSummaryResponseProto struct {
 
 func (x *GetContentSummaryResponseProto) Reset() {
 	*x = GetContentSummaryResponseProto{}
-	mi := &file_hdfs_namenode_proto_msgTypes[37]
+	mi := &file_hdfs_namenode_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2084,7 +2253,7 @@ func (x *GetContentSummaryResponseProto) String() string {
 func (*GetContentSummaryResponseProto) ProtoMessage() {}
 
 func (x *GetContentSummaryResponseProto) ProtoReflect() protoreflect.Message {
-	mi := &file_hdfs_namenode_proto_msgTypes[37]
+	mi := &file_hdfs_namenode_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2097,7 +2266,7 @@ func (x *GetContentSummaryResponseProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContentSummaryResponseProto.ProtoReflect.Descriptor instead.
 func (*GetContentSummaryResponseProto) Descriptor() ([]byte, []int) {
-	return file_hdfs_namenode_proto_rawDescGZIP(), []int{37}
+	return file_hdfs_namenode_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetContentSummaryResponseProto) GetSummary() *ContentSummaryProto {
@@ -2120,7 +2289,19 @@ const file_hdfs_namenode_proto_rawDesc = "" +
 	"\tlocations\x18\x01 \x01(\v2\".spindle.hadoop.LocatedBlocksProtoR\tlocations\"\x1f\n" +
 	"\x1dGetServerDefaultsRequestProto\"o\n" +
 	"\x1eGetServerDefaultsResponseProto\x12M\n" +
-	"\x0eserverDefaults\x18\x01 \x02(\v2%.spindle.hadoop.FsServerDefaultsProtoR\x0eserverDefaults\"\xc4\x02\n" +
+	"\x0eserverDefaults\x18\x01 \x02(\v2%.spindle.hadoop.FsServerDefaultsProtoR\x0eserverDefaults\"\"\n" +
+	" GetDataEncryptionKeyRequestProto\"y\n" +
+	"!GetDataEncryptionKeyResponseProto\x12T\n" +
+	"\x11dataEncryptionKey\x18\x01 \x01(\v2&.spindle.hadoop.DataEncryptionKeyProtoR\x11dataEncryptionKey\"\xde\x01\n" +
+	"\x16DataEncryptionKeyProto\x12\x14\n" +
+	"\x05keyId\x18\x01 \x02(\rR\x05keyId\x12 \n" +
+	"\vblockPoolId\x18\x02 \x02(\tR\vblockPoolId\x12\x14\n" +
+	"\x05nonce\x18\x03 \x02(\fR\x05nonce\x12$\n" +
+	"\rencryptionKey\x18\x04 \x02(\fR\rencryptionKey\x12\x1e\n" +
+	"\n" +
+	"expiryDate\x18\x05 \x02(\x04R\n" +
+	"expiryDate\x120\n" +
+	"\x13encryptionAlgorithm\x18\x06 \x01(\tR\x13encryptionAlgorithm\"\xc4\x02\n" +
 	"\x12CreateRequestProto\x12\x10\n" +
 	"\x03src\x18\x01 \x02(\tR\x03src\x129\n" +
 	"\x06masked\x18\x02 \x02(\v2!.spindle.hadoop.FsPermissionProtoR\x06masked\x12\x1e\n" +
@@ -2263,81 +2444,85 @@ func file_hdfs_namenode_proto_rawDescGZIP() []byte {
 }
 
 var file_hdfs_namenode_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_hdfs_namenode_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_hdfs_namenode_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_hdfs_namenode_proto_goTypes = []any{
 	(CreateFlagProto)(0),                        // 0: spindle.hadoop.CreateFlagProto
 	(*GetBlockLocationsRequestProto)(nil),       // 1: spindle.hadoop.GetBlockLocationsRequestProto
 	(*GetBlockLocationsResponseProto)(nil),      // 2: spindle.hadoop.GetBlockLocationsResponseProto
 	(*GetServerDefaultsRequestProto)(nil),       // 3: spindle.hadoop.GetServerDefaultsRequestProto
 	(*GetServerDefaultsResponseProto)(nil),      // 4: spindle.hadoop.GetServerDefaultsResponseProto
-	(*CreateRequestProto)(nil),                  // 5: spindle.hadoop.CreateRequestProto
-	(*CreateResponseProto)(nil),                 // 6: spindle.hadoop.CreateResponseProto
-	(*AddBlockRequestProto)(nil),                // 7: spindle.hadoop.AddBlockRequestProto
-	(*AddBlockResponseProto)(nil),               // 8: spindle.hadoop.AddBlockResponseProto
-	(*AbandonBlockRequestProto)(nil),            // 9: spindle.hadoop.AbandonBlockRequestProto
-	(*AbandonBlockResponseProto)(nil),           // 10: spindle.hadoop.AbandonBlockResponseProto
-	(*CompleteRequestProto)(nil),                // 11: spindle.hadoop.CompleteRequestProto
-	(*CompleteResponseProto)(nil),               // 12: spindle.hadoop.CompleteResponseProto
-	(*UpdateBlockForPipelineRequestProto)(nil),  // 13: spindle.hadoop.UpdateBlockForPipelineRequestProto
-	(*UpdateBlockForPipelineResponseProto)(nil), // 14: spindle.hadoop.UpdateBlockForPipelineResponseProto
-	(*RenameRequestProto)(nil),                  // 15: spindle.hadoop.RenameRequestProto
-	(*RenameResponseProto)(nil),                 // 16: spindle.hadoop.RenameResponseProto
-	(*Rename2RequestProto)(nil),                 // 17: spindle.hadoop.Rename2RequestProto
-	(*Rename2ResponseProto)(nil),                // 18: spindle.hadoop.Rename2ResponseProto
-	(*DeleteRequestProto)(nil),                  // 19: spindle.hadoop.DeleteRequestProto
-	(*DeleteResponseProto)(nil),                 // 20: spindle.hadoop.DeleteResponseProto
-	(*MkdirsRequestProto)(nil),                  // 21: spindle.hadoop.MkdirsRequestProto
-	(*MkdirsResponseProto)(nil),                 // 22: spindle.hadoop.MkdirsResponseProto
-	(*GetListingRequestProto)(nil),              // 23: spindle.hadoop.GetListingRequestProto
-	(*GetListingResponseProto)(nil),             // 24: spindle.hadoop.GetListingResponseProto
-	(*RenewLeaseRequestProto)(nil),              // 25: spindle.hadoop.RenewLeaseRequestProto
-	(*RenewLeaseResponseProto)(nil),             // 26: spindle.hadoop.RenewLeaseResponseProto
-	(*GetFsStatusRequestProto)(nil),             // 27: spindle.hadoop.GetFsStatusRequestProto
-	(*GetFsStatsResponseProto)(nil),             // 28: spindle.hadoop.GetFsStatsResponseProto
-	(*GetFileInfoRequestProto)(nil),             // 29: spindle.hadoop.GetFileInfoRequestProto
-	(*GetFileInfoResponseProto)(nil),            // 30: spindle.hadoop.GetFileInfoResponseProto
-	(*SetPermissionRequestProto)(nil),           // 31: spindle.hadoop.SetPermissionRequestProto
-	(*SetPermissionResponseProto)(nil),          // 32: spindle.hadoop.SetPermissionResponseProto
-	(*SetOwnerRequestProto)(nil),                // 33: spindle.hadoop.SetOwnerRequestProto
-	(*SetOwnerResponseProto)(nil),               // 34: spindle.hadoop.SetOwnerResponseProto
-	(*SetTimesRequestProto)(nil),                // 35: spindle.hadoop.SetTimesRequestProto
-	(*SetTimesResponseProto)(nil),               // 36: spindle.hadoop.SetTimesResponseProto
-	(*GetContentSummaryRequestProto)(nil),       // 37: spindle.hadoop.GetContentSummaryRequestProto
-	(*GetContentSummaryResponseProto)(nil),      // 38: spindle.hadoop.GetContentSummaryResponseProto
-	(*LocatedBlocksProto)(nil),                  // 39: spindle.hadoop.LocatedBlocksProto
-	(*FsServerDefaultsProto)(nil),               // 40: spindle.hadoop.FsServerDefaultsProto
-	(*FsPermissionProto)(nil),                   // 41: spindle.hadoop.FsPermissionProto
-	(*HdfsFileStatusProto)(nil),                 // 42: spindle.hadoop.HdfsFileStatusProto
-	(*ExtendedBlockProto)(nil),                  // 43: spindle.hadoop.ExtendedBlockProto
-	(*DatanodeInfoProto)(nil),                   // 44: spindle.hadoop.DatanodeInfoProto
-	(*LocatedBlockProto)(nil),                   // 45: spindle.hadoop.LocatedBlockProto
-	(*DirectoryListingProto)(nil),               // 46: spindle.hadoop.DirectoryListingProto
-	(*ContentSummaryProto)(nil),                 // 47: spindle.hadoop.ContentSummaryProto
+	(*GetDataEncryptionKeyRequestProto)(nil),    // 5: spindle.hadoop.GetDataEncryptionKeyRequestProto
+	(*GetDataEncryptionKeyResponseProto)(nil),   // 6: spindle.hadoop.GetDataEncryptionKeyResponseProto
+	(*DataEncryptionKeyProto)(nil),              // 7: spindle.hadoop.DataEncryptionKeyProto
+	(*CreateRequestProto)(nil),                  // 8: spindle.hadoop.CreateRequestProto
+	(*CreateResponseProto)(nil),                 // 9: spindle.hadoop.CreateResponseProto
+	(*AddBlockRequestProto)(nil),                // 10: spindle.hadoop.AddBlockRequestProto
+	(*AddBlockResponseProto)(nil),               // 11: spindle.hadoop.AddBlockResponseProto
+	(*AbandonBlockRequestProto)(nil),            // 12: spindle.hadoop.AbandonBlockRequestProto
+	(*AbandonBlockResponseProto)(nil),           // 13: spindle.hadoop.AbandonBlockResponseProto
+	(*CompleteRequestProto)(nil),                // 14: spindle.hadoop.CompleteRequestProto
+	(*CompleteResponseProto)(nil),               // 15: spindle.hadoop.CompleteResponseProto
+	(*UpdateBlockForPipelineRequestProto)(nil),  // 16: spindle.hadoop.UpdateBlockForPipelineRequestProto
+	(*UpdateBlockForPipelineResponseProto)(nil), // 17: spindle.hadoop.UpdateBlockForPipelineResponseProto
+	(*RenameRequestProto)(nil),                  // 18: spindle.hadoop.RenameRequestProto
+	(*RenameResponseProto)(nil),                 // 19: spindle.hadoop.RenameResponseProto
+	(*Rename2RequestProto)(nil),                 // 20: spindle.hadoop.Rename2RequestProto
+	(*Rename2ResponseProto)(nil),                // 21: spindle.hadoop.Rename2ResponseProto
+	(*DeleteRequestProto)(nil),                  // 22: spindle.hadoop.DeleteRequestProto
+	(*DeleteResponseProto)(nil),                 // 23: spindle.hadoop.DeleteResponseProto
+	(*MkdirsRequestProto)(nil),                  // 24: spindle.hadoop.MkdirsRequestProto
+	(*MkdirsResponseProto)(nil),                 // 25: spindle.hadoop.MkdirsResponseProto
+	(*GetListingRequestProto)(nil),              // 26: spindle.hadoop.GetListingRequestProto
+	(*GetListingResponseProto)(nil),             // 27: spindle.hadoop.GetListingResponseProto
+	(*RenewLeaseRequestProto)(nil),              // 28: spindle.hadoop.RenewLeaseRequestProto
+	(*RenewLeaseResponseProto)(nil),             // 29: spindle.hadoop.RenewLeaseResponseProto
+	(*GetFsStatusRequestProto)(nil),             // 30: spindle.hadoop.GetFsStatusRequestProto
+	(*GetFsStatsResponseProto)(nil),             // 31: spindle.hadoop.GetFsStatsResponseProto
+	(*GetFileInfoRequestProto)(nil),             // 32: spindle.hadoop.GetFileInfoRequestProto
+	(*GetFileInfoResponseProto)(nil),            // 33: spindle.hadoop.GetFileInfoResponseProto
+	(*SetPermissionRequestProto)(nil),           // 34: spindle.hadoop.SetPermissionRequestProto
+	(*SetPermissionResponseProto)(nil),          // 35: spindle.hadoop.SetPermissionResponseProto
+	(*SetOwnerRequestProto)(nil),                // 36: spindle.hadoop.SetOwnerRequestProto
+	(*SetOwnerResponseProto)(nil),               // 37: spindle.hadoop.SetOwnerResponseProto
+	(*SetTimesRequestProto)(nil),                // 38: spindle.hadoop.SetTimesRequestProto
+	(*SetTimesResponseProto)(nil),               // 39: spindle.hadoop.SetTimesResponseProto
+	(*GetContentSummaryRequestProto)(nil),       // 40: spindle.hadoop.GetContentSummaryRequestProto
+	(*GetContentSummaryResponseProto)(nil),      // 41: spindle.hadoop.GetContentSummaryResponseProto
+	(*LocatedBlocksProto)(nil),                  // 42: spindle.hadoop.LocatedBlocksProto
+	(*FsServerDefaultsProto)(nil),               // 43: spindle.hadoop.FsServerDefaultsProto
+	(*FsPermissionProto)(nil),                   // 44: spindle.hadoop.FsPermissionProto
+	(*HdfsFileStatusProto)(nil),                 // 45: spindle.hadoop.HdfsFileStatusProto
+	(*ExtendedBlockProto)(nil),                  // 46: spindle.hadoop.ExtendedBlockProto
+	(*DatanodeInfoProto)(nil),                   // 47: spindle.hadoop.DatanodeInfoProto
+	(*LocatedBlockProto)(nil),                   // 48: spindle.hadoop.LocatedBlockProto
+	(*DirectoryListingProto)(nil),               // 49: spindle.hadoop.DirectoryListingProto
+	(*ContentSummaryProto)(nil),                 // 50: spindle.hadoop.ContentSummaryProto
 }
 var file_hdfs_namenode_proto_depIdxs = []int32{
-	39, // 0: spindle.hadoop.GetBlockLocationsResponseProto.locations:type_name -> spindle.hadoop.LocatedBlocksProto
-	40, // 1: spindle.hadoop.GetServerDefaultsResponseProto.serverDefaults:type_name -> spindle.hadoop.FsServerDefaultsProto
-	41, // 2: spindle.hadoop.CreateRequestProto.masked:type_name -> spindle.hadoop.FsPermissionProto
-	41, // 3: spindle.hadoop.CreateRequestProto.unmasked:type_name -> spindle.hadoop.FsPermissionProto
-	42, // 4: spindle.hadoop.CreateResponseProto.fs:type_name -> spindle.hadoop.HdfsFileStatusProto
-	43, // 5: spindle.hadoop.AddBlockRequestProto.previous:type_name -> spindle.hadoop.ExtendedBlockProto
-	44, // 6: spindle.hadoop.AddBlockRequestProto.excludeNodes:type_name -> spindle.hadoop.DatanodeInfoProto
-	45, // 7: spindle.hadoop.AddBlockResponseProto.block:type_name -> spindle.hadoop.LocatedBlockProto
-	43, // 8: spindle.hadoop.AbandonBlockRequestProto.b:type_name -> spindle.hadoop.ExtendedBlockProto
-	43, // 9: spindle.hadoop.CompleteRequestProto.last:type_name -> spindle.hadoop.ExtendedBlockProto
-	43, // 10: spindle.hadoop.UpdateBlockForPipelineRequestProto.block:type_name -> spindle.hadoop.ExtendedBlockProto
-	45, // 11: spindle.hadoop.UpdateBlockForPipelineResponseProto.block:type_name -> spindle.hadoop.LocatedBlockProto
-	41, // 12: spindle.hadoop.MkdirsRequestProto.masked:type_name -> spindle.hadoop.FsPermissionProto
-	41, // 13: spindle.hadoop.MkdirsRequestProto.unmasked:type_name -> spindle.hadoop.FsPermissionProto
-	46, // 14: spindle.hadoop.GetListingResponseProto.dirList:type_name -> spindle.hadoop.DirectoryListingProto
-	42, // 15: spindle.hadoop.GetFileInfoResponseProto.fs:type_name -> spindle.hadoop.HdfsFileStatusProto
-	41, // 16: spindle.hadoop.SetPermissionRequestProto.permission:type_name -> spindle.hadoop.FsPermissionProto
-	47, // 17: spindle.hadoop.GetContentSummaryResponseProto.summary:type_name -> spindle.hadoop.ContentSummaryProto
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	42, // 0: spindle.hadoop.GetBlockLocationsResponseProto.locations:type_name -> spindle.hadoop.LocatedBlocksProto
+	43, // 1: spindle.hadoop.GetServerDefaultsResponseProto.serverDefaults:type_name -> spindle.hadoop.FsServerDefaultsProto
+	7,  // 2: spindle.hadoop.GetDataEncryptionKeyResponseProto.dataEncryptionKey:type_name -> spindle.hadoop.DataEncryptionKeyProto
+	44, // 3: spindle.hadoop.CreateRequestProto.masked:type_name -> spindle.hadoop.FsPermissionProto
+	44, // 4: spindle.hadoop.CreateRequestProto.unmasked:type_name -> spindle.hadoop.FsPermissionProto
+	45, // 5: spindle.hadoop.CreateResponseProto.fs:type_name -> spindle.hadoop.HdfsFileStatusProto
+	46, // 6: spindle.hadoop.AddBlockRequestProto.previous:type_name -> spindle.hadoop.ExtendedBlockProto
+	47, // 7: spindle.hadoop.AddBlockRequestProto.excludeNodes:type_name -> spindle.hadoop.DatanodeInfoProto
+	48, // 8: spindle.hadoop.AddBlockResponseProto.block:type_name -> spindle.hadoop.LocatedBlockProto
+	46, // 9: spindle.hadoop.AbandonBlockRequestProto.b:type_name -> spindle.hadoop.ExtendedBlockProto
+	46, // 10: spindle.hadoop.CompleteRequestProto.last:type_name -> spindle.hadoop.ExtendedBlockProto
+	46, // 11: spindle.hadoop.UpdateBlockForPipelineRequestProto.block:type_name -> spindle.hadoop.ExtendedBlockProto
+	48, // 12: spindle.hadoop.UpdateBlockForPipelineResponseProto.block:type_name -> spindle.hadoop.LocatedBlockProto
+	44, // 13: spindle.hadoop.MkdirsRequestProto.masked:type_name -> spindle.hadoop.FsPermissionProto
+	44, // 14: spindle.hadoop.MkdirsRequestProto.unmasked:type_name -> spindle.hadoop.FsPermissionProto
+	49, // 15: spindle.hadoop.GetListingResponseProto.dirList:type_name -> spindle.hadoop.DirectoryListingProto
+	45, // 16: spindle.hadoop.GetFileInfoResponseProto.fs:type_name -> spindle.hadoop.HdfsFileStatusProto
+	44, // 17: spindle.hadoop.SetPermissionRequestProto.permission:type_name -> spindle.hadoop.FsPermissionProto
+	50, // 18: spindle.hadoop.GetContentSummaryResponseProto.summary:type_name -> spindle.hadoop.ContentSummaryProto
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_hdfs_namenode_proto_init() }
@@ -2352,7 +2537,7 @@ func file_hdfs_namenode_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hdfs_namenode_proto_rawDesc), len(file_hdfs_namenode_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   38,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -57,7 +57,7 @@ type result struct {
 
 // Dial connects to cfg.Addr and sends the connection header and context.
 func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
-	if _, token := cfg.SASL.(TokenAuth); cfg.User == "" && !token {
+	if cfg.User == "" && !isToken(cfg.SASL) {
 		return nil, errors.New("hadooprpc: dial: no user")
 	}
 	if cfg.ProtocolVersion == 0 {
@@ -110,7 +110,7 @@ func handshakeClient(ctx context.Context, conn net.Conn, cfg ClientConfig) (*Cli
 		conn = ex.protect(conn)
 	}
 	cc := &hadooppb.IpcConnectionContextProto{Protocol: proto.String(cfg.Protocol)}
-	if _, token := cfg.SASL.(TokenAuth); !token {
+	if !isToken(cfg.SASL) {
 		// A token names its user itself; Hadoop clients send no user
 		// beside it (a different one would ask to be a proxy user).
 		cc.UserInfo = &hadooppb.UserInformationProto{EffectiveUser: proto.String(cfg.User)}

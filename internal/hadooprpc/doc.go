@@ -17,10 +17,18 @@
 // and password, on both ends (TokenAuth for clients, TokenServer for
 // servers): how ApplicationMasters reach the ResourceManager (AMRMToken) and
 // NodeManagers (NMToken), and how containers use delegation tokens; and
-// Kerberos, SASL GSSAPI (KerberosAuth, KerberosServer), at each level of
-// hadoop.rpc.protection: with integrity or privacy every message after the
-// handshake travels as a signed or sealed RFC 4121 wrap token inside a SASL
-// WRAP message. ServerMechanisms offers several methods on one server (a
+// Kerberos, SASL GSSAPI (KerberosAuth, KerberosServer). Both run at each
+// level of hadoop.rpc.protection: with integrity or privacy every message
+// after the handshake travels signed or sealed inside a SASL WRAP message,
+// as an RFC 4121 wrap token (Kerberos) or with an RFC 2831 HMAC-MD5 and
+// cipher (DIGEST-MD5).
+//
+// Datanodes take the same DIGEST-MD5, with block tokens, in the SASL
+// handshake that opens data-transfer connections under
+// dfs.data.transfer.protection: DataTransferServer for the datanode side,
+// DataTransferHandshake for the client side, and DataTransferDial to give
+// it to a client through its dial hook (colinmarc/hdfs's datanode
+// connections). ServerMechanisms offers several methods on one server (a
 // secure namenode takes KERBEROS and TOKEN). SASLDial gives third-party
 // clients that only speak simple authentication (colinmarc/hdfs's namenode
 // connections) any of these through their dial hook.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -35,9 +36,10 @@ const (
 )
 
 // ErrProtection means the two ends of a connection have no level of
-// hadoop.rpc.protection in common, such as a server that requires privacy
-// and a client configured for authentication only.
-var ErrProtection = errors.New("hadooprpc: no common hadoop.rpc.protection")
+// protection in common (hadoop.rpc.protection, dfs.data.transfer.protection),
+// such as a server that requires privacy and a client configured for
+// authentication only.
+var ErrProtection = errors.New("hadooprpc: no common level of protection")
 
 // ParseProtection parses hadoop.rpc.protection: a comma-separated list of
 // authentication, integrity and privacy, in order of preference. Empty
@@ -91,6 +93,25 @@ const maxWrapBuffer = 1 << 16
 // confounder, encrypted header copy and checksum).
 const wrapOverhead = 128
 
+// securityLayer protects the messages of a connection after a SASL
+// exchange negotiated integrity or privacy: Kerberos's RFC 4121 wrap
+// tokens (gssLayer) or DIGEST-MD5's RFC 2831 MACs and ciphers
+// (digestLayer).
+type securityLayer interface {
+	// wrap protects one message for the other end.
+	wrap(msg []byte) ([]byte, error)
+	// unwrap checks one message from the other end, in turn, and returns
+	// its content.
+	unwrap(tok []byte) ([]byte, error)
+	// level is qopIntegrity or qopPrivacy.
+	level() byte
+}
+
+var (
+	_ securityLayer = (*gssLayer)(nil)
+	_ securityLayer = (*digestLayer)(nil)
+)
+
 // gssLayer is the RFC 4121 security layer a Kerberos connection runs at
 // integrity or privacy: every message is a GSS wrap token, signed, and
 // sealed (encrypted) for privacy.
@@ -111,6 +132,13 @@ const (
 	flagSealed         = 0x02
 	flagAcceptorSubkey = 0x04
 )
+
+func (l *gssLayer) level() byte {
+	if l.privacy {
+		return qopPrivacy
+	}
+	return qopIntegrity
+}
 
 func (l *gssLayer) usage(sending bool) uint32 {
 	if sending == l.acceptor {
@@ -234,7 +262,7 @@ func (l *gssLayer) inOrder(seq uint64, msg []byte) ([]byte, error) {
 // it reads is the concatenation of the unwrapped messages.
 type wrapConn struct {
 	net.Conn
-	layer    *gssLayer
+	layer    securityLayer
 	server   bool
 	clientID []byte
 	max      int // largest packet read
@@ -247,13 +275,7 @@ type wrapConn struct {
 func (c *wrapConn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	n := 0
-	for len(p) > 0 {
-		chunk := p[:min(len(p), c.maxSend)]
-		tok, err := c.layer.wrap(chunk)
-		if err != nil {
-			return n, err
-		}
+	return writeWrapped(c.Conn, p, c.maxSend, c.layer, func(tok []byte) ([]byte, error) {
 		var hdr proto.Message
 		if c.server {
 			hdr = &hadooppb.RpcResponseHeaderProto{
@@ -263,11 +285,25 @@ func (c *wrapConn) Write(p []byte) (int, error) {
 		} else {
 			hdr = requestHeader(CallIDSASL, c.clientID)
 		}
-		pkt, err := marshalPacket(hdr, &hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_WRAP.Enum(), Token: tok})
+		return marshalPacket(hdr, &hadooppb.RpcSaslProto{State: hadooppb.RpcSaslProto_WRAP.Enum(), Token: tok})
+	})
+}
+
+// writeWrapped cuts p into pieces of at most maxSend bytes, protects each
+// with layer and writes it to w framed as frame makes it.
+func writeWrapped(w io.Writer, p []byte, maxSend int, layer securityLayer, frame func(tok []byte) ([]byte, error)) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		chunk := p[:min(len(p), maxSend)]
+		tok, err := layer.wrap(chunk)
 		if err != nil {
 			return n, err
 		}
-		if _, err := c.Conn.Write(pkt); err != nil {
+		pkt, err := frame(tok)
+		if err != nil {
+			return n, err
+		}
+		if _, err := w.Write(pkt); err != nil {
 			return n, err
 		}
 		n += len(chunk)
@@ -330,5 +366,7 @@ func sendSize(maxSize int) int {
 	if maxSize <= 0 || maxSize > maxWrapBuffer {
 		maxSize = maxWrapBuffer
 	}
-	return max(maxSize-wrapOverhead, 1024)
+	// Half the size bounds what a layer adds even to small limits (a
+	// DIGEST-MD5 layer adds at most 24 bytes, and maxbuf is at least 64).
+	return max(maxSize-wrapOverhead, maxSize/2)
 }

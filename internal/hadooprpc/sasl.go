@@ -33,10 +33,10 @@ type SASLExchange struct {
 	server   bool
 	dialed   string // the address the client dialed, as configured
 
-	method  string    // the SASL method the exchange settled on
-	layer   *gssLayer // the security layer negotiated, nil for none
-	maxSend int       // the largest message the other end takes wrapped
-	nonce   string    // a DIGEST-MD5 challenge's nonce, between offer and answer
+	method  string        // the SASL method the exchange settled on
+	layer   securityLayer // the security layer negotiated, nil for none
+	maxSend int           // the largest message the other end takes wrapped
+	nonce   string        // a DIGEST-MD5 challenge's nonce, between offer and answer
 }
 
 // protect returns conn carrying the stream inside the security layer the

@@ -29,7 +29,7 @@ func SASLDial(dial DialFunc, auth ClientSASL) DialFunc {
 	if dial == nil {
 		dial = (&net.Dialer{}).DialContext
 	}
-	_, token := auth.(TokenAuth)
+	token := isToken(auth)
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		raw, err := dial(ctx, network, addr)
 		if err != nil {

@@ -222,10 +222,7 @@ func (c *serverConn) handshake(ctx context.Context) error {
 		}
 		c.caller.Auth = ex.method
 		if ex.layer != nil {
-			c.caller.Protection = ProtectionIntegrity
-			if ex.layer.privacy {
-				c.caller.Protection = ProtectionPrivacy
-			}
+			c.caller.Protection = protectionNames(ex.layer.level())
 		}
 		c.conn = ex.protect(c.conn)
 	default:

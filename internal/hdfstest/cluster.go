@@ -101,6 +101,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.nn.seed()
 	}
 	c.nn.invalidate = c.invalidate
+	c.nn.stats = c.stats
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
@@ -168,7 +169,7 @@ func (c *Cluster) startDataNodes() error {
 		}
 		d := &dataNode{
 			index: i, uuid: uuid, hostname: host, ip: c.cfg.Host, store: st, nn: c.nn,
-			cfg: c.cfg, stats: c.stats, log: c.log.With("role", "datanode", "datanode", i),
+			cfg: c.cfg, stats: c.stats, log: c.log.With("role", "datanode", "datanode", i), keys: c.nn.blockKeys,
 		}
 		c.dns = append(c.dns, d)
 		if err := d.listen(); err != nil {
@@ -203,7 +204,12 @@ func datanodeUUID(dir string) (string, error) {
 func (c *Cluster) startNameNodes(ctx context.Context) error {
 	sasl := c.cfg.SASL
 	if c.nn.tokens != nil {
-		sasl = hadooprpc.ServerMechanisms{c.cfg.SASL, hadooprpc.TokenServer{Lookup: c.nn.tokens.lookup}}
+		// One hadoop.rpc.protection for every method, as in Hadoop.
+		var protection string
+		if ks, ok := c.cfg.SASL.(hadooprpc.KerberosServer); ok {
+			protection = ks.Protection
+		}
+		sasl = hadooprpc.ServerMechanisms{c.cfg.SASL, hadooprpc.TokenServer{Lookup: c.nn.tokens.lookup, Protection: protection}}
 	}
 	for i := 0; i < c.cfg.NameNodes; i++ {
 		port := 0

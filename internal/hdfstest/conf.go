@@ -29,6 +29,14 @@ func (c *Cluster) WriteConfig(dir string) error {
 	if c.cfg.KerberosPrincipal != "" {
 		hdfsSite = append(hdfsSite, property{"dfs.namenode.kerberos.principal", c.cfg.KerberosPrincipal})
 	}
+	if c.cfg.DataTransferProtection != "" {
+		hdfsSite = append(hdfsSite,
+			property{"dfs.block.access.token.enable", "true"},
+			property{"dfs.data.transfer.protection", c.cfg.DataTransferProtection})
+	}
+	if c.cfg.DataTransferCipherSuites != "" {
+		hdfsSite = append(hdfsSite, property{"dfs.encrypt.data.transfer.cipher.suites", c.cfg.DataTransferCipherSuites})
+	}
 	if len(c.nnAddrs) > 1 {
 		ns := c.cfg.Nameservice
 		var ids []string

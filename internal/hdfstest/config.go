@@ -71,9 +71,22 @@ type Config struct {
 	// Kerberos callers, renewal by the token's renewer for this long at a
 	// time up to TokenMaxLifetime (default 7 days), cancellation, and
 	// TOKEN authentication (SASL DIGEST-MD5) beside SASL, which must then
-	// be a hadooprpc.KerberosServer.
+	// be a hadooprpc.KerberosServer, at its Protection (one
+	// hadoop.rpc.protection for both methods, as in Hadoop).
 	TokenRenewInterval time.Duration
 	TokenMaxLifetime   time.Duration
+	// DataTransferProtection, when set, is dfs.data.transfer.protection
+	// (authentication, integrity or privacy, or a list in order of
+	// preference): the namenode hands out block tokens, and datanodes
+	// open every connection with the SASL handshake, authenticating the
+	// client's block token and protecting the rest at the level chosen;
+	// they refuse connections without it, and operations whose block
+	// token does not grant them. The written configuration says so.
+	DataTransferProtection string
+	// DataTransferCipherSuites is dfs.encrypt.data.transfer.cipher.suites:
+	// with AES/CTR/NoPadding, datanodes switch a connection at privacy to
+	// AES-CTR when the client offers it. The written configuration says so.
+	DataTransferCipherSuites string
 
 	poolID       string
 	verifyOnRead bool
@@ -167,10 +180,22 @@ func (c Config) Validate() error {
 		return fmt.Errorf("hdfstest: ListingLimit is %d, want at least 1", c.ListingLimit)
 	case net.ParseIP(c.Host) == nil:
 		return fmt.Errorf("hdfstest: Host %q is not an IP address", c.Host)
+	case validProtection(c.DataTransferProtection) != nil:
+		return fmt.Errorf("hdfstest: DataTransferProtection: %w", validProtection(c.DataTransferProtection))
 	case c.TokenRenewInterval < 0 || c.TokenMaxLifetime < 0:
 		return fmt.Errorf("hdfstest: negative token lifetime")
 	case len(c.NameNodePorts) > c.NameNodes:
 		return fmt.Errorf("hdfstest: %d NameNodePorts for %d namenodes", len(c.NameNodePorts), c.NameNodes)
 	}
 	return nil
+}
+
+func validProtection(p string) error {
+	_, err := hadooprpc.ParseProtection(p)
+	return err
+}
+
+// dataTransfer is the datanodes' data-transfer settings.
+func (c Config) dataTransfer() hadooprpc.DataTransferConfig {
+	return hadooprpc.DataTransferConfig{Protection: c.DataTransferProtection, CipherSuites: c.DataTransferCipherSuites}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -49,6 +50,7 @@ type dataNode struct {
 	cfg      Config
 	stats    *counters
 	log      *slog.Logger
+	keys     *blockKeys // the namenode's block keys; nil: no block tokens
 
 	mu    sync.Mutex
 	ln    net.Listener
@@ -148,8 +150,16 @@ func (d *dataNode) acceptLoop(ln net.Listener) {
 
 // serveConn runs operations until the client hangs up. After a read the
 // Java client may send a ClientReadStatusProto; it is read and ignored.
+// With dfs.data.transfer.protection the connection must open with the SASL
+// handshake.
 func (d *dataNode) serveConn(conn net.Conn) {
 	br := bufio.NewReaderSize(conn, 64<<10)
+	if d.cfg.DataTransferProtection != "" {
+		var ok bool
+		if conn, br, ok = d.handshake(conn, br); !ok {
+			return
+		}
+	}
 	for first := true; ; first = false {
 		if !first {
 			b, err := br.Peek(1)
@@ -192,6 +202,48 @@ func (d *dataNode) serveConn(conn net.Conn) {
 	}
 }
 
+// handshake runs the data-transfer SASL handshake on a new connection and
+// returns the connection to serve operations on.
+func (d *dataNode) handshake(conn net.Conn, br *bufio.Reader) (net.Conn, *bufio.Reader, bool) {
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	magic, err := br.Peek(4)
+	if err != nil {
+		return nil, nil, false
+	}
+	if binary.BigEndian.Uint32(magic) != hadooprpc.DataTransferMagic {
+		// As a Hadoop datanode: no answer a client could read, just a log.
+		d.stats.handshakesRefused.Add(1)
+		d.log.Warn("a connection without the data-transfer handshake that dfs.data.transfer.protection requires", "remote", conn.RemoteAddr(), "protection", d.cfg.DataTransferProtection)
+		return nil, nil, false
+	}
+	br.Discard(4)
+	srv := hadooprpc.DataTransferServer{DataTransferConfig: d.cfg.dataTransfer(), Lookup: d.keys.lookup}
+	sc, user, err := srv.Accept(conn, br)
+	if err != nil {
+		d.stats.handshakesRefused.Add(1)
+		d.log.Warn("data-transfer handshake refused", "remote", conn.RemoteAddr(), "err", err)
+		return nil, nil, false
+	}
+	conn.SetDeadline(time.Time{})
+	d.stats.handshakes.Add(1)
+	d.log.Debug("data-transfer handshake", "remote", conn.RemoteAddr(), "user", user)
+	return sc, bufio.NewReaderSize(sc, 64<<10), true
+}
+
+// checkToken verifies the block token of an operation on blk when block
+// tokens are on, and answers the client when it does not grant mode.
+func (d *dataNode) checkToken(conn net.Conn, tok *hadooppb.TokenProto, blk *hadooppb.ExtendedBlockProto, mode string) bool {
+	if d.keys == nil {
+		return true
+	}
+	if err := d.keys.check(tok, blk.GetPoolId(), blk.GetBlockId(), mode); err != nil {
+		writeDelimited(conn, errorResponse(hadooppb.Status_ERROR_ACCESS_TOKEN, "Got access token error, status message %v, for OP_%s_BLOCK, block %s:blk_%d: %v",
+			hadooppb.Status_ERROR_ACCESS_TOKEN, mode, blk.GetPoolId(), blk.GetBlockId(), err))
+		return false
+	}
+	return true
+}
+
 func errorResponse(st hadooppb.Status, format string, args ...any) *hadooppb.BlockOpResponseProto {
 	return &hadooppb.BlockOpResponseProto{Status: st.Enum(), Message: proto.String(fmt.Sprintf(format, args...))}
 }
@@ -225,6 +277,9 @@ func (d *dataNode) opRead(conn net.Conn, br *bufio.Reader) bool {
 	}
 	d.stats.readOps.Add(1)
 	blk := op.GetHeader().GetBaseHeader().GetBlock()
+	if !d.checkToken(conn, op.GetHeader().GetBaseHeader().GetToken(), blk, modeRead) {
+		return false
+	}
 	r, bad := d.openReplica(blk, d.cfg.poolID)
 	if bad != nil {
 		writeDelimited(conn, bad)
@@ -302,6 +357,9 @@ func abort(conn net.Conn) {
 func (d *dataNode) opChecksum(conn net.Conn, br *bufio.Reader) bool {
 	var op hadooppb.OpBlockChecksumProto
 	if err := readDelimited(br, &op); err != nil {
+		return false
+	}
+	if !d.checkToken(conn, op.GetHeader().GetToken(), op.GetHeader().GetBlock(), modeRead) {
 		return false
 	}
 	r, bad := d.openReplica(op.GetHeader().GetBlock(), d.cfg.poolID)

@@ -9,8 +9,10 @@ import (
 	"hash/crc32"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/spindle-ml/spindle/internal/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -38,6 +40,9 @@ func (d *dataNode) opWrite(conn net.Conn, br *bufio.Reader) {
 	}
 	d.stats.writeOps.Add(1)
 	blk := op.GetHeader().GetBaseHeader().GetBlock()
+	if !d.checkToken(conn, op.GetHeader().GetBaseHeader().GetToken(), blk, modeWrite) {
+		return
+	}
 	if op.GetStage() != hadooppb.OpWriteBlockProto_PIPELINE_SETUP_CREATE {
 		writeDelimited(conn, errorResponse(hadooppb.Status_ERROR_UNSUPPORTED,
 			"block construction stage %v of blk_%d is not supported by this datanode (only new blocks)", op.GetStage(), blk.GetBlockId()))
@@ -71,6 +76,9 @@ func (d *dataNode) opWrite(conn net.Conn, br *bufio.Reader) {
 	if targets := op.GetTargets(); len(targets) > 0 {
 		var addr string
 		mirror, addr, err = dialDatanode(context.Background(), targets[0].GetId())
+		if err == nil && d.cfg.DataTransferProtection != "" {
+			mirror, err = secureMirror(mirror, op.GetHeader().GetBaseHeader().GetToken(), d.cfg.dataTransfer())
+		}
 		if err == nil && !d.track(mirror) {
 			mirror.Close()
 			err = errStopped
@@ -222,6 +230,20 @@ func (d *dataNode) finalize(rbw *rbwReplica) error {
 }
 
 // writeOp sends an op header and message.
+// secureMirror runs the data-transfer handshake on a connection to the
+// next datanode of a pipeline with the client's block token, as a
+// datanode's own SASL client does, and closes it on failure.
+func secureMirror(c net.Conn, tok *hadooppb.TokenProto, cfg hadooprpc.DataTransferConfig) (net.Conn, error) {
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	sc, err := hadooprpc.DataTransferHandshake(c, hadooprpc.TokenFromProto(tok), cfg)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("data-transfer handshake: %w", err)
+	}
+	c.SetDeadline(time.Time{})
+	return sc, nil
+}
+
 func writeOp(c net.Conn, op byte, msg proto.Message) error {
 	b, err := proto.Marshal(msg)
 	if err != nil {

@@ -20,6 +20,10 @@
 //
 // Authentication is "simple", or with Config.SASL Kerberos (and with
 // Config.TokenRenewInterval delegation tokens: issued, renewed, cancelled,
-// and accepted over SASL DIGEST-MD5). Block tokens are empty and appends
-// are refused.
+// and accepted over SASL DIGEST-MD5, at the Kerberos server's
+// hadoop.rpc.protection). With Config.DataTransferProtection the namenode
+// signs block tokens and the datanodes require the data-transfer SASL
+// handshake (dfs.data.transfer.protection, and AES-CTR after it with
+// Config.DataTransferCipherSuites), checking each operation's token;
+// without it block tokens are empty. Appends are refused.
 package hdfstest

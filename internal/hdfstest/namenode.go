@@ -13,9 +13,11 @@ import (
 // namenode holds the namespace, the block map and the datanode registry.
 // One lock guards all of it, as in HDFS's FSNamesystem.
 type namenode struct {
-	cfg    Config
-	log    *slog.Logger
-	poolID string
+	blockKeys *blockKeys // nil: no block tokens
+	stats     *counters  // nil outside a Cluster
+	cfg       Config
+	log       *slog.Logger
+	poolID    string
 
 	mu          sync.RWMutex
 	root        *inode
@@ -76,6 +78,9 @@ func newNamenode(cfg Config, log *slog.Logger, poolID string) *namenode {
 		leases:      map[string]time.Time{},
 	}
 	nn.root = nn.newInode(nil, "", true, 0755, cfg.Superuser)
+	if cfg.DataTransferProtection != "" {
+		nn.blockKeys = newBlockKeys()
+	}
 	if cfg.TokenRenewInterval > 0 {
 		nn.tokens = newTokenManager(cfg.TokenRenewInterval, cfg.TokenMaxLifetime)
 	}
@@ -248,15 +253,18 @@ func (nn *namenode) extended(b *block) *hadooppb.ExtendedBlockProto {
 	}
 }
 
-// located describes block b at offset off with datanodes dns.
-func (nn *namenode) located(b *block, off int64, dns []int, corrupt bool) *hadooppb.LocatedBlockProto {
+// located describes block b at offset off with datanodes dns, with a
+// block token for who, or an empty one when block tokens are off.
+func (nn *namenode) located(b *block, off int64, dns []int, corrupt bool, who string, modes ...string) *hadooppb.LocatedBlockProto {
+	tok := &hadooppb.TokenProto{Identifier: []byte{}, Password: []byte{}, Kind: proto.String(""), Service: proto.String("")}
+	if nn.blockKeys != nil {
+		tok = nn.blockKeys.token(nn.poolID, b.id, who, modes...)
+	}
 	lb := &hadooppb.LocatedBlockProto{
-		B:       nn.extended(b),
-		Offset:  proto.Uint64(uint64(off)),
-		Corrupt: proto.Bool(corrupt),
-		BlockToken: &hadooppb.TokenProto{
-			Identifier: []byte{}, Password: []byte{}, Kind: proto.String(""), Service: proto.String(""),
-		},
+		B:          nn.extended(b),
+		Offset:     proto.Uint64(uint64(off)),
+		Corrupt:    proto.Bool(corrupt),
+		BlockToken: tok,
 	}
 	for _, dn := range dns {
 		lb.Locs = append(lb.Locs, nn.datanodeInfo(dn))

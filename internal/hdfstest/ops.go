@@ -56,14 +56,14 @@ func (nn *namenode) getBlockLocationsLocked(u *user, p string, off, length int64
 		end := pos + b.numBytes
 		if end > off && pos < off+length || (b.numBytes == 0 && pos >= off && pos <= off+length) {
 			dns, corrupt := nn.readableReplicas(b)
-			lbs.Blocks = append(lbs.Blocks, nn.located(b, pos, dns, corrupt))
+			lbs.Blocks = append(lbs.Blocks, nn.located(b, pos, dns, corrupt, u.name, modeRead))
 		}
 		pos = end
 	}
 	if n := len(f.blocks); n > 0 {
 		b := f.blocks[n-1]
 		dns, corrupt := nn.readableReplicas(b)
-		lbs.LastBlock = nn.located(b, pos-b.numBytes, dns, corrupt)
+		lbs.LastBlock = nn.located(b, pos-b.numBytes, dns, corrupt, u.name, modeRead)
 	}
 	return lbs, nil
 }
@@ -237,7 +237,7 @@ func (nn *namenode) updateBlockForPipelineLocked(req *hadooppb.UpdateBlockForPip
 		}
 		off += x.numBytes
 	}
-	return nn.located(b, off, b.targets, false), nil
+	return nn.located(b, off, b.targets, false, b.file.lease, modeWrite), nil
 }
 
 func (nn *namenode) abandonBlockLocked(u *user, req *hadooppb.AbandonBlockRequestProto) error {

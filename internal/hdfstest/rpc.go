@@ -29,6 +29,9 @@ func handle[Req, Resp proto.Message](svc *hadooprpc.Service, ep endpoint, name s
 			return zero, remoteErr(classStandby, "Operation category READ is not supported in state standby")
 		}
 		c, _ := hadooprpc.CallerFromContext(ctx)
+		if nn.stats != nil {
+			nn.stats.auth(c.Auth + " " + c.Protection)
+		}
 		resp, err := fn(ctx, nn.userFor(c.User), req)
 		nn.flushDeletes()
 		return resp, err
@@ -39,6 +42,7 @@ func handle[Req, Resp proto.Message](svc *hadooprpc.Service, ep endpoint, name s
 func (nn *namenode) clientProtocol(ep endpoint) *hadooprpc.Service {
 	svc := hadooprpc.NewService(ClientProtocol)
 	handle(svc, ep, "getServerDefaults", nn.getServerDefaults, nn)
+	handle(svc, ep, "getDataEncryptionKey", nn.getDataEncryptionKey, nn)
 	handle(svc, ep, "getFileInfo", nn.getFileInfo, nn)
 	handle(svc, ep, "getListing", nn.getListing, nn)
 	handle(svc, ep, "getBlockLocations", nn.getBlockLocations, nn)
@@ -153,7 +157,7 @@ func (nn *namenode) addBlock(_ context.Context, u *user, req *hadooppb.AddBlockR
 	if err != nil {
 		return nil, err
 	}
-	return &hadooppb.AddBlockResponseProto{Block: nn.located(b, off, b.targets, false)}, nil
+	return &hadooppb.AddBlockResponseProto{Block: nn.located(b, off, b.targets, false, u.name, modeWrite)}, nil
 }
 
 func (nn *namenode) abandonBlock(_ context.Context, u *user, req *hadooppb.AbandonBlockRequestProto) (*hadooppb.AbandonBlockResponseProto, error) {

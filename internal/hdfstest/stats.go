@@ -15,9 +15,20 @@ type counters struct {
 	bytesSent, bytesReceived     atomic.Int64
 	packetsSent, packetsReceived atomic.Int64
 	checksumErrors               atomic.Int64
+
+	nnAuth                        map[string]int64 // under mu
+	handshakes, handshakesRefused atomic.Int64
 }
 
-func newCounters() *counters { return &counters{nnCalls: map[string]int64{}} }
+func newCounters() *counters {
+	return &counters{nnCalls: map[string]int64{}, nnAuth: map[string]int64{}}
+}
+
+func (c *counters) auth(how string) {
+	c.mu.Lock()
+	c.nnAuth[how]++
+	c.mu.Unlock()
+}
 
 func (c *counters) call(method string) {
 	c.mu.Lock()
@@ -41,6 +52,15 @@ type Stats struct {
 	PacketsSent, PacketsReceived int64
 	// ChecksumErrors counts chunks that failed verification on a datanode.
 	ChecksumErrors int64
+
+	// NameNodeCallsByAuth counts namenode RPCs by how their connection
+	// authenticated and the hadoop.rpc.protection it runs at, such as
+	// "TOKEN privacy" or "SIMPLE authentication".
+	NameNodeCallsByAuth map[string]int64
+	// Handshakes and HandshakesRefused count data-transfer SASL handshakes
+	// (dfs.data.transfer.protection) datanodes completed and refused; a
+	// connection without one counts as refused.
+	Handshakes, HandshakesRefused int64
 }
 
 // NameNodeCallsExcept sums NameNodeCalls over every method not in skip
@@ -75,8 +95,12 @@ func (c *counters) snapshot() Stats {
 	for k, v := range c.nnCalls {
 		calls[k] = v
 	}
+	byAuth := make(map[string]int64, len(c.nnAuth))
+	for k, v := range c.nnAuth {
+		byAuth[k] = v
+	}
 	c.mu.Unlock()
-	return Stats{
+	st := Stats{
 		NameNodeCalls:   calls,
 		ReadOps:         c.readOps.Load(),
 		WriteOps:        c.writeOps.Load(),
@@ -86,13 +110,17 @@ func (c *counters) snapshot() Stats {
 		PacketsReceived: c.packetsReceived.Load(),
 		ChecksumErrors:  c.checksumErrors.Load(),
 	}
+	st.NameNodeCallsByAuth = byAuth
+	st.Handshakes, st.HandshakesRefused = c.handshakes.Load(), c.handshakesRefused.Load()
+	return st
 }
 
 func (c *counters) reset() {
 	c.mu.Lock()
 	c.nnCalls = map[string]int64{}
+	c.nnAuth = map[string]int64{}
 	c.mu.Unlock()
-	for _, a := range []*atomic.Int64{&c.readOps, &c.writeOps, &c.bytesSent, &c.bytesReceived, &c.packetsSent, &c.packetsReceived, &c.checksumErrors} {
+	for _, a := range []*atomic.Int64{&c.readOps, &c.writeOps, &c.bytesSent, &c.bytesReceived, &c.packetsSent, &c.packetsReceived, &c.checksumErrors, &c.handshakes, &c.handshakesRefused} {
 		a.Store(0)
 	}
 }

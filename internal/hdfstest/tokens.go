@@ -85,17 +85,21 @@ func (nn *namenode) getDelegationToken(ctx context.Context, u *user, req *hadoop
 	if req.GetRenewer() == "" {
 		return nil, remoteErr(classIOException, "no renewer given for the delegation token")
 	}
+	return &hadooppb.GetDelegationTokenResponseProto{Token: m.issue(u.name, req.GetRenewer())}, nil
+}
+
+// issue makes a token for owner that renewer may renew, alive for the
+// renewal interval.
+func (m *tokenManager) issue(owner, renewer string) *hadooppb.TokenProto {
 	m.mu.Lock()
 	now := m.now()
-	d := hadooprpc.DelegationTokenIdentifier{Owner: u.name, Renewer: req.GetRenewer(), IssueDate: now, MaxDate: now.Add(m.maxLifetime), SequenceNumber: m.nextSeq, MasterKeyID: 1}
+	d := hadooprpc.DelegationTokenIdentifier{Owner: owner, Renewer: renewer, IssueDate: now, MaxDate: now.Add(m.maxLifetime), SequenceNumber: m.nextSeq, MasterKeyID: 1}
 	m.nextSeq++
 	m.live[d.SequenceNumber] = now.Add(m.renewInterval)
 	m.issued++
 	m.mu.Unlock()
 	id := d.Marshal()
-	return &hadooppb.GetDelegationTokenResponseProto{Token: &hadooppb.TokenProto{
-		Identifier: id, Password: m.password(id), Kind: proto.String(hadooprpc.KindHDFSDelegationToken), Service: proto.String(""),
-	}}, nil
+	return &hadooppb.TokenProto{Identifier: id, Password: m.password(id), Kind: proto.String(hadooprpc.KindHDFSDelegationToken), Service: proto.String("")}
 }
 
 // checked returns the identifier of a token the caller presents, checking
@@ -119,21 +123,32 @@ func (nn *namenode) renewDelegationToken(ctx context.Context, u *user, req *hado
 	if _, err := kerberosOnly(ctx, "renewed"); err != nil {
 		return nil, err
 	}
-	d, err := m.checked(req.GetToken())
+	exp, err := m.renew(req.GetToken(), u.name)
 	if err != nil {
 		return nil, err
 	}
-	if d.Renewer != u.name {
-		return nil, remoteErr(classAccessControl, "%s tries to renew a token (%s) with non-matching renewer %s", u.name, d, d.Renewer)
+	return &hadooppb.RenewDelegationTokenResponseProto{NewExpiryTime: proto.Uint64(uint64(exp.UnixMilli()))}, nil
+}
+
+// renew extends tok's life by the renewal interval, up to its maximum
+// date, for its renewer; a token past its maximum date, or cancelled, is
+// refused.
+func (m *tokenManager) renew(tok *hadooppb.TokenProto, user string) (time.Time, error) {
+	d, err := m.checked(tok)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if d.Renewer != user {
+		return time.Time{}, remoteErr(classAccessControl, "%s tries to renew a token (%s) with non-matching renewer %s", user, d, d.Renewer)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
 	if _, ok := m.live[d.SequenceNumber]; !ok {
-		return nil, remoteErr(classInvalidToken, "Renewal request for unknown token %s", d)
+		return time.Time{}, remoteErr(classInvalidToken, "Renewal request for unknown token %s", d)
 	}
 	if now.After(d.MaxDate) {
-		return nil, remoteErr(classInvalidToken, "%s can't be renewed: current time %s is after its max date", d, now.UTC().Format(time.RFC3339))
+		return time.Time{}, remoteErr(classInvalidToken, "%s can't be renewed: current time %s is after its max date", d, now.UTC().Format(time.RFC3339))
 	}
 	exp := now.Add(m.renewInterval)
 	if exp.After(d.MaxDate) {
@@ -141,7 +156,7 @@ func (nn *namenode) renewDelegationToken(ctx context.Context, u *user, req *hado
 	}
 	m.live[d.SequenceNumber] = exp
 	m.renewed++
-	return &hadooppb.RenewDelegationTokenResponseProto{NewExpiryTime: proto.Uint64(uint64(exp.UnixMilli()))}, nil
+	return exp, nil
 }
 
 func (nn *namenode) cancelDelegationToken(ctx context.Context, u *user, req *hadooppb.CancelDelegationTokenRequestProto) (*hadooppb.CancelDelegationTokenResponseProto, error) {

@@ -204,8 +204,8 @@ func (c *Cluster) startRM() error {
 		return err
 	}
 	// The client port takes simple authentication, as an insecure
-	// cluster's does, or Config.SASL's (Kerberos).
-	c.rmSrv, err = hadooprpc.NewServer(hadooprpc.ServerConfig{Name: "resourcemanager", Logger: c.log, SASL: c.cfg.SASL}, c.clientProtocol())
+	// cluster's does, unless ClientSASL says otherwise.
+	c.rmSrv, err = hadooprpc.NewServer(hadooprpc.ServerConfig{Name: "resourcemanager", Logger: c.log, SASL: c.cfg.ClientSASL}, c.clientProtocol())
 	if err != nil {
 		ln.Close()
 		return err
@@ -220,7 +220,7 @@ func (c *Cluster) startRM() error {
 	// The scheduler port takes AMRMTokens only, even on an insecure
 	// cluster.
 	c.schedSrv, err = hadooprpc.NewServer(hadooprpc.ServerConfig{Name: "scheduler", Logger: c.log,
-		SASL: hadooprpc.TokenServer{Lookup: c.amrmLookup}}, c.masterProtocol())
+		SASL: hadooprpc.TokenServer{Lookup: c.amrmLookup, Protection: c.cfg.RPCProtection}}, c.masterProtocol())
 	if err != nil {
 		sln.Close()
 		return err

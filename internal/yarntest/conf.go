@@ -23,8 +23,8 @@ func (c *Cluster) WriteConfig(dir string) error {
 		{"yarn.nodemanager.resource.memory-mb", strconv.Itoa(c.cfg.Nodes[0].MemoryMB)},
 		{"yarn.nodemanager.resource.cpu-vcores", strconv.Itoa(c.cfg.Nodes[0].VCores)},
 	}
-	if c.cfg.KerberosPrincipal != "" {
-		props = append(props, property{"yarn.resourcemanager.principal", c.cfg.KerberosPrincipal})
+	if c.cfg.Principal != "" {
+		props = append(props, property{"yarn.resourcemanager.principal", c.cfg.Principal})
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("yarntest: write configuration: %w", err)

@@ -57,17 +57,23 @@ type Config struct {
 	// FinishGrace is how long an ApplicationMaster may run after it
 	// unregistered before it is killed; zero means 30s.
 	FinishGrace time.Duration
+	// RPCProtection is hadoop.rpc.protection for the token connections of
+	// ApplicationMasters: the scheduler port (AMRMTokens) and the
+	// NodeManagers (NMTokens) offer these levels; empty means
+	// authentication.
+	RPCProtection string
 	// Logger receives the cluster's logs; nil discards them.
 	Logger *slog.Logger
-	// SASL, when set, authenticates the ResourceManager's clients (its
-	// client port), and KerberosPrincipal, when set, makes the written
-	// configuration a Kerberized cluster's (yarn.resourcemanager.principal,
-	// whose short name renews the applications' HDFS tokens): with
-	// hadooprpc.KerberosServer, a secure YARN for tests. NodeManagers then
-	// localize a container's hdfs:// resources with the delegation tokens
-	// of its launch context, as a secure NodeManager does.
-	SASL              hadooprpc.SASL
-	KerberosPrincipal string
+	// ClientSASL, when set, authenticates the ResourceManager's client
+	// port (a hadooprpc.KerberosServer for a Kerberized cluster), and
+	// Principal, when set, is written as yarn.resourcemanager.principal.
+	// The ResourceManager does not renew the applications' delegation
+	// tokens, as YARN's does: a token in a launch context lives until its
+	// first renewal deadline. With ClientSASL, NodeManagers localize a
+	// container's hdfs:// resources with the delegation tokens of its
+	// launch context, as a secure NodeManager does.
+	ClientSASL hadooprpc.SASL
+	Principal  string
 }
 
 // DefaultConfig returns the defaults: three NodeManagers of 8 GiB and 8

@@ -12,11 +12,11 @@
 // getApplications) and ApplicationMasterProtocol on its scheduler port
 // (registerApplicationMaster, allocate, finishApplicationMaster), which
 // takes AMRMTokens only (SASL DIGEST-MD5), even with simple authentication
-// on the client port. With Config.SASL (hadooprpc.KerberosServer) and
-// Config.KerberosPrincipal the client port takes Kerberos instead, as a
-// secure ResourceManager's does, and NodeManagers localize a container's
-// hdfs:// files with the delegation tokens of its launch context (the test
-// HDFS in Kerberos mode): spindle minicluster --secure. Each NodeManager serves ContainerManagementProtocol
+// on the client port. With Config.ClientSASL (hadooprpc.KerberosServer)
+// and Config.Principal the client port takes Kerberos instead, as a secure
+// ResourceManager's does, and NodeManagers localize a container's hdfs://
+// files with the delegation tokens of its launch context (the test HDFS in
+// Kerberos mode): spindle minicluster --secure. Each NodeManager serves ContainerManagementProtocol
 // (startContainers, stopContainers, getContainerStatuses) to NMTokens, and
 // checks every container token against the container it names. Tokens are
 // signed with master keys that roll (RollMasterKeys) and expire
@@ -38,6 +38,13 @@
 // free memory, within the queue's limits; node and rack asks are accepted
 // and ignored. There is no web UI: the tracking URL reported is the one
 // the AM registered, unproxied.
+//
+// With Config.ClientSASL (a hadooprpc.KerberosServer) the client port
+// takes Kerberos, as a secure cluster's does, and submitters pass the
+// HDFS delegation tokens of their applications in the AM's launch
+// context as on YARN; the ResourceManager does not renew them, as YARN's
+// DelegationTokenRenewer would, and the NodeManagers localize with the
+// ticket of the process running the cluster.
 //
 // Tests break the cluster on purpose, with the statuses YARN reports:
 // Preempt (-102), KillForMemory (-104 physical, -103 virtual), FailDisks

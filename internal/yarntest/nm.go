@@ -86,7 +86,7 @@ func (c *Cluster) startNode(i int, cfg NodeConfig) (*nodeManager, error) {
 		containers: map[string]*container{}, cache: map[string]string{},
 	}
 	n.srv, err = hadooprpc.NewServer(hadooprpc.ServerConfig{Name: fmt.Sprintf("nodemanager%d", i), Logger: c.log,
-		SASL: hadooprpc.TokenServer{Lookup: c.nmLookup(n)}}, c.containerManagement(n))
+		SASL: hadooprpc.TokenServer{Lookup: c.nmLookup(n), Protection: c.cfg.RPCProtection}}, c.containerManagement(n))
 	if err != nil {
 		ln.Close()
 		return nil, err

@@ -192,7 +192,7 @@ func (c *Cluster) prepare(ct *container, clc *pb.ContainerLaunchContextProto, am
 	// A Kerberized cluster's NodeManager reads the container's hdfs://
 	// resources with the delegation tokens of its launch context.
 	localTokens := ""
-	if c.cfg.SASL != nil && len(tokens) > 0 {
+	if c.cfg.ClientSASL != nil && len(tokens) > 0 {
 		localTokens = tokFile
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Minute)

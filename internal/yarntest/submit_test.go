@@ -391,3 +391,28 @@ func TestSubmitRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestSubmitProtected: on a YARN whose scheduler and NodeManagers require
+// hadoop.rpc.protection privacy of token connections, the
+// ApplicationMaster, told the site's setting by the gateway, registers
+// with its AMRMToken and starts executors with NMTokens at privacy, and
+// the job runs.
+func TestSubmitProtected(t *testing.T) {
+	s := startSite(t, yarntest.Config{NodeManagers: 1, RPCProtection: "privacy"})
+	core := filepath.Join(s.confDir, "core-site.xml")
+	b, err := os.ReadFile(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "</configuration>", "<property><name>hadoop.rpc.protection</name><value>privacy</value></property></configuration>", 1))
+	if err := os.WriteFile(core, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	input := s.putData(t)
+	j := s.submit(t, "--name", "yarn-protected", "--num-executors", "1", "--executor-memory", "256m",
+		"--input", input, "--label-column", "label", "--feed", "tensor", "--batch-rows", "128",
+		"--epochs", "1", "--", logregBin, "--lr", "0.5")
+	if code := j.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("spindle submit exited %d:\n%s", code, j.stderr.String())
+	}
+}

@@ -49,6 +49,9 @@ type Config struct {
 	SchedulerAddrs []string
 	// AMRMToken authenticates the AM (from the container's credentials).
 	AMRMToken hadooprpc.Token
+	// RPCProtection is hadoop.rpc.protection for the AM's token
+	// connections (AMRMToken, NMTokens); empty means authentication.
+	RPCProtection string
 	// Host and Port are where the AM serves its driver-facing API;
 	// TrackingURL is shown by YARN.
 	Host        string
@@ -188,7 +191,7 @@ func Start(ctx context.Context, cfg Config) (*Allocator, error) {
 func (a *Allocator) dialRM(tok hadooprpc.Token) error {
 	f, err := hadooprpc.NewFailoverClient(hadooprpc.FailoverConfig{
 		Addrs:  a.cfg.SchedulerAddrs,
-		Client: hadooprpc.ClientConfig{Protocol: ProtocolName, SASL: hadooprpc.TokenAuth{Token: tok}},
+		Client: hadooprpc.ClientConfig{Protocol: ProtocolName, SASL: hadooprpc.TokenAuth{Token: tok, Protection: a.cfg.RPCProtection}},
 	})
 	if err != nil {
 		return fmt.Errorf("yarn am: %w", err)
@@ -481,7 +484,7 @@ func (a *Allocator) start(ctx context.Context, c *container) error {
 		ContainerLaunchContext: clc, ContainerToken: c.c.GetContainerToken(),
 	}}}
 	resp := &pb.StartContainersResponseProto{}
-	if err := nmCall(ctx, node, tok, "startContainers", req, resp); err != nil {
+	if err := nmCall(ctx, node, tok, a.cfg.RPCProtection, "startContainers", req, resp); err != nil {
 		return fmt.Errorf("%w: executor %s on %s: %v", ErrLaunch, c.spec.ID, node, err)
 	}
 	for _, f := range resp.GetFailedRequests() {
@@ -543,7 +546,7 @@ func (a *Allocator) stopContainer(ctx context.Context, c *container) {
 		return
 	}
 	req := &pb.StopContainersRequestProto{ContainerId: []*pb.ContainerIdProto{c.c.GetId()}}
-	if err := nmCall(ctx, node, tok, "stopContainers", req, &pb.StopContainersResponseProto{}); err != nil {
+	if err := nmCall(ctx, node, tok, a.cfg.RPCProtection, "stopContainers", req, &pb.StopContainersResponseProto{}); err != nil {
 		a.log.Warn("stop container", "executor", c.spec.ID, "node", node, "err", err)
 	}
 }

@@ -16,11 +16,12 @@ import (
 const NMProtocolName = "org.apache.hadoop.yarn.api.ContainerManagementProtocolPB"
 
 // nmCall makes one ContainerManagementProtocol call on a NodeManager,
-// authenticated with the node's NMToken.
-func nmCall(ctx context.Context, node string, tok hadooprpc.Token, method string, req, resp proto.Message) error {
+// authenticated with the node's NMToken at hadoop.rpc.protection
+// protection.
+func nmCall(ctx context.Context, node string, tok hadooprpc.Token, protection, method string, req, resp proto.Message) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, err := hadooprpc.Dial(ctx, hadooprpc.ClientConfig{Addr: node, Protocol: NMProtocolName, SASL: hadooprpc.TokenAuth{Token: tok}})
+	c, err := hadooprpc.Dial(ctx, hadooprpc.ClientConfig{Addr: node, Protocol: NMProtocolName, SASL: hadooprpc.TokenAuth{Token: tok, Protection: protection}})
 	if err != nil {
 		return fmt.Errorf("connect to NodeManager %s: %w", node, err)
 	}
