@@ -109,28 +109,41 @@ func TestRealSecureHDFS(t *testing.T) {
 			}
 		})
 	}
-	// Spindle's GSSAPI security layer against Java's: a gateway that
-	// accepts privacy only reads through RFC 4121 wrap tokens; one that
-	// wants integrity only, which the cluster does not offer, is refused
-	// naming both sides' hadoop.rpc.protection.
+	// Spindle's security layers against Java's: a gateway that accepts
+	// privacy alone on the namenode's RPC (GSSAPI, RFC 4121 wrap tokens)
+	// and integrity or privacy alone on datanode connections (DIGEST-MD5
+	// with the block token, RFC 2831) reads the file whole; one that wants
+	// integrity alone on the RPC, which the cluster does not offer, is
+	// refused naming both sides' hadoop.rpc.protection.
 	for _, tc := range []struct {
-		protection, refusal string
-	}{{"privacy", ""}, {"integrity", "requires hadoop.rpc.protection authentication,privacy, and this client is configured for integrity"}} {
-		t.Run("protection "+tc.protection, func(t *testing.T) {
-			conf := confWithProtection(t, sc, tc.protection)
+		rpc, dataTransfer, refusal string
+	}{
+		{"privacy", "privacy", ""},
+		{"privacy", "integrity", ""},
+		{"integrity", "authentication", "requires hadoop.rpc.protection authentication,privacy, and this client is configured for integrity"},
+	} {
+		t.Run("rpc "+tc.rpc+", data transfer "+tc.dataTransfer, func(t *testing.T) {
+			conf := confWith(t, sc, map[string]string{"hadoop.rpc.protection": tc.rpc, "dfs.data.transfer.protection": tc.dataTransfer})
 			secureFS(t, sc, "") // KRB5_CONFIG, and no ticket cache
 			res := fsys.NewResolver(fsys.Options{HadoopConfDir: conf, KerberosPrincipal: hadooptest.SecureUser, KerberosKeytab: sc.UserKeytab})
 			defer res.Close()
 			ctx := context.Background()
+			var got []byte
 			h, _, err := res.Resolve(ctx, "hdfs:///")
 			if err == nil {
-				_, err = h.ReadDir(ctx, home+"/gateway")
+				var in io.ReadCloser
+				if in, err = h.Open(ctx, home+"/gateway/keytab-login"); err == nil {
+					got, err = io.ReadAll(in)
+					in.Close()
+				}
 			}
 			switch {
 			case tc.refusal == "" && err != nil:
-				t.Fatalf("hadoop.rpc.protection %s: %v", tc.protection, err)
+				t.Fatalf("read: %v", err)
+			case tc.refusal == "" && !bytes.Equal(got, data):
+				t.Fatalf("read %d bytes, want the %d written", len(got), len(data))
 			case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal)):
-				t.Fatalf("hadoop.rpc.protection %s: %v, want a refusal saying %q", tc.protection, err, tc.refusal)
+				t.Fatalf("%v, want a refusal saying %q", err, tc.refusal)
 			}
 		})
 	}
@@ -143,9 +156,9 @@ func TestRealSecureHDFS(t *testing.T) {
 	})
 }
 
-// confWithProtection copies the secure cluster's client configuration with
-// hadoop.rpc.protection set to protection.
-func confWithProtection(t *testing.T, sc *hadooptest.SecureCluster, protection string) string {
+// confWith copies the secure cluster's client configuration with the
+// values of some of its properties replaced.
+func confWith(t *testing.T, sc *hadooptest.SecureCluster, values map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, name := range []string{"core-site.xml", "hdfs-site.xml", "yarn-site.xml"} {
@@ -153,13 +166,23 @@ func confWithProtection(t *testing.T, sc *hadooptest.SecureCluster, protection s
 		if err != nil {
 			t.Fatal(err)
 		}
-		text := strings.ReplaceAll(string(b), "<name>hadoop.rpc.protection</name><value>"+sc.RPCProtection+"</value>",
-			"<name>hadoop.rpc.protection</name><value>"+protection+"</value>")
-		if name == "core-site.xml" && !strings.Contains(text, "<value>"+protection+"</value>") {
-			t.Fatalf("%s has no hadoop.rpc.protection %s to replace", name, sc.RPCProtection)
+		text := string(b)
+		for key, v := range values {
+			re := regexp.MustCompile(`<name>` + regexp.QuoteMeta(key) + `</name><value>[^<]*</value>`)
+			text = re.ReplaceAllString(text, "<name>"+key+"</name><value>"+v+"</value>")
 		}
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+	for key, v := range values {
+		found := false
+		for _, name := range []string{"core-site.xml", "hdfs-site.xml"} {
+			b, _ := os.ReadFile(filepath.Join(dir, name))
+			found = found || strings.Contains(string(b), "<name>"+key+"</name><value>"+v+"</value>")
+		}
+		if !found {
+			t.Fatalf("the cluster's configuration has no %s to set", key)
 		}
 	}
 	return dir
@@ -214,7 +237,10 @@ func TestRealSecureHDFSThirdPartyClient(t *testing.T) {
 				out = append(out, kv)
 			}
 		}
-		return append(out, "HADOOP_CONF_DIR="+sc.ConfDir, "KRB5_CONFIG="+sc.KDC.Conf, "KRB5CCNAME="+cc)
+		// colinmarc/hdfs v2.4.0 reads only at data transfer protection
+		// authentication (see hadooptest.SecureDataTransferProtection).
+		conf := confWith(t, sc, map[string]string{"dfs.data.transfer.protection": "authentication"})
+		return append(out, "HADOOP_CONF_DIR="+conf, "KRB5_CONFIG="+sc.KDC.Conf, "KRB5CCNAME="+cc)
 	}
 	withTicket := env(sc.Kinit(t))
 	if out, err := hdfsCmd(withTicket, "ls", "/user/"+hadooptest.SecureUser+"/third-party"); err != nil || !strings.Contains(out, "file.txt") {
@@ -235,10 +261,16 @@ func TestRealSecureHDFSThirdPartyClient(t *testing.T) {
 // cluster with no ticket cache, so only the flags log in.
 func submitSecure(t *testing.T, sc *hadooptest.SecureCluster, timeout time.Duration, args ...string) (int, string, string) {
 	t.Helper()
+	return submitSecureConf(t, sc, sc.ConfDir, timeout, args...)
+}
+
+// submitSecureConf is submitSecure with HADOOP_CONF_DIR set to conf.
+func submitSecureConf(t *testing.T, sc *hadooptest.SecureCluster, conf string, timeout time.Duration, args ...string) (int, string, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, spindleBin, append([]string{"submit", "--master", "yarn", "--conf", "spindle.network.interface=lo"}, args...)...)
-	cmd.Env = append(env(sc.ConfDir), "KRB5_CONFIG="+sc.KDC.Conf, "KRB5CCNAME=FILE:"+filepath.Join(t.TempDir(), "no-ticket"))
+	cmd.Env = append(env(conf), "KRB5_CONFIG="+sc.KDC.Conf, "KRB5CCNAME=FILE:"+filepath.Join(t.TempDir(), "no-ticket"))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -316,6 +348,20 @@ func TestRealSecureSubmit(t *testing.T) {
 		}
 		t.Logf("executors opened the input %d times with the delegation token", tokenOpens)
 	})
+	t.Run("client mode, privacy only", func(t *testing.T) {
+		// The gateway's configuration, which the driver ships to its
+		// executors, accepts privacy alone: the gateway's Kerberos RPC, the
+		// executors' token RPC (DIGEST-MD5 auth-conf) and every datanode
+		// connection are encrypted, against real Hadoop's Java SASL.
+		conf := confWith(t, sc, map[string]string{"hadoop.rpc.protection": "privacy", "dfs.data.transfer.protection": "privacy"})
+		code, stdout, stderr := submitSecureConf(t, sc, conf, 4*time.Minute,
+			"--principal", hadooptest.SecureUser, "--keytab", sc.UserKeytab, "--name", "secure-logreg-privacy",
+			"--num-executors", "2", "--executor-memory", "256m", "--input", input, "--label-column", "label",
+			"--feed", "tensor", "--batch-rows", "128", "--epochs", "2", "--seed", "3", "--", logregBin, "--lr", "0.5")
+		if code != 0 || !strings.Contains(stdout+stderr, "[rank 1] final") {
+			t.Fatalf("spindle submit exited %d\n--- stdout\n%s\n--- stderr\n%s", code, stdout, stderr)
+		}
+	})
 	t.Run("cluster mode", func(t *testing.T) {
 		// The driver runs in the ApplicationMaster, which has no ticket
 		// and no keytab: it plans over HDFS and hands its executors the
@@ -387,7 +433,7 @@ func TestRealSecureDoctor(t *testing.T) {
 	sc := hadooptest.SharedSecure(t)
 	// The ResourceManager and the namenode over GSSAPI at privacy: the
 	// configuration asks for nothing less.
-	conf := confWithProtection(t, sc, "privacy")
+	conf := confWith(t, sc, map[string]string{"hadoop.rpc.protection": "privacy"})
 	doctor := func(args ...string) (int, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
