@@ -117,6 +117,11 @@ func runMinicluster(c *cli.Context) error {
 	if err := cluster.WriteConfig(confDir); err != nil {
 		return err
 	}
+	if realm != nil {
+		if err := writeProtection(confDir); err != nil {
+			return err
+		}
+	}
 	var yc *yarntest.Cluster
 	if n := c.Int("nodemanagers"); n > 0 {
 		ycfg := yarntest.Config{

@@ -79,7 +79,8 @@ func startSecureMinicluster(t *testing.T, dir, data string) string {
 }
 
 // TestSecureMinicluster: spindle minicluster --secure starts a KDC and a
-// Kerberized test HDFS and YARN, and from the files it writes and the
+// Kerberized test HDFS and YARN with every connection at privacy (the
+// RPC, Kerberos and token alike, and datanodes), and from the files it writes and the
 // commands it prints, spindle submit runs the Go example on YARN in client
 // mode (a keytab login, no ticket) and in cluster mode (a ticket from MIT's
 // kinit -kt), where the driver in the ApplicationMaster has only the
@@ -100,12 +101,18 @@ func TestSecureMinicluster(t *testing.T) {
 			t.Fatalf("the usage does not say %q:\n%s", want, usage)
 		}
 	}
-	for name, want := range map[string]string{
-		"core-site.xml": "kerberos", "hdfs-site.xml": "nn/_HOST@" + krbtest.Realm, "yarn-site.xml": "rm/_HOST@" + krbtest.Realm,
+	// A production-like secure cluster: Kerberos, and every connection
+	// (Kerberos and token RPC, datanodes) encrypted.
+	for _, c := range []struct{ file, want string }{
+		{"core-site.xml", "kerberos"},
+		{"core-site.xml", "<name>hadoop.rpc.protection</name>\n    <value>privacy</value>"},
+		{"hdfs-site.xml", "nn/_HOST@" + krbtest.Realm},
+		{"hdfs-site.xml", "<name>dfs.data.transfer.protection</name>\n    <value>privacy</value>"},
+		{"yarn-site.xml", "rm/_HOST@" + krbtest.Realm},
 	} {
-		b, err := os.ReadFile(filepath.Join(confDir, name))
-		if err != nil || !strings.Contains(string(b), want) {
-			t.Fatalf("%s does not name %q (%v):\n%s", name, want, err, b)
+		b, err := os.ReadFile(filepath.Join(confDir, c.file))
+		if err != nil || !strings.Contains(string(b), c.want) {
+			t.Fatalf("%s does not say %q (%v):\n%s", c.file, c.want, err, b)
 		}
 	}
 	noTicket := "KRB5CCNAME=FILE:" + filepath.Join(t.TempDir(), "no-ticket")
