@@ -3,7 +3,10 @@
 # with NODEMANAGERS nodemanagers) on loopback for Spindle's real-Hadoop test
 # tier, and runs until its standard input closes.
 #
-#   scripts/hadoop-minicluster.sh WORKDIR [DATANODES [NODEMANAGERS]]
+#   scripts/hadoop-minicluster.sh WORKDIR [DATANODES [NODEMANAGERS [SECURE_PROPERTIES]]]
+#
+# With SECURE_PROPERTIES the cluster runs in Kerberos mode against the KDC
+# that file names (its keys: scripts/hadoop/SpindleMiniCluster.java).
 #
 # The cluster's client configuration goes to WORKDIR/conf (use it as
 # HADOOP_CONF_DIR); a line "spindle-minicluster ready: ..." on standard output
@@ -33,10 +36,16 @@ if [ ! -s "$cache/classpath-$stamp.txt" ] || [ ! -f "$cache/classes-$stamp/Spind
 fi
 [ "${1:-}" = "--fetch" ] && exit 0
 
-work=${1:?usage: hadoop-minicluster.sh WORKDIR [DATANODES [NODEMANAGERS]]}
+work=${1:?usage: hadoop-minicluster.sh WORKDIR [DATANODES [NODEMANAGERS [SECURE_PROPERTIES]]]}
 datanodes=${2:-3}
 nodemanagers=${3:-3}
-mkdir -p "$work"
+secure=()
+if [ -n "${4:-}" ]; then
+  secure=("$(cd "$(dirname "$4")" && pwd)/$(basename "$4")")
+fi
+# WORKDIR/ssl holds a secure cluster's ssl-server.xml and ssl-client.xml,
+# which Hadoop finds on the classpath.
+mkdir -p "$work/ssl"
 work=$(cd "$work" && pwd)
 cd "$work"
 # Hadoop 3.4 reaches into JDK internals (Guice, its RPC engine).
@@ -44,7 +53,24 @@ opens=()
 for p in java.lang java.lang.reflect java.util java.util.concurrent java.io java.net java.nio sun.nio.ch; do
   opens+=("--add-opens=java.base/$p=ALL-UNNAMED")
 done
+# Hadoop's own logs are off unless SPINDLE_HADOOP_LOG names a level
+# (INFO, WARN, DEBUG): then they go to standard error. The namenode's audit
+# log (who did what, authenticated how) always goes to WORKDIR/hdfs-audit.log.
+level=${SPINDLE_HADOOP_LOG:-OFF}
+cat >"$work/log4j.properties" <<EOF
+log4j.rootLogger=$level, err
+log4j.appender.err=org.apache.log4j.ConsoleAppender
+log4j.appender.err.target=System.err
+log4j.appender.err.layout=org.apache.log4j.PatternLayout
+log4j.appender.err.layout.ConversionPattern=%d{ISO8601} %p %c{1}: %m%n
+log4j.logger.org.apache.hadoop.hdfs.server.namenode.FSNamesystem.audit=INFO, audit
+log4j.additivity.org.apache.hadoop.hdfs.server.namenode.FSNamesystem.audit=false
+log4j.appender.audit=org.apache.log4j.FileAppender
+log4j.appender.audit.File=$work/hdfs-audit.log
+log4j.appender.audit.layout=org.apache.log4j.PatternLayout
+log4j.appender.audit.layout.ConversionPattern=%m%n
+EOF
 exec java -Xmx1536m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "${opens[@]}" \
-  -Dlog4j.configuration=file:/dev/null -Dhadoop.log.dir="$work/logs" \
-  -cp "$cache/classes-$stamp:$(cat "$cache/classpath-$stamp.txt")" \
-  SpindleMiniCluster "$work" "$work/conf" "$datanodes" "$nodemanagers"
+  -Dlog4j.configuration="file:$work/log4j.properties" -Dhadoop.log.dir="$work/logs" \
+  -cp "$cache/classes-$stamp:$work/ssl:$(cat "$cache/classpath-$stamp.txt")" \
+  SpindleMiniCluster "$work" "$work/conf" "$datanodes" "$nodemanagers" "${secure[@]}"

@@ -18,6 +18,7 @@ import (
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/internal/config"
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 
@@ -29,9 +30,10 @@ type App struct {
 	st   *stager
 	plan Plan
 
-	mu    sync.Mutex
-	ended bool // the application reached a final state
-	once  sync.Once
+	mu     sync.Mutex
+	ended  bool                       // the application reached a final state
+	tokens map[string]hadooprpc.Token // HDFS delegation tokens by cluster URI, cancelled on Close
+	once   sync.Once
 }
 
 // SubmitCluster submits job in cluster mode: it stages the spindle binary,
@@ -44,10 +46,6 @@ func SubmitCluster(ctx context.Context, cfg Config, job ClusterJob) (*App, error
 	g, err := newGateway(ctx, cfg)
 	if err != nil {
 		return nil, err
-	}
-	if g.sec.Kerberos {
-		g.close()
-		return nil, fmt.Errorf("%w: --deploy-mode cluster on a Kerberized cluster (hadoop.security.authentication is kerberos in %s) is not built yet: use --deploy-mode client", ErrConfig, g.conf.Dir)
 	}
 	id, st, err := g.newApp(ctx, func(maxMB int64) error {
 		if int64(cfg.AMMemoryMB) > maxMB {
@@ -106,7 +104,44 @@ func (a *App) submit(ctx context.Context, job ClusterJob) error {
 		Racks: a.racks(ctx), LocalityWaitMS: a.cfg.LocalityWait.Milliseconds(),
 		Cluster: &job,
 	}
-	return a.launch(ctx, a.id, a.plan, nil)
+	var tokens map[string]hadooprpc.Token
+	if a.sec.Kerberos {
+		if tokens, err = a.delegationTokens(ctx, job); err != nil {
+			return err
+		}
+	}
+	return a.launch(ctx, a.id, a.plan, tokens)
+}
+
+// delegationTokens obtains, for a cluster-mode job on a Kerberized
+// cluster, an HDFS delegation token renewable by the ResourceManager from
+// every cluster the job names (the default file system, which holds the
+// staging directory, and each hdfs:// URI in its inputs, settings, command
+// and environment), and returns them by service for the AM's credentials.
+// The driver in the AM has no Kerberos login: it reads HDFS, and hands its
+// executors, these tokens; YARN gives the AM its AMRMToken.
+func (a *App) delegationTokens(ctx context.Context, job ClusterJob) (map[string]hadooprpc.Token, error) {
+	named := driver.ExecutorSpec{Env: job.Env}
+	named.Args = append(append(append(append([]string(nil), job.Inputs...), job.Settings...), job.Command...), job.Files...)
+	named.Args = append(append(named.Args, job.PyFiles...), job.Archives...)
+	renewer := a.sec.Renewer()
+	out := map[string]hadooprpc.Token{}
+	byURI := map[string]hadooprpc.Token{}
+	for _, uri := range jobNamenodes(a.conf.Get("fs.defaultFS", ""), []driver.ExecutorSpec{named}) {
+		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		tok, err := a.resolver.DelegationToken(tctx, uri+"/", renewer)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("%w: HDFS delegation token for the job's ApplicationMaster and containers: %v", ErrConfig, err)
+		}
+		out[tok.Service] = tok
+		byURI[uri] = tok
+		a.log.Info("hdfs delegation token obtained", "cluster", uri, "service", tok.Service, "renewer", renewer)
+	}
+	a.mu.Lock()
+	a.tokens = byURI
+	a.mu.Unlock()
+	return out, nil
 }
 
 // stageConf stages the Hadoop client configuration (the *.xml files of
@@ -338,6 +373,17 @@ func (a *App) Close() error {
 					errs = append(errs, kerr)
 				}
 				a.waitFinal(ctx, a.id, 30*time.Second)
+			}
+		}
+		// The application has ended: its tokens go (a ResourceManager
+		// that cancels an application's tokens itself was first).
+		a.mu.Lock()
+		tokens := a.tokens
+		a.tokens = nil
+		a.mu.Unlock()
+		for uri, tok := range tokens {
+			if cerr := a.resolver.CancelDelegationToken(ctx, uri+"/", tok); cerr != nil {
+				a.log.Info("hdfs delegation token not cancelled: the ResourceManager may have cancelled it at the application's end", "cluster", uri, "err", cerr)
 			}
 		}
 		if a.st != nil {

@@ -21,7 +21,7 @@ func miniclusterCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "minicluster",
 		Usage:     "run a small HDFS and YARN on this machine for demos and development",
-		UsageText: "spindle minicluster --dir DIR [--datanodes 3] [--nodemanagers 2] [--block-size 1MiB] [--put 'LOCAL_GLOB=HDFS_DIR' ...]",
+		UsageText: "spindle minicluster --dir DIR [--secure] [--datanodes 3] [--nodemanagers 2] [--block-size 1MiB] [--put 'LOCAL_GLOB=HDFS_DIR' ...]",
 		Description: `Starts a namenode and datanodes on the loopback interface that speak the
 HDFS wire protocols, keeping their files under DIR (a restart with the same
 DIR finds them again), and a ResourceManager and NodeManagers that speak
@@ -30,7 +30,16 @@ writes DIR/hadoop-conf/{core-site.xml,hdfs-site.xml,yarn-site.xml}: point
 HADOOP_CONF_DIR there and hdfs:///paths reach this HDFS and
 'spindle submit --master yarn' this YARN. No Java needed. Runs until
 interrupted. Authentication is simple: HADOOP_USER_NAME (or your login)
-names the user; you are the superuser.`,
+names the user; you are the superuser.
+
+With --secure it is a Kerberized cluster instead: it starts an MIT
+Kerberos KDC (krb5kdc, kdb5_util and kadmin.local must be installed;
+Debian: krb5-kdc krb5-admin-server krb5-user) for the realm SPINDLE.TEST
+on loopback, writes DIR/kdc/krb5.conf and keytabs for the namenode, the
+ResourceManager and you (HADOOP_USER_NAME or your login), and turns
+Kerberos on in the site files: hdfs:// paths and spindle submit then need
+a ticket (kinit -kt) or --principal and --keytab, and YARN containers read
+HDFS with delegation tokens. A restart makes a new realm and keytabs.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dir", Required: true, Usage: "`DIR` holding the cluster's files and hadoop-conf/"},
 			&cli.IntFlag{Name: "datanodes", Value: 3, Usage: "number of datanodes"},
@@ -42,6 +51,7 @@ names the user; you are the superuser.`,
 			&cli.IntFlag{Name: "port", Usage: "namenode `PORT` (default: any free port)"},
 			&cli.StringSliceFlag{Name: "put", Usage: "copy local files into HDFS at start: `LOCAL_GLOB=HDFS_DIR` (repeatable)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+			&cli.BoolFlag{Name: "secure", Usage: "Kerberos on: start a KDC and write krb5.conf, keytabs and secure site files under DIR"},
 		},
 		Action: runMinicluster,
 	}
@@ -90,6 +100,14 @@ func runMinicluster(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	var realm *secureRealm
+	if c.Bool("secure") {
+		if realm, err = startSecureRealm(c.Context, dir); err != nil {
+			return err
+		}
+		defer realm.kdc.Close()
+		realm.hdfs(&cfg)
+	}
 	cluster, err := hdfstest.Start(c.Context, cfg)
 	if err != nil {
 		return err
@@ -99,12 +117,21 @@ func runMinicluster(c *cli.Context) error {
 	if err := cluster.WriteConfig(confDir); err != nil {
 		return err
 	}
+	if realm != nil {
+		if err := writeProtection(confDir); err != nil {
+			return err
+		}
+	}
 	var yc *yarntest.Cluster
 	if n := c.Int("nodemanagers"); n > 0 {
-		yc, err = yarntest.Start(c.Context, yarntest.Config{
+		ycfg := yarntest.Config{
 			Dir: filepath.Join(dir, "yarn"), NodeManagers: n, NodeMemoryMB: int(nmMem >> 20), NodeVCores: c.Int("nm-vcores"),
 			HadoopConfDir: confDir, Logger: log,
-		})
+		}
+		if realm != nil {
+			realm.yarn(&ycfg)
+		}
+		yc, err = yarntest.Start(c.Context, ycfg)
 		if err != nil {
 			return err
 		}
@@ -113,14 +140,21 @@ func runMinicluster(c *cli.Context) error {
 			return err
 		}
 	}
-	res := fsys.NewResolver(fsys.Options{HadoopConfDir: confDir, User: cluster.Superuser()})
+	ropts := fsys.Options{HadoopConfDir: confDir, User: cluster.Superuser(), NoTokens: true}
+	if realm != nil {
+		// The --put files are written as the user, logged in from the
+		// keytab with the realm's krb5.conf.
+		os.Setenv("KRB5_CONFIG", realm.kdc.Conf)
+		ropts.KerberosPrincipal, ropts.KerberosKeytab = realm.user, realm.userKeytab
+	}
+	res := fsys.NewResolver(ropts)
 	defer res.Close()
 	for _, p := range puts {
 		if err := putFiles(c.Context, res, p, c.App.Writer); err != nil {
 			return err
 		}
 	}
-	printMiniclusterUsage(c.App.Writer, cluster, yc, dir, confDir)
+	printMiniclusterUsage(c.App.Writer, cluster, yc, dir, confDir, realm)
 	<-c.Context.Done()
 	fmt.Fprintln(c.App.Writer, "stopping the minicluster")
 	if yc != nil {
@@ -187,7 +221,7 @@ func copyToFS(ctx context.Context, dst fsys.FS, local, name string) error {
 	return af.Commit()
 }
 
-func printMiniclusterUsage(w io.Writer, c *hdfstest.Cluster, yc *yarntest.Cluster, dir, confDir string) {
+func printMiniclusterUsage(w io.Writer, c *hdfstest.Cluster, yc *yarntest.Cluster, dir, confDir string, realm *secureRealm) {
 	user := c.Superuser()
 	what, yarnLine, yarnCmd := "HDFS is running", "", ""
 	if yc != nil {
@@ -197,19 +231,33 @@ func printMiniclusterUsage(w io.Writer, c *hdfstest.Cluster, yc *yarntest.Cluste
       --input 'hdfs:///user/%s/data/*.parquet' --label-column label -- python3 train.py
 `, user)
 	}
+	// Who you are: HADOOP_USER_NAME on a simple cluster, a Kerberos
+	// login on a secure one.
+	login := fmt.Sprintf("  export HADOOP_USER_NAME=%s\n", user)
+	if realm != nil {
+		what += " with Kerberos"
+		login = realm.loginLines()
+	}
 	fmt.Fprintf(w, `spindle minicluster: %s
   namenode    %s
   datanodes   %d
 %s  files       %s
   config      %s
-
+`, what, c.URI(), len(c.DataNodes()), yarnLine, filepath.Join(dir, "hdfs"), confDir)
+	if realm != nil {
+		realm.printRealm(w, yc != nil)
+	}
+	fmt.Fprintf(w, `
 In another shell:
   export HADOOP_CONF_DIR=%s
-  export HADOOP_USER_NAME=%s
-  spindle submit --master 'local[2]' --input 'hdfs:///user/%s/data/*.parquet' \
+%s  spindle submit --master 'local[2]' --input 'hdfs:///user/%s/data/*.parquet' \
       --label-column label --checkpoint-dir hdfs:///user/%s/checkpoints -- python3 train.py
-%s
+%s`, confDir, login, user, user, yarnCmd)
+	if realm != nil && yc != nil {
+		realm.printKeytabSubmit(w)
+	}
+	fmt.Fprintf(w, `
 Load data with --put 'LOCAL_GLOB=/user/%s/data' when starting, or any HDFS
 client. Press Ctrl-C to stop; the files stay in %s.
-`, what, c.URI(), len(c.DataNodes()), yarnLine, filepath.Join(dir, "hdfs"), confDir, confDir, user, user, user, yarnCmd, user, dir)
+`, user, dir)
 }

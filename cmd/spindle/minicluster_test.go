@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/krbtest"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 	yarnclient "github.com/spindle-ml/spindle/yarn/client"
 )
@@ -115,5 +116,27 @@ func TestMiniclusterBadFlags(t *testing.T) {
 				t.Fatalf("error %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestMiniclusterSecureWithoutKerberos: spindle minicluster --secure on a
+// machine without MIT Kerberos's programs exits 2 naming the first one
+// missing, before starting anything.
+func TestMiniclusterSecureWithoutKerberos(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	saved := krbtest.SbinDirs
+	krbtest.SbinDirs = nil
+	defer func() { krbtest.SbinDirs = saved }()
+	dir := t.TempDir()
+	app := newApp()
+	app.Writer, app.ErrWriter = io.Discard, io.Discard
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := app.RunContext(ctx, []string{"spindle", "minicluster", "--secure", "--dir", dir})
+	if code := exitCode(err); code != exitUsage || !strings.Contains(err.Error(), "krb5kdc not found") {
+		t.Fatalf("exit %d: %v; want exit %d naming krb5kdc", code, err, exitUsage)
+	}
+	if _, serr := os.Stat(filepath.Join(dir, "hdfs")); serr == nil {
+		t.Fatal("the HDFS was started before the check")
 	}
 }

@@ -157,10 +157,12 @@ func yarnKill(c *cli.Context) error {
 
 // clusterModeDropped are keys the gateway does not pass to a cluster-mode
 // driver: they describe the gateway (its address, its Hadoop configuration
-// directory) or the deploy mode itself.
+// directory, its Kerberos login: the driver in the AM has delegation
+// tokens, never the keytab) or the deploy mode itself.
 var clusterModeDropped = map[string]bool{
 	config.KeyDeployMode: true, config.KeyDriverHost: true, config.KeyDriverBindHost: true,
 	config.KeyHadoopConfDir: true, config.KeyHadoopUser: true, config.KeyCheckpointDir: true,
+	config.KeyKerberosPrincipal: true, config.KeyKerberosKeytab: true,
 }
 
 // runYARNCluster submits a job in --deploy-mode cluster: the driver runs

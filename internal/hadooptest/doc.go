@@ -5,4 +5,10 @@
 // serves every test of a test binary; it stops when the binary exits (its
 // launcher ends when its standard input closes). Tests skip, saying why,
 // only when Java or Maven is missing.
+//
+// SharedSecure starts a second, Kerberized cluster (one datanode, one
+// NodeManager) and a real MIT KDC for it (internal/krbtest): Hadoop's
+// daemons log in from a keytab made in that KDC, HDFS has block access
+// tokens and SASL data transfer protection, and YARN takes Kerberos. Its
+// tests skip also when MIT Kerberos is not installed.
 package hadooptest

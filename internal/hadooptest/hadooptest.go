@@ -28,6 +28,9 @@ type Cluster struct {
 	// ConfDir holds core-site.xml, hdfs-site.xml and yarn-site.xml: use
 	// it as HADOOP_CONF_DIR.
 	ConfDir string
+	// AuditLog is the namenode's audit log: a line per namespace call
+	// with its user and how it authenticated (auth:KERBEROS, auth:TOKEN).
+	AuditLog string
 	// Props are the "ready" line's values: fs.defaultFS,
 	// yarn.resourcemanager.address, .scheduler.address, .webapp.address.
 	Props map[string]string
@@ -43,6 +46,12 @@ var (
 	startErr error
 	skipWhy  string
 	workDir  string
+
+	secureOnce     sync.Once
+	secure         *SecureCluster
+	secureStartErr error
+	secureSkipWhy  string
+	secureWorkDir  string
 )
 
 // Shared returns the test binary's cluster, starting it on first use; the
@@ -66,8 +75,16 @@ func Main(m *testing.M) int {
 	if shared != nil {
 		shared.Stop()
 	}
-	if workDir != "" {
-		os.RemoveAll(workDir)
+	if secure != nil {
+		secure.Stop()
+		secure.KDC.Close()
+	}
+	for _, d := range []string{workDir, secureWorkDir} {
+		// SPINDLE_HADOOP_KEEP=1 keeps the clusters' directories (their
+		// cluster.log) for a look after the tests.
+		if d != "" && os.Getenv("SPINDLE_HADOOP_KEEP") != "1" {
+			os.RemoveAll(d)
+		}
 	}
 	return code
 }
@@ -80,32 +97,55 @@ func repoRoot() (string, error) {
 	return filepath.Abs(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-func start() (*Cluster, error) {
+// skipReason says why the real-Hadoop tier cannot run here, or "".
+func skipReason() string {
 	if os.Getenv(EnvSkip) == "1" {
-		skipWhy = "real Hadoop tier skipped: " + EnvSkip + "=1"
-		return nil, nil
+		return "real Hadoop tier skipped: " + EnvSkip + "=1"
 	}
 	for _, tool := range []string{"java", "javac", "mvn"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			skipWhy = fmt.Sprintf("real Hadoop tier skipped: %s is not installed (scripts/install-deps.sh installs it)", tool)
-			return nil, nil
+			return fmt.Sprintf("real Hadoop tier skipped: %s is not installed (scripts/install-deps.sh installs it)", tool)
 		}
 	}
+	return ""
+}
+
+// script returns the launcher's path after fetching Hadoop and building
+// the launcher, without a deadline: the first run downloads Hadoop.
+func script() (string, error) {
 	root, err := repoRoot()
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	script := filepath.Join(root, "scripts", "hadoop-minicluster.sh")
-	// Fetch first, without a deadline: the first run downloads Hadoop.
 	fetch := exec.Command(script, "--fetch")
 	if out, err := fetch.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("%s --fetch: %v\n%s", script, err, out)
+		return "", fmt.Errorf("%s --fetch: %v\n%s", script, err, out)
+	}
+	return script, nil
+}
+
+func start() (*Cluster, error) {
+	if skipWhy = skipReason(); skipWhy != "" {
+		return nil, nil
+	}
+	script, err := script()
+	if err != nil {
+		return nil, err
 	}
 	if workDir, err = os.MkdirTemp("", "spindle-hadoop-"); err != nil {
 		return nil, err
 	}
-	c := &Cluster{ConfDir: filepath.Join(workDir, "conf"), Props: map[string]string{}, done: make(chan error, 1)}
-	c.cmd = exec.Command(script, workDir, "3", "3")
+	return launch(script, workDir, "3", "3")
+}
+
+// launch runs the launcher on dir with args after it and waits for the
+// cluster to be ready.
+func launch(script, dir string, args ...string) (*Cluster, error) {
+	workDir := dir
+	c := &Cluster{ConfDir: filepath.Join(workDir, "conf"), AuditLog: filepath.Join(workDir, "hdfs-audit.log"),
+		Props: map[string]string{}, done: make(chan error, 1)}
+	c.cmd = exec.Command(script, append([]string{workDir}, args...)...)
 	logf, err := os.Create(filepath.Join(workDir, "cluster.log"))
 	if err != nil {
 		return nil, err
@@ -141,11 +181,23 @@ func start() (*Cluster, error) {
 		}
 		return c, nil
 	case err := <-c.done:
-		return nil, fmt.Errorf("mini cluster exited before it was ready (%v); see %s", err, logf.Name())
+		return nil, fmt.Errorf("mini cluster exited before it was ready (%v); the end of %s:\n%s", err, logf.Name(), tail(logf.Name(), 4000))
 	case <-time.After(StartTimeout):
 		c.Stop()
 		return nil, fmt.Errorf("mini cluster not ready within %v; see %s", StartTimeout, logf.Name())
 	}
+}
+
+// tail returns up to the last n bytes of a file.
+func tail(name string, n int64) string {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return err.Error()
+	}
+	if int64(len(b)) > n {
+		b = b[int64(len(b))-n:]
+	}
+	return string(b)
 }
 
 // Stop stops the cluster and waits for it, killing it after 30 seconds.

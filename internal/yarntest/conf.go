@@ -11,8 +11,8 @@ import (
 
 // WriteConfig writes yarn-site.xml for this cluster into dir (beside the
 // test HDFS's core-site.xml), ready to be HADOOP_CONF_DIR: the
-// ResourceManager's client and scheduler addresses and the largest
-// container.
+// ResourceManager's client and scheduler addresses, the largest
+// container, and on a Kerberized cluster the ResourceManager's principal.
 func (c *Cluster) WriteConfig(dir string) error {
 	host, _, _ := net.SplitHostPort(c.rmAddr)
 	props := []property{

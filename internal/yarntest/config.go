@@ -69,7 +69,9 @@ type Config struct {
 	// Principal, when set, is written as yarn.resourcemanager.principal.
 	// The ResourceManager does not renew the applications' delegation
 	// tokens, as YARN's does: a token in a launch context lives until its
-	// first renewal deadline.
+	// first renewal deadline. With ClientSASL, NodeManagers localize a
+	// container's hdfs:// resources with the delegation tokens of its
+	// launch context, as a secure NodeManager does.
 	ClientSASL hadooprpc.SASL
 	Principal  string
 }

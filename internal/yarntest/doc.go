@@ -12,7 +12,11 @@
 // getApplications) and ApplicationMasterProtocol on its scheduler port
 // (registerApplicationMaster, allocate, finishApplicationMaster), which
 // takes AMRMTokens only (SASL DIGEST-MD5), even with simple authentication
-// on the client port. Each NodeManager serves ContainerManagementProtocol
+// on the client port. With Config.ClientSASL (hadooprpc.KerberosServer)
+// and Config.Principal the client port takes Kerberos instead, as a secure
+// ResourceManager's does, and NodeManagers localize a container's hdfs://
+// files with the delegation tokens of its launch context (the test HDFS in
+// Kerberos mode): spindle minicluster --secure. Each NodeManager serves ContainerManagementProtocol
 // (startContainers, stopContainers, getContainerStatuses) to NMTokens, and
 // checks every container token against the container it names. Tokens are
 // signed with master keys that roll (RollMasterKeys) and expire

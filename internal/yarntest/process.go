@@ -168,17 +168,6 @@ func (c *Cluster) prepare(ct *container, clc *pb.ContainerLaunchContextProto, am
 			return nil, err
 		}
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Minute)
-	defer cancel()
-	for _, lr := range clc.GetLocalResources() {
-		local, err := c.localize(ctx, n, a.user, lr.GetValue())
-		if err != nil {
-			return nil, fmt.Errorf("localize %s: %w", lr.GetKey(), err)
-		}
-		if err := os.Symlink(local, filepath.Join(work, lr.GetKey())); err != nil {
-			return nil, err
-		}
-	}
 	tokens := clc.GetTokens()
 	if amrm != nil {
 		creds := hadooprpc.NewCredentials()
@@ -199,6 +188,23 @@ func (c *Cluster) prepare(ct *container, clc *pb.ContainerLaunchContextProto, am
 	tokFile := filepath.Join(work, "container_tokens")
 	if err := os.WriteFile(tokFile, tokens, 0o600); err != nil {
 		return nil, err
+	}
+	// A Kerberized cluster's NodeManager reads the container's hdfs://
+	// resources with the delegation tokens of its launch context.
+	localTokens := ""
+	if c.cfg.ClientSASL != nil && len(tokens) > 0 {
+		localTokens = tokFile
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Minute)
+	defer cancel()
+	for _, lr := range clc.GetLocalResources() {
+		local, err := c.localize(ctx, n, a.user, localTokens, lr.GetValue())
+		if err != nil {
+			return nil, fmt.Errorf("localize %s: %w", lr.GetKey(), err)
+		}
+		if err := os.Symlink(local, filepath.Join(work, lr.GetKey())); err != nil {
+			return nil, err
+		}
 	}
 
 	yarnEnv := map[string]string{
@@ -292,7 +298,9 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 
 // localize copies a LocalResource into the node's file cache, once per
 // source and timestamp, refusing one whose timestamp changed as YARN does.
-func (c *Cluster) localize(ctx context.Context, n *nodeManager, user string, lr *pb.LocalResourceProto) (string, error) {
+// With tokenFile, it reads HDFS with that credentials file's delegation
+// tokens.
+func (c *Cluster) localize(ctx context.Context, n *nodeManager, user, tokenFile string, lr *pb.LocalResourceProto) (string, error) {
 	u := lr.GetResource()
 	var src string
 	switch u.GetScheme() {
@@ -312,7 +320,7 @@ func (c *Cluster) localize(ctx context.Context, n *nodeManager, user string, lr 
 	if p, ok := n.cache[key]; ok {
 		return p, nil
 	}
-	r := fsys.NewResolver(fsys.Options{HadoopConfDir: c.cfg.HadoopConfDir, User: user, NoTokens: true})
+	r := fsys.NewResolver(fsys.Options{HadoopConfDir: c.cfg.HadoopConfDir, User: user, TokenFile: tokenFile, NoTokens: tokenFile == ""})
 	defer r.Close()
 	f, name, err := r.Resolve(ctx, src)
 	if err != nil {

@@ -4,20 +4,44 @@
 // directory, and runs until its standard input closes, so a test process that
 // dies takes the cluster with it.
 //
-// Usage: SpindleMiniCluster WORKDIR CONFDIR DATANODES NODEMANAGERS
+// Usage: SpindleMiniCluster WORKDIR CONFDIR DATANODES NODEMANAGERS [SECURE_PROPERTIES]
+//
+// With SECURE_PROPERTIES (a Java properties file) the cluster runs in
+// Kerberos mode, as Hadoop's own secure mini cluster tests set it up: every
+// daemon logs in as one service principal from a keytab made in the caller's
+// KDC, HDFS hands out block access tokens and protects data transfer with
+// SASL (dfs.data.transfer.protection), which with dfs.http.policy
+// HTTPS_ONLY (keystores generated here) is what lets a secure DataNode run
+// without privileged ports, and YARN's ResourceManager and NodeManagers
+// take Kerberos. Its keys:
+//   krb5.conf                  the realm's krb5.conf
+//   principal                  the daemons' principal, with its realm
+//   spnego.principal           HTTP/host@REALM for the web endpoints
+//   keytab                     a keytab holding both
+//   rpc.protection             hadoop.rpc.protection
+//   data.transfer.protection   dfs.data.transfer.protection
+//   users                      comma-separated users given an HDFS home
 import java.io.File;
+import java.io.FileInputStream;
 import java.io.FileOutputStream;
+import java.io.InputStream;
 import java.io.OutputStream;
+import java.util.Properties;
 
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.permission.FsPermission;
+import org.apache.hadoop.security.UserGroupInformation;
+import org.apache.hadoop.security.ssl.KeyStoreTestUtil;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
 import org.apache.hadoop.yarn.conf.YarnConfiguration;
 import org.apache.hadoop.yarn.server.MiniYARNCluster;
 
 public class SpindleMiniCluster {
   public static void main(String[] args) throws Exception {
-    if (args.length != 4) {
-      System.err.println("usage: SpindleMiniCluster WORKDIR CONFDIR DATANODES NODEMANAGERS");
+    if (args.length != 4 && args.length != 5) {
+      System.err.println("usage: SpindleMiniCluster WORKDIR CONFDIR DATANODES NODEMANAGERS [SECURE_PROPERTIES]");
       System.exit(2);
     }
     File work = new File(args[0]);
@@ -43,9 +67,34 @@ public class SpindleMiniCluster {
     conf.set("yarn.resourcemanager.scheduler.class",
         "org.apache.hadoop.yarn.server.resourcemanager.scheduler.capacity.CapacityScheduler");
 
+    Properties secure = null;
+    if (args.length == 5) {
+      secure = new Properties();
+      try (InputStream in = new FileInputStream(args[4])) {
+        secure.load(in);
+      }
+      secureConf(conf, secure, work);
+    }
+
     MiniDFSCluster dfs = new MiniDFSCluster.Builder(conf).numDataNodes(datanodes).build();
     dfs.waitActive();
     conf.set("fs.defaultFS", dfs.getURI().toString());
+    if (secure != null) {
+      // The daemons' principal is HDFS's superuser: it makes the users'
+      // homes and a world-writable /tmp, as an administrator would.
+      FileSystem fs = dfs.getFileSystem();
+      fs.mkdirs(new Path("/tmp"));
+      fs.setPermission(new Path("/tmp"), new FsPermission((short) 01777));
+      for (String user : secure.getProperty("users", "").split(",")) {
+        user = user.trim();
+        if (user.isEmpty()) {
+          continue;
+        }
+        Path home = new Path("/user/" + user);
+        fs.mkdirs(home);
+        fs.setOwner(home, user, user);
+      }
+    }
 
     MiniYARNCluster yarn = new MiniYARNCluster("spindle", nodemanagers, 1, 1);
     yarn.init(conf);
@@ -76,5 +125,55 @@ public class SpindleMiniCluster {
     yarn.stop();
     dfs.shutdown();
     System.exit(0);
+  }
+
+  // secureConf turns Kerberos on in conf and logs this JVM in as the
+  // daemons' principal.
+  static void secureConf(Configuration conf, Properties p, File work) throws Exception {
+    System.setProperty("java.security.krb5.conf", p.getProperty("krb5.conf"));
+    String principal = p.getProperty("principal");
+    String spnego = p.getProperty("spnego.principal");
+    String keytab = p.getProperty("keytab");
+    conf.set("hadoop.security.authentication", "kerberos");
+    conf.set("hadoop.rpc.protection", p.getProperty("rpc.protection", "authentication"));
+    conf.set("dfs.namenode.kerberos.principal", principal);
+    conf.set("dfs.namenode.keytab.file", keytab);
+    conf.set("dfs.datanode.kerberos.principal", principal);
+    conf.set("dfs.datanode.keytab.file", keytab);
+    conf.set("dfs.web.authentication.kerberos.principal", spnego);
+    conf.set("dfs.web.authentication.kerberos.keytab", keytab);
+    conf.setBoolean("dfs.block.access.token.enable", true);
+    conf.set("dfs.data.transfer.protection", p.getProperty("data.transfer.protection", "authentication"));
+    conf.set("dfs.http.policy", "HTTPS_ONLY");
+    conf.set("dfs.namenode.https-address", "localhost:0");
+    conf.set("dfs.datanode.https.address", "localhost:0");
+    // The keystores and ssl-{server,client}.xml: the launcher puts
+    // WORKDIR/ssl on the classpath, where Hadoop looks for them.
+    File ssl = new File(work, "ssl");
+    ssl.mkdirs();
+    KeyStoreTestUtil.setupSSLConfig(ssl.getAbsolutePath(), ssl.getAbsolutePath(), conf, false);
+    conf.set("dfs.client.https.keystore.resource", KeyStoreTestUtil.getClientSSLConfigFileName());
+    conf.set("dfs.server.https.keystore.resource", KeyStoreTestUtil.getServerSSLConfigFileName());
+    conf.set("yarn.resourcemanager.principal", principal);
+    conf.set("yarn.resourcemanager.keytab", keytab);
+    conf.set("yarn.nodemanager.principal", principal);
+    conf.set("yarn.nodemanager.keytab", keytab);
+    // Some daemons' clients start from a new Configuration (the
+    // NodeManager's localizer reading the application's files from HDFS):
+    // the security settings go to a core-site.xml on the classpath too,
+    // so every Configuration in this JVM has them.
+    Configuration site = new Configuration(false);
+    for (String key : new String[] {"hadoop.security.authentication", "hadoop.rpc.protection",
+        "dfs.namenode.kerberos.principal", "dfs.datanode.kerberos.principal", "dfs.web.authentication.kerberos.principal",
+        "dfs.block.access.token.enable", "dfs.data.transfer.protection", "dfs.http.policy",
+        "dfs.client.https.keystore.resource", "dfs.server.https.keystore.resource",
+        "yarn.resourcemanager.principal", "yarn.nodemanager.principal"}) {
+      site.set(key, conf.get(key));
+    }
+    try (OutputStream os = new FileOutputStream(new File(ssl, "core-site.xml"))) {
+      site.writeXml(os);
+    }
+    UserGroupInformation.setConfiguration(conf);
+    UserGroupInformation.loginUserFromKeytab(principal, keytab);
   }
 }
