@@ -155,9 +155,22 @@ func (r *Resolver) CancelDelegationToken(ctx context.Context, uri string, tok ha
 		return err
 	}
 	if err := nn.Call(ctx, "cancelDelegationToken", &hadooppb.CancelDelegationTokenRequestProto{Token: tok.Proto()}, &hadooppb.CancelDelegationTokenResponseProto{}); err != nil {
+		if alreadyCancelled(err) {
+			return nil
+		}
 		return fmt.Errorf("hdfs://%s: cancel %s: %w", h.cluster.authority, describeToken(tok), err)
 	}
 	return nil
+}
+
+// alreadyCancelled says whether a namenode refused to cancel a token it no
+// longer knows: someone cancelled it first (a ResourceManager cancels an
+// application's tokens as the application ends), which is what the
+// caller wanted.
+func alreadyCancelled(err error) bool {
+	re, ok := errors.AsType[*hadooprpc.RemoteError](err)
+	return ok && re.Class == "org.apache.hadoop.security.token.SecretManager$InvalidToken" &&
+		strings.HasPrefix(re.Message, "Token not found")
 }
 
 // describeToken names a token without its password.

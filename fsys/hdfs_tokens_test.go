@@ -141,6 +141,10 @@ func TestDelegationTokens(t *testing.T) {
 	if err := gateway.CancelDelegationToken(ctx, "hdfs:///", tok); err != nil {
 		t.Fatal(err)
 	}
+	// Cancelling it again (the ResourceManager was first) is no error.
+	if err := gateway.CancelDelegationToken(ctx, "hdfs:///", tok); err != nil {
+		t.Fatalf("cancel a cancelled token: %v", err)
+	}
 	t.Setenv(hadooprpc.EnvTokenFile, tokFile)
 	cancelled := NewResolver(Options{HadoopConfDir: conf})
 	defer cancelled.Close()
