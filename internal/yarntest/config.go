@@ -16,6 +16,11 @@ type NodeConfig struct {
 	MemoryMB int
 	VCores   int
 	GPUs     int
+	// Host is the loopback address the NodeManager binds to, its host
+	// in YARN's eyes; empty means Config.Host. NodeManagers on distinct
+	// addresses (127.0.0.2, ...) are distinct hosts to locality and to
+	// an application's blacklist.
+	Host string
 }
 
 // QueueConfig is one scheduler queue. A zero MemoryMB or VCores means no
@@ -136,6 +141,9 @@ func (c Config) Validate() error {
 	for i, n := range c.Nodes {
 		if n.MemoryMB <= 0 || n.VCores <= 0 || n.GPUs < 0 {
 			return fmt.Errorf("yarntest: node %d has %d MiB, %d vcores, %d GPUs: want positive memory and vcores", i, n.MemoryMB, n.VCores, n.GPUs)
+		}
+		if n.Host != "" && net.ParseIP(n.Host) == nil {
+			return fmt.Errorf("yarntest: node %d: Host %q is not an IP address", i, n.Host)
 		}
 	}
 	seen := map[string]bool{}

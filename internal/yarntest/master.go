@@ -97,6 +97,12 @@ func (c *Cluster) allocate(ctx context.Context, req *pb.AllocateRequestProto) (*
 		}
 		a.asks[k] = proto.Clone(ask).(*pb.ResourceRequestProto)
 	}
+	for _, h := range req.GetBlacklistRequest().GetBlacklistAdditions() {
+		a.blacklist[h] = true
+	}
+	for _, h := range req.GetBlacklistRequest().GetBlacklistRemovals() {
+		delete(a.blacklist, h)
+	}
 	var stop []*container
 	for _, id := range req.GetRelease() {
 		ct, ok := a.containers[client.ContainerString(id)]

@@ -1,6 +1,7 @@
 package yarntest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -74,9 +75,10 @@ func (c *Cluster) nodeByAddrLocked(addr string) *nodeManager {
 }
 
 func (c *Cluster) startNode(i int, cfg NodeConfig) (*nodeManager, error) {
-	ln, err := c.listen(0)
+	bind := cmp.Or(cfg.Host, c.cfg.Host)
+	ln, err := net.Listen("tcp", net.JoinHostPort(bind, "0"))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("yarntest: node %d: listen on %s: %w", i, bind, err)
 	}
 	host, portS, _ := net.SplitHostPort(ln.Addr().String())
 	port, _ := strconv.Atoi(portS)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -71,5 +72,39 @@ func TestSubmitLostNodeIsNotTheJobsFault(t *testing.T) {
 	}
 	if _, err := rowsum.Check(out, 2, epochs, rows); err != nil {
 		t.Errorf("%v\n%s", err, out)
+	}
+}
+
+var rankHostLine = regexp.MustCompile(`rank (\d) generation (\d) on (127\.0\.0\.\d+)`)
+
+// TestSubmitFailingHostIsLeftOut: with spindle.failure.hostMaxFailures 1,
+// the host where a rank failed gets none of the next generation's
+// executors: the ApplicationMaster puts it on the application's blacklist,
+// and the ResourceManager grants no container there.
+func TestSubmitFailingHostIsLeftOut(t *testing.T) {
+	s := startSite(t, yarntest.Config{Nodes: []yarntest.NodeConfig{
+		{MemoryMB: 4096, VCores: 4, Host: "127.0.0.1"}, {MemoryMB: 4096, VCores: 4, Host: "127.0.0.2"}}})
+	script := `echo "rank $SPINDLE_RANK generation $SPINDLE_GENERATION on $NM_HOST"
+if [ "$SPINDLE_GENERATION" = 0 ] && [ "$SPINDLE_RANK" = 1 ]; then exit 3; fi`
+	j := s.submit(t, "--name", "badhost", "--num-executors", "2", "--executor-memory", "256m",
+		"--conf", "spindle.failure.policy=restart", "--conf", "spindle.failure.hostMaxFailures=1",
+		"--", "/bin/sh", "-c", script)
+	if code := j.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("restarted job: exit %d\n%s", code, j.stderr.String())
+	}
+	out := j.stderr.String()
+	where := map[[2]string]string{}
+	for _, m := range rankHostLine.FindAllStringSubmatch(out, -1) {
+		where[[2]string{m[1], m[2]}] = m[3]
+	}
+	bad := where[[2]string{"1", "0"}]
+	if bad == "" || where[[2]string{"0", "1"}] == "" || where[[2]string{"1", "1"}] == "" {
+		t.Fatalf("cannot tell where the ranks ran (%v):\n%s", where, out)
+	}
+	if where[[2]string{"0", "1"}] == bad || where[[2]string{"1", "1"}] == bad {
+		t.Errorf("generation 1 was placed on %s, where rank 1 failed (%v):\n%s", bad, where, out)
+	}
+	if !strings.Contains(out, "host "+bad+" failed the job 1 times") {
+		t.Errorf("the exclusion of %s was not announced:\n%s", bad, out)
 	}
 }

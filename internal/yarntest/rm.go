@@ -100,6 +100,7 @@ func (c *Cluster) newAttemptLocked(a *app) {
 	a.responseID, a.lastResp = 0, nil
 	a.nmTokensFor = map[string]int32{}
 	a.asks = map[askKey]*pb.ResourceRequestProto{}
+	a.blacklist = map[string]bool{}
 	a.containers = map[string]*container{}
 	a.allocated, a.completed, a.lostNodes = nil, nil, nil
 	a.nextSeq = 0

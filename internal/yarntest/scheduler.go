@@ -39,11 +39,11 @@ func (q *queue) fits(n need) bool {
 }
 
 // pickNodeLocked returns the running node with the most free memory that
-// fits n, or nil. Called with c.mu held.
-func (c *Cluster) pickNodeLocked(n need) *nodeManager {
+// fits n and is not on a host in avoid, or nil. Called with c.mu held.
+func (c *Cluster) pickNodeLocked(n need, avoid map[string]bool) *nodeManager {
 	var best *nodeManager
 	for _, nm := range c.nodes {
-		if nm.state != pb.NodeStateProto_NS_RUNNING || !nm.fits(n) {
+		if nm.state != pb.NodeStateProto_NS_RUNNING || !nm.fits(n) || avoid[nm.nodeID.GetHost()] {
 			continue
 		}
 		if best == nil || nm.freeMB() > best.freeMB() {
@@ -61,7 +61,11 @@ func (c *Cluster) allocateLocked(a *app, r *pb.ResourceProto, priority int32, is
 	if q == nil || !q.fits(n) {
 		return nil
 	}
-	nm := c.pickNodeLocked(n)
+	var avoid map[string]bool
+	if !isAM {
+		avoid = a.blacklist
+	}
+	nm := c.pickNodeLocked(n, avoid)
 	if nm == nil {
 		return nil
 	}

@@ -115,6 +115,11 @@ type Allocator struct {
 	responseID   int32
 	asks         []*pb.ResourceRequestProto
 	releases     []*pb.ContainerIdProto
+	// excluded are the hosts the job keeps off (ExecutorSpec.ExcludedHosts),
+	// and exclude those of them the ResourceManager has not been told yet
+	// (the next allocate call's blacklist additions).
+	excluded map[string]bool
+	exclude  []string
 	nmTokens     map[string]hadooprpc.Token
 	byID         map[string]*container // container id -> executor container
 	byExec       map[string]*container
@@ -284,6 +289,7 @@ func (a *Allocator) Request(ctx context.Context, specs []driver.ExecutorSpec) er
 		a.mu.Unlock()
 		return errors.New("yarn am: another gang is being acquired")
 	}
+	a.excludeLocked(specs)
 	// One priority per container shape, and apart for executors with
 	// and without preferred nodes: YARN's locality is per priority, and
 	// an executor that can run anywhere must not wait for the others'
@@ -364,6 +370,28 @@ wait:
 	a.mu.Unlock()
 	a.log.Info("gang granted", "executors", len(specs), "on_input_nodes", nodeLocal, "with_locality", local, "locality", g.level)
 	return a.startAll(ctx, held)
+}
+
+// excludeLocked adds the hosts the specs keep off to the application's
+// blacklist: the ResourceManager grants no container there. Called with
+// a.mu held.
+func (a *Allocator) excludeLocked(specs []driver.ExecutorSpec) {
+	var added []string
+	for _, s := range specs {
+		for _, h := range s.ExcludedHosts {
+			if h != "" && !a.excluded[h] {
+				if a.excluded == nil {
+					a.excluded = map[string]bool{}
+				}
+				a.excluded[h] = true
+				added = append(added, h)
+			}
+		}
+	}
+	if len(added) > 0 {
+		a.exclude = append(a.exclude, added...)
+		a.log.Info("asking YARN for no containers on hosts where the job failed", "hosts", strings.Join(added, ","))
+	}
 }
 
 // askLocked queues the requests of one priority of a gang for its

@@ -80,13 +80,16 @@ func (a *Allocator) allocate() error {
 	req := &pb.AllocateRequestProto{
 		Ask: a.asks, Release: a.releases, ResponseId: proto.Int32(a.responseID), Progress: proto.Float32(a.progress),
 	}
+	if len(a.exclude) > 0 {
+		req.BlacklistRequest = &pb.ResourceBlacklistRequestProto{BlacklistAdditions: a.exclude}
+	}
 	if a.tracking != a.sentTracking {
 		// The driver's web UI came up after registration (cluster mode).
 		req.TrackingUrl = proto.String(a.tracking)
 		a.sentTracking = a.tracking
 	}
-	asks, releases := a.asks, a.releases
-	a.asks, a.releases = nil, nil
+	asks, releases, exclude := a.asks, a.releases, a.exclude
+	a.asks, a.releases, a.exclude = nil, nil, nil
 	a.allocCalls++
 	a.mu.Unlock()
 
@@ -98,6 +101,7 @@ func (a *Allocator) allocate() error {
 		a.mu.Lock()
 		a.asks = append(asks, a.asks...)
 		a.releases = append(releases, a.releases...)
+		a.exclude = append(exclude, a.exclude...)
 		a.mu.Unlock()
 		var re *hadooprpc.RemoteError
 		if errors.As(err, &re) && (re.Class == "org.apache.hadoop.yarn.exceptions.ApplicationAttemptNotFoundException" ||
