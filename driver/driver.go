@@ -370,6 +370,7 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 
 	prog := newProgress(c.Console, c.ProgressInterval, c.Epochs, d.expectRows)
 	defer prog.finish()
+	shown := newClusterProgress(d.cm, d.expectRows)
 	// Replacements for dead parameter servers start in the background;
 	// they end with the job.
 	var replacing sync.WaitGroup
@@ -405,6 +406,9 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 			snap := g.snapshot()
 			prog.update(now, snap)
 			d.obs.progress(now, snap)
+			if err := shown.update(ctx, now, snap); err != nil {
+				d.logger.Debug("could not show the job's progress to the cluster manager", "err", err)
+			}
 		case <-g.failed:
 			// The caller prints the error once; logging it here too would
 			// repeat the rank's stderr a second time.

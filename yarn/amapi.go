@@ -31,6 +31,11 @@ type amFinish struct {
 	Diagnostics string `json:"diagnostics"`
 }
 
+// amProgress is the body of POST /v1/progress.
+type amProgress struct {
+	Done float64 `json:"done"` // 0 to 1
+}
+
 // amEvents is the answer of GET /v1/events.
 type amEvents struct {
 	Next   int            `json:"next"`
@@ -101,6 +106,8 @@ type amHandlers struct {
 	secret  string
 	request func(ctx context.Context, specs []driver.ExecutorSpec) error
 	release func(ctx context.Context, ids []string) error
+	// progress, in client mode, sets the application's progress (0 to 1).
+	progress func(done float32)
 	finish  func(f amFinish)
 	events  *eventLog
 	touch   func()
@@ -133,6 +140,19 @@ func (h amHandlers) mux() http.Handler {
 			writeJSON(w, http.StatusConflict, amError{Error: err.Error()})
 			return
 		}
+		writeJSON(w, http.StatusOK, struct{}{})
+	})
+	m.HandleFunc("POST /v1/progress", func(w http.ResponseWriter, r *http.Request) {
+		var p amProgress
+		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
+			writeJSON(w, http.StatusBadRequest, amError{Error: "parse progress: " + err.Error()})
+			return
+		}
+		if h.progress == nil {
+			writeJSON(w, http.StatusNotFound, amError{Error: "no progress to set: the driver runs in the ApplicationMaster"})
+			return
+		}
+		h.progress(float32(p.Done))
 		writeJSON(w, http.StatusOK, struct{}{})
 	})
 	m.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {

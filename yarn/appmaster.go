@@ -113,7 +113,8 @@ func RunAM(ctx context.Context, logger *slog.Logger, run DriverFunc) error {
 			}
 			return alloc.Request(ctx, specs)
 		},
-		release: alloc.Release,
+		release:  alloc.Release,
+		progress: alloc.SetProgress,
 		finish: func(f amFinish) {
 			select {
 			case finish <- f:

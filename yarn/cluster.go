@@ -406,6 +406,20 @@ func (c *ClusterManager) Release(ctx context.Context, ids []string) error {
 	return amc.do(ctx, http.MethodPost, "/v1/release", amRelease{IDs: ids}, nil)
 }
 
+var _ driver.ProgressReporter = (*ClusterManager)(nil)
+
+// ReportProgress passes the job's progress to the ApplicationMaster,
+// which reports it to the ResourceManager on its next heartbeat.
+func (c *ClusterManager) ReportProgress(ctx context.Context, done float64) error {
+	c.mu.Lock()
+	amc := c.am
+	c.mu.Unlock()
+	if amc == nil {
+		return nil
+	}
+	return amc.do(ctx, http.MethodPost, "/v1/progress", amProgress{Done: done}, nil)
+}
+
 // Close finishes the application with the recorded result (killing it if
 // its AM does not finish it), removes the staging directory, and closes the
 // connections.

@@ -262,6 +262,19 @@ func (c *Cluster) Nodes() []NodeInfo {
 	return out
 }
 
+// Progress returns the progress the application's ApplicationMaster last
+// reported (0 to 1), and whether the application exists.
+func (c *Cluster) Progress(appID string) (float32, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range c.apps {
+		if client.AppIDFromProto(a.id).String() == appID {
+			return a.progress, true
+		}
+	}
+	return 0, false
+}
+
 // ContainerInfo describes one container.
 type ContainerInfo struct {
 	// ID is YARN's container id.

@@ -108,3 +108,41 @@ if [ "$SPINDLE_GENERATION" = 0 ] && [ "$SPINDLE_RANK" = 1 ]; then exit 3; fi`
 		t.Errorf("the exclusion of %s was not announced:\n%s", bad, out)
 	}
 }
+
+// TestSubmitShowsProgress: while a job runs, YARN shows its progress (the
+// rows its ranks took, out of all it feeds), in client and cluster mode;
+// it was 0 for the whole job before.
+func TestSubmitShowsProgress(t *testing.T) {
+	s := startSite(t, yarntest.Config{})
+	data := t.TempDir()
+	var b strings.Builder
+	b.WriteString("id,x\n")
+	for id := range 2000 {
+		fmt.Fprintf(&b, "%d,%d\n", id, id%3)
+	}
+	if err := os.WriteFile(filepath.Join(data, "ids.csv"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"client", "cluster"} {
+		t.Run(mode, func(t *testing.T) {
+			j := s.submit(t, "--deploy-mode", mode, "--name", "progress", "--num-executors", "2", "--executor-memory", "256m",
+				"--input", filepath.Join(data, "ids.csv"), "--label-column", "id", "--feed", "tensor", "--batch-rows", "10",
+				"--epochs", "3", "--checkpoint-dir", filepath.Join(data, "ckpt-"+mode), "--", rowcheckBin, "--pause", "10ms")
+			var app string
+			var seen float32
+			for deadline := time.Now().Add(2 * time.Minute); seen == 0 || seen == 1; time.Sleep(100 * time.Millisecond) {
+				if m := appIDRE.FindStringSubmatch(j.stderr.String()); m != nil {
+					app = m[1]
+					seen, _ = s.yarn.Progress(app)
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("YARN never showed progress between 0 and 1 for %q:\n%s", app, j.stderr.String())
+				}
+			}
+			if code := j.wait(t, 3*time.Minute); code != 0 {
+				t.Fatalf("job: exit %d\n%s", code, j.stderr.String())
+			}
+			t.Logf("YARN showed %.2f while the job ran", seen)
+		})
+	}
+}

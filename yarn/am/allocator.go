@@ -248,8 +248,17 @@ func (a *Allocator) SetTrackingURL(url string) {
 // SetProgress sets the progress reported on the next heartbeat (0 to 1).
 func (a *Allocator) SetProgress(p float32) {
 	a.mu.Lock()
-	a.progress = p
+	a.progress = min(max(p, 0), 1)
 	a.mu.Unlock()
+}
+
+var _ driver.ProgressReporter = (*Allocator)(nil)
+
+// ReportProgress is SetProgress for the driver in the ApplicationMaster
+// (cluster mode).
+func (a *Allocator) ReportProgress(_ context.Context, done float64) error {
+	a.SetProgress(float32(done))
+	return nil
 }
 
 func (a *Allocator) wake() {

@@ -1,0 +1,57 @@
+package driver
+
+import (
+	"context"
+	"time"
+)
+
+// ProgressReporter is a cluster manager that shows a job's progress to
+// its users: YARN's application progress, which its web UI and `yarn
+// application -status` show as a percentage.
+type ProgressReporter interface {
+	// ReportProgress says how much of the job is done, from 0 to 1.
+	ReportProgress(ctx context.Context, done float64) error
+}
+
+// Progress goes to the cluster manager at most every progressEvery, and
+// only when it moved by progressStep or more (or reached the end).
+const (
+	progressEvery = 2 * time.Second
+	progressStep  = 0.01
+)
+
+// clusterProgress passes a job's progress to a cluster manager that
+// shows it: the rows training processes took off their feeds, out of the
+// rows the job feeds over every epoch and rank.
+type clusterProgress struct {
+	to     ProgressReporter // nil: the cluster manager shows none
+	expect int64            // 0: no feed, so no measure of progress
+	last   float64
+	at     time.Time
+}
+
+func newClusterProgress(cm ClusterManager, expect int64) *clusterProgress {
+	to, _ := cm.(ProgressReporter)
+	return &clusterProgress{to: to, expect: expect}
+}
+
+// update reports the share of the rows taken in ranks, when it is due.
+// A cluster manager that cannot be told is not worth failing a job for:
+// its error is returned for the log.
+func (p *clusterProgress) update(ctx context.Context, now time.Time, ranks []rankProgress) error {
+	if p.to == nil || p.expect <= 0 || now.Sub(p.at) < progressEvery {
+		return nil
+	}
+	var rows int64
+	for _, r := range ranks {
+		rows += r.takenRows
+	}
+	done := min(float64(rows)/float64(p.expect), 1)
+	if done-p.last < progressStep && !(done == 1 && p.last < 1) {
+		return nil
+	}
+	p.last, p.at = done, now
+	ctx, cancel := context.WithTimeout(ctx, progressEvery)
+	defer cancel()
+	return p.to.ReportProgress(ctx, done)
+}
