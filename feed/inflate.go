@@ -458,8 +458,21 @@ func (d *inflater) block(ll, dt *huffTable) error {
 			}
 			out[op] = byte(e >> 16)
 			op++
-			// Two more symbols fit in what is left (41 bits or more) when
-			// they are literals; anything else waits for the refill.
+			// Three more literals fit in what is left: 41 bits or more after
+			// the first symbol (15 bits at most), and a literal found in the
+			// primary table takes at most its 10 bits. Anything else waits
+			// for the refill.
+			e = lt[bb&lmask]
+			if e&kindMask != kindLiteral {
+				continue
+			}
+			bb >>= e & 31
+			nb -= uint(e & 31)
+			if op >= len(out) {
+				return save(errInflateShort)
+			}
+			out[op] = byte(e >> 16)
+			op++
 			e = lt[bb&lmask]
 			if e&kindMask != kindLiteral {
 				continue
