@@ -117,6 +117,13 @@ func TestGunzipIntoDamaged(t *testing.T) {
 		{"too small a destination", z, 10},
 		{"not gzip", data[:1000], len(data)},
 	}
+	for cut := 11; cut < len(z); cut += len(z)/97 + 1 {
+		tests = append(tests, struct {
+			name string
+			z    []byte
+			n    int
+		}{fmt.Sprintf("cut at %d", cut), z[:cut], len(data)})
+	}
 	for i := 0; i < 200; i++ {
 		b := bytes.Clone(z)
 		for k := 0; k < 1+i%4; k++ {
@@ -142,6 +149,30 @@ func TestGunzipIntoDamaged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzGunzipInto feeds the inflater arbitrary bytes behind a gzip
+// header: it must return, without a panic, and decode nothing wrong.
+func FuzzGunzipInto(f *testing.F) {
+	for _, data := range inflateInputs() {
+		if len(data) > 0 && len(data) < 200_000 {
+			f.Add(gzipWith(&testing.T{}, data[:min(len(data), 5000)], 6), uint16(min(len(data), 5000)))
+		}
+	}
+	f.Fuzz(func(t *testing.T, z []byte, n uint16) {
+		out := make([]byte, n)
+		if err := gunzipInto(out, z); err == nil {
+			// The CRC matched: arrow-go's decoder must agree.
+			under := compress.Codec(nil)
+			if c, err := compress.GetCodec(compress.Codecs.Gzip); err == nil {
+				under = c.(gzipPages).Codec
+			}
+			want, err := compress.Decode(under, make([]byte, n), z)
+			if err != nil || !bytes.Equal(want, out) {
+				t.Fatalf("decoded %d bytes that arrow-go's decoder does not (%v)", n, err)
+			}
+		}
+	})
 }
 
 // A gzip-compressed Parquet file goes through the registered codec's
