@@ -237,6 +237,21 @@ func readPlain(t *testing.T, path string, from, n int64) arrow.RecordBatch {
 	return tr.RecordBatch().NewSlice(from, from+n)
 }
 
+// expand returns a dictionary array's values as a plain array (released
+// with the test), and any other array as it is.
+func expand(t *testing.T, a arrow.Array) arrow.Array {
+	d, ok := a.(*array.Dictionary)
+	if !ok {
+		return a
+	}
+	out, err := compute.TakeArray(context.Background(), d.Dictionary(), d.Indices())
+	if err != nil {
+		t.Fatalf("expand a dictionary array: %v", err)
+	}
+	t.Cleanup(out.Release)
+	return out
+}
+
 // TestPooledDecode reads Parquet through a pool that poisons every
 // buffer it hands out, with one and several decode goroutines, from a
 // local file and through the remote path's chunk cache, and checks that
@@ -294,8 +309,11 @@ func TestPooledDecode(t *testing.T) {
 						t.Fatal(err)
 					}
 					exp := want.NewSlice(off, off+rec.NumRows())
+					if dt := rec.Schema().Field(3).Type; dt.ID() != arrow.DICTIONARY {
+						t.Fatalf("the dictionary-encoded column cat is read as %s, want a dictionary", dt)
+					}
 					for c := 0; c < int(rec.NumCols()); c++ {
-						if !array.Equal(rec.Column(c), exp.Column(c)) {
+						if !array.Equal(expand(t, rec.Column(c)), exp.Column(c)) {
 							t.Fatalf("pass %d: rows %d+%d column %s differ:\n got %v\nwant %v", pass, off, rec.NumRows(),
 								rec.ColumnName(c), rec.Column(c), exp.Column(c))
 						}
@@ -560,7 +578,7 @@ func TestFooterCache(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		pf, _, err := openParquetFile(f, path, memory.DefaultAllocator, 0, nil)
+		pf, _, err := openParquetFile(f, path, memory.DefaultAllocator, 0, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

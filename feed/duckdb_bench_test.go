@@ -27,7 +27,8 @@ var (
 	duckRows  = flag.Int("duckdb.rows", 4_000_000, "rows in each DuckDB-written file of BenchmarkVsDuckDB (16 float32 columns and an int64 label)")
 	duckKinds = flag.String("duckdb.files", "snappy,zstd,gzip,uncompressed,nullable,dictstring,smallgroups,hugegroup",
 		"the files BenchmarkVsDuckDB writes and reads (see feed/testdata/duckdb-bench.mjs)")
-	duckReps = flag.Int("duckdb.reps", 3, "timed scans per file and thread count, for each side (the best counts)")
+	duckReps = flag.Int("duckdb.reps", 5, "timed scans per file and thread count, for each side, alternating (the medians count)")
+	duckDir  = flag.String("duckdb.dir", "", "directory for the DuckDB-written files, kept and reused by later runs with the same -duckdb.rows (empty: a temporary one)")
 )
 
 // duckFile is a test file DuckDB wrote.
@@ -88,30 +89,18 @@ func duckPrefix(b *testing.B) string {
 // default, snappy, zstd, gzip and uncompressed, and snappy files with
 // 10% nulls, a dictionary-encoded string column, row groups of 8192 rows,
 // and one row group for the whole file. For each file and for 1 and 2
-// threads it times, in the same run and alternately, DuckDB summing every
-// column (SET threads=N) and the pipeline planning the file and decoding
-// it to Arrow batches for one rank (N decode workers, GOMAXPROCS=N). Each
-// side's best of -duckdb.reps passes counts; the page cache is warm for
-// both. It reports rows/s and the Spindle/DuckDB ratio per file and
-// thread count, Spindle's 2-thread/1-thread speedup, and each side's
-// process CPU time per million rows (its cheapest pass), which other work
-// on a shared machine moves much less than the rates.
+// threads it times, in the same run and alternately pass by pass, DuckDB
+// summing every column (SET threads=N) and the pipeline planning the file
+// and decoding it to Arrow batches for one rank (N decode workers,
+// GOMAXPROCS=N), -duckdb.reps passes each after an untimed one; the
+// medians count, and the page cache is warm for both. It reports rows/s
+// and the Spindle/DuckDB ratio per file and thread count, Spindle's
+// 2-thread/1-thread speedup, and each side's process CPU time per
+// million rows, which other work on a shared machine moves much less than
+// the rates.
 func BenchmarkVsDuckDB(b *testing.B) {
 	prefix := duckPrefix(b)
-	dir := b.TempDir()
-	kinds := strings.Split(*duckKinds, ",")
-	start := time.Now()
-	out := duckNode(b, prefix, append([]string{"write", dir, strconv.Itoa(*duckRows)}, kinds...)...)
-	var files []duckFile
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		var f duckFile
-		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
-			b.Fatalf("read what duckdb-bench.mjs wrote: %v: %s", err, sc.Bytes())
-		}
-		files = append(files, f)
-	}
-	b.Logf("DuckDB wrote %d files of %d rows in %v", len(files), *duckRows, time.Since(start).Round(time.Millisecond))
+	files := duckFiles(b, prefix)
 
 	// arrow-go shares one zstd decoder, with as many decoding slots as
 	// GOMAXPROCS when it is first used; make it now, before spindleScan
@@ -124,30 +113,24 @@ func BenchmarkVsDuckDB(b *testing.B) {
 		b.Fatalf("warming up the zstd decoder gave %q", got)
 	}
 
-	// rows/s of the best pass, and CPU seconds per million rows of the
-	// cheapest pass (less moved by other work on the machine).
-	type result struct{ duck, spindle, duckCPU, spindleCPU float64 }
-	results := map[string]*result{}
+	results := map[string][]*duckResult{} // by file kind: 1 thread, 2 threads
 	for _, f := range files {
-		for _, threads := range []int{1, 2} {
-			name := fmt.Sprintf("%s/threads=%d", f.Kind, threads)
-			b.Run(name, func(b *testing.B) {
-				r := results[name]
-				if r == nil {
-					r = &result{}
-					r.duck, r.duckCPU = duckScan(b, prefix, f, threads)
-					results[name] = r
-				}
-				if r.spindle == 0 { // once, whatever b.N: each side's passes are -duckdb.reps
-					r.spindle, r.spindleCPU = spindleScan(b, f, threads, *duckReps)
-				}
-				b.ReportMetric(r.duck, "duckdb-rows/s")
-				b.ReportMetric(r.spindle, "spindle-rows/s")
-				b.ReportMetric(r.spindle/r.duck, "spindle/duckdb")
-				b.ReportMetric(r.duckCPU, "duckdb-cpu-s/Mrow")
-				b.ReportMetric(r.spindleCPU, "spindle-cpu-s/Mrow")
-			})
-		}
+		b.Run(f.Kind, func(b *testing.B) {
+			rs := results[f.Kind]
+			if rs == nil { // once, whatever b.N: each side's passes are -duckdb.reps
+				rs = duckCompare(b, prefix, f, *duckReps)
+				results[f.Kind] = rs
+			}
+			for i, r := range rs {
+				t := fmt.Sprintf("-%dt", i+1)
+				b.ReportMetric(r.duck, "duckdb"+t+"-rows/s")
+				b.ReportMetric(r.spindle, "spindle"+t+"-rows/s")
+				b.ReportMetric(r.spindle/r.duck, "spindle/duckdb"+t)
+				b.ReportMetric(r.duckCPU, "duckdb"+t+"-cpu-s/Mrow")
+				b.ReportMetric(r.spindleCPU, "spindle"+t+"-cpu-s/Mrow")
+			}
+			b.ReportMetric(rs[1].speedup, "spindle-2t/1t")
+		})
 	}
 
 	var tab strings.Builder
@@ -155,24 +138,125 @@ func BenchmarkVsDuckDB(b *testing.B) {
 		"duckdb 1t", "spindle 1t", "ratio", "duckdb 2t", "spindle 2t", "ratio", "sp 2/1",
 		"CPU ms/Mrow 1t duckdb, spindle (duckdb/spindle); 2t")
 	for _, f := range files {
-		r1, r2 := results[f.Kind+"/threads=1"], results[f.Kind+"/threads=2"]
-		if r1 == nil || r2 == nil {
+		rs := results[f.Kind]
+		if rs == nil {
 			continue
 		}
+		r1, r2 := rs[0], rs[1]
 		fmt.Fprintf(&tab, "%-13s %7.1f %4d | %9.1fM %9.1fM %5.2f | %9.1fM %9.1fM %5.2f | %6.2f | %4.0f %4.0f (%.2f); %4.0f %4.0f (%.2f)\n",
 			f.Kind, float64(f.Bytes)/1e6, f.RowGroups, r1.duck/1e6, r1.spindle/1e6, r1.spindle/r1.duck,
-			r2.duck/1e6, r2.spindle/1e6, r2.spindle/r2.duck, r2.spindle/r1.spindle,
+			r2.duck/1e6, r2.spindle/1e6, r2.spindle/r2.duck, r2.speedup,
 			r1.duckCPU*1e3, r1.spindleCPU*1e3, r1.duckCPU/r1.spindleCPU, r2.duckCPU*1e3, r2.spindleCPU*1e3, r2.duckCPU/r2.spindleCPU)
 	}
 	// Printed rather than logged: a parent benchmark's log is shown only
 	// with -v.
-	fmt.Printf("Spindle vs DuckDB: rows/s, best of %d passes each, same run, %d rows per file:%s", *duckReps, *duckRows, tab.String())
+	fmt.Printf("Spindle vs DuckDB: rows/s and CPU per row, medians of %d alternating passes each, same run, %d rows per file:%s",
+		*duckReps, *duckRows, tab.String())
 }
 
-// duckScan returns DuckDB's best rows/s scanning f with threads threads,
-// and its least CPU seconds per million rows.
+// duckFiles has DuckDB write the -duckdb.files files of -duckdb.rows rows
+// and returns them. With -duckdb.dir, files written there by an earlier
+// run with as many rows are reused.
+func duckFiles(b *testing.B, prefix string) []duckFile {
+	dir := *duckDir
+	if dir == "" {
+		dir = b.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	kinds := strings.Split(*duckKinds, ",")
+	have := map[string]duckFile{}
+	var missing []string
+	for _, k := range kinds {
+		// The sidecar is written after the file: its presence means the file is whole.
+		js, err := os.ReadFile(filepath.Join(dir, k+".json"))
+		var f duckFile
+		if err == nil && json.Unmarshal(js, &f) == nil && f.Rows == int64(*duckRows) {
+			if st, err := os.Stat(f.Path); err == nil && st.Size() == f.Bytes {
+				have[k] = f
+				continue
+			}
+		}
+		missing = append(missing, k)
+	}
+	if len(missing) > 0 {
+		start := time.Now()
+		out := duckNode(b, prefix, append([]string{"write", dir, strconv.Itoa(*duckRows)}, missing...)...)
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			var f duckFile
+			if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+				b.Fatalf("read what duckdb-bench.mjs wrote: %v: %s", err, sc.Bytes())
+			}
+			if err := os.WriteFile(filepath.Join(dir, f.Kind+".json"), sc.Bytes(), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			have[f.Kind] = f
+		}
+		b.Logf("DuckDB wrote %d files of %d rows in %v", len(missing), *duckRows, time.Since(start).Round(time.Millisecond))
+	}
+	files := make([]duckFile, 0, len(kinds))
+	for _, k := range kinds {
+		f, ok := have[k]
+		if !ok {
+			b.Fatalf("duckdb-bench.mjs did not write the %s file", k)
+		}
+		files = append(files, f)
+	}
+	return files
+}
+
+// duckResult is one file and thread count: the medians of each side's
+// rows/s and process CPU seconds per million rows, and of Spindle's
+// rate over its 1-thread rate of the same round.
+type duckResult struct{ duck, spindle, duckCPU, spindleCPU, speedup float64 }
+
+// duckCompare times reps rounds over f, each a pass of DuckDB and one of
+// Spindle with 1 thread, then the same with 2 threads, so that both sides
+// and both thread counts see the same load; each side and thread count
+// has an untimed pass first. It returns the 1-thread and 2-thread results.
+func duckCompare(b *testing.B, prefix string, f duckFile, reps int) []*duckResult {
+	type passes struct{ duck, duckCPU, sp, spCPU, speedup []float64 }
+	ps := make([]passes, 2)
+	spindleScan(b, f, 1) // warm-up; DuckDB's script warms up itself
+	spindleScan(b, f, 2)
+	for range reps {
+		var sp1 float64
+		for i := range ps {
+			p := &ps[i]
+			rate, cpu := duckScan(b, prefix, f, i+1)
+			p.duck, p.duckCPU = append(p.duck, rate), append(p.duckCPU, cpu)
+			rate, cpu = spindleScan(b, f, i+1)
+			p.sp, p.spCPU = append(p.sp, rate), append(p.spCPU, cpu)
+			if i == 0 {
+				sp1 = rate
+			}
+			p.speedup = append(p.speedup, rate/sp1)
+		}
+	}
+	out := make([]*duckResult, len(ps))
+	for i, p := range ps {
+		out[i] = &duckResult{duck: median(p.duck), spindle: median(p.sp), duckCPU: median(p.duckCPU),
+			spindleCPU: median(p.spCPU), speedup: median(p.speedup)}
+	}
+	return out
+}
+
+// median returns the median of v (the mean of the middle two when even).
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+// duckScan returns DuckDB's rows/s scanning f with threads threads in
+// one timed pass (after an untimed one), and its CPU seconds per million
+// rows.
 func duckScan(b *testing.B, prefix string, f duckFile, threads int) (rate, cpu float64) {
-	out := duckNode(b, prefix, "scan", f.Path, strconv.Itoa(threads), strconv.Itoa(*duckReps))
+	out := duckNode(b, prefix, "scan", f.Path, strconv.Itoa(threads), "1")
 	var r struct {
 		Rows       int64     `json:"rows"`
 		Seconds    []float64 `json:"seconds"`
@@ -187,27 +271,20 @@ func duckScan(b *testing.B, prefix string, f duckFile, threads int) (rate, cpu f
 	return float64(r.Rows) / slices.Min(r.Seconds), slices.Min(r.CPUSeconds) / (float64(r.Rows) / 1e6)
 }
 
-// spindleScan returns the feed pipeline's best rows/s over passes epochs
-// of f (after one untimed pass), each planning the file for one rank and
-// decoding it with threads decode workers on GOMAXPROCS=threads, and the
-// least process CPU seconds per million rows of a pass.
-func spindleScan(b *testing.B, f duckFile, threads, passes int) (rate, cpu float64) {
+// spindleScan returns the feed pipeline's rows/s over one epoch of f,
+// planning the file for one rank and decoding it with threads decode
+// workers on GOMAXPROCS=threads, and the process CPU seconds per million
+// rows it took.
+func spindleScan(b *testing.B, f duckFile, threads int) (rate, cpu float64) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(threads))
-	ctx := context.Background()
-	best, bestCPU := time.Duration(1<<63-1), time.Duration(1<<63-1)
-	for i := 0; i <= passes; i++ {
-		c0 := processCPU(b)
-		t0 := time.Now()
-		rows := spindleEpoch(ctx, b, f.Path, threads)
-		dt, dc := time.Since(t0), processCPU(b)-c0
-		if rows != f.Rows {
-			b.Fatalf("the pipeline fed %d rows of %s, want %d", rows, f.Path, f.Rows)
-		}
-		if i > 0 {
-			best, bestCPU = min(best, dt), min(bestCPU, dc)
-		}
+	c0 := processCPU(b)
+	t0 := time.Now()
+	rows := spindleEpoch(context.Background(), b, f.Path, threads)
+	dt, dc := time.Since(t0), processCPU(b)-c0
+	if rows != f.Rows {
+		b.Fatalf("the pipeline fed %d rows of %s, want %d", rows, f.Path, f.Rows)
 	}
-	return float64(f.Rows) / best.Seconds(), bestCPU.Seconds() / (float64(f.Rows) / 1e6)
+	return float64(f.Rows) / dt.Seconds(), dc.Seconds() / (float64(f.Rows) / 1e6)
 }
 
 // processCPU returns the user and system CPU time this process has used.

@@ -27,8 +27,10 @@ const parquetBufferSize = 16 << 10
 // openParquetFile reads a Parquet file's footer. The reader must not be
 // closed (that would close f); the caller closes f.
 // A non-nil md is the file's footer, parsed before, which is then not
-// read again.
-func openParquetFile(f parquet.ReaderAtSeeker, uri string, alloc memory.Allocator, batchRows int, md *metadata.FileMetaData) (*file.Reader, *pqarrow.FileReader, error) {
+// read again. String and binary columns are read as Arrow dictionary
+// arrays (see dictLeaves): those the planned schema has as dictionaries
+// or, without a plan, those the file dictionary-encodes.
+func openParquetFile(f parquet.ReaderAtSeeker, uri string, alloc memory.Allocator, batchRows int, md *metadata.FileMetaData, planned *arrow.Schema) (*file.Reader, *pqarrow.FileReader, error) {
 	props := parquet.NewReaderProperties(alloc)
 	// Buffered: arrow-go's unbuffered mode reads a whole column chunk
 	// into a fresh buffer (zeroed by the Go runtime, then collected)
@@ -45,16 +47,75 @@ func openParquetFile(f parquet.ReaderAtSeeker, uri string, alloc memory.Allocato
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s is not a Parquet file or is damaged: %w", ErrInput, uri, err)
 	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(batchRows)}, alloc)
+	arrowProps := pqarrow.ArrowReadProperties{BatchSize: int64(batchRows)}
+	for _, leaf := range dictLeaves(pf.MetaData(), planned) {
+		arrowProps.SetReadDict(leaf, true)
+	}
+	fr, err := pqarrow.NewFileReader(pf, arrowProps, alloc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s: read the Parquet schema: %w", ErrInput, uri, err)
 	}
 	return pf, fr, nil
 }
 
+// dictLeaves returns the leaf columns to read as Arrow dictionary arrays:
+// top-level string and binary columns (BYTE_ARRAY, not in a list) that,
+// with a planned schema, it has as dictionaries, or without one, that
+// the file dictionary-encodes (dictEncoded). Decoding such a column to
+// plain strings copies every value out of the dictionary, for every row;
+// as a dictionary array only the indices are decoded, and the dictionary
+// is shared by the batches of a row group. Pages stored plainly are read
+// into a dictionary all the same (arrow-go builds one), so the batches'
+// types follow the plan whatever each file does.
+func dictLeaves(md *metadata.FileMetaData, planned *arrow.Schema) []int {
+	var leaves []int
+	for c := 0; c < md.Schema.NumColumns(); c++ {
+		col := md.Schema.Column(c)
+		if col.PhysicalType() != parquet.Types.ByteArray || col.MaxRepetitionLevel() > 0 || len(col.ColumnPath()) != 1 {
+			continue
+		}
+		if planned != nil {
+			if i := planned.FieldIndices(col.Name()); len(i) == 1 && planned.Field(i[0]).Type.ID() == arrow.DICTIONARY {
+				leaves = append(leaves, c)
+			}
+			continue
+		}
+		if dictEncoded(md, c) {
+			leaves = append(leaves, c)
+		}
+	}
+	return leaves
+}
+
+// dictEncoded reports whether leaf column c is dictionary-encoded in row
+// groups holding at least half the file's rows. A chunk counts when it
+// has a dictionary page and no data page stored plainly (a writer falls
+// back to plain pages when the dictionary grows too large: the values are
+// then mostly distinct, and a dictionary would not pay). Writers may
+// store a small last row group plainly, which does not change the answer.
+func dictEncoded(md *metadata.FileMetaData, c int) bool {
+	var dictRows, rows int64
+	for rg := 0; rg < md.NumRowGroups(); rg++ {
+		rgmd := md.RowGroup(rg)
+		rows += rgmd.NumRows()
+		cc, err := rgmd.ColumnChunk(c)
+		if err != nil || !cc.HasDictionaryPage() {
+			continue
+		}
+		plain := false
+		for _, st := range cc.EncodingStats() {
+			plain = plain || (st.Encoding == parquet.Encodings.Plain && st.PageType.String() != "DICTIONARY_PAGE")
+		}
+		if !plain {
+			dictRows += rgmd.NumRows()
+		}
+	}
+	return dictRows > 0 && 2*dictRows >= rows
+}
+
 // inspectParquet returns a Parquet file's schema and its row groups.
 func inspectParquet(f fsys.File, uri string) (*arrow.Schema, []unit, error) {
-	pf, fr, err := openParquetFile(f, uri, memory.DefaultAllocator, 0, nil)
+	pf, fr, err := openParquetFile(f, uri, memory.DefaultAllocator, 0, nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -134,7 +195,7 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		src = cache
 	}
 	footer := footerKey{uri: s.URI, size: f.Size()}
-	pf, fr, err := openParquetFile(src, s.URI, opts.Allocator, opts.BatchRows, opts.footers.get(footer))
+	pf, fr, err := openParquetFile(src, s.URI, opts.Allocator, opts.BatchRows, opts.footers.get(footer), opts.Schema)
 	if err != nil {
 		return nil, err
 	}

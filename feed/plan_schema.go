@@ -9,7 +9,8 @@ import (
 // planSchema checks that every file holds the selected columns with the
 // same types and returns their schema, label last. CSV column types are
 // widened across CSV files first (int64 < float64 < utf8); a column is
-// nullable when it is in any file.
+// nullable when it is in any file. A string column some Parquet files
+// dictionary-encode and others do not is read as plain strings from all.
 func planSchema(infos []*fileInfo, columns []string, label string) (*arrow.Schema, error) {
 	projs := make([]*arrow.Schema, len(infos))
 	for i, fi := range infos {
@@ -45,6 +46,8 @@ func planSchema(infos []*fileInfo, columns []string, label string) (*arrow.Schem
 			projs[i] = csvRef
 		}
 	}
+
+	undictionary(projs)
 
 	var ref *arrow.Schema
 	var refURI string
@@ -118,4 +121,36 @@ func compareSchemas(a *arrow.Schema, aURI string, b *arrow.Schema, bURI string) 
 		}
 	}
 	return nil
+}
+
+// undictionary turns the dictionary columns of the schemas into their
+// value type wherever another schema has that column with a type that is
+// not a dictionary: a column is fed as a dictionary only when every file
+// has it so.
+func undictionary(schemas []*arrow.Schema) {
+	plain := map[string]bool{}
+	for _, s := range schemas {
+		if s == nil {
+			continue
+		}
+		for _, f := range s.Fields() {
+			if f.Type.ID() != arrow.DICTIONARY {
+				plain[f.Name] = true
+			}
+		}
+	}
+	for i, s := range schemas {
+		if s == nil {
+			continue
+		}
+		fields, changed := s.Fields(), false
+		for j, f := range fields {
+			if dt, ok := f.Type.(*arrow.DictionaryType); ok && plain[f.Name] {
+				fields[j].Type, changed = dt.ValueType, true
+			}
+		}
+		if changed {
+			schemas[i] = arrow.NewSchema(fields, nil)
+		}
+	}
 }

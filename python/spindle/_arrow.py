@@ -4,8 +4,10 @@ It reads the Arrow IPC streaming format (what an arrow-mode feed sends)
 and the Arrow IPC file format (what direct mode may be told to read) for
 flat columns: signed and unsigned integers, half, single and double
 floats, booleans, UTF-8 strings and binary (regular and large), dates,
-timestamps and durations. Nested, dictionary-encoded and compressed data
-raise :class:`UnsupportedTypeError`; pyarrow, when installed, reads those.
+timestamps and durations, and in streams those columns dictionary-encoded
+(decoded to their values: the arrow feed keeps Parquet's dictionary-encoded
+strings so). Nested and compressed data, and dictionaries in files, raise
+:class:`UnsupportedTypeError`; pyarrow, when installed, reads those.
 
 The metadata of an Arrow message is a FlatBuffer (Message.fbs and
 Schema.fbs of the Arrow format). A FlatBuffer table starts with a signed
@@ -140,11 +142,14 @@ class Field:
     """One column of an Arrow schema, as far as this reader understands it.
 
     ``kind`` is ``"fixed"`` (one fixed-width value per row, ``dtype`` says
-    which), ``"bool"``, ``"varbin"`` (strings or binary), ``"null"``, or
+    which), ``"bool"``, ``"varbin"`` (strings or binary), ``"null"``,
+    ``"dict"`` (indices, ``storage`` says their type, into the dictionary
+    number ``dict_id`` of values described by ``value``), or
     ``"unsupported"`` (decoding it raises :class:`UnsupportedTypeError`).
     """
 
-    __slots__ = ("name", "type_name", "kind", "dtype", "nullable", "utf8", "offset_dtype", "storage")
+    __slots__ = ("name", "type_name", "kind", "dtype", "nullable", "utf8", "offset_dtype", "storage", "dict_id",
+                 "value")
 
     def __init__(self, name, type_name, kind, dtype=None, nullable=True, utf8=False, offset_dtype=None,
                  storage=None):
@@ -158,11 +163,13 @@ class Field:
         self.offset_dtype = offset_dtype
         #: The numpy dtype of the values on the wire, when it differs from dtype.
         self.storage = storage if storage is not None else dtype
+        self.dict_id = None
+        self.value = None
 
     @property
     def buffers(self):
         """Return how many body buffers the column has in a record batch."""
-        return {"fixed": 2, "bool": 2, "varbin": 3, "null": 0}.get(self.kind, 0)
+        return {"fixed": 2, "bool": 2, "varbin": 3, "null": 0, "dict": 2}.get(self.kind, 0)
 
     def __repr__(self):
         return f"Field({self.name!r}, {self.type_name})"
@@ -197,6 +204,26 @@ def _metadata(tables):
 
 
 def _parse_field(t, bo):
+    f = _parse_value_field(t, bo)
+    enc = t.table(4)
+    if enc is None or f.kind == "unsupported":
+        if enc is not None:
+            f.type_name = f"dictionary-encoded {f.type_name}"
+        return f
+    # DictionaryEncoding: id, indexType (Int; int32 when absent), isOrdered.
+    it = enc.table(1)
+    bits = _scalar(it, 0, "<i", 32) if it is not None else 32
+    signed = _scalar(it, 1, "<?", True) if it is not None else True
+    if bits not in (8, 16, 32, 64) or f.kind == "null":
+        return Field(f.name, f"dictionary-encoded {f.type_name}", "unsupported", nullable=f.nullable)
+    d = Field(f.name, f"dictionary<{f.type_name}>", "dict", f.dtype, f.nullable,
+              storage=np.dtype(f"{bo}{'i' if signed else 'u'}{bits // 8}"))
+    d.dict_id = enc.scalar(0, "<q", 0)
+    d.value = f
+    return d
+
+
+def _parse_value_field(t, bo):
     name = t.string(0) or ""
     nullable = t.scalar(1, "<?", False)
     type_id = t.scalar(2, "<B", 0)
@@ -206,8 +233,6 @@ def _parse_field(t, bo):
     def unsupported(what=None):
         return Field(name, what or type_name, "unsupported", nullable=nullable)
 
-    if t.table(4) is not None:
-        return unsupported(f"dictionary-encoded {type_name}")
     if type_id == 1:
         return Field(name, "null", "null", nullable=True)
     if type_id == 2:
@@ -352,11 +377,12 @@ class _Buffers:
         return off, length
 
 
-def decode_record_batch(schema, rb, body, where):
+def decode_record_batch(schema, rb, body, where, dicts=None):
     """Decode a RecordBatch FlatBuffer table and its body into columns.
 
     Returns a dict mapping each column name to a 1-D numpy array, in schema
-    order.
+    order. dicts maps dictionary ids to their decoded values, for
+    dictionary-encoded columns.
     """
     if rb.table(3) is not None:
         raise UnsupportedTypeError(f"{where}: the record batch is compressed (LZ4 or ZSTD); "
@@ -378,8 +404,66 @@ def decode_record_batch(schema, rb, body, where):
                 "does not decode; install pyarrow, or leave the column out with --columns")
         col_bufs = [bufs.get(bi + j, f.name) for j in range(f.buffers)]
         bi += f.buffers
-        out[f.name] = _decode_column(f, n, nulls, col_bufs, body, where)
+        if f.kind == "dict":
+            out[f.name] = _decode_dict_column(f, n, nulls, col_bufs, body, where, dicts or {})
+        else:
+            out[f.name] = _decode_column(f, n, nulls, col_bufs, body, where)
     return out
+
+
+def _decode_dict_column(f, n, nulls, bufs, body, where, dicts):
+    """Decode a dictionary-encoded column to its values, as the column would be without the dictionary."""
+    values = dicts.get(f.dict_id)
+    if values is None:
+        raise FeedError(f"{where}: column {f.name!r} uses dictionary {f.dict_id}, which the stream has not sent")
+    idx = _decode_column(Field(f.name, "indices", "fixed", f.storage, f.nullable), n, nulls, bufs, body, where)
+    valid = None
+    if isinstance(idx, np.ma.MaskedArray):
+        valid = ~np.ma.getmaskarray(idx)
+        idx = idx.filled(0)
+    idx = idx.astype(np.int64)
+    live = idx if valid is None else idx[valid]
+    if len(live) and (live.min() < 0 or live.max() >= len(values)):
+        raise FeedError(f"{where}: column {f.name!r}: index outside its dictionary of {len(values)} values")
+    vals = values.filled() if isinstance(values, np.ma.MaskedArray) else values
+    out = vals[idx] if len(vals) else np.empty(n, dtype=vals.dtype)
+    dict_nulls = np.ma.getmaskarray(values)[idx] if isinstance(values, np.ma.MaskedArray) and len(vals) else None
+    if valid is not None:
+        dict_nulls = ~valid if dict_nulls is None else dict_nulls | ~valid
+    if dict_nulls is None or not dict_nulls.any():
+        return out
+    kind = out.dtype.kind
+    if kind == "O":
+        out[dict_nulls] = None
+    elif kind == "f":
+        out[dict_nulls] = np.nan
+    elif kind in "Mm":
+        out[dict_nulls] = np.datetime64("NaT") if kind == "M" else np.timedelta64("NaT")
+    else:
+        return np.ma.MaskedArray(out, mask=dict_nulls)
+    return out
+
+
+def _decode_dictionary_batch(schema, header, body, dicts, where):
+    """Add a DictionaryBatch message's values to dicts (by dictionary id)."""
+    did = header.scalar(0, "<q", 0)
+    rb = header.table(1)
+    delta = header.scalar(2, "<?", False)
+    f = next((f for f in schema.fields if f.kind == "dict" and f.dict_id == did), None)
+    if f is None:
+        raise FeedError(f"{where}: dictionary batch for dictionary {did}, which no column uses")
+    if rb is None:
+        raise FeedError(f"{where}: dictionary batch {did} has no data")
+    values = decode_record_batch(Schema([f.value], {}), rb, body, where)[f.value.name]
+    if delta:
+        if did not in dicts:
+            raise FeedError(f"{where}: delta for dictionary {did}, which the stream has not sent")
+        old = dicts[did]
+        if isinstance(old, np.ma.MaskedArray) or isinstance(values, np.ma.MaskedArray):
+            values = np.ma.concatenate([old, values])
+        else:
+            values = np.concatenate([old, values])
+    dicts[did] = values
 
 
 def _decode_column(f, n, nulls, bufs, body, where):
@@ -456,6 +540,8 @@ class StreamReader:
         self._rd = rd
         self._pa = None
         self._pa_schema = None
+        self._pa_replay = None
+        self._dicts = {}
         self.done = False
         msg = read_stream_message(rd)
         if msg is None:
@@ -471,7 +557,13 @@ class StreamReader:
             import pyarrow.ipc  # noqa: F401  (loads the submodule)
 
             self._pa = pa
-            self._pa_schema = pa.ipc.read_schema(pa.py_buffer(msg.raw))
+            if any(f.kind == "dict" for f in self.schema.fields):
+                # pyarrow keeps the dictionaries itself: its stream reader
+                # reads the messages framed here.
+                self._pa_replay = _Replay(msg.raw)
+                self._pa_reader = pa.ipc.open_stream(self._pa_replay)
+            else:
+                self._pa_schema = pa.ipc.read_schema(pa.py_buffer(msg.raw))
 
     def next(self):
         """Return the next batch as a dict of columns, or None at the end of the stream."""
@@ -481,21 +573,73 @@ class StreamReader:
         if msg is None:
             self.done = True
             return None
-        if msg.header_type == _HEADER_DICTIONARY_BATCH:
-            raise UnsupportedTypeError(f"{self._rd.name}: dictionary batches are not supported "
-                                       "(Spindle feeds plain columns)")
+        while msg.header_type == _HEADER_DICTIONARY_BATCH:
+            if self._pa_replay is not None:
+                self._pa_replay.add(msg.raw)
+            else:
+                try:
+                    _decode_dictionary_batch(self.schema, msg.header, msg.body, self._dicts, self._rd.name)
+                except struct.error as e:
+                    raise FeedError(f"{self._rd.name}: malformed dictionary batch: {e}") from None
+            msg = read_stream_message(self._rd)
+            if msg is None:
+                raise FeedError(f"{self._rd.name}: Arrow stream ends after a dictionary batch")
         if msg.header_type != _HEADER_RECORD_BATCH:
             raise FeedError(f"{self._rd.name}: unexpected {msg.kind} message inside an Arrow stream")
         if self._pa is not None:
             from ._columns import from_pyarrow_batch
 
             pa = self._pa
-            batch = pa.ipc.read_record_batch(pa.ipc.read_message(pa.py_buffer(msg.raw)), self._pa_schema)
+            if self._pa_replay is not None:
+                self._pa_replay.add(msg.raw)
+                try:
+                    batch = self._pa_reader.read_next_batch()
+                except (pa.ArrowException, StopIteration) as e:
+                    raise FeedError(f"{self._rd.name}: pyarrow could not read a record batch: {e}") from None
+            else:
+                batch = pa.ipc.read_record_batch(pa.ipc.read_message(pa.py_buffer(msg.raw)), self._pa_schema)
             return from_pyarrow_batch(batch)
         try:
-            return decode_record_batch(self.schema, msg.header, msg.body, self._rd.name)
+            return decode_record_batch(self.schema, msg.header, msg.body, self._rd.name, self._dicts)
         except struct.error as e:
             raise FeedError(f"{self._rd.name}: malformed record batch: {e}") from None
+
+
+class _Replay:
+    """A read-only file object of the messages a StreamReader has framed, for pyarrow's stream reader.
+
+    pyarrow reads each message exactly (prefix, metadata, body), so it never
+    asks for bytes not added yet.
+    """
+
+    closed = False
+
+    def __init__(self, first):
+        self._chunks = [memoryview(first.tobytes())]
+        self._pos = 0
+
+    def add(self, raw):
+        self._chunks.append(memoryview(raw.tobytes()))
+
+    def readable(self):
+        return True
+
+    def read(self, n=-1):
+        out = []
+        while self._chunks and n != 0:
+            c = self._chunks[0]
+            take = len(c) - self._pos if n < 0 else min(n, len(c) - self._pos)
+            out.append(c[self._pos:self._pos + take])
+            self._pos += take
+            if n > 0:
+                n -= take
+            if self._pos == len(c):
+                self._chunks.pop(0)
+                self._pos = 0
+        return b"".join(out)
+
+    def close(self):
+        pass
 
 
 class FileReader:

@@ -84,6 +84,8 @@ def from_pyarrow_array(arr):
 
     if hasattr(arr, "combine_chunks"):
         arr = arr.combine_chunks()
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
     t = arr.type
     if arr.null_count and (pa.types.is_integer(t) or pa.types.is_boolean(t)):
         zero = pa.scalar(False if pa.types.is_boolean(t) else 0, type=t)

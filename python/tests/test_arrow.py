@@ -83,9 +83,43 @@ class StreamTest(unittest.TestCase, AssertColumns):
         return s, batches
 
     def test_fixtures(self):
-        for name in ("primitives.arrows", "epoch1.arrows", "end.arrows", "variable.arrows"):
+        for name in ("primitives.arrows", "epoch1.arrows", "end.arrows", "variable.arrows", "dictionary.arrows"):
             with self.subTest(name):
                 self.check_fixture(name)
+
+    def test_dictionaries(self):
+        """Dictionary-encoded columns decode to their values, across replaced dictionaries."""
+        data = support.fixture("dictionary.arrows")
+        rd = ExactReader(io.BufferedReader(io.BytesIO(data)), "dictionary.arrows")
+        kinds = []
+        while (msg := _arrow.read_stream_message(rd)) is not None:
+            kinds.append(msg.kind)
+        # Each batch's dictionary differs from the last: three replacements.
+        self.assertEqual(kinds.count("DictionaryBatch"), 3, kinds)
+        s, batches = read_all(data)
+        self.assertEqual([f.type_name for f in s.schema.fields], ["dictionary<utf8>", "int32"])
+        self.assertEqual(batches[1]["cat"].dtype, np.dtype(object))
+        self.assertEqual(list(batches[1]["cat"]), ["blue", "héllo", "blue"])
+        self.assertIsNone(batches[0]["cat"][2])
+
+    def test_dictionary_errors(self):
+        data = support.fixture("dictionary.arrows")
+        rd = ExactReader(io.BufferedReader(io.BytesIO(data)), "dictionary.arrows")
+        msgs = []
+        while (msg := _arrow.read_stream_message(rd)) is not None:
+            msgs.append(msg.raw.tobytes())
+        eos = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+        cases = [
+            # A record batch before its dictionary.
+            ("no dictionary", msgs[0] + msgs[2] + eos, "has not sent"),
+            # A dictionary batch as the stream's last message.
+            ("dictionary at the end", msgs[0] + msgs[1] + eos, "ends after a dictionary batch"),
+        ]
+        for name, stream_bytes, want in cases:
+            with self.subTest(name):
+                with self.assertRaises(FeedError) as cm:
+                    read_all(stream_bytes)
+                self.assertIn(want, str(cm.exception))
 
     def test_types(self):
         s, batches = self.check_fixture("primitives.arrows")
@@ -167,7 +201,8 @@ class StreamTest(unittest.TestCase, AssertColumns):
 
     @unittest.skipUnless(pyarrow_available(), "pyarrow is not installed")
     def test_pyarrow_decodes_the_same(self):
-        for name in ("primitives.arrows", "epoch1.arrows", "end.arrows", "variable.arrows", "lz4.arrows"):
+        for name in ("primitives.arrows", "epoch1.arrows", "end.arrows", "variable.arrows", "lz4.arrows",
+                     "dictionary.arrows"):
             with self.subTest(name):
                 exp = support.expected(name)
                 _, batches = read_all(support.fixture(name), use_pyarrow=True)

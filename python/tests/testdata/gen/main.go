@@ -157,6 +157,17 @@ func variable() batch {
 	return b
 }
 
+var dictFields = []arrow.Field{
+	{Name: "cat", Type: &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}, Nullable: true},
+	{Name: "x", Type: arrow.PrimitiveTypes.Int32},
+}
+
+// dictBatch returns a batch of dictFields: each batch's dictionary holds
+// only its own values.
+func dictBatch(cat, x []any) batch {
+	return batch{cols: []column{{field: dictFields[0], vals: cat}, {field: dictFields[1], vals: x}}}
+}
+
 func fixtures() []fixture {
 	return []fixture{
 		{name: "primitives.arrows", epoch: "0", schema: primitiveFields,
@@ -168,6 +179,14 @@ func fixtures() []fixture {
 			batches: []batch{primitives(3, 4), primitives(6, 5), primitives(2, 6)}},
 		{name: "lz4.arrows", epoch: "0", schema: primitiveFields, batches: []batch{primitives(64, 7)},
 			opts: []ipc.Option{ipc.WithLZ4()}},
+		// The dictionary changes from batch to batch (the writer sends a
+		// replacement), and is sent again unchanged for the last batch's
+		// values only when they differ.
+		{name: "dictionary.arrows", epoch: "0", schema: dictFields, batches: []batch{
+			dictBatch([]any{"red", "green", nil, "red"}, []any{int32(1), int32(2), int32(3), int32(4)}),
+			dictBatch([]any{"blue", "héllo", "blue"}, []any{int32(5), int32(6), int32(7)}),
+			sliced(dictBatch([]any{"a", "b", "c", nil, "a"}, []any{int32(8), int32(9), int32(10), int32(11), int32(12)}), 1, 4),
+		}},
 		{name: "nested.arrows", epoch: "0", schema: []arrow.Field{
 			{Name: "x", Type: arrow.PrimitiveTypes.Int32},
 			{Name: "xs", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32)},
@@ -357,6 +376,10 @@ func build(mem memory.Allocator, dt arrow.DataType, vals []any) (arrow.Array, er
 			b.Append(v.(arrow.Timestamp))
 		case *array.DurationBuilder:
 			b.Append(v.(arrow.Duration))
+		case *array.BinaryDictionaryBuilder:
+			if err := b.AppendString(v.(string)); err != nil {
+				return nil, err
+			}
 		case *array.ListBuilder:
 			b.Append(true)
 			b.ValueBuilder().(*array.Int32Builder).AppendValues(v.([]int32), nil)

@@ -1,0 +1,63 @@
+package feed
+
+import (
+	"io"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/parquet/compress"
+)
+
+// gzipPages is the Parquet GZIP codec with Spindle's page decoding
+// (gunzipInto) in front of arrow-go's: encoding and streams are arrow-go's,
+// and a page that gunzipInto does not decode (more than one gzip member,
+// no known size, damaged data) goes to arrow-go's decoder, which decodes
+// it or says what is wrong. Registered with arrow-go's
+// compress.RegisterCodec, its way of replacing a codec, when the package
+// is loaded.
+type gzipPages struct {
+	compress.Codec // arrow-go's
+}
+
+// gzipFallbacks counts the pages left to arrow-go's decoder.
+var gzipFallbacks atomic.Int64
+
+func init() {
+	orig, err := compress.GetCodec(compress.Codecs.Gzip)
+	if err != nil {
+		panic(err)
+	}
+	compress.RegisterCodec(compress.Codecs.Gzip, gzipPages{orig})
+}
+
+// Decode decodes one page into dst (of the page's decoded size).
+func (c gzipPages) Decode(dst, src []byte) []byte {
+	out, err := c.DecodeWithError(dst, src)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// DecodeWithError is Decode reporting damaged data as an error.
+func (c gzipPages) DecodeWithError(dst, src []byte) ([]byte, error) {
+	if len(dst) > 0 && gunzipInto(dst, src) == nil {
+		return dst, nil
+	}
+	gzipFallbacks.Add(1)
+	return compress.Decode(c.Codec, dst, src)
+}
+
+// NewReader is arrow-go's.
+func (c gzipPages) NewReader(r io.Reader) io.ReadCloser {
+	return c.Codec.(compress.StreamingCodec).NewReader(r)
+}
+
+// NewWriter is arrow-go's.
+func (c gzipPages) NewWriter(w io.Writer) io.WriteCloser {
+	return c.Codec.(compress.StreamingCodec).NewWriter(w)
+}
+
+// NewWriterLevel is arrow-go's.
+func (c gzipPages) NewWriterLevel(w io.Writer, level int) (io.WriteCloser, error) {
+	return c.Codec.(compress.StreamingCodec).NewWriterLevel(w, level)
+}
