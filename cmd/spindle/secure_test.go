@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,15 +43,46 @@ func TestSubmitKerberosRefusals(t *testing.T) {
 		{"wrong realm", []string{"--principal", "alice@WRONG.REALM", "--keytab", kt}, "WRONG.REALM"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			app := newApp()
-			app.Writer, app.ErrWriter = io.Discard, io.Discard
-			args := append(append([]string{"spindle", "submit", "--master", "yarn"}, tc.flags...), "--", "true")
-			err := app.RunContext(ctx, args)
-			if code := exitCode(err); code != exitUsage || !strings.Contains(err.Error(), tc.says) {
-				t.Fatalf("exit %d: %v; want exit %d saying %q", code, err, exitUsage, tc.says)
-			}
+			refusedSubmit(t, tc.flags, tc.says)
 		})
+	}
+
+	// A krb5.conf whose KDC address answers nothing.
+	t.Run("wrong KDC address", func(t *testing.T) {
+		dead := testaddr.Free(t)
+		b, err := os.ReadFile(kdc.Conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf := filepath.Join(t.TempDir(), "krb5.conf")
+		if err := os.WriteFile(conf, []byte(strings.ReplaceAll(string(b), kdc.Addr, dead)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("KRB5_CONFIG", conf)
+		refusedSubmit(t, []string{"--principal", "alice", "--keytab", kt}, conf)
+	})
+	// A KDC whose clock is an hour off the gateway's.
+	t.Run("clock skew", func(t *testing.T) {
+		if _, err := exec.LookPath("cc"); err != nil {
+			t.Skip("no C compiler to shift the KDC's clock")
+		}
+		skewed := krbtest.StartWith(t, krbtest.Options{ClockOffset: time.Hour})
+		t.Setenv("KRB5_CONFIG", skewed.Conf)
+		refusedSubmit(t, []string{"--principal", "alice", "--keytab", skewed.AddPrincipal("alice")}, "clock")
+	})
+}
+
+// refusedSubmit runs spindle submit to the Kerberized YARN with flags and
+// wants exit 2 with an error that says says.
+func refusedSubmit(t *testing.T, flags []string, says string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	app := newApp()
+	app.Writer, app.ErrWriter = io.Discard, io.Discard
+	args := append(append([]string{"spindle", "submit", "--master", "yarn"}, flags...), "--", "true")
+	err := app.RunContext(ctx, args)
+	if code := exitCode(err); code != exitUsage || !strings.Contains(err.Error(), says) {
+		t.Fatalf("exit %d: %v; want exit %d saying %q", code, err, exitUsage, says)
 	}
 }

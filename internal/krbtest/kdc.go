@@ -34,6 +34,11 @@ type Options struct {
 	Addr string
 	// Logf, when set, receives the KDC's output if it fails to start.
 	Logf func(format string, args ...any)
+	// ClockOffset, when not zero, runs the KDC with its clock this far
+	// from the machine's (whole seconds), for tests of clock skew: a
+	// small library built with the C compiler (cc) and preloaded into
+	// krb5kdc shifts the wall-clock time it reads.
+	ClockOffset time.Duration
 }
 
 // SbinDirs are searched for the KDC's programs after PATH: Debian puts
@@ -158,6 +163,14 @@ func StartKDC(ctx context.Context, opts Options) (*KDC, error) {
 	bin, _ := binary("krb5kdc")
 	cmd := exec.Command(bin, "-n", "-r", opts.Realm, "-P", filepath.Join(dir, "kdc.pid"))
 	cmd.Env = k.env
+	if opts.ClockOffset != 0 {
+		lib, err := buildClockShift(ctx, dir)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Env = append(cmd.Env[:len(cmd.Env):len(cmd.Env)], "LD_PRELOAD="+lib,
+			fmt.Sprintf("KRBTEST_CLOCK_OFFSET=%d", int64(opts.ClockOffset/time.Second)))
+	}
 	var log syncBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {

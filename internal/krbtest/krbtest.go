@@ -33,11 +33,18 @@ type KDC struct {
 // skips the test when MIT Kerberos is not installed.
 func Start(t testing.TB) *KDC {
 	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start with options (Dir and Addr are the test's own).
+func StartWith(t testing.TB, opts Options) *KDC {
+	t.Helper()
 	if err := Missing(); err != nil {
 		t.Skipf("%v, or make test", err)
 	}
 	// One address for UDP and TCP: the KDC listens on both.
-	k, err := StartKDC(context.Background(), Options{Dir: t.TempDir(), Addr: testaddr.Free(t)})
+	opts.Dir, opts.Addr = t.TempDir(), testaddr.Free(t)
+	k, err := StartKDC(context.Background(), opts)
 	if errors.Is(err, ErrMissing) {
 		t.Skip(err)
 	}
