@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jcmturner/gokrb5/v8/keytab"
-
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
@@ -27,14 +25,7 @@ func TestClusterModeDelegationTokens(t *testing.T) {
 	kdc := krbtest.Start(t)
 	t.Setenv("KRB5_CONFIG", kdc.Conf)
 	t.Setenv(hadooprpc.EnvTokenFile, "")
-	load := func(p string) *keytab.Keytab {
-		kt, err := keytab.Load(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kt
-	}
-	rmKT, nnKT := load(kdc.AddPrincipal("rm/127.0.0.1")), load(kdc.AddPrincipal("nn/127.0.0.1"))
+	rmKT, nnKT := kdc.AddServiceKeytab("rm/127.0.0.1"), kdc.AddServiceKeytab("nn/127.0.0.1")
 	aliceKT := kdc.AddPrincipal("alice")
 	hdfsCfg := hdfstest.Config{
 		SASL:              hadooprpc.KerberosServer{Keytab: nnKT, Protocol: "nn", ServerID: "127.0.0.1"},

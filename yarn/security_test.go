@@ -105,14 +105,7 @@ func TestKerberizedCluster(t *testing.T) {
 	kdc := krbtest.Start(t)
 	t.Setenv("KRB5_CONFIG", kdc.Conf)
 	t.Setenv(hadooprpc.EnvTokenFile, "")
-	load := func(p string) *keytab.Keytab {
-		kt, err := keytab.Load(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kt
-	}
-	rmKT, nnKT := load(kdc.AddPrincipal("rm/127.0.0.1")), load(kdc.AddPrincipal("nn/127.0.0.1"))
+	rmKT, nnKT := kdc.AddServiceKeytab("rm/127.0.0.1"), kdc.AddServiceKeytab("nn/127.0.0.1")
 	aliceKT := kdc.AddPrincipal("alice")
 	hdfsCfg := hdfstest.Config{
 		SASL:               hadooprpc.KerberosServer{Keytab: nnKT, Protocol: "nn", ServerID: "127.0.0.1", Protection: "privacy"},

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jcmturner/gokrb5/v8/keytab"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spindle-ml/spindle/internal/hadooppb"
@@ -52,14 +51,7 @@ func TestDoctor(t *testing.T) {
 	kdc := krbtest.Start(t)
 	t.Setenv("KRB5_CONFIG", kdc.Conf)
 	t.Setenv(hadooprpc.EnvTokenFile, "")
-	load := func(p string) *keytab.Keytab {
-		kt, err := keytab.Load(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kt
-	}
-	rmKT, nnKT := load(kdc.AddPrincipal("rm/127.0.0.1")), load(kdc.AddPrincipal("nn/127.0.0.1"))
+	rmKT, nnKT := kdc.AddServiceKeytab("rm/127.0.0.1"), kdc.AddServiceKeytab("nn/127.0.0.1")
 	aliceKT := kdc.AddPrincipal("alice")
 	hdfs := hdfstest.NewTestCluster(t, hdfstest.Config{
 		SASL:               hadooprpc.KerberosServer{Keytab: nnKT, Protocol: "nn", ServerID: "127.0.0.1", Protection: "privacy"},

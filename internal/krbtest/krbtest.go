@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jcmturner/gokrb5/v8/keytab"
+
 	"github.com/spindle-ml/spindle/internal/testaddr"
 )
 
@@ -62,6 +64,17 @@ func StartWith(t testing.TB, opts Options) *KDC {
 func (k *KDC) AddPrincipal(principal string) string {
 	k.t.Helper()
 	kt, err := k.NewPrincipal(principal)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	return kt
+}
+
+// AddServiceKeytab creates principal, as AddPrincipal does, and returns
+// its keytab loaded, as a test server that takes Kerberos holds it.
+func (k *KDC) AddServiceKeytab(principal string) *keytab.Keytab {
+	k.t.Helper()
+	kt, err := keytab.Load(k.AddPrincipal(principal))
 	if err != nil {
 		k.t.Fatal(err)
 	}

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jcmturner/gokrb5/v8/keytab"
-
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
 	"github.com/spindle-ml/spindle/internal/krbtest"
@@ -35,14 +33,7 @@ func startSecureSite(t *testing.T, renew, max time.Duration) *secureSite {
 	kdc := krbtest.Start(t)
 	t.Setenv("KRB5_CONFIG", kdc.Conf)
 	t.Setenv(hadooprpc.EnvTokenFile, "")
-	load := func(p string) *keytab.Keytab {
-		kt, err := keytab.Load(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kt
-	}
-	nnKT, rmKT := load(kdc.AddPrincipal("nn/127.0.0.1")), load(kdc.AddPrincipal("rm/127.0.0.1"))
+	nnKT, rmKT := kdc.AddServiceKeytab("nn/127.0.0.1"), kdc.AddServiceKeytab("rm/127.0.0.1")
 	aliceKT := kdc.AddPrincipal("alice")
 	t.Setenv("KRB5CCNAME", kdc.Kinit("alice", aliceKT))
 
