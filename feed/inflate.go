@@ -462,39 +462,19 @@ func (d *inflater) block(ll, dt *huffTable) error {
 			// the first symbol (15 bits at most), and a literal found in the
 			// primary table takes at most its 10 bits. Anything else waits
 			// for the refill.
-			e = lt[bb&lmask]
-			if e&kindMask != kindLiteral {
-				continue
+			for range 3 {
+				e = lt[bb&lmask]
+				if e&kindMask != kindLiteral {
+					break
+				}
+				bb >>= e & 31
+				nb -= uint(e & 31)
+				if op >= len(out) {
+					return save(errInflateShort)
+				}
+				out[op] = byte(e >> 16)
+				op++
 			}
-			bb >>= e & 31
-			nb -= uint(e & 31)
-			if op >= len(out) {
-				return save(errInflateShort)
-			}
-			out[op] = byte(e >> 16)
-			op++
-			e = lt[bb&lmask]
-			if e&kindMask != kindLiteral {
-				continue
-			}
-			bb >>= e & 31
-			nb -= uint(e & 31)
-			if op >= len(out) {
-				return save(errInflateShort)
-			}
-			out[op] = byte(e >> 16)
-			op++
-			e = lt[bb&lmask]
-			if e&kindMask != kindLiteral {
-				continue
-			}
-			bb >>= e & 31
-			nb -= uint(e & 31)
-			if op >= len(out) {
-				return save(errInflateShort)
-			}
-			out[op] = byte(e >> 16)
-			op++
 			continue
 		}
 		switch e & kindMask {
