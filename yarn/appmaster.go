@@ -84,7 +84,7 @@ func RunAM(ctx context.Context, logger *slog.Logger, run DriverFunc) error {
 	}
 	defer alloc.Close()
 	if plan.Cluster != nil {
-		return runClusterAM(ctx, plan, alloc, ln, host, run, output, log)
+		return runClusterAM(ctx, plan, creds, alloc, ln, host, run, output, log)
 	}
 	if attempt := am.Attempt(os.Getenv("CONTAINER_ID")); attempt > 1 {
 		// The driver on the gateway knew the first attempt only: a new one
