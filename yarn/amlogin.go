@@ -9,6 +9,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/config"
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/kerberos"
@@ -156,4 +157,21 @@ func startAMKeeper(ctx context.Context, login amLogin, confDir string, job Clust
 // at their maximum lifetime.
 func (l amLogin) loginSettings() []string {
 	return []string{config.KeyKerberosPrincipal + "=" + l.principal, config.KeyKerberosKeytab + "=" + l.keytab}
+}
+
+// stagingOptions say how a cluster-mode AM reaches its staging directory
+// at the end: with the driver's keytab login when the gateway sent one
+// (the launch tokens end at their maximum lifetime), else with the
+// container's delegation tokens.
+func stagingOptions(creds *hadooprpc.Credentials) fsys.Options {
+	principal := string(creds.Secrets[amPrincipalAlias])
+	wd, err := os.Getwd()
+	if principal == "" || err != nil {
+		return fsys.Options{}
+	}
+	kt := filepath.Join(wd, amLoginDir, "driver.keytab")
+	if _, err := os.Stat(kt); err != nil {
+		return fsys.Options{}
+	}
+	return fsys.Options{KerberosPrincipal: principal, KerberosKeytab: kt, NoTokens: true}
 }

@@ -92,7 +92,7 @@ func runClusterAM(ctx context.Context, plan Plan, creds *hadooprpc.Credentials, 
 		if plan.StagingURI != "" && attempt >= plan.MaxAttempts {
 			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			removeStaging(rctx, plan.StagingURI, log)
+			removeStaging(rctx, plan.StagingURI, stagingOptions(creds), log)
 		}
 		return ctx.Err()
 	}
@@ -115,7 +115,7 @@ func runClusterAM(ctx context.Context, plan Plan, creds *hadooprpc.Credentials, 
 		log.Warn("the gateway API stopped", "err", err)
 	}
 	if plan.StagingURI != "" {
-		removeStaging(fctx, plan.StagingURI, log)
+		removeStaging(fctx, plan.StagingURI, stagingOptions(creds), log)
 	}
 	return ferr
 }

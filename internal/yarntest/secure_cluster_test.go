@@ -58,6 +58,15 @@ func TestSecureTokenRenewalClusterMode(t *testing.T) {
 			if ct.AM {
 				am++
 				checkAMLoginFiles(t, ct.WorkDir, kt)
+				// The AM removes the staging directory with the driver's
+				// login, after the launch tokens' maximum lifetime.
+				b, err := os.ReadFile(filepath.Join(ct.LogDir, "stderr"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(string(b), "remove staging directory") {
+					t.Errorf("the ApplicationMaster did not remove the staging directory:\n%s", b)
+				}
 			}
 			if !ct.AM && ct.ExecutorID != "" {
 				executors++
