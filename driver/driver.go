@@ -90,8 +90,12 @@ func New(cfg Config, cm ClusterManager) (*Driver, error) {
 		tls: jt,
 		cfg: cfg,
 		cm:  cm,
+		// A keytab logs in afresh as it must: the driver never reads
+		// with delegation tokens of its process's credentials file then
+		// (a cluster-mode driver's launch tokens end at their maximum
+		// lifetime).
 		res: fsys.NewResolver(fsys.Options{HadoopConfDir: cfg.HadoopConfDir, User: cfg.HadoopUser,
-			KerberosPrincipal: cfg.KerberosPrincipal, KerberosKeytab: cfg.KerberosKeytab}),
+			KerberosPrincipal: cfg.KerberosPrincipal, KerberosKeytab: cfg.KerberosKeytab, NoTokens: cfg.KerberosKeytab != ""}),
 		logger: cfg.Logger.With("component", "driver", "job", cfg.JobID),
 		secret: secret,
 		signer: signer,

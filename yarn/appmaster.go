@@ -84,7 +84,7 @@ func RunAM(ctx context.Context, logger *slog.Logger, run DriverFunc) error {
 	}
 	defer alloc.Close()
 	if plan.Cluster != nil {
-		return runClusterAM(ctx, plan, alloc, ln, host, run, output, log)
+		return runClusterAM(ctx, plan, creds, alloc, ln, host, run, output, log)
 	}
 	if attempt := am.Attempt(os.Getenv("CONTAINER_ID")); attempt > 1 {
 		// The driver on the gateway knew the first attempt only: a new one
@@ -96,7 +96,7 @@ func RunAM(ctx context.Context, logger *slog.Logger, run DriverFunc) error {
 		defer cancel()
 		ferr := alloc.Finish(fctx, pb.FinalApplicationStatusProto_APP_FAILED, msg)
 		if plan.StagingURI != "" {
-			removeStaging(fctx, plan.StagingURI, log)
+			removeStaging(fctx, plan.StagingURI, fsys.Options{}, log)
 		}
 		return ferr
 	}
@@ -182,15 +182,16 @@ wait:
 	stop()
 	g.Wait()
 	if plan.StagingURI != "" {
-		removeStaging(fctx, plan.StagingURI, log)
+		removeStaging(fctx, plan.StagingURI, fsys.Options{}, log)
 	}
 	return ferr
 }
 
 // removeStaging removes the staging directory from inside the cluster, so
-// it goes even when the client is gone.
-func removeStaging(ctx context.Context, uri string, log *slog.Logger) {
-	r := fsys.NewResolver(fsys.Options{})
+// it goes even when the client is gone; opts say how to log in (none: the
+// container's delegation tokens).
+func removeStaging(ctx context.Context, uri string, opts fsys.Options, log *slog.Logger) {
+	r := fsys.NewResolver(opts)
 	defer r.Close()
 	f, name, err := r.Resolve(ctx, uri)
 	if err == nil {

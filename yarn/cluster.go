@@ -274,7 +274,7 @@ func (c *ClusterManager) submit(ctx context.Context, specs []driver.ExecutorSpec
 			}
 		}
 	}
-	if err := c.launch(ctx, id, plan, tokens.Tokens); err != nil {
+	if err := c.launch(ctx, id, plan, tokens.Tokens, nil); err != nil {
 		return err
 	}
 	c.mu.Lock()

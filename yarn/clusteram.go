@@ -12,11 +12,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/internal/config"
+	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/yarn/am"
 )
 
@@ -49,7 +51,7 @@ const amConfPrefix = "hadoop-conf-"
 // runClusterAM runs a cluster-mode job: the driver runs in this process,
 // with the allocator as its cluster manager, while the gateway streams its
 // output over the AM's API. The application's final status is the job's.
-func runClusterAM(ctx context.Context, plan Plan, alloc *am.Allocator, ln net.Listener, host string, run DriverFunc, output *outputLog, log *slog.Logger) error {
+func runClusterAM(ctx context.Context, plan Plan, creds *hadooprpc.Credentials, alloc *am.Allocator, ln net.Listener, host string, run DriverFunc, output *outputLog, log *slog.Logger) error {
 	driverCtx, stopDriver := context.WithCancel(ctx)
 	defer stopDriver()
 	var gatewayStop atomic.Bool
@@ -74,7 +76,7 @@ func runClusterAM(ctx context.Context, plan Plan, alloc *am.Allocator, ln net.Li
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("serving the gateway", "addr", net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)))
 
-	res := runDriver(driverCtx, plan, alloc, output, run)
+	res := runDriver(driverCtx, plan, creds, alloc, output, run, log)
 	log.Info("the driver ended", "code", res.Code, "message", res.Message)
 	if ctx.Err() != nil && !gatewayStop.Load() {
 		// YARN is stopping this container: the application was killed,
@@ -90,7 +92,7 @@ func runClusterAM(ctx context.Context, plan Plan, alloc *am.Allocator, ln net.Li
 		if plan.StagingURI != "" && attempt >= plan.MaxAttempts {
 			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			removeStaging(rctx, plan.StagingURI, log)
+			removeStaging(rctx, plan.StagingURI, stagingOptions(creds), log)
 		}
 		return ctx.Err()
 	}
@@ -113,14 +115,15 @@ func runClusterAM(ctx context.Context, plan Plan, alloc *am.Allocator, ln net.Li
 		log.Warn("the gateway API stopped", "err", err)
 	}
 	if plan.StagingURI != "" {
-		removeStaging(fctx, plan.StagingURI, log)
+		removeStaging(fctx, plan.StagingURI, stagingOptions(creds), log)
 	}
 	return ferr
 }
 
 // runDriver prepares the driver's environment in the container (the
-// Hadoop client configuration the gateway staged) and runs it.
-func runDriver(ctx context.Context, plan Plan, alloc *am.Allocator, output *outputLog, run DriverFunc) (res JobResult) {
+// Hadoop client configuration the gateway staged, and the Kerberos login
+// of a keytab the gateway sent in creds) and runs it.
+func runDriver(ctx context.Context, plan Plan, creds *hadooprpc.Credentials, alloc *am.Allocator, output *outputLog, run DriverFunc, log *slog.Logger) (res JobResult) {
 	defer func() {
 		if p := recover(); p != nil {
 			res = JobResult{Code: 1, Message: fmt.Sprintf("the driver crashed in the ApplicationMaster: %v", p)}
@@ -134,7 +137,38 @@ func runDriver(ctx context.Context, plan Plan, alloc *am.Allocator, output *outp
 		return JobResult{Code: 1, Message: err.Error()}
 	}
 	job.Settings = append(append([]string(nil), job.Settings...), config.KeyHadoopConfDir+"="+confDir)
-	return run(ctx, DriverJob{ClusterJob: job, AppID: plan.AppID, ClusterManager: alloc, Stdout: stdout, Stderr: stderr})
+	var cm driver.ClusterManager = alloc
+	wd, err := os.Getwd()
+	if err != nil {
+		return JobResult{Code: 1, Message: fmt.Sprintf("find the container's working directory: %v", err)}
+	}
+	login, ok, err := writeAMLogin(creds, wd)
+	switch {
+	case err != nil:
+		return JobResult{Code: 1, Message: err.Error()}
+	case ok:
+		// The gateway sent its keytab: the driver logs in itself, reads
+		// HDFS with that login and keeps its executors' tokens fresh.
+		tokens, err := startAMKeeper(ctx, login, confDir, job, log)
+		if err != nil {
+			return JobResult{Code: 1, Message: err.Error()}
+		}
+		defer tokens.Close()
+		log.Info("the driver logged in from the keytab of its launch credentials", "principal", login.principal)
+		job.Settings = append(job.Settings, login.loginSettings()...)
+		cm = keptAllocator{Allocator: alloc, tokens: tokens}
+	default:
+		// A ticket cache on the gateway: the job runs on the launch
+		// tokens, which YARN renews up to their maximum lifetime.
+		var wg sync.WaitGroup
+		wctx, stop := context.WithCancel(ctx)
+		defer func() {
+			stop()
+			wg.Wait()
+		}()
+		watchLifetimes(wctx, &wg, hdfsTokens(creds), log)
+	}
+	return run(ctx, DriverJob{ClusterJob: job, AppID: plan.AppID, ClusterManager: cm, Stdout: stdout, Stderr: stderr})
 }
 
 // linkConfDir gathers the localized Hadoop configuration files into one

@@ -110,7 +110,13 @@ func (a *App) submit(ctx context.Context, job ClusterJob) error {
 			return err
 		}
 	}
-	return a.launch(ctx, a.id, a.plan, tokens)
+	// With a keytab, the driver in the AM logs in itself: the keytab
+	// travels in the AM's launch credentials, nowhere else.
+	secrets, err := a.amLoginSecrets()
+	if err != nil {
+		return err
+	}
+	return a.launch(ctx, a.id, a.plan, tokens, secrets)
 }
 
 // delegationTokens obtains, for a cluster-mode job on a Kerberized
@@ -118,7 +124,7 @@ func (a *App) submit(ctx context.Context, job ClusterJob) error {
 // every cluster the job names (the default file system, which holds the
 // staging directory, and each hdfs:// URI in its inputs, settings, command
 // and environment), and returns them by service for the AM's credentials.
-// The driver in the AM has no Kerberos login: it reads HDFS, and hands its
+// A driver in the AM without a keytab login reads HDFS, and hands its
 // executors, these tokens; YARN gives the AM its AMRMToken.
 func (a *App) delegationTokens(ctx context.Context, job ClusterJob) (map[string]hadooprpc.Token, error) {
 	named := driver.ExecutorSpec{Env: job.Env}

@@ -95,7 +95,7 @@ func TestClusterJobInCredentials(t *testing.T) {
 	plan := Plan{AppID: "application_1_0003", AMSecret: "am-s3cret", Cluster: job,
 		Spindle: Resource{Scheme: "hdfs", Host: "nn", Port: 8020, File: "/s/spindle", Size: 10, Timestamp: 5},
 		AMFiles: map[string]Resource{amConfPrefix + "core-site.xml": conf}}
-	clc, err := amLaunchContext(plan, "info", nil)
+	clc, err := amLaunchContext(plan, "info", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

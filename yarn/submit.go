@@ -158,12 +158,12 @@ func (g *gateway) racks(ctx context.Context) map[string]string {
 // context: the staged binary and plan.AMFiles localized, the plan and
 // tokens (HDFS delegation tokens, by service) in the credentials, nothing
 // secret in the environment or command line.
-func (g *gateway) launch(ctx context.Context, id client.AppID, plan Plan, tokens map[string]hadooprpc.Token) error {
+func (g *gateway) launch(ctx context.Context, id client.AppID, plan Plan, tokens map[string]hadooprpc.Token, secrets map[string][]byte) error {
 	sched, _ := g.conf.SchedulerAddrs()
 	plan.SchedulerAddrs = sched
 	plan.RPCProtection = g.sec.Protection
 	plan.MaxAttempts = g.cfg.MaxAttempts
-	clc, err := amLaunchContext(plan, g.cfg.LogLevel, tokens)
+	clc, err := amLaunchContext(plan, g.cfg.LogLevel, tokens, secrets)
 	if err != nil {
 		return err
 	}
@@ -187,11 +187,15 @@ func (g *gateway) launch(ctx context.Context, id client.AppID, plan Plan, tokens
 // binary and plan.AMFiles localized, the plan (with the job's settings,
 // environment and secrets) in the credentials, nothing secret in the
 // environment or command line, which YARN writes into a launch script and
-// shows in its web UI.
-func amLaunchContext(plan Plan, logLevel string, tokens map[string]hadooprpc.Token) (*pb.ContainerLaunchContextProto, error) {
+// shows in its web UI. secrets are further secrets of the AM's
+// credentials (a cluster-mode driver's keytab login).
+func amLaunchContext(plan Plan, logLevel string, tokens map[string]hadooprpc.Token, secrets map[string][]byte) (*pb.ContainerLaunchContextProto, error) {
 	creds := hadooprpc.NewCredentials()
 	if err := plan.addTo(creds); err != nil {
 		return nil, err
+	}
+	for alias, v := range secrets {
+		creds.Secrets[alias] = v
 	}
 	for alias, t := range tokens {
 		creds.Tokens[alias] = t

@@ -3,9 +3,11 @@ package yarn
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/user"
 	"strings"
+	"sync"
 	"time"
 
 	krbclient "github.com/jcmturner/gokrb5/v8/client"
@@ -100,7 +102,7 @@ func (c *ClusterManager) addDelegationTokens(ctx context.Context, creds *hadoopr
 	c.mu.Unlock()
 	if !c.cfg.RenewTokens {
 		// The executors use these tokens; YARN renews them.
-		c.watchLifetimes(tokens)
+		watchLifetimes(c.ctx, &c.wg, tokens, c.log)
 	}
 	return nil
 }
@@ -176,9 +178,10 @@ const lifetimeWarning = 0.75
 
 // watchLifetimes warns in the job log when the first of tokens has lived
 // three quarters of its maximum lifetime: YARN renews the tokens up to it,
-// and a job still running then loses HDFS (obtaining fresh tokens for
-// running executors is not built yet).
-func (c *ClusterManager) watchLifetimes(tokens map[string]hadooprpc.Token) {
+// and a job still running then loses HDFS (the driver keeps no tokens of
+// its own: renewal is off, or a cluster-mode driver has no keytab). It
+// stops when ctx ends; wg waits for it.
+func watchLifetimes(ctx context.Context, wg *sync.WaitGroup, tokens map[string]hadooprpc.Token, log *slog.Logger) {
 	var first hadooprpc.DelegationTokenIdentifier
 	cluster := ""
 	for uri, tok := range tokens {
@@ -195,17 +198,17 @@ func (c *ClusterManager) watchLifetimes(tokens map[string]hadooprpc.Token) {
 	}
 	life := first.MaxDate.Sub(first.IssueDate)
 	warnAt := first.IssueDate.Add(time.Duration(float64(life) * lifetimeWarning))
-	c.wg.Add(1)
+	wg.Add(1)
 	go func() {
-		defer c.wg.Done()
+		defer wg.Done()
 		t := time.NewTimer(time.Until(warnAt))
 		defer t.Stop()
 		select {
-		case <-c.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		c.log.Warn("hdfs delegation tokens near their maximum lifetime: the job cannot reach HDFS after it",
+		log.Warn("hdfs delegation tokens near their maximum lifetime: the job cannot reach HDFS after it",
 			"cluster", cluster, "max_date", first.MaxDate.UTC().Format(time.RFC3339), "left", time.Until(first.MaxDate).Round(time.Second),
 			"lifetime", life.Round(time.Second))
 	}()

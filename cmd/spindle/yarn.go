@@ -157,8 +157,9 @@ func yarnKill(c *cli.Context) error {
 
 // clusterModeDropped are keys the gateway does not pass to a cluster-mode
 // driver: they describe the gateway (its address, its Hadoop configuration
-// directory, its Kerberos login: the driver in the AM has delegation
-// tokens, never the keytab) or the deploy mode itself.
+// directory, its Kerberos login: the driver in the AM reads the gateway's
+// keytab from its launch credentials, never from a path of the gateway)
+// or the deploy mode itself.
 var clusterModeDropped = map[string]bool{
 	config.KeyDeployMode: true, config.KeyDriverHost: true, config.KeyDriverBindHost: true,
 	config.KeyHadoopConfDir: true, config.KeyHadoopUser: true, config.KeyCheckpointDir: true,

@@ -79,6 +79,10 @@ type Config struct {
 	// launch context, as a secure NodeManager does.
 	ClientSASL hadooprpc.SASL
 	Principal  string
+	// DropEnv are variables of this process's environment that
+	// containers do not inherit: a node without them (KRB5_CONFIG, for
+	// nodes whose krb5.conf does not know the test realm).
+	DropEnv []string
 }
 
 // DefaultConfig returns the defaults: three NodeManagers of 8 GiB and 8

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -244,7 +245,7 @@ func (c *Cluster) prepare(ct *container, clc *pb.ContainerLaunchContextProto, am
 	}
 	cmd := exec.Command("/bin/bash", scriptPath)
 	cmd.Dir = work
-	cmd.Env = containerEnv(launch)
+	cmd.Env = containerEnv(launch, c.cfg.DropEnv)
 	cmd.Stdout, cmd.Stderr = out, errf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	c.wg.Add(1)
@@ -258,12 +259,13 @@ func (c *Cluster) prepare(ct *container, clc *pb.ContainerLaunchContextProto, am
 }
 
 // containerEnv is the process environment: the NodeManager's own, without
-// the gateway's Spindle and Hadoop settings, then the launch context's.
-func containerEnv(launch map[string]string) []string {
+// the gateway's Spindle and Hadoop settings and the variables of drop,
+// then the launch context's.
+func containerEnv(launch map[string]string, drop []string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SPINDLE_") || strings.HasPrefix(k, "HADOOP_") || k == "KRB5CCNAME" {
+		if strings.HasPrefix(k, "SPINDLE_") || strings.HasPrefix(k, "HADOOP_") || k == "KRB5CCNAME" || slices.Contains(drop, k) {
 			continue
 		}
 		if _, ok := launch[k]; ok {

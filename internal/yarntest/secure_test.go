@@ -29,6 +29,13 @@ type secureSite struct {
 
 func startSecureSite(t *testing.T, renew, max time.Duration) *secureSite {
 	t.Helper()
+	return startSecureSiteDropping(t, renew, max, nil)
+}
+
+// startSecureSiteDropping starts a secure site whose containers do not
+// inherit the variables of drop.
+func startSecureSiteDropping(t *testing.T, renew, max time.Duration, drop []string) *secureSite {
+	t.Helper()
 	binaries(t)
 	kdc := krbtest.Start(t)
 	t.Setenv("KRB5_CONFIG", kdc.Conf)
@@ -55,6 +62,7 @@ func startSecureSite(t *testing.T, renew, max time.Duration) *secureSite {
 		NodeManagers: 2, HadoopConfDir: s.confDir,
 		ClientSASL: hadooprpc.KerberosServer{Keytab: rmKT, Protocol: "rm", ServerID: "127.0.0.1"},
 		Principal:  "rm/_HOST@" + krbtest.Realm,
+		DropEnv:    drop,
 	})
 	if err := s.yarn.WriteConfig(s.confDir); err != nil {
 		t.Fatal(err)
@@ -82,13 +90,18 @@ func addSiteProps(t *testing.T, path string, props map[string]string) {
 // secureJob submits the logistic-regression example with alice's keytab,
 // reading its input from the secure HDFS every epoch (no feed cache).
 func (s *secureSite) secureJob(t *testing.T, input string, executors int, extra ...string) *job {
+	return s.secureJobEpochs(t, input, executors, 500, extra...)
+}
+
+// secureJobEpochs is secureJob training for epochs.
+func (s *secureSite) secureJobEpochs(t *testing.T, input string, executors, epochs int, extra ...string) *job {
 	args := []string{"--principal", "alice", "--keytab", s.keytab,
 		"--conf", "spindle.executor.heartbeatInterval=200ms", "--conf", "spindle.executor.heartbeatTimeout=5s",
 		"--conf", "spindle.feed.cacheMemory=0", "--conf", "spindle.log.level=debug",
 		"--num-executors", strconv.Itoa(executors), "--executor-memory", "256m"}
 	args = append(args, extra...)
 	args = append(args, "--input", input, "--label-column", "label", "--feed", "tensor", "--batch-rows", "64",
-		"--epochs", "500", "--seed", "3", "--", logregBin, "--lr", "0.5")
+		"--epochs", strconv.Itoa(epochs), "--seed", "3", "--", logregBin, "--lr", "0.5")
 	return s.submit(t, args...)
 }
 

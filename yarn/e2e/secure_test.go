@@ -363,9 +363,9 @@ func TestRealSecureSubmit(t *testing.T) {
 		}
 	})
 	t.Run("cluster mode", func(t *testing.T) {
-		// The driver runs in the ApplicationMaster, which has no ticket
-		// and no keytab: it plans over HDFS and hands its executors the
-		// delegation token the gateway obtained.
+		// The driver runs in the ApplicationMaster, which has no ticket:
+		// it logs in from the keytab the gateway put in its launch
+		// credentials, plans over HDFS and keeps its executors' tokens.
 		code, stdout, stderr := submitSecure(t, sc, 4*time.Minute, "--deploy-mode", "cluster",
 			"--principal", hadooptest.SecureUser, "--keytab", sc.UserKeytab, "--name", "secure-logreg-cluster",
 			"--num-executors", "2", "--executor-memory", "256m", "--input", input, "--label-column", "label",
@@ -373,7 +373,8 @@ func TestRealSecureSubmit(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("spindle submit exited %d\n--- stdout\n%s\n--- stderr\n%s", code, stdout, stderr)
 		}
-		for _, want := range []string{"hdfs delegation token obtained", "its driver is in the ApplicationMaster", "planned splits", "[rank 1]", "succeeded"} {
+		for _, want := range []string{"hdfs delegation token obtained", "its driver is in the ApplicationMaster",
+			"the driver logged in from the keytab of its launch credentials", "planned splits", "[rank 1]", "succeeded"} {
 			if !strings.Contains(stdout+stderr, want) {
 				t.Errorf("spindle submit did not show %q:\n--- stdout\n%s\n--- stderr\n%s", want, stdout, stderr)
 			}
