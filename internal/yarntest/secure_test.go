@@ -121,7 +121,10 @@ func TestSecureTokenRenewal(t *testing.T) {
 
 	t.Run("renewed", func(t *testing.T) {
 		start := time.Now()
-		j := s.secureJob(t, input, 2)
+		// Long enough for two fresh generations of 3 s tokens (one comes
+		// at 2.25 s) even on an idle machine, where 500 epochs once took
+		// only 4.6 s.
+		j := s.secureJobEpochs(t, input, 2, 1000)
 		code := j.wait(t, 3*time.Minute)
 		logs := j.stderr.String()
 		if code != 0 {
