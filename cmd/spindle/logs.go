@@ -250,10 +250,7 @@ type uiSource struct {
 func (s *uiSource) next(ctx context.Context, id string, p *logPrinter) (bool, error) {
 	var snap jobview.Snapshot
 	if err := s.get(ctx, "/api/jobs/"+url.PathEscape(id), &snap); err != nil {
-		var ue *url.Error
-		if s.reached && errors.As(err, &ue) {
-			// A driver's UI ends with its job.
-			fmt.Fprintf(p.err, "the web UI at %s is gone: the job has ended (its event log, spindle.eventLog.dir, keeps every line)\n", s.base)
+		if s.gone(err, p) {
 			return true, nil
 		}
 		return false, err
@@ -274,6 +271,9 @@ func (s *uiSource) next(ctx context.Context, id string, p *logPrinter) (bool, er
 			var chunk jobview.LogChunk
 			path := fmt.Sprintf("/api/jobs/%s/ranks/%d/log?stream=%s&from=%d", url.PathEscape(id), r.Rank, stream, s.offsets[key])
 			if err := s.get(ctx, path, &chunk); err != nil {
+				if s.gone(err, p) {
+					return true, nil
+				}
 				return false, err
 			}
 			for _, l := range chunk.Lines {
@@ -283,6 +283,17 @@ func (s *uiSource) next(ctx context.Context, id string, p *logPrinter) (bool, er
 		}
 	}
 	return jobview.IsFinal(snap.State), nil
+}
+
+// gone says whether err is the UI going away after it answered once (a
+// driver's UI ends with its job), which ends following it, and says so.
+func (s *uiSource) gone(err error, p *logPrinter) bool {
+	var ue *url.Error
+	if !s.reached || !errors.As(err, &ue) {
+		return false
+	}
+	fmt.Fprintf(p.err, "the web UI at %s is gone: the job has ended (its event log, spindle.eventLog.dir, keeps every line)\n", s.base)
+	return true
 }
 
 func (s *uiSource) get(ctx context.Context, path string, v any) error {
