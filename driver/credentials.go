@@ -8,11 +8,10 @@ import (
 
 // CredentialKeeper is a ClusterManager that keeps its executors' Hadoop
 // delegation tokens fresh (YARN or standalone on a Kerberized Hadoop
-// cluster): the driver
-// hands the newest credentials to each executor as it registers and in
-// the answer to any heartbeat that reports an older generation, and
-// tells the keeper once every running executor uses a generation, so
-// that older tokens can be cancelled.
+// cluster): the driver hands the newest credentials to each executor as it
+// registers and in the answer to any heartbeat that reports an older
+// generation, and tells the keeper once every running executor uses a
+// generation, so that older tokens can be cancelled.
 type CredentialKeeper interface {
 	// ExecutorCredentials returns the newest credentials for executors,
 	// or nil when there are none.
