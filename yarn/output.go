@@ -68,7 +68,11 @@ type outputLog struct {
 	more     chan struct{}
 }
 
-func newOutputLog() *outputLog { return &outputLog{more: make(chan struct{})} }
+// newOutputLog returns an empty log. Its reader counts as present from
+// now: a job that ends before the gateway's first read (one shorter than
+// the gateway's report polling) still waits for it, while a gateway that
+// never reads is given up on after readerGone, as one that stopped.
+func newOutputLog() *outputLog { return &outputLog{more: make(chan struct{}), lastRead: time.Now()} }
 
 // writer returns a writer whose lines go to the log, as stderr lines when
 // toErr is set.

@@ -84,12 +84,33 @@ func TestOutputLogDrops(t *testing.T) {
 	}
 }
 
-// TestWaitDrainedWithoutReader: an AM nobody reads from does not wait.
+// TestWaitDrainedWithoutReader: an AM nobody read from for readerGone
+// does not wait.
 func TestWaitDrainedWithoutReader(t *testing.T) {
 	l := newOutputLog()
+	l.lastRead = time.Now().Add(-readerGone - time.Second)
 	l.finish(JobResult{})
 	if l.waitDrained(context.Background(), time.Minute) {
 		t.Fatal("drained without a reader")
+	}
+}
+
+// TestWaitDrainedForTheFirstReader: a job that ends before the gateway's
+// first read waits for it: its output and result reach the gateway.
+func TestWaitDrainedForTheFirstReader(t *testing.T) {
+	l := newOutputLog()
+	fmt.Fprintln(l.writer(false), "final rank=0")
+	l.finish(JobResult{Code: 0, Message: "done"})
+	got := make(chan amOutput, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond) // the gateway's next poll
+		got <- l.since(context.Background(), 0, time.Second)
+	}()
+	if !l.waitDrained(context.Background(), time.Minute) {
+		t.Fatal("the AM did not wait for the gateway's first read")
+	}
+	if out := <-got; len(out.Lines) != 1 || out.Done == nil {
+		t.Fatalf("the gateway read %+v, want the line and the result", out)
 	}
 }
 
