@@ -47,6 +47,11 @@ func TestVerify(t *testing.T) {
 	if err := s.Verify("/svc/Method", body, used); err != nil {
 		t.Fatal(err)
 	}
+	// A fresh token with its last character changed (to another one:
+	// replacing it with itself would leave the token valid).
+	tampered := token()
+	last := tampered[len(tampered)-1]
+	tampered = tampered[:len(tampered)-1] + map[bool]string{true: "1", false: "0"}[last == '0']
 
 	for name, tc := range map[string]struct {
 		method string
@@ -59,7 +64,7 @@ func TestVerify(t *testing.T) {
 		"old layout":   {"/svc/Method", body, "v1.1.2.3", ErrBadToken},
 		"other method": {"/svc/Other", body, token(), ErrBadSignature},
 		"other body":   {"/svc/Method", []byte("another request"), token(), ErrBadSignature},
-		"tampered":     {"/svc/Method", body, token()[:len(token())-1] + "0", ErrBadSignature},
+		"tampered":     {"/svc/Method", body, tampered, ErrBadSignature},
 		"expired":      {"/svc/Method", body, staleTok, ErrExpired},
 		"replayed":     {"/svc/Method", body, used, ErrReplayed},
 	} {

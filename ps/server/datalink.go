@@ -37,8 +37,6 @@ type dataLink struct {
 // offer UCX.
 func (s *Server) startDataLink() error {
 	d := &s.data
-	d.stop = make(chan struct{})
-	d.names = map[string]string{}
 	switch {
 	case d.spec.Name != ucx.Name:
 		d.why = fmt.Sprintf("the server's data link is %s", d.spec)
@@ -72,9 +70,6 @@ func ucxVersion() string {
 // handlers under way have replied.
 func (s *Server) stopDataLink() {
 	d := &s.data
-	if d.stop == nil {
-		return
-	}
 	d.stopOnce.Do(func() { close(d.stop) })
 	d.mu.Lock()
 	l := d.l

@@ -136,6 +136,10 @@ func New(cfg Config) (*Server, error) {
 		tables: make(map[string]*table)}
 	s.ring.Store(cfg.Ring)
 	s.data.spec = link
+	// Made here, not as Serve starts the link: a server closed before it
+	// served (a test cutting it off at once) stops a link that never ran.
+	s.data.stop = make(chan struct{})
+	s.data.names = map[string]string{}
 	s.applied = newDedupe()
 	s.sent = newSentParts()
 	s.peers = map[string]*grpc.ClientConn{}
