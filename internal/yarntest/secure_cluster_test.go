@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
 )
 
 // TestSecureTokenRenewalClusterMode: the job of TestSecureTokenRenewal in
@@ -70,18 +68,7 @@ func TestSecureTokenRenewalClusterMode(t *testing.T) {
 			}
 			if !ct.AM && ct.ExecutorID != "" {
 				executors++
-				creds, err := hadooprpc.ReadCredentialsFile(filepath.Join(ct.WorkDir, "container_tokens"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				tok, ok := creds.TokenOfKind(hadooprpc.KindHDFSDelegationToken)
-				if !ok {
-					t.Fatalf("no HDFS token in %s's credentials", ct.ExecutorID)
-				}
-				id, err := hadooprpc.ParseDelegationTokenIdentifier(tok.Identifier)
-				if err != nil {
-					t.Fatal(err)
-				}
+				_, id := executorToken(t, ct)
 				// Token 1 is the launch token, 2 the driver's first.
 				if id.SequenceNumber <= 2 || id.Renewer != "alice" {
 					t.Errorf("%s's credentials file holds %s: want a fresh token of the driver's login", ct.ExecutorID, id)

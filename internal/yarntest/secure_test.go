@@ -153,18 +153,7 @@ func TestSecureTokenRenewal(t *testing.T) {
 				continue
 			}
 			executors++
-			creds, err := hadooprpc.ReadCredentialsFile(filepath.Join(ct.WorkDir, "container_tokens"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tok, ok := creds.TokenOfKind(hadooprpc.KindHDFSDelegationToken)
-			if !ok {
-				t.Fatalf("no HDFS token in %s's credentials", ct.ExecutorID)
-			}
-			id, err := hadooprpc.ParseDelegationTokenIdentifier(tok.Identifier)
-			if err != nil {
-				t.Fatal(err)
-			}
+			creds, id := executorToken(t, ct)
 			// Token 1 is the launch token, 2 the driver's first.
 			if id.SequenceNumber <= 2 || id.Renewer != "alice" {
 				t.Errorf("%s's credentials file holds %s (of %d issued): want a fresh token", ct.ExecutorID, id, issued)
@@ -197,4 +186,23 @@ func TestSecureTokenRenewal(t *testing.T) {
 		}
 		t.Logf("the job's error: %s", last)
 	})
+}
+
+// executorToken reads an executor container's credentials file (its
+// $HADOOP_TOKEN_FILE_LOCATION) and the HDFS delegation token in it.
+func executorToken(t *testing.T, ct yarntest.ContainerInfo) (*hadooprpc.Credentials, hadooprpc.DelegationTokenIdentifier) {
+	t.Helper()
+	creds, err := hadooprpc.ReadCredentialsFile(filepath.Join(ct.WorkDir, "container_tokens"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, ok := creds.TokenOfKind(hadooprpc.KindHDFSDelegationToken)
+	if !ok {
+		t.Fatalf("no HDFS token in %s's credentials", ct.ExecutorID)
+	}
+	id, err := hadooprpc.ParseDelegationTokenIdentifier(tok.Identifier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return creds, id
 }
