@@ -179,8 +179,16 @@ func (c *ClusterManager) Request(ctx context.Context, specs []driver.ExecutorSpe
 		}
 	}
 	c.mu.Lock()
-	amc, plan := c.am, c.plan
+	amc, plan, id := c.am, c.plan, c.appID
 	c.mu.Unlock()
+	if amc == nil {
+		// The application was launched, but an earlier request stopped
+		// waiting for its AM (an elastic job's wait for room ran out).
+		var err error
+		if amc, err = c.connectAM(ctx, id, plan); err != nil {
+			return err
+		}
+	}
 	// Secrets stay out of the API: the AM has the job's secret
 	// environment from its credentials.
 	send := make([]driver.ExecutorSpec, len(specs))
@@ -281,10 +289,16 @@ func (c *ClusterManager) submit(ctx context.Context, specs []driver.ExecutorSpec
 	c.submitted = true
 	c.plan = plan
 	c.mu.Unlock()
+	_, err = c.connectAM(ctx, id, plan)
+	return err
+}
 
+// connectAM waits for the application's AM to register and starts
+// following its events.
+func (c *ClusterManager) connectAM(ctx context.Context, id client.AppID, plan Plan) (*amClient, error) {
 	report, err := c.waitAM(ctx, id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Fprintf(c.out, "yarn application %s running; tracking URL: %s\n", id, report.GetTrackingUrl())
 	amc := &amClient{
@@ -299,7 +313,7 @@ func (c *ClusterManager) submit(ctx context.Context, specs []driver.ExecutorSpec
 		defer c.wg.Done()
 		c.watch(amc, id)
 	}()
-	return nil
+	return amc, nil
 }
 
 // waitAM polls the application's report until its AM has registered.
