@@ -108,9 +108,9 @@ type amHandlers struct {
 	release func(ctx context.Context, ids []string) error
 	// progress, in client mode, sets the application's progress (0 to 1).
 	progress func(done float32)
-	finish  func(f amFinish)
-	events  *eventLog
-	touch   func()
+	finish   func(f amFinish)
+	events   *eventLog
+	touch    func()
 	// output, in cluster mode, is what the driver prints, streamed to
 	// the gateway.
 	output *outputLog

@@ -92,7 +92,7 @@ type app struct {
 	amrmKeyID    int32            // the key of the AMRMToken the attempt holds
 	nmTokensFor  map[string]int32 // node -> NM key of the NMToken the attempt holds
 	asks         map[askKey]*pb.ResourceRequestProto
-	blacklist    map[string]bool // hosts the attempt asked to get no containers on
+	blacklist    map[string]bool       // hosts the attempt asked to get no containers on
 	containers   map[string]*container // by id, the attempt's live non-AM containers
 	allocated    []*container          // not yet handed to the AM
 	completed    []*pb.ContainerStatusProto

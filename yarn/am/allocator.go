@@ -111,15 +111,15 @@ type Allocator struct {
 	rpcMu sync.Mutex
 	rm    *hadooprpc.FailoverClient
 
-	mu           sync.Mutex
-	responseID   int32
-	asks         []*pb.ResourceRequestProto
-	releases     []*pb.ContainerIdProto
+	mu         sync.Mutex
+	responseID int32
+	asks       []*pb.ResourceRequestProto
+	releases   []*pb.ContainerIdProto
 	// excluded are the hosts the job keeps off (ExecutorSpec.ExcludedHosts),
 	// and exclude those of them the ResourceManager has not been told yet
 	// (the next allocate call's blacklist additions).
-	excluded map[string]bool
-	exclude  []string
+	excluded     map[string]bool
+	exclude      []string
 	nmTokens     map[string]hadooprpc.Token
 	byID         map[string]*container // container id -> executor container
 	byExec       map[string]*container
