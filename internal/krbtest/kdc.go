@@ -1,7 +1,6 @@
 package krbtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,8 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 )
 
 // Programs are the MIT Kerberos programs a KDC needs (Debian's krb5-kdc
@@ -171,7 +171,7 @@ func StartKDC(ctx context.Context, opts Options) (*KDC, error) {
 		cmd.Env = append(cmd.Env[:len(cmd.Env):len(cmd.Env)], "LD_PRELOAD="+lib,
 			fmt.Sprintf("KRBTEST_CLOCK_OFFSET=%d", int64(opts.ClockOffset/time.Second)))
 	}
-	var log syncBuffer
+	var log syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start krb5kdc: %w", err)
@@ -265,22 +265,4 @@ func (k *KDC) run(name string, args ...string) error {
 		return fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the KDC's output and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

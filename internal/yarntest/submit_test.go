@@ -1,7 +1,6 @@
 package yarntest_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"github.com/spindle-ml/spindle/fsys"
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/yarntest"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
@@ -110,32 +110,15 @@ func (s *site) env() []string {
 // job is a running spindle submit.
 type job struct {
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *syncbuf.Buffer
 	done   chan int
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func (s *site) submit(t *testing.T, args ...string) *job {
 	t.Helper()
 	cmd := exec.Command(spindleBin, append([]string{"submit", "--master", "yarn", "--conf", "spindle.network.interface=lo"}, args...)...)
 	cmd.Env = s.env()
-	j := &job{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan int, 1)}
+	j := &job{cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan int, 1)}
 	cmd.Stdout, cmd.Stderr = j.stderr, j.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

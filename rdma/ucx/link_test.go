@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/collective"
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 )
 
 const (
@@ -367,24 +368,6 @@ func TestProcessFailureOverUCX(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink shared by goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestNegotiation checks the per-stream choice: UCX where both ends offer
 // it, TCP (with a line saying why) where one does not, and a failure
 // naming the reason where UCX is required.
@@ -412,7 +395,7 @@ func TestNegotiation(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			n := len(tc.linkers)
-			logs := make([]*syncBuffer, n)
+			logs := make([]*syncbuf.Buffer, n)
 			lns := make([]net.Listener, n)
 			peers := make([]string, n)
 			for r := range n {
@@ -420,7 +403,7 @@ func TestNegotiation(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				lns[r], peers[r], logs[r] = ln, ln.Addr().String(), new(syncBuffer)
+				lns[r], peers[r], logs[r] = ln, ln.Addr().String(), new(syncbuf.Buffer)
 			}
 			comms := make([]*collective.Comm, n)
 			errs := make([]error, n)

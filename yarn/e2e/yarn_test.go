@@ -14,13 +14,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadooptest"
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
@@ -264,32 +264,15 @@ func TestBadSetup(t *testing.T) {
 // stderr, which fills as it runs.
 type running struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	done   chan int
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func start(t *testing.T, confDir string, args ...string) *running {
 	t.Helper()
 	cmd := exec.Command(spindleBin, append([]string{"submit", "--master", "yarn", "--conf", "spindle.network.interface=lo"}, args...)...)
 	cmd.Env = env(confDir)
-	r := &running{cmd: cmd, stderr: &syncBuffer{}, done: make(chan int, 1)}
+	r := &running{cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan int, 1)}
 	cmd.Stderr = r.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
