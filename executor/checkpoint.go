@@ -86,6 +86,17 @@ func (s *checkpointService) Close() error {
 	return err
 }
 
+// resolve finds the file system of a request's checkpoint directory, or
+// answers 400 naming it.
+func (s *checkpointService) resolve(w http.ResponseWriter, r *http.Request, dir string) (fsys.FS, string, bool) {
+	fsy, d, err := s.res.Resolve(r.Context(), dir)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("checkpoint directory %s: %v", dir, err), http.StatusBadRequest)
+		return nil, "", false
+	}
+	return fsy, d, true
+}
+
 func (s *checkpointService) handle(w http.ResponseWriter, r *http.Request) {
 	dir, name := r.URL.Query().Get("dir"), r.URL.Query().Get("name")
 	if dir == "" || name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." || strings.HasPrefix(name, ".") {
@@ -93,9 +104,8 @@ func (s *checkpointService) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	fsy, d, err := s.res.Resolve(ctx, dir)
-	if err != nil {
-		http.Error(w, fmt.Sprintf("checkpoint directory %s: %v", dir, err), http.StatusBadRequest)
+	fsy, d, ok := s.resolve(w, r, dir)
+	if !ok {
 		return
 	}
 	file := path.Join(d, name)
@@ -146,9 +156,8 @@ func (s *checkpointService) handleResume(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	ctx := r.Context()
-	fsy, d, err := s.res.Resolve(ctx, dir)
-	if err != nil {
-		http.Error(w, fmt.Sprintf("checkpoint directory %s: %v", dir, err), http.StatusBadRequest)
+	fsy, d, ok := s.resolve(w, r, dir)
+	if !ok {
 		return
 	}
 	if err := resume.Write(ctx, fsy, d, rec); err != nil {
@@ -181,9 +190,8 @@ func (s *checkpointService) handlePrune(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	ctx := r.Context()
-	fsy, d, err := s.res.Resolve(ctx, dir)
-	if err != nil {
-		http.Error(w, fmt.Sprintf("checkpoint directory %s: %v", dir, err), http.StatusBadRequest)
+	fsy, d, ok := s.resolve(w, r, dir)
+	if !ok {
 		return
 	}
 	removed, err := resume.PruneAfter(ctx, fsy, d, checkpoint, prefix, keep)
