@@ -10,7 +10,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 )
@@ -87,16 +86,7 @@ func (ca *JobCA) issue(name string, usage x509.ExtKeyUsage, hosts []string) (cer
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{usage},
 	}
-	for _, h := range hosts {
-		h = strings.TrimSpace(h)
-		switch ip := net.ParseIP(h); {
-		case h == "":
-		case ip != nil:
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		default:
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
+	nameHosts(tmpl, hosts)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sign the certificate of %s: %w", name, err)

@@ -89,16 +89,7 @@ func CreateCert(caDir, outDir, name string, hosts []string, validity time.Durati
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
-	for _, h := range hosts {
-		h = strings.TrimSpace(h)
-		switch ip := net.ParseIP(h); {
-		case h == "":
-		case ip != nil:
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		default:
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
+	nameHosts(tmpl, hosts)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
 		return Files{}, fmt.Errorf("sign the certificate of %s: %w", name, err)
@@ -194,6 +185,21 @@ func writeAtomic(path string, b []byte, mode os.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// nameHosts puts hosts (names or IP addresses; blanks skipped) in the
+// certificate's subject alternative names.
+func nameHosts(tmpl *x509.Certificate, hosts []string) {
+	for _, h := range hosts {
+		h = strings.TrimSpace(h)
+		switch ip := net.ParseIP(h); {
+		case h == "":
+		case ip != nil:
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		default:
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
 }
 
 func serial() *big.Int {
