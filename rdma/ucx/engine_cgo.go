@@ -180,32 +180,46 @@ func newEngine(rank int, timeout time.Duration) (*engine, error) {
 	}
 	e := &engine{rank: rank, timeout: timeout, wake: -1,
 		eps: make(map[int]*C.spx_ep), out: make(map[int]*direction), in: make(map[int]*direction)}
-	var ctx, w unsafe.Pointer
-	var efd C.int
+	var err error
+	if e.ctx, e.w, e.efd, e.wake, err = startWorker(); err != nil {
+		return nil, err
+	}
+	if e.addr, err = workerAddress(e.w); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// startWorker starts a UCP context and worker (UCX reads its variables
+// now) and makes the eventfd that wakes its waiters; on error nothing is
+// left open.
+func startWorker() (ctx, w unsafe.Pointer, efd C.int, wake int, err error) {
 	var rndv *C.char
 	if tcpOnly() {
 		rndv = C.CString(tcpRndvThresh)
 		defer C.free(unsafe.Pointer(rndv))
 	}
 	if st := C.spx_init(&ctx, &w, &efd, rndv); st != statusOK {
-		return nil, fmt.Errorf("start a UCP worker: %w", statusError(st))
+		return nil, nil, 0, -1, fmt.Errorf("start a UCP worker: %w", statusError(st))
 	}
-	e.ctx, e.w, e.efd = ctx, w, efd
-	wake, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	wake, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
-		C.spx_cleanup(e.ctx, e.w)
-		return nil, fmt.Errorf("create an eventfd: %w", err)
+		C.spx_cleanup(ctx, w)
+		return nil, nil, 0, -1, fmt.Errorf("create an eventfd: %w", err)
 	}
-	e.wake = wake
+	return ctx, w, efd, wake, nil
+}
+
+// workerAddress returns worker w's address, for its peers' endpoints.
+func workerAddress(w unsafe.Pointer) ([]byte, error) {
 	var addr unsafe.Pointer
 	var alen C.size_t
-	if st := C.spx_address(e.w, &addr, &alen); st != statusOK {
-		e.Close()
+	if st := C.spx_address(w, &addr, &alen); st != statusOK {
 		return nil, fmt.Errorf("get the UCP worker address: %w", statusError(st))
 	}
-	e.addr = C.GoBytes(addr, C.int(alen))
-	C.spx_release_address(e.w, addr)
-	return e, nil
+	defer C.spx_release_address(w, addr)
+	return C.GoBytes(addr, C.int(alen)), nil
 }
 
 // address is the worker's address, for the peers' endpoints.

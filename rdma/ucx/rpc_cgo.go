@@ -51,29 +51,15 @@ func newNode() (*node, error) {
 	if err := load(); err != nil {
 		return nil, err
 	}
-	n := &node{wake: -1}
-	var rndv *C.char
-	if tcpOnly() {
-		rndv = C.CString(tcpRndvThresh)
-		defer C.free(unsafe.Pointer(rndv))
+	n := &node{}
+	var err error
+	if n.ctx, n.w, n.efd, n.wake, err = startWorker(); err != nil {
+		return nil, err
 	}
-	if st := C.spx_init(&n.ctx, &n.w, &n.efd, rndv); st != statusOK {
-		return nil, fmt.Errorf("start a UCP worker: %w", statusError(st))
-	}
-	wake, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		C.spx_cleanup(n.ctx, n.w)
-		return nil, fmt.Errorf("create an eventfd: %w", err)
-	}
-	n.wake = wake
-	var addr unsafe.Pointer
-	var alen C.size_t
-	if st := C.spx_address(n.w, &addr, &alen); st != statusOK {
+	if n.addr, err = workerAddress(n.w); err != nil {
 		n.destroy(nil)
-		return nil, fmt.Errorf("get the UCP worker address: %w", statusError(st))
+		return nil, err
 	}
-	n.addr = C.GoBytes(addr, C.int(alen))
-	C.spx_release_address(n.w, addr)
 	return n, nil
 }
 
