@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jcmturner/gokrb5/v8/keytab"
-
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
 	"github.com/spindle-ml/spindle/internal/krbtest"
@@ -29,10 +27,7 @@ import (
 func TestDelegationTokens(t *testing.T) {
 	kdc := krbtest.Start(t)
 	t.Setenv("KRB5_CONFIG", kdc.Conf)
-	nnKeytab, err := keytab.Load(kdc.AddPrincipal("nn/127.0.0.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	nnKeytab := kdc.AddServiceKeytab("nn/127.0.0.1")
 	aliceKeytab := kdc.AddPrincipal("alice")
 	yarnKeytab := kdc.AddPrincipal("yarn/127.0.0.1")
 	cluster, conf := startHDFS(t, hdfstest.Config{

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jcmturner/gokrb5/v8/keytab"
-
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
 	"github.com/spindle-ml/spindle/internal/krbtest"
@@ -26,10 +24,7 @@ import (
 func TestTokenSwap(t *testing.T) {
 	kdc := krbtest.Start(t)
 	t.Setenv("KRB5_CONFIG", kdc.Conf)
-	nnKeytab, err := keytab.Load(kdc.AddPrincipal("nn/127.0.0.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	nnKeytab := kdc.AddServiceKeytab("nn/127.0.0.1")
 	aliceKeytab := kdc.AddPrincipal("alice")
 	_, conf := startHDFS(t, hdfstest.Config{
 		SASL:              hadooprpc.KerberosServer{Keytab: nnKeytab, Protocol: "nn", ServerID: "127.0.0.1"},

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jcmturner/gokrb5/v8/keytab"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spindle-ml/spindle/driver"
@@ -230,10 +229,7 @@ func TestKerberosRefusals(t *testing.T) {
 	kdc := krbtest.Start(t)
 	t.Setenv("KRB5_CONFIG", kdc.Conf)
 	t.Setenv("KRB5CCNAME", filepath.Join(t.TempDir(), "no-ticket"))
-	rmKT, err := keytab.Load(kdc.AddPrincipal("rm/127.0.0.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rmKT := kdc.AddServiceKeytab("rm/127.0.0.1")
 	aliceKT := kdc.AddPrincipal("alice")
 	rm := startTestRM(t, hadooprpc.KerberosServer{Keytab: rmKT, Protocol: "rm", ServerID: "127.0.0.1", Protection: "privacy"})
 	writeConf := func(core, yarn map[string]string) string {
@@ -285,14 +281,8 @@ func TestTokenLifetimeWarning(t *testing.T) {
 	kdc := krbtest.Start(t)
 	t.Setenv("KRB5_CONFIG", kdc.Conf)
 	t.Setenv(hadooprpc.EnvTokenFile, "")
-	rmKT, err := keytab.Load(kdc.AddPrincipal("rm/127.0.0.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nnKT, err := keytab.Load(kdc.AddPrincipal("nn/127.0.0.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rmKT := kdc.AddServiceKeytab("rm/127.0.0.1")
+	nnKT := kdc.AddServiceKeytab("nn/127.0.0.1")
 	aliceKT := kdc.AddPrincipal("alice")
 	hdfs := hdfstest.NewTestCluster(t, hdfstest.Config{
 		SASL:              hadooprpc.KerberosServer{Keytab: nnKT, Protocol: "nn", ServerID: "127.0.0.1"},

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jcmturner/gokrb5/v8/keytab"
-
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
@@ -21,10 +19,7 @@ import (
 func TestKerberizedHDFSJob(t *testing.T) {
 	kdc := krbtest.Start(t)
 	t.Setenv("KRB5_CONFIG", kdc.Conf)
-	nnKeytab, err := keytab.Load(kdc.AddPrincipal("nn/127.0.0.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	nnKeytab := kdc.AddServiceKeytab("nn/127.0.0.1")
 	aliceKeytab := kdc.AddPrincipal("alice")
 	cluster := hdfstest.NewTestCluster(t, hdfstest.Config{Dir: t.TempDir(), DataNodes: 2, BlockSize: 128 << 10, Replication: 2,
 		Superuser: "alice", KerberosPrincipal: "nn/_HOST@" + krbtest.Realm,

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	etypeID "github.com/jcmturner/gokrb5/v8/iana/etypeID"
-	"github.com/jcmturner/gokrb5/v8/keytab"
 	"github.com/jcmturner/gokrb5/v8/types"
 
 	"github.com/spindle-ml/spindle/internal/kerberos"
@@ -25,10 +24,7 @@ import (
 func TestKerberos(t *testing.T) {
 	kdc := krbtest.Start(t)
 	t.Setenv("KRB5_CONFIG", kdc.Conf)
-	serverKT, err := keytab.Load(kdc.AddPrincipal("rm/127.0.0.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	serverKT := kdc.AddServiceKeytab("rm/127.0.0.1")
 	aliceKT := kdc.AddPrincipal("alice")
 	bobKT := kdc.AddPrincipal("bob")
 	addr := startServer(t, ServerConfig{Name: "test", SASL: KerberosServer{Keytab: serverKT, Protocol: "rm", ServerID: "127.0.0.1"}})
@@ -134,10 +130,7 @@ func (c *recordedConn) Write(p []byte) (int, error) {
 func TestKerberosProtection(t *testing.T) {
 	kdc := krbtest.Start(t)
 	t.Setenv("KRB5_CONFIG", kdc.Conf)
-	serverKT, err := keytab.Load(kdc.AddPrincipal("nn/127.0.0.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	serverKT := kdc.AddServiceKeytab("nn/127.0.0.1")
 	cl, err := kerberos.Login(kerberos.Options{Principal: "alice", Keytab: kdc.AddPrincipal("alice")})
 	if err != nil {
 		t.Fatal(err)

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jcmturner/gokrb5/v8/keytab"
-
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
@@ -29,10 +27,7 @@ func TestKerberizedHDFSOnStandalone(t *testing.T) {
 	t.Setenv("KRB5_CONFIG", kdc.Conf)
 	// No ticket anywhere: not for the workers, not for their executors.
 	t.Setenv("KRB5CCNAME", filepath.Join(t.TempDir(), "no-ticket-cache"))
-	nnKT, err := keytab.Load(kdc.AddPrincipal("nn/127.0.0.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	nnKT := kdc.AddServiceKeytab("nn/127.0.0.1")
 	aliceKT := kdc.AddPrincipal("alice")
 	hdfs := hdfstest.NewTestCluster(t, hdfstest.Config{
 		DataNodes: 1, Superuser: "alice",
