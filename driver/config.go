@@ -58,6 +58,8 @@ type Config struct {
 	MemoryBudget      int64
 	CacheMemory       int64
 	EvenBatches       feed.EvenMode
+	// SharedMemory offers arrow-mode epochs through shared memory.
+	SharedMemory bool
 
 	// Command is the training command run by every executor.
 	Command []string

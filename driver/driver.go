@@ -607,6 +607,7 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot, fil
 				PrefetchBatches:   int32(c.PrefetchBatches),
 				MemoryBudget:      c.MemoryBudget,
 				CacheBytes:        c.CacheMemory,
+				NoSharedMemory:    !c.SharedMemory,
 				EvenBatches:       string(evenOnRanks),
 				TargetBatches:     target,
 				FlightToken:       c.Flight.Token,

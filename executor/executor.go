@@ -573,7 +573,7 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 	path := filepath.Join(workDir, "feed.sock")
 	server, err := wire.NewServer(wire.ServerConfig{
 		SocketPath: path, Mode: mode, Epochs: int(f.Epochs), Source: source, LabelColumn: f.LabelColumn,
-		StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch,
+		StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch, SharedMemory: !f.GetNoSharedMemory(),
 		Logger: e.cfg.Logger.With("executor", e.cfg.ID, "rank", id.rank),
 	})
 	if err != nil {

@@ -425,11 +425,14 @@ type FeedTask struct {
 	// epochs of the ranks of a world of another size (an elastic job that
 	// changed size inside that epoch), padded to rest_batches batches.
 	// Later epochs follow this rank's own splits.
-	HasRest       bool       `protobuf:"varint,22,opt,name=has_rest,json=hasRest,proto3" json:"has_rest,omitempty"`
-	Rest          []*Segment `protobuf:"bytes,23,rep,name=rest,proto3" json:"rest,omitempty"`
-	RestBatches   int64      `protobuf:"varint,24,opt,name=rest_batches,json=restBatches,proto3" json:"rest_batches,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HasRest     bool       `protobuf:"varint,22,opt,name=has_rest,json=hasRest,proto3" json:"has_rest,omitempty"`
+	Rest        []*Segment `protobuf:"bytes,23,rep,name=rest,proto3" json:"rest,omitempty"`
+	RestBatches int64      `protobuf:"varint,24,opt,name=rest_batches,json=restBatches,proto3" json:"rest_batches,omitempty"`
+	// no_shared_memory turns off the arrow-mode feed's shared-memory socket
+	// (spindle.feed.sharedMemory false).
+	NoSharedMemory bool `protobuf:"varint,25,opt,name=no_shared_memory,json=noSharedMemory,proto3" json:"no_shared_memory,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FeedTask) Reset() {
@@ -628,6 +631,13 @@ func (x *FeedTask) GetRestBatches() int64 {
 		return x.RestBatches
 	}
 	return 0
+}
+
+func (x *FeedTask) GetNoSharedMemory() bool {
+	if x != nil {
+		return x.NoSharedMemory
+	}
+	return false
 }
 
 // Segment is rows [row_start, row_end) of the epoch of another rank,
@@ -968,7 +978,7 @@ const file_task_proto_rawDesc = "" +
 	"\x0fcheckpoint_keep\x18) \x01(\x05R\x0echeckpointKeep\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc1\x06\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xeb\x06\n" +
 	"\bFeedTask\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x121\n" +
 	"\x06splits\x18\x02 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x16\n" +
@@ -999,7 +1009,8 @@ const file_task_proto_rawDesc = "" +
 	"startBatch\x12\x19\n" +
 	"\bhas_rest\x18\x16 \x01(\bR\ahasRest\x12/\n" +
 	"\x04rest\x18\x17 \x03(\v2\x1b.spindle.control.v1.SegmentR\x04rest\x12!\n" +
-	"\frest_batches\x18\x18 \x01(\x03R\vrestBatches\"\xcc\x01\n" +
+	"\frest_batches\x18\x18 \x01(\x03R\vrestBatches\x12(\n" +
+	"\x10no_shared_memory\x18\x19 \x01(\bR\x0enoSharedMemory\"\xcc\x01\n" +
 	"\aSegment\x121\n" +
 	"\x06splits\x18\x01 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12%\n" +

@@ -692,9 +692,11 @@ func BenchmarkFeed(b *testing.B) {
 			res, _ := decode(b, true)
 			report(b, name, res, rawBase(b, res.Bytes/int64(b.N)))
 		})
-		for _, mode := range []Mode{ModeArrow, ModeTensor} {
+		// arrow-shm is arrow mode through shared memory (ServerConfig.SharedMemory).
+		for _, path := range []string{"arrow", "arrow-shm", "tensor"} {
+			mode, shm := Mode(strings.TrimSuffix(path, "-shm")), strings.HasSuffix(path, "-shm")
 			for _, from := range []string{"parquet", "cached"} {
-				name := fmt.Sprintf("%s/%s/batch=%d", mode, from, batchRows)
+				name := fmt.Sprintf("%s/%s/batch=%d", path, from, batchRows)
 				b.Run(name, func(b *testing.B) {
 					b.StopTimer()
 					var cacheBytes int64
@@ -712,11 +714,12 @@ func BenchmarkFeed(b *testing.B) {
 						}
 					}
 					srv, err := NewServer(ServerConfig{
-						SocketPath:  filepath.Join(shortBenchDir(b), "feed.sock"),
-						Mode:        mode,
-						Epochs:      b.N,
-						Source:      pipe,
-						LabelColumn: "label",
+						SocketPath:   filepath.Join(shortBenchDir(b), "feed.sock"),
+						Mode:         mode,
+						SharedMemory: shm,
+						Epochs:       b.N,
+						Source:       pipe,
+						LabelColumn:  "label",
 					})
 					if err != nil {
 						b.Fatal(err)

@@ -91,7 +91,8 @@ func (t *eosTracker) Read(p []byte) (int, error) {
 // It is not safe for concurrent use.
 type ArrowEpoch struct {
 	c     *conn
-	eos   *eosTracker
+	eos   *eosTracker  // stream over the socket
+	shm   *shmMessages // stream through shared memory
 	rd    *ipc.Reader
 	epoch int
 	done  bool
@@ -111,7 +112,18 @@ var _ feed.Reader = (*ArrowEpoch)(nil)
 // DialArrow connects to the arrow-mode feed at socketPath and reads the
 // stream's schema. Each call receives the next epoch; Epoch returns -1
 // when the feed has no epochs left.
+//
+// Where the executor offers it (ServerConfig.SharedMemory), the epoch
+// comes through shared memory: the batches' buffers are then read-only
+// views of memory the executor reuses once they are released, so release
+// every batch (and keep no slice of its buffers past that).
 func DialArrow(ctx context.Context, socketPath string) (*ArrowEpoch, error) {
+	switch c, msgs, err := dialArrowShm(ctx, socketPath); {
+	case err == nil:
+		return newShmArrowEpoch(ctx, c, msgs)
+	case !errors.Is(err, errNoShm):
+		return nil, err
+	}
 	c, err := dial(ctx, socketPath)
 	if err != nil {
 		return nil, err
@@ -136,6 +148,31 @@ func DialArrow(ctx context.Context, socketPath string) (*ArrowEpoch, error) {
 		return nil, fmt.Errorf("%w: feed %s: schema metadata %s is %q, want an epoch number", ErrBadStream, socketPath, MetaEpoch, epochStr)
 	}
 	return &ArrowEpoch{c: c, eos: eos, rd: rd, epoch: epoch}, nil
+}
+
+// newShmArrowEpoch reads the schema of a shared-memory stream.
+func newShmArrowEpoch(ctx context.Context, c *conn, msgs *shmMessages) (*ArrowEpoch, error) {
+	fail := func(err error) (*ArrowEpoch, error) {
+		msgs.close()
+		_ = c.c.Close()
+		return nil, err
+	}
+	stop := c.watch(ctx)
+	rd, err := ipc.NewReaderFromMessageReader(msgs, ipc.WithAllocator(&recycler{}))
+	stop()
+	if err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			err = fmt.Errorf("%w: %w", ErrTruncated, err)
+		}
+		return fail(c.fail(ctx, "read schema", err))
+	}
+	epochStr, ok := rd.Schema().Metadata().GetValue(MetaEpoch)
+	epoch, perr := strconv.Atoi(epochStr)
+	if !ok || perr != nil {
+		rd.Release()
+		return fail(fmt.Errorf("%w: feed %s: schema metadata %s is %q, want an epoch number", ErrBadStream, c.path, MetaEpoch, epochStr))
+	}
+	return &ArrowEpoch{c: c, shm: msgs, rd: rd, epoch: epoch}, nil
 }
 
 // newArrowReader starts reading an Arrow IPC stream, first making sure
@@ -190,7 +227,7 @@ func (a *ArrowEpoch) Next(ctx context.Context) (arrow.RecordBatch, error) {
 			}
 			return nil, a.c.fail(ctx, "read batch", err)
 		}
-		if a.eos.last != arrowEOS {
+		if a.eos != nil && a.eos.last != arrowEOS {
 			return nil, a.c.fail(ctx, "read batch", fmt.Errorf("%w: no end-of-stream marker", ErrTruncated))
 		}
 		a.done = true
@@ -211,6 +248,10 @@ func (a *ArrowEpoch) Taken() Taken { return a.taken }
 // abandons the rest of it; the next connection gets the next epoch.
 func (a *ArrowEpoch) Close() error {
 	a.rd.Release()
+	if a.shm != nil {
+		a.shm.close() // closes the connection once nothing is held
+		return nil
+	}
 	return a.c.c.Close()
 }
 

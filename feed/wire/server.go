@@ -57,6 +57,12 @@ type ServerConfig struct {
 	LabelColumn string
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
+	// SharedMemory, in arrow mode, also listens at SharedMemoryPath(
+	// SocketPath), where Go clients (DialArrow) receive each epoch through
+	// a shared-memory region instead of the socket (see shm.go). The two
+	// sockets share one sequence of epochs. It is skipped, with a log
+	// line, when that path is too long for a socket.
+	SharedMemory bool
 }
 
 // maxSocketPath is the longest path a Unix socket address holds
@@ -99,7 +105,8 @@ type Stats struct {
 	// end or abandoned by the consumer.
 	EpochsServed int
 	// Rows, Batches and Bytes total what was sent over every epoch: written
-	// to the socket, which includes what waits in its buffers (read-ahead).
+	// to the socket or the shared memory, which includes what waits there
+	// for the consumer (read-ahead).
 	Rows, Batches, Bytes int64
 	// TakenRows and TakenBatches total what the consumer has read off the
 	// socket: the training process's own progress. A batch counts once
@@ -116,7 +123,10 @@ type Server struct {
 	ln     *net.UnixListener
 	sockFI fs.FileInfo // the socket file as created, to remove only our own
 	tensor *tensorEncoder
-	vw     *vecWriter // arrow mode, reused from connection to connection
+	vw     *vecWriter        // arrow mode, reused from connection to connection
+	lnShm  *net.UnixListener // nil without shared memory
+	shmFI  fs.FileInfo
+	shm    shmStreams // arrow mode with SharedMemory
 
 	closeOnce sync.Once
 	closeErr  error
@@ -126,7 +136,9 @@ type Server struct {
 	epochsServed atomic.Int64
 	rows         atomic.Int64
 	batches      atomic.Int64
-	bytes        atomic.Int64
+	bytes        atomic.Int64 // written to sockets
+	shmBytes     atomic.Int64 // written to shared memory
+	shmInline    atomic.Int64 // messages of shared-memory streams sent inline
 	taken        takenTracker
 }
 
@@ -148,6 +160,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.log = s.log.With("component", "feed", "mode", string(cfg.Mode), "socket", cfg.SocketPath)
+	s.shm = shmStreams{size: shmRegionBytes, log: s.log}
 	s.epoch.Store(-1)
 	s.taken.written = s.bytes.Load
 	if cfg.Mode == ModeTensor {
@@ -157,18 +170,29 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		}
 		s.tensor = enc
 	}
-	ln, fi, err := listenPrivate(cfg.SocketPath)
+	ln, fi, err := listenPrivate(cfg.SocketPath, ".sf")
 	if err != nil {
 		return nil, err
 	}
 	s.ln, s.sockFI = ln, fi
+	if cfg.SharedMemory && cfg.Mode == ModeArrow {
+		path := SharedMemoryPath(cfg.SocketPath)
+		if len(path) > maxSocketPath {
+			s.log.Info("no shared-memory feed socket: its path is too long", "path", path)
+			return s, nil
+		}
+		if s.lnShm, s.shmFI, err = listenPrivate(path, ".sm"); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
 // listenPrivate creates a Unix socket at path that only the owner may
 // connect to. The socket is bound under a temporary name, made private,
 // then renamed into place, so no other user can ever connect to it.
-func listenPrivate(path string) (*net.UnixListener, fs.FileInfo, error) {
+func listenPrivate(path, tmpPrefix string) (*net.UnixListener, fs.FileInfo, error) {
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode().Type() != fs.ModeSocket {
 			return nil, nil, fmt.Errorf("feed server: %s exists and is not a socket", path)
@@ -177,7 +201,7 @@ func listenPrivate(path string) (*net.UnixListener, fs.FileInfo, error) {
 			return nil, nil, fmt.Errorf("feed server: remove old socket: %w", err)
 		}
 	}
-	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".sf%d", os.Getpid()))
+	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf("%s%d", tmpPrefix, os.Getpid()))
 	if len(tmp) > maxSocketPath {
 		return nil, nil, fmt.Errorf("feed server: socket directory %s is too long for a Unix socket", filepath.Dir(path))
 	}
@@ -210,17 +234,29 @@ func listenPrivate(path string) (*net.UnixListener, fs.FileInfo, error) {
 // call it yourself only when Run is never called.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		s.closeErr = s.ln.Close()
-		if errors.Is(s.closeErr, net.ErrClosed) {
-			s.closeErr = nil
-		}
-		if fi, err := os.Lstat(s.cfg.SocketPath); err == nil && os.SameFile(fi, s.sockFI) {
-			if err := os.Remove(s.cfg.SocketPath); err != nil && s.closeErr == nil {
-				s.closeErr = fmt.Errorf("feed server: remove socket: %w", err)
+		s.closeErr = closeListener(s.ln, s.cfg.SocketPath, s.sockFI)
+		if s.lnShm != nil {
+			if err := closeListener(s.lnShm, SharedMemoryPath(s.cfg.SocketPath), s.shmFI); s.closeErr == nil {
+				s.closeErr = err
 			}
 		}
 	})
 	return s.closeErr
+}
+
+// closeListener stops listening and removes the socket file at path if
+// it is still the one created (fi).
+func closeListener(ln *net.UnixListener, path string, fi fs.FileInfo) error {
+	err := ln.Close()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	if now, lerr := os.Lstat(path); lerr == nil && os.SameFile(now, fi) {
+		if rerr := os.Remove(path); rerr != nil && err == nil {
+			err = fmt.Errorf("feed server: remove socket: %w", rerr)
+		}
+	}
+	return err
 }
 
 // Stats returns what the server has sent so far. It is safe to call
@@ -234,7 +270,7 @@ func (s *Server) Stats() Stats {
 		EpochsServed: int(s.epochsServed.Load()),
 		Rows:         s.rows.Load(),
 		Batches:      s.batches.Load(),
-		Bytes:        s.bytes.Load(),
+		Bytes:        s.bytes.Load() + s.shmBytes.Load(),
 	}
 }
 
@@ -249,7 +285,26 @@ func (s *Server) Run(ctx context.Context) error {
 		return errors.New("feed server: Run called twice")
 	}
 	defer s.Close()
-	stop := context.AfterFunc(ctx, func() { _ = s.ln.Close() })
+	accepted := make(chan accepted)
+	done := make(chan struct{})
+	var acceptors sync.WaitGroup
+	for _, ln := range []*net.UnixListener{s.ln, s.lnShm} {
+		if ln == nil {
+			continue
+		}
+		acceptors.Add(1)
+		go func() {
+			defer acceptors.Done()
+			s.acceptLoop(ln, ln == s.lnShm, accepted, done)
+		}()
+	}
+	defer func() {
+		close(done)
+		s.Close() // ends the accept loops
+		acceptors.Wait()
+		s.shm.close()
+	}()
+	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
 
 	for k := 0; ; k++ {
@@ -270,21 +325,48 @@ func (s *Server) Run(ctx context.Context) error {
 				r = &skipReader{Reader: r, skip: s.cfg.StartBatch}
 			}
 		}
-		conn, err := s.ln.AcceptUnix()
-		if err != nil {
+		a := <-accepted
+		if a.err != nil {
 			if r != nil {
 				_ = r.Close()
 			}
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("feed server: accept on %s: %w", s.cfg.SocketPath, err)
+			return fmt.Errorf("feed server: accept on %s: %w", s.cfg.SocketPath, a.err)
 		}
-		if err := s.serve(ctx, conn, epoch, r); err != nil {
+		if err := s.serve(ctx, a.conn, a.shm, epoch, r); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
 			return nil
+		}
+	}
+}
+
+// accepted is a connection from one of the server's sockets, or the
+// error that ended listening.
+type accepted struct {
+	conn *net.UnixConn
+	shm  bool // from the shared-memory socket
+	err  error
+}
+
+// acceptLoop accepts connections on ln and hands them to Run until done
+// is closed or ln fails (closed by Close); the failure goes to Run too.
+func (s *Server) acceptLoop(ln *net.UnixListener, shm bool, out chan<- accepted, done <-chan struct{}) {
+	for {
+		conn, err := ln.AcceptUnix()
+		select {
+		case out <- accepted{conn: conn, shm: shm, err: err}:
+		case <-done:
+			if conn != nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		if err != nil {
+			return
 		}
 	}
 }
@@ -297,8 +379,13 @@ func (e *consumerError) Unwrap() error { return e.err }
 
 // serve sends one epoch (or, with a nil reader, the empty stream) over
 // conn and closes both.
-func (s *Server) serve(ctx context.Context, conn *net.UnixConn, epoch int, r feed.Reader) error {
-	defer conn.Close()
+func (s *Server) serve(ctx context.Context, conn *net.UnixConn, shm bool, epoch int, r feed.Reader) error {
+	kept := false // the shm streams close it
+	defer func() {
+		if !kept {
+			conn.Close()
+		}
+	}()
 	if r != nil {
 		defer func() {
 			if err := r.Close(); err != nil {
@@ -315,11 +402,14 @@ func (s *Server) serve(ctx context.Context, conn *net.UnixConn, epoch int, r fee
 	_ = conn.SetWriteBuffer(socketBufferBytes)
 
 	start := time.Now()
-	rows0, batches0, bytes0 := s.rows.Load(), s.batches.Load(), s.bytes.Load()
+	rows0, batches0, bytes0 := s.rows.Load(), s.batches.Load(), s.bytes.Load()+s.shmBytes.Load()
 	var err error
-	if s.cfg.Mode == ModeTensor {
+	switch {
+	case s.cfg.Mode == ModeTensor:
 		err = s.serveTensor(ctx, &countingWriter{w: conn, n: &s.bytes}, epoch, r)
-	} else {
+	case shm:
+		kept, err = s.serveArrowShm(ctx, conn, epoch, r)
+	default:
 		err = s.serveArrow(ctx, conn, epoch, r)
 	}
 	// Whether the failure is ours to report or the effect of stopping:
@@ -333,7 +423,8 @@ func (s *Server) serve(ctx context.Context, conn *net.UnixConn, epoch int, r fee
 	}
 	attrs := []any{"epoch", epoch,
 		"rows", s.rows.Load() - rows0, "batches", s.batches.Load() - batches0,
-		"bytes", s.bytes.Load() - bytes0, "duration", time.Since(start).Round(time.Millisecond)}
+		"bytes", s.bytes.Load() + s.shmBytes.Load() - bytes0, "shared_memory", shm,
+		"duration", time.Since(start).Round(time.Millisecond)}
 	var ce *consumerError
 	switch {
 	case err == nil:

@@ -147,7 +147,8 @@ func testCtx(t *testing.T) context.Context {
 
 // startServer creates and runs a server in a fresh directory. Stopping it
 // (stop, or the test's end) cancels Run and returns Run's error.
-func startServer(t *testing.T, cfg ServerConfig) (srv *Server, stop func() error) {
+// Each tweak changes the server before it runs.
+func startServer(t *testing.T, cfg ServerConfig, tweaks ...func(*Server)) (srv *Server, stop func() error) {
 	t.Helper()
 	if cfg.SocketPath == "" {
 		cfg.SocketPath = filepath.Join(shortTempDir(t), "feed.sock")
@@ -155,6 +156,9 @@ func startServer(t *testing.T, cfg ServerConfig) (srv *Server, stop func() error
 	srv, err := NewServer(cfg)
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
+	}
+	for _, tweak := range tweaks {
+		tweak(srv)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var g errgroup.Group

@@ -133,6 +133,7 @@ const (
 	KeyFeedMemory        = "spindle.feed.memoryBudget"
 	KeyFeedCache         = "spindle.feed.cacheMemory"
 	KeyEvenBatches       = "spindle.feed.evenBatches"
+	KeyFeedSharedMemory  = "spindle.feed.sharedMemory"
 	KeyCheckpointDir     = "spindle.checkpoint.dir"
 	KeyCheckpointKeep    = "spindle.checkpoint.keep"
 	KeyDriverHost        = "spindle.driver.host"
@@ -206,6 +207,8 @@ var coreKeys = []Key{
 		Doc: "Memory an executor may hold in read-ahead and shuffle buffers."},
 	{Name: KeyFeedCache, Default: "256m", Kind: Bytes, Min: 0, HasMin: true,
 		Doc: "Decoded batches an executor keeps from one epoch to the next, so that later epochs skip reading and decoding the splits that fit; the rest are read again. 0 turns the cache off."},
+	{Name: KeyFeedSharedMemory, Default: "true", Kind: Bool,
+		Doc: "In arrow mode, offer Go training processes (package task, wire.DialArrow) each epoch through shared memory instead of the socket, which saves the kernel's two copies of every batch; Python processes read the socket either way. Up to 16 MiB of batches sent ahead are held there instead of in the socket's buffers."},
 	{Name: KeyEvenBatches, Default: "pad", Kind: Enum, Enum: []string{"pad", "drop", "off"},
 		Doc: "Give every rank the same number of batches per epoch: pad (repeat rows of the rank's own data), drop (drop the remainder), off."},
 	{Name: KeyCheckpointDir, Default: "", Kind: String,

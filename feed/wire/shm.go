@@ -1,0 +1,271 @@
+package wire
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Shared memory for arrow-mode streams.
+//
+// Over the feed socket, every byte of a batch is copied twice by the
+// kernel: into the socket by the executor and out of it by the training
+// process. On a machine whose cores also decode, those copies cost as much
+// CPU as decoding itself. A Go client that connects to the socket's
+// shared-memory twin (SharedMemoryPath) instead receives a memfd region
+// (sent with SCM_RIGHTS) that both processes map; the executor writes each
+// IPC message into the region and sends only its place over the socket,
+// and the client reads the batch's columns where they lie, without a copy.
+// The client hands a message's space back when the batch's buffers are
+// released (Arrow's reference counts), by writing its offset to the
+// socket.
+//
+// The socket carries fixed frames of shmFrameBytes from the executor:
+//
+//	kind  byte: 'R' region (with the memfd; a = its size), 'M' message in
+//	            the region (a = offset, b = length), 'I' message inline
+//	            (a = length; the message's bytes follow the frame), 'E'
+//	            end of the stream
+//	pad   7 bytes
+//	a, b  uint64 little-endian
+//
+// and 8-byte little-endian offsets of freed messages from the client. A
+// message that does not fit the region (the client holds the rest of it)
+// is sent inline, so a client that keeps batches never stalls the stream.
+const (
+	shmFrameBytes = 24
+	shmFreeBytes  = 8
+
+	frameRegion  = 'R'
+	frameMessage = 'M'
+	frameInline  = 'I'
+	frameEnd     = 'E'
+)
+
+// shmRegionBytes is the size of each connection's region. Of it, at most
+// a quarter holds messages at once: that bounds the batches sent ahead of
+// the training process and those it holds, as the socket's buffers do
+// without shared memory, and the rest leaves room to place them. The
+// region is sparse (only pages written hold memory), the allocator
+// reuses the lowest free space first, and each page written the first
+// time costs the kernel a fault and a zeroing, so a small working set
+// also keeps that cost to the first few batches of an epoch. Messages
+// over half the working set go inline.
+const shmRegionBytes = 64 << 20
+
+// shmAlign is the alignment of messages in the region (Arrow buffers want
+// 8 bytes; 64 keeps every message on its own cache lines).
+const shmAlign = 64
+
+// SharedMemoryPath is the socket of the shared-memory stream beside the
+// feed socket at path.
+func SharedMemoryPath(path string) string { return path + ".shm" }
+
+// putFrame appends a frame to dst.
+func putFrame(dst []byte, kind byte, a, b uint64) []byte {
+	var f [shmFrameBytes]byte
+	f[0] = kind
+	binary.LittleEndian.PutUint64(f[8:], a)
+	binary.LittleEndian.PutUint64(f[16:], b)
+	return append(dst, f[:]...)
+}
+
+// parseFrame reads a frame.
+func parseFrame(f []byte) (kind byte, a, b uint64) {
+	return f[0], binary.LittleEndian.Uint64(f[8:]), binary.LittleEndian.Uint64(f[16:])
+}
+
+// shmRegion is the executor's side of a connection's region: a memfd
+// mapped read-write, and a first-fit allocator of its space.
+type shmRegion struct {
+	fd  int
+	mem []byte
+
+	mu     sync.Mutex
+	free   []extent         // sorted by off, merged
+	used   map[uint64]int64 // message offset -> length, until freed
+	inUse  int64            // the bytes of used
+	budget int64            // most bytes in use at once
+	freed  chan struct{}    // signalled (without blocking) on every free
+}
+
+type extent struct{ off, n int64 }
+
+// newShmRegion creates a region of size bytes.
+func newShmRegion(size int64) (*shmRegion, error) {
+	fd, err := unix.MemfdCreate("spindle-feed", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("create the shared-memory region: %w", err)
+	}
+	if err := unix.Ftruncate(fd, size); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("size the shared-memory region: %w", err)
+	}
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("map the shared-memory region: %w", err)
+	}
+	return &shmRegion{fd: fd, mem: mem, free: []extent{{0, size}}, used: map[uint64]int64{}, budget: size / 4,
+		freed: make(chan struct{}, 1)}, nil
+}
+
+// tryAlloc takes n bytes (rounded up to shmAlign) from the lowest free
+// extent that holds them.
+func (r *shmRegion) tryAlloc(n int64) (uint64, bool) {
+	n = (n + shmAlign - 1) &^ (shmAlign - 1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inUse+n > r.budget {
+		return 0, false
+	}
+	for i, e := range r.free {
+		if e.n < n {
+			continue
+		}
+		if e.n == n {
+			r.free = append(r.free[:i], r.free[i+1:]...)
+		} else {
+			r.free[i] = extent{e.off + n, e.n - n}
+		}
+		r.used[uint64(e.off)] = n
+		r.inUse += n
+		return uint64(e.off), true
+	}
+	return 0, false
+}
+
+// shmHoldWait is how long the client may have read every frame sent
+// without freeing anything before a message that does not fit goes
+// inline: long enough for a batch being worked on to be released, short
+// next to a training step that keeps batches.
+const shmHoldWait = 20 * time.Millisecond
+
+// alloc takes n bytes, waiting while the client still has messages to
+// read that it will free. It gives up (false) when the client has read
+// every frame sent (idle says so) and freed nothing for shmHoldWait: it
+// holds the space and may wait for the next message, so waiting on could
+// wait forever, and the message goes inline.
+//
+// stopped ends the wait with its error once the client has stopped the
+// stream.
+func (r *shmRegion) alloc(ctx context.Context, n int64, idle func() bool, stopped func() error) (uint64, bool, error) {
+	if n > r.budget/2 {
+		return 0, false, nil // would crowd out the read-ahead; inline
+	}
+	var idleSince time.Time
+	for {
+		if off, ok := r.tryAlloc(n); ok {
+			return off, true, nil
+		}
+		if err := stopped(); err != nil {
+			return 0, false, err
+		}
+		switch {
+		case !idle():
+			idleSince = time.Time{}
+		case idleSince.IsZero():
+			idleSince = time.Now()
+		case time.Since(idleSince) >= shmHoldWait:
+			return 0, false, nil
+		}
+		select {
+		case <-r.freed:
+			idleSince = time.Time{}
+		case <-time.After(time.Millisecond): // look at idle again
+		case <-ctx.Done():
+			return 0, false, ctx.Err()
+		}
+	}
+}
+
+// release gives back the message at off. An offset that names no message
+// (a confused or hostile client) is an error, and changes nothing.
+func (r *shmRegion) release(off uint64) error {
+	r.mu.Lock()
+	n, ok := r.used[off]
+	if !ok {
+		r.mu.Unlock()
+		return fmt.Errorf("the client freed offset %d, which holds no message", off)
+	}
+	delete(r.used, off)
+	r.inUse -= n
+	e := extent{int64(off), n}
+	i := sort.Search(len(r.free), func(i int) bool { return r.free[i].off > e.off })
+	r.free = append(r.free, extent{})
+	copy(r.free[i+1:], r.free[i:])
+	r.free[i] = e
+	// Merge with the neighbours.
+	if i+1 < len(r.free) && r.free[i].off+r.free[i].n == r.free[i+1].off {
+		r.free[i].n += r.free[i+1].n
+		r.free = append(r.free[:i+1], r.free[i+2:]...)
+	}
+	if i > 0 && r.free[i-1].off+r.free[i-1].n == r.free[i].off {
+		r.free[i-1].n += r.free[i].n
+		r.free = append(r.free[:i], r.free[i+1:]...)
+	}
+	r.mu.Unlock()
+	select {
+	case r.freed <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// close unmaps the executor's view and closes the memfd. The client's
+// mapping, if any, stays valid until the client unmaps it.
+func (r *shmRegion) close() error {
+	err := unix.Munmap(r.mem)
+	if cerr := unix.Close(r.fd); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// shmMapping is the client's side of a region: mapped read-only, and
+// unmapped once the epoch is closed and every message read from it has
+// been released.
+type shmMapping struct {
+	mem []byte
+
+	mu     sync.Mutex
+	refs   int                // the epoch, plus one per message not yet released
+	body   map[uintptr]uint64 // address of a message's body -> the message's offset
+	free   func(off uint64)   // tells the executor
+	onDone func()             // called once unmapped
+	unmap  bool               // done
+}
+
+var errShmUnmapped = errors.New("the shared-memory region is unmapped")
+
+func mapShm(fd int, size int64, free func(uint64), onDone func()) (*shmMapping, error) {
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("map the feed's shared memory: %w", err)
+	}
+	return &shmMapping{mem: mem, refs: 1, body: map[uintptr]uint64{}, free: free, onDone: onDone}, nil
+}
+
+// unref drops one reference and unmaps the region after the last.
+func (m *shmMapping) unrefLocked() {
+	m.refs--
+	if m.refs == 0 && !m.unmap {
+		m.unmap = true
+		_ = unix.Munmap(m.mem)
+		m.mem = nil
+		m.onDone()
+	}
+}
+
+// close drops the epoch's reference.
+func (m *shmMapping) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.unrefLocked()
+}

@@ -1,0 +1,276 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+// checkNum checks that rec is batch b of epoch e from numBatch.
+func checkNum(t *testing.T, rec arrow.RecordBatch, e, b int) {
+	t.Helper()
+	xs := rec.Column(0).(*array.Float32).Float32Values()
+	ys := rec.Column(2).(*array.Float64).Float64Values()
+	for r := range xs {
+		v := float64(e*1_000_000 + b*1000 + r)
+		if xs[r] != float32(v) || ys[r] != v/2 {
+			t.Fatalf("epoch %d batch %d row %d: x %v y %v, want %v and %v", e, b, r, xs[r], ys[r], float32(v), v/2)
+		}
+	}
+}
+
+// TestSharedMemoryEpochs reads epochs through shared memory: the same
+// batches as over the socket, the stream's bytes in the region rather
+// than the socket, the region's space reused as batches are released,
+// and a private socket that goes away with the server.
+func TestSharedMemoryEpochs(t *testing.T) {
+	ctx := testCtx(t)
+	srv, stop := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 2, Source: numSource(t, 40, 100), SharedMemory: true},
+		func(s *Server) { s.shm.size = 64 << 10 }) // room for a few batches of ~2 KB at a time
+	shmPath := SharedMemoryPath(srv.cfg.SocketPath)
+	fi, err := os.Lstat(shmPath)
+	if err != nil || fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("shared-memory socket %s: %v, %v; want a socket with mode 0600", shmPath, fi, err)
+	}
+	for want := range 2 {
+		ep, err := DialArrow(ctx, srv.cfg.SocketPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep.shm == nil || ep.shm.m == nil {
+			t.Fatal("the epoch did not come through shared memory")
+		}
+		if ep.Epoch() != want {
+			t.Fatalf("epoch %d, want %d", ep.Epoch(), want)
+		}
+		for b := 0; ; b++ {
+			rec, err := ep.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				if b != 40 {
+					t.Fatalf("epoch %d ended after %d batches, want 40", want, b)
+				}
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkNum(t, rec, want, b)
+			if n := rec.Column(1).NullN(); n != 33 {
+				t.Fatalf("batch %d: %d nulls in n, want 33", b, n)
+			}
+			rec.Release()
+		}
+		ep.Close()
+	}
+	epoch, xs := readArrowEpoch(ctx, t, srv.cfg.SocketPath)
+	if epoch != -1 || len(xs) != 0 {
+		t.Fatalf("after the last epoch: epoch %d with %d rows", epoch, len(xs))
+	}
+	st := srv.Stats()
+	if st.Rows != 8000 || st.Batches != 80 || srv.shmBytes.Load() < 80*1200 || srv.bytes.Load() > 80*100 {
+		t.Fatalf("stats %+v: %d bytes in shared memory and %d on the socket; want the batches' bytes in shared memory",
+			st, srv.shmBytes.Load(), srv.bytes.Load())
+	}
+	if n := srv.shmInline.Load(); n != 0 {
+		t.Fatalf("%d messages went inline; released batches should free their space", n)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(shmPath); !os.IsNotExist(err) {
+		t.Fatalf("the shared-memory socket is still there after the server stopped: %v", err)
+	}
+}
+
+// TestSharedMemoryHeldBatches holds every batch of an epoch, more than the
+// region holds: the stream goes on inline instead of stalling, and every
+// batch, from the region or not, keeps its values until released, even
+// after the epoch is closed and the next one read.
+func TestSharedMemoryHeldBatches(t *testing.T) {
+	ctx := testCtx(t)
+	srv, _ := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 2, Source: numSource(t, 30, 100), SharedMemory: true},
+		func(s *Server) { s.shm.size = 16 << 10 })
+	ep, err := DialArrow(ctx, srv.cfg.SocketPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []arrow.RecordBatch
+	for {
+		rec, err := ep.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, rec)
+	}
+	m := ep.shm.m
+	ep.Close()
+	if len(held) != 30 || srv.shmInline.Load() == 0 || srv.shmBytes.Load() == 0 {
+		t.Fatalf("%d batches, %d inline, %d bytes in shared memory; want 30, some of each", len(held), srv.shmInline.Load(), srv.shmBytes.Load())
+	}
+	if epoch, xs := readArrowEpoch(ctx, t, srv.cfg.SocketPath); epoch != 1 || len(xs) != 3000 {
+		t.Fatalf("next epoch: %d with %d rows", epoch, len(xs))
+	}
+	for b, rec := range held {
+		checkNum(t, rec, 0, b)
+		rec.Release()
+	}
+	m.mu.Lock()
+	unmapped, refs := m.unmap, m.refs
+	m.mu.Unlock()
+	if !unmapped || refs != 0 {
+		t.Fatalf("after the last release the region is unmapped %t with %d references; want unmapped, none", unmapped, refs)
+	}
+	// The frees went over epoch 0's connection, kept open for them: the
+	// server's region is empty again.
+	waitFor(t, func() bool { return regionInUse(srv) == 0 })
+}
+
+// regionInUse is the bytes of the server's region that hold messages.
+func regionInUse(s *Server) int64 {
+	r := s.shm.region
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inUse
+}
+
+// TestSharedMemoryEarlyClose closes an epoch after one batch, still
+// holding it: the server stops sending and serves the next epoch, and the
+// batch keeps its values until released, when its space comes back.
+func TestSharedMemoryEarlyClose(t *testing.T) {
+	ctx := testCtx(t)
+	srv, _ := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 2, Source: numSource(t, 5000, 100), SharedMemory: true},
+		func(s *Server) { s.shm.size = 64 << 10 })
+	ep, err := DialArrow(ctx, srv.cfg.SocketPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := ep.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep.Close()
+	if epoch, xs := readArrowEpoch(ctx, t, srv.cfg.SocketPath); epoch != 1 || len(xs) != 500000 {
+		t.Fatalf("next epoch: %d with %d rows", epoch, len(xs))
+	}
+	checkNum(t, first, 0, 0)
+	if regionInUse(srv) == 0 {
+		t.Fatal("the held batch's space was freed while it was held")
+	}
+	first.Release()
+	waitFor(t, func() bool { return regionInUse(srv) == 0 })
+	if st := srv.Stats(); st.EpochsServed != 2 || st.Batches >= 10000 {
+		t.Fatalf("stats %+v: want both epochs served, the first cut short", st)
+	}
+}
+
+// TestSharedMemorySourceFailure cuts a shared-memory stream whose source
+// fails: the client sees ErrTruncated, never a short epoch.
+func TestSharedMemorySourceFailure(t *testing.T) {
+	ctx := testCtx(t)
+	src := numSource(t, 3, 4)
+	src.failAfter = 1
+	srv, err := NewServer(ServerConfig{SocketPath: filepath.Join(shortTempDir(t), "feed.sock"), Mode: ModeArrow, Epochs: 1, Source: src, SharedMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- srv.Run(ctx) }()
+	ep, err := DialArrow(ctx, srv.cfg.SocketPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for {
+		var rec arrow.RecordBatch
+		if rec, err = ep.Next(ctx); err != nil {
+			break
+		}
+		got++
+		rec.Release()
+	}
+	ep.Close()
+	if ep.shm == nil || got != 1 || !errors.Is(err, ErrTruncated) {
+		t.Fatalf("shared memory %t: read %d batches then %v; want 1 batch then ErrTruncated", ep.shm != nil, got, err)
+	}
+	if err := <-runErr; !errors.Is(err, errSourceBroke) {
+		t.Fatalf("Run = %v, want the source's error", err)
+	}
+}
+
+// TestSharedMemoryBadFree has a client free an offset it was never given:
+// the server stops that stream (the next connection gets the next epoch)
+// and frees nothing.
+func TestSharedMemoryBadFree(t *testing.T) {
+	ctx := testCtx(t)
+	srv, _ := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 2, Source: numSource(t, 2000, 100), SharedMemory: true},
+		func(s *Server) { s.shm.size = 16 << 10 })
+	c, err := net.Dial("unix", SharedMemoryPath(srv.cfg.SocketPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := readRegion(c.(*net.UnixConn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [shmFreeBytes]byte
+	binary.LittleEndian.PutUint64(b[:], 12345)
+	if _, err := c.Write(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	// Reading on, the stream ends without its end frame.
+	for {
+		msg, err := msgs.Message()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				t.Fatalf("the stream ended cleanly, want it cut")
+			}
+			break
+		}
+		_ = msg
+	}
+	msgs.close()
+	c.Close()
+	if epoch, xs := readArrowEpoch(ctx, t, srv.cfg.SocketPath); epoch != 1 || len(xs) != 200000 {
+		t.Fatalf("next epoch: %d with %d rows", epoch, len(xs))
+	}
+}
+
+// TestSharedMemoryOff keeps the plain socket alone when SharedMemory is
+// off, and DialArrow then reads it as before.
+func TestSharedMemoryOff(t *testing.T) {
+	ctx := testCtx(t)
+	srv, _ := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 1, Source: numSource(t, 2, 3)})
+	if _, err := os.Lstat(SharedMemoryPath(srv.cfg.SocketPath)); !os.IsNotExist(err) {
+		t.Fatalf("a shared-memory socket without SharedMemory: %v", err)
+	}
+	ep, err := DialArrow(ctx, srv.cfg.SocketPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	if ep.shm != nil {
+		t.Fatal("the epoch came through shared memory")
+	}
+}
+
+// TestSharedMemoryTensorMode offers no shared memory in tensor mode.
+func TestSharedMemoryTensorMode(t *testing.T) {
+	srv, _ := startServer(t, ServerConfig{Mode: ModeTensor, Epochs: 1, Source: numSource(t, 1, 1), LabelColumn: "y", SharedMemory: true})
+	if _, err := os.Lstat(SharedMemoryPath(srv.cfg.SocketPath)); !os.IsNotExist(err) {
+		t.Fatalf("a shared-memory socket in tensor mode: %v", err)
+	}
+	if !strings.HasSuffix(SharedMemoryPath("a/feed.sock"), ".shm") {
+		t.Fatal("SharedMemoryPath")
+	}
+}
