@@ -23,7 +23,7 @@ if [ ! -f "$bench_node/node_modules/@duckdb/node-api/package.json" ]; then
 fi
 SPINDLE_BENCH_NODE=$bench_node go test -run '^$' -bench 'VsDuckDB' -benchtime 1x -timeout 30m ./feed
 
-section "feed: Parquet -> executor -> Unix socket -> consumer process, vs raw Unix socket"
+section "feed: Parquet -> executor -> Unix socket (or shared memory: arrow-shm) -> consumer process, vs raw Unix socket and vs decoding alone"
 go test -run '^$' -bench 'Feed' -benchtime 5x ./feed/wire
 
 section "Arrow Flight: a flight pulled through the feed vs a raw DoGet (the ceiling), rows pushed through the feed vs a raw DoPut (the ceiling), each vs the same rows from Parquet"

@@ -692,8 +692,8 @@ func BenchmarkFeed(b *testing.B) {
 			res, _ := decode(b, true)
 			report(b, name, res, rawBase(b, res.Bytes/int64(b.N)))
 		})
-		// arrow-shm is arrow mode through shared memory (ServerConfig.SharedMemory).
-		for _, path := range []string{"arrow", "arrow-shm", "tensor"} {
+		// -shm: through shared memory (ServerConfig.SharedMemory).
+		for _, path := range []string{"arrow", "arrow-shm", "tensor", "tensor-shm"} {
 			mode, shm := Mode(strings.TrimSuffix(path, "-shm")), strings.HasSuffix(path, "-shm")
 			for _, from := range []string{"parquet", "cached"} {
 				name := fmt.Sprintf("%s/%s/batch=%d", path, from, batchRows)

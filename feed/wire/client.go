@@ -118,7 +118,7 @@ var _ feed.Reader = (*ArrowEpoch)(nil)
 // views of memory the executor reuses once they are released, so release
 // every batch (and keep no slice of its buffers past that).
 func DialArrow(ctx context.Context, socketPath string) (*ArrowEpoch, error) {
-	switch c, msgs, err := dialArrowShm(ctx, socketPath); {
+	switch c, msgs, err := dialShm(ctx, socketPath); {
 	case err == nil:
 		return newShmArrowEpoch(ctx, c, msgs)
 	case !errors.Is(err, errNoShm):
@@ -269,7 +269,9 @@ type TensorBatch struct {
 // concurrent use.
 type TensorEpoch struct {
 	c        *conn
-	br       *bufio.Reader
+	br       *bufio.Reader // over the socket
+	shm      *shmMessages  // or through shared memory
+	prev     uint64        // with shm: the message of the batch returned last, or noMessage
 	epoch    int
 	features []string
 	label    string
@@ -283,6 +285,12 @@ type TensorEpoch struct {
 // stream header. Each call receives the next epoch; Epoch returns -1 when
 // the feed has no epochs left.
 func DialTensor(ctx context.Context, socketPath string) (*TensorEpoch, error) {
+	switch c, msgs, err := dialShm(ctx, socketPath); {
+	case err == nil:
+		return newShmTensorEpoch(ctx, c, msgs)
+	case !errors.Is(err, errNoShm):
+		return nil, err
+	}
 	c, err := dial(ctx, socketPath)
 	if err != nil {
 		return nil, err
@@ -372,7 +380,8 @@ func (t *TensorEpoch) NumFeatures() int { return len(t.features) }
 func (t *TensorEpoch) LabelName() (string, bool) { return t.label, t.hasLabel }
 
 // Next returns the next batch, or io.EOF after the last one. The batch's
-// slices are reused by the following call to Next: copy what you keep. A
+// slices are reused by the following call to Next, and are not to be
+// used once the epoch is closed: copy what you keep. A
 // stream the executor cut before its end fails with ErrTruncated. Once ctx
 // ends, Next fails and the epoch is unusable.
 func (t *TensorEpoch) Next(ctx context.Context) (TensorBatch, error) {
@@ -383,6 +392,9 @@ func (t *TensorEpoch) Next(ctx context.Context) (TensorBatch, error) {
 		return TensorBatch{}, io.EOF
 	}
 	defer timeline.Start(timeline.CatFeed, "next batch")()
+	if t.shm != nil {
+		return t.nextShm(ctx)
+	}
 	stop := t.c.watch(ctx)
 	defer stop()
 	var rb [4]byte
@@ -437,4 +449,11 @@ func (t *TensorEpoch) Taken() Taken { return t.taken }
 
 // Close closes the connection. Closing before the end of the epoch
 // abandons the rest of it; the next connection gets the next epoch.
-func (t *TensorEpoch) Close() error { return t.c.c.Close() }
+func (t *TensorEpoch) Close() error {
+	if t.shm != nil {
+		t.freePrev()
+		t.shm.close() // closes the connection
+		return nil
+	}
+	return t.c.c.Close()
+}

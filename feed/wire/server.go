@@ -57,11 +57,11 @@ type ServerConfig struct {
 	LabelColumn string
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
-	// SharedMemory, in arrow mode, also listens at SharedMemoryPath(
-	// SocketPath), where Go clients (DialArrow) receive each epoch through
-	// a shared-memory region instead of the socket (see shm.go). The two
-	// sockets share one sequence of epochs. It is skipped, with a log
-	// line, when that path is too long for a socket.
+	// SharedMemory also listens at SharedMemoryPath(SocketPath), where
+	// clients (DialArrow, DialTensor, the Python package) receive each
+	// epoch through a shared-memory region instead of the socket (see
+	// shm.go). The two sockets share one sequence of epochs. It is
+	// skipped, with a log line, when that path is too long for a socket.
 	SharedMemory bool
 }
 
@@ -175,7 +175,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	s.ln, s.sockFI = ln, fi
-	if cfg.SharedMemory && cfg.Mode == ModeArrow {
+	if cfg.SharedMemory {
 		path := SharedMemoryPath(cfg.SocketPath)
 		if len(path) > maxSocketPath {
 			s.log.Info("no shared-memory feed socket: its path is too long", "path", path)
@@ -405,10 +405,12 @@ func (s *Server) serve(ctx context.Context, conn *net.UnixConn, shm bool, epoch 
 	rows0, batches0, bytes0 := s.rows.Load(), s.batches.Load(), s.bytes.Load()+s.shmBytes.Load()
 	var err error
 	switch {
-	case s.cfg.Mode == ModeTensor:
-		err = s.serveTensor(ctx, &countingWriter{w: conn, n: &s.bytes}, epoch, r)
+	case shm && s.cfg.Mode == ModeTensor:
+		kept, err = s.serveTensorShm(ctx, conn, epoch, r)
 	case shm:
 		kept, err = s.serveArrowShm(ctx, conn, epoch, r)
+	case s.cfg.Mode == ModeTensor:
+		err = s.serveTensor(ctx, &countingWriter{w: conn, n: &s.bytes}, epoch, r)
 	default:
 		err = s.serveArrow(ctx, conn, epoch, r)
 	}

@@ -192,9 +192,18 @@ func TestArrowIsStandardIPC(t *testing.T) {
 	}
 }
 
-func TestTensorEpochSequence(t *testing.T) {
+// overBoth runs test over the plain socket and through shared memory.
+func overBoth(t *testing.T, test func(t *testing.T, shm bool)) {
+	for _, shm := range []bool{false, true} {
+		t.Run(map[bool]string{false: "socket", true: "shm"}[shm], func(t *testing.T) { test(t, shm) })
+	}
+}
+
+func TestTensorEpochSequence(t *testing.T) { overBoth(t, testTensorEpochSequence) }
+
+func testTensorEpochSequence(t *testing.T, shm bool) {
 	ctx := testCtx(t)
-	srv, stop := startServer(t, ServerConfig{Mode: ModeTensor, Epochs: 2, Source: numSource(t, 3, 4), LabelColumn: "y"})
+	srv, stop := startServer(t, ServerConfig{Mode: ModeTensor, Epochs: 2, Source: numSource(t, 3, 4), LabelColumn: "y", SharedMemory: shm})
 	sock := srv.cfg.SocketPath
 	for want := range 2 {
 		ep, err := DialTensor(ctx, sock)
@@ -203,6 +212,9 @@ func TestTensorEpochSequence(t *testing.T) {
 		}
 		if ep.Epoch() != want {
 			t.Fatalf("connection %d got epoch %d", want, ep.Epoch())
+		}
+		if (ep.shm != nil) != shm {
+			t.Fatalf("through shared memory: %t, want %t", ep.shm != nil, shm)
 		}
 		if got := strings.Join(ep.FeatureNames(), ","); got != "x,n" {
 			t.Fatalf("features %s, want x,n", got)
@@ -388,13 +400,15 @@ func waitFor(t *testing.T, cond func() bool) {
 
 // TestSourceFailureCutsStream checks that a consumer never mistakes an
 // epoch the executor failed to read for a complete one.
-func TestSourceFailureCutsStream(t *testing.T) {
+func TestSourceFailureCutsStream(t *testing.T) { overBoth(t, testSourceFailureCutsStream) }
+
+func testSourceFailureCutsStream(t *testing.T, shm bool) {
 	for _, mode := range []Mode{ModeArrow, ModeTensor} {
 		t.Run(string(mode), func(t *testing.T) {
 			ctx := testCtx(t)
 			src := numSource(t, 3, 4)
 			src.failAfter = 1
-			srv, err := NewServer(ServerConfig{SocketPath: filepath.Join(shortTempDir(t), "feed.sock"), Mode: mode, Epochs: 1, Source: src})
+			srv, err := NewServer(ServerConfig{SocketPath: filepath.Join(shortTempDir(t), "feed.sock"), Mode: mode, Epochs: 1, Source: src, SharedMemory: shm})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -468,13 +482,15 @@ func TestCancelUnblocks(t *testing.T) {
 	}
 }
 
-func TestModeMismatch(t *testing.T) {
+func TestModeMismatch(t *testing.T) { overBoth(t, testModeMismatch) }
+
+func testModeMismatch(t *testing.T, shm bool) {
 	ctx := testCtx(t)
-	arrowSrv, _ := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 1, Source: numSource(t, 1, 1)})
+	arrowSrv, _ := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 1, Source: numSource(t, 1, 1), SharedMemory: shm})
 	if _, err := DialTensor(ctx, arrowSrv.cfg.SocketPath); !errors.Is(err, ErrBadStream) || !strings.Contains(err.Error(), "DialArrow") {
 		t.Fatalf("DialTensor on an arrow feed: %v", err)
 	}
-	tensorSrv, _ := startServer(t, ServerConfig{Mode: ModeTensor, Epochs: 1, Source: numSource(t, 1, 1)})
+	tensorSrv, _ := startServer(t, ServerConfig{Mode: ModeTensor, Epochs: 1, Source: numSource(t, 1, 1), SharedMemory: shm})
 	if _, err := DialArrow(ctx, tensorSrv.cfg.SocketPath); !errors.Is(err, ErrBadStream) || !strings.Contains(err.Error(), "DialTensor") {
 		t.Fatalf("DialArrow on a tensor feed: %v", err)
 	}

@@ -228,7 +228,7 @@ func (r *shmRegion) close() error {
 	return err
 }
 
-// shmMapping is the client's side of a region: mapped read-only, and
+// shmMapping is the client's side of a region: mapped, and
 // unmapped once the epoch is closed and every message read from it has
 // been released.
 type shmMapping struct {
@@ -245,7 +245,9 @@ type shmMapping struct {
 var errShmUnmapped = errors.New("the shared-memory region is unmapped")
 
 func mapShm(fd int, size int64, free func(uint64), onDone func()) (*shmMapping, error) {
-	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	// Writable: a message's bytes are the client's until it frees them,
+	// and tensor batches are plain slices a program may scale in place.
+	mem, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map the feed's shared memory: %w", err)
 	}

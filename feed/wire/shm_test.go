@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -264,13 +263,47 @@ func TestSharedMemoryOff(t *testing.T) {
 	}
 }
 
-// TestSharedMemoryTensorMode offers no shared memory in tensor mode.
-func TestSharedMemoryTensorMode(t *testing.T) {
-	srv, _ := startServer(t, ServerConfig{Mode: ModeTensor, Epochs: 1, Source: numSource(t, 1, 1), LabelColumn: "y", SharedMemory: true})
-	if _, err := os.Lstat(SharedMemoryPath(srv.cfg.SocketPath)); !os.IsNotExist(err) {
-		t.Fatalf("a shared-memory socket in tensor mode: %v", err)
+// TestSharedMemoryTensorEarlyClose closes a tensor epoch after one batch
+// of many: the server stops sending, serves the next epoch, and every
+// message's space comes back.
+func TestSharedMemoryTensorEarlyClose(t *testing.T) {
+	ctx := testCtx(t)
+	srv, _ := startServer(t, ServerConfig{Mode: ModeTensor, Epochs: 2, Source: numSource(t, 5000, 100), LabelColumn: "y", SharedMemory: true},
+		func(s *Server) { s.shm.size = 64 << 10 })
+	ep, err := DialTensor(ctx, srv.cfg.SocketPath)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.HasSuffix(SharedMemoryPath("a/feed.sock"), ".shm") {
-		t.Fatal("SharedMemoryPath")
+	if ep.shm == nil || ep.shm.m == nil {
+		t.Fatal("the epoch did not come through shared memory")
 	}
+	b, err := ep.Next(ctx)
+	if err != nil || b.Rows != 100 || b.Features[0] != 0 || b.Labels[99] != 99.0/2 {
+		t.Fatalf("first batch: %d rows, %v", b.Rows, err)
+	}
+	b.Features[0] = 7 // the batch is the client's to change
+	ep.Close()
+	ep, err = DialTensor(ctx, srv.cfg.SocketPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for {
+		b, err := ep.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Features[0] != float32(1_000_000+rows/100*1000) {
+			t.Fatalf("epoch 1 row %d: x %v", rows, b.Features[0])
+		}
+		rows += b.Rows
+	}
+	ep.Close()
+	if ep.Epoch() != 1 || rows != 500000 || srv.shmInline.Load() != 0 {
+		t.Fatalf("epoch %d: %d rows, %d messages inline; want epoch 1, 500000 rows, none inline", ep.Epoch(), rows, srv.shmInline.Load())
+	}
+	waitFor(t, func() bool { return regionInUse(srv) == 0 })
 }

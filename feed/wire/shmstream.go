@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sys/unix"
@@ -21,20 +23,20 @@ import (
 	"github.com/spindle-ml/spindle/feed"
 )
 
-// serveArrowShm sends one epoch as an arrow-mode stream through the
-// server's shared-memory region (see shm.go); without one (no memfd) it
-// sends every message inline, which the client reads the same way. Once
+// serveShm sends one epoch through the server's shared-memory region
+// (see shm.go), the stream written by send; without a region (no memfd)
+// every message goes inline, which the client reads the same way. Once
 // the stream has ended, however it ended, the connection stays open for
 // reading: the client frees its last messages after that, and the shm
 // streams close the connection when the client does (kept is then true).
-func (s *Server) serveArrowShm(ctx context.Context, conn *net.UnixConn, epoch int, r feed.Reader) (kept bool, err error) {
+func (s *Server) serveShm(ctx context.Context, conn *net.UnixConn, send func(*shmWriter) error) (kept bool, err error) {
 	w := &shmWriter{ctx: ctx, conn: conn, sock: &s.bytes, stream: &s.shmBytes, inline: &s.shmInline}
 	if w.region = s.shm.regionFor(); w.region != nil {
 		w.share = s.shm.track(conn)
 		defer func() {
 			// Only the writing side: a stream that failed ends without
 			// its end frame, which the client takes for a cut, and the
-			// client may still hold batches whose frees are to come.
+			// client may still hold messages whose frees are to come.
 			_ = conn.CloseWrite()
 			kept = true
 		}()
@@ -42,37 +44,84 @@ func (s *Server) serveArrowShm(ctx context.Context, conn *net.UnixConn, epoch in
 			return false, err
 		}
 	}
-	iw := ipc.NewWriterWithPayloadWriter(w, ipc.WithSchema(withEpoch(s.cfg.Source.Schema(), epoch)), ipc.WithAllocator(goAllocator))
-	if r != nil {
-		ready, _ := r.(bufferedReader)
-		for {
-			rec, err := r.Next(ctx)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				// What was sent stays good; no end frame follows, so the
-				// client sees the stream cut.
-				_ = w.flush()
-				return false, fmt.Errorf("read batch: %w", err)
-			}
-			rows := rec.NumRows()
-			err = iw.Write(rec) // copies the batch into the region
-			rec.Release()
-			if err != nil {
-				return false, err
-			}
-			if ready == nil || ready.Buffered() == 0 {
-				if err := w.flush(); err != nil {
-					return false, err
-				}
-			}
-			s.rows.Add(rows)
-			s.batches.Add(1)
-			s.taken.sent(s.bytes.Load()+int64(len(w.frames)), rows)
+	return false, send(w)
+}
+
+// sendBatches sends r's batches, each by send, flushing whenever r has
+// none ready; a failure of r is flushed first, so that what was sent
+// stays good, and returned (no end frame follows: the client sees the
+// stream cut).
+func (s *Server) sendBatches(ctx context.Context, w *shmWriter, r feed.Reader, send func(arrow.RecordBatch) error) error {
+	ready, _ := r.(bufferedReader)
+	for {
+		rec, err := r.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
 		}
+		if err != nil {
+			_ = w.flush()
+			return fmt.Errorf("read batch: %w", err)
+		}
+		rows := rec.NumRows()
+		err = send(rec) // copies the batch into the region
+		rec.Release()
+		if err != nil {
+			return err
+		}
+		if ready == nil || ready.Buffered() == 0 {
+			if err := w.flush(); err != nil {
+				return err
+			}
+		}
+		s.rows.Add(rows)
+		s.batches.Add(1)
+		s.taken.sent(s.bytes.Load()+int64(len(w.frames)), rows)
 	}
-	return false, iw.Close()
+}
+
+// serveArrowShm sends one epoch as an arrow-mode stream through shared
+// memory: each IPC message of the stream is one message of the region.
+func (s *Server) serveArrowShm(ctx context.Context, conn *net.UnixConn, epoch int, r feed.Reader) (bool, error) {
+	return s.serveShm(ctx, conn, func(w *shmWriter) error {
+		iw := ipc.NewWriterWithPayloadWriter(w, ipc.WithSchema(withEpoch(s.cfg.Source.Schema(), epoch)), ipc.WithAllocator(goAllocator))
+		if r != nil {
+			if err := s.sendBatches(ctx, w, r, iw.Write); err != nil {
+				return err
+			}
+		}
+		return iw.Close()
+	})
+}
+
+// serveTensorShm sends one epoch as a tensor-mode stream through shared
+// memory: the stream header is one message, each batch frame (row count,
+// features, labels) another, converted straight into the region; the end
+// frame ends the epoch (there is no zero row count).
+func (s *Server) serveTensorShm(ctx context.Context, conn *net.UnixConn, epoch int, r feed.Reader) (bool, error) {
+	return s.serveShm(ctx, conn, func(w *shmWriter) error {
+		h := s.tensor.header(epoch)
+		if err := w.put(int64(len(h)), func(dst []byte) error { copy(dst, h); return nil }); err != nil {
+			return err
+		}
+		if r != nil {
+			err := s.sendBatches(ctx, w, r, func(rec arrow.RecordBatch) error {
+				if rec.NumRows() == 0 {
+					return nil
+				}
+				return w.put(4*int64(s.tensor.frameWords(int(rec.NumRows()))), func(dst []byte) error {
+					_, out, err := s.tensor.encode(rec, bytesF32(dst)[:0])
+					if err == nil && unsafe.SliceData(out) != unsafe.SliceData(dst) {
+						err = errors.New("tensor feed: the batch was not converted in place")
+					}
+					return err
+				})
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return w.Close()
+	})
 }
 
 // shmStreams is a server's shared memory: one region that every
@@ -239,14 +288,22 @@ func (w *shmWriter) sendRegion() error {
 func (w *shmWriter) Start() error { return nil }
 
 func (w *shmWriter) WritePayload(p ipc.Payload) error {
-	if err := w.stopped(); err != nil {
-		return err
-	}
 	var size countingDiscard
 	if _, err := p.WritePayload(&size); err != nil {
 		return err
 	}
-	n := int64(size)
+	return w.put(int64(size), func(dst []byte) error {
+		_, err := p.WritePayload(&sliceWriter{b: dst})
+		return err
+	})
+}
+
+// put queues a message of n bytes, which fill writes: into the region
+// when there is room, else inline.
+func (w *shmWriter) put(n int64, fill func(dst []byte) error) error {
+	if err := w.stopped(); err != nil {
+		return err
+	}
 	if w.region != nil {
 		off, ok := w.region.tryAlloc(n)
 		if !ok {
@@ -260,8 +317,8 @@ func (w *shmWriter) WritePayload(p ipc.Payload) error {
 			}
 		}
 		if ok {
-			dst := sliceWriter{b: w.region.mem[off : off+uint64(n)]}
-			if _, err := p.WritePayload(&dst); err != nil {
+			if err := fill(w.region.mem[off : off+uint64(n)]); err != nil {
+				_ = w.region.release(off)
 				return err
 			}
 			w.share.add(off)
@@ -270,13 +327,13 @@ func (w *shmWriter) WritePayload(p ipc.Payload) error {
 			return nil
 		}
 	}
-	w.frames = putFrame(w.frames, frameInline, uint64(n), 0)
-	w.inline.Add(1)
-	aw := appendWriter{b: w.frames}
-	if _, err := p.WritePayload(&aw); err != nil {
+	msg := make([]byte, n) // aligned, as fill may want
+	if err := fill(msg); err != nil {
 		return err
 	}
-	w.frames = aw.b
+	w.frames = putFrame(w.frames, frameInline, uint64(n), 0)
+	w.frames = append(w.frames, msg...)
+	w.inline.Add(1)
 	if len(w.frames) >= flushAbove {
 		return w.flush()
 	}
@@ -342,17 +399,10 @@ func (s *sliceWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-type appendWriter struct{ b []byte }
-
-func (a *appendWriter) Write(p []byte) (int, error) {
-	a.b = append(a.b, p...)
-	return len(p), nil
-}
-
-// dialArrowShm connects to the shared-memory socket beside socketPath.
+// dialShm connects to the shared-memory socket beside socketPath.
 // errNoShm means there is none (an executor without it, or with it
 // turned off): the caller uses the plain socket.
-func dialArrowShm(ctx context.Context, socketPath string) (*conn, *shmMessages, error) {
+func dialShm(ctx context.Context, socketPath string) (*conn, *shmMessages, error) {
 	path := SharedMemoryPath(socketPath)
 	if len(path) > maxSocketPath {
 		return nil, nil, errNoShm
@@ -475,8 +525,29 @@ func (s *shmMessages) Message() (*ipc.Message, error) {
 		s.cur.Release()
 		s.cur = nil
 	}
+	b, off, shared, err := s.next()
+	if err != nil {
+		return nil, err
+	}
+	var msg *ipc.Message
+	if shared {
+		msg, err = s.shared(b, off)
+	} else {
+		msg, err = inlineMessage(b)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.cur = msg
+	return msg, nil
+}
+
+// next returns the next message's bytes: in the region at off (shared),
+// to be freed by the caller, or read inline. It returns io.EOF after the
+// end frame.
+func (s *shmMessages) next() (b []byte, off uint64, shared bool, err error) {
 	if s.done {
-		return nil, io.EOF
+		return nil, 0, false, io.EOF
 	}
 	var f [shmFrameBytes]byte
 	if _, err := io.ReadFull(s.br, f[:]); err != nil {
@@ -486,39 +557,40 @@ func (s *shmMessages) Message() (*ipc.Message, error) {
 		if errors.Is(err, io.EOF) || errors.Is(err, unix.ECONNRESET) {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, err
+		return nil, 0, false, err
 	}
-	kind, a, b := parseFrame(f[:])
-	var msg *ipc.Message
-	var err error
+	kind, a, n := parseFrame(f[:])
 	switch kind {
 	case frameEnd:
 		s.done = true
-		return nil, io.EOF
+		return nil, 0, false, io.EOF
 	case frameInline:
 		if a > maxTensorBatchBytes {
-			return nil, fmt.Errorf("%w: an inline message of %d bytes", ErrBadStream, a)
+			return nil, 0, false, fmt.Errorf("%w: an inline message of %d bytes", ErrBadStream, a)
 		}
-		buf := make([]byte, a)
-		if _, err := io.ReadFull(s.br, buf); err != nil {
-			return nil, fmt.Errorf("%w: %w", io.ErrUnexpectedEOF, err)
+		b := make([]byte, a)
+		if _, err := io.ReadFull(s.br, b); err != nil {
+			return nil, 0, false, fmt.Errorf("%w: %w", io.ErrUnexpectedEOF, err)
 		}
-		msg, err = s.inline(buf)
+		return b, 0, false, nil
 	case frameMessage:
-		msg, err = s.shared(a, b)
-	default:
-		err = fmt.Errorf("%w: unknown frame kind %#x", ErrBadStream, kind)
+		if s.m == nil {
+			return nil, 0, false, fmt.Errorf("%w: a message in shared memory, but no region", ErrBadStream)
+		}
+		if a > uint64(len(s.m.mem)) || n > uint64(len(s.m.mem))-a {
+			return nil, 0, false, fmt.Errorf("%w: a message at %d+%d outside the %d-byte region", ErrBadStream, a, n, len(s.m.mem))
+		}
+		return s.m.mem[a : a+n], a, true, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	s.cur = msg
-	return msg, nil
+	return nil, 0, false, fmt.Errorf("%w: unknown frame kind %#x", ErrBadStream, kind)
 }
 
 // splitMessage splits an encapsulated IPC message into its metadata and
 // body.
 func splitMessage(b []byte) (meta, body []byte, err error) {
+	if len(b) >= 4 && string(b[:4]) == tensorMagic {
+		return nil, nil, fmt.Errorf("%w: the feed speaks the tensor format, not Arrow IPC (read it with DialTensor)", ErrBadStream)
+	}
 	if len(b) < 8 || binary.LittleEndian.Uint32(b) != 0xffffffff {
 		return nil, nil, fmt.Errorf("%w: a message without its continuation marker", ErrBadStream)
 	}
@@ -529,7 +601,7 @@ func splitMessage(b []byte) (meta, body []byte, err error) {
 	return b[8 : 8+n], b[8+n:], nil
 }
 
-func (s *shmMessages) inline(b []byte) (*ipc.Message, error) {
+func inlineMessage(b []byte) (*ipc.Message, error) {
 	meta, body, err := splitMessage(b)
 	if err != nil {
 		return nil, err
@@ -537,19 +609,13 @@ func (s *shmMessages) inline(b []byte) (*ipc.Message, error) {
 	return ipc.NewMessage(memory.NewBufferBytes(meta), memory.NewBufferBytes(body)), nil
 }
 
-// shared returns the message of n bytes at off in the region. Its
-// metadata is copied out (it is small, and the IPC reader keeps parts of
-// it); its body stays in place until every buffer cut from it is
-// released.
-func (s *shmMessages) shared(off, n uint64) (*ipc.Message, error) {
-	if s.m == nil {
-		return nil, fmt.Errorf("%w: a message in shared memory, but no region", ErrBadStream)
-	}
-	if off > uint64(len(s.m.mem)) || n > uint64(len(s.m.mem))-off {
-		return nil, fmt.Errorf("%w: a message at %d+%d outside the %d-byte region", ErrBadStream, off, n, len(s.m.mem))
-	}
-	meta, body, err := splitMessage(s.m.mem[off : off+n])
+// shared returns the message b at off in the region. Its metadata is
+// copied out (it is small, and the IPC reader keeps parts of it); its
+// body stays in place until every buffer cut from it is released.
+func (s *shmMessages) shared(b []byte, off uint64) (*ipc.Message, error) {
+	meta, body, err := splitMessage(b)
 	if err != nil {
+		s.sendFree(off)
 		return nil, err
 	}
 	metaBuf := memory.NewBufferBytes(append([]byte(nil), meta...))
@@ -635,5 +701,88 @@ func (m *shmMapping) Free(b []byte) {
 	m.mu.Unlock()
 	if ok {
 		m.free(off)
+	}
+}
+
+// newShmTensorEpoch reads the header of a shared-memory tensor stream.
+func newShmTensorEpoch(ctx context.Context, c *conn, msgs *shmMessages) (*TensorEpoch, error) {
+	t := &TensorEpoch{c: c, shm: msgs, prev: noMessage}
+	stop := c.watch(ctx)
+	b, off, shared, err := msgs.next()
+	stop()
+	if err == nil {
+		t.br = bufio.NewReader(bytes.NewReader(b))
+		err = t.readHeader()
+		t.br = nil
+		if shared {
+			msgs.sendFree(off)
+		}
+	}
+	if err != nil {
+		msgs.close()
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			err = fmt.Errorf("%w: stream ended before its header", ErrTruncated)
+		}
+		return nil, c.fail(ctx, "read header", err)
+	}
+	return t, nil
+}
+
+// noMessage marks that a shared-memory tensor epoch holds no message.
+const noMessage = ^uint64(0)
+
+// nextShm reads the next batch of a shared-memory stream: its slices are
+// the message in the region, freed at the next call.
+func (t *TensorEpoch) nextShm(ctx context.Context) (TensorBatch, error) {
+	t.freePrev()
+	stop := t.c.watch(ctx)
+	b, off, shared, err := t.shm.next()
+	stop()
+	if errors.Is(err, io.EOF) {
+		t.done = true
+		t.taken.End = true
+		return TensorBatch{}, io.EOF
+	}
+	if err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			err = fmt.Errorf("%w: no end-of-epoch frame", ErrTruncated)
+		}
+		return TensorBatch{}, t.c.fail(ctx, "read batch", err)
+	}
+	if shared {
+		t.prev = off
+	}
+	nf, perRow := len(t.features), len(t.features)
+	if t.hasLabel {
+		perRow++
+	}
+	if len(b) < 4 || len(b)%4 != 0 {
+		return TensorBatch{}, t.c.fail(ctx, "read batch", fmt.Errorf("%w: a batch frame of %d bytes", ErrBadStream, len(b)))
+	}
+	rows := int(binary.LittleEndian.Uint32(b))
+	if uint64(len(b)) != 4+4*uint64(rows)*uint64(perRow) || rows == 0 {
+		return TensorBatch{}, t.c.fail(ctx, "read batch", fmt.Errorf("%w: a batch frame of %d bytes for %d rows × %d values", ErrBadStream, len(b), rows, perRow))
+	}
+	vals := bytesF32(b[4:])
+	if !littleEndian {
+		raw := b[4:]
+		for i := 0; i < len(raw); i += 4 {
+			binary.NativeEndian.PutUint32(raw[i:], binary.LittleEndian.Uint32(raw[i:]))
+		}
+	}
+	batch := TensorBatch{Rows: rows, Features: vals[:rows*nf]}
+	if t.hasLabel {
+		batch.Labels = vals[rows*nf:]
+	}
+	t.taken.Batches++
+	t.taken.Rows += int64(rows)
+	return batch, nil
+}
+
+// freePrev frees the message of the batch returned last.
+func (t *TensorEpoch) freePrev() {
+	if t.prev != noMessage {
+		t.shm.sendFree(t.prev)
+		t.prev = noMessage
 	}
 }

@@ -133,6 +133,15 @@ func (e *tensorEncoder) header(epoch int) []byte {
 	return append(h, js...)
 }
 
+// frameWords is the 4-byte words of the frame of a batch of rows rows.
+func (e *tensorEncoder) frameWords(rows int) int {
+	n := 1 + rows*len(e.features)
+	if e.label >= 0 {
+		n += rows
+	}
+	return n
+}
+
 // encode converts rec into one batch frame: the row count followed by the
 // row-major features and the labels, ready for a single Write. The frame
 // lives in buf, grown as needed and returned for reuse.
@@ -145,10 +154,7 @@ func (e *tensorEncoder) encode(rec arrow.RecordBatch, buf []float32) ([]float32,
 		return buf, nil, fmt.Errorf("tensor feed: batch of %d rows is too large", rows)
 	}
 	nf := len(e.features)
-	n := 1 + rows*nf
-	if e.label >= 0 {
-		n += rows
-	}
+	n := e.frameWords(rows)
 	if cap(buf) < n {
 		buf = make([]float32, n)
 	}
