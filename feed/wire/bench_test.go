@@ -444,6 +444,30 @@ func consumeDecode(ctx context.Context) (consumerResult, error) {
 	return res, nil
 }
 
+// pyConsumer is the Python consumer process: like runConsumer, it says
+// "ready", waits for a line, reads every epoch with the spindle package
+// (argv[1]: arrow or tensor) and prints a consumerResult.
+const pyConsumer = `
+import json, sys, time
+import spindle
+mode = sys.argv[1]
+print("ready", flush=True)
+sys.stdin.readline()
+t0, c0 = time.perf_counter(), time.process_time()
+rows = nbytes = 0
+while True:
+    ep = spindle.tensors() if mode == "tensor" else spindle.batches()
+    if ep.end_of_feed:
+        break
+    for b in ep:
+        cols = list(b) if mode == "tensor" else list(b.values())
+        rows += len(cols[0])
+        nbytes += sum(c.nbytes for c in cols if c is not None)
+    ep.close()
+print(json.dumps({"rows": rows, "bytes": nbytes, "seconds": time.perf_counter() - t0,
+                  "cpu_seconds": time.process_time() - c0}), flush=True)
+`
+
 // consumer runs the consumer process and times it from the moment it is
 // told to start until it reports. With timed, b's timer runs over exactly
 // that span.
@@ -455,6 +479,19 @@ func consumer(b *testing.B, timed bool, role string, env ...string) (consumerRes
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), append([]string{consumerEnv + "=" + role}, env...)...)
+	if mode, ok := strings.CutPrefix(role, "python-"); ok {
+		pkgDir, err := filepath.Abs(filepath.Join("..", "..", "python"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd = exec.Command(pyInterpreter, "-c", pyConsumer, mode)
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+pkgDir, "SPINDLE_PYARROW=0", "SPINDLE_FEED_MODE="+mode)
+		for _, e := range env {
+			if sock, ok := strings.CutPrefix(e, consumerSocketEnv+"="); ok {
+				cmd.Env = append(cmd.Env, "SPINDLE_FEED="+sock)
+			}
+		}
+	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
@@ -693,12 +730,22 @@ func BenchmarkFeed(b *testing.B) {
 			report(b, name, res, rawBase(b, res.Bytes/int64(b.N)))
 		})
 		// -shm: through shared memory (ServerConfig.SharedMemory).
-		for _, path := range []string{"arrow", "arrow-shm", "tensor", "tensor-shm"} {
-			mode, shm := Mode(strings.TrimSuffix(path, "-shm")), strings.HasSuffix(path, "-shm")
+		// python-: the consumer is the spindle Python package (from Parquet only).
+		for _, path := range []string{"arrow", "arrow-shm", "tensor", "tensor-shm",
+			"python-arrow", "python-arrow-shm", "python-tensor", "python-tensor-shm"} {
+			python := strings.HasPrefix(path, "python-")
+			mode := Mode(strings.TrimSuffix(strings.TrimPrefix(path, "python-"), "-shm"))
+			shm := strings.HasSuffix(path, "-shm")
 			for _, from := range []string{"parquet", "cached"} {
+				if python && from == "cached" {
+					continue
+				}
 				name := fmt.Sprintf("%s/%s/batch=%d", path, from, batchRows)
 				b.Run(name, func(b *testing.B) {
 					b.StopTimer()
+					if python && exec.Command(pyInterpreter, "-c", "import numpy").Run() != nil {
+						b.Skipf("%s with numpy is not here", pyInterpreter)
+					}
 					var cacheBytes int64
 					if from == "cached" {
 						cacheBytes = 4 * payload
@@ -727,7 +774,11 @@ func BenchmarkFeed(b *testing.B) {
 					ctx, cancel := context.WithCancel(context.Background())
 					var g errgroup.Group
 					g.Go(func() error { return srv.Run(ctx) })
-					res, _ := consumer(b, true, string(mode), consumerSocketEnv+"="+srv.cfg.SocketPath)
+					role := string(mode)
+					if python {
+						role = "python-" + role
+					}
+					res, _ := consumer(b, true, role, consumerSocketEnv+"="+srv.cfg.SocketPath)
 					cancel()
 					if err := g.Wait(); err != nil {
 						b.Fatal(err)

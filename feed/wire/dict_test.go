@@ -171,14 +171,15 @@ func readDictGo(t *testing.T, p *feed.Pipeline) map[int64]string {
 	return got
 }
 
-// readDictPython reads one epoch with the Python package.
+// readDictPython reads one epoch with the Python package: its own reader
+// through shared memory, pyarrow over the socket.
 func readDictPython(t *testing.T, p *feed.Pipeline, pyarrow bool) map[int64]string {
 	pkgDir := pyPrerequisites(t)
 	py, env := pyInterpreter, "SPINDLE_PYARROW=0"
 	if pyarrow {
 		py, env = pyarrowInterpreter(t), "SPINDLE_PYARROW=1"
 	}
-	res, err := pyRun(t, py, pkgDir, ModeArrow, p, 1, "batches", env)
+	res, err := pyRun(t, py, pkgDir, ModeArrow, p, 1, "batches", !pyarrow, env)
 	if err != nil {
 		t.Fatalf("server: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +54,7 @@ def plain(a):
     return out
 
 kind = sys.argv[1]
+first_only = len(sys.argv) > 2 and sys.argv[2] == "first"
 res = {"epochs": [], "end": [], "error": None}
 try:
     while True:
@@ -70,6 +72,9 @@ try:
             else:
                 e["dtypes"] = {k: str(v.dtype) for k, v in b.items()}
                 e["batches"].append({k: plain(v) for k, v in b.items()})
+            if first_only:
+                ep.close()  # abandon the rest of the epoch
+                break
 except spindle.FeedError as err:
     res["error"] = type(err).__name__ + ": " + str(err)
 print(json.dumps(res))
@@ -288,9 +293,11 @@ func pyPrerequisites(t *testing.T) string {
 	return dir
 }
 
-// pyRun serves src in mode over a fresh socket, runs pyReadFeed with kind
-// against it, and returns what Python saw and what Run returned.
-func pyRun(t *testing.T, py, pkgDir string, mode Mode, src EpochSource, epochs int, kind string, env ...string) (pyResult, error) {
+// pyRun serves src in mode over a fresh socket (and, with shm, its
+// shared-memory twin), runs pyReadFeed with kind against it, and returns
+// what Python saw and what Run returned. With shm it fails the test
+// unless the batches went through shared memory.
+func pyRun(t *testing.T, py, pkgDir string, mode Mode, src EpochSource, epochs int, kind string, shm bool, env ...string) (pyResult, error) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "spy")
 	if err != nil {
@@ -298,7 +305,7 @@ func pyRun(t *testing.T, py, pkgDir string, mode Mode, src EpochSource, epochs i
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "feed.sock")
-	srv, err := NewServer(ServerConfig{SocketPath: sock, Mode: mode, Epochs: epochs, Source: src, LabelColumn: "label"})
+	srv, err := NewServer(ServerConfig{SocketPath: sock, Mode: mode, Epochs: epochs, Source: src, LabelColumn: "label", SharedMemory: shm})
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
@@ -307,7 +314,9 @@ func pyRun(t *testing.T, py, pkgDir string, mode Mode, src EpochSource, epochs i
 	var g errgroup.Group
 	g.Go(func() error { return srv.Run(ctx) })
 
-	cmd := exec.CommandContext(ctx, py, "-c", pyReadFeed, kind)
+	args := []string{"-c", pyReadFeed}
+	args = append(args, strings.Fields(kind)...)
+	cmd := exec.CommandContext(ctx, py, args...)
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+pkgDir, "SPINDLE_FEED="+sock, "SPINDLE_FEED_MODE="+string(mode))
 	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
@@ -321,6 +330,9 @@ func pyRun(t *testing.T, py, pkgDir string, mode Mode, src EpochSource, epochs i
 	var res pyResult
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 		t.Fatalf("python printed %q: %v\nstderr: %s", stdout.String(), err, stderr.String())
+	}
+	if shm && srv.shmBytes.Load() == 0 {
+		t.Errorf("nothing went through shared memory (%d bytes over the socket)", srv.bytes.Load())
 	}
 	return res, srvErr
 }
@@ -393,7 +405,9 @@ func pyFloat32(v any) any {
 	panic(fmt.Sprintf("pyFloat32 of %T", v))
 }
 
-func TestPythonReadsArrowFeed(t *testing.T) {
+func TestPythonReadsArrowFeed(t *testing.T) { overBoth(t, testPythonReadsArrowFeed) }
+
+func testPythonReadsArrowFeed(t *testing.T, shm bool) {
 	pkgDir := pyPrerequisites(t)
 	for _, pyarrow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pyarrow=%t", pyarrow), func(t *testing.T) {
@@ -402,7 +416,7 @@ func TestPythonReadsArrowFeed(t *testing.T) {
 				py, env = pyarrowInterpreter(t), "SPINDLE_PYARROW=1"
 			}
 			src := newPySource(t, true, pyLayout)
-			res, err := pyRun(t, py, pkgDir, ModeArrow, src, len(pyLayout), "batches", env)
+			res, err := pyRun(t, py, pkgDir, ModeArrow, src, len(pyLayout), "batches", shm, env)
 			if err != nil {
 				t.Fatalf("server: %v", err)
 			}
@@ -447,10 +461,12 @@ func TestPythonReadsArrowFeed(t *testing.T) {
 	}
 }
 
-func TestPythonReadsTensorFeed(t *testing.T) {
+func TestPythonReadsTensorFeed(t *testing.T) { overBoth(t, testPythonReadsTensorFeed) }
+
+func testPythonReadsTensorFeed(t *testing.T, shm bool) {
 	pkgDir := pyPrerequisites(t)
 	src := newPySource(t, false, pyLayout)
-	res, err := pyRun(t, pyInterpreter, pkgDir, ModeTensor, src, len(pyLayout), "tensors")
+	res, err := pyRun(t, pyInterpreter, pkgDir, ModeTensor, src, len(pyLayout), "tensors", shm)
 	if err != nil {
 		t.Fatalf("server: %v", err)
 	}
@@ -504,7 +520,44 @@ func TestPythonReadsTensorFeed(t *testing.T) {
 	}
 }
 
-func TestPythonSeesCutStream(t *testing.T) {
+// TestPythonClosesEarly has Python take one batch of each epoch and close
+// it: the executor stops sending it and serves the next.
+func TestPythonClosesEarly(t *testing.T) { overBoth(t, testPythonClosesEarly) }
+
+func testPythonClosesEarly(t *testing.T, shm bool) {
+	pkgDir := pyPrerequisites(t)
+	layout := [][]int{make([]int, 300), make([]int, 300)}
+	for e := range layout {
+		for b := range layout[e] {
+			layout[e][b] = 500
+		}
+	}
+	for _, mode := range []Mode{ModeArrow, ModeTensor} {
+		t.Run(string(mode), func(t *testing.T) {
+			kind := "batches first"
+			if mode == ModeTensor {
+				kind = "tensors first"
+			}
+			res, err := pyRun(t, pyInterpreter, pkgDir, mode, newPySource(t, false, layout), 2, kind, shm, "SPINDLE_PYARROW=0")
+			if err != nil {
+				t.Fatalf("server: %v", err)
+			}
+			if res.Error != nil {
+				t.Fatalf("python: %s", *res.Error)
+			}
+			if len(res.Epochs) != 2 || res.Epochs[1].Epoch != 1 || len(res.Epochs[0].Batches) != 1 || len(res.Epochs[1].Batches) != 1 {
+				t.Fatalf("python saw %+v; want one batch of each of epochs 0 and 1", res.Epochs)
+			}
+			if fmt.Sprint(res.End) != "[-1 -1 -1]" {
+				t.Errorf("after the last epoch python saw epochs %v, want [-1 -1 -1]", res.End)
+			}
+		})
+	}
+}
+
+func TestPythonSeesCutStream(t *testing.T) { overBoth(t, testPythonSeesCutStream) }
+
+func testPythonSeesCutStream(t *testing.T, shm bool) {
 	pkgDir := pyPrerequisites(t)
 	for _, mode := range []Mode{ModeArrow, ModeTensor} {
 		t.Run(string(mode), func(t *testing.T) {
@@ -514,7 +567,7 @@ func TestPythonSeesCutStream(t *testing.T) {
 			if mode == ModeTensor {
 				kind = "tensors"
 			}
-			res, err := pyRun(t, pyInterpreter, pkgDir, mode, src, len(pyLayout), kind, "SPINDLE_PYARROW=0")
+			res, err := pyRun(t, pyInterpreter, pkgDir, mode, src, len(pyLayout), kind, shm, "SPINDLE_PYARROW=0")
 			if !errors.Is(err, errPySourceBroke) {
 				t.Errorf("server returned %v, want the source's error", err)
 			}

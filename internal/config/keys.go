@@ -208,7 +208,7 @@ var coreKeys = []Key{
 	{Name: KeyFeedCache, Default: "256m", Kind: Bytes, Min: 0, HasMin: true,
 		Doc: "Decoded batches an executor keeps from one epoch to the next, so that later epochs skip reading and decoding the splits that fit; the rest are read again. 0 turns the cache off."},
 	{Name: KeyFeedSharedMemory, Default: "true", Kind: Bool,
-		Doc: "In arrow mode, offer Go training processes (package task, wire.DialArrow) each epoch through shared memory instead of the socket, which saves the kernel's two copies of every batch; Python processes read the socket either way. Up to 16 MiB of batches sent ahead are held there instead of in the socket's buffers."},
+		Doc: "Offer training processes (package task, the spindle Python package) each epoch through memory shared with the executor instead of the socket, which saves the kernel's copies of every batch. Up to 16 MiB of batches sent ahead are held there instead of in the socket's buffers."},
 	{Name: KeyEvenBatches, Default: "pad", Kind: Enum, Enum: []string{"pad", "drop", "off"},
 		Doc: "Give every rank the same number of batches per epoch: pad (repeat rows of the rank's own data), drop (drop the remainder), off."},
 	{Name: KeyCheckpointDir, Default: "", Kind: String,

@@ -1,0 +1,243 @@
+"""The feed through shared memory: an executor's ``<socket>.shm`` stream read as the plain socket's bytes.
+
+The executor writes each message of the epoch (an Arrow IPC message, or
+the tensor header and batch frames) into a memory region the two
+processes share and sends only its place over the socket
+(docs/feed-protocol.md, "Shared memory"). :class:`ShmStream` copies each
+message out of the region as the plain stream's readers ask for its
+bytes, hands the space back at once, and ends the stream the way the
+plain socket's stream ends, so the same readers serve both and a cut
+stream is a cut stream.
+"""
+
+import array
+import mmap
+import os
+import socket
+import struct
+import threading
+
+from ._errors import FeedError, FeedTruncatedError
+
+_FRAME = struct.Struct("<B7xQQ")
+_FREE = struct.Struct("<Q")
+_ABANDON = (1 << 64) - 1
+_TENSOR_MAGIC = b"SPTF"
+# How the plain stream ends: Arrow's end-of-stream marker, or a tensor
+# batch of zero rows.
+_ARROW_END = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+_TENSOR_END = b"\x00\x00\x00\x00"
+_MAX_INLINE = 4 << 30
+_DRAIN_SECONDS = 5.0
+
+
+def shm_path(path):
+    """Return the shared-memory socket beside the feed socket at path."""
+    return path + ".shm"
+
+
+def connect(path, read_buffer):
+    """Connect to the shared-memory socket beside path; None when there is none."""
+    spath = shm_path(path)
+    if not os.path.exists(spath):
+        return None
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(spath)
+    except (FileNotFoundError, ConnectionRefusedError):
+        s.close()
+        return None
+    except OSError as e:
+        s.close()
+        raise FeedError(f"connect to feed {spath}: {e.strerror or e}") from None
+    try:
+        return ShmStream(s, spath, read_buffer)
+    except BaseException:
+        s.close()
+        raise
+
+
+class ShmStream:
+    """Reads a shared-memory stream with :class:`spindle._io.ExactReader`'s methods; close() ends it."""
+
+    def __init__(self, sock, name, read_buffer):
+        self.name = name
+        self._sock = sock
+        self._lock = threading.Lock()  # frees may come while reading
+        self._mm = None
+        self._prefix = b""
+        self._msg = None  # memoryview of the message being read
+        self._pos = 0
+        self._off = None  # its offset in the region; None inline
+        self._end = None  # the plain stream's ending, once the first message says which
+        self._state = "open"  # "ended" after the end frame, "cut" without it
+        first, fd = self._recv_first()
+        self._f = sock.makefile("rb", buffering=read_buffer)
+        if fd is not None:
+            try:
+                kind, size, _ = _FRAME.unpack(first) if len(first) == _FRAME.size else (0, 0, 0)
+                if kind != ord("R"):
+                    raise FeedError(f"{name}: a memory region came with a {chr(kind)!r} frame")
+                self._mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+            finally:
+                os.close(fd)
+            first = b""
+        self._frames_prefix = first  # the start of the frames, without a region
+
+    def _recv_first(self):
+        try:
+            data, anc, _, _ = self._sock.recvmsg(_FRAME.size, socket.CMSG_SPACE(4))
+        except OSError as e:
+            raise FeedError(f"{self.name}: read failed at the stream's start: {e}") from None
+        fd = None
+        for level, typ, payload in anc:
+            if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                fds = array.array("i")
+                fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
+                for i, f in enumerate(fds):
+                    if i == 0:
+                        fd = f
+                    else:
+                        os.close(f)
+        return data, fd
+
+    # Frames.
+
+    def _read_frame_bytes(self, n):
+        data, self._frames_prefix = self._frames_prefix[:n], self._frames_prefix[n:]
+        while len(data) < n:
+            try:
+                more = self._f.read(n - len(data))
+            except (ConnectionResetError, socket.timeout):
+                more = b""
+            except OSError as e:
+                raise FeedError(f"{self.name}: read failed: {e}") from None
+            if not more:
+                break
+            data += more
+        return data
+
+    def _next_message(self):
+        """Load the next message; False at the end of the stream (or its cut)."""
+        head = self._read_frame_bytes(_FRAME.size)
+        if len(head) < _FRAME.size:
+            self._state = "cut"
+            return False
+        kind, a, b = _FRAME.unpack(head)
+        if kind == ord("E"):
+            self._state = "ended"
+            return False
+        if kind == ord("I"):
+            if a > _MAX_INLINE:
+                raise FeedError(f"{self.name}: malformed stream: an inline message of {a} bytes")
+            data = self._read_frame_bytes(a)
+            if len(data) < a:
+                self._state = "cut"
+                return False
+            self._msg, self._off = memoryview(data), None
+        elif kind == ord("M"):
+            if self._mm is None or a + b > len(self._mm):
+                raise FeedError(f"{self.name}: malformed stream: a message at {a}+{b} outside the shared memory")
+            self._msg, self._off = memoryview(self._mm)[a:a + b], a
+        else:
+            raise FeedError(f"{self.name}: malformed stream: unknown frame kind {kind:#x}")
+        self._pos = 0
+        if self._end is None:
+            self._end = _TENSOR_END if bytes(self._msg[:4]) == _TENSOR_MAGIC else _ARROW_END
+        return True
+
+    def _done_with_message(self):
+        if self._msg is not None:
+            self._msg.release()
+            self._msg = None
+        if self._off is not None:
+            self._free(self._off)
+            self._off = None
+
+    def _free(self, off):
+        with self._lock:
+            try:
+                self._sock.sendall(_FREE.pack(off))
+            except OSError:
+                pass  # the executor has gone; nothing to hand back
+
+    # The plain stream's bytes.
+
+    def _take(self, n):
+        """Return up to n bytes of the stream as memoryviews (empty at its end)."""
+        parts = []
+        while n > 0:
+            if self._prefix:
+                k = min(n, len(self._prefix))
+                parts.append(memoryview(self._prefix[:k]))
+                self._prefix = self._prefix[k:]
+                n -= k
+                continue
+            if self._msg is None or self._pos == len(self._msg):
+                self._done_with_message()
+                if self._state != "open":
+                    break
+                if not self._next_message():
+                    if self._state == "ended":
+                        self._prefix = self._end or _ARROW_END
+                    continue
+            k = min(n, len(self._msg) - self._pos)
+            parts.append(self._msg[self._pos:self._pos + k])
+            self._pos += k
+            n -= k
+        return parts
+
+    def push_back(self, data):
+        """Make the next reads return data first."""
+        self._prefix = bytes(data) + self._prefix
+
+    def read_exact(self, n, what, allow_eof=False):
+        """Read n bytes, as ExactReader.read_exact."""
+        parts = self._take(n)
+        data = b"".join(parts)
+        for p in parts:
+            p.release()
+        if len(data) == n:
+            return data
+        if allow_eof and not data:
+            return b""
+        raise FeedTruncatedError(f"{self.name}: stream ended {what} (the executor stopped or failed mid-epoch)")
+
+    def read_into(self, arr, what):
+        """Fill the contiguous numpy array arr, as ExactReader.read_into."""
+        view = memoryview(arr).cast("B")
+        got = 0
+        for p in self._take(len(view)):
+            view[got:got + len(p)] = p
+            got += len(p)
+            p.release()
+        if got < len(view):
+            raise FeedTruncatedError(f"{self.name}: stream ended {what} (the executor stopped or failed mid-epoch)")
+        return arr
+
+    def close(self):
+        """End the epoch: an unfinished one is abandoned and its messages handed back."""
+        self._done_with_message()
+        if self._state == "open":
+            self._free(_ABANDON)
+            self._drain()
+        try:
+            self._f.close()
+        finally:
+            self._sock.close()
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:
+                pass  # a view is still alive; the mapping goes with it
+            self._mm = None
+
+    def _drain(self):
+        """Hand back the messages sent before the executor saw the epoch abandoned."""
+        self._sock.settimeout(_DRAIN_SECONDS)
+        try:
+            while self._next_message():
+                self._done_with_message()
+        except (FeedError, OSError):
+            pass
+        self._done_with_message()
