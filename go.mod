@@ -3,6 +3,7 @@ module github.com/spindle-ml/spindle
 go 1.26.8
 
 require (
+	github.com/DataDog/zstd v1.5.7
 	github.com/apache/arrow-go/v18 v18.8.0
 	github.com/colinmarc/hdfs/v2 v2.4.0
 	github.com/hashicorp/go-hclog v1.6.2
