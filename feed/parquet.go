@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -14,7 +16,6 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/spindle-ml/spindle/fsys"
 )
@@ -162,18 +163,58 @@ func cleanSchema(s *arrow.Schema) *arrow.Schema {
 	return arrow.NewSchema(fields, nil)
 }
 
-// parquetSource reads the row groups of one Parquet split. Its columns
-// may be split into groups, each with a record reader of its own, which
-// are decoded at once, one goroutine per group: every reader has the same
-// row groups and batch size, so their batches cover the same rows, and
-// they are joined side by side.
+// parquetSource reads the row groups of one Parquet split. With several
+// decode workers its columns are split into groups, each with a record
+// reader of its own: every reader has the same row groups and batch size,
+// so their batches cover the same rows, and they are joined side by side.
+// Each batch's groups are decoded by the reading goroutine and the
+// source's helpers together, each taking the next group not yet taken
+// (decodeJob), heaviest first.
 type parquetSource struct {
-	uri    string
-	file   fsys.File
-	cache  *chunkCache // nil for local files
-	schema *arrow.Schema
-	groups []columnGroup
-	skip   int64 // rows still to drop from the start
+	uri     string
+	file    fsys.File
+	cache   *chunkCache // nil for local files
+	schema  *arrow.Schema
+	groups  []columnGroup
+	skip    int64             // rows still to drop from the start
+	helpers []chan *decodeJob // one per helper goroutine; cap 1
+	stop    chan struct{}     // closed to end the helpers
+	running sync.WaitGroup    // the helpers
+}
+
+// decodeJob is the decoding of one batch's column groups.
+type decodeJob struct {
+	groups  []columnGroup
+	next    atomic.Int64   // the next group to take
+	pending sync.WaitGroup // groups not yet decoded
+}
+
+// run decodes groups of the job until none is left to take.
+func (j *decodeJob) run() {
+	for {
+		i := int(j.next.Add(1)) - 1
+		if i >= len(j.groups) {
+			return
+		}
+		g := &j.groups[i]
+		g.ok = g.rr.Next()
+		j.pending.Done()
+	}
+}
+
+// maxDecodeGroups bounds the column groups of a split: one per column up
+// to it, so that decoders sharing a batch finish within a column of each
+// other, and fewer, heavier ones past it, so that wide tables do not pay
+// a record reader per column.
+const maxDecodeGroups = 32
+
+// decodeGroups is the number of column groups for workers decoders and
+// fields selected columns.
+func decodeGroups(workers, fields int) int {
+	if workers <= 1 {
+		return 1
+	}
+	return min(fields, maxDecodeGroups)
 }
 
 // columnGroup is a record reader over some of a split's columns.
@@ -245,7 +286,7 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		// returns wrong lists, then fails. Read those rows and drop them.
 		seek, p.skip = 0, s.RowOffset
 	}
-	for _, fields := range groupColumns(pf, rowGroups, fieldLeaves, opts.DecodeWorkers) {
+	for _, fields := range groupColumns(pf, rowGroups, fieldLeaves, decodeGroups(opts.DecodeWorkers, len(fieldLeaves))) {
 		var gl []int
 		for _, i := range fields {
 			gl = append(gl, fieldLeaves[i]...)
@@ -268,7 +309,32 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 			}
 		}
 	}
+	if len(p.groups) > 1 {
+		p.startHelpers(opts.DecodeWorkers - 1)
+	}
 	return &opened{src: p, schema: out}, nil
+}
+
+// startHelpers starts n goroutines that decode column groups of each
+// batch beside the reading goroutine.
+func (p *parquetSource) startHelpers(n int) {
+	p.stop = make(chan struct{})
+	for range n {
+		ch := make(chan *decodeJob, 1)
+		p.helpers = append(p.helpers, ch)
+		p.running.Add(1)
+		go func() {
+			defer p.running.Done()
+			for {
+				select {
+				case j := <-ch:
+					j.run()
+				case <-p.stop:
+					return
+				}
+			}
+		}()
+	}
 }
 
 // anyRepeated reports whether any of the leaf columns is repeated (in a
@@ -283,10 +349,11 @@ func anyRepeated(pf *file.Reader, leaves []int) bool {
 }
 
 // groupColumns deals the selected columns (by index, with their leaves)
-// to at most workers groups of about equal decoded bytes in the split's
-// row groups, heaviest first, each to the lightest group so far.
-func groupColumns(pf *file.Reader, rowGroups []int, fieldLeaves [][]int, workers int) [][]int {
-	workers = max(1, min(workers, len(fieldLeaves)))
+// to at most n groups of about equal decoded bytes in the split's row
+// groups, heaviest first, each to the lightest group so far; the heaviest
+// groups come first.
+func groupColumns(pf *file.Reader, rowGroups []int, fieldLeaves [][]int, n int) [][]int {
+	workers := max(1, min(n, len(fieldLeaves)))
 	if workers == 1 {
 		all := make([]int, len(fieldLeaves))
 		for i := range all {
@@ -322,7 +389,16 @@ func groupColumns(pf *file.Reader, rowGroups []int, fieldLeaves [][]int, workers
 		groups[g] = append(groups[g], i)
 		load[g] += weight[i]
 	}
+	sort.SliceStable(groups, func(a, b int) bool { return groupLoad(groups[a], weight) > groupLoad(groups[b], weight) })
 	return groups
+}
+
+func groupLoad(fields []int, weight []int64) int64 {
+	var n int64
+	for _, i := range fields {
+		n += weight[i]
+	}
+	return n
 }
 
 // appendLeaves appends the Parquet leaf column indices under field.
@@ -363,16 +439,19 @@ func (p *parquetSource) read(ctx context.Context) (arrow.RecordBatch, error) {
 	if len(p.groups) == 1 {
 		p.groups[0].ok = p.groups[0].rr.Next()
 	} else {
-		var g errgroup.Group
-		for i := 1; i < len(p.groups); i++ {
-			cg := &p.groups[i]
-			g.Go(func() error {
-				cg.ok = cg.rr.Next()
-				return nil
-			})
+		j := &decodeJob{groups: p.groups}
+		j.pending.Add(len(p.groups))
+		for _, h := range p.helpers {
+			// A helper still holding an earlier job, all of whose
+			// groups are taken, gets this one instead.
+			select {
+			case <-h:
+			default:
+			}
+			h <- j
 		}
-		p.groups[0].ok = p.groups[0].rr.Next()
-		_ = g.Wait()
+		j.run()
+		j.pending.Wait()
 	}
 	var ended int
 	for i := range p.groups {
@@ -404,6 +483,11 @@ func (p *parquetSource) read(ctx context.Context) (arrow.RecordBatch, error) {
 }
 
 func (p *parquetSource) release() {
+	if p.stop != nil {
+		close(p.stop)
+		p.running.Wait()
+		p.stop = nil
+	}
 	for _, g := range p.groups {
 		g.rr.Release()
 	}
