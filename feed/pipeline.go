@@ -226,6 +226,27 @@ func (p *Pipeline) Schema() *arrow.Schema { return p.schema }
 // cut (without copying) from larger decoded ones.
 const minReadRows = 16384
 
+// sharedReadBytes and maxSharedReadRows size the read batches that
+// several decode workers share (Pipeline.readRows).
+const (
+	sharedReadBytes   = 4 << 20
+	maxSharedReadRows = 65536
+)
+
+// rowBytes estimates a row's decoded bytes: fixed-width columns their
+// width, others 32.
+func rowBytes(schema *arrow.Schema) int {
+	n := 0
+	for _, f := range schema.Fields() {
+		if w := fixedWidth(f.Type); w > 0 {
+			n += w
+		} else {
+			n += 32
+		}
+	}
+	return max(n, 1)
+}
+
 func (p *Pipeline) readOptions(schema *arrow.Schema) ReadOptions {
 	return ReadOptions{Columns: p.cfg.Columns, LabelColumn: p.cfg.LabelColumn, Schema: schema,
 		BatchRows: p.readRows(), CSV: p.cfg.CSV, Allocator: p.alloc, DecodeWorkers: p.decodeWorkers, Flight: p.cfg.Flight,
@@ -235,16 +256,22 @@ func (p *Pipeline) readOptions(schema *arrow.Schema) ReadOptions {
 // readRows is the batch size asked of split readers: at least
 // minReadRows and, for smaller batches, a multiple of BatchRows, so that
 // every batch is a slice of one decoded batch rather than joined (copied)
-// from two. Not when rows are shuffled: the read batches make up the
-// shuffle windows, so the read size stays fixed and a seed gives the same
-// order whatever the batch size.
+// from two; with several decode workers, about sharedReadBytes. Not when
+// rows are shuffled: the read batches make up the shuffle windows, so the
+// read size stays fixed and a seed gives the same order whatever the
+// batch size.
 func (p *Pipeline) readRows() int {
 	b := p.cfg.BatchRows
 	switch {
+	case p.cfg.Shuffle && p.cfg.ShuffleBufferRows > 1:
+		return max(b, minReadRows)
+	case p.decodeWorkers > 1:
+		// Several decoders share each read batch, and a helper joins
+		// it some 100 us late: larger ones keep that small beside it.
+		rows := min(maxSharedReadRows, max(minReadRows, sharedReadBytes/rowBytes(p.schema)))
+		return (rows + b - 1) / b * b
 	case b >= minReadRows:
 		return b
-	case p.cfg.Shuffle && p.cfg.ShuffleBufferRows > 1:
-		return minReadRows
 	}
 	return (minReadRows + b - 1) / b * b
 }
