@@ -83,7 +83,13 @@ class _TensorSource:
     def next_matrix(self):
         if self._done:
             return None
-        b = _tensor.read_batch(self._rd, self.header)
+        if isinstance(self._rd, _shm.ShmStream):
+            # Through shared memory: the arrays are views of the batch's
+            # message, handed back once they are garbage.
+            msg = self._rd.take_message()
+            b = None if msg is None else _tensor.batch_from_message(msg, self.header, self._rd.name)
+        else:
+            b = _tensor.read_batch(self._rd, self.header)
         if b is None:
             self._done = True
         return b

@@ -11,11 +11,15 @@ stream is a cut stream.
 """
 
 import array
+import ctypes
 import mmap
 import os
 import socket
 import struct
 import threading
+import weakref
+
+import numpy as np
 
 from ._errors import FeedError, FeedTruncatedError
 
@@ -71,6 +75,8 @@ class ShmStream:
         self._off = None  # its offset in the region; None inline
         self._end = None  # the plain stream's ending, once the first message says which
         self._state = "open"  # "ended" after the end frame, "cut" without it
+        self._lent = 0  # messages handed out by take_message, not yet garbage
+        self._closed = False  # close() was called; the socket waits for _lent
         first, fd = self._recv_first()
         self._f = sock.makefile("rb", buffering=read_buffer)
         if fd is not None:
@@ -161,6 +167,49 @@ class ShmStream:
             except OSError:
                 pass  # the executor has gone; nothing to hand back
 
+    def take_message(self):
+        """Return the next whole message as a uint8 array, or None after the end frame.
+
+        A message in shared memory is not copied: the array (and every view
+        of it) is the region's bytes, handed back to the executor once they
+        are all garbage. Call only between messages (after a reader has taken
+        the previous one whole).
+        """
+        self._done_with_message()
+        if self._prefix or self._state != "open":
+            raise FeedError(f"{self.name}: a message taken whole in the middle of another")
+        head = self._read_frame_bytes(_FRAME.size)
+        if len(head) < _FRAME.size:
+            self._state = "cut"
+            raise FeedTruncatedError(f"{self.name}: stream ended before the end-of-epoch frame "
+                                     "(the executor stopped or failed mid-epoch)")
+        kind, a, b = _FRAME.unpack(head)
+        if kind == ord("E"):
+            self._state = "ended"
+            return None
+        if kind == ord("I"):
+            data = self._read_frame_bytes(a) if a <= _MAX_INLINE else b""
+            if len(data) != a:
+                self._state = "cut"
+                raise FeedTruncatedError(f"{self.name}: stream ended inside a message")
+            return np.frombuffer(bytearray(data), dtype=np.uint8)
+        if kind != ord("M") or self._mm is None or a + b > len(self._mm):
+            raise FeedError(f"{self.name}: malformed stream: frame {kind:#x} at {a}+{b}")
+        owner = (ctypes.c_char * b).from_buffer(self._mm, a)
+        with self._lock:
+            self._lent += 1
+        weakref.finalize(owner, self._give_back, a)
+        return np.frombuffer(owner, dtype=np.uint8)
+
+    def _give_back(self, off):
+        """A message take_message lent is garbage: hand it back, and close once the last one is."""
+        self._free(off)
+        with self._lock:
+            self._lent -= 1
+            last = self._closed and self._lent == 0
+        if last:
+            self._close_now()
+
     # The plain stream's bytes.
 
     def _take(self, n):
@@ -216,11 +265,22 @@ class ShmStream:
         return arr
 
     def close(self):
-        """End the epoch: an unfinished one is abandoned and its messages handed back."""
+        """End the epoch: an unfinished one is abandoned and its messages handed back.
+
+        The connection stays open while arrays lent by take_message are
+        alive: they are handed back over it.
+        """
         self._done_with_message()
         if self._state == "open":
             self._free(_ABANDON)
             self._drain()
+        with self._lock:
+            self._closed = True
+            now = self._lent == 0
+        if now:
+            self._close_now()
+
+    def _close_now(self):
         try:
             self._f.close()
         finally:

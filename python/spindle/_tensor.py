@@ -93,6 +93,27 @@ def read_batch(rd, header):
     return x, y
 
 
+def batch_from_message(msg, header, name):
+    """Return (features, labels) of one batch frame held whole in msg, a uint8 array.
+
+    The arrays are views of msg (which the shared-memory feed hands back
+    once nothing refers to it), not copies.
+    """
+    if len(msg) < 4:
+        raise FeedError(f"{name}: malformed tensor batch of {len(msg)} bytes")
+    rows = int.from_bytes(msg[:4].tobytes(), "little")
+    nf = len(header.features)
+    n = rows * (nf + (header.label is not None))
+    if rows == 0 or len(msg) != 4 + 4 * n:
+        raise FeedError(f"{name}: malformed tensor batch: {len(msg)} bytes for {rows} rows x {nf} features")
+    values = msg[4:].view(_F32)
+    if not _NATIVE:
+        values = values.astype(np.float32)
+    x = values[:rows * nf].reshape(rows, nf)
+    y = values[rows * nf:] if header.label is not None else None
+    return x, y
+
+
 def encode_header(epoch, features, label=None):
     """Return the header bytes of a tensor stream (for servers and tests)."""
     names = list(features) + ([label] if label is not None else [])
