@@ -3,7 +3,6 @@ package wire
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -12,19 +11,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Shared memory for arrow-mode streams.
+// Shared memory for feed streams.
 //
 // Over the feed socket, every byte of a batch is copied twice by the
 // kernel: into the socket by the executor and out of it by the training
 // process. On a machine whose cores also decode, those copies cost as much
-// CPU as decoding itself. A Go client that connects to the socket's
+// CPU as decoding itself. A client that connects to the socket's
 // shared-memory twin (SharedMemoryPath) instead receives a memfd region
 // (sent with SCM_RIGHTS) that both processes map; the executor writes each
-// IPC message into the region and sends only its place over the socket,
-// and the client reads the batch's columns where they lie, without a copy.
-// The client hands a message's space back when the batch's buffers are
-// released (Arrow's reference counts), by writing its offset to the
-// socket.
+// message of the stream (an Arrow IPC message, or the tensor header and
+// batch frames) into the region and sends only its place over the socket,
+// and the client reads it where it lies. The client hands a message's
+// space back when it is done with it (Arrow's reference counts in
+// DialArrow, the next batch in DialTensor, the garbage collector in
+// Python) by writing its offset to the socket.
 //
 // The socket carries fixed frames of shmFrameBytes from the executor:
 //
@@ -35,9 +35,11 @@ import (
 //	pad   7 bytes
 //	a, b  uint64 little-endian
 //
-// and 8-byte little-endian offsets of freed messages from the client. A
-// message that does not fit the region (the client holds the rest of it)
-// is sent inline, so a client that keeps batches never stalls the stream.
+// and 8-byte little-endian offsets of freed messages from the client
+// (shmAbandon closes an epoch early). A message that does not fit the
+// region (the client holds the rest of it) is sent inline, so a client
+// that keeps batches never stalls the stream. docs/feed-protocol.md
+// describes it for other clients.
 const (
 	shmFrameBytes = 24
 	shmFreeBytes  = 8
@@ -48,7 +50,8 @@ const (
 	frameEnd     = 'E'
 )
 
-// shmRegionBytes is the size of each connection's region. Of it, at most
+// shmRegionBytes is the size of a server's region, which its streams use
+// one after the other (its pages, once written, fault no more). Of it, at most
 // a quarter holds messages at once: that bounds the batches sent ahead of
 // the training process and those it holds, as the socket's buffers do
 // without shared memory, and the rest leaves room to place them. The
@@ -81,8 +84,8 @@ func parseFrame(f []byte) (kind byte, a, b uint64) {
 	return f[0], binary.LittleEndian.Uint64(f[8:]), binary.LittleEndian.Uint64(f[16:])
 }
 
-// shmRegion is the executor's side of a connection's region: a memfd
-// mapped read-write, and a first-fit allocator of its space.
+// shmRegion is the executor's side of the region: a memfd mapped
+// read-write, and a first-fit allocator of its space.
 type shmRegion struct {
 	fd  int
 	mem []byte
@@ -241,8 +244,6 @@ type shmMapping struct {
 	onDone func()             // called once unmapped
 	unmap  bool               // done
 }
-
-var errShmUnmapped = errors.New("the shared-memory region is unmapped")
 
 func mapShm(fd int, size int64, free func(uint64), onDone func()) (*shmMapping, error) {
 	// Writable: a message's bytes are the client's until it frees them,

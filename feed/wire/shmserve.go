@@ -1,0 +1,397 @@
+package wire
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"golang.org/x/sys/unix"
+
+	"github.com/spindle-ml/spindle/feed"
+)
+
+// serveShm sends one epoch through the server's shared-memory region
+// (see shm.go), the stream written by send; without a region (no memfd)
+// every message goes inline, which the client reads the same way. Once
+// the stream has ended, however it ended, the connection stays open for
+// reading: the client frees its last messages after that, and the shm
+// streams close the connection when the client does (kept is then true).
+func (s *Server) serveShm(ctx context.Context, conn *net.UnixConn, send func(*shmWriter) error) (kept bool, err error) {
+	w := &shmWriter{ctx: ctx, conn: conn, sock: &s.bytes, stream: &s.shmBytes, inline: &s.shmInline}
+	if w.region = s.shm.regionFor(); w.region != nil {
+		w.share = s.shm.track(conn)
+		defer func() {
+			// Only the writing side: a stream that failed ends without
+			// its end frame, which the client takes for a cut, and the
+			// client may still hold messages whose frees are to come.
+			_ = conn.CloseWrite()
+			kept = true
+		}()
+		if err := w.sendRegion(); err != nil {
+			return false, err
+		}
+	}
+	return false, send(w)
+}
+
+// sendBatches sends r's batches, each by send, flushing whenever r has
+// none ready; a failure of r is flushed first, so that what was sent
+// stays good, and returned (no end frame follows: the client sees the
+// stream cut).
+func (s *Server) sendBatches(ctx context.Context, w *shmWriter, r feed.Reader, send func(arrow.RecordBatch) error) error {
+	ready, _ := r.(bufferedReader)
+	for {
+		rec, err := r.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			_ = w.flush()
+			return fmt.Errorf("read batch: %w", err)
+		}
+		rows := rec.NumRows()
+		err = send(rec) // copies the batch into the region
+		rec.Release()
+		if err != nil {
+			return err
+		}
+		if ready == nil || ready.Buffered() == 0 {
+			if err := w.flush(); err != nil {
+				return err
+			}
+		}
+		s.rows.Add(rows)
+		s.batches.Add(1)
+		s.taken.sent(s.bytes.Load()+int64(len(w.frames)), rows)
+	}
+}
+
+// serveArrowShm sends one epoch as an arrow-mode stream through shared
+// memory: each IPC message of the stream is one message of the region.
+func (s *Server) serveArrowShm(ctx context.Context, conn *net.UnixConn, epoch int, r feed.Reader) (bool, error) {
+	return s.serveShm(ctx, conn, func(w *shmWriter) error {
+		iw := ipc.NewWriterWithPayloadWriter(w, ipc.WithSchema(withEpoch(s.cfg.Source.Schema(), epoch)), ipc.WithAllocator(goAllocator))
+		if r != nil {
+			if err := s.sendBatches(ctx, w, r, iw.Write); err != nil {
+				return err
+			}
+		}
+		return iw.Close()
+	})
+}
+
+// serveTensorShm sends one epoch as a tensor-mode stream through shared
+// memory: the stream header is one message, each batch frame (row count,
+// features, labels) another, converted straight into the region; the end
+// frame ends the epoch (there is no zero row count).
+func (s *Server) serveTensorShm(ctx context.Context, conn *net.UnixConn, epoch int, r feed.Reader) (bool, error) {
+	return s.serveShm(ctx, conn, func(w *shmWriter) error {
+		h := s.tensor.header(epoch)
+		if err := w.put(int64(len(h)), func(dst []byte) error { copy(dst, h); return nil }); err != nil {
+			return err
+		}
+		if r != nil {
+			err := s.sendBatches(ctx, w, r, func(rec arrow.RecordBatch) error {
+				if rec.NumRows() == 0 {
+					return nil
+				}
+				return w.put(4*int64(s.tensor.frameWords(int(rec.NumRows()))), func(dst []byte) error {
+					_, out, err := s.tensor.encode(rec, bytesF32(dst)[:0])
+					if err == nil && unsafe.SliceData(out) != unsafe.SliceData(dst) {
+						err = errors.New("tensor feed: the batch was not converted in place")
+					}
+					return err
+				})
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return w.Close()
+	})
+}
+
+// shmStreams is a server's shared memory: one region that every
+// connection's stream uses in turn (its pages, once written, need no
+// fault in later epochs), and the connections whose clients may still
+// free messages in it.
+type shmStreams struct {
+	size int64
+	log  *slog.Logger
+
+	region *shmRegion // made on first use, by Run's goroutine
+	tried  bool       // making it was tried; nil region: it failed
+
+	mu    sync.Mutex
+	conns map[*net.UnixConn]struct{}
+	wg    sync.WaitGroup
+}
+
+// regionFor returns the region, making it the first time; nil when shared
+// memory is not to be had here.
+func (m *shmStreams) regionFor() *shmRegion {
+	if !m.tried {
+		m.tried = true
+		var err error
+		if m.region, err = newShmRegion(m.size); err != nil {
+			m.log.Warn("no shared memory for the feed; sending batches over the socket", "err", err)
+		}
+	}
+	return m.region
+}
+
+// shmShare is one connection's share of the region: the messages sent on
+// it that its client has not freed. Its client can free only those, and
+// once the connection is closed (the client closes it only after
+// releasing every batch, or its process has ended) whatever is left is
+// freed with it.
+type shmShare struct {
+	mu   sync.Mutex
+	sent map[uint64]struct{}
+	// stop, once set, ends the stream being written: the client freed
+	// something it was not given, or closed the epoch before its end.
+	stop atomic.Pointer[error]
+}
+
+func (sh *shmShare) add(off uint64) {
+	sh.mu.Lock()
+	sh.sent[off] = struct{}{}
+	sh.mu.Unlock()
+}
+
+// take removes off from the share, reporting whether it was there.
+func (sh *shmShare) take(off uint64) bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	_, ok := sh.sent[off]
+	delete(sh.sent, off)
+	return ok
+}
+
+// errAbandoned is how a client's early Close reaches the writer: as a
+// consumer that left mid-epoch.
+var errAbandoned = errors.New("the training process closed the epoch before its end")
+
+// shmAbandon is the free frame of a client that closes an epoch early.
+const shmAbandon = ^uint64(0)
+
+// track reads the frees conn's client sends until it closes conn (or
+// close does), then frees what the client left and closes conn.
+func (m *shmStreams) track(conn *net.UnixConn) *shmShare {
+	sh := &shmShare{sent: map[uint64]struct{}{}}
+	m.mu.Lock()
+	if m.conns == nil {
+		m.conns = map[*net.UnixConn]struct{}{}
+	}
+	m.conns[conn] = struct{}{}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		m.readFrees(conn, sh)
+		m.mu.Lock()
+		delete(m.conns, conn)
+		m.mu.Unlock()
+		_ = conn.Close()
+		sh.mu.Lock()
+		for off := range sh.sent {
+			_ = m.region.release(off)
+		}
+		sh.sent = nil
+		sh.mu.Unlock()
+	}()
+	return sh
+}
+
+func (m *shmStreams) readFrees(conn *net.UnixConn, sh *shmShare) {
+	br := bufio.NewReaderSize(conn, 4<<10)
+	var b [shmFreeBytes]byte
+	for {
+		if _, err := io.ReadFull(br, b[:]); err != nil {
+			return
+		}
+		off := binary.LittleEndian.Uint64(b[:])
+		switch {
+		case off == shmAbandon:
+			err := error(&consumerError{errAbandoned})
+			sh.stop.CompareAndSwap(nil, &err)
+		case !sh.take(off):
+			err := error(&consumerError{fmt.Errorf("the training process freed feed memory at %d, which it was not given", off)})
+			sh.stop.CompareAndSwap(nil, &err)
+			return
+		default:
+			if err := m.region.release(off); err != nil {
+				m.log.Warn("free feed memory", "err", err)
+			}
+		}
+	}
+}
+
+// close closes the connections still open, waits for their readers and
+// unmaps the region.
+func (m *shmStreams) close() {
+	m.mu.Lock()
+	for c := range m.conns {
+		_ = c.Close()
+	}
+	m.mu.Unlock()
+	m.wg.Wait()
+	if m.region != nil {
+		if err := m.region.close(); err != nil {
+			m.log.Warn("close the feed's shared memory", "err", err)
+		}
+		m.region = nil
+	}
+}
+
+// shmWriter is the shared-memory stream's ipc.PayloadWriter: it copies
+// each message into the region (or, when the client holds all of it,
+// queues it inline) and queues its frame.
+type shmWriter struct {
+	ctx    context.Context
+	conn   *net.UnixConn
+	region *shmRegion // nil: every message inline
+	sock   *atomic.Int64
+	stream *atomic.Int64 // message bytes put in the region
+	inline *atomic.Int64 // messages sent inline
+	frames []byte
+
+	share *shmShare // with region
+}
+
+var _ ipc.PayloadWriter = (*shmWriter)(nil)
+
+// sendRegion sends the region's frame with its memfd.
+func (w *shmWriter) sendRegion() error {
+	f := putFrame(nil, frameRegion, uint64(len(w.region.mem)), 0)
+	n, _, err := w.conn.WriteMsgUnix(f, unix.UnixRights(w.region.fd), nil)
+	w.sock.Add(int64(n))
+	if err != nil {
+		return &consumerError{err}
+	}
+	return nil
+}
+
+func (w *shmWriter) Start() error { return nil }
+
+func (w *shmWriter) WritePayload(p ipc.Payload) error {
+	var size countingDiscard
+	if _, err := p.WritePayload(&size); err != nil {
+		return err
+	}
+	return w.put(int64(size), func(dst []byte) error {
+		_, err := p.WritePayload(&sliceWriter{b: dst})
+		return err
+	})
+}
+
+// put queues a message of n bytes, which fill writes: into the region
+// when there is room, else inline.
+func (w *shmWriter) put(n int64, fill func(dst []byte) error) error {
+	if err := w.stopped(); err != nil {
+		return err
+	}
+	if w.region != nil {
+		off, ok := w.region.tryAlloc(n)
+		if !ok {
+			// Let the client read what is queued, so it can free space.
+			if err := w.flush(); err != nil {
+				return err
+			}
+			var err error
+			if off, ok, err = w.region.alloc(w.ctx, n, w.clientIdle, w.stopped); err != nil {
+				return err
+			}
+		}
+		if ok {
+			if err := fill(w.region.mem[off : off+uint64(n)]); err != nil {
+				_ = w.region.release(off)
+				return err
+			}
+			w.share.add(off)
+			w.frames = putFrame(w.frames, frameMessage, off, uint64(n))
+			w.stream.Add(n)
+			return nil
+		}
+	}
+	msg := make([]byte, n) // aligned, as fill may want
+	if err := fill(msg); err != nil {
+		return err
+	}
+	w.frames = putFrame(w.frames, frameInline, uint64(n), 0)
+	w.frames = append(w.frames, msg...)
+	w.inline.Add(1)
+	if len(w.frames) >= flushAbove {
+		return w.flush()
+	}
+	return nil
+}
+
+// stopped returns why the client stopped the stream, if it did.
+func (w *shmWriter) stopped() error {
+	if w.share != nil {
+		if errp := w.share.stop.Load(); errp != nil {
+			return *errp
+		}
+	}
+	return nil
+}
+
+// clientIdle reports whether the client has read every frame sent: it
+// then holds its messages and waits for the next.
+func (w *shmWriter) clientIdle() bool {
+	q, ok := outQueue(w.conn)
+	return ok && q == 0
+}
+
+// Close ends the stream.
+func (w *shmWriter) Close() error {
+	w.frames = putFrame(w.frames, frameEnd, 0, 0)
+	return w.flush()
+}
+
+// flush writes the queued frames.
+func (w *shmWriter) flush() error {
+	if len(w.frames) == 0 {
+		return nil
+	}
+	n, err := w.conn.Write(w.frames)
+	w.sock.Add(int64(n))
+	w.frames = w.frames[:0]
+	if err != nil {
+		return &consumerError{err}
+	}
+	return nil
+}
+
+// countingDiscard counts what is written to it.
+type countingDiscard int64
+
+func (c *countingDiscard) Write(p []byte) (int, error) {
+	*c += countingDiscard(len(p))
+	return len(p), nil
+}
+
+// sliceWriter writes into a slice of exactly the right size.
+type sliceWriter struct {
+	b   []byte
+	off int
+}
+
+func (s *sliceWriter) Write(p []byte) (int, error) {
+	if s.off+len(p) > len(s.b) {
+		return 0, io.ErrShortWrite
+	}
+	s.off += copy(s.b[s.off:], p)
+	return len(p), nil
+}
