@@ -103,8 +103,9 @@ type ReadOptions struct {
 	// memory.DefaultAllocator.
 	Allocator memory.Allocator
 	// DecodeWorkers is how many goroutines decode a Parquet split at
-	// once, each a share of its columns; zero or one decodes on the
-	// caller's goroutine. The batches are the same either way.
+	// once, taking its columns one by one for each batch (the caller's
+	// goroutine and DecodeWorkers-1 helpers); zero or one decodes on the
+	// caller's goroutine alone. The batches are the same either way.
 	DecodeWorkers int
 	// Flight says how to reach the Arrow Flight services of Flight splits.
 	Flight FlightOptions

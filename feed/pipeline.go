@@ -75,7 +75,7 @@ type PipelineConfig struct {
 	// when it is closed.
 	Allocator memory.Allocator
 	// DecodeWorkers is how many goroutines decode a Parquet split at
-	// once, each a share of its columns, when Prefetch is set (without
+	// once, sharing each batch's columns, when Prefetch is set (without
 	// it, reading stays on the consumer's goroutine). Zero means
 	// DefaultDecodeWorkers. The batches are the same whatever it is.
 	DecodeWorkers int

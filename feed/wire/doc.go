@@ -10,6 +10,12 @@
 // In direct mode there is no socket: the process reads its splits itself
 // from the description written by WriteDirectSpec.
 //
+// Beside the socket, a server may offer its shared-memory twin
+// (ServerConfig.SharedMemory, SharedMemoryPath): the same streams, with
+// the messages in memory both processes map instead of in the socket,
+// which saves the kernel's copies. DialArrow and DialTensor use it when
+// it is there.
+//
 // Connection k to a server receives epoch k; connections are served one
 // at a time, in order. A connection made after the last epoch receives an
 // empty stream whose epoch is -1, so a reader that loops until it sees an
