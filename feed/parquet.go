@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -176,16 +178,22 @@ type parquetSource struct {
 	cache   *chunkCache // nil for local files
 	schema  *arrow.Schema
 	groups  []columnGroup
+	order   []int             // the groups by cost, costliest first
 	skip    int64             // rows still to drop from the start
 	helpers []chan *decodeJob // one per helper goroutine; cap 1
 	stop    chan struct{}     // closed to end the helpers
 	running sync.WaitGroup    // the helpers
 }
 
-// decodeJob is the decoding of one batch's column groups.
+// decodeJob is the decoding of one batch's column groups. They are taken
+// costliest first, as measured in the batches before: what decodes last
+// is then short, and decoders finish together. (Decoded bytes are a poor
+// guide: a dictionary-encoded string column has few and costs as much as
+// four float columns.)
 type decodeJob struct {
 	groups  []columnGroup
-	next    atomic.Int64   // the next group to take
+	order   []int          // indices into groups, in the order to take them
+	next    atomic.Int64   // the next of order to take
 	pending sync.WaitGroup // groups not yet decoded
 }
 
@@ -193,11 +201,13 @@ type decodeJob struct {
 func (j *decodeJob) run() {
 	for {
 		i := int(j.next.Add(1)) - 1
-		if i >= len(j.groups) {
+		if i >= len(j.order) {
 			return
 		}
-		g := &j.groups[i]
+		g := &j.groups[j.order[i]]
+		start := time.Now()
 		g.ok = g.rr.Next()
+		g.cost += (time.Since(start) - g.cost) / 4
 		j.pending.Done()
 	}
 }
@@ -222,6 +232,9 @@ type columnGroup struct {
 	rr pqarrow.RecordReader
 	at []int // at[k] is the output column of the reader's column k
 	ok bool  // what the last Next said
+	// cost is a moving average of the time its batches took to decode,
+	// which orders the groups of the next batch (decodeJob).
+	cost time.Duration
 }
 
 // openParquet opens a Parquet split: only its row groups, only the
@@ -439,7 +452,13 @@ func (p *parquetSource) read(ctx context.Context) (arrow.RecordBatch, error) {
 	if len(p.groups) == 1 {
 		p.groups[0].ok = p.groups[0].rr.Next()
 	} else {
-		j := &decodeJob{groups: p.groups}
+		if p.order == nil {
+			p.order = make([]int, len(p.groups)) // heaviest in bytes first, to begin with
+			for i := range p.order {
+				p.order[i] = i
+			}
+		}
+		j := &decodeJob{groups: p.groups, order: slices.Clone(p.order)}
 		j.pending.Add(len(p.groups))
 		for _, h := range p.helpers {
 			// A helper still holding an earlier job, all of whose
@@ -452,6 +471,7 @@ func (p *parquetSource) read(ctx context.Context) (arrow.RecordBatch, error) {
 		}
 		j.run()
 		j.pending.Wait()
+		slices.SortStableFunc(p.order, func(a, b int) int { return cmp.Compare(p.groups[b].cost, p.groups[a].cost) })
 	}
 	var ended int
 	for i := range p.groups {
