@@ -314,21 +314,23 @@ func TestSharedMemoryTensorEarlyClose(t *testing.T) {
 	waitFor(t, func() bool { return regionInUse(srv) == 0 })
 }
 
-// pyKeepBatch keeps the first tensor batch of epoch 0 while it reads
-// epoch 1, then lets it go when told.
+// pyKeepBatch keeps the first batch of epoch 0 (argv[1]: tensor or arrow)
+// while it reads epoch 1, then lets it go when told.
 const pyKeepBatch = `
 import gc, json, sys
 import spindle
-ep = spindle.tensors()
-x0, y0 = next(iter(ep))
+tensor = sys.argv[1] == "tensor"
+ep = spindle.tensors() if tensor else spindle.batches()
+b0 = next(iter(ep))
+x0, y0 = b0 if tensor else (b0["x"].reshape(-1, 1), b0["y"])
+del b0
 ep.close()
-ep1 = spindle.tensors()
+ep1 = spindle.tensors() if tensor else spindle.batches()
 rows = 0
-for x, y in ep1:
-    rows += x.shape[0]
-del x, y
+for b in ep1:
+    rows += len(b[0] if tensor else b["x"])
+del b
 ep1.close()
-x0[1, 0] += 0  # writable, like any numpy batch
 print(json.dumps({"epoch": ep1.epoch, "rows": rows, "x": [float(x0[r, 0]) for r in range(3)],
                   "y": float(y0[2]), "writable": bool(x0.flags.writeable)}), flush=True)
 sys.stdin.readline()
@@ -338,53 +340,58 @@ print("released", flush=True)
 sys.stdin.readline()
 `
 
-// TestPythonKeepsSharedBatch has the Python package keep a tensor batch
-// taken through shared memory (without a copy) past its epoch: it keeps
-// its values while the next epoch goes through the region, and its space
+// TestPythonKeepsSharedBatch has the Python package keep a batch taken
+// through shared memory (without a copy) past its epoch: it keeps its
+// values while the next epoch goes through the region, and its space
 // comes back only once Python lets it go.
 func TestPythonKeepsSharedBatch(t *testing.T) {
 	pkgDir := pyPrerequisites(t)
-	srv, _ := startServer(t, ServerConfig{Mode: ModeTensor, Epochs: 2, Source: numSource(t, 50, 100), LabelColumn: "y", SharedMemory: true},
-		func(s *Server) { s.shm.size = 256 << 10 })
-	cmd := exec.Command(pyInterpreter, "-c", pyKeepBatch)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+pkgDir, "SPINDLE_FEED="+srv.cfg.SocketPath, "SPINDLE_FEED_MODE=tensor")
-	var stderr syncbuf.Buffer
-	cmd.Stderr = &stderr
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Wait() }()
-	defer stdin.Close()
-	out := bufio.NewReader(stdout)
-	line, err := out.ReadString('\n')
-	if err != nil {
-		t.Fatalf("python: %v\n%s", err, stderr.String())
-	}
-	var got struct {
-		Epoch, Rows int
-		X           []float64
-		Y           float64
-		Writable    bool
-	}
-	if err := json.Unmarshal([]byte(line), &got); err != nil {
-		t.Fatalf("python said %q: %v", line, err)
-	}
-	if got.Epoch != 1 || got.Rows != 5000 || fmt.Sprint(got.X) != "[0 1 2]" || got.Y != 1 || !got.Writable {
-		t.Fatalf("python saw %+v; want epoch 1 of 5000 rows, and the kept batch's x 0 1 2, y 1, writable", got)
-	}
-	if regionInUse(srv) == 0 {
-		t.Fatal("the kept batch's space was handed back while Python held it")
-	}
-	if _, err := io.WriteString(stdin, "go\n"); err != nil {
-		t.Fatal(err)
-	}
-	if line, err := out.ReadString('\n'); err != nil || line != "released\n" {
-		t.Fatalf("python: %q %v\n%s", line, err, stderr.String())
-	}
-	waitFor(t, func() bool { return regionInUse(srv) == 0 })
-	if n := srv.shmInline.Load(); n != 0 {
-		t.Errorf("%d messages went inline", n)
+	for _, mode := range []Mode{ModeTensor, ModeArrow} {
+		t.Run(string(mode), func(t *testing.T) {
+			srv, _ := startServer(t, ServerConfig{Mode: mode, Epochs: 2, Source: numSource(t, 50, 100), LabelColumn: "y", SharedMemory: true},
+				func(s *Server) { s.shm.size = 256 << 10 })
+			cmd := exec.Command(pyInterpreter, "-c", pyKeepBatch, string(mode))
+			cmd.Env = append(os.Environ(), "PYTHONPATH="+pkgDir, "SPINDLE_FEED="+srv.cfg.SocketPath,
+				"SPINDLE_FEED_MODE="+string(mode), "SPINDLE_PYARROW=0")
+			var stderr syncbuf.Buffer
+			cmd.Stderr = &stderr
+			stdin, _ := cmd.StdinPipe()
+			stdout, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cmd.Wait() }()
+			defer stdin.Close()
+			out := bufio.NewReader(stdout)
+			line, err := out.ReadString('\n')
+			if err != nil {
+				t.Fatalf("python: %v\n%s", err, stderr.String())
+			}
+			var got struct {
+				Epoch, Rows int
+				X           []float64
+				Y           float64
+				Writable    bool
+			}
+			if err := json.Unmarshal([]byte(line), &got); err != nil {
+				t.Fatalf("python said %q: %v", line, err)
+			}
+			if got.Epoch != 1 || got.Rows != 5000 || fmt.Sprint(got.X) != "[0 1 2]" || got.Y != 1 || (mode == ModeTensor && !got.Writable) {
+				t.Fatalf("python saw %+v; want epoch 1 of 5000 rows, and the kept batch's x 0 1 2, y 1 (writable tensors)", got)
+			}
+			if regionInUse(srv) == 0 {
+				t.Fatal("the kept batch's space was handed back while Python held it")
+			}
+			if _, err := io.WriteString(stdin, "go\n"); err != nil {
+				t.Fatal(err)
+			}
+			if line, err := out.ReadString('\n'); err != nil || line != "released\n" {
+				t.Fatalf("python: %q %v\n%s", line, err, stderr.String())
+			}
+			waitFor(t, func() bool { return regionInUse(srv) == 0 })
+			if n := srv.shmInline.Load(); n != 0 {
+				t.Errorf("%d messages went inline", n)
+			}
+		})
 	}
 }

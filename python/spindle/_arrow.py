@@ -353,6 +353,27 @@ def read_stream_message(rd):
     return Message(header_type, header, body, raw)
 
 
+def message_from_array(raw, name):
+    """Return the Message held whole in raw, a uint8 array (its body a view of raw, not a copy)."""
+    if len(raw) < 8 or raw[:4].tobytes() != b"\xff\xff\xff\xff":
+        if raw[:4].tobytes() == b"SPTF":
+            raise FeedError(f"{name}: the feed speaks the tensor format, not Arrow IPC "
+                            "(SPINDLE_FEED_MODE should be tensor)")
+        raise FeedError(f"{name}: malformed Arrow stream: a message without its continuation marker")
+    (meta_len,) = _I32.unpack(raw[4:8].tobytes())
+    if not 0 < meta_len <= min(MAX_METADATA_BYTES, len(raw) - 8):
+        raise FeedError(f"{name}: malformed Arrow stream: message metadata of {meta_len} bytes")
+    try:
+        header_type, header, body_len = parse_message_metadata(raw[8:8 + meta_len].tobytes())
+    except (struct.error, UnicodeDecodeError) as e:
+        raise FeedError(f"{name}: malformed Arrow message metadata: {e}") from None
+    except FeedError as e:
+        raise FeedError(f"{name}: {e}") from None
+    if 8 + meta_len + body_len != len(raw):
+        raise FeedError(f"{name}: malformed Arrow stream: a message of {len(raw)} bytes says its body has {body_len}")
+    return Message(header_type, header, raw[8 + meta_len:], raw)
+
+
 def _valid_bits(body, off, n):
     return np.unpackbits(np.frombuffer(body, dtype=np.uint8, count=(n + 7) // 8, offset=off),
                          count=n, bitorder="little").astype(bool)
@@ -538,12 +559,21 @@ class StreamReader:
 
     def __init__(self, rd, use_pyarrow=False):
         self._rd = rd
+        if hasattr(rd, "take_message"):
+            # Shared memory: each message whole, its body not copied.
+            def read_message():
+                raw = rd.take_message()
+                return None if raw is None else message_from_array(raw, rd.name)
+        else:
+            def read_message():
+                return read_stream_message(rd)
+        self._read_message = read_message
         self._pa = None
         self._pa_schema = None
         self._pa_replay = None
         self._dicts = {}
         self.done = False
-        msg = read_stream_message(rd)
+        msg = self._read_message()
         if msg is None:
             raise FeedError(f"{rd.name}: Arrow stream ends before its schema")
         if msg.header_type != _HEADER_SCHEMA:
@@ -569,7 +599,7 @@ class StreamReader:
         """Return the next batch as a dict of columns, or None at the end of the stream."""
         if self.done:
             return None
-        msg = read_stream_message(self._rd)
+        msg = self._read_message()
         if msg is None:
             self.done = True
             return None
@@ -581,7 +611,7 @@ class StreamReader:
                     _decode_dictionary_batch(self.schema, msg.header, msg.body, self._dicts, self._rd.name)
                 except struct.error as e:
                     raise FeedError(f"{self._rd.name}: malformed dictionary batch: {e}") from None
-            msg = read_stream_message(self._rd)
+            msg = self._read_message()
             if msg is None:
                 raise FeedError(f"{self._rd.name}: Arrow stream ends after a dictionary batch")
         if msg.header_type != _HEADER_RECORD_BATCH:

@@ -175,6 +175,17 @@ class ShmStream:
         are all garbage. Call only between messages (after a reader has taken
         the previous one whole).
         """
+        if self._msg is not None and self._pos == 0 and not self._prefix:
+            # A message a reader looked into and gave back untouched.
+            msg, off = self._msg, self._off
+            self._msg = self._off = None
+            if off is None:
+                data = bytearray(msg)
+                msg.release()
+                return np.frombuffer(data, dtype=np.uint8)
+            n = len(msg)
+            msg.release()
+            return self._lend(off, n)
         self._done_with_message()
         if self._prefix or self._state != "open":
             raise FeedError(f"{self.name}: a message taken whole in the middle of another")
@@ -195,10 +206,14 @@ class ShmStream:
             return np.frombuffer(bytearray(data), dtype=np.uint8)
         if kind != ord("M") or self._mm is None or a + b > len(self._mm):
             raise FeedError(f"{self.name}: malformed stream: frame {kind:#x} at {a}+{b}")
-        owner = (ctypes.c_char * b).from_buffer(self._mm, a)
+        return self._lend(a, b)
+
+    def _lend(self, off, n):
+        """Return the n bytes at off in the region as an array, handed back once it is garbage."""
+        owner = (ctypes.c_char * n).from_buffer(self._mm, off)
         with self._lock:
             self._lent += 1
-        weakref.finalize(owner, self._give_back, a)
+        weakref.finalize(owner, self._give_back, off)
         return np.frombuffer(owner, dtype=np.uint8)
 
     def _give_back(self, off):
@@ -238,6 +253,11 @@ class ShmStream:
 
     def push_back(self, data):
         """Make the next reads return data first."""
+        n = len(data)
+        if not self._prefix and self._msg is not None and self._pos >= n \
+                and self._msg[self._pos - n:self._pos] == data:
+            self._pos -= n  # given back where it came from: take_message can still lend the message whole
+            return
         self._prefix = bytes(data) + self._prefix
 
     def read_exact(self, n, what, allow_eof=False):
