@@ -15,7 +15,28 @@ import (
 // compress.RegisterCodec, its way of replacing a codec, when the package
 // is loaded.
 type gzipPages struct {
-	compress.Codec // arrow-go's
+	arrowStreams // arrow-go's codec
+}
+
+// arrowStreams is a Parquet codec of arrow-go's, whose streams (which
+// page decoding does not use) the codecs in front of it keep.
+type arrowStreams struct {
+	compress.Codec
+}
+
+// NewReader is arrow-go's.
+func (c arrowStreams) NewReader(r io.Reader) io.ReadCloser {
+	return c.Codec.(compress.StreamingCodec).NewReader(r)
+}
+
+// NewWriter is arrow-go's.
+func (c arrowStreams) NewWriter(w io.Writer) io.WriteCloser {
+	return c.Codec.(compress.StreamingCodec).NewWriter(w)
+}
+
+// NewWriterLevel is arrow-go's.
+func (c arrowStreams) NewWriterLevel(w io.Writer, level int) (io.WriteCloser, error) {
+	return c.Codec.(compress.StreamingCodec).NewWriterLevel(w, level)
 }
 
 // gzipFallbacks counts the pages left to arrow-go's decoder.
@@ -26,7 +47,7 @@ func init() {
 	if err != nil {
 		panic(err)
 	}
-	compress.RegisterCodec(compress.Codecs.Gzip, gzipPages{orig})
+	compress.RegisterCodec(compress.Codecs.Gzip, gzipPages{arrowStreams{orig}})
 }
 
 // Decode decodes one page into dst (of the page's decoded size).
@@ -45,19 +66,4 @@ func (c gzipPages) DecodeWithError(dst, src []byte) ([]byte, error) {
 	}
 	gzipFallbacks.Add(1)
 	return compress.Decode(c.Codec, dst, src)
-}
-
-// NewReader is arrow-go's.
-func (c gzipPages) NewReader(r io.Reader) io.ReadCloser {
-	return c.Codec.(compress.StreamingCodec).NewReader(r)
-}
-
-// NewWriter is arrow-go's.
-func (c gzipPages) NewWriter(w io.Writer) io.WriteCloser {
-	return c.Codec.(compress.StreamingCodec).NewWriter(w)
-}
-
-// NewWriterLevel is arrow-go's.
-func (c gzipPages) NewWriterLevel(w io.Writer, level int) (io.WriteCloser, error) {
-	return c.Codec.(compress.StreamingCodec).NewWriterLevel(w, level)
 }

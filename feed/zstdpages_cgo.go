@@ -3,7 +3,6 @@
 package feed
 
 import (
-	"io"
 	"sync/atomic"
 
 	"github.com/DataDog/zstd"
@@ -20,7 +19,7 @@ import (
 // which decodes it or says what is wrong. Builds without cgo keep
 // arrow-go's codec.
 type zstdPages struct {
-	compress.Codec // arrow-go's
+	arrowStreams // arrow-go's codec
 }
 
 // zstdFallbacks counts the pages left to arrow-go's decoder.
@@ -31,7 +30,7 @@ func init() {
 	if err != nil {
 		panic(err)
 	}
-	compress.RegisterCodec(compress.Codecs.Zstd, zstdPages{orig})
+	compress.RegisterCodec(compress.Codecs.Zstd, zstdPages{arrowStreams{orig}})
 }
 
 // Decode decodes one page into dst (of the page's decoded size).
@@ -55,19 +54,4 @@ func (c zstdPages) DecodeWithError(dst, src []byte) ([]byte, error) {
 	}
 	zstdFallbacks.Add(1)
 	return compress.Decode(c.Codec, dst, src)
-}
-
-// NewReader is arrow-go's.
-func (c zstdPages) NewReader(r io.Reader) io.ReadCloser {
-	return c.Codec.(compress.StreamingCodec).NewReader(r)
-}
-
-// NewWriter is arrow-go's.
-func (c zstdPages) NewWriter(w io.Writer) io.WriteCloser {
-	return c.Codec.(compress.StreamingCodec).NewWriter(w)
-}
-
-// NewWriterLevel is arrow-go's.
-func (c zstdPages) NewWriterLevel(w io.Writer, level int) (io.WriteCloser, error) {
-	return c.Codec.(compress.StreamingCodec).NewWriterLevel(w, level)
 }

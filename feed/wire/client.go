@@ -430,18 +430,26 @@ func (t *TensorEpoch) Next(ctx context.Context) (TensorBatch, error) {
 		}
 		return TensorBatch{}, t.c.fail(ctx, "read batch", err)
 	}
+	return t.batch(rows, buf), nil
+}
+
+// batch makes the batch of rows rows whose values (features, then labels)
+// are vals, as read off the stream (little-endian), and counts it taken.
+func (t *TensorEpoch) batch(rows int, vals []float32) TensorBatch {
 	if !littleEndian {
+		raw := f32bytes(vals)
 		for i := 0; i < len(raw); i += 4 {
 			binary.NativeEndian.PutUint32(raw[i:], binary.LittleEndian.Uint32(raw[i:]))
 		}
 	}
-	b := TensorBatch{Rows: rows, Features: buf[:rows*nf]}
+	nf := len(t.features)
+	b := TensorBatch{Rows: rows, Features: vals[:rows*nf]}
 	if t.hasLabel {
-		b.Labels = buf[rows*nf:]
+		b.Labels = vals[rows*nf:]
 	}
 	t.taken.Batches++
 	t.taken.Rows += int64(rows)
-	return b, nil
+	return b
 }
 
 // Taken returns what Next has returned so far.

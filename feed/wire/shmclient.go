@@ -372,7 +372,7 @@ func (t *TensorEpoch) nextShm(ctx context.Context) (TensorBatch, error) {
 	if shared {
 		t.prev = off
 	}
-	nf, perRow := len(t.features), len(t.features)
+	perRow := len(t.features)
 	if t.hasLabel {
 		perRow++
 	}
@@ -383,20 +383,7 @@ func (t *TensorEpoch) nextShm(ctx context.Context) (TensorBatch, error) {
 	if uint64(len(b)) != 4+4*uint64(rows)*uint64(perRow) || rows == 0 {
 		return TensorBatch{}, t.c.fail(ctx, "read batch", fmt.Errorf("%w: a batch frame of %d bytes for %d rows × %d values", ErrBadStream, len(b), rows, perRow))
 	}
-	vals := bytesF32(b[4:])
-	if !littleEndian {
-		raw := b[4:]
-		for i := 0; i < len(raw); i += 4 {
-			binary.NativeEndian.PutUint32(raw[i:], binary.LittleEndian.Uint32(raw[i:]))
-		}
-	}
-	batch := TensorBatch{Rows: rows, Features: vals[:rows*nf]}
-	if t.hasLabel {
-		batch.Labels = vals[rows*nf:]
-	}
-	t.taken.Batches++
-	t.taken.Rows += int64(rows)
-	return batch, nil
+	return t.batch(rows, bytesF32(b[4:])), nil
 }
 
 // freePrev frees the message of the batch returned last.

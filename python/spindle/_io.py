@@ -3,6 +3,11 @@
 from ._errors import FeedError, FeedTruncatedError
 
 
+def truncated(name, what):
+    """Return the error of a stream from name that ended early, while reading what."""
+    return FeedTruncatedError(f"{name}: stream ended {what} (the executor stopped or failed mid-epoch)")
+
+
 class ExactReader:
     """Reads exact byte counts from a buffered binary file object.
 
@@ -46,7 +51,7 @@ class ExactReader:
             return data
         if allow_eof and not data:
             return b""
-        raise FeedTruncatedError(f"{self.name}: stream ended {what} (the executor stopped or failed mid-epoch)")
+        raise truncated(self.name, what)
 
     def read_into(self, arr, what):
         """Fill the contiguous numpy array arr from the stream."""
@@ -61,8 +66,7 @@ class ExactReader:
             except OSError as e:
                 raise FeedError(f"{self.name}: read failed {what}: {e}") from None
             if not n:
-                raise FeedTruncatedError(
-                    f"{self.name}: stream ended {what} (the executor stopped or failed mid-epoch)")
+                raise truncated(self.name, what)
             got += n
         return arr
 

@@ -21,7 +21,8 @@ import weakref
 
 import numpy as np
 
-from ._errors import FeedError, FeedTruncatedError
+from ._errors import FeedError
+from ._io import truncated
 
 _FRAME = struct.Struct("<B7xQQ")
 _FREE = struct.Struct("<Q")
@@ -192,8 +193,7 @@ class ShmStream:
         head = self._read_frame_bytes(_FRAME.size)
         if len(head) < _FRAME.size:
             self._state = "cut"
-            raise FeedTruncatedError(f"{self.name}: stream ended before the end-of-epoch frame "
-                                     "(the executor stopped or failed mid-epoch)")
+            raise truncated(self.name, "before the end-of-epoch frame")
         kind, a, b = _FRAME.unpack(head)
         if kind == ord("E"):
             self._state = "ended"
@@ -202,7 +202,7 @@ class ShmStream:
             data = self._read_frame_bytes(a) if a <= _MAX_INLINE else b""
             if len(data) != a:
                 self._state = "cut"
-                raise FeedTruncatedError(f"{self.name}: stream ended inside a message")
+                raise truncated(self.name, "inside a message")
             return np.frombuffer(bytearray(data), dtype=np.uint8)
         if kind != ord("M") or self._mm is None or a + b > len(self._mm):
             raise FeedError(f"{self.name}: malformed stream: frame {kind:#x} at {a}+{b}")
@@ -270,7 +270,7 @@ class ShmStream:
             return data
         if allow_eof and not data:
             return b""
-        raise FeedTruncatedError(f"{self.name}: stream ended {what} (the executor stopped or failed mid-epoch)")
+        raise truncated(self.name, what)
 
     def read_into(self, arr, what):
         """Fill the contiguous numpy array arr, as ExactReader.read_into."""
@@ -281,7 +281,7 @@ class ShmStream:
             got += len(p)
             p.release()
         if got < len(view):
-            raise FeedTruncatedError(f"{self.name}: stream ended {what} (the executor stopped or failed mid-epoch)")
+            raise truncated(self.name, what)
         return arr
 
     def close(self):
