@@ -171,7 +171,7 @@ func cleanSchema(s *arrow.Schema) *arrow.Schema {
 // so their batches cover the same rows, and they are joined side by side.
 // Each batch's groups are decoded by the reading goroutine and the
 // source's helpers together, each taking the next group not yet taken
-// (decodeJob), heaviest first.
+// (decodeJob), costliest first.
 type parquetSource struct {
 	uri     string
 	file    fsys.File
