@@ -126,7 +126,7 @@ type Server struct {
 	vw     *vecWriter        // arrow mode, reused from connection to connection
 	lnShm  *net.UnixListener // nil without shared memory
 	shmFI  fs.FileInfo
-	shm    shmStreams        // with SharedMemory
+	shm    shmStreams // with SharedMemory
 
 	closeOnce sync.Once
 	closeErr  error
