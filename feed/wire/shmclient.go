@@ -88,19 +88,8 @@ func readRegion(uc *net.UnixConn) (*shmMessages, error) {
 		unix.Close(fd)
 	}
 	// A short first read, or a stream with no region, keeps what it read.
-	s.br = bufio.NewReaderSize(io.MultiReader(&prefixReader{b: first}, uc), readBufferBytes)
+	s.br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(first), uc), readBufferBytes)
 	return s, nil
-}
-
-type prefixReader struct{ b []byte }
-
-func (p *prefixReader) Read(b []byte) (int, error) {
-	if len(p.b) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(b, p.b)
-	p.b = p.b[n:]
-	return n, nil
 }
 
 // shmMessages is the client's ipc.MessageReader of a shared-memory
