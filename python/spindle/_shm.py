@@ -188,9 +188,11 @@ class ShmStream:
             msg.release()
             return self._lend(off, n)
         self._done_with_message()
-        if self._prefix or self._state != "open":
+        if self._prefix:
             raise FeedError(f"{self.name}: a message taken whole in the middle of another")
-        head = self._read_frame_bytes(_FRAME.size)
+        if self._state == "ended":
+            return None
+        head = self._read_frame_bytes(_FRAME.size) if self._state == "open" else b""
         if len(head) < _FRAME.size:
             self._state = "cut"
             raise truncated(self.name, "before the end-of-epoch frame")
