@@ -172,7 +172,7 @@ var Vars = []Var{
 	{Name: RoleRank, ID: "role_rank"},
 	{Name: RoleWorldSize, ID: "role_world_size"},
 	{Name: Roles, ID: "roles", Doc: "every role of the job and its number of ranks, in rank order (`chief:1,worker:2,ps:1`)"},
-	{Name: FeedMode, ID: "feed_mode", Doc: "`arrow`/`tensor`: path of the Unix socket to read epochs from; `direct`: path of the JSON file listing this rank's splits ([docs/feed-protocol.md](docs/feed-protocol.md)); `none` (and no `SPINDLE_FEED`) for roles that get no input"},
+	{Name: FeedMode, ID: "feed_mode", Doc: "`arrow`/`tensor`: path of the Unix socket to read epochs from (with `spindle.feed.sharedMemory`, the socket at that path plus `.shm` carries them through shared memory); `direct`: path of the JSON file listing this rank's splits ([docs/feed-protocol.md](docs/feed-protocol.md)); `none` (and no `SPINDLE_FEED`) for roles that get no input"},
 	{Name: Feed, ID: "feed"},
 	{Name: LabelColumn, ID: "label_column", Doc: "the label column, when `--label-column` is set"},
 	{Name: JobID, ID: "job_id", Doc: "the job's id"},
