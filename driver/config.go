@@ -58,7 +58,7 @@ type Config struct {
 	MemoryBudget      int64
 	CacheMemory       int64
 	EvenBatches       feed.EvenMode
-	// SharedMemory offers arrow-mode epochs through shared memory.
+	// SharedMemory offers epochs through shared memory as well as the socket.
 	SharedMemory bool
 
 	// Command is the training command run by every executor.

@@ -302,6 +302,35 @@ func parentOf(t *testing.T, pid int) int {
 	return ppid
 }
 
+// TestFeedSharedMemoryKey: the feed offers shared memory by default, and
+// spindle.feed.sharedMemory=false leaves the plain socket alone; the
+// epochs are the same either way.
+func TestFeedSharedMemoryKey(t *testing.T) {
+	const rows = 3000
+	data := generate(t, "parquet", rows, 1)
+	input := filepath.Join(data, "part-*")
+	var sums []float64
+	for _, on := range []bool{true, false} {
+		r := spindle(t, data, submitArgs("--num-executors", "1", "--input", input, "--label-column", "label",
+			"--batch-rows", "100", "--epochs", "2", "--conf", fmt.Sprintf("spindle.feed.sharedMemory=%t", on),
+			"--", feedcheckBin)...)
+		if r.code != 0 {
+			t.Fatalf("job failed:\n%s", r)
+		}
+		if want := fmt.Sprintf("feedcheck rank=0 shared-memory=%t", on); !strings.Contains(r.stdout, want) {
+			t.Fatalf("want %q in the output:\n%s", want, r)
+		}
+		lines := parseFeedcheck(t, r.stdout)
+		if len(lines) != 2 || lines[0].rows != rows || lines[1].sum != lines[0].sum {
+			t.Fatalf("want 2 epochs of %d rows each:\n%s", rows, r)
+		}
+		sums = append(sums, lines[0].sum)
+	}
+	if sums[0] != sums[1] {
+		t.Errorf("epoch sums %v: shared memory changed the rows", sums)
+	}
+}
+
 // TestLaterEpochsFromCache: the executor keeps the decoded batches of the
 // first epoch, so later epochs need no input file. The training process
 // deletes its input while the executor reads the first epoch (it has the

@@ -68,6 +68,10 @@ func main() {
 	}
 	ctx := context.Background()
 	mode, sock := os.Getenv("SPINDLE_FEED_MODE"), os.Getenv("SPINDLE_FEED")
+	if mode == "arrow" || mode == "tensor" {
+		_, err := os.Stat(wire.SharedMemoryPath(sock))
+		fmt.Printf("feedcheck rank=%d shared-memory=%t\n", rank, err == nil)
+	}
 	for epoch := 0; ; epoch++ {
 		var rows, batches int64
 		var sum float64
