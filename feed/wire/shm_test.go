@@ -341,18 +341,27 @@ sys.stdin.readline()
 `
 
 // TestPythonKeepsSharedBatch has the Python package keep a batch taken
-// through shared memory (without a copy) past its epoch: it keeps its
-// values while the next epoch goes through the region, and its space
-// comes back only once Python lets it go.
+// through shared memory (without a copy: tensors, its own Arrow reader and
+// pyarrow's) past its epoch: it keeps its values while the next epoch
+// goes through the region, and its space comes back only once Python lets
+// it go.
 func TestPythonKeepsSharedBatch(t *testing.T) {
 	pkgDir := pyPrerequisites(t)
-	for _, mode := range []Mode{ModeTensor, ModeArrow} {
-		t.Run(string(mode), func(t *testing.T) {
+	for _, tc := range []struct {
+		mode    Mode
+		pyarrow bool
+	}{{ModeTensor, false}, {ModeArrow, false}, {ModeArrow, true}} {
+		mode := tc.mode
+		t.Run(fmt.Sprintf("%s/pyarrow=%t", mode, tc.pyarrow), func(t *testing.T) {
+			py, env := pyInterpreter, "SPINDLE_PYARROW=0"
+			if tc.pyarrow {
+				py, env = pyarrowInterpreter(t), "SPINDLE_PYARROW=1"
+			}
 			srv, _ := startServer(t, ServerConfig{Mode: mode, Epochs: 2, Source: numSource(t, 50, 100), LabelColumn: "y", SharedMemory: true},
 				func(s *Server) { s.shm.size = 256 << 10 })
-			cmd := exec.Command(pyInterpreter, "-c", pyKeepBatch, string(mode))
+			cmd := exec.Command(py, "-c", pyKeepBatch, string(mode))
 			cmd.Env = append(os.Environ(), "PYTHONPATH="+pkgDir, "SPINDLE_FEED="+srv.cfg.SocketPath,
-				"SPINDLE_FEED_MODE="+string(mode), "SPINDLE_PYARROW=0")
+				"SPINDLE_FEED_MODE="+string(mode), env)
 			var stderr syncbuf.Buffer
 			cmd.Stderr = &stderr
 			stdin, _ := cmd.StdinPipe()
@@ -389,7 +398,9 @@ func TestPythonKeepsSharedBatch(t *testing.T) {
 				t.Fatalf("python: %q %v\n%s", line, err, stderr.String())
 			}
 			waitFor(t, func() bool { return regionInUse(srv) == 0 })
-			if n := srv.shmInline.Load(); n != 0 {
+			// pyarrow lets go of a batch's buffers later than the package's
+			// own reader, and may leave the region full for a moment.
+			if n := srv.shmInline.Load(); n != 0 && !tc.pyarrow {
 				t.Errorf("%d messages went inline", n)
 			}
 		})
