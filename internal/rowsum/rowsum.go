@@ -2,6 +2,8 @@ package rowsum
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -65,4 +67,20 @@ func Check(out string, ranks, epochs, rows int) (checked int, err error) {
 		return checked, fmt.Errorf("rows lost or fed twice: %s", strings.Join(bad, "; "))
 	}
 	return checked, nil
+}
+
+// WriteIDs writes a CSV input of rows rows whose column id holds the row
+// ids 0..rows-1 (the ids Check expects) and column x a small feature, and
+// returns its path: ids.csv in dir.
+func WriteIDs(dir string, rows int) (string, error) {
+	var b strings.Builder
+	b.WriteString("id,x\n")
+	for id := range rows {
+		fmt.Fprintf(&b, "%d,%d\n", id, id%3)
+	}
+	path := filepath.Join(dir, "ids.csv")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return "", fmt.Errorf("write the row ids: %w", err)
+	}
+	return path, nil
 }

@@ -2,6 +2,8 @@ package rowsum
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -33,5 +35,22 @@ func TestCheck(t *testing.T) {
 				t.Fatalf("Check: %v, want error containing %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+func TestWriteIDs(t *testing.T) {
+	path, err := WriteIDs(t.TempDir(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(b), "id,x\n0,0\n1,1\n2,2\n3,0\n"; got != want || filepath.Base(path) != "ids.csv" {
+		t.Fatalf("%s holds %q, want ids.csv holding %q", path, got, want)
+	}
+	if _, err := WriteIDs(filepath.Join(t.TempDir(), "missing"), 1); err == nil {
+		t.Fatal("writing into a missing directory succeeded")
 	}
 }

@@ -39,16 +39,12 @@ func testElastic(t *testing.T, mode string) {
 		t.Fatal(err)
 	}
 	data := t.TempDir()
-	var b strings.Builder
-	b.WriteString("id,x\n")
-	for id := range rows {
-		fmt.Fprintf(&b, "%d,%d\n", id, id%3)
-	}
-	if err := os.WriteFile(filepath.Join(data, "ids.csv"), []byte(b.String()), 0o644); err != nil {
+	ids, err := rowsum.WriteIDs(data, rows)
+	if err != nil {
 		t.Fatal(err)
 	}
 	j := s.submit(t, "--name", "elastic", "--deploy-mode", mode, "--num-executors", "2:3", "--executor-memory", "256m",
-		"--input", filepath.Join(data, "ids.csv"), "--label-column", "id", "--feed", "tensor", "--batch-rows", "10",
+		"--input", ids, "--label-column", "id", "--feed", "tensor", "--batch-rows", "10",
 		"--epochs", fmt.Sprint(epochs), "--shuffle", "--seed", "4", "--checkpoint-dir", filepath.Join(data, "ckpt"),
 		"--conf", "spindle.failure.policy=elastic", "--conf", "spindle.failure.elasticWait=2s",
 		// Where the job grows or shrinks depends on timing: without even

@@ -2,7 +2,6 @@ package yarntest_test
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -22,16 +21,12 @@ func TestSubmitLostNodeIsNotTheJobsFault(t *testing.T) {
 	const rows, epochs = 4000, 6
 	s := startSite(t, yarntest.Config{NodeManagers: 3})
 	data := t.TempDir()
-	var b strings.Builder
-	b.WriteString("id,x\n")
-	for id := range rows {
-		fmt.Fprintf(&b, "%d,%d\n", id, id%3)
-	}
-	if err := os.WriteFile(filepath.Join(data, "ids.csv"), []byte(b.String()), 0o644); err != nil {
+	ids, err := rowsum.WriteIDs(data, rows)
+	if err != nil {
 		t.Fatal(err)
 	}
 	j := s.submit(t, "--name", "lost-node", "--num-executors", "2", "--executor-memory", "256m",
-		"--input", filepath.Join(data, "ids.csv"), "--label-column", "id", "--feed", "tensor", "--batch-rows", "10",
+		"--input", ids, "--label-column", "id", "--feed", "tensor", "--batch-rows", "10",
 		"--epochs", fmt.Sprint(epochs), "--shuffle", "--seed", "6", "--checkpoint-dir", filepath.Join(data, "ckpt"),
 		"--conf", "spindle.failure.policy=restart", "--conf", "spindle.failure.maxRestarts=0",
 		"--", rowcheckBin, "--every", "5", "--pause", "5ms")
@@ -115,18 +110,14 @@ if [ "$SPINDLE_GENERATION" = 0 ] && [ "$SPINDLE_RANK" = 1 ]; then exit 3; fi`
 func TestSubmitShowsProgress(t *testing.T) {
 	s := startSite(t, yarntest.Config{})
 	data := t.TempDir()
-	var b strings.Builder
-	b.WriteString("id,x\n")
-	for id := range 2000 {
-		fmt.Fprintf(&b, "%d,%d\n", id, id%3)
-	}
-	if err := os.WriteFile(filepath.Join(data, "ids.csv"), []byte(b.String()), 0o644); err != nil {
+	ids, err := rowsum.WriteIDs(data, 2000)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mode := range []string{"client", "cluster"} {
 		t.Run(mode, func(t *testing.T) {
 			j := s.submit(t, "--deploy-mode", mode, "--name", "progress", "--num-executors", "2", "--executor-memory", "256m",
-				"--input", filepath.Join(data, "ids.csv"), "--label-column", "id", "--feed", "tensor", "--batch-rows", "10",
+				"--input", ids, "--label-column", "id", "--feed", "tensor", "--batch-rows", "10",
 				"--epochs", "3", "--checkpoint-dir", filepath.Join(data, "ckpt-"+mode), "--", rowcheckBin, "--pause", "10ms")
 			var app string
 			var seen float32

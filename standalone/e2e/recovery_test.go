@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -79,16 +78,12 @@ func TestElasticShrinksWhenAWorkerDies(t *testing.T) {
 	const rows, epochs = 1200, 3
 	c := startCluster(t, 2)
 	data := t.TempDir()
-	var b strings.Builder
-	b.WriteString("id,x\n")
-	for id := range rows {
-		fmt.Fprintf(&b, "%d,%d\n", id, id%3)
-	}
-	if err := os.WriteFile(filepath.Join(data, "ids.csv"), []byte(b.String()), 0o644); err != nil {
+	ids, err := rowsum.WriteIDs(data, rows)
+	if err != nil {
 		t.Fatal(err)
 	}
 	j := c.submit(data, "--name", "elastic", "--num-executors", "2:4", "--executor-cores", "1", "--executor-memory", "256m",
-		"--input", filepath.Join(data, "ids.csv"), "--label-column", "id", "--feed", "tensor", "--batch-rows", "10",
+		"--input", ids, "--label-column", "id", "--feed", "tensor", "--batch-rows", "10",
 		"--epochs", fmt.Sprint(epochs), "--shuffle", "--seed", "2", "--checkpoint-dir", filepath.Join(data, "ckpt"),
 		"--conf", "spindle.failure.policy=elastic", "--conf", "spindle.failure.elasticWait=2s",
 		"--", rowcheckBin, "--every", "5", "--pause", "30ms")
@@ -131,16 +126,12 @@ func TestElasticGrowsWhenAWorkerJoins(t *testing.T) {
 	c.workers[1].kill()
 	c.waitFor(30*time.Second, "1 alive worker", func(st *client.Status) bool { return aliveWorkers(st) == 1 })
 	data := t.TempDir()
-	var b strings.Builder
-	b.WriteString("id,x\n")
-	for id := range rows {
-		fmt.Fprintf(&b, "%d,%d\n", id, id%3)
-	}
-	if err := os.WriteFile(filepath.Join(data, "ids.csv"), []byte(b.String()), 0o644); err != nil {
+	ids, err := rowsum.WriteIDs(data, rows)
+	if err != nil {
 		t.Fatal(err)
 	}
 	j := c.submit(data, "--name", "grower", "--num-executors", "2:4", "--executor-cores", "1", "--executor-memory", "256m",
-		"--input", filepath.Join(data, "ids.csv"), "--label-column", "id", "--feed", "tensor", "--batch-rows", "10",
+		"--input", ids, "--label-column", "id", "--feed", "tensor", "--batch-rows", "10",
 		"--epochs", fmt.Sprint(epochs), "--shuffle", "--seed", "8", "--checkpoint-dir", filepath.Join(data, "ckpt"),
 		"--conf", "spindle.failure.policy=elastic", "--conf", "spindle.failure.elasticWait=1s",
 		// Where the job grows depends on timing: the rest of that epoch
