@@ -164,10 +164,7 @@ func FuzzGunzipInto(f *testing.F) {
 		out := make([]byte, n)
 		if err := gunzipInto(out, z); err == nil {
 			// The CRC matched: arrow-go's decoder must agree.
-			under := compress.Codec(nil)
-			if c, err := compress.GetCodec(compress.Codecs.Gzip); err == nil {
-				under = c.(gzipPages).Codec
-			}
+			under := registered[gzipPages](t, compress.Codecs.Gzip).Codec
 			want, err := compress.Decode(under, make([]byte, n), z)
 			if err != nil || !bytes.Equal(want, out) {
 				t.Fatalf("decoded %d bytes that arrow-go's decoder does not (%v)", n, err)
@@ -179,14 +176,23 @@ func FuzzGunzipInto(f *testing.F) {
 // A gzip-compressed Parquet file goes through the registered codec's
 // page inflater, and the pipeline feeds its rows unchanged.
 func TestGzipParquetPages(t *testing.T) {
-	codec, err := compress.GetCodec(compress.Codecs.Gzip)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := codec.(gzipPages); !ok {
-		t.Fatalf("the registered gzip codec is %T, not Spindle's page inflater", codec)
-	}
+	registered[gzipPages](t, compress.Codecs.Gzip)
 	roundTripPages(t, compress.Codecs.Gzip, &gzipFallbacks)
+}
+
+// registered returns the codec registered for c, failing unless it is
+// Spindle's page decoder T.
+func registered[T compress.Codec](tb testing.TB, c compress.Compression) T {
+	tb.Helper()
+	codec, err := compress.GetCodec(c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ours, ok := codec.(T)
+	if !ok {
+		tb.Fatalf("the registered %s codec is %T, not Spindle's page decoder", c, codec)
+	}
+	return ours
 }
 
 // roundTripPages writes a Parquet file compressed with codec, feeds it
@@ -264,13 +270,18 @@ func BenchmarkGunzip(b *testing.B) {
 	if err := w.Close(); err != nil {
 		b.Fatal(err)
 	}
-	z := buf.Bytes()
+	c := registered[gzipPages](b, compress.Codecs.Gzip)
+	benchPages(b, data, buf.Bytes(), "spindle", c, c.Codec)
+}
+
+// benchPages times decoding page z (of data) with Spindle's codec ours,
+// under the name name, and with arrow-go's codec under it.
+func benchPages(b *testing.B, data, z []byte, name string, ours, arrowGo compress.Codec) {
 	out := make([]byte, len(data))
-	c, _ := compress.GetCodec(compress.Codecs.Gzip)
 	for _, bb := range []struct {
 		name  string
 		codec compress.Codec
-	}{{"spindle", c}, {"arrow-go", c.(gzipPages).Codec}} {
+	}{{name, ours}, {"arrow-go", arrowGo}} {
 		b.Run(bb.name, func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			for range b.N {

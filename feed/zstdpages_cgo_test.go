@@ -13,13 +13,7 @@ import (
 // A zstd-compressed Parquet file goes through libzstd, and the pipeline
 // feeds its rows unchanged.
 func TestZstdParquetPages(t *testing.T) {
-	codec, err := compress.GetCodec(compress.Codecs.Zstd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := codec.(zstdPages); !ok {
-		t.Fatalf("the registered zstd codec is %T, not Spindle's", codec)
-	}
+	registered[zstdPages](t, compress.Codecs.Zstd)
 	roundTripPages(t, compress.Codecs.Zstd, &zstdFallbacks)
 }
 
@@ -28,8 +22,7 @@ func TestZstdParquetPages(t *testing.T) {
 // an error, not a panic. (A page of the wrong size the page reader
 // refuses, whichever decoder.)
 func TestZstdPagesOddFrames(t *testing.T) {
-	c, _ := compress.GetCodec(compress.Codecs.Zstd)
-	zc := c.(zstdPages)
+	zc := registered[zstdPages](t, compress.Codecs.Zstd)
 	data := inflateInputs()["floats"]
 	sized := zc.Encode(nil, data)
 
@@ -73,20 +66,6 @@ func TestZstdPagesOddFrames(t *testing.T) {
 // page of float-like bytes.
 func BenchmarkZstdPages(b *testing.B) {
 	data := inflateInputs()["floats"]
-	c, _ := compress.GetCodec(compress.Codecs.Zstd)
-	z := c.Encode(nil, data)
-	out := make([]byte, len(data))
-	for _, bb := range []struct {
-		name  string
-		codec compress.Codec
-	}{{"libzstd", c}, {"arrow-go", c.(zstdPages).Codec}} {
-		b.Run(bb.name, func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
-			for range b.N {
-				if _, err := compress.Decode(bb.codec, out, z); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	c := registered[zstdPages](b, compress.Codecs.Zstd)
+	benchPages(b, data, c.Encode(nil, data), "libzstd", c, c.Codec)
 }
