@@ -299,7 +299,7 @@ func (k *Keeper) renewOne(ctx context.Context, gen int64, uri string) {
 		return
 	}
 	t.expiry, t.renewedAt, t.retryAt = exp, now, time.Time{}
-	k.log.Info("hdfs delegation token renewed", "cluster", uri, "token", t.id.String(), "expires", exp.UTC().Format(time.RFC3339Nano))
+	k.log.Info(MsgRenewed, "cluster", uri, "token", t.id.String(), "expires", exp.UTC().Format(time.RFC3339Nano))
 }
 
 func (k *Keeper) refresh(ctx context.Context) {
@@ -319,7 +319,7 @@ func (k *Keeper) refresh(ctx context.Context) {
 				names = append(names, uri+" "+t.id.String())
 			}
 			sort.Strings(names)
-			k.log.Info("logged in again and obtained fresh hdfs delegation tokens for the executors", "generation", k.cur.gen, "tokens", strings.Join(names, "; "))
+			k.log.Info(MsgFresh, "generation", k.cur.gen, "tokens", strings.Join(names, "; "))
 			return
 		}
 	}
@@ -368,7 +368,7 @@ func (k *Keeper) cancelGens(ctx context.Context, gens []tokenGen) {
 			if err := k.ops.Cancel(cctx, uri, t.tok); err != nil {
 				k.log.Warn("cancel an hdfs delegation token", "cluster", uri, "token", t.id.String(), "err", err)
 			} else {
-				k.log.Info("hdfs delegation token cancelled", "cluster", uri, "token", t.id.String(), "generation", g.gen)
+				k.log.Info(MsgCancelled, "cluster", uri, "token", t.id.String(), "generation", g.gen)
 			}
 			cancel()
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/tokenkeeper"
 )
 
 // TestSecureTokenRenewalClusterMode: the job of TestSecureTokenRenewal in
@@ -41,9 +43,8 @@ func TestSecureTokenRenewalClusterMode(t *testing.T) {
 			t.Fatalf("spindle submit exited %d:\n%s", code, logs)
 		}
 		took := time.Since(start)
-		renewals := strings.Count(logs, "hdfs delegation token renewed")
-		fresh := strings.Count(logs, "logged in again and obtained fresh hdfs delegation tokens")
-		cancelled := strings.Count(logs, "hdfs delegation token cancelled")
+		ev := tokenkeeper.CountEvents(logs)
+		renewals, fresh, cancelled := ev.Renewed, ev.Fresh, ev.Cancelled
 		t.Logf("job took %v: %d renewals, %d fresh generations, %d tokens cancelled", took.Round(time.Millisecond), renewals, fresh, cancelled)
 		if !strings.Contains(logs, "the driver logged in from the keytab of its launch credentials") {
 			t.Fatalf("the driver in the ApplicationMaster did not log in from the keytab:\n%s", logs)

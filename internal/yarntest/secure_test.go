@@ -14,6 +14,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
 	"github.com/spindle-ml/spindle/internal/krbtest"
+	"github.com/spindle-ml/spindle/internal/tokenkeeper"
 	"github.com/spindle-ml/spindle/internal/yarntest"
 )
 
@@ -131,16 +132,15 @@ func TestSecureTokenRenewal(t *testing.T) {
 			t.Fatalf("spindle submit exited %d:\n%s", code, logs)
 		}
 		took := time.Since(start)
-		renewals := strings.Count(logs, "hdfs delegation token renewed")
-		fresh := strings.Count(logs, "logged in again and obtained fresh hdfs delegation tokens")
-		cancelled := strings.Count(logs, "hdfs delegation token cancelled")
+		ev := tokenkeeper.CountEvents(logs)
+		renewals, fresh, cancelled := ev.Renewed, ev.Fresh, ev.Cancelled
 		t.Logf("job took %v: %d renewals, %d fresh generations, %d tokens cancelled", took.Round(time.Millisecond), renewals, fresh, cancelled)
 		if fresh < 2 || renewals < 4 || cancelled < 2 {
 			t.Fatalf("%d renewals and %d fresh generations (%d cancelled) in %v: want several of each\n%s", renewals, fresh, cancelled, took, logs)
 		}
 		// Replaced tokens go while the job runs, once the executors use
 		// the fresh ones, not only at its end.
-		if c, end := strings.Index(logs, "hdfs delegation token cancelled"), strings.Index(logs, "job succeeded"); c < 0 || end < 0 || c > end {
+		if c, end := strings.Index(logs, tokenkeeper.MsgCancelled), strings.Index(logs, "job succeeded"); c < 0 || end < 0 || c > end {
 			t.Fatalf("no token cancelled while the job ran:\n%s", logs)
 		}
 		// Every executor's credentials file (its container's

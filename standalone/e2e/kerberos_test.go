@@ -12,6 +12,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/hdfstest"
 	"github.com/spindle-ml/spindle/internal/krbtest"
+	"github.com/spindle-ml/spindle/internal/tokenkeeper"
 )
 
 // TestKerberizedHDFSOnStandalone: on a standalone cluster whose workers
@@ -90,8 +91,8 @@ func TestKerberizedHDFSOnStandalone(t *testing.T) {
 		t.Fatalf("job failed: exit %d\n%s", code, j.stderr.String())
 	}
 	logs := j.stderr.String()
-	renewals := strings.Count(logs, "hdfs delegation token renewed")
-	fresh := strings.Count(logs, "logged in again and obtained fresh hdfs delegation tokens")
+	ev := tokenkeeper.CountEvents(logs)
+	renewals, fresh := ev.Renewed, ev.Fresh
 	t.Logf("job took %v: %d renewals, %d fresh generations", time.Since(start).Round(time.Millisecond), renewals, fresh)
 	if !strings.Contains(logs, "hdfs delegation token obtained for the executors") || renewals < 2 || fresh < 1 {
 		t.Fatalf("%d renewals, %d fresh generations: want the executors' tokens obtained, renewed and replaced\n%s", renewals, fresh, logs)
