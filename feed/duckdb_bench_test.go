@@ -299,16 +299,8 @@ func processCPU(b *testing.B) time.Duration {
 // spindleEpoch plans path for one rank and reads one epoch of it through
 // the pipeline, returning the rows fed.
 func spindleEpoch(ctx context.Context, b *testing.B, path string, workers int) int64 {
-	res := newResolver()
-	plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{path}, Ranks: 1, LabelColumn: "label"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := NewPipeline(res, PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, LabelColumn: "label",
+	p := plannedPipeline(b, newResolver(), path, PipelineConfig{
 		BatchRows: DefaultBatchRows, Prefetch: 8, MemoryBudget: 256 << 20, EvenBatches: EvenOff, DecodeWorkers: workers})
-	if err != nil {
-		b.Fatal(err)
-	}
 	defer p.Close()
 	r, err := p.Epoch(ctx, 0)
 	if err != nil {

@@ -41,14 +41,7 @@ func BenchmarkFlight(b *testing.B) {
 	defer res.Close()
 
 	feedRows := func(b *testing.B, input string) {
-		plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{input}, Ranks: 1, LabelColumn: "label"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		p, err := NewPipeline(res, PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, LabelColumn: "label", BatchRows: 4096})
-		if err != nil {
-			b.Fatal(err)
-		}
+		p := plannedPipeline(b, res, input, PipelineConfig{BatchRows: 4096})
 		defer p.Close()
 		rd, err := p.Epoch(ctx, 0)
 		if err != nil {

@@ -206,4 +206,20 @@ func checkAllOnce(t testing.TB, got []int64, n int64) {
 
 func newResolver() *fsys.Resolver { return fsys.NewResolver(fsys.Options{}) }
 
+// plannedPipeline plans input for one rank with label column "label" and
+// returns the pipeline of cfg over its splits, which the caller closes.
+func plannedPipeline(tb testing.TB, res *fsys.Resolver, input string, cfg PipelineConfig) *Pipeline {
+	tb.Helper()
+	plan, err := Plan(context.Background(), res, PlanRequest{Inputs: []string{input}, Ranks: 1, LabelColumn: "label"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.Splits, cfg.Schema, cfg.LabelColumn = plan.Ranks[0], plan.Schema, "label"
+	p, err := NewPipeline(res, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
 func fileURI(path string) string { return "file://" + filepath.ToSlash(path) }

@@ -215,16 +215,7 @@ func roundTripPages(t *testing.T, codec compress.Compression, fallbacks *atomic.
 	f.Close()
 	before := fallbacks.Load()
 	ctx := context.Background()
-	res := newResolver()
-	plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{path}, Ranks: 1, LabelColumn: "label"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := NewPipeline(res, PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, LabelColumn: "label",
-		BatchRows: 700, Prefetch: 2, EvenBatches: EvenOff})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := plannedPipeline(t, newResolver(), path, PipelineConfig{BatchRows: 700, Prefetch: 2, EvenBatches: EvenOff})
 	defer p.Close()
 	r, err := p.Epoch(ctx, 0)
 	if err != nil {
