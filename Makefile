@@ -60,8 +60,8 @@ chaos: deps ## kill training ranks, executors, parameter servers, drivers, stand
 lint: ## gofmt, go vet, and staticcheck when it can be installed
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	@if $(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 -version >/dev/null 2>&1; then \
-		$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...; \
+	@if $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -version >/dev/null 2>&1; then \
+		$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...; \
 	else echo "staticcheck not installable here; skipped"; fi
 
 proto: ## regenerate the generated protobuf and gRPC code

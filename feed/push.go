@@ -66,6 +66,7 @@ func IsFlightPutURI(s string) bool { return strings.HasPrefix(s, "flight-put:") 
 func ParseFlightPutURI(s string) (string, error) {
 	rest, ok := strings.CutPrefix(s, "flight-put:")
 	if !ok {
+		//lint:ignore ST1005 the message ends with the scheme it names
 		return "", fmt.Errorf("%w: input %s is not flight-put:", ErrInput, s)
 	}
 	if rest == "" || rest == "//" {

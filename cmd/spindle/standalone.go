@@ -230,6 +230,7 @@ func adminClient(c *cli.Context) (*client.Client, error) {
 		if p.Level(config.KeyMaster) == config.LevelDefault {
 			return nil, fmt.Errorf("no masters named: give --master spindle://host:port,... (or spindle.master in spindle-defaults.conf)")
 		}
+		//lint:ignore ST1005 the message ends with the address syntax, whose "..." is part of it
 		return nil, fmt.Errorf("%s: master %q is not a standalone cluster; give --master spindle://host:port,...",
 			p.Source(config.KeyMaster), p.String(config.KeyMaster))
 	}

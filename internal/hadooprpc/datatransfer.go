@@ -39,8 +39,6 @@ var ErrDataTransferRefused = errors.New("hadooprpc: data-transfer handshake refu
 // maxHandshakeMessage bounds one handshake message.
 const maxHandshakeMessage = 64 << 10
 
-type handshakeStatus = hadooppb.DataTransferEncryptorMessageProto_DataTransferEncryptorStatus
-
 // CipherSuiteAESCTR is the cipher suite of
 // dfs.encrypt.data.transfer.cipher.suites that Hadoop speaks: AES in
 // counter mode, which replaces the DIGEST-MD5 cipher after a handshake at

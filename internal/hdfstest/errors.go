@@ -32,10 +32,6 @@ func errNotFound(path string) error {
 	return remoteErr(classFileNotFound, "File does not exist: %s", path)
 }
 
-func errExists(path string) error {
-	return remoteErr(classFileAlreadyExists, "%s already exists", path)
-}
-
 // errDenied words a permission failure the way HDFS does, naming the user,
 // the access and the inode.
 func errDenied(u *user, a access, n *inode) error {

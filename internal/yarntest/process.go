@@ -333,6 +333,7 @@ func (c *Cluster) localize(ctx context.Context, n *nodeManager, user, tokenFile 
 		return "", fmt.Errorf("stat %s: %w", src, err)
 	}
 	if got := fi.ModTime().UnixMilli(); got != lr.GetTimestamp() {
+		//lint:ignore ST1005 a NodeManager's own words, which clients match
 		return "", fmt.Errorf("Resource %s changed on src filesystem (expected %d, was %d", src, lr.GetTimestamp(), got)
 	}
 	dir := filepath.Join(n.dir, "filecache", strconv.Itoa(len(n.cache)+10))

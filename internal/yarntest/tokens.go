@@ -123,6 +123,7 @@ func (c *Cluster) amrmLookup(identifier []byte) ([]byte, string, error) {
 	defer c.mu.Unlock()
 	pw, ok := c.amrmKeys.password(id.GetKeyId(), identifier)
 	if !ok {
+		//lint:ignore ST1005 the ResourceManager's own words, which clients match
 		return nil, "", fmt.Errorf("Invalid AMRMToken from %s: its master key %d has expired (the ResourceManager rolled its keys)", attempt, id.GetKeyId())
 	}
 	return pw, attempt, nil
@@ -137,6 +138,7 @@ func (c *Cluster) nmLookup(n *nodeManager) hadooprpc.TokenLookup {
 		}
 		attempt := client.AttemptString(id.GetAppAttemptId())
 		if got := nodeString(id.GetNodeId()); got != n.addr {
+			//lint:ignore ST1005 the NodeManager's own words, which clients match
 			return nil, "", fmt.Errorf("Given NMToken for application : %s is not valid for current node manager.expected : %s found : %s", attempt, n.addr, got)
 		}
 		c.mu.Lock()

@@ -116,8 +116,6 @@ func (p *proc) kill() {
 	p.cmd = nil
 }
 
-func (p *proc) running() bool { return p.cmd != nil }
-
 // cluster is a 3-master, 2-worker standalone cluster of real processes.
 type cluster struct {
 	t       *testing.T

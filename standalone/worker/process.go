@@ -44,8 +44,6 @@ type proc struct {
 	exited     bool
 }
 
-func (p *proc) key() string { return p.app + "/" + p.id }
-
 // launchSpec is what a Launch call asks for.
 type launchSpec struct {
 	app, id  string
