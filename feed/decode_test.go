@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -295,10 +296,19 @@ func TestPooledDecode(t *testing.T) {
 					f.Close()
 					t.Fatal(err)
 				}
-				// One group per column with several workers, who share them out.
+				// One group per column with several workers, who share them
+				// out; with one, pqarrow's columns and plainColumns' (id and
+				// label, required int64s).
 				ps := op.src.(*parquetSource)
-				if got, wantGroups := len(ps.groups), decodeGroups(tt.workers, mixedSchema.NumFields()); got != wantGroups || (wantGroups > 1) != (len(ps.helpers) == tt.workers-1 && tt.workers > 1) {
-					t.Errorf("%d column groups and %d helpers, want %d groups and %d helpers", got, len(ps.helpers), wantGroups, tt.workers-1)
+				wantGroups := decodeGroups(tt.workers, mixedSchema.NumFields())
+				if tt.workers <= 1 {
+					wantGroups = 2
+				}
+				if got := len(ps.groups); got != wantGroups || (tt.workers > 1) != (ps.helpers == tt.workers-1 && tt.workers > 1) {
+					t.Errorf("%d column groups and %d helpers, want %d groups and %d helpers", got, ps.helpers, wantGroups, tt.workers-1)
+				}
+				if got := plainNames(ps); !slices.Equal(got, []string{"id", "label"}) {
+					t.Errorf("plainColumns reads %v, want [id label]", got)
 				}
 				r := &splitReader{uri: path, opened: *op, left: tt.split.Rows, want: tt.split.Rows}
 				var off int64

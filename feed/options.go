@@ -113,6 +113,9 @@ type ReadOptions struct {
 	// footers keeps Parquet footers from one split of a file to the next;
 	// nil parses every split's footer.
 	footers *footerCache
+	// pqarrowOnly reads every Parquet column through pqarrow, never
+	// plainColumns; tests compare the two.
+	pqarrowOnly bool
 }
 
 func (o ReadOptions) normalize() (ReadOptions, error) {

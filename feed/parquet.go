@@ -1,18 +1,12 @@
 package feed
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"slices"
 	"sort"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -166,50 +160,17 @@ func cleanSchema(s *arrow.Schema) *arrow.Schema {
 }
 
 // parquetSource reads the row groups of one Parquet split. With several
-// decode workers its columns are split into groups, each with a record
-// reader of its own: every reader has the same row groups and batch size,
-// so their batches cover the same rows, and they are joined side by side.
-// Each batch's groups are decoded by the reading goroutine and the
-// source's helpers together, each taking the next group not yet taken
-// (decodeJob), costliest first.
+// decode workers its columns are split into groups, each with a reader
+// of its own (groupDecoder): every reader has the same row groups and
+// batch size, so their batches cover the same rows, and they are joined
+// side by side.
 type parquetSource struct {
-	uri     string
-	file    fsys.File
-	cache   *chunkCache // nil for local files
-	schema  *arrow.Schema
-	groups  []columnGroup
-	order   []int             // the groups by cost, costliest first
-	skip    int64             // rows still to drop from the start
-	helpers []chan *decodeJob // one per helper goroutine; cap 1
-	stop    chan struct{}     // closed to end the helpers
-	running sync.WaitGroup    // the helpers
-}
-
-// decodeJob is the decoding of one batch's column groups. They are taken
-// costliest first, as measured in the batches before: what decodes last
-// is then short, and decoders finish together. (Decoded bytes are a poor
-// guide: a dictionary-encoded string column has few and costs as much as
-// four float columns.)
-type decodeJob struct {
-	groups  []columnGroup
-	order   []int          // indices into groups, in the order to take them
-	next    atomic.Int64   // the next of order to take
-	pending sync.WaitGroup // groups not yet decoded
-}
-
-// run decodes groups of the job until none is left to take.
-func (j *decodeJob) run() {
-	for {
-		i := int(j.next.Add(1)) - 1
-		if i >= len(j.order) {
-			return
-		}
-		g := &j.groups[j.order[i]]
-		start := time.Now()
-		g.ok = g.rr.Next()
-		g.cost += (time.Since(start) - g.cost) / 4
-		j.pending.Done()
-	}
+	uri    string
+	file   fsys.File
+	cache  *chunkCache // nil for local files
+	schema *arrow.Schema
+	groupDecoder
+	skip int64 // rows still to drop from the start
 }
 
 // maxDecodeGroups bounds the column groups of a split: one per column up
@@ -225,16 +186,6 @@ func decodeGroups(workers, fields int) int {
 		return 1
 	}
 	return min(fields, maxDecodeGroups)
-}
-
-// columnGroup is a record reader over some of a split's columns.
-type columnGroup struct {
-	rr pqarrow.RecordReader
-	at []int // at[k] is the output column of the reader's column k
-	ok bool  // what the last Next said
-	// cost is a moving average of the time its batches took to decode,
-	// which orders the groups of the next batch (decodeJob).
-	cost time.Duration
 }
 
 // openParquet opens a Parquet split: only its row groups, only the
@@ -299,55 +250,47 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		// returns wrong lists, then fails. Read those rows and drop them.
 		seek, p.skip = 0, s.RowOffset
 	}
+	plain := plainFields(pf, rowGroups, fieldLeaves, fileSchema, sel, opts)
 	for _, fields := range groupColumns(pf, rowGroups, fieldLeaves, decodeGroups(opts.DecodeWorkers, len(fieldLeaves))) {
-		var gl []int
+		var gl, pl []int // the group's leaves read by pqarrow and by plainColumns
+		var pfields []arrow.Field
 		for _, i := range fields {
+			if plain[i] {
+				pl = append(pl, fieldLeaves[i][0])
+				pfields = append(pfields, fileSchema.Field(fileSchema.FieldIndices(sel[i])[0]))
+				continue
+			}
 			gl = append(gl, fieldLeaves[i]...)
 		}
-		sort.Ints(gl)
-		rr, err := fr.GetRecordReader(ctx, gl, s.RowGroups)
-		if err != nil {
-			p.release()
-			return nil, fmt.Errorf("read %s: %w", s.URI, err)
+		var readers []batchReader
+		if len(pl) > 0 {
+			readers = append(readers, newPlainColumns(pf, rowGroups, pl, pfields, opts.Allocator, opts.BatchRows))
 		}
-		g := columnGroup{rr: rr, at: make([]int, rr.Schema().NumFields())}
-		for k, fld := range rr.Schema().Fields() {
-			g.at[k] = slices.Index(sel, fld.Name)
-		}
-		p.groups = append(p.groups, g)
-		if seek > 0 {
-			if err := rr.SeekToRow(seek); err != nil {
+		if len(gl) > 0 {
+			sort.Ints(gl)
+			rr, err := fr.GetRecordReader(ctx, gl, s.RowGroups)
+			if err != nil {
 				p.release()
-				return nil, fmt.Errorf("read %s: skip %d rows: %w", s.URI, s.RowOffset, err)
+				return nil, fmt.Errorf("read %s: %w", s.URI, err)
 			}
+			readers = append(readers, rr)
 		}
-	}
-	if len(p.groups) > 1 {
-		p.startHelpers(opts.DecodeWorkers - 1)
-	}
-	return &opened{src: p, schema: out}, nil
-}
-
-// startHelpers starts n goroutines that decode column groups of each
-// batch beside the reading goroutine.
-func (p *parquetSource) startHelpers(n int) {
-	p.stop = make(chan struct{})
-	for range n {
-		ch := make(chan *decodeJob, 1)
-		p.helpers = append(p.helpers, ch)
-		p.running.Add(1)
-		go func() {
-			defer p.running.Done()
-			for {
-				select {
-				case j := <-ch:
-					j.run()
-				case <-p.stop:
-					return
+		for _, rr := range readers {
+			g := &columnGroup{rr: rr, at: make([]int, rr.Schema().NumFields())}
+			for k, fld := range rr.Schema().Fields() {
+				g.at[k] = slices.Index(sel, fld.Name)
+			}
+			p.groups = append(p.groups, g)
+			if seek > 0 {
+				if err := rr.SeekToRow(seek); err != nil {
+					p.release()
+					return nil, fmt.Errorf("read %s: skip %d rows: %w", s.URI, s.RowOffset, err)
 				}
 			}
-		}()
+		}
 	}
+	p.start(opts.DecodeWorkers - 1)
+	return &opened{src: p, schema: out}, nil
 }
 
 // anyRepeated reports whether any of the leaf columns is repeated (in a
@@ -427,7 +370,7 @@ func appendLeaves(dst []int, field *pqarrow.SchemaField) []int {
 
 func (p *parquetSource) next(ctx context.Context) (arrow.RecordBatch, error) {
 	for {
-		rec, err := p.read(ctx)
+		rec, err := p.read(ctx, p.uri, p.schema)
 		if err != nil || p.skip == 0 {
 			return rec, err
 		}
@@ -444,74 +387,8 @@ func (p *parquetSource) next(ctx context.Context) (arrow.RecordBatch, error) {
 	}
 }
 
-// read decodes the next batch of every column group and joins them.
-func (p *parquetSource) read(ctx context.Context) (arrow.RecordBatch, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if len(p.groups) == 1 {
-		p.groups[0].ok = p.groups[0].rr.Next()
-	} else {
-		if p.order == nil {
-			p.order = make([]int, len(p.groups)) // heaviest in bytes first, to begin with
-			for i := range p.order {
-				p.order[i] = i
-			}
-		}
-		j := &decodeJob{groups: p.groups, order: slices.Clone(p.order)}
-		j.pending.Add(len(p.groups))
-		for _, h := range p.helpers {
-			// A helper still holding an earlier job, all of whose
-			// groups are taken, gets this one instead.
-			select {
-			case <-h:
-			default:
-			}
-			h <- j
-		}
-		j.run()
-		j.pending.Wait()
-		slices.SortStableFunc(p.order, func(a, b int) int { return cmp.Compare(p.groups[b].cost, p.groups[a].cost) })
-	}
-	var ended int
-	for i := range p.groups {
-		if g := &p.groups[i]; !g.ok {
-			if err := g.rr.Err(); err != nil {
-				return nil, fmt.Errorf("read %s: %w", p.uri, err)
-			}
-			ended++
-		}
-	}
-	switch {
-	case ended == len(p.groups):
-		return nil, io.EOF
-	case ended > 0:
-		return nil, fmt.Errorf("%w: %s: some columns ended before others", ErrInput, p.uri)
-	}
-	cols := make([]arrow.Array, p.schema.NumFields())
-	rows := p.groups[0].rr.RecordBatch().NumRows()
-	for _, g := range p.groups {
-		rec := g.rr.RecordBatch()
-		if rec.NumRows() != rows {
-			return nil, fmt.Errorf("%w: %s: columns decoded %d and %d rows for the same batch", ErrInput, p.uri, rows, rec.NumRows())
-		}
-		for k, j := range g.at {
-			cols[j] = rec.Column(k)
-		}
-	}
-	return array.NewRecordBatch(p.schema, cols, rows), nil
-}
-
 func (p *parquetSource) release() {
-	if p.stop != nil {
-		close(p.stop)
-		p.running.Wait()
-		p.stop = nil
-	}
-	for _, g := range p.groups {
-		g.rr.Release()
-	}
-	p.groups = nil
+	p.groupDecoder.release()
 	if p.cache != nil {
 		p.cache.release()
 	}

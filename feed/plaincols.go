@@ -1,0 +1,439 @@
+package feed
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+)
+
+// plainColumns reads flat fixed-width columns stored plainly (PLAIN
+// pages, no dictionary) straight from their pages: arrow-go's page
+// reader finds, checks and decompresses each page, and the values are
+// copied from it into the batch's buffer.
+//
+// That is what pqarrow does for such a column too, except for the
+// definition levels: it expands them to one int16 per value and then
+// to a validity bitmap, even when the page holds no nulls, which is
+// about a fifth of the decoding time of float columns (and every column
+// of a DuckDB-written file is optional). Here a page whose levels are
+// one run of "present" costs nothing beyond the copy. Levels with nulls
+// are read into a bitmap directly; openParquet only picks this reader
+// for columns whose chunks say they hold no nulls, as pqarrow's spaced
+// decoding is the better choice for columns that do.
+//
+// Batches cover the same rows as a pqarrow.RecordReader's with the same
+// batch size and row groups: batchRows rows each, across row groups,
+// until the last.
+type plainColumns struct {
+	pf        *file.Reader
+	rowGroups []int
+	schema    *arrow.Schema
+	cols      []*plainColumn
+	alloc     memory.Allocator
+	batchRows int64
+	left      int64 // rows not yet read
+	rec       arrow.RecordBatch
+	err       error
+}
+
+// plainColumn is one column of a plainColumns: where it is in its row
+// groups, and what is left of its current page.
+type plainColumn struct {
+	leaf   int
+	name   string
+	typ    arrow.DataType
+	width  int   // bytes per value
+	maxDef int16 // 0 (required) or 1 (optional)
+
+	rg    int // index into rowGroups of the row group being read; -1 before the first
+	pages file.PageReader
+
+	levels   int    // levels (rows) left in the page
+	values   []byte // the page's values not yet read
+	valid    []byte // the page's validity bitmap, nil when every value is present
+	validPos int    // bit in valid of the next level
+}
+
+// plainWidth is the byte width of a column plainColumns reads, or 0 when
+// it does not read it: a top-level, unrepeated INT32, INT64, FLOAT or
+// DOUBLE leaf that Arrow reads as the same-width integer or float.
+func plainWidth(col *schemaColumn, typ arrow.DataType) int {
+	if col.maxRep > 0 || col.maxDef > 1 || col.depth != 1 {
+		return 0
+	}
+	switch {
+	case col.physical == parquet.Types.Int32 && (typ.ID() == arrow.INT32 || typ.ID() == arrow.UINT32):
+		return 4
+	case col.physical == parquet.Types.Float && typ.ID() == arrow.FLOAT32:
+		return 4
+	case col.physical == parquet.Types.Int64 && (typ.ID() == arrow.INT64 || typ.ID() == arrow.UINT64):
+		return 8
+	case col.physical == parquet.Types.Double && typ.ID() == arrow.FLOAT64:
+		return 8
+	}
+	return 0
+}
+
+// schemaColumn is what plainWidth needs of a Parquet leaf column.
+type schemaColumn struct {
+	physical       parquet.Type
+	maxDef, maxRep int16
+	depth          int // elements in its path
+}
+
+func leafColumn(md *metadata.FileMetaData, leaf int) *schemaColumn {
+	c := md.Schema.Column(leaf)
+	return &schemaColumn{physical: c.PhysicalType(), maxDef: c.MaxDefinitionLevel(), maxRep: c.MaxRepetitionLevel(), depth: len(c.ColumnPath())}
+}
+
+// plainChunks reports whether leaf's chunks in rowGroups are all stored
+// plainly (no dictionary, only PLAIN values and RLE levels) and, by
+// their statistics, hold no nulls.
+func plainChunks(md *metadata.FileMetaData, rowGroups []int, leaf int) bool {
+	for _, rg := range rowGroups {
+		cc, err := md.RowGroup(rg).ColumnChunk(leaf)
+		if err != nil || cc.HasDictionaryPage() {
+			return false
+		}
+		for _, enc := range cc.Encodings() {
+			if enc != parquet.Encodings.Plain && enc != parquet.Encodings.RLE {
+				return false
+			}
+		}
+		for _, st := range cc.EncodingStats() {
+			if st.PageType.String() != "DICTIONARY_PAGE" && st.Encoding != parquet.Encodings.Plain {
+				return false
+			}
+		}
+		if md.Schema.Column(leaf).MaxDefinitionLevel() == 0 {
+			continue
+		}
+		st, err := cc.Statistics()
+		if err != nil || st == nil || !st.HasNullCount() || st.NullCount() != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// newPlainColumns returns a reader of the leaves (with their Arrow
+// fields) in rowGroups, batchRows rows a batch.
+func newPlainColumns(pf *file.Reader, rowGroups []int, leaves []int, fields []arrow.Field, alloc memory.Allocator, batchRows int) *plainColumns {
+	p := &plainColumns{pf: pf, rowGroups: rowGroups, schema: arrow.NewSchema(fields, nil), alloc: alloc, batchRows: int64(batchRows)}
+	for _, rg := range rowGroups {
+		p.left += pf.MetaData().RowGroup(rg).NumRows()
+	}
+	for i, leaf := range leaves {
+		lc := leafColumn(pf.MetaData(), leaf)
+		p.cols = append(p.cols, &plainColumn{
+			leaf: leaf, name: fields[i].Name, typ: fields[i].Type,
+			width: plainWidth(lc, fields[i].Type), maxDef: lc.maxDef, rg: -1,
+		})
+	}
+	return p
+}
+
+func (p *plainColumns) Schema() *arrow.Schema          { return p.schema }
+func (p *plainColumns) RecordBatch() arrow.RecordBatch { return p.rec }
+func (p *plainColumns) Err() error                     { return p.err }
+
+// Next reads the next batch; false at the end or on an error (Err).
+func (p *plainColumns) Next() bool {
+	if p.rec != nil {
+		p.rec.Release()
+		p.rec = nil
+	}
+	if p.err != nil || p.left == 0 {
+		return false
+	}
+	n := min(p.batchRows, p.left)
+	arrs := make([]arrow.Array, 0, len(p.cols))
+	defer func() {
+		for _, a := range arrs {
+			a.Release()
+		}
+	}()
+	for _, c := range p.cols {
+		a, err := p.readColumn(c, int(n))
+		if err != nil {
+			p.err = err
+			return false
+		}
+		arrs = append(arrs, a)
+	}
+	p.left -= n
+	p.rec = array.NewRecordBatch(p.schema, arrs, n)
+	return true
+}
+
+// SeekToRow skips to row (counted over the reader's row groups) from
+// the start; it must be called before the first Next.
+func (p *plainColumns) SeekToRow(row int64) error {
+	if row < 0 || row > p.left {
+		return fmt.Errorf("seek to row %d of %d", row, p.left)
+	}
+	for _, c := range p.cols {
+		if err := p.fill(c, nil, nil, 0, int(row)); err != nil {
+			return err
+		}
+	}
+	p.left -= row
+	return nil
+}
+
+// Release frees the batch and closes the page readers.
+func (p *plainColumns) Release() {
+	if p.rec != nil {
+		p.rec.Release()
+		p.rec = nil
+	}
+	for _, c := range p.cols {
+		if c.pages != nil {
+			c.pages.Close()
+			c.pages = nil
+		}
+	}
+}
+
+// readColumn reads the next n values of c into a new array.
+func (p *plainColumns) readColumn(c *plainColumn, n int) (arrow.Array, error) {
+	values := memory.NewResizableBuffer(p.alloc)
+	defer values.Release()
+	values.Resize(n * c.width)
+	var validity *memory.Buffer
+	defer func() {
+		if validity != nil {
+			validity.Release()
+		}
+	}()
+	if err := p.fill(c, values.Bytes(), &validity, 0, n); err != nil {
+		return nil, err
+	}
+	nulls := 0
+	if validity != nil {
+		nulls = n - bitutil.CountSetBits(validity.Bytes(), 0, n)
+	}
+	data := array.NewData(c.typ, n, []*memory.Buffer{validity, values}, nil, nulls, 0)
+	defer data.Release()
+	return array.MakeFromData(data), nil
+}
+
+// fill reads n values of c into dst from value at on, setting their bits
+// in *validity, which it allocates at the first null (every earlier bit
+// set). A nil dst skips the values.
+func (p *plainColumns) fill(c *plainColumn, dst []byte, validity **memory.Buffer, at, n int) error {
+	for n > 0 {
+		if c.levels == 0 {
+			if err := p.nextPage(c); err != nil {
+				return err
+			}
+			continue
+		}
+		k := min(n, c.levels)
+		if dst != nil {
+			if c.valid != nil && *validity == nil && bitutil.CountSetBits(c.valid, c.validPos, k) < k {
+				total := len(dst) / c.width
+				*validity = memory.NewResizableBuffer(p.alloc)
+				(*validity).Resize(int(bitutil.BytesForBits(int64(total))))
+				bitutil.SetBitsTo((*validity).Bytes(), 0, int64(total), true)
+			}
+			if err := c.take(dst[at*c.width:(at+k)*c.width], *validity, at, k); err != nil {
+				return fmt.Errorf("%w: column %s: %w", ErrInput, c.name, err)
+			}
+		} else if err := c.take(nil, nil, 0, k); err != nil {
+			return fmt.Errorf("%w: column %s: %w", ErrInput, c.name, err)
+		}
+		at += k
+		n -= k
+	}
+	return nil
+}
+
+// take moves the next k levels of c's page into dst (k values wide; nil
+// skips them) and their validity into the bitmap from bit at (nil when
+// every value so far is present).
+func (c *plainColumn) take(dst []byte, bitmap *memory.Buffer, at, k int) error {
+	if c.valid == nil {
+		if len(c.values) < k*c.width {
+			return fmt.Errorf("page holds fewer values than its levels say")
+		}
+		if dst != nil {
+			copy(dst, c.values[:k*c.width])
+		}
+		c.values = c.values[k*c.width:]
+		c.levels -= k
+		return nil
+	}
+	if bitmap != nil {
+		bitutil.CopyBitmap(c.valid, c.validPos, k, bitmap.Bytes(), at)
+	}
+	for i := 0; i < k; {
+		if !bitutil.BitIsSet(c.valid, c.validPos+i) {
+			if dst != nil {
+				clear(dst[i*c.width : (i+1)*c.width])
+			}
+			i++
+			continue
+		}
+		j := i + 1
+		for j < k && bitutil.BitIsSet(c.valid, c.validPos+j) {
+			j++
+		}
+		run := (j - i) * c.width
+		if len(c.values) < run {
+			return fmt.Errorf("page holds fewer values than its levels say")
+		}
+		if dst != nil {
+			copy(dst[i*c.width:], c.values[:run])
+		}
+		c.values = c.values[run:]
+		i = j
+	}
+	c.validPos += k
+	c.levels -= k
+	return nil
+}
+
+// nextPage moves c to its next data page, opening the next row group's
+// column chunk when the current one ends.
+func (p *plainColumns) nextPage(c *plainColumn) error {
+	for {
+		if c.pages != nil && c.pages.Next() {
+			pg := c.pages.Page()
+			if pg.Type() == file.PageTypeDictionaryPage {
+				return fmt.Errorf("%w: column %s: a dictionary page in a chunk whose metadata has none", ErrInput, c.name)
+			}
+			return c.startPage(pg)
+		}
+		if c.pages != nil {
+			if err := c.pages.Err(); err != nil {
+				return fmt.Errorf("column %s: %w", c.name, err)
+			}
+			c.pages.Close()
+			c.pages = nil
+		}
+		if c.rg+1 >= len(p.rowGroups) {
+			return fmt.Errorf("%w: column %s: %w", ErrInput, c.name, io.ErrUnexpectedEOF)
+		}
+		c.rg++
+		pages, err := p.pf.RowGroup(p.rowGroups[c.rg]).GetColumnPageReader(c.leaf)
+		if err != nil {
+			return fmt.Errorf("column %s, row group %d: %w", c.name, p.rowGroups[c.rg], err)
+		}
+		c.pages = pages
+	}
+}
+
+// startPage makes pg c's current page: its levels read, its values found.
+func (c *plainColumn) startPage(pg file.Page) error {
+	if parquet.Encoding(pg.Encoding()) != parquet.Encodings.Plain {
+		return fmt.Errorf("%w: column %s: a %s page in a chunk whose metadata says PLAIN", ErrInput, c.name, parquet.Encoding(pg.Encoding()))
+	}
+	data := pg.Data()
+	levels := int(pg.NumValues())
+	var defs []byte
+	switch pg := pg.(type) {
+	case *file.DataPageV1:
+		if c.maxDef > 0 {
+			if pg.DefinitionLevelEncoding() != parquet.Encodings.RLE {
+				return fmt.Errorf("%w: column %s: definition levels encoded %s", ErrInput, c.name, pg.DefinitionLevelEncoding())
+			}
+			if len(data) < 4 {
+				return fmt.Errorf("%w: column %s: a data page too short for its levels", ErrInput, c.name)
+			}
+			size := int(binary.LittleEndian.Uint32(data))
+			if size > len(data)-4 {
+				return fmt.Errorf("%w: column %s: a data page too short for its levels", ErrInput, c.name)
+			}
+			defs, data = data[4:4+size], data[4+size:]
+		}
+	case *file.DataPageV2:
+		rep, def := int(pg.RepetitionLevelByteLen()), int(pg.DefinitionLevelByteLen())
+		if rep+def > len(data) {
+			return fmt.Errorf("%w: column %s: a data page too short for its levels", ErrInput, c.name)
+		}
+		defs, data = data[rep:rep+def], data[rep+def:]
+		if c.maxDef == 0 {
+			defs = nil
+		}
+	default:
+		return fmt.Errorf("%w: column %s: unexpected %T", ErrInput, c.name, pg)
+	}
+	c.levels, c.values, c.valid, c.validPos = levels, data, nil, 0
+	if defs == nil {
+		return nil
+	}
+	valid, err := readValidity(defs, levels)
+	if err != nil {
+		return fmt.Errorf("%w: column %s: definition levels: %w", ErrInput, c.name, err)
+	}
+	c.valid = valid
+	return nil
+}
+
+// readValidity reads n definition levels of a flat optional column (bit
+// width 1, RLE/bit-packed hybrid) as a validity bitmap. It returns nil
+// when they are one run of 1s: every value present.
+func readValidity(defs []byte, n int) ([]byte, error) {
+	if h, hn := binary.Uvarint(defs); hn > 0 && h&1 == 0 && int(h>>1) >= n && len(defs) > hn && defs[hn]&1 == 1 {
+		return nil, nil
+	}
+	bitmap := make([]byte, bitutil.BytesForBits(int64(n)))
+	pos := 0
+	for pos < n {
+		h, hn := binary.Uvarint(defs)
+		if hn <= 0 {
+			return nil, fmt.Errorf("bad run header at level %d of %d", pos, n)
+		}
+		defs = defs[hn:]
+		if h&1 == 0 { // a run of one value
+			run := min(int(h>>1), n-pos)
+			if len(defs) < 1 {
+				return nil, fmt.Errorf("a run without its value at level %d of %d", pos, n)
+			}
+			if defs[0]&1 == 1 {
+				bitutil.SetBitsTo(bitmap, int64(pos), int64(run), true)
+			}
+			defs = defs[1:]
+			pos += run
+			continue
+		}
+		groups := int(h >> 1) // of 8 levels, one byte each at bit width 1
+		if len(defs) < groups {
+			return nil, fmt.Errorf("bit-packed levels cut short at level %d of %d", pos, n)
+		}
+		count := min(groups*8, n-pos)
+		bitutil.CopyBitmap(defs, 0, count, bitmap, pos)
+		defs = defs[groups:]
+		pos += count
+	}
+	return bitmap, nil
+}
+
+// plainFields reports, for each selected field, whether plainColumns
+// reads it: a flat fixed-width column (plainWidth) whose chunks in
+// rowGroups are plain and null-free (plainChunks). None is when
+// opts.pqarrowOnly is set.
+func plainFields(pf *file.Reader, rowGroups []int, fieldLeaves [][]int, fileSchema *arrow.Schema, sel []string, opts ReadOptions) []bool {
+	plain := make([]bool, len(fieldLeaves))
+	if opts.pqarrowOnly {
+		return plain
+	}
+	md := pf.MetaData()
+	for i, leaves := range fieldLeaves {
+		if len(leaves) != 1 {
+			continue
+		}
+		typ := fileSchema.Field(fileSchema.FieldIndices(sel[i])[0]).Type
+		plain[i] = plainWidth(leafColumn(md, leaves[0]), typ) > 0 && plainChunks(md, rowGroups, leaves[0])
+	}
+	return plain
+}

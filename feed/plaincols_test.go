@@ -1,0 +1,297 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/spindle-ml/spindle/fsys"
+)
+
+// plainSchema is the file writePlainParquet writes: the four kinds of
+// column plainColumns reads, optional as DuckDB writes them, and one
+// required.
+var plainSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "f32", Type: arrow.PrimitiveTypes.Float32, Nullable: true},
+	{Name: "f64", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "i32", Type: arrow.PrimitiveTypes.Int32},
+	{Name: "u64", Type: arrow.PrimitiveTypes.Uint64, Nullable: true},
+}, nil)
+
+// writePlainParquet writes rows rows of plainSchema, in row groups of
+// rgRows and pages of about 2 kB, plainly encoded, with data pages of
+// version 2 or 1. With nulls, the optional columns have nulls in runs
+// of every length: every third row in the first half, none for a
+// stretch, then a long run of nulls (RLE and bit-packed levels both).
+func writePlainParquet(t *testing.T, path string, rows, rgRows int, v2, nulls bool) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	version := parquet.DataPageV1
+	if v2 {
+		version = parquet.DataPageV2
+	}
+	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(int64(rgRows)), parquet.WithDataPageSize(2048),
+		parquet.WithCompression(compress.Codecs.Snappy), parquet.WithDictionaryDefault(false), parquet.WithDataPageVersion(version))
+	w, err := pqarrow.NewFileWriter(plainSchema, f, props, pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, plainSchema)
+	defer b.Release()
+	isNull := func(i int) bool {
+		return nulls && ((i < rows/2 && i%3 == 0) || (i > rows*3/4 && i < rows*3/4+700))
+	}
+	for i := 0; i < rows; i++ {
+		if isNull(i) {
+			b.Field(0).AppendNull()
+			b.Field(1).AppendNull()
+			b.Field(3).AppendNull()
+		} else {
+			b.Field(0).(*array.Float32Builder).Append(float32(i) / 4)
+			b.Field(1).(*array.Float64Builder).Append(float64(i) * 1.5)
+			b.Field(3).(*array.Uint64Builder).Append(uint64(i) << 33)
+		}
+		b.Field(2).(*array.Int32Builder).Append(int32(-i))
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// plainNames returns the columns a Parquet source reads through
+// plainColumns.
+func plainNames(ps *parquetSource) []string {
+	var names []string
+	for _, g := range ps.groups {
+		if p, ok := g.rr.(*plainColumns); ok {
+			for _, f := range p.Schema().Fields() {
+				names = append(names, f.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestPlainColumnsMatchPqarrow reads files of every plain column kind
+// through plainColumns, all of their columns, with and without nulls,
+// with both data page versions, from the start and after a seek, through
+// a pool that poisons every buffer, and checks each batch against what
+// pqarrow reads.
+func TestPlainColumnsMatchPqarrow(t *testing.T) {
+	const rows, rgRows = 5000, 1300
+	for _, v2 := range []bool{false, true} {
+		for _, nulls := range []bool{false, true} {
+			path := filepath.Join(t.TempDir(), "plain.parquet")
+			writePlainParquet(t, path, rows, rgRows, v2, nulls)
+			tests := []struct {
+				rowGroups []int
+				seek      int64
+				batchRows int
+			}{
+				{[]int{0, 1, 2, 3}, 0, 512},
+				{[]int{0, 1, 2, 3}, 0, 100_000},
+				{[]int{1, 2, 3}, 700, 333},
+				{[]int{3}, 1000, 64},
+			}
+			for _, tt := range tests {
+				t.Run(fmt.Sprintf("v2=%v/nulls=%v/rg=%v/seek=%d/batch=%d", v2, nulls, tt.rowGroups, tt.seek, tt.batchRows), func(t *testing.T) {
+					checked := memory.NewCheckedAllocator(memory.NewGoAllocator())
+					defer checked.AssertSize(t, 0)
+					pool := newBufferPool(checked, 8<<20)
+					defer pool.close()
+					pool.poison = true
+
+					f, err := os.Open(path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer f.Close()
+					pf, err := file.NewParquetReader(f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var want int64
+					for _, rg := range tt.rowGroups {
+						want += pf.MetaData().RowGroup(rg).NumRows()
+					}
+					want -= tt.seek
+					exp := readPlain(t, path, int64(tt.rowGroups[0])*rgRows+tt.seek, want)
+					defer exp.Release()
+
+					p := newPlainColumns(pf, tt.rowGroups, []int{0, 1, 2, 3}, plainSchema.Fields(), pool, tt.batchRows)
+					defer p.Release()
+					if err := p.SeekToRow(tt.seek); err != nil {
+						t.Fatal(err)
+					}
+					var off int64
+					var sawNulls bool
+					for p.Next() {
+						rec := p.RecordBatch()
+						if n := rec.NumRows(); n != int64(tt.batchRows) && off+n != want {
+							t.Fatalf("a batch of %d rows at row %d of %d, want %d", n, off, want, tt.batchRows)
+						}
+						for c := 0; c < int(rec.NumCols()); c++ {
+							e := array.NewSlice(exp.Column(c), off, off+rec.NumRows())
+							if !array.Equal(rec.Column(c), e) {
+								t.Fatalf("rows %d+%d of column %s differ:\n got %v\nwant %v", off, rec.NumRows(), rec.ColumnName(c), rec.Column(c), e)
+							}
+							e.Release()
+							sawNulls = sawNulls || rec.Column(c).NullN() > 0
+						}
+						off += rec.NumRows()
+					}
+					if err := p.Err(); err != nil {
+						t.Fatal(err)
+					}
+					if off != want {
+						t.Fatalf("read %d rows, want %d", off, want)
+					}
+					if sawNulls != (nulls && tt.rowGroups[0] < 3) {
+						t.Errorf("saw nulls: %v", sawNulls)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestPlainColumnsChosen checks which columns openParquet reads through
+// plainColumns: the flat fixed-width ones whose chunks say they hold no
+// nulls, none when pqarrowOnly is set; and that the batches are the
+// same as pqarrow's either way.
+func TestPlainColumnsChosen(t *testing.T) {
+	for _, nulls := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "plain.parquet")
+		writePlainParquet(t, path, 3000, 1000, false, nulls)
+		wantPlain := []string{"f32", "f64", "i32", "u64"}
+		if nulls {
+			wantPlain = []string{"i32"}
+		}
+		for _, pqarrowOnly := range []bool{false, true} {
+			for _, workers := range []int{1, 2} {
+				t.Run(fmt.Sprintf("nulls=%v/pqarrowOnly=%v/workers=%d", nulls, pqarrowOnly, workers), func(t *testing.T) {
+					f, err := fsys.Local().Open(context.Background(), path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					split := Split{URI: path, Format: FormatParquet, RowGroups: []int{0, 1, 2}, RowOffset: 10, Rows: 2990}
+					op, err := openParquet(context.Background(), f, split, ReadOptions{BatchRows: 700, Allocator: memory.DefaultAllocator, DecodeWorkers: workers, pqarrowOnly: pqarrowOnly}, false)
+					if err != nil {
+						f.Close()
+						t.Fatal(err)
+					}
+					ps := op.src.(*parquetSource)
+					defer ps.close()
+					want := wantPlain
+					if pqarrowOnly {
+						want = nil
+					}
+					if got := plainNames(ps); !slices.Equal(got, want) {
+						t.Errorf("plainColumns reads %v, want %v", got, want)
+					}
+					exp := readPlain(t, path, 10, 2990)
+					defer exp.Release()
+					var off int64
+					for {
+						rec, err := ps.next(context.Background())
+						if errors.Is(err, io.EOF) {
+							break
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+						e := exp.NewSlice(off, off+rec.NumRows())
+						if !array.RecordEqual(rec, e) {
+							t.Fatalf("rows %d+%d differ:\n got %v\nwant %v", off, rec.NumRows(), rec, e)
+						}
+						e.Release()
+						off += rec.NumRows()
+						rec.Release()
+					}
+					if off != 2990 {
+						t.Fatalf("read %d rows, want 2990", off)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestReadValidity reads definition levels by hand-made runs, and
+// refuses cut ones.
+func TestReadValidity(t *testing.T) {
+	bits := func(bm []byte, n int) string {
+		if bm == nil {
+			return "all"
+		}
+		s := make([]byte, n)
+		for i := range s {
+			s[i] = '0'
+			if bitutil.BitIsSet(bm, i) {
+				s[i] = '1'
+			}
+		}
+		return string(s)
+	}
+	tests := []struct {
+		name string
+		defs []byte
+		n    int
+		want string
+	}{
+		{"one run present", []byte{10 << 1, 1}, 10, "all"},
+		{"one longer run present", []byte{20 << 1, 1}, 10, "all"},
+		{"one run absent", []byte{4 << 1, 0}, 4, "0000"},
+		{"run then bit-packed", []byte{3 << 1, 0, 1<<1 | 1, 0b10110101}, 11, "00010101101"},
+		{"bit-packed past the end", []byte{1<<1 | 1, 0b11111011}, 5, "11011"},
+		{"two runs", []byte{2 << 1, 1, 3 << 1, 0}, 5, "11000"},
+	}
+	for _, tt := range tests {
+		got, err := readValidity(tt.defs, tt.n)
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if s := bits(got, tt.n); s != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, s, tt.want)
+		}
+	}
+	for _, bad := range []struct {
+		name string
+		defs []byte
+		n    int
+	}{
+		{"nothing", nil, 5},
+		{"a run without its value", []byte{3 << 1}, 3},
+		{"bit-packed bytes missing", []byte{2<<1 | 1, 0xff}, 16},
+		{"runs shorter than the page", []byte{2 << 1, 1}, 5},
+	} {
+		if _, err := readValidity(bad.defs, bad.n); err == nil {
+			t.Errorf("%s: no error", bad.name)
+		}
+	}
+}
