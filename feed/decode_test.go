@@ -297,8 +297,8 @@ func TestPooledDecode(t *testing.T) {
 					t.Fatal(err)
 				}
 				// One group per column with several workers, who share them
-				// out; with one, pqarrow's columns and plainColumns' (id and
-				// label, required int64s).
+				// out; with one, pqarrow's columns and plainColumns' (f, a
+				// float32 with nulls, and id and label, required int64s).
 				ps := op.src.(*parquetSource)
 				wantGroups := decodeGroups(tt.workers, mixedSchema.NumFields())
 				if tt.workers <= 1 {
@@ -307,8 +307,8 @@ func TestPooledDecode(t *testing.T) {
 				if got := len(ps.groups); got != wantGroups || (tt.workers > 1) != (ps.helpers == tt.workers-1 && tt.workers > 1) {
 					t.Errorf("%d column groups and %d helpers, want %d groups and %d helpers", got, ps.helpers, wantGroups, tt.workers-1)
 				}
-				if got := plainNames(ps); !slices.Equal(got, []string{"id", "label"}) {
-					t.Errorf("plainColumns reads %v, want [id label]", got)
+				if got := plainNames(ps); !slices.Equal(got, []string{"f", "id", "label"}) {
+					t.Errorf("plainColumns reads %v, want [f id label]", got)
 				}
 				r := &splitReader{uri: path, opened: *op, left: tt.split.Rows, want: tt.split.Rows}
 				var off int64

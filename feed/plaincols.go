@@ -24,10 +24,9 @@ import (
 // to a validity bitmap, even when the page holds no nulls, which is
 // about a fifth of the decoding time of float columns (and every column
 // of a DuckDB-written file is optional). Here a page whose levels are
-// one run of "present" costs nothing beyond the copy. Levels with nulls
-// are read into a bitmap directly; openParquet only picks this reader
-// for columns whose chunks say they hold no nulls, as pqarrow's spaced
-// decoding is the better choice for columns that do.
+// one run of "present" costs nothing beyond the copy, and other levels
+// are read straight into a bitmap (bit-packed levels of a flat column
+// are one already), which beats pqarrow on columns with nulls too.
 //
 // Batches cover the same rows as a pqarrow.RecordReader's with the same
 // batch size and row groups: batchRows rows each, across row groups,
@@ -95,8 +94,7 @@ func leafColumn(md *metadata.FileMetaData, leaf int) *schemaColumn {
 }
 
 // plainChunks reports whether leaf's chunks in rowGroups are all stored
-// plainly (no dictionary, only PLAIN values and RLE levels) and, by
-// their statistics, hold no nulls.
+// plainly: no dictionary, only PLAIN values and RLE levels.
 func plainChunks(md *metadata.FileMetaData, rowGroups []int, leaf int) bool {
 	for _, rg := range rowGroups {
 		cc, err := md.RowGroup(rg).ColumnChunk(leaf)
@@ -112,13 +110,6 @@ func plainChunks(md *metadata.FileMetaData, rowGroups []int, leaf int) bool {
 			if st.PageType.String() != "DICTIONARY_PAGE" && st.Encoding != parquet.Encodings.Plain {
 				return false
 			}
-		}
-		if md.Schema.Column(leaf).MaxDefinitionLevel() == 0 {
-			continue
-		}
-		st, err := cc.Statistics()
-		if err != nil || st == nil || !st.HasNullCount() || st.NullCount() != 0 {
-			return false
 		}
 	}
 	return true
@@ -420,8 +411,8 @@ func readValidity(defs []byte, n int) ([]byte, error) {
 
 // plainFields reports, for each selected field, whether plainColumns
 // reads it: a flat fixed-width column (plainWidth) whose chunks in
-// rowGroups are plain and null-free (plainChunks). None is when
-// opts.pqarrowOnly is set.
+// rowGroups are plain (plainChunks). None is when opts.pqarrowOnly is
+// set.
 func plainFields(pf *file.Reader, rowGroups []int, fieldLeaves [][]int, fileSchema *arrow.Schema, sel []string, opts ReadOptions) []bool {
 	plain := make([]bool, len(fieldLeaves))
 	if opts.pqarrowOnly {
