@@ -48,7 +48,9 @@ type PipelineConfig struct {
 	// the consumer; zero reads on the consumer's goroutine.
 	Prefetch int
 	// MemoryBudget bounds the bytes of the batches prepared ahead (one
-	// batch always fits); zero means only Prefetch bounds them.
+	// batch always fits); zero means only Prefetch bounds them. Decoding
+	// a Parquet split holds up to two of its read batches more, decoded
+	// ahead (groupDecoder).
 	MemoryBudget int64
 	// EvenBatches makes every rank yield TargetBatches full batches per
 	// epoch: EvenPad repeats the rank's own rows (from the start of the
