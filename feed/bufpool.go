@@ -155,3 +155,28 @@ func (p *bufferPool) poisonBytes(b []byte) {
 		}
 	}
 }
+
+// zeroedAllocator hands out zeroed memory from another allocator. pqarrow
+// reads nested columns assuming that a new buffer is zeroed: a list
+// column's first offset is never written when a batch reaches the end of
+// a row group, and whatever the buffer held becomes the base of every
+// offset. Buffers from a bufferPool are not zeroed, so Parquet files with
+// nested columns get their pqarrow buffers through this.
+type zeroedAllocator struct {
+	memory.Allocator
+}
+
+func (z zeroedAllocator) Allocate(size int) []byte {
+	b := z.Allocator.Allocate(size)
+	clear(b)
+	return b
+}
+
+func (z zeroedAllocator) Reallocate(size int, b []byte) []byte {
+	old := len(b)
+	nb := z.Allocator.Reallocate(size, b)
+	if len(nb) > old {
+		clear(nb[old:])
+	}
+	return nb
+}

@@ -262,20 +262,29 @@ func TestPooledDecode(t *testing.T) {
 	const rows, rgRows = 5000, 1200
 	writeMixedParquet(t, path, rows, rgRows)
 	tests := []struct {
-		split   Split
-		workers int
-		remote  bool
+		split     Split
+		workers   int
+		remote    bool
+		batchRows int // 512 when zero
 	}{
-		{Split{RowGroups: []int{0, 1, 2, 3, 4}, Rows: rows}, 1, false},
-		{Split{RowGroups: []int{0, 1, 2, 3, 4}, Rows: rows}, 3, false},
-		{Split{RowGroups: []int{0, 1, 2, 3, 4}, Rows: rows}, 3, true},
-		{Split{RowGroups: []int{1, 2}, RowOffset: 300, Rows: 1500}, 1, true},
-		{Split{RowGroups: []int{1, 2}, RowOffset: 300, Rows: 1500}, 7, false},
-		{Split{RowGroups: []int{3}, RowOffset: 1000, Rows: 200}, 2, true},
+		{Split{RowGroups: []int{0, 1, 2, 3, 4}, Rows: rows}, 1, false, 0},
+		{Split{RowGroups: []int{0, 1, 2, 3, 4}, Rows: rows}, 3, false, 0},
+		{Split{RowGroups: []int{0, 1, 2, 3, 4}, Rows: rows}, 3, true, 0},
+		{Split{RowGroups: []int{1, 2}, RowOffset: 300, Rows: 1500}, 1, true, 0},
+		{Split{RowGroups: []int{1, 2}, RowOffset: 300, Rows: 1500}, 7, false, 0},
+		{Split{RowGroups: []int{3}, RowOffset: 1000, Rows: 200}, 2, true, 0},
+		// Batches larger than the row groups: pqarrow reaches a row
+		// group's end within a batch (where it once left a list's first
+		// offset unwritten).
+		{Split{RowGroups: []int{0, 1, 2, 3, 4}, Rows: rows}, 1, false, 4096},
+		{Split{RowGroups: []int{1, 2}, RowOffset: 300, Rows: 1500}, 2, false, 100_000},
 	}
 	for _, tt := range tests {
 		tt.split.URI, tt.split.Format = path, FormatParquet
-		name := fmt.Sprintf("rg=%v/offset=%d/workers=%d/remote=%v", tt.split.RowGroups, tt.split.RowOffset, tt.workers, tt.remote)
+		if tt.batchRows == 0 {
+			tt.batchRows = 512
+		}
+		name := fmt.Sprintf("rg=%v/offset=%d/workers=%d/remote=%v/batch=%d", tt.split.RowGroups, tt.split.RowOffset, tt.workers, tt.remote, tt.batchRows)
 		t.Run(name, func(t *testing.T) {
 			checked := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			defer checked.AssertSize(t, 0)
@@ -291,7 +300,7 @@ func TestPooledDecode(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				op, err := openParquet(context.Background(), f, tt.split, ReadOptions{BatchRows: 512, Allocator: pool, DecodeWorkers: tt.workers}, tt.remote)
+				op, err := openParquet(context.Background(), f, tt.split, ReadOptions{BatchRows: tt.batchRows, Allocator: pool, DecodeWorkers: tt.workers}, tt.remote)
 				if err != nil {
 					f.Close()
 					t.Fatal(err)

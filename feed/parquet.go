@@ -48,11 +48,26 @@ func openParquetFile(f parquet.ReaderAtSeeker, uri string, alloc memory.Allocato
 	for _, leaf := range dictLeaves(pf.MetaData(), planned) {
 		arrowProps.SetReadDict(leaf, true)
 	}
-	fr, err := pqarrow.NewFileReader(pf, arrowProps, alloc)
+	arrowAlloc := alloc
+	if nestedColumns(pf.MetaData()) {
+		arrowAlloc = zeroedAllocator{alloc}
+	}
+	fr, err := pqarrow.NewFileReader(pf, arrowProps, arrowAlloc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s: read the Parquet schema: %w", ErrInput, uri, err)
 	}
 	return pf, fr, nil
+}
+
+// nestedColumns reports whether a file has columns inside lists, maps or
+// structs.
+func nestedColumns(md *metadata.FileMetaData) bool {
+	for c := 0; c < md.Schema.NumColumns(); c++ {
+		if col := md.Schema.Column(c); col.MaxRepetitionLevel() > 0 || len(col.ColumnPath()) > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // dictLeaves returns the leaf columns to read as Arrow dictionary arrays:
