@@ -279,7 +279,7 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		}
 		var readers []batchReader
 		if len(pl) > 0 {
-			readers = append(readers, newPlainColumns(pf, rowGroups, pl, pfields, opts.Allocator, opts.BatchRows))
+			readers = append(readers, newPlainColumns(pf, src, rowGroups, pl, pfields, opts.Allocator, opts.BatchRows))
 		}
 		if len(gl) > 0 {
 			sort.Ints(gl)

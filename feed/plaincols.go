@@ -2,6 +2,7 @@ package feed
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 
@@ -15,9 +16,9 @@ import (
 )
 
 // plainColumns reads flat fixed-width columns stored plainly (PLAIN
-// pages, no dictionary) straight from their pages: arrow-go's page
-// reader finds, checks and decompresses each page, and the values are
-// copied from it into the batch's buffer.
+// pages, no dictionary) straight from their pages: chunkPages finds and
+// decompresses each page, and the values are copied from it into the
+// batch's buffer.
 //
 // That is what pqarrow does for such a column too, except for the
 // definition levels: it expands them to one int16 per value and then
@@ -33,6 +34,7 @@ import (
 // until the last.
 type plainColumns struct {
 	pf        *file.Reader
+	src       io.ReaderAt // the file's bytes (or a chunk cache's)
 	rowGroups []int
 	schema    *arrow.Schema
 	cols      []*plainColumn
@@ -52,8 +54,8 @@ type plainColumn struct {
 	width  int   // bytes per value
 	maxDef int16 // 0 (required) or 1 (optional)
 
-	rg    int // index into rowGroups of the row group being read; -1 before the first
-	pages file.PageReader
+	rg    int         // index into rowGroups of the row group being read; -1 before the first
+	pages *chunkPages // nil until the first page
 
 	levels   int    // levels (rows) left in the page
 	values   []byte // the page's values not yet read
@@ -94,11 +96,12 @@ func leafColumn(md *metadata.FileMetaData, leaf int) *schemaColumn {
 }
 
 // plainChunks reports whether leaf's chunks in rowGroups are all stored
-// plainly: no dictionary, only PLAIN values and RLE levels.
+// plainly (no dictionary, only PLAIN values and RLE levels) and not
+// encrypted.
 func plainChunks(md *metadata.FileMetaData, rowGroups []int, leaf int) bool {
 	for _, rg := range rowGroups {
 		cc, err := md.RowGroup(rg).ColumnChunk(leaf)
-		if err != nil || cc.HasDictionaryPage() {
+		if err != nil || cc.HasDictionaryPage() || cc.CryptoMetadata() != nil {
 			return false
 		}
 		for _, enc := range cc.Encodings() {
@@ -117,8 +120,8 @@ func plainChunks(md *metadata.FileMetaData, rowGroups []int, leaf int) bool {
 
 // newPlainColumns returns a reader of the leaves (with their Arrow
 // fields) in rowGroups, batchRows rows a batch.
-func newPlainColumns(pf *file.Reader, rowGroups []int, leaves []int, fields []arrow.Field, alloc memory.Allocator, batchRows int) *plainColumns {
-	p := &plainColumns{pf: pf, rowGroups: rowGroups, schema: arrow.NewSchema(fields, nil), alloc: alloc, batchRows: int64(batchRows)}
+func newPlainColumns(pf *file.Reader, src io.ReaderAt, rowGroups []int, leaves []int, fields []arrow.Field, alloc memory.Allocator, batchRows int) *plainColumns {
+	p := &plainColumns{pf: pf, src: src, rowGroups: rowGroups, schema: arrow.NewSchema(fields, nil), alloc: alloc, batchRows: int64(batchRows)}
 	for _, rg := range rowGroups {
 		p.left += pf.MetaData().RowGroup(rg).NumRows()
 	}
@@ -180,7 +183,7 @@ func (p *plainColumns) SeekToRow(row int64) error {
 	return nil
 }
 
-// Release frees the batch and closes the page readers.
+// Release frees the batch and the columns' page buffers.
 func (p *plainColumns) Release() {
 	if p.rec != nil {
 		p.rec.Release()
@@ -188,7 +191,7 @@ func (p *plainColumns) Release() {
 	}
 	for _, c := range p.cols {
 		if c.pages != nil {
-			c.pages.Close()
+			c.pages.release()
 			c.pages = nil
 		}
 	}
@@ -293,49 +296,53 @@ func (c *plainColumn) take(dst []byte, bitmap *memory.Buffer, at, k int) error {
 	return nil
 }
 
-// nextPage moves c to its next data page, opening the next row group's
-// column chunk when the current one ends.
+// nextPage moves c to its next data page, going on to the next row
+// group's column chunk when the current one ends.
 func (p *plainColumns) nextPage(c *plainColumn) error {
 	for {
-		if c.pages != nil && c.pages.Next() {
-			pg := c.pages.Page()
-			if pg.Type() == file.PageTypeDictionaryPage {
-				return fmt.Errorf("%w: column %s: a dictionary page in a chunk whose metadata has none", ErrInput, c.name)
+		if c.rg >= 0 {
+			h, data, err := c.pages.next()
+			if err == nil {
+				return c.startPage(h, data)
 			}
-			return c.startPage(pg)
-		}
-		if c.pages != nil {
-			if err := c.pages.Err(); err != nil {
-				return fmt.Errorf("column %s: %w", c.name, err)
+			if !errors.Is(err, io.EOF) {
+				return fmt.Errorf("%w: column %s, row group %d: %w", ErrInput, c.name, p.rowGroups[c.rg], err)
 			}
-			c.pages.Close()
-			c.pages = nil
 		}
 		if c.rg+1 >= len(p.rowGroups) {
 			return fmt.Errorf("%w: column %s: %w", ErrInput, c.name, io.ErrUnexpectedEOF)
 		}
 		c.rg++
-		pages, err := p.pf.RowGroup(p.rowGroups[c.rg]).GetColumnPageReader(c.leaf)
+		cc, err := p.pf.MetaData().RowGroup(p.rowGroups[c.rg]).ColumnChunk(c.leaf)
 		if err != nil {
-			return fmt.Errorf("column %s, row group %d: %w", c.name, p.rowGroups[c.rg], err)
+			return fmt.Errorf("%w: column %s, row group %d: %w", ErrInput, c.name, p.rowGroups[c.rg], err)
 		}
-		c.pages = pages
+		start := cc.DataPageOffset()
+		if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && cc.DictionaryPageOffset() < start {
+			start = cc.DictionaryPageOffset()
+		}
+		if c.pages == nil {
+			c.pages = newChunkPages(p.src, p.alloc)
+		}
+		if err := c.pages.reset(start, cc.TotalCompressedSize(), cc.Compression()); err != nil {
+			return fmt.Errorf("%w: column %s, row group %d: %w", ErrInput, c.name, p.rowGroups[c.rg], err)
+		}
 	}
 }
 
-// startPage makes pg c's current page: its levels read, its values found.
-func (c *plainColumn) startPage(pg file.Page) error {
-	if parquet.Encoding(pg.Encoding()) != parquet.Encodings.Plain {
-		return fmt.Errorf("%w: column %s: a %s page in a chunk whose metadata says PLAIN", ErrInput, c.name, parquet.Encoding(pg.Encoding()))
+// startPage makes the page with header h and bytes data (levels and
+// values) c's current page: its levels read, its values found.
+func (c *plainColumn) startPage(h pageHeader, data []byte) error {
+	if h.encoding != int32(parquet.Encodings.Plain) {
+		return fmt.Errorf("%w: column %s: a page encoded %s in a chunk whose metadata says PLAIN", ErrInput, c.name, parquet.Encoding(h.encoding))
 	}
-	data := pg.Data()
-	levels := int(pg.NumValues())
+	levels := int(h.numValues)
 	var defs []byte
-	switch pg := pg.(type) {
-	case *file.DataPageV1:
+	switch h.typ {
+	case pageData:
 		if c.maxDef > 0 {
-			if pg.DefinitionLevelEncoding() != parquet.Encodings.RLE {
-				return fmt.Errorf("%w: column %s: definition levels encoded %s", ErrInput, c.name, pg.DefinitionLevelEncoding())
+			if h.defEncoding != int32(parquet.Encodings.RLE) {
+				return fmt.Errorf("%w: column %s: definition levels encoded %s", ErrInput, c.name, parquet.Encoding(h.defEncoding))
 			}
 			if len(data) < 4 {
 				return fmt.Errorf("%w: column %s: a data page too short for its levels", ErrInput, c.name)
@@ -346,8 +353,8 @@ func (c *plainColumn) startPage(pg file.Page) error {
 			}
 			defs, data = data[4:4+size], data[4+size:]
 		}
-	case *file.DataPageV2:
-		rep, def := int(pg.RepetitionLevelByteLen()), int(pg.DefinitionLevelByteLen())
+	case pageDataV2:
+		rep, def := int(h.repLen), int(h.defLen)
 		if rep+def > len(data) {
 			return fmt.Errorf("%w: column %s: a data page too short for its levels", ErrInput, c.name)
 		}
@@ -355,8 +362,6 @@ func (c *plainColumn) startPage(pg file.Page) error {
 		if c.maxDef == 0 {
 			defs = nil
 		}
-	default:
-		return fmt.Errorf("%w: column %s: unexpected %T", ErrInput, c.name, pg)
 	}
 	c.levels, c.values, c.valid, c.validPos = levels, data, nil, 0
 	if defs == nil {
@@ -419,6 +424,11 @@ func plainFields(pf *file.Reader, rowGroups []int, fieldLeaves [][]int, fileSche
 		return plain
 	}
 	md := pf.MetaData()
+	if md.WriterVersion().LessThan(metadata.Parquet816FixedVersion) {
+		// Such writers got column chunk sizes wrong, which arrow-go
+		// makes up for.
+		return plain
+	}
 	for i, leaves := range fieldLeaves {
 		if len(leaves) != 1 {
 			continue

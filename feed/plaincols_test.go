@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -33,11 +34,12 @@ var plainSchema = arrow.NewSchema([]arrow.Field{
 }, nil)
 
 // writePlainParquet writes rows rows of plainSchema, in row groups of
-// rgRows and pages of about 2 kB, plainly encoded, with data pages of
-// version 2 or 1. With nulls, the optional columns have nulls in runs
-// of every length: every third row in the first half, none for a
-// stretch, then a long run of nulls (RLE and bit-packed levels both).
-func writePlainParquet(t *testing.T, path string, rows, rgRows int, v2, nulls bool) {
+// rgRows and pages of about 2 kB, plainly encoded and compressed with
+// codec, with data pages of version 2 or 1. With nulls, the optional
+// columns have nulls in runs of every length: every third row in the
+// first half, none for a stretch, then a long run of nulls (RLE and
+// bit-packed levels both).
+func writePlainParquet(t *testing.T, path string, rows, rgRows int, codec compress.Compression, v2, nulls bool) {
 	t.Helper()
 	f, err := os.Create(path)
 	if err != nil {
@@ -49,7 +51,7 @@ func writePlainParquet(t *testing.T, path string, rows, rgRows int, v2, nulls bo
 		version = parquet.DataPageV2
 	}
 	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(int64(rgRows)), parquet.WithDataPageSize(2048),
-		parquet.WithCompression(compress.Codecs.Snappy), parquet.WithDictionaryDefault(false), parquet.WithDataPageVersion(version))
+		parquet.WithCompression(codec), parquet.WithDictionaryDefault(false), parquet.WithDataPageVersion(version))
 	w, err := pqarrow.NewFileWriter(plainSchema, f, props, pqarrow.DefaultWriterProps())
 	if err != nil {
 		t.Fatal(err)
@@ -98,15 +100,20 @@ func plainNames(ps *parquetSource) []string {
 
 // TestPlainColumnsMatchPqarrow reads files of every plain column kind
 // through plainColumns, all of their columns, with and without nulls,
-// with both data page versions, from the start and after a seek, through
-// a pool that poisons every buffer, and checks each batch against what
-// pqarrow reads.
+// with both data page versions, four codecs, from the start and after a
+// seek, with column chunks read whole or through a window smaller than a
+// page, through a pool that poisons every buffer, and checks each batch
+// against what pqarrow reads.
 func TestPlainColumnsMatchPqarrow(t *testing.T) {
 	const rows, rgRows = 5000, 1300
-	for _, v2 := range []bool{false, true} {
+	defer func(w int) { chunkWindow = w }(chunkWindow)
+	codecs := []compress.Compression{compress.Codecs.Snappy, compress.Codecs.Uncompressed, compress.Codecs.Zstd, compress.Codecs.Gzip}
+	for i, v2 := range []bool{false, true, false, true} {
 		for _, nulls := range []bool{false, true} {
+			codec := codecs[(i+boolInt(nulls))%len(codecs)]
+			chunkWindow = []int{1 << 20, 1000}[(i/2+boolInt(nulls))%2]
 			path := filepath.Join(t.TempDir(), "plain.parquet")
-			writePlainParquet(t, path, rows, rgRows, v2, nulls)
+			writePlainParquet(t, path, rows, rgRows, codec, v2, nulls)
 			tests := []struct {
 				rowGroups []int
 				seek      int64
@@ -118,7 +125,7 @@ func TestPlainColumnsMatchPqarrow(t *testing.T) {
 				{[]int{3}, 1000, 64},
 			}
 			for _, tt := range tests {
-				t.Run(fmt.Sprintf("v2=%v/nulls=%v/rg=%v/seek=%d/batch=%d", v2, nulls, tt.rowGroups, tt.seek, tt.batchRows), func(t *testing.T) {
+				t.Run(fmt.Sprintf("v2=%v/nulls=%v/%s/window=%d/rg=%v/seek=%d/batch=%d", v2, nulls, codec, chunkWindow, tt.rowGroups, tt.seek, tt.batchRows), func(t *testing.T) {
 					checked := memory.NewCheckedAllocator(memory.NewGoAllocator())
 					defer checked.AssertSize(t, 0)
 					pool := newBufferPool(checked, 8<<20)
@@ -142,7 +149,7 @@ func TestPlainColumnsMatchPqarrow(t *testing.T) {
 					exp := readPlain(t, path, int64(tt.rowGroups[0])*rgRows+tt.seek, want)
 					defer exp.Release()
 
-					p := newPlainColumns(pf, tt.rowGroups, []int{0, 1, 2, 3}, plainSchema.Fields(), pool, tt.batchRows)
+					p := newPlainColumns(pf, f, tt.rowGroups, []int{0, 1, 2, 3}, plainSchema.Fields(), pool, tt.batchRows)
 					defer p.Release()
 					if err := p.SeekToRow(tt.seek); err != nil {
 						t.Fatal(err)
@@ -186,7 +193,7 @@ func TestPlainColumnsMatchPqarrow(t *testing.T) {
 func TestPlainColumnsChosen(t *testing.T) {
 	for _, nulls := range []bool{false, true} {
 		path := filepath.Join(t.TempDir(), "plain.parquet")
-		writePlainParquet(t, path, 3000, 1000, false, nulls)
+		writePlainParquet(t, path, 3000, 1000, compress.Codecs.Snappy, false, nulls)
 		wantPlain := []string{"f32", "f64", "i32", "u64"}
 		for _, pqarrowOnly := range []bool{false, true} {
 			for _, workers := range []int{1, 2} {
@@ -290,5 +297,71 @@ func TestReadValidity(t *testing.T) {
 		if _, err := readValidity(bad.defs, bad.n); err == nil {
 			t.Errorf("%s: no error", bad.name)
 		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestPlainColumnsDamaged reads a file whose second row group has a
+// damaged page header in column f64: the read fails with ErrInput, naming
+// the column and the row group, after the first row group's batches.
+func TestPlainColumnsDamaged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "damaged.parquet")
+	writePlainParquet(t, path, 3000, 1000, compress.Codecs.Snappy, false, false)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := file.NewParquetReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := pf.MetaData().RowGroup(1).ColumnChunk(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := cc.DataPageOffset()
+	f.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[at] = 0 // the header ends before its first field
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	lf, err := fsys.Local().Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	split := Split{URI: path, Format: FormatParquet, RowGroups: []int{0, 1, 2}, Rows: 3000}
+	op, err := openParquet(context.Background(), lf, split, ReadOptions{BatchRows: 500, Allocator: memory.DefaultAllocator}, false)
+	if err != nil {
+		lf.Close()
+		t.Fatal(err)
+	}
+	ps := op.src.(*parquetSource)
+	defer ps.close()
+	var rows int64
+	for {
+		rec, err := ps.next(context.Background())
+		if err == nil {
+			rows += rec.NumRows()
+			rec.Release()
+			continue
+		}
+		if !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "column f64, row group 1") {
+			t.Fatalf("after %d rows: %v, want ErrInput naming column f64 and row group 1", rows, err)
+		}
+		break
+	}
+	if rows != 1000 {
+		t.Errorf("%d rows before the error, want the first row group's 1000", rows)
 	}
 }

@@ -1,0 +1,179 @@
+package feed
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+)
+
+// chunkWindow is how much of a column chunk chunkPages reads at once: a
+// whole chunk up to it (one read per chunk where row groups are small),
+// and pages larger than it whole.
+var chunkWindow = 1 << 20 // a variable for tests
+
+// maxPageHeader bounds a page header, as arrow-go's reader does.
+const maxPageHeader = 16 << 20
+
+// chunkPages reads the data pages of column chunks, one chunk after
+// another, for plainColumns: a window of the chunk's bytes at a time
+// into a buffer from the allocator, each page header parsed there and
+// each page decompressed into a second buffer (an uncompressed page is
+// used where it lies in the window). Both buffers are reused from chunk
+// to chunk. arrow-go's page reader does the same work with a fresh 16 KiB
+// buffer per chunk and a copy of every page body, which on files of many
+// small row groups costs more than the pages' values.
+type chunkPages struct {
+	src io.ReaderAt
+
+	start, end int64 // the chunk's bytes in src
+	pos        int64 // the next page header
+	codec      compress.Codec
+	plain      bool // uncompressed
+
+	win    *memory.Buffer // src's bytes [winAt, winAt+winLen)
+	winAt  int64
+	winLen int
+	page   *memory.Buffer // the current page, decompressed
+}
+
+func newChunkPages(src io.ReaderAt, alloc memory.Allocator) *chunkPages {
+	return &chunkPages{src: src, win: memory.NewResizableBuffer(alloc), page: memory.NewResizableBuffer(alloc)}
+}
+
+// reset starts on the chunk of length bytes at start, compressed with
+// codec.
+func (c *chunkPages) reset(start, length int64, codec compress.Compression) error {
+	cd, err := compress.GetCodec(codec)
+	if err != nil {
+		return err
+	}
+	c.start, c.end, c.pos = start, start+length, start
+	c.codec, c.plain = cd, codec == compress.Codecs.Uncompressed
+	c.winLen = 0
+	return nil
+}
+
+// release frees the buffers.
+func (c *chunkPages) release() {
+	c.win.Release()
+	c.page.Release()
+}
+
+// next returns the chunk's next data page's header and its bytes,
+// decompressed, valid until the next call; io.EOF after the last. It
+// skips index pages and refuses dictionary pages.
+func (c *chunkPages) next() (pageHeader, []byte, error) {
+	for {
+		if c.pos >= c.end {
+			return pageHeader{}, nil, io.EOF
+		}
+		h, n, err := c.header()
+		if err != nil {
+			return h, nil, err
+		}
+		at := c.pos + int64(n)
+		if int64(h.compressedSize) > c.end-at {
+			return h, nil, fmt.Errorf("a page of %d bytes at offset %d runs past its column chunk's end (%d)", h.compressedSize, c.pos, c.end)
+		}
+		c.pos = at + int64(h.compressedSize)
+		switch h.typ {
+		case pageIndex:
+			continue
+		case pageDictionary:
+			return h, nil, fmt.Errorf("a dictionary page at offset %d of a chunk whose metadata has none", at-int64(n))
+		case pageData, pageDataV2:
+		default:
+			continue // unknown page types are skipped, as the format asks
+		}
+		body, err := c.bytes(at, int(h.compressedSize))
+		if err != nil {
+			return h, nil, err
+		}
+		data, err := c.decompress(h, body)
+		return h, data, err
+	}
+}
+
+// header parses the page header at pos, reading more of the chunk when
+// the window ends within it.
+func (c *chunkPages) header() (pageHeader, int, error) {
+	need := int(min(c.end-c.pos, 256))
+	for {
+		if _, err := c.bytes(c.pos, need); err != nil {
+			return pageHeader{}, 0, err
+		}
+		b := c.win.Bytes()[c.pos-c.winAt : c.winLen] // all the window has from pos
+		h, n, err := parsePageHeader(b)
+		if errors.Is(err, errShortHeader) && int64(len(b)) < c.end-c.pos && len(b) < maxPageHeader {
+			need = int(min(c.end-c.pos, int64(2*len(b))))
+			continue
+		}
+		if err != nil {
+			return h, 0, fmt.Errorf("page header at offset %d: %w", c.pos, err)
+		}
+		return h, n, nil
+	}
+}
+
+// bytes returns src's n bytes at at, within the chunk, reading the
+// window anew from at when they are not all in it.
+func (c *chunkPages) bytes(at int64, n int) ([]byte, error) {
+	if at >= c.winAt && at+int64(n) <= c.winAt+int64(c.winLen) {
+		off := int(at - c.winAt)
+		return c.win.Bytes()[off : off+n], nil
+	}
+	size := int(min(int64(max(n, chunkWindow)), c.end-at))
+	if size < n {
+		return nil, fmt.Errorf("%d bytes at offset %d run past the column chunk's end (%d)", n, at, c.end)
+	}
+	c.win.ResizeNoShrink(size)
+	buf := c.win.Bytes()[:size]
+	got, err := c.src.ReadAt(buf, at)
+	if got < size {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		c.winLen = 0
+		return nil, fmt.Errorf("read %d bytes at offset %d: %w", size, at, err)
+	}
+	c.winAt, c.winLen = at, size
+	return buf[:n], nil
+}
+
+// decompress returns the page's levels and values uncompressed.
+func (c *chunkPages) decompress(h pageHeader, body []byte) ([]byte, error) {
+	size := int(h.uncompressedSize)
+	levels := 0
+	if h.typ == pageDataV2 {
+		levels = int(h.defLen) + int(h.repLen)
+		if levels > len(body) || levels > size {
+			return nil, fmt.Errorf("a page's levels (%d bytes) are longer than the page", levels)
+		}
+		if !h.compressed {
+			levels = len(body)
+		}
+	}
+	if c.plain || levels == len(body) {
+		if len(body) != size {
+			return nil, fmt.Errorf("an uncompressed page of %d bytes says it holds %d", len(body), size)
+		}
+		return body, nil
+	}
+	c.page.ResizeNoShrink(size)
+	out := c.page.Bytes()[:size]
+	copy(out, body[:levels])
+	values, err := compress.Decode(c.codec, out[levels:], body[levels:])
+	if err != nil {
+		return nil, fmt.Errorf("decompress a page: %w", err)
+	}
+	if len(values) != size-levels {
+		return nil, fmt.Errorf("a page decompressed to %d bytes, its header says %d", levels+len(values), size)
+	}
+	if len(values) > 0 && &values[0] != &out[levels] {
+		copy(out[levels:], values)
+	}
+	return out, nil
+}
