@@ -16,7 +16,7 @@ func thriftPageHeader(t *testing.T, v2 bool) []byte {
 	t.Helper()
 	ctx := context.Background()
 	buf := thrift.NewTMemoryBuffer()
-	p := thrift.NewTCompactProtocol(buf)
+	p := thrift.NewTCompactProtocolConf(buf, &thrift.TConfiguration{})
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
