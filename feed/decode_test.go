@@ -320,16 +320,9 @@ func TestPooledDecode(t *testing.T) {
 					t.Errorf("plainColumns reads %v, want [f id label]", got)
 				}
 				r := &splitReader{uri: path, opened: *op, left: tt.split.Rows, want: tt.split.Rows}
-				var off int64
-				for {
-					rec, err := r.Next(context.Background())
-					if errors.Is(err, io.EOF) {
-						break
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
+				off := eachBatch(t, r.Next, func(rec arrow.RecordBatch, off int64) {
 					exp := want.NewSlice(off, off+rec.NumRows())
+					defer exp.Release()
 					if dt := rec.Schema().Field(3).Type; dt.ID() != arrow.DICTIONARY {
 						t.Fatalf("the dictionary-encoded column cat is read as %s, want a dictionary", dt)
 					}
@@ -339,10 +332,7 @@ func TestPooledDecode(t *testing.T) {
 								rec.ColumnName(c), rec.Column(c), exp.Column(c))
 						}
 					}
-					off += rec.NumRows()
-					exp.Release()
-					rec.Release()
-				}
+				})
 				if err := r.Close(); err != nil {
 					t.Fatal(err)
 				}
@@ -623,24 +613,13 @@ func checkEpoch(t *testing.T, p *Pipeline, epoch int, want arrow.RecordBatch) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	var off int64
-	for {
-		rec, err := r.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	off := eachBatch(t, r.Next, func(rec arrow.RecordBatch, off int64) {
 		exp := want.NewSlice(off, off+rec.NumRows())
-		ok := array.RecordEqual(rec, exp)
-		exp.Release()
-		off += rec.NumRows()
-		rec.Release()
-		if !ok {
-			t.Fatalf("epoch %d: rows %d+ differ from a plain read", epoch, off)
+		defer exp.Release()
+		if !array.RecordEqual(rec, exp) {
+			t.Fatalf("epoch %d: rows %d+%d differ from a plain read", epoch, off, rec.NumRows())
 		}
-	}
+	})
 	if off != want.NumRows() {
 		t.Fatalf("epoch %d fed %d rows, want %d", epoch, off, want.NumRows())
 	}

@@ -158,6 +158,26 @@ func writeText(t testing.TB, path, text string) string {
 	return path
 }
 
+// eachBatch calls check with each batch next returns, and the row at
+// which the batch starts, until io.EOF; it returns the rows read. check
+// must not keep the batch.
+func eachBatch(t testing.TB, next func(context.Context) (arrow.RecordBatch, error), check func(rec arrow.RecordBatch, off int64)) int64 {
+	t.Helper()
+	var off int64
+	for {
+		rec, err := next(context.Background())
+		if errors.Is(err, io.EOF) {
+			return off
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(rec, off)
+		off += rec.NumRows()
+		rec.Release()
+	}
+}
+
 // readAll reads r to the end and returns the batches' rows of column col
 // (an int64 column), checking every batch's schema.
 func readAll(t testing.TB, r Reader, col string) []int64 {

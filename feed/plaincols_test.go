@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -219,23 +218,13 @@ func TestPlainColumnsChosen(t *testing.T) {
 					}
 					exp := readPlain(t, path, 10, 2990)
 					defer exp.Release()
-					var off int64
-					for {
-						rec, err := ps.next(context.Background())
-						if errors.Is(err, io.EOF) {
-							break
-						}
-						if err != nil {
-							t.Fatal(err)
-						}
+					off := eachBatch(t, ps.next, func(rec arrow.RecordBatch, off int64) {
 						e := exp.NewSlice(off, off+rec.NumRows())
+						defer e.Release()
 						if !array.RecordEqual(rec, e) {
 							t.Fatalf("rows %d+%d differ:\n got %v\nwant %v", off, rec.NumRows(), rec, e)
 						}
-						e.Release()
-						off += rec.NumRows()
-						rec.Release()
-					}
+					})
 					if off != 2990 {
 						t.Fatalf("read %d rows, want 2990", off)
 					}
