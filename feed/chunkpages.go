@@ -18,7 +18,7 @@ var chunkWindow = 1 << 20 // a variable for tests
 const maxPageHeader = 16 << 20
 
 // chunkPages reads the data pages of column chunks, one chunk after
-// another, for plainColumns: a window of the chunk's bytes at a time
+// another, for flatColumns: a window of the chunk's bytes at a time
 // into a buffer from the allocator, each page header parsed there and
 // each page decompressed into a second buffer (an uncompressed page is
 // used where it lies in the window). Both buffers are reused from chunk
@@ -62,9 +62,9 @@ func (c *chunkPages) release() {
 	c.page.Release()
 }
 
-// next returns the chunk's next data page's header and its bytes,
-// decompressed, valid until the next call; io.EOF after the last. It
-// skips index pages and refuses dictionary pages.
+// next returns the chunk's next data or dictionary page's header and its
+// bytes, decompressed, valid until the next call; io.EOF after the last.
+// It skips index pages.
 func (c *chunkPages) next() (pageHeader, []byte, error) {
 	for {
 		if c.pos >= c.end {
@@ -82,9 +82,7 @@ func (c *chunkPages) next() (pageHeader, []byte, error) {
 		switch h.typ {
 		case pageIndex:
 			continue
-		case pageDictionary:
-			return h, nil, fmt.Errorf("a dictionary page at offset %d of a chunk whose metadata has none", at-int64(n))
-		case pageData, pageDataV2:
+		case pageData, pageDataV2, pageDictionary:
 		default:
 			continue // unknown page types are skipped, as the format asks
 		}

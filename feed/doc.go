@@ -39,7 +39,7 @@
 // keeps the buffers that decoding frees (and those of the batches the
 // consumer releases) and decodes into them again, sparing the Go runtime's
 // zeroing and garbage collection; flat integer and float columns stored
-// plainly are copied straight out of their pages (plainColumns), the
+// plainly are copied straight out of their pages (flatColumns), the
 // others decoded by arrow-go's pqarrow; and a prefetching pipeline
 // decodes a split's columns in groups on a few goroutines at once, each
 // group up to two batches ahead of the batch being handed on

@@ -114,7 +114,7 @@ type ReadOptions struct {
 	// nil parses every split's footer.
 	footers *footerCache
 	// pqarrowOnly reads every Parquet column through pqarrow, never
-	// plainColumns; tests compare the two.
+	// flatColumns; tests compare the two.
 	pqarrowOnly bool
 }
 

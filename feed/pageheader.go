@@ -14,15 +14,16 @@ const (
 	pageDataV2     = 3
 )
 
-// pageHeader is what plainColumns needs of a Parquet page header
-// (parquet.thrift, PageHeader with DataPageHeader or DataPageHeaderV2);
-// the rest (statistics, CRC, the other page types' headers) is skipped.
+// pageHeader is what flatColumns needs of a Parquet page header
+// (parquet.thrift, PageHeader with DataPageHeader, DataPageHeaderV2 or
+// DictionaryPageHeader); the rest (statistics, CRC, index pages) is
+// skipped.
 type pageHeader struct {
 	typ              int32
 	uncompressedSize int32
 	compressedSize   int32
 
-	numValues   int32 // levels in the page, both versions
+	numValues   int32 // levels in a data page, values in a dictionary page
 	encoding    int32 // of the values
 	defEncoding int32 // of the definition levels, version 1
 
@@ -57,6 +58,17 @@ func parsePageHeader(b []byte) (pageHeader, int, error) {
 					h.encoding = r.i32()
 				case id == 3 && typ == ctI32:
 					h.defEncoding = r.i32()
+				default:
+					r.skip(typ)
+				}
+			})
+		case id == 7 && typ == ctStruct: // DictionaryPageHeader
+			r.structFields(func(id int16, typ byte) {
+				switch {
+				case id == 1 && typ == ctI32:
+					h.numValues = r.i32()
+				case id == 2 && typ == ctI32:
+					h.encoding = r.i32()
 				default:
 					r.skip(typ)
 				}

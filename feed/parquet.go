@@ -265,21 +265,21 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		// returns wrong lists, then fails. Read those rows and drop them.
 		seek, p.skip = 0, s.RowOffset
 	}
-	plain := plainFields(pf, rowGroups, fieldLeaves, fileSchema, sel, opts)
+	flat := flatFields(pf, rowGroups, fieldLeaves, fileSchema, sel, opts)
 	for _, fields := range groupColumns(pf, rowGroups, fieldLeaves, decodeGroups(opts.DecodeWorkers, len(fieldLeaves))) {
-		var gl, pl []int // the group's leaves read by pqarrow and by plainColumns
-		var pfields []arrow.Field
+		var gl, fl []int // the group's leaves read by pqarrow and by flatColumns
+		var ffields []arrow.Field
 		for _, i := range fields {
-			if plain[i] {
-				pl = append(pl, fieldLeaves[i][0])
-				pfields = append(pfields, fileSchema.Field(fileSchema.FieldIndices(sel[i])[0]))
+			if flat[i] {
+				fl = append(fl, fieldLeaves[i][0])
+				ffields = append(ffields, fileSchema.Field(fileSchema.FieldIndices(sel[i])[0]))
 				continue
 			}
 			gl = append(gl, fieldLeaves[i]...)
 		}
 		var readers []batchReader
-		if len(pl) > 0 {
-			readers = append(readers, newPlainColumns(pf, src, rowGroups, pl, pfields, opts.Allocator, opts.BatchRows))
+		if len(fl) > 0 {
+			readers = append(readers, newFlatColumns(pf, src, rowGroups, fl, ffields, opts.Allocator, opts.BatchRows))
 		}
 		if len(gl) > 0 {
 			sort.Ints(gl)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -15,10 +16,12 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 )
 
-// plainColumns reads flat fixed-width columns stored plainly (PLAIN
-// pages, no dictionary) straight from their pages: chunkPages finds and
-// decompresses each page, and the values are copied from it into the
-// batch's buffer.
+// flatColumns reads flat fixed-width columns straight from their pages:
+// chunkPages finds and decompresses each page, and the values are copied
+// from it into the batch's buffer when the page stores them plainly, or
+// looked up in the chunk's dictionary when it stores dictionary indices
+// (writers dictionary-encode a column until its dictionary grows too
+// large, then store the rest of the chunk plainly).
 //
 // That is what pqarrow does for such a column too, except for the
 // definition levels: it expands them to one int16 per value and then
@@ -32,12 +35,12 @@ import (
 // Batches cover the same rows as a pqarrow.RecordReader's with the same
 // batch size and row groups: batchRows rows each, across row groups,
 // until the last.
-type plainColumns struct {
+type flatColumns struct {
 	pf        *file.Reader
 	src       io.ReaderAt // the file's bytes (or a chunk cache's)
 	rowGroups []int
 	schema    *arrow.Schema
-	cols      []*plainColumn
+	cols      []*flatColumn
 	alloc     memory.Allocator
 	batchRows int64
 	left      int64 // rows not yet read
@@ -45,9 +48,9 @@ type plainColumns struct {
 	err       error
 }
 
-// plainColumn is one column of a plainColumns: where it is in its row
+// flatColumn is one column of a flatColumns: where it is in its row
 // groups, and what is left of its current page.
-type plainColumn struct {
+type flatColumn struct {
 	leaf   int
 	name   string
 	typ    arrow.DataType
@@ -58,15 +61,20 @@ type plainColumn struct {
 	pages *chunkPages // nil until the first page
 
 	levels   int    // levels (rows) left in the page
-	values   []byte // the page's values not yet read
+	values   []byte // the page's values not yet read, when stored plainly
 	valid    []byte // the page's validity bitmap, nil when every value is present
 	validPos int    // bit in valid of the next level
+
+	dict    []byte      // the chunk's dictionary, nil before its dictionary page
+	encoded bool        // the page's values are dictionary indices
+	indices dictIndices // the page's indices not yet read, when encoded
+	idx     []uint32    // scratch for indices
 }
 
-// plainWidth is the byte width of a column plainColumns reads, or 0 when
+// flatWidth is the byte width of a column flatColumns reads, or 0 when
 // it does not read it: a top-level, unrepeated INT32, INT64, FLOAT or
 // DOUBLE leaf that Arrow reads as the same-width integer or float.
-func plainWidth(col *schemaColumn, typ arrow.DataType) int {
+func flatWidth(col *schemaColumn, typ arrow.DataType) int {
 	if col.maxRep > 0 || col.maxDef > 1 || col.depth != 1 {
 		return 0
 	}
@@ -83,7 +91,7 @@ func plainWidth(col *schemaColumn, typ arrow.DataType) int {
 	return 0
 }
 
-// schemaColumn is what plainWidth needs of a Parquet leaf column.
+// schemaColumn is what flatWidth needs of a Parquet leaf column.
 type schemaColumn struct {
 	physical       parquet.Type
 	maxDef, maxRep int16
@@ -95,22 +103,19 @@ func leafColumn(md *metadata.FileMetaData, leaf int) *schemaColumn {
 	return &schemaColumn{physical: c.PhysicalType(), maxDef: c.MaxDefinitionLevel(), maxRep: c.MaxRepetitionLevel(), depth: len(c.ColumnPath())}
 }
 
-// plainChunks reports whether leaf's chunks in rowGroups are all stored
-// plainly (no dictionary, only PLAIN values and RLE levels) and not
-// encrypted.
-func plainChunks(md *metadata.FileMetaData, rowGroups []int, leaf int) bool {
+// flatChunks reports whether leaf's chunks in rowGroups are all stored
+// as flatColumns reads them (PLAIN or dictionary-encoded values, RLE
+// levels) and not encrypted.
+func flatChunks(md *metadata.FileMetaData, rowGroups []int, leaf int) bool {
 	for _, rg := range rowGroups {
 		cc, err := md.RowGroup(rg).ColumnChunk(leaf)
-		if err != nil || cc.HasDictionaryPage() || cc.CryptoMetadata() != nil {
+		if err != nil || cc.CryptoMetadata() != nil {
 			return false
 		}
 		for _, enc := range cc.Encodings() {
-			if enc != parquet.Encodings.Plain && enc != parquet.Encodings.RLE {
-				return false
-			}
-		}
-		for _, st := range cc.EncodingStats() {
-			if st.PageType.String() != "DICTIONARY_PAGE" && st.Encoding != parquet.Encodings.Plain {
+			switch enc {
+			case parquet.Encodings.Plain, parquet.Encodings.RLE, parquet.Encodings.PlainDict, parquet.Encodings.RLEDict:
+			default:
 				return false
 			}
 		}
@@ -118,29 +123,29 @@ func plainChunks(md *metadata.FileMetaData, rowGroups []int, leaf int) bool {
 	return true
 }
 
-// newPlainColumns returns a reader of the leaves (with their Arrow
+// newFlatColumns returns a reader of the leaves (with their Arrow
 // fields) in rowGroups, batchRows rows a batch.
-func newPlainColumns(pf *file.Reader, src io.ReaderAt, rowGroups []int, leaves []int, fields []arrow.Field, alloc memory.Allocator, batchRows int) *plainColumns {
-	p := &plainColumns{pf: pf, src: src, rowGroups: rowGroups, schema: arrow.NewSchema(fields, nil), alloc: alloc, batchRows: int64(batchRows)}
+func newFlatColumns(pf *file.Reader, src io.ReaderAt, rowGroups []int, leaves []int, fields []arrow.Field, alloc memory.Allocator, batchRows int) *flatColumns {
+	p := &flatColumns{pf: pf, src: src, rowGroups: rowGroups, schema: arrow.NewSchema(fields, nil), alloc: alloc, batchRows: int64(batchRows)}
 	for _, rg := range rowGroups {
 		p.left += pf.MetaData().RowGroup(rg).NumRows()
 	}
 	for i, leaf := range leaves {
 		lc := leafColumn(pf.MetaData(), leaf)
-		p.cols = append(p.cols, &plainColumn{
+		p.cols = append(p.cols, &flatColumn{
 			leaf: leaf, name: fields[i].Name, typ: fields[i].Type,
-			width: plainWidth(lc, fields[i].Type), maxDef: lc.maxDef, rg: -1,
+			width: flatWidth(lc, fields[i].Type), maxDef: lc.maxDef, rg: -1,
 		})
 	}
 	return p
 }
 
-func (p *plainColumns) Schema() *arrow.Schema          { return p.schema }
-func (p *plainColumns) RecordBatch() arrow.RecordBatch { return p.rec }
-func (p *plainColumns) Err() error                     { return p.err }
+func (p *flatColumns) Schema() *arrow.Schema          { return p.schema }
+func (p *flatColumns) RecordBatch() arrow.RecordBatch { return p.rec }
+func (p *flatColumns) Err() error                     { return p.err }
 
 // Next reads the next batch; false at the end or on an error (Err).
-func (p *plainColumns) Next() bool {
+func (p *flatColumns) Next() bool {
 	if p.rec != nil {
 		p.rec.Release()
 		p.rec = nil
@@ -170,7 +175,7 @@ func (p *plainColumns) Next() bool {
 
 // SeekToRow skips to row (counted over the reader's row groups) from
 // the start; it must be called before the first Next.
-func (p *plainColumns) SeekToRow(row int64) error {
+func (p *flatColumns) SeekToRow(row int64) error {
 	if row < 0 || row > p.left {
 		return fmt.Errorf("seek to row %d of %d", row, p.left)
 	}
@@ -184,7 +189,7 @@ func (p *plainColumns) SeekToRow(row int64) error {
 }
 
 // Release frees the batch and the columns' page buffers.
-func (p *plainColumns) Release() {
+func (p *flatColumns) Release() {
 	if p.rec != nil {
 		p.rec.Release()
 		p.rec = nil
@@ -198,7 +203,7 @@ func (p *plainColumns) Release() {
 }
 
 // readColumn reads the next n values of c into a new array.
-func (p *plainColumns) readColumn(c *plainColumn, n int) (arrow.Array, error) {
+func (p *flatColumns) readColumn(c *flatColumn, n int) (arrow.Array, error) {
 	values := memory.NewResizableBuffer(p.alloc)
 	defer values.Release()
 	values.Resize(n * c.width)
@@ -223,7 +228,7 @@ func (p *plainColumns) readColumn(c *plainColumn, n int) (arrow.Array, error) {
 // fill reads n values of c into dst from value at on, setting their bits
 // in *validity, which it allocates at the first null (every earlier bit
 // set). A nil dst skips the values.
-func (p *plainColumns) fill(c *plainColumn, dst []byte, validity **memory.Buffer, at, n int) error {
+func (p *flatColumns) fill(c *flatColumn, dst []byte, validity **memory.Buffer, at, n int) error {
 	for n > 0 {
 		if c.levels == 0 {
 			if err := p.nextPage(c); err != nil {
@@ -254,15 +259,11 @@ func (p *plainColumns) fill(c *plainColumn, dst []byte, validity **memory.Buffer
 // take moves the next k levels of c's page into dst (k values wide; nil
 // skips them) and their validity into the bitmap from bit at (nil when
 // every value so far is present).
-func (c *plainColumn) take(dst []byte, bitmap *memory.Buffer, at, k int) error {
+func (c *flatColumn) take(dst []byte, bitmap *memory.Buffer, at, k int) error {
 	if c.valid == nil {
-		if len(c.values) < k*c.width {
-			return fmt.Errorf("page holds fewer values than its levels say")
+		if err := c.putValues(dst, k); err != nil {
+			return err
 		}
-		if dst != nil {
-			copy(dst, c.values[:k*c.width])
-		}
-		c.values = c.values[k*c.width:]
 		c.levels -= k
 		return nil
 	}
@@ -281,14 +282,13 @@ func (c *plainColumn) take(dst []byte, bitmap *memory.Buffer, at, k int) error {
 		for j < k && bitutil.BitIsSet(c.valid, c.validPos+j) {
 			j++
 		}
-		run := (j - i) * c.width
-		if len(c.values) < run {
-			return fmt.Errorf("page holds fewer values than its levels say")
-		}
+		var out []byte
 		if dst != nil {
-			copy(dst[i*c.width:], c.values[:run])
+			out = dst[i*c.width : j*c.width]
 		}
-		c.values = c.values[run:]
+		if err := c.putValues(out, j-i); err != nil {
+			return err
+		}
 		i = j
 	}
 	c.validPos += k
@@ -296,12 +296,71 @@ func (c *plainColumn) take(dst []byte, bitmap *memory.Buffer, at, k int) error {
 	return nil
 }
 
+// putValues moves the page's next n present values into dst (n values
+// wide; nil skips them): copied when the page stores them plainly, looked
+// up in the chunk's dictionary when it stores indices.
+func (c *flatColumn) putValues(dst []byte, n int) error {
+	if !c.encoded {
+		if len(c.values) < n*c.width {
+			return fmt.Errorf("page holds fewer values than its levels say")
+		}
+		if dst != nil {
+			copy(dst, c.values[:n*c.width])
+		}
+		c.values = c.values[n*c.width:]
+		return nil
+	}
+	if cap(c.idx) < n {
+		c.idx = make([]uint32, n)
+	}
+	idx := c.idx[:n]
+	if err := c.indices.next(idx); err != nil {
+		return err
+	}
+	if dst == nil {
+		return nil
+	}
+	return gather(dst, c.dict, idx, c.width)
+}
+
+// gather writes dict's values at idx (each width bytes) into dst.
+func gather(dst, dict []byte, idx []uint32, width int) error {
+	size := uint32(len(dict) / width)
+	switch width {
+	case 4:
+		out, values := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dst))), len(idx)), unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dict))), size)
+		for i, x := range idx {
+			if x >= size {
+				return fmt.Errorf("dictionary index %d of a dictionary of %d", x, size)
+			}
+			out[i] = values[x]
+		}
+	case 8:
+		out, values := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(dst))), len(idx)), unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(dict))), size)
+		for i, x := range idx {
+			if x >= size {
+				return fmt.Errorf("dictionary index %d of a dictionary of %d", x, size)
+			}
+			out[i] = values[x]
+		}
+	default:
+		return fmt.Errorf("values of %d bytes", width)
+	}
+	return nil
+}
+
 // nextPage moves c to its next data page, going on to the next row
 // group's column chunk when the current one ends.
-func (p *plainColumns) nextPage(c *plainColumn) error {
+func (p *flatColumns) nextPage(c *flatColumn) error {
 	for {
 		if c.rg >= 0 {
 			h, data, err := c.pages.next()
+			if err == nil && h.typ == pageDictionary {
+				err = c.setDictionary(h, data)
+				if err == nil {
+					continue
+				}
+			}
 			if err == nil {
 				return c.startPage(h, data)
 			}
@@ -313,6 +372,7 @@ func (p *plainColumns) nextPage(c *plainColumn) error {
 			return fmt.Errorf("%w: column %s: %w", ErrInput, c.name, io.ErrUnexpectedEOF)
 		}
 		c.rg++
+		c.dict = c.dict[:0:0]
 		cc, err := p.pf.MetaData().RowGroup(p.rowGroups[c.rg]).ColumnChunk(c.leaf)
 		if err != nil {
 			return fmt.Errorf("%w: column %s, row group %d: %w", ErrInput, c.name, p.rowGroups[c.rg], err)
@@ -330,11 +390,32 @@ func (p *plainColumns) nextPage(c *plainColumn) error {
 	}
 }
 
+// setDictionary keeps the values of the chunk's dictionary page.
+func (c *flatColumn) setDictionary(h pageHeader, data []byte) error {
+	if h.encoding != int32(parquet.Encodings.Plain) && h.encoding != int32(parquet.Encodings.PlainDict) {
+		return fmt.Errorf("a dictionary page encoded %s", parquet.Encoding(h.encoding))
+	}
+	size := int(h.numValues) * c.width
+	if size > len(data) {
+		return fmt.Errorf("a dictionary page of %d bytes says it holds %d values", len(data), h.numValues)
+	}
+	c.dict = append(c.dict[:0], data[:size]...)
+	return nil
+}
+
 // startPage makes the page with header h and bytes data (levels and
 // values) c's current page: its levels read, its values found.
-func (c *plainColumn) startPage(h pageHeader, data []byte) error {
-	if h.encoding != int32(parquet.Encodings.Plain) {
-		return fmt.Errorf("%w: column %s: a page encoded %s in a chunk whose metadata says PLAIN", ErrInput, c.name, parquet.Encoding(h.encoding))
+func (c *flatColumn) startPage(h pageHeader, data []byte) error {
+	switch h.encoding {
+	case int32(parquet.Encodings.Plain):
+		c.encoded = false
+	case int32(parquet.Encodings.RLEDict), int32(parquet.Encodings.PlainDict):
+		if c.dict == nil {
+			return fmt.Errorf("%w: column %s: a dictionary-encoded page before its chunk's dictionary", ErrInput, c.name)
+		}
+		c.encoded = true
+	default:
+		return fmt.Errorf("%w: column %s: a page encoded %s in a chunk whose metadata says PLAIN or dictionary", ErrInput, c.name, parquet.Encoding(h.encoding))
 	}
 	levels := int(h.numValues)
 	var defs []byte
@@ -364,6 +445,12 @@ func (c *plainColumn) startPage(h pageHeader, data []byte) error {
 		}
 	}
 	c.levels, c.values, c.valid, c.validPos = levels, data, nil, 0
+	if c.encoded {
+		if err := c.indices.reset(data); err != nil {
+			return fmt.Errorf("%w: column %s: %w", ErrInput, c.name, err)
+		}
+		c.values = nil
+	}
 	if defs == nil {
 		return nil
 	}
@@ -414,27 +501,27 @@ func readValidity(defs []byte, n int) ([]byte, error) {
 	return bitmap, nil
 }
 
-// plainFields reports, for each selected field, whether plainColumns
-// reads it: a flat fixed-width column (plainWidth) whose chunks in
-// rowGroups are plain (plainChunks). None is when opts.pqarrowOnly is
+// flatFields reports, for each selected field, whether flatColumns
+// reads it: a flat fixed-width column (flatWidth) whose chunks in
+// rowGroups it can read (flatChunks). None is when opts.pqarrowOnly is
 // set.
-func plainFields(pf *file.Reader, rowGroups []int, fieldLeaves [][]int, fileSchema *arrow.Schema, sel []string, opts ReadOptions) []bool {
-	plain := make([]bool, len(fieldLeaves))
+func flatFields(pf *file.Reader, rowGroups []int, fieldLeaves [][]int, fileSchema *arrow.Schema, sel []string, opts ReadOptions) []bool {
+	flat := make([]bool, len(fieldLeaves))
 	if opts.pqarrowOnly {
-		return plain
+		return flat
 	}
 	md := pf.MetaData()
 	if md.WriterVersion().LessThan(metadata.Parquet816FixedVersion) {
 		// Such writers got column chunk sizes wrong, which arrow-go
 		// makes up for.
-		return plain
+		return flat
 	}
 	for i, leaves := range fieldLeaves {
 		if len(leaves) != 1 {
 			continue
 		}
 		typ := fileSchema.Field(fileSchema.FieldIndices(sel[i])[0]).Type
-		plain[i] = plainWidth(leafColumn(md, leaves[0]), typ) > 0 && plainChunks(md, rowGroups, leaves[0])
+		flat[i] = flatWidth(leafColumn(md, leaves[0]), typ) > 0 && flatChunks(md, rowGroups, leaves[0])
 	}
-	return plain
+	return flat
 }

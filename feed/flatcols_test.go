@@ -22,23 +22,26 @@ import (
 	"github.com/spindle-ml/spindle/fsys"
 )
 
-// plainSchema is the file writePlainParquet writes: the four kinds of
-// column plainColumns reads, optional as DuckDB writes them, and one
+// flatSchema is the file writeFlatParquet writes: the four kinds of
+// column flatColumns reads, optional as DuckDB writes them, and one
 // required.
-var plainSchema = arrow.NewSchema([]arrow.Field{
+var flatSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "f32", Type: arrow.PrimitiveTypes.Float32, Nullable: true},
 	{Name: "f64", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 	{Name: "i32", Type: arrow.PrimitiveTypes.Int32},
 	{Name: "u64", Type: arrow.PrimitiveTypes.Uint64, Nullable: true},
 }, nil)
 
-// writePlainParquet writes rows rows of plainSchema, in row groups of
-// rgRows and pages of about 2 kB, plainly encoded and compressed with
-// codec, with data pages of version 2 or 1. With nulls, the optional
-// columns have nulls in runs of every length: every third row in the
-// first half, none for a stretch, then a long run of nulls (RLE and
-// bit-packed levels both).
-func writePlainParquet(t *testing.T, path string, rows, rgRows int, codec compress.Compression, v2, nulls bool) {
+// writeFlatParquet writes rows rows of flatSchema, in row groups of
+// rgRows and pages of about 2 kB, compressed with codec, with data pages
+// of version 2 or 1. Without dict the values are stored plainly; with it
+// they are dictionary-encoded, f32 and u64 (a few distinct values)
+// throughout, f64 and i32 (all distinct) until their dictionary reaches
+// 2 kB, then plainly (as pyarrow and Spark write such columns). With
+// nulls, the optional columns have nulls in runs of every length: every
+// third row in the first half, none for a stretch, then a long run of
+// nulls (RLE and bit-packed levels both).
+func writeFlatParquet(t *testing.T, path string, rows, rgRows int, codec compress.Compression, v2, nulls, dict bool) {
 	t.Helper()
 	f, err := os.Create(path)
 	if err != nil {
@@ -50,12 +53,13 @@ func writePlainParquet(t *testing.T, path string, rows, rgRows int, codec compre
 		version = parquet.DataPageV2
 	}
 	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(int64(rgRows)), parquet.WithDataPageSize(2048),
-		parquet.WithCompression(codec), parquet.WithDictionaryDefault(false), parquet.WithDataPageVersion(version))
-	w, err := pqarrow.NewFileWriter(plainSchema, f, props, pqarrow.DefaultWriterProps())
+		parquet.WithCompression(codec), parquet.WithDictionaryDefault(dict), parquet.WithDictionaryPageSizeLimit(2048),
+		parquet.WithDataPageVersion(version))
+	w, err := pqarrow.NewFileWriter(flatSchema, f, props, pqarrow.DefaultWriterProps())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, plainSchema)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, flatSchema)
 	defer b.Release()
 	isNull := func(i int) bool {
 		return nulls && ((i < rows/2 && i%3 == 0) || (i > rows*3/4 && i < rows*3/4+700))
@@ -66,9 +70,9 @@ func writePlainParquet(t *testing.T, path string, rows, rgRows int, codec compre
 			b.Field(1).AppendNull()
 			b.Field(3).AppendNull()
 		} else {
-			b.Field(0).(*array.Float32Builder).Append(float32(i) / 4)
+			b.Field(0).(*array.Float32Builder).Append(float32(i%97) / 4)
 			b.Field(1).(*array.Float64Builder).Append(float64(i) * 1.5)
-			b.Field(3).(*array.Uint64Builder).Append(uint64(i) << 33)
+			b.Field(3).(*array.Uint64Builder).Append(uint64(i%5) << 33)
 		}
 		b.Field(2).(*array.Int32Builder).Append(int32(-i))
 	}
@@ -82,12 +86,12 @@ func writePlainParquet(t *testing.T, path string, rows, rgRows int, codec compre
 	}
 }
 
-// plainNames returns the columns a Parquet source reads through
-// plainColumns.
-func plainNames(ps *parquetSource) []string {
+// flatNames returns the columns a Parquet source reads through
+// flatColumns.
+func flatNames(ps *parquetSource) []string {
 	var names []string
 	for _, g := range ps.groups {
-		if p, ok := g.rr.(*plainColumns); ok {
+		if p, ok := g.rr.(*flatColumns); ok {
 			for _, f := range p.Schema().Fields() {
 				names = append(names, f.Name)
 			}
@@ -97,102 +101,105 @@ func plainNames(ps *parquetSource) []string {
 	return names
 }
 
-// TestPlainColumnsMatchPqarrow reads files of every plain column kind
-// through plainColumns, all of their columns, with and without nulls,
-// with both data page versions, four codecs, from the start and after a
-// seek, with column chunks read whole or through a window smaller than a
-// page, through a pool that poisons every buffer, and checks each batch
-// against what pqarrow reads.
-func TestPlainColumnsMatchPqarrow(t *testing.T) {
+// TestFlatColumnsMatchPqarrow reads files of every column kind
+// flatColumns reads through it, all of their columns, stored plainly
+// and dictionary-encoded, with and without nulls, with both data page
+// versions, four codecs, from the start and after a seek, with column
+// chunks read whole or through a window smaller than a page, through a
+// pool that poisons every buffer, and checks each batch against what
+// pqarrow reads.
+func TestFlatColumnsMatchPqarrow(t *testing.T) {
 	const rows, rgRows = 5000, 1300
 	defer func(w int) { chunkWindow = w }(chunkWindow)
 	codecs := []compress.Compression{compress.Codecs.Snappy, compress.Codecs.Uncompressed, compress.Codecs.Zstd, compress.Codecs.Gzip}
 	for i, v2 := range []bool{false, true, false, true} {
 		for _, nulls := range []bool{false, true} {
-			codec := codecs[(i+boolInt(nulls))%len(codecs)]
-			chunkWindow = []int{1 << 20, 1000}[(i/2+boolInt(nulls))%2]
-			path := filepath.Join(t.TempDir(), "plain.parquet")
-			writePlainParquet(t, path, rows, rgRows, codec, v2, nulls)
-			tests := []struct {
-				rowGroups []int
-				seek      int64
-				batchRows int
-			}{
-				{[]int{0, 1, 2, 3}, 0, 512},
-				{[]int{0, 1, 2, 3}, 0, 100_000},
-				{[]int{1, 2, 3}, 700, 333},
-				{[]int{3}, 1000, 64},
-			}
-			for _, tt := range tests {
-				t.Run(fmt.Sprintf("v2=%v/nulls=%v/%s/window=%d/rg=%v/seek=%d/batch=%d", v2, nulls, codec, chunkWindow, tt.rowGroups, tt.seek, tt.batchRows), func(t *testing.T) {
-					checked := memory.NewCheckedAllocator(memory.NewGoAllocator())
-					defer checked.AssertSize(t, 0)
-					pool := newBufferPool(checked, 8<<20)
-					defer pool.close()
-					pool.poison = true
+			for _, dict := range []bool{false, true} {
+				codec := codecs[(i+boolInt(nulls))%len(codecs)]
+				chunkWindow = []int{1 << 20, 1000}[(i/2+boolInt(nulls))%2]
+				path := filepath.Join(t.TempDir(), "plain.parquet")
+				writeFlatParquet(t, path, rows, rgRows, codec, v2, nulls, dict)
+				tests := []struct {
+					rowGroups []int
+					seek      int64
+					batchRows int
+				}{
+					{[]int{0, 1, 2, 3}, 0, 512},
+					{[]int{0, 1, 2, 3}, 0, 100_000},
+					{[]int{1, 2, 3}, 700, 333},
+					{[]int{3}, 1000, 64},
+				}
+				for _, tt := range tests {
+					t.Run(fmt.Sprintf("v2=%v/nulls=%v/dict=%v/%s/window=%d/rg=%v/seek=%d/batch=%d", v2, nulls, dict, codec, chunkWindow, tt.rowGroups, tt.seek, tt.batchRows), func(t *testing.T) {
+						checked := memory.NewCheckedAllocator(memory.NewGoAllocator())
+						defer checked.AssertSize(t, 0)
+						pool := newBufferPool(checked, 8<<20)
+						defer pool.close()
+						pool.poison = true
 
-					f, err := os.Open(path)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer f.Close()
-					pf, err := file.NewParquetReader(f)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var want int64
-					for _, rg := range tt.rowGroups {
-						want += pf.MetaData().RowGroup(rg).NumRows()
-					}
-					want -= tt.seek
-					exp := readPlain(t, path, int64(tt.rowGroups[0])*rgRows+tt.seek, want)
-					defer exp.Release()
-
-					p := newPlainColumns(pf, f, tt.rowGroups, []int{0, 1, 2, 3}, plainSchema.Fields(), pool, tt.batchRows)
-					defer p.Release()
-					if err := p.SeekToRow(tt.seek); err != nil {
-						t.Fatal(err)
-					}
-					var off int64
-					var sawNulls bool
-					for p.Next() {
-						rec := p.RecordBatch()
-						if n := rec.NumRows(); n != int64(tt.batchRows) && off+n != want {
-							t.Fatalf("a batch of %d rows at row %d of %d, want %d", n, off, want, tt.batchRows)
+						f, err := os.Open(path)
+						if err != nil {
+							t.Fatal(err)
 						}
-						for c := 0; c < int(rec.NumCols()); c++ {
-							e := array.NewSlice(exp.Column(c), off, off+rec.NumRows())
-							if !array.Equal(rec.Column(c), e) {
-								t.Fatalf("rows %d+%d of column %s differ:\n got %v\nwant %v", off, rec.NumRows(), rec.ColumnName(c), rec.Column(c), e)
+						defer f.Close()
+						pf, err := file.NewParquetReader(f)
+						if err != nil {
+							t.Fatal(err)
+						}
+						var want int64
+						for _, rg := range tt.rowGroups {
+							want += pf.MetaData().RowGroup(rg).NumRows()
+						}
+						want -= tt.seek
+						exp := readPlain(t, path, int64(tt.rowGroups[0])*rgRows+tt.seek, want)
+						defer exp.Release()
+
+						p := newFlatColumns(pf, f, tt.rowGroups, []int{0, 1, 2, 3}, flatSchema.Fields(), pool, tt.batchRows)
+						defer p.Release()
+						if err := p.SeekToRow(tt.seek); err != nil {
+							t.Fatal(err)
+						}
+						var off int64
+						var sawNulls bool
+						for p.Next() {
+							rec := p.RecordBatch()
+							if n := rec.NumRows(); n != int64(tt.batchRows) && off+n != want {
+								t.Fatalf("a batch of %d rows at row %d of %d, want %d", n, off, want, tt.batchRows)
 							}
-							e.Release()
-							sawNulls = sawNulls || rec.Column(c).NullN() > 0
+							for c := 0; c < int(rec.NumCols()); c++ {
+								e := array.NewSlice(exp.Column(c), off, off+rec.NumRows())
+								if !array.Equal(rec.Column(c), e) {
+									t.Fatalf("rows %d+%d of column %s differ:\n got %v\nwant %v", off, rec.NumRows(), rec.ColumnName(c), rec.Column(c), e)
+								}
+								e.Release()
+								sawNulls = sawNulls || rec.Column(c).NullN() > 0
+							}
+							off += rec.NumRows()
 						}
-						off += rec.NumRows()
-					}
-					if err := p.Err(); err != nil {
-						t.Fatal(err)
-					}
-					if off != want {
-						t.Fatalf("read %d rows, want %d", off, want)
-					}
-					if sawNulls != (nulls && tt.rowGroups[0] < 3) {
-						t.Errorf("saw nulls: %v", sawNulls)
-					}
-				})
+						if err := p.Err(); err != nil {
+							t.Fatal(err)
+						}
+						if off != want {
+							t.Fatalf("read %d rows, want %d", off, want)
+						}
+						if sawNulls != (nulls && tt.rowGroups[0] < 3) {
+							t.Errorf("saw nulls: %v", sawNulls)
+						}
+					})
+				}
 			}
 		}
 	}
 }
 
-// TestPlainColumnsChosen checks which columns openParquet reads through
-// plainColumns: the flat fixed-width ones stored plainly, with nulls or
+// TestFlatColumnsChosen checks which columns openParquet reads through
+// flatColumns: the flat fixed-width ones stored plainly, with nulls or
 // without, none when pqarrowOnly is set; and that the batches are the
 // same as pqarrow's either way.
-func TestPlainColumnsChosen(t *testing.T) {
+func TestFlatColumnsChosen(t *testing.T) {
 	for _, nulls := range []bool{false, true} {
 		path := filepath.Join(t.TempDir(), "plain.parquet")
-		writePlainParquet(t, path, 3000, 1000, compress.Codecs.Snappy, false, nulls)
+		writeFlatParquet(t, path, 3000, 1000, compress.Codecs.Snappy, false, nulls, nulls)
 		wantPlain := []string{"f32", "f64", "i32", "u64"}
 		for _, pqarrowOnly := range []bool{false, true} {
 			for _, workers := range []int{1, 2} {
@@ -213,8 +220,8 @@ func TestPlainColumnsChosen(t *testing.T) {
 					if pqarrowOnly {
 						want = nil
 					}
-					if got := plainNames(ps); !slices.Equal(got, want) {
-						t.Errorf("plainColumns reads %v, want %v", got, want)
+					if got := flatNames(ps); !slices.Equal(got, want) {
+						t.Errorf("flatColumns reads %v, want %v", got, want)
 					}
 					exp := readPlain(t, path, 10, 2990)
 					defer exp.Release()
@@ -296,12 +303,12 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// TestPlainColumnsDamaged reads a file whose second row group has a
+// TestFlatColumnsDamaged reads a file whose second row group has a
 // damaged page header in column f64: the read fails with ErrInput, naming
 // the column and the row group, after the first row group's batches.
-func TestPlainColumnsDamaged(t *testing.T) {
+func TestFlatColumnsDamaged(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "damaged.parquet")
-	writePlainParquet(t, path, 3000, 1000, compress.Codecs.Snappy, false, false)
+	writeFlatParquet(t, path, 3000, 1000, compress.Codecs.Snappy, false, false, false)
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
