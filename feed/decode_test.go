@@ -306,8 +306,9 @@ func TestPooledDecode(t *testing.T) {
 					t.Fatal(err)
 				}
 				// One group per column with several workers, who share them
-				// out; with one, pqarrow's columns and flatColumns' (f, a
-				// float32 with nulls, and id and label, required int64s).
+				// out; with one, pqarrow's columns and flatColumns' (cat, a
+				// dictionary-encoded string, f, a float32 with nulls, and id
+				// and label, required int64s).
 				ps := op.src.(*parquetSource)
 				wantGroups := decodeGroups(tt.workers, mixedSchema.NumFields())
 				if tt.workers <= 1 {
@@ -316,8 +317,8 @@ func TestPooledDecode(t *testing.T) {
 				if got := len(ps.groups); got != wantGroups || (tt.workers > 1) != (ps.helpers == tt.workers-1 && tt.workers > 1) {
 					t.Errorf("%d column groups and %d helpers, want %d groups and %d helpers", got, ps.helpers, wantGroups, tt.workers-1)
 				}
-				if got := flatNames(ps); !slices.Equal(got, []string{"f", "id", "label"}) {
-					t.Errorf("flatColumns reads %v, want [f id label]", got)
+				if got := flatNames(ps); !slices.Equal(got, []string{"cat", "f", "id", "label"}) {
+					t.Errorf("flatColumns reads %v, want [cat f id label]", got)
 				}
 				r := &splitReader{uri: path, opened: *op, left: tt.split.Rows, want: tt.split.Rows}
 				off := eachBatch(t, r.Next, func(rec arrow.RecordBatch, off int64) {

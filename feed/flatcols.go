@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -69,16 +70,29 @@ type flatColumn struct {
 	encoded bool        // the page's values are dictionary indices
 	indices dictIndices // the page's indices not yet read, when encoded
 	idx     []uint32    // scratch for indices
+
+	// A string column (strs) is read as an Arrow dictionary array: its
+	// values are the indices, and its dictionary that of the chunk, or
+	// those of the chunks the batch spans one after the other.
+	strs        bool
+	dictArr     arrow.Array   // the chunk's dictionary, for strs
+	batchDicts  []arrow.Array // the dictionaries the batch's indices point into
+	dictBase    uint32        // where dictArr starts in them
+	dictInBatch bool          // dictArr is in batchDicts
 }
 
 // flatWidth is the byte width of a column flatColumns reads, or 0 when
 // it does not read it: a top-level, unrepeated INT32, INT64, FLOAT or
-// DOUBLE leaf that Arrow reads as the same-width integer or float.
+// DOUBLE leaf that Arrow reads as the same-width integer or float, or a
+// BYTE_ARRAY leaf read as a dictionary array of strings or binaries with
+// int32 indices (its width is the indices').
 func flatWidth(col *schemaColumn, typ arrow.DataType) int {
 	if col.maxRep > 0 || col.maxDef > 1 || col.depth != 1 {
 		return 0
 	}
 	switch {
+	case col.physical == parquet.Types.ByteArray && dictOfStrings(typ):
+		return 4
 	case col.physical == parquet.Types.Int32 && (typ.ID() == arrow.INT32 || typ.ID() == arrow.UINT32):
 		return 4
 	case col.physical == parquet.Types.Float && typ.ID() == arrow.FLOAT32:
@@ -89,6 +103,14 @@ func flatWidth(col *schemaColumn, typ arrow.DataType) int {
 		return 8
 	}
 	return 0
+}
+
+// dictOfStrings reports whether typ is a dictionary of strings or
+// binaries with int32 indices, as pqarrow reads a dictionary-encoded
+// string column.
+func dictOfStrings(typ arrow.DataType) bool {
+	dt, ok := typ.(*arrow.DictionaryType)
+	return ok && dt.IndexType.ID() == arrow.INT32 && (dt.ValueType.ID() == arrow.STRING || dt.ValueType.ID() == arrow.BINARY)
 }
 
 // schemaColumn is what flatWidth needs of a Parquet leaf column.
@@ -105,11 +127,15 @@ func leafColumn(md *metadata.FileMetaData, leaf int) *schemaColumn {
 
 // flatChunks reports whether leaf's chunks in rowGroups are all stored
 // as flatColumns reads them (PLAIN or dictionary-encoded values, RLE
-// levels) and not encrypted.
-func flatChunks(md *metadata.FileMetaData, rowGroups []int, leaf int) bool {
+// levels) and not encrypted; for a string column (strs), dictionary-
+// encoded throughout, as their page statistics must say.
+func flatChunks(md *metadata.FileMetaData, rowGroups []int, leaf int, strs bool) bool {
 	for _, rg := range rowGroups {
 		cc, err := md.RowGroup(rg).ColumnChunk(leaf)
 		if err != nil || cc.CryptoMetadata() != nil {
+			return false
+		}
+		if strs && !dictionaryOnly(cc) {
 			return false
 		}
 		for _, enc := range cc.Encodings() {
@@ -121,6 +147,25 @@ func flatChunks(md *metadata.FileMetaData, rowGroups []int, leaf int) bool {
 		}
 	}
 	return true
+}
+
+// dictionaryOnly reports whether a column chunk's data pages are all
+// dictionary-encoded: by its page encoding statistics, or without them,
+// by its list of encodings having no PLAIN (which the dictionary page's
+// own encoding may be, so such chunks are left to pqarrow).
+func dictionaryOnly(cc *metadata.ColumnChunkMetaData) bool {
+	if !cc.HasDictionaryPage() {
+		return false
+	}
+	if stats := cc.EncodingStats(); len(stats) > 0 {
+		for _, st := range stats {
+			if st.PageType.String() != "DICTIONARY_PAGE" && st.Encoding != parquet.Encodings.RLEDict && st.Encoding != parquet.Encodings.PlainDict {
+				return false
+			}
+		}
+		return true
+	}
+	return !slices.Contains(cc.Encodings(), parquet.Encodings.Plain)
 }
 
 // newFlatColumns returns a reader of the leaves (with their Arrow
@@ -135,6 +180,7 @@ func newFlatColumns(pf *file.Reader, src io.ReaderAt, rowGroups []int, leaves []
 		p.cols = append(p.cols, &flatColumn{
 			leaf: leaf, name: fields[i].Name, typ: fields[i].Type,
 			width: flatWidth(lc, fields[i].Type), maxDef: lc.maxDef, rg: -1,
+			strs: fields[i].Type.ID() == arrow.DICTIONARY,
 		})
 	}
 	return p
@@ -199,6 +245,8 @@ func (p *flatColumns) Release() {
 			c.pages.release()
 			c.pages = nil
 		}
+		c.setDictArray(nil)
+		c.releaseBatchDicts()
 	}
 }
 
@@ -213,6 +261,7 @@ func (p *flatColumns) readColumn(c *flatColumn, n int) (arrow.Array, error) {
 			validity.Release()
 		}
 	}()
+	c.releaseBatchDicts()
 	if err := p.fill(c, values.Bytes(), &validity, 0, n); err != nil {
 		return nil, err
 	}
@@ -220,9 +269,57 @@ func (p *flatColumns) readColumn(c *flatColumn, n int) (arrow.Array, error) {
 	if validity != nil {
 		nulls = n - bitutil.CountSetBits(validity.Bytes(), 0, n)
 	}
+	if !c.strs {
+		data := array.NewData(c.typ, n, []*memory.Buffer{validity, values}, nil, nulls, 0)
+		defer data.Release()
+		return array.MakeFromData(data), nil
+	}
+	return p.dictionaryArray(c, n, validity, values, nulls)
+}
+
+// dictionaryArray makes a string column's batch: the indices in values,
+// into the dictionary of the chunk they were read from or, when the batch
+// spans chunks, into their dictionaries one after the other.
+func (p *flatColumns) dictionaryArray(c *flatColumn, n int, validity, values *memory.Buffer, nulls int) (arrow.Array, error) {
+	var dict arrow.Array
+	switch len(c.batchDicts) {
+	case 0: // nothing but nulls
+		if c.dictArr == nil {
+			return nil, fmt.Errorf("%w: column %s: no dictionary", ErrInput, c.name)
+		}
+		dict = c.dictArr
+		dict.Retain()
+	case 1:
+		dict = c.batchDicts[0]
+		dict.Retain()
+	default:
+		var err error
+		if dict, err = array.Concatenate(c.batchDicts, p.alloc); err != nil {
+			return nil, fmt.Errorf("column %s: join the dictionaries of the row groups a batch spans: %w", c.name, err)
+		}
+	}
+	defer dict.Release()
+	c.releaseBatchDicts()
 	data := array.NewData(c.typ, n, []*memory.Buffer{validity, values}, nil, nulls, 0)
 	defer data.Release()
+	data.SetDictionary(dict.Data())
 	return array.MakeFromData(data), nil
+}
+
+// setDictArray makes a the chunk's dictionary, releasing the one before
+// (which the batch may still hold in batchDicts).
+func (c *flatColumn) setDictArray(a arrow.Array) {
+	if c.dictArr != nil {
+		c.dictArr.Release()
+	}
+	c.dictArr, c.dictInBatch = a, false
+}
+
+func (c *flatColumn) releaseBatchDicts() {
+	for _, d := range c.batchDicts {
+		d.Release()
+	}
+	c.batchDicts, c.dictBase, c.dictInBatch = c.batchDicts[:0], 0, false
 }
 
 // fill reads n values of c into dst from value at on, setting their bits
@@ -310,6 +407,9 @@ func (c *flatColumn) putValues(dst []byte, n int) error {
 		c.values = c.values[n*c.width:]
 		return nil
 	}
+	if c.strs && dst != nil {
+		return c.putIndices(dst, n)
+	}
 	if cap(c.idx) < n {
 		c.idx = make([]uint32, n)
 	}
@@ -321,6 +421,32 @@ func (c *flatColumn) putValues(dst []byte, n int) error {
 		return nil
 	}
 	return gather(dst, c.dict, idx, c.width)
+}
+
+// putIndices writes a string column's next n indices into dst, shifted
+// to where the chunk's dictionary starts among the batch's.
+func (c *flatColumn) putIndices(dst []byte, n int) error {
+	if !c.dictInBatch {
+		var base int
+		for _, d := range c.batchDicts {
+			base += d.Len()
+		}
+		c.dictArr.Retain()
+		c.batchDicts = append(c.batchDicts, c.dictArr)
+		c.dictBase, c.dictInBatch = uint32(base), true
+	}
+	out := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dst))), n)
+	if err := c.indices.next(out); err != nil {
+		return err
+	}
+	size := uint32(c.dictArr.Len())
+	for i, x := range out {
+		if x >= size {
+			return fmt.Errorf("dictionary index %d of a dictionary of %d", x, size)
+		}
+		out[i] = x + c.dictBase
+	}
+	return nil
 }
 
 // gather writes dict's values at idx (each width bytes) into dst.
@@ -373,6 +499,7 @@ func (p *flatColumns) nextPage(c *flatColumn) error {
 		}
 		c.rg++
 		c.dict = c.dict[:0:0]
+		c.setDictArray(nil)
 		cc, err := p.pf.MetaData().RowGroup(p.rowGroups[c.rg]).ColumnChunk(c.leaf)
 		if err != nil {
 			return fmt.Errorf("%w: column %s, row group %d: %w", ErrInput, c.name, p.rowGroups[c.rg], err)
@@ -395,6 +522,15 @@ func (c *flatColumn) setDictionary(h pageHeader, data []byte) error {
 	if h.encoding != int32(parquet.Encodings.Plain) && h.encoding != int32(parquet.Encodings.PlainDict) {
 		return fmt.Errorf("a dictionary page encoded %s", parquet.Encoding(h.encoding))
 	}
+	if c.strs {
+		a, err := byteArrays(c.typ.(*arrow.DictionaryType).ValueType, int(h.numValues), data)
+		if err != nil {
+			return err
+		}
+		c.setDictArray(a)
+		c.dict = c.dict[:0]
+		return nil
+	}
 	size := int(h.numValues) * c.width
 	if size > len(data) {
 		return fmt.Errorf("a dictionary page of %d bytes says it holds %d values", len(data), h.numValues)
@@ -410,12 +546,15 @@ func (c *flatColumn) startPage(h pageHeader, data []byte) error {
 	case int32(parquet.Encodings.Plain):
 		c.encoded = false
 	case int32(parquet.Encodings.RLEDict), int32(parquet.Encodings.PlainDict):
-		if c.dict == nil {
+		if len(c.dict) == 0 && c.dictArr == nil {
 			return fmt.Errorf("%w: column %s: a dictionary-encoded page before its chunk's dictionary", ErrInput, c.name)
 		}
 		c.encoded = true
 	default:
 		return fmt.Errorf("%w: column %s: a page encoded %s in a chunk whose metadata says PLAIN or dictionary", ErrInput, c.name, parquet.Encoding(h.encoding))
+	}
+	if c.strs && !c.encoded {
+		return fmt.Errorf("%w: column %s: a page stored plainly in a chunk whose metadata says dictionary", ErrInput, c.name)
 	}
 	levels := int(h.numValues)
 	var defs []byte
@@ -521,7 +660,30 @@ func flatFields(pf *file.Reader, rowGroups []int, fieldLeaves [][]int, fileSchem
 			continue
 		}
 		typ := fileSchema.Field(fileSchema.FieldIndices(sel[i])[0]).Type
-		flat[i] = flatWidth(leafColumn(md, leaves[0]), typ) > 0 && flatChunks(md, rowGroups, leaves[0])
+		flat[i] = flatWidth(leafColumn(md, leaves[0]), typ) > 0 && flatChunks(md, rowGroups, leaves[0], typ.ID() == arrow.DICTIONARY)
 	}
 	return flat
+}
+
+// byteArrays reads n PLAIN byte arrays (each a 4-byte little-endian
+// length and its bytes) as an Arrow array of typ, string or binary.
+func byteArrays(typ arrow.DataType, n int, b []byte) (arrow.Array, error) {
+	offsets := make([]int32, n+1)
+	data := make([]byte, 0, len(b))
+	for i := range n {
+		if len(b) < 4 {
+			return nil, fmt.Errorf("a dictionary page cut short at value %d of %d", i, n)
+		}
+		size := binary.LittleEndian.Uint32(b)
+		if uint64(size) > uint64(len(b)-4) {
+			return nil, fmt.Errorf("a dictionary page cut short at value %d of %d", i, n)
+		}
+		data = append(data, b[4:4+size]...)
+		b = b[4+size:]
+		offsets[i+1] = int32(len(data))
+	}
+	offsetBytes := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(offsets))), len(offsets)*4)
+	d := array.NewData(typ, n, []*memory.Buffer{nil, memory.NewBufferBytes(offsetBytes), memory.NewBufferBytes(data)}, nil, 0, 0)
+	defer d.Release()
+	return array.MakeFromData(d), nil
 }

@@ -361,3 +361,94 @@ func TestFlatColumnsDamaged(t *testing.T) {
 		t.Errorf("%d rows before the error, want the first row group's 1000", rows)
 	}
 }
+
+// TestFlatColumnsStrings reads a dictionary-encoded string column, with
+// nulls, whose row groups each have a dictionary of their own, in
+// batches within a row group and spanning several, from the start and
+// after a seek, and checks the values against pqarrow's.
+func TestFlatColumnsStrings(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true}, {Name: "label", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	path := filepath.Join(t.TempDir(), "strings.parquet")
+	const rows, rgRows = 4000, 900
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(rgRows), parquet.WithDataPageSize(1024), parquet.WithDictionaryDefault(true))
+	w, err := pqarrow.NewFileWriter(schema, f, props, pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	for i := 0; i < rows; i++ {
+		rg := i / rgRows
+		if i%11 == 3 {
+			b.Field(0).AppendNull()
+		} else {
+			// Each row group has its own values, first seen in its own order.
+			b.Field(0).(*array.StringBuilder).Append(fmt.Sprintf("rg%d-v%d", rg, (i*7+rg*13)%(20+rg*5)))
+		}
+		b.Field(1).(*array.Int64Builder).Append(int64(i))
+	}
+	rec := b.NewRecordBatch()
+	b.Release()
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Release()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	for _, tt := range []struct {
+		split     Split
+		batchRows int
+	}{
+		{Split{Rows: rows}, 256},
+		{Split{Rows: rows}, 2000},
+		{Split{RowGroups: []int{1, 2, 3}, RowOffset: 500, Rows: 2200}, 1000},
+	} {
+		t.Run(fmt.Sprintf("rg=%v/seek=%d/batch=%d", tt.split.RowGroups, tt.split.RowOffset, tt.batchRows), func(t *testing.T) {
+			checked := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer checked.AssertSize(t, 0)
+			pool := newBufferPool(checked, 8<<20)
+			defer pool.close()
+			pool.poison = true
+			lf, err := fsys.Local().Open(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.split.URI, tt.split.Format = path, FormatParquet
+			op, err := openParquet(context.Background(), lf, tt.split, ReadOptions{BatchRows: tt.batchRows, Allocator: pool}, false)
+			if err != nil {
+				lf.Close()
+				t.Fatal(err)
+			}
+			ps := op.src.(*parquetSource)
+			defer ps.close()
+			if got := flatNames(ps); !slices.Equal(got, []string{"label", "s"}) {
+				t.Fatalf("flatColumns reads %v, want [label s]", got)
+			}
+			first := int64(0)
+			if len(tt.split.RowGroups) > 0 {
+				first = int64(tt.split.RowGroups[0]) * rgRows
+			}
+			want := readPlain(t, path, first+tt.split.RowOffset, tt.split.Rows)
+			defer want.Release()
+			off := eachBatch(t, ps.next, func(rec arrow.RecordBatch, off int64) {
+				if rec.Column(0).DataType().ID() != arrow.DICTIONARY {
+					t.Fatalf("s read as %s, want a dictionary", rec.Column(0).DataType())
+				}
+				exp := want.NewSlice(off, off+rec.NumRows())
+				defer exp.Release()
+				if got := expand(t, rec.Column(0)); !array.Equal(got, exp.Column(0)) {
+					t.Fatalf("rows %d+%d of s differ:\n got %v\nwant %v", off, rec.NumRows(), got, exp.Column(0))
+				}
+			})
+			if off != tt.split.Rows {
+				t.Fatalf("read %d rows, want %d", off, tt.split.Rows)
+			}
+		})
+	}
+}
