@@ -38,11 +38,11 @@
 // Decoding Parquet is what limits how fast a rank is fed, so the pipeline
 // keeps the buffers that decoding frees (and those of the batches the
 // consumer releases) and decodes into them again, sparing the Go runtime's
-// zeroing and garbage collection; flat integer and float columns stored
-// plainly are copied straight out of their pages (flatColumns), the
-// others decoded by arrow-go's pqarrow; and a prefetching pipeline
-// decodes a split's columns in groups on a few goroutines at once, each
-// group up to two batches ahead of the batch being handed on
-// (groupDecoder). None of this changes a single batch: an epoch yields
-// the same batches for the same configuration.
+// zeroing and garbage collection; flat integer and float columns, and
+// dictionary-encoded string columns, are read straight from their pages
+// (flatColumns), the others decoded by arrow-go's pqarrow; and a
+// prefetching pipeline decodes a split's columns in groups on a few
+// goroutines at once, each group up to two batches ahead of the batch
+// being handed on (groupDecoder). None of this changes a single batch:
+// an epoch yields the same batches for the same configuration.
 package feed
