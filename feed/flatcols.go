@@ -306,8 +306,8 @@ func (p *flatColumns) dictionaryArray(c *flatColumn, n int, validity, values *me
 	return array.MakeFromData(data), nil
 }
 
-// setDictArray makes a the chunk's dictionary, releasing the one before
-// (which the batch may still hold in batchDicts).
+// setDictArray sets the chunk's dictionary to a, releasing the one
+// before (which the batch may still hold in batchDicts).
 func (c *flatColumn) setDictArray(a arrow.Array) {
 	if c.dictArr != nil {
 		c.dictArr.Release()
@@ -315,6 +315,7 @@ func (c *flatColumn) setDictArray(a arrow.Array) {
 	c.dictArr, c.dictInBatch = a, false
 }
 
+// releaseBatchDicts forgets the dictionaries of the batch being read.
 func (c *flatColumn) releaseBatchDicts() {
 	for _, d := range c.batchDicts {
 		d.Release()
