@@ -50,46 +50,11 @@ func parsePageHeader(b []byte) (pageHeader, int, error) {
 		case id == 3 && typ == ctI32:
 			h.compressedSize, seen = r.i32(), seen|4
 		case id == 5 && typ == ctStruct: // DataPageHeader
-			r.structFields(func(id int16, typ byte) {
-				switch {
-				case id == 1 && typ == ctI32:
-					h.numValues = r.i32()
-				case id == 2 && typ == ctI32:
-					h.encoding = r.i32()
-				case id == 3 && typ == ctI32:
-					h.defEncoding = r.i32()
-				default:
-					r.skip(typ)
-				}
-			})
+			r.int32Fields([]*int32{1: &h.numValues, 2: &h.encoding, 3: &h.defEncoding}, 0, nil)
 		case id == 7 && typ == ctStruct: // DictionaryPageHeader
-			r.structFields(func(id int16, typ byte) {
-				switch {
-				case id == 1 && typ == ctI32:
-					h.numValues = r.i32()
-				case id == 2 && typ == ctI32:
-					h.encoding = r.i32()
-				default:
-					r.skip(typ)
-				}
-			})
+			r.int32Fields([]*int32{1: &h.numValues, 2: &h.encoding}, 0, nil)
 		case id == 8 && typ == ctStruct: // DataPageHeaderV2
-			r.structFields(func(id int16, typ byte) {
-				switch {
-				case id == 1 && typ == ctI32:
-					h.numValues = r.i32()
-				case id == 4 && typ == ctI32:
-					h.encoding = r.i32()
-				case id == 5 && typ == ctI32:
-					h.defLen = r.i32()
-				case id == 6 && typ == ctI32:
-					h.repLen = r.i32()
-				case id == 7 && (typ == ctTrue || typ == ctFalse):
-					h.compressed = typ == ctTrue
-				default:
-					r.skip(typ)
-				}
-			})
+			r.int32Fields([]*int32{1: &h.numValues, 4: &h.encoding, 5: &h.defLen, 6: &h.repLen}, 7, &h.compressed)
 		default:
 			r.skip(typ)
 		}
@@ -198,6 +163,22 @@ func (r *compactReader) structFields(field func(id int16, typ byte)) {
 		}
 		field(id, h&0x0f)
 	}
+}
+
+// int32Fields reads the struct at the reader: its i32 field of id i into
+// *into[i] where that is not nil, its boolean field flagID (when flag is
+// not nil) into *flag, and past every other field.
+func (r *compactReader) int32Fields(into []*int32, flagID int16, flag *bool) {
+	r.structFields(func(id int16, typ byte) {
+		switch {
+		case typ == ctI32 && id >= 0 && int(id) < len(into) && into[id] != nil:
+			*into[id] = r.i32()
+		case flag != nil && id == flagID && (typ == ctTrue || typ == ctFalse):
+			*flag = typ == ctTrue
+		default:
+			r.skip(typ)
+		}
+	})
 }
 
 // skip reads past a value of type typ.
