@@ -61,10 +61,7 @@ func (c *chunkCache) addChunks(pf *file.Reader, rowGroups, leaves []int) error {
 			if err != nil {
 				return err
 			}
-			start := cc.DataPageOffset()
-			if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && cc.DictionaryPageOffset() < start {
-				start = cc.DictionaryPageOffset()
-			}
+			start := chunkStart(cc)
 			// A range past the end of the file (a damaged footer) is
 			// left to the file, which will say what is wrong with it.
 			if n := cc.TotalCompressedSize(); start >= 0 && n > 0 && start+n <= c.File.Size() {

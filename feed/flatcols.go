@@ -505,10 +505,7 @@ func (p *flatColumns) nextPage(c *flatColumn) error {
 		if err != nil {
 			return fmt.Errorf("%w: column %s, row group %d: %w", ErrInput, c.name, p.rowGroups[c.rg], err)
 		}
-		start := cc.DataPageOffset()
-		if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && cc.DictionaryPageOffset() < start {
-			start = cc.DictionaryPageOffset()
-		}
+		start := chunkStart(cc)
 		if c.pages == nil {
 			c.pages = newChunkPages(p.src, p.alloc)
 		}

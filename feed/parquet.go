@@ -70,6 +70,16 @@ func nestedColumns(md *metadata.FileMetaData) bool {
 	return false
 }
 
+// chunkStart is where a column chunk's bytes begin: its dictionary page
+// when it has one before its data pages, as arrow-go reads it.
+func chunkStart(cc *metadata.ColumnChunkMetaData) int64 {
+	start := cc.DataPageOffset()
+	if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && cc.DictionaryPageOffset() < start {
+		start = cc.DictionaryPageOffset()
+	}
+	return start
+}
+
 // dictLeaves returns the leaf columns to read as Arrow dictionary arrays:
 // top-level string and binary columns (BYTE_ARRAY, not in a list) that,
 // with a planned schema, it has as dictionaries, or without one, that
@@ -146,10 +156,7 @@ func inspectParquet(f fsys.File, uri string) (*arrow.Schema, []unit, error) {
 			if err != nil {
 				return nil, nil, fmt.Errorf("%w: %s: row group %d column %d: %w", ErrInput, uri, i, c, err)
 			}
-			start := cc.DataPageOffset()
-			if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && cc.DictionaryPageOffset() < start {
-				start = cc.DictionaryPageOffset()
-			}
+			start := chunkStart(cc)
 			if u.off < 0 || start < u.off {
 				u.off = start
 			}
