@@ -2,6 +2,7 @@ package feed
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
 
@@ -61,25 +62,22 @@ func (d *dictIndices) next(out []uint32) error {
 
 // nextRun reads the next run's header (and a repeated run's value).
 func (d *dictIndices) nextRun() error {
-	h, n := binary.Uvarint(d.data)
-	if n <= 0 {
+	repeated, count, v, rest, err := hybridRun(d.data, d.width)
+	switch {
+	case errors.Is(err, errRunHeader):
 		return fmt.Errorf("dictionary indices end before the page's values do")
+	case err != nil:
+		return fmt.Errorf("a damaged run of dictionary indices")
 	}
-	d.data = d.data[n:]
-	if h&1 == 0 {
-		count := h >> 1
-		size := int(d.width+7) / 8
-		if count == 0 || count > 1<<31 || len(d.data) < size {
+	d.data = rest
+	if repeated {
+		if count == 0 || count > 1<<31 {
 			return fmt.Errorf("a damaged run of dictionary indices")
 		}
-		var v uint32
-		for i := range size {
-			v |= uint32(d.data[i]) << (8 * i)
-		}
-		d.repeat, d.value, d.data = int(count), v, d.data[size:]
+		d.repeat, d.value = int(count), v
 		return nil
 	}
-	groups := h >> 1
+	groups := count
 	if groups == 0 || groups > 1<<28 {
 		return fmt.Errorf("a damaged run of dictionary indices")
 	}
@@ -99,6 +97,37 @@ func (d *dictIndices) nextRun() error {
 		return fmt.Errorf("a damaged run of dictionary indices")
 	}
 	return nil
+}
+
+// Errors of hybridRun.
+var (
+	errRunHeader = errors.New("a bad run header")
+	errRunValue  = errors.New("a run without its value")
+)
+
+// hybridRun reads the run at the start of data in Parquet's RLE/bit-packed
+// hybrid encoding of width-bit values (definition levels, dictionary
+// indices): its header and, for a repeated run, its value. A repeated run
+// is count copies of value; a bit-packed run, count groups of eight values
+// in the count*width bytes that follow, least significant bit first. rest
+// is what follows the header and the value.
+func hybridRun(data []byte, width uint) (repeated bool, count uint64, value uint32, rest []byte, err error) {
+	h, n := binary.Uvarint(data)
+	if n <= 0 {
+		return false, 0, 0, nil, errRunHeader
+	}
+	data = data[n:]
+	if h&1 == 1 {
+		return false, h >> 1, 0, data, nil
+	}
+	size := int(width+7) / 8
+	if len(data) < size {
+		return false, 0, 0, nil, errRunValue
+	}
+	for i := range size {
+		value |= uint32(data[i]) << (8 * i)
+	}
+	return true, h >> 1, value, data[size:], nil
 }
 
 // unpack decodes len(out) values of the current bit-packed run.

@@ -603,37 +603,34 @@ func (c *flatColumn) startPage(h pageHeader, data []byte) error {
 // width 1, RLE/bit-packed hybrid) as a validity bitmap. It returns nil
 // when they are one run of 1s: every value present.
 func readValidity(defs []byte, n int) ([]byte, error) {
-	if h, hn := binary.Uvarint(defs); hn > 0 && h&1 == 0 && int(h>>1) >= n && len(defs) > hn && defs[hn]&1 == 1 {
+	if repeated, count, v, _, err := hybridRun(defs, 1); err == nil && repeated && count >= uint64(n) && v&1 == 1 {
 		return nil, nil
 	}
 	bitmap := make([]byte, bitutil.BytesForBits(int64(n)))
 	pos := 0
 	for pos < n {
-		h, hn := binary.Uvarint(defs)
-		if hn <= 0 {
-			return nil, fmt.Errorf("bad run header at level %d of %d", pos, n)
+		repeated, count, v, rest, err := hybridRun(defs, 1)
+		if err != nil {
+			return nil, fmt.Errorf("%w at level %d of %d", err, pos, n)
 		}
-		defs = defs[hn:]
-		if h&1 == 0 { // a run of one value
-			run := min(int(h>>1), n-pos)
-			if len(defs) < 1 {
-				return nil, fmt.Errorf("a run without its value at level %d of %d", pos, n)
-			}
-			if defs[0]&1 == 1 {
+		defs = rest
+		if repeated {
+			run := int(min(count, uint64(n-pos)))
+			if v&1 == 1 {
 				bitutil.SetBitsTo(bitmap, int64(pos), int64(run), true)
 			}
-			defs = defs[1:]
 			pos += run
 			continue
 		}
-		groups := int(h >> 1) // of 8 levels, one byte each at bit width 1
-		if len(defs) < groups {
+		// count groups of 8 levels, one byte each at bit width 1
+		if count > uint64(len(defs)) {
 			return nil, fmt.Errorf("bit-packed levels cut short at level %d of %d", pos, n)
 		}
-		count := min(groups*8, n-pos)
-		bitutil.CopyBitmap(defs, 0, count, bitmap, pos)
+		groups := int(count)
+		k := min(groups*8, n-pos)
+		bitutil.CopyBitmap(defs, 0, k, bitmap, pos)
 		defs = defs[groups:]
-		pos += count
+		pos += k
 	}
 	return bitmap, nil
 }
