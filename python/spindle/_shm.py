@@ -76,6 +76,7 @@ class ShmStream:
         self._off = None  # its offset in the region; None inline
         self._end = None  # the plain stream's ending, once the first message says which
         self._state = "open"  # "ended" after the end frame, "cut" without it
+        self._cut = "before the end-of-epoch frame"  # where, once cut
         self._lent = 0  # messages handed out by take_message, not yet garbage
         self._closed = False  # close() was called; the socket waits for _lent
         first, fd = self._recv_first()
@@ -125,7 +126,7 @@ class ShmStream:
         return data
 
     def _next_message(self):
-        """Load the next message; False at the end of the stream (or its cut)."""
+        """Load the next message; False at the end of the stream (or its cut, where _cut says)."""
         head = self._read_frame_bytes(_FRAME.size)
         if len(head) < _FRAME.size:
             self._state = "cut"
@@ -139,7 +140,7 @@ class ShmStream:
                 raise FeedError(f"{self.name}: malformed stream: an inline message of {a} bytes")
             data = self._read_frame_bytes(a)
             if len(data) < a:
-                self._state = "cut"
+                self._state, self._cut = "cut", "inside a message"
                 return False
             self._msg, self._off = memoryview(data), None
         elif kind == ord("M"):
@@ -174,41 +175,27 @@ class ShmStream:
         A message in shared memory is not copied: the array (and every view
         of it) is the region's bytes, handed back to the executor once they
         are all garbage. Call only between messages (after a reader has taken
-        the previous one whole).
+        the previous one whole, or looked into it and given it back).
         """
-        if self._msg is not None and self._pos == 0 and not self._prefix:
-            # A message a reader looked into and gave back untouched.
-            msg, off = self._msg, self._off
-            self._msg = self._off = None
-            if off is None:
-                data = bytearray(msg)
-                msg.release()
-                return np.frombuffer(data, dtype=np.uint8)
-            n = len(msg)
+        if not (self._msg is not None and self._pos == 0 and not self._prefix):
+            self._done_with_message()
+            if self._prefix:
+                raise FeedError(f"{self.name}: a message taken whole in the middle of another")
+            if self._state == "ended":
+                return None
+            if self._state != "open" or not self._next_message():
+                if self._state == "ended":
+                    return None
+                raise truncated(self.name, self._cut)
+        msg, off = self._msg, self._off
+        self._msg = self._off = None
+        n = len(msg)
+        if off is None:
+            data = bytearray(msg)
             msg.release()
-            return self._lend(off, n)
-        self._done_with_message()
-        if self._prefix:
-            raise FeedError(f"{self.name}: a message taken whole in the middle of another")
-        if self._state == "ended":
-            return None
-        head = self._read_frame_bytes(_FRAME.size) if self._state == "open" else b""
-        if len(head) < _FRAME.size:
-            self._state = "cut"
-            raise truncated(self.name, "before the end-of-epoch frame")
-        kind, a, b = _FRAME.unpack(head)
-        if kind == ord("E"):
-            self._state = "ended"
-            return None
-        if kind == ord("I"):
-            data = self._read_frame_bytes(a) if a <= _MAX_INLINE else b""
-            if len(data) != a:
-                self._state = "cut"
-                raise truncated(self.name, "inside a message")
-            return np.frombuffer(bytearray(data), dtype=np.uint8)
-        if kind != ord("M") or self._mm is None or a + b > len(self._mm):
-            raise FeedError(f"{self.name}: malformed stream: frame {kind:#x} at {a}+{b}")
-        return self._lend(a, b)
+            return np.frombuffer(data, dtype=np.uint8)
+        msg.release()
+        return self._lend(off, n)
 
     def _lend(self, off, n):
         """Return the n bytes at off in the region as an array, handed back once it is garbage."""
