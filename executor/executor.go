@@ -365,7 +365,11 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	var feedErr error // written by the feed goroutine, read after Wait
 	if server != nil {
 		g.Go(func() error {
-			if err := server.Run(gctx); err != nil && gctx.Err() == nil {
+			// Run fails only for the feed's own failures, decided before
+			// the training process can see its stream cut: kept even when
+			// the process's exit, which the cut causes, ends the group
+			// first.
+			if err := server.Run(gctx); err != nil {
 				feedErr = err
 				return err
 			}

@@ -417,6 +417,9 @@ func (s *Server) serve(ctx context.Context, conn *net.UnixConn, shm bool, epoch 
 	// Whether the failure is ours to report or the effect of stopping:
 	// decided now, before closing the connection lets the consumer react.
 	stopping := ctx.Err() != nil
+	if kept {
+		_ = conn.CloseWrite()
+	}
 	if r == nil {
 		if err != nil {
 			s.log.Debug("consumer left before the end of the empty stream", "err", err)

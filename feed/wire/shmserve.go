@@ -25,23 +25,18 @@ import (
 // every message goes inline, which the client reads the same way. Once
 // the stream has ended, however it ended, the connection stays open for
 // reading: the client frees its last messages after that, and the shm
-// streams close the connection when the client does (kept is then true).
+// streams close the connection when the client does. kept is then true,
+// and the caller closes only the writing side (a stream that failed ends
+// without its end frame, which the client takes for a cut).
 func (s *Server) serveShm(ctx context.Context, conn *net.UnixConn, send func(*shmWriter) error) (kept bool, err error) {
 	w := &shmWriter{ctx: ctx, conn: conn, sock: &s.bytes, stream: &s.shmBytes, inline: &s.shmInline}
 	if w.region = s.shm.regionFor(); w.region != nil {
 		w.share = s.shm.track(conn)
-		defer func() {
-			// Only the writing side: a stream that failed ends without
-			// its end frame, which the client takes for a cut, and the
-			// client may still hold messages whose frees are to come.
-			_ = conn.CloseWrite()
-			kept = true
-		}()
 		if err := w.sendRegion(); err != nil {
-			return false, err
+			return true, err
 		}
 	}
-	return false, send(w)
+	return w.region != nil, send(w)
 }
 
 // sendBatches sends r's batches, each by send, flushing whenever r has
