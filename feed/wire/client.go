@@ -410,13 +410,9 @@ func (t *TensorEpoch) Next(ctx context.Context) (TensorBatch, error) {
 		t.taken.End = true
 		return TensorBatch{}, io.EOF
 	}
-	nf := len(t.features)
-	perRow := nf
-	if t.hasLabel {
-		perRow++
-	}
+	perRow := t.valuesPerRow()
 	if perRow > 0 && uint64(rows) > maxTensorBatchBytes/4/uint64(perRow) {
-		return TensorBatch{}, t.c.fail(ctx, "read batch", fmt.Errorf("%w: batch of %d rows × %d features is too large", ErrBadStream, rows, nf))
+		return TensorBatch{}, t.c.fail(ctx, "read batch", fmt.Errorf("%w: batch of %d rows × %d features is too large", ErrBadStream, rows, len(t.features)))
 	}
 	n := rows * perRow
 	if cap(t.buf) < n {
@@ -431,6 +427,15 @@ func (t *TensorEpoch) Next(ctx context.Context) (TensorBatch, error) {
 		return TensorBatch{}, t.c.fail(ctx, "read batch", err)
 	}
 	return t.batch(rows, buf), nil
+}
+
+// valuesPerRow is the values of a row in a batch frame: its features and
+// its label, if any.
+func (t *TensorEpoch) valuesPerRow() int {
+	if t.hasLabel {
+		return len(t.features) + 1
+	}
+	return len(t.features)
 }
 
 // batch makes the batch of rows rows whose values (features, then labels)

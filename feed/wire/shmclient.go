@@ -361,10 +361,7 @@ func (t *TensorEpoch) nextShm(ctx context.Context) (TensorBatch, error) {
 	if shared {
 		t.prev = off
 	}
-	perRow := len(t.features)
-	if t.hasLabel {
-		perRow++
-	}
+	perRow := t.valuesPerRow()
 	if len(b) < 4 || len(b)%4 != 0 {
 		return TensorBatch{}, t.c.fail(ctx, "read batch", fmt.Errorf("%w: a batch frame of %d bytes", ErrBadStream, len(b)))
 	}
