@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -355,28 +356,27 @@ func groupColumns(pf *file.Reader, rowGroups []int, fieldLeaves [][]int, n int) 
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return weight[order[a]] > weight[order[b]] })
-	groups := make([][]int, workers)
-	load := make([]int64, workers)
+	type group struct {
+		fields []int
+		load   int64
+	}
+	groups := make([]group, workers)
 	for _, i := range order {
 		g := 0
-		for j := range load {
-			if load[j] < load[g] {
+		for j := range groups {
+			if groups[j].load < groups[g].load {
 				g = j
 			}
 		}
-		groups[g] = append(groups[g], i)
-		load[g] += weight[i]
+		groups[g].fields = append(groups[g].fields, i)
+		groups[g].load += weight[i]
 	}
-	sort.SliceStable(groups, func(a, b int) bool { return groupLoad(groups[a], weight) > groupLoad(groups[b], weight) })
-	return groups
-}
-
-func groupLoad(fields []int, weight []int64) int64 {
-	var n int64
-	for _, i := range fields {
-		n += weight[i]
+	slices.SortStableFunc(groups, func(a, b group) int { return cmp.Compare(b.load, a.load) })
+	out := make([][]int, len(groups))
+	for k, g := range groups {
+		out[k] = g.fields
 	}
-	return n
+	return out
 }
 
 // appendLeaves appends the Parquet leaf column indices under field.
