@@ -9,9 +9,10 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 )
 
-// chunkWindow is how much of a column chunk chunkPages reads at once: a
-// whole chunk up to it (one read per chunk where row groups are small),
-// and pages larger than it whole.
+// chunkWindow is how much of a local file's column chunk chunkPages
+// reads at once: a whole chunk up to it (one read per chunk where row
+// groups are small), and pages larger than it whole. A remote file's
+// chunks are read whole, each with one request.
 var chunkWindow = 1 << 20 // a variable for tests
 
 // maxPageHeader bounds a page header, as arrow-go's reader does.
@@ -26,7 +27,8 @@ const maxPageHeader = 16 << 20
 // buffer per chunk and a copy of every page body, which on files of many
 // small row groups costs more than the pages' values.
 type chunkPages struct {
-	src io.ReaderAt
+	src    io.ReaderAt
+	window int // bytes read at once, at least
 
 	start, end int64 // the chunk's bytes in src
 	pos        int64 // the next page header
@@ -39,8 +41,8 @@ type chunkPages struct {
 	page   *memory.Buffer // the current page, decompressed
 }
 
-func newChunkPages(src io.ReaderAt, alloc memory.Allocator) *chunkPages {
-	return &chunkPages{src: src, win: memory.NewResizableBuffer(alloc), page: memory.NewResizableBuffer(alloc)}
+func newChunkPages(src io.ReaderAt, window int, alloc memory.Allocator) *chunkPages {
+	return &chunkPages{src: src, window: window, win: memory.NewResizableBuffer(alloc), page: memory.NewResizableBuffer(alloc)}
 }
 
 // reset starts on the chunk of length bytes at start, compressed with
@@ -123,7 +125,7 @@ func (c *chunkPages) bytes(at int64, n int) ([]byte, error) {
 		off := int(at - c.winAt)
 		return c.win.Bytes()[off : off+n], nil
 	}
-	size := int(min(int64(max(n, chunkWindow)), c.end-at))
+	size := int(min(int64(max(n, c.window)), c.end-at))
 	if size < n {
 		return nil, fmt.Errorf("%d bytes at offset %d run past the column chunk's end (%d)", n, at, c.end)
 	}

@@ -38,7 +38,8 @@ import (
 // until the last.
 type flatColumns struct {
 	pf        *file.Reader
-	src       io.ReaderAt // the file's bytes (or a chunk cache's)
+	src       io.ReaderAt // the file's bytes
+	window    int         // read from src at once, at least (chunkPages)
 	rowGroups []int
 	schema    *arrow.Schema
 	cols      []*flatColumn
@@ -169,9 +170,10 @@ func dictionaryOnly(cc *metadata.ColumnChunkMetaData) bool {
 }
 
 // newFlatColumns returns a reader of the leaves (with their Arrow
-// fields) in rowGroups, batchRows rows a batch.
-func newFlatColumns(pf *file.Reader, src io.ReaderAt, rowGroups []int, leaves []int, fields []arrow.Field, alloc memory.Allocator, batchRows int) *flatColumns {
-	p := &flatColumns{pf: pf, src: src, rowGroups: rowGroups, schema: arrow.NewSchema(fields, nil), alloc: alloc, batchRows: int64(batchRows)}
+// fields) in rowGroups of the file src, batchRows rows a batch, reading
+// at least window bytes of a column chunk at once.
+func newFlatColumns(pf *file.Reader, src io.ReaderAt, window int, rowGroups []int, leaves []int, fields []arrow.Field, alloc memory.Allocator, batchRows int) *flatColumns {
+	p := &flatColumns{pf: pf, src: src, window: window, rowGroups: rowGroups, schema: arrow.NewSchema(fields, nil), alloc: alloc, batchRows: int64(batchRows)}
 	for _, rg := range rowGroups {
 		p.left += pf.MetaData().RowGroup(rg).NumRows()
 	}
@@ -507,7 +509,7 @@ func (p *flatColumns) nextPage(c *flatColumn) error {
 		}
 		start := chunkStart(cc)
 		if c.pages == nil {
-			c.pages = newChunkPages(p.src, p.alloc)
+			c.pages = newChunkPages(p.src, p.window, p.alloc)
 		}
 		if err := c.pages.reset(start, cc.TotalCompressedSize(), cc.Compression()); err != nil {
 			return fmt.Errorf("%w: column %s, row group %d: %w", ErrInput, c.name, p.rowGroups[c.rg], err)

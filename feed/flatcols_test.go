@@ -154,7 +154,7 @@ func TestFlatColumnsMatchPqarrow(t *testing.T) {
 						exp := readPlain(t, path, int64(tt.rowGroups[0])*rgRows+tt.seek, want)
 						defer exp.Release()
 
-						p := newFlatColumns(pf, f, tt.rowGroups, []int{0, 1, 2, 3}, flatSchema.Fields(), pool, tt.batchRows)
+						p := newFlatColumns(pf, f, chunkWindow, tt.rowGroups, []int{0, 1, 2, 3}, flatSchema.Fields(), pool, tt.batchRows)
 						defer p.Release()
 						if err := p.SeekToRow(tt.seek); err != nil {
 							t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 
@@ -256,15 +257,25 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		}
 	}
 	fieldLeaves := make([][]int, len(sel))
-	var leaves []int
+	var leaves, cached []int // cached: the leaves pqarrow reads
 	for i, name := range sel {
 		fieldLeaves[i] = appendLeaves(nil, &fr.Manifest.Fields[fileSchema.FieldIndices(name)[0]])
 		leaves = append(leaves, fieldLeaves[i]...)
 	}
+	flat := flatFields(pf, rowGroups, fieldLeaves, fileSchema, sel, opts)
+	// flatColumns reads a remote file's chunks itself, each whole with
+	// one request, as the chunk cache does for pqarrow.
+	window := chunkWindow
 	if cache != nil {
-		if err := cache.addChunks(pf, rowGroups, leaves); err != nil {
+		for i, ls := range fieldLeaves {
+			if !flat[i] {
+				cached = append(cached, ls...)
+			}
+		}
+		if err := cache.addChunks(pf, rowGroups, cached); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrInput, s.URI, err)
 		}
+		window = math.MaxInt
 	}
 	p := &parquetSource{uri: s.URI, file: f, cache: cache, schema: out}
 	seek := s.RowOffset
@@ -273,7 +284,6 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		// returns wrong lists, then fails. Read those rows and drop them.
 		seek, p.skip = 0, s.RowOffset
 	}
-	flat := flatFields(pf, rowGroups, fieldLeaves, fileSchema, sel, opts)
 	for _, fields := range groupColumns(pf, rowGroups, fieldLeaves, decodeGroups(opts.DecodeWorkers, len(fieldLeaves))) {
 		var gl, fl []int // the group's leaves read by pqarrow and by flatColumns
 		var ffields []arrow.Field
@@ -287,7 +297,7 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		}
 		var readers []batchReader
 		if len(fl) > 0 {
-			readers = append(readers, newFlatColumns(pf, src, rowGroups, fl, ffields, opts.Allocator, opts.BatchRows))
+			readers = append(readers, newFlatColumns(pf, f, window, rowGroups, fl, ffields, opts.Allocator, opts.BatchRows))
 		}
 		if len(gl) > 0 {
 			sort.Ints(gl)
