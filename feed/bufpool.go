@@ -22,7 +22,8 @@ import (
 // it, freed buffers go back to the underlying allocator. Memory handed
 // out has unspecified contents, as from arrow-go's C allocator: arrow-go
 // initialises what it reads (the tests run with every buffer poisoned to
-// prove it).
+// prove it), except pqarrow's list offsets, which files with nested
+// columns get zeroed (zeroedAllocator).
 type bufferPool struct {
 	under memory.Allocator
 	limit int64 // bytes of free buffers kept at most
