@@ -438,7 +438,7 @@ func (c *flatColumn) putIndices(dst []byte, n int) error {
 		c.batchDicts = append(c.batchDicts, c.dictArr)
 		c.dictBase, c.dictInBatch = uint32(base), true
 	}
-	out := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dst))), n)
+	out := asWords[uint32](dst)[:n]
 	if err := c.indices.next(out); err != nil {
 		return err
 	}
@@ -454,26 +454,23 @@ func (c *flatColumn) putIndices(dst []byte, n int) error {
 
 // gather writes dict's values at idx (each width bytes) into dst.
 func gather(dst, dict []byte, idx []uint32, width int) error {
-	size := uint32(len(dict) / width)
 	switch width {
 	case 4:
-		out, values := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dst))), len(idx)), unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(dict))), size)
-		for i, x := range idx {
-			if x >= size {
-				return fmt.Errorf("dictionary index %d of a dictionary of %d", x, size)
-			}
-			out[i] = values[x]
-		}
+		return gatherDict(asWords[uint32](dst), asWords[uint32](dict), idx)
 	case 8:
-		out, values := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(dst))), len(idx)), unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(dict))), size)
-		for i, x := range idx {
-			if x >= size {
-				return fmt.Errorf("dictionary index %d of a dictionary of %d", x, size)
-			}
-			out[i] = values[x]
+		return gatherDict(asWords[uint64](dst), asWords[uint64](dict), idx)
+	}
+	return fmt.Errorf("values of %d bytes", width)
+}
+
+// gatherDict writes dict's values at idx into dst, refusing an index
+// past the dictionary's end.
+func gatherDict[T uint32 | uint64](dst, dict []T, idx []uint32) error {
+	for i, x := range idx {
+		if int(x) >= len(dict) {
+			return fmt.Errorf("dictionary index %d of a dictionary of %d", x, len(dict))
 		}
-	default:
-		return fmt.Errorf("values of %d bytes", width)
+		dst[i] = dict[x]
 	}
 	return nil
 }
