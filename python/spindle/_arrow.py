@@ -338,12 +338,7 @@ def read_stream_message(rd):
     if not 0 < meta_len <= MAX_METADATA_BYTES:
         raise FeedError(f"{rd.name}: malformed Arrow stream: message metadata of {meta_len} bytes")
     meta = rd.read_exact(meta_len, "inside a message's metadata")
-    try:
-        header_type, header, body_len = parse_message_metadata(meta)
-    except (struct.error, UnicodeDecodeError) as e:
-        raise FeedError(f"{rd.name}: malformed Arrow message metadata: {e}") from None
-    except FeedError as e:
-        raise FeedError(f"{rd.name}: {e}") from None
+    header_type, header, body_len = _parse_metadata(meta, rd.name)
     raw = np.empty(8 + meta_len + body_len, dtype=np.uint8)
     raw[:4] = 0xFF
     raw[4:8] = np.frombuffer(_I32.pack(meta_len), dtype=np.uint8)
@@ -351,6 +346,16 @@ def read_stream_message(rd):
     body = raw[8 + meta_len:]
     rd.read_into(body, f"inside a message body of {body_len} bytes")
     return Message(header_type, header, body, raw)
+
+
+def _parse_metadata(meta, name):
+    """parse_message_metadata, its errors naming the stream."""
+    try:
+        return parse_message_metadata(meta)
+    except (struct.error, UnicodeDecodeError) as e:
+        raise FeedError(f"{name}: malformed Arrow message metadata: {e}") from None
+    except FeedError as e:
+        raise FeedError(f"{name}: {e}") from None
 
 
 def message_from_array(raw, name):
@@ -363,12 +368,7 @@ def message_from_array(raw, name):
     (meta_len,) = _I32.unpack(raw[4:8].tobytes())
     if not 0 < meta_len <= min(MAX_METADATA_BYTES, len(raw) - 8):
         raise FeedError(f"{name}: malformed Arrow stream: message metadata of {meta_len} bytes")
-    try:
-        header_type, header, body_len = parse_message_metadata(raw[8:8 + meta_len].tobytes())
-    except (struct.error, UnicodeDecodeError) as e:
-        raise FeedError(f"{name}: malformed Arrow message metadata: {e}") from None
-    except FeedError as e:
-        raise FeedError(f"{name}: {e}") from None
+    header_type, header, body_len = _parse_metadata(raw[8:8 + meta_len].tobytes(), name)
     if 8 + meta_len + body_len != len(raw):
         raise FeedError(f"{name}: malformed Arrow stream: a message of {len(raw)} bytes says its body has {body_len}")
     return Message(header_type, header, raw[8 + meta_len:], raw)

@@ -86,11 +86,7 @@ def read_batch(rd, header):
         raise FeedError(f"{rd.name}: malformed tensor batch: {rows} rows x {nf} features is too large")
     values = np.empty(n, dtype=_F32)
     rd.read_into(values, f"inside a batch of {rows} rows")
-    if not _NATIVE:
-        values = values.astype(np.float32)
-    x = values[:rows * nf].reshape(rows, nf)
-    y = values[rows * nf:] if header.label is not None else None
-    return x, y
+    return _split(values, rows, header)
 
 
 def batch_from_message(msg, header, name):
@@ -106,9 +102,14 @@ def batch_from_message(msg, header, name):
     n = rows * (nf + (header.label is not None))
     if rows == 0 or len(msg) != 4 + 4 * n:
         raise FeedError(f"{name}: malformed tensor batch: {len(msg)} bytes for {rows} rows x {nf} features")
-    values = msg[4:].view(_F32)
+    return _split(msg[4:].view(_F32), rows, header)
+
+
+def _split(values, rows, header):
+    """Return (features, labels) of a batch frame's values, as read off the stream (little-endian)."""
     if not _NATIVE:
         values = values.astype(np.float32)
+    nf = len(header.features)
     x = values[:rows * nf].reshape(rows, nf)
     y = values[rows * nf:] if header.label is not None else None
     return x, y
