@@ -258,46 +258,6 @@ func interleaveParallel(dst []float32, src [][]float32, rows int) {
 	wg.Wait()
 }
 
-// interleaveBlock is the rows interleave converts at a time.
-const interleaveBlock = 256
-
-// interleave writes rows [from, to) of the columns src row-major into
-// dst: row r's values are dst[r*len(src) : (r+1)*len(src)]. Writes are
-// sequential and each column is read sequentially, which the cache and
-// the prefetcher handle far better than strided writes.
-func interleave(dst []float32, src [][]float32, from, to int) {
-	nf := len(src)
-	if nf == 1 {
-		copy(dst[from:to], src[0][from:to])
-		return
-	}
-	// Blocks of rows keep the lines being read of every column in cache
-	// when there are many columns; four columns at a time write 16
-	// contiguous bytes of each row.
-	for r0 := from; r0 < to; r0 += interleaveBlock {
-		r1 := min(to, r0+interleaveBlock)
-		n := r1 - r0
-		j := 0
-		for ; j+4 <= nf; j += 4 {
-			c0, c1, c2, c3 := src[j][r0:r1], src[j+1][r0:r1], src[j+2][r0:r1], src[j+3][r0:r1]
-			c1, c2, c3 = c1[:n], c2[:n], c3[:n]
-			k := r0*nf + j
-			for i, v := range c0[:n] {
-				d := dst[k : k+4 : k+4]
-				d[0], d[1], d[2], d[3] = v, c1[i], c2[i], c3[i]
-				k += nf
-			}
-		}
-		for ; j < nf; j++ {
-			k := r0*nf + j
-			for _, v := range src[j][r0:r1] {
-				dst[k] = v
-				k += nf
-			}
-		}
-	}
-}
-
 // putColumn writes rows [r0, r1) of col as float32 into dst[0 : r1-r0].
 // Nulls become NaN.
 func putColumn(dst []float32, col arrow.Array, r0, r1 int) {
