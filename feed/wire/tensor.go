@@ -301,13 +301,22 @@ func putColumn(dst []float32, col arrow.Array, r0, r1 int) {
 		panic(fmt.Sprintf("wire: tensor conversion of %s", col.DataType()))
 	}
 	if col.NullN() > 0 {
-		valid := col.NullBitmapBytes()
-		off := col.Data().Offset() + r0
-		for i := range dst {
-			if bitutil.BitIsNotSet(valid, off+i) {
-				dst[i] = nan32
-			}
+		markNulls(dst, col.NullBitmapBytes(), col.Data().Offset()+r0)
+	}
+}
+
+// markNulls sets dst[i] to NaN where bit off+i of the validity bitmap
+// valid is clear, skipping the bytes of eight valid values whole.
+func markNulls(dst []float32, valid []byte, off int) {
+	for i := 0; i < len(dst); {
+		if at := off + i; at%8 == 0 && i+8 <= len(dst) && valid[at/8] == 0xff {
+			i += 8
+			continue
 		}
+		if bitutil.BitIsNotSet(valid, off+i) {
+			dst[i] = nan32
+		}
+		i++
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/float16"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
@@ -403,6 +405,35 @@ func TestInterleaveParallelMatchesSerial(t *testing.T) {
 		for i, v := range got {
 			if v != float32(i) {
 				t.Fatalf("%d x %d: value %d is %v, want %v", shape.rows, shape.cols, i, v, float32(i))
+			}
+		}
+	}
+}
+
+// markNulls marks exactly the values whose validity bit is clear, at any
+// bit offset, whether it skips whole bytes of valid values or not.
+func TestMarkNulls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, nullEvery := range []int{0, 3, 50, 1000} {
+		for _, off := range []int{0, 1, 7, 8, 13} {
+			const n = 3000
+			valid := make([]byte, (off+n+7)/8)
+			for i := range valid {
+				valid[i] = 0xff
+			}
+			if nullEvery > 0 {
+				for i := 0; i < n; i++ {
+					if rng.IntN(nullEvery) == 0 {
+						bitutil.ClearBit(valid, off+i)
+					}
+				}
+			}
+			dst := make([]float32, n)
+			markNulls(dst, valid, off)
+			for i, v := range dst {
+				if null := !bitutil.BitIsSet(valid, off+i); null != math.IsNaN(float64(v)) {
+					t.Fatalf("1 in %d null, offset %d: value %d is %v, null %v", nullEvery, off, i, v, null)
+				}
 			}
 		}
 	}
