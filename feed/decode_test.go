@@ -584,7 +584,7 @@ func TestFooterCache(t *testing.T) {
 	}
 
 	t.Run("a file of another size is parsed again", func(t *testing.T) {
-		c := newFooterCache()
+		c := newFooterCache(nil)
 		f, err := fsys.Local().Open(context.Background(), path)
 		if err != nil {
 			t.Fatal(err)

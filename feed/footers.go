@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -16,11 +17,19 @@ const footerCacheFiles = 256
 // parsed once rather than once per split and epoch: with many row groups
 // the footer is large and parsing it is a good part of the decode. A
 // file is known by its URI and size.
+//
+// A file the rank reads only part of has its footer thinned to the row
+// groups the rank's splits name (thinFooter): each executor of a job
+// parses its share of a large footer, not all of it.
 type footerCache struct {
 	mu     sync.Mutex
 	m      map[footerKey]*metadata.FileMetaData
 	hits   atomic.Int64
 	misses atomic.Int64
+
+	// rowGroups is, per file, the row groups the rank's splits name; a
+	// file one of them reads whole has none.
+	rowGroups map[string][]int
 }
 
 type footerKey struct {
@@ -28,8 +37,34 @@ type footerKey struct {
 	size int64
 }
 
-func newFooterCache() *footerCache {
-	return &footerCache{m: map[footerKey]*metadata.FileMetaData{}}
+// newFooterCache returns a cache for the footers of the files of splits.
+func newFooterCache(splits []Split) *footerCache {
+	c := &footerCache{m: map[footerKey]*metadata.FileMetaData{}, rowGroups: map[string][]int{}}
+	whole := map[string]bool{}
+	for _, s := range splits {
+		if len(s.RowGroups) == 0 {
+			whole[s.URI] = true
+		}
+		c.rowGroups[s.URI] = append(c.rowGroups[s.URI], s.RowGroups...)
+	}
+	for uri, rgs := range c.rowGroups {
+		if whole[uri] {
+			delete(c.rowGroups, uri)
+			continue
+		}
+		slices.Sort(rgs)
+		c.rowGroups[uri] = slices.Compact(rgs)
+	}
+	return c
+}
+
+// rowGroupsOf returns the row groups the rank reads of the file uri, in
+// order, or nil for all of them (or no cache).
+func (c *footerCache) rowGroupsOf(uri string) []int {
+	if c == nil {
+		return nil
+	}
+	return c.rowGroups[uri]
 }
 
 // get returns the footer of the file, or nil. A nil cache has none.

@@ -92,8 +92,9 @@ const (
 // skipped, so that a damaged header cannot recurse without end.
 const maxThriftDepth = 16
 
-// compactReader reads Thrift's compact protocol from bytes. The first
-// error sticks: later reads return zeros.
+// compactReader reads Thrift's compact protocol from bytes: page headers,
+// and footers for thinFooter. The first error sticks: later reads return
+// zeros.
 type compactReader struct {
 	b     []byte
 	pos   int

@@ -224,7 +224,16 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		src = cache
 	}
 	footer := footerKey{uri: s.URI, size: f.Size()}
-	pf, fr, err := openParquetFile(src, s.URI, opts.Allocator, opts.BatchRows, opts.footers.get(footer), opts.Schema)
+	md := opts.footers.get(footer)
+	var keep []int // the row groups a thinned footer keeps
+	if opts.Schema != nil {
+		// Without the planned schema dictLeaves looks at every row group.
+		keep = opts.footers.rowGroupsOf(s.URI)
+	}
+	if md == nil && keep != nil {
+		md = thinMetaData(src, f.Size(), keep)
+	}
+	pf, fr, err := openParquetFile(src, s.URI, opts.Allocator, opts.BatchRows, md, opts.Schema)
 	if err != nil {
 		return nil, err
 	}
@@ -248,6 +257,10 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 	for _, rg := range s.RowGroups {
 		if rg < 0 || rg >= n {
 			return nil, fmt.Errorf("%w: %s has %d row groups, the split names row group %d", ErrInput, s.URI, n, rg)
+		}
+		if _, ok := slices.BinarySearch(keep, rg); keep != nil && !ok {
+			// Not a split of the pipeline's: its footer may be thinned without it.
+			return nil, fmt.Errorf("%s: row group %d is not among the rank's row groups %v", s.URI, rg, keep)
 		}
 	}
 	rowGroups := s.RowGroups

@@ -193,7 +193,7 @@ func NewPipeline(res *fsys.Resolver, cfg PipelineConfig) (*Pipeline, error) {
 		cfg.ShuffleBufferRows = DefaultShuffleBufferRows
 	}
 	p := &Pipeline{res: res, cfg: cfg, schema: cfg.Schema, limit: -1, open: map[*epochReader]struct{}{}, alloc: cfg.Allocator,
-		footers: newFooterCache()}
+		footers: newFooterCache(cfg.Splits)}
 	if limit := cfg.BufferPoolBytes; limit >= 0 {
 		if limit == 0 {
 			limit = defaultPoolBytes

@@ -1,0 +1,203 @@
+package feed
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+)
+
+// footerOf returns the footer of the Parquet file at path.
+func footerOf(t *testing.T, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	footer, ok := readFooter(f, st.Size())
+	if !ok {
+		t.Fatalf("readFooter(%s) found no plain footer", path)
+	}
+	return footer
+}
+
+// A thinned footer parses to the same row groups, with the kept ones
+// whole and the others without column chunks.
+func TestThinFooter(t *testing.T) {
+	const rows, rgRows = 3000, 300
+	path := filepath.Join(t.TempDir(), "mixed.parquet")
+	writeMixedParquet(t, path, rows, rgRows)
+	footer := footerOf(t, path)
+	full, err := metadata.NewFileMetaData(footer, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.NumRowGroups() != rows/rgRows {
+		t.Fatalf("the file has %d row groups, want %d", full.NumRowGroups(), rows/rgRows)
+	}
+	for _, keep := range [][]int{{0}, {9}, {2, 5, 6}, {7, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}} {
+		t.Run(fmt.Sprint(keep), func(t *testing.T) {
+			thin, ok := thinFooter(footer, keep)
+			if !ok {
+				t.Fatal("thinFooter refused the footer")
+			}
+			if len(keep) < full.NumRowGroups() && len(thin) >= len(footer) {
+				t.Errorf("thinned to %d bytes from %d", len(thin), len(footer))
+			}
+			md, err := metadata.NewFileMetaData(thin, nil)
+			if err != nil {
+				t.Fatalf("parse the thinned footer: %v", err)
+			}
+			if md.NumRows != full.NumRows || md.NumRowGroups() != full.NumRowGroups() || !md.Schema.Equals(full.Schema) {
+				t.Fatalf("thinned: %d rows in %d row groups, want %d in %d and the same schema",
+					md.NumRows, md.NumRowGroups(), full.NumRows, full.NumRowGroups())
+			}
+			for rg := range full.NumRowGroups() {
+				a, b := full.RowGroup(rg), md.RowGroup(rg)
+				if a.NumRows() != b.NumRows() || a.TotalByteSize() != b.TotalByteSize() {
+					t.Errorf("row group %d: %d rows of %d bytes, want %d of %d", rg, b.NumRows(), b.TotalByteSize(), a.NumRows(), a.TotalByteSize())
+				}
+				if !slices.Contains(keep, rg) {
+					if b.NumColumns() != 0 {
+						t.Errorf("row group %d, left out, has %d columns", rg, b.NumColumns())
+					}
+					continue
+				}
+				if a.NumColumns() != b.NumColumns() {
+					t.Fatalf("row group %d, kept, has %d columns, want %d", rg, b.NumColumns(), a.NumColumns())
+				}
+				for c := range a.NumColumns() {
+					ca, _ := a.ColumnChunk(c)
+					cb, err := b.ColumnChunk(c)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ca.DataPageOffset() != cb.DataPageOffset() || ca.TotalCompressedSize() != cb.TotalCompressedSize() ||
+						ca.NumValues() != cb.NumValues() || !slices.Equal(ca.Encodings(), cb.Encodings()) {
+						t.Errorf("row group %d column %d differs when thinned", rg, c)
+					}
+				}
+			}
+		})
+	}
+}
+
+// thinFooter refuses what it does not understand, without panicking:
+// row groups the file does not have, footers cut short or damaged, and
+// the footers of encrypted files; the caller then parses the footer whole.
+func TestThinFooterRefuses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mixed.parquet")
+	writeMixedParquet(t, path, 1000, 250)
+	footer := footerOf(t, path)
+	if _, ok := thinFooter(footer, []int{4}); ok {
+		t.Error("thinned to row group 4 of 4")
+	}
+	if _, ok := thinFooter(footer, []int{-1}); ok {
+		t.Error("thinned to row group -1")
+	}
+	for n := range len(footer) {
+		if _, ok := thinFooter(footer[:n], []int{1}); ok {
+			t.Fatalf("thinned the footer's first %d of %d bytes", n, len(footer))
+		}
+	}
+	for i := range footer {
+		damaged := slices.Clone(footer)
+		damaged[i] ^= 0xa5
+		thinFooter(damaged, []int{1}) // must not panic; may succeed
+	}
+	// FileMetaData field 8 (encryption_algorithm), an empty struct, before
+	// the final stop: the columns of such a file may be encrypted.
+	encrypted := append(slices.Clone(footer[:len(footer)-1]), ctStruct, 16, ctStop, ctStop)
+	if _, err := metadata.NewFileMetaData(encrypted, nil); err != nil {
+		t.Fatalf("the footer with an encryption algorithm does not parse: %v", err)
+	}
+	if _, ok := thinFooter(encrypted, []int{1}); ok {
+		t.Error("thinned the footer of an encrypted file")
+	}
+	if _, ok := thinFooter(footer, []int{1}); !ok {
+		t.Error("refused the footer itself")
+	}
+}
+
+// A pipeline whose splits name only some of a file's row groups parses
+// the file's footer once, thinned to them, and feeds their rows.
+func TestFooterThinnedToTheRank(t *testing.T) {
+	const rows, rgRows = 6000, 1000
+	path := filepath.Join(t.TempDir(), "mixed.parquet")
+	writeMixedParquet(t, path, rows, rgRows)
+	splits := []Split{
+		{URI: path, Format: FormatParquet, RowGroups: []int{4, 5}, Rows: 2 * rgRows},
+		{URI: path, Format: FormatParquet, RowGroups: []int{1}, Rows: rgRows},
+	}
+	p, err := NewPipeline(newResolver(), PipelineConfig{Splits: splits, Schema: mixedSchema, BatchRows: 700,
+		DecodeWorkers: 2, EvenBatches: EvenOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	first := readPlain(t, path, 4*rgRows, 2*rgRows)
+	defer first.Release()
+	second := readPlain(t, path, rgRows, rgRows)
+	defer second.Release()
+	want := concatRecords(t, first, second)
+	defer want.Release()
+	for epoch := range 2 {
+		checkEpoch(t, p, epoch, want)
+	}
+	if m := p.footers.misses.Load(); m != 1 {
+		t.Errorf("the footer was parsed %d times, want once", m)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := p.footers.get(footerKey{uri: path, size: st.Size()})
+	if md == nil {
+		t.Fatal("no footer kept")
+	}
+	for rg := range md.NumRowGroups() {
+		got, want := md.RowGroup(rg).NumColumns(), 0
+		if rg == 1 || rg == 4 || rg == 5 {
+			want = md.Schema.NumColumns()
+		}
+		if got != want {
+			t.Errorf("row group %d has %d columns in the footer kept, want %d", rg, got, want)
+		}
+	}
+
+	// A split the pipeline was not given is refused, not read from the
+	// thinned footer.
+	_, err = OpenSplit(context.Background(), newResolver(), Split{URI: path, Format: FormatParquet, RowGroups: []int{2}, Rows: rgRows},
+		p.readOptions(mixedSchema))
+	if err == nil || !strings.Contains(err.Error(), "row group 2 is not among the rank's") {
+		t.Errorf("opening a split of row group 2: %v", err)
+	}
+}
+
+// concatRecords returns the rows of a followed by those of b.
+func concatRecords(t *testing.T, a, b arrow.RecordBatch) arrow.RecordBatch {
+	t.Helper()
+	cols := make([]arrow.Array, a.NumCols())
+	for i := range cols {
+		c, err := array.Concatenate([]arrow.Array{a.Column(i), b.Column(i)}, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Release()
+		cols[i] = c
+	}
+	return array.NewRecordBatch(a.Schema(), cols, a.NumRows()+b.NumRows())
+}
