@@ -53,8 +53,9 @@ const (
 // (6-7 ms for 489 row groups of 17 columns), and every executor would
 // otherwise parse them all to read its share. The row groups keep their
 // places, so a split's row group numbers mean what they meant. It returns
-// false when the footer is not one it understands (then the whole footer
-// is parsed, and arrow-go judges it), or describes an encrypted file.
+// false when keep is every row group, when the footer is not one it
+// understands (then the whole footer is parsed, and arrow-go judges it),
+// or when it describes an encrypted file.
 func thinFooter(footer []byte, keep []int) ([]byte, bool) {
 	r := compactReader{b: footer}
 	out := make([]byte, 0, len(footer)/4)
@@ -90,11 +91,18 @@ func thinRowGroups(r *compactReader, footer []byte, keep []int, out *[]byte, cop
 		return false
 	}
 	kept := make([]bool, n)
+	left := n // row groups not kept
 	for _, rg := range keep {
 		if rg < 0 || uint64(rg) >= n {
 			return false
 		}
-		kept[rg] = true
+		if !kept[rg] {
+			kept[rg] = true
+			left--
+		}
+	}
+	if left == 0 {
+		return false // nothing to thin: arrow-go reads the footer as it is
 	}
 	for i := range kept {
 		start := r.pos

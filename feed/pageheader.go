@@ -212,9 +212,31 @@ func (r *compactReader) skip(typ byte) {
 			r.element(kv & 0x0f)
 		}
 	case ctStruct:
-		r.structFields(func(_ int16, typ byte) { r.skip(typ) })
+		r.skipStruct()
 	default:
 		r.fail(fmt.Errorf("page header: unknown Thrift type %d", typ))
+	}
+}
+
+// skipStruct reads past a struct: structFields skipping every field,
+// without a call per field (thinFooter skips a footer's every column
+// chunk this way).
+func (r *compactReader) skipStruct() {
+	r.depth++
+	defer func() { r.depth-- }()
+	if r.depth > maxThriftDepth {
+		r.fail(fmt.Errorf("page header nested too deep"))
+		return
+	}
+	for r.err == nil {
+		h := r.byte()
+		if h == ctStop || r.err != nil {
+			return
+		}
+		if h>>4 == 0 {
+			r.i32() // the field's id, in full
+		}
+		r.skip(h & 0x0f)
 	}
 }
 
