@@ -96,8 +96,24 @@ type tensorEncoder struct {
 	schema   *arrow.Schema
 	features []int
 	label    int
-	src      [][]float32 // per feature: its values of the batch as float32
-	scratch  [][]float32 // per feature: room to convert a non-float32 column
+	cols     []featureColumn // the batch being encoded
+	workers  []rowWorker     // for encode's goroutines
+}
+
+// featureColumn is a feature of a batch: its values, when they are
+// float32 without nulls, or else the column to convert.
+type featureColumn struct {
+	values []float32
+	col    arrow.Array
+}
+
+// rowWorker is one goroutine's room to turn a block of rows of the
+// feature columns into rows: a view of each column's block, and the
+// block of each column it converts (a few KiB, kept in the first-level
+// cache from conversion to interleave).
+type rowWorker struct {
+	views   [][]float32
+	scratch []float32
 }
 
 func newTensorEncoder(schema *arrow.Schema, label string) (*tensorEncoder, error) {
@@ -162,30 +178,25 @@ func (e *tensorEncoder) encode(rec arrow.RecordBatch, buf []float32) ([]float32,
 	// The first word carries the row count as a uint32, not a float.
 	binary.LittleEndian.PutUint32(f32bytes(buf[:1]), uint32(rows))
 
-	// Gather every feature as a float32 column: float32 columns without
-	// nulls as they are, the others converted into scratch columns with
-	// contiguous, type-specialised loops. Then interleave them into rows.
-	if len(e.src) != nf {
-		e.src = make([][]float32, nf)
-		e.scratch = make([][]float32, nf)
+	// float32 columns without nulls are read as they are; the others are
+	// converted a block of rows at a time, with contiguous,
+	// type-specialised loops, just before the block is interleaved.
+	if len(e.cols) != nf {
+		e.cols = make([]featureColumn, nf)
 	}
-	defer clear(e.src) // hold no reference to rec past this call
+	defer clear(e.cols) // hold no reference to rec past this call
 	for j, ci := range e.features {
 		col := rec.Column(ci)
 		if err := checkColumn(col, e.schema.Field(ci), rows); err != nil {
 			return buf, nil, err
 		}
 		if f, ok := col.(*array.Float32); ok && f.NullN() == 0 {
-			e.src[j] = f.Float32Values()
-			continue
+			e.cols[j] = featureColumn{values: f.Float32Values()}
+		} else {
+			e.cols[j] = featureColumn{col: col}
 		}
-		if cap(e.scratch[j]) < rows {
-			e.scratch[j] = make([]float32, rows)
-		}
-		e.src[j] = e.scratch[j][:rows]
-		putColumn(e.src[j], col, 0, rows)
 	}
-	interleaveParallel(buf[1:1+rows*nf], e.src, rows)
+	e.workers = toRowsParallel(buf[1:1+rows*nf], e.cols, rows, e.workers)
 	if e.label >= 0 {
 		col := rec.Column(e.label)
 		if err := checkColumn(col, e.schema.Field(e.label), rows); err != nil {
@@ -240,22 +251,57 @@ type number interface {
 // consumer leave CPU time over.
 const parallelValues = 1 << 17
 
-// interleaveParallel is interleave over all rows, on up to GOMAXPROCS
-// goroutines (at most four) for large batches, each a range of whole
-// rows. The result is the same.
-func interleaveParallel(dst []float32, src [][]float32, rows int) {
-	workers := min(runtime.GOMAXPROCS(0), 4)
-	if workers < 2 || rows*len(src) < parallelValues {
-		interleave(dst, src, 0, rows)
-		return
+// toRowsParallel is toRows over all rows, on up to GOMAXPROCS goroutines
+// (at most four) for large batches, each a range of whole rows, with the
+// workers given (more are made as needed and returned). The result is
+// the same.
+func toRowsParallel(dst []float32, cols []featureColumn, rows int, workers []rowWorker) []rowWorker {
+	n := min(runtime.GOMAXPROCS(0), 4)
+	if rows*len(cols) < parallelValues {
+		n = 1
 	}
-	per := (rows + workers - 1) / workers
+	for len(workers) < n {
+		workers = append(workers, rowWorker{})
+	}
+	if n == 1 {
+		workers[0].toRows(dst, cols, 0, rows)
+		return workers
+	}
+	per := (rows + n - 1) / n
 	per = (per + interleaveBlock - 1) / interleaveBlock * interleaveBlock
 	var wg sync.WaitGroup
-	for r0 := 0; r0 < rows; r0 += per {
-		wg.Go(func() { interleave(dst, src, r0, min(rows, r0+per)) })
+	for w, r0 := 0, 0; r0 < rows; w, r0 = w+1, r0+per {
+		wg.Go(func() { workers[w].toRows(dst, cols, r0, min(rows, r0+per)) })
 	}
 	wg.Wait()
+	return workers
+}
+
+// toRows writes rows [from, to) of the feature columns row-major into
+// dst, as interleave does, a block of interleaveBlock rows at a time:
+// the block of each column to convert is converted into w's scratch,
+// then the block's rows are interleaved.
+func (w *rowWorker) toRows(dst []float32, cols []featureColumn, from, to int) {
+	nf := len(cols)
+	if len(w.views) != nf {
+		w.views = make([][]float32, nf)
+		w.scratch = make([]float32, nf*interleaveBlock)
+	}
+	defer clear(w.views)
+	for r0 := from; r0 < to; r0 += interleaveBlock {
+		r1 := min(to, r0+interleaveBlock)
+		n := r1 - r0
+		for j, c := range cols {
+			if c.col == nil {
+				w.views[j] = c.values[r0:r1]
+				continue
+			}
+			v := w.scratch[j*interleaveBlock : j*interleaveBlock+n]
+			putColumn(v, c.col, r0, r1)
+			w.views[j] = v
+		}
+		interleave(dst[r0*nf:r1*nf], w.views, 0, n)
+	}
 }
 
 // putColumn writes rows [r0, r1) of col as float32 into dst[0 : r1-r0].

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -390,18 +391,34 @@ func TestTensorClientRejectsBadStreams(t *testing.T) {
 }
 
 // Large batches are converted on several goroutines, each a range of
-// rows; the rows come out as from one.
-func TestInterleaveParallelMatchesSerial(t *testing.T) {
-	for _, shape := range []struct{ rows, cols int }{{40000, 5}, {70001, 3}, {300000, 1}, {1000, 7}} {
-		src := make([][]float32, shape.cols)
-		for j := range src {
-			src[j] = make([]float32, shape.rows)
-			for r := range src[j] {
-				src[j][r] = float32(r*shape.cols + j)
+// rows, with float32 columns read as they are and the others converted a
+// block at a time; the rows come out as from one.
+func TestToRowsParallelMatchesSerial(t *testing.T) {
+	for _, shape := range []struct{ rows, cols int }{{40000, 5}, {70001, 3}, {300000, 1}, {1000, 7}, {50000, 19}} {
+		cols := make([]featureColumn, shape.cols)
+		for j := range cols {
+			values := make([]float32, shape.rows)
+			for r := range values {
+				values[r] = float32(r*shape.cols + j)
 			}
+			if j%3 != 1 {
+				cols[j] = featureColumn{values: values}
+				continue
+			}
+			b := array.NewFloat64Builder(memory.DefaultAllocator)
+			for _, v := range values {
+				b.Append(float64(v))
+			}
+			col := b.NewArray()
+			b.Release()
+			defer col.Release()
+			cols[j] = featureColumn{col: col}
 		}
 		got := make([]float32, shape.rows*shape.cols)
-		interleaveParallel(got, src, shape.rows)
+		workers := toRowsParallel(got, cols, shape.rows, nil)
+		if shape.rows*shape.cols >= parallelValues && runtime.GOMAXPROCS(0) > 1 && len(workers) < 2 {
+			t.Errorf("%d x %d: converted on %d goroutines", shape.rows, shape.cols, len(workers))
+		}
 		for i, v := range got {
 			if v != float32(i) {
 				t.Fatalf("%d x %d: value %d is %v, want %v", shape.rows, shape.cols, i, v, float32(i))
