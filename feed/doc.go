@@ -20,7 +20,10 @@
 //
 // Readers fetch only what a split needs: the selected columns of the split's
 // row groups (each column chunk with one read, which matters on HDFS), the
-// split's record batches, or the split's CSV lines.
+// split's record batches, or the split's CSV lines. A rank that reads only
+// some row groups of a Parquet file parses its footer thinned to them
+// (thinFooter), so that each executor of a large job parses its share of
+// a large footer rather than all of it.
 //
 // With a cache (PipelineConfig.CacheBytes), a split that an epoch reads to
 // its end keeps its decoded batches in memory while they fit, and later
