@@ -29,6 +29,7 @@ const maxPageHeader = 16 << 20
 type chunkPages struct {
 	src    io.ReaderAt
 	window int // bytes read at once, at least
+	alloc  memory.Allocator
 
 	start, end int64 // the chunk's bytes in src
 	pos        int64 // the next page header
@@ -42,7 +43,7 @@ type chunkPages struct {
 }
 
 func newChunkPages(src io.ReaderAt, window int, alloc memory.Allocator) *chunkPages {
-	return &chunkPages{src: src, window: window, win: memory.NewResizableBuffer(alloc), page: memory.NewResizableBuffer(alloc)}
+	return &chunkPages{src: src, window: window, alloc: alloc, win: memory.NewResizableBuffer(alloc), page: memory.NewResizableBuffer(alloc)}
 }
 
 // reset starts on the chunk of length bytes at start, compressed with
@@ -93,6 +94,14 @@ func (c *chunkPages) next() (pageHeader, []byte, error) {
 			return h, nil, err
 		}
 		data, err := c.decompress(h, body)
+		if err == nil && len(body) > c.window && len(data) > 0 && &data[0] != &body[0] {
+			// A page larger than the window, decompressed out of it: give
+			// its compressed bytes back now rather than hold them for as
+			// long as the page (a writer may put a whole row group's
+			// column in one page).
+			c.win.Release()
+			c.win, c.winLen = memory.NewResizableBuffer(c.alloc), 0
+		}
 		return h, data, err
 	}
 }
