@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
+
+	"github.com/spindle-ml/spindle/fsys"
 )
 
 // footerOf returns the footer of the Parquet file at path.
@@ -180,6 +182,36 @@ func TestFooterThinnedToTheRank(t *testing.T) {
 		if got != want {
 			t.Errorf("row group %d has %d columns in the footer kept, want %d", rg, got, want)
 		}
+	}
+
+	// The remote path, which reads whole chunks through the chunk cache,
+	// thins the footer the same way.
+	opts := ReadOptions{Schema: mixedSchema, BatchRows: 700, Allocator: memory.DefaultAllocator, footers: newFooterCache(splits)}
+	f, err := fsys.Local().Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := openParquet(context.Background(), f, splits[0], opts, true)
+	if err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	r := &splitReader{uri: path, opened: *op, left: splits[0].Rows, want: splits[0].Rows}
+	n := eachBatch(t, r.Next, func(rec arrow.RecordBatch, off int64) {
+		exp := first.NewSlice(off, off+rec.NumRows())
+		defer exp.Release()
+		if !array.RecordEqual(rec, exp) {
+			t.Fatalf("remote: rows %d+%d differ", off, rec.NumRows())
+		}
+	})
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n != splits[0].Rows {
+		t.Errorf("remote: read %d rows, want %d", n, splits[0].Rows)
+	}
+	if md := opts.footers.get(footerKey{uri: path, size: st.Size()}); md == nil || md.RowGroup(0).NumColumns() != 0 {
+		t.Error("remote: the footer kept is not thinned")
 	}
 
 	// A split the pipeline was not given is refused, not read from the
