@@ -40,11 +40,19 @@ func readFull(src io.ReaderAt, p []byte, off int64) bool {
 	return n == len(p) && (err == nil || errors.Is(err, io.EOF))
 }
 
-// FileMetaData fields (parquet.thrift) that thinFooter looks at.
+// FileMetaData and RowGroup fields (parquet.thrift) that thinFooter
+// looks at or writes.
 const (
 	fileRowGroupsField  = 4
 	fileEncryptionField = 8
+
+	rowGroupColumnsField = 1
+	rowGroupBytesField   = 2
+	rowGroupRowsField    = 3
 )
+
+// errNotThinned stops thinFooter's reading once it knows it will not thin.
+var errNotThinned = errors.New("footer not thinned")
 
 // thinFooter returns footer (a FileMetaData) with every row group not in
 // keep cut down to its byte size and row count, without column chunks,
@@ -60,20 +68,20 @@ func thinFooter(footer []byte, keep []int) ([]byte, bool) {
 	r := compactReader{b: footer}
 	out := make([]byte, 0, len(footer)/4)
 	copied, lists := 0, 0 // footer[:copied] is in out
-	ok := true
 	r.structFields(func(id int16, typ byte) {
 		switch {
 		case id == fileEncryptionField:
-			ok = false
-			r.skip(typ)
+			r.fail(errNotThinned)
 		case id == fileRowGroupsField && typ == ctList:
 			lists++
-			ok = ok && thinRowGroups(&r, footer, keep, &out, &copied)
+			if !thinRowGroups(&r, footer, keep, &out, &copied) {
+				r.fail(errNotThinned)
+			}
 		default:
 			r.skip(typ)
 		}
 	})
-	if !ok || lists != 1 || r.err != nil || r.pos != len(footer) {
+	if lists != 1 || r.err != nil || r.pos != len(footer) {
 		return nil, false
 	}
 	return append(out, footer[copied:]...), true
@@ -111,9 +119,9 @@ func thinRowGroups(r *compactReader, footer []byte, keep []int, out *[]byte, cop
 			at := r.pos
 			r.skip(typ)
 			switch {
-			case id == 2 && typ == ctI64:
+			case id == rowGroupBytesField && typ == ctI64:
 				size = footer[at:r.pos]
-			case id == 3 && typ == ctI64:
+			case id == rowGroupRowsField && typ == ctI64:
 				rows = footer[at:r.pos]
 			}
 		})
@@ -123,11 +131,13 @@ func thinRowGroups(r *compactReader, footer []byte, keep []int, out *[]byte, cop
 		if kept[i] {
 			continue
 		}
-		// RowGroup{1: columns = [], 2: total_byte_size, 3: num_rows}.
+		// RowGroup{columns: [], total_byte_size, num_rows}: fields 1, 2
+		// and 3, each header's id a delta of one from the one before.
 		*out = append(*out, footer[*copied:start]...)
-		*out = append(*out, 1<<4|ctList, ctStruct, 1<<4|ctI64)
+		*out = append(*out, rowGroupColumnsField<<4|ctList, 0<<4|ctStruct) // an empty list of structs
+		*out = append(*out, (rowGroupBytesField-rowGroupColumnsField)<<4|ctI64)
 		*out = append(*out, size...)
-		*out = append(*out, 1<<4|ctI64)
+		*out = append(*out, (rowGroupRowsField-rowGroupBytesField)<<4|ctI64)
 		*out = append(*out, rows...)
 		*out = append(*out, ctStop)
 		*copied = r.pos
