@@ -70,6 +70,7 @@ var (
 	benchFeatures  = flag.Int("feed.features", 32, "float32 feature columns in the feed benchmark's Parquet file (plus one label)")
 	benchBatchRows = flag.String("feed.batch-rows", "1024,16384", "comma-separated batch sizes the feed benchmark tries")
 	benchCodec     = flag.String("feed.codec", "snappy", "compression of the feed benchmark's Parquet file (snappy, zstd, uncompressed)")
+	benchType      = flag.String("feed.type", "float32", "type of the feature columns of the feed benchmark's Parquet file (float32, float64; GB/s count each path's own bytes, x-decode compares rows)")
 )
 
 // Environment of the consumer process.
@@ -125,13 +126,22 @@ func getBenchFile(b *testing.B) benchFile {
 	return benchData
 }
 
-// writeBenchParquet writes rows rows of nf random float32 features and a
-// float32 label in row groups of 64Ki rows.
+// writeBenchParquet writes rows rows of nf random features (-feed.type)
+// and a float32 label in row groups of 64Ki rows.
 func writeBenchParquet(path string, rows, nf int) (benchFile, error) {
 	const rowGroup = 1 << 16
+	var featureType arrow.DataType
+	switch *benchType {
+	case "float32":
+		featureType = arrow.PrimitiveTypes.Float32
+	case "float64":
+		featureType = arrow.PrimitiveTypes.Float64
+	default:
+		return benchFile{}, fmt.Errorf("-feed.type %q: want float32 or float64", *benchType)
+	}
 	fields := make([]arrow.Field, nf+1)
 	for j := range nf {
-		fields[j] = arrow.Field{Name: fmt.Sprintf("f%d", j), Type: arrow.PrimitiveTypes.Float32}
+		fields[j] = arrow.Field{Name: fmt.Sprintf("f%d", j), Type: featureType}
 	}
 	fields[nf] = arrow.Field{Name: "label", Type: arrow.PrimitiveTypes.Float32}
 	schema := arrow.NewSchema(fields, nil)
@@ -163,7 +173,14 @@ func writeBenchParquet(path string, rows, nf int) (benchFile, error) {
 			for i := range vals[:n] {
 				vals[i] = rng.Float32()
 			}
-			bld.Field(j).(*array.Float32Builder).AppendValues(vals[:n], nil)
+			switch fb := bld.Field(j).(type) {
+			case *array.Float32Builder:
+				fb.AppendValues(vals[:n], nil)
+			case *array.Float64Builder:
+				for range n { // full mantissas, as incompressible as the float32 ones
+					fb.Append(rng.Float64())
+				}
+			}
 		}
 		rec := bld.NewRecordBatch()
 		err := w.Write(rec)
@@ -344,6 +361,15 @@ func consumeRaw(sock string) (consumerResult, error) {
 	}
 }
 
+// rowWidth is the bytes of a row of schema's fixed-width columns.
+func rowWidth(schema *arrow.Schema) int64 {
+	var width int64
+	for _, f := range schema.Fields() {
+		width += int64(f.Type.(arrow.FixedWidthDataType).BitWidth() / 8)
+	}
+	return width
+}
+
 func consumeArrow(ctx context.Context, sock string) (consumerResult, error) {
 	var res consumerResult
 	for {
@@ -354,10 +380,7 @@ func consumeArrow(ctx context.Context, sock string) (consumerResult, error) {
 		if ep.Epoch() < 0 {
 			return res, ep.Close()
 		}
-		width := int64(0)
-		for _, f := range ep.Schema().Fields() {
-			width += int64(f.Type.(arrow.FixedWidthDataType).BitWidth() / 8)
-		}
+		width := rowWidth(ep.Schema())
 		for {
 			rec, err := ep.Next(ctx)
 			if errors.Is(err, io.EOF) {
@@ -418,7 +441,7 @@ func consumeDecode(ctx context.Context) (consumerResult, error) {
 		return res, err
 	}
 	defer src.Close()
-	width := int64(4 * src.Schema().NumFields())
+	width := rowWidth(src.Schema())
 	for range loops {
 		r, err := src.Epoch(ctx, 0)
 		if err != nil {
@@ -630,16 +653,17 @@ type benchLine struct {
 	rawGBs     float64 // the raw rate it is compared with (rawStream)
 	hotGBs     float64 // the raw rate of rawHot
 	xRaw, xHot float64
-	xDecd      float64
+	xDecd      float64 // rows/s over decoding's
 	cpuPerGB   float64 // consumer CPU seconds per GB of payload
-	xDecodeCPU float64 // cpuPerGB over decoding's
+	xDecodeCPU float64 // consumer CPU per row over decoding's
 }
 
 // baselines are the rates a path is compared with, measured right after
 // it with the same bytes.
 type baselines struct {
-	raw, hot, decode float64 // GB/s; zero when not measured
-	decodeCPU        float64 // consumer CPU seconds per GB when it decodes alone
+	raw, hot     float64 // GB/s; zero when not measured
+	decodeRows   float64 // rows/s when the consumer decodes alone
+	decodeCPURow float64 // consumer CPU seconds per row then
 }
 
 // cpuPerGB is a consumer's CPU time per GB of payload.
@@ -661,8 +685,8 @@ func BenchmarkFeed(b *testing.B) {
 		batchSizes = append(batchSizes, n)
 	}
 	payload := data.rows * data.rowBytes
-	b.Logf("data: %d rows × %d bytes = %.0f MB of float32 in a %.0f MB Parquet file (%s)",
-		data.rows, data.rowBytes, float64(payload)/1e6, float64(data.size)/1e6, *benchCodec)
+	b.Logf("data: %d rows × %d bytes = %.0f MB of float32 in a %.0f MB Parquet file (%s, %s features)",
+		data.rows, data.rowBytes, float64(payload)/1e6, float64(data.size)/1e6, *benchCodec, *benchType)
 
 	var lines []benchLine
 	report := func(b *testing.B, name string, res consumerResult, base baselines) {
@@ -683,14 +707,16 @@ func BenchmarkFeed(b *testing.B) {
 			l.hotGBs, l.xHot = base.hot, l.gbPerSec/base.hot
 			b.ReportMetric(l.xHot, "x-hot")
 		}
-		if base.decode > 0 {
-			l.xDecd = l.gbPerSec / base.decode
+		// Against decoding alone, rows: with float64 features the arrow
+		// paths carry twice the bytes the tensor paths do.
+		if base.decodeRows > 0 {
+			l.xDecd = l.rowsPerSec / base.decodeRows
 			b.ReportMetric(l.xDecd, "x-decode")
 		}
 		l.cpuPerGB = cpuPerGB(res)
 		b.ReportMetric(l.cpuPerGB, "consumer-cpu-s/GB")
-		if base.decodeCPU > 0 {
-			l.xDecodeCPU = l.cpuPerGB / base.decodeCPU
+		if base.decodeCPURow > 0 && res.Rows > 0 {
+			l.xDecodeCPU = res.CPUSeconds / float64(res.Rows) / base.decodeCPURow
 			b.ReportMetric(l.xDecodeCPU, "x-decode-cpu")
 		}
 		// Keep only the last (longest) invocation of each sub-benchmark.
@@ -791,7 +817,8 @@ func BenchmarkFeed(b *testing.B) {
 					// a minute earlier.
 					base := rawBase(b, res.Bytes/int64(b.N))
 					dres, dtime := decode(b, false)
-					base.decode, base.decodeCPU = gbps(dres, dtime), cpuPerGB(dres)
+					base.decodeRows = float64(dres.Rows) / dtime.Seconds()
+					base.decodeCPURow = dres.CPUSeconds / float64(max(dres.Rows, 1))
 					report(b, name, res, base)
 				})
 			}
@@ -799,10 +826,10 @@ func BenchmarkFeed(b *testing.B) {
 	}
 
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\nfeed benchmark: %d rows × %d float32 columns (%.0f MB payload), Parquet %s %.0f MB\n",
-		data.rows, data.rowBytes/4, float64(payload)/1e6, *benchCodec, float64(data.size)/1e6)
+	fmt.Fprintf(&sb, "\nfeed benchmark: %d rows × %d columns, %s features (%.0f MB payload as float32), Parquet %s %.0f MB\n",
+		data.rows, data.rowBytes/4, *benchType, float64(payload)/1e6, *benchCodec, float64(data.size)/1e6)
 	fmt.Fprintf(&sb, "raw: the same bytes streamed from memory; hot: one 4 MiB buffer sent over and over (cache-hot)\n")
-	fmt.Fprintf(&sb, "cpu s/GB: the consumer's CPU time per GB taken; x-dec-cpu: that over the same when it decodes alone\n")
+	fmt.Fprintf(&sb, "cpu s/GB: the consumer's CPU time per GB taken; x-decode, x-dec-cpu: rows/s and the consumer's CPU per row over the same when it decodes alone\n")
 	fmt.Fprintf(&sb, "%-26s %12s %7s %9s %7s %9s %7s %9s %9s %10s\n", "path", "rows/s", "GB/s", "raw GB/s", "x-raw", "hot GB/s", "x-hot", "x-decode", "cpu s/GB", "x-dec-cpu")
 	ratio := func(v float64) string {
 		if v == 0 {
