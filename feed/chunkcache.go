@@ -1,7 +1,6 @@
 package feed
 
 import (
-	"errors"
 	"io"
 	"sort"
 	"sync"
@@ -103,7 +102,7 @@ func (c *chunkCache) ReadAt(p []byte, off int64) (int, error) {
 	}
 	if ch.buf == nil {
 		buf := c.alloc.Allocate(int(ch.length))
-		if n, err := c.File.ReadAt(buf, ch.off); err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
+		if !readFull(c.File, buf, ch.off) {
 			c.alloc.Free(buf)
 			// Let the file say what is wrong with this very read.
 			return c.File.ReadAt(p, off)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -676,8 +675,7 @@ func byteArrays(typ arrow.DataType, n int, b []byte) (arrow.Array, error) {
 		b = b[4+size:]
 		offsets[i+1] = int32(len(data))
 	}
-	offsetBytes := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(offsets))), len(offsets)*4)
-	d := array.NewData(typ, n, []*memory.Buffer{nil, memory.NewBufferBytes(offsetBytes), memory.NewBufferBytes(data)}, nil, 0, 0)
+	d := array.NewData(typ, n, []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offsets)), memory.NewBufferBytes(data)}, nil, 0, 0)
 	defer d.Release()
 	return array.MakeFromData(d), nil
 }

@@ -251,7 +251,7 @@ func (s *rowShuffler) take(ctx context.Context, parts []arrow.RecordBatch, i int
 		defer joined.Release()
 		col = joined
 	}
-	idxBuf := memory.NewBufferBytes(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(idx))), len(idx)*8))
+	idxBuf := memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(idx))
 	indices := array.NewInt64Data(array.NewData(arrow.PrimitiveTypes.Int64, len(idx), []*memory.Buffer{nil, idxBuf}, nil, 0, 0))
 	defer indices.Release()
 	c, err := compute.TakeArray(compute.WithAllocator(ctx, s.alloc), col, indices)
