@@ -20,10 +20,13 @@
 //
 // Readers fetch only what a split needs: the selected columns of the split's
 // row groups (each column chunk with one read, which matters on HDFS), the
-// split's record batches, or the split's CSV lines. A rank that reads only
-// some row groups of a Parquet file parses its footer thinned to them
-// (thinFooter), so that each executor of a large job parses its share of
-// a large footer rather than all of it.
+// split's record batches, or the split's CSV lines. Parquet footers are
+// read once, without allocating, before arrow-go parses them
+// (footerIndex): the column chunks' statistics, which nothing here looks
+// at, are taken out; planning parses only the schema, taking the row
+// groups from the index; and a rank that reads only some row groups of a
+// file parses its footer thinned to them, so that each executor of a
+// large job parses its share of a large footer rather than all of it.
 //
 // With a cache (PipelineConfig.CacheBytes), a split that an epoch reads to
 // its end keeps its decoded batches in memory while they fit, and later

@@ -18,9 +18,10 @@ const footerCacheFiles = 256
 // the footer is large and parsing it is a good part of the decode. A
 // file is known by its URI and size.
 //
-// A file the rank reads only part of has its footer thinned to the row
-// groups the rank's splits name (thinFooter): each executor of a job
-// parses its share of a large footer, not all of it.
+// Footers are parsed lean, without their column chunks' statistics, and
+// a file the rank reads only part of has its footer thinned to the row
+// groups the rank's splits name (footerIndex.thin): each executor of a
+// job parses its share of a large footer, not all of it.
 type footerCache struct {
 	mu     sync.Mutex
 	m      map[footerKey]*metadata.FileMetaData

@@ -40,8 +40,8 @@ func readFull(src io.ReaderAt, p []byte, off int64) bool {
 	return n == len(p) && (err == nil || errors.Is(err, io.EOF))
 }
 
-// FileMetaData and RowGroup fields (parquet.thrift) that thinFooter
-// looks at or writes.
+// FileMetaData, RowGroup, ColumnChunk and ColumnMetaData fields
+// (parquet.thrift) that indexFooter looks at or writes.
 const (
 	fileRowGroupsField  = 4
 	fileEncryptionField = 8
@@ -49,33 +49,60 @@ const (
 	rowGroupColumnsField = 1
 	rowGroupBytesField   = 2
 	rowGroupRowsField    = 3
+
+	chunkMetaDataField = 3
+
+	metaCompressedSizeField       = 7
+	metaDataPageField             = 9
+	metaDictionaryPageField       = 11
+	metaStatisticsField           = 12
+	metaSizeStatisticsField       = 16
+	metaGeospatialStatisticsField = 17
 )
 
-// errNotThinned stops thinFooter's reading once it knows it will not thin.
-var errNotThinned = errors.New("footer not thinned")
+// errNotIndexed stops indexFooter's reading once it knows it will not
+// index the footer.
+var errNotIndexed = errors.New("footer not indexed")
 
-// thinFooter returns footer (a FileMetaData) with every row group not in
-// keep cut down to its byte size and row count, without column chunks,
-// so that parsing it costs in proportion to the row groups a rank reads:
-// arrow-go allocates every chunk's metadata and statistics as it parses
-// (6-7 ms for 489 row groups of 17 columns), and every executor would
-// otherwise parse them all to read its share. The row groups keep their
-// places, so a split's row group numbers mean what they meant. It returns
-// false when keep is every row group, when the footer is not one it
-// understands (then the whole footer is parsed, and arrow-go judges it),
-// or when it describes an encrypted file.
-func thinFooter(footer []byte, keep []int) ([]byte, bool) {
-	r := compactReader{b: footer}
-	out := make([]byte, 0, len(footer)/4)
-	copied, lists := 0, 0 // footer[:copied] is in out
+// footerIndex is a Parquet footer (a FileMetaData) read once, without
+// allocating per field, to be parsed for less: arrow-go allocates every
+// column chunk's metadata and statistics as it parses (6-7 ms for 489
+// row groups of 17 columns), and planning and every executor would
+// otherwise pay for all of it.
+//
+// lean is the footer without the statistics of its column chunks (min
+// and max values, null counts, size and geospatial statistics), which
+// only a reader that skips row groups by value looks at, and which are
+// two fifths of what parsing a footer costs. thin cuts it further, to
+// some of its row groups.
+type footerIndex struct {
+	lean   []byte
+	groups []groupSpan
+}
+
+// groupSpan is one row group of a footerIndex.
+type groupSpan struct {
+	start, end  int    // its bytes in lean
+	size, rows  []byte // its total_byte_size and num_rows, zigzag varints as they are
+	numRows     int64
+	off, length int64 // where its column chunks are in the file; length 0: unknown
+}
+
+// indexFooter reads footer. It returns false when the footer is not one
+// it understands (then it is parsed whole, and arrow-go judges it), or
+// when it describes an encrypted file.
+func indexFooter(footer []byte) (*footerIndex, bool) {
+	t := footerThinner{r: compactReader{b: footer}, footer: footer, out: make([]byte, 0, len(footer))}
+	r := &t.r
+	lists := 0
 	r.structFields(func(id int16, typ byte) {
 		switch {
 		case id == fileEncryptionField:
-			r.fail(errNotThinned)
+			r.fail(errNotIndexed)
 		case id == fileRowGroupsField && typ == ctList:
 			lists++
-			if !thinRowGroups(&r, footer, keep, &out, &copied) {
-				r.fail(errNotThinned)
+			if !t.rowGroups() {
+				r.fail(errNotIndexed)
 			}
 		default:
 			r.skip(typ)
@@ -84,80 +111,211 @@ func thinFooter(footer []byte, keep []int) ([]byte, bool) {
 	if lists != 1 || r.err != nil || r.pos != len(footer) {
 		return nil, false
 	}
-	return append(out, footer[copied:]...), true
+	return &footerIndex{lean: append(t.out, footer[t.copied:]...), groups: t.groups}, true
 }
 
-// thinRowGroups reads the list of row groups at r, appending to out the
-// footer up to each row group left out and a stub in its place.
-func thinRowGroups(r *compactReader, footer []byte, keep []int, out *[]byte, copied *int) bool {
-	h := r.byte()
-	n := uint64(h >> 4)
-	if n == 15 {
-		n = r.uvarint()
+// thin returns the lean footer with every row group not in keep (nil:
+// none is left out) cut down to its byte size and row count, without
+// column chunks: each executor of a job parses its share of a large
+// footer. The row groups keep their places, so a split's row group
+// numbers mean what they meant. It returns false for a row group the
+// footer does not have.
+func (x *footerIndex) thin(keep []int) ([]byte, bool) {
+	if keep == nil {
+		return x.lean, true
 	}
-	if r.err != nil || h&0x0f != ctStruct || n > uint64(len(footer)) {
-		return false
-	}
-	kept := make([]bool, n)
-	left := n // row groups not kept
+	kept := make([]bool, len(x.groups))
 	for _, rg := range keep {
-		if rg < 0 || uint64(rg) >= n {
-			return false
+		if rg < 0 || rg >= len(kept) {
+			return nil, false
 		}
-		if !kept[rg] {
-			kept[rg] = true
-			left--
-		}
+		kept[rg] = true
 	}
-	if left == 0 {
-		return false // nothing to thin: arrow-go reads the footer as it is
-	}
-	for i := range kept {
-		start := r.pos
-		var size, rows []byte // their zigzag varints, as they are
-		r.structFields(func(id int16, typ byte) {
-			at := r.pos
-			r.skip(typ)
-			switch {
-			case id == rowGroupBytesField && typ == ctI64:
-				size = footer[at:r.pos]
-			case id == rowGroupRowsField && typ == ctI64:
-				rows = footer[at:r.pos]
-			}
-		})
-		if r.err != nil || size == nil || rows == nil {
-			return false
-		}
+	out := make([]byte, 0, len(x.lean)/4)
+	copied := 0 // x.lean[:copied] is in out
+	for i, g := range x.groups {
 		if kept[i] {
 			continue
 		}
 		// RowGroup{columns: [], total_byte_size, num_rows}: fields 1, 2
 		// and 3, each header's id a delta of one from the one before.
-		*out = append(*out, footer[*copied:start]...)
-		*out = append(*out, rowGroupColumnsField<<4|ctList, 0<<4|ctStruct) // an empty list of structs
-		*out = append(*out, (rowGroupBytesField-rowGroupColumnsField)<<4|ctI64)
-		*out = append(*out, size...)
-		*out = append(*out, (rowGroupRowsField-rowGroupBytesField)<<4|ctI64)
-		*out = append(*out, rows...)
-		*out = append(*out, ctStop)
-		*copied = r.pos
+		out = append(out, x.lean[copied:g.start]...)
+		out = append(out, rowGroupColumnsField<<4|ctList, 0<<4|ctStruct) // an empty list of structs
+		out = append(out, (rowGroupBytesField-rowGroupColumnsField)<<4|ctI64)
+		out = append(out, g.size...)
+		out = append(out, (rowGroupRowsField-rowGroupBytesField)<<4|ctI64)
+		out = append(out, g.rows...)
+		out = append(out, ctStop)
+		copied = g.end
+	}
+	return append(out, x.lean[copied:]...), true
+}
+
+// footerThinner writes a footer with parts of it taken out as it reads
+// it: out holds footer[:copied] with those parts taken out.
+type footerThinner struct {
+	r      compactReader
+	footer []byte
+	out    []byte
+	copied int
+	groups []groupSpan
+}
+
+// replace takes footer[from:to] out, putting b in its place.
+func (t *footerThinner) replace(from, to int, b ...byte) {
+	t.out = append(t.out, t.footer[t.copied:from]...)
+	t.out = append(t.out, b...)
+	t.copied = to
+}
+
+// outPos is where footer[pos] (pos >= copied) lands in the output.
+func (t *footerThinner) outPos(pos int) int { return len(t.out) + pos - t.copied }
+
+// rowGroups reads the list of row groups at the reader.
+func (t *footerThinner) rowGroups() bool {
+	r := &t.r
+	n, ok := t.structList()
+	if !ok {
+		return false
+	}
+	t.groups = make([]groupSpan, n)
+	for i := range t.groups {
+		g := &t.groups[i]
+		g.start = t.outPos(r.pos)
+		r.structFields(func(id int16, typ byte) {
+			at := r.pos
+			switch {
+			case id == rowGroupColumnsField && typ == ctList:
+				if !t.columnChunks(g) {
+					r.fail(errNotIndexed)
+				}
+			case id == rowGroupBytesField && typ == ctI64:
+				r.skip(typ)
+				g.size = t.footer[at:r.pos]
+			case id == rowGroupRowsField && typ == ctI64:
+				g.numRows = r.i64()
+				g.rows = t.footer[at:r.pos]
+			default:
+				r.skip(typ)
+			}
+		})
+		if r.err != nil || g.size == nil || g.rows == nil {
+			return false
+		}
+		g.end = t.outPos(r.pos)
 	}
 	return true
 }
 
-// thinMetaData returns the footer of the file src of size bytes, thinned
-// to the row groups rowGroups (thinFooter), or nil when it cannot be
-// thinned.
-func thinMetaData(src io.ReaderAt, size int64, rowGroups []int) *metadata.FileMetaData {
+// structList reads the header of a list of structs, returning its length.
+func (t *footerThinner) structList() (uint64, bool) {
+	r := &t.r
+	h := r.byte()
+	n := uint64(h >> 4)
+	if n == 15 {
+		n = r.uvarint()
+	}
+	return n, r.err == nil && h&0x0f == ctStruct && n <= uint64(len(t.footer))
+}
+
+// columnChunks reads a row group's list of column chunks, noting in g
+// where they are in the file and taking each one's statistics out.
+func (t *footerThinner) columnChunks(g *groupSpan) bool {
+	r := &t.r
+	n, ok := t.structList()
+	g.off = -1
+	var end int64
+	for i := uint64(0); ok && i < n && r.err == nil; i++ {
+		plain := false // whether the chunk has its metadata unencrypted
+		r.structFields(func(id int16, typ byte) {
+			if id != chunkMetaDataField || typ != ctStruct {
+				r.skip(typ)
+				return
+			}
+			plain = true
+			start, size := t.chunkMetaData()
+			if g.off < 0 || start < g.off {
+				g.off = start
+			}
+			end = max(end, start+size)
+		})
+		ok = ok && plain
+	}
+	if g.off < 0 {
+		g.off = 0
+	}
+	g.length = max(end-g.off, 0)
+	return ok && r.err == nil
+}
+
+// chunkMetaData reads a ColumnMetaData, taking its statistics out, and
+// returns where the chunk's bytes begin in the file (chunkStart) and how
+// many there are. A field header holds its id as a delta from the field
+// before it, so the headers after a field taken out are written anew.
+func (t *footerThinner) chunkMetaData() (start, size int64) {
+	r := &t.r
+	var last int16 // the id of the last field kept
+	var dict int64
+	hasDict, cut := false, false
+	r.structFields(func(id int16, typ byte) {
+		header, value := r.header, r.pos
+		switch {
+		case id == metaStatisticsField || id == metaSizeStatisticsField || id == metaGeospatialStatisticsField:
+			r.skip(typ)
+			t.replace(header, r.pos)
+			cut = true
+			return
+		case id == metaCompressedSizeField && typ == ctI64:
+			size = r.i64()
+		case id == metaDataPageField && typ == ctI64:
+			start = r.i64()
+		case id == metaDictionaryPageField && typ == ctI64:
+			dict, hasDict = r.i64(), true
+		default:
+			r.skip(typ)
+		}
+		if cut {
+			t.replace(header, value, fieldHeader(id, last, typ)...)
+		}
+		last = id
+	})
+	if hasDict && dict > 0 && dict < start {
+		start = dict
+	}
+	return start, size
+}
+
+// fieldHeader returns the compact-protocol header of field id of type typ
+// after the field last.
+func fieldHeader(id, last int16, typ byte) []byte {
+	if d := id - last; d > 0 && d <= 15 {
+		return []byte{byte(d)<<4 | typ}
+	}
+	return binary.AppendUvarint([]byte{typ}, uint64(uint16(id<<1^id>>15)))
+}
+
+// thinMetaData returns the footer of the file src of size bytes, lean
+// and thinned to the row groups keep (footerIndex.thin), or nil when it
+// cannot be read that way.
+func thinMetaData(src io.ReaderAt, size int64, keep []int) *metadata.FileMetaData {
 	footer, ok := readFooter(src, size)
 	if !ok {
 		return nil
 	}
-	thin, ok := thinFooter(footer, rowGroups)
+	x, ok := indexFooter(footer)
 	if !ok {
 		return nil
 	}
-	md, err := metadata.NewFileMetaData(thin, nil)
+	thin, ok := x.thin(keep)
+	if !ok {
+		return nil
+	}
+	return parseFooter(thin, size)
+}
+
+// parseFooter parses a footer of a file of size bytes, or returns nil.
+func parseFooter(footer []byte, size int64) *metadata.FileMetaData {
+	md, err := metadata.NewFileMetaData(footer, nil)
 	if err != nil {
 		return nil
 	}

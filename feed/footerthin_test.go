@@ -36,10 +36,11 @@ func footerOf(t *testing.T, path string) []byte {
 	return footer
 }
 
-// A thinned footer parses to the same row groups, with the kept ones
-// whole and the others without column chunks; a footer is not thinned to
-// all its row groups.
-func TestThinFooter(t *testing.T) {
+// An indexed footer parses, lean, to the same row groups and column
+// chunks without their statistics, and its row groups are where the
+// parsed footer has them; thinned, the row groups kept are whole and the
+// others have no column chunks.
+func TestIndexFooter(t *testing.T) {
 	const rows, rgRows = 3000, 300
 	path := filepath.Join(t.TempDir(), "mixed.parquet")
 	writeMixedParquet(t, path, rows, rgRows)
@@ -51,24 +52,33 @@ func TestThinFooter(t *testing.T) {
 	if full.NumRowGroups() != rows/rgRows {
 		t.Fatalf("the file has %d row groups, want %d", full.NumRowGroups(), rows/rgRows)
 	}
-	if _, ok := thinFooter(footer, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 3}); ok {
-		t.Error("thinned a footer to all its row groups")
+	x, ok := indexFooter(footer)
+	if !ok {
+		t.Fatal("indexFooter refused the footer")
 	}
-	for _, keep := range [][]int{{0}, {9}, {2, 5, 6}, {7, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8}} {
+	if len(x.lean) >= len(footer) {
+		t.Errorf("lean footer of %d bytes from %d", len(x.lean), len(footer))
+	}
+	want, err := unitsOf(full, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := x.units(); !slices.Equal(got, want) {
+		t.Errorf("indexed row groups %v, want %v", got, want)
+	}
+	for _, keep := range [][]int{nil, {0}, {9}, {2, 5, 6}, {7, 3, 7}, {0, 1, 2, 3, 4, 5, 6, 7, 8}, {}} {
 		t.Run(fmt.Sprint(keep), func(t *testing.T) {
-			thin, ok := thinFooter(footer, keep)
+			thin, ok := x.thin(keep)
 			if !ok {
-				t.Fatal("thinFooter refused the footer")
-			}
-			if len(thin) >= len(footer) {
-				t.Errorf("thinned to %d bytes from %d", len(thin), len(footer))
+				t.Fatal("thin refused the row groups")
 			}
 			md, err := metadata.NewFileMetaData(thin, nil)
 			if err != nil {
 				t.Fatalf("parse the thinned footer: %v", err)
 			}
-			if md.NumRows != full.NumRows || md.NumRowGroups() != full.NumRowGroups() || !md.Schema.Equals(full.Schema) {
-				t.Fatalf("thinned: %d rows in %d row groups, want %d in %d and the same schema",
+			if md.NumRows != full.NumRows || md.NumRowGroups() != full.NumRowGroups() || !md.Schema.Equals(full.Schema) ||
+				!slices.Equal(md.KeyValueMetadata().Keys(), full.KeyValueMetadata().Keys()) || md.GetCreatedBy() != full.GetCreatedBy() {
+				t.Fatalf("thinned: %d rows in %d row groups, want %d in %d and the same schema and metadata",
 					md.NumRows, md.NumRowGroups(), full.NumRows, full.NumRowGroups())
 			}
 			for rg := range full.NumRowGroups() {
@@ -76,7 +86,7 @@ func TestThinFooter(t *testing.T) {
 				if a.NumRows() != b.NumRows() || a.TotalByteSize() != b.TotalByteSize() {
 					t.Errorf("row group %d: %d rows of %d bytes, want %d of %d", rg, b.NumRows(), b.TotalByteSize(), a.NumRows(), a.TotalByteSize())
 				}
-				if !slices.Contains(keep, rg) {
+				if keep != nil && !slices.Contains(keep, rg) {
 					if b.NumColumns() != 0 {
 						t.Errorf("row group %d, left out, has %d columns", rg, b.NumColumns())
 					}
@@ -92,8 +102,16 @@ func TestThinFooter(t *testing.T) {
 						t.Fatal(err)
 					}
 					if ca.DataPageOffset() != cb.DataPageOffset() || ca.TotalCompressedSize() != cb.TotalCompressedSize() ||
-						ca.NumValues() != cb.NumValues() || !slices.Equal(ca.Encodings(), cb.Encodings()) {
+						ca.HasDictionaryPage() != cb.HasDictionaryPage() || ca.DictionaryPageOffset() != cb.DictionaryPageOffset() ||
+						ca.NumValues() != cb.NumValues() || ca.Compression() != cb.Compression() ||
+						!slices.Equal(ca.Encodings(), cb.Encodings()) || !slices.Equal(ca.EncodingStats(), cb.EncodingStats()) {
 						t.Errorf("row group %d column %d differs when thinned", rg, c)
+					}
+					if ok, _ := ca.StatsSet(); !ok {
+						t.Fatalf("row group %d column %d has no statistics to take out", rg, c)
+					}
+					if ok, _ := cb.StatsSet(); ok {
+						t.Errorf("row group %d column %d kept its statistics", rg, c)
 					}
 				}
 			}
@@ -101,28 +119,56 @@ func TestThinFooter(t *testing.T) {
 	}
 }
 
-// thinFooter refuses what it does not understand, without panicking:
-// row groups the file does not have, footers cut short or damaged, and
-// the footers of encrypted files; the caller then parses the footer whole.
-func TestThinFooterRefuses(t *testing.T) {
+// A field header after a field taken out is written anew, as a delta
+// when it can be and in full when it cannot.
+func TestFieldHeader(t *testing.T) {
+	for _, c := range []struct{ id, last int16 }{{13, 11}, {1, 0}, {15, 0}, {16, 0}, {40, 11}, {5, 9}, {300, 2}} {
+		b := append(fieldHeader(c.id, c.last, ctI32), 0, ctStop) // the i32 0
+		r := compactReader{b: b}
+		// The reader starts from the field before: one it has read.
+		var id int16
+		r.structFields(func(got int16, typ byte) {
+			id = got
+			r.skip(typ)
+		})
+		want := c.id - c.last // as read from 0
+		if c.id-c.last <= 0 || c.id-c.last > 15 {
+			want = c.id
+		}
+		if r.err != nil || id != want {
+			t.Errorf("fieldHeader(%d after %d) read back as field %d (%v), want %d", c.id, c.last, id, r.err, want)
+		}
+	}
+}
+
+// indexFooter refuses what it does not understand, without panicking:
+// footers cut short or damaged, and the footers of encrypted files; the
+// caller then parses the footer whole. thin refuses row groups the file
+// does not have.
+func TestIndexFooterRefuses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "mixed.parquet")
 	writeMixedParquet(t, path, 1000, 250)
 	footer := footerOf(t, path)
-	if _, ok := thinFooter(footer, []int{4}); ok {
-		t.Error("thinned to row group 4 of 4")
+	x, ok := indexFooter(footer)
+	if !ok {
+		t.Fatal("refused the footer itself")
 	}
-	if _, ok := thinFooter(footer, []int{-1}); ok {
-		t.Error("thinned to row group -1")
+	for _, keep := range [][]int{{4}, {-1}, {1, 4}} {
+		if _, ok := x.thin(keep); ok {
+			t.Errorf("thinned to row groups %v of 4", keep)
+		}
 	}
 	for n := range len(footer) {
-		if _, ok := thinFooter(footer[:n], []int{1}); ok {
-			t.Fatalf("thinned the footer's first %d of %d bytes", n, len(footer))
+		if _, ok := indexFooter(footer[:n]); ok {
+			t.Fatalf("indexed the footer's first %d of %d bytes", n, len(footer))
 		}
 	}
 	for i := range footer {
 		damaged := slices.Clone(footer)
 		damaged[i] ^= 0xa5
-		thinFooter(damaged, []int{1}) // must not panic; may succeed
+		if x, ok := indexFooter(damaged); ok { // must not panic; may succeed
+			x.thin([]int{1})
+		}
 	}
 	// FileMetaData field 8 (encryption_algorithm), an empty struct, before
 	// the final stop: the columns of such a file may be encrypted.
@@ -130,11 +176,8 @@ func TestThinFooterRefuses(t *testing.T) {
 	if _, err := metadata.NewFileMetaData(encrypted, nil); err != nil {
 		t.Fatalf("the footer with an encryption algorithm does not parse: %v", err)
 	}
-	if _, ok := thinFooter(encrypted, []int{1}); ok {
-		t.Error("thinned the footer of an encrypted file")
-	}
-	if _, ok := thinFooter(footer, []int{1}); !ok {
-		t.Error("refused the footer itself")
+	if _, ok := indexFooter(encrypted); ok {
+		t.Error("indexed the footer of an encrypted file")
 	}
 }
 

@@ -96,10 +96,11 @@ const maxThriftDepth = 16
 // and footers for thinFooter. The first error sticks: later reads return
 // zeros.
 type compactReader struct {
-	b     []byte
-	pos   int
-	depth int
-	err   error
+	b      []byte
+	pos    int
+	depth  int
+	err    error
+	header int // where the header of the field structFields is at begins
 }
 
 func (r *compactReader) fail(err error) {
@@ -142,6 +143,12 @@ func (r *compactReader) i32() int32 {
 	return int32(v>>1) ^ -int32(v&1)
 }
 
+// i64 reads a zigzag varint.
+func (r *compactReader) i64() int64 {
+	v := r.uvarint()
+	return int64(v>>1) ^ -int64(v&1)
+}
+
 // structFields calls field for each field of the struct at the reader,
 // which must read or skip the field's value, until the struct's end.
 func (r *compactReader) structFields(field func(id int16, typ byte)) {
@@ -153,6 +160,7 @@ func (r *compactReader) structFields(field func(id int16, typ byte)) {
 	}
 	var id int16
 	for r.err == nil {
+		header := r.pos
 		h := r.byte()
 		if h == ctStop || r.err != nil {
 			return
@@ -162,6 +170,7 @@ func (r *compactReader) structFields(field func(id int16, typ byte)) {
 		} else {
 			id = int16(r.i32())
 		}
+		r.header = header
 		field(id, h&0x0f)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/arrow-go/v18/parquet/schema"
 
 	"github.com/spindle-ml/spindle/fsys"
 )
@@ -95,7 +96,7 @@ func dictLeaves(md *metadata.FileMetaData, planned *arrow.Schema) []int {
 	var leaves []int
 	for c := 0; c < md.Schema.NumColumns(); c++ {
 		col := md.Schema.Column(c)
-		if col.PhysicalType() != parquet.Types.ByteArray || col.MaxRepetitionLevel() > 0 || len(col.ColumnPath()) != 1 {
+		if !dictCandidate(col) {
 			continue
 		}
 		if planned != nil {
@@ -109,6 +110,22 @@ func dictLeaves(md *metadata.FileMetaData, planned *arrow.Schema) []int {
 		}
 	}
 	return leaves
+}
+
+// dictCandidate reports whether leaf column col may be read as a
+// dictionary array: a top-level string or binary column.
+func dictCandidate(col *schema.Column) bool {
+	return col.PhysicalType() == parquet.Types.ByteArray && col.MaxRepetitionLevel() == 0 && len(col.ColumnPath()) == 1
+}
+
+// hasDictCandidates reports whether a file has a dictCandidate column.
+func hasDictCandidates(md *metadata.FileMetaData) bool {
+	for c := 0; c < md.Schema.NumColumns(); c++ {
+		if dictCandidate(md.Schema.Column(c)) {
+			return true
+		}
+	}
+	return false
 }
 
 // dictEncoded reports whether leaf column c is dictionary-encoded in row
@@ -137,9 +154,23 @@ func dictEncoded(md *metadata.FileMetaData, c int) bool {
 	return dictRows > 0 && 2*dictRows >= rows
 }
 
-// inspectParquet returns a Parquet file's schema and its row groups.
+// inspectParquet returns a Parquet file's schema and its row groups. It
+// reads them from the footer's index (footerIndex), parsing only the
+// schema, unless a string column's type depends on how every row group
+// stores it (dictLeaves); a footer it cannot index is parsed whole.
 func inspectParquet(f fsys.File, uri string) (*arrow.Schema, []unit, error) {
-	pf, fr, err := openParquetFile(f, uri, memory.DefaultAllocator, 0, nil, nil)
+	var md *metadata.FileMetaData
+	var units []unit
+	if footer, ok := readFooter(f, f.Size()); ok {
+		if x, ok := indexFooter(footer); ok {
+			bare, _ := x.thin([]int{}) // every row group without its column chunks
+			if md = parseFooter(bare, f.Size()); md != nil && hasDictCandidates(md) {
+				md = parseFooter(x.lean, f.Size())
+			}
+			units = x.units()
+		}
+	}
+	pf, fr, err := openParquetFile(f, uri, memory.DefaultAllocator, 0, md, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -147,7 +178,25 @@ func inspectParquet(f fsys.File, uri string) (*arrow.Schema, []unit, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s: convert the Parquet schema to Arrow: %w", ErrInput, uri, err)
 	}
-	md := pf.MetaData()
+	if md == nil {
+		if units, err = unitsOf(pf.MetaData(), uri); err != nil {
+			return nil, nil, err
+		}
+	}
+	return cleanSchema(schema), units, nil
+}
+
+// units returns the row groups of an indexed footer.
+func (x *footerIndex) units() []unit {
+	units := make([]unit, len(x.groups))
+	for i, g := range x.groups {
+		units[i] = unit{index: i, rows: g.numRows, off: g.off, length: g.length}
+	}
+	return units
+}
+
+// unitsOf returns the row groups of a parsed footer.
+func unitsOf(md *metadata.FileMetaData, uri string) ([]unit, error) {
 	units := make([]unit, 0, md.NumRowGroups())
 	for i := 0; i < md.NumRowGroups(); i++ {
 		rg := md.RowGroup(i)
@@ -156,7 +205,7 @@ func inspectParquet(f fsys.File, uri string) (*arrow.Schema, []unit, error) {
 		for c := 0; c < rg.NumColumns(); c++ {
 			cc, err := rg.ColumnChunk(c)
 			if err != nil {
-				return nil, nil, fmt.Errorf("%w: %s: row group %d column %d: %w", ErrInput, uri, i, c, err)
+				return nil, fmt.Errorf("%w: %s: row group %d column %d: %w", ErrInput, uri, i, c, err)
 			}
 			start := chunkStart(cc)
 			if u.off < 0 || start < u.off {
@@ -170,7 +219,7 @@ func inspectParquet(f fsys.File, uri string) (*arrow.Schema, []unit, error) {
 		u.length = max(end-u.off, 0)
 		units = append(units, u)
 	}
-	return cleanSchema(schema), units, nil
+	return units, nil
 }
 
 // cleanSchema drops schema and field metadata (Parquet field ids and the
@@ -225,12 +274,12 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 	}
 	footer := footerKey{uri: s.URI, size: f.Size()}
 	md := opts.footers.get(footer)
-	var keep []int // the row groups a thinned footer keeps
+	var keep []int // the row groups a thinned footer keeps; nil: all
 	if opts.Schema != nil {
 		// Without the planned schema dictLeaves looks at every row group.
 		keep = opts.footers.rowGroupsOf(s.URI)
 	}
-	if md == nil && keep != nil {
+	if md == nil {
 		md = thinMetaData(src, f.Size(), keep)
 	}
 	pf, fr, err := openParquetFile(src, s.URI, opts.Allocator, opts.BatchRows, md, opts.Schema)
