@@ -66,6 +66,12 @@ type flatColumn struct {
 	valid    []byte // the page's validity bitmap, nil when every value is present
 	validPos int    // bit in valid of the next level
 
+	// A page whose values are read from the file straight into the
+	// batches' buffers (startDirect): where its values not yet read are.
+	inFile   bool
+	fileAt   int64
+	fileLeft int64
+
 	dict    []byte      // the chunk's dictionary, nil before its dictionary page
 	encoded bool        // the page's values are dictionary indices
 	indices dictIndices // the page's indices not yet read, when encoded
@@ -399,6 +405,9 @@ func (c *flatColumn) take(dst []byte, bitmap *memory.Buffer, at, k int) error {
 // wide; nil skips them): copied when the page stores them plainly, looked
 // up in the chunk's dictionary when it stores indices.
 func (c *flatColumn) putValues(dst []byte, n int) error {
+	if c.inFile {
+		return c.readValues(dst, n)
+	}
 	if !c.encoded {
 		if len(c.values) < n*c.width {
 			return fmt.Errorf("page holds fewer values than its levels say")
@@ -423,6 +432,26 @@ func (c *flatColumn) putValues(dst []byte, n int) error {
 		return nil
 	}
 	return gather(dst, c.dict, idx, c.width)
+}
+
+// readValues reads the page's next n values from the file into dst (n
+// values wide; nil skips them).
+func (c *flatColumn) readValues(dst []byte, n int) error {
+	size := int64(n * c.width)
+	if size > c.fileLeft {
+		return fmt.Errorf("page holds fewer values than its levels say")
+	}
+	if dst != nil {
+		if got, err := c.pages.src.ReadAt(dst[:size], c.fileAt); int64(got) < size {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("read %d bytes at offset %d: %w", size, c.fileAt, err)
+		}
+	}
+	c.fileAt += size
+	c.fileLeft -= size
+	return nil
 }
 
 // putIndices writes a string column's next n indices into dst, shifted
@@ -487,6 +516,9 @@ func (p *flatColumns) nextPage(c *flatColumn) error {
 				}
 			}
 			if err == nil {
+				if at, size, ok := c.pages.deferred(); ok {
+					return c.startDirect(h, data, at, size)
+				}
 				return c.startPage(h, data)
 			}
 			if !errors.Is(err, io.EOF) {
@@ -535,6 +567,25 @@ func (c *flatColumn) setDictionary(h pageHeader, data []byte) error {
 	return nil
 }
 
+// startDirect makes the data page with header h, whose body of size
+// bytes chunkPages left in the file at at, c's current page. prefix is
+// the body's first bytes. When they hold the page's levels and the page
+// has no nulls, its values are read from the file straight into the
+// batches' buffers as they are taken, saving a copy; otherwise the body
+// is read and the page started like any other.
+func (c *flatColumn) startDirect(h pageHeader, prefix []byte, at int64, size int) error {
+	if err := c.startPage(h, prefix); err == nil && !c.encoded && c.valid == nil {
+		levels := len(prefix) - len(c.values)
+		c.values, c.inFile, c.fileAt, c.fileLeft = nil, true, at+int64(levels), int64(size-levels)
+		return nil
+	}
+	data, err := c.pages.load()
+	if err != nil {
+		return fmt.Errorf("%w: column %s: %w", ErrInput, c.name, err)
+	}
+	return c.startPage(h, data)
+}
+
 // startPage makes the page with header h and bytes data (levels and
 // values) c's current page: its levels read, its values found.
 func (c *flatColumn) startPage(h pageHeader, data []byte) error {
@@ -579,7 +630,7 @@ func (c *flatColumn) startPage(h pageHeader, data []byte) error {
 			defs = nil
 		}
 	}
-	c.levels, c.values, c.valid, c.validPos = levels, data, nil, 0
+	c.levels, c.values, c.valid, c.validPos, c.inFile = levels, data, nil, 0, false
 	if c.encoded {
 		if err := c.indices.reset(data); err != nil {
 			return fmt.Errorf("%w: column %s: %w", ErrInput, c.name, err)

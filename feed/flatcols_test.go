@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -43,6 +45,13 @@ var flatSchema = arrow.NewSchema([]arrow.Field{
 // nulls (RLE and bit-packed levels both).
 func writeFlatParquet(t *testing.T, path string, rows, rgRows int, codec compress.Compression, v2, nulls, dict bool) {
 	t.Helper()
+	writeFlatParquetPages(t, path, rows, rgRows, 2048, codec, v2, nulls, dict)
+}
+
+// writeFlatParquetPages is writeFlatParquet with pages of about pageSize
+// bytes.
+func writeFlatParquetPages(t *testing.T, path string, rows, rgRows, pageSize int, codec compress.Compression, v2, nulls, dict bool) {
+	t.Helper()
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +61,7 @@ func writeFlatParquet(t *testing.T, path string, rows, rgRows int, codec compres
 	if v2 {
 		version = parquet.DataPageV2
 	}
-	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(int64(rgRows)), parquet.WithDataPageSize(2048),
+	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(int64(rgRows)), parquet.WithDataPageSize(int64(pageSize)),
 		parquet.WithCompression(codec), parquet.WithDictionaryDefault(dict), parquet.WithDictionaryPageSizeLimit(2048),
 		parquet.WithDataPageVersion(version))
 	w, err := pqarrow.NewFileWriter(flatSchema, f, props, pqarrow.DefaultWriterProps())
@@ -450,5 +459,119 @@ func TestFlatColumnsStrings(t *testing.T) {
 				t.Fatalf("read %d rows, want %d", off, tt.split.Rows)
 			}
 		})
+	}
+}
+
+// readRecorder is a file that notes the largest read made of it.
+type readRecorder struct {
+	io.ReaderAt
+	largest atomic.Int64
+}
+
+func (r *readRecorder) ReadAt(p []byte, off int64) (int, error) {
+	for {
+		l := r.largest.Load()
+		if int64(len(p)) <= l || r.largest.CompareAndSwap(l, int64(len(p))) {
+			break
+		}
+	}
+	return r.ReaderAt.ReadAt(p, off)
+}
+
+// Large uncompressed pages stored plainly have their values read from
+// the file straight into the batches' buffers, never into the window;
+// those with nulls are read whole. The batches match pqarrow's, with
+// both data page versions, from the start and after a seek, in batches
+// within a page and across pages and row groups.
+func TestFlatColumnsDirect(t *testing.T) {
+	const rows, rgRows, pageSize = 200_000, 90_000, 256 << 10
+	for _, v2 := range []bool{false, true} {
+		for _, nulls := range []bool{false, true} {
+			path := filepath.Join(t.TempDir(), "direct.parquet")
+			writeFlatParquetPages(t, path, rows, rgRows, pageSize, compress.Codecs.Uncompressed, v2, nulls, false)
+			for _, tt := range []struct {
+				rowGroups []int
+				seek      int64
+				batchRows int
+			}{
+				{[]int{0, 1, 2}, 0, 7000},
+				{[]int{1, 2}, 50_001, 4096},
+				{[]int{0, 1, 2}, 0, 16384},
+				{[]int{0, 2}, 3, 200_000},
+			} {
+				t.Run(fmt.Sprintf("v2=%v/nulls=%v/rg=%v/seek=%d/batch=%d", v2, nulls, tt.rowGroups, tt.seek, tt.batchRows), func(t *testing.T) {
+					checked := memory.NewCheckedAllocator(memory.NewGoAllocator())
+					defer checked.AssertSize(t, 0)
+					pool := newBufferPool(checked, 8<<20)
+					defer pool.close()
+					pool.poison = true
+					f, err := os.Open(path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer f.Close()
+					pf, err := file.NewParquetReader(f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var want int64
+					var wantRows []arrow.RecordBatch
+					for _, rg := range tt.rowGroups {
+						n := pf.MetaData().RowGroup(rg).NumRows()
+						skip := int64(0)
+						if len(wantRows) == 0 {
+							skip = tt.seek
+						}
+						wantRows = append(wantRows, readPlain(t, path, int64(rg)*rgRows+skip, n-skip))
+						want += n - skip
+					}
+					exp := wantRows[0]
+					for _, r := range wantRows[1:] {
+						joined := concatRecords(t, exp, r)
+						exp.Release()
+						r.Release()
+						exp = joined
+					}
+					defer exp.Release()
+
+					src := &readRecorder{ReaderAt: f}
+					p := newFlatColumns(pf, src, chunkWindow, tt.rowGroups, []int{0, 1, 2, 3}, flatSchema.Fields(), pool, tt.batchRows)
+					defer p.Release()
+					if err := p.SeekToRow(tt.seek); err != nil {
+						t.Fatal(err)
+					}
+					var off int64
+					for p.Next() {
+						rec := p.RecordBatch()
+						for c := 0; c < int(rec.NumCols()); c++ {
+							e := array.NewSlice(exp.Column(c), off, off+rec.NumRows())
+							if !array.Equal(rec.Column(c), e) {
+								t.Fatalf("rows %d+%d of column %s differ", off, rec.NumRows(), rec.ColumnName(c))
+							}
+							e.Release()
+						}
+						off += rec.NumRows()
+					}
+					if err := p.Err(); err != nil {
+						t.Fatal(err)
+					}
+					if off != want {
+						t.Fatalf("read %d rows, want %d", off, want)
+					}
+					// Every page is at least directPageMin bytes; batches of
+					// fewer bytes of a column tell a page's read from theirs.
+					if tt.batchRows*8 >= directPageMin {
+						return
+					}
+					largest := src.largest.Load()
+					if !nulls && largest >= directPageMin {
+						t.Errorf("a read of %d bytes: a page was read whole", largest)
+					}
+					if nulls && largest < directPageMin {
+						t.Errorf("the largest read was %d bytes: the pages with nulls were not read whole", largest)
+					}
+				})
+			}
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"sort"
 
@@ -337,7 +336,7 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		if err := cache.addChunks(pf, rowGroups, cached); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrInput, s.URI, err)
 		}
-		window = math.MaxInt
+		window = wholeChunks
 	}
 	p := &parquetSource{uri: s.URI, file: f, cache: cache, schema: out}
 	seek := s.RowOffset
