@@ -69,6 +69,9 @@ type chunkPages struct {
 	// page was, or the chunk starts), so the next header is read with
 	// headerProbe bytes rather than a window ahead.
 	probe bool
+	// inPage: the page next returned last is in page. shared: page was
+	// handed out (sharePage), so the next page needs a buffer of its own.
+	inPage, shared bool
 }
 
 func newChunkPages(src io.ReaderAt, window int, alloc memory.Allocator) *chunkPages {
@@ -104,7 +107,7 @@ func (c *chunkPages) release() {
 // has (at least the header's, up to headerProbe), and deferred says
 // where the rest is.
 func (c *chunkPages) next() (pageHeader, []byte, error) {
-	c.bodyLen = 0
+	c.bodyLen, c.inPage = 0, false
 	for {
 		if c.pos >= c.end {
 			return pageHeader{}, nil, io.EOF
@@ -157,6 +160,17 @@ func (c *chunkPages) leaveInSrc(h pageHeader, at int64) bool {
 	size := int(h.compressedSize)
 	return c.plain && c.window != wholeChunks && h.typ != pageDictionary && h.encoding == int32(parquet.Encodings.Plain) &&
 		size >= directPageMin && size == int(h.uncompressedSize) && at+int64(size) > c.winAt+int64(c.winLen)
+}
+
+// sharePage returns the buffer holding the page next returned last, when
+// it was decompressed into one, for the caller to slice and retain
+// (memory.SliceBuffer): the next page is decompressed into a new buffer.
+func (c *chunkPages) sharePage() *memory.Buffer {
+	if !c.inPage {
+		return nil
+	}
+	c.shared = true
+	return c.page
 }
 
 // deferred returns where the body of the page next returned last is in
@@ -244,8 +258,13 @@ func (c *chunkPages) decompress(h pageHeader, body []byte) ([]byte, error) {
 		}
 		return body, nil
 	}
+	if c.shared {
+		c.page.Release()
+		c.page, c.shared = memory.NewResizableBuffer(c.alloc), false
+	}
 	c.page.ResizeNoShrink(size)
 	out := c.page.Bytes()[:size]
+	c.inPage = true
 	copy(out, body[:levels])
 	values, err := compress.Decode(c.codec, out[levels:], body[levels:])
 	if err != nil {

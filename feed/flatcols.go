@@ -66,6 +66,11 @@ type flatColumn struct {
 	valid    []byte // the page's validity bitmap, nil when every value is present
 	validPos int    // bit in valid of the next level
 
+	// pageLen is the length of the page's levels and values, which are
+	// in a buffer of chunkPages' own when page is not nil (pageValues).
+	pageLen int
+	page    *memory.Buffer
+
 	// A page whose values are read from the file straight into the
 	// batches' buffers (startDirect): where its values not yet read are.
 	inFile   bool
@@ -259,6 +264,12 @@ func (p *flatColumns) Release() {
 
 // readColumn reads the next n values of c into a new array.
 func (p *flatColumns) readColumn(c *flatColumn, n int) (arrow.Array, error) {
+	if values := c.pageValues(n); values != nil {
+		defer values.Release()
+		data := array.NewData(c.typ, n, []*memory.Buffer{nil, values}, nil, 0, 0)
+		defer data.Release()
+		return array.MakeFromData(data), nil
+	}
 	values := memory.NewResizableBuffer(p.alloc)
 	defer values.Release()
 	values.Resize(n * c.width)
@@ -282,6 +293,30 @@ func (p *flatColumns) readColumn(c *flatColumn, n int) (arrow.Array, error) {
 		return array.MakeFromData(data), nil
 	}
 	return p.dictionaryArray(c, n, validity, values, nulls)
+}
+
+// pageValues returns the next n values of c as a slice of the buffer its
+// page was decompressed into, rather than a copy, when they are all there:
+// stored plainly, none of them null, aligned to their width. The batch
+// then holds the page's buffer until it is released; chunkPages
+// decompresses the next page into another.
+func (c *flatColumn) pageValues(n int) *memory.Buffer {
+	size := n * c.width
+	if c.strs || c.encoded || c.inFile || c.valid != nil || c.levels < n || len(c.values) < size || c.pages == nil {
+		return nil
+	}
+	at := c.pageLen - len(c.values)
+	if at%c.width != 0 {
+		return nil
+	}
+	if c.page == nil {
+		if c.page = c.pages.sharePage(); c.page == nil {
+			return nil
+		}
+	}
+	c.values = c.values[size:]
+	c.levels -= n
+	return memory.SliceBuffer(c.page, at, size)
 }
 
 // dictionaryArray makes a string column's batch: the indices in values,
@@ -589,6 +624,7 @@ func (c *flatColumn) startDirect(h pageHeader, prefix []byte, at int64, size int
 // startPage makes the page with header h and bytes data (levels and
 // values) c's current page: its levels read, its values found.
 func (c *flatColumn) startPage(h pageHeader, data []byte) error {
+	pageLen := len(data)
 	switch h.encoding {
 	case int32(parquet.Encodings.Plain):
 		c.encoded = false
@@ -631,6 +667,7 @@ func (c *flatColumn) startPage(h pageHeader, data []byte) error {
 		}
 	}
 	c.levels, c.values, c.valid, c.validPos, c.inFile = levels, data, nil, 0, false
+	c.pageLen, c.page = pageLen, nil
 	if c.encoded {
 		if err := c.indices.reset(data); err != nil {
 			return fmt.Errorf("%w: column %s: %w", ErrInput, c.name, err)

@@ -500,64 +500,11 @@ func TestFlatColumnsDirect(t *testing.T) {
 				{[]int{0, 2}, 3, 200_000},
 			} {
 				t.Run(fmt.Sprintf("v2=%v/nulls=%v/rg=%v/seek=%d/batch=%d", v2, nulls, tt.rowGroups, tt.seek, tt.batchRows), func(t *testing.T) {
-					checked := memory.NewCheckedAllocator(memory.NewGoAllocator())
-					defer checked.AssertSize(t, 0)
-					pool := newBufferPool(checked, 8<<20)
-					defer pool.close()
-					pool.poison = true
-					f, err := os.Open(path)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer f.Close()
-					pf, err := file.NewParquetReader(f)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var want int64
-					var wantRows []arrow.RecordBatch
-					for _, rg := range tt.rowGroups {
-						n := pf.MetaData().RowGroup(rg).NumRows()
-						skip := int64(0)
-						if len(wantRows) == 0 {
-							skip = tt.seek
-						}
-						wantRows = append(wantRows, readPlain(t, path, int64(rg)*rgRows+skip, n-skip))
-						want += n - skip
-					}
-					exp := wantRows[0]
-					for _, r := range wantRows[1:] {
-						joined := concatRecords(t, exp, r)
-						exp.Release()
-						r.Release()
-						exp = joined
-					}
-					defer exp.Release()
-
-					src := &readRecorder{ReaderAt: f}
-					p := newFlatColumns(pf, src, chunkWindow, tt.rowGroups, []int{0, 1, 2, 3}, flatSchema.Fields(), pool, tt.batchRows)
-					defer p.Release()
-					if err := p.SeekToRow(tt.seek); err != nil {
-						t.Fatal(err)
-					}
-					var off int64
-					for p.Next() {
-						rec := p.RecordBatch()
-						for c := 0; c < int(rec.NumCols()); c++ {
-							e := array.NewSlice(exp.Column(c), off, off+rec.NumRows())
-							if !array.Equal(rec.Column(c), e) {
-								t.Fatalf("rows %d+%d of column %s differ", off, rec.NumRows(), rec.ColumnName(c))
-							}
-							e.Release()
-						}
-						off += rec.NumRows()
-					}
-					if err := p.Err(); err != nil {
-						t.Fatal(err)
-					}
-					if off != want {
-						t.Fatalf("read %d rows, want %d", off, want)
-					}
+					src := &readRecorder{}
+					checkFlatReads(t, path, rgRows, tt.rowGroups, tt.seek, tt.batchRows, func(f io.ReaderAt) io.ReaderAt {
+						src.ReaderAt = f
+						return src
+					})
 					// Every page is at least directPageMin bytes; batches of
 					// fewer bytes of a column tell a page's read from theirs.
 					if tt.batchRows*8 >= directPageMin {
@@ -569,6 +516,124 @@ func TestFlatColumnsDirect(t *testing.T) {
 					}
 					if nulls && largest < directPageMin {
 						t.Errorf("the largest read was %d bytes: the pages with nulls were not read whole", largest)
+					}
+				})
+			}
+		}
+	}
+}
+
+// checkFlatReads reads rowGroups of the file at path (written by
+// writeFlatParquetPages with row groups of rgRows) through flatColumns,
+// from row seek, batchRows rows a batch, through a pool that poisons
+// every buffer, with the file wrapped by wrap; it checks every batch
+// against pqarrow's reading, and returns how many column batches were
+// slices of a page's buffer (pageValues) rather than copies.
+func checkFlatReads(t *testing.T, path string, rgRows int64, rowGroups []int, seek int64, batchRows int, wrap func(io.ReaderAt) io.ReaderAt) (sliced int) {
+	t.Helper()
+	checked := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer checked.AssertSize(t, 0)
+	pool := newBufferPool(checked, 8<<20)
+	defer pool.close()
+	pool.poison = true
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pf, err := file.NewParquetReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	var exp arrow.RecordBatch
+	for _, rg := range rowGroups {
+		n := pf.MetaData().RowGroup(rg).NumRows()
+		skip := int64(0)
+		if exp == nil {
+			skip = seek
+		}
+		rows := readPlain(t, path, int64(rg)*rgRows+skip, n-skip)
+		want += n - skip
+		if exp == nil {
+			exp = rows
+			continue
+		}
+		joined := concatRecords(t, exp, rows)
+		exp.Release()
+		rows.Release()
+		exp = joined
+	}
+	defer exp.Release()
+
+	p := newFlatColumns(pf, wrap(f), chunkWindow, rowGroups, []int{0, 1, 2, 3}, flatSchema.Fields(), pool, batchRows)
+	defer p.Release()
+	if err := p.SeekToRow(seek); err != nil {
+		t.Fatal(err)
+	}
+	var off int64
+	var kept []arrow.RecordBatch // held to the end: a page's slices outlive its reading
+	defer func() {
+		for _, rec := range kept {
+			rec.Release()
+		}
+	}()
+	for p.Next() {
+		rec := p.RecordBatch()
+		for c := 0; c < int(rec.NumCols()); c++ {
+			e := array.NewSlice(exp.Column(c), off, off+rec.NumRows())
+			if !array.Equal(rec.Column(c), e) {
+				t.Fatalf("rows %d+%d of column %s differ", off, rec.NumRows(), rec.ColumnName(c))
+			}
+			e.Release()
+			if rec.Column(c).Data().Buffers()[1].Parent() != nil {
+				sliced++
+			}
+		}
+		rec.Retain()
+		kept = append(kept, rec)
+		off += rec.NumRows()
+	}
+	if err := p.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if off != want {
+		t.Fatalf("read %d rows, want %d", off, want)
+	}
+	for i, rec := range kept { // the pages' buffers are still what they were
+		e := exp.NewSlice(int64(i*batchRows), int64(i*batchRows)+rec.NumRows())
+		if !array.RecordEqual(rec, e) {
+			t.Fatalf("batch %d changed once later ones were read", i)
+		}
+		e.Release()
+	}
+	return sliced
+}
+
+// A batch's values that lie plainly in one decompressed page, none of
+// them null, are a slice of the page's buffer, not a copy; the batches
+// hold the pages they slice after the reader moves on, and match
+// pqarrow's, with nulls and without, with both data page versions, in
+// batches within a page and across pages and row groups.
+func TestFlatColumnsSharePages(t *testing.T) {
+	const rows, rgRows, pageSize = 200_000, 90_000, 256 << 10
+	for _, v2 := range []bool{false, true} {
+		for _, nulls := range []bool{false, true} {
+			path := filepath.Join(t.TempDir(), "pages.parquet")
+			writeFlatParquetPages(t, path, rows, rgRows, pageSize, compress.Codecs.Snappy, v2, nulls, false)
+			for _, tt := range []struct {
+				rowGroups []int
+				seek      int64
+				batchRows int
+			}{
+				{[]int{0, 1, 2}, 0, 4096},
+				{[]int{1, 2}, 50_001, 7000},
+				{[]int{0, 2}, 3, 200_000},
+			} {
+				t.Run(fmt.Sprintf("v2=%v/nulls=%v/rg=%v/seek=%d/batch=%d", v2, nulls, tt.rowGroups, tt.seek, tt.batchRows), func(t *testing.T) {
+					sliced := checkFlatReads(t, path, rgRows, tt.rowGroups, tt.seek, tt.batchRows, func(f io.ReaderAt) io.ReaderAt { return f })
+					if small := tt.batchRows < 8192; small != (sliced > 0) {
+						t.Errorf("%d column batches sliced from pages", sliced)
 					}
 				})
 			}
