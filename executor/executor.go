@@ -564,6 +564,9 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 		EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, CSV: f.GetCsv().ToFeed(), CacheBytes: f.CacheBytes,
 		Flight: feed.FlightOptions{Token: f.GetFlightToken(), CAFile: f.GetFlightCaFile(), PushToken: feed.PushFeedToken(e.cfg.Secret, t.JobId),
 			PushTLS: e.cfg.TLS},
+		// The tensor feed sends float32: float64 features are narrowed as
+		// they are decoded, not converted from memory as they are sent.
+		Float32Features: mode == wire.ModeTensor,
 	}
 	pipe, err := feed.NewPipeline(res, pcfg)
 	if err != nil {

@@ -55,8 +55,13 @@ type flatColumn struct {
 	leaf   int
 	name   string
 	typ    arrow.DataType
-	width  int   // bytes per value
+	width  int   // bytes per value in the file
 	maxDef int16 // 0 (required) or 1 (optional)
+	// narrow: the file's float64 values are read as float32, each
+	// converted as it is taken from its page; outWidth is the bytes per
+	// value in the batches.
+	narrow   bool
+	outWidth int
 
 	rg    int         // index into rowGroups of the row group being read; -1 before the first
 	pages *chunkPages // nil until the first page
@@ -110,8 +115,8 @@ func flatWidth(col *schemaColumn, typ arrow.DataType) int {
 		return 4
 	case col.physical == parquet.Types.Int64 && (typ.ID() == arrow.INT64 || typ.ID() == arrow.UINT64):
 		return 8
-	case col.physical == parquet.Types.Double && typ.ID() == arrow.FLOAT64:
-		return 8
+	case col.physical == parquet.Types.Double && (typ.ID() == arrow.FLOAT64 || typ.ID() == arrow.FLOAT32):
+		return 8 // as float32: narrowed as it is read (ReadOptions.Float32Features)
 	}
 	return 0
 }
@@ -189,11 +194,16 @@ func newFlatColumns(pf *file.Reader, src io.ReaderAt, window int, rowGroups []in
 	}
 	for i, leaf := range leaves {
 		lc := leafColumn(pf.MetaData(), leaf)
-		p.cols = append(p.cols, &flatColumn{
+		c := &flatColumn{
 			leaf: leaf, name: fields[i].Name, typ: fields[i].Type,
 			width: flatWidth(lc, fields[i].Type), maxDef: lc.maxDef, rg: -1,
 			strs: fields[i].Type.ID() == arrow.DICTIONARY,
-		})
+		}
+		c.outWidth = c.width
+		if c.narrow = lc.physical == parquet.Types.Double && c.typ.ID() == arrow.FLOAT32; c.narrow {
+			c.outWidth = 4
+		}
+		p.cols = append(p.cols, c)
 	}
 	return p
 }
@@ -272,7 +282,7 @@ func (p *flatColumns) readColumn(c *flatColumn, n int) (arrow.Array, error) {
 	}
 	values := memory.NewResizableBuffer(p.alloc)
 	defer values.Release()
-	values.Resize(n * c.width)
+	values.Resize(n * c.outWidth)
 	var validity *memory.Buffer
 	defer func() {
 		if validity != nil {
@@ -302,7 +312,7 @@ func (p *flatColumns) readColumn(c *flatColumn, n int) (arrow.Array, error) {
 // decompresses the next page into another.
 func (c *flatColumn) pageValues(n int) *memory.Buffer {
 	size := n * c.width
-	if c.strs || c.encoded || c.inFile || c.valid != nil || c.levels < n || len(c.values) < size || c.pages == nil {
+	if c.narrow || c.strs || c.encoded || c.inFile || c.valid != nil || c.levels < n || len(c.values) < size || c.pages == nil {
 		return nil
 	}
 	at := c.pageLen - len(c.values)
@@ -379,12 +389,12 @@ func (p *flatColumns) fill(c *flatColumn, dst []byte, validity **memory.Buffer, 
 		k := min(n, c.levels)
 		if dst != nil {
 			if c.valid != nil && *validity == nil && bitutil.CountSetBits(c.valid, c.validPos, k) < k {
-				total := len(dst) / c.width
+				total := len(dst) / c.outWidth
 				*validity = memory.NewResizableBuffer(p.alloc)
 				(*validity).Resize(int(bitutil.BytesForBits(int64(total))))
 				bitutil.SetBitsTo((*validity).Bytes(), 0, int64(total), true)
 			}
-			if err := c.take(dst[at*c.width:(at+k)*c.width], *validity, at, k); err != nil {
+			if err := c.take(dst[at*c.outWidth:(at+k)*c.outWidth], *validity, at, k); err != nil {
 				return fmt.Errorf("%w: column %s: %w", ErrInput, c.name, err)
 			}
 		} else if err := c.take(nil, nil, 0, k); err != nil {
@@ -413,7 +423,7 @@ func (c *flatColumn) take(dst []byte, bitmap *memory.Buffer, at, k int) error {
 	for i := 0; i < k; {
 		if !bitutil.BitIsSet(c.valid, c.validPos+i) {
 			if dst != nil {
-				clear(dst[i*c.width : (i+1)*c.width])
+				clear(dst[i*c.outWidth : (i+1)*c.outWidth])
 			}
 			i++
 			continue
@@ -424,7 +434,7 @@ func (c *flatColumn) take(dst []byte, bitmap *memory.Buffer, at, k int) error {
 		}
 		var out []byte
 		if dst != nil {
-			out = dst[i*c.width : j*c.width]
+			out = dst[i*c.outWidth : j*c.outWidth]
 		}
 		if err := c.putValues(out, j-i); err != nil {
 			return err
@@ -447,7 +457,11 @@ func (c *flatColumn) putValues(dst []byte, n int) error {
 		if len(c.values) < n*c.width {
 			return fmt.Errorf("page holds fewer values than its levels say")
 		}
-		if dst != nil {
+		switch {
+		case dst == nil:
+		case c.narrow:
+			narrowFloats(arrow.Float32Traits.CastFromBytes(dst)[:n], arrow.Float64Traits.CastFromBytes(c.values[:n*8]))
+		default:
 			copy(dst, c.values[:n*c.width])
 		}
 		c.values = c.values[n*c.width:]
@@ -465,6 +479,9 @@ func (c *flatColumn) putValues(dst []byte, n int) error {
 	}
 	if dst == nil {
 		return nil
+	}
+	if c.narrow {
+		return gatherNarrow(arrow.Float32Traits.CastFromBytes(dst)[:n], arrow.Float64Traits.CastFromBytes(c.dict), idx)
 	}
 	return gather(dst, c.dict, idx, c.width)
 }
@@ -524,6 +541,25 @@ func gather(dst, dict []byte, idx []uint32, width int) error {
 		return gatherDict(asWords[uint64](dst), asWords[uint64](dict), idx)
 	}
 	return fmt.Errorf("values of %d bytes", width)
+}
+
+// gatherNarrow writes dict's values at idx into dst as float32, refusing
+// an index past the dictionary's end.
+func gatherNarrow(dst []float32, dict []float64, idx []uint32) error {
+	for i, x := range idx {
+		if int(x) >= len(dict) {
+			return fmt.Errorf("dictionary index %d of a dictionary of %d", x, len(dict))
+		}
+		dst[i] = float32(dict[x])
+	}
+	return nil
+}
+
+// narrowFloats writes src into dst as float32.
+func narrowFloats(dst []float32, src []float64) {
+	for i, v := range src[:len(dst)] {
+		dst[i] = float32(v)
+	}
 }
 
 // gatherDict writes dict's values at idx into dst, refusing an index
@@ -609,7 +645,7 @@ func (c *flatColumn) setDictionary(h pageHeader, data []byte) error {
 // batches' buffers as they are taken, saving a copy; otherwise the body
 // is read and the page started like any other.
 func (c *flatColumn) startDirect(h pageHeader, prefix []byte, at int64, size int) error {
-	if err := c.startPage(h, prefix); err == nil && !c.encoded && c.valid == nil {
+	if err := c.startPage(h, prefix); err == nil && !c.encoded && c.valid == nil && !c.narrow {
 		levels := len(prefix) - len(c.values)
 		c.values, c.inFile, c.fileAt, c.fileLeft = nil, true, at+int64(levels), int64(size-levels)
 		return nil

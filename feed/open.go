@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/spindle-ml/spindle/fsys"
 )
@@ -61,7 +63,7 @@ func OpenSplit(ctx context.Context, res *fsys.Resolver, s Split, opts ReadOption
 		if err != nil {
 			return nil, err
 		}
-		return newSplitReader(s, op), nil
+		return newSplitReader(s, op, opts), nil
 	}
 	fs, name, err := res.Resolve(ctx, s.URI)
 	if err != nil {
@@ -100,11 +102,14 @@ func OpenSplit(ctx context.Context, res *fsys.Resolver, s Split, opts ReadOption
 		f.Close()
 		return nil, err
 	}
-	return newSplitReader(s, op), nil
+	return newSplitReader(s, op, opts), nil
 }
 
-func newSplitReader(s Split, op *opened) *splitReader {
-	r := &splitReader{uri: s.URI, opened: *op, left: -1}
+// newSplitReader returns the reader of split s, opened as op, whose
+// batches have the schema opts ask for (ReadOptions.outSchema).
+func newSplitReader(s Split, op *opened, opts ReadOptions) *splitReader {
+	r := &splitReader{uri: s.URI, opened: *op, left: -1, alloc: opts.Allocator}
+	r.schema = opts.outSchema(op.schema)
 	if s.Rows > 0 {
 		r.left = s.Rows
 		r.want = s.Rows
@@ -117,7 +122,8 @@ func newSplitReader(s Split, op *opened) *splitReader {
 type splitReader struct {
 	uri string
 	opened
-	left   int64 // rows still to return; -1 when the split has no row count
+	alloc  memory.Allocator // for columns converted to the output types
+	left   int64            // rows still to return; -1 when the split has no row count
 	want   int64
 	closed bool
 }
@@ -178,8 +184,33 @@ func (r *splitReader) shape(raw arrow.RecordBatch) arrow.RecordBatch {
 			j = r.proj[i]
 		}
 		cols[i] = raw.Column(j)
+		if f64, ok := cols[i].(*array.Float64); ok && r.schema.Field(i).Type.ID() == arrow.FLOAT32 {
+			cols[i] = narrowArray(f64, r.alloc)
+			defer cols[i].Release()
+		}
 	}
 	return array.NewRecordBatch(r.schema, cols, raw.NumRows())
+}
+
+// narrowArray returns a's values as float32, with its validity.
+func narrowArray(a *array.Float64, alloc memory.Allocator) arrow.Array {
+	values := memory.NewResizableBuffer(alloc)
+	defer values.Release()
+	values.Resize(a.Len() * 4)
+	narrowFloats(arrow.Float32Traits.CastFromBytes(values.Bytes()), a.Float64Values())
+	buffers := []*memory.Buffer{nil, values}
+	if a.NullN() > 0 {
+		// The validity bits from the array's offset on, as a buffer of
+		// their own when the array is a slice.
+		validity := memory.NewResizableBuffer(alloc)
+		defer validity.Release()
+		validity.Resize(int(bitutil.BytesForBits(int64(a.Len()))))
+		bitutil.CopyBitmap(a.NullBitmapBytes(), a.Offset(), a.Len(), validity.Bytes(), 0)
+		buffers[0] = validity
+	}
+	data := array.NewData(arrow.PrimitiveTypes.Float32, a.Len(), buffers, nil, a.NullN(), 0)
+	defer data.Release()
+	return array.MakeFromData(data)
 }
 
 func (r *splitReader) Close() error {

@@ -109,6 +109,13 @@ type ReadOptions struct {
 	DecodeWorkers int
 	// Flight says how to reach the Arrow Flight services of Flight splits.
 	Flight FlightOptions
+	// Float32Features reads float64 columns other than the label as
+	// float32, for a consumer that takes float32 (the tensor feed): the
+	// batches' schema has float32 for them (FeatureSchema). Parquet
+	// columns are converted as they are decoded, while their pages are in
+	// cache, rather than later from memory; other inputs' columns as each
+	// batch is read.
+	Float32Features bool
 
 	// footers keeps Parquet footers from one split of a file to the next;
 	// nil parses every split's footer.
@@ -116,6 +123,33 @@ type ReadOptions struct {
 	// pqarrowOnly reads every Parquet column through pqarrow, never
 	// flatColumns; tests compare the two.
 	pqarrowOnly bool
+}
+
+// FeatureSchema returns schema with its float64 columns other than the
+// label column as float32: the schema of the batches read with
+// Float32Features.
+func FeatureSchema(schema *arrow.Schema, label string) *arrow.Schema {
+	fields := schema.Fields()
+	narrowed := false
+	for i, f := range fields {
+		if f.Type.ID() == arrow.FLOAT64 && f.Name != label {
+			fields[i].Type, narrowed = arrow.PrimitiveTypes.Float32, true
+		}
+	}
+	if !narrowed {
+		return schema
+	}
+	md := schema.Metadata()
+	return arrow.NewSchema(fields, &md)
+}
+
+// outSchema is the schema of the batches read of a split whose columns
+// have schema: narrowed with Float32Features.
+func (o ReadOptions) outSchema(schema *arrow.Schema) *arrow.Schema {
+	if !o.Float32Features || schema == nil {
+		return schema
+	}
+	return FeatureSchema(schema, o.LabelColumn)
 }
 
 func (o ReadOptions) normalize() (ReadOptions, error) {

@@ -338,7 +338,21 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		}
 		window = wholeChunks
 	}
-	p := &parquetSource{uri: s.URI, file: f, cache: cache, schema: out}
+	// Columns flatColumns reads are narrowed as they are decoded
+	// (Float32Features); the source's batches have them as float32, and
+	// the split's reader converts the others.
+	narrowed := opts.outSchema(out)
+	raw := out
+	if narrowed != out {
+		fields := out.Fields()
+		for i := range fields {
+			if flat[i] {
+				fields[i].Type = narrowed.Field(i).Type
+			}
+		}
+		raw = arrow.NewSchema(fields, nil)
+	}
+	p := &parquetSource{uri: s.URI, file: f, cache: cache, schema: raw}
 	seek := s.RowOffset
 	if seek > 0 && anyRepeated(pf, leaves) {
 		// arrow-go's SeekToRow misreads repeated (list) columns: it
@@ -351,7 +365,11 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		for _, i := range fields {
 			if flat[i] {
 				fl = append(fl, fieldLeaves[i][0])
-				ffields = append(ffields, fileSchema.Field(fileSchema.FieldIndices(sel[i])[0]))
+				field := fileSchema.Field(fileSchema.FieldIndices(sel[i])[0])
+				if raw != out {
+					field.Type = raw.Field(i).Type
+				}
+				ffields = append(ffields, field)
 				continue
 			}
 			gl = append(gl, fieldLeaves[i]...)

@@ -181,7 +181,7 @@ func openPartitioned(ctx context.Context, open func(Split, ReadOptions) (Reader,
 	if alloc == nil {
 		alloc = memory.DefaultAllocator
 	}
-	return &partitionReader{inner: r, schema: out, values: s.Partitions, alloc: alloc}, nil
+	return &partitionReader{inner: r, schema: opts.outSchema(out), values: s.Partitions, alloc: alloc}, nil
 }
 
 func (p *partitionReader) Schema() *arrow.Schema { return p.schema }

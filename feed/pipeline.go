@@ -90,6 +90,10 @@ type PipelineConfig struct {
 	// are read every epoch. Zero keeps none. The batches are the same
 	// either way.
 	CacheBytes int64
+	// Float32Features reads float64 columns other than the label as
+	// float32 (ReadOptions.Float32Features), for the tensor feed: the
+	// batches' schema (Schema) then has float32 for them.
+	Float32Features bool
 }
 
 // Validate reports the first problem with the configuration.
@@ -192,7 +196,7 @@ func NewPipeline(res *fsys.Resolver, cfg PipelineConfig) (*Pipeline, error) {
 	if cfg.ShuffleBufferRows == 0 {
 		cfg.ShuffleBufferRows = DefaultShuffleBufferRows
 	}
-	p := &Pipeline{res: res, cfg: cfg, schema: cfg.Schema, limit: -1, open: map[*epochReader]struct{}{}, alloc: cfg.Allocator,
+	p := &Pipeline{res: res, cfg: cfg, schema: cfg.readOptions().outSchema(cfg.Schema), limit: -1, open: map[*epochReader]struct{}{}, alloc: cfg.Allocator,
 		footers: newFooterCache(cfg.Splits)}
 	if limit := cfg.BufferPoolBytes; limit >= 0 {
 		if limit == 0 {
@@ -250,9 +254,15 @@ func rowBytes(schema *arrow.Schema) int {
 }
 
 func (p *Pipeline) readOptions(schema *arrow.Schema) ReadOptions {
-	return ReadOptions{Columns: p.cfg.Columns, LabelColumn: p.cfg.LabelColumn, Schema: schema,
-		BatchRows: p.readRows(), CSV: p.cfg.CSV, Allocator: p.alloc, DecodeWorkers: p.decodeWorkers, Flight: p.cfg.Flight,
-		footers: p.footers}
+	o := p.cfg.readOptions()
+	o.Schema, o.BatchRows, o.Allocator, o.DecodeWorkers, o.footers = schema, p.readRows(), p.alloc, p.decodeWorkers, p.footers
+	return o
+}
+
+// readOptions returns the options of c that readers take as they are.
+func (c PipelineConfig) readOptions() ReadOptions {
+	return ReadOptions{Columns: c.Columns, LabelColumn: c.LabelColumn, Schema: c.Schema, CSV: c.CSV, Flight: c.Flight,
+		Float32Features: c.Float32Features}
 }
 
 // readRows is the batch size asked of split readers: at least
@@ -310,7 +320,7 @@ func (p *Pipeline) Epoch(ctx context.Context, epoch int) (Reader, error) {
 			order[i] = int(j)
 		}
 	}
-	src := &splitStream{p: p, schema: schema, order: order, limit: -1}
+	src := &splitStream{p: p, order: order, limit: -1}
 	var chain stage = src
 	if p.limit >= 0 {
 		src.limit = p.limit
@@ -436,11 +446,10 @@ type stage interface {
 // it stops after limit rows; with cycle it starts the splits over when
 // they run out before the limit (padding).
 type splitStream struct {
-	p      *Pipeline
-	schema *arrow.Schema
-	order  []int
-	limit  int64
-	cycle  bool
+	p     *Pipeline
+	order []int
+	limit int64
+	cycle bool
 
 	i        int
 	cur      Reader
@@ -463,7 +472,7 @@ func (s *splitStream) next(ctx context.Context) (arrow.RecordBatch, error) {
 				}
 				s.i, s.passRows = 0, 0
 			}
-			r, err := s.p.openSplit(ctx, s.order[s.i], s.schema)
+			r, err := s.p.openSplit(ctx, s.order[s.i])
 			s.i++
 			if err != nil {
 				return nil, err
@@ -495,8 +504,8 @@ func (s *splitStream) next(ctx context.Context) (arrow.RecordBatch, error) {
 }
 
 // openSplit opens split i of the rank, through the cache when there is one.
-func (p *Pipeline) openSplit(ctx context.Context, i int, schema *arrow.Schema) (Reader, error) {
-	open := func() (Reader, error) { return OpenSplit(ctx, p.res, p.cfg.Splits[i], p.readOptions(schema)) }
+func (p *Pipeline) openSplit(ctx context.Context, i int) (Reader, error) {
+	open := func() (Reader, error) { return OpenSplit(ctx, p.res, p.cfg.Splits[i], p.readOptions(p.cfg.Schema)) }
 	if p.cache == nil {
 		return open()
 	}

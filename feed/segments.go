@@ -51,8 +51,9 @@ func SegmentEpoch(ctx context.Context, res *fsys.Resolver, base PipelineConfig, 
 		alloc = memory.DefaultAllocator
 	}
 	src := &segmentStage{ctx: ctx, res: res, base: base, segs: segs, epoch: epoch}
-	chain := newRebatcher(src, base.Schema, int64(base.BatchRows), alloc)
-	return &stageReader{schema: base.Schema, chain: chain, pad: padBatches}, nil
+	schema := base.readOptions().outSchema(base.Schema)
+	chain := newRebatcher(src, schema, int64(base.BatchRows), alloc)
+	return &stageReader{schema: schema, chain: chain, pad: padBatches}, nil
 }
 
 // segmentStage yields the rows of each segment in turn.

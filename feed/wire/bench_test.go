@@ -227,8 +227,9 @@ func parseCodec(s string) (compress.Compression, error) {
 
 // newBenchPipeline is the feed pipeline an executor would build for a
 // one-rank job over path: planned by feed.Plan, read by feed.Pipeline,
-// prefetch batches ahead on a goroutine of its own.
-func newBenchPipeline(ctx context.Context, path string, batchRows, prefetch int, cacheBytes int64) (*feed.Pipeline, error) {
+// prefetch batches ahead on a goroutine of its own, float64 features
+// read as float32 for the tensor feed (mode tensor).
+func newBenchPipeline(ctx context.Context, path string, mode Mode, batchRows, prefetch int, cacheBytes int64) (*feed.Pipeline, error) {
 	res := fsys.NewResolver(fsys.Options{})
 	plan, err := feed.Plan(ctx, res, feed.PlanRequest{Inputs: []string{path}, Ranks: 1, LabelColumn: "label"})
 	if err != nil {
@@ -242,6 +243,8 @@ func newBenchPipeline(ctx context.Context, path string, batchRows, prefetch int,
 		Prefetch:    prefetch,
 		EvenBatches: feed.EvenOff,
 		CacheBytes:  cacheBytes,
+
+		Float32Features: mode == ModeTensor,
 	})
 }
 
@@ -436,7 +439,7 @@ func consumeDecode(ctx context.Context) (consumerResult, error) {
 	if err != nil {
 		return res, err
 	}
-	src, err := newBenchPipeline(ctx, os.Getenv(consumerFileEnv), batchRows, 0, 0)
+	src, err := newBenchPipeline(ctx, os.Getenv(consumerFileEnv), ModeArrow, batchRows, 0, 0)
 	if err != nil {
 		return res, err
 	}
@@ -776,7 +779,7 @@ func BenchmarkFeed(b *testing.B) {
 					if from == "cached" {
 						cacheBytes = 4 * payload
 					}
-					pipe, err := newBenchPipeline(context.Background(), data.path, batchRows, 8, cacheBytes)
+					pipe, err := newBenchPipeline(context.Background(), data.path, mode, batchRows, 8, cacheBytes)
 					if err != nil {
 						b.Fatal(err)
 					}
