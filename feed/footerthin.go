@@ -12,6 +12,10 @@ import (
 // parquetMagic ends a Parquet file whose footer is not encrypted.
 var parquetMagic = []byte("PAR1")
 
+// footerTail is how much of a file's end readFooter reads at first: the
+// whole footer of most files, with one read (a round trip on HDFS).
+const footerTail = 64 << 10
+
 // readFooter returns a Parquet file's footer: the Thrift-encoded
 // FileMetaData before its length and the magic at the end of the file.
 // It returns false for a file that does not end that way (an encrypted
@@ -21,13 +25,16 @@ func readFooter(src io.ReaderAt, size int64) ([]byte, bool) {
 	if size < 12 {
 		return nil, false
 	}
-	var tail [8]byte
-	if !readFull(src, tail[:], size-8) || !bytes.Equal(tail[4:], parquetMagic) {
+	tail := make([]byte, min(size, footerTail))
+	if !readFull(src, tail, size-int64(len(tail))) || !bytes.Equal(tail[len(tail)-4:], parquetMagic) {
 		return nil, false
 	}
-	n := int64(binary.LittleEndian.Uint32(tail[:4]))
-	if n > size-12 {
+	n := int64(binary.LittleEndian.Uint32(tail[len(tail)-8:]))
+	switch {
+	case n > size-12:
 		return nil, false
+	case n <= int64(len(tail))-8:
+		return tail[int64(len(tail))-8-n : len(tail)-8], true
 	}
 	footer := make([]byte, n)
 	return footer, readFull(src, footer, size-8-n)

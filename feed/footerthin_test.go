@@ -1,7 +1,9 @@
 package feed
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -279,4 +281,30 @@ func concatRecords(t *testing.T, a, b arrow.RecordBatch) arrow.RecordBatch {
 		cols[i] = c
 	}
 	return array.NewRecordBatch(a.Schema(), cols, a.NumRows()+b.NumRows())
+}
+
+// readFooter returns the bytes before the length and the magic, whether
+// they fit in its first read of the file's end or not, and refuses a
+// file that does not end in a plain footer.
+func TestReadFooter(t *testing.T) {
+	for _, n := range []int{0, 1, footerTail - 9, footerTail - 8, footerTail - 7, 3 * footerTail} {
+		footer := make([]byte, n)
+		for i := range footer {
+			footer[i] = byte(i * 7)
+		}
+		file := append(append([]byte("PAR1 data pages"), footer...), byte(n), byte(n>>8), byte(n>>16), byte(n>>24))
+		file = append(file, parquetMagic...)
+		got, ok := readFooter(bytes.NewReader(file), int64(len(file)))
+		if !ok || !bytes.Equal(got, footer) {
+			t.Errorf("a footer of %d bytes: read %d bytes (%v)", n, len(got), ok)
+		}
+		if _, ok := readFooter(bytes.NewReader(file[:len(file)-1]), int64(len(file)-1)); ok {
+			t.Errorf("a footer of %d bytes: read a file without its last byte", n)
+		}
+		long := slices.Clone(file)
+		binary.LittleEndian.PutUint32(long[len(long)-8:], uint32(len(file)))
+		if _, ok := readFooter(bytes.NewReader(long), int64(len(long))); ok {
+			t.Errorf("a footer of %d bytes: read a length past the file's start", n)
+		}
+	}
 }
