@@ -64,10 +64,11 @@ func checkNarrowed(t *testing.T, got, want arrow.RecordBatch, label string, name
 func TestFloat32Features(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
+	const rows = 5000
 	for _, dict := range []bool{false, true} {
 		path := filepath.Join(dir, fmt.Sprintf("flat-%v.parquet", dict))
-		writeFlatParquet(t, path, 5000, 1300, compress.Codecs.Snappy, false, true, dict)
-		want := readPlain(t, path, 0, 5000)
+		writeFlatParquet(t, path, rows, 1300, compress.Codecs.Snappy, false, true, dict)
+		want := readPlain(t, path, 0, rows)
 		defer want.Release()
 		for _, label := range []string{"", "f64"} {
 			for _, pqarrowOnly := range []bool{false, true} {
@@ -75,7 +76,7 @@ func TestFloat32Features(t *testing.T) {
 					t.Run(fmt.Sprintf("parquet/dict=%v/label=%q/pqarrowOnly=%v/workers=%d", dict, label, pqarrowOnly, workers), func(t *testing.T) {
 						opts := ReadOptions{BatchRows: 700, Allocator: memory.DefaultAllocator, DecodeWorkers: workers,
 							LabelColumn: label, Float32Features: true, pqarrowOnly: pqarrowOnly}
-						split := Split{URI: path, Format: FormatParquet, Rows: 5000}
+						split := Split{URI: path, Format: FormatParquet, Rows: rows}
 						f, err := fsys.Local().Open(ctx, path)
 						if err != nil {
 							t.Fatal(err)
@@ -112,6 +113,38 @@ func TestFloat32Features(t *testing.T) {
 			}
 		}
 	}
+
+	// Large uncompressed pages, which flatColumns may read from the file
+	// straight into the batches (not when it narrows them).
+	bigPages := filepath.Join(dir, "big-pages.parquet")
+	writeFlatParquetPages(t, bigPages, 200_000, 90_000, 256<<10, compress.Codecs.Uncompressed, false, false, false)
+	t.Run("parquet/uncompressed-pages", func(t *testing.T) {
+		want := readPlain(t, bigPages, 0, 200_000)
+		defer want.Release()
+		plan, err := Plan(ctx, newResolver(), PlanRequest{Inputs: []string{bigPages}, Ranks: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := NewPipeline(newResolver(), PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, BatchRows: 7000,
+			Prefetch: 2, DecodeWorkers: 2, EvenBatches: EvenOff, Float32Features: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		r, err := p.Epoch(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		n := eachBatch(t, r.Next, func(rec arrow.RecordBatch, off int64) {
+			exp := want.NewSlice(off, off+rec.NumRows())
+			defer exp.Release()
+			checkNarrowed(t, rec, exp, "")
+		})
+		if n != 200_000 {
+			t.Errorf("fed %d rows, want 200000", n)
+		}
+	})
 
 	// Other inputs, through a pipeline: its schema says float32 too.
 	arrowPath := writeArrow(t, filepath.Join(dir, "rows.arrow"), 0, 3000, 1000)
