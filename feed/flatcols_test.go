@@ -140,59 +140,9 @@ func TestFlatColumnsMatchPqarrow(t *testing.T) {
 				}
 				for _, tt := range tests {
 					t.Run(fmt.Sprintf("v2=%v/nulls=%v/dict=%v/%s/window=%d/rg=%v/seek=%d/batch=%d", v2, nulls, dict, codec, chunkWindow, tt.rowGroups, tt.seek, tt.batchRows), func(t *testing.T) {
-						checked := memory.NewCheckedAllocator(memory.NewGoAllocator())
-						defer checked.AssertSize(t, 0)
-						pool := newBufferPool(checked, 8<<20)
-						defer pool.close()
-						pool.poison = true
-
-						f, err := os.Open(path)
-						if err != nil {
-							t.Fatal(err)
-						}
-						defer f.Close()
-						pf, err := file.NewParquetReader(f)
-						if err != nil {
-							t.Fatal(err)
-						}
-						var want int64
-						for _, rg := range tt.rowGroups {
-							want += pf.MetaData().RowGroup(rg).NumRows()
-						}
-						want -= tt.seek
-						exp := readPlain(t, path, int64(tt.rowGroups[0])*rgRows+tt.seek, want)
-						defer exp.Release()
-
-						p := newFlatColumns(pf, f, chunkWindow, tt.rowGroups, []int{0, 1, 2, 3}, flatSchema.Fields(), pool, tt.batchRows)
-						defer p.Release()
-						if err := p.SeekToRow(tt.seek); err != nil {
-							t.Fatal(err)
-						}
-						var off int64
-						var sawNulls bool
-						for p.Next() {
-							rec := p.RecordBatch()
-							if n := rec.NumRows(); n != int64(tt.batchRows) && off+n != want {
-								t.Fatalf("a batch of %d rows at row %d of %d, want %d", n, off, want, tt.batchRows)
-							}
-							for c := 0; c < int(rec.NumCols()); c++ {
-								e := array.NewSlice(exp.Column(c), off, off+rec.NumRows())
-								if !array.Equal(rec.Column(c), e) {
-									t.Fatalf("rows %d+%d of column %s differ:\n got %v\nwant %v", off, rec.NumRows(), rec.ColumnName(c), rec.Column(c), e)
-								}
-								e.Release()
-								sawNulls = sawNulls || rec.Column(c).NullN() > 0
-							}
-							off += rec.NumRows()
-						}
-						if err := p.Err(); err != nil {
-							t.Fatal(err)
-						}
-						if off != want {
-							t.Fatalf("read %d rows, want %d", off, want)
-						}
-						if sawNulls != (nulls && tt.rowGroups[0] < 3) {
-							t.Errorf("saw nulls: %v", sawNulls)
+						got := checkFlatReads(t, path, rgRows, tt.rowGroups, tt.seek, tt.batchRows, nil)
+						if got.sawNulls != (nulls && tt.rowGroups[0] < 3) {
+							t.Errorf("saw nulls: %v", got.sawNulls)
 						}
 					})
 				}
@@ -523,13 +473,21 @@ func TestFlatColumnsDirect(t *testing.T) {
 	}
 }
 
+// flatReads is what checkFlatReads saw: how many column batches were
+// slices of a page's buffer (pageValues) rather than copies, and whether
+// any batch had nulls.
+type flatReads struct {
+	sliced   int
+	sawNulls bool
+}
+
 // checkFlatReads reads rowGroups of the file at path (written by
 // writeFlatParquetPages with row groups of rgRows) through flatColumns,
 // from row seek, batchRows rows a batch, through a pool that poisons
-// every buffer, with the file wrapped by wrap; it checks every batch
-// against pqarrow's reading, and returns how many column batches were
-// slices of a page's buffer (pageValues) rather than copies.
-func checkFlatReads(t *testing.T, path string, rgRows int64, rowGroups []int, seek int64, batchRows int, wrap func(io.ReaderAt) io.ReaderAt) (sliced int) {
+// every buffer, with the file wrapped by wrap (when not nil); it checks
+// every batch against pqarrow's reading, before and after the later
+// batches are read.
+func checkFlatReads(t *testing.T, path string, rgRows int64, rowGroups []int, seek int64, batchRows int, wrap func(io.ReaderAt) io.ReaderAt) (got flatReads) {
 	t.Helper()
 	checked := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer checked.AssertSize(t, 0)
@@ -566,7 +524,11 @@ func checkFlatReads(t *testing.T, path string, rgRows int64, rowGroups []int, se
 	}
 	defer exp.Release()
 
-	p := newFlatColumns(pf, wrap(f), chunkWindow, rowGroups, []int{0, 1, 2, 3}, flatSchema.Fields(), pool, batchRows)
+	var src io.ReaderAt = f
+	if wrap != nil {
+		src = wrap(f)
+	}
+	p := newFlatColumns(pf, src, chunkWindow, rowGroups, []int{0, 1, 2, 3}, flatSchema.Fields(), pool, batchRows)
 	defer p.Release()
 	if err := p.SeekToRow(seek); err != nil {
 		t.Fatal(err)
@@ -580,15 +542,19 @@ func checkFlatReads(t *testing.T, path string, rgRows int64, rowGroups []int, se
 	}()
 	for p.Next() {
 		rec := p.RecordBatch()
+		if n := rec.NumRows(); n != int64(batchRows) && off+n != want {
+			t.Fatalf("a batch of %d rows at row %d of %d, want %d", n, off, want, batchRows)
+		}
 		for c := 0; c < int(rec.NumCols()); c++ {
 			e := array.NewSlice(exp.Column(c), off, off+rec.NumRows())
 			if !array.Equal(rec.Column(c), e) {
-				t.Fatalf("rows %d+%d of column %s differ", off, rec.NumRows(), rec.ColumnName(c))
+				t.Fatalf("rows %d+%d of column %s differ:\n got %v\nwant %v", off, rec.NumRows(), rec.ColumnName(c), rec.Column(c), e)
 			}
 			e.Release()
 			if rec.Column(c).Data().Buffers()[1].Parent() != nil {
-				sliced++
+				got.sliced++
 			}
+			got.sawNulls = got.sawNulls || rec.Column(c).NullN() > 0
 		}
 		rec.Retain()
 		kept = append(kept, rec)
@@ -607,7 +573,7 @@ func checkFlatReads(t *testing.T, path string, rgRows int64, rowGroups []int, se
 		}
 		e.Release()
 	}
-	return sliced
+	return got
 }
 
 // A batch's values that lie plainly in one decompressed page, none of
@@ -631,9 +597,9 @@ func TestFlatColumnsSharePages(t *testing.T) {
 				{[]int{0, 2}, 3, 200_000},
 			} {
 				t.Run(fmt.Sprintf("v2=%v/nulls=%v/rg=%v/seek=%d/batch=%d", v2, nulls, tt.rowGroups, tt.seek, tt.batchRows), func(t *testing.T) {
-					sliced := checkFlatReads(t, path, rgRows, tt.rowGroups, tt.seek, tt.batchRows, func(f io.ReaderAt) io.ReaderAt { return f })
-					if small := tt.batchRows < 8192; small != (sliced > 0) {
-						t.Errorf("%d column batches sliced from pages", sliced)
+					got := checkFlatReads(t, path, rgRows, tt.rowGroups, tt.seek, tt.batchRows, nil)
+					if small := tt.batchRows < 8192; small != (got.sliced > 0) {
+						t.Errorf("%d column batches sliced from pages", got.sliced)
 					}
 				})
 			}
