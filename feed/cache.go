@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // splitCache keeps the decoded batches of whole splits from one epoch to
@@ -21,8 +22,9 @@ import (
 // its splits come from the cache or not.
 //
 // Sizes count every buffer of a batch in full, also when the batch is a
-// slice of a larger one, so the cache never holds more than limit bytes of
-// memory.
+// slice of a larger one, and the page a buffer slices (flatColumns hands
+// out slices of decompressed pages) in full once, so the cache never
+// holds more than limit bytes of memory.
 type splitCache struct {
 	limit int64
 
@@ -108,11 +110,13 @@ func releaseAll(recs []arrow.RecordBatch) {
 }
 
 // heldBytes is the memory rec keeps alive: every buffer of every column,
-// counted in full.
-func heldBytes(rec arrow.RecordBatch) int64 {
+// counted in full, and for a buffer that slices another
+// (memory.SliceBuffer) that one, in full, unless parents says it was
+// counted already; parents notes those counted.
+func heldBytes(rec arrow.RecordBatch, parents map[*memory.Buffer]bool) int64 {
 	var n int64
 	for _, col := range rec.Columns() {
-		n += dataBytes(col.Data())
+		n += dataBytes(col.Data(), parents)
 	}
 	return n
 }
@@ -161,6 +165,9 @@ type recordingReader struct {
 	size    int64
 	seen    int64 // rows recorded
 	stopped bool  // outgrew room, or handed over
+	// parents are the buffers the recorded batches' buffers slice,
+	// counted in size already (heldBytes).
+	parents map[*memory.Buffer]bool
 }
 
 func (r *recordingReader) Next(ctx context.Context) (arrow.RecordBatch, error) {
@@ -174,7 +181,10 @@ func (r *recordingReader) Next(ctx context.Context) (arrow.RecordBatch, error) {
 	case err != nil:
 		r.drop()
 	default:
-		r.size += heldBytes(rec)
+		if r.parents == nil {
+			r.parents = map[*memory.Buffer]bool{}
+		}
+		r.size += heldBytes(rec, r.parents)
 		if r.size > r.room {
 			r.drop()
 			break

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -196,5 +197,43 @@ func TestCacheKeepsSplitsEndingAtTheRowLimit(t *testing.T) {
 	}
 	if st := p.Stats(); st.CacheHits != int64(len(plan.Ranks[1])) {
 		t.Fatalf("stats %+v: want every split of epoch 1 from the cache", st)
+	}
+}
+
+// A cached batch that slices a page (flatColumns.pageValues) keeps the
+// whole page alive: the page counts once, in full, however many batches
+// slice it, and other buffers count as they are.
+func TestHeldBytesCountsSlicedPages(t *testing.T) {
+	page := memory.NewResizableBuffer(memory.DefaultAllocator)
+	page.Resize(4000)
+	defer page.Release()
+	batch := func(buf *memory.Buffer, rows int) arrow.RecordBatch {
+		data := array.NewData(arrow.PrimitiveTypes.Float32, rows, []*memory.Buffer{nil, buf}, nil, 0, 0)
+		defer data.Release()
+		col := array.MakeFromData(data)
+		defer col.Release()
+		schema := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Float32}}, nil)
+		return array.NewRecordBatch(schema, []arrow.Array{col}, int64(rows))
+	}
+	first, second := memory.SliceBuffer(page, 0, 1200), memory.SliceBuffer(page, 1200, 1200)
+	defer first.Release()
+	defer second.Release()
+	copied := memory.NewBufferBytes(make([]byte, 800))
+	parents := map[*memory.Buffer]bool{}
+	var held int64
+	for _, b := range []struct {
+		buf  *memory.Buffer
+		want int64
+	}{{first, int64(page.Cap())}, {second, 0}, {copied, 800}} {
+		rec := batch(b.buf, b.buf.Len()/4)
+		got := heldBytes(rec, parents)
+		rec.Release()
+		if got != b.want {
+			t.Errorf("a batch of %d bytes holds %d, want %d", b.buf.Len(), got, b.want)
+		}
+		held += got
+	}
+	if held < 4000+800 {
+		t.Errorf("the batches hold %d bytes, want the page's 4000 and the copy's 800 at least", held)
 	}
 }

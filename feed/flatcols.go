@@ -308,8 +308,9 @@ func (p *flatColumns) readColumn(c *flatColumn, n int) (arrow.Array, error) {
 // pageValues returns the next n values of c as a slice of the buffer its
 // page was decompressed into, rather than a copy, when they are all there:
 // stored plainly, none of them null, aligned to their width. The batch
-// then holds the page's buffer until it is released; chunkPages
-// decompresses the next page into another.
+// then holds the page's buffer until it is released (the epoch cache
+// counts the page in full: heldBytes); chunkPages decompresses the next
+// page into another.
 func (c *flatColumn) pageValues(n int) *memory.Buffer {
 	size := n * c.width
 	if c.narrow || c.strs || c.encoded || c.inFile || c.valid != nil || c.levels < n || len(c.values) < size || c.pages == nil {

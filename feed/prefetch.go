@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
 )
@@ -137,21 +138,30 @@ func arrayBytes(a arrow.Array) int64 {
 		return offs[len(offs)-1] - offs[0] + 8*n + bitmap
 	}
 	// Anything else: the whole buffers, shared or not.
-	return dataBytes(a.Data())
+	return dataBytes(a.Data(), nil)
 }
 
-func dataBytes(d arrow.ArrayData) int64 {
+// dataBytes is the length of every buffer of d, its children and its
+// dictionary. With parents (not nil), a buffer that slices another
+// (memory.SliceBuffer) counts as that one's whole capacity, the first
+// time: parents notes the buffers counted.
+func dataBytes(d arrow.ArrayData, parents map[*memory.Buffer]bool) int64 {
 	var n int64
 	for _, b := range d.Buffers() {
-		if b != nil {
+		switch {
+		case b == nil:
+		case parents == nil || b.Parent() == nil:
 			n += int64(b.Len())
+		case !parents[b.Parent()]:
+			parents[b.Parent()] = true
+			n += int64(b.Parent().Cap())
 		}
 	}
 	for _, c := range d.Children() {
-		n += dataBytes(c)
+		n += dataBytes(c, parents)
 	}
 	if d.DataType().ID() == arrow.DICTIONARY {
-		n += dataBytes(d.Dictionary())
+		n += dataBytes(d.Dictionary(), parents)
 	}
 	return n
 }
