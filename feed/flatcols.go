@@ -72,9 +72,11 @@ type flatColumn struct {
 	validPos int    // bit in valid of the next level
 
 	// pageLen is the length of the page's levels and values, which are
-	// in a buffer of chunkPages' own when page is not nil (pageValues).
-	pageLen int
-	page    *memory.Buffer
+	// in a buffer of chunkPages' own when page is not nil (pageValues);
+	// pageLevels is its levels (rows).
+	pageLen    int
+	pageLevels int
+	page       *memory.Buffer
 
 	// A page whose values are read from the file straight into the
 	// batches' buffers (startDirect): where its values not yet read are.
@@ -305,15 +307,22 @@ func (p *flatColumns) readColumn(c *flatColumn, n int) (arrow.Array, error) {
 	return p.dictionaryArray(c, n, validity, values, nulls)
 }
 
+// slicedPageBatches is how many batches a page must hold at least for
+// pageValues to slice it: the part of a page that a batch spanning two
+// pages copies stays held, unused, as long as the page's slices live (the
+// epoch cache keeps them), at most a quarter of the page this way.
+const slicedPageBatches = 4
+
 // pageValues returns the next n values of c as a slice of the buffer its
 // page was decompressed into, rather than a copy, when they are all there:
-// stored plainly, none of them null, aligned to their width. The batch
-// then holds the page's buffer until it is released (the epoch cache
-// counts the page in full: heldBytes); chunkPages decompresses the next
-// page into another.
+// stored plainly, none of them null, aligned to their width, in a page of
+// slicedPageBatches such batches or more. The batch then holds the page's
+// buffer until it is released (the epoch cache counts the page in full:
+// heldBytes); chunkPages decompresses the next page into another.
 func (c *flatColumn) pageValues(n int) *memory.Buffer {
 	size := n * c.width
-	if c.narrow || c.strs || c.encoded || c.inFile || c.valid != nil || c.levels < n || len(c.values) < size || c.pages == nil {
+	if c.narrow || c.strs || c.encoded || c.inFile || c.valid != nil || c.levels < n || len(c.values) < size || c.pages == nil ||
+		c.pageLevels < slicedPageBatches*n {
 		return nil
 	}
 	at := c.pageLen - len(c.values)
@@ -704,7 +713,7 @@ func (c *flatColumn) startPage(h pageHeader, data []byte) error {
 		}
 	}
 	c.levels, c.values, c.valid, c.validPos, c.inFile = levels, data, nil, 0, false
-	c.pageLen, c.page = pageLen, nil
+	c.pageLen, c.pageLevels, c.page = pageLen, levels, nil
 	if c.encoded {
 		if err := c.indices.reset(data); err != nil {
 			return fmt.Errorf("%w: column %s: %w", ErrInput, c.name, err)

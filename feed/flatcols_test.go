@@ -577,7 +577,8 @@ func checkFlatReads(t *testing.T, path string, rgRows int64, rowGroups []int, se
 }
 
 // A batch's values that lie plainly in one decompressed page, none of
-// them null, are a slice of the page's buffer, not a copy; the batches
+// them null, are a slice of the page's buffer, not a copy, when the page
+// holds slicedPageBatches batches or more; the batches
 // hold the pages they slice after the reader moves on, and match
 // pqarrow's, with nulls and without, with both data page versions, in
 // batches within a page and across pages and row groups.
@@ -594,6 +595,7 @@ func TestFlatColumnsSharePages(t *testing.T) {
 			}{
 				{[]int{0, 1, 2}, 0, 4096},
 				{[]int{1, 2}, 50_001, 7000},
+				{[]int{0, 1, 2}, 0, 20_000}, // pages of fewer than slicedPageBatches batches
 				{[]int{0, 2}, 3, 200_000},
 			} {
 				t.Run(fmt.Sprintf("v2=%v/nulls=%v/rg=%v/seek=%d/batch=%d", v2, nulls, tt.rowGroups, tt.seek, tt.batchRows), func(t *testing.T) {
