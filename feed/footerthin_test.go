@@ -262,7 +262,7 @@ func TestFooterThinnedToTheRank(t *testing.T) {
 	// A split the pipeline was not given is refused, not read from the
 	// thinned footer.
 	_, err = OpenSplit(context.Background(), newResolver(), Split{URI: path, Format: FormatParquet, RowGroups: []int{2}, Rows: rgRows},
-		p.readOptions(mixedSchema))
+		p.readOptions())
 	if err == nil || !strings.Contains(err.Error(), "row group 2 is not among the rank's") {
 		t.Errorf("opening a split of row group 2: %v", err)
 	}

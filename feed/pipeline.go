@@ -253,9 +253,10 @@ func rowBytes(schema *arrow.Schema) int {
 	return max(n, 1)
 }
 
-func (p *Pipeline) readOptions(schema *arrow.Schema) ReadOptions {
+// readOptions returns the options the pipeline opens its splits with.
+func (p *Pipeline) readOptions() ReadOptions {
 	o := p.cfg.readOptions()
-	o.Schema, o.BatchRows, o.Allocator, o.DecodeWorkers, o.footers = schema, p.readRows(), p.alloc, p.decodeWorkers, p.footers
+	o.BatchRows, o.Allocator, o.DecodeWorkers, o.footers = p.readRows(), p.alloc, p.decodeWorkers, p.footers
 	return o
 }
 
@@ -505,7 +506,7 @@ func (s *splitStream) next(ctx context.Context) (arrow.RecordBatch, error) {
 
 // openSplit opens split i of the rank, through the cache when there is one.
 func (p *Pipeline) openSplit(ctx context.Context, i int) (Reader, error) {
-	open := func() (Reader, error) { return OpenSplit(ctx, p.res, p.cfg.Splits[i], p.readOptions(p.cfg.Schema)) }
+	open := func() (Reader, error) { return OpenSplit(ctx, p.res, p.cfg.Splits[i], p.readOptions()) }
 	if p.cache == nil {
 		return open()
 	}
