@@ -227,13 +227,9 @@ func (c *chunkPages) bytes(at int64, n, ahead int) ([]byte, error) {
 	}
 	c.win.ResizeNoShrink(size)
 	buf := c.win.Bytes()[:size]
-	got, err := c.src.ReadAt(buf, at)
-	if got < size {
-		if err == nil || errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
+	if err := readAt(c.src, buf, at); err != nil {
 		c.winLen = 0
-		return nil, fmt.Errorf("read %d bytes at offset %d: %w", size, at, err)
+		return nil, err
 	}
 	c.winAt, c.winLen = at, size
 	return buf[:n], nil

@@ -504,11 +504,8 @@ func (c *flatColumn) readValues(dst []byte, n int) error {
 		return fmt.Errorf("page holds fewer values than its levels say")
 	}
 	if dst != nil {
-		if got, err := c.pages.src.ReadAt(dst[:size], c.fileAt); int64(got) < size {
-			if err == nil || errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return fmt.Errorf("read %d bytes at offset %d: %w", size, c.fileAt, err)
+		if err := readAt(c.pages.src, dst[:size], c.fileAt); err != nil {
+			return err
 		}
 	}
 	c.fileAt += size

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/apache/arrow-go/v18/parquet/metadata"
@@ -40,11 +41,21 @@ func readFooter(src io.ReaderAt, size int64) ([]byte, bool) {
 	return footer, readFull(src, footer, size-8-n)
 }
 
-// readFull reports whether src's len(p) bytes at off were read into p
-// (a ReaderAt may say io.EOF along with the last bytes of the file).
-func readFull(src io.ReaderAt, p []byte, off int64) bool {
+// readFull reports whether src's len(p) bytes at off were read into p.
+func readFull(src io.ReaderAt, p []byte, off int64) bool { return readAt(src, p, off) == nil }
+
+// readAt reads src's len(p) bytes at off into p, or says why it could
+// not: a ReaderAt may say io.EOF along with the last bytes of the file,
+// which is no error, and a short read without an error is one.
+func readAt(src io.ReaderAt, p []byte, off int64) error {
 	n, err := src.ReadAt(p, off)
-	return n == len(p) && (err == nil || errors.Is(err, io.EOF))
+	if n == len(p) && (err == nil || errors.Is(err, io.EOF)) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("read %d bytes at offset %d: %w", len(p), off, err)
 }
 
 // FileMetaData, RowGroup, ColumnChunk and ColumnMetaData fields
@@ -230,8 +241,7 @@ func (t *footerThinner) structList() (uint64, bool) {
 func (t *footerThinner) columnChunks(g *groupSpan) bool {
 	r := &t.r
 	n, ok := t.structList()
-	g.off = -1
-	var end int64
+	span := newChunkSpan()
 	for i := uint64(0); ok && i < n && r.err == nil; i++ {
 		plain := false // whether the chunk has its metadata unencrypted
 		r.structFields(func(id int16, typ byte) {
@@ -240,18 +250,11 @@ func (t *footerThinner) columnChunks(g *groupSpan) bool {
 				return
 			}
 			plain = true
-			start, size := t.chunkMetaData()
-			if g.off < 0 || start < g.off {
-				g.off = start
-			}
-			end = max(end, start+size)
+			span.add(t.chunkMetaData())
 		})
 		ok = ok && plain
 	}
-	if g.off < 0 {
-		g.off = 0
-	}
-	g.length = max(end-g.off, 0)
+	g.off, g.length = span.bytes()
 	return ok && r.err == nil
 }
 
@@ -261,8 +264,8 @@ func (t *footerThinner) columnChunks(g *groupSpan) bool {
 // before it, so the headers after a field taken out are written anew.
 func (t *footerThinner) chunkMetaData() (start, size int64) {
 	r := &t.r
-	var last int16 // the id of the last field kept
-	var dict int64
+	var last int16       // the id of the last field kept
+	var data, dict int64 // where its data pages and dictionary page are
 	hasDict, cut := false, false
 	r.structFields(func(id int16, typ byte) {
 		header, value := r.header, r.pos
@@ -275,7 +278,7 @@ func (t *footerThinner) chunkMetaData() (start, size int64) {
 		case id == metaCompressedSizeField && typ == ctI64:
 			size = r.i64()
 		case id == metaDataPageField && typ == ctI64:
-			start = r.i64()
+			data = r.i64()
 		case id == metaDictionaryPageField && typ == ctI64:
 			dict, hasDict = r.i64(), true
 		default:
@@ -286,10 +289,7 @@ func (t *footerThinner) chunkMetaData() (start, size int64) {
 		}
 		last = id
 	})
-	if hasDict && dict > 0 && dict < start {
-		start = dict
-	}
-	return start, size
+	return firstPage(data, dict, hasDict), size
 }
 
 // fieldHeader returns the compact-protocol header of field id of type typ

@@ -93,7 +93,7 @@ const (
 const maxThriftDepth = 16
 
 // compactReader reads Thrift's compact protocol from bytes: page headers,
-// and footers for thinFooter. The first error sticks: later reads return
+// and footers for indexFooter. The first error sticks: later reads return
 // zeros.
 type compactReader struct {
 	b      []byte
@@ -228,7 +228,7 @@ func (r *compactReader) skip(typ byte) {
 }
 
 // skipStruct reads past a struct: structFields skipping every field,
-// without a call per field (thinFooter skips a footer's every column
+// without a call per field (indexFooter skips most of a footer's column
 // chunk this way).
 func (r *compactReader) skipStruct() {
 	r.depth++

@@ -75,11 +75,38 @@ func nestedColumns(md *metadata.FileMetaData) bool {
 // chunkStart is where a column chunk's bytes begin: its dictionary page
 // when it has one before its data pages, as arrow-go reads it.
 func chunkStart(cc *metadata.ColumnChunkMetaData) int64 {
-	start := cc.DataPageOffset()
-	if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && cc.DictionaryPageOffset() < start {
-		start = cc.DictionaryPageOffset()
+	return firstPage(cc.DataPageOffset(), cc.DictionaryPageOffset(), cc.HasDictionaryPage())
+}
+
+// firstPage is where a column chunk whose data pages begin at data, and
+// whose dictionary page (when hasDict) is at dict, begins (chunkStart).
+func firstPage(data, dict int64, hasDict bool) int64 {
+	if hasDict && dict > 0 && dict < data {
+		return dict
 	}
-	return start
+	return data
+}
+
+// chunkSpan is the bytes of a row group's column chunks in the file, from
+// the first chunk's start to the last one's end, as chunks are added.
+type chunkSpan struct {
+	off, end int64 // off < 0 before the first chunk
+}
+
+func newChunkSpan() chunkSpan { return chunkSpan{off: -1} }
+
+// add takes in the chunk of size bytes at start.
+func (s *chunkSpan) add(start, size int64) {
+	if s.off < 0 || start < s.off {
+		s.off = start
+	}
+	s.end = max(s.end, start+size)
+}
+
+// bytes returns the span's offset and length; 0 and 0 without chunks.
+func (s chunkSpan) bytes() (off, length int64) {
+	off = max(s.off, 0)
+	return off, max(s.end-off, 0)
 }
 
 // dictLeaves returns the leaf columns to read as Arrow dictionary arrays:
@@ -199,23 +226,16 @@ func unitsOf(md *metadata.FileMetaData, uri string) ([]unit, error) {
 	units := make([]unit, 0, md.NumRowGroups())
 	for i := 0; i < md.NumRowGroups(); i++ {
 		rg := md.RowGroup(i)
-		u := unit{index: i, rows: rg.NumRows(), off: -1}
-		var end int64
+		u := unit{index: i, rows: rg.NumRows()}
+		span := newChunkSpan()
 		for c := 0; c < rg.NumColumns(); c++ {
 			cc, err := rg.ColumnChunk(c)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %s: row group %d column %d: %w", ErrInput, uri, i, c, err)
 			}
-			start := chunkStart(cc)
-			if u.off < 0 || start < u.off {
-				u.off = start
-			}
-			end = max(end, start+cc.TotalCompressedSize())
+			span.add(chunkStart(cc), cc.TotalCompressedSize())
 		}
-		if u.off < 0 {
-			u.off = 0
-		}
-		u.length = max(end-u.off, 0)
+		u.off, u.length = span.bytes()
 		units = append(units, u)
 	}
 	return units, nil
