@@ -27,6 +27,10 @@ import (
 // holds more than limit bytes of memory.
 type splitCache struct {
 	limit int64
+	// Batches with buffers in mem (the consumer's batch memory) are kept
+	// as copies in alloc's memory (detachBatch).
+	mem   BatchMemory
+	alloc memory.Allocator
 
 	mu     sync.Mutex
 	used   int64
@@ -36,8 +40,8 @@ type splitCache struct {
 	hits, misses atomic.Int64
 }
 
-func newSplitCache(limit int64) *splitCache {
-	return &splitCache{limit: limit, splits: map[int][]arrow.RecordBatch{}}
+func newSplitCache(limit int64, mem BatchMemory, alloc memory.Allocator) *splitCache {
+	return &splitCache{limit: limit, mem: mem, alloc: alloc, splits: map[int][]arrow.RecordBatch{}}
 }
 
 // open returns a reader of split i, which holds rows rows (0 when not
@@ -189,8 +193,7 @@ func (r *recordingReader) Next(ctx context.Context) (arrow.RecordBatch, error) {
 			r.drop()
 			break
 		}
-		rec.Retain()
-		r.recs = append(r.recs, rec)
+		r.recs = append(r.recs, detachBatch(rec, r.cache.mem, r.cache.alloc))
 		if r.seen += rec.NumRows(); r.rows > 0 && r.seen >= r.rows {
 			r.handOver()
 		}

@@ -131,7 +131,7 @@ func TestCacheTakesWholeSplitsOnly(t *testing.T) {
 			rec.Release()
 		}
 	}
-	c := newSplitCache(1 << 20)
+	c := newSplitCache(1<<20, nil, nil)
 	defer c.close()
 
 	r, _ := c.open(0, 30, open)
@@ -158,7 +158,7 @@ func TestCacheTakesWholeSplitsOnly(t *testing.T) {
 	}
 	r.Close()
 
-	small := newSplitCache(100) // less than one batch
+	small := newSplitCache(100, nil, nil) // less than one batch
 	defer small.close()
 	r, _ = small.open(0, 30, open)
 	read(r, 3)

@@ -33,6 +33,11 @@
 // epochs take them from there instead of reading and decoding the file
 // again; splits that do not fit are read every epoch.
 //
+// A pipeline given BatchMemory (the feed's shared memory) allocates the
+// buffers of the batches it yields there while it has room, so that the
+// feed sends them without copying them (batchmem.go); the cache keeps
+// copies of those.
+//
 // An input may also be an Arrow Flight flight (grpc://host:port/path),
 // whose endpoints are dealt like files, or rows pushed while the job runs
 // (flight-put:): the driver runs a PushServer that producers DoPut

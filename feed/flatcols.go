@@ -43,10 +43,13 @@ type flatColumns struct {
 	schema    *arrow.Schema
 	cols      []*flatColumn
 	alloc     memory.Allocator
-	batchRows int64
-	left      int64 // rows not yet read
-	rec       arrow.RecordBatch
-	err       error
+	// batchAlloc allocates the batches' values and validity (the
+	// pipeline's batch memory); alloc unless set.
+	batchAlloc memory.Allocator
+	batchRows  int64
+	left       int64 // rows not yet read
+	rec        arrow.RecordBatch
+	err        error
 }
 
 // flatColumn is one column of a flatColumns: where it is in its row
@@ -190,7 +193,7 @@ func dictionaryOnly(cc *metadata.ColumnChunkMetaData) bool {
 // fields) in rowGroups of the file src, batchRows rows a batch, reading
 // at least window bytes of a column chunk at once.
 func newFlatColumns(pf *file.Reader, src io.ReaderAt, window int, rowGroups []int, leaves []int, fields []arrow.Field, alloc memory.Allocator, batchRows int) *flatColumns {
-	p := &flatColumns{pf: pf, src: src, window: window, rowGroups: rowGroups, schema: arrow.NewSchema(fields, nil), alloc: alloc, batchRows: int64(batchRows)}
+	p := &flatColumns{pf: pf, src: src, window: window, rowGroups: rowGroups, schema: arrow.NewSchema(fields, nil), alloc: alloc, batchAlloc: alloc, batchRows: int64(batchRows)}
 	for _, rg := range rowGroups {
 		p.left += pf.MetaData().RowGroup(rg).NumRows()
 	}
@@ -282,7 +285,7 @@ func (p *flatColumns) readColumn(c *flatColumn, n int) (arrow.Array, error) {
 		defer data.Release()
 		return array.MakeFromData(data), nil
 	}
-	values := memory.NewResizableBuffer(p.alloc)
+	values := memory.NewResizableBuffer(p.batchAlloc)
 	defer values.Release()
 	values.Resize(n * c.outWidth)
 	var validity *memory.Buffer
@@ -400,7 +403,7 @@ func (p *flatColumns) fill(c *flatColumn, dst []byte, validity **memory.Buffer, 
 		if dst != nil {
 			if c.valid != nil && *validity == nil && bitutil.CountSetBits(c.valid, c.validPos, k) < k {
 				total := len(dst) / c.outWidth
-				*validity = memory.NewResizableBuffer(p.alloc)
+				*validity = memory.NewResizableBuffer(p.batchAlloc)
 				(*validity).Resize(int(bitutil.BytesForBits(int64(total))))
 				bitutil.SetBitsTo((*validity).Bytes(), 0, int64(total), true)
 			}

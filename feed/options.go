@@ -120,6 +120,10 @@ type ReadOptions struct {
 	// footers keeps Parquet footers from one split of a file to the next;
 	// nil parses every split's footer.
 	footers *footerCache
+	// batchAlloc, when set, allocates the values and validity of the
+	// batches flatColumns decodes (PipelineConfig.BatchMemory); nil means
+	// Allocator.
+	batchAlloc memory.Allocator
 	// pqarrowOnly reads every Parquet column through pqarrow, never
 	// flatColumns; tests compare the two.
 	pqarrowOnly bool

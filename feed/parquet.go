@@ -396,7 +396,11 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		}
 		var readers []batchReader
 		if len(fl) > 0 {
-			readers = append(readers, newFlatColumns(pf, f, window, rowGroups, fl, ffields, opts.Allocator, opts.BatchRows))
+			fc := newFlatColumns(pf, f, window, rowGroups, fl, ffields, opts.Allocator, opts.BatchRows)
+			if opts.batchAlloc != nil {
+				fc.batchAlloc = opts.batchAlloc
+			}
+			readers = append(readers, fc)
 		}
 		if len(gl) > 0 {
 			sort.Ints(gl)

@@ -94,6 +94,11 @@ type PipelineConfig struct {
 	// float32 (ReadOptions.Float32Features), for the tensor feed: the
 	// batches' schema (Schema) then has float32 for them.
 	Float32Features bool
+	// BatchMemory, when set, holds the buffers of the batches the
+	// pipeline yields while it has room (the feed's shared memory, so
+	// that they reach the training process without a copy). Batches the
+	// epoch cache keeps are copied out of it.
+	BatchMemory BatchMemory
 }
 
 // Validate reports the first problem with the configuration.
@@ -150,6 +155,7 @@ type Pipeline struct {
 	footers       *footerCache
 	cache         *splitCache // nil without a cache
 	alloc         memory.Allocator
+	batchAlloc    memory.Allocator // of the batches yielded (BatchMemory)
 	decodeWorkers int
 
 	rowsOut    atomic.Int64
@@ -208,8 +214,9 @@ func NewPipeline(res *fsys.Resolver, cfg PipelineConfig) (*Pipeline, error) {
 		p.pool = newBufferPool(cfg.Allocator, limit)
 		p.alloc = p.pool
 	}
+	p.batchAlloc = batchAlloc(cfg.BatchMemory, p.alloc)
 	if cfg.CacheBytes > 0 {
-		p.cache = newSplitCache(cfg.CacheBytes)
+		p.cache = newSplitCache(cfg.CacheBytes, cfg.BatchMemory, p.alloc)
 	}
 	for _, s := range cfg.Splits {
 		p.rows += s.Rows
@@ -257,6 +264,11 @@ func rowBytes(schema *arrow.Schema) int {
 func (p *Pipeline) readOptions() ReadOptions {
 	o := p.cfg.readOptions()
 	o.BatchRows, o.Allocator, o.DecodeWorkers, o.footers = p.readRows(), p.alloc, p.decodeWorkers, p.footers
+	if !p.shuffled() {
+		// Read batches are what the epoch yields (sliced, or joined by
+		// the rebatcher); shuffled, they are windows the shuffle keeps.
+		o.batchAlloc = p.batchAlloc
+	}
 	return o
 }
 
@@ -265,6 +277,10 @@ func (c PipelineConfig) readOptions() ReadOptions {
 	return ReadOptions{Columns: c.Columns, LabelColumn: c.LabelColumn, Schema: c.Schema, CSV: c.CSV, Flight: c.Flight,
 		Float32Features: c.Float32Features}
 }
+
+// shuffled reports whether the epoch's rows are shuffled across batches
+// (not only its splits).
+func (p *Pipeline) shuffled() bool { return p.cfg.Shuffle && p.cfg.ShuffleBufferRows > 1 }
 
 // readRows is the batch size asked of split readers: at least
 // minReadRows and, for smaller batches, a multiple of BatchRows, so that
@@ -276,7 +292,7 @@ func (c PipelineConfig) readOptions() ReadOptions {
 func (p *Pipeline) readRows() int {
 	b := p.cfg.BatchRows
 	switch {
-	case p.cfg.Shuffle && p.cfg.ShuffleBufferRows > 1:
+	case p.shuffled():
 		return max(b, minReadRows)
 	case p.decodeWorkers > 1:
 		// Several decoders share each read batch, and a helper joins
@@ -327,10 +343,10 @@ func (p *Pipeline) Epoch(ctx context.Context, epoch int) (Reader, error) {
 		src.limit = p.limit
 		src.cycle = true
 	}
-	if c.Shuffle && c.ShuffleBufferRows > 1 {
-		chain = newRowShuffler(chain, schema, c.ShuffleBufferRows, epochKey(c.Seed, epoch, c.Rank, streamRows), p.alloc)
+	if p.shuffled() {
+		chain = newRowShuffler(chain, schema, c.ShuffleBufferRows, epochKey(c.Seed, epoch, c.Rank, streamRows), p.batchAlloc)
 	}
-	chain = newRebatcher(chain, schema, int64(c.BatchRows), p.alloc)
+	chain = newRebatcher(chain, schema, int64(c.BatchRows), p.batchAlloc)
 
 	r := &epochReader{p: p, schema: schema, chain: chain}
 	p.mu.Lock()

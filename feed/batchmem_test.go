@@ -1,0 +1,200 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// arenaMemory is a BatchMemory over one slice, handed out from its start
+// and never reused, each allocation filled with garbage so that nothing
+// relies on zeroed memory.
+type arenaMemory struct {
+	mu      sync.Mutex
+	buf     []byte
+	next    int
+	live    map[uintptr]int
+	lent    int64 // bytes handed out and not freed
+	handed  int64 // bytes ever handed out
+	refused int
+}
+
+func newArenaMemory(size int) *arenaMemory {
+	return &arenaMemory{buf: make([]byte, size), live: map[uintptr]int{}}
+}
+
+func (m *arenaMemory) TryAllocate(size int) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	at := (m.next + 63) &^ 63
+	if size <= 0 || at+size > len(m.buf) {
+		m.refused++
+		return nil
+	}
+	m.next = at + size
+	b := m.buf[at : at+size : at+size]
+	for i := range b {
+		b[i] = 0xa5
+	}
+	m.live[uintptr(unsafe.Pointer(&b[0]))] = size
+	m.lent += int64(size)
+	m.handed += int64(size)
+	return b
+}
+
+func (m *arenaMemory) Owns(b []byte) bool {
+	if cap(b) == 0 {
+		return false
+	}
+	p, base := uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(unsafe.Pointer(&m.buf[0]))
+	return p >= base && p < base+uintptr(len(m.buf))
+}
+
+func (m *arenaMemory) Free(b []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	n, ok := m.live[p]
+	if !ok {
+		panic("arenaMemory: freed what it did not hand out, or twice")
+	}
+	delete(m.live, p)
+	m.lent -= int64(n)
+}
+
+func (m *arenaMemory) counts() (lent, handed int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lent, m.handed
+}
+
+// batchPlaces reads one epoch of p and returns its ids, whether every
+// buffer of every fixed-width column lay in mem (inMem) or none did
+// (outMem), and the bytes of those buffers.
+func batchPlaces(t *testing.T, p *Pipeline, epoch int, mem BatchMemory) (ids []int64, inMem, outMem bool, size int64) {
+	t.Helper()
+	r, err := p.Epoch(context.Background(), epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	inMem, outMem = true, true
+	for {
+		rec, err := r.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			return ids, inMem, outMem, size
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range rec.Columns() {
+			if _, fixed := c.DataType().(arrow.FixedWidthDataType); !fixed {
+				continue // strings are decoded by pqarrow, into its own memory
+			}
+			for _, b := range c.Data().Buffers() {
+				if b == nil || b.Len() == 0 {
+					continue
+				}
+				owned := mem.Owns(b.Bytes())
+				inMem, outMem = inMem && owned, outMem && !owned
+				size += int64(b.Len())
+			}
+		}
+		a := rec.Column(rec.Schema().FieldIndices("id")[0]).(*array.Int64)
+		ids = append(ids, a.Int64Values()...)
+		rec.Release()
+	}
+}
+
+// TestPipelineBatchMemory checks that the batches a pipeline yields lie
+// in its BatchMemory, whichever stage made them (decoding, the shuffle,
+// the rebatcher), that nothing else does (the shuffle's windows), that
+// the epoch cache keeps copies of them, and that the rows are those of a
+// pipeline without it.
+func TestPipelineBatchMemory(t *testing.T) {
+	plan := planFiles(t, FormatParquet, 3000, 1)
+	for _, shuffle := range []bool{false, true} {
+		for _, prefetch := range []int{0, 3} {
+			for _, cache := range []int64{0, 1 << 20} {
+				t.Run(fmt.Sprintf("shuffle=%v/prefetch=%d/cache=%v", shuffle, prefetch, cache > 0), func(t *testing.T) {
+					cfg := func(c *PipelineConfig) {
+						c.Prefetch, c.Shuffle, c.ShuffleBufferRows, c.Seed, c.BatchRows = prefetch, shuffle, 200, 7, 100
+					}
+					want, _ := epochIDs(t, newTestPipeline(t, plan, 0, cfg), 0)
+					mem := newArenaMemory(8 << 20)
+					p := newTestPipeline(t, plan, 0, func(c *PipelineConfig) {
+						cfg(c)
+						c.BatchMemory, c.CacheBytes = mem, cache
+					})
+					for epoch := range 2 {
+						ids, inMem, outMem, size := batchPlaces(t, p, epoch, mem)
+						if epoch == 0 && !slices.Equal(ids, want) || epoch == 1 && !shuffle && !slices.Equal(ids, want) {
+							t.Fatalf("epoch %d: ids differ from a pipeline without batch memory", epoch)
+						}
+						if len(ids) != 3000 {
+							t.Fatalf("epoch %d: %d rows, want 3000", epoch, len(ids))
+						}
+						fromCache := epoch == 1 && cache > 0 && !shuffle
+						switch {
+						case fromCache && !outMem:
+							t.Fatalf("epoch %d: the cache handed out batches in batch memory", epoch)
+						case !fromCache && !inMem:
+							t.Fatalf("epoch %d: a batch's buffer lies outside batch memory", epoch)
+						}
+						if _, handed := mem.counts(); epoch == 0 && handed > size*5/4 {
+							// About what the yielded batches hold: shuffled, the
+							// windows the batches are gathered from must not
+							// come from it.
+							t.Fatalf("epoch 0: batch memory handed out %d bytes for %d bytes of batches", handed, size)
+						}
+					}
+					p.Close()
+					if lent, _ := mem.counts(); lent != 0 {
+						t.Fatalf("%d bytes of batch memory not given back after Close", lent)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestDetachBatch checks the cache's copy of a batch in batch memory:
+// the same values, no buffer left in it, and a batch outside it kept as
+// it is.
+func TestDetachBatch(t *testing.T) {
+	mem := newArenaMemory(1 << 20)
+	alloc := batchAlloc(mem, memory.DefaultAllocator)
+	sc := arrow.NewSchema([]arrow.Field{{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "x", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	b := array.NewRecordBuilder(alloc, sc)
+	defer b.Release()
+	b.Field(0).(*array.StringBuilder).AppendValues([]string{"a", "", "ccc"}, []bool{true, false, true})
+	b.Field(1).(*array.Int64Builder).AppendValues([]int64{1, 2, 3}, nil)
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	if !dataInMemory(rec, mem) {
+		t.Fatal("the batch built in batch memory is not in it")
+	}
+	cp := detachBatch(rec, mem, memory.DefaultAllocator)
+	defer cp.Release()
+	if dataInMemory(cp, mem) {
+		t.Fatal("the detached batch still lies in batch memory")
+	}
+	if !array.RecordEqual(cp, rec) {
+		t.Fatalf("detached %v, want %v", cp, rec)
+	}
+	same := detachBatch(cp, mem, memory.DefaultAllocator)
+	defer same.Release()
+	if same != cp {
+		t.Fatal("a batch outside batch memory was copied")
+	}
+}
