@@ -70,6 +70,7 @@ var (
 	benchFeatures  = flag.Int("feed.features", 32, "float32 feature columns in the feed benchmark's Parquet file (plus one label)")
 	benchBatchRows = flag.String("feed.batch-rows", "1024,16384", "comma-separated batch sizes the feed benchmark tries")
 	benchCodec     = flag.String("feed.codec", "snappy", "compression of the feed benchmark's Parquet file (snappy, zstd, uncompressed)")
+	benchNoLend    = flag.Bool("feed.no-lend", false, "decode the arrow-shm paths' batches into the executor's heap and copy them into shared memory, as without a SharedRegion")
 	benchType      = flag.String("feed.type", "float32", "type of the feature columns of the feed benchmark's Parquet file (float32, float64; GB/s count each path's own bytes, x-decode compares rows)")
 )
 
@@ -228,14 +229,15 @@ func parseCodec(s string) (compress.Compression, error) {
 // newBenchPipeline is the feed pipeline an executor would build for a
 // one-rank job over path: planned by feed.Plan, read by feed.Pipeline,
 // prefetch batches ahead on a goroutine of its own, float64 features
-// read as float32 for the tensor feed (mode tensor).
-func newBenchPipeline(ctx context.Context, path string, mode Mode, batchRows, prefetch int, cacheBytes int64) (*feed.Pipeline, error) {
+// read as float32 for the tensor feed (mode tensor), arrow batches
+// decoded into region when there is one.
+func newBenchPipeline(ctx context.Context, path string, mode Mode, batchRows, prefetch int, cacheBytes int64, region *SharedRegion) (*feed.Pipeline, error) {
 	res := fsys.NewResolver(fsys.Options{})
 	plan, err := feed.Plan(ctx, res, feed.PlanRequest{Inputs: []string{path}, Ranks: 1, LabelColumn: "label"})
 	if err != nil {
 		return nil, err
 	}
-	return feed.NewPipeline(res, feed.PipelineConfig{
+	cfg := feed.PipelineConfig{
 		Splits:      plan.Ranks[0],
 		Schema:      plan.Schema,
 		LabelColumn: "label",
@@ -245,7 +247,11 @@ func newBenchPipeline(ctx context.Context, path string, mode Mode, batchRows, pr
 		CacheBytes:  cacheBytes,
 
 		Float32Features: mode == ModeTensor,
-	})
+	}
+	if region != nil {
+		cfg.BatchMemory = region
+	}
+	return feed.NewPipeline(res, cfg)
 }
 
 // warmCache reads one epoch of pipe, filling its cache.
@@ -439,7 +445,7 @@ func consumeDecode(ctx context.Context) (consumerResult, error) {
 	if err != nil {
 		return res, err
 	}
-	src, err := newBenchPipeline(ctx, os.Getenv(consumerFileEnv), ModeArrow, batchRows, 0, 0)
+	src, err := newBenchPipeline(ctx, os.Getenv(consumerFileEnv), ModeArrow, batchRows, 0, 0, nil)
 	if err != nil {
 		return res, err
 	}
@@ -779,7 +785,21 @@ func BenchmarkFeed(b *testing.B) {
 					if from == "cached" {
 						cacheBytes = 4 * payload
 					}
-					pipe, err := newBenchPipeline(context.Background(), data.path, mode, batchRows, 8, cacheBytes)
+					// As an executor does: arrow batches decoded into the
+					// shared memory they are sent from.
+					var region *SharedRegion
+					if shm && mode == ModeArrow && !*benchNoLend {
+						var err error
+						if region, err = NewSharedRegion(); err != nil {
+							b.Fatal(err)
+						}
+						defer func() {
+							if err := region.Close(); err != nil {
+								b.Error(err)
+							}
+						}()
+					}
+					pipe, err := newBenchPipeline(context.Background(), data.path, mode, batchRows, 8, cacheBytes, region)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -796,6 +816,7 @@ func BenchmarkFeed(b *testing.B) {
 						Epochs:       b.N,
 						Source:       pipe,
 						LabelColumn:  "label",
+						SharedRegion: region,
 					})
 					if err != nil {
 						b.Fatal(err)

@@ -16,7 +16,9 @@
 // (ServerConfig.SharedMemory, SharedMemoryPath): the same streams, with
 // the messages in memory both processes map instead of in the socket,
 // which saves the kernel's copies. DialArrow and DialTensor use it when
-// it is there.
+// it is there. With a SharedRegion made before the pipeline (its
+// feed.BatchMemory), arrow batches are decoded into the region and sent
+// where they lie, without a copy (inplace.go).
 //
 // Connection k to a server receives epoch k; connections are served one
 // at a time, in order. A connection made after the last epoch receives an

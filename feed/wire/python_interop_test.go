@@ -305,7 +305,15 @@ func pyRun(t *testing.T, py, pkgDir string, mode Mode, src EpochSource, epochs i
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	sock := filepath.Join(dir, "feed.sock")
-	srv, err := NewServer(ServerConfig{SocketPath: sock, Mode: mode, Epochs: epochs, Source: src, LabelColumn: "label", SharedMemory: shm})
+	cfg := ServerConfig{SocketPath: sock, Mode: mode, Epochs: epochs, Source: src, LabelColumn: "label", SharedMemory: shm}
+	// Arrow batches built in a SharedRegion go out where they lie: Python
+	// reads their buffers at the offsets their metadata points to.
+	ps, lend := src.(*pySource)
+	if lend = lend && shm && mode == ModeArrow; lend {
+		cfg.SharedRegion = newTestRegion(t)
+		ps.mem = regionAllocator{cfg.SharedRegion}
+	}
+	srv, err := NewServer(cfg)
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
@@ -333,6 +341,9 @@ func pyRun(t *testing.T, py, pkgDir string, mode Mode, src EpochSource, epochs i
 	}
 	if shm && srv.shmBytes.Load() == 0 {
 		t.Errorf("nothing went through shared memory (%d bytes over the socket)", srv.bytes.Load())
+	}
+	if lend && srv.Stats().Batches > 0 && srv.shmInPlace.Load() == 0 {
+		t.Errorf("no batch of the %d sent went where it lay in the shared region", srv.Stats().Batches)
 	}
 	return res, srvErr
 }

@@ -63,6 +63,10 @@ type ServerConfig struct {
 	// shm.go). The two sockets share one sequence of epochs. It is
 	// skipped, with a log line, when that path is too long for a socket.
 	SharedMemory bool
+	// SharedRegion, with SharedMemory, is the region to use, made before
+	// the pipeline that decodes batches into it (NewSharedRegion); nil
+	// makes one on first use. The server does not close it.
+	SharedRegion *SharedRegion
 }
 
 // maxSocketPath is the longest path a Unix socket address holds
@@ -139,6 +143,7 @@ type Server struct {
 	bytes        atomic.Int64 // written to sockets
 	shmBytes     atomic.Int64 // written to shared memory
 	shmInline    atomic.Int64 // messages of shared-memory streams sent inline
+	shmInPlace   atomic.Int64 // batches of shared-memory streams sent where they lie (writeInPlace)
 	taken        takenTracker
 }
 
@@ -161,6 +166,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s.log = s.log.With("component", "feed", "mode", string(cfg.Mode), "socket", cfg.SocketPath)
 	s.shm = shmStreams{size: shmRegionBytes, log: s.log}
+	if cfg.SharedRegion != nil {
+		s.shm.region, s.shm.tried, s.shm.borrowed = cfg.SharedRegion.r, true, true
+	}
 	s.epoch.Store(-1)
 	s.taken.written = s.bytes.Load
 	if cfg.Mode == ModeTensor {

@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/spindle-ml/spindle/feed"
 )
 
 // Shared memory for feed streams.
@@ -62,6 +66,12 @@ const (
 // over half the working set go inline.
 const shmRegionBytes = 64 << 20
 
+// shmLendBytes is what a SharedRegion lends its pipeline beyond
+// shmRegionBytes: room for the batches read ahead (PrefetchBatches, within
+// MemoryBudget) and those the training process holds. Batches decoded
+// when it is full live in the executor's heap and are copied as before.
+const shmLendBytes = 64 << 20
+
 // shmAlign is the alignment of messages in the region (Arrow buffers want
 // 8 bytes; 64 keeps every message on its own cache lines).
 const shmAlign = 64
@@ -85,23 +95,31 @@ func parseFrame(f []byte) (kind byte, a, b uint64) {
 }
 
 // shmRegion is the executor's side of the region: a memfd mapped
-// read-write, and a first-fit allocator of its space.
+// read-write. Its first msgEnd bytes hold messages, placed by a first-fit
+// allocator; the rest, when the region was made with a SharedRegion, is
+// lent to the pipeline for the batches it decodes (batches), which are
+// then sent where they lie.
 type shmRegion struct {
-	fd  int
-	mem []byte
+	fd     int
+	mem    []byte
+	msgEnd int64 // messages in [0, msgEnd); lent batches in [msgEnd, len(mem))
 
 	mu     sync.Mutex
-	free   []extent         // sorted by off, merged
-	used   map[uint64]int64 // message offset -> length, until freed
-	inUse  int64            // the bytes of used
+	msgs   extents
+	charge map[uint64]int64 // message offset -> what it counts against budget
+	inUse  int64            // the charges of the messages not yet freed
 	budget int64            // most bytes in use at once
 	freed  chan struct{}    // signalled (without blocking) on every free
+
+	lendMu  sync.Mutex
+	batches extents // the lent space; empty without it
+	lent    int64   // its bytes lent
 }
 
-type extent struct{ off, n int64 }
-
-// newShmRegion creates a region of size bytes.
-func newShmRegion(size int64) (*shmRegion, error) {
+// newShmRegion creates a region of msgBytes for messages and lendBytes
+// for batches.
+func newShmRegion(msgBytes, lendBytes int64) (*shmRegion, error) {
+	size := msgBytes + lendBytes
 	fd, err := unix.MemfdCreate("spindle-feed", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("create the shared-memory region: %w", err)
@@ -115,33 +133,189 @@ func newShmRegion(size int64) (*shmRegion, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("map the shared-memory region: %w", err)
 	}
-	return &shmRegion{fd: fd, mem: mem, free: []extent{{0, size}}, used: map[uint64]int64{}, budget: size / 4,
-		freed: make(chan struct{}, 1)}, nil
+	return &shmRegion{fd: fd, mem: mem, msgEnd: msgBytes, msgs: newExtents(0, msgBytes), charge: map[uint64]int64{},
+		budget: msgBytes / 4, freed: make(chan struct{}, 1), batches: newExtents(msgBytes, lendBytes)}, nil
 }
 
-// tryAlloc takes n bytes (rounded up to shmAlign) from the lowest free
-// extent that holds them.
-func (r *shmRegion) tryAlloc(n int64) (uint64, bool) {
-	n = (n + shmAlign - 1) &^ (shmAlign - 1)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.inUse+n > r.budget {
-		return 0, false
+// extents is a first-fit allocator of a range of the region: it takes
+// the lowest free space that holds what is asked.
+type extents struct {
+	free []extent         // sorted by off, merged
+	used map[uint64]int64 // offset -> length, until given back
+}
+
+type extent struct{ off, n int64 }
+
+func newExtents(off, n int64) extents {
+	x := extents{used: map[uint64]int64{}}
+	if n > 0 {
+		x.free = []extent{{off, n}}
 	}
-	for i, e := range r.free {
+	return x
+}
+
+// take takes n bytes (rounded up to shmAlign).
+func (x *extents) take(n int64) (uint64, bool) {
+	n = (n + shmAlign - 1) &^ (shmAlign - 1)
+	for i, e := range x.free {
 		if e.n < n {
 			continue
 		}
 		if e.n == n {
-			r.free = append(r.free[:i], r.free[i+1:]...)
+			x.free = append(x.free[:i], x.free[i+1:]...)
 		} else {
-			r.free[i] = extent{e.off + n, e.n - n}
+			x.free[i] = extent{e.off + n, e.n - n}
 		}
-		r.used[uint64(e.off)] = n
-		r.inUse += n
+		x.used[uint64(e.off)] = n
 		return uint64(e.off), true
 	}
 	return 0, false
+}
+
+// give gives back what take returned at off, and returns its length;
+// false when off names nothing taken.
+func (x *extents) give(off uint64) (int64, bool) {
+	n, ok := x.used[off]
+	if !ok {
+		return 0, false
+	}
+	delete(x.used, off)
+	e := extent{int64(off), n}
+	i := sort.Search(len(x.free), func(i int) bool { return x.free[i].off > e.off })
+	x.free = append(x.free, extent{})
+	copy(x.free[i+1:], x.free[i:])
+	x.free[i] = e
+	// Merge with the neighbours.
+	if i+1 < len(x.free) && x.free[i].off+x.free[i].n == x.free[i+1].off {
+		x.free[i].n += x.free[i+1].n
+		x.free = append(x.free[:i+1], x.free[i+2:]...)
+	}
+	if i > 0 && x.free[i-1].off+x.free[i-1].n == x.free[i].off {
+		x.free[i-1].n += x.free[i].n
+		x.free = append(x.free[:i], x.free[i+1:]...)
+	}
+	return n, true
+}
+
+// tryAlloc takes n bytes for a message that counts charge bytes against
+// the budget (its own size, or, for a batch sent where it lies, the
+// batch's).
+func (r *shmRegion) tryAlloc(n, charge int64) (uint64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inUse+charge > r.budget {
+		return 0, false
+	}
+	off, ok := r.msgs.take(n)
+	if ok {
+		r.charge[off] = charge
+		r.inUse += charge
+	}
+	return off, ok
+}
+
+// lend takes size bytes of the lent space; nil when it has no room.
+func (r *shmRegion) lend(size int) []byte {
+	if size <= 0 {
+		return nil
+	}
+	r.lendMu.Lock()
+	off, ok := r.batches.take(int64(size))
+	if ok {
+		r.lent += r.batches.used[off]
+	}
+	r.lendMu.Unlock()
+	if !ok {
+		return nil
+	}
+	return r.mem[off : off+uint64(size) : off+uint64(size)]
+}
+
+// lentOffset returns where b lies in the lent space; false when it lies
+// elsewhere.
+func (r *shmRegion) lentOffset(b []byte) (uint64, bool) {
+	if cap(b) == 0 || len(r.mem) == 0 {
+		return 0, false
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(r.mem)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if p < base+uintptr(r.msgEnd) || p >= base+uintptr(len(r.mem)) {
+		return 0, false
+	}
+	return uint64(p - base), true
+}
+
+// giveBack returns space lend gave out.
+func (r *shmRegion) giveBack(b []byte) {
+	off, ok := r.lentOffset(b)
+	if !ok {
+		panic("wire: a buffer given back to the shared region that it did not lend")
+	}
+	r.lendMu.Lock()
+	n, ok := r.batches.give(off)
+	r.lent -= n
+	r.lendMu.Unlock()
+	if !ok {
+		panic(fmt.Sprintf("wire: the shared region's offset %d given back twice", off))
+	}
+}
+
+// lentBytes returns the bytes lent and not given back.
+func (r *shmRegion) lentBytes() int64 {
+	r.lendMu.Lock()
+	defer r.lendMu.Unlock()
+	return r.lent
+}
+
+// SharedRegion is a feed server's shared memory, made before its
+// pipeline so that the pipeline decodes batches into it: it is the
+// pipeline's feed.BatchMemory (PipelineConfig.BatchMemory) and the
+// server's region (ServerConfig.SharedRegion). An arrow-mode batch whose
+// buffers all lie in it goes to the training process without being
+// copied: only its metadata is written into the region's message space,
+// pointing at the buffers where they lie.
+//
+// Close it after both the server and the pipeline are closed.
+type SharedRegion struct {
+	r      *shmRegion
+	closed atomic.Bool
+}
+
+var _ feed.BatchMemory = (*SharedRegion)(nil)
+
+// NewSharedRegion makes a region; it fails where memfds are not to be had
+// (the server then sends batches over the socket).
+func NewSharedRegion() (*SharedRegion, error) {
+	r, err := newShmRegion(shmRegionBytes, shmLendBytes)
+	if err != nil {
+		return nil, err
+	}
+	return &SharedRegion{r: r}, nil
+}
+
+// TryAllocate is part of feed.BatchMemory.
+func (s *SharedRegion) TryAllocate(size int) []byte { return s.r.lend(size) }
+
+// Owns is part of feed.BatchMemory.
+func (s *SharedRegion) Owns(b []byte) bool {
+	_, ok := s.r.lentOffset(b)
+	return ok
+}
+
+// Free is part of feed.BatchMemory.
+func (s *SharedRegion) Free(b []byte) { s.r.giveBack(b) }
+
+// Close unmaps the region. While a batch still holds some of it (a
+// pipeline not yet closed), the mapping is left for the process's
+// lifetime and Close says so.
+func (s *SharedRegion) Close() error {
+	if n := s.r.lentBytes(); n > 0 {
+		return fmt.Errorf("the feed's shared memory still holds %d bytes of batches; left mapped", n)
+	}
+	if s.closed.Swap(true) {
+		return nil
+	}
+	return s.r.close()
 }
 
 // shmHoldWait is how long the client may have read every frame sent
@@ -158,13 +332,13 @@ const shmHoldWait = 20 * time.Millisecond
 //
 // stopped ends the wait with its error once the client has stopped the
 // stream.
-func (r *shmRegion) alloc(ctx context.Context, n int64, idle func() bool, stopped func() error) (uint64, bool, error) {
-	if n > r.budget/2 {
+func (r *shmRegion) alloc(ctx context.Context, n, charge int64, idle func() bool, stopped func() error) (uint64, bool, error) {
+	if charge > r.budget/2 {
 		return 0, false, nil // would crowd out the read-ahead; inline
 	}
 	var idleSince time.Time
 	for {
-		if off, ok := r.tryAlloc(n); ok {
+		if off, ok := r.tryAlloc(n, charge); ok {
 			return off, true, nil
 		}
 		if err := stopped(); err != nil {
@@ -192,27 +366,12 @@ func (r *shmRegion) alloc(ctx context.Context, n int64, idle func() bool, stoppe
 // (a confused or hostile client) is an error, and changes nothing.
 func (r *shmRegion) release(off uint64) error {
 	r.mu.Lock()
-	n, ok := r.used[off]
-	if !ok {
+	if _, ok := r.msgs.give(off); !ok {
 		r.mu.Unlock()
 		return fmt.Errorf("the client freed offset %d, which holds no message", off)
 	}
-	delete(r.used, off)
-	r.inUse -= n
-	e := extent{int64(off), n}
-	i := sort.Search(len(r.free), func(i int) bool { return r.free[i].off > e.off })
-	r.free = append(r.free, extent{})
-	copy(r.free[i+1:], r.free[i:])
-	r.free[i] = e
-	// Merge with the neighbours.
-	if i+1 < len(r.free) && r.free[i].off+r.free[i].n == r.free[i+1].off {
-		r.free[i].n += r.free[i+1].n
-		r.free = append(r.free[:i+1], r.free[i+2:]...)
-	}
-	if i > 0 && r.free[i-1].off+r.free[i-1].n == r.free[i].off {
-		r.free[i-1].n += r.free[i].n
-		r.free = append(r.free[:i], r.free[i+1:]...)
-	}
+	r.inUse -= r.charge[off]
+	delete(r.charge, off)
 	r.mu.Unlock()
 	select {
 	case r.freed <- struct{}{}:

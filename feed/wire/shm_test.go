@@ -15,6 +15,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 )
@@ -405,4 +406,47 @@ func TestPythonKeepsSharedBatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// regionAllocator allocates from a SharedRegion while it has room, as a
+// pipeline with BatchMemory does.
+type regionAllocator struct{ r *SharedRegion }
+
+func (a regionAllocator) Allocate(size int) []byte {
+	if b := a.r.TryAllocate(size); b != nil {
+		return b
+	}
+	return memory.DefaultAllocator.Allocate(size)
+}
+
+func (a regionAllocator) Reallocate(size int, b []byte) []byte {
+	if size <= cap(b) {
+		return b[:size]
+	}
+	nb := a.Allocate(size)
+	copy(nb, b)
+	a.Free(b)
+	return nb
+}
+
+func (a regionAllocator) Free(b []byte) {
+	if a.r.Owns(b) {
+		a.r.Free(b)
+	}
+}
+
+// newTestRegion makes a SharedRegion that the test closes at its end,
+// failing it if some batch still holds part of the region then.
+func newTestRegion(t *testing.T) *SharedRegion {
+	t.Helper()
+	r, err := NewSharedRegion()
+	if err != nil {
+		t.Skipf("no shared memory here: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return r
 }

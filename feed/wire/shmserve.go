@@ -29,7 +29,7 @@ import (
 // and the caller closes only the writing side (a stream that failed ends
 // without its end frame, which the client takes for a cut).
 func (s *Server) serveShm(ctx context.Context, conn *net.UnixConn, send func(*shmWriter) error) (kept bool, err error) {
-	w := &shmWriter{ctx: ctx, conn: conn, sock: &s.bytes, stream: &s.shmBytes, inline: &s.shmInline}
+	w := &shmWriter{ctx: ctx, conn: conn, sock: &s.bytes, stream: &s.shmBytes, inline: &s.shmInline, inPlace: &s.shmInPlace}
 	if w.region = s.shm.regionFor(); w.region != nil {
 		w.share = s.shm.track(conn)
 		if err := w.sendRegion(); err != nil {
@@ -55,7 +55,7 @@ func (s *Server) sendBatches(ctx context.Context, w *shmWriter, r feed.Reader, s
 			return fmt.Errorf("read batch: %w", err)
 		}
 		rows := rec.NumRows()
-		err = send(rec) // copies the batch into the region
+		err = send(rec) // copies the batch into the region, or holds it there
 		rec.Release()
 		if err != nil {
 			return err
@@ -77,7 +77,12 @@ func (s *Server) serveArrowShm(ctx context.Context, conn *net.UnixConn, epoch in
 	return s.serveShm(ctx, conn, func(w *shmWriter) error {
 		iw := ipc.NewWriterWithPayloadWriter(w, ipc.WithSchema(withEpoch(s.cfg.Source.Schema(), epoch)), ipc.WithAllocator(goAllocator))
 		if r != nil {
-			if err := s.sendBatches(ctx, w, r, iw.Write); err != nil {
+			err := s.sendBatches(ctx, w, r, func(rec arrow.RecordBatch) error {
+				w.batch = rec
+				defer func() { w.batch = nil }()
+				return iw.Write(rec)
+			})
+			if err != nil {
 				return err
 			}
 		}
@@ -124,8 +129,9 @@ type shmStreams struct {
 	size int64
 	log  *slog.Logger
 
-	region *shmRegion // made on first use, by Run's goroutine
-	tried  bool       // making it was tried; nil region: it failed
+	region   *shmRegion // made on first use, by Run's goroutine
+	tried    bool       // making it was tried; nil region: it failed
+	borrowed bool       // region is a SharedRegion: not ours to close
 
 	mu    sync.Mutex
 	conns map[*net.UnixConn]struct{}
@@ -138,7 +144,7 @@ func (m *shmStreams) regionFor() *shmRegion {
 	if !m.tried {
 		m.tried = true
 		var err error
-		if m.region, err = newShmRegion(m.size); err != nil {
+		if m.region, err = newShmRegion(m.size, 0); err != nil {
 			m.log.Warn("no shared memory for the feed; sending batches over the socket", "err", err)
 		}
 	}
@@ -151,26 +157,42 @@ func (m *shmStreams) regionFor() *shmRegion {
 // releasing every batch, or its process has ended) whatever is left is
 // freed with it.
 type shmShare struct {
-	mu   sync.Mutex
-	sent map[uint64]struct{}
+	mu sync.Mutex
+	// sent maps each message to the batch it points at where the batch
+	// lies (writeInPlace), held until the client frees the message; nil
+	// for messages copied into the region.
+	sent map[uint64]arrow.RecordBatch
 	// stop, once set, ends the stream being written: the client freed
 	// something it was not given, or closed the epoch before its end.
 	stop atomic.Pointer[error]
 }
 
-func (sh *shmShare) add(off uint64) {
+// add records the message at off in region, which holds held (nil for
+// a message copied into the region). Once the connection is gone, the
+// message is freed at once.
+func (sh *shmShare) add(region *shmRegion, off uint64, held arrow.RecordBatch) {
 	sh.mu.Lock()
-	sh.sent[off] = struct{}{}
+	gone := sh.sent == nil
+	if !gone {
+		sh.sent[off] = held
+	}
 	sh.mu.Unlock()
+	if gone {
+		_ = region.release(off)
+		if held != nil {
+			held.Release()
+		}
+	}
 }
 
-// take removes off from the share, reporting whether it was there.
-func (sh *shmShare) take(off uint64) bool {
+// take removes off from the share, reporting whether it was there, and
+// returns the batch it held (which the caller releases).
+func (sh *shmShare) take(off uint64) (arrow.RecordBatch, bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	_, ok := sh.sent[off]
+	held, ok := sh.sent[off]
 	delete(sh.sent, off)
-	return ok
+	return held, ok
 }
 
 // errAbandoned is how a client's early Close reaches the writer: as a
@@ -183,7 +205,7 @@ const shmAbandon = ^uint64(0)
 // track reads the frees conn's client sends until it closes conn (or
 // close does), then frees what the client left and closes conn.
 func (m *shmStreams) track(conn *net.UnixConn) *shmShare {
-	sh := &shmShare{sent: map[uint64]struct{}{}}
+	sh := &shmShare{sent: map[uint64]arrow.RecordBatch{}}
 	m.mu.Lock()
 	if m.conns == nil {
 		m.conns = map[*net.UnixConn]struct{}{}
@@ -199,8 +221,11 @@ func (m *shmStreams) track(conn *net.UnixConn) *shmShare {
 		m.mu.Unlock()
 		_ = conn.Close()
 		sh.mu.Lock()
-		for off := range sh.sent {
+		for off, held := range sh.sent {
 			_ = m.region.release(off)
+			if held != nil {
+				held.Release()
+			}
 		}
 		sh.sent = nil
 		sh.mu.Unlock()
@@ -220,13 +245,18 @@ func (m *shmStreams) readFrees(conn *net.UnixConn, sh *shmShare) {
 		case off == shmAbandon:
 			err := error(&consumerError{errAbandoned})
 			sh.stop.CompareAndSwap(nil, &err)
-		case !sh.take(off):
-			err := error(&consumerError{fmt.Errorf("the training process freed feed memory at %d, which it was not given", off)})
-			sh.stop.CompareAndSwap(nil, &err)
-			return
 		default:
+			held, ok := sh.take(off)
+			if !ok {
+				err := error(&consumerError{fmt.Errorf("the training process freed feed memory at %d, which it was not given", off)})
+				sh.stop.CompareAndSwap(nil, &err)
+				return
+			}
 			if err := m.region.release(off); err != nil {
 				m.log.Warn("free feed memory", "err", err)
+			}
+			if held != nil {
+				held.Release()
 			}
 		}
 	}
@@ -241,7 +271,7 @@ func (m *shmStreams) close() {
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
-	if m.region != nil {
+	if m.region != nil && !m.borrowed {
 		if err := m.region.close(); err != nil {
 			m.log.Warn("close the feed's shared memory", "err", err)
 		}
@@ -262,6 +292,11 @@ type shmWriter struct {
 	frames []byte
 
 	share *shmShare // with region
+
+	// batch is the batch being written, in arrow mode; its record batch
+	// message may point at it where it lies (writeInPlace).
+	batch   arrow.RecordBatch
+	inPlace *atomic.Int64 // batches sent where they lie
 }
 
 var _ ipc.PayloadWriter = (*shmWriter)(nil)
@@ -280,14 +315,31 @@ func (w *shmWriter) sendRegion() error {
 func (w *shmWriter) Start() error { return nil }
 
 func (w *shmWriter) WritePayload(p ipc.Payload) error {
+	if err := w.stopped(); err != nil {
+		return err
+	}
+	full := false
+	if w.batch != nil && w.region != nil && w.region.msgEnd < int64(len(w.region.mem)) {
+		var done bool
+		var err error
+		if done, full, err = w.writeInPlace(p); done || err != nil {
+			return err
+		}
+	}
 	var size countingDiscard
 	if _, err := p.WritePayload(&size); err != nil {
 		return err
 	}
-	return w.put(int64(size), func(dst []byte) error {
+	fill := func(dst []byte) error {
 		_, err := p.WritePayload(&sliceWriter{b: dst})
 		return err
-	})
+	}
+	if full {
+		// The client holds the region's messages and frees none:
+		// waiting for room again would wait as long for nothing.
+		return w.putInline(int64(size), fill)
+	}
+	return w.put(int64(size), fill)
 }
 
 // put queues a message of n bytes, which fill writes: into the region
@@ -297,14 +349,14 @@ func (w *shmWriter) put(n int64, fill func(dst []byte) error) error {
 		return err
 	}
 	if w.region != nil {
-		off, ok := w.region.tryAlloc(n)
+		off, ok := w.region.tryAlloc(n, n)
 		if !ok {
 			// Let the client read what is queued, so it can free space.
 			if err := w.flush(); err != nil {
 				return err
 			}
 			var err error
-			if off, ok, err = w.region.alloc(w.ctx, n, w.clientIdle, w.stopped); err != nil {
+			if off, ok, err = w.region.alloc(w.ctx, n, n, w.clientIdle, w.stopped); err != nil {
 				return err
 			}
 		}
@@ -313,12 +365,17 @@ func (w *shmWriter) put(n int64, fill func(dst []byte) error) error {
 				_ = w.region.release(off)
 				return err
 			}
-			w.share.add(off)
+			w.share.add(w.region, off, nil)
 			w.frames = putFrame(w.frames, frameMessage, off, uint64(n))
 			w.stream.Add(n)
 			return nil
 		}
 	}
+	return w.putInline(n, fill)
+}
+
+// putInline queues a message of n bytes, which fill writes, inline.
+func (w *shmWriter) putInline(n int64, fill func(dst []byte) error) error {
 	msg := make([]byte, n) // aligned, as fill may want
 	if err := fill(msg); err != nil {
 		return err

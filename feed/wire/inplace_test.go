@@ -1,0 +1,204 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/spindle-ml/spindle/feed"
+)
+
+// arrowColumns reads one epoch of an arrow feed, every float32 column's
+// values in order. With hold, the batches are kept until the epoch ends;
+// with scribble, each is overwritten with NaN after it is read, as a
+// training process may do with what it was given.
+func arrowColumns(ctx context.Context, t *testing.T, sock string, hold, scribble bool) [][]float32 {
+	t.Helper()
+	ep, err := DialArrow(ctx, sock)
+	if err != nil {
+		t.Fatalf("DialArrow: %v", err)
+	}
+	defer ep.Close()
+	var cols [][]float32
+	var held []arrow.RecordBatch
+	defer func() {
+		for _, rec := range held {
+			rec.Release()
+		}
+	}()
+	for {
+		rec, err := ep.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return cols
+		}
+		if err != nil {
+			t.Fatalf("epoch %d: Next: %v", ep.Epoch(), err)
+		}
+		if cols == nil {
+			cols = make([][]float32, rec.NumCols())
+		}
+		for i, c := range rec.Columns() {
+			vals := c.(*array.Float32).Float32Values()
+			cols[i] = append(cols[i], vals...)
+			if scribble {
+				for j := range vals {
+					vals[j] = float32(math.NaN())
+				}
+			}
+		}
+		if hold {
+			held = append(held, rec)
+		} else {
+			rec.Release()
+		}
+	}
+}
+
+// pipelineColumns reads one epoch of pipe directly: the values a feed of
+// it must deliver.
+func pipelineColumns(ctx context.Context, t *testing.T, pipe *feed.Pipeline) [][]float32 {
+	t.Helper()
+	r, err := pipe.Epoch(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var cols [][]float32
+	for {
+		rec, err := r.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return cols
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cols == nil {
+			cols = make([][]float32, rec.NumCols())
+		}
+		for i, c := range rec.Columns() {
+			cols[i] = append(cols[i], c.(*array.Float32).Float32Values()...)
+		}
+		rec.Release()
+	}
+}
+
+func sameColumns(t *testing.T, what string, got, want [][]float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d columns, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if len(got[i]) != len(want[i]) {
+			t.Fatalf("%s: column %d has %d values, want %d", what, i, len(got[i]), len(want[i]))
+		}
+		for j := range want[i] {
+			if math.Float32bits(got[i][j]) != math.Float32bits(want[i][j]) {
+				t.Fatalf("%s: column %d row %d is %v, want %v", what, i, j, got[i][j], want[i][j])
+			}
+		}
+	}
+}
+
+// TestSharedRegionPipeline feeds a Parquet file through a pipeline that
+// decodes into the server's SharedRegion, as an executor does: the
+// batches go out where they lie, every value arrives, and a training
+// process that writes into the batches it was given changes nothing
+// later epochs see, also when they come from the epoch cache.
+func TestSharedRegionPipeline(t *testing.T) {
+	ctx := testCtx(t)
+	path := filepath.Join(t.TempDir(), "f.parquet")
+	if _, err := writeBenchParquet(path, 150_000, 4); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := newBenchPipeline(ctx, path, ModeArrow, 4096, 4, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pipelineColumns(ctx, t, ref)
+	ref.Close()
+
+	for _, tc := range []struct {
+		name  string
+		cache int64
+	}{{"uncached", 0}, {"cached", 64 << 20}} {
+		t.Run(tc.name, func(t *testing.T) {
+			region := newTestRegion(t)
+			pipe, err := newBenchPipeline(ctx, path, ModeArrow, 4096, 4, tc.cache, region)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, stop := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 3, Source: pipe, LabelColumn: "label",
+				SharedMemory: true, SharedRegion: region})
+			for e := range 3 {
+				got := arrowColumns(ctx, t, srv.cfg.SocketPath, false, true)
+				sameColumns(t, "epoch "+string(rune('0'+e)), got, want)
+			}
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			pipe.Close()
+			batches := srv.Stats().Batches
+			inPlace := srv.shmInPlace.Load()
+			// Uncached, every epoch is decoded into the region; cached,
+			// the first is, and later ones come from the cache's copies.
+			if tc.cache == 0 && inPlace < batches*9/10 || tc.cache > 0 && (inPlace == 0 || inPlace > batches/2) {
+				t.Fatalf("%d of %d batches went out where they lay", inPlace, batches)
+			}
+			if n := region.r.lentBytes(); n != 0 {
+				t.Fatalf("%d bytes of the region still lent after the pipeline closed", n)
+			}
+		})
+	}
+}
+
+// TestSharedRegionHeldBatches holds every batch of an epoch, many times
+// what the region lends: the pipeline decodes the rest into its own
+// memory, those are copied (inline once the region's messages are full
+// too), and the stream neither stalls nor loses a row.
+func TestSharedRegionHeldBatches(t *testing.T) {
+	ctx := testCtx(t)
+	path := filepath.Join(t.TempDir(), "f.parquet")
+	if _, err := writeBenchParquet(path, 250_000, 4); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := newBenchPipeline(ctx, path, ModeArrow, 4096, 4, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pipelineColumns(ctx, t, ref)
+	ref.Close()
+
+	r, err := newShmRegion(1<<20, 3<<20)
+	if err != nil {
+		t.Skipf("no shared memory here: %v", err)
+	}
+	region := &SharedRegion{r: r}
+	defer func() {
+		if err := region.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	pipe, err := newBenchPipeline(ctx, path, ModeArrow, 4096, 4, 0, region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pipe.Close()
+	srv, stop := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 2, Source: pipe, LabelColumn: "label",
+		SharedMemory: true, SharedRegion: region})
+	for e := range 2 {
+		got := arrowColumns(ctx, t, srv.cfg.SocketPath, true, false)
+		sameColumns(t, "epoch "+string(rune('0'+e)), got, want)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if srv.shmInPlace.Load() == 0 || srv.shmInline.Load() == 0 {
+		t.Fatalf("%d batches in place, %d inline; want some of each", srv.shmInPlace.Load(), srv.shmInline.Load())
+	}
+}
