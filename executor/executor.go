@@ -568,8 +568,27 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 		// they are decoded, not converted from memory as they are sent.
 		Float32Features: mode == wire.ModeTensor,
 	}
+	// Arrow batches are decoded straight into the shared memory the
+	// training process reads them from, and sent without a copy.
+	var region *wire.SharedRegion
+	if mode == wire.ModeArrow && !f.GetNoSharedMemory() {
+		if region, err = wire.NewSharedRegion(); err != nil {
+			e.logger.Warn("no shared memory to decode the feed into", "err", err)
+			region = nil
+		} else {
+			pcfg.BatchMemory = region
+		}
+	}
+	closeRegion := func() {
+		if region != nil {
+			if err := region.Close(); err != nil {
+				e.logger.Warn("close the feed's shared memory", "err", err)
+			}
+		}
+	}
 	pipe, err := feed.NewPipeline(res, pcfg)
 	if err != nil {
+		closeRegion()
 		return "", nil, nil, fmt.Errorf("set up the feed: %w", err)
 	}
 	var source wire.EpochSource = pipe
@@ -580,11 +599,12 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 	path := filepath.Join(workDir, "feed.sock")
 	server, err := wire.NewServer(wire.ServerConfig{
 		SocketPath: path, Mode: mode, Epochs: int(f.Epochs), Source: source, LabelColumn: f.LabelColumn,
-		StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch, SharedMemory: !f.GetNoSharedMemory(),
+		StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch, SharedMemory: !f.GetNoSharedMemory(), SharedRegion: region,
 		Logger: e.cfg.Logger.With("executor", e.cfg.ID, "rank", id.rank),
 	})
 	if err != nil {
 		pipe.Close()
+		closeRegion()
 		return "", nil, nil, err
 	}
 	return path, server, func() {
@@ -594,6 +614,7 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 			"cached_splits", st.CachedSplits, "cached_bytes", st.CachedBytes,
 			"cache_hits", st.CacheHits, "cache_misses", st.CacheMisses)
 		pipe.Close()
+		closeRegion()
 	}, nil
 }
 
