@@ -411,6 +411,7 @@ func (s *Server) serve(ctx context.Context, conn *net.UnixConn, shm bool, epoch 
 
 	start := time.Now()
 	rows0, batches0, bytes0 := s.rows.Load(), s.batches.Load(), s.bytes.Load()+s.shmBytes.Load()
+	inPlace0 := s.shmInPlace.Load()
 	var err error
 	switch {
 	case shm && s.cfg.Mode == ModeTensor:
@@ -437,6 +438,7 @@ func (s *Server) serve(ctx context.Context, conn *net.UnixConn, shm bool, epoch 
 	attrs := []any{"epoch", epoch,
 		"rows", s.rows.Load() - rows0, "batches", s.batches.Load() - batches0,
 		"bytes", s.bytes.Load() + s.shmBytes.Load() - bytes0, "shared_memory", shm,
+		"batches_in_place", s.shmInPlace.Load() - inPlace0,
 		"duration", time.Since(start).Round(time.Millisecond)}
 	var ce *consumerError
 	switch {
