@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -13,6 +15,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
 )
 
 // arenaMemory is a BatchMemory over one slice, handed out from its start
@@ -196,5 +200,70 @@ func TestDetachBatch(t *testing.T) {
 	defer same.Release()
 	if same != cp {
 		t.Fatal("a batch outside batch memory was copied")
+	}
+}
+
+// TestFlatColumnsLendingCopies reads pages that hold many batches, which
+// flatColumns slices into batches, with and without batch memory: with
+// it, every batch is a copy in batch memory instead (the one copy it
+// takes on its way to the consumer), with the same values.
+func TestFlatColumnsLendingCopies(t *testing.T) {
+	const rows, rgRows, pageSize, batchRows = 200_000, 90_000, 256 << 10, 4096
+	path := filepath.Join(t.TempDir(), "pages.parquet")
+	writeFlatParquetPages(t, path, rows, rgRows, pageSize, compress.Codecs.Snappy, false, false, false)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pf, err := file.NewParquetReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(mem BatchMemory) (recs []arrow.RecordBatch, sliced, lent, outside int) {
+		p := newFlatColumns(pf, f, chunkWindow, []int{0, 1, 2}, []int{0, 1, 2, 3}, flatSchema.Fields(), memory.DefaultAllocator, batchRows)
+		defer p.Release()
+		if mem != nil {
+			p.batchAlloc, p.lending = batchAlloc(mem, memory.DefaultAllocator), true
+		}
+		for p.Next() {
+			rec := p.RecordBatch()
+			for _, c := range rec.Columns() {
+				values := c.Data().Buffers()[1]
+				switch {
+				case values.Parent() != nil:
+					sliced++
+				case mem != nil && mem.Owns(values.Bytes()):
+					lent++
+				default:
+					outside++
+				}
+			}
+			rec.Retain()
+			recs = append(recs, rec)
+		}
+		if err := p.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return recs, sliced, lent, outside
+	}
+	want, sliced, _, _ := read(nil)
+	defer releaseAll(want)
+	if sliced == 0 {
+		t.Fatal("without batch memory no batch sliced a page: the test reads no such pages")
+	}
+	mem := newArenaMemory(32 << 20)
+	got, sliced, lent, outside := read(mem)
+	defer releaseAll(got)
+	if sliced != 0 || outside != 0 || lent != len(got)*len(flatSchema.Fields()) {
+		t.Fatalf("with batch memory: %d column batches sliced, %d lent, %d elsewhere; want every one lent", sliced, lent, outside)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d batches, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !array.RecordEqual(got[i], want[i]) {
+			t.Fatalf("batch %d differs with batch memory", i)
+		}
 	}
 }

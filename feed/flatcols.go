@@ -44,8 +44,9 @@ type flatColumns struct {
 	cols      []*flatColumn
 	alloc     memory.Allocator
 	// batchAlloc allocates the batches' values and validity (the
-	// pipeline's batch memory); alloc unless set.
+	// pipeline's batch memory, lending); alloc unless set.
 	batchAlloc memory.Allocator
+	lending    bool
 	batchRows  int64
 	left       int64 // rows not yet read
 	rec        arrow.RecordBatch
@@ -279,11 +280,16 @@ func (p *flatColumns) Release() {
 
 // readColumn reads the next n values of c into a new array.
 func (p *flatColumns) readColumn(c *flatColumn, n int) (arrow.Array, error) {
-	if values := c.pageValues(n); values != nil {
-		defer values.Release()
-		data := array.NewData(c.typ, n, []*memory.Buffer{nil, values}, nil, 0, 0)
-		defer data.Release()
-		return array.MakeFromData(data), nil
+	// Batches going to batch memory take their one copy there (the feed
+	// then sends them where they lie); slices of pages would be copied
+	// when sent.
+	if !p.lending {
+		if values := c.pageValues(n); values != nil {
+			defer values.Release()
+			data := array.NewData(c.typ, n, []*memory.Buffer{nil, values}, nil, 0, 0)
+			defer data.Release()
+			return array.MakeFromData(data), nil
+		}
 	}
 	values := memory.NewResizableBuffer(p.batchAlloc)
 	defer values.Release()

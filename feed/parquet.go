@@ -398,7 +398,7 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		if len(fl) > 0 {
 			fc := newFlatColumns(pf, f, window, rowGroups, fl, ffields, opts.Allocator, opts.BatchRows)
 			if opts.batchAlloc != nil {
-				fc.batchAlloc = opts.batchAlloc
+				fc.batchAlloc, fc.lending = opts.batchAlloc, true
 			}
 			readers = append(readers, fc)
 		}
