@@ -60,6 +60,23 @@ func arrowColumns(ctx context.Context, t *testing.T, sock string, hold, scribble
 	}
 }
 
+// writeFeedFile writes a Parquet file of rows rows of 4 float32
+// features and a label, and returns it with the values a 4096-row feed of
+// it delivers, read from a pipeline directly.
+func writeFeedFile(ctx context.Context, t *testing.T, rows int) (string, [][]float32) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "f.parquet")
+	if _, err := writeBenchParquet(path, rows, 4); err != nil {
+		t.Fatal(err)
+	}
+	pipe, err := newBenchPipeline(ctx, path, ModeArrow, 4096, 4, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pipe.Close()
+	return path, pipelineColumns(ctx, t, pipe)
+}
+
 // pipelineColumns reads one epoch of pipe directly: the values a feed of
 // it must deliver.
 func pipelineColumns(ctx context.Context, t *testing.T, pipe *feed.Pipeline) [][]float32 {
@@ -112,16 +129,7 @@ func sameColumns(t *testing.T, what string, got, want [][]float32) {
 // later epochs see, also when they come from the epoch cache.
 func TestSharedRegionPipeline(t *testing.T) {
 	ctx := testCtx(t)
-	path := filepath.Join(t.TempDir(), "f.parquet")
-	if _, err := writeBenchParquet(path, 150_000, 4); err != nil {
-		t.Fatal(err)
-	}
-	ref, err := newBenchPipeline(ctx, path, ModeArrow, 4096, 4, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := pipelineColumns(ctx, t, ref)
-	ref.Close()
+	path, want := writeFeedFile(ctx, t, 150_000)
 
 	for _, tc := range []struct {
 		name  string
@@ -163,16 +171,7 @@ func TestSharedRegionPipeline(t *testing.T) {
 // too), and the stream neither stalls nor loses a row.
 func TestSharedRegionHeldBatches(t *testing.T) {
 	ctx := testCtx(t)
-	path := filepath.Join(t.TempDir(), "f.parquet")
-	if _, err := writeBenchParquet(path, 250_000, 4); err != nil {
-		t.Fatal(err)
-	}
-	ref, err := newBenchPipeline(ctx, path, ModeArrow, 4096, 4, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := pipelineColumns(ctx, t, ref)
-	ref.Close()
+	path, want := writeFeedFile(ctx, t, 250_000)
 
 	r, err := newShmRegion(1<<20, 3<<20)
 	if err != nil {

@@ -335,8 +335,9 @@ func (w *shmWriter) WritePayload(p ipc.Payload) error {
 		return err
 	}
 	if full {
-		// The client holds the region's messages and frees none:
-		// waiting for room again would wait as long for nothing.
+		// The region had no room for the batch however long it waited
+		// (the client holds the rest, or the batch is over half of what
+		// messages may hold): waiting again would be as long for nothing.
 		return w.putInline(int64(size), fill)
 	}
 	return w.put(int64(size), fill)
