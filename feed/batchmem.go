@@ -2,7 +2,6 @@ package feed
 
 import (
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -69,30 +68,8 @@ func (a batchAllocator) Free(b []byte) {
 	a.under.Free(b)
 }
 
-// detachBatch returns rec, or, when a buffer of rec lies in mem, a copy
-// of rec whose buffers that did are allocated from alloc: what the
-// epoch cache keeps. A batch in shared memory is the consumer's to write
-// once sent (tensor programs scale batches in place), so the cache must
-// not hand the same bytes out again next epoch. The caller releases the
-// result.
-func detachBatch(rec arrow.RecordBatch, mem BatchMemory, alloc memory.Allocator) arrow.RecordBatch {
-	if mem == nil || !dataInMemory(rec, mem) {
-		rec.Retain()
-		return rec
-	}
-	cols := make([]arrow.Array, rec.NumCols())
-	for i, c := range rec.Columns() {
-		d := detachData(c.Data(), mem, alloc)
-		cols[i] = array.MakeFromData(d)
-		d.Release()
-	}
-	out := array.NewRecordBatch(rec.Schema(), cols, rec.NumRows())
-	for _, c := range cols {
-		c.Release()
-	}
-	return out
-}
-
+// dataInMemory reports whether a buffer of rec (or of its columns'
+// children and dictionaries) lies in mem.
 func dataInMemory(rec arrow.RecordBatch, mem BatchMemory) bool {
 	var in func(d arrow.ArrayData) bool
 	in = func(d arrow.ArrayData) bool {
@@ -114,42 +91,4 @@ func dataInMemory(rec arrow.RecordBatch, mem BatchMemory) bool {
 		}
 	}
 	return false
-}
-
-// detachData copies the buffers of d that lie in mem (its children's and
-// dictionary's too) into alloc's memory.
-func detachData(d arrow.ArrayData, mem BatchMemory, alloc memory.Allocator) arrow.ArrayData {
-	bufs := make([]*memory.Buffer, len(d.Buffers()))
-	for i, b := range d.Buffers() {
-		if b != nil && b.Len() > 0 && mem.Owns(b.Bytes()) {
-			nb := memory.NewResizableBuffer(alloc)
-			nb.Resize(b.Len())
-			copy(nb.Bytes(), b.Bytes())
-			bufs[i] = nb
-			continue
-		}
-		if b != nil {
-			b.Retain()
-		}
-		bufs[i] = b
-	}
-	children := make([]arrow.ArrayData, len(d.Children()))
-	for i, c := range d.Children() {
-		children[i] = detachData(c, mem, alloc)
-	}
-	out := array.NewData(d.DataType(), d.Len(), bufs, children, d.NullN(), d.Offset())
-	if d.DataType().ID() == arrow.DICTIONARY {
-		dd := detachData(d.Dictionary(), mem, alloc)
-		out.SetDictionary(dd)
-		dd.Release()
-	}
-	for _, b := range bufs {
-		if b != nil {
-			b.Release()
-		}
-	}
-	for _, c := range children {
-		c.Release()
-	}
-	return out
 }

@@ -27,10 +27,9 @@ import (
 // holds more than limit bytes of memory.
 type splitCache struct {
 	limit int64
-	// Batches with buffers in mem (the consumer's batch memory) are kept
-	// as copies in alloc's memory (detachBatch).
-	mem   BatchMemory
-	alloc memory.Allocator
+	// mem is the consumer's batch memory: a split with a batch there is
+	// not kept.
+	mem BatchMemory
 
 	mu     sync.Mutex
 	used   int64
@@ -40,15 +39,15 @@ type splitCache struct {
 	hits, misses atomic.Int64
 }
 
-func newSplitCache(limit int64, mem BatchMemory, alloc memory.Allocator) *splitCache {
-	return &splitCache{limit: limit, mem: mem, alloc: alloc, splits: map[int][]arrow.RecordBatch{}}
+func newSplitCache(limit int64, mem BatchMemory) *splitCache {
+	return &splitCache{limit: limit, mem: mem, splits: map[int][]arrow.RecordBatch{}}
 }
 
 // open returns a reader of split i, which holds rows rows (0 when not
 // known): from the cache when it holds the split, otherwise the reader
 // that open builds, recording what it yields for the cache while there is
-// room for it.
-func (c *splitCache) open(i int, rows int64, open func() (Reader, error)) (Reader, error) {
+// room for it (open is told whether it will be).
+func (c *splitCache) open(i int, rows int64, open func(recorded bool) (Reader, error)) (Reader, error) {
 	c.mu.Lock()
 	recs, ok := c.splits[i]
 	if ok {
@@ -64,7 +63,7 @@ func (c *splitCache) open(i int, rows int64, open func() (Reader, error)) (Reade
 		return &cachedReader{schema: recs[0].Schema(), recs: recs}, nil
 	}
 	c.misses.Add(1)
-	r, err := open()
+	r, err := open(room > 0)
 	if err != nil || room <= 0 {
 		return r, err
 	}
@@ -193,7 +192,15 @@ func (r *recordingReader) Next(ctx context.Context) (arrow.RecordBatch, error) {
 			r.drop()
 			break
 		}
-		r.recs = append(r.recs, detachBatch(rec, r.cache.mem, r.cache.alloc))
+		if r.cache.mem != nil && dataInMemory(rec, r.cache.mem) {
+			// The consumer may write into what it was given in batch
+			// memory: the cache must not hand it out again. (Splits it
+			// records are decoded into the pipeline's memory.)
+			r.drop()
+			break
+		}
+		rec.Retain()
+		r.recs = append(r.recs, rec)
 		if r.seen += rec.NumRows(); r.rows > 0 && r.seen >= r.rows {
 			r.handOver()
 		}

@@ -115,7 +115,9 @@ func TestCacheServesLaterEpochsFromMemory(t *testing.T) {
 func TestCacheTakesWholeSplitsOnly(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	open := func() (Reader, error) {
+	var told []bool // what each open was told
+	open := func(recorded bool) (Reader, error) {
+		told = append(told, recorded)
 		var recs []arrow.RecordBatch
 		for i := range int64(3) {
 			recs = append(recs, testRecordWith(mem, testSchema, 10*i, 10))
@@ -131,7 +133,7 @@ func TestCacheTakesWholeSplitsOnly(t *testing.T) {
 			rec.Release()
 		}
 	}
-	c := newSplitCache(1<<20, nil, nil)
+	c := newSplitCache(1<<20, nil)
 	defer c.close()
 
 	r, _ := c.open(0, 30, open)
@@ -148,7 +150,7 @@ func TestCacheTakesWholeSplitsOnly(t *testing.T) {
 		t.Fatalf("a split read to its last planned row was not cached")
 	}
 	opened := 0
-	r, _ = c.open(0, 30, func() (Reader, error) { opened++; return open() })
+	r, _ = c.open(0, 30, func(recorded bool) (Reader, error) { opened++; return open(recorded) })
 	if opened != 0 || c.hits.Load() != 1 {
 		t.Fatalf("split 0 read from its source (%d opens, %d hits), want it from the cache", opened, c.hits.Load())
 	}
@@ -158,7 +160,19 @@ func TestCacheTakesWholeSplitsOnly(t *testing.T) {
 	}
 	r.Close()
 
-	small := newSplitCache(100, nil, nil) // less than one batch
+	if !slices.Equal(told, []bool{true, true}) {
+		t.Fatalf("the reader opens were told they would be recorded: %v, want true twice", told)
+	}
+	full := newSplitCache(1<<20, nil)
+	defer full.close()
+	full.used = full.limit
+	r, _ = full.open(1, 30, open)
+	r.Close()
+	if told[len(told)-1] {
+		t.Fatal("a full cache told the reader it opened that it would be recorded")
+	}
+
+	small := newSplitCache(100, nil) // less than one batch
 	defer small.close()
 	r, _ = small.open(0, 30, open)
 	read(r, 3)

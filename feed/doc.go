@@ -35,8 +35,8 @@
 //
 // A pipeline given BatchMemory (the feed's shared memory) allocates the
 // buffers of the batches it yields there while it has room, so that the
-// feed sends them without copying them (batchmem.go); the cache keeps
-// copies of those.
+// feed sends them without copying them (batchmem.go); splits the epoch
+// cache records are decoded into the pipeline's own memory.
 //
 // An input may also be an Arrow Flight flight (grpc://host:port/path),
 // whose endpoints are dealt like files, or rows pushed while the job runs

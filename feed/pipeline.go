@@ -96,8 +96,8 @@ type PipelineConfig struct {
 	Float32Features bool
 	// BatchMemory, when set, holds the buffers of the batches the
 	// pipeline yields while it has room (the feed's shared memory, so
-	// that they reach the training process without a copy). Batches the
-	// epoch cache keeps are copied out of it.
+	// that they reach the training process without a copy), except the
+	// splits the epoch cache records: it keeps those batches themselves.
 	BatchMemory BatchMemory
 }
 
@@ -216,7 +216,7 @@ func NewPipeline(res *fsys.Resolver, cfg PipelineConfig) (*Pipeline, error) {
 	}
 	p.batchAlloc = batchAlloc(cfg.BatchMemory, p.alloc)
 	if cfg.CacheBytes > 0 {
-		p.cache = newSplitCache(cfg.CacheBytes, cfg.BatchMemory, p.alloc)
+		p.cache = newSplitCache(cfg.CacheBytes, cfg.BatchMemory)
 	}
 	for _, s := range cfg.Splits {
 		p.rows += s.Rows
@@ -522,9 +522,18 @@ func (s *splitStream) next(ctx context.Context) (arrow.RecordBatch, error) {
 
 // openSplit opens split i of the rank, through the cache when there is one.
 func (p *Pipeline) openSplit(ctx context.Context, i int) (Reader, error) {
-	open := func() (Reader, error) { return OpenSplit(ctx, p.res, p.cfg.Splits[i], p.readOptions()) }
+	open := func(cached bool) (Reader, error) {
+		o := p.readOptions()
+		if cached {
+			// The cache keeps these batches and hands them out again:
+			// they must not be in batch memory, which the consumer may
+			// write into. The feed copies them instead.
+			o.batchAlloc = nil
+		}
+		return OpenSplit(ctx, p.res, p.cfg.Splits[i], o)
+	}
 	if p.cache == nil {
-		return open()
+		return open(false)
 	}
 	return p.cache.open(i, p.cfg.Splits[i].Rows, open)
 }
