@@ -203,3 +203,44 @@ func TestSharedRegionHeldBatches(t *testing.T) {
 		t.Fatalf("%d batches in place, %d inline; want some of each", srv.shmInPlace.Load(), srv.shmInline.Load())
 	}
 }
+
+// TestSharedRegionConsumerDies: a training process that dies holding
+// batches sent in place (its socket closes, no frees come) leaves none of
+// the region lent once the server and the pipeline are closed, and the
+// next epoch is served whole.
+func TestSharedRegionConsumerDies(t *testing.T) {
+	ctx := testCtx(t)
+	path, want := writeFeedFile(ctx, t, 150_000)
+	region := newTestRegion(t)
+	pipe, err := newBenchPipeline(ctx, path, ModeArrow, 4096, 4, 0, region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, stop := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 2, Source: pipe, LabelColumn: "label",
+		SharedMemory: true, SharedRegion: region})
+	ep, err := DialArrow(ctx, srv.cfg.SocketPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []arrow.RecordBatch
+	for range 10 {
+		rec, err := ep.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, rec)
+	}
+	if srv.shmInPlace.Load() == 0 {
+		t.Fatal("no batch went out in place")
+	}
+	_ = ep.shm.uc.Close() // dies: its frees never come
+	sameColumns(t, "the epoch after", arrowColumns(ctx, t, srv.cfg.SocketPath, false, false), want)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	pipe.Close()
+	if n := region.r.lentBytes(); n != 0 {
+		t.Fatalf("%d bytes of the region still lent after the consumer died and the feed closed", n)
+	}
+	_ = held // the dead process's batches; its mapping is gone with it
+}
