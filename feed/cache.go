@@ -34,13 +34,16 @@ type splitCache struct {
 	mu     sync.Mutex
 	used   int64
 	splits map[int][]arrow.RecordBatch // by index into PipelineConfig.Splits
+	// unfit are the splits that outgrew the room left when recorded: the
+	// room only shrinks, so they are not recorded again.
+	unfit  map[int]bool
 	closed bool
 
 	hits, misses atomic.Int64
 }
 
 func newSplitCache(limit int64, mem BatchMemory) *splitCache {
-	return &splitCache{limit: limit, mem: mem, splits: map[int][]arrow.RecordBatch{}}
+	return &splitCache{limit: limit, mem: mem, splits: map[int][]arrow.RecordBatch{}, unfit: map[int]bool{}}
 }
 
 // open returns a reader of split i, which holds rows rows (0 when not
@@ -57,6 +60,9 @@ func (c *splitCache) open(i int, rows int64, open func(recorded bool) (Reader, e
 		}
 	}
 	room := c.limit - c.used
+	if c.unfit[i] {
+		room = 0
+	}
 	c.mu.Unlock()
 	if ok {
 		c.hits.Add(1)
@@ -190,6 +196,9 @@ func (r *recordingReader) Next(ctx context.Context) (arrow.RecordBatch, error) {
 		r.size += heldBytes(rec, r.parents)
 		if r.size > r.room {
 			r.drop()
+			r.cache.mu.Lock()
+			r.cache.unfit[r.split] = true
+			r.cache.mu.Unlock()
 			break
 		}
 		if r.cache.mem != nil && dataInMemory(rec, r.cache.mem) {

@@ -180,6 +180,16 @@ func TestCacheTakesWholeSplitsOnly(t *testing.T) {
 	if n, b := small.stats(); n != 0 || b != 0 {
 		t.Fatalf("a cache of 100 bytes holds %d splits, %d bytes", n, b)
 	}
+	// The split that outgrew the room is not recorded again (and so is
+	// read into batch memory, when there is some); another one is.
+	for _, split := range []int{0, 1} {
+		r, _ = small.open(split, 30, open)
+		read(r, 3)
+		r.Close()
+	}
+	if got := told[len(told)-2:]; !slices.Equal(got, []bool{false, true}) {
+		t.Fatalf("after split 0 outgrew the cache, its open and another's were told %v, want false, true", got)
+	}
 }
 
 func TestCacheBytesMustNotBeNegative(t *testing.T) {
