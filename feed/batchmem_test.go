@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -16,7 +15,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/file"
 )
 
 // arenaMemory is a BatchMemory over one slice, handed out from its start
@@ -224,15 +222,7 @@ func TestFlatColumnsLendingCopies(t *testing.T) {
 	const rows, rgRows, pageSize, batchRows = 200_000, 90_000, 256 << 10, 4096
 	path := filepath.Join(t.TempDir(), "pages.parquet")
 	writeFlatParquetPages(t, path, rows, rgRows, pageSize, compress.Codecs.Snappy, false, false, false)
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	pf, err := file.NewParquetReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, pf := openParquetTest(t, path)
 	read := func(mem BatchMemory) (recs []arrow.RecordBatch, sliced, lent, outside int) {
 		p := newFlatColumns(pf, f, chunkWindow, []int{0, 1, 2}, []int{0, 1, 2, 3}, flatSchema.Fields(), memory.DefaultAllocator, batchRows)
 		defer p.Release()

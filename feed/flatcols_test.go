@@ -494,15 +494,7 @@ func checkFlatReads(t *testing.T, path string, rgRows int64, rowGroups []int, se
 	pool := newBufferPool(checked, 8<<20)
 	defer pool.close()
 	pool.poison = true
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	pf, err := file.NewParquetReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, pf := openParquetTest(t, path)
 	var want int64
 	var exp arrow.RecordBatch
 	for _, rg := range rowGroups {

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"go.uber.org/goleak"
 
@@ -243,3 +244,18 @@ func plannedPipeline(tb testing.TB, res *fsys.Resolver, input string, cfg Pipeli
 }
 
 func fileURI(path string) string { return "file://" + filepath.ToSlash(path) }
+
+// openParquetTest opens the Parquet file at path for the test's length.
+func openParquetTest(t testing.TB, path string) (*os.File, *file.Reader) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	pf, err := file.NewParquetReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, pf
+}
