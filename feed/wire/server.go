@@ -141,7 +141,7 @@ type Server struct {
 	rows         atomic.Int64
 	batches      atomic.Int64
 	bytes        atomic.Int64 // written to sockets
-	shmBytes     atomic.Int64 // written to shared memory
+	shmBytes     atomic.Int64 // of messages in shared memory (a batch sent in place counts its buffers)
 	shmInline    atomic.Int64 // messages of shared-memory streams sent inline
 	shmInPlace   atomic.Int64 // batches of shared-memory streams sent where they lie (writeInPlace)
 	taken        takenTracker
