@@ -569,10 +569,11 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 		Float32Features: mode == wire.ModeTensor,
 	}
 	// Arrow batches are decoded straight into the shared memory the
-	// training process reads them from, and sent without a copy.
+	// training process reads them from, and sent without a copy; the
+	// read-ahead's budget bounds the space they take there too.
 	var region *wire.SharedRegion
 	if mode == wire.ModeArrow && !f.GetNoSharedMemory() {
-		if region, err = wire.NewSharedRegion(); err != nil {
+		if region, err = wire.NewSharedRegion(f.MemoryBudget); err != nil {
 			e.logger.Warn("no shared memory to decode the feed into", "err", err)
 			region = nil
 		} else {

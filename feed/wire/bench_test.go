@@ -790,7 +790,7 @@ func BenchmarkFeed(b *testing.B) {
 					var region *SharedRegion
 					if shm && mode == ModeArrow && !*benchNoLend {
 						var err error
-						if region, err = NewSharedRegion(); err != nil {
+						if region, err = NewSharedRegion(0); err != nil {
 							b.Fatal(err)
 						}
 						defer func() {

@@ -244,3 +244,41 @@ func TestSharedRegionConsumerDies(t *testing.T) {
 	}
 	_ = held // the dead process's batches; its mapping is gone with it
 }
+
+// TestSharedRegionLends checks the lent space's size (the executor passes
+// its read-ahead budget) and its accounting.
+func TestSharedRegionLends(t *testing.T) {
+	for _, tc := range []struct{ ask, want int64 }{{0, MaxSharedLendBytes}, {-1, MaxSharedLendBytes},
+		{1 << 20, 1 << 20}, {1 << 40, MaxSharedLendBytes}} {
+		r, err := NewSharedRegion(tc.ask)
+		if err != nil {
+			t.Skipf("no shared memory here: %v", err)
+		}
+		if got := int64(len(r.r.mem)) - r.r.msgEnd; got != tc.want {
+			t.Errorf("NewSharedRegion(%d) lends %d bytes, want %d", tc.ask, got, tc.want)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := NewSharedRegion(1 << 20)
+	if err != nil {
+		t.Skipf("no shared memory here: %v", err)
+	}
+	a, b := r.TryAllocate(600<<10), r.TryAllocate(600<<10)
+	if a == nil || b != nil || !r.Owns(a) || r.Owns(make([]byte, 8)) {
+		t.Fatalf("1 MiB lent: 600 KiB twice gave %v and %v, want room for one", a != nil, b != nil)
+	}
+	if err := r.Close(); err == nil {
+		t.Fatal("Close with a buffer still lent did not say so")
+	}
+	r.Free(a)
+	c := r.TryAllocate(1 << 20)
+	if c == nil {
+		t.Fatal("after the free, the whole lent space is not there again")
+	}
+	r.Free(c)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -66,11 +66,12 @@ const (
 // over half the working set go inline.
 const shmRegionBytes = 64 << 20
 
-// shmLendBytes is what a SharedRegion lends its pipeline beyond
-// shmRegionBytes: room for the batches read ahead (PrefetchBatches, within
-// MemoryBudget) and those the training process holds. Batches decoded
-// when it is full live in the executor's heap and are copied as before.
-const shmLendBytes = 64 << 20
+// MaxSharedLendBytes is the most a SharedRegion lends its pipeline
+// beyond the message space: room for the batches read ahead
+// (PipelineConfig.MemoryBudget) and those the training process holds.
+// Batches decoded when the lent space is full live in the executor's heap
+// and are copied as before.
+const MaxSharedLendBytes = 64 << 20
 
 // shmAlign is the alignment of messages in the region (Arrow buffers want
 // 8 bytes; 64 keeps every message on its own cache lines).
@@ -283,10 +284,15 @@ type SharedRegion struct {
 
 var _ feed.BatchMemory = (*SharedRegion)(nil)
 
-// NewSharedRegion makes a region; it fails where memfds are not to be had
-// (the server then sends batches over the socket).
-func NewSharedRegion() (*SharedRegion, error) {
-	r, err := newShmRegion(shmRegionBytes, shmLendBytes)
+// NewSharedRegion makes a region that lends lendBytes (at most
+// MaxSharedLendBytes; zero or less means that) to its pipeline; it fails
+// where memfds are not to be had (the server then sends batches over the
+// socket).
+func NewSharedRegion(lendBytes int64) (*SharedRegion, error) {
+	if lendBytes <= 0 || lendBytes > MaxSharedLendBytes {
+		lendBytes = MaxSharedLendBytes
+	}
+	r, err := newShmRegion(shmRegionBytes, lendBytes)
 	if err != nil {
 		return nil, err
 	}

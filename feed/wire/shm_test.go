@@ -439,7 +439,7 @@ func (a regionAllocator) Free(b []byte) {
 // failing it if some batch still holds part of the region then.
 func newTestRegion(t *testing.T) *SharedRegion {
 	t.Helper()
-	r, err := NewSharedRegion()
+	r, err := NewSharedRegion(0)
 	if err != nil {
 		t.Skipf("no shared memory here: %v", err)
 	}
