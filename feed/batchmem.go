@@ -31,9 +31,12 @@ type batchAllocator struct {
 
 var _ memory.Allocator = batchAllocator{}
 
-// batchAlloc returns the allocator for yielded batches: alloc itself
-// without batch memory.
-func batchAlloc(mem BatchMemory, alloc memory.Allocator) memory.Allocator {
+// NewBatchAllocator returns the allocator of batches bound for mem: from
+// mem while it has room, else from alloc (alloc itself when mem is nil).
+// A pipeline allocates the batches it yields with it; an EpochSource of
+// the feed server other than a pipeline can build its batches with it too,
+// for the server to send them where they lie.
+func NewBatchAllocator(mem BatchMemory, alloc memory.Allocator) memory.Allocator {
 	if mem == nil {
 		return alloc
 	}

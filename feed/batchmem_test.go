@@ -195,7 +195,7 @@ func TestCacheRefusesBatchMemory(t *testing.T) {
 		name  string
 		alloc memory.Allocator
 		kept  int
-	}{{"batch memory", batchAlloc(mem, memory.DefaultAllocator), 0}, {"elsewhere", memory.DefaultAllocator, 1}} {
+	}{{"batch memory", NewBatchAllocator(mem, memory.DefaultAllocator), 0}, {"elsewhere", memory.DefaultAllocator, 1}} {
 		c := newSplitCache(1<<20, mem)
 		r, err := c.open(0, 3, open(tc.alloc))
 		if err != nil {
@@ -227,7 +227,7 @@ func TestFlatColumnsLendingCopies(t *testing.T) {
 		p := newFlatColumns(pf, f, chunkWindow, []int{0, 1, 2}, []int{0, 1, 2, 3}, flatSchema.Fields(), memory.DefaultAllocator, batchRows)
 		defer p.Release()
 		if mem != nil {
-			p.batchAlloc, p.lending = batchAlloc(mem, memory.DefaultAllocator), true
+			p.batchAlloc, p.lending = NewBatchAllocator(mem, memory.DefaultAllocator), true
 		}
 		for p.Next() {
 			rec := p.RecordBatch()

@@ -214,7 +214,7 @@ func NewPipeline(res *fsys.Resolver, cfg PipelineConfig) (*Pipeline, error) {
 		p.pool = newBufferPool(cfg.Allocator, limit)
 		p.alloc = p.pool
 	}
-	p.batchAlloc = batchAlloc(cfg.BatchMemory, p.alloc)
+	p.batchAlloc = NewBatchAllocator(cfg.BatchMemory, p.alloc)
 	if cfg.CacheBytes > 0 {
 		p.cache = newSplitCache(cfg.CacheBytes, cfg.BatchMemory)
 	}

@@ -52,7 +52,7 @@ func SegmentEpoch(ctx context.Context, res *fsys.Resolver, base PipelineConfig, 
 	}
 	src := &segmentStage{ctx: ctx, res: res, base: base, segs: segs, epoch: epoch}
 	schema := base.readOptions().outSchema(base.Schema)
-	chain := newRebatcher(src, schema, int64(base.BatchRows), batchAlloc(base.BatchMemory, alloc))
+	chain := newRebatcher(src, schema, int64(base.BatchRows), NewBatchAllocator(base.BatchMemory, alloc))
 	return &stageReader{schema: schema, chain: chain, pad: padBatches}, nil
 }
 

@@ -311,7 +311,7 @@ func pyRun(t *testing.T, py, pkgDir string, mode Mode, src EpochSource, epochs i
 	ps, lend := src.(*pySource)
 	if lend = lend && shm && mode == ModeArrow; lend {
 		cfg.SharedRegion = newTestRegion(t)
-		ps.mem = regionAllocator{cfg.SharedRegion}
+		ps.mem = feed.NewBatchAllocator(cfg.SharedRegion, memory.DefaultAllocator)
 	}
 	srv, err := NewServer(cfg)
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 )
@@ -405,33 +404,6 @@ func TestPythonKeepsSharedBatch(t *testing.T) {
 				t.Errorf("%d messages went inline", n)
 			}
 		})
-	}
-}
-
-// regionAllocator allocates from a SharedRegion while it has room, as a
-// pipeline with BatchMemory does.
-type regionAllocator struct{ r *SharedRegion }
-
-func (a regionAllocator) Allocate(size int) []byte {
-	if b := a.r.TryAllocate(size); b != nil {
-		return b
-	}
-	return memory.DefaultAllocator.Allocate(size)
-}
-
-func (a regionAllocator) Reallocate(size int, b []byte) []byte {
-	if size <= cap(b) {
-		return b[:size]
-	}
-	nb := a.Allocate(size)
-	copy(nb, b)
-	a.Free(b)
-	return nb
-}
-
-func (a regionAllocator) Free(b []byte) {
-	if a.r.Owns(b) {
-		a.r.Free(b)
 	}
 }
 
