@@ -224,11 +224,12 @@ func TestFlatColumnsLendingCopies(t *testing.T) {
 	writeFlatParquetPages(t, path, rows, rgRows, pageSize, compress.Codecs.Snappy, false, false, false)
 	f, pf := openParquetTest(t, path)
 	read := func(mem BatchMemory) (recs []arrow.RecordBatch, sliced, lent, outside int) {
-		p := newFlatColumns(pf, f, chunkWindow, []int{0, 1, 2}, []int{0, 1, 2, 3}, flatSchema.Fields(), memory.DefaultAllocator, batchRows)
-		defer p.Release()
+		var batchAlloc memory.Allocator
 		if mem != nil {
-			p.batchAlloc, p.lending = NewBatchAllocator(mem, memory.DefaultAllocator), true
+			batchAlloc = NewBatchAllocator(mem, memory.DefaultAllocator)
 		}
+		p := newFlatColumns(pf, f, chunkWindow, []int{0, 1, 2}, []int{0, 1, 2, 3}, flatSchema.Fields(), memory.DefaultAllocator, batchAlloc, batchRows)
+		defer p.Release()
 		for p.Next() {
 			rec := p.RecordBatch()
 			for _, c := range rec.Columns() {

@@ -43,8 +43,8 @@ type flatColumns struct {
 	schema    *arrow.Schema
 	cols      []*flatColumn
 	alloc     memory.Allocator
-	// batchAlloc allocates the batches' values and validity (the
-	// pipeline's batch memory, lending); alloc unless set.
+	// batchAlloc allocates the batches' values and validity: the
+	// pipeline's batch memory when lending, else alloc.
 	batchAlloc memory.Allocator
 	lending    bool
 	batchRows  int64
@@ -192,9 +192,15 @@ func dictionaryOnly(cc *metadata.ColumnChunkMetaData) bool {
 
 // newFlatColumns returns a reader of the leaves (with their Arrow
 // fields) in rowGroups of the file src, batchRows rows a batch, reading
-// at least window bytes of a column chunk at once.
-func newFlatColumns(pf *file.Reader, src io.ReaderAt, window int, rowGroups []int, leaves []int, fields []arrow.Field, alloc memory.Allocator, batchRows int) *flatColumns {
-	p := &flatColumns{pf: pf, src: src, window: window, rowGroups: rowGroups, schema: arrow.NewSchema(fields, nil), alloc: alloc, batchAlloc: alloc, batchRows: int64(batchRows)}
+// at least window bytes of a column chunk at once. The batches' values
+// and validity come from batchAlloc when it is not nil (batch memory),
+// else from alloc like everything else.
+func newFlatColumns(pf *file.Reader, src io.ReaderAt, window int, rowGroups []int, leaves []int, fields []arrow.Field, alloc, batchAlloc memory.Allocator, batchRows int) *flatColumns {
+	p := &flatColumns{pf: pf, src: src, window: window, rowGroups: rowGroups, schema: arrow.NewSchema(fields, nil), alloc: alloc,
+		batchAlloc: batchAlloc, lending: batchAlloc != nil, batchRows: int64(batchRows)}
+	if !p.lending {
+		p.batchAlloc = alloc
+	}
 	for _, rg := range rowGroups {
 		p.left += pf.MetaData().RowGroup(rg).NumRows()
 	}

@@ -520,7 +520,7 @@ func checkFlatReads(t *testing.T, path string, rgRows int64, rowGroups []int, se
 	if wrap != nil {
 		src = wrap(f)
 	}
-	p := newFlatColumns(pf, src, chunkWindow, rowGroups, []int{0, 1, 2, 3}, flatSchema.Fields(), pool, batchRows)
+	p := newFlatColumns(pf, src, chunkWindow, rowGroups, []int{0, 1, 2, 3}, flatSchema.Fields(), pool, nil, batchRows)
 	defer p.Release()
 	if err := p.SeekToRow(seek); err != nil {
 		t.Fatal(err)

@@ -396,11 +396,7 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		}
 		var readers []batchReader
 		if len(fl) > 0 {
-			fc := newFlatColumns(pf, f, window, rowGroups, fl, ffields, opts.Allocator, opts.BatchRows)
-			if opts.batchAlloc != nil {
-				fc.batchAlloc, fc.lending = opts.batchAlloc, true
-			}
-			readers = append(readers, fc)
+			readers = append(readers, newFlatColumns(pf, f, window, rowGroups, fl, ffields, opts.Allocator, opts.batchAlloc, opts.BatchRows))
 		}
 		if len(gl) > 0 {
 			sort.Ints(gl)
