@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"path/filepath"
@@ -77,6 +78,21 @@ func writeFeedFile(ctx context.Context, t *testing.T, rows int) (string, [][]flo
 	return path, pipelineColumns(ctx, t, pipe)
 }
 
+// serveFromRegion serves epochs epochs of the feed file at path in
+// 4096-row batches from a pipeline that decodes into region, with an epoch
+// cache of cache bytes, as an executor does. Stop the server before
+// closing the pipeline.
+func serveFromRegion(ctx context.Context, t *testing.T, path string, region *SharedRegion, cache int64, epochs int) (*Server, *feed.Pipeline, func() error) {
+	t.Helper()
+	pipe, err := newBenchPipeline(ctx, path, ModeArrow, 4096, 4, cache, region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, stop := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: epochs, Source: pipe, LabelColumn: "label",
+		SharedMemory: true, SharedRegion: region})
+	return srv, pipe, stop
+}
+
 // pipelineColumns reads one epoch of pipe directly: the values a feed of
 // it must deliver.
 func pipelineColumns(ctx context.Context, t *testing.T, pipe *feed.Pipeline) [][]float32 {
@@ -137,15 +153,10 @@ func TestSharedRegionPipeline(t *testing.T) {
 	}{{"uncached", 0}, {"cached", 64 << 20}} {
 		t.Run(tc.name, func(t *testing.T) {
 			region := newTestRegion(t)
-			pipe, err := newBenchPipeline(ctx, path, ModeArrow, 4096, 4, tc.cache, region)
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv, stop := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 3, Source: pipe, LabelColumn: "label",
-				SharedMemory: true, SharedRegion: region})
+			srv, pipe, stop := serveFromRegion(ctx, t, path, region, tc.cache, 3)
 			for e := range 3 {
 				got := arrowColumns(ctx, t, srv.cfg.SocketPath, false, true)
-				sameColumns(t, "epoch "+string(rune('0'+e)), got, want)
+				sameColumns(t, fmt.Sprintf("epoch %d", e), got, want)
 			}
 			if err := stop(); err != nil {
 				t.Fatal(err)
@@ -185,16 +196,11 @@ func TestSharedRegionHeldBatches(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	pipe, err := newBenchPipeline(ctx, path, ModeArrow, 4096, 4, 0, region)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, pipe, stop := serveFromRegion(ctx, t, path, region, 0, 2)
 	defer pipe.Close()
-	srv, stop := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 2, Source: pipe, LabelColumn: "label",
-		SharedMemory: true, SharedRegion: region})
 	for e := range 2 {
 		got := arrowColumns(ctx, t, srv.cfg.SocketPath, true, false)
-		sameColumns(t, "epoch "+string(rune('0'+e)), got, want)
+		sameColumns(t, fmt.Sprintf("epoch %d", e), got, want)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -212,12 +218,7 @@ func TestSharedRegionConsumerDies(t *testing.T) {
 	ctx := testCtx(t)
 	path, want := writeFeedFile(ctx, t, 150_000)
 	region := newTestRegion(t)
-	pipe, err := newBenchPipeline(ctx, path, ModeArrow, 4096, 4, 0, region)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, stop := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 2, Source: pipe, LabelColumn: "label",
-		SharedMemory: true, SharedRegion: region})
+	srv, pipe, stop := serveFromRegion(ctx, t, path, region, 0, 2)
 	ep, err := DialArrow(ctx, srv.cfg.SocketPath)
 	if err != nil {
 		t.Fatal(err)
