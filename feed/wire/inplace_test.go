@@ -247,7 +247,8 @@ func TestSharedRegionConsumerDies(t *testing.T) {
 }
 
 // TestSharedRegionLends checks the lent space's size (the executor passes
-// its read-ahead budget) and its accounting.
+// its read-ahead budget), its accounting, and that a closed region lends
+// nothing.
 func TestSharedRegionLends(t *testing.T) {
 	for _, tc := range []struct{ ask, want int64 }{{0, MaxSharedLendBytes}, {-1, MaxSharedLendBytes},
 		{1 << 20, 1 << 20}, {1 << 40, MaxSharedLendBytes}} {
@@ -281,5 +282,11 @@ func TestSharedRegionLends(t *testing.T) {
 	r.Free(c)
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if r.TryAllocate(64) != nil {
+		t.Fatal("a closed region lent space")
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
 	}
 }

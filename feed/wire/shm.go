@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -112,9 +111,10 @@ type shmRegion struct {
 	budget int64            // most bytes in use at once
 	freed  chan struct{}    // signalled (without blocking) on every free
 
-	lendMu  sync.Mutex
-	batches extents // the lent space; empty without it
-	lent    int64   // its bytes lent
+	lendMu   sync.Mutex
+	batches  extents // the lent space; empty without it
+	lent     int64   // its bytes lent
+	lendShut bool    // the region is unmapped, or about to be: lend no more
 }
 
 // newShmRegion creates a region of msgBytes for messages and lendBytes
@@ -215,20 +215,22 @@ func (r *shmRegion) tryAlloc(n, charge int64) (uint64, bool) {
 	return off, ok
 }
 
-// lend takes size bytes of the lent space; nil when it has no room.
+// lend takes size bytes of the lent space; nil when it has no room, or
+// the region is closed.
 func (r *shmRegion) lend(size int) []byte {
 	if size <= 0 {
 		return nil
 	}
 	r.lendMu.Lock()
-	off, ok := r.batches.take(int64(size))
-	if ok {
-		r.lent += r.batches.used[off]
+	defer r.lendMu.Unlock()
+	if r.lendShut {
+		return nil
 	}
-	r.lendMu.Unlock()
+	off, ok := r.batches.take(int64(size))
 	if !ok {
 		return nil
 	}
+	r.lent += r.batches.used[off]
 	return r.mem[off : off+uint64(size) : off+uint64(size)]
 }
 
@@ -278,8 +280,7 @@ func (r *shmRegion) lentBytes() int64 {
 //
 // Close it after both the server and the pipeline are closed.
 type SharedRegion struct {
-	r      *shmRegion
-	closed atomic.Bool
+	r *shmRegion
 }
 
 var _ feed.BatchMemory = (*SharedRegion)(nil)
@@ -314,14 +315,22 @@ func (s *SharedRegion) Free(b []byte) { s.r.giveBack(b) }
 // Close unmaps the region. While a batch still holds some of it (a
 // pipeline not yet closed), the mapping is left for the process's
 // lifetime and Close says so.
+// Nothing is lent once it is closed.
 func (s *SharedRegion) Close() error {
-	if n := s.r.lentBytes(); n > 0 {
+	r := s.r
+	r.lendMu.Lock()
+	if r.lent > 0 {
+		n := r.lent
+		r.lendMu.Unlock()
 		return fmt.Errorf("the feed's shared memory still holds %d bytes of batches; left mapped", n)
 	}
-	if s.closed.Swap(true) {
+	shut := r.lendShut
+	r.lendShut = true
+	r.lendMu.Unlock()
+	if shut {
 		return nil
 	}
-	return s.r.close()
+	return r.close()
 }
 
 // shmHoldWait is how long the client may have read every frame sent
