@@ -23,6 +23,12 @@ type ExecutorSpec struct {
 	Cores    int
 	MemoryMB int
 	GPUs     int
+	// SharedMemoryMB is memory the executor maps shared with its training
+	// process (the feed's shared memory; Config.SharedFeedMB), on top of
+	// MemoryMB. Each process counts the pages it touched in its resident
+	// size, so a cluster manager that limits the sum of a container's
+	// resident sizes adds it to the container's memory.
+	SharedMemoryMB int `json:",omitempty"`
 	// PreferredHosts are hosts holding the executor's input (locality hints).
 	PreferredHosts []string
 	// ExcludedHosts are hosts where the job's ranks or executors failed

@@ -331,6 +331,8 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 			MemoryMB: s.spec.MemoryMB,
 			GPUs:     s.spec.GPUs,
 
+			SharedMemoryMB: c.SharedFeedMB(s.role),
+
 			ExcludedHosts: slices.Clone(excluded),
 		}
 		if s.role.Feeds() && s.roleRank < len(plan.Ranks) {

@@ -123,7 +123,8 @@ func (d *Driver) growCheck(gen int, w *world, from *genStart, excluded []string)
 		g.from = from.checkpoint
 	}
 	s := w.slots[0].spec
-	g.spec = ExecutorSpec{Role: RoleWorker, Cores: s.Cores, MemoryMB: s.MemoryMB, GPUs: s.GPUs, ExcludedHosts: excluded}
+	g.spec = ExecutorSpec{Role: RoleWorker, Cores: s.Cores, MemoryMB: s.MemoryMB, GPUs: s.GPUs,
+		SharedMemoryMB: d.cfg.SharedFeedMB(RoleWorker), ExcludedHosts: excluded}
 	return g
 }
 

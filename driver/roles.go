@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/spindle-ml/spindle/feed/wire"
 	"github.com/spindle-ml/spindle/internal/envcontract"
 )
 
@@ -58,6 +59,18 @@ func (c *Config) Roles() []RoleSpec {
 		out = append(out, ps)
 	}
 	return out
+}
+
+// SharedFeedMB is the most an executor of the role adds to its own and
+// its training process's resident sizes, taken together, by feeding
+// through shared memory (spindle.feed.sharedMemory; see
+// wire.SharedResidentBytes), in MiB: zero for roles that are not fed,
+// for jobs without input and with shared memory off.
+func (c *Config) SharedFeedMB(r Role) int {
+	if !r.Feeds() || !c.SharedMemory || len(c.Inputs) == 0 {
+		return 0
+	}
+	return int((wire.SharedResidentBytes(wire.Mode(c.FeedMode), c.MemoryBudget) + 1<<20 - 1) >> 20)
 }
 
 // TotalGPUs returns the GPUs the job's executors ask for together: every

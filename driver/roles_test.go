@@ -145,3 +145,33 @@ func TestRoleTasks(t *testing.T) {
 		t.Error("a task for rank 4 of 4")
 	}
 }
+
+// TestSharedFeedMB: a fed executor's container counts the feed memory it
+// shares with its training process (both count it in their resident
+// sizes): twice the 64 MiB message space, and in arrow mode the lent
+// space, which follows the read-ahead budget up to 64 MiB. Other roles,
+// jobs without input, direct feeds and shared memory off add nothing.
+func TestSharedFeedMB(t *testing.T) {
+	base := Config{Inputs: []string{"data/"}, FeedMode: "arrow", MemoryBudget: 256 << 20, SharedMemory: true}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		role Role
+		want int
+	}{
+		{"arrow", func(*Config) {}, RoleWorker, 192},
+		{"arrow, small budget", func(c *Config) { c.MemoryBudget = 16 << 20 }, RoleWorker, 144},
+		{"tensor", func(c *Config) { c.FeedMode = "tensor" }, RoleWorker, 128},
+		{"direct", func(c *Config) { c.FeedMode = "direct" }, RoleWorker, 0},
+		{"shared memory off", func(c *Config) { c.SharedMemory = false }, RoleWorker, 0},
+		{"no input", func(c *Config) { c.Inputs = nil }, RoleWorker, 0},
+		{"chief", func(*Config) {}, RoleChief, 0},
+		{"parameter server", func(*Config) {}, RolePS, 0},
+	} {
+		c := base
+		tc.edit(&c)
+		if got := c.SharedFeedMB(tc.role); got != tc.want {
+			t.Errorf("%s: %d MiB, want %d", tc.name, got, tc.want)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/tokenkeeper"
+	"github.com/spindle-ml/spindle/yarn/am"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 
@@ -218,7 +219,7 @@ func (c *ClusterManager) explainRoom(ctx context.Context, specs []driver.Executo
 	}
 	need := 0
 	for _, s := range specs {
-		need += s.MemoryMB + c.cfg.MemoryOverheadMB
+		need += am.ContainerMB(s, c.cfg.MemoryOverheadMB)
 	}
 	return fmt.Sprintf(" (%s; the job needs %d MiB)", client.QueueRoom(q), need)
 }
@@ -238,9 +239,9 @@ func stripEnv(env, shared map[string]string) map[string]string {
 func (c *ClusterManager) submit(ctx context.Context, specs []driver.ExecutorSpec) error {
 	id, st, err := c.newApp(ctx, func(maxMB int64) error {
 		for _, s := range specs {
-			if need := int64(s.MemoryMB + c.cfg.MemoryOverheadMB); need > maxMB {
-				return fmt.Errorf("%w: executor %s needs %d MiB (memory plus %d MiB overhead) but YARN's largest container is %d MiB (yarn.scheduler.maximum-allocation-mb)",
-					driver.ErrConfig, s.ID, need, c.cfg.MemoryOverheadMB, maxMB)
+			if need := int64(am.ContainerMB(s, c.cfg.MemoryOverheadMB)); need > maxMB {
+				return fmt.Errorf("%w: executor %s needs %d MiB (memory plus %d MiB overhead%s) but YARN's largest container is %d MiB (yarn.scheduler.maximum-allocation-mb)",
+					driver.ErrConfig, s.ID, need, c.cfg.MemoryOverheadMB, am.SharedPhrase(s.SharedMemoryMB), maxMB)
 			}
 		}
 		return nil

@@ -19,6 +19,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/config"
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/yarn/am"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 
@@ -55,9 +56,10 @@ func SubmitCluster(ctx context.Context, cfg Config, job ClusterJob) (*App, error
 		// The driver asks for executors only once it runs in the AM:
 		// what can never fit is refused here, before anything runs.
 		for _, e := range job.Executors {
-			if need := int64(e.MemoryMB + cfg.MemoryOverheadMB); need > maxMB {
-				return fmt.Errorf("%w: each %s needs %d MiB (%s plus %d MiB spindle.yarn.executor.memoryOverhead) but YARN's largest container is %d MiB (yarn.scheduler.maximum-allocation-mb)",
-					ErrConfig, e.Role, need, e.Key, cfg.MemoryOverheadMB, maxMB)
+			spec := driver.ExecutorSpec{MemoryMB: e.MemoryMB, SharedMemoryMB: e.SharedMemoryMB}
+			if need := int64(am.ContainerMB(spec, cfg.MemoryOverheadMB)); need > maxMB {
+				return fmt.Errorf("%w: each %s needs %d MiB (%s plus %d MiB spindle.yarn.executor.memoryOverhead%s) but YARN's largest container is %d MiB (yarn.scheduler.maximum-allocation-mb)",
+					ErrConfig, e.Role, need, e.Key, cfg.MemoryOverheadMB, am.SharedPhrase(e.SharedMemoryMB), maxMB)
 			}
 		}
 		return nil

@@ -96,6 +96,9 @@ type ExecutorMemory struct {
 	Role     string // "worker", "parameter server"
 	Key      string // the key or flag that sets it
 	MemoryMB int
+	// SharedMemoryMB is what it shares with its training process
+	// (driver.ExecutorSpec.SharedMemoryMB).
+	SharedMemoryMB int
 }
 
 // credentials returns c with the plan added as a secret.

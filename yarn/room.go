@@ -8,6 +8,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver"
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
+	"github.com/spindle-ml/spindle/yarn/am"
 )
 
 // Room says how many more executors of spec YARN could start now: the
@@ -24,7 +25,7 @@ func (c *ClusterManager) Room(ctx context.Context, spec driver.ExecutorSpec) (in
 	if err != nil {
 		return 0, fmt.Errorf("yarn: queue %s: %w", c.cfg.Queue, err)
 	}
-	return roomFor(spec.MemoryMB+c.cfg.MemoryOverheadMB, max(spec.Cores, 1), spec.ExcludedHosts, nodes, q), nil
+	return roomFor(am.ContainerMB(spec, c.cfg.MemoryOverheadMB), max(spec.Cores, 1), spec.ExcludedHosts, nodes, q), nil
 }
 
 // roomFor counts the containers of memMB and cores that fit on nodes,

@@ -176,7 +176,8 @@ func runYARNCluster(ctx context.Context, props *config.Properties, cfg driver.Co
 	job := yarn.ClusterJob{
 		Inputs: cfg.Inputs, Command: cfg.Command, Env: cfg.Env,
 		Files: cfg.Files, PyFiles: cfg.PyFiles, Archives: cfg.Archives,
-		Executors: []yarn.ExecutorMemory{{Role: "executor", Key: "--executor-memory " + props.String(config.KeyExecutorMemory), MemoryMB: cfg.MemoryMB}},
+		Executors: []yarn.ExecutorMemory{{Role: "executor", Key: "--executor-memory " + props.String(config.KeyExecutorMemory), MemoryMB: cfg.MemoryMB,
+			SharedMemoryMB: cfg.SharedFeedMB(driver.RoleWorker)}},
 	}
 	if cfg.PS.Count > 0 {
 		job.Executors = append(job.Executors, yarn.ExecutorMemory{Role: "parameter server", Key: "--ps-memory " + props.String(config.KeyPSMemory), MemoryMB: cfg.PS.MemoryMB})

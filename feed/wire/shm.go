@@ -290,14 +290,40 @@ var _ feed.BatchMemory = (*SharedRegion)(nil)
 // where memfds are not to be had (the server then sends batches over the
 // socket).
 func NewSharedRegion(lendBytes int64) (*SharedRegion, error) {
-	if lendBytes <= 0 || lendBytes > MaxSharedLendBytes {
-		lendBytes = MaxSharedLendBytes
-	}
-	r, err := newShmRegion(shmRegionBytes, lendBytes)
+	r, err := newShmRegion(shmRegionBytes, sharedLendBytes(lendBytes))
 	if err != nil {
 		return nil, err
 	}
 	return &SharedRegion{r: r}, nil
+}
+
+// sharedLendBytes is the lent space of a SharedRegion asked to lend
+// lendBytes.
+func sharedLendBytes(lendBytes int64) int64 {
+	if lendBytes <= 0 || lendBytes > MaxSharedLendBytes {
+		return MaxSharedLendBytes
+	}
+	return lendBytes
+}
+
+// SharedResidentBytes is the most an executor's shared-memory feed in the
+// given mode, with the given read-ahead budget, adds to the resident
+// sizes of the executor and its training process taken together. Both
+// processes map the region and each counts the pages it touched, so a
+// cluster manager that sums its container's resident sizes (YARN does)
+// counts the message space twice; the lent space holds batches the
+// executor's budget counts already, and the training process counts it
+// again. The figure is a bound: the pages touched are those of the
+// messages and batches in flight at once.
+func SharedResidentBytes(mode Mode, memoryBudget int64) int64 {
+	if !mode.streams() {
+		return 0
+	}
+	n := 2 * int64(shmRegionBytes)
+	if mode == ModeArrow {
+		n += sharedLendBytes(memoryBudget)
+	}
+	return n
 }
 
 // TryAllocate is part of feed.BatchMemory.

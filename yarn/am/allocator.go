@@ -309,7 +309,7 @@ func (a *Allocator) Request(ctx context.Context, specs []driver.ExecutorSpec) er
 	}
 	prios := map[shape]int32{}
 	for i, s := range specs {
-		sh := shape{s.MemoryMB + a.cfg.MemoryOverheadMB, max(s.Cores, 1), s.GPUs, len(g.hosts[i]) > 0}
+		sh := shape{ContainerMB(s, a.cfg.MemoryOverheadMB), max(s.Cores, 1), s.GPUs, len(g.hosts[i]) > 0}
 		p, ok := prios[sh]
 		if !ok {
 			p = a.nextPrio
@@ -659,7 +659,23 @@ func (a *Allocator) Room(ctx context.Context, spec driver.ExecutorSpec) (int, er
 	a.mu.Lock()
 	h := a.headroom
 	a.mu.Unlock()
-	return headroomFits(h, spec.MemoryMB+a.cfg.MemoryOverheadMB, max(spec.Cores, 1)), nil
+	return headroomFits(h, ContainerMB(spec, a.cfg.MemoryOverheadMB), max(spec.Cores, 1)), nil
+}
+
+// ContainerMB is the memory of an executor's container: the executor's
+// memory, what it shares with its training process (each counts that in
+// its resident size, and YARN sums them), and spindle.yarn.executor.memoryOverhead.
+func ContainerMB(spec driver.ExecutorSpec, overheadMB int) int {
+	return spec.MemoryMB + spec.SharedMemoryMB + overheadMB
+}
+
+// SharedPhrase names an executor's shared memory in messages about its
+// container's memory: empty for none.
+func SharedPhrase(sharedMB int) string {
+	if sharedMB == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and %d MiB of feed memory shared with the training process (spindle.feed.sharedMemory)", sharedMB)
 }
 
 // headroomFits counts the containers of memMB and cores that fit in h.

@@ -229,11 +229,11 @@ func (a *Allocator) completedLocked(st *pb.ContainerStatusProto) (outcomeFor, bo
 	}
 	// The limit YARN enforces is the container's granted memory: the ask
 	// rounded up to the scheduler's allocation increment.
-	limitMB := c.spec.MemoryMB + a.cfg.MemoryOverheadMB
+	limitMB := ContainerMB(c.spec, a.cfg.MemoryOverheadMB)
 	if granted := int(c.c.GetResource().GetMemory()); granted > 0 {
 		limitMB = granted
 	}
-	o := describe(st, c.spec.ID, c.host, cid, limitMB, a.cfg.MemoryOverheadMB)
+	o := describe(st, c.spec.ID, c.host, cid, limitMB, a.cfg.MemoryOverheadMB, c.spec.SharedMemoryMB)
 	if c.released && (st.GetExitStatus() == ExitAborted || st.GetExitStatus() == ExitKilledByAM) {
 		o = outcome{driver.ExecutorExited, -1, fmt.Sprintf("executor %s (container %s on %s) was stopped", c.spec.ID, cid, c.host), false}
 	}

@@ -35,7 +35,7 @@ type outcome struct {
 
 // describe turns a completed container's status into an executor event,
 // naming the executor, host, container and YARN's reason.
-func describe(st *pb.ContainerStatusProto, execID, host, container string, limitMB, overheadMB int) outcome {
+func describe(st *pb.ContainerStatusProto, execID, host, container string, limitMB, overheadMB, sharedMB int) outcome {
 	code := int(st.GetExitStatus())
 	diag := strings.TrimSpace(st.GetDiagnostics())
 	if len(diag) > 400 {
@@ -54,8 +54,8 @@ func describe(st *pb.ContainerStatusProto, execID, host, container string, limit
 		if code == ExitKilledVMem {
 			kind = "virtual"
 		}
-		return outcome{driver.ExecutorExited, code, fmt.Sprintf("%s was killed by YARN for exceeding its %s memory limit of %d MiB (executor memory plus %d MiB overhead; raise --executor-memory or spindle.yarn.executor.memoryOverhead): %s",
-			where, kind, limitMB, overheadMB, diag), false}
+		return outcome{driver.ExecutorExited, code, fmt.Sprintf("%s was killed by YARN for exceeding its %s memory limit of %d MiB (executor memory plus %d MiB overhead%s; raise --executor-memory or spindle.yarn.executor.memoryOverhead): %s",
+			where, kind, limitMB, overheadMB, SharedPhrase(sharedMB), diag), false}
 	case ExitKilledByAM, ExitKilledAppFinished:
 		return outcome{driver.ExecutorExited, -1, fmt.Sprintf("%s was stopped", where), false}
 	case ExitKilledByRM, ExitKilledExcess:

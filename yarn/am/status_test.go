@@ -29,7 +29,7 @@ func TestDescribe(t *testing.T) {
 		{0, "", driver.ExecutorExited, false, []string{"exited 0"}},
 	} {
 		st := &pb.ContainerStatusProto{ExitStatus: proto.Int32(tc.status), Diagnostics: proto.String(tc.diag)}
-		o := describe(st, "exec-3", "nm7", "container_1_0001_01_000004", 1152, 128)
+		o := describe(st, "exec-3", "nm7", "container_1_0001_01_000004", 1152, 128, 0)
 		if o.kind != tc.kind || o.notJobsFault != tc.notJobsFault {
 			t.Errorf("status %d: kind %v fault-free %v", tc.status, o.kind, o.notJobsFault)
 		}
@@ -44,6 +44,22 @@ func TestDescribe(t *testing.T) {
 				t.Errorf("status %d: message %q lacks %q", tc.status, o.message, w)
 			}
 		}
+	}
+}
+
+// TestDescribeSharedMemory: a container killed for memory names the feed
+// memory its executor shares with its training process, which its
+// limit includes.
+func TestDescribeSharedMemory(t *testing.T) {
+	st := &pb.ContainerStatusProto{ExitStatus: proto.Int32(ExitKilledPMem), Diagnostics: proto.String("beyond physical memory limits")}
+	o := describe(st, "exec-1", "nm2", "container_1_0001_01_000002", 1344, 128, 192)
+	for _, w := range []string{"physical memory limit of 1344 MiB", "128 MiB overhead", "192 MiB of feed memory shared with the training process", "spindle.feed.sharedMemory"} {
+		if !strings.Contains(o.message, w) {
+			t.Errorf("message %q lacks %q", o.message, w)
+		}
+	}
+	if o := describe(st, "exec-1", "nm2", "container_1_0001_01_000002", 1152, 128, 0); strings.Contains(o.message, "shared") {
+		t.Errorf("a container without shared memory: %q", o.message)
 	}
 }
 

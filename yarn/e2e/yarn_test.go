@@ -387,6 +387,17 @@ func TestStatusAndKill(t *testing.T) {
 	if out := run("status", app); !strings.Contains(out, "state RUNNING") || !strings.Contains(out, "type SPINDLE") || !strings.Contains(out, "to-kill") {
 		t.Fatalf("spindle status %s:\n%s", app, out)
 	}
+	// Each executor's container holds its memory, the overhead and the
+	// feed memory it shares with its training process, which both count
+	// in their resident sizes: an arrow feed's 64 MiB message space twice
+	// and its 64 MiB lent space (256m + 128m + 192m = 576 MiB, rounded up
+	// to the scheduler's 128 MiB increment), beside the AM's 256 MiB.
+	id, _ := client.ParseAppID(app)
+	if rep, err := rmClient(t, hc).Report(context.Background(), id); err != nil {
+		t.Fatal(err)
+	} else if used := rep.GetAppResource_Usage().GetUsedResources().GetMemory(); used != 256+2*640 {
+		t.Errorf("the application holds %d MiB, want %d (the AM and two executors of 640 MiB)", used, 256+2*640)
+	}
 	// The driver's web UI is the application's tracking URL: the
 	// ResourceManager knows it and proxies it.
 	if out := run("status", app); !strings.Contains(out, "job's web UI http://127.0.0.1:") || !strings.Contains(out, "/proxy/"+app) {
