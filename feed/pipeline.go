@@ -462,6 +462,12 @@ type stage interface {
 // splitStream reads the rank's splits in an epoch's order. With a limit
 // it stops after limit rows; with cycle it starts the splits over when
 // they run out before the limit (padding).
+//
+// While a file's split is read, the next one is opened on a goroutine
+// (openAhead): opening reads and parses the file's footer and plans the
+// split's column readers, which the decoders would otherwise wait for
+// at every split's start, and its decoders start on its first batches
+// while the current split's last ones finish.
 type splitStream struct {
 	p     *Pipeline
 	order []int
@@ -470,8 +476,26 @@ type splitStream struct {
 
 	i        int
 	cur      Reader
+	curRows  int64 // the rows cur's split promises, or 0 when it does not say
 	emitted  int64
 	passRows int64 // rows read since the order last started over
+
+	ahead       *splitOpening // the split after cur, being opened; or nil
+	aheadCtx    context.Context
+	aheadCancel context.CancelFunc
+}
+
+// openAhead turns opening the next split ahead on; benchmarks turn it off
+// to measure it.
+var openAhead = true
+
+// splitOpening is a split being opened on a goroutine: r and err are set
+// once done is closed.
+type splitOpening struct {
+	split int // the split's index in the pipeline's splits
+	done  chan struct{}
+	r     Reader
+	err   error
 }
 
 func (s *splitStream) next(ctx context.Context) (arrow.RecordBatch, error) {
@@ -489,12 +513,14 @@ func (s *splitStream) next(ctx context.Context) (arrow.RecordBatch, error) {
 				}
 				s.i, s.passRows = 0, 0
 			}
-			r, err := s.p.openSplit(ctx, s.order[s.i])
+			split := s.order[s.i]
+			r, err := s.open(ctx, split)
 			s.i++
 			if err != nil {
 				return nil, err
 			}
-			s.cur = r
+			s.cur, s.curRows = r, s.p.cfg.Splits[split].Rows
+			s.openNext(ctx)
 		}
 		rec, err := s.cur.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -538,7 +564,76 @@ func (p *Pipeline) openSplit(ctx context.Context, i int) (Reader, error) {
 	return p.cache.open(i, p.cfg.Splits[i].Rows, open)
 }
 
+// open returns split's reader: the one opened ahead, when it is that
+// split's, else one opened now.
+func (s *splitStream) open(ctx context.Context, split int) (Reader, error) {
+	if a := s.ahead; a != nil {
+		s.ahead = nil
+		if a.split == split {
+			select {
+			case <-a.done:
+			case <-ctx.Done():
+				s.ahead = a // close waits for it
+				return nil, ctx.Err()
+			}
+			return a.r, a.err
+		}
+		s.drop(a)
+	}
+	return s.p.openSplit(ctx, split)
+}
+
+// openNext starts opening the split after the current one, when there
+// is one the epoch will read and it is a file's (a Flight stream is not
+// started before it is needed).
+func (s *splitStream) openNext(ctx context.Context) {
+	if !openAhead {
+		return
+	}
+	i := s.i
+	if i == len(s.order) {
+		if !s.cycle || s.limit < 0 {
+			return
+		}
+		i = 0
+	}
+	if s.limit >= 0 && s.curRows > 0 && s.emitted+s.curRows >= s.limit {
+		return // the current split ends the epoch
+	}
+	split := s.order[i]
+	if sp := s.p.cfg.Splits[split]; sp.Format == FormatFlight || IsFlightURI(sp.URI) {
+		return
+	}
+	if s.aheadCtx == nil {
+		// The split is read by later calls, whose contexts may be
+		// shorter than this one: it lives until the stage is closed.
+		s.aheadCtx, s.aheadCancel = context.WithCancel(context.WithoutCancel(ctx))
+	}
+	a := &splitOpening{split: split, done: make(chan struct{})}
+	s.ahead = a
+	go func() {
+		defer close(a.done)
+		a.r, a.err = s.p.openSplit(s.aheadCtx, split)
+	}()
+}
+
+// drop waits for a split opened ahead and closes it unread.
+func (s *splitStream) drop(a *splitOpening) {
+	<-a.done
+	if a.r != nil {
+		a.r.Close()
+	}
+}
+
 func (s *splitStream) close() error {
+	if s.ahead != nil {
+		s.aheadCancel()
+		s.drop(s.ahead)
+		s.ahead = nil
+	}
+	if s.aheadCancel != nil {
+		s.aheadCancel()
+	}
 	if s.cur == nil {
 		return nil
 	}

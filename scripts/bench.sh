@@ -12,6 +12,9 @@ go test -run '^$' -bench 'Decode' -benchtime 8x ./feed
 section "feed: flat fixed-width columns read by Spindle's own reader vs pqarrow (plain, dictionary overflowing, dictionary)"
 go test -run '^$' -bench 'FlatColumns' -benchtime 5x ./feed
 
+section "feed pipeline: 24 one-split files on HDFS (test cluster, loopback), the next split opened ahead vs one after the other"
+go test -run '^$' -bench 'HDFSSplits' -benchtime 5x ./feed
+
 section "feed pipeline vs DuckDB: DuckDB-written files (4M rows, 16 float32 + int64; snappy, zstd, gzip, uncompressed, nulls, dictionary strings, small row groups, one row group) decoded by the pipeline vs scanned by DuckDB, 1 and 2 threads"
 # DuckDB comes from the npm registry (@duckdb/node-api) into a cache of its own, once.
 bench_node=${SPINDLE_BENCH_NODE:-$HOME/.cache/spindle-bench-node}
