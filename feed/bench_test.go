@@ -2,10 +2,8 @@ package feed
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -144,23 +142,7 @@ func BenchmarkDecode(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer p.Close()
-			r, err := p.Epoch(ctx, 0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer r.Close()
-			var rows int64
-			for {
-				rec, err := r.Next(ctx)
-				if errors.Is(err, io.EOF) {
-					return rows
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				rows += rec.NumRows()
-				rec.Release()
-			}
+			return epochRows(b, p)
 		}
 	}
 	measure("pipeline", pipelineEpoch(false, 0))

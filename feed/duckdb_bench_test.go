@@ -5,10 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -306,21 +304,5 @@ func spindleEpoch(ctx context.Context, b *testing.B, path string, workers int) i
 	p := plannedPipeline(b, newResolver(), path, PipelineConfig{
 		BatchRows: DefaultBatchRows, Prefetch: 8, MemoryBudget: 256 << 20, EvenBatches: EvenOff, DecodeWorkers: workers})
 	defer p.Close()
-	r, err := p.Epoch(ctx, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
-	var rows int64
-	for {
-		rec, err := r.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return rows
-		}
-		if err != nil {
-			b.Fatalf("feed %s: %v", path, err)
-		}
-		rows += rec.NumRows()
-		rec.Release()
-	}
+	return epochRows(b, p)
 }

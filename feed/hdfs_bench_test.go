@@ -2,9 +2,7 @@ package feed
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -73,24 +71,7 @@ func BenchmarkHDFSSplits(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer p.Close()
-		r, err := p.Epoch(ctx, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer r.Close()
-		var n int64
-		for {
-			rec, err := r.Next(ctx)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			n += rec.NumRows()
-			rec.Release()
-		}
-		if n != files*rows {
+		if n := epochRows(b, p); n != files*rows {
 			b.Fatalf("read %d rows, want %d", n, files*rows)
 		}
 		return time.Since(start)

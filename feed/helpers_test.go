@@ -208,6 +208,29 @@ func readAll(t testing.TB, r Reader, col string) []int64 {
 	}
 }
 
+// epochRows reads epoch 0 of p to the end and returns its rows.
+func epochRows(tb testing.TB, p *Pipeline) int64 {
+	tb.Helper()
+	ctx := context.Background()
+	r, err := p.Epoch(ctx, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer r.Close()
+	var rows int64
+	for {
+		rec, err := r.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return rows
+		}
+		if err != nil {
+			tb.Fatalf("epoch 0, after %d rows: %v", rows, err)
+		}
+		rows += rec.NumRows()
+		rec.Release()
+	}
+}
+
 // checkAllOnce checks that got holds 0..n-1 exactly once each.
 func checkAllOnce(t testing.TB, got []int64, n int64) {
 	t.Helper()
