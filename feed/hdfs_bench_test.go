@@ -34,25 +34,13 @@ func BenchmarkHDFSSplits(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := hfs.MkdirAll(ctx, "/in"); err != nil {
-		b.Fatal(err)
-	}
 	for i := range files {
 		local := writeParquet(b, filepath.Join(b.TempDir(), "part.parquet"), testSchema, int64(i*rows), rows, rows/2)
 		data, err := os.ReadFile(local)
 		if err != nil {
 			b.Fatal(err)
 		}
-		w, err := hfs.CreateAtomic(ctx, fmt.Sprintf("/in/part-%02d.parquet", i))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := w.Write(data); err != nil {
-			b.Fatal(err)
-		}
-		if err := w.Commit(); err != nil {
-			b.Fatal(err)
-		}
+		upload(b, hfs, fmt.Sprintf("/in/part-%02d.parquet", i), data)
 	}
 	plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{root}, Ranks: 1, LabelColumn: "label"})
 	if err != nil {

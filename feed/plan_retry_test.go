@@ -57,19 +57,7 @@ func TestPlanRetriesABriefOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := hfs.MkdirAll(ctx, "/in"); err != nil {
-		t.Fatal(err)
-	}
-	w, err := hfs.CreateAtomic(ctx, "/in/a.parquet")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	upload(t, hfs, "/in/a.parquet", data)
 
 	// The job names the namenode by an address that refuses connections
 	// for a while, then forwards to it.
@@ -146,7 +134,7 @@ func forward(t *testing.T, addr, to string, stop chan struct{}, wg *sync.WaitGro
 }
 
 // upload writes data to name on an HDFS file system.
-func upload(t *testing.T, hfs fsys.FS, name string, data []byte) {
+func upload(t testing.TB, hfs fsys.FS, name string, data []byte) {
 	t.Helper()
 	ctx := context.Background()
 	if err := hfs.MkdirAll(ctx, filepath.Dir(name)); err != nil {
