@@ -32,9 +32,9 @@ func TestSubmitElastic(t *testing.T) {
 func testElastic(t *testing.T, mode string) {
 	const rows, epochs = 6000, 8
 	s := startSite(t, yarntest.Config{NodeManagers: 3})
-	// The AM's 256 MiB and two executors' 384 MiB (256m and the overhead):
-	// no room for a third.
-	const twoExecutors = 256 + 2*384 + 100
+	// The AM's 256 MiB and two executors' 512 MiB (256m, the overhead and
+	// the tensor feed's 128 MiB of shared memory): no room for a third.
+	const twoExecutors = 256 + 2*512 + 100
 	if err := s.yarn.SetQueueLimit("default", twoExecutors, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -348,7 +348,8 @@ func TestSubmitRefusals(t *testing.T) {
 		want  []string
 	}{
 		{"queue without room", func() {}, []string{"--queue", "ml", "--conf", "spindle.yarn.gangTimeout=3s"},
-			[]string{"granted 0 of 2 containers", "missing 2 more of 384 MiB", "queue ml has 256 MiB"}},
+			// 256m, the overhead and the arrow feed's 192 MiB of shared memory.
+			[]string{"granted 0 of 2 containers", "missing 2 more of 576 MiB", "queue ml has 256 MiB"}},
 		{"wrong NMToken", func() { s.yarn.WrongTokens(yarntest.NMTokens, true) }, nil,
 			[]string{"container launch failed", "token rejected", "NodeManager 127.0.0.1:"}},
 	} {
