@@ -142,7 +142,7 @@ func BenchmarkDecode(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer p.Close()
-			return epochRows(b, p)
+			return epochRows(b, p, 0)
 		}
 	}
 	measure("pipeline", pipelineEpoch(false, 0))

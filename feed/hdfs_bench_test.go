@@ -59,7 +59,7 @@ func BenchmarkHDFSSplits(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer p.Close()
-		if n := epochRows(b, p); n != files*rows {
+		if n := epochRows(b, p, 0); n != files*rows {
 			b.Fatalf("read %d rows, want %d", n, files*rows)
 		}
 		return time.Since(start)

@@ -208,11 +208,11 @@ func readAll(t testing.TB, r Reader, col string) []int64 {
 	}
 }
 
-// epochRows reads epoch 0 of p to the end and returns its rows.
-func epochRows(tb testing.TB, p *Pipeline) int64 {
+// epochRows reads epoch of p to the end and returns its rows.
+func epochRows(tb testing.TB, p *Pipeline, epoch int) int64 {
 	tb.Helper()
 	ctx := context.Background()
-	r, err := p.Epoch(ctx, 0)
+	r, err := p.Epoch(ctx, epoch)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func epochRows(tb testing.TB, p *Pipeline) int64 {
 			return rows
 		}
 		if err != nil {
-			tb.Fatalf("epoch 0, after %d rows: %v", rows, err)
+			tb.Fatalf("epoch %d, after %d rows: %v", epoch, rows, err)
 		}
 		rows += rec.NumRows()
 		rec.Release()
