@@ -136,14 +136,9 @@ func (w *shmWriter) writeInPlace(p ipc.Payload) (done, full bool, err error) {
 	}
 
 	head := 8 + pad8(int64(len(meta)))
-	off, ok := w.region.tryAlloc(head, charge)
-	if !ok {
-		if err := w.flush(); err != nil {
-			return false, false, err
-		}
-		if off, ok, err = w.region.alloc(w.ctx, head, charge, w.clientIdle, w.stopped); err != nil || !ok {
-			return false, err == nil, err
-		}
+	off, ok, err := w.reserve(head, charge)
+	if err != nil || !ok {
+		return false, err == nil, err
 	}
 	dst := w.region.mem[off : off+uint64(head)]
 	binary.LittleEndian.PutUint32(dst, 0xffffffff)

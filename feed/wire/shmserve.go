@@ -178,11 +178,17 @@ func (sh *shmShare) add(region *shmRegion, off uint64, held arrow.RecordBatch) {
 	}
 	sh.mu.Unlock()
 	if gone {
-		_ = region.release(off)
-		if held != nil {
-			held.Release()
-		}
+		_ = freeSent(region, off, held)
 	}
+}
+
+// freeSent frees the message at off in region and releases the batch it
+// held in place (nil for a copied message).
+func freeSent(region *shmRegion, off uint64, held arrow.RecordBatch) error {
+	if held != nil {
+		defer held.Release()
+	}
+	return region.release(off)
 }
 
 // take removes off from the share, reporting whether it was there, and
@@ -222,10 +228,7 @@ func (m *shmStreams) track(conn *net.UnixConn) *shmShare {
 		_ = conn.Close()
 		sh.mu.Lock()
 		for off, held := range sh.sent {
-			_ = m.region.release(off)
-			if held != nil {
-				held.Release()
-			}
+			_ = freeSent(m.region, off, held)
 		}
 		sh.sent = nil
 		sh.mu.Unlock()
@@ -252,11 +255,8 @@ func (m *shmStreams) readFrees(conn *net.UnixConn, sh *shmShare) {
 				sh.stop.CompareAndSwap(nil, &err)
 				return
 			}
-			if err := m.region.release(off); err != nil {
+			if err := freeSent(m.region, off, held); err != nil {
 				m.log.Warn("free feed memory", "err", err)
-			}
-			if held != nil {
-				held.Release()
 			}
 		}
 	}
@@ -350,16 +350,9 @@ func (w *shmWriter) put(n int64, fill func(dst []byte) error) error {
 		return err
 	}
 	if w.region != nil {
-		off, ok := w.region.tryAlloc(n, n)
-		if !ok {
-			// Let the client read what is queued, so it can free space.
-			if err := w.flush(); err != nil {
-				return err
-			}
-			var err error
-			if off, ok, err = w.region.alloc(w.ctx, n, n, w.clientIdle, w.stopped); err != nil {
-				return err
-			}
+		off, ok, err := w.reserve(n, n)
+		if err != nil {
+			return err
 		}
 		if ok {
 			if err := fill(w.region.mem[off : off+uint64(n)]); err != nil {
@@ -373,6 +366,21 @@ func (w *shmWriter) put(n int64, fill func(dst []byte) error) error {
 		}
 	}
 	return w.putInline(n, fill)
+}
+
+// reserve takes n bytes of the region's message space for a message that
+// counts charge bytes against its budget: at once when there is room,
+// else after letting the client read what is queued (so that it can free
+// space) and waiting as shmRegion.alloc does; false when the message is
+// to go inline.
+func (w *shmWriter) reserve(n, charge int64) (uint64, bool, error) {
+	if off, ok := w.region.tryAlloc(n, charge); ok {
+		return off, true, nil
+	}
+	if err := w.flush(); err != nil {
+		return 0, false, err
+	}
+	return w.region.alloc(w.ctx, n, charge, w.clientIdle, w.stopped)
 }
 
 // putInline queues a message of n bytes, which fill writes, inline.
