@@ -476,7 +476,6 @@ type splitStream struct {
 
 	i        int
 	cur      Reader
-	curRows  int64 // the rows cur's split promises, or 0 when it does not say
 	emitted  int64
 	passRows int64 // rows read since the order last started over
 
@@ -519,8 +518,8 @@ func (s *splitStream) next(ctx context.Context) (arrow.RecordBatch, error) {
 			if err != nil {
 				return nil, err
 			}
-			s.cur, s.curRows = r, s.p.cfg.Splits[split].Rows
-			s.openNext(ctx)
+			s.cur = r
+			s.openNext(ctx, s.p.cfg.Splits[split].Rows)
 		}
 		rec, err := s.cur.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -583,10 +582,11 @@ func (s *splitStream) open(ctx context.Context, split int) (Reader, error) {
 	return s.p.openSplit(ctx, split)
 }
 
-// openNext starts opening the split after the current one, when there
-// is one the epoch will read and it is a file's (a Flight stream is not
-// started before it is needed).
-func (s *splitStream) openNext(ctx context.Context) {
+// openNext starts opening the split after the current one, which
+// promises curRows rows (0 when it does not say), when there is one the
+// epoch will read and it is a file's (a Flight stream is not started
+// before it is needed).
+func (s *splitStream) openNext(ctx context.Context, curRows int64) {
 	if !openAhead {
 		return
 	}
@@ -597,7 +597,7 @@ func (s *splitStream) openNext(ctx context.Context) {
 		}
 		i = 0
 	}
-	if s.limit >= 0 && s.curRows > 0 && s.emitted+s.curRows >= s.limit {
+	if s.limit >= 0 && curRows > 0 && s.emitted+curRows >= s.limit {
 		return // the current split ends the epoch
 	}
 	split := s.order[i]
@@ -626,13 +626,12 @@ func (s *splitStream) drop(a *splitOpening) {
 }
 
 func (s *splitStream) close() error {
-	if s.ahead != nil {
-		s.aheadCancel()
-		s.drop(s.ahead)
-		s.ahead = nil
-	}
 	if s.aheadCancel != nil {
 		s.aheadCancel()
+	}
+	if s.ahead != nil {
+		s.drop(s.ahead)
+		s.ahead = nil
 	}
 	if s.cur == nil {
 		return nil
