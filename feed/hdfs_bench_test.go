@@ -7,9 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/hdfstest"
 )
 
 // BenchmarkHDFSSplits reads an epoch of 24 Parquet files, a split each,
@@ -23,17 +20,9 @@ import (
 // the least the overlap saves.
 func BenchmarkHDFSSplits(b *testing.B) {
 	const files, rows = 24, 50_000
-	c := hdfstest.NewTestCluster(b, hdfstest.Config{})
-	b.Setenv("HADOOP_CONF_DIR", "")
-	b.Setenv("HADOOP_USER_NAME", c.Superuser())
+	c, res, hfs := newTestHDFS(b)
 	ctx := context.Background()
-	res := fsys.NewResolver(fsys.Options{})
-	defer res.Close()
 	root := "hdfs://" + c.Addr() + "/in"
-	hfs, _, err := res.Resolve(ctx, root)
-	if err != nil {
-		b.Fatal(err)
-	}
 	for i := range files {
 		local := writeParquet(b, filepath.Join(b.TempDir(), "part.parquet"), testSchema, int64(i*rows), rows, rows/2)
 		data, err := os.ReadFile(local)

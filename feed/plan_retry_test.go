@@ -40,19 +40,11 @@ func TestPlanNamenodeDownIsUnavailable(t *testing.T) {
 // A namenode down for a moment while planning starts: planning retries
 // and succeeds once it is back.
 func TestPlanRetriesABriefOutage(t *testing.T) {
-	c := hdfstest.NewTestCluster(t, hdfstest.Config{})
-	t.Setenv("HADOOP_CONF_DIR", "")
-	t.Setenv("HADOOP_USER_NAME", c.Superuser())
+	c, _, hfs := newTestHDFS(t)
 	ctx := context.Background()
 
 	// Write the input through the namenode itself.
-	res := fsys.NewResolver(fsys.Options{})
-	defer res.Close()
 	local := writeParquet(t, filepath.Join(t.TempDir(), "a.parquet"), testSchema, 0, 100, 10)
-	hfs, _, err := res.Resolve(ctx, "hdfs://"+c.Addr()+"/")
-	if err != nil {
-		t.Fatal(err)
-	}
 	data, err := os.ReadFile(local)
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +125,23 @@ func forward(t *testing.T, addr, to string, stop chan struct{}, wg *sync.WaitGro
 	}
 }
 
+// newTestHDFS starts the protocol-level HDFS for tb, reached as its
+// superuser without a Hadoop configuration, and returns it, a resolver
+// closed with tb, and the file system at its root.
+func newTestHDFS(tb testing.TB) (*hdfstest.Cluster, *fsys.Resolver, fsys.FS) {
+	tb.Helper()
+	c := hdfstest.NewTestCluster(tb, hdfstest.Config{})
+	tb.Setenv("HADOOP_CONF_DIR", "")
+	tb.Setenv("HADOOP_USER_NAME", c.Superuser())
+	res := fsys.NewResolver(fsys.Options{})
+	tb.Cleanup(func() { res.Close() })
+	hfs, _, err := res.Resolve(context.Background(), "hdfs://"+c.Addr()+"/")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c, res, hfs
+}
+
 // upload writes data to name on an HDFS file system.
 func upload(t testing.TB, hfs fsys.FS, name string, data []byte) {
 	t.Helper()
@@ -155,16 +164,8 @@ func upload(t testing.TB, hfs fsys.FS, name string, data []byte) {
 // Recursive listing of partition directories and brace globs work on
 // HDFS as on local files.
 func TestPlanHDFSPartitionsAndBraces(t *testing.T) {
-	c := hdfstest.NewTestCluster(t, hdfstest.Config{})
-	t.Setenv("HADOOP_CONF_DIR", "")
-	t.Setenv("HADOOP_USER_NAME", c.Superuser())
-	res := fsys.NewResolver(fsys.Options{})
-	defer res.Close()
+	c, res, hfs := newTestHDFS(t)
 	root := "hdfs://" + c.Addr()
-	hfs, _, err := res.Resolve(context.Background(), root+"/")
-	if err != nil {
-		t.Fatal(err)
-	}
 	upload(t, hfs, "/t/dt=1/part-0.csv", []byte(csvText(0, 10, true)))
 	upload(t, hfs, "/t/dt=2/part-1.csv", []byte(csvText(10, 10, true)))
 	upload(t, hfs, "/t/_temporary/part-2.csv", []byte(csvText(20, 10, true)))
