@@ -128,16 +128,18 @@ func BenchmarkVsDuckDB(b *testing.B) {
 				b.ReportMetric(r.spindle/r.duck, "spindle/duckdb"+t)
 				b.ReportMetric(r.duckCPU, "duckdb"+t+"-cpu-s/Mrow")
 				b.ReportMetric(r.spindleCPU, "spindle"+t+"-cpu-s/Mrow")
+				b.ReportMetric(r.spindleCores, "spindle"+t+"-cores")
 			}
 			b.ReportMetric(rs[1].speedup, "spindle-2t/1t")
 			b.ReportMetric(rs[1].laterSpeedup, "spindle-later-epochs-2t/1t")
+			b.ReportMetric(rs[1].twoProcesses, "spindle-two-1t-processes/1t")
 			b.ReportMetric(rs[1].spindleBest/rs[0].spindleBest, "spindle-best-2t/1t")
 		})
 	}
 
 	var tab strings.Builder
-	fmt.Fprintf(&tab, "\n%-13s %7s %4s | %10s %10s %5s | %10s %10s %5s | %6s %6s | %11s | %8s | %s\n", "file", "MB", "RGs",
-		"duckdb 1t", "spindle 1t", "ratio", "duckdb 2t", "spindle 2t", "ratio", "sp 2/1", "dk 2/1", "best sp, dk", "later sp",
+	fmt.Fprintf(&tab, "\n%-13s %7s %4s | %10s %10s %5s | %10s %10s %5s | %6s %6s | %11s | %8s %7s | %9s | %s\n", "file", "MB", "RGs",
+		"duckdb 1t", "spindle 1t", "ratio", "duckdb 2t", "spindle 2t", "ratio", "sp 2/1", "dk 2/1", "best sp, dk", "later sp", "2 procs", "sp cores",
 		"CPU ms/Mrow 1t duckdb, spindle (duckdb/spindle); 2t")
 	for _, f := range files {
 		rs := results[f.Kind]
@@ -145,16 +147,18 @@ func BenchmarkVsDuckDB(b *testing.B) {
 			continue
 		}
 		r1, r2 := rs[0], rs[1]
-		fmt.Fprintf(&tab, "%-13s %7.1f %4d | %9.1fM %9.1fM %5.2f | %9.1fM %9.1fM %5.2f | %6.2f %6.2f | %5.2f %5.2f | %8.2f | %4.0f %4.0f (%.2f); %4.0f %4.0f (%.2f)\n",
+		fmt.Fprintf(&tab, "%-13s %7.1f %4d | %9.1fM %9.1fM %5.2f | %9.1fM %9.1fM %5.2f | %6.2f %6.2f | %5.2f %5.2f | %8.2f %7.2f | %4.2f %4.2f | %4.0f %4.0f (%.2f); %4.0f %4.0f (%.2f)\n",
 			f.Kind, float64(f.Bytes)/1e6, f.RowGroups, r1.duck/1e6, r1.spindle/1e6, r1.spindle/r1.duck,
 			r2.duck/1e6, r2.spindle/1e6, r2.spindle/r2.duck, r2.speedup, r2.duck/r1.duck,
-			r2.spindleBest/r1.spindleBest, r2.duckBest/r1.duckBest, r2.laterSpeedup,
+			r2.spindleBest/r1.spindleBest, r2.duckBest/r1.duckBest, r2.laterSpeedup, r2.twoProcesses, r1.spindleCores, r2.spindleCores,
 			r1.duckCPU*1e3, r1.spindleCPU*1e3, r1.duckCPU/r1.spindleCPU, r2.duckCPU*1e3, r2.spindleCPU*1e3, r2.duckCPU/r2.spindleCPU)
 	}
 	// Printed rather than logged: a parent benchmark's log is shown only
 	// with -v.
 	fmt.Printf("Spindle vs DuckDB: rows/s and CPU per row, medians of %d alternating passes each, same run, %d rows per file "+
-		"(2/1: 2 threads over 1; best: the fastest passes'; later sp: Spindle's 2/1 over later epochs of one pipeline):%s", *duckReps, *duckRows, tab.String())
+		"(2/1: 2 threads over 1; best: the fastest passes'; later sp: Spindle's 2/1 over later epochs of one pipeline; "+
+		"2 procs: two 1-thread Spindle processes at once over one alone, later epochs: the same work sharing nothing but the machine; "+
+		"sp cores: CPU time over wall time of Spindle's passes, 1t and 2t):%s", *duckReps, *duckRows, tab.String())
 }
 
 // duckFiles has DuckDB write the -duckdb.files files of -duckdb.rows rows
@@ -210,14 +214,16 @@ func duckFiles(b *testing.B, prefix string) []duckFile {
 }
 
 // duckResult is one file and thread count: the medians of each side's
-// rows/s and process CPU seconds per million rows, and of Spindle's
-// rate over its 1-thread rate of the same round; each side's fastest
+// rows/s and process CPU seconds per million rows, of the cores
+// Spindle's passes kept busy (CPU time over wall time), and of its rate
+// over its 1-thread rate of the same round; each side's fastest
 // pass, which on a shared machine is the one the others' load slowed
-// least; and Spindle's speedup over later epochs of one pipeline
-// (spindleLaterEpochs; on the 2-thread result).
+// least; and, on the 2-thread result, Spindle's speedup over later epochs
+// of one pipeline (spindleLaterEpochs) and what two 1-thread processes
+// reach together over one alone (spindleTwoProcesses).
 type duckResult struct {
 	duck, spindle, duckCPU, spindleCPU, speedup, duckBest, spindleBest float64
-	laterSpeedup                                                       float64
+	spindleCores, laterSpeedup, twoProcesses                           float64
 }
 
 // duckCompare times reps rounds over f, each a pass of DuckDB and one of
@@ -225,7 +231,7 @@ type duckResult struct {
 // and both thread counts see the same load; each side and thread count
 // has an untimed pass first. It returns the 1-thread and 2-thread results.
 func duckCompare(b *testing.B, prefix string, f duckFile, reps int) []*duckResult {
-	type passes struct{ duck, duckCPU, sp, spCPU, speedup []float64 }
+	type passes struct{ duck, duckCPU, sp, spCPU, spCores, speedup []float64 }
 	ps := make([]passes, 2)
 	spindleScan(b, f, 1) // warm-up; DuckDB's script warms up itself
 	spindleScan(b, f, 2)
@@ -236,7 +242,7 @@ func duckCompare(b *testing.B, prefix string, f duckFile, reps int) []*duckResul
 			rate, cpu := duckScan(b, prefix, f, i+1)
 			p.duck, p.duckCPU = append(p.duck, rate), append(p.duckCPU, cpu)
 			rate, cpu = spindleScan(b, f, i+1)
-			p.sp, p.spCPU = append(p.sp, rate), append(p.spCPU, cpu)
+			p.sp, p.spCPU, p.spCores = append(p.sp, rate), append(p.spCPU, cpu), append(p.spCores, rate/1e6*cpu)
 			if i == 0 {
 				sp1 = rate
 			}
@@ -246,9 +252,11 @@ func duckCompare(b *testing.B, prefix string, f duckFile, reps int) []*duckResul
 	out := make([]*duckResult, len(ps))
 	for i, p := range ps {
 		out[i] = &duckResult{duck: median(p.duck), spindle: median(p.sp), duckCPU: median(p.duckCPU),
-			spindleCPU: median(p.spCPU), speedup: median(p.speedup), duckBest: slices.Max(p.duck), spindleBest: slices.Max(p.sp)}
+			spindleCPU: median(p.spCPU), spindleCores: median(p.spCores), speedup: median(p.speedup), duckBest: slices.Max(p.duck),
+			spindleBest: slices.Max(p.sp)}
 	}
 	out[1].laterSpeedup = spindleLaterEpochs(b, f, reps)
+	out[1].twoProcesses = spindleTwoProcesses(b, f, reps)
 	return out
 }
 

@@ -22,7 +22,16 @@ import (
 	"github.com/spindle-ml/spindle/fsys"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if req, ok := os.LookupEnv(scanProcessEnv); ok {
+		if err := runScanProcess(req); err != nil {
+			fmt.Fprintln(os.Stderr, "scan process:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // testSchema is the schema of the test files: a unique row id, a feature,
 // a string and a label.
