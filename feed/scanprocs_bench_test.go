@@ -62,12 +62,12 @@ func runScanProcess(request string) error {
 	res := newResolver()
 	plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{req.Path}, Ranks: 1, LabelColumn: "label"})
 	if err != nil {
-		return err
+		return fmt.Errorf("plan %s: %w", req.Path, err)
 	}
 	p, err := NewPipeline(res, PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, LabelColumn: "label",
 		BatchRows: DefaultBatchRows, Prefetch: 8, MemoryBudget: 256 << 20, EvenBatches: EvenOff, DecodeWorkers: 1})
 	if err != nil {
-		return err
+		return fmt.Errorf("a pipeline for %s: %w", req.Path, err)
 	}
 	defer p.Close()
 	epoch := func(n int) (int64, error) {
