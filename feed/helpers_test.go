@@ -220,20 +220,29 @@ func readAll(t testing.TB, r Reader, col string) []int64 {
 // epochRows reads epoch of p to the end and returns its rows.
 func epochRows(tb testing.TB, p *Pipeline, epoch int) int64 {
 	tb.Helper()
-	ctx := context.Background()
-	r, err := p.Epoch(ctx, epoch)
+	rows, err := readEpoch(context.Background(), p, epoch)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	return rows
+}
+
+// readEpoch is epochRows saying what went wrong instead of failing a
+// test (the scan process has none to fail).
+func readEpoch(ctx context.Context, p *Pipeline, epoch int) (int64, error) {
+	r, err := p.Epoch(ctx, epoch)
+	if err != nil {
+		return 0, err
 	}
 	defer r.Close()
 	var rows int64
 	for {
 		rec, err := r.Next(ctx)
 		if errors.Is(err, io.EOF) {
-			return rows
+			return rows, nil
 		}
 		if err != nil {
-			tb.Fatalf("epoch %d, after %d rows: %v", epoch, rows, err)
+			return rows, fmt.Errorf("epoch %d, after %d rows: %w", epoch, rows, err)
 		}
 		rows += rec.NumRows()
 		rec.Release()
@@ -263,16 +272,26 @@ func newResolver() *fsys.Resolver { return fsys.NewResolver(fsys.Options{}) }
 // returns the pipeline of cfg over its splits, which the caller closes.
 func plannedPipeline(tb testing.TB, res *fsys.Resolver, input string, cfg PipelineConfig) *Pipeline {
 	tb.Helper()
-	plan, err := Plan(context.Background(), res, PlanRequest{Inputs: []string{input}, Ranks: 1, LabelColumn: "label"})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cfg.Splits, cfg.Schema, cfg.LabelColumn = plan.Ranks[0], plan.Schema, "label"
-	p, err := NewPipeline(res, cfg)
+	p, err := planPipeline(context.Background(), res, input, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return p
+}
+
+// planPipeline is plannedPipeline saying what went wrong instead of
+// failing a test.
+func planPipeline(ctx context.Context, res *fsys.Resolver, input string, cfg PipelineConfig) (*Pipeline, error) {
+	plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{input}, Ranks: 1, LabelColumn: "label"})
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: %w", input, err)
+	}
+	cfg.Splits, cfg.Schema, cfg.LabelColumn = plan.Ranks[0], plan.Schema, "label"
+	p, err := NewPipeline(res, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("a pipeline for %s: %w", input, err)
+	}
+	return p, nil
 }
 
 func fileURI(path string) string { return "file://" + filepath.ToSlash(path) }

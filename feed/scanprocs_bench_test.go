@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -59,39 +58,15 @@ func runScanProcess(request string) error {
 	}
 	runtime.GOMAXPROCS(1)
 	ctx := context.Background()
-	res := newResolver()
-	plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{req.Path}, Ranks: 1, LabelColumn: "label"})
-	if err != nil {
-		return fmt.Errorf("plan %s: %w", req.Path, err)
-	}
-	p, err := NewPipeline(res, PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, LabelColumn: "label",
+	p, err := planPipeline(ctx, newResolver(), req.Path, PipelineConfig{
 		BatchRows: DefaultBatchRows, Prefetch: 8, MemoryBudget: 256 << 20, EvenBatches: EvenOff, DecodeWorkers: 1})
 	if err != nil {
-		return fmt.Errorf("a pipeline for %s: %w", req.Path, err)
+		return err
 	}
 	defer p.Close()
-	epoch := func(n int) (int64, error) {
-		r, err := p.Epoch(ctx, n)
-		if err != nil {
-			return 0, err
-		}
-		defer r.Close()
-		var rows int64
-		for {
-			rec, err := r.Next(ctx)
-			if errors.Is(err, io.EOF) {
-				return rows, nil
-			}
-			if err != nil {
-				return rows, fmt.Errorf("epoch %d of %s: %w", n, req.Path, err)
-			}
-			rows += rec.NumRows()
-			rec.Release()
-		}
-	}
 	for n := range 2 {
-		if _, err := epoch(n); err != nil {
-			return err
+		if _, err := readEpoch(ctx, p, n); err != nil {
+			return fmt.Errorf("%s: %w", req.Path, err)
 		}
 	}
 	fmt.Println(scanReady)
@@ -101,9 +76,9 @@ func runScanProcess(request string) error {
 	var rep scanReport
 	t0 := time.Now()
 	for n := range req.Epochs {
-		rows, err := epoch(2 + n)
+		rows, err := readEpoch(ctx, p, 2+n)
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", req.Path, err)
 		}
 		rep.Rows += rows
 	}
