@@ -97,7 +97,9 @@ func duckPrefix(b *testing.B) string {
 // million rows, which other work on a shared machine moves much less than
 // the rates. Each of those passes builds a new pipeline, as a job does
 // for its first epoch; Spindle's speedup over later epochs of one
-// pipeline (parsed footers, a filled buffer pool) is reported beside it.
+// pipeline (parsed footers, a filled buffer pool) is reported beside it,
+// and, first, what a second thread gives work in main memory on this
+// machine (machineScaling), the ceiling for the huge row group.
 func BenchmarkVsDuckDB(b *testing.B) {
 	prefix := duckPrefix(b)
 	files := duckFiles(b, prefix)
@@ -112,6 +114,15 @@ func BenchmarkVsDuckDB(b *testing.B) {
 	if got := zstdCodec.Decode(nil, zstdCodec.Encode(nil, []byte("warm up"))); string(got) != "warm up" {
 		b.Fatalf("warming up the zstd decoder gave %q", got)
 	}
+
+	var machine machineScaling
+	b.Run("machine", func(b *testing.B) {
+		if machine == (machineScaling{}) { // once, whatever b.N
+			machine = measureMachineScaling(b)
+		}
+		b.ReportMetric(machine.copy, "copy-2t/1t")
+		b.ReportMetric(machine.snappy, "snappy-16MB-pages-2t/1t")
+	})
 
 	results := map[string][]*duckResult{} // by file kind: 1 thread, 2 threads
 	for _, f := range files {
@@ -159,6 +170,9 @@ func BenchmarkVsDuckDB(b *testing.B) {
 		"(2/1: 2 threads over 1; best: the fastest passes'; later sp: Spindle's 2/1 over later epochs of one pipeline; "+
 		"2 procs: two 1-thread Spindle processes at once over one alone, later epochs: the same work sharing nothing but the machine; "+
 		"sp cores: CPU time over wall time of Spindle's passes, 1t and 2t):%s", *duckReps, *duckRows, tab.String())
+	fmt.Printf("The machine, for work in main memory rather than a core's cache (%d buffers of %d MB, medians of %d alternating rounds): "+
+		"2 threads over 1 copying them %.2f, snappy-decoding them as pages %.2f\n",
+		machineColumns, machineColumnLen>>20, machineRounds, machine.copy, machine.snappy)
 }
 
 // duckFiles has DuckDB write the -duckdb.files files of -duckdb.rows rows
