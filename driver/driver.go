@@ -170,15 +170,26 @@ func (d *Driver) run(ctx context.Context) error {
 	c := d.cfg
 	start := time.Now()
 	defer d.stopPush()
+	if c.isPush() {
+		// The job's page and tracking URL show where producers push
+		// while the driver waits for the first one's schema.
+		if err := d.startPush(); err != nil {
+			return err
+		}
+		d.obs = d.startObserver(ctx)
+	}
 	plan, err := d.Plan(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			// Ctrl-C while planning (a hung namenode, a large CSV scan).
+			// Ctrl-C while planning (a hung namenode, a large CSV scan,
+			// no producer yet).
 			return ErrInterrupted
 		}
 		return err
 	}
-	d.obs = d.startObserver(ctx)
+	if d.obs == nil {
+		d.obs = d.startObserver(ctx)
+	}
 	target := feed.EvenTarget(plan.RowsPerRank, c.BatchRows, c.EvenBatches)
 	for r := range plan.RowsPerRank {
 		d.expectRows += feed.EvenRows(plan.RowsPerRank, r, c.BatchRows, c.EvenBatches) * int64(c.Epochs)

@@ -96,6 +96,9 @@ func (d *Driver) startObserver(ctx context.Context) *observer {
 		info.Roles[string(r.Role)] += r.Count
 		info.WorldSize += r.Count
 	}
+	if p := d.push; p != nil {
+		info.Push = &jobview.PushInput{Endpoint: p.uri, TokenFile: p.tokenFile, CAFile: p.caFile}
+	}
 	o.record(jobview.Event{Kind: jobview.KindSubmitted, Info: info})
 	o.record(jobview.Event{Kind: jobview.KindJobState, State: jobview.StateRunning})
 	if c.UIEnabled {

@@ -27,6 +27,7 @@ type inputShower interface {
 type pushInput struct {
 	srv       *feed.PushServer
 	uri       string // grpc://host:port (grpc+tls:// with job TLS), as producers dial it
+	advertise string // host:port of uri, which executors dial too
 	tokenFile string
 	// caFile holds the job CA's certificate producers verify the
 	// endpoint with (job TLS only).
@@ -36,14 +37,25 @@ type pushInput struct {
 // isPush reports whether the job's input is pushed.
 func (c *Config) isPush() bool { return len(c.Inputs) == 1 && feed.IsFlightPutURI(c.Inputs[0]) }
 
-// planPush starts the job's push endpoint, writes the producers' token
-// file, says where producers push, waits for the job's schema (declared,
-// or the first producer's) and plans one stream per rank.
+// planPush waits for the job's schema (declared, or the first
+// producer's) and plans one stream per rank, starting the job's push
+// endpoint first unless run has.
 func (d *Driver) planPush(ctx context.Context) (*feed.JobPlan, error) {
+	if d.push == nil {
+		if err := d.startPush(); err != nil {
+			return nil, err
+		}
+	}
+	return d.push.srv.Plan(ctx, d.push.advertise, d.cfg.Columns, d.cfg.LabelColumn)
+}
+
+// startPush starts the job's push endpoint (d.push), writes the
+// producers' token file and says where producers push.
+func (d *Driver) startPush() error {
 	c := d.cfg
 	listen, err := feed.ParseFlightPutURI(c.Inputs[0])
 	if err != nil {
-		return nil, err
+		return err
 	}
 	host, port := c.ListenHost, "0"
 	given := ""
@@ -55,7 +67,7 @@ func (d *Driver) planPush(ctx context.Context) (*feed.JobPlan, error) {
 	}
 	lis, err := net.Listen("tcp", net.JoinHostPort(host, port))
 	if err != nil {
-		return nil, fmt.Errorf("%w: --input %s: listen for producers on %s: %v", feed.ErrInput, c.Inputs[0], net.JoinHostPort(host, port), err)
+		return fmt.Errorf("%w: --input %s: listen for producers on %s: %v", feed.ErrInput, c.Inputs[0], net.JoinHostPort(host, port), err)
 	}
 	var required []string
 	if c.LabelColumn != "" {
@@ -69,14 +81,14 @@ func (d *Driver) planPush(ctx context.Context) (*feed.JobPlan, error) {
 	if given == "" || tcp.IP.IsUnspecified() {
 		if adv, err = advertiseAddr(c.AdvertiseHost, tcp); err != nil {
 			lis.Close()
-			return nil, err
+			return err
 		}
 	}
 	var serverTLS *tls.Config
 	if d.tls != nil {
 		if serverTLS, err = d.tls.pushServerConfig(adv, given); err != nil {
 			lis.Close()
-			return nil, err
+			return err
 		}
 	}
 	producerToken := feed.PushProducerToken(d.secret, c.JobID)
@@ -88,9 +100,9 @@ func (d *Driver) planPush(ctx context.Context) (*feed.JobPlan, error) {
 	})
 	if err != nil {
 		lis.Close()
-		return nil, err
+		return err
 	}
-	p := &pushInput{srv: srv}
+	p := &pushInput{srv: srv, advertise: adv}
 	d.push = p
 	p.uri = "grpc://" + adv
 	if serverTLS != nil {
@@ -102,14 +114,14 @@ func (d *Driver) planPush(ctx context.Context) (*feed.JobPlan, error) {
 	}
 	if err := writeTokenFile(p.tokenFile, producerToken); err != nil {
 		p.tokenFile = ""
-		return nil, err
+		return err
 	}
 	verify := ""
 	if serverTLS != nil {
 		p.caFile = caFileBeside(p.tokenFile)
 		if err := writeCAFile(p.caFile, d.tls.ca.CertPEM()); err != nil {
 			p.caFile = ""
-			return nil, err
+			return err
 		}
 		verify = ", verifying its certificate with the job's CA in " + p.caFile
 	}
@@ -130,7 +142,7 @@ func (d *Driver) planPush(ctx context.Context) (*feed.JobPlan, error) {
 	if s, ok := d.cm.(inputShower); ok {
 		s.ShowInput(p.uri)
 	}
-	return srv.Plan(ctx, adv, c.Columns, c.LabelColumn)
+	return nil
 }
 
 // pushTotals are the push endpoint's totals for /metrics.

@@ -21,8 +21,8 @@ type machineScaling struct {
 	snappy float64 // snappy-decoding 17 pages of 16 MB each (random float32s, as the benchmark files hold)
 }
 
-// Seventeen columns of 16 MB each: the huge row group's float32 columns
-// (and a little less than its int64 label).
+// Seventeen columns of 16 MB each, as the huge row group has (its
+// float32 columns; its int64 label is twice that).
 const (
 	machineColumns   = 17
 	machineColumnLen = 16 << 20

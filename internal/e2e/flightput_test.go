@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/spindle-ml/spindle/internal/jobview"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
 )
@@ -219,6 +221,47 @@ func TestFlightPutInput(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "producer.token")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the token file outlived the job: %v", err)
 	}
+}
+
+// TestFlightPutShownBeforeTheFirstProducer: a pushed job without a
+// declared schema waits for its first producer; meanwhile its web UI is up
+// and its page says where to push and where the token is (never the
+// token). Then it runs as any other.
+func TestFlightPutShownBeforeTheFirstProducer(t *testing.T) {
+	dir := t.TempDir()
+	j := startPushJob(t, dir, "--conf", "spindle.ui.port=0", "--columns", "x", "--label-column", "label",
+		"--feed", "tensor", "--epochs", "1", "--batch-rows", "100", "--", feedcheckBin)
+	var m []string
+	waitFor(t, time.Minute, "the job's web UI", func() bool {
+		m = uiLine.FindStringSubmatch(j.stderr.String())
+		return m != nil
+	})
+	jobID, ui := m[1], m[2]
+	body := getText(t, ui+"api/jobs/"+jobID)
+	var snap jobview.Snapshot
+	if err := json.Unmarshal([]byte(body), &snap); err != nil {
+		t.Fatalf("the job page's data: %v\n%s", err, body)
+	}
+	want := jobview.PushInput{Endpoint: "grpc://" + j.addr, TokenFile: filepath.Join(dir, "producer.token")}
+	if snap.State != jobview.StateRunning || snap.Push == nil || *snap.Push != want {
+		t.Fatalf("before any producer: state %s, push %+v; want running and %+v", snap.State, snap.Push, want)
+	}
+	if strings.Contains(body, j.token) {
+		t.Fatal("the job page shows the producers' token")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := goProducer(ctx, j.addr, j.token, 0, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := endInput(ctx, j.addr, j.token); err != nil {
+		t.Fatal(err)
+	}
+	r := j.wait(t)
+	if r.code != 0 {
+		t.Fatalf("job failed:\n%s", r)
+	}
+	checkPushedEpochs(t, r, 1000, 1)
 }
 
 // TestFlightPutBadInput: mistakes in a flight-put: job are found before

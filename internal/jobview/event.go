@@ -86,6 +86,18 @@ type Info struct {
 	Roles map[string]int `json:"roles,omitempty"`
 	// WorldSize is the number of ranks of every role.
 	WorldSize int `json:"world_size"`
+	// Push is where the job takes pushed input; nil for other inputs.
+	Push *PushInput `json:"push,omitempty"`
+}
+
+// PushInput is where a job takes pushed input (a flight-put: input): the
+// Arrow Flight endpoint producers DoPut to, and the files on the driver's
+// host that hold their token (never the token itself) and, with job TLS,
+// the CA certificate they verify the endpoint with.
+type PushInput struct {
+	Endpoint  string `json:"endpoint"`
+	TokenFile string `json:"token_file,omitempty"`
+	CAFile    string `json:"ca_file,omitempty"`
 }
 
 // Progress is a rank's cumulative counters at one moment.

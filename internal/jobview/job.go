@@ -41,6 +41,7 @@ type Snapshot struct {
 	Reason     string             `json:"reason,omitempty"`
 	Command    []string           `json:"command"`
 	Settings   map[string]string  `json:"settings,omitempty"`
+	Push       *PushInput         `json:"push,omitempty"`
 	Roles      map[string]int     `json:"roles,omitempty"`
 	Generation int                `json:"generation"`
 	Ranks      []RankView         `json:"ranks"`
@@ -312,7 +313,7 @@ func (j *Job) Snapshot(now time.Time) Snapshot {
 	j.mu.RLock()
 	defer j.mu.RUnlock()
 	s := Snapshot{Summary: j.summary(now), Reason: j.reason, Command: j.info.Command,
-		Settings: j.info.Settings, Roles: j.info.Roles, Generation: j.generation,
+		Settings: j.info.Settings, Push: j.info.Push, Roles: j.info.Roles, Generation: j.generation,
 		Throughput: j.throughput.points(), Totals: map[string]float64{}}
 	ids := make([]int, 0, len(j.ranks))
 	for n := range j.ranks {

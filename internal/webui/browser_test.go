@@ -139,6 +139,23 @@ func TestFailedJobShowsItsReason(t *testing.T) {
 	}
 }
 
+// TestPushedJobShowsWhereToPush: a job whose input is pushed shows its
+// endpoint and the token's file (never a token) on its page.
+func TestPushedJobShowsWhereToPush(t *testing.T) {
+	j := jobview.NewJob()
+	j.Apply(jobview.Event{Time: time.Now(), Kind: jobview.KindSubmitted, Info: &jobview.Info{ID: "job-8", Name: "etl-fed",
+		Mode: "local[2]", Command: []string{"python3", "train.py"}, WorldSize: 2,
+		Push: &jobview.PushInput{Endpoint: "grpc+tls://10.0.0.5:8815", TokenFile: "/tmp/job-8.token", CAFile: "/tmp/job-8.ca.pem"}}})
+	j.Apply(jobview.Event{Time: time.Now(), Kind: jobview.KindJobState, State: jobview.StateRunning})
+	srv := httptest.NewServer(Handler(NewLive(j), nil))
+	defer srv.Close()
+	dom := render(t, srv.URL+"/jobs/job-8", 2*time.Second, "")
+	want := `<dd id="push">producers DoPut to grpc+tls://10.0.0.5:8815, token in /tmp/job-8.token, CA certificate in /tmp/job-8.ca.pem</dd>`
+	if !strings.Contains(dom, want) {
+		t.Fatalf("the page does not say where producers push (want %s):\n%s", want, dom)
+	}
+}
+
 func TestLogPageFollows(t *testing.T) {
 	j := runningJob(time.Now())
 	srv := httptest.NewServer(afterFirst(Handler(NewLive(j), nil), "/api/jobs/job-7/ranks/1/log", func() {

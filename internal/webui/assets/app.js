@@ -104,6 +104,8 @@ async function showJob(id) {
       el("dt", {}, "state"), el("dd", {class: "state " + j.state, id: "job-state"}, j.state + (j.generation ? " (generation " + j.generation + ")" : "")),
       el("dt", {}, "started"), el("dd", {}, fmt.time(j.start)), el("dt", {}, "duration"), el("dd", {}, fmt.dur(j.duration_seconds)),
       el("dt", {}, "command"), el("dd", {}, (j.command || []).join(" ")),
+      ...(j.push ? [el("dt", {}, "pushed input"), el("dd", {id: "push"}, "producers DoPut to " + j.push.endpoint +
+        (j.push.token_file ? ", token in " + j.push.token_file : "") + (j.push.ca_file ? ", CA certificate in " + j.push.ca_file : ""))] : []),
       el("dt", {}, "rows"), el("dd", {id: "rows-total"}, fmt.n(j.totals.rows) + " (" + fmt.n(j.totals.rows_per_second) + " rows/s)"));
     const rows = (j.ranks || []).map(r => el("tr", {class: "rank" + (j.slowest_rank === r.rank ? " slow" : ""), "data-rank": r.rank},
       el("td", {class: "num"}, el("a", {href: BASE + "jobs/" + encodeURIComponent(j.id) + "/ranks/" + r.rank}, r.rank)),
