@@ -148,8 +148,13 @@ func (d *Driver) startPush() error {
 // pushTotals are the push endpoint's totals for /metrics.
 func (d *Driver) pushTotals() metrics.Push {
 	st := d.push.srv.Stats()
+	named := make([]metrics.NamedProducer, len(st.Named))
+	for i, np := range st.Named {
+		named[i] = metrics.NamedProducer{Name: np.Name, Rows: np.Rows, Batches: np.Batches, Open: np.Open}
+	}
 	return metrics.Push{Rows: st.Rows, Batches: st.Batches, Bytes: st.Bytes, Producers: st.Producers,
-		BufferedBytes: st.BufferedBytes, BackpressureSeconds: st.BackpressureWait.Seconds(), Refused: st.RefusedBy}
+		BufferedBytes: st.BufferedBytes, BackpressureSeconds: st.BackpressureWait.Seconds(), Refused: st.RefusedBy,
+		Named: named}
 }
 
 // stopPush stops the push endpoint, if any, and removes the token file.

@@ -165,14 +165,30 @@ type PushStats struct {
 	BufferedBytes, PeakBufferedBytes int64
 	// Ended says the input has ended.
 	Ended bool
+	// Named is, for each producer that named its streams (a path
+	// descriptor), what was taken from it, in the order they first
+	// pushed.
+	Named []ProducerStats
+}
+
+// ProducerStats is what a push endpoint took from one named producer over
+// all its streams.
+type ProducerStats struct {
+	Name          string
+	Rows, Batches int64
+	Streams       int64 // its streams accepted
+	Open          bool  // one of them is open now
 }
 
 // namedProducer is what the endpoint knows of a producer that names its
 // streams (a path descriptor): the rows taken from it over all its
 // streams, and whether one is open now.
 type namedProducer struct {
-	rows   int64
-	active bool
+	seq     int // the order in which it first pushed
+	rows    int64
+	batches int64
+	streams int64
+	active  bool
 }
 
 // PushServer is a running push endpoint: an Arrow Flight service that
@@ -281,9 +297,15 @@ func (s *PushServer) Stats() PushStats {
 	}
 	d := s.dealer
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	st.Rows, st.Batches, st.Bytes, st.Fed = d.rows, d.batches, d.bytes, append([]int64(nil), d.fed...)
 	st.BufferedBytes, st.PeakBufferedBytes, st.Ended, st.BackpressureWait = d.pendB+d.queuedB, d.peak, d.ended, d.waited
+	d.mu.Unlock()
+	s.mu.Lock()
+	st.Named = make([]ProducerStats, len(s.named))
+	for name, np := range s.named {
+		st.Named[np.seq] = ProducerStats{Name: name, Rows: np.rows, Batches: np.batches, Streams: np.streams, Open: np.active}
+	}
+	s.mu.Unlock()
 	return st
 }
 
@@ -438,11 +460,14 @@ func (s *PushServer) DoPut(stream flight.FlightService_DoPutServer) error {
 	if name != "" {
 		s.mu.Lock()
 		if np = s.named[name]; np == nil {
-			np = &namedProducer{}
+			np = &namedProducer{seq: len(s.named)}
 			s.named[name] = np
 		}
 		busy := np.active
-		np.active = true
+		if !busy {
+			np.active = true
+			np.streams++
+		}
 		s.mu.Unlock()
 		if busy {
 			s.refuse(RefusedBusy)
@@ -492,6 +517,7 @@ func (s *PushServer) DoPut(stream flight.FlightService_DoPutServer) error {
 		if np != nil {
 			s.mu.Lock()
 			np.rows += n
+			np.batches++
 			total := np.rows
 			s.mu.Unlock()
 			ack = fmt.Sprintf(`{"batches":%d,"rows":%d,"producer_rows":%d}`, batches, rows, total)

@@ -712,6 +712,9 @@ func TestPushProducerResumes(t *testing.T) {
 			if st := s.Stats(); st.RefusedBy[RefusedBusy] != 1 {
 				t.Fatalf("a busy producer's stream is not counted refused: %+v", st)
 			}
+			if named := s.Stats().Named; len(named) != 1 || !named[0].Open || named[0].Streams != 2 {
+				t.Fatalf("while the rerun pushes, the producer's stats are %+v, want one open, its second stream", named)
+			}
 		}
 	}
 	w.Close()
@@ -721,6 +724,10 @@ func TestPushProducerResumes(t *testing.T) {
 	}
 	if info, err := c.GetFlightInfo(bearer(ctx, testProducerToken), name); err != nil || info.GetTotalRecords() != total {
 		t.Fatalf("after the rerun: %v %v", info.GetTotalRecords(), err)
+	}
+	want := ProducerStats{Name: "etl/part-7", Rows: total, Batches: total / rows, Streams: 2}
+	if named := s.Stats().Named; len(named) != 1 || named[0] != want {
+		t.Fatalf("the producer's stats are %+v, want %+v", named, want)
 	}
 	if err := endOfInput(ctx, c, testProducerToken); err != nil {
 		t.Fatal(err)

@@ -86,11 +86,12 @@ func (j *pushJob) wait(t *testing.T) result {
 // goProducer pushes rows [first, first+n) (id, x = id, label = id%2) on
 // one DoPut stream with token, in batches of 500.
 func goProducer(ctx context.Context, addr, token string, first, n int) error {
-	return goProducerOver(ctx, insecure.NewCredentials(), addr, token, first, n)
+	return goProducerOver(ctx, insecure.NewCredentials(), addr, token, "", first, n)
 }
 
-// goProducerOver is goProducer over creds.
-func goProducerOver(ctx context.Context, creds credentials.TransportCredentials, addr, token string, first, n int) error {
+// goProducerOver is goProducer over creds, naming its stream name (a path
+// descriptor) unless name is empty.
+func goProducerOver(ctx context.Context, creds credentials.TransportCredentials, addr, token, name string, first, n int) error {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return err
@@ -108,6 +109,9 @@ func goProducerOver(ctx context.Context, creds credentials.TransportCredentials,
 		{Name: "label", Type: arrow.PrimitiveTypes.Float64},
 	}, nil)
 	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema))
+	if name != "" {
+		w.SetFlightDescriptor(&flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: strings.Split(name, "/")})
+	}
 	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
 	defer b.Release()
 	for id := first; id < first+n; id++ {

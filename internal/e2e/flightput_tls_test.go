@@ -72,12 +72,12 @@ func TestFlightPutTLS(t *testing.T) {
 			if err := goProducer(ctx, j.addr, j.token, 0, 10); status.Code(err) != codes.Unavailable {
 				t.Errorf("a plain-text producer: want a refused connection (Unavailable), got %v", err)
 			}
-			if err := goProducerOver(ctx, credentials.NewTLS(&tls.Config{}), j.addr, j.token, 0, 10); err == nil ||
+			if err := goProducerOver(ctx, credentials.NewTLS(&tls.Config{}), j.addr, j.token, "", 0, 10); err == nil ||
 				!strings.Contains(err.Error(), "certificate signed by unknown authority") {
 				t.Errorf("a producer that does not trust the job's CA: %v", err)
 			}
 			if producer == "go" {
-				if err := goProducerOver(ctx, credentials.NewTLS(&tls.Config{RootCAs: roots}), j.addr, j.token, 0, 3000); err != nil {
+				if err := goProducerOver(ctx, credentials.NewTLS(&tls.Config{RootCAs: roots}), j.addr, j.token, "", 0, 3000); err != nil {
 					t.Fatalf("producer over TLS: %v", err)
 				}
 			} else {
@@ -100,8 +100,9 @@ func TestFlightPutTLS(t *testing.T) {
 }
 
 // TestFlightPutMetrics: the driver's /metrics shows what producers pushed
-// (rows, batches, bytes), the producers connected and the streams refused
-// by reason, read from a running job.
+// (rows, batches, bytes), in all and from a producer that names its
+// stream, the producers connected and the streams refused by reason, read
+// from a running job.
 func TestFlightPutMetrics(t *testing.T) {
 	dir := t.TempDir()
 	j := startPushJob(t, dir, "--num-executors", "2", "--conf", "spindle.ui.port=0",
@@ -126,14 +127,20 @@ func TestFlightPutMetrics(t *testing.T) {
 	if err := goProducer(ctx, j.addr, j.token, 0, 2000); err != nil {
 		t.Fatal(err)
 	}
+	if err := goProducerOver(ctx, insecure.NewCredentials(), j.addr, j.token, "etl/part-1", 2000, 1000); err != nil {
+		t.Fatal(err)
+	}
 	fams := scrapeDriver(t, ui+"metrics")
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
 		want   float64
 	}{
-		{"spindle_push_rows_total", nil, 2000},
-		{"spindle_push_batches_total", nil, 4}, // goProducer sends 500 rows a batch
+		{"spindle_push_rows_total", nil, 3000},
+		{"spindle_push_batches_total", nil, 6}, // goProducer sends 500 rows a batch
+		{"spindle_push_producer_rows_total", map[string]string{"producer": "etl/part-1"}, 1000},
+		{"spindle_push_producer_batches_total", map[string]string{"producer": "etl/part-1"}, 2},
+		{"spindle_push_producer_streams_open", map[string]string{"producer": "etl/part-1"}, 0},
 		{"spindle_push_producers", nil, 0},
 		{"spindle_push_refused_streams_total", map[string]string{"reason": "auth"}, 1},
 		{"spindle_push_refused_streams_total", map[string]string{"reason": "schema"}, 1},
@@ -144,8 +151,8 @@ func TestFlightPutMetrics(t *testing.T) {
 		}
 	}
 	// Three float64 or int64 columns of 8 bytes a row.
-	if got, _ := metricValue(fams, "spindle_push_bytes_total", nil); got < 2000*24 {
-		t.Errorf("spindle_push_bytes_total = %v, want at least %d", got, 2000*24)
+	if got, _ := metricValue(fams, "spindle_push_bytes_total", nil); got < 3000*24 {
+		t.Errorf("spindle_push_bytes_total = %v, want at least %d", got, 3000*24)
 	}
 	if _, ok := metricValue(fams, "spindle_push_backpressure_wait_seconds_total", nil); !ok {
 		t.Error("no spindle_push_backpressure_wait_seconds_total")

@@ -19,7 +19,28 @@ type Push struct {
 	BackpressureSeconds float64
 	// Refused counts refused streams by reason.
 	Refused map[string]int64
+	// Named is each producer that names its streams, in the order they
+	// first pushed.
+	Named []NamedProducer
 }
+
+// NamedProducer is what the endpoint took from one named producer.
+type NamedProducer struct {
+	Name          string
+	Rows, Batches int64
+	Open          bool // it has a stream open now
+}
+
+// namedProducerSeries bounds the producers that get series of their own:
+// those past it, in the order they first pushed, are summed under
+// producer="(others)", so a job pushed into by thousands of short-lived
+// producers does not give Prometheus thousands of series. The order is
+// fixed, so the sum only grows, as a counter must.
+const namedProducerSeries = 100
+
+// othersLabel is the producer label of the producers past
+// namedProducerSeries.
+const othersLabel = "(others)"
 
 // pushCollector reads a push endpoint's totals at each scrape, so the
 // endpoint keeps plain counters and /metrics shows them as they are.
@@ -28,6 +49,7 @@ type pushCollector struct {
 	reasons []string
 
 	rows, batches, bytes, producers, buffered, wait, refused *prometheus.Desc
+	producerRows, producerBatches, producerOpen              *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*pushCollector)(nil)
@@ -44,13 +66,20 @@ func RegisterPush(reg prometheus.Registerer, reasons []string, read func() Push)
 		buffered:  prometheus.NewDesc("spindle_push_buffered_bytes", "Pushed data the driver holds now, dealt and waiting for its rank or waiting to be dealt (at most spindle.flight.put.bufferMemory and a round of batches).", nil, nil),
 		wait:      prometheus.NewDesc("spindle_push_backpressure_wait_seconds_total", "Time producers' batches waited for the driver to have room (training slower than the producers), all producers together.", nil, nil),
 		refused:   prometheus.NewDesc("spindle_push_refused_streams_total", "Producers' streams refused, by reason: auth (no valid token), schema (mismatch with the job's), busy (the producer's name has a stream open), ended (after the end of input or past its declared rows).", []string{"reason"}, nil),
+		producerRows: prometheus.NewDesc("spindle_push_producer_rows_total",
+			"Rows the driver accepted from each producer that names its streams (a path descriptor); past the first 100 producers, summed as producer=\"(others)\".", []string{"producer"}, nil),
+		producerBatches: prometheus.NewDesc("spindle_push_producer_batches_total",
+			"Record batches the driver accepted from each named producer (as spindle_push_producer_rows_total).", []string{"producer"}, nil),
+		producerOpen: prometheus.NewDesc("spindle_push_producer_streams_open",
+			"Streams each named producer has open now: 0 or 1 (one name, one stream); producer=\"(others)\" counts those past the first 100.", []string{"producer"}, nil),
 	}
 	return reg.Register(c)
 }
 
 // Describe sends the metrics' descriptions.
 func (c *pushCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.rows, c.batches, c.bytes, c.producers, c.buffered, c.wait, c.refused} {
+	for _, d := range []*prometheus.Desc{c.rows, c.batches, c.bytes, c.producers, c.buffered, c.wait, c.refused,
+		c.producerRows, c.producerBatches, c.producerOpen} {
 		ch <- d
 	}
 }
@@ -67,4 +96,34 @@ func (c *pushCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range c.reasons {
 		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(p.Refused[r]), r)
 	}
+	var others NamedProducer
+	othersOpen := 0
+	for i, np := range p.Named {
+		if i >= namedProducerSeries {
+			others.Rows += np.Rows
+			others.Batches += np.Batches
+			if np.Open {
+				othersOpen++
+			}
+			continue
+		}
+		c.producer(ch, np.Name, np.Rows, np.Batches, boolCount(np.Open))
+	}
+	if len(p.Named) > namedProducerSeries {
+		c.producer(ch, othersLabel, others.Rows, others.Batches, othersOpen)
+	}
+}
+
+// producer sends one producer label's series.
+func (c *pushCollector) producer(ch chan<- prometheus.Metric, name string, rows, batches int64, open int) {
+	ch <- prometheus.MustNewConstMetric(c.producerRows, prometheus.CounterValue, float64(rows), name)
+	ch <- prometheus.MustNewConstMetric(c.producerBatches, prometheus.CounterValue, float64(batches), name)
+	ch <- prometheus.MustNewConstMetric(c.producerOpen, prometheus.GaugeValue, float64(open), name)
+}
+
+func boolCount(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -89,4 +90,51 @@ func TestPushMetrics(t *testing.T) {
 		}
 		checkConventions(t, families)
 	}
+}
+
+// TestPushNamedProducers: each named producer has its own series, up to
+// namedProducerSeries of them in the order they first pushed; the rest
+// are summed under producer="(others)".
+func TestPushNamedProducers(t *testing.T) {
+	reg := NewRegistry()
+	named := make([]NamedProducer, namedProducerSeries+2)
+	for i := range named {
+		named[i] = NamedProducer{Name: fmt.Sprintf("etl/part-%d", i), Rows: int64(10 * (i + 1)), Batches: int64(i + 1), Open: i%2 == 0}
+	}
+	if err := RegisterPush(reg, nil, func() Push { return Push{Named: named} }); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(reg))
+	defer srv.Close()
+	families := scrape(t, srv)
+	series := func(name string) map[string]float64 {
+		t.Helper()
+		out := map[string]float64{}
+		for _, m := range families[name].GetMetric() {
+			v := m.GetGauge().GetValue()
+			if m.GetCounter() != nil {
+				v = m.GetCounter().GetValue()
+			}
+			out[m.GetLabel()[0].GetValue()] = v
+		}
+		return out
+	}
+	rows, batches, open := series("spindle_push_producer_rows_total"), series("spindle_push_producer_batches_total"), series("spindle_push_producer_streams_open")
+	for _, s := range []map[string]float64{rows, batches, open} {
+		if len(s) != namedProducerSeries+1 {
+			t.Fatalf("%d producer series, want %d and %q", len(s), namedProducerSeries, othersLabel)
+		}
+	}
+	if rows["etl/part-0"] != 10 || batches["etl/part-0"] != 1 || open["etl/part-0"] != 1 || open["etl/part-1"] != 0 {
+		t.Errorf("etl/part-0: rows %v batches %v open %v; etl/part-1 open %v", rows["etl/part-0"], batches["etl/part-0"], open["etl/part-0"], open["etl/part-1"])
+	}
+	// The last two, 101st and 102nd: rows 1010 and 1020, batches 101 and
+	// 102, the 101st open (index 100 is even).
+	if rows[othersLabel] != 2030 || batches[othersLabel] != 203 || open[othersLabel] != 1 {
+		t.Errorf("others: rows %v batches %v open %v, want 2030, 203, 1", rows[othersLabel], batches[othersLabel], open[othersLabel])
+	}
+	if _, ok := rows["etl/part-100"]; ok {
+		t.Error("the 101st producer has a series of its own")
+	}
+	checkConventions(t, families)
 }
