@@ -57,7 +57,10 @@ type Config struct {
 	PrefetchBatches   int
 	MemoryBudget      int64
 	CacheMemory       int64
-	EvenBatches       feed.EvenMode
+	// SpillDisk bounds the Flight splits' batches that outgrow CacheMemory
+	// an executor keeps on its disk (feed.PipelineConfig.SpillBytes).
+	SpillDisk   int64
+	EvenBatches feed.EvenMode
 	// SharedMemory offers epochs through shared memory as well as the socket.
 	SharedMemory bool
 

@@ -620,6 +620,7 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot, fil
 				PrefetchBatches:   int32(c.PrefetchBatches),
 				MemoryBudget:      c.MemoryBudget,
 				CacheBytes:        c.CacheMemory,
+				SpillBytes:        c.SpillDisk,
 				NoSharedMemory:    !c.SharedMemory,
 				EvenBatches:       string(evenOnRanks),
 				TargetBatches:     target,

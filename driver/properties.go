@@ -103,6 +103,7 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.PrefetchBatches = p.Int(config.KeyPrefetchBatches)
 	cfg.MemoryBudget = p.Bytes(config.KeyFeedMemory)
 	cfg.CacheMemory = p.Bytes(config.KeyFeedCache)
+	cfg.SpillDisk = p.Bytes(config.KeyFeedSpill)
 	cfg.SharedMemory = p.Bool(config.KeyFeedSharedMemory)
 	if cfg.EvenBatches, err = feed.ParseEvenMode(p.String(config.KeyEvenBatches)); err != nil {
 		return cfg, master, err

@@ -562,6 +562,7 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 		BatchRows: int(f.BatchRows), Shuffle: f.Shuffle, Seed: f.Seed, Rank: feedRank,
 		ShuffleBufferRows: int(f.ShuffleBufferRows), Prefetch: int(f.PrefetchBatches), MemoryBudget: f.MemoryBudget,
 		EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, CSV: f.GetCsv().ToFeed(), CacheBytes: f.CacheBytes,
+		SpillDir: filepath.Join(workDir, "feed-spill"), SpillBytes: f.GetSpillBytes(),
 		Flight: feed.FlightOptions{Token: f.GetFlightToken(), CAFile: f.GetFlightCaFile(), PushToken: feed.PushFeedToken(e.cfg.Secret, t.JobId),
 			PushTLS: e.cfg.TLS},
 		// The tensor feed sends float32: float64 features are narrowed as
@@ -613,8 +614,11 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 		st := pipe.Stats()
 		e.logger.Debug("feed closed", "rows", st.Rows, "batches", st.Batches,
 			"cached_splits", st.CachedSplits, "cached_bytes", st.CachedBytes,
+			"spilled_splits", st.SpilledSplits, "spilled_bytes", st.SpilledBytes,
 			"cache_hits", st.CacheHits, "cache_misses", st.CacheMisses)
-		pipe.Close()
+		if err := pipe.Close(); err != nil {
+			e.logger.Warn("close the feed (its files on disk)", "err", err)
+		}
 		closeRegion()
 	}, nil
 }

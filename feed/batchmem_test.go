@@ -196,8 +196,8 @@ func TestCacheRefusesBatchMemory(t *testing.T) {
 		alloc memory.Allocator
 		kept  int
 	}{{"batch memory", NewBatchAllocator(mem, memory.DefaultAllocator), 0}, {"elsewhere", memory.DefaultAllocator, 1}} {
-		c := newSplitCache(1<<20, mem)
-		r, err := c.open(0, 3, open(tc.alloc))
+		c := newSplitCache(1<<20, mem, nil)
+		r, err := c.open(0, 3, false, open(tc.alloc))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -133,24 +133,24 @@ func TestCacheTakesWholeSplitsOnly(t *testing.T) {
 			rec.Release()
 		}
 	}
-	c := newSplitCache(1<<20, nil)
+	c := newSplitCache(1<<20, nil, nil)
 	defer c.close()
 
-	r, _ := c.open(0, 30, open)
+	r, _ := c.open(0, 30, false, open)
 	read(r, 2)
 	r.Close()
 	if n, _ := c.stats(); n != 0 {
 		t.Fatalf("a split closed after 2 of its 3 batches was cached")
 	}
 
-	r, _ = c.open(0, 30, open)
+	r, _ = c.open(0, 30, false, open)
 	read(r, 3) // its last row, not its end
 	r.Close()
 	if n, _ := c.stats(); n != 1 {
 		t.Fatalf("a split read to its last planned row was not cached")
 	}
 	opened := 0
-	r, _ = c.open(0, 30, func(recorded bool) (Reader, error) { opened++; return open(recorded) })
+	r, _ = c.open(0, 30, false, func(recorded bool) (Reader, error) { opened++; return open(recorded) })
 	if opened != 0 || c.hits.Load() != 1 {
 		t.Fatalf("split 0 read from its source (%d opens, %d hits), want it from the cache", opened, c.hits.Load())
 	}
@@ -163,18 +163,18 @@ func TestCacheTakesWholeSplitsOnly(t *testing.T) {
 	if !slices.Equal(told, []bool{true, true}) {
 		t.Fatalf("the reader opens were told they would be recorded: %v, want true twice", told)
 	}
-	full := newSplitCache(1<<20, nil)
+	full := newSplitCache(1<<20, nil, nil)
 	defer full.close()
 	full.used = full.limit
-	r, _ = full.open(1, 30, open)
+	r, _ = full.open(1, 30, false, open)
 	r.Close()
 	if told[len(told)-1] {
 		t.Fatal("a full cache told the reader it opened that it would be recorded")
 	}
 
-	small := newSplitCache(100, nil) // less than one batch
+	small := newSplitCache(100, nil, nil) // less than one batch
 	defer small.close()
-	r, _ = small.open(0, 30, open)
+	r, _ = small.open(0, 30, false, open)
 	read(r, 3)
 	r.Close()
 	if n, b := small.stats(); n != 0 || b != 0 {
@@ -183,7 +183,7 @@ func TestCacheTakesWholeSplitsOnly(t *testing.T) {
 	// The split that outgrew the room is not recorded again (and so is
 	// read into batch memory, when there is some); another one is.
 	for _, split := range []int{0, 1} {
-		r, _ = small.open(split, 30, open)
+		r, _ = small.open(split, 30, false, open)
 		read(r, 3)
 		r.Close()
 	}

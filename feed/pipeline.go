@@ -90,6 +90,14 @@ type PipelineConfig struct {
 	// are read every epoch. Zero keeps none. The batches are the same
 	// either way.
 	CacheBytes int64
+	// SpillDir and SpillBytes keep on local disk, as Arrow IPC files in
+	// SpillDir, up to SpillBytes of the batches of Flight splits that do
+	// not fit in CacheBytes: a pulled flight is costly to fetch again, and
+	// pushed rows cannot be fetched again at all, so later epochs read
+	// them from there. The files are removed when the pipeline closes.
+	// Zero SpillBytes, or no SpillDir, keeps none.
+	SpillDir   string
+	SpillBytes int64
 	// Float32Features reads float64 columns other than the label as
 	// float32 (ReadOptions.Float32Features), for the tensor feed: the
 	// batches' schema (Schema) then has float32 for them.
@@ -116,6 +124,8 @@ func (c PipelineConfig) Validate() error {
 		return fmt.Errorf("feed pipeline: memory budget %d: must not be negative", c.MemoryBudget)
 	case c.CacheBytes < 0:
 		return fmt.Errorf("feed pipeline: cache bytes %d: must not be negative", c.CacheBytes)
+	case c.SpillBytes < 0:
+		return fmt.Errorf("feed pipeline: spill bytes %d: must not be negative", c.SpillBytes)
 	case c.EpochRows < 0:
 		return fmt.Errorf("feed pipeline: epoch rows %d: must not be negative", c.EpochRows)
 	case c.TargetBatches < 0:
@@ -171,13 +181,16 @@ type Pipeline struct {
 type Stats struct {
 	Rows    int64
 	Batches int64
-	// CachedSplits and CachedBytes are what the cache holds now;
-	// CacheHits counts the splits it served and CacheMisses those read
-	// from their files while it was on.
-	CachedSplits int
-	CachedBytes  int64
-	CacheHits    int64
-	CacheMisses  int64
+	// CachedSplits and CachedBytes are what the cache holds now in
+	// memory, SpilledSplits and SpilledBytes on disk; CacheHits counts
+	// the splits it served and CacheMisses those read from their sources
+	// while it was on.
+	CachedSplits  int
+	CachedBytes   int64
+	SpilledSplits int
+	SpilledBytes  int64
+	CacheHits     int64
+	CacheMisses   int64
 }
 
 // NewPipeline checks cfg and returns a pipeline reading through res.
@@ -215,8 +228,12 @@ func NewPipeline(res *fsys.Resolver, cfg PipelineConfig) (*Pipeline, error) {
 		p.alloc = p.pool
 	}
 	p.batchAlloc = NewBatchAllocator(cfg.BatchMemory, p.alloc)
-	if cfg.CacheBytes > 0 {
-		p.cache = newSplitCache(cfg.CacheBytes, cfg.BatchMemory)
+	var spill *spillStore
+	if cfg.SpillBytes > 0 && cfg.SpillDir != "" {
+		spill = newSpillStore(cfg.SpillDir, cfg.SpillBytes, p.alloc)
+	}
+	if cfg.CacheBytes > 0 || spill != nil {
+		p.cache = newSplitCache(cfg.CacheBytes, cfg.BatchMemory, spill)
 	}
 	for _, s := range cfg.Splits {
 		p.rows += s.Rows
@@ -311,6 +328,7 @@ func (p *Pipeline) Stats() Stats {
 	st := Stats{Rows: p.rowsOut.Load(), Batches: p.batchesOut.Load()}
 	if p.cache != nil {
 		st.CachedSplits, st.CachedBytes = p.cache.stats()
+		st.SpilledSplits, st.SpilledBytes = p.cache.spill.stats()
 		st.CacheHits, st.CacheMisses = p.cache.hits.Load(), p.cache.misses.Load()
 	}
 	return st
@@ -376,13 +394,14 @@ func (p *Pipeline) Close() error {
 	for _, r := range open {
 		r.Close()
 	}
+	var err error
 	if p.cache != nil {
-		p.cache.close()
+		err = p.cache.close()
 	}
 	if p.pool != nil {
 		p.pool.close()
 	}
-	return nil
+	return err
 }
 
 // epochReader hands out one epoch's batches. Next and Close may be called
@@ -560,7 +579,8 @@ func (p *Pipeline) openSplit(ctx context.Context, i int) (Reader, error) {
 	if p.cache == nil {
 		return open(false)
 	}
-	return p.cache.open(i, p.cfg.Splits[i].Rows, open)
+	sp := p.cfg.Splits[i]
+	return p.cache.open(i, sp.Rows, sp.Format == FormatFlight || IsFlightURI(sp.URI), open)
 }
 
 // open returns split's reader: the one opened ahead, when it is that

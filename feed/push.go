@@ -605,7 +605,7 @@ func (s *PushServer) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetSe
 	s.mu.Unlock()
 	if again {
 		return status.Errorf(codes.FailedPrecondition, "rank %d's pushed rows were fed already: pushed input is sent once "+
-			"(later epochs come from the executor's cache, spindle.feed.cacheMemory; a restarted rank cannot have them again)", r)
+			"(later epochs come from the executor's cache, spindle.feed.cacheMemory and spindle.feed.spillDisk; a restarted rank cannot have them again)", r)
 	}
 	if schema == nil {
 		return status.Error(codes.FailedPrecondition, "the job has no schema yet")

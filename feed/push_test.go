@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -585,14 +586,19 @@ func TestPushLargeBatches(t *testing.T) {
 }
 
 // TestPushEpochsFromCache: a rank's pushed rows are sent once; later
-// epochs come from the executor's cache, and without room there an
-// epoch after the first fails saying why.
+// epochs come from the executor's cache, in memory or spilled to disk,
+// and without room in either an epoch after the first fails saying why.
 func TestPushEpochsFromCache(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		cache int64
-		want  string
-	}{{"cached", 64 << 20, ""}, {"no room", 1 << 10, "fed already"}} {
+		name         string
+		cache, spill int64
+		want         string
+	}{
+		{"cached", 64 << 20, 0, ""},
+		{"spilled", 1 << 10, 64 << 20, ""},
+		{"no room", 1 << 10, 0, "fed already"},
+		{"no room on disk", 1 << 10, 1 << 10, "spindle.feed.spillDisk"},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -608,7 +614,8 @@ func TestPushEpochsFromCache(t *testing.T) {
 			res := fsys.NewResolver(fsys.Options{})
 			defer res.Close()
 			p, err := NewPipeline(res, PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, Columns: []string{"id"}, LabelColumn: "label",
-				BatchRows: 100, EvenBatches: EvenOff, CacheBytes: tc.cache, Flight: FlightOptions{PushToken: testFeedToken}})
+				BatchRows: 100, EvenBatches: EvenOff, CacheBytes: tc.cache, SpillDir: filepath.Join(t.TempDir(), "spill"), SpillBytes: tc.spill,
+				Flight: FlightOptions{PushToken: testFeedToken}})
 			if err != nil {
 				t.Fatal(err)
 			}

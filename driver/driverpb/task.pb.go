@@ -431,8 +431,12 @@ type FeedTask struct {
 	// no_shared_memory turns off the arrow-mode feed's shared-memory socket
 	// (spindle.feed.sharedMemory false).
 	NoSharedMemory bool `protobuf:"varint,25,opt,name=no_shared_memory,json=noSharedMemory,proto3" json:"no_shared_memory,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// spill_bytes bounds the batches of Flight splits that outgrow
+	// cache_bytes which the executor keeps on its local disk for later
+	// epochs (spindle.feed.spillDisk); 0 keeps none.
+	SpillBytes    int64 `protobuf:"varint,26,opt,name=spill_bytes,json=spillBytes,proto3" json:"spill_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FeedTask) Reset() {
@@ -638,6 +642,13 @@ func (x *FeedTask) GetNoSharedMemory() bool {
 		return x.NoSharedMemory
 	}
 	return false
+}
+
+func (x *FeedTask) GetSpillBytes() int64 {
+	if x != nil {
+		return x.SpillBytes
+	}
+	return 0
 }
 
 // Segment is rows [row_start, row_end) of the epoch of another rank,
@@ -978,7 +989,7 @@ const file_task_proto_rawDesc = "" +
 	"\x0fcheckpoint_keep\x18) \x01(\x05R\x0echeckpointKeep\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xeb\x06\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\a\n" +
 	"\bFeedTask\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x121\n" +
 	"\x06splits\x18\x02 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x16\n" +
@@ -1010,7 +1021,9 @@ const file_task_proto_rawDesc = "" +
 	"\bhas_rest\x18\x16 \x01(\bR\ahasRest\x12/\n" +
 	"\x04rest\x18\x17 \x03(\v2\x1b.spindle.control.v1.SegmentR\x04rest\x12!\n" +
 	"\frest_batches\x18\x18 \x01(\x03R\vrestBatches\x12(\n" +
-	"\x10no_shared_memory\x18\x19 \x01(\bR\x0enoSharedMemory\"\xcc\x01\n" +
+	"\x10no_shared_memory\x18\x19 \x01(\bR\x0enoSharedMemory\x12\x1f\n" +
+	"\vspill_bytes\x18\x1a \x01(\x03R\n" +
+	"spillBytes\"\xcc\x01\n" +
 	"\aSegment\x121\n" +
 	"\x06splits\x18\x01 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12%\n" +

@@ -132,6 +132,7 @@ const (
 	KeyPrefetchBatches   = "spindle.feed.prefetchBatches"
 	KeyFeedMemory        = "spindle.feed.memoryBudget"
 	KeyFeedCache         = "spindle.feed.cacheMemory"
+	KeyFeedSpill         = "spindle.feed.spillDisk"
 	KeyEvenBatches       = "spindle.feed.evenBatches"
 	KeyFeedSharedMemory  = "spindle.feed.sharedMemory"
 	KeyCheckpointDir     = "spindle.checkpoint.dir"
@@ -207,6 +208,8 @@ var coreKeys = []Key{
 		Doc: "Memory an executor may hold in read-ahead and shuffle buffers."},
 	{Name: KeyFeedCache, Default: "256m", Kind: Bytes, Min: 0, HasMin: true,
 		Doc: "Decoded batches an executor keeps from one epoch to the next, so that later epochs skip reading and decoding the splits that fit; the rest are read again. 0 turns the cache off."},
+	{Name: KeyFeedSpill, Default: "8g", Kind: Bytes, Min: 0, HasMin: true,
+		Doc: "Batches of Arrow Flight input (pulled flights and pushed rows) that outgrow spindle.feed.cacheMemory, which an executor keeps on its local disk (Arrow IPC files in its work directory, removed when the feed ends) for later epochs: a flight is costly to fetch again, and pushed rows cannot be fetched again at all. 0 keeps none."},
 	{Name: KeyFeedSharedMemory, Default: "true", Kind: Bool,
 		Doc: "Offer training processes (package task, the spindle Python package) each epoch through memory shared with the executor instead of the socket, which saves the kernel's copies of every batch. Up to 16 MiB of batches sent ahead are held there instead of in the socket's buffers."},
 	{Name: KeyEvenBatches, Default: "pad", Kind: Enum, Enum: []string{"pad", "drop", "off"},

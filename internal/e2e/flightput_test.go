@@ -268,6 +268,42 @@ func TestFlightPutShownBeforeTheFirstProducer(t *testing.T) {
 	checkPushedEpochs(t, r, 1000, 1)
 }
 
+// TestFlightPutEpochsFromDisk: a pushed job's later epochs come from the
+// executors' disks when their memory cache cannot hold the rows; without
+// room on disk either, the second epoch fails saying why.
+func TestFlightPutEpochsFromDisk(t *testing.T) {
+	for _, tc := range []struct {
+		name, spill string
+		code        int
+	}{{"spilled", "64m", 0}, {"no room", "0", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			j := startPushJob(t, dir, "--num-executors", "2", "--conf", "spindle.flight.put.schema=id:int64,x:float64,label:float64",
+				"--conf", "spindle.feed.cacheMemory=1k", "--conf", "spindle.feed.spillDisk="+tc.spill,
+				"--columns", "x", "--label-column", "label", "--feed", "tensor", "--epochs", "3", "--batch-rows", "100", "--", feedcheckBin)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := goProducer(ctx, j.addr, j.token, 0, 4000); err != nil {
+				t.Fatal(err)
+			}
+			if err := endInput(ctx, j.addr, j.token); err != nil {
+				t.Fatal(err)
+			}
+			r := j.wait(t)
+			if r.code != tc.code {
+				t.Fatalf("exit %d, want %d:\n%s", r.code, tc.code, r)
+			}
+			if tc.code == 0 {
+				checkPushedEpochs(t, r, 4000, 3)
+				return
+			}
+			if !strings.Contains(r.stderr, "fed already") || !strings.Contains(r.stderr, "spindle.feed.spillDisk") {
+				t.Errorf("the failed job does not say why:\n%s", r)
+			}
+		})
+	}
+}
+
 // TestFlightPutBadInput: mistakes in a flight-put: job are found before
 // anything runs, exit 2, naming what is wrong.
 func TestFlightPutBadInput(t *testing.T) {

@@ -1,0 +1,274 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// spillStore keeps on local disk, as Arrow IPC files, the batches of
+// Flight splits that do not fit in the memory cache, so that later epochs
+// read them from there: a pulled flight is costly to fetch again, and
+// pushed rows cannot be fetched again at all. It holds at most limit
+// bytes of files in dir; a split that outgrows what is left is not kept
+// (then a pulled flight is fetched again each epoch, and a pushed rank's
+// later epochs fail saying so). Its files are removed when the pipeline
+// closes.
+type spillStore struct {
+	dir   string
+	limit int64
+	alloc memory.Allocator // for the batches read back
+
+	mu    sync.Mutex
+	used  int64          // bytes of kept files and of files being written
+	files map[int]string // kept, whole, by split
+	// unfit are the splits that outgrew the room or failed to be
+	// written, and why: they are not tried again.
+	unfit  map[int]string
+	closed bool
+}
+
+func newSpillStore(dir string, limit int64, alloc memory.Allocator) *spillStore {
+	return &spillStore{dir: dir, limit: limit, alloc: alloc, files: map[int]string{}, unfit: map[int]string{}}
+}
+
+// file returns the kept file of split i, or "".
+func (s *spillStore) file(i int) string {
+	if s == nil {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.files[i]
+}
+
+// canTake reports whether split i may be written: it was not refused
+// before and some room is left.
+func (s *spillStore) canTake(i int) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, unfit := s.unfit[i]
+	return !s.closed && !unfit && s.used < s.limit
+}
+
+// whyNot says why split i is not on disk, when it was refused.
+func (s *spillStore) whyNot(i int) string {
+	if s == nil {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unfit[i]
+}
+
+// reserve takes n more bytes of room for a file being written, or
+// reports that there is not that much left.
+func (s *spillStore) reserve(n int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.used+n > s.limit {
+		return false
+	}
+	s.used += n
+	return true
+}
+
+// keep records the whole file of split i, written with the room reserved.
+func (s *spillStore) keep(i int, path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		_ = os.Remove(path)
+		return
+	}
+	s.files[i] = path
+}
+
+// refuse gives back a failed or abandoned file's room, removes the file
+// (if any) and marks split i as not to be tried again, for why.
+func (s *spillStore) refuse(i int, path string, reserved int64, why string) {
+	if path != "" {
+		_ = os.Remove(path)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.used -= reserved
+	s.unfit[i] = why
+}
+
+// close removes every file; files written afterwards are removed as they
+// are kept.
+func (s *spillStore) close() error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	files := s.files
+	s.files, s.used, s.closed = map[int]string{}, 0, true
+	s.mu.Unlock()
+	var errs []error
+	for _, path := range files {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	_ = os.Remove(s.dir) // when empty: the store made it
+	return errors.Join(errs...)
+}
+
+// stats returns the splits and bytes on disk.
+func (s *spillStore) stats() (splits int, bytes int64) {
+	if s == nil {
+		return 0, 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.files), s.used
+}
+
+// spillWriter writes one split's batches to a file of the store, within
+// the room it reserves as it goes.
+type spillWriter struct {
+	store    *spillStore
+	split    int
+	path     string
+	f        *os.File
+	w        *ipc.FileWriter
+	counted  *countingWriter
+	reserved int64
+}
+
+// newSpillWriter starts the file of split i, with the batches' schema.
+func (s *spillStore) newSpillWriter(i int, schema *arrow.Schema) (*spillWriter, error) {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		s.refuse(i, "", 0, err.Error())
+		return nil, err
+	}
+	path := filepath.Join(s.dir, "split-"+strconv.Itoa(i)+".arrow")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		s.refuse(i, "", 0, err.Error())
+		return nil, err
+	}
+	sw := &spillWriter{store: s, split: i, path: path, f: f, counted: &countingWriter{w: f}}
+	if sw.w, err = ipc.NewFileWriter(sw.counted, ipc.WithSchema(schema)); err != nil {
+		sw.abort(fmt.Sprintf("write %s: %v", path, err))
+		return nil, err
+	}
+	return sw, nil
+}
+
+// write appends rec, reserving the room the file grew by; false when the
+// store has no room left for it or the write failed (the writer is then
+// aborted).
+func (sw *spillWriter) write(rec arrow.RecordBatch) bool {
+	if err := sw.w.Write(rec); err != nil {
+		sw.abort(fmt.Sprintf("write %s: %v", sw.path, err))
+		return false
+	}
+	return sw.reserveGrowth()
+}
+
+// reserveGrowth reserves the room the file grew by since the last time,
+// or aborts the writer when the store has no room for it.
+func (sw *spillWriter) reserveGrowth() bool {
+	if grew := sw.counted.n - sw.reserved; grew > 0 {
+		if !sw.store.reserve(grew) {
+			sw.abort(fmt.Sprintf("it outgrew the room left of the spill limit (spindle.feed.spillDisk, %d bytes)", sw.store.limit))
+			return false
+		}
+		sw.reserved += grew
+	}
+	return true
+}
+
+// finish completes the file (its footer) and keeps it in the store.
+func (sw *spillWriter) finish() bool {
+	if err := sw.w.Close(); err != nil {
+		sw.abort(fmt.Sprintf("write %s: %v", sw.path, err))
+		return false
+	}
+	if !sw.reserveGrowth() {
+		return false
+	}
+	if err := sw.f.Close(); err != nil {
+		sw.store.refuse(sw.split, sw.path, sw.reserved, fmt.Sprintf("write %s: %v", sw.path, err))
+		return false
+	}
+	sw.store.keep(sw.split, sw.path)
+	return true
+}
+
+// abort removes the file, gives its room back and marks the split as not
+// to be spilled again, for why.
+func (sw *spillWriter) abort(why string) {
+	_ = sw.f.Close()
+	sw.store.refuse(sw.split, sw.path, sw.reserved, why)
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// spilledReader yields a split's batches from its file in the store.
+type spilledReader struct {
+	f    *os.File
+	r    *ipc.FileReader
+	next int
+}
+
+// openSpilled opens the kept file of split i.
+func (s *spillStore) openSpilled(i int, path string) (*spilledReader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("feed cache: open split %d's batches spilled to %s: %w", i, path, err)
+	}
+	r, err := ipc.NewFileReader(f, ipc.WithAllocator(s.alloc))
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("feed cache: read split %d's batches spilled to %s: %w", i, path, err)
+	}
+	return &spilledReader{f: f, r: r}, nil
+}
+
+func (r *spilledReader) Schema() *arrow.Schema { return r.r.Schema() }
+
+func (r *spilledReader) Next(ctx context.Context) (arrow.RecordBatch, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if r.next == r.r.NumRecords() {
+		return nil, io.EOF
+	}
+	rec, err := r.r.RecordBatchAt(r.next)
+	if err != nil {
+		return nil, fmt.Errorf("feed cache: batch %d spilled to %s: %w", r.next, r.f.Name(), err)
+	}
+	r.next++
+	return rec, nil
+}
+
+func (r *spilledReader) Close() error {
+	err := r.r.Close()
+	return errors.Join(err, r.f.Close())
+}
