@@ -3,6 +3,9 @@ package feed
 import (
 	"context"
 	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +127,74 @@ func TestFlightPlanAndRead(t *testing.T) {
 			_, err := Plan(ctx, res, PlanRequest{Inputs: inputs, Ranks: 1, Flight: tc.opts, RetryUnavailable: -1})
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.text) {
 				t.Fatalf("error %v, want %v naming %q", err, tc.want, tc.text)
+			}
+		})
+	}
+}
+
+// TestFlightEpochsFromDisk: a pulled flight that outgrows the memory cache
+// is fetched once and read back from the spill files in later epochs; with
+// no spill room it is fetched every epoch. The rows are the same.
+func TestFlightEpochsFromDisk(t *testing.T) {
+	srv := flighttest.Start(t, "s3cret", map[string]flighttest.Flight{
+		"clicks": {Schema: flightSchema, Endpoints: [][]arrow.RecordBatch{flightBatches(0, 4, 1000)}},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res := fsys.NewResolver(fsys.Options{})
+	defer res.Close()
+	opts := FlightOptions{Token: "s3cret"}
+	plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{srv.URI("clicks")}, Ranks: 1, Columns: []string{"x"}, LabelColumn: "label", Flight: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		spill int64
+		gets  int64 // over three epochs
+	}{{"spilled", 64 << 20, 1}, {"no spill", 0, 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "spill")
+			p, err := NewPipeline(res, PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, Columns: []string{"x"}, LabelColumn: "label",
+				BatchRows: 500, EvenBatches: EvenOff, CacheBytes: 1 << 10, SpillDir: dir, SpillBytes: tc.spill, Flight: opts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := srv.Gets.Load()
+			var sums []float64
+			for epoch := range 3 {
+				r, err := p.Epoch(ctx, epoch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var sum float64
+				for {
+					rec, err := r.Next(ctx)
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					if err != nil {
+						t.Fatalf("epoch %d: %v", epoch, err)
+					}
+					for _, v := range rec.Column(0).(*array.Float32).Float32Values() {
+						sum += float64(v)
+					}
+					rec.Release()
+				}
+				r.Close()
+				sums = append(sums, sum)
+			}
+			if got := srv.Gets.Load() - before; got != tc.gets {
+				t.Errorf("the flight was fetched %d times over three epochs, want %d", got, tc.gets)
+			}
+			if want := float64(3999*4000/2) / 2; sums[0] != want || sums[1] != want || sums[2] != want {
+				t.Errorf("epochs' sums of x %v, want %v each", sums, want)
+			}
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the spill directory outlived the pipeline: %v", err)
 			}
 		})
 	}
