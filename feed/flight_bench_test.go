@@ -21,8 +21,10 @@ import (
 // BenchmarkFlight feeds one rank 2M rows (an id, a float64 and a label)
 // three ways in one run: a raw Flight DoGet that drops the batches (the
 // ceiling), the same flight through the feed pipeline, and the same rows
-// from a local Parquet file through the pipeline. It reports rows/s; the
-// ratios are what Flight ingestion costs over its ceiling and over files.
+// from a local Parquet file through the pipeline; then epochs after the
+// first, from the executor's memory cache and from its disk. It reports
+// rows/s; the ratios are what Flight ingestion costs over its ceiling and
+// over files, and what a later epoch costs from disk rather than memory.
 func BenchmarkFlight(b *testing.B) {
 	const rows, batch = 2 << 20, 64 << 10
 	sc := arrow.NewSchema([]arrow.Field{
@@ -40,8 +42,9 @@ func BenchmarkFlight(b *testing.B) {
 	res := fsys.NewResolver(fsys.Options{})
 	defer res.Close()
 
-	feedRows := func(b *testing.B, input string) {
-		p := plannedPipeline(b, res, input, PipelineConfig{BatchRows: 4096})
+	feedRows := func(b *testing.B, input string, cfg PipelineConfig) {
+		cfg.BatchRows = 4096
+		p := plannedPipeline(b, res, input, cfg)
 		defer p.Close()
 		rd, err := p.Epoch(ctx, 0)
 		if err != nil {
@@ -97,14 +100,47 @@ func BenchmarkFlight(b *testing.B) {
 	})
 	b.Run("flight-feed", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			feedRows(b, srv.URI("bench"))
+			feedRows(b, srv.URI("bench"), PipelineConfig{})
+		}
+		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
+	// The first epoch writing what outgrows a small memory cache to disk.
+	b.Run("flight-feed-spilling", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			feedRows(b, srv.URI("bench"), PipelineConfig{CacheBytes: 1 << 10, SpillDir: filepath.Join(b.TempDir(), "spill"), SpillBytes: 1 << 30})
 		}
 		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	})
 	b.Run("parquet-feed", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			feedRows(b, pq)
+			feedRows(b, pq, PipelineConfig{})
 		}
 		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	})
+	// Epochs after the first: from the executor's memory cache, and from
+	// its disk when the memory cache is too small (spindle.feed.spillDisk).
+	laterEpochs := func(b *testing.B, cfg PipelineConfig) {
+		cfg.BatchRows = 4096
+		p := plannedPipeline(b, res, srv.URI("bench"), cfg)
+		defer p.Close()
+		if n := epochRows(b, p, 0); n != rows { // fills the cache
+			b.Fatalf("fed %d rows, want %d", n, rows)
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if n := epochRows(b, p, 1+i); n != rows {
+				b.Fatalf("fed %d rows, want %d", n, rows)
+			}
+		}
+		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		if st := p.Stats(); st.CacheHits == 0 {
+			b.Fatalf("later epochs did not come from the cache: %+v", st)
+		}
+	}
+	b.Run("flight-later-epochs-memory", func(b *testing.B) {
+		laterEpochs(b, PipelineConfig{CacheBytes: 1 << 30})
+	})
+	b.Run("flight-later-epochs-disk", func(b *testing.B) {
+		laterEpochs(b, PipelineConfig{CacheBytes: 1 << 10, SpillDir: filepath.Join(b.TempDir(), "spill"), SpillBytes: 1 << 30})
 	})
 }
