@@ -146,12 +146,22 @@ type spillWriter struct {
 	path     string
 	f        *os.File
 	w        *ipc.FileWriter
-	counted  *countingWriter
-	reserved int64
+	reserved int64 // room taken in the store: the file's size when last written
 }
 
 // newSpillWriter starts the file of split i, with the batches' schema.
 func (s *spillStore) newSpillWriter(i int, schema *arrow.Schema) (*spillWriter, error) {
+	s.mu.Lock()
+	closed, full := s.closed, s.used >= s.limit
+	s.mu.Unlock()
+	switch {
+	case closed:
+		return nil, errors.New("the pipeline closed")
+	case full:
+		why := fmt.Sprintf("the spill limit (spindle.feed.spillDisk, %d bytes) was taken by other splits", s.limit)
+		s.refuse(i, "", 0, why)
+		return nil, errors.New(why)
+	}
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		s.refuse(i, "", 0, err.Error())
 		return nil, err
@@ -162,8 +172,8 @@ func (s *spillStore) newSpillWriter(i int, schema *arrow.Schema) (*spillWriter, 
 		s.refuse(i, "", 0, err.Error())
 		return nil, err
 	}
-	sw := &spillWriter{store: s, split: i, path: path, f: f, counted: &countingWriter{w: f}}
-	if sw.w, err = ipc.NewFileWriter(sw.counted, ipc.WithSchema(schema)); err != nil {
+	sw := &spillWriter{store: s, split: i, path: path, f: f}
+	if sw.w, err = ipc.NewFileWriter(f, ipc.WithSchema(schema)); err != nil {
 		sw.abort(fmt.Sprintf("write %s: %v", path, err))
 		return nil, err
 	}
@@ -184,7 +194,12 @@ func (sw *spillWriter) write(rec arrow.RecordBatch) bool {
 // reserveGrowth reserves the room the file grew by since the last time,
 // or aborts the writer when the store has no room for it.
 func (sw *spillWriter) reserveGrowth() bool {
-	if grew := sw.counted.n - sw.reserved; grew > 0 {
+	size, err := sw.f.Seek(0, io.SeekCurrent) // the writer only appends
+	if err != nil {
+		sw.abort(fmt.Sprintf("write %s: %v", sw.path, err))
+		return false
+	}
+	if grew := size - sw.reserved; grew > 0 {
 		if !sw.store.reserve(grew) {
 			sw.abort(fmt.Sprintf("it outgrew the room left of the spill limit (spindle.feed.spillDisk, %d bytes)", sw.store.limit))
 			return false
@@ -216,18 +231,6 @@ func (sw *spillWriter) finish() bool {
 func (sw *spillWriter) abort(why string) {
 	_ = sw.f.Close()
 	sw.store.refuse(sw.split, sw.path, sw.reserved, why)
-}
-
-// countingWriter counts the bytes written through it.
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // spilledReader yields a split's batches from its file in the store.

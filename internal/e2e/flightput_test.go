@@ -83,6 +83,21 @@ func (j *pushJob) wait(t *testing.T) result {
 	return r
 }
 
+// pushAll pushes rows [0, n) with one producer, ends the input and
+// returns how the job ended.
+func (j *pushJob) pushAll(t *testing.T, n int) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := goProducer(ctx, j.addr, j.token, 0, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := endInput(ctx, j.addr, j.token); err != nil {
+		t.Fatal(err)
+	}
+	return j.wait(t)
+}
+
 // goProducer pushes rows [first, first+n) (id, x = id, label = id%2) on
 // one DoPut stream with token, in batches of 500.
 func goProducer(ctx context.Context, addr, token string, first, n int) error {
@@ -253,15 +268,7 @@ func TestFlightPutShownBeforeTheFirstProducer(t *testing.T) {
 	if strings.Contains(body, j.token) {
 		t.Fatal("the job page shows the producers' token")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := goProducer(ctx, j.addr, j.token, 0, 1000); err != nil {
-		t.Fatal(err)
-	}
-	if err := endInput(ctx, j.addr, j.token); err != nil {
-		t.Fatal(err)
-	}
-	r := j.wait(t)
+	r := j.pushAll(t, 1000)
 	if r.code != 0 {
 		t.Fatalf("job failed:\n%s", r)
 	}
@@ -281,15 +288,7 @@ func TestFlightPutEpochsFromDisk(t *testing.T) {
 			j := startPushJob(t, dir, "--num-executors", "2", "--conf", "spindle.flight.put.schema=id:int64,x:float64,label:float64",
 				"--conf", "spindle.feed.cacheMemory=1k", "--conf", "spindle.feed.spillDisk="+tc.spill,
 				"--columns", "x", "--label-column", "label", "--feed", "tensor", "--epochs", "3", "--batch-rows", "100", "--", feedcheckBin)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			if err := goProducer(ctx, j.addr, j.token, 0, 4000); err != nil {
-				t.Fatal(err)
-			}
-			if err := endInput(ctx, j.addr, j.token); err != nil {
-				t.Fatal(err)
-			}
-			r := j.wait(t)
+			r := j.pushAll(t, 4000)
 			if r.code != tc.code {
 				t.Fatalf("exit %d, want %d:\n%s", r.code, tc.code, r)
 			}
