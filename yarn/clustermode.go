@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/driver"
+	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/internal/config"
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
@@ -416,9 +417,17 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 // CheckClusterInputs refuses, before anything is submitted, inputs that
 // name the gateway's working directory: in cluster mode the driver plans
-// the job in the cluster, where a relative path means nothing.
+// the job in the cluster, where a relative path means nothing. It refuses
+// pushed input too: the driver would write the producers' token (and,
+// with job TLS, the CA they verify it with) on the ApplicationMaster's
+// host, out of the producers' reach.
 func CheckClusterInputs(inputs []string) error {
 	for _, in := range inputs {
+		if feed.IsFlightPutURI(in) {
+			return fmt.Errorf("%w: --input %s (pushed input) does not work in --deploy-mode cluster: the driver would write the producers' token "+
+				"on the ApplicationMaster's host, where producers cannot read it; submit in --deploy-mode client (driver, endpoint and token file on this host)",
+				driver.ErrConfig, in)
+		}
 		if local, ok := localFile(in); ok && !filepath.IsAbs(local) {
 			return fmt.Errorf("%w: --input %s is a path relative to this machine's working directory; in --deploy-mode cluster the driver runs in the cluster: give an hdfs:// URI (or an absolute path every node has)",
 				driver.ErrConfig, in)
