@@ -31,7 +31,10 @@
 // With a cache (PipelineConfig.CacheBytes), a split that an epoch reads to
 // its end keeps its decoded batches in memory while they fit, and later
 // epochs take them from there instead of reading and decoding the file
-// again; splits that do not fit are read every epoch.
+// again; splits that do not fit are read every epoch, except Flight
+// splits, which go on to local disk as Arrow IPC files up to
+// PipelineConfig.SpillBytes (spill.go): a flight is costly to fetch again,
+// and pushed rows cannot be fetched again at all.
 //
 // A pipeline given BatchMemory (the feed's shared memory) allocates the
 // buffers of the batches it yields there while it has room, so that the
