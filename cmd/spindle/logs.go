@@ -417,13 +417,23 @@ func yarnJobUI(c *cli.Context, app string) (*uiSource, string, error) {
 	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, "", fmt.Errorf("YARN application %s (%s) has no job web UI yet (tracking URL %q): try again once it runs, or %s", app, r.GetYarnApplicationState(), base, ended)
 	}
-	src := &uiSource{base: base, client: &http.Client{Timeout: 30 * time.Second}}
+	src, id, err := driverUI(c.Context, base, 30*time.Second)
+	if err != nil {
+		return nil, "", fmt.Errorf("YARN application %s: %w", app, err)
+	}
+	return src, id, nil
+}
+
+// driverUI reads a driver's web UI at base and returns it and its job's
+// id; each request gives up after timeout.
+func driverUI(ctx context.Context, base string, timeout time.Duration) (*uiSource, string, error) {
+	src := &uiSource{base: base, client: &http.Client{Timeout: timeout}}
 	var jobs []jobview.Summary
-	if err := src.get(c.Context, "/api/jobs", &jobs); err != nil {
-		return nil, "", fmt.Errorf("YARN application %s: its job's web UI at %s: %w", app, base, err)
+	if err := src.get(ctx, "/api/jobs", &jobs); err != nil {
+		return nil, "", fmt.Errorf("its job's web UI at %s: %w", base, err)
 	}
 	if len(jobs) != 1 {
-		return nil, "", fmt.Errorf("YARN application %s: the web UI at %s serves %d jobs, not its driver's one", app, base, len(jobs))
+		return nil, "", fmt.Errorf("the web UI at %s serves %d jobs, not its driver's one", base, len(jobs))
 	}
 	return src, jobs[0].ID, nil
 }

@@ -5,12 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/internal/config"
+	"github.com/spindle-ml/spindle/internal/hadooppb"
+	"github.com/spindle-ml/spindle/internal/jobview"
 	"github.com/spindle-ml/spindle/internal/kerberos"
 	"github.com/spindle-ml/spindle/yarn"
 	yarnclient "github.com/spindle-ml/spindle/yarn/client"
@@ -133,7 +138,39 @@ func yarnStatus(c *cli.Context) error {
 	if d := r.GetDiagnostics(); d != "" {
 		fmt.Printf("diagnostics: %s\n", d)
 	}
+	if r.GetYarnApplicationState() == hadooppb.YarnApplicationStateProto_RUNNING {
+		showPushedInput(c.Context, r.GetOriginalTrackingUrl())
+	}
 	return nil
+}
+
+// showPushedInput prints where a running job's producers push, from its
+// driver's web UI at ui, when its input is pushed. A UI that does not
+// answer is only mentioned: the report above stands on its own.
+func showPushedInput(ctx context.Context, ui string) {
+	base := strings.TrimSuffix(ui, "/")
+	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return
+	}
+	src, id, err := driverUI(ctx, base, 5*time.Second)
+	var snap jobview.Snapshot
+	if err == nil {
+		err = src.get(ctx, "/api/jobs/"+url.PathEscape(id), &snap)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "(the job's web UI did not answer: %v)\n", err)
+		return
+	}
+	if p := snap.Push; p != nil {
+		fmt.Printf("pushed input: producers DoPut to %s", p.Endpoint)
+		if p.TokenFile != "" {
+			fmt.Printf(", token in %s", p.TokenFile)
+		}
+		if p.CAFile != "" {
+			fmt.Printf(", CA certificate in %s", p.CAFile)
+		}
+		fmt.Println(" (files on the driver's host)")
+	}
 }
 
 // yarnKill kills a YARN application (spindle kill APP_ID).

@@ -431,3 +431,33 @@ func TestStatusAndKill(t *testing.T) {
 	}
 	stagingGone(t, hc, app)
 }
+
+// TestStatusShowsPushedInput: spindle status of a running YARN job whose
+// input is pushed says where producers push, from the driver's web UI
+// the ResourceManager names.
+func TestStatusShowsPushedInput(t *testing.T) {
+	hc := hadooptest.Shared(t)
+	addr := testaddr.Free(t)
+	tokenFile := filepath.Join(t.TempDir(), "producer.token")
+	r := start(t, hc.ConfDir, "--name", "pushed", "--num-executors", "1", "--executor-memory", "256m",
+		"--input", "flight-put://"+addr, "--conf", "spindle.flight.put.schema=x:float64,label:float64",
+		"--conf", "spindle.flight.put.tokenFile="+tokenFile, "--label-column", "label", "--", "sleep", "120")
+	app := r.waitFor(t, appRE, time.Minute)[1]
+	r.waitFor(t, regexp.MustCompile(`all executors registered`), 2*time.Minute)
+	cmd := exec.Command(spindleBin, "status", app)
+	cmd.Env = env(hc.ConfDir)
+	out, err := cmd.CombinedOutput()
+	want := "pushed input: producers DoPut to grpc://" + addr + ", token in " + tokenFile + " (files on the driver's host)"
+	if err != nil || !strings.Contains(string(out), want) {
+		t.Fatalf("spindle status %s: %v; want %q in:\n%s", app, err, want, out)
+	}
+	if tok, _ := os.ReadFile(tokenFile); len(bytes.TrimSpace(tok)) == 0 || bytes.Contains(out, bytes.TrimSpace(tok)) {
+		t.Fatalf("the token file holds %d bytes, and status shows the token: %v", len(tok), bytes.Contains(out, bytes.TrimSpace(tok)))
+	}
+	kill := exec.Command(spindleBin, "kill", app)
+	kill.Env = env(hc.ConfDir)
+	if out, err := kill.CombinedOutput(); err != nil {
+		t.Fatalf("spindle kill %s: %v\n%s", app, err, out)
+	}
+	r.wait(t, 2*time.Minute)
+}
