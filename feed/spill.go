@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -139,15 +140,30 @@ func (s *spillStore) stats() (splits int, bytes int64) {
 }
 
 // spillWriter writes one split's batches to a file of the store, within
-// the room it reserves as it goes.
+// the room it reserves as it goes. A goroutine of its own writes them, so
+// that the epoch reading the split does not wait for the disk; write
+// queues a batch (at most spillQueue wait, which bounds the memory they
+// hold) and finish or abort waits for the goroutine.
 type spillWriter struct {
-	store    *spillStore
-	split    int
-	path     string
+	store *spillStore
+	split int
+	path  string
+	queue chan arrow.RecordBatch
+	done  chan struct{} // closed when the goroutine has ended
+	// failed is set, with why, once a batch could not be written; the
+	// goroutine then releases the rest unwritten.
+	failed atomic.Bool
+
+	// The goroutine's own until done is closed.
 	f        *os.File
 	w        *ipc.FileWriter
 	reserved int64 // room taken in the store: the file's size when last written
+	why      string
 }
+
+// spillQueue is how many batches a spill writer holds before write waits
+// for the disk.
+const spillQueue = 4
 
 // newSpillWriter starts the file of split i, with the batches' schema.
 func (s *spillStore) newSpillWriter(i int, schema *arrow.Schema) (*spillWriter, error) {
@@ -172,50 +188,83 @@ func (s *spillStore) newSpillWriter(i int, schema *arrow.Schema) (*spillWriter, 
 		s.refuse(i, "", 0, err.Error())
 		return nil, err
 	}
-	sw := &spillWriter{store: s, split: i, path: path, f: f}
-	if sw.w, err = ipc.NewFileWriter(f, ipc.WithSchema(schema)); err != nil {
-		sw.abort(fmt.Sprintf("write %s: %v", path, err))
+	w, err := ipc.NewFileWriter(f, ipc.WithSchema(schema))
+	if err != nil {
+		_ = f.Close()
+		s.refuse(i, path, 0, fmt.Sprintf("write %s: %v", path, err))
 		return nil, err
 	}
+	sw := &spillWriter{store: s, split: i, path: path, f: f, w: w,
+		queue: make(chan arrow.RecordBatch, spillQueue), done: make(chan struct{})}
+	go sw.run()
 	return sw, nil
 }
 
-// write appends rec, reserving the room the file grew by; false when the
-// store has no room left for it or the write failed (the writer is then
-// aborted).
-func (sw *spillWriter) write(rec arrow.RecordBatch) bool {
+// run writes the queued batches until the queue is closed.
+func (sw *spillWriter) run() {
+	defer close(sw.done)
+	for rec := range sw.queue {
+		if sw.why == "" {
+			if sw.why = sw.append(rec); sw.why != "" {
+				sw.failed.Store(true)
+			}
+		}
+		rec.Release()
+	}
+}
+
+// append writes rec and reserves the room the file grew by, or says why
+// it could not.
+func (sw *spillWriter) append(rec arrow.RecordBatch) string {
 	if err := sw.w.Write(rec); err != nil {
-		sw.abort(fmt.Sprintf("write %s: %v", sw.path, err))
-		return false
+		return fmt.Sprintf("write %s: %v", sw.path, err)
 	}
 	return sw.reserveGrowth()
 }
 
 // reserveGrowth reserves the room the file grew by since the last time,
-// or aborts the writer when the store has no room for it.
-func (sw *spillWriter) reserveGrowth() bool {
+// or says why the store has none for it.
+func (sw *spillWriter) reserveGrowth() string {
 	size, err := sw.f.Seek(0, io.SeekCurrent) // the writer only appends
 	if err != nil {
-		sw.abort(fmt.Sprintf("write %s: %v", sw.path, err))
-		return false
+		return fmt.Sprintf("write %s: %v", sw.path, err)
 	}
 	if grew := size - sw.reserved; grew > 0 {
 		if !sw.store.reserve(grew) {
-			sw.abort(fmt.Sprintf("it outgrew the room left of the spill limit (spindle.feed.spillDisk, %d bytes)", sw.store.limit))
-			return false
+			return fmt.Sprintf("it outgrew the room left of the spill limit (spindle.feed.spillDisk, %d bytes)", sw.store.limit)
 		}
 		sw.reserved += grew
 	}
+	return ""
+}
+
+// write queues rec for the file. It returns false, having aborted the
+// writer, once an earlier batch could not be written.
+func (sw *spillWriter) write(rec arrow.RecordBatch) bool {
+	if sw.failed.Load() {
+		sw.abort("")
+		return false
+	}
+	rec.Retain()
+	sw.queue <- rec
 	return true
 }
 
-// finish completes the file (its footer) and keeps it in the store.
+// finish writes what is queued and the file's footer, and keeps the file
+// in the store; false when it could not (the file is gone then).
 func (sw *spillWriter) finish() bool {
-	if err := sw.w.Close(); err != nil {
-		sw.abort(fmt.Sprintf("write %s: %v", sw.path, err))
+	close(sw.queue)
+	<-sw.done
+	if sw.why != "" {
+		sw.discard(sw.why)
 		return false
 	}
-	if !sw.reserveGrowth() {
+	if err := sw.w.Close(); err != nil {
+		sw.discard(fmt.Sprintf("write %s: %v", sw.path, err))
+		return false
+	}
+	if why := sw.reserveGrowth(); why != "" {
+		sw.discard(why)
 		return false
 	}
 	if err := sw.f.Close(); err != nil {
@@ -226,9 +275,20 @@ func (sw *spillWriter) finish() bool {
 	return true
 }
 
-// abort removes the file, gives its room back and marks the split as not
-// to be spilled again, for why.
+// abort stops the writer, removes the file, gives its room back and marks
+// the split as not to be spilled again, for why (or for the reason a
+// batch could not be written, when why is empty).
 func (sw *spillWriter) abort(why string) {
+	close(sw.queue)
+	<-sw.done
+	if sw.why != "" {
+		why = sw.why
+	}
+	sw.discard(why)
+}
+
+// discard closes and removes the file, once the goroutine has ended.
+func (sw *spillWriter) discard(why string) {
 	_ = sw.f.Close()
 	sw.store.refuse(sw.split, sw.path, sw.reserved, why)
 }
