@@ -139,7 +139,9 @@ func TestSplitAheadClosedWithEpoch(t *testing.T) {
 	ctx := context.Background()
 	p := plannedPipeline(t, newResolver(), dir, PipelineConfig{BatchRows: 1000, EvenBatches: EvenOff, Prefetch: 2, DecodeWorkers: 2})
 	defer p.Close()
-	before := runtime.NumGoroutine()
+	// Goroutines of earlier tests (gRPC connections closing) may still be
+	// ending: count from a number that holds still.
+	before := settledGoroutines()
 	r, err := p.Epoch(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -156,6 +158,19 @@ func TestSplitAheadClosedWithEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGoroutines(t, func(n int) bool { return n <= before }, "the epoch's goroutines to end")
+}
+
+// settledGoroutines returns the number of goroutines once it has not
+// changed for 100 ms (or after 5 s).
+func settledGoroutines() int {
+	n, since := runtime.NumGoroutine(), time.Now()
+	for deadline := time.Now().Add(5 * time.Second); time.Since(since) < 100*time.Millisecond && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		if m := runtime.NumGoroutine(); m != n {
+			n, since = m, time.Now()
+		}
+	}
+	return n
 }
 
 // waitGoroutines waits up to 5 s for the number of goroutines to satisfy
