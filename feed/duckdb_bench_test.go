@@ -283,8 +283,7 @@ func duckCompare(b *testing.B, prefix string, f duckFile, reps int) []*duckResul
 func spindleLaterEpochs(b *testing.B, f duckFile, reps int) float64 {
 	var pipes [2]*Pipeline
 	for i := range pipes {
-		pipes[i] = plannedPipeline(b, newResolver(), f.Path, PipelineConfig{
-			BatchRows: DefaultBatchRows, Prefetch: 8, MemoryBudget: 256 << 20, EvenBatches: EvenOff, DecodeWorkers: i + 1})
+		pipes[i] = plannedPipeline(b, newResolver(), f.Path, decodeBenchConfig(i+1))
 		defer pipes[i].Close()
 	}
 	epoch := func(i, n int) float64 {
@@ -363,8 +362,7 @@ func processCPU(b *testing.B) time.Duration {
 // spindleEpoch plans path for one rank and reads one epoch of it through
 // the pipeline, returning the rows fed.
 func spindleEpoch(ctx context.Context, b *testing.B, path string, workers int) int64 {
-	p := plannedPipeline(b, newResolver(), path, PipelineConfig{
-		BatchRows: DefaultBatchRows, Prefetch: 8, MemoryBudget: 256 << 20, EvenBatches: EvenOff, DecodeWorkers: workers})
+	p := plannedPipeline(b, newResolver(), path, decodeBenchConfig(workers))
 	defer p.Close()
 	return epochRows(b, p, 0)
 }

@@ -42,8 +42,9 @@ func BenchmarkHDFSSplits(b *testing.B) {
 		defer func(was bool) { openAhead = was }(openAhead)
 		openAhead = ahead
 		start := time.Now()
-		p, err := NewPipeline(res, PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, LabelColumn: "label",
-			BatchRows: DefaultBatchRows, Prefetch: 8, MemoryBudget: 256 << 20, EvenBatches: EvenOff, DecodeWorkers: workers})
+		cfg := decodeBenchConfig(workers)
+		cfg.Splits, cfg.Schema, cfg.LabelColumn = plan.Ranks[0], plan.Schema, "label"
+		p, err := NewPipeline(res, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -294,6 +294,13 @@ func planPipeline(ctx context.Context, res *fsys.Resolver, input string, cfg Pip
 	return p, nil
 }
 
+// decodeBenchConfig is the pipeline the decode benchmarks time: batches of
+// DefaultBatchRows, 8 read ahead within 256 MiB, no even batches, workers
+// decoders.
+func decodeBenchConfig(workers int) PipelineConfig {
+	return PipelineConfig{BatchRows: DefaultBatchRows, Prefetch: 8, MemoryBudget: 256 << 20, EvenBatches: EvenOff, DecodeWorkers: workers}
+}
+
 func fileURI(path string) string { return "file://" + filepath.ToSlash(path) }
 
 // openParquetTest opens the Parquet file at path for the test's length.

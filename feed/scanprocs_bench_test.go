@@ -58,8 +58,7 @@ func runScanProcess(request string) error {
 	}
 	runtime.GOMAXPROCS(1)
 	ctx := context.Background()
-	p, err := planPipeline(ctx, newResolver(), req.Path, PipelineConfig{
-		BatchRows: DefaultBatchRows, Prefetch: 8, MemoryBudget: 256 << 20, EvenBatches: EvenOff, DecodeWorkers: 1})
+	p, err := planPipeline(ctx, newResolver(), req.Path, decodeBenchConfig(1))
 	if err != nil {
 		return err
 	}
