@@ -413,8 +413,8 @@ func yarnJobUI(c *cli.Context, app string) (*uiSource, string, error) {
 	if yarnclient.IsFinal(r.GetYarnApplicationState()) {
 		return nil, "", fmt.Errorf("YARN application %s has ended (%s, %s): %s", app, r.GetYarnApplicationState(), r.GetFinalApplicationStatus(), ended)
 	}
-	base := strings.TrimSuffix(r.GetOriginalTrackingUrl(), "/")
-	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	base, ok := webUIBase(r.GetOriginalTrackingUrl())
+	if !ok {
 		return nil, "", fmt.Errorf("YARN application %s (%s) has no job web UI yet (tracking URL %q): try again once it runs, or %s", app, r.GetYarnApplicationState(), base, ended)
 	}
 	src, id, err := driverUI(c.Context, base, 30*time.Second)
@@ -422,6 +422,15 @@ func yarnJobUI(c *cli.Context, app string) (*uiSource, string, error) {
 		return nil, "", fmt.Errorf("YARN application %s: %w", app, err)
 	}
 	return src, id, nil
+}
+
+// webUIBase returns a YARN application's original tracking URL without
+// its trailing slash, and whether it is a web UI's (http or https, with a
+// host): before the AM registers, YARN reports "N/A" or nothing.
+func webUIBase(tracking string) (string, bool) {
+	base := strings.TrimSuffix(tracking, "/")
+	u, err := url.Parse(base)
+	return base, err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 // driverUI reads a driver's web UI at base and returns it and its job's

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -148,8 +147,8 @@ func yarnStatus(c *cli.Context) error {
 // driver's web UI at ui, when its input is pushed. A UI that does not
 // answer is only mentioned: the report above stands on its own.
 func showPushedInput(ctx context.Context, ui string) {
-	base := strings.TrimSuffix(ui, "/")
-	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	base, ok := webUIBase(ui)
+	if !ok {
 		return
 	}
 	src, id, err := driverUI(ctx, base, 5*time.Second)
