@@ -3,22 +3,22 @@ package yarn
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/spindle-ml/spindle/driver"
+	"github.com/spindle-ml/spindle/internal/auth"
 )
 
-// The ApplicationMaster's driver-facing API (client mode). Every request
-// carries the AM secret from the AM's credentials as a bearer token;
-// executor secrets never cross it (the AM has them from its credentials).
+// The ApplicationMaster's driver-facing API (client mode) and, in cluster
+// mode, the gateway's. Every request is signed with the AM secret from
+// the AM's credentials (amauth.go); executor secrets never cross it (the
+// AM has them from its credentials).
 
 // amRelease is the body of POST /v1/release.
 type amRelease struct {
@@ -103,7 +103,8 @@ func (l *eventLog) since(ctx context.Context, n int, wait time.Duration) amEvent
 
 // amHandlers are what the AM does for each call.
 type amHandlers struct {
-	secret  string
+	// signer checks every request's token (the AM secret).
+	signer  *auth.Signer
 	request func(ctx context.Context, specs []driver.ExecutorSpec) error
 	release func(ctx context.Context, ids []string) error
 	// progress, in client mode, sets the application's progress (0 to 1).
@@ -176,16 +177,14 @@ func (h amHandlers) mux() http.Handler {
 		writeJSON(w, http.StatusOK, struct{}{})
 		h.finish(f)
 	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := r.Header.Get("Authorization")
-		if subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+h.secret)) != 1 {
-			writeJSON(w, http.StatusUnauthorized, amError{Error: "missing or wrong ApplicationMaster secret"})
-			return
-		}
+	touched := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h.touch != nil {
 			h.touch()
 		}
 		m.ServeHTTP(w, r)
+	})
+	return h.signer.RequireSigned(touched, amMaxBody, func(w http.ResponseWriter, code int, err error) {
+		writeJSON(w, code, amError{Error: "ApplicationMaster API: " + err.Error()})
 	})
 }
 
@@ -198,24 +197,26 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // amClient calls an ApplicationMaster's API.
 type amClient struct {
 	base   string
-	secret string
+	signer *auth.Signer
 	http   *http.Client
 }
 
 func (c *amClient) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.secret)
+	if err := c.signer.SignRequest(req, body); err != nil {
+		return fmt.Errorf("sign a request to the ApplicationMaster: %w", err)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {

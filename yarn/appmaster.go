@@ -21,6 +21,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/auth"
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/yarn/am"
@@ -65,9 +66,9 @@ func RunAM(ctx context.Context, logger *slog.Logger, run DriverFunc) error {
 	if host == "" {
 		host, _ = os.Hostname()
 	}
-	ln, err := net.Listen("tcp", ":0")
+	ln, err := listenAM(plan, host)
 	if err != nil {
-		return fmt.Errorf("listen for the driver: %w", err)
+		return err
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 
@@ -105,8 +106,12 @@ func RunAM(ctx context.Context, logger *slog.Logger, run DriverFunc) error {
 	finish := make(chan amFinish, 1)
 	var lastContact atomic.Int64
 	lastContact.Store(time.Now().UnixNano())
+	signer, err := auth.NewSigner(plan.AMSecret)
+	if err != nil {
+		return fmt.Errorf("the ApplicationMaster's secret: %w", err)
+	}
 	h := amHandlers{
-		secret: plan.AMSecret,
+		signer: signer,
 		request: func(ctx context.Context, specs []driver.ExecutorSpec) error {
 			for i := range specs {
 				specs[i].Env = mergeEnv(plan.Env, specs[i].Env)

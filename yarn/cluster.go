@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -272,6 +271,12 @@ func (c *ClusterManager) submit(ctx context.Context, specs []driver.ExecutorSpec
 		StagingURI: st.base, LogLevel: c.cfg.LogLevel, TrackingURL: c.trackingURL(),
 		Racks: c.racks(ctx), LocalityWaitMS: c.cfg.LocalityWait.Milliseconds(),
 	}
+	if _, ok := shared[envcontract.JobTLS]; ok {
+		// Job TLS: the driver's calls to the AM go over HTTPS too.
+		if plan.AMTLS, err = newAMTLS(plan.AppID); err != nil {
+			return err
+		}
+	}
 	tokens := hadooprpc.NewCredentials()
 	if c.sec.Kerberos {
 		if err := c.addDelegationTokens(ctx, tokens, specs); err != nil {
@@ -302,9 +307,9 @@ func (c *ClusterManager) connectAM(ctx context.Context, id client.AppID, plan Pl
 		return nil, err
 	}
 	fmt.Fprintf(c.out, "yarn application %s running; tracking URL: %s\n", id, report.GetTrackingUrl())
-	amc := &amClient{
-		base:   "http://" + net.JoinHostPort(report.GetHost(), strconv.Itoa(int(report.GetRpcPort()))),
-		secret: plan.AMSecret, http: &http.Client{},
+	amc, err := newAMClient(plan, report.GetHost(), int(report.GetRpcPort()), 0)
+	if err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	c.am = amc

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/driver"
+	"github.com/spindle-ml/spindle/internal/auth"
 	"github.com/spindle-ml/spindle/internal/config"
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
 	"github.com/spindle-ml/spindle/yarn/am"
@@ -56,8 +57,13 @@ func runClusterAM(ctx context.Context, plan Plan, creds *hadooprpc.Credentials, 
 	defer stopDriver()
 	var gatewayStop atomic.Bool
 	refuse := errors.New("this is a cluster-mode application: its driver runs in the ApplicationMaster")
+	signer, err := auth.NewSigner(plan.AMSecret)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("the ApplicationMaster's secret: %w", err)
+	}
 	h := amHandlers{
-		secret:  plan.AMSecret,
+		signer:  signer,
 		request: func(context.Context, []driver.ExecutorSpec) error { return refuse },
 		release: func(context.Context, []string) error { return refuse },
 		finish: func(f amFinish) {

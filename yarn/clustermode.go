@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path"
@@ -106,6 +105,12 @@ func (a *App) submit(ctx context.Context, job ClusterJob) error {
 		StagingURI: a.st.base, LogLevel: a.cfg.LogLevel, AMFiles: conf,
 		Racks: a.racks(ctx), LocalityWaitMS: a.cfg.LocalityWait.Milliseconds(),
 		Cluster: &job,
+	}
+	if settingsJobTLS(job.Settings) {
+		// Job TLS: the gateway's calls to the AM go over HTTPS too.
+		if a.plan.AMTLS, err = newAMTLS(a.plan.AppID); err != nil {
+			return err
+		}
 	}
 	var tokens map[string]hadooprpc.Token
 	if a.sec.Kerberos {
@@ -270,7 +275,7 @@ func (a *App) Follow(ctx context.Context, stdout, stderr io.Writer) JobResult {
 				return resultOf(a.id, r)
 			}
 			if st == pb.YarnApplicationStateProto_RUNNING && r.GetRpcPort() > 0 && r.GetHost() != "" && r.GetHost() != "N/A" {
-				base := "http://" + net.JoinHostPort(r.GetHost(), strconv.Itoa(int(r.GetRpcPort())))
+				base := amBase(a.plan, r.GetHost(), int(r.GetRpcPort()))
 				switch {
 				case amc == nil:
 					fmt.Fprintf(stderr, "yarn application %s running; its driver is in the ApplicationMaster on %s\n", a.id, r.GetHost())
@@ -282,7 +287,11 @@ func (a *App) Follow(ctx context.Context, stdout, stderr io.Writer) JobResult {
 					next, amFails = 0, 0
 				}
 				if amc == nil || amc.base != base {
-					amc = &amClient{base: base, secret: a.plan.AMSecret, http: &http.Client{Timeout: 30 * time.Second}}
+					c, err := newAMClient(a.plan, r.GetHost(), int(r.GetRpcPort()), 30*time.Second)
+					if err != nil {
+						return JobResult{Code: 1, Message: fmt.Sprintf("yarn application %s: %v", a.id, err)}
+					}
+					amc = c
 				}
 			}
 		}

@@ -119,14 +119,14 @@ func TestOutputNeedsSecret(t *testing.T) {
 	l := newOutputLog()
 	io.WriteString(l.writer(false), "secret-free line\n")
 	l.finish(JobResult{Code: 0, Message: "ok"})
-	srv := httptest.NewServer(amHandlers{secret: "s3cret", events: newEventLog(), output: l}.mux())
+	srv := httptest.NewServer(amHandlers{signer: testSigner(t, "s3cret-of-sixteen"), events: newEventLog(), output: l}.mux())
 	defer srv.Close()
 	var out amOutput
-	bad := &amClient{base: srv.URL, secret: "wrong", http: srv.Client()}
+	bad := &amClient{base: srv.URL, signer: testSigner(t, "wrong-secret-0123"), http: srv.Client()}
 	if err := bad.do(context.Background(), http.MethodGet, "/v1/output?after=0", nil, &out); err == nil || !strings.Contains(err.Error(), "secret") {
 		t.Fatalf("wrong secret: %v", err)
 	}
-	good := &amClient{base: srv.URL, secret: "s3cret", http: srv.Client()}
+	good := &amClient{base: srv.URL, signer: testSigner(t, "s3cret-of-sixteen"), http: srv.Client()}
 	if err := good.do(context.Background(), http.MethodGet, "/v1/output?after=0", nil, &out); err != nil || len(out.Lines) != 1 || out.Done == nil {
 		t.Fatalf("output %+v: %v", out, err)
 	}

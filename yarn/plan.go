@@ -48,10 +48,14 @@ type Plan struct {
 	Spindle        Resource          `json:"spindle"`
 	Env            map[string]string `json:"env"` // secret environment every executor gets
 	AMSecret       string            `json:"amSecret"`
-	GangTimeoutMS  int64             `json:"gangTimeoutMs"`
-	OverheadMB     int               `json:"memoryOverheadMb"`
-	StagingURI     string            `json:"stagingUri"`
-	LogLevel       string            `json:"logLevel"`
+	// AMTLS, with job TLS, is the AM's TLS bundle (a CA made for the
+	// application, the AM's certificate and key): the AM serves its API
+	// over HTTPS and the gateway trusts that CA only.
+	AMTLS         string `json:"amTls,omitempty"`
+	GangTimeoutMS int64  `json:"gangTimeoutMs"`
+	OverheadMB    int    `json:"memoryOverheadMb"`
+	StagingURI    string `json:"stagingUri"`
+	LogLevel      string `json:"logLevel"`
 	// TrackingURL is the driver's web UI, which the AM registers as the
 	// application's tracking URL (the ResourceManager proxies it).
 	TrackingURL string `json:"trackingUrl,omitempty"`
