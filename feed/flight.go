@@ -309,6 +309,9 @@ func (s *flightSource) next(ctx context.Context) (arrow.RecordBatch, error) {
 			}
 			return nil, flightError("read", s.uri, err)
 		}
+		if err := validateBatch(rec); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrInput, s.uri, err)
+		}
 		// The reader reuses its batch on the next Read: keep our own.
 		rec.Retain()
 		return rec, nil

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spindle-ml/spindle/internal/auth"
+	"github.com/spindle-ml/spindle/internal/grpcguard"
 )
 
 // ActionEndOfInput is the Flight action (DoAction type) a producer sends
@@ -138,10 +139,13 @@ const (
 	// RefusedEnded: a batch came after the input ended or would have
 	// taken it past its declared rows.
 	RefusedEnded = "ended"
+	// RefusedMalformed: a batch's Arrow data is inconsistent (offsets
+	// out of order or out of bounds, invalid UTF-8, short buffers).
+	RefusedMalformed = "malformed"
 )
 
 // RefuseReasons lists every reason a stream is refused for.
-var RefuseReasons = [...]string{RefusedAuth, RefusedSchema, RefusedBusy, RefusedEnded}
+var RefuseReasons = [...]string{RefusedAuth, RefusedSchema, RefusedBusy, RefusedEnded, RefusedMalformed}
 
 // PushStats is what a push endpoint has done so far.
 type PushStats struct {
@@ -245,18 +249,19 @@ func StartPush(lis net.Listener, cfg PushConfig) (*PushServer, error) {
 		s.schema = nullableSchema(cfg.Schema)
 		close(s.schemaSet)
 	}
-	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxFlightMessage)}
+	// A handler's panic fails its call, never the driver.
+	opts := append(grpcguard.ServerOptions(s.log), grpc.MaxRecvMsgSize(maxFlightMessage))
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
 	s.srv = grpc.NewServer(append(opts,
-		grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			if err := s.check(ctx, info.FullMethod); err != nil {
 				return nil, err
 			}
 			return h(ctx, req)
 		}),
-		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			if err := s.check(ss.Context(), info.FullMethod); err != nil {
 				return err
 			}
@@ -494,6 +499,12 @@ func (s *PushServer) DoPut(stream flight.FlightService_DoPutServer) error {
 			s.log.Warn("push endpoint: producer stream broken; its acknowledged batches are fed, the rest dropped",
 				"peer", from, "batches", batches, "rows", rows, "err", err)
 			return status.Errorf(codes.Aborted, "read a batch: %v", err)
+		}
+		if err := validateBatch(rec); err != nil {
+			s.refuse(RefusedMalformed)
+			s.log.Warn("push endpoint: refused a malformed batch; the stream ends, its acknowledged batches are fed",
+				"peer", from, "batch", batches, "err", err)
+			return status.Errorf(codes.InvalidArgument, "batch %d of this stream: %v; it was not fed", batches, err)
 		}
 		cols := make([]arrow.Array, len(proj))
 		for i, j := range proj {

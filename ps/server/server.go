@@ -13,6 +13,7 @@ import (
 
 	"github.com/spindle-ml/spindle/collective"
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/grpcguard"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/pspb"
 	"google.golang.org/grpc"
@@ -171,7 +172,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, creds credentials.T
 	// The data link goes first: its sessions' streams would hold the
 	// graceful stop, and its handlers end with their sessions.
 	defer s.stopDataLink()
-	g := grpc.NewServer(grpc.Creds(creds), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))
+	g := grpc.NewServer(append(grpcguard.ServerOptions(s.log), grpc.Creds(creds), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))...)
 	pspb.RegisterParameterServerServer(g, s)
 	done := make(chan error, 1)
 	go func() { done <- g.Serve(ln) }()

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/spindle-ml/spindle/internal/grpcguard"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
@@ -102,7 +103,7 @@ func New(cfg Config) (*Worker, error) {
 		w.closeListener()
 		return nil, err
 	}
-	w.grpc = grpc.NewServer(w.masters.Credentials().ServerOptions()...)
+	w.grpc = grpc.NewServer(append(grpcguard.ServerOptions(w.logger), w.masters.Credentials().ServerOptions()...)...)
 	pb.RegisterWorkerServer(w.grpc, &service{w: w})
 
 	switch {

@@ -1,0 +1,138 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/flighttest"
+)
+
+// nameSchema is a pushed input with a string column.
+var nameSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+	{Name: "label", Type: arrow.PrimitiveTypes.Float32, Nullable: true},
+}, nil)
+
+// nameBatch is a batch of nameSchema with n rows whose string column has
+// the given offsets (n+1 of them) over values: offsets out of order make
+// a batch that Arrow's writer sends as it is and a reader decodes without
+// complaint, but slicing it panics.
+func nameBatch(t *testing.T, n int, offsets []int32, values string) arrow.RecordBatch {
+	t.Helper()
+	ids := array.NewInt64Builder(memory.DefaultAllocator)
+	labels := array.NewFloat32Builder(memory.DefaultAllocator)
+	for i := 0; i < n; i++ {
+		ids.Append(int64(i))
+		labels.Append(float32(i % 2))
+	}
+	data := array.NewData(arrow.BinaryTypes.String, n,
+		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offsets)), memory.NewBufferBytes([]byte(values))}, nil, 0, 0)
+	names := array.NewStringData(data)
+	return array.NewRecordBatch(nameSchema, []arrow.Array{ids.NewArray(), names, labels.NewArray()}, int64(n))
+}
+
+// TestPushRefusesMalformedBatch: a producer with a valid token pushes a
+// batch whose string column's offsets go backwards. The endpoint refuses
+// it, naming the column, feeds nothing of it, and goes on serving.
+func TestPushRefusesMalformedBatch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := startPush(t, PushConfig{Ranks: 2, BatchRows: 1, Schema: nameSchema})
+	_, c := dialPush(t, s.Addr())
+
+	good := nameBatch(t, 4, []int32{0, 1, 2, 3, 4}, "abcd")
+	bad := nameBatch(t, 4, []int32{0, 9, 2, 3, 4}, "abcd") // row 0 ends past the values
+	acks, err := push(ctx, c, testProducerToken, nameSchema, []arrow.RecordBatch{good, bad}, nil)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `column "name"`) {
+		t.Fatalf("a batch with offsets out of order: %v, want InvalidArgument naming column \"name\"", err)
+	}
+	if acks != 1 {
+		t.Fatalf("%d batches acknowledged, want the good one", acks)
+	}
+	if st := s.Stats(); st.Rows != 4 || st.RefusedBy[RefusedMalformed] != 1 {
+		t.Fatalf("stats after a malformed batch: %+v", st)
+	}
+	// The endpoint is still there and takes the next producer's rows.
+	if _, err := push(ctx, c, testProducerToken, nameSchema, []arrow.RecordBatch{good}, nil); err != nil {
+		t.Fatalf("the next producer: %v", err)
+	}
+	if st := s.Stats(); st.Rows != 8 {
+		t.Fatalf("rows taken %d, want 8", st.Rows)
+	}
+}
+
+// TestValidateBatchNamesColumn: every kind of damage is an error naming
+// its column, never a panic.
+func TestValidateBatchNamesColumn(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		offsets []int32
+		values  string
+	}{
+		{"backwards", []int32{0, 3, 1, 3, 4}, "abcd"},
+		{"past the values inside", []int32{0, 9, 2, 3, 4}, "abcd"},
+		{"negative", []int32{-2, 1, 2, 3, 4}, "abcd"},
+		{"invalid utf-8", []int32{0, 1, 2, 3, 4}, "ab\xffd"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := validateBatch(nameBatch(t, 4, tc.offsets, tc.values))
+			if err == nil || !strings.Contains(err.Error(), `column "name"`) {
+				t.Fatalf("got %v, want an error naming column \"name\"", err)
+			}
+		})
+	}
+	if err := validateBatch(nameBatch(t, 4, []int32{0, 1, 2, 3, 4}, "abcd")); err != nil {
+		t.Fatalf("a good batch: %v", err)
+	}
+}
+
+// TestFlightRefusesMalformedBatch: a Flight service (grpc://) sends a
+// batch whose string offsets run past its values: the rank reading it
+// gets an input error naming the column, not a panic.
+func TestFlightRefusesMalformedBatch(t *testing.T) {
+	srv := flighttest.Start(t, "s3cret", map[string]flighttest.Flight{
+		"names": {Schema: nameSchema, Endpoints: [][]arrow.RecordBatch{{
+			nameBatch(t, 4, []int32{0, 1, 2, 3, 4}, "abcd"), nameBatch(t, 4, []int32{0, 9, 2, 3, 4}, "abcd"),
+		}}},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res := fsys.NewResolver(fsys.Options{})
+	defer res.Close()
+	opts := FlightOptions{Token: "s3cret"}
+	plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{srv.URI("names")}, Ranks: 1, Columns: []string{"name"}, LabelColumn: "label", Flight: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := OpenSplit(ctx, res, plan.Ranks[0][0], ReadOptions{Columns: []string{"name"}, LabelColumn: "label", Schema: plan.Schema, BatchRows: 1, Flight: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	rows := 0
+	for {
+		rec, err := rd.Next(ctx)
+		if err != nil {
+			if !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), `column "name"`) {
+				t.Fatalf("after %d rows: %v, want an input error naming column \"name\"", rows, err)
+			}
+			break
+		}
+		rows += int(rec.NumRows())
+		rec.Release()
+	}
+	if rows != 4 {
+		t.Fatalf("%d rows read before the malformed batch, want 4", rows)
+	}
+}
