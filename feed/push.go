@@ -23,9 +23,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/spindle-ml/spindle/internal/auth"
 	"github.com/spindle-ml/spindle/internal/grpcguard"
@@ -214,6 +214,8 @@ type PushServer struct {
 	named     map[string]*namedProducer
 
 	streams, producers atomic.Int64
+	// tapRefused counts calls refused on their headers, unread.
+	tapRefused atomic.Int64
 	refused            [len(RefuseReasons)]atomic.Int64
 
 	closeOnce sync.Once
@@ -254,20 +256,10 @@ func StartPush(lis net.Listener, cfg PushConfig) (*PushServer, error) {
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
-	s.srv = grpc.NewServer(append(opts,
-		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			if err := s.check(ctx, info.FullMethod); err != nil {
-				return nil, err
-			}
-			return h(ctx, req)
-		}),
-		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			if err := s.check(ss.Context(), info.FullMethod); err != nil {
-				return err
-			}
-			return h(srv, ss)
-		}),
-	)...)
+	// The token is checked in a tap, on the call's headers, before any
+	// of its messages is read: a caller without one cannot make the
+	// driver read (and hold) a message of up to maxFlightMessage bytes.
+	s.srv = grpc.NewServer(append(opts, grpc.InTapHandle(s.tap))...)
 	flight.RegisterFlightServiceServer(s.srv, s)
 	go func() { s.served <- s.srv.Serve(lis) }()
 	return s, nil
@@ -361,24 +353,26 @@ func (s *PushServer) Plan(ctx context.Context, advertise string, columns []strin
 	return plan, nil
 }
 
-// check lets a call through only with the right bearer token: the feed
-// token for DoGet, the producer token for everything else.
-func (s *PushServer) check(ctx context.Context, method string) error {
+// tap lets a call through only with the right bearer token: the feed
+// token for DoGet, the producer token for everything else. It runs on
+// the call's headers, before any message is read.
+func (s *PushServer) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	method := info.FullMethodName
 	want := s.cfg.ProducerToken
 	if strings.HasSuffix(method, "/DoGet") {
 		want = s.cfg.FeedToken
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get("authorization") {
+	for _, v := range info.Header.Get("authorization") {
 		if tok, ok := strings.CutPrefix(v, "Bearer "); ok && subtle.ConstantTimeCompare([]byte(tok), []byte(want)) == 1 {
-			return nil
+			return ctx, nil
 		}
 	}
 	if strings.HasSuffix(method, "/DoPut") {
 		s.refuse(RefusedAuth)
 	}
+	s.tapRefused.Add(1)
 	s.log.Warn("push endpoint: refused a call without a valid token", "method", method, "peer", peerOf(ctx))
-	return status.Error(codes.Unauthenticated, "the job's push endpoint needs its producer token as \"authorization: Bearer TOKEN\" (spindle submit prints the file holding it)")
+	return nil, status.Error(codes.Unauthenticated, "the job's push endpoint needs its producer token as \"authorization: Bearer TOKEN\" (spindle submit prints the file holding it)")
 }
 
 func peerOf(ctx context.Context) string {
