@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -155,7 +154,7 @@ func RunAM(ctx context.Context, logger *slog.Logger, run DriverFunc) error {
 			}
 		}
 	})
-	log.Info("serving the driver", "addr", net.JoinHostPort(host, strconv.Itoa(port)))
+	log.Info("serving the driver", "url", amBase(plan, host, port))
 
 	var result amFinish
 	tick := time.NewTicker(time.Second)

@@ -311,6 +311,7 @@ func (c *ClusterManager) connectAM(ctx context.Context, id client.AppID, plan Pl
 	if err != nil {
 		return nil, err
 	}
+	c.log.Info("following the ApplicationMaster", "app", id, "url", amc.base)
 	c.mu.Lock()
 	c.am = amc
 	c.mu.Unlock()

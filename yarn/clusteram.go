@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,7 +79,7 @@ func runClusterAM(ctx context.Context, plan Plan, creds *hadooprpc.Credentials, 
 	srv := &http.Server{Handler: h.mux(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("serving the gateway", "addr", net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)))
+	log.Info("serving the gateway", "url", amBase(plan, host, ln.Addr().(*net.TCPAddr).Port))
 
 	res := runDriver(driverCtx, plan, creds, alloc, output, run, log)
 	log.Info("the driver ended", "code", res.Code, "message", res.Message)
