@@ -15,7 +15,7 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-go test-python test-hadoop run bench chaos lint proto proto-check clean deps
+.PHONY: help build test test-go test-python test-hadoop run bench chaos fuzz lint proto proto-check clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -56,6 +56,9 @@ bench: deps build ## feed, collectives, HDFS and standalone benchmarks, each bes
 
 chaos: deps ## kill training ranks, executors, parameter servers, drivers, standalone workers and masters, test-HDFS datanodes, YARN containers and NodeManagers of real jobs at random, and cut the driver link; report recoveries (docs/reliability.md)
 	SPINDLE_CHAOS=1 $(GO) test -count=1 -v -timeout 30m -run TestChaos ./internal/chaos
+
+fuzz: ## fuzz the decoders of untrusted bytes (Arrow IPC and Parquet footers), FUZZTIME each (default 2m); crashers land in testdata/fuzz
+	@scripts/fuzz.sh $(or $(FUZZTIME),2m)
 
 lint: ## gofmt, go vet, and staticcheck when it can be installed
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -320,8 +320,15 @@ func thinMetaData(src io.ReaderAt, size int64, keep []int) *metadata.FileMetaDat
 	return parseFooter(thin, size)
 }
 
-// parseFooter parses a footer of a file of size bytes, or returns nil.
-func parseFooter(footer []byte, size int64) *metadata.FileMetaData {
+// parseFooter parses a footer of a file of size bytes, or returns nil
+// (also when the decoder panics on it: the caller then parses the file's
+// own footer, whose damage is reported naming the file).
+func parseFooter(footer []byte, size int64) (md *metadata.FileMetaData) {
+	defer func() {
+		if recover() != nil {
+			md = nil
+		}
+	}()
 	md, err := metadata.NewFileMetaData(footer, nil)
 	if err != nil {
 		return nil

@@ -206,7 +206,8 @@ func ipcBatchRows(f fsys.File, b ipcBlock) (int64, error) {
 }
 
 // inspectIPC returns an Arrow IPC file's schema and its record batches.
-func inspectIPC(f fsys.File, uri string) (*arrow.Schema, []unit, error) {
+func inspectIPC(f fsys.File, uri string) (_ *arrow.Schema, _ []unit, err error) {
+	defer recoverDecode(uri, "Arrow IPC file", &err)
 	r, err := ipc.NewFileReader(f)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s is not an Arrow IPC file or is damaged: %w", ErrInput, uri, err)
@@ -239,7 +240,8 @@ type ipcSource struct {
 
 // openIPC opens an Arrow IPC file split: its record batches, starting
 // RowOffset rows into the first.
-func openIPC(f fsys.File, s Split, opts ReadOptions) (*opened, error) {
+func openIPC(f fsys.File, s Split, opts ReadOptions) (_ *opened, err error) {
+	defer recoverDecode(s.URI, "Arrow IPC file", &err)
 	r, err := ipc.NewFileReader(f, ipc.WithAllocator(opts.Allocator))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s is not an Arrow IPC file or is damaged: %w", ErrInput, s.URI, err)

@@ -29,7 +29,8 @@ const parquetBufferSize = 16 << 10
 // read again. String and binary columns are read as Arrow dictionary
 // arrays (see dictLeaves): those the planned schema has as dictionaries
 // or, without a plan, those the file dictionary-encodes.
-func openParquetFile(f parquet.ReaderAtSeeker, uri string, alloc memory.Allocator, batchRows int, md *metadata.FileMetaData, planned *arrow.Schema) (*file.Reader, *pqarrow.FileReader, error) {
+func openParquetFile(f parquet.ReaderAtSeeker, uri string, alloc memory.Allocator, batchRows int, md *metadata.FileMetaData, planned *arrow.Schema) (_ *file.Reader, _ *pqarrow.FileReader, err error) {
+	defer recoverDecode(uri, "Parquet file", &err)
 	props := parquet.NewReaderProperties(alloc)
 	// Buffered: arrow-go's unbuffered mode reads a whole column chunk
 	// into a fresh buffer (zeroed by the Go runtime, then collected)
@@ -184,7 +185,8 @@ func dictEncoded(md *metadata.FileMetaData, c int) bool {
 // reads them from the footer's index (footerIndex), parsing only the
 // schema, unless a string column's type depends on how every row group
 // stores it (dictLeaves); a footer it cannot index is parsed whole.
-func inspectParquet(f fsys.File, uri string) (*arrow.Schema, []unit, error) {
+func inspectParquet(f fsys.File, uri string) (_ *arrow.Schema, _ []unit, err error) {
+	defer recoverDecode(uri, "Parquet file", &err)
 	var md *metadata.FileMetaData
 	var units []unit
 	if footer, ok := readFooter(f, f.Size()); ok {

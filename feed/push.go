@@ -216,7 +216,7 @@ type PushServer struct {
 	streams, producers atomic.Int64
 	// tapRefused counts calls refused on their headers, unread.
 	tapRefused atomic.Int64
-	refused            [len(RefuseReasons)]atomic.Int64
+	refused    [len(RefuseReasons)]atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error

@@ -28,7 +28,7 @@ var nameSchema = arrow.NewSchema([]arrow.Field{
 // the given offsets (n+1 of them) over values: offsets out of order make
 // a batch that Arrow's writer sends as it is and a reader decodes without
 // complaint, but slicing it panics.
-func nameBatch(t *testing.T, n int, offsets []int32, values string) arrow.RecordBatch {
+func nameBatch(t testing.TB, n int, offsets []int32, values string) arrow.RecordBatch {
 	t.Helper()
 	ids := array.NewInt64Builder(memory.DefaultAllocator)
 	labels := array.NewFloat32Builder(memory.DefaultAllocator)

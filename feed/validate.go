@@ -40,3 +40,13 @@ func colName(rec arrow.RecordBatch, i int) string {
 	}
 	return rec.ColumnName(i)
 }
+
+// recoverDecode, deferred by a function that hands a file's bytes to a
+// third-party decoder (arrow-go's IPC and Parquet readers, flatbuffers,
+// thrift), turns the decoder's panic on damaged bytes into one input error
+// naming the file, in *err.
+func recoverDecode(uri, what string, err *error) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("%w: %s is not a valid %s or is damaged (its decoder failed: %v)", ErrInput, uri, what, p)
+	}
+}
