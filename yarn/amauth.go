@@ -89,10 +89,13 @@ func newAMClient(plan Plan, host string, port int, timeout time.Duration) (*amCl
 	}
 	return &amClient{
 		base:   amBase(plan, host, port),
-		signer: signer,
+		signer: signer.For(amAudience(plan)),
 		http:   &http.Client{Timeout: timeout, Transport: tr},
 	}, nil
 }
+
+// amAudience is the audience of the AM API's tokens: its application.
+func amAudience(plan Plan) string { return "yarn-am " + plan.AppID }
 
 // amBase is the URL of the API of the AM at host:port: https:// with job
 // TLS.

@@ -41,7 +41,7 @@ func serveAMAPI(t *testing.T, plan Plan) *amAPI {
 	t.Helper()
 	a := &amAPI{}
 	h := amHandlers{
-		signer: testSigner(t, plan.AMSecret),
+		signer: testSigner(t, plan.AMSecret).For(amAudience(plan)),
 		request: func(_ context.Context, specs []driver.ExecutorSpec) error {
 			a.mu.Lock()
 			a.asks = append(a.asks, specs)
@@ -133,6 +133,7 @@ func TestAMAPIRefusesReplays(t *testing.T) {
 		{"no signature", http.Header{}, evil},
 		{"the old static bearer", http.Header{"Authorization": {"Bearer " + plan.AMSecret}}, evil},
 		{"another secret", signedRequest(t, &amClient{base: c.base, signer: testSigner(t, newSecret())}, evil), evil},
+		{"made for another AM", signedRequest(t, &amClient{base: c.base, signer: testSigner(t, plan.AMSecret).For("yarn-am application_1_0001")}, evil), evil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if code := send(t, c, tc.h, tc.body); code != http.StatusUnauthorized {

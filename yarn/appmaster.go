@@ -110,7 +110,7 @@ func RunAM(ctx context.Context, logger *slog.Logger, run DriverFunc) error {
 		return fmt.Errorf("the ApplicationMaster's secret: %w", err)
 	}
 	h := amHandlers{
-		signer: signer,
+		signer: signer.For(amAudience(plan)),
 		request: func(ctx context.Context, specs []driver.ExecutorSpec) error {
 			for i := range specs {
 				specs[i].Env = mergeEnv(plan.Env, specs[i].Env)

@@ -62,7 +62,7 @@ func runClusterAM(ctx context.Context, plan Plan, creds *hadooprpc.Credentials, 
 		return fmt.Errorf("the ApplicationMaster's secret: %w", err)
 	}
 	h := amHandlers{
-		signer:  signer,
+		signer:  signer.For(amAudience(plan)),
 		request: func(context.Context, []driver.ExecutorSpec) error { return refuse },
 		release: func(context.Context, []string) error { return refuse },
 		finish: func(f amFinish) {

@@ -23,12 +23,19 @@ import (
 // metadataKey is the gRPC metadata key that carries the token.
 const metadataKey = "spindle-auth"
 
-// tokenPrefix versions the token layout: v2 covers the request.
-const tokenPrefix = "v2"
+// tokenPrefix versions the token layout: v2 covers the request, v3 also
+// the audience (the server it is meant for).
+const tokenPrefix = "v3"
 
 // MaxSkew is how far a token's timestamp may be from the server's clock.
 // Nonces are remembered for twice as long, so a token is good once.
 const MaxSkew = 2 * time.Minute
+
+// StartGrace is how much older than its server's start a token may be:
+// tokens are stamped in whole seconds, and a client's clock may lag the
+// server's by a little. Older tokens, made for a server before it
+// restarted (whose nonces it has forgotten), are refused.
+const StartGrace = 2 * time.Second
 
 // MinSecretLen is the shortest secret accepted, in bytes.
 const MinSecretLen = 16
@@ -40,6 +47,7 @@ var (
 	ErrBadSignature = errors.New("auth: credentials do not match the secret")
 	ErrExpired      = errors.New("auth: credentials outside the allowed clock skew")
 	ErrReplayed     = errors.New("auth: credentials already used")
+	ErrBeforeStart  = errors.New("auth: credentials made before this server started")
 	ErrWeakSecret   = fmt.Errorf("auth: secret shorter than %d bytes", MinSecretLen)
 )
 
@@ -57,6 +65,11 @@ type Signer struct {
 	secret []byte
 	now    func() time.Time
 	seen   *nonces
+	// audience names the server tokens are for (For); empty for none.
+	audience string
+	// start is when the Signer was made: a server refuses tokens made
+	// before it (StartGrace).
+	start time.Time
 }
 
 // NewSigner returns a Signer for secret, which must be at least MinSecretLen bytes.
@@ -64,11 +77,23 @@ func NewSigner(secret string) (*Signer, error) {
 	if len(secret) < MinSecretLen {
 		return nil, ErrWeakSecret
 	}
-	return &Signer{secret: []byte(secret), now: time.Now, seen: &nonces{}}, nil
+	return &Signer{secret: []byte(secret), now: time.Now, seen: &nonces{}, start: time.Now()}, nil
+}
+
+// For returns a Signer of the same secret (and the same memory of used
+// nonces) whose tokens are bound to audience, a name of the one server
+// they are for: a server verifies with For(its own name), so a token made
+// for one server of a secret is refused by another that shares it.
+func (s *Signer) For(audience string) *Signer {
+	c := *s
+	c.audience = audience
+	return &c
 }
 
 func (s *Signer) mac(method, ts, nonce string, digest []byte) string {
 	m := hmac.New(sha256.New, s.secret)
+	m.Write([]byte(s.audience))
+	m.Write([]byte{0})
 	m.Write([]byte(method))
 	m.Write([]byte{0})
 	m.Write([]byte(ts))
@@ -99,7 +124,9 @@ func Digest(req any) ([]byte, error) {
 }
 
 // Token returns a token authorising one call of method with the request
-// whose Digest is digest (nil for a stream).
+// whose Digest is digest (nil for a stream), at the Signer's audience.
+// Every token covers its time and a fresh nonce, so a stream's token too
+// is good for the one stream it opens.
 func (s *Signer) Token(method string, digest []byte) (string, error) {
 	n := make([]byte, 16)
 	if _, err := rand.Read(n); err != nil {
@@ -131,6 +158,9 @@ func (s *Signer) Verify(method string, digest []byte, token string) error {
 	now := s.now()
 	if d := now.Sub(time.Unix(ts, 0)); d > MaxSkew || d < -MaxSkew {
 		return ErrExpired
+	}
+	if time.Unix(ts, 0).Before(s.start.Add(-StartGrace)) {
+		return ErrBeforeStart
 	}
 	if !s.seen.add(parts[2], now) {
 		return ErrReplayed
