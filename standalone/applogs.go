@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/spindle-ml/spindle/standalone/client"
+	"github.com/spindle-ml/spindle/standalone/internal/secure"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
@@ -163,7 +164,7 @@ func (r *AppLogReader) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := r.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, r.cl.Credentials().DialOptions()...)
+	c, err := grpc.NewClient(addr, r.cl.Credentials().DialOptionsTo(secure.WorkerAudience(addr))...)
 	if err != nil {
 		return nil, fmt.Errorf("dial worker %s: %w", addr, err)
 	}

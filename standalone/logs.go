@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/spindle-ml/spindle/standalone/internal/secure"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
@@ -188,7 +189,7 @@ func (c *ClusterManager) workerConn(addr string) (*grpc.ClientConn, error) {
 	if conn, ok := c.workerConns[addr]; ok {
 		return conn, nil
 	}
-	conn, err := grpc.NewClient(addr, c.client.Credentials().DialOptions()...)
+	conn, err := grpc.NewClient(addr, c.client.Credentials().DialOptionsTo(secure.WorkerAudience(addr))...)
 	if err != nil {
 		return nil, err
 	}

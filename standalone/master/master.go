@@ -347,14 +347,14 @@ func (m *Master) apply(t cmdType, cmd any) (any, error) {
 	return f.Response(), nil
 }
 
-// conn returns a cached client connection to addr.
-func (m *Master) conn(cache map[string]*grpc.ClientConn, key, addr string) (*grpc.ClientConn, error) {
+// conn returns a cached client connection to addr, dialled with opts.
+func (m *Master) conn(cache map[string]*grpc.ClientConn, key, addr string, opts []grpc.DialOption) (*grpc.ClientConn, error) {
 	m.connMu.Lock()
 	defer m.connMu.Unlock()
 	if c, ok := cache[key]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, m.creds.DialOptions()...)
+	c, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
@@ -379,7 +379,7 @@ func (m *Master) leaderClient() (pb.MasterClient, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: leader %s has no known address", apierr.ErrNoLeader, id)
 	}
-	c, err := m.conn(m.masterConns, p.ID, p.Addr)
+	c, err := m.conn(m.masterConns, p.ID, p.Addr, m.creds.DialOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -388,7 +388,7 @@ func (m *Master) leaderClient() (pb.MasterClient, error) {
 
 // workerClient returns a client of the worker at addr.
 func (m *Master) workerClient(addr string) (pb.WorkerClient, error) {
-	c, err := m.conn(m.workerConns, addr, addr)
+	c, err := m.conn(m.workerConns, addr, addr, m.creds.DialOptionsTo(secure.WorkerAudience(addr)))
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/grpcguard"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
+	"github.com/spindle-ml/spindle/standalone/internal/secure"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
@@ -103,7 +104,7 @@ func New(cfg Config) (*Worker, error) {
 		w.closeListener()
 		return nil, err
 	}
-	w.grpc = grpc.NewServer(append(grpcguard.ServerOptions(w.logger), w.masters.Credentials().ServerOptions()...)...)
+	w.grpc = grpc.NewServer(append(grpcguard.ServerOptions(w.logger), w.masters.Credentials().ServerOptionsAs(secure.WorkerAudience(w.addr))...)...)
 	pb.RegisterWorkerServer(w.grpc, &service{w: w})
 
 	switch {

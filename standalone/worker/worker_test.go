@@ -19,6 +19,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/auth"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
+	"github.com/spindle-ml/spindle/standalone/internal/secure"
 	"github.com/spindle-ml/spindle/standalone/internal/testcluster"
 	"github.com/spindle-ml/spindle/standalone/master"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
@@ -103,7 +104,14 @@ func readLog(t *testing.T, addr, workerID, appID, execID, stream string) string 
 	return string(resp.GetData())
 }
 
+// dialWorker dials the worker at addr signing with secret ("": no
+// token), as masters do: tokens bound to that worker.
 func dialWorker(t *testing.T, addr, secret string) *grpc.ClientConn {
+	return dialAs(t, addr, secret, secure.WorkerAudience(addr))
+}
+
+// dialAs dials addr signing with secret for audience.
+func dialAs(t *testing.T, addr, secret, audience string) *grpc.ClientConn {
 	t.Helper()
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if secret != "" {
@@ -111,7 +119,7 @@ func dialWorker(t *testing.T, addr, secret string) *grpc.ClientConn {
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts = append(opts, s.DialOptions()...)
+		opts = append(opts, s.For(audience).DialOptions()...)
 	}
 	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
@@ -153,19 +161,23 @@ func TestUnauthenticatedLaunchRefused(t *testing.T) {
 	w := testcluster.StartWorker(t, g.Addrs(), "w1", nil)
 	g.WaitWorkers(1)
 	dir := t.TempDir()
-	launch := func(secret, marker string) error {
-		_, err := pb.NewWorkerClient(dialWorker(t, w.W.Addr(), secret)).Launch(context.Background(), &pb.LaunchRequest{
+	launch := func(secret, audience, marker string) error {
+		_, err := pb.NewWorkerClient(dialAs(t, w.W.Addr(), secret, audience)).Launch(context.Background(), &pb.LaunchRequest{
 			WorkerId: "w1", AppId: "intruder", ExecutorId: "x-" + marker,
 			Args: []string{"-c", "touch " + filepath.Join(dir, marker)}, Cores: 1, MemoryMb: 1,
 		})
 		return err
 	}
-	for _, tc := range []struct{ name, secret string }{
-		{"no credentials", ""},
-		{"wrong secret", "a-wrong-secret-of-good-length"},
+	own := secure.WorkerAudience(w.W.Addr())
+	for _, tc := range []struct{ name, secret, audience string }{
+		{"no credentials", "", own},
+		{"wrong secret", "a-wrong-secret-of-good-length", own},
+		// A Launch signed for another worker (captured on the wire).
+		{"token for another worker", testcluster.Secret, secure.WorkerAudience("10.0.0.9:7078")},
+		{"token for no worker", testcluster.Secret, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := launch(tc.secret, "pwned")
+			err := launch(tc.secret, tc.audience, "pwned")
 			if status.Code(err) != codes.Unauthenticated {
 				t.Fatalf("launch: %v, want Unauthenticated", err)
 			}
@@ -173,7 +185,7 @@ func TestUnauthenticatedLaunchRefused(t *testing.T) {
 	}
 	// The right secret launches; by the time that process has run, the
 	// refused ones would have too.
-	if err := launch(testcluster.Secret, "legit"); err != nil {
+	if err := launch(testcluster.Secret, own, "legit"); err != nil {
 		t.Fatal(err)
 	}
 	testcluster.WaitFor(t, 10*time.Second, "the authenticated launch", func() bool {
@@ -282,7 +294,7 @@ func TestFIFO(t *testing.T) {
 }
 
 func queued(t *testing.T, g *testcluster.Masters) int {
-	conn := dialWorker(t, g.Cfgs[g.Leader()].Addr, testcluster.Secret)
+	conn := dialAs(t, g.Cfgs[g.Leader()].Addr, testcluster.Secret, "")
 	info, err := pb.NewMasterClient(conn).MasterInfo(context.Background(), &pb.MasterInfoRequest{})
 	if err != nil {
 		t.Fatal(err)

@@ -152,10 +152,25 @@ func (c *Credentials) ClientTLS(host string) *tls.Config {
 	return t
 }
 
+// WorkerAudience is the audience of the calls to the worker that
+// advertises addr: workers share the cluster secret, and a token made for
+// one of them (a Launch captured on the wire) is refused by every other.
+func WorkerAudience(addr string) string { return "spindle-worker " + addr }
+
 // ServerOptions returns the gRPC server options that refuse unsigned calls
 // (and, with TLS, connections without a client certificate from the CA).
 func (c *Credentials) ServerOptions() []grpc.ServerOption {
-	opts := append(c.signer.ServerOptions(),
+	return c.serverOptions(c.signer)
+}
+
+// ServerOptionsAs is ServerOptions for a server that takes only tokens
+// made for audience (WorkerAudience).
+func (c *Credentials) ServerOptionsAs(audience string) []grpc.ServerOption {
+	return c.serverOptions(c.signer.For(audience))
+}
+
+func (c *Credentials) serverOptions(signer *auth.Signer) []grpc.ServerOption {
+	opts := append(signer.ServerOptions(),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveTime / 2, PermitWithoutStream: true}))
 	if c.serverTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(c.serverTLS)))
@@ -165,11 +180,21 @@ func (c *Credentials) ServerOptions() []grpc.ServerOption {
 
 // DialOptions returns the gRPC dial options that sign every call.
 func (c *Credentials) DialOptions() []grpc.DialOption {
+	return c.dialOptions(c.signer)
+}
+
+// DialOptionsTo is DialOptions for calls to the one server of audience
+// (WorkerAudience).
+func (c *Credentials) DialOptionsTo(audience string) []grpc.DialOption {
+	return c.dialOptions(c.signer.For(audience))
+}
+
+func (c *Credentials) dialOptions(signer *auth.Signer) []grpc.DialOption {
 	tc := insecure.NewCredentials()
 	if c.clientTLS != nil {
 		tc = credentials.NewTLS(c.clientTLS.Clone())
 	}
-	return append(c.signer.DialOptions(),
+	return append(signer.DialOptions(),
 		grpc.WithTransportCredentials(tc),
 		// A master or worker whose machine vanished without closing its
 		// connections (power loss, partition) is noticed within seconds,
