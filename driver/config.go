@@ -72,6 +72,11 @@ type Config struct {
 	// process's working directory (--archives), each under its base name
 	// or the alias after a '#' (env.tar.gz#env).
 	Archives []string
+	// ArchivesMaxBytes and ArchivesMaxEntries bound what one archive may
+	// unpack on an executor's host (spindle.archives.maxBytes,
+	// spindle.archives.maxEntries); 0 takes the executor's defaults.
+	ArchivesMaxBytes   int64
+	ArchivesMaxEntries int
 	// PyFiles are .py, .zip and .egg files placed in the working
 	// directory and put on PYTHONPATH (--py-files).
 	PyFiles       []string

@@ -139,6 +139,8 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.Port = p.Int(config.KeyDriverPort)
 	cfg.AdvertisePort = p.Int(config.KeyDriverAdvertisePort)
 	cfg.RegistrationTimeout = p.Duration(config.KeyRegistrationTimeout)
+	cfg.ArchivesMaxBytes = p.Bytes(config.KeyArchivesMaxBytes)
+	cfg.ArchivesMaxEntries = p.Int(config.KeyArchivesMaxEntries)
 	cfg.HeartbeatInterval = p.Duration(config.KeyHeartbeatInterval)
 	cfg.HeartbeatTimeout = p.Duration(config.KeyHeartbeatTimeout)
 	cfg.StopGrace = p.Duration(config.KeyStopGracePeriod)

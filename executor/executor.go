@@ -65,6 +65,13 @@ type Config struct {
 	WorkDir string
 	// Interface picks the published address (spindle.network.interface).
 	Interface string
+	// ArchiveCache is the directory --archives are unpacked in, once per
+	// host and content; empty: the YARN application's local directory,
+	// else one per user in the system's temporary directory.
+	ArchiveCache string
+	// ArchiveLimits bound what one archive may unpack
+	// (spindle.archives.maxBytes, spindle.archives.maxEntries).
+	ArchiveLimits ArchiveLimits
 	// RegisterTimeout bounds registration (the whole gang must arrive).
 	RegisterTimeout time.Duration
 	// Stdout and Stderr receive the training process's output, prefixed
@@ -279,7 +286,8 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	if t.Dir == "" {
 		ownDir, _ = os.Getwd()
 	}
-	ship, err := prepareShipped(ctx, resolver, t, filesDir, ownDir)
+	cache := &archiveCache{root: cmp.Or(e.cfg.ArchiveCache, defaultArchiveCache()), lim: e.cfg.ArchiveLimits}
+	ship, err := prepareShipped(ctx, resolver, cache, t, filesDir, ownDir)
 	if err != nil {
 		return res, err
 	}

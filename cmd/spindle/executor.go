@@ -33,6 +33,8 @@ func executorCommand() *cli.Command {
 			&cli.StringFlag{Name: "interface", Usage: "network `INTERFACE` whose address peers use"},
 			&cli.StringFlag{Name: "log-level", Value: "info"},
 			&cli.DurationFlag{Name: "register-timeout", Value: 5 * time.Minute},
+			&cli.Int64Flag{Name: "archives-max-bytes", Usage: "most `BYTES` one --archives archive may unpack to (spindle.archives.maxBytes)"},
+			&cli.IntFlag{Name: "archives-max-entries", Usage: "most `ENTRIES` one --archives archive may hold (spindle.archives.maxEntries)"},
 		},
 		Action: func(c *cli.Context) error {
 			// Output goes to whoever started the executor; when that is
@@ -62,7 +64,11 @@ func executorCommand() *cli.Command {
 				WorkDir:         c.String("work-dir"),
 				Interface:       c.String("interface"),
 				RegisterTimeout: c.Duration("register-timeout"),
-				Logger:          logger.With("job", c.String("job")),
+				ArchiveLimits: executor.ArchiveLimits{
+					MaxBytes:   c.Int64("archives-max-bytes"),
+					MaxEntries: c.Int("archives-max-entries"),
+				},
+				Logger: logger.With("job", c.String("job")),
 			})
 			if err != nil {
 				return cli.Exit(err, 2)
