@@ -31,8 +31,9 @@ import (
 	"github.com/spindle-ml/spindle/ps/proxy"
 )
 
-// EnvJobSecret is the environment variable that carries the per-job
-// secret to an executor. It never reaches the training process.
+// EnvJobSecret names the per-job secret among the secrets handed to an
+// executor (through an inherited pipe, never its environment). It never
+// reaches the training process.
 const EnvJobSecret = envcontract.JobSecret
 
 // ErrTrainingFailed is returned by Run when the training process ended
@@ -88,7 +89,7 @@ func (c *Config) Validate() error {
 	case c.ID == "":
 		return errors.New("executor: no executor id (--id)")
 	case c.Secret == "":
-		return fmt.Errorf("executor: no job secret in $%s", EnvJobSecret)
+		return fmt.Errorf("executor: no job secret (%s) handed over: executors are started by a cluster manager", EnvJobSecret)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spindle-ml/spindle/executor"
 	"github.com/spindle-ml/spindle/internal/envcontract"
+	"github.com/spindle-ml/spindle/internal/secretfd"
 	"github.com/spindle-ml/spindle/internal/tlsgen"
 )
 
@@ -45,14 +46,21 @@ func executorCommand() *cli.Command {
 			if err != nil {
 				return cli.Exit(err, 2)
 			}
-			secret, bundle := os.Getenv(executor.EnvJobSecret), os.Getenv(envcontract.JobTLS)
-			// Keep the secrets out of anything this process starts.
+			// The secrets come through an inherited pipe, never the
+			// environment, which training processes could read in
+			// /proc/PPID/environ; stray variables of those names are
+			// dropped so nothing this process starts sees them.
 			os.Unsetenv(executor.EnvJobSecret)
 			os.Unsetenv(envcontract.JobTLS)
+			secrets, err := secretfd.Take()
+			if err != nil {
+				return cli.Exit(fmt.Errorf("executor: %w", err), 2)
+			}
+			secret, bundle := secrets[executor.EnvJobSecret], secrets[envcontract.JobTLS]
 			var jobTLS *tls.Config
 			if bundle != "" {
 				if jobTLS, err = tlsgen.ExecutorConfig(bundle); err != nil {
-					return cli.Exit(fmt.Errorf("executor: $%s: %w", envcontract.JobTLS, err), 2)
+					return cli.Exit(fmt.Errorf("executor: the job TLS bundle (%s): %w", envcontract.JobTLS, err), 2)
 				}
 			}
 			ex, err := executor.New(executor.Config{
