@@ -76,6 +76,9 @@ type ClientConfig struct {
 	HadoopConfDir                     string
 	KerberosPrincipal, KerberosKeytab string
 	RenewTokens                       bool
+	// PlaintextSecrets lets the job's secrets reach masters on other
+	// hosts without cluster TLS (spindle.cluster.plaintextSecrets).
+	PlaintextSecrets bool
 }
 
 // DefaultClientConfig returns the defaults.
@@ -151,6 +154,9 @@ func NewClusterManager(ctx context.Context, cfg ClientConfig) (*ClusterManager, 
 	}
 	if len(cfg.Masters) == 0 {
 		return nil, fmt.Errorf("%w: no masters; use --master spindle://host:port,host:port", ErrConfig)
+	}
+	if err := checkSecretsChannel(cfg, cfg.Logger); err != nil {
+		return nil, err
 	}
 	cl, err := client.New(client.Config{
 		Masters: cfg.Masters, Secret: cfg.Secret,

@@ -1,10 +1,11 @@
 package config
 
-// Names of the keys that bound what one --archives archive may unpack
-// on an executor's host.
+// Names of the keys that keep hosts safe from what a job ships, and a
+// job's secrets from the network.
 const (
-	KeyArchivesMaxBytes   = "spindle.archives.maxBytes"
-	KeyArchivesMaxEntries = "spindle.archives.maxEntries"
+	KeyArchivesMaxBytes        = "spindle.archives.maxBytes"
+	KeyArchivesMaxEntries      = "spindle.archives.maxEntries"
+	KeyClusterPlaintextSecrets = "spindle.cluster.plaintextSecrets"
 )
 
 // archiveKeys bound --archives unpacking, so that a zip or gzip bomb
@@ -15,4 +16,6 @@ var archiveKeys = []Key{
 		Doc: "Most bytes the regular files of one --archives archive may unpack to on an executor's host; past it the job fails naming the archive and the entry."},
 	{Name: KeyArchivesMaxEntries, Default: "1000000", Kind: Int, Min: 1, HasMin: true,
 		Doc: "Most entries (files, directories, links) one --archives archive may hold; past it the job fails naming the archive and the entry."},
+	{Name: KeyClusterPlaintextSecrets, Default: "false", Kind: Bool, ReadBy: ReadBySubmit,
+		Doc: "Let submit send a job's secret, TLS bundle and delegation tokens to standalone masters on other hosts without cluster TLS (spindle.cluster.tls.*), where anyone on the network can read them; submit warns. Off: such a submit is refused. Masters on loopback need neither."},
 }
