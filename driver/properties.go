@@ -74,7 +74,8 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	}
 	cfg.Columns = p.List(config.KeyInputColumns)
 	cfg.PartitionColumns = p.List(config.KeyPartitionColumns)
-	cfg.Flight = feed.FlightOptions{Token: p.String(config.KeyFlightToken), CAFile: p.String(config.KeyFlightCAFile)}
+	cfg.Flight = feed.FlightOptions{Token: p.String(config.KeyFlightToken), CAFile: p.String(config.KeyFlightCAFile),
+		TokenHosts: p.List(config.KeyFlightTokenHosts)}
 	cfg.FlightPut = FlightPutConfig{Rows: int64(p.Int(config.KeyFlightPutRows)), BufferBytes: p.Bytes(config.KeyFlightPutBuffer),
 		TokenFile: p.String(config.KeyFlightPutTokenFile)}
 	if spec := p.String(config.KeyFlightPutSchema); spec != "" {

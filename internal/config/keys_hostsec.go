@@ -6,6 +6,7 @@ const (
 	KeyArchivesMaxBytes        = "spindle.archives.maxBytes"
 	KeyArchivesMaxEntries      = "spindle.archives.maxEntries"
 	KeyClusterPlaintextSecrets = "spindle.cluster.plaintextSecrets"
+	KeyFlightTokenHosts        = "spindle.flight.tokenHosts"
 )
 
 // archiveKeys bound --archives unpacking, so that a zip or gzip bomb
@@ -18,4 +19,6 @@ var archiveKeys = []Key{
 		Doc: "Most entries (files, directories, links) one --archives archive may hold; past it the job fails naming the archive and the entry."},
 	{Name: KeyClusterPlaintextSecrets, Default: "false", Kind: Bool, ReadBy: ReadBySubmit,
 		Doc: "Let submit send a job's secret, TLS bundle and delegation tokens to standalone masters on other hosts without cluster TLS (spindle.cluster.tls.*), where anyone on the network can read them; submit warns. Off: such a submit is refused. Masters on loopback need neither."},
+	{Name: KeyFlightTokenHosts, Default: "", Kind: List, ReadBy: ReadBySubmit,
+		Doc: "Hosts besides those the grpc:// inputs name that spindle.flight.token is sent to when a flight's endpoints name them, comma-separated; * is every host. Empty: an endpoint on another host is read without the token."},
 }
