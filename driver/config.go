@@ -153,6 +153,12 @@ type Config struct {
 	// the 16 after it; 0 picks any), on ListenHost.
 	UIEnabled bool
 	UIPort    int
+	// UIBindHost is where the web UI listens (spindle.ui.bindHost);
+	// empty: ListenHost.
+	UIBindHost string
+	// UIToken requires a per-job access token for the web UI
+	// (spindle.ui.token).
+	UIToken bool
 	// EventLogDir, when set, is where the job writes its event log,
 	// publishing new events every EventLogFlush.
 	EventLogDir   string

@@ -40,6 +40,8 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.UIEnabled = p.Bool(config.KeyUIEnabled)
 	cfg.JobTLS = p.Bool(config.KeyJobTLS)
 	cfg.UIPort = p.Int(config.KeyUIPort)
+	cfg.UIBindHost = p.String(config.KeyUIBindHost)
+	cfg.UIToken = p.Bool(config.KeyUIToken)
 	cfg.EventLogDir = p.String(config.KeyEventLogDir)
 	cfg.Timeline = p.String(config.KeyTimeline)
 	cfg.FailurePolicy = p.String(config.KeyFailurePolicy)

@@ -7,6 +7,8 @@ const (
 	KeyArchivesMaxEntries      = "spindle.archives.maxEntries"
 	KeyClusterPlaintextSecrets = "spindle.cluster.plaintextSecrets"
 	KeyFlightTokenHosts        = "spindle.flight.tokenHosts"
+	KeyUIBindHost              = "spindle.ui.bindHost"
+	KeyUIToken                 = "spindle.ui.token"
 )
 
 // archiveKeys bound --archives unpacking, so that a zip or gzip bomb
@@ -21,4 +23,8 @@ var archiveKeys = []Key{
 		Doc: "Let submit send a job's secret, TLS bundle and delegation tokens to standalone masters on other hosts without cluster TLS (spindle.cluster.tls.*), where anyone on the network can read them; submit warns. Off: such a submit is refused. Masters on loopback need neither."},
 	{Name: KeyFlightTokenHosts, Default: "", Kind: List, ReadBy: ReadBySubmit,
 		Doc: "Hosts besides those the grpc:// inputs name that spindle.flight.token is sent to when a flight's endpoints name them, comma-separated; * is every host. Empty: an endpoint on another host is read without the token."},
+	{Name: KeyUIBindHost, Default: "", Kind: String, ReadBy: ReadBySubmit,
+		Doc: "Address the driver's web UI and /metrics listen on; empty: the driver's listen address (spindle.driver.bindHost). 127.0.0.1 keeps them to the submit host."},
+	{Name: KeyUIToken, Default: "false", Kind: Bool, ReadBy: ReadBySubmit,
+		Doc: "Require an access token, made per job, for the driver's web UI and /metrics: submit prints the link with it on the console (never in a log); without it the UI answers 401. YARN's proxy link and spindle status do not carry it."},
 }
