@@ -77,8 +77,13 @@ type ClientConfig struct {
 	KerberosPrincipal, KerberosKeytab string
 	RenewTokens                       bool
 	// PlaintextSecrets lets the job's secrets reach masters on other
-	// hosts without cluster TLS (spindle.cluster.plaintextSecrets).
+	// hosts without cluster TLS, and delegation tokens reach executors
+	// there without job TLS (spindle.cluster.plaintextSecrets).
 	PlaintextSecrets bool
+	// JobTLS says the driver-executor link is mutual TLS
+	// (spindle.job.tls.enabled), over which executors get delegation
+	// tokens when they register.
+	JobTLS bool
 }
 
 // DefaultClientConfig returns the defaults.

@@ -31,6 +31,7 @@ func ClientConfigFromProperties(p *config.Properties, masters []string) (ClientC
 	cfg.KerberosKeytab = p.String(config.KeyKerberosKeytab)
 	cfg.RenewTokens = p.Bool(config.KeyTokensRenew)
 	cfg.PlaintextSecrets = p.Bool(config.KeyClusterPlaintextSecrets)
+	cfg.JobTLS = p.Bool(config.KeyJobTLS)
 	return cfg, nil
 }
 

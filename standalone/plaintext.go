@@ -13,9 +13,6 @@ import (
 // it, in which case it warns once. Masters on loopback are reached
 // without crossing the network; cluster TLS protects every other link.
 func checkSecretsChannel(cfg ClientConfig, logger *slog.Logger) error {
-	if cfg.CertFile != "" && cfg.KeyFile != "" && cfg.CAFile != "" {
-		return nil
-	}
 	var remote []string
 	for _, m := range cfg.Masters {
 		if !loopback(m) {
@@ -23,6 +20,17 @@ func checkSecretsChannel(cfg ClientConfig, logger *slog.Logger) error {
 		}
 	}
 	if len(remote) == 0 {
+		return nil
+	}
+	// Executors on the masters' hosts get delegation tokens from the
+	// driver as they register, over job TLS or nothing.
+	if cfg.RenewTokens && !cfg.JobTLS {
+		if !cfg.PlaintextSecrets {
+			return fmt.Errorf("%w: spindle.security.tokens.renew hands the job's delegation tokens to executors on other hosts, in plain text without job TLS: set spindle.job.tls.enabled=true or accept the risk with spindle.cluster.plaintextSecrets=true", ErrConfig)
+		}
+		logger.Warn("the job's delegation tokens reach its executors in plain text: job TLS is off (spindle.cluster.plaintextSecrets=true)")
+	}
+	if cfg.CertFile != "" && cfg.KeyFile != "" && cfg.CAFile != "" {
 		return nil
 	}
 	if !cfg.PlaintextSecrets {

@@ -11,7 +11,8 @@ import (
 
 // TestSecretsRefusedOverPlainText: a submit to masters on another host
 // without cluster TLS is refused before anything is sent, naming the
-// masters and the keys; allowed, it warns; loopback masters need
+// masters and the keys, as is one handing delegation tokens to remote
+// executors without job TLS; allowed, it warns; loopback masters need
 // neither.
 func TestSecretsRefusedOverPlainText(t *testing.T) {
 	cfg := DefaultClientConfig()
@@ -48,5 +49,14 @@ func TestSecretsRefusedOverPlainText(t *testing.T) {
 	c.CertFile, c.KeyFile, c.CAFile = "c.pem", "k.pem", "ca.pem"
 	if err := checkSecretsChannel(c, slog.Default()); err != nil {
 		t.Fatalf("with cluster TLS: %v", err)
+	}
+	// Delegation tokens reach remote executors over the job's own link.
+	c.RenewTokens = true
+	if err := checkSecretsChannel(c, slog.Default()); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "spindle.job.tls.enabled") {
+		t.Fatalf("tokens without job TLS: %v, want a refusal naming spindle.job.tls.enabled", err)
+	}
+	c.JobTLS = true
+	if err := checkSecretsChannel(c, slog.Default()); err != nil {
+		t.Fatalf("tokens with job TLS: %v", err)
 	}
 }

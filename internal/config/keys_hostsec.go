@@ -20,7 +20,7 @@ var archiveKeys = []Key{
 	{Name: KeyArchivesMaxEntries, Default: "1000000", Kind: Int, Min: 1, HasMin: true,
 		Doc: "Most entries (files, directories, links) one --archives archive may hold; past it the job fails naming the archive and the entry."},
 	{Name: KeyClusterPlaintextSecrets, Default: "false", Kind: Bool, ReadBy: ReadBySubmit,
-		Doc: "Let submit send a job's secret, TLS bundle and delegation tokens to standalone masters on other hosts without cluster TLS (spindle.cluster.tls.*), where anyone on the network can read them; submit warns. Off: such a submit is refused. Masters on loopback need neither."},
+		Doc: "Let submit send a job's secret, TLS bundle and delegation tokens to standalone masters on other hosts without cluster TLS (spindle.cluster.tls.*), and delegation tokens (spindle.security.tokens.renew) to executors there without job TLS (spindle.job.tls.enabled), where anyone on the network can read them; submit warns. Off: such a submit is refused. Masters on loopback need neither."},
 	{Name: KeyFlightTokenHosts, Default: "", Kind: List, ReadBy: ReadBySubmit,
 		Doc: "Hosts besides those the grpc:// inputs name that spindle.flight.token is sent to when a flight's endpoints name them, comma-separated; * is every host. Empty: an endpoint on another host is read without the token."},
 	{Name: KeyUIBindHost, Default: "", Kind: String, ReadBy: ReadBySubmit,
