@@ -38,7 +38,7 @@ func prepareShipped(ctx context.Context, res *fsys.Resolver, cache *archiveCache
 		uri, alias := splitArchive(a)
 		dir, _, err := cache.unpack(ctx, res, uri)
 		if err != nil {
-			return out, fmt.Errorf("unpack --archives %s: %w", uri, err)
+			return out, fmt.Errorf("unpack --archives %s: %w", a, err)
 		}
 		if err := os.MkdirAll(filesDir, 0o755); err != nil {
 			return out, fmt.Errorf("create files directory: %w", err)
