@@ -72,6 +72,11 @@ type Config struct {
 	// process's working directory (--archives), each under its base name
 	// or the alias after a '#' (env.tar.gz#env).
 	Archives []string
+	// ArchivesMaxBytes and ArchivesMaxEntries bound what one archive may
+	// unpack on an executor's host (spindle.archives.maxBytes,
+	// spindle.archives.maxEntries); 0 takes the executor's defaults.
+	ArchivesMaxBytes   int64
+	ArchivesMaxEntries int
 	// PyFiles are .py, .zip and .egg files placed in the working
 	// directory and put on PYTHONPATH (--py-files).
 	PyFiles       []string
@@ -148,6 +153,12 @@ type Config struct {
 	// the 16 after it; 0 picks any), on ListenHost.
 	UIEnabled bool
 	UIPort    int
+	// UIBindHost is where the web UI listens (spindle.ui.bindHost);
+	// empty: ListenHost.
+	UIBindHost string
+	// UIToken requires a per-job access token for the web UI
+	// (spindle.ui.token).
+	UIToken bool
 	// EventLogDir, when set, is where the job writes its event log,
 	// publishing new events every EventLogFlush.
 	EventLogDir   string

@@ -365,6 +365,12 @@ func (d *Driver) executorArgs(addr, id string) []string {
 	if d.cfg.NetworkInterface != "" {
 		args = append(args, "--interface", d.cfg.NetworkInterface)
 	}
+	if len(d.cfg.Archives) > 0 && d.cfg.ArchivesMaxBytes > 0 {
+		args = append(args, "--archives-max-bytes", strconv.FormatInt(d.cfg.ArchivesMaxBytes, 10))
+	}
+	if len(d.cfg.Archives) > 0 && d.cfg.ArchivesMaxEntries > 0 {
+		args = append(args, "--archives-max-entries", strconv.Itoa(d.cfg.ArchivesMaxEntries))
+	}
 	return args
 }
 

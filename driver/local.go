@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/secretfd"
 )
 
 // LocalConfig configures the local cluster manager.
@@ -96,9 +98,17 @@ func (l *Local) start(spec ExecutorSpec) error {
 	cmd := exec.Command(l.cfg.Binary, spec.Args...)
 	cmd.Dir = l.cfg.Dir
 	cmd.Env = os.Environ()
-	for k, v := range spec.Env {
+	// The job's secrets go through a pipe, as the executor's environment
+	// is readable by its training processes (/proc/PPID/environ).
+	secrets, plain := secretfd.Split(spec.Env)
+	for k, v := range plain {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
+	release, err := secretfd.Attach(cmd, secrets)
+	if err != nil {
+		return fmt.Errorf("start executor %s: %w", spec.ID, err)
+	}
+	defer release()
 	// Its own process group: a Ctrl-C on the terminal reaches the driver,
 	// which then stops executors in order. A driver that dies without
 	// doing so (SIGKILL) sends them SIGTERM, and each stops its training

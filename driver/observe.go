@@ -102,20 +102,27 @@ func (d *Driver) startObserver(ctx context.Context) *observer {
 	o.record(jobview.Event{Kind: jobview.KindSubmitted, Info: info})
 	o.record(jobview.Event{Kind: jobview.KindJobState, State: jobview.StateRunning})
 	if c.UIEnabled {
-		srv, err := listenUI(c.ListenHost, c.UIPort, webui.Handler(webui.NewLive(o.job), metrics.Handler(reg)), d.logger)
+		token := ""
+		if c.UIToken {
+			token = webui.NewToken()
+		}
+		h := webui.RequireToken(token, webui.Handler(webui.NewLive(o.job), metrics.Handler(reg)))
+		srv, err := listenUI(cmp.Or(c.UIBindHost, c.ListenHost), c.UIPort, h, d.logger)
 		if err != nil {
 			d.logger.Warn("the job has no web UI", "err", err)
 		} else {
 			o.ui, o.uiDone = srv, make(chan error, 1)
 			go func() { o.uiDone <- srv.Run(ctx) }()
-			url := srv.URL(uiHost(cmp.Or(c.AdvertiseHost, c.ListenHost)))
-			d.logger.Info("web UI", "url", url)
+			url := srv.URL(uiHost(cmp.Or(c.UIBindHost, c.AdvertiseHost, c.ListenHost)))
+			// The log never holds the token; the console shows it to the
+			// submitting user only.
+			d.logger.Info("web UI", "url", url, "token", token != "")
 			// YARN shows it as the application's tracking URL.
 			if t, ok := d.cm.(interface{ SetTrackingURL(string) }); ok {
 				t.SetTrackingURL(url)
 			}
 			if c.Console != nil {
-				c.Console.Eprintln(fmt.Sprintf("job %s: web UI at %s", c.JobID, url))
+				c.Console.Eprintln(fmt.Sprintf("job %s: web UI at %s", c.JobID, withToken(url, token)))
 			}
 		}
 	}
@@ -145,6 +152,14 @@ func listenUI(host string, port int, h http.Handler, logger *slog.Logger) (*webu
 		}
 	}
 	return nil, fmt.Errorf("%w (spindle.ui.port %d and the %d after it)", first, port, uiPortTries-1)
+}
+
+// withToken adds the UI's access token to the link submit prints.
+func withToken(url, token string) string {
+	if token == "" {
+		return url
+	}
+	return strings.TrimSuffix(url, "/") + "/?token=" + token
 }
 
 // uiHost is the host a printed UI link names: the listen address, or

@@ -40,6 +40,8 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.UIEnabled = p.Bool(config.KeyUIEnabled)
 	cfg.JobTLS = p.Bool(config.KeyJobTLS)
 	cfg.UIPort = p.Int(config.KeyUIPort)
+	cfg.UIBindHost = p.String(config.KeyUIBindHost)
+	cfg.UIToken = p.Bool(config.KeyUIToken)
 	cfg.EventLogDir = p.String(config.KeyEventLogDir)
 	cfg.Timeline = p.String(config.KeyTimeline)
 	cfg.FailurePolicy = p.String(config.KeyFailurePolicy)
@@ -74,7 +76,8 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	}
 	cfg.Columns = p.List(config.KeyInputColumns)
 	cfg.PartitionColumns = p.List(config.KeyPartitionColumns)
-	cfg.Flight = feed.FlightOptions{Token: p.String(config.KeyFlightToken), CAFile: p.String(config.KeyFlightCAFile)}
+	cfg.Flight = feed.FlightOptions{Token: p.String(config.KeyFlightToken), CAFile: p.String(config.KeyFlightCAFile),
+		TokenHosts: p.List(config.KeyFlightTokenHosts)}
 	cfg.FlightPut = FlightPutConfig{Rows: int64(p.Int(config.KeyFlightPutRows)), BufferBytes: p.Bytes(config.KeyFlightPutBuffer),
 		TokenFile: p.String(config.KeyFlightPutTokenFile)}
 	if spec := p.String(config.KeyFlightPutSchema); spec != "" {
@@ -139,6 +142,8 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.Port = p.Int(config.KeyDriverPort)
 	cfg.AdvertisePort = p.Int(config.KeyDriverAdvertisePort)
 	cfg.RegistrationTimeout = p.Duration(config.KeyRegistrationTimeout)
+	cfg.ArchivesMaxBytes = p.Bytes(config.KeyArchivesMaxBytes)
+	cfg.ArchivesMaxEntries = p.Int(config.KeyArchivesMaxEntries)
 	cfg.HeartbeatInterval = p.Duration(config.KeyHeartbeatInterval)
 	cfg.HeartbeatTimeout = p.Duration(config.KeyHeartbeatTimeout)
 	cfg.StopGrace = p.Duration(config.KeyStopGracePeriod)

@@ -125,3 +125,18 @@ func TestResolveShipped(t *testing.T) {
 		})
 	}
 }
+
+// TestExecutorArgsCarryArchiveLimits checks that spindle.archives.*
+// reach the executors, which unpack the archives.
+func TestExecutorArgsCarryArchiveLimits(t *testing.T) {
+	c := validJob()
+	c.Archives = []string{"env.tgz#env"}
+	c.ArchivesMaxBytes, c.ArchivesMaxEntries = 1<<20, 7
+	d := &Driver{cfg: c}
+	args := strings.Join(d.executorArgs("127.0.0.1:1", "e1"), " ")
+	for _, want := range []string{"--archives-max-bytes 1048576", "--archives-max-entries 7"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("executor arguments %q lack %q", args, want)
+		}
+	}
+}

@@ -211,10 +211,10 @@ func (s *checkpointService) handlePrune(w http.ResponseWriter, r *http.Request) 
 // only once every byte is stored: a failed or cut-off upload leaves the
 // previous checkpoint in place, never a partial one.
 func saveAtomic(ctx context.Context, fsy fsys.FS, dir, file string, body io.Reader) (int64, error) {
-	if err := fsy.MkdirAll(ctx, dir); err != nil {
+	if err := fsys.MkdirPrivate(ctx, fsy, dir); err != nil {
 		return 0, err
 	}
-	af, err := fsy.CreateAtomic(ctx, file)
+	af, err := fsys.CreatePrivate(ctx, fsy, file)
 	if err != nil {
 		return 0, err
 	}

@@ -31,8 +31,9 @@ import (
 	"github.com/spindle-ml/spindle/ps/proxy"
 )
 
-// EnvJobSecret is the environment variable that carries the per-job
-// secret to an executor. It never reaches the training process.
+// EnvJobSecret names the per-job secret among the secrets handed to an
+// executor (through an inherited pipe, never its environment). It never
+// reaches the training process.
 const EnvJobSecret = envcontract.JobSecret
 
 // ErrTrainingFailed is returned by Run when the training process ended
@@ -65,6 +66,13 @@ type Config struct {
 	WorkDir string
 	// Interface picks the published address (spindle.network.interface).
 	Interface string
+	// ArchiveCache is the directory --archives are unpacked in, once per
+	// host and content; empty: the YARN application's local directory,
+	// else one per user in the system's temporary directory.
+	ArchiveCache string
+	// ArchiveLimits bound what one archive may unpack
+	// (spindle.archives.maxBytes, spindle.archives.maxEntries).
+	ArchiveLimits ArchiveLimits
 	// RegisterTimeout bounds registration (the whole gang must arrive).
 	RegisterTimeout time.Duration
 	// Stdout and Stderr receive the training process's output, prefixed
@@ -81,7 +89,7 @@ func (c *Config) Validate() error {
 	case c.ID == "":
 		return errors.New("executor: no executor id (--id)")
 	case c.Secret == "":
-		return fmt.Errorf("executor: no job secret in $%s", EnvJobSecret)
+		return fmt.Errorf("executor: no job secret (%s) handed over: executors are started by a cluster manager", EnvJobSecret)
 	}
 	return nil
 }
@@ -279,7 +287,8 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	if t.Dir == "" {
 		ownDir, _ = os.Getwd()
 	}
-	ship, err := prepareShipped(ctx, resolver, t, filesDir, ownDir)
+	cache := &archiveCache{root: cmp.Or(e.cfg.ArchiveCache, defaultArchiveCache()), lim: e.cfg.ArchiveLimits}
+	ship, err := prepareShipped(ctx, resolver, cache, t, filesDir, ownDir)
 	if err != nil {
 		return res, err
 	}

@@ -1,12 +1,8 @@
 package executor
 
 import (
-	"archive/tar"
-	"archive/zip"
-	"compress/gzip"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -25,11 +21,12 @@ type shipped struct {
 	pythonPath []string
 }
 
-// prepareShipped unpacks t's archives into filesDir under their aliases,
+// prepareShipped unpacks t's archives (once per host and content, in
+// cache) and links them into filesDir under their aliases,
 // copies its py-files there, links both into procDir (the process's
 // working directory) when that is the executor's own, and works out the
 // command and PYTHONPATH entries.
-func prepareShipped(ctx context.Context, res *fsys.Resolver, t *Task, filesDir, procDir string) (shipped, error) {
+func prepareShipped(ctx context.Context, res *fsys.Resolver, cache *archiveCache, t *Task, filesDir, procDir string) (shipped, error) {
 	out := shipped{command: t.Command}
 	// --files (already in filesDir) are placed in the working directory
 	// too, as spark-submit places them: --files train.py -- python3 train.py.
@@ -39,8 +36,15 @@ func prepareShipped(ctx context.Context, res *fsys.Resolver, t *Task, filesDir, 
 	}
 	for _, a := range t.Archives {
 		uri, alias := splitArchive(a)
-		if err := unpackArchive(ctx, res, uri, filepath.Join(filesDir, alias)); err != nil {
+		dir, _, err := cache.unpack(ctx, res, uri)
+		if err != nil {
 			return out, fmt.Errorf("unpack --archives %s: %w", a, err)
+		}
+		if err := os.MkdirAll(filesDir, 0o755); err != nil {
+			return out, fmt.Errorf("create files directory: %w", err)
+		}
+		if err := linkInto(filesDir, dir, alias); err != nil {
+			return out, err
 		}
 		names = append(names, alias)
 	}
@@ -112,185 +116,6 @@ func linkInto(dir, target, name string) error {
 		return fmt.Errorf("place %s in the working directory %s: %w", name, dir, err)
 	}
 	return nil
-}
-
-// unpackArchive extracts the .zip, .tar, .tar.gz or .tgz archive at uri
-// into dest.
-func unpackArchive(ctx context.Context, res *fsys.Resolver, uri, dest string) error {
-	fs, name, err := res.Resolve(ctx, uri)
-	if err != nil {
-		return err
-	}
-	src, err := fs.Open(ctx, name)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	if err := os.MkdirAll(dest, 0o755); err != nil {
-		return err
-	}
-	lower := strings.ToLower(name)
-	switch {
-	case strings.HasSuffix(lower, ".zip"):
-		// zip reads its directory from the end: keep a local copy.
-		tmp, err := os.CreateTemp(filepath.Dir(dest), ".archive-*.zip")
-		if err != nil {
-			return err
-		}
-		defer os.Remove(tmp.Name())
-		defer tmp.Close()
-		size, err := io.Copy(tmp, src)
-		if err != nil {
-			return fmt.Errorf("copy: %w", err)
-		}
-		return unzip(tmp, size, dest)
-	case strings.HasSuffix(lower, ".tar.gz"), strings.HasSuffix(lower, ".tgz"):
-		zr, err := gzip.NewReader(src)
-		if err != nil {
-			return fmt.Errorf("gunzip: %w", err)
-		}
-		defer zr.Close()
-		return untar(zr, dest)
-	case strings.HasSuffix(lower, ".tar"):
-		return untar(src, dest)
-	}
-	return fmt.Errorf("%s is not a .zip, .tar, .tar.gz or .tgz archive", name)
-}
-
-// entryPath returns where an archive entry goes under dest, refusing
-// names that would leave it (absolute, "..") or pass through a symbolic
-// link the archive made.
-func entryPath(dest, name string) (string, error) {
-	clean := path.Clean("/" + filepath.ToSlash(name))[1:]
-	if clean == "" {
-		return dest, nil
-	}
-	if name != "" && (path.IsAbs(filepath.ToSlash(name)) || strings.HasPrefix(path.Clean(filepath.ToSlash(name)), "..")) {
-		return "", fmt.Errorf("entry %q would be written outside the archive's directory", name)
-	}
-	p := dest
-	parts := strings.Split(clean, "/")
-	for _, part := range parts[:len(parts)-1] {
-		p = filepath.Join(p, part)
-		if st, err := os.Lstat(p); err == nil && st.Mode()&os.ModeSymlink != 0 {
-			return "", fmt.Errorf("entry %q goes through the symbolic link %s", name, part)
-		}
-	}
-	return filepath.Join(p, parts[len(parts)-1]), nil
-}
-
-func untar(r io.Reader, dest string) error {
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read tar: %w", err)
-		}
-		p, err := entryPath(dest, h.Name)
-		if err != nil {
-			return err
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := writeEntry(p, h.FileInfo().Mode().Perm(), tr); err != nil {
-				return err
-			}
-		case tar.TypeSymlink:
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-			if err := os.Symlink(h.Linkname, p); err != nil {
-				return err
-			}
-		case tar.TypeLink:
-			target, err := entryPath(dest, h.Linkname)
-			if err != nil {
-				return err
-			}
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-			if err := os.Link(target, p); err != nil {
-				return err
-			}
-		default:
-			// Devices, fifos and the like have no place in a shipped
-			// environment; skip them.
-		}
-	}
-}
-
-func unzip(f *os.File, size int64, dest string) error {
-	zr, err := zip.NewReader(f, size)
-	if err != nil {
-		return fmt.Errorf("read zip: %w", err)
-	}
-	for _, zf := range zr.File {
-		p, err := entryPath(dest, zf.Name)
-		if err != nil {
-			return err
-		}
-		mode := zf.Mode()
-		switch {
-		case mode.IsDir():
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				return err
-			}
-		case mode&os.ModeSymlink != 0:
-			rc, err := zf.Open()
-			if err != nil {
-				return err
-			}
-			target, err := io.ReadAll(io.LimitReader(rc, 4096))
-			rc.Close()
-			if err != nil {
-				return err
-			}
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-			if err := os.Symlink(string(target), p); err != nil {
-				return err
-			}
-		default:
-			rc, err := zf.Open()
-			if err != nil {
-				return err
-			}
-			err = writeEntry(p, mode.Perm(), rc)
-			rc.Close()
-			if err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// writeEntry writes one regular file of an archive.
-func writeEntry(p string, perm os.FileMode, r io.Reader) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	if perm == 0 {
-		perm = 0o644
-	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm|0o200)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", p, err)
-	}
-	return f.Close()
 }
 
 // prependPythonPath puts dirs first on the PYTHONPATH of env.

@@ -31,8 +31,12 @@ const FormatFlight Format = "flight"
 // FlightOptions say how to reach Arrow Flight servers.
 type FlightOptions struct {
 	// Token is sent as "authorization: Bearer TOKEN" with every call
-	// (spindle.flight.token); empty sends none.
+	// (spindle.flight.token) to the hosts the inputs name, and to
+	// TokenHosts; empty sends none.
 	Token string
+	// TokenHosts are further hosts a flight's endpoints may name that get
+	// Token too (spindle.flight.tokenHosts); "*" is every host.
+	TokenHosts []string
 	// PushToken is sent instead of Token when reading a rank's share of
 	// pushed input from the driver (a flight-put: input).
 	PushToken string
@@ -82,12 +86,53 @@ func parseFlightURI(s string) (flightTarget, error) {
 }
 
 // flightEndpointURI names one endpoint of a flight in splits and errors.
-func flightEndpointURI(t flightTarget, addr string, i int) string {
+// An endpoint on a host the token may not go to says so in its fragment
+// (noTokenMark), which the rank reading it honours.
+func flightEndpointURI(t flightTarget, addr string, i int, o FlightOptions) string {
 	scheme := "grpc"
 	if t.tls {
 		scheme = "grpc+tls"
 	}
-	return fmt.Sprintf("%s://%s/%s#endpoint=%d", scheme, addr, strings.Join(t.path, "/"), i)
+	uri := fmt.Sprintf("%s://%s/%s#endpoint=%d", scheme, addr, strings.Join(t.path, "/"), i)
+	if o.Token != "" && !tokenMayGo(t.addr, addr, o.TokenHosts) {
+		uri += noTokenMark
+	}
+	return uri
+}
+
+// noTokenMark ends the URI of an endpoint that is read without the token.
+const noTokenMark = "&token=none"
+
+// tokenMayGo says whether spindle.flight.token may be sent to the
+// endpoint at addr of the input the user named at named: the same host,
+// or one spindle.flight.tokenHosts lists. A FlightInfo is the service's
+// word, not the user's: its endpoints may name any host.
+func tokenMayGo(named, addr string, hosts []string) bool {
+	host := func(a string) string {
+		if h, _, err := net.SplitHostPort(a); err == nil {
+			return strings.ToLower(h)
+		}
+		return strings.ToLower(a)
+	}
+	h := host(addr)
+	if h == host(named) {
+		return true
+	}
+	for _, allowed := range hosts {
+		if allowed == "*" || strings.ToLower(strings.TrimSpace(allowed)) == h {
+			return true
+		}
+	}
+	return false
+}
+
+// optionsFor returns o without its token when uri is an endpoint's that
+// the token may not go to.
+func optionsFor(uri string, o FlightOptions) FlightOptions {
+	if strings.HasSuffix(uri, noTokenMark) {
+		o.Token = ""
+	}
+	return o
 }
 
 // maxFlightMessage bounds one Flight message (a record batch) either way,
@@ -183,7 +228,7 @@ func inspectFlights(ctx context.Context, inputs []string, o FlightOptions) ([]*f
 					addr = u.Host
 				}
 			}
-			uri := flightEndpointURI(t, addr, j)
+			uri := flightEndpointURI(t, addr, j, o)
 			host, _, _ := net.SplitHostPort(addr)
 			found[j] = &fileInfo{
 				listedFile: listedFile{uri: uri, name: addr},
@@ -242,6 +287,7 @@ type flightSource struct {
 }
 
 func openFlightStream(ctx context.Context, addr string, useTLS bool, ticket []byte, uri string, o FlightOptions) (*flightSource, error) {
+	o = optionsFor(uri, o)
 	c, err := dialFlight(addr, useTLS, o)
 	if err != nil {
 		return nil, err

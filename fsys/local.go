@@ -150,7 +150,14 @@ func (l localFS) glob(ctx context.Context, dir string, elems []string, out *[]st
 // hasMeta reports whether s holds any of path.Match's special characters.
 func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
 
-func (localFS) CreateAtomic(ctx context.Context, name string) (AtomicFile, error) {
+// CreateAtomic makes the file readable as os.Create would: 0666 less the
+// process's umask.
+func (l localFS) CreateAtomic(ctx context.Context, name string) (AtomicFile, error) {
+	return l.create(ctx, name, 0o666&^umask)
+}
+
+// create makes name's temporary file with mode perm.
+func (localFS) create(ctx context.Context, name string, perm os.FileMode) (AtomicFile, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -171,9 +178,8 @@ func (localFS) CreateAtomic(ctx context.Context, name string) (AtomicFile, error
 		}
 		return nil, fmt.Errorf("create %s: %w", name, err)
 	}
-	// CreateTemp makes the file private; a published file is readable
-	// like one made by os.Create under the usual umask.
-	if err := f.Chmod(0o644); err != nil {
+	// CreateTemp makes the file 0600 whatever the umask.
+	if err := f.Chmod(perm); err != nil {
 		f.Close()
 		os.Remove(f.Name())
 		return nil, fmt.Errorf("create %s: %w", name, err)
@@ -185,7 +191,8 @@ func (localFS) MkdirAll(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return os.MkdirAll(filepath.FromSlash(name), 0o755)
+	// As mkdir -p: 0777 less the umask.
+	return os.MkdirAll(filepath.FromSlash(name), 0o777)
 }
 
 func (localFS) Rename(ctx context.Context, from, to string) error {

@@ -76,6 +76,14 @@ type ClientConfig struct {
 	HadoopConfDir                     string
 	KerberosPrincipal, KerberosKeytab string
 	RenewTokens                       bool
+	// PlaintextSecrets lets the job's secrets reach masters on other
+	// hosts without cluster TLS, and delegation tokens reach executors
+	// there without job TLS (spindle.cluster.plaintextSecrets).
+	PlaintextSecrets bool
+	// JobTLS says the driver-executor link is mutual TLS
+	// (spindle.job.tls.enabled), over which executors get delegation
+	// tokens when they register.
+	JobTLS bool
 }
 
 // DefaultClientConfig returns the defaults.
@@ -151,6 +159,9 @@ func NewClusterManager(ctx context.Context, cfg ClientConfig) (*ClusterManager, 
 	}
 	if len(cfg.Masters) == 0 {
 		return nil, fmt.Errorf("%w: no masters; use --master spindle://host:port,host:port", ErrConfig)
+	}
+	if err := checkSecretsChannel(cfg, cfg.Logger); err != nil {
+		return nil, err
 	}
 	cl, err := client.New(client.Config{
 		Masters: cfg.Masters, Secret: cfg.Secret,

@@ -30,6 +30,8 @@ func ClientConfigFromProperties(p *config.Properties, masters []string) (ClientC
 	cfg.KerberosPrincipal = p.String(config.KeyKerberosPrincipal)
 	cfg.KerberosKeytab = p.String(config.KeyKerberosKeytab)
 	cfg.RenewTokens = p.Bool(config.KeyTokensRenew)
+	cfg.PlaintextSecrets = p.Bool(config.KeyClusterPlaintextSecrets)
+	cfg.JobTLS = p.Bool(config.KeyJobTLS)
 	return cfg, nil
 }
 

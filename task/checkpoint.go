@@ -46,10 +46,10 @@ func SaveCheckpoint(ctx context.Context, dir, name string, write func(io.Writer)
 	if err != nil {
 		return fmt.Errorf("save checkpoint %s in %s: %w", name, dir, err)
 	}
-	if err := fsy.MkdirAll(ctx, d); err != nil {
+	if err := fsys.MkdirPrivate(ctx, fsy, d); err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", name, err)
 	}
-	af, err := fsy.CreateAtomic(ctx, path.Join(d, name))
+	af, err := fsys.CreatePrivate(ctx, fsy, path.Join(d, name))
 	if err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", name, err)
 	}

@@ -1,6 +1,7 @@
 package yarn
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -23,6 +25,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/auth"
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/secretfd"
 	"github.com/spindle-ml/spindle/yarn/am"
 )
 
@@ -257,28 +260,91 @@ func shellJoin(args []string) string {
 }
 
 // RunContainer is the wrapper that starts a command inside a YARN
-// container (`spindle yarn-container -- ARGS`): it moves the environment
-// Spindle put into the container's credentials into the process
-// environment, then runs the spindle binary with ARGS in its place.
+// container (`spindle yarn-container -- ARGS`): it takes the secrets
+// Spindle put into the container's credentials out of the credentials
+// file (which the training process reads for its Hadoop tokens) and hands
+// them to the spindle binary, run with ARGS in its place, through an
+// inherited pipe: never through the environment, which the training
+// process could read in /proc/PPID/environ.
 func RunContainer(args []string) error {
 	tokFile := os.Getenv(hadooprpc.EnvTokenFile)
 	if tokFile == "" {
 		return fmt.Errorf("$%s is not set: spindle yarn-container runs inside a YARN container", hadooprpc.EnvTokenFile)
 	}
-	creds, err := hadooprpc.ReadCredentialsFile(tokFile)
+	carried, err := takeEnvSecrets(tokFile)
 	if err != nil {
 		return err
 	}
-	for alias, v := range creds.Secrets {
-		if k, ok := strings.CutPrefix(alias, envAliasPrefix); ok {
-			os.Setenv(k, string(v))
+	secrets, plain := secretfd.Split(carried)
+	env := os.Environ()
+	for k, v := range plain {
+		env = append(env, k+"="+v)
+	}
+	if len(secrets) > 0 {
+		entry, err := secretfd.Inheritable(secrets)
+		if err != nil {
+			return err
 		}
+		env = append(env, entry)
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find the spindle binary: %w", err)
 	}
-	return syscall.Exec(self, append([]string{self}, args...), os.Environ())
+	return syscall.Exec(self, append([]string{self}, args...), env)
+}
+
+// takeEnvSecrets returns the secrets carried in the credentials file
+// under envAliasPrefix and rewrites the file without them.
+func takeEnvSecrets(path string) (map[string]string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the container's credentials: %w", err)
+	}
+	creds, err := hadooprpc.ReadCredentials(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("credentials file %s: %w", path, err)
+	}
+	secrets := map[string]string{}
+	for alias, v := range creds.Secrets {
+		if k, ok := strings.CutPrefix(alias, envAliasPrefix); ok {
+			secrets[k] = string(v)
+			delete(creds.Secrets, alias)
+		}
+	}
+	if len(secrets) == 0 {
+		return nil, nil
+	}
+	version := hadooprpc.CredentialsWritable
+	if len(raw) > 4 {
+		version = raw[4]
+	}
+	b, err := creds.Marshal(version)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileAtomic(path, b); err != nil {
+		return nil, fmt.Errorf("take the job's secrets out of the credentials file %s: %w", path, err)
+	}
+	return secrets, nil
+}
+
+// writeFileAtomic replaces path with b (mode 0600) through a temporary
+// file renamed over it.
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // newSecret returns 32 random bytes in hex.

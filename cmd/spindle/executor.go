@@ -13,6 +13,7 @@ import (
 
 	"github.com/spindle-ml/spindle/executor"
 	"github.com/spindle-ml/spindle/internal/envcontract"
+	"github.com/spindle-ml/spindle/internal/secretfd"
 	"github.com/spindle-ml/spindle/internal/tlsgen"
 )
 
@@ -33,6 +34,8 @@ func executorCommand() *cli.Command {
 			&cli.StringFlag{Name: "interface", Usage: "network `INTERFACE` whose address peers use"},
 			&cli.StringFlag{Name: "log-level", Value: "info"},
 			&cli.DurationFlag{Name: "register-timeout", Value: 5 * time.Minute},
+			&cli.Int64Flag{Name: "archives-max-bytes", Usage: "most `BYTES` one --archives archive may unpack to (spindle.archives.maxBytes)"},
+			&cli.IntFlag{Name: "archives-max-entries", Usage: "most `ENTRIES` one --archives archive may hold (spindle.archives.maxEntries)"},
 		},
 		Action: func(c *cli.Context) error {
 			// Output goes to whoever started the executor; when that is
@@ -43,14 +46,21 @@ func executorCommand() *cli.Command {
 			if err != nil {
 				return cli.Exit(err, 2)
 			}
-			secret, bundle := os.Getenv(executor.EnvJobSecret), os.Getenv(envcontract.JobTLS)
-			// Keep the secrets out of anything this process starts.
+			// The secrets come through an inherited pipe, never the
+			// environment, which training processes could read in
+			// /proc/PPID/environ; stray variables of those names are
+			// dropped so nothing this process starts sees them.
 			os.Unsetenv(executor.EnvJobSecret)
 			os.Unsetenv(envcontract.JobTLS)
+			secrets, err := secretfd.Take()
+			if err != nil {
+				return cli.Exit(fmt.Errorf("executor: %w", err), 2)
+			}
+			secret, bundle := secrets[executor.EnvJobSecret], secrets[envcontract.JobTLS]
 			var jobTLS *tls.Config
 			if bundle != "" {
 				if jobTLS, err = tlsgen.ExecutorConfig(bundle); err != nil {
-					return cli.Exit(fmt.Errorf("executor: $%s: %w", envcontract.JobTLS, err), 2)
+					return cli.Exit(fmt.Errorf("executor: the job TLS bundle (%s): %w", envcontract.JobTLS, err), 2)
 				}
 			}
 			ex, err := executor.New(executor.Config{
@@ -62,7 +72,11 @@ func executorCommand() *cli.Command {
 				WorkDir:         c.String("work-dir"),
 				Interface:       c.String("interface"),
 				RegisterTimeout: c.Duration("register-timeout"),
-				Logger:          logger.With("job", c.String("job")),
+				ArchiveLimits: executor.ArchiveLimits{
+					MaxBytes:   c.Int64("archives-max-bytes"),
+					MaxEntries: c.Int("archives-max-entries"),
+				},
+				Logger: logger.With("job", c.String("job")),
 			})
 			if err != nil {
 				return cli.Exit(err, 2)

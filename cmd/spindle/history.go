@@ -24,6 +24,7 @@ func historyCommand() *cli.Command {
 			&cli.StringFlag{Name: "dir", Usage: "event log directory: a path, file:// or hdfs:// `URI`", Required: true},
 			&cli.StringFlag{Name: "address", Value: "127.0.0.1:18080", Usage: "`HOST:PORT` to serve on (port 0 picks one)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+			&cli.BoolFlag{Name: "token", Usage: "require an access token, made at start and printed here only (event logs hold every rank's output)"},
 		},
 		Action: func(c *cli.Context) error {
 			logger, err := newLogger(os.Stderr, c.String("log-level"))
@@ -42,11 +43,16 @@ func historyCommand() *cli.Command {
 				return cli.Exit(fmt.Sprintf("--dir %s: %v", dir, err), exitUsage)
 			}
 			reg := metrics.NewRegistry()
-			srv, err := webui.Listen(c.String("address"), webui.Handler(src, metrics.Handler(reg)), logger)
+			token, query := "", ""
+			if c.Bool("token") {
+				token = webui.NewToken()
+				query = "?token=" + token
+			}
+			srv, err := webui.Listen(c.String("address"), webui.RequireToken(token, webui.Handler(src, metrics.Handler(reg))), logger)
 			if err != nil {
 				return cli.Exit(err.Error(), exitUsage)
 			}
-			fmt.Fprintf(c.App.ErrWriter, "history server for %s at http://%s/\n", dir, srv.Addr())
+			fmt.Fprintf(c.App.ErrWriter, "history server for %s at http://%s/%s\n", dir, srv.Addr(), query)
 			return srv.Run(c.Context)
 		},
 	}

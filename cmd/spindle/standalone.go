@@ -96,6 +96,7 @@ func runMaster(c *cli.Context) error {
 	cfg.WorkerGoneTimeout = p.Duration(config.KeyMasterWorkerGoneTimeout)
 	cfg.AppTimeout = p.Duration(config.KeyMasterAppTimeout)
 	cfg.LaunchTimeout = p.Duration(config.KeyMasterLaunchTimeout)
+	cfg.PlaintextSecrets = p.Bool(config.KeyClusterPlaintextSecrets)
 	cfg.RetainedApps = p.Int(config.KeyMasterRetainedApps)
 	cfg.GangTimeout = p.Duration(config.KeyStandaloneGangTimeout)
 	cfg.Placement = p.String(config.KeyStandalonePlacement)

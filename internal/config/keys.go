@@ -270,6 +270,7 @@ func Known() []Key {
 	all = append(all, kerberosKeys...)
 	all = append(all, flightKeys...)
 	all = append(all, failureKeys...)
+	all = append(all, archiveKeys...)
 	return all
 }
 

@@ -107,9 +107,10 @@ const (
 
 // Variables around the contract rather than in it.
 const (
-	// JobSecret carries the per-job secret from whoever starts an
-	// executor to the executor, which removes it from its own
-	// environment at once; it never reaches a training process.
+	// JobSecret names the per-job secret among the secrets whoever
+	// starts an executor hands it through an inherited pipe
+	// (internal/secretfd), never its environment; it never reaches a
+	// training process.
 	JobSecret = "SPINDLE_JOB_SECRET"
 	// JobTLS carries a job's TLS bundle (spindle.job.tls.enabled: the
 	// job CA's certificate, the executors' client certificate and its

@@ -59,7 +59,7 @@ func NewWriter(ctx context.Context, res *fsys.Resolver, dirURI, job string, inte
 		return nil, fmt.Errorf("event log directory %s: %w", dirURI, err)
 	}
 	jobDir := path.Join(dir, job)
-	if err := fs.MkdirAll(ctx, jobDir); err != nil {
+	if err := fsys.MkdirPrivate(ctx, fs, jobDir); err != nil {
 		return nil, fmt.Errorf("create event log directory %s: %w", fsys.JoinURI(dirURI, job), err)
 	}
 	if interval <= 0 {
@@ -200,7 +200,7 @@ func (w *Writer) Close(ctx context.Context) error {
 }
 
 func writeAtomic(ctx context.Context, f fsys.FS, name string, data []byte) error {
-	af, err := f.CreateAtomic(ctx, name)
+	af, err := fsys.CreatePrivate(ctx, f, name)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package flighttest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -26,6 +27,9 @@ type Flight struct {
 	// Unsized leaves the flight's record count out (-1), as many servers
 	// do, so clients must count.
 	Unsized bool
+	// Location, when set, is the URI every endpoint is served at (another
+	// server's), instead of this server's.
+	Location string
 }
 
 // Server is a running Flight server.
@@ -36,6 +40,8 @@ type Server struct {
 	addr    string
 	// Gets counts DoGet calls.
 	Gets atomic.Int64
+	// TokenCalls counts calls that carried an authorization header.
+	TokenCalls atomic.Int64
 }
 
 // Start serves flights (by path, "a/b" for grpc://host:port/a/b) on a
@@ -43,8 +49,15 @@ type Server struct {
 // "authorization: Bearer TOKEN".
 func Start(t testing.TB, token string, flights map[string]Flight) *Server {
 	t.Helper()
+	return StartOn(t, "127.0.0.1", token, flights)
+}
+
+// StartOn is Start on the loopback address host (127.0.0.2 is another
+// host to a client that compares names).
+func StartOn(t testing.TB, host, token string, flights map[string]Flight) *Server {
+	t.Helper()
 	s := &Server{flights: flights, token: token}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	lis, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,10 +89,13 @@ func (s *Server) Addr() string { return s.addr }
 func (s *Server) URI(path string) string { return "grpc://" + s.addr + "/" + path }
 
 func (s *Server) check(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if len(md.Get("authorization")) > 0 {
+		s.TokenCalls.Add(1)
+	}
 	if s.token == "" {
 		return nil
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
 	for _, v := range md.Get("authorization") {
 		if v == "Bearer "+s.token {
 			return nil
@@ -104,7 +120,7 @@ func (s *Server) GetFlightInfo(_ context.Context, d *flight.FlightDescriptor) (*
 		}
 		info.Endpoint = append(info.Endpoint, &flight.FlightEndpoint{
 			Ticket:   &flight.Ticket{Ticket: []byte(path + "#" + strconv.Itoa(i))},
-			Location: []*flight.Location{{Uri: "grpc+tcp://" + s.addr}},
+			Location: []*flight.Location{{Uri: cmp.Or(f.Location, "grpc+tcp://"+s.addr)}},
 		})
 	}
 	if !f.Unsized {

@@ -91,10 +91,10 @@ func Write(ctx context.Context, fsy fsys.FS, dir string, r Record) error {
 }
 
 func writeAtomic(ctx context.Context, fsy fsys.FS, file string, b []byte) error {
-	if err := fsy.MkdirAll(ctx, path.Dir(file)); err != nil {
+	if err := fsys.MkdirPrivate(ctx, fsy, path.Dir(file)); err != nil {
 		return fmt.Errorf("write %s: %w", file, err)
 	}
-	af, err := fsy.CreateAtomic(ctx, file)
+	af, err := fsys.CreatePrivate(ctx, fsy, file)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", file, err)
 	}

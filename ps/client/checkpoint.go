@@ -83,7 +83,7 @@ func writeAtomic(ctx context.Context, res *fsys.Resolver, uri string, b []byte) 
 	if err != nil {
 		return err
 	}
-	out, err := fs.CreateAtomic(ctx, name)
+	out, err := fsys.CreatePrivate(ctx, fs, name)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", uri, err)
 	}

@@ -75,7 +75,7 @@ func NewParquetWriter(ctx context.Context, res *fsys.Resolver, uri string, dim i
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", uri, err)
 	}
-	out, err := fs.CreateAtomic(ctx, name)
+	out, err := fsys.CreatePrivate(ctx, fs, name)
 	if err != nil {
 		return nil, fmt.Errorf("write %s: %w", uri, err)
 	}

@@ -109,10 +109,10 @@ func (s *Server) writeCheckpoint(ctx context.Context, dir string, clock int64) (
 	if dead := s.ring.Load().DeadServers(); len(dead) > 0 {
 		return nil, fmt.Errorf("checkpoint to %s: servers %v are out of the ring; a checkpoint needs every server's part", uri, dead)
 	}
-	if err := fs.MkdirAll(ctx, path.Dir(name)); err != nil {
+	if err := fsys.MkdirPrivate(ctx, fs, path.Dir(name)); err != nil {
 		return nil, fmt.Errorf("checkpoint to %s: %w", uri, err)
 	}
-	out, err := fs.CreateAtomic(ctx, name)
+	out, err := fsys.CreatePrivate(ctx, fs, name)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint to %s: %w", uri, err)
 	}

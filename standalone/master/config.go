@@ -101,6 +101,9 @@ type Config struct {
 	AppTimeout time.Duration
 	// LaunchTimeout bounds one executor launch on a worker.
 	LaunchTimeout time.Duration
+	// PlaintextSecrets lets launches carry a job's secrets to workers on
+	// other hosts without TLS (spindle.cluster.plaintextSecrets).
+	PlaintextSecrets bool
 	// StopGrace is the time executors get between SIGTERM and SIGKILL.
 	StopGrace time.Duration
 	// GangTimeout is how long a gang waits for room when the request does

@@ -385,6 +385,13 @@ func (ls *leaderState) launch(ctx context.Context, app string, placed []*Executo
 	g, gctx := errgroup.WithContext(lctx)
 	for _, t := range targets {
 		spec := specs[t.e.ID]
+		if err := m.checkLaunchChannel(t.addr, t.e.Worker, spec.GetEnv()); err != nil {
+			ls.abortGang(app, placed, err.Error())
+			return err
+		}
+	}
+	for _, t := range targets {
+		spec := specs[t.e.ID]
 		g.Go(func() error {
 			wc, err := m.workerClient(t.addr)
 			if err != nil {

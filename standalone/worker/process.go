@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/secretfd"
 	"github.com/spindle-ml/spindle/standalone/internal/secure"
 )
 
@@ -88,6 +89,14 @@ func (w *Worker) start(s launchSpec) (*proc, error) {
 	// pipes: Wait does not wait for them past this.
 	cmd.WaitDelay = outputWaitDelay
 	cmd.Env = w.executorEnv(s, dir)
+	// The job's secrets go through a pipe: the executor's environment
+	// is readable by its training processes (/proc/PPID/environ).
+	secrets, _ := secretfd.Split(s.env)
+	release, err := secretfd.Attach(cmd, secrets)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	// Its own process group, so stopping it stops the training processes it
 	// started; killed with the worker, so no executor outlives it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -141,14 +150,15 @@ const outputWaitDelay = 2 * time.Second
 // started twice.
 func rebuild(c *exec.Cmd) *exec.Cmd {
 	n := exec.Command(c.Path, c.Args[1:]...)
-	n.Dir, n.Env, n.Stdout, n.Stderr = c.Dir, c.Env, c.Stdout, c.Stderr
+	n.Dir, n.Env, n.Stdout, n.Stderr, n.ExtraFiles = c.Dir, c.Env, c.Stdout, c.Stderr, c.ExtraFiles
 	attr := *c.SysProcAttr
 	n.SysProcAttr = &attr
 	return n
 }
 
 // executorEnv is the worker's environment without its own secrets, plus
-// the driver's variables, the GPUs and where the executor is.
+// the driver's variables but the job's secrets (which travel through a
+// pipe), the GPUs and where the executor is.
 func (w *Worker) executorEnv(s launchSpec, dir string) []string {
 	drop := map[string]bool{secure.EnvSecret: true}
 	for k := range s.env {
@@ -162,7 +172,8 @@ func (w *Worker) executorEnv(s launchSpec, dir string) []string {
 		}
 		env = append(env, kv)
 	}
-	for k, v := range s.env {
+	_, plain := secretfd.Split(s.env)
+	for k, v := range plain {
 		env = append(env, k+"="+v)
 	}
 	env = append(env, EnvWorkerID+"="+w.id, EnvAppID+"="+s.app, EnvExecutorDir+"="+dir)

@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -107,6 +109,9 @@ func New(cfg Config) (*Worker, error) {
 	w.grpc = grpc.NewServer(append(grpcguard.ServerOptions(w.logger), w.masters.Credentials().ServerOptionsAs(secure.WorkerAudience(w.addr))...)...)
 	pb.RegisterWorkerServer(w.grpc, &service{w: w})
 
+	// Every job runs as this process's user (see docs/standalone.md).
+	w.logger.Warn("single-tenant worker: every job runs as this worker's user and can read other jobs' files and tokens and the cluster secret; share the cluster only among users who may see each other's jobs",
+		"user", currentUser())
 	switch {
 	case cfg.DisableCgroups:
 		w.logger.Warn("cgroups disabled by configuration; executors run without CPU and memory limits")
@@ -454,4 +459,12 @@ func (w *Worker) removeStale() {
 			w.logger.Info("removed stale application directory", "dir", e.Name())
 		}
 	}
+}
+
+// currentUser names the user jobs run as, for the single-tenant warning.
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(os.Getuid())
 }
