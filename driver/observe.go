@@ -111,7 +111,7 @@ func (d *Driver) startObserver(ctx context.Context) *observer {
 			url := srv.URL(uiHost(cmp.Or(c.AdvertiseHost, c.ListenHost)))
 			d.logger.Info("web UI", "url", url)
 			// YARN shows it as the application's tracking URL.
-			if t, ok := d.cm.(interface{ SetTrackingURL(string) }); ok {
+			if t, ok := d.cm.(TrackingURLSetter); ok {
 				t.SetTrackingURL(url)
 			}
 			if c.Console != nil {

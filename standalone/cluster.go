@@ -125,6 +125,16 @@ type ClusterManager struct {
 	tokens     *tokenkeeper.Job // the executors' delegation tokens, on a Kerberized cluster
 }
 
+// What a standalone cluster manager offers the driver.
+var (
+	_ driver.ClusterManager   = (*ClusterManager)(nil)
+	_ driver.RoomReporter     = (*ClusterManager)(nil)
+	_ driver.OutputDeliverer  = (*ClusterManager)(nil)
+	_ driver.InputShower      = (*ClusterManager)(nil)
+	_ driver.NodeNamer        = (*ClusterManager)(nil)
+	_ driver.CredentialKeeper = (*ClusterManager)(nil)
+)
+
 var (
 	_ driver.ClusterManager   = (*ClusterManager)(nil)
 	_ driver.CredentialKeeper = (*ClusterManager)(nil)

@@ -131,6 +131,15 @@ type ClusterManager struct {
 	once   sync.Once
 }
 
+// What a client-mode YARN cluster manager offers the driver.
+var (
+	_ driver.ClusterManager    = (*ClusterManager)(nil)
+	_ driver.RoomReporter      = (*ClusterManager)(nil)
+	_ driver.TrackingURLSetter = (*ClusterManager)(nil)
+	_ driver.ProgressReporter  = (*ClusterManager)(nil)
+	_ driver.CredentialKeeper  = (*ClusterManager)(nil)
+)
+
 var (
 	_ driver.ClusterManager   = (*ClusterManager)(nil)
 	_ driver.CredentialKeeper = (*ClusterManager)(nil)
@@ -420,8 +429,6 @@ func (c *ClusterManager) Release(ctx context.Context, ids []string) error {
 	}
 	return amc.do(ctx, http.MethodPost, "/v1/release", amRelease{IDs: ids}, nil)
 }
-
-var _ driver.ProgressReporter = (*ClusterManager)(nil)
 
 // ReportProgress passes the job's progress to the ApplicationMaster,
 // which reports it to the ResourceManager on its next heartbeat.

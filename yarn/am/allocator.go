@@ -144,7 +144,14 @@ type Allocator struct {
 	closeOnce sync.Once
 }
 
-var _ driver.ClusterManager = (*Allocator)(nil)
+// What the ApplicationMaster's allocator offers a cluster-mode driver;
+// the yarn package adds the token keeper's credentials to it.
+var (
+	_ driver.ClusterManager    = (*Allocator)(nil)
+	_ driver.RoomReporter      = (*Allocator)(nil)
+	_ driver.TrackingURLSetter = (*Allocator)(nil)
+	_ driver.ProgressReporter  = (*Allocator)(nil)
+)
 
 // Start registers the AM with the ResourceManager and starts the allocate
 // heartbeat.
@@ -251,8 +258,6 @@ func (a *Allocator) SetProgress(p float32) {
 	a.progress = min(max(p, 0), 1)
 	a.mu.Unlock()
 }
-
-var _ driver.ProgressReporter = (*Allocator)(nil)
 
 // ReportProgress is SetProgress for the driver in the ApplicationMaster
 // (cluster mode).
