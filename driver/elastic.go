@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/feed"
-	"github.com/spindle-ml/spindle/internal/resume"
+	"github.com/spindle-ml/spindle/task/resume"
 )
 
 // PolicyElastic runs a job with between MinExecutors and NumExecutors

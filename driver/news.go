@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
-	"github.com/spindle-ml/spindle/internal/jobview"
+	"github.com/spindle-ml/spindle/observe/jobview"
 )
 
 // executorNews is what heartbeats and exit reports carry besides

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/feed"
-	"github.com/spindle-ml/spindle/internal/eventlog"
-	"github.com/spindle-ml/spindle/internal/jobview"
-	"github.com/spindle-ml/spindle/internal/metrics"
-	"github.com/spindle-ml/spindle/internal/webui"
+	"github.com/spindle-ml/spindle/observe/eventlog"
+	"github.com/spindle-ml/spindle/observe/jobview"
+	"github.com/spindle-ml/spindle/observe/metrics"
+	"github.com/spindle-ml/spindle/observe/webui"
 )
 
 // uiPortTries is how many ports from spindle.ui.port the web UI tries, as

@@ -14,7 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/spindle-ml/spindle/feed"
-	"github.com/spindle-ml/spindle/internal/metrics"
+	"github.com/spindle-ml/spindle/observe/metrics"
 )
 
 // pushInput is the running endpoint of a flight-put: input.

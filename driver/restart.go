@@ -11,7 +11,7 @@ import (
 
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/feed/wire"
-	"github.com/spindle-ml/spindle/internal/jobview"
+	"github.com/spindle-ml/spindle/observe/jobview"
 )
 
 // Failure policies (spindle.failure.policy).

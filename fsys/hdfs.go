@@ -21,8 +21,8 @@ import (
 	"github.com/colinmarc/hdfs/v2/hadoopconf"
 	krbclient "github.com/jcmturner/gokrb5/v8/client"
 
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
-	"github.com/spindle-ml/spindle/internal/kerberos"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/hadoop/kerberos"
 )
 
 // ErrNamenodeUnreachable reports an HDFS cluster whose namenodes did not

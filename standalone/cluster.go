@@ -19,7 +19,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/driver/driverpb"
-	"github.com/spindle-ml/spindle/internal/tokenkeeper"
+	"github.com/spindle-ml/spindle/driver/tokenkeeper"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
 	"github.com/spindle-ml/spindle/standalone/internal/secure"

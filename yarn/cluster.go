@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/driver"
+	"github.com/spindle-ml/spindle/driver/tokenkeeper"
 	"github.com/spindle-ml/spindle/executor"
 	"github.com/spindle-ml/spindle/internal/envcontract"
-	pb "github.com/spindle-ml/spindle/internal/hadooppb"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
-	"github.com/spindle-ml/spindle/internal/tokenkeeper"
+	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 	"github.com/spindle-ml/spindle/yarn/am"
 	"github.com/spindle-ml/spindle/yarn/client"
 )

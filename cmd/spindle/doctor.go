@@ -15,8 +15,8 @@ import (
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/config"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
-	"github.com/spindle-ml/spindle/internal/kerberos"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/hadoop/kerberos"
 	yarnclient "github.com/spindle-ml/spindle/yarn/client"
 )
 
