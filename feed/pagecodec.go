@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"github.com/spindle-ml/spindle/internal/inflate"
 	"io"
 	"sync/atomic"
 
@@ -8,8 +9,8 @@ import (
 )
 
 // gzipPages is the Parquet GZIP codec with Spindle's page decoding
-// (gunzipInto) in front of arrow-go's: encoding and streams are arrow-go's,
-// and a page that gunzipInto does not decode (more than one gzip member,
+// (inflate.Gunzip) in front of arrow-go's: encoding and streams are arrow-go's,
+// and a page that inflate.Gunzip does not decode (more than one gzip member,
 // no known size, damaged data) goes to arrow-go's decoder, which decodes
 // it or says what is wrong. Registered with arrow-go's
 // compress.RegisterCodec, its way of replacing a codec, when the package
@@ -61,7 +62,7 @@ func (c gzipPages) Decode(dst, src []byte) []byte {
 
 // DecodeWithError is Decode reporting damaged data as an error.
 func (c gzipPages) DecodeWithError(dst, src []byte) ([]byte, error) {
-	if len(dst) > 0 && gunzipInto(dst, src) == nil {
+	if len(dst) > 0 && inflate.Gunzip(dst, src) == nil {
 		return dst, nil
 	}
 	gzipFallbacks.Add(1)

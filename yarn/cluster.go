@@ -14,7 +14,6 @@ import (
 
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/driver/tokenkeeper"
-	"github.com/spindle-ml/spindle/executor"
 	"github.com/spindle-ml/spindle/internal/envcontract"
 	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
@@ -269,7 +268,7 @@ func (c *ClusterManager) submit(ctx context.Context, specs []driver.ExecutorSpec
 	// in its credentials, and from there into every container's.
 	shared := map[string]string{}
 	if len(specs) > 0 {
-		for _, k := range []string{executor.EnvJobSecret, envcontract.JobTLS} {
+		for _, k := range []string{envcontract.JobSecret, envcontract.JobTLS} {
 			if v, ok := specs[0].Env[k]; ok {
 				shared[k] = v
 			}

@@ -1,4 +1,4 @@
-package feed
+package inflate
 
 import (
 	"encoding/binary"
@@ -9,7 +9,7 @@ import (
 	"sync"
 )
 
-// inflate decodes DEFLATE data (RFC 1951) held whole in memory into out,
+// Inflate decodes DEFLATE data (RFC 1951) held whole in memory into out,
 // which must be exactly the decoded size, and returns how many bytes of
 // in the stream took. It is written for Parquet's gzip pages, where the
 // page header gives the decoded size: the input is read 64 bits at a
@@ -20,9 +20,9 @@ import (
 // of a gzip-compressed Parquet file.
 //
 // Errors say only that the data is not valid DEFLATE of that size;
-// the gzip codec (gzipPages) then lets arrow-go's decoder report the
-// real problem.
-func inflate(out, in []byte) (int, error) {
+// a caller with another decoder (feed's Parquet gzip codec) lets it
+// report the real problem.
+func Inflate(out, in []byte) (int, error) {
 	d := inflaters.Get().(*inflater)
 	defer inflaters.Put(d)
 	d.in, d.pos, d.bitbuf, d.nbits, d.out, d.op = in, 0, 0, 0, out, 0
@@ -520,9 +520,9 @@ func (d *inflater) block(ll, dt *huffTable) error {
 	}
 }
 
-// gunzipInto decodes a single-member gzip stream (RFC 1952) into out,
-// which must be exactly its decoded size, checking its CRC and size.
-func gunzipInto(out, in []byte) error {
+// Gunzip decodes a single-member gzip stream (RFC 1952) into out, which
+// must be exactly its decoded size, checking its CRC and size.
+func Gunzip(out, in []byte) error {
 	if len(in) < 18 || in[0] != 0x1f || in[1] != 0x8b || in[2] != 8 {
 		return errInflate
 	}
@@ -552,7 +552,7 @@ func gunzipInto(out, in []byte) error {
 	if pos >= len(in) {
 		return errInflate
 	}
-	n, err := inflate(out, in[pos:])
+	n, err := Inflate(out, in[pos:])
 	if err != nil {
 		return err
 	}
