@@ -284,3 +284,23 @@ func benchPages(b *testing.B, data, z []byte, name string, ours, arrowGo compres
 		})
 	}
 }
+
+// Importing feed leaves arrow-go's codecs as they are: Spindle's page
+// decoders replace them only when the program asks (RegisterPageCodecs,
+// from the spindle binary's main), as TestMain does after noting what
+// arrow-go held.
+func TestImportLeavesCodecsAlone(t *testing.T) {
+	for _, c := range []compress.Codec{startGzip, startZstd} {
+		switch c.(type) {
+		case gzipPages:
+			t.Errorf("importing feed registered its gzip page decoder")
+		case nil:
+			t.Errorf("arrow-go had no codec before RegisterPageCodecs")
+		}
+		if fmt.Sprintf("%T", c) == "feed.zstdPages" {
+			t.Errorf("importing feed registered its zstd page decoder")
+		}
+	}
+	RegisterPageCodecs() // a second call changes nothing
+	registered[gzipPages](t, compress.Codecs.Gzip)
+}
