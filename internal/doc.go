@@ -4,7 +4,8 @@
 // package outside internal/ (TestInternalStaysOnTheGround keeps it so).
 //
 // What stands here: the Hadoop protocol stack (hadoop/hadooprpc,
-// hadoop/hadooppb, hadoop/kerberos), job secrets and certificates (auth,
+// hadoop/hadooppb, hadoop/kerberos), the feed's DEFLATE decoder
+// (inflate), job secrets and certificates (auth,
 // peercred, tlsgen), configuration (config, textdist), the
 // executor-to-process environment contract (envcontract), small helpers
 // of the executor (gpu, outlines) and aids that tests share (testaddr,
