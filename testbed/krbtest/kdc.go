@@ -107,52 +107,11 @@ func StartKDC(ctx context.Context, opts Options) (*KDC, error) {
 		}
 		opts.Addr = a
 	}
-	host, port, err := net.SplitHostPort(opts.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("KDC address %q: %w", opts.Addr, err)
-	}
 	dir := opts.Dir
 	k := &KDC{Dir: dir, Conf: filepath.Join(dir, "krb5.conf"), Addr: opts.Addr, Realm: opts.Realm}
 	kdcConf := filepath.Join(dir, "kdc.conf")
-	// The KDC binds this loopback address only (MIT krb5 1.15 and later).
-	files := map[string]string{
-		kdcConf: fmt.Sprintf(`[kdcdefaults]
- kdc_listen = %[2]s
- kdc_tcp_listen = %[2]s
-[realms]
- %[1]s = {
-  database_name = %[3]s/principal
-  key_stash_file = %[3]s/stash
-  acl_file = %[3]s/kadm5.acl
-  max_life = 1h
-  max_renewable_life = 2h
-  supported_enctypes = aes256-cts-hmac-sha1-96:normal aes128-cts-hmac-sha1-96:normal
- }
-`, opts.Realm, opts.Addr, dir),
-		filepath.Join(dir, "kadm5.acl"): "",
-		k.Conf: fmt.Sprintf(`[libdefaults]
- default_realm = %[1]s
- dns_lookup_kdc = false
- dns_lookup_realm = false
- rdns = false
- udp_preference_limit = 1
- default_tkt_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96
- default_tgs_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96
- permitted_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96
-[realms]
- %[1]s = {
-  kdc = %[2]s:%[3]s
- }
-`, opts.Realm, host, port),
-	}
-	for p, text := range files {
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			return nil, fmt.Errorf("write the KDC's configuration: %w", err)
-		}
-	}
-	// krb5.conf is read by every client of the realm.
-	if err := os.Chmod(k.Conf, 0o644); err != nil {
-		return nil, fmt.Errorf("write the KDC's configuration: %w", err)
+	if err := writeKDCConfig(dir, kdcConf, k.Conf, opts.Realm, opts.Addr); err != nil {
+		return nil, err
 	}
 	k.env = append(os.Environ(), "KRB5_CONFIG="+k.Conf, "KRB5_KDC_PROFILE="+kdcConf, "KRB5CCNAME=FILE:"+filepath.Join(dir, "ccache-unused"))
 	if err := k.run("kdb5_util", "create", "-s", "-r", opts.Realm, "-P", "master-password-for-tests"); err != nil {
@@ -201,6 +160,57 @@ func StartKDC(ctx context.Context, opts Options) (*KDC, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// writeKDCConfig writes, in dir, the KDC's own configuration (kdcConf),
+// its empty admin ACL, and the realm's krb5.conf (krb5Conf) that its
+// clients read.
+func writeKDCConfig(dir, kdcConf, krb5Conf, realm, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("KDC address %q: %w", addr, err)
+	}
+	// The KDC binds this loopback address only (MIT krb5 1.15 and later).
+	files := map[string]string{
+		kdcConf: fmt.Sprintf(`[kdcdefaults]
+ kdc_listen = %[2]s
+ kdc_tcp_listen = %[2]s
+[realms]
+ %[1]s = {
+  database_name = %[3]s/principal
+  key_stash_file = %[3]s/stash
+  acl_file = %[3]s/kadm5.acl
+  max_life = 1h
+  max_renewable_life = 2h
+  supported_enctypes = aes256-cts-hmac-sha1-96:normal aes128-cts-hmac-sha1-96:normal
+ }
+`, realm, addr, dir),
+		filepath.Join(dir, "kadm5.acl"): "",
+		krb5Conf: fmt.Sprintf(`[libdefaults]
+ default_realm = %[1]s
+ dns_lookup_kdc = false
+ dns_lookup_realm = false
+ rdns = false
+ udp_preference_limit = 1
+ default_tkt_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96
+ default_tgs_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96
+ permitted_enctypes = aes256-cts-hmac-sha1-96 aes128-cts-hmac-sha1-96
+[realms]
+ %[1]s = {
+  kdc = %[2]s:%[3]s
+ }
+`, realm, host, port),
+	}
+	for p, text := range files {
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			return fmt.Errorf("write the KDC's configuration: %w", err)
+		}
+	}
+	// krb5.conf is read by every client of the realm.
+	if err := os.Chmod(krb5Conf, 0o644); err != nil {
+		return fmt.Errorf("write the KDC's configuration: %w", err)
+	}
+	return nil
 }
 
 // Close stops the KDC and waits for it to exit.
