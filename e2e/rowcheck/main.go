@@ -75,23 +75,8 @@ func run(ctx context.Context, crashRank, crashAfter int, every int64, pause time
 		return err
 	}
 	if resumed && env.Rank == 0 {
-		// An elastic job that shrank: rank 0 carries on the counts of the
-		// ranks that are gone (a model would be the same on every rank).
-		for r := env.WorldSize; ; r++ {
-			var gone state
-			err := env.LoadCheckpoint(ctx, fmt.Sprintf("%s.rank-%d", env.ResumeCheckpoint, r), func(rd io.Reader) error {
-				return json.NewDecoder(rd).Decode(&gone)
-			})
-			if errors.Is(err, task.ErrNoCheckpoint) {
-				break
-			}
-			if err != nil {
-				return err
-			}
-			for e, n := range gone.Rows {
-				st.Rows[e] += n
-				st.Hash[e] += gone.Hash[e]
-			}
+		if err := takeOverGone(ctx, env, &st); err != nil {
+			return err
 		}
 	}
 	if resumed {
@@ -157,6 +142,29 @@ func run(ctx context.Context, crashRank, crashAfter int, every int64, pause time
 	}
 	for e := 0; e < len(st.Rows); e++ {
 		fmt.Printf("rowcheck rank=%d generation=%d epoch=%d rows=%d hash=%016x\n", env.Rank, env.Generation, e, st.Rows[e], st.Hash[e])
+	}
+	return nil
+}
+
+// takeOverGone adds to st the counts of the ranks an elastic job that
+// shrank has lost, which rank 0 carries on (a model would be the same on
+// every rank): each gone rank's state in the checkpoint resumed from.
+func takeOverGone(ctx context.Context, env task.Env, st *state) error {
+	for r := env.WorldSize; ; r++ {
+		var gone state
+		err := env.LoadCheckpoint(ctx, fmt.Sprintf("%s.rank-%d", env.ResumeCheckpoint, r), func(rd io.Reader) error {
+			return json.NewDecoder(rd).Decode(&gone)
+		})
+		if errors.Is(err, task.ErrNoCheckpoint) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		for e, n := range gone.Rows {
+			st.Rows[e] += n
+			st.Hash[e] += gone.Hash[e]
+		}
 	}
 	return nil
 }
