@@ -36,8 +36,9 @@ func imports(t *testing.T, pattern string) map[string][]string {
 // TestInternalStaysOnTheGround checks the rule of the ground floor and the
 // rooms just above it (docs/architecture.md): internal/ imports nothing
 // outside internal/; observation never imports the driver, executor or a
-// cluster manager it observes; and of the product, only the spindle
-// command links the test servers (for spindle minicluster).
+// cluster manager it observes; of the product, only the spindle command
+// links the test servers (for spindle minicluster); and YARN's cluster
+// manager does not link the executor.
 func TestInternalStaysOnTheGround(t *testing.T) {
 	for _, tc := range []struct {
 		pattern string
@@ -52,6 +53,8 @@ func TestInternalStaysOnTheGround(t *testing.T) {
 		{"./...", func(pkg, imp string) bool {
 			return !hasRoom(imp, "testbed") || hasRoom(pkg, "testbed", "e2e", "cmd")
 		}, "only cmd/spindle (minicluster) links the test servers"},
+		{"./yarn/...", func(_, imp string) bool { return !hasRoom(imp, "executor") },
+			"a cluster manager starts executors, it does not link their code (the contract is driver/driverpb and internal/envcontract)"},
 	} {
 		for pkg, imps := range imports(t, tc.pattern) {
 			for _, imp := range imps {
