@@ -43,7 +43,7 @@ test-go:
 	SPINDLE_SKIP_HADOOP=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 
 test-hadoop: ## the YARN/HDFS tests against real Apache Hadoop (a mini cluster from Maven Central)
-	$(GO) test -timeout 20m ./yarn/... ./internal/hadooprpc/...
+	$(GO) test -timeout 20m ./yarn/... ./internal/hadoop/hadooprpc/...
 	$(GO) test -timeout 10m -run TestRealHDFS ./fsys
 
 test-python:
@@ -55,7 +55,7 @@ bench: deps build ## feed, collectives, HDFS and standalone benchmarks, each bes
 	@scripts/bench.sh
 
 chaos: deps ## kill training ranks, executors, parameter servers, drivers, standalone workers and masters, test-HDFS datanodes, YARN containers and NodeManagers of real jobs at random, and cut the driver link; report recoveries (docs/reliability.md)
-	SPINDLE_CHAOS=1 $(GO) test -count=1 -v -timeout 30m -run TestChaos ./internal/chaos
+	SPINDLE_CHAOS=1 $(GO) test -count=1 -v -timeout 30m -run TestChaos ./e2e/chaos
 
 fuzz: ## fuzz the decoders of untrusted bytes (Arrow IPC and Parquet footers), FUZZTIME each (default 2m); crashers land in testdata/fuzz
 	@scripts/fuzz.sh $(or $(FUZZTIME),2m)

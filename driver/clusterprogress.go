@@ -5,14 +5,6 @@ import (
 	"time"
 )
 
-// ProgressReporter is a cluster manager that shows a job's progress to
-// its users: YARN's application progress, which its web UI and `yarn
-// application -status` show as a percentage.
-type ProgressReporter interface {
-	// ReportProgress says how much of the job is done, from 0 to 1.
-	ReportProgress(ctx context.Context, done float64) error
-}
-
 // Progress goes to the cluster manager at most every progressEvery, and
 // only when it moved by progressStep or more (or reached the end).
 const (

@@ -6,21 +6,6 @@ import (
 	"github.com/spindle-ml/spindle/driver/driverpb"
 )
 
-// CredentialKeeper is a ClusterManager that keeps its executors' Hadoop
-// delegation tokens fresh (YARN or standalone on a Kerberized Hadoop
-// cluster): the driver hands the newest credentials to each executor as it
-// registers and in the answer to any heartbeat that reports an older
-// generation, and tells the keeper once every running executor uses a
-// generation, so that older tokens can be cancelled.
-type CredentialKeeper interface {
-	// ExecutorCredentials returns the newest credentials for executors,
-	// or nil when there are none.
-	ExecutorCredentials() *driverpb.Credentials
-	// CredentialsInUse says that every running executor of the job uses
-	// generation or a newer one. It must not block.
-	CredentialsInUse(generation int64)
-}
-
 // credentialsFor returns the credentials an executor that uses generation
 // should get: nil when it has the newest.
 func credentialsFor(k CredentialKeeper, generation int64) *driverpb.Credentials {

@@ -2,8 +2,9 @@
 // splits, gets executors from a ClusterManager, serves the authenticated
 // control plane they register with, publishes the cluster spec once the
 // whole gang is present, and then only watches heartbeats, progress and
-// exits. It applies the failure policy (fail fast: one failed rank stops
-// the job) and decides the job's outcome.
+// exits. It applies the failure policy (spindle.failure.policy: stop at
+// the first failure, restart from the newest complete checkpoint, or go on
+// elastically with the survivors) and decides the job's outcome.
 //
 // A job's executors have roles (roles.go): an optional chief, the
 // workers, which alone are fed, and parameter servers. They are requested

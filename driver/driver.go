@@ -612,29 +612,7 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot, fil
 			ForwardOutput:           !outputReachesConsole(d.cm),
 			Timeline:                c.Timeline != "",
 			HadoopConfFiles:         d.hadoopConf,
-			Feed: &driverpb.FeedTask{
-				Mode:              c.FeedMode,
-				Splits:            driverpb.SplitsFromFeed(plan.Ranks[feedRank]),
-				Schema:            schemaIPC,
-				Columns:           c.Columns,
-				LabelColumn:       c.LabelColumn,
-				Csv:               driverpb.CSVFromFeed(c.CSV),
-				BatchRows:         int32(c.BatchRows),
-				Epochs:            int32(c.Epochs),
-				Shuffle:           c.Shuffle,
-				Seed:              c.Seed,
-				ShuffleBufferRows: int32(c.ShuffleBufferRows),
-				PrefetchBatches:   int32(c.PrefetchBatches),
-				MemoryBudget:      c.MemoryBudget,
-				CacheBytes:        c.CacheMemory,
-				SpillBytes:        c.SpillDisk,
-				NoSharedMemory:    !c.SharedMemory,
-				EvenBatches:       string(evenOnRanks),
-				TargetBatches:     target,
-				FlightToken:       c.Flight.Token,
-				FlightCaFile:      c.Flight.CAFile,
-				EpochRows:         feed.EvenRows(plan.RowsPerRank, feedRank, c.BatchRows, c.EvenBatches),
-			},
+			Feed:                    feedTask(c, plan, feedRank, schemaIPC, evenOnRanks, target),
 		}
 		if c.PS.Count > 0 && c.PS.Builtin {
 			t.PsStaleness, t.PsWaitTimeoutMillis, t.PsMemoryMb = c.PSStaleness, c.PSWaitTimeout.Milliseconds(), int64(c.PS.MemoryMB)
@@ -655,6 +633,36 @@ func (d *Driver) taskBuilder(plan *feed.JobPlan, target int64, slots []slot, fil
 		}
 		return t, nil
 	}, nil
+}
+
+// feedTask is what the worker of feedRank feeds: its splits of plan, how
+// they are read and dealt, and the epoch's rows. evenOnRanks is how the
+// ranks keep their batches even (off for pushed input, which the driver
+// deals evenly itself).
+func feedTask(c Config, plan *feed.JobPlan, feedRank int, schemaIPC []byte, evenOnRanks feed.EvenMode, target int64) *driverpb.FeedTask {
+	return &driverpb.FeedTask{
+		Mode:              c.FeedMode,
+		Splits:            driverpb.SplitsFromFeed(plan.Ranks[feedRank]),
+		Schema:            schemaIPC,
+		Columns:           c.Columns,
+		LabelColumn:       c.LabelColumn,
+		Csv:               driverpb.CSVFromFeed(c.CSV),
+		BatchRows:         int32(c.BatchRows),
+		Epochs:            int32(c.Epochs),
+		Shuffle:           c.Shuffle,
+		Seed:              c.Seed,
+		ShuffleBufferRows: int32(c.ShuffleBufferRows),
+		PrefetchBatches:   int32(c.PrefetchBatches),
+		MemoryBudget:      c.MemoryBudget,
+		CacheBytes:        c.CacheMemory,
+		SpillBytes:        c.SpillDisk,
+		NoSharedMemory:    !c.SharedMemory,
+		EvenBatches:       string(evenOnRanks),
+		TargetBatches:     target,
+		FlightToken:       c.Flight.Token,
+		FlightCaFile:      c.Flight.CAFile,
+		EpochRows:         feed.EvenRows(plan.RowsPerRank, feedRank, c.BatchRows, c.EvenBatches),
+	}
 }
 
 // preferredHosts returns the hosts holding most of a rank's splits.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/feed"
-	"github.com/spindle-ml/spindle/internal/resume"
+	"github.com/spindle-ml/spindle/task/resume"
 )
 
 // PolicyElastic runs a job with between MinExecutors and NumExecutors
@@ -20,12 +20,6 @@ const PolicyElastic = "elastic"
 // errGrow stops an elastic generation that has room to grow at its newest
 // complete checkpoint.
 var errGrow = errors.New("the cluster has room for more executors")
-
-// roomReporter is a cluster manager that can say how many more executors
-// of a shape it could start now.
-type roomReporter interface {
-	Room(ctx context.Context, spec ExecutorSpec) (int, error)
-}
 
 // dealt is how one generation of an elastic job dealt its feed: its world,
 // and the epoch it dealt as segments of an earlier world's epochs, if any.
@@ -133,7 +127,7 @@ func (d *Driver) growCheck(gen int, w *world, from *genStart, excluded []string)
 func (g *grower) check(ctx context.Context) bool {
 	d := g.d
 	c := d.cfg
-	rr, ok := d.cm.(roomReporter)
+	rr, ok := d.cm.(RoomReporter)
 	if !ok || g.n >= c.NumExecutors || d.resumer == nil || time.Since(g.checked) < c.ElasticWait {
 		return false
 	}

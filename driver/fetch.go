@@ -18,17 +18,11 @@ import (
 // driver (FetchFile) rather than reading it where it runs.
 const ShippedScheme = "spindle-driver:///"
 
-// fileSharer is a cluster manager whose executors see the submit host's
-// file system: local executors.
-type fileSharer interface {
-	SharesFileSystem() bool
-}
-
 // SharesFileSystem says that local executors read the submit host's files.
 func (l *Local) SharesFileSystem() bool { return true }
 
 func sharesFileSystem(cm ClusterManager) bool {
-	s, ok := cm.(fileSharer)
+	s, ok := cm.(FileSharer)
 	return ok && s.SharesFileSystem()
 }
 

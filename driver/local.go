@@ -49,7 +49,12 @@ type localProc struct {
 	done chan struct{}
 }
 
-var _ ClusterManager = (*Local)(nil)
+// What a local cluster manager offers the driver (capabilities.go).
+var (
+	_ ClusterManager  = (*Local)(nil)
+	_ FileSharer      = (*Local)(nil)
+	_ OutputDeliverer = (*Local)(nil)
+)
 
 // NewLocal returns a local cluster manager.
 func NewLocal(cfg LocalConfig) (*Local, error) {

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
-	"github.com/spindle-ml/spindle/internal/jobview"
+	"github.com/spindle-ml/spindle/observe/jobview"
 )
 
 // executorNews is what heartbeats and exit reports carry besides
@@ -100,17 +100,10 @@ type rankUsage struct {
 	gpuMemoryBytes int64
 }
 
-// outputDeliverer is a cluster manager that brings its executors' output
-// to the driver's console itself: local executors write into pipes the
-// driver reads; standalone workers serve their executors' log files.
-type outputDeliverer interface {
-	DeliversOutput() bool
-}
-
 // outputReachesConsole reports whether cm brings executors' output to the
 // console; other executors forward it in their heartbeats.
 func outputReachesConsole(cm ClusterManager) bool {
-	d, ok := cm.(outputDeliverer)
+	d, ok := cm.(OutputDeliverer)
 	return ok && d.DeliversOutput()
 }
 

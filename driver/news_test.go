@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
-	"github.com/spindle-ml/spindle/internal/jobview"
-	"github.com/spindle-ml/spindle/internal/metrics"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/observe/jobview"
+	"github.com/spindle-ml/spindle/observe/metrics"
 )
 
 // TestExecutorNews: forwarded output lines reach the console and the

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/feed"
-	"github.com/spindle-ml/spindle/internal/eventlog"
-	"github.com/spindle-ml/spindle/internal/jobview"
-	"github.com/spindle-ml/spindle/internal/metrics"
-	"github.com/spindle-ml/spindle/internal/webui"
+	"github.com/spindle-ml/spindle/observe/eventlog"
+	"github.com/spindle-ml/spindle/observe/jobview"
+	"github.com/spindle-ml/spindle/observe/metrics"
+	"github.com/spindle-ml/spindle/observe/webui"
 )
 
 // uiPortTries is how many ports from spindle.ui.port the web UI tries, as
@@ -118,7 +118,7 @@ func (d *Driver) startObserver(ctx context.Context) *observer {
 			// submitting user only.
 			d.logger.Info("web UI", "url", url, "token", token != "")
 			// YARN shows it as the application's tracking URL.
-			if t, ok := d.cm.(interface{ SetTrackingURL(string) }); ok {
+			if t, ok := d.cm.(TrackingURLSetter); ok {
 				t.SetTrackingURL(url)
 			}
 			if c.Console != nil {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
-	"github.com/spindle-ml/spindle/internal/jobview"
-	"github.com/spindle-ml/spindle/internal/metrics"
+	"github.com/spindle-ml/spindle/observe/jobview"
+	"github.com/spindle-ml/spindle/observe/metrics"
 )
 
 // BenchmarkObserverMemory feeds the job's model what 1,000 executors send

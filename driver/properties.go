@@ -20,7 +20,30 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	if err != nil {
 		return cfg, master, fmt.Errorf("%s (from %s)", err, p.Source(config.KeyMaster))
 	}
-	cfg.NumExecutors = p.Int(config.KeyExecutorInstances)
+	if err := cfg.executorsFromProperties(p, master); err != nil {
+		return cfg, master, err
+	}
+	cfg.jobFromProperties(p)
+	if err := cfg.rolesFromProperties(p); err != nil {
+		return cfg, master, err
+	}
+	if err := cfg.inputFromProperties(p); err != nil {
+		return cfg, master, err
+	}
+	cfg.processFromProperties(p)
+	if err := cfg.networkFromProperties(p, master); err != nil {
+		return cfg, master, err
+	}
+	if err := cfg.controlFromProperties(p); err != nil {
+		return cfg, Master{}, err
+	}
+	return cfg, master, nil
+}
+
+// executorsFromProperties sets the number of executors, from local[N] or
+// spindle.executor.instances.
+func (c *Config) executorsFromProperties(p *config.Properties, master Master) error {
+	c.NumExecutors = p.Int(config.KeyExecutorInstances)
 	if master.Executors > 0 {
 		// local[N] and spindle.executor.instances both count executors:
 		// the one from the higher source wins (an explicit flag over the
@@ -28,134 +51,167 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 		ml, il := p.Level(config.KeyMaster), p.Level(config.KeyExecutorInstances)
 		switch {
 		case il == config.LevelDefault || ml > il:
-			cfg.NumExecutors = master.Executors
+			c.NumExecutors = master.Executors
 		case il > ml:
-		case cfg.NumExecutors != master.Executors:
-			return cfg, master, fmt.Errorf("%w: %s %s and %s %d disagree on the number of executors; give one of them",
-				ErrConfig, p.Source(config.KeyMaster), p.String(config.KeyMaster), p.Source(config.KeyExecutorInstances), cfg.NumExecutors)
+		case c.NumExecutors != master.Executors:
+			return fmt.Errorf("%w: %s %s and %s %d disagree on the number of executors; give one of them",
+				ErrConfig, p.Source(config.KeyMaster), p.String(config.KeyMaster), p.Source(config.KeyExecutorInstances), c.NumExecutors)
 		}
 	}
-	cfg.AppName = p.String(config.KeyAppName)
-	cfg.Mode = p.String(config.KeyMaster)
-	cfg.UIEnabled = p.Bool(config.KeyUIEnabled)
-	cfg.JobTLS = p.Bool(config.KeyJobTLS)
-	cfg.UIPort = p.Int(config.KeyUIPort)
-	cfg.UIBindHost = p.String(config.KeyUIBindHost)
-	cfg.UIToken = p.Bool(config.KeyUIToken)
-	cfg.EventLogDir = p.String(config.KeyEventLogDir)
-	cfg.Timeline = p.String(config.KeyTimeline)
-	cfg.FailurePolicy = p.String(config.KeyFailurePolicy)
-	cfg.MaxRestarts = p.Int(config.KeyFailureMaxRestarts)
-	cfg.MaxBlamelessRestarts = p.Int(config.KeyFailureMaxBlamelessRestarts)
-	cfg.HostMaxFailures = p.Int(config.KeyFailureHostMaxFailures)
-	cfg.MinExecutors = p.Int(config.KeyFailureMinExecutors)
-	cfg.ElasticWait = p.Duration(config.KeyFailureElasticWait)
-	cfg.EventLogFlush = p.Duration(config.KeyEventLogFlushInterval)
-	cfg.Settings = map[string]string{}
+	return nil
+}
+
+// jobFromProperties sets what names, shows and records the job, and its
+// failure policy.
+func (c *Config) jobFromProperties(p *config.Properties) {
+	c.AppName = p.String(config.KeyAppName)
+	c.Mode = p.String(config.KeyMaster)
+	c.UIEnabled = p.Bool(config.KeyUIEnabled)
+	c.JobTLS = p.Bool(config.KeyJobTLS)
+	c.UIPort = p.Int(config.KeyUIPort)
+	c.UIBindHost = p.String(config.KeyUIBindHost)
+	c.UIToken = p.Bool(config.KeyUIToken)
+	c.EventLogDir = p.String(config.KeyEventLogDir)
+	c.Timeline = p.String(config.KeyTimeline)
+	c.FailurePolicy = p.String(config.KeyFailurePolicy)
+	c.MaxRestarts = p.Int(config.KeyFailureMaxRestarts)
+	c.MaxBlamelessRestarts = p.Int(config.KeyFailureMaxBlamelessRestarts)
+	c.HostMaxFailures = p.Int(config.KeyFailureHostMaxFailures)
+	c.MinExecutors = p.Int(config.KeyFailureMinExecutors)
+	c.ElasticWait = p.Duration(config.KeyFailureElasticWait)
+	c.EventLogFlush = p.Duration(config.KeyEventLogFlushInterval)
+	c.Settings = map[string]string{}
 	for _, s := range p.Settings() {
-		cfg.Settings[s.Key] = s.Value
+		c.Settings[s.Key] = s.Value
 	}
-	cfg.Cores = p.Int(config.KeyExecutorCores)
-	cfg.MemoryMB = int(p.Bytes(config.KeyExecutorMemory) >> 20)
-	cfg.GPUs = p.Int(config.KeyExecutorGPUs)
-	cfg.Chief = p.Bool(config.KeyChiefEnabled)
-	cfg.PS = RoleSpec{Role: RolePS, Count: p.Int(config.KeyPSInstances), Cores: p.Int(config.KeyPSCores),
+}
+
+// rolesFromProperties sets the workers' and parameter servers' resources
+// and the parameter servers' settings.
+func (c *Config) rolesFromProperties(p *config.Properties) error {
+	var err error
+	c.Cores = p.Int(config.KeyExecutorCores)
+	c.MemoryMB = int(p.Bytes(config.KeyExecutorMemory) >> 20)
+	c.GPUs = p.Int(config.KeyExecutorGPUs)
+	c.Chief = p.Bool(config.KeyChiefEnabled)
+	c.PS = RoleSpec{Role: RolePS, Count: p.Int(config.KeyPSInstances), Cores: p.Int(config.KeyPSCores),
 		MemoryMB: int(p.Bytes(config.KeyPSMemory) >> 20), GPUs: p.Int(config.KeyPSGPUs)}
-	if cfg.PS.Command, err = SplitCommand(p.String(config.KeyPSCommand)); err != nil {
-		return cfg, master, fmt.Errorf("%s: %s: %w", p.Source(config.KeyPSCommand), config.KeyPSCommand, err)
+	if c.PS.Command, err = SplitCommand(p.String(config.KeyPSCommand)); err != nil {
+		return fmt.Errorf("%s: %s: %w", p.Source(config.KeyPSCommand), config.KeyPSCommand, err)
 	}
-	cfg.PS.Builtin = len(cfg.PS.Command) == 0
+	c.PS.Builtin = len(c.PS.Command) == 0
 	if _, err := ps.ParseStaleness(p.String(config.KeyPSStaleness)); err != nil {
-		return cfg, master, fmt.Errorf("%w: %s: %s: %v", ErrConfig, p.Source(config.KeyPSStaleness), config.KeyPSStaleness, err)
+		return fmt.Errorf("%w: %s: %s: %v", ErrConfig, p.Source(config.KeyPSStaleness), config.KeyPSStaleness, err)
 	}
-	cfg.PSStaleness = p.String(config.KeyPSStaleness)
-	cfg.PSWaitTimeout = p.Duration(config.KeyPSWaitTimeout)
-	cfg.PSReplicas = p.Int(config.KeyPSReplicas)
+	c.PSStaleness = p.String(config.KeyPSStaleness)
+	c.PSWaitTimeout = p.Duration(config.KeyPSWaitTimeout)
+	c.PSReplicas = p.Int(config.KeyPSReplicas)
+	return nil
+}
+
+// inputFromProperties sets the job's input and how the feed reads it.
+func (c *Config) inputFromProperties(p *config.Properties) error {
+	var err error
 	if f := p.String(config.KeyInputFormat); f != "" {
-		cfg.Format = feed.Format(f)
+		c.Format = feed.Format(f)
 	}
-	cfg.Columns = p.List(config.KeyInputColumns)
-	cfg.PartitionColumns = p.List(config.KeyPartitionColumns)
-	cfg.Flight = feed.FlightOptions{Token: p.String(config.KeyFlightToken), CAFile: p.String(config.KeyFlightCAFile),
+	c.Columns = p.List(config.KeyInputColumns)
+	c.PartitionColumns = p.List(config.KeyPartitionColumns)
+	c.Flight = feed.FlightOptions{Token: p.String(config.KeyFlightToken), CAFile: p.String(config.KeyFlightCAFile),
 		TokenHosts: p.List(config.KeyFlightTokenHosts)}
-	cfg.FlightPut = FlightPutConfig{Rows: int64(p.Int(config.KeyFlightPutRows)), BufferBytes: p.Bytes(config.KeyFlightPutBuffer),
+	c.FlightPut = FlightPutConfig{Rows: int64(p.Int(config.KeyFlightPutRows)), BufferBytes: p.Bytes(config.KeyFlightPutBuffer),
 		TokenFile: p.String(config.KeyFlightPutTokenFile)}
 	if spec := p.String(config.KeyFlightPutSchema); spec != "" {
-		if cfg.FlightPut.Schema, err = feed.ParseSchemaSpec(spec); err != nil {
-			return cfg, master, fmt.Errorf("%w: %s: %s: %v", ErrConfig, p.Source(config.KeyFlightPutSchema), config.KeyFlightPutSchema, err)
+		if c.FlightPut.Schema, err = feed.ParseSchemaSpec(spec); err != nil {
+			return fmt.Errorf("%w: %s: %s: %v", ErrConfig, p.Source(config.KeyFlightPutSchema), config.KeyFlightPutSchema, err)
 		}
 	}
-	if len(cfg.PartitionColumns) > 0 && p.String(config.KeyFeedMode) == "direct" {
-		return cfg, master, fmt.Errorf("%s: %s: partition columns are not read in direct mode (the training process reads the files itself); use --feed arrow or tensor",
+	if len(c.PartitionColumns) > 0 && p.String(config.KeyFeedMode) == "direct" {
+		return fmt.Errorf("%s: %s: partition columns are not read in direct mode (the training process reads the files itself); use --feed arrow or tensor",
 			p.Source(config.KeyPartitionColumns), config.KeyPartitionColumns)
 	}
-	cfg.LabelColumn = p.String(config.KeyLabelColumn)
+	c.LabelColumn = p.String(config.KeyLabelColumn)
 	var delim rune // by the file name
 	if s := p.String(config.KeyCSVDelimiter); s != "" {
 		if delim, err = feed.ParseCSVDelimiter(s); err != nil {
-			return cfg, master, fmt.Errorf("%s: %s: %w", p.Source(config.KeyCSVDelimiter), config.KeyCSVDelimiter, err)
+			return fmt.Errorf("%s: %s: %w", p.Source(config.KeyCSVDelimiter), config.KeyCSVDelimiter, err)
 		}
 	}
-	cfg.CSV = feed.CSVOptions{Delimiter: delim, Header: p.Bool(config.KeyCSVHeader)}
-	cfg.FeedMode = p.String(config.KeyFeedMode)
-	cfg.BatchRows = p.Int(config.KeyBatchRows)
-	cfg.Epochs = p.Int(config.KeyEpochs)
-	cfg.Shuffle = p.Bool(config.KeyShuffle)
-	cfg.Seed = int64(p.Int(config.KeySeed))
-	cfg.ShuffleBufferRows = p.Int(config.KeyShuffleBufferRows)
-	cfg.PrefetchBatches = p.Int(config.KeyPrefetchBatches)
-	cfg.MemoryBudget = p.Bytes(config.KeyFeedMemory)
-	cfg.CacheMemory = p.Bytes(config.KeyFeedCache)
-	cfg.SpillDisk = p.Bytes(config.KeyFeedSpill)
-	cfg.SharedMemory = p.Bool(config.KeyFeedSharedMemory)
-	if cfg.EvenBatches, err = feed.ParseEvenMode(p.String(config.KeyEvenBatches)); err != nil {
-		return cfg, master, err
+	c.CSV = feed.CSVOptions{Delimiter: delim, Header: p.Bool(config.KeyCSVHeader)}
+	c.FeedMode = p.String(config.KeyFeedMode)
+	c.BatchRows = p.Int(config.KeyBatchRows)
+	c.Epochs = p.Int(config.KeyEpochs)
+	c.Shuffle = p.Bool(config.KeyShuffle)
+	c.Seed = int64(p.Int(config.KeySeed))
+	c.ShuffleBufferRows = p.Int(config.KeyShuffleBufferRows)
+	c.PrefetchBatches = p.Int(config.KeyPrefetchBatches)
+	c.MemoryBudget = p.Bytes(config.KeyFeedMemory)
+	c.CacheMemory = p.Bytes(config.KeyFeedCache)
+	c.SpillDisk = p.Bytes(config.KeyFeedSpill)
+	c.SharedMemory = p.Bool(config.KeyFeedSharedMemory)
+	if c.EvenBatches, err = feed.ParseEvenMode(p.String(config.KeyEvenBatches)); err != nil {
+		return err
 	}
-	cfg.CheckpointDir = p.String(config.KeyCheckpointDir)
-	cfg.CheckpointKeep = p.Int(config.KeyCheckpointKeep)
-	cfg.PythonPath = p.String(config.KeyPythonPath)
-	cfg.Python = p.String(config.KeyPython)
-	cfg.Timeout = p.Duration(config.KeyJobTimeout)
-	cfg.HadoopConfDir = p.String(config.KeyHadoopConfDir)
-	cfg.HadoopUser = p.String(config.KeyHadoopUser)
-	cfg.KerberosPrincipal = p.String(config.KeyKerberosPrincipal)
-	cfg.KerberosKeytab = p.String(config.KeyKerberosKeytab)
+	return nil
+}
+
+// processFromProperties sets the checkpoints, the Python of the training
+// process, the job's timeout and the Hadoop login.
+func (c *Config) processFromProperties(p *config.Properties) {
+	c.CheckpointDir = p.String(config.KeyCheckpointDir)
+	c.CheckpointKeep = p.Int(config.KeyCheckpointKeep)
+	c.PythonPath = p.String(config.KeyPythonPath)
+	c.Python = p.String(config.KeyPython)
+	c.Timeout = p.Duration(config.KeyJobTimeout)
+	c.HadoopConfDir = p.String(config.KeyHadoopConfDir)
+	c.HadoopUser = p.String(config.KeyHadoopUser)
+	c.KerberosPrincipal = p.String(config.KeyKerberosPrincipal)
+	c.KerberosKeytab = p.String(config.KeyKerberosKeytab)
+}
+
+// networkFromProperties sets the host the driver advertises and listens on.
+func (c *Config) networkFromProperties(p *config.Properties, master Master) error {
 	// Local executors reach the driver over loopback. Elsewhere the driver
 	// advertises spindle.driver.host or, without it, the address of
 	// spindle.network.interface's rule, and listens where it advertises
 	// unless spindle.driver.bindHost says otherwise.
 	switch h := p.String(config.KeyDriverHost); {
 	case h != "":
-		cfg.AdvertiseHost = h
+		c.AdvertiseHost = h
 	case master.Kind == MasterLocal:
-		cfg.AdvertiseHost = "127.0.0.1"
+		c.AdvertiseHost = "127.0.0.1"
 	default:
 		ifaces, err := systemInterfaces()
 		if err == nil {
-			cfg.AdvertiseHost, err = pickHost(ifaces, p.String(config.KeyNetworkInterface))
+			c.AdvertiseHost, err = pickHost(ifaces, p.String(config.KeyNetworkInterface))
 		}
 		if err != nil {
-			return cfg, master, fmt.Errorf("%s: %w", p.Source(config.KeyNetworkInterface), err)
+			return fmt.Errorf("%s: %w", p.Source(config.KeyNetworkInterface), err)
 		}
 	}
-	cfg.ListenHost = cmp.Or(p.String(config.KeyDriverBindHost), cfg.AdvertiseHost)
-	cfg.Port = p.Int(config.KeyDriverPort)
-	cfg.AdvertisePort = p.Int(config.KeyDriverAdvertisePort)
-	cfg.RegistrationTimeout = p.Duration(config.KeyRegistrationTimeout)
-	cfg.ArchivesMaxBytes = p.Bytes(config.KeyArchivesMaxBytes)
-	cfg.ArchivesMaxEntries = p.Int(config.KeyArchivesMaxEntries)
-	cfg.HeartbeatInterval = p.Duration(config.KeyHeartbeatInterval)
-	cfg.HeartbeatTimeout = p.Duration(config.KeyHeartbeatTimeout)
-	cfg.StopGrace = p.Duration(config.KeyStopGracePeriod)
-	cfg.StderrTailLines = p.Int(config.KeyStderrTailLines)
-	cfg.CollectiveTimeout = p.Duration(config.KeyCollectiveTimeout)
-	cfg.RDMAMode = p.String(config.KeyRDMAMode)
-	cfg.RDMADevices = p.String(config.KeyRDMADevices)
-	if _, err := rdma.ParseFilter(cfg.RDMADevices); err != nil {
-		return cfg, Master{}, fmt.Errorf("%w: %s: %v", ErrConfig, p.Source(config.KeyRDMADevices), err)
+	c.ListenHost = cmp.Or(p.String(config.KeyDriverBindHost), c.AdvertiseHost)
+	c.Port = p.Int(config.KeyDriverPort)
+	c.AdvertisePort = p.Int(config.KeyDriverAdvertisePort)
+	return nil
+}
+
+// controlFromProperties sets the control plane's timings, RDMA and logging.
+func (c *Config) controlFromProperties(p *config.Properties) error {
+	c.RegistrationTimeout = p.Duration(config.KeyRegistrationTimeout)
+	c.ArchivesMaxBytes = p.Bytes(config.KeyArchivesMaxBytes)
+	c.ArchivesMaxEntries = p.Int(config.KeyArchivesMaxEntries)
+	c.HeartbeatInterval = p.Duration(config.KeyHeartbeatInterval)
+	c.HeartbeatTimeout = p.Duration(config.KeyHeartbeatTimeout)
+	c.StopGrace = p.Duration(config.KeyStopGracePeriod)
+	c.StderrTailLines = p.Int(config.KeyStderrTailLines)
+	c.CollectiveTimeout = p.Duration(config.KeyCollectiveTimeout)
+	c.RDMAMode = p.String(config.KeyRDMAMode)
+	c.RDMADevices = p.String(config.KeyRDMADevices)
+	if _, err := rdma.ParseFilter(c.RDMADevices); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrConfig, p.Source(config.KeyRDMADevices), err)
 	}
-	cfg.ProgressInterval = p.Duration(config.KeyProgressInterval)
-	cfg.NetworkInterface = p.String(config.KeyNetworkInterface)
-	cfg.LogLevel = p.String(config.KeyLogLevel)
-	return cfg, master, nil
+	c.ProgressInterval = p.Duration(config.KeyProgressInterval)
+	c.NetworkInterface = p.String(config.KeyNetworkInterface)
+	c.LogLevel = p.String(config.KeyLogLevel)
+	return nil
 }

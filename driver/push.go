@@ -14,14 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/spindle-ml/spindle/feed"
-	"github.com/spindle-ml/spindle/internal/metrics"
+	"github.com/spindle-ml/spindle/observe/metrics"
 )
-
-// inputShower is a cluster manager that shows its users where a job takes
-// pushed input (the standalone cluster's spindle status does).
-type inputShower interface {
-	ShowInput(uri string)
-}
 
 // pushInput is the running endpoint of a flight-put: input.
 type pushInput struct {
@@ -139,7 +133,7 @@ func (d *Driver) startPush() error {
 		c.Console.Eprintln(msg)
 	}
 	d.logger.Info("push endpoint listening", "uri", p.uri, "token_file", p.tokenFile, "ca_file", p.caFile)
-	if s, ok := d.cm.(inputShower); ok {
+	if s, ok := d.cm.(InputShower); ok {
 		s.ShowInput(p.uri)
 	}
 	return nil

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/feed/wire"
-	"github.com/spindle-ml/spindle/internal/jobview"
+	"github.com/spindle-ml/spindle/observe/jobview"
 )
 
 // Failure policies (spindle.failure.policy).
@@ -43,16 +43,10 @@ func (m *member) loss(msg string, blameless bool) error {
 	return &lossError{msg: msg, executor: m.id, host: cmp.Or(m.placedOn, m.host), blameless: blameless}
 }
 
-// nodeNamer is a cluster manager that knows where it placed each
-// executor, by the names ExecutorSpec.ExcludedHosts takes.
-type nodeNamer interface {
-	NodeOf(executorID string) string
-}
-
 // placeOf names where the executor of a loss ran, asking the cluster
 // manager when it knows (its events may come after the failure itself).
 func (d *Driver) placeOf(loss *lossError) {
-	if n, ok := d.cm.(nodeNamer); ok && loss != nil {
+	if n, ok := d.cm.(NodeNamer); ok && loss != nil {
 		if node := n.NodeOf(loss.executor); node != "" {
 			loss.host = node
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/feed"
-	"github.com/spindle-ml/spindle/internal/resume"
+	"github.com/spindle-ml/spindle/task/resume"
 )
 
 // resumer finds, at the start of each generation, the newest checkpoint

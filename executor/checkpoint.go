@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/resume"
+	"github.com/spindle-ml/spindle/task/resume"
 )
 
 // checkpointSocket is where the checkpoint service of a work directory

@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/hdfstest"
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
 )
 
 // startCheckpointService runs the service on a socket in a fresh directory

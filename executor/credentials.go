@@ -10,7 +10,7 @@ import (
 	"sort"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 )
 
 // tokenFileName is the credentials file an executor whose manager gave it

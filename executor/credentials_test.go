@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 )
 

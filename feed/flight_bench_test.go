@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/flighttest"
+	"github.com/spindle-ml/spindle/testbed/flighttest"
 )
 
 // BenchmarkFlight feeds one rank 2M rows (an id, a float64 and a label)

@@ -15,7 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/flighttest"
+	"github.com/spindle-ml/spindle/testbed/flighttest"
 )
 
 var flightSchema = arrow.NewSchema([]arrow.Field{

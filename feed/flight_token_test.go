@@ -9,7 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/flighttest"
+	"github.com/spindle-ml/spindle/testbed/flighttest"
 )
 
 // TestFlightTokenStaysWithNamedHost: a flight the user names on

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/apache/arrow-go/v18/parquet/compress"
 	"io"
 	"os"
 	"path/filepath"
@@ -23,6 +24,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	startGzip, _ = compress.GetCodec(compress.Codecs.Gzip)
+	startZstd, _ = compress.GetCodec(compress.Codecs.Zstd)
+	RegisterPageCodecs() // as the spindle binary does
 	if req, ok := os.LookupEnv(scanProcessEnv); ok {
 		if err := runScanProcess(req); err != nil {
 			fmt.Fprintln(os.Stderr, "scan process:", err)
@@ -32,6 +36,10 @@ func TestMain(m *testing.M) {
 	}
 	goleak.VerifyTestMain(m)
 }
+
+// startGzip and startZstd are the codecs arrow-go held before the tests
+// registered Spindle's (TestImportLeavesCodecsAlone).
+var startGzip, startZstd compress.Codec
 
 // testSchema is the schema of the test files: a unique row id, a feature,
 // a string and a label.

@@ -1,19 +1,20 @@
 package feed
 
 import (
+	"github.com/spindle-ml/spindle/internal/inflate"
 	"io"
+	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/parquet/compress"
 )
 
 // gzipPages is the Parquet GZIP codec with Spindle's page decoding
-// (gunzipInto) in front of arrow-go's: encoding and streams are arrow-go's,
-// and a page that gunzipInto does not decode (more than one gzip member,
+// (inflate.Gunzip) in front of arrow-go's: encoding and streams are arrow-go's,
+// and a page that inflate.Gunzip does not decode (more than one gzip member,
 // no known size, damaged data) goes to arrow-go's decoder, which decodes
-// it or says what is wrong. Registered with arrow-go's
-// compress.RegisterCodec, its way of replacing a codec, when the package
-// is loaded.
+// it or says what is wrong. RegisterPageCodecs registers it with
+// arrow-go's compress.RegisterCodec, its way of replacing a codec.
 type gzipPages struct {
 	arrowStreams // arrow-go's codec
 }
@@ -42,13 +43,22 @@ func (c arrowStreams) NewWriterLevel(w io.Writer, level int) (io.WriteCloser, er
 // gzipFallbacks counts the pages left to arrow-go's decoder.
 var gzipFallbacks atomic.Int64
 
-func init() {
-	orig, err := compress.GetCodec(compress.Codecs.Gzip)
-	if err != nil {
-		panic(err)
-	}
-	compress.RegisterCodec(compress.Codecs.Gzip, gzipPages{arrowStreams{orig}})
+// RegisterPageCodecs puts Spindle's page decoders in front of arrow-go's
+// Parquet codecs: gzip (internal/inflate) and, in builds with cgo, zstd
+// (libzstd). arrow-go keeps one table of codecs for the whole process, so
+// replacing one is the program's choice, made once at start-up (the
+// spindle binary's main), never a side effect of importing feed. Calls
+// after the first do nothing. A codec arrow-go lacks is left alone.
+func RegisterPageCodecs() {
+	registerOnce.Do(func() {
+		if orig, err := compress.GetCodec(compress.Codecs.Gzip); err == nil {
+			compress.RegisterCodec(compress.Codecs.Gzip, gzipPages{arrowStreams{orig}})
+		}
+		registerZstdPages()
+	})
 }
+
+var registerOnce sync.Once
 
 // Decode decodes one page into dst (of the page's decoded size).
 func (c gzipPages) Decode(dst, src []byte) []byte {
@@ -61,7 +71,7 @@ func (c gzipPages) Decode(dst, src []byte) []byte {
 
 // DecodeWithError is Decode reporting damaged data as an error.
 func (c gzipPages) DecodeWithError(dst, src []byte) ([]byte, error) {
-	if len(dst) > 0 && gunzipInto(dst, src) == nil {
+	if len(dst) > 0 && inflate.Gunzip(dst, src) == nil {
 		return dst, nil
 	}
 	gzipFallbacks.Add(1)

@@ -293,21 +293,10 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		cache = newChunkCache(f, opts.Allocator)
 		src = cache
 	}
-	footer := footerKey{uri: s.URI, size: f.Size()}
-	md := opts.footers.get(footer)
-	var keep []int // the row groups a thinned footer keeps; nil: all
-	if opts.Schema != nil {
-		// Without the planned schema dictLeaves looks at every row group.
-		keep = opts.footers.rowGroupsOf(s.URI)
-	}
-	if md == nil {
-		md = thinMetaData(src, f.Size(), keep)
-	}
-	pf, fr, err := openParquetFile(src, s.URI, opts.Allocator, opts.BatchRows, md, opts.Schema)
+	pf, fr, keep, err := openSplitFooter(src, f.Size(), s.URI, opts)
 	if err != nil {
 		return nil, err
 	}
-	opts.footers.put(footer, pf.MetaData())
 	fileSchema, err := fr.Schema()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: convert the Parquet schema to Arrow: %w", ErrInput, s.URI, err)
@@ -323,24 +312,12 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		}
 		out = opts.Schema
 	}
-	n := fr.ParquetReader().NumRowGroups()
-	for _, rg := range s.RowGroups {
-		if rg < 0 || rg >= n {
-			return nil, fmt.Errorf("%w: %s has %d row groups, the split names row group %d", ErrInput, s.URI, n, rg)
-		}
-		if _, ok := slices.BinarySearch(keep, rg); keep != nil && !ok {
-			// Not a split of the pipeline's: its footer may be thinned without it.
-			return nil, fmt.Errorf("%s: row group %d is not among the rank's row groups %v", s.URI, rg, keep)
-		}
-	}
-	rowGroups := s.RowGroups
-	if len(rowGroups) == 0 {
-		for rg := 0; rg < n; rg++ {
-			rowGroups = append(rowGroups, rg)
-		}
+	rowGroups, err := splitRowGroups(s, fr.ParquetReader().NumRowGroups(), keep)
+	if err != nil {
+		return nil, err
 	}
 	fieldLeaves := make([][]int, len(sel))
-	var leaves, cached []int // cached: the leaves pqarrow reads
+	var leaves []int
 	for i, name := range sel {
 		fieldLeaves[i] = appendLeaves(nil, &fr.Manifest.Fields[fileSchema.FieldIndices(name)[0]])
 		leaves = append(leaves, fieldLeaves[i]...)
@@ -350,12 +327,7 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 	// one request, as the chunk cache does for pqarrow.
 	window := chunkWindow
 	if cache != nil {
-		for i, ls := range fieldLeaves {
-			if !flat[i] {
-				cached = append(cached, ls...)
-			}
-		}
-		if err := cache.addChunks(pf, rowGroups, cached); err != nil {
+		if err := cacheChunks(cache, pf, rowGroups, fieldLeaves, flat); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrInput, s.URI, err)
 		}
 		window = wholeChunks
@@ -363,17 +335,7 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 	// Columns flatColumns reads are narrowed as they are decoded
 	// (Float32Features); the source's batches have them as float32, and
 	// the split's reader converts the others.
-	narrowed := opts.outSchema(out)
-	raw := out
-	if narrowed != out {
-		fields := out.Fields()
-		for i := range fields {
-			if flat[i] {
-				fields[i].Type = narrowed.Field(i).Type
-			}
-		}
-		raw = arrow.NewSchema(fields, nil)
-	}
+	raw := decodedSchema(out, opts.outSchema(out), flat)
 	p := &parquetSource{uri: s.URI, file: f, cache: cache, schema: raw}
 	seek := s.RowOffset
 	if seek > 0 && anyRepeated(pf, leaves) {
@@ -410,21 +372,100 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 			readers = append(readers, rr)
 		}
 		for _, rr := range readers {
-			g := &columnGroup{rr: rr, at: make([]int, rr.Schema().NumFields())}
-			for k, fld := range rr.Schema().Fields() {
-				g.at[k] = slices.Index(sel, fld.Name)
-			}
-			p.groups = append(p.groups, g)
-			if seek > 0 {
-				if err := rr.SeekToRow(seek); err != nil {
-					p.release()
-					return nil, fmt.Errorf("read %s: skip %d rows: %w", s.URI, s.RowOffset, err)
-				}
+			if err := p.addGroup(rr, sel, seek); err != nil {
+				p.release()
+				return nil, fmt.Errorf("read %s: skip %d rows: %w", s.URI, s.RowOffset, err)
 			}
 		}
 	}
 	p.start(opts.DecodeWorkers - 1)
 	return &opened{src: p, schema: out}, nil
+}
+
+// openSplitFooter opens the file of a split through the footers the
+// pipeline keeps: a footer read before, or the file's own, thinned to the
+// rank's row groups (keep, nil for all) when the planned schema is known.
+func openSplitFooter(src parquet.ReaderAtSeeker, size int64, uri string, opts ReadOptions) (*file.Reader, *pqarrow.FileReader, []int, error) {
+	footer := footerKey{uri: uri, size: size}
+	md := opts.footers.get(footer)
+	var keep []int // the row groups a thinned footer keeps; nil: all
+	if opts.Schema != nil {
+		// Without the planned schema dictLeaves looks at every row group.
+		keep = opts.footers.rowGroupsOf(uri)
+	}
+	if md == nil {
+		md = thinMetaData(src, size, keep)
+	}
+	pf, fr, err := openParquetFile(src, uri, opts.Allocator, opts.BatchRows, md, opts.Schema)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	opts.footers.put(footer, pf.MetaData())
+	return pf, fr, keep, nil
+}
+
+// cacheChunks has the chunk cache fetch, each with one read, the column
+// chunks of rowGroups that pqarrow reads: the leaves of the fields
+// flatColumns does not read (flat).
+func cacheChunks(cache *chunkCache, pf *file.Reader, rowGroups []int, fieldLeaves [][]int, flat []bool) error {
+	var cached []int
+	for i, ls := range fieldLeaves {
+		if !flat[i] {
+			cached = append(cached, ls...)
+		}
+	}
+	return cache.addChunks(pf, rowGroups, cached)
+}
+
+// splitRowGroups returns the row groups split s reads of a file of n
+// (every one when it names none), checking that each is in the file and
+// among keep, the row groups a thinned footer kept (nil: all).
+func splitRowGroups(s Split, n int, keep []int) ([]int, error) {
+	for _, rg := range s.RowGroups {
+		if rg < 0 || rg >= n {
+			return nil, fmt.Errorf("%w: %s has %d row groups, the split names row group %d", ErrInput, s.URI, n, rg)
+		}
+		if _, ok := slices.BinarySearch(keep, rg); keep != nil && !ok {
+			// Not a split of the pipeline's: its footer may be thinned without it.
+			return nil, fmt.Errorf("%s: row group %d is not among the rank's row groups %v", s.URI, rg, keep)
+		}
+	}
+	rowGroups := s.RowGroups
+	if len(rowGroups) == 0 {
+		for rg := 0; rg < n; rg++ {
+			rowGroups = append(rowGroups, rg)
+		}
+	}
+	return rowGroups, nil
+}
+
+// decodedSchema is the schema of the source's batches: out, with the
+// columns flatColumns decodes (flat) already narrowed as in narrowed.
+func decodedSchema(out, narrowed *arrow.Schema, flat []bool) *arrow.Schema {
+	if narrowed == out {
+		return out
+	}
+	fields := out.Fields()
+	for i := range fields {
+		if flat[i] {
+			fields[i].Type = narrowed.Field(i).Type
+		}
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+// addGroup adds the column group rr reads, its columns placed by their
+// names in sel, first skipping seek rows.
+func (p *parquetSource) addGroup(rr batchReader, sel []string, seek int64) error {
+	g := &columnGroup{rr: rr, at: make([]int, rr.Schema().NumFields())}
+	for k, fld := range rr.Schema().Fields() {
+		g.at[k] = slices.Index(sel, fld.Name)
+	}
+	p.groups = append(p.groups, g)
+	if seek > 0 {
+		return rr.SeekToRow(seek)
+	}
+	return nil
 }
 
 // anyRepeated reports whether any of the leaf columns is repeated (in a

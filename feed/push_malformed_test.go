@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/flighttest"
+	"github.com/spindle-ml/spindle/testbed/flighttest"
 )
 
 // nameSchema is a pushed input with a string column.

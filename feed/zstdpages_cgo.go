@@ -25,12 +25,12 @@ type zstdPages struct {
 // zstdFallbacks counts the pages left to arrow-go's decoder.
 var zstdFallbacks atomic.Int64
 
-func init() {
-	orig, err := compress.GetCodec(compress.Codecs.Zstd)
-	if err != nil {
-		panic(err)
+// registerZstdPages puts libzstd in front of arrow-go's zstd codec
+// (RegisterPageCodecs).
+func registerZstdPages() {
+	if orig, err := compress.GetCodec(compress.Codecs.Zstd); err == nil {
+		compress.RegisterCodec(compress.Codecs.Zstd, zstdPages{arrowStreams{orig}})
 	}
-	compress.RegisterCodec(compress.Codecs.Zstd, zstdPages{arrowStreams{orig}})
 }
 
 // Decode decodes one page into dst (of the page's decoded size).

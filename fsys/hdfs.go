@@ -21,8 +21,8 @@ import (
 	"github.com/colinmarc/hdfs/v2/hadoopconf"
 	krbclient "github.com/jcmturner/gokrb5/v8/client"
 
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
-	"github.com/spindle-ml/spindle/internal/kerberos"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/hadoop/kerberos"
 )
 
 // ErrNamenodeUnreachable reports an HDFS cluster whose namenodes did not
@@ -178,41 +178,8 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 		return nil, fmt.Errorf("%w: %v (%s)", ErrHadoopConfig, err, where)
 	}
 	dialer := &net.Dialer{Timeout: hdfsDialTimeout, KeepAlive: 30 * time.Second}
-	tok, file, found, err := delegationTokenFor(cl, opts)
-	if err != nil {
+	if err := cl.authenticate(opts, options, where); err != nil {
 		return nil, err
-	}
-	switch {
-	case found:
-		// A delegation token for this cluster (inside a YARN container,
-		// which has no Kerberos ticket): TOKEN authentication.
-		id, err := hadooprpc.ParseDelegationTokenIdentifier(tok.Identifier)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s for hdfs://%s: %v", ErrHadoopConfig, tok, authority, err)
-		}
-		cl.user = id.Owner
-		// Each connection takes the token the file holds as it opens:
-		// an executor given fresh tokens swaps them in the file.
-		cl.tokens = &tokenFile{path: file, service: cl.tokenService(), tok: tok}
-		cl.tokens.current()
-		cl.auth = hadooprpc.TokenSource{Current: cl.tokens.current, Protection: cl.protection}
-	case options.KerberosClient != nil:
-		// A Kerberized cluster: the user is the login's principal.
-		kc, err := kerberos.Login(kerberos.Options{Principal: opts.KerberosPrincipal, Keytab: opts.KerberosKeytab})
-		if err != nil {
-			return nil, fmt.Errorf("%w: hadoop.security.authentication is kerberos (%s): %v", ErrHadoopConfig, where, err)
-		}
-		if options.KerberosServicePrincipleName == "" {
-			kc.Destroy()
-			return nil, fmt.Errorf("%w: hadoop.security.authentication is kerberos but dfs.namenode.kerberos.principal is not set (%s)", ErrHadoopConfig, where)
-		}
-		cl.krb = kc
-		cl.user = kc.Credentials.UserName() + "@" + kc.Credentials.Realm()
-		cl.auth = hadooprpc.KerberosAuth{Client: kc, Principal: options.KerberosServicePrincipleName, Protection: cl.protection}
-	default:
-		if cl.user, err = hdfsUser(opts); err != nil {
-			return nil, err
-		}
 	}
 	// colinmarc/hdfs speaks simple authentication to namenodes through
 	// Spindle's SASL layer in its dial hook: Kerberos at every level of
@@ -257,6 +224,49 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 	}
 	cl.options = options
 	return cl, nil
+}
+
+// authenticate decides how cl's connections log in, and as whom: with a
+// delegation token for the cluster (inside a YARN container), with a
+// Kerberos login on a Kerberized cluster, or as a simple user.
+func (cl *hdfsCluster) authenticate(opts Options, options hdfs.ClientOptions, where string) error {
+	tok, file, found, err := delegationTokenFor(cl, opts)
+	if err != nil {
+		return err
+	}
+	switch {
+	case found:
+		// A delegation token for this cluster (inside a YARN container,
+		// which has no Kerberos ticket): TOKEN authentication.
+		id, err := hadooprpc.ParseDelegationTokenIdentifier(tok.Identifier)
+		if err != nil {
+			return fmt.Errorf("%w: %s for hdfs://%s: %v", ErrHadoopConfig, tok, cl.authority, err)
+		}
+		cl.user = id.Owner
+		// Each connection takes the token the file holds as it opens:
+		// an executor given fresh tokens swaps them in the file.
+		cl.tokens = &tokenFile{path: file, service: cl.tokenService(), tok: tok}
+		cl.tokens.current()
+		cl.auth = hadooprpc.TokenSource{Current: cl.tokens.current, Protection: cl.protection}
+	case options.KerberosClient != nil:
+		// A Kerberized cluster: the user is the login's principal.
+		kc, err := kerberos.Login(kerberos.Options{Principal: opts.KerberosPrincipal, Keytab: opts.KerberosKeytab})
+		if err != nil {
+			return fmt.Errorf("%w: hadoop.security.authentication is kerberos (%s): %v", ErrHadoopConfig, where, err)
+		}
+		if options.KerberosServicePrincipleName == "" {
+			kc.Destroy()
+			return fmt.Errorf("%w: hadoop.security.authentication is kerberos but dfs.namenode.kerberos.principal is not set (%s)", ErrHadoopConfig, where)
+		}
+		cl.krb = kc
+		cl.user = kc.Credentials.UserName() + "@" + kc.Credentials.Realm()
+		cl.auth = hadooprpc.KerberosAuth{Client: kc, Principal: options.KerberosServicePrincipleName, Protection: cl.protection}
+	default:
+		if cl.user, err = hdfsUser(opts); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // refusalConn notes a datanode's refusal of the client's

@@ -18,7 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/spindle-ml/spindle/internal/hdfstest"
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
 )
 
 // BenchmarkHDFSParquet reads every row group of a ~50 MB Parquet file

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/colinmarc/hdfs/v2"
-	"github.com/spindle-ml/spindle/internal/hadooppb"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 	"google.golang.org/protobuf/proto"
 )
 

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
-	"github.com/spindle-ml/spindle/internal/hdfstest"
-	"github.com/spindle-ml/spindle/internal/krbtest"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
+	"github.com/spindle-ml/spindle/testbed/krbtest"
 )
 
 // TestKerberizedHDFS: on an HDFS whose namenode takes Kerberos only, a

@@ -20,8 +20,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/spindle-ml/spindle/internal/hadooptest"
-	"github.com/spindle-ml/spindle/internal/hdfstest"
+	"github.com/spindle-ml/spindle/testbed/hadooptest"
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
 )
 
 // TestMain checks the package's tests (local and HDFS) leak no goroutines:

@@ -11,8 +11,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/spindle-ml/spindle/internal/hadooppb"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 )
 
 // ErrNoDelegationToken means a namenode issued no delegation token: the

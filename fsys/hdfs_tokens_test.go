@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
-	"github.com/spindle-ml/spindle/internal/hdfstest"
-	"github.com/spindle-ml/spindle/internal/krbtest"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
+	"github.com/spindle-ml/spindle/testbed/krbtest"
 )
 
 // TestDelegationTokens: on an HDFS that takes Kerberos and delegation

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
-	"github.com/spindle-ml/spindle/internal/hdfstest"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
 )
 
 // TestDataTransferProtection: on an HDFS whose datanodes require the SASL

@@ -83,5 +83,5 @@ section "control plane: driver cost per heartbeat, 10 to 5000 executors (in proc
 go test -run '^$' -bench 'Heartbeat' -benchtime 2000x ./driver
 
 section "observability: a fed job with its web UI, metrics and event log vs without; driver heap with 1,000 executors"
-go test -run '^$' -bench 'UIOverhead' -benchtime 9x ./internal/e2e
+go test -run '^$' -bench 'UIOverhead' -benchtime 9x ./e2e
 go test -run '^$' -bench 'ObserverMemory' -benchtime 2000x ./driver

@@ -19,7 +19,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/driver/driverpb"
-	"github.com/spindle-ml/spindle/internal/tokenkeeper"
+	"github.com/spindle-ml/spindle/driver/tokenkeeper"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
 	"github.com/spindle-ml/spindle/standalone/internal/secure"
@@ -132,6 +132,16 @@ type ClusterManager struct {
 	tokStarted bool
 	tokens     *tokenkeeper.Job // the executors' delegation tokens, on a Kerberized cluster
 }
+
+// What a standalone cluster manager offers the driver.
+var (
+	_ driver.ClusterManager   = (*ClusterManager)(nil)
+	_ driver.RoomReporter     = (*ClusterManager)(nil)
+	_ driver.OutputDeliverer  = (*ClusterManager)(nil)
+	_ driver.InputShower      = (*ClusterManager)(nil)
+	_ driver.NodeNamer        = (*ClusterManager)(nil)
+	_ driver.CredentialKeeper = (*ClusterManager)(nil)
+)
 
 var (
 	_ driver.ClusterManager   = (*ClusterManager)(nil)

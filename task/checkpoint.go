@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/resume"
+	"github.com/spindle-ml/spindle/task/resume"
 	"github.com/spindle-ml/spindle/timeline"
 )
 

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/hdfstest"
-	"github.com/spindle-ml/spindle/internal/resume"
+	"github.com/spindle-ml/spindle/task/resume"
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
 )
 
 // checkpointDirs returns a local directory and an HDFS directory (on a test

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spindle-ml/spindle/feed/wire"
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/resume"
+	"github.com/spindle-ml/spindle/task/resume"
 )
 
 // FeedPosition is where this process's feed stands: Batches batches of

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spindle-ml/spindle/feed/wire"
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/resume"
+	"github.com/spindle-ml/spindle/task/resume"
 )
 
 // consumer takes batches one at a time across epochs, as a training loop does.

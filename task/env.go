@@ -179,6 +179,20 @@ func fromLookup(lookup func(string) (string, bool)) (Env, error) {
 	e.CheckpointDir, _ = lookup(EnvCheckpointDir)
 	e.DataLink, _ = lookup(envcontract.CollectiveLink)
 
+	if err := feedFromLookup(lookup, &e); err != nil {
+		return Env{}, err
+	}
+	if err := peersFromLookup(lookup, &e); err != nil {
+		return Env{}, err
+	}
+	if err := resumeFromLookup(lookup, &e); err != nil {
+		return Env{}, err
+	}
+	return e, nil
+}
+
+// feedFromLookup reads the feed's socket or file and its mode into e.
+func feedFromLookup(lookup func(string) (string, bool), e *Env) error {
 	e.Feed, _ = lookup(EnvFeed)
 	mode, _ := lookup(EnvFeedMode)
 	switch {
@@ -187,28 +201,33 @@ func fromLookup(lookup func(string) (string, bool)) (Env, error) {
 	case mode != "":
 		m, err := wire.ParseMode(mode)
 		if err != nil {
-			return Env{}, fmt.Errorf("%w: %s=%s: want arrow, tensor or direct", ErrBadEnv, EnvFeedMode, mode)
+			return fmt.Errorf("%w: %s=%s: want arrow, tensor or direct", ErrBadEnv, EnvFeedMode, mode)
 		}
 		e.FeedMode = m
 		if e.Feed == "" {
-			return Env{}, fmt.Errorf("%w: %s=%s but %s is not set", ErrBadEnv, EnvFeedMode, mode, EnvFeed)
+			return fmt.Errorf("%w: %s=%s but %s is not set", ErrBadEnv, EnvFeedMode, mode, EnvFeed)
 		}
 	case e.Feed != "":
-		return Env{}, fmt.Errorf("%w: %s is set but %s is not", ErrBadEnv, EnvFeed, EnvFeedMode)
+		return fmt.Errorf("%w: %s is set but %s is not", ErrBadEnv, EnvFeed, EnvFeedMode)
 	}
+	return nil
+}
 
+// peersFromLookup reads the ranks' peer addresses, this rank's inherited
+// peer listener and the collectives' timeout into e.
+func peersFromLookup(lookup func(string) (string, bool), e *Env) error {
 	if v, ok := lookup(EnvPeers); ok && v != "" {
 		e.Peers = strings.Split(v, ",")
 		if len(e.Peers) != e.WorldSize {
-			return Env{}, fmt.Errorf("%w: %s lists %d peers for %s=%d", ErrBadEnv, EnvPeers, len(e.Peers), EnvWorldSize, e.WorldSize)
+			return fmt.Errorf("%w: %s lists %d peers for %s=%d", ErrBadEnv, EnvPeers, len(e.Peers), EnvWorldSize, e.WorldSize)
 		}
 		for i, p := range e.Peers {
 			host, port, err := net.SplitHostPort(strings.TrimSpace(p))
 			if err != nil || host == "" {
-				return Env{}, fmt.Errorf("%w: %s: peer %d is %q, want host:port", ErrBadEnv, EnvPeers, i, p)
+				return fmt.Errorf("%w: %s: peer %d is %q, want host:port", ErrBadEnv, EnvPeers, i, p)
 			}
 			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-				return Env{}, fmt.Errorf("%w: %s: peer %d has port %q, want 1-65535", ErrBadEnv, EnvPeers, i, port)
+				return fmt.Errorf("%w: %s: peer %d has port %q, want 1-65535", ErrBadEnv, EnvPeers, i, port)
 			}
 			e.Peers[i] = strings.TrimSpace(p)
 		}
@@ -216,21 +235,18 @@ func fromLookup(lookup func(string) (string, bool)) (Env, error) {
 	if v, ok := lookup(EnvPeerListenFD); ok && v != "" {
 		fd, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || fd < 0 {
-			return Env{}, fmt.Errorf("%w: %s=%s: not a file descriptor number", ErrBadEnv, EnvPeerListenFD, v)
+			return fmt.Errorf("%w: %s=%s: not a file descriptor number", ErrBadEnv, EnvPeerListenFD, v)
 		}
 		e.PeerListenFD = fd
 	}
 	if v, ok := lookup(EnvCollectiveTimeout); ok && v != "" {
 		secs, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if err != nil || !(secs > 0) || secs > math.MaxInt64/float64(time.Second) {
-			return Env{}, fmt.Errorf("%w: %s=%s: want a positive number of seconds", ErrBadEnv, EnvCollectiveTimeout, v)
+			return fmt.Errorf("%w: %s=%s: want a positive number of seconds", ErrBadEnv, EnvCollectiveTimeout, v)
 		}
 		e.CollectiveTimeout = time.Duration(secs * float64(time.Second))
 	}
-	if err := resumeFromLookup(lookup, &e); err != nil {
-		return Env{}, err
-	}
-	return e, nil
+	return nil
 }
 
 // resumeFromLookup reads the generation and where it resumes.

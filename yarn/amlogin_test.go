@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 )
 
 // TestWriteAMLogin: the driver in the ApplicationMaster writes the keytab

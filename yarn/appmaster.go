@@ -23,8 +23,8 @@ import (
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/auth"
-	pb "github.com/spindle-ml/spindle/internal/hadooppb"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/secretfd"
 	"github.com/spindle-ml/spindle/yarn/am"
 )
@@ -89,6 +89,14 @@ func RunAM(ctx context.Context, logger *slog.Logger, run DriverFunc) error {
 	if plan.Cluster != nil {
 		return runClusterAM(ctx, plan, creds, alloc, ln, host, run, output, log)
 	}
+	return runClientAM(ctx, plan, alloc, ln, host, log)
+}
+
+// runClientAM serves the driver on the gateway (client mode) until it
+// finishes the application, goes silent or ctx ends, then finishes the
+// application with YARN and removes its staging directory.
+func runClientAM(ctx context.Context, plan Plan, alloc *am.Allocator, ln net.Listener, host string, log *slog.Logger) error {
+	port := ln.Addr().(*net.TCPAddr).Port
 	if attempt := am.Attempt(os.Getenv("CONTAINER_ID")); attempt > 1 {
 		// The driver on the gateway knew the first attempt only: a new one
 		// cannot rejoin it, and must not start a second gang.
@@ -159,6 +167,23 @@ func RunAM(ctx context.Context, logger *slog.Logger, run DriverFunc) error {
 	})
 	log.Info("serving the driver", "url", amBase(plan, host, port))
 
+	result := awaitFinish(ctx, alloc, finish, events, &lastContact)
+	log.Info("finishing", "status", result.Status, "diagnostics", result.Diagnostics)
+	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ferr := alloc.Finish(fctx, finalStatus(result.Status), result.Diagnostics)
+	stop()
+	g.Wait()
+	if plan.StagingURI != "" {
+		removeStaging(fctx, plan.StagingURI, fsys.Options{}, log)
+	}
+	return ferr
+}
+
+// awaitFinish waits for the application's end: the driver's finish, ctx
+// ending, the allocator failing or the driver going silent for longer
+// than DriverSilence.
+func awaitFinish(ctx context.Context, alloc *am.Allocator, finish <-chan amFinish, events *eventLog, lastContact *atomic.Int64) amFinish {
 	var result amFinish
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -182,16 +207,7 @@ wait:
 			}
 		}
 	}
-	log.Info("finishing", "status", result.Status, "diagnostics", result.Diagnostics)
-	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ferr := alloc.Finish(fctx, finalStatus(result.Status), result.Diagnostics)
-	stop()
-	g.Wait()
-	if plan.StagingURI != "" {
-		removeStaging(fctx, plan.StagingURI, fsys.Options{}, log)
-	}
-	return ferr
+	return result
 }
 
 // removeStaging removes the staging directory from inside the cluster, so

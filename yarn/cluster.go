@@ -12,11 +12,10 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/driver"
-	"github.com/spindle-ml/spindle/executor"
+	"github.com/spindle-ml/spindle/driver/tokenkeeper"
 	"github.com/spindle-ml/spindle/internal/envcontract"
-	pb "github.com/spindle-ml/spindle/internal/hadooppb"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
-	"github.com/spindle-ml/spindle/internal/tokenkeeper"
+	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 	"github.com/spindle-ml/spindle/yarn/am"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
@@ -129,6 +128,15 @@ type ClusterManager struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 }
+
+// What a client-mode YARN cluster manager offers the driver.
+var (
+	_ driver.ClusterManager    = (*ClusterManager)(nil)
+	_ driver.RoomReporter      = (*ClusterManager)(nil)
+	_ driver.TrackingURLSetter = (*ClusterManager)(nil)
+	_ driver.ProgressReporter  = (*ClusterManager)(nil)
+	_ driver.CredentialKeeper  = (*ClusterManager)(nil)
+)
 
 var (
 	_ driver.ClusterManager   = (*ClusterManager)(nil)
@@ -259,7 +267,7 @@ func (c *ClusterManager) submit(ctx context.Context, specs []driver.ExecutorSpec
 	// in its credentials, and from there into every container's.
 	shared := map[string]string{}
 	if len(specs) > 0 {
-		for _, k := range []string{executor.EnvJobSecret, envcontract.JobTLS} {
+		for _, k := range []string{envcontract.JobSecret, envcontract.JobTLS} {
 			if v, ok := specs[0].Env[k]; ok {
 				shared[k] = v
 			}
@@ -426,8 +434,6 @@ func (c *ClusterManager) Release(ctx context.Context, ids []string) error {
 	}
 	return amc.do(ctx, http.MethodPost, "/v1/release", amRelease{IDs: ids}, nil)
 }
-
-var _ driver.ProgressReporter = (*ClusterManager)(nil)
 
 // ReportProgress passes the job's progress to the ApplicationMaster,
 // which reports it to the ResourceManager on its next heartbeat.

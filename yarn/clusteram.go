@@ -18,7 +18,7 @@ import (
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/internal/auth"
 	"github.com/spindle-ml/spindle/internal/config"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 	"github.com/spindle-ml/spindle/yarn/am"
 )
 

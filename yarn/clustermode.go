@@ -17,8 +17,8 @@ import (
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/internal/config"
-	pb "github.com/spindle-ml/spindle/internal/hadooppb"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 	"github.com/spindle-ml/spindle/yarn/am"
 	"github.com/spindle-ml/spindle/yarn/client"
 )

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
-	"github.com/spindle-ml/spindle/internal/hdfstest"
-	"github.com/spindle-ml/spindle/internal/krbtest"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
+	"github.com/spindle-ml/spindle/testbed/krbtest"
 )
 
 // TestClusterModeDelegationTokens: for a cluster-mode job on a Kerberized

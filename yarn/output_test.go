@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-ml/spindle/internal/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/yarn/client"
 	"google.golang.org/protobuf/proto"
 )

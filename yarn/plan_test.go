@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/spindle-ml/spindle/driver"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 )
 
 func TestPlanTravelsInCredentials(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"slices"
 
 	"github.com/spindle-ml/spindle/driver"
-	pb "github.com/spindle-ml/spindle/internal/hadooppb"
+	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/yarn/am"
 )
 

@@ -14,10 +14,10 @@ import (
 
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/driver/tokenkeeper"
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
-	"github.com/spindle-ml/spindle/internal/kerberos"
-	"github.com/spindle-ml/spindle/internal/tokenkeeper"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/hadoop/kerberos"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 

@@ -10,13 +10,14 @@ import (
 	"strings"
 	"time"
 
+	krbclient "github.com/jcmturner/gokrb5/v8/client"
 	krbconfig "github.com/jcmturner/gokrb5/v8/config"
 	"github.com/urfave/cli/v2"
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/config"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
-	"github.com/spindle-ml/spindle/internal/kerberos"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/hadoop/kerberos"
 	yarnclient "github.com/spindle-ml/spindle/yarn/client"
 )
 
@@ -122,32 +123,7 @@ func runDoctor(c *cli.Context) error {
 
 	// The ResourceManagers, when this is a YARN gateway.
 	if _, err := os.Stat(filepath.Join(conf.Dir, "yarn-site.xml")); err == nil {
-		rms, err := conf.RMAddrs()
-		if err != nil {
-			d.fail("resourcemanager", err)
-		}
-		for _, addr := range rms {
-			host, _, _ := net.SplitHostPort(addr)
-			spn, _, _ := strings.Cut(strings.ReplaceAll(sec.RMPrincipal, "_HOST", strings.ToLower(host)), "@")
-			if _, _, err := login.GetServiceTicket(spn); err != nil {
-				d.fail("resourcemanager", fmt.Errorf("%s: no ticket for %s (yarn.resourcemanager.principal %s): %w", addr, spn, sec.RMPrincipal, err))
-				continue
-			}
-			d.ok("resourcemanager", "%s: ticket for %s", addr, spn)
-		}
-		if len(rms) > 0 {
-			rm, err := yarnclient.New(yarnclient.Config{RMAddrs: rms, User: user, SASL: sec.RMAuth(login), Rounds: 1})
-			if err == nil {
-				var m interface{ GetNumNodeManagers() int32 }
-				if m, err = rm.ClusterMetrics(ctx); err == nil {
-					d.ok("resourcemanager", "%s answers %s: %d NodeManagers", rm.Addr(), user, m.GetNumNodeManagers())
-				}
-				rm.Close()
-			}
-			if err != nil {
-				d.fail("resourcemanager", err)
-			}
-		}
+		d.checkResourceManagers(ctx, conf, sec, login, user)
 	}
 
 	// The default file system and the token a job's containers would get.
@@ -187,6 +163,37 @@ func runDoctor(c *cli.Context) error {
 	}
 	d.ok("delegation token", "%s (obtained and cancelled)", desc)
 	return d.result()
+}
+
+// checkResourceManagers gets a ticket for each ResourceManager's principal
+// and asks one of them for the cluster's metrics as user.
+func (d *doctor) checkResourceManagers(ctx context.Context, conf *yarnclient.Conf, sec yarnclient.Security, login *krbclient.Client, user string) {
+	rms, err := conf.RMAddrs()
+	if err != nil {
+		d.fail("resourcemanager", err)
+	}
+	for _, addr := range rms {
+		host, _, _ := net.SplitHostPort(addr)
+		spn, _, _ := strings.Cut(strings.ReplaceAll(sec.RMPrincipal, "_HOST", strings.ToLower(host)), "@")
+		if _, _, err := login.GetServiceTicket(spn); err != nil {
+			d.fail("resourcemanager", fmt.Errorf("%s: no ticket for %s (yarn.resourcemanager.principal %s): %w", addr, spn, sec.RMPrincipal, err))
+			continue
+		}
+		d.ok("resourcemanager", "%s: ticket for %s", addr, spn)
+	}
+	if len(rms) > 0 {
+		rm, err := yarnclient.New(yarnclient.Config{RMAddrs: rms, User: user, SASL: sec.RMAuth(login), Rounds: 1})
+		if err == nil {
+			var m interface{ GetNumNodeManagers() int32 }
+			if m, err = rm.ClusterMetrics(ctx); err == nil {
+				d.ok("resourcemanager", "%s answers %s: %d NodeManagers", rm.Addr(), user, m.GetNumNodeManagers())
+			}
+			rm.Close()
+		}
+		if err != nil {
+			d.fail("resourcemanager", err)
+		}
+	}
 }
 
 // checkKDC dials the realm's KDCs, TCP first.

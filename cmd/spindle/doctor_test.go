@@ -12,11 +12,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/spindle-ml/spindle/internal/hadooppb"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
-	"github.com/spindle-ml/spindle/internal/hdfstest"
-	"github.com/spindle-ml/spindle/internal/krbtest"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
+	"github.com/spindle-ml/spindle/testbed/krbtest"
 	yarnclient "github.com/spindle-ml/spindle/yarn/client"
 )
 

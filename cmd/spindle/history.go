@@ -8,8 +8,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/metrics"
-	"github.com/spindle-ml/spindle/internal/webui"
+	"github.com/spindle-ml/spindle/observe/metrics"
+	"github.com/spindle-ml/spindle/observe/webui"
 )
 
 // historyCommand serves the job pages for every job whose event log is in

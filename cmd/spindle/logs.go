@@ -16,8 +16,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/eventlog"
-	"github.com/spindle-ml/spindle/internal/jobview"
+	"github.com/spindle-ml/spindle/observe/eventlog"
+	"github.com/spindle-ml/spindle/observe/jobview"
 	"github.com/spindle-ml/spindle/standalone"
 	"github.com/spindle-ml/spindle/standalone/client"
 	yarnclient "github.com/spindle-ml/spindle/yarn/client"

@@ -9,10 +9,14 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/internal/textdist"
 )
 
 func main() {
+	// The feed's Parquet page decoders, in front of arrow-go's codecs for
+	// the whole process: the binary's choice, made here once.
+	feed.RegisterPageCodecs()
 	ctx, force, stop := interruptContext()
 	defer stop()
 	forceStop = force

@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/spindle-ml/spindle/internal/metrics"
+	"github.com/spindle-ml/spindle/observe/metrics"
 )
 
 // serveMetrics serves c's metrics (and the Go runtime's) at /metrics on

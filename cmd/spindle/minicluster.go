@@ -13,8 +13,8 @@ import (
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/config"
-	"github.com/spindle-ml/spindle/internal/hdfstest"
-	"github.com/spindle-ml/spindle/internal/yarntest"
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
+	"github.com/spindle-ml/spindle/testbed/yarntest"
 )
 
 func miniclusterCommand() *cli.Command {
@@ -62,25 +62,9 @@ func runMinicluster(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	bs, err := config.ParseBytes(c.String("block-size"))
+	bs, nmMem, err := miniclusterSizes(c)
 	if err != nil {
-		return fmt.Errorf("--block-size: %w", err)
-	}
-	if n := c.Int("nodemanagers"); n < 0 {
-		return fmt.Errorf("--nodemanagers %d: want 0 or more", n)
-	}
-	nmMem, err := config.ParseBytes(c.String("nm-memory"))
-	if err != nil || nmMem < 256<<20 {
-		return fmt.Errorf("--nm-memory %q: want a size of at least 256MiB", c.String("nm-memory"))
-	}
-	if n := c.Int("nm-vcores"); n < 1 {
-		return fmt.Errorf("--nm-vcores %d: want at least 1", n)
-	}
-	if n := c.Int("datanodes"); n < 1 {
-		return fmt.Errorf("--datanodes %d: want at least 1", n)
-	}
-	if n := c.Int("replication"); n < 0 || n > c.Int("datanodes") {
-		return fmt.Errorf("--replication %d: want between 1 and --datanodes (%d)", n, c.Int("datanodes"))
+		return err
 	}
 	dir, err := filepath.Abs(c.String("dir"))
 	if err != nil {
@@ -161,6 +145,32 @@ func runMinicluster(c *cli.Context) error {
 		yc.Close()
 	}
 	return cluster.Close()
+}
+
+// miniclusterSizes checks the flags that size the minicluster and
+// returns its HDFS block size and each NodeManager's memory in bytes.
+func miniclusterSizes(c *cli.Context) (bs, nmMem int64, err error) {
+	bs, err = config.ParseBytes(c.String("block-size"))
+	if err != nil {
+		return 0, 0, fmt.Errorf("--block-size: %w", err)
+	}
+	if n := c.Int("nodemanagers"); n < 0 {
+		return 0, 0, fmt.Errorf("--nodemanagers %d: want 0 or more", n)
+	}
+	nmMem, err = config.ParseBytes(c.String("nm-memory"))
+	if err != nil || nmMem < 256<<20 {
+		return 0, 0, fmt.Errorf("--nm-memory %q: want a size of at least 256MiB", c.String("nm-memory"))
+	}
+	if n := c.Int("nm-vcores"); n < 1 {
+		return 0, 0, fmt.Errorf("--nm-vcores %d: want at least 1", n)
+	}
+	if n := c.Int("datanodes"); n < 1 {
+		return 0, 0, fmt.Errorf("--datanodes %d: want at least 1", n)
+	}
+	if n := c.Int("replication"); n < 0 || n > c.Int("datanodes") {
+		return 0, 0, fmt.Errorf("--replication %d: want between 1 and --datanodes (%d)", n, c.Int("datanodes"))
+	}
+	return bs, nmMem, nil
 }
 
 // put is one --put: local files to copy into an HDFS directory.

@@ -14,10 +14,10 @@ import (
 	"github.com/jcmturner/gokrb5/v8/keytab"
 	"github.com/urfave/cli/v2"
 
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
-	"github.com/spindle-ml/spindle/internal/hdfstest"
-	"github.com/spindle-ml/spindle/internal/krbtest"
-	"github.com/spindle-ml/spindle/internal/yarntest"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
+	"github.com/spindle-ml/spindle/testbed/krbtest"
+	"github.com/spindle-ml/spindle/testbed/yarntest"
 )
 
 // secureRealm is spindle minicluster --secure's Kerberos: an MIT KDC on

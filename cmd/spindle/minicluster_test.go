@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/krbtest"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/testbed/krbtest"
 	yarnclient "github.com/spindle-ml/spindle/yarn/client"
 )
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-ml/spindle/internal/krbtest"
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/testbed/krbtest"
 )
 
 // TestSubmitKerberosRefusals: spindle submit to a Kerberized YARN

@@ -13,9 +13,9 @@ import (
 
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/internal/config"
-	"github.com/spindle-ml/spindle/internal/hadooppb"
-	"github.com/spindle-ml/spindle/internal/jobview"
-	"github.com/spindle-ml/spindle/internal/kerberos"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadoop/kerberos"
+	"github.com/spindle-ml/spindle/observe/jobview"
 	"github.com/spindle-ml/spindle/yarn"
 	yarnclient "github.com/spindle-ml/spindle/yarn/client"
 )

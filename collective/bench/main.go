@@ -111,92 +111,96 @@ var knownLinks = []link{
 	{"ucx-sm", "ucx:required", "sm"},
 }
 
-func run() error {
-	ranksFlag := flag.String("ranks", "2,4", "comma-separated world sizes")
-	sizesFlag := flag.String("sizes", "1,16,64", "comma-separated tensor sizes in MiB, or with a unit: 4k, 1m, 64m")
-	linksFlag := flag.String("links", "tcp", "comma-separated data links: tcp, ucx-tcp, ucx-sm")
-	perftest := flag.Bool("perftest", false, "measure ucx_perftest (tag_bw) on the transports of the UCX links, the ceiling")
-	iters := flag.Int("iters", 0, "timed iterations per size and round (0: 6 to 200, fewer for larger tensors)")
-	warmup := flag.Int("warmup", 2, "untimed iterations per size and round")
-	rounds := flag.Int("rounds", 3, "alternating rounds of every link and baseline per number of ranks")
-	gloo := flag.Bool("gloo", true, "measure PyTorch gloo beside Spindle")
-	python := flag.String("python", "/usr/bin/python3", "Python interpreter with torch, for the gloo side")
-	chunk := flag.Int("chunk", 0, "Spindle chunk size in bytes (0: the library default)")
-	sockBuf := flag.Int("sockbuf", 0, "Spindle socket buffer size in bytes (0: the library default, -1: kernel autotuning)")
-	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
-	profile := flag.String("cpuprofile", "", "write each Spindle rank's CPU profile to `dir`/ranks-N-rank-R.pprof")
+// options are the command's flags.
+type options struct {
+	ranks    string
+	sizes    string
+	links    string
+	perftest bool
+	iters    int
+	warmup   int
+	rounds   int
+	gloo     bool
+	python   string
+	chunk    int
+	sockBuf  int
+	timeout  time.Duration
+	profile  string
+}
+
+// parseOptions reads the command's flags.
+func parseOptions() options {
+	var o options
+	flag.StringVar(&o.ranks, "ranks", "2,4", "comma-separated world sizes")
+	flag.StringVar(&o.sizes, "sizes", "1,16,64", "comma-separated tensor sizes in MiB, or with a unit: 4k, 1m, 64m")
+	flag.StringVar(&o.links, "links", "tcp", "comma-separated data links: tcp, ucx-tcp, ucx-sm")
+	flag.BoolVar(&o.perftest, "perftest", false, "measure ucx_perftest (tag_bw) on the transports of the UCX links, the ceiling")
+	flag.IntVar(&o.iters, "iters", 0, "timed iterations per size and round (0: 6 to 200, fewer for larger tensors)")
+	flag.IntVar(&o.warmup, "warmup", 2, "untimed iterations per size and round")
+	flag.IntVar(&o.rounds, "rounds", 3, "alternating rounds of every link and baseline per number of ranks")
+	flag.BoolVar(&o.gloo, "gloo", true, "measure PyTorch gloo beside Spindle")
+	flag.StringVar(&o.python, "python", "/usr/bin/python3", "Python interpreter with torch, for the gloo side")
+	flag.IntVar(&o.chunk, "chunk", 0, "Spindle chunk size in bytes (0: the library default)")
+	flag.IntVar(&o.sockBuf, "sockbuf", 0, "Spindle socket buffer size in bytes (0: the library default, -1: kernel autotuning)")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
+	flag.StringVar(&o.profile, "cpuprofile", "", "write each Spindle rank's CPU profile to `dir`/ranks-N-rank-R.pprof")
 	flag.Parse()
-	if *profile != "" {
-		if err := os.MkdirAll(*profile, 0o755); err != nil {
+	return o
+}
+
+func run() error {
+	o := parseOptions()
+	if o.profile != "" {
+		if err := os.MkdirAll(o.profile, 0o755); err != nil {
 			return err
 		}
-		os.Setenv(envProfile, *profile)
+		os.Setenv(envProfile, o.profile)
 	}
 
-	worlds, err := parseInts(*ranksFlag)
+	worlds, err := parseInts(o.ranks)
 	if err != nil {
 		return fmt.Errorf("-ranks: %w", err)
 	}
-	sizes, err := parseSizes(*sizesFlag)
+	sizes, err := parseSizes(o.sizes)
 	if err != nil {
 		return fmt.Errorf("-sizes: %w", err)
 	}
-	var links []link
-	for _, name := range strings.Split(*linksFlag, ",") {
-		i := slices.IndexFunc(knownLinks, func(l link) bool { return l.name == strings.TrimSpace(name) })
-		if i < 0 {
-			return fmt.Errorf("-links: unknown link %q (want tcp, ucx-tcp or ucx-sm)", name)
-		}
-		links = append(links, knownLinks[i])
+	links, err := parseLinks(o.links)
+	if err != nil {
+		return err
 	}
-	var plan []step
-	for _, b := range sizes {
-		n := *iters
-		if n == 0 {
-			n = min(200, max(6, (256<<20)/b))
-		}
-		plan = append(plan, step{Bytes: b, Iters: n})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	plan := planSteps(sizes, o.iters)
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 
 	var script string
-	if *gloo {
+	if o.gloo {
 		dir, err := os.MkdirTemp("", "spindle-bench-")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		script = filepath.Join(dir, "gloo_allreduce.py")
-		if err := os.WriteFile(script, glooScript, 0o644); err != nil {
+		if script, err = writeGlooScript(dir); err != nil {
 			return err
 		}
 	}
 	var transports []string // of ucx_perftest
-	if *perftest {
-		for _, l := range links {
-			if l.tls != "" && !slices.Contains(transports, l.tls) {
-				transports = append(transports, l.tls)
-			}
-		}
+	if o.perftest {
+		transports = perftestTransports(links)
 	}
 
 	// Rounds alternate the links and baselines, so that load from other
 	// processes on the machine falls on all alike; each size's time is the
 	// median of the iterations of all rounds.
-	type key struct {
-		what         string // a link's name, "gloo", or "perftest-TLS"
-		world, bytes int
-	}
-	times := map[key][]float64{}
-	perfBW := map[key][]float64{} // GB/s, world 0
+	m := measured{times: map[key][]float64{}, perfBW: map[key][]float64{}}
+	times, perfBW := m.times, m.perfBW
 	glooNote, perfNote := "", ""
 	for _, n := range worlds {
-		for round := 1; round <= *rounds; round++ {
-			fmt.Fprintf(os.Stderr, "%d ranks, round %d of %d:", n, round, *rounds)
+		for round := 1; round <= o.rounds; round++ {
+			fmt.Fprintf(os.Stderr, "%d ranks, round %d of %d:", n, round, o.rounds)
 			for _, l := range links {
 				fmt.Fprintf(os.Stderr, " %s", l.name)
-				res, err := runSpindle(ctx, n, plan, *warmup, *chunk, *sockBuf, l)
+				res, err := runSpindle(ctx, n, plan, o.warmup, o.chunk, o.sockBuf, l)
 				if err != nil {
 					return fmt.Errorf("spindle over %s with %d ranks: %w", l.name, n, err)
 				}
@@ -204,9 +208,9 @@ func run() error {
 					times[key{l.name, n, s.Bytes}] = append(times[key{l.name, n, s.Bytes}], s.TimesS...)
 				}
 			}
-			if *gloo && glooNote == "" {
+			if o.gloo && glooNote == "" {
 				fmt.Fprint(os.Stderr, " gloo")
-				res, err := runGloo(ctx, *python, script, n, plan, *warmup)
+				res, err := runGloo(ctx, o.python, script, n, plan, o.warmup)
 				switch {
 				case err != nil:
 					glooNote = err.Error()
@@ -237,11 +241,79 @@ func run() error {
 		}
 	}
 
+	m.glooNote, m.perfNote = glooNote, perfNote
+	printTable(m, worlds, plan, links, transports, o.gloo, o.rounds, o.warmup)
+	return nil
+}
+
+// parseLinks reads -links: names of knownLinks, comma-separated.
+func parseLinks(s string) ([]link, error) {
+	var links []link
+	for _, name := range strings.Split(s, ",") {
+		i := slices.IndexFunc(knownLinks, func(l link) bool { return l.name == strings.TrimSpace(name) })
+		if i < 0 {
+			return nil, fmt.Errorf("-links: unknown link %q (want tcp, ucx-tcp or ucx-sm)", name)
+		}
+		links = append(links, knownLinks[i])
+	}
+	return links, nil
+}
+
+// planSteps times each size iters times, or, with iters 0, from 6 to
+// 200 times, fewer for larger tensors.
+func planSteps(sizes []int, iters int) []step {
+	var plan []step
+	for _, b := range sizes {
+		n := iters
+		if n == 0 {
+			n = min(200, max(6, (256<<20)/b))
+		}
+		plan = append(plan, step{Bytes: b, Iters: n})
+	}
+	return plan
+}
+
+// writeGlooScript writes the gloo side's Python script into dir.
+func writeGlooScript(dir string) (string, error) {
+	script := filepath.Join(dir, "gloo_allreduce.py")
+	return script, os.WriteFile(script, glooScript, 0o644)
+}
+
+// perftestTransports are the UCX transports of links, each once, for
+// ucx_perftest.
+func perftestTransports(links []link) []string {
+	var transports []string
+	for _, l := range links {
+		if l.tls != "" && !slices.Contains(transports, l.tls) {
+			transports = append(transports, l.tls)
+		}
+	}
+	return transports
+}
+
+// key names one measured series: what ran, on how many ranks, at which
+// size.
+type key struct {
+	what         string // a link's name, "gloo", or "perftest-TLS"
+	world, bytes int
+}
+
+// measured is what the rounds measured: each series' times (seconds) and
+// ucx_perftest's bandwidths (GB/s, world 0), and why a baseline was
+// skipped, if it was.
+type measured struct {
+	times, perfBW      map[key][]float64
+	glooNote, perfNote string
+}
+
+// printTable prints the bus bandwidth of every series, and the ratios
+// between them, one line per number of ranks and size.
+func printTable(m measured, worlds []int, plan []step, links []link, transports []string, gloo bool, rounds, warmup int) {
 	fmt.Printf("\nallreduce (sum) of float32 tensors between processes over 127.0.0.1; %d CPUs, load average %s\n", runtime.NumCPU(), loadAverage())
-	fmt.Printf("bus bandwidth = 2(n-1)/n x bytes / time; time = median of the timed iterations of %d alternating rounds\n", *rounds)
-	fmt.Printf("(each iteration: barrier, then the slowest rank's allreduce time; %d warm-up iterations per size and round)\n", *warmup)
+	fmt.Printf("bus bandwidth = 2(n-1)/n x bytes / time; time = median of the timed iterations of %d alternating rounds\n", rounds)
+	fmt.Printf("(each iteration: barrier, then the slowest rank's allreduce time; %d warm-up iterations per size and round)\n", warmup)
 	if len(transports) > 0 {
-		fmt.Printf("ucx_perftest: tag_bw, one process to another, median of %d rounds' overall bandwidth (its MB/s are MiB/s, converted)\n", *rounds)
+		fmt.Printf("ucx_perftest: tag_bw, one process to another, median of %d rounds' overall bandwidth (its MB/s are MiB/s, converted)\n", rounds)
 	}
 	fmt.Println()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -252,10 +324,10 @@ func run() error {
 	for _, tls := range transports {
 		head += "perftest " + tls + " GB/s\t"
 	}
-	if *gloo {
+	if gloo {
 		head += "gloo GB/s\t"
 	}
-	ratios := ratioColumns(links, transports, *gloo)
+	ratios := ratioColumns(links, transports, gloo)
 	for _, r := range ratios {
 		head += r.title + "\t"
 	}
@@ -273,17 +345,17 @@ func run() error {
 				}
 			}
 			for _, l := range links {
-				if ts := times[key{l.name, n, s.Bytes}]; len(ts) > 0 {
+				if ts := m.times[key{l.name, n, s.Bytes}]; len(ts) > 0 {
 					cell(l.name, busBW(n, s.Bytes, median(ts)))
 				} else {
 					cell(l.name, 0)
 				}
 			}
 			for _, tls := range transports {
-				cell("perftest-"+tls, median(perfBW[key{"perftest-" + tls, 0, s.Bytes}]))
+				cell("perftest-"+tls, median(m.perfBW[key{"perftest-" + tls, 0, s.Bytes}]))
 			}
-			if *gloo {
-				if ts := times[key{"gloo", n, s.Bytes}]; len(ts) > 0 {
+			if gloo {
+				if ts := m.times[key{"gloo", n, s.Bytes}]; len(ts) > 0 {
 					cell("gloo", busBW(n, s.Bytes, median(ts)))
 				} else {
 					cell("gloo", 0)
@@ -300,13 +372,12 @@ func run() error {
 		}
 	}
 	tw.Flush()
-	if *gloo && glooNote != "" {
-		fmt.Printf("\ngloo skipped: %s\n", glooNote)
+	if gloo && m.glooNote != "" {
+		fmt.Printf("\ngloo skipped: %s\n", m.glooNote)
 	}
-	if perfNote != "" {
-		fmt.Printf("\nucx_perftest skipped: %s\n", perfNote)
+	if m.perfNote != "" {
+		fmt.Printf("\nucx_perftest skipped: %s\n", m.perfNote)
 	}
-	return nil
 }
 
 // ratio is a column of the table: one bandwidth over another.

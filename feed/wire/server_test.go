@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spindle-ml/spindle/feed"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -32,6 +33,7 @@ func TestMain(m *testing.M) {
 		// The benchmark re-executes this test binary as its consumer process.
 		os.Exit(runConsumer(role))
 	}
+	feed.RegisterPageCodecs() // as the spindle binary does
 	code := m.Run()
 	removeBenchData()
 	if code == 0 {

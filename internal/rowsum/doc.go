@@ -1,7 +1,7 @@
 // Package rowsum checks, from the lines a training process prints, that
 // every epoch of a job fed each row id exactly once over all its ranks.
 //
-// The process (internal/e2e/rowcheck, or its Python twin in the tests)
+// The process (e2e/rowcheck, or its Python twin in the tests)
 // adds Hash(id) over the row ids it takes in each epoch, keeps the sums in
 // its checkpoints, and prints at its end one line per epoch:
 //

@@ -133,7 +133,7 @@ const reportInterval = time.Second
 // reportEvery sends the server's totals to the executor's report socket
 // until ctx ends, and once more then: the job's web UI shows them, and the
 // driver's /metrics turns them into the spindle_ps_* metrics
-// (internal/metrics reads these names).
+// (observe/metrics reads these names).
 func (s *Server) reportEvery(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()

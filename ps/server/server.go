@@ -441,7 +441,7 @@ func (s *Server) GetRing(context.Context, *pspb.GetRingRequest) (*pspb.RingInfo,
 // Report is what the server tells its job's driver (see reportEvery):
 // its rows and their memory now, and since it started the pushes and
 // pulls it applied, the keys workers pushed and pulled and the seconds it
-// spent answering them. internal/metrics turns these names into the
+// spent answering them. observe/metrics turns these names into the
 // spindle_ps_* metrics.
 func (s *Server) Report() map[string]float64 {
 	keys, bytes, pushes, pulls := s.totals()

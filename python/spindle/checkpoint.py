@@ -231,7 +231,7 @@ def _fsync_dir(directory):
         pass
 
 
-# The hidden directory of the checkpoints' resume records (Go's internal/resume.Dir).
+# The hidden directory of the checkpoints' resume records (Go's task/resume.Dir).
 RESUME_DIR = ".spindle-resume"
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+=-]*$")
@@ -444,7 +444,7 @@ def prune(directory, prefix, keep, after=None):
     before any of its files goes. Returns the names deleted, oldest first.
     A directory only the executor can write (``hdfs://``) is pruned by the
     executor's checkpoint service, with the same rules (Go's
-    internal/resume.Prune).
+    task/resume.Prune).
     """
     keep = int(keep)
     if keep < 1:

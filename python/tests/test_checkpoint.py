@@ -1,7 +1,7 @@
 """Tests of spindle.checkpoint without an executor (local directories and errors).
 
 Checkpoints on HDFS go through the executor's service; the end-to-end tests
-(internal/e2e TestPythonCheckpointsOnHDFS) run them against a test HDFS.
+(e2e TestPythonCheckpointsOnHDFS) run them against a test HDFS.
 """
 
 import json

@@ -46,12 +46,12 @@ func run(m *testing.M) int {
 		pkg string
 	}{
 		{&spindleBin, "./cmd/spindle"},
-		{&feedcheckBin, "./internal/e2e/feedcheck"},
+		{&feedcheckBin, "./e2e/feedcheck"},
 		{&datagenBin, "./examples/datagen"},
 		{&logregBin, "./examples/logreg"},
-		{&rolecheckBin, "./internal/e2e/rolecheck"},
+		{&rolecheckBin, "./e2e/rolecheck"},
 		{&sparseLRBin, "./examples/sparse-lr"},
-		{&rowcheckBin, "./internal/e2e/rowcheck"},
+		{&rowcheckBin, "./e2e/rowcheck"},
 	} {
 		*b.out = filepath.Join(dir, "bin", filepath.Base(b.pkg))
 		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/driver/tokenkeeper"
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
-	"github.com/spindle-ml/spindle/internal/hdfstest"
-	"github.com/spindle-ml/spindle/internal/krbtest"
-	"github.com/spindle-ml/spindle/internal/tokenkeeper"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
+	"github.com/spindle-ml/spindle/testbed/krbtest"
 )
 
 // TestKerberizedHDFSOnStandalone: on a standalone cluster whose workers

@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/spindle-ml/spindle/internal/jobview"
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/observe/jobview"
 	"github.com/spindle-ml/spindle/standalone/client"
 )
 

@@ -105,47 +105,12 @@ func New(cfg Config) (*Master, error) {
 		return nil, fmt.Errorf("raft log cache: %w", err)
 	}
 
-	if cfg.transport != nil {
-		m.transport = cfg.transport
-	} else {
-		rl := cfg.RaftListener
-		if rl == nil {
-			if rl, err = net.Listen("tcp", cfg.RaftAddr); err != nil {
-				return nil, fmt.Errorf("listen for raft on %s: %w", cfg.RaftAddr, err)
-			}
-		}
-		stream, err := newStreamLayer(rl, self.RaftAddr, creds.Secret(), creds.ServerTLS(), creds.ClientTLS, m.logger)
-		if err != nil {
-			_ = rl.Close()
-			return nil, err
-		}
-		m.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream:  stream,
-			MaxPool: 3,
-			Timeout: 10 * time.Second,
-			Logger:  hlog.Named("net"),
-		})
+	if err := m.openTransport(self, hlog); err != nil {
+		return nil, err
 	}
-
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(cfg.ID)
-	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
-	rc.ElectionTimeout = cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
-	rc.CommitTimeout = cfg.CommitTimeout
-	if cfg.SnapshotInterval > 0 {
-		rc.SnapshotInterval = cfg.SnapshotInterval
-	}
-	if cfg.SnapshotThreshold > 0 {
-		rc.SnapshotThreshold = cfg.SnapshotThreshold
-	}
-	if cfg.TrailingLogs > 0 {
-		rc.TrailingLogs = cfg.TrailingLogs
-	}
-	rc.NotifyCh = m.notifyCh
-	rc.Logger = hlog
-	if err := raft.ValidateConfig(rc); err != nil {
-		return nil, fmt.Errorf("%w: raft: %v", ErrConfig, err)
+	rc, err := raftConfig(cfg, m.notifyCh, hlog)
+	if err != nil {
+		return nil, err
 	}
 
 	existing, err := raft.HasExistingState(logs, m.store, snaps)
@@ -179,6 +144,60 @@ func New(cfg Config) (*Master, error) {
 	pb.RegisterMasterServer(m.grpc, &service{m: m})
 	ok = true
 	return m, nil
+}
+
+// openTransport opens raft's transport between the masters: the one the
+// configuration gives (tests), or a stream layer on the raft address,
+// authenticated with the cluster's secret and TLS.
+func (m *Master) openTransport(self Peer, hlog *slogadapter.Logger) error {
+	var err error
+	if m.cfg.transport != nil {
+		m.transport = m.cfg.transport
+	} else {
+		rl := m.cfg.RaftListener
+		if rl == nil {
+			if rl, err = net.Listen("tcp", m.cfg.RaftAddr); err != nil {
+				return fmt.Errorf("listen for raft on %s: %w", m.cfg.RaftAddr, err)
+			}
+		}
+		stream, err := newStreamLayer(rl, self.RaftAddr, m.creds.Secret(), m.creds.ServerTLS(), m.creds.ClientTLS, m.logger)
+		if err != nil {
+			_ = rl.Close()
+			return err
+		}
+		m.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream:  stream,
+			MaxPool: 3,
+			Timeout: 10 * time.Second,
+			Logger:  hlog.Named("net"),
+		})
+	}
+	return nil
+}
+
+// raftConfig is raft's configuration for the master cfg describes.
+func raftConfig(cfg Config, notifyCh chan bool, hlog *slogadapter.Logger) (*raft.Config, error) {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	if cfg.SnapshotInterval > 0 {
+		rc.SnapshotInterval = cfg.SnapshotInterval
+	}
+	if cfg.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+	if cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.TrailingLogs
+	}
+	rc.NotifyCh = notifyCh
+	rc.Logger = hlog
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("%w: raft: %v", ErrConfig, err)
+	}
+	return rc, nil
 }
 
 // Addr returns the address the gRPC API listens on.

@@ -17,8 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spindle-ml/spindle/driver"
-	pb "github.com/spindle-ml/spindle/internal/hadooppb"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 
@@ -144,7 +144,14 @@ type Allocator struct {
 	closeOnce sync.Once
 }
 
-var _ driver.ClusterManager = (*Allocator)(nil)
+// What the ApplicationMaster's allocator offers a cluster-mode driver;
+// the yarn package adds the token keeper's credentials to it.
+var (
+	_ driver.ClusterManager    = (*Allocator)(nil)
+	_ driver.RoomReporter      = (*Allocator)(nil)
+	_ driver.TrackingURLSetter = (*Allocator)(nil)
+	_ driver.ProgressReporter  = (*Allocator)(nil)
+)
 
 // Start registers the AM with the ResourceManager and starts the allocate
 // heartbeat.
@@ -252,8 +259,6 @@ func (a *Allocator) SetProgress(p float32) {
 	a.mu.Unlock()
 }
 
-var _ driver.ProgressReporter = (*Allocator)(nil)
-
 // ReportProgress is SetProgress for the driver in the ApplicationMaster
 // (cluster mode).
 func (a *Allocator) ReportProgress(_ context.Context, done float64) error {
@@ -299,31 +304,7 @@ func (a *Allocator) Request(ctx context.Context, specs []driver.ExecutorSpec) er
 		return errors.New("yarn am: another gang is being acquired")
 	}
 	a.excludeLocked(specs)
-	// One priority per container shape, and apart for executors with
-	// and without preferred nodes: YARN's locality is per priority, and
-	// an executor that can run anywhere must not wait for the others'
-	// nodes.
-	type shape struct {
-		mem, cores, gpus int
-		local            bool
-	}
-	prios := map[shape]int32{}
-	for i, s := range specs {
-		sh := shape{ContainerMB(s, a.cfg.MemoryOverheadMB), max(s.Cores, 1), s.GPUs, len(g.hosts[i]) > 0}
-		p, ok := prios[sh]
-		if !ok {
-			p = a.nextPrio
-			a.nextPrio++
-			prios[sh] = p
-			capab := &pb.ResourceProto{Memory: proto.Int64(int64(sh.mem)), VirtualCores: proto.Int32(int32(sh.cores))}
-			if sh.gpus > 0 {
-				capab.ResourceValueMap = []*pb.ResourceInformationProto{{Key: proto.String(GPUResource), Value: proto.Int64(int64(sh.gpus))}}
-			}
-			g.capab[p] = capab
-			g.asked[p] = map[string]bool{}
-		}
-		g.waiting[p] = append(g.waiting[p], i)
-	}
+	a.prioritiseLocked(g)
 	for p := range g.capab {
 		a.askLocked(g, p)
 	}
@@ -379,6 +360,37 @@ wait:
 	a.mu.Unlock()
 	a.log.Info("gang granted", "executors", len(specs), "on_input_nodes", nodeLocal, "with_locality", local, "locality", g.level)
 	return a.startAll(ctx, held)
+}
+
+// prioritiseLocked gives each of g's executors the priority it is asked
+// for under, and each priority its container's resources. Called with
+// a.mu held.
+func (a *Allocator) prioritiseLocked(g *gang) {
+	// One priority per container shape, and apart for executors with
+	// and without preferred nodes: YARN's locality is per priority, and
+	// an executor that can run anywhere must not wait for the others'
+	// nodes.
+	type shape struct {
+		mem, cores, gpus int
+		local            bool
+	}
+	prios := map[shape]int32{}
+	for i, s := range g.specs {
+		sh := shape{ContainerMB(s, a.cfg.MemoryOverheadMB), max(s.Cores, 1), s.GPUs, len(g.hosts[i]) > 0}
+		p, ok := prios[sh]
+		if !ok {
+			p = a.nextPrio
+			a.nextPrio++
+			prios[sh] = p
+			capab := &pb.ResourceProto{Memory: proto.Int64(int64(sh.mem)), VirtualCores: proto.Int32(int32(sh.cores))}
+			if sh.gpus > 0 {
+				capab.ResourceValueMap = []*pb.ResourceInformationProto{{Key: proto.String(GPUResource), Value: proto.Int64(int64(sh.gpus))}}
+			}
+			g.capab[p] = capab
+			g.asked[p] = map[string]bool{}
+		}
+		g.waiting[p] = append(g.waiting[p], i)
+	}
 }
 
 // excludeLocked adds the hosts the specs keep off to the application's

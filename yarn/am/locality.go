@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/spindle-ml/spindle/internal/hadooppb"
+	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 )
 
 // anyHost is YARN's resource name for "any node".

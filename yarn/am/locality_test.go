@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spindle-ml/spindle/driver"
-	pb "github.com/spindle-ml/spindle/internal/hadooppb"
+	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 )
 
 // asksString renders requests as "name=count/relax" in order.

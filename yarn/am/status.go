@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/spindle-ml/spindle/driver"
-	pb "github.com/spindle-ml/spindle/internal/hadooppb"
+	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 )
 
 // YARN's special container exit statuses (ContainerExitStatus).

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spindle-ml/spindle/driver"
-	pb "github.com/spindle-ml/spindle/internal/hadooppb"
+	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"strings"
 
-	pb "github.com/spindle-ml/spindle/internal/hadooppb"
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 	"google.golang.org/protobuf/proto"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-ml/spindle/internal/hadooptest"
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/testbed/hadooptest"
 )
 
 func TestMain(m *testing.M) { os.Exit(hadooptest.Main(m)) }

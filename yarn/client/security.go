@@ -6,7 +6,7 @@ import (
 
 	krbclient "github.com/jcmturner/gokrb5/v8/client"
 
-	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 )
 
 // Security is what a Hadoop configuration says about the cluster's

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-ml/spindle/internal/hadooptest"
+	"github.com/spindle-ml/spindle/testbed/hadooptest"
 )
 
 // TestJobTLSAMAPI runs the Go example with spindle.job.tls.enabled on the

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	pb "github.com/spindle-ml/spindle/internal/hadooppb"
-	"github.com/spindle-ml/spindle/internal/hadooptest"
+	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
+	"github.com/spindle-ml/spindle/testbed/hadooptest"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 

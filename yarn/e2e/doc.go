@@ -1,5 +1,5 @@
 // Package e2e runs `spindle submit --master yarn` end to end against real
 // Apache Hadoop (HDFS and YARN mini clusters started by
-// internal/hadooptest), exactly as a user types it, with HADOOP_CONF_DIR
+// testbed/hadooptest), exactly as a user types it, with HADOOP_CONF_DIR
 // pointing at the running cluster's configuration.
 package e2e

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/hadooptest"
+	"github.com/spindle-ml/spindle/testbed/hadooptest"
 )
 
 // secureFS returns a gateway's HDFS client of the secure cluster, logged

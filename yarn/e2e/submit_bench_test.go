@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/hadooptest"
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/testbed/hadooptest"
 )
 
 // BenchmarkSubmitToRunning measures, for 4 and 16 executors, the time from

@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
-	pb "github.com/spindle-ml/spindle/internal/hadooppb"
-	"github.com/spindle-ml/spindle/internal/hadooptest"
+	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/testbed/hadooptest"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 

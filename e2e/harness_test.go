@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Binaries built once for every test.
+var (
+	spindleBin   string
+	feedcheckBin string
+	logregBin    string
+	rolecheckBin string
+	rowcheckBin  string
+	sparseLRBin  string
+	repoRoot     string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	_, file, _, _ := runtime.Caller(0)
+	repoRoot = filepath.Join(filepath.Dir(file), "..")
+	dir, err := os.MkdirTemp("", "spindle-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	// Nothing beside the binaries: spindle carries its Python package inside.
+	bin := filepath.Join(dir, "bin")
+	for _, b := range []struct {
+		out *string
+		pkg string
+	}{
+		{&spindleBin, "./cmd/spindle"},
+		{&feedcheckBin, "./e2e/feedcheck"},
+		{&logregBin, "./examples/logreg"},
+		{&rolecheckBin, "./e2e/rolecheck"},
+		{&rowcheckBin, "./e2e/rowcheck"},
+		{&sparseLRBin, "./examples/sparse-lr"},
+	} {
+		*b.out = filepath.Join(bin, filepath.Base(b.pkg))
+		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
+		cmd.Dir = repoRoot
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// result is how one spindle command ended.
+type result struct {
+	stdout, stderr string
+	code           int
+	elapsed        time.Duration
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d after %s\n--- stdout\n%s--- stderr\n%s", r.code, r.elapsed, r.stdout, r.stderr)
+}
+
+// spindle runs the spindle binary with args in dir and waits for it.
+func spindle(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	return spindleEnv(t, dir, nil, args...)
+}
+
+// spindleEnv is spindle with extra environment variables.
+func spindleEnv(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, spindleBin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(testEnv(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String(), elapsed: time.Since(start)}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("run spindle %v: %v", args, err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("spindle %v did not finish in time:\n%s", args, r)
+	}
+	return r
+}
+
+// testEnv is the environment of spindle commands: no admin defaults from
+// the machine, quick heartbeats.
+func testEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SPINDLE_") && !strings.HasPrefix(kv, "HADOOP_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// fastConf are settings that keep failure tests quick.
+var fastConf = []string{
+	"--conf", "spindle.executor.heartbeatInterval=200ms",
+	"--conf", "spindle.executor.heartbeatTimeout=3s",
+	"--conf", "spindle.executor.stopGracePeriod=2s",
+	"--conf", "spindle.log.level=warn",
+}
+
+func submitArgs(extra ...string) []string {
+	return append(append([]string{"submit"}, fastConf...), extra...)
+}
+
+var feedcheckLine = regexp.MustCompile(`feedcheck rank=(\d+) epoch=(\d+) rows=(\d+) batches=(\d+) sum=(\S+) order=(\S+)`)
+
+// epochLine is one epoch as feedcheck saw it.
+type epochLine struct {
+	rank, epoch, rows, batches int
+	sum                        float64
+	order                      string
+}
+
+func parseFeedcheck(t *testing.T, out string) []epochLine {
+	t.Helper()
+	var lines []epochLine
+	for _, m := range feedcheckLine.FindAllStringSubmatch(out, -1) {
+		atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
+		sum, _ := strconv.ParseFloat(m[5], 64)
+		lines = append(lines, epochLine{atoi(m[1]), atoi(m[2]), atoi(m[3]), atoi(m[4]), sum, m[6]})
+	}
+	return lines
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid is a running (not zombie) process.
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(b))
+	return len(fields) > 2 && fields[2] != "Z"
+}
+
+func readPids(t *testing.T, dir string) []int {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
+	var pids []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

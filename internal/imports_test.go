@@ -1,0 +1,77 @@
+package internal
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/spindle-ml/spindle"
+
+// imports returns the module's own packages that each package matching
+// pattern imports, leaving tests out: a test may reach up, a package may
+// not.
+func imports(t *testing.T, pattern string) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, pattern)
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", pattern, err)
+	}
+	m := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(f[0], module+"/")
+		m[pkg] = nil
+		for _, imp := range f[1:] {
+			if rel, ok := strings.CutPrefix(imp, module+"/"); ok {
+				m[pkg] = append(m[pkg], rel)
+			}
+		}
+	}
+	return m
+}
+
+// TestInternalStaysOnTheGround checks the rule of the ground floor and the
+// rooms just above it (docs/architecture.md): internal/ imports nothing
+// outside internal/; observation never imports the driver, executor or a
+// cluster manager it observes; of the product, only the spindle command
+// links the test servers (for spindle minicluster); and YARN's cluster
+// manager does not link the executor.
+func TestInternalStaysOnTheGround(t *testing.T) {
+	for _, tc := range []struct {
+		pattern string
+		allowed func(pkg, imp string) bool
+		rule    string
+	}{
+		{"./internal/...", func(_, imp string) bool { return strings.HasPrefix(imp, "internal/") },
+			"a package under internal/ imports only internal/"},
+		{"./observe/...", func(_, imp string) bool {
+			return !hasRoom(imp, "driver", "executor", "yarn", "standalone", "cmd", "testbed")
+		}, "observation sits below the driver, executors and cluster managers"},
+		{"./...", func(pkg, imp string) bool {
+			return !hasRoom(imp, "testbed") || hasRoom(pkg, "testbed", "e2e", "cmd")
+		}, "only cmd/spindle (minicluster) links the test servers"},
+		{"./yarn/...", func(_, imp string) bool { return !hasRoom(imp, "executor") },
+			"a cluster manager starts executors, it does not link their code (the contract is driver/driverpb and internal/envcontract)"},
+	} {
+		for pkg, imps := range imports(t, tc.pattern) {
+			for _, imp := range imps {
+				if !tc.allowed(pkg, imp) {
+					t.Errorf("%s imports %s: %s", pkg, imp, tc.rule)
+				}
+			}
+		}
+	}
+}
+
+// hasRoom reports whether the package path rel stands in one of rooms.
+func hasRoom(rel string, rooms ...string) bool {
+	for _, r := range rooms {
+		if rel == r || strings.HasPrefix(rel, r+"/") {
+			return true
+		}
+	}
+	return false
+}

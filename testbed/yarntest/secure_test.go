@@ -1,0 +1,208 @@
+package yarntest_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spindle-ml/spindle/driver/tokenkeeper"
+	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
+	"github.com/spindle-ml/spindle/testbed/krbtest"
+	"github.com/spindle-ml/spindle/testbed/yarntest"
+)
+
+// secureSite is a Kerberized test HDFS, whose delegation tokens must be
+// renewed every renew and live at most max, and a test YARN whose
+// ResourceManager takes Kerberos on its client port, with a real MIT KDC.
+// The test process holds alice's ticket (KRB5CCNAME), with which the
+// NodeManagers localize the staged binary; containers get no ticket.
+type secureSite struct {
+	*site
+	keytab string // alice's
+}
+
+func startSecureSite(t *testing.T, renew, max time.Duration) *secureSite {
+	t.Helper()
+	return startSecureSiteDropping(t, renew, max, nil)
+}
+
+// startSecureSiteDropping starts a secure site whose containers do not
+// inherit the variables of drop.
+func startSecureSiteDropping(t *testing.T, renew, max time.Duration, drop []string) *secureSite {
+	t.Helper()
+	binaries(t)
+	kdc := krbtest.Start(t)
+	t.Setenv("KRB5_CONFIG", kdc.Conf)
+	t.Setenv(hadooprpc.EnvTokenFile, "")
+	nnKT, rmKT := kdc.AddServiceKeytab("nn/127.0.0.1"), kdc.AddServiceKeytab("rm/127.0.0.1")
+	aliceKT := kdc.AddPrincipal("alice")
+	t.Setenv("KRB5CCNAME", kdc.Kinit("alice", aliceKT))
+
+	s := &site{confDir: t.TempDir()}
+	s.hdfs = hdfstest.NewTestCluster(t, hdfstest.Config{
+		DataNodes: 2, BlockSize: 8 << 20, Superuser: "alice",
+		SASL:              hadooprpc.KerberosServer{Keytab: nnKT, Protocol: "nn", ServerID: "127.0.0.1"},
+		KerberosPrincipal: "nn/_HOST@" + krbtest.Realm, TokenRenewInterval: renew, TokenMaxLifetime: max,
+	})
+	if err := s.hdfs.WriteConfig(s.confDir); err != nil {
+		t.Fatal(err)
+	}
+	// Clients open a new namenode connection, which authenticates again,
+	// for a call 1 ms after the one before (Hadoop's default is 10 s): a
+	// job of a few seconds meets its tokens' deadlines as one of days
+	// reading large files would.
+	addSiteProps(t, filepath.Join(s.confDir, "core-site.xml"), map[string]string{"ipc.client.connection.maxidletime": "1"})
+	s.yarn = yarntest.NewTestCluster(t, yarntest.Config{
+		NodeManagers: 2, HadoopConfDir: s.confDir,
+		ClientSASL: hadooprpc.KerberosServer{Keytab: rmKT, Protocol: "rm", ServerID: "127.0.0.1"},
+		Principal:  "rm/_HOST@" + krbtest.Realm,
+		DropEnv:    drop,
+	})
+	if err := s.yarn.WriteConfig(s.confDir); err != nil {
+		t.Fatal(err)
+	}
+	return &secureSite{site: s, keytab: aliceKT}
+}
+
+// addSiteProps adds properties to a site file.
+func addSiteProps(t *testing.T, path string, props map[string]string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var add strings.Builder
+	for k, v := range props {
+		fmt.Fprintf(&add, "<property><name>%s</name><value>%s</value></property>\n", k, v)
+	}
+	b = bytes.Replace(b, []byte("</configuration>"), []byte(add.String()+"</configuration>"), 1)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// secureJob submits the logistic-regression example with alice's keytab,
+// reading its input from the secure HDFS every epoch (no feed cache).
+func (s *secureSite) secureJob(t *testing.T, input string, executors int, extra ...string) *job {
+	return s.secureJobEpochs(t, input, executors, 500, extra...)
+}
+
+// secureJobEpochs is secureJob training for epochs.
+func (s *secureSite) secureJobEpochs(t *testing.T, input string, executors, epochs int, extra ...string) *job {
+	args := []string{"--principal", "alice", "--keytab", s.keytab,
+		"--conf", "spindle.executor.heartbeatInterval=200ms", "--conf", "spindle.executor.heartbeatTimeout=5s",
+		"--conf", "spindle.feed.cacheMemory=0", "--conf", "spindle.log.level=debug",
+		"--num-executors", strconv.Itoa(executors), "--executor-memory", "256m"}
+	args = append(args, extra...)
+	args = append(args, "--input", input, "--label-column", "label", "--feed", "tensor", "--batch-rows", "64",
+		"--epochs", strconv.Itoa(epochs), "--seed", "3", "--", logregBin, "--lr", "0.5")
+	return s.submit(t, args...)
+}
+
+var tokenSeqRE = regexp.MustCompile(`token (\d+) for alice`)
+
+// TestSecureTokenRenewal: on a Kerberized test YARN and HDFS whose
+// delegation tokens must be renewed every second and live three seconds
+// at most, the Go example runs for several times that with executors that
+// have no ticket: the driver renews the executors' tokens, logs in again
+// from the keytab and sends fresh ones to the running executors, which
+// rewrite their containers' credentials files and open new namenode
+// connections with them; replaced tokens are cancelled. With
+// spindle.security.tokens.renew=false the same job fails, exit 1, with an error that names the expired token.
+func TestSecureTokenRenewal(t *testing.T) {
+	s := startSecureSite(t, time.Second, 3*time.Second)
+	input := s.putData(t)
+
+	t.Run("renewed", func(t *testing.T) {
+		start := time.Now()
+		// Long enough for two fresh generations of 3 s tokens (one comes
+		// at 2.25 s) even on an idle machine, where 500 epochs once took
+		// only 4.6 s.
+		j := s.secureJobEpochs(t, input, 2, 1000)
+		code := j.wait(t, 3*time.Minute)
+		logs := j.stderr.String()
+		if code != 0 {
+			t.Fatalf("spindle submit exited %d:\n%s", code, logs)
+		}
+		took := time.Since(start)
+		ev := tokenkeeper.CountEvents(logs)
+		renewals, fresh, cancelled := ev.Renewed, ev.Fresh, ev.Cancelled
+		t.Logf("job took %v: %d renewals, %d fresh generations, %d tokens cancelled", took.Round(time.Millisecond), renewals, fresh, cancelled)
+		if fresh < 2 || renewals < 4 || cancelled < 2 {
+			t.Fatalf("%d renewals and %d fresh generations (%d cancelled) in %v: want several of each\n%s", renewals, fresh, cancelled, took, logs)
+		}
+		// Replaced tokens go while the job runs, once the executors use
+		// the fresh ones, not only at its end.
+		if c, end := strings.Index(logs, tokenkeeper.MsgCancelled), strings.Index(logs, "job succeeded"); c < 0 || end < 0 || c > end {
+			t.Fatalf("no token cancelled while the job ran:\n%s", logs)
+		}
+		// Every executor's credentials file (its container's
+		// $HADOOP_TOKEN_FILE_LOCATION, which its training process reads
+		// too) holds a fresh token now, and still the job's secret.
+		issued, _ := s.hdfs.TokenStats()
+		executors := 0
+		for _, ct := range s.yarn.Containers() {
+			if ct.AM || ct.ExecutorID == "" {
+				continue
+			}
+			executors++
+			creds, id := executorToken(t, ct)
+			// Token 1 is the launch token, 2 the driver's first.
+			if id.SequenceNumber <= 2 || id.Renewer != "alice" {
+				t.Errorf("%s's credentials file holds %s (of %d issued): want a fresh token", ct.ExecutorID, id, issued)
+			}
+			if len(creds.Secrets) == 0 {
+				t.Errorf("%s's credentials file lost the job's secrets", ct.ExecutorID)
+			}
+		}
+		if executors != 2 {
+			t.Fatalf("%d executor containers, want 2", executors)
+		}
+		if strings.Contains(logs, "Password") || strings.Contains(logs, "password=") {
+			t.Errorf("a token's password may be in the job log")
+		}
+	})
+
+	t.Run("not renewed", func(t *testing.T) {
+		// Two executors: the other rank's training process fails as well
+		// (its peer went) and may reach the driver first; the job's error
+		// must still name the cause.
+		j := s.secureJob(t, input, 2, "--conf", "spindle.security.tokens.renew=false")
+		code := j.wait(t, 3*time.Minute)
+		logs := j.stderr.String()
+		if code != 1 {
+			t.Fatalf("spindle submit exited %d, want 1:\n%s", code, logs)
+		}
+		last := logs[strings.LastIndex(strings.TrimSpace(logs), "\n")+1:]
+		if !strings.Contains(last, "failed") || !tokenSeqRE.MatchString(last) || !strings.Contains(last, "is expired") {
+			t.Fatalf("the job's error does not name the expired token:\n%s", logs)
+		}
+		t.Logf("the job's error: %s", last)
+	})
+}
+
+// executorToken reads an executor container's credentials file (its
+// $HADOOP_TOKEN_FILE_LOCATION) and the HDFS delegation token in it.
+func executorToken(t *testing.T, ct yarntest.ContainerInfo) (*hadooprpc.Credentials, hadooprpc.DelegationTokenIdentifier) {
+	t.Helper()
+	creds, err := hadooprpc.ReadCredentialsFile(filepath.Join(ct.WorkDir, "container_tokens"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, ok := creds.TokenOfKind(hadooprpc.KindHDFSDelegationToken)
+	if !ok {
+		t.Fatalf("no HDFS token in %s's credentials", ct.ExecutorID)
+	}
+	id, err := hadooprpc.ParseDelegationTokenIdentifier(tok.Identifier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return creds, id
+}
