@@ -12,6 +12,7 @@ import (
 
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/internal/config"
+	"github.com/spindle-ml/spindle/internal/jobview"
 )
 
 // Config describes one job.
@@ -138,6 +139,10 @@ type Config struct {
 	// ForceStop, when it closes, cuts the stop grace period short: a
 	// second Ctrl-C stops every executor at once. Nil never closes.
 	ForceStop <-chan struct{}
+	// OnEvent, when set, sees every event of the job as it is recorded
+	// (spindle submit --events-file). It is called from the driver's own
+	// goroutines and must not block.
+	OnEvent func(jobview.Event)
 
 	// Mode names where the executors run (the master URL), for the job page.
 	Mode string

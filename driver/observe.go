@@ -38,8 +38,9 @@ type observer struct {
 	cancel  context.CancelFunc
 	logger  *slog.Logger
 
-	ranks   map[int]rankSeen // what was last recorded of each rank
-	console *Console         // where forwarded output lines are printed; may be nil
+	ranks   map[int]rankSeen    // what was last recorded of each rank
+	console *Console            // where forwarded output lines are printed; may be nil
+	onEvent func(jobview.Event) // Config.OnEvent; may be nil
 
 	trace *traceWriter // the job's timeline; nil without spindle.timeline
 
@@ -65,7 +66,8 @@ type rankSeen struct {
 // job runs without its UI rather than not at all.
 func (d *Driver) startObserver(ctx context.Context) *observer {
 	c := d.cfg
-	o := &observer{job: jobview.NewJob(), logger: d.logger, ranks: map[int]rankSeen{}, console: c.Console, usage: map[int]rankUsage{}, roles: map[int]string{}}
+	o := &observer{job: jobview.NewJob(), logger: d.logger, ranks: map[int]rankSeen{}, console: c.Console, usage: map[int]rankUsage{}, roles: map[int]string{},
+		onEvent: c.OnEvent}
 	if c.Timeline != "" {
 		tw, err := newTraceWriter(c.Timeline)
 		if err != nil {
@@ -117,6 +119,7 @@ func (d *Driver) startObserver(ctx context.Context) *observer {
 			if c.Console != nil {
 				c.Console.Eprintln(fmt.Sprintf("job %s: web UI at %s", c.JobID, url))
 			}
+			o.record(jobview.Event{Kind: jobview.KindWebUI, Message: url})
 		}
 	}
 	if c.Console != nil {
@@ -175,6 +178,9 @@ func (o *observer) record(ev jobview.Event) {
 	o.metrics.Observe(ev)
 	if o.events != nil {
 		o.events.Record(ev)
+	}
+	if o.onEvent != nil {
+		o.onEvent(ev)
 	}
 }
 
