@@ -157,6 +157,9 @@ type Config struct {
 	// publishing new events every EventLogFlush.
 	EventLogDir   string
 	EventLogFlush time.Duration
+	// TensorBoardDir, when set, is where the driver writes reported
+	// values as TensorBoard event files, in a run directory per job.
+	TensorBoardDir string
 	// FailurePolicy is PolicyFail or PolicyRestart; MaxRestarts bounds
 	// the restarts of PolicyRestart.
 	FailurePolicy string

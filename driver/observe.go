@@ -19,6 +19,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/eventlog"
 	"github.com/spindle-ml/spindle/internal/jobview"
 	"github.com/spindle-ml/spindle/internal/metrics"
+	"github.com/spindle-ml/spindle/internal/tfevents"
 	"github.com/spindle-ml/spindle/internal/webui"
 )
 
@@ -41,6 +42,7 @@ type observer struct {
 	ranks   map[int]rankSeen    // what was last recorded of each rank
 	console *Console            // where forwarded output lines are printed; may be nil
 	onEvent func(jobview.Event) // Config.OnEvent; may be nil
+	tb      *tfevents.Writer    // nil without spindle.tensorboard.dir
 
 	trace *traceWriter // the job's timeline; nil without spindle.timeline
 
@@ -103,6 +105,9 @@ func (d *Driver) startObserver(ctx context.Context) *observer {
 	}
 	o.record(jobview.Event{Kind: jobview.KindSubmitted, Info: info})
 	o.record(jobview.Event{Kind: jobview.KindJobState, State: jobview.StateRunning})
+	if c.TensorBoardDir != "" {
+		o.tb = openTensorBoard(c.TensorBoardDir, c.JobID, d.logger)
+	}
 	if c.UIEnabled {
 		srv, err := listenUI(c.ListenHost, c.UIPort, webui.Handler(webui.NewLive(o.job), metrics.Handler(reg)), d.logger)
 		if err != nil {
@@ -182,6 +187,9 @@ func (o *observer) record(ev jobview.Event) {
 	if o.onEvent != nil {
 		o.onEvent(ev)
 	}
+	if o.tb != nil && ev.Kind == jobview.KindScalars {
+		o.writeScalars(ev)
+	}
 }
 
 // outputLine takes one line of the console ("[rank N] text") into the
@@ -252,6 +260,11 @@ func (o *observer) end(err error) {
 			o.logger.Warn("timeline not written", "err", err)
 		} else if o.console != nil {
 			o.console.Eprintln("timeline written to " + o.trace.path + " (open it in Perfetto or chrome://tracing)")
+		}
+	}
+	if o.tb != nil {
+		if err := o.tb.Close(); err != nil {
+			o.logger.Warn("tensorboard events not finished", "err", err)
 		}
 	}
 	if o.events != nil {

@@ -41,6 +41,7 @@ func ConfigFromProperties(p *config.Properties) (Config, Master, error) {
 	cfg.JobTLS = p.Bool(config.KeyJobTLS)
 	cfg.UIPort = p.Int(config.KeyUIPort)
 	cfg.EventLogDir = p.String(config.KeyEventLogDir)
+	cfg.TensorBoardDir = p.String(config.KeyTensorBoardDir)
 	cfg.Timeline = p.String(config.KeyTimeline)
 	cfg.FailurePolicy = p.String(config.KeyFailurePolicy)
 	cfg.MaxRestarts = p.Int(config.KeyFailureMaxRestarts)
