@@ -9,6 +9,7 @@ is installed (make deps puts it into $SPINDLE_PY_VENV).
 
 import _thread
 import os
+import sys
 import threading
 import unittest
 
@@ -23,6 +24,11 @@ try:
     import cloudpickle
 except ImportError:
     cloudpickle = None
+
+try:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+except ImportError:
+    EventAccumulator = None
 
 
 class SubmitTest(unittest.TestCase):
@@ -119,6 +125,30 @@ class SubmitTest(unittest.TestCase):
             spindle.run(work, num_workers=2, stream=False)
         self.assertEqual(cm.exception.rank, 1)
         self.assertIn("ValueError: rank one is broken", cm.exception.stderr_tail)
+
+
+    @unittest.skipIf(EventAccumulator is None, "needs tensorboard (make deps installs it into $SPINDLE_PY_VENV)")
+    def test_reported_values_become_tensorboard_events(self):
+        tb = support.short_tempdir(self)
+        script = ("import spindle, sys\n"
+                  "r = spindle.rank()\n"
+                  "for step in range(3):\n"
+                  "    spindle.report(step=step, loss=10 * r + step)\n")
+        job = spindle.submit([sys.executable, "-c", script], master="local[2]", stream=False,
+                             conf={"spindle.tensorboard.dir": tb, "spindle.executor.heartbeatInterval": "100ms"})
+        with job:
+            job.wait(timeout=120)
+        runs = os.listdir(tb)
+        self.assertEqual(runs, [job.job_id], "one run per job, named after it")
+        acc = EventAccumulator(os.path.join(tb, runs[0]))
+        acc.Reload()
+        tags = acc.Tags()["scalars"]
+        self.assertTrue(tags, "tensorboard read no scalars")
+        for tag in tags:
+            name, rank = tag.split("/rank ")
+            self.assertEqual(name, "loss")
+            for e in acc.Scalars(tag):
+                self.assertEqual(e.value, 10 * int(rank) + e.step, tag)
 
 
 if __name__ == "__main__":
