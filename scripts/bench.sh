@@ -85,3 +85,11 @@ go test -run '^$' -bench 'Heartbeat' -benchtime 2000x ./driver
 section "observability: a fed job with its web UI, metrics and event log vs without; driver heap with 1,000 executors"
 go test -run '^$' -bench 'UIOverhead' -benchtime 9x ./internal/e2e
 go test -run '^$' -bench 'ObserverMemory' -benchtime 2000x ./driver
+
+section "Python API: spindle.run of a trivial function vs spindle submit of the same code as a script (2 local ranks)"
+py_venv=${SPINDLE_PY_VENV:-$HOME/.cache/spindle-py-venv}
+if [ -x "$py_venv/bin/python" ]; then
+  SPINDLE_BINARY=bin/spindle "$py_venv/bin/python" scripts/bench-python.py --runs 5
+else
+  echo "  skipped: no $py_venv (make deps)"
+fi
