@@ -11,7 +11,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/jobview"
 )
 
-// KindResult is the last line of an events file: how spindle submit ended.
+// kindResult is the kind of an events file's last line: how spindle submit ended.
 const kindResult = "result"
 
 // eventsFile writes a job's events as JSON lines to a file that a program
