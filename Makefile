@@ -5,6 +5,9 @@ PYTHON  ?= /usr/bin/python3
 # The venv of PyPI packages some tests need (tensorflow-cpu), made by
 # scripts/install-deps.sh; tests find it through this variable.
 export SPINDLE_TEST_VENV ?= $(HOME)/.cache/spindle-test-venv
+# The venv of the Python API's tests (pyspark, cloudpickle, pyarrow and
+# tensorboard beside Debian's torch and numpy), also made by install-deps.sh.
+export SPINDLE_PY_VENV ?= $(HOME)/.cache/spindle-py-venv
 BIN     := bin
 DEMO    := data/demo
 # A cold build compiles Arrow and gRPC; keep CI well inside its limit.
@@ -15,7 +18,7 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-go test-python test-hadoop run bench chaos fuzz lint proto proto-check clean deps
+.PHONY: help build wheel test test-go test-python test-hadoop run bench chaos fuzz lint proto proto-check clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -24,6 +27,9 @@ build: ## build bin/spindle and the example programs
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/spindle ./cmd/spindle
 	$(GO) build -o $(BIN)/datagen ./examples/datagen
 	$(GO) build -o $(BIN)/logreg ./examples/logreg
+
+wheel: ## build the spindle-ml wheel (the spindle binary and the Python package) into dist/; GOARCH=arm64 cross-builds
+	@scripts/build-wheel.sh
 
 deps: ## install what tests and examples need (Debian packages), when missing
 	@scripts/install-deps.sh
@@ -50,6 +56,8 @@ test-python:
 	$(PYTHON) -m unittest discover -s python/tests
 	@# The feed's pyarrow path, with the test venv's pyarrow (make deps).
 	if [ -x $(SPINDLE_TEST_VENV)/bin/python ]; then cd python/tests && $(SPINDLE_TEST_VENV)/bin/python -m unittest test_arrow; fi
+	@# spindle.run with cloudpickle, spindle.spark with real pyspark, TensorBoard files (make deps).
+	if [ -x $(SPINDLE_PY_VENV)/bin/python ]; then cd python/tests && $(SPINDLE_PY_VENV)/bin/python -m unittest test_submit test_spark; fi
 
 bench: deps build ## feed, collectives, HDFS and standalone benchmarks, each beside its baseline
 	@scripts/bench.sh
@@ -74,4 +82,4 @@ proto-check: ## fail when the committed gRPC code differs from what proto genera
 	@scripts/protoc.sh --check
 
 clean: ## remove build outputs and demo data
-	rm -rf $(BIN) data
+	rm -rf $(BIN) data dist

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/internal/config"
+	"github.com/spindle-ml/spindle/observe/jobview"
 )
 
 // Config describes one job.
@@ -143,6 +144,10 @@ type Config struct {
 	// ForceStop, when it closes, cuts the stop grace period short: a
 	// second Ctrl-C stops every executor at once. Nil never closes.
 	ForceStop <-chan struct{}
+	// OnEvent, when set, sees every event of the job as it is recorded
+	// (spindle submit --events-file). It is called from the driver's own
+	// goroutines and must not block.
+	OnEvent func(jobview.Event)
 
 	// Mode names where the executors run (the master URL), for the job page.
 	Mode string
@@ -163,6 +168,9 @@ type Config struct {
 	// publishing new events every EventLogFlush.
 	EventLogDir   string
 	EventLogFlush time.Duration
+	// TensorBoardDir, when set, is where the driver writes reported
+	// values as TensorBoard event files, in a run directory per job.
+	TensorBoardDir string
 	// FailurePolicy is PolicyFail or PolicyRestart; MaxRestarts bounds
 	// the restarts of PolicyRestart.
 	FailurePolicy string

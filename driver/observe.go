@@ -19,6 +19,7 @@ import (
 	"github.com/spindle-ml/spindle/observe/eventlog"
 	"github.com/spindle-ml/spindle/observe/jobview"
 	"github.com/spindle-ml/spindle/observe/metrics"
+	"github.com/spindle-ml/spindle/observe/tfevents"
 	"github.com/spindle-ml/spindle/observe/webui"
 )
 
@@ -38,8 +39,10 @@ type observer struct {
 	cancel  context.CancelFunc
 	logger  *slog.Logger
 
-	ranks   map[int]rankSeen // what was last recorded of each rank
-	console *Console         // where forwarded output lines are printed; may be nil
+	ranks   map[int]rankSeen    // what was last recorded of each rank
+	console *Console            // where forwarded output lines are printed; may be nil
+	onEvent func(jobview.Event) // Config.OnEvent; may be nil
+	tb      *tfevents.Writer    // nil without spindle.tensorboard.dir
 
 	trace *traceWriter // the job's timeline; nil without spindle.timeline
 
@@ -65,7 +68,8 @@ type rankSeen struct {
 // job runs without its UI rather than not at all.
 func (d *Driver) startObserver(ctx context.Context) *observer {
 	c := d.cfg
-	o := &observer{job: jobview.NewJob(), logger: d.logger, ranks: map[int]rankSeen{}, console: c.Console, usage: map[int]rankUsage{}, roles: map[int]string{}}
+	o := &observer{job: jobview.NewJob(), logger: d.logger, ranks: map[int]rankSeen{}, console: c.Console, usage: map[int]rankUsage{}, roles: map[int]string{},
+		onEvent: c.OnEvent}
 	if c.Timeline != "" {
 		tw, err := newTraceWriter(c.Timeline)
 		if err != nil {
@@ -101,6 +105,9 @@ func (d *Driver) startObserver(ctx context.Context) *observer {
 	}
 	o.record(jobview.Event{Kind: jobview.KindSubmitted, Info: info})
 	o.record(jobview.Event{Kind: jobview.KindJobState, State: jobview.StateRunning})
+	if c.TensorBoardDir != "" {
+		o.tb = openTensorBoard(c.TensorBoardDir, c.JobID, d.logger)
+	}
 	if c.UIEnabled {
 		token := ""
 		if c.UIToken {
@@ -124,6 +131,7 @@ func (d *Driver) startObserver(ctx context.Context) *observer {
 			if c.Console != nil {
 				c.Console.Eprintln(fmt.Sprintf("job %s: web UI at %s", c.JobID, withToken(url, token)))
 			}
+			o.record(jobview.Event{Kind: jobview.KindWebUI, Message: url})
 		}
 	}
 	if c.Console != nil {
@@ -190,6 +198,12 @@ func (o *observer) record(ev jobview.Event) {
 	o.metrics.Observe(ev)
 	if o.events != nil {
 		o.events.Record(ev)
+	}
+	if o.onEvent != nil {
+		o.onEvent(ev)
+	}
+	if o.tb != nil && ev.Kind == jobview.KindScalars {
+		o.writeScalars(ev)
 	}
 }
 
@@ -261,6 +275,11 @@ func (o *observer) end(err error) {
 			o.logger.Warn("timeline not written", "err", err)
 		} else if o.console != nil {
 			o.console.Eprintln("timeline written to " + o.trace.path + " (open it in Perfetto or chrome://tracing)")
+		}
+	}
+	if o.tb != nil {
+		if err := o.tb.Close(); err != nil {
+			o.logger.Warn("tensorboard events not finished", "err", err)
 		}
 	}
 	if o.events != nil {

@@ -34,13 +34,49 @@ type lossError struct {
 	host string
 	// blameless marks a loss that was not the job's fault (Event.Blameless).
 	blameless bool
+	// rank is the failed member's rank, -1 when it never registered.
+	rank       int
+	exitCode   int
+	signal     string
+	stderrTail string
 }
 
 func (e *lossError) Error() string { return e.msg }
 
 // loss returns the failure msg of m.
 func (m *member) loss(msg string, blameless bool) error {
-	return &lossError{msg: msg, executor: m.id, host: cmp.Or(m.placedOn, m.host), blameless: blameless}
+	rank := -1
+	if m.registered {
+		rank = m.rank
+	}
+	return &lossError{msg: msg, executor: m.id, host: cmp.Or(m.placedOn, m.host), blameless: blameless,
+		rank: rank, exitCode: int(m.exitCode), signal: m.signal, stderrTail: m.stderrTail}
+}
+
+// RankFailure describes the rank a job's failure is laid on, for programs
+// that drive the driver (spindle submit --events-file, the Python API).
+type RankFailure struct {
+	// Rank is the failed rank, -1 when its executor failed before it
+	// registered and got one.
+	Rank     int
+	Host     string
+	Executor string
+	// ExitCode and Signal say how its training process ended (0 and ""
+	// when it did not exit: a lost executor).
+	ExitCode int
+	Signal   string
+	// StderrTail is the last lines its training process wrote on stderr.
+	StderrTail string
+}
+
+// FailedRank returns the rank err lays a job's failure on, when it names one.
+func FailedRank(err error) (RankFailure, bool) {
+	var loss *lossError
+	if !errors.As(err, &loss) {
+		return RankFailure{}, false
+	}
+	return RankFailure{Rank: loss.rank, Host: loss.host, Executor: loss.executor,
+		ExitCode: loss.exitCode, Signal: loss.signal, StderrTail: loss.stderrTail}, true
 }
 
 // placeOf names where the executor of a loss ran, asking the cluster

@@ -83,3 +83,24 @@ if [ -x "$venv/bin/python" ] &&
     echo "warning: could not install $pyarrow_spec into $venv (see ${TMPDIR:-/tmp}/spindle-pip.log); the pyarrow tests will skip" >&2
   fi
 fi
+
+# A second venv for the Python API's tests (spindle.run, spindle.spark,
+# TensorBoard files) where Debian's torch must run beside them: torch 1.13
+# cannot use numpy 2, which tensorflow-cpu brings into the venv above, so
+# this one keeps Debian's numpy (1.24) and the packages pinned to work with
+# it: pyarrow 25.0.1, pyspark (Java 17 above), cloudpickle, tensorboard.
+pyvenv=${SPINDLE_PY_VENV:-$HOME/.cache/spindle-py-venv}
+py_specs=(pyspark==4.3.0 pandas==2.2.3 cloudpickle==3.1.2 pyarrow==25.0.1 tensorboard==2.21.0)
+if ! "$pyvenv/bin/python" -c 'import pyspark, pandas, cloudpickle, pyarrow, tensorboard' >/dev/null 2>&1; then
+  echo "installing ${py_specs[*]} into $pyvenv (PyPI; about 700 MB, once)..."
+  fresh=false
+  [ -x "$pyvenv/bin/python" ] || fresh=true
+  if { [ -x "$pyvenv/bin/python" ] || "$python" -m venv --system-site-packages "$pyvenv"; } >/dev/null 2>&1 &&
+     "$pyvenv/bin/python" -m pip install -q --disable-pip-version-check "${py_specs[@]}" >"${TMPDIR:-/tmp}/spindle-pip.log" 2>&1 &&
+     "$pyvenv/bin/python" -c 'import numpy, torch, pyspark, pandas, cloudpickle, pyarrow, tensorboard; torch.from_numpy(numpy.ones(1))' >/dev/null 2>&1; then
+    echo "${py_specs[*]} ready in $pyvenv"
+  else
+    echo "warning: could not install ${py_specs[*]} into $pyvenv (see ${TMPDIR:-/tmp}/spindle-pip.log); the Spark and spindle.run tests will skip" >&2
+    if $fresh; then rm -rf "$pyvenv"; fi
+  fi
+fi

@@ -66,6 +66,7 @@ func submitCommand() *cli.Command {
 		&cli.StringSliceFlag{Name: "files", Usage: "copy `URI` into every training process's $SPINDLE_FILES_DIR (repeatable or comma-separated)"},
 		&cli.StringSliceFlag{Name: "archives", Usage: "unpack `ARCHIVE[#ALIAS]` (.zip, .tar, .tar.gz, .tgz) into every training process's working directory, under ALIAS or its base name (repeatable or comma-separated)"},
 		&cli.StringSliceFlag{Name: "py-files", Usage: "place `FILE` (.py, .zip, .egg) in every training process's working directory and on its PYTHONPATH (repeatable or comma-separated)"},
+		&cli.StringFlag{Name: "events-file", Usage: "write the job's events as JSON lines to `FILE` while it runs, the last saying how it ended (failed rank, its stderr tail): for programs driving spindle submit"},
 	}, commonFlags(submitFlags)...)
 	return &cli.Command{
 		Name:      "submit",
@@ -93,6 +94,28 @@ SPINDLE_PEERS, MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE (PyTorch), TF_CONFIG.`,
 }
 
 func runSubmit(c *cli.Context) error {
+	path := c.String("events-file")
+	if path == "" {
+		return submit(c, nil)
+	}
+	events, err := openEvents(path)
+	if err != nil {
+		return cli.Exit(err, exitUsage)
+	}
+	err = submit(c, events)
+	if !events.closed {
+		// Stopped before the job ran: the result is the exit's message.
+		msg, code := "", 0
+		if err != nil {
+			msg, code = err.Error(), exitCode(err)
+		}
+		_ = events.finish("", nil, msg, code)
+	}
+	return err
+}
+
+// submit runs one job; events, when not nil, gets its events and result.
+func submit(c *cli.Context, events *eventsFile) error {
 	command := c.Args().Slice()
 	if len(command) == 0 {
 		return cli.Exit("no training command: put it after --, as in: spindle submit --input data/ -- python3 train.py", exitUsage)
@@ -123,6 +146,9 @@ func runSubmit(c *cli.Context) error {
 	terminal := term.IsTerminal(int(os.Stderr.Fd()))
 	cfg.Console = driver.NewConsole(os.Stdout, os.Stderr, terminal)
 	cfg.ForceStop = forceStop
+	if events != nil {
+		cfg.OnEvent = events.record
+	}
 
 	cm, err := newClusterManager(c.Context, master, props, cfg, logger)
 	if err != nil {
@@ -153,6 +179,11 @@ func runSubmit(c *cli.Context) error {
 		r.SetResult(runErr)
 	}
 	msg, code := jobOutcome(runErr, d.JobID(), cfg)
+	if events != nil {
+		if err := events.finish(d.JobID(), runErr, msg, code); err != nil {
+			fmt.Fprintf(os.Stderr, "spindle: warning: %v\n", err)
+		}
+	}
 	if code != 0 {
 		return cli.Exit(msg, code)
 	}

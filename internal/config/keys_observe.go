@@ -6,6 +6,7 @@ const (
 	KeyUIEnabled             = "spindle.ui.enabled"
 	KeyUIPort                = "spindle.ui.port"
 	KeyEventLogDir           = "spindle.eventLog.dir"
+	KeyTensorBoardDir        = "spindle.tensorboard.dir"
 	KeyEventLogFlushInterval = "spindle.eventLog.flushInterval"
 	KeyTimeline              = "spindle.timeline"
 )
@@ -20,6 +21,8 @@ var observeKeys = []Key{
 		Doc: "Directory (a path, file:// or hdfs:// URI) where the job writes its event log, for spindle history --dir to show after the job ended; empty writes none."},
 	{Name: KeyEventLogFlushInterval, Default: "10s", Kind: Duration, ReadBy: ReadBySubmit,
 		Doc: "How often a running job publishes its new events to the event log (a job's end is published at once)."},
+	{Name: KeyTensorBoardDir, Default: "", Kind: String, ReadBy: ReadBySubmit,
+		Doc: "Directory (a path or file:// URI on the submit host) where the driver writes the values ranks report with spindle.report() as TensorBoard event files, one run (subdirectory) per job, tags NAME/rank N; empty writes none."},
 	{Name: KeyTimeline, Default: "", Kind: String, ReadBy: ReadBySubmit,
 		Doc: "File on the submit host where the driver writes the job's Chrome-trace timeline (open it in Perfetto or chrome://tracing): each rank's feed waits, collective operations and checkpoint saves, recorded by Spindle's Python and Go packages; empty records none."},
 }

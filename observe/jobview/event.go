@@ -22,6 +22,8 @@ const (
 	KindLog Kind = "log"
 	// KindRestart records a new generation of the gang (Generation, Reason).
 	KindRestart Kind = "restart"
+	// KindWebUI records where the job's web UI listens (Message: its URL).
+	KindWebUI Kind = "web_ui"
 )
 
 // Job states, as YARN and Spark report them.

@@ -4,6 +4,7 @@ Importing this module puts the package directory (python/) first on
 sys.path, so the tests run against the checkout, not an installed copy.
 """
 
+import atexit
 import json
 import os
 import shutil
@@ -128,3 +129,27 @@ def logistic_data(rows, features, seed):
     y = (rng.random(rows) < p).astype(np.int64)
     bayes = float(np.mean((p > 0.5) == (y == 1)))
     return x, y, bayes
+
+
+_binary = None
+
+
+def spindle_binary(test):
+    """Return a spindle binary for tests that run jobs: $SPINDLE_BINARY, else one built with go once per run.
+
+    Skips the test when neither is there. The binary carries this
+    checkout's Python package, which the jobs' training processes import.
+    """
+    global _binary
+    if os.environ.get("SPINDLE_BINARY"):
+        return os.environ["SPINDLE_BINARY"]
+    if _binary is None:
+        go = shutil.which("go")
+        if go is None:
+            test.skipTest("no go to build spindle with (or set SPINDLE_BINARY)")
+        out = tempfile.mkdtemp(prefix="spindle-bin-")
+        atexit.register(shutil.rmtree, out, True)
+        import subprocess
+        subprocess.run([go, "build", "-o", os.path.join(out, "spindle"), "./cmd/spindle"], cwd=REPO_DIR, check=True)
+        _binary = os.path.join(out, "spindle")
+    return _binary

@@ -1,0 +1,235 @@
+"""Spark DataFrames fed straight into a Spindle job: spindle.spark.train and spindle.spark.push.
+
+A job started with ``input="flight-put:"`` runs an Arrow Flight endpoint
+on its driver (docs/feed.md, "Arrow Flight: push"). push() has every
+partition of a DataFrame DoPut its Arrow batches there from the Spark task
+that computes it (``mapInArrow``), so training starts with the first
+batches while Spark computes the rest, and the job's backpressure holds
+the Spark tasks when the ranks are slower. Each partition pushes as a
+named producer (``spark/JOB/part-N``): a Spark task that is retried asks
+the job how many of its rows it took and skips them, so no row is fed
+twice. The job's schema is declared from ``df.schema`` before anything is
+pushed.
+
+Needs pyspark and pyarrow (``pip install spindle-ml[spark]``) in the
+notebook and on the Spark executors; cloudpickle for train() with a
+function.
+"""
+
+import threading
+
+from . import _run, _submit
+from ._errors import SpindleError
+
+# Spark SQL type names -> the push schema's types (spindle.flight.put.schema).
+_TYPES = {
+    "boolean": "bool", "byte": "int8", "short": "int16", "integer": "int32", "long": "int64",
+    "float": "float32", "double": "float64", "string": "string", "binary": "binary", "date": "date32",
+}
+
+
+def push_schema(schema):
+    """Return the spindle.flight.put.schema declaring a Spark StructType, or raise naming the column it cannot carry."""
+    cols = []
+    for field in schema.fields:
+        kind = field.dataType.typeName()
+        if kind not in _TYPES:
+            raise SpindleError(f"column {field.name!r} is {field.dataType.simpleString()}, which a job's pushed input "
+                               f"cannot carry (it takes {', '.join(sorted(set(_TYPES)))}): cast or drop it")
+        if "," in field.name or ":" in field.name:
+            raise SpindleError(f"column {field.name!r}: a pushed column's name may hold neither ',' nor ':'")
+        cols.append(f"{field.name}:{_TYPES[kind]}")
+    return ",".join(cols)
+
+
+def _arrow_schema(spec):
+    import pyarrow as pa
+    types = {"bool": pa.bool_(), "int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
+             "float32": pa.float32(), "float64": pa.float64(), "string": pa.string(), "binary": pa.binary(),
+             "date32": pa.date32()}
+    return pa.schema([pa.field(n, types[t]) for n, t in (c.split(":") for c in spec.split(","))])
+
+
+def _connect(endpoint, token, ca):
+    import pyarrow.flight as flight
+    if endpoint.startswith("grpc+tls://"):
+        client = flight.FlightClient(endpoint, tls_root_certs=ca)
+    else:
+        client = flight.FlightClient(endpoint)
+    return client, flight.FlightCallOptions(headers=[(b"authorization", b"Bearer " + token)])
+
+
+def _taken(client, descriptor, options, timeout=60.0):
+    """Rows the job already took from this producer, waiting while a killed run's stream is still open."""
+    import time
+
+    import pyarrow.flight as flight
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return max(client.get_flight_info(descriptor, options=options).total_records, 0)
+        except flight.FlightUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def _drain(acks):
+    """Read a DoPut's acknowledgements until the stream ends."""
+    while acks.read() is not None:
+        pass
+
+
+def _partition_pusher(endpoint, token, ca, spec, prefix):
+    """Return the mapInArrow function that pushes one partition's batches as producer PREFIX/part-N."""
+
+    def push_partition(batches):
+        import pyarrow as pa
+        import pyarrow.flight as flight
+        from pyspark import TaskContext
+
+        part = TaskContext.get().partitionId()
+        schema = _arrow_schema(spec)
+        client, options = _connect(endpoint, token, ca)
+        descriptor = flight.FlightDescriptor.for_path(*prefix.split("/"), f"part-{part}")
+        skip = _taken(client, descriptor, options)
+        writer, acks = client.do_put(descriptor, schema, options=options)
+        # Acknowledgements are drained beside the writes, so the job's
+        # flow control, not a round trip per batch, paces the producer.
+        drained = threading.Thread(target=_drain, args=(acks,), daemon=True)
+        drained.start()
+        rows = 0
+        try:
+            for batch in batches:
+                if skip >= batch.num_rows:
+                    skip -= batch.num_rows
+                    continue
+                if skip:
+                    batch, skip = batch.slice(skip), 0
+                # Spark may hand large_string and friends; the job's schema is exact.
+                batch = pa.RecordBatch.from_arrays([c.cast(f.type) for c, f in zip(batch.columns, schema)], schema=schema)
+                writer.write_batch(batch)
+                rows += batch.num_rows
+        finally:
+            # Also when computing the partition failed: the stream ends now,
+            # not when a reused Python worker collects it, so the retried
+            # task's GetFlightInfo gets its count instead of waiting. The
+            # acknowledgements end once the endpoint has seen the end.
+            try:
+                writer.done_writing()
+            finally:
+                drained.join()
+                writer.close()
+                client.close()
+        yield pa.RecordBatch.from_arrays([pa.array([part], pa.int32()), pa.array([rows], pa.int64())],
+                                         names=["partition", "rows"])
+
+    return push_partition
+
+
+def _run_spark(pushing, job):
+    """Collect the pushing DataFrame in a Spark job group of its own, cancelled when the Spindle job ends first or the caller is interrupted."""
+    sc = pushing.sparkSession.sparkContext
+    group = f"spindle-push-{job.job_id}"
+    box = {}
+
+    def action():
+        try:
+            sc.setJobGroup(group, f"push rows into spindle job {job.job_id}", interruptOnCancel=True)
+            box["rows"] = sum(r["rows"] for r in pushing.collect())
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+
+    t = threading.Thread(target=action, name="spindle-push", daemon=True)
+    t.start()
+    try:
+        while t.is_alive():
+            t.join(0.5)
+            if t.is_alive() and job.exit_code is not None:
+                _cancel(sc, group, t)
+                if job.exit_code != 0:
+                    raise job._failure()
+                raise SpindleError(f"job {job.job_id} ended before Spark pushed the whole DataFrame "
+                                   "(its ranks stopped reading the feed)")
+    except KeyboardInterrupt:
+        _cancel(sc, group, t)
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["rows"]
+
+
+def _cancel(sc, group, t):
+    """Cancel the pushing Spark job until its thread ends (a job not started yet is cancelled when it is)."""
+    while t.is_alive():
+        sc.cancelJobGroup(group)
+        t.join(2)
+
+
+def push(df, job, end_of_input=True, timeout=60):
+    """Push every row of df into job's pushed input from the Spark tasks; return the rows this call pushed.
+
+    job is a :class:`spindle.Job` submitted with ``input="flight-put:"``
+    and ``conf={"spindle.flight.put.schema": push_schema(df.schema)}``
+    (train() does both). Blocks until Spark has pushed every partition;
+    then, with end_of_input, tells the job its input is complete.
+    """
+    p = job.push_endpoint(timeout=timeout)
+    with open(p["token_file"], "rb") as f:
+        token = f.read().strip()
+    ca = None
+    if p.get("ca_file"):
+        with open(p["ca_file"], "rb") as f:
+            ca = f.read()
+    spec = push_schema(df.schema)
+    fn = _partition_pusher(p["endpoint"], token, ca, spec, f"spark/{job.job_id}")
+    pushed = _run_spark(df.mapInArrow(fn, "partition int, rows long"), job)
+    if end_of_input:
+        import pyarrow.flight as flight
+        client, options = _connect(p["endpoint"], token, ca)
+        try:
+            for _ in client.do_action(flight.Action("end-of-input", b""), options=options):
+                pass
+        finally:
+            client.close()
+    return pushed
+
+
+def train(df, fn_or_command, *args, num_workers=2, label=None, epochs=1, all_ranks=False, **submit_options):
+    """Start a job of num_workers ranks fed with df's rows, push them from Spark, and wait for it.
+
+    fn_or_command is a function (or "module:function") run on every rank
+    as spindle.run does, whose result (rank 0's, or with all_ranks every
+    rank's) is returned; or a training command (a list or string, as
+    spindle.submit takes), for which the exit code is returned. The ranks
+    read the rows as any job's feed (spindle.batches(), spindle.tensors(),
+    spindle.torch.FeedDataset), label last; epochs after the first come
+    from the executors' cache. Other options are spindle.submit's.
+    """
+    conf = dict(submit_options.pop("conf", None) or {})
+    conf.setdefault("spindle.flight.put.schema", push_schema(df.schema))
+    opts = dict(submit_options, input="flight-put:", label_column=label, epochs=epochs, conf=conf)
+    if callable(fn_or_command) or (isinstance(fn_or_command, str) and ":" in fn_or_command and " " not in fn_or_command):
+        job = _run.start(fn_or_command, args, {}, num_workers=num_workers, **opts)
+    else:
+        opts.setdefault("master", f"local[{num_workers}]")
+        job = _submit.submit(fn_or_command, num_executors=num_workers, **opts)
+    with job:
+        try:
+            push(df, job)
+        except KeyboardInterrupt:
+            job.kill()
+            raise
+        except Exception:
+            # A push that failed (the job refused the rows, Spark failed)
+            # leaves the job waiting for input: stop it, and say why
+            # the job failed if it did.
+            if job.exit_code is not None and job.exit_code != 0:
+                raise job._failure() from None
+            job.kill()
+            raise
+        code = job.wait()
+        if isinstance(job, _run.RunJob):
+            return job.results(all_ranks)
+        return code
+

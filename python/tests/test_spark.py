@@ -1,0 +1,144 @@
+"""spindle.spark against real pyspark in local mode and real local Spindle jobs.
+
+Needs pyspark, pandas, pyarrow and cloudpickle (make deps installs them into
+$SPINDLE_PY_VENV; `make test-python` runs this file there) and Java. The
+Spark tasks import this checkout's spindle package (PYTHONPATH); the jobs'
+ranks get the spindle binary's (from $SPINDLE_BINARY, else built from this
+checkout).
+"""
+
+import os
+import shutil
+import sys
+import unittest
+
+import support
+
+import spindle
+
+try:
+    import cloudpickle  # noqa: F401
+    import pyarrow  # noqa: F401
+    import pyspark
+    from pyspark.sql import SparkSession
+    from pyspark.sql import types as T
+    import spindle.spark as sspark
+    REAL_PUSHER = sspark._partition_pusher
+except ImportError:
+    pyspark = None
+
+ROWS = 20000
+
+
+def read_everything():
+    """On each rank: per epoch, the ids it was fed and the columns it saw."""
+    import spindle
+    out = []
+    for ep in spindle.epochs("batches"):
+        ids, cols = [], None
+        for b in ep:
+            cols = list(b)
+            ids.extend(int(i) for i in b["id"])
+        out.append({"ids": ids, "columns": cols})
+    return out
+
+
+def failing_pusher(*args):
+    """spindle.spark's partition pusher, whose partition 1 fails on its first attempt after pushing three batches.
+
+    The failure is raised from the batches the real pusher reads, in the
+    Spark task that pushes, as a failure computing the partition would be.
+    """
+    real = REAL_PUSHER(*args)
+
+    def push(batches):
+        from pyspark import TaskContext
+        ctx = TaskContext.get()
+
+        def failing():
+            for i, b in enumerate(batches):
+                if ctx.partitionId() == 1 and ctx.attemptNumber() == 0 and i == 3:
+                    raise RuntimeError("the first attempt of partition 1 fails mid-way")
+                yield b
+
+        return real(failing())
+
+    return push
+
+
+@unittest.skipIf(pyspark is None, "needs pyspark, pyarrow and cloudpickle (make deps installs them into $SPINDLE_PY_VENV)")
+@unittest.skipIf(shutil.which("java") is None, "needs Java for Spark (make deps)")
+class SparkTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # Spark's Python workers import spindle and this module from here.
+        here = os.path.dirname(os.path.abspath(__file__))
+        os.environ["PYTHONPATH"] = os.pathsep.join([support.PYTHON_DIR, here, os.environ.get("PYTHONPATH", "")])
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        # local[2,4]: two task slots, and a failed task is tried up to 4 times.
+        cls.spark = (SparkSession.builder.master("local[2,4]").appName("spindle-test")
+                     .config("spark.ui.enabled", "false").config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+                     .getOrCreate())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.spark.stop()
+
+    def setUp(self):
+        os.environ["SPINDLE_BINARY"] = support.spindle_binary(self)
+
+    def frame(self):
+        return self.spark.range(ROWS, numPartitions=4).selectExpr(
+            "id", "cast(id * 0.5 as float) as x", "cast(id % 2 as float) as label")
+
+    def check_fed_once_per_epoch(self, ranks, epochs):
+        for epoch in range(epochs):
+            ids = sorted(i for r in ranks for i in r[epoch]["ids"])
+            self.assertEqual(ids, list(range(ROWS)), f"epoch {epoch}: rows fed not exactly once")
+        for r in ranks:
+            self.assertEqual(r[0]["columns"], ["id", "x", "label"])  # df.schema's, label last
+
+    def test_train_feeds_every_row_once_per_epoch(self):
+        ranks = sspark.train(self.frame(), read_everything, num_workers=2, label="label", epochs=2,
+                             all_ranks=True, stream=False)
+        self.assertEqual(len(ranks), 2)
+        self.assertTrue(all(len(r) == 2 for r in ranks), "each rank sees two epochs")
+        self.assertTrue(all(r[0]["ids"] for r in ranks), "a rank got no rows")
+        self.check_fed_once_per_epoch(ranks, 2)
+
+    def test_retried_task_does_not_feed_twice(self):
+        sspark._partition_pusher = failing_pusher
+        try:
+            ranks = sspark.train(self.frame(), read_everything, num_workers=2, label="label", epochs=1,
+                                 all_ranks=True, stream=False)
+        finally:
+            sspark._partition_pusher = REAL_PUSHER
+        self.check_fed_once_per_epoch(ranks, 1)
+
+    def test_push_into_a_submitted_job(self):
+        df = self.frame()
+        reader = "import spindle\nfor ep in spindle.epochs():\n    rows = sum(len(b['id']) for b in ep)\n"
+        job = spindle.submit([sys.executable, "-c", reader], master="local[2]", input="flight-put:", label_column="label",
+                             conf={"spindle.flight.put.schema": sspark.push_schema(df.schema)}, stream=False)
+        with job:
+            self.assertEqual(sspark.push(df, job), ROWS)
+            self.assertEqual(job.wait(timeout=120), 0)
+
+    def test_job_ending_first_cancels_the_push(self):
+        df = self.frame()
+        job = spindle.submit(["sh", "-c", "exit 0"], master="local[2]", input="flight-put:",
+                             conf={"spindle.flight.put.schema": sspark.push_schema(df.schema)}, stream=False)
+        with job, self.assertRaisesRegex(spindle.SpindleError, "ended before Spark pushed"):
+            sspark.push(df, job)
+
+    def test_schema_refuses_what_push_cannot_carry(self):
+        schema = T.StructType([T.StructField("x", T.FloatType()), T.StructField("when", T.TimestampType())])
+        with self.assertRaisesRegex(spindle.SpindleError, "column 'when' is timestamp"):
+            sspark.push_schema(schema)
+        self.assertEqual(sspark.push_schema(T.StructType([T.StructField("a", T.LongType()), T.StructField("b", T.DoubleType()),
+                                                          T.StructField("s", T.StringType())])),
+                         "a:int64,b:float64,s:string")
+
+
+if __name__ == "__main__":
+    unittest.main()
