@@ -30,7 +30,7 @@ func localizeFile(ctx context.Context, res *fsys.Resolver, uri, dir string) erro
 	if err != nil {
 		return err
 	}
-	src, err := fs.Open(ctx, name)
+	src, err := openCounted(ctx, fs, name)
 	if err != nil {
 		return err
 	}

@@ -121,7 +121,7 @@ func unpackArchive(ctx context.Context, res *fsys.Resolver, uri, dest string) er
 	if err != nil {
 		return err
 	}
-	src, err := fs.Open(ctx, name)
+	src, err := openCounted(ctx, fs, name)
 	if err != nil {
 		return err
 	}

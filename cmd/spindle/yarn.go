@@ -143,8 +143,9 @@ func yarnStatus(c *cli.Context) error {
 	return nil
 }
 
-// showPushedInput prints where a running job's producers push, from its
-// driver's web UI at ui, when its input is pushed. A UI that does not
+// showPushedInput prints where a running job's producers push, when its
+// input is pushed, and the ranks still localizing their files, from its
+// driver's web UI at ui. A UI that does not
 // answer is only mentioned: the report above stands on its own.
 func showPushedInput(ctx context.Context, ui string) {
 	base, ok := webUIBase(ui)
@@ -169,6 +170,12 @@ func showPushedInput(ctx context.Context, ui string) {
 			fmt.Printf(", CA certificate in %s", p.CAFile)
 		}
 		fmt.Println(" (files on the driver's host)")
+	}
+	for _, r := range snap.Ranks {
+		if r.State == jobview.RankLocalizing {
+			// Fetching and unpacking --archives can take minutes.
+			fmt.Printf("rank %d on %s: %s\n", r.Rank, r.Host, r.Message)
+		}
 	}
 }
 
