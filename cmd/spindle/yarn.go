@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	osuser "os/user"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -79,6 +81,24 @@ func yarnAppArg(c *cli.Context) bool {
 	return c.NArg() == 1 && yarnclient.IsAppID(c.Args().First())
 }
 
+// standaloneMasterNamed returns why status or kill cannot go on when it
+// was given no YARN application id and names no standalone master: a YARN
+// user should hear about application ids, not a cluster secret.
+func standaloneMasterNamed(c *cli.Context, command string) error {
+	p, err := loadKeyFlags(c, adminFlags)
+	if err != nil {
+		return err
+	}
+	m, err := driver.ParseMaster(p.String(config.KeyMaster))
+	switch {
+	case err != nil || m.Kind == driver.MasterStandalone:
+		return nil // adminClient says what is wrong, or goes on
+	case m.Kind == driver.MasterYARN:
+		return fmt.Errorf("spindle %s on YARN takes the application id spindle submit printed: spindle %s application_... (yarn application -list lists them)", command, command)
+	}
+	return fmt.Errorf("spindle %s takes a YARN application id (spindle %s application_...) or a standalone cluster's --master spindle://HOST:PORT,...", command, command)
+}
+
 // yarnClient connects to the ResourceManager of the configured Hadoop
 // client configuration.
 func yarnClient(c *cli.Context) (*yarnclient.Client, error) {
@@ -98,9 +118,9 @@ func yarnClient(c *cli.Context) (*yarnclient.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	user := p.String(config.KeyHadoopUser)
-	if user == "" {
-		user = envOr("HADOOP_USER_NAME", envOr("USER", "spindle"))
+	user, err := yarnAdminUser(p.String(config.KeyHadoopUser))
+	if err != nil {
+		return nil, err
 	}
 	cfg := yarnclient.Config{RMAddrs: rms, User: user, Rounds: 2}
 	if sec.Kerberos {
@@ -116,6 +136,23 @@ func yarnClient(c *cli.Context) (*yarnclient.Client, error) {
 	return yarnclient.New(cfg)
 }
 
+// yarnAdminUser is the user spindle status, kill and logs name to the
+// ResourceManager under simple authentication, as spindle submit picks it:
+// spindle.hadoop.user, else $HADOOP_USER_NAME, else the login name.
+func yarnAdminUser(configured string) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	if u := os.Getenv("HADOOP_USER_NAME"); u != "" {
+		return u, nil
+	}
+	u, err := osuser.Current()
+	if err != nil || u.Username == "" {
+		return "", fmt.Errorf("%w: no user to name to the ResourceManager (login name unknown: %v): set HADOOP_USER_NAME or spindle.hadoop.user", yarnclient.ErrConfig, err)
+	}
+	return u.Username, nil
+}
+
 // yarnStatus prints a YARN application's report (spindle status APP_ID).
 func yarnStatus(c *cli.Context) error {
 	cl, err := yarnClient(c)
@@ -129,18 +166,39 @@ func yarnStatus(c *cli.Context) error {
 		return cli.Exit(err, exitJobFailed)
 	}
 	fmt.Printf("application %s (%s, type %s) in queue %s, user %s\n", id, r.GetName(), r.GetApplicationType(), r.GetQueue(), r.GetUser())
-	fmt.Printf("state %s, final status %s, progress %.0f%%\n", r.GetYarnApplicationState(), r.GetFinalApplicationStatus(), 100*r.GetProgress())
-	fmt.Printf("tracking URL %s\n", r.GetTrackingUrl())
-	if u := r.GetOriginalTrackingUrl(); u != "" && u != "N/A" && u != r.GetTrackingUrl() {
-		fmt.Printf("job's web UI %s (the tracking URL proxies it)\n", u)
+	state := r.GetYarnApplicationState()
+	fmt.Printf("state %s, final status %s, progress %.0f%%\n", state, finalStatusName(r.GetFinalApplicationStatus()), 100*r.GetProgress())
+	if appEnded(state) {
+		// The driver's web UI ended with the job: point to what is left.
+		fmt.Printf("the job's web UI ended with it; its output: spindle logs %s (with spindle.eventLog.dir set), yarn logs -applicationId %s\n", id, id)
+	} else {
+		fmt.Printf("tracking URL %s\n", r.GetTrackingUrl())
+		if u := r.GetOriginalTrackingUrl(); u != "" && u != "N/A" && u != r.GetTrackingUrl() {
+			fmt.Printf("job's web UI %s (the tracking URL proxies it)\n", u)
+		}
 	}
 	if d := r.GetDiagnostics(); d != "" {
 		fmt.Printf("diagnostics: %s\n", d)
 	}
-	if r.GetYarnApplicationState() == hadooppb.YarnApplicationStateProto_RUNNING {
+	if state == hadooppb.YarnApplicationStateProto_RUNNING {
 		showPushedInput(c.Context, r.GetOriginalTrackingUrl())
 	}
 	return nil
+}
+
+// appEnded reports whether a YARN application is over (its AM gone).
+func appEnded(s hadooppb.YarnApplicationStateProto) bool {
+	switch s {
+	case hadooppb.YarnApplicationStateProto_FINISHED, hadooppb.YarnApplicationStateProto_FAILED, hadooppb.YarnApplicationStateProto_KILLED:
+		return true
+	}
+	return false
+}
+
+// finalStatusName is a final status as yarn application -status and the
+// docs print it: SUCCEEDED, not the protocol's APP_SUCCEEDED.
+func finalStatusName(s hadooppb.FinalApplicationStatusProto) string {
+	return strings.TrimPrefix(s.String(), "APP_")
 }
 
 // showPushedInput prints where a running job's producers push, when its

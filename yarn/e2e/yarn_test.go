@@ -421,8 +421,9 @@ func TestStatusAndKill(t *testing.T) {
 	if code := r.wait(t, 2*time.Minute); code != 1 {
 		t.Fatalf("exit %d after the application was killed, want 1:\n%s", code, r.stderr.String())
 	}
-	if out := run("status", app); !strings.Contains(out, "state KILLED") {
-		t.Fatalf("spindle status after kill:\n%s", out)
+	if out := run("status", app); !strings.Contains(out, "state KILLED, final status KILLED") || strings.Contains(out, "tracking URL") ||
+		!strings.Contains(out, "yarn logs -applicationId "+app) {
+		t.Fatalf("spindle status after kill (want KILLED, no gone web UI, where the logs are):\n%s", out)
 	}
 	cmd := exec.Command(spindleBin, "logs", app)
 	cmd.Env = env(hc.ConfDir)
