@@ -22,6 +22,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/hadooptest"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/yarn"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 
@@ -418,8 +419,9 @@ func TestStatusAndKill(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	run("kill", app)
-	if code := r.wait(t, 2*time.Minute); code != 1 {
-		t.Fatalf("exit %d after the application was killed, want 1:\n%s", code, r.stderr.String())
+	want := "yarn application " + app + " was killed by " + currentUser() + " (yarn application -kill / spindle kill)"
+	if code := r.wait(t, 2*time.Minute); code != yarn.ExitKilled || !strings.Contains(r.stderr.String(), want) {
+		t.Fatalf("exit %d after the application was killed, want %d saying %q:\n%s", code, yarn.ExitKilled, want, r.stderr.String())
 	}
 	if out := run("status", app); !strings.Contains(out, "state KILLED, final status KILLED") || strings.Contains(out, "tracking URL") ||
 		!strings.Contains(out, "yarn logs -applicationId "+app) {
