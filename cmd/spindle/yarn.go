@@ -284,7 +284,12 @@ func runYARNCluster(ctx context.Context, props *config.Properties, cfg driver.Co
 		job.Executors = append(job.Executors, yarn.ExecutorMemory{Role: "parameter server", Key: "--ps-memory " + props.String(config.KeyPSMemory), MemoryMB: cfg.PS.MemoryMB})
 	}
 	for _, s := range props.Settings() {
-		if s.Level > config.LevelDefault && !clusterModeDropped[s.Key] {
+		switch {
+		case s.Level == config.LevelDefault || clusterModeDropped[s.Key]:
+		case s.Key == config.KeyPSCommand:
+			// As ShipCommand rewrote it: its script is shipped.
+			job.Settings = append(job.Settings, s.Key+"="+quoteCommand(cfg.PS.Command))
+		default:
 			job.Settings = append(job.Settings, s.Key+"="+s.Value)
 		}
 	}
@@ -313,6 +318,15 @@ func runYARNCluster(ctx context.Context, props *config.Properties, cfg driver.Co
 	}
 	fmt.Fprintln(os.Stderr, res.Message)
 	return nil
+}
+
+// quoteCommand joins words so that driver.SplitCommand splits them back.
+func quoteCommand(words []string) string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
 }
 
 // runDriverInAM runs a cluster-mode job's driver inside the YARN

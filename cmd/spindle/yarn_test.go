@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	osuser "os/user"
+
+	"github.com/spindle-ml/spindle/driver"
 	"strings"
 	"testing"
 )
@@ -53,5 +55,15 @@ func TestStatusKillWithoutApplication(t *testing.T) {
 		if err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "SECRET") {
 			t.Errorf("spindle %v: exit %d: %v; want exit 2 with %q", tc.args, exitCode(err), err, tc.want)
 		}
+	}
+}
+
+// TestQuoteCommand: a rewritten --ps-command reaches a cluster-mode
+// driver word for word.
+func TestQuoteCommand(t *testing.T) {
+	words := []string{"python3", "train_ps.py", "--name", "it's a test", `a"b\c`, ""}
+	got, err := driver.SplitCommand(quoteCommand(words))
+	if err != nil || strings.Join(got, "|") != strings.Join(words, "|") {
+		t.Fatalf("SplitCommand(quoteCommand(%q)) = %q, %v", words, got, err)
 	}
 }
