@@ -14,6 +14,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spindle-ml/spindle/driver"
+	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/config"
 	"github.com/spindle-ml/spindle/internal/hadooppb"
 	"github.com/spindle-ml/spindle/internal/jobview"
@@ -274,6 +276,9 @@ func runYARNCluster(ctx context.Context, props *config.Properties, cfg driver.Co
 	if err := yarn.CheckClusterInputs(cfg.Inputs); err != nil {
 		return cli.Exit(err, exitUsage)
 	}
+	if err := checkInputsHere(ctx, cfg); err != nil {
+		return err
+	}
 	job := yarn.ClusterJob{
 		Inputs: cfg.Inputs, Command: cfg.Command, Env: cfg.Env,
 		Files: cfg.Files, PyFiles: cfg.PyFiles, Archives: cfg.Archives,
@@ -318,6 +323,26 @@ func runYARNCluster(ctx context.Context, props *config.Properties, cfg driver.Co
 	}
 	fmt.Fprintln(os.Stderr, res.Message)
 	return nil
+}
+
+// checkInputsHere lists a cluster-mode job's inputs on the gateway, as a
+// client-mode driver does before anything runs: a wrong --input is bad
+// input (exit 2), not a FAILED application left in YARN.
+func checkInputsHere(ctx context.Context, cfg driver.Config) error {
+	if len(cfg.Inputs) == 0 {
+		return nil
+	}
+	res := fsys.NewResolver(fsys.Options{HadoopConfDir: cfg.HadoopConfDir, User: cfg.HadoopUser,
+		KerberosPrincipal: cfg.KerberosPrincipal, KerberosKeytab: cfg.KerberosKeytab, NoTokens: true})
+	defer res.Close()
+	err := feed.CheckInputs(ctx, res, cfg.Inputs, cfg.Format)
+	switch {
+	case err == nil:
+		return nil
+	case isInputError(err):
+		return cli.Exit(err, exitUsage)
+	}
+	return cli.Exit(fmt.Sprintf("check the inputs before submitting: %v", err), exitJobFailed)
 }
 
 // quoteCommand joins words so that driver.SplitCommand splits them back.

@@ -162,6 +162,8 @@ func TestClusterModeBadInput(t *testing.T) {
 		{"pushed input at an address", []string{"--deploy-mode", "cluster", "--input", "flight-put://0.0.0.0:8815", "--", "true"},
 			"--input flight-put://0.0.0.0:8815 (pushed input) does not work in --deploy-mode cluster"},
 		{"unknown deploy mode", []string{"--deploy-mode", "moon", "--", "true"}, "spindle.submit.deployMode"},
+		{"input that names nothing", []string{"--deploy-mode", "cluster", "--input", "hdfs:///no/such/data/*.parquet", "--", "true"},
+			"hdfs:///no/such/data/*.parquet"},
 		{"executor larger than any container", []string{"--deploy-mode", "cluster", "--executor-memory", "8g", "--", "true"},
 			"--executor-memory 8g plus 128 MiB spindle.yarn.executor.memoryOverhead) but YARN's largest container is 4096 MiB"},
 	} {
