@@ -300,6 +300,6 @@ func (d DecliningLinker) Link(ctx context.Context, s LinkSetup) (Link, error) {
 		s.CloseStreams()
 		return nil, err
 	}
-	s.Logger.Info("data link is tcp", "selected", d.Kind, "reason", d.Why)
+	s.Logger.Info("data link is tcp instead of "+d.Kind, "reason", d.Why)
 	return d.TCP.Link(ctx, s)
 }

@@ -462,7 +462,13 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 			g.stop("job interrupted")
 			if c.Console != nil {
 				prog.finish()
-				c.Console.Eprintln(fmt.Sprintf("interrupted: stopping every executor; training processes get %s to exit (Ctrl-C again to stop at once)", c.StopGrace))
+				line := fmt.Sprintf("interrupted: stopping every executor; training processes get %s to exit", c.StopGrace)
+				if c.ForceStop != nil {
+					// Only a driver in a terminal's process takes a second
+					// Ctrl-C; one in a YARN ApplicationMaster was killed.
+					line += " (Ctrl-C again to stop at once)"
+				}
+				c.Console.Eprintln(line)
 			}
 			return ErrInterrupted
 		}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,5 +128,36 @@ func TestShipCommand(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestShipPSCommand: the parameter servers' command (--ps-command) is
+// shipped and rewritten as the training command is, so that `ps 0` on a
+// cluster finds its script; a script both use is shipped once.
+func TestShipPSCommand(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"examples/tf/train.py", "examples/tf/train_ps.py"} {
+		p := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &Config{Command: []string{"python3", "examples/tf/train.py"}}
+	c.PS.Command = []string{"python3", "examples/tf/train_ps.py", "--port", "0"}
+	notes := c.ShipCommand(dir, false)
+	if strings.Join(c.PS.Command, " ") != "python3 train_ps.py --port 0" || strings.Join(c.Command, " ") != "python3 train.py" {
+		t.Fatalf("commands %v and --ps-command %v, want both scripts by their names", c.Command, c.PS.Command)
+	}
+	if len(c.Files) != 2 || len(notes) != 2 || !strings.Contains(notes[1], "parameter server script") {
+		t.Fatalf("files %v, notes %v", c.Files, notes)
+	}
+	same := &Config{Command: []string{"python3", "examples/tf/train.py"}}
+	same.PS.Command = []string{"python3", "examples/tf/train.py", "--ps"}
+	same.ShipCommand(dir, false)
+	if len(same.Files) != 1 || same.PS.Command[1] != "train.py" {
+		t.Fatalf("one script for both: files %v, --ps-command %v", same.Files, same.PS.Command)
 	}
 }

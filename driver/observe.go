@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/observe/eventlog"
 	"github.com/spindle-ml/spindle/observe/jobview"
@@ -56,6 +57,7 @@ type observer struct {
 type rankSeen struct {
 	host    string
 	state   string
+	message string
 	rows    int64
 	batches int64
 	bytes   int64
@@ -233,14 +235,17 @@ func (o *observer) outputLine(toErr bool, line string) {
 func (o *observer) progress(now time.Time, ranks []rankProgress) {
 	for _, r := range ranks {
 		seen, known := o.ranks[r.rank]
-		state := jobview.RankRunning
-		if r.exited {
+		state, msg := jobview.RankRunning, ""
+		switch {
+		case r.exited:
 			state = jobview.RankFinished
+		case r.localizing != nil:
+			state, msg = jobview.RankLocalizing, localizingMessage(r.localizing)
 		}
-		if !known || seen.host != r.host || seen.state != state {
+		if !known || seen.host != r.host || seen.state != state || seen.message != msg {
 			o.record(jobview.Event{Time: now, Kind: jobview.KindExecutor, Rank: r.rank, Role: string(r.role),
-				RoleRank: r.roleNum, Host: r.host, State: state})
-			seen.host, seen.state = r.host, state
+				RoleRank: r.roleNum, Host: r.host, State: state, Message: msg})
+			seen.host, seen.state, seen.message = r.host, state, msg
 		}
 		o.mu.Lock()
 		usage := o.usage[r.rank]
@@ -257,6 +262,16 @@ func (o *observer) progress(now time.Time, ranks []rankProgress) {
 		}
 		o.ranks[r.rank] = seen
 	}
+}
+
+// localizingMessage is a localizing rank's message on the job's page and
+// in spindle status: "localizing: 1048576 of 31457280 bytes", or only the
+// bytes read when their total is not known (a pipe, a growing file).
+func localizingMessage(l *driverpb.Localizing) string {
+	if l.GetTotalBytes() < l.GetDoneBytes() || l.GetTotalBytes() == 0 {
+		return fmt.Sprintf("localizing: %d bytes", l.GetDoneBytes())
+	}
+	return fmt.Sprintf("localizing: %d of %d bytes", l.GetDoneBytes(), l.GetTotalBytes())
 }
 
 // end records how the job ended, publishes the event log and stops the UI.

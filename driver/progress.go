@@ -113,6 +113,11 @@ func (p *progress) render(now time.Time, ranks []rankProgress) string {
 		if r.exited {
 			continue
 		}
+		if r.localizing != nil {
+			// Not started: its epoch 0 says nothing yet.
+			others = append(others, fmt.Sprintf("%s: %s", rankName(r), localizingMessage(r.localizing)))
+			continue
+		}
 		if minEpoch < 0 || r.epoch < minEpoch {
 			minEpoch = r.epoch
 		}
@@ -123,7 +128,16 @@ func (p *progress) render(now time.Time, ranks []rankProgress) string {
 			leader = r
 		}
 	}
-	if minEpoch < 0 {
+	switch {
+	case (minEpoch < 0 || p.expect == 0) && p.rows == 0 && p.sent == 0:
+		// No rank feeding yet (or a job without input): no epoch to name.
+		fmt.Fprintf(&b, "progress: no rows yet, %s elapsed", now.Sub(p.start).Round(time.Second))
+		for _, o := range others {
+			fmt.Fprintf(&b, " | %s", o)
+		}
+		return b.String()
+	case minEpoch < 0:
+		// Every feeding rank is done.
 		minEpoch = int32(p.epochs - 1)
 	}
 	fmt.Fprintf(&b, "progress: epoch %d/%d, %s rows, %s rows/s", minEpoch+1, p.epochs, humanCount(p.rows), humanCount(int64(p.rate+0.5)))

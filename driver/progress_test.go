@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/driver/driverpb"
 )
 
 // The line reports what training processes took off their feed sockets,
@@ -67,5 +69,30 @@ func TestConsoleKeepsLiveLineBelowOutput(t *testing.T) {
 	want := "\r\033[Kprogress: 1" + "\r\033[K" + "[rank 0] hello\n" + "progress: 1" + "\n"
 	if got != want {
 		t.Fatalf("console wrote %q, want %q", got, want)
+	}
+}
+
+// Before any rank feeds, and in a job without input, the line names no
+// epoch: not the last one ("epoch 12/12, 0 rows") before training began.
+// A rank still localizing its files says how far it is.
+func TestProgressBeforeTraining(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		expect int64
+		ranks  []rankProgress
+		want   string
+	}{
+		{"no rank yet", 6000, nil, "progress: no rows yet"},
+		{"localizing", 6000, []rankProgress{{rank: 0, localizing: &driverpb.Localizing{DoneBytes: 10, TotalBytes: 40}}},
+			"progress: no rows yet, 0s elapsed | rank 0: localizing: 10 of 40 bytes"},
+		{"no input", 0, []rankProgress{{rank: 0}}, "progress: no rows yet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newProgress(NewConsole(&bytes.Buffer{}, &bytes.Buffer{}, false), time.Second, 12, tc.expect)
+			line := p.render(p.start, tc.ranks)
+			if !strings.HasPrefix(line, tc.want) || strings.Contains(line, "epoch") {
+				t.Fatalf("progress line %q, want it to start %q and name no epoch", line, tc.want)
+			}
+		})
 	}
 }

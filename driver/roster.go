@@ -30,6 +30,9 @@ type member struct {
 	roleRank int
 	lastSeen time.Time
 	progress *driverpb.Progress
+	// localizing is how far the executor is in fetching and unpacking its
+	// task's files, while it is (its last heartbeat said so).
+	localizing *driverpb.Localizing
 
 	registered bool
 	exited     bool
@@ -284,6 +287,16 @@ func (g *roster) heartbeat(id string, p *driverpb.Progress) (*driverpb.Heartbeat
 		m.progress = p
 	}
 	return &driverpb.HeartbeatResponse{Stop: g.stopped, Reason: g.stopWhy, Finished: g.finished}, nil
+}
+
+// setLocalizing records how far an executor is in putting its task's
+// files in place; nil says it is done (or never was).
+func (g *roster) setLocalizing(id string, l *driverpb.Localizing) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if m, ok := g.members[id]; ok {
+		m.localizing = l
+	}
 }
 
 // exit records how an executor's training process ended.
@@ -635,6 +648,9 @@ type rankProgress struct {
 	takenRows, takenBatches int64
 	// bytes is what the executor wrote into the feed socket.
 	bytes int64
+	// localizing is set while the executor fetches and unpacks its
+	// task's files.
+	localizing *driverpb.Localizing
 }
 
 // snapshot returns every rank's progress, in rank order.
@@ -644,7 +660,7 @@ func (g *roster) snapshot() []rankProgress {
 	out := make([]rankProgress, 0, len(g.order))
 	for _, id := range g.order {
 		m := g.members[id]
-		p := rankProgress{rank: m.rank, role: m.role, roleNum: m.roleRank, host: m.host, exited: m.exited}
+		p := rankProgress{rank: m.rank, role: m.role, roleNum: m.roleRank, host: m.host, exited: m.exited, localizing: m.localizing}
 		if g.mixed {
 			p.name = m.name()
 		}

@@ -99,6 +99,7 @@ func (s *controlServer) Heartbeat(ctx context.Context, req *driverpb.HeartbeatRe
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	s.roster.setLocalizing(req.GetExecutorId(), req.GetLocalizing())
 	s.logRDMA(req.GetExecutorId(), req.GetRdma())
 	s.obs.news(heartbeatNews(req))
 	if s.creds != nil {

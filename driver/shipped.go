@@ -176,19 +176,28 @@ func isInterpreter(prog string) bool {
 	return strings.HasPrefix(base, "python3.") || strings.HasPrefix(base, "python2.")
 }
 
-// ShipCommand applies one path rule to the training command, in every
-// mode, for paths relative to dir (the submit's working directory): a
-// relative program (-- bin/logreg) and an interpreter's script (-- python3
-// train.py) that exist there reach the executors. Local executors run in
-// dir, where the command works as given, so only a relative program is
-// made absolute; executors elsewhere get the files shipped with the job
-// (--files) and the command names them in their working directory. It
-// returns a line per file it ships, for the user.
+// ShipCommand applies one path rule to the training command and the
+// parameter servers' (--ps-command), in every mode, for paths relative to
+// dir (the submit's working directory): a relative program (-- bin/logreg)
+// and an interpreter's script (-- python3 train.py) that exist there
+// reach the executors. Local executors run in dir, where a command works
+// as given, so only a relative program is made absolute; executors
+// elsewhere get the files shipped with the job (--files) and the command
+// names them in their working directory. It returns a line per file it
+// ships, for the user.
 func (c *Config) ShipCommand(dir string, local bool) []string {
-	if len(c.Command) == 0 {
-		return nil
-	}
 	var notes []string
+	c.shipCommand(c.Command, dir, local, "training", &notes)
+	c.shipCommand(c.PS.Command, dir, local, "parameter server", &notes)
+	return notes
+}
+
+// shipCommand rewrites cmd in place as ShipCommand says; role names whose
+// program or script it is in the notes.
+func (c *Config) shipCommand(cmd []string, dir string, local bool, role string, notes *[]string) {
+	if len(cmd) == 0 {
+		return
+	}
 	existing := func(p string) (string, bool) {
 		if filepath.IsAbs(p) || strings.HasPrefix(p, "-") {
 			return "", false
@@ -205,35 +214,34 @@ func (c *Config) ShipCommand(dir string, local bool) []string {
 			}
 		}
 		c.Files = append(c.Files, abs)
-		notes = append(notes, fmt.Sprintf("shipping %s (%s) to the executors' working directories", abs, what))
+		*notes = append(*notes, fmt.Sprintf("shipping %s (%s) to the executors' working directories", abs, what))
 		return name
 	}
-	prog := c.Command[0]
+	prog := cmd[0]
 	if strings.Contains(prog, "/") {
 		if abs, ok := existing(prog); ok {
 			if local {
-				c.Command[0] = abs
+				cmd[0] = abs
 			} else {
-				c.Command[0] = "./" + ship(abs, "the training program")
+				cmd[0] = "./" + ship(abs, "the "+role+" program")
 			}
-			return notes
+			return
 		}
 	}
 	if !isInterpreter(prog) || local {
-		return notes
+		return
 	}
-	for i := 1; i < len(c.Command); i++ {
-		arg := c.Command[i]
+	for i := 1; i < len(cmd); i++ {
+		arg := cmd[i]
 		if strings.HasPrefix(arg, "-") {
 			if arg == "-m" || arg == "-c" {
-				return notes // a module or inline code: no script file
+				return // a module or inline code: no script file
 			}
 			continue
 		}
 		if abs, ok := existing(arg); ok {
-			c.Command[i] = ship(abs, "the training script")
+			cmd[i] = ship(abs, "the "+role+" script")
 		}
-		return notes
+		return
 	}
-	return notes
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spindle-ml/spindle/observe/tfevents"
 	"github.com/spindle-ml/spindle/observe/jobview"
+	"github.com/spindle-ml/spindle/observe/tfevents"
 )
 
 // openTensorBoard opens the job's TensorBoard run, dir/JOBID, for the

@@ -104,8 +104,12 @@ func TestGoTrainerDeclinesUCXWithoutDevice(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("job failed:\n%s", r)
 	}
-	if n := regexp.MustCompile(`data link is tcp .*selected=ucx reason="no usable RDMA device on this rank"`).FindAllString(r.stderr, -1); len(n) != 2 {
+	if n := regexp.MustCompile(`data link is tcp instead of ucx .*reason="no usable RDMA device on this rank"`).FindAllString(r.stderr, -1); len(n) != 2 {
 		t.Errorf("want 2 ranks logging that they keep to tcp for want of a device, got %d:\n%s", len(n), r)
+	}
+	if strings.Contains(r.stderr, "selected=ucx") {
+		// "data link is tcp selected=ucx" read as a contradiction.
+		t.Errorf("a rank says ucx was selected while it keeps to tcp:\n%s", r)
 	}
 	checkLogregFinals(t, r, 2)
 }

@@ -84,7 +84,7 @@ func (c *archiveCache) unpack(ctx context.Context, res *fsys.Resolver, uri strin
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	src, err := fs.Open(ctx, name)
+	src, err := openCounted(ctx, fs, name)
 	if err != nil {
 		return "", false, err
 	}

@@ -271,26 +271,40 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 		defer os.RemoveAll(dir)
 		workDir = dir
 	}
-	if err := e.fetchShipped(ctx, t, filepath.Join(workDir, "shipped")); err != nil {
-		return res, err
-	}
-	resolver := fsys.NewResolver(fsys.Options{HadoopConfDir: t.HadoopConfDir, User: t.HadoopUser})
-	defer resolver.Close()
-
 	filesDir := filepath.Join(workDir, "files")
-	if err := localizeFiles(ctx, resolver, t.Files, filesDir); err != nil {
-		return res, err
-	}
-	// Archives and py-files are linked into the working directory when it
-	// is this executor's own (not the submit directory of a local job).
-	ownDir := ""
-	if t.Dir == "" {
-		ownDir, _ = os.Getwd()
-	}
-	cache := &archiveCache{root: cmp.Or(e.cfg.ArchiveCache, defaultArchiveCache()), lim: e.cfg.ArchiveLimits}
-	ship, err := prepareShipped(ctx, resolver, cache, t, filesDir, ownDir)
+	var resolver *fsys.Resolver
+	defer func() {
+		if resolver != nil {
+			resolver.Close()
+		}
+	}()
+	var ship shipped
+	stop, err := e.whileLocalizing(ctx, t, id, func(ctx context.Context) error {
+		if err := e.fetchShipped(ctx, t, filepath.Join(workDir, "shipped")); err != nil {
+			return err
+		}
+		// After fetchShipped: it places the driver's Hadoop configuration.
+		resolver = fsys.NewResolver(fsys.Options{HadoopConfDir: t.HadoopConfDir, User: t.HadoopUser})
+		if err := localizeFiles(ctx, resolver, t.Files, filesDir); err != nil {
+			return err
+		}
+		// Archives and py-files are linked into the working directory when it
+		// is this executor's own (not the submit directory of a local job).
+		ownDir := ""
+		if t.Dir == "" {
+			ownDir, _ = os.Getwd()
+		}
+		cache := &archiveCache{root: cmp.Or(e.cfg.ArchiveCache, defaultArchiveCache()), lim: e.cfg.ArchiveLimits}
+		var err error
+		ship, err = prepareShipped(ctx, resolver, cache, t, filesDir, ownDir)
+		return err
+	})
 	if err != nil {
 		return res, err
+	}
+	if stop != nil {
+		res.stopped, res.finished = stop.why, stop.finished
+		return res, nil
 	}
 	// Only workers are fed: the task of another role names no feed mode.
 	feedPath, server, closeFeed := "", (*wire.Server)(nil), func() {}
@@ -454,10 +468,7 @@ const psLeaveTimeout = 10 * time.Second
 // and whether the stop is the job's successful end.
 func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *wire.Server, obs *observations) (string, bool, error) {
 	interval := heartbeatInterval(t)
-	timeout := time.Duration(t.DriverTimeoutMillis) * time.Millisecond
-	if timeout <= interval {
-		timeout = 6 * interval
-	}
+	timeout := driverTimeout(t)
 	lastOK := time.Now()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()

@@ -96,6 +96,7 @@ func (e *Executor) fetchFile(ctx context.Context, name, path string) error {
 	defer os.Remove(tmp.Name())
 	mode, size, n := os.FileMode(0o644), int64(-1), int64(0)
 	first := true
+	prog := localizeProgressOf(ctx)
 	for {
 		c, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -107,9 +108,11 @@ func (e *Executor) fetchFile(ctx context.Context, name, path string) error {
 		}
 		if first {
 			mode, size, first = os.FileMode(c.GetMode()).Perm(), c.GetSize(), false
+			prog.expect(size)
 		}
 		w, err := tmp.Write(c.GetData())
 		n += int64(w)
+		prog.read(w)
 		if err != nil {
 			tmp.Close()
 			return err

@@ -30,7 +30,7 @@ func localizeFile(ctx context.Context, res *fsys.Resolver, uri, dir string) erro
 	if err != nil {
 		return err
 	}
-	src, err := fs.Open(ctx, name)
+	src, err := openCounted(ctx, fs, name)
 	if err != nil {
 		return err
 	}
@@ -46,12 +46,15 @@ func localizeFile(ctx context.Context, res *fsys.Resolver, uri, dir string) erro
 	if err := dst.Commit(); err != nil {
 		return err
 	}
-	// A local file keeps its permission bits: a shipped program stays
-	// executable.
-	if fs == fsys.Local() {
-		if fi, err := os.Stat(name); err == nil {
-			_ = os.Chmod(filepath.Join(dir, path.Base(name)), fi.Mode().Perm())
-		}
+	// The copy keeps the file's permission bits (a local file's, or those
+	// YARN staging gave its HDFS copy): a shipped program stays
+	// executable. Its owner can always read it.
+	fi, err := fs.Stat(ctx, name)
+	if err != nil {
+		return fmt.Errorf("read the mode of %s: %w", uri, err)
+	}
+	if err := os.Chmod(filepath.Join(dir, path.Base(name)), fi.Mode().Perm()|0o400); err != nil {
+		return fmt.Errorf("give %s its mode: %w", uri, err)
 	}
 	return nil
 }

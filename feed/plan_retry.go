@@ -60,6 +60,9 @@ func retryUnavailable(ctx context.Context, bound time.Duration, attempt func() e
 func unreachable(err error) bool {
 	var ne net.Error
 	switch {
+	case errors.Is(err, fsys.ErrHadoopConfig):
+		// A namenode host that does not resolve is a net.Error too.
+		return false
 	case errors.Is(err, fsys.ErrNamenodeUnreachable),
 		errors.As(err, &ne),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),

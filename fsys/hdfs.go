@@ -378,6 +378,11 @@ func dialClient(ctx context.Context, cl *hdfsCluster) (*hdfs.Client, error) {
 		if cl.tokens != nil && tokenRefused(err) {
 			return nil, fmt.Errorf("hdfs://%s: the namenode refused the delegation token of %s: %w", cl.authority, cl.tokens.path, err)
 		}
+		if attempt == 1 {
+			if unknown := unresolvable(ctx, cl.addrs); unknown != nil {
+				return nil, fmt.Errorf("hdfs://%s: %w: %w (check fs.defaultFS and the namenode addresses of the Hadoop configuration)", cl.authority, ErrHadoopConfig, unknown)
+			}
+		}
 		last = err
 		if attempt == hdfsConnectAttempts {
 			break

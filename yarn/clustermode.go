@@ -326,6 +326,10 @@ func (a *App) Follow(ctx context.Context, stdout, stderr io.Writer) JobResult {
 		if out.Done != nil {
 			if r := a.waitFinal(context.WithoutCancel(ctx), a.id, time.Minute); r != nil {
 				a.setEnded()
+				if msg, ok := killedMessage(a.id, r); ok && out.Done.Code != 0 {
+					// The driver saw itself stopped; the report says why.
+					return JobResult{Code: ExitKilled, Message: msg}
+				}
 			}
 			return *out.Done
 		}
@@ -368,8 +372,9 @@ func resultOf(id client.AppID, r *pb.ApplicationReportProto) JobResult {
 	switch {
 	case r.GetFinalApplicationStatus() == pb.FinalApplicationStatusProto_APP_SUCCEEDED:
 		return JobResult{Code: 0, Message: fmt.Sprintf("yarn application %s succeeded", id)}
-	case r.GetYarnApplicationState() == pb.YarnApplicationStateProto_KILLED || r.GetFinalApplicationStatus() == pb.FinalApplicationStatusProto_APP_KILLED:
-		return JobResult{Code: 1, Message: fmt.Sprintf("yarn application %s was killed: %s", id, diag)}
+	}
+	if msg, ok := killedMessage(id, r); ok {
+		return JobResult{Code: ExitKilled, Message: msg}
 	}
 	return JobResult{Code: 1, Message: fmt.Sprintf("yarn application %s failed (%s): %s", id, r.GetYarnApplicationState(), diag)}
 }

@@ -141,7 +141,7 @@ func TestResultOf(t *testing.T) {
 		substr string
 	}{
 		{hadooppb.YarnApplicationStateProto_FINISHED, hadooppb.FinalApplicationStatusProto_APP_SUCCEEDED, 0, "succeeded"},
-		{hadooppb.YarnApplicationStateProto_KILLED, hadooppb.FinalApplicationStatusProto_APP_KILLED, 1, "was killed: diag"},
+		{hadooppb.YarnApplicationStateProto_KILLED, hadooppb.FinalApplicationStatusProto_APP_KILLED, ExitKilled, "was killed by a user (yarn application -kill / spindle kill)"},
 		{hadooppb.YarnApplicationStateProto_FAILED, hadooppb.FinalApplicationStatusProto_APP_FAILED, 1, "failed (FAILED): diag"},
 	} {
 		r := &hadooppb.ApplicationReportProto{YarnApplicationState: tc.state.Enum(), FinalApplicationStatus: tc.final.Enum(), Diagnostics: proto.String("diag")}

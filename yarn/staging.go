@@ -75,6 +75,15 @@ func (s *stager) put(ctx context.Context, local, name string) (Resource, error) 
 	if err := w.Commit(); err != nil {
 		return Resource{}, fmt.Errorf("stage %s to %s: %w", local, s.base, err)
 	}
+	// The copy keeps the file's mode, which executors restore: a shipped
+	// program (-- bin/logreg) stays executable.
+	if st, err := in.Stat(); err == nil {
+		if c, ok := s.fs.(fsys.Chmoder); ok {
+			if err := c.Chmod(ctx, target, st.Mode().Perm()); err != nil {
+				return Resource{}, fmt.Errorf("keep the mode of %s on its staged copy %s: %w", local, target, err)
+			}
+		}
+	}
 	fi, err := s.fs.Stat(ctx, target)
 	if err != nil {
 		return Resource{}, fmt.Errorf("stat staged %s: %w", target, err)

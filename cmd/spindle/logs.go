@@ -399,7 +399,7 @@ func rankPrefixed(line string) (int, string, bool) {
 // tracking URL, and serves the job's output. A finished application's
 // output is in YARN's log aggregation, or in the job's event log.
 func yarnJobUI(c *cli.Context, app string) (*uiSource, string, error) {
-	ended := fmt.Sprintf("give --dir with its event log (spindle.eventLog.dir); YARN's log aggregation keeps its containers' output: yarn logs -applicationId %s", app)
+	ended := fmt.Sprintf("give --dir with its event log (spindle.eventLog.dir: jobs write one only when it is set, best in spindle-defaults.conf, as conf/spindle-defaults.conf.template suggests); YARN's log aggregation keeps its containers' output: yarn logs -applicationId %s", app)
 	cl, err := yarnClient(c)
 	if err != nil {
 		return nil, "", fmt.Errorf("YARN application %s: cannot ask the ResourceManager for its web UI (%v); give --ui with its tracking URL, or %s", app, err, ended)

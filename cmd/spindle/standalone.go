@@ -242,8 +242,17 @@ func adminClient(c *cli.Context) (*client.Client, error) {
 
 func statusCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "status",
-		Usage: "show a standalone cluster: masters (and who leads), workers, applications, executors",
+		Name:      "status",
+		Usage:     "show a YARN application, or a standalone cluster: masters (and who leads), workers, applications, executors",
+		ArgsUsage: "[APPLICATION_ID]",
+		Description: `With a YARN application id (application_..., as spindle submit prints
+it), prints the ResourceManager's report of the application and, while it
+runs, what its driver's web UI says (ranks still localizing their files,
+where pushed input goes). The user is spindle.hadoop.user, else
+$HADOOP_USER_NAME, else the login name (or the Kerberos login).
+
+Without one, shows the standalone cluster of --master spindle://HOST:PORT,...
+(or spindle.master), authenticated with SPINDLE_CLUSTER_SECRET.`,
 		Flags: append(commonFlags(adminFlags),
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "give up after this long"},
 			&cli.StringFlag{Name: "app", Usage: "only this application (`ID` or name) and its executors"},
@@ -255,6 +264,9 @@ func statusCommand() *cli.Command {
 			}
 			if c.NArg() > 0 {
 				return cli.Exit(fmt.Sprintf("unexpected argument %q: spindle status takes --app ID (or a YARN application id)", c.Args().First()), exitUsage)
+			}
+			if err := standaloneMasterNamed(c, "status"); err != nil {
+				return cli.Exit(err, exitUsage)
 			}
 			cl, err := adminClient(c)
 			if err != nil {
@@ -284,19 +296,28 @@ func statusCommand() *cli.Command {
 func killCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "kill",
-		Usage:     "end an application on a standalone cluster and stop its executors",
+		Usage:     "end a YARN application, or an application on a standalone cluster, and stop its executors",
 		ArgsUsage: "APP",
-		Description: `APP is an application id (from spindle status) or the name of exactly one
-running application. Its driver sees its executors stopped and fails.`,
+		Description: `APP is a YARN application id (application_..., as spindle submit prints
+it): the ResourceManager kills the application, as yarn application -kill
+does, in the name of spindle.hadoop.user, else $HADOOP_USER_NAME, else the
+login name (or the Kerberos login).
+
+Otherwise APP is an application id on the standalone cluster of --master
+spindle://HOST:PORT,... (from spindle status) or the name of exactly one
+running application there. Its driver sees its executors stopped and fails.`,
 		Flags: append(commonFlags(adminFlags),
 			&cli.StringFlag{Name: "reason", Usage: "why, shown to the job's driver"},
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "give up after this long"}),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return cli.Exit("name one application: spindle kill --master spindle://... APP", exitUsage)
+				return cli.Exit("name one application: spindle kill application_... (YARN) or spindle kill --master spindle://... APP", exitUsage)
 			}
 			if yarnAppArg(c) {
 				return yarnKill(c)
+			}
+			if err := standaloneMasterNamed(c, "kill"); err != nil {
+				return cli.Exit(err, exitUsage)
 			}
 			cl, err := adminClient(c)
 			if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -173,6 +174,14 @@ func submit(c *cli.Context, events *eventsFile) error {
 	logger.Info("submitting job", "job", d.JobID(), "name", cfg.AppName, "master", props.String(config.KeyMaster),
 		"executors", cfg.NumExecutors, "feed", cfg.FeedMode)
 	runErr := d.Run(c.Context)
+	if k, ok := cm.(interface {
+		Killed(context.Context) (string, bool)
+	}); ok && runErr != nil && c.Context.Err() == nil {
+		// Executors lost because someone killed the application: say so.
+		if msg, killed := k.Killed(c.Context); killed {
+			return cli.Exit(msg, yarn.ExitKilled)
+		}
+	}
 	// Cluster managers that report the job's outcome (YARN's final
 	// status) learn it before Close.
 	if r, ok := cm.(interface{ SetResult(error) }); ok {
@@ -193,7 +202,8 @@ func submit(c *cli.Context, events *eventsFile) error {
 
 // jobOutcome is what spindle submit says about a job's result, and its
 // exit status: 0 succeeded, 1 failed or timed out, 2 bad input found
-// before anything ran, 130 interrupted.
+// before anything ran, 130 interrupted (143, yarn.ExitKilled: its YARN
+// application was killed).
 func jobOutcome(err error, jobID string, cfg driver.Config) (string, int) {
 	switch {
 	case err == nil:

@@ -7,11 +7,15 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	osuser "os/user"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/spindle-ml/spindle/driver"
+	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/config"
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadoop/kerberos"
@@ -79,6 +83,24 @@ func yarnAppArg(c *cli.Context) bool {
 	return c.NArg() == 1 && yarnclient.IsAppID(c.Args().First())
 }
 
+// standaloneMasterNamed returns why status or kill cannot go on when it
+// was given no YARN application id and names no standalone master: a YARN
+// user should hear about application ids, not a cluster secret.
+func standaloneMasterNamed(c *cli.Context, command string) error {
+	p, err := loadKeyFlags(c, adminFlags)
+	if err != nil {
+		return err
+	}
+	m, err := driver.ParseMaster(p.String(config.KeyMaster))
+	switch {
+	case err != nil || m.Kind == driver.MasterStandalone:
+		return nil // adminClient says what is wrong, or goes on
+	case m.Kind == driver.MasterYARN:
+		return fmt.Errorf("spindle %s on YARN takes the application id spindle submit printed: spindle %s application_... (yarn application -list lists them)", command, command)
+	}
+	return fmt.Errorf("spindle %s takes a YARN application id (spindle %s application_...) or a standalone cluster's --master spindle://HOST:PORT,...", command, command)
+}
+
 // yarnClient connects to the ResourceManager of the configured Hadoop
 // client configuration.
 func yarnClient(c *cli.Context) (*yarnclient.Client, error) {
@@ -98,9 +120,9 @@ func yarnClient(c *cli.Context) (*yarnclient.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	user := p.String(config.KeyHadoopUser)
-	if user == "" {
-		user = envOr("HADOOP_USER_NAME", envOr("USER", "spindle"))
+	user, err := yarnAdminUser(p.String(config.KeyHadoopUser))
+	if err != nil {
+		return nil, err
 	}
 	cfg := yarnclient.Config{RMAddrs: rms, User: user, Rounds: 2}
 	if sec.Kerberos {
@@ -116,6 +138,23 @@ func yarnClient(c *cli.Context) (*yarnclient.Client, error) {
 	return yarnclient.New(cfg)
 }
 
+// yarnAdminUser is the user spindle status, kill and logs name to the
+// ResourceManager under simple authentication, as spindle submit picks it:
+// spindle.hadoop.user, else $HADOOP_USER_NAME, else the login name.
+func yarnAdminUser(configured string) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	if u := os.Getenv("HADOOP_USER_NAME"); u != "" {
+		return u, nil
+	}
+	u, err := osuser.Current()
+	if err != nil || u.Username == "" {
+		return "", fmt.Errorf("%w: no user to name to the ResourceManager (login name unknown: %v): set HADOOP_USER_NAME or spindle.hadoop.user", yarnclient.ErrConfig, err)
+	}
+	return u.Username, nil
+}
+
 // yarnStatus prints a YARN application's report (spindle status APP_ID).
 func yarnStatus(c *cli.Context) error {
 	cl, err := yarnClient(c)
@@ -129,22 +168,44 @@ func yarnStatus(c *cli.Context) error {
 		return cli.Exit(err, exitJobFailed)
 	}
 	fmt.Printf("application %s (%s, type %s) in queue %s, user %s\n", id, r.GetName(), r.GetApplicationType(), r.GetQueue(), r.GetUser())
-	fmt.Printf("state %s, final status %s, progress %.0f%%\n", r.GetYarnApplicationState(), r.GetFinalApplicationStatus(), 100*r.GetProgress())
-	fmt.Printf("tracking URL %s\n", r.GetTrackingUrl())
-	if u := r.GetOriginalTrackingUrl(); u != "" && u != "N/A" && u != r.GetTrackingUrl() {
-		fmt.Printf("job's web UI %s (the tracking URL proxies it)\n", u)
+	state := r.GetYarnApplicationState()
+	fmt.Printf("state %s, final status %s, progress %.0f%%\n", state, finalStatusName(r.GetFinalApplicationStatus()), 100*r.GetProgress())
+	if appEnded(state) {
+		// The driver's web UI ended with the job: point to what is left.
+		fmt.Printf("the job's web UI ended with it; its output: spindle logs %s (with spindle.eventLog.dir set), yarn logs -applicationId %s\n", id, id)
+	} else {
+		fmt.Printf("tracking URL %s\n", r.GetTrackingUrl())
+		if u := r.GetOriginalTrackingUrl(); u != "" && u != "N/A" && u != r.GetTrackingUrl() {
+			fmt.Printf("job's web UI %s (the tracking URL proxies it)\n", u)
+		}
 	}
 	if d := r.GetDiagnostics(); d != "" {
 		fmt.Printf("diagnostics: %s\n", d)
 	}
-	if r.GetYarnApplicationState() == hadooppb.YarnApplicationStateProto_RUNNING {
+	if state == hadooppb.YarnApplicationStateProto_RUNNING {
 		showPushedInput(c.Context, r.GetOriginalTrackingUrl())
 	}
 	return nil
 }
 
-// showPushedInput prints where a running job's producers push, from its
-// driver's web UI at ui, when its input is pushed. A UI that does not
+// appEnded reports whether a YARN application is over (its AM gone).
+func appEnded(s hadooppb.YarnApplicationStateProto) bool {
+	switch s {
+	case hadooppb.YarnApplicationStateProto_FINISHED, hadooppb.YarnApplicationStateProto_FAILED, hadooppb.YarnApplicationStateProto_KILLED:
+		return true
+	}
+	return false
+}
+
+// finalStatusName is a final status as yarn application -status and the
+// docs print it: SUCCEEDED, not the protocol's APP_SUCCEEDED.
+func finalStatusName(s hadooppb.FinalApplicationStatusProto) string {
+	return strings.TrimPrefix(s.String(), "APP_")
+}
+
+// showPushedInput prints where a running job's producers push, when its
+// input is pushed, and the ranks still localizing their files, from its
+// driver's web UI at ui. A UI that does not
 // answer is only mentioned: the report above stands on its own.
 func showPushedInput(ctx context.Context, ui string) {
 	base, ok := webUIBase(ui)
@@ -169,6 +230,12 @@ func showPushedInput(ctx context.Context, ui string) {
 			fmt.Printf(", CA certificate in %s", p.CAFile)
 		}
 		fmt.Println(" (files on the driver's host)")
+	}
+	for _, r := range snap.Ranks {
+		if r.State == jobview.RankLocalizing {
+			// Fetching and unpacking --archives can take minutes.
+			fmt.Printf("rank %d on %s: %s\n", r.Rank, r.Host, r.Message)
+		}
 	}
 }
 
@@ -209,6 +276,9 @@ func runYARNCluster(ctx context.Context, props *config.Properties, cfg driver.Co
 	if err := yarn.CheckClusterInputs(cfg.Inputs); err != nil {
 		return cli.Exit(err, exitUsage)
 	}
+	if err := checkInputsHere(ctx, cfg); err != nil {
+		return err
+	}
 	job := yarn.ClusterJob{
 		Inputs: cfg.Inputs, Command: cfg.Command, Env: cfg.Env,
 		Files: cfg.Files, PyFiles: cfg.PyFiles, Archives: cfg.Archives,
@@ -219,7 +289,12 @@ func runYARNCluster(ctx context.Context, props *config.Properties, cfg driver.Co
 		job.Executors = append(job.Executors, yarn.ExecutorMemory{Role: "parameter server", Key: "--ps-memory " + props.String(config.KeyPSMemory), MemoryMB: cfg.PS.MemoryMB})
 	}
 	for _, s := range props.Settings() {
-		if s.Level > config.LevelDefault && !clusterModeDropped[s.Key] {
+		switch {
+		case s.Level == config.LevelDefault || clusterModeDropped[s.Key]:
+		case s.Key == config.KeyPSCommand:
+			// As ShipCommand rewrote it: its script is shipped.
+			job.Settings = append(job.Settings, s.Key+"="+quoteCommand(cfg.PS.Command))
+		default:
 			job.Settings = append(job.Settings, s.Key+"="+s.Value)
 		}
 	}
@@ -248,6 +323,35 @@ func runYARNCluster(ctx context.Context, props *config.Properties, cfg driver.Co
 	}
 	fmt.Fprintln(os.Stderr, res.Message)
 	return nil
+}
+
+// checkInputsHere lists a cluster-mode job's inputs on the gateway, as a
+// client-mode driver does before anything runs: a wrong --input is bad
+// input (exit 2), not a FAILED application left in YARN.
+func checkInputsHere(ctx context.Context, cfg driver.Config) error {
+	if len(cfg.Inputs) == 0 {
+		return nil
+	}
+	res := fsys.NewResolver(fsys.Options{HadoopConfDir: cfg.HadoopConfDir, User: cfg.HadoopUser,
+		KerberosPrincipal: cfg.KerberosPrincipal, KerberosKeytab: cfg.KerberosKeytab, NoTokens: true})
+	defer res.Close()
+	err := feed.CheckInputs(ctx, res, cfg.Inputs, cfg.Format)
+	switch {
+	case err == nil:
+		return nil
+	case isInputError(err):
+		return cli.Exit(err, exitUsage)
+	}
+	return cli.Exit(fmt.Sprintf("check the inputs before submitting: %v", err), exitJobFailed)
+}
+
+// quoteCommand joins words so that driver.SplitCommand splits them back.
+func quoteCommand(words []string) string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
 }
 
 // runDriverInAM runs a cluster-mode job's driver inside the YARN

@@ -561,8 +561,11 @@ type HeartbeatRequest struct {
 	// credentials_generation is the generation of the credentials the
 	// executor uses (0: those it started with).
 	CredentialsGeneration int64 `protobuf:"varint,10,opt,name=credentials_generation,json=credentialsGeneration,proto3" json:"credentials_generation,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// localizing is set while the executor fetches and unpacks the task's
+	// files and archives, before its training process starts.
+	Localizing    *Localizing `protobuf:"bytes,11,opt,name=localizing,proto3" json:"localizing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
@@ -665,6 +668,69 @@ func (x *HeartbeatRequest) GetCredentialsGeneration() int64 {
 	return 0
 }
 
+func (x *HeartbeatRequest) GetLocalizing() *Localizing {
+	if x != nil {
+		return x.Localizing
+	}
+	return nil
+}
+
+// Localizing is how far an executor is in putting its task's --files,
+// --py-files and --archives in place.
+type Localizing struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// done_bytes counts the bytes read so far; total_bytes is the size of
+	// every file to be read, as far as the executor knows it yet.
+	DoneBytes     int64 `protobuf:"varint,1,opt,name=done_bytes,json=doneBytes,proto3" json:"done_bytes,omitempty"`
+	TotalBytes    int64 `protobuf:"varint,2,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Localizing) Reset() {
+	*x = Localizing{}
+	mi := &file_control_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Localizing) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Localizing) ProtoMessage() {}
+
+func (x *Localizing) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Localizing.ProtoReflect.Descriptor instead.
+func (*Localizing) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Localizing) GetDoneBytes() int64 {
+	if x != nil {
+		return x.DoneBytes
+	}
+	return 0
+}
+
+func (x *Localizing) GetTotalBytes() int64 {
+	if x != nil {
+		return x.TotalBytes
+	}
+	return 0
+}
+
 // Span is one interval of a training process's time on the job's
 // timeline: a feed wait, a collective operation, a checkpoint save.
 type Span struct {
@@ -681,7 +747,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +759,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +772,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{8}
+	return file_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Span) GetName() string {
@@ -760,7 +826,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +838,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +851,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{9}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Usage) GetCpuSeconds() float64 {
@@ -836,7 +902,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +914,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +927,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Report) GetStep() int64 {
@@ -897,7 +963,7 @@ type OutputLine struct {
 
 func (x *OutputLine) Reset() {
 	*x = OutputLine{}
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +975,7 @@ func (x *OutputLine) String() string {
 func (*OutputLine) ProtoMessage() {}
 
 func (x *OutputLine) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +988,7 @@ func (x *OutputLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLine.ProtoReflect.Descriptor instead.
 func (*OutputLine) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{11}
+	return file_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OutputLine) GetStderr() bool {
@@ -956,7 +1022,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1034,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1047,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{12}
+	return file_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HeartbeatResponse) GetStop() bool {
@@ -1044,7 +1110,7 @@ type ExitReport struct {
 
 func (x *ExitReport) Reset() {
 	*x = ExitReport{}
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1122,7 @@ func (x *ExitReport) String() string {
 func (*ExitReport) ProtoMessage() {}
 
 func (x *ExitReport) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1135,7 @@ func (x *ExitReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitReport.ProtoReflect.Descriptor instead.
 func (*ExitReport) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{13}
+	return file_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ExitReport) GetExecutorId() string {
@@ -1178,7 +1244,7 @@ type ExitAck struct {
 
 func (x *ExitAck) Reset() {
 	*x = ExitAck{}
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1256,7 @@ func (x *ExitAck) String() string {
 func (*ExitAck) ProtoMessage() {}
 
 func (x *ExitAck) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1269,7 @@ func (x *ExitAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitAck.ProtoReflect.Descriptor instead.
 func (*ExitAck) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{14}
+	return file_control_proto_rawDescGZIP(), []int{15}
 }
 
 var File_control_proto protoreflect.FileDescriptor
@@ -1254,7 +1320,7 @@ const file_control_proto_rawDesc = "" +
 	"\n" +
 	"taken_rows\x18\x04 \x01(\x03R\ttakenRows\x12#\n" +
 	"\rtaken_batches\x18\x05 \x01(\x03R\ftakenBatches\x12\x14\n" +
-	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\"\xc2\x03\n" +
+	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\"\x82\x04\n" +
 	"\x10HeartbeatRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
@@ -1267,7 +1333,16 @@ const file_control_proto_rawDesc = "" +
 	"\x0eoutput_dropped\x18\b \x01(\x03R\routputDropped\x12.\n" +
 	"\x05spans\x18\t \x03(\v2\x18.spindle.control.v1.SpanR\x05spans\x125\n" +
 	"\x16credentials_generation\x18\n" +
-	" \x01(\x03R\x15credentialsGeneration\"x\n" +
+	" \x01(\x03R\x15credentialsGeneration\x12>\n" +
+	"\n" +
+	"localizing\x18\v \x01(\v2\x1e.spindle.control.v1.LocalizingR\n" +
+	"localizing\"L\n" +
+	"\n" +
+	"Localizing\x12\x1d\n" +
+	"\n" +
+	"done_bytes\x18\x01 \x01(\x03R\tdoneBytes\x12\x1f\n" +
+	"\vtotal_bytes\x18\x02 \x01(\x03R\n" +
+	"totalBytes\"x\n" +
 	"\x04Span\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03cat\x18\x02 \x01(\tR\x03cat\x12!\n" +
@@ -1337,7 +1412,7 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_control_proto_goTypes = []any{
 	(*FetchFileRequest)(nil),  // 0: spindle.control.v1.FetchFileRequest
 	(*FileChunk)(nil),         // 1: spindle.control.v1.FileChunk
@@ -1347,45 +1422,47 @@ var file_control_proto_goTypes = []any{
 	(*Credentials)(nil),       // 5: spindle.control.v1.Credentials
 	(*Progress)(nil),          // 6: spindle.control.v1.Progress
 	(*HeartbeatRequest)(nil),  // 7: spindle.control.v1.HeartbeatRequest
-	(*Span)(nil),              // 8: spindle.control.v1.Span
-	(*Usage)(nil),             // 9: spindle.control.v1.Usage
-	(*Report)(nil),            // 10: spindle.control.v1.Report
-	(*OutputLine)(nil),        // 11: spindle.control.v1.OutputLine
-	(*HeartbeatResponse)(nil), // 12: spindle.control.v1.HeartbeatResponse
-	(*ExitReport)(nil),        // 13: spindle.control.v1.ExitReport
-	(*ExitAck)(nil),           // 14: spindle.control.v1.ExitAck
-	nil,                       // 15: spindle.control.v1.Report.ValuesEntry
-	(*Task)(nil),              // 16: spindle.control.v1.Task
+	(*Localizing)(nil),        // 8: spindle.control.v1.Localizing
+	(*Span)(nil),              // 9: spindle.control.v1.Span
+	(*Usage)(nil),             // 10: spindle.control.v1.Usage
+	(*Report)(nil),            // 11: spindle.control.v1.Report
+	(*OutputLine)(nil),        // 12: spindle.control.v1.OutputLine
+	(*HeartbeatResponse)(nil), // 13: spindle.control.v1.HeartbeatResponse
+	(*ExitReport)(nil),        // 14: spindle.control.v1.ExitReport
+	(*ExitAck)(nil),           // 15: spindle.control.v1.ExitAck
+	nil,                       // 16: spindle.control.v1.Report.ValuesEntry
+	(*Task)(nil),              // 17: spindle.control.v1.Task
 }
 var file_control_proto_depIdxs = []int32{
 	3,  // 0: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
-	16, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
+	17, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
 	5,  // 2: spindle.control.v1.RegisterResponse.credentials:type_name -> spindle.control.v1.Credentials
 	6,  // 3: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
-	9,  // 4: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
-	10, // 5: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
-	11, // 6: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
-	8,  // 7: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
-	15, // 8: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
-	5,  // 9: spindle.control.v1.HeartbeatResponse.credentials:type_name -> spindle.control.v1.Credentials
-	6,  // 10: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
-	9,  // 11: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
-	10, // 12: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
-	11, // 13: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
-	8,  // 14: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
-	2,  // 15: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
-	7,  // 16: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
-	13, // 17: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
-	0,  // 18: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
-	4,  // 19: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
-	12, // 20: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
-	14, // 21: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
-	1,  // 22: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
-	19, // [19:23] is the sub-list for method output_type
-	15, // [15:19] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	10, // 4: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
+	11, // 5: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
+	12, // 6: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
+	9,  // 7: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
+	8,  // 8: spindle.control.v1.HeartbeatRequest.localizing:type_name -> spindle.control.v1.Localizing
+	16, // 9: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
+	5,  // 10: spindle.control.v1.HeartbeatResponse.credentials:type_name -> spindle.control.v1.Credentials
+	6,  // 11: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
+	10, // 12: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
+	11, // 13: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
+	12, // 14: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
+	9,  // 15: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
+	2,  // 16: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
+	7,  // 17: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
+	14, // 18: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
+	0,  // 19: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
+	4,  // 20: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
+	13, // 21: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
+	15, // 22: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
+	1,  // 23: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
+	20, // [20:24] is the sub-list for method output_type
+	16, // [16:20] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -1400,7 +1477,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -301,3 +301,12 @@ func TestReaderWarnings(t *testing.T) {
 		})
 	}
 }
+
+// TestTemplateSuggestsEventLogDir: the shipped template suggests an event
+// log directory, so that sites set one and spindle logs can show an ended
+// job's output.
+func TestTemplateSuggestsEventLogDir(t *testing.T) {
+	if !strings.Contains(Template(), "\n#"+KeyEventLogDir+" hdfs:///") {
+		t.Fatalf("the template does not suggest a value for %s", KeyEventLogDir)
+	}
+}

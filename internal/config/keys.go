@@ -54,6 +54,9 @@ type Key struct {
 	// the key's name (see Readers).
 	ReadBy Reader
 	Doc    string
+	// Example is the value the template suggests, commented out, for a key
+	// whose default is empty but which most sites should set.
+	Example string
 }
 
 // Reader is a set of commands that read configuration.

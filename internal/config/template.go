@@ -45,9 +45,12 @@ func Template() string {
 			kind = "one of " + strings.Join(vals, ", ")
 		}
 		fmt.Fprintf(&b, "# (%s; read by %s)\n", kind, k.Readers())
-		if k.Default == "" {
+		switch {
+		case k.Default == "" && k.Example != "":
+			fmt.Fprintf(&b, "#%s %s\n", k.Name, k.Example)
+		case k.Default == "":
 			fmt.Fprintf(&b, "#%s=\n", k.Name)
-		} else {
+		default:
 			fmt.Fprintf(&b, "#%s %s\n", k.Name, k.Default)
 		}
 	}

@@ -37,12 +37,16 @@ const (
 
 // Executor and rank states.
 const (
-	RankPending  = "pending"
-	RankRunning  = "running"
-	RankFinished = "finished"
-	RankFailed   = "failed"
-	RankStopped  = "stopped"
-	RankLost     = "lost"
+	RankPending = "pending"
+	// RankLocalizing is a rank whose executor fetches and unpacks its
+	// task's files (--files, --py-files, --archives); the rank's message
+	// says how far it is.
+	RankLocalizing = "localizing"
+	RankRunning    = "running"
+	RankFinished   = "finished"
+	RankFailed     = "failed"
+	RankStopped    = "stopped"
+	RankLost       = "lost"
 )
 
 // Event is one thing that happened to a job. Fields beyond Time and Kind

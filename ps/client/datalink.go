@@ -56,7 +56,7 @@ func (c *Client) dialer() (*ucx.Dialer, error) {
 			return
 		}
 		if !l.spec.Required {
-			c.log.Info("parameter-server data link is grpc", "worker", c.cfg.Worker, "selected", ucx.Name, "reason", l.why)
+			c.log.Info("parameter-server data link is grpc instead of "+ucx.Name, "worker", c.cfg.Worker, "reason", l.why)
 		}
 	})
 	if l.d == nil && l.spec.Required {

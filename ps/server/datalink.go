@@ -51,7 +51,7 @@ func (s *Server) startDataLink() error {
 			return fmt.Errorf("ps %d: UCX required (%s=%s): %w", s.cfg.Index, collective.EnvLink, d.spec, err)
 		}
 		d.why = err.Error()
-		s.log.Info("data link is grpc", "selected", ucx.Name, "reason", d.why)
+		s.log.Info("data link is grpc instead of "+ucx.Name, "reason", d.why)
 		return nil
 	}
 	d.mu.Lock()

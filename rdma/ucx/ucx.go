@@ -170,7 +170,7 @@ func (l Linker) Link(ctx context.Context, s collective.LinkSetup) (collective.Li
 	case lk.tcp == nil:
 		s.Logger.Info("data link is ucx", "ucx", version())
 	case lk.ucx == nil:
-		s.Logger.Info("data link is tcp", "selected", Name, "reason", strings.Join(reasons, "; "))
+		s.Logger.Info("data link is tcp instead of "+Name, "reason", strings.Join(reasons, "; "))
 	default:
 		s.Logger.Info("data link is ucx to some neighbours, tcp to others", "ucx", version(), "tcp_reason", strings.Join(reasons, "; "))
 	}

@@ -28,6 +28,7 @@ type Cluster struct {
 	nn    *namenode
 	dns   []*dataNode
 	stats *counters
+	hold  *readHold
 
 	nnAddrs []string
 	active  atomic.Int32
@@ -91,7 +92,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if img != nil {
 		cfg.poolID = img.PoolID
 	}
-	c := &Cluster{cfg: cfg, log: log, stats: newCounters()}
+	c := &Cluster{cfg: cfg, log: log, stats: newCounters(), hold: &readHold{}}
 	c.nn = newNamenode(cfg, log.With("role", "namenode"), cfg.poolID)
 	if img != nil {
 		if err := c.nn.loadImage(img); err != nil {
@@ -169,7 +170,7 @@ func (c *Cluster) startDataNodes() error {
 		}
 		d := &dataNode{
 			index: i, uuid: uuid, hostname: host, ip: c.cfg.Host, store: st, nn: c.nn,
-			cfg: c.cfg, stats: c.stats, log: c.log.With("role", "datanode", "datanode", i), keys: c.nn.blockKeys,
+			cfg: c.cfg, stats: c.stats, hold: c.hold, log: c.log.With("role", "datanode", "datanode", i), keys: c.nn.blockKeys,
 		}
 		c.dns = append(c.dns, d)
 		if err := d.listen(); err != nil {
@@ -310,6 +311,7 @@ func (c *Cluster) KillDataNode(i int) error {
 		return fmt.Errorf("hdfstest: no datanode %d (have %d)", i, len(c.dns))
 	}
 	c.nn.datanodeDied(i)
+	c.hold.end()
 	c.dns[i].stop()
 	c.log.Info("datanode killed", "datanode", i)
 	return nil
@@ -404,6 +406,7 @@ func (c *Cluster) Close() error {
 	if c.cancel != nil {
 		c.cancel()
 	}
+	c.hold.end()
 	for _, d := range c.dns {
 		d.stop()
 	}

@@ -49,6 +49,7 @@ type dataNode struct {
 	nn       namenodeLink
 	cfg      Config
 	stats    *counters
+	hold     *readHold
 	log      *slog.Logger
 	keys     *blockKeys // the namenode's block keys; nil: no block tokens
 
@@ -276,6 +277,7 @@ func (d *dataNode) opRead(conn net.Conn, br *bufio.Reader) bool {
 		return false
 	}
 	d.stats.readOps.Add(1)
+	d.hold.wait()
 	blk := op.GetHeader().GetBaseHeader().GetBlock()
 	if !d.checkToken(conn, op.GetHeader().GetBaseHeader().GetToken(), blk, modeRead) {
 		return false

@@ -15,6 +15,7 @@ import (
 
 	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/testbed/hadooptest"
+	"github.com/spindle-ml/spindle/yarn"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 
@@ -161,6 +162,8 @@ func TestClusterModeBadInput(t *testing.T) {
 		{"pushed input at an address", []string{"--deploy-mode", "cluster", "--input", "flight-put://0.0.0.0:8815", "--", "true"},
 			"--input flight-put://0.0.0.0:8815 (pushed input) does not work in --deploy-mode cluster"},
 		{"unknown deploy mode", []string{"--deploy-mode", "moon", "--", "true"}, "spindle.submit.deployMode"},
+		{"input that names nothing", []string{"--deploy-mode", "cluster", "--input", "hdfs:///no/such/data/*.parquet", "--", "true"},
+			"hdfs:///no/such/data/*.parquet"},
 		{"executor larger than any container", []string{"--deploy-mode", "cluster", "--executor-memory", "8g", "--", "true"},
 			"--executor-memory 8g plus 128 MiB spindle.yarn.executor.memoryOverhead) but YARN's largest container is 4096 MiB"},
 	} {
@@ -280,8 +283,8 @@ func TestClientModeSecondAttempt(t *testing.T) {
 }
 
 // TestClusterModeKilled: spindle kill on a cluster-mode application ends
-// the job as the ResourceManager says (exit 1, killed) and leaves no
-// staging behind.
+// the job saying who killed it, with exit status yarn.ExitKilled, and
+// leaves no staging behind.
 func TestClusterModeKilled(t *testing.T) {
 	hc := hadooptest.Shared(t)
 	r := start(t, hc.ConfDir, "--deploy-mode", "cluster", "--name", "cluster-killed", "--num-executors", "2",
@@ -293,8 +296,10 @@ func TestClusterModeKilled(t *testing.T) {
 	if out, err := kill.CombinedOutput(); err != nil {
 		t.Fatalf("spindle kill %s: %v\n%s", app, err, out)
 	}
-	if code := r.wait(t, 2*time.Minute); code != 1 || !strings.Contains(r.stderr.String(), "was killed") {
-		t.Fatalf("exit %d after spindle kill, want 1 saying it was killed:\n%s", code, r.stderr.String())
+	want := "yarn application " + app + " was killed by " + currentUser() + " (yarn application -kill / spindle kill)"
+	if code := r.wait(t, 2*time.Minute); code != yarn.ExitKilled || !strings.Contains(r.stderr.String(), want) ||
+		strings.Contains(r.stderr.String(), "Ctrl-C again") {
+		t.Fatalf("exit %d after spindle kill, want %d saying %q:\n%s", code, yarn.ExitKilled, want, r.stderr.String())
 	}
 	stagingGone(t, hc, app)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/testbed/hadooptest"
+	"github.com/spindle-ml/spindle/yarn"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 
@@ -418,15 +419,18 @@ func TestStatusAndKill(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	run("kill", app)
-	if code := r.wait(t, 2*time.Minute); code != 1 {
-		t.Fatalf("exit %d after the application was killed, want 1:\n%s", code, r.stderr.String())
+	want := "yarn application " + app + " was killed by " + currentUser() + " (yarn application -kill / spindle kill)"
+	if code := r.wait(t, 2*time.Minute); code != yarn.ExitKilled || !strings.Contains(r.stderr.String(), want) {
+		t.Fatalf("exit %d after the application was killed, want %d saying %q:\n%s", code, yarn.ExitKilled, want, r.stderr.String())
 	}
-	if out := run("status", app); !strings.Contains(out, "state KILLED") {
-		t.Fatalf("spindle status after kill:\n%s", out)
+	if out := run("status", app); !strings.Contains(out, "state KILLED, final status KILLED") || strings.Contains(out, "tracking URL") ||
+		!strings.Contains(out, "yarn logs -applicationId "+app) {
+		t.Fatalf("spindle status after kill (want KILLED, no gone web UI, where the logs are):\n%s", out)
 	}
 	cmd := exec.Command(spindleBin, "logs", app)
 	cmd.Env = env(hc.ConfDir)
-	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "yarn logs -applicationId "+app) {
+	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "yarn logs -applicationId "+app) ||
+		!strings.Contains(string(out), "spindle-defaults.conf") {
 		t.Errorf("spindle logs of an ended application: exit %d (%v), want 2 pointing to YARN's log aggregation:\n%s", cmd.ProcessState.ExitCode(), err, out)
 	}
 	stagingGone(t, hc, app)

@@ -320,11 +320,19 @@ func (c *wrapConn) Read(p []byte) (int, error) {
 		}
 		if c.server {
 			var hdr hadooppb.RpcRequestHeaderProto
+			packet := body
 			if body, err = unmarshalNext(body, &hdr); err != nil {
 				return 0, err
 			}
 			if hdr.GetCallId() != CallIDSASL {
-				return 0, fmt.Errorf("%w: an unwrapped packet (call id %d) on a connection protected by SASL", ErrMalformedPacket, hdr.GetCallId())
+				// Hadoop's server takes a packet that is not a SASL WRAP
+				// message as it is, even on a connection whose SASL
+				// negotiated integrity or privacy (colinmarc/hdfs sends
+				// its calls so); only WRAP messages must unwrap. Its
+				// answers are wrapped all the same.
+				c.rbuf = binary.BigEndian.AppendUint32(nil, uint32(len(packet)))
+				c.rbuf = append(c.rbuf, packet...)
+				continue
 			}
 		} else {
 			var hdr hadooppb.RpcResponseHeaderProto

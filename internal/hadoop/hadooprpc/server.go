@@ -252,6 +252,11 @@ func (c *serverConn) handshake(ctx context.Context) error {
 	c.caller.Protocol = cc.GetProtocol()
 	c.caller.User = cc.GetUserInfo().GetEffectiveUser()
 	c.caller.RealUser = cc.GetUserInfo().GetRealUser()
+	if c.caller.User == "" && authUser == "" {
+		// As Hadoop's ProtoUtil.getUgi reads it: user information with
+		// only a real user names that user, who acts for no one.
+		c.caller.User, c.caller.RealUser = c.caller.RealUser, ""
+	}
 	if authUser != "" {
 		// The authenticated identity is the real user; the context may ask
 		// to act for another (a proxy user), which a server checks.

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	osuser "os/user"
+
+	"github.com/spindle-ml/spindle/driver"
+	"strings"
+	"testing"
+)
+
+// TestYARNAdminUser: spindle status, kill and logs name the user as
+// spindle submit does (spindle.hadoop.user, $HADOOP_USER_NAME, the login
+// name), never $USER or a made-up name: with USER unset on a cluster with
+// ACLs the ResourceManager would refuse, or record the wrong user.
+func TestYARNAdminUser(t *testing.T) {
+	login, err := osuser.Current()
+	if err != nil {
+		t.Skipf("no login user here: %v", err)
+	}
+	for _, tc := range []struct {
+		name, configured, hadoopUser, user, want string
+	}{
+		{"login name", "", "", "", login.Username},
+		{"USER is not the login name", "", "", "someone-else", login.Username},
+		{"HADOOP_USER_NAME", "", "alice", "", "alice"},
+		{"spindle.hadoop.user", "bob", "alice", "", "bob"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("HADOOP_USER_NAME", tc.hadoopUser)
+			t.Setenv("USER", tc.user)
+			got, err := yarnAdminUser(tc.configured)
+			if err != nil || got != tc.want {
+				t.Fatalf("yarnAdminUser(%q) = %q, %v; want %q", tc.configured, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestStatusKillWithoutApplication: status and kill without a YARN
+// application id, on YARN or naming no cluster at all, say how to name
+// the application, not that a standalone cluster's secret is missing.
+func TestStatusKillWithoutApplication(t *testing.T) {
+	t.Setenv("SPINDLE_CONF_DIR", "")
+	t.Setenv("SPINDLE_CLUSTER_SECRET", "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "--master", "yarn"}, "spindle status on YARN takes the application id"},
+		{[]string{"status"}, "spindle status takes a YARN application id (spindle status application_...) or a standalone cluster's --master"},
+		{[]string{"kill", "--master", "yarn", "my-job"}, "spindle kill on YARN takes the application id"},
+	} {
+		err := newApp().RunContext(context.Background(), append([]string{"spindle"}, tc.args...))
+		if err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("spindle %v: exit %d: %v; want exit 2 with %q", tc.args, exitCode(err), err, tc.want)
+		}
+	}
+}
+
+// TestQuoteCommand: a rewritten --ps-command reaches a cluster-mode
+// driver word for word.
+func TestQuoteCommand(t *testing.T) {
+	words := []string{"python3", "train_ps.py", "--name", "it's a test", `a"b\c`, ""}
+	got, err := driver.SplitCommand(quoteCommand(words))
+	if err != nil || strings.Join(got, "|") != strings.Join(words, "|") {
+		t.Fatalf("SplitCommand(quoteCommand(%q)) = %q, %v", words, got, err)
+	}
+}
