@@ -28,6 +28,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/jobview"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // pushJob is a spindle submit of a flight-put: input, running.
@@ -61,11 +62,12 @@ func startPushJob(t *testing.T, dir string, extra ...string) *pushJob {
 			<-j.done
 		}
 	})
-	waitFor(t, time.Minute, "the producers' token file", func() bool {
+	testutil.WaitFor(t, time.Minute, testutil.Holds("the producers' token file", func() bool {
 		b, err := os.ReadFile(tokenFile)
 		j.token = strings.TrimSpace(string(b))
 		return err == nil && j.token != ""
-	})
+	}))
+
 	return j
 }
 
@@ -251,10 +253,11 @@ func TestFlightPutShownBeforeTheFirstProducer(t *testing.T) {
 	j := startPushJob(t, dir, "--conf", "spindle.ui.port=0", "--columns", "x", "--label-column", "label",
 		"--feed", "tensor", "--epochs", "1", "--batch-rows", "100", "--", feedcheckBin)
 	var m []string
-	waitFor(t, time.Minute, "the job's web UI", func() bool {
+	testutil.WaitFor(t, time.Minute, testutil.Holds("the job's web UI", func() bool {
 		m = uiLine.FindStringSubmatch(j.stderr.String())
 		return m != nil
-	})
+	}))
+
 	jobID, ui := m[1], m[2]
 	body := getText(t, ui+"api/jobs/"+jobID)
 	var snap jobview.Snapshot

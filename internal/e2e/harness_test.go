@@ -153,18 +153,6 @@ func parseFeedcheck(t *testing.T, out string) []epochLine {
 	return lines
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // alive reports whether pid is a running (not zombie) process.
 func alive(pid int) bool {
 	if err := syscall.Kill(pid, 0); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/internal/tlsgen"
 )
 
@@ -79,10 +80,10 @@ func TestJobTLSRefusesStrangers(t *testing.T) {
 	}
 	defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
 	addrRE := regexp.MustCompile(`control plane listening".* addr=(\S+)`)
-	waitFor(t, 60*time.Second, "the driver's address", func() bool { return addrRE.MatchString(out.String()) })
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("the driver's address", func() bool { return addrRE.MatchString(out.String()) }))
 	addr := addrRE.FindStringSubmatch(out.String())[1]
 	// The job's own executor got in.
-	waitFor(t, 60*time.Second, "the training process", func() bool { return len(readPids(t, pids)) == 1 })
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("the training process", func() bool { return len(readPids(t, pids)) == 1 }))
 
 	other, err := tlsgen.NewJobCA("another-job")
 	if err != nil {

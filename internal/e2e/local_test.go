@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestLogisticRegressionJob is the README's job with 2 and 3 ranks: tensor
@@ -192,7 +193,7 @@ func TestTrainingFailureFailsFast(t *testing.T) {
 		}
 	}
 	for _, pid := range readPids(t, pids) {
-		waitFor(t, 5*time.Second, fmt.Sprintf("training process %d to be gone", pid), func() bool { return !alive(pid) })
+		testutil.WaitFor(t, 5*time.Second, testutil.Holds(fmt.Sprintf("training process %d to be gone", pid), func() bool { return !alive(pid) }))
 	}
 }
 
@@ -217,7 +218,7 @@ func TestExecutorDeathNoticed(t *testing.T) {
 		t.Errorf("error does not name the lost executor:\n%s", out.String())
 	}
 	for _, pid := range readPids(t, pids) {
-		waitFor(t, 10*time.Second, fmt.Sprintf("training process %d to be gone", pid), func() bool { return !alive(pid) })
+		testutil.WaitFor(t, 10*time.Second, testutil.Holds(fmt.Sprintf("training process %d to be gone", pid), func() bool { return !alive(pid) }))
 	}
 }
 
@@ -261,7 +262,7 @@ func TestUnauthenticatedCallRefused(t *testing.T) {
 	}
 	defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
 	addrRE := regexp.MustCompile(`control plane listening".* addr=(\S+)`)
-	waitFor(t, 60*time.Second, "the driver's address", func() bool { return addrRE.MatchString(out.String()) })
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("the driver's address", func() bool { return addrRE.MatchString(out.String()) }))
 	addr := addrRE.FindStringSubmatch(out.String())[1]
 	if err := callUnauthenticated(addr); err == nil {
 		t.Fatal("the driver accepted a Register call without credentials")
@@ -285,7 +286,7 @@ func startHangingJob(t *testing.T) (cmd *exec.Cmd, out *strings.Builder, pids st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	waitFor(t, 60*time.Second, "both training processes", func() bool { return len(readPids(t, pids)) == 2 })
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("both training processes", func() bool { return len(readPids(t, pids)) == 2 }))
 	return cmd, out, pids
 }
 

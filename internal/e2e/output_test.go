@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestLongOutputLineDrained: a training process that writes a 3 MiB line
@@ -79,11 +80,11 @@ func TestSecondInterruptStopsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitFor(t, 60*time.Second, "the training process", func() bool { return strings.Contains(out.String(), "[rank 0] ready") })
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("the training process", func() bool { return strings.Contains(out.String(), "[rank 0] ready") }))
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "word of the interruption", func() bool { return strings.Contains(out.String(), "Ctrl-C again") })
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("word of the interruption", func() bool { return strings.Contains(out.String(), "Ctrl-C again") }))
 	start := time.Now()
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
@@ -101,6 +102,6 @@ func TestSecondInterruptStopsAtOnce(t *testing.T) {
 	}
 	t.Logf("stopped %s after the second Ctrl-C", time.Since(start).Round(time.Millisecond))
 	for _, pid := range readPids(t, pids) {
-		waitFor(t, 10*time.Second, fmt.Sprintf("training process %d to be gone", pid), func() bool { return !alive(pid) })
+		testutil.WaitFor(t, 10*time.Second, testutil.Holds(fmt.Sprintf("training process %d to be gone", pid), func() bool { return !alive(pid) }))
 	}
 }

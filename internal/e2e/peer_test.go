@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 const python = "/usr/bin/python3"
@@ -94,18 +95,20 @@ func killMidTraining(t *testing.T, name string, args []string) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	waitFor(t, 90*time.Second, "every rank to finish an epoch", func() bool {
+	testutil.WaitFor(t, 90*time.Second, testutil.Holds("every rank to finish an epoch", func() bool {
 		return strings.Count(out.String(), "epoch 1") >= 3 || strings.Count(out.String(), "epoch=1") >= 3
-	})
+	}))
+
 	var victim int
-	waitFor(t, 10*time.Second, "the training processes", func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the training processes", func() bool {
 		procs := descendants(cmd.Process.Pid, name)
 		if len(procs) < 3 {
 			return false
 		}
 		victim = procs[1]
 		return true
-	})
+	}))
+
 	killed := time.Now()
 	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/jobview"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // reportScript reports a falling loss while it burns some CPU, until the
@@ -42,7 +43,7 @@ func TestReportedValuesAndUsage(t *testing.T) {
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 
 	var snap jobview.Snapshot
-	waitFor(t, 60*time.Second, "reported losses and both ranks' CPU and memory on the job page", func() bool {
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("reported losses and both ranks' CPU and memory on the job page", func() bool {
 		getJSON(t, ui+"api/jobs/"+jobID, &snap)
 		if len(snap.Scalars["loss"]) < 3 || len(snap.Ranks) != 2 {
 			return false
@@ -53,7 +54,8 @@ func TestReportedValuesAndUsage(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}))
+
 	// Each rank's losses fall; the ranks' points interleave in time.
 	byRank := map[int][]float64{}
 	for _, p := range snap.Scalars["loss"] {

@@ -15,6 +15,7 @@ import (
 	"github.com/spindle-ml/spindle/driver"
 	pb "github.com/spindle-ml/spindle/internal/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/internal/yarntest"
 	"github.com/spindle-ml/spindle/yarn/am"
 	"github.com/spindle-ml/spindle/yarn/client"
@@ -28,18 +29,6 @@ func rmClient(t *testing.T, c *yarntest.Cluster) *client.Client {
 	}
 	t.Cleanup(func() { cl.Close() })
 	return cl
-}
-
-// poll calls f until it reports true or the deadline passes.
-func poll(t *testing.T, within time.Duration, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // submit submits an application whose AM is a shell command.
@@ -82,10 +71,11 @@ func startApp(t *testing.T, c *yarntest.Cluster, queue string) *amHarness {
 	t.Helper()
 	h := &amHarness{c: c, rm: rmClient(t, c), dir: t.TempDir()}
 	h.id = submit(t, h.rm, queue, 1, fmt.Sprintf(`cp "$HADOOP_TOKEN_FILE_LOCATION" %[1]s/tokens.tmp && env > %[1]s/env && mv %[1]s/tokens.tmp %[1]s/tokens && exec sleep 300`, h.dir))
-	poll(t, 20*time.Second, "AM credentials", func() bool {
+	testutil.WaitFor(t, 20*time.Second, testutil.Holds("AM credentials", func() bool {
 		_, err := os.Stat(filepath.Join(h.dir, "tokens"))
 		return err == nil
-	})
+	}))
+
 	creds, err := hadooprpc.ReadCredentialsFile(filepath.Join(h.dir, "tokens"))
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +130,7 @@ func specs(n int) []driver.ExecutorSpec {
 func containerOf(t *testing.T, c *yarntest.Cluster, exec string) yarntest.ContainerInfo {
 	t.Helper()
 	var info yarntest.ContainerInfo
-	poll(t, 10*time.Second, "running container of "+exec, func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("running container of "+exec, func() bool {
 		for _, ct := range c.Containers() {
 			if ct.ExecutorID == exec && ct.Running {
 				info = ct
@@ -148,7 +138,8 @@ func containerOf(t *testing.T, c *yarntest.Cluster, exec string) yarntest.Contai
 			}
 		}
 		return false
-	})
+	}))
+
 	return info
 }
 
@@ -214,14 +205,15 @@ func TestApplicationLifecycle(t *testing.T) {
 	if rep.GetYarnApplicationState() != pb.YarnApplicationStateProto_FINISHED || rep.GetFinalApplicationStatus() != pb.FinalApplicationStatusProto_APP_SUCCEEDED || rep.GetDiagnostics() != "all done" {
 		t.Fatalf("after finish: %v %v %q", rep.GetYarnApplicationState(), rep.GetFinalApplicationStatus(), rep.GetDiagnostics())
 	}
-	poll(t, 10*time.Second, "executor containers stopped", func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("executor containers stopped", func() bool {
 		for _, ct := range c.Containers() {
 			if !ct.AM && ct.Running {
 				return false
 			}
 		}
 		return true
-	})
+	}))
+
 	if _, err := h.rm.Report(ctx, client.AppID{ClusterTimestamp: 1, ID: 99}); hadooprpc.ExceptionClass(err) != "org.apache.hadoop.yarn.exceptions.ApplicationNotFoundException" {
 		t.Errorf("unknown application: %v", err)
 	}
@@ -235,11 +227,12 @@ func TestAMFailure(t *testing.T) {
 	rm := rmClient(t, c)
 	id := submit(t, rm, "default", 2, "{ echo cannot reach the driver >&2; exit 3; } 1><LOG_DIR>/stdout 2><LOG_DIR>/stderr")
 	var rep *pb.ApplicationReportProto
-	poll(t, 20*time.Second, "application failed", func() bool {
+	testutil.WaitFor(t, 20*time.Second, testutil.Holds("application failed", func() bool {
 		r, err := rm.Report(context.Background(), id)
 		rep = r
 		return err == nil && client.IsFinal(r.GetYarnApplicationState())
-	})
+	}))
+
 	d := rep.GetDiagnostics()
 	if rep.GetYarnApplicationState() != pb.YarnApplicationStateProto_FAILED || !strings.Contains(d, "failed 2 times") ||
 		!strings.Contains(d, "exitCode: 3") || !strings.Contains(d, "cannot reach the driver") {
@@ -263,14 +256,15 @@ func TestForceKill(t *testing.T) {
 	if rep.GetYarnApplicationState() != pb.YarnApplicationStateProto_KILLED || !strings.Contains(rep.GetDiagnostics(), "killed by user tester") {
 		t.Fatalf("%v %q", rep.GetYarnApplicationState(), rep.GetDiagnostics())
 	}
-	poll(t, 10*time.Second, "AM stopped", func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("AM stopped", func() bool {
 		for _, ct := range c.Containers() {
 			if ct.Running {
 				return false
 			}
 		}
 		return true
-	})
+	}))
+
 }
 
 // TestContainerEnds ends an executor's container in each way YARN can and
@@ -415,7 +409,7 @@ func TestTokens(t *testing.T) {
 		}
 		c.RollMasterKeys()
 		calls := a.AllocateCalls()
-		poll(t, 10*time.Second, "allocate after the roll", func() bool { return a.AllocateCalls() >= calls+2 })
+		testutil.WaitFor(t, 10*time.Second, testutil.Holds("allocate after the roll", func() bool { return a.AllocateCalls() >= calls+2 }))
 		c.ExpireOldKeys()
 		// The AM reconnects with the rolled AMRMToken and starts new
 		// containers with the rolled NMToken.

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 	"go.uber.org/goleak"
 
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
@@ -177,7 +178,7 @@ func (g *testGroup) running(i int) bool { return g.cancel[i] != nil }
 func (g *testGroup) leader() int {
 	g.t.Helper()
 	var idx int
-	waitFor(g.t, 15*time.Second, "a leader", func() bool {
+	testutil.WaitFor(g.t, 15*time.Second, testutil.Holds("a leader", func() bool {
 		idx = -1
 		for i, m := range g.ms {
 			if g.running(i) && m.IsLeader() {
@@ -188,7 +189,8 @@ func (g *testGroup) leader() int {
 			}
 		}
 		return idx >= 0
-	})
+	}))
+
 	return idx
 }
 
@@ -221,17 +223,6 @@ func (g *testGroup) directClient(i int) *client.Client {
 	return c
 }
 
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func registerApp(ctx context.Context, c *client.Client, name string) (string, error) {
 	var id string
 	err := c.Call(ctx, false, func(ctx context.Context, m pb.MasterClient) error {
@@ -261,7 +252,7 @@ func TestFollowersForwardWrites(t *testing.T) {
 		t.Fatalf("write through follower %s: %v", g.cfgs[f].ID, err)
 	}
 	for i, m := range g.ms {
-		waitFor(t, 5*time.Second, fmt.Sprintf("app on %s", g.cfgs[i].ID), func() bool { return appCount(m) == 1 })
+		testutil.WaitFor(t, 5*time.Second, testutil.Holds(fmt.Sprintf("app on %s", g.cfgs[i].ID), func() bool { return appCount(m) == 1 }))
 	}
 	// Any master answers reads from its replica.
 	var resp *pb.ClusterStatusResponse
@@ -322,7 +313,7 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	// The old leader comes back as a follower and catches up.
 	g.start(old)
-	waitFor(t, 10*time.Second, "old leader to catch up", func() bool { return appCount(g.ms[old]) == 2 })
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("old leader to catch up", func() bool { return appCount(g.ms[old]) == 2 }))
 }
 
 func TestRestartKeepsState(t *testing.T) {
@@ -343,7 +334,7 @@ func TestRestartKeepsState(t *testing.T) {
 	if err := g.ms[l].Snapshot(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "every master to snapshot and compact its log", func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("every master to snapshot and compact its log", func() bool {
 		for _, m := range g.ms {
 			first, err := m.store.FirstIndex()
 			if err != nil || first <= 1 || m.info().GetLastSnapshotIndex() == 0 || appCount(m) != 12 {
@@ -351,7 +342,8 @@ func TestRestartKeepsState(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}))
+
 	before := stateJSON(t, g.ms[l].fsm)
 	g.stopAll()
 	for i := range g.ms {
@@ -359,7 +351,7 @@ func TestRestartKeepsState(t *testing.T) {
 	}
 	g.leader()
 	for i, m := range g.ms {
-		waitFor(t, 10*time.Second, "state restored on "+g.cfgs[i].ID, func() bool { return appCount(m) == 12 })
+		testutil.WaitFor(t, 10*time.Second, testutil.Holds("state restored on "+g.cfgs[i].ID, func() bool { return appCount(m) == 12 }))
 	}
 	if after := stateJSON(t, g.ms[g.leader()].fsm); string(after) != string(before) {
 		t.Fatalf("state after restart differs:\nbefore %s\nafter  %s", before, after)
@@ -387,7 +379,7 @@ func TestPartitionedLeader(t *testing.T) {
 	}
 	// The majority elects a new leader...
 	var nl int
-	waitFor(t, 10*time.Second, "a leader in the majority", func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("a leader in the majority", func() bool {
 		for i, m := range g.ms {
 			if i != old && m.IsLeader() {
 				nl = i
@@ -395,10 +387,11 @@ func TestPartitionedLeader(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}))
+
 	// ...the old one steps down once its lease runs out, and writes sent to
 	// it alone fail instead of being lost or split-brained.
-	waitFor(t, 10*time.Second, "the partitioned leader to step down", func() bool { return !g.ms[old].IsLeader() })
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the partitioned leader to step down", func() bool { return !g.ms[old].IsLeader() }))
 	short, cancelShort := context.WithTimeout(ctx, time.Second)
 	_, err := registerApp(short, g.directClient(old), "minority")
 	cancelShort()
@@ -427,7 +420,7 @@ func TestPartitionedLeader(t *testing.T) {
 			g.inmem[old].Connect(tr.LocalAddr(), tr)
 		}
 	}
-	waitFor(t, 10*time.Second, "the old leader to converge", func() bool { return appCount(g.ms[old]) == 2 })
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the old leader to converge", func() bool { return appCount(g.ms[old]) == 2 }))
 	if a, b := stateJSON(t, g.ms[old].fsm), stateJSON(t, g.ms[nl].fsm); string(a) != string(b) {
 		t.Fatalf("replicas differ after healing:\n%s\n%s", a, b)
 	}
