@@ -315,7 +315,7 @@ func TestRefusedLinkDuringSetup(t *testing.T) {
 		}
 		m1, err := NewMesh(MeshConfig{
 			Rank: 1, WorldSize: 2, Peers: peers, Listener: ln1, JobID: "test-job", Token: testToken,
-			Timeout: 5 * time.Second, ConnectTimeout: 20 * time.Second, Logger: quietLogger(),
+			Timeout: testutil.Scale(5 * time.Second), ConnectTimeout: testutil.Scale(20 * time.Second), Logger: quietLogger(),
 		})
 		if err != nil {
 			t.Fatalf("rank 1: %v", err)
@@ -487,7 +487,7 @@ func TestImpostorListener(t *testing.T) {
 	}
 	_, err = New(context.Background(), Config{
 		Rank: 0, WorldSize: 2, Peers: []string{ln.Addr().String(), fake.Addr().String()}, Listener: ln,
-		Token: testToken, ConnectTimeout: 10 * time.Second, Logger: quietLogger(),
+		Token: testToken, ConnectTimeout: testutil.Scale(10 * time.Second), Logger: quietLogger(),
 	})
 	var pe *PeerError
 	if !errors.As(err, &pe) || pe.Rank != 1 || pe.Addr != fake.Addr().String() || !errors.Is(err, ErrHandshake) ||

@@ -94,7 +94,7 @@ func addSiteProps(t *testing.T, path string, props map[string]string) {
 // every epoch (no feed cache).
 func (s *secureSite) secureJobEpochs(t *testing.T, input string, executors, epochs int, extra ...string) *job {
 	args := []string{"--principal", "alice", "--keytab", s.keytab,
-		"--conf", "spindle.executor.heartbeatInterval=200ms", "--conf", "spindle.executor.heartbeatTimeout=5s",
+		"--conf", "spindle.executor.heartbeatInterval=200ms", "--conf", "spindle.executor.heartbeatTimeout=" + testutil.Scale(5*time.Second).String(),
 		"--conf", "spindle.feed.cacheMemory=0", "--conf", "spindle.log.level=debug",
 		"--num-executors", strconv.Itoa(executors), "--executor-memory", "256m"}
 	args = append(args, extra...)
