@@ -14,6 +14,7 @@ import (
 // SIGKILL (no chance to stop anything) leaves no executor, no training
 // process and none of their children running.
 func TestKilledSubmitLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	pids := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

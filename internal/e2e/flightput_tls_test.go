@@ -40,6 +40,7 @@ import (
 // producer, and one that does not trust the job's CA, are refused in the
 // handshake.
 func TestFlightPutTLS(t *testing.T) {
+	t.Parallel()
 	for _, producer := range []string{"go", "python"} {
 		t.Run(producer, func(t *testing.T) {
 			var py string
@@ -105,6 +106,7 @@ func TestFlightPutTLS(t *testing.T) {
 // stream, the producers connected and the streams refused by reason, read
 // from a running job.
 func TestFlightPutMetrics(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	j := startPushJob(t, dir, "--num-executors", "2", "--conf", "spindle.ui.port=0",
 		"--conf", "spindle.flight.put.schema=id:int64,x:float64,label:float64",

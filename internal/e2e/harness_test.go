@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // Binaries built once for every test.
@@ -121,11 +123,15 @@ func testEnv() []string {
 	return env
 }
 
-// fastConf are settings that keep failure tests quick.
+// fastConf are settings that keep failure tests quick; the timeout and
+// the grace period stretch with SPINDLE_TEST_TIMESCALE. The heartbeat
+// timeout is not short: with 3 s, executors and parameter servers of
+// healthy jobs were declared lost on a loaded machine (no heartbeat for
+// 3s) and no test waits on it to detect a failure.
 var fastConf = []string{
 	"--conf", "spindle.executor.heartbeatInterval=200ms",
-	"--conf", "spindle.executor.heartbeatTimeout=3s",
-	"--conf", "spindle.executor.stopGracePeriod=2s",
+	"--conf", "spindle.executor.heartbeatTimeout=" + testutil.Scale(10*time.Second).String(),
+	"--conf", "spindle.executor.stopGracePeriod=" + testutil.Scale(2*time.Second).String(),
 	"--conf", "spindle.log.level=warn",
 }
 

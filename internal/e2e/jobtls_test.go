@@ -30,6 +30,7 @@ var registeredRE = regexp.MustCompile(`msg="executor registered".* transport="([
 // handed them, and the job runs as without; without it they register in
 // plain text.
 func TestJobTLS(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 1000, 2)
 	for _, tc := range []struct {
 		enabled string
@@ -68,6 +69,7 @@ func TestJobTLS(t *testing.T) {
 // a TLS client without a certificate and one with another job's; and an
 // executor of another job does not accept this driver.
 func TestJobTLSRefusesStrangers(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 200, 1)
 	pids := t.TempDir()
 	cmd := exec.Command(spindleBin, "submit", "--conf", "spindle.job.tls.enabled=true", "--num-executors", "1", "--input", data,

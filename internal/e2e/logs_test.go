@@ -16,6 +16,7 @@ import (
 // TestLogsCommand: spindle logs prints a job's output from its event log,
 // for every rank or one, and follows a running job through its web UI.
 func TestLogsCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	events := filepath.Join(dir, "events")
 	gate := filepath.Join(dir, "go")

@@ -97,6 +97,7 @@ func getText(t *testing.T, url string) string {
 // and its metrics on the driver's UI; once it ended, spindle history shows
 // it from its event log.
 func TestJobUIMetricsAndHistory(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 2000, 2)
 	events := filepath.Join(t.TempDir(), "events")
 	gate := filepath.Join(t.TempDir(), "go")
@@ -158,6 +159,7 @@ func TestJobUIMetricsAndHistory(t *testing.T) {
 }
 
 func TestHistoryBadDirectory(t *testing.T) {
+	t.Parallel()
 	r := spindle(t, t.TempDir(), "history", "--dir", filepath.Join(t.TempDir(), "missing"))
 	if r.code != 2 || !strings.Contains(r.stderr, "missing") {
 		t.Fatalf("want exit 2 naming the directory:\n%s", r)

@@ -31,6 +31,7 @@ var torchFinal = regexp.MustCompile(`\[rank (\d)\] final rank=\d loss=(\S+) accu
 // socket feeds: real torch.distributed with gloo, rendezvous through the
 // environment Spindle fills in, gradients exchanged peer to peer.
 func TestPyTorchDDP(t *testing.T) {
+	t.Parallel()
 	needTorch(t)
 	data := generateWith(t, "parquet", 12000, 3, 8)
 	for _, tc := range []struct {
@@ -70,6 +71,8 @@ func TestPyTorchDDP(t *testing.T) {
 // the survivors stop within seconds (not after torch's or the collectives'
 // timeouts), the job exits non-zero and names the lost rank and its host.
 func TestKilledRankStopsTheJob(t *testing.T) {
+	// Not parallel: it looks for training processes left running by command name,
+	// which other tests' jobs share.
 	t.Run("pytorch", func(t *testing.T) {
 		needTorch(t)
 		data := generateWith(t, "parquet", 4000, 1, 8)

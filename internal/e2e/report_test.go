@@ -29,6 +29,7 @@ while not os.path.exists(gate):
 // spindle.report reaches the job page's charts and its event log, and the
 // ranks table shows each rank's CPU and memory.
 func TestReportedValuesAndUsage(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	script := filepath.Join(dir, "report.py")
 	writeFile(t, script, reportScript)

@@ -164,6 +164,7 @@ func nextEnd(t *testing.T, a *am.Allocator, exec string) driver.Event {
 // report follows it from ACCEPTED to RUNNING (once the AM registers) to
 // FINISHED with the AM's final status, and unknown ids are refused.
 func TestApplicationLifecycle(t *testing.T) {
+	t.Parallel()
 	c := yarntest.NewTestCluster(t, yarntest.Config{NodeManagers: 2})
 	h := startApp(t, c, "default")
 	env, _ := os.ReadFile(filepath.Join(h.dir, "env"))
@@ -223,6 +224,7 @@ func TestApplicationLifecycle(t *testing.T) {
 // with attempts left YARN starts another, then fails the application with
 // the AM's stderr in the diagnostics.
 func TestAMFailure(t *testing.T) {
+	t.Parallel()
 	c := yarntest.NewTestCluster(t, yarntest.Config{NodeManagers: 1})
 	rm := rmClient(t, c)
 	id := submit(t, rm, "default", 2, "{ echo cannot reach the driver >&2; exit 3; } 1><LOG_DIR>/stdout 2><LOG_DIR>/stderr")
@@ -246,6 +248,7 @@ func TestAMFailure(t *testing.T) {
 // TestForceKill: forceKillApplication ends the application KILLED and
 // stops its AM.
 func TestForceKill(t *testing.T) {
+	t.Parallel()
 	c := yarntest.NewTestCluster(t, yarntest.Config{NodeManagers: 1})
 	h := startApp(t, c, "default")
 	done, err := h.rm.Kill(context.Background(), h.id, "test")
@@ -272,6 +275,7 @@ func TestForceKill(t *testing.T) {
 // exit status, and a message naming the executor, the container and the
 // reason.
 func TestContainerEnds(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		fault func(c *yarntest.Cluster, ct yarntest.ContainerInfo) error
@@ -328,6 +332,7 @@ func TestContainerEnds(t *testing.T) {
 // AM's gang time out, release everything and say what was missing; the
 // queue's statistics explain why.
 func TestQueueWithoutRoom(t *testing.T) {
+	t.Parallel()
 	c := yarntest.NewTestCluster(t, yarntest.Config{Queues: []yarntest.QueueConfig{{Name: "ml", MemoryMB: 512}}})
 	h := startApp(t, c, "ml")
 	a, err := h.startAM(t, 2*time.Second)
@@ -362,6 +367,7 @@ func TestQueueWithoutRoom(t *testing.T) {
 // TestTokens: the scheduler and the NodeManagers take only the tokens the
 // ResourceManager signed with a live key, and say which one they refused.
 func TestTokens(t *testing.T) {
+	t.Parallel()
 	t.Run("wrong AMRMToken", func(t *testing.T) {
 		c := yarntest.NewTestCluster(t, yarntest.Config{NodeManagers: 1})
 		c.WrongTokens(yarntest.AMRMTokens, true)

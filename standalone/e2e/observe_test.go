@@ -68,6 +68,7 @@ var fakeGPUs = map[string]struct {
 // event log. Once the job ended, spindle logs --master reads its output
 // from the worker.
 func TestSeeingAStandaloneJob(t *testing.T) {
+	t.Parallel()
 	bin := t.TempDir()
 	script := "#!/bin/sh\necho '0, GPU-aaaa-0000, 37, 1024'\necho '1, GPU-bbbb-1111, 81, 3072'\n"
 	if err := os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(script), 0o755); err != nil {
