@@ -1,5 +1,6 @@
 # Spindle's build. `make help` lists the targets.
 
+SHELL   := /bin/bash
 GO      ?= go
 PYTHON  ?= /usr/bin/python3
 # The venv of PyPI packages some tests need (tensorflow-cpu), made by
@@ -17,11 +18,33 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
+# Test tiers (docs/testing.md). Packages whose tests mostly wait on child
+# processes (jobs, clusters of masters, the test YARN) run in the e2e
+# tier without the race detector; the real-Hadoop tests in the hadoop
+# tier; every other package in the unit tier, with it.
+E2E_PKGS    := ./e2e ./testbed/yarntest ./standalone/e2e ./e2e/chaos
+HADOOP_PKGS := ./yarn/e2e ./yarn/client
+# Unit packages left out of `make check` for their time (they run in
+# `make test`).
+SLOW_PKGS   := ./feed ./ps/client
+# Each tier appends its line here; `make test` prints them at the end.
+SUMMARY     ?= $(BIN)/test-summary.txt
+TESTREPORT  := $(BIN)/testreport
+# The race detector's slowdown is paid by the unit tier only.
+RACE        ?= -race
+# Stretches every timing in the tests (internal/testutil): set it above 1
+# on a machine slower or busier than a 2-core laptop.
+export SPINDLE_TEST_TIMESCALE ?= 1
+
+pkgs_except = $(shell $(GO) list ./... | grep -v -x -F $(foreach p,$(1),-e 'github.com/spindle-ml/spindle/$(patsubst ./%,%,$(p))'))
+UNIT_PKGS   = $(call pkgs_except,$(E2E_PKGS) ./yarn/e2e)
+CHECK_PKGS  = $(call pkgs_except,$(E2E_PKGS) ./yarn/e2e $(SLOW_PKGS))
+
 .DEFAULT_GOAL := help
-.PHONY: help build wheel test test-go test-python test-hadoop run bench chaos fuzz lint proto proto-check clean deps
+.PHONY: help build wheel check test test-go test-unit test-e2e test-python test-hadoop run bench chaos fuzz lint tidy-check proto proto-check clean deps
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 build: ## build bin/spindle and the example programs
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/spindle ./cmd/spindle
@@ -41,23 +64,52 @@ run: build ## generate data and run a 2-rank local training job on it
 		--feed tensor --batch-rows 256 --epochs 3 --shuffle --seed 7 \
 		-- $(BIN)/logreg --lr 0.5
 
-test: deps test-python test-go test-hadoop ## run every test (installs python3-torch, Java, Maven and Hadoop when missing)
+check: lint proto-check tidy-check ## the inner loop, a few minutes: gofmt, vet, staticcheck, generated code, go.mod, short fuzzing and the fast packages' unit tests
+	@if [ -x scripts/fuzz.sh ]; then scripts/fuzz.sh 3s; fi
+	@mkdir -p $(BIN) && rm -f $(SUMMARY)
+	@$(MAKE) --no-print-directory test-tier TIER=check RACE= PKGS='$(CHECK_PKGS)' TIER_ENV=SPINDLE_SKIP_HADOOP=1
 
-# The real-Hadoop tier runs once, in test-hadoop, without the race detector
-# (its time goes to Hadoop's JVMs, not to Go).
-test-go:
-	SPINDLE_SKIP_HADOOP=1 $(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+# `make test` runs every tier, even after one fails, then prints one line
+# per tier and fails if any did.
+test: deps ## run every test: python, unit (race), e2e, real Hadoop; a line per tier at the end
+	@mkdir -p $(BIN) && rm -f $(SUMMARY); status=0; \
+	for tier in test-python test-unit test-e2e test-hadoop; do \
+		$(MAKE) --no-print-directory $$tier || status=1; \
+	done; \
+	echo; echo "== make test: tests by tier"; cat $(SUMMARY); exit $$status
+
+test-go: test-unit test-e2e ## the Go tests without real Hadoop
+
+test-unit: ## every package's unit tests, with the race detector
+	@$(MAKE) --no-print-directory test-tier TIER=unit PKGS='$(UNIT_PKGS)' TIER_ENV=SPINDLE_SKIP_HADOOP=1
+
+test-e2e: ## the packages that run jobs and clusters as processes (no race detector: they wait on children)
+	@$(MAKE) --no-print-directory test-tier TIER=e2e RACE= PKGS='$(E2E_PKGS)' TIER_ENV=SPINDLE_SKIP_HADOOP=1
 
 test-hadoop: ## the YARN/HDFS tests against real Apache Hadoop (a mini cluster from Maven Central)
-	$(GO) test -timeout 20m ./yarn/... ./internal/hadoop/hadooprpc/...
-	$(GO) test -timeout 10m -run TestRealHDFS ./fsys
+	@$(MAKE) --no-print-directory test-tier TIER=hadoop RACE= PKGS='$(HADOOP_PKGS)' TIER_TIMEOUT=20m
+	@$(MAKE) --no-print-directory test-tier TIER=hdfs RACE= PKGS='./fsys' TIER_ARGS='-run TestRealHDFS' TIER_TIMEOUT=10m
+
+TIER_TIMEOUT ?= $(TEST_TIMEOUT)
+test-tier: $(TESTREPORT)
+	@set -o pipefail; env $(TIER_ENV) $(GO) test -json $(RACE) -timeout $(TIER_TIMEOUT) $(TIER_ARGS) $(PKGS) \
+		| $(TESTREPORT) -tier $(TIER) -summary $(SUMMARY)
+
+$(TESTREPORT): scripts/testreport/main.go
+	@$(GO) build -o $@ ./scripts/testreport
 
 test-python:
-	$(PYTHON) -m unittest discover -s python/tests
-	@# The feed's pyarrow path, with the test venv's pyarrow (make deps).
-	if [ -x $(SPINDLE_TEST_VENV)/bin/python ]; then cd python/tests && $(SPINDLE_TEST_VENV)/bin/python -m unittest test_arrow; fi
-	@# spindle.run with cloudpickle, spindle.spark with real pyspark, TensorBoard files (make deps).
-	if [ -x $(SPINDLE_PY_VENV)/bin/python ]; then cd python/tests && $(SPINDLE_PY_VENV)/bin/python -m unittest test_submit test_spark; fi
+	@mkdir -p $(BIN); set -o pipefail; { s=0; \
+		$(PYTHON) -m unittest discover -s python/tests || s=1; \
+		if [ -x $(SPINDLE_TEST_VENV)/bin/python ]; then (cd python/tests && $(SPINDLE_TEST_VENV)/bin/python -m unittest test_arrow) || s=1; fi; \
+		if [ -x $(SPINDLE_PY_VENV)/bin/python ]; then (cd python/tests && $(SPINDLE_PY_VENV)/bin/python -m unittest test_submit test_spark) || s=1; fi; \
+		exit $$s; \
+	} 2>&1 | tee $(BIN)/test-python.log; status=$$?; \
+	ran=$$(awk '/^Ran [0-9]+ tests? /{n+=$$2} END{print n+0}' $(BIN)/test-python.log); \
+	skipped=$$(grep -o 'skipped=[0-9]*' $(BIN)/test-python.log | awk -F= '{n+=$$2} END{print n+0}'); \
+	verdict=ok; [ $$status -eq 0 ] || verdict=FAILED; \
+	printf 'tier %-7s %-6s %5d tests run, %d skipped (unittest)\n' python $$verdict "$${ran:-0}" "$${skipped:-0}" >> $(SUMMARY); \
+	exit $$status
 
 bench: deps build ## feed, collectives, HDFS and standalone benchmarks, each beside its baseline
 	@scripts/bench.sh
@@ -80,6 +132,9 @@ proto: ## regenerate the generated protobuf and gRPC code
 
 proto-check: ## fail when the committed gRPC code differs from what proto generates
 	@scripts/protoc.sh --check
+
+tidy-check: ## fail when go.mod or go.sum is not tidy
+	$(GO) mod tidy -diff
 
 clean: ## remove build outputs and demo data
 	rm -rf $(BIN) data dist

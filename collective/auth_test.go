@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 const (
@@ -136,7 +139,7 @@ func TestTokenMismatch(t *testing.T) {
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
 				_, errs := startRanks(t, tc.world, link.on(func(r int, cfg *Config) {
-					cfg.ConnectTimeout = 5 * time.Second
+					cfg.ConnectTimeout = testutil.Scale(5 * time.Second)
 					cfg.Token = tc.tokens[r]
 				}))
 				for r, err := range errs {
@@ -312,7 +315,7 @@ func TestRefusedLinkDuringSetup(t *testing.T) {
 		}
 		m1, err := NewMesh(MeshConfig{
 			Rank: 1, WorldSize: 2, Peers: peers, Listener: ln1, JobID: "test-job", Token: testToken,
-			Timeout: 5 * time.Second, ConnectTimeout: 20 * time.Second, Logger: quietLogger(),
+			Timeout: testutil.Scale(5 * time.Second), ConnectTimeout: testutil.Scale(20 * time.Second), Logger: quietLogger(),
 		})
 		if err != nil {
 			t.Fatalf("rank 1: %v", err)
@@ -484,7 +487,7 @@ func TestImpostorListener(t *testing.T) {
 	}
 	_, err = New(context.Background(), Config{
 		Rank: 0, WorldSize: 2, Peers: []string{ln.Addr().String(), fake.Addr().String()}, Listener: ln,
-		Token: testToken, ConnectTimeout: 10 * time.Second, Logger: quietLogger(),
+		Token: testToken, ConnectTimeout: testutil.Scale(10 * time.Second), Logger: quietLogger(),
 	})
 	var pe *PeerError
 	if !errors.As(err, &pe) || pe.Rank != 1 || pe.Addr != fake.Addr().String() || !errors.Is(err, ErrHandshake) ||
@@ -532,5 +535,49 @@ func TestReplayCache(t *testing.T) {
 	a.remember(nonce(0), muchLater, 0, muchLater)
 	if len(a.seen) != 1 {
 		t.Fatalf("%d nonces remembered after all expired, want 1", len(a.seen))
+	}
+}
+
+// TestTokenMismatchBeforeStreams: one rank holds the token and the other
+// none, and one of them is slow to ask for its streams (a loaded machine).
+// The fast rank dials, is refused and gives up; its notice is refused too,
+// since the ranks disagree on the token. The slow rank must still say the
+// ranks disagree on the peer token, not that its peer never connected.
+func TestTokenMismatchBeforeStreams(t *testing.T) {
+	for _, slow := range []int{0, 1} { // rank 0 holds the token, rank 1 none
+		t.Run(fmt.Sprintf("slow=%d", slow), func(t *testing.T) {
+			peers := make([]string, 2)
+			lns := make([]net.Listener, 2)
+			for r := range lns {
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				lns[r], peers[r] = ln, ln.Addr().String()
+			}
+			meshes := make([]*Mesh, 2)
+			for r, tok := range []string{testToken, ""} {
+				m, err := NewMesh(MeshConfig{
+					Rank: r, WorldSize: 2, Peers: peers, Listener: lns[r], JobID: "test-job", Token: tok,
+					Timeout: testutil.Scale(5 * time.Second), ConnectTimeout: testutil.Scale(time.Second), Logger: quietLogger(),
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				meshes[r] = m
+				defer m.Close()
+			}
+			fast := 1 - slow
+			ctx := context.Background()
+			if _, _, err := meshes[fast].Streams(ctx, []int{slow}, []int{slow}); !errors.Is(err, ErrHandshake) {
+				t.Fatalf("fast rank %d: got %v, want ErrHandshake", fast, err)
+			}
+			meshes[fast].Close() // it exits
+			_, _, err := meshes[slow].Streams(ctx, []int{fast}, []int{fast})
+			var pe *PeerError
+			if !errors.As(err, &pe) || pe.Rank != fast || !errors.Is(err, ErrHandshake) || !strings.Contains(err.Error(), "peer token") {
+				t.Fatalf("slow rank %d: got %v, want ErrHandshake blaming rank %d and saying \"peer token\"", slow, err, fast)
+			}
+		})
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 func TestHandshakeMismatch(t *testing.T) {
@@ -61,7 +63,7 @@ func TestHandshakeMismatch(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			comms, errs := startRanks(t, tc.world, func(r int, cfg *Config) {
-				cfg.ConnectTimeout = 2 * time.Second
+				cfg.ConnectTimeout = testutil.Scale(2 * time.Second)
 				tc.tweak(r, cfg)
 			})
 			for r, err := range errs {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,18 +18,6 @@ func crash(c *Comm) {
 	t.mesh.fail(errors.New("crashed"), t.mesh.cfg.Rank, false)
 	t.mesh.ln.Close()
 	t.link.Close()
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // blamed checks that err is a *PeerError naming rank and wrapping kind.
@@ -69,7 +58,7 @@ func TestPeerCrashMidAllReduce(t *testing.T) {
 						return errors.New("never interrupted")
 					})
 				}()
-				waitFor(t, "allreduces to run", func() bool { return iters.Load() >= int64(3*tc.world) })
+				testutil.WaitFor(t, 20*time.Second, testutil.Holds("allreduces to run", func() bool { return iters.Load() >= int64(3*tc.world) }))
 				crash(comms[tc.victim])
 				errs := <-done
 				for r, err := range errs {
@@ -125,7 +114,7 @@ func TestCancelMidOperation(t *testing.T) {
 		go func() { res <- AllReduce(ctx, comms[0], make([]float32, 1000), Sum) }()
 		// Rank 1 never joins: rank 0 blocks receiving from it.
 		tr := comms[0].t.(*meshTransport).mesh
-		waitFor(t, "rank 0 to block", func() bool { return tr.recvPeer.Load() != 0 })
+		testutil.WaitFor(t, 20*time.Second, testutil.Holds("rank 0 to block", func() bool { return tr.recvPeer.Load() != 0 }))
 		cancel()
 		if err := <-res; !errors.Is(err, context.Canceled) {
 			t.Fatalf("rank 0: got %v, want context.Canceled", err)
@@ -142,7 +131,7 @@ func TestCloseMidOperation(t *testing.T) {
 		res := make(chan error, 1)
 		go func() { res <- comms[0].Barrier(context.Background()) }()
 		tr := comms[0].t.(*meshTransport).mesh
-		waitFor(t, "rank 0 to block", func() bool { return tr.recvPeer.Load() != 0 })
+		testutil.WaitFor(t, 20*time.Second, testutil.Holds("rank 0 to block", func() bool { return tr.recvPeer.Load() != 0 }))
 		comms[0].Close()
 		if err := <-res; !errors.Is(err, ErrClosed) {
 			t.Fatalf("rank 0: got %v, want ErrClosed", err)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // childEnv selects a child-process mode of the test binary: the process
@@ -82,7 +84,7 @@ func startRanks(t testing.TB, n int, tweak func(rank int, cfg *Config)) ([]*Comm
 		lns[r] = ln
 		peers[r] = ln.Addr().String()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(20*time.Second))
 	defer cancel()
 	comms := make([]*Comm, n)
 	errs := make([]error, n)
@@ -94,8 +96,8 @@ func startRanks(t testing.TB, n int, tweak func(rank int, cfg *Config)) ([]*Comm
 			Peers:          peers,
 			Listener:       lns[r],
 			JobID:          "test-job",
-			Timeout:        10 * time.Second,
-			ConnectTimeout: 10 * time.Second,
+			Timeout:        testutil.Scale(10 * time.Second),
+			ConnectTimeout: testutil.Scale(10 * time.Second),
 			Logger:         quietLogger(),
 		}
 		if tweak != nil {

@@ -575,22 +575,27 @@ func (m *Mesh) checkHello(h hello) (reason string, unauthenticated bool) {
 	return "", false
 }
 
-// rejected makes a stream rejected while connecting fail this rank's setup
-// too, naming the peer: both sides of a misconfiguration report it. An
-// unauthenticated stream is only remembered, since anyone could send it;
-// the setup fails when the real stream does not come.
+// rejected makes a stream rejected while connecting (or before this rank
+// started to) fail this rank's setup too, naming the peer: both sides of
+// a misconfiguration report it. An unauthenticated stream is only
+// remembered, since anyone could send it; the setup fails when the real
+// stream does not come.
 func (m *Mesh) rejected(h hello, remote, reason string, unauthenticated bool) {
 	m.log.Warn("rejected peer connection", "remote", remote, "claimed_rank", h.from, "reason", reason)
 	if h.kind != kindLink {
 		return
 	}
 	m.mu.Lock()
-	est := m.establishing
-	if est && unauthenticated && int(h.from) < m.cfg.WorldSize {
+	// Before this rank asks for its streams counts as setup too: a peer
+	// that started sooner may have dialled, been refused and given up
+	// already, and its notice may itself be refused (the ranks disagree
+	// on the token), so this is the only word of it this rank will get.
+	setup := m.establishing || (m.arrivals == nil && !m.closing)
+	if setup && unauthenticated && int(h.from) < m.cfg.WorldSize {
 		m.refused[int(h.from)] = refusal{remote: remote, reason: reason}
 	}
 	m.mu.Unlock()
-	if !est || unauthenticated {
+	if !setup || unauthenticated {
 		return
 	}
 	var err error

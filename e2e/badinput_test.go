@@ -13,6 +13,7 @@ import (
 // non-zero status and one line naming the culprit, before any executor
 // runs.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	good := generate(t, "parquet", 300, 2)
 	goodFile := filepath.Join(good, "part-00000.parquet")
 	dir := t.TempDir()
@@ -81,6 +82,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestNoCommand(t *testing.T) {
+	t.Parallel()
 	r := spindle(t, t.TempDir(), "submit", "--input", "x.parquet")
 	if r.code != 2 || !strings.Contains(r.stderr, "no training command") {
 		t.Fatalf("want exit 2 and a hint about --:\n%s", r)
@@ -88,6 +90,7 @@ func TestNoCommand(t *testing.T) {
 }
 
 func TestUnknownConfKeyWarns(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 100, 1)
 	r := spindle(t, data, submitArgs("--num-executors", "1", "--input", data, "--conf", "spindle.feed.epoch=2", "--", feedcheckBin)...)
 	if r.code != 0 {
@@ -99,6 +102,7 @@ func TestUnknownConfKeyWarns(t *testing.T) {
 }
 
 func TestVersionAndHelp(t *testing.T) {
+	t.Parallel()
 	r := spindle(t, t.TempDir(), "version")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "spindle ") {
 		t.Fatalf("version:\n%s", r)

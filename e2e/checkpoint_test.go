@@ -48,6 +48,7 @@ func readHDFS(t *testing.T, res *fsys.Resolver, uri string) string {
 // checkpoints in an hdfs:// --checkpoint-dir through its executor (it
 // cannot write HDFS itself), and they land on HDFS whole.
 func TestPythonCheckpointsOnHDFS(t *testing.T) {
+	t.Parallel()
 	env, res := hdfsForJobs(t)
 	data := generate(t, "parquet", 100, 1)
 	script := `
@@ -79,6 +80,7 @@ print("saved", where, "loaded back", back == blob, "missing", c.load_bytes("noth
 // checkpoint directory saves its model there, and a second job resumes
 // from it.
 func TestPyTorchCheckpointOnHDFS(t *testing.T) {
+	t.Parallel()
 	needTorch(t)
 	env, res := hdfsForJobs(t)
 	data := generateWith(t, "parquet", 4000, 2, 8)

@@ -50,6 +50,7 @@ func wantUsageError(t *testing.T, r result, want ...string) {
 // TestUsageErrors: an unknown flag or command is one line and exit 2, with
 // a suggestion when the mistake is close to a real name.
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -75,6 +76,7 @@ func TestUsageErrors(t *testing.T) {
 
 // TestValuesKeepCommas: --env and --conf values are not split at commas.
 func TestValuesKeepCommas(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 100, 1)
 	r := spindle(t, data, submitArgs("--num-executors", "1", "--input", data,
 		"--env", "CUDA_VISIBLE_DEVICES=0,1", "--env", "LIST=a,b,c",
@@ -91,6 +93,7 @@ func TestValuesKeepCommas(t *testing.T) {
 // TestVersionNamesCommit: spindle version says which release and commit
 // and which Go built it, not just "dev", when built as the Makefile does.
 func TestVersionNamesCommit(t *testing.T) {
+	t.Parallel()
 	const sha = "0123456789abcdef0123456789abcdef01234567"
 	bin := filepath.Join(t.TempDir(), "spindle")
 	build := exec.Command("go", "build", "-ldflags", "-X main.version=v9.9.9-test -X main.commit="+sha, "-o", bin, "./cmd/spindle")
@@ -113,6 +116,7 @@ func TestVersionNamesCommit(t *testing.T) {
 // submit with exit 2 and one line naming the culprit, before any training
 // process runs.
 func TestSettingsCheckedBeforeRunning(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 100, 1)
 	confDir := t.TempDir()
 	writeFile(t, filepath.Join(confDir, "spindle-defaults.conf"), "spindle.feed.epochs 1\n")
@@ -155,6 +159,7 @@ func TestSettingsCheckedBeforeRunning(t *testing.T) {
 // TestConfFilesAndPrecedence: an admin's defaults file with comments and
 // quotes works, and explicit flags win over it.
 func TestConfFilesAndPrecedence(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 300, 1)
 	confDir := t.TempDir()
 	writeFile(t, filepath.Join(confDir, "spindle-defaults.conf"),
@@ -176,6 +181,7 @@ func TestConfFilesAndPrecedence(t *testing.T) {
 
 // TestIgnoredSettingsWarn: settings that would do nothing say so.
 func TestIgnoredSettingsWarn(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 100, 1)
 	r := spindle(t, data, submitArgs("--num-executors", "1", "--input", data, "--queue", "prod",
 		"--conf", "spindle.master.workerTimeout=3s", "--", feedcheckBin)...)
@@ -194,6 +200,7 @@ func TestIgnoredSettingsWarn(t *testing.T) {
 
 // TestSubmitLogLevel: submit takes --log-level like master and worker.
 func TestSubmitLogLevel(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 100, 1)
 	r := spindle(t, data, "submit", "--num-executors", "1", "--input", data, "--log-level", "debug", "--", feedcheckBin)
 	if r.code != 0 || !strings.Contains(r.stderr, "level=DEBUG") {
@@ -208,6 +215,7 @@ func TestSubmitLogLevel(t *testing.T) {
 // TestRelativeFiles: a relative --files path is made absolute at submit
 // and reaches the training process.
 func TestRelativeFiles(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 100, 1)
 	writeFile(t, filepath.Join(data, "conf", "params.txt"), "lr=0.5\n")
 	r := spindle(t, data, submitArgs("--num-executors", "2", "--input", data, "--files", "conf/params.txt",
@@ -220,6 +228,7 @@ func TestRelativeFiles(t *testing.T) {
 // TestJobTimeout: a job outliving spindle.job.timeout is stopped and
 // reported as timed out, exit 1.
 func TestJobTimeout(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 100, 1)
 	r := spindle(t, data, submitArgs("--num-executors", "2", "--input", data, "--conf", "spindle.job.timeout=2s",
 		"--", "/bin/sh", "-c", "sleep 60")...)
@@ -251,6 +260,7 @@ func writeFile(t *testing.T, path, text string) {
 // alias, --py-files puts code on PYTHONPATH, and --python runs the
 // training command with the shipped interpreter.
 func TestShipPythonEnvironment(t *testing.T) {
+	t.Parallel()
 	// The system interpreter: a virtualenv's would look for its pyvenv.cfg
 	// and report its own path.
 	const py = "/usr/bin/python3"
@@ -325,6 +335,7 @@ func writeZipFiles(t *testing.T, path string, files map[string]string) {
 // TestNoInput: a job that loads its own data needs no --input: it gets no
 // feed and the rest of the environment contract.
 func TestNoInput(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"arrow", "direct"} {
 		t.Run(mode, func(t *testing.T) {
 			r := spindle(t, t.TempDir(), submitArgs("--num-executors", "2", "--feed", mode,

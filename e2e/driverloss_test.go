@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 // SIGKILL (no chance to stop anything) leaves no executor, no training
 // process and none of their children running.
 func TestKilledSubmitLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	pids := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -27,10 +29,11 @@ func TestKilledSubmitLeavesNothingBehind(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "both ranks and their children to start", func() bool {
+	testutil.WaitFor(t, time.Minute, testutil.Holds("both ranks and their children to start", func() bool {
 		files, _ := filepath.Glob(filepath.Join(pids, "child-*.pid"))
 		return len(files) == 2 && len(readPids(t, pids)) == 6
-	})
+	}))
+
 	running := readPids(t, pids)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -38,12 +41,13 @@ func TestKilledSubmitLeavesNothingBehind(t *testing.T) {
 	_ = cmd.Wait()
 	// Executors hear of their driver's death at once (a parent-death
 	// signal), well inside the heartbeat timeout they would otherwise take.
-	waitFor(t, 15*time.Second, "every executor, rank and child to be gone", func() bool {
+	testutil.WaitFor(t, 15*time.Second, testutil.Holds("every executor, rank and child to be gone", func() bool {
 		for _, p := range running {
 			if alive(p) {
 				return false
 			}
 		}
 		return true
-	})
+	}))
+
 }

@@ -30,6 +30,7 @@ var batchLine = regexp.MustCompile(`batch rank=\d+ epoch=\d+ i=\d+ rows=\d+ h=[0
 // splits itself (direct): every rank must see the same rows in the same
 // batches in every epoch, shuffled, with even batches padded or dropped.
 func TestDirectAndPushedFeedsAgree(t *testing.T) {
+	t.Parallel()
 	script := filepath.Join(t.TempDir(), "batches.py")
 	if err := os.WriteFile(script, []byte(batchesScript), 0o644); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 // executor once read the 0 as "no target", so ranks disagreed and hung in
 // allreduce). The submit refuses it before anything runs, exit 2.
 func TestEvenDropWithoutAFullBatchRefused(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 1000, 1)
 	r := spindle(t, data, submitArgs("--num-executors", "2", "--input", data, "--batch-rows", "1024",
 		"--conf", "spindle.feed.evenBatches=drop", "--", feedcheckBin)...)
@@ -26,6 +27,7 @@ func TestEvenDropWithoutAFullBatchRefused(t *testing.T) {
 // TestEvenPadCountsBatchesOnly: 1,000 rows on 2 ranks in batches of 1,024
 // are one batch per rank already; padding must not fill them to 2,048.
 func TestEvenPadCountsBatchesOnly(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 1000, 1)
 	r := spindle(t, data, submitArgs("--num-executors", "2", "--input", data, "--batch-rows", "1024", "--", feedcheckBin)...)
 	if r.code != 0 {

@@ -17,6 +17,7 @@ import (
 // every row once per epoch, the token from a properties file; a wrong
 // token and a missing flight are bad input, named.
 func TestFlightInput(t *testing.T) {
+	t.Parallel()
 	schema := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "x", Type: arrow.PrimitiveTypes.Float64},

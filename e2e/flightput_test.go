@@ -27,6 +27,7 @@ import (
 
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/observe/jobview"
 )
 
@@ -61,11 +62,12 @@ func startPushJob(t *testing.T, dir string, extra ...string) *pushJob {
 			<-j.done
 		}
 	})
-	waitFor(t, time.Minute, "the producers' token file", func() bool {
+	testutil.WaitFor(t, time.Minute, testutil.Holds("the producers' token file", func() bool {
 		b, err := os.ReadFile(tokenFile)
 		j.token = strings.TrimSpace(string(b))
 		return err == nil && j.token != ""
-	})
+	}))
+
 	return j
 }
 
@@ -200,6 +202,7 @@ func checkPushedEpochs(t *testing.T, r result, rows, epochs int) {
 // epoch, and the second comes from the executors' caches. The token
 // never reaches the output.
 func TestFlightPutInput(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	j := startPushJob(t, dir, "--num-executors", "2", "--conf", "spindle.flight.put.schema=id:int64,x:float64,label:float64",
 		"--columns", "x", "--label-column", "label", "--feed", "tensor", "--epochs", "2", "--batch-rows", "100", "--", feedcheckBin)
@@ -247,14 +250,16 @@ func TestFlightPutInput(t *testing.T) {
 // and its page says where to push and where the token is (never the
 // token). Then it runs as any other.
 func TestFlightPutShownBeforeTheFirstProducer(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	j := startPushJob(t, dir, "--conf", "spindle.ui.port=0", "--columns", "x", "--label-column", "label",
 		"--feed", "tensor", "--epochs", "1", "--batch-rows", "100", "--", feedcheckBin)
 	var m []string
-	waitFor(t, time.Minute, "the job's web UI", func() bool {
+	testutil.WaitFor(t, time.Minute, testutil.Holds("the job's web UI", func() bool {
 		m = uiLine.FindStringSubmatch(j.stderr.String())
 		return m != nil
-	})
+	}))
+
 	jobID, ui := m[1], m[2]
 	body := getText(t, ui+"api/jobs/"+jobID)
 	var snap jobview.Snapshot
@@ -279,6 +284,7 @@ func TestFlightPutShownBeforeTheFirstProducer(t *testing.T) {
 // executors' disks when their memory cache cannot hold the rows; without
 // room on disk either, the second epoch fails saying why.
 func TestFlightPutEpochsFromDisk(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, spill string
 		code        int
@@ -306,6 +312,7 @@ func TestFlightPutEpochsFromDisk(t *testing.T) {
 // TestFlightPutBadInput: mistakes in a flight-put: job are found before
 // anything runs, exit 2, naming what is wrong.
 func TestFlightPutBadInput(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name string
@@ -333,6 +340,7 @@ func TestFlightPutBadInput(t *testing.T) {
 // its declared row count ends the input, and the training processes see
 // every row once.
 func TestFlightPutPython(t *testing.T) {
+	t.Parallel()
 	py := flightPython(t)
 	dir := t.TempDir()
 	j := startPushJob(t, dir, "--num-executors", "2", "--conf", "spindle.flight.put.rows=3000",

@@ -22,6 +22,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -39,6 +40,7 @@ import (
 // producer, and one that does not trust the job's CA, are refused in the
 // handshake.
 func TestFlightPutTLS(t *testing.T) {
+	t.Parallel()
 	for _, producer := range []string{"go", "python"} {
 		t.Run(producer, func(t *testing.T) {
 			var py string
@@ -62,10 +64,10 @@ func TestFlightPutTLS(t *testing.T) {
 			if !roots.AppendCertsFromPEM(caPEM) {
 				t.Fatalf("%s holds no certificate", caFile)
 			}
-			waitFor(t, 30*time.Second, "submit's word on where to push", func() bool {
+			testutil.WaitFor(t, 30*time.Second, testutil.Holds("submit's word on where to push", func() bool {
 				return strings.Contains(j.stderr.String(), "pushed input: producers DoPut Arrow record batches to grpc+tls://"+j.addr+
 					", verifying its certificate with the job's CA in "+caFile)
-			})
+			}))
 
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
@@ -104,18 +106,20 @@ func TestFlightPutTLS(t *testing.T) {
 // stream, the producers connected and the streams refused by reason, read
 // from a running job.
 func TestFlightPutMetrics(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	j := startPushJob(t, dir, "--num-executors", "2", "--conf", "spindle.ui.port=0",
 		"--conf", "spindle.flight.put.schema=id:int64,x:float64,label:float64",
 		"--columns", "x", "--label-column", "label", "--feed", "tensor", "--batch-rows", "100", "--", feedcheckBin)
 	var ui string
-	waitFor(t, 60*time.Second, "the web UI's address", func() bool {
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("the web UI's address", func() bool {
 		m := uiLine.FindStringSubmatch(j.stderr.String())
 		if m != nil {
 			ui = m[2]
 		}
 		return m != nil
-	})
+	}))
+
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := goProducer(ctx, j.addr, "guess", 0, 10); status.Code(err) != codes.Unauthenticated {

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // Binaries built once for every test.
@@ -121,11 +123,15 @@ func testEnv() []string {
 	return env
 }
 
-// fastConf are settings that keep failure tests quick.
+// fastConf are settings that keep failure tests quick; the timeout and
+// the grace period stretch with SPINDLE_TEST_TIMESCALE. The heartbeat
+// timeout is not short: with 3 s, executors and parameter servers of
+// healthy jobs were declared lost on a loaded machine (no heartbeat for
+// 3s) and no test waits on it to detect a failure.
 var fastConf = []string{
 	"--conf", "spindle.executor.heartbeatInterval=200ms",
-	"--conf", "spindle.executor.heartbeatTimeout=3s",
-	"--conf", "spindle.executor.stopGracePeriod=2s",
+	"--conf", "spindle.executor.heartbeatTimeout=" + testutil.Scale(10*time.Second).String(),
+	"--conf", "spindle.executor.stopGracePeriod=" + testutil.Scale(2*time.Second).String(),
 	"--conf", "spindle.log.level=warn",
 }
 
@@ -151,18 +157,6 @@ func parseFeedcheck(t *testing.T, out string) []epochLine {
 		lines = append(lines, epochLine{atoi(m[1]), atoi(m[2]), atoi(m[3]), atoi(m[4]), sum, m[6]})
 	}
 	return lines
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // alive reports whether pid is a running (not zombie) process.

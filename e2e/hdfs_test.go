@@ -18,6 +18,7 @@ import (
 // input format, and checkpoints there: a second job resumes from the
 // first one's checkpoint.
 func TestJobOnHDFS(t *testing.T) {
+	t.Parallel()
 	cluster := hdfstest.NewTestCluster(t, hdfstest.Config{Dir: t.TempDir(), DataNodes: 3, BlockSize: 128 << 10, Replication: 2})
 	confDir := t.TempDir()
 	if err := cluster.WriteConfig(confDir); err != nil {

@@ -49,6 +49,7 @@ func rowsOfFeedcheck(t *testing.T, out string) int {
 // their extension without any setting; gzip-compressed CSV read by its
 // .gz extension.
 func TestTabSeparatedAndCompressedInput(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	txt := filepath.Join(dir, "txt")
 	if err := os.Mkdir(txt, 0o755); err != nil {
@@ -87,6 +88,7 @@ func TestTabSeparatedAndCompressedInput(t *testing.T) {
 // recursively, and spindle.input.partitionColumns feeds the partition
 // values as a column (here the only feature: feedcheck sums it).
 func TestHivePartitionsAsColumns(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	table := filepath.Join(dir, "table")
 	for day, rows := range map[int]int{1: 30, 2: 50} {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/internal/tlsgen"
 )
 
@@ -29,6 +30,7 @@ var registeredRE = regexp.MustCompile(`msg="executor registered".* transport="([
 // handed them, and the job runs as without; without it they register in
 // plain text.
 func TestJobTLS(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 1000, 2)
 	for _, tc := range []struct {
 		enabled string
@@ -67,6 +69,7 @@ func TestJobTLS(t *testing.T) {
 // a TLS client without a certificate and one with another job's; and an
 // executor of another job does not accept this driver.
 func TestJobTLSRefusesStrangers(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 200, 1)
 	pids := t.TempDir()
 	cmd := exec.Command(spindleBin, "submit", "--conf", "spindle.job.tls.enabled=true", "--num-executors", "1", "--input", data,
@@ -79,10 +82,10 @@ func TestJobTLSRefusesStrangers(t *testing.T) {
 	}
 	defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
 	addrRE := regexp.MustCompile(`control plane listening".* addr=(\S+)`)
-	waitFor(t, 60*time.Second, "the driver's address", func() bool { return addrRE.MatchString(out.String()) })
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("the driver's address", func() bool { return addrRE.MatchString(out.String()) }))
 	addr := addrRE.FindStringSubmatch(out.String())[1]
 	// The job's own executor got in.
-	waitFor(t, 60*time.Second, "the training process", func() bool { return len(readPids(t, pids)) == 1 })
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("the training process", func() bool { return len(readPids(t, pids)) == 1 }))
 
 	other, err := tlsgen.NewJobCA("another-job")
 	if err != nil {

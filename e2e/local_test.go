@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestLogisticRegressionJob is the README's job with 2 and 3 ranks: tensor
@@ -20,6 +21,7 @@ import (
 // Every rank must learn the generated model and end with bit-identical
 // weights.
 func TestLogisticRegressionJob(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 20000, 4)
 	for _, ranks := range []int{2, 3} {
 		t.Run(fmt.Sprintf("%d-ranks", ranks), func(t *testing.T) {
@@ -52,6 +54,7 @@ func TestLogisticRegressionJob(t *testing.T) {
 // feeds, that the ranks together see every row exactly once per epoch,
 // with even batches off.
 func TestFeedsEveryRowOnce(t *testing.T) {
+	t.Parallel()
 	const rows = 5000
 	for _, format := range []string{"parquet", "arrow", "csv"} {
 		data := generate(t, format, rows, 3)
@@ -92,6 +95,7 @@ func TestFeedsEveryRowOnce(t *testing.T) {
 // batches; shuffling changes the order between epochs and is the same for
 // the same seed.
 func TestEvenBatchesAndShuffle(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 1001, 1)
 	args := func(seed string) []string {
 		return submitArgs("--num-executors", "2", "--input", data, "--label-column", "label",
@@ -138,6 +142,7 @@ func TestEvenBatchesAndShuffle(t *testing.T) {
 // TestRankOutputAndEnvironment: output reaches the submit terminal
 // prefixed with the rank; the environment contract is filled in.
 func TestRankOutputAndEnvironment(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 100, 1)
 	script := `echo "rank=$SPINDLE_RANK world=$SPINDLE_WORLD_SIZE local=$SPINDLE_LOCAL_RANK/$SPINDLE_LOCAL_WORLD_SIZE torch=$RANK/$WORLD_SIZE@$MASTER_ADDR:$MASTER_PORT job=$SPINDLE_JOB_ID mode=$SPINDLE_FEED_MODE peers=$SPINDLE_PEERS custom=$MY_VAR secret=${SPINDLE_JOB_SECRET:-none}"; echo "to stderr" >&2; echo "$TF_CONFIG"`
 	r := spindle(t, data, submitArgs("--num-executors", "2", "--input", data, "--env", "MY_VAR=hello",
@@ -161,6 +166,7 @@ func TestRankOutputAndEnvironment(t *testing.T) {
 
 // TestDirectFeed: the process is told its splits in a JSON file.
 func TestDirectFeed(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 3000, 3)
 	r := spindle(t, data, submitArgs("--num-executors", "2", "--input", data, "--feed", "direct", "--", feedcheckBin)...)
 	if r.code != 0 {
@@ -179,6 +185,7 @@ func TestDirectFeed(t *testing.T) {
 // TestTrainingFailureFailsFast: one rank exits non-zero; the job stops the
 // others, exits non-zero and names the rank, its status and its stderr.
 func TestTrainingFailureFailsFast(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 2000, 2)
 	pids := t.TempDir()
 	r := spindle(t, data, submitArgs("--num-executors", "3", "--input", data, "--batch-rows", "10",
@@ -192,13 +199,14 @@ func TestTrainingFailureFailsFast(t *testing.T) {
 		}
 	}
 	for _, pid := range readPids(t, pids) {
-		waitFor(t, 5*time.Second, fmt.Sprintf("training process %d to be gone", pid), func() bool { return !alive(pid) })
+		testutil.WaitFor(t, 5*time.Second, testutil.Holds(fmt.Sprintf("training process %d to be gone", pid), func() bool { return !alive(pid) }))
 	}
 }
 
 // TestExecutorDeathNoticed: SIGKILL an executor process; the job fails
 // within seconds naming it.
 func TestExecutorDeathNoticed(t *testing.T) {
+	t.Parallel()
 	cmd, out, pids := startHangingJob(t)
 	// The executor is the training process's parent.
 	victim := parentOf(t, readPids(t, pids)[0])
@@ -217,13 +225,14 @@ func TestExecutorDeathNoticed(t *testing.T) {
 		t.Errorf("error does not name the lost executor:\n%s", out.String())
 	}
 	for _, pid := range readPids(t, pids) {
-		waitFor(t, 10*time.Second, fmt.Sprintf("training process %d to be gone", pid), func() bool { return !alive(pid) })
+		testutil.WaitFor(t, 10*time.Second, testutil.Holds(fmt.Sprintf("training process %d to be gone", pid), func() bool { return !alive(pid) }))
 	}
 }
 
 // TestInterruptStopsEverything: SIGINT on submit stops every child
 // process and exits non-zero.
 func TestInterruptStopsEverything(t *testing.T) {
+	t.Parallel()
 	cmd, out, pids := startHangingJob(t)
 	executors := []int{}
 	for _, pid := range readPids(t, pids) {
@@ -250,6 +259,7 @@ func TestInterruptStopsEverything(t *testing.T) {
 // TestUnauthenticatedCallRefused: the driver's control plane refuses a
 // caller without the job secret.
 func TestUnauthenticatedCallRefused(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 200, 1)
 	pids := t.TempDir()
 	cmd := exec.Command(spindleBin, "submit", "--num-executors", "1", "--input", data, "--", feedcheckBin, "--hang", "--pid-dir", pids)
@@ -261,7 +271,7 @@ func TestUnauthenticatedCallRefused(t *testing.T) {
 	}
 	defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
 	addrRE := regexp.MustCompile(`control plane listening".* addr=(\S+)`)
-	waitFor(t, 60*time.Second, "the driver's address", func() bool { return addrRE.MatchString(out.String()) })
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("the driver's address", func() bool { return addrRE.MatchString(out.String()) }))
 	addr := addrRE.FindStringSubmatch(out.String())[1]
 	if err := callUnauthenticated(addr); err == nil {
 		t.Fatal("the driver accepted a Register call without credentials")
@@ -285,7 +295,7 @@ func startHangingJob(t *testing.T) (cmd *exec.Cmd, out *strings.Builder, pids st
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	waitFor(t, 60*time.Second, "both training processes", func() bool { return len(readPids(t, pids)) == 2 })
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("both training processes", func() bool { return len(readPids(t, pids)) == 2 }))
 	return cmd, out, pids
 }
 
@@ -306,6 +316,7 @@ func parentOf(t *testing.T, pid int) int {
 // spindle.feed.sharedMemory=false leaves the plain socket alone; the
 // epochs are the same either way.
 func TestFeedSharedMemoryKey(t *testing.T) {
+	t.Parallel()
 	const rows = 3000
 	data := generate(t, "parquet", rows, 1)
 	input := filepath.Join(data, "part-*")
@@ -337,6 +348,7 @@ func TestFeedSharedMemoryKey(t *testing.T) {
 // file open); with the cache the job still gets every epoch whole,
 // without it the second epoch fails naming the missing file.
 func TestLaterEpochsFromCache(t *testing.T) {
+	t.Parallel()
 	const rows = 3000
 	for _, cache := range []string{"64m", "0"} {
 		t.Run("cache="+cache, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"context"
 	"fmt"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,7 +52,7 @@ func TestLocalizingKeepsHeartbeating(t *testing.T) {
 
 	want := fmt.Sprintf("localizing: 0 of %d bytes", st.Size())
 	var seen time.Time
-	waitFor(t, time.Minute, "rank 0 localizing for three heartbeat timeouts", func() bool {
+	testutil.WaitFor(t, time.Minute, testutil.Holds("rank 0 localizing for three heartbeat timeouts", func() bool {
 		var snap jobview.Snapshot
 		getJSON(t, ui+"api/jobs/"+jobID, &snap)
 		if snap.State != jobview.StateRunning && snap.State != jobview.StateSubmitted {
@@ -67,7 +68,7 @@ func TestLocalizingKeepsHeartbeating(t *testing.T) {
 			seen = time.Now()
 		}
 		return time.Since(seen) > 3*timeout
-	})
+	}))
 	release()
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("job with a slow archive: %v", err)

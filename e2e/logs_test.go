@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestLogsCommand: spindle logs prints a job's output from its event log,
 // for every rank or one, and follows a running job through its web UI.
 func TestLogsCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	events := filepath.Join(dir, "events")
 	gate := filepath.Join(dir, "go")
@@ -32,12 +34,13 @@ func TestLogsCommand(t *testing.T) {
 	if err := follow.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "rank 1's first line from logs -f", func() bool {
+	testutil.WaitFor(t, 30*time.Second, testutil.Holds("rank 1's first line from logs -f", func() bool {
 		if follow.ProcessState != nil {
 			t.Fatalf("logs -f ended early:\n%s%s", fout.String(), ferr.String())
 		}
 		return strings.Contains(fout.String(), "[rank 1] out 1")
-	})
+	}))
+
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/observe/jobview"
 )
 
@@ -96,6 +97,7 @@ func getText(t *testing.T, url string) string {
 // and its metrics on the driver's UI; once it ended, spindle history shows
 // it from its event log.
 func TestJobUIMetricsAndHistory(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 2000, 2)
 	events := filepath.Join(t.TempDir(), "events")
 	gate := filepath.Join(t.TempDir(), "go")
@@ -107,7 +109,7 @@ func TestJobUIMetricsAndHistory(t *testing.T) {
 	jobID, ui := m[1], m[2]
 
 	var snap jobview.Snapshot
-	waitFor(t, 30*time.Second, "both ranks running on the job page", func() bool {
+	testutil.WaitFor(t, 30*time.Second, testutil.Holds("both ranks running on the job page", func() bool {
 		getJSON(t, ui+"api/jobs/"+jobID, &snap)
 		running := 0
 		for _, r := range snap.Ranks {
@@ -116,23 +118,25 @@ func TestJobUIMetricsAndHistory(t *testing.T) {
 			}
 		}
 		return running == 2
-	})
+	}))
+
 	if snap.Name != "ui-check" || snap.State != jobview.StateRunning || snap.Settings["spindle.ui.port"] != "0" {
 		t.Errorf("job page: %+v", snap.Summary)
 	}
-	waitFor(t, 30*time.Second, "rank 1's output on its log page", func() bool {
+	testutil.WaitFor(t, 30*time.Second, testutil.Holds("rank 1's output on its log page", func() bool {
 		var c jobview.LogChunk
 		getJSON(t, ui+"api/jobs/"+jobID+"/ranks/1/log?stream=stdout", &c)
 		return len(c.Lines) > 0 && c.Lines[0] == "hello from 1"
-	})
+	}))
+
 	if metrics := getText(t, ui+"metrics"); !strings.Contains(metrics, `spindle_executors{role="worker",state="running"} 2`) {
 		t.Errorf("/metrics does not count 2 running workers:\n%s", metrics)
 	}
 	// The running job is already in the event log.
-	waitFor(t, 30*time.Second, "the running job in its event log", func() bool {
+	testutil.WaitFor(t, 30*time.Second, testutil.Holds("the running job in its event log", func() bool {
 		_, err := os.Stat(filepath.Join(events, jobID))
 		return err == nil
-	})
+	}))
 
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -155,6 +159,7 @@ func TestJobUIMetricsAndHistory(t *testing.T) {
 }
 
 func TestHistoryBadDirectory(t *testing.T) {
+	t.Parallel()
 	r := spindle(t, t.TempDir(), "history", "--dir", filepath.Join(t.TempDir(), "missing"))
 	if r.code != 2 || !strings.Contains(r.stderr, "missing") {
 		t.Fatalf("want exit 2 naming the directory:\n%s", r)

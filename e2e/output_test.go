@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestLongOutputLineDrained: a training process that writes a 3 MiB line
@@ -17,6 +18,7 @@ import (
 // output: the job ends normally, the redraws become lines of their own,
 // and the over-long line arrives cut, not whole.
 func TestLongOutputLineDrained(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 100, 1)
 	script := `i=0; while [ $i -lt 3 ]; do printf 'step %d\r' $i >&2; i=$((i+1)); done; ` +
 		`head -c 3145728 /dev/zero | tr '\0' x >&2; printf '\nafter the long line\n' >&2; echo done`
@@ -42,6 +44,7 @@ func TestLongOutputLineDrained(t *testing.T) {
 // reported as failed (no "killed by signal SIGTERM"), and the log does not
 // repeat the tail.
 func TestFailureSummaryOnce(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 2000, 2)
 	r := spindle(t, data, append(submitArgs("--num-executors", "3", "--input", data, "--batch-rows", "10",
 		"--epochs", "1000", "--conf", "spindle.log.level=info"), "--", feedcheckBin, "--fail-rank", "1", "--fail-code", "7", "--batch-delay", "2ms")...)
@@ -67,6 +70,7 @@ func TestFailureSummaryOnce(t *testing.T) {
 // at once; a second one does not wait out the grace period of a training
 // process that ignores SIGTERM.
 func TestSecondInterruptStopsAtOnce(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 100, 1)
 	pids := t.TempDir()
 	script := `trap "" TERM; echo $$ > ` + pids + `/rank.pid; echo ready; exec sleep 1000`
@@ -79,11 +83,11 @@ func TestSecondInterruptStopsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitFor(t, 60*time.Second, "the training process", func() bool { return strings.Contains(out.String(), "[rank 0] ready") })
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("the training process", func() bool { return strings.Contains(out.String(), "[rank 0] ready") }))
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "word of the interruption", func() bool { return strings.Contains(out.String(), "Ctrl-C again") })
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("word of the interruption", func() bool { return strings.Contains(out.String(), "Ctrl-C again") }))
 	start := time.Now()
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
@@ -101,6 +105,6 @@ func TestSecondInterruptStopsAtOnce(t *testing.T) {
 	}
 	t.Logf("stopped %s after the second Ctrl-C", time.Since(start).Round(time.Millisecond))
 	for _, pid := range readPids(t, pids) {
-		waitFor(t, 10*time.Second, fmt.Sprintf("training process %d to be gone", pid), func() bool { return !alive(pid) })
+		testutil.WaitFor(t, 10*time.Second, testutil.Holds(fmt.Sprintf("training process %d to be gone", pid), func() bool { return !alive(pid) }))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 const python = "/usr/bin/python3"
@@ -30,6 +31,7 @@ var torchFinal = regexp.MustCompile(`\[rank (\d)\] final rank=\d loss=(\S+) accu
 // socket feeds: real torch.distributed with gloo, rendezvous through the
 // environment Spindle fills in, gradients exchanged peer to peer.
 func TestPyTorchDDP(t *testing.T) {
+	t.Parallel()
 	needTorch(t)
 	data := generateWith(t, "parquet", 12000, 3, 8)
 	for _, tc := range []struct {
@@ -69,6 +71,8 @@ func TestPyTorchDDP(t *testing.T) {
 // the survivors stop within seconds (not after torch's or the collectives'
 // timeouts), the job exits non-zero and names the lost rank and its host.
 func TestKilledRankStopsTheJob(t *testing.T) {
+	// Not parallel: it looks for training processes left running by command name,
+	// which other tests' jobs share.
 	t.Run("pytorch", func(t *testing.T) {
 		needTorch(t)
 		data := generateWith(t, "parquet", 4000, 1, 8)
@@ -94,18 +98,20 @@ func killMidTraining(t *testing.T, name string, args []string) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	waitFor(t, 90*time.Second, "every rank to finish an epoch", func() bool {
+	testutil.WaitFor(t, 90*time.Second, testutil.Holds("every rank to finish an epoch", func() bool {
 		return strings.Count(out.String(), "epoch 1") >= 3 || strings.Count(out.String(), "epoch=1") >= 3
-	})
+	}))
+
 	var victim int
-	waitFor(t, 10*time.Second, "the training processes", func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the training processes", func() bool {
 		procs := descendants(cmd.Process.Pid, name)
 		if len(procs) < 3 {
 			return false
 		}
 		victim = procs[1]
 		return true
-	})
+	}))
+
 	killed := time.Now()
 	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,8 @@ var sparseTorchLine = regexp.MustCompile(`sparse-embedding-torch: rank (\d) auc 
 // model, close to the one that made the data and far better than chance,
 // and every push their backward passes made reached the servers.
 func TestPyTorchEmbeddingOnBuiltinPS(t *testing.T) {
+	// Not parallel: its four processes of servers and workers beside
+	// other tests' jobs missed heartbeats on a 2-core machine.
 	needTorch(t)
 	r := spindle(t, repoRoot, submitArgs("--master", "local[2]", "--num-ps", "2", "--conf", "spindle.ps.staleness=bsp",
 		"--", python, "examples/sparse-embedding-torch/train.py")...)
@@ -73,6 +75,8 @@ print("ps-early-exit rank", spindle.role_rank(), "clocks", ps.stats()["servers"]
 // A Python worker that ends well without leaving the servers is left for
 // by its executor: under BSP the other worker does not wait for its clock.
 func TestPythonWorkerEndsWithoutClosing(t *testing.T) {
+	// Not parallel: its four processes of servers and workers beside
+	// other tests' jobs missed heartbeats on a 2-core machine.
 	if err := exec.Command(python, "-c", "import numpy").Run(); err != nil {
 		t.Skipf("%s cannot import numpy: %v", python, err)
 	}

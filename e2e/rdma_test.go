@@ -21,6 +21,7 @@ func hostHasRDMA() bool {
 // without RDMA fails the job before the training command runs, exit 2,
 // naming the rank.
 func TestRDMARequiredWithoutDevice(t *testing.T) {
+	t.Parallel()
 	if hostHasRDMA() {
 		t.Skip("this host has RDMA devices: a required mode would succeed")
 	}
@@ -46,6 +47,7 @@ func TestRDMARequiredWithoutDevice(t *testing.T) {
 // rank is told to keep off InfiniBand, the driver logs each rank's choice,
 // and a variable the user set is left alone.
 func TestRDMAHintsWithoutDevice(t *testing.T) {
+	t.Parallel()
 	if hostHasRDMA() {
 		t.Skip("this host has RDMA devices")
 	}
@@ -73,6 +75,7 @@ func TestRDMAHintsWithoutDevice(t *testing.T) {
 // its data link is ucx, and the ranks still learn the model and end with
 // the same weights.
 func TestGoTrainerOverUCX(t *testing.T) {
+	t.Parallel()
 	if ok, why := ucx.Available(); !ok {
 		t.Skipf("UCX link not tested: %s", why)
 	}
@@ -94,6 +97,7 @@ func TestGoTrainerOverUCX(t *testing.T) {
 // RDMA the executor sets SPINDLE_COLLECTIVE_LINK=ucx:declined, so a Go
 // trainer's ranks negotiate and keep to TCP, saying why.
 func TestGoTrainerDeclinesUCXWithoutDevice(t *testing.T) {
+	t.Parallel()
 	if hostHasRDMA() {
 		t.Skip("this host has RDMA devices: the ranks would offer UCX")
 	}

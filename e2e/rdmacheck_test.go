@@ -19,6 +19,7 @@ import (
 // a fake RoCE host's sysfs), what a job selects and whether UCX loads; a
 // tree that is not sysfs is bad input, named.
 func TestRDMACheckDevices(t *testing.T) {
+	t.Parallel()
 	root := sysfstest.Unpack(t, filepath.Join(repoRoot, "rdma", "testdata", "roce-mlx5.txtar"))
 	r := spindle(t, t.TempDir(), "rdma", "check", "--sysfs", root)
 	if r.code != 0 {
@@ -49,6 +50,7 @@ func TestRDMACheckDevices(t *testing.T) {
 // the UCX link. A wrong token and an unreachable listener exit 2, naming
 // the listener.
 func TestRDMACheckTwoHosts(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	listener := exec.CommandContext(ctx, spindleBin, "rdma", "check", "--listen", "127.0.0.1:0")

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/observe/jobview"
 )
 
@@ -28,6 +29,7 @@ while not os.path.exists(gate):
 // spindle.report reaches the job page's charts and its event log, and the
 // ranks table shows each rank's CPU and memory.
 func TestReportedValuesAndUsage(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	script := filepath.Join(dir, "report.py")
 	writeFile(t, script, reportScript)
@@ -42,7 +44,7 @@ func TestReportedValuesAndUsage(t *testing.T) {
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 
 	var snap jobview.Snapshot
-	waitFor(t, 60*time.Second, "reported losses and both ranks' CPU and memory on the job page", func() bool {
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("reported losses and both ranks' CPU and memory on the job page", func() bool {
 		getJSON(t, ui+"api/jobs/"+jobID, &snap)
 		if len(snap.Scalars["loss"]) < 3 || len(snap.Ranks) != 2 {
 			return false
@@ -53,7 +55,8 @@ func TestReportedValuesAndUsage(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}))
+
 	// Each rank's losses fall; the ranks' points interleave in time.
 	byRank := map[int][]float64{}
 	for _, p := range snap.Scalars["loss"] {

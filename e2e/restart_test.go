@@ -16,6 +16,7 @@ sleep 0.2`
 // SPINDLE_GENERATION and SPINDLE_RESTART_COUNT; without it, or once the
 // restarts are used up, the failure is final.
 func TestRestartPolicy(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := spindle(t, dir, submitArgs("--num-executors", "2", "--conf", "spindle.failure.policy=restart",
 		"--", "/bin/sh", "-c", failFirstGeneration)...)

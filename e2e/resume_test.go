@@ -72,6 +72,7 @@ func checkResumedMidEpoch(t *testing.T, r result, at string) {
 // checkpoint was taken, with the same shuffle: over the generations every
 // epoch feeds each row exactly once.
 func TestRestartResumesTheFeedMidEpoch(t *testing.T) {
+	t.Parallel()
 	const rows, epochs = 1200, 3
 	input := writeRowIDs(t, rows, 3)
 	for _, tt := range []struct {
@@ -146,6 +147,7 @@ for e in sorted(rows):
 // training process, fed over the socket and reading its splits itself
 // (direct mode).
 func TestPythonRestartResumesTheFeedMidEpoch(t *testing.T) {
+	t.Parallel()
 	const rows, epochs = 1200, 3
 	input := writeRowIDs(t, rows, 3)
 	for _, mode := range []string{"arrow", "direct"} {
@@ -170,6 +172,7 @@ func TestPythonRestartResumesTheFeedMidEpoch(t *testing.T) {
 // from where each of the 3 stood, later epochs planned for 2: every epoch
 // feeds each row exactly once.
 func TestElasticShrinksAndRedealsTheEpoch(t *testing.T) {
+	t.Parallel()
 	const rows, epochs = 1200, 3
 	input := writeRowIDs(t, rows, 3)
 	dir := t.TempDir()

@@ -43,6 +43,7 @@ func checkStopped(t *testing.T, dir string, want int) {
 // parameter server, which never exits on its own, is then stopped, and
 // its stop is no failure.
 func TestRolesWorkersAndPS(t *testing.T) {
+	t.Parallel()
 	const rows = 3000
 	data := generate(t, "parquet", rows, 2)
 	pids := t.TempDir()
@@ -88,6 +89,7 @@ func TestRolesWorkersAndPS(t *testing.T) {
 // (as in TensorFlow 2's parameter-server strategy) would serve forever:
 // they and the parameter server are stopped.
 func TestRolesChiefEndsTheJob(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 2000, 2)
 	pids := t.TempDir()
 	start := time.Now()
@@ -117,6 +119,7 @@ func TestRolesChiefEndsTheJob(t *testing.T) {
 
 // A parameter server that fails while the job runs fails the job, by name.
 func TestRolesPSDiesEarly(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 1000, 1)
 	r := spindle(t, data, submitArgs("--master", "local[2]", "--num-ps", "1", "--ps-command", rolecheckBin+" -exit 3",
 		"--input", "*.parquet", "--label-column", "label", "--feed", "tensor",
@@ -132,6 +135,7 @@ func TestRolesPSDiesEarly(t *testing.T) {
 // A bad --ps-command or parameter-server setting is refused before
 // anything runs, with exit status 2, naming it.
 func TestRolesBadPSSettings(t *testing.T) {
+	t.Parallel()
 	r := spindle(t, t.TempDir(), submitArgs("--num-ps", "1", "--ps-command", "ps 'unclosed", "--feed", "direct", "--", rolecheckBin)...)
 	if r.code != 2 || !strings.Contains(r.stderr, "--ps-command: spindle.ps.command: command \"ps 'unclosed\": unterminated single quote") {
 		t.Fatalf("want exit 2 naming the bad --ps-command:\n%s", r)
@@ -144,6 +148,7 @@ func TestRolesBadPSSettings(t *testing.T) {
 
 // Locally, the GPUs of every role count against the machine's.
 func TestRolesLocalGPUsCounted(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/dev/nvidia0"); err == nil {
 		t.Skip("this machine has a GPU")
 	}
@@ -174,6 +179,7 @@ func tfPython(t *testing.T) string {
 // workers against variables on the parameter server, and the job ends
 // when the chief does; Spindle then stops the servers.
 func TestTensorFlowParameterServerJob(t *testing.T) {
+	t.Parallel()
 	py := tfPython(t)
 	script := filepath.Join(repoRoot, "examples", "tensorflow", "train_ps.py")
 	start := time.Now()

@@ -87,6 +87,7 @@ func startSecureMinicluster(t *testing.T, dir, data string) string {
 // delegation tokens the gateway obtained; without a ticket or keytab the
 // submit is refused with exit 2.
 func TestSecureMinicluster(t *testing.T) {
+	t.Parallel()
 	if err := krbtest.Missing(); err != nil {
 		t.Skip(err)
 	}

@@ -29,6 +29,7 @@ func copyFile(t *testing.T, src, dst string, mode os.FileMode) {
 // spindle) and the Go example through it in local mode. The Python package
 // comes from inside the binary, unpacked into the user's cache.
 func TestCopiedBinaryIsSelfContained(t *testing.T) {
+	t.Parallel()
 	binDir := t.TempDir()
 	bin := filepath.Join(binDir, "spindle")
 	copyFile(t, spindleBin, bin, 0o755)

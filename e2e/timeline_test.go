@@ -12,6 +12,7 @@ import (
 // allreduces and a Python job's feed waits and checkpoint saves land in a
 // Chrome-trace file, one process per rank.
 func TestTimeline(t *testing.T) {
+	t.Parallel()
 	data := generate(t, "parquet", 4000, 2)
 	type event struct {
 		Name string `json:"name"`

@@ -469,6 +469,9 @@ const psLeaveTimeout = 10 * time.Second
 func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *wire.Server, obs *observations) (string, bool, error) {
 	interval := heartbeatInterval(t)
 	timeout := driverTimeout(t)
+	// A call may take longer than the interval (a loaded driver): cut at
+	// the interval, it lost the spans, reports and output it carried.
+	callTimeout := max(interval, timeout/3)
 	lastOK := time.Now()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -480,8 +483,8 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 		}
 		// Not cancelled with ctx: a heartbeat under way when the process
 		// exits carries the last reports, output and spans it took, and
-		// is let finish (within its interval) rather than lose them.
-		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interval)
+		// is let finish (within callTimeout) rather than lose them.
+		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		req := &driverpb.HeartbeatRequest{
 			ExecutorId: e.cfg.ID, Rank: int32(id.rank), Progress: progressOf(server),
 			Rdma: e.rdmaLine(), CredentialsGeneration: e.credGen.Load(),

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 func TestVisibleDevices(t *testing.T) {
@@ -115,24 +116,13 @@ func startSampler(t *testing.T, devices string, timeout time.Duration) (*gpuSamp
 	return g, &logs, stop
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestGPUSamplerReadsItsDevices: a heartbeat carries the use of the
 // devices CUDA_VISIBLE_DEVICES gives the process, not the machine's others.
 func TestGPUSamplerReadsItsDevices(t *testing.T) {
 	dir := fakeSMI(t, "echo \"$@\" > \"$(dirname \"$0\")/args\"\ncat <<'EOF'\n"+smiOutput+"EOF\n")
 	g, _, _ := startSampler(t, "1,GPU-dddd-3333", 5*time.Second)
 	var u driverpb.Usage
-	waitUntil(t, "a GPU sample", func() bool { g.fill(&u, time.Now()); return u.Gpus > 0 })
+	testutil.WaitFor(t, 20*time.Second, testutil.Holds("a GPU sample", func() bool { g.fill(&u, time.Now()); return u.Gpus > 0 }))
 	if u.Gpus != 2 || u.GpuUtilizationRatio != 0.405 || u.GpuMemoryBytes != 2048<<20 {
 		t.Fatalf("usage %+v, want GPUs 1 and 3: 2 at 40.5%% using 2 GiB", &u)
 	}
@@ -181,10 +171,11 @@ func TestGPUSamplerWithoutNvidiaSMI(t *testing.T) {
 func TestGPUSamplerFailing(t *testing.T) {
 	dir := fakeSMI(t, "echo x >> \"$(dirname \"$0\")/runs\"\necho 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver' >&2\nexit 9\n")
 	g, logs, stop := startSampler(t, "0", 5*time.Second)
-	waitUntil(t, "five runs of nvidia-smi", func() bool {
+	testutil.WaitFor(t, 20*time.Second, testutil.Holds("five runs of nvidia-smi", func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, "runs"))
 		return bytes.Count(b, []byte("x")) >= 5
-	})
+	}))
+
 	stop()
 	if n := strings.Count(logs.String(), "GPU use not sampled"); n != 1 || !strings.Contains(logs.String(), "could not communicate") {
 		t.Fatalf("%d lines about the failing nvidia-smi, want 1 quoting it:\n%s", n, logs.String())
@@ -212,10 +203,11 @@ func TestHungNvidiaSMIHoldsNoHeartbeat(t *testing.T) {
 			g, logs, stop := startSampler(t, "0", tc.timeout)
 			obs := &observations{logger: slog.New(slog.DiscardHandler)}
 			obs.setProcess(syscall.Getpgrp(), g)
-			waitUntil(t, "nvidia-smi to start", func() bool {
+			testutil.WaitFor(t, 20*time.Second, testutil.Holds("nvidia-smi to start", func() bool {
 				_, err := os.Stat(filepath.Join(dir, "started"))
 				return err == nil
-			})
+			}))
+
 			for i := 0; i < 3; i++ {
 				var hb driverpb.HeartbeatRequest
 				obs.take(&hb)
@@ -224,16 +216,17 @@ func TestHungNvidiaSMIHoldsNoHeartbeat(t *testing.T) {
 				}
 			}
 			if tc.timeout < time.Minute {
-				waitUntil(t, "the hung nvidia-smi to be named", func() bool { return strings.Contains(logs.String(), "did not answer within") })
-				waitUntil(t, "a second run after the first was killed", func() bool {
+				testutil.WaitFor(t, 20*time.Second, testutil.Holds("the hung nvidia-smi to be named", func() bool { return strings.Contains(logs.String(), "did not answer within") }))
+				testutil.WaitFor(t, 20*time.Second, testutil.Holds("a second run after the first was killed", func() bool {
 					b, _ := os.ReadFile(filepath.Join(dir, "started"))
 					return bytes.Count(b, []byte("\n")) >= 2
-				})
+				}))
+
 			}
 			stop()
 			b, _ := os.ReadFile(filepath.Join(dir, "started"))
 			for _, pid := range strings.Fields(string(b)) {
-				waitUntil(t, "nvidia-smi "+pid+" and its sleep to be killed", func() bool { return !groupAlive(pid) })
+				testutil.WaitFor(t, 20*time.Second, testutil.Holds("nvidia-smi "+pid+" and its sleep to be killed", func() bool { return !groupAlive(pid) }))
 			}
 			if _, err := os.Stat(filepath.Join(dir, "finished")); err == nil {
 				t.Error("nvidia-smi ran to its end")

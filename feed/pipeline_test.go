@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"go.uber.org/goleak"
 )
 
@@ -312,18 +313,6 @@ func TestEvenTarget(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestPipelinePrefetchLifecycle(t *testing.T) {
 	plan := planFiles(t, FormatParquet, 2000, 1)
 	// The bytes of one batch, for the budget test.
@@ -416,7 +405,7 @@ func TestPipelinePrefetchLifecycle(t *testing.T) {
 			defer r.Close()
 			pre := r.(*epochReader).pre
 			// The budget holds two batches, not three.
-			waitFor(t, "two prepared batches", func() bool { return len(pre.ch) == 2 })
+			testutil.WaitFor(t, 10*time.Second, testutil.Holds("two prepared batches", func() bool { return len(pre.ch) == 2 }))
 			if pre.sem.TryAcquire(oneBatch) {
 				pre.sem.Release(oneBatch)
 				t.Fatalf("the budget has room with %d batches prepared; the producer should be waiting", len(pre.ch))

@@ -16,6 +16,7 @@ import (
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/standalone"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/testcluster"
@@ -104,13 +105,14 @@ func TestRequestEventsRelease(t *testing.T) {
 	if err := cm.Request(ctx, specs(4, 1, 256, "sleep 60")); err != nil {
 		t.Fatal(err)
 	}
-	testcluster.WaitFor(t, 10*time.Second, "the app's input in status", func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the app's input in status", func() bool {
 		var buf bytes.Buffer
 		if err := (&client.Status{Cluster: g.Status(ctx)}).WriteText(&buf); err != nil {
 			t.Fatal(err)
 		}
 		return strings.Contains(buf.String(), "producers push input to grpc://10.0.0.5:40129")
-	})
+	}))
+
 	started := map[string]string{}
 	for len(started) < 4 {
 		ev := nextEvent(t, cm, driver.ExecutorStarted, "")
@@ -130,22 +132,24 @@ func TestRequestEventsRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Any master answers status, so wait for the one asked to catch up.
-	testcluster.WaitFor(t, 10*time.Second, "the app to be finished", func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the app to be finished", func() bool {
 		for _, a := range g.Status(ctx).GetApps() {
 			if a.GetId() == cm.AppID() {
 				return a.GetState() == pb.AppState_APP_STATE_FINISHED
 			}
 		}
 		return false
-	})
-	testcluster.WaitFor(t, 20*time.Second, "every executor to stop after Close", func() bool {
+	}))
+
+	testutil.WaitFor(t, 20*time.Second, testutil.Holds("every executor to stop after Close", func() bool {
 		for _, e := range g.Status(ctx).GetExecutors() {
 			if e.GetState() == pb.ExecutorState_EXECUTOR_STATE_RUNNING {
 				return false
 			}
 		}
 		return true
-	})
+	}))
+
 }
 
 // Executors' output reaches the driver's console, every line, by the
@@ -175,7 +179,7 @@ func TestOutputReachesConsole(t *testing.T) {
 	}
 	// Release as soon as the processes ended, as a driver does when the
 	// job succeeds, whether or not the watch has shown it yet.
-	testcluster.WaitFor(t, 10*time.Second, "both executors to exit", func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("both executors to exit", func() bool {
 		n := 0
 		for _, e := range g.Status(ctx).GetExecutors() {
 			if e.GetState() == pb.ExecutorState_EXECUTOR_STATE_EXITED {
@@ -183,7 +187,8 @@ func TestOutputReachesConsole(t *testing.T) {
 			}
 		}
 		return n == 2
-	})
+	}))
+
 	if err := cm.Release(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -279,14 +284,15 @@ func TestKilledByAdmin(t *testing.T) {
 	if !strings.Contains(ev.Message, cm.AppID()+" killed by an admin (spindle kill): maintenance") {
 		t.Fatalf("event: %+v", ev)
 	}
-	testcluster.WaitFor(t, 10*time.Second, "the executor to be stopped", func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the executor to be stopped", func() bool {
 		for _, e := range g.Status(ctx).GetExecutors() {
 			if e.GetId() == "exec-0" {
 				return e.GetState() == pb.ExecutorState_EXECUTOR_STATE_EXITED
 			}
 		}
 		return false
-	})
+	}))
+
 	// The ended application takes no more executors.
 	more := specs(1, 1, 256, "true")
 	more[0].ID = "exec-9"

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -375,7 +376,7 @@ func TestConsumerLeavesMidEpoch(t *testing.T) {
 				}
 				ep.Close()
 			}
-			waitFor(t, func() bool { return srv.Stats().EpochsServed == 2 })
+			testutil.WaitFor(t, 10*time.Second, testutil.Holds("condition", func() bool { return srv.Stats().EpochsServed == 2 }))
 			if err := stop(); err != nil {
 				t.Fatalf("Run after consumers left mid-epoch: %v", err)
 			}
@@ -385,18 +386,6 @@ func TestConsumerLeavesMidEpoch(t *testing.T) {
 				t.Fatalf("no log of the disconnect in epoch 0:\n%s", logs.String())
 			}
 		})
-	}
-}
-
-// waitFor polls cond until it holds or ten seconds pass.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -465,7 +454,7 @@ func TestCancelUnblocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	waitFor(t, func() bool { return srv.Stats().Bytes > 0 })
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("condition", func() bool { return srv.Stats().Bytes > 0 }))
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}

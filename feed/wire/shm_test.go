@@ -12,11 +12,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // checkNum checks that rec is batch b of epoch e from numBatch.
@@ -138,7 +140,7 @@ func TestSharedMemoryHeldBatches(t *testing.T) {
 	}
 	// The frees went over epoch 0's connection, kept open for them: the
 	// server's region is empty again.
-	waitFor(t, func() bool { return regionInUse(srv) == 0 })
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("condition", func() bool { return regionInUse(srv) == 0 }))
 }
 
 // regionInUse is the bytes of the server's region that hold messages.
@@ -173,7 +175,7 @@ func TestSharedMemoryEarlyClose(t *testing.T) {
 		t.Fatal("the held batch's space was freed while it was held")
 	}
 	first.Release()
-	waitFor(t, func() bool { return regionInUse(srv) == 0 })
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("condition", func() bool { return regionInUse(srv) == 0 }))
 	if st := srv.Stats(); st.EpochsServed != 2 || st.Batches >= 10000 {
 		t.Fatalf("stats %+v: want both epochs served, the first cut short", st)
 	}
@@ -311,7 +313,7 @@ func TestSharedMemoryTensorEarlyClose(t *testing.T) {
 	if ep.Epoch() != 1 || rows != 500000 || srv.shmInline.Load() != 0 {
 		t.Fatalf("epoch %d: %d rows, %d messages inline; want epoch 1, 500000 rows, none inline", ep.Epoch(), rows, srv.shmInline.Load())
 	}
-	waitFor(t, func() bool { return regionInUse(srv) == 0 })
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("condition", func() bool { return regionInUse(srv) == 0 }))
 }
 
 // pyKeepBatch keeps the first batch of epoch 0 (argv[1]: tensor or arrow)
@@ -397,7 +399,7 @@ func TestPythonKeepsSharedBatch(t *testing.T) {
 			if line, err := out.ReadString('\n'); err != nil || line != "released\n" {
 				t.Fatalf("python: %q %v\n%s", line, err, stderr.String())
 			}
-			waitFor(t, func() bool { return regionInUse(srv) == 0 })
+			testutil.WaitFor(t, 10*time.Second, testutil.Holds("condition", func() bool { return regionInUse(srv) == 0 }))
 			// pyarrow lets go of a batch's buffers later than the package's
 			// own reader, and may leave the region full for a moment.
 			if n := srv.shmInline.Load(); n != 0 && !tc.pyarrow {

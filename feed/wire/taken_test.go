@@ -3,8 +3,10 @@ package wire
 import (
 	"context"
 	"errors"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"io"
 	"testing"
+	"time"
 )
 
 // epochStream is an arrow or tensor epoch being read.
@@ -52,7 +54,7 @@ func TestTakenCountsWhatTheConsumerRead(t *testing.T) {
 			// Read-ahead fills the socket's buffers while the consumer
 			// waits; what the consumer read is counted as the server sees
 			// its socket drain, which may come a moment later.
-			waitFor(t, func() bool { st := srv.Stats(); return st.Batches >= 10 && st.TakenBatches >= 2 })
+			testutil.WaitFor(t, 10*time.Second, testutil.Holds("condition", func() bool { st := srv.Stats(); return st.Batches >= 10 && st.TakenBatches >= 2 }))
 			st := srv.Stats()
 			if st.TakenBatches > 4 || st.TakenBatches < 2 {
 				t.Fatalf("sent %d batches, consumer read 3: taken reported as %d", st.Batches, st.TakenBatches)
@@ -84,7 +86,7 @@ func TestTakenCountsWhatTheConsumerRead(t *testing.T) {
 			} else if tn, err := DialTensor(ctx, sock); err == nil {
 				tn.Close()
 			}
-			waitFor(t, func() bool { return srv.Stats().TakenBatches == batches })
+			testutil.WaitFor(t, 10*time.Second, testutil.Holds("condition", func() bool { return srv.Stats().TakenBatches == batches }))
 			if st := srv.Stats(); st.TakenRows != batches*rows {
 				t.Fatalf("taken rows %d, want %d", st.TakenRows, batches*rows)
 			}

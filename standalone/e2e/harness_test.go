@@ -18,6 +18,8 @@ import (
 	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/standalone/client"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 const secret = "e2e-cluster-secret-0123456789abcdef"
@@ -128,12 +130,12 @@ type cluster struct {
 
 // fastMaster keeps failover and loss detection within a second or two.
 var fastMaster = []string{
-	"--conf", "spindle.master.raft.heartbeatTimeout=300ms",
-	"--conf", "spindle.master.raft.electionTimeout=300ms",
-	"--conf", "spindle.master.raft.leaderLeaseTimeout=150ms",
-	"--conf", "spindle.master.workerTimeout=1500ms",
-	"--conf", "spindle.master.appTimeout=10s",
-	"--conf", "spindle.executor.stopGracePeriod=2s",
+	"--conf", "spindle.master.raft.heartbeatTimeout=" + testutil.Scale(300*time.Millisecond).String(),
+	"--conf", "spindle.master.raft.electionTimeout=" + testutil.Scale(300*time.Millisecond).String(),
+	"--conf", "spindle.master.raft.leaderLeaseTimeout=" + testutil.Scale(150*time.Millisecond).String(),
+	"--conf", "spindle.master.workerTimeout=" + testutil.Scale(1500*time.Millisecond).String(),
+	"--conf", "spindle.master.appTimeout=" + testutil.Scale(10*time.Second).String(),
+	"--conf", "spindle.executor.stopGracePeriod=" + testutil.Scale(2*time.Second).String(),
 }
 
 func startCluster(t *testing.T, workerCores int) *cluster {
@@ -260,7 +262,7 @@ func (c *cluster) submit(dir string, args ...string) *job {
 	c.t.Helper()
 	full := append([]string{"submit", "--master", c.masterURL(),
 		"--conf", "spindle.executor.heartbeatInterval=200ms",
-		"--conf", "spindle.executor.heartbeatTimeout=6s",
+		"--conf", "spindle.executor.heartbeatTimeout=" + testutil.Scale(6*time.Second).String(),
 		"--conf", "spindle.executor.stopGracePeriod=2s",
 		"--conf", "spindle.log.level=info",
 		// The driver listens where it advertises: on loopback, as tests do.

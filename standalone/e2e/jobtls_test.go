@@ -13,6 +13,7 @@ import (
 // the job's TLS bundle on as they pass its secret) reaching the driver
 // over mutual TLS; the bundle's key is in no output.
 func TestJobTLSOnCluster(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2)
 	data := generate(t, 1000)
 	j := c.submit(data, append([]string{"--conf", "spindle.job.tls.enabled=true"}, jobArgs("job-tls", data, 0)...)...)

@@ -19,6 +19,7 @@ import (
 // worker serve Prometheus metrics that Prometheus's own parser reads, named
 // by its conventions.
 func TestMastersAndWorkersServeMetrics(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	addr, raft, mMetrics, wMetrics := testaddr.Free(t), testaddr.Free(t), testaddr.Free(t), testaddr.Free(t)
 	m := &proc{name: "m1", log: filepath.Join(dir, "m1.log"), args: append([]string{"master", "--id", "m1", "--addr", addr,

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/observe/jobview"
 	"github.com/spindle-ml/spindle/standalone/client"
 )
@@ -67,6 +68,7 @@ var fakeGPUs = map[string]struct {
 // event log. Once the job ended, spindle logs --master reads its output
 // from the worker.
 func TestSeeingAStandaloneJob(t *testing.T) {
+	t.Parallel()
 	bin := t.TempDir()
 	script := "#!/bin/sh\necho '0, GPU-aaaa-0000, 37, 1024'\necho '1, GPU-bbbb-1111, 81, 3072'\n"
 	if err := os.WriteFile(filepath.Join(bin, "nvidia-smi"), []byte(script), 0o755); err != nil {
@@ -80,27 +82,29 @@ func TestSeeingAStandaloneJob(t *testing.T) {
 		"--", "/bin/sh", "-c", "echo device=$CUDA_VISIBLE_DEVICES; while [ ! -e "+gate+" ]; do sleep 0.1; done")
 
 	var jobID, ui string
-	waitUntil(t, 60*time.Second, "the web UI's address", func() bool {
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("the web UI's address", func() bool {
 		m := regexp.MustCompile(`job (\S+): web UI at (http://\S+/)`).FindStringSubmatch(j.stderr.String())
 		if m != nil {
 			jobID, ui = m[1], m[2]
 		}
 		return m != nil
-	})
+	}))
+
 	devices := map[int]string{}
-	waitUntil(t, 60*time.Second, "both ranks to print their device", func() bool {
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("both ranks to print their device", func() bool {
 		for _, m := range regexp.MustCompile(`\[rank (\d)\] device=(\d)`).FindAllStringSubmatch(j.stdout.String(), -1) {
 			r, _ := strconv.Atoi(m[1])
 			devices[r] = m[2]
 		}
 		return len(devices) == 2
-	})
+	}))
+
 	if devices[0] == devices[1] {
 		t.Fatalf("both ranks were given GPU %s", devices[0])
 	}
 
 	var snap jobview.Snapshot
-	waitUntil(t, 60*time.Second, "both ranks' GPU use on the job page", func() bool {
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("both ranks' GPU use on the job page", func() bool {
 		if err := getJSON(ui+"api/jobs/"+jobID, &snap); err != nil {
 			return false
 		}
@@ -111,7 +115,8 @@ func TestSeeingAStandaloneJob(t *testing.T) {
 			}
 		}
 		return n == 2
-	})
+	}))
+
 	for _, r := range snap.Ranks {
 		want := fakeGPUs[devices[r.Rank]]
 		if r.GPUUtilRatio != want.util || r.GPUMemoryBytes != want.mib<<20 {
@@ -198,17 +203,6 @@ func logsFromWorkers(t *testing.T, c *cluster, devices map[int]string) {
 				t.Fatalf("exit %d, want 2 saying %s:\n%s", code, tc.want, out)
 			}
 		})
-	}
-}
-
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 // workers reaches the submit terminal once, prefixed with the rank, as a
 // local job's does.
 func TestOutputReachesSubmit(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2)
 	data := generate(t, 1000)
 	j := c.submit(data, jobArgs("output", data, 0)...)

@@ -14,6 +14,7 @@ import (
 // process's working directory; a relative --checkpoint-dir means the one
 // under the submit directory.
 func TestPathsOnWorkers(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2)
 	data := generate(t, 1000)
 	submitDir := t.TempDir()

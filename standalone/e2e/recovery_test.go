@@ -18,6 +18,7 @@ import (
 // left even with spindle.failure.maxRestarts 0, which a failure of the
 // job itself would have ended.
 func TestWorkerLossIsNotTheJobsFault(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2)
 	data := generate(t, 4000)
 	args := append([]string{"--conf", "spindle.failure.policy=restart", "--conf", "spindle.failure.maxRestarts=0"},
@@ -43,6 +44,7 @@ var workDirLine = regexp.MustCompile(`rank (\d) generation (\d) in \S*/(w\d)-wor
 // TestFailingHostIsLeftOut: with spindle.failure.hostMaxFailures 1, the
 // worker where a rank failed gets none of the next generation's executors.
 func TestFailingHostIsLeftOut(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2)
 	data := generate(t, 1000)
 	script := `echo "rank $SPINDLE_RANK generation $SPINDLE_GENERATION in $(pwd)/"
@@ -75,6 +77,7 @@ if [ "$SPINDLE_GENERATION" = 0 ] && [ "$SPINDLE_RANK" = 1 ]; then exit 3; fi`
 // with 2 on the worker left, the rest of the epoch dealt between them;
 // every epoch feeds each row exactly once.
 func TestElasticShrinksWhenAWorkerDies(t *testing.T) {
+	t.Parallel()
 	const rows, epochs = 1200, 3
 	c := startCluster(t, 2)
 	data := t.TempDir()
@@ -121,6 +124,7 @@ func TestElasticShrinksWhenAWorkerDies(t *testing.T) {
 // job grows to 4 from that checkpoint, and every epoch still feeds each
 // row exactly once.
 func TestElasticGrowsWhenAWorkerJoins(t *testing.T) {
+	t.Parallel()
 	const rows, epochs = 1200, 3
 	c := startCluster(t, 2)
 	c.workers[1].kill()
@@ -165,6 +169,7 @@ func TestElasticGrowsWhenAWorkerJoins(t *testing.T) {
 // closed connection can tell. The worker left, which heartbeats, stays
 // alive.
 func TestKilledWorkerIsLostAtOnce(t *testing.T) {
+	t.Parallel()
 	c := startClusterWith(t, 2, []string{"--conf", "spindle.master.workerTimeout=10m",
 		"--conf", "spindle.master.workerGoneTimeout=1s"})
 	c.workers[1].kill()

@@ -17,6 +17,7 @@ import (
 // Jobs with roles on the standalone cluster (two workers of 2 cores): a
 // TF_CONFIG-reading job and a real TensorFlow parameter-server job.
 func TestRolesOnStandalone(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2)
 	t.Run("tf-config", func(t *testing.T) { tfConfigJob(t, c) })
 	t.Run("tensorflow", func(t *testing.T) { tensorFlowJob(t, c) })

@@ -13,6 +13,7 @@ import (
 // one that could fit later says it waits, and what it needs, and status
 // shows it WAITING until room frees up.
 func TestRoom(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2)
 	data := generate(t, 4000)
 	huge := c.submit(data, "--name", "huge", "--num-executors", "1", "--executor-memory", "100g",

@@ -12,6 +12,7 @@ import (
 // TestWorkerShutdownNamed: a worker stopped on purpose (SIGTERM) is not
 // reported as lost: the job's error says which worker shut down.
 func TestWorkerShutdownNamed(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2)
 	data := generate(t, 4000)
 	j := c.submit(data, jobArgs("victim", data, 200*time.Millisecond)...)
@@ -37,6 +38,7 @@ func TestWorkerShutdownNamed(t *testing.T) {
 // on a standalone cluster stops the gang and a new generation of
 // executors, placed afresh, runs the job to success.
 func TestRestartOnCluster(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2)
 	data := generate(t, 1000)
 	script := `echo "rank $SPINDLE_RANK generation $SPINDLE_GENERATION"

@@ -24,6 +24,7 @@ func jobArgs(name, data string, delay time.Duration) []string {
 // The leader master is killed while a job runs: a new leader takes over,
 // the job succeeds, and new submissions work.
 func TestJobSurvivesLeaderKill(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2)
 	data := generate(t, 4000)
 	j := c.submit(data, jobArgs("survivor", data, 40*time.Millisecond)...)
@@ -63,6 +64,7 @@ func TestJobSurvivesLeaderKill(t *testing.T) {
 // A worker is killed while a job runs: the job fails quickly with a
 // message naming the lost worker and host.
 func TestJobFailsWhenWorkerKilled(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 1) // one executor per worker: both workers are used
 	data := generate(t, 4000)
 	j := c.submit(data, jobArgs("victim", data, 200*time.Millisecond)...)
@@ -102,6 +104,7 @@ func TestJobFailsWhenWorkerKilled(t *testing.T) {
 
 // spindle kill stops a running job; its submit fails saying so.
 func TestKillCommand(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2)
 	data := generate(t, 4000)
 	j := c.submit(data, jobArgs("doomed", data, 200*time.Millisecond)...)
@@ -138,6 +141,7 @@ func TestKillCommand(t *testing.T) {
 // Every master is killed and restarted on its data directory: the cluster
 // state (workers, applications, executors) is back.
 func TestFullRestartKeepsState(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2)
 	data := generate(t, 1000)
 	j := c.submit(data, jobArgs("remembered", data, 0)...)

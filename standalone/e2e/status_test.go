@@ -14,6 +14,7 @@ import (
 // and by running, speaks JSON for scripts, and says at once what is wrong
 // with a --master that names no master.
 func TestStatusOutcomes(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2)
 	data := generate(t, 1000)
 	if code := c.submit(data, jobArgs("good", data, 0)...).wait(t, 2*time.Minute); code != 0 {
@@ -93,6 +94,7 @@ func workerAddr(t *testing.T, c *cluster) string {
 // TestSubmitToNoMasters: a submit to masters that are not there fails at
 // once, naming the addresses it tried, instead of retrying in silence.
 func TestSubmitToNoMasters(t *testing.T) {
+	t.Parallel()
 	data := generate(t, 100)
 	addr := testaddr.Free(t)
 	out, code := spindleCmd(t, "submit", "--master", "spindle://"+addr, "--conf", "spindle.network.interface=lo",

@@ -14,6 +14,7 @@ import (
 // (exit 2) and says so; the job id a successful submit prints is the
 // application id status shows.
 func TestSubmitToCluster(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 2)
 	data := generate(t, 1000)
 

@@ -15,6 +15,7 @@ import (
 // work together, status with them sees the worker, and a client without
 // them is refused.
 func TestTLSFromSpindleTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := filepath.Join(dir, "ca")
 	if out, code := spindleCmd(t, "tls", "ca", "--dir", ca); code != 0 {

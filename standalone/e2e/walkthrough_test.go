@@ -22,6 +22,7 @@ import (
 // checkpoint on HDFS, a failing job and a killed one; status then shows
 // SUCCEEDED, FAILED and KILLED.
 func TestReadmeWalkthrough(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.Command("/usr/bin/python3", "-c", "import torch").CombinedOutput(); err != nil {
 		t.Skip("python3-torch is not installed (make test installs it)")
 	}

@@ -46,6 +46,7 @@ func runWorker(t *testing.T, env []string, args []string) (int, string) {
 // waiting for masters it will never reach; a worker restarted under the id
 // of a dead one takes it over.
 func TestWorkerRefusals(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 1)
 	code, out := runWorker(t, env(), c.workerArgs("w1"))
 	if code != 2 || !strings.Contains(out, "worker id w1 is taken by the running worker at") || !strings.Contains(out, "--id") {

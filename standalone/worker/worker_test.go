@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spindle-ml/spindle/internal/auth"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
 	"github.com/spindle-ml/spindle/standalone/internal/secure"
@@ -87,10 +88,11 @@ func executors(t *testing.T, g *testcluster.Masters, appID string) map[string]*p
 func waitState(t *testing.T, g *testcluster.Masters, appID, id string, want pb.ExecutorState) *pb.ExecutorInfo {
 	t.Helper()
 	var e *pb.ExecutorInfo
-	testcluster.WaitFor(t, 20*time.Second, fmt.Sprintf("%s of %s to be %v", id, appID, want), func() bool {
+	testutil.WaitFor(t, 20*time.Second, testutil.Holds(fmt.Sprintf("%s of %s to be %v", id, appID, want), func() bool {
 		e = executors(t, g, appID)[id]
 		return e.GetState() == want
-	})
+	}))
+
 	return e
 }
 
@@ -188,10 +190,11 @@ func TestUnauthenticatedLaunchRefused(t *testing.T) {
 	if err := launch(testcluster.Secret, own, "legit"); err != nil {
 		t.Fatal(err)
 	}
-	testcluster.WaitFor(t, 10*time.Second, "the authenticated launch", func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the authenticated launch", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "legit"))
 		return err == nil
-	})
+	}))
+
 	if _, err := os.Stat(filepath.Join(dir, "pwned")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("an unauthenticated launch ran: %v", err)
 	}
@@ -269,7 +272,7 @@ func TestFIFO(t *testing.T) {
 		_, err := request(ctx, c, b, 30*time.Second, shells(2, 2, 64, 0, "sleep 60"))
 		bDone <- err
 	}()
-	testcluster.WaitFor(t, 10*time.Second, "b to queue", func() bool { return queued(t, g) == 1 })
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("b to queue", func() bool { return queued(t, g) == 1 }))
 	// One core would fit on w2 right now, but b is ahead.
 	_, err := request(ctx, c, small, 300*time.Millisecond, shells(1, 1, 64, 0, "sleep 60"))
 	if !errors.Is(err, apierr.ErrNoRoom) {
@@ -345,10 +348,11 @@ func TestReleaseAndKill(t *testing.T) {
 		t.Fatalf("killed executor: %d %q", e.GetExitCode(), e.GetMessage())
 	}
 	dir := filepath.Join(workDir(t, w), killed)
-	testcluster.WaitFor(t, 10*time.Second, "the killed app's directory to go", func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the killed app's directory to go", func() bool {
 		_, err := os.Stat(dir)
 		return errors.Is(err, os.ErrNotExist)
-	})
+	}))
+
 	if _, err := c.Kill(ctx, "no-such-app", ""); !errors.Is(err, apierr.ErrUnknownApp) {
 		t.Fatalf("kill unknown: %v", err)
 	}
@@ -455,10 +459,11 @@ func TestMutualTLS(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	testcluster.WaitFor(t, 15*time.Second, "the worker over TLS", func() bool {
+	testutil.WaitFor(t, 15*time.Second, testutil.Holds("the worker over TLS", func() bool {
 		st, err := c.Status(ctx)
 		return err == nil && len(st.Cluster.GetWorkers()) == 1 && st.Cluster.GetWorkers()[0].GetAlive()
-	})
+	}))
+
 	id := app(t, c, "tls")
 	if _, err := request(ctx, c, id, 5*time.Second, shells(1, 1, 64, 0, "exit 0")); err != nil {
 		t.Fatalf("gang over TLS: %v", err)
@@ -497,10 +502,11 @@ func TestStaleDirectoriesRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	testcluster.StartWorker(t, g.Addrs(), "w1", func(c *worker.Config) { c.WorkDir = dir; c.CleanupDelay = time.Hour })
-	testcluster.WaitFor(t, 10*time.Second, "the stale directory to go", func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the stale directory to go", func() bool {
 		_, err := os.Stat(old)
 		return errors.Is(err, os.ErrNotExist)
-	})
+	}))
+
 	if _, err := os.Stat(recent); err != nil {
 		t.Fatalf("recent directory removed: %v", err)
 	}

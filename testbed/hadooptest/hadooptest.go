@@ -2,7 +2,6 @@ package hadooptest
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -214,19 +213,4 @@ func (c *Cluster) Stop() {
 // Env returns the environment a Hadoop client needs to reach the cluster.
 func (c *Cluster) Env() []string {
 	return append(os.Environ(), "HADOOP_CONF_DIR="+c.ConfDir)
-}
-
-// WaitFor polls cond until it holds or ctx ends.
-func WaitFor(ctx context.Context, every time.Duration, cond func() (bool, error)) error {
-	for {
-		ok, err := cond()
-		if err != nil || ok {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(every):
-		}
-	}
 }

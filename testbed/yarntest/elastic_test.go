@@ -24,6 +24,7 @@ import (
 // executor's container killed makes it shrink to two. Every epoch still
 // feeds each row exactly once (row-id checksums).
 func TestSubmitElastic(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"client", "cluster"} {
 		t.Run(mode, func(t *testing.T) { testElastic(t, mode) })
 	}

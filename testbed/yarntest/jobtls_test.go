@@ -17,6 +17,7 @@ import (
 // executors' TLS bundle reaches their containers in the credentials, never
 // in a launch script, and they register with the driver over mutual TLS.
 func TestSubmitJobTLS(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"client", "cluster"} {
 		t.Run(mode, func(t *testing.T) {
 			s := startSite(t, yarntest.Config{NodeManagers: 2})

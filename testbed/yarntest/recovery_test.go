@@ -18,6 +18,7 @@ import (
 // on the nodes left even with spindle.failure.maxRestarts 0, and every
 // epoch still feeds each row exactly once.
 func TestSubmitLostNodeIsNotTheJobsFault(t *testing.T) {
+	t.Parallel()
 	const rows, epochs = 4000, 6
 	s := startSite(t, yarntest.Config{NodeManagers: 3})
 	data := t.TempDir()
@@ -77,6 +78,7 @@ var rankHostLine = regexp.MustCompile(`rank (\d) generation (\d) on (127\.0\.0\.
 // executors: the ApplicationMaster puts it on the application's blacklist,
 // and the ResourceManager grants no container there.
 func TestSubmitFailingHostIsLeftOut(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, yarntest.Config{Nodes: []yarntest.NodeConfig{
 		{MemoryMB: 4096, VCores: 4, Host: "127.0.0.1"}, {MemoryMB: 4096, VCores: 4, Host: "127.0.0.2"}}})
 	script := `echo "rank $SPINDLE_RANK generation $SPINDLE_GENERATION on $NM_HOST"
@@ -108,6 +110,7 @@ if [ "$SPINDLE_GENERATION" = 0 ] && [ "$SPINDLE_RANK" = 1 ]; then exit 3; fi`
 // rows its ranks took, out of all it feeds), in client and cluster mode;
 // it was 0 for the whole job before.
 func TestSubmitShowsProgress(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, yarntest.Config{})
 	data := t.TempDir()
 	ids, err := rowsum.WriteIDs(data, 2000)

@@ -25,7 +25,7 @@ import (
 // the gateway's launch tokens and the job log warns before their maximum
 // lifetime.
 func TestSecureTokenRenewalClusterMode(t *testing.T) {
-	s := startSecureSiteDropping(t, time.Second, 3*time.Second, []string{"KRB5_CONFIG"})
+	s := startSecureSiteDropping(t, tokenRenew, tokenMax, []string{"KRB5_CONFIG"})
 	input := s.putData(t)
 	kt, err := os.ReadFile(s.keytab)
 	if err != nil {
@@ -34,9 +34,9 @@ func TestSecureTokenRenewalClusterMode(t *testing.T) {
 
 	t.Run("keytab", func(t *testing.T) {
 		start := time.Now()
-		// Three times the client-mode test's epochs: the job outlives
-		// several of its tokens' lifetimes however fast this machine is.
-		j := s.secureJobEpochs(t, input, 2, 1500, "--deploy-mode", "cluster")
+		// The job outlives two of its tokens' lifetimes however fast this
+		// machine is.
+		j := s.secureJobEpochs(t, input, 2, epochsPast2Max, "--deploy-mode", "cluster")
 		code := j.wait(t, 3*time.Minute)
 		logs := j.stderr.String()
 		if code != 0 {
@@ -93,7 +93,7 @@ func TestSecureTokenRenewalClusterMode(t *testing.T) {
 		// ResourceManager does not renew launch tokens, so these live their
 		// whole (short) lifetime without renewal: the job is still running
 		// at three quarters of it.
-		s := startSecureSiteDropping(t, 4*time.Second, 4*time.Second, []string{"KRB5_CONFIG"})
+		s := startSecureSiteDropping(t, 2*tokenRenew, 2*tokenRenew, []string{"KRB5_CONFIG"})
 		input := s.putData(t)
 		before := len(s.yarn.Containers())
 		j := s.submit(t, "--deploy-mode", "cluster", "--conf", "spindle.executor.heartbeatInterval=200ms",

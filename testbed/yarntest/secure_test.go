@@ -13,6 +13,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver/tokenkeeper"
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 	"github.com/spindle-ml/spindle/testbed/krbtest"
 	"github.com/spindle-ml/spindle/testbed/yarntest"
@@ -88,16 +89,12 @@ func addSiteProps(t *testing.T, path string, props map[string]string) {
 	}
 }
 
-// secureJob submits the logistic-regression example with alice's keytab,
-// reading its input from the secure HDFS every epoch (no feed cache).
-func (s *secureSite) secureJob(t *testing.T, input string, executors int, extra ...string) *job {
-	return s.secureJobEpochs(t, input, executors, 500, extra...)
-}
-
-// secureJobEpochs is secureJob training for epochs.
+// secureJobEpochs submits the logistic-regression example with alice's
+// keytab, training for epochs and reading its input from the secure HDFS
+// every epoch (no feed cache).
 func (s *secureSite) secureJobEpochs(t *testing.T, input string, executors, epochs int, extra ...string) *job {
 	args := []string{"--principal", "alice", "--keytab", s.keytab,
-		"--conf", "spindle.executor.heartbeatInterval=200ms", "--conf", "spindle.executor.heartbeatTimeout=5s",
+		"--conf", "spindle.executor.heartbeatInterval=200ms", "--conf", "spindle.executor.heartbeatTimeout=" + testutil.Scale(5*time.Second).String(),
 		"--conf", "spindle.feed.cacheMemory=0", "--conf", "spindle.log.level=debug",
 		"--num-executors", strconv.Itoa(executors), "--executor-memory", "256m"}
 	args = append(args, extra...)
@@ -108,6 +105,22 @@ func (s *secureSite) secureJobEpochs(t *testing.T, input string, executors, epoc
 
 var tokenSeqRE = regexp.MustCompile(`token (\d+) for alice`)
 
+// The secure tests' delegation tokens must be renewed every tokenRenew
+// and live at most tokenMax. The test ResourceManager does not renew the
+// tokens of a launch context, as YARN's DelegationTokenRenewer would, so
+// the gateway's launch token lives only until its first renewal deadline:
+// tokenRenew must cover the time from the token's issue to the
+// NodeManager localizing the ApplicationMaster's binary with it, and the
+// driver's renewals, due at three quarters of it, must not fall behind.
+// At 1 s, a loaded machine missed both (the AM's container could not
+// localize spindle: the namenode refused the delegation token). Jobs that
+// must outlive two fresh generations train for epochsPast2Max epochs.
+var (
+	tokenRenew     = testutil.Scale(3 * time.Second)
+	tokenMax       = 2 * tokenRenew
+	epochsPast2Max = int(1500 * tokenRenew / (3 * time.Second))
+)
+
 // TestSecureTokenRenewal: on a Kerberized test YARN and HDFS whose
 // delegation tokens must be renewed every second and live three seconds
 // at most, the Go example runs for several times that with executors that
@@ -117,15 +130,15 @@ var tokenSeqRE = regexp.MustCompile(`token (\d+) for alice`)
 // connections with them; replaced tokens are cancelled. With
 // spindle.security.tokens.renew=false the same job fails, exit 1, with an error that names the expired token.
 func TestSecureTokenRenewal(t *testing.T) {
-	s := startSecureSite(t, time.Second, 3*time.Second)
+	s := startSecureSite(t, tokenRenew, tokenMax)
 	input := s.putData(t)
 
 	t.Run("renewed", func(t *testing.T) {
 		start := time.Now()
-		// Long enough for two fresh generations of 3 s tokens (one comes
-		// at 2.25 s) even on an idle machine, where 500 epochs once took
+		// Long enough for two fresh generations of 6 s tokens (one comes
+		// at 4.5 s) even on an idle machine, where 500 epochs once took
 		// only 4.6 s.
-		j := s.secureJobEpochs(t, input, 2, 1000)
+		j := s.secureJobEpochs(t, input, 2, epochsPast2Max)
 		code := j.wait(t, 3*time.Minute)
 		logs := j.stderr.String()
 		if code != 0 {
@@ -174,7 +187,7 @@ func TestSecureTokenRenewal(t *testing.T) {
 		// Two executors: the other rank's training process fails as well
 		// (its peer went) and may reach the driver first; the job's error
 		// must still name the cause.
-		j := s.secureJob(t, input, 2, "--conf", "spindle.security.tokens.renew=false")
+		j := s.secureJobEpochs(t, input, 2, epochsPast2Max, "--conf", "spindle.security.tokens.renew=false")
 		code := j.wait(t, 3*time.Minute)
 		logs := j.stderr.String()
 		if code != 1 {

@@ -224,6 +224,7 @@ func (s *site) putData(t *testing.T) string {
 // its staging directory is gone, and no launch script YARN wrote holds the
 // job secret.
 func TestSubmitLogReg(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, yarntest.Config{NodeManagers: 2})
 	input := s.putData(t)
 	j := s.submit(t, "--name", "yarn-logreg", "--queue", "default", "--num-executors", "2", "--executor-memory", "256m",
@@ -292,6 +293,7 @@ func runningExecutor(t *testing.T, s *site, j *job) yarntest.ContainerInfo {
 // event, so the job's error gives YARN's reason (and says a preemption was
 // not the job's fault).
 func TestSubmitContainerEnds(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, yarntest.Config{NodeManagers: 2})
 	data := t.TempDir()
 	os.WriteFile(filepath.Join(data, "d.csv"), []byte("x,label\n1,0\n2,1\n"), 0o644)
@@ -338,6 +340,7 @@ func TestSubmitContainerEnds(t *testing.T) {
 // NodeManagers refuse, fail the job (exit 1) saying what was missing or
 // refused, and leave nothing behind.
 func TestSubmitRefusals(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, yarntest.Config{NodeManagers: 2, Queues: []yarntest.QueueConfig{{Name: "ml", MemoryMB: 512}}})
 	data := t.TempDir()
 	os.WriteFile(filepath.Join(data, "d.csv"), []byte("x,label\n1,0\n2,1\n"), 0o644)
@@ -384,6 +387,7 @@ func TestSubmitRefusals(t *testing.T) {
 // with its AMRMToken and starts executors with NMTokens at privacy, and
 // the job runs.
 func TestSubmitProtected(t *testing.T) {
+	t.Parallel()
 	s := startSite(t, yarntest.Config{NodeManagers: 1, RPCProtection: "privacy"})
 	core := filepath.Join(s.confDir, "core-site.xml")
 	b, err := os.ReadFile(core)

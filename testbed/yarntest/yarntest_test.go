@@ -15,6 +15,7 @@ import (
 	"github.com/spindle-ml/spindle/driver"
 	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/yarntest"
 	"github.com/spindle-ml/spindle/yarn/am"
 	"github.com/spindle-ml/spindle/yarn/client"
@@ -28,18 +29,6 @@ func rmClient(t *testing.T, c *yarntest.Cluster) *client.Client {
 	}
 	t.Cleanup(func() { cl.Close() })
 	return cl
-}
-
-// poll calls f until it reports true or the deadline passes.
-func poll(t *testing.T, within time.Duration, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // submit submits an application whose AM is a shell command.
@@ -82,10 +71,11 @@ func startApp(t *testing.T, c *yarntest.Cluster, queue string) *amHarness {
 	t.Helper()
 	h := &amHarness{c: c, rm: rmClient(t, c), dir: t.TempDir()}
 	h.id = submit(t, h.rm, queue, 1, fmt.Sprintf(`cp "$HADOOP_TOKEN_FILE_LOCATION" %[1]s/tokens.tmp && env > %[1]s/env && mv %[1]s/tokens.tmp %[1]s/tokens && exec sleep 300`, h.dir))
-	poll(t, 20*time.Second, "AM credentials", func() bool {
+	testutil.WaitFor(t, 20*time.Second, testutil.Holds("AM credentials", func() bool {
 		_, err := os.Stat(filepath.Join(h.dir, "tokens"))
 		return err == nil
-	})
+	}))
+
 	creds, err := hadooprpc.ReadCredentialsFile(filepath.Join(h.dir, "tokens"))
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +130,7 @@ func specs(n int) []driver.ExecutorSpec {
 func containerOf(t *testing.T, c *yarntest.Cluster, exec string) yarntest.ContainerInfo {
 	t.Helper()
 	var info yarntest.ContainerInfo
-	poll(t, 10*time.Second, "running container of "+exec, func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("running container of "+exec, func() bool {
 		for _, ct := range c.Containers() {
 			if ct.ExecutorID == exec && ct.Running {
 				info = ct
@@ -148,7 +138,8 @@ func containerOf(t *testing.T, c *yarntest.Cluster, exec string) yarntest.Contai
 			}
 		}
 		return false
-	})
+	}))
+
 	return info
 }
 
@@ -173,6 +164,7 @@ func nextEnd(t *testing.T, a *am.Allocator, exec string) driver.Event {
 // report follows it from ACCEPTED to RUNNING (once the AM registers) to
 // FINISHED with the AM's final status, and unknown ids are refused.
 func TestApplicationLifecycle(t *testing.T) {
+	t.Parallel()
 	c := yarntest.NewTestCluster(t, yarntest.Config{NodeManagers: 2})
 	h := startApp(t, c, "default")
 	env, _ := os.ReadFile(filepath.Join(h.dir, "env"))
@@ -214,14 +206,15 @@ func TestApplicationLifecycle(t *testing.T) {
 	if rep.GetYarnApplicationState() != pb.YarnApplicationStateProto_FINISHED || rep.GetFinalApplicationStatus() != pb.FinalApplicationStatusProto_APP_SUCCEEDED || rep.GetDiagnostics() != "all done" {
 		t.Fatalf("after finish: %v %v %q", rep.GetYarnApplicationState(), rep.GetFinalApplicationStatus(), rep.GetDiagnostics())
 	}
-	poll(t, 10*time.Second, "executor containers stopped", func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("executor containers stopped", func() bool {
 		for _, ct := range c.Containers() {
 			if !ct.AM && ct.Running {
 				return false
 			}
 		}
 		return true
-	})
+	}))
+
 	if _, err := h.rm.Report(ctx, client.AppID{ClusterTimestamp: 1, ID: 99}); hadooprpc.ExceptionClass(err) != "org.apache.hadoop.yarn.exceptions.ApplicationNotFoundException" {
 		t.Errorf("unknown application: %v", err)
 	}
@@ -231,15 +224,17 @@ func TestApplicationLifecycle(t *testing.T) {
 // with attempts left YARN starts another, then fails the application with
 // the AM's stderr in the diagnostics.
 func TestAMFailure(t *testing.T) {
+	t.Parallel()
 	c := yarntest.NewTestCluster(t, yarntest.Config{NodeManagers: 1})
 	rm := rmClient(t, c)
 	id := submit(t, rm, "default", 2, "{ echo cannot reach the driver >&2; exit 3; } 1><LOG_DIR>/stdout 2><LOG_DIR>/stderr")
 	var rep *pb.ApplicationReportProto
-	poll(t, 20*time.Second, "application failed", func() bool {
+	testutil.WaitFor(t, 20*time.Second, testutil.Holds("application failed", func() bool {
 		r, err := rm.Report(context.Background(), id)
 		rep = r
 		return err == nil && client.IsFinal(r.GetYarnApplicationState())
-	})
+	}))
+
 	d := rep.GetDiagnostics()
 	if rep.GetYarnApplicationState() != pb.YarnApplicationStateProto_FAILED || !strings.Contains(d, "failed 2 times") ||
 		!strings.Contains(d, "exitCode: 3") || !strings.Contains(d, "cannot reach the driver") {
@@ -253,6 +248,7 @@ func TestAMFailure(t *testing.T) {
 // TestForceKill: forceKillApplication ends the application KILLED and
 // stops its AM.
 func TestForceKill(t *testing.T) {
+	t.Parallel()
 	c := yarntest.NewTestCluster(t, yarntest.Config{NodeManagers: 1})
 	h := startApp(t, c, "default")
 	done, err := h.rm.Kill(context.Background(), h.id, "test")
@@ -263,14 +259,15 @@ func TestForceKill(t *testing.T) {
 	if rep.GetYarnApplicationState() != pb.YarnApplicationStateProto_KILLED || !strings.Contains(rep.GetDiagnostics(), "killed by user tester") {
 		t.Fatalf("%v %q", rep.GetYarnApplicationState(), rep.GetDiagnostics())
 	}
-	poll(t, 10*time.Second, "AM stopped", func() bool {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("AM stopped", func() bool {
 		for _, ct := range c.Containers() {
 			if ct.Running {
 				return false
 			}
 		}
 		return true
-	})
+	}))
+
 }
 
 // TestContainerEnds ends an executor's container in each way YARN can and
@@ -278,6 +275,7 @@ func TestForceKill(t *testing.T) {
 // exit status, and a message naming the executor, the container and the
 // reason.
 func TestContainerEnds(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		fault func(c *yarntest.Cluster, ct yarntest.ContainerInfo) error
@@ -334,6 +332,7 @@ func TestContainerEnds(t *testing.T) {
 // AM's gang time out, release everything and say what was missing; the
 // queue's statistics explain why.
 func TestQueueWithoutRoom(t *testing.T) {
+	t.Parallel()
 	c := yarntest.NewTestCluster(t, yarntest.Config{Queues: []yarntest.QueueConfig{{Name: "ml", MemoryMB: 512}}})
 	h := startApp(t, c, "ml")
 	a, err := h.startAM(t, 2*time.Second)
@@ -368,6 +367,7 @@ func TestQueueWithoutRoom(t *testing.T) {
 // TestTokens: the scheduler and the NodeManagers take only the tokens the
 // ResourceManager signed with a live key, and say which one they refused.
 func TestTokens(t *testing.T) {
+	t.Parallel()
 	t.Run("wrong AMRMToken", func(t *testing.T) {
 		c := yarntest.NewTestCluster(t, yarntest.Config{NodeManagers: 1})
 		c.WrongTokens(yarntest.AMRMTokens, true)
@@ -415,7 +415,7 @@ func TestTokens(t *testing.T) {
 		}
 		c.RollMasterKeys()
 		calls := a.AllocateCalls()
-		poll(t, 10*time.Second, "allocate after the roll", func() bool { return a.AllocateCalls() >= calls+2 })
+		testutil.WaitFor(t, 10*time.Second, testutil.Holds("allocate after the roll", func() bool { return a.AllocateCalls() >= calls+2 }))
 		c.ExpireOldKeys()
 		// The AM reconnects with the rolled AMRMToken and starts new
 		// containers with the rolled NMToken.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hadooptest"
 )
 
@@ -182,13 +183,14 @@ func startStandalone(b *testing.B) standaloneCluster {
 			"--work-dir", filepath.Join(dir, w))
 	}
 	master := "spindle://" + addr
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	err := hadooptest.WaitFor(ctx, 200*time.Millisecond, func() (bool, error) {
+	err := testutil.Poll(time.Minute, func() error {
 		cmd := exec.Command(spindleBin, "status", "--master", master, "--json")
 		cmd.Env = e
-		out, _ := cmd.Output()
-		return strings.Count(string(out), `"alive": true`) == 3, nil
+		out, err := cmd.Output()
+		if n := strings.Count(string(out), `"alive": true`); n != 3 || err != nil {
+			return fmt.Errorf("%d of 3 workers alive (spindle status: %v)", n, err)
+		}
+		return nil
 	})
 	if err != nil {
 		b.Fatalf("standalone cluster not up: %v (logs in %s)", err, dir)

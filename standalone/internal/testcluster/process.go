@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/standalone/worker"
 )
 
@@ -105,11 +106,12 @@ func StartWorkerProcess(t testing.TB, addrs []string, id string, cores int, memo
 		close(wp.done)
 	}()
 	t.Cleanup(func() { wp.Kill() })
-	WaitFor(t, 30*time.Second, "worker process "+id+" to listen", func() bool {
+	testutil.WaitFor(t, 30*time.Second, testutil.Holds("worker process "+id+" to listen", func() bool {
 		b, err := os.ReadFile(pc.AddrFile)
 		wp.Addr = string(b)
 		return err == nil && len(b) > 0
-	})
+	}))
+
 	return wp
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/master"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
@@ -141,7 +142,7 @@ func (g *Masters) Running(i int) bool { return g.cancel[i] != nil }
 func (g *Masters) Leader() int {
 	g.t.Helper()
 	idx := -1
-	WaitFor(g.t, 15*time.Second, "a leader", func() bool {
+	testutil.WaitFor(g.t, 15*time.Second, testutil.Holds("a leader", func() bool {
 		for i, m := range g.Ms {
 			if g.Running(i) && m.IsLeader() {
 				idx = i
@@ -149,7 +150,8 @@ func (g *Masters) Leader() int {
 			}
 		}
 		return false
-	})
+	}))
+
 	return idx
 }
 
@@ -249,22 +251,10 @@ func (w *Worker) Stop(t testing.TB) {
 	w.cancel = nil
 }
 
-// WaitFor polls cond until it holds or d passes.
-func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // WaitWorkers waits until n workers are registered and alive.
 func (g *Masters) WaitWorkers(n int) {
 	g.t.Helper()
-	WaitFor(g.t, 15*time.Second, fmt.Sprintf("%d alive workers", n), func() bool {
+	testutil.WaitFor(g.t, 15*time.Second, testutil.Holds(fmt.Sprintf("%d alive workers", n), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		alive := 0
@@ -274,5 +264,6 @@ func (g *Masters) WaitWorkers(n int) {
 			}
 		}
 		return alive == n
-	})
+	}))
+
 }

@@ -1,0 +1,59 @@
+package testutil
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseTimescale(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want float64
+		bad  bool
+	}{
+		{"", 1, false}, {"1", 1, false}, {"2.5", 2.5, false},
+		{"0", 0, true}, {"-1", 0, true}, {"fast", 0, true}, {"1e9", 0, true},
+	} {
+		got, err := parseTimescale(c.in)
+		if c.bad {
+			if err == nil || !strings.Contains(err.Error(), EnvTimescale) {
+				t.Errorf("%q: err %v, want one naming %s", c.in, err, EnvTimescale)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%q: got %v, %v; want %v", c.in, got, err, c.want)
+		}
+	}
+}
+
+// TestPollQuotesTheLastError: at the deadline the error says what the
+// condition last reported, not merely that time ran out.
+func TestPollQuotesTheLastError(t *testing.T) {
+	n := 0
+	err := Poll(time.Millisecond, func() error {
+		n++
+		return errors.New("replica 2 at index " + strings.Repeat("9", n%2+1))
+	})
+	if err == nil || !strings.Contains(err.Error(), "replica 2 at index") || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("got %v, want the condition's last error quoted", err)
+	}
+}
+
+// TestPollReturnsOnceTheConditionHolds: a condition that comes true ends
+// the wait without error, however close to the deadline.
+func TestPollReturnsOnceTheConditionHolds(t *testing.T) {
+	n := 0
+	if err := Poll(time.Minute, Holds("third call", func() bool { n++; return n == 3 })); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Fatalf("cond called %d times, want 3", n)
+	}
+	err := Poll(0, Holds("leader", func() bool { return false }))
+	if err == nil || !strings.Contains(err.Error(), "no leader yet") {
+		t.Fatalf("got %v, want \"no leader yet\" quoted", err)
+	}
+}

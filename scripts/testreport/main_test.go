@@ -1,0 +1,44 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestReportShowsFailuresOnly: a passing test's output is dropped, a
+// failing one's printed, package lines passed on, and every test and
+// subtest counted.
+func TestReportShowsFailuresOnly(t *testing.T) {
+	in := strings.Join([]string{
+		`{"Action":"run","Package":"p","Test":"TestA"}`,
+		`{"Action":"output","Package":"p","Test":"TestA","Output":"=== RUN   TestA\n"}`,
+		`{"Action":"pass","Package":"p","Test":"TestA"}`,
+		`{"Action":"output","Package":"p","Test":"TestB","Output":"    b_test.go:9: replica 2 behind\n"}`,
+		`{"Action":"fail","Package":"p","Test":"TestB"}`,
+		`{"Action":"skip","Package":"p","Test":"TestC/sub"}`,
+		`{"Action":"output","Package":"p","Output":"FAIL\tp\t0.1s\n"}`,
+		`{"Action":"fail","Package":"p"}`,
+		`{"Action":"output","Package":"q","Test":"TestD","Output":"panic: boom\n"}`,
+		`{"Action":"fail","Package":"q"}`,
+		`{"ImportPath":"r","Action":"build-output","Output":"r/x.go:1: syntax error\n"}`,
+		`not json`,
+	}, "\n")
+	var out strings.Builder
+	r := newReport(&out)
+	if err := r.read(strings.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"replica 2 behind", "FAIL\tp", "panic: boom", "syntax error", "not json"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "=== RUN   TestA") {
+		t.Errorf("a passing test's output was printed:\n%s", got)
+	}
+	line := r.summary("unit", 0)
+	if want := "2 tests run, 1 failed, 1 skipped; 0 packages ok, 2 failed"; !strings.Contains(line, want) || !strings.Contains(line, "FAILED") {
+		t.Errorf("summary %q, want it to say %q", line, want)
+	}
+}
