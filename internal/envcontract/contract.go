@@ -119,6 +119,13 @@ const (
 	// PyArrow is set by users, not by Spindle: 0 makes the Python package
 	// read Arrow data with its own reader even when pyarrow is installed.
 	PyArrow = "SPINDLE_PYARROW"
+	// Binary is set by users on a gateway: the spindle executable the
+	// Python API (spindle.submit, spindle.run) runs instead of the one
+	// beside the interpreter or on PATH.
+	Binary = "SPINDLE_BINARY"
+	// RunResults is set by spindle.run for the ranks it runs a function
+	// on: which ranks print their return value for the caller to collect.
+	RunResults = "SPINDLE_RUN_RESULTS"
 )
 
 // DefaultCollectiveTimeout is how long a collective waits for a silent

@@ -26,6 +26,8 @@ uses too.
 	}
 	fmt.Fprintf(&b, "\n#: Set for the executor, never for the training process.\nJOB_SECRET = %q\n", JobSecret)
 	fmt.Fprintf(&b, "#: Set by users: 0 reads Arrow data without pyarrow.\nPYARROW = %q\n", PyArrow)
+	fmt.Fprintf(&b, "#: Set by users on a gateway: the spindle executable the Python API runs.\nBINARY = %q\n", Binary)
+	fmt.Fprintf(&b, "#: Set by spindle.run: the ranks whose return values it collects.\nRUN_RESULTS = %q\n", RunResults)
 	b.WriteString("\n#: Every value of SPINDLE_FEED_MODE.\nFEED_MODES = (")
 	for i, m := range FeedModes {
 		if i > 0 {

@@ -61,6 +61,10 @@ HADOOP_USER_NAME = "HADOOP_USER_NAME"
 JOB_SECRET = "SPINDLE_JOB_SECRET"
 #: Set by users: 0 reads Arrow data without pyarrow.
 PYARROW = "SPINDLE_PYARROW"
+#: Set by users on a gateway: the spindle executable the Python API runs.
+BINARY = "SPINDLE_BINARY"
+#: Set by spindle.run: the ranks whose return values it collects.
+RUN_RESULTS = "SPINDLE_RUN_RESULTS"
 
 #: Every value of SPINDLE_FEED_MODE.
 FEED_MODES = ("arrow", "tensor", "direct", "none")

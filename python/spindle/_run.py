@@ -17,13 +17,14 @@ import shutil
 import sys
 import tempfile
 
-from . import _submit
+from . import _contract, _submit
 from ._errors import SpindleError
 
 PAYLOAD = "spindle-run-payload.pkl"
-RESULTS_ENV = "SPINDLE_RUN_RESULTS"
-MARK = "SPINDLE_RUN_RESULT"
-_MARKED = re.compile(r"^\[rank (\d+)\] " + MARK + r" (\d+)/(\d+) (\S*)$")
+RESULTS_ENV = _contract.RUN_RESULTS
+# Marks the lines a rank prints its pickled return value on.
+MARK = "spindle.run:result"
+_MARKED = re.compile(r"^\[rank (\d+)\] " + re.escape(MARK) + r" (\d+)/(\d+) (\S*)$")
 
 
 def _pickler():

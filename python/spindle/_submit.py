@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 
+from . import _contract
 from ._errors import SpindleError
 
 # Flags taking one value: submit's keyword -> spindle submit's flag.
@@ -52,7 +53,7 @@ class JobFailed(SpindleError):
 
 def binary():
     """Return the spindle executable to run: $SPINDLE_BINARY, the one beside this interpreter, or PATH's."""
-    env = os.environ.get("SPINDLE_BINARY")
+    env = os.environ.get(_contract.BINARY)
     if env:
         return env
     # A notebook kernel from a venv may not have the venv's bin on PATH.
