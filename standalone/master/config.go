@@ -134,9 +134,9 @@ func DefaultConfig() Config {
 	return Config{
 		Addr:               "0.0.0.0:7077",
 		RaftAddr:           "127.0.0.1:7001",
-		HeartbeatTimeout:   time.Second,
-		ElectionTimeout:    time.Second,
-		LeaderLeaseTimeout: 500 * time.Millisecond,
+		HeartbeatTimeout:   150 * time.Millisecond,
+		ElectionTimeout:    150 * time.Millisecond,
+		LeaderLeaseTimeout: 150 * time.Millisecond,
 		CommitTimeout:      50 * time.Millisecond,
 		SnapshotInterval:   30 * time.Second,
 		SnapshotThreshold:  2048,
