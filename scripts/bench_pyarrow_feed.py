@@ -4,8 +4,9 @@ The same rows (16 float32 features and an int64 label) are read three
 ways, each trial in a fresh interpreter so that import costs count as they
 do in a training process:
 
-  spindle-pyarrow  spindle.Feed over an Arrow IPC stream on a Unix socket,
-                   batches decoded by pyarrow (the default with pyarrow)
+  spindle-default  spindle.Feed over an Arrow IPC stream on a Unix socket,
+                   as a training process reads it (use_pyarrow=None)
+  spindle-pyarrow  the same stream, batches decoded by pyarrow
   spindle-builtin  the same stream, decoded by the built-in numpy reader
   pyarrow-dataset  pyarrow.dataset over the same rows in Parquet
 
@@ -16,7 +17,7 @@ whole pass. The stream is served from memory by another process, so this
 measures the consumer side only. Runs interleaved, medians over the
 rounds, each as a ratio to pyarrow-dataset.
 
-Run it with an interpreter that has pyarrow: python3 bench_pyarrow_feed.py [rows] [rounds]
+The trials run without SPINDLE_PYARROW. Run it with an interpreter that has pyarrow: python3 bench_pyarrow_feed.py [rows] [rounds]
 """
 
 import json
@@ -30,7 +31,7 @@ import time
 
 PYTHON_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
 BATCH = 16384
-MODES = ("pyarrow-dataset", "spindle-pyarrow", "spindle-builtin")
+MODES = ("pyarrow-dataset", "spindle-default", "spindle-pyarrow", "spindle-builtin")
 
 TRIAL = r"""
 import json, sys, time
@@ -50,7 +51,8 @@ if mode == "pyarrow-dataset":
             first = time.perf_counter() - t0
 else:
     import spindle
-    feed = spindle.Feed(path, mode="arrow", use_pyarrow=(mode == "spindle-pyarrow"), label_column="label")
+    use = {"spindle-default": None, "spindle-pyarrow": True, "spindle-builtin": False}[mode]
+    feed = spindle.Feed(path, mode="arrow", use_pyarrow=use, label_column="label")
     for x, y in feed.tensors():
         rows += len(y)
         if first is None:
@@ -104,8 +106,10 @@ def serve(stream, path):
 
 def trial(mode, d):
     path = os.path.join(d, "data.parquet") if mode == "pyarrow-dataset" else os.path.join(d, "feed.sock")
+    env = {k: v for k, v in os.environ.items() if k != "SPINDLE_PYARROW"}
+    env["PYTHONPATH"] = PYTHON_DIR
     out = subprocess.run([sys.executable, "-c", TRIAL, mode, path, str(BATCH)], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=PYTHON_DIR), check=False)
+                         env=env, check=False)
     if out.returncode != 0:
         sys.exit(f"bench_pyarrow_feed: {mode} failed: {out.stderr.strip()}")
     return json.loads(out.stdout)

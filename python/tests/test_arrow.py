@@ -293,5 +293,53 @@ class PyarrowColumnsTest(unittest.TestCase):
         self.assertEqual(out.stdout.strip(), "False", "reading a batch through pyarrow loaded pyarrow.compute")
 
 
+@unittest.skipUnless(pyarrow_available(), "pyarrow is not installed")
+class AutoDecoderTest(unittest.TestCase, AssertColumns):
+    """use_pyarrow=None: the built-in reader, pyarrow only where it is needed."""
+
+    def test_compressed_batches_go_to_pyarrow(self):
+        exp = support.expected("lz4.arrows")
+        _, batches = read_all(support.fixture("lz4.arrows"), use_pyarrow=None)
+        self.assertEqual(len(batches), len(exp["batches"]))
+        for got, want in zip(batches, exp["batches"]):
+            self.assert_batch(got, want, exp["fields"])
+
+    def test_nested_columns_go_to_pyarrow(self):
+        s, batches = read_all(support.fixture("nested.arrows"), use_pyarrow=None)
+        self.assertIsNotNone(s._pa)
+        self.assertTrue(batches)
+
+    def test_plain_streams_stay_builtin(self):
+        for name in ("primitives.arrows", "variable.arrows", "dictionary.arrows"):
+            with self.subTest(name):
+                exp = support.expected(name)
+                s, batches = read_all(support.fixture(name), use_pyarrow=None)
+                self.assertIsNone(s._pa)
+                for got, want in zip(batches, exp["batches"]):
+                    self.assert_batch(got, want, exp["fields"])
+
+    def test_default_feed_does_not_import_pyarrow(self):
+        # A fresh interpreter: importing pyarrow costs more than the
+        # built-in reader takes for the stream's first million rows.
+        import subprocess
+        import sys
+
+        d = support.short_tempdir(self)
+        srv = support.FeedServer(os.path.join(d, "feed.sock"), [support.fixture("primitives.arrows")])
+        self.addCleanup(srv.close)
+        code = ("import sys\n"
+                "import spindle\n"
+                "ep = spindle.Feed(sys.argv[1], mode='arrow').batches()\n"
+                "n = sum(1 for _ in ep)\n"
+                "assert n > 0, n\n"
+                "print('pyarrow' in sys.modules)\n")
+        env = dict(os.environ, PYTHONPATH=support.PYTHON_DIR)
+        env.pop("SPINDLE_PYARROW", None)
+        out = subprocess.run([sys.executable, "-c", code, srv.path], capture_output=True, text=True, env=env,
+                             check=False)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), "False", "the default feed imported pyarrow for a plain stream")
+
+
 if __name__ == "__main__":
     unittest.main()
