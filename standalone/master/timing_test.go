@@ -101,3 +101,16 @@ func TestNoSpuriousElectionUnderLoad(t *testing.T) {
 		t.Errorf("%d leader terms taken up across the masters under load; want 1", terms)
 	}
 }
+
+// TestBarrierTimeoutOutlastsShortElections checks that short Raft timeouts
+// do not shorten a new leader's wait for its state machine to catch up,
+// which a long log on a loaded machine needs.
+func TestBarrierTimeoutOutlastsShortElections(t *testing.T) {
+	for _, et := range []time.Duration{DefaultConfig().ElectionTimeout, 150 * time.Millisecond, 5 * time.Second} {
+		c := DefaultConfig()
+		c.ElectionTimeout = et
+		if got := barrierTimeout(c); got < 10*time.Second || got < 10*et {
+			t.Errorf("election timeout %s: barrier timeout %s, want at least 10s and ten election timeouts", et, got)
+		}
+	}
+}
