@@ -180,6 +180,10 @@ func (c *Config) Validate() error {
 	if c.HeartbeatTimeout < 5*time.Millisecond || c.ElectionTimeout < 5*time.Millisecond {
 		return bad("raft heartbeat timeout %s and election timeout %s must be at least 5ms", c.HeartbeatTimeout, c.ElectionTimeout)
 	}
+	if c.ElectionTimeout < c.HeartbeatTimeout {
+		return bad("raft election timeout %s is shorter than the heartbeat timeout %s; raise spindle.master.raft.electionTimeout with spindle.master.raft.heartbeatTimeout",
+			c.ElectionTimeout, c.HeartbeatTimeout)
+	}
 	if c.LeaderLeaseTimeout <= 0 || c.LeaderLeaseTimeout > c.HeartbeatTimeout {
 		return bad("raft leader lease timeout %s must be positive and at most the heartbeat timeout %s", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
 	}
