@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/testcluster"
 	"github.com/spindle-ml/spindle/standalone/master"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
@@ -72,57 +73,70 @@ func BenchmarkStandaloneLaunch8(b *testing.B) {
 	}
 }
 
+// raftTimings are the Raft timeouts one failover measurement runs with.
+type raftTimings struct {
+	name                 string
+	heartbeat, election  time.Duration
+	lease, commitTimeout time.Duration
+}
+
+func (rt raftTimings) apply(c *master.Config) {
+	c.HeartbeatTimeout, c.ElectionTimeout = rt.heartbeat, rt.election
+	c.LeaderLeaseTimeout, c.CommitTimeout = rt.lease, rt.commitTimeout
+}
+
 // BenchmarkStandaloneFailover measures leader failover: from stopping the
-// leader to the first write a client given every master gets committed,
-// with the default Raft timeouts and with small ones.
+// leader to the first write a client given every master gets committed.
+// The default Raft timeouts run beside the earlier defaults (1 s
+// heartbeat and election), the baseline, on two 3-master groups alive at
+// once, the runs interleaved so that both see the same machine load.
 func BenchmarkStandaloneFailover(b *testing.B) {
-	for _, tc := range []struct {
-		name string
-		mod  func(*master.Config)
-	}{
-		{"defaults", func(c *master.Config) {
-			d := master.DefaultConfig()
-			c.HeartbeatTimeout, c.ElectionTimeout = d.HeartbeatTimeout, d.ElectionTimeout
-			c.LeaderLeaseTimeout, c.CommitTimeout = d.LeaderLeaseTimeout, d.CommitTimeout
-		}},
-		{"fast", nil},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			const runs = 5
-			g := testcluster.StartMasters(b, 3, tc.mod)
-			c := g.Client()
-			write := func(ctx context.Context, name string) error {
-				return c.Call(ctx, false, func(ctx context.Context, m pb.MasterClient) error {
-					_, err := m.RegisterApp(ctx, &pb.RegisterAppRequest{Name: name, RequestId: name})
-					return err
-				})
-			}
-			for i := 0; i < b.N; i++ {
-				var took []time.Duration
-				for r := 0; r < runs; r++ {
-					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-					if err := write(ctx, fmt.Sprintf("warm-%d-%d", i, r)); err != nil {
-						b.Fatal(err)
-					}
-					l := g.Leader()
-					// The clock starts once the leader's Raft is shut down:
-					// from then on the followers hear nothing, as after a kill.
-					g.Stop(l)
-					start := time.Now()
-					if err := write(ctx, fmt.Sprintf("after-%d-%d", i, r)); err != nil {
-						b.Fatal(err)
-					}
-					took = append(took, time.Since(start))
-					g.Start(l)
-					cancel()
-				}
-				m := median(took)
-				hb := g.Cfgs[0].HeartbeatTimeout
-				b.ReportMetric(ms(m), "ms-failover")
-				b.ReportMetric(float64(m)/float64(hb), "x-heartbeat-timeout")
-				b.Logf("leader failover (kill to first committed write): median %.0f ms over %d runs, %.1fx the heartbeat timeout; raft: %s",
-					ms(m), runs, float64(m)/float64(hb), g.Ms[0].RaftTimeouts())
-			}
+	d := master.DefaultConfig()
+	timings := []raftTimings{
+		{"defaults", d.HeartbeatTimeout, d.ElectionTimeout, d.LeaderLeaseTimeout, d.CommitTimeout},
+		{"earlier-defaults", time.Second, time.Second, 500 * time.Millisecond, 50 * time.Millisecond},
+	}
+	const runs = 5
+	groups := make([]*testcluster.Masters, len(timings))
+	clients := make([]*client.Client, len(timings))
+	for i, rt := range timings {
+		groups[i] = testcluster.StartMasters(b, 3, rt.apply)
+		clients[i] = groups[i].Client()
+	}
+	write := func(ctx context.Context, c *client.Client, name string) error {
+		return c.Call(ctx, false, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.RegisterApp(ctx, &pb.RegisterAppRequest{Name: name, RequestId: name})
+			return err
 		})
+	}
+	for i := 0; i < b.N; i++ {
+		took := make([][]time.Duration, len(timings))
+		for r := 0; r < runs; r++ {
+			for k, g := range groups {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				if err := write(ctx, clients[k], fmt.Sprintf("warm-%d-%d", i, r)); err != nil {
+					b.Fatal(err)
+				}
+				l := g.Leader()
+				// The clock starts once the leader's Raft is shut down:
+				// from then on the followers hear nothing, as after a kill.
+				g.Stop(l)
+				start := time.Now()
+				if err := write(ctx, clients[k], fmt.Sprintf("after-%d-%d", i, r)); err != nil {
+					b.Fatal(err)
+				}
+				took[k] = append(took[k], time.Since(start))
+				g.Start(l)
+				cancel()
+			}
+		}
+		base := median(took[1])
+		for k, rt := range timings {
+			m := median(took[k])
+			b.ReportMetric(ms(m), "ms-failover-"+rt.name)
+			b.Logf("leader failover (kill to first committed write), %s: median %.0f ms over %d runs, %.2fx the earlier defaults; raft: %s",
+				rt.name, ms(m), runs, float64(m)/float64(base), groups[k].Ms[0].RaftTimeouts())
+		}
+		b.ReportMetric(float64(median(took[0]))/float64(base), "x-earlier-defaults")
 	}
 }

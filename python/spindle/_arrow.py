@@ -554,7 +554,12 @@ class StreamReader:
     """Reads one Arrow IPC stream: its schema, then record batches.
 
     With ``use_pyarrow``, message framing is still done here (so that a cut
-    stream is always detected) and pyarrow decodes the batches.
+    stream is always detected) and pyarrow decodes the batches. With
+    ``use_pyarrow=None`` the built-in reader decodes them unless the schema
+    has columns it does not decode, or a batch comes compressed (in a
+    stream without dictionaries), and pyarrow is installed: importing
+    pyarrow alone costs more than the built-in reader takes for a
+    stream's first million rows.
     """
 
     def __init__(self, rd, use_pyarrow=False):
@@ -582,18 +587,26 @@ class StreamReader:
             self.schema = parse_schema(msg.header)
         except (struct.error, UnicodeDecodeError) as e:
             raise FeedError(f"{rd.name}: malformed Arrow schema: {e}") from None
+        self._schema_raw = msg.raw
+        self._auto = use_pyarrow is None
+        if self._auto:
+            use_pyarrow = any(f.kind == "unsupported" for f in self.schema.fields) and pyarrow_available()
         if use_pyarrow:
-            import pyarrow as pa
-            import pyarrow.ipc  # noqa: F401  (loads the submodule)
+            self._use_pyarrow()
 
-            self._pa = pa
-            if any(f.kind == "dict" for f in self.schema.fields):
-                # pyarrow keeps the dictionaries itself: its stream reader
-                # reads the messages framed here.
-                self._pa_replay = _Replay(msg.raw)
-                self._pa_reader = pa.ipc.open_stream(self._pa_replay)
-            else:
-                self._pa_schema = pa.ipc.read_schema(pa.py_buffer(msg.raw))
+    def _use_pyarrow(self):
+        """Decode this stream's batches with pyarrow from here on."""
+        import pyarrow as pa
+        import pyarrow.ipc  # noqa: F401  (loads the submodule)
+
+        self._pa = pa
+        if any(f.kind == "dict" for f in self.schema.fields):
+            # pyarrow keeps the dictionaries itself: its stream reader
+            # reads the messages framed here.
+            self._pa_replay = _Replay(self._schema_raw)
+            self._pa_reader = pa.ipc.open_stream(self._pa_replay)
+        else:
+            self._pa_schema = pa.ipc.read_schema(pa.py_buffer(self._schema_raw))
 
     def next(self):
         """Return the next batch as a dict of columns, or None at the end of the stream."""
@@ -616,6 +629,9 @@ class StreamReader:
                 raise FeedError(f"{self._rd.name}: Arrow stream ends after a dictionary batch")
         if msg.header_type != _HEADER_RECORD_BATCH:
             raise FeedError(f"{self._rd.name}: unexpected {msg.kind} message inside an Arrow stream")
+        if (self._auto and self._pa is None and msg.header.table(3) is not None
+                and not any(f.kind == "dict" for f in self.schema.fields) and pyarrow_available()):
+            self._use_pyarrow()  # compressed: the built-in reader cannot
         if self._pa is not None:
             from ._columns import from_pyarrow_batch
 
@@ -633,6 +649,16 @@ class StreamReader:
             return decode_record_batch(self.schema, msg.header, msg.body, self._rd.name, self._dicts)
         except struct.error as e:
             raise FeedError(f"{self._rd.name}: malformed record batch: {e}") from None
+
+
+def pyarrow_available():
+    """Report whether pyarrow and its IPC module can be imported."""
+    try:
+        import pyarrow  # noqa: F401
+        import pyarrow.ipc  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 class _Replay:

@@ -1,8 +1,20 @@
 """Column conversions shared by the feed modes."""
 
+import sys
+
 import numpy as np
 
 from ._errors import FeedError
+
+
+def is_masked(arr):
+    """Say whether arr is a numpy masked array.
+
+    numpy loads numpy.ma on first use, which takes tens of milliseconds; an
+    array cannot be masked before it is loaded, so asking does not load it.
+    """
+    ma = sys.modules.get("numpy.ma")
+    return ma is not None and isinstance(arr, ma.MaskedArray)
 
 
 def _kind_name(arr):
@@ -16,14 +28,14 @@ def to_float32(name, arr):
     if arr.dtype.kind not in "biuf":
         raise FeedError(f"column {name!r} holds {_kind_name(arr)}; tensors() needs integer, float or "
                         "boolean columns (leave it out with --columns, or read it with batches())")
-    if isinstance(arr, np.ma.MaskedArray):
+    if is_masked(arr):
         return np.ma.filled(arr.astype(np.float32), np.nan)
     return arr.astype(np.float32, copy=False)
 
 
 def labels_of(name, arr):
     """Return a label column as a plain array: its own dtype, or float32 with NaN when it has nulls."""
-    if isinstance(arr, np.ma.MaskedArray):
+    if is_masked(arr):
         if arr.mask is np.ma.nomask or not arr.mask.any():
             return arr.data
         return to_float32(name, arr)
@@ -73,14 +85,36 @@ def concat(parts):
     return np.concatenate(parts)
 
 
+def _bits(buf, offset, n):
+    """Return bits offset..offset+n of an Arrow bitmap buffer as a bool array."""
+    return np.unpackbits(np.frombuffer(buf, dtype=np.uint8), count=offset + n, bitorder="little")[offset:].astype(bool)
+
+
+def _masked_from_buffers(pa, arr):
+    """Return an integer or boolean pyarrow Array with nulls as a masked array, its nulls 0 (False).
+
+    Read from the array's buffers with numpy: pyarrow's own way (fill_null,
+    is_null) loads pyarrow.compute, which costs a tenth of a second or more.
+    """
+    n, off = len(arr), arr.offset
+    validity, data = arr.buffers()[:2]
+    mask = ~_bits(validity, off, n)
+    if pa.types.is_boolean(arr.type):
+        values = _bits(data, off, n)
+    else:
+        values = np.frombuffer(data, dtype=arr.type.to_pandas_dtype(), count=off + n)[off:].copy()
+    values[mask] = 0
+    return np.ma.MaskedArray(values, mask=mask)
+
+
 def from_pyarrow_array(arr):
     """Convert a pyarrow Array the way the built-in reader decodes columns.
 
     Floats hold NaN for nulls, dates and times NaT, strings None, and
-    integer and boolean columns with nulls become masked arrays.
+    integer and boolean columns with nulls become masked arrays. No
+    conversion loads pyarrow.compute but decoding a dictionary column.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if hasattr(arr, "combine_chunks"):
         arr = arr.combine_chunks()
@@ -88,10 +122,7 @@ def from_pyarrow_array(arr):
         arr = arr.dictionary_decode()
     t = arr.type
     if arr.null_count and (pa.types.is_integer(t) or pa.types.is_boolean(t)):
-        zero = pa.scalar(False if pa.types.is_boolean(t) else 0, type=t)
-        values = pc.fill_null(arr, zero).to_numpy(zero_copy_only=False)
-        mask = arr.is_null().to_numpy(zero_copy_only=False)
-        return np.ma.MaskedArray(values, mask=mask)
+        return _masked_from_buffers(pa, arr)
     return arr.to_numpy(zero_copy_only=False)
 
 

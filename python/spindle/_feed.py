@@ -7,6 +7,7 @@ import stat
 import numpy as np
 
 from . import _arrow, _contract, _direct, _env, _shm, _tensor, _timeline
+from ._arrow import pyarrow_available  # noqa: F401  (the package exports it from here)
 from ._columns import assemble
 from ._errors import FeedError
 from ._io import ExactReader
@@ -37,16 +38,6 @@ def position():
         return ep.epoch + 1, 0
     return ep.epoch, ep.start_batch + ep.batches
 _SOCKET_BUFFER = 4 << 20
-
-
-def pyarrow_available():
-    """Report whether pyarrow can be imported."""
-    try:
-        import pyarrow  # noqa: F401
-        import pyarrow.ipc  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 class _ArrowSource:
@@ -231,9 +222,14 @@ class Feed:
     overrides SPINDLE_FEED; mode (``"arrow"``, ``"tensor"``, ``"direct"``)
     overrides SPINDLE_FEED_MODE, and when neither says, the mode is detected
     from the path (a socket or a JSON file) and the stream's first bytes.
-    use_pyarrow chooses the Arrow decoder: None uses pyarrow when it is
-    installed and SPINDLE_PYARROW is not ``0``. label_column names the
-    label for :meth:`tensors` when the feed does not say.
+    use_pyarrow chooses the Arrow decoder: True uses pyarrow, False the
+    built-in reader. None (unless SPINDLE_PYARROW is ``0``, which means
+    False) decodes a stream from the executor with the built-in reader,
+    which is faster and needs no import, and with pyarrow, when installed,
+    where it is needed (columns of nested types, compressed batches);
+    Parquet read directly goes through pyarrow when installed. Both
+    decoders give the same columns. label_column names the label for
+    :meth:`tensors` when the feed does not say.
     """
 
     def __init__(self, path=None, mode=None, use_pyarrow=None, label_column=None):
@@ -245,11 +241,12 @@ class Feed:
             mode = str(mode).strip().lower()
             if mode not in _env.FEED_MODES:
                 raise FeedError(f"feed mode {mode!r} is not one of {', '.join(_env.FEED_MODES)}")
-        if use_pyarrow is None:
-            use_pyarrow = os.environ.get(_contract.PYARROW, "1") != "0" and pyarrow_available()
+        if use_pyarrow is None and os.environ.get(_contract.PYARROW, "1") == "0":
+            use_pyarrow = False
         self.path = os.fspath(path)
         self.mode = mode
-        self.use_pyarrow = bool(use_pyarrow)
+        #: True, False, or None: each decoder where it serves best.
+        self.use_pyarrow = None if use_pyarrow is None else bool(use_pyarrow)
         self.label_column = label_column
         #: The number of the epoch opened last, or None before the first.
         self.last_epoch = None
@@ -299,6 +296,12 @@ class Feed:
             raise FeedError(f"connect to feed {self.path}: {e.strerror or e}") from None
         return s, ExactReader(s.makefile("rb", buffering=_READ_BUFFER), self.path)
 
+    def _direct_pyarrow(self):
+        """Say whether direct mode reads files with pyarrow: when installed, unless told otherwise."""
+        if self.use_pyarrow is None:
+            self.use_pyarrow = pyarrow_available()
+        return self.use_pyarrow
+
     def _open_source(self):
         if self._pending is not None:
             src, self._pending = self._pending, None
@@ -313,11 +316,11 @@ class Feed:
             self._direct_next += 1
             if k >= spec.epochs:
                 try:
-                    cols = _direct.DirectEpoch(spec, -1, self.use_pyarrow).columns
+                    cols = _direct.DirectEpoch(spec, -1, self._direct_pyarrow()).columns
                 except FeedError:
                     cols = []  # the end of the feed needs no data
                 return _EndSource(cols, spec.label_column)
-            src = _direct.DirectEpoch(spec, k, self.use_pyarrow)
+            src = _direct.DirectEpoch(spec, k, self._direct_pyarrow())
             if k == spec.start_epoch:
                 for _ in range(spec.start_batch):  # consumed before the restart
                     if src.next_columns() is None:

@@ -238,5 +238,108 @@ class FileTest(unittest.TestCase, AssertColumns):
                 self.assertIn("x.arrow", str(cm.exception))
 
 
+@unittest.skipUnless(pyarrow_available(), "pyarrow is not installed")
+class PyarrowColumnsTest(unittest.TestCase):
+    """Columns decoded by pyarrow, converted without loading pyarrow.compute."""
+
+    def test_nulls_in_integers_and_booleans(self):
+        import pyarrow as pa
+
+        from spindle._columns import from_pyarrow_array
+
+        values = {
+            pa.int8(): [1, None, -3, 4, None, 6, 7, 8, 9, None, 11],
+            pa.uint16(): [None, 2, 3, None, 5, 6, 7, 8, 9, 10, 11],
+            pa.int64(): [2**40, None, 3, 4, 5, 6, 7, 8, 9, 10, -(2**40)],
+            pa.bool_(): [True, None, False, True, True, None, False, True, False, True, None],
+        }
+        for typ, vals in values.items():
+            for off in (0, 1, 3, 9):  # sliced arrays start inside their buffers' bytes
+                with self.subTest(type=str(typ), offset=off):
+                    arr = pa.array(vals, type=typ).slice(off)
+                    got = from_pyarrow_array(arr)
+                    want = vals[off:]
+                    self.assertEqual(isinstance(got, np.ma.MaskedArray), None in want)
+                    self.assertEqual(got.dtype, np.dtype(typ.to_pandas_dtype()))
+                    self.assertEqual(np.ma.getmaskarray(got).tolist(), [v is None for v in want])
+                    self.assertEqual(np.ma.getdata(got).tolist(), [0 if v is None else v for v in want])
+
+    def test_reading_loads_no_pyarrow_compute(self):
+        # A fresh interpreter: pyarrow.compute takes a tenth of a second or
+        # more to load, which the first batch of every epoch paid.
+        import subprocess
+        import sys
+        import tempfile
+
+        import pyarrow as pa
+        import pyarrow.ipc
+
+        t = pa.table({"f": pa.array([1.5, None, 2.5], pa.float32()), "i": pa.array([1, None, 3], pa.int32()),
+                      "b": pa.array([True, None, False]), "s": pa.array(["a", None, "c"])})
+        with tempfile.NamedTemporaryFile(suffix=".arrows") as f:
+            with pa.ipc.new_stream(f.name, t.schema) as w:
+                w.write_table(t)
+            code = (
+                "import io, sys\n"
+                "from spindle import _arrow\n"
+                "from spindle._io import ExactReader\n"
+                "s = _arrow.StreamReader(ExactReader(open(sys.argv[1], 'rb'), 'f'), use_pyarrow=True)\n"
+                "b = s.next()\n"
+                "assert b['i'].mask.tolist() == [False, True, False], b\n"
+                "print('pyarrow.compute' in sys.modules)\n")
+            out = subprocess.run([sys.executable, "-c", code, f.name], capture_output=True, text=True,
+                                 env=dict(os.environ, PYTHONPATH=support.PYTHON_DIR), check=False)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), "False", "reading a batch through pyarrow loaded pyarrow.compute")
+
+
+@unittest.skipUnless(pyarrow_available(), "pyarrow is not installed")
+class AutoDecoderTest(unittest.TestCase, AssertColumns):
+    """use_pyarrow=None: the built-in reader, pyarrow only where it is needed."""
+
+    def test_compressed_batches_go_to_pyarrow(self):
+        exp = support.expected("lz4.arrows")
+        _, batches = read_all(support.fixture("lz4.arrows"), use_pyarrow=None)
+        self.assertEqual(len(batches), len(exp["batches"]))
+        for got, want in zip(batches, exp["batches"]):
+            self.assert_batch(got, want, exp["fields"])
+
+    def test_nested_columns_go_to_pyarrow(self):
+        s, batches = read_all(support.fixture("nested.arrows"), use_pyarrow=None)
+        self.assertIsNotNone(s._pa)
+        self.assertTrue(batches)
+
+    def test_plain_streams_stay_builtin(self):
+        for name in ("primitives.arrows", "variable.arrows", "dictionary.arrows"):
+            with self.subTest(name):
+                exp = support.expected(name)
+                s, batches = read_all(support.fixture(name), use_pyarrow=None)
+                self.assertIsNone(s._pa)
+                for got, want in zip(batches, exp["batches"]):
+                    self.assert_batch(got, want, exp["fields"])
+
+    def test_default_feed_does_not_import_pyarrow(self):
+        # A fresh interpreter: importing pyarrow costs more than the
+        # built-in reader takes for the stream's first million rows.
+        import subprocess
+        import sys
+
+        d = support.short_tempdir(self)
+        srv = support.FeedServer(os.path.join(d, "feed.sock"), [support.fixture("primitives.arrows")])
+        self.addCleanup(srv.close)
+        code = ("import sys\n"
+                "import spindle\n"
+                "ep = spindle.Feed(sys.argv[1], mode='arrow').batches()\n"
+                "n = sum(1 for _ in ep)\n"
+                "assert n > 0, n\n"
+                "print('pyarrow' in sys.modules)\n")
+        env = dict(os.environ, PYTHONPATH=support.PYTHON_DIR)
+        env.pop("SPINDLE_PYARROW", None)
+        out = subprocess.run([sys.executable, "-c", code, srv.path], capture_output=True, text=True, env=env,
+                             check=False)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), "False", "the default feed imported pyarrow for a plain stream")
+
+
 if __name__ == "__main__":
     unittest.main()

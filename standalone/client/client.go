@@ -119,7 +119,7 @@ func (c *Client) Close() error {
 // AttemptTimeout unless long is set (calls that block by design). The
 // error, if any, wraps the sentinel the master returned (apierr).
 func (c *Client) Call(ctx context.Context, long bool, call func(ctx context.Context, m pb.MasterClient) error) error {
-	backoff := 20 * time.Millisecond
+	backoff := minBackoff
 	var last error
 	for round := 0; ; round++ {
 		start := int(c.next.Load())
@@ -172,9 +172,22 @@ func (c *Client) Call(ctx context.Context, long bool, call func(ctx context.Cont
 			return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 200*time.Millisecond)
+		backoff = min(2*backoff, MaxRetryWait)
 	}
 }
+
+// Between rounds of attempts on every master Call waits minBackoff, then
+// twice as long each round up to MaxRetryWait. A round that fails is cheap
+// (a master without a leader answers at once), and a leader elected while
+// the client waits goes unused until the wait ends, so the cap is kept
+// small: failover takes a few hundred milliseconds with the default Raft
+// timeouts, and a larger cap would add to it.
+const (
+	minBackoff = 10 * time.Millisecond
+	// MaxRetryWait is the longest Call waits before trying every master
+	// again.
+	MaxRetryWait = 50 * time.Millisecond
+)
 
 // retryable says whether another master, or a later try, may succeed.
 func retryable(err error) bool {

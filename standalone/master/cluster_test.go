@@ -521,6 +521,7 @@ func TestConfigErrors(t *testing.T) {
 		{"no data dir", func(c *Config) { c.DataDir = "" }, "no data directory"},
 		{"not a peer", func(c *Config) { c.Peers = []Peer{{ID: "m2", RaftAddr: "a:1", Addr: "a:2"}} }, `"m1" is not among the peers`},
 		{"lease too long", func(c *Config) { c.LeaderLeaseTimeout = 2 * time.Second }, "leader lease timeout"},
+		{"heartbeat raised alone", func(c *Config) { c.HeartbeatTimeout = time.Second }, "raise spindle.master.raft.electionTimeout"},
 		{"bad placement", func(c *Config) { c.Placement = "random" }, `placement "random"`},
 	}
 	for _, tc := range tests {

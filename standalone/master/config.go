@@ -134,9 +134,9 @@ func DefaultConfig() Config {
 	return Config{
 		Addr:               "0.0.0.0:7077",
 		RaftAddr:           "127.0.0.1:7001",
-		HeartbeatTimeout:   time.Second,
-		ElectionTimeout:    time.Second,
-		LeaderLeaseTimeout: 500 * time.Millisecond,
+		HeartbeatTimeout:   150 * time.Millisecond,
+		ElectionTimeout:    150 * time.Millisecond,
+		LeaderLeaseTimeout: 150 * time.Millisecond,
 		CommitTimeout:      50 * time.Millisecond,
 		SnapshotInterval:   30 * time.Second,
 		SnapshotThreshold:  2048,
@@ -179,6 +179,10 @@ func (c *Config) Validate() error {
 	}
 	if c.HeartbeatTimeout < 5*time.Millisecond || c.ElectionTimeout < 5*time.Millisecond {
 		return bad("raft heartbeat timeout %s and election timeout %s must be at least 5ms", c.HeartbeatTimeout, c.ElectionTimeout)
+	}
+	if c.ElectionTimeout < c.HeartbeatTimeout {
+		return bad("raft election timeout %s is shorter than the heartbeat timeout %s; raise spindle.master.raft.electionTimeout with spindle.master.raft.heartbeatTimeout",
+			c.ElectionTimeout, c.HeartbeatTimeout)
 	}
 	if c.LeaderLeaseTimeout <= 0 || c.LeaderLeaseTimeout > c.HeartbeatTimeout {
 		return bad("raft leader lease timeout %s must be positive and at most the heartbeat timeout %s", c.LeaderLeaseTimeout, c.HeartbeatTimeout)

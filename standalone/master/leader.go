@@ -36,6 +36,15 @@ type leaderState struct {
 	watches map[string]workerWatch
 }
 
+// barrierTimeout bounds a new leader's wait for its state machine to apply
+// everything committed before its term. A leader whose barrier fails never
+// takes up its duties in that term, so the bound is generous: ten election
+// timeouts, and at least ten seconds (a long log to apply on a loaded
+// machine), whatever the Raft timeouts.
+func barrierTimeout(cfg Config) time.Duration {
+	return max(10*cfg.ElectionTimeout, 10*time.Second)
+}
+
 // startLeader takes up the leader's duties once the FSM has caught up with
 // everything committed before this term.
 func (m *Master) startLeader(parent context.Context) *leaderState {
@@ -55,7 +64,7 @@ func (m *Master) startLeader(parent context.Context) *leaderState {
 	ls.wg.Add(1)
 	go func() {
 		defer ls.wg.Done()
-		if err := m.raft.Barrier(m.cfg.ElectionTimeout * 10).Error(); err != nil {
+		if err := m.raft.Barrier(barrierTimeout(m.cfg)).Error(); err != nil {
 			ls.logger.Warn("leader barrier failed; waiting for the next election", "err", err)
 			return
 		}
