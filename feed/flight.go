@@ -317,7 +317,7 @@ func openFlight(ctx context.Context, s Split, opts ReadOptions) (*opened, error)
 		return nil, fmt.Errorf("%w: split %s does not name a Flight endpoint", ErrInput, s.URI)
 	}
 	fo := opts.Flight
-	if strings.HasPrefix(string(s.Ticket), pushTicketPrefix) {
+	if strings.HasPrefix(string(s.Ticket), PushTicketPrefix) {
 		fo.Token, fo.tls = fo.PushToken, fo.PushTLS
 	}
 	src, err := openFlightStream(ctx, u.Host, u.Scheme == "grpc+tls", s.Ticket, s.URI, fo)
@@ -355,7 +355,7 @@ func (s *flightSource) next(ctx context.Context) (arrow.RecordBatch, error) {
 			}
 			return nil, flightError("read", s.uri, err)
 		}
-		if err := validateBatch(rec); err != nil {
+		if err := ValidateBatch(rec); err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrInput, s.uri, err)
 		}
 		// The reader reuses its batch on the next Read: keep our own.

@@ -252,6 +252,17 @@ func projectSchema(s *arrow.Schema, names []string) *arrow.Schema {
 	return arrow.NewSchema(fields, nil)
 }
 
+// SelectSchema returns the schema of the columns read from an input
+// whose schema is s (what names it in errors): columns (or all of them
+// when columns is empty) with the label moved last, without metadata.
+func SelectSchema(s *arrow.Schema, columns []string, label, what string) (*arrow.Schema, error) {
+	sel, err := selectColumns(fieldNames(s), columns, label, what)
+	if err != nil {
+		return nil, err
+	}
+	return projectSchema(s, sel), nil
+}
+
 // fieldNames returns the names of s's fields.
 func fieldNames(s *arrow.Schema) []string {
 	names := make([]string, s.NumFields())

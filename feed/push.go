@@ -39,55 +39,10 @@ const ActionEndOfInput = "end-of-input"
 // ranks when no bound is configured.
 const DefaultPushBufferBytes = 64 << 20
 
-// pushTicketPrefix starts the tickets of the ranks' streams of pushed
-// input; a split with such a ticket is read with FlightOptions.PushToken.
-const pushTicketPrefix = "spindle-push/rank/"
-
 // PushProducerToken is the token producers push into job jobID with,
 // derived from the job's secret.
 func PushProducerToken(secret, jobID string) string {
 	return auth.DeriveToken(secret, "flight-put/producer/"+jobID)
-}
-
-// PushFeedToken is the token a rank's executor reads its share of job
-// jobID's pushed input with, derived from the job's secret.
-func PushFeedToken(secret, jobID string) string {
-	return auth.DeriveToken(secret, "flight-put/feed/"+jobID)
-}
-
-// IsFlightPutURI reports whether an input asks for pushed input: a Flight
-// endpoint on the driver that producers DoPut into (flight-put: or
-// flight-put://host:port).
-func IsFlightPutURI(s string) bool { return strings.HasPrefix(s, "flight-put:") }
-
-// ParseFlightPutURI returns the address a flight-put input listens on:
-// "" for flight-put: (the driver's own host, any free port), else the
-// host:port of flight-put://host:port (either part may be empty: an empty
-// host is the driver's, port 0 any free one).
-func ParseFlightPutURI(s string) (string, error) {
-	rest, ok := strings.CutPrefix(s, "flight-put:")
-	if !ok {
-		//lint:ignore ST1005 the message ends with the scheme it names
-		return "", fmt.Errorf("%w: input %s is not flight-put:", ErrInput, s)
-	}
-	if rest == "" || rest == "//" {
-		return "", nil
-	}
-	hostport, ok := strings.CutPrefix(rest, "//")
-	if !ok || strings.ContainsAny(hostport, "/?#") {
-		return "", fmt.Errorf("%w: input %s: want flight-put: or flight-put://host:port", ErrInput, s)
-	}
-	if !strings.Contains(hostport, ":") {
-		hostport += ":0"
-	}
-	_, port, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return "", fmt.Errorf("%w: input %s: want flight-put://host:port: %v", ErrInput, s, err)
-	}
-	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-		return "", fmt.Errorf("%w: input %s: port %q is not 0 to 65535", ErrInput, s, port)
-	}
-	return hostport, nil
 }
 
 // PushConfig configures the endpoint producers push a job's input into.
@@ -337,18 +292,18 @@ func (s *PushServer) Plan(ctx context.Context, advertise string, columns []strin
 	if err != nil {
 		return nil, err
 	}
-	sel, err := selectColumns(fieldNames(schema), columns, label, "the pushed input")
+	sel, err := SelectSchema(schema, columns, label, "the pushed input")
 	if err != nil {
 		return nil, err
 	}
-	plan := &JobPlan{Schema: projectSchema(schema, sel), Ranks: make([][]Split, s.cfg.Ranks), RowsPerRank: make([]int64, s.cfg.Ranks)}
+	plan := &JobPlan{Schema: sel, Ranks: make([][]Split, s.cfg.Ranks), RowsPerRank: make([]int64, s.cfg.Ranks)}
 	scheme := "grpc"
 	if s.cfg.TLS != nil {
 		scheme = "grpc+tls"
 	}
 	for r := range plan.Ranks {
 		plan.Ranks[r] = []Split{{URI: fmt.Sprintf("%s://%s/spindle-push#rank=%d", scheme, advertise, r), Format: FormatFlight,
-			Ticket: []byte(pushTicketPrefix + strconv.Itoa(r))}}
+			Ticket: []byte(PushTicketPrefix + strconv.Itoa(r))}}
 	}
 	return plan, nil
 }
@@ -494,7 +449,7 @@ func (s *PushServer) DoPut(stream flight.FlightService_DoPutServer) error {
 				"peer", from, "batches", batches, "rows", rows, "err", err)
 			return status.Errorf(codes.Aborted, "read a batch: %v", err)
 		}
-		if err := validateBatch(rec); err != nil {
+		if err := ValidateBatch(rec); err != nil {
 			s.refuse(RefusedMalformed)
 			s.log.Warn("push endpoint: refused a malformed batch; the stream ends, its acknowledged batches are fed",
 				"peer", from, "batch", batches, "err", err)
@@ -599,8 +554,8 @@ func producerName(d *flight.FlightDescriptor) string {
 // DoGet streams one rank's share. Each rank's stream can be read once:
 // pushed rows are not kept after they are sent.
 func (s *PushServer) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer) error {
-	r, err := strconv.Atoi(strings.TrimPrefix(string(t.GetTicket()), pushTicketPrefix))
-	if !strings.HasPrefix(string(t.GetTicket()), pushTicketPrefix) || err != nil || r < 0 || r >= s.cfg.Ranks {
+	r, err := strconv.Atoi(strings.TrimPrefix(string(t.GetTicket()), PushTicketPrefix))
+	if !strings.HasPrefix(string(t.GetTicket()), PushTicketPrefix) || err != nil || r < 0 || r >= s.cfg.Ranks {
 		return status.Errorf(codes.NotFound, "no rank stream %q", t.GetTicket())
 	}
 	s.mu.Lock()

@@ -86,13 +86,13 @@ func TestValidateBatchNamesColumn(t *testing.T) {
 		{"invalid utf-8", []int32{0, 1, 2, 3, 4}, "ab\xffd"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := validateBatch(nameBatch(t, 4, tc.offsets, tc.values))
+			err := ValidateBatch(nameBatch(t, 4, tc.offsets, tc.values))
 			if err == nil || !strings.Contains(err.Error(), `column "name"`) {
 				t.Fatalf("got %v, want an error naming column \"name\"", err)
 			}
 		})
 	}
-	if err := validateBatch(nameBatch(t, 4, []int32{0, 1, 2, 3, 4}, "abcd")); err != nil {
+	if err := ValidateBatch(nameBatch(t, 4, []int32{0, 1, 2, 3, 4}, "abcd")); err != nil {
 		t.Fatalf("a good batch: %v", err)
 	}
 }

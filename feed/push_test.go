@@ -478,7 +478,7 @@ func TestPushRefused(t *testing.T) {
 	t.Run("rank stream", func(t *testing.T) {
 		s := startPush(t, PushConfig{Ranks: 1, BatchRows: 10, Schema: flightSchema})
 		_, c := dialPush(t, s.Addr())
-		ticket := &flight.Ticket{Ticket: []byte(pushTicketPrefix + "0")}
+		ticket := &flight.Ticket{Ticket: []byte(PushTicketPrefix + "0")}
 		get := func(token string) error {
 			stream, err := c.DoGet(bearer(ctx, token), ticket)
 			for err == nil {
