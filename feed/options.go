@@ -256,15 +256,15 @@ func projectSchema(s *arrow.Schema, names []string) *arrow.Schema {
 // whose schema is s (what names it in errors): columns (or all of them
 // when columns is empty) with the label moved last, without metadata.
 func SelectSchema(s *arrow.Schema, columns []string, label, what string) (*arrow.Schema, error) {
-	sel, err := selectColumns(fieldNames(s), columns, label, what)
+	sel, err := selectColumns(FieldNames(s), columns, label, what)
 	if err != nil {
 		return nil, err
 	}
 	return projectSchema(s, sel), nil
 }
 
-// fieldNames returns the names of s's fields.
-func fieldNames(s *arrow.Schema) []string {
+// FieldNames returns the names of s's fields.
+func FieldNames(s *arrow.Schema) []string {
 	names := make([]string, s.NumFields())
 	for i, f := range s.Fields() {
 		names[i] = f.Name
@@ -277,7 +277,7 @@ func fieldNames(s *arrow.Schema) []string {
 func checkPlanned(planned, fileSchema *arrow.Schema, file string) error {
 	if planned.NumFields() != fileSchema.NumFields() {
 		return fmt.Errorf("%w: %s: the planned schema has columns %v, the file gives %v",
-			ErrInput, file, fieldNames(planned), fieldNames(fileSchema))
+			ErrInput, file, FieldNames(planned), FieldNames(fileSchema))
 	}
 	for i, pf := range planned.Fields() {
 		ff := fileSchema.Field(i)

@@ -207,13 +207,13 @@ func StartPush(lis net.Listener, cfg PushConfig) (*PushServer, error) {
 		close(s.schemaSet)
 	}
 	// A handler's panic fails its call, never the driver.
-	opts := append(grpcguard.ServerOptions(s.log), grpc.MaxRecvMsgSize(maxFlightMessage))
+	opts := append(grpcguard.ServerOptions(s.log), grpc.MaxRecvMsgSize(MaxFlightMessage))
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
 	// The token is checked in a tap, on the call's headers, before any
 	// of its messages is read: a caller without one cannot make the
-	// driver read (and hold) a message of up to maxFlightMessage bytes.
+	// driver read (and hold) a message of up to MaxFlightMessage bytes.
 	s.srv = grpc.NewServer(append(opts, grpc.InTapHandle(s.tap))...)
 	flight.RegisterFlightServiceServer(s.srv, s)
 	go func() { s.served <- s.srv.Serve(lis) }()
@@ -356,7 +356,7 @@ func (s *PushServer) adopt(in *arrow.Schema) ([]int, error) {
 	if s.schema == nil {
 		for _, c := range s.cfg.Required {
 			if len(in.FieldIndices(c)) == 0 {
-				return nil, fmt.Errorf("column %q, which the job reads, is not in the stream's schema (%s)", c, strings.Join(fieldNames(in), ", "))
+				return nil, fmt.Errorf("column %q, which the job reads, is not in the stream's schema (%s)", c, strings.Join(FieldNames(in), ", "))
 			}
 		}
 		for _, f := range in.Fields() {
@@ -366,13 +366,13 @@ func (s *PushServer) adopt(in *arrow.Schema) ([]int, error) {
 		}
 		s.schema = nullableSchema(in)
 		close(s.schemaSet)
-		s.log.Info("push endpoint: the first producer's schema is the job's", "columns", strings.Join(fieldNames(in), ", "))
+		s.log.Info("push endpoint: the first producer's schema is the job's", "columns", strings.Join(FieldNames(in), ", "))
 	}
 	proj := make([]int, s.schema.NumFields())
 	for i, f := range s.schema.Fields() {
 		idx := in.FieldIndices(f.Name)
 		if len(idx) != 1 {
-			return nil, fmt.Errorf("column %q (%s) of the job's schema is not in the stream's schema (%s)", f.Name, f.Type, strings.Join(fieldNames(in), ", "))
+			return nil, fmt.Errorf("column %q (%s) of the job's schema is not in the stream's schema (%s)", f.Name, f.Type, strings.Join(FieldNames(in), ", "))
 		}
 		if got := in.Field(idx[0]).Type; !arrow.TypeEqual(got, f.Type) {
 			return nil, fmt.Errorf("column %q is %s in the stream, the job's schema says %s", f.Name, got, f.Type)
@@ -381,7 +381,7 @@ func (s *PushServer) adopt(in *arrow.Schema) ([]int, error) {
 	}
 	for _, f := range in.Fields() {
 		if len(s.schema.FieldIndices(f.Name)) == 0 {
-			return nil, fmt.Errorf("column %q of the stream is not in the job's schema (%s)", f.Name, strings.Join(fieldNames(s.schema), ", "))
+			return nil, fmt.Errorf("column %q of the stream is not in the job's schema (%s)", f.Name, strings.Join(FieldNames(s.schema), ", "))
 		}
 	}
 	return proj, nil

@@ -113,7 +113,7 @@ func (d *pushDealer) add(ctx context.Context, rec arrow.RecordBatch, want int64)
 		rec.Release()
 		return nil
 	}
-	d.pending = append(d.pending, pushPiece{rec: rec, bytes: batchBytes(rec)})
+	d.pending = append(d.pending, pushPiece{rec: rec, bytes: BatchBytes(rec)})
 	d.pendRows += n
 	d.pendB += d.pending[len(d.pending)-1].bytes
 	d.rows += n
@@ -218,7 +218,7 @@ func (d *pushDealer) endLocked() {
 				src = d.first[0]
 			}
 			src.Retain()
-			d.give(r, []pushPiece{{rec: src, bytes: batchBytes(src)}})
+			d.give(r, []pushPiece{{rec: src, bytes: BatchBytes(src)}})
 		}
 	}
 }
