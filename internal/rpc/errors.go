@@ -38,26 +38,26 @@ func (t Codes) ToStatus(err error) error {
 	if err == nil {
 		return nil
 	}
-	if mapped := t.mapKnown(err); mapped != err {
+	mapped := t.Map(err)
+	if _, ok := status.FromError(mapped); ok {
 		return mapped
-	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return status.FromContextError(err).Err()
 	}
 	return status.Error(codes.Internal, err.Error())
 }
 
-// mapKnown is err as a status error when it is of a kind in t and not a
-// status error already, else err itself.
-func (t Codes) mapKnown(err error) error {
+// Map is err as a status error when it is of a kind in t and not a
+// status error already, a context error with its code, else err itself:
+// what the server's interceptors
+// do to the errors its handlers return.
+func (t Codes) Map(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
 	if c, ok := t.code(err); ok {
 		return status.Error(c, err.Error())
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return status.FromContextError(err).Err()
 	}
 	return err
 }

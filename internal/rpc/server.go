@@ -22,9 +22,9 @@ func ServerOptions(log *slog.Logger, t Codes) []grpc.ServerOption {
 	return append(opts,
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			resp, err := h(ctx, req)
-			return resp, t.mapKnown(err)
+			return resp, t.Map(err)
 		}),
 		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			return t.mapKnown(h(srv, ss))
+			return t.Map(h(srv, ss))
 		}))
 }
