@@ -30,7 +30,7 @@ import (
 	"github.com/spindle-ml/spindle/feed"
 
 	"github.com/spindle-ml/spindle/internal/auth"
-	"github.com/spindle-ml/spindle/internal/grpcguard"
+	"github.com/spindle-ml/spindle/internal/rpc"
 )
 
 // ActionEndOfInput is the Flight action (DoAction type) a producer sends
@@ -209,7 +209,7 @@ func Start(lis net.Listener, cfg Config) (*Server, error) {
 		close(s.schemaSet)
 	}
 	// A handler's panic fails its call, never the driver.
-	opts := append(grpcguard.ServerOptions(s.log), grpc.MaxRecvMsgSize(feed.MaxFlightMessage))
+	opts := append(rpc.ServerOptions(s.log, nil), grpc.MaxRecvMsgSize(feed.MaxFlightMessage))
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}

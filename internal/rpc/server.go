@@ -5,17 +5,15 @@ import (
 	"log/slog"
 
 	"google.golang.org/grpc"
-
-	"github.com/spindle-ml/spindle/internal/grpcguard"
 )
 
 // ServerOptions returns the interceptor chain of a Spindle gRPC server:
-// first panic recovery (grpcguard: a panicking handler fails its call with
+// first panic recovery (a panicking handler fails its call with
 // codes.Internal, logged to log), then the mapping of the errors handlers
 // return of a kind in t to their codes (other errors go out as gRPC
 // makes them). Pass them before any other option.
 func ServerOptions(log *slog.Logger, t Codes) []grpc.ServerOption {
-	opts := grpcguard.ServerOptions(log)
+	opts := recoverOptions(log)
 	if len(t) == 0 {
 		return opts
 	}
