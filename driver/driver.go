@@ -26,7 +26,7 @@ import (
 	"github.com/spindle-ml/spindle/feed/wire"
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/auth"
-	"github.com/spindle-ml/spindle/internal/grpcguard"
+	"github.com/spindle-ml/spindle/internal/rpc"
 )
 
 // ErrInterrupted is returned when the job was stopped by its context
@@ -288,7 +288,7 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		g.onPSLost = func(msg string) { d.logger.Warn(msg) }
 	}
 	stopServer := make(chan struct{})
-	srv := grpc.NewServer(append(append(grpcguard.ServerOptions(d.logger), d.signer.ServerOptions()...), d.tls.serverOptions()...)...)
+	srv := grpc.NewServer(append(append(rpc.ServerOptions(d.logger, nil), d.signer.ServerOptions()...), d.tls.serverOptions()...)...)
 	generationTasks := func(rank int) (*driverpb.Task, error) {
 		t, err := tasks(rank)
 		if t != nil {

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
-	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/feed/push"
 	"github.com/spindle-ml/spindle/observe/eventlog"
 	"github.com/spindle-ml/spindle/observe/jobview"
 	"github.com/spindle-ml/spindle/observe/metrics"
@@ -83,7 +83,7 @@ func (d *Driver) startObserver(ctx context.Context) *observer {
 	reg := metrics.NewRegistry()
 	o.metrics = metrics.NewDriver(reg)
 	if d.push != nil {
-		if err := metrics.RegisterPush(reg, feed.RefuseReasons[:], d.pushTotals); err != nil {
+		if err := metrics.RegisterPush(reg, push.RefuseReasons[:], d.pushTotals); err != nil {
 			d.logger.Warn("the push endpoint's metrics are not on /metrics", "err", err)
 		}
 	}

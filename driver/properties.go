@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/feed/push"
 	"github.com/spindle-ml/spindle/internal/config"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/rdma"
@@ -123,7 +124,7 @@ func (c *Config) inputFromProperties(p *config.Properties) error {
 	c.FlightPut = FlightPutConfig{Rows: int64(p.Int(config.KeyFlightPutRows)), BufferBytes: p.Bytes(config.KeyFlightPutBuffer),
 		TokenFile: p.String(config.KeyFlightPutTokenFile)}
 	if spec := p.String(config.KeyFlightPutSchema); spec != "" {
-		if c.FlightPut.Schema, err = feed.ParseSchemaSpec(spec); err != nil {
+		if c.FlightPut.Schema, err = push.ParseSchemaSpec(spec); err != nil {
 			return fmt.Errorf("%w: %s: %s: %v", ErrConfig, p.Source(config.KeyFlightPutSchema), config.KeyFlightPutSchema, err)
 		}
 	}

@@ -14,12 +14,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/feed/push"
 	"github.com/spindle-ml/spindle/observe/metrics"
 )
 
 // pushInput is the running endpoint of a flight-put: input.
 type pushInput struct {
-	srv       *feed.PushServer
+	srv       *push.Server
 	uri       string // grpc://host:port (grpc+tls:// with job TLS), as producers dial it
 	advertise string // host:port of uri, which executors dial too
 	tokenFile string
@@ -85,8 +86,8 @@ func (d *Driver) startPush() error {
 			return err
 		}
 	}
-	producerToken := feed.PushProducerToken(d.secret, c.JobID)
-	srv, err := feed.StartPush(lis, feed.PushConfig{
+	producerToken := push.ProducerToken(d.secret, c.JobID)
+	srv, err := push.Start(lis, push.Config{
 		Ranks: c.NumExecutors, BatchRows: c.BatchRows, EvenBatches: c.EvenBatches,
 		Schema: c.FlightPut.Schema, Required: required, Rows: c.FlightPut.Rows, BufferBytes: c.FlightPut.BufferBytes,
 		ProducerToken: producerToken, FeedToken: feed.PushFeedToken(d.secret, c.JobID), TLS: serverTLS,
@@ -123,9 +124,9 @@ func (d *Driver) startPush() error {
 	if c.FlightPut.Schema != nil {
 		what = "schema " + schemaSpec(c.FlightPut.Schema)
 	}
-	end := "DoAction \"" + feed.ActionEndOfInput + "\" ends the input"
+	end := "DoAction \"" + push.ActionEndOfInput + "\" ends the input"
 	if c.FlightPut.Rows > 0 {
-		end = "the input ends after " + strconv.FormatInt(c.FlightPut.Rows, 10) + " rows, or with DoAction \"" + feed.ActionEndOfInput + "\""
+		end = "the input ends after " + strconv.FormatInt(c.FlightPut.Rows, 10) + " rows, or with DoAction \"" + push.ActionEndOfInput + "\""
 	}
 	msg := fmt.Sprintf("pushed input: producers DoPut Arrow record batches to %s%s (%s), sending \"authorization: Bearer TOKEN\" with the token in %s; %s",
 		p.uri, verify, what, p.tokenFile, end)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spindle-ml/spindle/internal/envcontract"
+	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/client"
 	"github.com/spindle-ml/spindle/ps/proxy"
 	"github.com/spindle-ml/spindle/task"
@@ -40,12 +42,12 @@ func newPSProxy(filesDir string, id identity, jobSecret, dataLink string, logger
 	return proxy.New(proxy.Config{
 		Path:    psSocket(filesDir),
 		Logger:  logger,
-		Connect: func() (*client.Client, error) { return client.FromEnv(env, logger) },
+		Connect: func() (*client.Client, error) { return client.FromRanks(psRanks(env), logger) },
 	})
 }
 
 // psClientEnv is the view of the job a Go trainer of this rank reads
-// from its environment, reduced to what client.FromEnv needs: the ranks
+// from its environment, reduced to what client.FromRanks needs: the ranks
 // and roles, their peer addresses and the peer token. The proxy thus
 // finds the servers and its worker index exactly as a Go trainer would,
 // and refuses what a Go trainer's client refuses (a server's own rank).
@@ -74,4 +76,11 @@ func envValue(env []string, name string) string {
 		}
 	}
 	return ""
+}
+
+// psRanks is env's view of the job's parameter servers.
+func psRanks(env task.Env) ps.Ranks {
+	first, n := env.RoleRanks(envcontract.RolePS)
+	return ps.Ranks{Rank: env.Rank, WorldSize: env.WorldSize, Role: env.Role, RoleRank: env.RoleRank, Peers: env.Peers,
+		First: first, Servers: n, PeerToken: env.PeerToken, DataLink: env.DataLink}
 }

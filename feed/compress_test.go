@@ -154,7 +154,7 @@ func TestTSV(t *testing.T) {
 	writeText(t, filepath.Join(dir, "b.tsv.gz"), string(compressWith(t, ".gz", []byte(tsvText(100, 50)))))
 	plan, ids := planAndReadIDs(t, PlanRequest{Inputs: []string{dir}, Ranks: 2, LabelColumn: "label"})
 	checkAllOnce(t, ids, 150)
-	if got := strings.Join(fieldNames(plan.Schema), "|"); got != "id|name, with comma|label" {
+	if got := strings.Join(FieldNames(plan.Schema), "|"); got != "id|name, with comma|label" {
 		t.Fatalf("columns %q", got)
 	}
 

@@ -251,7 +251,7 @@ func openCSV(ctx context.Context, f csvFile, s Split, opts ReadOptions) (*csvSou
 // columns and holds only types the CSV reader builds.
 func checkCSVSchema(schema *arrow.Schema, sel []string, uri string) error {
 	if schema.NumFields() != len(sel) {
-		return fmt.Errorf("%w: %s: the planned schema has columns %v, the file gives %v", ErrInput, uri, fieldNames(schema), sel)
+		return fmt.Errorf("%w: %s: the planned schema has columns %v, the file gives %v", ErrInput, uri, FieldNames(schema), sel)
 	}
 	for i, f := range schema.Fields() {
 		if f.Name != sel[i] {

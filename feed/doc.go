@@ -43,7 +43,7 @@
 //
 // An input may also be an Arrow Flight flight (grpc://host:port/path),
 // whose endpoints are dealt like files, or rows pushed while the job runs
-// (flight-put:): the driver runs a PushServer that producers DoPut
+// (flight-put:): the driver runs a push.Server that producers DoPut
 // batches into, deals them to ranks in rounds of one batch per rank with
 // a bounded buffer that slows producers down, and serves each rank its
 // share as one Flight stream that the rank's pipeline reads like any

@@ -135,10 +135,10 @@ func optionsFor(uri string, o FlightOptions) FlightOptions {
 	return o
 }
 
-// maxFlightMessage bounds one Flight message (a record batch) either way,
+// MaxFlightMessage bounds one Flight message (a record batch) either way,
 // far above gRPC's default of 4 MiB: producers and services choose their
 // batch sizes, and pyarrow's are often larger.
-const maxFlightMessage = 512 << 20
+const MaxFlightMessage = 512 << 20
 
 // dialFlight connects to a Flight service.
 func dialFlight(addr string, useTLS bool, o FlightOptions) (flight.Client, error) {
@@ -161,7 +161,7 @@ func dialFlight(addr string, useTLS bool, o FlightOptions) (flight.Client, error
 		creds = credentials.NewTLS(cfg)
 	}
 	c, err := flight.NewClientWithMiddleware(addr, nil, nil, grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxFlightMessage)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxFlightMessage)))
 	if err != nil {
 		return nil, fmt.Errorf("connect to Arrow Flight service %s: %w", addr, err)
 	}
@@ -317,7 +317,7 @@ func openFlight(ctx context.Context, s Split, opts ReadOptions) (*opened, error)
 		return nil, fmt.Errorf("%w: split %s does not name a Flight endpoint", ErrInput, s.URI)
 	}
 	fo := opts.Flight
-	if strings.HasPrefix(string(s.Ticket), pushTicketPrefix) {
+	if strings.HasPrefix(string(s.Ticket), PushTicketPrefix) {
 		fo.Token, fo.tls = fo.PushToken, fo.PushTLS
 	}
 	src, err := openFlightStream(ctx, u.Host, u.Scheme == "grpc+tls", s.Ticket, s.URI, fo)
@@ -326,7 +326,7 @@ func openFlight(ctx context.Context, s Split, opts ReadOptions) (*opened, error)
 	}
 	src.cut = batchCutter{skip: s.RowOffset, batchRows: int64(opts.BatchRows)}
 	streamSchema := src.rd.Schema()
-	sel, err := selectColumns(fieldNames(streamSchema), opts.Columns, opts.LabelColumn, s.URI)
+	sel, err := selectColumns(FieldNames(streamSchema), opts.Columns, opts.LabelColumn, s.URI)
 	if err != nil {
 		src.close()
 		return nil, err
@@ -355,7 +355,7 @@ func (s *flightSource) next(ctx context.Context) (arrow.RecordBatch, error) {
 			}
 			return nil, flightError("read", s.uri, err)
 		}
-		if err := validateBatch(rec); err != nil {
+		if err := ValidateBatch(rec); err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrInput, s.uri, err)
 		}
 		// The reader reuses its batch on the next Read: keep our own.

@@ -325,3 +325,29 @@ func openParquetTest(t testing.TB, path string) (*os.File, *file.Reader) {
 	}
 	return f, pf
 }
+
+// readPipeline reads one epoch and returns the id column.
+func readPipeline(ctx context.Context, res *fsys.Resolver, cfg PipelineConfig) ([]int64, error) {
+	p, err := NewPipeline(res, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	rd, err := p.Epoch(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	var ids []int64
+	for {
+		rec, err := rd.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return ids, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, rec.Column(0).(*array.Int64).Int64Values()...)
+		rec.Release()
+	}
+}

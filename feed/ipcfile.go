@@ -251,7 +251,7 @@ func openIPC(f fsys.File, s Split, opts ReadOptions) (_ *opened, err error) {
 		return nil, err
 	}
 	fileSchema := r.Schema()
-	sel, err := selectColumns(fieldNames(fileSchema), opts.Columns, opts.LabelColumn, s.URI)
+	sel, err := selectColumns(FieldNames(fileSchema), opts.Columns, opts.LabelColumn, s.URI)
 	if err != nil {
 		return fail(err)
 	}

@@ -252,8 +252,19 @@ func projectSchema(s *arrow.Schema, names []string) *arrow.Schema {
 	return arrow.NewSchema(fields, nil)
 }
 
-// fieldNames returns the names of s's fields.
-func fieldNames(s *arrow.Schema) []string {
+// SelectSchema returns the schema of the columns read from an input
+// whose schema is s (what names it in errors): columns (or all of them
+// when columns is empty) with the label moved last, without metadata.
+func SelectSchema(s *arrow.Schema, columns []string, label, what string) (*arrow.Schema, error) {
+	sel, err := selectColumns(FieldNames(s), columns, label, what)
+	if err != nil {
+		return nil, err
+	}
+	return projectSchema(s, sel), nil
+}
+
+// FieldNames returns the names of s's fields.
+func FieldNames(s *arrow.Schema) []string {
 	names := make([]string, s.NumFields())
 	for i, f := range s.Fields() {
 		names[i] = f.Name
@@ -266,7 +277,7 @@ func fieldNames(s *arrow.Schema) []string {
 func checkPlanned(planned, fileSchema *arrow.Schema, file string) error {
 	if planned.NumFields() != fileSchema.NumFields() {
 		return fmt.Errorf("%w: %s: the planned schema has columns %v, the file gives %v",
-			ErrInput, file, fieldNames(planned), fieldNames(fileSchema))
+			ErrInput, file, FieldNames(planned), FieldNames(fileSchema))
 	}
 	for i, pf := range planned.Fields() {
 		ff := fileSchema.Field(i)

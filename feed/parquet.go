@@ -301,7 +301,7 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: convert the Parquet schema to Arrow: %w", ErrInput, s.URI, err)
 	}
-	sel, err := selectColumns(fieldNames(fileSchema), opts.Columns, opts.LabelColumn, s.URI)
+	sel, err := selectColumns(FieldNames(fileSchema), opts.Columns, opts.LabelColumn, s.URI)
 	if err != nil {
 		return nil, err
 	}

@@ -59,7 +59,7 @@ func TestPartitionColumns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := strings.Join(fieldNames(plan.Schema), ","); got != tc.want {
+			if got := strings.Join(FieldNames(plan.Schema), ","); got != tc.want {
 				t.Fatalf("columns %s, want %s", got, tc.want)
 			}
 			if f, _ := plan.Schema.FieldsByName("hour"); f[0].Type.ID() != arrow.INT64 {

@@ -324,7 +324,7 @@ func TestPipelinePrefetchLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oneBatch := batchBytes(rec)
+	oneBatch := BatchBytes(rec)
 	rec.Release()
 	r.Close()
 

@@ -17,7 +17,7 @@ func planSchema(infos []*fileInfo, columns []string, label string) (*arrow.Schem
 		if fi.schema == nil {
 			continue // an empty CSV file has no columns to check
 		}
-		sel, err := selectColumns(fieldNames(fi.schema), columns, label, fi.uri)
+		sel, err := selectColumns(FieldNames(fi.schema), columns, label, fi.uri)
 		if err != nil {
 			return nil, err
 		}

@@ -95,7 +95,7 @@ func TestPlanBalance(t *testing.T) {
 				t.Errorf("RowsPerRank = %v: want a sum of %d differing by at most one", plan.RowsPerRank, start)
 			}
 			wantCols := []string{"id", "x", "name", "label"}
-			if got := fieldNames(plan.Schema); strings.Join(got, ",") != strings.Join(wantCols, ",") {
+			if got := FieldNames(plan.Schema); strings.Join(got, ",") != strings.Join(wantCols, ",") {
 				t.Errorf("schema columns %v, want %v", got, wantCols)
 			}
 			var ids []int64
@@ -251,7 +251,7 @@ func TestPlanColumns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := strings.Join(fieldNames(plan.Schema), ","); got != tt.want {
+			if got := strings.Join(FieldNames(plan.Schema), ","); got != tt.want {
 				t.Errorf("schema columns %s, want %s", got, tt.want)
 			}
 			// Readers without the planned schema agree.
@@ -260,7 +260,7 @@ func TestPlanColumns(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer rd.Close()
-			if got := strings.Join(fieldNames(rd.Schema()), ","); got != tt.want {
+			if got := strings.Join(FieldNames(rd.Schema()), ","); got != tt.want {
 				t.Errorf("reader columns %s, want %s", got, tt.want)
 			}
 		})

@@ -58,7 +58,7 @@ func (p *prefetcher) run(ctx context.Context, in stage) {
 		var charge int64
 		if p.sem != nil {
 			// A batch larger than the whole budget still goes, alone.
-			charge = min(batchBytes(rec), p.budget)
+			charge = min(BatchBytes(rec), p.budget)
 			if err := p.sem.Acquire(ctx, charge); err != nil {
 				rec.Release()
 				p.err = err
@@ -106,9 +106,9 @@ func (p *prefetcher) stop() {
 	_ = p.g.Wait()
 }
 
-// batchBytes estimates the bytes of a batch's values, counting only the
+// BatchBytes estimates the bytes of a batch's values, counting only the
 // rows a sliced batch shows.
-func batchBytes(rec arrow.RecordBatch) int64 {
+func BatchBytes(rec arrow.RecordBatch) int64 {
 	var n int64
 	for i := 0; i < int(rec.NumCols()); i++ {
 		n += arrayBytes(rec.Column(i))

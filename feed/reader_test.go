@@ -48,7 +48,7 @@ func TestReaderColumns(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer r.Close()
-				if got := strings.Join(fieldNames(r.Schema()), ","); got != tt.want {
+				if got := strings.Join(FieldNames(r.Schema()), ","); got != tt.want {
 					t.Fatalf("columns %s, want %s", got, tt.want)
 				}
 				var rows int64

@@ -7,13 +7,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 )
 
-// validateBatch checks every column of a batch that came from another
+// ValidateBatch checks every column of a batch that came from another
 // process (pushed by a producer, pulled from a Flight service) before
 // anything slices or deals it: offsets within their buffers and
 // non-decreasing, valid UTF-8, lengths that agree. A malformed batch
 // would otherwise panic whatever reads it first. The error names the
 // column.
-func validateBatch(rec arrow.RecordBatch) (err error) {
+func ValidateBatch(rec arrow.RecordBatch) (err error) {
 	col := -1
 	defer func() {
 		if p := recover(); p != nil {

@@ -38,7 +38,8 @@ func imports(t *testing.T, pattern string) map[string][]string {
 // outside internal/; observation never imports the driver, executor or a
 // cluster manager it observes; of the product, only the spindle command
 // links the test servers (for spindle minicluster); and YARN's cluster
-// manager does not link the executor.
+// manager does not link the executor; ps does not import task; and only
+// the driver links feed's push endpoint.
 func TestInternalStaysOnTheGround(t *testing.T) {
 	for _, tc := range []struct {
 		pattern string
@@ -55,6 +56,12 @@ func TestInternalStaysOnTheGround(t *testing.T) {
 		}, "only cmd/spindle (minicluster) links the test servers"},
 		{"./yarn/...", func(_, imp string) bool { return !hasRoom(imp, "executor") },
 			"a cluster manager starts executors, it does not link their code (the contract is driver/driverpb and internal/envcontract)"},
+		{"./ps/...", func(_, imp string) bool { return !hasRoom(imp, "task") },
+			"the parameter server and its client take their job's ranks as a ps.Ranks from the caller; they do not read a task's environment"},
+		{"./feed/...", func(pkg, imp string) bool { return !hasRoom(imp, "feed/push") || hasRoom(pkg, "feed/push") },
+			"the push endpoint is the driver's: feed and an executor's reading do not link it"},
+		{"./executor/...", func(_, imp string) bool { return !hasRoom(imp, "feed/push") },
+			"the push endpoint is the driver's: feed and an executor's reading do not link it"},
 	} {
 		for pkg, imps := range imports(t, tc.pattern) {
 			for _, imp := range imps {

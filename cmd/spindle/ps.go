@@ -10,6 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/envcontract"
+	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/export"
 	"github.com/spindle-ml/spindle/ps/server"
 	"github.com/spindle-ml/spindle/task"
@@ -36,8 +38,12 @@ func psCommand() *cli.Command {
 				// job ends: that is its normal end.
 				ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, os.Interrupt)
 				defer stop()
-				err = server.RunFromEnv(ctx, env, logger)
-				if errors.Is(err, task.ErrBadEnv) {
+				ln, err := env.PeerListener()
+				if err != nil {
+					return cli.Exit(err, exitUsage)
+				}
+				err = server.Run(ctx, server.Rank{Ranks: psRanks(env), Listener: ln, Report: report}, logger)
+				if errors.Is(err, ps.ErrBadEnv) {
 					return cli.Exit(err, exitUsage)
 				}
 				return err
@@ -78,3 +84,14 @@ func psExportCommand() *cli.Command {
 		},
 	}
 }
+
+// psRanks is env's view of the job's parameter servers.
+func psRanks(env task.Env) ps.Ranks {
+	first, n := env.RoleRanks(envcontract.RolePS)
+	return ps.Ranks{Rank: env.Rank, WorldSize: env.WorldSize, Role: env.Role, RoleRank: env.RoleRank, Peers: env.Peers,
+		First: first, Servers: n, PeerToken: env.PeerToken, DataLink: env.DataLink}
+}
+
+// report sends a parameter server's totals to the executor's report
+// socket (the web UI and /metrics show them); outside a job it drops them.
+func report(values map[string]float64) { _ = task.Report(0, values) }

@@ -23,10 +23,9 @@ import (
 	"github.com/spindle-ml/spindle/internal/peercred"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/pspb"
-	"github.com/spindle-ml/spindle/task"
 )
 
-// ErrNoServers is returned by FromEnv in a job without parameter servers.
+// ErrNoServers is returned by FromRanks in a job without parameter servers.
 var ErrNoServers = errors.New("ps client: the job has no parameter servers (spindle submit --num-ps N)")
 
 // maxRetries bounds how often one call refreshes a stale ring or fails
@@ -149,29 +148,26 @@ var grpcWaitForReady = grpc.WaitForReady(true)
 // maxMessage matches the servers' bound on a message.
 const maxMessage = 256 << 20
 
-// FromEnv connects a training process of a job run with --num-ps to the
-// job's servers: the ranks of role ps, reached on their peer ports with
-// the job's peer token. The worker index is the rank among the job's
-// other ranks (chief and workers).
-func FromEnv(env task.Env, logger *slog.Logger) (*Client, error) {
-	first, n := env.RoleRanks(envcontract.RolePS)
-	if n == 0 {
+// FromRanks connects a training process of a job run with --num-ps to
+// the job's servers: the ranks of role ps, reached on their peer ports
+// with the job's peer token. The worker index is the rank among the
+// job's other ranks (chief and workers). Errors of bad input wrap
+// ps.ErrBadEnv.
+func FromRanks(r ps.Ranks, logger *slog.Logger) (*Client, error) {
+	if r.Servers == 0 {
 		return nil, ErrNoServers
 	}
-	if env.Role == envcontract.RolePS {
-		return nil, fmt.Errorf("ps client: rank %d is a parameter server itself", env.Rank)
+	if r.Role == envcontract.RolePS {
+		return nil, fmt.Errorf("ps client: rank %d is a parameter server itself", r.Rank)
 	}
-	if len(env.Peers) != env.WorldSize {
-		return nil, fmt.Errorf("ps client: %w: %s is not set", task.ErrBadEnv, task.EnvPeers)
+	if err := r.CheckClient(); err != nil {
+		return nil, fmt.Errorf("ps client: %w", err)
 	}
-	if env.PeerToken == "" {
-		return nil, fmt.Errorf("ps client: %w: %s is not set: the servers take only authenticated calls", task.ErrBadEnv, task.EnvPeerToken)
+	worker := r.Rank
+	if worker > r.First {
+		worker -= r.Servers // servers come last, but be exact whatever the order
 	}
-	worker := env.Rank
-	if worker > first {
-		worker -= n // servers come last, but be exact whatever the order
-	}
-	return New(Config{Servers: env.Peers[first : first+n], Token: env.PeerToken, Worker: worker, DataLink: env.DataLink, Logger: logger})
+	return New(Config{Servers: r.ServerAddrs(), Token: r.PeerToken, Worker: worker, DataLink: r.DataLink, Logger: logger})
 }
 
 // Worker is this client's worker index.

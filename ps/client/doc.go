@@ -3,7 +3,7 @@
 // key, batched per server and sent to all servers at once, and advance the
 // worker's clock after each step.
 //
-//	c, err := client.FromEnv(ctx, env, logger) // in a job run with --num-ps
+//	c, err := client.FromRanks(ranks, logger) // in a job run with --num-ps; ranks from task.Env
 //	defer c.Close(ctx)
 //	c.Declare(ctx, &ps.TableSpec{Name: "emb", Dim: 16, Optimizer: &pspb.Optimizer{Kind: ps.AdaGrad, LearningRate: 0.05}})
 //	for ... {

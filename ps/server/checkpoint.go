@@ -12,9 +12,9 @@ import (
 	"slices"
 	"sync"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/spindle-ml/spindle/internal/rpc"
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/ps"
@@ -85,15 +85,15 @@ func (s *Server) Checkpoint(ctx context.Context, req *pspb.CheckpointRequest) (*
 	p, ok := s.ckpt.byClock[req.Clock]
 	s.ckpt.mu.Unlock()
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "ps %d: no checkpoint was asked for at clock %d", s.cfg.Index, req.Clock)
+		return nil, rpc.Errorf(errNotFound, "ps %d: no checkpoint was asked for at clock %d", s.cfg.Index, req.Clock)
 	}
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
+		return nil, ctx.Err() // the interceptors give it its code
 	}
 	if p.err != nil {
-		return nil, status.Error(codes.Internal, p.err.Error())
+		return nil, rpc.Errorf(errInternal, "%s", p.err.Error())
 	}
 	return p.resp, nil
 }
@@ -219,7 +219,7 @@ func (s *Server) Restore(ctx context.Context, req *pspb.RestoreRequest) (*pspb.R
 	}
 	clock, tables, used, err := s.readCheckpoint(ctx, req.Dir)
 	if err != nil {
-		return nil, status.Error(codes.FailedPrecondition, err.Error())
+		return nil, rpc.Errorf(errWrongState, "%s", err.Error())
 	}
 	var keys uint64
 	for _, t := range tables {

@@ -6,8 +6,9 @@ import (
 	"unsafe"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/spindle-ml/spindle/internal/rpc"
 
 	"github.com/spindle-ml/spindle/collective"
 	"github.com/spindle-ml/spindle/ps"
@@ -152,7 +153,7 @@ func (s *Server) OpenDataLink(offer *pspb.DataLinkOffer, stream grpc.ServerStrea
 	case <-stream.Context().Done():
 		return nil
 	case <-d.stop:
-		return status.Errorf(codes.Unavailable, "ps %d is stopping", s.cfg.Index)
+		return rpc.Errorf(errUnavailable, "ps %d is stopping", s.cfg.Index)
 	case <-sess.Context().Done():
 		return nil
 	}
@@ -187,10 +188,10 @@ func (s *Server) serveData(r *ucx.Request) {
 	err := func() error {
 		h, name, err := ps.DecodeDataHead(r.Head)
 		if err != nil {
-			return status.Error(codes.InvalidArgument, err.Error())
+			return rpc.Errorf(errBadRequest, "%s", err.Error())
 		}
 		if uint64(len(r.Body)) < 8*uint64(h.Keys) {
-			return status.Errorf(codes.InvalidArgument, "a body of %d bytes for %d keys", len(r.Body), h.Keys)
+			return rpc.Errorf(errBadRequest, "a body of %d bytes for %d keys", len(r.Body), h.Keys)
 		}
 		keys, rest := r.Body[:8*h.Keys], r.Body[8*h.Keys:]
 		table := s.data.tableName(name)
@@ -214,13 +215,13 @@ func (s *Server) serveData(r *ucx.Request) {
 			}
 			return err
 		}
-		return status.Errorf(codes.InvalidArgument, "data link operation %d", h.Op)
+		return rpc.Errorf(errBadRequest, "data link operation %d", h.Op)
 	}()
 	var head [256]byte
 	st := ps.DataStatus{Duplicate: dup}
 	if err != nil {
 		payload = nil
-		e, _ := status.FromError(err)
+		e := status.Convert(errorCodes.Map(err))
 		st.Code, st.Message = uint32(e.Code()), e.Message()
 	}
 	if err := r.Reply(ps.AppendDataStatus(head[:0], st), payload); err != nil {

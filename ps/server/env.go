@@ -15,83 +15,65 @@ import (
 	"github.com/spindle-ml/spindle/internal/envcontract"
 	"github.com/spindle-ml/spindle/internal/peercred"
 	"github.com/spindle-ml/spindle/ps"
-	"github.com/spindle-ml/spindle/task"
 )
 
 // memoryShare is the part of a server's memory its rows may take: the
 // rest is the runtime's and the calls' in flight.
 const memoryShare = 0.8
 
-// RunFromEnv runs the parameter server of a ps rank started by an
-// executor (spindle ps serve) until ctx ends: it serves on the rank's
-// peer port, for the job's other ranks as workers, with the settings of
-// SPINDLE_PS_*. Errors name the variable at fault.
-func RunFromEnv(ctx context.Context, env task.Env, logger *slog.Logger) error {
-	first, n := env.RoleRanks(envcontract.RolePS)
-	if env.Role != envcontract.RolePS || n == 0 {
-		return fmt.Errorf("%w: rank %d has role %q: only ranks of role ps run a parameter server", task.ErrBadEnv, env.Rank, env.Role)
+// Rank is what Run takes from a ps rank's start: its place in the job,
+// its peer port, bound already, and where its totals go.
+type Rank struct {
+	Ranks    ps.Ranks
+	Listener net.Listener
+	// Report sends the server's totals (the executor's report socket, for
+	// the web UI and /metrics); nil drops them.
+	Report func(values map[string]float64)
+}
+
+// Run runs the parameter server of a ps rank started by an executor
+// (spindle ps serve) until ctx ends: it serves on the rank's peer port,
+// for the job's other ranks as workers, with the settings of SPINDLE_PS_*.
+// Errors of bad input wrap ps.ErrBadEnv and name the variable at fault.
+// Run closes the listener.
+func Run(ctx context.Context, rk Rank, logger *slog.Logger) error {
+	env, ln := rk.Ranks, rk.Listener
+	if err := env.CheckServer(); err != nil {
+		ln.Close()
+		return err
 	}
-	if len(env.Peers) != env.WorldSize {
-		return fmt.Errorf("%w: %s is not set", task.ErrBadEnv, task.EnvPeers)
-	}
-	workers := env.WorldSize - n
-	if workers < 1 {
-		return fmt.Errorf("%w: %s: a job of only parameter servers has no workers", task.ErrBadEnv, task.EnvRoles)
-	}
-	staleness, err := ps.ParseStaleness(os.Getenv(envcontract.PSStaleness))
+	n, workers := env.Servers, env.WorldSize-env.Servers
+	settings, err := settingsFromEnv()
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", task.ErrBadEnv, envcontract.PSStaleness, err)
-	}
-	var wait time.Duration
-	if v := os.Getenv(envcontract.PSWaitTimeout); v != "" {
-		secs, err := strconv.ParseFloat(v, 64)
-		if err != nil || secs < 0 {
-			return fmt.Errorf("%w: %s=%s: want seconds", task.ErrBadEnv, envcontract.PSWaitTimeout, v)
-		}
-		wait = time.Duration(secs * float64(time.Second))
-	}
-	var memory int64
-	if v := os.Getenv(envcontract.PSMemory); v != "" {
-		mb, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || mb < 0 {
-			return fmt.Errorf("%w: %s=%s: want MiB", task.ErrBadEnv, envcontract.PSMemory, v)
-		}
-		memory = int64(float64(mb<<20) * memoryShare)
-	}
-	replicas := 0
-	if v := os.Getenv(envcontract.PSReplicas); v != "" {
-		if replicas, err = strconv.Atoi(v); err != nil || replicas < 0 {
-			return fmt.Errorf("%w: %s=%s: want a number of backups ≥ 0", task.ErrBadEnv, envcontract.PSReplicas, v)
-		}
+		ln.Close()
+		return err
 	}
 	creds, err := peercred.New(env.PeerToken, ps.Purpose)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", task.ErrBadEnv, task.EnvPeerToken, err)
+		ln.Close()
+		return fmt.Errorf("%w: %s: %v", ps.ErrBadEnv, envcontract.PeerToken, err)
 	}
-	ring, err := ps.NewRing(1, env.Peers[first:first+n], 0)
+	ring, err := ps.NewRing(1, env.ServerAddrs(), 0)
 	if err != nil {
-		return err
-	}
-	ln, err := env.PeerListener()
-	if err != nil {
+		ln.Close()
 		return err
 	}
 	link := os.Getenv(envcontract.CollectiveLink)
 	if _, err := collective.ParseLinkSpec(link); err != nil {
 		ln.Close()
-		return fmt.Errorf("%w: %v", task.ErrBadEnv, err)
+		return fmt.Errorf("%w: %v", ps.ErrBadEnv, err)
 	}
-	s, err := New(Config{Index: env.RoleRank, Ring: ring, Workers: workers, Staleness: staleness,
-		WaitTimeout: wait, MemoryBytes: memory, Replicas: replicas, PeerCreds: creds, DataLink: link, Logger: logger})
+	s, err := New(Config{Index: env.RoleRank, Ring: ring, Workers: workers, Staleness: settings.staleness,
+		WaitTimeout: settings.wait, MemoryBytes: settings.memory, Replicas: settings.replicas, PeerCreds: creds, DataLink: link, Logger: logger})
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	logger.Info("parameter server serving", "server", env.RoleRank, "servers", n, "workers", workers,
-		"consistency", staleness.String(), "replicas", replicas, "addr", env.Peers[env.Rank], "memory_mib", memory>>20)
+		"consistency", settings.staleness.String(), "replicas", settings.replicas, "addr", env.Peers[env.Rank], "memory_mib", settings.memory>>20)
 	reportCtx, stopReports := context.WithCancel(ctx)
 	reported := make(chan struct{})
-	go func() { defer close(reported); s.reportEvery(reportCtx, reportInterval) }()
+	go func() { defer close(reported); s.reportEvery(reportCtx, reportInterval, rk.Report) }()
 	if os.Getenv(envcontract.PSRejoin) != "1" {
 		err = s.Serve(ctx, ln, creds)
 	} else {
@@ -100,6 +82,46 @@ func RunFromEnv(ctx context.Context, env task.Env, logger *slog.Logger) error {
 	stopReports()
 	<-reported
 	return err
+}
+
+// settings are a server's SPINDLE_PS_* settings.
+type settings struct {
+	staleness ps.Staleness
+	wait      time.Duration
+	memory    int64
+	replicas  int
+}
+
+// settingsFromEnv reads the SPINDLE_PS_* settings; errors wrap
+// ps.ErrBadEnv and name the variable.
+func settingsFromEnv() (settings, error) {
+	staleness, err := ps.ParseStaleness(os.Getenv(envcontract.PSStaleness))
+	if err != nil {
+		return settings{}, fmt.Errorf("%w: %s: %v", ps.ErrBadEnv, envcontract.PSStaleness, err)
+	}
+	var wait time.Duration
+	if v := os.Getenv(envcontract.PSWaitTimeout); v != "" {
+		secs, err := strconv.ParseFloat(v, 64)
+		if err != nil || secs < 0 {
+			return settings{}, fmt.Errorf("%w: %s=%s: want seconds", ps.ErrBadEnv, envcontract.PSWaitTimeout, v)
+		}
+		wait = time.Duration(secs * float64(time.Second))
+	}
+	var memory int64
+	if v := os.Getenv(envcontract.PSMemory); v != "" {
+		mb, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || mb < 0 {
+			return settings{}, fmt.Errorf("%w: %s=%s: want MiB", ps.ErrBadEnv, envcontract.PSMemory, v)
+		}
+		memory = int64(float64(mb<<20) * memoryShare)
+	}
+	replicas := 0
+	if v := os.Getenv(envcontract.PSReplicas); v != "" {
+		if replicas, err = strconv.Atoi(v); err != nil || replicas < 0 {
+			return settings{}, fmt.Errorf("%w: %s=%s: want a number of backups ≥ 0", ps.ErrBadEnv, envcontract.PSReplicas, v)
+		}
+	}
+	return settings{staleness: staleness, wait: wait, memory: memory, replicas: replicas}, nil
 }
 
 // serveRejoined serves a replacement for a dead server: it serves first,
@@ -134,10 +156,14 @@ const reportInterval = time.Second
 // until ctx ends, and once more then: the job's web UI shows them, and the
 // driver's /metrics turns them into the spindle_ps_* metrics
 // (observe/metrics reads these names).
-func (s *Server) reportEvery(ctx context.Context, every time.Duration) {
+func (s *Server) reportEvery(ctx context.Context, every time.Duration, send func(map[string]float64)) {
+	if send == nil {
+		<-ctx.Done()
+		return
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	report := func() { task.Report(0, s.Report()) }
+	report := func() { send(s.Report()) }
 	for {
 		select {
 		case <-ctx.Done():

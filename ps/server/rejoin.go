@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"github.com/spindle-ml/spindle/internal/rpc"
 
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/pspb"
@@ -165,13 +164,13 @@ func (s *Server) Rejoin(ctx context.Context, req *pspb.RejoinRequest) (*pspb.Rin
 	ring := s.ring.Load()
 	i := int(req.Server)
 	if i < 0 || i >= len(ring.Servers()) {
-		return nil, status.Errorf(codes.InvalidArgument, "no server %d in a ring of %d", i, len(ring.Servers()))
+		return nil, rpc.Errorf(errBadRequest, "no server %d in a ring of %d", i, len(ring.Servers()))
 	}
 	if !ring.Dead(i) {
 		if ring.Servers()[i] == req.Addr {
 			return s.ringInfo(ring), nil // a retried call
 		}
-		return nil, status.Errorf(codes.FailedPrecondition, "server %d is in the ring (version %d) at %s: a replacement rejoins only for a dead server",
+		return nil, rpc.Errorf(errWrongState, "server %d is in the ring (version %d) at %s: a replacement rejoins only for a dead server",
 			i, ring.Version(), ring.Servers()[i])
 	}
 	coord := -1
@@ -190,7 +189,7 @@ func (s *Server) Rejoin(ctx context.Context, req *pspb.RejoinRequest) (*pspb.Rin
 	}
 	next, err := ring.WithRejoined(ring.Version()+1, i, req.Addr)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, rpc.Errorf(errBadRequest, "%s", err.Error())
 	}
 	info := s.ringInfo(next)
 	s.log.Info("a replacement rejoins the ring", "server", i, "addr", req.Addr, "ring_version", next.Version())
@@ -228,7 +227,7 @@ func (s *Server) Rejoin(ctx context.Context, req *pspb.RejoinRequest) (*pspb.Rin
 	}
 	if err != nil {
 		// Workers routed to it find it silent and report it dead again.
-		return nil, status.Errorf(codes.Unavailable, "the replacement for server %d at %s did not adopt ring version %d: %v", i, req.Addr, next.Version(), err)
+		return nil, rpc.Errorf(errUnavailable, "the replacement for server %d at %s did not adopt ring version %d: %v", i, req.Addr, next.Version(), err)
 	}
 	return info, nil
 }

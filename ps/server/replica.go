@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/spindle-ml/spindle/internal/rpc"
+
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/pspb"
 )
@@ -82,7 +84,7 @@ func newDedupe() *dedupe {
 // caller retries (a later attempt finds it applied, or takes it over if
 // that attempt failed). Never waiting here keeps servers that forward to
 // each other from waiting in a circle.
-var errInFlight = status.Error(codes.Aborted, "push in flight: another attempt of it is being applied; retry")
+var errInFlight = rpc.Errorf(errRetry, "push in flight: another attempt of it is being applied; retry")
 
 // begin claims push id. It returns false when the push was applied
 // already, errInFlight while another attempt applies it, and true when
@@ -234,7 +236,7 @@ func (s *Server) replicate(ctx context.Context, ring *ps.Ring, req *pspb.PushReq
 	if err != nil && failed < 0 {
 		// A backup on another ring (it is adopting one): the client
 		// refreshes and retries.
-		return -1, status.Errorf(codes.FailedPrecondition, "%s: %v", errStaleRing, err)
+		return -1, rpc.Errorf(errWrongState, "%s: %v", errStaleRing, err)
 	}
 	return failed, err
 }
@@ -317,7 +319,7 @@ func (s *Server) Replicate(_ context.Context, req *pspb.PushRequest) (*pspb.Push
 		return nil, err
 	}
 	if v := s.ring.Load().Version(); req.RingVersion != v {
-		return nil, status.Errorf(codes.FailedPrecondition, "%s: primary ring version %d, backup %d holds version %d", errStaleRing, req.RingVersion, s.cfg.Index, v)
+		return nil, rpc.Errorf(errWrongState, "%s: primary ring version %d, backup %d holds version %d", errStaleRing, req.RingVersion, s.cfg.Index, v)
 	}
 	keys, grads, err := decodePush(req)
 	if err != nil {
@@ -328,7 +330,7 @@ func (s *Server) Replicate(_ context.Context, req *pspb.PushRequest) (*pspb.Push
 		return nil, err
 	}
 	if len(grads) != len(keys)*t.dim {
-		return nil, status.Errorf(codes.InvalidArgument, "table %s has dim %d: %d keys need %d values, got %d", req.Table, t.dim, len(keys), len(keys)*t.dim, len(grads))
+		return nil, rpc.Errorf(errBadRequest, "table %s has dim %d: %d keys need %d values, got %d", req.Table, t.dim, len(keys), len(keys)*t.dim, len(grads))
 	}
 	id := idOf(req)
 	if req.Seq != 0 {
@@ -355,7 +357,7 @@ func (s *Server) table(name string) (*table, error) {
 	t, ok := s.tables[name]
 	s.mu.RUnlock()
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "ps %d: no table %q: declare it first", s.cfg.Index, name)
+		return nil, rpc.Errorf(errNotFound, "ps %d: no table %q: declare it first", s.cfg.Index, name)
 	}
 	return t, nil
 }
@@ -369,11 +371,11 @@ func (s *Server) Install(_ context.Context, req *pspb.InstallRequest) (*pspb.Ins
 	}
 	keys, err := ps.BytesKeys(req.Keys)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "install into %s: %v", req.Table, err)
+		return nil, rpc.Errorf(errBadRequest, "install into %s: %v", req.Table, err)
 	}
 	rows, err := ps.BytesFloats(req.Rows)
 	if err != nil || len(rows) != len(keys)*t.stride || len(req.Steps) != len(keys)*4 {
-		return nil, status.Errorf(codes.InvalidArgument, "install into %s: %d keys with %d values and %d step bytes, want %d and %d",
+		return nil, rpc.Errorf(errBadRequest, "install into %s: %d keys with %d values and %d step bytes, want %d and %d",
 			req.Table, len(keys), len(rows), len(req.Steps), len(keys)*t.stride, len(keys)*4)
 	}
 	rowsAt, err := t.locate(keys, groupByShard(keys), &s.budget)
@@ -413,7 +415,7 @@ func (s *Server) ReportDead(ctx context.Context, req *pspb.ReportDeadRequest) (*
 	for {
 		ring := s.ring.Load()
 		if n := len(ring.Servers()); int(req.Server) < 0 || int(req.Server) >= n {
-			return nil, status.Errorf(codes.InvalidArgument, "no server %d in a ring of %d", req.Server, n)
+			return nil, rpc.Errorf(errBadRequest, "no server %d in a ring of %d", req.Server, n)
 		}
 		if ring.Dead(int(req.Server)) {
 			return s.ringInfo(ring), nil
@@ -426,7 +428,7 @@ func (s *Server) ReportDead(ctx context.Context, req *pspb.ReportDeadRequest) (*
 			}
 		}
 		if coord < 0 {
-			return nil, status.Errorf(codes.Unavailable, "no live server left to coordinate")
+			return nil, rpc.Errorf(errUnavailable, "no live server left to coordinate")
 		}
 		if coord == s.cfg.Index {
 			return s.coordinate(ctx, ring, suspects)
@@ -461,11 +463,11 @@ func (s *Server) coordinate(ctx context.Context, ring *ps.Ring, suspects []int) 
 		gone = append(gone, x)
 	}
 	if len(gone) == 0 {
-		return nil, status.Errorf(codes.Aborted, "server %d answers: not taken out of the ring", suspects[0])
+		return nil, rpc.Errorf(errRetry, "server %d answers: not taken out of the ring", suspects[0])
 	}
 	next, err := ring.WithDead(ring.Version()+1, gone...)
 	if err != nil {
-		return nil, status.Error(codes.Unavailable, err.Error())
+		return nil, rpc.Errorf(errUnavailable, "%s", err.Error())
 	}
 	info := s.ringInfo(next)
 	s.log.Warn("servers taken out of the ring: their keys move to their backups", "servers", gone, "ring_version", next.Version(), "live", next.Live())
@@ -504,7 +506,7 @@ func (s *Server) AdoptRing(ctx context.Context, info *pspb.RingInfo) (*pspb.Adop
 	}
 	next, err := ps.RingFromInfo(info)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, rpc.Errorf(errBadRequest, "%s", err.Error())
 	}
 	start := time.Now()
 	s.gate.Lock()

@@ -11,15 +11,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/rpc"
+
 	"github.com/spindle-ml/spindle/collective"
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/grpcguard"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/pspb"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -159,7 +158,7 @@ func (s *Server) memoryFull(need int64) error {
 	for name, t := range s.tables {
 		msg += fmt.Sprintf("; table %s: %d keys of dim %d", name, t.keys.Load(), t.dim)
 	}
-	return status.Error(codes.ResourceExhausted, msg+" (give the servers more memory or add servers: --num-ps)")
+	return rpc.Errorf(errNoMemory, "%s", msg+" (give the servers more memory or add servers: --num-ps)")
 }
 
 // Serve serves s on ln behind creds until ctx ends, then stops, letting
@@ -172,7 +171,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, creds credentials.T
 	// The data link goes first: its sessions' streams would hold the
 	// graceful stop, and its handlers end with their sessions.
 	defer s.stopDataLink()
-	g := grpc.NewServer(append(grpcguard.ServerOptions(s.log), grpc.Creds(creds), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))...)
+	g := grpc.NewServer(append(rpc.ServerOptions(s.log, errorCodes), grpc.Creds(creds), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))...)
 	pspb.RegisterParameterServerServer(g, s)
 	done := make(chan error, 1)
 	go func() { done <- g.Serve(ln) }()
@@ -202,11 +201,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, creds credentials.T
 func (s *Server) DeclareTable(_ context.Context, req *pspb.DeclareTableRequest) (*pspb.DeclareTableResponse, error) {
 	spec := proto.Clone(req.GetSpec()).(*pspb.TableSpec)
 	if err := ps.Normalize(spec); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, rpc.Errorf(errBadRequest, "%s", err.Error())
 	}
 	same := func(t *table) (*pspb.DeclareTableResponse, error) {
 		if !proto.Equal(t.spec, spec) {
-			return nil, status.Errorf(codes.AlreadyExists, "table %s is declared already with another spec (%v; this one: %v): every worker must declare it alike",
+			return nil, rpc.Errorf(errExists, "table %s is declared already with another spec (%v; this one: %v): every worker must declare it alike",
 				spec.Name, t.spec, spec)
 		}
 		return &pspb.DeclareTableResponse{}, nil
@@ -255,26 +254,26 @@ func (s *Server) lookup(name string, version uint64, keys []uint64, ring *ps.Rin
 		return nil, err
 	}
 	if v := ring.Version(); version != v {
-		return nil, status.Errorf(codes.FailedPrecondition, "%s: client ring version %d, server %d holds version %d", errStaleRing, version, s.cfg.Index, v)
+		return nil, rpc.Errorf(errWrongState, "%s: client ring version %d, server %d holds version %d", errStaleRing, version, s.cfg.Index, v)
 	}
 	for _, k := range keys {
 		if t.spec.Rows > 0 && k >= t.spec.Rows {
-			return nil, status.Errorf(codes.InvalidArgument, "table %s: row %d outside its %d rows", name, k, t.spec.Rows)
+			return nil, rpc.Errorf(errBadRequest, "table %s: row %d outside its %d rows", name, k, t.spec.Rows)
 		}
 		if owner := ring.OwnerOf(k, t.spec.Rows); owner != s.cfg.Index {
-			return nil, status.Errorf(codes.InvalidArgument, "table %s: key %d belongs to server %d, not %d, on ring version %d", name, k, owner, s.cfg.Index, ring.Version())
+			return nil, rpc.Errorf(errBadRequest, "table %s: key %d belongs to server %d, not %d, on ring version %d", name, k, owner, s.cfg.Index, ring.Version())
 		}
 	}
 	return t, nil
 }
 
-// waitCode is the status of a consistency wait that failed: the worker's
+// waitKind is the kind of a consistency wait that failed: the worker's
 // own call ended, or the wait timed out.
-func waitCode(err error) codes.Code {
+func waitKind(err error) error {
 	if errors.Is(err, errWaitTimeout) {
-		return codes.DeadlineExceeded
+		return errTimedOut
 	}
-	return codes.Canceled
+	return errCanceled
 }
 
 // decodePush reads a push's keys and gradients (a worker's, or a
@@ -282,11 +281,11 @@ func waitCode(err error) codes.Code {
 func decodePush(req *pspb.PushRequest) ([]uint64, []float32, error) {
 	keys, err := ps.BytesKeys(req.Keys)
 	if err != nil {
-		return nil, nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
+		return nil, nil, rpc.Errorf(errBadRequest, "table %s: %v", req.Table, err)
 	}
 	grads, err := ps.BytesFloats(req.Grads)
 	if err != nil {
-		return nil, nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
+		return nil, nil, rpc.Errorf(errBadRequest, "table %s: %v", req.Table, err)
 	}
 	return keys, grads, nil
 }
@@ -297,7 +296,7 @@ const errStaleRing = "stale ring"
 
 func (s *Server) worker(w int32) error {
 	if w < 0 || int(w) >= s.cfg.Workers {
-		return status.Errorf(codes.InvalidArgument, "worker %d: the job has workers 0 to %d", w, s.cfg.Workers-1)
+		return rpc.Errorf(errBadRequest, "worker %d: the job has workers 0 to %d", w, s.cfg.Workers-1)
 	}
 	return nil
 }
@@ -319,7 +318,7 @@ func (s *Server) pull(ctx context.Context, req *pspb.PullRequest, alloc func(n i
 	}
 	keys, err := ps.BytesKeys(req.Keys)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "table %s: %v", req.Table, err)
+		return nil, rpc.Errorf(errBadRequest, "table %s: %v", req.Table, err)
 	}
 	// The time a pull waits for slower workers' clocks counts: it is what
 	// the worker waits.
@@ -329,7 +328,7 @@ func (s *Server) pull(ctx context.Context, req *pspb.PullRequest, alloc func(n i
 		return nil, err
 	}
 	if err := s.clocks.wait(ctx, int(req.Worker), req.Clock, s.cfg.WaitTimeout); err != nil {
-		return nil, status.Errorf(waitCode(err), "ps %d: %v", s.cfg.Index, err)
+		return nil, rpc.Errorf(waitKind(err), "ps %d: %v", s.cfg.Index, err)
 	}
 	out := alloc(len(keys) * t.dim)
 	if err := t.pull(keys, out, &s.budget); err != nil {
@@ -358,7 +357,7 @@ func (s *Server) Push(ctx context.Context, req *pspb.PushRequest) (*pspb.PushRes
 			return nil, err
 		}
 		if len(grads) != len(keys)*t.dim {
-			return nil, status.Errorf(codes.InvalidArgument, "table %s has dim %d: %d keys need %d gradient values, got %d; nothing applied",
+			return nil, rpc.Errorf(errBadRequest, "table %s has dim %d: %d keys need %d gradient values, got %d; nothing applied",
 				req.Table, t.dim, len(keys), len(keys)*t.dim, len(grads))
 		}
 		id := idOf(req)
@@ -394,7 +393,7 @@ func (s *Server) Push(ctx context.Context, req *pspb.PushRequest) (*pspb.PushRes
 		// Out of the gate: taking the backup out moves this server to a
 		// new ring, which waits for the pushes under way.
 		s.takeOut(ctx, down)
-		return nil, status.Errorf(codes.FailedPrecondition, "%s: backup server %d did not answer (%v); refresh the ring and retry", errStaleRing, down, err)
+		return nil, rpc.Errorf(errWrongState, "%s: backup server %d did not answer (%v); refresh the ring and retry", errStaleRing, down, err)
 	}
 	return resp, err
 }
@@ -418,7 +417,7 @@ func (s *Server) Barrier(ctx context.Context, req *pspb.ClockRequest) (*pspb.Clo
 		return nil, err
 	}
 	if err := s.clocks.waitAll(ctx, req.Clock, s.cfg.WaitTimeout); err != nil {
-		return nil, status.Errorf(waitCode(err), "ps %d: barrier of worker %d: %v", s.cfg.Index, req.Worker, err)
+		return nil, rpc.Errorf(waitKind(err), "ps %d: barrier of worker %d: %v", s.cfg.Index, req.Worker, err)
 	}
 	return &pspb.ClockResponse{}, nil
 }
@@ -485,7 +484,7 @@ func (s *Server) Export(req *pspb.ExportRequest, stream grpc.ServerStreamingServ
 	t, ok := s.tables[req.Table]
 	s.mu.RUnlock()
 	if !ok {
-		return status.Errorf(codes.NotFound, "ps %d: no table %q", s.cfg.Index, req.Table)
+		return rpc.Errorf(errNotFound, "ps %d: no table %q", s.cfg.Index, req.Table)
 	}
 	// The rows this server owns: backups' copies are their owners' to send.
 	ring := s.ring.Load()

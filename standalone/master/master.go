@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
-	"github.com/spindle-ml/spindle/internal/grpcguard"
+	"github.com/spindle-ml/spindle/internal/rpc"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
 	"github.com/spindle-ml/spindle/standalone/internal/secure"
 	"github.com/spindle-ml/spindle/standalone/internal/slogadapter"
@@ -140,7 +140,7 @@ func New(cfg Config) (*Master, error) {
 			return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 		}
 	}
-	m.grpc = grpc.NewServer(append(grpcguard.ServerOptions(m.logger), creds.ServerOptions()...)...)
+	m.grpc = grpc.NewServer(append(rpc.ServerOptions(m.logger, nil), creds.ServerOptions()...)...)
 	pb.RegisterMasterServer(m.grpc, &service{m: m})
 	ok = true
 	return m, nil

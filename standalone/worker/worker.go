@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/spindle-ml/spindle/internal/grpcguard"
+	"github.com/spindle-ml/spindle/internal/rpc"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
 	"github.com/spindle-ml/spindle/standalone/internal/secure"
@@ -106,7 +106,7 @@ func New(cfg Config) (*Worker, error) {
 		w.closeListener()
 		return nil, err
 	}
-	w.grpc = grpc.NewServer(append(grpcguard.ServerOptions(w.logger), w.masters.Credentials().ServerOptionsAs(secure.WorkerAudience(w.addr))...)...)
+	w.grpc = grpc.NewServer(append(rpc.ServerOptions(w.logger, nil), w.masters.Credentials().ServerOptionsAs(secure.WorkerAudience(w.addr))...)...)
 	pb.RegisterWorkerServer(w.grpc, &service{w: w})
 
 	// Every job runs as this process's user (see docs/standalone.md).

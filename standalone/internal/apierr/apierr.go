@@ -1,12 +1,12 @@
 package apierr
 
 import (
-	"context"
 	"errors"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/spindle-ml/spindle/internal/rpc"
 )
 
 // Sentinel errors. Messages start with the package prefix "standalone:".
@@ -27,75 +27,32 @@ var (
 	ErrNeverFits     = errors.New("standalone: the request can never fit on the cluster's workers")
 )
 
-var table = []struct {
-	err  error
-	code codes.Code
-}{
-	{ErrNotLeader, codes.Unavailable},
-	{ErrNoLeader, codes.Unavailable},
-	{ErrStopped, codes.Unavailable},
-	{ErrNoRoom, codes.ResourceExhausted},
-	{ErrOverCap, codes.OutOfRange},
-	{ErrBadRequest, codes.InvalidArgument},
-	{ErrUnknownApp, codes.NotFound},
-	{ErrAppEnded, codes.FailedPrecondition},
-	{ErrUnknownWorker, codes.NotFound},
-	{ErrLaunch, codes.Aborted},
-	{ErrAmbiguous, codes.InvalidArgument},
-	{ErrWrongWorker, codes.FailedPrecondition},
-	{ErrDuplicateID, codes.AlreadyExists},
-	{ErrNeverFits, codes.InvalidArgument},
+// table maps the sentinels to their gRPC codes.
+var table = rpc.Codes{
+	{Err: ErrNotLeader, Code: codes.Unavailable},
+	{Err: ErrNoLeader, Code: codes.Unavailable},
+	{Err: ErrStopped, Code: codes.Unavailable},
+	{Err: ErrNoRoom, Code: codes.ResourceExhausted},
+	{Err: ErrOverCap, Code: codes.OutOfRange},
+	{Err: ErrBadRequest, Code: codes.InvalidArgument},
+	{Err: ErrUnknownApp, Code: codes.NotFound},
+	{Err: ErrAppEnded, Code: codes.FailedPrecondition},
+	{Err: ErrUnknownWorker, Code: codes.NotFound},
+	{Err: ErrLaunch, Code: codes.Aborted},
+	{Err: ErrAmbiguous, Code: codes.InvalidArgument},
+	{Err: ErrWrongWorker, Code: codes.FailedPrecondition},
+	{Err: ErrDuplicateID, Code: codes.AlreadyExists},
+	{Err: ErrNeverFits, Code: codes.InvalidArgument},
 }
 
 // ToStatus turns an error into a gRPC status error for the wire. Errors
 // that wrap a sentinel get its code; context errors keep theirs; anything
 // else is Internal. The message is the error's full text.
-func ToStatus(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	for _, e := range table {
-		if errors.Is(err, e.err) {
-			return status.Error(e.code, err.Error())
-		}
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return status.FromContextError(err).Err()
-	}
-	return status.Error(codes.Internal, err.Error())
-}
-
-// wireError is an error that came over the wire: its text as sent, and the
-// sentinel it wrapped on the server.
-type wireError struct {
-	msg      string
-	sentinel error
-	code     codes.Code
-}
-
-func (e *wireError) Error() string { return e.msg }
-func (e *wireError) Unwrap() error { return e.sentinel }
-
-// GRPCStatus keeps the status code, so the error can be forwarded.
-func (e *wireError) GRPCStatus() *status.Status { return status.New(e.code, e.msg) }
+func ToStatus(err error) error { return table.ToStatus(err) }
 
 // FromStatus turns a gRPC status error back into an error that wraps the
 // sentinel the server returned. Other errors are returned unchanged.
-func FromStatus(err error) error {
-	st, ok := status.FromError(err)
-	if !ok || err == nil {
-		return err
-	}
-	for _, e := range table {
-		if st.Code() == e.code && strings.HasPrefix(st.Message(), e.err.Error()) {
-			return &wireError{msg: st.Message(), sentinel: e.err, code: e.code}
-		}
-	}
-	return err
-}
+func FromStatus(err error) error { return table.FromStatus(err) }
 
 // Retryable says whether a call that failed with err may succeed on another
 // master or a little later: the master was not the leader, was stopping,

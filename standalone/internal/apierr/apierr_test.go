@@ -12,22 +12,22 @@ import (
 
 func TestRoundTrip(t *testing.T) {
 	for _, e := range table {
-		t.Run(e.err.Error(), func(t *testing.T) {
-			wrapped := fmt.Errorf("%w: need 4 executors", e.err)
+		t.Run(e.Err.Error(), func(t *testing.T) {
+			wrapped := fmt.Errorf("%w: need 4 executors", e.Err)
 			st := ToStatus(wrapped)
-			if got := status.Code(st); got != e.code {
-				t.Fatalf("code %v, want %v", got, e.code)
+			if got := status.Code(st); got != e.Code {
+				t.Fatalf("code %v, want %v", got, e.Code)
 			}
 			back := FromStatus(st)
-			if !errors.Is(back, e.err) {
-				t.Fatalf("FromStatus(%v) does not wrap %v", st, e.err)
+			if !errors.Is(back, e.Err) {
+				t.Fatalf("FromStatus(%v) does not wrap %v", st, e.Err)
 			}
 			if back.Error() != wrapped.Error() {
 				t.Fatalf("message %q, want %q", back.Error(), wrapped.Error())
 			}
 			// A forwarded error keeps its code.
-			if got := status.Code(ToStatus(back)); got != e.code {
-				t.Fatalf("forwarded code %v, want %v", got, e.code)
+			if got := status.Code(ToStatus(back)); got != e.Code {
+				t.Fatalf("forwarded code %v, want %v", got, e.Code)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package feed
+package push
 
 import (
 	"context"
@@ -26,6 +26,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/spindle-ml/spindle/feed"
+
 	"github.com/spindle-ml/spindle/fsys"
 )
 
@@ -35,7 +37,7 @@ const (
 )
 
 // startPush serves a push endpoint on loopback until the test ends.
-func startPush(t testing.TB, cfg PushConfig) *PushServer {
+func startPush(t testing.TB, cfg Config) *Server {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -45,7 +47,7 @@ func startPush(t testing.TB, cfg PushConfig) *PushServer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s, err := StartPush(lis, cfg)
+	s, err := Start(lis, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +137,7 @@ func endOfInput(ctx context.Context, c flight.Client, token string) error {
 
 // readRanks reads every rank's share of a push endpoint through the feed
 // pipeline, as executors do, and returns the ids each rank got.
-func readRanks(ctx context.Context, t testing.TB, s *PushServer, columns []string, batchRows int) [][]int64 {
+func readRanks(ctx context.Context, t testing.TB, s *Server, columns []string, batchRows int) [][]int64 {
 	t.Helper()
 	plan, err := s.Plan(ctx, s.Addr(), columns, "label")
 	if err != nil {
@@ -150,8 +152,8 @@ func readRanks(ctx context.Context, t testing.TB, s *PushServer, columns []strin
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[r], errs[r] = readPipeline(ctx, res, PipelineConfig{Splits: plan.Ranks[r], Schema: plan.Schema, Columns: columns, LabelColumn: "label",
-				BatchRows: batchRows, EvenBatches: EvenOff, Prefetch: 2, Flight: FlightOptions{PushToken: testFeedToken}}, 0)
+			out[r], errs[r] = readPipeline(ctx, res, feed.PipelineConfig{Splits: plan.Ranks[r], Schema: plan.Schema, Columns: columns, LabelColumn: "label",
+				BatchRows: batchRows, EvenBatches: feed.EvenOff, Prefetch: 2, Flight: feed.FlightOptions{PushToken: testFeedToken}}, 0)
 		}()
 	}
 	wg.Wait()
@@ -165,8 +167,8 @@ func readRanks(ctx context.Context, t testing.TB, s *PushServer, columns []strin
 
 // readPipeline reads one epoch and returns the id column, waiting
 // perBatch between batches (a slow consumer).
-func readPipeline(ctx context.Context, res *fsys.Resolver, cfg PipelineConfig, perBatch time.Duration) ([]int64, error) {
-	p, err := NewPipeline(res, cfg)
+func readPipeline(ctx context.Context, res *fsys.Resolver, cfg feed.PipelineConfig, perBatch time.Duration) ([]int64, error) {
+	p, err := feed.NewPipeline(res, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -197,17 +199,17 @@ func TestPushConcurrentProducers(t *testing.T) {
 	const producers, batches, rows, ranks, batchRows = 4, 10, 137, 3, 100
 	const total = producers * batches * rows // 5480: 18 rounds of 300, 80 left
 	for _, tc := range []struct {
-		even    EvenMode
+		even    feed.EvenMode
 		perRank []int64
 	}{
-		{EvenOff, []int64{1827, 1827, 1826}},
-		{EvenPad, []int64{1827, 1827, 1826}}, // 27 or 26 left: the same batch count, no padding
-		{EvenDrop, []int64{1800, 1800, 1800}},
+		{feed.EvenOff, []int64{1827, 1827, 1826}},
+		{feed.EvenPad, []int64{1827, 1827, 1826}}, // 27 or 26 left: the same batch count, no padding
+		{feed.EvenDrop, []int64{1800, 1800, 1800}},
 	} {
 		t.Run(string(tc.even), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			s := startPush(t, PushConfig{Ranks: ranks, BatchRows: batchRows, EvenBatches: tc.even, Schema: flightSchema})
+			s := startPush(t, Config{Ranks: ranks, BatchRows: batchRows, EvenBatches: tc.even, Schema: flightSchema})
 			_, c := dialPush(t, s.Addr())
 			var got [][]int64
 			var wg sync.WaitGroup
@@ -253,7 +255,7 @@ func TestPushConcurrentProducers(t *testing.T) {
 					t.Fatalf("row %d fed %d times", id, n)
 				}
 			}
-			if tc.even != EvenDrop && len(seen) != total {
+			if tc.even != feed.EvenDrop && len(seen) != total {
 				t.Fatalf("%d distinct rows fed, want %d", len(seen), total)
 			}
 			st := s.Stats()
@@ -270,7 +272,7 @@ func TestPushConcurrentProducers(t *testing.T) {
 func TestPushPadsShortRanks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s := startPush(t, PushConfig{Ranks: 3, BatchRows: 10, Schema: flightSchema, Rows: 31})
+	s := startPush(t, Config{Ranks: 3, BatchRows: 10, Schema: flightSchema, Rows: 31})
 	_, c := dialPush(t, s.Addr())
 	if _, err := push(ctx, c, testProducerToken, flightSchema, flightBatches(0, 1, 31), nil); err != nil {
 		t.Fatal(err)
@@ -296,7 +298,7 @@ func TestPushProducerKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const rows = 100
-	s := startPush(t, PushConfig{Ranks: 2, BatchRows: 50, EvenBatches: EvenOff, Schema: flightSchema})
+	s := startPush(t, Config{Ranks: 2, BatchRows: 50, EvenBatches: feed.EvenOff, Schema: flightSchema})
 	var got [][]int64
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -368,7 +370,7 @@ func TestPushSlowConsumer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const limit, rows, batches = 64 << 10, 1000, 200 // 16 bytes a row: 16 KB batches, 3.2 MB in all
-	s := startPush(t, PushConfig{Ranks: 2, BatchRows: 500, EvenBatches: EvenOff, Schema: flightSchema, BufferBytes: limit})
+	s := startPush(t, Config{Ranks: 2, BatchRows: 500, EvenBatches: feed.EvenOff, Schema: flightSchema, BufferBytes: limit})
 	_, c := dialPush(t, s.Addr())
 	pushed := make(chan error, 1)
 	go func() {
@@ -444,7 +446,7 @@ func TestPushRefused(t *testing.T) {
 		{"column extra", testProducerToken, wide, codes.InvalidArgument, `column "extra" of the stream is not in the job's schema`, RefusedSchema},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startPush(t, PushConfig{Ranks: 1, BatchRows: 10, Schema: flightSchema})
+			s := startPush(t, Config{Ranks: 1, BatchRows: 10, Schema: flightSchema})
 			_, c := dialPush(t, s.Addr())
 			recs := []arrow.RecordBatch{emptyBatch(tc.schema, 5)}
 			_, err := push(ctx, c, tc.token, tc.schema, recs, nil)
@@ -458,7 +460,7 @@ func TestPushRefused(t *testing.T) {
 	}
 
 	t.Run("first producer sets the schema", func(t *testing.T) {
-		s := startPush(t, PushConfig{Ranks: 1, BatchRows: 10, Required: []string{"x", "label"}})
+		s := startPush(t, Config{Ranks: 1, BatchRows: 10, Required: []string{"x", "label"}})
 		_, c := dialPush(t, s.Addr())
 		// A schema without the job's columns cannot become the job's.
 		if _, err := push(ctx, c, testProducerToken, missing, []arrow.RecordBatch{emptyBatch(missing, 3)}, nil); !strings.Contains(fmt.Sprint(err), `column "x", which the job reads`) {
@@ -476,9 +478,9 @@ func TestPushRefused(t *testing.T) {
 	})
 
 	t.Run("rank stream", func(t *testing.T) {
-		s := startPush(t, PushConfig{Ranks: 1, BatchRows: 10, Schema: flightSchema})
+		s := startPush(t, Config{Ranks: 1, BatchRows: 10, Schema: flightSchema})
 		_, c := dialPush(t, s.Addr())
-		ticket := &flight.Ticket{Ticket: []byte(pushTicketPrefix + "0")}
+		ticket := &flight.Ticket{Ticket: []byte(feed.PushTicketPrefix + "0")}
 		get := func(token string) error {
 			stream, err := c.DoGet(bearer(ctx, token), ticket)
 			for err == nil {
@@ -511,7 +513,7 @@ func TestPushRefused(t *testing.T) {
 func TestPushDeclaredRows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s := startPush(t, PushConfig{Ranks: 1, BatchRows: 10, Schema: flightSchema, Rows: 25})
+	s := startPush(t, Config{Ranks: 1, BatchRows: 10, Schema: flightSchema, Rows: 25})
 	_, c := dialPush(t, s.Addr())
 	acks, err := push(ctx, c, testProducerToken, flightSchema, flightBatches(0, 3, 10), nil)
 	if acks != 2 || status.Code(err) != codes.OutOfRange || !strings.Contains(err.Error(), "declared 25 rows") {
@@ -532,7 +534,7 @@ func TestParsePush(t *testing.T) {
 		{"flight-put://h:99999", "", "port"},
 		{"flight-put://h:1/path", "", "want flight-put"},
 	} {
-		got, err := ParseFlightPutURI(tc.in)
+		got, err := feed.ParseFlightPutURI(tc.in)
 		if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%s: %q, %v", tc.in, got, err)
 		}
@@ -567,7 +569,7 @@ func TestPushLargeBatches(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const rows = 600_000 // 16 bytes a row: 9.6 MB
-	s := startPush(t, PushConfig{Ranks: 1, BatchRows: 400_000, EvenBatches: EvenOff, Schema: flightSchema, Rows: rows})
+	s := startPush(t, Config{Ranks: 1, BatchRows: 400_000, EvenBatches: feed.EvenOff, Schema: flightSchema, Rows: rows})
 	_, c := dialPush(t, s.Addr())
 	var got [][]int64
 	var wg sync.WaitGroup
@@ -602,7 +604,7 @@ func TestPushEpochsFromCache(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			s := startPush(t, PushConfig{Ranks: 1, BatchRows: 100, EvenBatches: EvenOff, Schema: flightSchema, Rows: 1000})
+			s := startPush(t, Config{Ranks: 1, BatchRows: 100, EvenBatches: feed.EvenOff, Schema: flightSchema, Rows: 1000})
 			_, c := dialPush(t, s.Addr())
 			if _, err := push(ctx, c, testProducerToken, flightSchema, flightBatches(0, 10, 100), nil); err != nil {
 				t.Fatal(err)
@@ -613,9 +615,9 @@ func TestPushEpochsFromCache(t *testing.T) {
 			}
 			res := fsys.NewResolver(fsys.Options{})
 			defer res.Close()
-			p, err := NewPipeline(res, PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, Columns: []string{"id"}, LabelColumn: "label",
-				BatchRows: 100, EvenBatches: EvenOff, CacheBytes: tc.cache, SpillDir: filepath.Join(t.TempDir(), "spill"), SpillBytes: tc.spill,
-				Flight: FlightOptions{PushToken: testFeedToken}})
+			p, err := feed.NewPipeline(res, feed.PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, Columns: []string{"id"}, LabelColumn: "label",
+				BatchRows: 100, EvenBatches: feed.EvenOff, CacheBytes: tc.cache, SpillDir: filepath.Join(t.TempDir(), "spill"), SpillBytes: tc.spill,
+				Flight: feed.FlightOptions{PushToken: testFeedToken}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -662,7 +664,7 @@ func TestPushProducerResumes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const rows, total = 100, 2000
-	s := startPush(t, PushConfig{Ranks: 2, BatchRows: 50, EvenBatches: EvenOff, Schema: flightSchema})
+	s := startPush(t, Config{Ranks: 2, BatchRows: 50, EvenBatches: feed.EvenOff, Schema: flightSchema})
 	var got [][]int64
 	var wg sync.WaitGroup
 	wg.Add(1)

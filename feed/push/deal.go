@@ -1,4 +1,4 @@
-package feed
+package push
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/spindle-ml/spindle/feed"
 )
 
 // errInputEnded refuses batches pushed after the input ended.
@@ -36,7 +38,7 @@ type pushPiece struct {
 type pushDealer struct {
 	ranks     int
 	batchRows int64
-	even      EvenMode
+	even      feed.EvenMode
 	limit     int64
 
 	mu       sync.Mutex
@@ -57,7 +59,7 @@ type pushDealer struct {
 	closed   bool
 }
 
-func newPushDealer(ranks, batchRows int, even EvenMode, limit int64) *pushDealer {
+func newPushDealer(ranks, batchRows int, even feed.EvenMode, limit int64) *pushDealer {
 	return &pushDealer{ranks: ranks, batchRows: int64(batchRows), even: even, limit: limit,
 		wake: make(chan struct{}), queues: make([][]pushPiece, ranks), first: make([]arrow.RecordBatch, ranks), fed: make([]int64, ranks)}
 }
@@ -113,7 +115,7 @@ func (d *pushDealer) add(ctx context.Context, rec arrow.RecordBatch, want int64)
 		rec.Release()
 		return nil
 	}
-	d.pending = append(d.pending, pushPiece{rec: rec, bytes: batchBytes(rec)})
+	d.pending = append(d.pending, pushPiece{rec: rec, bytes: feed.BatchBytes(rec)})
 	d.pendRows += n
 	d.pendB += d.pending[len(d.pending)-1].bytes
 	d.rows += n
@@ -194,7 +196,7 @@ func (d *pushDealer) endLocked() {
 	if left == 0 {
 		return
 	}
-	if d.even == EvenDrop {
+	if d.even == feed.EvenDrop {
 		for _, p := range d.pending {
 			p.rec.Release()
 		}
@@ -211,14 +213,14 @@ func (d *pushDealer) endLocked() {
 			d.give(r, d.cut(n))
 		}
 	}
-	if d.even == EvenPad && q == 0 {
+	if d.even == feed.EvenPad && q == 0 {
 		for r := int(extra); r < d.ranks; r++ {
 			src := d.first[r]
 			if src == nil {
 				src = d.first[0]
 			}
 			src.Retain()
-			d.give(r, []pushPiece{{rec: src, bytes: batchBytes(src)}})
+			d.give(r, []pushPiece{{rec: src, bytes: feed.BatchBytes(src)}})
 		}
 	}
 }
@@ -230,7 +232,7 @@ func (d *pushDealer) take(ctx context.Context, r int) (arrow.RecordBatch, error)
 	defer d.mu.Unlock()
 	for len(d.queues[r]) == 0 {
 		if d.closed {
-			return nil, ErrClosed
+			return nil, feed.ErrClosed
 		}
 		if d.ended {
 			return nil, io.EOF

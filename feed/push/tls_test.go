@@ -1,4 +1,4 @@
-package feed
+package push
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+
+	"github.com/spindle-ml/spindle/feed"
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/tlsgen"
@@ -36,7 +38,7 @@ func TestPushTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := startPush(t, PushConfig{Ranks: 1, BatchRows: 10, EvenBatches: EvenOff, Schema: flightSchema, TLS: server})
+	s := startPush(t, Config{Ranks: 1, BatchRows: 10, EvenBatches: feed.EvenOff, Schema: flightSchema, TLS: server})
 
 	for _, tc := range []struct {
 		name  string
@@ -80,8 +82,8 @@ func TestPushTLS(t *testing.T) {
 	}
 	res := fsys.NewResolver(fsys.Options{})
 	defer res.Close()
-	cfg := PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, Columns: []string{"id"}, LabelColumn: "label",
-		BatchRows: 10, EvenBatches: EvenOff, Flight: FlightOptions{PushToken: testFeedToken}}
+	cfg := feed.PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, Columns: []string{"id"}, LabelColumn: "label",
+		BatchRows: 10, EvenBatches: feed.EvenOff, Flight: feed.FlightOptions{PushToken: testFeedToken}}
 	// Without the job's CA the rank cannot verify the endpoint (and its
 	// stream stays unread: it can still be read once, below).
 	if _, err := readPipeline(ctx, res, cfg, 0); err == nil || !strings.Contains(err.Error(), "certificate") {

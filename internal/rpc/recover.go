@@ -1,4 +1,4 @@
-package grpcguard
+package rpc
 
 import (
 	"context"
@@ -10,11 +10,11 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// ServerOptions returns the interceptors that recover a panic in a call's
+// recoverOptions returns the interceptors that recover a panic in a call's
 // handler (or in any interceptor after them) and fail the call with
 // codes.Internal, logging the panic and its stack to log (nil:
 // slog.Default()). Pass them before any other interceptor.
-func ServerOptions(log *slog.Logger) []grpc.ServerOption {
+func recoverOptions(log *slog.Logger) []grpc.ServerOption {
 	if log == nil {
 		log = slog.Default()
 	}

@@ -1,4 +1,4 @@
-package feed
+package push
 
 import (
 	"context"
@@ -27,71 +27,28 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
+	"github.com/spindle-ml/spindle/feed"
+
 	"github.com/spindle-ml/spindle/internal/auth"
-	"github.com/spindle-ml/spindle/internal/grpcguard"
+	"github.com/spindle-ml/spindle/internal/rpc"
 )
 
 // ActionEndOfInput is the Flight action (DoAction type) a producer sends
 // to say that the job's pushed input is complete.
 const ActionEndOfInput = "end-of-input"
 
-// DefaultPushBufferBytes bounds the pushed rows a driver holds for its
+// DefaultBufferBytes bounds the pushed rows a driver holds for its
 // ranks when no bound is configured.
-const DefaultPushBufferBytes = 64 << 20
+const DefaultBufferBytes = 64 << 20
 
-// pushTicketPrefix starts the tickets of the ranks' streams of pushed
-// input; a split with such a ticket is read with FlightOptions.PushToken.
-const pushTicketPrefix = "spindle-push/rank/"
-
-// PushProducerToken is the token producers push into job jobID with,
+// ProducerToken is the token producers push into job jobID with,
 // derived from the job's secret.
-func PushProducerToken(secret, jobID string) string {
+func ProducerToken(secret, jobID string) string {
 	return auth.DeriveToken(secret, "flight-put/producer/"+jobID)
 }
 
-// PushFeedToken is the token a rank's executor reads its share of job
-// jobID's pushed input with, derived from the job's secret.
-func PushFeedToken(secret, jobID string) string {
-	return auth.DeriveToken(secret, "flight-put/feed/"+jobID)
-}
-
-// IsFlightPutURI reports whether an input asks for pushed input: a Flight
-// endpoint on the driver that producers DoPut into (flight-put: or
-// flight-put://host:port).
-func IsFlightPutURI(s string) bool { return strings.HasPrefix(s, "flight-put:") }
-
-// ParseFlightPutURI returns the address a flight-put input listens on:
-// "" for flight-put: (the driver's own host, any free port), else the
-// host:port of flight-put://host:port (either part may be empty: an empty
-// host is the driver's, port 0 any free one).
-func ParseFlightPutURI(s string) (string, error) {
-	rest, ok := strings.CutPrefix(s, "flight-put:")
-	if !ok {
-		//lint:ignore ST1005 the message ends with the scheme it names
-		return "", fmt.Errorf("%w: input %s is not flight-put:", ErrInput, s)
-	}
-	if rest == "" || rest == "//" {
-		return "", nil
-	}
-	hostport, ok := strings.CutPrefix(rest, "//")
-	if !ok || strings.ContainsAny(hostport, "/?#") {
-		return "", fmt.Errorf("%w: input %s: want flight-put: or flight-put://host:port", ErrInput, s)
-	}
-	if !strings.Contains(hostport, ":") {
-		hostport += ":0"
-	}
-	_, port, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return "", fmt.Errorf("%w: input %s: want flight-put://host:port: %v", ErrInput, s, err)
-	}
-	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-		return "", fmt.Errorf("%w: input %s: port %q is not 0 to 65535", ErrInput, s, port)
-	}
-	return hostport, nil
-}
-
-// PushConfig configures the endpoint producers push a job's input into.
-type PushConfig struct {
+// Config configures the endpoint producers push a job's input into.
+type Config struct {
 	// Ranks is the number of ranks the rows are dealt to.
 	Ranks int
 	// BatchRows is the job's batch size: rows are dealt in rounds of one
@@ -99,7 +56,7 @@ type PushConfig struct {
 	BatchRows int
 	// EvenBatches says how the rows left when the input ends are dealt
 	// (see pushDealer.endLocked); empty means EvenPad.
-	EvenBatches EvenMode
+	EvenBatches feed.EvenMode
 	// Schema is the schema producers must push; nil takes the first
 	// producer's, which every other producer must then match.
 	Schema *arrow.Schema
@@ -113,7 +70,7 @@ type PushConfig struct {
 	Rows int64
 	// BufferBytes bounds the rows dealt to ranks and not yet sent to
 	// them; producers wait while it is reached. Zero means
-	// DefaultPushBufferBytes.
+	// DefaultBufferBytes.
 	BufferBytes int64
 	// ProducerToken is the bearer token producers send (DoPut, DoAction,
 	// GetFlightInfo); FeedToken the one the ranks' executors send (DoGet).
@@ -127,7 +84,7 @@ type PushConfig struct {
 	Logger *slog.Logger
 }
 
-// Why a push endpoint refused a producer's stream (PushStats.RefusedBy).
+// Why a push endpoint refused a producer's stream (Stats.RefusedBy).
 const (
 	// RefusedAuth: no valid producer token.
 	RefusedAuth = "auth"
@@ -147,8 +104,8 @@ const (
 // RefuseReasons lists every reason a stream is refused for.
 var RefuseReasons = [...]string{RefusedAuth, RefusedSchema, RefusedBusy, RefusedEnded, RefusedMalformed}
 
-// PushStats is what a push endpoint has done so far.
-type PushStats struct {
+// Stats is what a push endpoint has done so far.
+type Stats struct {
 	// Streams counts the DoPut streams accepted (schema matching),
 	// Refused those refused (bad token, schema mismatch, a busy producer
 	// name, after the end), RefusedBy the same by reason (RefuseReasons).
@@ -195,12 +152,12 @@ type namedProducer struct {
 	active  bool
 }
 
-// PushServer is a running push endpoint: an Arrow Flight service that
+// Server is a running push endpoint: an Arrow Flight service that
 // producers DoPut batches into, and that the job's ranks DoGet their
 // share from.
-type PushServer struct {
+type Server struct {
 	flight.BaseFlightServer
-	cfg    PushConfig
+	cfg    Config
 	log    *slog.Logger
 	dealer *pushDealer
 	srv    *grpc.Server
@@ -222,8 +179,8 @@ type PushServer struct {
 	closeErr  error
 }
 
-// StartPush serves pushed input on lis until Close.
-func StartPush(lis net.Listener, cfg PushConfig) (*PushServer, error) {
+// Start serves pushed input on lis until Close.
+func Start(lis net.Listener, cfg Config) (*Server, error) {
 	switch {
 	case cfg.Ranks < 1:
 		return nil, fmt.Errorf("push endpoint: %d ranks: need at least one", cfg.Ranks)
@@ -234,17 +191,17 @@ func StartPush(lis net.Listener, cfg PushConfig) (*PushServer, error) {
 	case cfg.Rows < 0 || cfg.BufferBytes < 0:
 		return nil, fmt.Errorf("push endpoint: negative rows %d or buffer bytes %d", cfg.Rows, cfg.BufferBytes)
 	}
-	even, err := ParseEvenMode(string(cfg.EvenBatches))
+	even, err := feed.ParseEvenMode(string(cfg.EvenBatches))
 	if err != nil {
 		return nil, fmt.Errorf("push endpoint: %w", err)
 	}
 	if cfg.BufferBytes == 0 {
-		cfg.BufferBytes = DefaultPushBufferBytes
+		cfg.BufferBytes = DefaultBufferBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &PushServer{cfg: cfg, log: cfg.Logger, dealer: newPushDealer(cfg.Ranks, cfg.BatchRows, even, cfg.BufferBytes),
+	s := &Server{cfg: cfg, log: cfg.Logger, dealer: newPushDealer(cfg.Ranks, cfg.BatchRows, even, cfg.BufferBytes),
 		addr: lis.Addr().String(), served: make(chan error, 1), schemaSet: make(chan struct{}), opened: make([]bool, cfg.Ranks),
 		named: map[string]*namedProducer{}}
 	if cfg.Schema != nil {
@@ -252,13 +209,13 @@ func StartPush(lis net.Listener, cfg PushConfig) (*PushServer, error) {
 		close(s.schemaSet)
 	}
 	// A handler's panic fails its call, never the driver.
-	opts := append(grpcguard.ServerOptions(s.log), grpc.MaxRecvMsgSize(maxFlightMessage))
+	opts := append(rpc.ServerOptions(s.log, nil), grpc.MaxRecvMsgSize(feed.MaxFlightMessage))
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
 	// The token is checked in a tap, on the call's headers, before any
 	// of its messages is read: a caller without one cannot make the
-	// driver read (and hold) a message of up to maxFlightMessage bytes.
+	// driver read (and hold) a message of up to MaxFlightMessage bytes.
 	s.srv = grpc.NewServer(append(opts, grpc.InTapHandle(s.tap))...)
 	flight.RegisterFlightServiceServer(s.srv, s)
 	go func() { s.served <- s.srv.Serve(lis) }()
@@ -266,11 +223,11 @@ func StartPush(lis net.Listener, cfg PushConfig) (*PushServer, error) {
 }
 
 // Addr is the address the endpoint listens on.
-func (s *PushServer) Addr() string { return s.addr }
+func (s *Server) Addr() string { return s.addr }
 
 // Close stops serving, ending every stream, and releases the rows held.
 // Closing again does nothing.
-func (s *PushServer) Close() error {
+func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.dealer.close()
 		s.srv.Stop()
@@ -282,11 +239,11 @@ func (s *PushServer) Close() error {
 }
 
 // EndInput ends the input as a producer's end-of-input action does.
-func (s *PushServer) EndInput() { s.dealer.end() }
+func (s *Server) EndInput() { s.dealer.end() }
 
 // Stats returns what the endpoint has done so far.
-func (s *PushServer) Stats() PushStats {
-	st := PushStats{Streams: s.streams.Load(), Producers: s.producers.Load(), RefusedBy: map[string]int64{}}
+func (s *Server) Stats() Stats {
+	st := Stats{Streams: s.streams.Load(), Producers: s.producers.Load(), RefusedBy: map[string]int64{}}
 	for i, r := range RefuseReasons {
 		n := s.refused[i].Load()
 		st.RefusedBy[r] = n
@@ -307,7 +264,7 @@ func (s *PushServer) Stats() PushStats {
 }
 
 // refuse counts a refused stream.
-func (s *PushServer) refuse(reason string) {
+func (s *Server) refuse(reason string) {
 	for i, r := range RefuseReasons {
 		if r == reason {
 			s.refused[i].Add(1)
@@ -317,7 +274,7 @@ func (s *PushServer) refuse(reason string) {
 
 // Schema waits for the job's schema: the declared one, or the first
 // producer's.
-func (s *PushServer) Schema(ctx context.Context) (*arrow.Schema, error) {
+func (s *Server) Schema(ctx context.Context) (*arrow.Schema, error) {
 	select {
 	case <-s.schemaSet:
 	case <-ctx.Done():
@@ -332,23 +289,23 @@ func (s *PushServer) Schema(ctx context.Context) (*arrow.Schema, error) {
 // its stream from this endpoint at advertise (host:port, the address the
 // executors dial). Row counts are not known ahead: RowsPerRank is zero,
 // and the ranks' streams are kept even by the endpoint itself.
-func (s *PushServer) Plan(ctx context.Context, advertise string, columns []string, label string) (*JobPlan, error) {
+func (s *Server) Plan(ctx context.Context, advertise string, columns []string, label string) (*feed.JobPlan, error) {
 	schema, err := s.Schema(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sel, err := selectColumns(fieldNames(schema), columns, label, "the pushed input")
+	sel, err := feed.SelectSchema(schema, columns, label, "the pushed input")
 	if err != nil {
 		return nil, err
 	}
-	plan := &JobPlan{Schema: projectSchema(schema, sel), Ranks: make([][]Split, s.cfg.Ranks), RowsPerRank: make([]int64, s.cfg.Ranks)}
+	plan := &feed.JobPlan{Schema: sel, Ranks: make([][]feed.Split, s.cfg.Ranks), RowsPerRank: make([]int64, s.cfg.Ranks)}
 	scheme := "grpc"
 	if s.cfg.TLS != nil {
 		scheme = "grpc+tls"
 	}
 	for r := range plan.Ranks {
-		plan.Ranks[r] = []Split{{URI: fmt.Sprintf("%s://%s/spindle-push#rank=%d", scheme, advertise, r), Format: FormatFlight,
-			Ticket: []byte(pushTicketPrefix + strconv.Itoa(r))}}
+		plan.Ranks[r] = []feed.Split{{URI: fmt.Sprintf("%s://%s/spindle-push#rank=%d", scheme, advertise, r), Format: feed.FormatFlight,
+			Ticket: []byte(feed.PushTicketPrefix + strconv.Itoa(r))}}
 	}
 	return plan, nil
 }
@@ -356,7 +313,7 @@ func (s *PushServer) Plan(ctx context.Context, advertise string, columns []strin
 // tap lets a call through only with the right bearer token: the feed
 // token for DoGet, the producer token for everything else. It runs on
 // the call's headers, before any message is read.
-func (s *PushServer) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+func (s *Server) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
 	method := info.FullMethodName
 	want := s.cfg.ProducerToken
 	if strings.HasSuffix(method, "/DoGet") {
@@ -395,13 +352,13 @@ func nullableSchema(s *arrow.Schema) *arrow.Schema {
 // adopt checks a producer's schema against the job's, setting the job's
 // from it when none is set yet, and returns where each of the job's
 // columns is in the producer's batches. Errors name the column.
-func (s *PushServer) adopt(in *arrow.Schema) ([]int, error) {
+func (s *Server) adopt(in *arrow.Schema) ([]int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.schema == nil {
 		for _, c := range s.cfg.Required {
 			if len(in.FieldIndices(c)) == 0 {
-				return nil, fmt.Errorf("column %q, which the job reads, is not in the stream's schema (%s)", c, strings.Join(fieldNames(in), ", "))
+				return nil, fmt.Errorf("column %q, which the job reads, is not in the stream's schema (%s)", c, strings.Join(feed.FieldNames(in), ", "))
 			}
 		}
 		for _, f := range in.Fields() {
@@ -411,13 +368,13 @@ func (s *PushServer) adopt(in *arrow.Schema) ([]int, error) {
 		}
 		s.schema = nullableSchema(in)
 		close(s.schemaSet)
-		s.log.Info("push endpoint: the first producer's schema is the job's", "columns", strings.Join(fieldNames(in), ", "))
+		s.log.Info("push endpoint: the first producer's schema is the job's", "columns", strings.Join(feed.FieldNames(in), ", "))
 	}
 	proj := make([]int, s.schema.NumFields())
 	for i, f := range s.schema.Fields() {
 		idx := in.FieldIndices(f.Name)
 		if len(idx) != 1 {
-			return nil, fmt.Errorf("column %q (%s) of the job's schema is not in the stream's schema (%s)", f.Name, f.Type, strings.Join(fieldNames(in), ", "))
+			return nil, fmt.Errorf("column %q (%s) of the job's schema is not in the stream's schema (%s)", f.Name, f.Type, strings.Join(feed.FieldNames(in), ", "))
 		}
 		if got := in.Field(idx[0]).Type; !arrow.TypeEqual(got, f.Type) {
 			return nil, fmt.Errorf("column %q is %s in the stream, the job's schema says %s", f.Name, got, f.Type)
@@ -426,7 +383,7 @@ func (s *PushServer) adopt(in *arrow.Schema) ([]int, error) {
 	}
 	for _, f := range in.Fields() {
 		if len(s.schema.FieldIndices(f.Name)) == 0 {
-			return nil, fmt.Errorf("column %q of the stream is not in the job's schema (%s)", f.Name, strings.Join(fieldNames(s.schema), ", "))
+			return nil, fmt.Errorf("column %q of the stream is not in the job's schema (%s)", f.Name, strings.Join(feed.FieldNames(s.schema), ", "))
 		}
 	}
 	return proj, nil
@@ -439,7 +396,7 @@ func (s *PushServer) adopt(in *arrow.Schema) ([]int, error) {
 // once the endpoint has taken it: every acknowledged batch is fed, once.
 // A stream whose descriptor is a path names its producer; one name has one
 // stream open at a time.
-func (s *PushServer) DoPut(stream flight.FlightService_DoPutServer) error {
+func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 	ctx := stream.Context()
 	from := peerOf(ctx)
 	rd, err := flight.NewRecordReader(stream, ipc.WithAllocator(memory.DefaultAllocator))
@@ -494,7 +451,7 @@ func (s *PushServer) DoPut(stream flight.FlightService_DoPutServer) error {
 				"peer", from, "batches", batches, "rows", rows, "err", err)
 			return status.Errorf(codes.Aborted, "read a batch: %v", err)
 		}
-		if err := validateBatch(rec); err != nil {
+		if err := feed.ValidateBatch(rec); err != nil {
 			s.refuse(RefusedMalformed)
 			s.log.Warn("push endpoint: refused a malformed batch; the stream ends, its acknowledged batches are fed",
 				"peer", from, "batch", batches, "err", err)
@@ -538,7 +495,7 @@ func (s *PushServer) DoPut(stream flight.FlightService_DoPutServer) error {
 
 // DoAction serves end-of-input: the input is complete, and the ranks see
 // the end of their data once they have had what was pushed.
-func (s *PushServer) DoAction(a *flight.Action, stream flight.FlightService_DoActionServer) error {
+func (s *Server) DoAction(a *flight.Action, stream flight.FlightService_DoActionServer) error {
 	if a.GetType() != ActionEndOfInput {
 		return status.Errorf(codes.InvalidArgument, "unknown action %q: the push endpoint knows %q", a.GetType(), ActionEndOfInput)
 	}
@@ -549,7 +506,7 @@ func (s *PushServer) DoAction(a *flight.Action, stream flight.FlightService_DoAc
 }
 
 // ListActions lists end-of-input.
-func (s *PushServer) ListActions(_ *flight.Empty, stream flight.FlightService_ListActionsServer) error {
+func (s *Server) ListActions(_ *flight.Empty, stream flight.FlightService_ListActionsServer) error {
 	return stream.Send(&flight.ActionType{Type: ActionEndOfInput, Description: "the pushed input is complete: training sees the end of its data"})
 }
 
@@ -558,7 +515,7 @@ func (s *PushServer) ListActions(_ *flight.Empty, stream flight.FlightService_Li
 // (0 for a name not seen), with which a restarted producer resumes
 // (Unavailable while a stream of that name is open, as its count may
 // still grow); otherwise those of the whole job. The flight has no endpoints to read.
-func (s *PushServer) GetFlightInfo(ctx context.Context, d *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+func (s *Server) GetFlightInfo(ctx context.Context, d *flight.FlightDescriptor) (*flight.FlightInfo, error) {
 	total := s.Stats().Rows
 	s.mu.Lock()
 	schema := s.schema
@@ -598,9 +555,9 @@ func producerName(d *flight.FlightDescriptor) string {
 
 // DoGet streams one rank's share. Each rank's stream can be read once:
 // pushed rows are not kept after they are sent.
-func (s *PushServer) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer) error {
-	r, err := strconv.Atoi(strings.TrimPrefix(string(t.GetTicket()), pushTicketPrefix))
-	if !strings.HasPrefix(string(t.GetTicket()), pushTicketPrefix) || err != nil || r < 0 || r >= s.cfg.Ranks {
+func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer) error {
+	r, err := strconv.Atoi(strings.TrimPrefix(string(t.GetTicket()), feed.PushTicketPrefix))
+	if !strings.HasPrefix(string(t.GetTicket()), feed.PushTicketPrefix) || err != nil || r < 0 || r >= s.cfg.Ranks {
 		return status.Errorf(codes.NotFound, "no rank stream %q", t.GetTicket())
 	}
 	s.mu.Lock()

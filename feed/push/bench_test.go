@@ -1,4 +1,4 @@
-package feed
+package push
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/spindle-ml/spindle/feed"
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/tlsgen"
@@ -101,7 +103,7 @@ func BenchmarkFlightPush(b *testing.B) {
 			producer = credentials.NewTLS(&tls.Config{RootCAs: ca.Pool()})
 		}
 		for i := 0; i < b.N; i++ {
-			s := startPush(b, PushConfig{Ranks: 1, BatchRows: 4096, EvenBatches: EvenOff, Schema: sc, TLS: server})
+			s := startPush(b, Config{Ranks: 1, BatchRows: 4096, EvenBatches: feed.EvenOff, Schema: sc, TLS: server})
 			_, c := dialPushOver(b, s.Addr(), producer)
 			var wg sync.WaitGroup
 			var perr error
@@ -116,8 +118,8 @@ func BenchmarkFlightPush(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			n := feedAll(b, res, PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, LabelColumn: "label", BatchRows: 4096,
-				EvenBatches: EvenOff, Flight: FlightOptions{PushToken: testFeedToken, PushTLS: rank}})
+			n := feedAll(b, res, feed.PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, LabelColumn: "label", BatchRows: 4096,
+				EvenBatches: feed.EvenOff, Flight: feed.FlightOptions{PushToken: testFeedToken, PushTLS: rank}})
 			wg.Wait()
 			if perr != nil {
 				b.Fatal(perr)
@@ -135,11 +137,11 @@ func BenchmarkFlightPush(b *testing.B) {
 	b.Run("push-feed-tls", func(b *testing.B) { pushFeed(b, true) })
 	b.Run("parquet-feed", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{pq}, Ranks: 1, LabelColumn: "label"})
+			plan, err := feed.Plan(ctx, res, feed.PlanRequest{Inputs: []string{pq}, Ranks: 1, LabelColumn: "label"})
 			if err != nil {
 				b.Fatal(err)
 			}
-			if n := feedAll(b, res, PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, LabelColumn: "label", BatchRows: 4096}); n != rows {
+			if n := feedAll(b, res, feed.PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, LabelColumn: "label", BatchRows: 4096}); n != rows {
 				b.Fatalf("fed %d rows, want %d", n, rows)
 			}
 		}
@@ -148,9 +150,9 @@ func BenchmarkFlightPush(b *testing.B) {
 }
 
 // feedAll reads one epoch of a pipeline and returns its rows.
-func feedAll(b *testing.B, res *fsys.Resolver, cfg PipelineConfig) int64 {
+func feedAll(b *testing.B, res *fsys.Resolver, cfg feed.PipelineConfig) int64 {
 	ctx := context.Background()
-	p, err := NewPipeline(res, cfg)
+	p, err := feed.NewPipeline(res, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

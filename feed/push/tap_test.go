@@ -1,4 +1,4 @@
-package feed
+package push
 
 import (
 	"bytes"
@@ -53,7 +53,7 @@ func TestPushRefusesUnauthenticatedUnread(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := &countingListener{Listener: ln}
-	s, err := StartPush(cl, PushConfig{Ranks: 1, BatchRows: 10, Schema: flightSchema,
+	s, err := Start(cl, Config{Ranks: 1, BatchRows: 10, Schema: flightSchema,
 		ProducerToken: testProducerToken, FeedToken: testFeedToken, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

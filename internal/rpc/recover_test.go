@@ -1,4 +1,4 @@
-package grpcguard_test
+package rpc_test
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/spindle-ml/spindle/internal/grpcguard"
+	"github.com/spindle-ml/spindle/internal/rpc"
 )
 
 // panicky is a health service whose Check panics for one service name.
@@ -41,7 +41,7 @@ func (p panicky) Watch(r *healthpb.HealthCheckRequest, s healthpb.Health_WatchSe
 func TestPanicFailsTheCallOnly(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	srv := grpc.NewServer(grpcguard.ServerOptions(log)...)
+	srv := grpc.NewServer(rpc.ServerOptions(log, nil)...)
 	healthpb.RegisterHealthServer(srv, panicky{health.NewServer()})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
