@@ -158,7 +158,9 @@ func TestSecureTokenRenewal(t *testing.T) {
 		}
 		// Every executor's credentials file (its container's
 		// $HADOOP_TOKEN_FILE_LOCATION, which its training process reads
-		// too) holds a fresh token now, and still the job's secret.
+		// too) holds a fresh token now, and none of the job's secrets: they
+		// reach the executor through a pipe, and rewriting the file with a
+		// renewed token must not bring them back.
 		issued, _ := s.hdfs.TokenStats()
 		executors := 0
 		for _, ct := range s.yarn.Containers() {
@@ -171,8 +173,8 @@ func TestSecureTokenRenewal(t *testing.T) {
 			if id.SequenceNumber <= 2 || id.Renewer != "alice" {
 				t.Errorf("%s's credentials file holds %s (of %d issued): want a fresh token", ct.ExecutorID, id, issued)
 			}
-			if len(creds.Secrets) == 0 {
-				t.Errorf("%s's credentials file lost the job's secrets", ct.ExecutorID)
+			if len(creds.Secrets) != 0 {
+				t.Errorf("%s's credentials file holds %d secrets after renewals, want none", ct.ExecutorID, len(creds.Secrets))
 			}
 		}
 		if executors != 2 {
