@@ -142,6 +142,8 @@ class Job:
         # tap(stream, line) sees each output line first; True keeps it out of the output.
         self._tap = tap or (lambda stream, line: False)
         self._state = "SUBMITTED"
+        self._events_lock = threading.Lock()
+        self._events_pos, self._events_pending = 0, b""
         self._info = {}
         self._web_url = None
         self._result = None
@@ -195,27 +197,34 @@ class Job:
     # Events ----------------------------------------------------------------
 
     def _follow_events(self):
-        pos, pending = 0, b""
         while True:
             exited = self._proc.poll() is not None
+            if not self._read_events() and exited:
+                break
+            time.sleep(0.05)
+        with self._cond:
+            self._cond.notify_all()
+
+    def _read_events(self):
+        """Take the events the driver wrote since the last read; say whether there were any.
+
+        The follower thread calls it every 50 ms, and status before it
+        answers, so a caller never sees a state older than the file.
+        """
+        with self._events_lock:
             try:
                 with open(self._events_path, "rb") as f:
-                    f.seek(pos)
+                    f.seek(self._events_pos)
                     chunk = f.read()
             except FileNotFoundError:
                 chunk = b""
-            pos += len(chunk)
-            pending += chunk
-            *whole, pending = pending.split(b"\n")
+            self._events_pos += len(chunk)
+            self._events_pending += chunk
+            *whole, self._events_pending = self._events_pending.split(b"\n")
             for line in whole:
                 if line.strip():
                     self._event(json.loads(line))
-            if exited and not chunk:
-                break
-            if not chunk:
-                time.sleep(0.05)
-        with self._cond:
-            self._cond.notify_all()
+            return bool(chunk)
 
     def _event(self, ev):
         with self._cond:
@@ -251,6 +260,7 @@ class Job:
     @property
     def status(self):
         """SUBMITTED, RUNNING, SUCCEEDED, FAILED or KILLED."""
+        self._read_events()
         return self._state
 
     @property
