@@ -65,7 +65,7 @@ func TestStatusOutcomes(t *testing.T) {
 		args []string
 		want string
 	}{
-		"no master": {[]string{"status"}, "no masters named"},
+		"no master": {[]string{"status"}, "spindle status takes a YARN application id"},
 		// Without failing fast this would wait out the minute and say so.
 		"nothing listens":  {[]string{"status", "--master", "spindle://" + testaddr.Free(t), "--timeout", "1m"}, "no master accepts connections"},
 		"a worker's port":  {[]string{"status", "--master", "spindle://" + workerAddr(t, c)}, "is not a Spindle master"},
