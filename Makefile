@@ -85,6 +85,8 @@ test-unit: ## every package's unit tests, with the race detector
 
 test-e2e: ## the packages that run jobs and clusters as processes (no race detector: they wait on children)
 	@$(MAKE) --no-print-directory test-tier TIER=e2e RACE= PKGS='$(E2E_PKGS)' TIER_ENV=SPINDLE_SKIP_HADOOP=1
+	@# Raft's timing under load, which the unit tier's race detector would distort (it skips there).
+	@$(MAKE) --no-print-directory test-tier TIER=timing RACE= PKGS=./standalone/master TIER_ARGS='-run TestNoSpuriousElectionUnderLoad'
 
 test-hadoop: ## the YARN/HDFS tests against real Apache Hadoop (a mini cluster from Maven Central)
 	@$(MAKE) --no-print-directory test-tier TIER=hadoop RACE= PKGS='$(HADOOP_PKGS)' TIER_TIMEOUT=20m

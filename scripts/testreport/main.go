@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
+	"strings"
 	"time"
 )
 
@@ -71,6 +73,9 @@ type report struct {
 
 	passed, failed, skipped int
 	pkgOK, pkgFailed        int
+	// skippedTests names the top-level tests that skipped: a skip on a
+	// machine that has everything is worth a look, so the summary says which.
+	skippedTests []string
 }
 
 func newReport(out io.Writer) *report {
@@ -114,6 +119,9 @@ func (r *report) take(e event) {
 		delete(r.pending, k)
 	case "skip":
 		r.skipped++
+		if !strings.Contains(e.Test, "/") {
+			r.skippedTests = append(r.skippedTests, path.Base(e.Package)+"."+e.Test)
+		}
 		delete(r.pending, k)
 	case "fail":
 		r.failed++
@@ -153,6 +161,15 @@ func (r *report) summary(tier string, took time.Duration) string {
 	if r.failed > 0 || r.pkgFailed > 0 {
 		verdict = "FAILED"
 	}
-	return fmt.Sprintf("tier %-7s %-6s %5d tests run, %d failed, %d skipped; %d packages ok, %d failed; %s",
+	line := fmt.Sprintf("tier %-7s %-6s %5d tests run, %d failed, %d skipped; %d packages ok, %d failed; %s",
 		tier, verdict, r.passed+r.failed, r.failed, r.skipped, r.pkgOK, r.pkgFailed, took.Round(time.Second))
+	if n := len(r.skippedTests); n > 0 {
+		const most = 8
+		names := r.skippedTests[:min(n, most)]
+		line += "\n             skipped: " + strings.Join(names, ", ")
+		if n > most {
+			line += fmt.Sprintf(" and %d more", n-most)
+		}
+	}
+	return line
 }

@@ -42,3 +42,25 @@ func TestReportShowsFailuresOnly(t *testing.T) {
 		t.Errorf("summary %q, want it to say %q", line, want)
 	}
 }
+
+// TestSummaryNamesSkippedTests: the summary names each top-level test that
+// skipped, by package, and counts the rest past the first few.
+func TestSummaryNamesSkippedTests(t *testing.T) {
+	var in []string
+	for _, name := range []string{"TestHW", "TestHW/sub", "T1", "T2", "T3", "T4", "T5", "T6", "T7", "T8"} {
+		in = append(in, `{"Action":"skip","Package":"example.com/m/rdma","Test":"`+name+`"}`)
+	}
+	r := newReport(&strings.Builder{})
+	if err := r.read(strings.NewReader(strings.Join(in, "\n"))); err != nil {
+		t.Fatal(err)
+	}
+	line := r.summary("unit", 0)
+	for _, want := range []string{"10 skipped", "skipped: rdma.TestHW, rdma.T1,", "and 1 more"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("summary %q lacks %q", line, want)
+		}
+	}
+	if strings.Contains(line, "TestHW/sub") {
+		t.Errorf("summary %q names a subtest", line)
+	}
+}
