@@ -67,6 +67,9 @@ type Signer struct {
 	seen   *nonces
 	// audience names the server tokens are for (For); empty for none.
 	audience string
+	// accept, when set, are the audiences Verify takes instead of
+	// audience alone (ForAny): one server known by several names.
+	accept []string
 	// start is when the Signer was made: a server refuses tokens made
 	// before it (StartGrace).
 	start time.Time
@@ -90,9 +93,37 @@ func (s *Signer) For(audience string) *Signer {
 	return &c
 }
 
+// ForAny returns a Signer of the same secret and nonces that verifies
+// tokens made for any of audiences: the names of one server that clients
+// reach under several (a master by its host name, address or loopback).
+// Its own tokens are made for the first.
+func (s *Signer) ForAny(audiences ...string) *Signer {
+	c := s.For(audiences[0])
+	c.accept = append([]string(nil), audiences...)
+	return c
+}
+
 func (s *Signer) mac(method, ts, nonce string, digest []byte) string {
+	return s.macFor(s.audience, method, ts, nonce, digest)
+}
+
+// signedFor reports whether sig is the MAC of the call for the Signer's
+// audience, or for one of the audiences it accepts.
+func (s *Signer) signedFor(sig, method, ts, nonce string, digest []byte) bool {
+	if len(s.accept) == 0 {
+		return hmac.Equal([]byte(s.mac(method, ts, nonce, digest)), []byte(sig))
+	}
+	for _, a := range s.accept {
+		if hmac.Equal([]byte(s.macFor(a, method, ts, nonce, digest)), []byte(sig)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Signer) macFor(audience, method, ts, nonce string, digest []byte) string {
 	m := hmac.New(sha256.New, s.secret)
-	m.Write([]byte(s.audience))
+	m.Write([]byte(audience))
 	m.Write([]byte{0})
 	m.Write([]byte(method))
 	m.Write([]byte{0})
@@ -151,8 +182,7 @@ func (s *Signer) Verify(method string, digest []byte, token string) error {
 	if err != nil {
 		return ErrBadToken
 	}
-	want := s.mac(method, parts[1], parts[2], digest)
-	if !hmac.Equal([]byte(want), []byte(parts[3])) {
+	if !s.signedFor(parts[3], method, parts[1], parts[2], digest) {
 		return ErrBadSignature
 	}
 	now := s.now()

@@ -53,3 +53,29 @@ func TestTokenOlderThanServerRefused(t *testing.T) {
 		t.Fatalf("a token within the grace: %v", err)
 	}
 }
+
+// TestTokenForAnyOfAServersNames: a server known by several names takes a
+// token made for any of them, and still refuses one made for another
+// server or for none.
+func TestTokenForAnyOfAServersNames(t *testing.T) {
+	s := mustSigner(t, "0123456789abcdef0123")
+	server := s.ForAny("master h1:7077", "master 10.0.0.1:7077", "master localhost:7077")
+	for _, name := range []string{"master 10.0.0.1:7077", "master localhost:7077"} {
+		tok, err := s.For(name).Token("/svc/Submit", []byte("req"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := server.Verify("/svc/Submit", []byte("req"), tok); err != nil {
+			t.Errorf("a token for %q: %v", name, err)
+		}
+	}
+	for _, other := range []*Signer{s.For("master h2:7077"), s} {
+		tok, err := other.Token("/svc/Submit", []byte("req"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := server.Verify("/svc/Submit", []byte("req"), tok); !errors.Is(err, ErrBadSignature) {
+			t.Errorf("a token for %q: %v, want %v", other.audience, err, ErrBadSignature)
+		}
+	}
+}

@@ -79,7 +79,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, creds: creds, logger: cfg.Logger}
 	for _, a := range cfg.Masters {
-		conn, err := grpc.NewClient(a, creds.DialOptions()...)
+		conn, err := grpc.NewClient(a, creds.DialOptionsTo(secure.MasterAudience(a))...)
 		if err != nil {
 			_ = c.Close()
 			return nil, fmt.Errorf("dial master %s: %w", a, err)

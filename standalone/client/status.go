@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
+	"github.com/spindle-ml/spindle/standalone/internal/secure"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
@@ -86,7 +87,7 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 
 // statusFrom asks the master at addr for the cluster state.
 func (c *Client) statusFrom(ctx context.Context, addr string) (*pb.ClusterStatusResponse, error) {
-	conn, err := grpc.NewClient(addr, c.creds.DialOptions()...)
+	conn, err := grpc.NewClient(addr, c.creds.DialOptionsTo(secure.MasterAudience(addr))...)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +99,7 @@ func (c *Client) statusFrom(ctx context.Context, addr string) (*pb.ClusterStatus
 
 // masterInfo asks the master at addr about itself.
 func (c *Client) masterInfo(ctx context.Context, addr string) (*pb.MasterInfoResponse, error) {
-	conn, err := grpc.NewClient(addr, c.creds.DialOptions()...)
+	conn, err := grpc.NewClient(addr, c.creds.DialOptionsTo(secure.MasterAudience(addr))...)
 	if err != nil {
 		return nil, err
 	}

@@ -140,7 +140,7 @@ func New(cfg Config) (*Master, error) {
 			return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 		}
 	}
-	m.grpc = grpc.NewServer(append(rpc.ServerOptions(m.logger, nil), creds.ServerOptions()...)...)
+	m.grpc = grpc.NewServer(append(rpc.ServerOptions(m.logger, nil), creds.ServerOptionsAsAny(audiences(cfg, m.lis.Addr()))...)...)
 	pb.RegisterMasterServer(m.grpc, &service{m: m})
 	ok = true
 	return m, nil
@@ -398,7 +398,7 @@ func (m *Master) leaderClient() (pb.MasterClient, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: leader %s has no known address", apierr.ErrNoLeader, id)
 	}
-	c, err := m.conn(m.masterConns, p.ID, p.Addr, m.creds.DialOptions())
+	c, err := m.conn(m.masterConns, p.ID, p.Addr, m.creds.DialOptionsTo(secure.MasterAudience(p.Addr)))
 	if err != nil {
 		return nil, err
 	}

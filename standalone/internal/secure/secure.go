@@ -157,6 +157,12 @@ func (c *Credentials) ClientTLS(host string) *tls.Config {
 // one of them (a Launch captured on the wire) is refused by every other.
 func WorkerAudience(addr string) string { return "spindle-worker " + addr }
 
+// MasterAudience is the audience of the calls to the master that a client
+// dials at addr (host:port, as the client names it): a token made for one
+// master is refused by the others of the cluster and by any other server
+// of the same secret.
+func MasterAudience(addr string) string { return "spindle-master " + addr }
+
 // ServerOptions returns the gRPC server options that refuse unsigned calls
 // (and, with TLS, connections without a client certificate from the CA).
 func (c *Credentials) ServerOptions() []grpc.ServerOption {
@@ -167,6 +173,13 @@ func (c *Credentials) ServerOptions() []grpc.ServerOption {
 // made for audience (WorkerAudience).
 func (c *Credentials) ServerOptionsAs(audience string) []grpc.ServerOption {
 	return c.serverOptions(c.signer.For(audience))
+}
+
+// ServerOptionsAsAny is ServerOptions for a server known by several
+// names that takes tokens made for any of audiences (MasterAudience of
+// each).
+func (c *Credentials) ServerOptionsAsAny(audiences []string) []grpc.ServerOption {
+	return c.serverOptions(c.signer.ForAny(audiences...))
 }
 
 func (c *Credentials) serverOptions(signer *auth.Signer) []grpc.ServerOption {
