@@ -144,3 +144,32 @@ func BenchmarkFlight(b *testing.B) {
 		laterEpochs(b, PipelineConfig{CacheBytes: 1 << 10, SpillDir: filepath.Join(b.TempDir(), "spill"), SpillBytes: 1 << 30})
 	})
 }
+
+// BenchmarkPlanFlightEndpoints plans a flight of 1,000 endpoints of 1,000
+// rows each, whose FlightInfo gives no per-endpoint counts, for 2 ranks:
+// what the driver spends before training starts. It reports the DoGet
+// calls planning made per plan (dgets/op); a plan that reads no data
+// makes none.
+func BenchmarkPlanFlightEndpoints(b *testing.B) {
+	const endpoints, rows = 1000, 1000
+	eps := make([][]arrow.RecordBatch, endpoints)
+	for i := range eps {
+		eps[i] = flightBatches(int64(i*rows), 1, rows)
+	}
+	srv := flighttest.Start(b, "", map[string]flighttest.Flight{"wide": {Schema: flightSchema, Endpoints: eps}})
+	ctx := context.Background()
+	res := fsys.NewResolver(fsys.Options{})
+	defer res.Close()
+	before := srv.Gets.Load()
+	b.ResetTimer()
+	for range b.N {
+		plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{srv.URI("wide")}, Ranks: 2})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if plan.TotalRows > 0 && plan.TotalRows != endpoints*rows {
+			b.Fatalf("planned %d rows, want %d", plan.TotalRows, endpoints*rows)
+		}
+	}
+	b.ReportMetric(float64(srv.Gets.Load()-before)/float64(b.N), "dgets/op")
+}
