@@ -78,8 +78,10 @@ type JobPlan struct {
 	// Ranks holds each rank's splits, in order.
 	Ranks [][]Split
 	// RowsPerRank is each rank's row count; ranks differ by at most one.
+	// It is all zeros when the rows are unknown (Flight endpoints dealt
+	// whole and unread, PlanRequest.DealEndpoints).
 	RowsPerRank []int64
-	// TotalRows is the rows of every input together.
+	// TotalRows is the rows of every input together; zero when unknown.
 	TotalRows int64
 }
 
