@@ -151,6 +151,10 @@ func (d *Driver) planFor(ctx context.Context, n int) (*feed.JobPlan, error) {
 
 		PartitionColumns: c.PartitionColumns,
 		Flight:           c.Flight,
+		// Ranks that need not keep in step take a flight's endpoints
+		// whole, unread by the driver; an elastic job re-deals rows
+		// by count, so it needs them counted.
+		DealEndpoints: c.EvenBatches == feed.EvenOff && c.FailurePolicy != PolicyElastic,
 	})
 	if err != nil {
 		return nil, err

@@ -194,8 +194,9 @@ func flightError(what, where string, err error) error {
 // inspectFlights asks each Flight input for its flight and returns one
 // planning entry per endpoint, in input order: the flight's schema, and
 // the endpoint's rows (from the flight's record count when it has one
-// endpoint, else counted by reading the endpoint once).
-func inspectFlights(ctx context.Context, inputs []string, o FlightOptions) ([]*fileInfo, [][]string, error) {
+// endpoint, else, when count is set, counted by reading the endpoint once,
+// and otherwise left unknown).
+func inspectFlights(ctx context.Context, inputs []string, o FlightOptions, count bool) ([]*fileInfo, [][]string, error) {
 	var infos []*fileInfo
 	perInput := make([][]string, len(inputs))
 	for i, in := range inputs {
@@ -236,10 +237,17 @@ func inspectFlights(ctx context.Context, inputs []string, o FlightOptions) ([]*f
 			}
 			perInput[i] = append(perInput[i], uri)
 		}
-		if total := info.GetTotalRecords(); len(eps) == 1 && total >= 0 {
+		switch total := info.GetTotalRecords(); {
+		case len(eps) == 1 && total >= 0:
 			found[0].rows = total
-		} else if err := countFlightRows(ctx, found, o); err != nil {
-			return nil, nil, err
+		case !count:
+			for _, f := range found {
+				f.rows = -1
+			}
+		default:
+			if err := countFlightRows(ctx, found, o); err != nil {
+				return nil, nil, err
+			}
 		}
 		for _, f := range found {
 			f.units = []unit{{index: 0, rows: f.rows}}

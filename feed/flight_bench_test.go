@@ -144,3 +144,40 @@ func BenchmarkFlight(b *testing.B) {
 		laterEpochs(b, PipelineConfig{CacheBytes: 1 << 10, SpillDir: filepath.Join(b.TempDir(), "spill"), SpillBytes: 1 << 30})
 	})
 }
+
+// BenchmarkPlanFlightEndpoints plans a flight of 1,000 endpoints of 1,000
+// rows each, whose FlightInfo gives no per-endpoint counts, for 2 ranks:
+// what the driver spends before training starts. "counted" reads every
+// endpoint to count its rows (what even batches, pad or drop, still
+// need); "dealt" deals whole endpoints unread (PlanRequest.DealEndpoints,
+// evenBatches=off). It reports the DoGet calls made per plan (dgets/op).
+func BenchmarkPlanFlightEndpoints(b *testing.B) {
+	const endpoints, rows = 1000, 1000
+	eps := make([][]arrow.RecordBatch, endpoints)
+	for i := range eps {
+		eps[i] = flightBatches(int64(i*rows), 1, rows)
+	}
+	srv := flighttest.Start(b, "", map[string]flighttest.Flight{"wide": {Schema: flightSchema, Endpoints: eps}})
+	ctx := context.Background()
+	res := fsys.NewResolver(fsys.Options{})
+	defer res.Close()
+	for _, dealt := range []bool{false, true} {
+		name := "counted"
+		if dealt {
+			name = "dealt"
+		}
+		b.Run(name, func(b *testing.B) {
+			before := srv.Gets.Load()
+			for range b.N {
+				plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{srv.URI("wide")}, Ranks: 2, DealEndpoints: dealt})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if n := len(plan.Ranks[0]) + len(plan.Ranks[1]); n != endpoints {
+					b.Fatalf("planned %d endpoints, want %d", n, endpoints)
+				}
+			}
+			b.ReportMetric(float64(srv.Gets.Load()-before)/float64(b.N), "dgets/op")
+		})
+	}
+}

@@ -41,6 +41,15 @@ type PlanRequest struct {
 	// integer, else utf8. They come after the file's columns and may be
 	// selected, or be the label, like any other.
 	PartitionColumns []string
+	// DealEndpoints deals the endpoints of a flight whose per-endpoint row
+	// counts are unknown (it has several, or gives no record count) to
+	// ranks whole, without reading them: each endpoint is then fetched
+	// once, by the rank that feeds it, and the plan's row counts are zero
+	// (unknown). Ranks then yield different numbers of batches, so it is
+	// for jobs whose ranks need not keep in step (evenBatches=off);
+	// without it such a flight's endpoints are read once at planning to
+	// count their rows.
+	DealEndpoints bool
 	// RetryUnavailable is how long planning keeps retrying while an input
 	// file system cannot be reached (ErrUnavailable); zero means
 	// DefaultRetryUnavailable, negative means no retry.
@@ -69,8 +78,10 @@ type JobPlan struct {
 	// Ranks holds each rank's splits, in order.
 	Ranks [][]Split
 	// RowsPerRank is each rank's row count; ranks differ by at most one.
+	// It is all zeros when the rows are unknown (Flight endpoints dealt
+	// whole and unread, PlanRequest.DealEndpoints).
 	RowsPerRank []int64
-	// TotalRows is the rows of every input together.
+	// TotalRows is the rows of every input together; zero when unknown.
 	TotalRows int64
 }
 
@@ -115,7 +126,7 @@ func Plan(ctx context.Context, res *fsys.Resolver, req PlanRequest) (*JobPlan, e
 	}
 	err = retryUnavailable(ctx, req.RetryUnavailable, func() error {
 		if flights > 0 {
-			infos, perInput, err = inspectFlights(ctx, req.Inputs, req.Flight)
+			infos, perInput, err = inspectFlights(ctx, req.Inputs, req.Flight, !req.DealEndpoints)
 		} else {
 			infos, perInput, err = listAndInspect(ctx, res, req, csvOpts)
 		}
@@ -133,6 +144,9 @@ func Plan(ctx context.Context, res *fsys.Resolver, req PlanRequest) (*JobPlan, e
 		return nil, err
 	}
 
+	if uncounted(infos) {
+		return dealEndpoints(schema, infos, req.Ranks)
+	}
 	rowsOf := make(map[string]int64, len(infos))
 	plan := &JobPlan{Schema: schema}
 	for _, fi := range infos {

@@ -24,7 +24,7 @@ type fileInfo struct {
 	format Format
 	schema *arrow.Schema // every column of the file; nil for an empty CSV file
 	units  []unit
-	rows   int64
+	rows   int64 // -1: unknown (a Flight endpoint left unread)
 
 	// An Arrow Flight endpoint (FormatFlight): its ticket, whether its
 	// service speaks TLS, and the hosts it names; name is its address.

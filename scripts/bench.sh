@@ -40,7 +40,7 @@ else
   echo "warning: no pyarrow in $venv (make deps); the pyarrow reader comparison skips" >&2
 fi
 
-section "Arrow Flight: a flight pulled through the feed vs a raw DoGet (the ceiling), rows pushed through the feed vs a raw DoPut (the ceiling), each vs the same rows from Parquet"
+section "Arrow Flight: a flight pulled through the feed vs a raw DoGet (the ceiling), rows pushed through the feed vs a raw DoPut (the ceiling), each vs the same rows from Parquet; planning a 1,000-endpoint flight, counted vs dealt"
 go test -run '^$' -bench 'Flight' -benchtime 5x ./feed
 
 section "allreduce: Spindle ring vs PyTorch gloo"

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -30,6 +31,10 @@ type Flight struct {
 	// Location, when set, is the URI every endpoint is served at (another
 	// server's), instead of this server's.
 	Location string
+	// ReadOnce serves each endpoint's stream once, as a service that
+	// hands out a result set and forgets it does: a second DoGet of an
+	// endpoint answers FailedPrecondition.
+	ReadOnce bool
 }
 
 // Server is a running Flight server.
@@ -42,6 +47,10 @@ type Server struct {
 	Gets atomic.Int64
 	// TokenCalls counts calls that carried an authorization header.
 	TokenCalls atomic.Int64
+
+	mu sync.Mutex
+	// gets counts DoGet calls per ticket ("path#endpoint").
+	gets map[string]int64
 }
 
 // Start serves flights (by path, "a/b" for grpc://host:port/a/b) on a
@@ -56,7 +65,7 @@ func Start(t testing.TB, token string, flights map[string]Flight) *Server {
 // host to a client that compares names).
 func StartOn(t testing.TB, host, token string, flights map[string]Flight) *Server {
 	t.Helper()
-	s := &Server{flights: flights, token: token}
+	s := &Server{flights: flights, token: token, gets: map[string]int64{}}
 	lis, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
@@ -129,14 +138,30 @@ func (s *Server) GetFlightInfo(_ context.Context, d *flight.FlightDescriptor) (*
 	return info, nil
 }
 
+// EndpointGets returns how many DoGet calls asked for endpoint i of the
+// flight at path.
+func (s *Server) EndpointGets(path string, i int) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gets[path+"#"+strconv.Itoa(i)]
+}
+
 // DoGet streams one endpoint's batches.
 func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer) error {
 	s.Gets.Add(1)
-	path, idx, ok := strings.Cut(string(t.GetTicket()), "#")
+	ticket := string(t.GetTicket())
+	path, idx, ok := strings.Cut(ticket, "#")
 	f, found := s.flights[path]
 	i, err := strconv.Atoi(idx)
 	if !ok || !found || err != nil || i < 0 || i >= len(f.Endpoints) {
 		return status.Errorf(codes.NotFound, "no endpoint %q", t.GetTicket())
+	}
+	s.mu.Lock()
+	s.gets[ticket]++
+	again := s.gets[ticket] > 1
+	s.mu.Unlock()
+	if again && f.ReadOnce {
+		return status.Errorf(codes.FailedPrecondition, "endpoint %q was read already: its stream can be read once", ticket)
 	}
 	w := flight.NewRecordWriter(stream, ipc.WithSchema(f.Schema))
 	defer w.Close()
