@@ -297,7 +297,8 @@ func TestFIFO(t *testing.T) {
 }
 
 func queued(t *testing.T, g *testcluster.Masters) int {
-	conn := dialAs(t, g.Cfgs[g.Leader()].Addr, testcluster.Secret, "")
+	addr := g.Cfgs[g.Leader()].Addr
+	conn := dialAs(t, addr, testcluster.Secret, secure.MasterAudience(addr))
 	info, err := pb.NewMasterClient(conn).MasterInfo(context.Background(), &pb.MasterInfoRequest{})
 	if err != nil {
 		t.Fatal(err)
