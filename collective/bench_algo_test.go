@@ -10,7 +10,7 @@ import (
 // in-process ranks over the TCP link on loopback, across world sizes and
 // message sizes: algo=auto is the default choice (DefaultSmallBytes),
 // algo=ring forces the ring and algo=tree forces the binomial tree.
-// docs/collectives.md derives the thresholds and the latency-bandwidth
+// docs/benchmarks.md derives the thresholds and the latency-bandwidth
 // model from its output. Run it with a short -benchtime: 64 ranks share
 // this machine's cores.
 func BenchmarkAllReduceAlgos(b *testing.B) {

@@ -18,7 +18,7 @@ import (
 //	S* = (α/β) (n-1-log2 n) / (log2 n - (n-1)/n).
 //
 // DefaultSmallBytes is S* with α/β measured on loopback and scaled to a
-// 25 Gb/s network (docs/collectives.md).
+// 25 Gb/s network (docs/benchmarks.md).
 
 // alphaOverBeta is α/β in bytes: the message size whose transfer costs as
 // much as sending a message at all. Measured here: α ≈ 15 µs per message

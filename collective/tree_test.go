@@ -170,3 +170,21 @@ func TestPeerCrashMidTree(t *testing.T) {
 		}
 	})
 }
+
+func TestDefaultSmallBytes(t *testing.T) {
+	if DefaultSmallBytes(1) != 0 || DefaultSmallBytes(2) != 0 {
+		t.Fatal("one or two ranks must run the ring")
+	}
+	prev := 0
+	for n := 3; n <= 4096; n++ {
+		s := DefaultSmallBytes(n)
+		if s < prev {
+			t.Fatalf("threshold falls from %d to %d bytes at %d ranks", prev, s, n)
+		}
+		prev = s
+	}
+	// The model's crossover for 64 ranks at 25 Gb/s (docs/benchmarks.md).
+	if s := DefaultSmallBytes(64); s < 500<<10 || s > 550<<10 {
+		t.Fatalf("DefaultSmallBytes(64) = %d", s)
+	}
+}
