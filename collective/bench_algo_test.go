@@ -3,6 +3,7 @@ package collective
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 )
 
@@ -12,7 +13,8 @@ import (
 // algo=ring forces the ring and algo=tree forces the binomial tree.
 // docs/benchmarks.md derives the thresholds and the latency-bandwidth
 // model from its output. Run it with a short -benchtime: 64 ranks share
-// this machine's cores.
+// this machine's cores. COLLECTIVE_BENCH_LINK=mem runs it over the
+// in-memory link instead, which costs no system calls per message.
 func BenchmarkAllReduceAlgos(b *testing.B) {
 	algos := []struct {
 		name  string
@@ -33,7 +35,18 @@ func BenchmarkAllReduceAlgos(b *testing.B) {
 }
 
 func benchAlgo(b *testing.B, n, size, small int) {
-	comms, errs := startRanks(b, n, func(_ int, cfg *Config) { cfg.SmallBytes = small })
+	var linker Linker
+	switch l := os.Getenv("COLLECTIVE_BENCH_LINK"); l {
+	case "", "tcp":
+	case "mem":
+		linker = NewMemNetwork().Linker()
+	default:
+		b.Fatalf("COLLECTIVE_BENCH_LINK=%q: want tcp or mem", l)
+	}
+	comms, errs := startRanks(b, n, func(_ int, cfg *Config) {
+		cfg.SmallBytes = small
+		cfg.Link = linker
+	})
 	for r, err := range errs {
 		if err != nil {
 			b.Fatalf("rank %d: %v", r, err)
