@@ -30,13 +30,16 @@ type Comm struct {
 	left, right int
 	peers       []string
 	chunk       int
+	small       int          // largest allreduce in bytes run by the tree; <0: none
+	treeLinked  bool         // t links this rank to its tree parent and children
 	t           Transport    // nil when world == 1
 	ln          net.Listener // closed by Close when world == 1
 	log         *slog.Logger
 
-	mu      sync.Mutex // serialises operations; guards seq and scratch
-	seq     uint64
-	scratch []byte
+	mu       sync.Mutex // serialises operations; guards seq, scratch and exchange
+	seq      uint64
+	scratch  []byte
+	exchange []byte // the tree's send and receive buffers
 
 	busy      atomic.Bool
 	closed    atomic.Bool
@@ -45,7 +48,8 @@ type Comm struct {
 }
 
 // New joins the communicator described by cfg: it joins the job's peer
-// mesh and links this rank to its ring neighbours over cfg.Link (TCP by
+// mesh and links this rank to its ring neighbours and its binomial-tree
+// parent and children (select.go) over cfg.Link (TCP by
 // default), waiting up to cfg.ConnectTimeout for them to
 // start. New owns cfg.Listener from the start and closes it on error.
 func New(ctx context.Context, cfg Config) (*Comm, error) {
@@ -63,16 +67,20 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 		return c, nil
 	}
 	left, right := ringNeighbours(cfg.Rank, cfg.WorldSize)
-	t, err := connect(ctx, cfg, log, []int{right}, []int{left})
+	peers := linkedPeers(cfg.Rank, cfg.WorldSize)
+	t, err := connect(ctx, cfg, log, peers, peers)
 	if err != nil {
 		return nil, fmt.Errorf("collective: connect rank %d of %d: %w", cfg.Rank, cfg.WorldSize, err)
 	}
-	log.Debug("communicator ready", "world_size", cfg.WorldSize, "left", left, "right", right)
-	return newComm(cfg, t, log), nil
+	log.Debug("communicator ready", "world_size", cfg.WorldSize, "left", left, "right", right, "partners", len(peers))
+	c := newComm(cfg, t, log)
+	c.treeLinked = true
+	return c, nil
 }
 
 // NewWithTransport builds a communicator over an already-connected
-// Transport, which must link every rank to its ring neighbours. Only
+// Transport, which must link every rank to its ring neighbours; every
+// allreduce runs the ring, whatever Config.SmallBytes says. Only
 // cfg.Rank, cfg.WorldSize, cfg.Peers (for error messages), cfg.ChunkBytes
 // and cfg.Logger are used. The Comm owns t and closes it.
 func NewWithTransport(cfg Config, t Transport) (*Comm, error) {
@@ -102,6 +110,7 @@ func newComm(cfg Config, t Transport, log *slog.Logger) *Comm {
 		right:   right,
 		peers:   cfg.Peers,
 		chunk:   cfg.ChunkBytes,
+		small:   smallBytes(cfg.SmallBytes, cfg.WorldSize),
 		t:       t,
 		log:     log,
 		scratch: asBytes(scratch),
@@ -283,6 +292,22 @@ func (p *plan) recv(buf []byte, lo, hi int, it recvItem) {
 // run executes one operation: it serialises it with others on c, checks
 // for Close and cancellation, and runs p (built by build) with header h.
 func (c *Comm) run(ctx context.Context, h header, build func(*plan)) error {
+	return c.do(ctx, h, func(h header) error {
+		var p plan
+		build(&p)
+		if c.world == 1 {
+			// Nothing to exchange; build has done the local part (allgather's
+			// copy of this rank's block).
+			return nil
+		}
+		return c.exec(ctx, h, &p)
+	})
+}
+
+// do runs one operation: it serialises it with others on c, checks for
+// Close and cancellation, numbers it, and calls fn with the numbered
+// header, wrapping fn's error with what was being done.
+func (c *Comm) do(ctx context.Context, h header, fn func(h header) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.busy.Store(true)
@@ -296,14 +321,7 @@ func (c *Comm) run(ctx context.Context, h header, build func(*plan)) error {
 	}
 	c.seq++
 	defer timeline.Start(timeline.CatCollective, opNames[h.op])()
-	var p plan
-	build(&p)
-	if c.world == 1 {
-		// Nothing to exchange; build has done the local part (allgather's
-		// copy of this rank's block).
-		return nil
-	}
-	if err := c.exec(ctx, h, &p); err != nil {
+	if err := fn(h); err != nil {
 		return fmt.Errorf("collective: %s on rank %d: %w", h, c.rank, err)
 	}
 	return nil
@@ -361,14 +379,7 @@ func (c *Comm) receive(ctx context.Context, h header, p *plan, tokens chan<- str
 	if err := c.t.Recv(ctx, c.left, hb); err != nil {
 		return err
 	}
-	if theirs := decodeHeader(hb); !sameCall(h, theirs) {
-		theirs.elem = fmt.Sprintf("%d-byte elements", theirs.elemSize)
-		if theirs.elemSize == h.elemSize {
-			theirs.elem = h.elem
-		}
-		err := &PeerError{Rank: c.left, Addr: c.peerAddr(c.left), Err: fmt.Errorf("%w: rank %d called %s, but rank %d called %s",
-			ErrMismatch, c.left, theirs, c.rank, h)}
-		c.t.Abort(err)
+	if err := c.checkHeader(h, hb, c.left); err != nil {
 		return err
 	}
 	acked := 0
@@ -406,6 +417,23 @@ func (c *Comm) receive(ctx context.Context, h header, p *plan, tokens chan<- str
 		}
 	}
 	return nil
+}
+
+// checkHeader compares the header hb received from rank from with this
+// rank's own h; on a mismatch it aborts the communicator, blaming from.
+func (c *Comm) checkHeader(h header, hb []byte, from int) error {
+	theirs := decodeHeader(hb)
+	if sameCall(h, theirs) {
+		return nil
+	}
+	theirs.elem = fmt.Sprintf("%d-byte elements", theirs.elemSize)
+	if theirs.elemSize == h.elemSize {
+		theirs.elem = h.elem
+	}
+	err := &PeerError{Rank: from, Addr: c.peerAddr(from), Err: fmt.Errorf("%w: rank %d called %s, but rank %d called %s",
+		ErrMismatch, from, theirs, c.rank, h)}
+	c.t.Abort(err)
+	return err
 }
 
 func (c *Comm) peerAddr(rank int) string {

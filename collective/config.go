@@ -76,6 +76,12 @@ type Config struct {
 	// connection (capped by the kernel's net.core.[rw]mem_max). Negative
 	// leaves them to the kernel's autotuning.
 	SocketBufferBytes int
+	// SmallBytes picks the allreduce algorithm: allreduces of at most this
+	// many bytes, and barriers, run a binomial tree (2 log2 n steps, each
+	// moving the whole vector), larger ones the ring (2(n-1) steps, each
+	// moving 1/n of it). Zero means the default for the world size
+	// (DefaultSmallBytes); negative forces the ring for every size.
+	SmallBytes int
 	// Link builds the data link between ring neighbours; nil means TCP
 	// (TCPLinker with SocketBufferBytes). Whatever the link, the ranks
 	// meet, authenticate and agree on failures over the peer mesh on the

@@ -1,5 +1,6 @@
 // Package collective is Spindle's collective-communication library for Go
-// trainers: ring allreduce (sum and mean of float32 or float64), broadcast,
+// trainers: allreduce (sum and mean of float32 or float64; a ring, or a
+// binomial tree for small vectors), broadcast,
 // allgather and barrier between the ranks of a job, over direct links
 // between the training processes (TCP, or RDMA through UCX). The driver is
 // never on the data path.
@@ -32,16 +33,20 @@
 //
 // # Topology and algorithms
 //
-// Each rank keeps two connections: one to its right neighbour
-// (rank+1 mod n), which it sends on, and one from its left neighbour, which
-// it receives on. Allreduce is the bandwidth-optimal ring algorithm (a
-// reduce-scatter then an allgather, each of n-1 steps), so every rank sends
-// and receives 2(n-1)/n of the tensor. Data moves in chunks of
-// Config.ChunkBytes, and sending runs concurrently with receiving and
-// reducing, so the link stays busy while the CPU adds.
+// Each rank keeps connections to and from its ring neighbours (rank±1 mod
+// n) and its parent and children in a binomial tree rooted at rank 0, at
+// most 2+log2 n peers. Allreduce of a large vector is the bandwidth-optimal
+// ring algorithm (a reduce-scatter then an allgather, each of n-1 steps),
+// so every rank sends and receives 2(n-1)/n of the tensor. Data moves in
+// chunks of Config.ChunkBytes, and sending runs concurrently with
+// receiving and reducing, so the link stays busy while the CPU adds. A
+// vector of at most Config.SmallBytes (by default DefaultSmallBytes, from
+// a latency-bandwidth model) and Barrier go up the tree and back down
+// instead: 2 log2 n steps rather than 2(n-1), which is what many ranks need
+// for small messages. Broadcast and allgather always run the ring.
 //
-// Every element is reduced by exactly one rank, in a fixed order, and the
-// final bits are then copied to the others: all ranks end with bit-identical
+// With either algorithm, every element is reduced by exactly one rank, in a
+// fixed order, and the final bits are then copied to the others: all ranks end with bit-identical
 // results, so replicas of a model never drift apart.
 //
 // # Failure

@@ -40,7 +40,9 @@ func (o Op) String() string {
 // AllReduce replaces data, on every rank, with the element-wise reduction
 // of every rank's data. All ranks must pass slices of the same length.
 //
-// It runs the ring algorithm: a reduce-scatter, after which each rank holds
+// Vectors of at most Config.SmallBytes run a binomial tree (tree.go),
+// which takes 2 log2 n steps; larger ones run the ring algorithm: a
+// reduce-scatter, after which each rank holds
 // the final value of one block, then an allgather of those blocks. Each
 // element is therefore reduced exactly once, in one fixed order (starting at
 // the rank that owns its block and going round the ring), and every rank
@@ -55,6 +57,20 @@ func AllReduce[T Float](ctx context.Context, c *Comm, data []T, op Op) error {
 	var zero T
 	esize := int(unsafe.Sizeof(zero))
 	h := header{op: opAllReduce, elemSize: uint8(esize), reduce: uint8(op), count: uint64(len(data)), elem: fmt.Sprintf("%T", zero)}
+	scale := T(c.world)
+	combine := func(dst, src []byte, final bool) {
+		d, s := fromBytes[T](dst), fromBytes[T](src)
+		if final && op == Mean {
+			addDiv(d, s, scale)
+		} else {
+			add(d, s)
+		}
+	}
+	if c.useTree(len(data) * esize) {
+		return c.do(ctx, h, func(h header) error {
+			return c.tree(ctx, h, asBytes(data), combine)
+		})
+	}
 	return c.run(ctx, h, func(p *plan) {
 		n, r := c.world, c.rank
 		b := asBytes(data)
@@ -74,15 +90,7 @@ func AllReduce[T Float](ctx context.Context, c *Comm, data []T, op Op) error {
 				})
 			})
 		}
-		scale := T(n)
-		p.combine = func(dst, src []byte, final bool) {
-			d, s := fromBytes[T](dst), fromBytes[T](src)
-			if final && op == Mean {
-				addDiv(d, s, scale)
-			} else {
-				add(d, s)
-			}
-		}
+		p.combine = combine
 	})
 }
 
@@ -128,8 +136,15 @@ func AllGather[T Elem](ctx context.Context, c *Comm, send, recv []T) error {
 
 // Barrier returns once every rank has entered it.
 func (c *Comm) Barrier(ctx context.Context) error {
-	// An allgather of one byte per rank: no rank can finish before it has
-	// received a byte that every other rank sent after entering.
+	// No rank can finish before it has heard, directly or through others,
+	// from every rank after that rank entered: one byte up the tree and
+	// back down, or an allgather of one byte per rank round the ring.
+	h := header{op: opBarrier, elemSize: 1, count: 1}
+	if c.useTree(1) {
+		return c.do(ctx, h, func(h header) error {
+			return c.tree(ctx, h, []byte{1}, func(_, _ []byte, _ bool) {})
+		})
+	}
 	recv := make([]byte, c.world)
 	return c.allGather(ctx, header{op: opBarrier, elemSize: 1, count: 1}, []byte{1}, recv, 1)
 }

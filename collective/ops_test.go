@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func quietLogger() *slog.Logger {
@@ -62,8 +63,12 @@ func TestAllReduce(t *testing.T) {
 	for n := 1; n <= 5; n++ {
 		t.Run(fmt.Sprintf("world=%d", n), func(t *testing.T) {
 			// A small chunk, so that even modest sizes run many pipelined
-			// chunks per step, with partial chunks at segment ends.
-			comms := cluster(t, n, func(_ int, cfg *Config) { cfg.ChunkBytes = 1000 })
+			// chunks per step, with partial chunks at segment ends; the ring
+			// for every size (tree_test.go covers the other algorithm).
+			comms := cluster(t, n, func(_ int, cfg *Config) {
+				cfg.ChunkBytes = 1000
+				cfg.SmallBytes = -1
+			})
 			sizes := []int{0, 1, 2, n - 1, n + 1, 1009, 3*n*1000 + 7, 1<<18 + 3}
 			for _, count := range sizes {
 				for _, op := range []Op{Sum, Mean} {
@@ -100,6 +105,10 @@ func checkAllReduce[T Float](t *testing.T, comms []*Comm, count int, op Op) {
 		return AllReduce(ctx, c, bufs[c.Rank()], op)
 	}))
 	want := ringReference(in, op)
+	var zero T
+	if comms[0].useTree(count * int(unsafe.Sizeof(zero))) {
+		want = treeReference(in, op)
+	}
 	for r := range n {
 		for i := range want {
 			if math.Float64bits(float64(bufs[r][i])) != math.Float64bits(float64(want[i])) {
@@ -109,7 +118,6 @@ func checkAllReduce[T Float](t *testing.T, comms []*Comm, count int, op Op) {
 	}
 	// The reference itself must be the right reduction, not just agree
 	// with the implementation's order.
-	var zero T
 	eps := math.Pow(2, -53)
 	if _, ok := any(zero).(float32); ok {
 		eps = math.Pow(2, -24)

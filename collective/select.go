@@ -1,0 +1,87 @@
+package collective
+
+import (
+	"math"
+	"slices"
+)
+
+// Choosing the allreduce algorithm. The ring takes 2(n-1) steps of 1/n of
+// the vector each: its time grows with n, which only pays when the vector
+// is large enough for bandwidth to dominate. The binomial tree (tree.go)
+// takes 2 log2 n steps of the whole vector. With α the cost of one message
+// and β that of one byte, the tree is faster while
+//
+//	2 log2(n) (α + Sβ) < 2(n-1) (α + Sβ/n),
+//
+// that is for vectors of S bytes below
+//
+//	S* = (α/β) (n-1-log2 n) / (log2 n - (n-1)/n).
+//
+// DefaultSmallBytes is S* with α/β measured on loopback and scaled to a
+// 25 Gb/s network (docs/benchmarks.md).
+
+// alphaOverBeta is α/β in bytes: the message size whose transfer costs as
+// much as sending a message at all. Measured here: α ≈ 15 µs per message
+// through the Go TCP link, β = 1/(25 Gb/s) = 0.32 ns per byte.
+const alphaOverBeta = 15e-6 / (8 / 25e9)
+
+// DefaultSmallBytes returns the largest allreduce, in bytes, that runs the
+// binomial tree by default on a world of n ranks; larger ones run the ring.
+// Two ranks always run the ring, which then takes as many steps as the
+// tree with half the bytes.
+func DefaultSmallBytes(n int) int {
+	if n <= 2 {
+		return 0
+	}
+	l := math.Log2(float64(n))
+	return int(alphaOverBeta * (float64(n) - 1 - l) / (l - float64(n-1)/float64(n)))
+}
+
+// smallBytes resolves Config.SmallBytes for a world of n ranks.
+func smallBytes(configured, n int) int {
+	switch {
+	case configured < 0:
+		return -1
+	case configured == 0:
+		return DefaultSmallBytes(n)
+	}
+	return configured
+}
+
+// useTree reports whether an allreduce of size bytes per rank runs the
+// binomial tree rather than the ring.
+func (c *Comm) useTree(size int) bool {
+	return c.treeLinked && c.world > 1 && size <= c.small
+}
+
+// linkedPeers returns the ranks a rank has data links with, in each
+// direction: its ring neighbours, its parent and its children in the
+// binomial tree.
+func linkedPeers(rank, world int) []int {
+	left, right := ringNeighbours(rank, world)
+	peers := []int{left, right}
+	if rank > 0 {
+		peers = append(peers, treeParent(rank))
+	}
+	peers = append(peers, treeChildren(rank, world)...)
+	slices.Sort(peers)
+	return slices.Compact(peers)
+}
+
+// treeChildren returns rank r's children in a binomial tree of n ranks
+// rooted at rank 0, in increasing order (smallest subtree first): r+2^k for
+// every 2^k below r's lowest set bit (every 2^k for the root) while
+// r+2^k < n.
+func treeChildren(r, n int) []int {
+	var kids []int
+	for k := 1; k < n && (r == 0 || k < r&-r); k <<= 1 {
+		if r+k < n {
+			kids = append(kids, r+k)
+		}
+	}
+	return kids
+}
+
+// treeParent returns rank r's parent (r > 0): r with its lowest set bit
+// cleared.
+func treeParent(r int) int { return r &^ (r & -r) }

@@ -1,0 +1,190 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
+)
+
+// treeReference computes what the binomial tree must produce, bit for bit:
+// each rank adds its children's partial sums to its own vector in
+// increasing order, and the root divides by n in its last addition for
+// Mean.
+func treeReference[T Float](in [][]T, op Op) []T {
+	n := len(in)
+	var up func(r int) []T
+	up = func(r int) []T {
+		acc := append([]T(nil), in[r]...)
+		kids := treeChildren(r, n)
+		for j, kid := range kids {
+			part := up(kid)
+			for i := range acc {
+				acc[i] += part[i]
+				if r == 0 && j == len(kids)-1 && op == Mean {
+					acc[i] /= T(n)
+				}
+			}
+		}
+		return acc
+	}
+	return up(0)
+}
+
+func TestTreeShape(t *testing.T) {
+	for n := 1; n <= 70; n++ {
+		seen := make([]int, n)
+		for r := range n {
+			for _, kid := range treeChildren(r, n) {
+				if kid <= r || kid >= n || treeParent(kid) != r {
+					t.Fatalf("world %d: rank %d has child %d whose parent is %d", n, r, kid, treeParent(kid))
+				}
+				seen[kid]++
+			}
+		}
+		for r := 1; r < n; r++ {
+			if seen[r] != 1 {
+				t.Fatalf("world %d: rank %d is the child of %d ranks", n, r, seen[r])
+			}
+		}
+	}
+}
+
+func TestLinkedPeers(t *testing.T) {
+	for n := 2; n <= 70; n++ {
+		links := make(map[[2]int]bool)
+		for r := range n {
+			for _, q := range linkedPeers(r, n) {
+				if q == r || q < 0 || q >= n {
+					t.Fatalf("world %d: rank %d linked to %d", n, r, q)
+				}
+				links[[2]int{r, q}] = true
+			}
+		}
+		// Links are symmetric: both ends must ask for the same streams.
+		for l := range links {
+			if !links[[2]int{l[1], l[0]}] {
+				t.Fatalf("world %d: rank %d links to %d but not back", n, l[0], l[1])
+			}
+		}
+	}
+}
+
+// TestAllReduceTree checks the binomial tree, and the choice between it
+// and the ring, on every world size up to 9 and on 16, 33 and 64 ranks
+// (powers of two and not), over both links, for every reduction.
+func TestAllReduceTree(t *testing.T) {
+	worlds := []int{2, 3, 4, 5, 6, 7, 8, 9, 16, 33, 64}
+	if testing.Short() {
+		worlds = []int{2, 3, 5, 8}
+	}
+	onLinks(t, func(t *testing.T, link testLink) {
+		for _, n := range worlds {
+			t.Run(fmt.Sprintf("world=%d", n), func(t *testing.T) {
+				comms := cluster(t, n, link.on(func(_ int, cfg *Config) {
+					cfg.SmallBytes = 4096
+					cfg.ChunkBytes = 1000
+				}))
+				if !comms[0].useTree(4096) || comms[0].useTree(4097) {
+					t.Fatal("allreduce picks the wrong algorithm around SmallBytes")
+				}
+				// Below, at and above the threshold (1024 float32s).
+				for _, count := range []int{0, 1, 2, n + 1, 1024, 1025, 1500} {
+					for _, op := range []Op{Sum, Mean} {
+						checkAllReduce[float32](t, comms, count, op)
+						checkAllReduce[float64](t, comms, count/2, op)
+					}
+				}
+				// A barrier runs the tree too.
+				mustAll(t, onAll(t, comms, func(c *Comm) error { return c.Barrier(context.Background()) }))
+			})
+		}
+	})
+}
+
+// TestBarrierTreeWaitsForAll is TestBarrier on the tree, with the late
+// rank a leaf.
+func TestBarrierTreeWaitsForAll(t *testing.T) {
+	const n = 6
+	comms := cluster(t, n, nil)
+	if !comms[0].useTree(1) {
+		t.Fatal("barrier does not run the tree")
+	}
+	var lateEntered atomic.Bool
+	var early atomic.Int32
+	mustAll(t, onAll(t, comms, func(c *Comm) error {
+		if c.Rank() == n-1 {
+			time.Sleep(50 * time.Millisecond)
+			lateEntered.Store(true)
+		}
+		if err := c.Barrier(context.Background()); err != nil {
+			return err
+		}
+		if !lateEntered.Load() {
+			early.Add(1)
+		}
+		return nil
+	}))
+	if e := early.Load(); e > 0 {
+		t.Fatalf("%d ranks left the barrier before the last rank entered it", e)
+	}
+}
+
+// TestPeerCrashMidTree kills a rank while small allreduces run the tree:
+// every other rank must name it, whether it is the root, an inner rank or
+// a leaf.
+func TestPeerCrashMidTree(t *testing.T) {
+	onLinks(t, func(t *testing.T, link testLink) {
+		for _, tc := range []struct{ world, victim int }{{4, 1}, {6, 5}, {6, 0}, {16, 9}} {
+			t.Run(fmt.Sprintf("world=%d/victim=%d", tc.world, tc.victim), func(t *testing.T) {
+				comms := cluster(t, tc.world, link.on(func(_ int, cfg *Config) {
+					cfg.Timeout = time.Minute
+				}))
+				var iters atomic.Int64
+				done := make(chan []error, 1)
+				go func() {
+					done <- onAll(t, comms, func(c *Comm) error {
+						data := make([]float32, 2)
+						for range 10000000 {
+							if err := AllReduce(context.Background(), c, data, Sum); err != nil {
+								return err
+							}
+							iters.Add(1)
+						}
+						return errors.New("never interrupted")
+					})
+				}()
+				testutil.WaitFor(t, 20*time.Second, testutil.Holds("allreduces to run", func() bool { return iters.Load() >= int64(3*tc.world) }))
+				crash(comms[tc.victim])
+				errs := <-done
+				for r, err := range errs {
+					if r != tc.victim {
+						blamed(t, r, err, tc.victim, ErrPeerLost)
+					}
+				}
+			})
+		}
+	})
+}
+
+func TestDefaultSmallBytes(t *testing.T) {
+	if DefaultSmallBytes(1) != 0 || DefaultSmallBytes(2) != 0 {
+		t.Fatal("one or two ranks must run the ring")
+	}
+	prev := 0
+	for n := 3; n <= 4096; n++ {
+		s := DefaultSmallBytes(n)
+		if s < prev {
+			t.Fatalf("threshold falls from %d to %d bytes at %d ranks", prev, s, n)
+		}
+		prev = s
+	}
+	// The model's crossover for 64 ranks at 25 Gb/s (docs/benchmarks.md).
+	if s := DefaultSmallBytes(64); s < 500<<10 || s > 550<<10 {
+		t.Fatalf("DefaultSmallBytes(64) = %d", s)
+	}
+}
