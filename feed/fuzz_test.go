@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/spindle-ml/spindle/testbed/flighttest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,13 +27,13 @@ func (memFile) Close() error { return nil }
 // fuzzBatches are what the fuzz targets' seed files hold: a string
 // column among numbers, in two batches (or row groups).
 func fuzzBatches(t testing.TB) []arrow.RecordBatch {
-	return []arrow.RecordBatch{nameBatch(t, 4, []int32{0, 1, 2, 3, 4}, "abcd"), nameBatch(t, 3, []int32{0, 2, 2, 5}, "hello")}
+	return []arrow.RecordBatch{flighttest.NameBatch(4, []int32{0, 1, 2, 3, 4}, "abcd"), flighttest.NameBatch(3, []int32{0, 2, 2, 5}, "hello")}
 }
 
 // arrowFileBytes is a small valid Arrow IPC file.
 func arrowFileBytes(t testing.TB) []byte {
 	var buf bytes.Buffer
-	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(nameSchema))
+	w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(flighttest.NameSchema))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func arrowFileBytes(t testing.TB) []byte {
 // parquetFileBytes is a small valid Parquet file, a row group a batch.
 func parquetFileBytes(t testing.TB) []byte {
 	var buf bytes.Buffer
-	w, err := pqarrow.NewFileWriter(nameSchema, &buf, parquet.NewWriterProperties(), pqarrow.DefaultWriterProps())
+	w, err := pqarrow.NewFileWriter(flighttest.NameSchema, &buf, parquet.NewWriterProperties(), pqarrow.DefaultWriterProps())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,37 +8,10 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/testbed/flighttest"
 )
-
-// nameSchema is a pushed input with a string column.
-var nameSchema = arrow.NewSchema([]arrow.Field{
-	{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-	{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
-	{Name: "label", Type: arrow.PrimitiveTypes.Float32, Nullable: true},
-}, nil)
-
-// nameBatch is a batch of nameSchema with n rows whose string column has
-// the given offsets (n+1 of them) over values: offsets out of order make
-// a batch that Arrow's writer sends as it is and a reader decodes without
-// complaint, but slicing it panics.
-func nameBatch(t testing.TB, n int, offsets []int32, values string) arrow.RecordBatch {
-	t.Helper()
-	ids := array.NewInt64Builder(memory.DefaultAllocator)
-	labels := array.NewFloat32Builder(memory.DefaultAllocator)
-	for i := 0; i < n; i++ {
-		ids.Append(int64(i))
-		labels.Append(float32(i % 2))
-	}
-	data := array.NewData(arrow.BinaryTypes.String, n,
-		[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offsets)), memory.NewBufferBytes([]byte(values))}, nil, 0, 0)
-	names := array.NewStringData(data)
-	return array.NewRecordBatch(nameSchema, []arrow.Array{ids.NewArray(), names, labels.NewArray()}, int64(n))
-}
 
 // TestValidateBatchNamesColumn: every kind of damage is an error naming
 // its column, never a panic.
@@ -54,13 +27,13 @@ func TestValidateBatchNamesColumn(t *testing.T) {
 		{"invalid utf-8", []int32{0, 1, 2, 3, 4}, "ab\xffd"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateBatch(nameBatch(t, 4, tc.offsets, tc.values))
+			err := ValidateBatch(flighttest.NameBatch(4, tc.offsets, tc.values))
 			if err == nil || !strings.Contains(err.Error(), `column "name"`) {
 				t.Fatalf("got %v, want an error naming column \"name\"", err)
 			}
 		})
 	}
-	if err := ValidateBatch(nameBatch(t, 4, []int32{0, 1, 2, 3, 4}, "abcd")); err != nil {
+	if err := ValidateBatch(flighttest.NameBatch(4, []int32{0, 1, 2, 3, 4}, "abcd")); err != nil {
 		t.Fatalf("a good batch: %v", err)
 	}
 }
@@ -70,8 +43,8 @@ func TestValidateBatchNamesColumn(t *testing.T) {
 // gets an input error naming the column, not a panic.
 func TestFlightRefusesMalformedBatch(t *testing.T) {
 	srv := flighttest.Start(t, "s3cret", map[string]flighttest.Flight{
-		"names": {Schema: nameSchema, Endpoints: [][]arrow.RecordBatch{{
-			nameBatch(t, 4, []int32{0, 1, 2, 3, 4}, "abcd"), nameBatch(t, 4, []int32{0, 9, 2, 3, 4}, "abcd"),
+		"names": {Schema: flighttest.NameSchema, Endpoints: [][]arrow.RecordBatch{{
+			flighttest.NameBatch(4, []int32{0, 1, 2, 3, 4}, "abcd"), flighttest.NameBatch(4, []int32{0, 9, 2, 3, 4}, "abcd"),
 		}}},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
