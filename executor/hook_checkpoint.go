@@ -12,6 +12,12 @@ type checkpointHook struct {
 	svc    *checkpointService
 }
 
+// The parts of the life cycle checkpointHook takes part in.
+var (
+	_ taskHook   = (*checkpointHook)(nil)
+	_ hookRunner = (*checkpointHook)(nil)
+)
+
 func (h *checkpointHook) Name() string { return "checkpoint" }
 
 func (h *checkpointHook) Prepare(_ context.Context, r *taskRun) error {

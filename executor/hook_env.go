@@ -10,6 +10,11 @@ import (
 // files. The hooks after it read the environment.
 type envHook struct{ e *Executor }
 
+// The parts of the life cycle envHook takes part in.
+var (
+	_ taskHook = (*envHook)(nil)
+)
+
 func (h *envHook) Name() string { return "environment" }
 
 func (h *envHook) Prepare(_ context.Context, r *taskRun) error {

@@ -26,6 +26,12 @@ type feedHook struct {
 	err error
 }
 
+// The parts of the life cycle feedHook takes part in.
+var (
+	_ taskHook   = (*feedHook)(nil)
+	_ hookRunner = (*feedHook)(nil)
+)
+
 func (h *feedHook) Name() string { return "feed" }
 
 func (h *feedHook) Prepare(_ context.Context, r *taskRun) error {

@@ -13,6 +13,12 @@ type gpuHook struct {
 	s      *gpuSampler
 }
 
+// The parts of the life cycle gpuHook takes part in.
+var (
+	_ taskHook   = (*gpuHook)(nil)
+	_ hookRunner = (*gpuHook)(nil)
+)
+
 func (h *gpuHook) Name() string { return "gpu" }
 
 func (h *gpuHook) Prepare(_ context.Context, r *taskRun) error {

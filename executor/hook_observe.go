@@ -13,6 +13,13 @@ type observationHook struct {
 	gpu    *gpuSampler
 }
 
+// The parts of the life cycle observationHook takes part in.
+var (
+	_ taskHook       = (*observationHook)(nil)
+	_ hookRunner     = (*observationHook)(nil)
+	_ processWatcher = (*observationHook)(nil)
+)
+
 func (h *observationHook) Name() string { return "observations" }
 
 func (h *observationHook) Prepare(_ context.Context, r *taskRun) error {

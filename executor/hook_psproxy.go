@@ -15,6 +15,13 @@ type psProxyHook struct {
 	p *proxy.Proxy
 }
 
+// The parts of the life cycle psProxyHook takes part in.
+var (
+	_ taskHook    = (*psProxyHook)(nil)
+	_ hookRunner  = (*psProxyHook)(nil)
+	_ exitWatcher = (*psProxyHook)(nil)
+)
+
 func (h *psProxyHook) Name() string { return "ps-proxy" }
 
 func (h *psProxyHook) Prepare(_ context.Context, r *taskRun) error {

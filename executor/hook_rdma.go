@@ -10,6 +10,11 @@ import (
 // for the environment.
 type rdmaHook struct{ e *Executor }
 
+// The parts of the life cycle rdmaHook takes part in.
+var (
+	_ taskHook = (*rdmaHook)(nil)
+)
+
 func (h *rdmaHook) Name() string { return "rdma" }
 
 func (h *rdmaHook) Prepare(_ context.Context, r *taskRun) error {
