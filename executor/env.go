@@ -63,6 +63,35 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	if jobSecret == "" {
 		return nil, errors.New("no job secret to derive the peer token from")
 	}
+	env := userEnv(base, t)
+	peers, service, err := peerAddrs(id)
+	if err != nil {
+		return nil, err
+	}
+	set := func(k string, v any) { env[k] = fmt.Sprint(v) }
+	setRankEnv(env, set, t, id, feedPath)
+	set(envcontract.Peers, strings.Join(peers, ","))
+	set(envcontract.PeerListenFD, peerListenFD)
+	set(envcontract.PeerToken, peerToken(jobSecret))
+	set(envcontract.Host, id.host)
+	setServiceEnv(set, t, id, feedPath, filesDir)
+	if err := setFrameworkEnv(env, set, t, id, service); err != nil {
+		return nil, err
+	}
+	if err := setRuntimeEnv(env, set, t); err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// userEnv is the executor's own environment without the job's secrets,
+// under the user's --env.
+func userEnv(base []string, t *Task) map[string]string {
 	env := map[string]string{}
 	for _, kv := range base {
 		k, v, _ := strings.Cut(kv, "=")
@@ -73,21 +102,28 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	for k, v := range t.Env {
 		env[k] = v
 	}
+	return env
+}
 
-	peers := make([]string, len(id.peers))
-	service := make([]string, len(id.peers))
+// peerAddrs returns every rank's collective (peer) and framework
+// (service) address, by rank.
+func peerAddrs(id identity) (peers, service []string, err error) {
+	peers = make([]string, len(id.peers))
+	service = make([]string, len(id.peers))
 	for i, p := range id.peers {
-		var err error
 		if peers[i], err = peerAddr(p, portPeer); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if service[i], err = peerAddr(p, portService); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	rank0 := id.peers[0]
+	return peers, service, nil
+}
 
-	set := func(k string, v any) { env[k] = fmt.Sprint(v) }
+// setRankEnv sets who the process is in the job: its ranks, its role and
+// its feed.
+func setRankEnv(env map[string]string, set func(string, any), t *Task, id identity, feedPath string) {
 	set(envcontract.Rank, id.rank)
 	set(envcontract.WorldSize, id.worldSize)
 	set(envcontract.LocalRank, id.localRank)
@@ -102,10 +138,11 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 		set(envcontract.FeedMode, feedModeNone)
 	}
 	roleEnv(set, id)
-	set(envcontract.Peers, strings.Join(peers, ","))
-	set(envcontract.PeerListenFD, peerListenFD)
-	set(envcontract.PeerToken, peerToken(jobSecret))
-	set(envcontract.Host, id.host)
+}
+
+// setServiceEnv sets where the process finds the executor's services
+// (reports, parameter servers, checkpoints) and how the task uses them.
+func setServiceEnv(set func(string, any), t *Task, id identity, feedPath, filesDir string) {
 	set(envcontract.FilesDir, filesDir)
 	set(envcontract.CollectiveTimeout, strconv.FormatFloat(float64(t.CollectiveTimeoutMillis)/1000, 'f', -1, 64))
 	set(envcontract.ReportSocket, reportSocket(filesDir))
@@ -142,8 +179,13 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	if t.GetFeed().GetLabelColumn() != "" && feedPath != "" {
 		set(envcontract.LabelColumn, t.GetFeed().GetLabelColumn())
 	}
+}
 
+// setFrameworkEnv sets the training frameworks' own rendezvous (PyTorch,
+// TensorFlow) and devices.
+func setFrameworkEnv(env map[string]string, set func(string, any), t *Task, id identity, service []string) error {
 	// PyTorch (torch.distributed's env:// rendezvous).
+	rank0 := id.peers[0]
 	set(envcontract.MasterAddr, rank0.GetHost())
 	set(envcontract.MasterPort, rank0.GetPorts()[portService])
 	set(envcontract.TorchRank, id.rank)
@@ -159,7 +201,7 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	// chief and the others are workers.
 	tf, err := tfConfigFor(id.peers, service, id.rank)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	set(envcontract.TFConfig, tf)
 
@@ -171,9 +213,15 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 		}
 		set(envcontract.CUDAVisible, strings.Join(ids, ","))
 	}
+	return nil
+}
+
+// setRuntimeEnv sets where Python finds spindle, the Hadoop client's
+// configuration and user, and unbuffered output.
+func setRuntimeEnv(env map[string]string, set func(string, any), t *Task) error {
 	py, err := pythonPath(t.PythonPath)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if py != "" {
 		if old := env[envcontract.PythonPath]; old != "" {
@@ -192,13 +240,7 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	if _, ok := env[envcontract.PythonUnbuffered]; !ok {
 		set(envcontract.PythonUnbuffered, 1)
 	}
-
-	out := make([]string, 0, len(env))
-	for k, v := range env {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out, nil
+	return nil
 }
 
 // tfConfig renders TF_CONFIG for rank among addrs in a job of workers

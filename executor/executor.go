@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -16,19 +15,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
-	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/feed/wire"
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/auth"
 	"github.com/spindle-ml/spindle/internal/envcontract"
-	"github.com/spindle-ml/spindle/ps/proxy"
 )
 
 // EnvJobSecret names the per-job secret among the secrets handed to an
@@ -252,53 +248,23 @@ type taskResult struct {
 	usage *driverpb.Usage
 }
 
-// runTask prepares the work directory and feed, starts the training
-// process and watches it, the feed and the driver until the process ends.
+// runTask prepares the work directory and the task's hooks, starts the
+// training process and watches it, the hooks and the driver until the
+// process ends.
 func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *reservedPorts) (taskResult, error) {
 	res := taskResult{exit: exitStatus{code: -1}}
-	workDir := e.cfg.WorkDir
-	if workDir == "" && t.Dir == "" {
-		// An executor with a directory of its own (a standalone worker's,
-		// a YARN container's) keeps its files and sockets there, where
-		// its manager cleans them up, even after a crash.
-		workDir = ownWorkDir()
+	workDir, cleanup, err := e.workDir(t, id)
+	if err != nil {
+		return res, err
 	}
-	if workDir == "" {
-		dir, err := os.MkdirTemp("", "spindle-"+t.JobId+"-"+strconv.Itoa(id.rank)+"-")
-		if err != nil {
-			return res, fmt.Errorf("create work directory: %w", err)
-		}
-		defer os.RemoveAll(dir)
-		workDir = dir
-	}
-	filesDir := filepath.Join(workDir, "files")
-	var resolver *fsys.Resolver
+	defer cleanup()
+	r := &taskRun{t: t, id: id, workDir: workDir, filesDir: filepath.Join(workDir, "files")}
 	defer func() {
-		if resolver != nil {
-			resolver.Close()
+		if r.resolver != nil {
+			r.resolver.Close()
 		}
 	}()
-	var ship shipped
-	stop, err := e.whileLocalizing(ctx, t, id, func(ctx context.Context) error {
-		if err := e.fetchShipped(ctx, t, filepath.Join(workDir, "shipped")); err != nil {
-			return err
-		}
-		// After fetchShipped: it places the driver's Hadoop configuration.
-		resolver = fsys.NewResolver(fsys.Options{HadoopConfDir: t.HadoopConfDir, User: t.HadoopUser})
-		if err := localizeFiles(ctx, resolver, t.Files, filesDir); err != nil {
-			return err
-		}
-		// Archives and py-files are linked into the working directory when it
-		// is this executor's own (not the submit directory of a local job).
-		ownDir := ""
-		if t.Dir == "" {
-			ownDir, _ = os.Getwd()
-		}
-		cache := &archiveCache{root: cmp.Or(e.cfg.ArchiveCache, defaultArchiveCache()), lim: e.cfg.ArchiveLimits}
-		var err error
-		ship, err = prepareShipped(ctx, resolver, cache, t, filesDir, ownDir)
-		return err
-	})
+	stop, err := e.whileLocalizing(ctx, t, id, func(ctx context.Context) error { return e.localize(ctx, r) })
 	if err != nil {
 		return res, err
 	}
@@ -306,113 +272,124 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 		res.stopped, res.finished = stop.why, stop.finished
 		return res, nil
 	}
-	// Only workers are fed: the task of another role names no feed mode.
-	feedPath, server, closeFeed := "", (*wire.Server)(nil), func() {}
-	if t.Feed.Mode != "" && id.feeds() {
-		var err error
-		if feedPath, server, closeFeed, err = e.prepareFeed(t, id, resolver, workDir); err != nil {
-			return res, err
-		}
-	}
-	defer closeFeed()
-	rdmaPlan, err := discoverRDMA(t, os.Environ())
-	e.rdmaReport.Store(rdmaReport(id, rdmaPlan))
-	if err != nil {
-		return res, &setupError{err}
-	}
-	env, err := trainingEnv(os.Environ(), t, id, e.cfg.Secret, feedPath, filesDir)
+	hooks, err := prepareHooks(ctx, e.services(t, id), r)
+	defer e.closeHooks(hooks)
 	if err != nil {
 		return res, err
 	}
-	env = withRDMAHints(env, rdmaPlan.Env)
-	env = prependPythonPath(env, ship.pythonPath)
-	var ckpt *checkpointService
-	if t.CheckpointDir != "" {
-		// At the path trainingEnv gave the process.
-		if ckpt, err = newCheckpointService(checkpointSocket(filesDir), resolver, e.logger); err != nil {
-			return res, err
-		}
-		defer ckpt.Close()
-	}
-	var psp *proxy.Proxy
-	if psProxied(t, id) {
-		// At the path trainingEnv gave the process.
-		link := envValue(env, envcontract.CollectiveLink)
-		if psp, err = newPSProxy(filesDir, id, e.cfg.Secret, link, e.logger); err != nil {
-			return res, err
-		}
-		defer psp.Close()
-	}
-	obs, err := newObservations(reportSocket(filesDir), e.logger)
+	res.obs = r.obs
+	proc, err := e.startTraining(r, ports)
 	if err != nil {
 		return res, err
 	}
-	defer obs.Close()
-	res.obs = obs
+	for _, h := range hooks {
+		if w, ok := h.(processWatcher); ok {
+			w.Started(proc.cmd.Process.Pid)
+		}
+	}
+	e.logger.Debug("training process started", "pid", proc.cmd.Process.Pid, "command", t.Command[0])
+	return e.superviseTask(ctx, r, proc, hooks, res)
+}
+
+// workDir returns the directory the task keeps its files and sockets in,
+// and what removes it when it was made for this task only.
+func (e *Executor) workDir(t *Task, id identity) (string, func(), error) {
+	workDir := e.cfg.WorkDir
+	if workDir == "" && t.Dir == "" {
+		// An executor with a directory of its own (a standalone worker's,
+		// a YARN container's) keeps its files and sockets there, where
+		// its manager cleans them up, even after a crash.
+		workDir = ownWorkDir()
+	}
+	if workDir != "" {
+		return workDir, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "spindle-"+t.JobId+"-"+strconv.Itoa(id.rank)+"-")
+	if err != nil {
+		return "", nil, fmt.Errorf("create work directory: %w", err)
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
+}
+
+// localize fetches what the driver shipped, then the task's files,
+// archives and py-files, and leaves r a resolver for the task's file
+// systems.
+func (e *Executor) localize(ctx context.Context, r *taskRun) error {
+	t := r.t
+	if err := e.fetchShipped(ctx, t, filepath.Join(r.workDir, "shipped")); err != nil {
+		return err
+	}
+	// After fetchShipped: it places the driver's Hadoop configuration.
+	r.resolver = fsys.NewResolver(fsys.Options{HadoopConfDir: t.HadoopConfDir, User: t.HadoopUser})
+	if err := localizeFiles(ctx, r.resolver, t.Files, r.filesDir); err != nil {
+		return err
+	}
+	// Archives and py-files are linked into the working directory when it
+	// is this executor's own (not the submit directory of a local job).
+	ownDir := ""
+	if t.Dir == "" {
+		ownDir, _ = os.Getwd()
+	}
+	cache := &archiveCache{root: cmp.Or(e.cfg.ArchiveCache, defaultArchiveCache()), lim: e.cfg.ArchiveLimits}
+	var err error
+	r.ship, err = prepareShipped(ctx, r.resolver, cache, t, r.filesDir, ownDir)
+	return err
+}
+
+// startTraining starts the training process with the environment the
+// hooks built, handing it the peer port.
+func (e *Executor) startTraining(r *taskRun, ports *reservedPorts) (*process, error) {
+	t := r.t
 	stdout, stderr := e.cfg.Stdout, e.cfg.Stderr
 	if t.ForwardOutput {
-		stdout, stderr = lineTee{w: stdout, obs: obs}, lineTee{w: stderr, obs: obs, stderr: true}
+		stdout, stderr = lineTee{w: stdout, obs: r.obs}, lineTee{w: stderr, obs: r.obs, stderr: true}
 	}
 	peerFile, err := ports.peer.File()
 	if err != nil {
-		return res, fmt.Errorf("hand the peer port to the training process: %w", err)
+		return nil, fmt.Errorf("hand the peer port to the training process: %w", err)
 	}
 	defer peerFile.Close()
 	// The framework binds the service port itself; free it at the last moment.
 	ports.service.Close()
-
+	command := r.ship.command
 	if t.BuiltinPs {
 		// Spindle's own parameter server: this very binary.
 		self, err := os.Executable()
 		if err != nil {
-			return res, fmt.Errorf("find this binary to run the built-in parameter server: %w", err)
+			return nil, fmt.Errorf("find this binary to run the built-in parameter server: %w", err)
 		}
-		ship.command = []string{self, "ps", "serve"}
+		command = []string{self, "ps", "serve"}
 	}
-	prefix := outputPrefix(id)
-	proc, err := startProcess(ship.command, t.Dir, env, peerFile, prefix, stdout, stderr, int(t.StderrTailLines))
+	proc, err := startProcess(command, t.Dir, r.env, peerFile, outputPrefix(r.id), stdout, stderr, int(t.StderrTailLines))
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	gpu := newGPUSampler(env, heartbeatInterval(t), e.logger)
-	obs.setProcess(proc.cmd.Process.Pid, gpu)
 	// The process holds its own copy now.
 	peerFile.Close()
 	ports.peer.Close()
-	e.logger.Debug("training process started", "pid", proc.cmd.Process.Pid, "command", t.Command[0])
+	return proc, nil
+}
 
-	grace := time.Duration(t.StopGraceMillis) * time.Millisecond
+// superviseTask runs the hooks' loops and the heartbeat while the
+// training process runs, stops the process when one of them ends first,
+// and reports how the task ended.
+func (e *Executor) superviseTask(ctx context.Context, r *taskRun, proc *process, hooks []taskHook, res taskResult) (taskResult, error) {
 	runCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
 	g, gctx := errgroup.WithContext(runCtx)
-	var feedErr error // written by the feed goroutine, read after Wait
-	if server != nil {
-		g.Go(func() error {
-			// Run fails only for the feed's own failures, decided before
-			// the training process can see its stream cut: kept even when
-			// the process's exit, which the cut causes, ends the group
-			// first.
-			if err := server.Run(gctx); err != nil {
-				feedErr = err
-				return err
-			}
-			return nil
-		})
-	}
-	if ckpt != nil {
-		g.Go(func() error { return ckpt.Run(gctx) })
-	}
-	if psp != nil {
-		g.Go(func() error { return psp.Run(gctx) })
-	}
-	g.Go(func() error { return obs.Run(gctx) })
-	if gpu != nil {
-		g.Go(func() error { return gpu.Run(gctx) })
+	var feed *feedHook
+	for _, h := range hooks {
+		if f, ok := h.(*feedHook); ok {
+			feed = f
+		}
+		if run, ok := h.(hookRunner); ok {
+			g.Go(func() error { return run.Run(gctx) })
+		}
 	}
 	var stopWhy string
 	var finished bool
 	g.Go(func() error {
-		why, fin, err := e.heartbeat(gctx, t, id, server, obs)
+		why, fin, err := e.heartbeat(gctx, r.t, r.id, r.feed, r.obs)
 		if err != nil || why != "" {
 			stopWhy, finished = why, fin
 			return fmt.Errorf("stop: %s", why)
@@ -427,26 +404,26 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 		return nil
 	})
 	_ = g.Wait()
+	var feedErr error // written by the feed's Run, read after Wait
+	if feed != nil {
+		feedErr = feed.err
+	}
 	select {
 	case <-proc.done:
 	default:
 		res.stopped = firstNonEmpty(stopWhy, errString(feedErr), "the executor was told to stop")
 		e.logger.Info("stopping training process", "reason", res.stopped)
-		proc.stop(grace)
+		proc.stop(time.Duration(r.t.StopGraceMillis) * time.Millisecond)
 	}
 	res.exit = proc.status
-	if psp != nil && res.exit.ok() {
-		// A process that ended well without leaving the parameter servers
-		// (spindle.ps's close) must not hold the other workers back.
-		leaveCtx, cancel := context.WithTimeout(ctx, psLeaveTimeout)
-		if err := psp.Leave(leaveCtx); err != nil {
-			e.logger.Warn("could not leave the parameter servers for the finished process", "err", err)
+	for _, h := range hooks {
+		if w, ok := h.(exitWatcher); ok {
+			w.Exited(ctx, res.exit)
 		}
-		cancel()
 	}
 	res.usage = usageOf(proc.cmd.ProcessState)
 	res.stderrTail = proc.tail.String()
-	res.progress = progressOf(server)
+	res.progress = progressOf(r.feed)
 	res.finished = finished
 	if feedErr != nil && res.exit.ok() {
 		return res, fmt.Errorf("feed: %w", feedErr)
@@ -519,150 +496,6 @@ func heartbeatInterval(t *Task) time.Duration {
 		return d
 	}
 	return time.Second
-}
-
-// prepareFeed builds the feed named in t: a socket server for arrow and
-// tensor, a JSON file for direct. It returns the SPINDLE_FEED value and a
-// function that releases the feed once the training process is gone.
-func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir string) (string, *wire.Server, func(), error) {
-	f := t.Feed
-	splits := driverpb.FeedSplits(f.Splits)
-	// The feed is dealt among the workers: this rank's share is its rank
-	// among them (its rank, in a job of workers only).
-	feedRank, feedSize := id.feedRank()
-	mode, err := wire.ParseMode(f.Mode)
-	if err != nil {
-		return "", nil, nil, err
-	}
-	if mode == wire.ModeDirect {
-		path := filepath.Join(workDir, "splits.json")
-		even, err := feed.ParseEvenMode(f.EvenBatches)
-		if err != nil {
-			return "", nil, nil, err
-		}
-		spec := wire.DirectSpec{
-			Rank: feedRank, WorldSize: feedSize, Epochs: int(f.Epochs), BatchRows: int(f.BatchRows),
-			Columns: f.Columns, LabelColumn: f.LabelColumn, Shuffle: f.Shuffle, Seed: f.Seed,
-			EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, Splits: splits,
-			StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch,
-		}
-		// The reader follows the pipeline's epoch rules with these, so
-		// direct and pushed feeding yield the same rows.
-		var rows int64
-		for _, sp := range splits {
-			rows += sp.Rows
-		}
-		spec.EpochRowLimit = max(feed.EpochRowLimit(rows, int(f.BatchRows), even, f.TargetBatches, f.EpochRows), 0)
-		if f.Shuffle {
-			spec.ShuffleBufferRows = cmp.Or(int(f.ShuffleBufferRows), feed.DefaultShuffleBufferRows)
-		}
-		for _, sp := range splits {
-			if sp.Format == feed.FormatCSV {
-				spec.CSV = &wire.DirectCSV{Header: f.GetCsv().GetHeader()}
-				if d := f.GetCsv().GetDelimiter(); d != 0 {
-					spec.CSV.Delimiter = string(rune(d))
-				}
-				break
-			}
-		}
-		if err := wire.WriteDirectSpec(path, spec); err != nil {
-			return "", nil, nil, fmt.Errorf("write direct feed spec: %w", err)
-		}
-		return path, nil, func() {}, nil
-	}
-	rd, err := ipc.NewReader(bytes.NewReader(f.Schema))
-	if err != nil {
-		return "", nil, nil, fmt.Errorf("decode the planned schema: %w", err)
-	}
-	schema := rd.Schema()
-	rd.Release()
-	even, err := feed.ParseEvenMode(f.EvenBatches)
-	if err != nil {
-		return "", nil, nil, err
-	}
-	pcfg := feed.PipelineConfig{
-		Splits: splits, Schema: schema, Columns: f.Columns, LabelColumn: f.LabelColumn,
-		BatchRows: int(f.BatchRows), Shuffle: f.Shuffle, Seed: f.Seed, Rank: feedRank,
-		ShuffleBufferRows: int(f.ShuffleBufferRows), Prefetch: int(f.PrefetchBatches), MemoryBudget: f.MemoryBudget,
-		EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, CSV: f.GetCsv().ToFeed(), CacheBytes: f.CacheBytes,
-		SpillDir: filepath.Join(workDir, "feed-spill"), SpillBytes: f.GetSpillBytes(),
-		Flight: feed.FlightOptions{Token: f.GetFlightToken(), CAFile: f.GetFlightCaFile(), PushToken: feed.PushFeedToken(e.cfg.Secret, t.JobId),
-			PushTLS: e.cfg.TLS},
-		// The tensor feed sends float32: float64 features are narrowed as
-		// they are decoded, not converted from memory as they are sent.
-		Float32Features: mode == wire.ModeTensor,
-	}
-	// Arrow batches are decoded straight into the shared memory the
-	// training process reads them from, and sent without a copy; the
-	// read-ahead's budget bounds the space they take there too.
-	var region *wire.SharedRegion
-	if mode == wire.ModeArrow && !f.GetNoSharedMemory() {
-		if region, err = wire.NewSharedRegion(f.MemoryBudget); err != nil {
-			e.logger.Warn("no shared memory to decode the feed into", "err", err)
-			region = nil
-		} else {
-			pcfg.BatchMemory = region
-		}
-	}
-	closeRegion := func() {
-		if region != nil {
-			if err := region.Close(); err != nil {
-				e.logger.Warn("close the feed's shared memory", "err", err)
-			}
-		}
-	}
-	pipe, err := feed.NewPipeline(res, pcfg)
-	if err != nil {
-		closeRegion()
-		return "", nil, nil, fmt.Errorf("set up the feed: %w", err)
-	}
-	var source wire.EpochSource = pipe
-	if f.GetHasRest() {
-		source = &restSource{Pipeline: pipe, res: res, cfg: pcfg, epoch: int(f.StartEpoch),
-			segs: driverpb.FeedSegments(f.GetRest()), pad: f.GetRestBatches()}
-	}
-	path := filepath.Join(workDir, "feed.sock")
-	server, err := wire.NewServer(wire.ServerConfig{
-		SocketPath: path, Mode: mode, Epochs: int(f.Epochs), Source: source, LabelColumn: f.LabelColumn,
-		StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch, SharedMemory: !f.GetNoSharedMemory(), SharedRegion: region,
-		Logger: e.cfg.Logger.With("executor", e.cfg.ID, "rank", id.rank),
-	})
-	if err != nil {
-		pipe.Close()
-		closeRegion()
-		return "", nil, nil, err
-	}
-	return path, server, func() {
-		server.Close()
-		st := pipe.Stats()
-		e.logger.Debug("feed closed", "rows", st.Rows, "batches", st.Batches,
-			"cached_splits", st.CachedSplits, "cached_bytes", st.CachedBytes,
-			"spilled_splits", st.SpilledSplits, "spilled_bytes", st.SpilledBytes,
-			"cache_hits", st.CacheHits, "cache_misses", st.CacheMisses)
-		if err := pipe.Close(); err != nil {
-			e.logger.Warn("close the feed (its files on disk)", "err", err)
-		}
-		closeRegion()
-	}, nil
-}
-
-// restSource serves one epoch, where an elastic job changed size, as the
-// rest of the old ranks' epochs (segments), and the others from the rank's
-// own pipeline.
-type restSource struct {
-	*feed.Pipeline
-	res   *fsys.Resolver
-	cfg   feed.PipelineConfig
-	epoch int
-	segs  []feed.Segment
-	pad   int64
-}
-
-func (s *restSource) Epoch(ctx context.Context, epoch int) (feed.Reader, error) {
-	if epoch == s.epoch {
-		return feed.SegmentEpoch(ctx, s.res, s.cfg, s.segs, epoch, s.pad)
-	}
-	return s.Pipeline.Epoch(ctx, epoch)
 }
 
 func progressOf(s *wire.Server) *driverpb.Progress {

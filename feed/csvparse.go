@@ -149,91 +149,25 @@ func (p *csvParser) skipPartialLine() error {
 // returns errNeedMore, leaving pos where it was, when the buffer ends
 // inside the record and the file goes on.
 func (p *csvParser) parse() error {
+	if err := p.skipBlankLines(); err != nil {
+		return err
+	}
 	data := p.buf[:p.n]
 	i := p.pos
 	lines := int64(0)
-	// Blank lines are not records.
-	for {
-		if i == len(data) {
-			if p.eof {
-				p.pos = i
-				p.advanceLines(lines)
-				return io.EOF
-			}
-			p.pos = i
-			p.advanceLines(lines)
-			return errNeedMore
-		}
-		if data[i] == '\n' {
-			i++
-			lines++
-			continue
-		}
-		if data[i] == '\r' {
-			if i+1 == len(data) && !p.eof {
-				p.pos = i
-				p.advanceLines(lines)
-				return errNeedMore
-			}
-			if i+1 < len(data) && data[i+1] == '\n' {
-				i += 2
-				lines++
-				continue
-			}
-		}
-		break
-	}
-	p.pos = i
-	p.advanceLines(lines)
-	lines = 0
 	p.recOff = p.bufOff + int64(i)
 	p.recLine = p.line
 	p.starts, p.ends, p.escaped = p.starts[:0], p.ends[:0], p.escaped[:0]
 	lineEnd := -1 // index of the '\n' ending the current physical line, or len(data)
 	for {
 		if i < len(data) && data[i] == '"' {
-			j, esc := i+1, false
-			var k int
-			for {
-				q := bytes.IndexByte(data[j:], '"')
-				if q < 0 {
-					if p.eof {
-						return fmt.Errorf("%s: quoted field never ends", p.where())
-					}
-					return errNeedMore
-				}
-				k = j + q
-				if k+1 < len(data) && data[k+1] == '"' {
-					esc, j = true, k+2
-					continue
-				}
-				if k+1 == len(data) && !p.eof {
-					return errNeedMore
-				}
-				break
+			next, nl, more, err := p.quotedField(data, i)
+			if err != nil {
+				return err
 			}
-			lines += int64(bytes.Count(data[i+1:k], []byte{'\n'}))
-			p.starts, p.ends, p.escaped = append(p.starts, i+1), append(p.ends, k), append(p.escaped, esc)
-			i = k + 1
-			lineEnd = -1
-			switch {
-			case i == len(data): // end of file
-			case data[i] == p.delim:
-				i++
+			i, lines, lineEnd = next, lines+nl, -1
+			if more {
 				continue
-			case data[i] == '\n':
-				i++
-				lines++
-			case data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n':
-				i += 2
-				lines++
-			case data[i] == '\r' && i+1 == len(data):
-				if !p.eof {
-					return errNeedMore
-				}
-				i++
-			default:
-				return fmt.Errorf("%s: unexpected %q after the closing quote of field %d", p.where(), data[i], len(p.starts))
 			}
 			break
 		}
@@ -268,6 +202,85 @@ func (p *csvParser) parse() error {
 	p.pos = i
 	p.advanceLines(lines)
 	return nil
+}
+
+// skipBlankLines moves past the blank lines before the next record, which
+// are not records. It returns io.EOF at the end of the file, errNeedMore
+// when the buffer ends first.
+func (p *csvParser) skipBlankLines() error {
+	data := p.buf[:p.n]
+	i := p.pos
+	lines := int64(0)
+	defer func() {
+		p.pos = i
+		p.advanceLines(lines)
+	}()
+	for i < len(data) {
+		switch {
+		case data[i] == '\n':
+			i++
+			lines++
+		case data[i] == '\r' && i+1 == len(data) && !p.eof:
+			return errNeedMore
+		case data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n':
+			i += 2
+			lines++
+		default:
+			return nil
+		}
+	}
+	if p.eof {
+		return io.EOF
+	}
+	return errNeedMore
+}
+
+// quotedField parses the quoted field starting at data[i] and what ends
+// it. It returns the index after it, the line ends it took, and whether
+// another field of the record follows.
+func (p *csvParser) quotedField(data []byte, i int) (next int, lines int64, more bool, err error) {
+	j, esc := i+1, false
+	var k int
+	for {
+		q := bytes.IndexByte(data[j:], '"')
+		if q < 0 {
+			if p.eof {
+				return 0, 0, false, fmt.Errorf("%s: quoted field never ends", p.where())
+			}
+			return 0, 0, false, errNeedMore
+		}
+		k = j + q
+		if k+1 < len(data) && data[k+1] == '"' {
+			esc, j = true, k+2
+			continue
+		}
+		if k+1 == len(data) && !p.eof {
+			return 0, 0, false, errNeedMore
+		}
+		break
+	}
+	lines = int64(bytes.Count(data[i+1:k], []byte{'\n'}))
+	p.starts, p.ends, p.escaped = append(p.starts, i+1), append(p.ends, k), append(p.escaped, esc)
+	i = k + 1
+	switch {
+	case i == len(data): // end of file
+	case data[i] == p.delim:
+		return i + 1, lines, true, nil
+	case data[i] == '\n':
+		i++
+		lines++
+	case data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n':
+		i += 2
+		lines++
+	case data[i] == '\r' && i+1 == len(data):
+		if !p.eof {
+			return 0, 0, false, errNeedMore
+		}
+		i++
+	default:
+		return 0, 0, false, fmt.Errorf("%s: unexpected %q after the closing quote of field %d", p.where(), data[i], len(p.starts))
+	}
+	return i, lines, false, nil
 }
 
 func (p *csvParser) advanceLines(n int64) {

@@ -312,28 +312,40 @@ func (a *App) Follow(ctx context.Context, stdout, stderr io.Writer) JobResult {
 			continue
 		}
 		amFails = 0
-		if out.Dropped > 0 {
-			fmt.Fprintf(stderr, "(%d lines of the driver's output were dropped; the rest is in the ApplicationMaster's log: yarn logs -applicationId %s)\n", out.Dropped, a.id)
-		}
-		for _, l := range out.Lines {
-			w := stdout
-			if l.Err {
-				w = stderr
-			}
-			fmt.Fprintln(w, l.Text)
-		}
+		a.printOutput(&out, stdout, stderr)
 		next = out.Next
 		if out.Done != nil {
-			if r := a.waitFinal(context.WithoutCancel(ctx), a.id, time.Minute); r != nil {
-				a.setEnded()
-				if msg, ok := killedMessage(a.id, r); ok && out.Done.Code != 0 {
-					// The driver saw itself stopped; the report says why.
-					return JobResult{Code: ExitKilled, Message: msg}
-				}
-			}
-			return *out.Done
+			return a.doneResult(ctx, *out.Done)
 		}
 	}
+}
+
+// printOutput writes the driver's output lines read from the
+// ApplicationMaster, each to the stream it was written to.
+func (a *App) printOutput(out *amOutput, stdout, stderr io.Writer) {
+	if out.Dropped > 0 {
+		fmt.Fprintf(stderr, "(%d lines of the driver's output were dropped; the rest is in the ApplicationMaster's log: yarn logs -applicationId %s)\n", out.Dropped, a.id)
+	}
+	for _, l := range out.Lines {
+		w := stdout
+		if l.Err {
+			w = stderr
+		}
+		fmt.Fprintln(w, l.Text)
+	}
+}
+
+// doneResult returns the job's result once the driver said it is done, after
+// the application's final report: a driver that saw itself stopped was
+// killed, and the report says why.
+func (a *App) doneResult(ctx context.Context, done JobResult) JobResult {
+	if r := a.waitFinal(context.WithoutCancel(ctx), a.id, time.Minute); r != nil {
+		a.setEnded()
+		if msg, ok := killedMessage(a.id, r); ok && done.Code != 0 {
+			return JobResult{Code: ExitKilled, Message: msg}
+		}
+	}
+	return done
 }
 
 // interrupt stops the application after Ctrl-C: the driver in the AM is

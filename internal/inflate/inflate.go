@@ -509,14 +509,20 @@ func (d *inflater) block(ll, dt *huffTable) error {
 		if op+length > len(out) {
 			return save(errInflateShort)
 		}
-		if dist >= length {
-			copy(out[op:op+length], out[op-dist:op-dist+length])
-		} else {
-			for i := op; i < op+length; i++ {
-				out[i] = out[i-dist]
-			}
-		}
+		copyMatch(out, op, dist, length)
 		op += length
+	}
+}
+
+// copyMatch copies the length bytes found dist back in out to out[op:];
+// a match longer than its distance repeats the bytes it copies.
+func copyMatch(out []byte, op, dist, length int) {
+	if dist >= length {
+		copy(out[op:op+length], out[op-dist:op-dist+length])
+		return
+	}
+	for i := op; i < op+length; i++ {
+		out[i] = out[i-dist]
 	}
 }
 

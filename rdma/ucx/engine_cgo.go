@@ -393,60 +393,17 @@ func (e *engine) Recv(ctx context.Context, peer int, p []byte) error {
 		if e.progress() {
 			moved = time.Now()
 		}
-		for off+posted < len(p) && staged == 0 {
-			var mlen C.size_t
-			msg := C.spx_probe(e.w, tagOf(peer, d.seq), &mlen)
-			if msg == nil {
-				break
-			}
-			d.seq++
-			moved = time.Now()
-			deadline = moved.Add(e.timeout)
-			want := len(p) - off - posted
-			var st C.int
-			var r unsafe.Pointer
-			if int(mlen) <= want {
-				if !d.pinned {
-					d.pin.Pin(unsafe.SliceData(p))
-					d.pinned = true
-				}
-				r = C.spx_msg_recv(e.w, unsafe.Pointer(&p[off+posted]), mlen, msg, &st)
-				posted += int(mlen)
-			} else {
-				if int(mlen) > d.stageCap {
-					d.staging = C.realloc(d.staging, mlen)
-					d.stageCap = int(mlen)
-				}
-				r = C.spx_msg_recv(e.w, d.staging, mlen, msg, &st)
-				staged, stageWant = int(mlen), want
-			}
-			if r != nil {
-				d.reqs = append(d.reqs, r)
-			} else if st != statusOK {
-				e.mu.Unlock()
-				return e.fail(d, statusError(st))
-			}
-		}
-		pending := 0
-		var failed C.int
-		for i, r := range d.reqs {
-			if r == nil {
-				continue
-			}
-			st := C.spx_request_status(r)
-			if st == statusInProgress {
-				pending++
-				continue
-			}
-			C.spx_request_free(r)
-			d.reqs[i] = nil
-			moved = time.Now()
-			deadline = moved.Add(e.timeout)
-			if st != statusOK {
-				failed = st
-			}
-		}
+		var got bool
 		var err error
+		if posted, staged, stageWant, got, err = e.postRecvs(d, peer, p, off, posted, staged, stageWant); err != nil {
+			e.mu.Unlock()
+			return e.fail(d, err)
+		}
+		pending, failed, ended := pollRequests(d)
+		if got || ended {
+			moved = time.Now()
+			deadline = moved.Add(e.timeout)
+		}
 		switch {
 		case failed != statusOK:
 			err = statusError(failed)
@@ -480,6 +437,71 @@ func (e *engine) Recv(ctx context.Context, peer int, p []byte) error {
 		}
 		e.blocked.Add(-1)
 	}
+}
+
+// postRecvs, under the worker lock, starts receiving the messages from
+// peer that have come, in order, into p from off+posted on (off bytes
+// came from a leftover), until p is spoken for or a message larger than
+// what is left is staged. It returns the new posted, staged and
+// stageWant, and whether a message came.
+func (e *engine) postRecvs(d *direction, peer int, p []byte, off, posted, staged, stageWant int) (int, int, int, bool, error) {
+	got := false
+	for off+posted < len(p) && staged == 0 {
+		var mlen C.size_t
+		msg := C.spx_probe(e.w, tagOf(peer, d.seq), &mlen)
+		if msg == nil {
+			break
+		}
+		d.seq++
+		got = true
+		want := len(p) - off - posted
+		var st C.int
+		var r unsafe.Pointer
+		if int(mlen) <= want {
+			if !d.pinned {
+				d.pin.Pin(unsafe.SliceData(p))
+				d.pinned = true
+			}
+			r = C.spx_msg_recv(e.w, unsafe.Pointer(&p[off+posted]), mlen, msg, &st)
+			posted += int(mlen)
+		} else {
+			if int(mlen) > d.stageCap {
+				d.staging = C.realloc(d.staging, mlen)
+				d.stageCap = int(mlen)
+			}
+			r = C.spx_msg_recv(e.w, d.staging, mlen, msg, &st)
+			staged, stageWant = int(mlen), want
+		}
+		if r != nil {
+			d.reqs = append(d.reqs, r)
+		} else if st != statusOK {
+			return posted, staged, stageWant, got, statusError(st)
+		}
+	}
+	return posted, staged, stageWant, got, nil
+}
+
+// pollRequests, under the worker lock, frees d's requests that ended. It
+// returns how many are still under way, the status of a failed one, and
+// whether any ended.
+func pollRequests(d *direction) (pending int, failed C.int, ended bool) {
+	for i, r := range d.reqs {
+		if r == nil {
+			continue
+		}
+		st := C.spx_request_status(r)
+		if st == statusInProgress {
+			pending++
+			continue
+		}
+		C.spx_request_free(r)
+		d.reqs[i] = nil
+		ended = true
+		if st != statusOK {
+			failed = st
+		}
+	}
+	return pending, failed, ended
 }
 
 // finishRecv ends a Recv whose requests have all completed: off bytes of

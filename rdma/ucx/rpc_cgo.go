@@ -834,24 +834,7 @@ func (c *Conn) Call(ctx context.Context, head []byte, body [][]byte, into []byte
 	}
 	d, n := c.d, c.d.n
 	s := d.slot()
-	hp := pad8(len(head))
-	grow(&s.head, envelopeBytes+hp)
-	env := s.head.bytes(envelopeBytes + hp)
-	binary.LittleEndian.PutUint64(env, c.grant.ID)
-	copy(env[8:24], c.grant.Key[:])
-	clear(env[24:envelopeBytes])
-	copy(env[envelopeBytes:], head)
-	s.iov.set(0, s.head.p, envelopeBytes+hp)
-	k := 1
-	for _, b := range body {
-		if len(b) == 0 {
-			continue
-		}
-		s.pin.Pin(unsafe.SliceData(b))
-		s.pinned = true
-		s.iov.set(k, unsafe.Pointer(unsafe.SliceData(b)), len(b))
-		k++
-	}
+	k := c.fillRequest(s, head, body)
 	id := d.nextID.Add(1) & tagIDMask
 	var sendReq, recvReq unsafe.Pointer
 	received := false
@@ -894,40 +877,12 @@ func (c *Conn) Call(ctx context.Context, head []byte, body [][]byte, into []byte
 			}
 		}
 		if !received && recvReq == nil {
-			var mlen C.size_t
-			var full C.uint64_t
-			msg := C.spx_probe_mask(n.w, C.uint64_t(rpcTag(kindReply, 0, id)), C.uint64_t(0xf<<tagKindShift|tagIDMask), &mlen, &full)
-			if msg != nil {
-				moved = true
-				headLen := int(uint64(full)>>tagHeadShift) & tagHeadMask
-				rhp := pad8(headLen)
-				size := int(mlen)
-				reply = Reply{d: d, s: s}
-				if into != nil && size == rhp+len(into) && size >= rhp {
-					grow(&s.rhead, rhp)
-					s.riov.set(0, s.rhead.p, rhp)
-					s.pin.Pin(unsafe.SliceData(into))
-					s.pinned = true
-					s.riov.set(1, unsafe.Pointer(unsafe.SliceData(into)), len(into))
-					reply.Head, reply.Payload, reply.InPlace = s.rhead.bytes(rhp)[:headLen], into, true
-					recvReq = C.spx_msg_recv_iov(n.w, s.riov.p, 2, msg, &st)
-				} else {
-					grow(&s.scratch, max(size, 1))
-					s.riov.set(0, s.scratch.p, size)
-					all := s.scratch.bytes(size)
-					if size < rhp {
-						rhp, headLen = size, size
-					}
-					reply.Head, reply.Payload = all[:headLen], all[rhp:]
-					recvReq = C.spx_msg_recv_iov(n.w, s.riov.p, 1, msg, &st)
-				}
-				if recvReq == nil {
-					if st != statusOK {
-						return false, true, fmt.Errorf("%w: %w", ErrLost, statusError(st))
-					}
-					received = true
-				}
+			var err error
+			var got bool
+			if recvReq, reply, got, received, err = c.probeReply(s, id, into); err != nil {
+				return false, true, err
 			}
+			moved = moved || got
 		}
 		if recvReq != nil {
 			done, mv, err := reqDone(&recvReq)
@@ -958,24 +913,104 @@ func (c *Conn) Call(ctx context.Context, head []byte, body [][]byte, into []byte
 		return false, moved, nil
 	})
 	if err != nil {
-		n.mu.Lock()
-		orphaned := false
-		if !n.closed {
-			var pin *runtime.Pinner
-			if s.pinned {
-				pin = &s.pin
-			}
-			orphaned = n.abandon([]unsafe.Pointer{sendReq, recvReq}, pin, s.head, s.rhead, s.scratch)
-		}
-		n.mu.Unlock()
-		if !orphaned {
-			unpin()
-			Reply{d: d, s: s}.Release()
-		}
+		c.abandonCall(s, sendReq, recvReq)
 		return Reply{}, err
 	}
 	unpin()
 	return reply, nil
+}
+
+// fillRequest puts a call's envelope (the grant), head and body in the
+// slot's send vector, pinning the body, and returns the vector's length.
+func (c *Conn) fillRequest(s *slot, head []byte, body [][]byte) int {
+	hp := pad8(len(head))
+	grow(&s.head, envelopeBytes+hp)
+	env := s.head.bytes(envelopeBytes + hp)
+	binary.LittleEndian.PutUint64(env, c.grant.ID)
+	copy(env[8:24], c.grant.Key[:])
+	clear(env[24:envelopeBytes])
+	copy(env[envelopeBytes:], head)
+	s.iov.set(0, s.head.p, envelopeBytes+hp)
+	k := 1
+	for _, b := range body {
+		if len(b) == 0 {
+			continue
+		}
+		s.pin.Pin(unsafe.SliceData(b))
+		s.pinned = true
+		s.iov.set(k, unsafe.Pointer(unsafe.SliceData(b)), len(b))
+		k++
+	}
+	return k
+}
+
+// probeReply looks for the reply to call id and, when it has come, starts
+// receiving it: straight into into when the payload fits it exactly, else
+// into the slot's scratch buffer. It returns the receive under way (nil
+// when it completed at once), the reply it fills, whether the reply has
+// come, and whether it was received already.
+func (c *Conn) probeReply(s *slot, id uint64, into []byte) (recvReq unsafe.Pointer, reply Reply, got, received bool, err error) {
+	n := c.d.n
+	var mlen C.size_t
+	var full C.uint64_t
+	msg := C.spx_probe_mask(n.w, C.uint64_t(rpcTag(kindReply, 0, id)), C.uint64_t(0xf<<tagKindShift|tagIDMask), &mlen, &full)
+	if msg == nil {
+		return nil, Reply{}, false, false, nil
+	}
+	headLen := int(uint64(full)>>tagHeadShift) & tagHeadMask
+	rhp := pad8(headLen)
+	size := int(mlen)
+	reply = Reply{d: c.d, s: s}
+	var st C.int
+	if into != nil && size == rhp+len(into) && size >= rhp {
+		grow(&s.rhead, rhp)
+		s.riov.set(0, s.rhead.p, rhp)
+		s.pin.Pin(unsafe.SliceData(into))
+		s.pinned = true
+		s.riov.set(1, unsafe.Pointer(unsafe.SliceData(into)), len(into))
+		reply.Head, reply.Payload, reply.InPlace = s.rhead.bytes(rhp)[:headLen], into, true
+		recvReq = C.spx_msg_recv_iov(n.w, s.riov.p, 2, msg, &st)
+	} else {
+		grow(&s.scratch, max(size, 1))
+		s.riov.set(0, s.scratch.p, size)
+		all := s.scratch.bytes(size)
+		if size < rhp {
+			rhp, headLen = size, size
+		}
+		reply.Head, reply.Payload = all[:headLen], all[rhp:]
+		recvReq = C.spx_msg_recv_iov(n.w, s.riov.p, 1, msg, &st)
+	}
+	if recvReq == nil {
+		if st != statusOK {
+			return nil, reply, true, false, fmt.Errorf("%w: %w", ErrLost, statusError(st))
+		}
+		return nil, reply, true, true, nil
+	}
+	return recvReq, reply, true, false, nil
+}
+
+// abandonCall gives up a failed call: requests still under way are left
+// to the worker with the buffers and pins they use, which are released
+// when they end; else the slot is released now.
+func (c *Conn) abandonCall(s *slot, sendReq, recvReq unsafe.Pointer) {
+	n := c.d.n
+	n.mu.Lock()
+	orphaned := false
+	if !n.closed {
+		var pin *runtime.Pinner
+		if s.pinned {
+			pin = &s.pin
+		}
+		orphaned = n.abandon([]unsafe.Pointer{sendReq, recvReq}, pin, s.head, s.rhead, s.scratch)
+	}
+	n.mu.Unlock()
+	if !orphaned {
+		if s.pinned {
+			s.pin.Unpin()
+			s.pinned = false
+		}
+		Reply{d: c.d, s: s}.Release()
+	}
 }
 
 // Close closes the Dialer's sessions and destroys its worker.

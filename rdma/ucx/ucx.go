@@ -62,16 +62,7 @@ func (Linker) Name() string { return Name }
 
 // Link implements collective.Linker.
 func (l Linker) Link(ctx context.Context, s collective.LinkSetup) (collective.Link, error) {
-	var eng *engine
-	why := ""
-	if l.Spec.Declined {
-		why = "no usable RDMA device on this rank"
-	} else {
-		var err error
-		if eng, err = newEngine(s.Rank, s.Timeout); err != nil {
-			why = err.Error()
-		}
-	}
+	eng, why := l.openEngine(s)
 	if why != "" && l.Spec.Required {
 		s.CloseStreams()
 		return nil, fmt.Errorf("rank %d cannot use UCX (%s=%s): %s", s.Rank, collective.EnvLink, l.Spec, why)
@@ -96,8 +87,54 @@ func (l Linker) Link(ctx context.Context, s collective.LinkSetup) (collective.Li
 	}
 	viaUCX := func(peer int, out bool) bool { return eng != nil && theirs(peer, out).Name == Name }
 	picked, rest := s.Split(viaUCX)
+	reasons := tcpReasons(rest, why, theirs)
+	if l.Spec.Required && len(reasons) > 0 {
+		if eng != nil {
+			eng.Close()
+		}
+		s.CloseStreams()
+		return nil, fmt.Errorf("UCX required (%s=%s) but a link cannot use it: %s", collective.EnvLink, l.Spec, strings.Join(reasons, "; "))
+	}
 
-	// Why each TCP stream is TCP, for the log line and a required mode.
+	lk := &link{rank: s.Rank}
+	if eng != nil && !picked.Empty() {
+		if err := lk.connectUCX(eng, s, picked, outs, ins); err != nil {
+			eng.Close()
+			rest.CloseStreams()
+			return nil, err
+		}
+	} else if eng != nil {
+		eng.Close()
+	}
+	if !rest.Empty() {
+		t, err := l.Spec.TCP.Link(ctx, rest)
+		if err != nil {
+			lk.Close()
+			rest.CloseStreams()
+			return nil, err
+		}
+		lk.tcp = t
+	}
+	logLink(s, lk, reasons)
+	return lk, nil
+}
+
+// openEngine starts this rank's UCX engine, or says why it cannot.
+func (l Linker) openEngine(s collective.LinkSetup) (*engine, string) {
+	if l.Spec.Declined {
+		return nil, "no usable RDMA device on this rank"
+	}
+	eng, err := newEngine(s.Rank, s.Timeout)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return eng, ""
+}
+
+// tcpReasons says why each stream left on TCP is TCP, for the log line
+// and a required mode: why, when this rank offers no UCX, else what the
+// peer said.
+func tcpReasons(rest collective.LinkSetup, why string, theirs func(peer int, out bool) collective.Offer) []string {
 	var reasons []string
 	for _, out := range []bool{true, false} {
 		streams := rest.In
@@ -118,54 +155,41 @@ func (l Linker) Link(ctx context.Context, s collective.LinkSetup) (collective.Li
 		}
 	}
 	sort.Strings(reasons)
-	if l.Spec.Required && len(reasons) > 0 {
-		if eng != nil {
-			eng.Close()
-		}
-		s.CloseStreams()
-		return nil, fmt.Errorf("UCX required (%s=%s) but a link cannot use it: %s", collective.EnvLink, l.Spec, strings.Join(reasons, "; "))
-	}
+	return reasons
+}
 
-	lk := &link{rank: s.Rank}
-	if eng != nil && !picked.Empty() {
-		lk.ucx = eng
-		lk.outUCX, lk.inUCX = make([]bool, len(s.Out)), make([]bool, len(s.In))
-		for _, set := range []struct {
-			out   bool
-			offer []collective.Offer
-		}{{true, outs}, {false, ins}} {
-			streams := picked.In
+// connectUCX connects the engine to the peers of the picked streams, with
+// the addresses they offered, and marks them as UCX in lk.
+func (lk *link) connectUCX(eng *engine, s, picked collective.LinkSetup, outs, ins []collective.Offer) error {
+	lk.ucx = eng
+	lk.outUCX, lk.inUCX = make([]bool, len(s.Out)), make([]bool, len(s.In))
+	for _, set := range []struct {
+		out   bool
+		offer []collective.Offer
+	}{{true, outs}, {false, ins}} {
+		streams := picked.In
+		if set.out {
+			streams = picked.Out
+		}
+		for p, c := range streams {
+			if c == nil {
+				continue
+			}
+			if err := eng.connect(p, set.offer[p].Payload, set.out, c); err != nil {
+				return err
+			}
 			if set.out {
-				streams = picked.Out
-			}
-			for p, c := range streams {
-				if c == nil {
-					continue
-				}
-				if err := eng.connect(p, set.offer[p].Payload, set.out, c); err != nil {
-					eng.Close()
-					rest.CloseStreams()
-					return nil, err
-				}
-				if set.out {
-					lk.outUCX[p] = true
-				} else {
-					lk.inUCX[p] = true
-				}
+				lk.outUCX[p] = true
+			} else {
+				lk.inUCX[p] = true
 			}
 		}
-	} else if eng != nil {
-		eng.Close()
 	}
-	if !rest.Empty() {
-		t, err := l.Spec.TCP.Link(ctx, rest)
-		if err != nil {
-			lk.Close()
-			rest.CloseStreams()
-			return nil, err
-		}
-		lk.tcp = t
-	}
+	return nil
+}
+
+// logLink says which data link the rank uses, and why TCP where it is.
+func logLink(s collective.LinkSetup, lk *link, reasons []string) {
 	switch {
 	case lk.tcp == nil:
 		s.Logger.Info("data link is ucx", "ucx", version())
@@ -174,7 +198,6 @@ func (l Linker) Link(ctx context.Context, s collective.LinkSetup) (collective.Li
 	default:
 		s.Logger.Info("data link is ucx to some neighbours, tcp to others", "ucx", version(), "tcp_reason", strings.Join(reasons, "; "))
 	}
-	return lk, nil
 }
 
 func orDefault(s, def string) string {

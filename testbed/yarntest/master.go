@@ -61,35 +61,65 @@ func (c *Cluster) registerApplicationMaster(ctx context.Context, req *pb.Registe
 
 func (c *Cluster) allocate(ctx context.Context, req *pb.AllocateRequestProto) (*pb.AllocateResponseProto, error) {
 	c.mu.Lock()
+	resp, stop, err := c.amHeartbeatLocked(ctx, req)
+	c.mu.Unlock()
+	// Outside the lock: stopping a released container's process waits.
+	for _, ct := range stop {
+		ct.signal(false)
+	}
+	return resp, err
+}
+
+// amHeartbeatLocked answers one heartbeat of the attempt: it takes the asks,
+// blacklist and releases, schedules, and returns the response with the
+// released containers whose processes are to be stopped.
+func (c *Cluster) amHeartbeatLocked(ctx context.Context, req *pb.AllocateRequestProto) (*pb.AllocateResponseProto, []*container, error) {
 	a, err := c.attemptLocked(ctx)
 	if err != nil {
-		c.mu.Unlock()
-		return nil, err
+		return nil, nil, err
 	}
 	if a.ended() {
-		c.mu.Unlock()
-		return &pb.AllocateResponseProto{AMCommand: pb.AMCommandProto_AM_SHUTDOWN.Enum(), ResponseId: proto.Int32(a.responseID)}, nil
+		return &pb.AllocateResponseProto{AMCommand: pb.AMCommandProto_AM_SHUTDOWN.Enum(), ResponseId: proto.Int32(a.responseID)}, nil, nil
 	}
 	if !a.registered {
-		c.mu.Unlock()
-		return nil, hadooprpc.Errorf(classNotRegistered, "AM is not registered for known application attempt: %s or RM had restarted after AM registered. AM should re-register.", a.attemptString())
+		return nil, nil, hadooprpc.Errorf(classNotRegistered, "AM is not registered for known application attempt: %s or RM had restarted after AM registered. AM should re-register.", a.attemptString())
 	}
 	switch {
 	case req.GetResponseId()+1 == a.responseID && a.lastResp != nil:
 		// A retry of the last call: answer it again.
-		resp := a.lastResp
-		c.mu.Unlock()
-		return resp, nil
+		return a.lastResp, nil, nil
 	case req.GetResponseId() != a.responseID:
-		c.mu.Unlock()
-		return nil, hadooprpc.Errorf(classInvalidAMRequest, "Invalid responseId in AllocateRequest from application attempt: %s, expect responseId to be %d, but get %d", a.attemptString(), a.responseID, req.GetResponseId())
+		return nil, nil, hadooprpc.Errorf(classInvalidAMRequest, "Invalid responseId in AllocateRequest from application attempt: %s, expect responseId to be %d, but get %d", a.attemptString(), a.responseID, req.GetResponseId())
 	}
 	a.progress = req.GetProgress()
+	if err := c.takeAsksLocked(a, req); err != nil {
+		return nil, nil, err
+	}
+	stop := c.releaseLocked(a, req)
+	c.scheduleLocked(a)
+
+	resp := &pb.AllocateResponseProto{NumClusterNodes: proto.Int32(int32(len(c.nodes)))}
+	c.handOutLocked(a, resp)
+	c.renewTokensLocked(a, resp)
+	resp.CompletedContainerStatuses, a.completed = a.completed, nil
+	for _, n := range a.lostNodes {
+		resp.UpdatedNodes = append(resp.UpdatedNodes, n.reportLocked())
+	}
+	a.lostNodes = nil
+	resp.Limit = c.headroomLocked(a)
+	a.responseID++
+	resp.ResponseId = proto.Int32(a.responseID)
+	a.lastResp = resp
+	return resp, stop, nil
+}
+
+// takeAsksLocked replaces the attempt's asks with those in req and
+// updates its blacklist. An ask over the maximum allocation is refused.
+func (c *Cluster) takeAsksLocked(a *app, req *pb.AllocateRequestProto) error {
 	for _, ask := range req.GetAsk() {
 		k := askKey{priority: ask.GetPriority().GetPriority(), resource: ask.GetResourceName()}
 		if n := needOf(ask.GetCapability()); n.mem > int64(c.cfg.MaxAllocationMB) {
-			c.mu.Unlock()
-			return nil, hadooprpc.Errorf(classInvalidResource, "Invalid resource request, requested memory < 0, or requested memory > max configured, requestedMemory=%d, maxMemory=%d", n.mem, c.cfg.MaxAllocationMB)
+			return hadooprpc.Errorf(classInvalidResource, "Invalid resource request, requested memory < 0, or requested memory > max configured, requestedMemory=%d, maxMemory=%d", n.mem, c.cfg.MaxAllocationMB)
 		}
 		if ask.GetNumContainers() <= 0 {
 			delete(a.asks, k)
@@ -103,6 +133,12 @@ func (c *Cluster) allocate(ctx context.Context, req *pb.AllocateRequestProto) (*
 	for _, h := range req.GetBlacklistRequest().GetBlacklistRemovals() {
 		delete(a.blacklist, h)
 	}
+	return nil
+}
+
+// releaseLocked gives back the containers req releases. It returns those
+// with a running process, to be stopped once the lock is released.
+func (c *Cluster) releaseLocked(a *app, req *pb.AllocateRequestProto) []*container {
 	var stop []*container
 	for _, id := range req.GetRelease() {
 		ct, ok := a.containers[client.ContainerString(id)]
@@ -116,9 +152,12 @@ func (c *Cluster) allocate(ctx context.Context, req *pb.AllocateRequestProto) (*
 			stop = append(stop, ct)
 		}
 	}
-	c.scheduleLocked(a)
+	return stop
+}
 
-	resp := &pb.AllocateResponseProto{NumClusterNodes: proto.Int32(int32(len(c.nodes)))}
+// handOutLocked puts the containers allocated since the last heartbeat in
+// resp, with an NMToken for each node the attempt has none current for.
+func (c *Cluster) handOutLocked(a *app, resp *pb.AllocateResponseProto) {
 	for _, ct := range a.allocated {
 		ctp := &pb.ContainerProto{
 			Id: ct.id, NodeId: ct.node.nodeID, NodeHttpAddress: proto.String(ct.node.addr), Resource: ct.resource,
@@ -131,8 +170,11 @@ func (c *Cluster) allocate(ctx context.Context, req *pb.AllocateRequestProto) (*
 		}
 	}
 	a.allocated = nil
-	// After a key roll, every node the attempt talks to gets a fresh
-	// NMToken, and the attempt a fresh AMRMToken.
+}
+
+// renewTokensLocked: after a key roll, every node the attempt talks to
+// gets a fresh NMToken, and the attempt a fresh AMRMToken.
+func (c *Cluster) renewTokensLocked(a *app, resp *pb.AllocateResponseProto) {
 	nodes := make([]string, 0, len(a.nmTokensFor))
 	for addr := range a.nmTokensFor {
 		nodes = append(nodes, addr)
@@ -150,13 +192,12 @@ func (c *Cluster) allocate(ctx context.Context, req *pb.AllocateRequestProto) (*
 		resp.AmRmToken = c.amrmToken(a, false)
 		a.amrmKeyID = c.amrmKeys.current
 	}
-	resp.CompletedContainerStatuses, a.completed = a.completed, nil
-	for _, n := range a.lostNodes {
-		resp.UpdatedNodes = append(resp.UpdatedNodes, n.reportLocked())
-	}
-	a.lostNodes = nil
-	// The headroom, as the CapacityScheduler gives it: what is free in the
-	// cluster, within what the application's queue has left.
+}
+
+// headroomLocked is the attempt's headroom, as the CapacityScheduler
+// gives it: what is free in the cluster, within what the application's
+// queue has left.
+func (c *Cluster) headroomLocked(a *app) *pb.ResourceProto {
 	total, used := c.clusterRoomLocked()
 	freeMem, freeVC := total.mem-used.mem, total.vcores-used.vcores
 	if q := c.queues[a.queue]; q != nil {
@@ -167,15 +208,7 @@ func (c *Cluster) allocate(ctx context.Context, req *pb.AllocateRequestProto) (*
 			freeVC = min(freeVC, int64(q.cfg.VCores)-q.usedVCores)
 		}
 	}
-	resp.Limit = &pb.ResourceProto{Memory: proto.Int64(max(0, freeMem)), VirtualCores: proto.Int32(int32(max(0, freeVC)))}
-	a.responseID++
-	resp.ResponseId = proto.Int32(a.responseID)
-	a.lastResp = resp
-	c.mu.Unlock()
-	for _, ct := range stop {
-		ct.signal(false)
-	}
-	return resp, nil
+	return &pb.ResourceProto{Memory: proto.Int64(max(0, freeMem)), VirtualCores: proto.Int32(int32(max(0, freeVC)))}
 }
 
 func (c *Cluster) finishApplicationMaster(ctx context.Context, req *pb.FinishApplicationMasterRequestProto) (*pb.FinishApplicationMasterResponseProto, error) {

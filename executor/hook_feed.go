@@ -1,0 +1,243 @@
+package executor
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/feed/wire"
+	"github.com/spindle-ml/spindle/fsys"
+)
+
+// feedHook builds the feed named in the task: a socket server for arrow
+// and tensor, a JSON file for direct. It gives the process SPINDLE_FEED.
+type feedHook struct {
+	e       *Executor
+	release func()
+	server  *wire.Server
+	// err is the feed's own failure, written by Run and read after the
+	// run's goroutines are waited for.
+	err error
+}
+
+// The parts of the life cycle feedHook takes part in.
+var (
+	_ taskHook   = (*feedHook)(nil)
+	_ hookRunner = (*feedHook)(nil)
+)
+
+func (h *feedHook) Name() string { return "feed" }
+
+func (h *feedHook) Prepare(_ context.Context, r *taskRun) error {
+	path, server, release, err := h.e.prepareFeed(r.t, r.id, r.resolver, r.workDir)
+	if err != nil {
+		return err
+	}
+	h.server, h.release = server, release
+	r.feedPath, r.feed = path, server
+	return nil
+}
+
+// Run serves the pushed feed. It fails only for the feed's own failures,
+// decided before the training process can see its stream cut: kept even
+// when the process's exit, which the cut causes, ends the run first.
+func (h *feedHook) Run(ctx context.Context) error {
+	if h.server == nil {
+		return nil
+	}
+	if err := h.server.Run(ctx); err != nil {
+		h.err = err
+		return err
+	}
+	return nil
+}
+
+func (h *feedHook) Close() error {
+	h.release()
+	return nil
+}
+
+// prepareFeed builds the feed named in t. It returns the SPINDLE_FEED
+// value, the pushed feed's server (nil for direct) and a function that
+// releases the feed once the training process is gone.
+func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir string) (string, *wire.Server, func(), error) {
+	mode, err := wire.ParseMode(t.Feed.Mode)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if mode == wire.ModeDirect {
+		path := filepath.Join(workDir, "splits.json")
+		if err := writeDirectFeed(path, t.Feed, id); err != nil {
+			return "", nil, nil, err
+		}
+		return path, nil, func() {}, nil
+	}
+	return e.pushedFeed(t, id, mode, res, workDir)
+}
+
+// writeDirectFeed writes the spec a directly reading training process
+// follows: this rank's share of the splits and the pipeline's epoch rules,
+// so that direct and pushed feeding yield the same rows.
+func writeDirectFeed(path string, f *FeedTask, id identity) error {
+	splits := driverpb.FeedSplits(f.Splits)
+	// The feed is dealt among the workers: this rank's share is its rank
+	// among them (its rank, in a job of workers only).
+	feedRank, feedSize := id.feedRank()
+	even, err := feed.ParseEvenMode(f.EvenBatches)
+	if err != nil {
+		return err
+	}
+	spec := wire.DirectSpec{
+		Rank: feedRank, WorldSize: feedSize, Epochs: int(f.Epochs), BatchRows: int(f.BatchRows),
+		Columns: f.Columns, LabelColumn: f.LabelColumn, Shuffle: f.Shuffle, Seed: f.Seed,
+		EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, Splits: splits,
+		StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch,
+	}
+	var rows int64
+	for _, sp := range splits {
+		rows += sp.Rows
+	}
+	spec.EpochRowLimit = max(feed.EpochRowLimit(rows, int(f.BatchRows), even, f.TargetBatches, f.EpochRows), 0)
+	if f.Shuffle {
+		spec.ShuffleBufferRows = cmp.Or(int(f.ShuffleBufferRows), feed.DefaultShuffleBufferRows)
+	}
+	for _, sp := range splits {
+		if sp.Format == feed.FormatCSV {
+			spec.CSV = &wire.DirectCSV{Header: f.GetCsv().GetHeader()}
+			if d := f.GetCsv().GetDelimiter(); d != 0 {
+				spec.CSV.Delimiter = string(rune(d))
+			}
+			break
+		}
+	}
+	if err := wire.WriteDirectSpec(path, spec); err != nil {
+		return fmt.Errorf("write direct feed spec: %w", err)
+	}
+	return nil
+}
+
+// pipelineConfig is the configuration of the rank's feed pipeline.
+func (e *Executor) pipelineConfig(t *Task, id identity, mode wire.Mode, workDir string) (feed.PipelineConfig, error) {
+	f := t.Feed
+	rd, err := ipc.NewReader(bytes.NewReader(f.Schema))
+	if err != nil {
+		return feed.PipelineConfig{}, fmt.Errorf("decode the planned schema: %w", err)
+	}
+	schema := rd.Schema()
+	rd.Release()
+	even, err := feed.ParseEvenMode(f.EvenBatches)
+	if err != nil {
+		return feed.PipelineConfig{}, err
+	}
+	feedRank, _ := id.feedRank()
+	return feed.PipelineConfig{
+		Splits: driverpb.FeedSplits(f.Splits), Schema: schema, Columns: f.Columns, LabelColumn: f.LabelColumn,
+		BatchRows: int(f.BatchRows), Shuffle: f.Shuffle, Seed: f.Seed, Rank: feedRank,
+		ShuffleBufferRows: int(f.ShuffleBufferRows), Prefetch: int(f.PrefetchBatches), MemoryBudget: f.MemoryBudget,
+		EvenBatches: even, TargetBatches: f.TargetBatches, EpochRows: f.EpochRows, CSV: f.GetCsv().ToFeed(), CacheBytes: f.CacheBytes,
+		SpillDir: filepath.Join(workDir, "feed-spill"), SpillBytes: f.GetSpillBytes(),
+		Flight: feed.FlightOptions{Token: f.GetFlightToken(), CAFile: f.GetFlightCaFile(), PushToken: feed.PushFeedToken(e.cfg.Secret, t.JobId),
+			PushTLS: e.cfg.TLS},
+		// The tensor feed sends float32: float64 features are narrowed as
+		// they are decoded, not converted from memory as they are sent.
+		Float32Features: mode == wire.ModeTensor,
+	}, nil
+}
+
+// sharedRegion is the shared memory arrow batches are decoded straight
+// into, and sent from without a copy; the read-ahead's budget bounds the
+// space they take there too. Nil when the feed uses none or the system
+// has none to give.
+func (e *Executor) sharedRegion(f *FeedTask, mode wire.Mode) *wire.SharedRegion {
+	if mode != wire.ModeArrow || f.GetNoSharedMemory() {
+		return nil
+	}
+	region, err := wire.NewSharedRegion(f.MemoryBudget)
+	if err != nil {
+		e.logger.Warn("no shared memory to decode the feed into", "err", err)
+		return nil
+	}
+	return region
+}
+
+// pushedFeed sets up the rank's pipeline and the socket server that
+// pushes its batches to the training process.
+func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Resolver, workDir string) (string, *wire.Server, func(), error) {
+	f := t.Feed
+	pcfg, err := e.pipelineConfig(t, id, mode, workDir)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	region := e.sharedRegion(f, mode)
+	if region != nil {
+		pcfg.BatchMemory = region
+	}
+	closeRegion := func() {
+		if region != nil {
+			if err := region.Close(); err != nil {
+				e.logger.Warn("close the feed's shared memory", "err", err)
+			}
+		}
+	}
+	pipe, err := feed.NewPipeline(res, pcfg)
+	if err != nil {
+		closeRegion()
+		return "", nil, nil, fmt.Errorf("set up the feed: %w", err)
+	}
+	var source wire.EpochSource = pipe
+	if f.GetHasRest() {
+		source = &restSource{Pipeline: pipe, res: res, cfg: pcfg, epoch: int(f.StartEpoch),
+			segs: driverpb.FeedSegments(f.GetRest()), pad: f.GetRestBatches()}
+	}
+	path := filepath.Join(workDir, "feed.sock")
+	server, err := wire.NewServer(wire.ServerConfig{
+		SocketPath: path, Mode: mode, Epochs: int(f.Epochs), Source: source, LabelColumn: f.LabelColumn,
+		StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch, SharedMemory: !f.GetNoSharedMemory(), SharedRegion: region,
+		Logger: e.cfg.Logger.With("executor", e.cfg.ID, "rank", id.rank),
+	})
+	if err != nil {
+		pipe.Close()
+		closeRegion()
+		return "", nil, nil, err
+	}
+	return path, server, func() {
+		server.Close()
+		e.logFeedStats(pipe.Stats())
+		if err := pipe.Close(); err != nil {
+			e.logger.Warn("close the feed (its files on disk)", "err", err)
+		}
+		closeRegion()
+	}, nil
+}
+
+func (e *Executor) logFeedStats(st feed.Stats) {
+	e.logger.Debug("feed closed", "rows", st.Rows, "batches", st.Batches,
+		"cached_splits", st.CachedSplits, "cached_bytes", st.CachedBytes,
+		"spilled_splits", st.SpilledSplits, "spilled_bytes", st.SpilledBytes,
+		"cache_hits", st.CacheHits, "cache_misses", st.CacheMisses)
+}
+
+// restSource serves one epoch, where an elastic job changed size, as the
+// rest of the old ranks' epochs (segments), and the others from the rank's
+// own pipeline.
+type restSource struct {
+	*feed.Pipeline
+	res   *fsys.Resolver
+	cfg   feed.PipelineConfig
+	epoch int
+	segs  []feed.Segment
+	pad   int64
+}
+
+func (s *restSource) Epoch(ctx context.Context, epoch int) (feed.Reader, error) {
+	if epoch == s.epoch {
+		return feed.SegmentEpoch(ctx, s.res, s.cfg, s.segs, epoch, s.pad)
+	}
+	return s.Pipeline.Epoch(ctx, epoch)
+}
