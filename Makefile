@@ -9,6 +9,9 @@ export SPINDLE_TEST_VENV ?= $(HOME)/.cache/spindle-test-venv
 # The venv of the Python API's tests (pyspark, cloudpickle, pyarrow and
 # tensorboard beside Debian's torch and numpy), also made by install-deps.sh.
 export SPINDLE_PY_VENV ?= $(HOME)/.cache/spindle-py-venv
+# numpy and venv-pack in a venv of their own, packed and shipped by the
+# real-Hadoop tests (install-deps.sh).
+export SPINDLE_PACK_VENV ?= $(HOME)/.cache/spindle-pack-venv
 BIN     := bin
 DEMO    := data/demo
 # A cold build compiles Arrow and gRPC; keep CI well inside its limit.

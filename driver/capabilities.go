@@ -50,6 +50,16 @@ type InputShower interface {
 	ShowInput(uri string)
 }
 
+// LocalizingShower is a cluster manager that shows its users the ranks
+// still fetching and unpacking their files (the standalone cluster's
+// spindle status does; YARN's and local jobs' read the driver's web UI).
+type LocalizingShower interface {
+	// ShowLocalizing records the ranks localizing now, a line each ("rank
+	// 1 on HOST: localizing: N of M bytes"); none once every rank is done.
+	// It must not block.
+	ShowLocalizing(lines []string)
+}
+
 // NodeNamer is a cluster manager that knows where it placed each
 // executor, by the names ExecutorSpec.ExcludedHosts takes (a standalone
 // worker's id, finer than its host).
@@ -98,6 +108,7 @@ const (
 	CapFileSharing Capability = "FileSharer"
 	CapOutput      Capability = "OutputDeliverer"
 	CapInput       Capability = "InputShower"
+	CapLocalizing  Capability = "LocalizingShower"
 	CapNodeNames   Capability = "NodeNamer"
 	CapTrackingURL Capability = "TrackingURLSetter"
 	CapProgress    Capability = "ProgressReporter"
@@ -120,6 +131,9 @@ func Capabilities(cm ClusterManager) []Capability {
 	}
 	if _, ok := cm.(InputShower); ok {
 		caps = append(caps, CapInput)
+	}
+	if _, ok := cm.(LocalizingShower); ok {
+		caps = append(caps, CapLocalizing)
 	}
 	if _, ok := cm.(NodeNamer); ok {
 		caps = append(caps, CapNodeNames)

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -46,4 +47,20 @@ func (p *clusterProgress) update(ctx context.Context, now time.Time, ranks []ran
 	ctx, cancel := context.WithTimeout(ctx, progressEvery)
 	defer cancel()
 	return p.to.ReportProgress(ctx, done)
+}
+
+// showLocalizing tells a cluster manager that shows them the ranks still
+// fetching and unpacking their files.
+func showLocalizing(cm ClusterManager, ranks []rankProgress) {
+	s, ok := cm.(LocalizingShower)
+	if !ok {
+		return
+	}
+	var lines []string
+	for _, r := range ranks {
+		if r.localizing != nil && !r.exited {
+			lines = append(lines, fmt.Sprintf("rank %d on %s: %s", r.rank, r.host, localizingMessage(r.localizing)))
+		}
+	}
+	s.ShowLocalizing(lines)
 }

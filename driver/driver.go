@@ -434,6 +434,7 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 			snap := g.snapshot()
 			prog.update(now, snap)
 			d.obs.progress(now, snap)
+			showLocalizing(d.cm, snap)
 			if err := shown.update(ctx, now, snap); err != nil {
 				d.logger.Debug("could not show the job's progress to the cluster manager", "err", err)
 			}

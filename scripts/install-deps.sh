@@ -84,6 +84,24 @@ if [ -x "$venv/bin/python" ] &&
   fi
 fi
 
+# A venv of its own, made from $python without system site packages, with
+# numpy and venv-pack: the real-Hadoop tests pack it with venv-pack (about
+# 30 MB) and ship it with --archives, as a user ships a Python environment.
+packvenv=${SPINDLE_PACK_VENV:-$HOME/.cache/spindle-pack-venv}
+pack_specs=(venv-pack==0.2.0 numpy==2.2.6)
+if ! [ -x "$packvenv/bin/venv-pack" ] || ! "$packvenv/bin/python" -c 'import numpy' >/dev/null 2>&1; then
+  echo "installing ${pack_specs[*]} into $packvenv (PyPI, once)..."
+  rm -rf "$packvenv"
+  if "$python" -m venv "$packvenv" >/dev/null 2>&1 &&
+     "$packvenv/bin/python" -m pip install -q --disable-pip-version-check "${pack_specs[@]}" >"${TMPDIR:-/tmp}/spindle-pip.log" 2>&1 &&
+     "$packvenv/bin/python" -c 'import numpy' >/dev/null 2>&1; then
+    echo "${pack_specs[*]} ready in $packvenv"
+  else
+    echo "warning: could not install ${pack_specs[*]} into $packvenv (see ${TMPDIR:-/tmp}/spindle-pip.log); the venv-pack test will skip" >&2
+    rm -rf "$packvenv"
+  fi
+fi
+
 # A second venv for the Python API's tests (spindle.run, spindle.spark,
 # TensorBoard files) where Debian's torch must run beside them: torch 1.13
 # cannot use numpy 2, which tensorflow-cpu brings into the venv above, so

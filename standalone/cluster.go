@@ -126,7 +126,8 @@ type ClusterManager struct {
 	result    error // how the job ended (SetResult)
 	resultSet bool
 
-	input atomic.Pointer[string] // ShowInput's endpoint
+	input      atomic.Pointer[string]   // ShowInput's endpoint
+	localizing atomic.Pointer[[]string] // ShowLocalizing's ranks, sent with each heartbeat
 
 	tokMu      sync.Mutex
 	tokStarted bool
@@ -139,6 +140,7 @@ var (
 	_ driver.RoomReporter     = (*ClusterManager)(nil)
 	_ driver.OutputDeliverer  = (*ClusterManager)(nil)
 	_ driver.InputShower      = (*ClusterManager)(nil)
+	_ driver.LocalizingShower = (*ClusterManager)(nil)
 	_ driver.NodeNamer        = (*ClusterManager)(nil)
 	_ driver.CredentialKeeper = (*ClusterManager)(nil)
 )
@@ -227,6 +229,17 @@ func (c *ClusterManager) AppID() string { return c.appID }
 // ShowInput records where the job takes pushed input (a flight-put:
 // input's endpoint): spindle status shows it once executors are requested.
 func (c *ClusterManager) ShowInput(uri string) { c.input.Store(&uri) }
+
+// ShowLocalizing records the ranks still localizing their files: the
+// next heartbeat tells the leader, and spindle status shows them.
+func (c *ClusterManager) ShowLocalizing(lines []string) { c.localizing.Store(&lines) }
+
+func (c *ClusterManager) localizingRanks() []string {
+	if p := c.localizing.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 func (c *ClusterManager) inputURI() string {
 	if p := c.input.Load(); p != nil {
@@ -459,7 +472,7 @@ func (c *ClusterManager) heartbeats() {
 		ctx, cancel := context.WithTimeout(c.ctx, 3*c.cfg.HeartbeatInterval+2*time.Second)
 		var state pb.AppState
 		err := c.client.Call(ctx, false, func(ctx context.Context, m pb.MasterClient) error {
-			resp, err := m.AppHeartbeat(ctx, &pb.AppHeartbeatRequest{AppId: c.appID})
+			resp, err := m.AppHeartbeat(ctx, &pb.AppHeartbeatRequest{AppId: c.appID, Localizing: c.localizingRanks()})
 			state = resp.GetState()
 			return err
 		})

@@ -170,6 +170,9 @@ func (s *Status) WriteText(w io.Writer) error {
 			if in := a.GetInput(); in != "" && msg == "" {
 				msg = "producers push input to " + in
 			}
+			if l := a.GetLocalizing(); len(l) > 0 && msg == "" {
+				msg = strings.Join(l, "; ")
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.GetId(), a.GetName(), a.Outcome(),
 			time.UnixMilli(a.GetSubmittedUnixMs()).Format(time.DateTime), a.GetDriverHost(), firstLine(msg))

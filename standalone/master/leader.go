@@ -26,6 +26,9 @@ type leaderState struct {
 	mu         sync.Mutex
 	workerSeen map[string]time.Time
 	appSeen    map[string]time.Time
+	// localizing are each running application's ranks still localizing,
+	// as its driver's last heartbeat said (for status only).
+	localizing map[string][]string
 	stopping   map[string]bool // worker/app groups being stopped
 	notified   map[string]bool // app/worker pairs told the app ended
 	launching  map[string]int  // request ids being launched
@@ -54,6 +57,7 @@ func (m *Master) startLeader(parent context.Context) *leaderState {
 		logger:     m.logger.With("role", "leader"),
 		workerSeen: map[string]time.Time{},
 		appSeen:    map[string]time.Time{},
+		localizing: map[string][]string{},
 		stopping:   map[string]bool{},
 		notified:   map[string]bool{},
 		launching:  map[string]int{},
@@ -164,6 +168,31 @@ func (ls *leaderState) sawApp(id string) {
 	ls.mu.Unlock()
 }
 
+// heardApp records an application's heartbeat: it is alive, and these of
+// its ranks are still localizing (none clears what was recorded).
+func (ls *leaderState) heardApp(id string, localizing []string) {
+	ls.mu.Lock()
+	ls.appSeen[id] = time.Now()
+	if len(localizing) > 0 {
+		ls.localizing[id] = localizing
+	} else {
+		delete(ls.localizing, id)
+	}
+	ls.mu.Unlock()
+}
+
+// localizingApps returns each running application's ranks still
+// localizing, as their drivers last said.
+func (ls *leaderState) localizingApps() map[string][]string {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	out := make(map[string][]string, len(ls.localizing))
+	for id, l := range ls.localizing {
+		out[id] = l
+	}
+	return out
+}
+
 // checkWorkers declares lost every alive worker silent for too long.
 func (ls *leaderState) checkWorkers() {
 	now := time.Now()
@@ -213,6 +242,7 @@ func (ls *leaderState) checkApps() {
 		for id := range ls.appSeen {
 			if a, ok := s.Apps[id]; !ok || !a.Running() {
 				delete(ls.appSeen, id)
+				delete(ls.localizing, id)
 			}
 		}
 		for _, a := range s.Apps {

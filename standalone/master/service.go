@@ -179,7 +179,7 @@ func (s *service) AppHeartbeat(ctx context.Context, req *pb.AppHeartbeatRequest)
 		if state == pb.AppState_APP_STATE_UNSPECIFIED {
 			return nil, fmt.Errorf("%w: %s", apierr.ErrUnknownApp, req.GetAppId())
 		}
-		ls.sawApp(req.GetAppId())
+		ls.heardApp(req.GetAppId(), req.GetLocalizing())
 		return &pb.AppHeartbeatResponse{State: state}, nil
 	}, pb.MasterClient.AppHeartbeat)
 }
@@ -381,13 +381,17 @@ func (s *service) ClusterStatus(ctx context.Context, _ *pb.ClusterStatusRequest)
 		}
 		sortApps(apps)
 		var waiting map[string]string
+		var localizing map[string][]string
 		if ls := m.leader.Load(); ls != nil {
-			waiting = ls.sched.waiting()
+			waiting, localizing = ls.sched.waiting(), ls.localizingApps()
 		}
 		for _, a := range apps {
 			ai := appInfo(a)
 			if need, ok := waiting[a.ID]; ok && a.Running() {
 				ai.Waiting, ai.Need = true, need
+			}
+			if a.Running() {
+				ai.Localizing = localizing[a.ID]
 			}
 			resp.Apps = append(resp.Apps, ai)
 		}

@@ -510,7 +510,11 @@ type AppInfo struct {
 	// input is where the job takes pushed input: the Arrow Flight endpoint
 	// (grpc://host:port) of a job whose input is flight-put:; empty for
 	// other jobs.
-	Input         string `protobuf:"bytes,11,opt,name=input,proto3" json:"input,omitempty"`
+	Input string `protobuf:"bytes,11,opt,name=input,proto3" json:"input,omitempty"`
+	// localizing are a running application's ranks still fetching and
+	// unpacking their files, as its driver's last heartbeat to the leader
+	// said (AppHeartbeatRequest.localizing).
+	Localizing    []string `protobuf:"bytes,12,rep,name=localizing,proto3" json:"localizing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -620,6 +624,13 @@ func (x *AppInfo) GetInput() string {
 		return x.Input
 	}
 	return ""
+}
+
+func (x *AppInfo) GetLocalizing() []string {
+	if x != nil {
+		return x.Localizing
+	}
+	return nil
 }
 
 // WorkerExecutor is an executor as its worker sees it.
@@ -1076,8 +1087,12 @@ func (x *RegisterAppResponse) GetAppId() string {
 }
 
 type AppHeartbeatRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AppId         string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	AppId string                 `protobuf:"bytes,1,opt,name=app_id,json=appId,proto3" json:"app_id,omitempty"`
+	// localizing are the job's ranks still fetching and unpacking their
+	// files, a line each ("rank 1 on HOST: localizing: N of M bytes"), as
+	// the driver last saw them; the leader keeps the latest for status.
+	Localizing    []string `protobuf:"bytes,2,rep,name=localizing,proto3" json:"localizing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1117,6 +1132,13 @@ func (x *AppHeartbeatRequest) GetAppId() string {
 		return x.AppId
 	}
 	return ""
+}
+
+func (x *AppHeartbeatRequest) GetLocalizing() []string {
+	if x != nil {
+		return x.Localizing
+	}
+	return nil
 }
 
 type AppHeartbeatResponse struct {
@@ -2638,7 +2660,7 @@ const file_standalone_proto_rawDesc = "" +
 	"\x0fupdated_unix_ms\x18\v \x01(\x03R\rupdatedUnixMs\x12\x1f\n" +
 	"\vworker_addr\x18\f \x01(\tR\n" +
 	"workerAddr\x12\x12\n" +
-	"\x04role\x18\r \x01(\tR\x04role\"\xfa\x02\n" +
+	"\x04role\x18\r \x01(\tR\x04role\"\x9a\x03\n" +
 	"\aAppInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
@@ -2652,7 +2674,10 @@ const file_standalone_proto_rawDesc = "" +
 	"\awaiting\x18\t \x01(\bR\awaiting\x12\x12\n" +
 	"\x04need\x18\n" +
 	" \x01(\tR\x04need\x12\x14\n" +
-	"\x05input\x18\v \x01(\tR\x05input\"\xab\x01\n" +
+	"\x05input\x18\v \x01(\tR\x05input\x12\x1e\n" +
+	"\n" +
+	"localizing\x18\f \x03(\tR\n" +
+	"localizing\"\xab\x01\n" +
 	"\x0eWorkerExecutor\x12\x15\n" +
 	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1f\n" +
 	"\vexecutor_id\x18\x02 \x01(\tR\n" +
@@ -2688,9 +2713,12 @@ const file_standalone_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\",\n" +
 	"\x13RegisterAppResponse\x12\x15\n" +
-	"\x06app_id\x18\x01 \x01(\tR\x05appId\",\n" +
+	"\x06app_id\x18\x01 \x01(\tR\x05appId\"L\n" +
 	"\x13AppHeartbeatRequest\x12\x15\n" +
-	"\x06app_id\x18\x01 \x01(\tR\x05appId\"M\n" +
+	"\x06app_id\x18\x01 \x01(\tR\x05appId\x12\x1e\n" +
+	"\n" +
+	"localizing\x18\x02 \x03(\tR\n" +
+	"localizing\"M\n" +
 	"\x14AppHeartbeatResponse\x125\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1f.spindle.standalone.v1.AppStateR\x05state\"\xdb\x02\n" +
 	"\x0fExecutorRequest\x12\x0e\n" +
