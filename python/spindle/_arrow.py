@@ -587,7 +587,9 @@ class StreamReader:
             self.schema = parse_schema(msg.header)
         except (struct.error, UnicodeDecodeError) as e:
             raise FeedError(f"{rd.name}: malformed Arrow schema: {e}") from None
-        self._schema_raw = msg.raw
+        # A copy: msg.raw may be a view of the shared region, which a
+        # reference kept here would hold for as long as the reader lives.
+        self._schema_raw = bytes(msg.raw)
         self._auto = use_pyarrow is None
         if self._auto:
             use_pyarrow = any(f.kind == "unsupported" for f in self.schema.fields) and pyarrow_available()
