@@ -98,7 +98,7 @@ func standaloneMasterNamed(c *cli.Context, command string) error {
 	case m.Kind == driver.MasterYARN:
 		return fmt.Errorf("spindle %s on YARN takes the application id spindle submit printed: spindle %s application_... (yarn application -list lists them)", command, command)
 	}
-	return fmt.Errorf("spindle %s takes a YARN application id (spindle %s application_...) or a standalone cluster's --master spindle://HOST:PORT,...", command, command)
+	return fmt.Errorf("spindle %s takes a YARN application id (spindle %s application_...) or a standalone cluster's --master spindle://HOST:PORT[,HOST:PORT]", command, command)
 }
 
 // yarnClient connects to the ResourceManager of the configured Hadoop

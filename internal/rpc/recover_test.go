@@ -23,8 +23,8 @@ type panicky struct{ *health.Server }
 
 func (p panicky) Check(ctx context.Context, r *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
 	if r.GetService() == "boom" {
-		var m map[string]int
-		m["x"] = 1 // a nil map: a runtime panic
+		var none []int
+		_ = none[len(r.GetService())] // out of range: a runtime panic
 	}
 	return p.Server.Check(ctx, r)
 }
