@@ -589,7 +589,7 @@ class StreamReader:
             raise FeedError(f"{rd.name}: malformed Arrow schema: {e}") from None
         # A copy: msg.raw may be a view of the shared region, which a
         # reference kept here would hold for as long as the reader lives.
-        self._schema_raw = bytes(msg.raw)
+        self._schema_raw = memoryview(bytes(msg.raw))
         self._auto = use_pyarrow is None
         if self._auto:
             use_pyarrow = any(f.kind == "unsupported" for f in self.schema.fields) and pyarrow_available()
