@@ -16,6 +16,7 @@ notebook and on the Spark executors; cloudpickle for train() with a
 function.
 """
 
+import subprocess
 import threading
 
 from . import _run, _submit
@@ -175,8 +176,20 @@ def push(df, job, end_of_input=True, timeout=60):
     then, with end_of_input, tells the job its input is complete.
     """
     p = job.push_endpoint(timeout=timeout)
-    with open(p["token_file"], "rb") as f:
-        token = f.read().strip()
+    try:
+        with open(p["token_file"], "rb") as f:
+            token = f.read().strip()
+    except FileNotFoundError:
+        # The driver removes the token when the job ends: it ended first
+        # (its process may still be on its way out).
+        try:
+            code = job.wait(timeout=30, check=False)
+        except subprocess.TimeoutExpired:
+            raise SpindleError(f"job {job.job_id}: its push token {p['token_file']} is gone while the job runs") from None
+        if code != 0:
+            raise job._failure() from None
+        raise SpindleError(f"job {job.job_id} ended before Spark pushed the whole DataFrame "
+                           "(its ranks stopped reading the feed)") from None
     ca = None
     if p.get("ca_file"):
         with open(p["ca_file"], "rb") as f:
