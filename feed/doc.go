@@ -22,7 +22,7 @@
 // row groups (each column chunk with one read, which matters on HDFS), the
 // split's record batches, or the split's CSV lines. Parquet footers are
 // read once, without allocating, before arrow-go parses them
-// (footerIndex): the column chunks' statistics, which nothing here looks
+// (feed/parquet's FooterIndex): the column chunks' statistics, which nothing here looks
 // at, are taken out; planning parses only the schema, taking the row
 // groups from the index; and a rank that reads only some row groups of a
 // file parses its footer thinned to them, so that each executor of a
@@ -54,7 +54,7 @@
 // consumer releases) and decodes into them again, sparing the Go runtime's
 // zeroing and garbage collection; flat integer and float columns, and
 // dictionary-encoded string columns, are read straight from their pages
-// (flatColumns), the others decoded by arrow-go's pqarrow; and a
+// (feed/parquet's FlatColumns), the others decoded by arrow-go's pqarrow; and a
 // prefetching pipeline decodes a split's columns in groups on a few
 // goroutines at once, each group up to two batches ahead of the batch
 // being handed on (groupDecoder). None of this changes a single batch:

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	feedpq "github.com/spindle-ml/spindle/feed/parquet"
 	"github.com/spindle-ml/spindle/fsys"
 )
 
@@ -197,7 +198,7 @@ func narrowArray(a *array.Float64, alloc memory.Allocator) arrow.Array {
 	values := memory.NewResizableBuffer(alloc)
 	defer values.Release()
 	values.Resize(a.Len() * 4)
-	narrowFloats(arrow.Float32Traits.CastFromBytes(values.Bytes()), a.Float64Values())
+	feedpq.NarrowFloats(arrow.Float32Traits.CastFromBytes(values.Bytes()), a.Float64Values())
 	buffers := []*memory.Buffer{nil, values}
 	if a.NullN() > 0 {
 		// The validity bits from the array's offset on, as a buffer of

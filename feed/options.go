@@ -121,11 +121,11 @@ type ReadOptions struct {
 	// nil parses every split's footer.
 	footers *footerCache
 	// batchAlloc, when set, allocates the values and validity of the
-	// batches flatColumns decodes (PipelineConfig.BatchMemory); nil means
+	// batches feedpq.FlatColumns decodes (PipelineConfig.BatchMemory); nil means
 	// Allocator.
 	batchAlloc memory.Allocator
 	// pqarrowOnly reads every Parquet column through pqarrow, never
-	// flatColumns; tests compare the two.
+	// feedpq.FlatColumns; tests compare the two.
 	pqarrowOnly bool
 }
 

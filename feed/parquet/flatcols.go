@@ -1,4 +1,4 @@
-package feed
+package parquet
 
 import (
 	"encoding/binary"
@@ -16,7 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 )
 
-// flatColumns reads flat fixed-width columns straight from their pages:
+// FlatColumns reads flat fixed-width columns straight from their pages:
 // chunkPages finds and decompresses each page, and the values are copied
 // from it into the batch's buffer when the page stores them plainly, or
 // looked up in the chunk's dictionary when it stores dictionary indices
@@ -35,7 +35,7 @@ import (
 // Batches cover the same rows as a pqarrow.RecordReader's with the same
 // batch size and row groups: batchRows rows each, across row groups,
 // until the last.
-type flatColumns struct {
+type FlatColumns struct {
 	pf        *file.Reader
 	src       io.ReaderAt // the file's bytes
 	window    int         // read from src at once, at least (chunkPages)
@@ -190,13 +190,13 @@ func dictionaryOnly(cc *metadata.ColumnChunkMetaData) bool {
 	return !slices.Contains(cc.Encodings(), parquet.Encodings.Plain)
 }
 
-// newFlatColumns returns a reader of the leaves (with their Arrow
+// NewFlatColumns returns a reader of the leaves (with their Arrow
 // fields) in rowGroups of the file src, batchRows rows a batch, reading
 // at least window bytes of a column chunk at once. The batches' values
 // and validity come from batchAlloc when it is not nil (batch memory),
 // else from alloc like everything else.
-func newFlatColumns(pf *file.Reader, src io.ReaderAt, window int, rowGroups []int, leaves []int, fields []arrow.Field, alloc, batchAlloc memory.Allocator, batchRows int) *flatColumns {
-	p := &flatColumns{pf: pf, src: src, window: window, rowGroups: rowGroups, schema: arrow.NewSchema(fields, nil), alloc: alloc,
+func NewFlatColumns(pf *file.Reader, src io.ReaderAt, window int, rowGroups []int, leaves []int, fields []arrow.Field, alloc, batchAlloc memory.Allocator, batchRows int) *FlatColumns {
+	p := &FlatColumns{pf: pf, src: src, window: window, rowGroups: rowGroups, schema: arrow.NewSchema(fields, nil), alloc: alloc,
 		batchAlloc: batchAlloc, lending: batchAlloc != nil, batchRows: int64(batchRows)}
 	if !p.lending {
 		p.batchAlloc = alloc
@@ -220,12 +220,12 @@ func newFlatColumns(pf *file.Reader, src io.ReaderAt, window int, rowGroups []in
 	return p
 }
 
-func (p *flatColumns) Schema() *arrow.Schema          { return p.schema }
-func (p *flatColumns) RecordBatch() arrow.RecordBatch { return p.rec }
-func (p *flatColumns) Err() error                     { return p.err }
+func (p *FlatColumns) Schema() *arrow.Schema          { return p.schema }
+func (p *FlatColumns) RecordBatch() arrow.RecordBatch { return p.rec }
+func (p *FlatColumns) Err() error                     { return p.err }
 
 // Next reads the next batch; false at the end or on an error (Err).
-func (p *flatColumns) Next() bool {
+func (p *FlatColumns) Next() bool {
 	if p.rec != nil {
 		p.rec.Release()
 		p.rec = nil
@@ -255,7 +255,7 @@ func (p *flatColumns) Next() bool {
 
 // SeekToRow skips to row (counted over the reader's row groups) from
 // the start; it must be called before the first Next.
-func (p *flatColumns) SeekToRow(row int64) error {
+func (p *FlatColumns) SeekToRow(row int64) error {
 	if row < 0 || row > p.left {
 		return fmt.Errorf("seek to row %d of %d", row, p.left)
 	}
@@ -269,7 +269,7 @@ func (p *flatColumns) SeekToRow(row int64) error {
 }
 
 // Release frees the batch and the columns' page buffers.
-func (p *flatColumns) Release() {
+func (p *FlatColumns) Release() {
 	if p.rec != nil {
 		p.rec.Release()
 		p.rec = nil
@@ -285,7 +285,7 @@ func (p *flatColumns) Release() {
 }
 
 // readColumn reads the next n values of c into a new array.
-func (p *flatColumns) readColumn(c *flatColumn, n int) (arrow.Array, error) {
+func (p *FlatColumns) readColumn(c *flatColumn, n int) (arrow.Array, error) {
 	// Batches going to batch memory take their one copy there (the feed
 	// then sends them where they lie); slices of pages would be copied
 	// when sent.
@@ -357,12 +357,12 @@ func (c *flatColumn) pageValues(n int) *memory.Buffer {
 // dictionaryArray makes a string column's batch: the indices in values,
 // into the dictionary of the chunk they were read from or, when the batch
 // spans chunks, into their dictionaries one after the other.
-func (p *flatColumns) dictionaryArray(c *flatColumn, n int, validity, values *memory.Buffer, nulls int) (arrow.Array, error) {
+func (p *FlatColumns) dictionaryArray(c *flatColumn, n int, validity, values *memory.Buffer, nulls int) (arrow.Array, error) {
 	var dict arrow.Array
 	switch len(c.batchDicts) {
 	case 0: // nothing but nulls
 		if c.dictArr == nil {
-			return nil, fmt.Errorf("%w: column %s: no dictionary", ErrInput, c.name)
+			return nil, columnError(c.name, -1, errors.New("no dictionary"))
 		}
 		dict = c.dictArr
 		dict.Retain()
@@ -403,7 +403,7 @@ func (c *flatColumn) releaseBatchDicts() {
 // fill reads n values of c into dst from value at on, setting their bits
 // in *validity, which it allocates at the first null (every earlier bit
 // set). A nil dst skips the values.
-func (p *flatColumns) fill(c *flatColumn, dst []byte, validity **memory.Buffer, at, n int) error {
+func (p *FlatColumns) fill(c *flatColumn, dst []byte, validity **memory.Buffer, at, n int) error {
 	for n > 0 {
 		if c.levels == 0 {
 			if err := p.nextPage(c); err != nil {
@@ -420,10 +420,10 @@ func (p *flatColumns) fill(c *flatColumn, dst []byte, validity **memory.Buffer, 
 				bitutil.SetBitsTo((*validity).Bytes(), 0, int64(total), true)
 			}
 			if err := c.take(dst[at*c.outWidth:(at+k)*c.outWidth], *validity, at, k); err != nil {
-				return fmt.Errorf("%w: column %s: %w", ErrInput, c.name, err)
+				return columnError(c.name, -1, err)
 			}
 		} else if err := c.take(nil, nil, 0, k); err != nil {
-			return fmt.Errorf("%w: column %s: %w", ErrInput, c.name, err)
+			return columnError(c.name, -1, err)
 		}
 		at += k
 		n -= k
@@ -485,7 +485,7 @@ func (c *flatColumn) putValues(dst []byte, n int) error {
 		switch {
 		case dst == nil:
 		case c.narrow:
-			narrowFloats(arrow.Float32Traits.CastFromBytes(dst)[:n], arrow.Float64Traits.CastFromBytes(c.values[:n*8]))
+			NarrowFloats(arrow.Float32Traits.CastFromBytes(dst)[:n], arrow.Float64Traits.CastFromBytes(c.values[:n*8]))
 		default:
 			copy(dst, c.values[:n*c.width])
 		}
@@ -519,7 +519,7 @@ func (c *flatColumn) readValues(dst []byte, n int) error {
 		return fmt.Errorf("page holds fewer values than its levels say")
 	}
 	if dst != nil {
-		if err := readAt(c.pages.src, dst[:size], c.fileAt); err != nil {
+		if err := ReadAt(c.pages.src, dst[:size], c.fileAt); err != nil {
 			return err
 		}
 	}
@@ -577,8 +577,8 @@ func gatherNarrow(dst []float32, dict []float64, idx []uint32) error {
 	return nil
 }
 
-// narrowFloats writes src into dst as float32.
-func narrowFloats(dst []float32, src []float64) {
+// NarrowFloats writes src into dst as float32.
+func NarrowFloats(dst []float32, src []float64) {
 	for i, v := range src[:len(dst)] {
 		dst[i] = float32(v)
 	}
@@ -598,7 +598,7 @@ func gatherDict[T uint32 | uint64](dst, dict []T, idx []uint32) error {
 
 // nextPage moves c to its next data page, going on to the next row
 // group's column chunk when the current one ends.
-func (p *flatColumns) nextPage(c *flatColumn) error {
+func (p *FlatColumns) nextPage(c *flatColumn) error {
 	for {
 		if c.rg >= 0 {
 			h, data, err := c.pages.next()
@@ -615,25 +615,25 @@ func (p *flatColumns) nextPage(c *flatColumn) error {
 				return c.startPage(h, data)
 			}
 			if !errors.Is(err, io.EOF) {
-				return fmt.Errorf("%w: column %s, row group %d: %w", ErrInput, c.name, p.rowGroups[c.rg], err)
+				return columnError(c.name, p.rowGroups[c.rg], err)
 			}
 		}
 		if c.rg+1 >= len(p.rowGroups) {
-			return fmt.Errorf("%w: column %s: %w", ErrInput, c.name, io.ErrUnexpectedEOF)
+			return columnError(c.name, -1, io.ErrUnexpectedEOF)
 		}
 		c.rg++
 		c.dict = c.dict[:0:0]
 		c.setDictArray(nil)
 		cc, err := p.pf.MetaData().RowGroup(p.rowGroups[c.rg]).ColumnChunk(c.leaf)
 		if err != nil {
-			return fmt.Errorf("%w: column %s, row group %d: %w", ErrInput, c.name, p.rowGroups[c.rg], err)
+			return columnError(c.name, p.rowGroups[c.rg], err)
 		}
-		start := chunkStart(cc)
+		start := ChunkStart(cc)
 		if c.pages == nil {
 			c.pages = newChunkPages(p.src, p.window, p.alloc)
 		}
 		if err := c.pages.reset(start, cc.TotalCompressedSize(), cc.Compression()); err != nil {
-			return fmt.Errorf("%w: column %s, row group %d: %w", ErrInput, c.name, p.rowGroups[c.rg], err)
+			return columnError(c.name, p.rowGroups[c.rg], err)
 		}
 	}
 }
@@ -674,7 +674,7 @@ func (c *flatColumn) startDirect(h pageHeader, prefix []byte, at int64, size int
 	}
 	data, err := c.pages.load()
 	if err != nil {
-		return fmt.Errorf("%w: column %s: %w", ErrInput, c.name, err)
+		return columnError(c.name, -1, err)
 	}
 	return c.startPage(h, data)
 }
@@ -688,14 +688,14 @@ func (c *flatColumn) startPage(h pageHeader, data []byte) error {
 		c.encoded = false
 	case int32(parquet.Encodings.RLEDict), int32(parquet.Encodings.PlainDict):
 		if len(c.dict) == 0 && c.dictArr == nil {
-			return fmt.Errorf("%w: column %s: a dictionary-encoded page before its chunk's dictionary", ErrInput, c.name)
+			return columnError(c.name, -1, errors.New("a dictionary-encoded page before its chunk's dictionary"))
 		}
 		c.encoded = true
 	default:
-		return fmt.Errorf("%w: column %s: a page encoded %s in a chunk whose metadata says PLAIN or dictionary", ErrInput, c.name, parquet.Encoding(h.encoding))
+		return columnError(c.name, -1, fmt.Errorf("a page encoded %s in a chunk whose metadata says PLAIN or dictionary", parquet.Encoding(h.encoding)))
 	}
 	if c.strs && !c.encoded {
-		return fmt.Errorf("%w: column %s: a page stored plainly in a chunk whose metadata says dictionary", ErrInput, c.name)
+		return columnError(c.name, -1, errors.New("a page stored plainly in a chunk whose metadata says dictionary"))
 	}
 	levels := int(h.numValues)
 	var defs []byte
@@ -703,21 +703,21 @@ func (c *flatColumn) startPage(h pageHeader, data []byte) error {
 	case pageData:
 		if c.maxDef > 0 {
 			if h.defEncoding != int32(parquet.Encodings.RLE) {
-				return fmt.Errorf("%w: column %s: definition levels encoded %s", ErrInput, c.name, parquet.Encoding(h.defEncoding))
+				return columnError(c.name, -1, fmt.Errorf("definition levels encoded %s", parquet.Encoding(h.defEncoding)))
 			}
 			if len(data) < 4 {
-				return fmt.Errorf("%w: column %s: a data page too short for its levels", ErrInput, c.name)
+				return columnError(c.name, -1, errors.New("a data page too short for its levels"))
 			}
 			size := int(binary.LittleEndian.Uint32(data))
 			if size > len(data)-4 {
-				return fmt.Errorf("%w: column %s: a data page too short for its levels", ErrInput, c.name)
+				return columnError(c.name, -1, errors.New("a data page too short for its levels"))
 			}
 			defs, data = data[4:4+size], data[4+size:]
 		}
 	case pageDataV2:
 		rep, def := int(h.repLen), int(h.defLen)
 		if rep+def > len(data) {
-			return fmt.Errorf("%w: column %s: a data page too short for its levels", ErrInput, c.name)
+			return columnError(c.name, -1, errors.New("a data page too short for its levels"))
 		}
 		defs, data = data[rep:rep+def], data[rep+def:]
 		if c.maxDef == 0 {
@@ -728,7 +728,7 @@ func (c *flatColumn) startPage(h pageHeader, data []byte) error {
 	c.pageLen, c.pageLevels, c.page = pageLen, levels, nil
 	if c.encoded {
 		if err := c.indices.reset(data); err != nil {
-			return fmt.Errorf("%w: column %s: %w", ErrInput, c.name, err)
+			return columnError(c.name, -1, err)
 		}
 		c.values = nil
 	}
@@ -737,7 +737,7 @@ func (c *flatColumn) startPage(h pageHeader, data []byte) error {
 	}
 	valid, err := readValidity(defs, levels)
 	if err != nil {
-		return fmt.Errorf("%w: column %s: definition levels: %w", ErrInput, c.name, err)
+		return columnError(c.name, -1, fmt.Errorf("definition levels: %w", err))
 	}
 	c.valid = valid
 	return nil
@@ -779,15 +779,12 @@ func readValidity(defs []byte, n int) ([]byte, error) {
 	return bitmap, nil
 }
 
-// flatFields reports, for each selected field, whether flatColumns
-// reads it: a flat fixed-width column (flatWidth) whose chunks in
-// rowGroups it can read (flatChunks). None is when opts.pqarrowOnly is
-// set.
-func flatFields(pf *file.Reader, rowGroups []int, fieldLeaves [][]int, fileSchema *arrow.Schema, sel []string, opts ReadOptions) []bool {
+// FlatFields reports, for each selected field (the names sel, whose
+// leaves are fieldLeaves), whether FlatColumns reads it: a flat
+// fixed-width column (flatWidth) whose chunks in rowGroups it can read
+// (flatChunks).
+func FlatFields(pf *file.Reader, rowGroups []int, fieldLeaves [][]int, fileSchema *arrow.Schema, sel []string) []bool {
 	flat := make([]bool, len(fieldLeaves))
-	if opts.pqarrowOnly {
-		return flat
-	}
 	md := pf.MetaData()
 	if md.WriterVersion().LessThan(metadata.Parquet816FixedVersion) {
 		// Such writers got column chunk sizes wrong, which arrow-go

@@ -1,4 +1,4 @@
-package feed
+package parquet
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package feed
+package parquet
 
 import (
 	"errors"
@@ -11,32 +11,33 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 )
 
-// chunkWindow is how much of a local file's column chunk chunkPages
+// ChunkWindow is how much of a local file's column chunk chunkPages
 // reads at once: a whole chunk up to it (one read per chunk where row
 // groups are small), and pages larger than it whole. A remote file's
 // chunks are read whole, each with one request.
-var chunkWindow = 1 << 20 // a variable for tests
+var ChunkWindow = 1 << 20 // a variable for tests
 
 // wholeChunks, as a chunkPages window, reads each column chunk whole with
 // one read, and leaves no page in the file (a remote file's round trips
 // cost more than copies).
-const wholeChunks = math.MaxInt
+const WholeChunks = math.MaxInt
 
 // maxPageHeader bounds a page header, as arrow-go's reader does.
 const maxPageHeader = 16 << 20
 
-// An uncompressed, plainly encoded data page of at least directPageMin
-// bytes is not read into the window: its values are read from the file
+// DirectPageMin is the size from which an uncompressed, plainly encoded
+// data page is not read into the window: its values are read from the file
 // straight into the batches' buffers (flatColumn.startDirect), which
 // saves copying them out of the window. The copy reads what is in cache
 // already, so one thread gains little; two share the memory bus, and a
 // pass over an uncompressed file with them took a fifth less time. After
 // such a page, the window reads only headerProbe bytes for the next
 // header and levels, not a window ahead.
-const (
-	directPageMin = 64 << 10
-	headerProbe   = 8 << 10
-)
+const DirectPageMin = 64 << 10
+
+// headerProbe is how much a window reads after a page left in the file
+// (DirectPageMin): the next header and levels.
+const headerProbe = 8 << 10
 
 // A compressed chunk's window buffer of at least spentWindowMin bytes
 // goes back to the allocator as soon as the pages in it are decompressed
@@ -104,7 +105,7 @@ func (c *chunkPages) reset(start, length int64, codec compress.Compression) erro
 	c.winLen, c.bodyLen = 0, 0
 	// An uncompressed chunk large enough may hold pages to leave in src:
 	// its first header is read with a probe, not a window ahead.
-	c.probe = c.plain && length >= directPageMin && c.window != wholeChunks
+	c.probe = c.plain && length >= DirectPageMin && c.window != WholeChunks
 	return nil
 }
 
@@ -177,8 +178,8 @@ func (c *chunkPages) next() (pageHeader, []byte, error) {
 // that the window does not hold.
 func (c *chunkPages) leaveInSrc(h pageHeader, at int64) bool {
 	size := int(h.compressedSize)
-	return c.plain && c.window != wholeChunks && h.typ != pageDictionary && h.encoding == int32(parquet.Encodings.Plain) &&
-		size >= directPageMin && size == int(h.uncompressedSize) && at+int64(size) > c.winAt+int64(c.winLen)
+	return c.plain && c.window != WholeChunks && h.typ != pageDictionary && h.encoding == int32(parquet.Encodings.Plain) &&
+		size >= DirectPageMin && size == int(h.uncompressedSize) && at+int64(size) > c.winAt+int64(c.winLen)
 }
 
 // sharePage returns the buffer holding the page next returned last, when
@@ -246,7 +247,7 @@ func (c *chunkPages) bytes(at int64, n, ahead int) ([]byte, error) {
 	}
 	c.win.ResizeNoShrink(size)
 	buf := c.win.Bytes()[:size]
-	if err := readAt(c.src, buf, at); err != nil {
+	if err := ReadAt(c.src, buf, at); err != nil {
 		c.winLen = 0
 		return nil, err
 	}

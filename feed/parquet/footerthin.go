@@ -1,4 +1,4 @@
-package feed
+package parquet
 
 import (
 	"bytes"
@@ -17,12 +17,12 @@ var parquetMagic = []byte("PAR1")
 // whole footer of most files, with one read (a round trip on HDFS).
 const footerTail = 64 << 10
 
-// readFooter returns a Parquet file's footer: the Thrift-encoded
+// ReadFooter returns a Parquet file's footer: the Thrift-encoded
 // FileMetaData before its length and the magic at the end of the file.
 // It returns false for a file that does not end that way (an encrypted
 // footer, or damage): arrow-go then reads the file's end itself and
 // says what is wrong with it.
-func readFooter(src io.ReaderAt, size int64) ([]byte, bool) {
+func ReadFooter(src io.ReaderAt, size int64) ([]byte, bool) {
 	if size < 12 {
 		return nil, false
 	}
@@ -42,12 +42,12 @@ func readFooter(src io.ReaderAt, size int64) ([]byte, bool) {
 }
 
 // readFull reports whether src's len(p) bytes at off were read into p.
-func readFull(src io.ReaderAt, p []byte, off int64) bool { return readAt(src, p, off) == nil }
+func readFull(src io.ReaderAt, p []byte, off int64) bool { return ReadAt(src, p, off) == nil }
 
-// readAt reads src's len(p) bytes at off into p, or says why it could
+// ReadAt reads src's len(p) bytes at off into p, or says why it could
 // not: a ReaderAt may say io.EOF along with the last bytes of the file,
 // which is no error, and a short read without an error is one.
-func readAt(src io.ReaderAt, p []byte, off int64) error {
+func ReadAt(src io.ReaderAt, p []byte, off int64) error {
 	n, err := src.ReadAt(p, off)
 	if n == len(p) && (err == nil || errors.Is(err, io.EOF)) {
 		return nil
@@ -82,7 +82,7 @@ const (
 // index the footer.
 var errNotIndexed = errors.New("footer not indexed")
 
-// footerIndex is a Parquet footer (a FileMetaData) read once, without
+// FooterIndex is a Parquet footer (a FileMetaData) read once, without
 // allocating per field, to be parsed for less: arrow-go allocates every
 // column chunk's metadata and statistics as it parses (6-7 ms for 489
 // row groups of 17 columns), and planning and every executor would
@@ -93,7 +93,7 @@ var errNotIndexed = errors.New("footer not indexed")
 // only a reader that skips row groups by value looks at, and which are
 // two fifths of what parsing a footer costs. thin cuts it further, to
 // some of its row groups.
-type footerIndex struct {
+type FooterIndex struct {
 	lean   []byte
 	groups []groupSpan
 }
@@ -106,10 +106,10 @@ type groupSpan struct {
 	off, length int64 // where its column chunks are in the file; length 0: unknown
 }
 
-// indexFooter reads footer. It returns false when the footer is not one
+// IndexFooter reads footer. It returns false when the footer is not one
 // it understands (then it is parsed whole, and arrow-go judges it), or
 // when it describes an encrypted file.
-func indexFooter(footer []byte) (*footerIndex, bool) {
+func IndexFooter(footer []byte) (*FooterIndex, bool) {
 	t := footerThinner{r: compactReader{b: footer}, footer: footer, out: make([]byte, 0, len(footer))}
 	r := &t.r
 	lists := 0
@@ -129,16 +129,16 @@ func indexFooter(footer []byte) (*footerIndex, bool) {
 	if lists != 1 || r.err != nil || r.pos != len(footer) {
 		return nil, false
 	}
-	return &footerIndex{lean: append(t.out, footer[t.copied:]...), groups: t.groups}, true
+	return &FooterIndex{lean: append(t.out, footer[t.copied:]...), groups: t.groups}, true
 }
 
-// thin returns the lean footer with every row group not in keep (nil:
+// Thin returns the lean footer with every row group not in keep (nil:
 // none is left out) cut down to its byte size and row count, without
 // column chunks: each executor of a job parses its share of a large
 // footer. The row groups keep their places, so a split's row group
 // numbers mean what they meant. It returns false for a row group the
 // footer does not have.
-func (x *footerIndex) thin(keep []int) ([]byte, bool) {
+func (x *FooterIndex) Thin(keep []int) ([]byte, bool) {
 	if keep == nil {
 		return x.lean, true
 	}
@@ -241,7 +241,7 @@ func (t *footerThinner) structList() (uint64, bool) {
 func (t *footerThinner) columnChunks(g *groupSpan) bool {
 	r := &t.r
 	n, ok := t.structList()
-	span := newChunkSpan()
+	span := NewChunkSpan()
 	for i := uint64(0); ok && i < n && r.err == nil; i++ {
 		plain := false // whether the chunk has its metadata unencrypted
 		r.structFields(func(id int16, typ byte) {
@@ -250,11 +250,11 @@ func (t *footerThinner) columnChunks(g *groupSpan) bool {
 				return
 			}
 			plain = true
-			span.add(t.chunkMetaData())
+			span.Add(t.chunkMetaData())
 		})
 		ok = ok && plain
 	}
-	g.off, g.length = span.bytes()
+	g.off, g.length = span.Bytes()
 	return ok && r.err == nil
 }
 
@@ -289,7 +289,7 @@ func (t *footerThinner) chunkMetaData() (start, size int64) {
 		}
 		last = id
 	})
-	return firstPage(data, dict, hasDict), size
+	return FirstPage(data, dict, hasDict), size
 }
 
 // fieldHeader returns the compact-protocol header of field id of type typ
@@ -301,29 +301,29 @@ func fieldHeader(id, last int16, typ byte) []byte {
 	return binary.AppendUvarint([]byte{typ}, uint64(uint16(id<<1^id>>15)))
 }
 
-// thinMetaData returns the footer of the file src of size bytes, lean
-// and thinned to the row groups keep (footerIndex.thin), or nil when it
+// ThinMetaData returns the footer of the file src of size bytes, lean
+// and thinned to the row groups keep (FooterIndex.Thin), or nil when it
 // cannot be read that way.
-func thinMetaData(src io.ReaderAt, size int64, keep []int) *metadata.FileMetaData {
-	footer, ok := readFooter(src, size)
+func ThinMetaData(src io.ReaderAt, size int64, keep []int) *metadata.FileMetaData {
+	footer, ok := ReadFooter(src, size)
 	if !ok {
 		return nil
 	}
-	x, ok := indexFooter(footer)
+	x, ok := IndexFooter(footer)
 	if !ok {
 		return nil
 	}
-	thin, ok := x.thin(keep)
+	thin, ok := x.Thin(keep)
 	if !ok {
 		return nil
 	}
-	return parseFooter(thin, size)
+	return ParseFooter(thin, size)
 }
 
-// parseFooter parses a footer of a file of size bytes, or returns nil
+// ParseFooter parses a footer of a file of size bytes, or returns nil
 // (also when the decoder panics on it: the caller then parses the file's
 // own footer, whose damage is reported naming the file).
-func parseFooter(footer []byte, size int64) (md *metadata.FileMetaData) {
+func ParseFooter(footer []byte, size int64) (md *metadata.FileMetaData) {
 	defer func() {
 		if recover() != nil {
 			md = nil
@@ -335,4 +335,23 @@ func parseFooter(footer []byte, size int64) (md *metadata.FileMetaData) {
 	}
 	md.SetSourceFileSize(size)
 	return md
+}
+
+// Lean returns the footer without its column chunks' statistics.
+func (x *FooterIndex) Lean() []byte { return x.lean }
+
+// RowGroup is where one row group of an indexed footer is: its rows, and
+// the bytes of its column chunks in the file (Length 0: unknown).
+type RowGroup struct {
+	Rows        int64
+	Off, Length int64
+}
+
+// RowGroups returns the row groups of the indexed footer, in order.
+func (x *FooterIndex) RowGroups() []RowGroup {
+	out := make([]RowGroup, len(x.groups))
+	for i, g := range x.groups {
+		out[i] = RowGroup{Rows: g.numRows, Off: g.off, Length: g.length}
+	}
+	return out
 }

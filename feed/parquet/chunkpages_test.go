@@ -1,4 +1,4 @@
-package feed
+package parquet
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
+
+	"github.com/spindle-ml/spindle/feed/parquet/pqtest"
 )
 
 // TestChunkPagesGivesBackSpentWindow reads a column chunk's pages and
@@ -34,7 +36,7 @@ func TestChunkPagesGivesBackSpentWindow(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "chunk.parquet")
-			writeFlatParquetPages(t, path, rows, rows, tt.pageSize, tt.codec, false, false, false)
+			pqtest.WriteFlat(t, path, rows, rows, tt.pageSize, tt.codec, false, false, false)
 			f, err := os.Open(path)
 			if err != nil {
 				t.Fatal(err)
@@ -50,10 +52,10 @@ func TestChunkPagesGivesBackSpentWindow(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			pool := newBufferPool(memory.DefaultAllocator, 64<<20)
+			pool := &freeCounter{Allocator: memory.NewGoAllocator()}
 			c := newChunkPages(f, tt.window, pool)
 			defer c.release()
-			if err := c.reset(chunkStart(cc), cc.TotalCompressedSize(), cc.Compression()); err != nil {
+			if err := c.reset(ChunkStart(cc), cc.TotalCompressedSize(), cc.Compression()); err != nil {
 				t.Fatal(err)
 			}
 			var pages, returned int
@@ -87,8 +89,8 @@ func TestChunkPagesGivesBackSpentWindow(t *testing.T) {
 				if returned != 1 || !lastReturned {
 					t.Errorf("the window was given back after %d of %d pages (the last: %v), want after the last only", returned, pages, lastReturned)
 				}
-				if window := min(int64(tt.window), cc.TotalCompressedSize()); pool.held < window {
-					t.Errorf("the pool holds %d bytes after the chunk, want the window's %d back", pool.held, window)
+				if window := min(int64(tt.window), cc.TotalCompressedSize()); pool.freed < window {
+					t.Errorf("%d bytes were given back by the chunk's end, want the window's %d", pool.freed, window)
 				}
 			case "each":
 				// All but the last, which is small enough for the window.
