@@ -1,9 +1,10 @@
 // Package feed turns training inputs into Arrow record batches.
 //
-// The driver calls Plan: it lists the inputs (files, directories, globs on
-// the local disk or HDFS), reads Parquet footers, Arrow IPC footers and CSV
-// files, checks that every file has the same columns, and cuts the rows into
-// one list of Splits per rank so that ranks differ by at most one row. A
+// The driver plans with feed/plan: it lists the inputs (files, directories,
+// globs on the local disk or HDFS), has Inspect read Parquet footers, Arrow
+// IPC footers and CSV files, checks that every file has the same columns,
+// and cuts the rows into one list of Splits per rank (a JobPlan) so that
+// ranks differ by at most one row. A
 // Split names whole Parquet row groups, Arrow IPC record batches or a CSV
 // byte range aligned to line starts, plus the rows to skip at its start
 // (RowOffset) and the rows it holds (Rows), so that one large row group can

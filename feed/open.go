@@ -42,7 +42,7 @@ type opened struct {
 // Rows (up to the end of its units or byte range) and, for CSV, Length
 // (to the end of the file).
 func OpenSplit(ctx context.Context, res *fsys.Resolver, s Split, opts ReadOptions) (Reader, error) {
-	opts, err := opts.normalize()
+	opts, err := opts.Normalize()
 	if err != nil {
 		return nil, err
 	}

@@ -266,11 +266,11 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: convert the Parquet schema to Arrow: %w", ErrInput, s.URI, err)
 	}
-	sel, err := selectColumns(FieldNames(fileSchema), opts.Columns, opts.LabelColumn, s.URI)
+	sel, err := SelectColumns(FieldNames(fileSchema), opts.Columns, opts.LabelColumn, s.URI)
 	if err != nil {
 		return nil, err
 	}
-	out := projectSchema(fileSchema, sel)
+	out := ProjectSchema(fileSchema, sel)
 	if opts.Schema != nil {
 		if err := checkPlanned(opts.Schema, out, s.URI); err != nil {
 			return nil, err

@@ -96,7 +96,7 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	c, err := client.FromRanks(psRanks(env), logger)
+	c, err := client.FromRanks(env.PSRanks(), logger)
 	if err != nil {
 		return err
 	}
@@ -281,11 +281,4 @@ func evaluate(ctx context.Context, c *client.Client, o options) error {
 		fmt.Printf("sparse-lr: exported %d rows of table %s to %s\n", n, table, o.export)
 	}
 	return nil
-}
-
-// psRanks is env's view of the job's parameter servers.
-func psRanks(env task.Env) ps.Ranks {
-	first, n := env.RoleRanks("ps")
-	return ps.Ranks{Rank: env.Rank, WorldSize: env.WorldSize, Role: env.Role, RoleRank: env.RoleRank, Peers: env.Peers,
-		First: first, Servers: n, PeerToken: env.PeerToken, DataLink: env.DataLink}
 }

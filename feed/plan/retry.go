@@ -1,4 +1,4 @@
-package feed
+package plan
 
 import (
 	"context"
@@ -10,12 +10,9 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
-)
 
-// DefaultRetryUnavailable is how long planning retries an input file
-// system that cannot be reached: long enough for a namenode restart or
-// failover, short enough that a wrong address is reported soon.
-const DefaultRetryUnavailable = 30 * time.Second
+	"github.com/spindle-ml/spindle/feed"
+)
 
 // retryBackoff is the first wait between planning attempts; it doubles up
 // to retryBackoffMax.
@@ -29,13 +26,13 @@ const (
 // failure.
 func retryUnavailable(ctx context.Context, bound time.Duration, attempt func() error) error {
 	if bound == 0 {
-		bound = DefaultRetryUnavailable
+		bound = feed.DefaultRetryUnavailable
 	}
 	start := time.Now()
 	wait := retryBackoff
 	for tries := 1; ; tries++ {
 		err := attempt()
-		if err == nil || !errors.Is(err, ErrUnavailable) {
+		if err == nil || !errors.Is(err, feed.ErrUnavailable) {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -82,7 +79,7 @@ func planError(ctx context.Context, what string, err error) error {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case unreachable(err):
-		return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
+		return fmt.Errorf("%w: %s: %w", feed.ErrUnavailable, what, err)
 	}
-	return fmt.Errorf("%w: %s: %w", ErrInput, what, err)
+	return fmt.Errorf("%w: %s: %w", feed.ErrInput, what, err)
 }

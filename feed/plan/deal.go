@@ -1,8 +1,10 @@
-package feed
+package plan
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/spindle-ml/spindle/feed"
 )
 
 // Splits group consecutive units of a file up to these sizes, so that a
@@ -16,21 +18,21 @@ const (
 // deal gives every rank a contiguous run of rows in file order, the first
 // total%ranks ranks one row more than the others, and cuts each rank's run
 // into splits of whole units, the first skipping RowOffset rows of its
-// first unit and the last ending inside its last unit where the run does.
-func deal(ctx context.Context, files []*fileInfo, ranks int) ([][]Split, []int64, error) {
+// first feed.Unit and the last ending inside its last feed.Unit where the run does.
+func deal(ctx context.Context, files []*fileInfo, ranks int) ([][]feed.Split, []int64, error) {
 	var total int64
 	for _, f := range files {
 		total += f.rows
 	}
 	base, extra := total/int64(ranks), total%int64(ranks)
-	out := make([][]Split, ranks)
+	out := make([][]feed.Split, ranks)
 	rowsPer := make([]int64, ranks)
 
-	fi, ui := 0, 0 // the current file and unit
-	var used int64 // rows of the current unit dealt already
-	var cur *Split // the split being built
+	fi, ui := 0, 0      // the current file and feed.Unit
+	var used int64      // rows of the current feed.Unit dealt already
+	var cur *feed.Split // the split being built
 	var curFile *fileInfo
-	var curUnits []unit
+	var curUnits []feed.Unit
 	var curBytes int64
 	flush := func(r int) error {
 		if cur == nil {
@@ -56,23 +58,23 @@ func deal(ctx context.Context, files []*fileInfo, ranks int) ([][]Split, []int64
 				continue
 			}
 			u := f.units[ui]
-			if used >= u.rows {
+			if used >= u.Rows {
 				ui, used = ui+1, 0
 				continue
 			}
-			take := min(need, u.rows-used)
+			take := min(need, u.Rows-used)
 			extend := cur != nil && curFile == f && used == 0 &&
-				curUnits[len(curUnits)-1].index+1 == u.index &&
-				cur.Rows+take <= splitMaxRows && curBytes+u.length <= splitMaxBytes
+				curUnits[len(curUnits)-1].Index+1 == u.Index &&
+				cur.Rows+take <= splitMaxRows && curBytes+u.Length <= splitMaxBytes
 			if !extend {
 				if err := flush(r); err != nil {
 					return nil, nil, err
 				}
-				cur = &Split{URI: f.uri, Format: f.format, RowOffset: used, Partitions: f.partition}
+				cur = &feed.Split{URI: f.uri, Format: f.format, RowOffset: used, Partitions: f.partition}
 				curFile = f
 			}
 			curUnits = append(curUnits, u)
-			curBytes += u.length
+			curBytes += u.Length
 			cur.Rows += take
 			used += take
 			need -= take
@@ -85,23 +87,23 @@ func deal(ctx context.Context, files []*fileInfo, ranks int) ([][]Split, []int64
 }
 
 // finishSplit fills in a split's units, byte range and hosts.
-func finishSplit(ctx context.Context, s *Split, f *fileInfo, units []unit) error {
-	if f.format == FormatFlight {
+func finishSplit(ctx context.Context, s *feed.Split, f *fileInfo, units []feed.Unit) error {
+	if f.format == feed.FormatFlight {
 		s.Ticket, s.Hosts = f.ticket, f.hosts
 		return nil
 	}
-	lo, hi := units[0].off, units[0].off+units[0].length
+	lo, hi := units[0].Off, units[0].Off+units[0].Length
 	for _, u := range units {
 		switch f.format {
-		case FormatParquet:
-			s.RowGroups = append(s.RowGroups, u.index)
-		case FormatArrow:
-			s.Batches = append(s.Batches, u.index)
+		case feed.FormatParquet:
+			s.RowGroups = append(s.RowGroups, u.Index)
+		case feed.FormatArrow:
+			s.Batches = append(s.Batches, u.Index)
 		}
-		lo, hi = min(lo, u.off), max(hi, u.off+u.length)
+		lo, hi = min(lo, u.Off), max(hi, u.Off+u.Length)
 	}
-	if f.format == FormatCSV {
-		s.Offset, s.Length, s.Line = lo, hi-lo, units[0].line
+	if f.format == feed.FormatCSV {
+		s.Offset, s.Length, s.Line = lo, hi-lo, units[0].Line
 	}
 	hosts, err := f.fs.Locations(ctx, f.name, lo, hi-lo)
 	if err != nil {

@@ -1,9 +1,11 @@
-package feed
+package plan
 
 import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/spindle-ml/spindle/feed"
 )
 
 // planSchema checks that every file holds the selected columns with the
@@ -17,16 +19,16 @@ func planSchema(infos []*fileInfo, columns []string, label string) (*arrow.Schem
 		if fi.schema == nil {
 			continue // an empty CSV file has no columns to check
 		}
-		sel, err := selectColumns(FieldNames(fi.schema), columns, label, fi.uri)
+		sel, err := feed.SelectColumns(feed.FieldNames(fi.schema), columns, label, fi.uri)
 		if err != nil {
 			return nil, err
 		}
-		projs[i] = projectSchema(fi.schema, sel)
+		projs[i] = feed.ProjectSchema(fi.schema, sel)
 	}
 	// Widen CSV types across CSV files with the same columns.
 	var csvRef *arrow.Schema
 	for i, fi := range infos {
-		if fi.format != FormatCSV || projs[i] == nil {
+		if fi.format != feed.FormatCSV || projs[i] == nil {
 			continue
 		}
 		if csvRef == nil || !sameNames(csvRef, projs[i]) {
@@ -37,12 +39,12 @@ func planSchema(infos []*fileInfo, columns []string, label string) (*arrow.Schem
 		}
 		fields := csvRef.Fields()
 		for j, f := range projs[i].Fields() {
-			fields[j].Type = csvKindOf(fields[j].Type).widen(csvKindOf(f.Type)).arrowType()
+			fields[j].Type = feed.WidenCSVType(fields[j].Type, f.Type)
 		}
 		csvRef = arrow.NewSchema(fields, nil)
 	}
 	for i, fi := range infos {
-		if fi.format == FormatCSV && projs[i] != nil && sameNames(csvRef, projs[i]) {
+		if fi.format == feed.FormatCSV && projs[i] != nil && sameNames(csvRef, projs[i]) {
 			projs[i] = csvRef
 		}
 	}
@@ -68,7 +70,7 @@ func planSchema(infos []*fileInfo, columns []string, label string) (*arrow.Schem
 		}
 	}
 	if ref == nil {
-		return nil, fmt.Errorf("%w: no input file has any columns (every file is empty)", ErrInput)
+		return nil, fmt.Errorf("%w: no input file has any columns (every file is empty)", feed.ErrInput)
 	}
 	return arrow.NewSchema(fields, nil), nil
 }
@@ -85,39 +87,29 @@ func sameNames(a, b *arrow.Schema) bool {
 	return true
 }
 
-func csvKindOf(t arrow.DataType) csvKind {
-	switch t.ID() {
-	case arrow.INT64:
-		return kindInt
-	case arrow.FLOAT64:
-		return kindFloat
-	}
-	return kindString
-}
-
 // compareSchemas reports the first difference between two files' selected
 // columns, naming both files and the column.
 func compareSchemas(a *arrow.Schema, aURI string, b *arrow.Schema, bURI string) error {
 	for i := 0; i < max(a.NumFields(), b.NumFields()); i++ {
 		switch {
 		case i >= a.NumFields():
-			return fmt.Errorf("%w: schemas differ: %s has column %q (%s) that %s lacks", ErrInput, bURI, b.Field(i).Name, b.Field(i).Type, aURI)
+			return fmt.Errorf("%w: schemas differ: %s has column %q (%s) that %s lacks", feed.ErrInput, bURI, b.Field(i).Name, b.Field(i).Type, aURI)
 		case i >= b.NumFields():
-			return fmt.Errorf("%w: schemas differ: %s has column %q (%s) that %s lacks", ErrInput, aURI, a.Field(i).Name, a.Field(i).Type, bURI)
+			return fmt.Errorf("%w: schemas differ: %s has column %q (%s) that %s lacks", feed.ErrInput, aURI, a.Field(i).Name, a.Field(i).Type, bURI)
 		}
 		fa, fb := a.Field(i), b.Field(i)
 		if fa.Name != fb.Name {
 			switch {
 			case !b.HasField(fa.Name):
-				return fmt.Errorf("%w: schemas differ: %s has column %q (%s) that %s lacks", ErrInput, aURI, fa.Name, fa.Type, bURI)
+				return fmt.Errorf("%w: schemas differ: %s has column %q (%s) that %s lacks", feed.ErrInput, aURI, fa.Name, fa.Type, bURI)
 			case !a.HasField(fb.Name):
-				return fmt.Errorf("%w: schemas differ: %s has column %q (%s) that %s lacks", ErrInput, bURI, fb.Name, fb.Type, aURI)
+				return fmt.Errorf("%w: schemas differ: %s has column %q (%s) that %s lacks", feed.ErrInput, bURI, fb.Name, fb.Type, aURI)
 			}
 			return fmt.Errorf("%w: schemas differ: column %d is %q in %s but %q in %s (same columns, different order)",
-				ErrInput, i, fa.Name, aURI, fb.Name, bURI)
+				feed.ErrInput, i, fa.Name, aURI, fb.Name, bURI)
 		}
 		if !arrow.TypeEqual(fa.Type, fb.Type) {
-			return fmt.Errorf("%w: schemas differ: column %q is %s in %s but %s in %s", ErrInput, fa.Name, fa.Type, aURI, fb.Type, bURI)
+			return fmt.Errorf("%w: schemas differ: column %q is %s in %s but %s in %s", feed.ErrInput, fa.Name, fa.Type, aURI, fb.Type, bURI)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package feed
+package plan
 
 import (
 	"context"
@@ -15,6 +15,10 @@ import (
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
+
+	"github.com/spindle-ml/spindle/feed"
+
+	"github.com/spindle-ml/spindle/feed/internal/feedtest"
 )
 
 // A namenode that cannot be reached is not bad input: planning retries
@@ -30,9 +34,9 @@ func TestPlanNamenodeDownIsUnavailable(t *testing.T) {
 	t.Setenv("HADOOP_CONF_DIR", "")
 	res := fsys.NewResolver(fsys.Options{User: "tester"})
 	defer res.Close()
-	_, err = Plan(context.Background(), res, PlanRequest{Inputs: []string{"hdfs://" + addr + "/data"}, Ranks: 1,
+	_, err = Plan(context.Background(), res, feed.PlanRequest{Inputs: []string{"hdfs://" + addr + "/data"}, Ranks: 1,
 		RetryUnavailable: time.Second})
-	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrInput) {
+	if !errors.Is(err, feed.ErrUnavailable) || errors.Is(err, feed.ErrInput) {
 		t.Fatalf("err = %v, want ErrUnavailable and not ErrInput", err)
 	}
 }
@@ -44,7 +48,7 @@ func TestPlanRetriesABriefOutage(t *testing.T) {
 	ctx := context.Background()
 
 	// Write the input through the namenode itself.
-	local := writeParquet(t, filepath.Join(t.TempDir(), "a.parquet"), testSchema, 0, 100, 10)
+	local := feedtest.WriteParquet(t, filepath.Join(t.TempDir(), "a.parquet"), feedtest.Schema, 0, 100, 10)
 	data, err := os.ReadFile(local)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +80,7 @@ func TestPlanRetriesABriefOutage(t *testing.T) {
 
 	planRes := fsys.NewResolver(fsys.Options{})
 	defer planRes.Close()
-	plan, err := Plan(ctx, planRes, PlanRequest{Inputs: []string{"hdfs://" + front + "/in"}, Ranks: 2, RetryUnavailable: 30 * time.Second})
+	plan, err := Plan(ctx, planRes, feed.PlanRequest{Inputs: []string{"hdfs://" + front + "/in"}, Ranks: 2, RetryUnavailable: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("planning through a brief outage: %v", err)
 	}
@@ -166,11 +170,11 @@ func upload(t testing.TB, hfs fsys.FS, name string, data []byte) {
 func TestPlanHDFSPartitionsAndBraces(t *testing.T) {
 	c, res, hfs := newTestHDFS(t)
 	root := "hdfs://" + c.Addr()
-	upload(t, hfs, "/t/dt=1/part-0.csv", []byte(csvText(0, 10, true)))
-	upload(t, hfs, "/t/dt=2/part-1.csv", []byte(csvText(10, 10, true)))
-	upload(t, hfs, "/t/_temporary/part-2.csv", []byte(csvText(20, 10, true)))
+	upload(t, hfs, "/t/dt=1/part-0.csv", []byte(feedtest.CSVText(0, 10, true)))
+	upload(t, hfs, "/t/dt=2/part-1.csv", []byte(feedtest.CSVText(10, 10, true)))
+	upload(t, hfs, "/t/_temporary/part-2.csv", []byte(feedtest.CSVText(20, 10, true)))
 	for _, in := range []string{root + "/t", root + "/t/dt={1,2}/part-*.csv", root + "/t/dt=*/part-{0,1}.csv"} {
-		plan, err := Plan(context.Background(), res, PlanRequest{Inputs: []string{in}, Ranks: 2})
+		plan, err := Plan(context.Background(), res, feed.PlanRequest{Inputs: []string{in}, Ranks: 2})
 		if err != nil {
 			t.Fatalf("%s: %v", in, err)
 		}
@@ -201,8 +205,8 @@ func TestPlanProtectionMismatchIsInput(t *testing.T) {
 	t.Setenv("HADOOP_CONF_DIR", "")
 	res := fsys.NewResolver(fsys.Options{TokenFile: tokFile})
 	defer res.Close()
-	_, err = Plan(context.Background(), res, PlanRequest{Inputs: []string{"hdfs://" + c.Addr() + "/data"}, Ranks: 1, RetryUnavailable: time.Minute})
-	if !errors.Is(err, ErrInput) || errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "requires hadoop.rpc.protection privacy") {
+	_, err = Plan(context.Background(), res, feed.PlanRequest{Inputs: []string{"hdfs://" + c.Addr() + "/data"}, Ranks: 1, RetryUnavailable: time.Minute})
+	if !errors.Is(err, feed.ErrInput) || errors.Is(err, feed.ErrUnavailable) || !strings.Contains(err.Error(), "requires hadoop.rpc.protection privacy") {
 		t.Fatalf("err = %v, want ErrInput naming hadoop.rpc.protection", err)
 	}
 }

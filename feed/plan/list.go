@@ -1,4 +1,4 @@
-package feed
+package plan
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/spindle-ml/spindle/fsys"
+
+	"github.com/spindle-ml/spindle/feed"
 )
 
 // listedFile is an input file found while listing the inputs.
@@ -28,12 +30,12 @@ type listedFile struct {
 // stand for the data files they hold: names starting with _ or . are
 // skipped, and so, when format is empty, are names that tell no format
 // (a model.json or README beside the data).
-func listInputs(ctx context.Context, res *fsys.Resolver, inputs []string, format Format) ([]listedFile, [][]string, error) {
+func listInputs(ctx context.Context, res *fsys.Resolver, inputs []string, format feed.Format) ([]listedFile, [][]string, error) {
 	isData := func(name string) bool {
 		if hidden(path.Base(name)) {
 			return false
 		}
-		_, ok := FormatFromPath(name)
+		_, ok := feed.FormatFromPath(name)
 		return ok || format != ""
 	}
 	var out []listedFile
@@ -41,7 +43,7 @@ func listInputs(ctx context.Context, res *fsys.Resolver, inputs []string, format
 	perInput := make([][]string, len(inputs))
 	for i, in := range inputs {
 		if strings.TrimSpace(in) == "" {
-			return nil, nil, fmt.Errorf("%w: input %d is empty", ErrInput, i+1)
+			return nil, nil, fmt.Errorf("%w: input %d is empty", feed.ErrInput, i+1)
 		}
 		fsy, name, err := res.Resolve(ctx, in)
 		if err != nil {
@@ -71,22 +73,22 @@ func listInputs(ctx context.Context, res *fsys.Resolver, inputs []string, format
 					files = append(files, fs...)
 					continue
 				}
-				if _, ok := FormatFromPath(m); !ok && format == "" {
+				if _, ok := feed.FormatFromPath(m); !ok && format == "" {
 					continue // not data, beside the data
 				}
 				files = append(files, listedFile{uri: fsys.JoinURI(in, m), fs: fsy, name: m, size: fi.Size()})
 			}
 			if len(matches) == 0 {
-				return nil, nil, fmt.Errorf("%w: input %s: no file matches the pattern", ErrInput, in)
+				return nil, nil, fmt.Errorf("%w: input %s: no file matches the pattern", feed.ErrInput, in)
 			}
 			if len(files) == 0 {
 				return nil, nil, fmt.Errorf("%w: input %s: the pattern matches no data files (names ending .parquet, .arrow or .csv; "+
-					"names starting with _ or . are skipped)", ErrInput, in)
+					"names starting with _ or . are skipped)", feed.ErrInput, in)
 			}
 		} else {
 			fi, err := fsy.Stat(ctx, name)
 			if errors.Is(err, fs.ErrNotExist) {
-				return nil, nil, fmt.Errorf("%w: input %s: no such file or directory", ErrInput, in)
+				return nil, nil, fmt.Errorf("%w: input %s: no such file or directory", feed.ErrInput, in)
 			}
 			if err != nil {
 				return nil, nil, planError(ctx, "input "+in, err)
@@ -97,7 +99,7 @@ func listInputs(ctx context.Context, res *fsys.Resolver, inputs []string, format
 				}
 				if len(files) == 0 {
 					return nil, nil, fmt.Errorf("%w: input %s: the directory holds no data files, searched recursively (names ending .parquet, .arrow, .csv or .tsv, "+
-						"compressed CSV too; names starting with _ or . are skipped)", ErrInput, in)
+						"compressed CSV too; names starting with _ or . are skipped)", feed.ErrInput, in)
 				}
 			} else {
 				files = []listedFile{{uri: fsys.JoinURI(in, name), fs: fsy, name: name, size: fi.Size()}}
