@@ -274,6 +274,7 @@ func Known() []Key {
 	all = append(all, flightKeys...)
 	all = append(all, failureKeys...)
 	all = append(all, archiveKeys...)
+	all = append(all, modelKeys...)
 	return all
 }
 
