@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/model/internal/ortest"
+	"github.com/spindle-ml/spindle/internal/ortest"
 	"github.com/spindle-ml/spindle/model/onnx"
 	pb "github.com/spindle-ml/spindle/model/onnx/onnxpb"
 )

@@ -127,7 +127,7 @@ func (s *Store) publishInto(ctx context.Context, name, tmp string, srcs []Source
 	where := fmt.Sprintf("model store %s: publish %s", s.Dir(), name)
 	m.Files = m.Files[:0]
 	for _, src := range srcs {
-		f, err := s.copyFile(ctx, path.Join(tmp, src.Path), src)
+		f, err := copyFile(ctx, s.fs, path.Join(tmp, src.Path), src)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", where, src.Path, err)
 		}
@@ -164,14 +164,14 @@ func (s *Store) publishInto(ctx context.Context, name, tmp string, srcs []Source
 	return nil, fmt.Errorf("%s: gave up after %d versions were taken by concurrent publishers", where, maxPublishAttempts)
 }
 
-// copyFile copies src to name, returning its size and sha256.
-func (s *Store) copyFile(ctx context.Context, name string, src Source) (File, error) {
+// copyFile copies src to name inside f, returning its size and sha256.
+func copyFile(ctx context.Context, f fsys.FS, name string, src Source) (File, error) {
 	r, err := src.Open(ctx)
 	if err != nil {
 		return File{}, err
 	}
 	defer r.Close()
-	w, err := s.fs.CreateAtomic(ctx, name)
+	w, err := f.CreateAtomic(ctx, name)
 	if err != nil {
 		return File{}, err
 	}
@@ -185,6 +185,40 @@ func (s *Store) copyFile(ctx context.Context, name string, src Source) (File, er
 		return File{}, err
 	}
 	return File{Path: src.Path, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// WriteDir writes srcs and m (as manifest.json, last) into dir inside f,
+// outside any store: what spindle model export --out writes. Each file
+// appears whole or not at all; m.Files is filled in.
+func WriteDir(ctx context.Context, f fsys.FS, dir string, srcs []Source, m Manifest) (Manifest, error) {
+	if err := checkSources(srcs); err != nil {
+		return m, fmt.Errorf("write %s: %w", dir, err)
+	}
+	if m.Format == "" {
+		m.Format = FormatONNX
+	}
+	if m.Created == "" {
+		m.Created = now()
+	}
+	if err := f.MkdirAll(ctx, dir); err != nil {
+		return m, fmt.Errorf("create %s: %w", dir, err)
+	}
+	m.Files = nil
+	for _, src := range srcs {
+		file, err := copyFile(ctx, f, path.Join(dir, src.Path), src)
+		if err != nil {
+			return m, fmt.Errorf("write %s: %w", path.Join(dir, src.Path), err)
+		}
+		m.Files = append(m.Files, file)
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return m, fmt.Errorf("encode manifest: %w", err)
+	}
+	if err := writeFile(ctx, f, path.Join(dir, ManifestFile), append(b, '\n')); err != nil {
+		return m, fmt.Errorf("write %s: %w", path.Join(dir, ManifestFile), err)
+	}
+	return m, nil
 }
 
 // ctxReader stops a long copy when ctx ends.
