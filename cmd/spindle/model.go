@@ -52,7 +52,7 @@ func modelExit(err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, bad := range []error{fs.ErrNotExist, store.ErrNoModel, store.ErrNoVersion, convert.ErrNotCheckpoint, convert.ErrNoTable, convert.ErrMismatch} {
+	for _, bad := range []error{fs.ErrNotExist, store.ErrNoModel, store.ErrNoVersion, store.ErrNoStore, store.ErrBadName, convert.ErrNotCheckpoint, convert.ErrNoTable, convert.ErrMismatch} {
 		if errors.Is(err, bad) {
 			return cli.Exit(err.Error(), exitUsage)
 		}

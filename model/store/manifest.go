@@ -92,7 +92,7 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // CheckName reports whether name can name a model.
 func CheckName(name string) error {
 	if !namePattern.MatchString(name) {
-		return fmt.Errorf("model name %q: want letters, digits, '.', '_' or '-' (at most 128, not starting with a dot or dash)", name)
+		return fmt.Errorf("model name %q: want letters, digits, '.', '_' or '-' (at most 128, not starting with a dot or dash): %w", name, ErrBadName)
 	}
 	return nil
 }

@@ -8,6 +8,10 @@ import (
 	"github.com/spindle-ml/spindle/fsys"
 )
 
+// EnvDir is the variable that gives a training process the job's model
+// store (spindle.models.dir), the default store of its references.
+const EnvDir = "SPINDLE_MODELS_DIR"
+
 // SplitRef splits a model reference as users type it into the store it
 // names and the reference inside that store:
 //
@@ -44,13 +48,13 @@ func SplitRef(ref string) (storeDir, inStore string) {
 func OpenRef(ctx context.Context, r *fsys.Resolver, defaultDir, ref string) (*Store, string, error) {
 	dir, inStore := SplitRef(ref)
 	if inStore == "" {
-		return nil, "", fmt.Errorf("model %q: want [STORE/]NAME[/VERSION]", ref)
+		return nil, "", fmt.Errorf("model %q: want [STORE/]NAME[/VERSION]: %w", ref, ErrNoStore)
 	}
 	if dir == "" {
 		dir = defaultDir
 	}
 	if dir == "" {
-		return nil, "", fmt.Errorf("model %q: no model store: set spindle.models.dir or give STORE/NAME", ref)
+		return nil, "", fmt.Errorf("model %q: no model store: set spindle.models.dir or give STORE/NAME: %w", ref, ErrNoStore)
 	}
 	s, err := OpenURI(ctx, r, dir)
 	if err != nil {

@@ -20,6 +20,10 @@ var (
 	ErrNoModel = errors.New("store: no such model")
 	// ErrNoVersion says the model has no version of that number (or none at all).
 	ErrNoVersion = errors.New("store: no such version")
+	// ErrNoStore says no model store was named, or a reference is malformed.
+	ErrNoStore = errors.New("store: no model store")
+	// ErrBadName says a model name or version is not one the store can hold.
+	ErrBadName = errors.New("store: bad model name")
 )
 
 // Store is a model store: a directory of models on one file system. It
@@ -69,7 +73,7 @@ func Open(ctx context.Context, files fsys.FS, dir string) (*Store, error) {
 // reached through r.
 func OpenURI(ctx context.Context, r *fsys.Resolver, uri string) (*Store, error) {
 	if strings.TrimSpace(uri) == "" {
-		return nil, errors.New("no model store: set spindle.models.dir (or give STORE/NAME)")
+		return nil, fmt.Errorf("no model store: set spindle.models.dir (or give STORE/NAME): %w", ErrNoStore)
 	}
 	f, name, err := r.Resolve(ctx, uri)
 	if err != nil {
@@ -167,7 +171,7 @@ func ParseRef(ref string) (name string, version int, err error) {
 	}
 	n, ok := versionNumber(v)
 	if !ok {
-		return "", 0, fmt.Errorf("model %q: version %q: want a number from 1", ref, v)
+		return "", 0, fmt.Errorf("model %q: version %q: want a number from 1: %w", ref, v, ErrBadName)
 	}
 	return name, n, nil
 }
