@@ -92,3 +92,55 @@ func TestLogRegModelLeavesAndComesBack(t *testing.T) {
 		t.Fatalf("a missing model was not refused naming it:\n%s", r)
 	}
 }
+
+// TestSparseLRModelScoresAsTheTrainer: the tables a parameter-server job
+// checkpointed export as a sparse logistic regression (LabelEncoder,
+// Gather, ReduceSum, Sigmoid) that ONNX Runtime scores as the trainer
+// scored its held-out rows, within 1e-5, and that the store lists.
+func TestSparseLRModelScoresAsTheTrainer(t *testing.T) {
+	t.Parallel()
+	ortest.Python(t)
+	dir := t.TempDir()
+	ckpt, models, scores := filepath.Join(dir, "ckpt"), filepath.Join(dir, "models"), filepath.Join(dir, "scores.json")
+	r := spindle(t, dir, submitArgs("--master", "local[2]", "--num-ps", "2", "--checkpoint-dir", ckpt,
+		"--", sparseLRBin, "--rows", "20000", "--checkpoint-every", "10", "--eval-rows", "2000", "--scores-out", scores)...)
+	if r.code != 0 {
+		t.Fatalf("sparse-lr job failed:\n%s", r)
+	}
+	e := spindle(t, dir, "model", "export", "--format", "onnx", ckpt, "--name", "slr", "--store", models, "--sigmoid")
+	if e.code != 0 || !strings.Contains(e.stdout, "published sparse table weights") {
+		t.Fatalf("export failed:\n%s", e)
+	}
+	var sample struct {
+		IDs    [][]uint64 `json:"ids"`
+		Scores []float64  `json:"scores"`
+	}
+	b, err := os.ReadFile(scores)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &sample); err != nil {
+		t.Fatal(err)
+	}
+	width := len(sample.IDs[0])
+	var ids []float64
+	for _, row := range sample.IDs {
+		for _, k := range row {
+			ids = append(ids, float64(k))
+		}
+	}
+	got := ortest.Run(t, filepath.Join(models, "slr", "1", "model.onnx"),
+		map[string]ortest.Input{convert.TableInput: {DType: "int64", Shape: []int{len(sample.IDs), width}, Data: ids}})[convert.TableOutputLogReg]
+	if len(got) != len(sample.Scores) {
+		t.Fatalf("%d scores for %d rows", len(got), len(sample.Scores))
+	}
+	for i, want := range sample.Scores {
+		if math.Abs(got[i]-want) > 1e-5 {
+			t.Fatalf("held-out row %d: onnxruntime %v, trainer %v", i, got[i], want)
+		}
+	}
+	l := spindle(t, dir, "model", "list", "--store", models)
+	if l.code != 0 || !strings.Contains(l.stdout, "slr") {
+		t.Fatalf("list:\n%s", l)
+	}
+}

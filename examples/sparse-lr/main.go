@@ -43,6 +43,7 @@ type options struct {
 	dieAt     int
 	export    string
 	ckptEvery int
+	scoresOut string
 }
 
 func main() {
@@ -61,6 +62,7 @@ func main() {
 	flag.Float64Var(&o.lr, "lr", 0.1, "learning rate (FTRL's alpha)")
 	flag.Float64Var(&o.l1, "l1", 1, "FTRL's L1 strength")
 	flag.StringVar(&o.export, "export", "", "worker 0 writes the trained table to this Parquet `file` (a path or hdfs:// URI) at the end")
+	flag.StringVar(&o.scoresOut, "scores-out", "", "worker 0 writes the first 100 held-out rows' ids (the bias key first) and its scores of them to this JSON `file`, to compare with an exported model's")
 	flag.IntVar(&o.dieAt, "die-at-step", 0, "worker 1 exits with status 3 at this step, in the job's first generation only (failure tests)")
 	flag.IntVar(&o.ckptEvery, "checkpoint-every", 0, "worker 0 checkpoints the tables every `N` steps under the job's checkpoint directory (--checkpoint-dir), and a restarted job resumes from the latest")
 	flag.Parse()
@@ -231,6 +233,7 @@ func evaluate(ctx context.Context, c *client.Client, o options) error {
 	labels := make([]float32, 0, o.evalRows)
 	const chunk = 5000
 	var keys []uint64
+	var sample scoreSample
 	for len(labels) < o.evalRows {
 		n := min(chunk, o.evalRows-len(labels))
 		keys = append(keys[:0], biasKey)
@@ -250,6 +253,15 @@ func evaluate(ctx context.Context, c *client.Client, o options) error {
 				z += float64(v)
 			}
 			trained = append(trained, sigmoid(z))
+			if len(sample.Scores) < sampleRows {
+				ids := append([]uint64{biasKey}, keys[1+r*o.data.fields:1+(r+1)*o.data.fields]...)
+				sample.IDs, sample.Scores = append(sample.IDs, ids), append(sample.Scores, sigmoid(z))
+			}
+		}
+	}
+	if o.scoresOut != "" {
+		if err := sample.write(o.scoresOut); err != nil {
+			return err
 		}
 	}
 	stats, err := c.Stats(ctx)
