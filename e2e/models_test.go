@@ -143,4 +143,33 @@ func TestSparseLRModelScoresAsTheTrainer(t *testing.T) {
 	if l.code != 0 || !strings.Contains(l.stdout, "slr") {
 		t.Fatalf("list:\n%s", l)
 	}
+
+	// A job started from the stored model, training nothing, holds the
+	// exported weights bit for bit: its scores are the first job's.
+	scores2 := filepath.Join(dir, "scores2.json")
+	r = spindle(t, dir, submitArgs("--master", "local[2]", "--num-ps", "2", "--checkpoint-dir", filepath.Join(dir, "ckpt2"),
+		"--conf", "spindle.models.dir="+models,
+		"--", sparseLRBin, "--rows", "0", "--eval-rows", "2000", "--scores-out", scores2, "--init-model", "slr/1")...)
+	if r.code != 0 || !strings.Contains(r.stdout, "starts from model slr/1") {
+		t.Fatalf("job from the stored model failed:\n%s", r)
+	}
+	b2, err := os.ReadFile(scores2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b2) != string(b) {
+		t.Errorf("the job started from the exported model scores the held-out rows differently:\n%s\n%s", b, b2)
+	}
+
+	// A model without the job's table is refused naming both.
+	lrDir := filepath.Join(dir, "lr")
+	writeFile(t, filepath.Join(lrDir, convert.LogRegFile), `{"weights":[1,2],"bias":0}`)
+	if e := spindle(t, dir, "model", "export", lrDir, "--name", "lr", "--store", models); e.code != 0 {
+		t.Fatalf("export:\n%s", e)
+	}
+	r = spindle(t, dir, submitArgs("--master", "local[2]", "--num-ps", "1", "--checkpoint-dir", filepath.Join(dir, "ckpt3"),
+		"--conf", "spindle.models.dir="+models, "--", sparseLRBin, "--rows", "0", "--init-model", "lr/1")...)
+	if r.code == 0 || !strings.Contains(r.stderr, `no table "weights"`) || !strings.Contains(r.stderr, filepath.Join(models, "lr", "1")) {
+		t.Fatalf("a model without table weights was not refused naming both:\n%s", r)
+	}
 }
