@@ -21,10 +21,10 @@ import (
 // refused naming both. It returns the checkpoint's directory.
 func SeedPS(ctx context.Context, res *fsys.Resolver, base, where string, servers, replicas int, spec *pspb.TableSpec, t Table) (string, error) {
 	if int(spec.Dim) != t.Dim {
-		return "", fmt.Errorf("%s: table %s has dim %d but the job declares dim %d: %w", where, t.Name, t.Dim, spec.Dim, ErrMismatch)
+		return "", marked(ErrMismatch, "%s: table %s has dim %d but the job declares dim %d", where, t.Name, t.Dim, spec.Dim)
 	}
 	if (spec.Rows > 0) != t.Dense {
-		return "", fmt.Errorf("%s: table %s is %s but the job declares it %s: %w", where, t.Name, kindOf(t.Dense), kindOf(spec.Rows > 0), ErrMismatch)
+		return "", marked(ErrMismatch, "%s: table %s is %s but the job declares it %s", where, t.Name, kindOf(t.Dense), kindOf(spec.Rows > 0))
 	}
 	dir := strings.TrimRight(base, "/") + "/clock-0"
 	parts, err := server.SeedCheckpoint(ctx, res, dir, servers, replicas, spec, t.Keys, t.Weights)
