@@ -38,6 +38,11 @@ var commandReaders = map[string]config.Reader{
 	"status": config.ReadByAdmin,
 	"kill":   config.ReadByAdmin,
 	"logs":   config.ReadByAdmin,
+	// spindle model's subcommands also read the Hadoop client keys.
+	"export":  config.ReadByModel | config.ReadBySubmit,
+	"list":    config.ReadByModel | config.ReadBySubmit,
+	"show":    config.ReadByModel | config.ReadBySubmit,
+	"publish": config.ReadByModel | config.ReadBySubmit,
 }
 
 // loadKeyFlags merges every configuration source; explicit flags win.
@@ -72,4 +77,51 @@ func loadKeyFlags(c *cli.Context, fs []keyFlag) (*config.Properties, error) {
 		fmt.Fprintf(os.Stderr, "spindle: warning: %s\n", w)
 	}
 	return props, nil
+}
+
+// positionalArgs returns c's positional arguments, first applying the
+// flags found among them: the CLI library stops parsing flags at the
+// first argument, and spindle model export CHECKPOINT --out DIR reads
+// as users write it. A "--" ends the flags.
+func positionalArgs(c *cli.Context) ([]string, error) {
+	bools := map[string]bool{}
+	known := map[string]bool{}
+	for _, f := range c.Command.Flags {
+		for _, n := range f.Names() {
+			known[n] = true
+			if _, ok := f.(*cli.BoolFlag); ok {
+				bools[n] = true
+			}
+		}
+	}
+	var pos []string
+	args := c.Args().Slice()
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(pos, args[i+1:]...), nil
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !known[name] {
+			return nil, fmt.Errorf("unknown flag --%s for spindle %s", name, c.Command.FullName())
+		}
+		switch {
+		case hasValue:
+		case bools[name]:
+			value = "true"
+		case i+1 < len(args):
+			i++
+			value = args[i]
+		default:
+			return nil, fmt.Errorf("flag --%s needs a value", name)
+		}
+		if err := c.Set(name, value); err != nil {
+			return nil, fmt.Errorf("--%s %s: %w", name, value, err)
+		}
+	}
+	return pos, nil
 }

@@ -72,6 +72,7 @@ func newApp() *cli.App {
 			yarnContainerCommand(),
 			pythonPathCommand(),
 			psCommand(),
+			modelCommand(),
 			historyCommand(),
 			logsCommand(),
 			tlsCommand(),
