@@ -294,7 +294,11 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		g.onPSLost = func(msg string) { d.logger.Warn(msg) }
 	}
 	stopServer := make(chan struct{})
-	srv := grpc.NewServer(append(append(rpc.ServerOptions(d.logger, nil), d.signer.ServerOptions()...), d.tls.serverOptions()...)...)
+	var calls *rpc.Metrics
+	if d.obs != nil {
+		calls = d.obs.rpc
+	}
+	srv := rpc.NewServer(rpc.ServerConfig{Logger: d.logger, Metrics: calls, Options: append(d.signer.ServerOptions(), d.tls.serverOptions()...)})
 	generationTasks := func(rank int) (*driverpb.Task, error) {
 		t, err := tasks(rank)
 		if t != nil {

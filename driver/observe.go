@@ -22,6 +22,8 @@ import (
 	"github.com/spindle-ml/spindle/observe/metrics"
 	"github.com/spindle-ml/spindle/observe/tfevents"
 	"github.com/spindle-ml/spindle/observe/webui"
+
+	"github.com/spindle-ml/spindle/internal/rpc"
 )
 
 // uiPortTries is how many ports from spindle.ui.port the web UI tries, as
@@ -34,6 +36,7 @@ const uiPortTries = 17
 type observer struct {
 	job     *jobview.Job
 	metrics *metrics.Driver
+	rpc     *rpc.Metrics     // the control plane's calls, by method and code; nil if not registered
 	events  *eventlog.Writer // nil without spindle.eventLog.dir
 	ui      *webui.Server    // nil with spindle.ui.enabled false
 	uiDone  chan error
@@ -82,6 +85,11 @@ func (d *Driver) startObserver(ctx context.Context) *observer {
 	}
 	reg := metrics.NewRegistry()
 	o.metrics = metrics.NewDriver(reg)
+	if m, err := rpc.NewMetrics(reg); err != nil {
+		d.logger.Warn("the control plane's calls are not on /metrics", "err", err)
+	} else {
+		o.rpc = m
+	}
 	if d.push != nil {
 		if err := metrics.RegisterPush(reg, push.RefuseReasons[:], d.pushTotals); err != nil {
 			d.logger.Warn("the push endpoint's metrics are not on /metrics", "err", err)

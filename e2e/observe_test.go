@@ -129,8 +129,14 @@ func TestJobUIMetricsAndHistory(t *testing.T) {
 		return len(c.Lines) > 0 && c.Lines[0] == "hello from 1"
 	}))
 
-	if metrics := getText(t, ui+"metrics"); !strings.Contains(metrics, `spindle_executors{role="worker",state="running"} 2`) {
+	metrics := getText(t, ui+"metrics")
+	if !strings.Contains(metrics, `spindle_executors{role="worker",state="running"} 2`) {
 		t.Errorf("/metrics does not count 2 running workers:\n%s", metrics)
+	}
+	// The control plane's calls, counted by the gRPC chain: both workers
+	// registered.
+	if !strings.Contains(metrics, `spindle_grpc_server_handled_total{code="OK",method="/spindle.control.v1.Control/Register"} 2`) {
+		t.Errorf("/metrics does not count the 2 workers' registrations:\n%s", metrics)
 	}
 	// The running job is already in the event log.
 	testutil.WaitFor(t, 30*time.Second, testutil.Holds("the running job in its event log", func() bool {

@@ -25,6 +25,8 @@ import (
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/auth"
 	"github.com/spindle-ml/spindle/internal/envcontract"
+
+	"github.com/spindle-ml/spindle/internal/rpc"
 )
 
 // EnvJobSecret names the per-job secret among the secrets handed to an
@@ -129,7 +131,7 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.TLS != nil {
 		creds = credentials.NewTLS(cfg.TLS)
 	}
-	conn, err := grpc.NewClient(cfg.DriverAddr, append(signer.DialOptions(), grpc.WithTransportCredentials(creds))...)
+	conn, err := rpc.NewClient(cfg.DriverAddr, rpc.ClientConfig{Options: append(signer.DialOptions(), grpc.WithTransportCredentials(creds))})
 	if err != nil {
 		return nil, fmt.Errorf("executor: connect to driver %s: %w", cfg.DriverAddr, err)
 	}

@@ -40,10 +40,6 @@ const (
 	hdfsConnectAttempts = 4
 	// hdfsRetryBackoff is the wait after the first failed attempt; it doubles.
 	hdfsRetryBackoff = 200 * time.Millisecond
-	// hdfsDialTimeout bounds each TCP connect to a namenode or datanode.
-	hdfsDialTimeout = 10 * time.Second
-	// hdfsIOTimeout bounds each read or write call on a datanode stream.
-	hdfsIOTimeout = 2 * time.Minute
 )
 
 // hdfsCluster is what Hadoop configuration says about one cluster.
@@ -60,6 +56,7 @@ type hdfsCluster struct {
 	krb        *krbclient.Client    // the Kerberos login, when auth uses it
 	tokens     *tokenFile           // the delegation token in use, when auth is TOKEN
 	maxIdle    time.Duration        // ipc.client.connection.maxidletime
+	ioTimeout  time.Duration        // Options.HDFSIOTimeout
 
 	// refused holds the last namenode connection refused for want of a
 	// common hadoop.rpc.protection, which colinmarc/hdfs reports as text:
@@ -173,11 +170,12 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 	}
 	options := hdfs.ClientOptionsFromConf(conf)
 	cl := &hdfsCluster{authority: authority, addrs: addrs, options: options, protection: conf["hadoop.rpc.protection"],
-		logical: conf["dfs.ha.namenodes."+authority] != "", nnConns: &connSet{conns: map[net.Conn]struct{}{}}, maxIdle: maxIdleOf(conf)}
+		logical: conf["dfs.ha.namenodes."+authority] != "", nnConns: &connSet{conns: map[net.Conn]struct{}{}}, maxIdle: maxIdleOf(conf),
+		ioTimeout: opts.HDFSIOTimeout}
 	if _, err := hadooprpc.ParseProtection(cl.protection); err != nil {
 		return nil, fmt.Errorf("%w: %v (%s)", ErrHadoopConfig, err, where)
 	}
-	dialer := &net.Dialer{Timeout: hdfsDialTimeout, KeepAlive: 30 * time.Second}
+	dialer := &net.Dialer{Timeout: opts.HDFSDialTimeout, KeepAlive: 30 * time.Second}
 	if err := cl.authenticate(opts, options, where); err != nil {
 		return nil, err
 	}

@@ -132,7 +132,7 @@ func (f *hdfsFile) readTail(p []byte, off int64) (int, bool, error) {
 // readCursor fills p from off with c's stream, seeking it first when it
 // stands elsewhere.
 func (f *hdfsFile) readCursor(c *hdfsCursor, p []byte, off int64) (int, error) {
-	if err := c.r.SetDeadline(time.Now().Add(hdfsIOTimeout)); err != nil {
+	if err := c.r.SetDeadline(time.Now().Add(f.h.cluster.ioTimeout)); err != nil {
 		return 0, err
 	}
 	switch d := off - c.off; {
@@ -300,7 +300,7 @@ func (a *hdfsAtomic) Write(p []byte) (int, error) {
 	if a.done {
 		return 0, &fs.PathError{Op: "write", Path: a.h.uri(a.final), Err: os.ErrClosed}
 	}
-	if err := a.w.SetDeadline(time.Now().Add(hdfsIOTimeout)); err != nil {
+	if err := a.w.SetDeadline(time.Now().Add(a.h.cluster.ioTimeout)); err != nil {
 		return 0, err
 	}
 	n, err := a.w.Write(p)

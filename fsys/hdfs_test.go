@@ -626,3 +626,41 @@ func TestRealHDFS(t *testing.T) {
 	})
 	testFS(t, res, base)
 }
+
+// Options.HDFSIOTimeout bounds each read on a datanode stream: with a
+// timeout that has passed before the datanode answers, reading fails with
+// os.ErrDeadlineExceeded instead of waiting.
+func TestHDFSIOTimeout(t *testing.T) {
+	c, conf := startHDFS(t, hdfstest.Config{})
+	ctx := testCtx(t)
+	writer := NewResolver(Options{HadoopConfDir: conf, User: c.Superuser()})
+	defer writer.Close()
+	wfs, _, err := writer.Resolve(ctx, "hdfs:///")
+	if err != nil {
+		t.Fatal(err)
+	}
+	af, err := wfs.CreateAtomic(ctx, "/tmp/timeout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := af.Write(testData(testBlock, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := af.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	res := NewResolver(Options{HadoopConfDir: conf, User: c.Superuser(), HDFSIOTimeout: time.Nanosecond})
+	defer res.Close()
+	rfs, _, err := res.Resolve(ctx, "hdfs:///")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := rfs.Open(ctx, "/tmp/timeout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.ReadAt(make([]byte, 1024), 0); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a read with a passed deadline: %v, want os.ErrDeadlineExceeded", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Options configure how URIs are resolved to file systems.
@@ -29,6 +30,30 @@ type Options struct {
 	// NoTokens ignores TokenFile and $HADOOP_TOKEN_FILE_LOCATION: the
 	// resolver authenticates with its own login only.
 	NoTokens bool
+	// HDFSDialTimeout bounds each TCP connect to a namenode or datanode;
+	// zero means DefaultHDFSDialTimeout.
+	HDFSDialTimeout time.Duration
+	// HDFSIOTimeout bounds each read or write call on a datanode stream,
+	// so that a stalled datanode fails the call rather than hanging it;
+	// zero means DefaultHDFSIOTimeout.
+	HDFSIOTimeout time.Duration
+}
+
+// The HDFS timeouts of Options left zero.
+const (
+	DefaultHDFSDialTimeout = 10 * time.Second
+	DefaultHDFSIOTimeout   = 2 * time.Minute
+)
+
+// withDefaults returns o with its zero timeouts set to their defaults.
+func (o Options) withDefaults() Options {
+	if o.HDFSDialTimeout <= 0 {
+		o.HDFSDialTimeout = DefaultHDFSDialTimeout
+	}
+	if o.HDFSIOTimeout <= 0 {
+		o.HDFSIOTimeout = DefaultHDFSIOTimeout
+	}
+	return o
 }
 
 // Resolver maps URIs to file systems, keeping one client per HDFS cluster.
@@ -43,7 +68,7 @@ type Resolver struct {
 
 // NewResolver returns a Resolver.
 func NewResolver(opts Options) *Resolver {
-	return &Resolver{opts: opts, local: Local(), hdfs: map[string]FS{}}
+	return &Resolver{opts: opts.withDefaults(), local: Local(), hdfs: map[string]FS{}}
 }
 
 // Resolve returns the file system holding uri and the name of uri inside

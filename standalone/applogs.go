@@ -13,6 +13,8 @@ import (
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/secure"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
+
+	"github.com/spindle-ml/spindle/internal/rpc"
 )
 
 // ErrNoSuchApp says the masters know no application by the id or name
@@ -164,7 +166,7 @@ func (r *AppLogReader) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := r.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, r.cl.Credentials().DialOptionsTo(secure.WorkerAudience(addr))...)
+	c, err := rpc.NewClient(addr, rpc.ClientConfig{Options: r.cl.Credentials().DialOptionsTo(secure.WorkerAudience(addr))})
 	if err != nil {
 		return nil, fmt.Errorf("dial worker %s: %w", addr, err)
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/spindle-ml/spindle/standalone/internal/secure"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
+
+	"github.com/spindle-ml/spindle/internal/rpc"
 )
 
 // tailInterval is how often executor output is fetched from workers.
@@ -189,7 +191,7 @@ func (c *ClusterManager) workerConn(addr string) (*grpc.ClientConn, error) {
 	if conn, ok := c.workerConns[addr]; ok {
 		return conn, nil
 	}
-	conn, err := grpc.NewClient(addr, c.client.Credentials().DialOptionsTo(secure.WorkerAudience(addr))...)
+	conn, err := rpc.NewClient(addr, rpc.ClientConfig{Options: c.client.Credentials().DialOptionsTo(secure.WorkerAudience(addr))})
 	if err != nil {
 		return nil, err
 	}

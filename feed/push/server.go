@@ -208,15 +208,15 @@ func Start(lis net.Listener, cfg Config) (*Server, error) {
 		s.schema = nullableSchema(cfg.Schema)
 		close(s.schemaSet)
 	}
-	// A handler's panic fails its call, never the driver.
-	opts := append(rpc.ServerOptions(s.log, nil), grpc.MaxRecvMsgSize(feed.MaxFlightMessage))
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(feed.MaxFlightMessage)}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
 	// The token is checked in a tap, on the call's headers, before any
 	// of its messages is read: a caller without one cannot make the
 	// driver read (and hold) a message of up to MaxFlightMessage bytes.
-	s.srv = grpc.NewServer(append(opts, grpc.InTapHandle(s.tap))...)
+	// A handler's panic fails its call, never the driver.
+	s.srv = rpc.NewServer(rpc.ServerConfig{Logger: s.log, Options: append(opts, grpc.InTapHandle(s.tap))})
 	flight.RegisterFlightServiceServer(s.srv, s)
 	go func() { s.served <- s.srv.Serve(lis) }()
 	return s, nil

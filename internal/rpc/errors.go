@@ -34,7 +34,10 @@ func (t Codes) code(err error) (codes.Code, bool) {
 // ToStatus turns an error into a gRPC status error for the wire: a status
 // error is kept; one of a kind in t gets its code; a context error keeps
 // its code; anything else is Internal. The message is the error's text.
-func (t Codes) ToStatus(err error) error {
+func (t Codes) ToStatus(err error) error { return t.toStatus(err, codes.Internal) }
+
+// toStatus is ToStatus with otherwise as the code of errors of no kind.
+func (t Codes) toStatus(err error, otherwise codes.Code) error {
 	if err == nil {
 		return nil
 	}
@@ -42,7 +45,7 @@ func (t Codes) ToStatus(err error) error {
 	if _, ok := status.FromError(mapped); ok {
 		return mapped
 	}
-	return status.Error(codes.Internal, err.Error())
+	return status.Error(otherwise, err.Error())
 }
 
 // Map is err as a status error when it is of a kind in t and not a

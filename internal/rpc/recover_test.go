@@ -41,7 +41,7 @@ func (p panicky) Watch(r *healthpb.HealthCheckRequest, s healthpb.Health_WatchSe
 func TestPanicFailsTheCallOnly(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	srv := grpc.NewServer(rpc.ServerOptions(log, nil)...)
+	srv := rpc.NewServer(rpc.ServerConfig{Logger: log})
 	healthpb.RegisterHealthServer(srv, panicky{health.NewServer()})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

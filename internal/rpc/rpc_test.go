@@ -48,7 +48,7 @@ func TestServerOptionsMapErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(ServerOptions(slog.New(slog.DiscardHandler), testCodes)...)
+	srv := NewServer(ServerConfig{Logger: slog.New(slog.DiscardHandler), Codes: testCodes})
 	healthpb.RegisterHealthServer(srv, checker{})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()

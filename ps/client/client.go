@@ -23,6 +23,8 @@ import (
 	"github.com/spindle-ml/spindle/internal/peercred"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/pspb"
+
+	"github.com/spindle-ml/spindle/internal/rpc"
 )
 
 // ErrNoServers is returned by FromRanks in a job without parameter servers.
@@ -120,8 +122,8 @@ type endpoint struct {
 }
 
 func (c *Client) dial(addr string) (endpoint, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(c.creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))
+	conn, err := rpc.NewClient(addr, rpc.ClientConfig{Options: []grpc.DialOption{grpc.WithTransportCredentials(c.creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage))}})
 	if err != nil {
 		return endpoint{}, err
 	}

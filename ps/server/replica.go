@@ -138,8 +138,8 @@ func (s *Server) peer(ring *ps.Ring, i int) (pspb.ParameterServerClient, error) 
 	if s.cfg.PeerCreds == nil {
 		return nil, fmt.Errorf("ps %d: no credentials to call server %d", s.cfg.Index, i)
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(s.cfg.PeerCreds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)))
+	c, err := rpc.NewClient(addr, rpc.ClientConfig{Options: []grpc.DialOption{grpc.WithTransportCredentials(s.cfg.PeerCreds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))}})
 	if err != nil {
 		return nil, err
 	}

@@ -171,7 +171,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, creds credentials.T
 	// The data link goes first: its sessions' streams would hold the
 	// graceful stop, and its handlers end with their sessions.
 	defer s.stopDataLink()
-	g := grpc.NewServer(append(rpc.ServerOptions(s.log, errorCodes), grpc.Creds(creds), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes))...)
+	g := rpc.NewServer(rpc.ServerConfig{Logger: s.log, Codes: errorCodes,
+		Options: []grpc.ServerOption{grpc.Creds(creds), grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes)}})
 	pspb.RegisterParameterServerServer(g, s)
 	done := make(chan error, 1)
 	go func() { done <- g.Serve(ln) }()

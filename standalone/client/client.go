@@ -18,6 +18,8 @@ import (
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
 	"github.com/spindle-ml/spindle/standalone/internal/secure"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
+
+	"github.com/spindle-ml/spindle/internal/rpc"
 )
 
 // ErrConfig is wrapped by every configuration error.
@@ -79,7 +81,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, creds: creds, logger: cfg.Logger}
 	for _, a := range cfg.Masters {
-		conn, err := grpc.NewClient(a, creds.DialOptionsTo(secure.MasterAudience(a))...)
+		conn, err := rpc.NewClient(a, rpc.ClientConfig{Options: creds.DialOptionsTo(secure.MasterAudience(a))})
 		if err != nil {
 			_ = c.Close()
 			return nil, fmt.Errorf("dial master %s: %w", a, err)

@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -19,6 +18,8 @@ import (
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
 	"github.com/spindle-ml/spindle/standalone/internal/secure"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
+
+	"github.com/spindle-ml/spindle/internal/rpc"
 )
 
 func isDeadline(err error) bool {
@@ -87,7 +88,7 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 
 // statusFrom asks the master at addr for the cluster state.
 func (c *Client) statusFrom(ctx context.Context, addr string) (*pb.ClusterStatusResponse, error) {
-	conn, err := grpc.NewClient(addr, c.creds.DialOptionsTo(secure.MasterAudience(addr))...)
+	conn, err := rpc.NewClient(addr, rpc.ClientConfig{Options: c.creds.DialOptionsTo(secure.MasterAudience(addr))})
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +100,7 @@ func (c *Client) statusFrom(ctx context.Context, addr string) (*pb.ClusterStatus
 
 // masterInfo asks the master at addr about itself.
 func (c *Client) masterInfo(ctx context.Context, addr string) (*pb.MasterInfoResponse, error) {
-	conn, err := grpc.NewClient(addr, c.creds.DialOptionsTo(secure.MasterAudience(addr))...)
+	conn, err := rpc.NewClient(addr, rpc.ClientConfig{Options: c.creds.DialOptionsTo(secure.MasterAudience(addr))})
 	if err != nil {
 		return nil, err
 	}

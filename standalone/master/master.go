@@ -22,6 +22,8 @@ import (
 	"github.com/spindle-ml/spindle/standalone/internal/secure"
 	"github.com/spindle-ml/spindle/standalone/internal/slogadapter"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
+
+	"google.golang.org/grpc/codes"
 )
 
 // Master is one member of the masters' Raft group, serving the gRPC API.
@@ -140,7 +142,8 @@ func New(cfg Config) (*Master, error) {
 			return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 		}
 	}
-	m.grpc = grpc.NewServer(append(rpc.ServerOptions(m.logger, nil), creds.ServerOptionsAsAny(audiences(cfg, m.lis.Addr()))...)...)
+	m.grpc = rpc.NewServer(rpc.ServerConfig{Logger: m.logger, Codes: apierr.Codes, Otherwise: codes.Internal,
+		Options: creds.ServerOptionsAsAny(audiences(cfg, m.lis.Addr()))})
 	pb.RegisterMasterServer(m.grpc, &service{m: m})
 	ok = true
 	return m, nil
@@ -373,7 +376,7 @@ func (m *Master) conn(cache map[string]*grpc.ClientConn, key, addr string, opts 
 	if c, ok := cache[key]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, opts...)
+	c, err := rpc.NewClient(addr, rpc.ClientConfig{Options: opts})
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

@@ -55,11 +55,11 @@ func forward[Req, Resp any](s *service, ctx context.Context, req Req,
 	var zero Resp
 	ls, c, fctx, err := s.route(ctx)
 	if err != nil {
-		return zero, apierr.ToStatus(err)
+		return zero, err
 	}
 	if ls != nil {
 		resp, err := local(ls, ctx, req)
-		return resp, apierr.ToStatus(err)
+		return resp, err
 	}
 	return remote(c, fctx, req)
 }
@@ -443,7 +443,7 @@ func (s *service) WatchApp(req *pb.WatchAppRequest, stream pb.Master_WatchAppSer
 			}
 		})
 		if snap == nil {
-			return apierr.ToStatus(fmt.Errorf("%w: %s", apierr.ErrUnknownApp, req.GetAppId()))
+			return fmt.Errorf("%w: %s", apierr.ErrUnknownApp, req.GetAppId())
 		}
 		// Send only when the application changed, not on every change of
 		// the cluster.
@@ -454,7 +454,7 @@ func (s *service) WatchApp(req *pb.WatchAppRequest, stream pb.Master_WatchAppSer
 		}
 		cur, err := proto.MarshalOptions{Deterministic: true}.Marshal(probe)
 		if err != nil {
-			return apierr.ToStatus(err)
+			return err
 		}
 		if last == nil || !bytes.Equal(cur, last) {
 			if err := stream.Send(snap); err != nil {
@@ -467,7 +467,7 @@ func (s *service) WatchApp(req *pb.WatchAppRequest, stream pb.Master_WatchAppSer
 		case <-ctx.Done():
 			return nil
 		case <-m.stopping:
-			return apierr.ToStatus(fmt.Errorf("%w: master %s shutting down", apierr.ErrStopped, m.cfg.ID))
+			return fmt.Errorf("%w: master %s shutting down", apierr.ErrStopped, m.cfg.ID)
 		}
 	}
 }

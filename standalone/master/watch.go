@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+
+	"github.com/spindle-ml/spindle/internal/rpc"
 )
 
 // The leader keeps a connection open to every alive worker and watches it.
@@ -65,7 +66,7 @@ func (ls *leaderState) watchWorker(ctx context.Context, id, addr, incarnation st
 	// A connection of its own: the shared one, which launches and stops
 	// use, must not be left backing off from a dead worker's port when a
 	// new worker process takes it.
-	conn, err := grpc.NewClient(addr, ls.m.creds.DialOptions()...)
+	conn, err := rpc.NewClient(addr, rpc.ClientConfig{Options: ls.m.creds.DialOptions()})
 	if err != nil {
 		ls.logger.Warn("cannot watch worker", "worker", id, "addr", addr, "err", err)
 		return

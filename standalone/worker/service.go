@@ -32,14 +32,14 @@ var _ pb.WorkerServer = (*service)(nil)
 
 func (s *service) check(workerID, app string, ids ...string) error {
 	if workerID != s.w.id {
-		return apierr.ToStatus(fmt.Errorf("%w: worker %s was called for worker %q", apierr.ErrWrongWorker, s.w.id, workerID))
+		return fmt.Errorf("%w: worker %s was called for worker %q", apierr.ErrWrongWorker, s.w.id, workerID)
 	}
 	if !nameRE.MatchString(app) {
-		return apierr.ToStatus(fmt.Errorf("%w: application id %q", apierr.ErrBadRequest, app))
+		return fmt.Errorf("%w: application id %q", apierr.ErrBadRequest, app)
 	}
 	for _, id := range ids {
 		if !nameRE.MatchString(id) {
-			return apierr.ToStatus(fmt.Errorf("%w: executor id %q", apierr.ErrBadRequest, id))
+			return fmt.Errorf("%w: executor id %q", apierr.ErrBadRequest, id)
 		}
 	}
 	return nil
@@ -52,12 +52,12 @@ func (s *service) Launch(ctx context.Context, req *pb.LaunchRequest) (*pb.Launch
 		return nil, err
 	}
 	if len(req.GetArgs()) == 0 {
-		return nil, apierr.ToStatus(fmt.Errorf("%w: executor %s has no arguments", apierr.ErrBadRequest, req.GetExecutorId()))
+		return nil, fmt.Errorf("%w: executor %s has no arguments", apierr.ErrBadRequest, req.GetExecutorId())
 	}
 	var gpus []int
 	for _, g := range req.GetGpus() {
 		if g < 0 || int(g) >= w.cfg.GPUs {
-			return nil, apierr.ToStatus(fmt.Errorf("%w: GPU %d: worker %s has %d", apierr.ErrBadRequest, g, w.id, w.cfg.GPUs))
+			return nil, fmt.Errorf("%w: GPU %d: worker %s has %d", apierr.ErrBadRequest, g, w.id, w.cfg.GPUs)
 		}
 		gpus = append(gpus, int(g))
 	}
@@ -65,7 +65,7 @@ func (s *service) Launch(ctx context.Context, req *pb.LaunchRequest) (*pb.Launch
 	w.mu.Lock()
 	if w.stopping {
 		w.mu.Unlock()
-		return nil, apierr.ToStatus(fmt.Errorf("%w: worker %s is shutting down", apierr.ErrStopped, w.id))
+		return nil, fmt.Errorf("%w: worker %s is shutting down", apierr.ErrStopped, w.id)
 	}
 	if p, ok := w.procs[key]; ok && !p.exited {
 		w.mu.Unlock()
@@ -73,7 +73,7 @@ func (s *service) Launch(ctx context.Context, req *pb.LaunchRequest) (*pb.Launch
 	}
 	if _, ended := w.ended[req.GetAppId()]; ended {
 		w.mu.Unlock()
-		return nil, apierr.ToStatus(fmt.Errorf("%w: %s", apierr.ErrAppEnded, req.GetAppId()))
+		return nil, fmt.Errorf("%w: %s", apierr.ErrAppEnded, req.GetAppId())
 	}
 	// Hold the slot while starting, so a concurrent retry does not start
 	// a second process.
@@ -90,7 +90,7 @@ func (s *service) Launch(ctx context.Context, req *pb.LaunchRequest) (*pb.Launch
 		delete(w.procs, key)
 		w.mu.Unlock()
 		w.logger.Warn("executor launch failed", "app", req.GetAppId(), "executor", req.GetExecutorId(), "err", err)
-		return nil, apierr.ToStatus(fmt.Errorf("worker %s: %w", w.id, err))
+		return nil, fmt.Errorf("worker %s: %w", w.id, err)
 	}
 	w.procs[key] = p
 	w.reapers.Add(1)
@@ -150,7 +150,7 @@ func (s *service) StopExecutors(ctx context.Context, req *pb.StopExecutorsReques
 	}
 	w.mu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return nil, apierr.ToStatus(err)
+		return nil, err
 	}
 	return resp, nil
 }
@@ -162,7 +162,7 @@ func (s *service) ReadLog(ctx context.Context, req *pb.ReadLogRequest) (*pb.Read
 		return nil, err
 	}
 	if req.GetStream() != "stdout" && req.GetStream() != "stderr" {
-		return nil, apierr.ToStatus(fmt.Errorf("%w: log stream %q: want stdout or stderr", apierr.ErrBadRequest, req.GetStream()))
+		return nil, fmt.Errorf("%w: log stream %q: want stdout or stderr", apierr.ErrBadRequest, req.GetStream())
 	}
 	limit := int64(req.GetLimit())
 	if limit <= 0 || limit > maxLogChunk {
@@ -172,10 +172,10 @@ func (s *service) ReadLog(ctx context.Context, req *pb.ReadLogRequest) (*pb.Read
 	data, next, size, err := readLog(dir, req.GetStream(), req.GetOffset(), limit)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, apierr.ToStatus(fmt.Errorf("%w: no %s log for executor %s of %s on worker %s",
-				apierr.ErrUnknownApp, req.GetStream(), req.GetExecutorId(), req.GetAppId(), w.id))
+			return nil, fmt.Errorf("%w: no %s log for executor %s of %s on worker %s",
+				apierr.ErrUnknownApp, req.GetStream(), req.GetExecutorId(), req.GetAppId(), w.id)
 		}
-		return nil, apierr.ToStatus(fmt.Errorf("read executor log: %w", err))
+		return nil, fmt.Errorf("read executor log: %w", err)
 	}
 	return &pb.ReadLogResponse{Data: data, NextOffset: next, Size: size}, nil
 }

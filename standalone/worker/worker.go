@@ -106,7 +106,8 @@ func New(cfg Config) (*Worker, error) {
 		w.closeListener()
 		return nil, err
 	}
-	w.grpc = grpc.NewServer(append(rpc.ServerOptions(w.logger, nil), w.masters.Credentials().ServerOptionsAs(secure.WorkerAudience(w.addr))...)...)
+	w.grpc = rpc.NewServer(rpc.ServerConfig{Logger: w.logger, Codes: apierr.Codes, Otherwise: codes.Internal,
+		Options: w.masters.Credentials().ServerOptionsAs(secure.WorkerAudience(w.addr))})
 	pb.RegisterWorkerServer(w.grpc, &service{w: w})
 
 	// Every job runs as this process's user (see docs/standalone.md).

@@ -27,8 +27,9 @@ var (
 	ErrNeverFits     = errors.New("standalone: the request can never fit on the cluster's workers")
 )
 
-// table maps the sentinels to their gRPC codes.
-var table = rpc.Codes{
+// Codes is the standalone API's table of error kinds and their codes,
+// which the master's and workers' servers map their handlers' errors with.
+var Codes = rpc.Codes{
 	{Err: ErrNotLeader, Code: codes.Unavailable},
 	{Err: ErrNoLeader, Code: codes.Unavailable},
 	{Err: ErrStopped, Code: codes.Unavailable},
@@ -48,11 +49,11 @@ var table = rpc.Codes{
 // ToStatus turns an error into a gRPC status error for the wire. Errors
 // that wrap a sentinel get its code; context errors keep theirs; anything
 // else is Internal. The message is the error's full text.
-func ToStatus(err error) error { return table.ToStatus(err) }
+func ToStatus(err error) error { return Codes.ToStatus(err) }
 
 // FromStatus turns a gRPC status error back into an error that wraps the
 // sentinel the server returned. Other errors are returned unchanged.
-func FromStatus(err error) error { return table.FromStatus(err) }
+func FromStatus(err error) error { return Codes.FromStatus(err) }
 
 // Retryable says whether a call that failed with err may succeed on another
 // master or a little later: the master was not the leader, was stopping,

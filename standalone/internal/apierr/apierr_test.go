@@ -11,7 +11,7 @@ import (
 )
 
 func TestRoundTrip(t *testing.T) {
-	for _, e := range table {
+	for _, e := range Codes {
 		t.Run(e.Err.Error(), func(t *testing.T) {
 			wrapped := fmt.Errorf("%w: need 4 executors", e.Err)
 			st := ToStatus(wrapped)
