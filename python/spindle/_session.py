@@ -85,20 +85,7 @@ class Session:
         return [pids[r] for r in range(self.num_executors)]
 
     def _ask(self, rank, request, on_answer=None):
-        """Send rank's zygote one request; return its answers (one, or two for a run: the child's pid, its exit)."""
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.connect(socket_path(self._dir, rank))
-            s.sendall(json.dumps(dict(request, token=self._token)).encode() + b"\n")
-            answers = []
-            with s.makefile("rb") as f:
-                for line in f:
-                    a = json.loads(line)
-                    if "error" in a:
-                        raise SpindleError(f"session rank {rank}: {a['error']}")
-                    answers.append(a)
-                    if on_answer:
-                        on_answer(a)
-            return answers
+        return ask(self._dir, self._token, rank, request, on_answer)
 
     def run(self, fn, *args, all_ranks=False, kwargs=None):
         """Run fn(*args, **kwargs) on every rank, each in a process forked from the warm one; return rank 0's result (all_ranks: every rank's).
@@ -175,6 +162,27 @@ class Session:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def ask(directory, token, rank, request, on_answer=None, fds=()):
+    """Send rank's zygote in session directory one request; return its answers (one, or two for a job: the child's pid, its exit)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(socket_path(directory, rank))
+        data = json.dumps(dict(request, token=token)).encode() + b"\n"
+        if fds:
+            socket.send_fds(s, [data], list(fds))
+        else:
+            s.sendall(data)
+        answers = []
+        with s.makefile("rb") as f:
+            for line in f:
+                a = json.loads(line)
+                if "error" in a:
+                    raise SpindleError(f"session rank {rank}: {a['error']}")
+                answers.append(a)
+                if on_answer:
+                    on_answer(a)
+        return answers
 
 
 def _free_port():

@@ -3,8 +3,9 @@
 It imports the modules the session preloads (torch, tensorflow), then
 serves the session's jobs on a Unix socket of its own in the session's
 private directory ($SPINDLE_SESSION_DIR/rank-N.sock): for each job it
-forks a fresh process that runs the job's function with those modules
-already imported, and answers with the child's pid when it starts and its
+forks a fresh process that runs the job's function (spindle.Session.run)
+or Python command line (``spindle submit --session``, its stdout and
+stderr passed over the socket) with those modules already imported, and answers with the child's pid when it starts and its
 exit code when it ends. A job's state dies with its process, so nothing
 leaks into the next job; the zygote itself never runs user code.
 
@@ -35,8 +36,18 @@ def socket_path(directory, rank):
     return os.path.join(directory, f"rank-{rank}.sock")
 
 
-def _read_line(conn):
-    buf = bytearray()
+def _read_request(conn):
+    """Read one JSON line and the file descriptors sent with its first bytes (an exec's stdout and stderr)."""
+    data, fds, _, _ = socket.recv_fds(conn, 4096, 2)
+    buf = bytearray(data)
+    if data:
+        buf += _read_line(conn, buf)
+    return json.loads(bytes(buf) or b"{}"), fds
+
+
+def _read_line(conn, buf=b""):
+    buf = bytearray(buf)
+    start = len(buf)
     while not buf.endswith(b"\n"):
         chunk = conn.recv(4096)
         if not chunk:
@@ -44,7 +55,7 @@ def _read_line(conn):
         buf += chunk
         if len(buf) > _MAX_REQUEST:
             raise ValueError("request longer than 1 MiB")
-    return bytes(buf)
+    return bytes(buf[start:])
 
 
 def _send(conn, obj):
@@ -80,10 +91,50 @@ def _child(req, rank):
             os._exit(code)
 
 
+def _exec(req, fds):
+    """In the forked process: run a Python command line (a script, -m module or -c code) with this interpreter."""
+    import runpy
+    code = 0
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for fd, target in zip(fds, (1, 2)):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.environ.update(req.get("env") or {})
+        os.chdir(req.get("cwd") or ".")
+        argv = list(req["argv"])
+        sys.argv = argv
+        if argv[0] == "-m":
+            sys.argv = argv[1:]
+            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        elif argv[0] == "-c":
+            sys.argv = ["-c"] + argv[2:]
+            exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__"})
+        else:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+            runpy.run_path(argv[0], run_name="__main__")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, int) and e.code is not None:
+            sys.stderr.write(f"{e.code}\n")
+    except BaseException:  # noqa: BLE001 - the job's failure, its traceback on its stderr
+        code = 1
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
 def _serve_one(conn, token, rank, lis):
     """Serve one request; return False when the session said stop."""
-    req = json.loads(_read_line(conn) or b"{}")
+    req, fds = _read_request(conn)
     if not hmac.compare_digest(str(req.get("token", "")).encode(), token):
+        for fd in fds:
+            os.close(fd)
         _send(conn, {"error": "refused: no valid session token"})
         return True
     op = req.get("op")
@@ -93,8 +144,10 @@ def _serve_one(conn, token, rank, lis):
     if op == "stop":
         _send(conn, {"stopped": True})
         return False
-    if op != "run":
-        _send(conn, {"error": f"unknown op {op!r}"})
+    if op not in ("run", "exec") or (op == "exec" and (len(fds) != 2 or not req.get("argv"))):
+        for fd in fds:
+            os.close(fd)
+        _send(conn, {"error": f"unknown op {op!r}, or an exec without its argv, stdout and stderr"})
         return True
     sys.stdout.flush()
     sys.stderr.flush()
@@ -102,7 +155,11 @@ def _serve_one(conn, token, rank, lis):
     if pid == 0:
         lis.close()
         conn.close()
+        if op == "exec":
+            _exec(req, fds)
         _child(req, rank)
+    for fd in fds:
+        os.close(fd)
     _send(conn, {"pid": pid})
     _, status = os.waitpid(pid, 0)
     _send(conn, {"exit": os.waitstatus_to_exitcode(status)})

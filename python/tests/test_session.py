@@ -1,4 +1,4 @@
-"""spindle.Session against real local Spindle jobs: warm ranks fork a fresh process per job.
+"""spindle.Session and spindle session/submit --session against real local Spindle jobs: warm ranks fork a fresh process per job.
 
 Needs cloudpickle (make deps installs it into $SPINDLE_PY_VENV; `make
 test-python` runs this file there).
@@ -7,6 +7,7 @@ test-python` runs this file there).
 import json
 import os
 import socket
+import subprocess
 import sys
 import unittest
 
@@ -86,6 +87,64 @@ class SessionTest(unittest.TestCase):
             answer = json.loads(c.makefile("rb").readline())
         self.assertIn("refused", answer.get("error", ""))
         self.assertEqual(os.stat(self.session._dir).st_mode & 0o777, 0o700)
+
+
+SCRIPT = """import os, sys
+print("seen", os.environ["SPINDLE_RANK"], os.getpid(), os.getppid(), "wave" in sys.modules, " ".join(sys.argv[1:]))
+if "fail" in sys.argv and os.environ["SPINDLE_RANK"] == "1":
+    sys.exit(4)
+"""
+
+
+class SessionCLITest(unittest.TestCase):
+    """spindle session start|stop and spindle submit --session, through the binary."""
+
+    def setUp(self):
+        self.binary = support.spindle_binary(self)
+        self.env = dict(os.environ, SPINDLE_SESSIONS_DIR=os.path.join(support.short_tempdir(self), "reg"))
+        self.env.pop("PYTHONPATH", None)  # the binary's own package
+
+    def spindle(self, *args, check=True):
+        p = subprocess.run([self.binary, *args], env=self.env, capture_output=True, text=True, timeout=300)
+        if check and p.returncode != 0:
+            self.fail(f"spindle {' '.join(args)}: exit {p.returncode}\n{p.stderr}")
+        return p
+
+    def test_submit_runs_in_forks_of_the_warm_ranks(self):
+        py = ["--python", sys.executable]
+        sid = self.spindle("session", "start", *py, "--num-executors", "2", "--preload", "wave").stdout.strip()
+        self.addCleanup(self.spindle, "session", "stop", *py, sid, check=False)
+        self.assertIn(sid, self.spindle("session", "list", *py).stdout)
+        work = support.short_tempdir(self)
+        with open(os.path.join(work, "s.py"), "w") as f:
+            f.write(SCRIPT)
+        runs = []
+        for _ in range(2):
+            p = subprocess.run([self.binary, "submit", "--session", sid, *py, "--", "python3", "s.py", "a", "b"],
+                               env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            seen = {}
+            for line in p.stdout.splitlines():
+                prefix, _, rest = line.partition("] ")
+                word, rank, pid, ppid, preloaded, args = rest.split(" ", 5)
+                self.assertEqual((prefix, word), (f"[rank {rank}", "seen"), line)
+                seen[int(rank)] = (int(pid), int(ppid), preloaded, args)
+            self.assertEqual(sorted(seen), [0, 1], p.stdout)
+            runs.append(seen)
+        for r in (0, 1):
+            self.assertEqual(runs[0][r][2:], ("True", "a b"), "the preloaded module or the arguments are missing")
+            self.assertEqual(runs[0][r][1], runs[1][r][1], "the two runs did not fork from the same warm rank")
+            self.assertNotEqual(runs[0][r][0], runs[1][r][0], "the second run reused the first's process")
+        p = subprocess.run([self.binary, "submit", "--session", sid, *py, "--", "python3", "s.py", "fail"],
+                           env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("rank 1 exited 4", p.stderr)
+        p = subprocess.run([self.binary, "submit", "--session", sid, *py, "--", "ls"],
+                           env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("'ls' is not python", p.stderr)
+        self.spindle("session", "stop", *py, sid)
+        self.assertNotIn(sid, self.spindle("session", "list", *py).stdout)
 
 
 class SessionArgsTest(unittest.TestCase):
