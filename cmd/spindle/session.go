@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/spindle-ml/spindle/internal/warm"
 	"github.com/spindle-ml/spindle/python"
 )
 
@@ -77,15 +78,26 @@ func sessionCommand() *cli.Command {
 // to the session, so any given here is refused.
 func submitToSession(c *cli.Context, id string) error {
 	for _, f := range c.LocalFlagNames() {
-		if f != "session" && f != "python" {
+		if f != "session" {
 			return cli.Exit(fmt.Sprintf("spindle submit --session: --%s belongs to the session (spindle session start), not to one of its runs", f), exitUsage)
 		}
 	}
-	py := c.String("python")
-	if py == "" {
-		py = "python3"
+	argv, err := warm.PythonArgv(c.Args().Slice())
+	if err != nil {
+		return cli.Exit(strings.TrimPrefix(err.Error(), warm.ErrBadRun.Error()+": "), exitUsage)
 	}
-	return runSessionClient(c, py, append([]string{"submit", id, "--"}, c.Args().Slice()...)...)
+	rec, err := warm.Load(warm.RegistryDir(), id)
+	if err != nil {
+		return cli.Exit(strings.TrimPrefix(err.Error(), warm.ErrBadRun.Error()+": "), exitUsage)
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("the working directory: %v", err), exitUsage)
+	}
+	if err := warm.Submit(c.Context, rec, argv, cwd, c.App.Writer, c.App.ErrWriter); err != nil {
+		return cli.Exit(fmt.Sprintf("session %s: %v", id, err), exitJobFailed)
+	}
+	return nil
 }
 
 // runSessionClient runs the session client (python -m spindle._session_cli

@@ -1,13 +1,12 @@
-"""`spindle session start|stop|list` and `spindle submit --session ID`: sessions from the command line.
+"""`spindle session start|stop|list`: sessions from the command line.
 
 The spindle binary runs ``python3 -m spindle._session_cli ...`` with the
 package it carries. ``start`` spawns a detached process that holds a
-:class:`spindle.Session` open and records it, as ID.json (mode 0600), in
-a directory of this user's (mode 0700); ``submit`` runs a Python command
-line on every rank of the session, each rank in a process forked from its
-warm one, with this terminal's stdout and stderr; ``stop`` ends the
-session's job. Exit status: 0 when every rank exited 0, 1 when a rank
-failed, 2 for bad input found before anything ran.
+:class:`spindle.Session` open and records it, as ID.json (mode 0600, with
+the token), in a directory of this user's (mode 0700); ``stop`` ends the
+session's job. ``spindle submit --session ID`` reads that record and runs
+a Python command line in the session's ranks itself (package
+internal/warm of the binary), without a Python client to start first.
 """
 
 import argparse
@@ -17,11 +16,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 from ._errors import SpindleError
-from ._session import Session, _free_port, ask
+from ._session import Session, ask
 
 
 def registry():
@@ -150,70 +148,6 @@ def list_sessions(_):
     return 0
 
 
-def python_argv(argv):
-    """The Python command line of argv for a warm interpreter: the interpreter dropped; only Python runs in a session."""
-    if not argv:
-        raise SpindleError("--session needs a command after --")
-    if os.path.basename(argv[0]).startswith("python"):
-        argv = argv[1:]
-    elif not argv[0].endswith(".py"):
-        raise SpindleError(f"--session runs Python in the session's warm interpreters: {argv[0]!r} is "
-                           "not python nor a .py script (submit it without --session)")
-    if not argv or (argv[0] in ("-m", "-c") and len(argv) < 2) or (argv[0].startswith("-") and argv[0] not in ("-m", "-c")):
-        raise SpindleError(f"--session takes `python SCRIPT`, `python -m MODULE` or `python -c CODE`, "
-                           f"not {' '.join(argv) or 'nothing'}")
-    return argv
-
-
-def submit(a):
-    rec = _record(a.session)
-    argv = python_argv(a.command)
-    req = {"op": "exec", "argv": argv, "cwd": os.getcwd(), "env": {"MASTER_PORT": str(_free_port())}}
-    n = rec["num_executors"]
-    codes, errors = [None] * n, [None] * n
-
-    lock = threading.Lock()
-
-    def copy(r, fd, out):
-        # Each line whole and marked with its rank, as spindle submit
-        # shows a job's output.
-        with os.fdopen(fd, "rb") as f:
-            for line in f:
-                with lock:
-                    out.buffer.write(f"[rank {r}] ".encode() + line)
-                    out.flush()
-
-    def one(r):
-        pipes = [os.pipe(), os.pipe()]
-        copiers = [threading.Thread(target=copy, args=(r, rd, out)) for (rd, _), out in zip(pipes, (sys.stdout, sys.stderr))]
-        for c in copiers:
-            c.start()
-        try:
-            try:
-                codes[r] = ask(rec["dir"], rec["token"], r, req, fds=[w for _, w in pipes])[-1].get("exit")
-            finally:
-                for _, w in pipes:
-                    os.close(w)
-        except Exception as e:  # noqa: BLE001 - reported below, by rank
-            errors[r] = e
-        for c in copiers:
-            c.join()
-
-    threads = [threading.Thread(target=one, args=(r,)) for r in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for r in range(n):
-        if errors[r] is not None:
-            print(f"spindle submit: session {a.session}: rank {r}: {errors[r]}", file=sys.stderr)
-            return 1
-        if codes[r] != 0:
-            print(f"spindle submit: session {a.session}: rank {r} exited {codes[r]}", file=sys.stderr)
-            return 1
-    return 0
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="spindle session")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -230,18 +164,13 @@ def main(argv=None):
     p.add_argument("session")
     p.add_argument("--timeout", type=float, default=60)
     sub.add_parser("list")
-    p = sub.add_parser("submit")
-    p.add_argument("session")
-    p.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
-    if getattr(a, "command", None) and a.command[0] == "--":
-        a.command = a.command[1:]
     if hasattr(a, "preload"):
         a.preload = [m for p in a.preload for m in p.split(",") if m]
     try:
-        return {"start": start, "_serve": serve, "stop": stop, "list": list_sessions, "submit": submit}[a.cmd](a) or 0
+        return {"start": start, "_serve": serve, "stop": stop, "list": list_sessions}[a.cmd](a) or 0
     except SpindleError as e:
-        print(f"spindle {'submit' if a.cmd == 'submit' else 'session ' + a.cmd}: {e}", file=sys.stderr)
+        print(f"spindle session {a.cmd}: {e}", file=sys.stderr)
         return 2
 
 

@@ -120,7 +120,7 @@ class SessionCLITest(unittest.TestCase):
             f.write(SCRIPT)
         runs = []
         for _ in range(2):
-            p = subprocess.run([self.binary, "submit", "--session", sid, *py, "--", "python3", "s.py", "a", "b"],
+            p = subprocess.run([self.binary, "submit", "--session", sid, "--", "python3", "s.py", "a", "b"],
                                env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
             self.assertEqual(p.returncode, 0, p.stderr)
             seen = {}
@@ -135,14 +135,14 @@ class SessionCLITest(unittest.TestCase):
             self.assertEqual(runs[0][r][2:], ("True", "a b"), "the preloaded module or the arguments are missing")
             self.assertEqual(runs[0][r][1], runs[1][r][1], "the two runs did not fork from the same warm rank")
             self.assertNotEqual(runs[0][r][0], runs[1][r][0], "the second run reused the first's process")
-        p = subprocess.run([self.binary, "submit", "--session", sid, *py, "--", "python3", "s.py", "fail"],
+        p = subprocess.run([self.binary, "submit", "--session", sid, "--", "python3", "s.py", "fail"],
                            env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 1)
         self.assertIn("rank 1 exited 4", p.stderr)
-        p = subprocess.run([self.binary, "submit", "--session", sid, *py, "--", "ls"],
+        p = subprocess.run([self.binary, "submit", "--session", sid, "--", "ls"],
                            env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 2)
-        self.assertIn("'ls' is not python", p.stderr)
+        self.assertIn('"ls" is not python', p.stderr)
         self.spindle("session", "stop", *py, sid)
         self.assertNotIn(sid, self.spindle("session", "list", *py).stdout)
 
