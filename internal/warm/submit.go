@@ -106,6 +106,13 @@ func Submit(ctx context.Context, rec *Record, argv []string, cwd string, stdout,
 		return err
 	}
 	req = append(req, '\n')
+	// One run at a time: each rank serves its requests in turn, so two
+	// runs let in at once could each hold a rank the other waits for.
+	unlock, err := lockRuns(rec.Dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	out := &lockedLines{w: [2]io.Writer{stdout, stderr}}
 	codes := make([]int, rec.NumExecutors)
 	g, ctx := errgroup.WithContext(ctx)
@@ -206,6 +213,21 @@ func (l *lockedLines) copy(rank, stream int, rd io.Reader) {
 			return
 		}
 	}
+}
+
+// lockRuns takes the session's run lock (the file run.lock in its
+// directory, which spindle.Session.run takes too), waiting for a run in
+// progress to end.
+func lockRuns(dir string) (unlock func(), err error) {
+	f, err := os.OpenFile(filepath.Join(dir, "run.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("session run lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("session run lock %s: %w", f.Name(), err)
+	}
+	return func() { f.Close() }, nil
 }
 
 func freePort() (int, error) {

@@ -15,6 +15,7 @@ The session talks to its zygotes over Unix sockets in a private directory
 on the zygotes' host: a session needs a local master (``local[N]``).
 """
 
+import fcntl
 import json
 import os
 import secrets
@@ -94,9 +95,15 @@ class Session:
         fails the call with a SpindleError naming it and carrying its
         traceback's last lines.
         """
-        with self._lock:
+        # One job at a time, from this process or spindle submit --session:
+        # each rank serves its requests in turn, so two jobs let in at once
+        # could each hold a rank the other waits for.
+        with self._lock, open(os.path.join(self._dir, "run.lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
             self._jobs += 1
-            n = self._jobs
+            return self._run(self._jobs, fn, args, all_ranks, kwargs)
+
+    def _run(self, n, fn, args, all_ranks, kwargs):
         work = tempfile.mkdtemp(prefix=f"job-{n}-", dir=self._dir)
         os.mkdir(os.path.join(work, "results"))
         try:
