@@ -12,11 +12,16 @@ $SPINDLE_PY_VENV) and SPINDLE_BINARY or spindle on PATH.
 import argparse
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import spindle  # noqa: E402
+from spindle import _submit  # noqa: E402
+
+SCRIPT = "import time\nimport torch\nprint('running', time.time())\n"
 
 
 def started():
@@ -48,9 +53,34 @@ def main():
             warm = time.time() - t0
             s.run(started, all_ranks=True)  # the first job
             sess = all_running(lambda: s.run(started, all_ranks=True), a.runs)
+        cli = cli_running(n, a.runs)
         fresh = all_running(lambda: spindle.run(started, num_workers=n, all_ranks=True, stream=False), max(1, a.runs // 2))
         print(f"  {n} ranks: session jobs after the first had every rank running with torch imported {sess:.3f} s after the call "
-              f"(session start, importing torch once: {warm:.1f} s); a new job each time: {fresh:.2f} s ({fresh / sess:.0f}x)")
+              f"(session start, importing torch once: {warm:.1f} s); spindle submit --session: {cli:.3f} s; "
+              f"a new job each time: {fresh:.2f} s ({fresh / sess:.0f}x)")
+
+
+def cli_running(n, runs):
+    """The same through the command line: spindle session start, then spindle submit --session ID -- python3 SCRIPT."""
+    spindle_bin = _submit.binary()
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, SPINDLE_SESSIONS_DIR=os.path.join(d, "reg"))
+        env.pop("PYTHONPATH", None)
+        script = os.path.join(d, "t.py")
+        with open(script, "w") as f:
+            f.write(SCRIPT)
+        py = ["--python", sys.executable]
+        sid = subprocess.run([spindle_bin, "session", "start", *py, "--num-executors", str(n), "--preload", "torch"],
+                             env=env, check=True, capture_output=True, text=True).stdout.strip()
+        try:
+            def one():
+                out = subprocess.run([spindle_bin, "submit", "--session", sid, "--", "python3", script], env=env,
+                                     check=True, capture_output=True, text=True).stdout
+                return [(None, float(line.split()[-1])) for line in out.splitlines() if "running" in line]
+            one()
+            return all_running(one, runs)
+        finally:
+            subprocess.run([spindle_bin, "session", "stop", *py, sid], env=env, capture_output=True)
 
 
 if __name__ == "__main__":
