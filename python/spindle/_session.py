@@ -115,9 +115,12 @@ class Session:
             codes = [None] * self.num_executors
             errors = [None] * self.num_executors
 
+            conns = []
+
             def one(r):
                 try:
-                    got = self._ask(r, req, on_answer=lambda a: a.get("pid") and self.last_pids.__setitem__(r, a["pid"]))
+                    got = ask(self._dir, self._token, r, req, conns=conns,
+                              on_answer=lambda a: a.get("pid") and self.last_pids.__setitem__(r, a["pid"]))
                     codes[r] = got[-1].get("exit")
                 except Exception as e:  # noqa: BLE001 - reported below, by rank
                     errors[r] = e
@@ -125,8 +128,14 @@ class Session:
             threads = [threading.Thread(target=one, args=(r,), daemon=True) for r in range(self.num_executors)]
             for t in threads:
                 t.start()
-            for t in threads:
-                t.join()
+            try:
+                for t in threads:
+                    t.join()
+            except KeyboardInterrupt:
+                # A rank whose client goes away ends the job's process.
+                for c in list(conns):
+                    c.shutdown(socket.SHUT_RDWR)
+                raise
             for r in range(self.num_executors):
                 if errors[r] is not None:
                     raise SpindleError(f"session job {n}: rank {r}: {errors[r]}") from errors[r]
@@ -149,10 +158,12 @@ class Session:
         """Stop the ranks and end the session's job."""
         try:
             if self.job.exit_code is None:
+                # A rank busy with a job answers when it ends; past the
+                # timeout the job is killed below.
                 for r in range(self.num_executors):
                     try:
-                        self._ask(r, {"op": "stop"})
-                    except OSError:
+                        ask(self._dir, self._token, r, {"op": "stop"}, timeout=10)
+                    except (OSError, SpindleError):
                         pass
                 try:
                     self.job.wait(timeout=timeout, check=False)
@@ -171,9 +182,16 @@ class Session:
         return False
 
 
-def ask(directory, token, rank, request, on_answer=None, fds=()):
-    """Send rank's zygote in session directory one request; return its answers (one, or two for a job: the child's pid, its exit)."""
+def ask(directory, token, rank, request, on_answer=None, fds=(), conns=None, timeout=None):
+    """Send rank's zygote in session directory one request; return its answers (one, or two for a job: the child's pid, its exit).
+
+    conns, a list, gets the connection, for a caller that may need to end
+    it; timeout bounds each wait on it (socket.timeout, an OSError).
+    """
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        if conns is not None:
+            conns.append(s)
         s.connect(socket_path(directory, rank))
         data = json.dumps(dict(request, token=token)).encode() + b"\n"
         if fds:

@@ -61,7 +61,7 @@ def serve(a):
     path = os.path.join(registry(), f"{s.job.job_id}.json")
     rec = {"id": s.job.job_id, "dir": s._dir, "token": s._token, "num_executors": s.num_executors,
            "preload": s.preload, "pid": os.getpid(), "started": time.time()}
-    signal.signal(signal.SIGTERM, lambda *_: s.close())
+    signal.signal(signal.SIGTERM, lambda *_: s.job.kill(grace=5))
     try:
         _write_record(path, rec)
         _write_record(ready, rec)
@@ -113,7 +113,7 @@ def stop(a):
     rec = _record(a.session)
     for r in range(rec["num_executors"]):
         try:
-            ask(rec["dir"], rec["token"], r, {"op": "stop"})
+            ask(rec["dir"], rec["token"], r, {"op": "stop"}, timeout=10)
         except (OSError, SpindleError):
             pass
     deadline = time.monotonic() + a.timeout

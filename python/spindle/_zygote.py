@@ -6,7 +6,9 @@ private directory ($SPINDLE_SESSION_DIR/rank-N.sock): for each job it
 forks a fresh process that runs the job's function (spindle.Session.run)
 or Python command line (``spindle submit --session``, its stdout and
 stderr passed over the socket) with those modules already imported, and answers with the child's pid when it starts and its
-exit code when it ends. A job's state dies with its process, so nothing
+exit code when it ends; a client that goes away first (an interrupted
+notebook cell, Ctrl-C) ends the job's process group. A job's state dies
+with its process, so nothing
 leaks into the next job; the zygote itself never runs user code.
 
 Every request is one JSON line and must carry the session's token (the
@@ -19,9 +21,11 @@ import hmac
 import importlib
 import json
 import os
+import select
 import signal
 import socket
 import sys
+import time
 import traceback
 
 from . import _env
@@ -155,15 +159,56 @@ def _serve_one(conn, token, rank, lis):
     if pid == 0:
         lis.close()
         conn.close()
+        _own_group(0)
+        _die_with_parent()
         if op == "exec":
             _exec(req, fds)
         _child(req, rank)
+    _own_group(pid)
     for fd in fds:
         os.close(fd)
     _send(conn, {"pid": pid})
-    _, status = os.waitpid(pid, 0)
-    _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
+    _send(conn, {"exit": os.waitstatus_to_exitcode(_wait_child(conn, pid))})
     return True
+
+
+def _die_with_parent():
+    """Have the kernel end this process when the zygote ends (a killed session must not leave its jobs running)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _own_group(pid):
+    """Put a job's process in a process group of its own (both sides call this: whichever runs first wins the race)."""
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass  # the child did it already, or is gone
+
+
+def _wait_child(conn, pid):
+    """Wait for the job's process; when the client goes away first (Ctrl-C, a killed notebook), end the job's process group."""
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        readable, _, _ = select.select([conn], [], [], 0.05)
+        if readable and not conn.recv(1, socket.MSG_PEEK):
+            break
+    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + (grace or 0)
+        while grace is None or time.monotonic() < deadline:
+            done, status = os.waitpid(pid, 0 if grace is None else os.WNOHANG)
+            if done:
+                return status
+            time.sleep(0.02)
 
 
 def _preload_names():

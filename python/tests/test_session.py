@@ -6,9 +6,11 @@ test-python` runs this file there).
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 import unittest
 
 import support
@@ -143,8 +145,45 @@ class SessionCLITest(unittest.TestCase):
                            env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 2)
         self.assertIn('"ls" is not python', p.stderr)
+        self.interrupted_run_ends(sid, work)
         self.spindle("session", "stop", *py, sid)
         self.assertNotIn(sid, self.spindle("session", "list", *py).stdout)
+
+    def interrupted_run_ends(self, sid, work):
+        """A run whose spindle submit is interrupted (Ctrl-C) has its processes ended, and the session runs the next."""
+        with open(os.path.join(work, "wait.py"), "w") as f:
+            f.write("import os, time\n"
+                    "open(f'pid-{os.environ[\"SPINDLE_RANK\"]}', 'w').write(str(os.getpid()))\n"
+                    "time.sleep(600)\n")
+        p = subprocess.Popen([self.binary, "submit", "--session", sid, "--", "python3", "wait.py"], env=self.env, cwd=work,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        pid_files = [os.path.join(work, f"pid-{r}") for r in (0, 1)]
+        deadline = time.monotonic() + 120
+        while not all(os.path.exists(f) and os.path.getsize(f) for f in pid_files):
+            self.assertLess(time.monotonic(), deadline, "the run's processes did not start")
+            time.sleep(0.02)
+        pids = []
+        for name in pid_files:
+            with open(name) as f:
+                pids.append(int(f.read()))
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=60)
+        deadline = time.monotonic() + 60
+        while any(alive(pid) for pid in pids):
+            self.assertLess(time.monotonic(), deadline, f"the interrupted run's processes {pids} still run")
+            time.sleep(0.02)
+        p = subprocess.run([self.binary, "submit", "--session", sid, "--", "python3", "s.py", "after"],
+                           env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+
+def alive(pid):
+    """Whether pid runs (a zombie not yet reaped counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 class SessionArgsTest(unittest.TestCase):
