@@ -171,6 +171,9 @@ type Config struct {
 	// TensorBoardDir, when set, is where the driver writes reported
 	// values as TensorBoard event files, in a run directory per job.
 	TensorBoardDir string
+	// TensorBoardPublish is how often events are published to a
+	// TensorBoardDir on HDFS.
+	TensorBoardPublish time.Duration
 	// FailurePolicy is PolicyFail or PolicyRestart; MaxRestarts bounds
 	// the restarts of PolicyRestart.
 	FailurePolicy string

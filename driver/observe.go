@@ -20,7 +20,6 @@ import (
 	"github.com/spindle-ml/spindle/observe/eventlog"
 	"github.com/spindle-ml/spindle/observe/jobview"
 	"github.com/spindle-ml/spindle/observe/metrics"
-	"github.com/spindle-ml/spindle/observe/tfevents"
 	"github.com/spindle-ml/spindle/observe/webui"
 
 	"github.com/spindle-ml/spindle/internal/rpc"
@@ -46,7 +45,7 @@ type observer struct {
 	ranks   map[int]rankSeen    // what was last recorded of each rank
 	console *Console            // where forwarded output lines are printed; may be nil
 	onEvent func(jobview.Event) // Config.OnEvent; may be nil
-	tb      *tfevents.Writer    // nil without spindle.tensorboard.dir
+	tb      tensorBoard         // nil without spindle.tensorboard.dir
 
 	trace *traceWriter // the job's timeline; nil without spindle.timeline
 
@@ -116,7 +115,7 @@ func (d *Driver) startObserver(ctx context.Context) *observer {
 	o.record(jobview.Event{Kind: jobview.KindSubmitted, Info: info})
 	o.record(jobview.Event{Kind: jobview.KindJobState, State: jobview.StateRunning})
 	if c.TensorBoardDir != "" {
-		o.tb = openTensorBoard(c.TensorBoardDir, c.JobID, d.logger)
+		o.tb = openTensorBoard(ctx, d.res, c.TensorBoardDir, c.JobID, c.TensorBoardPublish, d.logger)
 	}
 	if c.UIEnabled {
 		token := ""
@@ -301,9 +300,11 @@ func (o *observer) end(err error) {
 		}
 	}
 	if o.tb != nil {
-		if err := o.tb.Close(); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := o.tb.Close(ctx); err != nil {
 			o.logger.Warn("tensorboard events not finished", "err", err)
 		}
+		cancel()
 	}
 	if o.events != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -74,6 +74,7 @@ func (c *Config) jobFromProperties(p *config.Properties) {
 	c.UIToken = p.Bool(config.KeyUIToken)
 	c.EventLogDir = p.String(config.KeyEventLogDir)
 	c.TensorBoardDir = p.String(config.KeyTensorBoardDir)
+	c.TensorBoardPublish = p.Duration(config.KeyTensorBoardPublish)
 	c.Timeline = p.String(config.KeyTimeline)
 	c.FailurePolicy = p.String(config.KeyFailurePolicy)
 	c.MaxRestarts = p.Int(config.KeyFailureMaxRestarts)

@@ -8,6 +8,7 @@
 // (inflate), job secrets and certificates (auth,
 // peercred, tlsgen), configuration (config, textdist), the
 // executor-to-process environment contract (envcontract), small helpers
-// of the executor (gpu, outlines) and aids that tests share (testaddr,
+// of the executor (gpu, outlines), the command line's client of a session's
+// warm ranks (warm) and aids that tests share (testaddr,
 // syncbuf, sysfstest, rowsum).
 package internal

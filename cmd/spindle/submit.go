@@ -68,6 +68,7 @@ func submitCommand() *cli.Command {
 		&cli.StringSliceFlag{Name: "files", Usage: "copy `URI` into every training process's $SPINDLE_FILES_DIR (repeatable or comma-separated)"},
 		&cli.StringSliceFlag{Name: "archives", Usage: "unpack `ARCHIVE[#ALIAS]` (.zip, .tar, .tar.gz, .tgz) into every training process's working directory, under ALIAS or its base name (repeatable or comma-separated)"},
 		&cli.StringSliceFlag{Name: "py-files", Usage: "place `FILE` (.py, .zip, .egg) in every training process's working directory and on its PYTHONPATH (repeatable or comma-separated)"},
+		&cli.StringFlag{Name: "session", Usage: "run COMMAND (python SCRIPT, -m MODULE or -c CODE) in the warm ranks of session `ID` (spindle session start), each in a process forked for this run"},
 		&cli.StringFlag{Name: "events-file", Usage: "write the job's events as JSON lines to `FILE` while it runs, the last saying how it ended (failed rank, its stderr tail): for programs driving spindle submit"},
 	}, commonFlags(submitFlags)...)
 	return &cli.Command{
@@ -96,6 +97,9 @@ SPINDLE_PEERS, MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE (PyTorch), TF_CONFIG.`,
 }
 
 func runSubmit(c *cli.Context) error {
+	if id := c.String("session"); id != "" {
+		return submitToSession(c, id)
+	}
 	path := c.String("events-file")
 	if path == "" {
 		return submit(c, nil)

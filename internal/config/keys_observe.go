@@ -7,6 +7,7 @@ const (
 	KeyUIPort                = "spindle.ui.port"
 	KeyEventLogDir           = "spindle.eventLog.dir"
 	KeyTensorBoardDir        = "spindle.tensorboard.dir"
+	KeyTensorBoardPublish    = "spindle.tensorboard.publishInterval"
 	KeyEventLogFlushInterval = "spindle.eventLog.flushInterval"
 	KeyTimeline              = "spindle.timeline"
 )
@@ -23,7 +24,10 @@ var observeKeys = []Key{
 	{Name: KeyEventLogFlushInterval, Default: "10s", Kind: Duration, ReadBy: ReadBySubmit,
 		Doc: "How often a running job publishes its new events to the event log (a job's end is published at once)."},
 	{Name: KeyTensorBoardDir, Default: "", Kind: String, ReadBy: ReadBySubmit,
-		Doc: "Directory (a path or file:// URI on the submit host) where the driver writes the values ranks report with spindle.report() as TensorBoard event files, one run (subdirectory) per job, tags NAME/rank N; empty writes none."},
+		Doc:     "Directory (a path, file:// URI on the submit host, or hdfs:// URI) where the driver writes the values ranks report with spindle.report() as TensorBoard event files, one run (subdirectory) per job, tags NAME/rank N; empty writes none.",
+		Example: "hdfs:///user/me/tensorboard"},
+	{Name: KeyTensorBoardPublish, Default: "10s", Kind: Duration, ReadBy: ReadBySubmit,
+		Doc: "How often the driver publishes newly reported values to an hdfs:// spindle.tensorboard.dir, each time as a new event file of the job's run (HDFS has no cheap append); a local directory's file grows at once."},
 	{Name: KeyTimeline, Default: "", Kind: String, ReadBy: ReadBySubmit,
 		Doc: "File on the submit host where the driver writes the job's Chrome-trace timeline (open it in Perfetto or chrome://tracing): each rank's feed waits, collective operations and checkpoint saves, recorded by Spindle's Python and Go packages; empty records none."},
 }

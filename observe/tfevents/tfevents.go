@@ -52,16 +52,20 @@ func Create(dir, host string, now time.Time) (*Writer, error) {
 		return nil, fmt.Errorf("tensorboard: %w", err)
 	}
 	w := &Writer{f: f, w: bufio.NewWriter(f), path: path}
-	var ev []byte
-	ev = protowire.AppendTag(ev, 1, protowire.Fixed64Type)
-	ev = protowire.AppendFixed64(ev, math.Float64bits(seconds(now)))
-	ev = protowire.AppendTag(ev, 3, protowire.BytesType)
-	ev = protowire.AppendString(ev, "brain.Event:2")
-	if err := w.record(ev); err != nil {
+	if err := w.record(versionEvent(now)); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return w, nil
+}
+
+// versionEvent is the event every event file starts with.
+func versionEvent(now time.Time) []byte {
+	var ev []byte
+	ev = protowire.AppendTag(ev, 1, protowire.Fixed64Type)
+	ev = protowire.AppendFixed64(ev, math.Float64bits(seconds(now)))
+	ev = protowire.AppendTag(ev, 3, protowire.BytesType)
+	return protowire.AppendString(ev, "brain.Event:2")
 }
 
 // Path is the event file's path.
@@ -70,6 +74,12 @@ func (w *Writer) Path() string { return w.path }
 // Scalars writes one event holding values (tag -> value) at step, tags in
 // sorted order, and flushes it to the file.
 func (w *Writer) Scalars(now time.Time, step int64, values map[string]float64) error {
+	return w.record(scalarsEvent(now, step, values))
+}
+
+// scalarsEvent is one event holding values (tag -> value) at step, tags
+// in sorted order.
+func scalarsEvent(now time.Time, step int64, values map[string]float64) []byte {
 	tags := make([]string, 0, len(values))
 	for t := range values {
 		tags = append(tags, t)
@@ -91,22 +101,25 @@ func (w *Writer) Scalars(now time.Time, step int64, values map[string]float64) e
 	ev = protowire.AppendTag(ev, 2, protowire.VarintType)
 	ev = protowire.AppendVarint(ev, uint64(step))
 	ev = protowire.AppendTag(ev, 5, protowire.BytesType)
-	ev = protowire.AppendBytes(ev, summary)
-	return w.record(ev)
+	return protowire.AppendBytes(ev, summary)
+}
+
+// appendRecord appends data framed as one TFRecord to b.
+func appendRecord(b, data []byte) []byte {
+	var head [12]byte
+	binary.LittleEndian.PutUint64(head[:8], uint64(len(data)))
+	binary.LittleEndian.PutUint32(head[8:], maskedCRC(head[:8]))
+	b = append(b, head[:]...)
+	b = append(b, data...)
+	return binary.LittleEndian.AppendUint32(b, maskedCRC(data))
 }
 
 // record frames data as one TFRecord and flushes it.
 func (w *Writer) record(data []byte) error {
-	var head [12]byte
-	binary.LittleEndian.PutUint64(head[:8], uint64(len(data)))
-	binary.LittleEndian.PutUint32(head[8:], maskedCRC(head[:8]))
-	var tail [4]byte
-	binary.LittleEndian.PutUint32(tail[:], maskedCRC(data))
+	framed := appendRecord(nil, data)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.w.Write(head[:])
-	w.w.Write(data)
-	w.w.Write(tail[:])
+	w.w.Write(framed)
 	if err := w.w.Flush(); err != nil {
 		return fmt.Errorf("tensorboard: write %s: %w", w.path, err)
 	}

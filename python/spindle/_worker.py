@@ -36,9 +36,11 @@ def main():
         sys.exit("spindle._worker: SPINDLE_FILES_DIR is not set: spindle.run starts this module, not a user")
     with open(os.path.join(files, PAYLOAD), "rb") as f:
         spec = loads(f.read())
-    result = dumps_result(_call(spec))
-    rank = _env.rank()
-    out = os.environ.get(RESULTS_ENV)
+    write_result(dumps_result(_call(spec)), _env.rank(), os.environ.get(RESULTS_ENV))
+
+
+def write_result(result, rank, out):
+    """Hand a rank's pickled result back: into directory out when there is one, else as marked lines on stdout."""
     if out and os.path.isdir(out):
         tmp = os.path.join(out, f".rank-{rank}.tmp")
         with open(tmp, "wb") as f:

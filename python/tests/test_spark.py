@@ -66,6 +66,31 @@ def failing_pusher(*args):
     return push
 
 
+def killing_pusher(*args):
+    """spindle.spark's partition pusher, whose partition 2's Python worker is killed (SIGKILL) on its first attempt mid-push.
+
+    The worker dies between two batches with its DoPut stream open, as
+    when a Spark executor is lost: no done_writing, no Python cleanup;
+    Spark sees the worker crash and retries the task.
+    """
+    real = REAL_PUSHER(*args)
+
+    def push(batches):
+        import signal
+        from pyspark import TaskContext
+        ctx = TaskContext.get()
+
+        def killed():
+            for i, b in enumerate(batches):
+                if ctx.partitionId() == 2 and ctx.attemptNumber() == 0 and i == 2:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                yield b
+
+        return real(killed())
+
+    return push
+
+
 @unittest.skipIf(pyspark is None, "needs pyspark, pyarrow and cloudpickle (make deps installs them into $SPINDLE_PY_VENV)")
 @unittest.skipIf(shutil.which("java") is None, "needs Java for Spark (make deps)")
 class SparkTest(unittest.TestCase):
@@ -114,6 +139,15 @@ class SparkTest(unittest.TestCase):
         finally:
             sspark._partition_pusher = REAL_PUSHER
         self.check_fed_once_per_epoch(ranks, 1)
+
+    def test_killed_worker_does_not_feed_twice(self):
+        sspark._partition_pusher = killing_pusher
+        try:
+            ranks = sspark.train(self.frame(), read_everything, num_workers=2, label="label", epochs=2,
+                                 all_ranks=True, stream=False)
+        finally:
+            sspark._partition_pusher = REAL_PUSHER
+        self.check_fed_once_per_epoch(ranks, 2)
 
     def test_push_into_a_submitted_job(self):
         df = self.frame()

@@ -1,0 +1,64 @@
+package warm
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestPythonArgv(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want string // joined; empty: refused
+	}{
+		{[]string{"python3", "train.py", "--lr", "0.1"}, "train.py --lr 0.1"},
+		{[]string{"/usr/bin/python3.11", "-m", "pkg.train"}, "-m pkg.train"},
+		{[]string{"python", "-c", "print(1)", "x"}, "-c print(1) x"},
+		{[]string{"train.py", "a"}, "train.py a"},
+		{[]string{"ls", "-l"}, ""},
+		{[]string{"python3"}, ""},
+		{[]string{"python3", "-m"}, ""},
+		{[]string{"python3", "-u", "train.py"}, ""},
+		{nil, ""},
+	} {
+		got, err := PythonArgv(tc.in)
+		if tc.want == "" {
+			if !errors.Is(err, ErrBadRun) {
+				t.Errorf("%q: got %q, %v; want refused", tc.in, got, err)
+			}
+			continue
+		}
+		if err != nil || strings.Join(got, " ") != tc.want {
+			t.Errorf("%q: got %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// TestLoadNeedsAPrivateRegistry: a session's record holds its token, so
+// it is read only from a directory no one else can write or read.
+func TestLoadNeedsAPrivateRegistry(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "reg")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rec := `{"id":"s1","dir":"/tmp/x","token":"t","num_executors":2}`
+	if err := os.WriteFile(filepath.Join(dir, "s1.json"), []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Load(dir, "s1"); err != nil || r.NumExecutors != 2 || r.Token != "t" {
+		t.Fatalf("Load = %+v, %v", r, err)
+	}
+	for _, id := range []string{"nope", "../s1", ""} {
+		if _, err := Load(dir, id); !errors.Is(err, ErrBadRun) {
+			t.Errorf("Load(%q) = %v, want ErrBadRun", id, err)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir, "s1"); !errors.Is(err, ErrBadRun) || !strings.Contains(err.Error(), "private") {
+		t.Errorf("Load from a 0755 registry = %v, want refused", err)
+	}
+}

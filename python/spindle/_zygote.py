@@ -1,0 +1,260 @@
+"""The rank process of a spindle.Session: ``python -m spindle._zygote``.
+
+It imports the modules the session preloads (torch, tensorflow), then
+serves the session's jobs on a Unix socket of its own in the session's
+private directory ($SPINDLE_SESSION_DIR/rank-N.sock): for each job it
+forks a fresh process that runs the job's function (spindle.Session.run)
+or Python command line (``spindle submit --session``, its stdout and
+stderr passed over the socket) with those modules already imported, and answers with the child's pid when it starts and its
+exit code when it ends; a client that goes away first (an interrupted
+notebook cell, Ctrl-C) ends the job's process group. A job's state dies
+with its process, so nothing
+leaks into the next job; the zygote itself never runs user code.
+
+Every request is one JSON line and must carry the session's token (the
+file ``token`` in the same directory, mode 0600); a request without it is
+refused before anything else of it is read.
+"""
+
+import gc
+import hmac
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+import traceback
+
+from . import _env
+
+SESSION_DIR = "SPINDLE_SESSION_DIR"
+PRELOAD = "SPINDLE_SESSION_PRELOAD"
+_MAX_REQUEST = 1 << 20
+
+
+def socket_path(directory, rank):
+    """The Unix socket rank's zygote listens on."""
+    return os.path.join(directory, f"rank-{rank}.sock")
+
+
+def _read_request(conn):
+    """Read one JSON line and the file descriptors sent with its first bytes (an exec's stdout and stderr)."""
+    data, fds, _, _ = socket.recv_fds(conn, 4096, 2)
+    buf = bytearray(data)
+    if data:
+        buf += _read_line(conn, buf)
+    return json.loads(bytes(buf) or b"{}"), fds
+
+
+def _read_line(conn, buf=b""):
+    buf = bytearray(buf)
+    start = len(buf)
+    while not buf.endswith(b"\n"):
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        buf += chunk
+        if len(buf) > _MAX_REQUEST:
+            raise ValueError("request longer than 1 MiB")
+    return bytes(buf[start:])
+
+
+def _send(conn, obj):
+    conn.sendall(json.dumps(obj).encode() + b"\n")
+
+
+def _child(req, rank):
+    """In the forked process: run the job's function, hand back its result, exit."""
+    from . import _worker
+    from ._run import PAYLOAD, loads, dumps_result
+    code = 0
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.environ.update(req.get("env") or {})
+        with open(os.path.join(req["work"], PAYLOAD), "rb") as f:
+            spec = loads(f.read())
+        _worker.write_result(dumps_result(_worker._call(spec)), rank, os.path.join(req["work"], "results"))
+    except BaseException:  # noqa: BLE001 - the job's failure, reported to the session
+        code = 1
+        tail = traceback.format_exc()
+        sys.stderr.write(tail)
+        try:
+            with open(os.path.join(req["work"], "results", f"rank-{rank}.err"), "w") as f:
+                f.write(tail[-4000:])
+        except OSError:
+            pass
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _exec(req, fds):
+    """In the forked process: run a Python command line (a script, -m module or -c code) with this interpreter."""
+    import runpy
+    code = 0
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for fd, target in zip(fds, (1, 2)):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.environ.update(req.get("env") or {})
+        os.chdir(req.get("cwd") or ".")
+        argv = list(req["argv"])
+        sys.argv = argv
+        if argv[0] == "-m":
+            sys.argv = argv[1:]
+            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        elif argv[0] == "-c":
+            sys.argv = ["-c"] + argv[2:]
+            exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__"})
+        else:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+            runpy.run_path(argv[0], run_name="__main__")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, int) and e.code is not None:
+            sys.stderr.write(f"{e.code}\n")
+    except BaseException:  # noqa: BLE001 - the job's failure, its traceback on its stderr
+        code = 1
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _serve_one(conn, token, rank, lis):
+    """Serve one request; return False when the session said stop."""
+    req, fds = _read_request(conn)
+    if not hmac.compare_digest(str(req.get("token", "")).encode(), token):
+        for fd in fds:
+            os.close(fd)
+        _send(conn, {"error": "refused: no valid session token"})
+        return True
+    op = req.get("op")
+    if op == "ping":
+        _send(conn, {"pid": os.getpid(), "preloaded": sorted(m for m in _preload_names() if m in sys.modules)})
+        return True
+    if op == "stop":
+        _send(conn, {"stopped": True})
+        return False
+    if op not in ("run", "exec") or (op == "exec" and (len(fds) != 2 or not req.get("argv"))):
+        for fd in fds:
+            os.close(fd)
+        _send(conn, {"error": f"unknown op {op!r}, or an exec without its argv, stdout and stderr"})
+        return True
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        lis.close()
+        conn.close()
+        _own_group(0)
+        _die_with_parent()
+        if op == "exec":
+            _exec(req, fds)
+        _child(req, rank)
+    _own_group(pid)
+    for fd in fds:
+        os.close(fd)
+    _send(conn, {"pid": pid})
+    _send(conn, {"exit": os.waitstatus_to_exitcode(_wait_child(conn, pid))})
+    return True
+
+
+def _die_with_parent():
+    """Have the kernel end this process when the zygote ends (a killed session must not leave its jobs running)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _own_group(pid):
+    """Put a job's process in a process group of its own (both sides call this: whichever runs first wins the race)."""
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass  # the child did it already, or is gone
+
+
+def _wait_child(conn, pid):
+    """Wait for the job's process; when the client goes away first (Ctrl-C, a killed notebook), end the job's process group."""
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        readable, _, _ = select.select([conn], [], [], 0.05)
+        if readable and not conn.recv(1, socket.MSG_PEEK):
+            break
+    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + (grace or 0)
+        while grace is None or time.monotonic() < deadline:
+            done, status = os.waitpid(pid, 0 if grace is None else os.WNOHANG)
+            if done:
+                return status
+            time.sleep(0.02)
+
+
+def _preload_names():
+    return [m for m in os.environ.get(PRELOAD, "").split(",") if m]
+
+
+def main():
+    directory = os.environ.get(SESSION_DIR)
+    if not directory:
+        sys.exit("spindle._zygote: SPINDLE_SESSION_DIR is not set: spindle.Session starts this module, not a user")
+    for name in _preload_names():
+        importlib.import_module(name)
+    # What every job's child needs too, so that no child imports it again.
+    from . import _run, _worker  # noqa: F401
+    try:
+        import cloudpickle  # noqa: F401
+    except ImportError:
+        pass
+    # The children share the warm heap copy-on-write; frozen objects are
+    # left out of their collections, which would otherwise touch (and so
+    # copy) every page of it.
+    gc.collect()
+    gc.freeze()
+    with open(os.path.join(directory, "token"), "rb") as f:
+        token = f.read().strip()
+    rank = _env.rank()
+    path = socket_path(directory, rank)
+    lis = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    tmp = path + ".tmp"
+    if os.path.exists(tmp):
+        os.unlink(tmp)
+    lis.bind(tmp)
+    os.chmod(tmp, 0o600)
+    lis.listen(8)
+    # Published whole: the session connects once the name exists.
+    os.rename(tmp, path)
+    going = True
+    while going:
+        conn, _ = lis.accept()
+        with conn:
+            try:
+                going = _serve_one(conn, token, rank, lis)
+            except (OSError, ValueError) as e:
+                print(f"spindle session: a request failed: {e}", file=sys.stderr, flush=True)
+    lis.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""spindle.Session and spindle session/submit --session against real local Spindle jobs: warm ranks fork a fresh process per job.
+
+Needs cloudpickle (make deps installs it into $SPINDLE_PY_VENV; `make
+test-python` runs this file there).
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import unittest
+
+import support
+
+import spindle
+from spindle import _zygote
+
+try:
+    import cloudpickle  # noqa: F401
+except ImportError:
+    cloudpickle = None
+
+
+def probe(leave):
+    """On a rank: what the process sees when the job's code starts, and a mark left in a preloaded module."""
+    import os
+    import sys
+    seen = {"pid": os.getpid(), "ppid": os.getppid(), "rank": int(os.environ["SPINDLE_RANK"]),
+            "preloaded": "wave" in sys.modules, "master_port": os.environ.get("MASTER_PORT")}
+    wave = sys.modules.get("wave")
+    seen["mark"] = getattr(wave, "spindle_test_mark", None)
+    if leave:
+        wave.spindle_test_mark = leave
+    return seen
+
+
+def fail_on_one():
+    import os
+    if os.environ["SPINDLE_RANK"] == "1":
+        raise ValueError("rank one is broken in this job")
+    return "ok"
+
+
+@unittest.skipIf(cloudpickle is None, "needs cloudpickle (make deps installs it into $SPINDLE_PY_VENV)")
+class SessionTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        os.environ["SPINDLE_BINARY"] = support.spindle_binary(cls)
+        # wave: a standard module nothing imports on its own, as torch is
+        # for the jobs that matter.
+        cls.session = spindle.Session(num_executors=2, preload=["wave"], stream=False)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.session.close()
+
+    def test_each_job_forks_from_the_warm_rank(self):
+        s = self.session
+        first = s.run(probe, "job one was here", all_ranks=True)
+        second = s.run(probe, None, all_ranks=True)
+        for job in (first, second):
+            self.assertEqual([r["rank"] for r in job], [0, 1])
+            for r, seen in enumerate(job):
+                # A child of the rank's zygote, which imported the
+                # preloaded module before any job ran.
+                self.assertEqual(seen["ppid"], s.zygotes[r], f"rank {r} did not run in a child of its warm process")
+                self.assertTrue(seen["preloaded"], f"rank {r}: the preloaded module was not imported")
+        for r in range(2):
+            self.assertNotEqual(first[r]["pid"], second[r]["pid"], "the second job reused the first's process")
+            self.assertIsNone(second[r]["mark"], "state the first job left in its process reached the second")
+        self.assertNotEqual(first[0]["master_port"], second[0]["master_port"])
+        self.assertEqual(s.job.status, "RUNNING", "the session's executors stay between jobs")
+
+    def test_failure_names_the_rank(self):
+        with self.assertRaises(spindle.SpindleError) as cm:
+            self.session.run(fail_on_one)
+        self.assertIn("rank 1 failed", str(cm.exception))
+        self.assertIn("ValueError: rank one is broken", str(cm.exception))
+        self.assertEqual(self.session.run(probe, None)["rank"], 0, "the session runs the next job after a failed one")
+
+    def test_request_without_token_is_refused(self):
+        path = _zygote.socket_path(self.session._dir, 0)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+            c.connect(path)
+            c.sendall(json.dumps({"op": "run", "work": "/nonexistent", "token": "guess"}).encode() + b"\n")
+            answer = json.loads(c.makefile("rb").readline())
+        self.assertIn("refused", answer.get("error", ""))
+        self.assertEqual(os.stat(self.session._dir).st_mode & 0o777, 0o700)
+
+
+SCRIPT = """import os, sys
+print("seen", os.environ["SPINDLE_RANK"], os.getpid(), os.getppid(), "wave" in sys.modules, " ".join(sys.argv[1:]))
+if "fail" in sys.argv and os.environ["SPINDLE_RANK"] == "1":
+    sys.exit(4)
+"""
+
+
+class SessionCLITest(unittest.TestCase):
+    """spindle session start|stop and spindle submit --session, through the binary."""
+
+    def setUp(self):
+        self.binary = support.spindle_binary(self)
+        self.env = dict(os.environ, SPINDLE_SESSIONS_DIR=os.path.join(support.short_tempdir(self), "reg"))
+        self.env.pop("PYTHONPATH", None)  # the binary's own package
+
+    def spindle(self, *args, check=True):
+        p = subprocess.run([self.binary, *args], env=self.env, capture_output=True, text=True, timeout=300)
+        if check and p.returncode != 0:
+            self.fail(f"spindle {' '.join(args)}: exit {p.returncode}\n{p.stderr}")
+        return p
+
+    def test_submit_runs_in_forks_of_the_warm_ranks(self):
+        py = ["--python", sys.executable]
+        sid = self.spindle("session", "start", *py, "--num-executors", "2", "--preload", "wave").stdout.strip()
+        self.addCleanup(self.spindle, "session", "stop", *py, sid, check=False)
+        self.assertIn(sid, self.spindle("session", "list", *py).stdout)
+        work = support.short_tempdir(self)
+        with open(os.path.join(work, "s.py"), "w") as f:
+            f.write(SCRIPT)
+        runs = []
+        for _ in range(2):
+            p = subprocess.run([self.binary, "submit", "--session", sid, "--", "python3", "s.py", "a", "b"],
+                               env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            seen = {}
+            for line in p.stdout.splitlines():
+                prefix, _, rest = line.partition("] ")
+                word, rank, pid, ppid, preloaded, args = rest.split(" ", 5)
+                self.assertEqual((prefix, word), (f"[rank {rank}", "seen"), line)
+                seen[int(rank)] = (int(pid), int(ppid), preloaded, args)
+            self.assertEqual(sorted(seen), [0, 1], p.stdout)
+            runs.append(seen)
+        for r in (0, 1):
+            self.assertEqual(runs[0][r][2:], ("True", "a b"), "the preloaded module or the arguments are missing")
+            self.assertEqual(runs[0][r][1], runs[1][r][1], "the two runs did not fork from the same warm rank")
+            self.assertNotEqual(runs[0][r][0], runs[1][r][0], "the second run reused the first's process")
+        p = subprocess.run([self.binary, "submit", "--session", sid, "--", "python3", "s.py", "fail"],
+                           env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("rank 1 exited 4", p.stderr)
+        p = subprocess.run([self.binary, "submit", "--session", sid, "--", "ls"],
+                           env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn('"ls" is not python', p.stderr)
+        self.interrupted_run_ends(sid, work)
+        self.spindle("session", "stop", *py, sid)
+        self.assertNotIn(sid, self.spindle("session", "list", *py).stdout)
+
+    def interrupted_run_ends(self, sid, work):
+        """A run whose spindle submit is interrupted (Ctrl-C) has its processes ended, and the session runs the next."""
+        with open(os.path.join(work, "wait.py"), "w") as f:
+            f.write("import os, time\n"
+                    "open(f'pid-{os.environ[\"SPINDLE_RANK\"]}', 'w').write(str(os.getpid()))\n"
+                    "time.sleep(600)\n")
+        p = subprocess.Popen([self.binary, "submit", "--session", sid, "--", "python3", "wait.py"], env=self.env, cwd=work,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        pid_files = [os.path.join(work, f"pid-{r}") for r in (0, 1)]
+        deadline = time.monotonic() + 120
+        while not all(os.path.exists(f) and os.path.getsize(f) for f in pid_files):
+            self.assertLess(time.monotonic(), deadline, "the run's processes did not start")
+            time.sleep(0.02)
+        pids = []
+        for name in pid_files:
+            with open(name) as f:
+                pids.append(int(f.read()))
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=60)
+        deadline = time.monotonic() + 60
+        while any(alive(pid) for pid in pids):
+            self.assertLess(time.monotonic(), deadline, f"the interrupted run's processes {pids} still run")
+            time.sleep(0.02)
+        p = subprocess.run([self.binary, "submit", "--session", sid, "--", "python3", "s.py", "after"],
+                           env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+
+def alive(pid):
+    """Whether pid runs (a zombie not yet reaped counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+class SessionArgsTest(unittest.TestCase):
+    def test_cluster_master_is_refused(self):
+        with self.assertRaisesRegex(spindle.SpindleError, "local master"):
+            spindle.Session(master="yarn", num_executors=2)
+
+
+if __name__ == "__main__":
+    unittest.main()
