@@ -292,7 +292,8 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		g.onPSLost = func(msg string) { d.logger.Warn(msg) }
 	}
 	stopServer := make(chan struct{})
-	srv := grpc.NewServer(append(append(rpc.ServerOptions(d.logger, nil), d.signer.ServerOptions()...), d.tls.serverOptions()...)...)
+	srv := grpc.NewServer(append(append(append(rpc.ServerOptions(d.logger, nil), d.signer.ServerOptions()...), d.tls.serverOptions()...),
+		newSpecCodec().serverOption())...)
 	generationTasks := func(rank int) (*driverpb.Task, error) {
 		t, err := tasks(rank)
 		if t != nil {
