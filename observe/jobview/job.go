@@ -38,13 +38,19 @@ type Summary struct {
 // Snapshot is everything a job page shows at one moment.
 type Snapshot struct {
 	Summary
-	Reason     string             `json:"reason,omitempty"`
-	Command    []string           `json:"command"`
-	Settings   map[string]string  `json:"settings,omitempty"`
-	Push       *PushInput         `json:"push,omitempty"`
-	Roles      map[string]int     `json:"roles,omitempty"`
-	Generation int                `json:"generation"`
-	Ranks      []RankView         `json:"ranks"`
+	Reason     string            `json:"reason,omitempty"`
+	Command    []string          `json:"command"`
+	Settings   map[string]string `json:"settings,omitempty"`
+	Push       *PushInput        `json:"push,omitempty"`
+	Roles      map[string]int    `json:"roles,omitempty"`
+	Generation int               `json:"generation"`
+	Ranks      []RankView        `json:"ranks"`
+	// RankCount is how many ranks the job has and RankStates how many
+	// are in each state; Ranks may be a page of them from RankOffset on
+	// (PageRanks).
+	RankCount  int                `json:"rank_count"`
+	RankStates map[string]int     `json:"rank_states,omitempty"`
+	RankOffset int                `json:"rank_offset"`
 	Throughput []Point            `json:"throughput"`
 	Scalars    map[string][]Point `json:"scalars,omitempty"`
 	Slowest    *int               `json:"slowest_rank,omitempty"`

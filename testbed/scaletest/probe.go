@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/observe/jobview"
 	"github.com/spindle-ml/spindle/observe/webui"
 )
 
@@ -57,10 +58,11 @@ func probeHistory(ctx context.Context, dir, jobID string) (list, job Probe, err 
 }
 
 // renderTime is the job page's time, in headless Chromium, from the
-// browser asking for it to its ranks table holding every rank. The harness
+// browser asking for it to the page counting every rank and showing its first
+// page of them. The harness
 // serves the driver's UI through a proxy beside a page of its own, which
 // loads the job page in a same-origin frame, watches its table, and calls
-// back when it is full; the proxy times the two requests on its own clock
+// back when it shows the job's ranks; the proxy times the two requests on its own clock
 // (the browser's clocks run virtual time).
 func renderTime(ctx context.Context, chromium, base, jobID string, ranks int) (time.Duration, error) {
 	target, err := url.Parse(base)
@@ -87,7 +89,7 @@ func renderTime(ctx context.Context, chromium, base, jobID string, ranks int) (t
 	})
 	mux.HandleFunc("GET /scale-probe", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprintf(w, renderProbePage, "/jobs/"+url.PathEscape(jobID), ranks)
+		fmt.Fprintf(w, renderProbePage, "/jobs/"+url.PathEscape(jobID), ranks, jobview.RanksPageSize)
 	})
 	mux.HandleFunc("GET /scale-probe/done", func(w http.ResponseWriter, _ *http.Request) {
 		mu.Lock()
@@ -115,16 +117,18 @@ func renderTime(ctx context.Context, chromium, base, jobID string, ranks int) (t
 }
 
 // renderProbePage loads the job page (%s) in a frame and calls back once
-// its ranks table has %d rows.
+// it counts every rank (%d) and its ranks table shows its first page (%d
+// rows at most).
 const renderProbePage = `<!doctype html><html><body><pre id="result">waiting</pre>
 <iframe id="page" style="width:1280px;height:900px"></iframe>
 <script>
-const want = %[2]d, frame = document.getElementById("page");
+const ranks = %[2]d, want = Math.min(ranks, %[3]d), frame = document.getElementById("page");
 frame.src = %[1]q;
 const poll = setInterval(async () => {
   const doc = frame.contentDocument;
   const rows = doc ? doc.querySelectorAll("tr.rank").length : 0;
-  if (rows >= want) {
+  const counted = doc && doc.getElementById("rank-states");
+  if (rows >= want && counted && counted.textContent.startsWith(ranks + " ranks")) {
     clearInterval(poll);
     await fetch("/scale-probe/done");
     document.getElementById("result").textContent = "rendered";
