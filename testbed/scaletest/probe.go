@@ -57,13 +57,12 @@ func probeHistory(ctx context.Context, dir, jobID string) (list, job Probe, err 
 	return list, job, err
 }
 
-// renderTime is the job page's time, in headless Chromium, from the
-// browser asking for it to the page counting every rank and showing its first
-// page of them. The harness
-// serves the driver's UI through a proxy beside a page of its own, which
-// loads the job page in a same-origin frame, watches its table, and calls
-// back when it shows the job's ranks; the proxy times the two requests on its own clock
-// (the browser's clocks run virtual time).
+// renderTime is the job page's time in headless Chromium, from the browser
+// asking for it to the page counting every rank and showing the first page
+// of them. The harness serves the driver's UI through a proxy beside a
+// page of its own, which loads the job page in a same-origin frame,
+// watches it, and calls back when it shows the ranks; the proxy times the
+// two requests on its own clock (the browser's clocks run virtual time).
 func renderTime(ctx context.Context, chromium, base, jobID string, ranks int) (time.Duration, error) {
 	target, err := url.Parse(base)
 	if err != nil {
