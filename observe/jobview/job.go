@@ -118,6 +118,9 @@ type Job struct {
 	throughput series
 	scalars    map[string]*series
 	tp         throughputSampler
+	// rows is the sum of the ranks' rows, kept as they report so that a
+	// report costs the same in a job of ten ranks as in one of thousands.
+	rows int64
 }
 
 type rankState struct {
@@ -246,6 +249,7 @@ func (j *Job) progress(at time.Time, r *rankState, p Progress) {
 	}
 	last := p
 	r.last, r.at = &last, at
+	j.rows += p.Rows - r.view.Rows
 	r.view.Epoch, r.view.Rows, r.view.Batches, r.view.Bytes = p.Epoch, p.Rows, p.Batches, p.Bytes
 	r.view.MemoryBytes = p.MemoryBytes
 	r.view.GPUs, r.view.GPUUtilRatio, r.view.GPUMemoryBytes = p.GPUs, p.GPUUtilRatio, p.GPUMemoryBytes
@@ -261,10 +265,7 @@ func (j *Job) progress(at time.Time, r *rankState, p Progress) {
 // revise it instead of starting another: a point's rate counts every rank
 // that reported since the previous point.
 func (j *Job) sampleThroughput(at time.Time) {
-	var total int64
-	for _, rs := range j.ranks {
-		total += rs.view.Rows
-	}
+	total := j.rows
 	tp := &j.tp
 	switch {
 	case tp.last.at.IsZero():
