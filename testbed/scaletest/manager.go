@@ -2,6 +2,7 @@ package scaletest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -264,3 +267,26 @@ func argValue(args []string, flag string) string {
 	}
 	return ""
 }
+
+// SwarmCPU is the CPU time the swarm process has used so far, from
+// /proc (0 where there is none): what simulating the executors costs the
+// machine the driver shares with them.
+func (m *Manager) SwarmCPU() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which ends with the last ')':
+	// utime and stime are the 12th and 13th of them, in clock ticks.
+	_, rest, ok := strings.Cut(string(b[bytes.LastIndexByte(b, ')')+1:]), " ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / clockTicks
+}
+
+// clockTicks is Linux's USER_HZ, the unit of /proc's CPU times.
+const clockTicks = 100

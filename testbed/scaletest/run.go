@@ -55,8 +55,11 @@ type Result struct {
 	HeartbeatCPU time.Duration
 	DriverCores  float64
 	// RegisterCPU is the driver process's CPU time from its start to
-	// every rank registered.
-	RegisterCPU time.Duration
+	// every rank registered; SwarmRegisterCPU the swarm's meanwhile, and
+	// SwarmCores the swarm's share of cores in the steady window: the
+	// simulation's own cost, on the machine the driver shares with it.
+	RegisterCPU, SwarmRegisterCPU time.Duration
+	SwarmCores                    float64
 	// RSSBytes is the driver process's resident size after the steady
 	// window.
 	RSSBytes int64
@@ -169,6 +172,7 @@ func measureRunning(ctx context.Context, m *Manager, opts Options, hb time.Durat
 	t := m.Timings()
 	res.SubmitToRegistered = t.LastRegistered.Sub(start)
 	res.RegisterCPU = processCPU() - cpuStart
+	res.SwarmRegisterCPU = m.SwarmCPU()
 	res.StartToRegistered = t.LastRegistered.Sub(t.LastStart)
 	res.FirstToLastRegistered = t.LastRegistered.Sub(t.FirstRegistered)
 	res.PeersEnvBytes = t.PeersEnvBytes
@@ -176,11 +180,12 @@ func measureRunning(ctx context.Context, m *Manager, opts Options, hb time.Durat
 	if err := sleep(ctx, 2*hb); err != nil {
 		return err
 	}
-	cpu0, at0 := processCPU(), time.Now()
+	cpu0, swarm0, at0 := processCPU(), m.SwarmCPU(), time.Now()
 	if err := sleep(ctx, opts.Steady); err != nil {
 		return err
 	}
 	cpu, window := processCPU()-cpu0, time.Since(at0)
+	res.SwarmCores = (m.SwarmCPU() - swarm0).Seconds() / window.Seconds()
 	beats := float64(opts.Ranks) * window.Seconds() / hb.Seconds()
 	res.HeartbeatCPU = time.Duration(float64(cpu) / beats)
 	res.DriverCores = cpu.Seconds() / window.Seconds()

@@ -27,6 +27,7 @@ func main() {
 	spread := flag.Duration("start-spread", time.Second, "containers start up to this much later than the least")
 	cpuprofile := flag.String("cpuprofile", "", "write the driver process's CPU profile to this file")
 	heap := flag.String("memprofile", "", "write the driver process's heap profile, after the steady window, to this file (a suffix per world size)")
+	keep := flag.String("eventlog-dir", "", "keep the jobs' event logs here (default: a temporary directory, removed)")
 	browser := flag.String("chromium", "chromium", "headless browser for the job page (empty: none)")
 	flag.Parse()
 	var sizes []int
@@ -63,14 +64,16 @@ func main() {
 	defer stop()
 	var results []*scaletest.Result
 	for _, n := range sizes {
-		dir, err := os.MkdirTemp("", "scalereport-")
+		dir, err := os.MkdirTemp(*keep, "scalereport-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "scalereport:", err)
 			os.Exit(1)
 		}
 		res, err := scaletest.Run(ctx, scaletest.Options{Ranks: n, Steady: *steady, StartLatency: *latency,
 			StartSpread: *spread, Dir: dir, Chromium: *browser, HeapProfile: suffixed(*heap, n)})
-		os.RemoveAll(dir)
+		if *keep == "" {
+			os.RemoveAll(dir)
+		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "scalereport: %d ranks: %v\n", n, err)
 			os.Exit(1)
@@ -100,8 +103,10 @@ func writeTable(w io.Writer, rs []*scaletest.Result) {
 	row("last container start to all registered", func(r *scaletest.Result) string { return ms(r.StartToRegistered) })
 	row("first to last registration answered", func(r *scaletest.Result) string { return ms(r.FirstToLastRegistered) })
 	row("driver CPU, submit to all registered", func(r *scaletest.Result) string { return ms(r.RegisterCPU) })
+	row("swarm CPU, submit to all registered", func(r *scaletest.Result) string { return ms(r.SwarmRegisterCPU) })
 	row("driver CPU per heartbeat", func(r *scaletest.Result) string { return fmt.Sprintf("%d µs", r.HeartbeatCPU.Microseconds()) })
 	row("driver cores busy (steady)", func(r *scaletest.Result) string { return fmt.Sprintf("%.3f", r.DriverCores) })
+	row("swarm cores busy (steady)", func(r *scaletest.Result) string { return fmt.Sprintf("%.3f", r.SwarmCores) })
 	row("driver RSS", func(r *scaletest.Result) string { return fmt.Sprintf("%.0f MiB", float64(r.RSSBytes)/(1<<20)) })
 	row("driver RSS per rank", func(r *scaletest.Result) string { return kib(r.RSSBytes / int64(r.Ranks)) })
 	row("/metrics size", func(r *scaletest.Result) string { return kib(int64(r.Metrics.Bytes)) })
