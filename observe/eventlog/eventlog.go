@@ -40,7 +40,8 @@ type Writer struct {
 	logger   *slog.Logger
 
 	mu       sync.Mutex
-	lines    map[logStream]int // output lines recorded
+	lines    map[logStream]int    // output lines recorded
+	progress map[int]heldProgress // by rank (progress.go)
 	pending  bytes.Buffer
 	segments int
 	closed   bool
@@ -98,10 +99,19 @@ func (w *Writer) Record(ev jobview.Event) {
 	if w.closed {
 		return
 	}
+	if ev.Kind == jobview.KindProgress {
+		w.holdProgressLocked(ev.Rank, ev.Time, line)
+		return
+	}
+	final := ev.Kind == jobview.KindJobState && jobview.IsFinal(ev.State)
+	if final {
+		// The ranks' last counters come before the job's end.
+		w.releaseProgressLocked()
+	}
 	w.pending.Write(line)
 	w.pending.WriteByte('\n')
 	// A job's end is published at once, not at the next tick.
-	if ev.Kind == jobview.KindJobState && jobview.IsFinal(ev.State) {
+	if final {
 		select {
 		case w.kick <- struct{}{}:
 		default:
@@ -131,6 +141,7 @@ func (w *Writer) run(ctx context.Context) {
 // flush publishes what was recorded since the last flush as a new segment.
 func (w *Writer) flush(ctx context.Context) error {
 	w.mu.Lock()
+	w.releaseProgressLocked()
 	if w.pending.Len() == 0 {
 		w.mu.Unlock()
 		return nil
