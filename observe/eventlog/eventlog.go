@@ -196,6 +196,10 @@ func (w *Writer) Close(ctx context.Context) error {
 	if err := writeAtomic(ctx, w.fsys, path.Join(w.dir, completeName), all.Bytes()); err != nil {
 		return fmt.Errorf("fold the event log of %s: %w", w.dir, err)
 	}
+	if err := writeSummary(ctx, w.fsys, w.dir, events); err != nil {
+		// A history lists the job from its whole log instead.
+		w.logger.Warn("event log summary not written", "dir", w.dir, "err", err)
+	}
 	// The folded file is complete; the segments are only clutter now, and
 	// readers prefer the folded file if a removal fails.
 	segs, err := segmentNames(ctx, w.fsys, w.dir)
