@@ -1,6 +1,7 @@
 package scaletest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -195,23 +197,32 @@ func measureRunning(ctx context.Context, m *Manager, opts Options, hb time.Durat
 			return err
 		}
 	}
-	base := ui.get()
+	return probeUI(ctx, opts, ui.get(), jobID, res)
+}
+
+// probeUI times the running job's answers from its web UI at base.
+func probeUI(ctx context.Context, opts Options, base, jobID string, res *Result) error {
 	if base == "" {
 		return errors.New("scaletest: the driver published no web UI address")
 	}
 	var err error
 	base = strings.TrimSuffix(base, "/")
-	if res.Metrics, err = probe(ctx, base+"/metrics"); err != nil {
+	if res.Metrics, err = median(probeRuns, func() (Probe, error) { return probe(ctx, base+"/metrics") }); err != nil {
 		return err
 	}
-	if res.Status, err = probe(ctx, base+"/api/jobs/"+jobID); err != nil {
+	if res.Status, err = median(probeRuns, func() (Probe, error) { return probe(ctx, base+"/api/jobs/"+jobID) }); err != nil {
 		return err
 	}
 	if res.Page, err = probe(ctx, base+"/jobs/"+jobID); err != nil {
 		return err
 	}
 	if opts.Chromium != "" {
-		if res.PageRender, err = renderTime(ctx, opts.Chromium, base, jobID, opts.Ranks); err != nil {
+		render, err := median(renderRuns, func() (Probe, error) {
+			d, err := renderTime(ctx, opts.Chromium, base, jobID, opts.Ranks)
+			return Probe{Time: d}, err
+		})
+		res.PageRender = render.Time
+		if err != nil {
 			return err
 		}
 	}
@@ -238,6 +249,28 @@ func measureAfter(ctx context.Context, opts Options, jobID string, ran time.Dura
 	res.EventLogPerRankMin = float64(total) / float64(opts.Ranks) / ran.Minutes()
 	res.HistoryList, res.HistoryJob, err = probeHistory(ctx, opts.Dir, jobID)
 	return err
+}
+
+// Each answer is timed several times and its median kept: on a machine
+// shared with other work one request can wait on the scheduler for longer
+// than the driver takes to answer it.
+const (
+	probeRuns  = 5
+	renderRuns = 3
+)
+
+// median runs f n times and returns the run of median time.
+func median(n int, f func() (Probe, error)) (Probe, error) {
+	runs := make([]Probe, 0, n)
+	for range n {
+		p, err := f()
+		if err != nil {
+			return p, err
+		}
+		runs = append(runs, p)
+	}
+	slices.SortFunc(runs, func(a, b Probe) int { return cmp.Compare(a.Time, b.Time) })
+	return runs[n/2], nil
 }
 
 // uiURL is the web UI's address once the driver published it.
