@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -111,6 +112,24 @@ func checkHierAllReduce[T Float](t *testing.T, comms []*Comm, count int, op Op) 
 			if math.Float64bits(float64(bufs[r][i])) != math.Float64bits(float64(w)) {
 				t.Fatalf("%s of %d %T: rank %d element %d = %v, want %v", op, count, w, r, i, bufs[r][i], w)
 			}
+		}
+	}
+}
+
+func TestRanksPerHostValidated(t *testing.T) {
+	peers := []string{"a:1", "a:2", "a:3", "a:4"}
+	for _, tc := range []struct {
+		perHost int
+		want    string
+	}{{3, "does not divide world size 4"}, {-2, "want a count, 0 or HostsFromPeers"}} {
+		err := Config{Rank: 0, WorldSize: 4, Peers: peers, RanksPerHost: tc.perHost}.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("RanksPerHost %d: %v, want %q", tc.perHost, err, tc.want)
+		}
+	}
+	for _, ok := range []int{0, 2, 4, HostsFromPeers} {
+		if err := (Config{Rank: 0, WorldSize: 4, Peers: peers, RanksPerHost: ok}).Validate(); err != nil {
+			t.Errorf("RanksPerHost %d: %v", ok, err)
 		}
 	}
 }
