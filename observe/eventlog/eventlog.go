@@ -39,15 +39,16 @@ type Writer struct {
 	interval time.Duration
 	logger   *slog.Logger
 
-	mu       sync.Mutex
-	lines    map[logStream]int    // output lines recorded
-	progress map[int]heldProgress // by rank (progress.go)
-	pending  bytes.Buffer
-	segments int
-	closed   bool
-	kick     chan struct{}
-	done     chan struct{}
-	wg       sync.WaitGroup
+	mu        sync.Mutex
+	lines     map[logStream]int       // output lines recorded
+	progress  map[string]heldProgress // by rank and kind (progress.go)
+	worldSize int                     // the job's ranks, once submitted
+	pending   bytes.Buffer
+	segments  int
+	closed    bool
+	kick      chan struct{}
+	done      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // NewWriter opens the event log of job under dirURI (created when missing).
@@ -99,8 +100,7 @@ func (w *Writer) Record(ev jobview.Event) {
 	if w.closed {
 		return
 	}
-	if ev.Kind == jobview.KindProgress {
-		w.holdProgressLocked(ev.Rank, ev.Time, line)
+	if w.holdLocked(&ev, line) {
 		return
 	}
 	final := ev.Kind == jobview.KindJobState && jobview.IsFinal(ev.State)
