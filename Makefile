@@ -44,7 +44,7 @@ UNIT_PKGS   = $(call pkgs_except,$(E2E_PKGS) ./yarn/e2e)
 CHECK_PKGS  = $(call pkgs_except,$(E2E_PKGS) ./yarn/e2e $(SLOW_PKGS))
 
 .DEFAULT_GOAL := help
-.PHONY: help build wheel check test test-go test-unit test-e2e test-python test-hadoop run bench chaos fuzz lint tidy-check proto proto-check clean deps
+.PHONY: help build wheel check test test-go test-unit test-e2e test-python test-hadoop run bench scale chaos fuzz lint tidy-check proto proto-check clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -124,6 +124,12 @@ test-python:
 
 bench: deps build ## feed, collectives, HDFS and standalone benchmarks, each beside its baseline
 	@scripts/bench.sh
+
+# SCALE_RANKS and SCALE_FLAGS pass on to testbed/scaletest/scalereport.
+SCALE_RANKS ?= 100,500,1000,2000
+scale: ## simulate jobs of 100 to 2,000 executors against a real driver; print docs/scale.md's table
+	$(GO) build -o $(BIN)/scalereport ./testbed/scaletest/scalereport
+	$(BIN)/scalereport -ranks $(SCALE_RANKS) $(SCALE_FLAGS)
 
 chaos: deps ## kill training ranks, executors, parameter servers, drivers, standalone workers and masters, test-HDFS datanodes, YARN containers and NodeManagers of real jobs at random, and cut the driver link; report recoveries (docs/reliability.md)
 	SPINDLE_CHAOS=1 $(GO) test -count=1 -v -timeout 30m -run TestChaos ./e2e/chaos

@@ -35,6 +35,12 @@ func BenchmarkAllReduceAlgos(b *testing.B) {
 }
 
 func benchAlgo(b *testing.B, n, size, small int) {
+	benchAllReduce(b, n, size, func(_ int, cfg *Config) { cfg.SmallBytes = small })
+}
+
+// benchAllReduce times allreduces of size bytes on n in-process ranks
+// configured by tweak.
+func benchAllReduce(b *testing.B, n, size int, tweak func(rank int, cfg *Config)) {
 	var linker Linker
 	switch l := os.Getenv("COLLECTIVE_BENCH_LINK"); l {
 	case "", "tcp":
@@ -43,8 +49,8 @@ func benchAlgo(b *testing.B, n, size, small int) {
 	default:
 		b.Fatalf("COLLECTIVE_BENCH_LINK=%q: want tcp or mem", l)
 	}
-	comms, errs := startRanks(b, n, func(_ int, cfg *Config) {
-		cfg.SmallBytes = small
+	comms, errs := startRanks(b, n, func(r int, cfg *Config) {
+		tweak(r, cfg)
 		cfg.Link = linker
 	})
 	for r, err := range errs {

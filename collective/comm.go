@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -32,6 +33,7 @@ type Comm struct {
 	chunk       int
 	small       int          // largest allreduce in bytes run by the tree; <0: none
 	treeLinked  bool         // t links this rank to its tree parent and children
+	hier        *hierarchy   // where this rank sits among hosts (hier.go); nil: flat
 	t           Transport    // nil when world == 1
 	ln          net.Listener // closed by Close when world == 1
 	log         *slog.Logger
@@ -68,6 +70,14 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 	}
 	left, right := ringNeighbours(cfg.Rank, cfg.WorldSize)
 	peers := linkedPeers(cfg.Rank, cfg.WorldSize)
+	var hr *hierarchy
+	if cfg.RanksPerHost != 0 {
+		if hr = newHierarchy(cfg.Rank, hostsOf(cfg.Peers, cfg.WorldSize, cfg.RanksPerHost)); hr != nil {
+			peers = append(peers, hr.peers()...)
+			slices.Sort(peers)
+			peers = slices.Compact(peers)
+		}
+	}
 	t, err := connect(ctx, cfg, log, peers, peers)
 	if err != nil {
 		return nil, fmt.Errorf("collective: connect rank %d of %d: %w", cfg.Rank, cfg.WorldSize, err)
@@ -75,6 +85,7 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 	log.Debug("communicator ready", "world_size", cfg.WorldSize, "left", left, "right", right, "partners", len(peers))
 	c := newComm(cfg, t, log)
 	c.treeLinked = true
+	c.hier = hr
 	return c, nil
 }
 

@@ -82,6 +82,14 @@ type Config struct {
 	// moving 1/n of it). Zero means the default for the world size
 	// (DefaultSmallBytes); negative forces the ring for every size.
 	SmallBytes int
+	// RanksPerHost turns on the hierarchical allreduce (hier.go), which
+	// then runs every allreduce the tree does not, when the ranks span
+	// hosts of several ranks each: positive puts each run of this many
+	// consecutive ranks on a host of its own (hosts simulated by rank
+	// groups), HostsFromPeers reads each rank's host from Peers. Zero
+	// (the default) runs the flat ring: the hierarchy is measured here on
+	// one host only (docs/benchmarks.md).
+	RanksPerHost int
 	// Link builds the data link between ring neighbours; nil means TCP
 	// (TCPLinker with SocketBufferBytes). Whatever the link, the ranks
 	// meet, authenticate and agree on failures over the peer mesh on the
@@ -145,6 +153,12 @@ func (c Config) Validate() error {
 		if err := checkListenerPort(c.Listener, c.Peers[c.Rank]); err != nil {
 			return fmt.Errorf("collective: listener of rank %d: %w", c.Rank, err)
 		}
+	}
+	if c.RanksPerHost < HostsFromPeers {
+		return fmt.Errorf("collective: %d ranks per host: want a count, 0 or HostsFromPeers", c.RanksPerHost)
+	}
+	if c.RanksPerHost > 0 && c.WorldSize%c.RanksPerHost != 0 {
+		return fmt.Errorf("collective: %d ranks per host: does not divide world size %d", c.RanksPerHost, c.WorldSize)
 	}
 	if c.Token != "" && len(c.Token) < minTokenLen {
 		return fmt.Errorf("collective: peer token is %d bytes long: need at least %d", len(c.Token), minTokenLen)

@@ -43,7 +43,10 @@
 // vector of at most Config.SmallBytes (by default DefaultSmallBytes, from
 // a latency-bandwidth model) and Barrier go up the tree and back down
 // instead: 2 log2 n steps rather than 2(n-1), which is what many ranks need
-// for small messages. Broadcast and allgather always run the ring.
+// for small messages. With Config.RanksPerHost, a larger allreduce runs
+// hierarchically instead (within hosts, across them, within again; four
+// more peers a rank), in 2(g-1)+2(H-1) steps for H hosts of g ranks.
+// Broadcast and allgather always run the ring.
 //
 // With either algorithm, every element is reduced by exactly one rank, in a
 // fixed order, and the final bits are then copied to the others: all ranks end with bit-identical

@@ -71,6 +71,11 @@ func AllReduce[T Float](ctx context.Context, c *Comm, data []T, op Op) error {
 			return c.tree(ctx, h, asBytes(data), combine)
 		})
 	}
+	if c.useHier(len(data) * esize) {
+		return c.do(ctx, h, func(h header) error {
+			return c.hierAllReduce(ctx, h, asBytes(data), len(data), esize, combine)
+		})
+	}
 	return c.run(ctx, h, func(p *plan) {
 		n, r := c.world, c.rank
 		b := asBytes(data)

@@ -118,3 +118,38 @@ func benchGRPCHeartbeats(b *testing.B, n int, jobTLS bool) {
 		}
 	})
 }
+
+// BenchmarkRegisterGang is the driver's cost of one registration, and of
+// its rank's place on its host, as gangs grow: it should not grow with
+// the gang (make scale registers 2,000 executors).
+func BenchmarkRegisterGang(b *testing.B) {
+	for _, n := range []int{100, 2000, 10000} {
+		b.Run(fmt.Sprintf("executors=%d", n), func(b *testing.B) {
+			ids := make([]string, n)
+			reqs := make([]*driverpb.RegisterRequest, n)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("exec-%d", i)
+				reqs[i] = &driverpb.RegisterRequest{ExecutorId: ids[i], Host: fmt.Sprintf("h%d", i/8), Ports: []uint32{1, 2}}
+			}
+			b.ResetTimer()
+			for range b.N / n {
+				// As the control plane does: every executor registers, then
+				// each call, answered once the gang is in, finds its rank's
+				// place on its host.
+				g := newRoster(ids)
+				members := make([]*member, n)
+				for i, req := range reqs {
+					m, err := g.register(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					members[i] = m
+				}
+				for _, m := range members {
+					g.localRanks(m)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(max(b.N/n*n, 1)), "ns/registration")
+		})
+	}
+}

@@ -298,7 +298,7 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 	if d.obs != nil {
 		calls = d.obs.rpc
 	}
-	srv := rpc.NewServer(rpc.ServerConfig{Logger: d.logger, Metrics: calls, Options: append(d.signer.ServerOptions(), d.tls.serverOptions()...)})
+	srv := rpc.NewServer(rpc.ServerConfig{Logger: d.logger, Metrics: calls, Options: append(append(d.signer.ServerOptions(), d.tls.serverOptions()...), newSpecCodec().serverOption())})
 	generationTasks := func(rank int) (*driverpb.Task, error) {
 		t, err := tasks(rank)
 		if t != nil {

@@ -104,6 +104,12 @@ type roster struct {
 	now       func() time.Time
 	// credScan is when useCredentials last looked at every member.
 	credScan time.Time
+	// joined counts the members of the first gang that registered, so a
+	// registration need not look at every member (scale.go).
+	joined int
+	// onHost holds each host's ranks in rank order, built once when it
+	// is first asked for and dropped when a replacement registers.
+	onHost map[string][]int
 
 	// psSpares is how many parameter servers may die without failing the
 	// job: Spindle's own servers keep that many backups of every row
@@ -223,6 +229,7 @@ func (g *roster) register(req *driverpb.RegisterRequest) (*member, error) {
 		return nil, errStopped
 	}
 	m.host = req.GetHost()
+	g.onHost = nil // hosts changed
 	m.ports = req.GetPorts()
 	m.pid = req.GetPid()
 	m.lastSeen = g.now()
@@ -240,10 +247,8 @@ func (g *roster) register(req *driverpb.RegisterRequest) (*member, error) {
 		g.psLost--
 		return m, nil
 	}
-	for _, id := range g.order {
-		if !g.members[id].registered {
-			return m, nil
-		}
+	if g.joined++; g.joined < len(g.order) || !g.allRegisteredLocked() {
+		return m, nil
 	}
 	g.peers = make([]*driverpb.Peer, len(g.order))
 	for i, id := range g.order {
@@ -260,17 +265,9 @@ func (g *roster) register(req *driverpb.RegisterRequest) (*member, error) {
 func (g *roster) localRanks(m *member) (local, size int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, id := range g.order {
-		o := g.members[id]
-		if o.host != m.host {
-			continue
-		}
-		if o.rank < m.rank {
-			local++
-		}
-		size++
-	}
-	return local, size
+	ranks := g.hostRanksLocked()[m.host]
+	local, _ = slices.BinarySearch(ranks, m.rank)
+	return local, len(ranks)
 }
 
 // heartbeat records liveness and progress and says whether to stop, and

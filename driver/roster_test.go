@@ -329,3 +329,27 @@ func TestFailureNamesTheCauseNotItsEcho(t *testing.T) {
 		}
 	})
 }
+
+// A rank's place on its host follows the hosts as registered, a retried
+// registration counts once, and the gang is complete only when every
+// executor is in.
+func TestLocalRanksFollowRegistrations(t *testing.T) {
+	g := newRoster([]string{"exec-0", "exec-1", "exec-2"})
+	register(t, g, "exec-0", "h1")
+	register(t, g, "exec-0", "h1") // retried
+	register(t, g, "exec-1", "h1")
+	if closed(g.ready) {
+		t.Fatal("ready with a retried registration counted twice")
+	}
+	m2 := register(t, g, "exec-2", "h2")
+	if !closed(g.ready) {
+		t.Fatal("not ready after every executor registered")
+	}
+	if local, size := g.localRanks(m2); local != 0 || size != 1 {
+		t.Errorf("rank 2 on h2: local rank %d of %d, want 0 of 1", local, size)
+	}
+	m2 = register(t, g, "exec-2", "h1") // its retry came from h1
+	if local, size := g.localRanks(m2); local != 2 || size != 3 {
+		t.Errorf("rank 2 on h1: local rank %d of %d, want 2 of 3", local, size)
+	}
+}

@@ -86,8 +86,21 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 		out = append(out, k+"="+v)
 	}
 	sort.Strings(out)
+	for _, kv := range out {
+		if len(kv)+1 > maxEnvString {
+			k, v, _ := strings.Cut(kv, "=")
+			return nil, fmt.Errorf("rank %d: %s would be %d bytes (every rank's address for a world of %d), over Linux's limit of %d for one "+
+				"environment variable: the training process could not start", id.rank, k, len(v), id.worldSize, maxEnvString)
+		}
+	}
 	return out, nil
 }
+
+// maxEnvString is Linux's MAX_ARG_STRLEN: the longest string, "KEY=value"
+// and its terminating zero, that execve takes into a new process's
+// environment. SPINDLE_PEERS and TF_CONFIG name every rank, so a job of
+// thousands of ranks with long host names reaches it (docs/scale.md).
+const maxEnvString = 32 * 4096
 
 // userEnv is the executor's own environment without the job's secrets,
 // under the user's --env.

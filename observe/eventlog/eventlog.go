@@ -39,14 +39,16 @@ type Writer struct {
 	interval time.Duration
 	logger   *slog.Logger
 
-	mu       sync.Mutex
-	lines    map[logStream]int // output lines recorded
-	pending  bytes.Buffer
-	segments int
-	closed   bool
-	kick     chan struct{}
-	done     chan struct{}
-	wg       sync.WaitGroup
+	mu        sync.Mutex
+	lines     map[logStream]int       // output lines recorded
+	progress  map[string]heldProgress // by rank and kind (progress.go)
+	worldSize int                     // the job's ranks, once submitted
+	pending   bytes.Buffer
+	segments  int
+	closed    bool
+	kick      chan struct{}
+	done      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // NewWriter opens the event log of job under dirURI (created when missing).
@@ -98,10 +100,18 @@ func (w *Writer) Record(ev jobview.Event) {
 	if w.closed {
 		return
 	}
+	if w.holdLocked(&ev, line) {
+		return
+	}
+	final := ev.Kind == jobview.KindJobState && jobview.IsFinal(ev.State)
+	if final {
+		// The ranks' last counters come before the job's end.
+		w.releaseProgressLocked()
+	}
 	w.pending.Write(line)
 	w.pending.WriteByte('\n')
 	// A job's end is published at once, not at the next tick.
-	if ev.Kind == jobview.KindJobState && jobview.IsFinal(ev.State) {
+	if final {
 		select {
 		case w.kick <- struct{}{}:
 		default:
@@ -131,6 +141,7 @@ func (w *Writer) run(ctx context.Context) {
 // flush publishes what was recorded since the last flush as a new segment.
 func (w *Writer) flush(ctx context.Context) error {
 	w.mu.Lock()
+	w.releaseProgressLocked()
 	if w.pending.Len() == 0 {
 		w.mu.Unlock()
 		return nil
@@ -184,6 +195,10 @@ func (w *Writer) Close(ctx context.Context) error {
 	}
 	if err := writeAtomic(ctx, w.fsys, path.Join(w.dir, completeName), all.Bytes()); err != nil {
 		return fmt.Errorf("fold the event log of %s: %w", w.dir, err)
+	}
+	if err := writeSummary(ctx, w.fsys, w.dir, events); err != nil {
+		// A history lists the job from its whole log instead.
+		w.logger.Warn("event log summary not written", "dir", w.dir, "err", err)
 	}
 	// The folded file is complete; the segments are only clutter now, and
 	// readers prefer the folded file if a removal fails.

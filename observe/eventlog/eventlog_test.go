@@ -78,12 +78,17 @@ func TestWriterPublishesSegmentsThenFolds(t *testing.T) {
 			}
 			f, d, _ := res.Resolve(ctx, dir)
 			infos, _ := f.ReadDir(ctx, d+"/job-1")
-			if len(infos) != 1 || infos[0].Name() != completeName {
-				var names []string
-				for _, fi := range infos {
-					names = append(names, fi.Name())
-				}
-				t.Errorf("job directory holds %v, want only %s", names, completeName)
+			var names []string
+			for _, fi := range infos {
+				names = append(names, fi.Name())
+			}
+			if len(names) != 2 || names[0] != completeName || names[1] != summaryName {
+				t.Errorf("job directory holds %v, want only %s and %s", names, completeName, summaryName)
+			}
+			// A history lists the finished job from its summary.
+			sum, ok, err := ReadSummary(ctx, res, dir, "job-1")
+			if err != nil || !ok || sum.Name != "demo" || sum.State != jobview.StateFailed || sum.Duration != 2 {
+				t.Errorf("summary %+v, %v, %v; want demo, FAILED after 2 s", sum, ok, err)
 			}
 		})
 	}

@@ -38,13 +38,19 @@ type Summary struct {
 // Snapshot is everything a job page shows at one moment.
 type Snapshot struct {
 	Summary
-	Reason     string             `json:"reason,omitempty"`
-	Command    []string           `json:"command"`
-	Settings   map[string]string  `json:"settings,omitempty"`
-	Push       *PushInput         `json:"push,omitempty"`
-	Roles      map[string]int     `json:"roles,omitempty"`
-	Generation int                `json:"generation"`
-	Ranks      []RankView         `json:"ranks"`
+	Reason     string            `json:"reason,omitempty"`
+	Command    []string          `json:"command"`
+	Settings   map[string]string `json:"settings,omitempty"`
+	Push       *PushInput        `json:"push,omitempty"`
+	Roles      map[string]int    `json:"roles,omitempty"`
+	Generation int               `json:"generation"`
+	Ranks      []RankView        `json:"ranks"`
+	// RankCount is how many ranks the job has and RankStates how many
+	// are in each state; Ranks may be a page of them from RankOffset on
+	// (PageRanks).
+	RankCount  int                `json:"rank_count"`
+	RankStates map[string]int     `json:"rank_states,omitempty"`
+	RankOffset int                `json:"rank_offset"`
 	Throughput []Point            `json:"throughput"`
 	Scalars    map[string][]Point `json:"scalars,omitempty"`
 	Slowest    *int               `json:"slowest_rank,omitempty"`
@@ -125,6 +131,9 @@ type Job struct {
 	scalars    map[string]*series
 	models     []SavedModel
 	tp         throughputSampler
+	// rows is the sum of the ranks' rows, kept as they report so that a
+	// report costs the same in a job of ten ranks as in one of thousands.
+	rows int64
 }
 
 type rankState struct {
@@ -260,6 +269,7 @@ func (j *Job) progress(at time.Time, r *rankState, p Progress) {
 	}
 	last := p
 	r.last, r.at = &last, at
+	j.rows += p.Rows - r.view.Rows
 	r.view.Epoch, r.view.Rows, r.view.Batches, r.view.Bytes = p.Epoch, p.Rows, p.Batches, p.Bytes
 	r.view.MemoryBytes = p.MemoryBytes
 	r.view.GPUs, r.view.GPUUtilRatio, r.view.GPUMemoryBytes = p.GPUs, p.GPUUtilRatio, p.GPUMemoryBytes
@@ -275,10 +285,7 @@ func (j *Job) progress(at time.Time, r *rankState, p Progress) {
 // revise it instead of starting another: a point's rate counts every rank
 // that reported since the previous point.
 func (j *Job) sampleThroughput(at time.Time) {
-	var total int64
-	for _, rs := range j.ranks {
-		total += rs.view.Rows
-	}
+	total := j.rows
 	tp := &j.tp
 	switch {
 	case tp.last.at.IsZero():

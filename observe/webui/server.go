@@ -104,7 +104,32 @@ func (h *handler) job(w http.ResponseWriter, r *http.Request) {
 		httpError(w, err)
 		return
 	}
-	writeJSON(w, j.Snapshot(time.Now()))
+	offset, limit, err := rankPage(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	snap := j.Snapshot(time.Now())
+	snap.PageRanks(offset, limit)
+	writeJSON(w, snap)
+}
+
+// rankPage reads ?offset= and ?limit=, the page of the ranks table a job's
+// data holds (no limit: every rank).
+func rankPage(r *http.Request) (offset, limit int, err error) {
+	for _, p := range []struct {
+		name string
+		to   *int
+	}{{"offset", &offset}, {"limit", &limit}} {
+		v := r.URL.Query().Get(p.name)
+		if v == "" {
+			continue
+		}
+		if *p.to, err = strconv.Atoi(v); err != nil || *p.to < 0 {
+			return 0, 0, fmt.Errorf("%s %q: want a count of ranks", p.name, v)
+		}
+	}
+	return offset, limit, nil
 }
 
 // logChunk finds the job and rank a log route names.

@@ -58,6 +58,8 @@ type History struct {
 
 	mu    sync.Mutex
 	cache map[string]cachedJob
+	// summaries are finished jobs' summaries, read from beside their logs.
+	summaries map[string]jobview.Summary
 }
 
 type cachedJob struct {
@@ -68,7 +70,7 @@ type cachedJob struct {
 
 // NewHistory returns a Source over the event logs under dirURI.
 func NewHistory(res *fsys.Resolver, dirURI string) *History {
-	return &History{res: res, dir: dirURI, cache: map[string]cachedJob{}}
+	return &History{res: res, dir: dirURI, cache: map[string]cachedJob{}, summaries: map[string]jobview.Summary{}}
 }
 
 var _ Source = (*History)(nil)
@@ -85,6 +87,10 @@ func (h *History) Jobs(ctx context.Context) ([]jobview.Summary, error) {
 	now := time.Now()
 	out := make([]jobview.Summary, 0, len(found))
 	for _, f := range found {
+		if s, ok := h.summary(ctx, f); ok {
+			out = append(out, s)
+			continue
+		}
 		j, err := h.load(ctx, f)
 		if err != nil {
 			continue // a job whose log cannot be read is left off the list, not the whole list
@@ -100,6 +106,31 @@ func (h *History) Jobs(ctx context.Context) ([]jobview.Summary, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// summary returns a finished job's summary from beside its log, without
+// replaying the log; ok is false when there is none.
+func (h *History) summary(ctx context.Context, f eventlog.Job) (jobview.Summary, bool) {
+	if !f.Complete {
+		return jobview.Summary{}, false
+	}
+	h.mu.Lock()
+	s, ok := h.summaries[f.ID]
+	h.mu.Unlock()
+	if ok {
+		return s, true
+	}
+	s, ok, err := eventlog.ReadSummary(ctx, h.res, h.dir, f.ID)
+	if err != nil || !ok {
+		return jobview.Summary{}, false
+	}
+	if s.ID == "" {
+		s.ID = f.ID
+	}
+	h.mu.Lock()
+	h.summaries[f.ID] = s
+	h.mu.Unlock()
+	return s, true
 }
 
 // staleAfter is how long a running job's log may go unwritten before the

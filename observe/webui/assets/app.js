@@ -95,9 +95,32 @@ async function showList() {
   timer = setInterval(reload, 5000);
 }
 
+// RANKS_PAGE is how many rows of the ranks table a job page shows at once
+// (the server's jobview.RanksPageSize): a job of thousands of ranks is read
+// a page at a time, its ranks counted by state above the table.
+const RANKS_PAGE = 100;
+
+// rankPager says which ranks the table shows, how many there are in each
+// state, and moves between pages of a large job.
+function rankPager(j, move) {
+  const total = j.rank_count || 0, from = j.rank_offset || 0, shown = (j.ranks || []).length;
+  const states = Object.entries(j.rank_states || {}).sort().map(([s, n]) => n + " " + s).join(", ");
+  const box = el("div", {class: "controls", id: "rank-pager"},
+    el("span", {id: "rank-states"}, total + " ranks" + (states ? ": " + states : "")));
+  if (total > shown) {
+    box.append(el("span", {id: "rank-page"}, "; showing " + (from + 1) + "–" + (from + shown)),
+      el("button", {id: "ranks-prev", onclick: () => move(-RANKS_PAGE)}, "previous"),
+      el("button", {id: "ranks-next", onclick: () => move(RANKS_PAGE)}, "next"));
+    box.querySelector("#ranks-prev").disabled = from === 0;
+    box.querySelector("#ranks-next").disabled = from + shown >= total;
+  }
+  return box;
+}
+
 async function showJob(id) {
+  let offset = 0;
   const render = async () => {
-    const j = await getJSON(BASE + "api/jobs/" + encodeURIComponent(id));
+    const j = await getJSON(BASE + "api/jobs/" + encodeURIComponent(id) + "?limit=" + RANKS_PAGE + "&offset=" + offset);
     where.textContent = j.name || j.id;
     const head = el("dl", {id: "summary"},
       el("dt", {}, "job"), el("dd", {}, j.id), el("dt", {}, "user"), el("dd", {}, j.user), el("dt", {}, "mode"), el("dd", {}, j.mode),
@@ -126,6 +149,7 @@ async function showJob(id) {
     show(el("h1", {}, j.name || j.id), head,
       j.reason ? el("div", {class: "reason", id: "reason"}, j.reason) : null,
       el("h2", {}, "Ranks"),
+      rankPager(j, async step => { offset = Math.max(0, offset + step); await render(); }),
       el("table", {id: "ranks"}, el("thead", {}, el("tr", {}, ...["Rank", "Role", "Host", "State", "Restarts", "Epoch", "Rows", "Rows/s", "Feed", "Steps/s", "CPU", "Memory", "GPU", "Heartbeat", ""].map(h => el("th", {}, h)))),
         el("tbody", {}, ...rows)),
       el("h2", {}, "Charts"), charts,
