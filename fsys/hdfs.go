@@ -69,6 +69,8 @@ type hdfsCluster struct {
 	// common dfs.data.transfer.protection, added to errors colinmarc/hdfs
 	// reports without it (a write's "replication in progress").
 	dnRefused atomic.Pointer[error]
+	// dnFails names the datanodes that failed a read, for its error.
+	dnFails dnFailures
 }
 
 // connSet tracks open connections so that calls blocked on them (the HDFS
@@ -222,6 +224,7 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 			options.DataTransferProtection = ""
 		}
 	}
+	options.DatanodeDialFunc = cl.dnFails.wrap(options.DatanodeDialFunc)
 	cl.options = options
 	return cl, nil
 }

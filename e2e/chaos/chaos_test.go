@@ -293,8 +293,9 @@ type outcome struct {
 // restartLine is the driver's console line for each new generation.
 var restartLine = regexp.MustCompile(`; restarting every rank \(`)
 
-// firstRestart takes the reason of the first restart.
-var firstRestart = regexp.MustCompile(`failed: (.*); restarting every rank \(`)
+// firstRestart takes the reason of the first restart, and the failed
+// process's last lines of stderr that follow it, indented.
+var firstRestart = regexp.MustCompile(`failed: (.*); restarting every rank \([^\n]*((?:\n    [^\n]*)*)`)
 
 func TestChaos(t *testing.T) {
 	runs := 3
@@ -485,7 +486,7 @@ ended:
 	code := cmd.ProcessState.ExitCode()
 	o.restarts = len(restartLine.FindAllString(stderr.String(), -1))
 	if m := firstRestart.FindStringSubmatch(stderr.String()); m != nil {
-		o.why = m[1]
+		o.why = m[1] + strings.ReplaceAll(m[2], "\n    ", " | ")
 	}
 	switch {
 	case f.recovers:
