@@ -45,6 +45,7 @@ type Comm struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
+	watch     *linkWatch // nil when links are not watched
 }
 
 // New joins the communicator described by cfg: it joins the job's peer
@@ -75,6 +76,7 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 	log.Debug("communicator ready", "world_size", cfg.WorldSize, "left", left, "right", right, "partners", len(peers))
 	c := newComm(cfg, t, log)
 	c.treeLinked = true
+	c.startLinkWatch(cfg)
 	return c, nil
 }
 
@@ -137,6 +139,7 @@ func (c *Comm) WorldSize() int { return c.world }
 func (c *Comm) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
+		c.watch.close()
 		if c.t != nil {
 			if c.busy.Load() {
 				c.t.Abort(ErrClosed)

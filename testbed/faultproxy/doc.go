@@ -5,7 +5,7 @@
 // nothing; the connections are cut when the blackhole ends, as a
 // protocol that lost bytes could not go on), or drops every connection
 // (reset at once, new ones refused), in both directions or in one only
-// (SetOneWay: a one-way partition); it can also delay every chunk of
+// (SetToTarget, SetToClient: a one-way partition); it can also delay every chunk of
 // bytes (SetDelay: a slow link) or hold a random share of them for a
 // retransmission timeout (SetLoss: a lossy link, as TCP sees one). It
 // listens on loopback; Spindle's

@@ -53,13 +53,14 @@ type Proxy struct {
 	mu   sync.Mutex
 	cond *sync.Cond
 	mode Mode
-	// up is the mode of the bytes from the client to the target alone
-	// (SetOneWay), in force while mode is Pass.
-	up    Mode
-	delay time.Duration
-	loss  float64
-	rng   *rand.Rand
-	conns map[net.Conn]struct{}
+	// up and down are the modes of the bytes from the clients to the
+	// target alone (SetToTarget) and back (SetToClient), in force while
+	// mode is Pass.
+	up, down Mode
+	delay    time.Duration
+	loss     float64
+	rng      *rand.Rand
+	conns    map[net.Conn]struct{}
 
 	wg sync.WaitGroup
 }
@@ -90,19 +91,37 @@ func (p *Proxy) Mode() Mode {
 // Leaving Blackhole and entering Drop cut the connections open now.
 func (p *Proxy) Set(m Mode) {
 	p.mu.Lock()
-	old := p.effective(true)
-	p.mode, p.up = m, Pass
+	old := p.worst()
+	p.mode, p.up, p.down = m, Pass, Pass
 	p.changed(old, m)
 }
 
-// SetOneWay changes the mode of the bytes from the proxy's clients to its
-// target only, the other way passing: SetOneWay(Blackhole) is a one-way
-// partition. Pass ends it.
-func (p *Proxy) SetOneWay(m Mode) {
+// SetToTarget changes the mode of the bytes from the proxy's clients to
+// its target only, the other way passing: SetToTarget(Blackhole) is a
+// one-way partition. Pass ends it.
+func (p *Proxy) SetToTarget(m Mode) {
 	p.mu.Lock()
-	old := p.effective(true)
-	p.mode, p.up = Pass, m
+	old := p.worst()
+	p.mode, p.up, p.down = Pass, m, Pass
 	p.changed(old, m)
+}
+
+// SetToClient is SetToTarget for the bytes from the target back to the
+// clients.
+func (p *Proxy) SetToClient(m Mode) {
+	p.mu.Lock()
+	old := p.worst()
+	p.mode, p.up, p.down = Pass, Pass, m
+	p.changed(old, m)
+}
+
+// worst is Blackhole when either direction is blackholed, else the
+// both-ways mode; p.mu is held.
+func (p *Proxy) worst() Mode {
+	if p.up == Blackhole || p.down == Blackhole {
+		return Blackhole
+	}
+	return p.mode
 }
 
 // SetDelay holds every chunk of bytes, both ways, for d before passing it
@@ -124,14 +143,18 @@ func (p *Proxy) SetLoss(loss float64, seed uint64) {
 
 // effective is the mode of one direction; p.mu is held.
 func (p *Proxy) effective(up bool) Mode {
-	if p.mode != Pass || !up {
+	switch {
+	case p.mode != Pass:
 		return p.mode
+	case up:
+		return p.up
+	default:
+		return p.down
 	}
-	return p.up
 }
 
-// changed cuts what a change of the client-to-target mode from old to m
-// cuts, and wakes paused pumps; it unlocks p.mu.
+// changed cuts what a change from old to m cuts, and wakes paused pumps;
+// it unlocks p.mu.
 func (p *Proxy) changed(old, m Mode) {
 	var cut []net.Conn
 	if m == Drop || (old == Blackhole && m != Blackhole) {

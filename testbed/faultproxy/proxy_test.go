@@ -204,7 +204,7 @@ func TestOneWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	serve(t, p)
-	p.SetOneWay(Blackhole)
+	p.SetToTarget(Blackhole)
 	c := dial(t, p)
 	if got, err := c.read(5 * time.Second); err != nil || got != "hi\n" {
 		t.Fatalf("the target's greeting through a one-way partition: %q, %v; want it passed", got, err)
@@ -215,7 +215,7 @@ func TestOneWay(t *testing.T) {
 		t.Fatalf("the target heard %q through the partition", s)
 	case <-time.After(300 * time.Millisecond): // silence is what is checked
 	}
-	p.SetOneWay(Pass)
+	p.SetToTarget(Pass)
 	if _, err := c.read(5 * time.Second); err == nil || timedOut(err) {
 		t.Fatalf("the partitioned connection was not cut at the end: %v", err)
 	}
