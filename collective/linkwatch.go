@@ -28,8 +28,8 @@ type SlowLink struct {
 	Rank, Peer int
 	Addr       string
 	// RoundTrip is how long the last probe of the peer took; when the
-	// peer did not answer within the collective timeout, it is that
-	// timeout and Err says why.
+	// peer did not answer it (within a second), Err says why and
+	// RoundTrip is how long it took to fail.
 	RoundTrip time.Duration
 	Err       error
 	// Threshold is the round trip past which a link counts as slow.
@@ -69,7 +69,11 @@ func (c *Comm) startLinkWatch(cfg Config) {
 	log := c.log
 	user := w.report
 	w.report = func(s SlowLink) {
-		log.Warn("slow link", "peer", s.Peer, "addr", s.Addr, "round_trip", s.RoundTrip, "threshold", s.Threshold, "err", s.Err)
+		if s.Err != nil {
+			log.Warn("link does not answer probes", "peer", s.Peer, "addr", s.Addr, "after", s.RoundTrip, "err", s.Err)
+		} else {
+			log.Warn("slow link", "peer", s.Peer, "addr", s.Addr, "round_trip", s.RoundTrip, "threshold", s.Threshold)
+		}
 		if user != nil {
 			user(s)
 		}
