@@ -40,11 +40,13 @@ import (
 //
 //	notice: culprit rank u32 | code u8 | message length u16 | message
 //	probe answer: receiving from rank i32 | sending to rank i32 (-1: none)
+//	              | rank blamed i32 (-1: the listener has not failed)
 //
-// Version 1 had no proof and no flags (the flags byte was always zero).
+// Version 1 had no proof and no flags (the flags byte was always zero);
+// version 2's probe answer had no rank blamed.
 const (
 	protoMagic    = "SPCL"
-	protoVersion  = 2
+	protoVersion  = 3
 	byteOrderMark = 0x01020304
 
 	kindLink   = 1
