@@ -26,8 +26,9 @@ type realSite struct {
 	t       *testing.T
 	c       *hadooptest.Cluster
 	input   string
-	stopped []int // datanodes stopped, by the index they were stopped at
-	yarnRun bool  // the cluster's NodeManagers may have been stopped
+	stopped []int  // datanodes stopped, by the index they were stopped at
+	yarnRun bool   // the cluster's NodeManagers may have been stopped
+	lastNMs string // what NodeManagers said last
 }
 
 // ensure brings back a stopped datanode, and for a YARN fault starts a
@@ -43,7 +44,10 @@ func (r *realSite) ensure(yarn bool) {
 		if r.c != nil {
 			r.c.Stop() // its NodeManager does not come back
 		}
-		r.c = hadooptest.Private(r.t, 3, 3)
+		// 768 MiB per NodeManager: the ApplicationMaster (256 MiB) and
+		// the two executors (384 MiB each) do not fit on one, so one
+		// NodeManager runs an executor and no ApplicationMaster.
+		r.c = hadooptest.Private(r.t, 3, 3, "SPINDLE_HADOOP_NM_MEMORY_MB=768")
 		r.yarnRun = false
 		r.input = ""
 	}
@@ -100,6 +104,10 @@ func realHadoopFaults(r *realSite) []fault {
 					return nil
 				}
 				nms, err := r.c.NodeManagers()
+				if seen := fmt.Sprint(nms, err); seen != r.lastNMs {
+					r.t.Logf("NodeManagers: %s", seen) // why a run found no victim
+					r.lastNMs = seen
+				}
 				if err != nil {
 					return nil
 				}

@@ -100,6 +100,14 @@ public class SpindleMiniCluster {
     // (Hadoop's default is 10 minutes), so that a fault test that stops
     // one sees its containers reported lost while the job runs.
     conf.setLong("yarn.nm.liveness-monitor.expiry-interval-ms", 10000);
+    // SPINDLE_HADOOP_NM_MEMORY_MB gives each NodeManager that much memory
+    // (and containers a 128 MiB granularity), so a small job's containers
+    // spread over several of them.
+    String nmMemory = System.getenv("SPINDLE_HADOOP_NM_MEMORY_MB");
+    if (nmMemory != null && !nmMemory.isEmpty()) {
+      conf.setInt("yarn.nodemanager.resource.memory-mb", Integer.parseInt(nmMemory));
+      conf.setInt("yarn.scheduler.minimum-allocation-mb", 128);
+    }
     MiniYARNCluster yarn = new MiniYARNCluster("spindle", nodemanagers, 1, 1);
     yarn.init(conf);
     yarn.start();

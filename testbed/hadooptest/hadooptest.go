@@ -76,8 +76,9 @@ func Shared(t testing.TB) *Cluster {
 // Private starts a cluster of its own for the test (one whose datanodes
 // and NodeManagers the test may stop), with the given numbers of
 // datanodes and NodeManagers, stopped when the test ends; it skips as
-// Shared does.
-func Private(t testing.TB, datanodes, nodemanagers int) *Cluster {
+// Shared does. env is added to the launcher's environment
+// (SPINDLE_HADOOP_NM_MEMORY_MB=N gives each NodeManager N MiB).
+func Private(t testing.TB, datanodes, nodemanagers int, env ...string) *Cluster {
 	t.Helper()
 	if why := skipReason(); why != "" {
 		t.Skip(why)
@@ -87,7 +88,7 @@ func Private(t testing.TB, datanodes, nodemanagers int) *Cluster {
 		t.Fatalf("start a Hadoop mini cluster: %v", err)
 	}
 	dir := t.TempDir()
-	c, err := launch(script, dir, strconv.Itoa(datanodes), strconv.Itoa(nodemanagers))
+	c, err := launch(script, dir, env, strconv.Itoa(datanodes), strconv.Itoa(nodemanagers))
 	if err != nil {
 		t.Fatalf("start a Hadoop mini cluster: %v", err)
 	}
@@ -162,16 +163,19 @@ func start() (*Cluster, error) {
 	if workDir, err = os.MkdirTemp("", "spindle-hadoop-"); err != nil {
 		return nil, err
 	}
-	return launch(script, workDir, "3", "3")
+	return launch(script, workDir, nil, "3", "3")
 }
 
 // launch runs the launcher on dir with args after it and waits for the
 // cluster to be ready.
-func launch(script, dir string, args ...string) (*Cluster, error) {
+func launch(script, dir string, env []string, args ...string) (*Cluster, error) {
 	workDir := dir
 	c := &Cluster{ConfDir: filepath.Join(workDir, "conf"), AuditLog: filepath.Join(workDir, "hdfs-audit.log"),
 		Props: map[string]string{}, done: make(chan error, 1), answers: make(chan string, 1)}
 	c.cmd = exec.Command(script, append([]string{workDir}, args...)...)
+	if len(env) > 0 {
+		c.cmd.Env = append(os.Environ(), env...)
+	}
 	logf, err := os.Create(filepath.Join(workDir, "cluster.log"))
 	if err != nil {
 		return nil, err
