@@ -144,9 +144,26 @@ func (m *Mesh) linkFailed(ctx context.Context, peer int, ioErr error, verb strin
 	detail := ""
 	if isTimeout(ioErr) {
 		kind = ErrPeerTimeout
-		var victim bool
-		detail, victim = m.diagnose(peer)
-		if victim {
+		d := m.diagnose(peer)
+		detail = d.detail
+		if d.culprit >= 0 && d.culprit != peer {
+			// The peer failed already, blaming a rank whose notice did not
+			// reach this one (a partition): blame the same rank.
+			m.fail(&PeerError{Rank: d.culprit, Addr: m.Addr(d.culprit),
+				Err: fmt.Errorf("%w: %s: %w%s", kind, verb, ioErr, detail)}, d.culprit, true)
+			return m.cause
+		}
+		if d.waitsOn >= 0 {
+			// The peer is alive and waits on another rank. Ask that rank
+			// directly: when it does not answer either (a partition
+			// between it and this one, or it is gone), it is the one.
+			if _, err := m.probe(d.waitsOn); err != nil {
+				m.fail(&PeerError{Rank: d.waitsOn, Addr: m.Addr(d.waitsOn),
+					Err: fmt.Errorf("%w: %s: %w%s, and rank %d does not answer this rank either: %v", kind, verb, ioErr, detail, d.waitsOn, err)}, d.waitsOn, true)
+				return m.cause
+			}
+		}
+		if d.waitsOn >= 0 {
 			// The peer is alive and itself waiting on another rank: whoever
 			// is next to the rank that really stalled will name it. Wait for
 			// that notice, but not forever.
@@ -172,24 +189,40 @@ func isTimeout(err error) bool {
 		(errors.As(err, &ne) && ne.Timeout())
 }
 
+// diagnosis is what a probe of a silent peer found.
+type diagnosis struct {
+	detail string // for the error message
+	// waitsOn is the rank other than this one the peer is blocked on
+	// (the peer is a victim); -1 when none.
+	waitsOn int
+	// culprit is the rank the peer, already failed, blames; -1 when none.
+	culprit int
+}
+
 // diagnose asks peer, which made no progress for the timeout, what it is
-// blocked on. It returns a description for the error message, and whether
-// the peer is a victim: alive and blocked on a rank other than this one.
-func (m *Mesh) diagnose(peer int) (detail string, victim bool) {
+// blocked on.
+func (m *Mesh) diagnose(peer int) diagnosis {
 	a, err := m.probe(peer)
 	timeout := m.cfg.Timeout
+	d := diagnosis{waitsOn: -1, culprit: -1}
 	switch {
 	case err != nil:
-		return fmt.Sprintf(" (no progress for %s; the peer does not answer: %v)", timeout, err), false
+		d.detail = fmt.Sprintf(" (no progress for %s; the peer does not answer: %v)", timeout, err)
+	case a.culprit >= 0:
+		d.culprit = a.culprit
+		d.detail = fmt.Sprintf(" (no progress for %s; the peer has failed, blaming rank %d)", timeout, a.culprit)
 	case a.recvFrom >= 0 && a.recvFrom != m.cfg.Rank:
-		return fmt.Sprintf(" (no progress for %s; the peer is waiting to receive from rank %d)", timeout, a.recvFrom), true
+		d.waitsOn = a.recvFrom
+		d.detail = fmt.Sprintf(" (no progress for %s; the peer is waiting to receive from rank %d)", timeout, a.recvFrom)
 	case a.sendTo >= 0 && a.sendTo != m.cfg.Rank:
-		return fmt.Sprintf(" (no progress for %s; the peer is waiting to send to rank %d)", timeout, a.sendTo), true
+		d.waitsOn = a.sendTo
+		d.detail = fmt.Sprintf(" (no progress for %s; the peer is waiting to send to rank %d)", timeout, a.sendTo)
 	case a.recvFrom < 0 && a.sendTo < 0:
-		return fmt.Sprintf(" (no progress for %s; the peer is alive but not in a collective operation)", timeout), false
+		d.detail = fmt.Sprintf(" (no progress for %s; the peer is alive but not in a collective operation)", timeout)
 	default:
-		return fmt.Sprintf(" (no progress for %s)", timeout), false
+		d.detail = fmt.Sprintf(" (no progress for %s)", timeout)
 	}
+	return d
 }
 
 // probe asks peer which ranks it is blocked on.

@@ -47,6 +47,7 @@ type Comm struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
+	watch     *linkWatch // nil when links are not watched
 }
 
 // New joins the communicator described by cfg: it joins the job's peer
@@ -86,6 +87,7 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 	c := newComm(cfg, t, log)
 	c.treeLinked = true
 	c.hier = hr
+	c.startLinkWatch(cfg)
 	return c, nil
 }
 
@@ -148,6 +150,7 @@ func (c *Comm) WorldSize() int { return c.world }
 func (c *Comm) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
+		c.watch.close()
 		if c.t != nil {
 			if c.busy.Load() {
 				c.t.Abort(ErrClosed)

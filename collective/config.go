@@ -97,6 +97,13 @@ type Config struct {
 	Link Linker
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
+	// LinkCheck is how often the rank times a probe of each peer it has a
+	// data link with (zero: DefaultLinkCheck; negative: never); a link
+	// whose probes take longer than SlowLink (zero: DefaultSlowLink) twice
+	// in a row is slow: logged, and given to OnSlowLink when set.
+	LinkCheck  time.Duration
+	SlowLink   time.Duration
+	OnSlowLink func(SlowLink)
 }
 
 // DefaultConfig returns a Config with every tunable set to its default; the

@@ -64,6 +64,18 @@
 // on the others. A failed communicator stays failed; training recovers by
 // restarting the gang, which is Spindle's failure policy's job.
 //
+// A network partition between two ranks (both ways or one way) is named
+// too: a rank whose silent peer waits on a third rank probes that rank
+// itself, and blames it when it does not answer either; a probed rank
+// that already failed answers with the rank it blamed, so a notice lost
+// in the partition does not make a survivor blame an innocent neighbour.
+//
+// A slow link fails nothing, but every rank times a probe of each linked
+// peer every Config.LinkCheck, and a link whose probes take longer than
+// Config.SlowLink twice in a row is logged and given to Config.OnSlowLink
+// (task.Env.Comm reports it to the job page, which lists slow links by
+// pair).
+//
 // # Peer mesh and data links
 //
 // A communicator is two layers. The peer mesh (Mesh) owns membership and

@@ -523,10 +523,12 @@ func (m *Mesh) handle(c *net.TCPConn) {
 		writeStatus(c, 0, "")
 	case kindProbe:
 		if m.accept(c, h) == nil {
-			writeProbeAnswer(c, probeAnswer{
-				recvFrom: int(m.recvPeer.Load()) - 1,
-				sendTo:   int(m.sendPeer.Load()) - 1,
-			})
+			a := probeAnswer{recvFrom: int(m.recvPeer.Load()) - 1, sendTo: int(m.sendPeer.Load()) - 1, culprit: -1}
+			if m.isFailed() {
+				<-m.settled
+				a.culprit = culpritOf(m.cause, -1)
+			}
+			writeProbeAnswer(c, a)
 		}
 	default:
 		writeStatus(c, 1, fmt.Sprintf("unknown connection kind %d", h.kind))

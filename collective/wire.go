@@ -40,11 +40,13 @@ import (
 //
 //	notice: culprit rank u32 | code u8 | message length u16 | message
 //	probe answer: receiving from rank i32 | sending to rank i32 (-1: none)
+//	              | rank blamed i32 (-1: the listener has not failed)
 //
-// Version 1 had no proof and no flags (the flags byte was always zero).
+// Version 1 had no proof and no flags (the flags byte was always zero);
+// version 2's probe answer had no rank blamed.
 const (
 	protoMagic    = "SPCL"
-	protoVersion  = 2
+	protoVersion  = 3
 	byteOrderMark = 0x01020304
 
 	kindLink   = 1
@@ -235,23 +237,28 @@ func readNotice(r io.Reader) (notice, error) {
 type probeAnswer struct {
 	recvFrom int // -1: not receiving
 	sendTo   int // -1: not sending
+	// culprit is the rank a member that has already failed blames; -1
+	// while it has not failed (or blames no rank).
+	culprit int
 }
 
 func writeProbeAnswer(w io.Writer, a probeAnswer) error {
-	var b [8]byte
+	var b [12]byte
 	binary.BigEndian.PutUint32(b[:], uint32(int32(a.recvFrom)))
 	binary.BigEndian.PutUint32(b[4:], uint32(int32(a.sendTo)))
+	binary.BigEndian.PutUint32(b[8:], uint32(int32(a.culprit)))
 	_, err := w.Write(b[:])
 	return err
 }
 
 func readProbeAnswer(r io.Reader) (probeAnswer, error) {
-	var b [8]byte
+	var b [12]byte
 	if _, err := io.ReadFull(r, b[:]); err != nil {
 		return probeAnswer{}, err
 	}
 	return probeAnswer{
 		recvFrom: int(int32(binary.BigEndian.Uint32(b[:]))),
 		sendTo:   int(int32(binary.BigEndian.Uint32(b[4:]))),
+		culprit:  int(int32(binary.BigEndian.Uint32(b[8:]))),
 	}, nil
 }

@@ -144,7 +144,7 @@ func (d *Driver) afterFailure(ctx context.Context, gen int, err error, launched 
 	case !blameless && rc.counted >= c.MaxRestarts:
 		return fmt.Errorf("%w (the job was restarted %d time%s, spindle.failure.maxRestarts)", err, rc.counted, plural(rc.counted))
 	}
-	reason, _, _ := strings.Cut(err.Error(), "\n")
+	reason, detail := splitReason(err.Error())
 	var restart string
 	if blameless {
 		rc.blameless++
@@ -153,10 +153,10 @@ func (d *Driver) afterFailure(ctx context.Context, gen int, err error, launched 
 		rc.counted++
 		restart = fmt.Sprintf("restart %d of %d", rc.counted, c.MaxRestarts)
 	}
-	d.logger.Warn("job failed; restarting it", "generation", gen+1, "restart", restart, "reason", reason)
+	d.logger.Warn("job failed; restarting it", "generation", gen+1, "restart", restart, "reason", err.Error())
 	if c.Console != nil {
-		c.Console.Eprintln(fmt.Sprintf("job %s failed: %s; restarting every rank (%s), each from its latest checkpoint",
-			c.JobID, reason, restart))
+		c.Console.Eprintln(fmt.Sprintf("job %s failed: %s; restarting every rank (%s), each from its latest checkpoint%s",
+			c.JobID, reason, restart, detail))
 	}
 	if h := rc.failedOn(loss, c.HostMaxFailures); h != "" {
 		d.logger.Warn("host failed the job repeatedly; later generations are placed elsewhere", "host", h, "failures", rc.hostFailures[h])
@@ -215,4 +215,19 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// splitReason cuts a failure into its first line, which the restart
+// notice names, and what follows it (a rank's last lines of stderr, with
+// the clause that introduces them), which the notice ends with so that a
+// process that failed still says why.
+func splitReason(msg string) (reason, detail string) {
+	reason, rest, multi := strings.Cut(msg, "\n")
+	if !multi {
+		return reason, ""
+	}
+	if i := strings.LastIndex(reason, "; "); i >= 0 && strings.HasSuffix(reason, ":") {
+		return reason[:i], reason[i:] + "\n" + rest
+	}
+	return reason, "\n" + rest
 }

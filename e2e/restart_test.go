@@ -8,7 +8,7 @@ import (
 // failFirstGeneration fails rank 1 in the job's first gang and succeeds in
 // the next, saying which generation each rank ran in.
 const failFirstGeneration = `echo "rank $SPINDLE_RANK generation $SPINDLE_GENERATION restarts $SPINDLE_RESTART_COUNT"
-if [ "$SPINDLE_GENERATION" = 0 ] && [ "$SPINDLE_RANK" = 1 ]; then exit 3; fi
+if [ "$SPINDLE_GENERATION" = 0 ] && [ "$SPINDLE_RANK" = 1 ]; then echo "the disk is on fire" >&2; exit 3; fi
 sleep 0.2`
 
 // TestRestartPolicy: under spindle.failure.policy restart a failed rank
@@ -30,6 +30,11 @@ func TestRestartPolicy(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "restarting every rank (restart 1 of 3)") {
 		t.Errorf("the restart was not announced:\n%s", r)
+	}
+	// The notice says why the rank failed: its last lines of stderr.
+	_, after, _ := strings.Cut(r.stderr, "each from its latest checkpoint; last lines of its stderr:\n")
+	if next, _, _ := strings.Cut(after, "\n"); !strings.Contains(next, "the disk is on fire") {
+		t.Errorf("the restart notice lacks the failed rank's stderr:\n%s", r)
 	}
 
 	r = spindle(t, dir, submitArgs("--num-executors", "2", "--conf", "spindle.failure.policy=restart", "--conf", "spindle.failure.maxRestarts=0",

@@ -50,13 +50,14 @@ type hdfsCluster struct {
 	options   hdfs.ClientOptions
 	nnConns   *connSet // namenode connections, cut short when a call's context ends
 
-	logical    bool                 // authority is an HA nameservice
-	protection string               // hadoop.rpc.protection
-	auth       hadooprpc.ClientSASL // nil: simple authentication
-	krb        *krbclient.Client    // the Kerberos login, when auth uses it
-	tokens     *tokenFile           // the delegation token in use, when auth is TOKEN
-	maxIdle    time.Duration        // ipc.client.connection.maxidletime
-	ioTimeout  time.Duration        // Options.HDFSIOTimeout
+	logical     bool                 // authority is an HA nameservice
+	protection  string               // hadoop.rpc.protection
+	auth        hadooprpc.ClientSASL // nil: simple authentication
+	krb         *krbclient.Client    // the Kerberos login, when auth uses it
+	tokens      *tokenFile           // the delegation token in use, when auth is TOKEN
+	maxIdle     time.Duration        // ipc.client.connection.maxidletime
+	ioTimeout   time.Duration        // Options.HDFSIOTimeout
+	dialTimeout time.Duration        // Options.HDFSDialTimeout
 
 	// refused holds the last namenode connection refused for want of a
 	// common hadoop.rpc.protection, which colinmarc/hdfs reports as text:
@@ -66,6 +67,8 @@ type hdfsCluster struct {
 	// common dfs.data.transfer.protection, added to errors colinmarc/hdfs
 	// reports without it (a write's "replication in progress").
 	dnRefused atomic.Pointer[error]
+	// dnFails names the datanodes that failed a read, for its error.
+	dnFails dnFailures
 }
 
 // connSet tracks open connections so that calls blocked on them (the HDFS
@@ -171,7 +174,7 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 	options := hdfs.ClientOptionsFromConf(conf)
 	cl := &hdfsCluster{authority: authority, addrs: addrs, options: options, protection: conf["hadoop.rpc.protection"],
 		logical: conf["dfs.ha.namenodes."+authority] != "", nnConns: &connSet{conns: map[net.Conn]struct{}{}}, maxIdle: maxIdleOf(conf),
-		ioTimeout: opts.HDFSIOTimeout}
+		ioTimeout: opts.HDFSIOTimeout, dialTimeout: opts.HDFSDialTimeout}
 	if _, err := hadooprpc.ParseProtection(cl.protection); err != nil {
 		return nil, fmt.Errorf("%w: %v (%s)", ErrHadoopConfig, err, where)
 	}
@@ -220,6 +223,7 @@ func hdfsClusterFor(authority string, opts Options) (*hdfsCluster, error) {
 			options.DataTransferProtection = ""
 		}
 	}
+	options.DatanodeDialFunc = cl.dnFails.wrap(options.DatanodeDialFunc)
 	cl.options = options
 	return cl, nil
 }

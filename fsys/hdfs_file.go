@@ -2,14 +2,13 @@ package fsys
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
-	"path"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -90,10 +89,11 @@ func (f *hdfsFile) ReadAt(p []byte, off int64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	start := time.Now()
 	n, err := f.readCursor(c, p[:want], off)
 	f.give(c, err == nil)
 	if err != nil {
-		return n, &fs.PathError{Op: "read", Path: f.h.uri(f.name), Err: fmt.Errorf("at offset %d: %w", off+int64(n), interpretHDFS(err))}
+		return n, f.readError(off+int64(n), start, err)
 	}
 	if n < len(p) {
 		return n, io.EOF
@@ -117,10 +117,11 @@ func (f *hdfsFile) readTail(p []byte, off int64) (int, bool, error) {
 		if err != nil {
 			return 0, false, err
 		}
+		start := time.Now()
 		n, err := f.readCursor(c, tail, tailOff)
 		f.give(c, err == nil)
 		if err != nil {
-			return 0, false, &fs.PathError{Op: "read", Path: f.h.uri(f.name), Err: fmt.Errorf("at offset %d: %w", tailOff+int64(n), interpretHDFS(err))}
+			return 0, false, f.readError(tailOff+int64(n), start, err)
 		}
 		f.mu.Lock()
 		f.tail = tail
@@ -259,109 +260,15 @@ func (f *hdfsFile) Close() error {
 	return nil
 }
 
-// CreateAtomic writes to ".<name>._spindle_tmp_<random>" beside name; Commit
-// renames it over name (HDFS's rename with overwrite replaces the old file
-// in one namenode operation).
-func (h *hdfsFS) CreateAtomic(ctx context.Context, name string) (AtomicFile, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	dir, base := path.Split(name)
-	if base == "" {
-		return nil, &fs.PathError{Op: "create", Path: h.uri(name), Err: syscall.EISDIR}
-	}
-	var rnd [8]byte
-	rand.Read(rnd[:])
-	tmp := path.Join(dir, "."+base+"._spindle_tmp_"+hex.EncodeToString(rnd[:]))
-	c, err := h.acquire(ctx)
-	if err != nil {
-		return nil, h.pathError("create", name, err)
-	}
-	w, err := c.c.Create(tmp)
-	if err != nil {
-		h.release(c)
-		return nil, h.pathError("create", name, err)
-	}
-	return &hdfsAtomic{h: h, c: c, w: w, tmp: tmp, final: name}, nil
-}
-
-// hdfsAtomic is a file being written under a temporary name, on the
-// client it was created on until it is committed or aborted.
-type hdfsAtomic struct {
-	h     *hdfsFS
-	c     *pooledClient
-	w     *hdfs.FileWriter
-	tmp   string
-	final string
-	done  bool
-}
-
-func (a *hdfsAtomic) Write(p []byte) (int, error) {
-	if a.done {
-		return 0, &fs.PathError{Op: "write", Path: a.h.uri(a.final), Err: os.ErrClosed}
-	}
-	if err := a.w.SetDeadline(time.Now().Add(a.h.cluster.ioTimeout)); err != nil {
-		return 0, err
-	}
-	n, err := a.w.Write(p)
-	if err != nil {
-		err = a.h.pathError("write", a.final, err)
-	}
-	return n, err
-}
-
-// Commit closes the temporary file (waiting for every datanode to hold
-// it) and renames it over the final name.
-func (a *hdfsAtomic) Commit() error {
-	if a.done {
-		return &fs.PathError{Op: "commit", Path: a.h.uri(a.final), Err: os.ErrClosed}
-	}
-	a.done = true
-	defer a.h.release(a.c)
-	if err := closeWriter(a.w); err != nil {
-		a.c.c.Remove(a.tmp)
-		return a.h.pathError("write", a.final, err)
-	}
-	if err := a.c.c.Rename(a.tmp, a.final); err != nil {
-		a.c.c.Remove(a.tmp)
-		return a.h.pathError("publish", a.final, err)
-	}
-	return nil
-}
-
-// closeWriter closes w, retrying while the namenode waits for replicas, as
-// the Java client does.
-func closeWriter(w *hdfs.FileWriter) error {
-	backoff := 50 * time.Millisecond
-	for i := 0; ; i++ {
-		err := w.Close()
-		if err == nil || !hdfs.IsErrReplicating(err) || i == 6 {
-			return err
-		}
-		time.Sleep(backoff)
-		backoff *= 2
-	}
-}
-
-func (a *hdfsAtomic) Abort() error {
-	if a.done {
-		return nil
-	}
-	a.done = true
-	defer a.h.release(a.c)
-	a.w.Close() // releases the lease; the file goes next
-	if err := a.c.c.Remove(a.tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return a.h.pathError("abort", a.final, err)
-	}
-	return nil
-}
-
 const clientProtocol = "org.apache.hadoop.hdfs.protocol.ClientProtocol"
 
 // blockRange is one block of a file and the hosts holding it.
 type blockRange struct {
 	offset, length int64
 	hosts          []string
+	// id is the block's id; datanodes the replicas' transfer addresses.
+	id        uint64
+	datanodes []string
 }
 
 func (h *hdfsFS) blockLocations(ctx context.Context, name string, off, length int64) ([]blockRange, error) {
@@ -384,8 +291,9 @@ func (h *hdfsFS) blockLocations(ctx context.Context, name string, off, length in
 	}
 	var out []blockRange
 	for _, b := range resp.GetLocations().GetBlocks() {
-		br := blockRange{offset: int64(b.GetOffset()), length: int64(b.GetB().GetNumBytes())}
+		br := blockRange{offset: int64(b.GetOffset()), length: int64(b.GetB().GetNumBytes()), id: b.GetB().GetBlockId()}
 		for _, loc := range b.GetLocs() {
+			br.datanodes = append(br.datanodes, net.JoinHostPort(loc.GetId().GetIpAddr(), strconv.Itoa(int(loc.GetId().GetXferPort()))))
 			host := loc.GetId().GetHostName()
 			if host == "" {
 				host = loc.GetId().GetIpAddr()

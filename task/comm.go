@@ -3,8 +3,11 @@ package task
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/spindle-ml/spindle/collective"
+	"github.com/spindle-ml/spindle/internal/envcontract"
 	// The UCX data link: SPINDLE_COLLECTIVE_LINK=ucx (which the executor
 	// sets from spindle.rdma.mode) selects it for the communicator Comm
 	// joins. Without UCX on the host the link falls back to TCP.
@@ -21,9 +24,21 @@ func (e Env) Comm(ctx context.Context) (*collective.Comm, error) {
 	if e.WorldSize < 1 {
 		return nil, fmt.Errorf("%w: no world size to join a communicator with", ErrNotSpindle)
 	}
-	c, err := collective.FromEnv(ctx)
+	cfg, err := collective.ConfigFromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("join the communicator of rank %d: %w", e.Rank, err)
+	}
+	cfg.OnSlowLink = reportSlowLink
+	c, err := collective.New(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("join the communicator of rank %d: %w", e.Rank, err)
 	}
 	return c, nil
+}
+
+// reportSlowLink sends a slow link's probe round trip to the job page (a
+// reported value named for the peer; the reporting rank is this one).
+func reportSlowLink(s collective.SlowLink) {
+	name := envcontract.SlowLinkScalar + strconv.Itoa(s.Peer)
+	_ = Report(0, map[string]float64{name: float64(s.RoundTrip) / float64(time.Millisecond)})
 }

@@ -24,7 +24,7 @@ import (
 	"github.com/spindle-ml/spindle/testbed/faultproxy"
 )
 
-var spindleBin, logregBin, sparseLRBin, datagenBin, rowcheckBin string
+var spindleBin, logregBin, sparseLRBin, datagenBin, rowcheckBin, linkfaultBin string
 
 // torchScript is the PyTorch example the DDP fault runs.
 var torchScript string
@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 		out *string
 		pkg string
 	}{{&spindleBin, "./cmd/spindle"}, {&logregBin, "./examples/logreg"}, {&sparseLRBin, "./examples/sparse-lr"}, {&datagenBin, "./examples/datagen"},
-		{&rowcheckBin, "./e2e/rowcheck"}} {
+		{&rowcheckBin, "./e2e/rowcheck"}, {&linkfaultBin, "./e2e/linkfault"}} {
 		*b.out = filepath.Join(dir, filepath.Base(b.pkg))
 		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
 		cmd.Dir = root
@@ -98,6 +98,11 @@ type fault struct {
 	kill func(v int) string
 	// env, when set, is added to the job's environment.
 	env func() []string
+	// peers, when set, is a network fault between two training processes
+	// (the job runs them under e2e/linkfault) instead of a kill.
+	peers *peerFault
+	// checkStderr, when set, also looks at a recovered job's stderr.
+	checkStderr func(stderr string) error
 }
 
 // linkFault is a fault of the control plane between executors and driver.
@@ -273,7 +278,7 @@ func pids(args ...string) []int {
 // leftovers lists the job processes still alive: training programs,
 // executors, parameter servers.
 func leftovers() []int {
-	return slices.Concat(pids(logregBin), pids(sparseLRBin), pids(rowcheckBin), pids(python, torchScript), pids(spindleBin, "executor"), pids(spindleBin, "ps", "serve"))
+	return slices.Concat(pids(linkfaultBin), pids(logregBin), pids(sparseLRBin), pids(rowcheckBin), pids(python, torchScript), pids(spindleBin, "executor"), pids(spindleBin, "ps", "serve"))
 }
 
 // outcome is one run.
@@ -293,8 +298,9 @@ type outcome struct {
 // restartLine is the driver's console line for each new generation.
 var restartLine = regexp.MustCompile(`; restarting every rank \(`)
 
-// firstRestart takes the reason of the first restart.
-var firstRestart = regexp.MustCompile(`failed: (.*); restarting every rank \(`)
+// firstRestart takes the reason of the first restart, and the failed
+// process's last lines of stderr that follow it, indented.
+var firstRestart = regexp.MustCompile(`failed: (.*); restarting every rank \([^\n]*((?:\n    [^\n]*)*)`)
 
 func TestChaos(t *testing.T) {
 	runs := 3
@@ -319,7 +325,7 @@ func TestChaos(t *testing.T) {
 	var all []outcome
 	only := os.Getenv("SPINDLE_CHAOS_ONLY")
 	hasTorch := exec.Command(python, "-c", "import torch").Run() == nil
-	for _, f := range faults() {
+	for _, f := range append(faults(), peerFaults()...) {
 		if only != "" && !strings.Contains(f.name, only) {
 			continue
 		}
@@ -359,6 +365,19 @@ func TestChaos(t *testing.T) {
 		}
 		for i := range runs {
 			hs.ensure(strings.HasPrefix(f.name, "YARN"))
+			o := runOne(t, f, data, rng)
+			logRun(t, f, i, o)
+			all = append(all, o)
+		}
+	}
+	rs := &realSite{}
+	for _, f := range realHadoopFaults(rs) {
+		if only != "" && !strings.Contains(f.name, only) {
+			continue
+		}
+		rs.t = t
+		for i := range runs {
+			rs.ensure(f.name == "real Hadoop NodeManager")
 			o := runOne(t, f, data, rng)
 			logRun(t, f, i, o)
 			all = append(all, o)
@@ -434,6 +453,12 @@ func runOne(t *testing.T, f fault, data string, rng *rand.Rand) outcome {
 			time.Sleep(f.link.dur) // the fault's duration, not a wait for something
 			proxy.Set(faultproxy.Pass)
 			killedAt = time.Now() // recovery counts from the link's return
+		} else if len(victims) > 0 && f.peers != nil {
+			o.killed = f.peers.String()
+			f.peers.apply(dir)
+			time.Sleep(f.peers.dur) // the fault's duration, not a wait for something
+			f.peers.clear(dir)
+			killedAt = time.Now()
 		} else if len(victims) > 0 && f.kill != nil {
 			o.killed = f.kill(victims[rng.IntN(len(victims))])
 			killedAt = time.Now()
@@ -485,7 +510,7 @@ ended:
 	code := cmd.ProcessState.ExitCode()
 	o.restarts = len(restartLine.FindAllString(stderr.String(), -1))
 	if m := firstRestart.FindStringSubmatch(stderr.String()); m != nil {
-		o.why = m[1]
+		o.why = m[1] + strings.ReplaceAll(m[2], "\n    ", " | ")
 	}
 	switch {
 	case f.recovers:
@@ -494,6 +519,10 @@ ended:
 			o.problem = fmt.Sprintf("exit %d; stderr: %s", code, lastLines(stderr.String(), 6))
 		} else if err := f.check(stdout.String()); err != nil {
 			o.problem = err.Error()
+		} else if f.checkStderr != nil {
+			if err := f.checkStderr(stderr.String()); err != nil {
+				o.problem = err.Error()
+			}
 		}
 	default:
 		// A killed driver: its executors fence themselves.

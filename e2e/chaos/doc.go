@@ -14,7 +14,11 @@
 //
 // Network faults go through testbed/faultproxy: the executors reach the
 // driver through a proxy that pauses, drops or blackholes their
-// connections for a while.
+// connections for a while, and (e2e/linkfault) the two training processes
+// of a job reach each other through proxies that delay, lose, or cut one
+// way or both the bytes between them. The real-Hadoop faults stop a
+// datanode or a NodeManager of Apache Hadoop's own mini cluster
+// (testbed/hadooptest) through its launcher's control commands.
 //
 // It runs only when SPINDLE_CHAOS=1 (make chaos): it takes minutes, and
 // its figures go to docs/reliability.md. SPINDLE_CHAOS_RUNS sets the runs

@@ -39,6 +39,11 @@ const CheckpointService = "SPINDLE_CHECKPOINT_SERVICE"
 // event log and metrics with the next heartbeat.
 const ReportSocket = "SPINDLE_REPORT_SOCKET"
 
+// SlowLinkScalar starts the name of the value a rank reports for a slow
+// link to a peer (the peer's rank follows): the probe round trip in
+// milliseconds. The job page lists these as slow links, by pair.
+const SlowLinkScalar = "collective.slow_link_ms.rank_"
+
 // Generation and RestartCount count the job's restarts (both the same):
 // 0 in the first gang, 1 after the first restart, and so on.
 const (

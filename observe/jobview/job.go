@@ -2,9 +2,12 @@ package jobview
 
 import (
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/envcontract"
 )
 
 // Limits that keep a job's model bounded however long it runs and however
@@ -57,6 +60,20 @@ type Snapshot struct {
 	Totals     map[string]float64 `json:"totals"`
 	// Models are the model versions the job published, oldest first.
 	Models []SavedModel `json:"models,omitempty"`
+	// SlowLinks are the links between training processes that Spindle's
+	// collectives found slow (task.Comm reports them), the latest report
+	// of each pair first by round trip.
+	SlowLinks []SlowLink `json:"slow_links,omitempty"`
+}
+
+// SlowLink is a link between two ranks whose probes were slow.
+type SlowLink struct {
+	Rank int `json:"rank"` // the rank that measured it
+	Peer int `json:"peer"`
+	// RoundTripMS is the last probe's round trip, in milliseconds.
+	RoundTripMS float64 `json:"round_trip_ms"`
+	// T is when it was reported, in seconds since the job started.
+	T float64 `json:"t"`
 }
 
 // SavedModel is a model version a rank of the job published.
@@ -379,7 +396,40 @@ func (j *Job) Snapshot(now time.Time) Snapshot {
 		}
 	}
 	s.Models = append([]SavedModel(nil), j.models...)
+	s.SlowLinks = j.slowLinks()
 	return s
+}
+
+// slowLinks lists the latest slow-link report of each pair of ranks, the
+// slowest first; j.mu is held.
+func (j *Job) slowLinks() []SlowLink {
+	latest := map[[2]int]SlowLink{}
+	for name, ser := range j.scalars {
+		peer, err := strconv.Atoi(strings.TrimPrefix(name, envcontract.SlowLinkScalar))
+		if err != nil || !strings.HasPrefix(name, envcontract.SlowLinkScalar) {
+			continue
+		}
+		for _, p := range ser.pts {
+			if p.Rank == nil {
+				continue
+			}
+			pair := [2]int{min(*p.Rank, peer), max(*p.Rank, peer)}
+			if old, ok := latest[pair]; !ok || p.T >= old.T {
+				latest[pair] = SlowLink{Rank: *p.Rank, Peer: peer, RoundTripMS: p.V, T: p.T}
+			}
+		}
+	}
+	var out []SlowLink
+	for _, l := range latest {
+		out = append(out, l)
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].RoundTripMS != out[b].RoundTripMS {
+			return out[a].RoundTripMS > out[b].RoundTripMS
+		}
+		return out[a].Rank < out[b].Rank
+	})
+	return out
 }
 
 // Log returns rank's stream from line number from on (0: everything kept).

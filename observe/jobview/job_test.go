@@ -138,3 +138,20 @@ func TestSavedModels(t *testing.T) {
 		t.Fatalf("models: %d, first %+v", len(s.Models), s.Models[0])
 	}
 }
+
+// TestSlowLinks: slow-link reports (task.Comm's) become the job's slow
+// links, one per pair of ranks, the latest report of each, slowest first.
+func TestSlowLinks(t *testing.T) {
+	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	events := []Event{
+		{Time: t0, Kind: KindSubmitted, Info: &Info{ID: "j1", WorldSize: 3}},
+		{Time: t0.Add(time.Second), Kind: KindScalars, Rank: 0, Values: map[string]float64{"collective.slow_link_ms.rank_1": 300}},
+		{Time: t0.Add(2 * time.Second), Kind: KindScalars, Rank: 1, Values: map[string]float64{"collective.slow_link_ms.rank_0": 420}},
+		{Time: t0.Add(3 * time.Second), Kind: KindScalars, Rank: 2, Values: map[string]float64{"collective.slow_link_ms.rank_0": 260, "loss": 1}},
+	}
+	got := Replay(events).Snapshot(t0.Add(time.Minute)).SlowLinks
+	want := []SlowLink{{Rank: 1, Peer: 0, RoundTripMS: 420, T: 2}, {Rank: 2, Peer: 0, RoundTripMS: 260, T: 3}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("slow links %+v, want %+v", got, want)
+	}
+}

@@ -139,6 +139,19 @@ func TestFailedJobShowsItsReason(t *testing.T) {
 	}
 }
 
+// TestSlowLinkShown: a slow link between two ranks (reported by task.Comm)
+// is listed on the job page: the pair and its round trip.
+func TestSlowLinkShown(t *testing.T) {
+	j := runningJob(time.Now().Add(-time.Minute))
+	j.Apply(jobview.Event{Time: time.Now(), Kind: jobview.KindScalars, Rank: 0, Values: map[string]float64{"collective.slow_link_ms.rank_1": 412.4}})
+	srv := httptest.NewServer(Handler(NewLive(j), nil))
+	defer srv.Close()
+	dom := render(t, srv.URL+"/jobs/job-7", 2*time.Second, "")
+	if !strings.Contains(dom, `id="slow-links"`) || !strings.Contains(dom, "rank 0 ↔ rank 1: 412 ms probe round trip") {
+		t.Fatalf("the slow link is not shown:\n%s", dom)
+	}
+}
+
 // TestPushedJobShowsWhereToPush: a job whose input is pushed shows its
 // endpoint and the token's file (never a token) on its page.
 func TestPushedJobShowsWhereToPush(t *testing.T) {

@@ -96,6 +96,18 @@ public class SpindleMiniCluster {
       }
     }
 
+    // A NodeManager that stops is lost to the ResourceManager after 10 s
+    // (Hadoop's default is 10 minutes), so that a fault test that stops
+    // one sees its containers reported lost while the job runs.
+    conf.setLong("yarn.nm.liveness-monitor.expiry-interval-ms", 10000);
+    // SPINDLE_HADOOP_NM_MEMORY_MB gives each NodeManager that much memory
+    // (and containers a 128 MiB granularity), so a small job's containers
+    // spread over several of them.
+    String nmMemory = System.getenv("SPINDLE_HADOOP_NM_MEMORY_MB");
+    if (nmMemory != null && !nmMemory.isEmpty()) {
+      conf.setInt("yarn.nodemanager.resource.memory-mb", Integer.parseInt(nmMemory));
+      conf.setInt("yarn.scheduler.minimum-allocation-mb", 128);
+    }
     MiniYARNCluster yarn = new MiniYARNCluster("spindle", nodemanagers, 1, 1);
     yarn.init(conf);
     yarn.start();
@@ -119,12 +131,83 @@ public class SpindleMiniCluster {
         + " yarn.resourcemanager.webapp.address=" + out.get("yarn.resourcemanager.webapp.address"));
     System.out.flush();
 
-    // Run until the parent closes our standard input (or dies).
-    while (System.in.read() >= 0) {
-    }
+    // Run until the parent closes our standard input (or dies), taking
+    // commands from it, one a line, for fault tests; each is answered
+    // with a "spindle-minicluster did: " or "spindle-minicluster failed: "
+    // line on standard output.
+    control(dfs, yarn, nodemanagers);
     yarn.stop();
     dfs.shutdown();
     System.exit(0);
+  }
+
+  // control reads commands until standard input closes:
+  //   stop-datanode N        stops datanode N as a crash would (its port closes)
+  //   restart-datanode N     starts datanode N again, on its old ports and storage
+  //   stop-nodemanager N     stops NodeManager N, and its containers with it
+  //   nodemanagers           answers "N:CONTAINERS" (":am" when one is an
+  //                          ApplicationMaster's, "N:down" when stopped) per NodeManager
+  static void control(MiniDFSCluster dfs, MiniYARNCluster yarn, int nodemanagers) throws Exception {
+    java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in));
+    java.util.Map<Integer, MiniDFSCluster.DataNodeProperties> stopped = new java.util.HashMap<>();
+    for (String line; (line = in.readLine()) != null; ) {
+      String[] f = line.trim().split("\\s+");
+      if (f.length == 1 && f[0].equals("nodemanagers")) {
+        StringBuilder sb = new StringBuilder();
+        for (int i = 0; i < nodemanagers; i++) {
+          org.apache.hadoop.yarn.server.nodemanager.NodeManager nm = yarn.getNodeManager(i);
+          if (nm.getServiceState() != org.apache.hadoop.service.Service.STATE.STARTED) {
+            sb.append(" ").append(i).append(":down");
+            continue;
+          }
+          int running = 0;
+          boolean am = false;
+          for (org.apache.hadoop.yarn.api.records.ContainerId id : nm.getNMContext().getContainers().keySet()) {
+            running++;
+            // An attempt's first container is its ApplicationMaster's.
+            am |= (id.getContainerId() & 0xffffffffffL) == 1;
+          }
+          sb.append(" ").append(i).append(":").append(running).append(am ? ":am" : "");
+        }
+        System.out.println("spindle-minicluster did: nodemanagers" + sb);
+        System.out.flush();
+        continue;
+      }
+      if (f.length != 2) {
+        continue;
+      }
+      try {
+        int n = Integer.parseInt(f[1]);
+        switch (f[0]) {
+          case "stop-datanode":
+            MiniDFSCluster.DataNodeProperties gone = dfs.stopDataNode(n);
+            if (gone == null) {
+              throw new IllegalArgumentException("no running datanode " + n);
+            }
+            stopped.put(n, gone);
+            break;
+          case "restart-datanode":
+            MiniDFSCluster.DataNodeProperties dn = stopped.remove(n);
+            if (dn == null) {
+              throw new IllegalStateException("datanode " + n + " is not stopped");
+            }
+            // stopDataNode takes the datanode out of the list: it comes
+            // back at the end.
+            dfs.restartDataNode(dn, true);
+            dfs.waitActive();
+            break;
+          case "stop-nodemanager":
+            yarn.getNodeManager(n).stop();
+            break;
+          default:
+            throw new IllegalArgumentException("unknown command " + f[0]);
+        }
+        System.out.println("spindle-minicluster did: " + line.trim());
+      } catch (Exception e) {
+        System.out.println("spindle-minicluster failed: " + line.trim() + ": " + e);
+      }
+      System.out.flush();
+    }
   }
 
   // secureConf turns Kerberos on in conf and logs this JVM in as the

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"sync"
+	"time"
 )
 
 // Mode is what the proxy does to the bytes it carries.
@@ -38,15 +40,27 @@ func (m Mode) String() string {
 	return fmt.Sprintf("mode(%d)", int(m))
 }
 
+// LossRTO is how long a chunk "lost" by SetLoss is held back: TCP carries
+// every byte in the end, so a lost segment shows as a retransmission
+// timeout (Linux's minimum is 200 ms).
+const LossRTO = 200 * time.Millisecond
+
 // Proxy forwards TCP connections from its address to a target.
 type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cond  *sync.Cond
-	mode  Mode
-	conns map[net.Conn]struct{}
+	mu   sync.Mutex
+	cond *sync.Cond
+	mode Mode
+	// up and down are the modes of the bytes from the clients to the
+	// target alone (SetToTarget) and back (SetToClient), in force while
+	// mode is Pass.
+	up, down Mode
+	delay    time.Duration
+	loss     float64
+	rng      *rand.Rand
+	conns    map[net.Conn]struct{}
 
 	wg sync.WaitGroup
 }
@@ -73,12 +87,75 @@ func (p *Proxy) Mode() Mode {
 	return p.mode
 }
 
-// Set changes the mode. Leaving Blackhole and entering Drop cut the
-// connections open now.
+// Set changes the mode of both directions (and ends a one-way mode).
+// Leaving Blackhole and entering Drop cut the connections open now.
 func (p *Proxy) Set(m Mode) {
 	p.mu.Lock()
-	old := p.mode
-	p.mode = m
+	old := p.worst()
+	p.mode, p.up, p.down = m, Pass, Pass
+	p.changed(old, m)
+}
+
+// SetToTarget changes the mode of the bytes from the proxy's clients to
+// its target only, the other way passing: SetToTarget(Blackhole) is a
+// one-way partition. Pass ends it.
+func (p *Proxy) SetToTarget(m Mode) {
+	p.mu.Lock()
+	old := p.worst()
+	p.mode, p.up, p.down = Pass, m, Pass
+	p.changed(old, m)
+}
+
+// SetToClient is SetToTarget for the bytes from the target back to the
+// clients.
+func (p *Proxy) SetToClient(m Mode) {
+	p.mu.Lock()
+	old := p.worst()
+	p.mode, p.up, p.down = Pass, Pass, m
+	p.changed(old, m)
+}
+
+// worst is Blackhole when either direction is blackholed, else the
+// both-ways mode; p.mu is held.
+func (p *Proxy) worst() Mode {
+	if p.up == Blackhole || p.down == Blackhole {
+		return Blackhole
+	}
+	return p.mode
+}
+
+// SetDelay holds every chunk of bytes, both ways, for d before passing it
+// on (0 ends the delay): a slow link.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
+// SetLoss makes each chunk of bytes, both ways, "lost" with probability
+// loss: held back for LossRTO, as TCP's retransmission delays a lost
+// segment. The choices follow seed, so a run can be replayed. 0 ends it.
+func (p *Proxy) SetLoss(loss float64, seed uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.loss, p.rng = loss, rand.New(rand.NewPCG(seed, 2))
+}
+
+// effective is the mode of one direction; p.mu is held.
+func (p *Proxy) effective(up bool) Mode {
+	switch {
+	case p.mode != Pass:
+		return p.mode
+	case up:
+		return p.up
+	default:
+		return p.down
+	}
+}
+
+// changed cuts what a change from old to m cuts, and wakes paused pumps;
+// it unlocks p.mu.
+func (p *Proxy) changed(old, m Mode) {
 	var cut []net.Conn
 	if m == Drop || (old == Blackhole && m != Blackhole) {
 		for c := range p.conns {
@@ -163,30 +240,38 @@ func (p *Proxy) forward(ctx context.Context, client net.Conn) {
 	defer p.untrack(server)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	pump := func(dst, src net.Conn) {
+	pump := func(dst, src net.Conn, up bool) {
 		defer wg.Done()
-		p.pump(dst, src)
+		p.pump(dst, src, up)
 		// One way ended: end both, as a cut link would.
 		_ = dst.Close()
 		_ = src.Close()
 	}
-	go pump(server, client)
-	go pump(client, server)
+	go pump(server, client, true)
+	go pump(client, server, false)
 	wg.Wait()
 }
 
-// pump copies src to dst through the mode's gate.
-func (p *Proxy) pump(dst, src net.Conn) {
+// pump copies src to dst through the mode's gate; up says the bytes go
+// from the client to the target.
+func (p *Proxy) pump(dst, src net.Conn, up bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			for p.mode == Pause {
+			for p.effective(up) == Pause {
 				p.cond.Wait()
 			}
-			m := p.mode
+			m := p.effective(up)
+			hold := p.delay
+			if p.loss > 0 && p.rng.Float64() < p.loss {
+				hold += LossRTO
+			}
 			p.mu.Unlock()
+			if hold > 0 {
+				time.Sleep(hold) // the fault: the link holds these bytes
+			}
 			switch m {
 			case Drop:
 				return

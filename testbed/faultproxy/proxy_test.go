@@ -151,3 +151,106 @@ func TestModes(t *testing.T) {
 		}
 	})
 }
+
+// serve starts p until the test ends.
+func serve(t *testing.T, p *Proxy) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func TestOneWay(t *testing.T) {
+	// The target greets each client and passes on the lines it hears.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	heard := make(chan string, 10)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				c.Write([]byte("hi\n"))
+				r := bufio.NewReader(c)
+				for {
+					s, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					heard <- s
+				}
+			}()
+		}
+	}()
+	p, err := New("127.0.0.1:0", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, p)
+	p.SetToTarget(Blackhole)
+	c := dial(t, p)
+	if got, err := c.read(5 * time.Second); err != nil || got != "hi\n" {
+		t.Fatalf("the target's greeting through a one-way partition: %q, %v; want it passed", got, err)
+	}
+	c.c.Write([]byte("lost\n"))
+	select {
+	case s := <-heard:
+		t.Fatalf("the target heard %q through the partition", s)
+	case <-time.After(300 * time.Millisecond): // silence is what is checked
+	}
+	p.SetToTarget(Pass)
+	if _, err := c.read(5 * time.Second); err == nil || timedOut(err) {
+		t.Fatalf("the partitioned connection was not cut at the end: %v", err)
+	}
+	d := dial(t, p)
+	d.read(5 * time.Second)
+	d.c.Write([]byte("again\n"))
+	if s := <-heard; s != "again\n" {
+		t.Fatalf("after the partition the target heard %q", s)
+	}
+}
+
+// TestDelayAndLoss: a delayed or lossy link still carries every byte, no
+// sooner than the fault allows.
+func TestDelayAndLoss(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(p *Proxy)
+		min  time.Duration
+	}{
+		{"delay", func(p *Proxy) { p.SetDelay(150 * time.Millisecond) }, 300 * time.Millisecond},
+		{"loss", func(p *Proxy) { p.SetLoss(1, 7) }, 2 * LossRTO},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := start(t)
+			c := dial(t, p)
+			c.roundTrip("warm", 5*time.Second)
+			tc.set(p)
+			start := time.Now()
+			if got, err := c.roundTrip("slow", 10*time.Second); err != nil || got != "slow\n" {
+				t.Fatalf("got %q, %v", got, err)
+			}
+			// A lower bound only: the fault holds the bytes at least this long.
+			if took := time.Since(start); took < tc.min {
+				t.Fatalf("round trip took %s, want at least %s", took, tc.min)
+			}
+		})
+	}
+}

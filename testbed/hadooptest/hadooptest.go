@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,10 @@ type Cluster struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	done  chan error
+	// ctlMu serialises commands; answers carries their answer lines.
+	ctlMu    sync.Mutex
+	answers  chan string
+	stopOnce sync.Once
 }
 
 var (
@@ -66,6 +71,29 @@ func Shared(t testing.TB) *Cluster {
 		t.Fatalf("start the Hadoop mini cluster: %v", startErr)
 	}
 	return shared
+}
+
+// Private starts a cluster of its own for the test (one whose datanodes
+// and NodeManagers the test may stop), with the given numbers of
+// datanodes and NodeManagers, stopped when the test ends; it skips as
+// Shared does. env is added to the launcher's environment
+// (SPINDLE_HADOOP_NM_MEMORY_MB=N gives each NodeManager N MiB).
+func Private(t testing.TB, datanodes, nodemanagers int, env ...string) *Cluster {
+	t.Helper()
+	if why := skipReason(); why != "" {
+		t.Skip(why)
+	}
+	script, err := script()
+	if err != nil {
+		t.Fatalf("start a Hadoop mini cluster: %v", err)
+	}
+	dir := t.TempDir()
+	c, err := launch(script, dir, env, strconv.Itoa(datanodes), strconv.Itoa(nodemanagers))
+	if err != nil {
+		t.Fatalf("start a Hadoop mini cluster: %v", err)
+	}
+	t.Cleanup(c.Stop)
+	return c
 }
 
 // Main runs a package's tests and stops the shared cluster after them.
@@ -135,16 +163,19 @@ func start() (*Cluster, error) {
 	if workDir, err = os.MkdirTemp("", "spindle-hadoop-"); err != nil {
 		return nil, err
 	}
-	return launch(script, workDir, "3", "3")
+	return launch(script, workDir, nil, "3", "3")
 }
 
 // launch runs the launcher on dir with args after it and waits for the
 // cluster to be ready.
-func launch(script, dir string, args ...string) (*Cluster, error) {
+func launch(script, dir string, env []string, args ...string) (*Cluster, error) {
 	workDir := dir
 	c := &Cluster{ConfDir: filepath.Join(workDir, "conf"), AuditLog: filepath.Join(workDir, "hdfs-audit.log"),
-		Props: map[string]string{}, done: make(chan error, 1)}
+		Props: map[string]string{}, done: make(chan error, 1), answers: make(chan string, 1)}
 	c.cmd = exec.Command(script, append([]string{workDir}, args...)...)
+	if len(env) > 0 {
+		c.cmd.Env = append(os.Environ(), env...)
+	}
 	logf, err := os.Create(filepath.Join(workDir, "cluster.log"))
 	if err != nil {
 		return nil, err
@@ -164,8 +195,12 @@ func launch(script, dir string, args ...string) (*Cluster, error) {
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if line := sc.Text(); strings.HasPrefix(line, "spindle-minicluster ready:") {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "spindle-minicluster ready:"):
 				ready <- line
+			case strings.HasPrefix(line, "spindle-minicluster did:"), strings.HasPrefix(line, "spindle-minicluster failed:"):
+				c.answers <- line
 			}
 		}
 		io.Copy(io.Discard, out)
@@ -200,13 +235,89 @@ func tail(name string, n int64) string {
 }
 
 // Stop stops the cluster and waits for it, killing it after 30 seconds.
+// It may be called more than once.
 func (c *Cluster) Stop() {
-	c.stdin.Close()
+	c.stopOnce.Do(func() {
+		c.stdin.Close()
+		select {
+		case <-c.done:
+		case <-time.After(30 * time.Second):
+			c.cmd.Process.Kill()
+			<-c.done
+		}
+	})
+}
+
+// StopDataNode stops datanode i as a crash would: its ports close. Hadoop
+// takes it out of the cluster's list, so the datanodes after it move down
+// one place; RestartDataNode(i) brings it back, at the end of the list.
+func (c *Cluster) StopDataNode(i int) error { return c.command(fmt.Sprintf("stop-datanode %d", i)) }
+
+// RestartDataNode starts the datanode StopDataNode(i) stopped, on its old
+// storage.
+func (c *Cluster) RestartDataNode(i int) error {
+	return c.command(fmt.Sprintf("restart-datanode %d", i))
+}
+
+// StopNodeManager stops NodeManager i, with its containers.
+func (c *Cluster) StopNodeManager(i int) error {
+	return c.command(fmt.Sprintf("stop-nodemanager %d", i))
+}
+
+// NodeManagerState is what NodeManagers says of one NodeManager.
+type NodeManagerState struct {
+	// Containers is how many containers it runs; AM says one of them is
+	// an ApplicationMaster's; Down says it was stopped.
+	Containers int
+	AM, Down   bool
+}
+
+// NodeManagers says what each NodeManager runs, by index.
+func (c *Cluster) NodeManagers() ([]NodeManagerState, error) {
+	answer, err := c.ask("nodemanagers")
+	if err != nil {
+		return nil, err
+	}
+	var out []NodeManagerState
+	for _, f := range strings.Fields(answer) {
+		parts := strings.Split(f, ":")
+		var st NodeManagerState
+		if len(parts) > 1 && parts[1] == "down" {
+			st.Down = true
+		} else if len(parts) > 1 {
+			st.Containers, _ = strconv.Atoi(parts[1])
+			st.AM = len(parts) > 2 && parts[2] == "am"
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// command sends the launcher one control command and waits for its answer.
+func (c *Cluster) command(cmd string) error {
+	_, err := c.ask(cmd)
+	return err
+}
+
+// ask sends the launcher one control command and returns what its answer
+// says after the command.
+func (c *Cluster) ask(cmd string) (string, error) {
+	c.ctlMu.Lock()
+	defer c.ctlMu.Unlock()
+	if _, err := io.WriteString(c.stdin, cmd+"\n"); err != nil {
+		return "", fmt.Errorf("hadoop mini cluster: %s: %w", cmd, err)
+	}
 	select {
-	case <-c.done:
-	case <-time.After(30 * time.Second):
-		c.cmd.Process.Kill()
-		<-c.done
+	case a := <-c.answers:
+		if strings.HasPrefix(a, "spindle-minicluster failed:") {
+			return "", fmt.Errorf("hadoop mini cluster: %s", strings.TrimPrefix(a, "spindle-minicluster failed: "))
+		}
+		return strings.TrimPrefix(strings.TrimPrefix(a, "spindle-minicluster did: "), cmd), nil
+	case err := <-c.done:
+		c.done <- err
+		return "", fmt.Errorf("hadoop mini cluster: %s: the cluster exited (%v)", cmd, err)
+	case <-time.After(2 * time.Minute):
+		return "", fmt.Errorf("hadoop mini cluster: %s: no answer within 2 minutes", cmd)
 	}
 }
 

@@ -114,7 +114,7 @@ func startSecure() (*SecureCluster, error) {
 	if err := os.WriteFile(propsFile, []byte(props), 0o600); err != nil {
 		return fail(err)
 	}
-	c, err := launch(script, secureWorkDir, "1", "1", propsFile)
+	c, err := launch(script, secureWorkDir, nil, "1", "1", propsFile)
 	if err != nil {
 		return fail(err)
 	}

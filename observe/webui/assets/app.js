@@ -148,6 +148,9 @@ async function showJob(id) {
       el("td", {class: "num"}, m.rank), el("td", {}, fmt.time(m.time)), el("td", {}, el("code", {}, m.uri))));
     show(el("h1", {}, j.name || j.id), head,
       j.reason ? el("div", {class: "reason", id: "reason"}, j.reason) : null,
+      (j.slow_links || []).length ? el("div", {id: "slow-links"}, el("h2", {}, "Slow links"),
+        el("ul", {}, ...j.slow_links.map(l => el("li", {}, "rank " + l.rank + " \u2194 rank " + l.peer + ": " +
+          Math.round(l.round_trip_ms) + " ms probe round trip, reported at " + fmt.dur(l.t))))) : null,
       el("h2", {}, "Ranks"),
       rankPager(j, async step => { offset = Math.max(0, offset + step); await render(); }),
       el("table", {id: "ranks"}, el("thead", {}, el("tr", {}, ...["Rank", "Role", "Host", "State", "Restarts", "Epoch", "Rows", "Rows/s", "Feed", "Steps/s", "CPU", "Memory", "GPU", "Heartbeat", ""].map(h => el("th", {}, h)))),
