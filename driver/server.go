@@ -26,8 +26,8 @@ type controlServer struct {
 	// replacementTask builds the task of a worker that replaces a lost
 	// one: it resumes from the newest complete checkpoint.
 	replacementTask func(ctx context.Context, rank int) (*driverpb.Task, error)
-	stop   <-chan struct{} // closed when the driver shuts down
-	logger *slog.Logger
+	stop            <-chan struct{} // closed when the driver shuts down
+	logger          *slog.Logger
 	// rdmaLogged holds the executors whose RDMA report was logged.
 	rdmaLogged sync.Map
 	// obs takes the news heartbeats and exit reports carry; may be nil.
