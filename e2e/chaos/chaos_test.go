@@ -335,6 +335,7 @@ type outcome struct {
 	restarts  int           // generations the driver started after the first
 	why       string        // the first restart's reason
 	problem   string
+	elapsed   time.Duration // from submit to the job's end
 }
 
 // restartLine is the driver's console line for each new generation.
@@ -459,6 +460,7 @@ func runOne(t *testing.T, f fault, data string, rng *rand.Rand) outcome {
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	submitted := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -530,6 +532,7 @@ ended:
 		<-done
 	}
 	code := cmd.ProcessState.ExitCode()
+	o.elapsed = time.Since(submitted)
 	o.restarts = len(restartLine.FindAllString(stderr.String(), -1))
 	if m := firstRestart.FindStringSubmatch(stderr.String()); m != nil {
 		o.why = m[1]
@@ -569,8 +572,8 @@ func logRun(t *testing.T, f fault, i int, o outcome) {
 	if o.why != "" {
 		why = " (first restart: " + o.why + ")"
 	}
-	t.Logf("%-24s run %d: killed %s; recovered=%v named=%v hang=%v left=%d restarts=%d recovery=%s %s%s",
-		f.name, i+1, o.killed, o.recovered, o.named, o.hang, o.left, o.restarts, o.recovery.Round(time.Millisecond), o.problem, why)
+	t.Logf("%-24s run %d: killed %s; recovered=%v named=%v hang=%v left=%d restarts=%d recovery=%s job=%s %s%s",
+		f.name, i+1, o.killed, o.recovered, o.named, o.hang, o.left, o.restarts, o.recovery.Round(time.Millisecond), o.elapsed.Round(100*time.Millisecond), o.problem, why)
 }
 
 func lastLines(s string, n int) string {
