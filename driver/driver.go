@@ -316,7 +316,7 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 	// A replacement worker resumes from the newest complete checkpoint
 	// when it registers, not the generation's.
 	replacementTask := func(ctx context.Context, rank int) (*driverpb.Task, error) {
-		now, err := d.resumeFrom(ctx, w.slots)
+		now, err := d.resumeFromFor(ctx, w.slots, rank)
 		if err != nil {
 			return nil, err
 		}
