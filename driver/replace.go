@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/observe/jobview"
 )
 
 // Replacing one lost worker (spindle.failure.replaceWorkers): under the
@@ -50,7 +51,7 @@ func (g *roster) replaceLocked(m *member, msg string, blameless bool) bool {
 	g.replacing = m
 	if g.onReplace != nil {
 		first, _, _ := strings.Cut(msg, "\n")
-		g.onReplace(fmt.Sprintf("%s; replacing it alone (%s) while the other ranks keep running", first, note))
+		g.onReplace(m.rank, fmt.Sprintf("%s; replacing it alone (%s) while the other ranks keep running", first, note))
 	}
 	select {
 	case g.lost <- m:
@@ -217,8 +218,11 @@ func (c Config) replacesWorkers(slots []slot) bool {
 
 // sayReplacing tells the job log and console that a lost worker is being
 // replaced alone.
-func (d *Driver) sayReplacing(msg string) {
-	d.logger.Warn("worker lost; replacing it alone", "reason", msg)
+func (d *Driver) sayReplacing(rank int, msg string) {
+	d.logger.Warn("worker lost; replacing it alone", "rank", rank, "reason", msg)
+	if d.obs != nil {
+		d.obs.record(jobview.Event{Kind: jobview.KindReplace, Rank: rank, Reason: msg})
+	}
 	if c := d.cfg.Console; c != nil {
 		c.Eprintln(fmt.Sprintf("job %s: %s", d.cfg.JobID, msg))
 	}

@@ -136,7 +136,7 @@ type roster struct {
 	replacing      *member
 	settle         time.Duration
 	budget         func(loss *lossError) (note string, excluded []string, ok bool)
-	onReplace      func(msg string)
+	onReplace      func(rank int, msg string)
 	// causeGrace is how long a SIGTERMed process's failure waits for the
 	// cluster manager's reason (the constant causeGrace; tests shorten it).
 	causeGrace time.Duration
