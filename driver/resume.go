@@ -55,14 +55,9 @@ func (d *Driver) newResumer(ctx context.Context, plan *feed.JobPlan, target int6
 }
 
 // resumePoint returns the checkpoint a generation of slots resumes from,
-// or nil, and says so.
-func (d *Driver) resumePoint(ctx context.Context, r *resumer, slots []slot) (*resume.Point, error) {
-	return d.resumePointFor(ctx, r, slots, -1)
-}
-
-// resumePointFor is resumePoint for the replacement of rank only (all
-// ranks when only is negative), which is what it says.
-func (d *Driver) resumePointFor(ctx context.Context, r *resumer, slots []slot, only int) (*resume.Point, error) {
+// or nil, and says so: for every rank, or for the replacement of rank only
+// when only is not negative.
+func (d *Driver) resumePoint(ctx context.Context, r *resumer, slots []slot, only int) (*resume.Point, error) {
 	if r == nil {
 		return nil, nil
 	}
@@ -112,7 +107,7 @@ func (d *Driver) resumeFrom(ctx context.Context, slots []slot) (*genStart, error
 // resumeFromFor is resumeFrom for the replacement of rank only (every
 // rank when negative).
 func (d *Driver) resumeFromFor(ctx context.Context, slots []slot, only int) (*genStart, error) {
-	p, err := d.resumePointFor(ctx, d.resumer, slots, only)
+	p, err := d.resumePoint(ctx, d.resumer, slots, only)
 	if err != nil || p == nil {
 		return nil, err
 	}
