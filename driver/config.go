@@ -178,6 +178,9 @@ type Config struct {
 	// the restarts of PolicyRestart.
 	FailurePolicy string
 	MaxRestarts   int
+	// ReplaceWorkers, under PolicyRestart in a job of workers only,
+	// replaces a lost worker alone while the others keep running.
+	ReplaceWorkers bool
 	// MinExecutors is, under PolicyElastic, the fewest workers the job
 	// runs with (NumExecutors is the most); 0 means NumExecutors.
 	MinExecutors int

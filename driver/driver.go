@@ -279,7 +279,7 @@ type rankStart struct {
 // end. launched says whether its executors were started, so that a
 // failure to get them is not taken for a training failure.
 func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[string]string, start time.Time,
-	excluded []string, from *genStart, requestTimeout time.Duration) (launched bool, err error) {
+	rc *restartCounts, from *genStart, requestTimeout time.Duration) (launched bool, err error) {
 	c := d.cfg
 	plan, tasks := w.plan, w.tasks
 	slots := generationSlots(w.slots, gen)
@@ -293,13 +293,16 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		g.psSpares = min(c.PSReplicas, c.PS.Count-1)
 		g.onPSLost = func(msg string) { d.logger.Warn(msg) }
 	}
+	if c.replacesWorkers(slots) {
+		g.replaceWorkers, g.budget, g.onReplace = true, d.replacementBudget(rc), d.sayReplacing
+	}
 	stopServer := make(chan struct{})
 	var calls *rpc.Metrics
 	if d.obs != nil {
 		calls = d.obs.rpc
 	}
 	srv := rpc.NewServer(rpc.ServerConfig{Logger: d.logger, Metrics: calls, Options: append(append(d.signer.ServerOptions(), d.tls.serverOptions()...), newSpecCodec().serverOption())})
-	generationTasks := func(rank int) (*driverpb.Task, error) {
+	taskFrom := func(rank int, from *genStart) (*driverpb.Task, error) {
 		t, err := tasks(rank)
 		if t != nil {
 			t.Generation = int32(gen)
@@ -316,8 +319,18 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		}
 		return t, err
 	}
+	// A replacement worker resumes from the newest complete checkpoint
+	// when it registers, not the generation's.
+	replacementTask := func(ctx context.Context, rank int) (*driverpb.Task, error) {
+		now, err := d.resumeFromFor(ctx, w.slots, rank)
+		if err != nil {
+			return nil, err
+		}
+		return taskFrom(rank, now)
+	}
 	keeper, _ := d.cm.(CredentialKeeper)
-	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: generationTasks, stop: stopServer, logger: d.logger, obs: d.obs, served: served,
+	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: func(rank int) (*driverpb.Task, error) { return taskFrom(rank, from) },
+		replacementTask: replacementTask, stop: stopServer, logger: d.logger, obs: d.obs, served: served,
 		requireTLS: d.tls != nil, creds: keeper})
 
 	var eg errgroup.Group
@@ -355,7 +368,7 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 
 			SharedMemoryMB: c.SharedFeedMB(s.role),
 
-			ExcludedHosts: slices.Clone(excluded),
+			ExcludedHosts: slices.Clone(rc.excluded),
 		}
 		if s.role.Feeds() && s.roleRank < len(plan.Ranks) {
 			specs[i].PreferredHosts = preferredHosts(plan.Ranks[s.roleRank])
@@ -430,7 +443,11 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 			case ExecutorExited, ExecutorLost:
 				g.executorGone(ev)
 			}
-		case lost := <-g.lostPS:
+		case lost := <-g.lost:
+			if lost.role == RoleWorker {
+				replacing.Go(func() { d.replaceWorker(replaceCtx, g, specs, lost) })
+				break
+			}
 			replacing.Go(func() { d.replacePS(replaceCtx, g, specs, lost) })
 		case now := <-tick.C:
 			g.checkHeartbeats(c.HeartbeatTimeout)

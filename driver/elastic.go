@@ -67,7 +67,7 @@ func (d *Driver) elastic(ctx context.Context, build func(context.Context, int) (
 			}
 			grow := d.growCheck(gen, w, from, rc.excluded)
 			d.grow = grow.check
-			launched, err = d.generation(ctx, gen, w, served, start, rc.excluded, from, timeout)
+			launched, err = d.generation(ctx, gen, w, served, start, &rc, from, timeout)
 			d.grow = nil
 			if errors.Is(err, errGrow) {
 				break

@@ -113,7 +113,7 @@ func (d *Driver) generations(ctx context.Context, w *world, served map[string]st
 		if err != nil {
 			return err
 		}
-		launched, err := d.generation(ctx, gen, w, served, start, rc.excluded, from, c.RegistrationTimeout)
+		launched, err := d.generation(ctx, gen, w, served, start, &rc, from, c.RegistrationTimeout)
 		if err == nil {
 			return nil
 		}

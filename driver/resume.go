@@ -54,8 +54,10 @@ func (d *Driver) newResumer(ctx context.Context, plan *feed.JobPlan, target int6
 	return r, nil
 }
 
-// point returns the checkpoint a generation of slots resumes from, or nil.
-func (d *Driver) resumePoint(ctx context.Context, r *resumer, slots []slot) (*resume.Point, error) {
+// resumePoint returns the checkpoint a generation of slots resumes from,
+// or nil, and says so: for every rank, or for the replacement of rank only
+// when only is not negative.
+func (d *Driver) resumePoint(ctx context.Context, r *resumer, slots []slot, only int) (*resume.Point, error) {
 	if r == nil {
 		return nil, nil
 	}
@@ -77,13 +79,16 @@ func (d *Driver) resumePoint(ctx context.Context, r *resumer, slots []slot) (*re
 	if p != nil {
 		var at []string
 		for rank, pos := range p.Feed {
-			if pos != nil {
+			if pos != nil && (only < 0 || rank == only) {
 				at = append(at, fmt.Sprintf("rank %d at %s", rank, pos))
 			}
 		}
-		d.logger.Info("resuming from checkpoint", "checkpoint", p.Checkpoint, "step", p.Step, "feed", strings.Join(at, ", "))
+		d.logger.Info("resuming from checkpoint", "checkpoint", p.Checkpoint, "step", p.Step, "feed", strings.Join(at, ", "), "rank", only)
 		if c := d.cfg.Console; c != nil {
 			msg := fmt.Sprintf("resuming from checkpoint %s (step %d)", p.Checkpoint, p.Step)
+			if only >= 0 {
+				msg = fmt.Sprintf("rank %d's replacement resumes from checkpoint %s (step %d)", only, p.Checkpoint, p.Step)
+			}
 			if len(at) > 0 {
 				msg += "; feed: " + strings.Join(at, ", ")
 			}
@@ -96,7 +101,13 @@ func (d *Driver) resumePoint(ctx context.Context, r *resumer, slots []slot) (*re
 // resumeFrom is where a generation of slots (not elastic) starts: the
 // newest complete checkpoint, each rank's feed at its recorded position.
 func (d *Driver) resumeFrom(ctx context.Context, slots []slot) (*genStart, error) {
-	p, err := d.resumePoint(ctx, d.resumer, slots)
+	return d.resumeFromFor(ctx, slots, -1)
+}
+
+// resumeFromFor is resumeFrom for the replacement of rank only (every
+// rank when negative).
+func (d *Driver) resumeFromFor(ctx context.Context, slots []slot, only int) (*genStart, error) {
+	p, err := d.resumePoint(ctx, d.resumer, slots, only)
 	if err != nil || p == nil {
 		return nil, err
 	}

@@ -43,8 +43,18 @@ type member struct {
 	// stoppedAtEnd marks a process stopped because the job ended
 	// successfully while it ran.
 	stoppedAtEnd bool
-	// replaces names the dead parameter server this one replaces.
-	replaces string
+	// replaces names the dead parameter server or lost worker this one
+	// replaces; replacement numbers the worker replacements of its rank
+	// (Task.Replacement), and joined is closed once it registers.
+	replaces    string
+	replacement int
+	joined      chan struct{}
+	// lossMsg and lossBlameless are a lost worker's failure while a
+	// replacement is on its way, should it not come (replaceFailed).
+	lossMsg       string
+	lossBlameless bool
+	// excludedAfter are the hosts the replacement keeps off.
+	excludedAfter []string
 	// credGen is the generation of the Hadoop credentials the executor
 	// said it uses (CredentialKeeper).
 	credGen int64
@@ -117,10 +127,22 @@ type roster struct {
 	psSpares int
 	psLost   int
 	onPSLost func(msg string)
-	// lostPS carries each such server to the driver, which starts a
-	// replacement; replaced numbers the replacements.
-	lostPS   chan *member
+	// lost carries each such server, and each worker replaceLocked
+	// replaces, to the driver, which starts a replacement; replaced
+	// numbers the replacements.
+	lost     chan *member
 	replaced int
+	// replaceWorkers makes a lost worker leave the others running while
+	// one new executor takes its rank (replaceLocked); replacing is the
+	// lost worker until its replacement registered and settle passed
+	// (replaceSettle; tests shorten it). budget counts each
+	// replacement against the job's restarts (false: none left), and
+	// onReplace hears of each.
+	replaceWorkers bool
+	replacing      *member
+	settle         time.Duration
+	budget         func(loss *lossError) (note string, excluded []string, ok bool)
+	onReplace      func(rank int, msg string)
 	// causeGrace is how long a SIGTERMed process's failure waits for the
 	// cluster manager's reason (the constant causeGrace; tests shorten it).
 	causeGrace time.Duration
@@ -143,7 +165,7 @@ func (g *roster) spareLocked(m *member, msg string) bool {
 		g.onPSLost(fmt.Sprintf("%s; its keys moved to their backups (%d of %d spare servers used, spindle.ps.replicas)", msg, g.psLost, g.psSpares))
 	}
 	select {
-	case g.lostPS <- m:
+	case g.lost <- m:
 	default: // more deaths than the channel holds: they stay unreplaced
 	}
 	g.checkAllExitedLocked()
@@ -203,8 +225,9 @@ func newRosterOf(slots []slot) *roster {
 		failed:     make(chan struct{}),
 		succeeded:  make(chan struct{}),
 		allExited:  make(chan struct{}),
-		lostPS:     make(chan *member, len(slots)),
+		lost:       make(chan *member, len(slots)),
 		causeGrace: causeGrace,
+		settle:     replaceSettle,
 		now:        time.Now,
 	}
 	for i, s := range slots {
@@ -237,6 +260,10 @@ func (g *roster) register(req *driverpb.RegisterRequest) (*member, error) {
 		return m, nil // a retried call
 	}
 	m.registered = true
+	if m.replaces != "" && m.role == RoleWorker {
+		g.joinedLocked(m)
+		return m, nil
+	}
 	if m.replaces != "" {
 		// A replacement joins the running job: the others keep their
 		// spec, and the replacement gets one with its own address in it.
@@ -351,6 +378,10 @@ func (g *roster) exit(r *driverpb.ExitReport) error {
 		if tail := strings.TrimRight(m.stderrTail, "\n"); tail != "" {
 			msg += "; last lines of its stderr:\n    " + strings.ReplaceAll(tail, "\n", "\n    ")
 		}
+		if m.signal != "SIGTERM" && g.replaceLocked(m, msg, false) {
+			return nil
+		}
+		msg += g.whileReplacingLocked()
 		if m.signal == "SIGTERM" && g.failure == nil && !g.stopped {
 			g.awaitCauseLocked(m, msg)
 			return nil
@@ -511,7 +542,11 @@ func (g *roster) executorGone(ev Event) {
 		if ev.Blameless {
 			msg += " (not the job's fault)"
 		}
-		g.failLocked(m.loss(msg+"; before that, its "+strings.TrimPrefix(cause, m.where(g.mixed)+": "), ev.Blameless))
+		msg += "; before that, its " + strings.TrimPrefix(cause, m.where(g.mixed)+": ")
+		if g.replaceLocked(m, msg, ev.Blameless) {
+			return
+		}
+		g.failLocked(m.loss(msg+g.whileReplacingLocked(), ev.Blameless))
 		return
 	}
 	if g.finished {
@@ -546,7 +581,10 @@ func (g *roster) executorGone(ev Event) {
 	if ev.Blameless {
 		msg += " (not the job's fault)"
 	}
-	g.failLocked(m.loss(msg, ev.Blameless))
+	if !m.exited && g.replaceLocked(m, msg, ev.Blameless) {
+		return
+	}
+	g.failLocked(m.loss(msg+g.whileReplacingLocked(), ev.Blameless))
 }
 
 // placed notes the host the cluster manager placed an executor on.

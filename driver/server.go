@@ -23,8 +23,11 @@ type controlServer struct {
 	driverpb.UnimplementedControlServer
 	roster *roster
 	tasks  taskBuilder
-	stop   <-chan struct{} // closed when the driver shuts down
-	logger *slog.Logger
+	// replacementTask builds the task of a worker that replaces a lost
+	// one: it resumes from the newest complete checkpoint.
+	replacementTask func(ctx context.Context, rank int) (*driverpb.Task, error)
+	stop            <-chan struct{} // closed when the driver shuts down
+	logger          *slog.Logger
 	// rdmaLogged holds the executors whose RDMA report was logged.
 	rdmaLogged sync.Map
 	// obs takes the news heartbeats and exit reports carry; may be nil.
@@ -62,11 +65,14 @@ func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequ
 	case <-s.stop:
 		return nil, status.Error(codes.Unavailable, "driver: shutting down")
 	}
-	task, err := s.tasks(m.rank)
+	task, err := s.taskOf(ctx, m)
 	if err != nil {
 		return nil, status.Error(codes.Internal, fmt.Sprintf("build task for rank %d: %v", m.rank, err))
 	}
-	if m.replaces != "" {
+	if m.replaces != "" && m.role == RoleWorker {
+		task.Replacement = int32(m.replacement)
+		s.logger.Info("a replacement worker registered; the other ranks kept running", "executor", m.id, "replaces", m.replaces, "rank", m.rank)
+	} else if m.replaces != "" {
 		task.PsRejoin = true
 		s.logger.Info("a replacement parameter server registered; it rejoins the ring", "executor", m.id, "replaces", m.replaces, "ps", m.roleRank)
 	}
@@ -81,6 +87,15 @@ func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequ
 		Task:           task,
 		Credentials:    credentialsFor(s.creds, 0),
 	}, nil
+}
+
+// taskOf builds m's task: a replacement worker's resumes from the newest
+// complete checkpoint.
+func (s *controlServer) taskOf(ctx context.Context, m *member) (*driverpb.Task, error) {
+	if m.replaces != "" && m.role == RoleWorker && s.replacementTask != nil {
+		return s.replacementTask(ctx, m.rank)
+	}
+	return s.tasks(m.rank)
 }
 
 // logRDMA logs an executor's RDMA report the first time it comes.

@@ -161,6 +161,7 @@ func setServiceEnv(set func(string, any), t *Task, id identity, feedPath, filesD
 	set(envcontract.ReportSocket, reportSocket(filesDir))
 	set(envcontract.Generation, strconv.Itoa(int(t.Generation)))
 	set(envcontract.RestartCount, strconv.Itoa(int(t.Generation)))
+	set(envcontract.Replacement, strconv.Itoa(int(t.Replacement)))
 	if t.Timeline {
 		set(envcontract.Timeline, "1")
 	}

@@ -96,6 +96,9 @@ type Env struct {
 	DataLink string
 	// Generation counts the job's restarts: 0 for the first gang.
 	Generation int
+	// Replacement is 0, or k in the kth process started alone to replace
+	// this rank's lost one while the other ranks kept running.
+	Replacement int
 	// ResumeCheckpoint and ResumeStep name the checkpoint this generation
 	// resumes from (Checkpointer.Resume loads it); empty when there is
 	// none.
@@ -267,6 +270,11 @@ func resumeFromLookup(lookup func(string) (string, bool), e *Env) error {
 		return err
 	}
 	e.Generation = int(gen)
+	repl, err := nonNegative(envcontract.Replacement)
+	if err != nil {
+		return err
+	}
+	e.Replacement = int(repl)
 	e.CheckpointKeep = DefaultCheckpointKeep
 	if v, ok := lookup(envcontract.CheckpointKeep); ok && strings.TrimSpace(v) != "" {
 		keep, err := nonNegative(envcontract.CheckpointKeep)

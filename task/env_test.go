@@ -24,17 +24,19 @@ func TestMain(m *testing.M) {
 // fullEnv is what an executor sets for rank 1 of 2.
 func fullEnv() map[string]string {
 	return map[string]string{
-		EnvRank:              "1",
-		EnvWorldSize:         "2",
-		EnvLocalRank:         "0",
-		EnvLocalWorldSize:    "1",
-		EnvJobID:             "job-7",
-		EnvFeed:              "/run/spindle/feed.sock",
-		EnvFeedMode:          "tensor",
-		EnvCheckpointDir:     "hdfs://nn:8020/ckpt/job-7",
-		EnvPeers:             "10.0.0.1:7100,10.0.0.2:7100",
-		EnvPeerListenFD:      "3",
-		EnvCollectiveTimeout: "2.5",
+		EnvRank:                 "1",
+		EnvWorldSize:            "2",
+		EnvLocalRank:            "0",
+		EnvLocalWorldSize:       "1",
+		EnvJobID:                "job-7",
+		EnvFeed:                 "/run/spindle/feed.sock",
+		EnvFeedMode:             "tensor",
+		EnvCheckpointDir:        "hdfs://nn:8020/ckpt/job-7",
+		EnvPeers:                "10.0.0.1:7100,10.0.0.2:7100",
+		EnvPeerListenFD:         "3",
+		EnvCollectiveTimeout:    "2.5",
+		envcontract.Generation:  "1",
+		envcontract.Replacement: "2",
 	}
 }
 
@@ -80,6 +82,7 @@ func TestFromEnv(t *testing.T) {
 		CheckpointDir: "hdfs://nn:8020/ckpt/job-7", CheckpointKeep: 3,
 		Peers:        []string{"10.0.0.1:7100", "10.0.0.2:7100"},
 		PeerListenFD: 3, CollectiveTimeout: 2500 * time.Millisecond,
+		Generation: 1, Replacement: 2,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("FromEnv =\n%+v\nwant\n%+v", got, want)

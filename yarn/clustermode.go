@@ -282,8 +282,9 @@ func (a *App) Follow(ctx context.Context, stdout, stderr io.Writer) JobResult {
 				case amc.base != base:
 					// The first attempt's AM is gone and YARN started
 					// another (spindle.yarn.maxAppAttempts): its driver
-					// runs the job again from the start.
-					fmt.Fprintf(stderr, "yarn application %s: the ApplicationMaster was lost; YARN's next attempt runs the job again from the start, on %s\n", a.id, r.GetHost())
+					// runs the job again, from its newest complete
+					// checkpoint when it has one.
+					fmt.Fprintf(stderr, "yarn application %s: the ApplicationMaster was lost; YARN's next attempt runs the job again on %s, from its newest complete checkpoint if it has one\n", a.id, r.GetHost())
 					next, amFails = 0, 0
 				}
 				if amc == nil || amc.base != base {

@@ -103,6 +103,11 @@ type Task struct {
 	// generation counts the job's restarts (spindle.failure.policy restart):
 	// 0 for the first gang; SPINDLE_GENERATION and SPINDLE_RESTART_COUNT.
 	Generation int32 `protobuf:"varint,25,opt,name=generation,proto3" json:"generation,omitempty"`
+	// replacement counts the processes started for this rank in this
+	// generation before this one: 0 for the gang's own, k for the kth that
+	// replaced a lost one while the other ranks kept running
+	// (SPINDLE_REPLACEMENT).
+	Replacement int32 `protobuf:"varint,42,opt,name=replacement,proto3" json:"replacement,omitempty"`
 	// resume_checkpoint and resume_step name the complete checkpoint the
 	// generation resumes from (SPINDLE_RESUME_CHECKPOINT and
 	// SPINDLE_RESUME_STEP); empty when it starts afresh.
@@ -359,6 +364,13 @@ func (x *Task) GetPsRejoin() bool {
 func (x *Task) GetGeneration() int32 {
 	if x != nil {
 		return x.Generation
+	}
+	return 0
+}
+
+func (x *Task) GetReplacement() int32 {
+	if x != nil {
+		return x.Replacement
 	}
 	return 0
 }
@@ -941,7 +953,7 @@ var File_task_proto protoreflect.FileDescriptor
 const file_task_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"task.proto\x12\x12spindle.control.v1\"\x93\n" +
+	"task.proto\x12\x12spindle.control.v1\"\xb5\n" +
 	"\n" +
 	"\x04Task\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
@@ -982,7 +994,8 @@ const file_task_proto_rawDesc = "" +
 	"\tps_rejoin\x18( \x01(\bR\bpsRejoin\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x19 \x01(\x05R\n" +
-	"generation\x12+\n" +
+	"generation\x12 \n" +
+	"\vreplacement\x18* \x01(\x05R\vreplacement\x12+\n" +
 	"\x11resume_checkpoint\x18\x1f \x01(\tR\x10resumeCheckpoint\x12\x1f\n" +
 	"\vresume_step\x18  \x01(\x03R\n" +
 	"resumeStep\x12'\n" +

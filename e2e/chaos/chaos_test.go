@@ -103,6 +103,9 @@ type fault struct {
 	peers *peerFault
 	// checkStderr, when set, also looks at a recovered job's stderr.
 	checkStderr func(stderr string) error
+	// alone says the killed process's role recovers by one new process
+	// beside the others (a replacement), not by a new generation.
+	alone bool
 }
 
 // linkFault is a fault of the control plane between executors and driver.
@@ -119,6 +122,39 @@ var rowChecks struct{ epochs, wrong int }
 // exactly once over the ranks (rowsum.Check).
 func rowsOnce(stdout string) error {
 	n, err := rowsum.Check(stdout, 2, rowIDEpochs, rowIDRows)
+	rowChecks.epochs += n
+	if err != nil {
+		rowChecks.wrong += max(1, strings.Count(err.Error(), "epoch "))
+	}
+	return err
+}
+
+// startedLine is rowcheck's first line in each process.
+var startedLine = regexp.MustCompile(`rowcheck rank=(\d+) pid=(\d+) generation=(\d+) replacement=(\d+) started`)
+
+// replacedAlone checks a 4-rank row-id job that replaced a lost worker:
+// one rank started a second process, its replacement, and the other
+// three kept theirs (one process each, in generation 0); every epoch
+// took each row exactly once.
+func replacedAlone(stdout string) error {
+	starts := map[string][]string{}
+	for _, m := range startedLine.FindAllStringSubmatch(stdout, -1) {
+		starts[m[1]] = append(starts[m[1]], "pid "+m[2]+" generation "+m[3]+" replacement "+m[4])
+	}
+	replaced := 0
+	for rank := range 4 {
+		got := starts[strconv.Itoa(rank)]
+		switch {
+		case len(got) == 2 && strings.HasSuffix(got[1], "generation 0 replacement 1"):
+			replaced++
+		case len(got) != 1:
+			return fmt.Errorf("rank %d started %v: want one process, or one and its replacement", rank, got)
+		}
+	}
+	if replaced != 1 {
+		return fmt.Errorf("%d ranks were replaced, want 1 (%v)", replaced, starts)
+	}
+	n, err := rowsum.Check(stdout, 4, rowIDEpochs, rowIDRows)
 	rowChecks.epochs += n
 	if err != nil {
 		rowChecks.wrong += max(1, strings.Count(err.Error(), "epoch "))
@@ -221,7 +257,18 @@ func faults() []fault {
 			"--epochs", strconv.Itoa(rowIDEpochs), "--checkpoint-dir", filepath.Join(dir, "ckpt")}, restart...),
 			"--", rowcheckBin, "--every", "10", "--pause", "2ms", "--crash-after", "0")
 	}
+	// rows4 is the row-id job on 4 ranks that replaces a lost worker alone.
+	rows4 := func(dir, _ string) []string {
+		return append(append([]string{"submit", "--master", "local[4]", "--conf", "spindle.log.level=warn",
+			"--input", rowIDs, "--label-column", "id", "--feed", "tensor", "--batch-rows", "20", "--shuffle", "--seed", "3",
+			"--epochs", strconv.Itoa(rowIDEpochs), "--checkpoint-dir", filepath.Join(dir, "ckpt")}, restart...),
+			"--conf", "spindle.failure.replaceWorkers=true", "--", rowcheckBin, "--every", "10", "--pause", "2ms", "--crash-after", "0")
+	}
 	return []fault{
+		{name: "worker replaced: training rank of 4 (row ids)", args: rows4, want: 4, recovers: true, alone: true, check: replacedAlone,
+			victims: func(*exec.Cmd) []int { return pids(rowcheckBin) }},
+		{name: "worker replaced: executor of 4 (row ids)", args: rows4, want: 4, recovers: true, alone: true, check: replacedAlone,
+			victims: func(*exec.Cmd) []int { return pids(spindleBin, "executor") }},
 		{name: "training rank (row ids)", args: rows, want: 2, recovers: true, check: rowsOnce,
 			victims: func(*exec.Cmd) []int { return pids(rowcheckBin) }},
 		{name: "executor (row ids)", args: rows, want: 2, recovers: true, check: rowsOnce,
@@ -293,6 +340,7 @@ type outcome struct {
 	restarts  int           // generations the driver started after the first
 	why       string        // the first restart's reason
 	problem   string
+	elapsed   time.Duration // from submit to the job's end
 }
 
 // restartLine is the driver's console line for each new generation.
@@ -431,6 +479,7 @@ func runOne(t *testing.T, f fault, data string, rng *rand.Rand) outcome {
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	submitted := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +535,7 @@ func runOne(t *testing.T, f fault, data string, rng *rand.Rand) outcome {
 					fresh++
 				}
 			}
-			if fresh >= want || (len(now) >= want && fresh >= 1 && (strings.HasPrefix(f.name, "executor") || f.name == "parameter server")) {
+			if fresh >= want || (len(now) >= want && fresh >= 1 && (strings.HasPrefix(f.name, "executor") || f.name == "parameter server" || f.alone)) {
 				// Every rank of a new generation runs, or (an executor, a
 				// parameter server) a replacement runs beside the others.
 				o.recovery = time.Since(killedAt)
@@ -508,6 +557,7 @@ ended:
 		<-done
 	}
 	code := cmd.ProcessState.ExitCode()
+	o.elapsed = time.Since(submitted)
 	o.restarts = len(restartLine.FindAllString(stderr.String(), -1))
 	if m := firstRestart.FindStringSubmatch(stderr.String()); m != nil {
 		o.why = m[1] + strings.ReplaceAll(m[2], "\n    ", " | ")
@@ -551,8 +601,8 @@ func logRun(t *testing.T, f fault, i int, o outcome) {
 	if o.why != "" {
 		why = " (first restart: " + o.why + ")"
 	}
-	t.Logf("%-24s run %d: killed %s; recovered=%v named=%v hang=%v left=%d restarts=%d recovery=%s %s%s",
-		f.name, i+1, o.killed, o.recovered, o.named, o.hang, o.left, o.restarts, o.recovery.Round(time.Millisecond), o.problem, why)
+	t.Logf("%-24s run %d: killed %s; recovered=%v named=%v hang=%v left=%d restarts=%d recovery=%s job=%s %s%s",
+		f.name, i+1, o.killed, o.recovered, o.named, o.hang, o.left, o.restarts, o.recovery.Round(time.Millisecond), o.elapsed.Round(100*time.Millisecond), o.problem, why)
 }
 
 func lastLines(s string, n int) string {

@@ -150,6 +150,31 @@ func hadoopFaults(h *hadoopSite) []fault {
 		return []string{"HADOOP_CONF_DIR=" + h.yarnConf, "HADOOP_USER_NAME=" + h.hdfs.Superuser()}
 	}
 	return []fault{
+		{name: "YARN ApplicationMaster (cluster mode)", want: 1, recovers: true, check: rowsOnce, env: yarnEnv,
+			args: func(dir, _ string) []string {
+				a := job("yarn", dir)
+				return slices.Insert(a, slices.Index(a, "--"), "--deploy-mode", "cluster", "--conf", "spindle.yarn.maxAppAttempts=2")
+			},
+			again: rowchecks, againWant: 2,
+			victims: func(*exec.Cmd) []int {
+				if !training() {
+					return nil
+				}
+				var out []int
+				for i, ct := range h.yarn.Containers() {
+					if ct.AM && ct.Running {
+						out = append(out, i)
+					}
+				}
+				return out
+			},
+			kill: func(i int) string {
+				ct := h.yarn.Containers()[i]
+				if err := h.yarn.KillContainer(ct.ID); err != nil {
+					return fmt.Sprintf("no container (%v)", err)
+				}
+				return fmt.Sprintf("the ApplicationMaster's container %s", ct.ID)
+			}},
 		{name: "HDFS datanode", want: 1, recovers: true, env: hdfsEnv,
 			check: func(stdout string) error {
 				if err := rowsOnce(stdout); err != nil {

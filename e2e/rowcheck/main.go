@@ -9,7 +9,8 @@
 //
 // hash adds rowsum.Hash(id) over the rows taken (mod 2^64); rowsum.Check
 // sums the ranks' lines of each epoch. --crash-after makes one rank SIGKILL itself in
-// the first generation after that many batches.
+// the first generation after that many batches (its first process only,
+// not one that replaced it).
 //
 // With --feed direct it reads its splits itself, in order (no shuffle),
 // starting where the generation resumes, and tells the Checkpointer where
@@ -79,6 +80,8 @@ func run(ctx context.Context, crashRank, crashAfter int, every int64, pause time
 			return err
 		}
 	}
+	// The tests tell a rank that kept running from one started again.
+	fmt.Printf("rowcheck rank=%d pid=%d generation=%d replacement=%d started\n", env.Rank, os.Getpid(), env.Generation, env.Replacement)
 	if resumed {
 		fmt.Printf("rowcheck rank=%d resumed from %s step %d, feed at epoch %d batch %d\n",
 			env.Rank, env.ResumeCheckpoint, step, env.FeedStartEpoch, env.FeedStartBatch)
@@ -96,7 +99,7 @@ func run(ctx context.Context, crashRank, crashAfter int, every int64, pause time
 		}
 		step++
 		taken++
-		if env.Generation == 0 && env.Rank == crashRank && crashAfter > 0 && taken == crashAfter {
+		if env.Generation == 0 && env.Replacement == 0 && env.Rank == crashRank && crashAfter > 0 && taken == crashAfter {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}
 		_, err := ck.MaybeSave(ctx, step, save)

@@ -15,6 +15,9 @@ const (
 	KeyFailureMinExecutors = "spindle.failure.minExecutors"
 	// KeyFailureElasticWait bounds an elastic job's wait for more room.
 	KeyFailureElasticWait = "spindle.failure.elasticWait"
+	// KeyFailureReplaceWorkers replaces one lost worker alone under the
+	// restart policy, instead of restarting every rank.
+	KeyFailureReplaceWorkers = "spindle.failure.replaceWorkers"
 )
 
 // failureKeys say how a job survives failures.
@@ -25,6 +28,8 @@ var failureKeys = []Key{
 		Doc: "How many times spindle.failure.policy restart restarts a job before its failure is final. Losses that were not the job's fault (a YARN container preempted or its node lost, a standalone worker that left) are not counted; see spindle.failure.maxBlamelessRestarts."},
 	{Name: KeyFailureMaxBlamelessRestarts, Default: "10", Kind: Int, Min: 0, HasMin: true, ReadBy: ReadBySubmit,
 		Doc: "How many times spindle.failure.policy restart restarts a job after losses that were not its fault (preemption, a lost node, a standalone worker that left), which spindle.failure.maxRestarts does not count, before such a loss is final."},
+	{Name: KeyFailureReplaceWorkers, Default: "false", Kind: Bool, ReadBy: ReadBySubmit,
+		Doc: "Under spindle.failure.policy restart, in a job of workers only, a lost worker is replaced by one new executor that resumes from the newest complete checkpoint, its feed where that checkpoint left the rank, while the other ranks keep running; each replacement counts as a restart. When it cannot happen (another rank fails meanwhile, as the peers of a lost rank in a gloo or NCCL group do, or no executor can be started) every rank is restarted instead."},
 	{Name: KeyFailureMinExecutors, Default: "0", Kind: Int, Min: 0, HasMin: true, ReadBy: ReadBySubmit,
 		Doc: "Under spindle.failure.policy elastic, the fewest workers the job runs with (spindle.executor.instances is the most); --num-executors MIN:MAX sets both. 0 means spindle.executor.instances."},
 	{Name: KeyFailureElasticWait, Default: "10s", Kind: Duration, ReadBy: ReadBySubmit,

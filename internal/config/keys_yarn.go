@@ -20,7 +20,7 @@ var yarnKeys = []Key{
 	{Name: KeyYARNAMCores, Default: "1", Kind: Int, Min: 1, HasMin: true,
 		Doc: "Virtual cores of the ApplicationMaster's container."},
 	{Name: KeyYARNMaxAttempts, Default: "1", Kind: Int, Min: 1, HasMin: true,
-		Doc: "ApplicationMaster attempts YARN makes (maxAppAttempts). In client mode a new attempt cannot rejoin the driver on the gateway: it ends the application as FAILED at once. In cluster mode a new attempt runs the job again from the start, with a new gang (YARN has stopped the first attempt's containers)."},
+		Doc: "ApplicationMaster attempts YARN makes (maxAppAttempts). In client mode a new attempt cannot rejoin the driver on the gateway: it ends the application as FAILED at once. In cluster mode a new attempt runs the job again with a new gang (YARN has stopped the first attempt's containers), from the newest complete checkpoint of its --checkpoint-dir, if it has one."},
 	{Name: KeyYARNPriority, Default: "0", Kind: Int, Min: 0, HasMin: true,
 		Doc: "The application's priority in its queue (higher runs sooner where the scheduler honours priorities)."},
 	{Name: KeyYARNTags, Default: "", Kind: List,

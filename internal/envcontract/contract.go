@@ -51,6 +51,11 @@ const (
 	RestartCount = "SPINDLE_RESTART_COUNT"
 )
 
+// Replacement counts the processes that ran this rank in this generation
+// before this one: 0 for the gang's own, k for the kth started alone to
+// replace a lost one while the other ranks kept running.
+const Replacement = "SPINDLE_REPLACEMENT"
+
 // ResumeCheckpoint and ResumeStep name the checkpoint a generation
 // resumes from: the newest one every rank finished saving with the
 // checkpoint APIs (task.Checkpointer, spindle.Checkpointer). Unset when
@@ -195,6 +200,7 @@ var Vars = []Var{
 	{Name: ReportSocket, ID: "report_socket", Doc: "the Unix datagram socket where the process reports values (`spindle.report(step=..., loss=...)`, `task.Report`): one JSON object per datagram, never waited on"},
 	{Name: Generation, ID: "generation", Doc: "the gang's generation: 0 at first, one more at each restart or resize (`spindle.failure.policy restart` or `elastic`); the world size, peers and rendezvous variables are this generation's"},
 	{Name: RestartCount, ID: "restart_count", Doc: "how many times the job was restarted (the same as `SPINDLE_GENERATION`, under torchrun's name)"},
+	{Name: Replacement, ID: "replacement", Default: "0", Doc: "`0`, or `k` on the kth process started alone to replace this rank's lost one while the other ranks kept running (`spindle.failure.replaceWorkers`); it resumes from `SPINDLE_RESUME_CHECKPOINT` like a restarted gang's"},
 	{Name: ResumeCheckpoint, ID: "resume_checkpoint", Doc: "the checkpoint to resume from and its step, when the job has one that every rank finished saving with the checkpoint APIs (`task.Checkpointer`, `spindle.Checkpointer`); unset: start afresh"},
 	{Name: ResumeStep, ID: "resume_step"},
 	{Name: FeedStartEpoch, ID: "feed_start_epoch", Default: "0", Doc: "where this rank's feed starts when resuming: the first epoch served, and the batches of it already consumed (the feed leaves them out); the checkpoint APIs count positions from them"},

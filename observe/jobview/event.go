@@ -22,6 +22,9 @@ const (
 	KindLog Kind = "log"
 	// KindRestart records a new generation of the gang (Generation, Reason).
 	KindRestart Kind = "restart"
+	// KindReplace records one rank's lost process replaced alone while the
+	// other ranks kept running (Rank, Reason).
+	KindReplace Kind = "replace"
 	// KindWebUI records where the job's web UI listens (Message: its URL).
 	KindWebUI Kind = "web_ui"
 	// KindModelSaved records a model version a rank published into the

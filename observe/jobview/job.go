@@ -205,6 +205,8 @@ func (j *Job) Apply(ev Event) {
 		for _, r := range j.ranks {
 			r.view.Restarts++
 		}
+	case KindReplace:
+		j.rank(ev.Rank).view.Restarts++
 	case KindExecutor:
 		r := j.rank(ev.Rank)
 		if ev.Role != "" {

@@ -19,6 +19,7 @@ func TestReplayBuildsRanksRatesAndState(t *testing.T) {
 		{Time: t0.Add(2 * time.Second), Kind: KindProgress, Rank: 0, Progress: &Progress{Rows: 2000, Bytes: 8000, CPUSeconds: 1}},
 		{Time: t0.Add(2 * time.Second), Kind: KindProgress, Rank: 1, Progress: &Progress{Rows: 400}},
 		{Time: t0.Add(3 * time.Second), Kind: KindScalars, Rank: 0, Step: 10, Values: map[string]float64{"loss": 0.5}},
+		{Time: t0.Add(3 * time.Second), Kind: KindReplace, Rank: 1, Reason: "rank 1 on h1 was killed by signal SIGKILL"},
 		{Time: t0.Add(4 * time.Second), Kind: KindJobState, State: StateFailed, Reason: "rank 1 on h1 exited 3"},
 	}
 	s := Replay(events).Snapshot(t0.Add(time.Hour))
@@ -30,6 +31,9 @@ func TestReplayBuildsRanksRatesAndState(t *testing.T) {
 	}
 	if len(s.Ranks) != 2 || s.Ranks[1].Host != "h1" || s.Ranks[1].RoleRank != 1 {
 		t.Fatalf("ranks %+v", s.Ranks)
+	}
+	if s.Ranks[0].Restarts != 0 || s.Ranks[1].Restarts != 1 {
+		t.Errorf("restarts %d and %d, want 0 and 1 (rank 1 replaced alone)", s.Ranks[0].Restarts, s.Ranks[1].Restarts)
 	}
 	if r := s.Ranks[0]; r.RowsPerSec != 1000 || r.BytesPerSec != 4000 || r.CPUPercent != 50 {
 		t.Errorf("rank 0 rates %+v", r)

@@ -98,7 +98,7 @@ func NewDriver(reg prometheus.Registerer) *Driver {
 		exits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spindle_executor_exits_total",
 			Help: "Executors that ended, by final state (finished, failed, stopped, lost)."}, []string{"state"}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "spindle_restarts_total",
-			Help: "Restarts of the job's gang, by reason."}, []string{"reason"}),
+			Help: "Restarts of the job's gang, by reason (replaced: one rank's lost process replaced alone)."}, []string{"reason"}),
 		jobState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "spindle_job_state",
 			Help: "1 for the job's current state, 0 for the others."}, []string{"state"}),
 		spans: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "spindle_span_duration_seconds",
@@ -151,6 +151,8 @@ func (d *Driver) Observe(ev jobview.Event) {
 		}
 	case jobview.KindRestart:
 		d.restarts.WithLabelValues(restartReason(ev.Reason)).Inc()
+	case jobview.KindReplace:
+		d.restarts.WithLabelValues("replaced").Inc()
 	case jobview.KindExecutor:
 		r := d.rank(ev.Rank)
 		if ev.Role != "" && ev.Role != r.role {
@@ -274,7 +276,7 @@ func maxProgress(a, b jobview.Progress) jobview.Progress {
 // restartReasons are the values the restarts counter's reason label takes;
 // anything else is "other", so a free-text reason cannot blow up the
 // label's cardinality.
-var restartReasons = map[string]bool{"failure": true, "preempted": true, "node_lost": true, "resize": true, "manual": true}
+var restartReasons = map[string]bool{"failure": true, "preempted": true, "node_lost": true, "resize": true, "manual": true, "replaced": true}
 
 func restartReason(r string) string {
 	if restartReasons[r] {

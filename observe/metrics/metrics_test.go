@@ -33,6 +33,7 @@ func TestDriverMetricsFollowTheJob(t *testing.T) {
 	d.Observe(jobview.Event{Time: t0.Add(2 * time.Second), Kind: jobview.KindProgress, Rank: 0, Progress: &jobview.Progress{Rows: 50}})
 	d.Observe(jobview.Event{Time: t0.Add(3 * time.Second), Kind: jobview.KindExecutor, Rank: 1, State: jobview.RankFailed})
 	d.Observe(jobview.Event{Time: t0.Add(3 * time.Second), Kind: jobview.KindRestart, Reason: "rank 1 exited 3 because of a long free text"})
+	d.Observe(jobview.Event{Time: t0.Add(4 * time.Second), Kind: jobview.KindReplace, Rank: 1, Reason: "rank 1 was killed by signal SIGKILL"})
 
 	srv := httptest.NewServer(Handler(reg))
 	defer srv.Close()
@@ -87,6 +88,7 @@ func TestDriverMetricsFollowTheJob(t *testing.T) {
 		{"spindle_executors", map[string]string{"role": "ps", "state": "running"}, 1},
 		{"spindle_executor_exits_total", map[string]string{"state": "failed"}, 1},
 		{"spindle_restarts_total", map[string]string{"reason": "other"}, 1},
+		{"spindle_restarts_total", map[string]string{"reason": "replaced"}, 1},
 		{"spindle_job_state", map[string]string{"state": "RUNNING"}, 1},
 		{"spindle_job_state", map[string]string{"state": "FAILED"}, 0},
 	}

@@ -41,6 +41,7 @@ from ._env import (
     local_world_size,
     peers,
     rank,
+    replacement,
     resume_checkpoint,
     role,
     role_rank,
@@ -61,7 +62,7 @@ __all__ = [
     "__version__", "Checkpointer", "Job", "JobFailed", "Session", "model", "run", "submit", "EnvError", "Epoch", "Feed", "FeedError", "FeedTruncatedError", "SpindleError", "UnsupportedTypeError",
     "batches", "checkpoint_dir", "checkpoint_keep", "collective_timeout", "columns", "epochs", "feed", "feed_mode", "feed_path",
     "feed_start", "files_dir", "generation", "in_spindle", "job_id", "label_column", "last_epoch", "local_rank", "local_world_size",
-    "peers", "position", "pyarrow_available", "rank", "report", "resume_checkpoint", "role", "role_rank", "role_world_size", "roles", "tensors", "world_size",
+    "peers", "position", "pyarrow_available", "rank", "replacement", "report", "resume_checkpoint", "role", "role_rank", "role_world_size", "roles", "tensors", "world_size",
 ]
 
 _default = None

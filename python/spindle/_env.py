@@ -216,6 +216,12 @@ def generation():
     return _optional_int(C.GENERATION)
 
 
+def replacement():
+    """Return 0, or k in the kth process started alone to replace this rank's lost one
+    while the other ranks kept running (SPINDLE_REPLACEMENT, spindle.failure.replaceWorkers)."""
+    return _optional_int(C.REPLACEMENT)
+
+
 def resume_checkpoint():
     """Return (name, step) of the checkpoint this generation resumes from, or None to start afresh."""
     name = os.environ.get(C.RESUME_CHECKPOINT, "").strip()

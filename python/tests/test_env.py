@@ -50,7 +50,13 @@ class EnvTest(unittest.TestCase):
             self.assertIsNone(spindle.files_dir())
             self.assertIsNone(spindle.label_column())
             self.assertEqual(spindle.collective_timeout(), 30.0)
+            self.assertEqual(spindle.replacement(), 0)
             self.assertFalse(spindle.in_spindle())
+        with clean_env(SPINDLE_REPLACEMENT="2"):
+            self.assertEqual(spindle.replacement(), 2)
+        with clean_env(SPINDLE_REPLACEMENT="-1"):
+            with self.assertRaisesRegex(spindle.EnvError, "SPINDLE_REPLACEMENT"):
+                spindle.replacement()
 
     def test_missing(self):
         cases = [
