@@ -1,0 +1,17 @@
+//go:build linux
+
+package collective
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// mapShared maps the first size bytes of f, shared with every process
+// that maps the same file.
+func mapShared(f *os.File, size int) ([]byte, error) {
+	return unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+}
+
+func unmapShared(b []byte) { unix.Munmap(b) }
