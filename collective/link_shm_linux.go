@@ -15,3 +15,8 @@ func mapShared(f *os.File, size int) ([]byte, error) {
 }
 
 func unmapShared(b []byte) { unix.Munmap(b) }
+
+// reserve sizes f to size bytes and allocates every page of it.
+func reserve(f *os.File, size int) error {
+	return unix.Fallocate(int(f.Fd()), 0, 0, int64(size))
+}

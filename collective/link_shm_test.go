@@ -168,11 +168,17 @@ func TestSharedMemoryDeclined(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		l0, l1 TCPLinker
+		dir    string // shmDir, when not the default
 	}{
-		{"sender off", TCPLinker{NoSharedMemory: true}, TCPLinker{}},
-		{"receiver off", TCPLinker{}, TCPLinker{NoSharedMemory: true}},
+		{"sender off", TCPLinker{NoSharedMemory: true}, TCPLinker{}, ""},
+		{"receiver off", TCPLinker{}, TCPLinker{NoSharedMemory: true}, ""},
+		{"no room for rings", TCPLinker{}, TCPLinker{}, filepath.Join(t.TempDir(), "missing")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.dir != "" {
+				defer func(old string) { shmDir = old }(shmDir)
+				shmDir = tc.dir
+			}
 			links := linkTwo(t, tc.l0, tc.l1)
 			if links[0].shmOut[1] != nil || links[1].shmIn[0] != nil || links[1].shmOut[0] != nil || links[0].shmIn[1] != nil {
 				t.Fatal("a rank that keeps to TCP got a shared-memory ring")
