@@ -44,7 +44,7 @@ section "Arrow Flight: a flight pulled through the feed vs a raw DoGet (the ceil
 go test -run '^$' -bench 'Flight' -benchtime 5x ./feed
 
 section "allreduce: Spindle ring (the default link: shared memory between ranks on one host; and kept on TCP sockets) vs PyTorch gloo, 2, 4 and 8 ranks"
-go run ./collective/bench -ranks 2,4,8 -sizes 1,4,16,64 -links tcp,tcp-sockets
+go run ./collective/bench -ranks 2,4,8 -sizes 1,4,16,64 -links tcp,tcp-sockets -timeout 60m
 
 section "allreduce over the data links: the default link (shared memory between ranks on one host), the TCP link on sockets, the UCX link (UCX_TLS=tcp, sm) vs ucx_perftest on the same transport"
 # UCX_LOG_LEVEL=fatal: on shared memory UCX logs an error for the endpoint
@@ -56,6 +56,8 @@ UCX_LOG_LEVEL=fatal UCX_TLS=sm go test -run '^$' -bench 'AllReduceUCX' -benchtim
 
 section "parameter server: pull/push keys/s through 1, 2 and 4 servers over gRPC, UCX (UCX_TLS=tcp) and UCX (sm), each vs the raw round trip of the same bytes on the same link"
 UCX_LOG_LEVEL=fatal go test -run '^$' -bench 'PullPush' -benchtime 20x ./ps/client
+echo "  a server's own work (no link): CPU per key of a pull and a push in a quarter-million-row table"
+go test -run '^$' -bench 'Table' -benchtime 30x ./ps/server
 
 section "parameter server: push throughput with 0, 1 and 2 backups; time from a server's loss to the first push after failover"
 go test -run '^$' -bench 'Replication|Recovery' -benchtime 5x ./ps/client
