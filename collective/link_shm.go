@@ -50,6 +50,14 @@ const shmMagic = "SPSH"
 // shmDir is where rings are created: a memory file system on Linux.
 var shmDir = "/dev/shm"
 
+// shmBudget bounds the ring memory one process reserves (its sending
+// ends); streams beyond it stay on TCP. Many ranks in one process (tests,
+// benchmarks of 64 in-process ranks) would otherwise reserve gigabytes.
+var shmBudget int64 = 512 << 20
+
+// shmReserved is the ring memory this process has reserved.
+var shmReserved atomic.Int64
+
 // shmHello is what the sender of a stream offers its receiver.
 type shmHello struct {
 	boot  string // the sender's host boot id; empty: no shared memory offered
@@ -228,6 +236,7 @@ type shmSegment struct {
 	mem   []byte
 	path  string
 	nonce [16]byte
+	owned bool // created here: counted in shmReserved
 }
 
 // The header's shared words, each on a cache line of its own: the slots
@@ -254,6 +263,20 @@ func (s *shmSegment) slot(i int) []byte {
 // createSegment creates, sizes and maps a new ring file and writes its
 // header: the magic and a fresh nonce.
 func createSegment() (*shmSegment, error) {
+	if shmReserved.Add(shmSegBytes) > shmBudget {
+		shmReserved.Add(-shmSegBytes)
+		return nil, errors.New("this process's shared-memory rings are at their budget")
+	}
+	seg, err := createSegmentFile()
+	if err != nil {
+		shmReserved.Add(-shmSegBytes)
+		return nil, err
+	}
+	seg.owned = true
+	return seg, nil
+}
+
+func createSegmentFile() (*shmSegment, error) {
 	f, err := os.CreateTemp(shmDir, "spindle-link-")
 	if err != nil {
 		return nil, err
@@ -308,5 +331,8 @@ func (s *shmSegment) close() {
 	if s != nil && s.mem != nil {
 		unmapShared(s.mem)
 		s.mem = nil
+		if s.owned {
+			shmReserved.Add(-shmSegBytes)
+		}
 	}
 }

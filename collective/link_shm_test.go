@@ -89,6 +89,9 @@ func TestSharedMemoryBetweenRanksOnOneHost(t *testing.T) {
 	if after := ringFiles(t); len(after) > len(before) {
 		t.Errorf("ring files left behind after the hello: %v", after)
 	}
+	if got := shmReserved.Load(); got < 2*shmSegBytes {
+		t.Errorf("%d bytes of rings counted, want at least the two rings' %d", got, 2*shmSegBytes)
+	}
 
 	// More than a ring's worth, in Sends that do not match the Recvs.
 	want := make([]byte, 5*shmSlots*shmSlotBytes/2+13)
@@ -173,9 +176,15 @@ func TestSharedMemoryDeclined(t *testing.T) {
 		{"sender off", TCPLinker{NoSharedMemory: true}, TCPLinker{}, ""},
 		{"receiver off", TCPLinker{}, TCPLinker{NoSharedMemory: true}, ""},
 		{"no room for rings", TCPLinker{}, TCPLinker{}, filepath.Join(t.TempDir(), "missing")},
+		{"budget spent", TCPLinker{}, TCPLinker{}, "budget"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.dir != "" {
+			switch tc.dir {
+			case "":
+			case "budget":
+				defer func(old int64) { shmBudget = old }(shmBudget)
+				shmBudget = shmReserved.Load() + shmSegBytes - 1
+			default:
 				defer func(old string) { shmDir = old }(shmDir)
 				shmDir = tc.dir
 			}
