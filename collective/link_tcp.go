@@ -46,6 +46,20 @@ func (l TCPLinker) Link(ctx context.Context, s LinkSetup) (Link, error) {
 	if t.shmOut, t.shmIn, err = shmSetup(ctx, s, !l.NoSharedMemory); err != nil {
 		return nil, err
 	}
+	if s.Logger != nil {
+		rings := 0
+		for _, r := range t.shmOut {
+			if r != nil {
+				rings++
+			}
+		}
+		for _, r := range t.shmIn {
+			if r != nil {
+				rings++
+			}
+		}
+		s.Logger.Debug("tcp link built", "streams", len(t.conns()), "through_shared_memory", rings)
+	}
 	return t, nil
 }
 
