@@ -412,16 +412,8 @@ func (c *Comm) receive(ctx context.Context, h header, p *plan, tokens chan<- str
 			}
 		}
 		if it.reduce {
-			// Receive and reduce in pieces the size of the scratch buffer,
-			// which is small enough to stay in cache between the kernel's
-			// copy into it and the reduction reading it.
-			for lo := 0; lo < len(it.buf); lo += len(c.scratch) {
-				dst := it.buf[lo:min(lo+len(c.scratch), len(it.buf))]
-				tmp := c.scratch[:len(dst)]
-				if err := c.t.Recv(ctx, c.left, tmp); err != nil {
-					return err
-				}
-				p.combine(dst, tmp, it.final)
+			if err := c.recvReduce(ctx, h, p, it); err != nil {
+				return err
 			}
 		} else if err := c.t.Recv(ctx, c.left, it.buf); err != nil {
 			return err
@@ -429,6 +421,33 @@ func (c *Comm) receive(ctx context.Context, h header, p *plan, tokens chan<- str
 		if it.token {
 			tokens <- struct{}{}
 		}
+	}
+	return nil
+}
+
+// recvReduce receives one chunk from the left neighbour and reduces it
+// into it.buf: where it lies when the link can hand it over in place (a
+// shared-memory ring), else in pieces the size of the scratch buffer,
+// which is small enough to stay in cache between the kernel's copy into
+// it and the reduction reading it.
+func (c *Comm) recvReduce(ctx context.Context, h header, p *plan, it recvItem) error {
+	if ip, ok := c.t.(inPlaceReceiver); ok {
+		off := 0
+		done, err := ip.RecvInPlace(ctx, c.left, len(it.buf), int(h.elemSize), c.scratch, func(b []byte) {
+			p.combine(it.buf[off:off+len(b)], b, it.final)
+			off += len(b)
+		})
+		if done || err != nil {
+			return err
+		}
+	}
+	for lo := 0; lo < len(it.buf); lo += len(c.scratch) {
+		dst := it.buf[lo:min(lo+len(c.scratch), len(it.buf))]
+		tmp := c.scratch[:len(dst)]
+		if err := c.t.Recv(ctx, c.left, tmp); err != nil {
+			return err
+		}
+		p.combine(dst, tmp, it.final)
 	}
 	return nil
 }

@@ -76,6 +76,10 @@ type Config struct {
 	// connection (capped by the kernel's net.core.[rw]mem_max). Negative
 	// leaves them to the kernel's autotuning.
 	SocketBufferBytes int
+	// NoSharedMemory keeps the TCP link's bytes on TCP between ranks on
+	// one host too, which otherwise go through shared memory (TCPLinker).
+	// Every rank of a communicator must set it alike.
+	NoSharedMemory bool
 	// SmallBytes picks the allreduce algorithm: allreduces of at most this
 	// many bytes, and barriers, run a binomial tree (2 log2 n steps, each
 	// moving the whole vector), larger ones the ring (2(n-1) steps, each
@@ -91,7 +95,7 @@ type Config struct {
 	// one host only (docs/benchmarks.md).
 	RanksPerHost int
 	// Link builds the data link between ring neighbours; nil means TCP
-	// (TCPLinker with SocketBufferBytes). Whatever the link, the ranks
+	// (TCPLinker with SocketBufferBytes and NoSharedMemory). Whatever the link, the ranks
 	// meet, authenticate and agree on failures over the peer mesh on the
 	// peer port.
 	Link Linker
@@ -270,7 +274,7 @@ func configFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	if v, ok := lookup(EnvLink); ok {
 		spec, err := ParseLinkSpec(v)
 		if err == nil {
-			spec.TCP = TCPLinker{SocketBufferBytes: cfg.SocketBufferBytes}
+			spec.TCP = TCPLinker{SocketBufferBytes: cfg.SocketBufferBytes, NoSharedMemory: cfg.NoSharedMemory}
 			cfg.Link, err = linkerFor(spec)
 		}
 		if err != nil {

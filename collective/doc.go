@@ -95,7 +95,10 @@
 // failure semantics without re-implementing them. The links are:
 //
 //   - TCP (TCPLinker, the default): the mesh's authenticated streams
-//     carry the data themselves.
+//     carry the data themselves; between ranks on one host (the same boot
+//     id and /dev/shm) the bytes go through a shared-memory ring per
+//     stream instead, copied once, reduced where they lie, with the stream
+//     as its doorbell (link_shm.go; Config.NoSharedMemory turns it off).
 //   - UCX (package rdma/ucx): RDMA verbs, RoCE, shared memory or TCP
 //     through UCX's UCP API, bootstrapped over the mesh's streams and
 //     selected by SPINDLE_COLLECTIVE_LINK. FromEnv finds it only in a

@@ -36,6 +36,17 @@ type Link interface {
 	Close() error
 }
 
+// inPlaceReceiver is a Link that can hand received bytes to the caller
+// where they lie (a shared-memory ring) instead of copying them into a
+// buffer, which saves the reduction a copy.
+type inPlaceReceiver interface {
+	// RecvInPlace receives the next n bytes from peer and passes them to
+	// fn in order, in pieces whose lengths and addresses are multiples of
+	// align, gathering a piece into scratch where it must. ok is false,
+	// and nothing was received, when the link to peer cannot.
+	RecvInPlace(ctx context.Context, peer, n, align int, scratch []byte, fn func([]byte)) (ok bool, err error)
+}
+
 // Linker builds the data link of one rank. Config.Link selects it; nil
 // means TCP (TCPLinker).
 type Linker interface {
@@ -94,7 +105,7 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, sendTo, recvFrom
 	}
 	linker := cfg.Link
 	if linker == nil {
-		linker = TCPLinker{SocketBufferBytes: cfg.SocketBufferBytes}
+		linker = TCPLinker{SocketBufferBytes: cfg.SocketBufferBytes, NoSharedMemory: cfg.NoSharedMemory}
 	}
 	link, err := linker.Link(ctx, LinkSetup{
 		Rank:      cfg.Rank,
@@ -143,6 +154,24 @@ func (t *meshTransport) Recv(ctx context.Context, peer int, p []byte) error {
 		return t.mesh.linkFailed(ctx, peer, err, "receive")
 	}
 	return nil
+}
+
+// RecvInPlace implements inPlaceReceiver when the link does.
+func (t *meshTransport) RecvInPlace(ctx context.Context, peer, n, align int, scratch []byte, fn func([]byte)) (bool, error) {
+	ip, ok := t.link.(inPlaceReceiver)
+	if !ok {
+		return false, nil
+	}
+	if t.mesh.isFailed() {
+		<-t.mesh.settled
+		return true, t.mesh.cause
+	}
+	defer t.mesh.noteActive(peer, false)()
+	ok, err := ip.RecvInPlace(ctx, peer, n, align, scratch, fn)
+	if err != nil {
+		return true, t.mesh.linkFailed(ctx, peer, err, "receive")
+	}
+	return ok, nil
 }
 
 // Abort implements Transport.

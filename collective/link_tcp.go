@@ -21,6 +21,10 @@ type TCPLinker struct {
 	// SocketBufferBytes sets the kernel send and receive buffers of every
 	// connection; zero or negative leaves them to the kernel's autotuning.
 	SocketBufferBytes int
+	// NoSharedMemory keeps every stream on TCP, even between ranks on one
+	// host, which otherwise move their bytes through shared memory
+	// (link_shm.go). Both ends of a stream must agree.
+	NoSharedMemory bool
 }
 
 var _ Linker = TCPLinker{}
@@ -29,7 +33,7 @@ var _ Linker = TCPLinker{}
 func (TCPLinker) Name() string { return "tcp" }
 
 // Link implements Linker.
-func (l TCPLinker) Link(_ context.Context, s LinkSetup) (Link, error) {
+func (l TCPLinker) Link(ctx context.Context, s LinkSetup) (Link, error) {
 	t := &tcpLink{rank: s.Rank, timeout: s.Timeout, out: s.Out, in: s.In}
 	for _, c := range t.conns() {
 		c.SetNoDelay(true)
@@ -38,14 +42,41 @@ func (l TCPLinker) Link(_ context.Context, s LinkSetup) (Link, error) {
 			c.SetWriteBuffer(l.SocketBufferBytes)
 		}
 	}
+	var err error
+	if t.shmOut, t.shmIn, err = shmSetup(ctx, s, !l.NoSharedMemory); err != nil {
+		return nil, err
+	}
+	if s.Logger != nil {
+		rings := 0
+		for _, r := range t.shmOut {
+			if r != nil {
+				rings++
+			}
+		}
+		for _, r := range t.shmIn {
+			if r != nil {
+				rings++
+			}
+		}
+		s.Logger.Debug("tcp link built", "streams", len(t.conns()), "through_shared_memory", rings)
+	}
 	return t, nil
 }
 
 // tcpLink moves bytes over one TCP connection per directed link.
 type tcpLink struct {
-	rank        int
-	timeout     time.Duration
-	out, in     []*net.TCPConn // by peer rank; fixed once built
+	rank    int
+	timeout time.Duration
+	out, in []*net.TCPConn // by peer rank; fixed once built
+	// shmOut and shmIn hold the shared-memory rings of the streams that
+	// have one (ranks on this host), by peer rank; their streams then
+	// carry only the rings' doorbells.
+	shmOut []*shmSender
+	shmIn  []*shmReceiver
+	// ringMu is held for reading by every call on a ring and for writing
+	// by Close while it unmaps them, so no call touches an unmapped ring.
+	ringMu      sync.RWMutex
+	ringsClosed bool
 	interrupted atomic.Bool
 	closeOnce   sync.Once
 }
@@ -61,6 +92,9 @@ func (t *tcpLink) Send(ctx context.Context, peer int, p []byte) error {
 	if err != nil {
 		return err
 	}
+	if r := t.shmOut[peer]; r != nil {
+		return t.viaRing(ctx, c, func(arm armFunc) error { return r.send(p, arm) })
+	}
 	return t.transfer(ctx, c, p, true)
 }
 
@@ -70,7 +104,59 @@ func (t *tcpLink) Recv(ctx context.Context, peer int, p []byte) error {
 	if err != nil {
 		return err
 	}
+	if r := t.shmIn[peer]; r != nil {
+		return t.viaRing(ctx, c, func(arm armFunc) error { return r.recv(p, arm) })
+	}
 	return t.transfer(ctx, c, p, false)
+}
+
+// RecvInPlace implements inPlaceReceiver: from a peer on this host it
+// hands fn the bytes where they lie in the shared ring.
+func (t *tcpLink) RecvInPlace(ctx context.Context, peer, n, align int, scratch []byte, fn func([]byte)) (bool, error) {
+	c, err := t.conn(t.in, peer, "receive from")
+	if err != nil {
+		return false, err
+	}
+	r := t.shmIn[peer]
+	if r == nil {
+		return false, nil
+	}
+	return true, t.viaRing(ctx, c, func(arm armFunc) error { return r.recvInPlace(n, align, scratch, fn, arm) })
+}
+
+// viaRing runs one call on a shared-memory ring whose doorbell is c: each
+// wait on c gets a fresh deadline, so the timeout measures lack of
+// progress, and cancellation or an interrupt stops it.
+func (t *tcpLink) viaRing(ctx context.Context, c *net.TCPConn, call func(armFunc) error) error {
+	t.ringMu.RLock()
+	defer t.ringMu.RUnlock()
+	if t.interrupted.Load() || t.ringsClosed {
+		return errInterrupted
+	}
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() { c.SetDeadline(aLongTimeAgo) })
+	}
+	arm := func(c *net.TCPConn, write bool) error {
+		dl := time.Now().Add(t.timeout)
+		var err error
+		if write {
+			err = c.SetWriteDeadline(dl)
+		} else {
+			err = c.SetReadDeadline(dl)
+		}
+		// Re-check after arming: a cancellation or interrupt that cleared
+		// the deadline just before must not be lost.
+		if err == nil && (ctx.Err() != nil || t.interrupted.Load()) {
+			err = errInterrupted
+		}
+		return err
+	}
+	err := call(arm)
+	if stop != nil && !stop() && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	return err
 }
 
 func (t *tcpLink) conn(links []*net.TCPConn, peer int, verb string) (*net.TCPConn, error) {
@@ -136,6 +222,12 @@ func (t *tcpLink) Close() error {
 		for _, c := range t.conns() {
 			c.Close()
 		}
+		// Interrupt has made pending calls return: wait for them to
+		// leave the rings before unmapping them.
+		t.ringMu.Lock()
+		t.ringsClosed = true
+		closeRings(t.shmOut, t.shmIn)
+		t.ringMu.Unlock()
 	})
 	return nil
 }

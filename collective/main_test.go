@@ -166,7 +166,8 @@ type testLink struct {
 }
 
 var testLinks = []testLink{
-	{"tcp", func() Linker { return nil }},
+	{"tcp", func() Linker { return nil }}, // in-process ranks: shared memory
+	{"tcp-sockets", func() Linker { return TCPLinker{NoSharedMemory: true} }},
 	{"mem", func() Linker { return NewMemNetwork().Linker() }},
 }
 

@@ -43,19 +43,21 @@ fi
 section "Arrow Flight: a flight pulled through the feed vs a raw DoGet (the ceiling), rows pushed through the feed vs a raw DoPut (the ceiling), each vs the same rows from Parquet; planning a 1,000-endpoint flight, counted vs dealt"
 go test -run '^$' -bench 'Flight' -benchtime 5x ./feed
 
-section "allreduce: Spindle ring vs PyTorch gloo"
-go run ./collective/bench
+section "allreduce: Spindle ring (the default link: shared memory between ranks on one host; and kept on TCP sockets) vs PyTorch gloo, 2, 4 and 8 ranks"
+go run ./collective/bench -ranks 2,4,8 -sizes 1,4,16,64 -links tcp,tcp-sockets -timeout 60m
 
-section "allreduce over the data links: TCP link vs UCX link (UCX_TLS=tcp, sm) vs ucx_perftest on the same transport"
+section "allreduce over the data links: the default link (shared memory between ranks on one host), the TCP link on sockets, the UCX link (UCX_TLS=tcp, sm) vs ucx_perftest on the same transport"
 # UCX_LOG_LEVEL=fatal: on shared memory UCX logs an error for the endpoint
 # the link first asks for with peer-failure reports, before it falls back.
-UCX_LOG_LEVEL=fatal go run ./collective/bench -links tcp,ucx-tcp,ucx-sm -perftest -gloo=false -sizes 4k,1m,64m -rounds 3
+UCX_LOG_LEVEL=fatal go run ./collective/bench -links tcp,tcp-sockets,ucx-tcp,ucx-sm -perftest -gloo=false -sizes 4k,1m,64m -rounds 3
 go test -run '^$' -bench 'AllReduce' -benchtime 5x ./collective
 UCX_LOG_LEVEL=fatal UCX_TLS=tcp go test -run '^$' -bench 'AllReduceUCX' -benchtime 5x ./rdma/ucx
 UCX_LOG_LEVEL=fatal UCX_TLS=sm go test -run '^$' -bench 'AllReduceUCX' -benchtime 5x ./rdma/ucx
 
 section "parameter server: pull/push keys/s through 1, 2 and 4 servers over gRPC, UCX (UCX_TLS=tcp) and UCX (sm), each vs the raw round trip of the same bytes on the same link"
 UCX_LOG_LEVEL=fatal go test -run '^$' -bench 'PullPush' -benchtime 20x ./ps/client
+echo "  a server's own work (no link): CPU per key of a pull and a push in a quarter-million-row table"
+go test -run '^$' -bench 'Table' -benchtime 30x ./ps/server
 
 section "parameter server: push throughput with 0, 1 and 2 backups; time from a server's loss to the first push after failover"
 go test -run '^$' -bench 'Replication|Recovery' -benchtime 5x ./ps/client

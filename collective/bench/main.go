@@ -9,9 +9,10 @@
 //	go run ./collective/bench [-ranks 2,4] [-sizes 1,16,64] [-gloo=false]
 //	go run ./collective/bench -links tcp,ucx-tcp,ucx-sm -perftest -sizes 4k,1m,64m -gloo=false
 //
-// -links measures Spindle's allreduce over each data link: tcp (the TCP
-// link), ucx-tcp and ucx-sm (the UCX link, rdma/ucx, with UCX_TLS=tcp or
-// sm). -perftest measures UCX's own ucx_perftest (tag_bw between two
+// -links measures Spindle's allreduce over each data link: tcp (the
+// default link, which between ranks on one host moves the bytes through
+// shared memory), tcp-sockets (the same link kept on TCP sockets), ucx-tcp
+// and ucx-sm (the UCX link, rdma/ucx, with UCX_TLS=tcp or sm). -perftest measures UCX's own ucx_perftest (tag_bw between two
 // processes on 127.0.0.1, Debian's ucx-utils) on the same transports in
 // the same run: the ceiling for the UCX link.
 //
@@ -62,6 +63,7 @@ const (
 	envChunk   = "SPINDLE_BENCH_CHUNK_BYTES"
 	envSockBuf = "SPINDLE_BENCH_SOCKET_BUFFER"
 	envProfile = "SPINDLE_BENCH_CPUPROFILE"
+	envSockets = "SPINDLE_BENCH_SOCKETS_ONLY"
 )
 
 func main() {
@@ -100,15 +102,17 @@ type sizeResult struct {
 }
 
 // link is a data link the workers use: its SPINDLE_COLLECTIVE_LINK and
-// UCX_TLS.
+// UCX_TLS, and whether the TCP link keeps off shared memory.
 type link struct {
 	name, spec, tls string
+	sockets         bool
 }
 
 var knownLinks = []link{
-	{"tcp", "tcp", ""},
-	{"ucx-tcp", "ucx:required", "tcp"},
-	{"ucx-sm", "ucx:required", "sm"},
+	{"tcp", "tcp", "", false},
+	{"tcp-sockets", "tcp", "", true},
+	{"ucx-tcp", "ucx:required", "tcp", false},
+	{"ucx-sm", "ucx:required", "sm", false},
 }
 
 // options are the command's flags.
@@ -133,7 +137,7 @@ func parseOptions() options {
 	var o options
 	flag.StringVar(&o.ranks, "ranks", "2,4", "comma-separated world sizes")
 	flag.StringVar(&o.sizes, "sizes", "1,16,64", "comma-separated tensor sizes in MiB, or with a unit: 4k, 1m, 64m")
-	flag.StringVar(&o.links, "links", "tcp", "comma-separated data links: tcp, ucx-tcp, ucx-sm")
+	flag.StringVar(&o.links, "links", "tcp", "comma-separated data links: tcp (the default link: shared memory between ranks on one host), tcp-sockets (TCP only), ucx-tcp, ucx-sm")
 	flag.BoolVar(&o.perftest, "perftest", false, "measure ucx_perftest (tag_bw) on the transports of the UCX links, the ceiling")
 	flag.IntVar(&o.iters, "iters", 0, "timed iterations per size and round (0: 6 to 200, fewer for larger tensors)")
 	flag.IntVar(&o.warmup, "warmup", 2, "untimed iterations per size and round")
@@ -252,7 +256,7 @@ func parseLinks(s string) ([]link, error) {
 	for _, name := range strings.Split(s, ",") {
 		i := slices.IndexFunc(knownLinks, func(l link) bool { return l.name == strings.TrimSpace(name) })
 		if i < 0 {
-			return nil, fmt.Errorf("-links: unknown link %q (want tcp, ucx-tcp or ucx-sm)", name)
+			return nil, fmt.Errorf("-links: unknown link %q (want tcp, tcp-sockets, ucx-tcp or ucx-sm)", name)
 		}
 		links = append(links, knownLinks[i])
 	}
@@ -393,8 +397,10 @@ func ratioColumns(links []link, transports []string, gloo bool) []ratio {
 		return slices.ContainsFunc(links, func(l link) bool { return l.name == name })
 	}
 	var out []ratio
-	if gloo && has("tcp") {
-		out = append(out, ratio{"tcp/gloo", "tcp", "gloo"})
+	for _, l := range []string{"tcp", "tcp-sockets"} {
+		if gloo && has(l) {
+			out = append(out, ratio{l + "/gloo", l, "gloo"})
+		}
 	}
 	for _, tls := range transports {
 		if has("ucx-" + tls) {
@@ -406,6 +412,11 @@ func ratioColumns(links []link, transports []string, gloo bool) []ratio {
 	}
 	if has("ucx-tcp") && has("tcp") {
 		out = append(out, ratio{"ucx-tcp/tcp", "ucx-tcp", "tcp"})
+	}
+	for _, u := range []string{"ucx-sm", "ucx-tcp"} {
+		if has(u) && has("tcp-sockets") {
+			out = append(out, ratio{u + "/tcp-sockets", u, "tcp-sockets"})
+		}
 	}
 	return out
 }
@@ -465,6 +476,9 @@ func runSpindle(ctx context.Context, n int, plan []step, warmup, chunk, sockBuf 
 		)
 		if l.tls != "" {
 			cmd.Env = append(cmd.Env, "UCX_TLS="+l.tls)
+		}
+		if l.sockets {
+			cmd.Env = append(cmd.Env, envSockets+"=1")
 		}
 		cmd.Stderr = os.Stderr
 		if r == 0 {
@@ -538,6 +552,9 @@ func worker() error {
 	}
 	if v, _ := strconv.Atoi(os.Getenv(envSockBuf)); v != 0 {
 		cfg.SocketBufferBytes = v
+	}
+	if os.Getenv(envSockets) != "" {
+		cfg.NoSharedMemory = true
 	}
 	comm, err := collective.New(ctx, cfg)
 	if err != nil {

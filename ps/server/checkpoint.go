@@ -203,9 +203,7 @@ func (s *shard) snapshot() shardCopy {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := shardCopy{keys: make([]uint64, len(s.steps)), steps: slices.Clone(s.steps), data: slices.Clone(s.data)}
-	for k, i := range s.index {
-		c.keys[i] = k
-	}
+	s.index.all(func(k uint64, i int32) { c.keys[i] = k })
 	return c
 }
 

@@ -18,10 +18,9 @@ func newOptimizer(o *pspb.Optimizer) optimizer {
 	case ps.AdaGrad:
 		eps := o.Epsilon
 		return func(w, acc, g []float32, _ int32) {
-			for i, gi := range g {
-				acc[i] += gi * gi
-				w[i] -= lr * gi / (float32(math.Sqrt(float64(acc[i]))) + eps)
-			}
+			w, acc = w[:len(g)], acc[:len(g)]
+			n := adaGradVector(w, acc, g, lr, eps)
+			adaGradScalar(w[n:], acc[n:], g[n:], lr, eps)
 		}
 	case ps.Adam:
 		b1, b2, eps := float64(o.Beta1), float64(o.Beta2), o.Epsilon
@@ -67,6 +66,14 @@ func newOptimizer(o *pspb.Optimizer) optimizer {
 		for i, gi := range g {
 			w[i] -= lr * gi
 		}
+	}
+}
+
+// adaGradScalar is AdaGrad's update of one row, one value at a time.
+func adaGradScalar(w, acc, g []float32, lr, eps float32) {
+	for i, gi := range g {
+		acc[i] += gi * gi
+		w[i] -= lr * gi / (float32(math.Sqrt(float64(acc[i]))) + eps)
 	}
 }
 

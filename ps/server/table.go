@@ -1,6 +1,7 @@
 package server
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,18 +35,19 @@ type table struct {
 // shard holds some of a table's rows, in one slab.
 type shard struct {
 	mu    sync.Mutex
-	index map[uint64]int32 // key → row
-	data  []float32        // rows × stride
-	steps []int32          // updates per row (Adam's bias correction)
+	index rowIndex  // key → row
+	data  []float32 // rows × stride
+	steps []int32   // updates per row (Adam's bias correction)
+	// rows is a request's rows in this shard, reused.
+	rows []int32
+	// touched keeps what touchSlots and touchRows read; nothing uses it.
+	touched uint64
 }
 
 func newTable(spec *pspb.TableSpec) *table {
 	spec = proto.Clone(spec).(*pspb.TableSpec)
 	dim := int(spec.Dim)
 	t := &table{spec: spec, dim: dim, stride: dim * (1 + ps.SlotsPerValue(spec.Optimizer.Kind)), apply1: newOptimizer(spec.Optimizer)}
-	for i := range t.shards {
-		t.shards[i].index = make(map[uint64]int32)
-	}
 	return t
 }
 
@@ -57,7 +59,7 @@ func shardOf(key uint64) int { return int(key*0x9e3779b97f4a7c15>>58) % numShard
 // create adds key's row to s and returns its index. s.mu is held.
 func (t *table) create(s *shard, key uint64) int32 {
 	i := int32(len(s.steps))
-	s.index[key] = i
+	s.index.put(key, i)
 	// slices.Grow doubles the slab: no allocation per row.
 	s.data = slices.Grow(s.data, t.stride)
 	s.data = s.data[:len(s.data)+t.stride]
@@ -104,7 +106,7 @@ func groupByShard(keys []uint64) *batch {
 // lookupOrCreate returns key's row in s, creating it (with memory from
 // budget, unless reserved) on first touch. s.mu is held.
 func (t *table) lookupOrCreate(s *shard, key uint64, budget *budget, reserved bool) (int32, error) {
-	if i, ok := s.index[key]; ok {
+	if i, ok := s.index.get(key); ok {
 		return i, nil
 	}
 	if !reserved {
@@ -133,17 +135,50 @@ func (t *table) rowsByShard(keys []uint64, b *batch, budget *budget, fn func(s *
 		}
 		s := &t.shards[sh]
 		s.mu.Lock()
-		for _, j := range part {
-			i, err := t.lookupOrCreate(s, keys[j], budget, false)
-			if err != nil {
-				s.mu.Unlock()
-				return err
-			}
-			fn(s, j, i)
-		}
+		err := t.inRows(s, keys, part, func(_ *shard, j int32) (int32, error) {
+			return t.lookupOrCreate(s, keys[j], budget, false)
+		}, fn)
 		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// inRows finds the rows of keys[j] for j in part with locate, then calls
+// fn for each, in passes: the keys' index slots touched, the rows found,
+// the rows touched, then fn. In a table larger than the caches every
+// lookup and every row is a miss; in passes of independent loads they
+// overlap, where one key at a time would wait for each in turn. s.mu is
+// held.
+func (t *table) inRows(s *shard, keys []uint64, part []int32, locate func(s *shard, j int32) (int32, error), fn func(s *shard, j, row int32)) error {
+	s.touched += s.index.touchSlots(keys, part)
+	rows := slices.Grow(s.rows[:0], len(part))[:len(part)]
+	s.rows = rows
+	for n, j := range part {
+		i, err := locate(s, j)
+		if err != nil {
+			return err
+		}
+		rows[n] = i
+	}
+	s.touched += t.touchRows(s, rows)
+	for n, j := range part {
+		fn(s, j, rows[n])
+	}
+	return nil
+}
+
+// touchRows reads the first and last value of each row and returns a
+// value that depends on them (see touchSlots).
+func (t *table) touchRows(s *shard, rows []int32) uint64 {
+	var sum uint64
+	for _, i := range rows {
+		off := int(i) * t.stride
+		sum += uint64(math.Float32bits(s.data[off])) + uint64(math.Float32bits(s.data[off+t.stride-1]))
+	}
+	return sum
 }
 
 // locate returns the row of each key, creating the missing ones.
@@ -196,7 +231,7 @@ func (t *table) pushAs(keys []uint64, grads []float32, budget *budget, primary b
 	}
 	created := 0
 	t.apply(keys, grads, b, func(s *shard, j int32) int32 {
-		if i, ok := s.index[keys[j]]; ok {
+		if i, ok := s.index.get(keys[j]); ok {
 			return i
 		}
 		created++
@@ -217,12 +252,11 @@ func (t *table) apply(keys []uint64, grads []float32, b *batch, row func(s *shar
 		}
 		s := &t.shards[sh]
 		s.mu.Lock()
-		for _, j := range part {
-			i := row(s, j)
+		t.inRows(s, keys, part, func(s *shard, j int32) (int32, error) { return row(s, j), nil }, func(s *shard, j, i int32) {
 			r := t.rowAt(s, i)
 			t.apply1(r[:t.dim], r[t.dim:], grads[int(j)*t.dim:(int(j)+1)*t.dim], s.steps[i])
 			s.steps[i]++
-		}
+		})
 		s.mu.Unlock()
 	}
 }
@@ -238,11 +272,11 @@ func (t *table) owned(ring *ps.Ring, index int) uint64 {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
-		for k := range s.index {
+		s.index.all(func(k uint64, _ int32) {
 			if t.owns(ring, index, k) {
 				n++
 			}
-		}
+		})
 		s.mu.Unlock()
 	}
 	return n
@@ -257,16 +291,16 @@ func (t *table) each(n int, keep func(uint64) bool, fn func(keys []uint64, value
 		s := &t.shards[i]
 		s.mu.Lock()
 		// Fresh buffers: a sent message may be read after Send returns.
-		keys = make([]uint64, 0, len(s.index))
-		values = make([]float32, 0, len(s.index)*t.dim)
-		for k, row := range s.index {
+		keys = make([]uint64, 0, s.index.len())
+		values = make([]float32, 0, s.index.len()*t.dim)
+		s.index.all(func(k uint64, row int32) {
 			if !keep(k) {
-				continue
+				return
 			}
 			off := int(row) * t.stride
 			keys = append(keys, k)
 			values = append(values, s.data[off:off+t.dim]...)
-		}
+		})
 		s.mu.Unlock()
 		for len(keys) > 0 {
 			m := min(n, len(keys))
