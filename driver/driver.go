@@ -305,17 +305,7 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 	taskFrom := func(rank int, from *genStart) (*driverpb.Task, error) {
 		t, err := tasks(rank)
 		if t != nil {
-			t.Generation = int32(gen)
-			if from != nil {
-				t.ResumeCheckpoint, t.ResumeStep = from.checkpoint, from.step
-				if rank < len(from.feed) && from.feed[rank] != nil && t.Feed.GetMode() != "" {
-					rs := from.feed[rank]
-					t.Feed.StartEpoch, t.Feed.StartBatch = int32(rs.epoch), rs.batch
-					if rs.hasRest {
-						t.Feed.HasRest, t.Feed.Rest, t.Feed.RestBatches = true, driverpb.SegmentsFromFeed(rs.rest), rs.restBatches
-					}
-				}
-			}
+			resumeTask(t, gen, rank, from)
 		}
 		return t, err
 	}
@@ -379,6 +369,23 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		d.logger.Warn("release executors", "err", err)
 	}
 	return launched, runErr
+}
+
+// resumeTask stamps rank's task with its generation and, when the
+// generation resumes, the checkpoint and the rank's feed position.
+func resumeTask(t *driverpb.Task, gen, rank int, from *genStart) {
+	t.Generation = int32(gen)
+	if from == nil {
+		return
+	}
+	t.ResumeCheckpoint, t.ResumeStep = from.checkpoint, from.step
+	if rank < len(from.feed) && from.feed[rank] != nil && t.Feed.GetMode() != "" {
+		rs := from.feed[rank]
+		t.Feed.StartEpoch, t.Feed.StartBatch = int32(rs.epoch), rs.batch
+		if rs.hasRest {
+			t.Feed.HasRest, t.Feed.Rest, t.Feed.RestBatches = true, driverpb.SegmentsFromFeed(rs.rest), rs.restBatches
+		}
+	}
 }
 
 // executorArgs are the spindle arguments that run one executor.

@@ -33,6 +33,10 @@ const (
 // it cannot write itself (hdfs://).
 const CheckpointService = "SPINDLE_CHECKPOINT_SERVICE"
 
+// ModelsDir names the job's model store (spindle.models.dir), set by
+// spindle submit when one is configured.
+const ModelsDir = "SPINDLE_MODELS_DIR"
+
 // ReportSocket names the executor's Unix datagram socket for reports: a
 // process sends one JSON object per datagram ({"step": N, "values":
 // {"loss": 0.3}}) and never waits; the values reach the job's web UI,
@@ -136,6 +140,16 @@ const (
 	// RunResults is set by spindle.run for the ranks it runs a function
 	// on: which ranks print their return value for the caller to collect.
 	RunResults = "SPINDLE_RUN_RESULTS"
+	// SessionsDir is set by users on a gateway: where warm sessions
+	// (spindle session, spindle.Session) keep their private directories.
+	SessionsDir = "SPINDLE_SESSIONS_DIR"
+	// SessionDir, SessionPreload and SessionJob are set by a warm session
+	// for its ranks' pre-forked interpreters and the jobs they fork: the
+	// session's private directory, the modules to import once, and the
+	// job's number in the session.
+	SessionDir     = "SPINDLE_SESSION_DIR"
+	SessionPreload = "SPINDLE_SESSION_PRELOAD"
+	SessionJob     = "SPINDLE_SESSION_JOB"
 )
 
 // DefaultCollectiveTimeout is how long a collective waits for a silent
@@ -196,6 +210,7 @@ var Vars = []Var{
 	{Name: JobID, ID: "job_id", Doc: "the job's id"},
 	{Name: CheckpointDir, ID: "checkpoint_dir", Doc: "the checkpoint directory, when configured"},
 	{Name: CheckpointKeep, ID: "checkpoint_keep", Default: "3", Doc: "how many complete checkpoints of each prefix the checkpoint APIs keep (`spindle.checkpoint.keep`), when a checkpoint directory is configured; `0` keeps every one"},
+	{Name: ModelsDir, ID: "models_dir", Doc: "the model store (`spindle.models.dir`), when configured: `spindle.model.save` publishes there ([docs/models.md](docs/models.md))"},
 	{Name: CheckpointService, ID: "checkpoint_service", Doc: "the Unix socket of the executor's checkpoint service, when a checkpoint directory is configured: the Python package saves `hdfs://` checkpoints through it"},
 	{Name: ReportSocket, ID: "report_socket", Doc: "the Unix datagram socket where the process reports values (`spindle.report(step=..., loss=...)`, `task.Report`): one JSON object per datagram, never waited on"},
 	{Name: Generation, ID: "generation", Doc: "the gang's generation: 0 at first, one more at each restart or resize (`spindle.failure.policy restart` or `elastic`); the world size, peers and rendezvous variables are this generation's"},

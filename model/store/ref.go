@@ -6,11 +6,12 @@ import (
 	"strings"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/envcontract"
 )
 
 // EnvDir is the variable that gives a training process the job's model
 // store (spindle.models.dir), the default store of its references.
-const EnvDir = "SPINDLE_MODELS_DIR"
+const EnvDir = envcontract.ModelsDir
 
 // SplitRef splits a model reference as users type it into the store it
 // names and the reference inside that store:

@@ -20,6 +20,7 @@ LABEL_COLUMN = "SPINDLE_LABEL_COLUMN"
 JOB_ID = "SPINDLE_JOB_ID"
 CHECKPOINT_DIR = "SPINDLE_CHECKPOINT_DIR"
 CHECKPOINT_KEEP = "SPINDLE_CHECKPOINT_KEEP"
+MODELS_DIR = "SPINDLE_MODELS_DIR"
 CHECKPOINT_SERVICE = "SPINDLE_CHECKPOINT_SERVICE"
 REPORT_SOCKET = "SPINDLE_REPORT_SOCKET"
 GENERATION = "SPINDLE_GENERATION"
@@ -66,6 +67,12 @@ PYARROW = "SPINDLE_PYARROW"
 BINARY = "SPINDLE_BINARY"
 #: Set by spindle.run: the ranks whose return values it collects.
 RUN_RESULTS = "SPINDLE_RUN_RESULTS"
+#: Set by users on a gateway: where warm sessions keep their directories.
+SESSIONS_DIR = "SPINDLE_SESSIONS_DIR"
+#: Set by a warm session for its ranks: its directory, the modules to preload, the job's number.
+SESSION_DIR = "SPINDLE_SESSION_DIR"
+SESSION_PRELOAD = "SPINDLE_SESSION_PRELOAD"
+SESSION_JOB = "SPINDLE_SESSION_JOB"
 
 #: Every value of SPINDLE_FEED_MODE.
 FEED_MODES = ("arrow", "tensor", "direct", "none")

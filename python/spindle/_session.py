@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 
-from . import _run, _submit
+from . import _contract, _run, _submit
 from ._errors import SpindleError
 from ._zygote import PRELOAD, SESSION_DIR, socket_path
 
@@ -109,7 +109,7 @@ class Session:
         try:
             with open(os.path.join(work, _run.PAYLOAD), "wb") as f:
                 f.write(_run.payload(fn, args, kwargs or {}))
-            env = {"MASTER_PORT": str(_free_port()), "SPINDLE_SESSION_JOB": str(n)}
+            env = {_contract.MASTER_PORT: str(_free_port()), _contract.SESSION_JOB: str(n)}
             req = {"op": "run", "work": work, "env": env}
             self.last_pids = [None] * self.num_executors
             codes = [None] * self.num_executors

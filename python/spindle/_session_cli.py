@@ -18,13 +18,14 @@ import sys
 import tempfile
 import time
 
+from . import _contract
 from ._errors import SpindleError
 from ._session import Session, ask
 
 
 def registry():
     """The directory of this user's sessions, made private when missing."""
-    d = os.environ.get("SPINDLE_SESSIONS_DIR") or os.path.join(tempfile.gettempdir(), f"spindle-sessions-{os.getuid()}")
+    d = os.environ.get(_contract.SESSIONS_DIR) or os.path.join(tempfile.gettempdir(), f"spindle-sessions-{os.getuid()}")
     os.makedirs(d, mode=0o700, exist_ok=True)
     st = os.stat(d)
     if st.st_uid != os.getuid() or st.st_mode & 0o077:

@@ -28,10 +28,10 @@ import sys
 import time
 import traceback
 
-from . import _env
+from . import _contract, _env
 
-SESSION_DIR = "SPINDLE_SESSION_DIR"
-PRELOAD = "SPINDLE_SESSION_PRELOAD"
+SESSION_DIR = _contract.SESSION_DIR
+PRELOAD = _contract.SESSION_PRELOAD
 _MAX_REQUEST = 1 << 20
 
 

@@ -29,7 +29,7 @@ from . import _contract
 from ._errors import SpindleError
 
 #: The environment variable giving a training process the job's model store.
-MODELS_DIR = "SPINDLE_MODELS_DIR"
+MODELS_DIR = _contract.MODELS_DIR
 
 #: The name of the exported graph's input.
 INPUT_NAME = "features"
