@@ -53,7 +53,6 @@ var (
 	csvTextOpts    = feedtest.CSVTextOpts
 	writeText      = feedtest.WriteText
 	checkAllOnce   = feedtest.CheckAllOnce
-	fileURI        = feedtest.FileURI
 )
 
 // readAll reads r to the end and returns the batches' rows of column col

@@ -22,6 +22,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -47,7 +48,7 @@ func main() {
 
 func run() (int, error) {
 	if len(os.Args) < 2 {
-		return 0, fmt.Errorf("usage: linkfault PROGRAM ARGS...")
+		return 0, errors.New("usage: linkfault PROGRAM ARGS")
 	}
 	rank, err := strconv.Atoi(os.Getenv(envcontract.Rank))
 	if err != nil {
