@@ -72,13 +72,30 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 		return "", nil, nil, err
 	}
 	if mode == wire.ModeDirect {
-		path := filepath.Join(workDir, "splits.json")
+		path := filepath.Join(workDir, splitsFile)
 		if err := writeDirectFeed(path, t.Feed, id); err != nil {
 			return "", nil, nil, err
 		}
 		return path, nil, func() {}, nil
 	}
+	// The pushed feed's process learns its splits from the same spec
+	// (SPINDLE_FEED_SPLITS), beside the socket.
+	if err := writeDirectFeed(filepath.Join(workDir, splitsFile), t.Feed, id); err != nil {
+		return "", nil, nil, err
+	}
 	return e.pushedFeed(t, id, mode, res, workDir)
+}
+
+// splitsFile is the name of the rank's split spec in its work directory.
+const splitsFile = "splits.json"
+
+// feedSplitsPath is SPINDLE_FEED_SPLITS for a rank fed at feedPath: the
+// direct spec itself, or the spec written beside a pushed feed's socket.
+func feedSplitsPath(feedPath, mode string) string {
+	if mode == string(wire.ModeDirect) {
+		return feedPath
+	}
+	return filepath.Join(filepath.Dir(feedPath), splitsFile)
 }
 
 // writeDirectFeed writes the spec a directly reading training process
