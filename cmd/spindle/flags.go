@@ -32,22 +32,31 @@ func commonFlags(fs []keyFlag) []cli.Flag {
 // commandReaders says which keys each command reads, so that a key given
 // to a command that ignores it is a warning.
 var commandReaders = map[string]config.Reader{
-	"submit": config.ReadBySubmit,
-	"master": config.ReadByMaster,
-	"worker": config.ReadByWorker,
-	"status": config.ReadByAdmin,
-	"kill":   config.ReadByAdmin,
-	"logs":   config.ReadByAdmin,
+	"submit":  config.ReadBySubmit,
+	"predict": config.ReadBySubmit,
+	"master":  config.ReadByMaster,
+	"worker":  config.ReadByWorker,
+	"status":  config.ReadByAdmin,
+	"kill":    config.ReadByAdmin,
+	"logs":    config.ReadByAdmin,
 }
 
 // loadKeyFlags merges every configuration source; explicit flags win.
 func loadKeyFlags(c *cli.Context, fs []keyFlag) (*config.Properties, error) {
+	return loadKeyFlagsWith(c, fs, nil)
+}
+
+// loadKeyFlagsWith is loadKeyFlags with settings a command decides for
+// itself (spindle predict's feed), which win over every source but the
+// explicit flags.
+func loadKeyFlagsWith(c *cli.Context, fs []keyFlag, fixed []config.Setting) (*config.Properties, error) {
 	src := config.Sources{
 		ConfDir:        os.Getenv("SPINDLE_CONF_DIR"),
 		PropertiesFile: c.String("properties-file"),
 		Overrides:      c.StringSlice("conf"),
 		Reader:         commandReaders[c.Command.Name],
 	}
+	src.Flags = append(src.Flags, fixed...)
 	for _, f := range fs {
 		name := f.flag.Names()[0]
 		if !c.IsSet(name) {

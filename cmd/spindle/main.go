@@ -62,6 +62,7 @@ func newApp() *cli.App {
 		Action:                    unknownCommand,
 		Commands: []*cli.Command{
 			submitCommand(),
+			predictCommand(),
 			statusCommand(),
 			killCommand(),
 			masterCommand(),
