@@ -48,6 +48,7 @@ func (m *Manifest) FeatureColumns() []string {
 	}
 	var names []string
 	if err := json.Unmarshal(m.Feed.Schema, &names); err != nil {
+		names = nil
 		var fields []struct {
 			Name string `json:"name"`
 		}
