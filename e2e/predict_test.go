@@ -1,0 +1,300 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
+	"github.com/spindle-ml/spindle/model/predict/predicttest"
+)
+
+// predictData writes rows rows of scoring data in files Parquet files
+// (row groups of groupRows): a key, a string, three features of
+// different types and a label.
+const predictData = `
+import sys, numpy as np, pyarrow as pa, pyarrow.parquet as pq
+out, rows, files, group = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rng = np.random.default_rng(7)
+per = rows // files
+for i in range(files):
+    ids = np.arange(i * per, (i + 1) * per, dtype=np.int64)
+    pq.write_table(pa.table({"id": ids, "name": [f"c{j}" for j in ids], "f0": rng.normal(size=per),
+                             "f1": rng.normal(size=per).astype(np.float32), "f2": rng.integers(0, 5, size=per),
+                             "label": rng.integers(0, 2, size=per)}),
+                   f"{out}/part-{i:03d}.parquet", row_group_size=group)
+`
+
+// predictCheck scores the input with ONNX Runtime in this process and
+// compares with spindle predict's output: every key once, the kept
+// columns intact, every score within 1e-5.
+const predictCheck = `
+import sys, numpy as np, pyarrow.dataset as ds, onnxruntime as ort
+inp = ds.dataset(sys.argv[1], format="parquet").to_table()
+out = ds.dataset(sys.argv[2], format="parquet").to_table()
+sess = ort.InferenceSession(sys.argv[3], providers=["CPUExecutionProvider"])
+assert out.column_names == ["id", "name", "label", "score"], out.column_names
+ids = out.column("id").to_numpy()
+if len(ids) != inp.num_rows or len(np.unique(ids)) != len(ids):
+    sys.exit(f"output has {len(ids)} rows, {len(np.unique(ids))} distinct keys; input {inp.num_rows}")
+x = np.column_stack([inp.column(c).to_numpy().astype(np.float32) for c in ["f0", "f1", "f2"]])
+ref = sess.run(None, {"features": x})[0][:, 0]
+a, b = np.argsort(inp.column("id").to_numpy()), np.argsort(ids)
+got = out.column("score").to_numpy()[b]
+names_ok = [str(v) for v in out.column("name").to_pylist()] == [f"c{j}" for j in ids]
+diff = float(np.abs(got - ref[a]).max())
+print(f"rows={len(ids)} maxdiff={diff:.3g} names_ok={names_ok}")
+if diff > 1e-5 or not names_ok:
+    sys.exit("scores or kept columns differ")
+`
+
+// predictPython returns the test venv's Python with pyarrow and
+// onnxruntime (scripts/install-deps.sh installs them), or skips.
+func predictPython(t *testing.T) string {
+	t.Helper()
+	py := tfPython(t)
+	if out, err := exec.Command(py, "-c", "import pyarrow, onnxruntime").CombinedOutput(); err != nil {
+		t.Skipf("%s lacks pyarrow or onnxruntime (scripts/install-deps.sh installs them): %v\n%s", py, err, out)
+	}
+	return py
+}
+
+// predictSetup writes the data set and a logistic-regression model.
+func predictSetup(t *testing.T, py string, rows, files, group int) (data, model string) {
+	t.Helper()
+	dir := t.TempDir()
+	data = filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runPython(t, py, predictData, data, strconv.Itoa(rows), strconv.Itoa(files), strconv.Itoa(group))
+	model = filepath.Join(dir, "logreg.onnx")
+	m := predicttest.LogReg{Input: "features", Output: "score", W: []float32{0.8, -1.5, 0.25}, B: -0.3}
+	if err := m.Write(model); err != nil {
+		t.Fatal(err)
+	}
+	return data, model
+}
+
+func runPython(t *testing.T, py, script string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(py, append([]string{"-c", script}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+func predictArgs(py, model, data, out string, extra ...string) []string {
+	args := []string{"predict", "--master", "local[2]", "--model", model, "--input", data, "--output", out,
+		"--columns", "f0,f1,f2", "--keep", "id,name,label", "--python", py}
+	return append(append(args, fastConf...), extra...)
+}
+
+// TestPredict scores a data set on two executors and compares every
+// score with ONNX Runtime's in this process.
+func TestPredict(t *testing.T) {
+	t.Parallel()
+	py := predictPython(t)
+	data, model := predictSetup(t, py, 30000, 3, 4000)
+	out := filepath.Join(t.TempDir(), "scores")
+	r := spindle(t, t.TempDir(), predictArgs(py, model, data, out, "--batch-rows", "3000")...)
+	if r.code != 0 {
+		t.Fatalf("spindle predict failed:\n%s", r)
+	}
+	if !strings.Contains(r.stderr, "wrote 30000 rows to "+out) {
+		t.Errorf("no row count reported:\n%s", r)
+	}
+	if _, err := os.Stat(filepath.Join(out, "_SUCCESS")); err != nil {
+		t.Errorf("no _SUCCESS: %v", err)
+	}
+	t.Log(runPython(t, py, predictCheck, data, out, model))
+}
+
+// TestPredictBadInput: each bad input exits 2 with one line naming it,
+// before any executor runs.
+func TestPredictBadInput(t *testing.T) {
+	t.Parallel()
+	py := predictPython(t)
+	data, model := predictSetup(t, py, 200, 1, 100)
+	dir := t.TempDir()
+	full := filepath.Join(dir, "full")
+	os.Mkdir(full, 0o755)
+	os.WriteFile(filepath.Join(full, "old.parquet"), []byte("x"), 0o644)
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, []byte("x"), 0o644)
+	notModel := filepath.Join(dir, "notes.onnx")
+	os.WriteFile(notModel, []byte("not a model\n"), 0o644)
+	out := filepath.Join(dir, "scores")
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"missing model", predictArgs(py, filepath.Join(dir, "nope.onnx"), data, out), []string{"--model", "nope.onnx"}},
+		{"not a model", predictArgs(py, notModel, data, out), []string{"notes.onnx", "ONNX"}},
+		{"model input the feed lacks", predictArgs(py, model, data, out, "--columns", "f0,f1,f9"), []string{"features", "f9", data}},
+		{"type mismatch", predictArgs(py, model, data, out, "--columns", "f0,name,f2"), []string{"features", "float", "name", "utf8"}},
+		{"wrong feature count", predictArgs(py, model, data, out, "--columns", "f0,f1"), []string{"features", "3 columns", "gives 2"}},
+		{"missing input", predictArgs(py, model, filepath.Join(dir, "nothing.parquet"), out), []string{"nothing.parquet"}},
+		{"non-empty output", predictArgs(py, model, data, full), []string{"--output", full, "not empty", "--overwrite"}},
+		{"output under a file", predictArgs(py, model, data, filepath.Join(file, "scores")), []string{"--output", file}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := spindle(t, dir, tc.args...)
+			if r.code != 2 {
+				t.Fatalf("exit %d, want 2:\n%s", r.code, r)
+			}
+			var lines []string
+			for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+				if strings.HasPrefix(l, "spindle: ") {
+					lines = append(lines, l)
+				}
+			}
+			if len(lines) != 1 {
+				t.Fatalf("want one error line:\n%s", r)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(lines[0], w) {
+					t.Errorf("error %q does not name %q", lines[0], w)
+				}
+			}
+			if strings.Contains(r.stderr, "wrote") || strings.Contains(r.stderr, "executors launched") {
+				t.Errorf("the job ran despite the bad input:\n%s", r)
+			}
+		})
+	}
+	if entries, _ := os.ReadDir(full); len(entries) != 1 {
+		t.Errorf("a refused run touched the existing output: %v", entries)
+	}
+}
+
+// TestPredictKilledExecutor kills an executor while its rank has
+// published some of its files and not others, with both workers frozen so
+// that the moment is certain. The job restarts its gang, the splits are
+// scored again and replace their files, and the output holds every row
+// exactly once with the right scores.
+func TestPredictKilledExecutor(t *testing.T) {
+	t.Parallel()
+	py := predictPython(t)
+	data, model := predictSetup(t, py, 120000, 12, 5000)
+	work := t.TempDir()
+	out := filepath.Join(t.TempDir(), "scores")
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(3*time.Minute))
+	defer cancel()
+	cmd := exec.CommandContext(ctx, spindleBin, predictArgs(py, model, data, out, "--batch-rows", "500",
+		"--conf", "spindle.failure.maxRestarts=2", "--conf", "spindle.log.level=info")...)
+	cmd.Dir = work
+	cmd.Env = testEnv()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	// The workers of this job: python -m spindle.predict running in work.
+	workers := func() []int {
+		var mine []int
+		for _, pid := range cmdlinePids(py, "-m", "spindle.predict") {
+			if cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); cwd == work {
+				mine = append(mine, pid)
+			}
+		}
+		return mine
+	}
+	deadline := time.Now().Add(testutil.Scale(time.Minute))
+	var frozen []int
+	for frozen == nil {
+		select {
+		case err := <-done:
+			t.Fatalf("the job ended (%v) before a split was published:\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no split published in time:\n%s", stderr.String())
+		}
+		parts, _ := filepath.Glob(filepath.Join(out, "*.parquet"))
+		if ws := workers(); len(parts) > 0 && len(ws) == 2 {
+			for _, pid := range ws {
+				syscall.Kill(pid, syscall.SIGSTOP)
+			}
+			frozen = ws
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling the output, not synchronising
+	}
+	parts, _ := filepath.Glob(filepath.Join(out, "*.parquet"))
+	if len(parts) >= 12 {
+		t.Fatalf("every split was published before the workers were frozen (%d files); nothing to kill mid-way", len(parts))
+	}
+	victim := parentPid(t, frozen[0])
+	t.Logf("%d of 12 splits published; killing executor %d (worker %d)", len(parts), victim, frozen[0])
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range frozen {
+		syscall.Kill(pid, syscall.SIGCONT)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the job did not recover from the lost executor: %v\n%s%s", err, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "restarting every rank") {
+		t.Errorf("the job did not restart its gang:\n%s", stderr.String())
+	}
+	if files, _ := filepath.Glob(filepath.Join(out, "*.parquet")); len(files) != 12 {
+		t.Errorf("%d output files, want one per split (12)", len(files))
+	}
+	if hidden, _ := filepath.Glob(filepath.Join(out, ".*")); len(hidden) > 0 {
+		t.Errorf("temporary files left in the output: %v", hidden)
+	}
+	t.Log(runPython(t, py, predictCheck, data, out, model))
+	if left := workers(); len(left) > 0 {
+		t.Errorf("workers left running: %v", left)
+	}
+}
+
+// cmdlinePids lists the processes whose command line starts with args.
+func cmdlinePids(args ...string) []int {
+	want := []byte(strings.Join(args, "\x00"))
+	files, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var out []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || !bytes.HasPrefix(b, want) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil {
+			out = append(out, pid)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// parentPid is pid's parent.
+func parentPid(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pid (comm) state ppid ...: comm may hold spaces, so start after it.
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	ppid, err := strconv.Atoi(fields[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ppid
+}
