@@ -84,6 +84,20 @@ if [ -x "$venv/bin/python" ] &&
   fi
 fi
 
+# ONNX Runtime, onnx, scikit-learn and skl2onnx in the same venv (numpy 2):
+# the model export tests load every exported model in the real ONNX Runtime.
+onnx_specs=(onnxruntime==1.23.2 onnx==1.19.1 scikit-learn==1.7.2 skl2onnx==1.19.1)
+if [ -x "$venv/bin/python" ] &&
+   ! "$venv/bin/python" -c 'import onnxruntime, onnx, sklearn, skl2onnx' >/dev/null 2>&1; then
+  echo "installing ${onnx_specs[*]} into $venv (PyPI, once)..."
+  if "$venv/bin/python" -m pip install -q --disable-pip-version-check "${onnx_specs[@]}" >"${TMPDIR:-/tmp}/spindle-pip.log" 2>&1 &&
+     "$venv/bin/python" -c 'import onnxruntime, onnx, sklearn, skl2onnx' >/dev/null 2>&1; then
+    echo "${onnx_specs[*]} ready in $venv"
+  else
+    echo "warning: could not install ${onnx_specs[*]} into $venv (see ${TMPDIR:-/tmp}/spindle-pip.log); the ONNX tests will skip" >&2
+  fi
+fi
+
 # A venv of its own, made from $python without system site packages, with
 # numpy and venv-pack: the real-Hadoop tests pack it with venv-pack (about
 # 30 MB) and ship it with --archives, as a user ships a Python environment.
@@ -120,5 +134,19 @@ if ! "$pyvenv/bin/python" -c 'import pyspark, pandas, cloudpickle, pyarrow, tens
   else
     echo "warning: could not install ${py_specs[*]} into $pyvenv (see ${TMPDIR:-/tmp}/spindle-pip.log); the Spark and spindle.run tests will skip" >&2
     if $fresh; then rm -rf "$pyvenv"; fi
+  fi
+fi
+
+# ONNX Runtime and onnx beside Debian's torch, for spindle.model.save's
+# PyTorch tests: the last releases that still run on numpy 1.24.
+py_onnx_specs=(onnxruntime==1.19.2 onnx==1.16.2)
+if [ -x "$pyvenv/bin/python" ] &&
+   ! "$pyvenv/bin/python" -c 'import onnxruntime, onnx' >/dev/null 2>&1; then
+  echo "installing ${py_onnx_specs[*]} into $pyvenv (PyPI, once)..."
+  if "$pyvenv/bin/python" -m pip install -q --disable-pip-version-check "${py_onnx_specs[@]}" >"${TMPDIR:-/tmp}/spindle-pip.log" 2>&1 &&
+     "$pyvenv/bin/python" -c 'import numpy, torch, onnxruntime, onnx; torch.from_numpy(numpy.ones(1))' >/dev/null 2>&1; then
+    echo "${py_onnx_specs[*]} ready in $pyvenv"
+  else
+    echo "warning: could not install ${py_onnx_specs[*]} into $pyvenv (see ${TMPDIR:-/tmp}/spindle-pip.log); the PyTorch ONNX tests will skip" >&2
   fi
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the Go code of every .proto package (driver/driverpb, standalone/standalonepb and ps/pspb with
-# its gRPC services, internal/hadoop/hadooppb); with --check, fails when the
+# its gRPC services, internal/hadoop/hadooppb, model/onnx/onnxpb); with --check, fails when the
 # committed code differs from what would be generated.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +15,7 @@ check=false
 
 stale=0
 # package directory, and whether it holds gRPC services
-for entry in driver/driverpb:grpc standalone/standalonepb:grpc ps/pspb:grpc internal/hadoop/hadooppb:; do
+for entry in driver/driverpb:grpc standalone/standalonepb:grpc ps/pspb:grpc internal/hadoop/hadooppb: model/onnx/onnxpb:; do
   pkg=$PWD/${entry%%:*}
   dest=$pkg
   if $check; then dest=$(mktemp -d); fi

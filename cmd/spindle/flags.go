@@ -32,13 +32,19 @@ func commonFlags(fs []keyFlag) []cli.Flag {
 // commandReaders says which keys each command reads, so that a key given
 // to a command that ignores it is a warning.
 var commandReaders = map[string]config.Reader{
-	"submit":  config.ReadBySubmit,
-	"predict": config.ReadBySubmit,
+	"submit": config.ReadBySubmit,
+	// spindle predict reads spindle.models.dir too.
+	"predict": config.ReadBySubmit | config.ReadByModel,
 	"master":  config.ReadByMaster,
 	"worker":  config.ReadByWorker,
 	"status":  config.ReadByAdmin,
 	"kill":    config.ReadByAdmin,
 	"logs":    config.ReadByAdmin,
+	// spindle model's subcommands also read the Hadoop client keys.
+	"export":  config.ReadByModel | config.ReadBySubmit,
+	"list":    config.ReadByModel | config.ReadBySubmit,
+	"show":    config.ReadByModel | config.ReadBySubmit,
+	"publish": config.ReadByModel | config.ReadBySubmit,
 }
 
 // loadKeyFlags merges every configuration source; explicit flags win.
@@ -81,4 +87,51 @@ func loadKeyFlagsWith(c *cli.Context, fs []keyFlag, fixed []config.Setting) (*co
 		fmt.Fprintf(os.Stderr, "spindle: warning: %s\n", w)
 	}
 	return props, nil
+}
+
+// positionalArgs returns c's positional arguments, first applying the
+// flags found among them: the CLI library stops parsing flags at the
+// first argument, and spindle model export CHECKPOINT --out DIR reads
+// as users write it. A "--" ends the flags.
+func positionalArgs(c *cli.Context) ([]string, error) {
+	bools := map[string]bool{}
+	known := map[string]bool{}
+	for _, f := range c.Command.Flags {
+		for _, n := range f.Names() {
+			known[n] = true
+			if _, ok := f.(*cli.BoolFlag); ok {
+				bools[n] = true
+			}
+		}
+	}
+	var pos []string
+	args := c.Args().Slice()
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(pos, args[i+1:]...), nil
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !known[name] {
+			return nil, fmt.Errorf("unknown flag --%s for spindle %s", name, c.Command.FullName())
+		}
+		switch {
+		case hasValue:
+		case bools[name]:
+			value = "true"
+		case i+1 < len(args):
+			i++
+			value = args[i]
+		default:
+			return nil, fmt.Errorf("flag --%s needs a value", name)
+		}
+		if err := c.Set(name, value); err != nil {
+			return nil, fmt.Errorf("--%s %s: %w", name, value, err)
+		}
+	}
+	return pos, nil
 }

@@ -73,6 +73,7 @@ func newApp() *cli.App {
 			yarnContainerCommand(),
 			pythonPathCommand(),
 			psCommand(),
+			modelCommand(),
 			historyCommand(),
 			logsCommand(),
 			tlsCommand(),

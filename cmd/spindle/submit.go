@@ -19,6 +19,7 @@ import (
 	"github.com/spindle-ml/spindle/feed/wire"
 	"github.com/spindle-ml/spindle/internal/config"
 	"github.com/spindle-ml/spindle/internal/gpu"
+	"github.com/spindle-ml/spindle/model/store"
 	"github.com/spindle-ml/spindle/standalone"
 	"github.com/spindle-ml/spindle/yarn"
 )
@@ -269,6 +270,16 @@ func driverConfig(c *cli.Context, p *config.Properties, command, files []string)
 	// working directory, wherever the executors run.
 	if lp, ok := localCheckpointDir(cfg.CheckpointDir); ok && !filepath.IsAbs(lp) {
 		cfg.CheckpointDir = filepath.Join(wd, lp)
+	}
+	// The model store reaches the training process as SPINDLE_MODELS_DIR
+	// (spindle.model.save publishes there), unless --env sets it.
+	if dir := p.String(config.KeyModelsDir); dir != "" {
+		if _, set := cfg.Env[store.EnvDir]; !set {
+			if lp, ok := localCheckpointDir(dir); ok && !filepath.IsAbs(lp) {
+				dir = filepath.Join(wd, lp)
+			}
+			cfg.Env[store.EnvDir] = dir
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, master, err

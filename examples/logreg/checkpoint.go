@@ -8,17 +8,15 @@ import (
 	"io"
 	"io/fs"
 
+	"github.com/spindle-ml/spindle/model/convert"
 	"github.com/spindle-ml/spindle/task"
 )
 
-// checkpointName is the model's file inside SPINDLE_CHECKPOINT_DIR.
-const checkpointName = "logreg.json"
+// checkpointName is the model's file inside SPINDLE_CHECKPOINT_DIR, in
+// the format spindle model export reads (convert.LogReg).
+const checkpointName = convert.LogRegFile
 
-type checkpoint struct {
-	Weights []float64 `json:"weights"`
-	Bias    float64   `json:"bias"`
-	Epochs  int       `json:"epochs"`
-}
+type checkpoint = convert.LogReg
 
 // saveCheckpoint writes the model from rank 0, atomically, when the job
 // has a checkpoint directory.

@@ -29,16 +29,20 @@ import (
 func main() {
 	lr := flag.Float64("lr", 0.5, "learning rate")
 	l2 := flag.Float64("l2", 1e-4, "L2 regularisation")
+	initRef := flag.String("init-model", "", "start from this ONNX model's weights: a .onnx file, a directory holding model.onnx, or [STORE/]NAME[/VERSION] in the model store (spindle.models.dir); a checkpoint to resume from wins")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *lr, *l2); err != nil {
+	if err := run(ctx, *lr, *l2, *initRef); err != nil {
 		fmt.Fprintf(os.Stderr, "logreg: %v\n", err)
+		if errors.Is(err, errBadModel) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, lr, l2 float64) error {
+func run(ctx context.Context, lr, l2 float64, initRef string) error {
 	env, err := task.FromEnv()
 	if err != nil {
 		return err
@@ -68,6 +72,13 @@ func run(ctx context.Context, lr, l2 float64) error {
 		if _, ok := ep.LabelName(); !ok {
 			ep.Close()
 			return errors.New("the feed has no label column; submit with --label-column")
+		}
+		if m == nil && initRef != "" {
+			if m, err = initModel(ctx, initRef, ep.NumFeatures()); err != nil {
+				ep.Close()
+				return err
+			}
+			fmt.Printf("initialized rank=%d from model %s weights=%s\n", env.Rank, initRef, m.fingerprint())
 		}
 		if m == nil {
 			m = newModel(ep.NumFeatures())

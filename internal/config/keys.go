@@ -68,6 +68,7 @@ const (
 	ReadByMaster                    // spindle master
 	ReadByWorker                    // spindle worker
 	ReadByAdmin                     // spindle status and spindle kill
+	ReadByModel                     // spindle model
 
 	readByAll = ReadBySubmit | ReadByMaster | ReadByWorker | ReadByAdmin
 )
@@ -78,7 +79,7 @@ func (r Reader) String() string {
 	for _, c := range []struct {
 		r    Reader
 		name string
-	}{{ReadBySubmit, "spindle submit"}, {ReadByMaster, "spindle master"}, {ReadByWorker, "spindle worker"}, {ReadByAdmin, "spindle status/kill"}} {
+	}{{ReadBySubmit, "spindle submit"}, {ReadByMaster, "spindle master"}, {ReadByWorker, "spindle worker"}, {ReadByAdmin, "spindle status/kill"}, {ReadByModel, "spindle model"}} {
 		if r&c.r != 0 {
 			names = append(names, c.name)
 		}
@@ -274,6 +275,7 @@ func Known() []Key {
 	all = append(all, flightKeys...)
 	all = append(all, failureKeys...)
 	all = append(all, archiveKeys...)
+	all = append(all, modelKeys...)
 	return all
 }
 
