@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/testutil"
+	"github.com/spindle-ml/spindle/model/store"
 	"github.com/spindle-ml/spindle/model/predict/predicttest"
 )
 
@@ -96,18 +98,37 @@ func runPython(t *testing.T, py, script string, args ...string) string {
 
 func predictArgs(py, model, data, out string, extra ...string) []string {
 	args := []string{"predict", "--master", "local[2]", "--model", model, "--input", data, "--output", out,
-		"--columns", "f0,f1,f2", "--keep", "id,name,label", "--python", py}
+		"--keep", "id,name,label", "--python", py}
 	return append(append(args, fastConf...), extra...)
 }
 
-// TestPredict scores a data set on two executors and compares every
-// score with ONNX Runtime's in this process.
+// TestPredict publishes a model in a model store, scores a data set with
+// it on two executors (the manifest says which columns feed it) and
+// compares every score with ONNX Runtime's in this process.
 func TestPredict(t *testing.T) {
 	t.Parallel()
 	py := predictPython(t)
 	data, model := predictSetup(t, py, 30000, 3, 4000)
+	ctx := context.Background()
+	storeDir := filepath.Join(t.TempDir(), "models")
+	s, err := store.OpenURI(ctx, fsys.NewResolver(fsys.Options{}), storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onnxBytes, err := os.ReadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	man := store.Manifest{Format: store.FormatONNX,
+		Inputs:  []store.Tensor{{Name: "features", Type: "float", Shape: []int64{-1, 3}}},
+		Outputs: []store.Tensor{{Name: "score", Type: "float", Shape: []int64{-1, 1}}},
+		Feed:    &store.Feed{Schema: []store.Column{{Name: "f0"}, {Name: "f1"}, {Name: "f2"}, {Name: "label"}}, Label: "label"}}
+	if _, err := s.Publish(ctx, "ctr", []store.Source{store.BytesSource(store.ModelFile, onnxBytes)}, man); err != nil {
+		t.Fatal(err)
+	}
+
 	out := filepath.Join(t.TempDir(), "scores")
-	r := spindle(t, t.TempDir(), predictArgs(py, model, data, out, "--batch-rows", "3000")...)
+	r := spindle(t, t.TempDir(), predictArgs(py, storeDir+"/ctr/1", data, out, "--batch-rows", "3000")...)
 	if r.code != 0 {
 		t.Fatalf("spindle predict failed:\n%s", r)
 	}
@@ -142,13 +163,15 @@ func TestPredictBadInput(t *testing.T) {
 		want []string
 	}{
 		{"missing model", predictArgs(py, filepath.Join(dir, "nope.onnx"), data, out), []string{"--model", "nope.onnx"}},
+		{"missing model version", predictArgs(py, "ctr/4", data, out, "--conf", "spindle.models.dir="+dir), []string{"--model ctr/4", "ctr"}},
 		{"not a model", predictArgs(py, notModel, data, out), []string{"notes.onnx", "ONNX"}},
 		{"model input the feed lacks", predictArgs(py, model, data, out, "--columns", "f0,f1,f9"), []string{"features", "f9", data}},
 		{"type mismatch", predictArgs(py, model, data, out, "--columns", "f0,name,f2"), []string{"features", "float", "name", "utf8"}},
 		{"wrong feature count", predictArgs(py, model, data, out, "--columns", "f0,f1"), []string{"features", "3 columns", "gives 2"}},
-		{"missing input", predictArgs(py, model, filepath.Join(dir, "nothing.parquet"), out), []string{"nothing.parquet"}},
-		{"non-empty output", predictArgs(py, model, data, full), []string{"--output", full, "not empty", "--overwrite"}},
-		{"output under a file", predictArgs(py, model, data, filepath.Join(file, "scores")), []string{"--output", file}},
+		{"missing input", predictArgs(py, model, filepath.Join(dir, "nothing.parquet"), out, "--columns", "f0,f1,f2"), []string{"nothing.parquet"}},
+		{"default features do not fit", predictArgs(py, model, data, out), []string{"features", "3 columns", "f0,f1,f2,label", "--columns"}},
+		{"non-empty output", predictArgs(py, model, data, full, "--columns", "f0,f1,f2"), []string{"--output", full, "not empty", "--overwrite"}},
+		{"output under a file", predictArgs(py, model, data, filepath.Join(file, "scores"), "--columns", "f0,f1,f2"), []string{"--output", file}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := spindle(t, dir, tc.args...)
@@ -192,7 +215,7 @@ func TestPredictKilledExecutor(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "scores")
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(3*time.Minute))
 	defer cancel()
-	cmd := exec.CommandContext(ctx, spindleBin, predictArgs(py, model, data, out, "--batch-rows", "500",
+	cmd := exec.CommandContext(ctx, spindleBin, predictArgs(py, model, data, out, "--columns", "f0,f1,f2", "--batch-rows", "500",
 		"--conf", "spindle.failure.maxRestarts=2", "--conf", "spindle.log.level=info")...)
 	cmd.Dir = work
 	cmd.Env = testEnv()

@@ -101,7 +101,7 @@ func runPredict(c *cli.Context) error {
 	res := fsys.NewResolver(fsys.Options{HadoopConfDir: base.HadoopConfDir, User: base.HadoopUser,
 		KerberosPrincipal: base.KerberosPrincipal, KerberosKeytab: base.KerberosKeytab, NoTokens: true})
 	defer res.Close()
-	job, err := checkPredict(c, base, res, tmp)
+	job, err := checkPredict(c, base, props.String(config.KeyModelsDir), res, tmp)
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func runPredict(c *cli.Context) error {
 // checkPredict resolves the model, reads the input's schema, binds one to
 // the other, prepares the output and writes the workers' spec: all that
 // can be refused (exit status 2) before anything runs.
-func checkPredict(c *cli.Context, cfg driver.Config, res *fsys.Resolver, tmp string) (*predictJob, error) {
+func checkPredict(c *cli.Context, cfg driver.Config, storeDir string, res *fsys.Resolver, tmp string) (*predictJob, error) {
 	ctx := c.Context
 	inputs := c.StringSlice("input")
 	for _, in := range inputs {
@@ -146,7 +146,7 @@ func checkPredict(c *cli.Context, cfg driver.Config, res *fsys.Resolver, tmp str
 			return nil, cli.Exit(fmt.Sprintf("--input %s: spindle predict scores data it can read again after a lost executor; pushed rows (flight-put:) cannot be", in), exitUsage)
 		}
 	}
-	m, err := predict.LoadModel(ctx, res, c.String("model"), tmp)
+	m, err := predict.LoadModel(ctx, res, c.String("model"), storeDir, tmp)
 	if err != nil {
 		return nil, predictExit(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/spindle-ml/spindle/model/store"
 )
 
 // Input shapes the worker builds from columns.
@@ -82,7 +84,7 @@ func (b Binding) Columns() []string {
 // matrix [N, F] is fed F columns (BindOptions.Features, the manifest's
 // feature columns, or the numeric columns not kept). Every mismatch wraps
 // ErrBadInput and names the model input and the input data.
-func Bind(sig Signature, man *Manifest, schema *arrow.Schema, opts BindOptions) (Binding, error) {
+func Bind(sig Signature, man *store.Manifest, schema *arrow.Schema, opts BindOptions) (Binding, error) {
 	var b Binding
 	used := map[string]bool{}
 	for _, in := range sig.Inputs {
@@ -127,7 +129,7 @@ func Bind(sig Signature, man *Manifest, schema *arrow.Schema, opts BindOptions) 
 	return b, nil
 }
 
-func bindInput(in Tensor, inputs int, man *Manifest, schema *arrow.Schema, opts BindOptions) (InputBinding, error) {
+func bindInput(in Tensor, inputs int, man *store.Manifest, schema *arrow.Schema, opts BindOptions) (InputBinding, error) {
 	dtype, ok := numpyDType[in.Elem]
 	if !ok {
 		return InputBinding{}, fmt.Errorf("%w: model input %s: element type %s cannot be fed from Arrow columns", ErrBadInput, in, in.Elem)
@@ -153,7 +155,7 @@ func bindInput(in Tensor, inputs int, man *Manifest, schema *arrow.Schema, opts 
 	ib.Columns = opts.Features
 	from := "--columns"
 	if len(ib.Columns) == 0 {
-		ib.Columns, from = man.FeatureColumns(), "the model's manifest"
+		ib.Columns, from = featureColumns(man), "the model's manifest"
 	}
 	if len(ib.Columns) == 0 {
 		from = "the numeric columns of the input"

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/model/store"
 )
 
 // ErrBadInput is wrapped by every error about what the user gave spindle
@@ -20,57 +21,22 @@ import (
 var ErrBadInput = errors.New("predict: bad input")
 
 // ModelFile and ManifestFile are the names of a model and its manifest
-// inside a model's directory.
+// inside a model's directory, as in the model store.
 const (
-	ModelFile    = "model.onnx"
-	ManifestFile = "manifest.json"
+	ModelFile    = store.ModelFile
+	ManifestFile = store.ManifestFile
 )
 
-// Manifest is the part of a model's manifest.json batch inference reads:
-// which columns the model was trained on, so that a model taking one
-// feature matrix is fed the same columns in the same order.
-type Manifest struct {
-	Name    string `json:"name"`
-	Version int    `json:"version"`
-	JobID   string `json:"job_id"`
-	Feed    struct {
-		Schema json.RawMessage `json:"schema"`
-		Label  string          `json:"label"`
-	} `json:"feed"`
-}
-
-// FeatureColumns are the columns of the manifest's feed schema other than
-// its label, in order; nil when the manifest does not say. The schema may
-// be a list of names or of objects with a name.
-func (m *Manifest) FeatureColumns() []string {
-	if m == nil || len(m.Feed.Schema) == 0 {
+// featureColumns are the columns of the manifest's feed schema other than
+// its label, in order; nil when the manifest does not say.
+func featureColumns(m *store.Manifest) []string {
+	if m == nil || m.Feed == nil {
 		return nil
 	}
-	var names []string
-	if err := json.Unmarshal(m.Feed.Schema, &names); err != nil {
-		names = nil
-		var fields []struct {
-			Name string `json:"name"`
-		}
-		if err := json.Unmarshal(m.Feed.Schema, &fields); err != nil {
-			var wrapped struct {
-				Fields []struct {
-					Name string `json:"name"`
-				} `json:"fields"`
-			}
-			if json.Unmarshal(m.Feed.Schema, &wrapped) != nil {
-				return nil
-			}
-			fields = wrapped.Fields
-		}
-		for _, f := range fields {
-			names = append(names, f.Name)
-		}
-	}
-	out := names[:0]
-	for _, n := range names {
-		if n != m.Feed.Label {
-			out = append(out, n)
+	var out []string
+	for _, c := range m.Feed.Schema {
+		if c.Name != m.Feed.Label {
+			out = append(out, c.Name)
 		}
 	}
 	return out
@@ -83,25 +49,27 @@ type Model struct {
 	// Path is the local ONNX file.
 	Path string
 	// Manifest is the model's manifest; nil when it has none.
-	Manifest *Manifest
+	Manifest *store.Manifest
 	// Signature is what the ONNX graph takes and gives.
 	Signature Signature
 }
 
-// LoadModel resolves ref, an ONNX file or a directory holding model.onnx
-// (and optionally manifest.json), as a path or a file:// or hdfs:// URI.
-// A model not on local disk is copied into dir. Every error about the
-// model wraps ErrBadInput and names it.
-func LoadModel(ctx context.Context, res *fsys.Resolver, ref, dir string) (*Model, error) {
+// LoadModel resolves ref: an ONNX file or a directory holding model.onnx
+// (and optionally manifest.json), as a path or a file:// or hdfs:// URI;
+// or else a model in a store, [STORE/]NAME[/VERSION] (storeDir, from
+// spindle.models.dir, when it names no store; the latest version when it
+// names none). The model is copied into dir. Every error about the model
+// wraps ErrBadInput and names it.
+func LoadModel(ctx context.Context, res *fsys.Resolver, ref, storeDir, dir string) (*Model, error) {
 	fsy, name, err := res.Resolve(ctx, ref)
 	if err != nil {
 		return nil, fmt.Errorf("%w: --model %s: %w", ErrBadInput, ref, err)
 	}
 	st, err := fsy.Stat(ctx, name)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: --model %s: no such file or directory (want an .onnx file or a directory holding %s)", ErrBadInput, ref, ModelFile)
-		}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return loadStoreModel(ctx, res, ref, storeDir, dir)
+	case err != nil:
 		return nil, fmt.Errorf("%w: --model %s: %w", ErrBadInput, ref, err)
 	}
 	m := &Model{Ref: ref}
@@ -111,7 +79,7 @@ func LoadModel(ctx context.Context, res *fsys.Resolver, ref, dir string) (*Model
 		data, err := readAll(ctx, fsy, path.Join(name, ManifestFile))
 		switch {
 		case err == nil:
-			m.Manifest = &Manifest{}
+			m.Manifest = &store.Manifest{}
 			if err := json.Unmarshal(data, m.Manifest); err != nil {
 				return nil, fmt.Errorf("%w: --model %s: %s: %w", ErrBadInput, ref, ManifestFile, err)
 			}
@@ -119,21 +87,41 @@ func LoadModel(ctx context.Context, res *fsys.Resolver, ref, dir string) (*Model
 			return nil, fmt.Errorf("%w: --model %s: read %s: %w", ErrBadInput, ref, ManifestFile, err)
 		}
 	}
-	data, err := readAll(ctx, fsy, onnxName)
+	return m, m.copyONNX(ctx, fsy, onnxName, dir)
+}
+
+// loadStoreModel resolves ref in a model store.
+func loadStoreModel(ctx context.Context, res *fsys.Resolver, ref, storeDir, dir string) (*Model, error) {
+	s, in, err := store.OpenRef(ctx, res, storeDir, ref)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --model %s: no such file or directory, nor a model in a store (%v)", ErrBadInput, ref, err)
+	}
+	v, err := s.Resolve(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --model %s: %w", ErrBadInput, ref, err)
+	}
+	m := &Model{Ref: ref, Manifest: &v.Manifest}
+	return m, m.copyONNX(ctx, s.FS(), v.ModelPath, dir)
+}
+
+// copyONNX reads the model's signature from name in fsy and copies the
+// file into dir.
+func (m *Model) copyONNX(ctx context.Context, fsy fsys.FS, name, dir string) error {
+	data, err := readAll(ctx, fsy, name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: --model %s: no %s in that directory", ErrBadInput, ref, ModelFile)
+			return fmt.Errorf("%w: --model %s: no %s there", ErrBadInput, m.Ref, ModelFile)
 		}
-		return nil, fmt.Errorf("%w: --model %s: read %s: %w", ErrBadInput, ref, onnxName, err)
+		return fmt.Errorf("%w: --model %s: read %s: %w", ErrBadInput, m.Ref, name, err)
 	}
 	if m.Signature, err = parseModel(data); err != nil {
-		return nil, fmt.Errorf("%w: --model %s: %w", ErrBadInput, ref, err)
+		return fmt.Errorf("%w: --model %s: %w", ErrBadInput, m.Ref, err)
 	}
 	m.Path = filepath.Join(dir, ModelFile)
 	if err := os.WriteFile(m.Path, data, 0o600); err != nil {
-		return nil, fmt.Errorf("copy the model to %s: %w", m.Path, err)
+		return fmt.Errorf("copy the model to %s: %w", m.Path, err)
 	}
-	return m, nil
+	return nil
 }
 
 func readAll(ctx context.Context, fsy fsys.FS, name string) ([]byte, error) {

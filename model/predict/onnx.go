@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 
-	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/spindle-ml/spindle/model/onnx/onnxpb"
 )
 
 // ElemType is an ONNX tensor element type (TensorProto.DataType).
@@ -96,137 +98,54 @@ func ReadSignature(path string) (Signature, error) {
 	return sig, nil
 }
 
-// field calls fn for each field of the message in b.
-func fields(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error) error {
-	for len(b) > 0 {
-		num, typ, l := protowire.ConsumeTag(b)
-		if l < 0 {
-			return fmt.Errorf("%w: %v", errMalformed, protowire.ParseError(l))
-		}
-		b = b[l:]
-		var v []byte
-		var n uint64
-		switch typ {
-		case protowire.BytesType:
-			v, l = protowire.ConsumeBytes(b)
-		case protowire.VarintType:
-			n, l = protowire.ConsumeVarint(b)
-		default:
-			l = protowire.ConsumeFieldValue(num, typ, b)
-		}
-		if l < 0 {
-			return fmt.Errorf("%w: %v", errMalformed, protowire.ParseError(l))
-		}
-		b = b[l:]
-		if err := fn(num, typ, v, n); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// parseModel reads ModelProto.graph (7): its inputs (11), outputs (12) and
-// initializer names (5).
+// parseModel reads the graph's inputs and outputs from an encoded
+// ModelProto. The weights are not needed here, so external data files
+// are not read.
 func parseModel(data []byte) (Signature, error) {
-	var graph []byte
-	err := fields(data, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if num == 7 && typ == protowire.BytesType {
-			graph = v
-		}
-		return nil
-	})
-	if err != nil {
-		return Signature{}, err
+	var m pb.ModelProto
+	if err := proto.Unmarshal(data, &m); err != nil {
+		return Signature{}, fmt.Errorf("%w: %v", errMalformed, err)
 	}
-	if graph == nil {
+	if m.GetGraph() == nil {
 		return Signature{}, fmt.Errorf("%w: no graph", errMalformed)
 	}
+	init := map[string]bool{}
+	for _, t := range m.GetGraph().GetInitializer() {
+		init[t.GetName()] = true
+	}
 	var sig Signature
-	inits := map[string]bool{}
-	err = fields(graph, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if typ != protowire.BytesType {
-			return nil
-		}
-		switch num {
-		case 5:
-			return fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				if num == 8 && typ == protowire.BytesType {
-					inits[string(v)] = true
-				}
-				return nil
-			})
-		case 11, 12:
-			t, err := parseValueInfo(v)
-			if err != nil {
-				return err
-			}
-			if num == 11 {
-				sig.Inputs = append(sig.Inputs, t)
-			} else {
-				sig.Outputs = append(sig.Outputs, t)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return Signature{}, err
-	}
-	kept := sig.Inputs[:0]
-	for _, in := range sig.Inputs {
-		if !inits[in.Name] {
-			kept = append(kept, in)
+	for _, v := range m.GetGraph().GetInput() {
+		if !init[v.GetName()] {
+			sig.Inputs = append(sig.Inputs, tensorOf(v))
 		}
 	}
-	sig.Inputs = kept
+	for _, v := range m.GetGraph().GetOutput() {
+		sig.Outputs = append(sig.Outputs, tensorOf(v))
+	}
 	if len(sig.Inputs) == 0 || len(sig.Outputs) == 0 {
 		return Signature{}, fmt.Errorf("%w: the graph declares no inputs or no outputs", errMalformed)
 	}
 	return sig, nil
 }
 
-// parseValueInfo reads ValueInfoProto: name (1), type (2) whose
-// tensor_type (1) has elem_type (1) and shape (2).
-func parseValueInfo(b []byte) (Tensor, error) {
-	var t Tensor
-	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			t.Name = string(v)
-		case num == 2 && typ == protowire.BytesType:
-			return fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				if num == 1 && typ == protowire.BytesType {
-					return parseTensorType(v, &t)
-				}
-				return nil
-			})
+// tensorOf describes a graph value; Elem stays 0 for one that is not a
+// tensor.
+func tensorOf(v *pb.ValueInfoProto) Tensor {
+	t := Tensor{Name: v.GetName()}
+	tt := v.GetType().GetTensorType()
+	if tt == nil {
+		return t
+	}
+	t.Elem = ElemType(tt.GetElemType())
+	if tt.GetShape() != nil {
+		t.Dims = []int64{}
+		for _, d := range tt.GetShape().GetDim() {
+			if dv, ok := d.GetValue().(*pb.TensorShapeProto_Dimension_DimValue); ok {
+				t.Dims = append(t.Dims, dv.DimValue)
+			} else {
+				t.Dims = append(t.Dims, -1)
+			}
 		}
-		return nil
-	})
-	return t, err
-}
-
-func parseTensorType(b []byte, t *Tensor) error {
-	return fields(b, func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error {
-		switch {
-		case num == 1 && typ == protowire.VarintType:
-			t.Elem = ElemType(int32(n))
-		case num == 2 && typ == protowire.BytesType:
-			t.Dims = []int64{}
-			return fields(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				if num != 1 || typ != protowire.BytesType {
-					return nil
-				}
-				d := int64(-1)
-				err := fields(v, func(num protowire.Number, typ protowire.Type, _ []byte, n uint64) error {
-					if num == 1 && typ == protowire.VarintType {
-						d = int64(n)
-					}
-					return nil
-				})
-				t.Dims = append(t.Dims, d)
-				return err
-			})
-		}
-		return nil
-	})
+	}
+	return t
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/model/predict/predicttest"
+	"github.com/spindle-ml/spindle/model/store"
 )
 
 func writeLogReg(t *testing.T, dir string) string {
@@ -53,28 +54,58 @@ func TestLoadModel(t *testing.T) {
 	res := fsys.NewResolver(fsys.Options{})
 	dir := t.TempDir()
 	file := writeLogReg(t, dir)
-	modelDir := filepath.Join(dir, "churn", "3")
-	if err := os.MkdirAll(modelDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	data, _ := os.ReadFile(file)
+	modelDir := filepath.Join(dir, "exported")
+	os.Mkdir(modelDir, 0o755)
 	os.WriteFile(filepath.Join(modelDir, ModelFile), data, 0o644)
 	os.WriteFile(filepath.Join(modelDir, ManifestFile), []byte(`{"name":"churn","version":3,"feed":{"schema":[{"name":"a"},{"name":"b"},{"name":"y"},{"name":"c"}],"label":"y"}}`), 0o644)
 
-	m, err := LoadModel(ctx, res, file, t.TempDir())
-	if err != nil || m.Manifest != nil || len(m.Signature.Inputs) != 1 {
-		t.Fatalf("an .onnx file: %+v, %v", m, err)
-	}
-	m, err = LoadModel(ctx, res, modelDir, t.TempDir())
+	storeDir := filepath.Join(dir, "store")
+	s, err := store.OpenURI(ctx, res, storeDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(m.Manifest.FeatureColumns(), ","); got != "a,b,c" {
-		t.Errorf("manifest features %q, want a,b,c (the label left out)", got)
+	man := store.Manifest{Format: store.FormatONNX,
+		Inputs:  []store.Tensor{{Name: "features", Type: "float", Shape: []int64{-1, 3}}},
+		Outputs: []store.Tensor{{Name: "score", Type: "float", Shape: []int64{-1, 1}}},
+		Feed:    &store.Feed{Schema: []store.Column{{Name: "x1"}, {Name: "x2"}, {Name: "x3"}}}}
+	for range 2 {
+		if _, err := s.Publish(ctx, "churn", []store.Source{store.BytesSource(ModelFile, data)}, man); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for _, ref := range []string{filepath.Join(dir, "nope.onnx"), dir} {
-		if _, err := LoadModel(ctx, res, ref, t.TempDir()); !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), ref) {
-			t.Errorf("model %s: %v, want a bad-input error naming it", ref, err)
+
+	for _, tc := range []struct {
+		ref, storeDir string
+		features      string
+	}{
+		{ref: file},
+		{ref: modelDir, features: "a,b,c"}, // the label left out
+		{ref: "churn", storeDir: storeDir, features: "x1,x2,x3"},
+		{ref: "churn/1", storeDir: storeDir, features: "x1,x2,x3"},
+		{ref: storeDir + "/churn/2", features: "x1,x2,x3"},
+	} {
+		m, err := LoadModel(ctx, res, tc.ref, tc.storeDir, t.TempDir())
+		if err != nil {
+			t.Errorf("model %s: %v", tc.ref, err)
+			continue
+		}
+		if len(m.Signature.Inputs) != 1 || m.Signature.Inputs[0].Name != "features" {
+			t.Errorf("model %s: inputs %v", tc.ref, m.Signature.Inputs)
+		}
+		if got := strings.Join(featureColumns(m.Manifest), ","); got != tc.features {
+			t.Errorf("model %s: manifest features %q, want %q", tc.ref, got, tc.features)
+		}
+	}
+	for _, tc := range []struct{ ref, storeDir, want string }{
+		{ref: filepath.Join(dir, "nope.onnx"), want: "nope.onnx"},
+		{ref: dir, want: ModelFile},
+		{ref: "churn/7", storeDir: storeDir, want: "version 7"},
+		{ref: "attrition", storeDir: storeDir, want: "attrition"},
+		{ref: "churn", want: "spindle.models.dir"},
+	} {
+		if _, err := LoadModel(ctx, res, tc.ref, tc.storeDir, t.TempDir()); !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("model %s: %v, want a bad-input error naming %s", tc.ref, err, tc.want)
 		}
 	}
 }
