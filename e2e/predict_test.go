@@ -16,8 +16,8 @@ import (
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/testutil"
-	"github.com/spindle-ml/spindle/model/store"
 	"github.com/spindle-ml/spindle/model/predict/predicttest"
+	"github.com/spindle-ml/spindle/model/store"
 )
 
 // predictData writes rows rows of scoring data in files Parquet files
@@ -169,7 +169,7 @@ func TestPredictBadInput(t *testing.T) {
 		{"type mismatch", predictArgs(py, model, data, out, "--columns", "f0,name,f2"), []string{"features", "float", "name", "utf8"}},
 		{"wrong feature count", predictArgs(py, model, data, out, "--columns", "f0,f1"), []string{"features", "3 columns", "gives 2"}},
 		{"missing input", predictArgs(py, model, filepath.Join(dir, "nothing.parquet"), out, "--columns", "f0,f1,f2"), []string{"nothing.parquet"}},
-		{"default features do not fit", predictArgs(py, model, data, out), []string{"features", "3 columns", "f0,f1,f2,label", "--columns"}},
+		{"default features do not fit", predictArgs(py, model, data, out, "--keep", "id,name"), []string{"features", "3 columns", "f0,f1,f2,label", "--columns"}},
 		{"non-empty output", predictArgs(py, model, data, full, "--columns", "f0,f1,f2"), []string{"--output", full, "not empty", "--overwrite"}},
 		{"output under a file", predictArgs(py, model, data, filepath.Join(file, "scores"), "--columns", "f0,f1,f2"), []string{"--output", file}},
 	} {
