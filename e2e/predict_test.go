@@ -18,6 +18,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/model/predict/predicttest"
 	"github.com/spindle-ml/spindle/model/store"
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
 )
 
 // predictData writes rows rows of scoring data in files Parquet files
@@ -320,4 +321,61 @@ func parentPid(t *testing.T, pid int) int {
 		t.Fatal(err)
 	}
 	return ppid
+}
+
+// TestPredictOnHDFS reads the model and the data from the test HDFS and
+// writes the scores there, through the executors' checkpoint service.
+func TestPredictOnHDFS(t *testing.T) {
+	t.Parallel()
+	py := predictPython(t)
+	data, model := predictSetup(t, py, 20000, 2, 3000)
+	cluster := hdfstest.NewTestCluster(t, hdfstest.Config{Dir: t.TempDir(), DataNodes: 2, BlockSize: 256 << 10, Replication: 1})
+	confDir := t.TempDir()
+	if err := cluster.WriteConfig(confDir); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HADOOP_CONF_DIR=" + confDir, "HADOOP_USER_NAME=" + cluster.Superuser()}
+	res := fsys.NewResolver(fsys.Options{HadoopConfDir: confDir, User: cluster.Superuser()})
+	defer res.Close()
+	files, _ := filepath.Glob(filepath.Join(data, "*.parquet"))
+	for _, f := range files {
+		upload(t, res, f, "hdfs:///data/"+filepath.Base(f))
+	}
+	upload(t, res, model, "hdfs:///models/logreg/model.onnx")
+
+	r := spindleEnv(t, t.TempDir(), env, predictArgs(py, "hdfs:///models/logreg", "hdfs:///data/", "hdfs:///scores/", "--columns", "f0,f1,f2")...)
+	if r.code != 0 {
+		t.Fatalf("spindle predict on HDFS failed:\n%s", r)
+	}
+	ctx := context.Background()
+	fsy, _, err := res.Resolve(ctx, "hdfs:///scores")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := fsy.ReadDir(ctx, "/scores")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := t.TempDir()
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		if e.IsDir() {
+			continue
+		}
+		f, err := fsy.Open(ctx, "/scores/"+e.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, f.Size())
+		if n, err := f.ReadAt(b, 0); n != len(b) {
+			t.Fatalf("read %s: %d of %d bytes: %v", e.Name(), n, len(b), err)
+		}
+		f.Close()
+		os.WriteFile(filepath.Join(local, e.Name()), b, 0o644)
+	}
+	if !slices.Contains(names, "_SUCCESS") || slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, ".") }) {
+		t.Errorf("hdfs:///scores holds %v: want the parts and _SUCCESS, nothing hidden", names)
+	}
+	t.Log(runPython(t, py, predictCheck, data, local, model))
 }

@@ -113,10 +113,8 @@ func runPredict(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err, exitUsage)
 	}
-	command := []string{props.String(config.KeyPython), "-m", predict.WorkerModule, predict.SpecFile}
-	if command[0] == "" {
-		command[0] = "python3"
-	}
+	// The driver runs python3 as spindle.python (--python) says.
+	command := []string{"python3", "-m", predict.WorkerModule, predict.SpecFile}
 	cfg, master, err := driverConfig(c, props, command, []string{job.model.Path, job.specPath})
 	if err != nil {
 		return cli.Exit(err, exitUsage)
