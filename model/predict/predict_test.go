@@ -236,9 +236,9 @@ func writeRows(t *testing.T, path string, n int) {
 	col := b.NewArray()
 	defer col.Release()
 	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
-	rec := array.NewRecord(schema, []arrow.Array{col}, int64(n))
+	rec := array.NewRecordBatch(schema, []arrow.Array{col}, int64(n))
 	defer rec.Release()
-	tbl := array.NewTableFromRecords(schema, []arrow.Record{rec})
+	tbl := array.NewTableFromRecords(schema, []arrow.RecordBatch{rec})
 	defer tbl.Release()
 	f, err := os.Create(path)
 	if err != nil {
