@@ -66,7 +66,7 @@ def split_units(path):
 
 
 def _identity(split):
-    keys = ("uri", "row_groups", "batches", "offset", "length", "row_offset", "rows")
+    keys = ("uri", "ticket", "row_groups", "batches", "offset", "length", "row_offset", "rows")
     return json.dumps([split.get(k) for k in keys], separators=(",", ":"))
 
 

@@ -48,13 +48,19 @@ class SplitUnitsTest(unittest.TestCase):
         self.assertTrue(first[0][0].startswith("part-0-") and first[0][0].endswith(".parquet"))
 
     def test_unknown_rows_make_one_unit(self):
-        splits = [{"uri": "grpc://h:1/f", "format": "flight", "rows": 0}, {"uri": "grpc://h:1/f", "format": "flight", "rows": 0, "offset": 1}]
+        # Two endpoints of one flight, dealt whole to two ranks: told apart by their tickets.
+        ends = [{"uri": "grpc://h:1/f", "format": "flight", "rows": 0, "ticket": t} for t in ("AAE=", "AAI=")]
         with tempfile.TemporaryDirectory() as d:
             p = os.path.join(d, "s.json")
-            write_splits(p, splits)
+            write_splits(p, ends)
             units = predict.split_units(p)
+            write_splits(p, ends[:1])
+            rank0 = predict.split_units(p)
+            write_splits(p, ends[1:])
+            rank1 = predict.split_units(p)
         self.assertEqual(len(units), 1)
         self.assertIsNone(units[0][1])
+        self.assertNotEqual(rank0[0][0], rank1[0][0])
 
 
 class FakeFeed:
