@@ -14,10 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/model/predict/predicttest"
 	"github.com/spindle-ml/spindle/model/store"
+	"github.com/spindle-ml/spindle/testbed/flighttest"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 )
 
@@ -378,4 +383,51 @@ func TestPredictOnHDFS(t *testing.T) {
 		t.Errorf("hdfs:///scores holds %v: want the parts and _SUCCESS, nothing hidden", names)
 	}
 	t.Log(runPython(t, py, predictCheck, data, local, model))
+}
+
+// TestPredictFlightInput scores a flight whose endpoints' sizes are
+// unknown: each rank takes an endpoint whole and writes it as one file.
+func TestPredictFlightInput(t *testing.T) {
+	t.Parallel()
+	py := predictPython(t)
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "x", Type: arrow.PrimitiveTypes.Float64},
+	}, nil)
+	batch := func(first, n int) []arrow.RecordBatch {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+		defer b.Release()
+		for id := first; id < first+n; id++ {
+			b.Field(0).(*array.Int64Builder).Append(int64(id))
+			b.Field(1).(*array.Float64Builder).Append(float64(id) / 1000)
+		}
+		return []arrow.RecordBatch{b.NewRecordBatch()}
+	}
+	srv := flighttest.Start(t, "etl-token", map[string]flighttest.Flight{
+		"users/today": {Schema: schema, Endpoints: [][]arrow.RecordBatch{batch(0, 2500), batch(2500, 1500)}, Unsized: true},
+	})
+	dir := t.TempDir()
+	model := filepath.Join(dir, "m.onnx")
+	if err := (predicttest.LogReg{Input: "features", Output: "score", W: []float32{1.5}, B: -2}).Write(model); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "scores")
+	args := []string{"predict", "--master", "local[2]", "--model", model, "--input", srv.URI("users/today"), "--output", out,
+		"--columns", "x", "--keep", "id", "--python", py, "--conf", "spindle.flight.token=etl-token"}
+	r := spindle(t, dir, append(args, fastConf...)...)
+	if r.code != 0 {
+		t.Fatalf("spindle predict of a flight failed:\n%s", r)
+	}
+	if files, _ := filepath.Glob(filepath.Join(out, "*.parquet")); len(files) != 2 {
+		t.Errorf("%d files, want one per endpoint: %v", len(files), files)
+	}
+	t.Log(runPython(t, py, `
+import sys, numpy as np, pyarrow.dataset as ds
+t = ds.dataset(sys.argv[1], format="parquet").to_table()
+ids, s = t.column("id").to_numpy(), t.column("score").to_numpy()
+assert sorted(ids.tolist()) == list(range(4000)), "rows missing or repeated"
+want = 1 / (1 + np.exp(-(1.5 * (ids / 1000).astype(np.float32) - 2)))
+assert np.abs(s - want).max() < 1e-5, np.abs(s - want).max()
+print("rows", len(ids))
+`, out))
 }

@@ -86,8 +86,8 @@ func emptyOutput(ctx context.Context, fsy fsys.FS, dir, uri string, overwrite bo
 }
 
 // FinishOutput ends a successful job's output: it removes the temporary
-// files killed workers left (hidden names) and empty hidden directories,
-// checks that the Parquet files
+// files killed workers left and the driver's resume records (hidden
+// names), checks that the Parquet files
 // hold wantRows rows (when wantRows > 0), and writes _SUCCESS.
 func FinishOutput(ctx context.Context, res *fsys.Resolver, uri string, wantRows int64) (int64, error) {
 	fsy, dir, err := res.Resolve(ctx, uri)
@@ -102,13 +102,9 @@ func FinishOutput(ctx context.Context, res *fsys.Resolver, uri string, wantRows 
 		if !strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		err := fsy.Remove(ctx, path.Join(dir, e.Name()))
-		switch {
-		case err == nil, errors.Is(err, fs.ErrNotExist):
-		case e.IsDir():
-			// The driver's resume records of a remote output (its
-			// checkpoint directory): hidden, and harmless when kept.
-		default:
+		// Temporary files, and the resume records the driver keeps in a
+		// remote output (its checkpoint directory).
+		if err := removeTree(ctx, fsy, path.Join(dir, e.Name()), e.IsDir()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return 0, fmt.Errorf("remove the leftover %s from the output %s: %w", e.Name(), uri, err)
 		}
 	}
@@ -127,4 +123,20 @@ func FinishOutput(ctx context.Context, res *fsys.Resolver, uri string, wantRows 
 		return plan.TotalRows, fmt.Errorf("write %s in %s: %w", SuccessFile, uri, err)
 	}
 	return plan.TotalRows, nil
+}
+
+// removeTree removes name and, when it is a directory, what it holds.
+func removeTree(ctx context.Context, fsy fsys.FS, name string, dir bool) error {
+	if dir {
+		entries, err := fsy.ReadDir(ctx, name)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if err := removeTree(ctx, fsy, path.Join(name, e.Name()), e.IsDir()); err != nil {
+				return err
+			}
+		}
+	}
+	return fsy.Remove(ctx, name)
 }

@@ -259,6 +259,8 @@ func TestFinishOutput(t *testing.T) {
 	writeRows(t, filepath.Join(dir, "a-1.parquet"), 30)
 	writeRows(t, filepath.Join(dir, "b-2.parquet"), 12)
 	os.WriteFile(filepath.Join(dir, ".b-2.parquet.tmp-99"), []byte("half"), 0o644)
+	os.MkdirAll(filepath.Join(dir, ".spindle-resume", "ckpt-1"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".spindle-resume", "ckpt-1", "rank-0.json"), []byte("{}"), 0o644)
 
 	if got, err := FinishOutput(ctx, res, dir, 50); err == nil || got != 42 || !strings.Contains(err.Error(), "42 rows, the input 50") {
 		t.Errorf("8 rows missing: %d, %v; want an error saying so", got, err)
