@@ -35,7 +35,7 @@ func predictKeyFlags() []keyFlag {
 
 func predictCommand() *cli.Command {
 	flags := append([]cli.Flag{
-		&cli.StringFlag{Name: "model", Usage: "the ONNX model: an .onnx file, or a directory holding model.onnx (and manifest.json); a path, file:// or hdfs:// URI"},
+		&cli.StringFlag{Name: "model", Usage: "the ONNX model: a store's [STORE/]NAME[/VERSION] (the store spindle.models.dir when none is named), an .onnx file or a directory holding model.onnx; paths, file:// or hdfs:// URIs"},
 		&cli.StringSliceFlag{Name: "input", Aliases: []string{"i"}, Usage: "data to score: a path, file:// or hdfs:// URI, a directory, a glob, or a grpc:// flight (repeatable)"},
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "`DIR` (path, file:// or hdfs:// URI) for the scores, as Parquet; it must be empty or new"},
 		&cli.StringFlag{Name: "keep", Usage: "comma-separated input columns copied into the output (default: every column not fed to the model)"},
