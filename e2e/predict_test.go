@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/model/predict/predicttest"
 	"github.com/spindle-ml/spindle/model/store"
@@ -430,4 +431,54 @@ want = 1 / (1 + np.exp(-(1.5 * (ids / 1000).astype(np.float32) - 2)))
 assert np.abs(s - want).max() < 1e-5, np.abs(s - want).max()
 print("rows", len(ids))
 `, out))
+}
+
+// TestPredictStandalone runs spindle predict on the standalone cluster
+// manager (one master, one worker, as processes): the model and the
+// workers' spec reach the executors as shipped files, as on any cluster.
+func TestPredictStandalone(t *testing.T) {
+	t.Parallel()
+	py := predictPython(t)
+	data, model := predictSetup(t, py, 20000, 2, 3000)
+	dir := t.TempDir()
+	const secret = "predict-cluster-secret-0123456789abcdef"
+	master, raft := testaddr.Free(t), testaddr.Free(t)
+	env := append(testEnv(), "SPINDLE_CLUSTER_SECRET="+secret)
+	for _, args := range [][]string{
+		{"master", "--id", "m1", "--addr", master, "--raft-addr", raft, "--peers", "m1=" + raft + "@" + master, "--data-dir", filepath.Join(dir, "m1")},
+		{"worker", "--masters", master, "--id", "w1", "--addr", testaddr.Free(t), "--cores", "4", "--memory", "4g",
+			"--work-dir", filepath.Join(dir, "w1"), "--conf", "spindle.worker.heartbeatInterval=200ms"},
+	} {
+		logf, err := os.Create(filepath.Join(dir, args[0]+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(spindleBin, args...)
+		cmd.Env, cmd.Stdout, cmd.Stderr = env, logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { cmd.Wait(); logf.Close(); close(done) }()
+		t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	}
+	out := filepath.Join(dir, "scores")
+	args := []string{"predict", "--master", "spindle://" + master, "--num-executors", "2", "--model", model, "--input", data,
+		"--output", out, "--columns", "f0,f1,f2", "--keep", "id,name,label", "--python", py}
+	// The worker registers soon after the master elects itself; until
+	// then the job cannot be placed and submit says so.
+	deadline := time.Now().Add(testutil.Scale(time.Minute))
+	for {
+		r := spindleEnv(t, dir, []string{"SPINDLE_CLUSTER_SECRET=" + secret}, append(args, fastConf...)...)
+		if r.code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			logs, _ := os.ReadFile(filepath.Join(dir, "worker.log"))
+			t.Fatalf("spindle predict on the standalone cluster failed:\n%s\nworker log:\n%s", r, logs)
+		}
+		os.RemoveAll(out)
+		time.Sleep(500 * time.Millisecond) // waiting for the cluster to come up, not synchronising
+	}
+	t.Log(runPython(t, py, predictCheck, data, out, model))
 }
