@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -353,33 +354,8 @@ func TestPredictOnHDFS(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("spindle predict on HDFS failed:\n%s", r)
 	}
-	ctx := context.Background()
-	fsy, _, err := res.Resolve(ctx, "hdfs:///scores")
-	if err != nil {
-		t.Fatal(err)
-	}
-	entries, err := fsy.ReadDir(ctx, "/scores")
-	if err != nil {
-		t.Fatal(err)
-	}
 	local := t.TempDir()
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-		if e.IsDir() {
-			continue
-		}
-		f, err := fsy.Open(ctx, "/scores/"+e.Name())
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := make([]byte, f.Size())
-		if n, err := f.ReadAt(b, 0); n != len(b) {
-			t.Fatalf("read %s: %d of %d bytes: %v", e.Name(), n, len(b), err)
-		}
-		f.Close()
-		os.WriteFile(filepath.Join(local, e.Name()), b, 0o644)
-	}
+	names := download(t, res, "hdfs:///scores", local)
 	if !slices.Contains(names, "_SUCCESS") || slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, ".") }) {
 		t.Errorf("hdfs:///scores holds %v: want the parts and _SUCCESS, nothing hidden", names)
 	}
@@ -481,4 +457,76 @@ func TestPredictStandalone(t *testing.T) {
 		time.Sleep(500 * time.Millisecond) // waiting for the cluster to come up, not synchronising
 	}
 	t.Log(runPython(t, py, predictCheck, data, out, model))
+}
+
+// download copies the files of the directory at uri into local and
+// returns the names of its entries.
+func download(t *testing.T, res *fsys.Resolver, uri, local string) []string {
+	t.Helper()
+	ctx := context.Background()
+	fsy, dir, err := res.Resolve(ctx, uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := fsy.ReadDir(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		if e.IsDir() {
+			continue
+		}
+		f, err := fsy.Open(ctx, dir+"/"+e.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, f.Size())
+		n, err := f.ReadAt(b, 0)
+		f.Close()
+		if n != len(b) {
+			t.Fatalf("read %s: %d of %d bytes: %v", e.Name(), n, len(b), err)
+		}
+		if err := os.WriteFile(filepath.Join(local, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return names
+}
+
+// TestPredictOnYARN runs spindle predict on YARN (spindle minicluster:
+// the protocol-level HDFS and YARN), in client and cluster deploy modes,
+// reading the data from HDFS and writing the scores there.
+func TestPredictOnYARN(t *testing.T) {
+	t.Parallel()
+	py := predictPython(t)
+	data, model := predictSetup(t, py, 12000, 2, 2000)
+	dir := t.TempDir()
+	usage := startMinicluster(t, dir, data)
+	m := regexp.MustCompile(`export HADOOP_USER_NAME=(\S+)`).FindStringSubmatch(usage)
+	if m == nil {
+		t.Fatalf("the minicluster's usage names no user:\n%s", usage)
+	}
+	confDir := filepath.Join(dir, "hadoop-conf")
+	env := []string{"HADOOP_CONF_DIR=" + confDir, "HADOOP_USER_NAME=" + m[1]}
+	res := fsys.NewResolver(fsys.Options{HadoopConfDir: confDir, User: m[1]})
+	defer res.Close()
+	for _, mode := range []string{"client", "cluster"} {
+		t.Run(mode, func(t *testing.T) {
+			out := "hdfs:///user/alice/scores-" + mode
+			args := predictArgs(py, model, "hdfs:///user/alice/data/", out, "--columns", "f0,f1,f2",
+				"--deploy-mode", mode, "--executor-memory", "256m", "--conf", "spindle.network.interface=lo")
+			args[2] = "yarn" // --master
+			r := spindleEnv(t, t.TempDir(), env, args...)
+			if r.code != 0 {
+				t.Fatalf("spindle predict on YARN (%s mode) failed:\n%s", mode, r)
+			}
+			local := t.TempDir()
+			if names := download(t, res, out, local); !slices.Contains(names, "_SUCCESS") {
+				t.Errorf("%s holds %v: no _SUCCESS", out, names)
+			}
+			t.Log(runPython(t, py, predictCheck, data, local, model))
+		})
+	}
 }
