@@ -529,4 +529,11 @@ func TestPredictOnYARN(t *testing.T) {
 			t.Log(runPython(t, py, predictCheck, data, local, model))
 		})
 	}
+	// An output the user cannot write is bad input, found before the job.
+	denied := "hdfs:///user/alice/scores"
+	r := spindleEnv(t, t.TempDir(), []string{"HADOOP_CONF_DIR=" + confDir, "HADOOP_USER_NAME=alice"},
+		predictArgs(py, model, "hdfs:///user/alice/data/", denied, "--columns", "f0,f1,f2")...)
+	if r.code != 2 || !strings.Contains(r.stderr, "--output "+denied) || !strings.Contains(r.stderr, "permission denied") {
+		t.Fatalf("an output alice cannot write: want exit 2 naming it:\n%s", r)
+	}
 }
