@@ -98,6 +98,14 @@ type CredentialKeeper interface {
 	CredentialsInUse(generation int64)
 }
 
+// JobNamer is a cluster manager that gives each job its id before
+// anything is submitted (YARN's application id), so that the job carries
+// one id in its logs, event log, web UI, history and on the cluster.
+type JobNamer interface {
+	// JobID reserves and returns the job's id on the cluster.
+	JobID(ctx context.Context) (string, error)
+}
+
 // Capability names one optional capability of a ClusterManager, by the
 // interface that offers it.
 type Capability string
@@ -113,6 +121,7 @@ const (
 	CapTrackingURL Capability = "TrackingURLSetter"
 	CapProgress    Capability = "ProgressReporter"
 	CapCredentials Capability = "CredentialKeeper"
+	CapJobID       Capability = "JobNamer"
 )
 
 // Capabilities lists the optional capabilities cm offers, in the order of
@@ -146,6 +155,9 @@ func Capabilities(cm ClusterManager) []Capability {
 	}
 	if _, ok := cm.(CredentialKeeper); ok {
 		caps = append(caps, CapCredentials)
+	}
+	if _, ok := cm.(JobNamer); ok {
+		caps = append(caps, CapJobID)
 	}
 	return caps
 }

@@ -27,6 +27,8 @@ import (
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/auth"
 	"github.com/spindle-ml/spindle/internal/rpc"
+
+	"github.com/spindle-ml/spindle/feed/plan"
 )
 
 // ErrInterrupted is returned when the job was stopped by its context
@@ -130,18 +132,18 @@ func (d *Driver) planFor(ctx context.Context, n int) (*feed.JobPlan, error) {
 		return &feed.JobPlan{Ranks: make([][]feed.Split, n), RowsPerRank: make([]int64, n)}, nil
 	}
 	if c.isPush() {
-		plan, err := d.planPush(ctx)
+		jp, err := d.planPush(ctx)
 		if err != nil {
 			return nil, err
 		}
 		if c.FeedMode == "tensor" {
-			if err := wire.CheckTensorSchema(plan.Schema, c.LabelColumn); err != nil {
+			if err := wire.CheckTensorSchema(jp.Schema, c.LabelColumn); err != nil {
 				return nil, fmt.Errorf("tensor feed: %w", err)
 			}
 		}
-		return plan, nil
+		return jp, nil
 	}
-	plan, err := feed.Plan(ctx, d.res, feed.PlanRequest{
+	jp, err := plan.Plan(ctx, d.res, feed.PlanRequest{
 		Inputs:      c.Inputs,
 		Format:      c.Format,
 		Ranks:       n,
@@ -159,15 +161,15 @@ func (d *Driver) planFor(ctx context.Context, n int) (*feed.JobPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := feed.CheckEven(plan.RowsPerRank, c.BatchRows, c.EvenBatches); err != nil {
+	if err := feed.CheckEven(jp.RowsPerRank, c.BatchRows, c.EvenBatches); err != nil {
 		return nil, err
 	}
 	if c.FeedMode == "tensor" {
-		if err := wire.CheckTensorSchema(plan.Schema, c.LabelColumn); err != nil {
+		if err := wire.CheckTensorSchema(jp.Schema, c.LabelColumn); err != nil {
 			return nil, fmt.Errorf("tensor feed: %w", err)
 		}
 	}
-	return plan, nil
+	return jp, nil
 }
 
 // run runs the job to its end (see Run).

@@ -20,18 +20,19 @@ type executorNews struct {
 	output   []*driverpb.OutputLine
 	dropped  int64
 	spans    []*driverpb.Span
+	models   []*driverpb.ModelSaved
 }
 
 // heartbeatNews reads the news in a heartbeat.
 func heartbeatNews(r *driverpb.HeartbeatRequest) executorNews {
 	return executorNews{executor: r.GetExecutorId(), rank: int(r.GetRank()), usage: r.GetUsage(), reports: r.GetReports(),
-		output: r.GetOutput(), dropped: r.GetOutputDropped(), spans: r.GetSpans()}
+		output: r.GetOutput(), dropped: r.GetOutputDropped(), spans: r.GetSpans(), models: r.GetModels()}
 }
 
 // exitNews reads the news in an exit report.
 func exitNews(r *driverpb.ExitReport) executorNews {
 	return executorNews{executor: r.GetExecutorId(), rank: int(r.GetRank()), usage: r.GetUsage(), reports: r.GetReports(),
-		output: r.GetOutput(), dropped: r.GetOutputDropped(), spans: r.GetSpans()}
+		output: r.GetOutput(), dropped: r.GetOutputDropped(), spans: r.GetSpans(), models: r.GetModels()}
 }
 
 // news takes an executor's news into the job: output lines onto the
@@ -63,6 +64,10 @@ func (o *observer) news(n executorNews) {
 			at = time.Now()
 		}
 		o.record(jobview.Event{Time: at, Kind: jobview.KindScalars, Rank: n.rank, Step: r.GetStep(), Values: r.GetValues()})
+	}
+	for _, m := range n.models {
+		o.record(jobview.Event{Time: time.UnixMilli(m.GetUnixMillis()), Kind: jobview.KindModelSaved, Rank: n.rank,
+			Model: &jobview.ModelRef{Name: m.GetName(), Version: m.GetVersion(), URI: m.GetUri()}})
 	}
 	if n.usage != nil || len(n.reports) > 0 {
 		o.mu.Lock()

@@ -53,6 +53,7 @@ type observations struct {
 	outputBytes    int
 	outputDropped  int64
 	spans          []*driverpb.Span
+	models         []*driverpb.ModelSaved
 
 	pgid   int         // the training process group, once started
 	gpu    *gpuSampler // nil when the process was given no GPUs
@@ -90,8 +91,16 @@ func (o *observations) Run(ctx context.Context) error {
 	}
 }
 
-// take1 takes one datagram: spans or a report.
+// take1 takes one datagram: spans, a saved model or a report.
 func (o *observations) take1(b []byte) {
+	if m, ok := parseModelSaved(b); ok {
+		o.mu.Lock()
+		if len(o.models) < maxPendingReports {
+			o.models = append(o.models, m)
+		}
+		o.mu.Unlock()
+		return
+	}
 	if spans, ok := parseSpans(b); ok {
 		o.addSpans(spans)
 		return
@@ -154,6 +163,23 @@ func parseReport(b []byte) (*driverpb.Report, error) {
 		at = time.UnixMilli(int64(in.Time * 1000))
 	}
 	return &driverpb.Report{Step: in.Step, Values: in.Values, UnixMillis: at.UnixMilli()}, nil
+}
+
+// parseModelSaved reads a datagram saying a model was published (spindle
+// model publish sends it): {"model": {"name": ..., "version": N, "uri": ...}}.
+func parseModelSaved(b []byte) (*driverpb.ModelSaved, bool) {
+	var in struct {
+		Model *struct {
+			Name    string `json:"name"`
+			Version int64  `json:"version"`
+			URI     string `json:"uri"`
+		} `json:"model"`
+	}
+	if json.Unmarshal(b, &in) != nil || in.Model == nil || in.Model.Name == "" || in.Model.Version < 1 {
+		return nil, false
+	}
+	return &driverpb.ModelSaved{Name: truncate(in.Model.Name, 200), Version: in.Model.Version, Uri: truncate(in.Model.URI, 2000),
+		UnixMillis: time.Now().UnixMilli()}, true
 }
 
 // parseSpans reads a datagram of timeline spans (package timeline):
@@ -232,6 +258,7 @@ func (o *observations) take(hb *driverpb.HeartbeatRequest) {
 	hb.Output, o.output, o.outputBytes = o.output, nil, 0
 	hb.OutputDropped, o.outputDropped = o.outputDropped, 0
 	hb.Spans, o.spans = o.spans, nil
+	hb.Models, o.models = o.models, nil
 	pgid, gpu := o.pgid, o.gpu
 	o.mu.Unlock()
 	if pgid > 0 {
@@ -249,7 +276,7 @@ func (o *observations) takeExit(r *driverpb.ExitReport, usage *driverpb.Usage) {
 	}
 	var hb driverpb.HeartbeatRequest
 	o.take(&hb)
-	r.Reports, r.Output, r.OutputDropped, r.Spans = hb.Reports, hb.Output, hb.OutputDropped, hb.Spans
+	r.Reports, r.Output, r.OutputDropped, r.Spans, r.Models = hb.Reports, hb.Output, hb.OutputDropped, hb.Spans, hb.Models
 	r.Usage = usage
 }
 

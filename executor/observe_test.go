@@ -192,3 +192,24 @@ func TestLastReportsKept(t *testing.T) {
 		t.Fatalf("kept %d of the last 3 reports", len(hb.Reports))
 	}
 }
+
+// TestModelSavedDatagrams: a published model's datagram is read as one,
+// and neither a report nor a malformed model is.
+func TestModelSavedDatagrams(t *testing.T) {
+	m, ok := parseModelSaved([]byte(`{"model": {"name": "ctr", "version": 3, "uri": "hdfs://nn/models/ctr/3"}}`))
+	if !ok || m.GetName() != "ctr" || m.GetVersion() != 3 || m.GetUri() != "hdfs://nn/models/ctr/3" || m.GetUnixMillis() == 0 {
+		t.Fatalf("model datagram read as %v, %v", m, ok)
+	}
+	for _, msg := range []string{`{"step": 3, "values": {"loss": 0.5}}`, `{"model": {"name": "", "version": 1}}`, `{"model": {"name": "x", "version": 0}}`, `nope`} {
+		if _, ok := parseModelSaved([]byte(msg)); ok {
+			t.Errorf("%s read as a saved model", msg)
+		}
+	}
+	obs := &observations{}
+	obs.take1([]byte(`{"model": {"name": "ctr", "version": 1, "uri": "/m/ctr/1"}}`))
+	var hb driverpb.HeartbeatRequest
+	obs.take(&hb)
+	if len(hb.Models) != 1 || len(hb.Reports) != 0 {
+		t.Fatalf("heartbeat carries models %v and reports %v", hb.Models, hb.Reports)
+	}
+}

@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/spindle-ml/spindle/internal/envcontract"
-	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/client"
 	"github.com/spindle-ml/spindle/ps/proxy"
 	"github.com/spindle-ml/spindle/task"
@@ -42,7 +40,7 @@ func newPSProxy(filesDir string, id identity, jobSecret, dataLink string, logger
 	return proxy.New(proxy.Config{
 		Path:    psSocket(filesDir),
 		Logger:  logger,
-		Connect: func() (*client.Client, error) { return client.FromRanks(psRanks(env), logger) },
+		Connect: func() (*client.Client, error) { return client.FromRanks(env.PSRanks(), logger) },
 	})
 }
 
@@ -76,11 +74,4 @@ func envValue(env []string, name string) string {
 		}
 	}
 	return ""
-}
-
-// psRanks is env's view of the job's parameter servers.
-func psRanks(env task.Env) ps.Ranks {
-	first, n := env.RoleRanks(envcontract.RolePS)
-	return ps.Ranks{Rank: env.Rank, WorldSize: env.WorldSize, Role: env.Role, RoleRank: env.RoleRank, Peers: env.Peers,
-		First: first, Servers: n, PeerToken: env.PeerToken, DataLink: env.DataLink}
 }

@@ -50,7 +50,7 @@ func TestPSClientEnv(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := client.FromRanks(psRanks(env), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		c, err := client.FromRanks(env.PSRanks(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			t.Fatalf("rank %d: %v", rank, err)
 		}
@@ -67,7 +67,7 @@ func TestPSClientEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, err := client.FromRanks(psRanks(env), slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil {
+	if c, err := client.FromRanks(env.PSRanks(), slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil {
 		c.Abandon()
 		t.Error("a server's rank got a client")
 	}

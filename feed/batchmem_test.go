@@ -15,6 +15,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/compress"
+
+	feedpq "github.com/spindle-ml/spindle/feed/parquet"
 )
 
 // arenaMemory is a BatchMemory over one slice, handed out from its start
@@ -228,7 +230,7 @@ func TestFlatColumnsLendingCopies(t *testing.T) {
 		if mem != nil {
 			batchAlloc = NewBatchAllocator(mem, memory.DefaultAllocator)
 		}
-		p := newFlatColumns(pf, f, chunkWindow, []int{0, 1, 2}, []int{0, 1, 2, 3}, flatSchema.Fields(), memory.DefaultAllocator, batchAlloc, batchRows)
+		p := newFlatReader(pf, f, feedpq.ChunkWindow, []int{0, 1, 2}, []int{0, 1, 2, 3}, flatSchema.Fields(), memory.DefaultAllocator, batchAlloc, batchRows)
 		defer p.Release()
 		for p.Next() {
 			rec := p.RecordBatch()

@@ -23,7 +23,7 @@ import (
 // its splits come from the cache or not.
 //
 // Sizes count every buffer of a batch in full, also when the batch is a
-// slice of a larger one, and the page a buffer slices (flatColumns hands
+// slice of a larger one, and the page a buffer slices (feedpq.FlatColumns hands
 // out slices of decompressed pages) in full once, so the cache never
 // holds more than limit bytes of memory.
 type splitCache struct {

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 
+	feedpq "github.com/spindle-ml/spindle/feed/parquet"
 	"github.com/spindle-ml/spindle/fsys"
 )
 
@@ -60,7 +61,7 @@ func (c *chunkCache) addChunks(pf *file.Reader, rowGroups, leaves []int) error {
 			if err != nil {
 				return err
 			}
-			start := chunkStart(cc)
+			start := feedpq.ChunkStart(cc)
 			// A range past the end of the file (a damaged footer) is
 			// left to the file, which will say what is wrong with it.
 			if n := cc.TotalCompressedSize(); start >= 0 && n > 0 && start+n <= c.File.Size() {
@@ -102,7 +103,7 @@ func (c *chunkCache) ReadAt(p []byte, off int64) (int, error) {
 	}
 	if ch.buf == nil {
 		buf := c.alloc.Allocate(int(ch.length))
-		if !readFull(c.File, buf, ch.off) {
+		if feedpq.ReadAt(c.File, buf, ch.off) != nil {
 			c.alloc.Free(buf)
 			// Let the file say what is wrong with this very read.
 			return c.File.ReadAt(p, off)

@@ -36,6 +36,23 @@ func (l *csvLayout) schema() *arrow.Schema {
 	return arrow.NewSchema(fields, nil)
 }
 
+// WidenCSVType returns the type of a CSV column that one file infers as a
+// and another as b: int64, then float64, then utf8, whichever holds both.
+func WidenCSVType(a, b arrow.DataType) arrow.DataType {
+	return csvKindOf(a).widen(csvKindOf(b)).arrowType()
+}
+
+func csvKindOf(t arrow.DataType) csvKind {
+	switch t.ID() {
+	case arrow.INT64:
+		return kindInt
+	case arrow.FLOAT64:
+		return kindFloat
+	}
+	return kindString
+}
+
+// arrowType is the Arrow type of a column of kind k.
 func (k csvKind) arrowType() arrow.DataType {
 	switch k {
 	case kindInt:
@@ -173,7 +190,7 @@ func openCSV(ctx context.Context, f csvFile, s Split, opts ReadOptions) (*csvSou
 	if names == nil {
 		names = []string{}
 	}
-	sel, err := selectColumns(names, opts.Columns, opts.LabelColumn, s.URI)
+	sel, err := SelectColumns(names, opts.Columns, opts.LabelColumn, s.URI)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +200,7 @@ func openCSV(ctx context.Context, f csvFile, s Split, opts ReadOptions) (*csvSou
 		if err != nil {
 			return nil, err
 		}
-		schema = projectSchema(l.schema(), sel)
+		schema = ProjectSchema(l.schema(), sel)
 	} else if err := checkCSVSchema(schema, sel, s.URI); err != nil {
 		return nil, err
 	}

@@ -1,9 +1,10 @@
 // Package feed turns training inputs into Arrow record batches.
 //
-// The driver calls Plan: it lists the inputs (files, directories, globs on
-// the local disk or HDFS), reads Parquet footers, Arrow IPC footers and CSV
-// files, checks that every file has the same columns, and cuts the rows into
-// one list of Splits per rank so that ranks differ by at most one row. A
+// The driver plans with feed/plan: it lists the inputs (files, directories,
+// globs on the local disk or HDFS), has Inspect read Parquet footers, Arrow
+// IPC footers and CSV files, checks that every file has the same columns,
+// and cuts the rows into one list of Splits per rank (a JobPlan) so that
+// ranks differ by at most one row. A
 // Split names whole Parquet row groups, Arrow IPC record batches or a CSV
 // byte range aligned to line starts, plus the rows to skip at its start
 // (RowOffset) and the rows it holds (Rows), so that one large row group can
@@ -22,7 +23,7 @@
 // row groups (each column chunk with one read, which matters on HDFS), the
 // split's record batches, or the split's CSV lines. Parquet footers are
 // read once, without allocating, before arrow-go parses them
-// (footerIndex): the column chunks' statistics, which nothing here looks
+// (feed/parquet's FooterIndex): the column chunks' statistics, which nothing here looks
 // at, are taken out; planning parses only the schema, taking the row
 // groups from the index; and a rank that reads only some row groups of a
 // file parses its footer thinned to them, so that each executor of a
@@ -54,7 +55,7 @@
 // consumer releases) and decodes into them again, sparing the Go runtime's
 // zeroing and garbage collection; flat integer and float columns, and
 // dictionary-encoded string columns, are read straight from their pages
-// (flatColumns), the others decoded by arrow-go's pqarrow; and a
+// (feed/parquet's FlatColumns), the others decoded by arrow-go's pqarrow; and a
 // prefetching pipeline decodes a split's columns in groups on a few
 // goroutines at once, each group up to two batches ahead of the batch
 // being handed on (groupDecoder). None of this changes a single batch:

@@ -14,35 +14,22 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	feedpq "github.com/spindle-ml/spindle/feed/parquet"
+	"github.com/spindle-ml/spindle/feed/parquet/pqtest"
 	"github.com/spindle-ml/spindle/fsys"
 )
 
 // flatSchema is the file writeFlatParquet writes: the four kinds of
 // column flatColumns reads, optional as DuckDB writes them, and one
 // required.
-var flatSchema = arrow.NewSchema([]arrow.Field{
-	{Name: "f32", Type: arrow.PrimitiveTypes.Float32, Nullable: true},
-	{Name: "f64", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
-	{Name: "i32", Type: arrow.PrimitiveTypes.Int32},
-	{Name: "u64", Type: arrow.PrimitiveTypes.Uint64, Nullable: true},
-}, nil)
+var flatSchema = pqtest.FlatSchema
 
-// writeFlatParquet writes rows rows of flatSchema, in row groups of
-// rgRows and pages of about 2 kB, compressed with codec, with data pages
-// of version 2 or 1. Without dict the values are stored plainly; with it
-// they are dictionary-encoded, f32 and u64 (a few distinct values)
-// throughout, f64 and i32 (all distinct) until their dictionary reaches
-// 2 kB, then plainly (as pyarrow and Spark write such columns). With
-// nulls, the optional columns have nulls in runs of every length: every
-// third row in the first half, none for a stretch, then a long run of
-// nulls (RLE and bit-packed levels both).
 func writeFlatParquet(t *testing.T, path string, rows, rgRows int, codec compress.Compression, v2, nulls, dict bool) {
 	t.Helper()
 	writeFlatParquetPages(t, path, rows, rgRows, 2048, codec, v2, nulls, dict)
@@ -52,47 +39,7 @@ func writeFlatParquet(t *testing.T, path string, rows, rgRows int, codec compres
 // bytes.
 func writeFlatParquetPages(t *testing.T, path string, rows, rgRows, pageSize int, codec compress.Compression, v2, nulls, dict bool) {
 	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	version := parquet.DataPageV1
-	if v2 {
-		version = parquet.DataPageV2
-	}
-	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(int64(rgRows)), parquet.WithDataPageSize(int64(pageSize)),
-		parquet.WithCompression(codec), parquet.WithDictionaryDefault(dict), parquet.WithDictionaryPageSizeLimit(2048),
-		parquet.WithDataPageVersion(version))
-	w, err := pqarrow.NewFileWriter(flatSchema, f, props, pqarrow.DefaultWriterProps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, flatSchema)
-	defer b.Release()
-	isNull := func(i int) bool {
-		return nulls && ((i < rows/2 && i%3 == 0) || (i > rows*3/4 && i < rows*3/4+700))
-	}
-	for i := 0; i < rows; i++ {
-		if isNull(i) {
-			b.Field(0).AppendNull()
-			b.Field(1).AppendNull()
-			b.Field(3).AppendNull()
-		} else {
-			b.Field(0).(*array.Float32Builder).Append(float32(i%97) / 4)
-			b.Field(1).(*array.Float64Builder).Append(float64(i) * 1.5)
-			b.Field(3).(*array.Uint64Builder).Append(uint64(i%5) << 33)
-		}
-		b.Field(2).(*array.Int32Builder).Append(int32(-i))
-	}
-	rec := b.NewRecordBatch()
-	defer rec.Release()
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	pqtest.WriteFlat(t, path, rows, rgRows, pageSize, codec, v2, nulls, dict)
 }
 
 // flatNames returns the columns a Parquet source reads through
@@ -100,7 +47,7 @@ func writeFlatParquetPages(t *testing.T, path string, rows, rgRows, pageSize int
 func flatNames(ps *parquetSource) []string {
 	var names []string
 	for _, g := range ps.groups {
-		if p, ok := g.rr.(*flatColumns); ok {
+		if p, ok := g.rr.(flatReader); ok {
 			for _, f := range p.Schema().Fields() {
 				names = append(names, f.Name)
 			}
@@ -119,13 +66,13 @@ func flatNames(ps *parquetSource) []string {
 // pqarrow reads.
 func TestFlatColumnsMatchPqarrow(t *testing.T) {
 	const rows, rgRows = 5000, 1300
-	defer func(w int) { chunkWindow = w }(chunkWindow)
+	defer func(w int) { feedpq.ChunkWindow = w }(feedpq.ChunkWindow)
 	codecs := []compress.Compression{compress.Codecs.Snappy, compress.Codecs.Uncompressed, compress.Codecs.Zstd, compress.Codecs.Gzip}
 	for i, v2 := range []bool{false, true, false, true} {
 		for _, nulls := range []bool{false, true} {
 			for _, dict := range []bool{false, true} {
 				codec := codecs[(i+boolInt(nulls))%len(codecs)]
-				chunkWindow = []int{1 << 20, 1000}[(i/2+boolInt(nulls))%2]
+				feedpq.ChunkWindow = []int{1 << 20, 1000}[(i/2+boolInt(nulls))%2]
 				path := filepath.Join(t.TempDir(), "plain.parquet")
 				writeFlatParquet(t, path, rows, rgRows, codec, v2, nulls, dict)
 				tests := []struct {
@@ -139,7 +86,7 @@ func TestFlatColumnsMatchPqarrow(t *testing.T) {
 					{[]int{3}, 1000, 64},
 				}
 				for _, tt := range tests {
-					t.Run(fmt.Sprintf("v2=%v/nulls=%v/dict=%v/%s/window=%d/rg=%v/seek=%d/batch=%d", v2, nulls, dict, codec, chunkWindow, tt.rowGroups, tt.seek, tt.batchRows), func(t *testing.T) {
+					t.Run(fmt.Sprintf("v2=%v/nulls=%v/dict=%v/%s/window=%d/rg=%v/seek=%d/batch=%d", v2, nulls, dict, codec, feedpq.ChunkWindow, tt.rowGroups, tt.seek, tt.batchRows), func(t *testing.T) {
 						got := checkFlatReads(t, path, rgRows, tt.rowGroups, tt.seek, tt.batchRows, nil)
 						if got.sawNulls != (nulls && tt.rowGroups[0] < 3) {
 							t.Errorf("saw nulls: %v", got.sawNulls)
@@ -196,61 +143,6 @@ func TestFlatColumnsChosen(t *testing.T) {
 					}
 				})
 			}
-		}
-	}
-}
-
-// TestReadValidity reads definition levels by hand-made runs, and
-// refuses cut ones.
-func TestReadValidity(t *testing.T) {
-	bits := func(bm []byte, n int) string {
-		if bm == nil {
-			return "all"
-		}
-		s := make([]byte, n)
-		for i := range s {
-			s[i] = '0'
-			if bitutil.BitIsSet(bm, i) {
-				s[i] = '1'
-			}
-		}
-		return string(s)
-	}
-	tests := []struct {
-		name string
-		defs []byte
-		n    int
-		want string
-	}{
-		{"one run present", []byte{10 << 1, 1}, 10, "all"},
-		{"one longer run present", []byte{20 << 1, 1}, 10, "all"},
-		{"one run absent", []byte{4 << 1, 0}, 4, "0000"},
-		{"run then bit-packed", []byte{3 << 1, 0, 1<<1 | 1, 0b10110101}, 11, "00010101101"},
-		{"bit-packed past the end", []byte{1<<1 | 1, 0b11111011}, 5, "11011"},
-		{"two runs", []byte{2 << 1, 1, 3 << 1, 0}, 5, "11000"},
-	}
-	for _, tt := range tests {
-		got, err := readValidity(tt.defs, tt.n)
-		if err != nil {
-			t.Errorf("%s: %v", tt.name, err)
-			continue
-		}
-		if s := bits(got, tt.n); s != tt.want {
-			t.Errorf("%s: %s, want %s", tt.name, s, tt.want)
-		}
-	}
-	for _, bad := range []struct {
-		name string
-		defs []byte
-		n    int
-	}{
-		{"nothing", nil, 5},
-		{"a run without its value", []byte{3 << 1}, 3},
-		{"bit-packed bytes missing", []byte{2<<1 | 1, 0xff}, 16},
-		{"runs shorter than the page", []byte{2 << 1, 1}, 5},
-	} {
-		if _, err := readValidity(bad.defs, bad.n); err == nil {
-			t.Errorf("%s: no error", bad.name)
 		}
 	}
 }
@@ -455,16 +347,16 @@ func TestFlatColumnsDirect(t *testing.T) {
 						src.ReaderAt = f
 						return src
 					})
-					// Every page is at least directPageMin bytes; batches of
+					// Every page is at least feedpq.DirectPageMin bytes; batches of
 					// fewer bytes of a column tell a page's read from theirs.
-					if tt.batchRows*8 >= directPageMin {
+					if tt.batchRows*8 >= feedpq.DirectPageMin {
 						return
 					}
 					largest := src.largest.Load()
-					if !nulls && largest >= directPageMin {
+					if !nulls && largest >= feedpq.DirectPageMin {
 						t.Errorf("a read of %d bytes: a page was read whole", largest)
 					}
-					if nulls && largest < directPageMin {
+					if nulls && largest < feedpq.DirectPageMin {
 						t.Errorf("the largest read was %d bytes: the pages with nulls were not read whole", largest)
 					}
 				})
@@ -520,7 +412,7 @@ func checkFlatReads(t *testing.T, path string, rgRows int64, rowGroups []int, se
 	if wrap != nil {
 		src = wrap(f)
 	}
-	p := newFlatColumns(pf, src, chunkWindow, rowGroups, []int{0, 1, 2, 3}, flatSchema.Fields(), pool, nil, batchRows)
+	p := newFlatReader(pf, src, feedpq.ChunkWindow, rowGroups, []int{0, 1, 2, 3}, flatSchema.Fields(), pool, nil, batchRows)
 	defer p.Release()
 	if err := p.SeekToRow(seek); err != nil {
 		t.Fatal(err)

@@ -191,80 +191,103 @@ func flightError(what, where string, err error) error {
 	return fmt.Errorf("%s: %s: %w", what, where, err)
 }
 
-// inspectFlights asks each Flight input for its flight and returns one
-// planning entry per endpoint, in input order: the flight's schema, and
-// the endpoint's rows (from the flight's record count when it has one
-// endpoint, else, when count is set, counted by reading the endpoint once,
-// and otherwise left unknown).
-func inspectFlights(ctx context.Context, inputs []string, o FlightOptions, count bool) ([]*fileInfo, [][]string, error) {
-	var infos []*fileInfo
+// FlightEndpoint is one endpoint of a flight, as planning deals it: the
+// URI splits name it by, the address to fetch it from, the flight's
+// schema, its ticket, whether its service speaks TLS, the hosts it names,
+// and its rows (-1: unknown).
+type FlightEndpoint struct {
+	URI    string
+	Addr   string
+	Schema *arrow.Schema
+	Ticket []byte
+	TLS    bool
+	Hosts  []string
+	Rows   int64
+}
+
+// flightCountParallelism bounds the endpoints counted at once.
+const flightCountParallelism = 4
+
+// InspectFlights asks each Flight input for its flight and returns its
+// endpoints, in input order, and the URIs of each input's endpoints: the
+// flight's schema, and the endpoint's rows (from the flight's record
+// count when it has one endpoint, else, when count is set, counted by
+// reading the endpoint once, and otherwise left unknown).
+func InspectFlights(ctx context.Context, inputs []string, o FlightOptions, count bool) ([]*FlightEndpoint, [][]string, error) {
+	var all []*FlightEndpoint
 	perInput := make([][]string, len(inputs))
 	for i, in := range inputs {
-		t, err := parseFlightURI(in)
+		found, err := inspectFlight(ctx, in, o, count)
 		if err != nil {
 			return nil, nil, err
 		}
-		c, err := dialFlight(t.addr, t.tls, o)
-		if err != nil {
-			return nil, nil, err
+		for _, ep := range found {
+			perInput[i] = append(perInput[i], ep.URI)
 		}
-		info, err := c.GetFlightInfo(withToken(ctx, o), &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: t.path})
-		c.Close()
-		if err != nil {
-			return nil, nil, flightError("input "+in, t.addr, err)
-		}
-		schema, err := flight.DeserializeSchema(info.GetSchema(), memory.DefaultAllocator)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: input %s: the flight's schema: %w", ErrInput, in, err)
-		}
-		eps := info.GetEndpoint()
-		if len(eps) == 0 {
-			return nil, nil, fmt.Errorf("%w: input %s: the flight has no endpoints", ErrInput, in)
-		}
-		found := make([]*fileInfo, len(eps))
-		for j, ep := range eps {
-			addr := t.addr
-			if locs := ep.GetLocation(); len(locs) > 0 {
-				if u, err := url.Parse(locs[0].GetUri()); err == nil && u.Host != "" {
-					addr = u.Host
-				}
-			}
-			uri := flightEndpointURI(t, addr, j, o)
-			host, _, _ := net.SplitHostPort(addr)
-			found[j] = &fileInfo{
-				listedFile: listedFile{uri: uri, name: addr},
-				format:     FormatFlight, schema: schema, ticket: ep.GetTicket().GetTicket(), tls: t.tls, hosts: []string{host},
-			}
-			perInput[i] = append(perInput[i], uri)
-		}
-		switch total := info.GetTotalRecords(); {
-		case len(eps) == 1 && total >= 0:
-			found[0].rows = total
-		case !count:
-			for _, f := range found {
-				f.rows = -1
-			}
-		default:
-			if err := countFlightRows(ctx, found, o); err != nil {
-				return nil, nil, err
-			}
-		}
-		for _, f := range found {
-			f.units = []unit{{index: 0, rows: f.rows}}
-		}
-		infos = append(infos, found...)
+		all = append(all, found...)
 	}
-	return infos, perInput, nil
+	return all, perInput, nil
+}
+
+// inspectFlight returns the endpoints of the flight input in
+// (InspectFlights).
+func inspectFlight(ctx context.Context, in string, o FlightOptions, count bool) ([]*FlightEndpoint, error) {
+	t, err := parseFlightURI(in)
+	if err != nil {
+		return nil, err
+	}
+	c, err := dialFlight(t.addr, t.tls, o)
+	if err != nil {
+		return nil, err
+	}
+	info, err := c.GetFlightInfo(withToken(ctx, o), &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: t.path})
+	c.Close()
+	if err != nil {
+		return nil, flightError("input "+in, t.addr, err)
+	}
+	schema, err := flight.DeserializeSchema(info.GetSchema(), memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("%w: input %s: the flight's schema: %w", ErrInput, in, err)
+	}
+	eps := info.GetEndpoint()
+	if len(eps) == 0 {
+		return nil, fmt.Errorf("%w: input %s: the flight has no endpoints", ErrInput, in)
+	}
+	found := make([]*FlightEndpoint, len(eps))
+	for j, ep := range eps {
+		addr := t.addr
+		if locs := ep.GetLocation(); len(locs) > 0 {
+			if u, err := url.Parse(locs[0].GetUri()); err == nil && u.Host != "" {
+				addr = u.Host
+			}
+		}
+		host, _, _ := net.SplitHostPort(addr)
+		found[j] = &FlightEndpoint{URI: flightEndpointURI(t, addr, j, o), Addr: addr, Schema: schema,
+			Ticket: ep.GetTicket().GetTicket(), TLS: t.tls, Hosts: []string{host}}
+	}
+	switch total := info.GetTotalRecords(); {
+	case len(eps) == 1 && total >= 0:
+		found[0].Rows = total
+	case !count:
+		for _, f := range found {
+			f.Rows = -1
+		}
+	default:
+		if err := countFlightRows(ctx, found, o); err != nil {
+			return nil, err
+		}
+	}
+	return found, nil
 }
 
 // countFlightRows reads each endpoint once to count its rows, as dealing
 // rows evenly needs them and a flight of several endpoints does not say.
-func countFlightRows(ctx context.Context, eps []*fileInfo, o FlightOptions) error {
+func countFlightRows(ctx context.Context, eps []*FlightEndpoint, o FlightOptions) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(planParallelism)
+	g.SetLimit(flightCountParallelism)
 	for _, ep := range eps {
 		g.Go(func() error {
-			src, err := openFlightStream(gctx, ep.name, ep.tls, ep.ticket, ep.uri, o)
+			src, err := openFlightStream(gctx, ep.Addr, ep.TLS, ep.Ticket, ep.URI, o)
 			if err != nil {
 				return err
 			}
@@ -275,9 +298,9 @@ func countFlightRows(ctx context.Context, eps []*fileInfo, o FlightOptions) erro
 					if errors.Is(err, io.EOF) {
 						return nil
 					}
-					return flightError("count the rows of "+ep.uri, ep.name, err)
+					return flightError("count the rows of "+ep.URI, ep.Addr, err)
 				}
-				ep.rows += rec.NumRows()
+				ep.Rows += rec.NumRows()
 			}
 		})
 	}
@@ -334,12 +357,12 @@ func openFlight(ctx context.Context, s Split, opts ReadOptions) (*opened, error)
 	}
 	src.cut = batchCutter{skip: s.RowOffset, batchRows: int64(opts.BatchRows)}
 	streamSchema := src.rd.Schema()
-	sel, err := selectColumns(FieldNames(streamSchema), opts.Columns, opts.LabelColumn, s.URI)
+	sel, err := SelectColumns(FieldNames(streamSchema), opts.Columns, opts.LabelColumn, s.URI)
 	if err != nil {
 		src.close()
 		return nil, err
 	}
-	out := projectSchema(streamSchema, sel)
+	out := ProjectSchema(streamSchema, sel)
 	if opts.Schema != nil {
 		if err := checkPlanned(opts.Schema, out, s.URI); err != nil {
 			src.close()

@@ -20,7 +20,7 @@ const footerCacheFiles = 256
 //
 // Footers are parsed lean, without their column chunks' statistics, and
 // a file the rank reads only part of has its footer thinned to the row
-// groups the rank's splits name (footerIndex.thin): each executor of a
+// groups the rank's splits name (feedpq.FooterIndex.Thin): each executor of a
 // job parses its share of a large footer, not all of it.
 type footerCache struct {
 	mu     sync.Mutex

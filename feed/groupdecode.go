@@ -12,7 +12,7 @@ import (
 )
 
 // batchReader reads some of a split's columns, a batch of the same rows
-// at a time: a pqarrow.RecordReader, or a flatColumns.
+// at a time: a pqarrow.RecordReader, or a feedpq.FlatColumns.
 type batchReader interface {
 	Next() bool
 	RecordBatch() arrow.RecordBatch

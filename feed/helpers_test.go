@@ -8,19 +8,18 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"go.uber.org/goleak"
 
 	"github.com/spindle-ml/spindle/fsys"
+
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
+
+	"github.com/spindle-ml/spindle/feed/internal/feedtest"
 )
 
 func TestMain(m *testing.M) {
@@ -41,139 +40,27 @@ func TestMain(m *testing.M) {
 // registered Spindle's (TestImportLeavesCodecsAlone).
 var startGzip, startZstd compress.Codec
 
-// testSchema is the schema of the test files: a unique row id, a feature,
-// a string and a label.
-var testSchema = arrow.NewSchema([]arrow.Field{
-	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
-	{Name: "x", Type: arrow.PrimitiveTypes.Float64},
-	{Name: "name", Type: arrow.BinaryTypes.String},
-	{Name: "label", Type: arrow.PrimitiveTypes.Int64},
-}, nil)
+// The test data's writers and checks (feed/internal/feedtest), shared
+// with feed/plan's tests.
+var (
+	testSchema     = feedtest.Schema
+	testRecord     = feedtest.Record
+	testRecordWith = feedtest.RecordWith
+	writeParquet   = feedtest.WriteParquet
+	writeBatches   = feedtest.WriteBatches
+	writeArrow     = feedtest.WriteArrow
+	csvText        = feedtest.CSVText
+	csvTextOpts    = feedtest.CSVTextOpts
+	writeText      = feedtest.WriteText
+	checkAllOnce   = feedtest.CheckAllOnce
+	fileURI        = feedtest.FileURI
+)
 
-// testRecord builds rows [start, start+n) of the test data.
-func testRecord(sc *arrow.Schema, start, n int64) arrow.RecordBatch {
-	return testRecordWith(memory.DefaultAllocator, sc, start, n)
-}
-
-// testRecordWith is testRecord allocating from mem.
-func testRecordWith(mem memory.Allocator, sc *arrow.Schema, start, n int64) arrow.RecordBatch {
-	b := array.NewRecordBuilder(mem, sc)
-	defer b.Release()
-	for i := start; i < start+n; i++ {
-		for c, f := range sc.Fields() {
-			switch f.Name {
-			case "id":
-				b.Field(c).(*array.Int64Builder).Append(i)
-			case "x":
-				switch fb := b.Field(c).(type) {
-				case *array.Float64Builder:
-					fb.Append(float64(i) / 2)
-				case *array.Float32Builder:
-					fb.Append(float32(i) / 2)
-				}
-			case "name":
-				b.Field(c).(*array.StringBuilder).Append(fmt.Sprintf("row %d", i))
-			case "label":
-				b.Field(c).(*array.Int64Builder).Append(i % 2)
-			}
-		}
-	}
-	return b.NewRecordBatch()
-}
-
-// writeParquet writes rows [start, start+rows) in row groups of rgRows.
-func writeParquet(t testing.TB, path string, sc *arrow.Schema, start, rows, rgRows int64) string {
+// readAll reads r to the end and returns the batches' rows of column col
+// (feedtest.ReadAll).
+func readAll(t testing.TB, r Reader, col string) []int64 {
 	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(rgRows))
-	w, err := pqarrow.NewFileWriter(sc, f, props, pqarrow.DefaultWriterProps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeBatches(t, w, sc, start, rows, rgRows)
-	return path
-}
-
-// batchWriter is what the Parquet and Arrow IPC file writers share.
-type batchWriter interface {
-	Write(arrow.RecordBatch) error
-	Close() error
-}
-
-// writeBatches writes rows [start, start+rows) to w in batches of
-// batchRows, then closes it.
-func writeBatches(t testing.TB, w batchWriter, sc *arrow.Schema, start, rows, batchRows int64) {
-	t.Helper()
-	for off := int64(0); off < rows; off += batchRows {
-		rec := testRecord(sc, start+off, min(batchRows, rows-off))
-		if err := w.Write(rec); err != nil {
-			t.Fatal(err)
-		}
-		rec.Release()
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// writeArrow writes rows [start, start+rows) as an Arrow IPC file in
-// record batches of batchRows.
-func writeArrow(t testing.TB, path string, start, rows, batchRows int64) string {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w, err := ipc.NewFileWriter(f, ipc.WithSchema(testSchema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeBatches(t, w, testSchema, start, rows, batchRows)
-	return path
-}
-
-// csvText returns rows [start, start+rows) as CSV, with names that need
-// quoting now and then (a comma, a doubled quote, a line break).
-func csvText(start, rows int64, header bool) string { return csvTextOpts(start, rows, header, true) }
-
-// csvTextOpts is csvText, with quoted line breaks only when multiline.
-func csvTextOpts(start, rows int64, header, multiline bool) string {
-	var sb strings.Builder
-	if header {
-		sb.WriteString("id,x,name,label\n")
-	}
-	for i := start; i < start+rows; i++ {
-		name := fmt.Sprintf("row %d", i)
-		switch i % 7 {
-		case 3:
-			name = fmt.Sprintf(`"row, %d"`, i)
-		case 5:
-			name = fmt.Sprintf(`"row ""%d"""`, i)
-		case 6:
-			if multiline {
-				name = fmt.Sprintf("\"row\n%d\"", i)
-			}
-		}
-		end := "\n"
-		if i%4 == 1 {
-			end = "\r\n"
-		}
-		fmt.Fprintf(&sb, "%d,%g,%s,%d%s", i, float64(i)/2, name, i%2, end)
-	}
-	return sb.String()
-}
-
-func writeText(t testing.TB, path, text string) string {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return feedtest.ReadAll(t, r, col)
 }
 
 // eachBatch calls check with each batch next returns, and the row at
@@ -192,35 +79,6 @@ func eachBatch(t testing.TB, next func(context.Context) (arrow.RecordBatch, erro
 		}
 		check(rec, off)
 		off += rec.NumRows()
-		rec.Release()
-	}
-}
-
-// readAll reads r to the end and returns the batches' rows of column col
-// (an int64 column), checking every batch's schema.
-func readAll(t testing.TB, r Reader, col string) []int64 {
-	t.Helper()
-	defer r.Close()
-	var ids []int64
-	for {
-		rec, err := r.Next(context.Background())
-		if errors.Is(err, io.EOF) {
-			return ids
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !rec.Schema().Equal(r.Schema()) {
-			t.Fatalf("batch schema %v, reader schema %v", rec.Schema(), r.Schema())
-		}
-		idx := rec.Schema().FieldIndices(col)
-		if len(idx) == 0 {
-			t.Fatalf("no column %q in %v", col, rec.Schema())
-		}
-		a := rec.Column(idx[0]).(*array.Int64)
-		for i := 0; i < a.Len(); i++ {
-			ids = append(ids, a.Value(i))
-		}
 		rec.Release()
 	}
 }
@@ -254,23 +112,6 @@ func readEpoch(ctx context.Context, p *Pipeline, epoch int) (int64, error) {
 		}
 		rows += rec.NumRows()
 		rec.Release()
-	}
-}
-
-// checkAllOnce checks that got holds 0..n-1 exactly once each.
-func checkAllOnce(t testing.TB, got []int64, n int64) {
-	t.Helper()
-	seen := make([]int, n)
-	for _, id := range got {
-		if id < 0 || id >= n {
-			t.Fatalf("row id %d outside 0..%d", id, n-1)
-		}
-		seen[id]++
-	}
-	for id, c := range seen {
-		if c != 1 {
-			t.Fatalf("row %d read %d times (read %d rows, want %d)", id, c, len(got), n)
-		}
 	}
 }
 
@@ -308,8 +149,6 @@ func planPipeline(ctx context.Context, res *fsys.Resolver, input string, cfg Pip
 func decodeBenchConfig(workers int) PipelineConfig {
 	return PipelineConfig{BatchRows: DefaultBatchRows, Prefetch: 8, MemoryBudget: 256 << 20, EvenBatches: EvenOff, DecodeWorkers: workers}
 }
-
-func fileURI(path string) string { return "file://" + filepath.ToSlash(path) }
 
 // openParquetTest opens the Parquet file at path for the test's length.
 func openParquetTest(t testing.TB, path string) (*os.File, *file.Reader) {
@@ -349,5 +188,55 @@ func readPipeline(ctx context.Context, res *fsys.Resolver, cfg PipelineConfig) (
 		}
 		ids = append(ids, rec.Column(0).(*array.Int64).Int64Values()...)
 		rec.Release()
+	}
+}
+
+// Plan is the driver's planning (feed/plan's Plan), with which the feed's
+// tests cut their inputs into splits. feed/plan imports feed, so a test
+// of package feed cannot import it: plan_link_test.go, in the external
+// test package, sets Plan before any test runs.
+var Plan func(ctx context.Context, res *fsys.Resolver, req PlanRequest) (*JobPlan, error)
+
+// withCSVChunk has planning and reading remember CSV record starts every
+// n bytes for the test's length, so that small files have several units.
+func withCSVChunk(t *testing.T, n int64) {
+	old := csvChunkBytes
+	csvChunkBytes = n
+	t.Cleanup(func() { csvChunkBytes = old })
+}
+
+// newTestHDFS starts the protocol-level HDFS for tb, reached as its
+// superuser without a Hadoop configuration, and returns it, a resolver
+// closed with tb, and the file system at its root.
+func newTestHDFS(tb testing.TB) (*hdfstest.Cluster, *fsys.Resolver, fsys.FS) {
+	tb.Helper()
+	c := hdfstest.NewTestCluster(tb, hdfstest.Config{})
+	tb.Setenv("HADOOP_CONF_DIR", "")
+	tb.Setenv("HADOOP_USER_NAME", c.Superuser())
+	res := fsys.NewResolver(fsys.Options{})
+	tb.Cleanup(func() { res.Close() })
+	hfs, _, err := res.Resolve(context.Background(), "hdfs://"+c.Addr()+"/")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c, res, hfs
+}
+
+// upload writes data to name on an HDFS file system.
+func upload(t testing.TB, hfs fsys.FS, name string, data []byte) {
+	t.Helper()
+	ctx := context.Background()
+	if err := hfs.MkdirAll(ctx, filepath.Dir(name)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := hfs.CreateAtomic(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -251,11 +251,11 @@ func openIPC(f fsys.File, s Split, opts ReadOptions) (_ *opened, err error) {
 		return nil, err
 	}
 	fileSchema := r.Schema()
-	sel, err := selectColumns(FieldNames(fileSchema), opts.Columns, opts.LabelColumn, s.URI)
+	sel, err := SelectColumns(FieldNames(fileSchema), opts.Columns, opts.LabelColumn, s.URI)
 	if err != nil {
 		return fail(err)
 	}
-	out := projectSchema(fileSchema, sel)
+	out := ProjectSchema(fileSchema, sel)
 	if opts.Schema != nil {
 		if err := checkPlanned(opts.Schema, out, s.URI); err != nil {
 			return fail(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	feedpq "github.com/spindle-ml/spindle/feed/parquet"
 	"github.com/spindle-ml/spindle/fsys"
 )
 
@@ -41,7 +42,7 @@ type opened struct {
 // Rows (up to the end of its units or byte range) and, for CSV, Length
 // (to the end of the file).
 func OpenSplit(ctx context.Context, res *fsys.Resolver, s Split, opts ReadOptions) (Reader, error) {
-	opts, err := opts.normalize()
+	opts, err := opts.Normalize()
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +198,7 @@ func narrowArray(a *array.Float64, alloc memory.Allocator) arrow.Array {
 	values := memory.NewResizableBuffer(alloc)
 	defer values.Release()
 	values.Resize(a.Len() * 4)
-	narrowFloats(arrow.Float32Traits.CastFromBytes(values.Bytes()), a.Float64Values())
+	feedpq.NarrowFloats(arrow.Float32Traits.CastFromBytes(values.Bytes()), a.Float64Values())
 	buffers := []*memory.Buffer{nil, values}
 	if a.NullN() > 0 {
 		// The validity bits from the array's offset on, as a buffer of

@@ -60,14 +60,14 @@ func ParseCSVDelimiter(s string) (rune, error) {
 	if len(rs) != 1 {
 		return 0, fmt.Errorf("%q must be one character (or \\t, tab, space, \\u0001)", s)
 	}
-	if _, err := (CSVOptions{Delimiter: rs[0]}).normalize(); err != nil {
+	if _, err := (CSVOptions{Delimiter: rs[0]}).Normalize(); err != nil {
 		return 0, err
 	}
 	return rs[0], nil
 }
 
-// normalize applies the defaults and checks the delimiter.
-func (o CSVOptions) normalize() (CSVOptions, error) {
+// Normalize applies the defaults and checks the delimiter.
+func (o CSVOptions) Normalize() (CSVOptions, error) {
 	if o == (CSVOptions{}) {
 		return DefaultCSVOptions(), nil
 	}
@@ -121,11 +121,11 @@ type ReadOptions struct {
 	// nil parses every split's footer.
 	footers *footerCache
 	// batchAlloc, when set, allocates the values and validity of the
-	// batches flatColumns decodes (PipelineConfig.BatchMemory); nil means
+	// batches feedpq.FlatColumns decodes (PipelineConfig.BatchMemory); nil means
 	// Allocator.
 	batchAlloc memory.Allocator
 	// pqarrowOnly reads every Parquet column through pqarrow, never
-	// flatColumns; tests compare the two.
+	// feedpq.FlatColumns; tests compare the two.
 	pqarrowOnly bool
 }
 
@@ -156,14 +156,14 @@ func (o ReadOptions) outSchema(schema *arrow.Schema) *arrow.Schema {
 	return FeatureSchema(schema, o.LabelColumn)
 }
 
-func (o ReadOptions) normalize() (ReadOptions, error) {
+func (o ReadOptions) Normalize() (ReadOptions, error) {
 	if o.BatchRows <= 0 {
 		o.BatchRows = DefaultBatchRows
 	}
 	if o.Allocator == nil {
 		o.Allocator = memory.DefaultAllocator
 	}
-	csv, err := o.CSV.normalize()
+	csv, err := o.CSV.Normalize()
 	if err != nil {
 		return o, err
 	}
@@ -171,11 +171,11 @@ func (o ReadOptions) normalize() (ReadOptions, error) {
 	return o, nil
 }
 
-// selectColumns returns the columns to read from a file whose columns are
+// SelectColumns returns the columns to read from a file whose columns are
 // all: columns (or all of them when columns is empty) with the label moved
 // last. Errors name the missing column and the file, and suggest close
 // names.
-func selectColumns(all, columns []string, label, file string) ([]string, error) {
+func SelectColumns(all, columns []string, label, file string) ([]string, error) {
 	have := make(map[string]bool, len(all))
 	for _, c := range all {
 		have[c] = true
@@ -241,9 +241,9 @@ func suggest(name string, all []string) string {
 	return fmt.Sprintf(" (it has %s%s)", strings.Join(list, ", "), more)
 }
 
-// projectSchema returns the schema of the named columns of s, in order,
+// ProjectSchema returns the schema of the named columns of s, in order,
 // without metadata.
-func projectSchema(s *arrow.Schema, names []string) *arrow.Schema {
+func ProjectSchema(s *arrow.Schema, names []string) *arrow.Schema {
 	fields := make([]arrow.Field, len(names))
 	for i, n := range names {
 		f := s.Field(s.FieldIndices(n)[0])
@@ -256,11 +256,11 @@ func projectSchema(s *arrow.Schema, names []string) *arrow.Schema {
 // whose schema is s (what names it in errors): columns (or all of them
 // when columns is empty) with the label moved last, without metadata.
 func SelectSchema(s *arrow.Schema, columns []string, label, what string) (*arrow.Schema, error) {
-	sel, err := selectColumns(FieldNames(s), columns, label, what)
+	sel, err := SelectColumns(FieldNames(s), columns, label, what)
 	if err != nil {
 		return nil, err
 	}
-	return projectSchema(s, sel), nil
+	return ProjectSchema(s, sel), nil
 }
 
 // FieldNames returns the names of s's fields.

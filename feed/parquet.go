@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/arrow-go/v18/parquet/schema"
 
+	feedpq "github.com/spindle-ml/spindle/feed/parquet"
 	"github.com/spindle-ml/spindle/fsys"
 )
 
@@ -71,43 +72,6 @@ func nestedColumns(md *metadata.FileMetaData) bool {
 		}
 	}
 	return false
-}
-
-// chunkStart is where a column chunk's bytes begin: its dictionary page
-// when it has one before its data pages, as arrow-go reads it.
-func chunkStart(cc *metadata.ColumnChunkMetaData) int64 {
-	return firstPage(cc.DataPageOffset(), cc.DictionaryPageOffset(), cc.HasDictionaryPage())
-}
-
-// firstPage is where a column chunk whose data pages begin at data, and
-// whose dictionary page (when hasDict) is at dict, begins (chunkStart).
-func firstPage(data, dict int64, hasDict bool) int64 {
-	if hasDict && dict > 0 && dict < data {
-		return dict
-	}
-	return data
-}
-
-// chunkSpan is the bytes of a row group's column chunks in the file, from
-// the first chunk's start to the last one's end, as chunks are added.
-type chunkSpan struct {
-	off, end int64 // off < 0 before the first chunk
-}
-
-func newChunkSpan() chunkSpan { return chunkSpan{off: -1} }
-
-// add takes in the chunk of size bytes at start.
-func (s *chunkSpan) add(start, size int64) {
-	if s.off < 0 || start < s.off {
-		s.off = start
-	}
-	s.end = max(s.end, start+size)
-}
-
-// bytes returns the span's offset and length; 0 and 0 without chunks.
-func (s chunkSpan) bytes() (off, length int64) {
-	off = max(s.off, 0)
-	return off, max(s.end-off, 0)
 }
 
 // dictLeaves returns the leaf columns to read as Arrow dictionary arrays:
@@ -182,20 +146,20 @@ func dictEncoded(md *metadata.FileMetaData, c int) bool {
 }
 
 // inspectParquet returns a Parquet file's schema and its row groups. It
-// reads them from the footer's index (footerIndex), parsing only the
+// reads them from the footer's index (feedpq.FooterIndex), parsing only the
 // schema, unless a string column's type depends on how every row group
 // stores it (dictLeaves); a footer it cannot index is parsed whole.
 func inspectParquet(f fsys.File, uri string) (_ *arrow.Schema, _ []unit, err error) {
 	defer recoverDecode(uri, "Parquet file", &err)
 	var md *metadata.FileMetaData
 	var units []unit
-	if footer, ok := readFooter(f, f.Size()); ok {
-		if x, ok := indexFooter(footer); ok {
-			bare, _ := x.thin([]int{}) // every row group without its column chunks
-			if md = parseFooter(bare, f.Size()); md != nil && hasDictCandidates(md) {
-				md = parseFooter(x.lean, f.Size())
+	if footer, ok := feedpq.ReadFooter(f, f.Size()); ok {
+		if x, ok := feedpq.IndexFooter(footer); ok {
+			bare, _ := x.Thin([]int{}) // every row group without its column chunks
+			if md = feedpq.ParseFooter(bare, f.Size()); md != nil && hasDictCandidates(md) {
+				md = feedpq.ParseFooter(x.Lean(), f.Size())
 			}
-			units = x.units()
+			units = rowGroupUnits(x)
 		}
 	}
 	pf, fr, err := openParquetFile(f, uri, memory.DefaultAllocator, 0, md, nil)
@@ -214,11 +178,12 @@ func inspectParquet(f fsys.File, uri string) (_ *arrow.Schema, _ []unit, err err
 	return cleanSchema(schema), units, nil
 }
 
-// units returns the row groups of an indexed footer.
-func (x *footerIndex) units() []unit {
-	units := make([]unit, len(x.groups))
-	for i, g := range x.groups {
-		units[i] = unit{index: i, rows: g.numRows, off: g.off, length: g.length}
+// rowGroupUnits returns the row groups of an indexed footer.
+func rowGroupUnits(x *feedpq.FooterIndex) []unit {
+	groups := x.RowGroups()
+	units := make([]unit, len(groups))
+	for i, g := range groups {
+		units[i] = unit{index: i, rows: g.Rows, off: g.Off, length: g.Length}
 	}
 	return units
 }
@@ -229,15 +194,15 @@ func unitsOf(md *metadata.FileMetaData, uri string) ([]unit, error) {
 	for i := 0; i < md.NumRowGroups(); i++ {
 		rg := md.RowGroup(i)
 		u := unit{index: i, rows: rg.NumRows()}
-		span := newChunkSpan()
+		span := feedpq.NewChunkSpan()
 		for c := 0; c < rg.NumColumns(); c++ {
 			cc, err := rg.ColumnChunk(c)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %s: row group %d column %d: %w", ErrInput, uri, i, c, err)
 			}
-			span.add(chunkStart(cc), cc.TotalCompressedSize())
+			span.Add(feedpq.ChunkStart(cc), cc.TotalCompressedSize())
 		}
-		u.off, u.length = span.bytes()
+		u.off, u.length = span.Bytes()
 		units = append(units, u)
 	}
 	return units, nil
@@ -301,11 +266,11 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: convert the Parquet schema to Arrow: %w", ErrInput, s.URI, err)
 	}
-	sel, err := selectColumns(FieldNames(fileSchema), opts.Columns, opts.LabelColumn, s.URI)
+	sel, err := SelectColumns(FieldNames(fileSchema), opts.Columns, opts.LabelColumn, s.URI)
 	if err != nil {
 		return nil, err
 	}
-	out := projectSchema(fileSchema, sel)
+	out := ProjectSchema(fileSchema, sel)
 	if opts.Schema != nil {
 		if err := checkPlanned(opts.Schema, out, s.URI); err != nil {
 			return nil, err
@@ -322,17 +287,22 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		fieldLeaves[i] = appendLeaves(nil, &fr.Manifest.Fields[fileSchema.FieldIndices(name)[0]])
 		leaves = append(leaves, fieldLeaves[i]...)
 	}
-	flat := flatFields(pf, rowGroups, fieldLeaves, fileSchema, sel, opts)
-	// flatColumns reads a remote file's chunks itself, each whole with
+	var flat []bool
+	if opts.pqarrowOnly {
+		flat = make([]bool, len(fieldLeaves))
+	} else {
+		flat = feedpq.FlatFields(pf, rowGroups, fieldLeaves, fileSchema, sel)
+	}
+	// feedpq.FlatColumns reads a remote file's chunks itself, each whole with
 	// one request, as the chunk cache does for pqarrow.
-	window := chunkWindow
+	window := feedpq.ChunkWindow
 	if cache != nil {
 		if err := cacheChunks(cache, pf, rowGroups, fieldLeaves, flat); err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrInput, s.URI, err)
 		}
-		window = wholeChunks
+		window = feedpq.WholeChunks
 	}
-	// Columns flatColumns reads are narrowed as they are decoded
+	// Columns feedpq.FlatColumns reads are narrowed as they are decoded
 	// (Float32Features); the source's batches have them as float32, and
 	// the split's reader converts the others.
 	raw := decodedSchema(out, opts.outSchema(out), flat)
@@ -344,7 +314,7 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		seek, p.skip = 0, s.RowOffset
 	}
 	for _, fields := range groupColumns(pf, rowGroups, fieldLeaves, decodeGroups(opts.DecodeWorkers, len(fieldLeaves))) {
-		var gl, fl []int // the group's leaves read by pqarrow and by flatColumns
+		var gl, fl []int // the group's leaves read by pqarrow and by feedpq.FlatColumns
 		var ffields []arrow.Field
 		for _, i := range fields {
 			if flat[i] {
@@ -360,7 +330,7 @@ func openParquet(ctx context.Context, f fsys.File, s Split, opts ReadOptions, re
 		}
 		var readers []batchReader
 		if len(fl) > 0 {
-			readers = append(readers, newFlatColumns(pf, f, window, rowGroups, fl, ffields, opts.Allocator, opts.batchAlloc, opts.BatchRows))
+			readers = append(readers, newFlatReader(pf, f, window, rowGroups, fl, ffields, opts.Allocator, opts.batchAlloc, opts.BatchRows))
 		}
 		if len(gl) > 0 {
 			sort.Ints(gl)
@@ -394,7 +364,7 @@ func openSplitFooter(src parquet.ReaderAtSeeker, size int64, uri string, opts Re
 		keep = opts.footers.rowGroupsOf(uri)
 	}
 	if md == nil {
-		md = thinMetaData(src, size, keep)
+		md = feedpq.ThinMetaData(src, size, keep)
 	}
 	pf, fr, err := openParquetFile(src, uri, opts.Allocator, opts.BatchRows, md, opts.Schema)
 	if err != nil {
@@ -406,7 +376,7 @@ func openSplitFooter(src parquet.ReaderAtSeeker, size int64, uri string, opts Re
 
 // cacheChunks has the chunk cache fetch, each with one read, the column
 // chunks of rowGroups that pqarrow reads: the leaves of the fields
-// flatColumns does not read (flat).
+// feedpq.FlatColumns does not read (flat).
 func cacheChunks(cache *chunkCache, pf *file.Reader, rowGroups []int, fieldLeaves [][]int, flat []bool) error {
 	var cached []int
 	for i, ls := range fieldLeaves {
@@ -440,7 +410,7 @@ func splitRowGroups(s Split, n int, keep []int) ([]int, error) {
 }
 
 // decodedSchema is the schema of the source's batches: out, with the
-// columns flatColumns decodes (flat) already narrowed as in narrowed.
+// columns feedpq.FlatColumns decodes (flat) already narrowed as in narrowed.
 func decodedSchema(out, narrowed *arrow.Schema, flat []bool) *arrow.Schema {
 	if narrowed == out {
 		return out

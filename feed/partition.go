@@ -13,10 +13,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// partitionValues returns the key=value directories on a file's path (the
+// PartitionValues returns the key=value directories on a file's path (the
 // Hive-style partitions Spark and Hive write: dt=2026-11-01/part-0.parquet),
 // the innermost winning when a key repeats.
-func partitionValues(name string) map[string]string {
+func PartitionValues(name string) map[string]string {
 	out := map[string]string{}
 	dir := path.Dir(name)
 	for _, elem := range strings.Split(dir, "/") {
@@ -53,56 +53,8 @@ func unescapePartition(v string) (string, error) {
 	return b.String(), nil
 }
 
-// hiveDefaultPartition is the value Hive writes for a null partition value.
-const hiveDefaultPartition = "__HIVE_DEFAULT_PARTITION__"
-
-// addPartitionColumns gives every file the requested partition keys as
-// columns, appended to its own: int64 when every file's value of the key
-// is an integer, else utf8. A file whose path lacks a key, or that holds a
-// column of the same name, is an input error naming it.
-func addPartitionColumns(infos []*fileInfo, keys []string) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	isInt := map[string]bool{}
-	for _, k := range keys {
-		isInt[k] = true
-	}
-	for _, fi := range infos {
-		vals := partitionValues(fi.name)
-		fi.partition = map[string]string{}
-		for _, k := range keys {
-			v, ok := vals[k]
-			if !ok {
-				return fmt.Errorf("%w: %s has no %s=VALUE directory on its path, which spindle.input.partitionColumns asks for",
-					ErrInput, fi.uri, k)
-			}
-			fi.partition[k] = v
-			if _, err := strconv.ParseInt(v, 10, 64); err != nil && v != hiveDefaultPartition {
-				isInt[k] = false
-			}
-		}
-	}
-	for _, fi := range infos {
-		if fi.schema == nil {
-			continue
-		}
-		fields := fi.schema.Fields()
-		for _, k := range keys {
-			if fi.schema.HasField(k) {
-				return fmt.Errorf("%w: %s has a column %q and a %s=VALUE directory: the partition column would hide it",
-					ErrInput, fi.uri, k, k)
-			}
-			t := arrow.DataType(arrow.BinaryTypes.String)
-			if isInt[k] {
-				t = arrow.PrimitiveTypes.Int64
-			}
-			fields = append(fields, arrow.Field{Name: k, Type: t, Nullable: true})
-		}
-		fi.schema = arrow.NewSchema(fields, nil)
-	}
-	return nil
-}
+// HiveDefaultPartition is the value Hive writes for a null partition value.
+const HiveDefaultPartition = "__HIVE_DEFAULT_PARTITION__"
 
 // partitionReader adds a split's partition values as constant columns to
 // the batches of the file's own columns, in the order of the output schema.
@@ -225,7 +177,7 @@ func (p *partitionReader) Close() error { return p.inner.Close() }
 // constantColumn returns n copies of a partition value as a column of t;
 // Hive's null partition becomes nulls.
 func constantColumn(alloc memory.Allocator, t arrow.DataType, v string, n int) (arrow.Array, error) {
-	null := v == hiveDefaultPartition
+	null := v == HiveDefaultPartition
 	switch t.ID() {
 	case arrow.INT64:
 		b := array.NewInt64Builder(alloc)

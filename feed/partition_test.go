@@ -127,7 +127,7 @@ func TestPartitionColumns(t *testing.T) {
 }
 
 func TestPartitionValues(t *testing.T) {
-	got := partitionValues("/data/t/dt=2026-11-01/city=S%C3%A3o%20Paulo/x=/part-0.parquet")
+	got := PartitionValues("/data/t/dt=2026-11-01/city=S%C3%A3o%20Paulo/x=/part-0.parquet")
 	if got["dt"] != "2026-11-01" || got["city"] != "São Paulo" || len(got) != 3 {
 		t.Fatalf("partitionValues = %v", got)
 	}

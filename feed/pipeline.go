@@ -138,7 +138,7 @@ func (c PipelineConfig) Validate() error {
 	if _, err := ParseEvenMode(string(c.EvenBatches)); err != nil {
 		return fmt.Errorf("feed pipeline: %w", err)
 	}
-	if _, err := c.CSV.normalize(); err != nil {
+	if _, err := c.CSV.Normalize(); err != nil {
 		return fmt.Errorf("feed pipeline: %w", err)
 	}
 	for i, s := range c.Splits {
@@ -206,7 +206,7 @@ func NewPipeline(res *fsys.Resolver, cfg PipelineConfig) (*Pipeline, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.CSV, err = cfg.CSV.normalize(); err != nil {
+	if cfg.CSV, err = cfg.CSV.Normalize(); err != nil {
 		return nil, err
 	}
 	if cfg.Allocator == nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	feedpq "github.com/spindle-ml/spindle/feed/parquet"
 	"github.com/spindle-ml/spindle/fsys"
 )
 
@@ -331,8 +332,8 @@ func TestParquetWholeChunkReads(t *testing.T) {
 	// The reads the footer takes: one (readFooter reads the file's last
 	// 64 KiB).
 	fc := &countingFile{File: lf}
-	if _, ok := readFooter(fc, fc.Size()); !ok {
-		t.Fatal("readFooter found no footer")
+	if _, ok := feedpq.ReadFooter(fc, fc.Size()); !ok {
+		t.Fatal("ReadFooter found no footer")
 	}
 	footerReads := len(fc.sizes)
 	if footerReads != 1 {

@@ -60,8 +60,13 @@ func TestInternalStaysOnTheGround(t *testing.T) {
 			"the parameter server and its client take their job's ranks as a ps.Ranks from the caller; they do not read a task's environment"},
 		{"./feed/...", func(pkg, imp string) bool { return !hasRoom(imp, "feed/push") || hasRoom(pkg, "feed/push") },
 			"the push endpoint is the driver's: feed and an executor's reading do not link it"},
+		{"./feed/parquet/...", func(_, imp string) bool { return hasRoom(imp, "feed/parquet") },
+			"the Parquet decoder stands alone: the feed uses it, it uses nothing of the feed's"},
 		{"./executor/...", func(_, imp string) bool { return !hasRoom(imp, "feed/push") },
 			"the push endpoint is the driver's: feed and an executor's reading do not link it"},
+		{"./...", func(pkg, imp string) bool {
+			return !hasRoom(imp, "feed/plan") || hasRoom(pkg, "driver", "cmd", "e2e", "examples", "feed/plan")
+		}, "planning is the driver's: an executor reads the splits it is sent with the feed alone"},
 	} {
 		for pkg, imps := range imports(t, tc.pattern) {
 			for _, imp := range imps {

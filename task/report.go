@@ -54,6 +54,33 @@ func Report(step int64, values map[string]float64) error {
 	if err != nil {
 		return fmt.Errorf("task: report: %w", err)
 	}
+	return send(path, msg)
+}
+
+// ReportModel tells the job that this process published version of model
+// name into the model store, at uri (its directory): the job's web UI and
+// event log list it. Outside a job it returns ErrNotSpindle.
+func ReportModel(name string, version int, uri string) error {
+	path := os.Getenv(EnvReportSocket)
+	if path == "" {
+		return ErrNotSpindle
+	}
+	type model struct {
+		Name    string `json:"name"`
+		Version int    `json:"version"`
+		URI     string `json:"uri"`
+	}
+	msg, err := json.Marshal(struct {
+		Model model `json:"model"`
+	}{model{name, version, uri}})
+	if err != nil {
+		return fmt.Errorf("task: report model: %w", err)
+	}
+	return send(path, msg)
+}
+
+// send writes one datagram to the report socket at path.
+func send(path string, msg []byte) error {
 	reporter.mu.Lock()
 	defer reporter.mu.Unlock()
 	if reporter.conn == nil || reporter.path != path {

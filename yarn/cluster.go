@@ -113,6 +113,7 @@ type ClusterManager struct {
 
 	mu        sync.Mutex
 	appID     client.AppID
+	reserved  *appReservation // the id JobID asked for, until submitted
 	submitted bool
 	stager    *stager
 	tokens    map[string]hadooprpc.Token // HDFS delegation tokens by URI, cancelled at the end
@@ -136,11 +137,7 @@ var (
 	_ driver.TrackingURLSetter = (*ClusterManager)(nil)
 	_ driver.ProgressReporter  = (*ClusterManager)(nil)
 	_ driver.CredentialKeeper  = (*ClusterManager)(nil)
-)
-
-var (
-	_ driver.ClusterManager   = (*ClusterManager)(nil)
-	_ driver.CredentialKeeper = (*ClusterManager)(nil)
+	_ driver.JobNamer          = (*ClusterManager)(nil)
 )
 
 // NewClusterManager reads the Hadoop configuration and checks that a
@@ -155,6 +152,30 @@ func NewClusterManager(ctx context.Context, cfg Config) (*ClusterManager, error)
 	cm := &ClusterManager{gateway: g, events: make(chan driver.Event, 1024), started: map[string]string{}}
 	cm.ctx, cm.cancel = context.WithCancel(context.Background())
 	return cm, nil
+}
+
+// JobID asks the ResourceManager for the application's id before
+// anything is submitted, so that the job is named after its YARN
+// application from its first log line; the first Request submits the
+// application under that id. An id that is never submitted costs YARN
+// nothing.
+func (c *ClusterManager) JobID(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	res := c.reserved
+	c.mu.Unlock()
+	if res != nil {
+		return res.id.String(), nil
+	}
+	r, err := c.reserveApp(ctx)
+	if err != nil {
+		return "", fmt.Errorf("ask the ResourceManager for an application id: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reserved == nil {
+		c.reserved = &r
+	}
+	return c.reserved.id.String(), nil
 }
 
 // AppID returns the application's id once submitted.
@@ -244,7 +265,7 @@ func stripEnv(env, shared map[string]string) map[string]string {
 // submit stages the binary, submits the application and waits for its
 // ApplicationMaster to answer.
 func (c *ClusterManager) submit(ctx context.Context, specs []driver.ExecutorSpec) error {
-	id, st, err := c.newApp(ctx, func(maxMB int64) error {
+	check := func(maxMB int64) error {
 		for _, s := range specs {
 			if need := int64(am.ContainerMB(s, c.cfg.MemoryOverheadMB)); need > maxMB {
 				return fmt.Errorf("%w: executor %s needs %d MiB (memory plus %d MiB overhead%s) but YARN's largest container is %d MiB (yarn.scheduler.maximum-allocation-mb)",
@@ -252,7 +273,20 @@ func (c *ClusterManager) submit(ctx context.Context, specs []driver.ExecutorSpec
 			}
 		}
 		return nil
-	})
+	}
+	c.mu.Lock()
+	reserved := c.reserved
+	c.mu.Unlock()
+	var (
+		id  client.AppID
+		st  *stager
+		err error
+	)
+	if reserved != nil {
+		id, st, err = c.stageApp(ctx, *reserved, check)
+	} else {
+		id, st, err = c.newApp(ctx, check)
+	}
 	c.mu.Lock()
 	c.appID, c.stager = id, st
 	c.mu.Unlock()

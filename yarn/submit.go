@@ -112,11 +112,34 @@ func (g *gateway) close() {
 // newApp asks for an application id and checks that containers of
 // needMB MiB fit YARN's largest; it creates the staging directory.
 func (g *gateway) newApp(ctx context.Context, check func(maxMB int64) error) (client.AppID, *stager, error) {
+	res, err := g.reserveApp(ctx)
+	if err != nil {
+		return res.id, nil, err
+	}
+	return g.stageApp(ctx, res, check)
+}
+
+// appReservation is an application id the ResourceManager handed out,
+// with the largest container it allows, not yet submitted.
+type appReservation struct {
+	id    client.AppID
+	maxMB int64
+}
+
+// reserveApp asks the ResourceManager for a new application id.
+func (g *gateway) reserveApp(ctx context.Context) (appReservation, error) {
 	id, maxCap, err := g.rm.NewApplication(ctx)
 	if err != nil {
-		return id, nil, err
+		return appReservation{id: id}, err
 	}
-	if err := check(maxCap.GetMemory()); err != nil {
+	return appReservation{id: id, maxMB: maxCap.GetMemory()}, nil
+}
+
+// stageApp checks that containers of the reserved application fit and
+// makes its staging directory.
+func (g *gateway) stageApp(ctx context.Context, res appReservation, check func(maxMB int64) error) (client.AppID, *stager, error) {
+	id := res.id
+	if err := check(res.maxMB); err != nil {
 		return id, nil, err
 	}
 	st, err := newStager(ctx, g.resolver, g.conf.Get("fs.defaultFS", ""), g.cfg.User, id.String())

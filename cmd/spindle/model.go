@@ -17,6 +17,7 @@ import (
 	"github.com/spindle-ml/spindle/model/convert"
 	"github.com/spindle-ml/spindle/model/onnx"
 	"github.com/spindle-ml/spindle/model/store"
+	"github.com/spindle-ml/spindle/task"
 )
 
 // modelStoreFlag names the store, overriding spindle.models.dir.
@@ -149,6 +150,7 @@ func modelExport(c *cli.Context) error {
 		if err != nil {
 			return modelExit(err)
 		}
+		reportModel(v)
 		fmt.Fprintf(c.App.Writer, "published %s as %s -> %s\n", ex.What, v.Ref(), v.URI)
 	}
 	return nil
@@ -314,6 +316,15 @@ func modelPublish(c *cli.Context) error {
 	if err != nil {
 		return modelExit(err)
 	}
+	reportModel(v)
 	fmt.Fprintf(c.App.Writer, "published %s -> %s\n", v.Ref(), v.URI)
 	return nil
+}
+
+// reportModel tells the job this command runs in, if any, about the
+// version it published (its web UI and event log list the job's models).
+func reportModel(v *store.Version) {
+	if err := task.ReportModel(v.Name, v.Number, v.URI); err != nil && !errors.Is(err, task.ErrNotSpindle) {
+		fmt.Fprintf(os.Stderr, "spindle: warning: could not tell the job about %s: %v\n", v.Ref(), err)
+	}
 }

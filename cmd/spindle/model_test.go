@@ -11,6 +11,7 @@ import (
 
 	"github.com/spindle-ml/spindle/model/convert"
 	"github.com/spindle-ml/spindle/model/store"
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
 )
 
 // runModel runs a spindle command in-process and returns its output and
@@ -134,5 +135,31 @@ func TestModelPublishReadsTheSignature(t *testing.T) {
 	}
 	if m.JobID != "job-9" || m.Metrics["auc"] != 0.75 || len(m.Inputs) != 1 || m.Inputs[0].Shape[1] != 2 || m.Outputs[0].Type != "double" {
 		t.Fatalf("manifest %+v", m)
+	}
+}
+
+// TestModelStoreOnHDFS: export, list and show work the same with the
+// store and --out on HDFS.
+func TestModelStoreOnHDFS(t *testing.T) {
+	t.Setenv("SPINDLE_CONF_DIR", "")
+	c := hdfstest.NewTestCluster(t, hdfstest.Config{})
+	conf := t.TempDir()
+	if err := c.WriteConfig(conf); err != nil {
+		t.Fatal(err)
+	}
+	hadoop := []string{"--conf", "spindle.hadoop.confDir=" + conf, "--conf", "spindle.hadoop.user=" + c.Superuser()}
+	ckpt := t.TempDir()
+	writeLogReg(t, ckpt, convert.LogReg{Weights: []float64{1, 2, 3}, Bias: 1})
+	models, out := c.URI()+"/models", c.URI()+"/out/lr"
+	if stdout, code, err := runModel(t, append([]string{"model", "export", ckpt, "--name", "lr", "--store", models, "--out", out}, hadoop...)...); code != 0 {
+		t.Fatalf("export: exit %d %v: %s", code, err, stdout)
+	}
+	stdout, code, err := runModel(t, append([]string{"model", "show", models + "/lr/1"}, hadoop...)...)
+	if code != 0 || !strings.Contains(stdout, "# lr/1 at "+models+"/lr/1") || !strings.Contains(stdout, `"sha256"`) {
+		t.Fatalf("show: exit %d %v:\n%s", code, err, stdout)
+	}
+	stdout, code, err = runModel(t, append([]string{"model", "show", out + "/x"}, hadoop...)...)
+	if code != exitUsage || !strings.Contains(err.Error(), "model x") {
+		t.Fatalf("show of a missing model on HDFS: exit %d %v %s", code, err, stdout)
 	}
 }

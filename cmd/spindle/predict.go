@@ -13,6 +13,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/feed/plan"
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/config"
 	"github.com/spindle-ml/spindle/model/predict"
@@ -148,7 +149,7 @@ func checkPredict(c *cli.Context, cfg driver.Config, storeDir string, res *fsys.
 	if err != nil {
 		return nil, predictExit(err)
 	}
-	plan, err := feed.Plan(ctx, res, feed.PlanRequest{Inputs: inputs, Format: cfg.Format, Ranks: 1, CSV: cfg.CSV,
+	jp, err := plan.Plan(ctx, res, feed.PlanRequest{Inputs: inputs, Format: cfg.Format, Ranks: 1, CSV: cfg.CSV,
 		PartitionColumns: cfg.PartitionColumns, Flight: cfg.Flight, DealEndpoints: true})
 	if err != nil {
 		return nil, predictExit(err)
@@ -157,7 +158,7 @@ func checkPredict(c *cli.Context, cfg driver.Config, storeDir string, res *fsys.
 	if c.IsSet("keep") {
 		opts.Keep = splitList(c.String("keep"))
 	}
-	b, err := predict.Bind(m.Signature, m.Manifest, plan.Schema, opts)
+	b, err := predict.Bind(m.Signature, m.Manifest, jp.Schema, opts)
 	if err != nil {
 		return nil, predictExit(err)
 	}
@@ -173,7 +174,7 @@ func checkPredict(c *cli.Context, cfg driver.Config, storeDir string, res *fsys.
 	if err := predict.PrepareOutput(ctx, res, output, c.Bool("overwrite")); err != nil {
 		return nil, predictExit(err)
 	}
-	job := &predictJob{model: m, binding: b, output: output, rows: plan.TotalRows, specPath: filepath.Join(tmp, predict.SpecFile)}
+	job := &predictJob{model: m, binding: b, output: output, rows: jp.TotalRows, specPath: filepath.Join(tmp, predict.SpecFile)}
 	spec := predict.Spec{Version: predict.SpecVersion, Model: filepath.Base(m.Path), Output: output, Threads: cfg.Cores, Binding: b}
 	if err := predict.WriteSpec(job.specPath, spec); err != nil {
 		return nil, cli.Exit(err, exitJobFailed)

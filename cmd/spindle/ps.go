@@ -10,7 +10,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spindle-ml/spindle/fsys"
-	"github.com/spindle-ml/spindle/internal/envcontract"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/export"
 	"github.com/spindle-ml/spindle/ps/server"
@@ -42,7 +41,7 @@ func psCommand() *cli.Command {
 				if err != nil {
 					return cli.Exit(err, exitUsage)
 				}
-				err = server.Run(ctx, server.Rank{Ranks: psRanks(env), Listener: ln, Report: report}, logger)
+				err = server.Run(ctx, server.Rank{Ranks: env.PSRanks(), Listener: ln, Report: report}, logger)
 				if errors.Is(err, ps.ErrBadEnv) {
 					return cli.Exit(err, exitUsage)
 				}
@@ -83,13 +82,6 @@ func psExportCommand() *cli.Command {
 			return nil
 		},
 	}
-}
-
-// psRanks is env's view of the job's parameter servers.
-func psRanks(env task.Env) ps.Ranks {
-	first, n := env.RoleRanks(envcontract.RolePS)
-	return ps.Ranks{Rank: env.Rank, WorldSize: env.WorldSize, Role: env.Role, RoleRank: env.RoleRank, Peers: env.Peers,
-		First: first, Servers: n, PeerToken: env.PeerToken, DataLink: env.DataLink}
 }
 
 // report sends a parameter server's totals to the executor's report

@@ -172,8 +172,12 @@ func runJob(c *cli.Context, props *config.Properties, cfg driver.Config, master 
 	}
 	defer cm.Close()
 	// One id for the job: the cluster's application id when it gives one.
-	if app, ok := cm.(interface{ AppID() string }); ok && app.AppID() != "" {
-		cfg.JobID = app.AppID()
+	if namer, ok := cm.(driver.JobNamer); ok {
+		id, err := namer.JobID(c.Context)
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("connect to %s: %v", props.String(config.KeyMaster), err), exitJobFailed)
+		}
+		cfg.JobID = id
 	}
 
 	d, err := driver.New(cfg, cm)

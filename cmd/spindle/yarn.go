@@ -14,7 +14,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/spindle-ml/spindle/driver"
-	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/config"
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
@@ -22,6 +21,8 @@ import (
 	"github.com/spindle-ml/spindle/observe/jobview"
 	"github.com/spindle-ml/spindle/yarn"
 	yarnclient "github.com/spindle-ml/spindle/yarn/client"
+
+	"github.com/spindle-ml/spindle/feed/plan"
 )
 
 // newYARNClusterManager builds the client-mode YARN cluster manager.
@@ -335,7 +336,7 @@ func checkInputsHere(ctx context.Context, cfg driver.Config) error {
 	res := fsys.NewResolver(fsys.Options{HadoopConfDir: cfg.HadoopConfDir, User: cfg.HadoopUser,
 		KerberosPrincipal: cfg.KerberosPrincipal, KerberosKeytab: cfg.KerberosKeytab, NoTokens: true})
 	defer res.Close()
-	err := feed.CheckInputs(ctx, res, cfg.Inputs, cfg.Format)
+	err := plan.CheckInputs(ctx, res, cfg.Inputs, cfg.Format)
 	switch {
 	case err == nil:
 		return nil

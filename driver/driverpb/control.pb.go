@@ -563,7 +563,10 @@ type HeartbeatRequest struct {
 	CredentialsGeneration int64 `protobuf:"varint,10,opt,name=credentials_generation,json=credentialsGeneration,proto3" json:"credentials_generation,omitempty"`
 	// localizing is set while the executor fetches and unpacks the task's
 	// files and archives, before its training process starts.
-	Localizing    *Localizing `protobuf:"bytes,11,opt,name=localizing,proto3" json:"localizing,omitempty"`
+	Localizing *Localizing `protobuf:"bytes,11,opt,name=localizing,proto3" json:"localizing,omitempty"`
+	// models are the models the training process published into the model
+	// store since the last heartbeat (spindle.model.save), oldest first.
+	Models        []*ModelSaved `protobuf:"bytes,12,rep,name=models,proto3" json:"models,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -675,6 +678,83 @@ func (x *HeartbeatRequest) GetLocalizing() *Localizing {
 	return nil
 }
 
+func (x *HeartbeatRequest) GetModels() []*ModelSaved {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+// ModelSaved is a model version a training process published.
+type ModelSaved struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Version int64                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// uri is the version's directory (a path, file:// or hdfs:// URI).
+	Uri           string `protobuf:"bytes,3,opt,name=uri,proto3" json:"uri,omitempty"`
+	UnixMillis    int64  `protobuf:"varint,4,opt,name=unix_millis,json=unixMillis,proto3" json:"unix_millis,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelSaved) Reset() {
+	*x = ModelSaved{}
+	mi := &file_control_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelSaved) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelSaved) ProtoMessage() {}
+
+func (x *ModelSaved) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelSaved.ProtoReflect.Descriptor instead.
+func (*ModelSaved) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ModelSaved) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ModelSaved) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ModelSaved) GetUri() string {
+	if x != nil {
+		return x.Uri
+	}
+	return ""
+}
+
+func (x *ModelSaved) GetUnixMillis() int64 {
+	if x != nil {
+		return x.UnixMillis
+	}
+	return 0
+}
+
 // Localizing is how far an executor is in putting its task's --files,
 // --py-files and --archives in place.
 type Localizing struct {
@@ -689,7 +769,7 @@ type Localizing struct {
 
 func (x *Localizing) Reset() {
 	*x = Localizing{}
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +781,7 @@ func (x *Localizing) String() string {
 func (*Localizing) ProtoMessage() {}
 
 func (x *Localizing) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +794,7 @@ func (x *Localizing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Localizing.ProtoReflect.Descriptor instead.
 func (*Localizing) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{8}
+	return file_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Localizing) GetDoneBytes() int64 {
@@ -747,7 +827,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +839,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +852,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{9}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Span) GetName() string {
@@ -826,7 +906,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +918,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +931,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Usage) GetCpuSeconds() float64 {
@@ -902,7 +982,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +994,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1007,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{11}
+	return file_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Report) GetStep() int64 {
@@ -963,7 +1043,7 @@ type OutputLine struct {
 
 func (x *OutputLine) Reset() {
 	*x = OutputLine{}
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1055,7 @@ func (x *OutputLine) String() string {
 func (*OutputLine) ProtoMessage() {}
 
 func (x *OutputLine) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1068,7 @@ func (x *OutputLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLine.ProtoReflect.Descriptor instead.
 func (*OutputLine) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{12}
+	return file_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OutputLine) GetStderr() bool {
@@ -1022,7 +1102,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1114,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1127,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{13}
+	return file_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HeartbeatResponse) GetStop() bool {
@@ -1104,13 +1184,14 @@ type ExitReport struct {
 	Output        []*OutputLine `protobuf:"bytes,12,rep,name=output,proto3" json:"output,omitempty"`
 	OutputDropped int64         `protobuf:"varint,13,opt,name=output_dropped,json=outputDropped,proto3" json:"output_dropped,omitempty"`
 	Spans         []*Span       `protobuf:"bytes,14,rep,name=spans,proto3" json:"spans,omitempty"`
+	Models        []*ModelSaved `protobuf:"bytes,15,rep,name=models,proto3" json:"models,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExitReport) Reset() {
 	*x = ExitReport{}
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1203,7 @@ func (x *ExitReport) String() string {
 func (*ExitReport) ProtoMessage() {}
 
 func (x *ExitReport) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1216,7 @@ func (x *ExitReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitReport.ProtoReflect.Descriptor instead.
 func (*ExitReport) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{14}
+	return file_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExitReport) GetExecutorId() string {
@@ -1236,6 +1317,13 @@ func (x *ExitReport) GetSpans() []*Span {
 	return nil
 }
 
+func (x *ExitReport) GetModels() []*ModelSaved {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
 type ExitAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1244,7 +1332,7 @@ type ExitAck struct {
 
 func (x *ExitAck) Reset() {
 	*x = ExitAck{}
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1344,7 @@ func (x *ExitAck) String() string {
 func (*ExitAck) ProtoMessage() {}
 
 func (x *ExitAck) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1357,7 @@ func (x *ExitAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitAck.ProtoReflect.Descriptor instead.
 func (*ExitAck) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{15}
+	return file_control_proto_rawDescGZIP(), []int{16}
 }
 
 var File_control_proto protoreflect.FileDescriptor
@@ -1320,7 +1408,7 @@ const file_control_proto_rawDesc = "" +
 	"\n" +
 	"taken_rows\x18\x04 \x01(\x03R\ttakenRows\x12#\n" +
 	"\rtaken_batches\x18\x05 \x01(\x03R\ftakenBatches\x12\x14\n" +
-	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\"\x82\x04\n" +
+	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\"\xba\x04\n" +
 	"\x10HeartbeatRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
@@ -1336,7 +1424,15 @@ const file_control_proto_rawDesc = "" +
 	" \x01(\x03R\x15credentialsGeneration\x12>\n" +
 	"\n" +
 	"localizing\x18\v \x01(\v2\x1e.spindle.control.v1.LocalizingR\n" +
-	"localizing\"L\n" +
+	"localizing\x126\n" +
+	"\x06models\x18\f \x03(\v2\x1e.spindle.control.v1.ModelSavedR\x06models\"m\n" +
+	"\n" +
+	"ModelSaved\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x10\n" +
+	"\x03uri\x18\x03 \x01(\tR\x03uri\x12\x1f\n" +
+	"\vunix_millis\x18\x04 \x01(\x03R\n" +
+	"unixMillis\"L\n" +
 	"\n" +
 	"Localizing\x12\x1d\n" +
 	"\n" +
@@ -1371,7 +1467,7 @@ const file_control_proto_rawDesc = "" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
 	"\bfinished\x18\x03 \x01(\bR\bfinished\x12A\n" +
-	"\vcredentials\x18\x04 \x01(\v2\x1f.spindle.control.v1.CredentialsR\vcredentials\"\x92\x04\n" +
+	"\vcredentials\x18\x04 \x01(\v2\x1f.spindle.control.v1.CredentialsR\vcredentials\"\xca\x04\n" +
 	"\n" +
 	"ExitReport\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
@@ -1391,7 +1487,8 @@ const file_control_proto_rawDesc = "" +
 	"\areports\x18\v \x03(\v2\x1a.spindle.control.v1.ReportR\areports\x126\n" +
 	"\x06output\x18\f \x03(\v2\x1e.spindle.control.v1.OutputLineR\x06output\x12%\n" +
 	"\x0eoutput_dropped\x18\r \x01(\x03R\routputDropped\x12.\n" +
-	"\x05spans\x18\x0e \x03(\v2\x18.spindle.control.v1.SpanR\x05spans\"\t\n" +
+	"\x05spans\x18\x0e \x03(\v2\x18.spindle.control.v1.SpanR\x05spans\x126\n" +
+	"\x06models\x18\x0f \x03(\v2\x1e.spindle.control.v1.ModelSavedR\x06models\"\t\n" +
 	"\aExitAck2\xd9\x02\n" +
 	"\aControl\x12U\n" +
 	"\bRegister\x12#.spindle.control.v1.RegisterRequest\x1a$.spindle.control.v1.RegisterResponse\x12X\n" +
@@ -1412,7 +1509,7 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_control_proto_goTypes = []any{
 	(*FetchFileRequest)(nil),  // 0: spindle.control.v1.FetchFileRequest
 	(*FileChunk)(nil),         // 1: spindle.control.v1.FileChunk
@@ -1422,47 +1519,50 @@ var file_control_proto_goTypes = []any{
 	(*Credentials)(nil),       // 5: spindle.control.v1.Credentials
 	(*Progress)(nil),          // 6: spindle.control.v1.Progress
 	(*HeartbeatRequest)(nil),  // 7: spindle.control.v1.HeartbeatRequest
-	(*Localizing)(nil),        // 8: spindle.control.v1.Localizing
-	(*Span)(nil),              // 9: spindle.control.v1.Span
-	(*Usage)(nil),             // 10: spindle.control.v1.Usage
-	(*Report)(nil),            // 11: spindle.control.v1.Report
-	(*OutputLine)(nil),        // 12: spindle.control.v1.OutputLine
-	(*HeartbeatResponse)(nil), // 13: spindle.control.v1.HeartbeatResponse
-	(*ExitReport)(nil),        // 14: spindle.control.v1.ExitReport
-	(*ExitAck)(nil),           // 15: spindle.control.v1.ExitAck
-	nil,                       // 16: spindle.control.v1.Report.ValuesEntry
-	(*Task)(nil),              // 17: spindle.control.v1.Task
+	(*ModelSaved)(nil),        // 8: spindle.control.v1.ModelSaved
+	(*Localizing)(nil),        // 9: spindle.control.v1.Localizing
+	(*Span)(nil),              // 10: spindle.control.v1.Span
+	(*Usage)(nil),             // 11: spindle.control.v1.Usage
+	(*Report)(nil),            // 12: spindle.control.v1.Report
+	(*OutputLine)(nil),        // 13: spindle.control.v1.OutputLine
+	(*HeartbeatResponse)(nil), // 14: spindle.control.v1.HeartbeatResponse
+	(*ExitReport)(nil),        // 15: spindle.control.v1.ExitReport
+	(*ExitAck)(nil),           // 16: spindle.control.v1.ExitAck
+	nil,                       // 17: spindle.control.v1.Report.ValuesEntry
+	(*Task)(nil),              // 18: spindle.control.v1.Task
 }
 var file_control_proto_depIdxs = []int32{
 	3,  // 0: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
-	17, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
+	18, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
 	5,  // 2: spindle.control.v1.RegisterResponse.credentials:type_name -> spindle.control.v1.Credentials
 	6,  // 3: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
-	10, // 4: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
-	11, // 5: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
-	12, // 6: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
-	9,  // 7: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
-	8,  // 8: spindle.control.v1.HeartbeatRequest.localizing:type_name -> spindle.control.v1.Localizing
-	16, // 9: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
-	5,  // 10: spindle.control.v1.HeartbeatResponse.credentials:type_name -> spindle.control.v1.Credentials
-	6,  // 11: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
-	10, // 12: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
-	11, // 13: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
-	12, // 14: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
-	9,  // 15: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
-	2,  // 16: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
-	7,  // 17: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
-	14, // 18: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
-	0,  // 19: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
-	4,  // 20: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
-	13, // 21: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
-	15, // 22: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
-	1,  // 23: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
-	20, // [20:24] is the sub-list for method output_type
-	16, // [16:20] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	11, // 4: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
+	12, // 5: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
+	13, // 6: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
+	10, // 7: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
+	9,  // 8: spindle.control.v1.HeartbeatRequest.localizing:type_name -> spindle.control.v1.Localizing
+	8,  // 9: spindle.control.v1.HeartbeatRequest.models:type_name -> spindle.control.v1.ModelSaved
+	17, // 10: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
+	5,  // 11: spindle.control.v1.HeartbeatResponse.credentials:type_name -> spindle.control.v1.Credentials
+	6,  // 12: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
+	11, // 13: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
+	12, // 14: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
+	13, // 15: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
+	10, // 16: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
+	8,  // 17: spindle.control.v1.ExitReport.models:type_name -> spindle.control.v1.ModelSaved
+	2,  // 18: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
+	7,  // 19: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
+	15, // 20: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
+	0,  // 21: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
+	4,  // 22: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
+	14, // 23: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
+	16, // 24: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
+	1,  // 25: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
+	22, // [22:26] is the sub-list for method output_type
+	18, // [18:22] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -1477,7 +1577,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -43,6 +43,8 @@ type options struct {
 	dieAt     int
 	export    string
 	ckptEvery int
+	scoresOut string
+	initModel string
 }
 
 func main() {
@@ -61,6 +63,8 @@ func main() {
 	flag.Float64Var(&o.lr, "lr", 0.1, "learning rate (FTRL's alpha)")
 	flag.Float64Var(&o.l1, "l1", 1, "FTRL's L1 strength")
 	flag.StringVar(&o.export, "export", "", "worker 0 writes the trained table to this Parquet `file` (a path or hdfs:// URI) at the end")
+	flag.StringVar(&o.scoresOut, "scores-out", "", "worker 0 writes the first 100 held-out rows' ids (the bias key first) and its scores of them to this JSON `file`, to compare with an exported model's")
+	flag.StringVar(&o.initModel, "init-model", "", "start the table from this ONNX model's (spindle model export of a sparse-lr checkpoint): a .onnx file, a directory holding model.onnx, or [STORE/]NAME[/VERSION]; needs --checkpoint-dir; a checkpoint to resume from wins")
 	flag.IntVar(&o.dieAt, "die-at-step", 0, "worker 1 exits with status 3 at this step, in the job's first generation only (failure tests)")
 	flag.IntVar(&o.ckptEvery, "checkpoint-every", 0, "worker 0 checkpoints the tables every `N` steps under the job's checkpoint directory (--checkpoint-dir), and a restarted job resumes from the latest")
 	flag.Parse()
@@ -73,6 +77,9 @@ func main() {
 	defer stop()
 	if err := run(ctx, o, logger); err != nil {
 		fmt.Fprintln(os.Stderr, "sparse-lr:", err)
+		if errors.Is(err, errBadModel) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
@@ -85,8 +92,8 @@ func check(o options) error {
 		return fmt.Errorf("--vocab %d: want 2 to 2^20", o.data.vocab)
 	case !(o.data.zipf > 1):
 		return fmt.Errorf("--zipf %g: want more than 1", o.data.zipf)
-	case o.rows < 1 || o.batch < 1 || o.evalRows < 2:
-		return errors.New("--rows, --batch and --eval-rows must be positive (eval at least 2)")
+	case o.rows < 0 || o.rows == 0 && o.initModel == "" || o.batch < 1 || o.evalRows < 2:
+		return errors.New("--rows, --batch and --eval-rows must be positive (eval at least 2; --rows 0 with --init-model only scores the model)")
 	}
 	return nil
 }
@@ -96,7 +103,7 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	c, err := client.FromRanks(psRanks(env), logger)
+	c, err := client.FromRanks(env.PSRanks(), logger)
 	if err != nil {
 		return err
 	}
@@ -123,6 +130,16 @@ func run(ctx context.Context, o options, logger *slog.Logger) error {
 			return err
 		} else if ok {
 			fmt.Printf("sparse-lr: worker %d resumes at step %d from the tables' checkpoint\n", c.Worker(), clock)
+		}
+	}
+	resumed := base != "" && c.Steps() > 0
+	if o.initModel != "" && !resumed {
+		if files == nil {
+			files = fsys.NewResolver(fsys.Options{})
+			defer files.Close()
+		}
+		if err := initFromModel(ctx, c, env, spec, o.initModel, files); err != nil {
+			return err
 		}
 	}
 	if o.ckptEvery > 0 && base == "" {
@@ -231,6 +248,7 @@ func evaluate(ctx context.Context, c *client.Client, o options) error {
 	labels := make([]float32, 0, o.evalRows)
 	const chunk = 5000
 	var keys []uint64
+	var sample scoreSample
 	for len(labels) < o.evalRows {
 		n := min(chunk, o.evalRows-len(labels))
 		keys = append(keys[:0], biasKey)
@@ -250,6 +268,15 @@ func evaluate(ctx context.Context, c *client.Client, o options) error {
 				z += float64(v)
 			}
 			trained = append(trained, sigmoid(z))
+			if len(sample.Scores) < sampleRows {
+				ids := append([]uint64{biasKey}, keys[1+r*o.data.fields:1+(r+1)*o.data.fields]...)
+				sample.IDs, sample.Scores = append(sample.IDs, ids), append(sample.Scores, sigmoid(z))
+			}
+		}
+	}
+	if o.scoresOut != "" {
+		if err := sample.write(o.scoresOut); err != nil {
+			return err
 		}
 	}
 	stats, err := c.Stats(ctx)
@@ -281,11 +308,4 @@ func evaluate(ctx context.Context, c *client.Client, o options) error {
 		fmt.Printf("sparse-lr: exported %d rows of table %s to %s\n", n, table, o.export)
 	}
 	return nil
-}
-
-// psRanks is env's view of the job's parameter servers.
-func psRanks(env task.Env) ps.Ranks {
-	first, n := env.RoleRanks("ps")
-	return ps.Ranks{Rank: env.Rank, WorldSize: env.WorldSize, Role: env.Role, RoleRank: env.RoleRank, Peers: env.Peers,
-		First: first, Servers: n, PeerToken: env.PeerToken, DataLink: env.DataLink}
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"math"
+	"os"
 	"sort"
 )
 
@@ -48,4 +51,25 @@ func logloss(p []float64, labels []float32) float64 {
 		}
 	}
 	return sum / float64(len(p))
+}
+
+// sampleRows is how many held-out rows --scores-out records.
+const sampleRows = 100
+
+// scoreSample is held-out rows with the trained model's scores of them.
+type scoreSample struct {
+	IDs    [][]uint64 `json:"ids"`
+	Scores []float64  `json:"scores"`
+}
+
+// write saves the sample as JSON at path (a local file).
+func (s scoreSample) write(path string) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("--scores-out: %w", err)
+	}
+	return nil
 }

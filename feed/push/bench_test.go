@@ -22,6 +22,8 @@ import (
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/tlsgen"
+
+	"github.com/spindle-ml/spindle/feed/plan"
 )
 
 // discardServer takes DoPut streams and drops their batches: what Flight
@@ -114,11 +116,11 @@ func BenchmarkFlightPush(b *testing.B) {
 					perr = endOfInput(ctx, c, testProducerToken)
 				}
 			}()
-			plan, err := s.Plan(ctx, s.Addr(), nil, "label")
+			jp, err := s.Plan(ctx, s.Addr(), nil, "label")
 			if err != nil {
 				b.Fatal(err)
 			}
-			n := feedAll(b, res, feed.PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, LabelColumn: "label", BatchRows: 4096,
+			n := feedAll(b, res, feed.PipelineConfig{Splits: jp.Ranks[0], Schema: jp.Schema, LabelColumn: "label", BatchRows: 4096,
 				EvenBatches: feed.EvenOff, Flight: feed.FlightOptions{PushToken: testFeedToken, PushTLS: rank}})
 			wg.Wait()
 			if perr != nil {
@@ -137,11 +139,11 @@ func BenchmarkFlightPush(b *testing.B) {
 	b.Run("push-feed-tls", func(b *testing.B) { pushFeed(b, true) })
 	b.Run("parquet-feed", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			plan, err := feed.Plan(ctx, res, feed.PlanRequest{Inputs: []string{pq}, Ranks: 1, LabelColumn: "label"})
+			jp, err := plan.Plan(ctx, res, feed.PlanRequest{Inputs: []string{pq}, Ranks: 1, LabelColumn: "label"})
 			if err != nil {
 				b.Fatal(err)
 			}
-			if n := feedAll(b, res, feed.PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, LabelColumn: "label", BatchRows: 4096}); n != rows {
+			if n := feedAll(b, res, feed.PipelineConfig{Splits: jp.Ranks[0], Schema: jp.Schema, LabelColumn: "label", BatchRows: 4096}); n != rows {
 				b.Fatalf("fed %d rows, want %d", n, rows)
 			}
 		}

@@ -63,6 +63,8 @@ import (
 
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/fsys"
+
+	"github.com/spindle-ml/spindle/feed/plan"
 )
 
 var (
@@ -233,13 +235,13 @@ func parseCodec(s string) (compress.Compression, error) {
 // decoded into region when there is one.
 func newBenchPipeline(ctx context.Context, path string, mode Mode, batchRows, prefetch int, cacheBytes int64, region *SharedRegion) (*feed.Pipeline, error) {
 	res := fsys.NewResolver(fsys.Options{})
-	plan, err := feed.Plan(ctx, res, feed.PlanRequest{Inputs: []string{path}, Ranks: 1, LabelColumn: "label"})
+	jp, err := plan.Plan(ctx, res, feed.PlanRequest{Inputs: []string{path}, Ranks: 1, LabelColumn: "label"})
 	if err != nil {
 		return nil, err
 	}
 	cfg := feed.PipelineConfig{
-		Splits:      plan.Ranks[0],
-		Schema:      plan.Schema,
+		Splits:      jp.Ranks[0],
+		Schema:      jp.Schema,
 		LabelColumn: "label",
 		BatchRows:   batchRows,
 		Prefetch:    prefetch,

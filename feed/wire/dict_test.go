@@ -19,6 +19,8 @@ import (
 
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/fsys"
+
+	"github.com/spindle-ml/spindle/feed/plan"
 )
 
 // dictRows and dictGroupRows shape the file of the dictionary tests: row
@@ -82,14 +84,14 @@ func dictPipeline(t *testing.T, path string) *feed.Pipeline {
 	t.Helper()
 	ctx := context.Background()
 	res := fsys.NewResolver(fsys.Options{})
-	plan, err := feed.Plan(ctx, res, feed.PlanRequest{Inputs: []string{path}, Ranks: 1, LabelColumn: "label"})
+	jp, err := plan.Plan(ctx, res, feed.PlanRequest{Inputs: []string{path}, Ranks: 1, LabelColumn: "label"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dt := plan.Schema.Field(1).Type; dt.ID() != arrow.DICTIONARY {
+	if dt := jp.Schema.Field(1).Type; dt.ID() != arrow.DICTIONARY {
 		t.Fatalf("the plan has the dictionary-encoded column as %s, want a dictionary", dt)
 	}
-	p, err := feed.NewPipeline(res, feed.PipelineConfig{Splits: plan.Ranks[0], Schema: plan.Schema, LabelColumn: "label",
+	p, err := feed.NewPipeline(res, feed.PipelineConfig{Splits: jp.Ranks[0], Schema: jp.Schema, LabelColumn: "label",
 		BatchRows: 256, Shuffle: true, Seed: 7, ShuffleBufferRows: 1000, Prefetch: 2, EvenBatches: feed.EvenOff})
 	if err != nil {
 		t.Fatal(err)

@@ -108,7 +108,7 @@ func readLogReg(ctx context.Context, f fsys.FS, name string) (LogReg, error) {
 
 func exportLogReg(lr LogReg, from string, o ExportOptions) (*Exported, error) {
 	if len(o.Columns) > 0 && len(o.Columns) != len(lr.Weights) {
-		return nil, fmt.Errorf("checkpoint %s has %d weights but --columns names %d columns: %w", from, len(lr.Weights), len(o.Columns), ErrMismatch)
+		return nil, marked(ErrMismatch, "checkpoint %s has %d weights but --columns names %d columns", from, len(lr.Weights), len(o.Columns))
 	}
 	m, err := LogRegToONNX(lr, o.SpindleVersion)
 	if err != nil {
@@ -149,7 +149,7 @@ func exportTable(ctx context.Context, res *fsys.Resolver, dir string, cm client.
 		return nil
 	})
 	if errors.Is(err, server.ErrNoTable) {
-		return nil, fmt.Errorf("checkpoint %s: table %q: %w", dir, o.Table, ErrNoTable)
+		return nil, marked(ErrNoTable, "checkpoint %s has no table %q", dir, o.Table)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", dir, err)
@@ -160,10 +160,10 @@ func exportTable(ctx context.Context, res *fsys.Resolver, dir string, cm client.
 	}
 	sort.Strings(names)
 	if len(names) == 0 {
-		return nil, fmt.Errorf("checkpoint %s holds no tables: %w", dir, ErrNoTable)
+		return nil, marked(ErrNoTable, "checkpoint %s holds no tables", dir)
 	}
 	if o.Table == "" && len(names) > 1 {
-		return nil, fmt.Errorf("checkpoint %s holds tables %s: pick one with --table: %w", dir, strings.Join(names, ", "), ErrNoTable)
+		return nil, marked(ErrNoTable, "checkpoint %s holds tables %s: pick one with --table", dir, strings.Join(names, ", "))
 	}
 	t := tables[names[0]]
 	if t.Dense {
@@ -209,4 +209,19 @@ func manifest(m *pb.ModelProto, checkpoint string, o ExportOptions, colType stri
 		}
 	}
 	return man
+}
+
+// markedError is a message that satisfies errors.Is for one of the
+// package's sentinels without repeating the sentinel's text.
+type markedError struct {
+	msg  string
+	kind error
+}
+
+func (e *markedError) Error() string { return e.msg }
+func (e *markedError) Unwrap() error { return e.kind }
+
+// marked formats a message marked as kind (ErrMismatch, ErrNoTable).
+func marked(kind error, format string, args ...any) error {
+	return &markedError{msg: fmt.Sprintf(format, args...), kind: kind}
 }

@@ -60,17 +60,17 @@ func LogRegToONNX(lr LogReg, producerVersion string) (*pb.ModelProto, error) {
 func LogRegFromONNX(m *pb.ModelProto, where string, features int) (LogReg, error) {
 	wt, ok := onnx.Initializer(m, LogRegWeights)
 	if !ok {
-		return LogReg{}, fmt.Errorf("%s: no initializer %q: not a logistic-regression model spindle exported: %w", where, LogRegWeights, ErrMismatch)
+		return LogReg{}, marked(ErrMismatch, "%s: no initializer %q: not a logistic-regression model spindle exported", where, LogRegWeights)
 	}
 	bt, ok := onnx.Initializer(m, LogRegBias)
 	if !ok {
-		return LogReg{}, fmt.Errorf("%s: no initializer %q: not a logistic-regression model spindle exported: %w", where, LogRegBias, ErrMismatch)
+		return LogReg{}, marked(ErrMismatch, "%s: no initializer %q: not a logistic-regression model spindle exported", where, LogRegBias)
 	}
 	if len(wt.Dims) != 2 || wt.Dims[1] != 1 {
-		return LogReg{}, fmt.Errorf("%s: %s has shape %v, want [features, 1]: %w", where, LogRegWeights, wt.Dims, ErrMismatch)
+		return LogReg{}, marked(ErrMismatch, "%s: %s has shape %v, want [features, 1]", where, LogRegWeights, wt.Dims)
 	}
 	if features > 0 && wt.Dims[0] != int64(features) {
-		return LogReg{}, fmt.Errorf("%s: %s has %d features but the feed gives %d: %w", where, LogRegWeights, wt.Dims[0], features, ErrMismatch)
+		return LogReg{}, marked(ErrMismatch, "%s: %s has %d features but the feed gives %d", where, LogRegWeights, wt.Dims[0], features)
 	}
 	w, err := onnx.Float64s(wt)
 	if err != nil {

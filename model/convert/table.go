@@ -110,7 +110,7 @@ func TableToONNX(t Table, o TableOptions, producerVersion string) (*pb.ModelProt
 func TableFromONNX(m *pb.ModelProto, where, name string) (Table, error) {
 	init, ok := onnx.Initializer(m, tablePrefix+name)
 	if !ok {
-		return Table{}, fmt.Errorf("%s: no table %q (no initializer %q; it holds %v): %w", where, name, tablePrefix+name, TableNames(m), ErrNoTable)
+		return Table{}, marked(ErrNoTable, "%s: no table %q (no initializer %q; it holds %v)", where, name, tablePrefix+name, TableNames(m))
 	}
 	if len(init.Dims) != 2 {
 		return Table{}, fmt.Errorf("%s: table %s has shape %v, want [rows, dim]", where, name, init.Dims)

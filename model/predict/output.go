@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/feed/plan"
 	"github.com/spindle-ml/spindle/fsys"
 )
 
@@ -108,21 +109,21 @@ func FinishOutput(ctx context.Context, res *fsys.Resolver, uri string, wantRows 
 			return 0, fmt.Errorf("remove the leftover %s from the output %s: %w", e.Name(), uri, err)
 		}
 	}
-	plan, err := feed.Plan(ctx, res, feed.PlanRequest{Inputs: []string{uri}, Format: feed.FormatParquet, Ranks: 1, RetryUnavailable: -1})
+	jp, err := plan.Plan(ctx, res, feed.PlanRequest{Inputs: []string{uri}, Format: feed.FormatParquet, Ranks: 1, RetryUnavailable: -1})
 	if err != nil {
 		return 0, fmt.Errorf("count the rows of the output %s: %w", uri, err)
 	}
-	if wantRows > 0 && plan.TotalRows != wantRows {
-		return plan.TotalRows, fmt.Errorf("the output %s holds %d rows, the input %d", uri, plan.TotalRows, wantRows)
+	if wantRows > 0 && jp.TotalRows != wantRows {
+		return jp.TotalRows, fmt.Errorf("the output %s holds %d rows, the input %d", uri, jp.TotalRows, wantRows)
 	}
 	w, err := fsy.CreateAtomic(ctx, path.Join(dir, SuccessFile))
 	if err != nil {
-		return plan.TotalRows, fmt.Errorf("write %s in %s: %w", SuccessFile, uri, err)
+		return jp.TotalRows, fmt.Errorf("write %s in %s: %w", SuccessFile, uri, err)
 	}
 	if err := w.Commit(); err != nil {
-		return plan.TotalRows, fmt.Errorf("write %s in %s: %w", SuccessFile, uri, err)
+		return jp.TotalRows, fmt.Errorf("write %s in %s: %w", SuccessFile, uri, err)
 	}
-	return plan.TotalRows, nil
+	return jp.TotalRows, nil
 }
 
 // removeTree removes name and, when it is a directory, what it holds.

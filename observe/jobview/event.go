@@ -24,6 +24,9 @@ const (
 	KindRestart Kind = "restart"
 	// KindWebUI records where the job's web UI listens (Message: its URL).
 	KindWebUI Kind = "web_ui"
+	// KindModelSaved records a model version a rank published into the
+	// model store (Rank, Model).
+	KindModelSaved Kind = "model_saved"
 )
 
 // Job states, as YARN and Spark report them.
@@ -76,6 +79,16 @@ type Event struct {
 	Line   string `json:"line,omitempty"`
 
 	Generation int `json:"generation,omitempty"`
+
+	Model *ModelRef `json:"model,omitempty"`
+}
+
+// ModelRef is a model version in the model store: spindle model show
+// NAME/VERSION reads it, and URI is its directory.
+type ModelRef struct {
+	Name    string `json:"name"`
+	Version int64  `json:"version"`
+	URI     string `json:"uri"`
 }
 
 // Info describes a job when it is submitted.

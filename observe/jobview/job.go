@@ -49,7 +49,19 @@ type Snapshot struct {
 	Scalars    map[string][]Point `json:"scalars,omitempty"`
 	Slowest    *int               `json:"slowest_rank,omitempty"`
 	Totals     map[string]float64 `json:"totals"`
+	// Models are the model versions the job published, oldest first.
+	Models []SavedModel `json:"models,omitempty"`
 }
+
+// SavedModel is a model version a rank of the job published.
+type SavedModel struct {
+	ModelRef
+	Rank int       `json:"rank"`
+	Time time.Time `json:"time"`
+}
+
+// ModelsKept bounds the saved models a Job lists: the newest are kept.
+const ModelsKept = 1000
 
 // RankView is one row of the ranks table.
 type RankView struct {
@@ -111,6 +123,7 @@ type Job struct {
 	ranks      map[int]*rankState
 	throughput series
 	scalars    map[string]*series
+	models     []SavedModel
 	tp         throughputSampler
 }
 
@@ -194,6 +207,13 @@ func (j *Job) Apply(ev Event) {
 			}
 			rank := ev.Rank
 			s.add(Point{T: j.since(ev.Time), V: v, Rank: &rank})
+		}
+	case KindModelSaved:
+		if ev.Model != nil {
+			if len(j.models) >= ModelsKept {
+				j.models = j.models[1:]
+			}
+			j.models = append(j.models, SavedModel{ModelRef: *ev.Model, Rank: ev.Rank, Time: ev.Time})
 		}
 	case KindLog:
 		r := j.rank(ev.Rank)
@@ -351,6 +371,7 @@ func (j *Job) Snapshot(now time.Time) Snapshot {
 			s.Scalars[name] = ser.points()
 		}
 	}
+	s.Models = append([]SavedModel(nil), j.models...)
 	return s
 }
 

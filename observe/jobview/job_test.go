@@ -124,3 +124,17 @@ func TestLogBytesShared(t *testing.T) {
 		t.Fatalf("a small job keeps %d lines, want %d", len(c.Lines), LogLinesKept)
 	}
 }
+
+// The models a job saved are listed in order, the newest ModelsKept of them.
+func TestSavedModels(t *testing.T) {
+	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	events := []Event{{Time: t0, Kind: KindSubmitted, Info: &Info{ID: "j1", WorldSize: 1}}}
+	for v := 1; v <= ModelsKept+2; v++ {
+		events = append(events, Event{Time: t0.Add(time.Duration(v) * time.Second), Kind: KindModelSaved, Rank: 0,
+			Model: &ModelRef{Name: "ctr", Version: int64(v), URI: fmt.Sprintf("/models/ctr/%d", v)}})
+	}
+	s := Replay(events).Snapshot(t0.Add(time.Hour))
+	if len(s.Models) != ModelsKept || s.Models[0].Version != 3 || s.Models[ModelsKept-1].URI != fmt.Sprintf("/models/ctr/%d", ModelsKept+2) {
+		t.Fatalf("models: %d, first %+v", len(s.Models), s.Models[0])
+	}
+}

@@ -112,13 +112,6 @@ func (s *Server) writeCheckpoint(ctx context.Context, dir string, clock int64) (
 	if err := fsys.MkdirPrivate(ctx, fs, path.Dir(name)); err != nil {
 		return nil, fmt.Errorf("checkpoint to %s: %w", uri, err)
 	}
-	out, err := fsys.CreatePrivate(ctx, fs, name)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint to %s: %w", uri, err)
-	}
-	defer out.Abort()
-	counter := &countingWriter{w: out}
-	w := bufio.NewWriterSize(counter, 1<<20)
 	s.mu.RLock()
 	names := make([]string, 0, len(s.tables))
 	for name := range s.tables {
@@ -130,21 +123,38 @@ func (s *Server) writeCheckpoint(ctx context.Context, dir string, clock int64) (
 		tables = append(tables, s.tables[name])
 	}
 	s.mu.RUnlock()
+	keys, size, err := writePart(ctx, fs, name, clock, s.cfg.Index, n, s.ring.Load().Version(), tables)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint to %s: %w", uri, err)
+	}
+	return &pspb.CheckpointResponse{File: uri, Keys: keys, Bytes: uint64(size)}, nil
+}
 
+// writePart writes server index's part (of n) of a checkpoint at clock,
+// holding tables, to name inside fs, atomically. It returns the rows and
+// bytes written.
+func writePart(ctx context.Context, fs fsys.FS, name string, clock int64, index, n int, ringVersion uint64, tables []*table) (uint64, int64, error) {
+	out, err := fsys.CreatePrivate(ctx, fs, name)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer out.Abort()
+	counter := &countingWriter{w: out}
+	w := bufio.NewWriterSize(counter, 1<<20)
 	le := binary.LittleEndian
 	var hdr []byte
 	hdr = append(hdr, ckptMagic...)
 	hdr = le.AppendUint64(hdr, uint64(clock))
-	hdr = le.AppendUint32(hdr, uint32(s.cfg.Index))
+	hdr = le.AppendUint32(hdr, uint32(index))
 	hdr = le.AppendUint32(hdr, uint32(n))
-	hdr = le.AppendUint64(hdr, s.ring.Load().Version())
+	hdr = le.AppendUint64(hdr, ringVersion)
 	hdr = le.AppendUint32(hdr, uint32(len(tables)))
 	w.Write(hdr)
 	var keys uint64
 	for _, t := range tables {
 		spec, err := proto.Marshal(t.spec)
 		if err != nil {
-			return nil, err
+			return 0, 0, err
 		}
 		// The row count first: every shard is copied under its lock, so
 		// the count is taken the same way.
@@ -174,12 +184,12 @@ func (s *Server) writeCheckpoint(ctx context.Context, dir string, clock int64) (
 		keys += rows
 	}
 	if err := w.Flush(); err != nil {
-		return nil, fmt.Errorf("checkpoint to %s: %w", uri, err)
+		return 0, 0, err
 	}
 	if err := out.Commit(); err != nil {
-		return nil, fmt.Errorf("checkpoint to %s: %w", uri, err)
+		return 0, 0, err
 	}
-	return &pspb.CheckpointResponse{File: uri, Keys: keys, Bytes: uint64(counter.n)}, nil
+	return keys, counter.n, nil
 }
 
 // shardCopy is a shard's rows copied under its lock.

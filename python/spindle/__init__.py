@@ -24,7 +24,7 @@ and out, and ``spindle.ps.Embedding`` for PyTorch models).
 
 import os
 
-from . import _contract
+from . import _contract, model
 from ._env import (
     checkpoint_dir,
     checkpoint_keep,
@@ -57,7 +57,7 @@ from ._submit import Job, JobFailed, submit
 from ._run import run
 
 __all__ = [
-    "__version__", "Checkpointer", "Job", "JobFailed", "run", "submit", "EnvError", "Epoch", "Feed", "FeedError", "FeedTruncatedError", "SpindleError", "UnsupportedTypeError",
+    "__version__", "Checkpointer", "Job", "JobFailed", "model", "run", "submit", "EnvError", "Epoch", "Feed", "FeedError", "FeedTruncatedError", "SpindleError", "UnsupportedTypeError",
     "batches", "checkpoint_dir", "checkpoint_keep", "collective_timeout", "columns", "epochs", "feed", "feed_mode", "feed_path",
     "feed_start", "files_dir", "generation", "in_spindle", "job_id", "label_column", "last_epoch", "local_rank", "local_world_size",
     "peers", "position", "pyarrow_available", "rank", "report", "resume_checkpoint", "role", "role_rank", "role_world_size", "roles", "tensors", "world_size",

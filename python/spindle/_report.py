@@ -12,6 +12,9 @@ from . import _contract
 _sock = None
 _path = None
 
+#: The last value reported under each name (spindle.model.save records them).
+last_values = {}
+
 
 def report(step=None, **values):
     """Report named numbers at a training step, e.g. ``spindle.report(step=i, loss=l)``.
@@ -39,6 +42,7 @@ def report(step=None, **values):
             clean[name] = value
     if not clean:
         return False
+    last_values.update(clean)
     msg = {"values": clean, "time": time.time()}
     if step is not None:
         msg["step"] = int(step)

@@ -235,6 +235,12 @@ func TestSubmitLogReg(t *testing.T) {
 		t.Fatalf("spindle submit exited %d:\n%s", code, j.stderr.String())
 	}
 	id := j.appID(t)
+	// In client mode too the job is named after its application, from
+	// its first log line to its last.
+	if logs := j.stderr.String(); !strings.Contains(logs, "msg=\"submitting job\" job="+id.String()) ||
+		!strings.Contains(logs, "job "+id.String()+" succeeded") {
+		t.Errorf("the job's id is not its application's (%s):\n%s", id, logs)
+	}
 	rep := s.report(t, id)
 	if rep.GetYarnApplicationState() != pb.YarnApplicationStateProto_FINISHED || rep.GetFinalApplicationStatus() != pb.FinalApplicationStatusProto_APP_SUCCEEDED ||
 		rep.GetApplicationType() != "SPINDLE" || rep.GetName() != "yarn-logreg" || rep.GetQueue() != "default" ||

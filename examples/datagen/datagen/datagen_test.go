@@ -18,6 +18,8 @@ import (
 	"github.com/spindle-ml/spindle/examples/datagen/datagen"
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/fsys"
+
+	"github.com/spindle-ml/spindle/feed/plan"
 )
 
 func generate(t *testing.T, cfg datagen.Config) (datagen.Model, string) {
@@ -38,14 +40,14 @@ func readRows(t *testing.T, dir string, features int) ([][]float32, []int64, *fe
 	t.Helper()
 	ctx := context.Background()
 	res := fsys.NewResolver(fsys.Options{})
-	plan, err := feed.Plan(ctx, res, feed.PlanRequest{Inputs: []string{dir}, Ranks: 1, LabelColumn: datagen.LabelColumn})
+	jp, err := plan.Plan(ctx, res, feed.PlanRequest{Inputs: []string{dir}, Ranks: 1, LabelColumn: datagen.LabelColumn})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var xs [][]float32
 	var ys []int64
-	for _, s := range plan.Ranks[0] {
-		r, err := feed.OpenSplit(ctx, res, s, feed.ReadOptions{Schema: plan.Schema, LabelColumn: datagen.LabelColumn})
+	for _, s := range jp.Ranks[0] {
+		r, err := feed.OpenSplit(ctx, res, s, feed.ReadOptions{Schema: jp.Schema, LabelColumn: datagen.LabelColumn})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +76,7 @@ func readRows(t *testing.T, dir string, features int) ([][]float32, []int64, *fe
 		}
 		r.Close()
 	}
-	return xs, ys, plan
+	return xs, ys, jp
 }
 
 func TestGenerateFormats(t *testing.T) {
@@ -106,12 +108,12 @@ func TestGenerateFormats(t *testing.T) {
 				t.Errorf("Bayes accuracy %.3f: the task is trivial or hopeless", m.BayesAccuracy)
 			}
 
-			xs, ys, plan := readRows(t, dir, 5)
-			if plan.TotalRows != 5003 || len(ys) != 5003 {
-				t.Fatalf("read %d rows (plan %d), want 5003", len(ys), plan.TotalRows)
+			xs, ys, jp := readRows(t, dir, 5)
+			if jp.TotalRows != 5003 || len(ys) != 5003 {
+				t.Fatalf("read %d rows (plan %d), want 5003", len(ys), jp.TotalRows)
 			}
 			if format != feed.FormatCSV {
-				for _, f := range plan.Files {
+				for _, f := range jp.Files {
 					if f.Units < 3 {
 						t.Errorf("%s has %d row groups or batches, want several", f.URI, f.Units)
 					}

@@ -120,12 +120,18 @@ async function showJob(id) {
     const charts = el("div", {class: "charts"}, chart("throughput (rows/s)", j.throughput));
     for (const [name, pts] of Object.entries(j.scalars || {}).sort()) charts.append(chart(name, pts));
     const settings = Object.entries(j.settings || {}).sort();
+    const models = (j.models || []).map(m => el("tr", {class: "model"},
+      el("td", {}, el("code", {title: "spindle model show " + m.uri}, m.name + "/" + m.version)),
+      el("td", {class: "num"}, m.rank), el("td", {}, fmt.time(m.time)), el("td", {}, el("code", {}, m.uri))));
     show(el("h1", {}, j.name || j.id), head,
       j.reason ? el("div", {class: "reason", id: "reason"}, j.reason) : null,
       el("h2", {}, "Ranks"),
       el("table", {id: "ranks"}, el("thead", {}, el("tr", {}, ...["Rank", "Role", "Host", "State", "Restarts", "Epoch", "Rows", "Rows/s", "Feed", "Steps/s", "CPU", "Memory", "GPU", "Heartbeat", ""].map(h => el("th", {}, h)))),
         el("tbody", {}, ...rows)),
       el("h2", {}, "Charts"), charts,
+      models.length ? el("h2", {}, "Models") : null,
+      models.length ? el("table", {id: "models"}, el("thead", {}, el("tr", {}, ...["Model", "Rank", "Saved", "Where"].map(h => el("th", {}, h)))),
+        el("tbody", {}, ...models)) : null,
       settings.length ? el("details", {}, el("summary", {}, "Settings (" + settings.length + ")"),
         el("table", {}, el("tbody", {}, ...settings.map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", {}, v)))))) : null);
     return ["SUCCEEDED", "FAILED", "KILLED"].includes(j.state);
