@@ -98,6 +98,9 @@ def _column(batch, name, dtype):
     arr = batch.column(batch.schema.get_field_index(name))
     if dtype == "object":
         return np.asarray(arr.to_pylist(), dtype=object)
+    if arr.null_count and np.dtype(dtype).kind in "iub":
+        raise PredictError(f"column {name} has nulls, which the model's {dtype} input cannot take "
+                           "(float inputs take them as NaN)")
     values = arr.to_numpy(zero_copy_only=False)
     return values.astype(dtype, copy=False)
 
