@@ -112,7 +112,7 @@ $(TESTREPORT): scripts/testreport/main.go
 test-python:
 	@mkdir -p $(BIN); set -o pipefail; { s=0; \
 		$(PYTHON) -m unittest discover -s python/tests || s=1; \
-		if [ -x $(SPINDLE_TEST_VENV)/bin/python ]; then (cd python/tests && $(SPINDLE_TEST_VENV)/bin/python -m unittest test_arrow test_model) || s=1; fi; \
+		if [ -x $(SPINDLE_TEST_VENV)/bin/python ]; then (cd python/tests && $(SPINDLE_TEST_VENV)/bin/python -m unittest test_arrow test_model test_predict) || s=1; fi; \
 		if [ -x $(SPINDLE_PY_VENV)/bin/python ]; then (cd python/tests && $(SPINDLE_PY_VENV)/bin/python -m unittest test_submit test_session test_spark test_model) || s=1; fi; \
 		exit $$s; \
 	} 2>&1 | tee $(BIN)/test-python.log; status=$$?; \

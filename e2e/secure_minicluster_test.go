@@ -22,10 +22,18 @@ import (
 // usage, and stops the minicluster when the test ends.
 func startSecureMinicluster(t *testing.T, dir, data string) string {
 	t.Helper()
+	return startMinicluster(t, dir, data, "--secure")
+}
+
+// startMinicluster is startSecureMinicluster with the minicluster's flags
+// given: none for one without Kerberos.
+func startMinicluster(t *testing.T, dir, data string, flags ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, spindleBin, "minicluster", "--secure", "--dir", dir, "--datanodes", "1",
-		"--nodemanagers", "1", "--nm-memory", "4GiB", "--log-level", "warn",
+	args := append([]string{"minicluster"}, flags...)
+	args = append(args, "--dir", dir, "--datanodes", "1", "--nodemanagers", "1", "--nm-memory", "4GiB", "--log-level", "warn",
 		"--put", filepath.Join(data, "*.parquet")+"=/user/alice/data")
+	cmd := exec.CommandContext(ctx, spindleBin, args...)
 	cmd.Env = append(testEnv(), "HADOOP_USER_NAME=alice")
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
 	cmd.WaitDelay = 20 * time.Second
@@ -62,7 +70,7 @@ func startSecureMinicluster(t *testing.T, dir, data string) string {
 		case line, ok := <-lines:
 			if !ok {
 				b, _ := os.ReadFile(logf.Name())
-				t.Fatalf("spindle minicluster --secure exited:\n%s\n%s", usage.String(), b)
+				t.Fatalf("spindle minicluster %v exited:\n%s\n%s", flags, usage.String(), b)
 			}
 			usage.WriteString(line + "\n")
 			if strings.Contains(line, "Press Ctrl-C") {
@@ -73,7 +81,7 @@ func startSecureMinicluster(t *testing.T, dir, data string) string {
 				return usage.String()
 			}
 		case <-deadline:
-			t.Fatalf("spindle minicluster --secure did not start:\n%s", usage.String())
+			t.Fatalf("spindle minicluster %v did not start:\n%s", flags, usage.String())
 		}
 	}
 }

@@ -145,9 +145,11 @@ func setRankEnv(env map[string]string, set func(string, any), t *Task, id identi
 	if feedPath != "" {
 		set(envcontract.Feed, feedPath)
 		set(envcontract.FeedMode, t.GetFeed().GetMode())
+		set(envcontract.FeedSplits, feedSplitsPath(feedPath, t.GetFeed().GetMode()))
 	} else {
 		// Only workers are fed.
 		delete(env, envcontract.Feed)
+		delete(env, envcontract.FeedSplits)
 		set(envcontract.FeedMode, feedModeNone)
 	}
 	roleEnv(set, id)

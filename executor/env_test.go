@@ -54,6 +54,7 @@ func TestTrainingEnv(t *testing.T) {
 		"SPINDLE_JOB_ID":             "job-1",
 		"SPINDLE_FEED":               "/w/feed.sock",
 		"SPINDLE_FEED_MODE":          "tensor",
+		"SPINDLE_FEED_SPLITS":        "/w/splits.json",
 		"SPINDLE_LABEL_COLUMN":       "y",
 		"SPINDLE_PEERS":              "10.0.0.1:5000,10.0.0.2:6000,10.0.0.3:7000",
 		"SPINDLE_PEER_LISTEN_FD":     "3",

@@ -72,19 +72,36 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 		return "", nil, nil, err
 	}
 	if mode == wire.ModeDirect {
-		path := filepath.Join(workDir, "splits.json")
-		if err := writeDirectFeed(path, t.Feed, id); err != nil {
+		path := filepath.Join(workDir, splitsFile)
+		if err := writeFeedSpec(path, t.Feed, id, wire.WriteDirectSpec); err != nil {
 			return "", nil, nil, err
 		}
 		return path, nil, func() {}, nil
 	}
+	// The pushed feed's process learns its splits from the same spec
+	// (SPINDLE_FEED_SPLITS), beside the socket.
+	if err := writeFeedSpec(filepath.Join(workDir, splitsFile), t.Feed, id, wire.WriteSplitsSpec); err != nil {
+		return "", nil, nil, err
+	}
 	return e.pushedFeed(t, id, mode, res, workDir)
 }
 
-// writeDirectFeed writes the spec a directly reading training process
-// follows: this rank's share of the splits and the pipeline's epoch rules,
-// so that direct and pushed feeding yield the same rows.
-func writeDirectFeed(path string, f *FeedTask, id identity) error {
+// splitsFile is the name of the rank's split spec in its work directory.
+const splitsFile = "splits.json"
+
+// feedSplitsPath is SPINDLE_FEED_SPLITS for a rank fed at feedPath: the
+// direct spec itself, or the spec written beside a pushed feed's socket.
+func feedSplitsPath(feedPath, mode string) string {
+	if mode == string(wire.ModeDirect) {
+		return feedPath
+	}
+	return filepath.Join(filepath.Dir(feedPath), splitsFile)
+}
+
+// writeFeedSpec writes, with write, the spec a directly reading training
+// process follows: this rank's share of the splits and the pipeline's
+// epoch rules, so that direct and pushed feeding yield the same rows.
+func writeFeedSpec(path string, f *FeedTask, id identity, write func(string, wire.DirectSpec) error) error {
 	splits := driverpb.FeedSplits(f.Splits)
 	// The feed is dealt among the workers: this rank's share is its rank
 	// among them (its rank, in a job of workers only).
@@ -116,8 +133,8 @@ func writeDirectFeed(path string, f *FeedTask, id identity) error {
 			break
 		}
 	}
-	if err := wire.WriteDirectSpec(path, spec); err != nil {
-		return fmt.Errorf("write direct feed spec: %w", err)
+	if err := write(path, spec); err != nil {
+		return fmt.Errorf("write the feed's split spec: %w", err)
 	}
 	return nil
 }

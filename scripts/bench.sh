@@ -107,3 +107,6 @@ if [ -x "$py_venv/bin/python" ]; then
 else
   echo "  skipped: no $py_venv (make deps)"
 fi
+
+section "batch inference: spindle predict of 4Mi rows on 2 executors vs ONNX Runtime scoring the same Parquet in one Python process per core (pyarrow), both writing Parquet"
+go test -run '^$' -bench 'PredictVsONNXRuntime' -benchtime 1x -timeout 30m ./model/predict

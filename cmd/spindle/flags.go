@@ -33,11 +33,13 @@ func commonFlags(fs []keyFlag) []cli.Flag {
 // to a command that ignores it is a warning.
 var commandReaders = map[string]config.Reader{
 	"submit": config.ReadBySubmit,
-	"master": config.ReadByMaster,
-	"worker": config.ReadByWorker,
-	"status": config.ReadByAdmin,
-	"kill":   config.ReadByAdmin,
-	"logs":   config.ReadByAdmin,
+	// spindle predict reads spindle.models.dir too.
+	"predict": config.ReadBySubmit | config.ReadByModel,
+	"master":  config.ReadByMaster,
+	"worker":  config.ReadByWorker,
+	"status":  config.ReadByAdmin,
+	"kill":    config.ReadByAdmin,
+	"logs":    config.ReadByAdmin,
 	// spindle model's subcommands also read the Hadoop client keys.
 	"export":  config.ReadByModel | config.ReadBySubmit,
 	"list":    config.ReadByModel | config.ReadBySubmit,
@@ -47,12 +49,20 @@ var commandReaders = map[string]config.Reader{
 
 // loadKeyFlags merges every configuration source; explicit flags win.
 func loadKeyFlags(c *cli.Context, fs []keyFlag) (*config.Properties, error) {
+	return loadKeyFlagsWith(c, fs, nil)
+}
+
+// loadKeyFlagsWith is loadKeyFlags with settings a command decides for
+// itself (spindle predict's feed), which win over every source but the
+// explicit flags.
+func loadKeyFlagsWith(c *cli.Context, fs []keyFlag, fixed []config.Setting) (*config.Properties, error) {
 	src := config.Sources{
 		ConfDir:        os.Getenv("SPINDLE_CONF_DIR"),
 		PropertiesFile: c.String("properties-file"),
 		Overrides:      c.StringSlice("conf"),
 		Reader:         commandReaders[c.Command.Name],
 	}
+	src.Flags = append(src.Flags, fixed...)
 	for _, f := range fs {
 		name := f.flag.Names()[0]
 		if !c.IsSet(name) {

@@ -63,6 +63,7 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			submitCommand(),
 			sessionCommand(),
+			predictCommand(),
 			statusCommand(),
 			killCommand(),
 			masterCommand(),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,13 +135,21 @@ func submit(c *cli.Context, events *eventsFile) error {
 	if err != nil {
 		return cli.Exit(err, exitUsage)
 	}
-	cfg, master, err := driverConfig(c, props, command)
+	cfg, master, err := driverConfig(c, props, command, nil)
 	if err != nil {
 		return cli.Exit(err, exitUsage)
 	}
 	if err := checkMasterSettings(props, master, cfg); err != nil {
 		return cli.Exit(err, exitUsage)
 	}
+	return runJob(c, props, cfg, master, logger, events)
+}
+
+// runJob runs the job cfg describes on master, in this process or (YARN
+// cluster mode) in an ApplicationMaster, and returns the cli.Exit that
+// says how it ended; nil when it succeeded. spindle submit and spindle
+// predict share it.
+func runJob(c *cli.Context, props *config.Properties, cfg driver.Config, master driver.Master, logger *slog.Logger, events *eventsFile) error {
 	if props.String(config.KeyDeployMode) == "cluster" {
 		if master.Kind != driver.MasterYARN {
 			return cli.Exit(fmt.Sprintf("%s: --deploy-mode cluster runs the driver in a YARN ApplicationMaster and needs --master yarn (master is %s)",
@@ -233,8 +242,9 @@ func isInputError(err error) bool {
 	return errors.Is(err, feed.ErrInput) || errors.Is(err, driver.ErrConfig) || errors.Is(err, wire.ErrNotNumeric)
 }
 
-// driverConfig turns properties and flags into the driver's Config.
-func driverConfig(c *cli.Context, p *config.Properties, command []string) (driver.Config, driver.Master, error) {
+// driverConfig turns properties and flags into the driver's Config;
+// files are shipped besides --files.
+func driverConfig(c *cli.Context, p *config.Properties, command, files []string) (driver.Config, driver.Master, error) {
 	cfg, master, err := driver.ConfigFromProperties(p)
 	if err != nil {
 		return cfg, master, err
@@ -249,7 +259,7 @@ func driverConfig(c *cli.Context, p *config.Properties, command []string) (drive
 		}
 		cfg.Env[k] = v
 	}
-	cfg.Files = listFlag(c, "files")
+	cfg.Files = append(listFlag(c, "files"), files...)
 	cfg.Archives = listFlag(c, "archives")
 	cfg.PyFiles = listFlag(c, "py-files")
 	wd, err := os.Getwd()

@@ -121,7 +121,19 @@ func (s DirectSpec) Validate() error {
 // WriteDirectSpec writes spec as JSON to path, atomically: a reader sees
 // the whole file or none. It sets spec.Version to DirectVersion and an
 // empty EvenBatches to "off".
-func WriteDirectSpec(path string, spec DirectSpec) (err error) {
+func WriteDirectSpec(path string, spec DirectSpec) error {
+	return writeSpec(path, spec, true)
+}
+
+// WriteSplitsSpec writes the spec of a pushed feed's splits
+// (SPINDLE_FEED_SPLITS) as WriteDirectSpec does, without requiring that a
+// direct reader could read them: a pushed feed's splits may be Arrow
+// Flight endpoints, which only the executor reads.
+func WriteSplitsSpec(path string, spec DirectSpec) error {
+	return writeSpec(path, spec, false)
+}
+
+func writeSpec(path string, spec DirectSpec, direct bool) (err error) {
 	spec.Version = DirectVersion
 	if spec.EvenBatches == "" {
 		spec.EvenBatches = feed.EvenOff
@@ -132,8 +144,10 @@ func WriteDirectSpec(path string, spec DirectSpec) (err error) {
 	if spec.Splits == nil {
 		spec.Splits = []feed.Split{}
 	}
-	if err := spec.Validate(); err != nil {
-		return fmt.Errorf("write direct feed spec %s: %w", path, err)
+	if direct {
+		if err := spec.Validate(); err != nil {
+			return fmt.Errorf("write direct feed spec %s: %w", path, err)
+		}
 	}
 	js, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {

@@ -140,3 +140,25 @@ func TestDirectSpecErrors(t *testing.T) {
 		t.Fatalf("a refused spec left a file behind: %v", err)
 	}
 }
+
+// A pushed feed's split spec may list Arrow Flight endpoints, which a
+// direct reader cannot read: WriteSplitsSpec writes them (a flight job's
+// executor must not fail on it), WriteDirectSpec refuses them.
+func TestWriteSplitsSpecTakesFlights(t *testing.T) {
+	spec := DirectSpec{WorldSize: 1, Epochs: 1, BatchRows: 8,
+		Splits: []feed.Split{{URI: "grpc://h:1/f#endpoint=0", Format: feed.FormatFlight, Ticket: []byte{0, 1}}}}
+	path := filepath.Join(t.TempDir(), "splits.json")
+	if err := WriteDirectSpec(path, spec); err == nil {
+		t.Fatal("WriteDirectSpec took a flight split that direct readers cannot read")
+	}
+	if err := WriteSplitsSpec(path, spec); err != nil {
+		t.Fatalf("WriteSplitsSpec: %v", err)
+	}
+	js, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(js), `"format": "flight"`) || !strings.Contains(string(js), `"ticket": "AAE="`) {
+		t.Errorf("the spec lacks the flight split:\n%s", js)
+	}
+}

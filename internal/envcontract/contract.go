@@ -78,6 +78,15 @@ const (
 	FeedStartBatch = "SPINDLE_FEED_START_BATCH"
 )
 
+// FeedSplits names a JSON file describing this rank's splits, in the
+// order the feed yields them, in the direct feed's format
+// (docs/feed-protocol.md): in direct mode the same file as Feed. A
+// process that must know where one split ends and the next begins in a
+// pushed feed (spindle predict writes one output file per split) counts
+// rows against it; with the shuffle off and evenBatches off the feed
+// yields exactly those rows, in that order.
+const FeedSplits = "SPINDLE_FEED_SPLITS"
+
 // Timeline is "1" when the job records a timeline (spindle.timeline): the
 // process then sends spans of its time to the report socket.
 const Timeline = "SPINDLE_TIMELINE"
@@ -220,6 +229,7 @@ var Vars = []Var{
 	{Name: ResumeStep, ID: "resume_step"},
 	{Name: FeedStartEpoch, ID: "feed_start_epoch", Default: "0", Doc: "where this rank's feed starts when resuming: the first epoch served, and the batches of it already consumed (the feed leaves them out); the checkpoint APIs count positions from them"},
 	{Name: FeedStartBatch, ID: "feed_start_batch", Default: "0"},
+	{Name: FeedSplits, ID: "feed_splits", Doc: "path of a JSON file listing this rank's splits in feed order, in the direct feed's format (in `direct` mode the file `SPINDLE_FEED` names): with the shuffle and even batches off, a pushed feed yields exactly their rows in that order"},
 	{Name: Timeline, ID: "timeline", Doc: "`1` when the job records a Chrome-trace timeline (`spindle.timeline`): Spindle's Python package and Go packages then send spans of the process's feed waits, collective operations and checkpoint saves to the report socket"},
 	{Name: Peers, ID: "peers", Doc: "every rank's `host:port` (its peer port), in rank order"},
 	{Name: PeerListenFD, ID: "peer_listen_fd", Doc: "descriptor of an already-bound listener on this rank's peer port (used by Spindle's Go collectives)"},

@@ -612,6 +612,19 @@ class StreamReader:
 
     def next(self):
         """Return the next batch as a dict of columns, or None at the end of the stream."""
+        return self._next(raw=False)
+
+    def next_record_batch(self):
+        """Return the next batch as a pyarrow RecordBatch, or None at the end of the stream.
+
+        The batch may lie in the feed's shared memory, which goes back to
+        the executor once the batch and every slice of it are garbage.
+        """
+        if self._pa is None:
+            self._use_pyarrow()
+        return self._next(raw=True)
+
+    def _next(self, raw):
         if self.done:
             return None
         msg = self._read_message()
@@ -646,7 +659,7 @@ class StreamReader:
                     raise FeedError(f"{self._rd.name}: pyarrow could not read a record batch: {e}") from None
             else:
                 batch = pa.ipc.read_record_batch(pa.ipc.read_message(pa.py_buffer(msg.raw)), self._pa_schema)
-            return from_pyarrow_batch(batch)
+            return batch if raw else from_pyarrow_batch(batch)
         try:
             return decode_record_batch(self.schema, msg.header, msg.body, self._rd.name, self._dicts)
         except struct.error as e:
