@@ -84,14 +84,16 @@ if [ -x "$venv/bin/python" ] &&
   fi
 fi
 
-# ONNX Runtime, onnx, scikit-learn and skl2onnx in the same venv (numpy 2):
-# the model export tests load every exported model in the real ONNX Runtime.
-onnx_specs=(onnxruntime==1.23.2 onnx==1.19.1 scikit-learn==1.7.2 skl2onnx==1.19.1)
+# ONNX Runtime, onnx, scikit-learn, skl2onnx and tf2onnx in the same venv
+# (numpy 2): the model export tests load every exported model in the real
+# ONNX Runtime. tf2onnx 1.17 asks only protobuf>=3.20, so TensorFlow's
+# protobuf stays.
+onnx_specs=(onnxruntime==1.23.2 onnx==1.19.1 scikit-learn==1.7.2 skl2onnx==1.19.1 tf2onnx==1.17.0)
 if [ -x "$venv/bin/python" ] &&
-   ! "$venv/bin/python" -c 'import onnxruntime, onnx, sklearn, skl2onnx' >/dev/null 2>&1; then
+   ! "$venv/bin/python" -c 'import onnxruntime, onnx, sklearn, skl2onnx, tf2onnx' >/dev/null 2>&1; then
   echo "installing ${onnx_specs[*]} into $venv (PyPI, once)..."
   if "$venv/bin/python" -m pip install -q --disable-pip-version-check "${onnx_specs[@]}" >"${TMPDIR:-/tmp}/spindle-pip.log" 2>&1 &&
-     "$venv/bin/python" -c 'import onnxruntime, onnx, sklearn, skl2onnx' >/dev/null 2>&1; then
+     "$venv/bin/python" -c 'import onnxruntime, onnx, sklearn, skl2onnx, tf2onnx' >/dev/null 2>&1; then
     echo "${onnx_specs[*]} ready in $venv"
   else
     echo "warning: could not install ${onnx_specs[*]} into $venv (see ${TMPDIR:-/tmp}/spindle-pip.log); the ONNX tests will skip" >&2

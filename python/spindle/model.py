@@ -157,8 +157,33 @@ def _export_tensorflow(model, x, path, opset):
     import tensorflow as tf
 
     spec = (tf.TensorSpec((None, x.shape[1]), tf.float32, name=INPUT_NAME),)
-    tf2onnx.convert.from_keras(model, input_signature=spec, opset=opset, output_path=path)
+    # Keras models are called in inference mode (dropout off, batch norm's moving statistics).
+    kwargs = {"training": False} if hasattr(model, "call") else {}
+
+    # Traced as a function rather than with tf2onnx.convert.from_keras, which
+    # cannot name the outputs of Keras 3 models (tf2onnx 1.17 raises KeyError
+    # 'keras_tensor_N'); a function works for Keras 2 and 3 alike.
+    @tf.function(input_signature=spec)
+    def serve(features):
+        return _named_outputs(model(features, **kwargs))
+
+    try:
+        tf2onnx.convert.from_function(serve, input_signature=spec, opset=opset, output_path=path)
+    except Exception as e:  # noqa: BLE001 (the converter raises anything; say which model and versions)
+        raise SpindleError(f"spindle.model.save: tf2onnx {tf2onnx.__version__} (TensorFlow {tf.__version__}) "
+                           f"could not convert {type(model).__name__}: {type(e).__name__}: {e}") from e
     return {"tensorflow": tf.__version__, "tf2onnx": tf2onnx.__version__}
+
+
+def _named_outputs(out):
+    """Name a model's outputs for the ONNX graph: "output" for one tensor, output_0, output_1, ... for several, a dict's own keys."""
+    if isinstance(out, dict):
+        return dict(out)
+    if isinstance(out, (list, tuple)):
+        if len(out) == 1:
+            return {"output": out[0]}
+        return {f"output_{i}": o for i, o in enumerate(out)}
+    return {"output": out}
 
 
 _EXPORTERS = {"torch": _export_torch, "sklearn": _export_sklearn, "tensorflow": _export_tensorflow}

@@ -2,14 +2,16 @@
 publish, and the real ONNX Runtime scoring what was saved.
 
 The PyTorch tests run where torch and onnxruntime import (the py venv of
-make deps); the scikit-learn tests where skl2onnx and onnxruntime do (the
-test venv). Elsewhere they skip.
+make deps); the scikit-learn and TensorFlow tests where skl2onnx, or
+tensorflow and tf2onnx, and onnxruntime do (the test venv). Elsewhere they
+skip.
 """
 
 import importlib.util
 import json
 import os
 import shutil
+import sys
 import unittest
 
 import support  # noqa: F401  (puts the checkout's package first on sys.path)
@@ -124,6 +126,57 @@ class SklearnSaveTest(_StoreTest):
         self.assertEqual([c["name"] for c in m["feed"]["schema"]], ["u", "v", "w"])
         self.assertEqual(m["feed"]["label"], "label")
         self.assertIn("skl2onnx", m["frameworks"])
+
+
+@unittest.skipUnless(has("tensorflow", "tf2onnx", "onnxruntime"), "needs tensorflow, tf2onnx and onnxruntime (the test venv of make deps)")
+class TensorFlowSaveTest(_StoreTest):
+    def test_keras_mlp_scores_in_onnxruntime_as_in_keras(self):
+        import tensorflow as tf
+        import tf2onnx
+
+        tf.keras.utils.set_random_seed(0)
+        rng = np.random.default_rng(3)
+        x = rng.normal(size=(256, 3)).astype(np.float32)
+        y = (x @ np.array([1.5, -1.0, 0.25], dtype=np.float32) > 0).astype(np.float32)
+        # Dropout makes a graph traced in training mode score differently.
+        mlp = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(16, activation="relu"),
+                                   tf.keras.layers.Dropout(0.5), tf.keras.layers.Dense(1, activation="sigmoid")])
+        mlp.compile(optimizer=tf.keras.optimizers.SGD(0.5), loss="binary_crossentropy")
+        loss = mlp.fit(x, y, batch_size=32, epochs=2, verbose=0).history["loss"][-1]
+        batch = {"p": x[:8, 0], "q": x[:8, 1], "r": x[:8, 2], "clicked": y[:8]}
+        v = spindle.model.save(mlp, "keras-mlp", example=batch, store=self.store, label="clicked", metrics={"loss": loss})
+        self.assertEqual((v.name, v.version), ("keras-mlp", 1))
+        held_out = rng.normal(size=(100, 3)).astype(np.float32)
+        want = mlp.predict(held_out, verbose=0)
+        got = self.score(v, held_out)["output"]
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+        m = self.manifest(v)
+        self.assertEqual(m["frameworks"]["tensorflow"], tf.__version__)
+        self.assertEqual(m["frameworks"]["tf2onnx"], tf2onnx.__version__)
+        self.assertEqual([c["name"] for c in m["feed"]["schema"]], ["p", "q", "r"])
+        self.assertEqual({c["type"] for c in m["feed"]["schema"]}, {"float32"})
+        self.assertEqual(m["feed"]["label"], "clicked")
+        self.assertAlmostEqual(m["metrics"]["loss"], loss, places=6)
+        self.assertEqual(m["inputs"][0]["name"], "features")
+        self.assertEqual(m["inputs"][0]["type"], "float")
+        self.assertEqual(m["inputs"][0]["shape"], [-1, 3])
+        self.assertEqual(m["outputs"][0]["name"], "output")
+
+    def test_without_tf2onnx_says_what_to_install(self):
+        import tensorflow as tf
+
+        mlp = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(1)])
+        saved = sys.modules.get("tf2onnx")
+        sys.modules["tf2onnx"] = None  # as if not installed: importing it raises ImportError
+        try:
+            with self.assertRaisesRegex(SpindleError, r"TensorFlow models need tf2onnx \(pip install tf2onnx\)"):
+                spindle.model.save(mlp, "keras", example=np.zeros((1, 2)), store=self.store)
+        finally:
+            if saved is None:
+                del sys.modules["tf2onnx"]
+            else:
+                sys.modules["tf2onnx"] = saved
+        self.assertFalse(os.listdir(self.store))
 
 
 class SaveRefusalTest(_StoreTest):
