@@ -169,10 +169,39 @@ def _export_tensorflow(model, x, path, opset):
 
     try:
         tf2onnx.convert.from_function(serve, input_signature=spec, opset=opset, output_path=path)
+        problem, cause = _unconverted_ops(path, opset), None
     except Exception as e:  # noqa: BLE001 (the converter raises anything; say which model and versions)
+        problem, cause = f"{type(e).__name__}: {e}", e
+    if problem:
         raise SpindleError(f"spindle.model.save: tf2onnx {tf2onnx.__version__} (TensorFlow {tf.__version__}) "
-                           f"could not convert {type(model).__name__}: {type(e).__name__}: {e}") from e
+                           f"could not convert {type(model).__name__}: {problem}") from cause
     return {"tensorflow": tf.__version__, "tf2onnx": tf2onnx.__version__}
+
+
+def _unconverted_ops(path, opset):
+    """Say which TensorFlow ops tf2onnx left in the graph at path unconverted, or return "".
+
+    tf2onnx converts on past an op it has no ONNX form for and writes the
+    TensorFlow op as it is, giving a model no ONNX runtime loads; such a
+    node is in the standard domain with an op type ONNX does not define.
+    """
+    import onnx
+
+    bad = []
+
+    def walk(graph):
+        for node in graph.node:
+            if node.domain == "" and not onnx.defs.has(node.op_type, opset):
+                bad.append(f"{node.op_type} ({node.name})")
+            for attr in node.attribute:  # the bodies of If, Loop and Scan
+                for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                    walk(sub)
+
+    walk(onnx.load(path, load_external_data=False).graph)
+    if not bad:
+        return ""
+    return (f"TensorFlow ops with no ONNX form at opset {opset}: {', '.join(bad)} "
+            "(pass a higher opset=, or keep them out of the model's inference path)")
 
 
 def _named_outputs(out):

@@ -162,6 +162,19 @@ class TensorFlowSaveTest(_StoreTest):
         self.assertEqual(m["inputs"][0]["shape"], [-1, 3])
         self.assertEqual(m["outputs"][0]["name"], "output")
 
+    def test_op_without_onnx_form_is_refused_naming_it(self):
+        import tensorflow as tf
+
+        class Noise(tf.keras.layers.Layer):
+            def call(self, x):
+                return x + tf.random.stateless_uniform(tf.shape(x), seed=[1, 2])
+
+        model = tf.keras.Sequential([tf.keras.Input((2,)), Noise(), tf.keras.layers.Dense(1)])
+        with self.assertRaisesRegex(SpindleError, r"could not convert Sequential: TensorFlow ops with no ONNX form at opset 13: "
+                                                  r"StatelessRandomUniformV2 \(sequential\S*/StatelessRandomUniformV2\) \(pass a higher opset="):
+            spindle.model.save(model, "noisy", example=np.zeros((1, 2)), store=self.store)
+        self.assertFalse(os.listdir(self.store))
+
     def test_without_tf2onnx_says_what_to_install(self):
         import tensorflow as tf
 
