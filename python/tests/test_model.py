@@ -162,6 +162,21 @@ class TensorFlowSaveTest(_StoreTest):
         self.assertEqual(m["inputs"][0]["shape"], [-1, 3])
         self.assertEqual(m["outputs"][0]["name"], "output")
 
+    def test_outputs_of_a_two_headed_model_are_named_in_order(self):
+        import tensorflow as tf
+
+        tf.keras.utils.set_random_seed(1)
+        inp = tf.keras.Input((4,))
+        hidden = tf.keras.layers.Dense(8, activation="tanh")(inp)
+        model = tf.keras.Model(inp, [tf.keras.layers.Dense(1, activation="sigmoid")(hidden), tf.keras.layers.Dense(3)(hidden)])
+        v = spindle.model.save(model, "two-heads", example=np.zeros((2, 4), dtype=np.float32), store=self.store)
+        held_out = np.random.default_rng(4).normal(size=(50, 4)).astype(np.float32)
+        want = model.predict(held_out, verbose=0)
+        got = self.score(v, held_out)
+        self.assertEqual(sorted(got), ["output_0", "output_1"])
+        np.testing.assert_allclose(got["output_0"], want[0], atol=1e-5, rtol=0)
+        np.testing.assert_allclose(got["output_1"], want[1], atol=1e-5, rtol=0)
+
     def test_op_without_onnx_form_is_refused_naming_it(self):
         import tensorflow as tf
 
