@@ -33,8 +33,9 @@ const (
 // it cannot write itself (hdfs://).
 const CheckpointService = "SPINDLE_CHECKPOINT_SERVICE"
 
-// ModelsDir names the job's model store (spindle.models.dir), set by
-// spindle submit when one is configured.
+// ModelsDir names the job's model store (spindle.models.dir): spindle
+// submit passes it in the job's environment (as --env does) when one is
+// configured, so it is around the contract rather than in it.
 const ModelsDir = "SPINDLE_MODELS_DIR"
 
 // ReportSocket names the executor's Unix datagram socket for reports: a
@@ -219,7 +220,6 @@ var Vars = []Var{
 	{Name: JobID, ID: "job_id", Doc: "the job's id"},
 	{Name: CheckpointDir, ID: "checkpoint_dir", Doc: "the checkpoint directory, when configured"},
 	{Name: CheckpointKeep, ID: "checkpoint_keep", Default: "3", Doc: "how many complete checkpoints of each prefix the checkpoint APIs keep (`spindle.checkpoint.keep`), when a checkpoint directory is configured; `0` keeps every one"},
-	{Name: ModelsDir, ID: "models_dir", Doc: "the model store (`spindle.models.dir`), when configured: `spindle.model.save` publishes there ([docs/models.md](docs/models.md))"},
 	{Name: CheckpointService, ID: "checkpoint_service", Doc: "the Unix socket of the executor's checkpoint service, when a checkpoint directory is configured: the Python package saves `hdfs://` checkpoints through it"},
 	{Name: ReportSocket, ID: "report_socket", Doc: "the Unix datagram socket where the process reports values (`spindle.report(step=..., loss=...)`, `task.Report`): one JSON object per datagram, never waited on"},
 	{Name: Generation, ID: "generation", Doc: "the gang's generation: 0 at first, one more at each restart or resize (`spindle.failure.policy restart` or `elastic`); the world size, peers and rendezvous variables are this generation's"},

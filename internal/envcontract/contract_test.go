@@ -29,7 +29,7 @@ var (
 // known reports whether name is a variable of the contract or around it.
 func known(name string) bool {
 	_, ok := Lookup(name)
-	return ok || name == JobSecret || name == JobTLS || name == PyArrow || name == Binary || name == RunResults ||
+	return ok || name == JobSecret || name == JobTLS || name == PyArrow || name == Binary || name == RunResults || name == ModelsDir ||
 		name == SessionsDir || name == SessionDir || name == SessionPreload || name == SessionJob
 }
 

@@ -28,6 +28,7 @@ uses too.
 	fmt.Fprintf(&b, "#: Set by users: 0 reads Arrow data without pyarrow.\nPYARROW = %q\n", PyArrow)
 	fmt.Fprintf(&b, "#: Set by users on a gateway: the spindle executable the Python API runs.\nBINARY = %q\n", Binary)
 	fmt.Fprintf(&b, "#: Set by spindle.run: the ranks whose return values it collects.\nRUN_RESULTS = %q\n", RunResults)
+	fmt.Fprintf(&b, "#: Set by spindle submit when a model store is configured.\nMODELS_DIR = %q\n", ModelsDir)
 	fmt.Fprintf(&b, "#: Set by users on a gateway: where warm sessions keep their directories.\nSESSIONS_DIR = %q\n", SessionsDir)
 	fmt.Fprintf(&b, "#: Set by a warm session for its ranks: its directory, the modules to preload, the job's number.\n")
 	fmt.Fprintf(&b, "SESSION_DIR = %q\nSESSION_PRELOAD = %q\nSESSION_JOB = %q\n", SessionDir, SessionPreload, SessionJob)

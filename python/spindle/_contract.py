@@ -20,7 +20,6 @@ LABEL_COLUMN = "SPINDLE_LABEL_COLUMN"
 JOB_ID = "SPINDLE_JOB_ID"
 CHECKPOINT_DIR = "SPINDLE_CHECKPOINT_DIR"
 CHECKPOINT_KEEP = "SPINDLE_CHECKPOINT_KEEP"
-MODELS_DIR = "SPINDLE_MODELS_DIR"
 CHECKPOINT_SERVICE = "SPINDLE_CHECKPOINT_SERVICE"
 REPORT_SOCKET = "SPINDLE_REPORT_SOCKET"
 GENERATION = "SPINDLE_GENERATION"
@@ -68,6 +67,8 @@ PYARROW = "SPINDLE_PYARROW"
 BINARY = "SPINDLE_BINARY"
 #: Set by spindle.run: the ranks whose return values it collects.
 RUN_RESULTS = "SPINDLE_RUN_RESULTS"
+#: Set by spindle submit when a model store is configured.
+MODELS_DIR = "SPINDLE_MODELS_DIR"
 #: Set by users on a gateway: where warm sessions keep their directories.
 SESSIONS_DIR = "SPINDLE_SESSIONS_DIR"
 #: Set by a warm session for its ranks: its directory, the modules to preload, the job's number.
