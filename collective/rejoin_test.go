@@ -1,0 +1,170 @@
+package collective
+
+import (
+	"context"
+	"errors"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
+)
+
+// replacementConfig is the Config of a new incarnation of rank in a
+// communicator whose ranks otherwise have cfg's settings.
+func replacementConfig(t *testing.T, cfg Config, rank int, peers []string, incs []uint32) Config {
+	t.Helper()
+	cfg.Rank = rank
+	cfg.Peers = peers
+	cfg.Incarnations = incs
+	cfg.Listener = nil
+	return cfg
+}
+
+// TestRejoinReplacesLostRank loses rank 2 of 3, has the survivors fail
+// their allreduce with a recoverable error naming it, rejoin with a new
+// incarnation of it on a new address, and hand it their state by
+// broadcast; the lost incarnation, trying to come back, is refused.
+func TestRejoinReplacesLostRank(t *testing.T) {
+	const world, lost = 3, 2
+	var base Config
+	comms := cluster(t, world, func(r int, cfg *Config) {
+		withToken(r, cfg)
+		if r == lost {
+			base = *cfg
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
+	defer cancel()
+	state := []float64{0, 0}
+	mustAll(t, onAll(t, comms, func(c *Comm) error {
+		return AllReduce(ctx, c, []float64{1}, Sum)
+	}))
+
+	// The lost rank's process goes away; the survivors' next allreduce
+	// fails, blaming it, with an error they can recover from.
+	comms[lost].Close()
+	survivors := comms[:lost]
+	errs := onAll(t, survivors, func(c *Comm) error {
+		return AllReduce(ctx, c, []float64{1}, Sum)
+	})
+	for r, err := range errs {
+		if got, ok := LostRank(err); !ok || got != lost {
+			t.Fatalf("rank %d: allreduce error %v: LostRank = %d, %v; want %d, true", r, err, got, ok, lost)
+		}
+	}
+
+	// The replacement: the same rank, a new address, the next incarnation.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	peers := slices.Clone(comms[0].peers)
+	stalePeers := slices.Clone(peers)
+	peers[lost] = ln.Addr().String()
+	incs := []uint32{0, 0, 1}
+	rcfg := replacementConfig(t, base, lost, peers, incs)
+	rcfg.Listener = ln
+
+	next := make([]*Comm, world)
+	errs = make([]error, world)
+	var wg sync.WaitGroup
+	for r := range world {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r == lost {
+				next[r], errs[r] = New(ctx, rcfg)
+			} else {
+				next[r], errs[r] = comms[r].Rejoin(ctx, peers, incs)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, c := range next {
+			if c != nil {
+				c.Close()
+			}
+		}
+	})
+	mustAll(t, errs)
+
+	// The lost incarnation comes back (it was only cut off) and tries to
+	// join with what it knew: the survivors refuse it for good, and carry
+	// on undisturbed.
+	sln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalePeers[lost] = sln.Addr().String()
+	scfg := replacementConfig(t, base, lost, stalePeers, nil)
+	scfg.Listener = sln
+	scfg.ConnectTimeout = testutil.Scale(5 * time.Second)
+	if stale, err := New(ctx, scfg); !errors.Is(err, ErrReplaced) {
+		if stale != nil {
+			stale.Close()
+		}
+		t.Fatalf("stale incarnation joined: err = %v, want ErrReplaced", err)
+	}
+
+	// A survivor hands the replacement the state, then all train on.
+	mustAll(t, onAll(t, next, func(c *Comm) error {
+		s := make([]float64, len(state))
+		if c.Rank() == 0 {
+			s = []float64{7, 42}
+		}
+		if err := Broadcast(ctx, c, s, 0); err != nil {
+			return err
+		}
+		if !slices.Equal(s, []float64{7, 42}) {
+			return errors.New("broadcast state differs")
+		}
+		v := []float64{float64(c.Rank())}
+		if err := AllReduce(ctx, c, v, Sum); err != nil {
+			return err
+		}
+		if v[0] != 3 {
+			return errors.New("allreduce after rejoin is wrong")
+		}
+		return nil
+	}))
+}
+
+// TestIncarnationHandshake checks each way two ranks' views of the
+// incarnations can disagree: a stale dialer is refused for good with
+// ErrReplaced, a dialer ahead of the listener is asked to wait.
+func TestIncarnationHandshake(t *testing.T) {
+	tests := []struct {
+		name             string
+		fromInc, toInc   uint32
+		status           uint8
+		wantReasonPrefix string
+	}{
+		{"agree", 1, 0, statusAccepted, ""},
+		{"stale dialer", 0, 0, statusRejected, replacedPrefix},
+		{"dialer ahead", 2, 0, statusNotYet, "rank 0 has not yet heard of incarnation 2 of rank 1"},
+		{"listener replaced", 1, 1, statusRejected, "rank 1 expects incarnation 1 of rank 0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &Mesh{cfg: MeshConfig{Rank: 0, WorldSize: 2, Incarnations: []uint32{0, 1}}}
+			h := hello{from: 1, to: 0, world: 2, fromInc: tc.fromInc, toInc: tc.toInc}
+			reason, final := m.checkIncarnations(h)
+			var status uint8
+			switch {
+			case reason == "":
+				status = statusAccepted
+			case final:
+				status = statusRejected
+			default:
+				status = statusNotYet
+			}
+			if status != tc.status || len(reason) < len(tc.wantReasonPrefix) || reason[:len(tc.wantReasonPrefix)] != tc.wantReasonPrefix {
+				t.Fatalf("status %d %q, want %d starting %q", status, reason, tc.status, tc.wantReasonPrefix)
+			}
+		})
+	}
+}
