@@ -203,6 +203,16 @@ func (m *Mesh) incarnation(rank int) uint32 {
 	return 0
 }
 
+// epoch numbers this member's membership: the sum of the incarnations,
+// which grows with every replacement.
+func (m *Mesh) epoch() uint32 {
+	var e uint32
+	for _, inc := range m.cfg.Incarnations {
+		e += inc
+	}
+	return e
+}
+
 // Timeout returns how long a peer may make no progress before it is
 // blamed; data links use it as their progress timeout.
 func (m *Mesh) Timeout() time.Duration { return m.cfg.Timeout }
@@ -407,6 +417,7 @@ func (m *Mesh) dialHello(ctx context.Context, peer int, kind uint8, deadline tim
 		world:   uint32(m.cfg.WorldSize),
 		fromInc: m.incarnation(m.cfg.Rank),
 		toInc:   m.incarnation(peer),
+		epoch:   m.epoch(),
 		jobID:   m.cfg.JobID,
 	}
 	if m.auth != nil {
@@ -627,16 +638,16 @@ const replacedPrefix = "replaced: "
 // side) or only "not yet" (the dialer knows of a replacement this member
 // has not heard of).
 func (m *Mesh) checkIncarnations(h hello) (reason string, final bool) {
-	from, mine := int(h.from), m.incarnation(m.cfg.Rank)
+	from, mine, epoch := int(h.from), m.incarnation(m.cfg.Rank), m.epoch()
 	switch want := m.incarnation(from); {
 	case h.fromInc < want:
 		return fmt.Sprintf("%sincarnation %d of rank %d is stale: rank %d expects incarnation %d", replacedPrefix, h.fromInc, from, m.cfg.Rank, want), true
 	case h.toInc > mine:
 		return fmt.Sprintf("rank %d expects incarnation %d of rank %d, but this is incarnation %d, which was replaced", from, h.toInc, m.cfg.Rank, mine), true
-	case h.fromInc > want:
-		return fmt.Sprintf("rank %d has not yet heard of incarnation %d of rank %d (it knows incarnation %d)", m.cfg.Rank, h.fromInc, from, want), false
-	case h.toInc < mine:
-		return fmt.Sprintf("rank %d expects incarnation %d of rank %d, which is now incarnation %d", from, h.toInc, m.cfg.Rank, mine), false
+	case h.epoch > epoch || h.fromInc > want || h.toInc < mine:
+		return fmt.Sprintf("rank %d has not yet heard of the replacement rank %d knows of (membership epoch %d, rank %d is at %d)", m.cfg.Rank, from, h.epoch, m.cfg.Rank, epoch), false
+	case h.epoch < epoch:
+		return fmt.Sprintf("rank %d is at membership epoch %d, but rank %d at %d: it has not rejoined yet", m.cfg.Rank, epoch, from, h.epoch), false
 	}
 	return "", false
 }

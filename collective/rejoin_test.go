@@ -68,21 +68,20 @@ func TestRejoinReplacesLostRank(t *testing.T) {
 	rcfg := replacementConfig(t, base, lost, peers, incs)
 	rcfg.Listener = ln
 
+	// The survivors rejoin first. The lost incarnation comes back (it
+	// was only cut off) and tries to join them with what it knew while
+	// they wait for rank 2: they refuse it for good, and then link to the
+	// replacement.
 	next := make([]*Comm, world)
 	errs = make([]error, world)
 	var wg sync.WaitGroup
-	for r := range world {
+	for r := range lost {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if r == lost {
-				next[r], errs[r] = New(ctx, rcfg)
-			} else {
-				next[r], errs[r] = comms[r].Rejoin(ctx, peers, incs)
-			}
+			next[r], errs[r] = comms[r].Rejoin(ctx, peers, incs)
 		}()
 	}
-	wg.Wait()
 	t.Cleanup(func() {
 		for _, c := range next {
 			if c != nil {
@@ -90,11 +89,17 @@ func TestRejoinReplacesLostRank(t *testing.T) {
 			}
 		}
 	})
-	mustAll(t, errs)
-
-	// The lost incarnation comes back (it was only cut off) and tries to
-	// join with what it knew: the survivors refuse it for good, and carry
-	// on undisturbed.
+	// Until a survivor has closed its failed communicator, that one
+	// answers (and refuses any link); wait for the rejoining ones.
+	deadline := time.Now().Add(testutil.Scale(time.Minute))
+	for r := range lost {
+		for !comms[r].closed.Load() {
+			if time.Now().After(deadline) {
+				t.Fatalf("rank %d did not start to rejoin", r)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	sln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +114,9 @@ func TestRejoinReplacesLostRank(t *testing.T) {
 		}
 		t.Fatalf("stale incarnation joined: err = %v, want ErrReplaced", err)
 	}
+	next[lost], errs[lost] = New(ctx, rcfg)
+	wg.Wait()
+	mustAll(t, errs)
 
 	// A survivor hands the replacement the state, then all train on.
 	mustAll(t, onAll(t, next, func(c *Comm) error {
@@ -140,18 +148,22 @@ func TestIncarnationHandshake(t *testing.T) {
 	tests := []struct {
 		name             string
 		fromInc, toInc   uint32
+		epoch            uint32
 		status           uint8
 		wantReasonPrefix string
 	}{
-		{"agree", 1, 0, statusAccepted, ""},
-		{"stale dialer", 0, 0, statusRejected, replacedPrefix},
-		{"dialer ahead", 2, 0, statusNotYet, "rank 0 has not yet heard of incarnation 2 of rank 1"},
-		{"listener replaced", 1, 1, statusRejected, "rank 1 expects incarnation 1 of rank 0"},
+		{"agree", 1, 0, 1, statusAccepted, ""},
+		{"stale dialer", 0, 0, 0, statusRejected, replacedPrefix},
+		{"dialer replaced again", 2, 0, 2, statusNotYet, "rank 0 has not yet heard of the replacement"},
+		// A third rank was replaced, which the dialer has rejoined for.
+		{"survivor ahead", 1, 0, 2, statusNotYet, "rank 0 has not yet heard of the replacement"},
+		{"survivor behind", 1, 0, 0, statusNotYet, "rank 0 is at membership epoch 1, but rank 1 at 0"},
+		{"listener replaced", 1, 1, 2, statusRejected, "rank 1 expects incarnation 1 of rank 0"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &Mesh{cfg: MeshConfig{Rank: 0, WorldSize: 2, Incarnations: []uint32{0, 1}}}
-			h := hello{from: 1, to: 0, world: 2, fromInc: tc.fromInc, toInc: tc.toInc}
+			h := hello{from: 1, to: 0, world: 2, fromInc: tc.fromInc, toInc: tc.toInc, epoch: tc.epoch}
 			reason, final := m.checkIncarnations(h)
 			var status uint8
 			switch {

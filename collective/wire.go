@@ -17,7 +17,8 @@ import (
 //
 //	hello:  magic "SPCL" | version u16 | kind u8 | flags u8 | byte-order mark u32 (native)
 //	        | from u32 | to u32 | world size u32
-//	        | from incarnation u32 | to incarnation u32 | job id length u16 | job id
+//	        | from incarnation u32 | to incarnation u32 | epoch u32
+//	        | job id length u16 | job id
 //	        | proof (present when flags has bit 0 set):
 //	          timestamp i64 (unix seconds) | nonce [16] | mac [32]
 //	reply:  status u8 (0 accepted, 1 rejected, 2 not yet) | reason length u16 | reason
@@ -45,13 +46,14 @@ import (
 //
 // The incarnations number the processes that have held a rank: a rank
 // replaced after its process was lost comes back with the next incarnation
-// (Config.Incarnations). A listener refuses for good a hello from an older
-// incarnation of its sender than it expects, or addressed to another
-// incarnation of itself than its own when that is newer (the dialer, or
-// this listener, has been replaced). It answers "not yet" (status 2) when
-// the hello comes from a newer incarnation than it knows of, or expects an
-// older one of the listener: the listener has not heard of the
-// replacement yet, and the dialer tries again until its connect timeout.
+// (Config.Incarnations), and the epoch, the sum of every rank's
+// incarnation, numbers the memberships. A listener refuses for good a
+// hello from an older incarnation of its sender than it expects (the
+// dialer was replaced), or addressed to a newer incarnation of itself
+// than its own (this listener was). It answers "not yet" (status 2) when
+// the hello comes from a newer epoch than its own: the listener (a
+// survivor that has not rejoined yet) has not heard of the replacement,
+// and the dialer tries again until its connect timeout.
 //
 // Version 1 had no proof and no flags (the flags byte was always zero);
 // version 2's probe answer had no rank blamed; version 3 had no
@@ -75,7 +77,7 @@ const (
 
 	maxJobIDLen  = 1024
 	maxReasonLen = 4096
-	helloFixed   = 4 + 2 + 1 + 1 + 4 + 4 + 4 + 4 + 4 + 4 + 2
+	helloFixed   = 4 + 2 + 1 + 1 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 2
 	nonceLen     = 16
 	macLen       = sha256.Size
 	proofLen     = 8 + nonceLen + macLen
@@ -95,6 +97,7 @@ type hello struct {
 	world   uint32
 	fromInc uint32 // the sender's incarnation
 	toInc   uint32 // the incarnation of the listener the sender expects
+	epoch   uint32 // the sum of all incarnations the sender knows of
 	jobID   string
 	proof   *proof // nil: none; set exactly when flags has flagProof
 }
@@ -123,7 +126,8 @@ func encodeHello(h hello) ([]byte, error) {
 	binary.BigEndian.PutUint32(b[20:], h.world)
 	binary.BigEndian.PutUint32(b[24:], h.fromInc)
 	binary.BigEndian.PutUint32(b[28:], h.toInc)
-	binary.BigEndian.PutUint16(b[32:], uint16(len(h.jobID)))
+	binary.BigEndian.PutUint32(b[32:], h.epoch)
+	binary.BigEndian.PutUint16(b[36:], uint16(len(h.jobID)))
 	b = append(b, h.jobID...)
 	if h.proof != nil {
 		b = binary.BigEndian.AppendUint64(b, uint64(h.proof.timestamp))
@@ -165,8 +169,9 @@ func readHello(r io.Reader) (hello, error) {
 		world:   binary.BigEndian.Uint32(b[20:]),
 		fromInc: binary.BigEndian.Uint32(b[24:]),
 		toInc:   binary.BigEndian.Uint32(b[28:]),
+		epoch:   binary.BigEndian.Uint32(b[32:]),
 	}
-	n := int(binary.BigEndian.Uint16(b[32:]))
+	n := int(binary.BigEndian.Uint16(b[36:]))
 	if n > maxJobIDLen {
 		return hello{}, fmt.Errorf("job id length %d exceeds %d", n, maxJobIDLen)
 	}
