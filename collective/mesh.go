@@ -512,16 +512,7 @@ func (m *Mesh) handle(c *net.TCPConn) {
 		m.rejected(h, remote, reason, unauthenticated)
 		return
 	}
-	if reason, final := m.checkIncarnations(h); reason != "" {
-		if !final {
-			m.log.Debug("peer connection from a newer membership", "remote", remote, "claimed_rank", h.from, "reason", reason)
-			writeStatus(c, statusNotYet, reason)
-			return
-		}
-		// Not a failure of this member's setup: a stale process must not
-		// stop the members that replaced it from connecting.
-		m.log.Warn("refused a stale incarnation", "remote", remote, "claimed_rank", h.from, "reason", reason)
-		writeStatus(c, statusRejected, reason)
+	if m.refuseMembership(c, h, remote) {
 		return
 	}
 	from := int(h.from)
@@ -650,6 +641,26 @@ func (m *Mesh) checkIncarnations(h hello) (reason string, final bool) {
 		return fmt.Sprintf("rank %d is at membership epoch %d, but rank %d at %d: it has not rejoined yet", m.cfg.Rank, epoch, from, h.epoch), false
 	}
 	return "", false
+}
+
+// refuseMembership answers an authenticated hello whose sender sees
+// another membership than this member (checkIncarnations), and says
+// whether it did.
+func (m *Mesh) refuseMembership(c net.Conn, h hello, remote string) bool {
+	reason, final := m.checkIncarnations(h)
+	switch {
+	case reason == "":
+		return false
+	case !final:
+		m.log.Debug("peer connection from another membership: asked to retry", "remote", remote, "claimed_rank", h.from, "reason", reason)
+		writeStatus(c, statusNotYet, reason)
+	default:
+		// Not a failure of this member's setup: a stale process must not
+		// stop the members that replaced it from connecting.
+		m.log.Warn("refused a stale incarnation", "remote", remote, "claimed_rank", h.from, "reason", reason)
+		writeStatus(c, statusRejected, reason)
+	}
+	return true
 }
 
 // rejected makes a stream rejected while connecting (or before this rank
