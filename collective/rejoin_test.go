@@ -3,8 +3,10 @@ package collective
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -188,5 +190,60 @@ func TestIncarnationHandshake(t *testing.T) {
 				t.Fatalf("status %d %q, want %d starting %q", status, reason, tc.status, tc.wantReasonPrefix)
 			}
 		})
+	}
+}
+
+// TestLostRank tells the failures a replacement recovers from from the
+// others.
+func TestLostRank(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		rank int
+		ok   bool
+	}{
+		{"lost", &PeerError{Rank: 2, Err: ErrPeerLost}, 2, true},
+		{"stalled", fmt.Errorf("allreduce: %w", &PeerError{Rank: 1, Err: ErrPeerTimeout}), 1, true},
+		{"mismatch", &PeerError{Rank: 1, Err: ErrMismatch}, -1, false},
+		{"aborted", &PeerError{Rank: 0, Err: ErrAborted}, -1, false},
+		{"replaced", &PeerError{Rank: 0, Err: ErrReplaced}, -1, false},
+		{"no rank", ErrPeerLost, -1, false},
+		{"nil", nil, -1, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if rank, ok := LostRank(tc.err); rank != tc.rank || ok != tc.ok {
+				t.Fatalf("LostRank(%v) = %d, %v; want %d, %v", tc.err, rank, ok, tc.rank, tc.ok)
+			}
+		})
+	}
+}
+
+// TestRejoinBadMembership checks that a membership a survivor cannot
+// rejoin fails with an error naming what is wrong.
+func TestRejoinBadMembership(t *testing.T) {
+	tests := []struct {
+		name  string
+		edit  func(peers []string) ([]string, []uint32)
+		wants string
+	}{
+		{"short", func(p []string) ([]string, []uint32) { return p[:1], []uint32{0, 1} }, "1 addresses and 2 incarnations for world size 2"},
+		{"moved", func(p []string) ([]string, []uint32) { return []string{"127.0.0.1:1", p[1]}, []uint32{0, 1} }, "its address changed"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			comms := cluster(t, 2, nil)
+			peers, incs := tc.edit(slices.Clone(comms[0].peers))
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
+			defer cancel()
+			_, err := comms[0].Rejoin(ctx, peers, incs)
+			if err == nil || !strings.Contains(err.Error(), tc.wants) || !strings.Contains(err.Error(), "rank 0") {
+				t.Fatalf("Rejoin: %v, want an error naming rank 0 and saying %q", err, tc.wants)
+			}
+		})
+	}
+	cfg := Config{Rank: 0, WorldSize: 2, Peers: []string{"127.0.0.1:1", "127.0.0.1:2"}, Incarnations: []uint32{0}}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "1 incarnations for world size 2") {
+		t.Fatalf("Validate: %v, want the incarnations counted", err)
 	}
 }
