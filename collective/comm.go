@@ -27,6 +27,7 @@ import (
 // broken: every later operation returns the same error, since the ranks can
 // no longer agree on where their data streams stand.
 type Comm struct {
+	cfg         Config // as joined, for Rejoin
 	rank, world int
 	left, right int
 	peers       []string
@@ -117,6 +118,7 @@ func newComm(cfg Config, t Transport, log *slog.Logger) *Comm {
 	words := min(max(cfg.ChunkBytes, 8), reducePiece) / 8
 	scratch := make([]uint64, words)
 	return &Comm{
+		cfg:     cfg,
 		rank:    cfg.Rank,
 		world:   cfg.WorldSize,
 		left:    left,

@@ -45,6 +45,13 @@ type Config struct {
 	// Peers holds every rank's peer address (host:port) in rank order.
 	// Peers[Rank] is where this rank listens.
 	Peers []string
+	// Incarnations holds, in rank order, which incarnation of each rank
+	// this one expects: the number of times the rank's process has been
+	// replaced. Every connection's handshake carries both ends'
+	// incarnations, so a replaced process that is still alive cannot
+	// rejoin (it gets ErrReplaced) while its replacement, on a new
+	// address, can (see Comm.Rejoin). Nil means zero for every rank.
+	Incarnations []uint32
 	// Listener, when set, is an already-bound listener on this rank's peer
 	// port (typically inherited from the executor). New takes ownership of
 	// it: Close closes it. When nil, New binds Peers[Rank] itself.
@@ -159,6 +166,9 @@ func (c Config) Validate() error {
 				return fmt.Errorf("collective: peer address %q of rank %d: %w", p, i, err)
 			}
 		}
+	}
+	if c.Incarnations != nil && len(c.Incarnations) != c.WorldSize {
+		return fmt.Errorf("collective: %d incarnations for world size %d: need one per rank", len(c.Incarnations), c.WorldSize)
 	}
 	if c.Listener != nil && len(c.Peers) > c.Rank {
 		if err := checkListenerPort(c.Listener, c.Peers[c.Rank]); err != nil {

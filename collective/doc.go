@@ -62,7 +62,14 @@
 // wraps ErrPeerLost, ErrPeerTimeout, ErrAborted or ErrMismatch. Cancelling an
 // operation's context aborts it on this rank and, through the same notices,
 // on the others. A failed communicator stays failed; training recovers by
-// restarting the gang, which is Spindle's failure policy's job.
+// restarting the gang, which is Spindle's failure policy's job, or, when
+// one rank's process was lost (LostRank), by replacing that rank alone:
+// the replacement joins with New on a new address and the next
+// incarnation of the rank (Config.Incarnations), every survivor calls
+// Comm.Rejoin with the same addresses and incarnations, and a survivor
+// broadcasts the model state to the replacement. The handshake carries
+// the incarnations, so the lost process, should it still be alive, is
+// refused with ErrReplaced.
 //
 // A network partition between two ranks (both ways or one way) is named
 // too: a rank whose silent peer waits on a third rank probes that rank

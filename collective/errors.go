@@ -35,7 +35,28 @@ var (
 	// different job id, world size, rank or protocol version, or that the
 	// peer tokens of the two sides do not match (see Config.Token).
 	ErrHandshake = errors.New("collective: handshake rejected")
+
+	// ErrReplaced means the other side of a handshake knows of a newer
+	// incarnation of this rank: this process was replaced (see
+	// Config.Incarnations) and must not rejoin. It wraps ErrHandshake too.
+	ErrReplaced = fmt.Errorf("%w: this incarnation of the rank was replaced", ErrHandshake)
 )
+
+// LostRank reports whether err is a failure a job can recover from by
+// replacing one rank (its process died or stalled), and which rank: the
+// survivors can then Rejoin with the replacement's address and
+// incarnation. A mismatch, an abort or a handshake failure is not such a
+// failure.
+func LostRank(err error) (rank int, ok bool) {
+	var pe *PeerError
+	if !errors.As(err, &pe) || pe.Rank < 0 {
+		return -1, false
+	}
+	if errors.Is(err, ErrPeerLost) || errors.Is(err, ErrPeerTimeout) {
+		return pe.Rank, true
+	}
+	return -1, false
+}
 
 // PeerError names the rank that an error is blamed on. Failures detected
 // on another rank and relayed to this one carry the rank they blame, not

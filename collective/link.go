@@ -88,6 +88,7 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, sendTo, recvFrom
 		Rank:           cfg.Rank,
 		WorldSize:      cfg.WorldSize,
 		Peers:          cfg.Peers,
+		Incarnations:   cfg.Incarnations,
 		Listener:       cfg.Listener,
 		JobID:          cfg.JobID,
 		Token:          cfg.Token,

@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 func runChild(mode string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if mode == "rejoin-loop" {
+		return runRejoinChild(ctx)
+	}
 	comm, err := FromEnv(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "join:", err)

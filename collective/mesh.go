@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,10 @@ const (
 	maxDialBackoff = 500 * time.Millisecond
 )
 
+// errNotYet is a handshake the peer asked to retry: it has not heard of a
+// replacement the dialer knows of (see checkIncarnations).
+var errNotYet = errors.New("peer not ready for this membership")
+
 // aLongTimeAgo is a deadline that makes blocked I/O return at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
@@ -33,6 +38,9 @@ type MeshConfig struct {
 	WorldSize int
 	// Peers holds every member's mesh address (host:port) in rank order.
 	Peers []string
+	// Incarnations holds every member's incarnation in rank order (see
+	// Config.Incarnations); nil means zero for every member.
+	Incarnations []uint32
 	// Listener, when set, is an already-bound listener on Peers[Rank]; the
 	// mesh owns it from NewMesh on. When nil, the mesh binds Peers[Rank].
 	Listener net.Listener
@@ -142,6 +150,8 @@ func NewMesh(cfg MeshConfig) (*Mesh, error) {
 		return fail(fmt.Errorf("collective: mesh rank %d of world size %d: out of range", cfg.Rank, cfg.WorldSize))
 	case len(cfg.Peers) != cfg.WorldSize:
 		return fail(fmt.Errorf("collective: %d mesh addresses for world size %d: need one per rank", len(cfg.Peers), cfg.WorldSize))
+	case cfg.Incarnations != nil && len(cfg.Incarnations) != cfg.WorldSize:
+		return fail(fmt.Errorf("collective: %d mesh incarnations for world size %d: need one per rank", len(cfg.Incarnations), cfg.WorldSize))
 	case cfg.Token != "" && len(cfg.Token) < minTokenLen:
 		return fail(fmt.Errorf("collective: peer token is %d bytes long: need at least %d", len(cfg.Token), minTokenLen))
 	}
@@ -183,6 +193,24 @@ func (m *Mesh) Addr(rank int) string {
 		return m.cfg.Peers[rank]
 	}
 	return ""
+}
+
+// incarnation returns rank's incarnation as this member knows it.
+func (m *Mesh) incarnation(rank int) uint32 {
+	if rank >= 0 && rank < len(m.cfg.Incarnations) {
+		return m.cfg.Incarnations[rank]
+	}
+	return 0
+}
+
+// epoch numbers this member's membership: the sum of the incarnations,
+// which grows with every replacement.
+func (m *Mesh) epoch() uint32 {
+	var e uint32
+	for _, inc := range m.cfg.Incarnations {
+		e += inc
+	}
+	return e
 }
 
 // Timeout returns how long a peer may make no progress before it is
@@ -342,6 +370,8 @@ func (m *Mesh) dialStream(ctx context.Context, peer int) (*net.TCPConn, error) {
 		if errors.Is(err, ErrHandshake) {
 			return nil, err
 		}
+		// errNotYet too is retried: the peer has not heard of a
+		// replacement yet and will rejoin.
 		timer := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -385,6 +415,9 @@ func (m *Mesh) dialHello(ctx context.Context, peer int, kind uint8, deadline tim
 		from:    uint32(m.cfg.Rank),
 		to:      uint32(peer),
 		world:   uint32(m.cfg.WorldSize),
+		fromInc: m.incarnation(m.cfg.Rank),
+		toInc:   m.incarnation(peer),
+		epoch:   m.epoch(),
 		jobID:   m.cfg.JobID,
 	}
 	if m.auth != nil {
@@ -398,7 +431,13 @@ func (m *Mesh) dialHello(ctx context.Context, peer int, kind uint8, deadline tim
 	if err == nil {
 		status, reason, err = readStatus(c)
 	}
-	if err == nil && status != 0 {
+	switch {
+	case err != nil || status == statusAccepted:
+	case status == statusNotYet:
+		err = fmt.Errorf("%w: %s", errNotYet, reason)
+	case strings.HasPrefix(reason, replacedPrefix):
+		err = &PeerError{Rank: peer, Addr: addr, Err: fmt.Errorf("%w: %s", ErrReplaced, reason)}
+	default:
 		err = &PeerError{Rank: peer, Addr: addr, Err: fmt.Errorf("%w: %s", ErrHandshake, reason)}
 	}
 	if err == nil && m.auth != nil {
@@ -469,8 +508,11 @@ func (m *Mesh) handle(c *net.TCPConn) {
 		return
 	}
 	if reason, unauthenticated := m.checkHello(h); reason != "" {
-		writeStatus(c, 1, reason)
+		writeStatus(c, statusRejected, reason)
 		m.rejected(h, remote, reason, unauthenticated)
+		return
+	}
+	if m.refuseMembership(c, h, remote) {
 		return
 	}
 	from := int(h.from)
@@ -494,7 +536,7 @@ func (m *Mesh) handle(c *net.TCPConn) {
 				// Connected, or gave up connecting and is about to say why.
 				reason = fmt.Sprintf("rank %d accepts no more links (it is connected, or it gave up connecting)", m.cfg.Rank)
 			}
-			writeStatus(c, 1, reason)
+			writeStatus(c, statusRejected, reason)
 			m.rejected(h, remote, reason, false)
 			return
 		}
@@ -531,7 +573,7 @@ func (m *Mesh) handle(c *net.TCPConn) {
 			writeProbeAnswer(c, a)
 		}
 	default:
-		writeStatus(c, 1, fmt.Sprintf("unknown connection kind %d", h.kind))
+		writeStatus(c, statusRejected, fmt.Sprintf("unknown connection kind %d", h.kind))
 	}
 }
 
@@ -575,6 +617,50 @@ func (m *Mesh) checkHello(h hello) (reason string, unauthenticated bool) {
 		return fmt.Sprintf("sender claims to be rank %d", h.from), false
 	}
 	return "", false
+}
+
+// replacedPrefix starts the reason of a refusal that tells the dialer it
+// was replaced; the dialer turns it into ErrReplaced.
+const replacedPrefix = "replaced: "
+
+// checkIncarnations compares the incarnations in an authenticated hello
+// with this member's view. It returns "" when they agree; otherwise why
+// not, and whether the refusal is final (a stale incarnation on either
+// side) or only "not yet" (the dialer knows of a replacement this member
+// has not heard of).
+func (m *Mesh) checkIncarnations(h hello) (reason string, final bool) {
+	from, mine, epoch := int(h.from), m.incarnation(m.cfg.Rank), m.epoch()
+	switch want := m.incarnation(from); {
+	case h.fromInc < want:
+		return fmt.Sprintf("%sincarnation %d of rank %d is stale: rank %d expects incarnation %d", replacedPrefix, h.fromInc, from, m.cfg.Rank, want), true
+	case h.toInc > mine:
+		return fmt.Sprintf("rank %d expects incarnation %d of rank %d, but this is incarnation %d, which was replaced", from, h.toInc, m.cfg.Rank, mine), true
+	case h.epoch > epoch || h.fromInc > want || h.toInc < mine:
+		return fmt.Sprintf("rank %d has not yet heard of the replacement rank %d knows of (membership epoch %d, rank %d is at %d)", m.cfg.Rank, from, h.epoch, m.cfg.Rank, epoch), false
+	case h.epoch < epoch:
+		return fmt.Sprintf("rank %d is at membership epoch %d, but rank %d at %d: it has not rejoined yet", m.cfg.Rank, epoch, from, h.epoch), false
+	}
+	return "", false
+}
+
+// refuseMembership answers an authenticated hello whose sender sees
+// another membership than this member (checkIncarnations), and says
+// whether it did.
+func (m *Mesh) refuseMembership(c net.Conn, h hello, remote string) bool {
+	reason, final := m.checkIncarnations(h)
+	switch {
+	case reason == "":
+		return false
+	case !final:
+		m.log.Debug("peer connection from another membership: asked to retry", "remote", remote, "claimed_rank", h.from, "reason", reason)
+		writeStatus(c, statusNotYet, reason)
+	default:
+		// Not a failure of this member's setup: a stale process must not
+		// stop the members that replaced it from connecting.
+		m.log.Warn("refused a stale incarnation", "remote", remote, "claimed_rank", h.from, "reason", reason)
+		writeStatus(c, statusRejected, reason)
+	}
+	return true
 }
 
 // rejected makes a stream rejected while connecting (or before this rank

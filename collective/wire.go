@@ -16,10 +16,12 @@ import (
 // tensors) refuse each other.
 //
 //	hello:  magic "SPCL" | version u16 | kind u8 | flags u8 | byte-order mark u32 (native)
-//	        | from u32 | to u32 | world size u32 | job id length u16 | job id
+//	        | from u32 | to u32 | world size u32
+//	        | from incarnation u32 | to incarnation u32 | epoch u32
+//	        | job id length u16 | job id
 //	        | proof (present when flags has bit 0 set):
 //	          timestamp i64 (unix seconds) | nonce [16] | mac [32]
-//	reply:  status u8 (0 accepted, 1 rejected) | reason length u16 | reason
+//	reply:  status u8 (0 accepted, 1 rejected, 2 not yet) | reason length u16 | reason
 //	        | reply mac [32] (only when accepting a hello with a proof)
 //
 // When the ranks hold a peer token (Config.Token), every hello carries a
@@ -42,23 +44,40 @@ import (
 //	probe answer: receiving from rank i32 | sending to rank i32 (-1: none)
 //	              | rank blamed i32 (-1: the listener has not failed)
 //
+// The incarnations number the processes that have held a rank: a rank
+// replaced after its process was lost comes back with the next incarnation
+// (Config.Incarnations), and the epoch, the sum of every rank's
+// incarnation, numbers the memberships. A listener refuses for good a
+// hello from an older incarnation of its sender than it expects (the
+// dialer was replaced), or addressed to a newer incarnation of itself
+// than its own (this listener was). It answers "not yet" (status 2) when
+// the hello comes from a newer epoch than its own: the listener (a
+// survivor that has not rejoined yet) has not heard of the replacement,
+// and the dialer tries again until its connect timeout.
+//
 // Version 1 had no proof and no flags (the flags byte was always zero);
-// version 2's probe answer had no rank blamed.
+// version 2's probe answer had no rank blamed; version 3 had no
+// incarnations.
 const (
 	protoMagic    = "SPCL"
-	protoVersion  = 3
+	protoVersion  = 4
 	byteOrderMark = 0x01020304
 
 	kindLink   = 1
 	kindNotice = 2
 	kindProbe  = 3
 
+	// The reply's status.
+	statusAccepted = 0
+	statusRejected = 1
+	statusNotYet   = 2
+
 	// flagProof marks a hello that carries a proof.
 	flagProof = 1 << 0
 
 	maxJobIDLen  = 1024
 	maxReasonLen = 4096
-	helloFixed   = 4 + 2 + 1 + 1 + 4 + 4 + 4 + 4 + 2
+	helloFixed   = 4 + 2 + 1 + 1 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 2
 	nonceLen     = 16
 	macLen       = sha256.Size
 	proofLen     = 8 + nonceLen + macLen
@@ -76,6 +95,9 @@ type hello struct {
 	from    uint32
 	to      uint32
 	world   uint32
+	fromInc uint32 // the sender's incarnation
+	toInc   uint32 // the incarnation of the listener the sender expects
+	epoch   uint32 // the sum of all incarnations the sender knows of
 	jobID   string
 	proof   *proof // nil: none; set exactly when flags has flagProof
 }
@@ -102,7 +124,10 @@ func encodeHello(h hello) ([]byte, error) {
 	binary.BigEndian.PutUint32(b[12:], h.from)
 	binary.BigEndian.PutUint32(b[16:], h.to)
 	binary.BigEndian.PutUint32(b[20:], h.world)
-	binary.BigEndian.PutUint16(b[24:], uint16(len(h.jobID)))
+	binary.BigEndian.PutUint32(b[24:], h.fromInc)
+	binary.BigEndian.PutUint32(b[28:], h.toInc)
+	binary.BigEndian.PutUint32(b[32:], h.epoch)
+	binary.BigEndian.PutUint16(b[36:], uint16(len(h.jobID)))
 	b = append(b, h.jobID...)
 	if h.proof != nil {
 		b = binary.BigEndian.AppendUint64(b, uint64(h.proof.timestamp))
@@ -142,8 +167,11 @@ func readHello(r io.Reader) (hello, error) {
 		from:    binary.BigEndian.Uint32(b[12:]),
 		to:      binary.BigEndian.Uint32(b[16:]),
 		world:   binary.BigEndian.Uint32(b[20:]),
+		fromInc: binary.BigEndian.Uint32(b[24:]),
+		toInc:   binary.BigEndian.Uint32(b[28:]),
+		epoch:   binary.BigEndian.Uint32(b[32:]),
 	}
-	n := int(binary.BigEndian.Uint16(b[24:]))
+	n := int(binary.BigEndian.Uint16(b[36:]))
 	if n > maxJobIDLen {
 		return hello{}, fmt.Errorf("job id length %d exceeds %d", n, maxJobIDLen)
 	}
