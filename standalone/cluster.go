@@ -143,11 +143,7 @@ var (
 	_ driver.LocalizingShower = (*ClusterManager)(nil)
 	_ driver.NodeNamer        = (*ClusterManager)(nil)
 	_ driver.CredentialKeeper = (*ClusterManager)(nil)
-)
-
-var (
-	_ driver.ClusterManager   = (*ClusterManager)(nil)
-	_ driver.CredentialKeeper = (*ClusterManager)(nil)
+	_ driver.JobNamer         = (*ClusterManager)(nil)
 )
 
 // NewClusterManager registers an application with the masters and starts
@@ -225,6 +221,10 @@ func newID() string {
 
 // AppID returns the application's id on the cluster.
 func (c *ClusterManager) AppID() string { return c.appID }
+
+// JobID returns the application's id, which the master gave at
+// registration: the job carries it as its own.
+func (c *ClusterManager) JobID(context.Context) (string, error) { return c.appID, nil }
 
 // ShowInput records where the job takes pushed input (a flight-put:
 // input's endpoint): spindle status shows it once executors are requested.

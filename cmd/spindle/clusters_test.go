@@ -23,7 +23,7 @@ func TestClusterManagerCapabilities(t *testing.T) {
 	}{
 		{"local", &driver.Local{}, []driver.Capability{driver.CapFileSharing, driver.CapOutput}},
 		{"standalone", (*standalone.ClusterManager)(nil), []driver.Capability{
-			driver.CapRoom, driver.CapOutput, driver.CapInput, driver.CapLocalizing, driver.CapNodeNames, driver.CapCredentials}},
+			driver.CapRoom, driver.CapOutput, driver.CapInput, driver.CapLocalizing, driver.CapNodeNames, driver.CapCredentials, driver.CapJobID}},
 		{"yarn client mode", (*yarn.ClusterManager)(nil), []driver.Capability{
 			driver.CapRoom, driver.CapTrackingURL, driver.CapProgress, driver.CapCredentials, driver.CapJobID}},
 		{"yarn cluster mode (the AM's allocator)", (*am.Allocator)(nil), []driver.Capability{
