@@ -96,12 +96,17 @@ type Timeouts struct {
 	// Close bounds ending the application as the ClusterManager closes;
 	// AMCall, within it, the call asking the ApplicationMaster to finish.
 	Close, AMCall time.Duration
+	// Follow bounds each report a cluster-mode submit asks for while it
+	// follows its job; Interrupt the stop of an interrupted cluster-mode
+	// job (asking its ApplicationMaster, then killing the application).
+	Follow, Interrupt time.Duration
 }
 
 // DefaultTimeouts returns the bounds a zero Timeouts field takes.
 func DefaultTimeouts() Timeouts {
 	return Timeouts{Connect: 30 * time.Second, RMCall: 10 * time.Second, TokenFetch: 30 * time.Second,
-		TokenCancel: 10 * time.Second, Close: time.Minute, AMCall: 10 * time.Second}
+		TokenCancel: 10 * time.Second, Close: time.Minute, AMCall: 10 * time.Second,
+		Follow: 15 * time.Second, Interrupt: 2 * time.Minute}
 }
 
 // withDefaults returns t with zero fields set to DefaultTimeouts'.
@@ -113,6 +118,8 @@ func (t Timeouts) withDefaults() Timeouts {
 	t.TokenCancel = cmp.Or(t.TokenCancel, d.TokenCancel)
 	t.Close = cmp.Or(t.Close, d.Close)
 	t.AMCall = cmp.Or(t.AMCall, d.AMCall)
+	t.Follow = cmp.Or(t.Follow, d.Follow)
+	t.Interrupt = cmp.Or(t.Interrupt, d.Interrupt)
 	return t
 }
 

@@ -10,7 +10,7 @@ import (
 // built field by field, and set ones stay.
 func TestTimeoutsDefaults(t *testing.T) {
 	want := Timeouts{Connect: 30 * time.Second, RMCall: 10 * time.Second, TokenFetch: 30 * time.Second,
-		TokenCancel: 10 * time.Second, Close: time.Minute, AMCall: 10 * time.Second}
+		TokenCancel: 10 * time.Second, Close: time.Minute, AMCall: 10 * time.Second, Follow: 15 * time.Second, Interrupt: 2 * time.Minute}
 	if got := DefaultConfig().Timeouts; got != want {
 		t.Fatalf("DefaultConfig: %+v, want %+v", got, want)
 	}
@@ -18,7 +18,7 @@ func TestTimeoutsDefaults(t *testing.T) {
 		t.Fatalf("zero: %+v, want %+v", got, want)
 	}
 	set := Timeouts{Connect: time.Second, RMCall: 2 * time.Second, TokenFetch: 3 * time.Second,
-		TokenCancel: 4 * time.Second, Close: 5 * time.Second, AMCall: 6 * time.Second}
+		TokenCancel: 4 * time.Second, Close: 5 * time.Second, AMCall: 6 * time.Second, Follow: 7 * time.Second, Interrupt: 8 * time.Second}
 	if got := set.withDefaults(); got != set {
 		t.Fatalf("set: %+v, want %+v", got, set)
 	}
