@@ -272,9 +272,12 @@ func startMaster(t *testing.T) target {
 		ran: func(t *testing.T) bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
+			mc := pb.NewMasterClient(dial(t, addr, signed(t, rightSecret, "spindle-master "+addr)...))
 			var st *pb.ClusterStatusResponse
+			// The status waits for the group of one to elect its leader.
 			testutil.WaitFor(t, 30*time.Second, testutil.Holds("the master's status", func() bool {
-				st, err = pb.NewMasterClient(dial(t, addr, signed(t, rightSecret, "spindle-master "+addr)...)).ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+				var err error
+				st, err = mc.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
 				return err == nil
 			}))
 			return len(st.GetApps()) != 0
