@@ -13,15 +13,9 @@ import (
 // Failure diagnosis on the mesh: notices, probes and the one rank blamed.
 
 const (
-	// noticeTimeout bounds delivering one failure notice.
-	noticeTimeout = 2 * time.Second
 	// culpritNoticeTimeout bounds telling the rank blamed for a failure;
 	// a live one answers from its accept loop at once.
 	culpritNoticeTimeout = 500 * time.Millisecond
-	// probeTimeout bounds asking a silent peer what it is blocked on. A
-	// live process answers from its accept loop at once, even while its
-	// operation waits; a stopped one does not answer at all.
-	probeTimeout = time.Second
 	// noticeGrace is how long a rank whose link just broke waits for a
 	// notice before blaming the peer at the other end of that link. The
 	// notice, when one comes, names the rank that really failed rather
@@ -227,7 +221,7 @@ func (m *Mesh) diagnose(peer int) diagnosis {
 
 // probe asks peer which ranks it is blocked on.
 func (m *Mesh) probe(peer int) (probeAnswer, error) {
-	deadline := time.Now().Add(min(probeTimeout, m.cfg.Timeout))
+	deadline := time.Now().Add(min(m.cfg.ProbeTimeout, m.cfg.Timeout))
 	ctx, cancel := context.WithDeadline(m.base, deadline)
 	defer cancel()
 	c, err := m.dialHello(ctx, peer, kindProbe, deadline)
@@ -298,7 +292,7 @@ func (m *Mesh) notifyAll(culprit int, cause error) {
 		msg = pe.Err.Error()
 	}
 	n := notice{culprit: uint32(culprit), code: codeOf(cause), msg: msg}
-	deadline := time.Now().Add(min(noticeTimeout, m.cfg.Timeout))
+	deadline := time.Now().Add(min(m.cfg.NoticeTimeout, m.cfg.Timeout))
 	if culprit != m.cfg.Rank {
 		// A stalled culprit is still alive and should learn why the others
 		// gave up on it; a dead one may not answer at all, so this notice

@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -30,8 +31,17 @@ const (
 
 // Defaults applied by New to zero fields of Config.
 const (
-	DefaultTimeout           = envcontract.DefaultCollectiveTimeout
-	DefaultConnectTimeout    = 2 * time.Minute
+	DefaultTimeout        = envcontract.DefaultCollectiveTimeout
+	DefaultConnectTimeout = 2 * time.Minute
+	// DefaultHandshakeTimeout bounds an accepted connection's hello; real
+	// peers send it at once.
+	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultNoticeTimeout bounds delivering one failure notice.
+	DefaultNoticeTimeout = 2 * time.Second
+	// DefaultProbeTimeout bounds asking a silent peer what it is blocked
+	// on: a live process answers from its accept loop at once, even while
+	// its operation waits; a stopped one does not answer at all.
+	DefaultProbeTimeout      = time.Second
 	DefaultChunkBytes        = 1 << 20
 	DefaultSocketBufferBytes = 4 << 20
 )
@@ -75,6 +85,10 @@ type Config struct {
 	// ConnectTimeout bounds how long New waits for its ring neighbours,
 	// which may start later than this rank.
 	ConnectTimeout time.Duration
+	// HandshakeTimeout, NoticeTimeout and ProbeTimeout bound the peer
+	// mesh's hellos, failure notices and probes (see MeshConfig; zero:
+	// DefaultHandshakeTimeout, DefaultNoticeTimeout, DefaultProbeTimeout).
+	HandshakeTimeout, NoticeTimeout, ProbeTimeout time.Duration
 	// ChunkBytes is the pipelining unit: operations move data in chunks of
 	// at most this many bytes, so that sending one chunk overlaps receiving
 	// and reducing the next.
@@ -123,6 +137,9 @@ func DefaultConfig() Config {
 	return Config{
 		Timeout:           DefaultTimeout,
 		ConnectTimeout:    DefaultConnectTimeout,
+		HandshakeTimeout:  DefaultHandshakeTimeout,
+		NoticeTimeout:     DefaultNoticeTimeout,
+		ProbeTimeout:      DefaultProbeTimeout,
 		ChunkBytes:        DefaultChunkBytes,
 		SocketBufferBytes: DefaultSocketBufferBytes,
 	}
@@ -137,6 +154,9 @@ func (c Config) withDefaults() Config {
 	if c.ConnectTimeout == 0 {
 		c.ConnectTimeout = d.ConnectTimeout
 	}
+	c.HandshakeTimeout = cmp.Or(c.HandshakeTimeout, d.HandshakeTimeout)
+	c.NoticeTimeout = cmp.Or(c.NoticeTimeout, d.NoticeTimeout)
+	c.ProbeTimeout = cmp.Or(c.ProbeTimeout, d.ProbeTimeout)
 	if c.ChunkBytes == 0 {
 		c.ChunkBytes = d.ChunkBytes
 	}

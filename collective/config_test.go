@@ -3,6 +3,7 @@ package collective
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -288,5 +289,43 @@ func TestConfigFromEnvListener(t *testing.T) {
 	defer cfg.Listener.Close()
 	if cfg.Listener.Addr().String() != ln.Addr().String() {
 		t.Fatalf("listener on %s, want %s", cfg.Listener.Addr(), ln.Addr())
+	}
+}
+
+// TestMeshTimeoutsFromConfig: the mesh's hello, notice and probe bounds
+// come from its configuration, with the documented defaults for zero; a
+// mesh told to wait briefly for a hello drops a connection that sends
+// none.
+func TestMeshTimeoutsFromConfig(t *testing.T) {
+	d := DefaultConfig()
+	if d.HandshakeTimeout != 10*time.Second || d.NoticeTimeout != 2*time.Second || d.ProbeTimeout != time.Second {
+		t.Fatalf("defaults: handshake %v, notice %v, probe %v", d.HandshakeTimeout, d.NoticeTimeout, d.ProbeTimeout)
+	}
+	if c := (Config{}).withDefaults(); c.HandshakeTimeout != d.HandshakeTimeout || c.NoticeTimeout != d.NoticeTimeout || c.ProbeTimeout != d.ProbeTimeout {
+		t.Fatalf("zero config: handshake %v, notice %v, probe %v", c.HandshakeTimeout, c.NoticeTimeout, c.ProbeTimeout)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMesh(MeshConfig{Rank: 0, WorldSize: 2, Peers: []string{ln.Addr().String(), "127.0.0.1:1"}, Listener: ln,
+		JobID: "job", HandshakeTimeout: 20 * time.Millisecond, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.cfg.NoticeTimeout != DefaultNoticeTimeout || m.cfg.ProbeTimeout != DefaultProbeTimeout {
+		t.Fatalf("zero notice and probe bounds: %v, %v", m.cfg.NoticeTimeout, m.cfg.ProbeTimeout)
+	}
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The mesh closes the silent connection after its 20ms; the read's
+	// own deadline, far longer, is only there to end the test if not.
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("a connection that sent no hello: read %v, want EOF (closed by the mesh)", err)
 	}
 }

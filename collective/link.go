@@ -85,16 +85,19 @@ var _ Transport = (*meshTransport)(nil)
 // connect builds the mesh and the data link of one rank.
 func connect(ctx context.Context, cfg Config, log *slog.Logger, sendTo, recvFrom []int) (*meshTransport, error) {
 	m, err := NewMesh(MeshConfig{
-		Rank:           cfg.Rank,
-		WorldSize:      cfg.WorldSize,
-		Peers:          cfg.Peers,
-		Incarnations:   cfg.Incarnations,
-		Listener:       cfg.Listener,
-		JobID:          cfg.JobID,
-		Token:          cfg.Token,
-		Timeout:        cfg.Timeout,
-		ConnectTimeout: cfg.ConnectTimeout,
-		Logger:         log,
+		Rank:             cfg.Rank,
+		WorldSize:        cfg.WorldSize,
+		Peers:            cfg.Peers,
+		Incarnations:     cfg.Incarnations,
+		Listener:         cfg.Listener,
+		JobID:            cfg.JobID,
+		Token:            cfg.Token,
+		Timeout:          cfg.Timeout,
+		ConnectTimeout:   cfg.ConnectTimeout,
+		HandshakeTimeout: cfg.HandshakeTimeout,
+		NoticeTimeout:    cfg.NoticeTimeout,
+		ProbeTimeout:     cfg.ProbeTimeout,
+		Logger:           log,
 	})
 	if err != nil {
 		return nil, err

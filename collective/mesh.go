@@ -16,9 +16,6 @@ import (
 )
 
 const (
-	// acceptHandshakeTimeout bounds how long an accepted connection may take
-	// to send its hello; real peers send it at once.
-	acceptHandshakeTimeout = 10 * time.Second
 	// maxDialBackoff caps the pause between connection attempts.
 	maxDialBackoff = 500 * time.Millisecond
 )
@@ -54,6 +51,13 @@ type MeshConfig struct {
 	Timeout time.Duration
 	// ConnectTimeout bounds Streams: how long to wait for peers to start.
 	ConnectTimeout time.Duration
+	// HandshakeTimeout bounds how long an accepted connection may take to
+	// send its hello (zero: DefaultHandshakeTimeout).
+	HandshakeTimeout time.Duration
+	// NoticeTimeout bounds delivering one failure notice, ProbeTimeout
+	// asking a silent peer what it is blocked on; both at most Timeout
+	// (zero: DefaultNoticeTimeout, DefaultProbeTimeout).
+	NoticeTimeout, ProbeTimeout time.Duration
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -138,6 +142,15 @@ func NewMesh(cfg MeshConfig) (*Mesh, error) {
 	}
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if cfg.NoticeTimeout <= 0 {
+		cfg.NoticeTimeout = DefaultNoticeTimeout
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = DefaultProbeTimeout
 	}
 	fail := func(err error) (*Mesh, error) {
 		if cfg.Listener != nil {
@@ -501,7 +514,7 @@ func (m *Mesh) handle(c *net.TCPConn) {
 	}()
 
 	remote := c.RemoteAddr().String()
-	c.SetDeadline(time.Now().Add(acceptHandshakeTimeout))
+	c.SetDeadline(time.Now().Add(m.cfg.HandshakeTimeout))
 	h, err := readHello(c)
 	if err != nil {
 		m.log.Debug("ignoring connection", "remote", remote, "err", err)
@@ -524,7 +537,7 @@ func (m *Mesh) handle(c *net.TCPConn) {
 		case <-m.streamsAsked:
 		case <-m.base.Done():
 			return
-		case <-time.After(acceptHandshakeTimeout):
+		case <-time.After(m.cfg.HandshakeTimeout):
 		}
 		m.mu.Lock()
 		est := m.establishing
@@ -704,7 +717,7 @@ func (m *Mesh) rejected(h hello, remote, reason string, unauthenticated bool) {
 func (m *Mesh) Close() error {
 	m.closeOnce.Do(func() {
 		m.fail(fmt.Errorf("%w: rank %d", ErrClosed, m.cfg.Rank), m.cfg.Rank, false)
-		m.notices.Wait() // bounded by noticeTimeout
+		m.notices.Wait() // bounded by cfg.NoticeTimeout
 		m.mu.Lock()
 		m.closing = true
 		if m.arrivals == nil {

@@ -174,6 +174,9 @@ type Config struct {
 	// TensorBoardPublish is how often events are published to a
 	// TensorBoardDir on HDFS.
 	TensorBoardPublish time.Duration
+	// FlushTimeout bounds finishing each of the job's records as it ends
+	// (the event log, the TensorBoard events; zero: DefaultFlushTimeout).
+	FlushTimeout time.Duration
 	// FailurePolicy is PolicyFail or PolicyRestart; MaxRestarts bounds
 	// the restarts of PolicyRestart.
 	FailurePolicy string
@@ -210,6 +213,9 @@ type FlightPutConfig struct {
 	BufferBytes int64
 	TokenFile   string
 }
+
+// DefaultFlushTimeout is Config.FlushTimeout's default.
+const DefaultFlushTimeout = 30 * time.Second
 
 // DefaultConfig returns the built-in defaults: those of the config
 // package's key table, which is where every default is set.

@@ -45,6 +45,7 @@ type observer struct {
 	ranks   map[int]rankSeen    // what was last recorded of each rank
 	console *Console            // where forwarded output lines are printed; may be nil
 	onEvent func(jobview.Event) // Config.OnEvent; may be nil
+	flush   time.Duration       // Config.FlushTimeout (zero: DefaultFlushTimeout)
 	tb      tensorBoard         // nil without spindle.tensorboard.dir
 
 	trace *traceWriter // the job's timeline; nil without spindle.timeline
@@ -73,7 +74,7 @@ type rankSeen struct {
 func (d *Driver) startObserver(ctx context.Context) *observer {
 	c := d.cfg
 	o := &observer{job: jobview.NewJob(), logger: d.logger, ranks: map[int]rankSeen{}, console: c.Console, usage: map[int]rankUsage{}, roles: map[int]string{},
-		onEvent: c.OnEvent}
+		onEvent: c.OnEvent, flush: c.FlushTimeout}
 	if c.Timeline != "" {
 		tw, err := newTraceWriter(c.Timeline)
 		if err != nil {
@@ -299,15 +300,16 @@ func (o *observer) end(err error) {
 			o.console.Eprintln("timeline written to " + o.trace.path + " (open it in Perfetto or chrome://tracing)")
 		}
 	}
+	flush := cmp.Or(o.flush, DefaultFlushTimeout)
 	if o.tb != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), flush)
 		if err := o.tb.Close(ctx); err != nil {
 			o.logger.Warn("tensorboard events not finished", "err", err)
 		}
 		cancel()
 	}
 	if o.events != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), flush)
 		if err := o.events.Close(ctx); err != nil {
 			o.logger.Warn("event log not finished", "err", err)
 		}

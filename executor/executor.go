@@ -71,12 +71,41 @@ type Config struct {
 	// ArchiveLimits bound what one archive may unpack
 	// (spindle.archives.maxBytes, spindle.archives.maxEntries).
 	ArchiveLimits ArchiveLimits
-	// RegisterTimeout bounds registration (the whole gang must arrive).
+	// RegisterTimeout bounds registration (the whole gang must arrive;
+	// zero: DefaultRegisterTimeout).
 	RegisterTimeout time.Duration
+	// ReportTimeout bounds the report of the rank's exit to the driver,
+	// made even as the executor is told to stop (zero:
+	// DefaultReportTimeout).
+	ReportTimeout time.Duration
+	// PSLeaveTimeout bounds leaving the parameter servers for a training
+	// process that ended well without leaving them (zero:
+	// DefaultPSLeaveTimeout).
+	PSLeaveTimeout time.Duration
+	// GPUSampleTimeout bounds one run of nvidia-smi sampling the rank's
+	// GPUs (zero: DefaultGPUSampleTimeout).
+	GPUSampleTimeout time.Duration
 	// Stdout and Stderr receive the training process's output, prefixed
 	// with its rank.
 	Stdout, Stderr io.Writer
 	Logger         *slog.Logger
+}
+
+// Defaults of Config's timeouts, applied by New to zero fields.
+const (
+	DefaultRegisterTimeout  = 5 * time.Minute
+	DefaultReportTimeout    = 5 * time.Second
+	DefaultPSLeaveTimeout   = 10 * time.Second
+	DefaultGPUSampleTimeout = 5 * time.Second
+)
+
+// withDefaults returns c with zero timeouts replaced by their defaults.
+func (c Config) withDefaults() Config {
+	c.RegisterTimeout = cmp.Or(c.RegisterTimeout, DefaultRegisterTimeout)
+	c.ReportTimeout = cmp.Or(c.ReportTimeout, DefaultReportTimeout)
+	c.PSLeaveTimeout = cmp.Or(c.PSLeaveTimeout, DefaultPSLeaveTimeout)
+	c.GPUSampleTimeout = cmp.Or(c.GPUSampleTimeout, DefaultGPUSampleTimeout)
+	return c
 }
 
 // Validate checks the configuration.
@@ -120,9 +149,7 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.Stderr == nil {
 		cfg.Stderr = os.Stderr
 	}
-	if cfg.RegisterTimeout <= 0 {
-		cfg.RegisterTimeout = 5 * time.Minute
-	}
+	cfg = cfg.withDefaults()
 	signer, err := auth.NewSigner(cfg.Secret)
 	if err != nil {
 		return nil, fmt.Errorf("executor: job secret: %w", err)
@@ -213,7 +240,7 @@ func (e *Executor) Run(ctx context.Context) error {
 		}
 	}
 	// Report even when ctx is done: the driver wants to know why we ended.
-	repCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	repCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ReportTimeout)
 	if _, err := e.client.ReportExit(repCtx, report); err != nil {
 		e.logger.Warn("could not report exit to the driver", "err", err)
 	}
@@ -437,10 +464,6 @@ func (e *Executor) superviseTask(ctx context.Context, r *taskRun, proc *process,
 }
 
 var errProcessExited = errors.New("training process exited")
-
-// psLeaveTimeout bounds the executor's leave of the parameter servers for
-// a process that ended well without leaving.
-const psLeaveTimeout = 10 * time.Second
 
 // heartbeat reports progress until ctx ends. It returns a reason when the
 // driver says stop or cannot be reached for longer than the driver timeout,

@@ -25,9 +25,8 @@ import (
 // holds a heartbeat back: heartbeats carry the latest sample, and none
 // once it is older than a few periods.
 const (
-	gpuSampleMin     = time.Second
-	gpuSampleTimeout = 5 * time.Second
-	gpuStaleAfter    = 3 // periods
+	gpuSampleMin  = time.Second
+	gpuStaleAfter = 3 // periods
 	// nvidiaSMI is the program that reads NVIDIA GPUs' use, looked up on
 	// the executor's PATH (it comes with the NVIDIA driver).
 	nvidiaSMI = "nvidia-smi"
@@ -60,7 +59,7 @@ type gpuSampler struct {
 // newGPUSampler returns a sampler of the devices the training process's
 // environment names in CUDA_VISIBLE_DEVICES, or nil when it names none
 // (the process was given no GPUs, so there is nothing to show).
-func newGPUSampler(env []string, heartbeat time.Duration, logger *slog.Logger) *gpuSampler {
+func newGPUSampler(env []string, heartbeat, timeout time.Duration, logger *slog.Logger) *gpuSampler {
 	var devices []string
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, envcontract.CUDAVisible+"="); ok {
@@ -71,7 +70,7 @@ func newGPUSampler(env []string, heartbeat time.Duration, logger *slog.Logger) *
 		return nil
 	}
 	return &gpuSampler{devices: devices, program: nvidiaSMI, period: max(heartbeat, gpuSampleMin),
-		timeout: gpuSampleTimeout, logger: logger}
+		timeout: timeout, logger: logger}
 }
 
 // visibleDevices splits a CUDA_VISIBLE_DEVICES value. CUDA stops at the

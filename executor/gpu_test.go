@@ -97,7 +97,7 @@ func startSampler(t *testing.T, devices string, timeout time.Duration) (*gpuSamp
 	t.Helper()
 	var logs syncbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	g := newGPUSampler([]string{"PATH=/usr/bin", "CUDA_VISIBLE_DEVICES=" + devices}, 10*time.Millisecond, logger)
+	g := newGPUSampler([]string{"PATH=/usr/bin", "CUDA_VISIBLE_DEVICES=" + devices}, 10*time.Millisecond, DefaultGPUSampleTimeout, logger)
 	if g == nil {
 		t.Fatalf("no sampler for CUDA_VISIBLE_DEVICES=%s", devices)
 	}
@@ -140,7 +140,7 @@ func TestGPUSamplerReadsItsDevices(t *testing.T) {
 
 func TestNoGPUsNoSampler(t *testing.T) {
 	for _, env := range [][]string{nil, {"CUDA_VISIBLE_DEVICES="}, {"CUDA_VISIBLE_DEVICES=-1"}} {
-		if g := newGPUSampler(env, time.Second, slog.New(slog.DiscardHandler)); g != nil {
+		if g := newGPUSampler(env, time.Second, DefaultGPUSampleTimeout, slog.New(slog.DiscardHandler)); g != nil {
 			t.Errorf("env %q: a sampler of %q", env, g.devices)
 		}
 	}

@@ -44,7 +44,7 @@ func (h *psProxyHook) Exited(ctx context.Context, exit exitStatus) {
 	if !exit.ok() {
 		return
 	}
-	leaveCtx, cancel := context.WithTimeout(ctx, psLeaveTimeout)
+	leaveCtx, cancel := context.WithTimeout(ctx, h.e.cfg.PSLeaveTimeout)
 	defer cancel()
 	if err := h.p.Leave(leaveCtx); err != nil {
 		h.e.logger.Warn("could not leave the parameter servers for the finished process", "err", err)

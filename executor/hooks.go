@@ -78,7 +78,7 @@ func (e *Executor) services(t *Task, id identity) []taskHook {
 	if psProxied(t, id) {
 		s = append(s, &psProxyHook{e: e})
 	}
-	return append(s, &gpuHook{logger: e.logger}, &observationHook{logger: e.logger})
+	return append(s, &gpuHook{logger: e.logger, timeout: e.cfg.GPUSampleTimeout}, &observationHook{logger: e.logger})
 }
 
 // prepareHooks prepares svcs in order. It returns those prepared, to be

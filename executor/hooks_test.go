@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
 )
@@ -72,5 +73,37 @@ func TestServicesFollowTheTask(t *testing.T) {
 	full := names(e.services(&Task{Feed: &FeedTask{Mode: "arrow"}, CheckpointDir: "hdfs:///ck"}, id))
 	if want := []string{"feed", "rdma", "environment", "checkpoint", "gpu", "observations"}; !slices.Equal(full, want) {
 		t.Fatalf("a fed task with checkpoints: %q, want %q", full, want)
+	}
+}
+
+// TestTimeoutsFromConfig: New fills the executor's zero timeouts with the
+// documented defaults, keeps those set, and the services take theirs from
+// the configuration.
+func TestTimeoutsFromConfig(t *testing.T) {
+	base := Config{DriverAddr: "127.0.0.1:1", ID: "exec-0", Secret: "0123456789abcdef0123456789abcdef", Logger: slog.New(slog.DiscardHandler)}
+	e, err := New(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.conn.Close()
+	if c := e.cfg; c.RegisterTimeout != 5*time.Minute || c.ReportTimeout != 5*time.Second ||
+		c.PSLeaveTimeout != 10*time.Second || c.GPUSampleTimeout != 5*time.Second {
+		t.Fatalf("defaults: register %v, report %v, ps leave %v, gpu sample %v", c.RegisterTimeout, c.ReportTimeout, c.PSLeaveTimeout, c.GPUSampleTimeout)
+	}
+	set := base
+	set.RegisterTimeout, set.ReportTimeout, set.PSLeaveTimeout, set.GPUSampleTimeout = time.Minute, time.Second, 2*time.Second, 3*time.Second
+	e, err = New(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.conn.Close()
+	if c := e.cfg; c.RegisterTimeout != time.Minute || c.ReportTimeout != time.Second || c.PSLeaveTimeout != 2*time.Second || c.GPUSampleTimeout != 3*time.Second {
+		t.Fatalf("set: %+v", c)
+	}
+	id := identity{rank: 0, worldSize: 1, peers: []*driverpb.Peer{{Rank: 0, Host: "127.0.0.1", Ports: []uint32{1, 2}}}}
+	for _, h := range e.services(&Task{Feed: &FeedTask{}}, id) {
+		if g, ok := h.(*gpuHook); ok && g.timeout != 3*time.Second {
+			t.Fatalf("the GPU sampler's bound: %v, want the configuration's 3s", g.timeout)
+		}
 	}
 }

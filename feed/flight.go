@@ -22,6 +22,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/spindle-ml/spindle/internal/rpc"
 )
 
 // FormatFlight is an Arrow Flight stream: an endpoint of a flight that
@@ -50,6 +52,9 @@ type FlightOptions struct {
 
 	// tls, when set, replaces CAFile for one dial.
 	tls *tls.Config
+	// calls are the logger and metrics of the clients' interceptor chain
+	// (zero: slog.Default(), no metrics).
+	calls rpc.ClientConfig
 }
 
 // IsFlightURI reports whether an input names an Arrow Flight service.
@@ -160,12 +165,14 @@ func dialFlight(addr string, useTLS bool, o FlightOptions) (flight.Client, error
 		}
 		creds = credentials.NewTLS(cfg)
 	}
-	c, err := flight.NewClientWithMiddleware(addr, nil, nil, grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxFlightMessage)))
+	cc := o.calls
+	cc.Options = []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxFlightMessage))}
+	conn, err := rpc.NewClient(addr, cc)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Arrow Flight service %s: %w", addr, err)
 	}
-	return c, nil
+	// The client closes conn with itself.
+	return flight.NewClientFromConn(conn, nil), nil
 }
 
 // withToken adds the bearer token to a call's context.

@@ -1,6 +1,7 @@
 package standalone
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -84,11 +85,49 @@ type ClientConfig struct {
 	// (spindle.job.tls.enabled), over which executors get delegation
 	// tokens when they register.
 	JobTLS bool
+	// Timeouts bound the driver's calls to the cluster; zero fields take
+	// DefaultClientTimeouts' values.
+	Timeouts ClientTimeouts
+}
+
+// ClientTimeouts bound the calls a standalone ClusterManager makes.
+type ClientTimeouts struct {
+	// Register bounds registering the application: masters that cannot
+	// be reached (an unresolvable name, no leader) fail the submit,
+	// naming them, instead of holding it forever.
+	Register time.Duration
+	// Release bounds giving back what the masters placed of a gang whose
+	// request was abandoned.
+	Release time.Duration
+	// LastOutput bounds waiting for released executors' last output;
+	// LogRead each read of an executor's output from its worker.
+	LastOutput, LogRead time.Duration
+	// Close bounds ending the application.
+	Close time.Duration
+}
+
+// DefaultClientTimeouts returns the bounds a zero ClientTimeouts field
+// takes.
+func DefaultClientTimeouts() ClientTimeouts {
+	return ClientTimeouts{Register: 30 * time.Second, Release: 30 * time.Second, LastOutput: 5 * time.Second,
+		LogRead: 5 * time.Second, Close: 15 * time.Second}
+}
+
+// withDefaults returns t with zero fields set to DefaultClientTimeouts'.
+func (t ClientTimeouts) withDefaults() ClientTimeouts {
+	d := DefaultClientTimeouts()
+	t.Register = cmp.Or(t.Register, d.Register)
+	t.Release = cmp.Or(t.Release, d.Release)
+	t.LastOutput = cmp.Or(t.LastOutput, d.LastOutput)
+	t.LogRead = cmp.Or(t.LogRead, d.LogRead)
+	t.Close = cmp.Or(t.Close, d.Close)
+	return t
 }
 
 // DefaultClientConfig returns the defaults.
 func DefaultClientConfig() ClientConfig {
-	return ClientConfig{AppName: "spindle-job", GangTimeout: 2 * time.Minute, HeartbeatInterval: time.Second}
+	return ClientConfig{AppName: "spindle-job", GangTimeout: 2 * time.Minute, HeartbeatInterval: time.Second,
+		Timeouts: DefaultClientTimeouts()}
 }
 
 // ResolveSecret finds the cluster secret: in file (when set), else value,
@@ -150,6 +189,7 @@ var (
 // keeping it alive and watching its executors.
 func NewClusterManager(ctx context.Context, cfg ClientConfig) (*ClusterManager, error) {
 	def := DefaultClientConfig()
+	cfg.Timeouts = cfg.Timeouts.withDefaults()
 	if cfg.AppName == "" {
 		cfg.AppName = def.AppName
 	}
@@ -185,7 +225,7 @@ func NewClusterManager(ctx context.Context, cfg ClientConfig) (*ClusterManager, 
 	var appID string
 	reqID := newID()
 	cfg.Logger.Info("registering with the standalone masters", "masters", cfg.Masters)
-	rctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	rctx, cancel := context.WithTimeout(ctx, cfg.Timeouts.Register)
 	defer cancel()
 	err = cl.Call(rctx, false, func(ctx context.Context, m pb.MasterClient) error {
 		resp, err := m.RegisterApp(ctx, &pb.RegisterAppRequest{Name: cfg.AppName, DriverHost: cfg.DriverHost, RequestId: reqID})
@@ -294,7 +334,7 @@ func (c *ClusterManager) Request(ctx context.Context, specs []driver.ExecutorSpe
 	if err != nil {
 		if ctx.Err() != nil {
 			// The masters may have placed part of the gang as ctx ended.
-			rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			rctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeouts.Release)
 			if rerr := c.Release(rctx, ids); rerr != nil {
 				c.logger.Warn("release executors of an abandoned request", "err", rerr)
 			}
@@ -362,7 +402,7 @@ func (c *ClusterManager) Release(ctx context.Context, ids []string) error {
 		}
 	}
 	// Their last output is printed before the release is over.
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.Timeouts.LastOutput)
 	defer cancel()
 	c.waitTails(wctx, ids)
 	return nil
@@ -374,7 +414,7 @@ func (c *ClusterManager) Events() <-chan driver.Event { return c.events }
 // Close ends the application; the masters stop whatever it still runs.
 func (c *ClusterManager) Close() error {
 	c.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeouts.Close)
 		defer cancel()
 		final, msg := c.outcome()
 		err := c.client.Call(ctx, false, func(ctx context.Context, m pb.MasterClient) error {

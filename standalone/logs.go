@@ -141,7 +141,7 @@ func (t *tailer) run() {
 func (t *tailer) pull(wc pb.WorkerClient) {
 	for i, s := range streams {
 		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), t.c.cfg.Timeouts.LogRead)
 			resp, err := wc.ReadLog(ctx, &pb.ReadLogRequest{AppId: t.app, ExecutorId: t.id, Stream: s, Offset: t.offsets[i]})
 			cancel()
 			if err != nil || len(resp.GetData()) == 0 {

@@ -83,8 +83,3 @@ func (c *ClusterManager) sayWaiting(ctx context.Context) {
 		}
 	}
 }
-
-// registerTimeout bounds registering the application: masters that
-// cannot be reached (an unresolvable name, no leader) fail the submit,
-// naming them, instead of holding it forever.
-const registerTimeout = 30 * time.Second

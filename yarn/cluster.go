@@ -1,6 +1,7 @@
 package yarn
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,12 +77,57 @@ type Config struct {
 	Out      io.Writer
 	LogLevel string
 	Logger   *slog.Logger
+	// Timeouts bound the gateway's calls to the cluster; zero fields take
+	// DefaultTimeouts' values.
+	Timeouts Timeouts
+}
+
+// Timeouts bound the calls a ClusterManager makes on the gateway.
+type Timeouts struct {
+	// Connect bounds the first call to the ResourceManager, which finds
+	// out whether it answers at all.
+	Connect time.Duration
+	// RMCall bounds a query of the ResourceManager while the job runs
+	// (the queue's room for a refused gang, the application's report).
+	RMCall time.Duration
+	// TokenFetch and TokenCancel bound getting and cancelling one HDFS
+	// delegation token.
+	TokenFetch, TokenCancel time.Duration
+	// Close bounds ending the application as the ClusterManager closes;
+	// AMCall, within it, the call asking the ApplicationMaster to finish.
+	Close, AMCall time.Duration
+	// Follow bounds each report a cluster-mode submit asks for while it
+	// follows its job; Interrupt the stop of an interrupted cluster-mode
+	// job (asking its ApplicationMaster, then killing the application).
+	Follow, Interrupt time.Duration
+}
+
+// DefaultTimeouts returns the bounds a zero Timeouts field takes.
+func DefaultTimeouts() Timeouts {
+	return Timeouts{Connect: 30 * time.Second, RMCall: 10 * time.Second, TokenFetch: 30 * time.Second,
+		TokenCancel: 10 * time.Second, Close: time.Minute, AMCall: 10 * time.Second,
+		Follow: 15 * time.Second, Interrupt: 2 * time.Minute}
+}
+
+// withDefaults returns t with zero fields set to DefaultTimeouts'.
+func (t Timeouts) withDefaults() Timeouts {
+	d := DefaultTimeouts()
+	t.Connect = cmp.Or(t.Connect, d.Connect)
+	t.RMCall = cmp.Or(t.RMCall, d.RMCall)
+	t.TokenFetch = cmp.Or(t.TokenFetch, d.TokenFetch)
+	t.TokenCancel = cmp.Or(t.TokenCancel, d.TokenCancel)
+	t.Close = cmp.Or(t.Close, d.Close)
+	t.AMCall = cmp.Or(t.AMCall, d.AMCall)
+	t.Follow = cmp.Or(t.Follow, d.Follow)
+	t.Interrupt = cmp.Or(t.Interrupt, d.Interrupt)
+	return t
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{AppName: "spindle-job", Queue: "default", MaxAttempts: 1, AMMemoryMB: 256, AMCores: 1,
-		MemoryOverheadMB: 128, GangTimeout: 2 * time.Minute, LocalityWait: 3 * time.Second, RenewTokens: true}
+		MemoryOverheadMB: 128, GangTimeout: 2 * time.Minute, LocalityWait: 3 * time.Second, RenewTokens: true,
+		Timeouts: DefaultTimeouts()}
 }
 
 // Validate checks the configuration.
@@ -239,7 +285,7 @@ func (c *ClusterManager) appIDString() string {
 
 // explainRoom says what the queue could give, for a refused gang.
 func (c *ClusterManager) explainRoom(ctx context.Context, specs []driver.ExecutorSpec) string {
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeouts.RMCall)
 	defer cancel()
 	q, err := c.rm.QueueInfo(qctx, c.cfg.Queue)
 	if err != nil {
@@ -422,7 +468,7 @@ func (c *ClusterManager) watch(amc *amClient, id client.AppID) {
 			return
 		}
 		fails++
-		rctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+		rctx, cancel := context.WithTimeout(c.ctx, c.cfg.Timeouts.RMCall)
 		r, rerr := c.rm.Report(rctx, id)
 		cancel()
 		if rerr == nil && client.IsFinal(r.GetYarnApplicationState()) {
@@ -491,7 +537,7 @@ func (c *ClusterManager) Close() error {
 }
 
 func (c *ClusterManager) close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeouts.Close)
 	defer cancel()
 	c.mu.Lock()
 	submitted, id, amc, st, result := c.submitted, c.appID, c.am, c.stager, c.result
@@ -507,7 +553,7 @@ func (c *ClusterManager) close() error {
 		}
 		finished := false
 		if amc != nil {
-			fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
+			fctx, fcancel := context.WithTimeout(ctx, c.cfg.Timeouts.AMCall)
 			finished = amc.do(fctx, http.MethodPost, "/v1/finish", amFinish{Status: status, Diagnostics: diag}, nil) == nil
 			fcancel()
 		}

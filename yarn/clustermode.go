@@ -142,7 +142,7 @@ func (a *App) delegationTokens(ctx context.Context, job ClusterJob) (map[string]
 	out := map[string]hadooprpc.Token{}
 	byURI := map[string]hadooprpc.Token{}
 	for _, uri := range jobNamenodes(a.conf.Get("fs.defaultFS", ""), []driver.ExecutorSpec{named}) {
-		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		tctx, cancel := context.WithTimeout(ctx, a.cfg.Timeouts.TokenFetch)
 		tok, err := a.resolver.DelegationToken(tctx, uri+"/", renewer)
 		cancel()
 		if err != nil {
@@ -244,7 +244,7 @@ func (a *App) Follow(ctx context.Context, stdout, stderr io.Writer) JobResult {
 			return a.interrupt(amc, stderr)
 		}
 		if amc == nil || time.Since(reportedAt) > 5*time.Second || amFails > 0 {
-			rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			rctx, cancel := context.WithTimeout(ctx, a.cfg.Timeouts.Follow)
 			r, err := a.rm.Report(rctx, a.id)
 			cancel()
 			reportedAt = time.Now()
@@ -354,11 +354,11 @@ func (a *App) doneResult(ctx context.Context, done JobResult) JobResult {
 // application is killed when it has not ended soon after.
 func (a *App) interrupt(amc *amClient, stderr io.Writer) JobResult {
 	fmt.Fprintf(stderr, "interrupted: stopping yarn application %s\n", a.id)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.Timeouts.Interrupt)
 	defer cancel()
 	stopped := false
 	if amc != nil {
-		fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
+		fctx, fcancel := context.WithTimeout(ctx, a.cfg.Timeouts.AMCall)
 		stopped = amc.do(fctx, http.MethodPost, "/v1/finish", amFinish{Status: "KILLED", Diagnostics: "interrupted on the gateway"}, nil) == nil
 		fcancel()
 	}
@@ -397,7 +397,7 @@ func resultOf(id client.AppID, r *pb.ApplicationReportProto) JobResult {
 func (a *App) Close() error {
 	var err error
 	a.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.Timeouts.Close)
 		defer cancel()
 		var errs []error
 		a.mu.Lock()

@@ -39,6 +39,7 @@ type gateway struct {
 // addresses.
 func newGateway(ctx context.Context, cfg Config) (*gateway, error) {
 	def := DefaultConfig()
+	cfg.Timeouts = cfg.Timeouts.withDefaults()
 	if cfg.AppName == "" {
 		cfg.AppName = def.AppName
 	}
@@ -78,7 +79,7 @@ func newGateway(ctx context.Context, cfg Config) (*gateway, error) {
 		destroy(login)
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, cfg.Timeouts.Connect)
 	defer cancel()
 	m, err := rm.ClusterMetrics(cctx)
 	if err != nil {

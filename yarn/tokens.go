@@ -87,7 +87,7 @@ func (c *ClusterManager) addDelegationTokens(ctx context.Context, creds *hadoopr
 	renewer := c.sec.Renewer()
 	tokens := map[string]hadooprpc.Token{}
 	for _, uri := range jobNamenodes(c.conf.Get("fs.defaultFS", ""), specs) {
-		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		tctx, cancel := context.WithTimeout(ctx, c.cfg.Timeouts.TokenFetch)
 		tok, err := c.resolver.DelegationToken(tctx, uri+"/", renewer)
 		cancel()
 		if err != nil {
@@ -221,7 +221,7 @@ func (c *ClusterManager) cancelDelegationTokens(ctx context.Context) {
 	c.tokens = nil
 	c.mu.Unlock()
 	for uri, tok := range tokens {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, c.cfg.Timeouts.TokenCancel)
 		if err := c.resolver.CancelDelegationToken(cctx, uri+"/", tok); err != nil {
 			c.log.Warn("cancel an hdfs delegation token", "cluster", uri, "err", err)
 		}

@@ -1,6 +1,7 @@
 package tokenkeeper
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,36 @@ type JobConfig struct {
 	// system's.
 	Texts  []string
 	Logger *slog.Logger
+	// Timeouts bound the calls to the clusters' NameNodes; zero fields
+	// take DefaultTimeouts' values.
+	Timeouts Timeouts
+}
+
+// Timeouts bound a keeper's calls to the clusters' NameNodes.
+type Timeouts struct {
+	// Fetch bounds getting one token, Renew renewing one, Cancel
+	// cancelling one.
+	Fetch, Renew, Cancel time.Duration
+	// Refresh bounds replacing a generation with fresh tokens (one from
+	// every cluster); Close cancelling every token as the job ends.
+	Refresh, Close time.Duration
+}
+
+// DefaultTimeouts returns the bounds a zero Timeouts field takes.
+func DefaultTimeouts() Timeouts {
+	return Timeouts{Fetch: 30 * time.Second, Renew: 30 * time.Second, Cancel: 10 * time.Second,
+		Refresh: time.Minute, Close: 30 * time.Second}
+}
+
+// withDefaults returns t with zero fields set to DefaultTimeouts'.
+func (t Timeouts) withDefaults() Timeouts {
+	d := DefaultTimeouts()
+	t.Fetch = cmp.Or(t.Fetch, d.Fetch)
+	t.Renew = cmp.Or(t.Renew, d.Renew)
+	t.Cancel = cmp.Or(t.Cancel, d.Cancel)
+	t.Refresh = cmp.Or(t.Refresh, d.Refresh)
+	t.Close = cmp.Or(t.Close, d.Close)
+	return t
 }
 
 // Job keeps the tokens of one job's executors with a login of its own,
@@ -46,6 +77,7 @@ type Job struct {
 	keeper *Keeper
 	ops    *ResolverOps
 	r      *fsys.Resolver
+	close  time.Duration // Timeouts.Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
@@ -128,7 +160,9 @@ func StartJob(ctx context.Context, cfg JobConfig) (*Job, error) {
 	opts := fsys.Options{HadoopConfDir: dir, KerberosPrincipal: cfg.Principal, KerberosKeytab: cfg.Keytab, NoTokens: true}
 	r := fsys.NewResolver(opts)
 	uris := Namenodes(defaultFS, cfg.Texts)
+	timeouts := cfg.Timeouts.withDefaults()
 	ops := NewResolverOps(r, opts, uris, renewer)
+	ops.fetch = timeouts.Fetch
 	tokens, err := ops.Fetch(ctx, r)
 	if err != nil {
 		r.Close()
@@ -144,8 +178,9 @@ func StartJob(ctx context.Context, cfg JobConfig) (*Job, error) {
 		r.Close()
 		return nil, err
 	}
+	k.timeouts = timeouts
 	runCtx, cancel := context.WithCancel(context.Background())
-	j := &Job{keeper: k, ops: ops, r: r, cancel: cancel}
+	j := &Job{keeper: k, ops: ops, r: r, close: timeouts.Close, cancel: cancel}
 	j.wg.Add(1)
 	go func() {
 		defer j.wg.Done()
@@ -165,7 +200,7 @@ func (j *Job) Close() {
 	j.once.Do(func() {
 		j.cancel()
 		j.wg.Wait()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), j.close)
 		defer cancel()
 		j.keeper.CancelAll(ctx)
 		j.ops.Close()

@@ -101,7 +101,10 @@ type Keeper struct {
 	clock Clock
 	fresh bool // a keytab: fresh tokens before the maximum lifetime
 	log   *slog.Logger
-	wake  chan struct{}
+	// timeouts bound renewing, refreshing and cancelling (New:
+	// DefaultTimeouts; StartJob: JobConfig.Timeouts).
+	timeouts Timeouts
+	wake     chan struct{}
 
 	mu           sync.Mutex
 	cur          tokenGen
@@ -115,7 +118,7 @@ type Keeper struct {
 // New keeps tokens, generation 1. Their expiry is not known
 // until they are renewed, so the first step renews each.
 func New(tokens map[string]hadooprpc.Token, ops Ops, clock Clock, fresh bool, log *slog.Logger) (*Keeper, error) {
-	k := &Keeper{ops: ops, clock: clock, fresh: fresh, log: log, wake: make(chan struct{}, 1)}
+	k := &Keeper{ops: ops, clock: clock, fresh: fresh, log: log, wake: make(chan struct{}, 1), timeouts: DefaultTimeouts()}
 	if err := k.install(1, tokens); err != nil {
 		return nil, err
 	}
@@ -278,7 +281,7 @@ func (k *Keeper) renewOne(ctx context.Context, gen int64, uri string) {
 	if t == nil {
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, k.timeouts.Renew)
 	exp, err := k.ops.Renew(rctx, uri, t.tok)
 	cancel()
 	now := k.clock.Now()
@@ -303,7 +306,7 @@ func (k *Keeper) renewOne(ctx context.Context, gen int64, uri string) {
 }
 
 func (k *Keeper) refresh(ctx context.Context) {
-	octx, cancel := context.WithTimeout(ctx, time.Minute)
+	octx, cancel := context.WithTimeout(ctx, k.timeouts.Refresh)
 	tokens, err := k.ops.Obtain(octx)
 	cancel()
 	now := k.clock.Now()
@@ -364,7 +367,7 @@ func (k *Keeper) cancelOld(ctx context.Context) {
 func (k *Keeper) cancelGens(ctx context.Context, gens []tokenGen) {
 	for _, g := range gens {
 		for uri, t := range g.tokens {
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			cctx, cancel := context.WithTimeout(ctx, k.timeouts.Cancel)
 			if err := k.ops.Cancel(cctx, uri, t.tok); err != nil {
 				k.log.Warn("cancel an hdfs delegation token", "cluster", uri, "token", t.id.String(), "err", err)
 			} else {

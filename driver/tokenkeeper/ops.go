@@ -1,6 +1,7 @@
 package tokenkeeper
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -15,6 +16,8 @@ type ResolverOps struct {
 	opts    fsys.Options // a new login's: the keytab
 	uris    []string     // hdfs://authority of each cluster
 	renewer string
+	// fetch bounds getting one token (zero: DefaultTimeouts().Fetch).
+	fetch time.Duration
 
 	mu  sync.Mutex
 	r   *fsys.Resolver
@@ -35,7 +38,7 @@ func NewResolverOps(r *fsys.Resolver, opts fsys.Options, uris []string, renewer 
 func (o *ResolverOps) Fetch(ctx context.Context, r *fsys.Resolver) (map[string]hadooprpc.Token, error) {
 	out := map[string]hadooprpc.Token{}
 	for _, uri := range o.uris {
-		tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		tctx, cancel := context.WithTimeout(ctx, cmp.Or(o.fetch, DefaultTimeouts().Fetch))
 		tok, err := r.DelegationToken(tctx, uri+"/", o.renewer)
 		cancel()
 		if err != nil {

@@ -132,7 +132,7 @@ func serveRejoined(ctx context.Context, s *Server, ln net.Listener, creds creden
 	defer cancel(nil)
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ctx, ln, creds) }()
-	joinCtx, stop := context.WithTimeout(ctx, rejoinTimeout)
+	joinCtx, stop := context.WithTimeout(ctx, s.cfg.RejoinTimeout)
 	err := s.Join(joinCtx, addr)
 	stop()
 	if err != nil {
@@ -142,9 +142,6 @@ func serveRejoined(ctx context.Context, s *Server, ln net.Listener, creds creden
 	}
 	return <-served
 }
-
-// rejoinTimeout bounds a replacement's rejoining: past it, it fails.
-const rejoinTimeout = 2 * time.Minute
 
 // reportInterval is how often a server reports its totals: often enough
 // that a job of a few seconds shows them, and its event log keeps them,

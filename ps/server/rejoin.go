@@ -135,7 +135,7 @@ func (s *Server) catchUpClocks(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			cctx, cancel := context.WithTimeout(ctx, s.cfg.ProbeTimeout)
 			st, err := c.JoinState(cctx, &pspb.JoinStateRequest{})
 			cancel()
 			if err == nil {

@@ -35,10 +35,6 @@ import (
 // server that has applied it (as primary or backup) says so instead of
 // applying it twice.
 
-// probeTimeout bounds the coordinator's check that a reported server is
-// gone: a killed server's port refuses at once.
-const probeTimeout = time.Second
-
 // pushID names one part of one push of one worker across retries and
 // failovers: the worker's sequence number, the server the part first went
 // to, and a hash of its keys. A push's parts share the first two; the
@@ -455,7 +451,7 @@ func (s *Server) ReportDead(ctx context.Context, req *pspb.ReportDeadRequest) (*
 func (s *Server) coordinate(ctx context.Context, ring *ps.Ring, suspects []int) (*pspb.RingInfo, error) {
 	var gone []int
 	for _, x := range suspects {
-		c, err := net.DialTimeout("tcp", ring.Servers()[x], probeTimeout)
+		c, err := net.DialTimeout("tcp", ring.Servers()[x], s.cfg.ProbeTimeout)
 		if err == nil {
 			c.Close()
 			continue

@@ -26,6 +26,16 @@ import (
 // clock moves before it fails naming them.
 const DefaultWaitTimeout = 10 * time.Minute
 
+// DefaultRejoinTimeout bounds a replacement server's rejoining the ring:
+// past it, the replacement fails.
+const DefaultRejoinTimeout = 2 * time.Minute
+
+// DefaultProbeTimeout bounds a quick question to another server, which a
+// live one answers at once: the coordinator's check that a reported
+// server is gone (a killed server's port refuses at once), a rejoining
+// server's ask for each live one's clocks.
+const DefaultProbeTimeout = time.Second
+
 // MaxMessageBytes bounds one request or reply: a pull of 64k keys of dim
 // 256 is 64 MiB.
 const MaxMessageBytes = 256 << 20
@@ -45,6 +55,10 @@ type Config struct {
 	// WaitTimeout bounds a pull's wait for slow workers while no clock
 	// moves (DefaultWaitTimeout when 0).
 	WaitTimeout time.Duration
+	// RejoinTimeout bounds a replacement's rejoining the ring
+	// (DefaultRejoinTimeout when 0); ProbeTimeout a quick question to
+	// another server (DefaultProbeTimeout when 0).
+	RejoinTimeout, ProbeTimeout time.Duration
 	// MemoryBytes is what the server's rows may take (0: no bound);
 	// creating a row beyond it fails naming the table.
 	MemoryBytes int64
@@ -124,6 +138,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = DefaultWaitTimeout
+	}
+	if cfg.RejoinTimeout <= 0 {
+		cfg.RejoinTimeout = DefaultRejoinTimeout
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = DefaultProbeTimeout
 	}
 	link, err := collective.ParseLinkSpec(cfg.DataLink)
 	if err != nil {

@@ -452,7 +452,7 @@ func TestRaftTransportNeedsSecret(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := newStreamLayer(ln, ln.Addr().String(), []byte(tc.secret), nil, nil, testLogger(t))
+			s, err := newStreamLayer(ln, ln.Addr().String(), []byte(tc.secret), nil, nil, DefaultRaftHandshakeTimeout, testLogger(t))
 			if err != nil {
 				t.Fatal(err)
 			}

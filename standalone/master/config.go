@@ -109,6 +109,15 @@ type Config struct {
 	// GangTimeout is how long a gang waits for room when the request does
 	// not say.
 	GangTimeout time.Duration
+	// ProbeTimeout bounds asking a registered worker whether it still
+	// runs, when another process registers under its id (zero:
+	// DefaultProbeTimeout).
+	ProbeTimeout time.Duration
+	// RaftHandshakeTimeout bounds the authentication of a connection
+	// between masters' Raft transports (zero: DefaultRaftHandshakeTimeout);
+	// RaftIOTimeout each of the transport's reads and writes (zero:
+	// DefaultRaftIOTimeout).
+	RaftHandshakeTimeout, RaftIOTimeout time.Duration
 
 	// Placement is PlacementSpread or PlacementPack.
 	Placement string
@@ -128,28 +137,39 @@ type Config struct {
 	transport raft.Transport
 }
 
+// Defaults of the bounds Config holds but the config package's key table
+// does not: zero fields take them.
+const (
+	DefaultProbeTimeout         = 2 * time.Second
+	DefaultRaftHandshakeTimeout = 5 * time.Second
+	DefaultRaftIOTimeout        = 10 * time.Second
+)
+
 // DefaultConfig returns the defaults, the same as the config package's
 // key table.
 func DefaultConfig() Config {
 	return Config{
-		Addr:               "0.0.0.0:7077",
-		RaftAddr:           "127.0.0.1:7001",
-		HeartbeatTimeout:   150 * time.Millisecond,
-		ElectionTimeout:    150 * time.Millisecond,
-		LeaderLeaseTimeout: 150 * time.Millisecond,
-		CommitTimeout:      50 * time.Millisecond,
-		SnapshotInterval:   30 * time.Second,
-		SnapshotThreshold:  2048,
-		TrailingLogs:       1024,
-		SnapshotRetain:     2,
-		WorkerTimeout:      5 * time.Second,
-		WorkerGoneTimeout:  2 * time.Second,
-		AppTimeout:         30 * time.Second,
-		LaunchTimeout:      30 * time.Second,
-		StopGrace:          5 * time.Second,
-		GangTimeout:        2 * time.Minute,
-		Placement:          PlacementSpread,
-		RetainedApps:       200,
+		Addr:                 "0.0.0.0:7077",
+		RaftAddr:             "127.0.0.1:7001",
+		HeartbeatTimeout:     150 * time.Millisecond,
+		ElectionTimeout:      150 * time.Millisecond,
+		LeaderLeaseTimeout:   150 * time.Millisecond,
+		CommitTimeout:        50 * time.Millisecond,
+		SnapshotInterval:     30 * time.Second,
+		SnapshotThreshold:    2048,
+		TrailingLogs:         1024,
+		SnapshotRetain:       2,
+		WorkerTimeout:        5 * time.Second,
+		WorkerGoneTimeout:    2 * time.Second,
+		AppTimeout:           30 * time.Second,
+		LaunchTimeout:        30 * time.Second,
+		StopGrace:            5 * time.Second,
+		GangTimeout:          2 * time.Minute,
+		ProbeTimeout:         DefaultProbeTimeout,
+		RaftHandshakeTimeout: DefaultRaftHandshakeTimeout,
+		RaftIOTimeout:        DefaultRaftIOTimeout,
+		Placement:            PlacementSpread,
+		RetainedApps:         200,
 	}
 }
 

@@ -3,7 +3,6 @@ package master
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -11,9 +10,6 @@ import (
 	"github.com/spindle-ml/spindle/standalone/internal/apierr"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
-
-// probeTimeout bounds asking a registered worker whether it still runs.
-const probeTimeout = 2 * time.Second
 
 // refuseDuplicate refuses a worker that registers under the id of another
 // worker process (another incarnation) that still answers at its address:
@@ -43,7 +39,7 @@ func (m *Master) workerAnswers(ctx context.Context, addr string) bool {
 	if err != nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.ProbeTimeout)
 	defer cancel()
 	_, err = c.ReadLog(ctx, &pb.ReadLogRequest{AppId: "-", ExecutorId: "-", Stream: "stdout"})
 	switch status.Code(err) {

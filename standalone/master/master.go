@@ -1,6 +1,7 @@
 package master
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,6 +65,9 @@ func New(cfg Config) (*Master, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.ProbeTimeout = cmp.Or(cfg.ProbeTimeout, DefaultProbeTimeout)
+	cfg.RaftHandshakeTimeout = cmp.Or(cfg.RaftHandshakeTimeout, DefaultRaftHandshakeTimeout)
+	cfg.RaftIOTimeout = cmp.Or(cfg.RaftIOTimeout, DefaultRaftIOTimeout)
 	creds, err := secure.New(cfg.Secret, cfg.TLS)
 	if err != nil {
 		return nil, err
@@ -163,7 +167,7 @@ func (m *Master) openTransport(self Peer, hlog *slogadapter.Logger) error {
 				return fmt.Errorf("listen for raft on %s: %w", m.cfg.RaftAddr, err)
 			}
 		}
-		stream, err := newStreamLayer(rl, self.RaftAddr, m.creds.Secret(), m.creds.ServerTLS(), m.creds.ClientTLS, m.logger)
+		stream, err := newStreamLayer(rl, self.RaftAddr, m.creds.Secret(), m.creds.ServerTLS(), m.creds.ClientTLS, m.cfg.RaftHandshakeTimeout, m.logger)
 		if err != nil {
 			_ = rl.Close()
 			return err
@@ -171,7 +175,7 @@ func (m *Master) openTransport(self Peer, hlog *slogadapter.Logger) error {
 		m.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 			Stream:  stream,
 			MaxPool: 3,
-			Timeout: 10 * time.Second,
+			Timeout: m.cfg.RaftIOTimeout,
 			Logger:  hlog.Named("net"),
 		})
 	}

@@ -34,8 +34,6 @@ var raftMagic = []byte("SPNDLRFT\x01")
 // errRaftAuth is returned when a peer fails the handshake.
 var errRaftAuth = errors.New("master: raft peer failed authentication")
 
-const handshakeTimeout = 5 * time.Second
-
 // streamLayer implements raft.StreamLayer over authenticated connections.
 type streamLayer struct {
 	ln        net.Listener
@@ -43,6 +41,7 @@ type streamLayer struct {
 	secret    []byte
 	serverTLS *tls.Config
 	clientTLS func(host string) *tls.Config
+	handshake time.Duration // bounds a connection's authentication
 	logger    *slog.Logger
 
 	accepted chan net.Conn
@@ -75,7 +74,7 @@ func (c *trackedConn) Close() error {
 var _ raft.StreamLayer = (*streamLayer)(nil)
 
 func newStreamLayer(ln net.Listener, advertise string, secret []byte, serverTLS *tls.Config,
-	clientTLS func(string) *tls.Config, logger *slog.Logger) (*streamLayer, error) {
+	clientTLS func(string) *tls.Config, handshake time.Duration, logger *slog.Logger) (*streamLayer, error) {
 	adv, err := net.ResolveTCPAddr("tcp", advertise)
 	if err != nil {
 		return nil, fmt.Errorf("resolve raft address %s: %w", advertise, err)
@@ -84,7 +83,7 @@ func newStreamLayer(ln net.Listener, advertise string, secret []byte, serverTLS 
 		return nil, fmt.Errorf("%w: raft address %s is not one other masters can dial", ErrConfig, advertise)
 	}
 	s := &streamLayer{
-		ln: ln, advertise: adv, secret: secret, serverTLS: serverTLS, clientTLS: clientTLS, logger: logger,
+		ln: ln, advertise: adv, secret: secret, serverTLS: serverTLS, clientTLS: clientTLS, handshake: handshake, logger: logger,
 		accepted: make(chan net.Conn), closed: make(chan struct{}), live: map[*trackedConn]bool{},
 	}
 	s.wg.Add(1)
@@ -148,7 +147,7 @@ func (s *streamLayer) serverHandshake(c net.Conn) (net.Conn, error) {
 	if s.serverTLS != nil {
 		c = tls.Server(c, s.serverTLS)
 	}
-	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	_ = c.SetDeadline(time.Now().Add(s.handshake))
 	hello := make([]byte, len(raftMagic)+32)
 	if _, err := io.ReadFull(c, hello); err != nil {
 		return nil, fmt.Errorf("read hello: %w", err)
@@ -199,7 +198,7 @@ func (s *streamLayer) clientHandshake(c net.Conn, address string) (net.Conn, err
 			c = tls.Client(c, tc)
 		}
 	}
-	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	_ = c.SetDeadline(time.Now().Add(s.handshake))
 	a := make([]byte, 32)
 	if _, err := rand.Read(a); err != nil {
 		return nil, err

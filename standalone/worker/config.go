@@ -51,6 +51,12 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// StopGrace is the default time between SIGTERM and SIGKILL.
 	StopGrace time.Duration
+	// OutputWaitDelay bounds how long reaping an executor waits for its
+	// output pipes to close once it exited (zero: DefaultOutputWaitDelay).
+	OutputWaitDelay time.Duration
+	// FinalHeartbeatTimeout bounds the heartbeat a worker sends the
+	// masters as it shuts down (zero: DefaultFinalHeartbeatTimeout).
+	FinalHeartbeatTimeout time.Duration
 	// CleanupDelay is how long an ended application's directory (and its
 	// executors' logs) is kept.
 	CleanupDelay time.Duration
@@ -72,19 +78,28 @@ type Config struct {
 	Listener net.Listener
 }
 
+// Defaults of the bounds Config holds but the config package's key table
+// does not: New gives them to zero fields.
+const (
+	DefaultOutputWaitDelay       = 2 * time.Second
+	DefaultFinalHeartbeatTimeout = 2 * time.Second
+)
+
 // DefaultConfig returns the defaults, the same as the config package's
 // key table.
 func DefaultConfig() Config {
 	return Config{
-		Addr:              "0.0.0.0:7078",
-		GPUs:              -1,
-		WorkDir:           filepath.Join(os.TempDir(), "spindle-worker"),
-		HeartbeatInterval: time.Second,
-		StopGrace:         5 * time.Second,
-		CleanupDelay:      24 * time.Hour,
-		LogMaxBytes:       128 << 20,
-		LogMaxFiles:       4,
-		CgroupRoot:        "/sys/fs/cgroup",
+		Addr:                  "0.0.0.0:7078",
+		GPUs:                  -1,
+		WorkDir:               filepath.Join(os.TempDir(), "spindle-worker"),
+		HeartbeatInterval:     time.Second,
+		StopGrace:             5 * time.Second,
+		OutputWaitDelay:       DefaultOutputWaitDelay,
+		FinalHeartbeatTimeout: DefaultFinalHeartbeatTimeout,
+		CleanupDelay:          24 * time.Hour,
+		LogMaxBytes:           128 << 20,
+		LogMaxFiles:           4,
+		CgroupRoot:            "/sys/fs/cgroup",
 	}
 }
 

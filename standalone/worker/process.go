@@ -87,7 +87,7 @@ func (w *Worker) start(s launchSpec) (*proc, error) {
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// Training processes the executor leaves behind hold its output
 	// pipes: Wait does not wait for them past this.
-	cmd.WaitDelay = outputWaitDelay
+	cmd.WaitDelay = w.cfg.OutputWaitDelay
 	cmd.Env = w.executorEnv(s, dir)
 	// The job's secrets go through a pipe: the executor's environment
 	// is readable by its training processes (/proc/PPID/environ).
@@ -141,10 +141,6 @@ func (w *Worker) start(s launchSpec) (*proc, error) {
 	started = true
 	return p, nil
 }
-
-// outputWaitDelay bounds how long reaping an executor waits for its output
-// pipes to close once it exited.
-const outputWaitDelay = 2 * time.Second
 
 // rebuild copies a command that failed to start, since exec.Cmd cannot be
 // started twice.

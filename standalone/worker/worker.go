@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -58,6 +59,8 @@ func New(cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.OutputWaitDelay = cmp.Or(cfg.OutputWaitDelay, DefaultOutputWaitDelay)
+	cfg.FinalHeartbeatTimeout = cmp.Or(cfg.FinalHeartbeatTimeout, DefaultFinalHeartbeatTimeout)
 	w := &Worker{
 		cfg:   cfg,
 		procs: map[string]*proc{},
@@ -195,7 +198,7 @@ func (w *Worker) shutdown() {
 		cancel()
 	}
 	w.reapers.Wait()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.FinalHeartbeatTimeout)
 	if _, err := w.heartbeat(ctx); err != nil {
 		w.logger.Debug("final heartbeat", "err", err)
 	}

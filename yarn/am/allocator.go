@@ -1,6 +1,7 @@
 package am
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,7 +62,8 @@ type Config struct {
 	LaunchContext func(spec driver.ExecutorSpec) (*pb.ContainerLaunchContextProto, error)
 	// MemoryOverheadMB is added to each executor's memory in its ask.
 	MemoryOverheadMB int
-	// GangTimeout bounds the wait for a whole gang; zero means 2 minutes.
+	// GangTimeout bounds the wait for a whole gang (zero:
+	// DefaultGangTimeout).
 	GangTimeout time.Duration
 	// Racks maps the cluster's NodeManager hosts to their racks; executors
 	// are asked for on the hosts among them that hold their input
@@ -72,10 +74,38 @@ type Config struct {
 	// take any node; zero asks for any node at once (YARN's own delay
 	// scheduling still prefers the named nodes).
 	LocalityWait time.Duration
-	// HeartbeatInterval is the allocate period once nothing is pending;
-	// zero means 1s. While a gang is pending it is 100ms.
+	// HeartbeatInterval is the allocate period once nothing is pending
+	// (zero: DefaultHeartbeatInterval). While a gang is pending it is
+	// 100ms.
 	HeartbeatInterval time.Duration
-	Logger            *slog.Logger
+	// RMCallTimeout bounds one call to the ResourceManager's scheduler
+	// (an allocate, the release of a gang that failed to start; zero:
+	// DefaultRMCallTimeout); NMCallTimeout one call to a NodeManager
+	// (starting or stopping containers; zero: DefaultNMCallTimeout).
+	RMCallTimeout, NMCallTimeout time.Duration
+	// LookupTimeout bounds resolving a host name to match a container's
+	// node to the cluster's hosts (zero: DefaultLookupTimeout).
+	LookupTimeout time.Duration
+	Logger        *slog.Logger
+}
+
+// Defaults of Config's durations, given to zero fields by Start.
+const (
+	DefaultGangTimeout       = 2 * time.Minute
+	DefaultHeartbeatInterval = time.Second
+	DefaultRMCallTimeout     = 30 * time.Second
+	DefaultNMCallTimeout     = 30 * time.Second
+	DefaultLookupTimeout     = 2 * time.Second
+)
+
+// withDefaults returns c with zero durations replaced by their defaults.
+func (c Config) withDefaults() Config {
+	c.GangTimeout = cmp.Or(max(c.GangTimeout, 0), DefaultGangTimeout)
+	c.HeartbeatInterval = cmp.Or(max(c.HeartbeatInterval, 0), DefaultHeartbeatInterval)
+	c.RMCallTimeout = cmp.Or(max(c.RMCallTimeout, 0), DefaultRMCallTimeout)
+	c.NMCallTimeout = cmp.Or(max(c.NMCallTimeout, 0), DefaultNMCallTimeout)
+	c.LookupTimeout = cmp.Or(max(c.LookupTimeout, 0), DefaultLookupTimeout)
+	return c
 }
 
 // container is an executor's container.
@@ -156,12 +186,7 @@ var (
 // Start registers the AM with the ResourceManager and starts the allocate
 // heartbeat.
 func Start(ctx context.Context, cfg Config) (*Allocator, error) {
-	if cfg.GangTimeout <= 0 {
-		cfg.GangTimeout = 2 * time.Minute
-	}
-	if cfg.HeartbeatInterval <= 0 {
-		cfg.HeartbeatInterval = time.Second
-	}
+	cfg = cfg.withDefaults()
 	if cfg.LaunchContext == nil {
 		return nil, errors.New("yarn am: no launch context builder")
 	}
@@ -180,6 +205,7 @@ func Start(ctx context.Context, cfg Config) (*Allocator, error) {
 		nmHosts = append(nmHosts, h)
 	}
 	a.hosts = newHostIndex(nmHosts, nil)
+	a.hosts.timeout = cfg.LookupTimeout
 	if err := a.dialRM(cfg.AMRMToken); err != nil {
 		return nil, err
 	}
@@ -509,7 +535,7 @@ func (a *Allocator) startAll(ctx context.Context, cs []*container) error {
 		for i, c := range cs {
 			ids[i] = c.spec.ID
 		}
-		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		rctx, cancel := context.WithTimeout(context.Background(), a.cfg.RMCallTimeout)
 		defer cancel()
 		a.Release(rctx, ids)
 		return err
@@ -537,7 +563,7 @@ func (a *Allocator) start(ctx context.Context, c *container) error {
 		ContainerLaunchContext: clc, ContainerToken: c.c.GetContainerToken(),
 	}}}
 	resp := &pb.StartContainersResponseProto{}
-	if err := nmCall(ctx, node, tok, a.cfg.RPCProtection, "startContainers", req, resp); err != nil {
+	if err := nmCall(ctx, node, tok, a.cfg.RPCProtection, a.cfg.NMCallTimeout, "startContainers", req, resp); err != nil {
 		return fmt.Errorf("%w: executor %s on %s: %v", ErrLaunch, c.spec.ID, node, err)
 	}
 	for _, f := range resp.GetFailedRequests() {
@@ -599,7 +625,7 @@ func (a *Allocator) stopContainer(ctx context.Context, c *container) {
 		return
 	}
 	req := &pb.StopContainersRequestProto{ContainerId: []*pb.ContainerIdProto{c.c.GetId()}}
-	if err := nmCall(ctx, node, tok, a.cfg.RPCProtection, "stopContainers", req, &pb.StopContainersResponseProto{}); err != nil {
+	if err := nmCall(ctx, node, tok, a.cfg.RPCProtection, a.cfg.NMCallTimeout, "stopContainers", req, &pb.StopContainersResponseProto{}); err != nil {
 		a.log.Warn("stop container", "executor", c.spec.ID, "node", node, "err", err)
 	}
 }

@@ -93,7 +93,7 @@ func (a *Allocator) allocate() error {
 	a.allocCalls++
 	a.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.RMCallTimeout)
 	defer cancel()
 	resp := &pb.AllocateResponseProto{}
 	if err := a.call(ctx, "allocate", req, resp); err != nil {

@@ -1,6 +1,7 @@
 package am
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"sort"
@@ -115,6 +116,9 @@ type hostIndex struct {
 	byName map[string]string // lower-case name or short name -> NodeManager host
 	byAddr map[string]string // address -> NodeManager host
 	lookup func(ctx context.Context, host string) ([]string, error)
+	// timeout bounds one lookup (Config.LookupTimeout; zero:
+	// DefaultLookupTimeout).
+	timeout time.Duration
 }
 
 // newHostIndex indexes the NodeManager hosts; lookup resolves names to
@@ -146,7 +150,7 @@ func (ix *hostIndex) addrs(host string) []string {
 	if ip := net.ParseIP(host); ip != nil {
 		return []string{ip.String()}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(ix.timeout, DefaultLookupTimeout))
 	defer cancel()
 	as, err := ix.lookup(ctx, host)
 	if err != nil {

@@ -17,9 +17,9 @@ const NMProtocolName = "org.apache.hadoop.yarn.api.ContainerManagementProtocolPB
 
 // nmCall makes one ContainerManagementProtocol call on a NodeManager,
 // authenticated with the node's NMToken at hadoop.rpc.protection
-// protection.
-func nmCall(ctx context.Context, node string, tok hadooprpc.Token, protection, method string, req, resp proto.Message) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+// protection, bounded by timeout.
+func nmCall(ctx context.Context, node string, tok hadooprpc.Token, protection string, timeout time.Duration, method string, req, resp proto.Message) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	c, err := hadooprpc.Dial(ctx, hadooprpc.ClientConfig{Addr: node, Protocol: NMProtocolName, SASL: hadooprpc.TokenAuth{Token: tok, Protection: protection}})
 	if err != nil {
