@@ -15,7 +15,8 @@ import (
 // per rank-minute, most of a 1,000-rank job's 18 KiB (docs/scale.md). A
 // history needs each rank's counters and a throughput chart, not every
 // tick, so a segment keeps only each rank's latest progress: one event per
-// rank per flush interval (spindle.eventLog.flushInterval).
+// rank per flush interval (spindle.eventLog.flushInterval), and one more
+// with the rank's latest GPU sample when that is older.
 //
 // A large job's reported values are held the same way, per rank and set
 // of names: the job page keeps jobview.SeriesPointsKept points of a chart
@@ -43,6 +44,10 @@ func (w *Writer) holdLocked(ev *jobview.Event, line []byte) bool {
 	}
 	var key string
 	switch {
+	case ev.Kind == jobview.KindProgress && ev.Progress != nil && ev.Progress.GPUs > 0:
+		// GPU use is sampled now and then: the latest sample is kept
+		// beside the latest progress, which may have none.
+		key = "g" + strconv.Itoa(ev.Rank)
 	case ev.Kind == jobview.KindProgress:
 		key = "p" + strconv.Itoa(ev.Rank)
 	case ev.Kind == jobview.KindScalars && w.worldSize > ThinValuesRanks:

@@ -57,6 +57,44 @@ func TestLogKeepsEachRanksLatestProgressPerSegment(t *testing.T) {
 	}
 }
 
+// A rank's latest GPU sample stays in the log when later progress has
+// none (the executor samples GPUs now and then; its last report, at exit,
+// has no sample).
+func TestLogKeepsTheLatestGPUSample(t *testing.T) {
+	ctx := context.Background()
+	res := fsys.NewResolver(fsys.Options{})
+	defer res.Close()
+	dir := filepath.Join(t.TempDir(), "events")
+	w, err := NewWriter(ctx, res, dir, "job-g", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC)
+	w.Record(jobview.Event{Time: t0, Kind: jobview.KindSubmitted, Info: &jobview.Info{ID: "job-g", WorldSize: 1}})
+	w.Record(jobview.Event{Time: t0.Add(time.Second), Kind: jobview.KindProgress,
+		Progress: &jobview.Progress{Rows: 10, GPUs: 1, GPUUtilRatio: 0.81}})
+	w.Record(jobview.Event{Time: t0.Add(2 * time.Second), Kind: jobview.KindProgress, Progress: &jobview.Progress{Rows: 20}})
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	events, err := Read(ctx, res, dir, "job-g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sampled, rows int64
+	for _, ev := range events {
+		if ev.Kind == jobview.KindProgress {
+			if ev.Progress.GPUs > 0 {
+				sampled++
+			}
+			rows = ev.Progress.Rows
+		}
+	}
+	if sampled != 1 || rows != 20 {
+		t.Errorf("the log holds %d GPU samples and ends at %d rows, want 1 and the last 20", sampled, rows)
+	}
+}
+
 // A large job's segment keeps each rank's latest values of each set of
 // names; a small job's log keeps every value reported.
 func TestLogThinsTheValuesOfLargeJobsOnly(t *testing.T) {
