@@ -75,13 +75,16 @@ check: lint proto-check tidy-check ## the inner loop, a few minutes: gofmt, vet,
 # `make test` runs every tier, even after one fails, then prints one line
 # per tier and fails if any did. The Python tier mostly waits on Spark
 # and on jobs (under a minute of CPU): it runs beside the real-Hadoop
-# tier, its output held in $(BIN)/test-python.out and printed after.
+# tier, its output held in $(BIN)/test-python.out and printed after. A
+# command the shell puts in the background starts with SIGINT ignored,
+# and Python then never raises KeyboardInterrupt: the tier's tests of
+# interrupting a job need it back (trap -).
 test: deps ## run every test: unit (race), e2e, real Hadoop beside python; a line per tier at the end
 	@mkdir -p $(BIN) && rm -f $(SUMMARY); status=0; \
 	for tier in test-unit test-e2e; do \
 		$(MAKE) --no-print-directory $$tier || status=1; \
 	done; \
-	$(MAKE) --no-print-directory test-python > $(BIN)/test-python.out 2>&1 & python=$$!; \
+	( trap - INT QUIT; $(MAKE) --no-print-directory test-python ) > $(BIN)/test-python.out 2>&1 & python=$$!; \
 	$(MAKE) --no-print-directory test-hadoop || status=1; \
 	wait $$python || status=1; \
 	echo; echo "== the python tier's output"; cat $(BIN)/test-python.out; \
