@@ -16,6 +16,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/spindle-ml/spindle/internal/envcontract"
 )
 
 // ErrBadRun marks a run refused before anything ran: an unknown session,
@@ -34,7 +36,7 @@ type Record struct {
 // $SPINDLE_SESSIONS_DIR, else spindle-sessions-UID in the temporary
 // directory (the Python package's _session_cli.registry agrees).
 func RegistryDir() string {
-	if d := os.Getenv("SPINDLE_SESSIONS_DIR"); d != "" {
+	if d := os.Getenv(envcontract.SessionsDir); d != "" {
 		return d
 	}
 	return filepath.Join(os.TempDir(), "spindle-sessions-"+strconv.Itoa(os.Getuid()))
