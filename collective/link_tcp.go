@@ -137,24 +137,26 @@ func (t *tcpLink) viaRing(ctx context.Context, c *net.TCPConn, call func(armFunc
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, func() { c.SetDeadline(aLongTimeAgo) })
 	}
-	arm := func(c *net.TCPConn, write bool) error {
-		dl := time.Now().Add(t.timeout)
-		var err error
-		if write {
-			err = c.SetWriteDeadline(dl)
-		} else {
-			err = c.SetReadDeadline(dl)
-		}
-		// Re-check after arming: a cancellation or interrupt that cleared
-		// the deadline just before must not be lost.
-		if err == nil && (ctx.Err() != nil || t.interrupted.Load()) {
-			err = errInterrupted
-		}
-		return err
-	}
-	err := call(arm)
+	err := call(func(c *net.TCPConn, write bool) error { return t.arm(ctx, c, write) })
 	if stop != nil && !stop() && ctx.Err() != nil {
 		err = ctx.Err()
+	}
+	return err
+}
+
+// arm gives the next write (or read) on c a fresh deadline of the link's
+// timeout. It re-checks after arming: a cancellation or interrupt that
+// cleared the deadline just before must not be lost.
+func (t *tcpLink) arm(ctx context.Context, c *net.TCPConn, write bool) error {
+	dl := time.Now().Add(t.timeout)
+	var err error
+	if write {
+		err = c.SetWriteDeadline(dl)
+	} else {
+		err = c.SetReadDeadline(dl)
+	}
+	if err == nil && (ctx.Err() != nil || t.interrupted.Load()) {
+		err = errInterrupted
 	}
 	return err
 }
@@ -179,18 +181,7 @@ func (t *tcpLink) transfer(ctx context.Context, c *net.TCPConn, p []byte, write 
 	var err error
 	for len(p) > 0 && err == nil {
 		n := min(len(p), ioPiece)
-		dl := time.Now().Add(t.timeout)
-		if write {
-			err = c.SetWriteDeadline(dl)
-		} else {
-			err = c.SetReadDeadline(dl)
-		}
-		// Re-check after arming the deadline: a cancellation or interrupt
-		// that cleared it just before must not be lost.
-		if err == nil && (ctx.Err() != nil || t.interrupted.Load()) {
-			err = errInterrupted
-		}
-		if err == nil {
+		if err = t.arm(ctx, c, write); err == nil {
 			if write {
 				_, err = c.Write(p[:n])
 			} else {
