@@ -259,19 +259,23 @@ func configFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	if cfg.Rank < 0 || cfg.Rank >= cfg.WorldSize {
 		return Config{}, fmt.Errorf("collective: %s=%d: must be in [0, %s=%d)", EnvRank, cfg.Rank, EnvWorldSize, cfg.WorldSize)
 	}
-	peers, ok := lookup(EnvPeers)
-	if !ok || strings.TrimSpace(peers) == "" {
-		return Config{}, fmt.Errorf("collective: %s is not set: need the comma-separated host:port of every rank", EnvPeers)
+	peers, from, err := envcontract.LookupPeers(lookup)
+	if err != nil {
+		return Config{}, fmt.Errorf("collective: %w", err)
+	}
+	if strings.TrimSpace(peers) == "" {
+		return Config{}, fmt.Errorf("collective: %s is not set (nor %s): need the comma-separated host:port of every rank",
+			EnvPeers, envcontract.PeersFile)
 	}
 	for _, p := range strings.Split(peers, ",") {
 		p = strings.TrimSpace(p)
 		if _, _, err := net.SplitHostPort(p); err != nil {
-			return Config{}, fmt.Errorf("collective: %s: address %q: %w", EnvPeers, p, err)
+			return Config{}, fmt.Errorf("collective: %s: address %q: %w", from, p, err)
 		}
 		cfg.Peers = append(cfg.Peers, p)
 	}
 	if len(cfg.Peers) != cfg.WorldSize {
-		return Config{}, fmt.Errorf("collective: %s has %d addresses but %s=%d", EnvPeers, len(cfg.Peers), EnvWorldSize, cfg.WorldSize)
+		return Config{}, fmt.Errorf("collective: %s has %d addresses but %s=%d", from, len(cfg.Peers), EnvWorldSize, cfg.WorldSize)
 	}
 	cfg.JobID, _ = lookup(EnvJobID)
 	cfg.Token, _ = lookup(EnvPeerToken)

@@ -8,7 +8,8 @@
 // # Joining
 //
 // A training process started by a Spindle executor joins with FromEnv,
-// which reads SPINDLE_RANK, SPINDLE_WORLD_SIZE, SPINDLE_PEERS,
+// which reads SPINDLE_RANK, SPINDLE_WORLD_SIZE, SPINDLE_PEERS (or, in a
+// job of thousands of ranks, the file SPINDLE_PEERS_FILE names),
 // SPINDLE_PEER_LISTEN_FD (the peer port, already bound by the executor),
 // SPINDLE_JOB_ID, SPINDLE_COLLECTIVE_TIMEOUT and SPINDLE_PEER_TOKEN (the
 // job's peer token, which authenticates the connections between ranks).
