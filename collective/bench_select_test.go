@@ -3,6 +3,8 @@ package collective
 import (
 	"fmt"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,8 +12,8 @@ import (
 
 // BenchmarkAllReduceSelect measures the default choice of allreduce
 // (algo=auto) beside the ring (algo=ring) in one run, interleaved: each
-// round runs every world size and size once with each algorithm, so a
-// change in the machine's load hits both alike. The report (make bench,
+// round runs every world size and size once with each algorithm, in
+// alternating order, so a change in the machine's load hits both alike. The report (make bench,
 // docs/benchmarks.md) takes the median over the rounds of each.
 //
 // COLLECTIVE_BENCH_ROUNDS (3), COLLECTIVE_BENCH_RANKS (8,16,32,64) and
@@ -33,13 +35,20 @@ func BenchmarkAllReduceSelect(b *testing.B) {
 				if n*size > 1<<30 {
 					continue
 				}
-				for _, algo := range algos {
+				order := slices.Clone(algos)
+				if round%2 == 1 {
+					// Every other round the other way round: what runs
+					// second (after a large vector's buffers, say) changes.
+					slices.Reverse(order)
+				}
+				for _, algo := range order {
 					name, sockets := strings.CutSuffix(algo, "-sockets")
 					s, ok := small[name]
 					if !ok {
 						b.Fatalf("COLLECTIVE_BENCH_ALGOS: %q is not ring, auto or tree (each with -sockets or not)", algo)
 					}
 					b.Run(fmt.Sprintf("round=%d/ranks=%d/size=%d/algo=%s", round, n, size, algo), func(b *testing.B) {
+						runtime.GC() // the last point's buffers
 						benchAllReduce(b, n, size, func(_ int, cfg *Config) {
 							cfg.SmallBytes = s
 							cfg.NoSharedMemory = sockets

@@ -107,13 +107,15 @@ type Config struct {
 	// moving 1/n of it). Zero means the default for the world size
 	// (DefaultSmallBytes); negative forces the ring for every size.
 	SmallBytes int
-	// RanksPerHost turns on the hierarchical allreduce (hier.go), which
-	// then runs every allreduce the tree does not, when the ranks span
-	// hosts of several ranks each: positive puts each run of this many
-	// consecutive ranks on a host of its own (hosts simulated by rank
-	// groups), HostsFromPeers reads each rank's host from Peers. Zero
-	// (the default) runs the flat ring: the hierarchy is measured here on
-	// one host only (docs/benchmarks.md).
+	// RanksPerHost turns on the hierarchical allreduce (hier.go) when the
+	// ranks span hosts of several ranks each: by default a cost model
+	// (choose.go) then picks the tree, the hierarchy or the ring by size;
+	// with SmallBytes set, the hierarchy runs every allreduce the tree
+	// does not. Positive puts each run of this many consecutive ranks on
+	// a host of its own (hosts simulated by rank groups), HostsFromPeers
+	// reads each rank's host from Peers. Zero (the default) keeps to the
+	// tree and the flat ring: the hierarchy is measured here on one host
+	// only (docs/benchmarks.md).
 	RanksPerHost int
 	// Link builds the data link between ring neighbours; nil means TCP
 	// (TCPLinker with SocketBufferBytes and NoSharedMemory). Whatever the link, the ranks

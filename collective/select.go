@@ -24,9 +24,8 @@ import (
 // 25 Gb/s network (docs/benchmarks.md).
 
 // alphaOverBeta is α/β in bytes: the message size whose transfer costs as
-// much as sending a message at all. Measured here: α ≈ 15 µs per message
-// through the Go TCP link, β = 1/(25 Gb/s) = 0.32 ns per byte.
-const alphaOverBeta = 15e-6 / (8 / 25e9)
+// much as sending a message at all (modelAlpha, modelBeta).
+const alphaOverBeta = modelAlpha / modelBeta
 
 // DefaultSmallBytes returns the largest allreduce, in bytes, that runs the
 // binomial tree by default on a world of n ranks; larger ones run the ring.
@@ -55,11 +54,16 @@ func smallBytes(configured, n int) int {
 	return configured
 }
 
-// useTree reports whether an allreduce of size bytes per rank runs the
-// binomial tree rather than the ring.
-func (c *Comm) useTree(size int) bool {
+// treeAllowed reports whether a reduction of size bytes per rank may run
+// the binomial tree: it is linked, and size is within Config.SmallBytes.
+// A barrier runs the tree whenever it may.
+func (c *Comm) treeAllowed(size int) bool {
 	return c.treeLinked && c.world > 1 && size <= c.small
 }
+
+// useTree reports whether an allreduce of size bytes per rank runs the
+// binomial tree.
+func (c *Comm) useTree(size int) bool { return c.allReduceAlgo(size) == algoTree }
 
 // linkedPeers returns the ranks a rank has data links with, in each
 // direction: its ring neighbours, its parent and its children in the
