@@ -92,14 +92,11 @@ class EnvTest(unittest.TestCase):
                 got = spindle.peers()
             self.assertEqual(len(got), 5000)
             self.assertEqual(got[4999], (hosts[4999], 40000 + 4999 % 3))
-            with clean_env(**env, SPINDLE_PEERS_FILE=os.path.join(d, "gone")):
-                with self.assertRaises(spindle.EnvError) as cm:
+            for extra, want in (({"SPINDLE_PEERS_FILE": os.path.join(d, "gone")}, "SPINDLE_PEERS_FILE"),
+                                ({}, "SPINDLE_PEERS is not set")):
+                with self.subTest(want=want), clean_env(**env, **extra), self.assertRaises(spindle.EnvError) as cm:
                     spindle.peers()
-                self.assertIn("SPINDLE_PEERS_FILE", str(cm.exception))
-            with clean_env(**env):
-                with self.assertRaises(spindle.EnvError) as cm:
-                    spindle.peers()
-                self.assertIn("SPINDLE_PEERS is not set", str(cm.exception))
+                self.assertIn(want, str(cm.exception))
 
     def test_malformed(self):
         cases = [
