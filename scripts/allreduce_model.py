@@ -75,10 +75,10 @@ def algorithm(n, size, algo):
 def fit(rows):
     """Least squares on log time of T = M a + B b, over a log grid."""
     best = None
-    for i in range(400):
-        a = 1e-7 * 10 ** (i / 100)  # 0.1 us .. 1 ms
-        for j in range(400):
-            b = 1e-12 * 10 ** (j / 100)  # 1 ps .. 10 ns a byte
+    for i in range(200):
+        a = 1e-7 * 10 ** (i / 50)  # 0.1 us .. 1 ms
+        for j in range(200):
+            b = 1e-12 * 10 ** (j / 50)  # 1 ps .. 10 ns a byte
             err = sum((math.log(m * a + by * b) - math.log(t)) ** 2 for m, by, t in rows)
             if best is None or err < best[0]:
                 best = (err, a, b)
