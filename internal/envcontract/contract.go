@@ -256,7 +256,7 @@ var Vars = []Var{
 	{Name: TorchLocalWorldSize, ID: "torch_local_world_size"},
 	{Name: GlooSocketIfname, ID: "gloo_socket_ifname", Doc: "the interface holding the published address"},
 	{Name: NCCLSocketIfname, ID: "nccl_socket_ifname"},
-	{Name: TFConfig, ID: "tf_config", Doc: "TensorFlow's cluster and this rank's task: every role under its name (`chief`, `worker`, `ps`); without roles, rank 0 is the `chief` and the others `worker` 0..N-2"},
+	{Name: TFConfig, ID: "tf_config", Doc: "TensorFlow's cluster and this rank's task: every role under its name (`chief`, `worker`, `ps`); without roles, rank 0 is the `chief` and the others `worker` 0..N-2; left out (the executor logs it) when it would pass Linux's 128 KiB limit for one variable, thousands of ranks"},
 	{Name: CUDAVisible, ID: "cuda_visible_devices", Doc: "this rank's GPUs, when `--executor-gpus` is set"},
 	{Name: PythonPath, ID: "pythonpath", Doc: "starts with the directory of Spindle's Python package (`import spindle`): the package the `spindle` binary carries inside itself, unpacked once per version into `$XDG_CACHE_HOME/spindle/python/<hash>` (`~/.cache/...`; a private directory under `$TMPDIR` when there is no home), or `spindle.python.path` when set"},
 	{Name: PythonUnbuffered, ID: "pythonunbuffered", Default: "1", Doc: "`1` unless set already, so Python's output reaches `spindle submit` line by line"},
