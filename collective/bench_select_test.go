@@ -18,7 +18,8 @@ import (
 //
 // COLLECTIVE_BENCH_ROUNDS (3), COLLECTIVE_BENCH_RANKS (8,16,32,64) and
 // COLLECTIVE_BENCH_SIZES (8 B to 64 MiB by powers of 8) narrow it;
-// COLLECTIVE_BENCH_ALGOS adds tree (the binomial tree forced). A size
+// COLLECTIVE_BENCH_ALGOS picks from ring, auto and tree (the binomial tree
+// forced), each also with -sockets (Config.NoSharedMemory). A size
 // whose buffers would take more than 1 GiB over all ranks is left out.
 func BenchmarkAllReduceSelect(b *testing.B) {
 	rounds := envInts(b, "COLLECTIVE_BENCH_ROUNDS", []int{3})[0]
