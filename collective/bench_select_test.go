@@ -13,8 +13,9 @@ import (
 // BenchmarkAllReduceSelect measures the default choice of allreduce
 // (algo=auto) beside the ring (algo=ring) in one run, interleaved: each
 // round runs every world size and size once with each algorithm, in
-// alternating order, so a change in the machine's load hits both alike. The report (make bench,
-// docs/benchmarks.md) takes the median over the rounds of each.
+// alternating order, so a change in the machine's load hits both alike.
+// The report (make bench, docs/benchmarks.md) takes the median over the
+// rounds of each.
 //
 // COLLECTIVE_BENCH_ROUNDS (3), COLLECTIVE_BENCH_RANKS (8,16,32,64) and
 // COLLECTIVE_BENCH_SIZES (8 B to 64 MiB by powers of 8) narrow it;
