@@ -33,6 +33,7 @@ type Comm struct {
 	peers       []string
 	chunk       int
 	small       int          // largest allreduce in bytes run by the tree; <0: none
+	smallAuto   bool         // small is DefaultSmallBytes: the cost model chooses (choose.go)
 	treeLinked  bool         // t links this rank to its tree parent and children
 	hier        *hierarchy   // where this rank sits among hosts (hier.go); nil: flat
 	t           Transport    // nil when world == 1
@@ -118,17 +119,18 @@ func newComm(cfg Config, t Transport, log *slog.Logger) *Comm {
 	words := min(max(cfg.ChunkBytes, 8), reducePiece) / 8
 	scratch := make([]uint64, words)
 	return &Comm{
-		cfg:     cfg,
-		rank:    cfg.Rank,
-		world:   cfg.WorldSize,
-		left:    left,
-		right:   right,
-		peers:   cfg.Peers,
-		chunk:   cfg.ChunkBytes,
-		small:   smallBytes(cfg.SmallBytes, cfg.WorldSize),
-		t:       t,
-		log:     log,
-		scratch: asBytes(scratch),
+		cfg:       cfg,
+		rank:      cfg.Rank,
+		world:     cfg.WorldSize,
+		left:      left,
+		right:     right,
+		peers:     cfg.Peers,
+		chunk:     cfg.ChunkBytes,
+		small:     smallBytes(cfg.SmallBytes, cfg.WorldSize),
+		smallAuto: cfg.SmallBytes == 0,
+		t:         t,
+		log:       log,
+		scratch:   asBytes(scratch),
 	}
 }
 

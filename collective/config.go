@@ -107,13 +107,15 @@ type Config struct {
 	// moving 1/n of it). Zero means the default for the world size
 	// (DefaultSmallBytes); negative forces the ring for every size.
 	SmallBytes int
-	// RanksPerHost turns on the hierarchical allreduce (hier.go), which
-	// then runs every allreduce the tree does not, when the ranks span
-	// hosts of several ranks each: positive puts each run of this many
-	// consecutive ranks on a host of its own (hosts simulated by rank
-	// groups), HostsFromPeers reads each rank's host from Peers. Zero
-	// (the default) runs the flat ring: the hierarchy is measured here on
-	// one host only (docs/benchmarks.md).
+	// RanksPerHost turns on the hierarchical allreduce (hier.go) when the
+	// ranks span hosts of several ranks each: by default a cost model
+	// (choose.go) then picks the tree, the hierarchy or the ring by size;
+	// with SmallBytes set, the hierarchy runs every allreduce the tree
+	// does not. Positive puts each run of this many consecutive ranks on
+	// a host of its own (hosts simulated by rank groups), HostsFromPeers
+	// reads each rank's host from Peers. Zero (the default) keeps to the
+	// tree and the flat ring: the hierarchy is measured here on one host
+	// only (docs/benchmarks.md).
 	RanksPerHost int
 	// Link builds the data link between ring neighbours; nil means TCP
 	// (TCPLinker with SocketBufferBytes and NoSharedMemory). Whatever the link, the ranks
@@ -259,19 +261,23 @@ func configFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	if cfg.Rank < 0 || cfg.Rank >= cfg.WorldSize {
 		return Config{}, fmt.Errorf("collective: %s=%d: must be in [0, %s=%d)", EnvRank, cfg.Rank, EnvWorldSize, cfg.WorldSize)
 	}
-	peers, ok := lookup(EnvPeers)
-	if !ok || strings.TrimSpace(peers) == "" {
-		return Config{}, fmt.Errorf("collective: %s is not set: need the comma-separated host:port of every rank", EnvPeers)
+	peers, from, err := envcontract.LookupPeers(lookup)
+	if err != nil {
+		return Config{}, fmt.Errorf("collective: %w", err)
+	}
+	if strings.TrimSpace(peers) == "" {
+		return Config{}, fmt.Errorf("collective: %s is not set (nor %s): need the comma-separated host:port of every rank",
+			EnvPeers, envcontract.PeersFile)
 	}
 	for _, p := range strings.Split(peers, ",") {
 		p = strings.TrimSpace(p)
 		if _, _, err := net.SplitHostPort(p); err != nil {
-			return Config{}, fmt.Errorf("collective: %s: address %q: %w", EnvPeers, p, err)
+			return Config{}, fmt.Errorf("collective: %s: address %q: %w", from, p, err)
 		}
 		cfg.Peers = append(cfg.Peers, p)
 	}
 	if len(cfg.Peers) != cfg.WorldSize {
-		return Config{}, fmt.Errorf("collective: %s has %d addresses but %s=%d", EnvPeers, len(cfg.Peers), EnvWorldSize, cfg.WorldSize)
+		return Config{}, fmt.Errorf("collective: %s has %d addresses but %s=%d", from, len(cfg.Peers), EnvWorldSize, cfg.WorldSize)
 	}
 	cfg.JobID, _ = lookup(EnvJobID)
 	cfg.Token, _ = lookup(EnvPeerToken)

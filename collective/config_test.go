@@ -6,12 +6,14 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/envcontract"
 	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
@@ -171,6 +173,10 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestConfigFromEnv(t *testing.T) {
+	peersFile := filepath.Join(t.TempDir(), "peers")
+	if err := os.WriteFile(peersFile, []byte("10.0.0.1:7000,10.0.0.2:7000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	base := map[string]string{
 		EnvRank:      "1",
 		EnvWorldSize: "2",
@@ -191,6 +197,8 @@ func TestConfigFromEnv(t *testing.T) {
 		{"no peers", map[string]string{EnvPeers: ""}, EnvPeers},
 		{"peer count", map[string]string{EnvPeers: "a:1"}, EnvPeers},
 		{"bad peer", map[string]string{EnvPeers: "a:1,b"}, EnvPeers},
+		{"peers file", map[string]string{EnvPeers: "", envcontract.PeersFile: peersFile}, ""},
+		{"peers file gone", map[string]string{EnvPeers: "", envcontract.PeersFile: peersFile + ".gone"}, envcontract.PeersFile},
 		{"bad timeout", map[string]string{EnvTimeoutSecs: "-3"}, EnvTimeoutSecs},
 		{"bad fd", map[string]string{EnvPeerFD: "x"}, EnvPeerFD},
 		{"token", map[string]string{EnvPeerToken: testToken}, ""},

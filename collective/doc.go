@@ -8,7 +8,8 @@
 // # Joining
 //
 // A training process started by a Spindle executor joins with FromEnv,
-// which reads SPINDLE_RANK, SPINDLE_WORLD_SIZE, SPINDLE_PEERS,
+// which reads SPINDLE_RANK, SPINDLE_WORLD_SIZE, SPINDLE_PEERS (or, in a
+// job of thousands of ranks, the file SPINDLE_PEERS_FILE names),
 // SPINDLE_PEER_LISTEN_FD (the peer port, already bound by the executor),
 // SPINDLE_JOB_ID, SPINDLE_COLLECTIVE_TIMEOUT and SPINDLE_PEER_TOKEN (the
 // job's peer token, which authenticates the connections between ranks).
@@ -43,9 +44,11 @@
 // vector of at most Config.SmallBytes (by default DefaultSmallBytes, from
 // a latency-bandwidth model) and Barrier go up the tree and back down
 // instead: 2 log2 n steps rather than 2(n-1), which is what many ranks need
-// for small messages. With Config.RanksPerHost, a larger allreduce runs
+// for small messages. With Config.RanksPerHost, an allreduce may run
 // hierarchically instead (within hosts, across them, within again; four
-// more peers a rank), in 2(g-1)+2(H-1) steps for H hosts of g ranks.
+// more peers a rank), in 2(g-1)+2(H-1) steps for H hosts of g ranks; a
+// per-link cost model picks the tree, the hierarchy or the ring by size
+// (choose.go).
 // Broadcast and allgather always run the ring.
 //
 // With either algorithm, every element is reduced by exactly one rank, in a

@@ -93,11 +93,8 @@ func (hr *hierarchy) peers() []int {
 }
 
 // useHier reports whether an allreduce of size bytes per rank runs the
-// hierarchy: every size the tree does not take, when the ranks span hosts
-// of several ranks each.
-func (c *Comm) useHier(size int) bool {
-	return c.hier != nil && !c.useTree(size)
-}
+// hierarchy (choose.go).
+func (c *Comm) useHier(size int) bool { return c.allReduceAlgo(size) == algoHier }
 
 // hierAllReduce runs the hierarchical allreduce over data, count elements
 // of esize bytes, with header h. Called with c.mu held.

@@ -145,7 +145,7 @@ func (c *Comm) Barrier(ctx context.Context) error {
 	// from every rank after that rank entered: one byte up the tree and
 	// back down, or an allgather of one byte per rank round the ring.
 	h := header{op: opBarrier, elemSize: 1, count: 1}
-	if c.useTree(1) {
+	if c.treeAllowed(1) {
 		return c.do(ctx, h, func(h header) error {
 			return c.tree(ctx, h, []byte{1}, func(_, _ []byte, _ bool) {})
 		})

@@ -1,29 +1,31 @@
 package collective
 
 import (
-	"math"
+	"math/bits"
 	"slices"
 )
 
 // Choosing the allreduce algorithm. The ring takes 2(n-1) steps of 1/n of
 // the vector each: its time grows with n, which only pays when the vector
 // is large enough for bandwidth to dominate. The binomial tree (tree.go)
-// takes 2 log2 n steps of the whole vector. With α the cost of one message
-// and β that of one byte, the tree is faster while
+// takes 2L steps of the whole vector, L = ceil(log2 n) its depth. With α
+// the cost of one message and β that of one byte, the tree is faster while
 //
-//	2 log2(n) (α + Sβ) < 2(n-1) (α + Sβ/n),
+//	2L (α + Sβ) < 2(n-1) (α + Sβ/n),
 //
 // that is for vectors of S bytes below
 //
-//	S* = (α/β) (n-1-log2 n) / (log2 n - (n-1)/n).
+//	S* = (α/β) (n-1-L) / (L - (n-1)/n).
 //
+// The depth is a whole number of steps: a world one rank past a power of
+// two needs a step more than that power, which lowers S* there (three
+// ranks take as many steps by the tree as by the ring, and never run it).
 // DefaultSmallBytes is S* with α/β measured on loopback and scaled to a
 // 25 Gb/s network (docs/benchmarks.md).
 
 // alphaOverBeta is α/β in bytes: the message size whose transfer costs as
-// much as sending a message at all. Measured here: α ≈ 15 µs per message
-// through the Go TCP link, β = 1/(25 Gb/s) = 0.32 ns per byte.
-const alphaOverBeta = 15e-6 / (8 / 25e9)
+// much as sending a message at all (modelAlpha, modelBeta).
+const alphaOverBeta = modelAlpha / modelBeta
 
 // DefaultSmallBytes returns the largest allreduce, in bytes, that runs the
 // binomial tree by default on a world of n ranks; larger ones run the ring.
@@ -33,9 +35,13 @@ func DefaultSmallBytes(n int) int {
 	if n <= 2 {
 		return 0
 	}
-	l := math.Log2(float64(n))
-	return int(alphaOverBeta * (float64(n) - 1 - l) / (l - float64(n-1)/float64(n)))
+	l := float64(treeDepth(n))
+	return max(int(alphaOverBeta*(float64(n)-1-l)/(l-float64(n-1)/float64(n))), 0)
 }
+
+// treeDepth returns the depth of the binomial tree of n ranks, ceil(log2 n):
+// the steps a vector takes from the farthest leaf to the root.
+func treeDepth(n int) int { return bits.Len(uint(n - 1)) }
 
 // smallBytes resolves Config.SmallBytes for a world of n ranks.
 func smallBytes(configured, n int) int {
@@ -48,11 +54,16 @@ func smallBytes(configured, n int) int {
 	return configured
 }
 
-// useTree reports whether an allreduce of size bytes per rank runs the
-// binomial tree rather than the ring.
-func (c *Comm) useTree(size int) bool {
+// treeAllowed reports whether a reduction of size bytes per rank may run
+// the binomial tree: it is linked, and size is within Config.SmallBytes.
+// A barrier runs the tree whenever it may.
+func (c *Comm) treeAllowed(size int) bool {
 	return c.treeLinked && c.world > 1 && size <= c.small
 }
+
+// useTree reports whether an allreduce of size bytes per rank runs the
+// binomial tree.
+func (c *Comm) useTree(size int) bool { return c.allReduceAlgo(size) == algoTree }
 
 // linkedPeers returns the ranks a rank has data links with, in each
 // direction: its ring neighbours, its parent and its children in the

@@ -175,16 +175,34 @@ func TestDefaultSmallBytes(t *testing.T) {
 	if DefaultSmallBytes(1) != 0 || DefaultSmallBytes(2) != 0 {
 		t.Fatal("one or two ranks must run the ring")
 	}
-	prev := 0
-	for n := 3; n <= 4096; n++ {
-		s := DefaultSmallBytes(n)
-		if s < prev {
-			t.Fatalf("threshold falls from %d to %d bytes at %d ranks", prev, s, n)
-		}
-		prev = s
+	// Three ranks take four steps by the tree as by the ring, with three
+	// times the bytes a step: the tree never wins.
+	if s := DefaultSmallBytes(3); s != 0 {
+		t.Fatalf("DefaultSmallBytes(3) = %d, want 0", s)
 	}
-	// The model's crossover for 64 ranks at 25 Gb/s (docs/benchmarks.md).
+	// Every threshold is where the model's tree, of whole steps, stops
+	// beating its ring (docs/benchmarks.md): one byte less runs faster
+	// by the tree, one byte more by the ring.
+	const alpha, beta = 15e-6, 8 / 25e9
+	model := func(n, s int) (ring, tree float64) {
+		l := float64(treeDepth(n))
+		return 2 * float64(n-1) * (alpha + float64(s)*beta/float64(n)), 2 * l * (alpha + float64(s)*beta)
+	}
+	for n := 4; n <= 4096; n++ {
+		s := DefaultSmallBytes(n)
+		if ring, tree := model(n, s-1); tree >= ring {
+			t.Fatalf("%d ranks: the tree at %d bytes, under the threshold, costs %g, the ring %g", n, s-1, tree, ring)
+		}
+		if ring, tree := model(n, s+1); tree <= ring {
+			t.Fatalf("%d ranks: the tree at %d bytes, over the threshold, costs %g, the ring %g", n, s+1, tree, ring)
+		}
+	}
+	// The model's crossover for 64 ranks at 25 Gb/s, and five ranks, which
+	// the depth of 3 puts below eight's.
 	if s := DefaultSmallBytes(64); s < 500<<10 || s > 550<<10 {
 		t.Fatalf("DefaultSmallBytes(64) = %d", s)
+	}
+	if s5, s8 := DefaultSmallBytes(5), DefaultSmallBytes(8); s5 >= s8/3 {
+		t.Fatalf("DefaultSmallBytes(5) = %d, want well under DefaultSmallBytes(8) = %d", s5, s8)
 	}
 }

@@ -49,6 +49,10 @@ type member struct {
 	replaces    string
 	replacement int
 	joined      chan struct{}
+	// rejoins marks a parameter-server replacement that registered after
+	// the gang started: it rejoins the running servers' ring. One that
+	// registered before takes the lost server's place in the first gang.
+	rejoins bool
 	// lossMsg and lossBlameless are a lost worker's failure while a
 	// replacement is on its way, should it not come (replaceFailed).
 	lossMsg       string
@@ -160,6 +164,10 @@ func (g *roster) spareLocked(m *member, msg string) bool {
 		return false
 	}
 	g.psLost++
+	if m.registered && g.peers == nil {
+		// Its slot is open again until its replacement registers.
+		g.joined--
+	}
 	m.exited = true
 	if g.onPSLost != nil {
 		g.onPSLost(fmt.Sprintf("%s; its keys moved to their backups (%d of %d spare servers used, spindle.ps.replicas)", msg, g.psLost, g.psSpares))
@@ -265,14 +273,20 @@ func (g *roster) register(req *driverpb.RegisterRequest) (*member, error) {
 		return m, nil
 	}
 	if m.replaces != "" {
-		// A replacement joins the running job: the others keep their
-		// spec, and the replacement gets one with its own address in it.
-		peers := slices.Clone(g.peers)
-		peers[m.rank] = &driverpb.Peer{Rank: int32(m.rank), Host: m.host, Ports: m.ports, ExecutorId: m.id,
-			Role: string(m.role), RoleRank: int32(m.roleRank)}
-		g.peers = peers
 		g.psLost--
-		return m, nil
+		if g.peers != nil {
+			// A replacement joins the running job: the others keep their
+			// spec, and the replacement gets one with its own address in it.
+			peers := slices.Clone(g.peers)
+			peers[m.rank] = &driverpb.Peer{Rank: int32(m.rank), Host: m.host, Ports: m.ports, ExecutorId: m.id,
+				Role: string(m.role), RoleRank: int32(m.roleRank)}
+			g.peers = peers
+			m.rejoins = true
+			return m, nil
+		}
+		// The server it replaces was lost before the gang was complete:
+		// there is no spec yet, and no ring to rejoin. It registers as a
+		// member of the first gang (spareLocked uncounted the lost one).
 	}
 	if g.joined++; g.joined < len(g.order) || !g.allRegisteredLocked() {
 		return m, nil

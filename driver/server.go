@@ -72,7 +72,7 @@ func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequ
 	if m.replaces != "" && m.role == RoleWorker {
 		task.Replacement = int32(m.replacement)
 		s.logger.Info("a replacement worker registered; the other ranks kept running", "executor", m.id, "replaces", m.replaces, "rank", m.rank)
-	} else if m.replaces != "" {
+	} else if m.rejoins {
 		task.PsRejoin = true
 		s.logger.Info("a replacement parameter server registered; it rejoins the ring", "executor", m.id, "replaces", m.replaces, "ps", m.roleRank)
 	}

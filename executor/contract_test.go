@@ -42,6 +42,9 @@ func TestTrainingEnvIsTheContract(t *testing.T) {
 		}
 	}
 	for _, v := range envcontract.Vars {
+		if v.Name == envcontract.PeersFile {
+			continue // instead of SPINDLE_PEERS past thousands of ranks (TestPeersInAFile)
+		}
 		if _, ok := got[v.Name]; !ok {
 			missing = append(missing, v.Name)
 		}

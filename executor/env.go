@@ -70,7 +70,9 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	}
 	set := func(k string, v any) { env[k] = fmt.Sprint(v) }
 	setRankEnv(env, set, t, id, feedPath)
-	set(envcontract.Peers, strings.Join(peers, ","))
+	if err := setPeersEnv(env, peers, filesDir); err != nil {
+		return nil, fmt.Errorf("rank %d: %w", id.rank, err)
+	}
 	set(envcontract.PeerListenFD, peerListenFD)
 	set(envcontract.PeerToken, peerToken(jobSecret))
 	set(envcontract.Host, id.host)
@@ -81,26 +83,25 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	if err := setRuntimeEnv(env, set, t); err != nil {
 		return nil, err
 	}
+	if v := env[envcontract.TFConfig]; len(envcontract.TFConfig)+len(v)+2 > envcontract.MaxVarBytes {
+		// TensorFlow reads its cluster from the variable only; a job this
+		// large does not get one (envHook logs it).
+		delete(env, envcontract.TFConfig)
+	}
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)
 	}
 	sort.Strings(out)
 	for _, kv := range out {
-		if len(kv)+1 > maxEnvString {
+		if len(kv)+1 > envcontract.MaxVarBytes {
 			k, v, _ := strings.Cut(kv, "=")
-			return nil, fmt.Errorf("rank %d: %s would be %d bytes (every rank's address for a world of %d), over Linux's limit of %d for one "+
-				"environment variable: the training process could not start", id.rank, k, len(v), id.worldSize, maxEnvString)
+			return nil, fmt.Errorf("rank %d: %s would be %d bytes, over Linux's limit of %d for one "+
+				"environment variable: the training process could not start", id.rank, k, len(v), envcontract.MaxVarBytes)
 		}
 	}
 	return out, nil
 }
-
-// maxEnvString is Linux's MAX_ARG_STRLEN: the longest string, "KEY=value"
-// and its terminating zero, that execve takes into a new process's
-// environment. SPINDLE_PEERS and TF_CONFIG name every rank, so a job of
-// thousands of ranks with long host names reaches it (docs/scale.md).
-const maxEnvString = 32 * 4096
 
 // userEnv is the executor's own environment without the job's secrets,
 // under the user's --env.

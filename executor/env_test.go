@@ -3,7 +3,6 @@ package executor
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -159,24 +158,5 @@ func TestPrefixLinesAndTail(t *testing.T) {
 	}
 	if tail.String() != "three\nno newline" {
 		t.Errorf("tail = %q", tail.String())
-	}
-}
-
-// A world too large for the peers to fit in one environment variable is
-// refused with the variable and the limit named, not left to execve.
-func TestTrainingEnvRefusesPeersOverTheLimit(t *testing.T) {
-	const world = 4000
-	id := identity{rank: 3, worldSize: world, localWorldSize: 1, host: "h"}
-	for r := range world {
-		id.peers = append(id.peers, &driverpb.Peer{Rank: int32(r), Host: fmt.Sprintf("worker-%04d.rack%02d.cluster.example.com", r, r/40),
-			Ports: []uint32{40000, 40001}})
-	}
-	_, err := trainingEnv(nil, &Task{JobId: "j", Feed: &FeedTask{}}, id, "s3cret", "", "")
-	if err == nil || !strings.Contains(err.Error(), "SPINDLE_PEERS would be") || !strings.Contains(err.Error(), "world of 4000") {
-		t.Fatalf("err = %v, want SPINDLE_PEERS named over the limit", err)
-	}
-	id.peers, id.worldSize = id.peers[:2000], 2000
-	if _, err := trainingEnv(nil, &Task{JobId: "j", Feed: &FeedTask{}}, id, "s3cret", "", ""); err != nil {
-		t.Errorf("2,000 ranks: %v", err)
 	}
 }

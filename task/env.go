@@ -219,18 +219,22 @@ func feedFromLookup(lookup func(string) (string, bool), e *Env) error {
 // peersFromLookup reads the ranks' peer addresses, this rank's inherited
 // peer listener and the collectives' timeout into e.
 func peersFromLookup(lookup func(string) (string, bool), e *Env) error {
-	if v, ok := lookup(EnvPeers); ok && v != "" {
+	v, from, err := envcontract.LookupPeers(lookup)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadEnv, err)
+	}
+	if v != "" {
 		e.Peers = strings.Split(v, ",")
 		if len(e.Peers) != e.WorldSize {
-			return fmt.Errorf("%w: %s lists %d peers for %s=%d", ErrBadEnv, EnvPeers, len(e.Peers), EnvWorldSize, e.WorldSize)
+			return fmt.Errorf("%w: %s lists %d peers for %s=%d", ErrBadEnv, from, len(e.Peers), EnvWorldSize, e.WorldSize)
 		}
 		for i, p := range e.Peers {
 			host, port, err := net.SplitHostPort(strings.TrimSpace(p))
 			if err != nil || host == "" {
-				return fmt.Errorf("%w: %s: peer %d is %q, want host:port", ErrBadEnv, EnvPeers, i, p)
+				return fmt.Errorf("%w: %s: peer %d is %q, want host:port", ErrBadEnv, from, i, p)
 			}
 			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-				return fmt.Errorf("%w: %s: peer %d has port %q, want 1-65535", ErrBadEnv, EnvPeers, i, port)
+				return fmt.Errorf("%w: %s: peer %d has port %q, want 1-65535", ErrBadEnv, from, i, port)
 			}
 			e.Peers[i] = strings.TrimSpace(p)
 		}

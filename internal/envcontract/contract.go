@@ -19,6 +19,7 @@ const (
 	CheckpointDir     = "SPINDLE_CHECKPOINT_DIR"
 	CheckpointKeep    = "SPINDLE_CHECKPOINT_KEEP"
 	Peers             = "SPINDLE_PEERS"
+	PeersFile         = "SPINDLE_PEERS_FILE"
 	PeerListenFD      = "SPINDLE_PEER_LISTEN_FD"
 	PeerToken         = "SPINDLE_PEER_TOKEN"
 	CollectiveTimeout = "SPINDLE_COLLECTIVE_TIMEOUT"
@@ -231,7 +232,8 @@ var Vars = []Var{
 	{Name: FeedStartBatch, ID: "feed_start_batch", Default: "0"},
 	{Name: FeedSplits, ID: "feed_splits", Doc: "path of a JSON file listing this rank's splits in feed order, in the direct feed's format (in `direct` mode the file `SPINDLE_FEED` names): with the shuffle and even batches off, a pushed feed yields exactly their rows in that order"},
 	{Name: Timeline, ID: "timeline", Doc: "`1` when the job records a Chrome-trace timeline (`spindle.timeline`): Spindle's Python package and Go packages then send spans of the process's feed waits, collective operations and checkpoint saves to the report socket"},
-	{Name: Peers, ID: "peers", Doc: "every rank's `host:port` (its peer port), in rank order"},
+	{Name: Peers, ID: "peers", Doc: "every rank's `host:port` (its peer port), in rank order, comma-separated"},
+	{Name: PeersFile, ID: "peers_file", Doc: "set instead of `SPINDLE_PEERS` when the list would pass Linux's 128 KiB limit for one variable (thousands of ranks): a file, readable only by the job's user, holding exactly what `SPINDLE_PEERS` would; `task.FromEnv` and `spindle.peers()` read either"},
 	{Name: PeerListenFD, ID: "peer_listen_fd", Doc: "descriptor of an already-bound listener on this rank's peer port (used by Spindle's Go collectives)"},
 	{Name: PeerToken, ID: "peer_token", Doc: "the job's peer token (hex, derived from the job secret, the same on every rank), which authenticates the connections between ranks in Spindle's Go collectives; the job secret itself is never passed on"},
 	{Name: CollectiveTimeout, ID: "collective_timeout", Default: "30",
@@ -254,7 +256,7 @@ var Vars = []Var{
 	{Name: TorchLocalWorldSize, ID: "torch_local_world_size"},
 	{Name: GlooSocketIfname, ID: "gloo_socket_ifname", Doc: "the interface holding the published address"},
 	{Name: NCCLSocketIfname, ID: "nccl_socket_ifname"},
-	{Name: TFConfig, ID: "tf_config", Doc: "TensorFlow's cluster and this rank's task: every role under its name (`chief`, `worker`, `ps`); without roles, rank 0 is the `chief` and the others `worker` 0..N-2"},
+	{Name: TFConfig, ID: "tf_config", Doc: "TensorFlow's cluster and this rank's task: every role under its name (`chief`, `worker`, `ps`); without roles, rank 0 is the `chief` and the others `worker` 0..N-2; left out (the executor logs it) when it would pass Linux's 128 KiB limit for one variable, thousands of ranks"},
 	{Name: CUDAVisible, ID: "cuda_visible_devices", Doc: "this rank's GPUs, when `--executor-gpus` is set"},
 	{Name: PythonPath, ID: "pythonpath", Doc: "starts with the directory of Spindle's Python package (`import spindle`): the package the `spindle` binary carries inside itself, unpacked once per version into `$XDG_CACHE_HOME/spindle/python/<hash>` (`~/.cache/...`; a private directory under `$TMPDIR` when there is no home), or `spindle.python.path` when set"},
 	{Name: PythonUnbuffered, ID: "pythonunbuffered", Default: "1", Doc: "`1` unless set already, so Python's output reaches `spindle submit` line by line"},

@@ -139,8 +139,10 @@ def peers():
 
     The port is the rank's Spindle peer port (SPINDLE_PEERS). IPv6 hosts
     are written in brackets (``[::1]:7000``) and returned without them.
+    A job too large for the list to fit in one environment variable gets
+    it in the file SPINDLE_PEERS_FILE names instead.
     """
-    raw = _require(C.PEERS)
+    raw, source = _peer_list()
     out = []
     for i, item in enumerate(raw.split(",")):
         item = item.strip()
@@ -148,9 +150,24 @@ def peers():
         if host.startswith("[") and host.endswith("]"):
             host = host[1:-1]
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise EnvError(f"{C.PEERS} entry {i} ({item!r}) is not host:port")
+            raise EnvError(f"{source} entry {i} ({item!r}) is not host:port")
         out.append((host, int(port)))
     return out
+
+
+def _peer_list():
+    """Return the comma-separated peer list and where it came from."""
+    if os.environ.get(C.PEERS):
+        return os.environ[C.PEERS], C.PEERS
+    path = os.environ.get(C.PEERS_FILE)
+    if not path:
+        _require(C.PEERS)
+    source = f"{C.PEERS_FILE} {path}"
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip(), source
+    except OSError as e:
+        raise EnvError(f"{source}: cannot read the peer list: {e.strerror}") from None
 
 
 def feed_path():

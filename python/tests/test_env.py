@@ -1,6 +1,7 @@
 """Tests of the environment accessors: values, and errors that name the variable."""
 
 import os
+import tempfile
 import unittest
 from unittest import mock
 
@@ -77,6 +78,25 @@ class EnvTest(unittest.TestCase):
                     with self.assertRaises(spindle.EnvError) as cm:
                         fn()
                     self.assertEqual(str(cm.exception), f"{var} is not set: run this script with spindle submit")
+
+    def test_peers_file(self):
+        # Past Linux's limit for one variable the executor hands the list
+        # over in a file: 5,000 ranks of 38-character host names.
+        hosts = [f"worker-{r:04d}.rack{r // 40:03d}.cluster.example.com" for r in range(5000)]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "peers")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(",".join(f"{h}:{40000 + r % 3}" for r, h in enumerate(hosts)))
+            env = {k: v for k, v in GOOD.items() if k != "SPINDLE_PEERS"}
+            with clean_env(**env, SPINDLE_PEERS_FILE=path):
+                got = spindle.peers()
+            self.assertEqual(len(got), 5000)
+            self.assertEqual(got[4999], (hosts[4999], 40000 + 4999 % 3))
+            for extra, want in (({"SPINDLE_PEERS_FILE": os.path.join(d, "gone")}, "SPINDLE_PEERS_FILE"),
+                                ({}, "SPINDLE_PEERS is not set")):
+                with self.subTest(want=want), clean_env(**env, **extra), self.assertRaises(spindle.EnvError) as cm:
+                    spindle.peers()
+                self.assertIn(want, str(cm.exception))
 
     def test_malformed(self):
         cases = [

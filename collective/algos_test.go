@@ -1,0 +1,96 @@
+package collective
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestAllReduceEveryWorld runs every allreduce algorithm on every world
+// size from 1 to 64 ranks over the in-memory link, and on 3, 5, 7 and 63
+// ranks (not powers of two) over TCP: the ring, the binomial tree and,
+// where the ranks split into hosts of several ranks, the hierarchy, each
+// forced, for float32 and float64, Sum and Mean, and vectors shorter than
+// the world, one longer and one of many blocks. Each result is checked
+// bit for bit on every rank against a reference of the algorithm's own
+// order (checkAllReduce) or, for the hierarchy, against exact sums.
+func TestAllReduceEveryWorld(t *testing.T) {
+	type run struct {
+		link   testLink
+		worlds []int
+	}
+	var all []int
+	for n := 1; n <= 64; n++ {
+		all = append(all, n)
+	}
+	runs := []run{{testLinks[2], all}, {testLinks[0], []int{3, 5, 7, 63}}}
+	if testing.Short() {
+		runs = []run{{testLinks[2], []int{1, 2, 3, 5, 7, 8, 63}}}
+	}
+	for _, r := range runs {
+		for _, n := range r.worlds {
+			t.Run(fmt.Sprintf("link=%s/world=%d", r.link.name, n), func(t *testing.T) {
+				checkEveryAlgorithm(t, r.link, n)
+			})
+		}
+	}
+}
+
+// checkEveryAlgorithm forces each allreduce algorithm on n ranks in turn.
+func checkEveryAlgorithm(t *testing.T, link testLink, n int) {
+	counts := []int{1, max(n-1, 1), n + 1, 257}
+	for _, algo := range []struct {
+		name  string
+		small int
+	}{{"ring", -1}, {"tree", 1 << 30}} {
+		comms := cluster(t, n, link.on(func(_ int, cfg *Config) {
+			cfg.SmallBytes = algo.small
+			cfg.ChunkBytes = 256
+		}))
+		if n > 1 && comms[0].useTree(8) != (algo.name == "tree") {
+			t.Fatalf("%s not chosen", algo.name)
+		}
+		for _, count := range counts {
+			for _, op := range []Op{Sum, Mean} {
+				checkAllReduce[float32](t, comms, count, op)
+				checkAllReduce[float64](t, comms, count, op)
+			}
+		}
+		closeAll(comms)
+	}
+	per := smallestFactor(n)
+	if per == n {
+		return // no hosts of several ranks: no hierarchy
+	}
+	comms := cluster(t, n, link.on(func(_ int, cfg *Config) {
+		cfg.SmallBytes = -1
+		cfg.RanksPerHost = per
+		cfg.ChunkBytes = 256
+	}))
+	if !comms[0].useHier(8) {
+		t.Fatalf("%d hosts of %d ranks: the hierarchy not chosen", n/per, per)
+	}
+	for _, count := range counts {
+		for _, op := range []Op{Sum, Mean} {
+			checkHierAllReduce[float32](t, comms, count, op)
+			checkHierAllReduce[float64](t, comms, count, op)
+		}
+	}
+	closeAll(comms)
+}
+
+// smallestFactor returns n's smallest factor above 1 (n itself for a
+// prime), or 1 for n = 1.
+func smallestFactor(n int) int {
+	for f := 2; f*f <= n; f++ {
+		if n%f == 0 {
+			return f
+		}
+	}
+	return n
+}
+
+func closeAll(comms []*Comm) {
+	for _, c := range comms {
+		c.Close()
+	}
+}
