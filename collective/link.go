@@ -36,6 +36,20 @@ type Link interface {
 	Close() error
 }
 
+// Carrier is a Link that says what carries its bytes: "tcp", "shared
+// memory", "rdma", or several of them joined by "+", sorted.
+type Carrier interface {
+	Over() string
+}
+
+// Over says what carries l's bytes (Carrier), or "" when l does not say.
+func Over(l Link) string {
+	if c, ok := l.(Carrier); ok {
+		return c.Over()
+	}
+	return ""
+}
+
 // inPlaceReceiver is a Link that can hand received bytes to the caller
 // where they lie (a shared-memory ring) instead of copying them into a
 // buffer, which saves the reduction a copy.

@@ -233,3 +233,25 @@ func TestSharedMemoryHelloFromOldPeer(t *testing.T) {
 		t.Fatalf("err = %v, want one naming the missing hello", err)
 	}
 }
+
+// TestLinkSaysWhatCarriesIt: Over names shared memory for streams on
+// rings and tcp for streams left on sockets.
+func TestLinkSaysWhatCarriesIt(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		l0, l1 TCPLinker
+		want   [2]string
+	}{
+		{"rings", TCPLinker{}, TCPLinker{}, [2]string{"shared memory", "shared memory"}},
+		{"sockets", TCPLinker{NoSharedMemory: true}, TCPLinker{NoSharedMemory: true}, [2]string{"tcp", "tcp"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			links := linkTwo(t, tc.l0, tc.l1)
+			for r, lk := range links {
+				if got := Over(lk); got != tc.want[r] {
+					t.Errorf("rank %d: over %q, want %q", r, got, tc.want[r])
+				}
+			}
+		})
+	}
+}

@@ -81,7 +81,38 @@ type tcpLink struct {
 	closeOnce   sync.Once
 }
 
-var _ Link = (*tcpLink)(nil)
+var (
+	_ Link    = (*tcpLink)(nil)
+	_ Carrier = (*tcpLink)(nil)
+)
+
+// Over implements Carrier: the streams of ranks on this host carry their
+// bytes through shared-memory rings, the others over TCP.
+func (t *tcpLink) Over() string {
+	rings, sockets := false, false
+	note := func(c *net.TCPConn, ring bool) {
+		switch {
+		case c == nil:
+		case ring:
+			rings = true
+		default:
+			sockets = true
+		}
+	}
+	for p, c := range t.out {
+		note(c, p < len(t.shmOut) && t.shmOut[p] != nil)
+	}
+	for p, c := range t.in {
+		note(c, p < len(t.shmIn) && t.shmIn[p] != nil)
+	}
+	switch {
+	case rings && sockets:
+		return "shared memory+tcp"
+	case rings:
+		return "shared memory"
+	}
+	return "tcp"
+}
 
 // errInterrupted is the I/O error of a call made after the mesh failed.
 var errInterrupted = errors.New("interrupted")

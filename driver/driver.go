@@ -153,10 +153,11 @@ func (d *Driver) planFor(ctx context.Context, n int) (*feed.JobPlan, error) {
 
 		PartitionColumns: c.PartitionColumns,
 		Flight:           c.Flight,
-		// Ranks that need not keep in step take a flight's endpoints
-		// whole, unread by the driver; an elastic job re-deals rows
-		// by count, so it needs them counted.
-		DealEndpoints: c.EvenBatches == feed.EvenOff && c.FailurePolicy != PolicyElastic,
+		// Ranks take a flight's endpoints whole, unread by the driver,
+		// and those that keep in step agree on their batches as they
+		// read them (FeedRows); an elastic job re-deals rows by count,
+		// so it needs them counted.
+		DealEndpoints: c.FailurePolicy != PolicyElastic,
 	})
 	if err != nil {
 		return nil, err
@@ -222,7 +223,7 @@ func (d *Driver) run(ctx context.Context) error {
 	if len(roles) > 1 {
 		d.logger.Info("job roles", "roles", roleCounts(roles))
 	}
-	full := &world{n: c.NumExecutors, plan: plan, target: target, slots: slots, tasks: tasks}
+	full := &world{n: c.NumExecutors, plan: plan, target: target, slots: slots, tasks: tasks, rows: rowTally(plan, c.EvenBatches)}
 	if c.FailurePolicy == PolicyElastic {
 		worlds := map[int]*world{full.n: full}
 		build := func(ctx context.Context, n int) (*world, error) {
@@ -254,6 +255,10 @@ type world struct {
 	target int64
 	slots  []slot
 	tasks  taskBuilder
+	// rows collects the workers' rows when the plan does not know them
+	// and they must keep in step (FeedRows); nil otherwise. It outlives
+	// generations: a rank run again has the same splits.
+	rows *feed.RowTally
 }
 
 // genStart is where a generation starts: the checkpoint its processes
@@ -321,7 +326,7 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 	keeper, _ := d.cm.(CredentialKeeper)
 	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: func(rank int) (*driverpb.Task, error) { return taskFrom(rank, from) },
 		replacementTask: replacementTask, stop: stopServer, logger: d.logger, obs: d.obs, served: served,
-		requireTLS: d.tls != nil, creds: keeper})
+		requireTLS: d.tls != nil, creds: keeper, rows: w.rows})
 
 	var eg errgroup.Group
 	eg.Go(func() error {
@@ -703,6 +708,7 @@ func feedTask(c Config, plan *feed.JobPlan, feedRank int, schemaIPC []byte, even
 		FlightToken:       c.Flight.Token,
 		FlightCaFile:      c.Flight.CAFile,
 		EpochRows:         feed.EvenRows(plan.RowsPerRank, feedRank, c.BatchRows, c.EvenBatches),
+		AgreeRows:         plan.RowsUnknown && evenOnRanks != feed.EvenOff,
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/feed"
 )
 
 // taskBuilder returns the task JSON for a rank.
@@ -39,6 +40,9 @@ type controlServer struct {
 	requireTLS bool
 	// creds keeps the executors' Hadoop credentials fresh; may be nil.
 	creds CredentialKeeper
+	// rows collects the workers' rows for FeedRows; nil when the plan
+	// knows them.
+	rows *feed.RowTally
 }
 
 var _ driverpb.ControlServer = (*controlServer)(nil)

@@ -99,9 +99,11 @@ func TestRDMACheckTwoHosts(t *testing.T) {
 		t.Fatalf("listener: %v\n%s\n%s", err, rest.String(), lerr.String())
 	}
 	t.Logf("peer:\n%s", r.stdout)
-	wants := []string{"tcp link: latency "}
+	// Both ends are on this host: the TCP link's bytes go through shared
+	// memory, UCX's over its TCP transport (UCX_TLS=tcp).
+	wants := []string{"tcp link over shared memory: latency "}
 	if ok, why := ucx.Available(); ok {
-		wants = append(wants, "ucx link: latency ")
+		wants = append(wants, "ucx link over tcp: latency ")
 	} else {
 		wants = append(wants, "ucx link: not measured: host ", why)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/feed"
@@ -21,6 +22,9 @@ type feedHook struct {
 	e       *Executor
 	release func()
 	server  *wire.Server
+	// settle, when set, counts the rank's rows and agrees on the batches
+	// per epoch with the other ranks (feed.Pipeline.Settle).
+	settle func(context.Context) error
 	// err is the feed's own failure, written by Run and read after the
 	// run's goroutines are waited for.
 	err error
@@ -35,23 +39,43 @@ var (
 func (h *feedHook) Name() string { return "feed" }
 
 func (h *feedHook) Prepare(_ context.Context, r *taskRun) error {
-	path, server, release, err := h.e.prepareFeed(r.t, r.id, r.resolver, r.workDir)
+	f, err := h.e.prepareFeed(r.t, r.id, r.resolver, r.workDir)
 	if err != nil {
 		return err
 	}
-	h.server, h.release = server, release
-	r.feedPath, r.feed = path, server
+	h.server, h.release, h.settle = f.server, f.release, f.settle
+	r.feedPath, r.feed = f.path, f.server
 	return nil
 }
 
 // Run serves the pushed feed. It fails only for the feed's own failures,
 // decided before the training process can see its stream cut: kept even
 // when the process's exit, which the cut causes, ends the run first.
+// Where the ranks agree on their batches, this rank counts its rows at
+// once, beside the process's start, so that no rank waits for this one's
+// first epoch to begin.
 func (h *feedHook) Run(ctx context.Context) error {
 	if h.server == nil {
 		return nil
 	}
-	if err := h.server.Run(ctx); err != nil {
+	g, gctx := errgroup.WithContext(ctx)
+	// Agreeing ends with the feed: a process that ended without reading
+	// it leaves nothing to agree for.
+	sctx, stopSettle := context.WithCancel(gctx)
+	defer stopSettle()
+	if h.settle != nil {
+		g.Go(func() error {
+			if err := h.settle(sctx); err != nil && sctx.Err() == nil {
+				return fmt.Errorf("feed: %w", err)
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		defer stopSettle()
+		return h.server.Run(gctx)
+	})
+	if err := g.Wait(); err != nil {
 		h.err = err
 		return err
 	}
@@ -63,25 +87,34 @@ func (h *feedHook) Close() error {
 	return nil
 }
 
-// prepareFeed builds the feed named in t. It returns the SPINDLE_FEED
-// value, the pushed feed's server (nil for direct) and a function that
-// releases the feed once the training process is gone.
-func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir string) (string, *wire.Server, func(), error) {
+// preparedFeed is the feed a task names, built: the SPINDLE_FEED value,
+// the pushed feed's server (nil for direct), a function that releases the
+// feed once the training process is gone, and, where ranks agree on
+// their batches, the agreement (feedHook.settle).
+type preparedFeed struct {
+	path    string
+	server  *wire.Server
+	release func()
+	settle  func(context.Context) error
+}
+
+// prepareFeed builds the feed named in t.
+func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir string) (*preparedFeed, error) {
 	mode, err := wire.ParseMode(t.Feed.Mode)
 	if err != nil {
-		return "", nil, nil, err
+		return nil, err
 	}
 	if mode == wire.ModeDirect {
 		path := filepath.Join(workDir, splitsFile)
 		if err := writeFeedSpec(path, t.Feed, id, wire.WriteDirectSpec); err != nil {
-			return "", nil, nil, err
+			return nil, err
 		}
-		return path, nil, func() {}, nil
+		return &preparedFeed{path: path, release: func() {}}, nil
 	}
 	// The pushed feed's process learns its splits from the same spec
 	// (SPINDLE_FEED_SPLITS), beside the socket.
 	if err := writeFeedSpec(filepath.Join(workDir, splitsFile), t.Feed, id, wire.WriteSplitsSpec); err != nil {
-		return "", nil, nil, err
+		return nil, err
 	}
 	return e.pushedFeed(t, id, mode, res, workDir)
 }
@@ -164,6 +197,7 @@ func (e *Executor) pipelineConfig(t *Task, id identity, mode wire.Mode, workDir 
 		// The tensor feed sends float32: float64 features are narrowed as
 		// they are decoded, not converted from memory as they are sent.
 		Float32Features: mode == wire.ModeTensor,
+		Agree:           agreeThroughDriver(f, e.client, e.cfg.ID),
 	}, nil
 }
 
@@ -185,11 +219,11 @@ func (e *Executor) sharedRegion(f *FeedTask, mode wire.Mode) *wire.SharedRegion 
 
 // pushedFeed sets up the rank's pipeline and the socket server that
 // pushes its batches to the training process.
-func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Resolver, workDir string) (string, *wire.Server, func(), error) {
+func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Resolver, workDir string) (*preparedFeed, error) {
 	f := t.Feed
 	pcfg, err := e.pipelineConfig(t, id, mode, workDir)
 	if err != nil {
-		return "", nil, nil, err
+		return nil, err
 	}
 	region := e.sharedRegion(f, mode)
 	if region != nil {
@@ -205,7 +239,7 @@ func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Re
 	pipe, err := feed.NewPipeline(res, pcfg)
 	if err != nil {
 		closeRegion()
-		return "", nil, nil, fmt.Errorf("set up the feed: %w", err)
+		return nil, fmt.Errorf("set up the feed: %w", err)
 	}
 	var source wire.EpochSource = pipe
 	if f.GetHasRest() {
@@ -221,16 +255,20 @@ func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Re
 	if err != nil {
 		pipe.Close()
 		closeRegion()
-		return "", nil, nil, err
+		return nil, err
 	}
-	return path, server, func() {
+	pf := &preparedFeed{path: path, server: server, release: func() {
 		server.Close()
 		e.logFeedStats(pipe.Stats())
 		if err := pipe.Close(); err != nil {
 			e.logger.Warn("close the feed (its files on disk)", "err", err)
 		}
 		closeRegion()
-	}, nil
+	}}
+	if pcfg.Agree != nil {
+		pf.settle = pipe.Settle
+	}
+	return pf, nil
 }
 
 func (e *Executor) logFeedStats(st feed.Stats) {

@@ -148,9 +148,9 @@ func BenchmarkFlight(b *testing.B) {
 // BenchmarkPlanFlightEndpoints plans a flight of 1,000 endpoints of 1,000
 // rows each, whose FlightInfo gives no per-endpoint counts, for 2 ranks:
 // what the driver spends before training starts. "counted" reads every
-// endpoint to count its rows (what even batches, pad or drop, still
-// need); "dealt" deals whole endpoints unread (PlanRequest.DealEndpoints,
-// evenBatches=off). It reports the DoGet calls made per plan (dgets/op).
+// endpoint to count its rows (what an elastic job still needs); "dealt"
+// deals whole endpoints unread (PlanRequest.DealEndpoints, every other
+// job). It reports the DoGet calls made per plan (dgets/op).
 func BenchmarkPlanFlightEndpoints(b *testing.B) {
 	const endpoints, rows = 1000, 1000
 	eps := make([][]arrow.RecordBatch, endpoints)

@@ -22,29 +22,15 @@ import (
 // can be read only once.
 func TestFlightDealEndpoints(t *testing.T) {
 	const endpoints = 5
-	eps := make([][]arrow.RecordBatch, endpoints)
-	var want int64
-	for i := range eps {
-		eps[i] = flightBatches(want, 2, 300+100*i)
-		want += int64(2 * (300 + 100*i))
-	}
-	srv := flighttest.Start(t, "", map[string]flighttest.Flight{"etl": {Schema: flightSchema, Endpoints: eps, Unsized: true, ReadOnce: true}})
+	srv, res, plan, want := dealtFlight(t, []int{300, 400, 500, 600, 700})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res := fsys.NewResolver(fsys.Options{})
-	defer res.Close()
-	plan, err := Plan(ctx, res, PlanRequest{Inputs: []string{srv.URI("etl")}, Ranks: 2, LabelColumn: "label", DealEndpoints: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := srv.Gets.Load(); n != 0 {
-		t.Fatalf("planning made %d DoGet calls, want none", n)
-	}
 	if len(plan.Ranks[0]) != 3 || len(plan.Ranks[1]) != 2 {
 		t.Fatalf("ranks hold %d and %d endpoints, want 3 and 2", len(plan.Ranks[0]), len(plan.Ranks[1]))
 	}
 	pipes := make([]*Pipeline, 2)
 	for r := range pipes {
+		var err error
 		pipes[r], err = NewPipeline(res, PipelineConfig{Splits: plan.Ranks[r], Schema: plan.Schema, LabelColumn: "label",
 			BatchRows: 256, EvenBatches: EvenOff, CacheBytes: 64 << 20})
 		if err != nil {
@@ -102,4 +88,29 @@ func TestFlightDealEndpointsTooFew(t *testing.T) {
 	if !errors.Is(err, ErrInput) {
 		t.Fatalf("3 ranks, 2 endpoints: %v, want an input error", err)
 	}
+}
+
+// dealtFlight serves a flight, without counts and whose streams can be
+// read once, whose endpoint i holds two batches of sizes[i] rows, plans it
+// for 2 ranks by whole endpoints, checks that planning fetched nothing,
+// and returns the server, the resolver, the plan and the flight's rows.
+func dealtFlight(t *testing.T, sizes []int) (*flighttest.Server, *fsys.Resolver, *JobPlan, int64) {
+	t.Helper()
+	eps := make([][]arrow.RecordBatch, len(sizes))
+	var rows int64
+	for i, n := range sizes {
+		eps[i] = flightBatches(rows, 2, n)
+		rows += int64(2 * n)
+	}
+	srv := flighttest.Start(t, "", map[string]flighttest.Flight{"etl": {Schema: flightSchema, Endpoints: eps, Unsized: true, ReadOnce: true}})
+	res := fsys.NewResolver(fsys.Options{})
+	t.Cleanup(func() { res.Close() })
+	plan, err := Plan(context.Background(), res, PlanRequest{Inputs: []string{srv.URI("etl")}, Ranks: 2, LabelColumn: "label", DealEndpoints: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Gets.Load(); n != 0 {
+		t.Fatalf("planning made %d DoGet calls, want none", n)
+	}
+	return srv, res, plan, rows
 }

@@ -67,6 +67,12 @@ type PipelineConfig struct {
 	// counts without filling the last batch. Zero means TargetBatches
 	// full batches when a target is given, else this rank's own rows.
 	EpochRows int64
+	// Agree, when set under EvenPad or EvenDrop, replaces TargetBatches
+	// and EpochRows for splits whose rows are unknown (a flight's
+	// endpoints dealt unread): before the first epoch the pipeline reads
+	// its splits once, into the cache, to count them, and learns every
+	// rank's rows through Agree (Settle).
+	Agree RowAgreement
 	// CSV describes CSV inputs.
 	CSV CSVOptions
 	// Flight says how to reach the Arrow Flight services of Flight splits.
@@ -145,7 +151,7 @@ func (c PipelineConfig) Validate() error {
 		if s.URI == "" {
 			return fmt.Errorf("feed pipeline: split %d has no uri", i)
 		}
-		if s.Rows <= 0 && c.EvenBatches != EvenOff && c.TargetBatches == 0 {
+		if s.Rows <= 0 && c.EvenBatches != EvenOff && c.TargetBatches == 0 && c.Agree == nil {
 			return fmt.Errorf("feed pipeline: split %d (%s) has no row count, which even batches need without a target", i, s.URI)
 		}
 	}
@@ -160,6 +166,9 @@ type Pipeline struct {
 	schema *arrow.Schema
 	rows   int64 // the rank's rows, from the splits
 	limit  int64 // rows per epoch under even batches, or -1 (EpochRowLimit)
+	// agree settles rows and limit before the first epoch; nil when they
+	// are known from the start (PipelineConfig.Agree).
+	agree *agreement
 
 	pool          *bufferPool // nil when buffers are not reused
 	footers       *footerCache
@@ -245,6 +254,9 @@ func NewPipeline(res *fsys.Resolver, cfg PipelineConfig) (*Pipeline, error) {
 		}
 	}
 	p.limit = EpochRowLimit(p.rows, cfg.BatchRows, mode, cfg.TargetBatches, cfg.EpochRows)
+	if cfg.Agree != nil && mode != EvenOff {
+		p.agree = &agreement{with: cfg.Agree, turn: make(chan struct{}, 1)}
+	}
 	return p, nil
 }
 
@@ -340,6 +352,9 @@ func (p *Pipeline) Stats() Stats {
 func (p *Pipeline) Epoch(ctx context.Context, epoch int) (Reader, error) {
 	if epoch < 0 {
 		return nil, fmt.Errorf("feed pipeline: epoch %d: must not be negative", epoch)
+	}
+	if err := p.Settle(ctx); err != nil {
+		return nil, fmt.Errorf("open epoch %d: %w", epoch, err)
 	}
 	schema := p.schema
 	c := p.cfg

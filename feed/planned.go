@@ -43,10 +43,11 @@ type PlanRequest struct {
 	// counts are unknown (it has several, or gives no record count) to
 	// ranks whole, without reading them: each endpoint is then fetched
 	// once, by the rank that feeds it, and the plan's row counts are zero
-	// (unknown). Ranks then yield different numbers of batches, so it is
-	// for jobs whose ranks need not keep in step (evenBatches=off);
-	// without it such a flight's endpoints are read once at planning to
-	// count their rows.
+	// (unknown, JobPlan.RowsUnknown): ranks that must keep in step count
+	// their own as they first read them and agree on their batches then
+	// (PipelineConfig.Agree). Without it such a flight's endpoints are
+	// read once at planning to count their rows (an elastic job re-deals
+	// rows by count).
 	DealEndpoints bool
 	// RetryUnavailable is how long planning keeps retrying while an input
 	// file system cannot be reached (ErrUnavailable); zero means
@@ -81,6 +82,9 @@ type JobPlan struct {
 	RowsPerRank []int64
 	// TotalRows is the rows of every input together; zero when unknown.
 	TotalRows int64
+	// RowsUnknown says that the ranks' rows are not known until they read
+	// their splits (PlanRequest.DealEndpoints).
+	RowsUnknown bool
 }
 
 // DefaultRetryUnavailable is how long planning retries an input file

@@ -32,10 +32,11 @@ SPINDLE_BENCH_NODE=$bench_node go test -run '^$' -bench 'VsDuckDB' -benchtime 1x
 section "feed: Parquet -> executor -> Unix socket (or shared memory: arrow-shm) -> consumer process, vs raw Unix socket and vs decoding alone"
 go test -run '^$' -bench 'Feed' -benchtime 5x ./feed/wire
 
-section "Python feed reader: the Arrow stream read as a training process does (built-in reader, pyarrow where needed), all by pyarrow and all by the built-in reader vs a plain pyarrow.dataset reader of the same rows (fresh interpreters)"
+section "Python feed reader: the Arrow stream read as a training process does (built-in reader, pyarrow where needed), all by pyarrow and all by the built-in reader vs a plain pyarrow.dataset reader of the same rows (fresh interpreters); then whole jobs, 1 rank vs 2, built-in reader vs pyarrow"
 venv=${SPINDLE_TEST_VENV:-$HOME/.cache/spindle-test-venv}
 if "$venv/bin/python" -c 'import pyarrow' >/dev/null 2>&1; then
   "$venv/bin/python" scripts/bench_pyarrow_feed.py 2097152 5
+  SPINDLE_BINARY=bin/spindle "$venv/bin/python" scripts/bench_feed_ranks.py 2097152 3
 else
   echo "warning: no pyarrow in $venv (make deps); the pyarrow reader comparison skips" >&2
 fi

@@ -26,6 +26,104 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type FeedRowsRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ExecutorId string                 `protobuf:"bytes,1,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	// rows are the rows of the executor's share, counted as it read them.
+	Rows          int64 `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FeedRowsRequest) Reset() {
+	*x = FeedRowsRequest{}
+	mi := &file_control_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FeedRowsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FeedRowsRequest) ProtoMessage() {}
+
+func (x *FeedRowsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FeedRowsRequest.ProtoReflect.Descriptor instead.
+func (*FeedRowsRequest) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *FeedRowsRequest) GetExecutorId() string {
+	if x != nil {
+		return x.ExecutorId
+	}
+	return ""
+}
+
+func (x *FeedRowsRequest) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+type FeedRowsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// rows_per_rank are every worker's rows, by its rank among the workers.
+	RowsPerRank   []int64 `protobuf:"varint,1,rep,packed,name=rows_per_rank,json=rowsPerRank,proto3" json:"rows_per_rank,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FeedRowsResponse) Reset() {
+	*x = FeedRowsResponse{}
+	mi := &file_control_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FeedRowsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FeedRowsResponse) ProtoMessage() {}
+
+func (x *FeedRowsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FeedRowsResponse.ProtoReflect.Descriptor instead.
+func (*FeedRowsResponse) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *FeedRowsResponse) GetRowsPerRank() []int64 {
+	if x != nil {
+		return x.RowsPerRank
+	}
+	return nil
+}
+
 type FetchFileRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is the shipped file's name (spindle-driver:///NAME in the task).
@@ -36,7 +134,7 @@ type FetchFileRequest struct {
 
 func (x *FetchFileRequest) Reset() {
 	*x = FetchFileRequest{}
-	mi := &file_control_proto_msgTypes[0]
+	mi := &file_control_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +146,7 @@ func (x *FetchFileRequest) String() string {
 func (*FetchFileRequest) ProtoMessage() {}
 
 func (x *FetchFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[0]
+	mi := &file_control_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +159,7 @@ func (x *FetchFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchFileRequest.ProtoReflect.Descriptor instead.
 func (*FetchFileRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{0}
+	return file_control_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *FetchFileRequest) GetName() string {
@@ -84,7 +182,7 @@ type FileChunk struct {
 
 func (x *FileChunk) Reset() {
 	*x = FileChunk{}
-	mi := &file_control_proto_msgTypes[1]
+	mi := &file_control_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -96,7 +194,7 @@ func (x *FileChunk) String() string {
 func (*FileChunk) ProtoMessage() {}
 
 func (x *FileChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[1]
+	mi := &file_control_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -109,7 +207,7 @@ func (x *FileChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileChunk.ProtoReflect.Descriptor instead.
 func (*FileChunk) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{1}
+	return file_control_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *FileChunk) GetData() []byte {
@@ -147,7 +245,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_control_proto_msgTypes[2]
+	mi := &file_control_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -159,7 +257,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[2]
+	mi := &file_control_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -172,7 +270,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{2}
+	return file_control_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RegisterRequest) GetExecutorId() string {
@@ -222,7 +320,7 @@ type Peer struct {
 
 func (x *Peer) Reset() {
 	*x = Peer{}
-	mi := &file_control_proto_msgTypes[3]
+	mi := &file_control_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -234,7 +332,7 @@ func (x *Peer) String() string {
 func (*Peer) ProtoMessage() {}
 
 func (x *Peer) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[3]
+	mi := &file_control_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -247,7 +345,7 @@ func (x *Peer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Peer.ProtoReflect.Descriptor instead.
 func (*Peer) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{3}
+	return file_control_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Peer) GetRank() int32 {
@@ -311,7 +409,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_control_proto_msgTypes[4]
+	mi := &file_control_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -323,7 +421,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[4]
+	mi := &file_control_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -336,7 +434,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{4}
+	return file_control_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegisterResponse) GetRank() int32 {
@@ -403,7 +501,7 @@ type Credentials struct {
 
 func (x *Credentials) Reset() {
 	*x = Credentials{}
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -415,7 +513,7 @@ func (x *Credentials) String() string {
 func (*Credentials) ProtoMessage() {}
 
 func (x *Credentials) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -428,7 +526,7 @@ func (x *Credentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credentials.ProtoReflect.Descriptor instead.
 func (*Credentials) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{5}
+	return file_control_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Credentials) GetGeneration() int64 {
@@ -465,7 +563,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +575,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +588,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{6}
+	return file_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Progress) GetRows() int64 {
@@ -573,7 +671,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +683,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +696,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{7}
+	return file_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HeartbeatRequest) GetExecutorId() string {
@@ -699,7 +797,7 @@ type ModelSaved struct {
 
 func (x *ModelSaved) Reset() {
 	*x = ModelSaved{}
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +809,7 @@ func (x *ModelSaved) String() string {
 func (*ModelSaved) ProtoMessage() {}
 
 func (x *ModelSaved) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +822,7 @@ func (x *ModelSaved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelSaved.ProtoReflect.Descriptor instead.
 func (*ModelSaved) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{8}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ModelSaved) GetName() string {
@@ -769,7 +867,7 @@ type Localizing struct {
 
 func (x *Localizing) Reset() {
 	*x = Localizing{}
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +879,7 @@ func (x *Localizing) String() string {
 func (*Localizing) ProtoMessage() {}
 
 func (x *Localizing) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +892,7 @@ func (x *Localizing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Localizing.ProtoReflect.Descriptor instead.
 func (*Localizing) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{9}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Localizing) GetDoneBytes() int64 {
@@ -827,7 +925,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +937,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +950,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Span) GetName() string {
@@ -906,7 +1004,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1016,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1029,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{11}
+	return file_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Usage) GetCpuSeconds() float64 {
@@ -982,7 +1080,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1092,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1105,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{12}
+	return file_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Report) GetStep() int64 {
@@ -1043,7 +1141,7 @@ type OutputLine struct {
 
 func (x *OutputLine) Reset() {
 	*x = OutputLine{}
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1153,7 @@ func (x *OutputLine) String() string {
 func (*OutputLine) ProtoMessage() {}
 
 func (x *OutputLine) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1166,7 @@ func (x *OutputLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLine.ProtoReflect.Descriptor instead.
 func (*OutputLine) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{13}
+	return file_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *OutputLine) GetStderr() bool {
@@ -1102,7 +1200,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1212,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1225,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{14}
+	return file_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HeartbeatResponse) GetStop() bool {
@@ -1191,7 +1289,7 @@ type ExitReport struct {
 
 func (x *ExitReport) Reset() {
 	*x = ExitReport{}
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1301,7 @@ func (x *ExitReport) String() string {
 func (*ExitReport) ProtoMessage() {}
 
 func (x *ExitReport) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1314,7 @@ func (x *ExitReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitReport.ProtoReflect.Descriptor instead.
 func (*ExitReport) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{15}
+	return file_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExitReport) GetExecutorId() string {
@@ -1332,7 +1430,7 @@ type ExitAck struct {
 
 func (x *ExitAck) Reset() {
 	*x = ExitAck{}
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1442,7 @@ func (x *ExitAck) String() string {
 func (*ExitAck) ProtoMessage() {}
 
 func (x *ExitAck) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1455,7 @@ func (x *ExitAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitAck.ProtoReflect.Descriptor instead.
 func (*ExitAck) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{16}
+	return file_control_proto_rawDescGZIP(), []int{18}
 }
 
 var File_control_proto protoreflect.FileDescriptor
@@ -1365,7 +1463,13 @@ var File_control_proto protoreflect.FileDescriptor
 const file_control_proto_rawDesc = "" +
 	"\n" +
 	"\rcontrol.proto\x12\x12spindle.control.v1\x1a\n" +
-	"task.proto\"&\n" +
+	"task.proto\"F\n" +
+	"\x0fFeedRowsRequest\x12\x1f\n" +
+	"\vexecutor_id\x18\x01 \x01(\tR\n" +
+	"executorId\x12\x12\n" +
+	"\x04rows\x18\x02 \x01(\x03R\x04rows\"6\n" +
+	"\x10FeedRowsResponse\x12\"\n" +
+	"\rrows_per_rank\x18\x01 \x03(\x03R\vrowsPerRank\"&\n" +
 	"\x10FetchFileRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"G\n" +
 	"\tFileChunk\x12\x12\n" +
@@ -1489,13 +1593,14 @@ const file_control_proto_rawDesc = "" +
 	"\x0eoutput_dropped\x18\r \x01(\x03R\routputDropped\x12.\n" +
 	"\x05spans\x18\x0e \x03(\v2\x18.spindle.control.v1.SpanR\x05spans\x126\n" +
 	"\x06models\x18\x0f \x03(\v2\x1e.spindle.control.v1.ModelSavedR\x06models\"\t\n" +
-	"\aExitAck2\xd9\x02\n" +
+	"\aExitAck2\xb0\x03\n" +
 	"\aControl\x12U\n" +
 	"\bRegister\x12#.spindle.control.v1.RegisterRequest\x1a$.spindle.control.v1.RegisterResponse\x12X\n" +
 	"\tHeartbeat\x12$.spindle.control.v1.HeartbeatRequest\x1a%.spindle.control.v1.HeartbeatResponse\x12I\n" +
 	"\n" +
 	"ReportExit\x12\x1e.spindle.control.v1.ExitReport\x1a\x1b.spindle.control.v1.ExitAck\x12R\n" +
-	"\tFetchFile\x12$.spindle.control.v1.FetchFileRequest\x1a\x1d.spindle.control.v1.FileChunk0\x01B/Z-github.com/spindle-ml/spindle/driver/driverpbb\x06proto3"
+	"\tFetchFile\x12$.spindle.control.v1.FetchFileRequest\x1a\x1d.spindle.control.v1.FileChunk0\x01\x12U\n" +
+	"\bFeedRows\x12#.spindle.control.v1.FeedRowsRequest\x1a$.spindle.control.v1.FeedRowsResponseB/Z-github.com/spindle-ml/spindle/driver/driverpbb\x06proto3"
 
 var (
 	file_control_proto_rawDescOnce sync.Once
@@ -1509,57 +1614,61 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_control_proto_goTypes = []any{
-	(*FetchFileRequest)(nil),  // 0: spindle.control.v1.FetchFileRequest
-	(*FileChunk)(nil),         // 1: spindle.control.v1.FileChunk
-	(*RegisterRequest)(nil),   // 2: spindle.control.v1.RegisterRequest
-	(*Peer)(nil),              // 3: spindle.control.v1.Peer
-	(*RegisterResponse)(nil),  // 4: spindle.control.v1.RegisterResponse
-	(*Credentials)(nil),       // 5: spindle.control.v1.Credentials
-	(*Progress)(nil),          // 6: spindle.control.v1.Progress
-	(*HeartbeatRequest)(nil),  // 7: spindle.control.v1.HeartbeatRequest
-	(*ModelSaved)(nil),        // 8: spindle.control.v1.ModelSaved
-	(*Localizing)(nil),        // 9: spindle.control.v1.Localizing
-	(*Span)(nil),              // 10: spindle.control.v1.Span
-	(*Usage)(nil),             // 11: spindle.control.v1.Usage
-	(*Report)(nil),            // 12: spindle.control.v1.Report
-	(*OutputLine)(nil),        // 13: spindle.control.v1.OutputLine
-	(*HeartbeatResponse)(nil), // 14: spindle.control.v1.HeartbeatResponse
-	(*ExitReport)(nil),        // 15: spindle.control.v1.ExitReport
-	(*ExitAck)(nil),           // 16: spindle.control.v1.ExitAck
-	nil,                       // 17: spindle.control.v1.Report.ValuesEntry
-	(*Task)(nil),              // 18: spindle.control.v1.Task
+	(*FeedRowsRequest)(nil),   // 0: spindle.control.v1.FeedRowsRequest
+	(*FeedRowsResponse)(nil),  // 1: spindle.control.v1.FeedRowsResponse
+	(*FetchFileRequest)(nil),  // 2: spindle.control.v1.FetchFileRequest
+	(*FileChunk)(nil),         // 3: spindle.control.v1.FileChunk
+	(*RegisterRequest)(nil),   // 4: spindle.control.v1.RegisterRequest
+	(*Peer)(nil),              // 5: spindle.control.v1.Peer
+	(*RegisterResponse)(nil),  // 6: spindle.control.v1.RegisterResponse
+	(*Credentials)(nil),       // 7: spindle.control.v1.Credentials
+	(*Progress)(nil),          // 8: spindle.control.v1.Progress
+	(*HeartbeatRequest)(nil),  // 9: spindle.control.v1.HeartbeatRequest
+	(*ModelSaved)(nil),        // 10: spindle.control.v1.ModelSaved
+	(*Localizing)(nil),        // 11: spindle.control.v1.Localizing
+	(*Span)(nil),              // 12: spindle.control.v1.Span
+	(*Usage)(nil),             // 13: spindle.control.v1.Usage
+	(*Report)(nil),            // 14: spindle.control.v1.Report
+	(*OutputLine)(nil),        // 15: spindle.control.v1.OutputLine
+	(*HeartbeatResponse)(nil), // 16: spindle.control.v1.HeartbeatResponse
+	(*ExitReport)(nil),        // 17: spindle.control.v1.ExitReport
+	(*ExitAck)(nil),           // 18: spindle.control.v1.ExitAck
+	nil,                       // 19: spindle.control.v1.Report.ValuesEntry
+	(*Task)(nil),              // 20: spindle.control.v1.Task
 }
 var file_control_proto_depIdxs = []int32{
-	3,  // 0: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
-	18, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
-	5,  // 2: spindle.control.v1.RegisterResponse.credentials:type_name -> spindle.control.v1.Credentials
-	6,  // 3: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
-	11, // 4: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
-	12, // 5: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
-	13, // 6: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
-	10, // 7: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
-	9,  // 8: spindle.control.v1.HeartbeatRequest.localizing:type_name -> spindle.control.v1.Localizing
-	8,  // 9: spindle.control.v1.HeartbeatRequest.models:type_name -> spindle.control.v1.ModelSaved
-	17, // 10: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
-	5,  // 11: spindle.control.v1.HeartbeatResponse.credentials:type_name -> spindle.control.v1.Credentials
-	6,  // 12: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
-	11, // 13: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
-	12, // 14: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
-	13, // 15: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
-	10, // 16: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
-	8,  // 17: spindle.control.v1.ExitReport.models:type_name -> spindle.control.v1.ModelSaved
-	2,  // 18: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
-	7,  // 19: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
-	15, // 20: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
-	0,  // 21: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
-	4,  // 22: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
-	14, // 23: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
-	16, // 24: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
-	1,  // 25: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
-	22, // [22:26] is the sub-list for method output_type
-	18, // [18:22] is the sub-list for method input_type
+	5,  // 0: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
+	20, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
+	7,  // 2: spindle.control.v1.RegisterResponse.credentials:type_name -> spindle.control.v1.Credentials
+	8,  // 3: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
+	13, // 4: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
+	14, // 5: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
+	15, // 6: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
+	12, // 7: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
+	11, // 8: spindle.control.v1.HeartbeatRequest.localizing:type_name -> spindle.control.v1.Localizing
+	10, // 9: spindle.control.v1.HeartbeatRequest.models:type_name -> spindle.control.v1.ModelSaved
+	19, // 10: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
+	7,  // 11: spindle.control.v1.HeartbeatResponse.credentials:type_name -> spindle.control.v1.Credentials
+	8,  // 12: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
+	13, // 13: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
+	14, // 14: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
+	15, // 15: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
+	12, // 16: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
+	10, // 17: spindle.control.v1.ExitReport.models:type_name -> spindle.control.v1.ModelSaved
+	4,  // 18: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
+	9,  // 19: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
+	17, // 20: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
+	2,  // 21: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
+	0,  // 22: spindle.control.v1.Control.FeedRows:input_type -> spindle.control.v1.FeedRowsRequest
+	6,  // 23: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
+	16, // 24: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
+	18, // 25: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
+	3,  // 26: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
+	1,  // 27: spindle.control.v1.Control.FeedRows:output_type -> spindle.control.v1.FeedRowsResponse
+	23, // [23:28] is the sub-list for method output_type
+	18, // [18:23] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name
@@ -1577,7 +1686,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

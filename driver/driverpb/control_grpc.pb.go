@@ -28,6 +28,7 @@ const (
 	Control_Heartbeat_FullMethodName  = "/spindle.control.v1.Control/Heartbeat"
 	Control_ReportExit_FullMethodName = "/spindle.control.v1.Control/ReportExit"
 	Control_FetchFile_FullMethodName  = "/spindle.control.v1.Control/FetchFile"
+	Control_FeedRows_FullMethodName   = "/spindle.control.v1.Control/FeedRows"
 )
 
 // ControlClient is the client API for Control service.
@@ -48,6 +49,12 @@ type ControlClient interface {
 	// hosts cannot read the submit host's disk. Only the job's shipped
 	// files are served.
 	FetchFile(ctx context.Context, in *FetchFileRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FileChunk], error)
+	// FeedRows reports the rows of a worker's share of the input, which the
+	// driver dealt unread (a flight's endpoints without counts), and blocks
+	// until every worker has reported, then returns all their rows: from
+	// them each rank works out the batches every rank feeds per epoch under
+	// spindle.feed.evenBatches pad or drop (FeedTask.agree_rows).
+	FeedRows(ctx context.Context, in *FeedRowsRequest, opts ...grpc.CallOption) (*FeedRowsResponse, error)
 }
 
 type controlClient struct {
@@ -107,6 +114,16 @@ func (c *controlClient) FetchFile(ctx context.Context, in *FetchFileRequest, opt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Control_FetchFileClient = grpc.ServerStreamingClient[FileChunk]
 
+func (c *controlClient) FeedRows(ctx context.Context, in *FeedRowsRequest, opts ...grpc.CallOption) (*FeedRowsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FeedRowsResponse)
+	err := c.cc.Invoke(ctx, Control_FeedRows_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServer is the server API for Control service.
 // All implementations must embed UnimplementedControlServer
 // for forward compatibility.
@@ -125,6 +142,12 @@ type ControlServer interface {
 	// hosts cannot read the submit host's disk. Only the job's shipped
 	// files are served.
 	FetchFile(*FetchFileRequest, grpc.ServerStreamingServer[FileChunk]) error
+	// FeedRows reports the rows of a worker's share of the input, which the
+	// driver dealt unread (a flight's endpoints without counts), and blocks
+	// until every worker has reported, then returns all their rows: from
+	// them each rank works out the batches every rank feeds per epoch under
+	// spindle.feed.evenBatches pad or drop (FeedTask.agree_rows).
+	FeedRows(context.Context, *FeedRowsRequest) (*FeedRowsResponse, error)
 	mustEmbedUnimplementedControlServer()
 }
 
@@ -146,6 +169,9 @@ func (UnimplementedControlServer) ReportExit(context.Context, *ExitReport) (*Exi
 }
 func (UnimplementedControlServer) FetchFile(*FetchFileRequest, grpc.ServerStreamingServer[FileChunk]) error {
 	return status.Errorf(codes.Unimplemented, "method FetchFile not implemented")
+}
+func (UnimplementedControlServer) FeedRows(context.Context, *FeedRowsRequest) (*FeedRowsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method FeedRows not implemented")
 }
 func (UnimplementedControlServer) mustEmbedUnimplementedControlServer() {}
 func (UnimplementedControlServer) testEmbeddedByValue()                 {}
@@ -233,6 +259,24 @@ func _Control_FetchFile_Handler(srv interface{}, stream grpc.ServerStream) error
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Control_FetchFileServer = grpc.ServerStreamingServer[FileChunk]
 
+func _Control_FeedRows_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FeedRowsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServer).FeedRows(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Control_FeedRows_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServer).FeedRows(ctx, req.(*FeedRowsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Control_ServiceDesc is the grpc.ServiceDesc for Control service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -251,6 +295,10 @@ var Control_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportExit",
 			Handler:    _Control_ReportExit_Handler,
+		},
+		{
+			MethodName: "FeedRows",
+			Handler:    _Control_FeedRows_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

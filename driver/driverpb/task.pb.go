@@ -446,7 +446,13 @@ type FeedTask struct {
 	// spill_bytes bounds the batches of Flight splits that outgrow
 	// cache_bytes which the executor keeps on its local disk for later
 	// epochs (spindle.feed.spillDisk); 0 keeps none.
-	SpillBytes    int64 `protobuf:"varint,26,opt,name=spill_bytes,json=spillBytes,proto3" json:"spill_bytes,omitempty"`
+	SpillBytes int64 `protobuf:"varint,26,opt,name=spill_bytes,json=spillBytes,proto3" json:"spill_bytes,omitempty"`
+	// agree_rows says that the rows of this rank's splits are unknown (a
+	// flight's endpoints dealt unread) while even_batches is pad or drop:
+	// the executor counts them as it first reads them, before the first
+	// batch, and learns every rank's through Control.FeedRows, which
+	// target_batches and epoch_rows then come from.
+	AgreeRows     bool `protobuf:"varint,27,opt,name=agree_rows,json=agreeRows,proto3" json:"agree_rows,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -661,6 +667,13 @@ func (x *FeedTask) GetSpillBytes() int64 {
 		return x.SpillBytes
 	}
 	return 0
+}
+
+func (x *FeedTask) GetAgreeRows() bool {
+	if x != nil {
+		return x.AgreeRows
+	}
+	return false
 }
 
 // Segment is rows [row_start, row_end) of the epoch of another rank,
@@ -1002,7 +1015,7 @@ const file_task_proto_rawDesc = "" +
 	"\x0fcheckpoint_keep\x18) \x01(\x05R\x0echeckpointKeep\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xab\a\n" +
 	"\bFeedTask\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x121\n" +
 	"\x06splits\x18\x02 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x16\n" +
@@ -1036,7 +1049,9 @@ const file_task_proto_rawDesc = "" +
 	"\frest_batches\x18\x18 \x01(\x03R\vrestBatches\x12(\n" +
 	"\x10no_shared_memory\x18\x19 \x01(\bR\x0enoSharedMemory\x12\x1f\n" +
 	"\vspill_bytes\x18\x1a \x01(\x03R\n" +
-	"spillBytes\"\xcc\x01\n" +
+	"spillBytes\x12\x1d\n" +
+	"\n" +
+	"agree_rows\x18\x1b \x01(\bR\tagreeRows\"\xcc\x01\n" +
 	"\aSegment\x121\n" +
 	"\x06splits\x18\x01 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12%\n" +

@@ -28,10 +28,10 @@ func uncounted(infos []*fileInfo) bool {
 // to its stream's end.
 func dealEndpoints(schema *arrow.Schema, infos []*fileInfo, ranks int) (*feed.JobPlan, error) {
 	if len(infos) < ranks {
-		return nil, fmt.Errorf("%w: the Flight inputs have %d endpoints, fewer than the %d ranks: with spindle.feed.evenBatches=off "+
-			"each rank reads whole endpoints (every rank needs at least one); use fewer executors", feed.ErrInput, len(infos), ranks)
+		return nil, fmt.Errorf("%w: the Flight inputs have %d endpoints, fewer than the %d ranks: a flight that does not "+
+			"say each endpoint's rows is dealt as whole endpoints (every rank needs at least one); use fewer executors", feed.ErrInput, len(infos), ranks)
 	}
-	plan := &feed.JobPlan{Schema: schema, Ranks: make([][]feed.Split, ranks), RowsPerRank: make([]int64, ranks)}
+	plan := &feed.JobPlan{Schema: schema, Ranks: make([][]feed.Split, ranks), RowsPerRank: make([]int64, ranks), RowsUnknown: true}
 	for _, f := range infos {
 		plan.Files = append(plan.Files, feed.PlannedFile{URI: f.uri, Format: f.format, Rows: max(f.rows, 0), Units: 1})
 	}

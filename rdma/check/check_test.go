@@ -69,6 +69,14 @@ func TestCheckOverLoopback(t *testing.T) {
 		t.Fatalf("the listener got %+v, the peer %+v", s.results, results)
 	}
 	ucxOK, why := ucx.Available()
+	// Both ends are in this process: the TCP link's bytes go through
+	// shared memory, UCX's over the transport UCX_TLS names.
+	overUCX := map[string]string{"tcp": "tcp", "sm": "shared memory"}[os.Getenv("UCX_TLS")]
+	for i, want := range []string{"shared memory", overUCX} {
+		if r := results[i]; want != "" && r.Skipped == "" && (r.Over != want || !strings.Contains(r.String(), r.Link+" link over "+want+":")) {
+			t.Errorf("%s link: over %q (%q), want %q", r.Link, r.Over, r, want)
+		}
+	}
 	for _, r := range results {
 		t.Log(r)
 		if r.Link == "ucx" && !ucxOK {

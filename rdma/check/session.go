@@ -72,6 +72,9 @@ func (c Config) logger() *slog.Logger {
 type Result struct {
 	// Link is "tcp" or "ucx".
 	Link string `json:"link"`
+	// Over is what carried the link's bytes (collective.Over): "tcp",
+	// "shared memory" (two processes on one host), "rdma".
+	Over string `json:"over,omitempty"`
 	// Skipped says why the link was not measured; the figures are then 0.
 	Skipped string `json:"skipped,omitempty"`
 	// LatencyUS is half the median round trip of a small message.
@@ -86,8 +89,14 @@ func (r Result) String() string {
 	if r.Skipped != "" {
 		return fmt.Sprintf("%s link: not measured: %s", r.Link, r.Skipped)
 	}
-	return fmt.Sprintf("%s link: latency %.1f us, bandwidth %.3f GB/s to the listener, %.3f GB/s to the peer",
-		r.Link, r.LatencyUS, r.ToListenerGBps, r.ToPeerGBps)
+	link := r.Link
+	if r.Over != "" {
+		link += " link over " + r.Over
+	} else {
+		link += " link"
+	}
+	return fmt.Sprintf("%s: latency %.1f us, bandwidth %.3f GB/s to the listener, %.3f GB/s to the peer",
+		link, r.LatencyUS, r.ToListenerGBps, r.ToPeerGBps)
 }
 
 // hello is what each end tells the other first.
@@ -437,7 +446,7 @@ func dialPhase(ctx context.Context, addr, link string, cfg Config) (Result, erro
 	}
 	defer lk.Close()
 	r, err := measure(ctx, lk, 0, cfg)
-	r.Link = link
+	r.Link, r.Over = link, collective.Over(lk)
 	return r, err
 }
 

@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -776,3 +777,29 @@ func (e *engine) Close() error {
 	})
 	return nil
 }
+
+// transports returns the transports of the lanes of the engine's
+// endpoints (laneTransports), each once, sorted.
+func (e *engine) transports() []string {
+	buf := (*C.char)(C.malloc(epInfoBytes))
+	defer C.free(unsafe.Pointer(buf))
+	var out []string
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ep := range e.eps {
+		if C.spx_ep_info(ep, buf, epInfoBytes) != 0 {
+			continue
+		}
+		for _, t := range laneTransports(C.GoString(buf)) {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// epInfoBytes bounds what is read of UCX's account of an endpoint: its
+// lanes come first, in a few hundred bytes.
+const epInfoBytes = 16 << 10

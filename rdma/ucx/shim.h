@@ -41,6 +41,10 @@ int spx_ep_create(void *worker, const void *addr, spx_ep *ep, int peer_errors);
 // spx_ep_close starts closing ep; it returns a request to poll, or NULL
 // when the close completed (or failed) at once.
 void *spx_ep_close(spx_ep *ep, int force);
+// spx_ep_info writes into buf (truncated to len) what UCX says of ep's
+// configuration (ucp_ep_print_info): among it, the transport of each of
+// its lanes.
+int spx_ep_info(spx_ep *ep, char *buf, size_t len);
 
 // spx_send starts a tagged send of len bytes at buf. It returns NULL when
 // the send completed at once, a request to poll, or NULL with *status set

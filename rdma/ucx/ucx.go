@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -192,11 +193,12 @@ func (lk *link) connectUCX(eng *engine, s, picked collective.LinkSetup, outs, in
 func logLink(s collective.LinkSetup, lk *link, reasons []string) {
 	switch {
 	case lk.tcp == nil:
-		s.Logger.Info("data link is ucx", "ucx", version())
+		s.Logger.Info("data link is ucx over "+lk.over(), "ucx", version(), "transports", strings.Join(lk.ucx.transports(), " "))
 	case lk.ucx == nil:
 		s.Logger.Info("data link is tcp instead of "+Name, "reason", strings.Join(reasons, "; "))
 	default:
-		s.Logger.Info("data link is ucx to some neighbours, tcp to others", "ucx", version(), "tcp_reason", strings.Join(reasons, "; "))
+		s.Logger.Info("data link is ucx over "+lk.over()+" to some neighbours, tcp to others", "ucx", version(),
+			"transports", strings.Join(lk.ucx.transports(), " "), "tcp_reason", strings.Join(reasons, "; "))
 	}
 }
 
@@ -224,7 +226,37 @@ type link struct {
 	outUCX, inUCX []bool          // by peer rank
 }
 
-var _ collective.Link = (*link)(nil)
+var (
+	_ collective.Link    = (*link)(nil)
+	_ collective.Carrier = (*link)(nil)
+)
+
+// over names what carries the link's UCX bytes: shared memory, tcp or
+// rdma (overWhat), "an unknown transport" when UCX does not say.
+func (l *link) over() string {
+	if o := overWhat(l.ucx.transports()); o != "" {
+		return o
+	}
+	return "an unknown transport"
+}
+
+// Over implements collective.Carrier: what UCX carries the bytes over,
+// and what the streams left on TCP go over.
+func (l *link) Over() string {
+	var kinds []string
+	if l.ucx != nil {
+		kinds = strings.Split(l.over(), "+")
+	}
+	if l.tcp != nil {
+		for _, k := range strings.Split(collective.Over(l.tcp), "+") {
+			if k != "" && !slices.Contains(kinds, k) {
+				kinds = append(kinds, k)
+			}
+		}
+	}
+	slices.Sort(kinds)
+	return strings.Join(kinds, "+")
+}
 
 func (l *link) pick(ucx []bool, peer int) collective.Link {
 	if peer >= 0 && peer < len(ucx) && ucx[peer] {
