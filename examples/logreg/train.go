@@ -39,6 +39,8 @@ type trainer struct {
 	// target, when catching, is the position the feed skips to.
 	target   position
 	catching bool
+	// replaced is set in a replacement until its first step.
+	replaced bool
 }
 
 // start is where the feed's epoch begins: past the batches a resumed
@@ -53,7 +55,7 @@ func (t *trainer) start(epoch int) int64 {
 // joinAsReplacement takes the model and the position from the survivors,
 // in a process that replaces a lost rank.
 func (t *trainer) joinAsReplacement(ctx context.Context, epoch int) error {
-	t.steps = -1
+	t.steps, t.replaced = -1, true
 	if err := t.catchUp(ctx, position{epoch, t.start(epoch)}); err != nil {
 		return fmt.Errorf("take the survivors' model: %w", err)
 	}
@@ -132,6 +134,10 @@ func (t *trainer) step(ctx context.Context, b wire.TensorBatch, grad []float64, 
 			st.rows += int64(b.Rows)
 			st.lossSum += loss
 			st.correct += int64(correct)
+			if t.replaced {
+				t.replaced = false
+				fmt.Printf("rank %d replaced: trained step %d at epoch %d batch %d\n", t.env.Rank, t.steps, at.epoch, at.batch)
+			}
 			return nil
 		}
 		if err := t.sync.rejoin(ctx, err); err != nil {
