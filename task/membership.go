@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -52,8 +53,8 @@ func (e Env) Membership() (Membership, error) {
 	return m, nil
 }
 
-// membershipPoll is how often Rejoin looks at the membership file while
-// it waits for a replacement.
+// membershipPoll is how often Rejoin and Comm look at the membership file
+// while they wait for a replacement.
 const membershipPoll = 20 * time.Millisecond
 
 // Rejoin recovers from err, a collective operation's failure on comm,
@@ -72,24 +73,80 @@ func (e Env) Rejoin(ctx context.Context, comm *collective.Comm, err error) (*col
 	if !ok || e.MembershipFile == "" {
 		return nil, err
 	}
-	was := comm.Incarnations()[lost]
+	m, ok := e.awaitNewer(ctx, comm.Incarnations())
+	if !ok {
+		return nil, fmt.Errorf("%w (waiting for rank %d's replacement: %v)", err, lost, ctx.Err())
+	}
+	c, rerr := comm.Rejoin(ctx, m.Peers, m.Incarnations)
+	if rerr != nil {
+		return nil, fmt.Errorf("rejoin rank %d's replacement (incarnation %d): %w", lost, m.Incarnations[lost], rerr)
+	}
+	return c, nil
+}
+
+// join joins the communicator cfg describes and, while it waits for the
+// other ranks, watches the membership: when a rank is replaced before
+// the communicator formed (its process died while the ranks joined), it
+// joins again with the replacement, on the same peer port.
+func (e Env) join(ctx context.Context, cfg collective.Config) (*collective.Comm, error) {
+	for {
+		var spare net.Listener
+		if e.MembershipFile != "" && cfg.Listener != nil {
+			var err error
+			if spare, err = collective.DuplicateListener(cfg.Listener); err != nil {
+				return nil, fmt.Errorf("keep the peer port while joining: %w", err)
+			}
+		}
+		jctx, cancel := context.WithCancel(ctx)
+		newer := make(chan Membership, 1)
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			if m, ok := e.awaitNewer(jctx, cfg.Incarnations); ok {
+				newer <- m
+				cancel()
+			}
+		}()
+		c, err := collective.New(jctx, cfg)
+		cancel()
+		<-watched
+		select {
+		case m := <-newer:
+			if err != nil && ctx.Err() == nil {
+				cfg.Peers, cfg.Incarnations, cfg.Listener = m.Peers, m.Incarnations, spare
+				continue
+			}
+		default:
+		}
+		// Joined (a rank lost since is a failed operation, for Rejoin),
+		// or failed for another reason.
+		if spare != nil {
+			spare.Close()
+		}
+		return c, err
+	}
+}
+
+// awaitNewer waits until the membership names a newer incarnation of some
+// rank than incarnations (nil: every rank's first); false when ctx ends
+// first or the job keeps no membership.
+func (e Env) awaitNewer(ctx context.Context, incarnations []uint32) (Membership, bool) {
+	if e.MembershipFile == "" {
+		return Membership{}, false
+	}
 	tick := time.NewTicker(membershipPoll)
 	defer tick.Stop()
 	for {
-		m, merr := e.Membership()
-		if merr != nil && !errors.Is(merr, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w (rank %d lost; no replacement to rejoin: %v)", err, lost, merr)
-		}
-		if merr == nil && m.Incarnations[lost] > was {
-			c, rerr := comm.Rejoin(ctx, m.Peers, m.Incarnations)
-			if rerr != nil {
-				return nil, fmt.Errorf("rejoin rank %d's replacement (incarnation %d): %w", lost, m.Incarnations[lost], rerr)
+		if m, err := e.Membership(); err == nil {
+			for r, n := range m.Incarnations {
+				if r < len(incarnations) && n > incarnations[r] || r >= len(incarnations) && n > 0 {
+					return m, true
+				}
 			}
-			return c, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (waiting for rank %d's replacement: %v)", err, lost, ctx.Err())
+			return Membership{}, false
 		case <-tick.C:
 		}
 	}

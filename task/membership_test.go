@@ -148,3 +148,75 @@ func TestRejoinPassesOtherFailuresOn(t *testing.T) {
 		t.Fatalf("got %v, want ErrNoMembership", err)
 	}
 }
+
+// TestCommJoinsAReplacementWhileJoining: rank 2 of 3 is lost before the
+// communicator formed (ranks 0 and 1 reached its old port, which never
+// answers); once the membership names its replacement on a new port,
+// the survivors join again with it, long before the connect timeout, and
+// the communicator they get says a rank was replaced.
+func TestCommJoinsAReplacementWhileJoining(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
+	defer cancel()
+	lns, peers := listeners(t, 3)
+	dead := lns[2] // accepts, then never says a word
+	defer dead.Close()
+	reached := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := dead.Accept()
+			if err != nil {
+				return
+			}
+			reached <- c
+		}
+	}()
+	path := filepath.Join(t.TempDir(), "membership.json")
+	writeMembership(t, path, Membership{Peers: peers, Incarnations: []uint32{0, 0, 0}})
+	env := Env{WorldSize: 3, MembershipFile: path}
+	comms := make([]*collective.Comm, 3)
+	survivors, sctx := errgroup.WithContext(ctx)
+	for r := range 2 {
+		survivors.Go(func() error {
+			cfg := collective.DefaultConfig()
+			cfg.Rank, cfg.WorldSize, cfg.Peers, cfg.Listener = r, 3, peers, lns[r]
+			cfg.JobID, cfg.Token = "membership-test", membershipTestToken
+			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+			c, err := env.join(sctx, cfg)
+			comms[r] = c
+			return err
+		})
+	}
+	for range 2 {
+		c := <-reached
+		defer c.Close()
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := slices.Clone(peers)
+	moved[2] = ln.Addr().String()
+	incs := []uint32{0, 0, 1}
+	writeMembership(t, path, Membership{Version: 1, Peers: moved, Incarnations: incs, Joined: 2})
+	if comms[2], err = joinRank(ctx, 2, moved, ln, incs); err != nil {
+		t.Fatal(err)
+	}
+	if err := survivors.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	g, gctx := errgroup.WithContext(ctx)
+	for r := range 3 {
+		if !Replaced(comms[r]) {
+			t.Errorf("rank %d's communicator does not say a rank was replaced: %v", r, comms[r].Incarnations())
+		}
+		g.Go(func() error { return collective.AllReduce(gctx, comms[r], []float64{1}, collective.Sum) })
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}

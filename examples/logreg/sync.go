@@ -17,6 +17,9 @@ type gradientSync interface {
 	// catchUp hands every rank the state of the rank that completed the
 	// most steps (task.CatchUp) and returns that count.
 	catchUp(ctx context.Context, step int64, state []float64) (int64, error)
+	// replaced says a rank's process was replaced before this one
+	// joined: every rank starts with catchUp.
+	replaced() bool
 	Close() error
 }
 
@@ -39,6 +42,7 @@ type alone struct{}
 func (alone) average(context.Context, []float64) error                          { return nil }
 func (alone) rejoin(_ context.Context, err error) error                         { return err }
 func (alone) catchUp(_ context.Context, step int64, _ []float64) (int64, error) { return step, nil }
+func (alone) replaced() bool                                                    { return false }
 func (alone) Close() error                                                      { return nil }
 
 type ring struct {
@@ -62,5 +66,7 @@ func (r *ring) rejoin(ctx context.Context, err error) error {
 func (r *ring) catchUp(ctx context.Context, step int64, state []float64) (int64, error) {
 	return task.CatchUp(ctx, r.comm, step, state)
 }
+
+func (r *ring) replaced() bool { return task.Replaced(r.comm) }
 
 func (r *ring) Close() error { return r.comm.Close() }

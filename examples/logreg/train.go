@@ -52,14 +52,22 @@ func (t *trainer) start(epoch int) int64 {
 	return 0
 }
 
-// joinAsReplacement takes the model and the position from the survivors,
-// in a process that replaces a lost rank.
-func (t *trainer) joinAsReplacement(ctx context.Context, epoch int) error {
-	t.steps, t.replaced = -1, true
-	if err := t.catchUp(ctx, position{epoch, t.start(epoch)}); err != nil {
-		return fmt.Errorf("take the survivors' model: %w", err)
+// joinReplaced catches up, before the first step, in a communicator
+// where a rank was replaced: a replacement (which has no state) takes the
+// model and the position from the survivors; a survivor, which joined
+// with it before training, hands them on.
+func (t *trainer) joinReplaced(ctx context.Context, epoch int) error {
+	if t.env.Replacement > 0 {
+		t.steps, t.replaced = -1, true
 	}
-	fmt.Printf("rank %d replaced: joined at epoch %d batch %d (step %d)\n", t.env.Rank, t.target.epoch, t.target.batch, t.steps)
+	if err := t.catchUp(ctx, position{epoch, t.start(epoch)}); err != nil {
+		return fmt.Errorf("catch up with a replaced rank before the first step: %w", err)
+	}
+	if t.replaced {
+		fmt.Printf("rank %d replaced: joined at epoch %d batch %d (step %d)\n", t.env.Rank, t.target.epoch, t.target.batch, t.steps)
+	} else {
+		fmt.Printf("rank %d rejoined a replaced rank: training on at epoch %d batch %d (step %d)\n", t.env.Rank, t.target.epoch, t.target.batch, t.steps)
+	}
 	return nil
 }
 
@@ -174,8 +182,8 @@ func (t *trainer) prepare(ctx context.Context, ep *wire.TensorEpoch, initRef str
 	if len(t.m.w) != ep.NumFeatures() {
 		return fmt.Errorf("the checkpoint has %d weights but the feed has %d features", len(t.m.w), ep.NumFeatures())
 	}
-	if first && t.env.Replacement > 0 && t.env.WorldSize > 1 {
-		return t.joinAsReplacement(ctx, t.env.FeedStartEpoch)
+	if first && t.sync.replaced() {
+		return t.joinReplaced(ctx, t.env.FeedStartEpoch)
 	}
 	return nil
 }
