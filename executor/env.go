@@ -168,7 +168,9 @@ func setServiceEnv(set func(string, any), t *Task, id identity, feedPath, filesD
 	set(envcontract.RestartCount, strconv.Itoa(int(t.Generation)))
 	set(envcontract.Replacement, strconv.Itoa(int(t.Replacement)))
 	set(envcontract.Incarnations, formatIncarnations(incarnationsOf(id.membership, id.worldSize)))
-	set(envcontract.Membership, membershipPath(filesDir))
+	if t.ReplacesWorkers {
+		set(envcontract.Membership, membershipPath(filesDir))
+	}
 	if t.Timeline {
 		set(envcontract.Timeline, "1")
 	}

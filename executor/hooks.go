@@ -74,7 +74,11 @@ func (e *Executor) services(t *Task, id identity) []taskHook {
 	if t.Feed.Mode != "" && id.feeds() {
 		s = append(s, &feedHook{e: e})
 	}
-	s = append(s, &rdmaHook{e: e}, &membershipHook{logger: e.logger}, &envHook{e: e})
+	s = append(s, &rdmaHook{e: e})
+	if t.ReplacesWorkers {
+		s = append(s, &membershipHook{logger: e.logger})
+	}
+	s = append(s, &envHook{e: e})
 	if t.CheckpointDir != "" {
 		s = append(s, &checkpointHook{logger: e.logger})
 	}

@@ -55,7 +55,7 @@ func TestHeartbeatHandsTheProcessANewMembership(t *testing.T) {
 	}
 	peers := []*driverpb.Peer{peer(0, "10.0.0.1", 5000), peer(1, "10.0.0.2", 6000), peer(2, "10.0.0.3", 7000)}
 	dir := t.TempDir()
-	r := &taskRun{t: &Task{}, id: identity{rank: 0, worldSize: 3, peers: peers}, filesDir: filepath.Join(dir, "files")}
+	r := &taskRun{t: &Task{ReplacesWorkers: true}, id: identity{rank: 0, worldSize: 3, peers: peers}, filesDir: filepath.Join(dir, "files")}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h := &membershipHook{logger: logger}
 	if err := h.Prepare(context.Background(), r); err != nil {
