@@ -273,6 +273,7 @@ func faults() []fault {
 	}
 	return []fault{
 		replacedLogreg(restart),
+		replacedLogregExecutor(restart),
 		restartedLogreg(restart),
 		{name: "worker replaced: training rank of 4 (row ids)", args: rows4, want: 4, recovers: true, alone: true, check: replacedAlone,
 			victims: func(*exec.Cmd) []int { return pids(rowcheckBin) }},

@@ -43,6 +43,15 @@ func replacedLogreg(restart []string) fault {
 	}
 }
 
+// replacedLogregExecutor is replacedLogreg with an executor killed
+// instead of a training process (which then loses its feed and exits).
+func replacedLogregExecutor(restart []string) fault {
+	f := replacedLogreg(restart)
+	f.name = "worker replaced: executor of 4 (logreg)"
+	f.victims = func(*exec.Cmd) []int { return pids(spindleBin, "executor") }
+	return f
+}
+
 // restartedLogreg is the same job without the replacement, the baseline
 // it is measured against: every rank restarts (from the start, as logreg
 // checkpoints only at its end).
