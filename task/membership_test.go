@@ -58,6 +58,26 @@ func writeMembership(t *testing.T, path string, m Membership) {
 	}
 }
 
+// replaceRank2 starts rank 2's replacement on a new port, in its next
+// incarnation, once the membership file at path names it, as the executor
+// writes it.
+func replaceRank2(ctx context.Context, t *testing.T, path string, peers []string) *collective.Comm {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := slices.Clone(peers)
+	moved[2] = ln.Addr().String()
+	incs := []uint32{0, 0, 1}
+	writeMembership(t, path, Membership{Version: 1, Peers: moved, Incarnations: incs, Joined: 2})
+	c, err := joinRank(ctx, 2, moved, ln, incs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // TestRejoinAndCatchUp: rank 2 of 3 goes away; the survivors' allreduce
 // names it, they wait in Env.Rejoin until the membership file names
 // rank 2's next incarnation on a new port, rejoin it, and CatchUp hands
@@ -96,19 +116,7 @@ func TestRejoinAndCatchUp(t *testing.T) {
 	}
 	<-waiting
 	<-waiting
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	moved := slices.Clone(peers)
-	moved[2] = ln.Addr().String()
-	incs := []uint32{0, 0, 1}
-	writeMembership(t, path, Membership{Version: 1, Peers: moved, Incarnations: incs, Joined: 2})
-	replacement, err := joinRank(ctx, 2, moved, ln, incs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	comms[2] = replacement
+	comms[2] = replaceRank2(ctx, t, path, peers)
 	if err := survivors.Wait(); err != nil {
 		t.Fatal(err)
 	}
@@ -190,17 +198,7 @@ func TestCommJoinsAReplacementWhileJoining(t *testing.T) {
 		c := <-reached
 		defer c.Close()
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	moved := slices.Clone(peers)
-	moved[2] = ln.Addr().String()
-	incs := []uint32{0, 0, 1}
-	writeMembership(t, path, Membership{Version: 1, Peers: moved, Incarnations: incs, Joined: 2})
-	if comms[2], err = joinRank(ctx, 2, moved, ln, incs); err != nil {
-		t.Fatal(err)
-	}
+	comms[2] = replaceRank2(ctx, t, path, peers)
 	if err := survivors.Wait(); err != nil {
 		t.Fatal(err)
 	}
