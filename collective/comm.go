@@ -148,6 +148,15 @@ func (c *Comm) Rank() int { return c.rank }
 // WorldSize returns the number of ranks.
 func (c *Comm) WorldSize() int { return c.world }
 
+// Incarnations returns which incarnation of each rank this communicator
+// connects (Config.Incarnations), in rank order: a survivor that lost a
+// rank waits for a membership naming that rank's next one to Rejoin.
+func (c *Comm) Incarnations() []uint32 {
+	out := make([]uint32, c.world)
+	copy(out, c.cfg.Incarnations)
+	return out
+}
+
 // Close releases the communicator's connections and listener. If an
 // operation is in flight it fails, and the other ranks are told that this
 // rank gave up, so they fail too instead of waiting for the timeout.

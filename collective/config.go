@@ -27,6 +27,10 @@ const (
 	// EnvLink selects the data link (see ParseLinkSpec); the executor sets
 	// it from spindle.rdma.mode and the rank's RDMA devices.
 	EnvLink = envcontract.CollectiveLink
+	// EnvIncarnations gives every rank's incarnation (Config.Incarnations)
+	// comma-separated: a process started to replace a lost one joins with
+	// its rank's next incarnation.
+	EnvIncarnations = envcontract.Incarnations
 )
 
 // Defaults applied by New to zero fields of Config.
@@ -292,6 +296,11 @@ func configFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		}
 		cfg.Timeout = time.Duration(secs * float64(time.Second))
 	}
+	if v, ok := lookup(EnvIncarnations); ok && strings.TrimSpace(v) != "" {
+		if cfg.Incarnations, err = incarnationsFromEnv(v, cfg.WorldSize); err != nil {
+			return Config{}, err
+		}
+	}
 	if v, ok := lookup(EnvPeerFD); ok && strings.TrimSpace(v) != "" {
 		fd, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || fd < 0 {
@@ -321,6 +330,23 @@ func configFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// incarnationsFromEnv parses EnvIncarnations's value for a world of n.
+func incarnationsFromEnv(v string, n int) ([]uint32, error) {
+	fields := strings.Split(v, ",")
+	if len(fields) != n {
+		return nil, fmt.Errorf("collective: %s=%q: %d incarnations for %s=%d: need one per rank", EnvIncarnations, v, len(fields), EnvWorldSize, n)
+	}
+	out := make([]uint32, n)
+	for i, f := range fields {
+		x, err := strconv.ParseUint(strings.TrimSpace(f), 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("collective: %s=%q: rank %d: %q is not a count", EnvIncarnations, v, i, f)
+		}
+		out[i] = uint32(x)
+	}
+	return out, nil
 }
 
 func envInt(lookup func(string) (string, bool), name string) (int, error) {

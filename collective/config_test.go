@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -202,6 +203,9 @@ func TestConfigFromEnv(t *testing.T) {
 		{"bad timeout", map[string]string{EnvTimeoutSecs: "-3"}, EnvTimeoutSecs},
 		{"bad fd", map[string]string{EnvPeerFD: "x"}, EnvPeerFD},
 		{"token", map[string]string{EnvPeerToken: testToken}, ""},
+		{"incarnations", map[string]string{EnvIncarnations: "0, 2"}, ""},
+		{"incarnation count", map[string]string{EnvIncarnations: "0"}, EnvIncarnations},
+		{"bad incarnation", map[string]string{EnvIncarnations: "0,-1"}, EnvIncarnations + `="0,-1": rank 1`},
 		{"short token", map[string]string{EnvPeerToken: "abc123"}, EnvPeerToken + " is 6 bytes long: need at least 16"},
 	}
 	for _, tc := range tests {
@@ -238,6 +242,9 @@ func TestConfigFromEnv(t *testing.T) {
 			}
 			if _, ok := tc.change[EnvTimeoutSecs]; ok && cfg.Timeout != 2500*time.Millisecond {
 				t.Fatalf("timeout %s, want 2.5s", cfg.Timeout)
+			}
+			if _, ok := tc.change[EnvIncarnations]; ok && !slices.Equal(cfg.Incarnations, []uint32{0, 2}) {
+				t.Fatalf("incarnations %v, want [0 2]", cfg.Incarnations)
 			}
 		})
 	}

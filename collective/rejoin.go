@@ -59,6 +59,13 @@ func (c *Comm) keepListener() (net.Listener, error) {
 	default:
 		return nil, fmt.Errorf("a communicator built with NewWithTransport cannot rejoin")
 	}
+	return DuplicateListener(ln)
+}
+
+// DuplicateListener returns a second listener on ln's socket, which
+// outlives ln's Close: New closes its Config.Listener when it fails, so a
+// caller that may retry New with other peers hands it a duplicate.
+func DuplicateListener(ln net.Listener) (net.Listener, error) {
 	filer, ok := ln.(interface{ File() (*os.File, error) })
 	if !ok {
 		return nil, fmt.Errorf("the listener (%T) cannot be kept", ln)

@@ -311,6 +311,7 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		t, err := tasks(rank)
 		if t != nil {
 			resumeTask(t, gen, rank, from)
+			t.ReplacesWorkers = g.replaceWorkers
 		}
 		return t, err
 	}

@@ -104,6 +104,7 @@ func (g *roster) joinedLocked(m *member) {
 	peers[m.rank] = &driverpb.Peer{Rank: int32(m.rank), Host: m.host, Ports: m.ports, ExecutorId: m.id,
 		Role: string(m.role), RoleRank: int32(m.roleRank)}
 	g.peers = peers
+	g.newMembershipLocked(m)
 	close(m.joined)
 	lost := g.replacing
 	time.AfterFunc(g.settle, func() {

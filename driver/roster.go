@@ -155,6 +155,9 @@ type roster struct {
 	// fails at once), and held is the failure waiting meanwhile.
 	rootCauseGrace time.Duration
 	held           error
+	// membership is who holds each rank for the collectives once a
+	// worker was replaced alone (membership.go); nil before.
+	membership *driverpb.Membership
 }
 
 // spareLocked says whether m's death leaves the job running: m is a
@@ -313,7 +316,7 @@ func (g *roster) localRanks(m *member) (local, size int) {
 
 // heartbeat records liveness and progress and says whether to stop, and
 // whether that stop is the job's successful end.
-func (g *roster) heartbeat(id string, p *driverpb.Progress) (*driverpb.HeartbeatResponse, error) {
+func (g *roster) heartbeat(id string, p *driverpb.Progress, membershipVersion int64) (*driverpb.HeartbeatResponse, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m, ok := g.members[id]
@@ -324,7 +327,8 @@ func (g *roster) heartbeat(id string, p *driverpb.Progress) (*driverpb.Heartbeat
 	if p != nil {
 		m.progress = p
 	}
-	return &driverpb.HeartbeatResponse{Stop: g.stopped, Reason: g.stopWhy, Finished: g.finished}, nil
+	return &driverpb.HeartbeatResponse{Stop: g.stopped, Reason: g.stopWhy, Finished: g.finished,
+		Membership: g.membershipAfterLocked(membershipVersion)}, nil
 }
 
 // setLocalizing records how far an executor is in putting its task's

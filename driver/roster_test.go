@@ -69,7 +69,7 @@ func TestGangFailureNamesRankHostAndStderr(t *testing.T) {
 			t.Errorf("error %q lacks %q", msg, want)
 		}
 	}
-	hb, _ := g.heartbeat("exec-0", nil)
+	hb, _ := g.heartbeat("exec-0", nil, 0)
 	if !hb.GetStop() || hb.GetFinished() || !strings.Contains(hb.GetReason(), "rank 1") {
 		t.Errorf("heartbeat after failure: %v", hb)
 	}
@@ -89,7 +89,7 @@ func TestGangSignalAndLost(t *testing.T) {
 	register(t, g, "exec-1", "h1")
 	now := time.Now()
 	g.now = func() time.Time { return now.Add(10 * time.Second) }
-	_, _ = g.heartbeat("exec-0", nil)
+	_, _ = g.heartbeat("exec-0", nil, 0)
 	g.checkHeartbeats(5 * time.Second)
 	if err := g.err(); err == nil || !strings.Contains(err.Error(), "rank 1 (host h1") || !strings.Contains(err.Error(), "no heartbeat") {
 		t.Fatalf("silent executor not declared lost: %v", err)
@@ -166,7 +166,7 @@ func TestRolesJobEnd(t *testing.T) {
 		if got := g.running(); fmt.Sprint(got) != "[ps 0]" {
 			t.Fatalf("running %v, want [ps 0]", got)
 		}
-		hb, _ := g.heartbeat("exec-2", nil)
+		hb, _ := g.heartbeat("exec-2", nil, 0)
 		if !hb.GetStop() || !hb.GetFinished() {
 			t.Fatalf("the ps was not told the job finished: %v", hb)
 		}

@@ -90,6 +90,7 @@ func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequ
 		Peers:          peers,
 		Task:           task,
 		Credentials:    credentialsFor(s.creds, 0),
+		Membership:     s.roster.currentMembership(),
 	}, nil
 }
 
@@ -114,7 +115,7 @@ func (s *controlServer) logRDMA(executor, report string) {
 
 // Heartbeat records liveness and progress.
 func (s *controlServer) Heartbeat(ctx context.Context, req *driverpb.HeartbeatRequest) (*driverpb.HeartbeatResponse, error) {
-	resp, err := s.roster.heartbeat(req.GetExecutorId(), req.GetProgress())
+	resp, err := s.roster.heartbeat(req.GetExecutorId(), req.GetProgress(), req.GetMembershipVersion())
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -20,7 +20,7 @@ func TestTrainingEnvIsTheContract(t *testing.T) {
 		CollectiveTimeoutMillis: 30000, Gpus: []int32{0},
 		PsStaleness: "bsp", PsWaitTimeoutMillis: 60000, PsMemoryMb: 1024, PsReplicas: 1, PsRejoin: true,
 		Feed:             &FeedTask{Mode: "tensor", LabelColumn: "y", StartEpoch: 2, StartBatch: 5},
-		ResumeCheckpoint: "ckpt-40", ResumeStep: 40,
+		ResumeCheckpoint: "ckpt-40", ResumeStep: 40, ReplacesWorkers: true,
 	}
 	id := identity{rank: 0, worldSize: 2, localWorldSize: 2, host: "10.0.0.1", ifname: "eth0",
 		peers: []*driverpb.Peer{

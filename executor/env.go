@@ -33,6 +33,9 @@ type identity struct {
 	rank, worldSize, localRank, localWorldSize int
 	peers                                      []*driverpb.Peer
 	host, ifname                               string
+	// membership is the gang's collective membership when a rank was
+	// replaced before this executor registered; nil otherwise.
+	membership *driverpb.Membership
 }
 
 // peerTokenLabel is what the job secret signs to make the peer token.
@@ -165,6 +168,10 @@ func setServiceEnv(set func(string, any), t *Task, id identity, feedPath, filesD
 	set(envcontract.Generation, strconv.Itoa(int(t.Generation)))
 	set(envcontract.RestartCount, strconv.Itoa(int(t.Generation)))
 	set(envcontract.Replacement, strconv.Itoa(int(t.Replacement)))
+	set(envcontract.Incarnations, formatIncarnations(incarnationsOf(id.membership, id.worldSize)))
+	if t.ReplacesWorkers {
+		set(envcontract.Membership, membershipPath(filesDir))
+	}
 	if t.Timeline {
 		set(envcontract.Timeline, "1")
 	}

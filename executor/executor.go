@@ -205,7 +205,7 @@ func (e *Executor) Run(ctx context.Context) error {
 	id := identity{
 		rank: int(resp.GetRank()), worldSize: int(resp.GetWorldSize()),
 		localRank: int(resp.GetLocalRank()), localWorldSize: int(resp.GetLocalWorldSize()),
-		peers: resp.GetPeers(), host: host, ifname: ifname,
+		peers: resp.GetPeers(), host: host, ifname: ifname, membership: resp.GetMembership(),
 	}
 	if len(id.peers) != id.worldSize || id.worldSize == 0 {
 		return fmt.Errorf("driver published %d peers for a world of %d", len(id.peers), id.worldSize)
@@ -418,7 +418,7 @@ func (e *Executor) superviseTask(ctx context.Context, r *taskRun, proc *process,
 	var stopWhy string
 	var finished bool
 	g.Go(func() error {
-		why, fin, err := e.heartbeat(gctx, r.t, r.id, r.feed, r.obs)
+		why, fin, err := e.heartbeat(gctx, r.t, r.id, r.feed, r.obs, r.membership)
 		if err != nil || why != "" {
 			stopWhy, finished = why, fin
 			return fmt.Errorf("stop: %s", why)
@@ -468,7 +468,7 @@ var errProcessExited = errors.New("training process exited")
 // heartbeat reports progress until ctx ends. It returns a reason when the
 // driver says stop or cannot be reached for longer than the driver timeout,
 // and whether the stop is the job's successful end.
-func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *wire.Server, obs *observations) (string, bool, error) {
+func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *wire.Server, obs *observations, mh *membershipHook) (string, bool, error) {
 	interval := heartbeatInterval(t)
 	timeout := driverTimeout(t)
 	// A call may take longer than the interval (a loaded driver): cut at
@@ -489,13 +489,16 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		req := &driverpb.HeartbeatRequest{
 			ExecutorId: e.cfg.ID, Rank: int32(id.rank), Progress: progressOf(server),
-			Rdma: e.rdmaLine(), CredentialsGeneration: e.credGen.Load(),
+			Rdma: e.rdmaLine(), CredentialsGeneration: e.credGen.Load(), MembershipVersion: mh.current(),
 		}
 		obs.take(req)
 		resp, err := e.client.Heartbeat(callCtx, req)
 		cancel()
 		if err == nil {
 			e.takeCredentials(resp.GetCredentials())
+			if err := mh.update(resp.GetMembership()); err != nil {
+				e.logger.Warn("could not hand the training process the new membership", "err", err)
+			}
 		}
 		switch {
 		case err == nil && resp.GetStop() && resp.GetFinished():

@@ -58,7 +58,7 @@ func TestSlowHeartbeatKeepsItsSpans(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := e.heartbeat(ctx, task, identity{}, nil, obs)
+		_, _, err := e.heartbeat(ctx, task, identity{}, nil, obs, nil)
 		done <- err
 	}()
 	defer func() {

@@ -61,6 +61,9 @@ type taskRun struct {
 	env      []string // the training process's environment
 	gpu      *gpuSampler
 	obs      *observations
+	// membership hands the process the gang's membership; nil in tests
+	// that run no hooks.
+	membership *membershipHook
 }
 
 // services lists the services task t of rank id needs, in the order they
@@ -71,7 +74,11 @@ func (e *Executor) services(t *Task, id identity) []taskHook {
 	if t.Feed.Mode != "" && id.feeds() {
 		s = append(s, &feedHook{e: e})
 	}
-	s = append(s, &rdmaHook{e: e}, &envHook{e: e})
+	s = append(s, &rdmaHook{e: e})
+	if t.ReplacesWorkers {
+		s = append(s, &membershipHook{logger: e.logger})
+	}
+	s = append(s, &envHook{e: e})
 	if t.CheckpointDir != "" {
 		s = append(s, &checkpointHook{logger: e.logger})
 	}

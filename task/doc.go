@@ -24,4 +24,10 @@
 // With the arrow feed, Env.ArrowEpochs hands out Arrow record batches
 // instead; with the direct feed, Env.Direct says which splits to read. The
 // formats are documented in docs/feed-protocol.md.
+//
+// A trainer that allreduces with Spindle's collectives (Env.Comm) can
+// outlive a lost rank that the job replaces alone
+// (spindle.failure.replaceWorkers): Env.Rejoin waits for the replacement
+// and rejoins it in place, and CatchUp hands every rank the state of the
+// rank that got furthest (docs/reliability.md).
 package task

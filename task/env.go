@@ -99,6 +99,11 @@ type Env struct {
 	// Replacement is 0, or k in the kth process started alone to replace
 	// this rank's lost one while the other ranks kept running.
 	Replacement int
+	// MembershipFile is where the executor keeps the gang's collective
+	// membership (SPINDLE_MEMBERSHIP), rewritten when a lost rank is
+	// replaced alone while this process runs; empty from an executor
+	// that predates it. See Env.Rejoin.
+	MembershipFile string
 	// ResumeCheckpoint and ResumeStep name the checkpoint this generation
 	// resumes from (Checkpointer.Resume loads it); empty when there is
 	// none.
@@ -181,6 +186,7 @@ func fromLookup(lookup func(string) (string, bool)) (Env, error) {
 	e.JobID, _ = lookup(EnvJobID)
 	e.CheckpointDir, _ = lookup(EnvCheckpointDir)
 	e.DataLink, _ = lookup(envcontract.CollectiveLink)
+	e.MembershipFile, _ = lookup(envcontract.Membership)
 
 	if err := feedFromLookup(lookup, &e); err != nil {
 		return Env{}, err

@@ -402,7 +402,12 @@ type RegisterResponse struct {
 	Task *Task `protobuf:"bytes,7,opt,name=task,proto3" json:"task,omitempty"`
 	// credentials are the job's newest Hadoop credentials for executors
 	// (Credentials), when the cluster manager keeps them fresh.
-	Credentials   *Credentials `protobuf:"bytes,8,opt,name=credentials,proto3" json:"credentials,omitempty"`
+	Credentials *Credentials `protobuf:"bytes,8,opt,name=credentials,proto3" json:"credentials,omitempty"`
+	// membership is the collective membership the executor starts with,
+	// when a rank of the running gang was replaced before it registered
+	// (it is a replacement itself); unset means version 0, every
+	// incarnation 0.
+	Membership    *Membership `protobuf:"bytes,9,opt,name=membership,proto3" json:"membership,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -486,6 +491,90 @@ func (x *RegisterResponse) GetCredentials() *Credentials {
 	return nil
 }
 
+func (x *RegisterResponse) GetMembership() *Membership {
+	if x != nil {
+		return x.Membership
+	}
+	return nil
+}
+
+// Membership is who holds each rank of a running gang for Spindle's
+// collectives: when a lost worker is replaced alone, its replacement has
+// a new address and the next incarnation of the rank, and the survivors
+// learn both through their heartbeats to rejoin it in place.
+type Membership struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// version grows by one with every replacement of the generation.
+	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// peers are every rank's, in rank order, as in RegisterResponse.
+	Peers []*Peer `protobuf:"bytes,2,rep,name=peers,proto3" json:"peers,omitempty"`
+	// incarnations count, by rank, how often the rank's process was
+	// replaced in this generation.
+	Incarnations []uint32 `protobuf:"varint,3,rep,packed,name=incarnations,proto3" json:"incarnations,omitempty"`
+	// joined is the rank whose new incarnation made this version.
+	Joined        int32 `protobuf:"varint,4,opt,name=joined,proto3" json:"joined,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Membership) Reset() {
+	*x = Membership{}
+	mi := &file_control_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Membership) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Membership) ProtoMessage() {}
+
+func (x *Membership) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Membership.ProtoReflect.Descriptor instead.
+func (*Membership) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Membership) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Membership) GetPeers() []*Peer {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
+}
+
+func (x *Membership) GetIncarnations() []uint32 {
+	if x != nil {
+		return x.Incarnations
+	}
+	return nil
+}
+
+func (x *Membership) GetJoined() int32 {
+	if x != nil {
+		return x.Joined
+	}
+	return 0
+}
+
 // Credentials are Hadoop delegation tokens for executors: a Hadoop
 // credentials file (the Writable layout $HADOOP_TOKEN_FILE_LOCATION holds)
 // with the newest token of each cluster, and its generation, which grows
@@ -501,7 +590,7 @@ type Credentials struct {
 
 func (x *Credentials) Reset() {
 	*x = Credentials{}
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +602,7 @@ func (x *Credentials) String() string {
 func (*Credentials) ProtoMessage() {}
 
 func (x *Credentials) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +615,7 @@ func (x *Credentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credentials.ProtoReflect.Descriptor instead.
 func (*Credentials) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{7}
+	return file_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Credentials) GetGeneration() int64 {
@@ -563,7 +652,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +664,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +677,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{8}
+	return file_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Progress) GetRows() int64 {
@@ -664,14 +753,17 @@ type HeartbeatRequest struct {
 	Localizing *Localizing `protobuf:"bytes,11,opt,name=localizing,proto3" json:"localizing,omitempty"`
 	// models are the models the training process published into the model
 	// store since the last heartbeat (spindle.model.save), oldest first.
-	Models        []*ModelSaved `protobuf:"bytes,12,rep,name=models,proto3" json:"models,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Models []*ModelSaved `protobuf:"bytes,12,rep,name=models,proto3" json:"models,omitempty"`
+	// membership_version is the version of the collective membership the
+	// executor last handed its training process (Membership).
+	MembershipVersion int64 `protobuf:"varint,13,opt,name=membership_version,json=membershipVersion,proto3" json:"membership_version,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +775,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +788,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{9}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HeartbeatRequest) GetExecutorId() string {
@@ -783,6 +875,13 @@ func (x *HeartbeatRequest) GetModels() []*ModelSaved {
 	return nil
 }
 
+func (x *HeartbeatRequest) GetMembershipVersion() int64 {
+	if x != nil {
+		return x.MembershipVersion
+	}
+	return 0
+}
+
 // ModelSaved is a model version a training process published.
 type ModelSaved struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -797,7 +896,7 @@ type ModelSaved struct {
 
 func (x *ModelSaved) Reset() {
 	*x = ModelSaved{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +908,7 @@ func (x *ModelSaved) String() string {
 func (*ModelSaved) ProtoMessage() {}
 
 func (x *ModelSaved) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +921,7 @@ func (x *ModelSaved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelSaved.ProtoReflect.Descriptor instead.
 func (*ModelSaved) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ModelSaved) GetName() string {
@@ -867,7 +966,7 @@ type Localizing struct {
 
 func (x *Localizing) Reset() {
 	*x = Localizing{}
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +978,7 @@ func (x *Localizing) String() string {
 func (*Localizing) ProtoMessage() {}
 
 func (x *Localizing) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +991,7 @@ func (x *Localizing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Localizing.ProtoReflect.Descriptor instead.
 func (*Localizing) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{11}
+	return file_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Localizing) GetDoneBytes() int64 {
@@ -925,7 +1024,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1036,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1049,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{12}
+	return file_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Span) GetName() string {
@@ -1004,7 +1103,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1115,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1128,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{13}
+	return file_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Usage) GetCpuSeconds() float64 {
@@ -1080,7 +1179,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1191,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1204,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{14}
+	return file_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Report) GetStep() int64 {
@@ -1141,7 +1240,7 @@ type OutputLine struct {
 
 func (x *OutputLine) Reset() {
 	*x = OutputLine{}
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1252,7 @@ func (x *OutputLine) String() string {
 func (*OutputLine) ProtoMessage() {}
 
 func (x *OutputLine) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1265,7 @@ func (x *OutputLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLine.ProtoReflect.Descriptor instead.
 func (*OutputLine) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{15}
+	return file_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OutputLine) GetStderr() bool {
@@ -1193,14 +1292,18 @@ type HeartbeatResponse struct {
 	// ended): stopping it is the expected end, not a failure.
 	Finished bool `protobuf:"varint,3,opt,name=finished,proto3" json:"finished,omitempty"`
 	// credentials are newer credentials than the executor said it uses.
-	Credentials   *Credentials `protobuf:"bytes,4,opt,name=credentials,proto3" json:"credentials,omitempty"`
+	Credentials *Credentials `protobuf:"bytes,4,opt,name=credentials,proto3" json:"credentials,omitempty"`
+	// membership is set when the gang's membership is newer than the
+	// executor's membership_version: a lost rank was replaced, and the
+	// training process rejoins its replacement.
+	Membership    *Membership `protobuf:"bytes,5,opt,name=membership,proto3" json:"membership,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1315,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1328,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{16}
+	return file_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HeartbeatResponse) GetStop() bool {
@@ -1252,6 +1355,13 @@ func (x *HeartbeatResponse) GetFinished() bool {
 func (x *HeartbeatResponse) GetCredentials() *Credentials {
 	if x != nil {
 		return x.Credentials
+	}
+	return nil
+}
+
+func (x *HeartbeatResponse) GetMembership() *Membership {
+	if x != nil {
+		return x.Membership
 	}
 	return nil
 }
@@ -1289,7 +1399,7 @@ type ExitReport struct {
 
 func (x *ExitReport) Reset() {
 	*x = ExitReport{}
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1411,7 @@ func (x *ExitReport) String() string {
 func (*ExitReport) ProtoMessage() {}
 
 func (x *ExitReport) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1424,7 @@ func (x *ExitReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitReport.ProtoReflect.Descriptor instead.
 func (*ExitReport) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{17}
+	return file_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExitReport) GetExecutorId() string {
@@ -1430,7 +1540,7 @@ type ExitAck struct {
 
 func (x *ExitAck) Reset() {
 	*x = ExitAck{}
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1552,7 @@ func (x *ExitAck) String() string {
 func (*ExitAck) ProtoMessage() {}
 
 func (x *ExitAck) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1565,7 @@ func (x *ExitAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitAck.ProtoReflect.Descriptor instead.
 func (*ExitAck) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{18}
+	return file_control_proto_rawDescGZIP(), []int{19}
 }
 
 var File_control_proto protoreflect.FileDescriptor
@@ -1489,7 +1599,7 @@ const file_control_proto_rawDesc = "" +
 	"\vexecutor_id\x18\x04 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
 	"\x04role\x18\x05 \x01(\tR\x04role\x12\x1b\n" +
-	"\trole_rank\x18\x06 \x01(\x05R\broleRank\"\xc0\x02\n" +
+	"\trole_rank\x18\x06 \x01(\x05R\broleRank\"\x80\x03\n" +
 	"\x10RegisterResponse\x12\x12\n" +
 	"\x04rank\x18\x01 \x01(\x05R\x04rank\x12\x1d\n" +
 	"\n" +
@@ -1499,7 +1609,16 @@ const file_control_proto_rawDesc = "" +
 	"\x10local_world_size\x18\x04 \x01(\x05R\x0elocalWorldSize\x12.\n" +
 	"\x05peers\x18\x05 \x03(\v2\x18.spindle.control.v1.PeerR\x05peers\x12,\n" +
 	"\x04task\x18\a \x01(\v2\x18.spindle.control.v1.TaskR\x04task\x12A\n" +
-	"\vcredentials\x18\b \x01(\v2\x1f.spindle.control.v1.CredentialsR\vcredentialsJ\x04\b\x06\x10\aR\ttask_json\"A\n" +
+	"\vcredentials\x18\b \x01(\v2\x1f.spindle.control.v1.CredentialsR\vcredentials\x12>\n" +
+	"\n" +
+	"membership\x18\t \x01(\v2\x1e.spindle.control.v1.MembershipR\n" +
+	"membershipJ\x04\b\x06\x10\aR\ttask_json\"\x92\x01\n" +
+	"\n" +
+	"Membership\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12.\n" +
+	"\x05peers\x18\x02 \x03(\v2\x18.spindle.control.v1.PeerR\x05peers\x12\"\n" +
+	"\fincarnations\x18\x03 \x03(\rR\fincarnations\x12\x16\n" +
+	"\x06joined\x18\x04 \x01(\x05R\x06joined\"A\n" +
 	"\vCredentials\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x03R\n" +
@@ -1512,7 +1631,7 @@ const file_control_proto_rawDesc = "" +
 	"\n" +
 	"taken_rows\x18\x04 \x01(\x03R\ttakenRows\x12#\n" +
 	"\rtaken_batches\x18\x05 \x01(\x03R\ftakenBatches\x12\x14\n" +
-	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\"\xba\x04\n" +
+	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\"\xe9\x04\n" +
 	"\x10HeartbeatRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
@@ -1529,7 +1648,8 @@ const file_control_proto_rawDesc = "" +
 	"\n" +
 	"localizing\x18\v \x01(\v2\x1e.spindle.control.v1.LocalizingR\n" +
 	"localizing\x126\n" +
-	"\x06models\x18\f \x03(\v2\x1e.spindle.control.v1.ModelSavedR\x06models\"m\n" +
+	"\x06models\x18\f \x03(\v2\x1e.spindle.control.v1.ModelSavedR\x06models\x12-\n" +
+	"\x12membership_version\x18\r \x01(\x03R\x11membershipVersion\"m\n" +
 	"\n" +
 	"ModelSaved\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
@@ -1566,12 +1686,15 @@ const file_control_proto_rawDesc = "" +
 	"\n" +
 	"OutputLine\x12\x16\n" +
 	"\x06stderr\x18\x01 \x01(\bR\x06stderr\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\x9e\x01\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\xde\x01\n" +
 	"\x11HeartbeatResponse\x12\x12\n" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1a\n" +
 	"\bfinished\x18\x03 \x01(\bR\bfinished\x12A\n" +
-	"\vcredentials\x18\x04 \x01(\v2\x1f.spindle.control.v1.CredentialsR\vcredentials\"\xca\x04\n" +
+	"\vcredentials\x18\x04 \x01(\v2\x1f.spindle.control.v1.CredentialsR\vcredentials\x12>\n" +
+	"\n" +
+	"membership\x18\x05 \x01(\v2\x1e.spindle.control.v1.MembershipR\n" +
+	"membership\"\xca\x04\n" +
 	"\n" +
 	"ExitReport\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
@@ -1614,7 +1737,7 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_control_proto_goTypes = []any{
 	(*FeedRowsRequest)(nil),   // 0: spindle.control.v1.FeedRowsRequest
 	(*FeedRowsResponse)(nil),  // 1: spindle.control.v1.FeedRowsResponse
@@ -1623,55 +1746,59 @@ var file_control_proto_goTypes = []any{
 	(*RegisterRequest)(nil),   // 4: spindle.control.v1.RegisterRequest
 	(*Peer)(nil),              // 5: spindle.control.v1.Peer
 	(*RegisterResponse)(nil),  // 6: spindle.control.v1.RegisterResponse
-	(*Credentials)(nil),       // 7: spindle.control.v1.Credentials
-	(*Progress)(nil),          // 8: spindle.control.v1.Progress
-	(*HeartbeatRequest)(nil),  // 9: spindle.control.v1.HeartbeatRequest
-	(*ModelSaved)(nil),        // 10: spindle.control.v1.ModelSaved
-	(*Localizing)(nil),        // 11: spindle.control.v1.Localizing
-	(*Span)(nil),              // 12: spindle.control.v1.Span
-	(*Usage)(nil),             // 13: spindle.control.v1.Usage
-	(*Report)(nil),            // 14: spindle.control.v1.Report
-	(*OutputLine)(nil),        // 15: spindle.control.v1.OutputLine
-	(*HeartbeatResponse)(nil), // 16: spindle.control.v1.HeartbeatResponse
-	(*ExitReport)(nil),        // 17: spindle.control.v1.ExitReport
-	(*ExitAck)(nil),           // 18: spindle.control.v1.ExitAck
-	nil,                       // 19: spindle.control.v1.Report.ValuesEntry
-	(*Task)(nil),              // 20: spindle.control.v1.Task
+	(*Membership)(nil),        // 7: spindle.control.v1.Membership
+	(*Credentials)(nil),       // 8: spindle.control.v1.Credentials
+	(*Progress)(nil),          // 9: spindle.control.v1.Progress
+	(*HeartbeatRequest)(nil),  // 10: spindle.control.v1.HeartbeatRequest
+	(*ModelSaved)(nil),        // 11: spindle.control.v1.ModelSaved
+	(*Localizing)(nil),        // 12: spindle.control.v1.Localizing
+	(*Span)(nil),              // 13: spindle.control.v1.Span
+	(*Usage)(nil),             // 14: spindle.control.v1.Usage
+	(*Report)(nil),            // 15: spindle.control.v1.Report
+	(*OutputLine)(nil),        // 16: spindle.control.v1.OutputLine
+	(*HeartbeatResponse)(nil), // 17: spindle.control.v1.HeartbeatResponse
+	(*ExitReport)(nil),        // 18: spindle.control.v1.ExitReport
+	(*ExitAck)(nil),           // 19: spindle.control.v1.ExitAck
+	nil,                       // 20: spindle.control.v1.Report.ValuesEntry
+	(*Task)(nil),              // 21: spindle.control.v1.Task
 }
 var file_control_proto_depIdxs = []int32{
 	5,  // 0: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
-	20, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
-	7,  // 2: spindle.control.v1.RegisterResponse.credentials:type_name -> spindle.control.v1.Credentials
-	8,  // 3: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
-	13, // 4: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
-	14, // 5: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
-	15, // 6: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
-	12, // 7: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
-	11, // 8: spindle.control.v1.HeartbeatRequest.localizing:type_name -> spindle.control.v1.Localizing
-	10, // 9: spindle.control.v1.HeartbeatRequest.models:type_name -> spindle.control.v1.ModelSaved
-	19, // 10: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
-	7,  // 11: spindle.control.v1.HeartbeatResponse.credentials:type_name -> spindle.control.v1.Credentials
-	8,  // 12: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
-	13, // 13: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
-	14, // 14: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
-	15, // 15: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
-	12, // 16: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
-	10, // 17: spindle.control.v1.ExitReport.models:type_name -> spindle.control.v1.ModelSaved
-	4,  // 18: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
-	9,  // 19: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
-	17, // 20: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
-	2,  // 21: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
-	0,  // 22: spindle.control.v1.Control.FeedRows:input_type -> spindle.control.v1.FeedRowsRequest
-	6,  // 23: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
-	16, // 24: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
-	18, // 25: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
-	3,  // 26: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
-	1,  // 27: spindle.control.v1.Control.FeedRows:output_type -> spindle.control.v1.FeedRowsResponse
-	23, // [23:28] is the sub-list for method output_type
-	18, // [18:23] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	21, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
+	8,  // 2: spindle.control.v1.RegisterResponse.credentials:type_name -> spindle.control.v1.Credentials
+	7,  // 3: spindle.control.v1.RegisterResponse.membership:type_name -> spindle.control.v1.Membership
+	5,  // 4: spindle.control.v1.Membership.peers:type_name -> spindle.control.v1.Peer
+	9,  // 5: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
+	14, // 6: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
+	15, // 7: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
+	16, // 8: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
+	13, // 9: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
+	12, // 10: spindle.control.v1.HeartbeatRequest.localizing:type_name -> spindle.control.v1.Localizing
+	11, // 11: spindle.control.v1.HeartbeatRequest.models:type_name -> spindle.control.v1.ModelSaved
+	20, // 12: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
+	8,  // 13: spindle.control.v1.HeartbeatResponse.credentials:type_name -> spindle.control.v1.Credentials
+	7,  // 14: spindle.control.v1.HeartbeatResponse.membership:type_name -> spindle.control.v1.Membership
+	9,  // 15: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
+	14, // 16: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
+	15, // 17: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
+	16, // 18: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
+	13, // 19: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
+	11, // 20: spindle.control.v1.ExitReport.models:type_name -> spindle.control.v1.ModelSaved
+	4,  // 21: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
+	10, // 22: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
+	18, // 23: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
+	2,  // 24: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
+	0,  // 25: spindle.control.v1.Control.FeedRows:input_type -> spindle.control.v1.FeedRowsRequest
+	6,  // 26: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
+	17, // 27: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
+	19, // 28: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
+	3,  // 29: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
+	1,  // 30: spindle.control.v1.Control.FeedRows:output_type -> spindle.control.v1.FeedRowsResponse
+	26, // [26:31] is the sub-list for method output_type
+	21, // [21:26] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -1686,7 +1813,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -108,6 +108,11 @@ type Task struct {
 	// replaced a lost one while the other ranks kept running
 	// (SPINDLE_REPLACEMENT).
 	Replacement int32 `protobuf:"varint,42,opt,name=replacement,proto3" json:"replacement,omitempty"`
+	// replaces_workers says a lost worker of this generation is replaced
+	// alone (spindle.failure.replaceWorkers): the executor then hands the
+	// process the gang's membership (SPINDLE_MEMBERSHIP), so that a
+	// survivor waits for the replacement instead of failing.
+	ReplacesWorkers bool `protobuf:"varint,43,opt,name=replaces_workers,json=replacesWorkers,proto3" json:"replaces_workers,omitempty"`
 	// resume_checkpoint and resume_step name the complete checkpoint the
 	// generation resumes from (SPINDLE_RESUME_CHECKPOINT and
 	// SPINDLE_RESUME_STEP); empty when it starts afresh.
@@ -373,6 +378,13 @@ func (x *Task) GetReplacement() int32 {
 		return x.Replacement
 	}
 	return 0
+}
+
+func (x *Task) GetReplacesWorkers() bool {
+	if x != nil {
+		return x.ReplacesWorkers
+	}
+	return false
 }
 
 func (x *Task) GetResumeCheckpoint() string {
@@ -966,7 +978,7 @@ var File_task_proto protoreflect.FileDescriptor
 const file_task_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"task.proto\x12\x12spindle.control.v1\"\xb5\n" +
+	"task.proto\x12\x12spindle.control.v1\"\xe0\n" +
 	"\n" +
 	"\x04Task\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
@@ -1008,7 +1020,8 @@ const file_task_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x19 \x01(\x05R\n" +
 	"generation\x12 \n" +
-	"\vreplacement\x18* \x01(\x05R\vreplacement\x12+\n" +
+	"\vreplacement\x18* \x01(\x05R\vreplacement\x12)\n" +
+	"\x10replaces_workers\x18+ \x01(\bR\x0freplacesWorkers\x12+\n" +
 	"\x11resume_checkpoint\x18\x1f \x01(\tR\x10resumeCheckpoint\x12\x1f\n" +
 	"\vresume_step\x18  \x01(\x03R\n" +
 	"resumeStep\x12'\n" +

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/rowsum"
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/testbed/faultproxy"
 )
@@ -106,6 +107,12 @@ type fault struct {
 	// alone says the killed process's role recovers by one new process
 	// beside the others (a replacement), not by a new generation.
 	alone bool
+	// ready, when set, must match the job's output before the kill (the
+	// ranks are training, not still joining).
+	ready *regexp.Regexp
+	// trained, when set, marks the recovery instead of the victims' role
+	// running again: the job's output matches it (the replacement trains).
+	trained *regexp.Regexp
 }
 
 // linkFault is a fault of the control plane between executors and driver.
@@ -265,6 +272,9 @@ func faults() []fault {
 			"--conf", "spindle.failure.replaceWorkers=true", "--", rowcheckBin, "--every", "10", "--pause", "2ms", "--crash-after", "0")
 	}
 	return []fault{
+		replacedLogreg(restart),
+		replacedLogregExecutor(restart),
+		restartedLogreg(restart),
 		{name: "worker replaced: training rank of 4 (row ids)", args: rows4, want: 4, recovers: true, alone: true, check: replacedAlone,
 			victims: func(*exec.Cmd) []int { return pids(rowcheckBin) }},
 		{name: "worker replaced: executor of 4 (row ids)", args: rows4, want: 4, recovers: true, alone: true, check: replacedAlone,
@@ -477,7 +487,8 @@ func runOne(t *testing.T, f fault, data string, rng *rand.Rand) outcome {
 	if f.env != nil {
 		cmd.Env = append(os.Environ(), f.env()...)
 	}
-	var stdout, stderr bytes.Buffer
+	var stdout syncbuf.Buffer
+	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	submitted := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -489,7 +500,7 @@ func runOne(t *testing.T, f fault, data string, rng *rand.Rand) outcome {
 	// Wait for the job to run, then kill one victim after a random delay.
 	var victims []int
 	for start := time.Now(); time.Since(start) < time.Minute; time.Sleep(20 * time.Millisecond) {
-		if victims = f.victims(cmd); len(victims) >= f.want {
+		if victims = f.victims(cmd); len(victims) >= f.want && (f.ready == nil || f.ready.MatchString(stdout.String())) {
 			break
 		}
 	}
@@ -535,7 +546,11 @@ func runOne(t *testing.T, f fault, data string, rng *rand.Rand) outcome {
 					fresh++
 				}
 			}
-			if fresh >= want || (len(now) >= want && fresh >= 1 && (strings.HasPrefix(f.name, "executor") || f.name == "parameter server" || f.alone)) {
+			if f.trained != nil && f.trained.MatchString(stdout.String()) {
+				o.recovery = time.Since(killedAt)
+				break
+			}
+			if f.trained == nil && (fresh >= want || (len(now) >= want && fresh >= 1 && (strings.HasPrefix(f.name, "executor") || f.name == "parameter server" || f.alone))) {
 				// Every rank of a new generation runs, or (an executor, a
 				// parameter server) a replacement runs beside the others.
 				o.recovery = time.Since(killedAt)

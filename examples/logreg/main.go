@@ -15,8 +15,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"math"
 	"os"
 	"os/signal"
 	"syscall"
@@ -62,42 +60,31 @@ func run(ctx context.Context, lr, l2 float64, initRef string) error {
 	if err != nil {
 		return err
 	}
+	t := &trainer{env: env, m: m, sync: sync, lr: lr, l2: l2}
 	var last epochStats
 	epochs := 0
 	for ; ; epochs++ {
+		epoch := env.FeedStartEpoch + epochs
 		ep, err := env.Tensors(ctx)
 		if err != nil {
-			return fmt.Errorf("open epoch %d: %w", epochs, err)
+			return fmt.Errorf("open epoch %d: %w", epoch, err)
 		}
-		if _, ok := ep.LabelName(); !ok {
+		if err := t.prepare(ctx, ep, initRef, epochs == 0); err != nil {
 			ep.Close()
-			return errors.New("the feed has no label column; submit with --label-column")
+			return err
 		}
-		if m == nil && initRef != "" {
-			if m, err = initModel(ctx, initRef, ep.NumFeatures()); err != nil {
-				ep.Close()
-				return err
-			}
-			fmt.Printf("initialized rank=%d from model %s weights=%s\n", env.Rank, initRef, m.fingerprint())
-		}
-		if m == nil {
-			m = newModel(ep.NumFeatures())
-		}
-		if len(m.w) != ep.NumFeatures() {
-			ep.Close()
-			return fmt.Errorf("the checkpoint has %d weights but the feed has %d features", len(m.w), ep.NumFeatures())
-		}
-		stats, err := trainEpoch(ctx, ep, m, sync, lr, l2)
+		stats, err := t.trainEpoch(ctx, ep, epoch)
 		ep.Close()
 		if err != nil {
-			return fmt.Errorf("epoch %d: %w", epochs, err)
+			return fmt.Errorf("epoch %d: %w", epoch, err)
 		}
-		if stats.rows == 0 {
+		if stats.batches == 0 {
 			break // past the last epoch
 		}
 		last = stats
-		fmt.Printf("epoch %d: rows=%d loss=%.4f accuracy=%.4f\n", epochs, stats.rows, stats.loss(), stats.accuracy())
+		fmt.Printf("epoch %d: rows=%d loss=%.4f accuracy=%.4f\n", epoch, stats.rows, stats.loss(), stats.accuracy())
 	}
+	m = t.m
 	if m == nil {
 		return errors.New("the feed had no data")
 	}
@@ -107,37 +94,4 @@ func run(ctx context.Context, lr, l2 float64, initRef string) error {
 	fmt.Printf("final rank=%d epochs=%d loss=%.4f accuracy=%.4f weights=%s\n",
 		env.Rank, epochs, last.loss(), last.accuracy(), m.fingerprint())
 	return nil
-}
-
-// epochStats accumulates loss and accuracy over an epoch, measured on
-// each batch before the step that learns from it.
-type epochStats struct {
-	rows    int64
-	lossSum float64
-	correct int64
-}
-
-func (s epochStats) loss() float64     { return s.lossSum / math.Max(1, float64(s.rows)) }
-func (s epochStats) accuracy() float64 { return float64(s.correct) / math.Max(1, float64(s.rows)) }
-
-func trainEpoch(ctx context.Context, ep *wire.TensorEpoch, m *model, sync gradientSync, lr, l2 float64) (epochStats, error) {
-	var st epochStats
-	grad := make([]float64, len(m.w)+1)
-	for {
-		b, err := ep.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return st, nil
-		}
-		if err != nil {
-			return st, err
-		}
-		loss, correct := m.gradient(b, grad)
-		st.rows += int64(b.Rows)
-		st.lossSum += loss
-		st.correct += int64(correct)
-		if err := sync.average(ctx, grad); err != nil {
-			return st, fmt.Errorf("average gradients: %w", err)
-		}
-		m.step(grad, lr, l2)
-	}
 }

@@ -62,6 +62,21 @@ const (
 // replace a lost one while the other ranks kept running.
 const Replacement = "SPINDLE_REPLACEMENT"
 
+// Incarnations and Membership are the collective membership of a gang
+// whose lost worker was replaced alone: Incarnations, at the start, how
+// often each rank's process was replaced (comma-separated, rank order;
+// Spindle's Go collectives read it), and Membership, in a job that
+// replaces a lost worker alone (spindle.failure.replaceWorkers), the path
+// of a JSON file the executor rewrites (atomically) whenever a rank is
+// replaced while this process runs: {"version": N, "peers": ["host:port", ...],
+// "incarnations": [...], "joined": R}. A survivor whose collective lost a
+// rank waits for a version naming the rank's next incarnation and rejoins
+// it in place (task.Env.Rejoin).
+const (
+	Incarnations = "SPINDLE_INCARNATIONS"
+	Membership   = "SPINDLE_MEMBERSHIP"
+)
+
 // ResumeCheckpoint and ResumeStep name the checkpoint a generation
 // resumes from: the newest one every rank finished saving with the
 // checkpoint APIs (task.Checkpointer, spindle.Checkpointer). Unset when
@@ -226,6 +241,8 @@ var Vars = []Var{
 	{Name: Generation, ID: "generation", Doc: "the gang's generation: 0 at first, one more at each restart or resize (`spindle.failure.policy restart` or `elastic`); the world size, peers and rendezvous variables are this generation's"},
 	{Name: RestartCount, ID: "restart_count", Doc: "how many times the job was restarted (the same as `SPINDLE_GENERATION`, under torchrun's name)"},
 	{Name: Replacement, ID: "replacement", Default: "0", Doc: "`0`, or `k` on the kth process started alone to replace this rank's lost one while the other ranks kept running (`spindle.failure.replaceWorkers`); it resumes from `SPINDLE_RESUME_CHECKPOINT` like a restarted gang's"},
+	{Name: Incarnations, ID: "incarnations", Doc: "for Spindle's Go collectives: how often each rank's process was replaced alone in this generation (comma-separated, rank order), and, when the job replaces a lost worker alone, the path of a JSON file the executor rewrites when a rank is replaced while this process runs (`{\"version\": N, \"peers\": [...], \"incarnations\": [...], \"joined\": R}`): a survivor rejoins the replacement in place (`task.Env.Rejoin`; [docs/reliability.md](docs/reliability.md))"},
+	{Name: Membership, ID: "membership"},
 	{Name: ResumeCheckpoint, ID: "resume_checkpoint", Doc: "the checkpoint to resume from and its step, when the job has one that every rank finished saving with the checkpoint APIs (`task.Checkpointer`, `spindle.Checkpointer`); unset: start afresh"},
 	{Name: ResumeStep, ID: "resume_step"},
 	{Name: FeedStartEpoch, ID: "feed_start_epoch", Default: "0", Doc: "where this rank's feed starts when resuming: the first epoch served, and the batches of it already consumed (the feed leaves them out); the checkpoint APIs count positions from them"},

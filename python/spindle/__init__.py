@@ -39,6 +39,7 @@ from ._env import (
     label_column,
     local_rank,
     local_world_size,
+    membership,
     peers,
     rank,
     replacement,
@@ -47,6 +48,7 @@ from ._env import (
     role_rank,
     role_world_size,
     roles,
+    wait_membership,
     world_size,
 )
 from ._errors import EnvError, FeedError, FeedTruncatedError, SpindleError, UnsupportedTypeError
@@ -62,7 +64,7 @@ __all__ = [
     "__version__", "Checkpointer", "Job", "JobFailed", "Session", "model", "run", "submit", "EnvError", "Epoch", "Feed", "FeedError", "FeedTruncatedError", "SpindleError", "UnsupportedTypeError",
     "batches", "checkpoint_dir", "checkpoint_keep", "collective_timeout", "columns", "epochs", "feed", "feed_mode", "feed_path",
     "feed_start", "files_dir", "generation", "in_spindle", "job_id", "label_column", "last_epoch", "local_rank", "local_world_size",
-    "peers", "position", "pyarrow_available", "rank", "replacement", "report", "resume_checkpoint", "role", "role_rank", "role_world_size", "roles", "tensors", "world_size",
+    "membership", "peers", "position", "pyarrow_available", "rank", "replacement", "report", "resume_checkpoint", "role", "role_rank", "role_world_size", "roles", "tensors", "wait_membership", "world_size",
 ]
 
 _default = None

@@ -5,7 +5,9 @@ and raises :class:`EnvError` naming the variable when it is missing or
 malformed.
 """
 
+import json
 import os
+import time
 
 from . import _contract as C
 from ._errors import EnvError
@@ -237,6 +239,41 @@ def replacement():
     """Return 0, or k in the kth process started alone to replace this rank's lost one
     while the other ranks kept running (SPINDLE_REPLACEMENT, spindle.failure.replaceWorkers)."""
     return _optional_int(C.REPLACEMENT)
+
+
+def membership():
+    """Return the gang's collective membership as the executor last wrote it
+    (SPINDLE_MEMBERSHIP), or None when it keeps none: a dict with ``version``
+    (one more with every rank replaced alone while this process runs),
+    ``peers`` (every rank's "host:port"), ``incarnations`` (how often each
+    rank's process was replaced) and ``joined`` (the rank the last version
+    replaced)."""
+    path = os.environ.get(C.MEMBERSHIP, "").strip()
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise EnvError(f"{C.MEMBERSHIP}={path!r}: cannot read the membership: {e}") from None
+
+
+def wait_membership(after, timeout=None, poll=0.05):
+    """Wait until the membership's version is above ``after`` (a rank was
+    replaced) and return it; None when ``timeout`` seconds passed first or the
+    executor keeps no membership."""
+    if not os.environ.get(C.MEMBERSHIP, "").strip():
+        return None
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        m = membership()
+        if m is not None and m.get("version", 0) > after:
+            return m
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+        time.sleep(poll)
 
 
 def resume_checkpoint():

@@ -1,5 +1,6 @@
 """Tests of the environment accessors: values, and errors that name the variable."""
 
+import json
 import os
 import tempfile
 import unittest
@@ -58,6 +59,25 @@ class EnvTest(unittest.TestCase):
         with clean_env(SPINDLE_REPLACEMENT="-1"):
             with self.assertRaisesRegex(spindle.EnvError, "SPINDLE_REPLACEMENT"):
                 spindle.replacement()
+
+    def test_membership(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "membership.json")
+            with clean_env(SPINDLE_MEMBERSHIP=path):
+                self.assertIsNone(spindle.membership())
+                self.assertIsNone(spindle.wait_membership(0, timeout=0))
+                with open(path, "w") as f:
+                    json.dump({"version": 1, "peers": ["h:1", "h:2"], "incarnations": [0, 1], "joined": 1}, f)
+                self.assertEqual(spindle.membership()["incarnations"], [0, 1])
+                self.assertEqual(spindle.wait_membership(0, timeout=0)["joined"], 1)
+                self.assertIsNone(spindle.wait_membership(1, timeout=0))
+                with open(path, "w") as f:
+                    f.write("{")
+                with self.assertRaisesRegex(spindle.EnvError, "SPINDLE_MEMBERSHIP"):
+                    spindle.membership()
+        with clean_env():
+            self.assertIsNone(spindle.membership())
+            self.assertIsNone(spindle.wait_membership(0))
 
     def test_missing(self):
         cases = [

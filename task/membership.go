@@ -1,0 +1,180 @@
+package task
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/spindle-ml/spindle/collective"
+)
+
+// ErrNoMembership is returned by Env.Rejoin when the job cannot replace a
+// lost rank in place: the executor hands the process no membership file.
+var ErrNoMembership = errors.New("task: no membership to rejoin (the executor does not set SPINDLE_MEMBERSHIP)")
+
+// Membership is who holds each rank of the running gang for Spindle's
+// collectives: when a lost worker is replaced alone
+// (spindle.failure.replaceWorkers), the replacement has a new peer address
+// and the rank's next incarnation.
+type Membership struct {
+	// Version grows by one with every replacement; 0 is the gang as it
+	// started.
+	Version int64 `json:"version"`
+	// Peers is every rank's peer address (host:port), in rank order.
+	Peers []string `json:"peers"`
+	// Incarnations counts, by rank, how often the rank's process was
+	// replaced.
+	Incarnations []uint32 `json:"incarnations"`
+	// Joined is the rank whose replacement made this version.
+	Joined int `json:"joined"`
+}
+
+// Membership reads the gang's current membership.
+func (e Env) Membership() (Membership, error) {
+	if e.MembershipFile == "" {
+		return Membership{}, ErrNoMembership
+	}
+	b, err := os.ReadFile(e.MembershipFile)
+	if err != nil {
+		return Membership{}, fmt.Errorf("read the membership: %w", err)
+	}
+	var m Membership
+	if err := json.Unmarshal(b, &m); err != nil {
+		return Membership{}, fmt.Errorf("read the membership %s: %w", e.MembershipFile, err)
+	}
+	if len(m.Peers) != e.WorldSize || len(m.Incarnations) != e.WorldSize {
+		return Membership{}, fmt.Errorf("read the membership %s: %d peers and %d incarnations for a world of %d",
+			e.MembershipFile, len(m.Peers), len(m.Incarnations), e.WorldSize)
+	}
+	return m, nil
+}
+
+// membershipPoll is how often Rejoin and Comm look at the membership file
+// while they wait for a replacement.
+const membershipPoll = 20 * time.Millisecond
+
+// Rejoin recovers from err, a collective operation's failure on comm,
+// when the failure lost one rank (collective.LostRank) and the job
+// replaces that rank alone: it waits until the executor hands this process
+// a membership in which the lost rank has a newer incarnation than comm
+// connects, then rejoins it (collective.Comm.Rejoin), which closes comm.
+// The state of the ranks does not survive: call CatchUp next, as the
+// replacement does after joining.
+//
+// It returns err itself when err lost no rank or the job has no
+// membership, and waits for the replacement until ctx ends: when none
+// comes, the driver stops the process (and restarts every rank).
+func (e Env) Rejoin(ctx context.Context, comm *collective.Comm, err error) (*collective.Comm, error) {
+	lost, ok := collective.LostRank(err)
+	if !ok || e.MembershipFile == "" {
+		return nil, err
+	}
+	m, ok := e.awaitNewer(ctx, comm.Incarnations())
+	if !ok {
+		return nil, fmt.Errorf("%w (waiting for rank %d's replacement: %v)", err, lost, ctx.Err())
+	}
+	c, rerr := comm.Rejoin(ctx, m.Peers, m.Incarnations)
+	if rerr != nil {
+		return nil, fmt.Errorf("rejoin rank %d's replacement (incarnation %d): %w", lost, m.Incarnations[lost], rerr)
+	}
+	return c, nil
+}
+
+// join joins the communicator cfg describes and, while it waits for the
+// other ranks, watches the membership: when a rank is replaced before
+// the communicator formed (its process died while the ranks joined), it
+// joins again with the replacement, on the same peer port.
+func (e Env) join(ctx context.Context, cfg collective.Config) (*collective.Comm, error) {
+	for {
+		var spare net.Listener
+		if e.MembershipFile != "" && cfg.Listener != nil {
+			var err error
+			if spare, err = collective.DuplicateListener(cfg.Listener); err != nil {
+				return nil, fmt.Errorf("keep the peer port while joining: %w", err)
+			}
+		}
+		jctx, cancel := context.WithCancel(ctx)
+		newer := make(chan Membership, 1)
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			if m, ok := e.awaitNewer(jctx, cfg.Incarnations); ok {
+				newer <- m
+				cancel()
+			}
+		}()
+		c, err := collective.New(jctx, cfg)
+		cancel()
+		<-watched
+		select {
+		case m := <-newer:
+			if err != nil && ctx.Err() == nil {
+				cfg.Peers, cfg.Incarnations, cfg.Listener = m.Peers, m.Incarnations, spare
+				continue
+			}
+		default:
+		}
+		// Joined (a rank lost since is a failed operation, for Rejoin),
+		// or failed for another reason.
+		if spare != nil {
+			spare.Close()
+		}
+		return c, err
+	}
+}
+
+// awaitNewer waits until the membership names a newer incarnation of some
+// rank than incarnations (nil: every rank's first); false when ctx ends
+// first or the job keeps no membership.
+func (e Env) awaitNewer(ctx context.Context, incarnations []uint32) (Membership, bool) {
+	if e.MembershipFile == "" {
+		return Membership{}, false
+	}
+	tick := time.NewTicker(membershipPoll)
+	defer tick.Stop()
+	for {
+		if m, err := e.Membership(); err == nil {
+			for r, n := range m.Incarnations {
+				if r < len(incarnations) && n > incarnations[r] || r >= len(incarnations) && n > 0 {
+					return m, true
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return Membership{}, false
+		case <-tick.C:
+		}
+	}
+}
+
+// CatchUp brings every rank to the furthest point any rank of a rejoined
+// communicator reached: each rank gives the number of steps it completed
+// (-1 for a replacement, which has none) and its state, and every rank
+// gets the state of the lowest rank with the most steps, and that count.
+// state must have the same length on every rank. In data-parallel
+// training the survivors of a lost rank differ by at most the step that
+// failed: one that completed it hands the others its model.
+func CatchUp(ctx context.Context, comm *collective.Comm, step int64, state []float64) (int64, error) {
+	steps := make([]int64, comm.WorldSize())
+	if err := collective.AllGather(ctx, comm, []int64{step}, steps); err != nil {
+		return 0, fmt.Errorf("catch up: gather the ranks' steps: %w", err)
+	}
+	root := 0
+	for r, s := range steps {
+		if s > steps[root] {
+			root = r
+		}
+	}
+	if steps[root] < 0 {
+		return 0, fmt.Errorf("catch up: no rank has a state to hand on (steps %v)", steps)
+	}
+	if err := collective.Broadcast(ctx, comm, state, root); err != nil {
+		return 0, fmt.Errorf("catch up: take rank %d's state at step %d: %w", root, steps[root], err)
+	}
+	return steps[root], nil
+}

@@ -1,0 +1,220 @@
+package task
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/spindle-ml/spindle/collective"
+	"github.com/spindle-ml/spindle/internal/testutil"
+)
+
+const membershipTestToken = "0123456789abcdef0123456789abcdef"
+
+// joinRank joins rank of a communicator over peers on ln, in incarnations.
+func joinRank(ctx context.Context, rank int, peers []string, ln net.Listener, incarnations []uint32) (*collective.Comm, error) {
+	cfg := collective.DefaultConfig()
+	cfg.Rank, cfg.WorldSize, cfg.Peers, cfg.Listener = rank, len(peers), peers, ln
+	cfg.JobID, cfg.Token, cfg.Incarnations = "membership-test", membershipTestToken, incarnations
+	cfg.Timeout = testutil.Scale(10 * time.Second)
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	return collective.New(ctx, cfg)
+}
+
+// listeners binds n loopback peer ports.
+func listeners(t *testing.T, n int) ([]net.Listener, []string) {
+	t.Helper()
+	lns := make([]net.Listener, n)
+	peers := make([]string, n)
+	for i := range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i], peers[i] = ln, ln.Addr().String()
+	}
+	return lns, peers
+}
+
+// writeMembership writes m where the executor would, atomically.
+func writeMembership(t *testing.T, path string, m Membership) {
+	t.Helper()
+	b, _ := json.Marshal(m)
+	if err := os.WriteFile(path+".tmp", b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replaceRank2 starts rank 2's replacement on a new port, in its next
+// incarnation, once the membership file at path names it, as the executor
+// writes it.
+func replaceRank2(ctx context.Context, t *testing.T, path string, peers []string) *collective.Comm {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := slices.Clone(peers)
+	moved[2] = ln.Addr().String()
+	incs := []uint32{0, 0, 1}
+	writeMembership(t, path, Membership{Version: 1, Peers: moved, Incarnations: incs, Joined: 2})
+	c, err := joinRank(ctx, 2, moved, ln, incs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestRejoinAndCatchUp: rank 2 of 3 goes away; the survivors' allreduce
+// names it, they wait in Env.Rejoin until the membership file names
+// rank 2's next incarnation on a new port, rejoin it, and CatchUp hands
+// everyone the state of the survivor that got furthest.
+func TestRejoinAndCatchUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
+	defer cancel()
+	lns, peers := listeners(t, 3)
+	comms := make([]*collective.Comm, 3)
+	g, gctx := errgroup.WithContext(ctx)
+	for r := range 3 {
+		g.Go(func() (err error) { comms[r], err = joinRank(gctx, r, peers, lns[r], nil); return err })
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	comms[2].Close() // lost: no operation in flight, so no notice says why
+	path := filepath.Join(t.TempDir(), "membership.json")
+	writeMembership(t, path, Membership{Peers: peers, Incarnations: []uint32{0, 0, 0}})
+	env := Env{WorldSize: 3, MembershipFile: path}
+
+	// The survivors fail on rank 2 and wait for its replacement.
+	waiting := make(chan struct{}, 2)
+	survivors, sctx := errgroup.WithContext(ctx)
+	for r := range 2 {
+		survivors.Go(func() error {
+			err := collective.AllReduce(sctx, comms[r], make([]float64, 8), collective.Sum)
+			if lost, ok := collective.LostRank(err); !ok || lost != 2 {
+				return errors.Join(errors.New("the allreduce did not name rank 2"), err)
+			}
+			waiting <- struct{}{}
+			c, err := env.Rejoin(sctx, comms[r], err)
+			comms[r] = c
+			return err
+		})
+	}
+	<-waiting
+	<-waiting
+	comms[2] = replaceRank2(ctx, t, path, peers)
+	if err := survivors.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+
+	// Rank 1 completed one step more than rank 0: its state wins.
+	steps := []int64{5, 6, -1}
+	states := make([][]float64, 3)
+	got := make([]int64, 3)
+	g, gctx = errgroup.WithContext(ctx)
+	for r := range 3 {
+		states[r] = []float64{float64(r), float64(10 * r)}
+		g.Go(func() (err error) { got[r], err = CatchUp(gctx, comms[r], steps[r], states[r]); return err })
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for r := range 3 {
+		if got[r] != 6 || !slices.Equal(states[r], []float64{1, 10}) {
+			t.Errorf("rank %d caught up to step %d with %v, want rank 1's step 6 and state [1 10]", r, got[r], states[r])
+		}
+	}
+}
+
+// TestRejoinPassesOtherFailuresOn: a failure that lost no rank, or a job
+// without a membership file, is returned as it is.
+func TestRejoinPassesOtherFailuresOn(t *testing.T) {
+	boom := errors.New("boom")
+	if _, err := (Env{MembershipFile: "x"}).Rejoin(context.Background(), nil, boom); err != boom {
+		t.Fatalf("got %v, want the failure itself", err)
+	}
+	if _, err := (Env{}).Membership(); !errors.Is(err, ErrNoMembership) {
+		t.Fatalf("got %v, want ErrNoMembership", err)
+	}
+}
+
+// TestCommJoinsAReplacementWhileJoining: rank 2 of 3 is lost before the
+// communicator formed (ranks 0 and 1 reached its old port, which never
+// answers); once the membership names its replacement on a new port,
+// the survivors join again with it, long before the connect timeout, and
+// the communicator they get says a rank was replaced.
+func TestCommJoinsAReplacementWhileJoining(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
+	defer cancel()
+	lns, peers := listeners(t, 3)
+	dead := lns[2] // accepts, then never says a word
+	defer dead.Close()
+	reached := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := dead.Accept()
+			if err != nil {
+				return
+			}
+			reached <- c
+		}
+	}()
+	path := filepath.Join(t.TempDir(), "membership.json")
+	writeMembership(t, path, Membership{Peers: peers, Incarnations: []uint32{0, 0, 0}})
+	env := Env{WorldSize: 3, MembershipFile: path}
+	comms := make([]*collective.Comm, 3)
+	survivors, sctx := errgroup.WithContext(ctx)
+	for r := range 2 {
+		survivors.Go(func() error {
+			cfg := collective.DefaultConfig()
+			cfg.Rank, cfg.WorldSize, cfg.Peers, cfg.Listener = r, 3, peers, lns[r]
+			cfg.JobID, cfg.Token = "membership-test", membershipTestToken
+			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+			c, err := env.join(sctx, cfg)
+			comms[r] = c
+			return err
+		})
+	}
+	for range 2 {
+		c := <-reached
+		defer c.Close()
+	}
+	comms[2] = replaceRank2(ctx, t, path, peers)
+	if err := survivors.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	g, gctx := errgroup.WithContext(ctx)
+	for r := range 3 {
+		if !Replaced(comms[r]) {
+			t.Errorf("rank %d's communicator does not say a rank was replaced: %v", r, comms[r].Incarnations())
+		}
+		g.Go(func() error { return collective.AllReduce(gctx, comms[r], []float64{1}, collective.Sum) })
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
