@@ -14,6 +14,8 @@ cd "$(dirname "$0")/.."
 targets='
 ./feed FuzzInspectIPC
 ./feed FuzzInspectParquet
+./feed FuzzGunzipInto
+./feed/push FuzzPushedStream
 '
 
 echo "$targets" | while read -r pkg target; do
