@@ -16,6 +16,10 @@ targets='
 ./feed FuzzInspectParquet
 ./feed FuzzGunzipInto
 ./feed/push FuzzPushedStream
+./executor FuzzExtract
+./internal/hadoop/hadooprpc FuzzReadCredentials
+./internal/hadoop/hadooprpc FuzzResponsePacket
+./internal/hadoop/hadooprpc FuzzDigestChallenge
 '
 
 echo "$targets" | while read -r pkg target; do
