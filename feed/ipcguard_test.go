@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -34,9 +35,7 @@ func TestCheckIPCMessage(t *testing.T) {
 			t.Errorf("a schema message claiming %d fields: %v, want refused", n, err)
 		}
 	}
-	huge := flighttest.HugeSchemaMessage(1<<31 - 1)
-	enc := binary.LittleEndian.AppendUint32([]byte{0xff, 0xff, 0xff, 0xff}, uint32(len(huge)))
-	if err := checkEncapsulated(append(enc, huge...)); !errors.Is(err, errBadIPC) {
+	if err := checkEncapsulated(flighttest.Encapsulated(flighttest.HugeSchemaMessage(1<<31 - 1))); !errors.Is(err, errBadIPC) {
 		t.Errorf("the same as a FlightInfo's schema: %v, want refused", err)
 	}
 	if err := checkEncapsulated([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}); !errors.Is(err, errBadIPC) {
@@ -76,5 +75,21 @@ func TestPlanIPCFileHugeSchema(t *testing.T) {
 	}
 	if !bytes.Contains([]byte(err.Error()), []byte("fields")) {
 		t.Fatalf("%v does not say what is wrong", err)
+	}
+}
+
+// TestFlightHugeSchema: a Flight service whose FlightInfo's schema claims
+// two billion fields is an input error naming the input at planning.
+func TestFlightHugeSchema(t *testing.T) {
+	srv := flighttest.Start(t, "", map[string]flighttest.Flight{
+		"huge": {RawSchema: flighttest.Encapsulated(flighttest.HugeSchemaMessage(1<<31 - 1))},
+	})
+	res := fsys.NewResolver(fsys.Options{})
+	defer res.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := Plan(ctx, res, PlanRequest{Inputs: []string{srv.URI("huge")}, Ranks: 1})
+	if !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "huge") || !strings.Contains(err.Error(), "fields") {
+		t.Fatalf("got %v, want an input error naming the flight and saying what is wrong", err)
 	}
 }

@@ -34,3 +34,10 @@ func HugeSchemaMessage(fields uint32) []byte {
 	binary.LittleEndian.PutUint32(buf[len(buf)-int(vec):], fields)
 	return buf
 }
+
+// Encapsulated is meta as an encapsulated IPC message (0xFFFFFFFF, its
+// length, the flatbuffer), the way a FlightInfo carries its schema.
+func Encapsulated(meta []byte) []byte {
+	b := binary.LittleEndian.AppendUint32([]byte{0xff, 0xff, 0xff, 0xff}, uint32(len(meta)))
+	return append(b, meta...)
+}
