@@ -9,6 +9,6 @@
 // empty), and over the audience, the server it is meant for. The server
 // recomputes the HMAC over the request it received and refuses calls whose
 // token is missing or wrong, outside the allowed clock skew, older than
-// the server, or seen before: a token captured on the wire authorises neither another request
-// nor the same request a second time.
+// the server, or seen before: a token captured on the wire authorises
+// neither another request nor the same request a second time.
 package auth
