@@ -137,7 +137,7 @@ scale: ## simulate jobs of 100 to 2,000 executors against a real driver; print d
 chaos: deps ## kill training ranks, executors, parameter servers, drivers, standalone workers and masters, test-HDFS and real Hadoop datanodes, YARN containers and NodeManagers of real jobs at random, and cut, slow or partition the driver link and the links between ranks; report recoveries (docs/reliability.md)
 	SPINDLE_CHAOS=1 $(GO) test -count=1 -v -timeout 60m -run TestChaos ./e2e/chaos
 
-fuzz: ## fuzz the decoders of untrusted bytes (Arrow IPC and Parquet footers), FUZZTIME each (default 2m); crashers land in testdata/fuzz
+fuzz: ## fuzz the decoders of untrusted bytes (scripts/fuzz.sh lists them), FUZZTIME each (default 2m); crashers land in testdata/fuzz
 	@scripts/fuzz.sh $(or $(FUZZTIME),2m)
 
 lint: ## gofmt, go vet, and staticcheck when it can be installed

@@ -22,7 +22,7 @@ type member struct {
 }
 
 // buildArchive writes members as a .tar, .tgz or .zip file in dir.
-func buildArchive(t *testing.T, dir, format string, members []member) string {
+func buildArchive(t testing.TB, dir, format string, members []member) string {
 	t.Helper()
 	var buf bytes.Buffer
 	if format == "zip" {

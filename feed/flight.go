@@ -252,6 +252,9 @@ func inspectFlight(ctx context.Context, in string, o FlightOptions, count bool) 
 	if err != nil {
 		return nil, flightError("input "+in, t.addr, err)
 	}
+	if err := checkEncapsulated(info.GetSchema()); err != nil {
+		return nil, fmt.Errorf("%w: input %s: the flight's schema: %w", ErrInput, in, err)
+	}
 	schema, err := flight.DeserializeSchema(info.GetSchema(), memory.DefaultAllocator)
 	if err != nil {
 		return nil, fmt.Errorf("%w: input %s: the flight's schema: %w", ErrInput, in, err)
@@ -336,7 +339,7 @@ func openFlightStream(ctx context.Context, addr string, useTLS bool, ticket []by
 	stream, err := c.DoGet(sctx, &flight.Ticket{Ticket: ticket})
 	if err == nil {
 		var rd *flight.Reader
-		if rd, err = flight.NewRecordReader(stream); err == nil {
+		if rd, err = flight.NewRecordReader(CheckedFlightStream(stream)); err == nil {
 			stop()
 			return &flightSource{uri: uri, client: c, cancel: cancel, rd: rd}, nil
 		}

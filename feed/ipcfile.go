@@ -150,6 +150,9 @@ func ipcBlocks(f fsys.File) ([]ipcBlock, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkIPCSchema(root); err != nil {
+		return nil, err
+	}
 	// Footer: 0 version, 1 schema, 2 dictionaries, 3 recordBatches; a Block
 	// struct is {offset int64, metaDataLength int32, pad, bodyLength int64}.
 	start, n, err := root.vectorField(3, 24)
@@ -193,7 +196,6 @@ func ipcBatchRows(f fsys.File, b ipcBlock) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	const headerRecordBatch = 3
 	if typ != headerRecordBatch {
 		return 0, fmt.Errorf("block at byte %d holds message type %d, not a record batch: %w", b.off, typ, errBadIPC)
 	}
@@ -208,16 +210,17 @@ func ipcBatchRows(f fsys.File, b ipcBlock) (int64, error) {
 // inspectIPC returns an Arrow IPC file's schema and its record batches.
 func inspectIPC(f fsys.File, uri string) (_ *arrow.Schema, _ []unit, err error) {
 	defer recoverDecode(uri, "Arrow IPC file", &err)
+	// The footer is checked before arrow-go decodes it (ipcguard.go).
+	blocks, err := ipcBlocks(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: read the Arrow IPC footer: %w", ErrInput, uri, err)
+	}
 	r, err := ipc.NewFileReader(f)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s is not an Arrow IPC file or is damaged: %w", ErrInput, uri, err)
 	}
 	schema := cleanSchema(r.Schema())
 	r.Close()
-	blocks, err := ipcBlocks(f)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: read the Arrow IPC footer: %w", ErrInput, uri, err)
-	}
 	units := make([]unit, len(blocks))
 	for i, b := range blocks {
 		rows, err := ipcBatchRows(f, b)
@@ -242,6 +245,9 @@ type ipcSource struct {
 // RowOffset rows into the first.
 func openIPC(f fsys.File, s Split, opts ReadOptions) (_ *opened, err error) {
 	defer recoverDecode(s.URI, "Arrow IPC file", &err)
+	if _, err := ipcBlocks(f); err != nil {
+		return nil, fmt.Errorf("%w: %s: read the Arrow IPC footer: %w", ErrInput, s.URI, err)
+	}
 	r, err := ipc.NewFileReader(f, ipc.WithAllocator(opts.Allocator))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s is not an Arrow IPC file or is damaged: %w", ErrInput, s.URI, err)

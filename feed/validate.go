@@ -21,6 +21,9 @@ func ValidateBatch(rec arrow.RecordBatch) (err error) {
 		}
 	}()
 	n := rec.NumRows()
+	if err := checkRowsHeld(rec); err != nil {
+		return err
+	}
 	for i := 0; i < int(rec.NumCols()); i++ {
 		col = i
 		c := rec.Column(i)
@@ -32,6 +35,42 @@ func ValidateBatch(rec arrow.RecordBatch) (err error) {
 		}
 	}
 	return nil
+}
+
+// checkRowsHeld refuses a batch claiming more rows than its buffers could
+// hold at a bit a row: one without columns, or whose columns carry no
+// values (null type, empty structs, zero-width types), can claim any row
+// count in a few bytes, and dealing or cutting it in batches would go on
+// for ever.
+func checkRowsHeld(rec arrow.RecordBatch) error {
+	var held int64
+	for _, c := range rec.Columns() {
+		held += bufferBytes(c.Data())
+	}
+	if n := rec.NumRows(); n > 8*held+64 {
+		return fmt.Errorf("the batch claims %d rows in %d bytes of column buffers (%d columns): a row takes at least a bit", n, held, rec.NumCols())
+	}
+	return nil
+}
+
+// bufferBytes is the size of the buffers of d, its children and its
+// dictionary.
+func bufferBytes(d arrow.ArrayData) int64 {
+	var n int64
+	for _, b := range d.Buffers() {
+		if b != nil {
+			n += int64(b.Len())
+		}
+	}
+	for _, c := range d.Children() {
+		if c != nil {
+			n += bufferBytes(c)
+		}
+	}
+	if d.DataType().ID() == arrow.DICTIONARY {
+		n += bufferBytes(d.Dictionary())
+	}
+	return n
 }
 
 func colName(rec arrow.RecordBatch, i int) string {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/testbed/flighttest"
@@ -35,6 +36,30 @@ func TestValidateBatchNamesColumn(t *testing.T) {
 	}
 	if err := ValidateBatch(flighttest.NameBatch(4, []int32{0, 1, 2, 3, 4}, "abcd")); err != nil {
 		t.Fatalf("a good batch: %v", err)
+	}
+}
+
+// TestValidateBatchRowsWithoutValues: a batch without columns, or whose
+// only column is of type null, can claim any number of rows in no bytes;
+// one claiming more than its buffers hold at a bit a row is refused (it
+// would be cut and dealt for ever), a small one passes.
+func TestValidateBatchRowsWithoutValues(t *testing.T) {
+	nulls := arrow.NewSchema([]arrow.Field{{Name: "n", Type: arrow.Null, Nullable: true}}, nil)
+	for _, tc := range []struct {
+		name string
+		rec  arrow.RecordBatch
+		ok   bool
+	}{
+		{"no columns", array.NewRecordBatch(arrow.NewSchema(nil, nil), nil, 1<<40), false},
+		{"a null column", array.NewRecordBatch(nulls, []arrow.Array{array.NewNull(1 << 40)}, 1<<40), false},
+		{"a few null rows", array.NewRecordBatch(nulls, []arrow.Array{array.NewNull(10)}, 10), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ValidateBatch(tc.rec)
+			if tc.ok != (err == nil) || (err != nil && !strings.Contains(err.Error(), "rows in 0 bytes")) {
+				t.Fatalf("got %v, want ok=%v", err, tc.ok)
+			}
+		})
 	}
 }
 

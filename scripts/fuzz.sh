@@ -14,6 +14,12 @@ cd "$(dirname "$0")/.."
 targets='
 ./feed FuzzInspectIPC
 ./feed FuzzInspectParquet
+./feed FuzzGunzipInto
+./feed/push FuzzPushedStream
+./executor FuzzExtract
+./internal/hadoop/hadooprpc FuzzReadCredentials
+./internal/hadoop/hadooprpc FuzzResponsePacket
+./internal/hadoop/hadooprpc FuzzDigestChallenge
 '
 
 echo "$targets" | while read -r pkg target; do

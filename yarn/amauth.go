@@ -27,7 +27,8 @@ import (
 const amTLSName = "spindle-am"
 
 // amMaxBody bounds a request's body, read before its signature is
-// checked (a request without a token is refused before any is read).
+// checked (a request without a token, or with one malformed, expired or
+// older than the AM, is refused before any is read).
 const amMaxBody = 64 << 20
 
 // newAMTLS makes the AM's TLS bundle for application appID: a CA of its

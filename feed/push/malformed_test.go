@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -39,5 +40,34 @@ func TestPushRefusesMalformedBatch(t *testing.T) {
 	}
 	if st := s.Stats(); st.Rows != 8 {
 		t.Fatalf("rows taken %d, want 8", st.Rows)
+	}
+}
+
+// TestPushRefusesHugeSchema: a producer with a valid token opens a stream
+// whose schema message, a few dozen bytes, claims two billion fields. The
+// endpoint refuses it before arrow-go decodes it (which would allocate
+// them all and end the driver beyond any recover) and goes on serving.
+func TestPushRefusesHugeSchema(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := startPush(t, Config{Ranks: 1, BatchRows: 1, Schema: flighttest.NameSchema})
+	_, c := dialPush(t, s.Addr())
+	stream, err := c.DoPut(bearer(ctx, testProducerToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&flight.FlightData{DataHeader: flighttest.HugeSchemaMessage(1<<31 - 1)}); err != nil {
+		t.Fatal(err)
+	}
+	_ = stream.CloseSend()
+	for err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "fields") {
+		t.Fatalf("a schema claiming 2^31-1 fields: %v, want InvalidArgument saying so", err)
+	}
+	good := flighttest.NameBatch(4, []int32{0, 1, 2, 3, 4}, "abcd")
+	if _, err := push(ctx, c, testProducerToken, flighttest.NameSchema, []arrow.RecordBatch{good}, nil); err != nil {
+		t.Fatalf("the next producer: %v", err)
 	}
 }

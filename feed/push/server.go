@@ -399,7 +399,9 @@ func (s *Server) adopt(in *arrow.Schema) ([]int, error) {
 func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 	ctx := stream.Context()
 	from := peerOf(ctx)
-	rd, err := flight.NewRecordReader(stream, ipc.WithAllocator(memory.DefaultAllocator))
+	// Every message's metadata is checked before arrow-go decodes it: a
+	// schema claiming billions of fields would end the driver.
+	rd, err := flight.NewRecordReader(feed.CheckedFlightStream(stream), ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
 		s.refuse(RefusedSchema)
 		return status.Errorf(codes.InvalidArgument, "read the stream's schema: %v", err)

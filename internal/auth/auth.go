@@ -24,8 +24,9 @@ import (
 const metadataKey = "spindle-auth"
 
 // tokenPrefix versions the token layout: v2 covers the request, v3 also
-// the audience (the server it is meant for).
-const tokenPrefix = "v3"
+// the audience (the server it is meant for), v4 also a server stream's
+// request.
+const tokenPrefix = "v4"
 
 // MaxSkew is how far a token's timestamp may be from the server's clock.
 // Nonces are remembered for twice as long, so a token is good once.
@@ -155,7 +156,8 @@ func Digest(req any) ([]byte, error) {
 }
 
 // Token returns a token authorising one call of method with the request
-// whose Digest is digest (nil for a stream), at the Signer's audience.
+// whose Digest is digest (nil for a stream of many requests), at the
+// Signer's audience.
 // Every token covers its time and a fresh nonce, so a stream's token too
 // is good for the one stream it opens.
 func (s *Signer) Token(method string, digest []byte) (string, error) {
@@ -171,31 +173,44 @@ func (s *Signer) Token(method string, digest []byte) (string, error) {
 // Verify checks that token authorises a call of method with the request
 // whose Digest is digest, and that it was not used before.
 func (s *Signer) Verify(method string, digest []byte, token string) error {
-	if token == "" {
-		return ErrMissingToken
-	}
-	parts := strings.Split(token, ".")
-	if len(parts) != 4 || parts[0] != tokenPrefix || len(parts[2]) != 32 {
-		return ErrBadToken
-	}
-	ts, err := strconv.ParseInt(parts[1], 10, 64)
+	t, err := s.parse(token)
 	if err != nil {
-		return ErrBadToken
+		return err
 	}
-	if !s.signedFor(parts[3], method, parts[1], parts[2], digest) {
+	if !s.signedFor(t.sig, method, t.ts, t.nonce, digest) {
 		return ErrBadSignature
 	}
-	now := s.now()
-	if d := now.Sub(time.Unix(ts, 0)); d > MaxSkew || d < -MaxSkew {
-		return ErrExpired
-	}
-	if time.Unix(ts, 0).Before(s.start.Add(-StartGrace)) {
-		return ErrBeforeStart
-	}
-	if !s.seen.add(parts[2], now) {
+	if !s.seen.add(t.nonce, s.now()) {
 		return ErrReplayed
 	}
 	return nil
+}
+
+// tokenParts are a token's parts.
+type tokenParts struct{ ts, nonce, sig string }
+
+// parse checks what can be checked of token without the request it is
+// for: its layout, that its time is within MaxSkew of the server's clock
+// and not before the server started.
+func (s *Signer) parse(tok string) (tokenParts, error) {
+	if tok == "" {
+		return tokenParts{}, ErrMissingToken
+	}
+	parts := strings.Split(tok, ".")
+	if len(parts) != 4 || parts[0] != tokenPrefix || len(parts[2]) != 32 {
+		return tokenParts{}, ErrBadToken
+	}
+	ts, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil {
+		return tokenParts{}, ErrBadToken
+	}
+	if d := s.now().Sub(time.Unix(ts, 0)); d > MaxSkew || d < -MaxSkew {
+		return tokenParts{}, ErrExpired
+	}
+	if time.Unix(ts, 0).Before(s.start.Add(-StartGrace)) {
+		return tokenParts{}, ErrBeforeStart
+	}
+	return tokenParts{ts: parts[1], nonce: parts[2], sig: parts[3]}, nil
 }
 
 // nonces remembers the nonces of accepted tokens for at least 2*MaxSkew,
@@ -226,7 +241,7 @@ func (n *nonces) add(nonce string, now time.Time) bool {
 }
 
 // DialOptions return the client interceptors that sign every call with s,
-// unary calls over their request.
+// over its request: unary calls and server streams (stream.go).
 func (s *Signer) DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -240,31 +255,32 @@ func (s *Signer) DialOptions() []grpc.DialOption {
 			}
 			return invoke(metadata.AppendToOutgoingContext(ctx, metadataKey, tok), method, req, reply, cc, opts...)
 		}),
-		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, stream grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-			tok, err := s.Token(method, nil)
-			if err != nil {
-				return nil, err
-			}
-			return stream(metadata.AppendToOutgoingContext(ctx, metadataKey, tok), desc, cc, method, opts...)
-		}),
+		grpc.WithChainStreamInterceptor(s.streamClientInterceptor),
 	}
 }
 
 func (s *Signer) check(ctx context.Context, method string, digest []byte) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	var tok string
-	if v := md.Get(metadataKey); len(v) > 0 {
-		tok = v[0]
-	}
-	if err := s.Verify(method, digest, tok); err != nil {
-		return status.Error(codes.Unauthenticated, err.Error())
+	if err := s.Verify(method, digest, incomingToken(ctx)); err != nil {
+		return refused(err)
 	}
 	return nil
 }
 
+// incomingToken is the token a call to this server carries, "" for none.
+func incomingToken(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get(metadataKey); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// refused is the status of a call whose token Verify refused.
+func refused(err error) error { return status.Error(codes.Unauthenticated, err.Error()) }
+
 // ServerOptions returns interceptors that refuse every call, unary or
-// streaming, that does not carry a valid, unused token for s (over the
-// request, for unary calls).
+// streaming, that does not carry a valid, unused token for s over its
+// request (unary calls and server streams, stream.go).
 func (s *Signer) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -277,12 +293,7 @@ func (s *Signer) ServerOptions() []grpc.ServerOption {
 			}
 			return h(ctx, req)
 		}),
-		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			if err := s.check(ss.Context(), info.FullMethod, nil); err != nil {
-				return err
-			}
-			return h(srv, ss)
-		}),
+		grpc.ChainStreamInterceptor(s.streamServerInterceptor),
 	}
 }
 

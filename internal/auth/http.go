@@ -43,9 +43,10 @@ func (s *Signer) SignRequest(r *http.Request, body []byte) error {
 // returns the body, which r no longer holds.
 func (s *Signer) VerifyRequest(r *http.Request, max int64) ([]byte, error) {
 	tok := r.Header.Get(HTTPHeader)
-	if tok == "" {
-		// Nothing of the body is read for a caller without a token.
-		return nil, ErrMissingToken
+	// Nothing of the body is read for a caller without a token, or with
+	// one malformed, expired or older than the server.
+	if _, err := s.parse(tok); err != nil {
+		return nil, err
 	}
 	var body []byte
 	if r.Body != nil {

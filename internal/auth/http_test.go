@@ -2,15 +2,29 @@ package auth
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 )
 
+// countingBody counts the bytes read of a request body.
+type countingBody struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
 // TestVerifyRequest: a signed request verifies once; the same token with
-// another path, query or body does not, and a body over the limit is
-// refused before its token is looked at.
+// another path, query or body does not, a body over the limit is refused,
+// and a request whose token cannot be good is refused before its body is
+// read.
 func TestVerifyRequest(t *testing.T) {
 	s := mustSigner(t, "0123456789abcdef0123")
 	signed := func(method, target, body string) *http.Request {
@@ -44,6 +58,15 @@ func TestVerifyRequest(t *testing.T) {
 		})
 	}
 	q := signed(http.MethodGet, "/v1/events?after=3", "")
+	// A token that cannot be good, whatever the body, leaves it unread.
+	for name, tok := range map[string]string{"none": "", "garbage": "v4.x.y.z", "expired": "v4.1.0123456789abcdef0123456789abcdef.00"} {
+		body := &countingBody{r: strings.NewReader(strings.Repeat("x", 1<<20))}
+		b := httptest.NewRequest(http.MethodPost, "/v1/request", body)
+		b.Header.Set(HTTPHeader, tok)
+		if _, err := s.VerifyRequest(b, 64<<20); err == nil || body.n > 0 {
+			t.Fatalf("token %s: %v after reading %d bytes of the body, want refused unread", name, err, body.n)
+		}
+	}
 	if _, err := s.VerifyRequest(with(q, http.MethodGet, "/v1/events?after=0", ""), 1<<10); !errors.Is(err, ErrBadSignature) {
 		t.Fatalf("another query: %v", err)
 	}

@@ -35,6 +35,9 @@ type Flight struct {
 	// hands out a result set and forgets it does: a second DoGet of an
 	// endpoint answers FailedPrecondition.
 	ReadOnce bool
+	// RawSchema, when set, is the FlightInfo's schema as sent, instead of
+	// Schema's encoding: what a hostile service sends.
+	RawSchema []byte
 }
 
 // Server is a running Flight server.
@@ -121,7 +124,10 @@ func (s *Server) GetFlightInfo(_ context.Context, d *flight.FlightDescriptor) (*
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no flight %q", path)
 	}
-	info := &flight.FlightInfo{Schema: flight.SerializeSchema(f.Schema, memory.DefaultAllocator), FlightDescriptor: d, TotalRecords: -1, TotalBytes: -1}
+	info := &flight.FlightInfo{Schema: f.RawSchema, FlightDescriptor: d, TotalRecords: -1, TotalBytes: -1}
+	if info.Schema == nil {
+		info.Schema = flight.SerializeSchema(f.Schema, memory.DefaultAllocator)
+	}
 	var total int64
 	for i, batches := range f.Endpoints {
 		for _, b := range batches {
