@@ -11,22 +11,6 @@ import (
 	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
-// loopbackListeners returns n listeners on free loopback ports and their
-// addresses.
-func loopbackListeners(t *testing.T, n int) ([]net.Listener, []string) {
-	t.Helper()
-	lns := make([]net.Listener, n)
-	addrs := make([]string, n)
-	for i := range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[i], addrs[i] = ln, ln.Addr().String()
-	}
-	return lns, addrs
-}
-
 // testMesh starts a mesh member of job "test-job" on ln.
 func testMesh(t *testing.T, rank int, peers []string, ln net.Listener, connectTimeout time.Duration) *Mesh {
 	t.Helper()
