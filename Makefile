@@ -112,17 +112,21 @@ test-tier: $(TESTREPORT)
 $(TESTREPORT): scripts/testreport/main.go
 	@$(GO) build -o $@ ./scripts/testreport
 
-test-python:
-	@mkdir -p $(BIN); set -o pipefail; { s=0; \
-		$(PYTHON) -m unittest discover -s python/tests || s=1; \
-		if [ -x $(SPINDLE_TEST_VENV)/bin/python ]; then (cd python/tests && $(SPINDLE_TEST_VENV)/bin/python -m unittest test_arrow test_model test_predict) || s=1; fi; \
-		if [ -x $(SPINDLE_PY_VENV)/bin/python ]; then (cd python/tests && $(SPINDLE_PY_VENV)/bin/python -m unittest test_submit test_session test_spark test_model) || s=1; fi; \
+# The Python suites run where their packages are: everything in system
+# Python (Debian's torch), the pyarrow, scikit-learn and TensorFlow paths in
+# the test venv, spindle.run, Spark and TensorBoard in the py venv.
+# scripts/pytests.py records each test's outcome, so the tier line counts a
+# test skipped in one interpreter but run in another as run.
+PYRESULTS = $(CURDIR)/$(BIN)/test-python.jsonl
+PYTESTS   = $(CURDIR)/scripts/pytests.py
+test-python: ## the Python package's unittest suites, each in the interpreter that has its packages
+	@mkdir -p $(BIN); rm -f $(PYRESULTS); set -o pipefail; { s=0; cd python/tests; \
+		$(PYTHON) $(PYTESTS) run $(PYRESULTS) system || s=1; \
+		if [ -x $(SPINDLE_TEST_VENV)/bin/python ]; then $(SPINDLE_TEST_VENV)/bin/python $(PYTESTS) run $(PYRESULTS) test-venv test_arrow test_model test_predict || s=1; fi; \
+		if [ -x $(SPINDLE_PY_VENV)/bin/python ]; then $(SPINDLE_PY_VENV)/bin/python $(PYTESTS) run $(PYRESULTS) py-venv test_submit test_session test_spark test_model || s=1; fi; \
 		exit $$s; \
 	} 2>&1 | tee $(BIN)/test-python.log; status=$$?; \
-	ran=$$(awk '/^Ran [0-9]+ tests? /{n+=$$2} END{print n+0}' $(BIN)/test-python.log); \
-	skipped=$$(grep -o 'skipped=[0-9]*' $(BIN)/test-python.log | awk -F= '{n+=$$2} END{print n+0}'); \
-	verdict=ok; [ $$status -eq 0 ] || verdict=FAILED; \
-	printf 'tier %-7s %-6s %5d tests run, %d skipped (unittest)\n' python $$verdict "$${ran:-0}" "$${skipped:-0}" >> $(SUMMARY); \
+	$(PYTHON) $(PYTESTS) summarize $(SUMMARY) $(PYRESULTS) || status=1; \
 	exit $$status
 
 bench: deps build ## feed, collectives, HDFS and standalone benchmarks, each beside its baseline
