@@ -45,6 +45,12 @@ class RecordingResult(unittest.TextTestResult):
         super().addSkip(test, reason)
         self._record(test, "skip", reason)
 
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            # A failed subtest fails its test, which then gets no addSuccess.
+            self._record(test, "fail")
+
     def addExpectedFailure(self, test, err):
         super().addExpectedFailure(test, err)
         self._record(test, "pass")
@@ -67,7 +73,7 @@ def run(results, label, names):
 
 def summarize(summary, files):
     outcomes = {}  # test id -> {outcome: reason}
-    runs = 0
+    runs = set()  # (interpreter, test id) of the tests run
     interpreters = set()
     for path in files:
         try:
@@ -77,7 +83,8 @@ def summarize(summary, files):
             continue
         for line in lines:
             r = json.loads(line)
-            runs += r["outcome"] != "skip"
+            if r["outcome"] != "skip":
+                runs.add((r["interpreter"], r["id"]))
             interpreters.add(r["interpreter"])
             outcomes.setdefault(r["id"], {})[r["outcome"]] = r["reason"]
     ran = [t for t, o in outcomes.items() if "pass" in o or "fail" in o]
@@ -87,7 +94,7 @@ def summarize(summary, files):
     here = sorted(t for t in skipped if t not in elsewhere)
     verdict = "FAILED" if failed else "ok"
     line = "tier %-7s %-6s %5d tests run, %d failed, %d skipped (unittest: %d runs in %d interpreters; %d more run by the unit tier)\n" % (
-        "python", verdict, len(ran), len(failed), len(here), runs, len(interpreters), len(elsewhere))
+        "python", verdict, len(ran), len(failed), len(here), len(runs), len(interpreters), len(elsewhere))
     with open(summary, "a", encoding="utf-8") as f:
         f.write(line)
         if here:
