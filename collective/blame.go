@@ -93,6 +93,9 @@ func (m *Mesh) onNotice(from int, n notice) {
 	if culprit >= m.cfg.WorldSize {
 		culprit = from
 	}
+	if culprit == m.cfg.Rank && n.code == codeHandshake {
+		m.awaitOwnSetup()
+	}
 	m.log.Debug("failure notice", "from", from, "culprit", culprit, "msg", n.msg)
 	m.settle(&PeerError{
 		Rank: culprit,

@@ -91,6 +91,9 @@ const (
 	codeTimeout
 	codeAborted
 	codeMismatch
+	// codeHandshake is a refused handshake; a rank that does not know it
+	// (older than the code) reads it as an abort.
+	codeHandshake
 )
 
 func (c failCode) sentinel() error {
@@ -101,6 +104,8 @@ func (c failCode) sentinel() error {
 		return ErrPeerTimeout
 	case codeMismatch:
 		return ErrMismatch
+	case codeHandshake:
+		return ErrHandshake
 	default:
 		return ErrAborted
 	}
@@ -115,6 +120,10 @@ func codeOf(err error) failCode {
 		return codeTimeout
 	case errors.Is(err, ErrMismatch):
 		return codeMismatch
+	case errors.Is(err, ErrAborted):
+		return codeAborted
+	case errors.Is(err, ErrHandshake):
+		return codeHandshake
 	default:
 		return codeAborted
 	}

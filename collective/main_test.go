@@ -73,20 +73,27 @@ func cluster(t *testing.T, n int, tweak func(rank int, cfg *Config)) []*Comm {
 	return comms
 }
 
-// startRanks is cluster without the error check, for tests of failing
-// setups.
-func startRanks(t testing.TB, n int, tweak func(rank int, cfg *Config)) ([]*Comm, []error) {
+// loopbackListeners returns n listeners on free loopback ports and their
+// addresses.
+func loopbackListeners(t testing.TB, n int) ([]net.Listener, []string) {
 	t.Helper()
 	lns := make([]net.Listener, n)
-	peers := make([]string, n)
-	for r := range n {
+	addrs := make([]string, n)
+	for i := range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		lns[r] = ln
-		peers[r] = ln.Addr().String()
+		lns[i], addrs[i] = ln, ln.Addr().String()
 	}
+	return lns, addrs
+}
+
+// startRanks is cluster without the error check, for tests of failing
+// setups.
+func startRanks(t testing.TB, n int, tweak func(rank int, cfg *Config)) ([]*Comm, []error) {
+	t.Helper()
+	lns, peers := loopbackListeners(t, n)
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(20*time.Second))
 	defer cancel()
 	comms := make([]*Comm, n)

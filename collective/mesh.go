@@ -92,9 +92,12 @@ type Mesh struct {
 	establishing bool
 	handshakes   map[net.Conn]struct{}
 	streamsAsked chan struct{} // closed when Streams is first called, or by Close
-	arrivals     chan inLink   // accepted streams, while Streams runs
-	setupErr     chan error    // rejected streams, while Streams runs
-	recvFrom     []int         // ranks Streams expects streams from
+	// setupEnded is closed when Streams returns: connected, or failed with
+	// the failure recorded.
+	setupEnded chan struct{}
+	arrivals   chan inLink // accepted streams, while Streams runs
+	setupErr   chan error  // rejected streams, while Streams runs
+	recvFrom   []int       // ranks Streams expects streams from
 	// Unauthenticated streams refused while Streams runs, by the rank they
 	// claimed to come from. They do not fail the setup, since anyone who
 	// can reach the port could send them; they explain a stream that never
@@ -175,6 +178,7 @@ func NewMesh(cfg MeshConfig) (*Mesh, error) {
 		log:          cfg.Logger,
 		handshakes:   make(map[net.Conn]struct{}),
 		streamsAsked: make(chan struct{}),
+		setupEnded:   make(chan struct{}),
 		setupErr:     make(chan error, 1),
 		refused:      make(map[int]refusal),
 		failed:       make(chan struct{}),
@@ -249,6 +253,9 @@ func (m *Mesh) Streams(ctx context.Context, sendTo, recvFrom []int) (out, in []*
 	m.arrivals = make(chan inLink, 4*len(recvFrom)+1)
 	close(m.streamsAsked)
 	m.mu.Unlock()
+	// Closed after the failure is recorded: a link hello that arrives
+	// meanwhile is refused naming the rank this one blames (refuseLink).
+	defer close(m.setupEnded)
 	out = make([]*net.TCPConn, m.cfg.WorldSize)
 	in = make([]*net.TCPConn, m.cfg.WorldSize)
 	if err := m.establish(ctx, sendTo, out, in); err != nil {
@@ -380,7 +387,7 @@ func (m *Mesh) dialStream(ctx context.Context, peer int) (*net.TCPConn, error) {
 		if err == nil {
 			return c, nil
 		}
-		if errors.Is(err, ErrHandshake) {
+		if isRefusal(err) {
 			return nil, err
 		}
 		// errNotYet too is retried: the peer has not heard of a
@@ -450,6 +457,8 @@ func (m *Mesh) dialHello(ctx context.Context, peer int, kind uint8, deadline tim
 		err = fmt.Errorf("%w: %s", errNotYet, reason)
 	case strings.HasPrefix(reason, replacedPrefix):
 		err = &PeerError{Rank: peer, Addr: addr, Err: fmt.Errorf("%w: %s", ErrReplaced, reason)}
+	case strings.HasPrefix(reason, blamingPrefix):
+		err = m.relayedRefusal(peer, reason)
 	default:
 		err = &PeerError{Rank: peer, Addr: addr, Err: fmt.Errorf("%w: %s", ErrHandshake, reason)}
 	}
@@ -531,41 +540,7 @@ func (m *Mesh) handle(c *net.TCPConn) {
 	from := int(h.from)
 	switch h.kind {
 	case kindLink:
-		// A peer may dial before this process has asked for its streams
-		// (it is still between NewMesh and Streams): hold the hello.
-		select {
-		case <-m.streamsAsked:
-		case <-m.base.Done():
-			return
-		case <-time.After(m.cfg.HandshakeTimeout):
-		}
-		m.mu.Lock()
-		est := m.establishing
-		expected := containsInt(m.recvFrom, from)
-		m.mu.Unlock()
-		if !est || !expected {
-			reason := fmt.Sprintf("rank %d does not expect a link from rank %d", m.cfg.Rank, from)
-			if !est {
-				// Connected, or gave up connecting and is about to say why.
-				reason = fmt.Sprintf("rank %d accepts no more links (it is connected, or it gave up connecting)", m.cfg.Rank)
-			}
-			writeStatus(c, statusRejected, reason)
-			m.rejected(h, remote, reason, false)
-			return
-		}
-		if err := m.accept(c, h); err != nil {
-			return
-		}
-		c.SetDeadline(time.Time{})
-		m.mu.Lock()
-		if m.establishing {
-			select {
-			case m.arrivals <- inLink{from: from, conn: c}:
-				keep = true
-			default:
-			}
-		}
-		m.mu.Unlock()
+		keep = m.handleLink(c, h, remote)
 	case kindNotice:
 		if m.accept(c, h) != nil {
 			return

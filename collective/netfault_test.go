@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -28,15 +27,7 @@ type pairLinks struct{ to01, to10 *faultproxy.Proxy }
 // go through fault proxies, with tweak applied to every rank's config.
 func proxied(t *testing.T, n int, tweak func(rank int, cfg *Config)) ([]*Comm, pairLinks) {
 	t.Helper()
-	lns := make([]net.Listener, n)
-	peers := make([]string, n)
-	for r := range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns[r], peers[r] = ln, ln.Addr().String()
-	}
+	lns, peers := loopbackListeners(t, n)
 	proxy := func(target string) *faultproxy.Proxy {
 		p, err := faultproxy.New("127.0.0.1:0", target)
 		if err != nil {
