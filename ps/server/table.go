@@ -190,9 +190,10 @@ func (t *table) touchRows(s *shard, rows []int32) uint64 {
 }
 
 // sideTouchValues is the size from which a request's values are touched
-// with the rows (inRows): smaller ones stay in the nearest caches, and a
-// pass over them would only cost.
-const sideTouchValues = 64 << 10
+// with the rows (inRows): 1 MiB, a core's second-level cache here. Smaller
+// ones stay in the nearer caches, and a pass over them only cost (a pull
+// and a push of 1024 keys of dim 64, 256 KiB, took 10-20% more CPU).
+const sideTouchValues = 256 << 10
 
 // touchSide reads the first and last of each key's values in side (dim
 // per key), as touchRows does with the rows.

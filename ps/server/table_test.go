@@ -11,7 +11,7 @@ import (
 // A pull and a push move each key's own values, whatever the batch: small
 // ones, and large ones whose values are touched with the rows.
 func TestPullPushBatches(t *testing.T) {
-	for _, tc := range []struct{ keys, dim int }{{100, 8}, {20_000, 8}, {2_000, 64}} {
+	for _, tc := range []struct{ keys, dim int }{{100, 8}, {40_000, 8}, {5_000, 64}} {
 		t.Run(fmt.Sprintf("keys=%d/dim=%d", tc.keys, tc.dim), func(t *testing.T) {
 			tab := newTable(&pspb.TableSpec{Name: "emb", Dim: uint32(tc.dim),
 				Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 1}, Initializer: &pspb.Initializer{}})
