@@ -32,17 +32,32 @@ type Ring struct {
 	vnodes  int
 	points  []uint64 // sorted hashes of the virtual nodes
 	owners  []int32  // owners[i] is the server of points[i]
-	// jump[b] is the first point whose top lutBits bits are ≥ b: Owner
+	// jump[b] is the first point whose top bits bits are ≥ b: Owner
 	// starts there and steps over a few points instead of searching all.
 	jump []int32
+	bits uint8
 	// dead marks the servers taken out of the ring: their arcs fall to the
 	// next live server, which held their replicas.
 	dead []bool
 }
 
-// lutBits sizes the ring's jump table: 2^16 entries for a few thousand
-// points leaves well under one point per entry to step over.
-const lutBits = 16
+// jumpBits sizes the jump table of a ring of n points: about four
+// entries per point, so that Owner steps over well under one point on
+// average, and no more. Every client routes each key and every server
+// checks it, so the table must stay in the nearest caches: 2^16 entries
+// (256 KiB) for the 128 points of one server were cache misses in their
+// own right.
+func jumpBits(n int) uint8 {
+	return uint8(min(max(log2Ceil(n)+2, 4), 16))
+}
+
+func log2Ceil(n int) int {
+	l := 0
+	for 1<<l < n {
+		l++
+	}
+	return l
+}
 
 // NewRing builds version version of the ring of servers (their addresses,
 // by server index) with vnodes virtual nodes each (DefaultVirtualNodes
@@ -76,15 +91,16 @@ func NewRing(version uint64, servers []string, vnodes int) (*Ring, error) {
 	for i, p := range pts {
 		r.points[i], r.owners[i] = p.h, p.owner
 	}
-	r.jump = make([]int32, 1<<lutBits+1)
+	r.bits = jumpBits(len(r.points))
+	r.jump = make([]int32, 1<<r.bits+1)
 	i := 0
-	for b := range 1 << lutBits {
-		for i < len(r.points) && r.points[i]>>(64-lutBits) < uint64(b) {
+	for b := range 1 << r.bits {
+		for i < len(r.points) && r.points[i]>>(64-r.bits) < uint64(b) {
 			i++
 		}
 		r.jump[b] = int32(i)
 	}
-	r.jump[1<<lutBits] = int32(len(r.points))
+	r.jump[1<<r.bits] = int32(len(r.points))
 	return r, nil
 }
 
@@ -139,6 +155,22 @@ func (r *Ring) DeadServers() []int {
 	return out
 }
 
+// Sole returns the only live server of the ring, or -1 when there are
+// several: it owns every key, and no key needs routing.
+func (r *Ring) Sole() int {
+	sole := -1
+	for s, d := range r.dead {
+		if d {
+			continue
+		}
+		if sole >= 0 {
+			return -1
+		}
+		sole = s
+	}
+	return sole
+}
+
 // Live is the number of servers in the ring.
 func (r *Ring) Live() int {
 	n := 0
@@ -180,7 +212,7 @@ func (r *Ring) Owner(key uint64) int {
 // point of a live server at or after the key's hash.
 func (r *Ring) ownerPoint(key uint64) int {
 	h := HashKey(key)
-	i := int(r.jump[h>>(64-lutBits)])
+	i := int(r.jump[h>>(64-r.bits)])
 	for i < len(r.points) && r.points[i] < h {
 		i++
 	}

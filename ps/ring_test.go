@@ -72,17 +72,24 @@ func TestRangeOwner(t *testing.T) {
 	}
 }
 
-// Owner's jump table finds what a plain search of the points finds.
+// Owner's jump table, sized by the ring's points, finds what a plain
+// search of the points finds.
 func TestRingOwnerMatchesSearch(t *testing.T) {
-	r, _ := NewRing(1, servers(5), 0)
-	for k := range uint64(200_000) {
-		h := HashKey(k)
-		i, _ := slices.BinarySearch(r.points, h)
-		if i == len(r.points) {
-			i = 0
+	for _, tc := range []struct{ servers, vnodes int }{{1, 0}, {2, 0}, {5, 0}, {3, 1}, {64, 0}, {600, 128}} {
+		r, _ := NewRing(1, servers(tc.servers), tc.vnodes)
+		// Small enough to stay in the nearest caches: every key is routed.
+		if len(r.jump) > 8*len(r.points)+17 {
+			t.Fatalf("%d points: a jump table of %d entries", len(r.points), len(r.jump))
 		}
-		if got, want := r.Owner(k), int(r.owners[i]); got != want {
-			t.Fatalf("key %d: Owner %d, search %d", k, got, want)
+		for k := range uint64(50_000) {
+			h := HashKey(k)
+			i, _ := slices.BinarySearch(r.points, h)
+			if i == len(r.points) {
+				i = 0
+			}
+			if got, want := r.Owner(k), int(r.owners[i]); got != want {
+				t.Fatalf("%d servers, %d points: key %d: Owner %d, search %d", tc.servers, len(r.points), k, got, want)
+			}
 		}
 	}
 }
@@ -155,5 +162,26 @@ func TestDenseHolders(t *testing.T) {
 	// A sparse table's holders are its replicas on the ring.
 	if got, want := r.Holders(nil, 77, 0, 2), r.Replicas(nil, 77, 2); !slices.Equal(got, want) {
 		t.Errorf("sparse holders %v, replicas %v", got, want)
+	}
+}
+
+// Sole names the only live server, and no one while several are.
+func TestRingSole(t *testing.T) {
+	r, _ := NewRing(1, servers(3), 0)
+	if s := r.Sole(); s != -1 {
+		t.Fatalf("3 live servers: Sole %d, want -1", s)
+	}
+	d, _ := r.WithDead(2, 0, 2)
+	if s := d.Sole(); s != 1 {
+		t.Fatalf("servers 0 and 2 dead: Sole %d, want 1", s)
+	}
+	for k := range uint64(1000) {
+		if o := d.Owner(k); o != 1 {
+			t.Fatalf("key %d owned by %d with only server 1 live", k, o)
+		}
+	}
+	one, _ := NewRing(1, servers(1), 0)
+	if s := one.Sole(); s != 0 {
+		t.Fatalf("one server: Sole %d, want 0", s)
 	}
 }

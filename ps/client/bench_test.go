@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -87,8 +88,11 @@ type benchLink struct {
 	name string
 	cl   *Client
 	raw  func(b *testing.B, parts []part, dim int, pull bool)
-	// The time of each kind of call.
-	pull, push, rawPull, rawPush time.Duration
+	// The time of each kind of call, and the process's CPU time in it
+	// (client and servers together): under a loaded machine's scheduling
+	// noise the CPU time is the steadier measure of the work each does.
+	pull, push, rawPull, rawPush             time.Duration
+	pullCPU, pushCPU, rawPullCPU, rawPushCPU time.Duration
 }
 
 // benchLinks are the links measured: gRPC always, UCX's TCP and shared
@@ -177,23 +181,27 @@ func benchPullPush(b *testing.B, servers, batch, dim int) {
 		}
 		parts := cl.split(cl.ring.Load(), &pspb.TableSpec{}, keys)
 		for _, l := range links {
-			t0 := time.Now()
+			t0, c0 := time.Now(), cpuTime()
 			if err := l.cl.Pull(ctx, "emb", keys, rows); err != nil {
 				b.Fatalf("%s: %v", l.name, err)
 			}
-			t1 := time.Now()
+			t1, c1 := time.Now(), cpuTime()
 			if err := l.cl.Push(ctx, "emb", keys, grads); err != nil {
 				b.Fatalf("%s: %v", l.name, err)
 			}
-			t2 := time.Now()
+			t2, c2 := time.Now(), cpuTime()
 			l.raw(b, parts, dim, true)
-			t3 := time.Now()
+			t3, c3 := time.Now(), cpuTime()
 			l.raw(b, parts, dim, false)
-			t4 := time.Now()
+			t4, c4 := time.Now(), cpuTime()
 			l.pull += t1.Sub(t0)
 			l.push += t2.Sub(t1)
 			l.rawPull += t3.Sub(t2)
 			l.rawPush += t4.Sub(t3)
+			l.pullCPU += c1 - c0
+			l.pushCPU += c2 - c1
+			l.rawPullCPU += c3 - c2
+			l.rawPushCPU += c4 - c3
 		}
 	}
 	b.StopTimer()
@@ -205,6 +213,8 @@ func benchPullPush(b *testing.B, servers, batch, dim int) {
 		b.ReportMetric(keysPer(l.rawPush), "raw_"+l.name+"_push_keys/s")
 		b.ReportMetric(l.rawPull.Seconds()/l.pull.Seconds(), "ratio_"+l.name+"_pull")
 		b.ReportMetric(l.rawPush.Seconds()/l.push.Seconds(), "ratio_"+l.name+"_push")
+		b.ReportMetric(l.rawPullCPU.Seconds()/l.pullCPU.Seconds(), "cpuratio_"+l.name+"_pull")
+		b.ReportMetric(l.rawPushCPU.Seconds()/l.pushCPU.Seconds(), "cpuratio_"+l.name+"_push")
 		if l != links[0] {
 			b.ReportMetric(links[0].pull.Seconds()/l.pull.Seconds(), l.name+"/grpc_pull")
 			b.ReportMetric(links[0].push.Seconds()/l.push.Seconds(), l.name+"/grpc_push")
@@ -314,6 +324,13 @@ func rawRound(b *testing.B, stubs []pspb.ParameterServerClient, parts []part, di
 	if err := g.Wait(); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// cpuTime returns the process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkReplication measures pushes of 16k keys (dim 8) through 3

@@ -364,25 +364,49 @@ func (c *Client) table(name string) (*pspb.TableSpec, error) {
 
 // part is the keys of one call that go to one server, where each sits in
 // the call's arrays, and the server the keys first went to (a push's
-// origin, which its retries keep).
+// origin, which its retries keep). A nil pos means the keys are the
+// call's own, in its order: the call went to one server whole.
 type part struct {
 	keys   []uint64
-	pos    []int
+	pos    []int32
 	origin int
 }
 
+// at is where p's jth key sits in the call's arrays.
+func (p part) at(j int) int {
+	if p.pos == nil {
+		return j
+	}
+	return int(p.pos[j])
+}
+
 // split routes keys over the servers by ring (or in ranges, for a dense
-// table). Each part's origin is its server.
+// table). Each part's origin is its server. When one server is live it
+// takes the keys whole, unrouted; otherwise a first pass finds every
+// key's server and counts, so that each part is allocated once, at its
+// size.
 func (c *Client) split(ring *ps.Ring, spec *pspb.TableSpec, keys []uint64) []part {
 	parts := make([]part, c.Servers())
-	guess := len(keys)/len(parts) + 16
 	for i := range parts {
-		parts[i] = part{keys: make([]uint64, 0, guess), pos: make([]int, 0, guess), origin: i}
+		parts[i].origin = i
 	}
+	if s := ring.Sole(); s >= 0 {
+		parts[s].keys = keys
+		return parts
+	}
+	owners := make([]int32, len(keys))
+	counts := make([]int, len(parts))
 	for j, k := range keys {
 		s := owner(ring, spec, k)
-		parts[s].keys = append(parts[s].keys, k)
-		parts[s].pos = append(parts[s].pos, j)
+		owners[j] = int32(s)
+		counts[s]++
+	}
+	for i, n := range counts {
+		parts[i].keys, parts[i].pos = make([]uint64, 0, n), make([]int32, 0, n)
+	}
+	for j, s := range owners {
+		parts[s].keys = append(parts[s].keys, keys[j])
+		parts[s].pos = append(parts[s].pos, int32(j))
 	}
 	return parts
 }
@@ -397,7 +421,7 @@ func (c *Client) resplit(ring *ps.Ring, spec *pspb.TableSpec, p part) map[int]pa
 	for j, k := range p.keys {
 		s := owner(ring, spec, k)
 		q := out[s]
-		q.keys, q.pos, q.origin = append(q.keys, k), append(q.pos, p.pos[j]), p.origin
+		q.keys, q.pos, q.origin = append(q.keys, k), append(q.pos, int32(p.at(j))), p.origin
 		out[s] = q
 	}
 	return out
@@ -423,20 +447,29 @@ func (c *Client) routed(ctx context.Context, what string, spec *pspb.TableSpec, 
 		}
 		var mu sync.Mutex
 		var failed []failure
-		var g errgroup.Group
-		for i, parts := range work {
-			for _, p := range parts {
-				g.Go(func() error {
-					if err := call(ctx, i, c.stub(i), ring, p); err != nil {
-						mu.Lock()
-						failed = append(failed, failure{i, p, err})
-						mu.Unlock()
-					}
-					return nil
-				})
+		run := func(i int, p part) {
+			if err := call(ctx, i, c.stub(i), ring, p); err != nil {
+				mu.Lock()
+				failed = append(failed, failure{i, p, err})
+				mu.Unlock()
 			}
 		}
-		g.Wait()
+		// Every part but one on a goroutine of its own; the last on this
+		// one, whose stack has grown to what a call needs already.
+		var wg sync.WaitGroup
+		var last func()
+		for i, parts := range work {
+			for _, p := range parts {
+				if last != nil {
+					wg.Go(last)
+				}
+				last = func() { run(i, p) }
+			}
+		}
+		if last != nil {
+			last()
+		}
+		wg.Wait()
 		if len(failed) == 0 {
 			return nil
 		}
@@ -527,8 +560,12 @@ func (p part) scatter(payload []byte, dim int, out []float32) error {
 	if len(values) != len(p.keys)*dim {
 		return fmt.Errorf("sent %d values for %d keys of dim %d", len(values), len(p.keys), dim)
 	}
+	if p.pos == nil {
+		copy(out, values)
+		return nil
+	}
 	for j, at := range p.pos {
-		copy(out[at*dim:(at+1)*dim], values[j*dim:(j+1)*dim])
+		copy(out[int(at)*dim:(int(at)+1)*dim], values[j*dim:(j+1)*dim])
 	}
 	return nil
 }
@@ -548,11 +585,11 @@ func (c *Client) Push(ctx context.Context, table string, keys []uint64, grads []
 	seq := c.seq.Add(1)
 	return c.routed(ctx, "push "+table, spec, keys, func(ctx context.Context, i int, s pspb.ParameterServerClient, ring *ps.Ring, p part) error {
 		g := grads
-		if len(p.keys) != len(keys) {
+		if p.pos != nil {
 			// Only some keys go here: gather their gradients.
 			g = make([]float32, len(p.keys)*dim)
 			for j, at := range p.pos {
-				copy(g[j*dim:(j+1)*dim], grads[at*dim:(at+1)*dim])
+				copy(g[j*dim:(j+1)*dim], grads[int(at)*dim:(int(at)+1)*dim])
 			}
 		}
 		if conn, err := c.dataConn(ctx, i); err != nil {

@@ -84,13 +84,27 @@ func keysN(n int) []uint64 {
 }
 
 // A push moves exactly the pushed rows, by the optimizer's step, on
-// whichever server owns each key.
+// whichever server owns each key: with one server, which takes every
+// call whole, unrouted, and with several.
 func TestPullPushRoundTrip(t *testing.T) {
-	c := startCluster(t, clusterOpts{servers: 3, workers: 1})
+	for _, servers := range []int{1, 3} {
+		t.Run(fmt.Sprintf("servers=%d", servers), func(t *testing.T) { testPullPushRoundTrip(t, servers) })
+	}
+}
+
+func testPullPushRoundTrip(t *testing.T, servers int) {
+	c := startCluster(t, clusterOpts{servers: servers, workers: 1})
 	cl := c.client(t, 0)
 	ctx := ctx(t)
 	if err := cl.Declare(ctx, &ps.TableSpec{Name: "emb", Dim: 4, Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 0.5}}); err != nil {
 		t.Fatal(err)
+	}
+	// A call without keys asks no server anything.
+	if err := cl.Pull(ctx, "emb", nil, nil); err != nil {
+		t.Fatalf("pull of no keys: %v", err)
+	}
+	if err := cl.Push(ctx, "emb", nil, nil); err != nil {
+		t.Fatalf("push of no keys: %v", err)
 	}
 	keys := keysN(3000)
 	rows := make([]float32, len(keys)*4)
