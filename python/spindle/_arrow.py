@@ -25,6 +25,7 @@ import struct
 
 import numpy as np
 
+from ._columns import strings_from_offsets
 from ._errors import FeedError, FeedTruncatedError, UnsupportedTypeError
 
 CONTINUATION = 0xFFFFFFFF
@@ -534,20 +535,7 @@ def _decode_column(f, n, nulls, bufs, body, where):
     if offsets[0] < 0 or offsets[-1] > dlen or np.any(offsets[1:] < offsets[:-1]):
         raise FeedError(f"{where}: column {f.name!r}: offsets run outside its {dlen} bytes of data")
     data = body[doff:doff + dlen].tobytes()
-    out = np.empty(n, dtype=object)
-    starts, ends = offsets[:-1].tolist(), offsets[1:].tolist()
-    for i in range(n):
-        if valid is not None and not valid[i]:
-            out[i] = None
-            continue
-        v = data[starts[i]:ends[i]]
-        if f.utf8:
-            try:
-                v = v.decode("utf-8")
-            except UnicodeDecodeError:
-                raise FeedError(f"{where}: column {f.name!r} row {i} is not valid UTF-8") from None
-        out[i] = v
-    return out
+    return strings_from_offsets(offsets, data, valid, f.utf8, where, f.name)
 
 
 class StreamReader:

@@ -90,29 +90,96 @@ def _bits(buf, offset, n):
     return np.unpackbits(np.frombuffer(buf, dtype=np.uint8), count=offset + n, bitorder="little")[offset:].astype(bool)
 
 
-def _masked_from_buffers(pa, arr):
-    """Return an integer or boolean pyarrow Array with nulls as a masked array, its nulls 0 (False).
+def strings_from_offsets(offsets, data, valid, utf8, where, name):
+    """Return the values between consecutive offsets into data as an object array.
 
-    Read from the array's buffers with numpy: pyarrow's own way (fill_null,
-    is_null) loads pyarrow.compute, which costs a tenth of a second or more.
+    valid (a bool array, or None when nothing is null) marks the rows that
+    are not null; utf8 says to decode the values to str, else they stay
+    bytes. A value that is not UTF-8 raises FeedError naming the row.
     """
-    n, off = len(arr), arr.offset
-    validity, data = arr.buffers()[:2]
-    mask = ~_bits(validity, off, n)
-    if pa.types.is_boolean(arr.type):
-        values = _bits(data, off, n)
+    n = len(offsets) - 1
+    out = np.empty(n, dtype=object)
+    starts, ends = offsets[:-1].tolist(), offsets[1:].tolist()
+    for i in range(n):
+        if valid is not None and not valid[i]:
+            out[i] = None
+            continue
+        v = data[starts[i]:ends[i]]
+        if utf8:
+            try:
+                v = v.decode("utf-8")
+            except UnicodeDecodeError:
+                raise FeedError(f"{where}: column {name!r} row {i} is not valid UTF-8") from None
+        out[i] = v
+    return out
+
+
+def _fixed_dtypes(pa, t):
+    """Return (storage, dtype) of a fixed-width pyarrow type the built-in reader decodes, or None."""
+    if pa.types.is_integer(t):
+        return (np.dtype(f"{'i' if pa.types.is_signed_integer(t) else 'u'}{t.bit_width // 8}"),) * 2
+    if pa.types.is_floating(t):
+        return (np.dtype(f"f{t.bit_width // 8}"),) * 2
+    if pa.types.is_date32(t):
+        return np.dtype("i4"), np.dtype("M8[D]")
+    if pa.types.is_date64(t):
+        return (np.dtype("M8[ms]"),) * 2
+    if pa.types.is_timestamp(t):
+        return (np.dtype(f"M8[{t.unit}]"),) * 2
+    if pa.types.is_duration(t):
+        return (np.dtype(f"m8[{t.unit}]"),) * 2
+    return None
+
+
+def _from_buffers(pa, arr, name):
+    """Convert a flat pyarrow Array by reading its buffers with numpy, or return None for other types.
+
+    pyarrow's own conversions (to_numpy, fill_null, is_null) load pandas
+    when it is installed, and pandas loads pyarrow.compute: together
+    several tenths of a second on the first batch of every epoch.
+    """
+    t, n, off = arr.type, len(arr), arr.offset
+    bufs = arr.buffers()
+    valid = _bits(bufs[0], off, n) if arr.null_count and bufs[0] is not None else None
+    if arr.null_count and valid is None:
+        valid = np.zeros(n, dtype=bool)
+    if pa.types.is_boolean(t):
+        values = _bits(bufs[1], off, n)
+    elif pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) \
+            or pa.types.is_large_binary(t):
+        large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+        if n == 0:
+            return np.empty(0, dtype=object)
+        offsets = np.frombuffer(bufs[1], dtype="i8" if large else "i4", count=off + n + 1)[off:]
+        data = memoryview(bufs[2]) if bufs[2] is not None else memoryview(b"")
+        utf8 = pa.types.is_string(t) or pa.types.is_large_string(t)
+        return strings_from_offsets(offsets, data.tobytes(), valid, utf8, "a pyarrow batch", name)
     else:
-        values = np.frombuffer(data, dtype=arr.type.to_pandas_dtype(), count=off + n)[off:].copy()
-    values[mask] = 0
-    return np.ma.MaskedArray(values, mask=mask)
+        dtypes = _fixed_dtypes(pa, t)
+        if dtypes is None:
+            return None
+        storage, dtype = dtypes
+        values = np.frombuffer(bufs[1], dtype=storage, count=off + n)[off:] if n else np.empty(0, storage)
+        if storage != dtype:
+            values = values.astype(dtype)
+    if valid is None:
+        return values
+    if values.dtype.kind in "fMm":
+        values = values.copy()
+        values[~valid] = np.nan if values.dtype.kind == "f" else values.dtype.type("NaT")
+        return values
+    values = values.copy()
+    values[~valid] = 0
+    return np.ma.MaskedArray(values, mask=~valid)
 
 
-def from_pyarrow_array(arr):
+def from_pyarrow_array(arr, name="?"):
     """Convert a pyarrow Array the way the built-in reader decodes columns.
 
     Floats hold NaN for nulls, dates and times NaT, strings None, and
-    integer and boolean columns with nulls become masked arrays. No
-    conversion loads pyarrow.compute but decoding a dictionary column.
+    integer and boolean columns with nulls become masked arrays. Flat
+    columns are read from their buffers, so no conversion loads
+    pyarrow.compute or pandas but those of dictionary and nested columns.
     """
     import pyarrow as pa
 
@@ -120,12 +187,11 @@ def from_pyarrow_array(arr):
         arr = arr.combine_chunks()
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
-    t = arr.type
-    if arr.null_count and (pa.types.is_integer(t) or pa.types.is_boolean(t)):
-        return _masked_from_buffers(pa, arr)
-    return arr.to_numpy(zero_copy_only=False)
+    out = _from_buffers(pa, arr, name)
+    return out if out is not None else arr.to_numpy(zero_copy_only=False)
 
 
 def from_pyarrow_batch(batch):
     """Convert a pyarrow RecordBatch into a dict of numpy columns."""
-    return {batch.schema.field(i).name: from_pyarrow_array(batch.column(i)) for i in range(batch.num_columns)}
+    names = batch.schema.names
+    return {names[i]: from_pyarrow_array(batch.column(i), names[i]) for i in range(batch.num_columns)}

@@ -451,7 +451,7 @@ class _SplitReader:
                 table = pyarrow.csv.read_csv(io.BytesIO(body), read_options=read, parse_options=opts)
             except Exception as e:  # pyarrow.lib.ArrowInvalid
                 raise FeedError(f"{split}: parse CSV: {e}") from None
-            return {n: from_pyarrow_array(table.column(n)) for n in names}
+            return {n: from_pyarrow_array(table.column(n), n) for n in names}
         try:
             rows = [r for r in csv.reader(io.StringIO(body.decode("utf-8")), delimiter=self.spec.delimiter_for(split)) if r]
         except (UnicodeDecodeError, csv.Error) as e:
