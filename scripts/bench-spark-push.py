@@ -25,17 +25,15 @@ turn:
 Run with $SPINDLE_PY_VENV's python (pyspark, cloudpickle) and Java.
 """
 
-import argparse
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import spindle  # noqa: E402
-import spindle.spark  # noqa: E402
+import bench_spark
+import spindle
+import spindle.spark
 
 
 def read_feed():
@@ -169,14 +167,8 @@ class Rounds:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=4_000_000)
-    ap.add_argument("--partitions", type=int, default=8)
-    ap.add_argument("--runs", type=int, default=3)
-    a = ap.parse_args()
-    here = os.path.dirname(os.path.abspath(__file__))
-    os.environ["PYTHONPATH"] = os.path.join(here, "..", "python")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    a = bench_spark.parse_args(__doc__)
+    bench_spark.worker_env()
     why = petastorm_why_not()
     if why:
         print(f"  Petastorm's make_spark_converter: skipped, {why}")
@@ -185,12 +177,11 @@ def main():
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.memory", "2g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    cols = [f"cast(rand({i}) as float) as f{i}" for i in range(16)] + ["cast(id % 2 as float) as label"]
-    df = spark.range(a.rows, numPartitions=a.partitions).selectExpr(*cols)
+    df = bench_spark.frame(spark, a.rows, a.partitions)
     # A notebook's session is warm: its JVM has run a stage and its
     # Python workers have imported pyarrow.
     start = time.time()
-    spark.range(1000, numPartitions=2).selectExpr(*cols).mapInArrow(count_rows, "rows long, first double, last double").collect()
+    bench_spark.frame(spark, 1000, 2).mapInArrow(count_rows, "rows long, first double, last double").collect()
     print(f"  Spark's first job in a new session (not timed below): {time.time() - start:.2f} s")
     tmp = tempfile.mkdtemp(prefix="spindle-bench-")
     try:

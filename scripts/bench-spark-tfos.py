@@ -15,17 +15,15 @@ tensorflowonspark and cloudpickle: make deps) and Java. Without
 tensorflowonspark it says why and stops.
 """
 
-import argparse
 import glob
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import spindle.spark  # noqa: E402
+import bench_spark
+import spindle.spark
 
 
 def tfos_main(args, ctx):
@@ -70,27 +68,20 @@ def run_spindle(df):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=4_000_000)
-    ap.add_argument("--partitions", type=int, default=8)
-    ap.add_argument("--runs", type=int, default=3)
-    a = ap.parse_args()
+    a = bench_spark.parse_args(__doc__)
     try:
         import tensorflowonspark  # noqa: F401
     except ImportError as e:
         print(f"  TensorFlowOnSpark: skipped, it does not import here: {e}")
         return
-    here = os.path.dirname(os.path.abspath(__file__))
-    os.environ["PYTHONPATH"] = os.path.join(here, "..", "python")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    bench_spark.worker_env()
     from pyspark.sql import SparkSession
     spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("spindle-bench-tfos")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.task.maxFailures", "1").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    cols = [f"cast(rand({i}) as float) as f{i}" for i in range(16)] + ["cast(id % 2 as float) as label"]
-    df = spark.range(a.rows, numPartitions=a.partitions).selectExpr(*cols)
-    spark.range(1000, numPartitions=2).selectExpr(*cols).count()  # a warm session
+    df = bench_spark.frame(spark, a.rows, a.partitions)
+    bench_spark.frame(spark, 1000, 2).count()  # a warm session
     out = tempfile.mkdtemp(prefix="spindle-bench-tfos-")
     times = {"spindle": [], "tfos": []}
     for i in range(a.runs):
