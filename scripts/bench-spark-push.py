@@ -1,33 +1,39 @@
 #!/usr/bin/env python3
-"""A Spark DataFrame fed to a 2-rank job: pushed from the Spark tasks vs written to Parquet first and read by Spindle.
+"""A Spark DataFrame fed to a 2-rank job: pushed from the Spark tasks vs Spark alone vs written to Parquet first.
 
 The DataFrame (16 float32 features and a label) is computed by Spark, not
-read from a file. Three runs on one warm Spark session (a first small job
-has started the JVM's Python workers, as in a notebook):
+read from a file. On one warm Spark session (a first small job has
+started the JVM's Python workers, as in a notebook), each round runs, in
+turn:
 
-- Spark alone: the same DataFrame through mapInArrow into a function that
-  only counts the rows. This is the fastest any consumer of Spark's Arrow
-  batches can get them, and the bound for pushing.
-- Pushed: spindle.spark.train. It prints the rows per second reaching the
-  training processes (rows over the span from the first batch on any rank
-  to the last), when the first batch reached a rank after the first Spark
-  task started, and the whole run's time.
-- Parquet: df.write.parquet, then spindle.run reading the files (the path
-  Petastorm's make_spark_converter takes: materialise first, then read).
+- Spark alone, noop: the DataFrame written to Spark's noop sink, which
+  computes every row and converts none (what Spark can make at most).
+- Spark alone, mapInArrow: the DataFrame's Arrow batches handed to a
+  function that only counts them (the fastest any consumer of Spark's
+  Arrow batches gets them, so the bound for pushing).
+- Pushed: spindle.spark.train. Rows per second reaching the training
+  processes (rows over the span from the first batch on any rank to the
+  last), when the first batch reached a rank after the first Spark task
+  started, and the whole run's time.
+- Parquet: df.write.parquet, then spindle.run reading the files. This is
+  also how Petastorm's make_spark_converter starts (it writes the
+  DataFrame to Parquet, then reads it), so its whole run is at least the
+  write's time; Petastorm itself runs when it imports beside this pyspark.
+
+--runs rounds (default 3); medians are compared.
 
 Run with $SPINDLE_PY_VENV's python (pyspark, cloudpickle) and Java.
 """
 
-import argparse
 import os
 import shutil
-import sys
+import statistics
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-import spindle  # noqa: E402
-import spindle.spark  # noqa: E402
+import bench_spark
+import spindle
+import spindle.spark
 
 
 def read_feed():
@@ -59,9 +65,12 @@ def count_rows(batches):
                                      names=["rows", "first", "last"])
 
 
+REAL_PUSHER = spindle.spark._partition_pusher
+
+
 def stamp_task_starts(path):
     """Have every pushing Spark task append when it started to path (the library's function, unchanged, runs inside)."""
-    pusher = spindle.spark._partition_pusher
+    pusher = REAL_PUSHER
 
     def stamped(*args):
         push_partition = pusher(*args)
@@ -80,68 +89,108 @@ def first_task(path):
         return min(float(line) for line in f)
 
 
-def report(name, start, ranks, end, task=None):
+def rate(ranks):
     rows = sum(r[0] for r in ranks)
-    first = min(r[1] for r in ranks)
-    last = max(r[2] for r in ranks)
-    rate = rows / max(last - first, 1e-9)
-    after = f", {first - task:.2f} s after the first Spark task started" if task else ""
-    print(f"  {name}: {rows} rows, {rate / 1e6:.2f}M rows/s reaching the ranks, first batch {first - start:.2f} s "
-          f"after the call{after}, whole run {end - start:.2f} s")
-    return rate, end - start
+    return rows / max(max(r[2] for r in ranks) - min(r[1] for r in ranks), 1e-9)
+
+
+def petastorm_why_not():
+    """Why Petastorm's make_spark_converter cannot run here, or None when it imports."""
+    try:
+        from petastorm.spark import make_spark_converter  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - an old package fails to import in many ways
+        import pyarrow
+        return f"petastorm does not import beside pyarrow {pyarrow.__version__}: {type(e).__name__}: {e}"
+    return None
+
+
+class Rounds:
+    """The bench's runs on one DataFrame, each kind's figures kept for the medians."""
+
+    def __init__(self, spark, df, rows, tmp):
+        self.spark, self.df, self.rows, self.tmp = spark, df, rows, tmp
+        self.got = {}
+        self.opts = dict(num_workers=2, label="label", feed="tensor", batch_rows=8192, stream=False, all_ranks=True)
+
+    def keep(self, **figures):
+        for k, v in figures.items():
+            self.got.setdefault(k, []).append(v)
+
+    def spark_alone(self):
+        start = time.time()
+        self.df.write.format("noop").mode("overwrite").save()
+        self.keep(noop=self.rows / (time.time() - start))
+        got = self.df.mapInArrow(count_rows, "rows long, first double, last double").collect()
+        self.keep(arrow=self.rows / (max(r["last"] for r in got) - min(r["first"] for r in got)))
+
+    def pushed(self, i):
+        stamps = os.path.join(self.tmp, f"task-starts-{i}")
+        stamp_task_starts(stamps)
+        start = time.time()
+        ranks = spindle.spark.train(self.df, read_feed, **self.opts)
+        end = time.time()
+        assert sum(r[0] for r in ranks) == self.rows, "rows lost"
+        self.keep(push=rate(ranks), push_first=min(r[1] for r in ranks) - first_task(stamps), push_total=end - start)
+
+    def parquet(self, i):
+        out = os.path.join(self.tmp, f"df-{i}")
+        start = time.time()
+        self.df.write.parquet(out)
+        written = time.time()
+        ranks = spindle.run(read_feed, input=os.path.join(out, "*.parquet"), label_column="label",
+                            **{k: v for k, v in self.opts.items() if k != "label"})
+        self.keep(pq=rate(ranks), pq_write=written - start, pq_total=time.time() - start)
+        shutil.rmtree(out, ignore_errors=True)
+
+    def round(self, i):
+        self.spark_alone()
+        self.pushed(i)
+        self.parquet(i)
+        m = {k: v[-1] for k, v in self.got.items()}
+        print(f"  round {i + 1}: Spark noop {m['noop'] / 1e6:.2f}M rows/s, Spark mapInArrow {m['arrow'] / 1e6:.2f}M, "
+              f"pushed {m['push'] / 1e6:.2f}M (whole run {m['push_total']:.1f} s), Parquet read "
+              f"{m['pq'] / 1e6:.2f}M (write {m['pq_write']:.1f} s, whole run {m['pq_total']:.1f} s)", flush=True)
+
+    def report(self, runs):
+        m = {k: statistics.median(v) for k, v in self.got.items()}
+        print(f"  medians of {runs} (load average {os.getloadavg()[0]:.0f}):")
+        print(f"    Spark alone: noop {m['noop'] / 1e6:.2f}M rows/s, mapInArrow into a counting function "
+              f"{m['arrow'] / 1e6:.2f}M rows/s")
+        print(f"    pushed: {m['push'] / 1e6:.2f}M rows/s reaching the ranks, first batch {m['push_first']:.2f} s after "
+              f"the first Spark task started, whole run {m['push_total']:.1f} s")
+        print(f"    Parquet: write {m['pq_write']:.1f} s, read by Spindle {m['pq'] / 1e6:.2f}M rows/s, whole run "
+              f"{m['pq_total']:.1f} s")
+        print(f"    push rows/s = {m['push'] / m['pq']:.2f}x a Parquet read's, {m['push'] / m['arrow']:.2f}x Spark "
+              f"mapInArrow's, {m['push'] / m['noop']:.2f}x Spark noop's; whole run {m['pq_total'] / m['push_total']:.1f}x "
+              f"faster than write-then-read, {m['pq_write'] / m['push_total']:.1f}x faster than the Parquet write alone "
+              "(Petastorm's make_spark_converter's first step)")
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=4_000_000)
-    ap.add_argument("--partitions", type=int, default=8)
-    a = ap.parse_args()
-    here = os.path.dirname(os.path.abspath(__file__))
-    os.environ["PYTHONPATH"] = os.path.join(here, "..", "python")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    a = bench_spark.parse_args(__doc__)
+    bench_spark.worker_env()
+    why = petastorm_why_not()
+    if why:
+        print(f"  Petastorm's make_spark_converter: skipped, {why}")
     from pyspark.sql import SparkSession
     spark = (SparkSession.builder.master("local[2]").appName("spindle-bench")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.memory", "2g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    cols = [f"cast(rand({i}) as float) as f{i}" for i in range(16)] + ["cast(id % 2 as float) as label"]
-    df = spark.range(a.rows, numPartitions=a.partitions).selectExpr(*cols)
+    df = bench_spark.frame(spark, a.rows, a.partitions)
     # A notebook's session is warm: its JVM has run a stage and its
     # Python workers have imported pyarrow.
-    schema = "rows long, first double, last double"
     start = time.time()
-    spark.range(1000, numPartitions=2).selectExpr(*cols).mapInArrow(count_rows, schema).collect()
+    bench_spark.frame(spark, 1000, 2).mapInArrow(count_rows, "rows long, first double, last double").collect()
     print(f"  Spark's first job in a new session (not timed below): {time.time() - start:.2f} s")
-
-    got = df.mapInArrow(count_rows, schema).collect()
-    spark_rate = a.rows / (max(r["last"] for r in got) - min(r["first"] for r in got))
-    print(f"  Spark alone (mapInArrow into a function that only counts): {spark_rate / 1e6:.2f}M rows/s "
-          "from its first batch to its last")
-
-    opts = dict(num_workers=2, label="label", feed="tensor", batch_rows=8192, stream=False, all_ranks=True)
     tmp = tempfile.mkdtemp(prefix="spindle-bench-")
     try:
-        stamps = os.path.join(tmp, "task-starts")
-        stamp_task_starts(stamps)
-        start = time.time()
-        ranks = spindle.spark.train(df, read_feed, **opts)
-        end = time.time()
-        push_rate, push_total = report("pushed from Spark tasks", start, ranks, end, first_task(stamps))
-
-        start = time.time()
-        df.write.parquet(os.path.join(tmp, "df"))
-        written = time.time()
-        ranks = spindle.run(read_feed, num_workers=2, input=os.path.join(tmp, "df", "*.parquet"),
-                            label_column="label", feed="tensor", batch_rows=8192, stream=False, all_ranks=True)
-        end = time.time()
-        print(f"  Parquet first: writing took {written - start:.2f} s")
-        pq_rate, _ = report("Parquet read by Spindle (rate of the read alone)", written, ranks, end)
-        pq_total = end - start
-        print(f"  Parquet path whole run (write + read): {pq_total:.2f} s")
+        r = Rounds(spark, df, a.rows, tmp)
+        for i in range(a.runs):
+            r.round(i)
+        r.report(a.runs)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"  push rows/s = {push_rate / pq_rate:.2f}x Parquet's, {push_rate / spark_rate:.2f}x Spark alone's; "
-          f"push whole run = {pq_total / push_total:.2f}x faster than write-then-read")
     spark.stop()
 
 

@@ -106,10 +106,20 @@ if [ -x "$py_venv/bin/python" ]; then
   SPINDLE_BINARY=bin/spindle "$py_venv/bin/python" scripts/bench-python.py --runs 5 2>/dev/null | grep -E "^  (spindle|TorchDistributor)"
   echo "  Many short jobs: a session's warm ranks (torch preloaded) vs a new job each time"
   SPINDLE_BINARY=bin/spindle "$py_venv/bin/python" scripts/bench-session.py --runs 5
-  echo "  A Spark DataFrame (4M rows, 16 float32 features and a label) into 2 ranks: pushed from the Spark tasks vs written to Parquet and read"
-  SPINDLE_BINARY=bin/spindle "$py_venv/bin/python" scripts/bench-spark-push.py --rows 4000000 2>/dev/null | tr '\r' '\n' | grep '^  '
+  echo "  A Spark DataFrame (4M rows, 16 float32 features and a label) into 2 ranks: pushed from the Spark tasks vs Spark alone vs written to Parquet and read (3 rounds)"
+  SPINDLE_BINARY=bin/spindle "$py_venv/bin/python" scripts/bench-spark-push.py --rows 4000000 --runs 3 2>/dev/null | tr '\r' '\n' | grep '^  '
 else
   echo "  skipped: no $py_venv (make deps)"
+fi
+# TensorFlowOnSpark needs TensorFlow, which lives in the test venv (make
+# deps adds pyspark and tensorflowonspark there). Its feed moves one row at
+# a time through a multiprocessing queue: 400k rows keep a round within
+# minutes on a loaded machine.
+echo "  A Spark DataFrame (400k rows) into 2 processes: spindle.spark.train vs TensorFlowOnSpark's InputMode.SPARK, whole runs (3 rounds)"
+if [ -x "$venv/bin/python" ]; then
+  SPINDLE_BINARY=bin/spindle "$venv/bin/python" scripts/bench-spark-tfos.py --rows 400000 --runs 3 2>/dev/null | grep '^  '
+else
+  echo "  skipped: no $venv (make deps)"
 fi
 
 section "batch inference: spindle predict of 4Mi rows on 2 executors vs ONNX Runtime scoring the same Parquet in one Python process per core (pyarrow), both writing Parquet"

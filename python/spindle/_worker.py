@@ -16,7 +16,10 @@ import sys
 from . import _env
 from ._run import MARK, PAYLOAD, RESULTS_ENV, dumps_result, loads
 
-_CHUNK = 16 * 1024  # base64 characters per marked line, well under the console's line limit
+# Base64 characters per marked line. A remote executor passes on lines of
+# up to 16 KiB whole and cuts longer ones (executor/process.go), so a
+# chunk and its mark must stay well under that.
+_CHUNK = 12 * 1024
 
 
 def _call(spec):

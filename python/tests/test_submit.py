@@ -151,5 +151,31 @@ class SubmitTest(unittest.TestCase):
                 self.assertEqual(e.value, 10 * int(rank) + e.step, tag)
 
 
+# The longest output line a remote executor passes on whole
+# (executor/process.go's maxOutputLine); it cuts longer ones.
+EXECUTOR_MAX_LINE = 16 * 1024
+
+
+class MarkedResultTest(unittest.TestCase):
+    """A rank's result from a remote master comes back as marked output lines."""
+
+    def test_large_result_survives_a_remote_executors_line_limit(self):
+        import contextlib
+        import io
+        import tempfile
+
+        from spindle import _worker
+        value = list(range(20000))  # pickled and base64'd: several marked lines
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            _worker.write_result(_run.dumps_result(value), 0, None)
+        job = _run.RunJob.__new__(_run.RunJob)  # its result collection alone, no job
+        job._marked, job._results_dir = {}, tempfile.mkdtemp()
+        for line in out.getvalue().splitlines():
+            # What the submitting process sees: the executor's cut, then its rank prefix.
+            self.assertTrue(job._take_mark("stdout", "[rank 0] " + line[:EXECUTOR_MAX_LINE]))
+        self.assertEqual(job._result_of(0), value)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -156,7 +156,7 @@ type standaloneCluster struct {
 	master, secret string
 }
 
-func startStandalone(b *testing.B) standaloneCluster {
+func startStandalone(b testing.TB) standaloneCluster {
 	b.Helper()
 	dir := b.TempDir()
 	secret := "bench-cluster-secret-0123456789abcdef"
