@@ -386,9 +386,9 @@ func TestNegotiation(t *testing.T) {
 			logs: []string{"data link is ucx", "data link is ucx", "data link is ucx"}},
 		// Ring 0→1→2→0: rank 1 declines, so 0→1 and 1→2 are TCP, 2→0 UCX.
 		{name: "one declines", linkers: []collective.Linker{nil, declined, nil},
-			logs: []string{"ucx to some neighbours", "data link is tcp", "ucx to some neighbours"}},
+			logs: []string{"data link is ucx over tcp to some neighbours", "data link is tcp", "data link is ucx over tcp to some neighbours"}},
 		{name: "one program without the package", linkers: []collective.Linker{nil, without, nil},
-			logs: []string{"rank 1: this program has no ucx link", "data link is tcp", "ucx to some neighbours"}},
+			logs: []string{"rank 1: this program has no ucx link", "data link is tcp", "data link is ucx over tcp to some neighbours"}},
 		{name: "required but declined", linkers: []collective.Linker{required, declined},
 			fails: "UCX required (SPINDLE_COLLECTIVE_LINK=ucx:required) but a link cannot use it: rank 1: no usable RDMA device on this rank"},
 	}
