@@ -27,8 +27,9 @@ const (
 
 // runRejoinChild trains a counter: every step allreduces, then counts.
 // When a peer is lost it prints "lost R", reads the new membership from
-// stdin ("PEERS INCARNATIONS ROOT", comma-separated), rejoins and takes
-// the step from ROOT; a replacement takes it from ROOT at the start. It
+// stdin ("PEERS INCARNATIONS ROOT", comma-separated), rejoins (or, when
+// PEERS lists fewer ranks, forms the smaller world) and takes the step
+// from ROOT; a replacement takes it from ROOT at the start. It
 // prints "step S" after every step.
 func runRejoinChild(ctx context.Context) int {
 	cfg, err := ConfigFromEnv()
@@ -76,7 +77,13 @@ func runRejoinChild(ctx context.Context) int {
 		}
 		f := strings.Fields(in.Text())
 		root, _ = strconv.Atoi(f[2])
-		if comm, err = comm.Rejoin(ctx, strings.Split(f[0], ","), parseIncarnations(f[1])); err != nil {
+		peers := strings.Split(f[0], ",")
+		if len(peers) < comm.WorldSize() {
+			comm, err = comm.Shrink(ctx, peers, parseIncarnations(f[1]))
+		} else {
+			comm, err = comm.Rejoin(ctx, peers, parseIncarnations(f[1]))
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "rejoin:", err)
 			return 3
 		}
@@ -241,6 +248,71 @@ func TestProcessRejoin(t *testing.T) {
 		t.Fatalf("replacement is at step %d: it did not receive the survivors' state", steps[lost])
 	}
 	for i, r := range []int{0, 2} {
+		if procs[r].cmd.Process.Pid != pids[i] {
+			t.Fatalf("rank %d was restarted", r)
+		}
+		select {
+		case <-procs[r].exited:
+			t.Fatalf("survivor rank %d exited", r)
+		default:
+		}
+	}
+}
+
+// TestProcessShrink kills the process of rank 1 of 4 in the middle of
+// training: the three survivors keep their processes and ports, form a
+// world of 3 (renumbered 0 to 2), take rank 0's step and train on in
+// step.
+func TestProcessShrink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	const world, lost = 4, 1
+	lns, peers := loopbackListeners(t, world)
+	procs := make([]*rejoinProc, world)
+	for r := range world {
+		procs[r] = startRejoinProc(t, r, peers, lns[r])
+	}
+	for r, p := range procs {
+		for range 3 {
+			p.next(t, r)
+		}
+	}
+	survivors := []int{0, 2, 3}
+	pids := make([]int, len(survivors))
+	for i, r := range survivors {
+		pids[i] = procs[r].cmd.Process.Pid
+	}
+	if err := procs[lost].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range survivors {
+		for l := procs[r].next(t, r); l != fmt.Sprintf("lost %d", lost); l = procs[r].next(t, r) {
+			if !strings.HasPrefix(l, "step ") {
+				t.Fatalf("rank %d: %q, want the lost rank reported", r, l)
+			}
+		}
+	}
+	// The survivors in their old order; the epoch one more, on rank 0.
+	membership := strings.Join([]string{peers[0], peers[2], peers[3]}, ",") + " 1,0,0 0\n"
+	for _, r := range survivors {
+		if _, err := io.WriteString(procs[r].stdin, membership); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// All train on in step: the same step numbers on every survivor.
+	var steps [3][3]string
+	for i, r := range survivors {
+		for k := range steps[i] {
+			if steps[i][k] = procs[r].next(t, r); !strings.HasPrefix(steps[i][k], "step ") {
+				t.Fatalf("rank %d: %q, want a step", r, steps[i][k])
+			}
+		}
+	}
+	if steps[1] != steps[0] || steps[2] != steps[0] {
+		t.Fatalf("the survivors are not in step after shrinking: %v", steps)
+	}
+	for i, r := range survivors {
 		if procs[r].cmd.Process.Pid != pids[i] {
 			t.Fatalf("rank %d was restarted", r)
 		}
