@@ -17,35 +17,16 @@ import (
 // renumbered in the order of the new peer list; the lost rank, coming
 // back with the old world's membership, is refused with ErrReplaced.
 func TestShrinkKeepsSurvivors(t *testing.T) {
-	for _, l := range testLinks {
-		if l.name == "mem" { // its pipes outlive a communicator
-			continue
-		}
-		t.Run("link="+l.name, func(t *testing.T) { testShrink(t, l) })
-	}
+	forRejoinLinks(t, testShrink)
 }
 
 func testShrink(t *testing.T, l testLink) {
 	const world, lost = 4, 1
-	var base Config
-	comms := cluster(t, world, l.on(func(r int, cfg *Config) {
-		withToken(r, cfg)
-		if r == lost {
-			base = *cfg
-		}
-	}))
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
+	comms, base := loseRank(ctx, t, l, world, lost)
 	oldPeers := slices.Clone(comms[0].peers)
-	comms[lost].Close()
 	survivors := []*Comm{comms[0], comms[2], comms[3]}
-	for i, err := range onAll(t, survivors, func(c *Comm) error {
-		return AllReduce(ctx, c, []float64{1}, Sum)
-	}) {
-		if got, ok := LostRank(err); !ok || got != lost {
-			t.Fatalf("survivor %d: allreduce error %v: LostRank = %d, %v; want %d, true", i, err, got, ok, lost)
-		}
-	}
 
 	peers := []string{oldPeers[0], oldPeers[2], oldPeers[3]}
 	incs := []uint32{1, 1, 1}
@@ -68,15 +49,7 @@ func testShrink(t *testing.T, l testLink) {
 	})
 	// The lost rank was only cut off: it tries the old world again once
 	// the survivors listen for the new one, and is refused for good.
-	deadline := time.Now().Add(testutil.Scale(time.Minute))
-	for _, c := range survivors {
-		for !c.closed.Load() {
-			if time.Now().After(deadline) {
-				t.Fatal("a survivor did not start to shrink")
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
+	awaitClosed(t, survivors)
 	stale := replacementConfig(t, base, lost, oldPeers, nil)
 	stale.ConnectTimeout = testutil.Scale(5 * time.Second)
 	if c, err := New(ctx, stale); !errors.Is(err, ErrReplaced) {
@@ -93,16 +66,7 @@ func testShrink(t *testing.T, l testLink) {
 			t.Fatalf("survivor %d: rank %d of %d, want rank %d of 3", i, c.Rank(), c.WorldSize(), i)
 		}
 	}
-	mustAll(t, onAll(t, next, func(c *Comm) error {
-		v := []float64{float64(c.Rank() + 1)}
-		if err := AllReduce(ctx, c, v, Sum); err != nil {
-			return err
-		}
-		if v[0] != 6 {
-			return errors.New("allreduce after shrink is wrong")
-		}
-		return nil
-	}))
+	mustSumRanks(ctx, t, next)
 }
 
 // TestShrinkRefusesBadMembership checks the memberships a survivor must

@@ -2,8 +2,6 @@ package task
 
 import (
 	"context"
-	"errors"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -23,42 +21,15 @@ import (
 func TestRejoinShrinksInPlace(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
-	lns, peers := listeners(t, 4)
-	comms := make([]*collective.Comm, 4)
-	g, gctx := errgroup.WithContext(ctx)
-	for r := range 4 {
-		g.Go(func() (err error) { comms[r], err = joinRank(gctx, r, peers, lns[r], nil); return err })
-	}
-	if err := g.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	comms, peers, env := joinAll(ctx, t, 4)
 	comms[1].Close()
-	path := filepath.Join(t.TempDir(), "membership.json")
-	writeMembership(t, path, Membership{Peers: peers, Incarnations: make([]uint32, 4)})
-	env := Env{WorldSize: 4, MembershipFile: path}
 
 	old := []int{0, 2, 3}
 	shrunk := make([]*collective.Comm, 3)
-	waiting := make(chan struct{}, 3)
-	survivors, sctx := errgroup.WithContext(ctx)
-	for i, r := range old {
-		survivors.Go(func() error {
-			err := collective.AllReduce(sctx, comms[r], make([]float64, 8), collective.Sum)
-			if lost, ok := collective.LostRank(err); !ok || lost != 1 {
-				return errors.Join(errors.New("the allreduce did not name rank 1"), err)
-			}
-			waiting <- struct{}{}
-			c, err := env.Rejoin(sctx, comms[r], err)
-			shrunk[i] = c
-			return err
-		})
-	}
-	for range old {
-		<-waiting
-	}
-	writeMembership(t, path, Membership{Version: 1, Peers: []string{peers[0], peers[2], peers[3]},
+	rejoined := awaitRejoin(ctx, env, comms, old, 1, shrunk)
+	writeMembership(t, env.MembershipFile, Membership{Version: 1, Peers: []string{peers[0], peers[2], peers[3]},
 		Incarnations: []uint32{1, 0, 0}, Left: []int{1}})
-	if err := survivors.Wait(); err != nil {
+	if err := rejoined(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
@@ -71,7 +42,7 @@ func TestRejoinShrinksInPlace(t *testing.T) {
 	steps := []int64{5, 5, 6}
 	got := make([]int64, 3)
 	states := make([][]float64, 3)
-	g, gctx = errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(ctx)
 	for i, c := range shrunk {
 		if c.Rank() != i || c.WorldSize() != 3 {
 			t.Fatalf("old rank %d is rank %d of %d, want rank %d of 3", old[i], c.Rank(), c.WorldSize(), i)
