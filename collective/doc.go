@@ -72,7 +72,10 @@
 // Comm.Rejoin with the same addresses and incarnations, and a survivor
 // broadcasts the model state to the replacement. The handshake carries
 // the incarnations, so the lost process, should it still be alive, is
-// refused with ErrReplaced.
+// refused with ErrReplaced. Or the survivors go on without the lost rank:
+// each calls Comm.Shrink with the smaller world's addresses, its own
+// among them (its index is its new rank), and incarnations summing to
+// more than before, so the old world's processes are refused.
 //
 // A network partition between two ranks (both ways or one way) is named
 // too: a rank whose silent peer waits on a third rank probes that rank

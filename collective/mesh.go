@@ -222,13 +222,7 @@ func (m *Mesh) incarnation(rank int) uint32 {
 
 // epoch numbers this member's membership: the sum of the incarnations,
 // which grows with every replacement.
-func (m *Mesh) epoch() uint32 {
-	var e uint32
-	for _, inc := range m.cfg.Incarnations {
-		e += inc
-	}
-	return e
-}
+func (m *Mesh) epoch() uint32 { return epochOf(m.cfg.Incarnations) }
 
 // Timeout returns how long a peer may make no progress before it is
 // blamed; data links use it as their progress timeout.
@@ -592,6 +586,11 @@ func (m *Mesh) checkHello(h hello) (reason string, unauthenticated bool) {
 	} else if h.proof != nil {
 		return fmt.Sprintf("the hello carries a peer-token proof, but rank %d has no peer token (set %s for every rank or for none)", rank, EnvPeerToken), false
 	}
+	if int(h.world) != m.cfg.WorldSize && h.epoch != m.epoch() {
+		// Another membership with another world (Comm.Shrink): its ranks
+		// are numbered differently; checkIncarnations answers it.
+		return "", false
+	}
 	switch {
 	case h.order != byteOrderMark:
 		return fmt.Sprintf("rank %d has a different byte order", rank), false
@@ -618,6 +617,14 @@ const replacedPrefix = "replaced: "
 // has not heard of).
 func (m *Mesh) checkIncarnations(h hello) (reason string, final bool) {
 	from, mine, epoch := int(h.from), m.incarnation(m.cfg.Rank), m.epoch()
+	if int(h.world) != m.cfg.WorldSize {
+		if h.epoch > epoch {
+			return fmt.Sprintf("rank %d has not yet heard of the world of %d that rank %d knows of (membership epoch %d, rank %d is at %d)",
+				m.cfg.Rank, h.world, from, h.epoch, m.cfg.Rank, epoch), false
+		}
+		return fmt.Sprintf("%sthe world of %d at membership epoch %d is stale: the members now form a world of %d at epoch %d",
+			replacedPrefix, h.world, h.epoch, m.cfg.WorldSize, epoch), true
+	}
 	switch want := m.incarnation(from); {
 	case h.fromInc < want:
 		return fmt.Sprintf("%sincarnation %d of rank %d is stale: rank %d expects incarnation %d", replacedPrefix, h.fromInc, from, m.cfg.Rank, want), true

@@ -27,8 +27,9 @@ const (
 
 // runRejoinChild trains a counter: every step allreduces, then counts.
 // When a peer is lost it prints "lost R", reads the new membership from
-// stdin ("PEERS INCARNATIONS ROOT", comma-separated), rejoins and takes
-// the step from ROOT; a replacement takes it from ROOT at the start. It
+// stdin ("PEERS INCARNATIONS ROOT", comma-separated), rejoins (or, when
+// PEERS lists fewer ranks, forms the smaller world) and takes the step
+// from ROOT; a replacement takes it from ROOT at the start. It
 // prints "step S" after every step.
 func runRejoinChild(ctx context.Context) int {
 	cfg, err := ConfigFromEnv()
@@ -76,7 +77,13 @@ func runRejoinChild(ctx context.Context) int {
 		}
 		f := strings.Fields(in.Text())
 		root, _ = strconv.Atoi(f[2])
-		if comm, err = comm.Rejoin(ctx, strings.Split(f[0], ","), parseIncarnations(f[1])); err != nil {
+		peers := strings.Split(f[0], ",")
+		if len(peers) < comm.WorldSize() {
+			comm, err = comm.Shrink(ctx, peers, parseIncarnations(f[1]))
+		} else {
+			comm, err = comm.Rejoin(ctx, peers, parseIncarnations(f[1]))
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "rejoin:", err)
 			return 3
 		}
@@ -169,28 +176,11 @@ func (p *rejoinProc) next(t *testing.T, rank int) string {
 	return ""
 }
 
-// TestProcessRejoin kills the process of rank 1 of 3 in the middle of
-// training and starts a new incarnation of it on a new port: the
-// survivors keep their processes, rejoin, and hand the replacement their
-// step, and all three train on.
-func TestProcessRejoin(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts child processes")
-	}
-	const world, lost = 3, 1
-	listen := func() net.Listener {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ln
-	}
-	lns := make([]net.Listener, world)
-	peers := make([]string, world)
-	for r := range world {
-		lns[r] = listen()
-		peers[r] = lns[r].Addr().String()
-	}
+// startTraining starts world ranks as real processes and waits until
+// each has trained three steps.
+func startTraining(t *testing.T, world int) ([]*rejoinProc, []string) {
+	t.Helper()
+	lns, peers := loopbackListeners(t, world)
 	procs := make([]*rejoinProc, world)
 	for r := range world {
 		procs[r] = startRejoinProc(t, r, peers, lns[r])
@@ -200,19 +190,39 @@ func TestProcessRejoin(t *testing.T) {
 			p.next(t, r)
 		}
 	}
-	pids := []int{procs[0].cmd.Process.Pid, procs[2].cmd.Process.Pid}
+	return procs, peers
+}
+
+// killRank SIGKILLs rank lost's process and waits until each survivor
+// reports it lost (after the steps it finished).
+func killRank(t *testing.T, procs []*rejoinProc, lost int, survivors []int) {
+	t.Helper()
 	if err := procs[lost].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	// Each survivor reports the lost rank (after the steps it finished).
-	for _, r := range []int{0, 2} {
+	for _, r := range survivors {
 		for l := procs[r].next(t, r); l != fmt.Sprintf("lost %d", lost); l = procs[r].next(t, r) {
 			if !strings.HasPrefix(l, "step ") {
 				t.Fatalf("rank %d: %q, want the lost rank reported", r, l)
 			}
 		}
 	}
-	ln := listen()
+}
+
+// TestProcessRejoin kills the process of rank 1 of 3 in the middle of
+// training and starts a new incarnation of it on a new port: the
+// survivors keep their processes, rejoin, and hand the replacement their
+// step, and all three train on.
+func TestProcessRejoin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	const world, lost = 3, 1
+	procs, peers := startTraining(t, world)
+	pids := []int{procs[0].cmd.Process.Pid, procs[2].cmd.Process.Pid}
+	killRank(t, procs, lost, []int{0, 2})
+	lns, _ := loopbackListeners(t, 1)
+	ln := lns[0]
 	peers[lost] = ln.Addr().String()
 	const incs, root = "0,1,0", 0
 	membership := fmt.Sprintf("%s %s %d\n", strings.Join(peers, ","), incs, root)
@@ -240,7 +250,14 @@ func TestProcessRejoin(t *testing.T) {
 	if steps[lost] <= 3 {
 		t.Fatalf("replacement is at step %d: it did not receive the survivors' state", steps[lost])
 	}
-	for i, r := range []int{0, 2} {
+	survivorsKept(t, procs, []int{0, 2}, pids)
+}
+
+// survivorsKept checks that the survivors' processes still run with the
+// pids they had before a rank was lost.
+func survivorsKept(t *testing.T, procs []*rejoinProc, survivors, pids []int) {
+	t.Helper()
+	for i, r := range survivors {
 		if procs[r].cmd.Process.Pid != pids[i] {
 			t.Fatalf("rank %d was restarted", r)
 		}
@@ -250,4 +267,42 @@ func TestProcessRejoin(t *testing.T) {
 		default:
 		}
 	}
+}
+
+// TestProcessShrink kills the process of rank 1 of 4 in the middle of
+// training: the three survivors keep their processes and ports, form a
+// world of 3 (renumbered 0 to 2), take rank 0's step and train on in
+// step.
+func TestProcessShrink(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	const world, lost = 4, 1
+	procs, peers := startTraining(t, world)
+	survivors := []int{0, 2, 3}
+	pids := make([]int, len(survivors))
+	for i, r := range survivors {
+		pids[i] = procs[r].cmd.Process.Pid
+	}
+	killRank(t, procs, lost, survivors)
+	// The survivors in their old order; the epoch one more, on rank 0.
+	membership := strings.Join([]string{peers[0], peers[2], peers[3]}, ",") + " 1,0,0 0\n"
+	for _, r := range survivors {
+		if _, err := io.WriteString(procs[r].stdin, membership); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// All train on in step: the same step numbers on every survivor.
+	var steps [3][3]string
+	for i, r := range survivors {
+		for k := range steps[i] {
+			if steps[i][k] = procs[r].next(t, r); !strings.HasPrefix(steps[i][k], "step ") {
+				t.Fatalf("rank %d: %q, want a step", r, steps[i][k])
+			}
+		}
+	}
+	if steps[1] != steps[0] || steps[2] != steps[0] {
+		t.Fatalf("the survivors are not in step after shrinking: %v", steps)
+	}
+	survivorsKept(t, procs, survivors, pids)
 }

@@ -31,16 +31,26 @@ func replacementConfig(t *testing.T, cfg Config, rank int, peers []string, incs 
 // broadcast; the lost incarnation, trying to come back, is refused. The
 // in-memory link is left out: its pipes outlive a communicator.
 func TestRejoinReplacesLostRank(t *testing.T) {
+	forRejoinLinks(t, testRejoin)
+}
+
+// forRejoinLinks runs test over every link a communicator can rejoin or
+// shrink over: not the in-memory one, whose pipes outlive a communicator.
+func forRejoinLinks(t *testing.T, test func(t *testing.T, l testLink)) {
 	for _, l := range testLinks {
 		if l.name == "mem" {
 			continue
 		}
-		t.Run("link="+l.name, func(t *testing.T) { testRejoin(t, l) })
+		t.Run("link="+l.name, func(t *testing.T) { test(t, l) })
 	}
 }
 
-func testRejoin(t *testing.T, l testLink) {
-	const world, lost = 3, 2
+// loseRank starts world ranks over l, has them allreduce once, then
+// closes rank lost's communicator and checks that the survivors' next
+// allreduce fails, blaming it, with an error they can recover from. It
+// returns every rank's communicator and the lost rank's Config.
+func loseRank(ctx context.Context, t *testing.T, l testLink, world, lost int) ([]*Comm, Config) {
+	t.Helper()
 	var base Config
 	comms := cluster(t, world, l.on(func(r int, cfg *Config) {
 		withToken(r, cfg)
@@ -48,25 +58,43 @@ func testRejoin(t *testing.T, l testLink) {
 			base = *cfg
 		}
 	}))
-	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
-	defer cancel()
-	state := []float64{0, 0}
 	mustAll(t, onAll(t, comms, func(c *Comm) error {
 		return AllReduce(ctx, c, []float64{1}, Sum)
 	}))
-
-	// The lost rank's process goes away; the survivors' next allreduce
-	// fails, blaming it, with an error they can recover from.
 	comms[lost].Close()
-	survivors := comms[:lost]
-	errs := onAll(t, survivors, func(c *Comm) error {
+	survivors := slices.Delete(slices.Clone(comms), lost, lost+1)
+	for r, err := range onAll(t, survivors, func(c *Comm) error {
 		return AllReduce(ctx, c, []float64{1}, Sum)
-	})
-	for r, err := range errs {
+	}) {
 		if got, ok := LostRank(err); !ok || got != lost {
-			t.Fatalf("rank %d: allreduce error %v: LostRank = %d, %v; want %d, true", r, err, got, ok, lost)
+			t.Fatalf("survivor %d: allreduce error %v: LostRank = %d, %v; want %d, true", r, err, got, ok, lost)
 		}
 	}
+	return comms, base
+}
+
+// awaitClosed waits until every communicator of comms is closed: until a
+// survivor has closed its failed communicator, that one answers (and
+// refuses any link).
+func awaitClosed(t *testing.T, comms []*Comm) {
+	t.Helper()
+	deadline := time.Now().Add(testutil.Scale(time.Minute))
+	for r, c := range comms {
+		for !c.closed.Load() {
+			if time.Now().After(deadline) {
+				t.Fatalf("communicator %d was not closed", r)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+func testRejoin(t *testing.T, l testLink) {
+	const world, lost = 3, 2
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
+	defer cancel()
+	state := []float64{0, 0}
+	comms, base := loseRank(ctx, t, l, world, lost)
 
 	// The replacement: the same rank, a new address, the next incarnation.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -85,7 +113,7 @@ func testRejoin(t *testing.T, l testLink) {
 	// they wait for rank 2: they refuse it for good, and then link to the
 	// replacement.
 	next := make([]*Comm, world)
-	errs = make([]error, world)
+	errs := make([]error, world)
 	var wg sync.WaitGroup
 	for r := range lost {
 		wg.Add(1)
@@ -101,17 +129,7 @@ func testRejoin(t *testing.T, l testLink) {
 			}
 		}
 	})
-	// Until a survivor has closed its failed communicator, that one
-	// answers (and refuses any link); wait for the rejoining ones.
-	deadline := time.Now().Add(testutil.Scale(time.Minute))
-	for r := range lost {
-		for !comms[r].closed.Load() {
-			if time.Now().After(deadline) {
-				t.Fatalf("rank %d did not start to rejoin", r)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
+	awaitClosed(t, comms[:lost])
 	sln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -142,12 +160,23 @@ func testRejoin(t *testing.T, l testLink) {
 		if !slices.Equal(s, []float64{7, 42}) {
 			return errors.New("broadcast state differs")
 		}
+		return nil
+	}))
+	mustSumRanks(ctx, t, next)
+}
+
+// mustSumRanks checks that comms allreduce correctly: the sum of their
+// ranks.
+func mustSumRanks(ctx context.Context, t *testing.T, comms []*Comm) {
+	t.Helper()
+	n := len(comms)
+	mustAll(t, onAll(t, comms, func(c *Comm) error {
 		v := []float64{float64(c.Rank())}
 		if err := AllReduce(ctx, c, v, Sum); err != nil {
 			return err
 		}
-		if v[0] != 3 {
-			return errors.New("allreduce after rejoin is wrong")
+		if v[0] != float64(n*(n-1)/2) {
+			return fmt.Errorf("rank %d of %d: allreduced the ranks to %v, want %d", c.Rank(), n, v[0], n*(n-1)/2)
 		}
 		return nil
 	}))

@@ -29,5 +29,7 @@
 // outlive a lost rank that the job replaces alone
 // (spindle.failure.replaceWorkers): Env.Rejoin waits for the replacement
 // and rejoins it in place, and CatchUp hands every rank the state of the
-// rank that got furthest (docs/reliability.md).
+// rank that got furthest (docs/reliability.md). When the membership names
+// a smaller world instead (the lost rank is not replaced), Env.Rejoin forms
+// it with the same processes (collective's Comm.Shrink), renumbered.
 package task

@@ -19,18 +19,38 @@ var ErrNoMembership = errors.New("task: no membership to rejoin (the executor do
 // Membership is who holds each rank of the running gang for Spindle's
 // collectives: when a lost worker is replaced alone
 // (spindle.failure.replaceWorkers), the replacement has a new peer address
-// and the rank's next incarnation.
+// and the rank's next incarnation; when an elastic job goes on without a
+// lost worker, the survivors form a smaller world, renumbered.
 type Membership struct {
-	// Version grows by one with every replacement; 0 is the gang as it
+	// Version grows by one with every change; 0 is the gang as it
 	// started.
 	Version int64 `json:"version"`
-	// Peers is every rank's peer address (host:port), in rank order.
+	// Peers is every rank's peer address (host:port), in rank order. A
+	// world that shrank lists fewer than the job started with: the
+	// survivors in their old order, so a survivor's new rank is the index
+	// of its own address.
 	Peers []string `json:"peers"`
 	// Incarnations counts, by rank, how often the rank's process was
-	// replaced.
+	// replaced. Their sum, the membership's epoch, grows by one with every
+	// change: a world that shrank keeps its survivors' incarnations and
+	// adds the lost rank's next one to its rank 0's, so the processes of
+	// the old world are refused.
 	Incarnations []uint32 `json:"incarnations"`
 	// Joined is the rank whose replacement made this version.
 	Joined int `json:"joined"`
+	// Left lists the ranks, numbered as in the previous version, that the
+	// world lost when it shrank to this version.
+	Left []int `json:"left,omitempty"`
+}
+
+// membershipEpoch numbers a membership: the sum of its incarnations, which grows
+// with every version.
+func membershipEpoch(incarnations []uint32) uint64 {
+	var e uint64
+	for _, n := range incarnations {
+		e += uint64(n)
+	}
+	return e
 }
 
 // Membership reads the gang's current membership.
@@ -46,8 +66,8 @@ func (e Env) Membership() (Membership, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return Membership{}, fmt.Errorf("read the membership %s: %w", e.MembershipFile, err)
 	}
-	if len(m.Peers) != e.WorldSize || len(m.Incarnations) != e.WorldSize {
-		return Membership{}, fmt.Errorf("read the membership %s: %d peers and %d incarnations for a world of %d",
+	if len(m.Peers) < 1 || len(m.Peers) > e.WorldSize || len(m.Incarnations) != len(m.Peers) {
+		return Membership{}, fmt.Errorf("read the membership %s: %d peers and %d incarnations for a world of at most %d",
 			e.MembershipFile, len(m.Peers), len(m.Incarnations), e.WorldSize)
 	}
 	return m, nil
@@ -59,14 +79,16 @@ const membershipPoll = 20 * time.Millisecond
 
 // Rejoin recovers from err, a collective operation's failure on comm,
 // when the failure lost one rank (collective.LostRank) and the job
-// replaces that rank alone: it waits until the executor hands this process
-// a membership in which the lost rank has a newer incarnation than comm
-// connects, then rejoins it (collective.Comm.Rejoin), which closes comm.
-// The state of the ranks does not survive: call CatchUp next, as the
-// replacement does after joining.
+// replaces that rank alone or goes on without it: it waits until the
+// executor hands this process a newer membership than comm connects, then
+// rejoins the lost rank's replacement (collective.Comm.Rejoin) or, when
+// the world shrank, forms the smaller world with the other survivors
+// (collective.Comm.Shrink: the returned communicator's Rank is this
+// process's new rank). Either closes comm. The state of the ranks does
+// not survive: call CatchUp next, as a replacement does after joining.
 //
 // It returns err itself when err lost no rank or the job has no
-// membership, and waits for the replacement until ctx ends: when none
+// membership, and waits for the new membership until ctx ends: when none
 // comes, the driver stops the process (and restarts every rank).
 func (e Env) Rejoin(ctx context.Context, comm *collective.Comm, err error) (*collective.Comm, error) {
 	lost, ok := collective.LostRank(err)
@@ -75,7 +97,14 @@ func (e Env) Rejoin(ctx context.Context, comm *collective.Comm, err error) (*col
 	}
 	m, ok := e.awaitNewer(ctx, comm.Incarnations())
 	if !ok {
-		return nil, fmt.Errorf("%w (waiting for rank %d's replacement: %v)", err, lost, ctx.Err())
+		return nil, fmt.Errorf("%w (waiting for a membership without rank %d's lost process: %v)", err, lost, ctx.Err())
+	}
+	if len(m.Peers) < comm.WorldSize() {
+		c, serr := comm.Shrink(ctx, m.Peers, m.Incarnations)
+		if serr != nil {
+			return nil, fmt.Errorf("go on without rank %d in a world of %d (membership version %d): %w", lost, len(m.Peers), m.Version, serr)
+		}
+		return c, nil
 	}
 	c, rerr := comm.Rejoin(ctx, m.Peers, m.Incarnations)
 	if rerr != nil {
@@ -127,9 +156,9 @@ func (e Env) join(ctx context.Context, cfg collective.Config) (*collective.Comm,
 	}
 }
 
-// awaitNewer waits until the membership names a newer incarnation of some
-// rank than incarnations (nil: every rank's first); false when ctx ends
-// first or the job keeps no membership.
+// awaitNewer waits until the membership is newer than the one whose
+// incarnations are given (nil: every rank's first), its epoch greater;
+// false when ctx ends first or the job keeps no membership.
 func (e Env) awaitNewer(ctx context.Context, incarnations []uint32) (Membership, bool) {
 	if e.MembershipFile == "" {
 		return Membership{}, false
@@ -137,12 +166,8 @@ func (e Env) awaitNewer(ctx context.Context, incarnations []uint32) (Membership,
 	tick := time.NewTicker(membershipPoll)
 	defer tick.Stop()
 	for {
-		if m, err := e.Membership(); err == nil {
-			for r, n := range m.Incarnations {
-				if r < len(incarnations) && n > incarnations[r] || r >= len(incarnations) && n > 0 {
-					return m, true
-				}
-			}
+		if m, err := e.Membership(); err == nil && membershipEpoch(m.Incarnations) > membershipEpoch(incarnations) {
+			return m, true
 		}
 		select {
 		case <-ctx.Done():

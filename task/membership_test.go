@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -46,6 +47,54 @@ func listeners(t *testing.T, n int) ([]net.Listener, []string) {
 	return lns, peers
 }
 
+// joinAll joins n ranks of a communicator on loopback ports, and returns
+// them, their peer addresses, and the Env of a job whose membership file
+// names them, every rank in its first incarnation.
+func joinAll(ctx context.Context, t *testing.T, n int) ([]*collective.Comm, []string, Env) {
+	t.Helper()
+	lns, peers := listeners(t, n)
+	comms := make([]*collective.Comm, n)
+	g, gctx := errgroup.WithContext(ctx)
+	for r := range n {
+		g.Go(func() (err error) { comms[r], err = joinRank(gctx, r, peers, lns[r], nil); return err })
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "membership.json")
+	writeMembership(t, path, Membership{Peers: peers, Incarnations: make([]uint32, n)})
+	return comms, peers, Env{WorldSize: n, MembershipFile: path}
+}
+
+// awaitRejoin has the survivors of comms fail an allreduce on rank lost
+// and call Env.Rejoin, each survivors[i] putting its new communicator in
+// out[i]; it returns once every survivor waits for the new membership,
+// with the function that waits for them to rejoin.
+func awaitRejoin(ctx context.Context, env Env, comms []*collective.Comm, survivors []int, lost int, out []*collective.Comm) func() error {
+	waiting := make(chan struct{}, len(survivors))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, r := range survivors {
+		g.Go(func() error {
+			err := collective.AllReduce(gctx, comms[r], make([]float64, 8), collective.Sum)
+			if got, ok := collective.LostRank(err); !ok || got != lost {
+				return errors.Join(fmt.Errorf("the allreduce did not name rank %d", lost), err)
+			}
+			waiting <- struct{}{}
+			c, err := env.Rejoin(gctx, comms[r], err)
+			out[i] = c
+			return err
+		})
+	}
+	for range survivors {
+		select {
+		case <-waiting:
+		case <-gctx.Done(): // a survivor failed: g.Wait says why
+			return g.Wait
+		}
+	}
+	return g.Wait
+}
+
 // writeMembership writes m where the executor would, atomically.
 func writeMembership(t *testing.T, path string, m Membership) {
 	t.Helper()
@@ -85,39 +134,14 @@ func replaceRank2(ctx context.Context, t *testing.T, path string, peers []string
 func TestRejoinAndCatchUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
-	lns, peers := listeners(t, 3)
-	comms := make([]*collective.Comm, 3)
-	g, gctx := errgroup.WithContext(ctx)
-	for r := range 3 {
-		g.Go(func() (err error) { comms[r], err = joinRank(gctx, r, peers, lns[r], nil); return err })
-	}
-	if err := g.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	comms, peers, env := joinAll(ctx, t, 3)
 	comms[2].Close() // lost: no operation in flight, so no notice says why
-	path := filepath.Join(t.TempDir(), "membership.json")
-	writeMembership(t, path, Membership{Peers: peers, Incarnations: []uint32{0, 0, 0}})
-	env := Env{WorldSize: 3, MembershipFile: path}
+	path := env.MembershipFile
 
 	// The survivors fail on rank 2 and wait for its replacement.
-	waiting := make(chan struct{}, 2)
-	survivors, sctx := errgroup.WithContext(ctx)
-	for r := range 2 {
-		survivors.Go(func() error {
-			err := collective.AllReduce(sctx, comms[r], make([]float64, 8), collective.Sum)
-			if lost, ok := collective.LostRank(err); !ok || lost != 2 {
-				return errors.Join(errors.New("the allreduce did not name rank 2"), err)
-			}
-			waiting <- struct{}{}
-			c, err := env.Rejoin(sctx, comms[r], err)
-			comms[r] = c
-			return err
-		})
-	}
-	<-waiting
-	<-waiting
+	rejoined := awaitRejoin(ctx, env, comms, []int{0, 1}, 2, comms)
 	comms[2] = replaceRank2(ctx, t, path, peers)
-	if err := survivors.Wait(); err != nil {
+	if err := rejoined(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
@@ -130,7 +154,7 @@ func TestRejoinAndCatchUp(t *testing.T) {
 	steps := []int64{5, 6, -1}
 	states := make([][]float64, 3)
 	got := make([]int64, 3)
-	g, gctx = errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(ctx)
 	for r := range 3 {
 		states[r] = []float64{float64(r), float64(10 * r)}
 		g.Go(func() (err error) { got[r], err = CatchUp(gctx, comms[r], steps[r], states[r]); return err })

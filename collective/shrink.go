@@ -1,0 +1,78 @@
+package collective
+
+import (
+	"context"
+	"fmt"
+	"slices"
+)
+
+// Shrink replaces this communicator, once it has failed because a peer was
+// lost (see LostRank), with one of a smaller world formed by the same
+// processes: the survivors keep their processes and their peer ports, and
+// are renumbered. peers gives the new world's addresses in its rank order
+// and must hold this rank's own address, whose index is its new rank; every
+// survivor calls Shrink with the same peers and incarnations.
+//
+// incarnations must sum to more than the old communicator's (the
+// membership epoch grows): a process of the old world that is still alive,
+// a lost rank that was only cut off, is then refused with ErrReplaced, and
+// a survivor that has not shrunk yet asks the others to wait for it.
+// Shrink waits up to Config.ConnectTimeout for the others, like New.
+//
+// Shrink closes c, whether it succeeds or not, so no operation may be in
+// flight on c. The ranks' data do not survive: the survivors typically
+// agree on their step and model state right after (task.CatchUp).
+func (c *Comm) Shrink(ctx context.Context, peers []string, incarnations []uint32) (*Comm, error) {
+	cfg, err := c.shrunkConfig(peers, incarnations)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	ln, err := c.keepListener()
+	c.Close()
+	if err != nil {
+		return nil, fmt.Errorf("collective: shrink rank %d: keep the peer port %s: %w", c.rank, c.cfg.Peers[c.rank], err)
+	}
+	cfg.Listener = ln
+	c.log.Info("shrinking", "old_rank", c.rank, "rank", cfg.Rank, "world_size", cfg.WorldSize,
+		"peers", cfg.Peers, "incarnations", cfg.Incarnations)
+	return New(ctx, cfg)
+}
+
+// shrunkConfig checks a smaller world's membership against c's and returns
+// the Config that joins it.
+func (c *Comm) shrunkConfig(peers []string, incarnations []uint32) (Config, error) {
+	n := len(peers)
+	switch {
+	case n == 0 || n >= c.world:
+		return Config{}, fmt.Errorf("collective: shrink rank %d: %d addresses for a world of %d: the new world must be smaller and not empty", c.rank, n, c.world)
+	case len(incarnations) != n:
+		return Config{}, fmt.Errorf("collective: shrink rank %d: %d incarnations for %d addresses: need one per rank", c.rank, len(incarnations), n)
+	case epochOf(incarnations) <= epochOf(c.cfg.Incarnations):
+		return Config{}, fmt.Errorf("collective: shrink rank %d: incarnations %v do not sum to more than the old world's %v: a process of the old world could join",
+			c.rank, incarnations, c.cfg.Incarnations)
+	}
+	rank := slices.Index(peers, c.cfg.Peers[c.rank])
+	if rank < 0 {
+		return Config{}, fmt.Errorf("collective: shrink rank %d: its address %s is not among the new world's %v: a survivor keeps its peer port",
+			c.rank, c.cfg.Peers[c.rank], peers)
+	}
+	cfg := c.cfg
+	cfg.Rank, cfg.WorldSize = rank, n
+	cfg.Peers = slices.Clone(peers)
+	cfg.Incarnations = slices.Clone(incarnations)
+	if cfg.RanksPerHost > 0 && n%cfg.RanksPerHost != 0 {
+		// The hosts no longer hold equal numbers of ranks.
+		cfg.RanksPerHost = HostsFromPeers
+	}
+	return cfg, nil
+}
+
+// epochOf numbers a membership: the sum of its incarnations.
+func epochOf(incarnations []uint32) uint32 {
+	var e uint32
+	for _, inc := range incarnations {
+		e += inc
+	}
+	return e
+}
