@@ -1,12 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	osuser "os/user"
-
-	"github.com/spindle-ml/spindle/driver"
 	"strings"
 	"testing"
+
+	"github.com/spindle-ml/spindle/driver"
 )
 
 // TestYARNAdminUser: spindle status, kill and logs name the user as
@@ -65,5 +66,23 @@ func TestQuoteCommand(t *testing.T) {
 	got, err := driver.SplitCommand(quoteCommand(words))
 	if err != nil || strings.Join(got, "|") != strings.Join(words, "|") {
 		t.Fatalf("SplitCommand(quoteCommand(%q)) = %q, %v", words, got, err)
+	}
+}
+
+// TestStatusKillHelpNameYARN: status --help and kill --help describe YARN
+// application ids, not standalone clusters alone.
+func TestStatusKillHelpNameYARN(t *testing.T) {
+	for _, command := range []string{"status", "kill"} {
+		app := newApp()
+		var out bytes.Buffer
+		app.Writer = &out
+		if err := app.RunContext(context.Background(), []string{"spindle", command, "--help"}); err != nil {
+			t.Fatalf("spindle %s --help: %v", command, err)
+		}
+		for _, want := range []string{"YARN application", "application_...", "spindle.hadoop.user", "standalone cluster"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("spindle %s --help does not say %q:\n%s", command, want, out.String())
+			}
+		}
 	}
 }
