@@ -157,7 +157,7 @@ func TestSecureMinicluster(t *testing.T) {
 			t.Fatalf("the driver did not run in the ApplicationMaster:\n%s", r)
 		}
 	})
-	t.Run("colinmarc's hdfs ls, kinit ticket", func(t *testing.T) {
+	t.Run("colinmarc's hdfs command, kinit ticket", func(t *testing.T) {
 		// A third-party client, unchanged, reads the cluster from the files
 		// the minicluster wrote, at their protection (privacy): its SASL
 		// sends calls unwrapped after negotiating it, as Hadoop's server
@@ -169,18 +169,29 @@ func TestSecureMinicluster(t *testing.T) {
 		if out, err := kinit.CombinedOutput(); err != nil {
 			t.Fatalf("kinit -kt as printed: %v\n%s", err, out)
 		}
-		ls := func(ccache string) (string, error) {
+		hdfsCmd := func(ccache string, args ...string) (string, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, hdfsBin, "ls", "/user/alice/data")
+			cmd := exec.CommandContext(ctx, hdfsBin, args...)
 			cmd.Env = append(testEnv(), append(env, "KRB5CCNAME=FILE:"+ccache)...)
 			out, err := cmd.CombinedOutput()
 			return string(out), err
 		}
-		if out, err := ls(cc); err != nil || !strings.Contains(out, "part-") {
+		if out, err := hdfsCmd(cc, "ls", "/user/alice/data"); err != nil || !strings.Contains(out, "part-") {
 			t.Fatalf("hdfs ls /user/alice/data with a ticket: %v\n%s", err, out)
 		}
-		if out, err := ls(filepath.Join(t.TempDir(), "no-ticket")); err == nil {
+		// put and cat go through a datanode at its privacy (AES-CTR).
+		local := filepath.Join(t.TempDir(), "note.txt")
+		if err := os.WriteFile(local, []byte("written by a third-party client\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := hdfsCmd(cc, "put", local, "/user/alice/note.txt"); err != nil {
+			t.Fatalf("hdfs put with a ticket: %v\n%s", err, out)
+		}
+		if out, err := hdfsCmd(cc, "cat", "/user/alice/note.txt"); err != nil || out != "written by a third-party client\n" {
+			t.Fatalf("hdfs cat with a ticket: %v\n%q", err, out)
+		}
+		if out, err := hdfsCmd(filepath.Join(t.TempDir(), "no-ticket"), "ls", "/user/alice/data"); err == nil {
 			t.Fatalf("hdfs ls without a ticket listed the secure cluster:\n%s", out)
 		}
 	})
