@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/pspb"
 	"github.com/spindle-ml/spindle/rdma/ucx"
@@ -264,5 +267,33 @@ func TestDataLinkSelection(t *testing.T) {
 	if _, err := New(Config{Servers: []string{"127.0.0.1:1"}, Token: token, DataLink: "ucx:sometimes"}); err == nil ||
 		!strings.Contains(err.Error(), "sometimes") {
 		t.Fatalf("a bad data link: %v", err)
+	}
+}
+
+// TestDeclinedDataLinkWording: a worker that keeps to gRPC says "data link
+// is grpc instead of ucx" and why, never "grpc" beside "selected=ucx",
+// which read as a contradiction.
+func TestDeclinedDataLinkWording(t *testing.T) {
+	needUCX(t)
+	testLink = "ucx"
+	c := startCluster(t, clusterOpts{servers: 1, workers: 1})
+	testLink = ""
+	var out syncbuf.Buffer
+	cl, err := New(Config{Servers: c.Addrs, Token: token, DataLink: "ucx:declined", Logger: slog.New(slog.NewTextHandler(&out, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.closeConns()
+	ctx := ctx(t)
+	if err := cl.Declare(ctx, &ps.TableSpec{Name: "emb", Dim: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Push(ctx, "emb", keysN(50), make([]float32, 100)); err != nil {
+		t.Fatal(err)
+	}
+	log := out.String()
+	if !regexp.MustCompile(`msg="parameter-server data link is grpc instead of ucx" .*reason="no usable RDMA device on this rank"`).MatchString(log) ||
+		strings.Contains(log, "selected=ucx") {
+		t.Fatalf("want the worker to say it keeps to grpc instead of ucx, and why:\n%s", log)
 	}
 }
