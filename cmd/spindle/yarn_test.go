@@ -86,3 +86,19 @@ func TestStatusKillHelpNameYARN(t *testing.T) {
 		}
 	}
 }
+
+// TestLogsOfYARNAppNamesEventLog: spindle logs of a YARN application it
+// cannot follow says that jobs write an event log only when
+// spindle.eventLog.dir is set, where to set it, and where YARN keeps the
+// containers' output.
+func TestLogsOfYARNAppNamesEventLog(t *testing.T) {
+	t.Setenv("SPINDLE_CONF_DIR", "")
+	t.Setenv("HADOOP_CONF_DIR", "")
+	const app = "application_1700000000000_0001"
+	err := newApp().RunContext(context.Background(), []string{"spindle", "logs", app})
+	for _, want := range []string{"spindle.eventLog.dir: jobs write one only when it is set", "conf/spindle-defaults.conf.template", "yarn logs -applicationId " + app} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("spindle logs %s: %v; want it to say %q", app, err, want)
+		}
+	}
+}
