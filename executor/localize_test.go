@@ -1,17 +1,16 @@
 package executor
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 )
 
 // stoppingDriver answers every heartbeat by stopping the job, as a driver
@@ -25,30 +24,12 @@ func (d stoppingDriver) Heartbeat(ctx context.Context, _ *driverpb.HeartbeatRequ
 	return &driverpb.HeartbeatResponse{Stop: true, Reason: d.reason}, ctx.Err()
 }
 
-// syncLog is a log output that tests read while the executor writes.
-type syncLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestStoppedWhileLocalizingSaysSo: an executor the driver stops while it
 // fetches and unpacks its files says so in its own log, which on YARN is
 // its container's stderr: stopped quietly, as a stopped executor exits,
 // the container's logs explained nothing.
 func TestStoppedWhileLocalizingSaysSo(t *testing.T) {
-	var out syncLog
+	var out syncbuf.Buffer
 	e := &Executor{cfg: Config{ID: "exec-1"}, logger: slog.New(slog.NewTextHandler(&out, nil)),
 		client: stoppingDriver{reason: "rank 0 failed: exit status 1"}}
 	task := &Task{HeartbeatIntervalMillis: 10, DriverTimeoutMillis: time.Minute.Milliseconds()}
