@@ -220,27 +220,31 @@ func TestUnauthenticatedUCXRefused(t *testing.T) {
 
 // The data link's selection: a client offering UCX to servers that do not
 // offer it falls back to gRPC (auto) or fails naming the server
-// (required); a client not offering it uses gRPC with any server.
+// (required); a client not offering it uses gRPC with any server. One
+// that declines says it keeps to gRPC instead of UCX, never "grpc" beside
+// "selected=ucx", which read as a contradiction.
 func TestDataLinkSelection(t *testing.T) {
 	needUCX(t)
 	t.Setenv("UCX_TLS", "tcp")
 	for _, tc := range []struct {
 		name, server, client string
 		overUCX              bool
-		fails                string
+		fails, says          string
 	}{
-		{"both ucx", "ucx", "ucx", true, ""},
-		{"server tcp, client ucx", "", "ucx", false, ""},
-		{"server declined, client ucx", "ucx:declined", "ucx", false, ""},
-		{"server tcp, client required", "", "ucx:required", false, "parameter server 0 declines it"},
-		{"client declined", "ucx", "ucx:declined", false, ""},
-		{"client tcp", "ucx", "tcp", false, ""},
+		{"both ucx", "ucx", "ucx", true, "", ""},
+		{"server tcp, client ucx", "", "ucx", false, "", ""},
+		{"server declined, client ucx", "ucx:declined", "ucx", false, "", ""},
+		{"server tcp, client required", "", "ucx:required", false, "parameter server 0 declines it", ""},
+		{"client declined", "ucx", "ucx:declined", false, "",
+			`msg="parameter-server data link is grpc instead of ucx" .*reason="no usable RDMA device on this rank"`},
+		{"client tcp", "ucx", "tcp", false, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testLink = tc.server
 			c := startCluster(t, clusterOpts{servers: 1, workers: 1})
 			testLink = ""
-			cl, err := New(Config{Servers: c.Addrs, Token: token, DataLink: tc.client, Logger: quiet()})
+			var log syncbuf.Buffer
+			cl, err := New(Config{Servers: c.Addrs, Token: token, DataLink: tc.client, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -262,38 +266,13 @@ func TestDataLinkSelection(t *testing.T) {
 			if got := c.Servers[0].DataLinkServed() > 0; got != tc.overUCX {
 				t.Fatalf("push over UCX: %v, want %v", got, tc.overUCX)
 			}
+			if tc.says != "" && (!regexp.MustCompile(tc.says).MatchString(log.String()) || strings.Contains(log.String(), "selected=ucx")) {
+				t.Fatalf("the client's log does not say %s:\n%s", tc.says, log.String())
+			}
 		})
 	}
 	if _, err := New(Config{Servers: []string{"127.0.0.1:1"}, Token: token, DataLink: "ucx:sometimes"}); err == nil ||
 		!strings.Contains(err.Error(), "sometimes") {
 		t.Fatalf("a bad data link: %v", err)
-	}
-}
-
-// TestDeclinedDataLinkWording: a worker that keeps to gRPC says "data link
-// is grpc instead of ucx" and why, never "grpc" beside "selected=ucx",
-// which read as a contradiction.
-func TestDeclinedDataLinkWording(t *testing.T) {
-	needUCX(t)
-	testLink = "ucx"
-	c := startCluster(t, clusterOpts{servers: 1, workers: 1})
-	testLink = ""
-	var out syncbuf.Buffer
-	cl, err := New(Config{Servers: c.Addrs, Token: token, DataLink: "ucx:declined", Logger: slog.New(slog.NewTextHandler(&out, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.closeConns()
-	ctx := ctx(t)
-	if err := cl.Declare(ctx, &ps.TableSpec{Name: "emb", Dim: 2}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Push(ctx, "emb", keysN(50), make([]float32, 100)); err != nil {
-		t.Fatal(err)
-	}
-	log := out.String()
-	if !regexp.MustCompile(`msg="parameter-server data link is grpc instead of ucx" .*reason="no usable RDMA device on this rank"`).MatchString(log) ||
-		strings.Contains(log, "selected=ucx") {
-		t.Fatalf("want the worker to say it keeps to grpc instead of ucx, and why:\n%s", log)
 	}
 }
