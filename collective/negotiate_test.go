@@ -3,8 +3,12 @@ package collective
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 )
 
 func TestParseLinkSpec(t *testing.T) {
@@ -150,4 +154,25 @@ func (offerOnly) Link(ctx context.Context, s LinkSetup) (Link, error) {
 		}
 	}
 	return TCPLinker{}.Link(ctx, s)
+}
+
+// TestDecliningLinkerSaysTCPInsteadOfKind: a rank that keeps to TCP logs
+// "data link is tcp instead of ucx" with the reason, never a "selected=ucx"
+// beside "tcp", which read as a contradiction.
+func TestDecliningLinkerSaysTCPInsteadOfKind(t *testing.T) {
+	var out syncbuf.Buffer
+	comms := cluster(t, 2, func(r int, cfg *Config) {
+		cfg.Link = DecliningLinker{Kind: "ucx", Why: "no usable RDMA device on this rank"}
+		cfg.Logger = slog.New(slog.NewTextHandler(&out, nil))
+	})
+	if len(comms) != 2 {
+		t.Fatalf("%d ranks", len(comms))
+	}
+	log := out.String()
+	if n := len(regexp.MustCompile(`msg="data link is tcp instead of ucx" .*reason="no usable RDMA device on this rank"`).FindAllString(log, -1)); n != 2 {
+		t.Errorf("want both ranks to say they keep to tcp instead of ucx, got %d:\n%s", n, log)
+	}
+	if strings.Contains(log, "selected=ucx") {
+		t.Errorf("a rank says ucx was selected while it keeps to tcp:\n%s", log)
+	}
 }

@@ -295,10 +295,14 @@ func (g *roster) register(req *driverpb.RegisterRequest) (*member, error) {
 		return m, nil
 	}
 	g.peers = make([]*driverpb.Peer, len(g.order))
+	now := g.now()
 	for i, id := range g.order {
 		o := g.members[id]
 		g.peers[i] = &driverpb.Peer{Rank: int32(i), Host: o.host, Ports: o.ports, ExecutorId: id,
 			Role: string(o.role), RoleRank: int32(o.roleRank)}
+		// Each waited in Register for the gang, heartbeating nothing:
+		// its silence counts from now.
+		o.lastSeen = now
 	}
 	close(g.ready)
 	return m, nil
@@ -615,10 +619,20 @@ func (g *roster) placed(ev Event) {
 }
 
 // checkHeartbeats fails the job when a registered, running executor has
-// been silent for longer than timeout.
+// been silent for longer than timeout since the gang was complete.
 func (g *roster) checkHeartbeats(timeout time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	select {
+	case <-g.ready:
+	default:
+		// Executors that registered wait in Register for the rest of the
+		// gang and send no heartbeat until it answers: a gang whose
+		// containers start over longer than the timeout (a loaded
+		// cluster) is no lost executor. The registration timeout bounds
+		// the wait.
+		return
+	}
 	now := g.now()
 	for _, id := range g.order {
 		m := g.members[id]

@@ -353,3 +353,37 @@ func TestLocalRanksFollowRegistrations(t *testing.T) {
 		t.Errorf("rank 2 on h1: local rank %d of %d, want 2 of 3", local, size)
 	}
 }
+
+// TestGangWaitIsNoSilence: an executor waits in Register, heartbeating
+// nothing, until the whole gang has registered. On a loaded cluster the
+// gang's containers start further apart than the heartbeat timeout; the
+// first to register was then "lost: no heartbeat for 6s" while it waited
+// (the README's TensorFlow job on real YARN). Its silence counts from the
+// gang's completion.
+func TestGangWaitIsNoSilence(t *testing.T) {
+	const timeout = 6 * time.Second
+	now := time.Unix(1000, 0)
+	g := newRoster([]string{"exec-0", "exec-1"})
+	g.now = func() time.Time { return now }
+	register(t, g, "exec-0", "h0")
+	now = now.Add(3 * timeout) // exec-1's container starts late
+	g.checkHeartbeats(timeout)
+	if closed(g.failed) {
+		t.Fatalf("exec-0, waiting in Register for the gang, was taken for lost: %v", g.err())
+	}
+	register(t, g, "exec-1", "h1")
+	now = now.Add(timeout - time.Second)
+	g.checkHeartbeats(timeout)
+	if closed(g.failed) {
+		t.Fatalf("lost within the timeout after the gang was complete: %v", g.err())
+	}
+	// Silent for longer than the timeout once the gang is complete: lost.
+	if _, err := g.heartbeat("exec-1", nil); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Second)
+	g.checkHeartbeats(timeout)
+	if !closed(g.failed) || !strings.Contains(g.err().Error(), "rank 0") || !strings.Contains(g.err().Error(), "no heartbeat for 7s") {
+		t.Fatalf("exec-0 silent 7s after the gang was complete: failed %v, %v", closed(g.failed), g.err())
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
 	"github.com/spindle-ml/spindle/testbed/krbtest"
 )
 
@@ -154,6 +155,44 @@ func TestSecureMinicluster(t *testing.T) {
 		// it planned the splits over HDFS with the delegation token alone.
 		if !strings.Contains(r.stderr, "its driver is in the ApplicationMaster") {
 			t.Fatalf("the driver did not run in the ApplicationMaster:\n%s", r)
+		}
+	})
+	t.Run("colinmarc's hdfs command, kinit ticket", func(t *testing.T) {
+		// A third-party client, unchanged, reads the cluster from the files
+		// the minicluster wrote, at their protection (privacy): its SASL
+		// sends calls unwrapped after negotiating it, as Hadoop's server
+		// takes them.
+		hdfsBin := hdfstest.ColinmarcCommand(t)
+		cc := filepath.Join(t.TempDir(), "ccache")
+		kinit := exec.Command("kinit", "-kt", keytab, "-c", "FILE:"+cc, "alice@"+krbtest.Realm)
+		kinit.Env = append(os.Environ(), "KRB5_CONFIG="+krb5Conf)
+		if out, err := kinit.CombinedOutput(); err != nil {
+			t.Fatalf("kinit -kt as printed: %v\n%s", err, out)
+		}
+		hdfsCmd := func(ccache string, args ...string) (string, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, hdfsBin, args...)
+			cmd.Env = append(testEnv(), append(env, "KRB5CCNAME=FILE:"+ccache)...)
+			out, err := cmd.CombinedOutput()
+			return string(out), err
+		}
+		if out, err := hdfsCmd(cc, "ls", "/user/alice/data"); err != nil || !strings.Contains(out, "part-") {
+			t.Fatalf("hdfs ls /user/alice/data with a ticket: %v\n%s", err, out)
+		}
+		// put and cat go through a datanode at its privacy (AES-CTR).
+		local := filepath.Join(t.TempDir(), "note.txt")
+		if err := os.WriteFile(local, []byte("written by a third-party client\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := hdfsCmd(cc, "put", local, "/user/alice/note.txt"); err != nil {
+			t.Fatalf("hdfs put with a ticket: %v\n%s", err, out)
+		}
+		if out, err := hdfsCmd(cc, "cat", "/user/alice/note.txt"); err != nil || out != "written by a third-party client\n" {
+			t.Fatalf("hdfs cat with a ticket: %v\n%q", err, out)
+		}
+		if out, err := hdfsCmd(filepath.Join(t.TempDir(), "no-ticket"), "ls", "/user/alice/data"); err == nil {
+			t.Fatalf("hdfs ls without a ticket listed the secure cluster:\n%s", out)
 		}
 	})
 	t.Run("no ticket, no keytab", func(t *testing.T) {

@@ -114,6 +114,10 @@ func (e *Executor) whileLocalizing(ctx context.Context, t *Task, id identity, se
 	close(hbDone)
 	wg.Wait()
 	if stop != nil {
+		// The executor then exits quietly, as a stopped one does; its own
+		// log (a YARN container's stderr) says what it was doing.
+		e.logger.Info("stopped while localizing the task's files", "reason", stop.why,
+			"read_bytes", prog.done.Load(), "of_bytes", prog.total.Load(), "took", time.Since(start).Round(time.Millisecond))
 		return stop, nil
 	}
 	if err != nil {

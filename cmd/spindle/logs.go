@@ -411,7 +411,7 @@ func yarnJobUI(c *cli.Context, app string) (*uiSource, string, error) {
 		return nil, "", fmt.Errorf("YARN application %s: %v; %s", app, err, ended)
 	}
 	if yarnclient.IsFinal(r.GetYarnApplicationState()) {
-		return nil, "", fmt.Errorf("YARN application %s has ended (%s, %s): %s", app, r.GetYarnApplicationState(), r.GetFinalApplicationStatus(), ended)
+		return nil, "", fmt.Errorf("YARN application %s has ended (%s, %s): %s", app, r.GetYarnApplicationState(), finalStatusName(r.GetFinalApplicationStatus()), ended)
 	}
 	base, ok := webUIBase(r.GetOriginalTrackingUrl())
 	if !ok {

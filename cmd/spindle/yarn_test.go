@@ -1,12 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	osuser "os/user"
-
-	"github.com/spindle-ml/spindle/driver"
 	"strings"
 	"testing"
+
+	"github.com/spindle-ml/spindle/driver"
 )
 
 // TestYARNAdminUser: spindle status, kill and logs name the user as
@@ -65,5 +66,39 @@ func TestQuoteCommand(t *testing.T) {
 	got, err := driver.SplitCommand(quoteCommand(words))
 	if err != nil || strings.Join(got, "|") != strings.Join(words, "|") {
 		t.Fatalf("SplitCommand(quoteCommand(%q)) = %q, %v", words, got, err)
+	}
+}
+
+// TestStatusKillHelpNameYARN: status --help and kill --help describe YARN
+// application ids, not standalone clusters alone.
+func TestStatusKillHelpNameYARN(t *testing.T) {
+	for _, command := range []string{"status", "kill"} {
+		app := newApp()
+		var out bytes.Buffer
+		app.Writer = &out
+		if err := app.RunContext(context.Background(), []string{"spindle", command, "--help"}); err != nil {
+			t.Fatalf("spindle %s --help: %v", command, err)
+		}
+		for _, want := range []string{"YARN application", "application_...", "spindle.hadoop.user", "standalone cluster"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("spindle %s --help does not say %q:\n%s", command, want, out.String())
+			}
+		}
+	}
+}
+
+// TestLogsOfYARNAppNamesEventLog: spindle logs of a YARN application it
+// cannot follow says that jobs write an event log only when
+// spindle.eventLog.dir is set, where to set it, and where YARN keeps the
+// containers' output.
+func TestLogsOfYARNAppNamesEventLog(t *testing.T) {
+	t.Setenv("SPINDLE_CONF_DIR", "")
+	t.Setenv("HADOOP_CONF_DIR", "")
+	const app = "application_1700000000000_0001"
+	err := newApp().RunContext(context.Background(), []string{"spindle", "logs", app})
+	for _, want := range []string{"spindle.eventLog.dir: jobs write one only when it is set", "conf/spindle-defaults.conf.template", "yarn logs -applicationId " + app} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("spindle logs %s: %v; want it to say %q", app, err, want)
+		}
 	}
 }

@@ -12,6 +12,12 @@ task), ends the job when the chief ends, and then stops the servers::
         --ps-command 'python3 examples/tensorflow/train_ps.py' \\
         --feed direct -- python3 examples/tensorflow/train_ps.py --steps 40
 
+On a cluster (``--master yarn``, either deploy mode) the same line works:
+Spindle ships this script, named in ``--ps-command`` as in the training
+command, to every executor. Its hosts need a Python with TensorFlow; name
+it with ``--python`` (``--python /opt/tf/bin/python3``, or a packed
+environment: ``--archives tf-env.tar.gz#env --python env/bin/python``).
+
 The workers run the steps the chief schedules on them; the variables live
 on the parameter servers. The data is generated inside TensorFlow by each
 worker (a linearly separable problem), so the job needs no input files;

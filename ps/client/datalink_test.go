@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/pspb"
 	"github.com/spindle-ml/spindle/rdma/ucx"
@@ -217,27 +220,31 @@ func TestUnauthenticatedUCXRefused(t *testing.T) {
 
 // The data link's selection: a client offering UCX to servers that do not
 // offer it falls back to gRPC (auto) or fails naming the server
-// (required); a client not offering it uses gRPC with any server.
+// (required); a client not offering it uses gRPC with any server. One
+// that declines says it keeps to gRPC instead of UCX, never "grpc" beside
+// "selected=ucx", which read as a contradiction.
 func TestDataLinkSelection(t *testing.T) {
 	needUCX(t)
 	t.Setenv("UCX_TLS", "tcp")
 	for _, tc := range []struct {
 		name, server, client string
 		overUCX              bool
-		fails                string
+		fails, says          string
 	}{
-		{"both ucx", "ucx", "ucx", true, ""},
-		{"server tcp, client ucx", "", "ucx", false, ""},
-		{"server declined, client ucx", "ucx:declined", "ucx", false, ""},
-		{"server tcp, client required", "", "ucx:required", false, "parameter server 0 declines it"},
-		{"client declined", "ucx", "ucx:declined", false, ""},
-		{"client tcp", "ucx", "tcp", false, ""},
+		{"both ucx", "ucx", "ucx", true, "", ""},
+		{"server tcp, client ucx", "", "ucx", false, "", ""},
+		{"server declined, client ucx", "ucx:declined", "ucx", false, "", ""},
+		{"server tcp, client required", "", "ucx:required", false, "parameter server 0 declines it", ""},
+		{"client declined", "ucx", "ucx:declined", false, "",
+			`msg="parameter-server data link is grpc instead of ucx" .*reason="no usable RDMA device on this rank"`},
+		{"client tcp", "ucx", "tcp", false, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			testLink = tc.server
 			c := startCluster(t, clusterOpts{servers: 1, workers: 1})
 			testLink = ""
-			cl, err := New(Config{Servers: c.Addrs, Token: token, DataLink: tc.client, Logger: quiet()})
+			var log syncbuf.Buffer
+			cl, err := New(Config{Servers: c.Addrs, Token: token, DataLink: tc.client, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,6 +265,9 @@ func TestDataLinkSelection(t *testing.T) {
 			}
 			if got := c.Servers[0].DataLinkServed() > 0; got != tc.overUCX {
 				t.Fatalf("push over UCX: %v, want %v", got, tc.overUCX)
+			}
+			if tc.says != "" && (!regexp.MustCompile(tc.says).MatchString(log.String()) || strings.Contains(log.String(), "selected=ucx")) {
+				t.Fatalf("the client's log does not say %s:\n%s", tc.says, log.String())
 			}
 		})
 	}

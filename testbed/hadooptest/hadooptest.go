@@ -14,13 +14,17 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // EnvSkip, set to 1, skips the real-Hadoop tier.
 const EnvSkip = "SPINDLE_SKIP_HADOOP"
 
 // StartTimeout bounds the cluster's start (downloads excluded: they happen
-// once, before it, through Maven).
+// once, before it, through Maven), stretched by SPINDLE_TEST_TIMESCALE as
+// every wait of a test is: a JVM starting four daemons beside other
+// builds and tests takes longer than on an idle machine.
 const StartTimeout = 4 * time.Minute
 
 // Cluster is a running Hadoop mini cluster.
@@ -216,9 +220,9 @@ func launch(script, dir string, env []string, args ...string) (*Cluster, error) 
 		return c, nil
 	case err := <-c.done:
 		return nil, fmt.Errorf("mini cluster exited before it was ready (%v); the end of %s:\n%s", err, logf.Name(), tail(logf.Name(), 4000))
-	case <-time.After(StartTimeout):
+	case <-time.After(testutil.Scale(StartTimeout)):
 		c.Stop()
-		return nil, fmt.Errorf("mini cluster not ready within %v; see %s", StartTimeout, logf.Name())
+		return nil, fmt.Errorf("mini cluster not ready within %v (SPINDLE_TEST_TIMESCALE stretches it); see %s", testutil.Scale(StartTimeout), logf.Name())
 	}
 }
 

@@ -5,10 +5,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/testbed/hadooptest"
 )
 
@@ -39,25 +41,58 @@ func repoRoot(t *testing.T) string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
+// readmeCommand returns the words after "spindle submit --master
+// 'local[2]'" of the README's command line under the comment line
+// marker, as a shell splits them: the test runs what the README says,
+// not a copy that could drift from it.
+func readmeCommand(t *testing.T, root, marker string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), marker+"\n")
+	if !ok {
+		t.Fatalf("README.md has no line %q", marker)
+	}
+	var line strings.Builder
+	for _, l := range strings.Split(rest, "\n") {
+		cont, more := strings.CutSuffix(strings.TrimSpace(l), "\\")
+		line.WriteString(cont + " ")
+		if !more {
+			break
+		}
+	}
+	words, err := driver.SplitCommand(line.String())
+	if err != nil {
+		t.Fatalf("README.md's line under %q: %v", marker, err)
+	}
+	prefix := []string{"spindle", "submit", "--master", "local[2]"}
+	if len(words) < len(prefix) || !slices.Equal(words[:len(prefix)], prefix) {
+		t.Fatalf("README.md's line under %q does not start %q: %q", marker, prefix, words)
+	}
+	return words[len(prefix):]
+}
+
 // TestReadmeTensorFlowOnYARN: the README's TensorFlow parameter-server
-// line, typed in the repository with --master yarn in place of local[2]
-// and the --python the README says a cluster needs, runs on real YARN in
-// both deploy modes: the --ps-command script is shipped and found by ps 0
-// as the training command's is by the chief and workers.
+// line, read from the README and typed in the repository with --master
+// yarn in place of local[2] and the --python the README says a cluster
+// needs, runs on real YARN in both deploy modes: the --ps-command script
+// is shipped and found by ps 0 as the training command's is by the chief
+// and workers.
 func TestReadmeTensorFlowOnYARN(t *testing.T) {
 	py := testVenvPython(t)
 	hc := hadooptest.Shared(t)
 	root := repoRoot(t)
+	line := readmeCommand(t, root, "# TensorFlow ParameterServerStrategy: the chief coordinates, workers and ps serve")
 	for _, mode := range []string{"client", "cluster"} {
 		t.Run(mode, func(t *testing.T) {
-			// As in the README, after "spindle submit --master yarn".
-			args := []string{"--deploy-mode", mode, "--python", py,
-				"--chief", "--num-ps", "1",
-				"--ps-command", "python3 examples/tensorflow/train_ps.py", "--feed", "direct",
-				"--", "python3", "examples/tensorflow/train_ps.py", "--steps", "40"}
+			// As the README says for a cluster, after "spindle submit
+			// --master yarn".
+			args := append([]string{"--deploy-mode", mode, "--python", py}, line...)
 			code, stdout, stderr := submitIn(t, root, hc.ConfDir, 8*time.Minute, args...)
 			if code != 0 {
-				t.Fatalf("spindle submit exited %d\n--- stdout\n%s\n--- stderr\n%s", code, stdout, stderr)
+				t.Fatalf("spindle submit %q exited %d\n--- stdout\n%s\n--- stderr\n%s", args, code, stdout, stderr)
 			}
 			out := stdout + stderr
 			if !regexp.MustCompile(`\[chief\] tfps steps=40 loss=\S+ accuracy=\S+ workers=2 ps=1`).MatchString(out) {

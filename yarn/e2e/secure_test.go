@@ -17,6 +17,7 @@ import (
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/testbed/hadooptest"
+	"github.com/spindle-ml/spindle/testbed/hdfstest"
 )
 
 // secureFS returns a gateway's HDFS client of the secure cluster, logged
@@ -188,44 +189,20 @@ func confWith(t *testing.T, sc *hadooptest.SecureCluster, values map[string]stri
 	return dir
 }
 
-// colinmarcVersion is colinmarc/hdfs's version in go.mod.
-func colinmarcVersion(t *testing.T) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "github.com/colinmarc/hdfs/v2" {
-			return f[1]
-		}
-	}
-	t.Fatal("go.mod does not require github.com/colinmarc/hdfs/v2")
-	return ""
-}
-
 // TestRealSecureHDFSThirdPartyClient: colinmarc/hdfs's own hdfs command,
 // unchanged, at the version Spindle builds with, lists and reads the real
 // Kerberized HDFS with a ticket from MIT's kinit -kt, so the secure cluster
 // is one any Hadoop client can use, not one shaped to Spindle's.
 func TestRealSecureHDFSThirdPartyClient(t *testing.T) {
 	sc := hadooptest.SharedSecure(t)
-	version := colinmarcVersion(t)
-	bin := t.TempDir()
-	install := exec.Command("go", "install", "github.com/colinmarc/hdfs/v2/cmd/hdfs@"+version)
-	install.Env = append(os.Environ(), "GOBIN="+bin, "GOFLAGS=-mod=mod")
-	install.Dir = bin
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Skipf("go install colinmarc/hdfs's hdfs command %s: %v\n%s", version, err, out)
-	}
+	hdfsBin := hdfstest.ColinmarcCommand(t)
 	data := []byte("read by a third-party client\n")
 	writeSecure(t, secureFS(t, sc, ""), sc, "/user/"+hadooptest.SecureUser+"/third-party/file.txt", data)
 
 	hdfsCmd := func(env []string, args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, filepath.Join(bin, "hdfs"), args...)
+		cmd := exec.CommandContext(ctx, hdfsBin, args...)
 		cmd.Env = env
 		out, err := cmd.CombinedOutput()
 		return string(out), err

@@ -430,7 +430,7 @@ func TestStatusAndKill(t *testing.T) {
 	cmd := exec.Command(spindleBin, "logs", app)
 	cmd.Env = env(hc.ConfDir)
 	if out, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "yarn logs -applicationId "+app) ||
-		!strings.Contains(string(out), "spindle-defaults.conf") {
+		!strings.Contains(string(out), "spindle-defaults.conf") || !strings.Contains(string(out), "has ended (KILLED, KILLED)") {
 		t.Errorf("spindle logs of an ended application: exit %d (%v), want 2 pointing to YARN's log aggregation:\n%s", cmd.ProcessState.ExitCode(), err, out)
 	}
 	stagingGone(t, hc, app)
