@@ -378,7 +378,7 @@ func TestGangWaitIsNoSilence(t *testing.T) {
 		t.Fatalf("lost within the timeout after the gang was complete: %v", g.err())
 	}
 	// Silent for longer than the timeout once the gang is complete: lost.
-	if _, err := g.heartbeat("exec-1", nil); err != nil {
+	if _, err := g.heartbeat("exec-1", nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(2 * time.Second)
