@@ -46,6 +46,9 @@ type Cluster struct {
 	wrongAMRM     bool
 	wrongNM       bool
 	closed        bool
+	// granted counts each node's containers in the allocate call being
+	// answered, when Config.GrantsPerNode limits them.
+	granted map[*nodeManager]int
 
 	kick   chan struct{}
 	ctx    context.Context

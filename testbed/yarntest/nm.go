@@ -279,6 +279,8 @@ type container struct {
 	proc  *processHandle
 	grace time.Duration
 	wg    *sync.WaitGroup
+	// cancel stops a simulated container (Config.Launcher).
+	cancel context.CancelFunc
 }
 
 // forcedEnd is the status YARN gives a container it ended itself

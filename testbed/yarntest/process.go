@@ -41,8 +41,12 @@ func (p *processHandle) exited() bool {
 // the grace period (at once when now). It does not take Cluster.mu.
 func (ct *container) signal(now bool) {
 	ct.pmu.Lock()
-	p, grace, wg := ct.proc, ct.grace, ct.wg
+	p, grace, wg, cancel := ct.proc, ct.grace, ct.wg, ct.cancel
 	ct.pmu.Unlock()
+	if cancel != nil {
+		cancel()
+		return
+	}
 	if p == nil || p.exited() {
 		return
 	}
@@ -67,6 +71,10 @@ func (ct *container) signal(now bool) {
 // run localizes a container's resources, writes its credentials and
 // launch script, runs its command, and records how it ended.
 func (c *Cluster) run(ct *container, clc *pb.ContainerLaunchContextProto, amrm *pb.TokenProto) {
+	if c.cfg.Launcher != nil {
+		c.simulate(ct, clc, amrm)
+		return
+	}
 	n, a := ct.node, ct.app
 	appDir := filepath.Join(n.dir, "usercache", a.user, "appcache", a.idString())
 	work := filepath.Join(appDir, ct.idStr)
