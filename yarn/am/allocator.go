@@ -168,7 +168,7 @@ type Allocator struct {
 	// one said.
 	headroom *pb.ResourceProto
 
-	events    chan driver.Event
+	events    *eventQueue
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -197,7 +197,7 @@ func Start(ctx context.Context, cfg Config) (*Allocator, error) {
 	a := &Allocator{
 		cfg: cfg, log: log.With("component", "yarn-am"),
 		nmTokens: map[string]hadooprpc.Token{}, byID: map[string]*container{}, byExec: map[string]*container{},
-		nextPrio: 1, kick: make(chan struct{}, 1), events: make(chan driver.Event, 1024), stop: make(chan struct{}),
+		nextPrio: 1, kick: make(chan struct{}, 1), events: newEventQueue(), stop: make(chan struct{}),
 		tracking: cfg.TrackingURL, sentTracking: cfg.TrackingURL,
 	}
 	nmHosts := make([]string, 0, len(cfg.Racks))
@@ -222,10 +222,14 @@ func Start(ctx context.Context, cfg Config) (*Allocator, error) {
 		a.nmTokens[nodeAddr(t.GetNodeId())] = hadooprpc.TokenFromProto(t.GetToken())
 	}
 	a.log.Info("registered with the resourcemanager", "queue", resp.GetQueue(), "max_memory_mb", a.maxCap.GetMemory(), "max_vcores", a.maxCap.GetVirtualCores())
-	a.wg.Add(1)
+	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()
 		a.heartbeat()
+	}()
+	go func() {
+		defer a.wg.Done()
+		a.events.pump(a.stop)
 	}()
 	return a, nil
 }
@@ -260,7 +264,7 @@ func nodeAddr(n *pb.NodeIdProto) string {
 }
 
 // Events delivers executor events until Close.
-func (a *Allocator) Events() <-chan driver.Event { return a.events }
+func (a *Allocator) Events() <-chan driver.Event { return a.events.out }
 
 // AllocateCalls returns how many allocate round trips the AM made.
 func (a *Allocator) AllocateCalls() int {
@@ -630,11 +634,10 @@ func (a *Allocator) stopContainer(ctx context.Context, c *container) {
 	}
 }
 
+// emit queues an event for the driver; it never waits for the driver,
+// which may be in a call to the allocator (Request) itself.
 func (a *Allocator) emit(ev driver.Event) {
-	select {
-	case a.events <- ev:
-	case <-a.stop:
-	}
+	a.events.push(ev)
 }
 
 // Finish unregisters the AM with a final status and diagnostics; YARN then
