@@ -41,6 +41,9 @@ type YARNResult struct {
 	// request to the whole gang held; GangHeld that time.
 	AllocateCalls int
 	GangHeld      time.Duration
+	// Launched is from the gang held to every container started on its
+	// NodeManager (the AM's startContainers calls).
+	Launched time.Duration
 	// SubmitToRegistered is from the application's submission to the
 	// last rank's registration answered by the driver.
 	SubmitToRegistered time.Duration
@@ -63,14 +66,15 @@ type yarnRun struct {
 	allRegistered chan struct{}
 	ranks         int64
 
-	mu       sync.Mutex
-	alloc    *am.Allocator
-	askedAt  time.Time
-	asked    int
-	heldAt   time.Time
-	held     int
-	cpuAsked time.Duration
-	cpuHeld  time.Duration
+	mu        sync.Mutex
+	alloc     *am.Allocator
+	askedAt   time.Time
+	asked     int
+	heldAt    time.Time
+	held      int
+	cpuAsked  time.Duration
+	cpuHeld   time.Duration
+	startedAt time.Time
 	// lastAt, cpuAt and rss are taken when every rank registered.
 	lastAt time.Time
 	cpuAt  time.Duration
@@ -127,7 +131,11 @@ func (t timedAM) Request(ctx context.Context, specs []driver.ExecutorSpec) error
 	t.r.mu.Lock()
 	t.r.askedAt, t.r.cpuAsked, t.r.asked = time.Now(), processCPU(), t.Allocator.AllocateCalls()
 	t.r.mu.Unlock()
-	return t.Allocator.Request(ctx, specs)
+	err := t.Allocator.Request(ctx, specs)
+	t.r.mu.Lock()
+	t.r.startedAt = time.Now()
+	t.r.mu.Unlock()
+	return err
 }
 
 // RunYARN runs one job of opts.Ranks simulated executors through the real
@@ -185,6 +193,7 @@ func RunYARN(ctx context.Context, opts YARNOptions) (*YARNResult, error) {
 	}
 	r.mu.Lock()
 	res.AllocateCalls, res.GangHeld, res.AMCPU = r.held-r.asked, r.heldAt.Sub(r.askedAt), r.cpuHeld-r.cpuAsked
+	res.Launched = r.startedAt.Sub(r.heldAt)
 	r.mu.Unlock()
 	res.SubmitToRegistered, res.CPU, res.RSSBytes = r.lastAt.Sub(start), r.cpuAt-cpu0, r.rss
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -41,6 +41,7 @@ func BenchmarkYARN(b *testing.B) {
 				}
 				b.ReportMetric(float64(res.AllocateCalls), "allocates")
 				b.ReportMetric(res.GangHeld.Seconds(), "s-gang")
+				b.ReportMetric(res.Launched.Seconds(), "s-launch")
 				b.ReportMetric(res.SubmitToRegistered.Seconds(), "s-register")
 				b.ReportMetric(res.AMCPU.Seconds(), "s-am-cpu")
 				b.ReportMetric(float64(res.RSSBytes)/(1<<20), "MiB-rss")

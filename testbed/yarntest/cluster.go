@@ -49,6 +49,8 @@ type Cluster struct {
 	// granted counts each node's containers in the allocate call being
 	// answered, when Config.GrantsPerNode limits them.
 	granted map[*nodeManager]int
+	// startCalls counts startContainers calls (StartCalls).
+	startCalls int
 
 	kick   chan struct{}
 	ctx    context.Context

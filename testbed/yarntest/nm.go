@@ -138,6 +138,9 @@ func (c *Cluster) startContainers(ctx context.Context, n *nodeManager, req *pb.S
 		return nil, err
 	}
 	resp := &pb.StartContainersResponseProto{}
+	c.mu.Lock()
+	c.startCalls++
+	c.mu.Unlock()
 	for _, r := range req.GetStartContainerRequest() {
 		c.mu.Lock()
 		ct, err := c.claimLocked(n, attempt, r.GetContainerToken())

@@ -76,3 +76,10 @@ func (c *Cluster) simulate(ct *container, clc *pb.ContainerLaunchContextProto, a
 	}
 	c.completeLocked(ct, code, diag)
 }
+
+// StartCalls is how many startContainers calls the NodeManagers answered.
+func (c *Cluster) StartCalls() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.startCalls
+}

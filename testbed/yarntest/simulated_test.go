@@ -36,8 +36,9 @@ func (l *simLauncher) Launch(ctx context.Context, c yarntest.Launch) int32 {
 // containers than the AM's event channel holds, with nobody reading its
 // events until Request returns, as the driver does: the AM's start
 // events once filled the channel and blocked Request (and the allocate
-// heartbeat with it) for good. The NodeManagers are simulated, and grant
-// a few containers each per allocate call.
+// heartbeat with it) for good. Each node's containers start in one
+// startContainers call (once one call each). The NodeManagers are
+// simulated, and grant a few containers each per allocate call.
 func TestAMStartsGangLargerThanEventBuffer(t *testing.T) {
 	const n = 1100
 	l := &simLauncher{amToken: make(chan hadooprpc.Token, 1)}
@@ -78,6 +79,10 @@ func TestAMStartsGangLargerThanEventBuffer(t *testing.T) {
 	}
 	if calls := a.AllocateCalls(); calls < 3 {
 		t.Errorf("gang of %d granted in %d allocate calls; 4 nodes granting 100 each per call need at least 3", n, calls)
+	}
+	// One call per node starts all of its containers.
+	if calls := c.StartCalls(); calls > 4 {
+		t.Errorf("%d startContainers calls for %d containers on 4 nodes; want one a node", calls, n)
 	}
 	started := 0
 	for started < n {

@@ -526,60 +526,6 @@ func (a *Allocator) abandon(g *gang, err error) error {
 	return err
 }
 
-// startAll starts every held container on its NodeManager; if one fails,
-// the others are stopped and every container released.
-func (a *Allocator) startAll(ctx context.Context, cs []*container) error {
-	var g errgroup.Group
-	g.SetLimit(16)
-	for _, c := range cs {
-		g.Go(func() error { return a.start(ctx, c) })
-	}
-	if err := g.Wait(); err != nil {
-		ids := make([]string, len(cs))
-		for i, c := range cs {
-			ids[i] = c.spec.ID
-		}
-		rctx, cancel := context.WithTimeout(context.Background(), a.cfg.RMCallTimeout)
-		defer cancel()
-		a.Release(rctx, ids)
-		return err
-	}
-	for _, c := range cs {
-		a.emit(driver.Event{ExecutorID: c.spec.ID, Kind: driver.ExecutorStarted, Host: c.host,
-			Message: "container " + client.ContainerString(c.c.GetId()), Time: time.Now()})
-	}
-	return nil
-}
-
-func (a *Allocator) start(ctx context.Context, c *container) error {
-	clc, err := a.cfg.LaunchContext(c.spec)
-	if err != nil {
-		return fmt.Errorf("launch context of executor %s: %w", c.spec.ID, err)
-	}
-	node := nodeAddr(c.c.GetNodeId())
-	a.mu.Lock()
-	tok, ok := a.nmTokens[node]
-	a.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("%w: no NMToken for node %s (executor %s)", ErrLaunch, node, c.spec.ID)
-	}
-	req := &pb.StartContainersRequestProto{StartContainerRequest: []*pb.StartContainerRequestProto{{
-		ContainerLaunchContext: clc, ContainerToken: c.c.GetContainerToken(),
-	}}}
-	resp := &pb.StartContainersResponseProto{}
-	if err := nmCall(ctx, node, tok, a.cfg.RPCProtection, a.cfg.NMCallTimeout, "startContainers", req, resp); err != nil {
-		return fmt.Errorf("%w: executor %s on %s: %v", ErrLaunch, c.spec.ID, node, err)
-	}
-	for _, f := range resp.GetFailedRequests() {
-		return fmt.Errorf("%w: executor %s on %s: %s: %s", ErrLaunch, c.spec.ID, node, f.GetException().GetClassName(), f.GetException().GetMessage())
-	}
-	a.mu.Lock()
-	c.started = true
-	a.mu.Unlock()
-	a.log.Info("container started", "executor", c.spec.ID, "container", client.ContainerString(c.c.GetId()), "node", node)
-	return nil
-}
-
 // Release stops the named executors (all when ids is empty) and waits until
 // YARN reports their containers complete.
 func (a *Allocator) Release(ctx context.Context, ids []string) error {
