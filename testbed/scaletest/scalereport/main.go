@@ -29,6 +29,8 @@ func main() {
 	heap := flag.String("memprofile", "", "write the driver process's heap profile, after the steady window, to this file (a suffix per world size)")
 	keep := flag.String("eventlog-dir", "", "keep the jobs' event logs here (default: a temporary directory, removed)")
 	browser := flag.String("chromium", "chromium", "headless browser for the job page (empty: none)")
+	yarnRuns := flag.Int("yarn-runs", 3, "runs of each world size through the real ApplicationMaster against simulated NodeManagers (0: none); their medians are printed")
+	driverRuns := flag.Bool("driver", true, "run the driver's table (simulated executors in a swarm process)")
 	flag.Parse()
 	var sizes []int
 	for _, s := range strings.Split(*ranks, ",") {
@@ -64,6 +66,9 @@ func main() {
 	defer stop()
 	var results []*scaletest.Result
 	for _, n := range sizes {
+		if !*driverRuns {
+			break
+		}
 		dir, err := os.MkdirTemp(*keep, "scalereport-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "scalereport:", err)
@@ -81,7 +86,16 @@ func main() {
 		fmt.Fprintf(os.Stderr, "scalereport: %d ranks done\n", n)
 		results = append(results, res)
 	}
-	writeTable(os.Stdout, results)
+	if len(results) > 0 {
+		writeTable(os.Stdout, results)
+	}
+	if *yarnRuns > 0 {
+		fmt.Println()
+		if err := yarnReport(ctx, os.Stdout, sizes, *yarnRuns); err != nil {
+			fmt.Fprintln(os.Stderr, "scalereport:", err)
+			os.Exit(1)
+		}
+	}
 }
 
 // writeTable prints one column per world size.
