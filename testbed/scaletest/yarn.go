@@ -66,6 +66,9 @@ type yarnRun struct {
 	allRegistered chan struct{}
 	ranks         int64
 
+	// Under mu: the gang asked for (at, allocate calls so far, process
+	// CPU), held (the first launch context built) and started (Request
+	// returned).
 	mu        sync.Mutex
 	alloc     *am.Allocator
 	askedAt   time.Time
@@ -75,7 +78,8 @@ type yarnRun struct {
 	cpuAsked  time.Duration
 	cpuHeld   time.Duration
 	startedAt time.Time
-	// lastAt, cpuAt and rss are taken when every rank registered.
+	// lastAt, cpuAt and rss are taken when every rank registered, by the
+	// goroutine that then reads them.
 	lastAt time.Time
 	cpuAt  time.Duration
 	rss    int64
@@ -142,14 +146,13 @@ func (t timedAM) Request(ctx context.Context, specs []driver.ExecutorSpec) error
 // ApplicationMaster's allocator against the test YARN with simulated
 // NodeManagers, and the real driver, all in this process.
 func RunYARN(ctx context.Context, opts YARNOptions) (*YARNResult, error) {
-	opts.RanksPerNode = max(opts.RanksPerNode, 0)
-	if opts.RanksPerNode == 0 {
+	if opts.RanksPerNode <= 0 {
 		opts.RanksPerNode = 8
 	}
-	if opts.GrantsPerNode == 0 {
+	if opts.GrantsPerNode <= 0 {
 		opts.GrantsPerNode = 2
 	}
-	if opts.StartLatency == 0 {
+	if opts.StartLatency <= 0 {
 		opts.StartLatency = 500 * time.Millisecond
 	}
 	dcfg := driver.DefaultConfig()

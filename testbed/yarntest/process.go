@@ -121,13 +121,22 @@ func (c *Cluster) run(ct *container, clc *pb.ContainerLaunchContextProto, amrm *
 	code := exitCode(cmd.ProcessState, werr)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.endedLocked(ct, code, func() string {
+		return fmt.Sprintf("Exception from container-launch.\nContainer id: %s\nExit code: %d\n[test YARN] Container exited with a non-zero exit code %d. Last 4096 bytes of stderr :\n%s",
+			ct.idStr, code, code, tail(filepath.Join(logs, "stderr"), 4096))
+	})
+}
+
+// endedLocked records how a container ended: with the status YARN forced
+// on it, else with its own code and, when that is not 0, failed's
+// diagnostics. Called with c.mu held.
+func (c *Cluster) endedLocked(ct *container, code int32, failed func() string) {
 	diag := ""
 	switch {
 	case ct.forced != nil:
 		code, diag = ct.forced.code, ct.forced.diag
 	case code != 0:
-		diag = fmt.Sprintf("Exception from container-launch.\nContainer id: %s\nExit code: %d\n[test YARN] Container exited with a non-zero exit code %d. Last 4096 bytes of stderr :\n%s",
-			ct.idStr, code, code, tail(filepath.Join(logs, "stderr"), 4096))
+		diag = failed()
 	}
 	c.completeLocked(ct, code, diag)
 }

@@ -54,27 +54,18 @@ func (c *Cluster) simulate(ct *container, clc *pb.ContainerLaunchContextProto, a
 	ct.pmu.Unlock()
 	c.mu.Unlock()
 	code := int32(am.ExitKilledByAM)
-	if c.cfg.StartLatency > 0 {
-		t := time.NewTimer(c.cfg.StartLatency)
-		select {
-		case <-t.C:
-			code = c.cfg.Launcher.Launch(ctx, l)
-		case <-ctx.Done():
-			t.Stop()
-		}
-	} else {
+	t := time.NewTimer(c.cfg.StartLatency)
+	select {
+	case <-t.C:
 		code = c.cfg.Launcher.Launch(ctx, l)
+	case <-ctx.Done():
+		t.Stop()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	diag := ""
-	switch {
-	case ct.forced != nil:
-		code, diag = ct.forced.code, ct.forced.diag
-	case code != 0:
-		diag = fmt.Sprintf("[test YARN] simulated container %s exited with %d", ct.idStr, code)
-	}
-	c.completeLocked(ct, code, diag)
+	c.endedLocked(ct, code, func() string {
+		return fmt.Sprintf("[test YARN] simulated container %s exited with %d", ct.idStr, code)
+	})
 }
 
 // StartCalls is how many startContainers calls the NodeManagers answered.

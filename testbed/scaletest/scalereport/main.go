@@ -100,18 +100,9 @@ func main() {
 
 // writeTable prints one column per world size.
 func writeTable(w io.Writer, rs []*scaletest.Result) {
-	row := func(name string, f func(*scaletest.Result) string) {
-		cells := []string{name}
-		for _, r := range rs {
-			cells = append(cells, f(r))
-		}
-		fmt.Fprintln(w, "| "+strings.Join(cells, " | ")+" |")
-	}
+	row := rower(w, rs)
 	row("ranks", func(r *scaletest.Result) string { return strconv.Itoa(r.Ranks) })
 	fmt.Fprintln(w, "|"+strings.Repeat(" --- |", len(rs)+1))
-	ms := func(d time.Duration) string {
-		return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms"
-	}
 	kib := func(n int64) string { return strconv.FormatFloat(float64(n)/1024, 'f', 1, 64) + " KiB" }
 	row("submit to all registered", func(r *scaletest.Result) string { return ms(r.SubmitToRegistered) })
 	row("last container start to all registered", func(r *scaletest.Result) string { return ms(r.StartToRegistered) })
@@ -133,6 +124,23 @@ func writeTable(w io.Writer, rs []*scaletest.Result) {
 	row("history: job list", func(r *scaletest.Result) string { return ms(r.HistoryList.Time) })
 	row("history: job page data", func(r *scaletest.Result) string { return ms(r.HistoryJob.Time) })
 	row("SPINDLE_PEERS size", func(r *scaletest.Result) string { return kib(int64(r.PeersEnvBytes)) })
+}
+
+// rower returns a function that prints one table row: its name, then f
+// of each result.
+func rower[R any](w io.Writer, rs []R) func(name string, f func(R) string) {
+	return func(name string, f func(R) string) {
+		cells := []string{name}
+		for _, r := range rs {
+			cells = append(cells, f(r))
+		}
+		fmt.Fprintln(w, "| "+strings.Join(cells, " | ")+" |")
+	}
+}
+
+// ms formats d in milliseconds.
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms"
 }
 
 // suffixed returns path with the world size added, or "".

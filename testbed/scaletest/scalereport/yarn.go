@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spindle-ml/spindle/testbed/scaletest"
 )
@@ -43,16 +42,7 @@ func yarnReport(ctx context.Context, w io.Writer, sizes []int, runs int) error {
 
 // writeYARNTable prints one column per world size.
 func writeYARNTable(w io.Writer, rs []*scaletest.YARNResult) {
-	row := func(name string, f func(*scaletest.YARNResult) string) {
-		cells := []string{name}
-		for _, r := range rs {
-			cells = append(cells, f(r))
-		}
-		fmt.Fprintln(w, "| "+strings.Join(cells, " | ")+" |")
-	}
-	ms := func(d time.Duration) string {
-		return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms"
-	}
+	row := rower(w, rs)
 	row("ranks (YARN)", func(r *scaletest.YARNResult) string { return strconv.Itoa(r.Ranks) })
 	fmt.Fprintln(w, "|"+strings.Repeat(" --- |", len(rs)+1))
 	row("simulated NodeManagers", func(r *scaletest.YARNResult) string { return strconv.Itoa(r.Nodes) })
