@@ -149,7 +149,7 @@ bench: deps build ## feed, collectives, HDFS and standalone benchmarks, each bes
 
 # SCALE_RANKS and SCALE_FLAGS pass on to testbed/scaletest/scalereport.
 SCALE_RANKS ?= 100,500,1000,2000
-scale: ## simulate jobs of 100 to 2,000 executors against a real driver; print docs/scale.md's table
+scale: ## simulate jobs of 100 to 2,000 executors against a real driver, and through the real YARN AM on simulated NodeManagers; print docs/scale.md's tables
 	$(GO) build -o $(BIN)/scalereport ./testbed/scaletest/scalereport
 	$(BIN)/scalereport -ranks $(SCALE_RANKS) $(SCALE_FLAGS)
 

@@ -78,6 +78,10 @@ type swarm struct {
 	// registration answer (register.go).
 	decodeOnce atomic.Bool
 
+	// onReport, when set, gets every report instead of out (the
+	// in-process executors of a YARN run).
+	onReport func(report)
+
 	mu    sync.Mutex
 	stops map[string]context.CancelFunc
 	wg    sync.WaitGroup
@@ -157,6 +161,10 @@ func (s *swarm) handle(ctx context.Context, c command) {
 
 func (s *swarm) emit(r report) {
 	r.Unix = time.Now().UnixNano()
+	if s.onReport != nil {
+		s.onReport(r)
+		return
+	}
 	s.outMu.Lock()
 	defer s.outMu.Unlock()
 	_ = s.out.Encode(r)

@@ -46,6 +46,11 @@ type Cluster struct {
 	wrongAMRM     bool
 	wrongNM       bool
 	closed        bool
+	// granted counts each node's containers in the allocate call being
+	// answered, when Config.GrantsPerNode limits them.
+	granted map[*nodeManager]int
+	// startCalls counts startContainers calls (StartCalls).
+	startCalls int
 
 	kick   chan struct{}
 	ctx    context.Context

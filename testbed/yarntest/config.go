@@ -79,6 +79,17 @@ type Config struct {
 	// launch context, as a secure NodeManager does.
 	ClientSASL hadooprpc.SASL
 	Principal  string
+	// Launcher, when set, runs every container in this process instead
+	// of as a process (simulated nodes: no files are localized, no
+	// launch script written); StartLatency is each container's time from
+	// startContainers to its launch.
+	Launcher     Launcher
+	StartLatency time.Duration
+	// GrantsPerNode, when positive, is how many containers each node
+	// grants an application per allocate call, as a scheduler that
+	// assigns containers on node heartbeats does: a large gang is granted
+	// over several allocate round trips.
+	GrantsPerNode int
 	// DropEnv are variables of this process's environment that
 	// containers do not inherit: a node without them (KRB5_CONFIG, for
 	// nodes whose krb5.conf does not know the test realm).

@@ -34,6 +34,13 @@
 // application's maxAppAttempts, then fails the application with the tail
 // of the AM's stderr in the diagnostics.
 //
+// With Config.Launcher the containers are simulated in this process
+// instead (Launch gets the launch context's environment, and an AM's its
+// AMRMToken), each after Config.StartLatency, and Config.GrantsPerNode
+// limits what each node grants per allocate call, so thousands of
+// containers on hundreds of NodeManagers fit on one machine
+// (testbed/scaletest's RunYARN).
+//
 // The scheduler fills asks for any host ("*") on the node with the most
 // free memory, within the queue's limits; node and rack asks are accepted
 // and ignored. There is no web UI: the tracking URL reported is the one

@@ -138,6 +138,9 @@ func (c *Cluster) startContainers(ctx context.Context, n *nodeManager, req *pb.S
 		return nil, err
 	}
 	resp := &pb.StartContainersResponseProto{}
+	c.mu.Lock()
+	c.startCalls++
+	c.mu.Unlock()
 	for _, r := range req.GetStartContainerRequest() {
 		c.mu.Lock()
 		ct, err := c.claimLocked(n, attempt, r.GetContainerToken())
@@ -279,6 +282,8 @@ type container struct {
 	proc  *processHandle
 	grace time.Duration
 	wg    *sync.WaitGroup
+	// cancel stops a simulated container (Config.Launcher).
+	cancel context.CancelFunc
 }
 
 // forcedEnd is the status YARN gives a container it ended itself

@@ -41,8 +41,12 @@ func (p *processHandle) exited() bool {
 // the grace period (at once when now). It does not take Cluster.mu.
 func (ct *container) signal(now bool) {
 	ct.pmu.Lock()
-	p, grace, wg := ct.proc, ct.grace, ct.wg
+	p, grace, wg, cancel := ct.proc, ct.grace, ct.wg, ct.cancel
 	ct.pmu.Unlock()
+	if cancel != nil {
+		cancel()
+		return
+	}
 	if p == nil || p.exited() {
 		return
 	}
@@ -67,6 +71,10 @@ func (ct *container) signal(now bool) {
 // run localizes a container's resources, writes its credentials and
 // launch script, runs its command, and records how it ended.
 func (c *Cluster) run(ct *container, clc *pb.ContainerLaunchContextProto, amrm *pb.TokenProto) {
+	if c.cfg.Launcher != nil {
+		c.simulate(ct, clc, amrm)
+		return
+	}
 	n, a := ct.node, ct.app
 	appDir := filepath.Join(n.dir, "usercache", a.user, "appcache", a.idString())
 	work := filepath.Join(appDir, ct.idStr)
@@ -113,13 +121,22 @@ func (c *Cluster) run(ct *container, clc *pb.ContainerLaunchContextProto, amrm *
 	code := exitCode(cmd.ProcessState, werr)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.endedLocked(ct, code, func() string {
+		return fmt.Sprintf("Exception from container-launch.\nContainer id: %s\nExit code: %d\n[test YARN] Container exited with a non-zero exit code %d. Last 4096 bytes of stderr :\n%s",
+			ct.idStr, code, code, tail(filepath.Join(logs, "stderr"), 4096))
+	})
+}
+
+// endedLocked records how a container ended: with the status YARN forced
+// on it, else with its own code and, when that is not 0, failed's
+// diagnostics. Called with c.mu held.
+func (c *Cluster) endedLocked(ct *container, code int32, failed func() string) {
 	diag := ""
 	switch {
 	case ct.forced != nil:
 		code, diag = ct.forced.code, ct.forced.diag
 	case code != 0:
-		diag = fmt.Sprintf("Exception from container-launch.\nContainer id: %s\nExit code: %d\n[test YARN] Container exited with a non-zero exit code %d. Last 4096 bytes of stderr :\n%s",
-			ct.idStr, code, code, tail(filepath.Join(logs, "stderr"), 4096))
+		diag = failed()
 	}
 	c.completeLocked(ct, code, diag)
 }

@@ -43,7 +43,7 @@ func (q *queue) fits(n need) bool {
 func (c *Cluster) pickNodeLocked(n need, avoid map[string]bool) *nodeManager {
 	var best *nodeManager
 	for _, nm := range c.nodes {
-		if nm.state != pb.NodeStateProto_NS_RUNNING || !nm.fits(n) || avoid[nm.nodeID.GetHost()] {
+		if nm.state != pb.NodeStateProto_NS_RUNNING || !nm.fits(n) || avoid[nm.nodeID.GetHost()] || c.spentLocked(nm) {
 			continue
 		}
 		if best == nil || nm.freeMB() > best.freeMB() {
@@ -82,7 +82,16 @@ func (c *Cluster) allocateLocked(a *app, r *pb.ResourceProto, priority int32, is
 	q.usedMB += n.mem
 	q.usedVCores += n.vcores
 	nm.containers[ct.idStr] = ct
+	if c.granted != nil {
+		c.granted[nm]++
+	}
 	return ct
+}
+
+// spentLocked says whether nm granted its share of this allocate call
+// (Config.GrantsPerNode). Called with c.mu held.
+func (c *Cluster) spentLocked(nm *nodeManager) bool {
+	return c.granted != nil && c.granted[nm] >= c.cfg.GrantsPerNode
 }
 
 // placeAMsLocked allocates the AM container of every accepted application
@@ -126,6 +135,10 @@ func (c *Cluster) scheduleLocked(a *app) {
 		}
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].priority < keys[j].priority })
+	if c.cfg.GrantsPerNode > 0 {
+		c.granted = map[*nodeManager]int{}
+		defer func() { c.granted = nil }()
+	}
 	for _, k := range keys {
 		ask := a.asks[k]
 		for ask.GetNumContainers() > 0 {

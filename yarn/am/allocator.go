@@ -168,7 +168,7 @@ type Allocator struct {
 	// one said.
 	headroom *pb.ResourceProto
 
-	events    chan driver.Event
+	events    *eventQueue
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -197,7 +197,7 @@ func Start(ctx context.Context, cfg Config) (*Allocator, error) {
 	a := &Allocator{
 		cfg: cfg, log: log.With("component", "yarn-am"),
 		nmTokens: map[string]hadooprpc.Token{}, byID: map[string]*container{}, byExec: map[string]*container{},
-		nextPrio: 1, kick: make(chan struct{}, 1), events: make(chan driver.Event, 1024), stop: make(chan struct{}),
+		nextPrio: 1, kick: make(chan struct{}, 1), events: newEventQueue(), stop: make(chan struct{}),
 		tracking: cfg.TrackingURL, sentTracking: cfg.TrackingURL,
 	}
 	nmHosts := make([]string, 0, len(cfg.Racks))
@@ -222,10 +222,14 @@ func Start(ctx context.Context, cfg Config) (*Allocator, error) {
 		a.nmTokens[nodeAddr(t.GetNodeId())] = hadooprpc.TokenFromProto(t.GetToken())
 	}
 	a.log.Info("registered with the resourcemanager", "queue", resp.GetQueue(), "max_memory_mb", a.maxCap.GetMemory(), "max_vcores", a.maxCap.GetVirtualCores())
-	a.wg.Add(1)
+	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()
 		a.heartbeat()
+	}()
+	go func() {
+		defer a.wg.Done()
+		a.events.pump(a.stop)
 	}()
 	return a, nil
 }
@@ -260,7 +264,7 @@ func nodeAddr(n *pb.NodeIdProto) string {
 }
 
 // Events delivers executor events until Close.
-func (a *Allocator) Events() <-chan driver.Event { return a.events }
+func (a *Allocator) Events() <-chan driver.Event { return a.events.out }
 
 // AllocateCalls returns how many allocate round trips the AM made.
 func (a *Allocator) AllocateCalls() int {
@@ -522,60 +526,6 @@ func (a *Allocator) abandon(g *gang, err error) error {
 	return err
 }
 
-// startAll starts every held container on its NodeManager; if one fails,
-// the others are stopped and every container released.
-func (a *Allocator) startAll(ctx context.Context, cs []*container) error {
-	var g errgroup.Group
-	g.SetLimit(16)
-	for _, c := range cs {
-		g.Go(func() error { return a.start(ctx, c) })
-	}
-	if err := g.Wait(); err != nil {
-		ids := make([]string, len(cs))
-		for i, c := range cs {
-			ids[i] = c.spec.ID
-		}
-		rctx, cancel := context.WithTimeout(context.Background(), a.cfg.RMCallTimeout)
-		defer cancel()
-		a.Release(rctx, ids)
-		return err
-	}
-	for _, c := range cs {
-		a.emit(driver.Event{ExecutorID: c.spec.ID, Kind: driver.ExecutorStarted, Host: c.host,
-			Message: "container " + client.ContainerString(c.c.GetId()), Time: time.Now()})
-	}
-	return nil
-}
-
-func (a *Allocator) start(ctx context.Context, c *container) error {
-	clc, err := a.cfg.LaunchContext(c.spec)
-	if err != nil {
-		return fmt.Errorf("launch context of executor %s: %w", c.spec.ID, err)
-	}
-	node := nodeAddr(c.c.GetNodeId())
-	a.mu.Lock()
-	tok, ok := a.nmTokens[node]
-	a.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("%w: no NMToken for node %s (executor %s)", ErrLaunch, node, c.spec.ID)
-	}
-	req := &pb.StartContainersRequestProto{StartContainerRequest: []*pb.StartContainerRequestProto{{
-		ContainerLaunchContext: clc, ContainerToken: c.c.GetContainerToken(),
-	}}}
-	resp := &pb.StartContainersResponseProto{}
-	if err := nmCall(ctx, node, tok, a.cfg.RPCProtection, a.cfg.NMCallTimeout, "startContainers", req, resp); err != nil {
-		return fmt.Errorf("%w: executor %s on %s: %v", ErrLaunch, c.spec.ID, node, err)
-	}
-	for _, f := range resp.GetFailedRequests() {
-		return fmt.Errorf("%w: executor %s on %s: %s: %s", ErrLaunch, c.spec.ID, node, f.GetException().GetClassName(), f.GetException().GetMessage())
-	}
-	a.mu.Lock()
-	c.started = true
-	a.mu.Unlock()
-	a.log.Info("container started", "executor", c.spec.ID, "container", client.ContainerString(c.c.GetId()), "node", node)
-	return nil
-}
-
 // Release stops the named executors (all when ids is empty) and waits until
 // YARN reports their containers complete.
 func (a *Allocator) Release(ctx context.Context, ids []string) error {
@@ -630,11 +580,10 @@ func (a *Allocator) stopContainer(ctx context.Context, c *container) {
 	}
 }
 
+// emit queues an event for the driver; it never waits for the driver,
+// which may be in a call to the allocator (Request) itself.
 func (a *Allocator) emit(ev driver.Event) {
-	select {
-	case a.events <- ev:
-	case <-a.stop:
-	}
+	a.events.push(ev)
 }
 
 // Finish unregisters the AM with a final status and diagnostics; YARN then

@@ -29,6 +29,8 @@ func main() {
 	heap := flag.String("memprofile", "", "write the driver process's heap profile, after the steady window, to this file (a suffix per world size)")
 	keep := flag.String("eventlog-dir", "", "keep the jobs' event logs here (default: a temporary directory, removed)")
 	browser := flag.String("chromium", "chromium", "headless browser for the job page (empty: none)")
+	yarnRuns := flag.Int("yarn-runs", 3, "runs of each world size through the real ApplicationMaster against simulated NodeManagers (0: none); their medians are printed")
+	driverRuns := flag.Bool("driver", true, "run the driver's table (simulated executors in a swarm process)")
 	flag.Parse()
 	var sizes []int
 	for _, s := range strings.Split(*ranks, ",") {
@@ -64,6 +66,9 @@ func main() {
 	defer stop()
 	var results []*scaletest.Result
 	for _, n := range sizes {
+		if !*driverRuns {
+			break
+		}
 		dir, err := os.MkdirTemp(*keep, "scalereport-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "scalereport:", err)
@@ -81,23 +86,23 @@ func main() {
 		fmt.Fprintf(os.Stderr, "scalereport: %d ranks done\n", n)
 		results = append(results, res)
 	}
-	writeTable(os.Stdout, results)
+	if len(results) > 0 {
+		writeTable(os.Stdout, results)
+	}
+	if *yarnRuns > 0 {
+		fmt.Println()
+		if err := yarnReport(ctx, os.Stdout, sizes, *yarnRuns); err != nil {
+			fmt.Fprintln(os.Stderr, "scalereport:", err)
+			os.Exit(1)
+		}
+	}
 }
 
 // writeTable prints one column per world size.
 func writeTable(w io.Writer, rs []*scaletest.Result) {
-	row := func(name string, f func(*scaletest.Result) string) {
-		cells := []string{name}
-		for _, r := range rs {
-			cells = append(cells, f(r))
-		}
-		fmt.Fprintln(w, "| "+strings.Join(cells, " | ")+" |")
-	}
+	row := rower(w, rs)
 	row("ranks", func(r *scaletest.Result) string { return strconv.Itoa(r.Ranks) })
 	fmt.Fprintln(w, "|"+strings.Repeat(" --- |", len(rs)+1))
-	ms := func(d time.Duration) string {
-		return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms"
-	}
 	kib := func(n int64) string { return strconv.FormatFloat(float64(n)/1024, 'f', 1, 64) + " KiB" }
 	row("submit to all registered", func(r *scaletest.Result) string { return ms(r.SubmitToRegistered) })
 	row("last container start to all registered", func(r *scaletest.Result) string { return ms(r.StartToRegistered) })
@@ -119,6 +124,23 @@ func writeTable(w io.Writer, rs []*scaletest.Result) {
 	row("history: job list", func(r *scaletest.Result) string { return ms(r.HistoryList.Time) })
 	row("history: job page data", func(r *scaletest.Result) string { return ms(r.HistoryJob.Time) })
 	row("SPINDLE_PEERS size", func(r *scaletest.Result) string { return kib(int64(r.PeersEnvBytes)) })
+}
+
+// rower returns a function that prints one table row: its name, then f
+// of each result.
+func rower[R any](w io.Writer, rs []R) func(name string, f func(R) string) {
+	return func(name string, f func(R) string) {
+		cells := []string{name}
+		for _, r := range rs {
+			cells = append(cells, f(r))
+		}
+		fmt.Fprintln(w, "| "+strings.Join(cells, " | ")+" |")
+	}
+}
+
+// ms formats d in milliseconds.
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) + " ms"
 }
 
 // suffixed returns path with the world size added, or "".
