@@ -28,14 +28,18 @@ type rankStream struct {
 	path string // the journal file; empty without a journal
 	file *os.File
 	w    *ipc.Writer
+	// broken is why the journal lacks a batch sent to the rank: the
+	// rank's stream cannot be sent again whole.
+	broken error
 }
 
 // record appends a batch about to be sent to the rank's journal, so that
 // it is not lost with the executor it is sent to. serving is held.
-func (rs *rankStream) record(schema *arrow.Schema, rec arrow.RecordBatch) error {
-	if rs.path == "" {
+func (rs *rankStream) record(schema *arrow.Schema, rec arrow.RecordBatch) (err error) {
+	if rs.path == "" || rs.broken != nil {
 		return nil
 	}
+	defer func() { rs.broken = err }()
 	if rs.w == nil {
 		f, err := os.OpenFile(rs.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {

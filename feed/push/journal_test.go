@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -104,5 +105,41 @@ func TestPushJournalReplaysRank(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPushJournalBroken: a journal that cannot be written does not stop
+// the rank's stream, but a later stream of the rank is refused, naming
+// why, rather than sent a share with rows missing.
+func TestPushJournalBroken(t *testing.T) {
+	ctx := context.Background()
+	s := startPush(t, Config{Ranks: 1, BatchRows: 10, Schema: flightSchema, JournalDir: filepath.Join(t.TempDir(), "gone")})
+	_, c := dialPush(t, s.Addr())
+	if _, err := push(ctx, c, testProducerToken, flightSchema, flightBatches(0, 2, 10), nil); err != nil {
+		t.Fatal(err)
+	}
+	s.EndInput()
+	ticket := &flight.Ticket{Ticket: []byte(feed.PushTicketPrefix + "0")}
+	read := func() (int64, error) {
+		stream, err := c.DoGet(bearer(ctx, testFeedToken), ticket)
+		if err != nil {
+			return 0, err
+		}
+		rd, err := flight.NewRecordReader(stream)
+		if err != nil {
+			return 0, err
+		}
+		defer rd.Release()
+		var n int64
+		for rd.Next() {
+			n += rd.RecordBatch().NumRows()
+		}
+		return n, rd.Err()
+	}
+	if n, err := read(); n != 20 || (err != nil && !errors.Is(err, io.EOF)) {
+		t.Fatalf("the first stream got %d rows (%v), want 20", n, err)
+	}
+	if _, err := read(); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "cannot be sent again") {
+		t.Fatalf("a stream opened again without its journal: %v", err)
 	}
 }

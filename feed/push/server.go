@@ -605,6 +605,9 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 		}
 		return nil
 	}
+	if again && rs.broken != nil {
+		return status.Errorf(codes.FailedPrecondition, "rank %d's pushed rows cannot be sent again: its journal lacks some (%v)", r, rs.broken)
+	}
 	if again {
 		n, err := rs.replay(send)
 		if err != nil {
@@ -621,10 +624,12 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 			return status.Errorf(codes.Unavailable, "rank %d's stream: %v", r, err)
 		}
 		// Kept before it is sent: an executor lost with it unread must
-		// not lose it.
-		if err = rs.record(schema, rec); err == nil {
-			err = send(rec)
+		// not lose it. A journal that cannot be written does not stop
+		// this stream, only a later one for the rank.
+		if jerr := rs.record(schema, rec); jerr != nil {
+			s.log.Warn("pushed rows not journalled: the rank cannot be restarted", "rank", r, "err", jerr)
 		}
+		err = send(rec)
 		rec.Release()
 		if err != nil {
 			return err
