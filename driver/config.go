@@ -250,9 +250,9 @@ func (c *Config) Validate() error {
 			if _, err := feed.ParseFlightPutURI(in); err != nil {
 				return bad("%v", err)
 			}
-			if c.FailurePolicy == PolicyRestart || c.FailurePolicy == PolicyElastic {
-				return bad("--input %s: a job whose input is pushed cannot be restarted or resized (pushed rows are fed once); "+
-					"set spindle.failure.policy=fail", in)
+			if c.FailurePolicy == PolicyElastic {
+				return bad("--input %s: a job whose input is pushed cannot be resized (each rank's pushed rows are its own); "+
+					"set spindle.failure.policy=restart or fail", in)
 			}
 		}
 	}

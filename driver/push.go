@@ -27,6 +27,9 @@ type pushInput struct {
 	// caFile holds the job CA's certificate producers verify the
 	// endpoint with (job TLS only).
 	caFile string
+	// journal is the directory of the ranks' journals (restart policy
+	// only), removed with the endpoint.
+	journal string
 }
 
 // isPush reports whether the job's input is pushed.
@@ -86,18 +89,25 @@ func (d *Driver) startPush() error {
 			return err
 		}
 	}
+	journal, err := d.pushJournalDir()
+	if err != nil {
+		lis.Close()
+		return err
+	}
 	producerToken := push.ProducerToken(d.secret, c.JobID)
 	srv, err := push.Start(lis, push.Config{
-		Ranks: c.NumExecutors, BatchRows: c.BatchRows, EvenBatches: c.EvenBatches,
+		JournalDir: journal,
+		Ranks:      c.NumExecutors, BatchRows: c.BatchRows, EvenBatches: c.EvenBatches,
 		Schema: c.FlightPut.Schema, Required: required, Rows: c.FlightPut.Rows, BufferBytes: c.FlightPut.BufferBytes,
 		ProducerToken: producerToken, FeedToken: feed.PushFeedToken(d.secret, c.JobID), TLS: serverTLS,
 		Logger: d.logger,
 	})
 	if err != nil {
 		lis.Close()
+		d.removeJournalDir(journal)
 		return err
 	}
-	p := &pushInput{srv: srv, advertise: adv}
+	p := &pushInput{srv: srv, advertise: adv, journal: journal}
 	d.push = p
 	p.uri = "grpc://" + adv
 	if serverTLS != nil {
@@ -164,6 +174,7 @@ func (d *Driver) stopPush() {
 	if err := p.srv.Close(); err != nil {
 		d.logger.Warn("close the push endpoint", "err", err)
 	}
+	d.removeJournalDir(p.journal)
 	if p.tokenFile != "" {
 		if err := os.Remove(p.tokenFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			d.logger.Warn("remove the producers' token file", "path", p.tokenFile, "err", err)
@@ -173,6 +184,32 @@ func (d *Driver) stopPush() {
 		if err := os.Remove(p.caFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 			d.logger.Warn("remove the producers' CA file", "path", p.caFile, "err", err)
 		}
+	}
+}
+
+// pushJournalDir makes the directory where, under the restart policy,
+// the push endpoint keeps every batch sent to each rank (on the driver's
+// disk, which outlives the executors): a new generation's executors are
+// sent their rank's rows again from there, since producers never send a
+// row twice. Other policies keep none ("").
+func (d *Driver) pushJournalDir() (string, error) {
+	if d.cfg.FailurePolicy != PolicyRestart {
+		return "", nil
+	}
+	dir, err := os.MkdirTemp("", "spindle-"+d.cfg.JobID+".flight-put.journal-")
+	if err != nil {
+		return "", fmt.Errorf("make the directory for the ranks' journals of pushed rows: %w", err)
+	}
+	return dir, nil
+}
+
+// removeJournalDir removes the ranks' journal directory, if any.
+func (d *Driver) removeJournalDir(dir string) {
+	if dir == "" {
+		return
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		d.logger.Warn("remove the ranks' journals of pushed rows", "path", dir, "err", err)
 	}
 }
 

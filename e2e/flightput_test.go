@@ -323,7 +323,7 @@ func TestFlightPutBadInput(t *testing.T) {
 		{"with files", []string{"--input", "flight-put:", "--input", dir}, "pushed input is the job's only input"},
 		{"direct mode", []string{"--input", "flight-put:", "--feed", "direct"}, "--feed arrow or tensor"},
 		{"bad address", []string{"--input", "flight-put://h:99999"}, "port"},
-		{"restart policy", []string{"--input", "flight-put:", "--conf", "spindle.failure.policy=restart"}, "cannot be restarted"},
+		{"elastic policy", []string{"--input", "flight-put:", "--conf", "spindle.failure.policy=elastic"}, "cannot be resized"},
 		{"unknown column", []string{"--input", "flight-put:", "--conf", "spindle.flight.put.schema=x:float64", "--label-column", "y"}, `"y"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

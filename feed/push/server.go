@@ -82,6 +82,12 @@ type Config struct {
 	TLS *tls.Config
 	// Logger logs producers coming and going; nil means slog.Default().
 	Logger *slog.Logger
+	// JournalDir, when set, keeps every batch sent to a rank in a file
+	// there (rank-N.arrow, removed by Close), so that a rank's stream
+	// opened again, by an executor that replaced a lost one, is sent
+	// the rank's rows from the start before the live ones. Without it a
+	// rank's stream can be opened once.
+	JournalDir string
 }
 
 // Why a push endpoint refused a producer's stream (Stats.RefusedBy).
@@ -167,7 +173,7 @@ type Server struct {
 	mu        sync.Mutex
 	schema    *arrow.Schema // nullable fields; nil until declared or pushed
 	schemaSet chan struct{}
-	opened    []bool // rank streams opened
+	ranks     []*rankStream
 	named     map[string]*namedProducer
 
 	streams, producers atomic.Int64
@@ -202,7 +208,7 @@ func Start(lis net.Listener, cfg Config) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, dealer: newPushDealer(cfg.Ranks, cfg.BatchRows, even, cfg.BufferBytes),
-		addr: lis.Addr().String(), served: make(chan error, 1), schemaSet: make(chan struct{}), opened: make([]bool, cfg.Ranks),
+		addr: lis.Addr().String(), served: make(chan error, 1), schemaSet: make(chan struct{}), ranks: newRankStreams(cfg.Ranks, cfg.JournalDir),
 		named: map[string]*namedProducer{}}
 	if cfg.Schema != nil {
 		s.schema = nullableSchema(cfg.Schema)
@@ -233,6 +239,12 @@ func (s *Server) Close() error {
 		s.srv.Stop()
 		if err := <-s.served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			s.closeErr = fmt.Errorf("push endpoint: %w", err)
+		}
+		// Every DoGet has returned: the journals are no longer written.
+		for r, rs := range s.ranks {
+			if err := rs.close(); err != nil && s.closeErr == nil {
+				s.closeErr = fmt.Errorf("push endpoint: rank %d: %w", r, err)
+			}
 		}
 	})
 	return s.closeErr
@@ -555,28 +567,54 @@ func producerName(d *flight.FlightDescriptor) string {
 	return strings.Join(d.GetPath(), "/")
 }
 
-// DoGet streams one rank's share. Each rank's stream can be read once:
-// pushed rows are not kept after they are sent.
+// DoGet streams one rank's share. Without a journal each rank's stream
+// can be read once: pushed rows are not kept after they are sent. With
+// one, a rank's stream opened again ends the one open before (its
+// executor was lost) and sends the rank's rows from the start.
 func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer) error {
 	r, err := strconv.Atoi(strings.TrimPrefix(string(t.GetTicket()), feed.PushTicketPrefix))
 	if !strings.HasPrefix(string(t.GetTicket()), feed.PushTicketPrefix) || err != nil || r < 0 || r >= s.cfg.Ranks {
 		return status.Errorf(codes.NotFound, "no rank stream %q", t.GetTicket())
 	}
+	rs := s.ranks[r]
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
 	s.mu.Lock()
-	again := s.opened[r]
-	s.opened[r] = true
+	again := rs.opened
+	rs.opened = true
+	if rs.cancel != nil {
+		rs.cancel()
+	}
+	rs.cancel = cancel
 	schema := s.schema
 	s.mu.Unlock()
-	if again {
+	if again && rs.path == "" {
 		return status.Errorf(codes.FailedPrecondition, "rank %d's pushed rows were fed already: pushed input is sent once "+
 			"(later epochs come from the executor's cache, spindle.feed.cacheMemory and spindle.feed.spillDisk; a restarted rank cannot have them again)", r)
 	}
 	if schema == nil {
 		return status.Error(codes.FailedPrecondition, "the job has no schema yet")
 	}
+	rs.serving.Lock()
+	defer rs.serving.Unlock()
 	w := flight.NewRecordWriter(stream, ipc.WithSchema(schema))
 	defer w.Close()
-	ctx := stream.Context()
+	send := func(rec arrow.RecordBatch) error {
+		if err := w.Write(rec); err != nil {
+			return fmt.Errorf("send rank %d a batch: %w", r, err)
+		}
+		return nil
+	}
+	if again && rs.broken != nil {
+		return status.Errorf(codes.FailedPrecondition, "rank %d's pushed rows cannot be sent again: its journal lacks some (%v)", r, rs.broken)
+	}
+	if again {
+		n, err := rs.replay(send)
+		if err != nil {
+			return status.Errorf(codes.Internal, "rank %d's stream: %v", r, err)
+		}
+		s.log.Info("rank stream opened again: its pushed rows sent again from the journal", "rank", r, "rows", n)
+	}
 	for {
 		rec, err := s.dealer.take(ctx, r)
 		if errors.Is(err, io.EOF) {
@@ -585,10 +623,16 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 		if err != nil {
 			return status.Errorf(codes.Unavailable, "rank %d's stream: %v", r, err)
 		}
-		err = w.Write(rec)
+		// Kept before it is sent: an executor lost with it unread must
+		// not lose it. A journal that cannot be written does not stop
+		// this stream, only a later one for the rank.
+		if jerr := rs.record(schema, rec); jerr != nil {
+			s.log.Warn("pushed rows not journalled: the rank cannot be restarted", "rank", r, "err", jerr)
+		}
+		err = send(rec)
 		rec.Release()
 		if err != nil {
-			return fmt.Errorf("send rank %d a batch: %w", r, err)
+			return err
 		}
 	}
 }

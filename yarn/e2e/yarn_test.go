@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -26,7 +27,7 @@ import (
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 
-var spindleBin, datagenBin, logregBin, sparseLRBin string
+var spindleBin, datagenBin, logregBin, sparseLRBin, rowcheckBin string
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -48,6 +49,7 @@ func run(m *testing.M) int {
 		{&datagenBin, "./examples/datagen"},
 		{&logregBin, "./examples/logreg"},
 		{&sparseLRBin, "./examples/sparse-lr"},
+		{&rowcheckBin, "./e2e/rowcheck"},
 	} {
 		*b.out = filepath.Join(dir, "bin", filepath.Base(b.pkg))
 		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
@@ -271,10 +273,19 @@ type running struct {
 
 func start(t *testing.T, confDir string, args ...string) *running {
 	t.Helper()
+	return startWith(t, confDir, nil, args...)
+}
+
+// startWith is start writing the gateway's stdout to stdout (nil: none).
+func startWith(t *testing.T, confDir string, stdout io.Writer, args ...string) *running {
+	t.Helper()
 	cmd := exec.Command(spindleBin, append([]string{"submit", "--master", "yarn", "--conf", "spindle.network.interface=lo"}, args...)...)
 	cmd.Env = env(confDir)
 	r := &running{cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan int, 1)}
 	cmd.Stderr = r.stderr
+	if stdout != nil {
+		cmd.Stdout = stdout
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
