@@ -85,7 +85,9 @@ func (a *Allocator) startOn(ctx context.Context, node string, cs []*container) e
 		}
 	}
 	a.mu.Unlock()
-	for _, f := range resp.GetFailedRequests() {
+	if failed := resp.GetFailedRequests(); len(failed) > 0 {
+		// The first failure names the node's trouble; the rest repeat it.
+		f := failed[0]
 		who := "of container " + client.ContainerString(f.GetContainerId())
 		if c := byID[client.ContainerString(f.GetContainerId())]; c != nil {
 			who = c.spec.ID
