@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -222,20 +223,27 @@ func showPushedInput(ctx context.Context, ui string) {
 		fmt.Fprintf(os.Stderr, "(the job's web UI did not answer: %v)\n", err)
 		return
 	}
+	printLiveJob(os.Stdout, snap)
+}
+
+// printLiveJob prints what spindle status adds about a running job from
+// its driver's web UI: where producers push its input, when it is pushed,
+// and each rank still localizing its files ("localizing: N of M bytes").
+func printLiveJob(w io.Writer, snap jobview.Snapshot) {
 	if p := snap.Push; p != nil {
-		fmt.Printf("pushed input: producers DoPut to %s", p.Endpoint)
+		fmt.Fprintf(w, "pushed input: producers DoPut to %s", p.Endpoint)
 		if p.TokenFile != "" {
-			fmt.Printf(", token in %s", p.TokenFile)
+			fmt.Fprintf(w, ", token in %s", p.TokenFile)
 		}
 		if p.CAFile != "" {
-			fmt.Printf(", CA certificate in %s", p.CAFile)
+			fmt.Fprintf(w, ", CA certificate in %s", p.CAFile)
 		}
-		fmt.Println(" (files on the driver's host)")
+		fmt.Fprintln(w, " (files on the driver's host)")
 	}
 	for _, r := range snap.Ranks {
 		if r.State == jobview.RankLocalizing {
 			// Fetching and unpacking --archives can take minutes.
-			fmt.Printf("rank %d on %s: %s\n", r.Rank, r.Host, r.Message)
+			fmt.Fprintf(w, "rank %d on %s: %s\n", r.Rank, r.Host, r.Message)
 		}
 	}
 }

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	osuser "os/user"
 	"strings"
 	"testing"
 
 	"github.com/spindle-ml/spindle/driver"
+	"github.com/spindle-ml/spindle/observe/jobview"
 )
 
 // TestYARNAdminUser: spindle status, kill and logs name the user as
@@ -100,5 +102,28 @@ func TestLogsOfYARNAppNamesEventLog(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("spindle logs %s: %v; want it to say %q", app, err, want)
 		}
+	}
+}
+
+// TestStatusShowsLocalizingRanks: spindle status of a running YARN job
+// lists each rank still fetching and unpacking its --files and --archives
+// with the bytes read so far, from the job's API as its driver serves it,
+// and says nothing of the ranks already running.
+func TestStatusShowsLocalizingRanks(t *testing.T) {
+	served, err := json.Marshal(jobview.Snapshot{Ranks: []jobview.RankView{
+		{Rank: 0, Host: "nm1.example.com", State: jobview.RankRunning},
+		{Rank: 1, Host: "nm2.example.com", State: jobview.RankLocalizing, Message: "localizing: 1048576 of 31457280 bytes"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap jobview.Snapshot
+	if err := json.Unmarshal(served, &snap); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	printLiveJob(&out, snap)
+	if want := "rank 1 on nm2.example.com: localizing: 1048576 of 31457280 bytes\n"; out.String() != want {
+		t.Fatalf("spindle status printed %q, want %q", out.String(), want)
 	}
 }
