@@ -204,7 +204,14 @@ func ipcBatchRows(f fsys.File, b ipcBlock) (int64, error) {
 		return 0, fmt.Errorf("record batch at byte %d has no header: %w", b.off, errBadIPC)
 	}
 	// RecordBatch: 0 length.
-	return hdr.int64Field(0)
+	rows, err := hdr.int64Field(0)
+	if err != nil {
+		return 0, err
+	}
+	if rows < 0 {
+		return 0, fmt.Errorf("record batch at byte %d claims %d rows: %w", b.off, rows, errBadIPC)
+	}
+	return rows, nil
 }
 
 // inspectIPC returns an Arrow IPC file's schema and its record batches.
