@@ -104,6 +104,9 @@ func TestHandshakeMismatch(t *testing.T) {
 	}
 }
 
+// TestConnectTimeout: a peer that never starts is blamed when the
+// connect timeout passes, or the caller's deadline when that comes first,
+// and the error says which.
 func TestConnectTimeout(t *testing.T) {
 	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts nothing: a peer that never starts
 	if err != nil {
@@ -116,19 +119,35 @@ func TestConnectTimeout(t *testing.T) {
 	}
 	closedAddr := closed.Addr().String()
 	closed.Close() // connection refused
-	for _, tc := range []struct{ name, addr string }{{"silent", silent.Addr().String()}, {"refused", closedAddr}} {
+	for _, tc := range []struct {
+		name, addr     string
+		callerDeadline bool
+		says           string
+	}{
+		{"silent", silent.Addr().String(), false, "within the connect timeout of 300ms"},
+		{"refused", closedAddr, false, "within the connect timeout of 300ms"},
+		{"silent/caller's deadline", silent.Addr().String(), true, "before the caller's deadline"},
+		{"refused/caller's deadline", closedAddr, true, "before the caller's deadline"},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = New(context.Background(), Config{
+			ctx, connect := context.Background(), 300*time.Millisecond
+			if tc.callerDeadline {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, connect)
+				defer cancel()
+				connect = time.Hour
+			}
+			_, err = New(ctx, Config{
 				Rank: 0, WorldSize: 2, Peers: []string{ln.Addr().String(), tc.addr}, Listener: ln,
-				ConnectTimeout: 300 * time.Millisecond, Logger: quietLogger(),
+				ConnectTimeout: connect, Logger: quietLogger(),
 			})
 			var pe *PeerError
-			if !errors.As(err, &pe) || pe.Rank != 1 || pe.Addr != tc.addr || !errors.Is(err, ErrPeerLost) {
-				t.Fatalf("got %v, want ErrPeerLost naming rank 1 at %s", err, tc.addr)
+			if !errors.As(err, &pe) || pe.Rank != 1 || pe.Addr != tc.addr || !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("got %v, want ErrPeerLost naming rank 1 at %s and saying %q", err, tc.addr, tc.says)
 			}
 		})
 	}

@@ -24,6 +24,10 @@ const (
 // replacement the dialer knows of (see checkIncarnations).
 var errNotYet = errors.New("peer not ready for this membership")
 
+// errConnectTimeout ends a setup that reached MeshConfig.ConnectTimeout,
+// so that an error message tells it from the caller's own deadline.
+var errConnectTimeout = fmt.Errorf("collective: connect timeout: %w", context.DeadlineExceeded)
+
 // aLongTimeAgo is a deadline that makes blocked I/O return at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
@@ -263,7 +267,7 @@ func (m *Mesh) Streams(ctx context.Context, sendTo, recvFrom []int) (out, in []*
 }
 
 func (m *Mesh) establish(ctx context.Context, sendTo []int, out, in []*net.TCPConn) error {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.ConnectTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, m.cfg.ConnectTimeout, errConnectTimeout)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	for _, p := range sendTo {
@@ -363,13 +367,17 @@ func (m *Mesh) refusedErr(ctx context.Context, peer int) error {
 }
 
 // gaveUp says why connecting stopped, for an error message: the connect
-// timeout, or the caller's cancellation.
+// timeout, the caller's deadline (which may come first), or the caller's
+// cancellation.
 func (m *Mesh) gaveUp(ctx context.Context) string {
-	cause := context.Cause(ctx)
-	if errors.Is(cause, context.DeadlineExceeded) {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errConnectTimeout):
 		return fmt.Sprintf(" within the connect timeout of %s", m.cfg.ConnectTimeout)
+	case errors.Is(cause, context.DeadlineExceeded):
+		return fmt.Sprintf(" before the caller's deadline, which came before the connect timeout of %s", m.cfg.ConnectTimeout)
+	default:
+		return fmt.Sprintf(": %v", cause)
 	}
-	return fmt.Sprintf(": %v", cause)
 }
 
 // dialStream connects to peer's listener, retrying while the peer is not

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"time"
@@ -126,26 +127,13 @@ func (e Env) join(ctx context.Context, cfg collective.Config) (*collective.Comm,
 				return nil, fmt.Errorf("keep the peer port while joining: %w", err)
 			}
 		}
-		jctx, cancel := context.WithCancel(ctx)
-		newer := make(chan Membership, 1)
-		watched := make(chan struct{})
-		go func() {
-			defer close(watched)
-			if m, ok := e.awaitNewer(jctx, cfg.Incarnations); ok {
-				newer <- m
-				cancel()
-			}
-		}()
-		c, err := collective.New(jctx, cfg)
-		cancel()
-		<-watched
-		select {
-		case m := <-newer:
-			if err != nil && ctx.Err() == nil {
-				cfg.Peers, cfg.Incarnations, cfg.Listener = m.Peers, m.Incarnations, spare
-				continue
-			}
-		default:
+		c, m, err := e.joinOnce(ctx, cfg)
+		if err != nil && m == nil && ctx.Err() == nil {
+			m, err = e.awaitReplacement(ctx, cfg, err)
+		}
+		if err != nil && m != nil && ctx.Err() == nil {
+			cfg.Peers, cfg.Incarnations, cfg.Listener = m.Peers, m.Incarnations, spare
+			continue
 		}
 		// Joined (a rank lost since is a failed operation, for Rejoin),
 		// or failed for another reason.
@@ -154,6 +142,56 @@ func (e Env) join(ctx context.Context, cfg collective.Config) (*collective.Comm,
 		}
 		return c, err
 	}
+}
+
+// joinOnce joins the communicator cfg describes, unless the membership
+// turns newer than cfg's first: it then gives up, and returns the newer
+// membership with the failure.
+func (e Env) joinOnce(ctx context.Context, cfg collective.Config) (*collective.Comm, *Membership, error) {
+	jctx, cancel := context.WithCancel(ctx)
+	newer := make(chan Membership, 1)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		if m, ok := e.awaitNewer(jctx, cfg.Incarnations); ok {
+			newer <- m
+			cancel()
+		}
+	}()
+	c, err := collective.New(jctx, cfg)
+	cancel()
+	<-watched
+	select {
+	case m := <-newer:
+		return c, &m, err
+	default:
+		return c, nil, err
+	}
+}
+
+// awaitReplacement follows a join that failed with err: when err lost a
+// rank and the job replaces lost ranks, it waits, as Rejoin does, for the
+// membership that names the replacement. The survivor that learns of the
+// replacement first gives up its join, and its failure notice, which
+// blames the lost rank, can reach this rank before this rank's executor
+// writes the new membership: the executors hear of it at different
+// moments. It returns err itself for any other failure.
+func (e Env) awaitReplacement(ctx context.Context, cfg collective.Config, err error) (*Membership, error) {
+	lost, ok := collective.LostRank(err)
+	if !ok || e.MembershipFile == "" {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Info("a rank was lost while the ranks joined: waiting for the membership to name its replacement",
+		"component", "task", "rank", cfg.Rank, "lost_rank", lost, "err", err)
+	m, ok := e.awaitNewer(ctx, cfg.Incarnations)
+	if !ok {
+		return nil, fmt.Errorf("%w (waiting for a membership without rank %d's lost process: %v)", err, lost, ctx.Err())
+	}
+	return &m, err
 }
 
 // awaitNewer waits until the membership is newer than the one whose

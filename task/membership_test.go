@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,10 +109,9 @@ func writeMembership(t *testing.T, path string, m Membership) {
 	}
 }
 
-// replaceRank2 starts rank 2's replacement on a new port, in its next
-// incarnation, once the membership file at path names it, as the executor
-// writes it.
-func replaceRank2(ctx context.Context, t *testing.T, path string, peers []string) *collective.Comm {
+// rank2Replacement binds the port of rank 2's replacement and returns
+// the membership that names it, in its next incarnation.
+func rank2Replacement(t *testing.T, peers []string) (Membership, net.Listener) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -118,9 +119,17 @@ func replaceRank2(ctx context.Context, t *testing.T, path string, peers []string
 	}
 	moved := slices.Clone(peers)
 	moved[2] = ln.Addr().String()
-	incs := []uint32{0, 0, 1}
-	writeMembership(t, path, Membership{Version: 1, Peers: moved, Incarnations: incs, Joined: 2})
-	c, err := joinRank(ctx, 2, moved, ln, incs)
+	return Membership{Version: 1, Peers: moved, Incarnations: []uint32{0, 0, 1}, Joined: 2}, ln
+}
+
+// replaceRank2 starts rank 2's replacement on a new port, in its next
+// incarnation, once the membership file at path names it, as the executor
+// writes it.
+func replaceRank2(ctx context.Context, t *testing.T, path string, peers []string) *collective.Comm {
+	t.Helper()
+	m, ln := rank2Replacement(t, peers)
+	writeMembership(t, path, m)
+	c, err := joinRank(ctx, 2, m.Peers, ln, m.Incarnations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,17 +190,24 @@ func TestRejoinPassesOtherFailuresOn(t *testing.T) {
 	}
 }
 
-// TestCommJoinsAReplacementWhileJoining: rank 2 of 3 is lost before the
-// communicator formed (ranks 0 and 1 reached its old port, which never
-// answers); once the membership names its replacement on a new port,
-// the survivors join again with it, long before the connect timeout, and
-// the communicator they get says a rank was replaced.
-func TestCommJoinsAReplacementWhileJoining(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
-	defer cancel()
+// joined is one rank's Env.join.
+type joined struct {
+	rank int
+	comm *collective.Comm
+	err  error
+}
+
+// lostWhileJoining has ranks 0 and 1 of 3 join with envs[0] and envs[1]
+// (Env.join), logging to logs, while rank 2's port accepts and never says
+// a word: its process is lost before the communicator formed. It writes
+// every rank's first membership to the envs' files and returns once both
+// survivors reached rank 2's port, with the peers and where the joins
+// end; the test's cleanup waits for them.
+func lostWhileJoining(ctx context.Context, t *testing.T, envs [2]Env, logs [2]*slog.Logger) ([]string, <-chan joined) {
+	t.Helper()
 	lns, peers := listeners(t, 3)
-	dead := lns[2] // accepts, then never says a word
-	defer dead.Close()
+	dead := lns[2]
+	t.Cleanup(func() { dead.Close() })
 	reached := make(chan net.Conn, 16)
 	go func() {
 		for {
@@ -202,37 +218,60 @@ func TestCommJoinsAReplacementWhileJoining(t *testing.T) {
 			reached <- c
 		}
 	}()
-	path := filepath.Join(t.TempDir(), "membership.json")
-	writeMembership(t, path, Membership{Peers: peers, Incarnations: []uint32{0, 0, 0}})
-	env := Env{WorldSize: 3, MembershipFile: path}
-	comms := make([]*collective.Comm, 3)
-	survivors, sctx := errgroup.WithContext(ctx)
-	for r := range 2 {
-		survivors.Go(func() error {
-			cfg := collective.DefaultConfig()
-			cfg.Rank, cfg.WorldSize, cfg.Peers, cfg.Listener = r, 3, peers, lns[r]
-			cfg.JobID, cfg.Token = "membership-test", membershipTestToken
-			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-			c, err := env.join(sctx, cfg)
-			comms[r] = c
-			return err
-		})
+	for _, env := range envs {
+		writeMembership(t, env.MembershipFile, Membership{Peers: peers, Incarnations: []uint32{0, 0, 0}})
+	}
+	out := make(chan joined, 2)
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	for r, env := range envs {
+		cfg := collective.DefaultConfig()
+		cfg.Rank, cfg.WorldSize, cfg.Peers, cfg.Listener = r, 3, peers, lns[r]
+		cfg.JobID, cfg.Token, cfg.Logger = "membership-test", membershipTestToken, logs[r]
+		// A survivor that gives up tells the other one: a loaded machine
+		// must not lose that notice.
+		cfg.Timeout = testutil.Scale(10 * time.Second)
+		cfg.NoticeTimeout = cfg.Timeout
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := env.join(ctx, cfg)
+			out <- joined{rank: r, comm: c, err: err}
+		}()
 	}
 	for range 2 {
-		c := <-reached
-		defer c.Close()
+		select {
+		case c := <-reached:
+			t.Cleanup(func() { c.Close() })
+		case j := <-out:
+			t.Fatalf("rank %d's join ended before it reached rank 2: %v", j.rank, j.err)
+		}
 	}
-	comms[2] = replaceRank2(ctx, t, path, peers)
-	if err := survivors.Wait(); err != nil {
+	return peers, out
+}
+
+// collectJoins puts the two survivors' communicators from joins in comms.
+func collectJoins(t *testing.T, joins <-chan joined, comms []*collective.Comm) {
+	t.Helper()
+	var errs []error
+	for range 2 {
+		j := <-joins
+		comms[j.rank] = j.comm
+		if j.err != nil {
+			errs = append(errs, fmt.Errorf("rank %d: %w", j.rank, j.err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		for _, c := range comms {
-			c.Close()
-		}
-	}()
+}
+
+// allReduceReplaced checks that every rank's communicator says a rank was
+// replaced, and that they allreduce together.
+func allReduceReplaced(ctx context.Context, t *testing.T, comms []*collective.Comm) {
+	t.Helper()
 	g, gctx := errgroup.WithContext(ctx)
-	for r := range 3 {
+	for r := range comms {
 		if !Replaced(comms[r]) {
 			t.Errorf("rank %d's communicator does not say a rank was replaced: %v", r, comms[r].Incarnations())
 		}
@@ -242,3 +281,103 @@ func TestCommJoinsAReplacementWhileJoining(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// TestCommJoinsAReplacementWhileJoining: rank 2 of 3 is lost before the
+// communicator formed (ranks 0 and 1 reached its old port, which never
+// answers); once the membership names its replacement on a new port,
+// the survivors join again with it, long before the connect timeout, and
+// the communicator they get says a rank was replaced.
+func TestCommJoinsAReplacementWhileJoining(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "membership.json")
+	env := Env{WorldSize: 3, MembershipFile: path}
+	peers, joins := lostWhileJoining(ctx, t, [2]Env{env, env}, [2]*slog.Logger{discardLogger, discardLogger})
+	comms := make([]*collective.Comm, 3)
+	defer func() {
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	comms[2] = replaceRank2(ctx, t, path, peers)
+	collectJoins(t, joins, comms)
+	allReduceReplaced(ctx, t, comms)
+}
+
+// TestCommWaitsForItsMembershipAfterAPeerGaveUp: each executor writes
+// its own process's membership, when it hears of the replacement. Rank
+// 0's names rank 2's replacement first, so rank 0 gives up its join, and
+// its failure notice, which blames the lost rank 2, fails rank 1's join
+// while rank 1's membership is still the old one: rank 1 waits for its
+// membership to name the replacement, rather than giving up, and the
+// three ranks form the communicator.
+func TestCommWaitsForItsMembershipAfterAPeerGaveUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
+	defer cancel()
+	dir := t.TempDir()
+	envs := [2]Env{
+		{WorldSize: 3, MembershipFile: filepath.Join(dir, "rank0.json")},
+		{WorldSize: 3, MembershipFile: filepath.Join(dir, "rank1.json")},
+	}
+	waiting := &signalHandler{prefix: "a rank was lost while the ranks joined", seen: make(chan struct{})}
+	peers, joins := lostWhileJoining(ctx, t, envs, [2]*slog.Logger{discardLogger, slog.New(waiting)})
+	comms := make([]*collective.Comm, 3)
+	defer func() {
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+
+	m, ln := rank2Replacement(t, peers)
+	writeMembership(t, envs[0].MembershipFile, m)
+	replaced := make(chan joined, 1)
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c, err := joinRank(ctx, 2, m.Peers, ln, m.Incarnations)
+		replaced <- joined{rank: 2, comm: c, err: err}
+	}()
+	select {
+	case <-waiting.seen:
+	case j := <-joins:
+		comms[j.rank] = j.comm
+		t.Fatalf("rank %d's join ended before its membership named rank 2's replacement: %v", j.rank, j.err)
+	case <-ctx.Done():
+		t.Fatal("rank 1 never learnt, from rank 0, that rank 2 was lost")
+	}
+	writeMembership(t, envs[1].MembershipFile, m)
+	collectJoins(t, joins, comms)
+	j := <-replaced
+	if comms[2] = j.comm; j.err != nil {
+		t.Fatal(j.err)
+	}
+	allReduceReplaced(ctx, t, comms)
+}
+
+// signalHandler is a log handler that closes seen at the first record
+// whose message starts with prefix.
+type signalHandler struct {
+	prefix string
+	seen   chan struct{}
+	once   sync.Once
+}
+
+func (h *signalHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *signalHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.prefix) {
+		h.once.Do(func() { close(h.seen) })
+	}
+	return nil
+}
+
+func (h *signalHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *signalHandler) WithGroup(string) slog.Handler      { return h }
