@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/testutil"
+	"github.com/spindle-ml/spindle/task/resume"
 )
 
 // TestFlightPutRestart: a pushed job under the restart policy loses an
@@ -83,8 +84,9 @@ func TestFlightPutRestart(t *testing.T) {
 }
 
 // waitCheckpointed waits until rank 1's training process of generation 0
-// runs and both ranks saved a checkpoint past step after, and returns
-// that process's pid.
+// runs and both ranks completed a checkpoint past step after (its resume
+// records written, as a restart looks for them: a checkpoint's files
+// alone may be a save in progress), and returns that process's pid.
 func waitCheckpointed(t *testing.T, j *pushJob, ckpt string, after int64) int {
 	t.Helper()
 	started := regexp.MustCompile(`rowcheck rank=1 pid=(\d+) generation=0`)
@@ -98,11 +100,22 @@ func waitCheckpointed(t *testing.T, j *pushJob, ckpt string, after int64) int {
 		parts, _ := filepath.Glob(filepath.Join(ckpt, "rows-*.rank-1"))
 		for _, p := range parts {
 			step, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(p), "rows-"), ".rank-1"), 10, 64)
-			if _, serr := os.Stat(strings.TrimSuffix(p, "1") + "0"); err == nil && serr == nil && step > after {
+			if err == nil && step > after && resumable(ckpt, filepath.Base(strings.TrimSuffix(p, ".rank-1")), 2) {
 				return true
 			}
 		}
 		return false
 	}))
 	return pid
+}
+
+// resumable says whether checkpoint name in dir has the resume record of
+// each of its world's ranks, which makes it one a restart resumes from.
+func resumable(dir, name string, world int) bool {
+	for rank := 0; rank < world; rank++ {
+		if _, err := os.Stat(filepath.Join(dir, resume.Dir, name, fmt.Sprintf("rank-%d.json", rank))); err != nil {
+			return false
+		}
+	}
+	return true
 }
