@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -108,11 +107,7 @@ func (h *membershipHook) update(m *driverpb.Membership) error {
 	if err != nil {
 		return err
 	}
-	tmp := h.path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("write the membership file %s: %w", h.path, err)
-	}
-	if err := os.Rename(tmp, h.path); err != nil {
+	if err := writeFileAtomic(h.path, b, 0o600); err != nil {
 		return fmt.Errorf("write the membership file %s: %w", h.path, err)
 	}
 	h.version, h.written = m.GetVersion(), true
