@@ -16,6 +16,7 @@ import re
 import shutil
 import sys
 import tempfile
+import weakref
 
 from . import _contract, _submit
 from ._errors import SpindleError
@@ -107,6 +108,7 @@ class RunJob(_submit.Job):
 
     def __init__(self, argv, flags, work, results_dir, stream=True, cwd=None):
         self._work, self._results_dir = work, results_dir
+        self._remove_work = weakref.finalize(self, shutil.rmtree, work, ignore_errors=True)
         self._marked = {}  # rank -> [chunks]
         super().__init__(argv, flags, stream=stream, cwd=cwd, tap=self._take_mark)
 
@@ -138,7 +140,7 @@ class RunJob(_submit.Job):
         return loads(data)
 
     def __exit__(self, *exc):
-        shutil.rmtree(self._work, ignore_errors=True)
+        self._remove_work()
         return super().__exit__(*exc)
 
 

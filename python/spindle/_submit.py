@@ -18,6 +18,7 @@ import sysconfig
 import tempfile
 import threading
 import time
+import weakref
 
 from . import _contract
 from ._errors import SpindleError
@@ -134,6 +135,9 @@ class Job:
 
     def __init__(self, argv, flags, stream=True, cwd=None, tap=None):
         self._dir = tempfile.mkdtemp(prefix="spindle-job-")
+        # Removed when the handle is left (with-block, garbage collection or
+        # the interpreter's exit), not only by a with-block.
+        self._remove_dir = weakref.finalize(self, shutil.rmtree, self._dir, ignore_errors=True)
         self._events_path = os.path.join(self._dir, "events.jsonl")
         self.command = argv
         self._stream = stream
@@ -349,7 +353,7 @@ class Job:
     def __exit__(self, *exc):
         if self._proc.poll() is None:
             self.kill()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        self._remove_dir()
         return False
 
     def __repr__(self):

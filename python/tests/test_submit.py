@@ -8,6 +8,7 @@ is installed (make deps puts it into $SPINDLE_PY_VENV).
 """
 
 import _thread
+import gc
 import os
 import sys
 import threading
@@ -54,6 +55,17 @@ class SubmitTest(unittest.TestCase):
         self.assertEqual(cm.exception.exit_code, 2)
         self.assertIn("/nonexistent/spindle-test", str(cm.exception))
         self.assertIsNone(cm.exception.rank)
+
+    def test_handle_left_without_with_removes_its_directory(self):
+        job = spindle.submit("true", master="local[1]", stream=False)
+        job.wait(timeout=120)
+        work = job._dir
+        self.assertTrue(os.path.isdir(work))
+        for t in job._threads:
+            t.join(timeout=60)
+        del job
+        gc.collect()
+        self.assertFalse(os.path.exists(work), "a finished job's handle, dropped, left its directory behind")
 
     def test_logs_stream_and_kill(self):
         job = spindle.submit(["sh", "-c", 'echo "ready $SPINDLE_RANK"; exec sleep 120'], master="local[2]", stream=False)
