@@ -22,10 +22,10 @@ import (
 	"github.com/spindle-ml/spindle/task/resume"
 )
 
-// checkpointSocket is where the checkpoint service of a work directory
-// listens: in the work directory, beside its files directory.
-func checkpointSocket(filesDir string) string {
-	return filepath.Join(filepath.Dir(filesDir), "ckpt.sock")
+// checkpointSocket is where the checkpoint service of a task listens, in
+// its socket directory.
+func checkpointSocket(sockDir string) string {
+	return filepath.Join(sockDir, "ckpt.sock")
 }
 
 // checkpointBufferBytes is the copy buffer between the socket and the file

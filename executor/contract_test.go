@@ -27,7 +27,7 @@ func TestTrainingEnvIsTheContract(t *testing.T) {
 			{Rank: 0, Host: "10.0.0.1", Ports: []uint32{5000, 5001}},
 			{Rank: 1, Host: "10.0.0.1", Ports: []uint32{6000, 6001}},
 		}}
-	env, err := trainingEnv(nil, task, id, "s3cret", "/w/feed.sock", "/w/files")
+	env, err := trainingEnv(nil, task, id, "s3cret", "/w/feed.sock", "/w/files", "/w")
 	if err != nil {
 		t.Fatal(err)
 	}

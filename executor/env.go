@@ -62,7 +62,7 @@ func peerAddr(p *driverpb.Peer, i int) (string, error) {
 // trainingEnv builds the training process's environment: the executor's
 // own (minus secrets), the user's --env, then Spindle's contract, which
 // wins over both. jobSecret is used only to derive the peer token.
-func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, filesDir string) ([]string, error) {
+func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, filesDir, sockDir string) ([]string, error) {
 	if jobSecret == "" {
 		return nil, errors.New("no job secret to derive the peer token from")
 	}
@@ -79,7 +79,7 @@ func trainingEnv(base []string, t *Task, id identity, jobSecret, feedPath, files
 	set(envcontract.PeerListenFD, peerListenFD)
 	set(envcontract.PeerToken, peerToken(jobSecret))
 	set(envcontract.Host, id.host)
-	setServiceEnv(set, t, id, feedPath, filesDir)
+	setServiceEnv(set, t, id, feedPath, filesDir, sockDir)
 	if err := setFrameworkEnv(env, set, t, id, service); err != nil {
 		return nil, err
 	}
@@ -161,10 +161,10 @@ func setRankEnv(env map[string]string, set func(string, any), t *Task, id identi
 
 // setServiceEnv sets where the process finds the executor's services
 // (reports, parameter servers, checkpoints) and how the task uses them.
-func setServiceEnv(set func(string, any), t *Task, id identity, feedPath, filesDir string) {
+func setServiceEnv(set func(string, any), t *Task, id identity, feedPath, filesDir, sockDir string) {
 	set(envcontract.FilesDir, filesDir)
 	set(envcontract.CollectiveTimeout, strconv.FormatFloat(float64(t.CollectiveTimeoutMillis)/1000, 'f', -1, 64))
-	set(envcontract.ReportSocket, reportSocket(filesDir))
+	set(envcontract.ReportSocket, reportSocket(sockDir))
 	set(envcontract.Generation, strconv.Itoa(int(t.Generation)))
 	set(envcontract.RestartCount, strconv.Itoa(int(t.Generation)))
 	set(envcontract.Replacement, strconv.Itoa(int(t.Replacement)))
@@ -185,12 +185,12 @@ func setServiceEnv(set func(string, any), t *Task, id identity, feedPath, filesD
 		}
 	}
 	if psProxied(t, id) {
-		set(envcontract.PSSocket, psSocket(filesDir))
+		set(envcontract.PSSocket, psSocket(sockDir))
 	}
 	if t.CheckpointDir != "" {
 		set(envcontract.CheckpointDir, t.CheckpointDir)
 		set(envcontract.CheckpointKeep, strconv.Itoa(int(t.CheckpointKeep)))
-		set(envcontract.CheckpointService, checkpointSocket(filesDir))
+		set(envcontract.CheckpointService, checkpointSocket(sockDir))
 	}
 	if t.ResumeCheckpoint != "" {
 		set(envcontract.ResumeCheckpoint, t.ResumeCheckpoint)

@@ -38,7 +38,7 @@ func TestTrainingEnv(t *testing.T) {
 		},
 	}
 	base := []string{"PATH=/usr/bin", EnvJobSecret + "=s3cret", "PYTHONPATH=/home/me/lib"}
-	env, err := trainingEnv(base, task, id, "s3cret", "/w/feed.sock", "/w/files")
+	env, err := trainingEnv(base, task, id, "s3cret", "/w/feed.sock", "/w/files", "/w")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,13 +92,13 @@ func TestTrainingEnv(t *testing.T) {
 	}
 
 	// A cluster manager's own device assignment is kept.
-	env, _ = trainingEnv(append(base, "CUDA_VISIBLE_DEVICES=7"), task, id, "s3cret", "", "")
+	env, _ = trainingEnv(append(base, "CUDA_VISIBLE_DEVICES=7"), task, id, "s3cret", "", "", "")
 	if envMap(env)["CUDA_VISIBLE_DEVICES"] != "7" {
 		t.Error("the worker's CUDA_VISIBLE_DEVICES was overridden")
 	}
 	// A peer that published too few ports is an error naming it.
 	id.peers[2].Ports = []uint32{7000}
-	if _, err := trainingEnv(base, task, id, "s3cret", "", ""); err == nil || !strings.Contains(err.Error(), "rank 2 (host 10.0.0.3)") {
+	if _, err := trainingEnv(base, task, id, "s3cret", "", "", ""); err == nil || !strings.Contains(err.Error(), "rank 2 (host 10.0.0.3)") {
 		t.Errorf("err = %v", err)
 	}
 }
@@ -115,7 +115,7 @@ func TestTrainingEnvPeerToken(t *testing.T) {
 	tokens := make([]string, len(peers))
 	for r := range peers {
 		id := identity{rank: r, worldSize: len(peers), localWorldSize: 1, host: peers[r].Host, peers: peers}
-		env, err := trainingEnv(base, task, id, secret, "", "")
+		env, err := trainingEnv(base, task, id, secret, "", "", "")
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
 		}
@@ -144,7 +144,7 @@ func TestTrainingEnvPeerToken(t *testing.T) {
 		t.Errorf("token of another secret: %q", peerToken("other-secret"))
 	}
 	id := identity{rank: 0, worldSize: 2, localWorldSize: 1, peers: peers}
-	if _, err := trainingEnv(base, task, id, "", "", ""); err == nil || !strings.Contains(err.Error(), "job secret") {
+	if _, err := trainingEnv(base, task, id, "", "", "", ""); err == nil || !strings.Contains(err.Error(), "job secret") {
 		t.Errorf("no secret: err = %v, want one naming the job secret", err)
 	}
 }

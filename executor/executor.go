@@ -282,12 +282,12 @@ type taskResult struct {
 // process ends.
 func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *reservedPorts) (taskResult, error) {
 	res := taskResult{exit: exitStatus{code: -1}}
-	workDir, cleanup, err := e.workDir(t, id)
+	workDir, sockDir, cleanup, err := e.taskDirs(t, id)
 	if err != nil {
 		return res, err
 	}
 	defer cleanup()
-	r := &taskRun{t: t, id: id, workDir: workDir, filesDir: filepath.Join(workDir, "files")}
+	r := &taskRun{t: t, id: id, workDir: workDir, sockDir: sockDir, filesDir: filepath.Join(workDir, "files")}
 	defer func() {
 		if r.resolver != nil {
 			r.resolver.Close()
@@ -320,24 +320,37 @@ func (e *Executor) runTask(ctx context.Context, t *Task, id identity, ports *res
 	return e.superviseTask(ctx, r, proc, hooks, res)
 }
 
-// workDir returns the directory the task keeps its files and sockets in,
-// and what removes it when it was made for this task only.
-func (e *Executor) workDir(t *Task, id identity) (string, func(), error) {
-	workDir := e.cfg.WorkDir
-	if workDir == "" && t.Dir == "" {
-		// An executor with a directory of its own (a standalone worker's,
-		// a YARN container's) keeps its files and sockets there, where
-		// its manager cleans them up, even after a crash.
-		workDir = ownWorkDir()
+// taskDirs returns the directories the task keeps its files (work) and
+// its Unix sockets in, and what removes those made for this task only.
+//
+// An executor with a directory of its own (a standalone worker's, a YARN
+// container's) keeps its files, localized archives and the feed's spill
+// there, on the disks its manager gave it and cleans up even after a
+// crash. The sockets go there too unless their paths would pass the
+// kernel's limit (YARN's container directories are deep); then they go
+// into a short temporary directory that holds nothing else, so a killed
+// executor leaves only empty sockets behind in the machine's temporary
+// directory.
+func (e *Executor) taskDirs(t *Task, id identity) (work, sockets string, cleanup func(), err error) {
+	work = e.cfg.WorkDir
+	if work == "" && t.Dir == "" {
+		work = ownWorkDir()
 	}
-	if workDir != "" {
-		return workDir, func() {}, nil
+	if work != "" && socketPathFits(work) {
+		return work, work, func() {}, nil
 	}
-	dir, err := os.MkdirTemp("", "spindle-"+t.JobId+"-"+strconv.Itoa(id.rank)+"-")
+	tmp, err := os.MkdirTemp("", "spindle-"+t.JobId+"-"+strconv.Itoa(id.rank)+"-")
 	if err != nil {
-		return "", nil, fmt.Errorf("create work directory: %w", err)
+		return "", "", nil, fmt.Errorf("create the task's socket directory: %w", err)
 	}
-	return dir, func() { os.RemoveAll(dir) }, nil
+	if !socketPathFits(tmp) {
+		os.RemoveAll(tmp)
+		return "", "", nil, fmt.Errorf("the temporary directory %s is too long for Unix socket paths (at most %d bytes with %q): set TMPDIR shorter", tmp, maxSocketPath, longestSocketName)
+	}
+	if work == "" {
+		work = tmp
+	}
+	return work, tmp, func() { os.RemoveAll(tmp) }, nil
 }
 
 // localize fetches what the driver shipped, then the task's files,

@@ -133,19 +133,28 @@ func (e *Executor) fetchFile(ctx context.Context, name, path string) error {
 }
 
 // maxSocketPath is the longest Unix socket path Linux takes (108 bytes
-// with the terminating zero), less the longest socket name used here.
-const maxSocketPath = 107 - len("/report.sock")
+// with the terminating zero).
+const maxSocketPath = 107
+
+// longestSocketName is the longest name of a socket in a task's socket
+// directory (the feed's shared-memory side channel).
+const longestSocketName = "feed.sock.shm"
+
+// socketPathFits reports whether every socket of a task fits in dir.
+func socketPathFits(dir string) bool {
+	return len(filepath.Join(dir, longestSocketName)) <= maxSocketPath
+}
 
 // ownWorkDir is the .spindle directory under the executor's working
-// directory, or "" when it cannot be made or its socket paths would be too
-// long (the caller then uses a temporary directory).
+// directory, or "" when it cannot be made (the caller then uses a
+// temporary directory).
 func ownWorkDir() string {
 	wd, err := os.Getwd()
 	if err != nil {
 		return ""
 	}
 	dir := filepath.Join(wd, ".spindle")
-	if len(dir) > maxSocketPath || os.MkdirAll(dir, 0o700) != nil {
+	if os.MkdirAll(dir, 0o700) != nil {
 		return ""
 	}
 	return dir

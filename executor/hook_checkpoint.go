@@ -22,7 +22,7 @@ func (h *checkpointHook) Name() string { return "checkpoint" }
 
 func (h *checkpointHook) Prepare(_ context.Context, r *taskRun) error {
 	// At the path trainingEnv gave the process.
-	svc, err := newCheckpointService(checkpointSocket(r.filesDir), r.resolver, h.logger)
+	svc, err := newCheckpointService(checkpointSocket(r.sockDir), r.resolver, h.logger)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ var (
 func (h *envHook) Name() string { return "environment" }
 
 func (h *envHook) Prepare(_ context.Context, r *taskRun) error {
-	env, err := trainingEnv(os.Environ(), r.t, r.id, h.e.cfg.Secret, r.feedPath, r.filesDir)
+	env, err := trainingEnv(os.Environ(), r.t, r.id, h.e.cfg.Secret, r.feedPath, r.filesDir, r.sockDir)
 	if err != nil {
 		return err
 	}

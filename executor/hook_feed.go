@@ -39,7 +39,7 @@ var (
 func (h *feedHook) Name() string { return "feed" }
 
 func (h *feedHook) Prepare(_ context.Context, r *taskRun) error {
-	f, err := h.e.prepareFeed(r.t, r.id, r.resolver, r.workDir)
+	f, err := h.e.prepareFeed(r.t, r.id, r.resolver, r.workDir, r.sockDir)
 	if err != nil {
 		return err
 	}
@@ -98,14 +98,15 @@ type preparedFeed struct {
 	settle  func(context.Context) error
 }
 
-// prepareFeed builds the feed named in t.
-func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir string) (*preparedFeed, error) {
+// prepareFeed builds the feed named in t: its split spec and socket in
+// sockDir, its spill under workDir.
+func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir, sockDir string) (*preparedFeed, error) {
 	mode, err := wire.ParseMode(t.Feed.Mode)
 	if err != nil {
 		return nil, err
 	}
 	if mode == wire.ModeDirect {
-		path := filepath.Join(workDir, splitsFile)
+		path := filepath.Join(sockDir, splitsFile)
 		if err := writeFeedSpec(path, t.Feed, id, wire.WriteDirectSpec); err != nil {
 			return nil, err
 		}
@@ -113,13 +114,13 @@ func (e *Executor) prepareFeed(t *Task, id identity, res *fsys.Resolver, workDir
 	}
 	// The pushed feed's process learns its splits from the same spec
 	// (SPINDLE_FEED_SPLITS), beside the socket.
-	if err := writeFeedSpec(filepath.Join(workDir, splitsFile), t.Feed, id, wire.WriteSplitsSpec); err != nil {
+	if err := writeFeedSpec(filepath.Join(sockDir, splitsFile), t.Feed, id, wire.WriteSplitsSpec); err != nil {
 		return nil, err
 	}
-	return e.pushedFeed(t, id, mode, res, workDir)
+	return e.pushedFeed(t, id, mode, res, workDir, sockDir)
 }
 
-// splitsFile is the name of the rank's split spec in its work directory.
+// splitsFile is the name of the rank's split spec in its socket directory.
 const splitsFile = "splits.json"
 
 // feedSplitsPath is SPINDLE_FEED_SPLITS for a rank fed at feedPath: the
@@ -219,7 +220,7 @@ func (e *Executor) sharedRegion(f *FeedTask, mode wire.Mode) *wire.SharedRegion 
 
 // pushedFeed sets up the rank's pipeline and the socket server that
 // pushes its batches to the training process.
-func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Resolver, workDir string) (*preparedFeed, error) {
+func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Resolver, workDir, sockDir string) (*preparedFeed, error) {
 	f := t.Feed
 	pcfg, err := e.pipelineConfig(t, id, mode, workDir)
 	if err != nil {
@@ -246,7 +247,7 @@ func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Re
 		source = &restSource{Pipeline: pipe, res: res, cfg: pcfg, epoch: int(f.StartEpoch),
 			segs: driverpb.FeedSegments(f.GetRest()), pad: f.GetRestBatches()}
 	}
-	path := filepath.Join(workDir, "feed.sock")
+	path := filepath.Join(sockDir, "feed.sock")
 	server, err := wire.NewServer(wire.ServerConfig{
 		SocketPath: path, Mode: mode, Epochs: int(f.Epochs), Source: source, LabelColumn: f.LabelColumn,
 		StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch, SharedMemory: !f.GetNoSharedMemory(), SharedRegion: region,

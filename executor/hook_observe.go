@@ -23,7 +23,7 @@ var (
 func (h *observationHook) Name() string { return "observations" }
 
 func (h *observationHook) Prepare(_ context.Context, r *taskRun) error {
-	obs, err := newObservations(reportSocket(r.filesDir), h.logger)
+	obs, err := newObservations(reportSocket(r.sockDir), h.logger)
 	if err != nil {
 		return err
 	}

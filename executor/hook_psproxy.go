@@ -27,7 +27,7 @@ func (h *psProxyHook) Name() string { return "ps-proxy" }
 func (h *psProxyHook) Prepare(_ context.Context, r *taskRun) error {
 	// At the path trainingEnv gave the process.
 	link := envValue(r.env, envcontract.CollectiveLink)
-	p, err := newPSProxy(r.filesDir, r.id, h.e.cfg.Secret, link, h.e.logger)
+	p, err := newPSProxy(r.sockDir, r.id, h.e.cfg.Secret, link, h.e.logger)
 	if err != nil {
 		return err
 	}

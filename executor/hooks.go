@@ -48,11 +48,12 @@ type exitWatcher interface {
 type taskRun struct {
 	t  *Task
 	id identity
-	// workDir holds the feed socket and the spill; filesDir the localized
-	// files and the services' sockets.
-	workDir, filesDir string
-	resolver          *fsys.Resolver
-	ship              shipped
+	// workDir holds the spill and, in filesDir, the localized files;
+	// sockDir the Unix sockets of the feed and the executor's services
+	// (the same directory unless workDir's paths are too long for them).
+	workDir, sockDir, filesDir string
+	resolver                   *fsys.Resolver
+	ship                       shipped
 
 	// Filled by the services, in the order they are prepared.
 	feedPath string       // SPINDLE_FEED; empty when the rank is not fed

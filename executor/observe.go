@@ -27,10 +27,10 @@ import (
 // memory and GPUs it uses (gpu.go). All of it rides on heartbeats, so it is authenticated
 // like them and costs no connection of its own.
 
-// reportSocket is where the process sends reports, beside the files
+// reportSocket is where the process sends reports, in the task's socket
 // directory (as the checkpoint socket is).
-func reportSocket(filesDir string) string {
-	return filepath.Join(filepath.Dir(filesDir), "report.sock")
+func reportSocket(sockDir string) string {
+	return filepath.Join(sockDir, "report.sock")
 }
 
 // Bounds on what waits for the next heartbeat. Past them the oldest

@@ -34,7 +34,7 @@ func TestPeersInAFile(t *testing.T) {
 	id := bigWorld(world, rank)
 	work := t.TempDir()
 	env, err := trainingEnv([]string{"PATH=" + os.Getenv("PATH")}, &Task{JobId: "j", Feed: &FeedTask{}, CollectiveTimeoutMillis: 30000}, id, "s3cret", "",
-		filepath.Join(work, "files"))
+		filepath.Join(work, "files"), work)
 	if err != nil {
 		t.Fatalf("environment of rank %d of %d: %v", rank, world, err)
 	}
@@ -89,7 +89,7 @@ func TestPeersInAFile(t *testing.T) {
 func TestPeersFitInTheVariable(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	work := t.TempDir()
-	env, err := trainingEnv(nil, &Task{JobId: "j", Feed: &FeedTask{}}, bigWorld(2000, 3), "s3cret", "", filepath.Join(work, "files"))
+	env, err := trainingEnv(nil, &Task{JobId: "j", Feed: &FeedTask{}}, bigWorld(2000, 3), "s3cret", "", filepath.Join(work, "files"), work)
 	if err != nil {
 		t.Fatal(err)
 	}

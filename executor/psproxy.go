@@ -11,10 +11,10 @@ import (
 	"github.com/spindle-ml/spindle/task"
 )
 
-// psSocket is where the parameter-server proxy of a work directory
-// listens: in the work directory, beside its files directory.
-func psSocket(filesDir string) string {
-	return filepath.Join(filepath.Dir(filesDir), "ps.sock")
+// psSocket is where the parameter-server proxy of a task listens, in its
+// socket directory.
+func psSocket(sockDir string) string {
+	return filepath.Join(sockDir, "ps.sock")
 }
 
 // psProxied says whether this rank's process gets a parameter-server
@@ -25,20 +25,20 @@ func psProxied(t *Task, id identity) bool {
 	return t.PsStaleness != "" && !t.BuiltinPs && role != rolePS
 }
 
-// newPSProxy listens at psSocket(filesDir) for the training process and
+// newPSProxy listens at psSocket(sockDir) for the training process and
 // forwards its calls to the job's parameter servers, as worker of this
 // rank, authenticated with the peer token derived from jobSecret. The
 // connection to the servers is made on the first call; pulls and pushes
 // go over dataLink (the training process's SPINDLE_COLLECTIVE_LINK), as
 // a Go trainer's would.
-func newPSProxy(filesDir string, id identity, jobSecret, dataLink string, logger *slog.Logger) (*proxy.Proxy, error) {
+func newPSProxy(sockDir string, id identity, jobSecret, dataLink string, logger *slog.Logger) (*proxy.Proxy, error) {
 	env, err := psClientEnv(id, jobSecret)
 	if err != nil {
 		return nil, fmt.Errorf("parameter-server proxy: %w", err)
 	}
 	env.DataLink = dataLink
 	return proxy.New(proxy.Config{
-		Path:    psSocket(filesDir),
+		Path:    psSocket(sockDir),
 		Logger:  logger,
 		Connect: func() (*client.Client, error) { return client.FromRanks(env.PSRanks(), logger) },
 	})

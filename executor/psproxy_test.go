@@ -27,7 +27,7 @@ func TestPSSocketEnv(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			task := &Task{JobId: "j", Feed: &FeedTask{}, PsStaleness: tc.staleness, BuiltinPs: tc.builtin, PythonPath: "/py"}
 			id := identity{rank: tc.rank, worldSize: len(peers), localWorldSize: 1, host: "h", peers: peers}
-			env, err := trainingEnv(nil, task, id, "s3cret", "", "/w/files")
+			env, err := trainingEnv(nil, task, id, "s3cret", "", "/w/files", "/w")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -31,7 +31,7 @@ func TestTrainingEnvCarriesEmbeddedPython(t *testing.T) {
 			if tc.base != "" {
 				base = append(base, "PYTHONPATH="+tc.base)
 			}
-			env, err := trainingEnv(base, task, id, "s3cret", "/w/feed.sock", "/w/files")
+			env, err := trainingEnv(base, task, id, "s3cret", "/w/feed.sock", "/w/files", "/w")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -67,7 +67,7 @@ func TestRoleEnv(t *testing.T) {
 			peers := rolePeers(tc.chief)
 			id := identity{rank: tc.rank, worldSize: len(peers), localWorldSize: 1, host: peers[tc.rank].Host, peers: peers}
 			task := &Task{JobId: "j", PythonPath: "/p", Feed: &FeedTask{Mode: "tensor", LabelColumn: "y"}}
-			env, err := trainingEnv([]string{"SPINDLE_FEED=/stale"}, task, id, "secret", tc.feedPath, "/w/files")
+			env, err := trainingEnv([]string{"SPINDLE_FEED=/stale"}, task, id, "secret", tc.feedPath, "/w/files", "/w")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +93,7 @@ func TestRoleEnv(t *testing.T) {
 func TestRoleEnvWithoutRoles(t *testing.T) {
 	peers := []*driverpb.Peer{{Rank: 0, Host: "a", Ports: []uint32{1, 2}}, {Rank: 1, Host: "b", Ports: []uint32{3, 4}}}
 	id := identity{rank: 1, worldSize: 2, localWorldSize: 1, peers: peers}
-	env, err := trainingEnv(nil, &Task{Feed: &FeedTask{Mode: "arrow"}}, id, "secret", "/f", "/w")
+	env, err := trainingEnv(nil, &Task{Feed: &FeedTask{Mode: "arrow"}}, id, "secret", "/f", "/w", "/")
 	if err != nil {
 		t.Fatal(err)
 	}
