@@ -355,8 +355,8 @@ func (t *table) pushAs(keys []uint64, grads []float32, budget *budget, primary b
 	return nil
 }
 
-// apply runs the optimizer over keys, shard by shard; row finds a key's
-// row with the shard locked.
+// apply runs the optimizer over keys (see visit); row finds a key's row
+// with its shard locked.
 func (t *table) apply(keys []uint64, grads []float32, b *batch, row func(s *shard, j int32) int32) {
 	t.visit(keys, b, pass{side: grads, steps: true,
 		locate: func(s *shard, j int32) (int32, error) { return row(s, j), nil },
