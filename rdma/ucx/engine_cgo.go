@@ -117,11 +117,17 @@ type direction struct {
 	bounce   unsafe.Pointer // C memory
 	staging  unsafe.Pointer // C memory for a message larger than asked for
 	stageCap int
-	leftover []byte // the unread rest of such a message
-	spare    []byte // leftover's reusable backing array
-	reqs     []unsafe.Pointer
-	lost     atomic.Pointer[error] // set by the stream watcher
-	broken   error                 // a failed call left requests behind
+	leftover []byte         // the unread rest of such a message
+	spare    []byte         // leftover's reusable backing array
+	land     unsafe.Pointer // C memory the messages of a RecvInPlace land in
+	landCap  int
+	// reqs are the call's requests in the order posted, nil once ended
+	// (or ended at once); a receive's ends[i] is where the bytes of
+	// reqs[i] end in its buffer.
+	reqs   []unsafe.Pointer
+	ends   []int
+	lost   atomic.Pointer[error] // set by the stream watcher
+	broken error                 // a failed call left requests behind
 }
 
 func newDirection() *direction {
@@ -386,7 +392,7 @@ func (e *engine) Recv(ctx context.Context, peer int, p []byte) error {
 		stop := context.AfterFunc(ctx, e.signal)
 		defer stop()
 	}
-	d.reqs = d.reqs[:0]
+	d.reqs, d.ends = d.reqs[:0], d.ends[:0]
 	posted, staged, stageWant := 0, 0, 0 // bytes of p[off:] taken; a staged message
 	deadline := time.Now().Add(e.timeout)
 	for moved := time.Now(); ; {
@@ -424,19 +430,7 @@ func (e *engine) Recv(ctx context.Context, peer int, p []byte) error {
 			e.mu.Unlock()
 			return e.fail(d, err)
 		}
-		if time.Since(moved) < spinWait {
-			e.mu.Unlock()
-			osYield()
-			continue
-		}
-		// Nothing moved for a while: sleep until something does.
-		e.blocked.Add(1)
-		st := C.spx_arm(e.w)
-		e.mu.Unlock()
-		if st != statusBusy {
-			e.sleep(deadline)
-		}
-		e.blocked.Add(-1)
+		e.pause(moved, deadline)
 	}
 }
 
@@ -473,11 +467,10 @@ func (e *engine) postRecvs(d *direction, peer int, p []byte, off, posted, staged
 			r = C.spx_msg_recv(e.w, d.staging, mlen, msg, &st)
 			staged, stageWant = int(mlen), want
 		}
-		if r != nil {
-			d.reqs = append(d.reqs, r)
-		} else if st != statusOK {
+		if r == nil && st != statusOK {
 			return posted, staged, stageWant, got, statusError(st)
 		}
+		d.reqs, d.ends = append(d.reqs, r), append(d.ends, off+posted)
 	}
 	return posted, staged, stageWant, got, nil
 }
@@ -609,19 +602,27 @@ func (e *engine) wait(ctx context.Context, d *direction, ep *C.spx_ep) error {
 			e.mu.Unlock()
 			return e.fail(d, err)
 		}
-		if time.Since(moved) < spinWait {
-			e.mu.Unlock()
-			osYield()
-			continue
-		}
-		e.blocked.Add(1)
-		st := C.spx_arm(e.w)
-		e.mu.Unlock()
-		if st != statusBusy {
-			e.sleep(deadline)
-		}
-		e.blocked.Add(-1)
+		e.pause(moved, deadline)
 	}
+}
+
+// pause, called with the worker lock held, releases it and waits before
+// the caller polls again: it only yields the processor while something
+// moved within spinWait, and otherwise arms the worker and sleeps until
+// its event descriptor or the wake eventfd says something happened.
+func (e *engine) pause(moved, deadline time.Time) {
+	if time.Since(moved) < spinWait {
+		e.mu.Unlock()
+		osYield()
+		return
+	}
+	e.blocked.Add(1)
+	st := C.spx_arm(e.w)
+	e.mu.Unlock()
+	if st != statusBusy {
+		e.sleep(deadline)
+	}
+	e.blocked.Add(-1)
 }
 
 // fail ends a call on d with err: its pending requests are cancelled and,
@@ -769,9 +770,8 @@ func (e *engine) Close() error {
 			for _, d := range set {
 				d.pin.Unpin()
 				C.free(d.bounce)
-				if d.staging != nil {
-					C.free(d.staging)
-				}
+				C.free(d.staging)
+				C.free(d.land)
 			}
 		}
 	})

@@ -1,0 +1,119 @@
+//go:build cgo && linux
+
+package ucx
+
+/*
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+	"unsafe"
+)
+
+// RecvInPlace implements the collectives' in-place receive: the messages
+// of the next n bytes from peer all land at once, one after another, in
+// the direction's landing buffer (C memory, reused call after call), and
+// fn is handed each run of them that has landed, in order, while the
+// later ones are still landing. The ring's reduction thus reads a piece
+// as soon as it is there, in the same memory UCX put it, instead of
+// receiving one scratch-sized piece at a time and only then asking for
+// the next; and the sender's rendezvous requests, which end only when
+// this rank has taken their data, end sooner. It declines (ok false,
+// nothing received) when the last call left part of a message to read.
+func (e *engine) RecvInPlace(ctx context.Context, peer, n, align int, _ []byte, fn func([]byte)) (bool, error) {
+	e.life.RLock()
+	defer e.life.RUnlock()
+	d, ep := e.in[peer], e.eps[peer]
+	if d == nil || ep == nil {
+		return false, nil
+	}
+	if err := e.check(ctx, d, ep, false); err != nil {
+		return true, err
+	}
+	if len(d.leftover) > 0 || n <= 0 || align <= 0 {
+		return false, nil
+	}
+	if n > d.landCap {
+		// No request of d is under way: each call ends with all of its
+		// requests ended, or leaves d broken.
+		C.free(d.land)
+		d.land, d.landCap = C.malloc(C.size_t(n)), n
+	}
+	land := unsafe.Slice((*byte)(d.land), n)
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, e.signal)
+		defer stop()
+	}
+	d.reqs, d.ends = d.reqs[:0], d.ends[:0]
+	posted, staged, stageWant := 0, 0, 0
+	handed, head := 0, 0 // bytes of land given to fn; the first request not known to have ended
+	deadline := time.Now().Add(e.timeout)
+	for moved := time.Now(); ; {
+		e.mu.Lock()
+		if e.progress() {
+			moved = time.Now()
+		}
+		var got bool
+		var err error
+		if posted, staged, stageWant, got, err = e.postRecvs(d, peer, land, 0, posted, staged, stageWant); err != nil {
+			e.mu.Unlock()
+			return true, e.fail(d, err)
+		}
+		pending, failed, ended := pollRequests(d)
+		if got || ended {
+			moved = time.Now()
+			deadline = moved.Add(e.timeout)
+		}
+		landed := 0
+		for head < len(d.reqs) && d.reqs[head] == nil {
+			head++
+		}
+		if head > 0 {
+			landed = d.ends[head-1]
+		}
+		switch {
+		case failed != statusOK:
+			err = statusError(failed)
+		case pending == 0 && (posted == n || staged > 0):
+			e.mu.Unlock()
+			e.finishRecv(d, land, posted, staged, stageWant)
+			handPieces(land[handed:], align, true, fn)
+			return true, nil
+		case landed-handed >= align:
+			e.mu.Unlock()
+			handed += handPieces(land[handed:landed], align, false, fn)
+			continue
+		case time.Now().After(deadline):
+			err = fmt.Errorf("ucx: no progress from rank %d for %s: %w", peer, e.timeout, os.ErrDeadlineExceeded)
+		default:
+			err = e.check(ctx, d, ep, time.Since(moved) >= lostGrace)
+		}
+		if err != nil {
+			e.mu.Unlock()
+			return true, e.fail(d, err)
+		}
+		e.pause(moved, deadline)
+	}
+}
+
+// handPieces gives fn the whole multiples of align at the start of b, or
+// all of b when final (the receive's last bytes: n need not be a whole
+// multiple), and returns how many bytes it gave. b starts at an address
+// aligned for align: the landing buffer is C memory aligned for any
+// element, and every piece handed before is a whole multiple.
+func handPieces(b []byte, align int, final bool, fn func([]byte)) int {
+	give := len(b)
+	if !final {
+		give = give / align * align
+	}
+	if give > 0 {
+		fn(b[:give])
+	}
+	return give
+}
