@@ -93,18 +93,27 @@ func statusError(st C.int) error {
 	return errors.New("ucx: " + C.GoString(C.spx_status_string(st)))
 }
 
-// tcpRndvThresh is the rendezvous threshold on UCX's TCP transport:
-// above a segment, so every message goes eagerly. TCP has no zero-copy
-// for rendezvous to save, and its round trips wait on a receiver busy
-// reducing the previous piece; eager messages land in UCX's buffers
-// meanwhile, as bytes land in the kernel's on the TCP link.
+// tcpRndvThresh is the rendezvous threshold the parameter server's
+// sessions (rpc_cgo.go) use on UCX's TCP transport: above their messages'
+// usual size, so requests and replies go eagerly, landing in UCX's
+// buffers while the other end is busy. The collectives' link leaves the
+// threshold to UCX: it receives a whole chunk in place at once, and its
+// rendezvous transfers then moved twice the bytes of eager ones at 16 MiB
+// (docs/rdma.md).
 const tcpRndvThresh = "1m"
 
-// tcpOnly reports whether UCX is restricted to its TCP transport
-// (UCX_TLS=tcp) and the rendezvous threshold is left to Spindle.
-func tcpOnly() bool {
-	_, set := os.LookupEnv("UCX_RNDV_THRESH")
-	return strings.TrimSpace(os.Getenv("UCX_TLS")) == "tcp" && !set
+// rndvThresh is the rendezvous threshold a worker starts with: "" leaves
+// it to UCX. Only the parameter server's sessions (eagerTCP) on UCX's TCP
+// transport alone (UCX_TLS=tcp) change it, and never when the user set
+// UCX_RNDV_THRESH.
+func rndvThresh(eagerTCP bool) string {
+	if _, set := os.LookupEnv("UCX_RNDV_THRESH"); set || !eagerTCP {
+		return ""
+	}
+	if strings.TrimSpace(os.Getenv("UCX_TLS")) != "tcp" {
+		return ""
+	}
+	return tcpRndvThresh
 }
 
 // direction is the state of sending to, or receiving from, one peer. Only
@@ -188,7 +197,7 @@ func newEngine(rank int, timeout time.Duration) (*engine, error) {
 	e := &engine{rank: rank, timeout: timeout, wake: -1,
 		eps: make(map[int]*C.spx_ep), out: make(map[int]*direction), in: make(map[int]*direction)}
 	var err error
-	if e.ctx, e.w, e.efd, e.wake, err = startWorker(); err != nil {
+	if e.ctx, e.w, e.efd, e.wake, err = startWorker(rndvThresh(false)); err != nil {
 		return nil, err
 	}
 	if e.addr, err = workerAddress(e.w); err != nil {
@@ -199,12 +208,12 @@ func newEngine(rank int, timeout time.Duration) (*engine, error) {
 }
 
 // startWorker starts a UCP context and worker (UCX reads its variables
-// now) and makes the eventfd that wakes its waiters; on error nothing is
-// left open.
-func startWorker() (ctx, w unsafe.Pointer, efd C.int, wake int, err error) {
+// now, the rendezvous threshold set to thresh unless it is "") and makes
+// the eventfd that wakes its waiters; on error nothing is left open.
+func startWorker(thresh string) (ctx, w unsafe.Pointer, efd C.int, wake int, err error) {
 	var rndv *C.char
-	if tcpOnly() {
-		rndv = C.CString(tcpRndvThresh)
+	if thresh != "" {
+		rndv = C.CString(thresh)
 		defer C.free(unsafe.Pointer(rndv))
 	}
 	if st := C.spx_init(&ctx, &w, &efd, rndv); st != statusOK {

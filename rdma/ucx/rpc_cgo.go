@@ -53,7 +53,7 @@ func newNode() (*node, error) {
 	}
 	n := &node{}
 	var err error
-	if n.ctx, n.w, n.efd, n.wake, err = startWorker(); err != nil {
+	if n.ctx, n.w, n.efd, n.wake, err = startWorker(rndvThresh(true)); err != nil {
 		return nil, err
 	}
 	if n.addr, err = workerAddress(n.w); err != nil {
