@@ -401,46 +401,71 @@ func (e *engine) Recv(ctx context.Context, peer int, p []byte) error {
 		stop := context.AfterFunc(ctx, e.signal)
 		defer stop()
 	}
-	d.reqs, d.ends = d.reqs[:0], d.ends[:0]
-	posted, staged, stageWant := 0, 0, 0 // bytes of p[off:] taken; a staged message
-	deadline := time.Now().Add(e.timeout)
-	for moved := time.Now(); ; {
+	rs := e.startRecv(d)
+	for {
 		e.mu.Lock()
-		if e.progress() {
-			moved = time.Now()
-		}
-		var got bool
-		var err error
-		if posted, staged, stageWant, got, err = e.postRecvs(d, peer, p, off, posted, staged, stageWant); err != nil {
+		pending, failed, err := e.pollRecv(d, peer, p, off, &rs)
+		if err != nil {
 			e.mu.Unlock()
 			return e.fail(d, err)
-		}
-		pending, failed, ended := pollRequests(d)
-		if got || ended {
-			moved = time.Now()
-			deadline = moved.Add(e.timeout)
 		}
 		switch {
 		case failed != statusOK:
 			err = statusError(failed)
-		case pending == 0 && (off+posted == len(p) || staged > 0):
+		case pending == 0 && (off+rs.posted == len(p) || rs.staged > 0):
 			e.mu.Unlock()
-			return e.finishRecv(d, p, off+posted, staged, stageWant)
-		case time.Now().After(deadline):
+			return e.finishRecv(d, p, off+rs.posted, rs.staged, rs.stageWant)
+		case time.Now().After(rs.deadline):
 			what := "no progress"
 			if pending == 0 {
 				what = "nothing"
 			}
 			err = fmt.Errorf("ucx: %s from rank %d for %s: %w", what, peer, e.timeout, os.ErrDeadlineExceeded)
 		default:
-			err = e.check(ctx, d, ep, time.Since(moved) >= lostGrace)
+			err = e.check(ctx, d, ep, time.Since(rs.moved) >= lostGrace)
 		}
 		if err != nil {
 			e.mu.Unlock()
 			return e.fail(d, err)
 		}
-		e.pause(moved, deadline)
+		e.pause(rs.moved, rs.deadline)
 	}
+}
+
+// recvState is where a receive stands: the bytes of its buffer taken by
+// posted receives, a message staged (its length, and how much of it the
+// buffer wants), when something last moved, and when it gives up.
+type recvState struct {
+	posted, staged, stageWant int
+	moved, deadline           time.Time
+}
+
+// startRecv starts a receive on d.
+func (e *engine) startRecv(d *direction) recvState {
+	d.reqs, d.ends = d.reqs[:0], d.ends[:0]
+	now := time.Now()
+	return recvState{moved: now, deadline: now.Add(e.timeout)}
+}
+
+// pollRecv, under the worker lock, drives the worker, posts receives for
+// the messages from peer that have come (into p from off on, postRecvs)
+// and frees the requests that ended; anything moving pushes rs's
+// deadline on. It returns how many requests are under way and the status
+// of a failed one.
+func (e *engine) pollRecv(d *direction, peer int, p []byte, off int, rs *recvState) (pending int, failed C.int, err error) {
+	if e.progress() {
+		rs.moved = time.Now()
+	}
+	var got bool
+	if rs.posted, rs.staged, rs.stageWant, got, err = e.postRecvs(d, peer, p, off, rs.posted, rs.staged, rs.stageWant); err != nil {
+		return 0, statusOK, err
+	}
+	pending, failed, ended := pollRequests(d)
+	if got || ended {
+		rs.moved = time.Now()
+		rs.deadline = rs.moved.Add(e.timeout)
+	}
+	return pending, failed, nil
 }
 
 // postRecvs, under the worker lock, starts receiving the messages from
@@ -616,22 +641,29 @@ func (e *engine) wait(ctx context.Context, d *direction, ep *C.spx_ep) error {
 }
 
 // pause, called with the worker lock held, releases it and waits before
-// the caller polls again: it only yields the processor while something
-// moved within spinWait, and otherwise arms the worker and sleeps until
-// its event descriptor or the wake eventfd says something happened.
+// the caller polls again (pauseWorker), sleeping until deadline at most.
 func (e *engine) pause(moved, deadline time.Time) {
+	pauseWorker(&e.mu, e.w, &e.blocked, moved, func() { e.sleep(deadline) })
+}
+
+// pauseWorker, called with mu (the lock of worker w) held, releases it
+// and waits before its caller polls again: while something moved within
+// spinWait it only yields the processor; otherwise it arms the worker
+// and, unless events are already pending, calls sleep, counted in
+// blocked so that a poller that moves something wakes it.
+func pauseWorker(mu *sync.Mutex, w unsafe.Pointer, blocked *atomic.Int32, moved time.Time, sleep func()) {
 	if time.Since(moved) < spinWait {
-		e.mu.Unlock()
+		mu.Unlock()
 		osYield()
 		return
 	}
-	e.blocked.Add(1)
-	st := C.spx_arm(e.w)
-	e.mu.Unlock()
+	blocked.Add(1)
+	st := C.spx_arm(w)
+	mu.Unlock()
 	if st != statusBusy {
-		e.sleep(deadline)
+		sleep()
 	}
-	e.blocked.Add(-1)
+	blocked.Add(-1)
 }
 
 // fail ends a call on d with err: its pending requests are cancelled and,

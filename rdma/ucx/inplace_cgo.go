@@ -50,25 +50,14 @@ func (e *engine) RecvInPlace(ctx context.Context, peer, n, align int, _ []byte, 
 		stop := context.AfterFunc(ctx, e.signal)
 		defer stop()
 	}
-	d.reqs, d.ends = d.reqs[:0], d.ends[:0]
-	posted, staged, stageWant := 0, 0, 0
+	rs := e.startRecv(d)
 	handed, head := 0, 0 // bytes of land given to fn; the first request not known to have ended
-	deadline := time.Now().Add(e.timeout)
-	for moved := time.Now(); ; {
+	for {
 		e.mu.Lock()
-		if e.progress() {
-			moved = time.Now()
-		}
-		var got bool
-		var err error
-		if posted, staged, stageWant, got, err = e.postRecvs(d, peer, land, 0, posted, staged, stageWant); err != nil {
+		pending, failed, err := e.pollRecv(d, peer, land, 0, &rs)
+		if err != nil {
 			e.mu.Unlock()
 			return true, e.fail(d, err)
-		}
-		pending, failed, ended := pollRequests(d)
-		if got || ended {
-			moved = time.Now()
-			deadline = moved.Add(e.timeout)
 		}
 		landed := 0
 		for head < len(d.reqs) && d.reqs[head] == nil {
@@ -80,25 +69,25 @@ func (e *engine) RecvInPlace(ctx context.Context, peer, n, align int, _ []byte, 
 		switch {
 		case failed != statusOK:
 			err = statusError(failed)
-		case pending == 0 && (posted == n || staged > 0):
+		case pending == 0 && (rs.posted == n || rs.staged > 0):
 			e.mu.Unlock()
-			e.finishRecv(d, land, posted, staged, stageWant)
+			e.finishRecv(d, land, rs.posted, rs.staged, rs.stageWant)
 			handPieces(land[handed:], align, true, fn)
 			return true, nil
 		case landed-handed >= align:
 			e.mu.Unlock()
 			handed += handPieces(land[handed:landed], align, false, fn)
 			continue
-		case time.Now().After(deadline):
+		case time.Now().After(rs.deadline):
 			err = fmt.Errorf("ucx: no progress from rank %d for %s: %w", peer, e.timeout, os.ErrDeadlineExceeded)
 		default:
-			err = e.check(ctx, d, ep, time.Since(moved) >= lostGrace)
+			err = e.check(ctx, d, ep, time.Since(rs.moved) >= lostGrace)
 		}
 		if err != nil {
 			e.mu.Unlock()
 			return true, e.fail(d, err)
 		}
-		e.pause(moved, deadline)
+		e.pause(rs.moved, rs.deadline)
 	}
 }
 
