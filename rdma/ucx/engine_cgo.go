@@ -130,6 +130,9 @@ type direction struct {
 	spare    []byte         // leftover's reusable backing array
 	land     unsafe.Pointer // C memory the messages of a RecvInPlace land in
 	landCap  int
+	// inPlace says whether RecvInPlace serves d: 0 not yet known, 1 yes,
+	// -1 no (its endpoint is over shared memory).
+	inPlace int8
 	// reqs are the call's requests in the order posted, nil once ended
 	// (or ended at once); a receive's ends[i] is where the bytes of
 	// reqs[i] end in its buffer.
@@ -828,10 +831,7 @@ func (e *engine) transports() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, ep := range e.eps {
-		if C.spx_ep_info(ep, buf, epInfoBytes) != 0 {
-			continue
-		}
-		for _, t := range laneTransports(C.GoString(buf)) {
+		for _, t := range epTransports(ep, buf) {
 			if !slices.Contains(out, t) {
 				out = append(out, t)
 			}
@@ -839,6 +839,15 @@ func (e *engine) transports() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// epTransports returns the transports of ep's lanes (laneTransports),
+// read through buf (epInfoBytes of C memory); the worker lock is held.
+func epTransports(ep *C.spx_ep, buf *C.char) []string {
+	if C.spx_ep_info(ep, buf, epInfoBytes) != 0 {
+		return nil
+	}
+	return laneTransports(C.GoString(buf))
 }
 
 // epInfoBytes bounds what is read of UCX's account of an endpoint: its

@@ -25,7 +25,8 @@ import (
 // receiving one scratch-sized piece at a time and only then asking for
 // the next; and the sender's rendezvous requests, which end only when
 // this rank has taken their data, end sooner. It declines (ok false,
-// nothing received) when the last call left part of a message to read.
+// nothing received) when the last call left part of a message to read,
+// and over shared memory (servesInPlace).
 func (e *engine) RecvInPlace(ctx context.Context, peer, n, align int, _ []byte, fn func([]byte)) (bool, error) {
 	e.life.RLock()
 	defer e.life.RUnlock()
@@ -36,7 +37,7 @@ func (e *engine) RecvInPlace(ctx context.Context, peer, n, align int, _ []byte, 
 	if err := e.check(ctx, d, ep, false); err != nil {
 		return true, err
 	}
-	if len(d.leftover) > 0 || n <= 0 || align <= 0 {
+	if len(d.leftover) > 0 || n <= 0 || align <= 0 || !e.servesInPlace(d, ep) {
 		return false, nil
 	}
 	if n > d.landCap {
@@ -89,6 +90,25 @@ func (e *engine) RecvInPlace(ctx context.Context, peer, n, align int, _ []byte, 
 		}
 		e.pause(rs.moved, rs.deadline)
 	}
+}
+
+// servesInPlace reports whether RecvInPlace takes d's receives: not when
+// its endpoint is over shared memory, where receiving one piece at a
+// time into the caller's scratch buffer, which stays in cache for the
+// reduction, measured as fast or faster (docs/rdma.md).
+func (e *engine) servesInPlace(d *direction, ep *C.spx_ep) bool {
+	if d.inPlace == 0 {
+		buf := (*C.char)(C.malloc(epInfoBytes))
+		e.mu.Lock()
+		over := overWhat(epTransports(ep, buf))
+		e.mu.Unlock()
+		C.free(unsafe.Pointer(buf))
+		d.inPlace = 1
+		if over == overSharedMemory {
+			d.inPlace = -1
+		}
+	}
+	return d.inPlace > 0
 }
 
 // handPieces gives fn the whole multiples of align at the start of b, or

@@ -34,7 +34,8 @@ type inPlace interface {
 // TestRecvInPlaceOverUCX checks that the UCX link hands the ring's
 // reduction received bytes where they landed, all of them, in order, in
 // whole elements but for a receive's last bytes, and that a receive
-// shorter than the message it ends in leaves the rest to the next call.
+// shorter than the message it ends in leaves the rest to the next call;
+// over shared memory (UCX_TLS=sm), that it declines.
 func TestRecvInPlaceOverUCX(t *testing.T) {
 	kept := make([]*keptLinker, 2)
 	comms := cluster(t, 2, func(r int, cfg *collective.Config) {
@@ -64,8 +65,17 @@ func TestRecvInPlaceOverUCX(t *testing.T) {
 	if !ok {
 		t.Fatalf("the UCX link (%T) does not hand received bytes over in place", kept[0].link)
 	}
-
 	ctx := context.Background()
+	if over := collective.Over(kept[0].link); over == overSharedMemory {
+		// Over shared memory the link declines, and the reduction
+		// receives piece by piece.
+		ok, err := ip.RecvInPlace(ctx, 1, 4096, 4, make([]byte, 4096), func([]byte) { t.Error("handed bytes over shared memory") })
+		if ok || err != nil {
+			t.Fatalf("in-place receive over shared memory: ok %v, %v; want declined", ok, err)
+		}
+		return
+	}
+
 	sent := make([]byte, 600_003) // three segments, the last not whole elements
 	for i := range sent {
 		sent[i] = byte(i * 7)
