@@ -27,9 +27,10 @@
 // caller's buffer (pinned while UCX uses it, and registered by UCX's
 // registration cache, which keeps a communicator's reused buffers
 // registered); small ones go through a per-direction bounce buffer
-// allocated once. The ring's reduction receives in place: a whole chunk's
-// messages are posted at once into a reused landing buffer, and each run
-// of them is reduced as soon as it has landed. A waiting call polls the worker for 50 us after the last
+// allocated once. The ring's reduction receives in place except over
+// shared memory: a whole chunk's messages are posted at once into a
+// reused landing buffer, and each run of them is reduced as soon as it
+// has landed. A waiting call polls the worker for 50 us after the last
 // movement, yielding the processor to other processes between polls (a
 // neighbour rank on the same core may be the one to move the bytes), then
 // sleeps on the worker's event descriptor (ucp_worker_arm), so an idle
