@@ -123,8 +123,18 @@ func TestRecvInPlaceOverUCX(t *testing.T) {
 
 	// A receive that starts on a segment's boundary is handed over in
 	// place, the last piece with the odd bytes.
-	go func() { sendErr <- kept[1].link.Send(ctx, 0, sent) }()
-	got, pieces = got[:0], pieces[:0]
+	recvWhole(t, kept[1].link, ip, sent, align, scratch)
+}
+
+// recvWhole sends sent from rank 1 over from and checks that ip, rank
+// 0's link, hands all of it over in place in one receive.
+func recvWhole(t *testing.T, from collective.Link, ip inPlace, sent []byte, align int, scratch []byte) {
+	t.Helper()
+	ctx := context.Background()
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- from.Send(ctx, 0, sent) }()
+	var got []byte
+	var pieces []int
 	ok, err := ip.RecvInPlace(ctx, 1, len(sent), align, scratch, func(b []byte) {
 		got = append(got, b...)
 		pieces = append(pieces, len(b))
