@@ -27,12 +27,16 @@
 // caller's buffer (pinned while UCX uses it, and registered by UCX's
 // registration cache, which keeps a communicator's reused buffers
 // registered); small ones go through a per-direction bounce buffer
-// allocated once. A waiting call polls the worker for 50 us after the last
+// allocated once. The ring's reduction receives in place except over
+// shared memory: a whole chunk's messages are posted at once into a
+// reused landing buffer, and each run of them is reduced as soon as it
+// has landed. A waiting call polls the worker for 50 us after the last
 // movement, yielding the processor to other processes between polls (a
 // neighbour rank on the same core may be the one to move the bytes), then
 // sleeps on the worker's event descriptor (ucp_worker_arm), so an idle
-// link costs no CPU. On UCX's TCP transport alone (UCX_TLS=tcp) messages
-// go eagerly, since rendezvous saves no copy there. The mesh streams of
+// link costs no CPU. The collectives leave UCX's rendezvous threshold to
+// UCX; the parameter server's sessions send eagerly on UCX's TCP
+// transport alone (UCX_TLS=tcp). The mesh streams of
 // UCX directions stay open: a neighbour's process ending closes them,
 // which fails the calls waiting on it once it has taken what the
 // neighbour sent before it went.

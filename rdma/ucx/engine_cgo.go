@@ -93,18 +93,27 @@ func statusError(st C.int) error {
 	return errors.New("ucx: " + C.GoString(C.spx_status_string(st)))
 }
 
-// tcpRndvThresh is the rendezvous threshold on UCX's TCP transport:
-// above a segment, so every message goes eagerly. TCP has no zero-copy
-// for rendezvous to save, and its round trips wait on a receiver busy
-// reducing the previous piece; eager messages land in UCX's buffers
-// meanwhile, as bytes land in the kernel's on the TCP link.
+// tcpRndvThresh is the rendezvous threshold the parameter server's
+// sessions (rpc_cgo.go) use on UCX's TCP transport: above their messages'
+// usual size, so requests and replies go eagerly, landing in UCX's
+// buffers while the other end is busy. The collectives' link leaves the
+// threshold to UCX: it receives a whole chunk in place at once, and its
+// rendezvous transfers then moved twice the bytes of eager ones at 16 MiB
+// (docs/rdma.md).
 const tcpRndvThresh = "1m"
 
-// tcpOnly reports whether UCX is restricted to its TCP transport
-// (UCX_TLS=tcp) and the rendezvous threshold is left to Spindle.
-func tcpOnly() bool {
-	_, set := os.LookupEnv("UCX_RNDV_THRESH")
-	return strings.TrimSpace(os.Getenv("UCX_TLS")) == "tcp" && !set
+// rndvThresh is the rendezvous threshold a worker starts with: "" leaves
+// it to UCX. Only the parameter server's sessions (eagerTCP) on UCX's TCP
+// transport alone (UCX_TLS=tcp) change it, and never when the user set
+// UCX_RNDV_THRESH.
+func rndvThresh(eagerTCP bool) string {
+	if _, set := os.LookupEnv("UCX_RNDV_THRESH"); set || !eagerTCP {
+		return ""
+	}
+	if strings.TrimSpace(os.Getenv("UCX_TLS")) != "tcp" {
+		return ""
+	}
+	return tcpRndvThresh
 }
 
 // direction is the state of sending to, or receiving from, one peer. Only
@@ -117,11 +126,20 @@ type direction struct {
 	bounce   unsafe.Pointer // C memory
 	staging  unsafe.Pointer // C memory for a message larger than asked for
 	stageCap int
-	leftover []byte // the unread rest of such a message
-	spare    []byte // leftover's reusable backing array
-	reqs     []unsafe.Pointer
-	lost     atomic.Pointer[error] // set by the stream watcher
-	broken   error                 // a failed call left requests behind
+	leftover []byte         // the unread rest of such a message
+	spare    []byte         // leftover's reusable backing array
+	land     unsafe.Pointer // C memory the messages of a RecvInPlace land in
+	landCap  int
+	// inPlace says whether RecvInPlace serves d: 0 not yet known, 1 yes,
+	// -1 no (its endpoint is over shared memory).
+	inPlace int8
+	// reqs are the call's requests in the order posted, nil once ended
+	// (or ended at once); a receive's ends[i] is where the bytes of
+	// reqs[i] end in its buffer.
+	reqs   []unsafe.Pointer
+	ends   []int
+	lost   atomic.Pointer[error] // set by the stream watcher
+	broken error                 // a failed call left requests behind
 }
 
 func newDirection() *direction {
@@ -182,7 +200,7 @@ func newEngine(rank int, timeout time.Duration) (*engine, error) {
 	e := &engine{rank: rank, timeout: timeout, wake: -1,
 		eps: make(map[int]*C.spx_ep), out: make(map[int]*direction), in: make(map[int]*direction)}
 	var err error
-	if e.ctx, e.w, e.efd, e.wake, err = startWorker(); err != nil {
+	if e.ctx, e.w, e.efd, e.wake, err = startWorker(rndvThresh(false)); err != nil {
 		return nil, err
 	}
 	if e.addr, err = workerAddress(e.w); err != nil {
@@ -193,12 +211,12 @@ func newEngine(rank int, timeout time.Duration) (*engine, error) {
 }
 
 // startWorker starts a UCP context and worker (UCX reads its variables
-// now) and makes the eventfd that wakes its waiters; on error nothing is
-// left open.
-func startWorker() (ctx, w unsafe.Pointer, efd C.int, wake int, err error) {
+// now, the rendezvous threshold set to thresh unless it is "") and makes
+// the eventfd that wakes its waiters; on error nothing is left open.
+func startWorker(thresh string) (ctx, w unsafe.Pointer, efd C.int, wake int, err error) {
 	var rndv *C.char
-	if tcpOnly() {
-		rndv = C.CString(tcpRndvThresh)
+	if thresh != "" {
+		rndv = C.CString(thresh)
 		defer C.free(unsafe.Pointer(rndv))
 	}
 	if st := C.spx_init(&ctx, &w, &efd, rndv); st != statusOK {
@@ -386,58 +404,71 @@ func (e *engine) Recv(ctx context.Context, peer int, p []byte) error {
 		stop := context.AfterFunc(ctx, e.signal)
 		defer stop()
 	}
-	d.reqs = d.reqs[:0]
-	posted, staged, stageWant := 0, 0, 0 // bytes of p[off:] taken; a staged message
-	deadline := time.Now().Add(e.timeout)
-	for moved := time.Now(); ; {
+	rs := e.startRecv(d)
+	for {
 		e.mu.Lock()
-		if e.progress() {
-			moved = time.Now()
-		}
-		var got bool
-		var err error
-		if posted, staged, stageWant, got, err = e.postRecvs(d, peer, p, off, posted, staged, stageWant); err != nil {
+		pending, failed, err := e.pollRecv(d, peer, p, off, &rs)
+		if err != nil {
 			e.mu.Unlock()
 			return e.fail(d, err)
-		}
-		pending, failed, ended := pollRequests(d)
-		if got || ended {
-			moved = time.Now()
-			deadline = moved.Add(e.timeout)
 		}
 		switch {
 		case failed != statusOK:
 			err = statusError(failed)
-		case pending == 0 && (off+posted == len(p) || staged > 0):
+		case pending == 0 && (off+rs.posted == len(p) || rs.staged > 0):
 			e.mu.Unlock()
-			return e.finishRecv(d, p, off+posted, staged, stageWant)
-		case time.Now().After(deadline):
+			return e.finishRecv(d, p, off+rs.posted, rs.staged, rs.stageWant)
+		case time.Now().After(rs.deadline):
 			what := "no progress"
 			if pending == 0 {
 				what = "nothing"
 			}
 			err = fmt.Errorf("ucx: %s from rank %d for %s: %w", what, peer, e.timeout, os.ErrDeadlineExceeded)
 		default:
-			err = e.check(ctx, d, ep, time.Since(moved) >= lostGrace)
+			err = e.check(ctx, d, ep, time.Since(rs.moved) >= lostGrace)
 		}
 		if err != nil {
 			e.mu.Unlock()
 			return e.fail(d, err)
 		}
-		if time.Since(moved) < spinWait {
-			e.mu.Unlock()
-			osYield()
-			continue
-		}
-		// Nothing moved for a while: sleep until something does.
-		e.blocked.Add(1)
-		st := C.spx_arm(e.w)
-		e.mu.Unlock()
-		if st != statusBusy {
-			e.sleep(deadline)
-		}
-		e.blocked.Add(-1)
+		e.pause(rs.moved, rs.deadline)
 	}
+}
+
+// recvState is where a receive stands: the bytes of its buffer taken by
+// posted receives, a message staged (its length, and how much of it the
+// buffer wants), when something last moved, and when it gives up.
+type recvState struct {
+	posted, staged, stageWant int
+	moved, deadline           time.Time
+}
+
+// startRecv starts a receive on d.
+func (e *engine) startRecv(d *direction) recvState {
+	d.reqs, d.ends = d.reqs[:0], d.ends[:0]
+	now := time.Now()
+	return recvState{moved: now, deadline: now.Add(e.timeout)}
+}
+
+// pollRecv, under the worker lock, drives the worker, posts receives for
+// the messages from peer that have come (into p from off on, postRecvs)
+// and frees the requests that ended; anything moving pushes rs's
+// deadline on. It returns how many requests are under way and the status
+// of a failed one.
+func (e *engine) pollRecv(d *direction, peer int, p []byte, off int, rs *recvState) (pending int, failed C.int, err error) {
+	if e.progress() {
+		rs.moved = time.Now()
+	}
+	var got bool
+	if rs.posted, rs.staged, rs.stageWant, got, err = e.postRecvs(d, peer, p, off, rs.posted, rs.staged, rs.stageWant); err != nil {
+		return 0, statusOK, err
+	}
+	pending, failed, ended := pollRequests(d)
+	if got || ended {
+		rs.moved = time.Now()
+		rs.deadline = rs.moved.Add(e.timeout)
+	}
+	return pending, failed, nil
 }
 
 // postRecvs, under the worker lock, starts receiving the messages from
@@ -473,11 +504,10 @@ func (e *engine) postRecvs(d *direction, peer int, p []byte, off, posted, staged
 			r = C.spx_msg_recv(e.w, d.staging, mlen, msg, &st)
 			staged, stageWant = int(mlen), want
 		}
-		if r != nil {
-			d.reqs = append(d.reqs, r)
-		} else if st != statusOK {
+		if r == nil && st != statusOK {
 			return posted, staged, stageWant, got, statusError(st)
 		}
+		d.reqs, d.ends = append(d.reqs, r), append(d.ends, off+posted)
 	}
 	return posted, staged, stageWant, got, nil
 }
@@ -609,19 +639,34 @@ func (e *engine) wait(ctx context.Context, d *direction, ep *C.spx_ep) error {
 			e.mu.Unlock()
 			return e.fail(d, err)
 		}
-		if time.Since(moved) < spinWait {
-			e.mu.Unlock()
-			osYield()
-			continue
-		}
-		e.blocked.Add(1)
-		st := C.spx_arm(e.w)
-		e.mu.Unlock()
-		if st != statusBusy {
-			e.sleep(deadline)
-		}
-		e.blocked.Add(-1)
+		e.pause(moved, deadline)
 	}
+}
+
+// pause, called with the worker lock held, releases it and waits before
+// the caller polls again (pauseWorker), sleeping until deadline at most.
+func (e *engine) pause(moved, deadline time.Time) {
+	pauseWorker(&e.mu, e.w, &e.blocked, moved, func() { e.sleep(deadline) })
+}
+
+// pauseWorker, called with mu (the lock of worker w) held, releases it
+// and waits before its caller polls again: while something moved within
+// spinWait it only yields the processor; otherwise it arms the worker
+// and, unless events are already pending, calls sleep, counted in
+// blocked so that a poller that moves something wakes it.
+func pauseWorker(mu *sync.Mutex, w unsafe.Pointer, blocked *atomic.Int32, moved time.Time, sleep func()) {
+	if time.Since(moved) < spinWait {
+		mu.Unlock()
+		osYield()
+		return
+	}
+	blocked.Add(1)
+	st := C.spx_arm(w)
+	mu.Unlock()
+	if st != statusBusy {
+		sleep()
+	}
+	blocked.Add(-1)
 }
 
 // fail ends a call on d with err: its pending requests are cancelled and,
@@ -769,9 +814,8 @@ func (e *engine) Close() error {
 			for _, d := range set {
 				d.pin.Unpin()
 				C.free(d.bounce)
-				if d.staging != nil {
-					C.free(d.staging)
-				}
+				C.free(d.staging)
+				C.free(d.land)
 			}
 		}
 	})
@@ -787,10 +831,7 @@ func (e *engine) transports() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, ep := range e.eps {
-		if C.spx_ep_info(ep, buf, epInfoBytes) != 0 {
-			continue
-		}
-		for _, t := range laneTransports(C.GoString(buf)) {
+		for _, t := range epTransports(ep, buf) {
 			if !slices.Contains(out, t) {
 				out = append(out, t)
 			}
@@ -798,6 +839,15 @@ func (e *engine) transports() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// epTransports returns the transports of ep's lanes (laneTransports),
+// read through buf (epInfoBytes of C memory); the worker lock is held.
+func epTransports(ep *C.spx_ep, buf *C.char) []string {
+	if C.spx_ep_info(ep, buf, epInfoBytes) != 0 {
+		return nil
+	}
+	return laneTransports(C.GoString(buf))
 }
 
 // epInfoBytes bounds what is read of UCX's account of an endpoint: its

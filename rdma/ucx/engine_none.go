@@ -24,6 +24,9 @@ func (*engine) address() []byte                               { return nil }
 func (*engine) connect(int, []byte, bool, *net.TCPConn) error { return load() }
 func (*engine) Send(context.Context, int, []byte) error       { return load() }
 func (*engine) Recv(context.Context, int, []byte) error       { return load() }
-func (*engine) Interrupt()                                    {}
-func (*engine) Close() error                                  { return nil }
-func (*engine) transports() []string                          { return nil }
+func (*engine) RecvInPlace(context.Context, int, int, int, []byte, func([]byte)) (bool, error) {
+	return false, load()
+}
+func (*engine) Interrupt()           {}
+func (*engine) Close() error         { return nil }
+func (*engine) transports() []string { return nil }

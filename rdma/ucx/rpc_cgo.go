@@ -53,7 +53,7 @@ func newNode() (*node, error) {
 	}
 	n := &node{}
 	var err error
-	if n.ctx, n.w, n.efd, n.wake, err = startWorker(); err != nil {
+	if n.ctx, n.w, n.efd, n.wake, err = startWorker(rndvThresh(true)); err != nil {
 		return nil, err
 	}
 	if n.addr, err = workerAddress(n.w); err != nil {
@@ -141,28 +141,23 @@ func (n *node) signal() {
 }
 
 // idle spins for a little while after the last movement, then sleeps on
-// the worker's event descriptor (armed under mu, which idle releases).
+// the worker's event descriptor (pauseWorker; mu is held, and released).
 func (n *node) idle(moved time.Time) {
-	if time.Since(moved) < spinWait {
-		n.mu.Unlock()
-		osYield()
+	pauseWorker(&n.mu, n.w, &n.blocked, moved, n.sleep)
+}
+
+// sleep waits on the worker's event descriptor and the wake eventfd.
+func (n *node) sleep() {
+	n.wakeMu.RLock()
+	defer n.wakeMu.RUnlock()
+	if n.wake < 0 {
 		return
 	}
-	n.blocked.Add(1)
-	st := C.spx_arm(n.w)
-	n.mu.Unlock()
-	if st != statusBusy {
-		n.wakeMu.RLock()
-		fds := []unix.PollFd{{Fd: int32(n.efd), Events: unix.POLLIN}, {Fd: int32(n.wake), Events: unix.POLLIN}}
-		if n.wake >= 0 {
-			if k, _ := unix.Poll(fds, int(maxPollWait/time.Millisecond)); k > 0 && fds[1].Revents&unix.POLLIN != 0 {
-				var b [8]byte
-				unix.Read(n.wake, b[:])
-			}
-		}
-		n.wakeMu.RUnlock()
+	fds := []unix.PollFd{{Fd: int32(n.efd), Events: unix.POLLIN}, {Fd: int32(n.wake), Events: unix.POLLIN}}
+	if k, _ := unix.Poll(fds, int(maxPollWait/time.Millisecond)); k > 0 && fds[1].Revents&unix.POLLIN != 0 {
+		var b [8]byte
+		unix.Read(n.wake, b[:])
 	}
-	n.blocked.Add(-1)
 }
 
 // await polls the worker until step, called with mu held, says the

@@ -229,6 +229,8 @@ type link struct {
 var (
 	_ collective.Link    = (*link)(nil)
 	_ collective.Carrier = (*link)(nil)
+	_ inPlaceReceiver    = (*link)(nil)
+	_ inPlaceReceiver    = (*engine)(nil)
 )
 
 // over names what carries the link's UCX bytes: shared memory, tcp or
@@ -281,6 +283,23 @@ func (l *link) Recv(ctx context.Context, peer int, p []byte) error {
 		return fmt.Errorf("ucx: rank %d has no link to receive from rank %d", l.rank, peer)
 	}
 	return t.Recv(ctx, peer, p)
+}
+
+// inPlaceReceiver is the collectives' optional in-place receive
+// (collective's inPlaceReceiver), which the UCX engine and the TCP link
+// over shared memory both offer.
+type inPlaceReceiver interface {
+	RecvInPlace(ctx context.Context, peer, n, align int, scratch []byte, fn func([]byte)) (bool, error)
+}
+
+// RecvInPlace hands the ring's reduction received bytes where they landed,
+// over UCX or, for a stream left on TCP, where the TCP link can.
+func (l *link) RecvInPlace(ctx context.Context, peer, n, align int, scratch []byte, fn func([]byte)) (bool, error) {
+	ip, ok := l.pick(l.inUCX, peer).(inPlaceReceiver)
+	if !ok {
+		return false, nil
+	}
+	return ip.RecvInPlace(ctx, peer, n, align, scratch, fn)
 }
 
 // Interrupt implements collective.Link.
