@@ -14,9 +14,9 @@ import (
 )
 
 // yarnReport runs each world size through the real ApplicationMaster
-// against simulated NodeManagers, runs times, and prints the run of median
+// against simulated NodeManagers of perNode executors each, runs times, and prints the run of median
 // submit-to-registered time of each as a table.
-func yarnReport(ctx context.Context, w io.Writer, sizes []int, runs int) error {
+func yarnReport(ctx context.Context, w io.Writer, sizes []int, runs, perNode int) error {
 	var medians []*scaletest.YARNResult
 	for _, n := range sizes {
 		var rs []*scaletest.YARNResult
@@ -25,7 +25,7 @@ func yarnReport(ctx context.Context, w io.Writer, sizes []int, runs int) error {
 			if err != nil {
 				return err
 			}
-			res, err := scaletest.RunYARN(ctx, scaletest.YARNOptions{Ranks: n, Dir: dir})
+			res, err := scaletest.RunYARN(ctx, scaletest.YARNOptions{Ranks: n, RanksPerNode: perNode, Dir: dir})
 			os.RemoveAll(dir)
 			if err != nil {
 				return fmt.Errorf("%d ranks through the ApplicationMaster: %w", n, err)
