@@ -211,13 +211,19 @@ const headerLen = 24
 
 func (h header) encode() []byte {
 	b := make([]byte, headerLen)
+	h.put(b)
+	return b
+}
+
+// put writes h's wire form into b[:headerLen].
+func (h header) put(b []byte) {
 	b[0] = h.op
 	b[1] = h.elemSize
 	b[2] = h.reduce
+	b[3] = 0
 	binary.LittleEndian.PutUint32(b[4:], h.root)
 	binary.LittleEndian.PutUint64(b[8:], h.count)
 	binary.LittleEndian.PutUint64(b[16:], h.seq)
-	return b
 }
 
 func decodeHeader(b []byte) header {

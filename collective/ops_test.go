@@ -330,10 +330,12 @@ func TestCancelledContextBeforeStart(t *testing.T) {
 type countingTransport struct {
 	Transport
 	sent, received atomic.Int64
+	sends          atomic.Int64 // Send calls: messages
 }
 
 func (c *countingTransport) Send(ctx context.Context, peer int, p []byte) error {
 	c.sent.Add(int64(len(p)))
+	c.sends.Add(1)
 	return c.Transport.Send(ctx, peer, p)
 }
 

@@ -23,6 +23,14 @@ import "context"
 // one system call each way. A rank whose call has a different length still
 // reads a whole header from a peer sending at least as much as it expects,
 // and reports the mismatch.
+//
+// Every rank's header also reaches its right ring neighbour, as in ring
+// operations, so that a rank which called something else (a ring
+// operation, another size) is caught by its neighbour rather than left
+// waiting until the timeout. Where the right neighbour is this rank's
+// child in the tree (every even rank but the last), the header rides on
+// the tree's own message down to it, which the child reads header first;
+// only the other ring edges carry a header of their own (foldedEdge).
 func (c *Comm) tree(ctx context.Context, h header, data []byte, combine func(dst, src []byte, final bool)) error {
 	r := c.rank
 	need := 2 * (headerLen + len(data))
@@ -31,25 +39,25 @@ func (c *Comm) tree(ctx context.Context, h header, data []byte, combine func(dst
 	}
 	out := c.exchange[:headerLen+len(data)]
 	in := c.exchange[len(out):need]
-	copy(out, h.encode())
+	h.put(out[:headerLen])
 	recv := func(peer int) error {
 		if err := c.t.Recv(ctx, peer, in); err != nil {
 			return err
 		}
 		return c.checkHeader(h, in[:headerLen], peer)
 	}
-	// The header goes round the ring first, as every operation's does: a
-	// rank that called something else (a ring operation, or another size)
-	// is then caught by its right neighbour even where the two algorithms
-	// would otherwise wait on each other until the timeout.
-	if err := c.t.Send(ctx, c.right, out[:headerLen]); err != nil {
-		return err
+	if !foldedEdge(r, c.right) {
+		if err := c.t.Send(ctx, c.right, out[:headerLen]); err != nil {
+			return err
+		}
 	}
-	if err := c.t.Recv(ctx, c.left, in[:headerLen]); err != nil {
-		return err
-	}
-	if err := c.checkHeader(h, in[:headerLen], c.left); err != nil {
-		return err
+	if !foldedEdge(c.left, r) {
+		if err := c.t.Recv(ctx, c.left, in[:headerLen]); err != nil {
+			return err
+		}
+		if err := c.checkHeader(h, in[:headerLen], c.left); err != nil {
+			return err
+		}
 	}
 	kids := treeChildren(r, c.world)
 	for i, kid := range kids {
@@ -60,11 +68,7 @@ func (c *Comm) tree(ctx context.Context, h header, data []byte, combine func(dst
 	}
 	copy(out[headerLen:], data)
 	if r != 0 {
-		parent := treeParent(r)
-		if err := c.t.Send(ctx, parent, out); err != nil {
-			return err
-		}
-		if err := recv(parent); err != nil {
+		if err := c.treeUpDown(ctx, h, out, in); err != nil {
 			return err
 		}
 		copy(data, in[headerLen:])
@@ -78,3 +82,34 @@ func (c *Comm) tree(ctx context.Context, h header, data []byte, combine func(dst
 	}
 	return nil
 }
+
+// treeUpDown sends this rank's partial result out to its parent and
+// receives the final one into in. From a parent that is also the left ring
+// neighbour the header is read and checked first: it is the only header
+// that neighbour sends this rank, and a neighbour that called a ring
+// operation sends no more than its header before it waits.
+func (c *Comm) treeUpDown(ctx context.Context, h header, out, in []byte) error {
+	parent := treeParent(c.rank)
+	if err := c.t.Send(ctx, parent, out); err != nil {
+		return err
+	}
+	if foldedEdge(c.left, c.rank) {
+		if err := c.t.Recv(ctx, parent, in[:headerLen]); err != nil {
+			return err
+		}
+		if err := c.checkHeader(h, in[:headerLen], parent); err != nil {
+			return err
+		}
+		return c.t.Recv(ctx, parent, in[headerLen:])
+	}
+	if err := c.t.Recv(ctx, parent, in); err != nil {
+		return err
+	}
+	return c.checkHeader(h, in[:headerLen], parent)
+}
+
+// foldedEdge reports whether the ring edge from rank from to its right
+// neighbour to is a tree edge down from parent to child, whose header
+// the tree's message carries: to is from's child (from even, to = from+1).
+// The edge from the last rank to rank 0 never is.
+func foldedEdge(from, to int) bool { return to != 0 && treeParent(to) == from }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -204,5 +205,78 @@ func TestDefaultSmallBytes(t *testing.T) {
 	}
 	if s5, s8 := DefaultSmallBytes(5), DefaultSmallBytes(8); s5 >= s8/3 {
 		t.Fatalf("DefaultSmallBytes(5) = %d, want well under DefaultSmallBytes(8) = %d", s5, s8)
+	}
+}
+
+// TestTreeMessages counts what one small allreduce sends: the tree's
+// 2(n-1) messages, and a header of its own only on the ring edges the
+// tree's messages do not run along (every odd rank's, and the last
+// rank's), ceil(n/2) of them rather than n.
+func TestTreeMessages(t *testing.T) {
+	for _, n := range []int{2, 5, 8} {
+		t.Run(fmt.Sprintf("world=%d", n), func(t *testing.T) {
+			base := cluster(t, n, nil)
+			comms := make([]*Comm, n)
+			wrapped := make([]*countingTransport, n)
+			for r := range n {
+				wrapped[r] = &countingTransport{Transport: base[r].t}
+				c, err := NewWithTransport(Config{Rank: r, WorldSize: n, SmallBytes: 1 << 20}, wrapped[r])
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.treeLinked = true // the mesh's transport links the tree
+				comms[r] = c
+			}
+			mustAll(t, onAll(t, comms, func(c *Comm) error {
+				return AllReduce(context.Background(), c, make([]float32, 2), Sum)
+			}))
+			var sends int64
+			for _, w := range wrapped {
+				sends += w.sends.Load()
+			}
+			if want := int64(2*(n-1) + (n+1)/2); sends != want {
+				t.Fatalf("one allreduce of 8 bytes on %d ranks sent %d messages, want %d", n, sends, want)
+			}
+		})
+	}
+}
+
+// TestMismatchedCallsTree is TestMismatchedCalls with the others on the
+// tree: whichever rank calls something else, a ring operation or another
+// length, every rank fails with ErrMismatch rather than waiting for the
+// timeout. It covers the ranks whose header to their right neighbour
+// rides on the tree's message (even ones) and those that send their own,
+// and two neighbours calling a broadcast, where only the tree's message
+// down to the odd rank after them can tell.
+func TestMismatchedCallsTree(t *testing.T) {
+	calls := map[string]func(c *Comm) error{
+		"broadcast": func(c *Comm) error { return Broadcast(context.Background(), c, make([]float32, 2), 0) },
+		"longer":    func(c *Comm) error { return AllReduce(context.Background(), c, make([]float32, 3), Sum) },
+		"shorter":   func(c *Comm) error { return AllReduce(context.Background(), c, make([]float32, 1), Sum) },
+		"barrier":   func(c *Comm) error { return c.Barrier(context.Background()) },
+	}
+	run := func(t *testing.T, n int, odd []int, call func(c *Comm) error) {
+		comms := cluster(t, n, func(_ int, cfg *Config) { cfg.SmallBytes = 1 << 20 })
+		errs := onAll(t, comms, func(c *Comm) error {
+			if slices.Contains(odd, c.Rank()) {
+				return call(c)
+			}
+			return AllReduce(context.Background(), c, make([]float32, 2), Sum)
+		})
+		for r, err := range errs {
+			if !errors.Is(err, ErrMismatch) {
+				t.Errorf("rank %d: got %v, want an error wrapping ErrMismatch", r, err)
+			}
+		}
+	}
+	for _, n := range []int{2, 5, 8} {
+		for m := range n {
+			for name, call := range calls {
+				t.Run(fmt.Sprintf("world=%d/rank=%d/%s", n, m, name), func(t *testing.T) { run(t, n, []int{m}, call) })
+			}
+		}
+	}
+	for m := 1; m < 7; m++ {
+		t.Run(fmt.Sprintf("world=8/ranks=%d,%d/broadcast", m, m+1), func(t *testing.T) { run(t, 8, []int{m, m + 1}, calls["broadcast"]) })
 	}
 }

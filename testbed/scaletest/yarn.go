@@ -28,6 +28,10 @@ type YARNOptions struct {
 	// GrantsPerNode is how many containers a node grants per allocate
 	// call (0: 2), so the gang is granted over several round trips.
 	GrantsPerNode int
+	// NodeHeartbeat, when positive, has the ResourceManager grant only on
+	// each node's heartbeat, once per NodeHeartbeat, as YARN does
+	// (yarntest.Config.NodeHeartbeat); zero grants on each allocate call.
+	NodeHeartbeat time.Duration
 	// StartLatency is each container's start time on its node (0: 500ms).
 	StartLatency time.Duration
 	// Dir holds the test YARN's directories.
@@ -165,7 +169,8 @@ func RunYARN(ctx context.Context, opts YARNOptions) (*YARNResult, error) {
 	}
 	nodes := (opts.Ranks+opts.RanksPerNode-1)/opts.RanksPerNode + 1 // one more for the AM
 	cl, err := yarntest.Start(ctx, yarntest.Config{Dir: opts.Dir, NodeManagers: nodes, NodeMemoryMB: 1 << 20,
-		NodeVCores: opts.RanksPerNode, Launcher: r, StartLatency: opts.StartLatency, GrantsPerNode: opts.GrantsPerNode})
+		NodeVCores: opts.RanksPerNode, Launcher: r, StartLatency: opts.StartLatency, GrantsPerNode: opts.GrantsPerNode,
+		NodeHeartbeat: opts.NodeHeartbeat})
 	if err != nil {
 		return nil, fmt.Errorf("scaletest: start the test YARN of %d nodes: %w", nodes, err)
 	}

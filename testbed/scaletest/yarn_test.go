@@ -28,6 +28,27 @@ func TestRunYARNSmallJob(t *testing.T) {
 	}
 }
 
+// TestRunYARNNodeHeartbeats: with the ResourceManager granting on node
+// heartbeats, as YARN does, the allocate call that carries the gang's asks
+// gets nothing (no node has beaten since), so the gang takes more round
+// trips than when every allocate call grants what fits at once.
+func TestRunYARNNodeHeartbeats(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	calls := map[time.Duration]int{}
+	for _, beat := range []time.Duration{0, 50 * time.Millisecond} {
+		res, err := RunYARN(ctx, YARNOptions{Ranks: 16, GrantsPerNode: 8, NodeHeartbeat: beat,
+			StartLatency: 10 * time.Millisecond, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatalf("node heartbeat %v: %v", beat, err)
+		}
+		calls[beat] = res.AllocateCalls
+	}
+	if calls[50*time.Millisecond] <= calls[0] {
+		t.Fatalf("gang held after %d allocate calls with node heartbeats, %d without; want more with them", calls[50*time.Millisecond], calls[0])
+	}
+}
+
 // BenchmarkYARN runs a whole job per world size through the real
 // ApplicationMaster against simulated NodeManagers; make scale prints the
 // same figures as a table.

@@ -46,9 +46,15 @@ type Cluster struct {
 	wrongAMRM     bool
 	wrongNM       bool
 	closed        bool
-	// granted counts each node's containers in the allocate call being
-	// answered, when Config.GrantsPerNode limits them.
+	// granted counts each node's containers in the allocate call (or
+	// node heartbeat) being answered, when Config.GrantsPerNode limits
+	// them.
 	granted map[*nodeManager]int
+	// beating is the node whose heartbeat is being answered, the only
+	// one that may grant then (Config.NodeHeartbeat); nodeBeats counts
+	// the heartbeats.
+	beating   *nodeManager
+	nodeBeats int
 	// startCalls counts startContainers calls (StartCalls).
 	startCalls int
 
@@ -160,6 +166,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		defer c.wg.Done()
 		c.scheduleLoop()
 	}()
+	if cfg.NodeHeartbeat > 0 {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.heartbeatLoop()
+		}()
+	}
 	if err := ctx.Err(); err != nil {
 		c.Close()
 		return nil, err

@@ -90,6 +90,14 @@ type Config struct {
 	// assigns containers on node heartbeats does: a large gang is granted
 	// over several allocate round trips.
 	GrantsPerNode int
+	// NodeHeartbeat, when positive, makes the ResourceManager grant as
+	// YARN's does: only on a NodeManager's heartbeat, each node beating
+	// once per NodeHeartbeat with the nodes' phases spread over it, when
+	// the node takes what it fits of the outstanding asks (at most
+	// GrantsPerNode of them when that is positive); an allocate call
+	// hands out what the nodes granted since the last one. Zero: every
+	// allocate call grants at once.
+	NodeHeartbeat time.Duration
 	// DropEnv are variables of this process's environment that
 	// containers do not inherit: a node without them (KRB5_CONFIG, for
 	// nodes whose krb5.conf does not know the test realm).

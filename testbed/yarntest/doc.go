@@ -42,8 +42,11 @@
 // (testbed/scaletest's RunYARN).
 //
 // The scheduler fills asks for any host ("*") on the node with the most
-// free memory, within the queue's limits; node and rack asks are accepted
-// and ignored. There is no web UI: the tracking URL reported is the one
+// free memory, within the queue's limits, when the AM's allocate call
+// arrives; with Config.NodeHeartbeat, as YARN's schedulers do, only on
+// each node's heartbeat and on that node, so an allocate call hands out
+// what the nodes granted since the last one. Node and rack asks are
+// accepted and ignored. There is no web UI: the tracking URL reported is the one
 // the AM registered, unproxied.
 //
 // With Config.ClientSASL (a hadooprpc.KerberosServer) the client port

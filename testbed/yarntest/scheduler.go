@@ -2,6 +2,7 @@ package yarntest
 
 import (
 	"sort"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -41,9 +42,18 @@ func (q *queue) fits(n need) bool {
 // pickNodeLocked returns the running node with the most free memory that
 // fits n and is not on a host in avoid, or nil. Called with c.mu held.
 func (c *Cluster) pickNodeLocked(n need, avoid map[string]bool) *nodeManager {
+	usable := func(nm *nodeManager) bool {
+		return nm.state == pb.NodeStateProto_NS_RUNNING && nm.fits(n) && !avoid[nm.nodeID.GetHost()] && !c.spentLocked(nm)
+	}
+	if c.beating != nil {
+		if usable(c.beating) {
+			return c.beating
+		}
+		return nil
+	}
 	var best *nodeManager
 	for _, nm := range c.nodes {
-		if nm.state != pb.NodeStateProto_NS_RUNNING || !nm.fits(n) || avoid[nm.nodeID.GetHost()] || c.spentLocked(nm) {
+		if !usable(nm) {
 			continue
 		}
 		if best == nil || nm.freeMB() > best.freeMB() {
@@ -128,6 +138,20 @@ func (c *Cluster) appsInOrderLocked() []*app {
 // the nodes and its queue have room, lowest priority number first.
 // Called with c.mu held.
 func (c *Cluster) scheduleLocked(a *app) {
+	if c.cfg.NodeHeartbeat > 0 {
+		return // the nodes grant on their heartbeats (heartbeatLoop)
+	}
+	if c.cfg.GrantsPerNode > 0 {
+		c.granted = map[*nodeManager]int{}
+		defer func() { c.granted = nil }()
+	}
+	c.fillAsksLocked(a)
+}
+
+// fillAsksLocked grants a's outstanding asks for any host ("*") as far as
+// the nodes that may grant and its queue have room, lowest priority number
+// first. Called with c.mu held.
+func (c *Cluster) fillAsksLocked(a *app) {
 	keys := make([]askKey, 0, len(a.asks))
 	for k := range a.asks {
 		if k.resource == "*" {
@@ -135,10 +159,6 @@ func (c *Cluster) scheduleLocked(a *app) {
 		}
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].priority < keys[j].priority })
-	if c.cfg.GrantsPerNode > 0 {
-		c.granted = map[*nodeManager]int{}
-		defer func() { c.granted = nil }()
-	}
 	for _, k := range keys {
 		ask := a.asks[k]
 		for ask.GetNumContainers() > 0 {
@@ -185,4 +205,53 @@ func (c *Cluster) releaseResourcesLocked(ct *container) {
 		q.usedVCores -= ct.need.vcores
 	}
 	c.wake()
+}
+
+// heartbeatLoop runs the NodeManagers' heartbeats (Config.NodeHeartbeat):
+// each node once a period, their phases spread evenly over it. A loop
+// that falls behind (a busy machine) runs the heartbeats it owes at once.
+func (c *Cluster) heartbeatLoop() {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	start, beats := time.Now(), int64(0)
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case now := <-t.C:
+			c.mu.Lock()
+			if n := int64(len(c.nodes)); n > 0 {
+				for due := int64(now.Sub(start)) * n / int64(c.cfg.NodeHeartbeat); beats < due; beats++ {
+					c.heartbeatNodeLocked(c.nodes[beats%n])
+				}
+			}
+			c.mu.Unlock()
+		}
+	}
+}
+
+// heartbeatNodeLocked is one heartbeat of node nm: it takes what it fits
+// of the registered attempts' outstanding asks, in submission order, for
+// their next allocate calls to hand out. Called with c.mu held.
+func (c *Cluster) heartbeatNodeLocked(nm *nodeManager) {
+	c.nodeBeats++
+	c.beating = nm
+	defer func() { c.beating = nil }()
+	if c.cfg.GrantsPerNode > 0 {
+		c.granted = map[*nodeManager]int{}
+		defer func() { c.granted = nil }()
+	}
+	for _, a := range c.appsInOrderLocked() {
+		if a.registered && !a.ended() {
+			c.fillAsksLocked(a)
+		}
+	}
+}
+
+// NodeHeartbeats is how many NodeManager heartbeats the ResourceManager
+// has answered (Config.NodeHeartbeat).
+func (c *Cluster) NodeHeartbeats() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodeBeats
 }

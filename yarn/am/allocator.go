@@ -123,9 +123,10 @@ type container struct {
 // gang is a Request being filled.
 type gang struct {
 	specs   []driver.ExecutorSpec
-	hosts   [][]string      // NodeManager hosts holding each spec's input
-	waiting map[int32][]int // priority -> indices of specs without a container
+	hosts   [][]string          // NodeManager hosts holding each spec's input
+	waiting map[int32]*waitList // priority -> the specs without a container
 	held    map[int]*pb.ContainerProto
+	heldBy  map[string]int // container id -> the spec index held for it
 	capab   map[int32]*pb.ResourceProto
 	asked   map[int32]map[string]bool // resource names asked at each priority
 	level   localityLevel
@@ -311,8 +312,9 @@ func (a *Allocator) Request(ctx context.Context, specs []driver.ExecutorSpec) er
 	if len(specs) == 0 {
 		return nil
 	}
-	g := &gang{specs: specs, hosts: make([][]string, len(specs)), waiting: map[int32][]int{}, held: map[int]*pb.ContainerProto{},
-		capab: map[int32]*pb.ResourceProto{}, asked: map[int32]map[string]bool{}, ready: make(chan struct{})}
+	g := &gang{specs: specs, hosts: make([][]string, len(specs)), waiting: map[int32]*waitList{}, held: map[int]*pb.ContainerProto{},
+		heldBy: map[string]int{},
+		capab:  map[int32]*pb.ResourceProto{}, asked: map[int32]map[string]bool{}, ready: make(chan struct{})}
 	if a.cfg.LocalityWait <= 0 {
 		g.level = levelAny
 	}
@@ -419,8 +421,26 @@ func (a *Allocator) prioritiseLocked(g *gang) {
 			g.capab[p] = capab
 			g.asked[p] = map[string]bool{}
 		}
-		g.waiting[p] = append(g.waiting[p], i)
+		a.waitLocked(g, p, i)
 	}
+}
+
+// waitLocked makes g's executor i wait for a container at priority p,
+// behind those already waiting. Called with a.mu held.
+func (a *Allocator) waitLocked(g *gang, p int32, i int) {
+	w := g.waiting[p]
+	if w == nil {
+		w = &waitList{}
+		g.waiting[p] = w
+	}
+	var keys []string
+	for _, h := range g.hosts[i] {
+		keys = append(keys, hostKey(h))
+		if r := a.cfg.Racks[h]; r != "" {
+			keys = append(keys, rackKey(r))
+		}
+	}
+	w.push(i, keys)
 }
 
 // excludeLocked adds the hosts the specs keep off to the application's
@@ -448,8 +468,9 @@ func (a *Allocator) excludeLocked(specs []driver.ExecutorSpec) {
 // askLocked queues the requests of one priority of a gang for its
 // waiting executors at the gang's locality level. Called with a.mu held.
 func (a *Allocator) askLocked(g *gang, p int32) {
-	hosts := make([][]string, len(g.waiting[p]))
-	for j, i := range g.waiting[p] {
+	waiting := g.waiting[p].specs()
+	hosts := make([][]string, len(waiting))
+	for j, i := range waiting {
 		hosts[j] = g.hosts[i]
 	}
 	a.asks = append(a.asks, buildAsks(p, g.capab[p], hosts, a.cfg.Racks, g.level, g.asked[p])...)
@@ -462,7 +483,7 @@ func (a *Allocator) relax(g *gang) localityLevel {
 	if g.level < levelAny {
 		g.level++
 		for p := range g.capab {
-			if len(g.waiting[p]) > 0 {
+			if g.waiting[p].len() > 0 {
 				a.askLocked(g, p)
 			}
 		}
@@ -493,7 +514,7 @@ func (a *Allocator) shapes(g *gang) string {
 	sort.Slice(prios, func(i, j int) bool { return prios[i] < prios[j] })
 	for _, p := range prios {
 		capab := g.capab[p]
-		n := len(g.waiting[p])
+		n := g.waiting[p].len()
 		if n == 0 {
 			continue
 		}
@@ -516,7 +537,7 @@ func (a *Allocator) abandon(g *gang, err error) error {
 	for _, c := range g.held {
 		a.releases = append(a.releases, c.GetId())
 	}
-	g.held = map[int]*pb.ContainerProto{}
+	g.held, g.heldBy = map[int]*pb.ContainerProto{}, map[string]int{}
 	if a.gang == g {
 		a.gang = nil
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -150,35 +149,24 @@ func (a *Allocator) allocate() error {
 }
 
 // place gives an allocated container to the pending gang, or releases it.
-// Called with a.mu held.
+// The executor whose input is on the container's node gets it, else one
+// whose input is on its rack, else the one that has waited longest (see
+// waitList). Called with a.mu held.
 func (a *Allocator) place(c *pb.ContainerProto) {
 	g := a.gang
 	p := c.GetPriority().GetPriority()
-	if g == nil || len(g.waiting[p]) == 0 {
+	if g == nil || g.waiting[p].len() == 0 {
 		a.releases = append(a.releases, c.GetId())
 		return
 	}
-	// The executor whose input is on the container's node gets it, else
-	// one whose input is on its rack, else the first waiting.
 	host := c.GetNodeId().GetHost()
-	best, bestScore := 0, -1
-	for j, i := range g.waiting[p] {
-		score := 0
-		for _, h := range g.hosts[i] {
-			switch {
-			case h == host:
-				score = max(score, 2)
-			case a.cfg.Racks[h] != "" && a.cfg.Racks[h] == a.cfg.Racks[host]:
-				score = max(score, 1)
-			}
-		}
-		if score > bestScore {
-			best, bestScore = j, score
-		}
+	keys := []string{hostKey(host)}
+	if r := a.cfg.Racks[host]; r != "" {
+		keys = append(keys, rackKey(r))
 	}
-	i := g.waiting[p][best]
-	g.waiting[p] = slices.Delete(g.waiting[p], best, best+1)
+	i, _ := g.waiting[p].take(keys...)
 	g.held[i] = c
+	g.heldBy[client.ContainerString(c.GetId())] = i
 	if len(g.held) == len(g.specs) {
 		close(g.ready)
 	}
@@ -203,14 +191,13 @@ func (o outcomeFor) event(at time.Time) driver.Event {
 func (a *Allocator) completedLocked(st *pb.ContainerStatusProto) (outcomeFor, bool) {
 	cid := client.ContainerString(st.GetContainerId())
 	if g := a.gang; g != nil {
-		for i, h := range g.held {
-			if client.ContainerString(h.GetId()) == cid {
-				delete(g.held, i)
-				p := h.GetPriority().GetPriority()
-				g.waiting[p] = append(g.waiting[p], i)
-				a.askLocked(g, p)
-				return outcomeFor{}, false
-			}
+		if i, ok := g.heldBy[cid]; ok {
+			p := g.held[i].GetPriority().GetPriority()
+			delete(g.held, i)
+			delete(g.heldBy, cid)
+			a.waitLocked(g, p, i)
+			a.askLocked(g, p)
+			return outcomeFor{}, false
 		}
 	}
 	c, ok := a.byID[cid]

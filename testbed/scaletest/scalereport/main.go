@@ -30,6 +30,8 @@ func main() {
 	keep := flag.String("eventlog-dir", "", "keep the jobs' event logs here (default: a temporary directory, removed)")
 	browser := flag.String("chromium", "chromium", "headless browser for the job page (empty: none)")
 	yarnRuns := flag.Int("yarn-runs", 3, "runs of each world size through the real ApplicationMaster against simulated NodeManagers (0: none); their medians are printed")
+	nodeBeat := flag.Duration("yarn-node-heartbeat", 0, "grant containers only on NodeManager heartbeats of this period, as YARN does (0: on each allocate call)")
+	perNode := flag.Int("yarn-ranks-per-node", 0, "executor containers each simulated NodeManager holds (0: 8; 1: a NodeManager per rank)")
 	driverRuns := flag.Bool("driver", true, "run the driver's table (simulated executors in a swarm process)")
 	flag.Parse()
 	var sizes []int
@@ -91,7 +93,7 @@ func main() {
 	}
 	if *yarnRuns > 0 {
 		fmt.Println()
-		if err := yarnReport(ctx, os.Stdout, sizes, *yarnRuns); err != nil {
+		if err := yarnReport(ctx, os.Stdout, sizes, *yarnRuns, scaletest.YARNOptions{RanksPerNode: *perNode, NodeHeartbeat: *nodeBeat}); err != nil {
 			fmt.Fprintln(os.Stderr, "scalereport:", err)
 			os.Exit(1)
 		}

@@ -14,9 +14,10 @@ import (
 )
 
 // yarnReport runs each world size through the real ApplicationMaster
-// against simulated NodeManagers, runs times, and prints the run of median
+// against simulated NodeManagers shaped by shape (its Ranks and Dir are
+// set here), runs times, and prints the run of median
 // submit-to-registered time of each as a table.
-func yarnReport(ctx context.Context, w io.Writer, sizes []int, runs int) error {
+func yarnReport(ctx context.Context, w io.Writer, sizes []int, runs int, shape scaletest.YARNOptions) error {
 	var medians []*scaletest.YARNResult
 	for _, n := range sizes {
 		var rs []*scaletest.YARNResult
@@ -25,7 +26,9 @@ func yarnReport(ctx context.Context, w io.Writer, sizes []int, runs int) error {
 			if err != nil {
 				return err
 			}
-			res, err := scaletest.RunYARN(ctx, scaletest.YARNOptions{Ranks: n, Dir: dir})
+			opts := shape
+			opts.Ranks, opts.Dir = n, dir
+			res, err := scaletest.RunYARN(ctx, opts)
 			os.RemoveAll(dir)
 			if err != nil {
 				return fmt.Errorf("%d ranks through the ApplicationMaster: %w", n, err)
