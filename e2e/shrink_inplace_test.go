@@ -1,0 +1,94 @@
+package e2e
+
+import (
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
+)
+
+var (
+	shrinkWent  = regexp.MustCompile(`shrinkcheck went on pid=(\d+) rank=(\d+) world=(\d+) was=(\d+)/(\d+) step=\d+ at_ms=(\d+)`)
+	shrinkFinal = regexp.MustCompile(`shrinkcheck final pid=(\d+) rank=(\d+) world=(\d+) steps=(\d+)`)
+)
+
+// TestElasticShrinksInPlace: an elastic job of 4 workers that allreduce
+// every step, with spindle.failure.shrinkInPlace, loses rank 1's training
+// process (SIGKILL) mid-run. The driver does not restart the gang: the
+// three survivors keep their processes (same pids, no second start), get
+// the smaller membership through their executors, re-form a world of 3
+// renumbered in their old order, and the job ends with exit 0, each
+// survivor ending in the world of 3 with every step trained.
+func TestElasticShrinksInPlace(t *testing.T) {
+	t.Parallel()
+	const steps = 300
+	args := submitArgs("--num-executors", "2:4", "--conf", "spindle.failure.policy=elastic",
+		"--conf", "spindle.failure.shrinkInPlace=true", "--", shrinkcheckBin, "--steps", strconv.Itoa(steps), "--pause", "20ms")
+	cmd := exec.Command(spindleBin, args...)
+	cmd.Dir, cmd.Env = t.TempDir(), testEnv()
+	var out syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	ranks := map[int]int{} // pid by rank
+	testutil.WaitFor(t, 90*time.Second, testutil.Holds("the four training processes", func() bool {
+		for _, pid := range descendants(cmd.Process.Pid, "shrinkcheck") {
+			if r, ok := rankOf(pid); ok {
+				ranks[r] = pid
+			}
+		}
+		return len(ranks) == 4
+	}))
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("every rank to join the communicator", func() bool {
+		return strings.Count(out.String(), "shrinkcheck joined") >= 4
+	}))
+	killed := time.Now()
+	if err := syscall.Kill(ranks[1], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	got := out.String()
+	if err != nil {
+		t.Fatalf("the job failed: %v\n%s", err, got)
+	}
+	if strings.Contains(got, "restarting every rank") || strings.Contains(got, "generation 1") ||
+		!strings.Contains(got, "the other 3 ranks go on without it in place") {
+		t.Errorf("the gang was restarted rather than shrunk in place:\n%s", got)
+	}
+	// Survivors in their old order: old ranks 0, 2, 3 are ranks 0, 1, 2.
+	newRank := map[int]int{0: 0, 2: 1, 3: 2}
+	finals := shrinkFinal.FindAllStringSubmatch(got, -1)
+	if len(finals) != 3 {
+		t.Fatalf("%d final lines, want 3 (the survivors):\n%s", len(finals), got)
+	}
+	for _, f := range finals {
+		pid, _ := strconv.Atoi(f[1])
+		old := slices.IndexFunc([]int{0, 1, 2, 3}, func(r int) bool { return ranks[r] == pid })
+		if old < 0 || old == 1 {
+			t.Errorf("final line of process %d, which is not a survivor's first process (pids %v)", pid, ranks)
+			continue
+		}
+		if f[2] != strconv.Itoa(newRank[old]) || f[3] != "3" || f[4] != strconv.Itoa(steps) {
+			t.Errorf("old rank %d (pid %d) ended as rank %s of %s after %s steps; want rank %d of 3 after %d", old, pid, f[2], f[3], f[4], newRank[old], steps)
+		}
+	}
+	went := shrinkWent.FindAllStringSubmatch(got, -1)
+	if len(went) != 3 {
+		t.Fatalf("%d survivors said they went on in the smaller world, want 3:\n%s", len(went), got)
+	}
+	var slowest time.Duration
+	for _, w := range went {
+		ms, _ := strconv.ParseInt(w[6], 10, 64)
+		slowest = max(slowest, time.UnixMilli(ms).Sub(killed))
+	}
+	t.Logf("the survivors trained their first step in the world of 3 within %s of the kill", slowest.Round(time.Millisecond))
+}
