@@ -54,17 +54,10 @@ func (c Config) shrinksInPlace(slots []slot) (bool, string) {
 // loss has not settled (the survivors are not healthy), or the job has no
 // restarts left.
 func (g *roster) shrinkLocked(m *member, msg string, blameless bool) bool {
-	if !g.shrinkWorkers || m.role != RoleWorker || !m.registered || m.left || g.stopped || g.failure != nil ||
-		g.held != nil || g.shrinking != nil || g.budget == nil || len(g.order)-1 < g.minWorkers {
+	if !g.shrinkWorkers || m.left || g.shrinking != nil || len(g.order)-1 < g.minWorkers {
 		return false
 	}
-	select {
-	case <-g.ready:
-	default:
-		return false // the gang never started: nothing keeps running
-	}
-	loss, _ := m.loss(msg, blameless).(*lossError)
-	note, _, ok := g.budget(loss)
+	note, _, ok := g.chargeLossLocked(m, msg, blameless)
 	if !ok {
 		return false
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -31,23 +32,8 @@ func TestElasticShrinksInPlace(t *testing.T) {
 	const steps = 300
 	args := submitArgs("--num-executors", "2:4", "--conf", "spindle.failure.policy=elastic",
 		"--conf", "spindle.failure.shrinkInPlace=true", "--", shrinkcheckBin, "--steps", strconv.Itoa(steps), "--pause", "20ms")
-	cmd := exec.Command(spindleBin, args...)
-	cmd.Dir, cmd.Env = t.TempDir(), testEnv()
-	var out syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	ranks := map[int]int{} // pid by rank
-	testutil.WaitFor(t, 90*time.Second, testutil.Holds("the four training processes", func() bool {
-		for _, pid := range descendants(cmd.Process.Pid, "shrinkcheck") {
-			if r, ok := rankOf(pid); ok {
-				ranks[r] = pid
-			}
-		}
-		return len(ranks) == 4
-	}))
+	cmd, out := startSubmit(t, args)
+	ranks := trainingPIDs(t, cmd, "shrinkcheck", 4, 90*time.Second)
 	testutil.WaitFor(t, 60*time.Second, testutil.Holds("every rank to join the communicator", func() bool {
 		return strings.Count(out.String(), "shrinkcheck joined") >= 4
 	}))
@@ -91,4 +77,35 @@ func TestElasticShrinksInPlace(t *testing.T) {
 		slowest = max(slowest, time.UnixMilli(ms).Sub(killed))
 	}
 	t.Logf("the survivors trained their first step in the world of 3 within %s of the kill", slowest.Round(time.Millisecond))
+}
+
+// startSubmit starts spindle with args in a temporary directory, its
+// output in out; the test's end kills it.
+func startSubmit(t *testing.T, args []string) (*exec.Cmd, *syncbuf.Buffer) {
+	t.Helper()
+	cmd := exec.Command(spindleBin, args...)
+	cmd.Dir, cmd.Env = t.TempDir(), testEnv()
+	out := &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd, out
+}
+
+// trainingPIDs waits, up to within, until n processes of the program name
+// run under cmd, and returns their pids by SPINDLE_RANK.
+func trainingPIDs(t *testing.T, cmd *exec.Cmd, name string, n int, within time.Duration) map[int]int {
+	t.Helper()
+	ranks := map[int]int{}
+	testutil.WaitFor(t, within, testutil.Holds(fmt.Sprintf("the %d training processes", n), func() bool {
+		for _, pid := range descendants(cmd.Process.Pid, name) {
+			if r, ok := rankOf(pid); ok {
+				ranks[r] = pid
+			}
+		}
+		return len(ranks) == n
+	}))
+	return ranks
 }
