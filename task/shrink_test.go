@@ -2,6 +2,8 @@ package task
 
 import (
 	"context"
+	"log/slog"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -56,6 +58,45 @@ func TestRejoinShrinksInPlace(t *testing.T) {
 	for i := range shrunk {
 		if got[i] != 6 || !slices.Equal(states[i], []float64{3}) {
 			t.Errorf("old rank %d caught up to step %d with %v, want old rank 3's step 6 and state [3]", old[i], got[i], states[i])
+		}
+	}
+}
+
+// TestCommShrinksWhileJoining: rank 2 of 3 is lost before the
+// communicator formed and the job goes on without it; once the membership
+// lists the two survivors (version 1, the epoch one more), they join the
+// world of 2 instead of waiting for rank 2, and allreduce in it.
+func TestCommShrinksWhileJoining(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "membership.json")
+	env := Env{WorldSize: 3, MembershipFile: path}
+	peers, joins := lostWhileJoining(ctx, t, [2]Env{env, env}, [2]*slog.Logger{discardLogger, discardLogger})
+	comms := make([]*collective.Comm, 3)
+	defer func() {
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	writeMembership(t, path, Membership{Version: 1, Peers: peers[:2], Incarnations: []uint32{1, 0}, Joined: -1, Left: []int{2}})
+	collectJoins(t, joins, comms)
+	g, gctx := errgroup.WithContext(ctx)
+	sums := make([][]float64, 2)
+	for r := range 2 {
+		if comms[r].Rank() != r || comms[r].WorldSize() != 2 {
+			t.Fatalf("rank %d joined as rank %d of %d, want rank %d of 2", r, comms[r].Rank(), comms[r].WorldSize(), r)
+		}
+		sums[r] = []float64{1}
+		g.Go(func() error { return collective.AllReduce(gctx, comms[r], sums[r], collective.Sum) })
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for r, s := range sums {
+		if s[0] != 2 {
+			t.Errorf("rank %d's ones summed to %v in a world of 2", r, s[0])
 		}
 	}
 }
