@@ -74,7 +74,9 @@ func (g *roster) shrinkLocked(m *member, msg string, blameless bool) bool {
 		}
 	})
 	if g.onShrink != nil {
+		// The loss without the stderr the job log has anyway.
 		first, _, _ := strings.Cut(msg, "\n")
+		first, _, _ = strings.Cut(first, "; last lines of its stderr:")
 		g.onShrink(lost, len(g.order), fmt.Sprintf("%s; the other %d ranks go on without it in place (%s)", first, len(g.order), note))
 	}
 	g.checkAllExitedLocked()

@@ -6,7 +6,8 @@
 // process. Each step it allreduces a one from every rank and checks that
 // the sum is the world size, so a rank that kept the old world fails.
 // It prints "shrinkcheck joined pid=123 rank=2 world=4" once its
-// communicator formed and, when it goes on in a smaller world,
+// communicator formed, "shrinkcheck at pid=123 rank=2 world=4 step=100"
+// every 100 steps and, when it goes on in a smaller world,
 //
 //	shrinkcheck went on pid=123 rank=2 world=3 was=3/4 step=41 at_ms=1764412345678
 //
@@ -80,6 +81,9 @@ func run(ctx context.Context, steps int64, pause time.Duration) error {
 		}
 		state[0] += one[0]
 		step++
+		if step%100 == 0 {
+			fmt.Printf("shrinkcheck at pid=%d rank=%d world=%d step=%d\n", os.Getpid(), comm.Rank(), comm.WorldSize(), step)
+		}
 		if announce {
 			announce = false
 			fmt.Printf("shrinkcheck went on pid=%d rank=%d world=%d was=%s step=%d at_ms=%d\n",
