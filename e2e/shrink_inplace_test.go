@@ -32,13 +32,7 @@ var (
 func TestElasticShrinksInPlace(t *testing.T) {
 	t.Parallel()
 	const steps = 300
-	args := submitArgs("--num-executors", "2:4", "--conf", "spindle.failure.policy=elastic",
-		"--conf", "spindle.failure.shrinkInPlace=true", "--", shrinkcheckBin, "--steps", strconv.Itoa(steps), "--pause", "20ms")
-	cmd, out := startSubmit(t, args)
-	ranks := trainingPIDs(t, cmd, "shrinkcheck", 4, 90*time.Second)
-	testutil.WaitFor(t, 60*time.Second, testutil.Holds("every rank to join the communicator", func() bool {
-		return strings.Count(out.String(), "shrinkcheck joined") >= 4
-	}))
+	cmd, out, ranks := startShrinking(t, steps)
 	killed := time.Now()
 	if err := syscall.Kill(ranks[1], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -121,13 +115,7 @@ func trainingPIDs(t *testing.T, cmd *exec.Cmd, name string, n int, within time.D
 func TestElasticShrinksTwiceInPlace(t *testing.T) {
 	t.Parallel()
 	const steps = 600
-	args := submitArgs("--num-executors", "2:4", "--conf", "spindle.failure.policy=elastic",
-		"--conf", "spindle.failure.shrinkInPlace=true", "--", shrinkcheckBin, "--steps", strconv.Itoa(steps), "--pause", "20ms")
-	cmd, out := startSubmit(t, args)
-	ranks := trainingPIDs(t, cmd, "shrinkcheck", 4, 90*time.Second)
-	testutil.WaitFor(t, 60*time.Second, testutil.Holds("every rank to join the communicator", func() bool {
-		return strings.Count(out.String(), "shrinkcheck joined") >= 4
-	}))
+	cmd, out, ranks := startShrinking(t, steps)
 	if err := syscall.Kill(ranks[1], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -173,4 +161,19 @@ func TestElasticShrinksTwiceInPlace(t *testing.T) {
 				f[1], f[2], f[3], f[4], steps)
 		}
 	}
+}
+
+// startShrinking starts an elastic job of 4 shrinkcheck workers (MIN 2)
+// that trains steps and shrinks in place, and returns once the four
+// joined their communicator, with their pids by rank.
+func startShrinking(t *testing.T, steps int) (*exec.Cmd, *syncbuf.Buffer, map[int]int) {
+	t.Helper()
+	args := submitArgs("--num-executors", "2:4", "--conf", "spindle.failure.policy=elastic",
+		"--conf", "spindle.failure.shrinkInPlace=true", "--", shrinkcheckBin, "--steps", strconv.Itoa(steps), "--pause", "20ms")
+	cmd, out := startSubmit(t, args)
+	ranks := trainingPIDs(t, cmd, "shrinkcheck", 4, 90*time.Second)
+	testutil.WaitFor(t, 60*time.Second, testutil.Holds("every rank to join the communicator", func() bool {
+		return strings.Count(out.String(), "shrinkcheck joined") >= 4
+	}))
+	return cmd, out, ranks
 }
