@@ -2,8 +2,6 @@ package task
 
 import (
 	"context"
-	"log/slog"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -67,19 +65,7 @@ func TestRejoinShrinksInPlace(t *testing.T) {
 // lists the two survivors (version 1, the epoch one more), they join the
 // world of 2 instead of waiting for rank 2, and allreduce in it.
 func TestCommShrinksWhileJoining(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
-	defer cancel()
-	path := filepath.Join(t.TempDir(), "membership.json")
-	env := Env{WorldSize: 3, MembershipFile: path}
-	peers, joins := lostWhileJoining(ctx, t, [2]Env{env, env}, [2]*slog.Logger{discardLogger, discardLogger})
-	comms := make([]*collective.Comm, 3)
-	defer func() {
-		for _, c := range comms {
-			if c != nil {
-				c.Close()
-			}
-		}
-	}()
+	ctx, path, peers, joins, comms := rank2LostWhileJoining(t)
 	writeMembership(t, path, Membership{Version: 1, Peers: peers[:2], Incarnations: []uint32{1, 0}, Joined: -1, Left: []int{2}})
 	collectJoins(t, joins, comms)
 	g, gctx := errgroup.WithContext(ctx)
