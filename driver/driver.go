@@ -309,7 +309,7 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 	if ok, why := c.shrinksInPlace(slots); ok {
 		g.shrinkWorkers, g.minWorkers, g.budget, g.onShrink = true, c.MinExecutors, d.replacementBudget(rc), d.sayShrinking
 	} else if why != "" {
-		d.logger.Info("a lost worker restarts the gang smaller rather than leaving the others running", "why", why)
+		d.logger.Warn("spindle.failure.shrinkInPlace: a lost worker restarts the gang smaller rather than leaving the others running", "why", why)
 	}
 	stopServer := make(chan struct{})
 	var calls *rpc.Metrics
