@@ -42,22 +42,31 @@ func (c *Comm) Shrink(ctx context.Context, peers []string, incarnations []uint32
 // shrunkConfig checks a smaller world's membership against c's and returns
 // the Config that joins it.
 func (c *Comm) shrunkConfig(peers []string, incarnations []uint32) (Config, error) {
+	return c.cfg.Shrunk(peers, incarnations)
+}
+
+// Shrunk returns the Config with which this rank joins the smaller world
+// peers and incarnations describe (an elastic job's survivors going on
+// without a lost rank): its rank is the index of its own address among
+// peers. It fails when the world is not smaller, the incarnations do not
+// sum to more than cfg's (a process of the old world could join), or this
+// rank's address is not among peers. The listener is cfg's.
+func (cfg Config) Shrunk(peers []string, incarnations []uint32) (Config, error) {
 	n := len(peers)
 	switch {
-	case n == 0 || n >= c.world:
-		return Config{}, fmt.Errorf("collective: shrink rank %d: %d addresses for a world of %d: the new world must be smaller and not empty", c.rank, n, c.world)
+	case n == 0 || n >= cfg.WorldSize:
+		return Config{}, fmt.Errorf("collective: shrink rank %d: %d addresses for a world of %d: the new world must be smaller and not empty", cfg.Rank, n, cfg.WorldSize)
 	case len(incarnations) != n:
-		return Config{}, fmt.Errorf("collective: shrink rank %d: %d incarnations for %d addresses: need one per rank", c.rank, len(incarnations), n)
-	case epochOf(incarnations) <= epochOf(c.cfg.Incarnations):
+		return Config{}, fmt.Errorf("collective: shrink rank %d: %d incarnations for %d addresses: need one per rank", cfg.Rank, len(incarnations), n)
+	case epochOf(incarnations) <= epochOf(cfg.Incarnations):
 		return Config{}, fmt.Errorf("collective: shrink rank %d: incarnations %v do not sum to more than the old world's %v: a process of the old world could join",
-			c.rank, incarnations, c.cfg.Incarnations)
+			cfg.Rank, incarnations, cfg.Incarnations)
 	}
-	rank := slices.Index(peers, c.cfg.Peers[c.rank])
+	rank := slices.Index(peers, cfg.Peers[cfg.Rank])
 	if rank < 0 {
 		return Config{}, fmt.Errorf("collective: shrink rank %d: its address %s is not among the new world's %v: a survivor keeps its peer port",
-			c.rank, c.cfg.Peers[c.rank], peers)
+			cfg.Rank, cfg.Peers[cfg.Rank], peers)
 	}
-	cfg := c.cfg
 	cfg.Rank, cfg.WorldSize = rank, n
 	cfg.Peers = slices.Clone(peers)
 	cfg.Incarnations = slices.Clone(incarnations)

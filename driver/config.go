@@ -184,6 +184,10 @@ type Config struct {
 	// ReplaceWorkers, under PolicyRestart in a job of workers only,
 	// replaces a lost worker alone while the others keep running.
 	ReplaceWorkers bool
+	// ShrinkInPlace, under PolicyElastic in a job of workers only and no
+	// input, leaves a lost worker behind while the others keep running in
+	// a smaller world (shrink.go).
+	ShrinkInPlace bool
 	// MinExecutors is, under PolicyElastic, the fewest workers the job
 	// runs with (NumExecutors is the most); 0 means NumExecutors.
 	MinExecutors int
@@ -316,6 +320,8 @@ func (c *Config) checkElastic() error {
 		return bad("--num-executors %d:%d (spindle.failure.minExecutors): want 1 <= MIN <= MAX", c.MinExecutors, c.NumExecutors)
 	case c.FailurePolicy != PolicyElastic && c.MinExecutors != c.NumExecutors:
 		return bad("--num-executors %d:%d (spindle.failure.minExecutors %d) needs spindle.failure.policy elastic", c.MinExecutors, c.NumExecutors, c.MinExecutors)
+	case c.FailurePolicy != PolicyElastic && c.ShrinkInPlace:
+		return bad("spindle.failure.shrinkInPlace needs spindle.failure.policy elastic (under restart, spindle.failure.replaceWorkers keeps the other ranks running)")
 	case c.FailurePolicy != PolicyElastic:
 		return nil
 	case c.Chief || c.PS.Count > 0:

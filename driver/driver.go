@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -57,6 +58,9 @@ type Driver struct {
 	// grow, while an elastic generation runs, says whether to stop it
 	// and grow (checked on the driver's ticks); nil otherwise.
 	grow func(context.Context) bool
+	// shrunk counts the workers the running generation went on without
+	// in place (shrink.go).
+	shrunk atomic.Int32
 	// push is the endpoint of a flight-put: input, once planned.
 	push *pushInput
 	// tls is the job's TLS (spindle.job.tls.enabled); nil without.
@@ -301,6 +305,12 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 	if c.replacesWorkers(slots) {
 		g.replaceWorkers, g.budget, g.onReplace = true, d.replacementBudget(rc), d.sayReplacing
 	}
+	d.shrunk.Store(0)
+	if ok, why := c.shrinksInPlace(slots); ok {
+		g.shrinkWorkers, g.minWorkers, g.budget, g.onShrink = true, c.MinExecutors, d.replacementBudget(rc), d.sayShrinking
+	} else if why != "" {
+		d.logger.Warn("spindle.failure.shrinkInPlace: a lost worker restarts the gang smaller rather than leaving the others running", "why", why)
+	}
 	stopServer := make(chan struct{})
 	var calls *rpc.Metrics
 	if d.obs != nil {
@@ -311,7 +321,7 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		t, err := tasks(rank)
 		if t != nil {
 			resumeTask(t, gen, rank, from)
-			t.ReplacesWorkers = g.replaceWorkers
+			t.ReplacesWorkers = g.replaceWorkers || g.shrinkWorkers
 		}
 		return t, err
 	}

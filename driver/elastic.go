@@ -93,8 +93,9 @@ func (d *Driver) elastic(ctx context.Context, build func(context.Context, int) (
 		if err := d.afterFailure(ctx, gen, err, launched, &rc); err != nil {
 			return err
 		}
-		// The survivors go on; a lost rank is not waited for.
-		most = max(c.MinExecutors, n-1)
+		// The survivors go on; a lost rank is not waited for, nor those
+		// the generation already went on without in place.
+		most = max(c.MinExecutors, n-1-int(d.shrunk.Load()))
 	}
 }
 

@@ -79,6 +79,7 @@ func (c *Config) jobFromProperties(p *config.Properties) {
 	c.FailurePolicy = p.String(config.KeyFailurePolicy)
 	c.MaxRestarts = p.Int(config.KeyFailureMaxRestarts)
 	c.ReplaceWorkers = p.Bool(config.KeyFailureReplaceWorkers)
+	c.ShrinkInPlace = p.Bool(config.KeyFailureShrinkInPlace)
 	c.MaxBlamelessRestarts = p.Int(config.KeyFailureMaxBlamelessRestarts)
 	c.HostMaxFailures = p.Int(config.KeyFailureHostMaxFailures)
 	c.MinExecutors = p.Int(config.KeyFailureMinExecutors)

@@ -31,17 +31,10 @@ import (
 // healthy: they are failing in turn, as a gloo or NCCL group's do), or
 // the job has no restarts left.
 func (g *roster) replaceLocked(m *member, msg string, blameless bool) bool {
-	if !g.replaceWorkers || m.role != RoleWorker || !m.registered || g.stopped || g.failure != nil || g.held != nil ||
-		g.replacing != nil || g.budget == nil {
+	if !g.replaceWorkers || g.replacing != nil {
 		return false
 	}
-	select {
-	case <-g.ready:
-	default:
-		return false // the gang never started: nothing keeps running
-	}
-	loss, _ := m.loss(msg, blameless).(*lossError)
-	note, excluded, ok := g.budget(loss)
+	note, excluded, ok := g.chargeLossLocked(m, msg, blameless)
 	if !ok {
 		return false
 	}
@@ -61,6 +54,25 @@ func (g *roster) replaceLocked(m *member, msg string, blameless bool) bool {
 	}
 	g.checkAllExitedLocked()
 	return true
+}
+
+// chargeLossLocked counts m's loss (msg) against the job's restarts when
+// the others may keep running without m: m is a registered worker of a
+// gang that started, and the job is not ending nor holding a failure. It
+// returns the budget's note and the hosts a replacement keeps off, and
+// false when the others may not keep running or no restarts are left.
+// g.mu is held.
+func (g *roster) chargeLossLocked(m *member, msg string, blameless bool) (note string, excluded []string, ok bool) {
+	if m.role != RoleWorker || !m.registered || g.stopped || g.failure != nil || g.held != nil || g.budget == nil {
+		return "", nil, false
+	}
+	select {
+	case <-g.ready:
+	default:
+		return "", nil, false // the gang never started: nothing keeps running
+	}
+	loss, _ := m.loss(msg, blameless).(*lossError)
+	return g.budget(loss)
 }
 
 // whileReplacingLocked explains a failure that comes while a lost worker

@@ -57,6 +57,9 @@ type member struct {
 	// replacement is on its way, should it not come (replaceFailed).
 	lossMsg       string
 	lossBlameless bool
+	// left marks a worker an elastic gang went on without in place
+	// (shrinkLocked): it has no rank any more.
+	left bool
 	// excludedAfter are the hosts the replacement keeps off.
 	excludedAfter []string
 	// credGen is the generation of the Hadoop credentials the executor
@@ -147,6 +150,14 @@ type roster struct {
 	settle         time.Duration
 	budget         func(loss *lossError) (note string, excluded []string, ok bool)
 	onReplace      func(rank int, msg string)
+	// shrinkWorkers makes a lost worker of an elastic gang leave the
+	// others running in a smaller world, down to minWorkers
+	// (shrinkLocked); shrinking is the lost worker until settle passed.
+	// onShrink hears of each, with the new world's size.
+	shrinkWorkers bool
+	minWorkers    int
+	shrinking     *member
+	onShrink      func(rank, world int, msg string)
 	// causeGrace is how long a SIGTERMed process's failure waits for the
 	// cluster manager's reason (the constant causeGrace; tests shorten it).
 	causeGrace time.Duration
@@ -400,10 +411,10 @@ func (g *roster) exit(r *driverpb.ExitReport) error {
 		if tail := strings.TrimRight(m.stderrTail, "\n"); tail != "" {
 			msg += "; last lines of its stderr:\n    " + strings.ReplaceAll(tail, "\n", "\n    ")
 		}
-		if m.signal != "SIGTERM" && g.replaceLocked(m, msg, false) {
+		if m.signal != "SIGTERM" && g.goOnWithoutLocked(m, msg, false) {
 			return nil
 		}
-		msg += g.whileReplacingLocked()
+		msg += g.whileReplacingLocked() + g.whileShrinkingLocked()
 		if m.signal == "SIGTERM" && g.failure == nil && !g.stopped {
 			g.awaitCauseLocked(m, msg)
 			return nil
@@ -547,7 +558,7 @@ func (g *roster) executorGone(ev Event) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m, ok := g.members[ev.ExecutorID]
-	if !ok || (m.exited && ev.Kind == ExecutorExited && m.awaitingCause == "") {
+	if !ok || m.left || (m.exited && ev.Kind == ExecutorExited && m.awaitingCause == "") {
 		return
 	}
 	if cause := m.awaitingCause; cause != "" {
@@ -565,10 +576,10 @@ func (g *roster) executorGone(ev Event) {
 			msg += " (not the job's fault)"
 		}
 		msg += "; before that, its " + strings.TrimPrefix(cause, m.where(g.mixed)+": ")
-		if g.replaceLocked(m, msg, ev.Blameless) {
+		if g.goOnWithoutLocked(m, msg, ev.Blameless) {
 			return
 		}
-		g.failLocked(m.loss(msg+g.whileReplacingLocked(), ev.Blameless))
+		g.failLocked(m.loss(msg+g.whileReplacingLocked()+g.whileShrinkingLocked(), ev.Blameless))
 		return
 	}
 	if g.finished {
@@ -603,10 +614,10 @@ func (g *roster) executorGone(ev Event) {
 	if ev.Blameless {
 		msg += " (not the job's fault)"
 	}
-	if !m.exited && g.replaceLocked(m, msg, ev.Blameless) {
+	if !m.exited && g.goOnWithoutLocked(m, msg, ev.Blameless) {
 		return
 	}
-	g.failLocked(m.loss(msg+g.whileReplacingLocked(), ev.Blameless))
+	g.failLocked(m.loss(msg+g.whileReplacingLocked()+g.whileShrinkingLocked(), ev.Blameless))
 }
 
 // placed notes the host the cluster manager placed an executor on.

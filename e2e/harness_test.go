@@ -26,8 +26,11 @@ var (
 	logregBin    string
 	rolecheckBin string
 	rowcheckBin  string
-	sparseLRBin  string
-	repoRoot     string
+	// shrinkcheckBin allreduces without input and goes on in a smaller
+	// world in place (e2e/shrinkcheck).
+	shrinkcheckBin string
+	sparseLRBin    string
+	repoRoot       string
 )
 
 func TestMain(m *testing.M) {
@@ -54,6 +57,7 @@ func run(m *testing.M) int {
 		{&logregBin, "./examples/logreg"},
 		{&rolecheckBin, "./e2e/rolecheck"},
 		{&rowcheckBin, "./e2e/rowcheck"},
+		{&shrinkcheckBin, "./e2e/shrinkcheck"},
 		{&sparseLRBin, "./examples/sparse-lr"},
 	} {
 		*b.out = filepath.Join(bin, filepath.Base(b.pkg))

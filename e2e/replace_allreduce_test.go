@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
@@ -34,26 +32,11 @@ func TestRestartReplacesAnAllreducingWorker(t *testing.T) {
 	undisturbed := make(chan result, 1)
 	go func() { undisturbed <- spindle(t, t.TempDir(), args...) }()
 
-	cmd := exec.Command(spindleBin, args...)
-	cmd.Dir, cmd.Env = t.TempDir(), testEnv()
-	var out syncbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	cmd, out := startSubmit(t, args)
 	testutil.WaitFor(t, 90*time.Second, testutil.Holds("every rank to finish an epoch", func() bool {
 		return strings.Count(out.String(), "epoch 1:") >= 4
 	}))
-	ranks := map[int]int{} // pid by rank
-	testutil.WaitFor(t, 10*time.Second, testutil.Holds("the training processes", func() bool {
-		for _, pid := range descendants(cmd.Process.Pid, "logreg") {
-			if r, ok := rankOf(pid); ok {
-				ranks[r] = pid
-			}
-		}
-		return len(ranks) == 4
-	}))
+	ranks := trainingPIDs(t, cmd, "logreg", 4, 10*time.Second)
 	if err := syscall.Kill(ranks[2], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -202,6 +202,7 @@ func TestElasticShrinksAndRedealsTheEpoch(t *testing.T) {
 		want string
 	}{
 		{[]string{"--num-executors", "1:2"}, "needs spindle.failure.policy elastic"},
+		{[]string{"--conf", "spindle.failure.shrinkInPlace=true", "--conf", "spindle.failure.policy=restart"}, "spindle.failure.shrinkInPlace needs spindle.failure.policy elastic"},
 		{[]string{"--num-executors", "a:2", "--conf", "spindle.failure.policy=elastic"}, `--num-executors: spindle.failure.minExecutors: "a" is not an integer`},
 		{[]string{"--num-executors", "1:2", "--conf", "spindle.failure.policy=elastic", "--num-ps", "1"}, "runs workers only"},
 		{[]string{"--conf", "spindle.driver.advertisePort=5000"}, "needs a fixed spindle.driver.port"},

@@ -27,6 +27,9 @@ type membershipJSON struct {
 	Peers        []string `json:"peers"`
 	Incarnations []uint32 `json:"incarnations"`
 	Joined       int      `json:"joined"`
+	// Left lists the ranks, numbered as in the previous version, the
+	// world went on without (an elastic job shrinking in place).
+	Left []int `json:"left,omitempty"`
 }
 
 // incarnationsOf lists how often each rank's process was replaced, as the
@@ -96,6 +99,9 @@ func (h *membershipHook) update(m *driverpb.Membership) error {
 		return nil
 	}
 	out := membershipJSON{Version: m.GetVersion(), Incarnations: incarnationsOf(m, len(m.GetPeers())), Joined: int(m.GetJoined())}
+	for _, r := range m.GetLeft() {
+		out.Left = append(out.Left, int(r))
+	}
 	for _, p := range m.GetPeers() {
 		addr, err := peerAddr(p, portPeer)
 		if err != nil {
@@ -111,7 +117,11 @@ func (h *membershipHook) update(m *driverpb.Membership) error {
 		return fmt.Errorf("write the membership file %s: %w", h.path, err)
 	}
 	h.version, h.written = m.GetVersion(), true
-	if m.GetVersion() > 0 {
+	switch {
+	case len(out.Left) > 0:
+		h.logger.Info("collective membership shrank; the training process goes on in the smaller world", "version", m.GetVersion(),
+			"left", out.Left, "world_size", len(out.Peers), "incarnations", out.Incarnations)
+	case m.GetVersion() > 0:
 		h.logger.Info("collective membership changed; the training process rejoins", "version", m.GetVersion(),
 			"joined", m.GetJoined(), "incarnations", out.Incarnations)
 	}

@@ -100,3 +100,31 @@ func TestHeartbeatHandsTheProcessANewMembership(t *testing.T) {
 		t.Fatalf("membership %+v, want version 1 with rank 1's replacement at 10.0.0.9:6100 in incarnation 1", m)
 	}
 }
+
+// TestShrunkMembershipNamesWhoLeft: a membership of a world that shrank
+// reaches the process as the survivors' addresses in their old order and
+// the rank that left, which task.Env.Rejoin reads to shrink in place.
+func TestShrunkMembershipNamesWhoLeft(t *testing.T) {
+	peer := func(rank int, host string) *driverpb.Peer {
+		return &driverpb.Peer{Rank: int32(rank), Host: host, Ports: []uint32{5000, 5001}}
+	}
+	dir := t.TempDir()
+	h := &membershipHook{logger: slog.New(slog.NewTextHandler(io.Discard, nil)), path: filepath.Join(dir, "membership.json")}
+	err := h.update(&driverpb.Membership{Version: 1, Peers: []*driverpb.Peer{peer(0, "10.0.0.1"), peer(1, "10.0.0.3")},
+		Incarnations: []uint32{1, 0}, Joined: -1, Left: []int32{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m membershipJSON
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Version != 1 || !slices.Equal(m.Left, []int{1}) || !slices.Equal(m.Peers, []string{"10.0.0.1:5000", "10.0.0.3:5000"}) ||
+		!slices.Equal(m.Incarnations, []uint32{1, 0}) {
+		t.Fatalf("membership file %s, want version 1 of the two survivors with rank 1 left", b)
+	}
+}

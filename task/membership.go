@@ -117,7 +117,8 @@ func (e Env) Rejoin(ctx context.Context, comm *collective.Comm, err error) (*col
 // join joins the communicator cfg describes and, while it waits for the
 // other ranks, watches the membership: when a rank is replaced before
 // the communicator formed (its process died while the ranks joined), it
-// joins again with the replacement, on the same peer port.
+// joins again with the replacement, on the same peer port; when the job
+// went on without it, it joins the smaller world, renumbered.
 func (e Env) join(ctx context.Context, cfg collective.Config) (*collective.Comm, error) {
 	for {
 		var spare net.Listener
@@ -132,7 +133,14 @@ func (e Env) join(ctx context.Context, cfg collective.Config) (*collective.Comm,
 			m, err = e.awaitReplacement(ctx, cfg, err)
 		}
 		if err != nil && m != nil && ctx.Err() == nil {
-			cfg.Peers, cfg.Incarnations, cfg.Listener = m.Peers, m.Incarnations, spare
+			next, nerr := e.nextJoin(cfg, m)
+			if nerr != nil {
+				if spare != nil {
+					spare.Close()
+				}
+				return nil, fmt.Errorf("%w (%w)", nerr, err)
+			}
+			cfg, cfg.Listener = next, spare
 			continue
 		}
 		// Joined (a rank lost since is a failed operation, for Rejoin),
@@ -142,6 +150,22 @@ func (e Env) join(ctx context.Context, cfg collective.Config) (*collective.Comm,
 		}
 		return c, err
 	}
+}
+
+// nextJoin is the Config that joins again after the membership changed to
+// m while this rank joined cfg's: the same world with a lost rank's
+// replacement, or, when an elastic job went on without the lost rank, the
+// smaller world, this rank renumbered (collective's Config.Shrunk).
+func (e Env) nextJoin(cfg collective.Config, m *Membership) (collective.Config, error) {
+	if len(m.Peers) < cfg.WorldSize {
+		next, err := cfg.Shrunk(m.Peers, m.Incarnations)
+		if err != nil {
+			return collective.Config{}, fmt.Errorf("join the world of %d without the lost rank (membership version %d): %w", len(m.Peers), m.Version, err)
+		}
+		return next, nil
+	}
+	cfg.Peers, cfg.Incarnations = m.Peers, m.Incarnations
+	return cfg, nil
 }
 
 // joinOnce joins the communicator cfg describes, unless the membership

@@ -284,25 +284,36 @@ func allReduceReplaced(ctx context.Context, t *testing.T, comms []*collective.Co
 
 var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// rank2LostWhileJoining is lostWhileJoining with one membership file for
+// both survivors: it returns the test's context, that file, the peers,
+// where the joins end, and the communicators the test fills in, which
+// its end closes.
+func rank2LostWhileJoining(t *testing.T) (context.Context, string, []string, <-chan joined, []*collective.Comm) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
+	path := filepath.Join(t.TempDir(), "membership.json")
+	env := Env{WorldSize: 3, MembershipFile: path}
+	comms := make([]*collective.Comm, 3)
+	t.Cleanup(func() {
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+	})
+	peers, joins := lostWhileJoining(ctx, t, [2]Env{env, env}, [2]*slog.Logger{discardLogger, discardLogger})
+	// Before lostWhileJoining's cleanup waits for the joins.
+	t.Cleanup(cancel)
+	return ctx, path, peers, joins, comms
+}
+
 // TestCommJoinsAReplacementWhileJoining: rank 2 of 3 is lost before the
 // communicator formed (ranks 0 and 1 reached its old port, which never
 // answers); once the membership names its replacement on a new port,
 // the survivors join again with it, long before the connect timeout, and
 // the communicator they get says a rank was replaced.
 func TestCommJoinsAReplacementWhileJoining(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
-	defer cancel()
-	path := filepath.Join(t.TempDir(), "membership.json")
-	env := Env{WorldSize: 3, MembershipFile: path}
-	peers, joins := lostWhileJoining(ctx, t, [2]Env{env, env}, [2]*slog.Logger{discardLogger, discardLogger})
-	comms := make([]*collective.Comm, 3)
-	defer func() {
-		for _, c := range comms {
-			if c != nil {
-				c.Close()
-			}
-		}
-	}()
+	ctx, path, peers, joins, comms := rank2LostWhileJoining(t)
 	comms[2] = replaceRank2(ctx, t, path, peers)
 	collectJoins(t, joins, comms)
 	allReduceReplaced(ctx, t, comms)

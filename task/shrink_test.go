@@ -59,3 +59,30 @@ func TestRejoinShrinksInPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestCommShrinksWhileJoining: rank 2 of 3 is lost before the
+// communicator formed and the job goes on without it; once the membership
+// lists the two survivors (version 1, the epoch one more), they join the
+// world of 2 instead of waiting for rank 2, and allreduce in it.
+func TestCommShrinksWhileJoining(t *testing.T) {
+	ctx, path, peers, joins, comms := rank2LostWhileJoining(t)
+	writeMembership(t, path, Membership{Version: 1, Peers: peers[:2], Incarnations: []uint32{1, 0}, Joined: -1, Left: []int{2}})
+	collectJoins(t, joins, comms)
+	g, gctx := errgroup.WithContext(ctx)
+	sums := make([][]float64, 2)
+	for r := range 2 {
+		if comms[r].Rank() != r || comms[r].WorldSize() != 2 {
+			t.Fatalf("rank %d joined as rank %d of %d, want rank %d of 2", r, comms[r].Rank(), comms[r].WorldSize(), r)
+		}
+		sums[r] = []float64{1}
+		g.Go(func() error { return collective.AllReduce(gctx, comms[r], sums[r], collective.Sum) })
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for r, s := range sums {
+		if s[0] != 2 {
+			t.Errorf("rank %d's ones summed to %v in a world of 2", r, s[0])
+		}
+	}
+}

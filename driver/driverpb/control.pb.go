@@ -504,15 +504,22 @@ func (x *RegisterResponse) GetMembership() *Membership {
 // learn both through their heartbeats to rejoin it in place.
 type Membership struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// version grows by one with every replacement of the generation.
+	// version grows by one with every change of the generation: a
+	// replacement that joined, or a lost worker the others went on without.
 	Version int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	// peers are every rank's, in rank order, as in RegisterResponse.
 	Peers []*Peer `protobuf:"bytes,2,rep,name=peers,proto3" json:"peers,omitempty"`
 	// incarnations count, by rank, how often the rank's process was
 	// replaced in this generation.
 	Incarnations []uint32 `protobuf:"varint,3,rep,packed,name=incarnations,proto3" json:"incarnations,omitempty"`
-	// joined is the rank whose new incarnation made this version.
-	Joined        int32 `protobuf:"varint,4,opt,name=joined,proto3" json:"joined,omitempty"`
+	// joined is the rank whose new incarnation made this version; -1 when
+	// the world shrank.
+	Joined int32 `protobuf:"varint,4,opt,name=joined,proto3" json:"joined,omitempty"`
+	// left lists the ranks, numbered as in the previous version, the world
+	// lost when it shrank to this version (an elastic job's survivors going
+	// on in place): peers then names the survivors in their old order,
+	// renumbered, and incarnations adds the lost rank's next one to rank 0's.
+	Left          []int32 `protobuf:"varint,5,rep,packed,name=left,proto3" json:"left,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -573,6 +580,13 @@ func (x *Membership) GetJoined() int32 {
 		return x.Joined
 	}
 	return 0
+}
+
+func (x *Membership) GetLeft() []int32 {
+	if x != nil {
+		return x.Left
+	}
+	return nil
 }
 
 // Credentials are Hadoop delegation tokens for executors: a Hadoop
@@ -1612,13 +1626,14 @@ const file_control_proto_rawDesc = "" +
 	"\vcredentials\x18\b \x01(\v2\x1f.spindle.control.v1.CredentialsR\vcredentials\x12>\n" +
 	"\n" +
 	"membership\x18\t \x01(\v2\x1e.spindle.control.v1.MembershipR\n" +
-	"membershipJ\x04\b\x06\x10\aR\ttask_json\"\x92\x01\n" +
+	"membershipJ\x04\b\x06\x10\aR\ttask_json\"\xa6\x01\n" +
 	"\n" +
 	"Membership\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12.\n" +
 	"\x05peers\x18\x02 \x03(\v2\x18.spindle.control.v1.PeerR\x05peers\x12\"\n" +
 	"\fincarnations\x18\x03 \x03(\rR\fincarnations\x12\x16\n" +
-	"\x06joined\x18\x04 \x01(\x05R\x06joined\"A\n" +
+	"\x06joined\x18\x04 \x01(\x05R\x06joined\x12\x12\n" +
+	"\x04left\x18\x05 \x03(\x05R\x04left\"A\n" +
 	"\vCredentials\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x03R\n" +

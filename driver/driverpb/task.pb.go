@@ -109,9 +109,11 @@ type Task struct {
 	// (SPINDLE_REPLACEMENT).
 	Replacement int32 `protobuf:"varint,42,opt,name=replacement,proto3" json:"replacement,omitempty"`
 	// replaces_workers says a lost worker of this generation is replaced
-	// alone (spindle.failure.replaceWorkers): the executor then hands the
-	// process the gang's membership (SPINDLE_MEMBERSHIP), so that a
-	// survivor waits for the replacement instead of failing.
+	// alone (spindle.failure.replaceWorkers) or, in an elastic job, left
+	// behind while the others go on (spindle.failure.shrinkInPlace): the
+	// executor then hands the process the gang's membership
+	// (SPINDLE_MEMBERSHIP), so that a survivor waits for the new world
+	// instead of failing.
 	ReplacesWorkers bool `protobuf:"varint,43,opt,name=replaces_workers,json=replacesWorkers,proto3" json:"replaces_workers,omitempty"`
 	// resume_checkpoint and resume_step name the complete checkpoint the
 	// generation resumes from (SPINDLE_RESUME_CHECKPOINT and

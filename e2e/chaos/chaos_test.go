@@ -25,7 +25,7 @@ import (
 	"github.com/spindle-ml/spindle/testbed/faultproxy"
 )
 
-var spindleBin, logregBin, sparseLRBin, datagenBin, rowcheckBin, linkfaultBin string
+var spindleBin, logregBin, sparseLRBin, datagenBin, rowcheckBin, linkfaultBin, shrinkcheckBin string
 
 // torchScript is the PyTorch example the DDP fault runs.
 var torchScript string
@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 		out *string
 		pkg string
 	}{{&spindleBin, "./cmd/spindle"}, {&logregBin, "./examples/logreg"}, {&sparseLRBin, "./examples/sparse-lr"}, {&datagenBin, "./examples/datagen"},
-		{&rowcheckBin, "./e2e/rowcheck"}, {&linkfaultBin, "./e2e/linkfault"}} {
+		{&rowcheckBin, "./e2e/rowcheck"}, {&linkfaultBin, "./e2e/linkfault"}, {&shrinkcheckBin, "./e2e/shrinkcheck"}} {
 		*b.out = filepath.Join(dir, filepath.Base(b.pkg))
 		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
 		cmd.Dir = root
@@ -275,6 +275,8 @@ func faults() []fault {
 		replacedLogreg(restart),
 		replacedLogregExecutor(restart),
 		restartedLogreg(restart),
+		elasticShrink(),
+		elasticRestart(),
 		{name: "worker replaced: training rank of 4 (row ids)", args: rows4, want: 4, recovers: true, alone: true, check: replacedAlone,
 			victims: func(*exec.Cmd) []int { return pids(rowcheckBin) }},
 		{name: "worker replaced: executor of 4 (row ids)", args: rows4, want: 4, recovers: true, alone: true, check: replacedAlone,
@@ -335,7 +337,7 @@ func pids(args ...string) []int {
 // leftovers lists the job processes still alive: training programs,
 // executors, parameter servers.
 func leftovers() []int {
-	return slices.Concat(pids(linkfaultBin), pids(logregBin), pids(sparseLRBin), pids(rowcheckBin), pids(python, torchScript), pids(spindleBin, "executor"), pids(spindleBin, "ps", "serve"))
+	return slices.Concat(pids(linkfaultBin), pids(logregBin), pids(sparseLRBin), pids(rowcheckBin), pids(shrinkcheckBin), pids(python, torchScript), pids(spindleBin, "executor"), pids(spindleBin, "ps", "serve"))
 }
 
 // outcome is one run.

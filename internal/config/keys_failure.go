@@ -18,6 +18,9 @@ const (
 	// KeyFailureReplaceWorkers replaces one lost worker alone under the
 	// restart policy, instead of restarting every rank.
 	KeyFailureReplaceWorkers = "spindle.failure.replaceWorkers"
+	// KeyFailureShrinkInPlace keeps an elastic job's surviving processes
+	// running when a worker is lost, instead of restarting them smaller.
+	KeyFailureShrinkInPlace = "spindle.failure.shrinkInPlace"
 )
 
 // failureKeys say how a job survives failures.
@@ -30,6 +33,8 @@ var failureKeys = []Key{
 		Doc: "How many times spindle.failure.policy restart restarts a job after losses that were not its fault (preemption, a lost node, a standalone worker that left), which spindle.failure.maxRestarts does not count, before such a loss is final."},
 	{Name: KeyFailureReplaceWorkers, Default: "false", Kind: Bool, ReadBy: ReadBySubmit,
 		Doc: "Under spindle.failure.policy restart, in a job of workers only, a lost worker is replaced by one new executor that resumes from the newest complete checkpoint, its feed where that checkpoint left the rank, while the other ranks keep running; each replacement counts as a restart. Go trainers that allreduce with Spindle's collectives through task.Env.Rejoin (examples/logreg) wait at the step that failed and rejoin the replacement in place. When it cannot happen (another rank fails meanwhile, as the peers of a lost rank in a gloo or NCCL group do, or no executor can be started) every rank is restarted instead."},
+	{Name: KeyFailureShrinkInPlace, Default: "false", Kind: Bool, ReadBy: ReadBySubmit,
+		Doc: "Under spindle.failure.policy elastic, in a job without --input, a lost worker leaves the others running: the driver hands them a smaller membership (SPINDLE_MEMBERSHIP, ranks renumbered in their old order) and Go trainers that allreduce through task.Env.Rejoin re-form the world in place with the same processes; each such shrink counts as a restart. Where it cannot happen (a job with input, survivors at MIN, another rank failing within 2 s, as the peers of a lost rank in a gloo or NCCL group do) the gang restarts smaller as without it."},
 	{Name: KeyFailureMinExecutors, Default: "0", Kind: Int, Min: 0, HasMin: true, ReadBy: ReadBySubmit,
 		Doc: "Under spindle.failure.policy elastic, the fewest workers the job runs with (spindle.executor.instances is the most); --num-executors MIN:MAX sets both. 0 means spindle.executor.instances."},
 	{Name: KeyFailureElasticWait, Default: "10s", Kind: Duration, ReadBy: ReadBySubmit,

@@ -244,10 +244,13 @@ def replacement():
 def membership():
     """Return the gang's collective membership as the executor last wrote it
     (SPINDLE_MEMBERSHIP), or None when it keeps none: a dict with ``version``
-    (one more with every rank replaced alone while this process runs),
-    ``peers`` (every rank's "host:port"), ``incarnations`` (how often each
-    rank's process was replaced) and ``joined`` (the rank the last version
-    replaced)."""
+    (one more with every rank replaced alone, or left behind by an elastic
+    job that went on in place, while this process runs), ``peers`` (every
+    rank's "host:port": after an elastic job shrank, the survivors in their
+    old order, so this process's new rank is the index of its own address),
+    ``incarnations`` (how often each rank's process was replaced),
+    ``joined`` (the rank the last version replaced; -1 when it shrank) and,
+    after a shrink, ``left`` (the ranks, numbered as before, it lost)."""
     path = os.environ.get(C.MEMBERSHIP, "").strip()
     if not path:
         return None
