@@ -186,6 +186,63 @@ def alive(pid):
         return False
 
 
+FED_ROWS = 3000
+
+
+def read_epochs():
+    """On a rank: per epoch of this job, its number and the ids it was fed (at most 4 epochs: a job that gets more is wrong already)."""
+    import itertools
+    import spindle
+    return [(ep.epoch, [int(i) for b in ep for i in b["id"]]) for ep in itertools.islice(spindle.epochs("batches"), 4)]
+
+
+def read_one_batch():
+    """On a rank: one batch of the job's first epoch, the rest left unread."""
+    import spindle
+    with spindle.batches() as ep:
+        return len(next(iter(ep))["id"])
+
+
+@unittest.skipIf(cloudpickle is None, "needs cloudpickle (make deps installs it into $SPINDLE_PY_VENV)")
+class FedSessionTest(unittest.TestCase):
+    """A session with input: each of its jobs reads its own epochs of the session's feed."""
+
+    def setUp(self):
+        os.environ["SPINDLE_BINARY"] = support.spindle_binary(self)
+        data = support.short_tempdir(self)
+        for part in range(2):
+            with open(os.path.join(data, f"part-{part}.csv"), "w") as f:
+                f.write("id,x,label\n")
+                for i in range(part * FED_ROWS // 2, (part + 1) * FED_ROWS // 2):
+                    f.write(f"{i},{i * 0.5},{i % 2}\n")
+        self.input = os.path.join(data, "*.csv")
+
+    def start(self, feed):
+        s = spindle.Session(num_executors=2, input=self.input, label_column="label", epochs=2, batch_rows=100,
+                            feed=feed, conf={"spindle.feed.evenBatches": "off"}, stream=False)
+        self.addCleanup(s.close)
+        return s
+
+    def check_epochs(self, ranks, epochs):
+        for r, got in enumerate(ranks):
+            self.assertEqual([n for n, _ in got], list(range(epochs)), f"rank {r}: the job's epochs")
+            self.assertTrue(got[0][1], f"rank {r} got no rows")
+        for epoch in range(epochs):
+            ids = sorted(i for got in ranks for i in got[epoch][1])
+            self.assertEqual(ids, list(range(FED_ROWS)), f"epoch {epoch}: rows fed not exactly once")
+
+    def test_every_job_reads_every_row_once_per_epoch(self):
+        for feed in ("arrow", "direct"):
+            with self.subTest(feed=feed):
+                s = self.start(feed)
+                self.check_epochs(s.run(read_epochs, all_ranks=True), 2)
+                # A job that stops in the middle of its first epoch leaves
+                # the rest of its turn unread; the next job starts on its own.
+                self.assertEqual(s.run(read_one_batch, all_ranks=True), [100, 100])
+                self.check_epochs(s.run(read_epochs, all_ranks=True), 2)
+                self.assertEqual(s.job.status, "RUNNING", "the session's executors stay between jobs")
+
+
 class SessionArgsTest(unittest.TestCase):
     def test_cluster_master_is_refused(self):
         with self.assertRaisesRegex(spindle.SpindleError, "local master"):

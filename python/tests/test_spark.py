@@ -10,6 +10,7 @@ checkout).
 import os
 import shutil
 import sys
+import tempfile
 import unittest
 
 import support
@@ -91,15 +92,65 @@ def killing_pusher(*args):
     return push
 
 
+def executor_killer(marker):
+    """spindle.spark's partition pusher, which kills its Spark executor's JVM (SIGKILL) on partition 2's first attempt mid-push.
+
+    The executor process itself goes, as when a node is lost: the task's
+    Python worker loses its JVM between two batches with its DoPut stream
+    open, and Spark runs the executor's tasks again on a new executor.
+    marker is a file written just before the kill, so the test knows it
+    happened.
+    """
+
+    def pusher(*args):
+        real = REAL_PUSHER(*args)
+
+        def push(batches):
+            import signal
+            from pyspark import TaskContext
+            ctx = TaskContext.get()
+
+            def killing():
+                for i, b in enumerate(batches):
+                    if ctx.partitionId() == 2 and ctx.attemptNumber() == 0 and i == 2:
+                        jvm = _executor_jvm()
+                        with open(marker, "w") as f:
+                            f.write(str(jvm))
+                        os.kill(jvm, signal.SIGKILL)
+                    yield b
+
+            return real(killing())
+
+        return push
+
+    return pusher
+
+
+def _executor_jvm():
+    """The pid of the Spark executor JVM above this Python worker."""
+    pid = os.getppid()
+    while pid > 1:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"CoarseGrainedExecutorBackend" in f.read():
+                return pid
+        with open(f"/proc/{pid}/stat") as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+    raise RuntimeError("no Spark executor JVM above this Python worker")
+
+
+def spark_env():
+    """Have Spark's Python workers run this interpreter and import this checkout's spindle package and this module."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.environ["PYTHONPATH"] = os.pathsep.join([support.PYTHON_DIR, here, os.environ.get("PYTHONPATH", "")])
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+
+
 @unittest.skipIf(pyspark is None, "needs pyspark, pyarrow and cloudpickle (make deps installs them into $SPINDLE_PY_VENV)")
 @unittest.skipIf(shutil.which("java") is None, "needs Java for Spark (make deps)")
 class SparkTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        # Spark's Python workers import spindle and this module from here.
-        here = os.path.dirname(os.path.abspath(__file__))
-        os.environ["PYTHONPATH"] = os.pathsep.join([support.PYTHON_DIR, here, os.environ.get("PYTHONPATH", "")])
-        os.environ["PYSPARK_PYTHON"] = sys.executable
+        spark_env()
         # local[2,4]: two task slots, and a failed task is tried up to 4 times.
         cls.spark = (SparkSession.builder.master("local[2,4]").appName("spindle-test")
                      .config("spark.ui.enabled", "false").config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
@@ -172,6 +223,44 @@ class SparkTest(unittest.TestCase):
         self.assertEqual(sspark.push_schema(T.StructType([T.StructField("a", T.LongType()), T.StructField("b", T.DoubleType()),
                                                           T.StructField("s", T.StringType())])),
                          "a:int64,b:float64,s:string")
+
+
+@unittest.skipIf(pyspark is None, "needs pyspark, pyarrow and cloudpickle (make deps installs them into $SPINDLE_PY_VENV)")
+@unittest.skipIf(shutil.which("java") is None, "needs Java for Spark (make deps)")
+class SparkClusterTest(unittest.TestCase):
+    """Spark in local-cluster mode: executors are JVM processes of their own, which a test can kill."""
+
+    @classmethod
+    def setUpClass(cls):
+        spark_env()
+        # Two workers of one core each; a task is tried up to 4 times.
+        cls.spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("spindle-test-cluster")
+                     .config("spark.ui.enabled", "false").config("spark.task.maxFailures", "4")
+                     .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
+                     .config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+                     .getOrCreate())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.spark.stop()
+
+    def setUp(self):
+        os.environ["SPINDLE_BINARY"] = support.spindle_binary(self)
+
+    def test_killed_executor_does_not_feed_twice(self):
+        marker = os.path.join(self.enterContext(tempfile.TemporaryDirectory()), "killed")
+        df = self.spark.range(ROWS, numPartitions=4).selectExpr(
+            "id", "cast(id * 0.5 as float) as x", "cast(id % 2 as float) as label")
+        sspark._partition_pusher = executor_killer(marker)
+        try:
+            ranks = sspark.train(df, read_everything, num_workers=2, label="label", epochs=2,
+                                 all_ranks=True, stream=False)
+        finally:
+            sspark._partition_pusher = REAL_PUSHER
+        self.assertTrue(os.path.exists(marker), "no Spark executor was killed")
+        for epoch in range(2):
+            ids = sorted(i for r in ranks for i in r[epoch]["ids"])
+            self.assertEqual(ids, list(range(ROWS)), f"epoch {epoch}: rows fed not exactly once")
 
 
 if __name__ == "__main__":
