@@ -98,6 +98,12 @@ if "fail" in sys.argv and os.environ["SPINDLE_RANK"] == "1":
 """
 
 
+FED_SCRIPT = """import itertools, spindle
+for ep in itertools.islice(spindle.epochs("batches"), 4):
+    print("epoch", ep.epoch, " ".join(str(int(i)) for b in ep for i in b["id"]))
+"""
+
+
 class SessionCLITest(unittest.TestCase):
     """spindle session start|stop and spindle submit --session, through the binary."""
 
@@ -149,6 +155,34 @@ class SessionCLITest(unittest.TestCase):
         self.spindle("session", "stop", *py, sid)
         self.assertNotIn(sid, self.spindle("session", "list", *py).stdout)
 
+    def test_submit_runs_read_the_session_input(self):
+        py = ["--python", sys.executable]
+        sid = self.spindle("session", "start", *py, "--num-executors", "2", "--input", fed_input(self),
+                           "--label-column", "label", "--epochs", "2", "--batch-rows", "100",
+                           "--conf", "spindle.feed.evenBatches=off").stdout.strip()
+        self.addCleanup(self.spindle, "session", "stop", *py, sid, check=False)
+        work = support.short_tempdir(self)
+        with open(os.path.join(work, "read.py"), "w") as f:
+            f.write(FED_SCRIPT)
+        for run in range(2):
+            p = subprocess.run([self.binary, "submit", "--session", sid, "--", "python3", "read.py"],
+                               env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            epochs = {}
+            for line in p.stdout.splitlines():
+                _, _, rest = line.partition("] ")
+                word, epoch, *ids = rest.split(" ")
+                self.assertEqual(word, "epoch", line)
+                epochs.setdefault(int(epoch), []).extend(int(i) for i in ids)
+            self.assertEqual(sorted(epochs), [0, 1], f"run {run}: the run's epochs")
+            for epoch, ids in epochs.items():
+                self.assertEqual(sorted(ids), list(range(FED_ROWS)), f"run {run} epoch {epoch}: rows fed not exactly once")
+
+    def test_start_refuses_a_bad_conf(self):
+        p = self.spindle("session", "start", "--python", sys.executable, "--conf", "spindle.feed.evenBatches", check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--conf 'spindle.feed.evenBatches': want KEY=VALUE", p.stderr)
+
     def interrupted_run_ends(self, sid, work):
         """A run whose spindle submit is interrupted (Ctrl-C) has its processes ended, and the session runs the next."""
         with open(os.path.join(work, "wait.py"), "w") as f:
@@ -189,6 +223,17 @@ def alive(pid):
 FED_ROWS = 3000
 
 
+def fed_input(test):
+    """Write FED_ROWS rows (id, x, label) as two CSV files; return their glob."""
+    data = support.short_tempdir(test)
+    for part in range(2):
+        with open(os.path.join(data, f"part-{part}.csv"), "w") as f:
+            f.write("id,x,label\n")
+            for i in range(part * FED_ROWS // 2, (part + 1) * FED_ROWS // 2):
+                f.write(f"{i},{i * 0.5},{i % 2}\n")
+    return os.path.join(data, "*.csv")
+
+
 def read_epochs():
     """On a rank: per epoch of this job, its number and the ids it was fed (at most 4 epochs: a job that gets more is wrong already)."""
     import itertools
@@ -209,13 +254,7 @@ class FedSessionTest(unittest.TestCase):
 
     def setUp(self):
         os.environ["SPINDLE_BINARY"] = support.spindle_binary(self)
-        data = support.short_tempdir(self)
-        for part in range(2):
-            with open(os.path.join(data, f"part-{part}.csv"), "w") as f:
-                f.write("id,x,label\n")
-                for i in range(part * FED_ROWS // 2, (part + 1) * FED_ROWS // 2):
-                    f.write(f"{i},{i * 0.5},{i % 2}\n")
-        self.input = os.path.join(data, "*.csv")
+        self.input = fed_input(self)
 
     def start(self, feed):
         s = spindle.Session(num_executors=2, input=self.input, label_column="label", epochs=2, batch_rows=100,
