@@ -26,7 +26,8 @@ func sessionCommand() *cli.Command {
 		Description: "A session is a job whose ranks import the --preload modules once, then fork a fresh process\n" +
 			"for each `spindle submit --session ID -- python SCRIPT` run in it, so those start in the time a\n" +
 			"fork takes and nothing passes from one to the next. With --input, each run reads --epochs\n" +
-			"epochs of the session's feed, every row once per epoch. Local masters only (local[N]).",
+			"epochs of the session's feed, every row once per epoch. The ranks must run on this host: a local\n" +
+			"master (local[N]), or a standalone one (spindle://) whose workers run here.",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "start",
@@ -34,7 +35,7 @@ func sessionCommand() *cli.Command {
 				Flags: []cli.Flag{
 					pyFlag(),
 					&cli.IntFlag{Name: "num-executors", Value: 2, Usage: "the session's `N` ranks"},
-					&cli.StringFlag{Name: "master", Usage: "local[N] (the default, N = --num-executors)"},
+					&cli.StringFlag{Name: "master", Usage: "local[N] (the default, N = --num-executors), or spindle://... with workers on this host"},
 					&cli.StringSliceFlag{Name: "preload", Usage: "`MODULE`s every rank imports once (repeatable or comma-separated)"},
 					&cli.StringFlag{Name: "rank-python", Usage: "the `PYTHON` the ranks run (default: --python)"},
 					&cli.StringSliceFlag{Name: "input", Usage: "the session's input `URI`s (repeatable, globs), as submit's; each run reads --epochs epochs of them"},

@@ -12,7 +12,8 @@ with its driver between jobs.
 The session talks to its zygotes over Unix sockets in a private directory
 (mode 0700) and every request carries a token from a file there (mode
 0600), so only the session's owner can start work in it. The sockets are
-on the zygotes' host: a session needs a local master (``local[N]``).
+on the zygotes' host: a session's ranks run on this host, from a local
+master (``local[N]``) or a standalone one whose workers run here.
 """
 
 import fcntl
@@ -38,8 +39,9 @@ MAX_FED_JOBS = 100000
 class Session:
     """Warm ranks that run job after job: ``with spindle.Session(num_executors=2, preload=["torch"]) as s: s.run(fn)``.
 
-    master must be local (``local[N]``, the default with N =
-    num_executors). preload names the modules every rank imports once,
+    master is local (``local[N]``, the default with N = num_executors)
+    or standalone (``spindle://...``) with its workers on this host: the
+    session reaches its ranks over Unix sockets here. preload names the modules every rank imports once,
     before the first job. Other options are spindle.submit's (env, conf,
     python, stream, ...). The constructor returns once every rank has
     imported them and waits for jobs; timeout bounds that wait.
@@ -47,8 +49,9 @@ class Session:
 
     def __init__(self, master=None, num_executors=2, preload=(), timeout=300, **submit_options):
         master = master or f"local[{num_executors}]"
-        if master != "local" and not master.startswith("local["):
-            raise SpindleError(f"spindle.Session: master {master!r}: a session needs a local master (local[N]) for now")
+        if master != "local" and not master.startswith(("local[", "spindle://")):
+            raise SpindleError(f"spindle.Session: master {master!r}: a session needs a local master (local[N]), "
+                               "or a standalone one (spindle://) whose workers run on this host, for now")
         self.num_executors = num_executors
         self.preload = list(preload)
         self._dir = tempfile.mkdtemp(prefix="spindle-session-")

@@ -67,39 +67,13 @@ def failing_pusher(*args):
     return push
 
 
-def killing_pusher(*args):
-    """spindle.spark's partition pusher, whose partition 2's Python worker is killed (SIGKILL) on its first attempt mid-push.
+def killing_pusher_of(victim, marker=None):
+    """spindle.spark's partition pusher, which SIGKILLs the process victim() names on partition 2's first attempt mid-push.
 
-    The worker dies between two batches with its DoPut stream open, as
-    when a Spark executor is lost: no done_writing, no Python cleanup;
-    Spark sees the worker crash and retries the task.
-    """
-    real = REAL_PUSHER(*args)
-
-    def push(batches):
-        import signal
-        from pyspark import TaskContext
-        ctx = TaskContext.get()
-
-        def killed():
-            for i, b in enumerate(batches):
-                if ctx.partitionId() == 2 and ctx.attemptNumber() == 0 and i == 2:
-                    os.kill(os.getpid(), signal.SIGKILL)
-                yield b
-
-        return real(killed())
-
-    return push
-
-
-def executor_killer(marker):
-    """spindle.spark's partition pusher, which kills its Spark executor's JVM (SIGKILL) on partition 2's first attempt mid-push.
-
-    The executor process itself goes, as when a node is lost: the task's
-    Python worker loses its JVM between two batches with its DoPut stream
-    open, and Spark runs the executor's tasks again on a new executor.
-    marker is a file written just before the kill, so the test knows it
-    happened.
+    It dies between two batches with the partition's DoPut stream open:
+    no done_writing, no Python cleanup; Spark retries the task. marker,
+    when given, is a file written just before the kill, so that the test
+    knows it happened.
     """
 
     def pusher(*args):
@@ -113,10 +87,11 @@ def executor_killer(marker):
             def killing():
                 for i, b in enumerate(batches):
                     if ctx.partitionId() == 2 and ctx.attemptNumber() == 0 and i == 2:
-                        jvm = _executor_jvm()
-                        with open(marker, "w") as f:
-                            f.write(str(jvm))
-                        os.kill(jvm, signal.SIGKILL)
+                        pid = victim()
+                        if marker:
+                            with open(marker, "w") as f:
+                                f.write(str(pid))
+                        os.kill(pid, signal.SIGKILL)
                     yield b
 
             return real(killing())
@@ -124,6 +99,16 @@ def executor_killer(marker):
         return push
 
     return pusher
+
+
+# The task's Python worker is killed, as when it crashes; Spark sees it
+# gone and retries the task.
+killing_pusher = killing_pusher_of(os.getpid)
+
+
+def executor_killer(marker):
+    """A pusher that kills the Spark executor's JVM itself, as when a node is lost: Spark runs its tasks again on a new executor."""
+    return killing_pusher_of(_executor_jvm, marker)
 
 
 def _executor_jvm():
@@ -136,6 +121,21 @@ def _executor_jvm():
         with open(f"/proc/{pid}/stat") as f:
             pid = int(f.read().rsplit(")", 1)[1].split()[1])
     raise RuntimeError("no Spark executor JVM above this Python worker")
+
+
+def frame(spark):
+    """The DataFrame the tests push: ROWS rows of id, x and a label, in 4 partitions."""
+    return spark.range(ROWS, numPartitions=4).selectExpr(
+        "id", "cast(id * 0.5 as float) as x", "cast(id % 2 as float) as label")
+
+
+def check_fed_once_per_epoch(test, ranks, epochs):
+    """Check that the ranks (read_everything's results) were fed every row once per epoch, with df.schema's columns."""
+    for epoch in range(epochs):
+        ids = sorted(i for r in ranks for i in r[epoch]["ids"])
+        test.assertEqual(ids, list(range(ROWS)), f"epoch {epoch}: rows fed not exactly once")
+    for r in ranks:
+        test.assertEqual(r[0]["columns"], ["id", "x", "label"])  # df.schema's, label last
 
 
 def spark_env():
@@ -164,15 +164,10 @@ class SparkTest(unittest.TestCase):
         os.environ["SPINDLE_BINARY"] = support.spindle_binary(self)
 
     def frame(self):
-        return self.spark.range(ROWS, numPartitions=4).selectExpr(
-            "id", "cast(id * 0.5 as float) as x", "cast(id % 2 as float) as label")
+        return frame(self.spark)
 
     def check_fed_once_per_epoch(self, ranks, epochs):
-        for epoch in range(epochs):
-            ids = sorted(i for r in ranks for i in r[epoch]["ids"])
-            self.assertEqual(ids, list(range(ROWS)), f"epoch {epoch}: rows fed not exactly once")
-        for r in ranks:
-            self.assertEqual(r[0]["columns"], ["id", "x", "label"])  # df.schema's, label last
+        check_fed_once_per_epoch(self, ranks, epochs)
 
     def test_train_feeds_every_row_once_per_epoch(self):
         ranks = sspark.train(self.frame(), read_everything, num_workers=2, label="label", epochs=2,
@@ -249,18 +244,14 @@ class SparkClusterTest(unittest.TestCase):
 
     def test_killed_executor_does_not_feed_twice(self):
         marker = os.path.join(self.enterContext(tempfile.TemporaryDirectory()), "killed")
-        df = self.spark.range(ROWS, numPartitions=4).selectExpr(
-            "id", "cast(id * 0.5 as float) as x", "cast(id % 2 as float) as label")
         sspark._partition_pusher = executor_killer(marker)
         try:
-            ranks = sspark.train(df, read_everything, num_workers=2, label="label", epochs=2,
+            ranks = sspark.train(frame(self.spark), read_everything, num_workers=2, label="label", epochs=2,
                                  all_ranks=True, stream=False)
         finally:
             sspark._partition_pusher = REAL_PUSHER
         self.assertTrue(os.path.exists(marker), "no Spark executor was killed")
-        for epoch in range(2):
-            ids = sorted(i for r in ranks for i in r[epoch]["ids"])
-            self.assertEqual(ids, list(range(ROWS)), f"epoch {epoch}: rows fed not exactly once")
+        check_fed_once_per_epoch(self, ranks, 2)
 
 
 if __name__ == "__main__":
