@@ -41,10 +41,12 @@ class Session:
 
     master is local (``local[N]``, the default with N = num_executors)
     or standalone (``spindle://...``) with its workers on this host: the
-    session reaches its ranks over Unix sockets here. preload names the modules every rank imports once,
-    before the first job. Other options are spindle.submit's (env, conf,
-    python, stream, ...). The constructor returns once every rank has
-    imported them and waits for jobs; timeout bounds that wait.
+    session reaches its ranks over Unix sockets here. preload names the
+    modules every rank imports once, before the first job. With input
+    (and label_column, feed, ... as spindle.submit takes them), every
+    job reads epochs epochs of it. Other options are spindle.submit's
+    (env, conf, python, stream, ...). The constructor returns once every
+    rank has imported them and waits for jobs; timeout bounds that wait.
     """
 
     def __init__(self, master=None, num_executors=2, preload=(), timeout=300, **submit_options):
@@ -52,6 +54,13 @@ class Session:
         if master != "local" and not master.startswith(("local[", "spindle://")):
             raise SpindleError(f"spindle.Session: master {master!r}: a session needs a local master (local[N]), "
                                "or a standalone one (spindle://) whose workers run on this host, for now")
+        #: The epochs each job reads, with input; None without.
+        self.epochs = None
+        if submit_options.get("input"):
+            epochs = submit_options.pop("epochs", None)
+            self.epochs = 1 if epochs is None else int(epochs)
+            if self.epochs < 1:
+                raise SpindleError(f"spindle.Session: epochs={self.epochs}: each job needs at least 1")
         self.num_executors = num_executors
         self.preload = list(preload)
         self._dir = tempfile.mkdtemp(prefix="spindle-session-")
@@ -63,12 +72,7 @@ class Session:
         self._lock = threading.Lock()
         env = dict(submit_options.pop("env", None) or {})
         env.update({SESSION_DIR: self._dir, PRELOAD: ",".join(self.preload)})
-        #: The epochs each job reads, with input; None without.
-        self.epochs = None
-        if submit_options.get("input"):
-            self.epochs = int(submit_options.pop("epochs", None) or 1)
-            if self.epochs < 1:
-                raise SpindleError(f"spindle.Session: epochs={self.epochs}: each job needs at least 1")
+        if self.epochs:
             # The session's job serves epoch after epoch; job n of the
             # session reads its own turn of them (SESSION_EPOCHS).
             submit_options["epochs"] = self.epochs * MAX_FED_JOBS

@@ -362,6 +362,10 @@ class SessionArgsTest(unittest.TestCase):
         with self.assertRaisesRegex(spindle.SpindleError, "local master"):
             spindle.Session(master="yarn", num_executors=2)
 
+    def test_input_needs_an_epoch_per_job(self):
+        with self.assertRaisesRegex(spindle.SpindleError, "epochs=0: each job needs at least 1"):
+            spindle.Session(num_executors=2, input="data/*.csv", epochs=0)
+
     def test_ranks_away_from_the_session_host_are_refused(self):
         env = dict(os.environ, SPINDLE_SESSION_DIR="/nonexistent/session", SPINDLE_RANK="1", PYTHONPATH=support.PYTHON_DIR)
         p = subprocess.run([sys.executable, "-m", "spindle._zygote"], env=env, capture_output=True, text=True, timeout=60)

@@ -147,14 +147,23 @@ def spark_env():
 
 @unittest.skipIf(pyspark is None, "needs pyspark, pyarrow and cloudpickle (make deps installs them into $SPINDLE_PY_VENV)")
 @unittest.skipIf(shutil.which("java") is None, "needs Java for Spark (make deps)")
-class SparkTest(unittest.TestCase):
+class SparkCase(unittest.TestCase):
+    """A Spark session with master MASTER (and extra_conf()) for the class's tests; every job's binary from support."""
+
+    MASTER = None
+
+    @classmethod
+    def extra_conf(cls):
+        return {}
+
     @classmethod
     def setUpClass(cls):
         spark_env()
-        # local[2,4]: two task slots, and a failed task is tried up to 4 times.
-        cls.spark = (SparkSession.builder.master("local[2,4]").appName("spindle-test")
-                     .config("spark.ui.enabled", "false").config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
-                     .getOrCreate())
+        b = (SparkSession.builder.master(cls.MASTER).appName("spindle-test")
+             .config("spark.ui.enabled", "false").config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000"))
+        for k, v in cls.extra_conf().items():
+            b = b.config(k, v)
+        cls.spark = b.getOrCreate()
 
     @classmethod
     def tearDownClass(cls):
@@ -162,6 +171,11 @@ class SparkTest(unittest.TestCase):
 
     def setUp(self):
         os.environ["SPINDLE_BINARY"] = support.spindle_binary(self)
+
+
+class SparkTest(SparkCase):
+    # Two task slots, and a failed task is tried up to 4 times.
+    MASTER = "local[2,4]"
 
     def frame(self):
         return frame(self.spark)
@@ -220,27 +234,16 @@ class SparkTest(unittest.TestCase):
                          "a:int64,b:float64,s:string")
 
 
-@unittest.skipIf(pyspark is None, "needs pyspark, pyarrow and cloudpickle (make deps installs them into $SPINDLE_PY_VENV)")
-@unittest.skipIf(shutil.which("java") is None, "needs Java for Spark (make deps)")
-class SparkClusterTest(unittest.TestCase):
+class SparkClusterTest(SparkCase):
     """Spark in local-cluster mode: executors are JVM processes of their own, which a test can kill."""
 
-    @classmethod
-    def setUpClass(cls):
-        spark_env()
-        # Two workers of one core each; a task is tried up to 4 times.
-        cls.spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("spindle-test-cluster")
-                     .config("spark.ui.enabled", "false").config("spark.task.maxFailures", "4")
-                     .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
-                     .config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
-                     .getOrCreate())
+    # Two workers of one core each.
+    MASTER = "local-cluster[2,1,1024]"
 
     @classmethod
-    def tearDownClass(cls):
-        cls.spark.stop()
-
-    def setUp(self):
-        os.environ["SPINDLE_BINARY"] = support.spindle_binary(self)
+    def extra_conf(cls):
+        # A task is tried up to 4 times; the executors import from here too.
+        return {"spark.task.maxFailures": "4", "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"]}
 
     def test_killed_executor_does_not_feed_twice(self):
         marker = os.path.join(self.enterContext(tempfile.TemporaryDirectory()), "killed")
