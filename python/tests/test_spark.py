@@ -44,71 +44,67 @@ def read_everything():
     return out
 
 
-def failing_pusher(*args):
-    """spindle.spark's partition pusher, whose partition 1 fails on its first attempt after pushing three batches.
+def pusher_that(part, at, act):
+    """spindle.spark's partition pusher, which calls act() in partition part's first attempt before its batch at.
 
-    The failure is raised from the batches the real pusher reads, in the
-    Spark task that pushes, as a failure computing the partition would be.
-    """
-    real = REAL_PUSHER(*args)
-
-    def push(batches):
-        from pyspark import TaskContext
-        ctx = TaskContext.get()
-
-        def failing():
-            for i, b in enumerate(batches):
-                if ctx.partitionId() == 1 and ctx.attemptNumber() == 0 and i == 3:
-                    raise RuntimeError("the first attempt of partition 1 fails mid-way")
-                yield b
-
-        return real(failing())
-
-    return push
-
-
-def killing_pusher_of(victim, marker=None):
-    """spindle.spark's partition pusher, which SIGKILLs the process victim() names on partition 2's first attempt mid-push.
-
-    It dies between two batches with the partition's DoPut stream open:
-    no done_writing, no Python cleanup; Spark retries the task. marker,
-    when given, is a file written just before the kill, so that the test
-    knows it happened.
+    act runs in the Spark task that pushes, between two batches, with the
+    partition's DoPut stream open; the real pusher runs around it.
     """
 
     def pusher(*args):
         real = REAL_PUSHER(*args)
 
         def push(batches):
-            import signal
             from pyspark import TaskContext
             ctx = TaskContext.get()
 
-            def killing():
+            def acting():
                 for i, b in enumerate(batches):
-                    if ctx.partitionId() == 2 and ctx.attemptNumber() == 0 and i == 2:
-                        pid = victim()
-                        if marker:
-                            with open(marker, "w") as f:
-                                f.write(str(pid))
-                        os.kill(pid, signal.SIGKILL)
+                    if ctx.partitionId() == part and ctx.attemptNumber() == 0 and i == at:
+                        act()
                     yield b
 
-            return real(killing())
+            return real(acting())
 
         return push
 
     return pusher
 
 
+def _fail():
+    raise RuntimeError("the first attempt of partition 1 fails mid-way")
+
+
+def kill(victim, marker=None):
+    """An act that SIGKILLs the process victim() names: no done_writing, no Python cleanup; Spark retries the task.
+
+    marker, when given, is a file written just before the kill, so that
+    the test knows it happened.
+    """
+
+    def act():
+        import signal
+        pid = victim()
+        if marker:
+            with open(marker, "w") as f:
+                f.write(str(pid))
+        os.kill(pid, signal.SIGKILL)
+
+    return act
+
+
+# Partition 1 fails after pushing three batches, raised from the batches
+# the real pusher reads, as a failure computing the partition would be.
+failing_pusher = pusher_that(1, 3, _fail)
+
 # The task's Python worker is killed, as when it crashes; Spark sees it
 # gone and retries the task.
-killing_pusher = killing_pusher_of(os.getpid)
+killing_pusher = pusher_that(2, 2, kill(os.getpid))
 
 
 def executor_killer(marker):
     """A pusher that kills the Spark executor's JVM itself, as when a node is lost: Spark runs its tasks again on a new executor."""
-    return killing_pusher_of(_executor_jvm, marker)
+    return pusher_that(2, 2, kill(_executor_jvm, marker))
 
 
 def _executor_jvm():
