@@ -25,7 +25,9 @@ func sessionCommand() *cli.Command {
 		Usage: "keep warm ranks for many short Python jobs (spindle submit --session ID)",
 		Description: "A session is a job whose ranks import the --preload modules once, then fork a fresh process\n" +
 			"for each `spindle submit --session ID -- python SCRIPT` run in it, so those start in the time a\n" +
-			"fork takes and nothing passes from one to the next. Local masters only (local[N]).",
+			"fork takes and nothing passes from one to the next. With --input, each run reads --epochs\n" +
+			"epochs of the session's feed, every row once per epoch. The ranks must run on this host: a local\n" +
+			"master (local[N]), or a standalone one (spindle://) whose workers run here.",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "start",
@@ -33,22 +35,19 @@ func sessionCommand() *cli.Command {
 				Flags: []cli.Flag{
 					pyFlag(),
 					&cli.IntFlag{Name: "num-executors", Value: 2, Usage: "the session's `N` ranks"},
-					&cli.StringFlag{Name: "master", Usage: "local[N] (the default, N = --num-executors)"},
+					&cli.StringFlag{Name: "master", Usage: "local[N] (the default, N = --num-executors), or spindle://... with workers on this host"},
 					&cli.StringSliceFlag{Name: "preload", Usage: "`MODULE`s every rank imports once (repeatable or comma-separated)"},
 					&cli.StringFlag{Name: "rank-python", Usage: "the `PYTHON` the ranks run (default: --python)"},
+					&cli.StringSliceFlag{Name: "input", Usage: "the session's input `URI`s (repeatable, globs), as submit's; each run reads --epochs epochs of them"},
+					&cli.StringFlag{Name: "input-format", Usage: "parquet, arrow or csv (default: from the names)"},
+					&cli.StringFlag{Name: "label-column", Usage: "the label `COLUMN`, sent last"},
+					&cli.StringFlag{Name: "feed", Usage: "arrow, tensor or direct, as submit's"},
+					&cli.IntFlag{Name: "epochs", Value: 1, Usage: "the `N` epochs each run of the session reads"},
+					&cli.IntFlag{Name: "batch-rows", Usage: "rows per batch (default: submit's)"},
+					&cli.StringSliceFlag{Name: "conf", Usage: "`KEY=VALUE` properties of the session's job (repeatable)"},
 				},
 				Action: func(c *cli.Context) error {
-					args := []string{"start", "--num-executors", fmt.Sprint(c.Int("num-executors"))}
-					if m := c.String("master"); m != "" {
-						args = append(args, "--master", m)
-					}
-					if p := c.String("rank-python"); p != "" {
-						args = append(args, "--python", p)
-					}
-					for _, m := range c.StringSlice("preload") {
-						args = append(args, "--preload", m)
-					}
-					return runSessionClient(c, c.String("python"), args...)
+					return runSessionClient(c, c.String("python"), sessionStartArgs(c)...)
 				},
 			},
 			{
@@ -71,6 +70,29 @@ func sessionCommand() *cli.Command {
 			},
 		},
 	}
+}
+
+// sessionStartArgs are the session client's arguments for `spindle
+// session start`'s flags.
+func sessionStartArgs(c *cli.Context) []string {
+	args := []string{"start", "--num-executors", fmt.Sprint(c.Int("num-executors")), "--epochs", fmt.Sprint(c.Int("epochs"))}
+	for _, name := range []string{"master", "input-format", "label-column", "feed"} {
+		if v := c.String(name); v != "" {
+			args = append(args, "--"+name, v)
+		}
+	}
+	if p := c.String("rank-python"); p != "" {
+		args = append(args, "--python", p)
+	}
+	if n := c.Int("batch-rows"); n > 0 {
+		args = append(args, "--batch-rows", fmt.Sprint(n))
+	}
+	for _, name := range []string{"preload", "input", "conf"} {
+		for _, v := range c.StringSlice(name) {
+			args = append(args, "--"+name, v)
+		}
+	}
+	return args
 }
 
 // submitToSession runs `spindle submit --session ID -- COMMAND`: the

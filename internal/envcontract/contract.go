@@ -172,10 +172,14 @@ const (
 	// SessionDir, SessionPreload and SessionJob are set by a warm session
 	// for its ranks' pre-forked interpreters and the jobs they fork: the
 	// session's private directory, the modules to import once, and the
-	// job's number in the session.
+	// job's number in the session (1, 2, ...).
 	SessionDir     = "SPINDLE_SESSION_DIR"
 	SessionPreload = "SPINDLE_SESSION_PRELOAD"
 	SessionJob     = "SPINDLE_SESSION_JOB"
+	// SessionEpochs is set by a warm session with input for its ranks:
+	// the epochs each of its jobs reads. Job n reads the session feed's
+	// epochs (n-1)*E to n*E-1, numbered 0 to E-1 for it.
+	SessionEpochs = "SPINDLE_SESSION_EPOCHS"
 )
 
 // DefaultCollectiveTimeout is how long a collective waits for a silent

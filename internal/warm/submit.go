@@ -102,12 +102,6 @@ func Submit(ctx context.Context, rec *Record, argv []string, cwd string, stdout,
 	if err != nil {
 		return err
 	}
-	req, err := json.Marshal(map[string]any{"op": "exec", "argv": argv, "cwd": cwd, "token": rec.Token,
-		"env": map[string]string{"MASTER_PORT": strconv.Itoa(port)}})
-	if err != nil {
-		return err
-	}
-	req = append(req, '\n')
 	// One run at a time: each rank serves its requests in turn, so two
 	// runs let in at once could each hold a rank the other waits for.
 	unlock, err := lockRuns(rec.Dir)
@@ -115,6 +109,16 @@ func Submit(ctx context.Context, rec *Record, argv []string, cwd string, stdout,
 		return err
 	}
 	defer unlock()
+	job, err := NextJob(rec.Dir)
+	if err != nil {
+		return err
+	}
+	req, err := json.Marshal(map[string]any{"op": "exec", "argv": argv, "cwd": cwd, "token": rec.Token,
+		"env": map[string]string{"MASTER_PORT": strconv.Itoa(port), envcontract.SessionJob: strconv.Itoa(job)}})
+	if err != nil {
+		return err
+	}
+	req = append(req, '\n')
 	out := &lockedLines{w: [2]io.Writer{stdout, stderr}}
 	codes := make([]int, rec.NumExecutors)
 	g, ctx := errgroup.WithContext(ctx)

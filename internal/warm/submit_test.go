@@ -62,3 +62,28 @@ func TestLoadNeedsAPrivateRegistry(t *testing.T) {
 		t.Errorf("Load from a 0755 registry = %v, want refused", err)
 	}
 }
+
+// TestNextJobCountsInTheSession: job numbers are the session's, kept in
+// its directory, so that two clients (spindle.Session and spindle submit
+// --session) take successive turns on the session's feed.
+func TestNextJobCountsInTheSession(t *testing.T) {
+	dir := t.TempDir()
+	for want := 1; want <= 3; want++ {
+		if got, err := NextJob(dir); err != nil || got != want {
+			t.Fatalf("NextJob = %d, %v; want %d", got, err, want)
+		}
+	}
+	// The Python client counts in the same file.
+	if err := os.WriteFile(filepath.Join(dir, jobsFile), []byte("7\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := NextJob(dir); err != nil || got != 8 {
+		t.Fatalf("NextJob after another client's job 7 = %d, %v; want 8", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, jobsFile), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NextJob(dir); err == nil || !strings.Contains(err.Error(), "not a count") {
+		t.Fatalf("NextJob over a broken count = %v, want an error saying so", err)
+	}
+}

@@ -78,6 +78,8 @@ SESSIONS_DIR = "SPINDLE_SESSIONS_DIR"
 SESSION_DIR = "SPINDLE_SESSION_DIR"
 SESSION_PRELOAD = "SPINDLE_SESSION_PRELOAD"
 SESSION_JOB = "SPINDLE_SESSION_JOB"
+#: Set by a warm session with input for its ranks: the epochs each of its jobs reads.
+SESSION_EPOCHS = "SPINDLE_SESSION_EPOCHS"
 
 #: Every value of SPINDLE_FEED_MODE.
 FEED_MODES = ("arrow", "tensor", "direct", "none")

@@ -290,3 +290,18 @@ def resume_checkpoint():
 def feed_start():
     """Return (epoch, batches) where the feed starts: SPINDLE_FEED_START_EPOCH and SPINDLE_FEED_START_BATCH."""
     return _optional_int(C.FEED_START_EPOCH), _optional_int(C.FEED_START_BATCH)
+
+
+def session_epochs():
+    """Return the session feed's epochs [first, end) that this job of a session reads, or None outside one.
+
+    A warm session with input serves epoch after epoch; its job n reads
+    SPINDLE_SESSION_EPOCHS of them, from (n-1) times that on.
+    """
+    if not os.environ.get(C.SESSION_EPOCHS, "").strip():
+        return None
+    per, job = _optional_int(C.SESSION_EPOCHS), _optional_int(C.SESSION_JOB)
+    if job < 1 or per < 1:
+        raise EnvError(f"{C.SESSION_EPOCHS}={per} needs {C.SESSION_JOB}, the job's number in the session (1, 2, ...), "
+                       f"and at least 1 epoch: is this process a session's job?")
+    return (job - 1) * per, job * per

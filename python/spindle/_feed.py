@@ -253,6 +253,11 @@ class Feed:
         self._pending = None
         self._spec = None
         self._direct_next = None
+        # In a job of a session with input: the session feed's epochs
+        # [first, end) that are this job's, numbered from 0 for it.
+        self._window = _env.session_epochs()
+        self._window_next = self._window[0] if self._window else 0
+        self._window_columns = ([], None)  # the columns the end of the job's turn shows
 
     def __repr__(self):
         return f"<spindle.Feed {self.mode or 'auto'} {self.path}>"
@@ -307,25 +312,52 @@ class Feed:
             src, self._pending = self._pending, None
             return src
         if self._is_direct():
-            if self._spec is None:
-                self._spec = _direct.load_spec(self.path)
-            spec = self._spec
-            if self._direct_next is None:
-                self._direct_next = spec.start_epoch  # a resumed feed starts there
-            k = self._direct_next
-            self._direct_next += 1
-            if k >= spec.epochs:
-                try:
-                    cols = _direct.DirectEpoch(spec, -1, self._direct_pyarrow()).columns
-                except FeedError:
-                    cols = []  # the end of the feed needs no data
-                return _EndSource(cols, spec.label_column)
-            src = _direct.DirectEpoch(spec, k, self._direct_pyarrow())
-            if k == spec.start_epoch:
-                for _ in range(spec.start_batch):  # consumed before the restart
-                    if src.next_columns() is None:
-                        break
-            return src
+            return self._open_direct()
+        if self._window is None:
+            return self._open_stream()
+        # A job of a session: its turn of the session's epochs. An epoch
+        # below it is one an earlier job left unread: skipped whole, so
+        # that every rank's job starts on the same epoch.
+        end = self._window[1]
+        while self._window_next < end:
+            src = self._open_stream()
+            if src.epoch < 0:
+                return src
+            if src.epoch < self._window_next:
+                src.close()
+                continue
+            self._window_next = src.epoch + 1
+            if src.epoch < end:
+                self._window_columns = (list(src.columns), src.label)
+                return src
+            src.close()
+        self._window_next = end
+        return _EndSource(*self._window_columns)
+
+    def _open_direct(self):
+        if self._spec is None:
+            self._spec = _direct.load_spec(self.path)
+        spec = self._spec
+        first, end = self._window or (0, spec.epochs)
+        if self._direct_next is None:
+            self._direct_next = max(spec.start_epoch, first)  # a resumed feed starts there
+        k = self._direct_next
+        self._direct_next += 1
+        if k >= min(spec.epochs, end):
+            try:
+                cols = _direct.DirectEpoch(spec, -1, self._direct_pyarrow()).columns
+            except FeedError:
+                cols = []  # the end of the feed needs no data
+            return _EndSource(cols, spec.label_column)
+        src = _direct.DirectEpoch(spec, k, self._direct_pyarrow())
+        if k == spec.start_epoch:
+            for _ in range(spec.start_batch):  # consumed before the restart
+                if src.next_columns() is None:
+                    break
+        return src
+
+    def _open_stream(self):
+        """Connect for the next epoch the executor serves and read its header."""
         sock, rd = self._connect()
         try:
             head = rd.read_exact(4, "before the stream's first message", allow_eof=True)
@@ -344,6 +376,8 @@ class Feed:
             raise
 
     def _label_for(self, src, label_column):
+        if isinstance(src, _EndSource) and not src.columns:
+            return None  # a session job's turn ended before it opened an epoch
         header_label = src.label if isinstance(src, _TensorSource) else None
         if header_label is not None or isinstance(src, _TensorSource):
             if label_column is not None and label_column != header_label:
@@ -363,8 +397,10 @@ class Feed:
         except BaseException:
             src.close()
             raise
-        self.last_epoch = src.epoch
         ep = Epoch(src, kind, label, dtype, self.path)
+        if self._window is not None and ep.epoch >= 0:
+            ep.epoch -= self._window[0]  # the job's own numbering, from 0
+        self.last_epoch = ep.epoch
         if ep.epoch >= 0:
             global _last
             _last = ep

@@ -12,7 +12,8 @@ with its driver between jobs.
 The session talks to its zygotes over Unix sockets in a private directory
 (mode 0700) and every request carries a token from a file there (mode
 0600), so only the session's owner can start work in it. The sockets are
-on the zygotes' host: a session needs a local master (``local[N]``).
+on the zygotes' host: a session's ranks run on this host, from a local
+master (``local[N]``) or a standalone one whose workers run here.
 """
 
 import fcntl
@@ -30,21 +31,36 @@ from . import _contract, _run, _submit
 from ._errors import SpindleError
 from ._zygote import PRELOAD, SESSION_DIR, socket_path
 
+# How many jobs of a session with input read its feed: the session's job
+# serves this many turns of the epochs each job reads.
+MAX_FED_JOBS = 100000
+
 
 class Session:
     """Warm ranks that run job after job: ``with spindle.Session(num_executors=2, preload=["torch"]) as s: s.run(fn)``.
 
-    master must be local (``local[N]``, the default with N =
-    num_executors). preload names the modules every rank imports once,
-    before the first job. Other options are spindle.submit's (env, conf,
-    python, stream, ...). The constructor returns once every rank has
-    imported them and waits for jobs; timeout bounds that wait.
+    master is local (``local[N]``, the default with N = num_executors)
+    or standalone (``spindle://...``) with its workers on this host: the
+    session reaches its ranks over Unix sockets here. preload names the
+    modules every rank imports once, before the first job. With input
+    (and label_column, feed, ... as spindle.submit takes them), every
+    job reads epochs epochs of it. Other options are spindle.submit's
+    (env, conf, python, stream, ...). The constructor returns once every
+    rank has imported them and waits for jobs; timeout bounds that wait.
     """
 
     def __init__(self, master=None, num_executors=2, preload=(), timeout=300, **submit_options):
         master = master or f"local[{num_executors}]"
-        if master != "local" and not master.startswith("local["):
-            raise SpindleError(f"spindle.Session: master {master!r}: a session needs a local master (local[N]) for now")
+        if master != "local" and not master.startswith(("local[", "spindle://")):
+            raise SpindleError(f"spindle.Session: master {master!r}: a session needs a local master (local[N]), "
+                               "or a standalone one (spindle://) whose workers run on this host, for now")
+        #: The epochs each job reads, with input; None without.
+        self.epochs = None
+        if submit_options.get("input"):
+            epochs = submit_options.pop("epochs", None)
+            self.epochs = 1 if epochs is None else int(epochs)
+            if self.epochs < 1:
+                raise SpindleError(f"spindle.Session: epochs={self.epochs}: each job needs at least 1")
         self.num_executors = num_executors
         self.preload = list(preload)
         self._dir = tempfile.mkdtemp(prefix="spindle-session-")
@@ -53,10 +69,14 @@ class Session:
         fd = os.open(os.path.join(self._dir, "token"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(self._token)
-        self._jobs = 0
         self._lock = threading.Lock()
         env = dict(submit_options.pop("env", None) or {})
         env.update({SESSION_DIR: self._dir, PRELOAD: ",".join(self.preload)})
+        if self.epochs:
+            # The session's job serves epoch after epoch; job n of the
+            # session reads its own turn of them (SESSION_EPOCHS).
+            submit_options["epochs"] = self.epochs * MAX_FED_JOBS
+            env[_contract.SESSION_EPOCHS] = str(self.epochs)
         python = submit_options.pop("python", None) or sys.executable
         submit_options.setdefault("name", "spindle-session")
         self.job = _submit.submit([python, "-m", "spindle._zygote"], master=master, num_executors=num_executors,
@@ -100,8 +120,7 @@ class Session:
         # could each hold a rank the other waits for.
         with self._lock, open(os.path.join(self._dir, "run.lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            self._jobs += 1
-            return self._run(self._jobs, fn, args, all_ranks, kwargs)
+            return self._run(next_job(self._dir), fn, args, all_ranks, kwargs)
 
     def _run(self, n, fn, args, all_ranks, kwargs):
         work = tempfile.mkdtemp(prefix=f"job-{n}-", dir=self._dir)
@@ -208,6 +227,32 @@ def ask(directory, token, rank, request, on_answer=None, fds=(), conns=None, tim
                 if on_answer:
                     on_answer(a)
         return answers
+
+
+def next_job(directory):
+    """Count one more job in the session whose directory this is and return its number (1 for the first).
+
+    The caller holds the session's run lock. The count (the file ``jobs``)
+    is the session's, shared with ``spindle submit --session`` (Go's
+    warm.NextJob), so that every job takes its own turn of the session's
+    feed.
+    """
+    path = os.path.join(directory, "jobs")
+    try:
+        with open(path) as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raw = "0"
+    try:
+        last = int(raw.strip())
+    except ValueError:
+        raise SpindleError(f"session job count {path}: {raw!r} is not a count") from None
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(str(last + 1))
+    os.replace(tmp, path)
+    return last + 1
 
 
 def _free_port():

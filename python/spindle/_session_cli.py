@@ -55,7 +55,7 @@ def serve(a):
     ready = a.ready_file
     try:
         s = Session(master=a.master, num_executors=a.num_executors, preload=a.preload, stream=False,
-                    **({"python": a.python} if a.python else {}))
+                    **_job_options(a))
     except BaseException as e:  # noqa: BLE001 - told to the starting command
         _write_record(ready, {"error": str(e)})
         raise
@@ -76,7 +76,25 @@ def serve(a):
                 pass
 
 
+def _job_options(a):
+    """The session job's options that start and _serve were given: its interpreter and its input."""
+    opts = {"python": a.python}
+    if a.input:
+        opts.update(input=a.input, input_format=a.input_format, label_column=a.label_column, feed=a.feed,
+                     epochs=a.epochs, batch_rows=a.batch_rows)
+    if a.conf:
+        conf = {}
+        for kv in a.conf:
+            k, eq, v = kv.partition("=")
+            if not eq or not k:
+                raise SpindleError(f"--conf {kv!r}: want KEY=VALUE")
+            conf[k] = v
+        opts["conf"] = conf
+    return {k: v for k, v in opts.items() if v is not None}
+
+
 def start(a):
+    _job_options(a)  # refuses a bad --conf before anything starts
     reg = registry()
     ready = os.path.join(reg, f".starting-{os.getpid()}.json")
     log = os.path.join(reg, f".starting-{os.getpid()}.log")
@@ -84,8 +102,12 @@ def start(a):
             "--num-executors", str(a.num_executors)]
     argv += ["--master", a.master] if a.master else []
     argv += ["--python", a.python] if a.python else []
-    for m in a.preload:
-        argv += ["--preload", m]
+    for name in ("input_format", "label_column", "feed", "epochs", "batch_rows"):
+        if getattr(a, name) is not None:
+            argv += ["--" + name.replace("_", "-"), str(getattr(a, name))]
+    for name in ("preload", "input", "conf"):
+        for v in getattr(a, name):
+            argv += ["--" + name, v]
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -158,6 +180,13 @@ def main(argv=None):
         p.add_argument("--master")
         p.add_argument("--python")
         p.add_argument("--preload", action="append", default=[])
+        p.add_argument("--input", action="append", default=[])
+        p.add_argument("--conf", action="append", default=[])
+        p.add_argument("--input-format")
+        p.add_argument("--label-column")
+        p.add_argument("--feed")
+        p.add_argument("--epochs", type=int)
+        p.add_argument("--batch-rows", type=int)
         p.add_argument("--timeout", type=float, default=300)
         if name == "_serve":
             p.add_argument("--ready-file", required=True)

@@ -219,6 +219,9 @@ def main():
     directory = os.environ.get(SESSION_DIR)
     if not directory:
         sys.exit("spindle._zygote: SPINDLE_SESSION_DIR is not set: spindle.Session starts this module, not a user")
+    if not os.path.isdir(directory):
+        sys.exit(f"spindle session: rank {_env.rank()} runs on host {socket.gethostname()}, where the session's "
+                 f"directory {directory} is not: a session's ranks must run on the host that started it")
     for name in _preload_names():
         importlib.import_module(name)
     # What every job's child needs too, so that no child imports it again.

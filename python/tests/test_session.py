@@ -98,6 +98,12 @@ if "fail" in sys.argv and os.environ["SPINDLE_RANK"] == "1":
 """
 
 
+FED_SCRIPT = """import itertools, spindle
+for ep in itertools.islice(spindle.epochs("batches"), 4):
+    print("epoch", ep.epoch, " ".join(str(int(i)) for b in ep for i in b["id"]))
+"""
+
+
 class SessionCLITest(unittest.TestCase):
     """spindle session start|stop and spindle submit --session, through the binary."""
 
@@ -149,6 +155,34 @@ class SessionCLITest(unittest.TestCase):
         self.spindle("session", "stop", *py, sid)
         self.assertNotIn(sid, self.spindle("session", "list", *py).stdout)
 
+    def test_submit_runs_read_the_session_input(self):
+        py = ["--python", sys.executable]
+        sid = self.spindle("session", "start", *py, "--num-executors", "2", "--input", fed_input(self),
+                           "--label-column", "label", "--epochs", "2", "--batch-rows", "100",
+                           "--conf", "spindle.feed.evenBatches=off").stdout.strip()
+        self.addCleanup(self.spindle, "session", "stop", *py, sid, check=False)
+        work = support.short_tempdir(self)
+        with open(os.path.join(work, "read.py"), "w") as f:
+            f.write(FED_SCRIPT)
+        for run in range(2):
+            p = subprocess.run([self.binary, "submit", "--session", sid, "--", "python3", "read.py"],
+                               env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            epochs = {}
+            for line in p.stdout.splitlines():
+                _, _, rest = line.partition("] ")
+                word, epoch, *ids = rest.split(" ")
+                self.assertEqual(word, "epoch", line)
+                epochs.setdefault(int(epoch), []).extend(int(i) for i in ids)
+            self.assertEqual(sorted(epochs), [0, 1], f"run {run}: the run's epochs")
+            for epoch, ids in epochs.items():
+                self.assertEqual(sorted(ids), list(range(FED_ROWS)), f"run {run} epoch {epoch}: rows fed not exactly once")
+
+    def test_start_refuses_a_bad_conf(self):
+        p = self.spindle("session", "start", "--python", sys.executable, "--conf", "spindle.feed.evenBatches", check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--conf 'spindle.feed.evenBatches': want KEY=VALUE", p.stderr)
+
     def interrupted_run_ends(self, sid, work):
         """A run whose spindle submit is interrupted (Ctrl-C) has its processes ended, and the session runs the next."""
         with open(os.path.join(work, "wait.py"), "w") as f:
@@ -186,10 +220,158 @@ def alive(pid):
         return False
 
 
+FED_ROWS = 3000
+
+
+def fed_input(test):
+    """Write FED_ROWS rows (id, x, label) as two CSV files; return their glob."""
+    data = support.short_tempdir(test)
+    for part in range(2):
+        with open(os.path.join(data, f"part-{part}.csv"), "w") as f:
+            f.write("id,x,label\n")
+            for i in range(part * FED_ROWS // 2, (part + 1) * FED_ROWS // 2):
+                f.write(f"{i},{i * 0.5},{i % 2}\n")
+    return os.path.join(data, "*.csv")
+
+
+def read_epochs():
+    """On a rank: per epoch of this job, its number and the ids it was fed (at most 4 epochs: a job that gets more is wrong already)."""
+    import itertools
+    import spindle
+    return [(ep.epoch, [int(i) for b in ep for i in b["id"]]) for ep in itertools.islice(spindle.epochs("batches"), 4)]
+
+
+def check_epochs(test, ranks, epochs):
+    """Check that every rank's job (read_epochs's results) read epochs 0 to epochs-1, every row once per epoch."""
+    for r, got in enumerate(ranks):
+        test.assertEqual([n for n, _ in got], list(range(epochs)), f"rank {r}: the job's epochs")
+        test.assertTrue(got[0][1], f"rank {r} got no rows")
+    for epoch in range(epochs):
+        ids = sorted(i for got in ranks for i in got[epoch][1])
+        test.assertEqual(ids, list(range(FED_ROWS)), f"epoch {epoch}: rows fed not exactly once")
+
+
+def read_one_batch():
+    """On a rank: one batch of the job's first epoch, the rest left unread."""
+    import spindle
+    with spindle.batches() as ep:
+        return len(next(iter(ep))["id"])
+
+
+@unittest.skipIf(cloudpickle is None, "needs cloudpickle (make deps installs it into $SPINDLE_PY_VENV)")
+class FedSessionTest(unittest.TestCase):
+    """A session with input: each of its jobs reads its own epochs of the session's feed."""
+
+    def setUp(self):
+        os.environ["SPINDLE_BINARY"] = support.spindle_binary(self)
+        self.input = fed_input(self)
+
+    def start(self, feed):
+        s = spindle.Session(num_executors=2, input=self.input, label_column="label", epochs=2, batch_rows=100,
+                            feed=feed, conf={"spindle.feed.evenBatches": "off"}, stream=False)
+        self.addCleanup(s.close)
+        return s
+
+    def test_every_job_reads_every_row_once_per_epoch(self):
+        for feed in ("arrow", "direct"):
+            with self.subTest(feed=feed):
+                s = self.start(feed)
+                check_epochs(self, s.run(read_epochs, all_ranks=True), 2)
+                # A job that stops in the middle of its first epoch leaves
+                # the rest of its turn unread; the next job starts on its own.
+                self.assertEqual(s.run(read_one_batch, all_ranks=True), [100, 100])
+                check_epochs(self, s.run(read_epochs, all_ranks=True), 2)
+                self.assertEqual(s.job.status, "RUNNING", "the session's executors stay between jobs")
+
+
+def free_addr():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def ancestors(pid):
+    """The pids above pid, nearest first."""
+    out = []
+    while pid > 1:
+        with open(f"/proc/{pid}/stat") as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        out.append(pid)
+    return out
+
+
+@unittest.skipIf(cloudpickle is None, "needs cloudpickle (make deps installs it into $SPINDLE_PY_VENV)")
+class StandaloneSessionTest(unittest.TestCase):
+    """A session on a standalone cluster (a master and a worker on this host, as processes)."""
+
+    def setUp(self):
+        self.binary = support.spindle_binary(self)
+        os.environ["SPINDLE_BINARY"] = self.binary
+        work = support.short_tempdir(self)
+        # The worker's executors run the ranks, which unpickle this
+        # module's functions by name: they import it from here.
+        self.env = dict(os.environ, SPINDLE_CLUSTER_SECRET="session-cluster-secret-0123456789abcdef",
+                        PYTHONPATH=os.path.dirname(os.path.abspath(__file__)))
+        master, raft = free_addr(), free_addr()
+        self.master = "spindle://" + master
+        self.worker = None
+        for args in (["master", "--id", "m1", "--addr", master, "--raft-addr", raft, "--peers", f"m1={raft}@{master}",
+                      "--data-dir", os.path.join(work, "m1")],
+                     ["worker", "--masters", master, "--id", "w1", "--addr", free_addr(), "--cores", "4", "--memory", "4g",
+                      "--work-dir", os.path.join(work, "w1"), "--conf", "spindle.worker.heartbeatInterval=200ms"]):
+            log = open(os.path.join(work, args[0] + ".log"), "wb")
+            self.addCleanup(log.close)
+            p = subprocess.Popen([self.binary, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT)
+            self.addCleanup(p.wait, 60)
+            self.addCleanup(p.kill)
+            self.worker = p.pid
+        self.input = fed_input(self)
+
+    def start(self):
+        """Start the session once the worker has registered (until then the job cannot be placed)."""
+        deadline = time.monotonic() + 120
+        os.environ["SPINDLE_CLUSTER_SECRET"] = self.env["SPINDLE_CLUSTER_SECRET"]
+        self.addCleanup(os.environ.pop, "SPINDLE_CLUSTER_SECRET", None)
+        while True:
+            try:
+                s = spindle.Session(master=self.master, num_executors=2, preload=["wave"], input=self.input,
+                                    label_column="label", epochs=2, batch_rows=100,
+                                    conf={"spindle.feed.evenBatches": "off"}, stream=False, timeout=120)
+                self.addCleanup(s.close)
+                return s
+            except spindle.JobFailed:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)  # waiting for the cluster to come up, not synchronising
+
+    def test_runs_on_the_workers_executors_between_jobs(self):
+        s = self.start()
+        for r, pid in enumerate(s.zygotes):
+            self.assertIn(self.worker, ancestors(pid), f"rank {r} does not run under the standalone worker")
+        executors = [ancestors(pid)[0] for pid in s.zygotes]
+        for _ in range(2):
+            seen = s.run(probe, None, all_ranks=True)
+            self.assertEqual([r["ppid"] for r in seen], s.zygotes, "a job did not fork from the warm ranks")
+            check_epochs(self, s.run(read_epochs, all_ranks=True), 2)
+        self.assertEqual([ancestors(pid)[0] for pid in s.zygotes], executors, "the executors changed between jobs")
+        self.assertEqual(s.job.status, "RUNNING", "the session's executors stay between jobs")
+
+
 class SessionArgsTest(unittest.TestCase):
     def test_cluster_master_is_refused(self):
         with self.assertRaisesRegex(spindle.SpindleError, "local master"):
             spindle.Session(master="yarn", num_executors=2)
+
+    def test_input_needs_an_epoch_per_job(self):
+        with self.assertRaisesRegex(spindle.SpindleError, "epochs=0: each job needs at least 1"):
+            spindle.Session(num_executors=2, input="data/*.csv", epochs=0)
+
+    def test_ranks_away_from_the_session_host_are_refused(self):
+        env = dict(os.environ, SPINDLE_SESSION_DIR="/nonexistent/session", SPINDLE_RANK="1", PYTHONPATH=support.PYTHON_DIR)
+        p = subprocess.run([sys.executable, "-m", "spindle._zygote"], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("rank 1 runs on host", p.stderr)
+        self.assertIn("must run on the host that started it", p.stderr)
 
 
 if __name__ == "__main__":

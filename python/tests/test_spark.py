@@ -10,6 +10,7 @@ checkout).
 import os
 import shutil
 import sys
+import tempfile
 import unittest
 
 import support
@@ -43,67 +44,122 @@ def read_everything():
     return out
 
 
-def failing_pusher(*args):
-    """spindle.spark's partition pusher, whose partition 1 fails on its first attempt after pushing three batches.
+def pusher_that(part, at, act):
+    """spindle.spark's partition pusher, which calls act() in partition part's first attempt before its batch at.
 
-    The failure is raised from the batches the real pusher reads, in the
-    Spark task that pushes, as a failure computing the partition would be.
+    act runs in the Spark task that pushes, between two batches, with the
+    partition's DoPut stream open; the real pusher runs around it.
     """
-    real = REAL_PUSHER(*args)
 
-    def push(batches):
-        from pyspark import TaskContext
-        ctx = TaskContext.get()
+    def pusher(*args):
+        real = REAL_PUSHER(*args)
 
-        def failing():
-            for i, b in enumerate(batches):
-                if ctx.partitionId() == 1 and ctx.attemptNumber() == 0 and i == 3:
-                    raise RuntimeError("the first attempt of partition 1 fails mid-way")
-                yield b
+        def push(batches):
+            from pyspark import TaskContext
+            ctx = TaskContext.get()
 
-        return real(failing())
+            def acting():
+                for i, b in enumerate(batches):
+                    if ctx.partitionId() == part and ctx.attemptNumber() == 0 and i == at:
+                        act()
+                    yield b
 
-    return push
+            return real(acting())
+
+        return push
+
+    return pusher
 
 
-def killing_pusher(*args):
-    """spindle.spark's partition pusher, whose partition 2's Python worker is killed (SIGKILL) on its first attempt mid-push.
+def _fail():
+    raise RuntimeError("the first attempt of partition 1 fails mid-way")
 
-    The worker dies between two batches with its DoPut stream open, as
-    when a Spark executor is lost: no done_writing, no Python cleanup;
-    Spark sees the worker crash and retries the task.
+
+def kill(victim, marker=None):
+    """An act that SIGKILLs the process victim() names: no done_writing, no Python cleanup; Spark retries the task.
+
+    marker, when given, is a file written just before the kill, so that
+    the test knows it happened.
     """
-    real = REAL_PUSHER(*args)
 
-    def push(batches):
+    def act():
         import signal
-        from pyspark import TaskContext
-        ctx = TaskContext.get()
+        pid = victim()
+        if marker:
+            with open(marker, "w") as f:
+                f.write(str(pid))
+        os.kill(pid, signal.SIGKILL)
 
-        def killed():
-            for i, b in enumerate(batches):
-                if ctx.partitionId() == 2 and ctx.attemptNumber() == 0 and i == 2:
-                    os.kill(os.getpid(), signal.SIGKILL)
-                yield b
+    return act
 
-        return real(killed())
 
-    return push
+# Partition 1 fails after pushing three batches, raised from the batches
+# the real pusher reads, as a failure computing the partition would be.
+failing_pusher = pusher_that(1, 3, _fail)
+
+# The task's Python worker is killed, as when it crashes; Spark sees it
+# gone and retries the task.
+killing_pusher = pusher_that(2, 2, kill(os.getpid))
+
+
+def executor_killer(marker):
+    """A pusher that kills the Spark executor's JVM itself, as when a node is lost: Spark runs its tasks again on a new executor."""
+    return pusher_that(2, 2, kill(_executor_jvm, marker))
+
+
+def _executor_jvm():
+    """The pid of the Spark executor JVM above this Python worker."""
+    pid = os.getppid()
+    while pid > 1:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"CoarseGrainedExecutorBackend" in f.read():
+                return pid
+        with open(f"/proc/{pid}/stat") as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+    raise RuntimeError("no Spark executor JVM above this Python worker")
+
+
+def frame(spark):
+    """The DataFrame the tests push: ROWS rows of id, x and a label, in 4 partitions."""
+    return spark.range(ROWS, numPartitions=4).selectExpr(
+        "id", "cast(id * 0.5 as float) as x", "cast(id % 2 as float) as label")
+
+
+def check_fed_once_per_epoch(test, ranks, epochs):
+    """Check that the ranks (read_everything's results) were fed every row once per epoch, with df.schema's columns."""
+    for epoch in range(epochs):
+        ids = sorted(i for r in ranks for i in r[epoch]["ids"])
+        test.assertEqual(ids, list(range(ROWS)), f"epoch {epoch}: rows fed not exactly once")
+    for r in ranks:
+        test.assertEqual(r[0]["columns"], ["id", "x", "label"])  # df.schema's, label last
+
+
+def spark_env():
+    """Have Spark's Python workers run this interpreter and import this checkout's spindle package and this module."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.environ["PYTHONPATH"] = os.pathsep.join([support.PYTHON_DIR, here, os.environ.get("PYTHONPATH", "")])
+    os.environ["PYSPARK_PYTHON"] = sys.executable
 
 
 @unittest.skipIf(pyspark is None, "needs pyspark, pyarrow and cloudpickle (make deps installs them into $SPINDLE_PY_VENV)")
 @unittest.skipIf(shutil.which("java") is None, "needs Java for Spark (make deps)")
-class SparkTest(unittest.TestCase):
+class SparkCase(unittest.TestCase):
+    """A Spark session with master MASTER (and extra_conf()) for the class's tests; every job's binary from support."""
+
+    MASTER = None
+
+    @classmethod
+    def extra_conf(cls):
+        return {}
+
     @classmethod
     def setUpClass(cls):
-        # Spark's Python workers import spindle and this module from here.
-        here = os.path.dirname(os.path.abspath(__file__))
-        os.environ["PYTHONPATH"] = os.pathsep.join([support.PYTHON_DIR, here, os.environ.get("PYTHONPATH", "")])
-        os.environ["PYSPARK_PYTHON"] = sys.executable
-        # local[2,4]: two task slots, and a failed task is tried up to 4 times.
-        cls.spark = (SparkSession.builder.master("local[2,4]").appName("spindle-test")
-                     .config("spark.ui.enabled", "false").config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
-                     .getOrCreate())
+        spark_env()
+        b = (SparkSession.builder.master(cls.MASTER).appName("spindle-test")
+             .config("spark.ui.enabled", "false").config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000"))
+        for k, v in cls.extra_conf().items():
+            b = b.config(k, v)
+        cls.spark = b.getOrCreate()
 
     @classmethod
     def tearDownClass(cls):
@@ -112,16 +168,16 @@ class SparkTest(unittest.TestCase):
     def setUp(self):
         os.environ["SPINDLE_BINARY"] = support.spindle_binary(self)
 
+
+class SparkTest(SparkCase):
+    # Two task slots, and a failed task is tried up to 4 times.
+    MASTER = "local[2,4]"
+
     def frame(self):
-        return self.spark.range(ROWS, numPartitions=4).selectExpr(
-            "id", "cast(id * 0.5 as float) as x", "cast(id % 2 as float) as label")
+        return frame(self.spark)
 
     def check_fed_once_per_epoch(self, ranks, epochs):
-        for epoch in range(epochs):
-            ids = sorted(i for r in ranks for i in r[epoch]["ids"])
-            self.assertEqual(ids, list(range(ROWS)), f"epoch {epoch}: rows fed not exactly once")
-        for r in ranks:
-            self.assertEqual(r[0]["columns"], ["id", "x", "label"])  # df.schema's, label last
+        check_fed_once_per_epoch(self, ranks, epochs)
 
     def test_train_feeds_every_row_once_per_epoch(self):
         ranks = sspark.train(self.frame(), read_everything, num_workers=2, label="label", epochs=2,
@@ -172,6 +228,29 @@ class SparkTest(unittest.TestCase):
         self.assertEqual(sspark.push_schema(T.StructType([T.StructField("a", T.LongType()), T.StructField("b", T.DoubleType()),
                                                           T.StructField("s", T.StringType())])),
                          "a:int64,b:float64,s:string")
+
+
+class SparkClusterTest(SparkCase):
+    """Spark in local-cluster mode: executors are JVM processes of their own, which a test can kill."""
+
+    # Two workers of one core each.
+    MASTER = "local-cluster[2,1,1024]"
+
+    @classmethod
+    def extra_conf(cls):
+        # A task is tried up to 4 times; the executors import from here too.
+        return {"spark.task.maxFailures": "4", "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"]}
+
+    def test_killed_executor_does_not_feed_twice(self):
+        marker = os.path.join(self.enterContext(tempfile.TemporaryDirectory()), "killed")
+        sspark._partition_pusher = executor_killer(marker)
+        try:
+            ranks = sspark.train(frame(self.spark), read_everything, num_workers=2, label="label", epochs=2,
+                                 all_ranks=True, stream=False)
+        finally:
+            sspark._partition_pusher = REAL_PUSHER
+        self.assertTrue(os.path.exists(marker), "no Spark executor was killed")
+        check_fed_once_per_epoch(self, ranks, 2)
 
 
 if __name__ == "__main__":
