@@ -50,7 +50,7 @@ UNIT_PKGS   = $(call pkgs_except,$(E2E_PKGS) ./yarn/e2e)
 CHECK_PKGS  = $(call pkgs_except,$(E2E_PKGS) ./yarn/e2e $(SLOW_PKGS))
 
 .DEFAULT_GOAL := help
-.PHONY: help build wheel check test test-go test-unit test-e2e e2e-tier timing-tier test-python test-hadoop run bench scale chaos fuzz lint tidy-check proto proto-check clean deps
+.PHONY: help build wheel check test test-go test-unit test-e2e e2e-tier timing-tier test-python test-hadoop test-long run bench scale chaos fuzz lint tidy-check proto proto-check clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -115,9 +115,24 @@ e2e-tier:
 timing-tier:
 	@$(MAKE) --no-print-directory test-tier TIER=timing RACE= PKGS=./standalone/master TIER_ARGS='-run TestNoSpuriousElectionUnderLoad'
 
-test-hadoop: ## the YARN/HDFS tests against real Apache Hadoop (a mini cluster from Maven Central)
-	@$(MAKE) --no-print-directory test-tier TIER=hadoop RACE= PKGS='$(HADOOP_PKGS)' TIER_TIMEOUT=20m
-	@$(MAKE) --no-print-directory test-tier TIER=hdfs RACE= PKGS='./fsys' TIER_ARGS='-run TestRealHDFS' TIER_TIMEOUT=10m
+# The real-Hadoop tests wait on YARN applications, most of them side by
+# side (t.Parallel): HADOOP_PARALLEL of them at once, which the mini
+# cluster's three NodeManagers hold. The hdfs tier (fsys against its own
+# mini cluster) runs beside them, its output printed after theirs.
+HADOOP_PARALLEL ?= 4
+test-hadoop: $(TESTREPORT) ## the YARN/HDFS tests against real Apache Hadoop (a mini cluster from Maven Central)
+	@mkdir -p $(BIN); status=0; \
+	$(MAKE) --no-print-directory test-tier TIER=hdfs RACE= PKGS='./fsys' TIER_ARGS='-run TestRealHDFS' TIER_TIMEOUT=10m > $(BIN)/test-hdfs.out 2>&1 & hdfs=$$!; \
+	$(MAKE) --no-print-directory test-tier TIER=hadoop RACE= PKGS='$(HADOOP_PKGS)' TIER_ARGS='-parallel $(HADOOP_PARALLEL)' TIER_TIMEOUT=20m || status=1; \
+	wait $$hdfs || status=1; \
+	cat $(BIN)/test-hdfs.out; exit $$status
+
+# The long forms of real-Hadoop tests whose short form runs in make test:
+# the same assertions on more data or more runs.
+LONG_REPEAT ?= 10
+test-long: deps ## the long forms of the real-Hadoop tests: a 100,000-file archive localizing, each archive job LONG_REPEAT times per deploy mode
+	SPINDLE_TEST_LONG=1 SPINDLE_REPEAT=$(LONG_REPEAT) $(GO) test -count=1 -v -timeout 60m \
+		-run '^(TestStatusShowsLocalizingRanks|TestArchiveRepeat)$$' ./yarn/e2e
 
 TIER_TIMEOUT ?= $(TEST_TIMEOUT)
 test-tier: $(TESTREPORT)

@@ -26,13 +26,25 @@ command -v mvn >/dev/null || { echo "mvn is missing: apt-get install -y maven" >
 mkdir -p "$cache"
 stamp=$(cat "$pom" "$here/hadoop/SpindleMiniCluster.java" | sha256sum | cut -c1-16)
 if [ ! -s "$cache/classpath-$stamp.txt" ] || [ ! -f "$cache/classes-$stamp/SpindleMiniCluster.class" ]; then
+  # Test binaries start launchers side by side: each builds in a directory
+  # of its own and renames the result into place, the classes before the
+  # classpath that says they are there; a build finished first is kept.
+  build=$(mktemp -d "$cache/build.XXXXXX")
+  trap 'rm -rf "$build"' EXIT
   # Offline first: a warm ~/.m2 needs no network.
-  if ! mvn -o -q -B -f "$pom" dependency:build-classpath -Dmdep.outputFile="$cache/classpath.tmp" >/dev/null 2>&1; then
-    mvn -q -B -f "$pom" dependency:build-classpath -Dmdep.outputFile="$cache/classpath.tmp" >&2
+  if ! mvn -o -q -B -f "$pom" dependency:build-classpath -Dmdep.outputFile="$build/classpath.txt" >/dev/null 2>&1; then
+    mvn -q -B -f "$pom" dependency:build-classpath -Dmdep.outputFile="$build/classpath.txt" >&2
   fi
-  mkdir -p "$cache/classes-$stamp"
-  javac -nowarn -d "$cache/classes-$stamp" -cp "$(cat "$cache/classpath.tmp")" "$here/hadoop/SpindleMiniCluster.java" 2>&1 | grep -v '^Note:' >&2 || true
-  mv "$cache/classpath.tmp" "$cache/classpath-$stamp.txt"
+  mkdir -p "$build/classes"
+  javac -nowarn -d "$build/classes" -cp "$(cat "$build/classpath.txt")" "$here/hadoop/SpindleMiniCluster.java" 2>&1 | grep -v '^Note:' >&2 || true
+  [ -f "$build/classes/SpindleMiniCluster.class" ] || { echo "javac did not build SpindleMiniCluster" >&2; exit 1; }
+  if ! mv -T "$build/classes" "$cache/classes-$stamp" 2>/dev/null && [ ! -f "$cache/classes-$stamp/SpindleMiniCluster.class" ]; then
+    echo "$cache/classes-$stamp is there without SpindleMiniCluster.class: remove it and run again" >&2
+    exit 1
+  fi
+  mv "$build/classpath.txt" "$cache/classpath-$stamp.txt"
+  rm -rf "$build"
+  trap - EXIT
 fi
 [ "${1:-}" = "--fetch" ] && exit 0
 

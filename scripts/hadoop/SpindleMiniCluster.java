@@ -66,6 +66,10 @@ public class SpindleMiniCluster {
     conf.setInt("yarn.am.liveness-monitor.expiry-interval-ms", 60000);
     conf.set("yarn.resourcemanager.scheduler.class",
         "org.apache.hadoop.yarn.server.resourcemanager.scheduler.capacity.CapacityScheduler");
+    // The tests run several applications side by side: let ApplicationMasters
+    // take half of the queue (the default 10% admits about four at once and
+    // leaves the next submissions ACCEPTED, waiting for one to end).
+    conf.setFloat("yarn.scheduler.capacity.maximum-am-resource-percent", 0.5f);
 
     Properties secure = null;
     if (args.length == 5) {

@@ -3,6 +3,7 @@ package hadooptest
 import (
 	"bufio"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -67,7 +68,7 @@ var (
 // not start.
 func Shared(t testing.TB) *Cluster {
 	t.Helper()
-	once.Do(func() { shared, startErr = start() })
+	startShared()
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
@@ -100,9 +101,54 @@ func Private(t testing.TB, datanodes, nodemanagers int, env ...string) *Cluster 
 	return c
 }
 
-// Main runs a package's tests and stops the shared cluster after them.
-func Main(m *testing.M) int {
+// wholePackage reports whether every test of the package is to run: no
+// -run names some of them, and -list does not ask for their names only.
+func wholePackage() bool {
+	for _, name := range []string{"test.run", "test.list"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// startShared starts the shared cluster once; callers after the first
+// wait for it.
+func startShared() { once.Do(func() { shared, startErr = start() }) }
+
+// Prestart names a cluster Main starts before the first test.
+type Prestart int
+
+const (
+	// PrestartShared starts Shared's cluster.
+	PrestartShared Prestart = iota
+	// PrestartSecure starts SharedSecure's cluster and its KDC.
+	PrestartSecure
+)
+
+// Main runs a package's tests and stops the shared clusters after them.
+// When the whole package runs (no -run), it starts the clusters pre names
+// in the background first, so that their JVMs start while the first tests
+// run instead of one after another when each is first used; a single test
+// asked for by name starts only what it uses.
+func Main(m *testing.M, pre ...Prestart) int {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	var wg sync.WaitGroup
+	if wholePackage() {
+		for _, p := range pre {
+			switch p {
+			case PrestartShared:
+				wg.Go(startShared)
+			case PrestartSecure:
+				wg.Go(startSecureOnce)
+			}
+		}
+	}
 	code := m.Run()
+	// A start still under way ends before the clusters are stopped.
+	wg.Wait()
 	if shared != nil {
 		shared.Stop()
 	}

@@ -55,7 +55,7 @@ const SecureDataTransferProtection = "authentication,integrity,privacy"
 // when Java, Maven or MIT Kerberos is missing.
 func SharedSecure(t testing.TB) *SecureCluster {
 	t.Helper()
-	secureOnce.Do(func() { secure, secureStartErr = startSecure() })
+	startSecureOnce()
 	if secureSkipWhy != "" {
 		t.Skip(secureSkipWhy)
 	}
@@ -64,6 +64,10 @@ func SharedSecure(t testing.TB) *SecureCluster {
 	}
 	return secure
 }
+
+// startSecureOnce starts the secure cluster once; callers after the first
+// wait for it.
+func startSecureOnce() { secureOnce.Do(func() { secure, secureStartErr = startSecure() }) }
 
 func startSecure() (*SecureCluster, error) {
 	if secureSkipWhy = skipReason(); secureSkipWhy != "" {

@@ -14,6 +14,7 @@ import (
 // ApplicationMaster over HTTPS (its URL, as the gateway's and the AM's
 // logs give it), every call signed, and the job succeeds.
 func TestJobTLSAMAPI(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	for _, mode := range []struct{ name, line string }{
 		{"client", "following the ApplicationMaster"},

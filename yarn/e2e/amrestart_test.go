@@ -30,6 +30,7 @@ const amRows, amRanks, amEpochs = 24000, 2, 4
 // holds them): the goal is at most the undisturbed time plus the time
 // since the last checkpoint plus 30 s.
 func TestAMKilledResumes(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	local, err := rowsum.WriteIDs(t.TempDir(), amRows)
 	if err != nil {

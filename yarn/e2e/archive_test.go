@@ -18,6 +18,7 @@ import (
 // with the default heartbeat timeout: the executors heartbeat while they
 // unpack it, however long that takes.
 func TestArchiveOfManyFiles(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	work := t.TempDir()
 	writeManyFileArchive(t, filepath.Join(work, "env.tar.gz"), 40000)

@@ -39,6 +39,7 @@ func report(t *testing.T, hc *hadooptest.Cluster, stderr string) (string, *pb.Ap
 // application and its tracking URL, streams the driver's output, and exits
 // 0; YARN reports the application SUCCEEDED; staging is gone.
 func TestClusterModeLogReg(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	input := putData(t, hc, "/data/logreg-cluster")
 	code, stdout, stderr := submit(t, hc.ConfDir, 4*time.Minute,
@@ -85,6 +86,7 @@ func TestClusterModeLogReg(t *testing.T) {
 // --files, --py-files and --archives (under its alias) reached the
 // executors through the staging directory.
 func TestClusterModeFailure(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "note.txt"), []byte("note-from-the-gateway\n"), 0o644)
@@ -94,8 +96,7 @@ func TestClusterModeFailure(t *testing.T) {
 	if out, err := exec.Command("tar", "-czf", filepath.Join(dir, "pack.tgz"), "-C", filepath.Join(dir, "pack"), "inside.txt").CombinedOutput(); err != nil {
 		t.Fatalf("tar: %v %s", err, out)
 	}
-	t.Chdir(dir)
-	code, stdout, stderr := submit(t, hc.ConfDir, 4*time.Minute,
+	code, stdout, stderr := submitIn(t, dir, hc.ConfDir, 4*time.Minute,
 		"--deploy-mode", "cluster", "--name", "fails", "--num-executors", "2", "--executor-memory", "256m",
 		"--files", "note.txt", "--py-files", "helper.py", "--archives", "pack.tgz#stuff", "--",
 		"sh", "-c", `cat "$SPINDLE_FILES_DIR/note.txt" stuff/inside.txt; test -f helper.py && echo py-file-here; if [ "$SPINDLE_RANK" = 1 ]; then echo boom-on-rank-1 >&2; exit 3; fi; sleep 30`)
@@ -120,6 +121,7 @@ func TestClusterModeFailure(t *testing.T) {
 // TestClusterModeInterrupted: Ctrl-C on the gateway stops a cluster-mode
 // application (final status KILLED), exits 130 and leaves no staging.
 func TestClusterModeInterrupted(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	r := start(t, hc.ConfDir, "--deploy-mode", "cluster", "--name", "cluster-interrupted", "--num-executors", "2",
 		"--executor-memory", "256m", "--", "sleep", "120")
@@ -147,11 +149,11 @@ func TestClusterModeInterrupted(t *testing.T) {
 // TestClusterModeBadInput: what cluster mode cannot do is refused before
 // anything is submitted, with exit status 2.
 func TestClusterModeBadInput(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "data"), 0o755)
 	os.WriteFile(filepath.Join(dir, "data", "d.csv"), []byte("x,label\n1,0\n"), 0o644)
-	t.Chdir(dir)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -168,7 +170,7 @@ func TestClusterModeBadInput(t *testing.T) {
 			"--executor-memory 8g plus 128 MiB spindle.yarn.executor.memoryOverhead) but YARN's largest container is 4096 MiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, stderr := submit(t, hc.ConfDir, time.Minute, tc.args...)
+			code, _, stderr := submitIn(t, dir, hc.ConfDir, time.Minute, tc.args...)
 			if code != 2 || !strings.Contains(stderr, tc.want) {
 				t.Fatalf("exit %d, want 2 naming %q:\n%s", code, tc.want, stderr)
 			}
@@ -222,6 +224,7 @@ var registeredRE = regexp.MustCompile(`executor registered.*executor=(exec-\d+).
 // attempt; the first attempt's executors are gone before the second
 // gang registers (never two live gangs).
 func TestClusterModeSecondAttempt(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	r := start(t, hc.ConfDir, "--deploy-mode", "cluster", "--name", "second-attempt", "--num-executors", "2",
 		"--executor-memory", "256m", "--conf", "spindle.yarn.maxAppAttempts=2", "--", "sleep", "6")
@@ -260,6 +263,7 @@ func TestClusterModeSecondAttempt(t *testing.T) {
 // rejoin the driver on the gateway; it ends the application FAILED,
 // saying so, without starting executors, and the job fails.
 func TestClientModeSecondAttempt(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	r := start(t, hc.ConfDir, "--name", "client-second-attempt", "--num-executors", "2",
 		"--executor-memory", "256m", "--conf", "spindle.yarn.maxAppAttempts=2", "--", "sleep", "120")
@@ -286,6 +290,7 @@ func TestClientModeSecondAttempt(t *testing.T) {
 // the job saying who killed it, with exit status yarn.ExitKilled, and
 // leaves no staging behind.
 func TestClusterModeKilled(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	r := start(t, hc.ConfDir, "--deploy-mode", "cluster", "--name", "cluster-killed", "--num-executors", "2",
 		"--executor-memory", "256m", "--", "sleep", "120")

@@ -16,6 +16,7 @@ import (
 // as docs/yarn.md says (yarn logs -applicationId is where Hadoop users
 // look).
 func TestExecutorOutputInContainerLogs(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	for _, mode := range []string{"client", "cluster"} {
 		t.Run(mode, func(t *testing.T) {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os/exec"
@@ -22,19 +23,26 @@ import (
 var localizingLine = regexp.MustCompile(`rank \d+ on \S+: localizing: \d+ of [1-9]\d* bytes`)
 
 // TestStatusShowsLocalizingRanks: while the executors of a running YARN
-// job unpack an archive of 100,000 small files (what a packed Python
-// environment looks like), spindle status APP_ID shows the ranks as
+// job unpack an archive of many small files (what a packed Python
+// environment looks like: 40,000, or 100,000 under make test-long, which
+// takes two minutes more), spindle status APP_ID shows the ranks as
 // localizing with the bytes read so far, from the job's API that the
 // ResourceManager names, and that API (at the application's original
 // tracking URL) gives the rank's state as localizing; once unpacked, the
 // job runs and succeeds.
 func TestStatusShowsLocalizingRanks(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	work := t.TempDir()
-	writeManyFileArchive(t, filepath.Join(work, "env.tar.gz"), 100000)
+	files := 40000
+	if longTests() {
+		files = 100000
+	}
+	writeManyFileArchive(t, filepath.Join(work, "env.tar.gz"), files)
+	lastFile := fmt.Sprintf("env/lib/d%d/f%d.py", (files-1)/1000, files-1)
 	r := start(t, hc.ConfDir, "--name", "localizing", "--num-executors", "2", "--executor-memory", "256m",
 		"--conf", "spindle.executor.heartbeatInterval=200ms", "--archives", filepath.Join(work, "env.tar.gz")+"#env",
-		"--", "sh", "-c", "test -f env/lib/d99/f99999.py && echo unpacked-$SPINDLE_RANK")
+		"--", "sh", "-c", "test -f "+lastFile+" && echo unpacked-$SPINDLE_RANK")
 	app := r.waitFor(t, appRE, time.Minute)[1]
 	r.waitFor(t, regexp.MustCompile(`all executors registered`), 2*time.Minute)
 	id, _ := client.ParseAppID(app)

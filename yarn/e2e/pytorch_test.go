@@ -17,6 +17,7 @@ import (
 // the real mini cluster, fed from its HDFS, in client and in cluster mode:
 // every rank ends with the same model.
 func TestPyTorchOnYARN(t *testing.T) {
+	t.Parallel()
 	const python = "/usr/bin/python3"
 	if err := exec.Command(python, "-c", "import torch, numpy").Run(); err != nil {
 		t.Skipf("%s cannot import torch and numpy (make deps installs python3-torch): %v", python, err)

@@ -81,6 +81,7 @@ func readmeCommand(t *testing.T, root, marker string) []string {
 // is shipped and found by ps 0 as the training command's is by the chief
 // and workers.
 func TestReadmeTensorFlowOnYARN(t *testing.T) {
+	t.Parallel()
 	py := testVenvPython(t)
 	hc := hadooptest.Shared(t)
 	root := repoRoot(t)

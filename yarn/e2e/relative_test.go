@@ -18,6 +18,7 @@ import (
 // (-- bin/logreg), which the gateway ships through the HDFS staging
 // directory, keeps its execute bit and runs on every executor.
 func TestClusterModeRelativeProgram(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	input := putData(t, hc, "/data/logreg-relative")
 	work := t.TempDir()

@@ -408,6 +408,7 @@ func TestRealSecurePyTorch(t *testing.T) {
 // privacy, and exits 0; with a principal
 // the realm does not have it exits 2, naming the login.
 func TestRealSecureDoctor(t *testing.T) {
+	t.Parallel()
 	sc := hadooptest.SharedSecure(t)
 	// The ResourceManager and the namenode over GSSAPI at privacy: the
 	// configuration asks for nothing less.

@@ -36,11 +36,12 @@ var (
 // each time; YARN reports Spark's application succeeded and ran one more
 // Spindle application.
 func TestSparkOnYARNIntoSpindle(t *testing.T) {
+	t.Parallel()
 	py, jars := sparkPython(t)
 	hc := hadooptest.Shared(t)
 	standalone := startStandalone(t)
 	masters := []string{"yarn", standalone.master}
-	before := spindleApps(t, hc)
+	before := spindleApps(t, hc, sparkJobName)
 	out := runSparkDriver(t, hc, py, jars, masters, "SPINDLE_CLUSTER_SECRET="+standalone.secret)
 	fed := fedRE.FindAllStringSubmatch(out, -1)
 	if len(fed) != len(masters) {
@@ -61,7 +62,7 @@ func TestSparkOnYARNIntoSpindle(t *testing.T) {
 		}
 	}
 	sparkSucceeded(t, hc, out)
-	if after := spindleApps(t, hc); after != before+1 {
+	if after := spindleApps(t, hc, sparkJobName); after != before+1 {
 		t.Errorf("want one more Spindle application on YARN, got %d then %d", before, after)
 	}
 }
@@ -134,12 +135,22 @@ func sparkSucceeded(t *testing.T, hc *hadooptest.Cluster, out string) {
 	}
 }
 
-// spindleApps counts the Spindle applications YARN knows.
-func spindleApps(t *testing.T, hc *hadooptest.Cluster) int {
+// sparkJobName is the name testdata/spark_push.py gives its Spindle jobs.
+const sparkJobName = "spark-into-spindle"
+
+// spindleApps counts the Spindle applications named name that YARN knows
+// (by name: the package's other tests run theirs beside).
+func spindleApps(t *testing.T, hc *hadooptest.Cluster, name string) int {
 	t.Helper()
 	apps, err := rmClient(t, hc).Applications(context.Background(), yarn.ApplicationType)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(apps)
+	n := 0
+	for _, a := range apps {
+		if a.GetName() == name {
+			n++
+		}
+	}
+	return n
 }

@@ -87,6 +87,7 @@ func runArchive(t *testing.T, confDir, work, mode string, c archiveCase) string 
 // runs the training command's env/bin/python in both deploy modes with the
 // default settings.
 func TestVenvPackEnvironment(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	work := t.TempDir()
 	venvPackCase.write(t, filepath.Join(work, venvPackCase.file))
@@ -105,6 +106,7 @@ func TestVenvPackEnvironment(t *testing.T) {
 // normal tier runs each case once (TestVenvPackEnvironment,
 // TestArchiveOfManyFiles).
 func TestArchiveRepeat(t *testing.T) {
+	t.Parallel()
 	n, _ := strconv.Atoi(os.Getenv("SPINDLE_REPEAT"))
 	if n <= 0 {
 		t.Skip("set SPINDLE_REPEAT=N to run the archive jobs N times in each deploy mode")

@@ -59,8 +59,15 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	return hadooptest.Main(m)
+	return hadooptest.Main(m, hadooptest.PrestartShared, hadooptest.PrestartSecure)
 }
+
+// EnvLong, set to 1 (make test-long), gives the tests that have a long
+// form their long form: the same assertions on more data.
+const EnvLong = "SPINDLE_TEST_LONG"
+
+// longTests reports whether the long forms were asked for.
+func longTests() bool { return os.Getenv(EnvLong) == "1" }
 
 // env is the environment of spindle: no admin defaults, HADOOP_CONF_DIR as
 // given.
@@ -156,6 +163,7 @@ func currentUser() string {
 // TestClientModeLogReg runs the Go logistic-regression example on three
 // NodeManagers, reading its input from the real HDFS.
 func TestClientModeLogReg(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	input := putData(t, hc, "/data/logreg")
 	code, stdout, stderr := submit(t, hc.ConfDir, 4*time.Minute,
@@ -191,6 +199,7 @@ func TestClientModeLogReg(t *testing.T) {
 // containers: 2 workers and 2 servers, the servers run by the containers'
 // own spindle binary. The sparse example trains to its known model's AUC.
 func TestBuiltinPSOnYARN(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	code, stdout, stderr := submit(t, hc.ConfDir, 4*time.Minute,
 		"--name", "yarn-ps", "--queue", "default", "--num-executors", "2", "--executor-memory", "256m",
@@ -243,6 +252,7 @@ func TestGangTimeout(t *testing.T) {
 // answer, fail before anything runs (exit 2) with a line naming the fix or
 // the address.
 func TestBadSetup(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	os.WriteFile(filepath.Join(data, "d.csv"), []byte("x,label\n1,0\n"), 0o644)
 	dead := testaddr.Refusing(t)
@@ -332,6 +342,7 @@ func (r *running) wait(t *testing.T, within time.Duration) int {
 // with the executor, host and container in its message; the application
 // ends FAILED and its staging directory goes.
 func TestContainerKilled(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	data := t.TempDir()
 	os.WriteFile(filepath.Join(data, "d.csv"), []byte("x,label\n1,0\n2,1\n"), 0o644)
@@ -358,6 +369,7 @@ func TestContainerKilled(t *testing.T) {
 // TestInterrupted: Ctrl-C on the gateway kills the application and removes
 // its staging directory.
 func TestInterrupted(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	data := t.TempDir()
 	os.WriteFile(filepath.Join(data, "d.csv"), []byte("x,label\n1,0\n2,1\n"), 0o644)
@@ -380,6 +392,7 @@ func TestInterrupted(t *testing.T) {
 // TestStatusAndKill: spindle status and spindle kill take YARN application
 // ids; a killed application fails its job and leaves no staging behind.
 func TestStatusAndKill(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	data := t.TempDir()
 	os.WriteFile(filepath.Join(data, "d.csv"), []byte("x,label\n1,0\n2,1\n"), 0o644)
@@ -451,6 +464,7 @@ func TestStatusAndKill(t *testing.T) {
 // input is pushed says where producers push, from the driver's web UI
 // the ResourceManager names.
 func TestStatusShowsPushedInput(t *testing.T) {
+	t.Parallel()
 	hc := hadooptest.Shared(t)
 	addr := testaddr.Free(t)
 	tokenFile := filepath.Join(t.TempDir(), "producer.token")

@@ -59,6 +59,8 @@ def main():
         for master in masters:
             ranks = spindle.spark.train(df, read_ids, num_workers=2, label="label", master=master, all_ranks=True,
                                         python=sys.executable, executor_memory="256m",
+                                        # The test counts the YARN applications of this name.
+                                        name="spark-into-spindle",
                                         # Correctness, not failure detection, on a loaded machine.
                                         conf={"spindle.network.interface": "lo",
                                               "spindle.executor.heartbeatTimeout": "60s"})

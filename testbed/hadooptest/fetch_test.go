@@ -1,0 +1,53 @@
+package hadooptest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// TestFetchSideBySide: test binaries run side by side (go test runs
+// packages in parallel, make test-hadoop runs the hdfs tier beside the
+// hadoop tier), and each builds the launcher when it is not built yet.
+// Two builds into one empty cache at once all succeed and leave one
+// launcher. (They once shared one temporary classpath file, and the
+// builds that lost the race to rename it failed.)
+func TestFetchSideBySide(t *testing.T) {
+	for _, tool := range []string{"java", "javac", "mvn"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (scripts/install-deps.sh installs it)", tool)
+		}
+	}
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(root, "scripts", "hadoop-minicluster.sh")
+	cache := t.TempDir()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Go(func() {
+			cmd := exec.Command(script, "--fetch")
+			cmd.Env = append(os.Environ(), "SPINDLE_HADOOP_CACHE="+cache)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				errs[i] = fmt.Errorf("build %d: %v\n%s", i, err, out)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	classes, _ := filepath.Glob(filepath.Join(cache, "classes-*", "SpindleMiniCluster.class"))
+	paths, _ := filepath.Glob(filepath.Join(cache, "classpath-*.txt"))
+	left, _ := filepath.Glob(filepath.Join(cache, "build.*"))
+	if len(classes) != 1 || len(paths) != 1 || len(left) != 0 {
+		t.Fatalf("cache after two builds: launchers %q, classpaths %q, build directories left %q; want one launcher and its classpath", classes, paths, left)
+	}
+}
