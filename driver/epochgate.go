@@ -1,0 +1,150 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/spindle-ml/spindle/feed"
+)
+
+// errEpochsEnded refuses a deal that no running feed can serve: every
+// epoch has ended, so the rows would be lost; the job restarts smaller at
+// its checkpoint instead.
+var errEpochsEnded = errors.New("driver: the survivors' feeds have ended every epoch")
+
+// epochGate answers the survivors' held epoch ends while a job with input
+// goes on in place (docs/reliability.md, "Going on in place"). An epoch
+// ends when every live worker's feed has reached its end with no loss
+// waiting for its deal and nothing dealt left to serve; a worker dealt
+// rows of a lost rank gets them instead, and asks again after them. Rows
+// dealt for an epoch that has already ended are served at the end of the
+// worker's next epoch. Members are named by executor id: ranks change as
+// the world shrinks. Not wired in yet.
+type epochGate struct {
+	epochs int
+
+	mu      sync.Mutex
+	live    map[string]bool
+	held    map[string]int // the epoch whose end a member's feed waits at
+	dealt   map[string][]continuation
+	ended   int  // epochs before this one have ended
+	pending bool // a member was lost and its rest is not dealt yet
+	changed chan struct{}
+}
+
+// continuation is rows of a lost rank dealt to a survivor: segments of
+// its epoch, padded to pad batches.
+type continuation struct {
+	epoch int
+	segs  []feed.Segment
+	pad   int64
+}
+
+// newEpochGate gates the epochs of a job of epochs epochs fed to members.
+func newEpochGate(epochs int, members []string) *epochGate {
+	g := &epochGate{epochs: epochs, live: map[string]bool{}, held: map[string]int{},
+		dealt: map[string][]continuation{}, changed: make(chan struct{})}
+	for _, id := range members {
+		g.live[id] = true
+	}
+	return g
+}
+
+// Held is member id's feed at the end of epoch: it waits for the rows
+// dealt to it (segments and pad) or for the epoch's end (none), or ctx.
+func (g *epochGate) Held(ctx context.Context, id string, epoch int) ([]feed.Segment, int64, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.live[id] {
+		return nil, 0, fmt.Errorf("driver: executor %s is not a member of the running gang", id)
+	}
+	g.held[id] = epoch
+	g.settleLocked()
+	for {
+		if q := g.dealt[id]; len(q) > 0 && q[0].epoch <= epoch {
+			g.dealt[id] = q[1:]
+			delete(g.held, id)
+			return q[0].segs, q[0].pad, nil
+		}
+		if g.ended > epoch {
+			return nil, 0, nil
+		}
+		changed := g.changed
+		g.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+		}
+		g.mu.Lock()
+		if err := ctx.Err(); err != nil {
+			if g.held[id] == epoch {
+				delete(g.held, id)
+			}
+			return nil, 0, err
+		}
+	}
+}
+
+// settleLocked ends the epochs that may end and wakes every waiter to
+// look again; g.mu is held. Every change of the gate's state ends here,
+// so that whether an epoch ended is decided when the change is made.
+func (g *epochGate) settleLocked() {
+	for g.ended < g.epochs && g.endsLocked(g.ended) {
+		g.ended++
+	}
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+// endsLocked says whether epoch may end: every live member waits at its
+// end, no loss waits for its deal, and nothing dealt for it is unserved.
+func (g *epochGate) endsLocked(epoch int) bool {
+	if g.pending {
+		return false
+	}
+	for id := range g.live {
+		if e, ok := g.held[id]; !ok || e != epoch {
+			return false
+		}
+		if q := g.dealt[id]; len(q) > 0 && q[0].epoch <= epoch {
+			return false
+		}
+	}
+	return true
+}
+
+// Lost drops member id: no epoch ends until Deal is called. It returns
+// the rows dealt to id that it had not served, for the caller to deal
+// again with the rest of id's epoch.
+func (g *epochGate) Lost(id string) []continuation {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	q := g.dealt[id]
+	delete(g.live, id)
+	delete(g.held, id)
+	delete(g.dealt, id)
+	g.pending = true
+	g.settleLocked()
+	return q
+}
+
+// Deal gives members the rows of the lost rank dealt to them for epoch
+// (parts, by executor id, each padded to pad batches) and lets epochs end
+// again. It fails, dealing nothing, when every epoch has ended.
+func (g *epochGate) Deal(epoch int, parts map[string][]feed.Segment, pad int64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ended >= g.epochs {
+		return errEpochsEnded
+	}
+	for id, segs := range parts {
+		if g.live[id] && len(segs) > 0 {
+			g.dealt[id] = append(g.dealt[id], continuation{epoch: epoch, segs: segs, pad: pad})
+		}
+	}
+	g.pending = false
+	g.settleLocked()
+	return nil
+}

@@ -1,0 +1,166 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/spindle-ml/spindle/feed"
+)
+
+// held is one answer of the gate to a member's held epoch end.
+type held struct {
+	segs []feed.Segment
+	err  error
+}
+
+// askHeld asks the gate, in the background, about id's end of epoch.
+func askHeld(ctx context.Context, g *epochGate, id string, epoch int) <-chan held {
+	ch := make(chan held, 1)
+	go func() {
+		segs, _, err := g.Held(ctx, id, epoch)
+		ch <- held{segs, err}
+	}()
+	return ch
+}
+
+// waitWaiting waits until n members' feeds wait at an epoch's end.
+func waitWaiting(t *testing.T, g *epochGate, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		g.mu.Lock()
+		got := len(g.held)
+		g.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d feeds wait at an epoch's end, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// endedEpochs is how many epochs the gate has ended.
+func endedEpochs(g *epochGate) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ended
+}
+
+// answer waits for an answer of the gate.
+func answer(t *testing.T, ch <-chan held) held {
+	t.Helper()
+	select {
+	case h := <-ch:
+		return h
+	case <-time.After(30 * time.Second):
+		t.Fatal("the gate did not answer")
+		return held{}
+	}
+}
+
+// notYet checks that none of chs has an answer.
+func notYet(t *testing.T, what string, chs ...<-chan held) {
+	t.Helper()
+	for i, ch := range chs {
+		select {
+		case h := <-ch:
+			t.Fatalf("%s: waiter %d answered %+v", what, i, h)
+		default:
+		}
+	}
+}
+
+// TestEpochGateEndsWhenEveryMemberWaits: an epoch ends for no member until
+// every live member's feed waits at its end.
+func TestEpochGateEndsWhenEveryMemberWaits(t *testing.T) {
+	ctx := context.Background()
+	g := newEpochGate(2, []string{"a", "b", "c"})
+	a, b := askHeld(ctx, g, "a", 0), askHeld(ctx, g, "b", 0)
+	waitWaiting(t, g, 2)
+	if e := endedEpochs(g); e != 0 {
+		t.Fatalf("with two of three at the end, %d epochs ended", e)
+	}
+	notYet(t, "two of three at the end", a, b)
+	c := askHeld(ctx, g, "c", 0)
+	for _, ch := range []<-chan held{a, b, c} {
+		if h := answer(t, ch); h.err != nil || h.segs != nil {
+			t.Fatalf("epoch 0 answered %+v, want its end", h)
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	a = askHeld(cctx, g, "a", 1)
+	waitWaiting(t, g, 3)
+	cancel()
+	if h := answer(t, a); !errors.Is(h.err, context.Canceled) {
+		t.Fatalf("a cancelled wait answered %+v", h)
+	}
+}
+
+// TestEpochGateDealsALostRanksRest: with the survivors at the end of
+// epoch 0 and a member lost, the epoch waits for the deal; each survivor
+// then gets its part, and the epoch ends once they ask again.
+func TestEpochGateDealsALostRanksRest(t *testing.T) {
+	ctx := context.Background()
+	g := newEpochGate(2, []string{"a", "b", "c"})
+	a, b := askHeld(ctx, g, "a", 0), askHeld(ctx, g, "b", 0)
+	waitWaiting(t, g, 2)
+	if q := g.Lost("c"); q != nil {
+		t.Fatalf("a member dealt nothing left %v unserved", q)
+	}
+	if e := endedEpochs(g); e != 0 {
+		t.Fatalf("a loss not dealt yet ended %d epochs", e)
+	}
+	notYet(t, "a loss not dealt yet", a, b)
+	parts := map[string][]feed.Segment{"a": {{Rank: 2, RowStart: 40, RowEnd: 60}}, "b": {{Rank: 2, RowStart: 60, RowEnd: 70}}}
+	if err := g.Deal(0, parts, 0); err != nil {
+		t.Fatal(err)
+	}
+	for id, ch := range map[string]<-chan held{"a": a, "b": b} {
+		if h := answer(t, ch); h.err != nil || fmt.Sprint(h.segs) != fmt.Sprint(parts[id]) {
+			t.Fatalf("%s was dealt %+v, want %v", id, h, parts[id])
+		}
+	}
+	a = askHeld(ctx, g, "a", 0)
+	waitWaiting(t, g, 1)
+	if e := endedEpochs(g); e != 0 {
+		t.Fatalf("with b still serving its part, %d epochs ended", e)
+	}
+	notYet(t, "b still serving its part", a)
+	b = askHeld(ctx, g, "b", 0)
+	for _, ch := range []<-chan held{a, b} {
+		if h := answer(t, ch); h.err != nil || h.segs != nil {
+			t.Fatalf("after the rest epoch 0 answered %+v, want its end", h)
+		}
+	}
+}
+
+// TestEpochGateCarriesALateDeal: a member lost after its epoch ended for
+// everyone has its rest served at the end of the survivors' next epoch;
+// after the last epoch a deal is refused, as no feed could serve it.
+func TestEpochGateCarriesALateDeal(t *testing.T) {
+	ctx := context.Background()
+	g := newEpochGate(2, []string{"a", "b"})
+	a, b := askHeld(ctx, g, "a", 0), askHeld(ctx, g, "b", 0)
+	answer(t, a)
+	answer(t, b)
+	g.Lost("b")
+	rest := []feed.Segment{{Rank: 1, RowStart: 90, RowEnd: 100}}
+	if err := g.Deal(0, map[string][]feed.Segment{"a": rest}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if h := answer(t, askHeld(ctx, g, "a", 1)); fmt.Sprint(h.segs) != fmt.Sprint(rest) {
+		t.Fatalf("the end of epoch 1 answered %+v, want epoch 0's late rest", h)
+	}
+	if h := answer(t, askHeld(ctx, g, "a", 1)); h.err != nil || h.segs != nil {
+		t.Fatalf("epoch 1 answered %+v, want its end", h)
+	}
+	g.Lost("a")
+	if err := g.Deal(1, nil, 0); !errors.Is(err, errEpochsEnded) {
+		t.Fatalf("a deal after the last epoch: %v, want errEpochsEnded", err)
+	}
+}
