@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"sync"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/feed"
 )
 
@@ -24,6 +28,7 @@ var errEpochsEnded = errors.New("driver: the survivors' feeds have ended every e
 // the world shrinks. Not wired in yet.
 type epochGate struct {
 	epochs int
+	stop   <-chan struct{} // closed when the driver shuts down
 
 	mu      sync.Mutex
 	live    map[string]bool
@@ -42,9 +47,10 @@ type continuation struct {
 	pad   int64
 }
 
-// newEpochGate gates the epochs of a job of epochs epochs fed to members.
-func newEpochGate(epochs int, members []string) *epochGate {
-	g := &epochGate{epochs: epochs, live: map[string]bool{}, held: map[string]int{},
+// newEpochGate gates the epochs of a job of epochs epochs fed to members,
+// until stop is closed.
+func newEpochGate(epochs int, members []string, stop <-chan struct{}) *epochGate {
+	g := &epochGate{epochs: epochs, stop: stop, live: map[string]bool{}, held: map[string]int{},
 		dealt: map[string][]continuation{}, changed: make(chan struct{})}
 	for _, id := range members {
 		g.live[id] = true
@@ -53,7 +59,8 @@ func newEpochGate(epochs int, members []string) *epochGate {
 }
 
 // Held is member id's feed at the end of epoch: it waits for the rows
-// dealt to it (segments and pad) or for the epoch's end (none), or ctx.
+// dealt to it (segments and pad) or for the epoch's end (none), ctx, or
+// the gate's stop (errStopped).
 func (g *epochGate) Held(ctx context.Context, id string, epoch int) ([]feed.Segment, int64, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -73,12 +80,16 @@ func (g *epochGate) Held(ctx context.Context, id string, epoch int) ([]feed.Segm
 		}
 		changed := g.changed
 		g.mu.Unlock()
+		var err error
 		select {
 		case <-changed:
 		case <-ctx.Done():
+			err = ctx.Err()
+		case <-g.stop:
+			err = errStopped
 		}
 		g.mu.Lock()
-		if err := ctx.Err(); err != nil {
+		if err != nil {
 			if g.held[id] == epoch {
 				delete(g.held, id)
 			}
@@ -147,4 +158,24 @@ func (g *epochGate) Deal(epoch int, parts map[string][]feed.Segment, pad int64) 
 	g.pending = false
 	g.settleLocked()
 	return nil
+}
+
+// HoldEpoch answers a worker's feed that holds the end of an epoch: with
+// the rows of a lost rank dealt to it, or, once the epoch ends for every
+// live worker, with none. It waits for that, the caller's context, or the
+// driver's stop.
+func (s *controlServer) HoldEpoch(ctx context.Context, req *driverpb.HoldEpochRequest) (*driverpb.HoldEpochResponse, error) {
+	if s.gate == nil {
+		return nil, status.Error(codes.FailedPrecondition, "driver: this job's epochs end without the driver (it does not go on in place with input)")
+	}
+	segs, pad, err := s.gate.Held(ctx, req.GetExecutorId(), int(req.GetEpoch()))
+	switch {
+	case err == nil:
+		return &driverpb.HoldEpochResponse{Rest: driverpb.SegmentsFromFeed(segs), RestBatches: pad}, nil
+	case errors.Is(err, errStopped):
+		return nil, status.Error(codes.Unavailable, "driver: shutting down")
+	case ctx.Err() != nil:
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	return nil, status.Error(codes.FailedPrecondition, err.Error())
 }

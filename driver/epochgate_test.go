@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/feed"
 )
 
@@ -79,7 +83,7 @@ func notYet(t *testing.T, what string, chs ...<-chan held) {
 // every live member's feed waits at its end.
 func TestEpochGateEndsWhenEveryMemberWaits(t *testing.T) {
 	ctx := context.Background()
-	g := newEpochGate(2, []string{"a", "b", "c"})
+	g := newEpochGate(2, []string{"a", "b", "c"}, nil)
 	a, b := askHeld(ctx, g, "a", 0), askHeld(ctx, g, "b", 0)
 	waitWaiting(t, g, 2)
 	if e := endedEpochs(g); e != 0 {
@@ -106,7 +110,7 @@ func TestEpochGateEndsWhenEveryMemberWaits(t *testing.T) {
 // then gets its part, and the epoch ends once they ask again.
 func TestEpochGateDealsALostRanksRest(t *testing.T) {
 	ctx := context.Background()
-	g := newEpochGate(2, []string{"a", "b", "c"})
+	g := newEpochGate(2, []string{"a", "b", "c"}, nil)
 	a, b := askHeld(ctx, g, "a", 0), askHeld(ctx, g, "b", 0)
 	waitWaiting(t, g, 2)
 	if q := g.Lost("c"); q != nil {
@@ -144,7 +148,7 @@ func TestEpochGateDealsALostRanksRest(t *testing.T) {
 // after the last epoch a deal is refused, as no feed could serve it.
 func TestEpochGateCarriesALateDeal(t *testing.T) {
 	ctx := context.Background()
-	g := newEpochGate(2, []string{"a", "b"})
+	g := newEpochGate(2, []string{"a", "b"}, nil)
 	a, b := askHeld(ctx, g, "a", 0), askHeld(ctx, g, "b", 0)
 	answer(t, a)
 	answer(t, b)
@@ -162,5 +166,56 @@ func TestEpochGateCarriesALateDeal(t *testing.T) {
 	g.Lost("a")
 	if err := g.Deal(1, nil, 0); !errors.Is(err, errEpochsEnded) {
 		t.Fatalf("a deal after the last epoch: %v, want errEpochsEnded", err)
+	}
+}
+
+// TestHoldEpochOverTheControlPlane: the driver refuses a held epoch end
+// when it gates no epochs or the asker is not a member, hands a survivor
+// its part of a lost rank's rest, ends the epoch, and lets go of waiters
+// when it stops.
+func TestHoldEpochOverTheControlPlane(t *testing.T) {
+	ctx := context.Background()
+	stop := make(chan struct{})
+	s := &controlServer{stop: stop}
+	if _, err := s.HoldEpoch(ctx, &driverpb.HoldEpochRequest{ExecutorId: "exec-1"}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("a job without a gate: %v, want refused", err)
+	}
+	s.gate = newEpochGate(2, []string{"exec-1", "exec-2", "exec-3"}, stop)
+	if _, err := s.HoldEpoch(ctx, &driverpb.HoldEpochRequest{ExecutorId: "exec-9"}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("an executor of no gang: %v, want refused", err)
+	}
+	type reply struct {
+		resp *driverpb.HoldEpochResponse
+		err  error
+	}
+	ask := func(id string, epoch int32) <-chan reply {
+		ch := make(chan reply, 1)
+		go func() {
+			resp, err := s.HoldEpoch(ctx, &driverpb.HoldEpochRequest{ExecutorId: id, Epoch: epoch})
+			ch <- reply{resp, err}
+		}()
+		return ch
+	}
+	first, third := ask("exec-1", 0), ask("exec-3", 0)
+	waitWaiting(t, s.gate, 2)
+	s.gate.Lost("exec-2")
+	rest := []feed.Segment{{Rank: 1, RowStart: 32, RowEnd: 50}}
+	if err := s.gate.Deal(0, map[string][]feed.Segment{"exec-1": rest}, 2); err != nil {
+		t.Fatal(err)
+	}
+	r := <-first
+	if r.err != nil || fmt.Sprint(driverpb.FeedSegments(r.resp.GetRest())) != fmt.Sprint(rest) || r.resp.GetRestBatches() != 2 {
+		t.Fatalf("the survivor was answered %v, %v; want its part %v padded to 2", r.resp, r.err, rest)
+	}
+	for _, ch := range []<-chan reply{ask("exec-1", 0), third} {
+		if r := <-ch; r.err != nil || len(r.resp.GetRest()) != 0 {
+			t.Fatalf("after the survivor's part the epoch answered %v, %v; want its end", r.resp, r.err)
+		}
+	}
+	waiting := ask("exec-1", 1) // exec-3 is not at the end of epoch 1
+	waitWaiting(t, s.gate, 2)
+	close(stop)
+	if r := <-waiting; status.Code(r.err) != codes.Unavailable {
+		t.Fatalf("a waiter when the driver stops: %v, want unavailable", r.err)
 	}
 }

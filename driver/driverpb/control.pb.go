@@ -26,6 +26,114 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type HoldEpochRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ExecutorId string                 `protobuf:"bytes,1,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	// epoch is the epoch, counting from 0, whose end the feed holds.
+	Epoch         int32 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldEpochRequest) Reset() {
+	*x = HoldEpochRequest{}
+	mi := &file_control_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldEpochRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldEpochRequest) ProtoMessage() {}
+
+func (x *HoldEpochRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldEpochRequest.ProtoReflect.Descriptor instead.
+func (*HoldEpochRequest) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *HoldEpochRequest) GetExecutorId() string {
+	if x != nil {
+		return x.ExecutorId
+	}
+	return ""
+}
+
+func (x *HoldEpochRequest) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type HoldEpochResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// rest, when set, is rows of a lost rank's epoch dealt to this worker,
+	// padded to rest_batches batches (as FeedTask.rest); empty when the
+	// epoch ends.
+	Rest          []*Segment `protobuf:"bytes,1,rep,name=rest,proto3" json:"rest,omitempty"`
+	RestBatches   int64      `protobuf:"varint,2,opt,name=rest_batches,json=restBatches,proto3" json:"rest_batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldEpochResponse) Reset() {
+	*x = HoldEpochResponse{}
+	mi := &file_control_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldEpochResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldEpochResponse) ProtoMessage() {}
+
+func (x *HoldEpochResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldEpochResponse.ProtoReflect.Descriptor instead.
+func (*HoldEpochResponse) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *HoldEpochResponse) GetRest() []*Segment {
+	if x != nil {
+		return x.Rest
+	}
+	return nil
+}
+
+func (x *HoldEpochResponse) GetRestBatches() int64 {
+	if x != nil {
+		return x.RestBatches
+	}
+	return 0
+}
+
 type FeedRowsRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	ExecutorId string                 `protobuf:"bytes,1,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
@@ -37,7 +145,7 @@ type FeedRowsRequest struct {
 
 func (x *FeedRowsRequest) Reset() {
 	*x = FeedRowsRequest{}
-	mi := &file_control_proto_msgTypes[0]
+	mi := &file_control_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +157,7 @@ func (x *FeedRowsRequest) String() string {
 func (*FeedRowsRequest) ProtoMessage() {}
 
 func (x *FeedRowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[0]
+	mi := &file_control_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +170,7 @@ func (x *FeedRowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedRowsRequest.ProtoReflect.Descriptor instead.
 func (*FeedRowsRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{0}
+	return file_control_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *FeedRowsRequest) GetExecutorId() string {
@@ -89,7 +197,7 @@ type FeedRowsResponse struct {
 
 func (x *FeedRowsResponse) Reset() {
 	*x = FeedRowsResponse{}
-	mi := &file_control_proto_msgTypes[1]
+	mi := &file_control_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -101,7 +209,7 @@ func (x *FeedRowsResponse) String() string {
 func (*FeedRowsResponse) ProtoMessage() {}
 
 func (x *FeedRowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[1]
+	mi := &file_control_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -114,7 +222,7 @@ func (x *FeedRowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedRowsResponse.ProtoReflect.Descriptor instead.
 func (*FeedRowsResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{1}
+	return file_control_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *FeedRowsResponse) GetRowsPerRank() []int64 {
@@ -134,7 +242,7 @@ type FetchFileRequest struct {
 
 func (x *FetchFileRequest) Reset() {
 	*x = FetchFileRequest{}
-	mi := &file_control_proto_msgTypes[2]
+	mi := &file_control_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -146,7 +254,7 @@ func (x *FetchFileRequest) String() string {
 func (*FetchFileRequest) ProtoMessage() {}
 
 func (x *FetchFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[2]
+	mi := &file_control_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -159,7 +267,7 @@ func (x *FetchFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchFileRequest.ProtoReflect.Descriptor instead.
 func (*FetchFileRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{2}
+	return file_control_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *FetchFileRequest) GetName() string {
@@ -182,7 +290,7 @@ type FileChunk struct {
 
 func (x *FileChunk) Reset() {
 	*x = FileChunk{}
-	mi := &file_control_proto_msgTypes[3]
+	mi := &file_control_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -194,7 +302,7 @@ func (x *FileChunk) String() string {
 func (*FileChunk) ProtoMessage() {}
 
 func (x *FileChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[3]
+	mi := &file_control_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -207,7 +315,7 @@ func (x *FileChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileChunk.ProtoReflect.Descriptor instead.
 func (*FileChunk) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{3}
+	return file_control_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FileChunk) GetData() []byte {
@@ -245,7 +353,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_control_proto_msgTypes[4]
+	mi := &file_control_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -257,7 +365,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[4]
+	mi := &file_control_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -270,7 +378,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{4}
+	return file_control_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegisterRequest) GetExecutorId() string {
@@ -320,7 +428,7 @@ type Peer struct {
 
 func (x *Peer) Reset() {
 	*x = Peer{}
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -332,7 +440,7 @@ func (x *Peer) String() string {
 func (*Peer) ProtoMessage() {}
 
 func (x *Peer) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -345,7 +453,7 @@ func (x *Peer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Peer.ProtoReflect.Descriptor instead.
 func (*Peer) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{5}
+	return file_control_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Peer) GetRank() int32 {
@@ -414,7 +522,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -426,7 +534,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,7 +547,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{6}
+	return file_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RegisterResponse) GetRank() int32 {
@@ -526,7 +634,7 @@ type Membership struct {
 
 func (x *Membership) Reset() {
 	*x = Membership{}
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -538,7 +646,7 @@ func (x *Membership) String() string {
 func (*Membership) ProtoMessage() {}
 
 func (x *Membership) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -551,7 +659,7 @@ func (x *Membership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Membership.ProtoReflect.Descriptor instead.
 func (*Membership) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{7}
+	return file_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Membership) GetVersion() int64 {
@@ -604,7 +712,7 @@ type Credentials struct {
 
 func (x *Credentials) Reset() {
 	*x = Credentials{}
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -616,7 +724,7 @@ func (x *Credentials) String() string {
 func (*Credentials) ProtoMessage() {}
 
 func (x *Credentials) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -629,7 +737,7 @@ func (x *Credentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credentials.ProtoReflect.Descriptor instead.
 func (*Credentials) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{8}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Credentials) GetGeneration() int64 {
@@ -666,7 +774,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +786,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +799,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{9}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Progress) GetRows() int64 {
@@ -777,7 +885,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +897,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +910,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HeartbeatRequest) GetExecutorId() string {
@@ -910,7 +1018,7 @@ type ModelSaved struct {
 
 func (x *ModelSaved) Reset() {
 	*x = ModelSaved{}
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1030,7 @@ func (x *ModelSaved) String() string {
 func (*ModelSaved) ProtoMessage() {}
 
 func (x *ModelSaved) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1043,7 @@ func (x *ModelSaved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelSaved.ProtoReflect.Descriptor instead.
 func (*ModelSaved) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{11}
+	return file_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ModelSaved) GetName() string {
@@ -980,7 +1088,7 @@ type Localizing struct {
 
 func (x *Localizing) Reset() {
 	*x = Localizing{}
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1100,7 @@ func (x *Localizing) String() string {
 func (*Localizing) ProtoMessage() {}
 
 func (x *Localizing) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1113,7 @@ func (x *Localizing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Localizing.ProtoReflect.Descriptor instead.
 func (*Localizing) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{12}
+	return file_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Localizing) GetDoneBytes() int64 {
@@ -1038,7 +1146,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1158,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1171,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{13}
+	return file_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Span) GetName() string {
@@ -1117,7 +1225,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1237,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1250,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{14}
+	return file_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Usage) GetCpuSeconds() float64 {
@@ -1193,7 +1301,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1205,7 +1313,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1218,7 +1326,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{15}
+	return file_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Report) GetStep() int64 {
@@ -1254,7 +1362,7 @@ type OutputLine struct {
 
 func (x *OutputLine) Reset() {
 	*x = OutputLine{}
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1374,7 @@ func (x *OutputLine) String() string {
 func (*OutputLine) ProtoMessage() {}
 
 func (x *OutputLine) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1387,7 @@ func (x *OutputLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLine.ProtoReflect.Descriptor instead.
 func (*OutputLine) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{16}
+	return file_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OutputLine) GetStderr() bool {
@@ -1317,7 +1425,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1437,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1450,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{17}
+	return file_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HeartbeatResponse) GetStop() bool {
@@ -1413,7 +1521,7 @@ type ExitReport struct {
 
 func (x *ExitReport) Reset() {
 	*x = ExitReport{}
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1533,7 @@ func (x *ExitReport) String() string {
 func (*ExitReport) ProtoMessage() {}
 
 func (x *ExitReport) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1546,7 @@ func (x *ExitReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitReport.ProtoReflect.Descriptor instead.
 func (*ExitReport) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{18}
+	return file_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExitReport) GetExecutorId() string {
@@ -1554,7 +1662,7 @@ type ExitAck struct {
 
 func (x *ExitAck) Reset() {
 	*x = ExitAck{}
-	mi := &file_control_proto_msgTypes[19]
+	mi := &file_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +1674,7 @@ func (x *ExitAck) String() string {
 func (*ExitAck) ProtoMessage() {}
 
 func (x *ExitAck) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[19]
+	mi := &file_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +1687,7 @@ func (x *ExitAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitAck.ProtoReflect.Descriptor instead.
 func (*ExitAck) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{19}
+	return file_control_proto_rawDescGZIP(), []int{21}
 }
 
 var File_control_proto protoreflect.FileDescriptor
@@ -1587,7 +1695,14 @@ var File_control_proto protoreflect.FileDescriptor
 const file_control_proto_rawDesc = "" +
 	"\n" +
 	"\rcontrol.proto\x12\x12spindle.control.v1\x1a\n" +
-	"task.proto\"F\n" +
+	"task.proto\"I\n" +
+	"\x10HoldEpochRequest\x12\x1f\n" +
+	"\vexecutor_id\x18\x01 \x01(\tR\n" +
+	"executorId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\"g\n" +
+	"\x11HoldEpochResponse\x12/\n" +
+	"\x04rest\x18\x01 \x03(\v2\x1b.spindle.control.v1.SegmentR\x04rest\x12!\n" +
+	"\frest_batches\x18\x02 \x01(\x03R\vrestBatches\"F\n" +
 	"\x0fFeedRowsRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
@@ -1731,14 +1846,15 @@ const file_control_proto_rawDesc = "" +
 	"\x0eoutput_dropped\x18\r \x01(\x03R\routputDropped\x12.\n" +
 	"\x05spans\x18\x0e \x03(\v2\x18.spindle.control.v1.SpanR\x05spans\x126\n" +
 	"\x06models\x18\x0f \x03(\v2\x1e.spindle.control.v1.ModelSavedR\x06models\"\t\n" +
-	"\aExitAck2\xb0\x03\n" +
+	"\aExitAck2\x8a\x04\n" +
 	"\aControl\x12U\n" +
 	"\bRegister\x12#.spindle.control.v1.RegisterRequest\x1a$.spindle.control.v1.RegisterResponse\x12X\n" +
 	"\tHeartbeat\x12$.spindle.control.v1.HeartbeatRequest\x1a%.spindle.control.v1.HeartbeatResponse\x12I\n" +
 	"\n" +
 	"ReportExit\x12\x1e.spindle.control.v1.ExitReport\x1a\x1b.spindle.control.v1.ExitAck\x12R\n" +
 	"\tFetchFile\x12$.spindle.control.v1.FetchFileRequest\x1a\x1d.spindle.control.v1.FileChunk0\x01\x12U\n" +
-	"\bFeedRows\x12#.spindle.control.v1.FeedRowsRequest\x1a$.spindle.control.v1.FeedRowsResponseB/Z-github.com/spindle-ml/spindle/driver/driverpbb\x06proto3"
+	"\bFeedRows\x12#.spindle.control.v1.FeedRowsRequest\x1a$.spindle.control.v1.FeedRowsResponse\x12X\n" +
+	"\tHoldEpoch\x12$.spindle.control.v1.HoldEpochRequest\x1a%.spindle.control.v1.HoldEpochResponseB/Z-github.com/spindle-ml/spindle/driver/driverpbb\x06proto3"
 
 var (
 	file_control_proto_rawDescOnce sync.Once
@@ -1752,68 +1868,74 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_control_proto_goTypes = []any{
-	(*FeedRowsRequest)(nil),   // 0: spindle.control.v1.FeedRowsRequest
-	(*FeedRowsResponse)(nil),  // 1: spindle.control.v1.FeedRowsResponse
-	(*FetchFileRequest)(nil),  // 2: spindle.control.v1.FetchFileRequest
-	(*FileChunk)(nil),         // 3: spindle.control.v1.FileChunk
-	(*RegisterRequest)(nil),   // 4: spindle.control.v1.RegisterRequest
-	(*Peer)(nil),              // 5: spindle.control.v1.Peer
-	(*RegisterResponse)(nil),  // 6: spindle.control.v1.RegisterResponse
-	(*Membership)(nil),        // 7: spindle.control.v1.Membership
-	(*Credentials)(nil),       // 8: spindle.control.v1.Credentials
-	(*Progress)(nil),          // 9: spindle.control.v1.Progress
-	(*HeartbeatRequest)(nil),  // 10: spindle.control.v1.HeartbeatRequest
-	(*ModelSaved)(nil),        // 11: spindle.control.v1.ModelSaved
-	(*Localizing)(nil),        // 12: spindle.control.v1.Localizing
-	(*Span)(nil),              // 13: spindle.control.v1.Span
-	(*Usage)(nil),             // 14: spindle.control.v1.Usage
-	(*Report)(nil),            // 15: spindle.control.v1.Report
-	(*OutputLine)(nil),        // 16: spindle.control.v1.OutputLine
-	(*HeartbeatResponse)(nil), // 17: spindle.control.v1.HeartbeatResponse
-	(*ExitReport)(nil),        // 18: spindle.control.v1.ExitReport
-	(*ExitAck)(nil),           // 19: spindle.control.v1.ExitAck
-	nil,                       // 20: spindle.control.v1.Report.ValuesEntry
-	(*Task)(nil),              // 21: spindle.control.v1.Task
+	(*HoldEpochRequest)(nil),  // 0: spindle.control.v1.HoldEpochRequest
+	(*HoldEpochResponse)(nil), // 1: spindle.control.v1.HoldEpochResponse
+	(*FeedRowsRequest)(nil),   // 2: spindle.control.v1.FeedRowsRequest
+	(*FeedRowsResponse)(nil),  // 3: spindle.control.v1.FeedRowsResponse
+	(*FetchFileRequest)(nil),  // 4: spindle.control.v1.FetchFileRequest
+	(*FileChunk)(nil),         // 5: spindle.control.v1.FileChunk
+	(*RegisterRequest)(nil),   // 6: spindle.control.v1.RegisterRequest
+	(*Peer)(nil),              // 7: spindle.control.v1.Peer
+	(*RegisterResponse)(nil),  // 8: spindle.control.v1.RegisterResponse
+	(*Membership)(nil),        // 9: spindle.control.v1.Membership
+	(*Credentials)(nil),       // 10: spindle.control.v1.Credentials
+	(*Progress)(nil),          // 11: spindle.control.v1.Progress
+	(*HeartbeatRequest)(nil),  // 12: spindle.control.v1.HeartbeatRequest
+	(*ModelSaved)(nil),        // 13: spindle.control.v1.ModelSaved
+	(*Localizing)(nil),        // 14: spindle.control.v1.Localizing
+	(*Span)(nil),              // 15: spindle.control.v1.Span
+	(*Usage)(nil),             // 16: spindle.control.v1.Usage
+	(*Report)(nil),            // 17: spindle.control.v1.Report
+	(*OutputLine)(nil),        // 18: spindle.control.v1.OutputLine
+	(*HeartbeatResponse)(nil), // 19: spindle.control.v1.HeartbeatResponse
+	(*ExitReport)(nil),        // 20: spindle.control.v1.ExitReport
+	(*ExitAck)(nil),           // 21: spindle.control.v1.ExitAck
+	nil,                       // 22: spindle.control.v1.Report.ValuesEntry
+	(*Segment)(nil),           // 23: spindle.control.v1.Segment
+	(*Task)(nil),              // 24: spindle.control.v1.Task
 }
 var file_control_proto_depIdxs = []int32{
-	5,  // 0: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
-	21, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
-	8,  // 2: spindle.control.v1.RegisterResponse.credentials:type_name -> spindle.control.v1.Credentials
-	7,  // 3: spindle.control.v1.RegisterResponse.membership:type_name -> spindle.control.v1.Membership
-	5,  // 4: spindle.control.v1.Membership.peers:type_name -> spindle.control.v1.Peer
-	9,  // 5: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
-	14, // 6: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
-	15, // 7: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
-	16, // 8: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
-	13, // 9: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
-	12, // 10: spindle.control.v1.HeartbeatRequest.localizing:type_name -> spindle.control.v1.Localizing
-	11, // 11: spindle.control.v1.HeartbeatRequest.models:type_name -> spindle.control.v1.ModelSaved
-	20, // 12: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
-	8,  // 13: spindle.control.v1.HeartbeatResponse.credentials:type_name -> spindle.control.v1.Credentials
-	7,  // 14: spindle.control.v1.HeartbeatResponse.membership:type_name -> spindle.control.v1.Membership
-	9,  // 15: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
-	14, // 16: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
-	15, // 17: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
-	16, // 18: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
-	13, // 19: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
-	11, // 20: spindle.control.v1.ExitReport.models:type_name -> spindle.control.v1.ModelSaved
-	4,  // 21: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
-	10, // 22: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
-	18, // 23: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
-	2,  // 24: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
-	0,  // 25: spindle.control.v1.Control.FeedRows:input_type -> spindle.control.v1.FeedRowsRequest
-	6,  // 26: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
-	17, // 27: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
-	19, // 28: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
-	3,  // 29: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
-	1,  // 30: spindle.control.v1.Control.FeedRows:output_type -> spindle.control.v1.FeedRowsResponse
-	26, // [26:31] is the sub-list for method output_type
-	21, // [21:26] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	23, // 0: spindle.control.v1.HoldEpochResponse.rest:type_name -> spindle.control.v1.Segment
+	7,  // 1: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
+	24, // 2: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
+	10, // 3: spindle.control.v1.RegisterResponse.credentials:type_name -> spindle.control.v1.Credentials
+	9,  // 4: spindle.control.v1.RegisterResponse.membership:type_name -> spindle.control.v1.Membership
+	7,  // 5: spindle.control.v1.Membership.peers:type_name -> spindle.control.v1.Peer
+	11, // 6: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
+	16, // 7: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
+	17, // 8: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
+	18, // 9: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
+	15, // 10: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
+	14, // 11: spindle.control.v1.HeartbeatRequest.localizing:type_name -> spindle.control.v1.Localizing
+	13, // 12: spindle.control.v1.HeartbeatRequest.models:type_name -> spindle.control.v1.ModelSaved
+	22, // 13: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
+	10, // 14: spindle.control.v1.HeartbeatResponse.credentials:type_name -> spindle.control.v1.Credentials
+	9,  // 15: spindle.control.v1.HeartbeatResponse.membership:type_name -> spindle.control.v1.Membership
+	11, // 16: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
+	16, // 17: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
+	17, // 18: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
+	18, // 19: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
+	15, // 20: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
+	13, // 21: spindle.control.v1.ExitReport.models:type_name -> spindle.control.v1.ModelSaved
+	6,  // 22: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
+	12, // 23: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
+	20, // 24: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
+	4,  // 25: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
+	2,  // 26: spindle.control.v1.Control.FeedRows:input_type -> spindle.control.v1.FeedRowsRequest
+	0,  // 27: spindle.control.v1.Control.HoldEpoch:input_type -> spindle.control.v1.HoldEpochRequest
+	8,  // 28: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
+	19, // 29: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
+	21, // 30: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
+	5,  // 31: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
+	3,  // 32: spindle.control.v1.Control.FeedRows:output_type -> spindle.control.v1.FeedRowsResponse
+	1,  // 33: spindle.control.v1.Control.HoldEpoch:output_type -> spindle.control.v1.HoldEpochResponse
+	28, // [28:34] is the sub-list for method output_type
+	22, // [22:28] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -1828,7 +1950,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
