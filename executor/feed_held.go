@@ -2,7 +2,9 @@ package executor
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/feed/wire"
 	"github.com/spindle-ml/spindle/fsys"
@@ -10,10 +12,10 @@ import (
 
 // Going on in place with input (docs/reliability.md, "Going on in
 // place"): a survivor's running feed must serve, in the current epoch, the
-// rows of a lost rank the driver dealt to it. Its epochs are therefore
-// held at their end until the driver says whether they end. Not yet
-// wired: the driver's answer (an epochEnder over the control plane) is
-// to come with the continuation in the heartbeat responses.
+// rows of a lost rank the driver dealt to it. Where the task says so
+// (FeedTask.hold_epochs), its epochs are therefore held at their end until
+// the driver says whether they end (Control.HoldEpoch). The driver does
+// not ask for it yet.
 
 // epochEnder asks whether the rank's epoch ends once the rank's own rows
 // ran out. It answers with the rows of a lost rank dealt to this one, as
@@ -50,4 +52,16 @@ func (s *heldSource) more(ctx context.Context, epoch int) (feed.Reader, error) {
 		return nil, err
 	}
 	return feed.SegmentEpoch(ctx, s.res, s.cfg, segs, epoch, pad)
+}
+
+// driverEpochEnd is executor id's epochEnder through the driver
+// (Control.HoldEpoch).
+func driverEpochEnd(client driverpb.ControlClient, id string) epochEnder {
+	return func(ctx context.Context, epoch int) ([]feed.Segment, int64, error) {
+		resp, err := client.HoldEpoch(ctx, &driverpb.HoldEpochRequest{ExecutorId: id, Epoch: int32(epoch)})
+		if err != nil {
+			return nil, 0, fmt.Errorf("ask the driver whether epoch %d ends: %w", epoch, err)
+		}
+		return driverpb.FeedSegments(resp.GetRest()), resp.GetRestBatches(), nil
+	}
 }

@@ -1,9 +1,12 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +19,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
 
+	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/feed/wire"
 	"github.com/spindle-ml/spindle/fsys"
@@ -63,44 +68,60 @@ func writeHeldRows(t *testing.T, rows, batchRows int64) []feed.Split {
 	return splits
 }
 
+// holdingDriver answers HoldEpoch with what the test sends, after telling
+// the test which epoch was asked about.
+type holdingDriver struct {
+	driverpb.ControlClient // only HoldEpoch is called
+	asked                  chan int
+	answers                chan []feed.Segment
+}
+
+func (d *holdingDriver) HoldEpoch(ctx context.Context, req *driverpb.HoldEpochRequest, _ ...grpc.CallOption) (*driverpb.HoldEpochResponse, error) {
+	if req.GetExecutorId() != "exec-0" {
+		return nil, fmt.Errorf("asked by %q, want exec-0", req.GetExecutorId())
+	}
+	select {
+	case d.asked <- int(req.GetEpoch()):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case segs := <-d.answers:
+		return &driverpb.HoldEpochResponse{Rest: driverpb.SegmentsFromFeed(segs)}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // TestHeldFeedServesALostRanksRest runs rank 0 of 2 behind a real feed
-// socket while rank 1 is lost after 2 batches of 20: the process reads
-// all of rank 0's rows, sees no epoch end while the driver's answer is
-// pending, then reads rank 1's rest and the end; the next epoch, with
-// nothing dealt, is rank 0's own rows. Every row of epoch 0 is read once
-// by the survivor or was read by rank 1 before it was lost.
+// socket, its task saying its epochs are held (FeedTask.hold_epochs), while
+// rank 1 is lost after 2 batches of 20: the process reads all of rank 0's
+// rows, sees no epoch end while the driver's answer is pending, then reads
+// rank 1's rest and the end; the next epoch, with nothing dealt, is rank
+// 0's own rows. Every row of epoch 0 is read once by the survivor or was
+// read by rank 1 before it was lost.
 func TestHeldFeedServesALostRanksRest(t *testing.T) {
 	const batch = 20
 	splits := writeHeldRows(t, 200, batch)
-	res := fsys.NewResolver(fsys.Options{})
-	cfg := feed.PipelineConfig{Splits: splits[:5], Schema: heldSchema, LabelColumn: "label", BatchRows: batch, EvenBatches: feed.EvenOff}
-	pipe, err := feed.NewPipeline(res, cfg)
+	var schema bytes.Buffer
+	w := ipc.NewWriter(&schema, ipc.WithSchema(heldSchema))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	drv := &holdingDriver{asked: make(chan int), answers: make(chan []feed.Segment)}
+	asked, answers := drv.asked, drv.answers
+	e := &Executor{cfg: Config{ID: "exec-0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, client: drv,
+		logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	task := &Task{Feed: &FeedTask{Mode: string(wire.ModeArrow), Schema: schema.Bytes(), Splits: driverpb.SplitsFromFeed(splits[:5]),
+		LabelColumn: "label", BatchRows: batch, Epochs: 2, EvenBatches: string(feed.EvenOff), NoSharedMemory: true, HoldEpochs: true}}
+	id := identity{rank: 0, worldSize: 2, peers: []*driverpb.Peer{{Rank: 0}, {Rank: 1}}}
+	dir := t.TempDir()
+	pf, err := e.pushedFeed(task, id, wire.ModeArrow, fsys.NewResolver(fsys.Options{}), dir, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pipe.Close()
-	asked := make(chan int)
-	answers := make(chan []feed.Segment)
-	end := func(ctx context.Context, epoch int) ([]feed.Segment, int64, error) {
-		select {
-		case asked <- epoch:
-		case <-ctx.Done():
-			return nil, 0, ctx.Err()
-		}
-		select {
-		case segs := <-answers:
-			return segs, 0, nil
-		case <-ctx.Done():
-			return nil, 0, ctx.Err()
-		}
-	}
-	sock := filepath.Join(t.TempDir(), "feed.sock")
-	server, err := wire.NewServer(wire.ServerConfig{SocketPath: sock, Mode: wire.ModeArrow, Epochs: 2, LabelColumn: "label",
-		Source: &heldSource{EpochSource: pipe, res: res, cfg: cfg, end: end}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
+	defer pf.release()
+	server, sock := pf.server, pf.path
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)

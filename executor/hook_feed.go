@@ -247,6 +247,9 @@ func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Re
 		source = &restSource{Pipeline: pipe, res: res, cfg: pcfg, epoch: int(f.StartEpoch),
 			segs: driverpb.FeedSegments(f.GetRest()), pad: f.GetRestBatches()}
 	}
+	if f.GetHoldEpochs() {
+		source = &heldSource{EpochSource: source, res: res, cfg: pcfg, end: driverEpochEnd(e.client, e.cfg.ID)}
+	}
 	path := filepath.Join(sockDir, "feed.sock")
 	server, err := wire.NewServer(wire.ServerConfig{
 		SocketPath: path, Mode: mode, Epochs: int(f.Epochs), Source: source, LabelColumn: f.LabelColumn,
