@@ -73,7 +73,7 @@ func writeHeldRows(t *testing.T, rows, batchRows int64) []feed.Split {
 type holdingDriver struct {
 	driverpb.ControlClient // only HoldEpoch is called
 	asked                  chan int
-	answers                chan []feed.Segment
+	answers                chan *driverpb.HoldEpochResponse
 }
 
 func (d *holdingDriver) HoldEpoch(ctx context.Context, req *driverpb.HoldEpochRequest, _ ...grpc.CallOption) (*driverpb.HoldEpochResponse, error) {
@@ -86,8 +86,8 @@ func (d *holdingDriver) HoldEpoch(ctx context.Context, req *driverpb.HoldEpochRe
 		return nil, ctx.Err()
 	}
 	select {
-	case segs := <-d.answers:
-		return &driverpb.HoldEpochResponse{Rest: driverpb.SegmentsFromFeed(segs)}, nil
+	case resp := <-d.answers:
+		return resp, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -97,9 +97,9 @@ func (d *holdingDriver) HoldEpoch(ctx context.Context, req *driverpb.HoldEpochRe
 // socket, its task saying its epochs are held (FeedTask.hold_epochs), while
 // rank 1 is lost after 2 batches of 20: the process reads all of rank 0's
 // rows, sees no epoch end while the driver's answer is pending, then reads
-// rank 1's rest and the end; the next epoch, with nothing dealt, is rank
-// 0's own rows. Every row of epoch 0 is read once by the survivor or was
-// read by rank 1 before it was lost.
+// rank 1's rest and the end; the next epoch follows the smaller world's
+// plan the driver sent with the rest (every split). Every row of epoch 0
+// is read once by the survivor or was read by rank 1 before it was lost.
 func TestHeldFeedServesALostRanksRest(t *testing.T) {
 	const batch = 20
 	splits := writeHeldRows(t, 200, batch)
@@ -108,7 +108,7 @@ func TestHeldFeedServesALostRanksRest(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	drv := &holdingDriver{asked: make(chan int), answers: make(chan []feed.Segment)}
+	drv := &holdingDriver{asked: make(chan int), answers: make(chan *driverpb.HoldEpochResponse)}
 	asked, answers := drv.asked, drv.answers
 	e := &Executor{cfg: Config{ID: "exec-0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, client: drv,
 		logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -153,11 +153,14 @@ func TestHeldFeedServesALostRanksRest(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	answers <- []feed.Segment{{Splits: splits[5:], Rank: 1, RowStart: 2 * batch, RowEnd: 100}}
+	// The world is now rank 0 alone: from epoch 1 on it reads every split.
+	answers <- &driverpb.HoldEpochResponse{
+		Rest: driverpb.SegmentsFromFeed([]feed.Segment{{Splits: splits[5:], Rank: 1, RowStart: 2 * batch, RowEnd: 100}}),
+		Next: &driverpb.FeedPlan{Splits: driverpb.SplitsFromFeed(splits)}}
 	if e := waitAsked(t, ctx, asked); e != 0 {
 		t.Fatalf("asked again for epoch %d, want 0 after the rest", e)
 	}
-	answers <- nil
+	answers <- &driverpb.HoldEpochResponse{}
 	if err := <-read; err != nil {
 		t.Fatal(err)
 	}
@@ -176,12 +179,16 @@ func TestHeldFeedServesALostRanksRest(t *testing.T) {
 	if e := waitAsked(t, ctx, asked); e != 1 {
 		t.Fatalf("asked whether epoch %d ends, want 1", e)
 	}
-	answers <- nil
+	answers <- &driverpb.HoldEpochResponse{}
 	if err := <-read; err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(got, want[:100]) {
-		t.Fatalf("epoch 1 gave %d rows, want rank 0's own 100", len(got))
+	all := make([]int64, 200)
+	for i := range all {
+		all[i] = int64(i)
+	}
+	if !slices.Equal(got, all) {
+		t.Fatalf("epoch 1 gave %d rows, want the smaller world's plan: all 200 in order", len(got))
 	}
 }
 
