@@ -141,6 +141,17 @@ func (g *epochGate) Lost(id string) []continuation {
 	return q
 }
 
+// Left drops member id, whose process ended without failing (it read
+// what it wanted of the feed): the others' epochs no longer wait for it.
+func (g *epochGate) Left(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.live, id)
+	delete(g.held, id)
+	delete(g.dealt, id)
+	g.settleLocked()
+}
+
 // Deal gives members the rows of the lost rank dealt to them for epoch
 // (parts, by executor id, each padded to pad batches) and lets epochs end
 // again. It fails, dealing nothing, when every epoch has ended.

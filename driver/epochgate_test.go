@@ -30,22 +30,38 @@ func askHeld(ctx context.Context, g *epochGate, id string, epoch int) <-chan hel
 	return ch
 }
 
-// waitWaiting waits until n members' feeds wait at an epoch's end.
-func waitWaiting(t *testing.T, g *epochGate, n int) {
+// waitGate waits until cond holds of the gate's state (g.mu held), what
+// saying what is waited for.
+func waitGate(t *testing.T, g *epochGate, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		g.mu.Lock()
-		got := len(g.held)
+		ok := cond()
 		g.mu.Unlock()
-		if got == n {
+		if ok {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d feeds wait at an epoch's end, want %d", got, n)
+			t.Fatalf("waited in vain for %s", what)
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// waitWaiting waits until n members' feeds wait at an epoch's end.
+func waitWaiting(t *testing.T, g *epochGate, n int) {
+	t.Helper()
+	waitGate(t, g, fmt.Sprintf("%d feeds at an epoch's end", n), func() bool { return len(g.held) == n })
+}
+
+// waitHeldAt waits until member id's feed waits at the end of epoch.
+func waitHeldAt(t *testing.T, g *epochGate, id string, epoch int) {
+	t.Helper()
+	waitGate(t, g, fmt.Sprintf("%s's feed at the end of epoch %d", id, epoch), func() bool {
+		e, ok := g.held[id]
+		return ok && e == epoch
+	})
 }
 
 // endedEpochs is how many epochs the gate has ended.
@@ -96,9 +112,23 @@ func TestEpochGateEndsWhenEveryMemberWaits(t *testing.T) {
 			t.Fatalf("epoch 0 answered %+v, want its end", h)
 		}
 	}
+	// A member whose process ended leaves: the others' epoch ends
+	// without it.
+	a, b = askHeld(ctx, g, "a", 1), askHeld(ctx, g, "b", 1)
+	waitHeldAt(t, g, "a", 1)
+	waitHeldAt(t, g, "b", 1)
+	if e := endedEpochs(g); e != 1 {
+		t.Fatalf("with c not at the end of epoch 1, %d epochs ended", e)
+	}
+	g.Left("c")
+	for _, ch := range []<-chan held{a, b} {
+		if h := answer(t, ch); h.err != nil || h.segs != nil {
+			t.Fatalf("epoch 1 answered %+v after c left, want its end", h)
+		}
+	}
 	cctx, cancel := context.WithCancel(ctx)
-	a = askHeld(cctx, g, "a", 1)
-	waitWaiting(t, g, 3)
+	a = askHeld(cctx, g, "a", 2)
+	waitHeldAt(t, g, "a", 2)
 	cancel()
 	if h := answer(t, a); !errors.Is(h.err, context.Canceled) {
 		t.Fatalf("a cancelled wait answered %+v", h)
