@@ -39,12 +39,15 @@ type epochGate struct {
 	changed chan struct{}
 }
 
-// continuation is rows of a lost rank dealt to a survivor: segments of
-// its epoch, padded to pad batches.
+// continuation is what a survivor is dealt when a rank is lost: rows of
+// the lost rank's epoch (segments, padded to pad batches; none when the
+// rest did not reach it), and its share of the smaller world's plan for
+// the epochs after, if any.
 type continuation struct {
 	epoch int
 	segs  []feed.Segment
 	pad   int64
+	next  *driverpb.FeedPlan
 }
 
 // newEpochGate gates the epochs of a job of epochs epochs fed to members,
@@ -58,25 +61,28 @@ func newEpochGate(epochs int, members []string, stop <-chan struct{}) *epochGate
 	return g
 }
 
-// Held is member id's feed at the end of epoch: it waits for the rows
-// dealt to it (segments and pad) or for the epoch's end (none), ctx, or
-// the gate's stop (errStopped).
-func (g *epochGate) Held(ctx context.Context, id string, epoch int) ([]feed.Segment, int64, error) {
+// Held is member id's feed at the end of epoch: it waits for what is
+// dealt to it or for the epoch's end (nil), ctx, or the gate's stop
+// (errStopped). A continuation without rows ends the member's epoch.
+func (g *epochGate) Held(ctx context.Context, id string, epoch int) (*continuation, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.live[id] {
-		return nil, 0, fmt.Errorf("driver: executor %s is not a member of the running gang", id)
+		return nil, fmt.Errorf("driver: executor %s is not a member of the running gang", id)
 	}
 	g.held[id] = epoch
 	g.settleLocked()
 	for {
 		if q := g.dealt[id]; len(q) > 0 && q[0].epoch <= epoch {
 			g.dealt[id] = q[1:]
-			delete(g.held, id)
-			return q[0].segs, q[0].pad, nil
+			if len(q[0].segs) > 0 {
+				delete(g.held, id) // it asks again after the rows
+			}
+			g.settleLocked()
+			return &q[0], nil
 		}
 		if g.ended > epoch {
-			return nil, 0, nil
+			return nil, nil
 		}
 		changed := g.changed
 		g.mu.Unlock()
@@ -93,7 +99,7 @@ func (g *epochGate) Held(ctx context.Context, id string, epoch int) ([]feed.Segm
 			if g.held[id] == epoch {
 				delete(g.held, id)
 			}
-			return nil, 0, err
+			return nil, err
 		}
 	}
 }
@@ -110,13 +116,14 @@ func (g *epochGate) settleLocked() {
 }
 
 // endsLocked says whether epoch may end: every live member waits at its
-// end, no loss waits for its deal, and nothing dealt for it is unserved.
+// end (or has gone past it), no loss waits for its deal, and nothing
+// dealt for it is unserved.
 func (g *epochGate) endsLocked(epoch int) bool {
 	if g.pending {
 		return false
 	}
 	for id := range g.live {
-		if e, ok := g.held[id]; !ok || e != epoch {
+		if e, ok := g.held[id]; !ok || e < epoch {
 			return false
 		}
 		if q := g.dealt[id]; len(q) > 0 && q[0].epoch <= epoch {
@@ -152,18 +159,19 @@ func (g *epochGate) Left(id string) {
 	g.settleLocked()
 }
 
-// Deal gives members the rows of the lost rank dealt to them for epoch
-// (parts, by executor id, each padded to pad batches) and lets epochs end
-// again. It fails, dealing nothing, when every epoch has ended.
-func (g *epochGate) Deal(epoch int, parts map[string][]feed.Segment, pad int64) error {
+// Deal gives members what they are dealt for epoch (parts, by executor
+// id) and lets epochs end again. It fails, dealing nothing, when every
+// epoch has ended.
+func (g *epochGate) Deal(epoch int, parts map[string]continuation) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.ended >= g.epochs {
 		return errEpochsEnded
 	}
-	for id, segs := range parts {
-		if g.live[id] && len(segs) > 0 {
-			g.dealt[id] = append(g.dealt[id], continuation{epoch: epoch, segs: segs, pad: pad})
+	for id, c := range parts {
+		if g.live[id] && (len(c.segs) > 0 || c.next != nil) {
+			c.epoch = epoch
+			g.dealt[id] = append(g.dealt[id], c)
 		}
 	}
 	g.pending = false
@@ -179,10 +187,12 @@ func (s *controlServer) HoldEpoch(ctx context.Context, req *driverpb.HoldEpochRe
 	if s.gate == nil {
 		return nil, status.Error(codes.FailedPrecondition, "driver: this job's epochs end without the driver (it does not go on in place with input)")
 	}
-	segs, pad, err := s.gate.Held(ctx, req.GetExecutorId(), int(req.GetEpoch()))
+	c, err := s.gate.Held(ctx, req.GetExecutorId(), int(req.GetEpoch()))
 	switch {
+	case err == nil && c == nil:
+		return &driverpb.HoldEpochResponse{}, nil
 	case err == nil:
-		return &driverpb.HoldEpochResponse{Rest: driverpb.SegmentsFromFeed(segs), RestBatches: pad}, nil
+		return &driverpb.HoldEpochResponse{Rest: driverpb.SegmentsFromFeed(c.segs), RestBatches: c.pad, Next: c.next}, nil
 	case errors.Is(err, errStopped):
 		return nil, status.Error(codes.Unavailable, "driver: shutting down")
 	case ctx.Err() != nil:

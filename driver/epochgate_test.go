@@ -17,6 +17,7 @@ import (
 // held is one answer of the gate to a member's held epoch end.
 type held struct {
 	segs []feed.Segment
+	next *driverpb.FeedPlan
 	err  error
 }
 
@@ -24,10 +25,23 @@ type held struct {
 func askHeld(ctx context.Context, g *epochGate, id string, epoch int) <-chan held {
 	ch := make(chan held, 1)
 	go func() {
-		segs, _, err := g.Held(ctx, id, epoch)
-		ch <- held{segs, err}
+		c, err := g.Held(ctx, id, epoch)
+		h := held{err: err}
+		if c != nil {
+			h.segs, h.next = c.segs, c.next
+		}
+		ch <- h
 	}()
 	return ch
+}
+
+// rowsDealt deals each member its segments, padded to pad batches.
+func rowsDealt(parts map[string][]feed.Segment, pad int64) map[string]continuation {
+	out := map[string]continuation{}
+	for id, segs := range parts {
+		out[id] = continuation{segs: segs, pad: pad}
+	}
+	return out
 }
 
 // waitGate waits until cond holds of the gate's state (g.mu held), what
@@ -151,7 +165,7 @@ func TestEpochGateDealsALostRanksRest(t *testing.T) {
 	}
 	notYet(t, "a loss not dealt yet", a, b)
 	parts := map[string][]feed.Segment{"a": {{Rank: 2, RowStart: 40, RowEnd: 60}}, "b": {{Rank: 2, RowStart: 60, RowEnd: 70}}}
-	if err := g.Deal(0, parts, 0); err != nil {
+	if err := g.Deal(0, rowsDealt(parts, 0)); err != nil {
 		t.Fatal(err)
 	}
 	for id, ch := range map[string]<-chan held{"a": a, "b": b} {
@@ -184,7 +198,7 @@ func TestEpochGateCarriesALateDeal(t *testing.T) {
 	answer(t, b)
 	g.Lost("b")
 	rest := []feed.Segment{{Rank: 1, RowStart: 90, RowEnd: 100}}
-	if err := g.Deal(0, map[string][]feed.Segment{"a": rest}, 0); err != nil {
+	if err := g.Deal(0, rowsDealt(map[string][]feed.Segment{"a": rest}, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if h := answer(t, askHeld(ctx, g, "a", 1)); fmt.Sprint(h.segs) != fmt.Sprint(rest) {
@@ -194,7 +208,7 @@ func TestEpochGateCarriesALateDeal(t *testing.T) {
 		t.Fatalf("epoch 1 answered %+v, want its end", h)
 	}
 	g.Lost("a")
-	if err := g.Deal(1, nil, 0); !errors.Is(err, errEpochsEnded) {
+	if err := g.Deal(1, nil); !errors.Is(err, errEpochsEnded) {
 		t.Fatalf("a deal after the last epoch: %v, want errEpochsEnded", err)
 	}
 }
@@ -226,26 +240,41 @@ func TestHoldEpochOverTheControlPlane(t *testing.T) {
 		}()
 		return ch
 	}
+	recv := func(ch <-chan reply) reply {
+		t.Helper()
+		select {
+		case r := <-ch:
+			return r
+		case <-time.After(30 * time.Second):
+			t.Fatal("the driver did not answer a held epoch end")
+			return reply{}
+		}
+	}
 	first, third := ask("exec-1", 0), ask("exec-3", 0)
 	waitWaiting(t, s.gate, 2)
 	s.gate.Lost("exec-2")
+	// exec-1 is dealt rows; the rest does not reach exec-3, which is sent
+	// only its share of the smaller world's plan, and its epoch ends.
 	rest := []feed.Segment{{Rank: 1, RowStart: 32, RowEnd: 50}}
-	if err := s.gate.Deal(0, map[string][]feed.Segment{"exec-1": rest}, 2); err != nil {
+	plan1, plan3 := &driverpb.FeedPlan{Rank: 0, TargetBatches: 7}, &driverpb.FeedPlan{Rank: 1, TargetBatches: 7}
+	if err := s.gate.Deal(0, map[string]continuation{"exec-1": {segs: rest, pad: 2, next: plan1}, "exec-3": {next: plan3}}); err != nil {
 		t.Fatal(err)
 	}
-	r := <-first
-	if r.err != nil || fmt.Sprint(driverpb.FeedSegments(r.resp.GetRest())) != fmt.Sprint(rest) || r.resp.GetRestBatches() != 2 {
-		t.Fatalf("the survivor was answered %v, %v; want its part %v padded to 2", r.resp, r.err, rest)
+	r := recv(first)
+	if r.err != nil || fmt.Sprint(driverpb.FeedSegments(r.resp.GetRest())) != fmt.Sprint(rest) || r.resp.GetRestBatches() != 2 ||
+		r.resp.GetNext().GetRank() != 0 {
+		t.Fatalf("the survivor was answered %v, %v; want its part %v padded to 2 and the plan of rank 0", r.resp, r.err, rest)
 	}
-	for _, ch := range []<-chan reply{ask("exec-1", 0), third} {
-		if r := <-ch; r.err != nil || len(r.resp.GetRest()) != 0 {
-			t.Fatalf("after the survivor's part the epoch answered %v, %v; want its end", r.resp, r.err)
-		}
+	if r := recv(third); r.err != nil || len(r.resp.GetRest()) != 0 || r.resp.GetNext().GetRank() != 1 {
+		t.Fatalf("the survivor dealt no rows was answered %v, %v; want the plan of rank 1 alone", r.resp, r.err)
+	}
+	if r := recv(ask("exec-1", 0)); r.err != nil || len(r.resp.GetRest()) != 0 || r.resp.GetNext() != nil {
+		t.Fatalf("after the survivor's part the epoch answered %v, %v; want its end", r.resp, r.err)
 	}
 	waiting := ask("exec-1", 1) // exec-3 is not at the end of epoch 1
 	waitWaiting(t, s.gate, 2)
 	close(stop)
-	if r := <-waiting; status.Code(r.err) != codes.Unavailable {
+	if r := recv(waiting); status.Code(r.err) != codes.Unavailable {
 		t.Fatalf("a waiter when the driver stops: %v, want unavailable", r.err)
 	}
 }
