@@ -88,12 +88,19 @@ func endedEpochs(g *epochGate) int {
 // answer waits for an answer of the gate.
 func answer(t *testing.T, ch <-chan held) held {
 	t.Helper()
+	return within(t, ch, "the gate did not answer")
+}
+
+// within waits for a value on ch, failing with msg when none comes.
+func within[T any](t *testing.T, ch <-chan T, msg string) T {
+	t.Helper()
 	select {
-	case h := <-ch:
-		return h
+	case v := <-ch:
+		return v
 	case <-time.After(30 * time.Second):
-		t.Fatal("the gate did not answer")
-		return held{}
+		t.Fatal(msg)
+		var zero T
+		return zero
 	}
 }
 
@@ -242,13 +249,7 @@ func TestHoldEpochOverTheControlPlane(t *testing.T) {
 	}
 	recv := func(ch <-chan reply) reply {
 		t.Helper()
-		select {
-		case r := <-ch:
-			return r
-		case <-time.After(30 * time.Second):
-			t.Fatal("the driver did not answer a held epoch end")
-			return reply{}
-		}
+		return within(t, ch, "the driver did not answer a held epoch end")
 	}
 	first, third := ask("exec-1", 0), ask("exec-3", 0)
 	waitWaiting(t, s.gate, 2)
