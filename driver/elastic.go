@@ -201,11 +201,7 @@ func (d *Driver) elasticStart(ctx context.Context, w *world, deals map[int]*deal
 	// The rest of the epoch: each old rank's stream from where it stood.
 	var rest []feed.Segment
 	for r := 0; r < old.w.n; r++ {
-		segs := []feed.Segment{d.baseSegment(old.w, r)}
-		if old.restEpoch == epoch {
-			segs = old.rest[r]
-		}
-		rest = append(rest, sliceSegments(segs, p.Feed[r].Batches*int64(c.BatchRows))...)
+		rest = append(rest, d.rankRest(old, r, epoch, p.Feed[r].Batches)...)
 	}
 	var total int64
 	for _, s := range rest {
@@ -220,23 +216,10 @@ func (d *Driver) elasticStart(ctx context.Context, w *world, deals map[int]*deal
 	}
 	// Dealt in whole batches, the odd rows to the first ranks; every rank
 	// pads to the same batch count unless even batches are off.
-	b := int64(c.BatchRows)
-	q := total / (int64(w.n) * b)
-	left := total - q*int64(w.n)*b
-	pad := int64(0)
-	if c.EvenBatches != feed.EvenOff {
-		pad = q
-		if left > 0 {
-			pad++
-		}
-	}
-	dl.restEpoch, dl.rest = epoch, make([][]feed.Segment, w.n)
-	var at int64
+	parts, pad := dealRest(rest, w.n, c.BatchRows, c.EvenBatches)
+	dl.restEpoch, dl.rest = epoch, parts
 	for j := range w.n {
-		rows := q*b + min(b, max(0, left-int64(j)*b))
-		dl.rest[j] = takeSegments(rest, at, at+rows)
-		at += rows
-		from.feed[j] = &rankStart{epoch: epoch, hasRest: true, rest: dl.rest[j], restBatches: pad}
+		from.feed[j] = &rankStart{epoch: epoch, hasRest: true, rest: parts[j], restBatches: pad}
 	}
 	d.announceResume(p, w.n, total)
 	return from, dl, nil

@@ -43,6 +43,9 @@ type controlServer struct {
 	// rows collects the workers' rows for FeedRows; nil when the plan
 	// knows them.
 	rows *feed.RowTally
+	// gate answers the workers' held epoch ends (HoldEpoch); nil unless
+	// the job goes on in place with input.
+	gate *epochGate
 }
 
 var _ driverpb.ControlServer = (*controlServer)(nil)

@@ -247,6 +247,11 @@ func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Re
 		source = &restSource{Pipeline: pipe, res: res, cfg: pcfg, epoch: int(f.StartEpoch),
 			segs: driverpb.FeedSegments(f.GetRest()), pad: f.GetRestBatches()}
 	}
+	var held *heldSource
+	if f.GetHoldEpochs() {
+		held = &heldSource{EpochSource: source, res: res, cfg: pcfg, end: driverEpochEnd(e.client, e.cfg.ID)}
+		source = held
+	}
 	path := filepath.Join(sockDir, "feed.sock")
 	server, err := wire.NewServer(wire.ServerConfig{
 		SocketPath: path, Mode: mode, Epochs: int(f.Epochs), Source: source, LabelColumn: f.LabelColumn,
@@ -263,6 +268,11 @@ func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Re
 		e.logFeedStats(pipe.Stats())
 		if err := pipe.Close(); err != nil {
 			e.logger.Warn("close the feed (its files on disk)", "err", err)
+		}
+		if held != nil {
+			if err := held.Close(); err != nil {
+				e.logger.Warn("close the feed on the smaller world's plan (its files on disk)", "err", err)
+			}
 		}
 		closeRegion()
 	}}

@@ -26,6 +26,196 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type HoldEpochRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	ExecutorId string                 `protobuf:"bytes,1,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
+	// epoch is the epoch, counting from 0, whose end the feed holds.
+	Epoch         int32 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldEpochRequest) Reset() {
+	*x = HoldEpochRequest{}
+	mi := &file_control_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldEpochRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldEpochRequest) ProtoMessage() {}
+
+func (x *HoldEpochRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldEpochRequest.ProtoReflect.Descriptor instead.
+func (*HoldEpochRequest) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *HoldEpochRequest) GetExecutorId() string {
+	if x != nil {
+		return x.ExecutorId
+	}
+	return ""
+}
+
+func (x *HoldEpochRequest) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type HoldEpochResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// rest, when set, is rows of a lost rank's epoch dealt to this worker,
+	// padded to rest_batches batches (as FeedTask.rest); empty when the
+	// epoch ends.
+	Rest        []*Segment `protobuf:"bytes,1,rep,name=rest,proto3" json:"rest,omitempty"`
+	RestBatches int64      `protobuf:"varint,2,opt,name=rest_batches,json=restBatches,proto3" json:"rest_batches,omitempty"`
+	// next, when set, is this worker's share of the smaller world's plan,
+	// which its feed reads from the epoch after this one on.
+	Next          *FeedPlan `protobuf:"bytes,3,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldEpochResponse) Reset() {
+	*x = HoldEpochResponse{}
+	mi := &file_control_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldEpochResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldEpochResponse) ProtoMessage() {}
+
+func (x *HoldEpochResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldEpochResponse.ProtoReflect.Descriptor instead.
+func (*HoldEpochResponse) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *HoldEpochResponse) GetRest() []*Segment {
+	if x != nil {
+		return x.Rest
+	}
+	return nil
+}
+
+func (x *HoldEpochResponse) GetRestBatches() int64 {
+	if x != nil {
+		return x.RestBatches
+	}
+	return 0
+}
+
+func (x *HoldEpochResponse) GetNext() *FeedPlan {
+	if x != nil {
+		return x.Next
+	}
+	return nil
+}
+
+// FeedPlan is a worker's share of a world's split plan: what a task's
+// FeedTask says of it.
+type FeedPlan struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Splits []*Split               `protobuf:"bytes,1,rep,name=splits,proto3" json:"splits,omitempty"`
+	// rank is the worker's rank among the workers, which its epoch rules
+	// (shuffle) follow.
+	Rank          int32 `protobuf:"varint,2,opt,name=rank,proto3" json:"rank,omitempty"`
+	TargetBatches int64 `protobuf:"varint,3,opt,name=target_batches,json=targetBatches,proto3" json:"target_batches,omitempty"`
+	EpochRows     int64 `protobuf:"varint,4,opt,name=epoch_rows,json=epochRows,proto3" json:"epoch_rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FeedPlan) Reset() {
+	*x = FeedPlan{}
+	mi := &file_control_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FeedPlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FeedPlan) ProtoMessage() {}
+
+func (x *FeedPlan) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FeedPlan.ProtoReflect.Descriptor instead.
+func (*FeedPlan) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *FeedPlan) GetSplits() []*Split {
+	if x != nil {
+		return x.Splits
+	}
+	return nil
+}
+
+func (x *FeedPlan) GetRank() int32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *FeedPlan) GetTargetBatches() int64 {
+	if x != nil {
+		return x.TargetBatches
+	}
+	return 0
+}
+
+func (x *FeedPlan) GetEpochRows() int64 {
+	if x != nil {
+		return x.EpochRows
+	}
+	return 0
+}
+
 type FeedRowsRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	ExecutorId string                 `protobuf:"bytes,1,opt,name=executor_id,json=executorId,proto3" json:"executor_id,omitempty"`
@@ -37,7 +227,7 @@ type FeedRowsRequest struct {
 
 func (x *FeedRowsRequest) Reset() {
 	*x = FeedRowsRequest{}
-	mi := &file_control_proto_msgTypes[0]
+	mi := &file_control_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +239,7 @@ func (x *FeedRowsRequest) String() string {
 func (*FeedRowsRequest) ProtoMessage() {}
 
 func (x *FeedRowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[0]
+	mi := &file_control_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +252,7 @@ func (x *FeedRowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedRowsRequest.ProtoReflect.Descriptor instead.
 func (*FeedRowsRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{0}
+	return file_control_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *FeedRowsRequest) GetExecutorId() string {
@@ -89,7 +279,7 @@ type FeedRowsResponse struct {
 
 func (x *FeedRowsResponse) Reset() {
 	*x = FeedRowsResponse{}
-	mi := &file_control_proto_msgTypes[1]
+	mi := &file_control_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -101,7 +291,7 @@ func (x *FeedRowsResponse) String() string {
 func (*FeedRowsResponse) ProtoMessage() {}
 
 func (x *FeedRowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[1]
+	mi := &file_control_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -114,7 +304,7 @@ func (x *FeedRowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedRowsResponse.ProtoReflect.Descriptor instead.
 func (*FeedRowsResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{1}
+	return file_control_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *FeedRowsResponse) GetRowsPerRank() []int64 {
@@ -134,7 +324,7 @@ type FetchFileRequest struct {
 
 func (x *FetchFileRequest) Reset() {
 	*x = FetchFileRequest{}
-	mi := &file_control_proto_msgTypes[2]
+	mi := &file_control_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -146,7 +336,7 @@ func (x *FetchFileRequest) String() string {
 func (*FetchFileRequest) ProtoMessage() {}
 
 func (x *FetchFileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[2]
+	mi := &file_control_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -159,7 +349,7 @@ func (x *FetchFileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchFileRequest.ProtoReflect.Descriptor instead.
 func (*FetchFileRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{2}
+	return file_control_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FetchFileRequest) GetName() string {
@@ -182,7 +372,7 @@ type FileChunk struct {
 
 func (x *FileChunk) Reset() {
 	*x = FileChunk{}
-	mi := &file_control_proto_msgTypes[3]
+	mi := &file_control_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -194,7 +384,7 @@ func (x *FileChunk) String() string {
 func (*FileChunk) ProtoMessage() {}
 
 func (x *FileChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[3]
+	mi := &file_control_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -207,7 +397,7 @@ func (x *FileChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileChunk.ProtoReflect.Descriptor instead.
 func (*FileChunk) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{3}
+	return file_control_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FileChunk) GetData() []byte {
@@ -245,7 +435,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_control_proto_msgTypes[4]
+	mi := &file_control_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -257,7 +447,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[4]
+	mi := &file_control_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -270,7 +460,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{4}
+	return file_control_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegisterRequest) GetExecutorId() string {
@@ -320,7 +510,7 @@ type Peer struct {
 
 func (x *Peer) Reset() {
 	*x = Peer{}
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -332,7 +522,7 @@ func (x *Peer) String() string {
 func (*Peer) ProtoMessage() {}
 
 func (x *Peer) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[5]
+	mi := &file_control_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -345,7 +535,7 @@ func (x *Peer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Peer.ProtoReflect.Descriptor instead.
 func (*Peer) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{5}
+	return file_control_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Peer) GetRank() int32 {
@@ -414,7 +604,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -426,7 +616,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[6]
+	mi := &file_control_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,7 +629,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{6}
+	return file_control_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RegisterResponse) GetRank() int32 {
@@ -526,7 +716,7 @@ type Membership struct {
 
 func (x *Membership) Reset() {
 	*x = Membership{}
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -538,7 +728,7 @@ func (x *Membership) String() string {
 func (*Membership) ProtoMessage() {}
 
 func (x *Membership) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[7]
+	mi := &file_control_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -551,7 +741,7 @@ func (x *Membership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Membership.ProtoReflect.Descriptor instead.
 func (*Membership) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{7}
+	return file_control_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Membership) GetVersion() int64 {
@@ -604,7 +794,7 @@ type Credentials struct {
 
 func (x *Credentials) Reset() {
 	*x = Credentials{}
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -616,7 +806,7 @@ func (x *Credentials) String() string {
 func (*Credentials) ProtoMessage() {}
 
 func (x *Credentials) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[8]
+	mi := &file_control_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -629,7 +819,7 @@ func (x *Credentials) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credentials.ProtoReflect.Descriptor instead.
 func (*Credentials) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{8}
+	return file_control_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Credentials) GetGeneration() int64 {
@@ -666,7 +856,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +868,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[9]
+	mi := &file_control_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +881,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{9}
+	return file_control_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Progress) GetRows() int64 {
@@ -777,7 +967,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +979,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[10]
+	mi := &file_control_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +992,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{10}
+	return file_control_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HeartbeatRequest) GetExecutorId() string {
@@ -910,7 +1100,7 @@ type ModelSaved struct {
 
 func (x *ModelSaved) Reset() {
 	*x = ModelSaved{}
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1112,7 @@ func (x *ModelSaved) String() string {
 func (*ModelSaved) ProtoMessage() {}
 
 func (x *ModelSaved) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[11]
+	mi := &file_control_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1125,7 @@ func (x *ModelSaved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelSaved.ProtoReflect.Descriptor instead.
 func (*ModelSaved) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{11}
+	return file_control_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ModelSaved) GetName() string {
@@ -980,7 +1170,7 @@ type Localizing struct {
 
 func (x *Localizing) Reset() {
 	*x = Localizing{}
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1182,7 @@ func (x *Localizing) String() string {
 func (*Localizing) ProtoMessage() {}
 
 func (x *Localizing) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[12]
+	mi := &file_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1195,7 @@ func (x *Localizing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Localizing.ProtoReflect.Descriptor instead.
 func (*Localizing) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{12}
+	return file_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Localizing) GetDoneBytes() int64 {
@@ -1038,7 +1228,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1240,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[13]
+	mi := &file_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1253,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{13}
+	return file_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Span) GetName() string {
@@ -1117,7 +1307,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1319,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1332,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{14}
+	return file_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Usage) GetCpuSeconds() float64 {
@@ -1193,7 +1383,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1205,7 +1395,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1218,7 +1408,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{15}
+	return file_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Report) GetStep() int64 {
@@ -1254,7 +1444,7 @@ type OutputLine struct {
 
 func (x *OutputLine) Reset() {
 	*x = OutputLine{}
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1456,7 @@ func (x *OutputLine) String() string {
 func (*OutputLine) ProtoMessage() {}
 
 func (x *OutputLine) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1469,7 @@ func (x *OutputLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLine.ProtoReflect.Descriptor instead.
 func (*OutputLine) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{16}
+	return file_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OutputLine) GetStderr() bool {
@@ -1317,7 +1507,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1519,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1532,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{17}
+	return file_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HeartbeatResponse) GetStop() bool {
@@ -1413,7 +1603,7 @@ type ExitReport struct {
 
 func (x *ExitReport) Reset() {
 	*x = ExitReport{}
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1615,7 @@ func (x *ExitReport) String() string {
 func (*ExitReport) ProtoMessage() {}
 
 func (x *ExitReport) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1628,7 @@ func (x *ExitReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitReport.ProtoReflect.Descriptor instead.
 func (*ExitReport) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{18}
+	return file_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExitReport) GetExecutorId() string {
@@ -1554,7 +1744,7 @@ type ExitAck struct {
 
 func (x *ExitAck) Reset() {
 	*x = ExitAck{}
-	mi := &file_control_proto_msgTypes[19]
+	mi := &file_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +1756,7 @@ func (x *ExitAck) String() string {
 func (*ExitAck) ProtoMessage() {}
 
 func (x *ExitAck) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[19]
+	mi := &file_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +1769,7 @@ func (x *ExitAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitAck.ProtoReflect.Descriptor instead.
 func (*ExitAck) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{19}
+	return file_control_proto_rawDescGZIP(), []int{22}
 }
 
 var File_control_proto protoreflect.FileDescriptor
@@ -1587,7 +1777,21 @@ var File_control_proto protoreflect.FileDescriptor
 const file_control_proto_rawDesc = "" +
 	"\n" +
 	"\rcontrol.proto\x12\x12spindle.control.v1\x1a\n" +
-	"task.proto\"F\n" +
+	"task.proto\"I\n" +
+	"\x10HoldEpochRequest\x12\x1f\n" +
+	"\vexecutor_id\x18\x01 \x01(\tR\n" +
+	"executorId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\"\x99\x01\n" +
+	"\x11HoldEpochResponse\x12/\n" +
+	"\x04rest\x18\x01 \x03(\v2\x1b.spindle.control.v1.SegmentR\x04rest\x12!\n" +
+	"\frest_batches\x18\x02 \x01(\x03R\vrestBatches\x120\n" +
+	"\x04next\x18\x03 \x01(\v2\x1c.spindle.control.v1.FeedPlanR\x04next\"\x97\x01\n" +
+	"\bFeedPlan\x121\n" +
+	"\x06splits\x18\x01 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x12\n" +
+	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12%\n" +
+	"\x0etarget_batches\x18\x03 \x01(\x03R\rtargetBatches\x12\x1d\n" +
+	"\n" +
+	"epoch_rows\x18\x04 \x01(\x03R\tepochRows\"F\n" +
 	"\x0fFeedRowsRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
@@ -1731,14 +1935,15 @@ const file_control_proto_rawDesc = "" +
 	"\x0eoutput_dropped\x18\r \x01(\x03R\routputDropped\x12.\n" +
 	"\x05spans\x18\x0e \x03(\v2\x18.spindle.control.v1.SpanR\x05spans\x126\n" +
 	"\x06models\x18\x0f \x03(\v2\x1e.spindle.control.v1.ModelSavedR\x06models\"\t\n" +
-	"\aExitAck2\xb0\x03\n" +
+	"\aExitAck2\x8a\x04\n" +
 	"\aControl\x12U\n" +
 	"\bRegister\x12#.spindle.control.v1.RegisterRequest\x1a$.spindle.control.v1.RegisterResponse\x12X\n" +
 	"\tHeartbeat\x12$.spindle.control.v1.HeartbeatRequest\x1a%.spindle.control.v1.HeartbeatResponse\x12I\n" +
 	"\n" +
 	"ReportExit\x12\x1e.spindle.control.v1.ExitReport\x1a\x1b.spindle.control.v1.ExitAck\x12R\n" +
 	"\tFetchFile\x12$.spindle.control.v1.FetchFileRequest\x1a\x1d.spindle.control.v1.FileChunk0\x01\x12U\n" +
-	"\bFeedRows\x12#.spindle.control.v1.FeedRowsRequest\x1a$.spindle.control.v1.FeedRowsResponseB/Z-github.com/spindle-ml/spindle/driver/driverpbb\x06proto3"
+	"\bFeedRows\x12#.spindle.control.v1.FeedRowsRequest\x1a$.spindle.control.v1.FeedRowsResponse\x12X\n" +
+	"\tHoldEpoch\x12$.spindle.control.v1.HoldEpochRequest\x1a%.spindle.control.v1.HoldEpochResponseB/Z-github.com/spindle-ml/spindle/driver/driverpbb\x06proto3"
 
 var (
 	file_control_proto_rawDescOnce sync.Once
@@ -1752,68 +1957,78 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_control_proto_goTypes = []any{
-	(*FeedRowsRequest)(nil),   // 0: spindle.control.v1.FeedRowsRequest
-	(*FeedRowsResponse)(nil),  // 1: spindle.control.v1.FeedRowsResponse
-	(*FetchFileRequest)(nil),  // 2: spindle.control.v1.FetchFileRequest
-	(*FileChunk)(nil),         // 3: spindle.control.v1.FileChunk
-	(*RegisterRequest)(nil),   // 4: spindle.control.v1.RegisterRequest
-	(*Peer)(nil),              // 5: spindle.control.v1.Peer
-	(*RegisterResponse)(nil),  // 6: spindle.control.v1.RegisterResponse
-	(*Membership)(nil),        // 7: spindle.control.v1.Membership
-	(*Credentials)(nil),       // 8: spindle.control.v1.Credentials
-	(*Progress)(nil),          // 9: spindle.control.v1.Progress
-	(*HeartbeatRequest)(nil),  // 10: spindle.control.v1.HeartbeatRequest
-	(*ModelSaved)(nil),        // 11: spindle.control.v1.ModelSaved
-	(*Localizing)(nil),        // 12: spindle.control.v1.Localizing
-	(*Span)(nil),              // 13: spindle.control.v1.Span
-	(*Usage)(nil),             // 14: spindle.control.v1.Usage
-	(*Report)(nil),            // 15: spindle.control.v1.Report
-	(*OutputLine)(nil),        // 16: spindle.control.v1.OutputLine
-	(*HeartbeatResponse)(nil), // 17: spindle.control.v1.HeartbeatResponse
-	(*ExitReport)(nil),        // 18: spindle.control.v1.ExitReport
-	(*ExitAck)(nil),           // 19: spindle.control.v1.ExitAck
-	nil,                       // 20: spindle.control.v1.Report.ValuesEntry
-	(*Task)(nil),              // 21: spindle.control.v1.Task
+	(*HoldEpochRequest)(nil),  // 0: spindle.control.v1.HoldEpochRequest
+	(*HoldEpochResponse)(nil), // 1: spindle.control.v1.HoldEpochResponse
+	(*FeedPlan)(nil),          // 2: spindle.control.v1.FeedPlan
+	(*FeedRowsRequest)(nil),   // 3: spindle.control.v1.FeedRowsRequest
+	(*FeedRowsResponse)(nil),  // 4: spindle.control.v1.FeedRowsResponse
+	(*FetchFileRequest)(nil),  // 5: spindle.control.v1.FetchFileRequest
+	(*FileChunk)(nil),         // 6: spindle.control.v1.FileChunk
+	(*RegisterRequest)(nil),   // 7: spindle.control.v1.RegisterRequest
+	(*Peer)(nil),              // 8: spindle.control.v1.Peer
+	(*RegisterResponse)(nil),  // 9: spindle.control.v1.RegisterResponse
+	(*Membership)(nil),        // 10: spindle.control.v1.Membership
+	(*Credentials)(nil),       // 11: spindle.control.v1.Credentials
+	(*Progress)(nil),          // 12: spindle.control.v1.Progress
+	(*HeartbeatRequest)(nil),  // 13: spindle.control.v1.HeartbeatRequest
+	(*ModelSaved)(nil),        // 14: spindle.control.v1.ModelSaved
+	(*Localizing)(nil),        // 15: spindle.control.v1.Localizing
+	(*Span)(nil),              // 16: spindle.control.v1.Span
+	(*Usage)(nil),             // 17: spindle.control.v1.Usage
+	(*Report)(nil),            // 18: spindle.control.v1.Report
+	(*OutputLine)(nil),        // 19: spindle.control.v1.OutputLine
+	(*HeartbeatResponse)(nil), // 20: spindle.control.v1.HeartbeatResponse
+	(*ExitReport)(nil),        // 21: spindle.control.v1.ExitReport
+	(*ExitAck)(nil),           // 22: spindle.control.v1.ExitAck
+	nil,                       // 23: spindle.control.v1.Report.ValuesEntry
+	(*Segment)(nil),           // 24: spindle.control.v1.Segment
+	(*Split)(nil),             // 25: spindle.control.v1.Split
+	(*Task)(nil),              // 26: spindle.control.v1.Task
 }
 var file_control_proto_depIdxs = []int32{
-	5,  // 0: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
-	21, // 1: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
-	8,  // 2: spindle.control.v1.RegisterResponse.credentials:type_name -> spindle.control.v1.Credentials
-	7,  // 3: spindle.control.v1.RegisterResponse.membership:type_name -> spindle.control.v1.Membership
-	5,  // 4: spindle.control.v1.Membership.peers:type_name -> spindle.control.v1.Peer
-	9,  // 5: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
-	14, // 6: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
-	15, // 7: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
-	16, // 8: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
-	13, // 9: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
-	12, // 10: spindle.control.v1.HeartbeatRequest.localizing:type_name -> spindle.control.v1.Localizing
-	11, // 11: spindle.control.v1.HeartbeatRequest.models:type_name -> spindle.control.v1.ModelSaved
-	20, // 12: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
-	8,  // 13: spindle.control.v1.HeartbeatResponse.credentials:type_name -> spindle.control.v1.Credentials
-	7,  // 14: spindle.control.v1.HeartbeatResponse.membership:type_name -> spindle.control.v1.Membership
-	9,  // 15: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
-	14, // 16: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
-	15, // 17: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
-	16, // 18: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
-	13, // 19: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
-	11, // 20: spindle.control.v1.ExitReport.models:type_name -> spindle.control.v1.ModelSaved
-	4,  // 21: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
-	10, // 22: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
-	18, // 23: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
-	2,  // 24: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
-	0,  // 25: spindle.control.v1.Control.FeedRows:input_type -> spindle.control.v1.FeedRowsRequest
-	6,  // 26: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
-	17, // 27: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
-	19, // 28: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
-	3,  // 29: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
-	1,  // 30: spindle.control.v1.Control.FeedRows:output_type -> spindle.control.v1.FeedRowsResponse
-	26, // [26:31] is the sub-list for method output_type
-	21, // [21:26] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	24, // 0: spindle.control.v1.HoldEpochResponse.rest:type_name -> spindle.control.v1.Segment
+	2,  // 1: spindle.control.v1.HoldEpochResponse.next:type_name -> spindle.control.v1.FeedPlan
+	25, // 2: spindle.control.v1.FeedPlan.splits:type_name -> spindle.control.v1.Split
+	8,  // 3: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
+	26, // 4: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
+	11, // 5: spindle.control.v1.RegisterResponse.credentials:type_name -> spindle.control.v1.Credentials
+	10, // 6: spindle.control.v1.RegisterResponse.membership:type_name -> spindle.control.v1.Membership
+	8,  // 7: spindle.control.v1.Membership.peers:type_name -> spindle.control.v1.Peer
+	12, // 8: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
+	17, // 9: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
+	18, // 10: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
+	19, // 11: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
+	16, // 12: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
+	15, // 13: spindle.control.v1.HeartbeatRequest.localizing:type_name -> spindle.control.v1.Localizing
+	14, // 14: spindle.control.v1.HeartbeatRequest.models:type_name -> spindle.control.v1.ModelSaved
+	23, // 15: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
+	11, // 16: spindle.control.v1.HeartbeatResponse.credentials:type_name -> spindle.control.v1.Credentials
+	10, // 17: spindle.control.v1.HeartbeatResponse.membership:type_name -> spindle.control.v1.Membership
+	12, // 18: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
+	17, // 19: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
+	18, // 20: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
+	19, // 21: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
+	16, // 22: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
+	14, // 23: spindle.control.v1.ExitReport.models:type_name -> spindle.control.v1.ModelSaved
+	7,  // 24: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
+	13, // 25: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
+	21, // 26: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
+	5,  // 27: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
+	3,  // 28: spindle.control.v1.Control.FeedRows:input_type -> spindle.control.v1.FeedRowsRequest
+	0,  // 29: spindle.control.v1.Control.HoldEpoch:input_type -> spindle.control.v1.HoldEpochRequest
+	9,  // 30: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
+	20, // 31: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
+	22, // 32: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
+	6,  // 33: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
+	4,  // 34: spindle.control.v1.Control.FeedRows:output_type -> spindle.control.v1.FeedRowsResponse
+	1,  // 35: spindle.control.v1.Control.HoldEpoch:output_type -> spindle.control.v1.HoldEpochResponse
+	30, // [30:36] is the sub-list for method output_type
+	24, // [24:30] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -1828,7 +2043,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	Control_ReportExit_FullMethodName = "/spindle.control.v1.Control/ReportExit"
 	Control_FetchFile_FullMethodName  = "/spindle.control.v1.Control/FetchFile"
 	Control_FeedRows_FullMethodName   = "/spindle.control.v1.Control/FeedRows"
+	Control_HoldEpoch_FullMethodName  = "/spindle.control.v1.Control/HoldEpoch"
 )
 
 // ControlClient is the client API for Control service.
@@ -55,6 +56,11 @@ type ControlClient interface {
 	// them each rank works out the batches every rank feeds per epoch under
 	// spindle.feed.evenBatches pad or drop (FeedTask.agree_rows).
 	FeedRows(ctx context.Context, in *FeedRowsRequest, opts ...grpc.CallOption) (*FeedRowsResponse, error)
+	// HoldEpoch is asked by a worker's feed whose epoch ran out while the
+	// job may go on in place with input: it blocks until the epoch ends for
+	// every live worker, or returns rows of a lost rank dealt to this one,
+	// which the feed serves in the same epoch before it asks again.
+	HoldEpoch(ctx context.Context, in *HoldEpochRequest, opts ...grpc.CallOption) (*HoldEpochResponse, error)
 }
 
 type controlClient struct {
@@ -124,6 +130,16 @@ func (c *controlClient) FeedRows(ctx context.Context, in *FeedRowsRequest, opts 
 	return out, nil
 }
 
+func (c *controlClient) HoldEpoch(ctx context.Context, in *HoldEpochRequest, opts ...grpc.CallOption) (*HoldEpochResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HoldEpochResponse)
+	err := c.cc.Invoke(ctx, Control_HoldEpoch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServer is the server API for Control service.
 // All implementations must embed UnimplementedControlServer
 // for forward compatibility.
@@ -148,6 +164,11 @@ type ControlServer interface {
 	// them each rank works out the batches every rank feeds per epoch under
 	// spindle.feed.evenBatches pad or drop (FeedTask.agree_rows).
 	FeedRows(context.Context, *FeedRowsRequest) (*FeedRowsResponse, error)
+	// HoldEpoch is asked by a worker's feed whose epoch ran out while the
+	// job may go on in place with input: it blocks until the epoch ends for
+	// every live worker, or returns rows of a lost rank dealt to this one,
+	// which the feed serves in the same epoch before it asks again.
+	HoldEpoch(context.Context, *HoldEpochRequest) (*HoldEpochResponse, error)
 	mustEmbedUnimplementedControlServer()
 }
 
@@ -172,6 +193,9 @@ func (UnimplementedControlServer) FetchFile(*FetchFileRequest, grpc.ServerStream
 }
 func (UnimplementedControlServer) FeedRows(context.Context, *FeedRowsRequest) (*FeedRowsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method FeedRows not implemented")
+}
+func (UnimplementedControlServer) HoldEpoch(context.Context, *HoldEpochRequest) (*HoldEpochResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method HoldEpoch not implemented")
 }
 func (UnimplementedControlServer) mustEmbedUnimplementedControlServer() {}
 func (UnimplementedControlServer) testEmbeddedByValue()                 {}
@@ -277,6 +301,24 @@ func _Control_FeedRows_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Control_HoldEpoch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HoldEpochRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServer).HoldEpoch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Control_HoldEpoch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServer).HoldEpoch(ctx, req.(*HoldEpochRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Control_ServiceDesc is the grpc.ServiceDesc for Control service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -299,6 +341,10 @@ var Control_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FeedRows",
 			Handler:    _Control_FeedRows_Handler,
+		},
+		{
+			MethodName: "HoldEpoch",
+			Handler:    _Control_HoldEpoch_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

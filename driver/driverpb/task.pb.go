@@ -466,7 +466,11 @@ type FeedTask struct {
 	// the executor counts them as it first reads them, before the first
 	// batch, and learns every rank's through Control.FeedRows, which
 	// target_batches and epoch_rows then come from.
-	AgreeRows     bool `protobuf:"varint,27,opt,name=agree_rows,json=agreeRows,proto3" json:"agree_rows,omitempty"`
+	AgreeRows bool `protobuf:"varint,27,opt,name=agree_rows,json=agreeRows,proto3" json:"agree_rows,omitempty"`
+	// hold_epochs says that the job may go on in place with input: the
+	// executor ends none of the rank's epochs without asking
+	// Control.HoldEpoch, which may deal it a lost rank's rows first.
+	HoldEpochs    bool `protobuf:"varint,28,opt,name=hold_epochs,json=holdEpochs,proto3" json:"hold_epochs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -686,6 +690,13 @@ func (x *FeedTask) GetSpillBytes() int64 {
 func (x *FeedTask) GetAgreeRows() bool {
 	if x != nil {
 		return x.AgreeRows
+	}
+	return false
+}
+
+func (x *FeedTask) GetHoldEpochs() bool {
+	if x != nil {
+		return x.HoldEpochs
 	}
 	return false
 }
@@ -1030,7 +1041,7 @@ const file_task_proto_rawDesc = "" +
 	"\x0fcheckpoint_keep\x18) \x01(\x05R\x0echeckpointKeep\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xab\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcc\a\n" +
 	"\bFeedTask\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x121\n" +
 	"\x06splits\x18\x02 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x16\n" +
@@ -1066,7 +1077,9 @@ const file_task_proto_rawDesc = "" +
 	"\vspill_bytes\x18\x1a \x01(\x03R\n" +
 	"spillBytes\x12\x1d\n" +
 	"\n" +
-	"agree_rows\x18\x1b \x01(\bR\tagreeRows\"\xcc\x01\n" +
+	"agree_rows\x18\x1b \x01(\bR\tagreeRows\x12\x1f\n" +
+	"\vhold_epochs\x18\x1c \x01(\bR\n" +
+	"holdEpochs\"\xcc\x01\n" +
 	"\aSegment\x121\n" +
 	"\x06splits\x18\x01 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12%\n" +
