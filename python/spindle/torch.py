@@ -52,16 +52,24 @@ def _env_int(name, minimum):
     return value
 
 
-def init_process_group(backend="gloo", timeout=None, **kwargs):
+# How long ranks wait for each other to start, as Spindle's Go collectives
+# do (their connect timeout): a rank importing torch on a busy host may
+# start seconds after the others, which a short collective timeout must
+# not turn into a failed job.
+RENDEZVOUS_TIMEOUT = datetime.timedelta(minutes=2)
+
+
+def init_process_group(backend="gloo", timeout=None, rendezvous_timeout=None, **kwargs):
     """Join the job's torch.distributed process group.
 
     Rendezvous uses MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE, which
     the executor sets. timeout (seconds or a timedelta) bounds every
     collective operation, so a dead or stalled peer turns into an error
     instead of a hang; it defaults to SPINDLE_COLLECTIVE_TIMEOUT (30 seconds
-    when unset), not torch's 30 minutes. Further keyword arguments go to
-    ``torch.distributed.init_process_group``. Calling it again once the
-    group exists does nothing.
+    when unset), not torch's 30 minutes. rendezvous_timeout bounds the wait
+    for the other ranks to start (2 minutes, or timeout when longer).
+    Further keyword arguments go to ``torch.distributed.init_process_group``.
+    Calling it again once the group exists does nothing.
     """
     if dist.is_initialized():
         return
@@ -75,10 +83,21 @@ def init_process_group(backend="gloo", timeout=None, **kwargs):
         raise EnvError(f"{C.TORCH_RANK}={rank} is not below {C.TORCH_WORLD_SIZE}={world}")
     if timeout is None:
         timeout = _env.collective_timeout()
-    if not isinstance(timeout, datetime.timedelta):
-        timeout = datetime.timedelta(seconds=float(timeout))
-    dist.init_process_group(backend=backend, init_method="env://", rank=rank, world_size=world,
+    timeout = _as_timedelta(timeout)
+    rendezvous = _as_timedelta(rendezvous_timeout) if rendezvous_timeout is not None else max(timeout, RENDEZVOUS_TIMEOUT)
+    if "init_method" in kwargs or "store" in kwargs:
+        dist.init_process_group(backend=backend, rank=rank, world_size=world, timeout=timeout, **kwargs)
+        return
+    # env:// would bound the ranks' meeting by timeout too; the store made
+    # here waits rendezvous for them, then collectives get timeout.
+    store = dist.TCPStore(os.environ[C.MASTER_ADDR], int(os.environ[C.MASTER_PORT]), world, rank == 0, rendezvous,
+                          multi_tenant=True)
+    dist.init_process_group(backend=backend, store=dist.PrefixStore("default_pg", store), rank=rank, world_size=world,
                             timeout=timeout, **kwargs)
+
+
+def _as_timedelta(value):
+    return value if isinstance(value, datetime.timedelta) else datetime.timedelta(seconds=float(value))
 
 
 def is_chief():

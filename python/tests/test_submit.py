@@ -10,6 +10,7 @@ is installed (make deps puts it into $SPINDLE_PY_VENV).
 import _thread
 import gc
 import os
+import signal
 import sys
 import threading
 import unittest
@@ -84,6 +85,10 @@ class SubmitTest(unittest.TestCase):
 
     def test_interrupt_while_waiting_kills_the_job(self):
         # A notebook's stop button raises KeyboardInterrupt in the cell.
+        # interrupt_main does nothing where SIGINT is ignored, as it is in
+        # a test run started in the background by a shell: handle it here.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.addCleanup(signal.signal, signal.SIGINT, previous)
         job = spindle.submit(["sh", "-c", 'echo "ready $SPINDLE_RANK"; exec sleep 120'], master="local[2]", stream=False)
 
         def interrupt_when_running():

@@ -151,11 +151,29 @@ class FeedDatasetTest(unittest.TestCase):
         self.assertEqual(out.returncode, 3, out.stderr)
         self.assertEqual(out.stdout.strip(), "finishing")
 
+    def test_late_rank_still_joins(self):
+        """A rank that starts after the collective timeout (torch imported slowly on a busy host) still joins."""
+        port = str(free_port())
+        code = ("import sys, time, torch, torch.distributed as dist, spindle.torch as st\n"
+                "if sys.argv[1] == '0': time.sleep(4)\n"
+                "st.init_process_group()\n"
+                "t = torch.ones(1); dist.all_reduce(t); print(t.item())\n")
+        procs = []
+        for rank in ("1", "0"):
+            env = dict(os.environ, PYTHONPATH=support.PYTHON_DIR, MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=rank,
+                       WORLD_SIZE="2", SPINDLE_COLLECTIVE_TIMEOUT="1")
+            procs.append(subprocess.Popen([sys.executable, "-c", code, rank], stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True, env=env))
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            self.assertEqual(p.returncode, 0, err)
+            self.assertEqual(out.strip(), "2.0")
+
     def test_missing_peer_times_out(self):
-        """Rank 0 of 2 whose peer never comes gives up after SPINDLE_COLLECTIVE_TIMEOUT, not 30 minutes."""
+        """Rank 0 of 2 whose peer never comes gives up after its rendezvous timeout, not 30 minutes."""
         code = ("import spindle.torch as st\n"
                 "try:\n"
-                "    st.init_process_group()\n"
+                "    st.init_process_group(rendezvous_timeout=1.5)\n"
                 "except RuntimeError as e:\n"
                 "    print('gave up:', e)\n")
         env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "WORLD_SIZE": "2",

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hadooptest"
 	"github.com/spindle-ml/spindle/yarn"
 	"github.com/spindle-ml/spindle/yarn/client"
@@ -230,14 +231,20 @@ func TestClusterModeSecondAttempt(t *testing.T) {
 		"--executor-memory", "256m", "--conf", "spindle.yarn.maxAppAttempts=2", "--", "sleep", "6")
 	app := r.waitFor(t, appRE, time.Minute)[1]
 	r.waitFor(t, regexp.MustCompile(`all executors registered`), 2*time.Minute)
+	// The gateway relays the ApplicationMaster's log as it reads it: a
+	// registration may be printed after the line that all registered.
 	var first []int
-	for _, m := range registeredRE.FindAllStringSubmatch(r.stderr.String(), -1) {
-		pid, _ := strconv.Atoi(m[2])
-		first = append(first, pid)
-	}
-	if len(first) != 2 {
-		t.Fatalf("want 2 executors registered, got %v:\n%s", first, r.stderr.String())
-	}
+	testutil.WaitFor(t, testutil.Scale(30*time.Second), func() error {
+		first = first[:0]
+		for _, m := range registeredRE.FindAllStringSubmatch(r.stderr.String(), -1) {
+			pid, _ := strconv.Atoi(m[2])
+			first = append(first, pid)
+		}
+		if len(first) != 2 {
+			return fmt.Errorf("want 2 executors registered, got %v:\n%s", first, r.stderr.String())
+		}
+		return nil
+	})
 	if err := syscall.Kill(amPID(t, app), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
