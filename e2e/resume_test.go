@@ -105,10 +105,16 @@ func TestRestartResumesTheFeedMidEpoch(t *testing.T) {
 // pyRowcheck is rowcheck in Python, with spindle.Checkpointer: it keeps a
 // checksum of the row ids it took per epoch, checkpoints it every 7 steps
 // (each rank its own file), and rank 1 SIGKILLs itself in generation 0
-// after 83 batches.
+// after 83 batches, once a checkpoint both ranks recorded exists (a slow
+// rank 0 may not have saved one yet; the restart would then start over).
 const pyRowcheck = `
 import json, os, signal, time
 import spindle
+
+def both_recorded():
+    root = os.path.join(os.environ["SPINDLE_CHECKPOINT_DIR"], ".spindle-resume")
+    names = os.listdir(root) if os.path.isdir(root) else []
+    return any(all(os.path.exists(os.path.join(root, n, "rank-%d.json" % r)) for r in (0, 1)) for n in names)
 
 M = (1 << 64) - 1
 def splitmix(x):
@@ -137,6 +143,9 @@ for ep in spindle.feed().epochs(kind="batches"):
         step += 1
         taken += 1
         if gen == 0 and rank == 1 and taken == 83:
+            deadline = time.monotonic() + 300
+            while not both_recorded() and time.monotonic() < deadline:
+                time.sleep(0.05)
             os.kill(os.getpid(), signal.SIGKILL)
         ck.maybe_save(step, lambda: json.dumps({"rows": rows, "hash": hashes}).encode())
 for e in sorted(rows):
