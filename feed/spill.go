@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -182,12 +181,14 @@ func (s *spillStore) newSpillWriter(i int, schema *arrow.Schema) (*spillWriter, 
 		s.refuse(i, "", 0, err.Error())
 		return nil, err
 	}
-	path := filepath.Join(s.dir, "split-"+strconv.Itoa(i)+".arrow")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	// A name of its own: the pipelines of one rank (its own, one on a new
+	// plan) may spill into the same directory.
+	f, err := os.CreateTemp(s.dir, "split-"+strconv.Itoa(i)+"-*.arrow")
 	if err != nil {
 		s.refuse(i, "", 0, err.Error())
 		return nil, err
 	}
+	path := f.Name()
 	w, err := ipc.NewFileWriter(f, ipc.WithSchema(schema))
 	if err != nil {
 		_ = f.Close()

@@ -145,3 +145,55 @@ func TestCacheSpillsFlightSplits(t *testing.T) {
 		t.Fatalf("the spill directory outlived the cache: %v", err)
 	}
 }
+
+// TestSpillStoresShareADirectory: two pipelines of one rank (its own and
+// one opened on a new plan) spill into the same directory; each keeps and
+// reads back its own split 0, and closing one leaves the other's file.
+func TestSpillStoresShareADirectory(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	dir := filepath.Join(t.TempDir(), "spill")
+	opener := func(first int64) func(bool) (Reader, error) {
+		return func(bool) (Reader, error) {
+			return &cachedReader{schema: testSchema, recs: []arrow.RecordBatch{testRecordWith(mem, testSchema, first, 100)}}, nil
+		}
+	}
+	firstID := func(c *splitCache, open func(bool) (Reader, error)) int64 {
+		t.Helper()
+		r, err := c.open(0, 100, true, open)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		rec, err := r.Next(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rec.Release()
+		for {
+			if _, err := r.Next(t.Context()); errors.Is(err, io.EOF) {
+				break
+			}
+		}
+		return rec.Column(0).(*array.Int64).Value(0)
+	}
+	a, b := newSpillStore(dir, 1<<20, mem), newSpillStore(dir, 1<<20, mem)
+	ca, cb := newSplitCache(10, nil, a), newSplitCache(10, nil, b)
+	firstID(ca, opener(0))
+	firstID(cb, opener(1000))
+	if a.file(0) == "" || a.file(0) == b.file(0) {
+		t.Fatalf("spill files %q and %q: want one of each store's", a.file(0), b.file(0))
+	}
+	if err := b.close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := firstID(ca, opener(-1)); got != 0 {
+		t.Fatalf("the first store read back a split starting at row %d, want its own (0)", got)
+	}
+	if err := a.close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the spill directory is left after both stores closed: %v", err)
+	}
+}
