@@ -144,6 +144,7 @@ type Server struct {
 	shmBytes     atomic.Int64 // of messages in shared memory (a batch sent in place counts its buffers)
 	shmInline    atomic.Int64 // messages of shared-memory streams sent inline
 	shmInPlace   atomic.Int64 // batches of shared-memory streams sent where they lie (writeInPlace)
+	shmWaitedOut atomic.Int64 // waits for room in the region that ran out (the client held it)
 	taken        takenTracker
 }
 

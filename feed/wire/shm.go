@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -110,6 +111,7 @@ type shmRegion struct {
 	inUse  int64            // the charges of the messages not yet freed
 	budget int64            // most bytes in use at once
 	freed  chan struct{}    // signalled (without blocking) on every free
+	frees  atomic.Uint64    // messages freed so far
 
 	lendMu   sync.Mutex
 	batches  extents // the lent space; empty without it
@@ -365,19 +367,29 @@ func (s *SharedRegion) Close() error {
 // next to a training step that keeps batches.
 const shmHoldWait = 20 * time.Millisecond
 
+// shmHoldChecks is how many times in a row the client must be seen idle
+// before a message goes inline, besides shmHoldWait: on a busy machine a
+// starved process can see that time pass between two looks, with the
+// client's frees unread only because nothing of it ran.
+const shmHoldChecks = 10
+
+// tooBig reports whether a message that counts charge bytes against the
+// budget goes inline however empty the region: it would crowd out the
+// read-ahead.
+func (r *shmRegion) tooBig(charge int64) bool { return charge > r.budget/2 }
+
 // alloc takes n bytes, waiting while the client still has messages to
 // read that it will free. It gives up (false) when the client has read
-// every frame sent (idle says so) and freed nothing for shmHoldWait: it
+// every frame sent (idle says so) and freed nothing for shmHoldWait and
+// shmHoldChecks looks: it
 // holds the space and may wait for the next message, so waiting on could
 // wait forever, and the message goes inline.
 //
 // stopped ends the wait with its error once the client has stopped the
 // stream.
 func (r *shmRegion) alloc(ctx context.Context, n, charge int64, idle func() bool, stopped func() error) (uint64, bool, error) {
-	if charge > r.budget/2 {
-		return 0, false, nil // would crowd out the read-ahead; inline
-	}
 	var idleSince time.Time
+	idleLooks := 0
 	for {
 		if off, ok := r.tryAlloc(n, charge); ok {
 			return off, true, nil
@@ -387,15 +399,17 @@ func (r *shmRegion) alloc(ctx context.Context, n, charge int64, idle func() bool
 		}
 		switch {
 		case !idle():
-			idleSince = time.Time{}
+			idleSince, idleLooks = time.Time{}, 0
 		case idleSince.IsZero():
-			idleSince = time.Now()
-		case time.Since(idleSince) >= shmHoldWait:
-			return 0, false, nil
+			idleSince, idleLooks = time.Now(), 1
+		default:
+			if idleLooks++; idleLooks >= shmHoldChecks && time.Since(idleSince) >= shmHoldWait {
+				return 0, false, nil
+			}
 		}
 		select {
 		case <-r.freed:
-			idleSince = time.Time{}
+			idleSince, idleLooks = time.Time{}, 0
 		case <-time.After(time.Millisecond): // look at idle again
 		case <-ctx.Done():
 			return 0, false, ctx.Err()
@@ -414,6 +428,7 @@ func (r *shmRegion) release(off uint64) error {
 	r.inUse -= r.charge[off]
 	delete(r.charge, off)
 	r.mu.Unlock()
+	r.frees.Add(1)
 	select {
 	case r.freed <- struct{}{}:
 	default:

@@ -151,6 +151,41 @@ func regionInUse(s *Server) int64 {
 	return r.inUse
 }
 
+// TestSharedMemoryHeldWaitsOnce holds every batch of an epoch that the
+// region cannot hold: the server waits for room once, and with nothing
+// freed since, sends the rest inline at once instead of waiting again
+// before each message (200 waits would take seconds).
+func TestSharedMemoryHeldWaitsOnce(t *testing.T) {
+	ctx := testCtx(t)
+	srv, _ := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 1, Source: numSource(t, 300, 100), SharedMemory: true},
+		func(s *Server) { s.shm.size = 64 << 10 })
+	ep, err := DialArrow(ctx, srv.cfg.SocketPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []arrow.RecordBatch
+	defer func() {
+		for _, rec := range held {
+			rec.Release()
+		}
+	}()
+	for {
+		rec, err := ep.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, rec)
+	}
+	defer ep.Close()
+	inline, waits := srv.shmInline.Load(), srv.shmWaitedOut.Load()
+	if len(held) != 300 || inline < 100 || waits != 1 {
+		t.Fatalf("%d batches, %d messages inline after %d waits for room ran out; want 300, most inline, 1 wait", len(held), inline, waits)
+	}
+}
+
 // TestSharedMemoryEarlyClose closes an epoch after one batch, still
 // holding it: the server stops sending and serves the next epoch, and the
 // batch keeps its values until released, when its space comes back.
@@ -311,7 +346,7 @@ func TestSharedMemoryTensorEarlyClose(t *testing.T) {
 	}
 	ep.Close()
 	if ep.Epoch() != 1 || rows != 500000 || srv.shmInline.Load() != 0 {
-		t.Fatalf("epoch %d: %d rows, %d messages inline; want epoch 1, 500000 rows, none inline", ep.Epoch(), rows, srv.shmInline.Load())
+		t.Fatalf("epoch %d: %d rows, %d messages inline (%d waits ran out); want epoch 1, 500000 rows, none inline", ep.Epoch(), rows, srv.shmInline.Load(), srv.shmWaitedOut.Load())
 	}
 	testutil.WaitFor(t, 10*time.Second, testutil.Holds("condition", func() bool { return regionInUse(srv) == 0 }))
 }

@@ -263,17 +263,21 @@ func (s *shmMessages) close() {
 	s.m.close()
 }
 
-// shmDrainTime bounds how long closing an epoch early waits for the rest
-// of the stream.
-const shmDrainTime = 5 * time.Second
+// shmDrainIdle bounds how long closing an epoch early waits for the next
+// frame of the rest of the stream: an executor that sends nothing for
+// that long is taken for stuck. The bound is per frame, not for the whole
+// drain, so that a busy machine's slow executor is drained to the end:
+// every message left undrained stays taken until the connection closes,
+// and the next epoch finds the region that much fuller.
+const shmDrainIdle = 5 * time.Second
 
 // drain reads the frames the executor sent before it saw the epoch
 // abandoned and frees their messages, which nobody will read, up to the
 // end of the stream.
 func (s *shmMessages) drain() {
-	_ = s.uc.SetReadDeadline(time.Now().Add(shmDrainTime))
 	var f [shmFrameBytes]byte
 	for {
+		_ = s.uc.SetReadDeadline(time.Now().Add(shmDrainIdle))
 		if _, err := io.ReadFull(s.br, f[:]); err != nil {
 			return
 		}

@@ -29,7 +29,7 @@ import (
 // and the caller closes only the writing side (a stream that failed ends
 // without its end frame, which the client takes for a cut).
 func (s *Server) serveShm(ctx context.Context, conn *net.UnixConn, send func(*shmWriter) error) (kept bool, err error) {
-	w := &shmWriter{ctx: ctx, conn: conn, sock: &s.bytes, stream: &s.shmBytes, inline: &s.shmInline, inPlace: &s.shmInPlace}
+	w := &shmWriter{ctx: ctx, conn: conn, sock: &s.bytes, stream: &s.shmBytes, inline: &s.shmInline, inPlace: &s.shmInPlace, waitedOut: &s.shmWaitedOut}
 	if w.region = s.shm.regionFor(); w.region != nil {
 		w.share = s.shm.track(conn)
 		if err := w.sendRegion(); err != nil {
@@ -293,6 +293,13 @@ type shmWriter struct {
 
 	share *shmShare // with region
 
+	// heldOut is set when a wait for room ran out while the client held
+	// the region; heldOutAt is the region's frees then. Until the client
+	// frees something, later messages go inline without waiting.
+	heldOut   bool
+	heldOutAt uint64
+	waitedOut *atomic.Int64 // waits for room that ran out
+
 	// batch is the batch being written, in arrow mode; its record batch
 	// message may point at it where it lies (writeInPlace).
 	batch   arrow.RecordBatch
@@ -377,10 +384,24 @@ func (w *shmWriter) reserve(n, charge int64) (uint64, bool, error) {
 	if off, ok := w.region.tryAlloc(n, charge); ok {
 		return off, true, nil
 	}
+	if w.region.tooBig(charge) {
+		return 0, false, nil
+	}
 	if err := w.flush(); err != nil {
 		return 0, false, err
 	}
-	return w.region.alloc(w.ctx, n, charge, w.clientIdle, w.stopped)
+	if w.heldOut && w.region.frees.Load() == w.heldOutAt {
+		// The client held the region the last time it was full and has
+		// freed nothing since: waiting again would be as long for
+		// nothing, once per message.
+		return 0, false, nil
+	}
+	off, ok, err := w.region.alloc(w.ctx, n, charge, w.clientIdle, w.stopped)
+	if err == nil && !ok {
+		w.heldOut, w.heldOutAt = true, w.region.frees.Load()
+		w.waitedOut.Add(1)
+	}
+	return off, ok, err
 }
 
 // putInline queues a message of n bytes, which fill writes, inline.
@@ -408,11 +429,17 @@ func (w *shmWriter) stopped() error {
 	return nil
 }
 
-// clientIdle reports whether the client has read every frame sent: it
-// then holds its messages and waits for the next.
+// clientIdle reports whether the client has read every frame sent and
+// every free it sent has been read: it then holds its messages and waits
+// for the next. (Frees still queued mean a slow reader of frees, not a
+// client that holds the region.)
 func (w *shmWriter) clientIdle() bool {
-	q, ok := outQueue(w.conn)
-	return ok && q == 0
+	out, ok := outQueue(w.conn)
+	if !ok || out != 0 {
+		return false
+	}
+	in, ok := inQueue(w.conn)
+	return ok && in == 0
 }
 
 // Close ends the stream.

@@ -100,14 +100,22 @@ func (t *takenTracker) taken() (rows, batches int64) {
 }
 
 // outQueue returns the bytes written to conn that its peer has not read.
-func outQueue(conn *net.UnixConn) (int64, bool) {
+func outQueue(conn *net.UnixConn) (int64, bool) { return sockQueue(conn, unix.SIOCOUTQ) }
+
+// inQueue returns the bytes conn's peer wrote that have not been read
+// from it.
+func inQueue(conn *net.UnixConn) (int64, bool) { return sockQueue(conn, unix.SIOCINQ) }
+
+// sockQueue returns the length of one of conn's queues (req: SIOCOUTQ or
+// SIOCINQ).
+func sockQueue(conn *net.UnixConn, req uint) (int64, bool) {
 	rc, err := conn.SyscallConn()
 	if err != nil {
 		return 0, false
 	}
 	var n int
 	var ioErr error
-	if err := rc.Control(func(fd uintptr) { n, ioErr = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) }); err != nil || ioErr != nil {
+	if err := rc.Control(func(fd uintptr) { n, ioErr = unix.IoctlGetInt(int(fd), req) }); err != nil || ioErr != nil {
 		return 0, false
 	}
 	return int64(n), true
