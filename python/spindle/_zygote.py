@@ -167,8 +167,11 @@ def _serve_one(conn, token, rank, lis):
     _own_group(pid)
     for fd in fds:
         os.close(fd)
-    _send(conn, {"pid": pid})
-    _send(conn, {"exit": os.waitstatus_to_exitcode(_wait_child(conn, pid))})
+    status = _wait_child(conn, pid)
+    try:
+        _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
+    except OSError:
+        pass  # the client went away: its job is ended, nobody to tell
     return True
 
 
@@ -190,14 +193,29 @@ def _own_group(pid):
 
 
 def _wait_child(conn, pid):
-    """Wait for the job's process; when the client goes away first (Ctrl-C, a killed notebook), end the job's process group."""
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return status
-        readable, _, _ = select.select([conn], [], [], 0.05)
-        if readable and not conn.recv(1, socket.MSG_PEEK):
-            break
+    """Tell the client the job's pid and wait for the job's process; when the client goes away first (Ctrl-C, a killed notebook), end the job's process group.
+
+    A client gone before the pid is sent makes sending it fail (EPIPE),
+    and one that left it unread makes the next read fail (ECONNRESET):
+    both are a client gone too. The job's process can start running (and
+    be interrupted) before this process answers, as it did under load.
+    """
+    try:
+        _send(conn, {"pid": pid})
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status
+            readable, _, _ = select.select([conn], [], [], 0.05)
+            if readable and not conn.recv(1, socket.MSG_PEEK):
+                break
+    except OSError:
+        pass
+    return _end_group(pid)
+
+
+def _end_group(pid):
+    """End the job's process group, gently first; return its process's wait status."""
     for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
         try:
             os.killpg(pid, sig)

@@ -90,6 +90,28 @@ class SessionTest(unittest.TestCase):
         self.assertIn("refused", answer.get("error", ""))
         self.assertEqual(os.stat(self.session._dir).st_mode & 0o777, 0o700)
 
+    def test_client_gone_before_the_answer_ends_the_run(self):
+        # A client interrupted before it read the child's pid (under load
+        # the child can start, and the client be interrupted, before its
+        # zygote answers): the zygote's answer then fails (EPIPE, or
+        # ECONNRESET for one left unread), and the run's process must
+        # still end. A zygote serves one request at a time, so its answer
+        # to the next (a ping) says the first has been dealt with.
+        s = self.session
+        out_r, out_w = os.pipe()
+        self.addCleanup(os.close, out_r)
+        req = {"op": "exec", "argv": ["-c", "import time; time.sleep(600)"], "cwd": "/", "token": s._token}
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+            c.connect(_zygote.socket_path(s._dir, 0))
+            socket.send_fds(c, [json.dumps(req).encode() + b"\n"], [out_w, out_w])
+            os.close(out_w)
+        s._ask(0, {"op": "ping"})
+        deadline = time.monotonic() + 60
+        while children(s.zygotes[0]):
+            self.assertLess(time.monotonic(), deadline, f"the run's processes {children(s.zygotes[0])} outlived its client")
+            time.sleep(0.02)
+        self.assertEqual(s.run(probe, None)["rank"], 0, "the session runs the next job")
+
 
 SCRIPT = """import os, sys
 print("seen", os.environ["SPINDLE_RANK"], os.getpid(), os.getppid(), "wave" in sys.modules, " ".join(sys.argv[1:]))
@@ -209,6 +231,21 @@ class SessionCLITest(unittest.TestCase):
         p = subprocess.run([self.binary, "submit", "--session", sid, "--", "python3", "s.py", "after"],
                            env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 0, p.stderr)
+
+
+def children(pid):
+    """The pids of pid's live children."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    state, ppid = f.read().rsplit(")", 1)[1].split()[:2]
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if int(ppid) == pid and state != "Z":
+                out.append(int(name))
+    return out
 
 
 def alive(pid):
