@@ -30,6 +30,10 @@ type Record struct {
 	Dir          string `json:"dir"`
 	Token        string `json:"token"`
 	NumExecutors int    `json:"num_executors"`
+	// Addrs holds, by rank, where a rank away from the session's host
+	// (a standalone worker elsewhere) serves over TCP; empty for a rank
+	// on this host.
+	Addrs []string `json:"addrs,omitempty"`
 }
 
 // RegistryDir is where this user's sessions are recorded:
@@ -98,6 +102,12 @@ func (e *RankFailed) Error() string { return fmt.Sprintf("rank %d exited %d", e.
 // copied to stdout and stderr a line at a time, marked "[rank N] ". It
 // returns a *RankFailed for the lowest rank that exited non-zero.
 func Submit(ctx context.Context, rec *Record, argv []string, cwd string, stdout, stderr io.Writer) error {
+	for r, a := range rec.Addrs {
+		if a != "" {
+			return fmt.Errorf("%w: session %s: rank %d runs away from this host (it serves on %s): spindle submit --session "+
+				"runs only in sessions whose ranks all run here; spindle.Session.run reaches them anywhere", ErrBadRun, rec.ID, r, a)
+		}
+	}
 	port, err := freePort()
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package warm
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,5 +86,20 @@ func TestNextJobCountsInTheSession(t *testing.T) {
 	}
 	if _, err := NextJob(dir); err == nil || !strings.Contains(err.Error(), "not a count") {
 		t.Fatalf("NextJob over a broken count = %v, want an error saying so", err)
+	}
+}
+
+// TestSubmitRefusesRanksAwayFromThisHost: a rank on another host serves
+// over TCP, which carries no file descriptors for its output, so a run
+// is refused before anything ran, naming the rank, and counts no job.
+func TestSubmitRefusesRanksAwayFromThisHost(t *testing.T) {
+	dir := t.TempDir()
+	rec := &Record{ID: "s1", Dir: dir, Token: "t", NumExecutors: 2, Addrs: []string{"", "10.0.0.7:4100"}}
+	err := Submit(t.Context(), rec, []string{"train.py"}, dir, io.Discard, io.Discard)
+	if !errors.Is(err, ErrBadRun) || !strings.Contains(err.Error(), "rank 1 runs away from this host (it serves on 10.0.0.7:4100)") {
+		t.Fatalf("Submit = %v, want refused naming rank 1", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, jobsFile)); !os.IsNotExist(err) {
+		t.Errorf("a refused run counted a job: %v", err)
 	}
 }

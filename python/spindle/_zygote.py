@@ -11,20 +11,31 @@ notebook cell, Ctrl-C) ends the job's process group. A job's state dies
 with its process, so nothing
 leaks into the next job; the zygote itself never runs user code.
 
+On a host where the session's directory is not (a standalone worker
+elsewhere), it listens on TCP on its host instead and prints where
+(ADDRESS_MARK) for the session to read in the job's output; a job's
+function then comes in the request and its result goes back in the
+answer, and command lines, whose output needs file descriptors passed,
+are refused.
+
 Every request is one JSON line and must carry the session's token (the
-file ``token`` in the same directory, mode 0600); a request without it is
-refused before anything else of it is read.
+file ``token`` in the same directory, mode 0600, or the job file
+$SPINDLE_SESSION_TOKEN_FILE names); a request without it is refused
+before anything else of it is read.
 """
 
+import base64
 import gc
 import hmac
 import importlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 import traceback
 
@@ -32,7 +43,11 @@ from . import _contract, _env
 
 SESSION_DIR = _contract.SESSION_DIR
 PRELOAD = _contract.SESSION_PRELOAD
-_MAX_REQUEST = 1 << 20
+# A run's request carries its pickled function.
+_MAX_REQUEST = 64 << 20
+# The line a rank serving over TCP prints (its job's output) for the
+# session to learn where it listens.
+ADDRESS_MARK = "spindle-session: rank {rank} serves on {addr}"
 
 
 def socket_path(directory, rank):
@@ -58,7 +73,7 @@ def _read_line(conn, buf=b""):
             break
         buf += chunk
         if len(buf) > _MAX_REQUEST:
-            raise ValueError("request longer than 1 MiB")
+            raise ValueError(f"request longer than {_MAX_REQUEST >> 20} MiB")
     return bytes(buf[start:])
 
 
@@ -153,6 +168,15 @@ def _serve_one(conn, token, rank, lis):
             os.close(fd)
         _send(conn, {"error": f"unknown op {op!r}, or an exec without its argv, stdout and stderr"})
         return True
+    if op == "exec" and conn.family != socket.AF_UNIX:
+        for fd in fds:
+            os.close(fd)
+        _send(conn, {"error": f"rank {rank} runs on host {socket.gethostname()}, away from the session's directory: "
+                              "spindle submit --session needs the session's ranks on its own host (spindle.Session.run "
+                              "reaches them anywhere)"})
+        return True
+    if op == "run":
+        req = dict(req, work=_run_dir(req))
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -168,11 +192,40 @@ def _serve_one(conn, token, rank, lis):
     for fd in fds:
         os.close(fd)
     status = _wait_child(conn, pid)
+    answer = {"exit": os.waitstatus_to_exitcode(status)}
+    if op == "run":
+        answer.update(_run_results(req["work"], rank))
     try:
-        _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
+        _send(conn, answer)
     except OSError:
         pass  # the client went away: its job is ended, nobody to tell
     return True
+
+
+def _run_dir(req):
+    """Make a run's directory on this rank's host: its function (the request's payload) and a results directory."""
+    from ._run import PAYLOAD
+    work = tempfile.mkdtemp(prefix="spindle-session-run-")
+    os.mkdir(os.path.join(work, "results"))
+    with open(os.path.join(work, PAYLOAD), "wb") as f:
+        f.write(base64.b64decode(req.get("payload") or ""))
+    return work
+
+
+def _run_results(work, rank):
+    """What a run's process left in its directory, for its answer: its pickled result, or its traceback's end; the directory is removed."""
+    out = {}
+    try:
+        for key, name, mode in (("result", f"rank-{rank}.pkl", "rb"), ("err", f"rank-{rank}.err", "r")):
+            try:
+                with open(os.path.join(work, "results", name), mode) as f:
+                    data = f.read()
+            except FileNotFoundError:
+                continue
+            out[key] = base64.b64encode(data).decode() if mode == "rb" else data
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
 
 
 def _die_with_parent():
@@ -237,9 +290,13 @@ def main():
     directory = os.environ.get(SESSION_DIR)
     if not directory:
         sys.exit("spindle._zygote: SPINDLE_SESSION_DIR is not set: spindle.Session starts this module, not a user")
-    if not os.path.isdir(directory):
+    # Never seen by the jobs this process forks.
+    token_file = os.environ.pop(_contract.SESSION_TOKEN_FILE, "")
+    here = os.path.isdir(directory)
+    if not here and not token_file:
         sys.exit(f"spindle session: rank {_env.rank()} runs on host {socket.gethostname()}, where the session's "
-                 f"directory {directory} is not: a session's ranks must run on the host that started it")
+                 f"directory {directory} is not: a session's ranks must run on the host that started it, "
+                 "unless its master is a standalone one")
     for name in _preload_names():
         importlib.import_module(name)
     # What every job's child needs too, so that no child imports it again.
@@ -253,9 +310,26 @@ def main():
     # copy) every page of it.
     gc.collect()
     gc.freeze()
-    with open(os.path.join(directory, "token"), "rb") as f:
-        token = f.read().strip()
     rank = _env.rank()
+    if not here:
+        # Away from the session's directory, the token came with the job.
+        directory = os.environ.get(_contract.FILES_DIR, "")
+    with open(os.path.join(directory, "token" if here else token_file), "rb") as f:
+        token = f.read().strip()
+    lis = _unix_listener(directory, rank) if here else _tcp_listener(rank)
+    going = True
+    while going:
+        conn, _ = lis.accept()
+        with conn:
+            try:
+                going = _serve_one(conn, token, rank, lis)
+            except (OSError, ValueError) as e:
+                print(f"spindle session: a request failed: {e}", file=sys.stderr, flush=True)
+    lis.close()
+
+
+def _unix_listener(directory, rank):
+    """Listen on rank's socket in the session's directory (mode 0600), published once it listens."""
     path = socket_path(directory, rank)
     lis = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     tmp = path + ".tmp"
@@ -266,15 +340,17 @@ def main():
     lis.listen(8)
     # Published whole: the session connects once the name exists.
     os.rename(tmp, path)
-    going = True
-    while going:
-        conn, _ = lis.accept()
-        with conn:
-            try:
-                going = _serve_one(conn, token, rank, lis)
-            except (OSError, ValueError) as e:
-                print(f"spindle session: a request failed: {e}", file=sys.stderr, flush=True)
-    lis.close()
+    return lis
+
+
+def _tcp_listener(rank):
+    """Listen on this rank's host (SPINDLE_HOST, the address its peers dial) on a free port, and say where in the job's output."""
+    host = os.environ.get(_contract.HOST) or socket.gethostname()
+    lis = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET, backlog=8)
+    port = lis.getsockname()[1]
+    addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    print(ADDRESS_MARK.format(rank=rank, addr=addr), flush=True)
+    return lis
 
 
 if __name__ == "__main__":

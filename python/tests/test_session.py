@@ -6,12 +6,15 @@ test-python` runs this file there).
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
+from unittest import mock
 
 import support
 
@@ -337,49 +340,75 @@ def ancestors(pid):
     return out
 
 
+CLUSTER_SECRET = "session-cluster-secret-0123456789abcdef"
+
+
+def standalone_cluster(test, workers):
+    """Start a standalone master and workers as processes on this host; return the master's URI, the workers' pids and the environment.
+
+    workers maps each worker's ID to (the command line its spindle worker
+    runs under, its cores). The cluster's secret is set in os.environ
+    too, for the test's sessions, until the test ends.
+    """
+    binary = support.spindle_binary(test)
+    os.environ["SPINDLE_BINARY"] = binary
+    work = support.short_tempdir(test)
+    # The workers' executors run the ranks, which unpickle this module's
+    # functions by name: they import it from here.
+    env = dict(os.environ, SPINDLE_CLUSTER_SECRET=CLUSTER_SECRET, PYTHONPATH=os.path.dirname(os.path.abspath(__file__)))
+    os.environ["SPINDLE_CLUSTER_SECRET"] = CLUSTER_SECRET
+    test.addCleanup(os.environ.pop, "SPINDLE_CLUSTER_SECRET", None)
+    master, raft = free_addr(), free_addr()
+    procs = [("master", (), ["master", "--id", "m1", "--addr", master, "--raft-addr", raft, "--peers", f"m1={raft}@{master}",
+                             "--data-dir", os.path.join(work, "m1")])]
+    for wid, (wrap, cores) in workers.items():
+        procs.append((wid, wrap, ["worker", "--masters", master, "--id", wid, "--addr", free_addr(), "--cores", str(cores),
+                                  "--memory", "4g", "--work-dir", os.path.join(work, wid),
+                                  "--conf", "spindle.worker.heartbeatInterval=200ms"]))
+    pids = {}
+    for name, wrap, args in procs:
+        log = open(os.path.join(work, name + ".log"), "wb")
+        test.addCleanup(log.close)
+        p = subprocess.Popen([*wrap, binary, *args], env=env, stdout=log, stderr=subprocess.STDOUT)
+        test.addCleanup(p.wait, 60)
+        test.addCleanup(p.kill)
+        pids[name] = p.pid
+    return "spindle://" + master, pids, env
+
+
+def start_session(master, **options):
+    """Start a session on a standalone master once its workers have registered (until then its job cannot be placed)."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            return spindle.Session(master=master, stream=False, timeout=120, **options)
+        except spindle.JobFailed:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)  # waiting for the cluster to come up, not synchronising
+
+
+def can_hide_directories():
+    """Whether this process may run a command in a mount namespace of its own (unshare -m), to hide a directory from it."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
+
+
 @unittest.skipIf(cloudpickle is None, "needs cloudpickle (make deps installs it into $SPINDLE_PY_VENV)")
 class StandaloneSessionTest(unittest.TestCase):
     """A session on a standalone cluster (a master and a worker on this host, as processes)."""
 
     def setUp(self):
-        self.binary = support.spindle_binary(self)
-        os.environ["SPINDLE_BINARY"] = self.binary
-        work = support.short_tempdir(self)
-        # The worker's executors run the ranks, which unpickle this
-        # module's functions by name: they import it from here.
-        self.env = dict(os.environ, SPINDLE_CLUSTER_SECRET="session-cluster-secret-0123456789abcdef",
-                        PYTHONPATH=os.path.dirname(os.path.abspath(__file__)))
-        master, raft = free_addr(), free_addr()
-        self.master = "spindle://" + master
-        self.worker = None
-        for args in (["master", "--id", "m1", "--addr", master, "--raft-addr", raft, "--peers", f"m1={raft}@{master}",
-                      "--data-dir", os.path.join(work, "m1")],
-                     ["worker", "--masters", master, "--id", "w1", "--addr", free_addr(), "--cores", "4", "--memory", "4g",
-                      "--work-dir", os.path.join(work, "w1"), "--conf", "spindle.worker.heartbeatInterval=200ms"]):
-            log = open(os.path.join(work, args[0] + ".log"), "wb")
-            self.addCleanup(log.close)
-            p = subprocess.Popen([self.binary, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT)
-            self.addCleanup(p.wait, 60)
-            self.addCleanup(p.kill)
-            self.worker = p.pid
+        self.master, workers, self.env = standalone_cluster(self, {"w1": ((), 4)})
+        self.worker = workers["w1"]
         self.input = fed_input(self)
 
     def start(self):
-        """Start the session once the worker has registered (until then the job cannot be placed)."""
-        deadline = time.monotonic() + 120
-        os.environ["SPINDLE_CLUSTER_SECRET"] = self.env["SPINDLE_CLUSTER_SECRET"]
-        self.addCleanup(os.environ.pop, "SPINDLE_CLUSTER_SECRET", None)
-        while True:
-            try:
-                s = spindle.Session(master=self.master, num_executors=2, preload=["wave"], input=self.input,
-                                    label_column="label", epochs=2, batch_rows=100,
-                                    conf={"spindle.feed.evenBatches": "off"}, stream=False, timeout=120)
-                self.addCleanup(s.close)
-                return s
-            except spindle.JobFailed:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)  # waiting for the cluster to come up, not synchronising
+        s = start_session(self.master, num_executors=2, preload=["wave"], input=self.input, label_column="label",
+                          epochs=2, batch_rows=100, conf={"spindle.feed.evenBatches": "off"})
+        self.addCleanup(s.close)
+        return s
 
     def test_runs_on_the_workers_executors_between_jobs(self):
         s = self.start()
@@ -392,6 +421,76 @@ class StandaloneSessionTest(unittest.TestCase):
             check_epochs(self, s.run(read_epochs, all_ranks=True), 2)
         self.assertEqual([ancestors(pid)[0] for pid in s.zygotes], executors, "the executors changed between jobs")
         self.assertEqual(s.job.status, "RUNNING", "the session's executors stay between jobs")
+
+
+# The session's driver, and its ranks' addresses, on loopback.
+LOOPBACK = {"spindle.driver.bindHost": "127.0.0.1", "spindle.network.interface": "lo"}
+
+
+@unittest.skipIf(cloudpickle is None, "needs cloudpickle (make deps installs it into $SPINDLE_PY_VENV)")
+@unittest.skipUnless(can_hide_directories(), "needs root and unshare -m, to hide the session's directory from a worker")
+class RemoteSessionTest(unittest.TestCase):
+    """A session spanning two standalone workers, one of which does not see the session's host's files (as on another host)."""
+
+    def setUp(self):
+        # Sessions keep their directories in `hidden`, which worker w2
+        # sees as an empty file system of its own: its ranks are as far
+        # from the session's directory as another host's.
+        self.hidden = support.short_tempdir(self)
+        away = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs spindle-away "$0" && exec "$@"', self.hidden]
+        self.master, self.workers, self.env = standalone_cluster(self, {"w1": ((), 1), "w2": (away, 1)})
+
+    def test_ranks_away_from_the_session_serve_over_tcp(self):
+        with mock.patch.object(tempfile, "tempdir", self.hidden):
+            s = start_session(self.master, num_executors=2, preload=["wave"], conf=LOOPBACK)
+        self.addCleanup(s.close)
+        under = {r: [w for w, pid in self.workers.items() if pid in ancestors(z)] for r, z in enumerate(s.zygotes)}
+        self.assertEqual(sorted(w for ws in under.values() for w in ws), ["w1", "w2"], f"the ranks' workers: {under}")
+        away = next(r for r, ws in under.items() if ws == ["w2"])
+        self.assertEqual(list(s.addrs), [away], "only the rank away from the session's directory serves over TCP")
+        self.assertTrue(s.addrs[away].startswith("127.0.0.1:"), s.addrs)
+        for _ in range(2):
+            seen = s.run(probe, None, all_ranks=True)
+            self.assertEqual([r["ppid"] for r in seen], s.zygotes, "a job did not fork from the warm ranks")
+            self.assertTrue(all(r["preloaded"] for r in seen), "a rank's job ran without the preloaded module")
+        with self.assertRaises(spindle.SpindleError) as cm:
+            s.run(fail_on_one)
+        self.assertIn("rank 1 failed", str(cm.exception))
+        self.assertIn("ValueError: rank one is broken", str(cm.exception))
+        with socket.create_connection(s.addrs[away].rsplit(":", 1)) as c:
+            c.sendall(json.dumps({"op": "ping", "token": "guess"}).encode() + b"\n")
+            self.assertIn("refused", json.loads(c.makefile("rb").readline()).get("error", ""))
+        self.assertEqual(s.job.status, "RUNNING", "the session's executors stay between jobs")
+
+    def test_submit_refuses_ranks_away_and_stop_reaches_them(self):
+        binary = support.spindle_binary(self)
+        env = dict(self.env, TMPDIR=self.hidden, SPINDLE_SESSIONS_DIR=os.path.join(support.short_tempdir(self), "reg"))
+        env.pop("PYTHONPATH", None)  # the binary's own package
+
+        def spindle_cli(*args):
+            return subprocess.run([binary, *args], env=env, capture_output=True, text=True, timeout=300)
+
+        deadline = time.monotonic() + 120
+        while True:
+            p = spindle_cli("session", "start", "--python", sys.executable, "--master", self.master, "--num-executors", "2",
+                            *(f"--conf={k}={v}" for k, v in LOOPBACK.items()))
+            if p.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)  # waiting for the cluster to come up, not synchronising
+        self.assertEqual(p.returncode, 0, p.stderr)
+        sid = p.stdout.strip()
+        self.addCleanup(spindle_cli, "session", "stop", "--python", sys.executable, sid)
+        p = spindle_cli("submit", "--session", sid, "--", "python3", "-c", "print(1)")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertRegex(p.stderr, r"rank \d runs away from this host \(it serves on \S+\)")
+        with open(os.path.join(env["SPINDLE_SESSIONS_DIR"], sid + ".json")) as f:
+            pid = json.load(f)["pid"]
+        p = spindle_cli("session", "stop", "--python", sys.executable, sid)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        deadline = time.monotonic() + 60
+        while alive(pid):
+            self.assertLess(time.monotonic(), deadline, "the stopped session's process still runs")
+            time.sleep(0.02)
 
 
 class SessionArgsTest(unittest.TestCase):
