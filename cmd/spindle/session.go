@@ -27,7 +27,7 @@ func sessionCommand() *cli.Command {
 			"for each `spindle submit --session ID -- python SCRIPT` run in it, so those start in the time a\n" +
 			"fork takes and nothing passes from one to the next. With --input, each run reads --epochs\n" +
 			"epochs of the session's feed, every row once per epoch. The master is local (local[N]) or standalone\n" +
-			"(spindle://); submit --session needs every rank on this host.",
+			"(spindle://) or yarn; submit --session needs every rank on this host.",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "start",
@@ -35,7 +35,7 @@ func sessionCommand() *cli.Command {
 				Flags: []cli.Flag{
 					pyFlag(),
 					&cli.IntFlag{Name: "num-executors", Value: 2, Usage: "the session's `N` ranks"},
-					&cli.StringFlag{Name: "master", Usage: "local[N] (the default, N = --num-executors), or spindle://..."},
+					&cli.StringFlag{Name: "master", Usage: "local[N] (the default, N = --num-executors), spindle://... or yarn"},
 					&cli.StringSliceFlag{Name: "preload", Usage: "`MODULE`s every rank imports once (repeatable or comma-separated)"},
 					&cli.StringFlag{Name: "rank-python", Usage: "the `PYTHON` the ranks run (default: --python)"},
 					&cli.StringSliceFlag{Name: "input", Usage: "the session's input `URI`s (repeatable, globs), as submit's; each run reads --epochs epochs of them"},

@@ -45,9 +45,9 @@ _ADDRESS = re.compile(re.escape(ADDRESS_MARK).replace(r"\{rank\}", r"(\d+)").rep
 class Session:
     """Warm ranks that run job after job: ``with spindle.Session(num_executors=2, preload=["torch"]) as s: s.run(fn)``.
 
-    master is local (``local[N]``, the default with N = num_executors)
-    or standalone (``spindle://...``), whose ranks away from this host the
-    session reaches over TCP. preload names the
+    master is local (``local[N]``, the default with N = num_executors),
+    standalone (``spindle://...``) or ``yarn`` (client mode), whose ranks
+    away from this host the session reaches over TCP. preload names the
     modules every rank imports once, before the first job. With input
     (and label_column, feed, ... as spindle.submit takes them), every
     job reads epochs epochs of it. Other options are spindle.submit's
@@ -57,9 +57,11 @@ class Session:
 
     def __init__(self, master=None, num_executors=2, preload=(), timeout=300, **submit_options):
         master = master or f"local[{num_executors}]"
-        if master != "local" and not master.startswith(("local[", "spindle://")):
+        if master not in ("local", "yarn") and not master.startswith(("local[", "spindle://")):
             raise SpindleError(f"spindle.Session: master {master!r}: a session needs a local master (local[N]), "
-                               "or a standalone one (spindle://), for now")
+                               "a standalone one (spindle://) or yarn")
+        if submit_options.get("deploy_mode", "client") != "client":
+            raise SpindleError("spindle.Session: deploy_mode='cluster': a session's driver runs here, in client mode")
         #: The epochs each job reads, with input; None without.
         self.epochs = None
         if submit_options.get("input"):
@@ -80,7 +82,7 @@ class Session:
         env.update({SESSION_DIR: self._dir, PRELOAD: ",".join(self.preload)})
         #: Where the ranks that serve over TCP (away from this host) listen, by rank.
         self.addrs = {}
-        if master.startswith("spindle://"):
+        if master == "yarn" or master.startswith("spindle://"):
             # A rank on another host finds no session directory there: it
             # serves over TCP, with the token shipped as one of the job's
             # files (not its command line, which others may read).

@@ -296,7 +296,7 @@ def main():
     if not here and not token_file:
         sys.exit(f"spindle session: rank {_env.rank()} runs on host {socket.gethostname()}, where the session's "
                  f"directory {directory} is not: a session's ranks must run on the host that started it, "
-                 "unless its master is a standalone one")
+                 "unless its master is standalone or yarn")
     for name in _preload_names():
         importlib.import_module(name)
     # What every job's child needs too, so that no child imports it again.

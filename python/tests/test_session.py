@@ -493,10 +493,57 @@ class RemoteSessionTest(unittest.TestCase):
             time.sleep(0.02)
 
 
+@unittest.skipIf(cloudpickle is None, "needs cloudpickle (make deps installs it into $SPINDLE_PY_VENV)")
+@unittest.skipUnless(can_hide_directories(), "needs root and unshare -m, to hide the session's directory from YARN's containers")
+class YARNSessionTest(unittest.TestCase):
+    """A session on YARN in client mode: spindle minicluster's NodeManagers, which do not see the session's host's files."""
+
+    def setUp(self):
+        binary = support.spindle_binary(self)
+        os.environ["SPINDLE_BINARY"] = binary
+        work = support.short_tempdir(self)
+        self.hidden = support.short_tempdir(self)
+        log = open(os.path.join(work, "minicluster.log"), "wb")
+        self.addCleanup(log.close)
+        p = subprocess.Popen(["unshare", "-m", "sh", "-c", 'mount -t tmpfs spindle-away "$0" && exec "$@"', self.hidden,
+                              binary, "minicluster", "--dir", os.path.join(work, "mc"), "--datanodes", "1",
+                              "--nodemanagers", "2", "--nm-memory", "4GiB"], stdout=log, stderr=subprocess.STDOUT)
+        self.addCleanup(p.wait, 60)
+        self.addCleanup(p.send_signal, signal.SIGINT)
+        conf = os.path.join(work, "mc", "hadoop-conf", "yarn-site.xml")
+        deadline = time.monotonic() + 120
+        while not os.path.exists(conf):
+            self.assertIsNone(p.poll(), "spindle minicluster ended")
+            self.assertLess(time.monotonic(), deadline, "spindle minicluster did not write its configuration")
+            time.sleep(0.05)
+        env = mock.patch.dict(os.environ, HADOOP_CONF_DIR=os.path.dirname(conf), HADOOP_USER_NAME="root")
+        env.start()
+        self.addCleanup(env.stop)
+
+    def test_ranks_in_yarn_containers_serve_over_tcp(self):
+        def seen():
+            import os
+            import sys
+            return os.getpid(), os.getppid(), "wave" in sys.modules
+
+        with mock.patch.object(tempfile, "tempdir", self.hidden):
+            s = spindle.Session(master="yarn", num_executors=2, preload=["wave"], executor_memory="512m", conf=LOOPBACK,
+                                stream=False, timeout=180)
+        self.addCleanup(s.close)
+        self.assertEqual(sorted(s.addrs), [0, 1], "both ranks serve over TCP")
+        for _ in range(2):
+            ranks = s.run(seen, all_ranks=True)
+            self.assertEqual([r[1] for r in ranks], s.zygotes, "a job did not fork from the warm ranks")
+            self.assertTrue(all(r[2] for r in ranks), "a rank's job ran without the preloaded module")
+        self.assertEqual(s.job.status, "RUNNING", "the session's executors stay between jobs")
+
+
 class SessionArgsTest(unittest.TestCase):
     def test_cluster_master_is_refused(self):
         with self.assertRaisesRegex(spindle.SpindleError, "local master"):
-            spindle.Session(master="yarn", num_executors=2)
+            spindle.Session(master="k8s://api", num_executors=2)
+        with self.assertRaisesRegex(spindle.SpindleError, "in client mode"):
+            spindle.Session(master="yarn", deploy_mode="cluster", num_executors=2)
 
     def test_input_needs_an_epoch_per_job(self):
         with self.assertRaisesRegex(spindle.SpindleError, "epochs=0: each job needs at least 1"):
