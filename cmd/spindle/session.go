@@ -26,8 +26,8 @@ func sessionCommand() *cli.Command {
 		Description: "A session is a job whose ranks import the --preload modules once, then fork a fresh process\n" +
 			"for each `spindle submit --session ID -- python SCRIPT` run in it, so those start in the time a\n" +
 			"fork takes and nothing passes from one to the next. With --input, each run reads --epochs\n" +
-			"epochs of the session's feed, every row once per epoch. The master is local (local[N]) or standalone\n" +
-			"(spindle://) or yarn; submit --session needs every rank on this host.",
+			"epochs of the session's feed, every row once per epoch. The master is local (local[N]), standalone\n" +
+			"(spindle://) or yarn.",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "start",

@@ -102,11 +102,9 @@ func (e *RankFailed) Error() string { return fmt.Sprintf("rank %d exited %d", e.
 // copied to stdout and stderr a line at a time, marked "[rank N] ". It
 // returns a *RankFailed for the lowest rank that exited non-zero.
 func Submit(ctx context.Context, rec *Record, argv []string, cwd string, stdout, stderr io.Writer) error {
-	for r, a := range rec.Addrs {
-		if a != "" {
-			return fmt.Errorf("%w: session %s: rank %d runs away from this host (it serves on %s): spindle submit --session "+
-				"runs only in sessions whose ranks all run here; spindle.Session.run reaches them anywhere", ErrBadRun, rec.ID, r, a)
-		}
+	awayFields, err := awayRequest(rec, argv, cwd)
+	if err != nil {
+		return err
 	}
 	port, err := freePort()
 	if err != nil {
@@ -123,18 +121,30 @@ func Submit(ctx context.Context, rec *Record, argv []string, cwd string, stdout,
 	if err != nil {
 		return err
 	}
-	req, err := json.Marshal(map[string]any{"op": "exec", "argv": argv, "cwd": cwd, "token": rec.Token,
-		"env": map[string]string{"MASTER_PORT": strconv.Itoa(port), envcontract.SessionJob: strconv.Itoa(job)}})
+	fields := map[string]any{"op": "exec", "argv": argv, "cwd": cwd, "token": rec.Token,
+		"env": map[string]string{"MASTER_PORT": strconv.Itoa(port), envcontract.SessionJob: strconv.Itoa(job)}}
+	req, err := requestLine(fields, nil)
 	if err != nil {
 		return err
 	}
-	req = append(req, '\n')
+	var away []byte
+	if awayFields != nil {
+		if away, err = requestLine(fields, awayFields); err != nil {
+			return err
+		}
+	}
 	out := &lockedLines{w: [2]io.Writer{stdout, stderr}}
 	codes := make([]int, rec.NumExecutors)
 	g, ctx := errgroup.WithContext(ctx)
 	for r := range rec.NumExecutors {
 		g.Go(func() error {
-			c, err := runRank(ctx, rec, r, req, out)
+			var c int
+			var err error
+			if r < len(rec.Addrs) && rec.Addrs[r] != "" {
+				c, err = runRankAway(ctx, rec, r, away, out)
+			} else {
+				c, err = runRank(ctx, rec, r, req, out)
+			}
 			codes[r] = c
 			return err
 		})

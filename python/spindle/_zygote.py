@@ -13,10 +13,11 @@ leaks into the next job; the zygote itself never runs user code.
 
 On a host where the session's directory is not (a standalone worker
 elsewhere), it listens on TCP on its host instead and prints where
-(ADDRESS_MARK) for the session to read in the job's output; a job's
-function then comes in the request and its result goes back in the
-answer, and command lines, whose output needs file descriptors passed,
-are refused.
+(ADDRESS_MARK) for the session to read in the job's output. Over TCP
+no file descriptors travel: a command line's script comes in the request
+and its output goes back in answers ({"out": 1 or 2, "data": base64});
+a job's function comes in the request and its result goes back in the
+answer, on either transport.
 
 Every request is one JSON line and must carry the session's token (the
 file ``token`` in the same directory, mode 0600, or the job file
@@ -163,20 +164,36 @@ def _serve_one(conn, token, rank, lis):
     if op == "stop":
         _send(conn, {"stopped": True})
         return False
-    if op not in ("run", "exec") or (op == "exec" and (len(fds) != 2 or not req.get("argv"))):
+    away = conn.family != socket.AF_UNIX
+    if op not in ("run", "exec") or (op == "exec" and (len(fds) != (0 if away else 2) or not req.get("argv"))):
         for fd in fds:
             os.close(fd)
         _send(conn, {"error": f"unknown op {op!r}, or an exec without its argv, stdout and stderr"})
         return True
-    if op == "exec" and conn.family != socket.AF_UNIX:
-        for fd in fds:
-            os.close(fd)
-        _send(conn, {"error": f"rank {rank} runs on host {socket.gethostname()}, away from the session's directory: "
-                              "spindle submit --session needs the session's ranks on its own host (spindle.Session.run "
-                              "reaches them anywhere)"})
-        return True
+    relay = {}
     if op == "run":
         req = dict(req, work=_run_dir(req))
+    elif away:
+        # Over TCP no descriptors travel: the output comes back in
+        # answers, and a script in the request.
+        req = dict(req, work=tempfile.mkdtemp(prefix="spindle-session-exec-"))
+        req = _away_script(req)
+        for stream in (1, 2):
+            r, w = os.pipe()
+            relay[r] = stream
+            fds.append(w)
+    try:
+        return _fork_job(conn, req, fds, relay, rank, lis)
+    finally:
+        for fd in relay:
+            os.close(fd)
+        if op == "exec" and away:
+            shutil.rmtree(req["work"], ignore_errors=True)
+
+
+def _fork_job(conn, req, fds, relay, rank, lis):
+    """Fork the job's process, tell the client its pid, wait for it and answer with its exit; return True."""
+    op = req["op"]
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -191,7 +208,7 @@ def _serve_one(conn, token, rank, lis):
     _own_group(pid)
     for fd in fds:
         os.close(fd)
-    status = _wait_child(conn, pid)
+    status = _wait_child(conn, pid, relay)
     answer = {"exit": os.waitstatus_to_exitcode(status)}
     if op == "run":
         answer.update(_run_results(req["work"], rank))
@@ -200,6 +217,35 @@ def _serve_one(conn, token, rank, lis):
     except OSError:
         pass  # the client went away: its job is ended, nobody to tell
     return True
+
+
+def _away_script(req):
+    """A command line's request, from a client on another host, with its script (sent in the request) in the job's directory, run there when the client's directory is not on this host."""
+    argv = list(req["argv"])
+    if req.get("script") is not None:
+        path = os.path.join(req["work"], os.path.basename(argv[0]))
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(req["script"]))
+        argv[0] = path
+    cwd = req.get("cwd")
+    return dict(req, argv=argv, cwd=cwd if cwd and os.path.isdir(cwd) else req["work"])
+
+
+def _relay(conn, relay, ready, drain=False):
+    """Send the client what the job's process wrote to the pipes in ready, as answers ({"out": 1 or 2, "data": base64}); a pipe at its end leaves relay. With drain, read each until nothing is left."""
+    for fd in ready:
+        while True:
+            try:
+                data = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                break
+            if not data:
+                del relay[fd]
+                os.close(fd)
+                break
+            _send(conn, {"out": relay[fd], "data": base64.b64encode(data).decode()})
+            if not drain:
+                break
 
 
 def _run_dir(req):
@@ -245,8 +291,8 @@ def _own_group(pid):
         pass  # the child did it already, or is gone
 
 
-def _wait_child(conn, pid):
-    """Tell the client the job's pid and wait for the job's process; when the client goes away first (Ctrl-C, a killed notebook), end the job's process group.
+def _wait_child(conn, pid, relay):
+    """Tell the client the job's pid and wait for the job's process, relaying its output (relay: pipe -> stream) meanwhile; when the client goes away first (Ctrl-C, a killed notebook), end the job's process group.
 
     A client gone before the pid is sent makes sending it fail (EPIPE),
     and one that left it unread makes the next read fail (ECONNRESET):
@@ -258,10 +304,16 @@ def _wait_child(conn, pid):
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
+                # What it wrote last; a process it left behind holding
+                # the pipes does not hold up the answer.
+                for fd in relay:
+                    os.set_blocking(fd, False)
+                _relay(conn, relay, list(relay), drain=True)
                 return status
-            readable, _, _ = select.select([conn], [], [], 0.05)
-            if readable and not conn.recv(1, socket.MSG_PEEK):
+            readable, _, _ = select.select([conn, *relay], [], [], 0.05)
+            if conn in readable and not conn.recv(1, socket.MSG_PEEK):
                 break
+            _relay(conn, relay, [fd for fd in readable if fd in relay])
     except OSError:
         pass
     return _end_group(pid)

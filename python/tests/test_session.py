@@ -176,7 +176,7 @@ class SessionCLITest(unittest.TestCase):
                            env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 2)
         self.assertIn('"ls" is not python', p.stderr)
-        self.interrupted_run_ends(sid, work)
+        interrupted_run_ends(self, self.binary, self.env, sid, work)
         self.spindle("session", "stop", *py, sid)
         self.assertNotIn(sid, self.spindle("session", "list", *py).stdout)
 
@@ -208,32 +208,37 @@ class SessionCLITest(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("--conf 'spindle.feed.evenBatches': want KEY=VALUE", p.stderr)
 
-    def interrupted_run_ends(self, sid, work):
-        """A run whose spindle submit is interrupted (Ctrl-C) has its processes ended, and the session runs the next."""
-        with open(os.path.join(work, "wait.py"), "w") as f:
-            f.write("import os, time\n"
-                    "open(f'pid-{os.environ[\"SPINDLE_RANK\"]}', 'w').write(str(os.getpid()))\n"
-                    "time.sleep(600)\n")
-        p = subprocess.Popen([self.binary, "submit", "--session", sid, "--", "python3", "wait.py"], env=self.env, cwd=work,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        pid_files = [os.path.join(work, f"pid-{r}") for r in (0, 1)]
-        deadline = time.monotonic() + 120
-        while not all(os.path.exists(f) and os.path.getsize(f) for f in pid_files):
-            self.assertLess(time.monotonic(), deadline, "the run's processes did not start")
-            time.sleep(0.02)
-        pids = []
-        for name in pid_files:
-            with open(name) as f:
-                pids.append(int(f.read()))
-        p.send_signal(signal.SIGINT)
-        p.wait(timeout=60)
-        deadline = time.monotonic() + 60
-        while any(alive(pid) for pid in pids):
-            self.assertLess(time.monotonic(), deadline, f"the interrupted run's processes {pids} still run")
-            time.sleep(0.02)
-        p = subprocess.run([self.binary, "submit", "--session", sid, "--", "python3", "s.py", "after"],
-                           env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
-        self.assertEqual(p.returncode, 0, p.stderr)
+
+def interrupted_run_ends(test, binary, env, sid, work, pid_dir=None):
+    """A run whose spindle submit (binary, env) is interrupted (Ctrl-C) has its processes ended, and the session runs the next.
+
+    The run's script, in work, writes its pid into pid_dir (work, by default).
+    """
+    pid_dir = pid_dir or work
+    with open(os.path.join(work, "wait.py"), "w") as f:
+        f.write("import os, sys, time\n"
+                "open(os.path.join(sys.argv[1], f'pid-{os.environ[\"SPINDLE_RANK\"]}'), 'w').write(str(os.getpid()))\n"
+                "time.sleep(600)\n")
+    p = subprocess.Popen([binary, "submit", "--session", sid, "--", "python3", "wait.py", pid_dir], env=env, cwd=work,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid_files = [os.path.join(pid_dir, f"pid-{r}") for r in (0, 1)]
+    deadline = time.monotonic() + 120
+    while not all(os.path.exists(f) and os.path.getsize(f) for f in pid_files):
+        test.assertLess(time.monotonic(), deadline, "the run's processes did not start")
+        time.sleep(0.02)
+    pids = []
+    for name in pid_files:
+        with open(name) as f:
+            pids.append(int(f.read()))
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=60)
+    deadline = time.monotonic() + 60
+    while any(alive(pid) for pid in pids):
+        test.assertLess(time.monotonic(), deadline, f"the interrupted run's processes {pids} still run")
+        time.sleep(0.02)
+    p = subprocess.run([binary, "submit", "--session", sid, "--", "python3", "s.py", "after"],
+                       env=env, cwd=work, capture_output=True, text=True, timeout=300)
+    test.assertEqual(p.returncode, 0, p.stderr)
 
 
 def children(pid):
@@ -462,33 +467,56 @@ class RemoteSessionTest(unittest.TestCase):
             self.assertIn("refused", json.loads(c.makefile("rb").readline()).get("error", ""))
         self.assertEqual(s.job.status, "RUNNING", "the session's executors stay between jobs")
 
-    def test_submit_refuses_ranks_away_and_stop_reaches_them(self):
+    def test_submit_runs_in_ranks_away(self):
         binary = support.spindle_binary(self)
         env = dict(self.env, TMPDIR=self.hidden, SPINDLE_SESSIONS_DIR=os.path.join(support.short_tempdir(self), "reg"))
         env.pop("PYTHONPATH", None)  # the binary's own package
+        py = ["--python", sys.executable]
 
-        def spindle_cli(*args):
-            return subprocess.run([binary, *args], env=env, capture_output=True, text=True, timeout=300)
+        def spindle_cli(*args, cwd=None):
+            return subprocess.run([binary, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
 
         deadline = time.monotonic() + 120
         while True:
-            p = spindle_cli("session", "start", "--python", sys.executable, "--master", self.master, "--num-executors", "2",
+            p = spindle_cli("session", "start", *py, "--master", self.master, "--num-executors", "2", "--preload", "wave",
                             *(f"--conf={k}={v}" for k, v in LOOPBACK.items()))
             if p.returncode == 0 or time.monotonic() > deadline:
                 break
             time.sleep(0.5)  # waiting for the cluster to come up, not synchronising
         self.assertEqual(p.returncode, 0, p.stderr)
         sid = p.stdout.strip()
-        self.addCleanup(spindle_cli, "session", "stop", "--python", sys.executable, sid)
-        p = spindle_cli("submit", "--session", sid, "--", "python3", "-c", "print(1)")
-        self.assertEqual(p.returncode, 2, p.stderr)
-        self.assertRegex(p.stderr, r"rank \d runs away from this host \(it serves on \S+\)")
+        self.addCleanup(spindle_cli, "session", "stop", *py, sid)
         with open(os.path.join(env["SPINDLE_SESSIONS_DIR"], sid + ".json")) as f:
-            pid = json.load(f)["pid"]
-        p = spindle_cli("session", "stop", "--python", sys.executable, sid)
+            rec = json.load(f)
+        self.assertEqual(sum(1 for a in rec["addrs"] if a), 1, f"one rank serves over TCP: {rec['addrs']}")
+        # The script and the directory it is run from are where the rank
+        # away cannot see them: the script travels in the request.
+        work = tempfile.mkdtemp(dir=self.hidden)
+        with open(os.path.join(work, "s.py"), "w") as f:
+            f.write(SCRIPT)
+        runs = []
+        for _ in range(2):
+            p = spindle_cli("submit", "--session", sid, "--", "python3", "s.py", "a", "b", cwd=work)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            seen = {}
+            for line in p.stdout.splitlines():
+                prefix, _, rest = line.partition("] ")
+                word, rank, pid, ppid, preloaded, args = rest.split(" ", 5)
+                self.assertEqual((prefix, word, preloaded, args), (f"[rank {rank}", "seen", "True", "a b"), line)
+                seen[int(rank)] = (int(pid), int(ppid))
+            self.assertEqual(sorted(seen), [0, 1], p.stdout)
+            runs.append(seen)
+        for r in (0, 1):
+            self.assertEqual(runs[0][r][1], runs[1][r][1], f"rank {r}: the two runs did not fork from the same warm rank")
+            self.assertNotEqual(runs[0][r][0], runs[1][r][0], f"rank {r}: the second run reused the first's process")
+        p = spindle_cli("submit", "--session", sid, "--", "python3", "s.py", "fail", cwd=work)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("rank 1 exited 4", p.stderr)
+        interrupted_run_ends(self, binary, env, sid, work, pid_dir=support.short_tempdir(self))
+        p = spindle_cli("session", "stop", *py, sid)
         self.assertEqual(p.returncode, 0, p.stderr)
         deadline = time.monotonic() + 60
-        while alive(pid):
+        while alive(rec["pid"]):
             self.assertLess(time.monotonic(), deadline, "the stopped session's process still runs")
             time.sleep(0.02)
 
