@@ -26,8 +26,8 @@ func sessionCommand() *cli.Command {
 		Description: "A session is a job whose ranks import the --preload modules once, then fork a fresh process\n" +
 			"for each `spindle submit --session ID -- python SCRIPT` run in it, so those start in the time a\n" +
 			"fork takes and nothing passes from one to the next. With --input, each run reads --epochs\n" +
-			"epochs of the session's feed, every row once per epoch. The ranks must run on this host: a local\n" +
-			"master (local[N]), or a standalone one (spindle://) whose workers run here.",
+			"epochs of the session's feed, every row once per epoch. The master is local (local[N]), standalone\n" +
+			"(spindle://) or yarn.",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "start",
@@ -35,7 +35,7 @@ func sessionCommand() *cli.Command {
 				Flags: []cli.Flag{
 					pyFlag(),
 					&cli.IntFlag{Name: "num-executors", Value: 2, Usage: "the session's `N` ranks"},
-					&cli.StringFlag{Name: "master", Usage: "local[N] (the default, N = --num-executors), or spindle://... with workers on this host"},
+					&cli.StringFlag{Name: "master", Usage: "local[N] (the default, N = --num-executors), spindle://... or yarn"},
 					&cli.StringSliceFlag{Name: "preload", Usage: "`MODULE`s every rank imports once (repeatable or comma-separated)"},
 					&cli.StringFlag{Name: "rank-python", Usage: "the `PYTHON` the ranks run (default: --python)"},
 					&cli.StringSliceFlag{Name: "input", Usage: "the session's input `URI`s (repeatable, globs), as submit's; each run reads --epochs epochs of them"},
@@ -117,6 +117,9 @@ func submitToSession(c *cli.Context, id string) error {
 		return cli.Exit(fmt.Sprintf("the working directory: %v", err), exitUsage)
 	}
 	if err := warm.Submit(c.Context, rec, argv, cwd, c.App.Writer, c.App.ErrWriter); err != nil {
+		if errors.Is(err, warm.ErrBadRun) {
+			return cli.Exit(strings.TrimPrefix(err.Error(), warm.ErrBadRun.Error()+": "), exitUsage)
+		}
 		return cli.Exit(fmt.Sprintf("session %s: %v", id, err), exitJobFailed)
 	}
 	return nil

@@ -180,6 +180,12 @@ const (
 	// the epochs each of its jobs reads. Job n reads the session feed's
 	// epochs (n-1)*E to n*E-1, numbered 0 to E-1 for it.
 	SessionEpochs = "SPINDLE_SESSION_EPOCHS"
+	// SessionTokenFile is set by a warm session on a standalone cluster
+	// for its ranks' pre-forked interpreters: the name, in
+	// SPINDLE_FILES_DIR, of the file (shipped with the job) holding the
+	// token that requests must carry when the rank runs away from the
+	// session's directory and so serves them over TCP.
+	SessionTokenFile = "SPINDLE_SESSION_TOKEN_FILE"
 )
 
 // DefaultCollectiveTimeout is how long a collective waits for a silent

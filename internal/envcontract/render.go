@@ -33,6 +33,7 @@ uses too.
 	fmt.Fprintf(&b, "#: Set by a warm session for its ranks: its directory, the modules to preload, the job's number.\n")
 	fmt.Fprintf(&b, "SESSION_DIR = %q\nSESSION_PRELOAD = %q\nSESSION_JOB = %q\n", SessionDir, SessionPreload, SessionJob)
 	fmt.Fprintf(&b, "#: Set by a warm session with input for its ranks: the epochs each of its jobs reads.\nSESSION_EPOCHS = %q\n", SessionEpochs)
+	fmt.Fprintf(&b, "#: Set by a warm session on a standalone cluster for its ranks: its token's file in SPINDLE_FILES_DIR.\nSESSION_TOKEN_FILE = %q\n", SessionTokenFile)
 	b.WriteString("\n#: Every value of SPINDLE_FEED_MODE.\nFEED_MODES = (")
 	for i, m := range FeedModes {
 		if i > 0 {

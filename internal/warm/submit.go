@@ -30,6 +30,10 @@ type Record struct {
 	Dir          string `json:"dir"`
 	Token        string `json:"token"`
 	NumExecutors int    `json:"num_executors"`
+	// Addrs holds, by rank, where a rank away from the session's host
+	// (a standalone worker elsewhere) serves over TCP; empty for a rank
+	// on this host.
+	Addrs []string `json:"addrs,omitempty"`
 }
 
 // RegistryDir is where this user's sessions are recorded:
@@ -98,6 +102,10 @@ func (e *RankFailed) Error() string { return fmt.Sprintf("rank %d exited %d", e.
 // copied to stdout and stderr a line at a time, marked "[rank N] ". It
 // returns a *RankFailed for the lowest rank that exited non-zero.
 func Submit(ctx context.Context, rec *Record, argv []string, cwd string, stdout, stderr io.Writer) error {
+	awayFields, err := awayRequest(rec, argv, cwd)
+	if err != nil {
+		return err
+	}
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -113,18 +121,30 @@ func Submit(ctx context.Context, rec *Record, argv []string, cwd string, stdout,
 	if err != nil {
 		return err
 	}
-	req, err := json.Marshal(map[string]any{"op": "exec", "argv": argv, "cwd": cwd, "token": rec.Token,
-		"env": map[string]string{"MASTER_PORT": strconv.Itoa(port), envcontract.SessionJob: strconv.Itoa(job)}})
+	fields := map[string]any{"op": "exec", "argv": argv, "cwd": cwd, "token": rec.Token,
+		"env": map[string]string{"MASTER_PORT": strconv.Itoa(port), envcontract.SessionJob: strconv.Itoa(job)}}
+	req, err := requestLine(fields, nil)
 	if err != nil {
 		return err
 	}
-	req = append(req, '\n')
+	var away []byte
+	if awayFields != nil {
+		if away, err = requestLine(fields, awayFields); err != nil {
+			return err
+		}
+	}
 	out := &lockedLines{w: [2]io.Writer{stdout, stderr}}
 	codes := make([]int, rec.NumExecutors)
 	g, ctx := errgroup.WithContext(ctx)
 	for r := range rec.NumExecutors {
 		g.Go(func() error {
-			c, err := runRank(ctx, rec, r, req, out)
+			var c int
+			var err error
+			if r < len(rec.Addrs) && rec.Addrs[r] != "" {
+				c, err = runRankAway(ctx, rec, r, away, out)
+			} else {
+				c, err = runRank(ctx, rec, r, req, out)
+			}
 			codes[r] = c
 			return err
 		})

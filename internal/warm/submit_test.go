@@ -2,6 +2,7 @@ package warm
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,5 +86,31 @@ func TestNextJobCountsInTheSession(t *testing.T) {
 	}
 	if _, err := NextJob(dir); err == nil || !strings.Contains(err.Error(), "not a count") {
 		t.Fatalf("NextJob over a broken count = %v, want an error saying so", err)
+	}
+}
+
+// TestSubmitSendsTheScriptToRanksAway: a rank on another host serves over
+// TCP and cannot read the script's file, so its text goes in the request;
+// an unreadable script is refused before anything ran, naming the file,
+// and counts no job.
+func TestSubmitSendsTheScriptToRanksAway(t *testing.T) {
+	dir := t.TempDir()
+	rec := &Record{ID: "s1", Dir: dir, Token: "t", NumExecutors: 2, Addrs: []string{"", "10.0.0.7:4100"}}
+	err := Submit(t.Context(), rec, []string{"train.py"}, dir, io.Discard, io.Discard)
+	if !errors.Is(err, ErrBadRun) || !strings.Contains(err.Error(), "script "+filepath.Join(dir, "train.py")) {
+		t.Fatalf("Submit = %v, want refused naming the script", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, jobsFile)); !os.IsNotExist(err) {
+		t.Errorf("a refused run counted a job: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "train.py"), []byte("print(1)\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	extra, err := awayRequest(rec, []string{"train.py"}, dir)
+	if err != nil || string(extra["script"].([]byte)) != "print(1)\n" {
+		t.Errorf("awayRequest = %v, %v; want the script's text", extra, err)
+	}
+	if extra, err := awayRequest(&Record{NumExecutors: 2}, []string{"train.py"}, dir); extra != nil || err != nil {
+		t.Errorf("awayRequest with every rank here = %v, %v; want nothing added", extra, err)
 	}
 }

@@ -80,6 +80,8 @@ SESSION_PRELOAD = "SPINDLE_SESSION_PRELOAD"
 SESSION_JOB = "SPINDLE_SESSION_JOB"
 #: Set by a warm session with input for its ranks: the epochs each of its jobs reads.
 SESSION_EPOCHS = "SPINDLE_SESSION_EPOCHS"
+#: Set by a warm session on a standalone cluster for its ranks: its token's file in SPINDLE_FILES_DIR.
+SESSION_TOKEN_FILE = "SPINDLE_SESSION_TOKEN_FILE"
 
 #: Every value of SPINDLE_FEED_MODE.
 FEED_MODES = ("arrow", "tensor", "direct", "none")

@@ -11,14 +11,17 @@ with its driver between jobs.
 
 The session talks to its zygotes over Unix sockets in a private directory
 (mode 0700) and every request carries a token from a file there (mode
-0600), so only the session's owner can start work in it. The sockets are
-on the zygotes' host: a session's ranks run on this host, from a local
-master (``local[N]``) or a standalone one whose workers run here.
+0600), so only the session's owner can start work in it. A zygote on a
+standalone worker of another host, where that directory is not, serves
+over TCP instead, with the token shipped to it as a job file; the
+function and its result travel in the request and the answer.
 """
 
+import base64
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -29,19 +32,22 @@ import time
 
 from . import _contract, _run, _submit
 from ._errors import SpindleError
-from ._zygote import PRELOAD, SESSION_DIR, socket_path
+from ._zygote import ADDRESS_MARK, PRELOAD, SESSION_DIR, socket_path
 
 # How many jobs of a session with input read its feed: the session's job
 # serves this many turns of the epochs each job reads.
 MAX_FED_JOBS = 100000
 
+# A rank serving over TCP says where, in the session job's output.
+_ADDRESS = re.compile(re.escape(ADDRESS_MARK).replace(r"\{rank\}", r"(\d+)").replace(r"\{addr\}", r"(\S+)") + "$")
+
 
 class Session:
     """Warm ranks that run job after job: ``with spindle.Session(num_executors=2, preload=["torch"]) as s: s.run(fn)``.
 
-    master is local (``local[N]``, the default with N = num_executors)
-    or standalone (``spindle://...``) with its workers on this host: the
-    session reaches its ranks over Unix sockets here. preload names the
+    master is local (``local[N]``, the default with N = num_executors),
+    standalone (``spindle://...``) or ``yarn`` (client mode), whose ranks
+    away from this host the session reaches over TCP. preload names the
     modules every rank imports once, before the first job. With input
     (and label_column, feed, ... as spindle.submit takes them), every
     job reads epochs epochs of it. Other options are spindle.submit's
@@ -51,9 +57,11 @@ class Session:
 
     def __init__(self, master=None, num_executors=2, preload=(), timeout=300, **submit_options):
         master = master or f"local[{num_executors}]"
-        if master != "local" and not master.startswith(("local[", "spindle://")):
+        if master not in ("local", "yarn") and not master.startswith(("local[", "spindle://")):
             raise SpindleError(f"spindle.Session: master {master!r}: a session needs a local master (local[N]), "
-                               "or a standalone one (spindle://) whose workers run on this host, for now")
+                               "a standalone one (spindle://) or yarn")
+        if submit_options.get("deploy_mode", "client") != "client":
+            raise SpindleError("spindle.Session: deploy_mode='cluster': a session's driver runs here, in client mode")
         #: The epochs each job reads, with input; None without.
         self.epochs = None
         if submit_options.get("input"):
@@ -72,6 +80,16 @@ class Session:
         self._lock = threading.Lock()
         env = dict(submit_options.pop("env", None) or {})
         env.update({SESSION_DIR: self._dir, PRELOAD: ",".join(self.preload)})
+        #: Where the ranks that serve over TCP (away from this host) listen, by rank.
+        self.addrs = {}
+        if master == "yarn" or master.startswith("spindle://"):
+            # A rank on another host finds no session directory there: it
+            # serves over TCP, with the token shipped as one of the job's
+            # files (not its command line, which others may read).
+            env[_contract.SESSION_TOKEN_FILE] = "token"
+            files = submit_options.pop("files", None) or []
+            submit_options["files"] = ([files] if isinstance(files, str) else list(files)) + [
+                os.path.join(self._dir, "token")]
         if self.epochs:
             # The session's job serves epoch after epoch; job n of the
             # session reads its own turn of them (SESSION_EPOCHS).
@@ -80,12 +98,18 @@ class Session:
         python = submit_options.pop("python", None) or sys.executable
         submit_options.setdefault("name", "spindle-session")
         self.job = _submit.submit([python, "-m", "spindle._zygote"], master=master, num_executors=num_executors,
-                                  env=env, **submit_options)
+                                  env=env, _tap=self._take_address, **submit_options)
         try:
             self.zygotes = self._wait_ready(timeout)
         except BaseException:
             self.close()
             raise
+
+    def _take_address(self, stream, line):
+        m = _ADDRESS.search(line) if stream == "stdout" else None
+        if m:
+            self.addrs[int(m.group(1))] = m.group(2)
+        return bool(m)
 
     def _wait_ready(self, timeout):
         """Wait until every rank's zygote answers; return their pids by rank."""
@@ -97,7 +121,7 @@ class Session:
                     raise self.job._failure()
                 raise SpindleError(f"session job {self.job.job_id} ended before its ranks were ready")
             for r in range(self.num_executors):
-                if r not in pids and os.path.exists(socket_path(self._dir, r)):
+                if r not in pids and (r in self.addrs or os.path.exists(socket_path(self._dir, r))):
                     pids[r] = self._ask(r, {"op": "ping"})[0]["pid"]
             if time.monotonic() > deadline:
                 raise SpindleError(f"spindle.Session: ranks {sorted(set(range(self.num_executors)) - set(pids))} "
@@ -105,8 +129,8 @@ class Session:
             time.sleep(0.02)
         return [pids[r] for r in range(self.num_executors)]
 
-    def _ask(self, rank, request, on_answer=None):
-        return ask(self._dir, self._token, rank, request, on_answer)
+    def _ask(self, rank, request, on_answer=None, **kw):
+        return ask(self._dir, self._token, rank, request, on_answer, addrs=self.addrs, **kw)
 
     def run(self, fn, *args, all_ranks=False, kwargs=None):
         """Run fn(*args, **kwargs) on every rank, each in a process forked from the warm one; return rank 0's result (all_ranks: every rank's).
@@ -123,55 +147,41 @@ class Session:
             return self._run(next_job(self._dir), fn, args, all_ranks, kwargs)
 
     def _run(self, n, fn, args, all_ranks, kwargs):
-        work = tempfile.mkdtemp(prefix=f"job-{n}-", dir=self._dir)
-        os.mkdir(os.path.join(work, "results"))
-        try:
-            with open(os.path.join(work, _run.PAYLOAD), "wb") as f:
-                f.write(_run.payload(fn, args, kwargs or {}))
-            env = {_contract.MASTER_PORT: str(_free_port()), _contract.SESSION_JOB: str(n)}
-            req = {"op": "run", "work": work, "env": env}
-            self.last_pids = [None] * self.num_executors
-            codes = [None] * self.num_executors
-            errors = [None] * self.num_executors
+        # The function travels in the request and the results in the
+        # answers, so a rank on another host needs nothing of this one's.
+        env = {_contract.MASTER_PORT: str(_free_port()), _contract.SESSION_JOB: str(n)}
+        req = {"op": "run", "payload": base64.b64encode(_run.payload(fn, args, kwargs or {})).decode(), "env": env}
+        self.last_pids = [None] * self.num_executors
+        ends = [None] * self.num_executors
+        errors = [None] * self.num_executors
+        conns = []
 
-            conns = []
-
-            def one(r):
-                try:
-                    got = ask(self._dir, self._token, r, req, conns=conns,
-                              on_answer=lambda a: a.get("pid") and self.last_pids.__setitem__(r, a["pid"]))
-                    codes[r] = got[-1].get("exit")
-                except Exception as e:  # noqa: BLE001 - reported below, by rank
-                    errors[r] = e
-
-            threads = [threading.Thread(target=one, args=(r,), daemon=True) for r in range(self.num_executors)]
-            for t in threads:
-                t.start()
+        def one(r):
             try:
-                for t in threads:
-                    t.join()
-            except KeyboardInterrupt:
-                # A rank whose client goes away ends the job's process.
-                for c in list(conns):
-                    c.shutdown(socket.SHUT_RDWR)
-                raise
-            for r in range(self.num_executors):
-                if errors[r] is not None:
-                    raise SpindleError(f"session job {n}: rank {r}: {errors[r]}") from errors[r]
-                if codes[r] != 0:
-                    tail = ""
-                    err = os.path.join(work, "results", f"rank-{r}.err")
-                    if os.path.exists(err):
-                        with open(err) as f:
-                            tail = f.read()
-                    raise SpindleError(f"session job {n}: rank {r} failed (exit {codes[r]})\n{tail}".rstrip())
-            out = []
-            for r in range(self.num_executors if all_ranks else 1):
-                with open(os.path.join(work, "results", f"rank-{r}.pkl"), "rb") as f:
-                    out.append(_run.loads(f.read()))
-            return out if all_ranks else out[0]
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+                ends[r] = self._ask(r, req, conns=conns,
+                                    on_answer=lambda a: a.get("pid") and self.last_pids.__setitem__(r, a["pid"]))[-1]
+            except Exception as e:  # noqa: BLE001 - reported below, by rank
+                errors[r] = e
+
+        threads = [threading.Thread(target=one, args=(r,), daemon=True) for r in range(self.num_executors)]
+        for t in threads:
+            t.start()
+        try:
+            for t in threads:
+                t.join()
+        except KeyboardInterrupt:
+            # A rank whose client goes away ends the job's process.
+            for c in list(conns):
+                c.shutdown(socket.SHUT_RDWR)
+            raise
+        for r in range(self.num_executors):
+            if errors[r] is not None:
+                raise SpindleError(f"session job {n}: rank {r}: {errors[r]}") from errors[r]
+            if ends[r].get("exit") != 0:
+                tail = ends[r].get("err", "")
+                raise SpindleError(f"session job {n}: rank {r} failed (exit {ends[r].get('exit')})\n{tail}".rstrip())
+        out = [_run.loads(base64.b64decode(ends[r]["result"])) for r in range(self.num_executors if all_ranks else 1)]
+        return out if all_ranks else out[0]
 
     def close(self, timeout=60):
         """Stop the ranks and end the session's job."""
@@ -181,7 +191,7 @@ class Session:
                 # timeout the job is killed below.
                 for r in range(self.num_executors):
                     try:
-                        ask(self._dir, self._token, r, {"op": "stop"}, timeout=10)
+                        self._ask(r, {"op": "stop"}, timeout=10)
                     except (OSError, SpindleError):
                         pass
                 try:
@@ -201,17 +211,26 @@ class Session:
         return False
 
 
-def ask(directory, token, rank, request, on_answer=None, fds=(), conns=None, timeout=None):
+def ask(directory, token, rank, request, on_answer=None, fds=(), conns=None, timeout=None, addrs=None):
     """Send rank's zygote in session directory one request; return its answers (one, or two for a job: the child's pid, its exit).
 
-    conns, a list, gets the connection, for a caller that may need to end
-    it; timeout bounds each wait on it (socket.timeout, an OSError).
+    A rank away from this host is reached over TCP at addrs[rank]. conns,
+    a list, gets the connection, for a caller that may need to end it;
+    timeout bounds each wait on it (socket.timeout, an OSError).
     """
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+    path = socket_path(directory, rank)
+    addr = (addrs or {}).get(rank)
+    if addr and not os.path.exists(path):
+        host, _, port = addr.rpartition(":")
+        s = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+    else:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with s:
         s.settimeout(timeout)
         if conns is not None:
             conns.append(s)
-        s.connect(socket_path(directory, rank))
+        if s.family == socket.AF_UNIX:
+            s.connect(path)
         data = json.dumps(dict(request, token=token)).encode() + b"\n"
         if fds:
             socket.send_fds(s, [data], list(fds))

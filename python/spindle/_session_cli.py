@@ -61,7 +61,8 @@ def serve(a):
         raise
     path = os.path.join(registry(), f"{s.job.job_id}.json")
     rec = {"id": s.job.job_id, "dir": s._dir, "token": s._token, "num_executors": s.num_executors,
-           "preload": s.preload, "pid": os.getpid(), "started": time.time()}
+           "preload": s.preload, "pid": os.getpid(), "started": time.time(),
+           "addrs": [s.addrs.get(r, "") for r in range(s.num_executors)]}
     signal.signal(signal.SIGTERM, lambda *_: s.job.kill(grace=5))
     try:
         _write_record(path, rec)
@@ -136,7 +137,8 @@ def stop(a):
     rec = _record(a.session)
     for r in range(rec["num_executors"]):
         try:
-            ask(rec["dir"], rec["token"], r, {"op": "stop"}, timeout=10)
+            ask(rec["dir"], rec["token"], r, {"op": "stop"}, timeout=10,
+                addrs={i: a for i, a in enumerate(rec.get("addrs") or []) if a})
         except (OSError, SpindleError):
             pass
     deadline = time.monotonic() + a.timeout

@@ -114,7 +114,7 @@ def _conf_value(v):
     return str(v)
 
 
-def submit(command, *, stream=True, cwd=None, **options):
+def submit(command, *, stream=True, cwd=None, _tap=None, **options):
     """Start a job, as ``spindle submit [options] -- command`` does, and return its :class:`Job`.
 
     command is a list, a shell-quoted string, or a script (``train.py``,
@@ -127,7 +127,7 @@ def submit(command, *, stream=True, cwd=None, **options):
     this process's stdout and stderr as it arrives (a notebook cell's).
     """
     options.setdefault("log_level", "warn")
-    return Job(command_line(command), submit_args(options), stream=stream, cwd=cwd)
+    return Job(command_line(command), submit_args(options), stream=stream, cwd=cwd, tap=_tap)
 
 
 class Job:

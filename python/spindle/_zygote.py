@@ -11,20 +11,32 @@ notebook cell, Ctrl-C) ends the job's process group. A job's state dies
 with its process, so nothing
 leaks into the next job; the zygote itself never runs user code.
 
+On a host where the session's directory is not (a standalone worker
+elsewhere), it listens on TCP on its host instead and prints where
+(ADDRESS_MARK) for the session to read in the job's output. Over TCP
+no file descriptors travel: a command line's script comes in the request
+and its output goes back in answers ({"out": 1 or 2, "data": base64});
+a job's function comes in the request and its result goes back in the
+answer, on either transport.
+
 Every request is one JSON line and must carry the session's token (the
-file ``token`` in the same directory, mode 0600); a request without it is
-refused before anything else of it is read.
+file ``token`` in the same directory, mode 0600, or the job file
+$SPINDLE_SESSION_TOKEN_FILE names); a request without it is refused
+before anything else of it is read.
 """
 
+import base64
 import gc
 import hmac
 import importlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 import traceback
 
@@ -32,7 +44,11 @@ from . import _contract, _env
 
 SESSION_DIR = _contract.SESSION_DIR
 PRELOAD = _contract.SESSION_PRELOAD
-_MAX_REQUEST = 1 << 20
+# A run's request carries its pickled function.
+_MAX_REQUEST = 64 << 20
+# The line a rank serving over TCP prints (its job's output) for the
+# session to learn where it listens.
+ADDRESS_MARK = "spindle-session: rank {rank} serves on {addr}"
 
 
 def socket_path(directory, rank):
@@ -58,7 +74,7 @@ def _read_line(conn, buf=b""):
             break
         buf += chunk
         if len(buf) > _MAX_REQUEST:
-            raise ValueError("request longer than 1 MiB")
+            raise ValueError(f"request longer than {_MAX_REQUEST >> 20} MiB")
     return bytes(buf[start:])
 
 
@@ -148,11 +164,36 @@ def _serve_one(conn, token, rank, lis):
     if op == "stop":
         _send(conn, {"stopped": True})
         return False
-    if op not in ("run", "exec") or (op == "exec" and (len(fds) != 2 or not req.get("argv"))):
+    away = conn.family != socket.AF_UNIX
+    if op not in ("run", "exec") or (op == "exec" and (len(fds) != (0 if away else 2) or not req.get("argv"))):
         for fd in fds:
             os.close(fd)
         _send(conn, {"error": f"unknown op {op!r}, or an exec without its argv, stdout and stderr"})
         return True
+    relay = {}
+    if op == "run":
+        req = dict(req, work=_run_dir(req))
+    elif away:
+        # Over TCP no descriptors travel: the output comes back in
+        # answers, and a script in the request.
+        req = dict(req, work=tempfile.mkdtemp(prefix="spindle-session-exec-"))
+        req = _away_script(req)
+        for stream in (1, 2):
+            r, w = os.pipe()
+            relay[r] = stream
+            fds.append(w)
+    try:
+        return _fork_job(conn, req, fds, relay, rank, lis)
+    finally:
+        for fd in relay:
+            os.close(fd)
+        if op == "exec" and away:
+            shutil.rmtree(req["work"], ignore_errors=True)
+
+
+def _fork_job(conn, req, fds, relay, rank, lis):
+    """Fork the job's process, tell the client its pid, wait for it and answer with its exit; return True."""
+    op = req["op"]
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -167,9 +208,70 @@ def _serve_one(conn, token, rank, lis):
     _own_group(pid)
     for fd in fds:
         os.close(fd)
-    _send(conn, {"pid": pid})
-    _send(conn, {"exit": os.waitstatus_to_exitcode(_wait_child(conn, pid))})
+    status = _wait_child(conn, pid, relay)
+    answer = {"exit": os.waitstatus_to_exitcode(status)}
+    if op == "run":
+        answer.update(_run_results(req["work"], rank))
+    try:
+        _send(conn, answer)
+    except OSError:
+        pass  # the client went away: its job is ended, nobody to tell
     return True
+
+
+def _away_script(req):
+    """A command line's request, from a client on another host, with its script (sent in the request) in the job's directory, run there when the client's directory is not on this host."""
+    argv = list(req["argv"])
+    if req.get("script") is not None:
+        path = os.path.join(req["work"], os.path.basename(argv[0]))
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(req["script"]))
+        argv[0] = path
+    cwd = req.get("cwd")
+    return dict(req, argv=argv, cwd=cwd if cwd and os.path.isdir(cwd) else req["work"])
+
+
+def _relay(conn, relay, ready, drain=False):
+    """Send the client what the job's process wrote to the pipes in ready, as answers ({"out": 1 or 2, "data": base64}); a pipe at its end leaves relay. With drain, read each until nothing is left."""
+    for fd in ready:
+        while True:
+            try:
+                data = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                break
+            if not data:
+                del relay[fd]
+                os.close(fd)
+                break
+            _send(conn, {"out": relay[fd], "data": base64.b64encode(data).decode()})
+            if not drain:
+                break
+
+
+def _run_dir(req):
+    """Make a run's directory on this rank's host: its function (the request's payload) and a results directory."""
+    from ._run import PAYLOAD
+    work = tempfile.mkdtemp(prefix="spindle-session-run-")
+    os.mkdir(os.path.join(work, "results"))
+    with open(os.path.join(work, PAYLOAD), "wb") as f:
+        f.write(base64.b64decode(req.get("payload") or ""))
+    return work
+
+
+def _run_results(work, rank):
+    """What a run's process left in its directory, for its answer: its pickled result, or its traceback's end; the directory is removed."""
+    out = {}
+    try:
+        for key, name, mode in (("result", f"rank-{rank}.pkl", "rb"), ("err", f"rank-{rank}.err", "r")):
+            try:
+                with open(os.path.join(work, "results", name), mode) as f:
+                    data = f.read()
+            except FileNotFoundError:
+                continue
+            out[key] = base64.b64encode(data).decode() if mode == "rb" else data
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
 
 
 def _die_with_parent():
@@ -189,15 +291,36 @@ def _own_group(pid):
         pass  # the child did it already, or is gone
 
 
-def _wait_child(conn, pid):
-    """Wait for the job's process; when the client goes away first (Ctrl-C, a killed notebook), end the job's process group."""
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return status
-        readable, _, _ = select.select([conn], [], [], 0.05)
-        if readable and not conn.recv(1, socket.MSG_PEEK):
-            break
+def _wait_child(conn, pid, relay):
+    """Tell the client the job's pid and wait for the job's process, relaying its output (relay: pipe -> stream) meanwhile; when the client goes away first (Ctrl-C, a killed notebook), end the job's process group.
+
+    A client gone before the pid is sent makes sending it fail (EPIPE),
+    and one that left it unread makes the next read fail (ECONNRESET):
+    both are a client gone too. The job's process can start running (and
+    be interrupted) before this process answers, as it did under load.
+    """
+    try:
+        _send(conn, {"pid": pid})
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                # What it wrote last; a process it left behind holding
+                # the pipes does not hold up the answer.
+                for fd in relay:
+                    os.set_blocking(fd, False)
+                _relay(conn, relay, list(relay), drain=True)
+                return status
+            readable, _, _ = select.select([conn, *relay], [], [], 0.05)
+            if conn in readable and not conn.recv(1, socket.MSG_PEEK):
+                break
+            _relay(conn, relay, [fd for fd in readable if fd in relay])
+    except OSError:
+        pass
+    return _end_group(pid)
+
+
+def _end_group(pid):
+    """End the job's process group, gently first; return its process's wait status."""
     for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
         try:
             os.killpg(pid, sig)
@@ -219,9 +342,13 @@ def main():
     directory = os.environ.get(SESSION_DIR)
     if not directory:
         sys.exit("spindle._zygote: SPINDLE_SESSION_DIR is not set: spindle.Session starts this module, not a user")
-    if not os.path.isdir(directory):
+    # Never seen by the jobs this process forks.
+    token_file = os.environ.pop(_contract.SESSION_TOKEN_FILE, "")
+    here = os.path.isdir(directory)
+    if not here and not token_file:
         sys.exit(f"spindle session: rank {_env.rank()} runs on host {socket.gethostname()}, where the session's "
-                 f"directory {directory} is not: a session's ranks must run on the host that started it")
+                 f"directory {directory} is not: a session's ranks must run on the host that started it, "
+                 "unless its master is standalone or yarn")
     for name in _preload_names():
         importlib.import_module(name)
     # What every job's child needs too, so that no child imports it again.
@@ -235,9 +362,26 @@ def main():
     # copy) every page of it.
     gc.collect()
     gc.freeze()
-    with open(os.path.join(directory, "token"), "rb") as f:
-        token = f.read().strip()
     rank = _env.rank()
+    if not here:
+        # Away from the session's directory, the token came with the job.
+        directory = os.environ.get(_contract.FILES_DIR, "")
+    with open(os.path.join(directory, "token" if here else token_file), "rb") as f:
+        token = f.read().strip()
+    lis = _unix_listener(directory, rank) if here else _tcp_listener(rank)
+    going = True
+    while going:
+        conn, _ = lis.accept()
+        with conn:
+            try:
+                going = _serve_one(conn, token, rank, lis)
+            except (OSError, ValueError) as e:
+                print(f"spindle session: a request failed: {e}", file=sys.stderr, flush=True)
+    lis.close()
+
+
+def _unix_listener(directory, rank):
+    """Listen on rank's socket in the session's directory (mode 0600), published once it listens."""
     path = socket_path(directory, rank)
     lis = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     tmp = path + ".tmp"
@@ -248,15 +392,17 @@ def main():
     lis.listen(8)
     # Published whole: the session connects once the name exists.
     os.rename(tmp, path)
-    going = True
-    while going:
-        conn, _ = lis.accept()
-        with conn:
-            try:
-                going = _serve_one(conn, token, rank, lis)
-            except (OSError, ValueError) as e:
-                print(f"spindle session: a request failed: {e}", file=sys.stderr, flush=True)
-    lis.close()
+    return lis
+
+
+def _tcp_listener(rank):
+    """Listen on this rank's host (SPINDLE_HOST, the address its peers dial) on a free port, and say where in the job's output."""
+    host = os.environ.get(_contract.HOST) or socket.gethostname()
+    lis = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host else socket.AF_INET, backlog=8)
+    port = lis.getsockname()[1]
+    addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    print(ADDRESS_MARK.format(rank=rank, addr=addr), flush=True)
+    return lis
 
 
 if __name__ == "__main__":

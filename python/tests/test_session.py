@@ -6,12 +6,15 @@ test-python` runs this file there).
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
+from unittest import mock
 
 import support
 
@@ -90,6 +93,28 @@ class SessionTest(unittest.TestCase):
         self.assertIn("refused", answer.get("error", ""))
         self.assertEqual(os.stat(self.session._dir).st_mode & 0o777, 0o700)
 
+    def test_client_gone_before_the_answer_ends_the_run(self):
+        # A client interrupted before it read the child's pid (under load
+        # the child can start, and the client be interrupted, before its
+        # zygote answers): the zygote's answer then fails (EPIPE, or
+        # ECONNRESET for one left unread), and the run's process must
+        # still end. A zygote serves one request at a time, so its answer
+        # to the next (a ping) says the first has been dealt with.
+        s = self.session
+        out_r, out_w = os.pipe()
+        self.addCleanup(os.close, out_r)
+        req = {"op": "exec", "argv": ["-c", "import time; time.sleep(600)"], "cwd": "/", "token": s._token}
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+            c.connect(_zygote.socket_path(s._dir, 0))
+            socket.send_fds(c, [json.dumps(req).encode() + b"\n"], [out_w, out_w])
+            os.close(out_w)
+        s._ask(0, {"op": "ping"})
+        deadline = time.monotonic() + 60
+        while children(s.zygotes[0]):
+            self.assertLess(time.monotonic(), deadline, f"the run's processes {children(s.zygotes[0])} outlived its client")
+            time.sleep(0.02)
+        self.assertEqual(s.run(probe, None)["rank"], 0, "the session runs the next job")
+
 
 SCRIPT = """import os, sys
 print("seen", os.environ["SPINDLE_RANK"], os.getpid(), os.getppid(), "wave" in sys.modules, " ".join(sys.argv[1:]))
@@ -151,7 +176,7 @@ class SessionCLITest(unittest.TestCase):
                            env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 2)
         self.assertIn('"ls" is not python', p.stderr)
-        self.interrupted_run_ends(sid, work)
+        interrupted_run_ends(self, self.binary, self.env, sid, work)
         self.spindle("session", "stop", *py, sid)
         self.assertNotIn(sid, self.spindle("session", "list", *py).stdout)
 
@@ -183,32 +208,52 @@ class SessionCLITest(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("--conf 'spindle.feed.evenBatches': want KEY=VALUE", p.stderr)
 
-    def interrupted_run_ends(self, sid, work):
-        """A run whose spindle submit is interrupted (Ctrl-C) has its processes ended, and the session runs the next."""
-        with open(os.path.join(work, "wait.py"), "w") as f:
-            f.write("import os, time\n"
-                    "open(f'pid-{os.environ[\"SPINDLE_RANK\"]}', 'w').write(str(os.getpid()))\n"
-                    "time.sleep(600)\n")
-        p = subprocess.Popen([self.binary, "submit", "--session", sid, "--", "python3", "wait.py"], env=self.env, cwd=work,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        pid_files = [os.path.join(work, f"pid-{r}") for r in (0, 1)]
-        deadline = time.monotonic() + 120
-        while not all(os.path.exists(f) and os.path.getsize(f) for f in pid_files):
-            self.assertLess(time.monotonic(), deadline, "the run's processes did not start")
-            time.sleep(0.02)
-        pids = []
-        for name in pid_files:
-            with open(name) as f:
-                pids.append(int(f.read()))
-        p.send_signal(signal.SIGINT)
-        p.wait(timeout=60)
-        deadline = time.monotonic() + 60
-        while any(alive(pid) for pid in pids):
-            self.assertLess(time.monotonic(), deadline, f"the interrupted run's processes {pids} still run")
-            time.sleep(0.02)
-        p = subprocess.run([self.binary, "submit", "--session", sid, "--", "python3", "s.py", "after"],
-                           env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
-        self.assertEqual(p.returncode, 0, p.stderr)
+
+def interrupted_run_ends(test, binary, env, sid, work, pid_dir=None):
+    """A run whose spindle submit (binary, env) is interrupted (Ctrl-C) has its processes ended, and the session runs the next.
+
+    The run's script, in work, writes its pid into pid_dir (work, by default).
+    """
+    pid_dir = pid_dir or work
+    with open(os.path.join(work, "wait.py"), "w") as f:
+        f.write("import os, sys, time\n"
+                "open(os.path.join(sys.argv[1], f'pid-{os.environ[\"SPINDLE_RANK\"]}'), 'w').write(str(os.getpid()))\n"
+                "time.sleep(600)\n")
+    p = subprocess.Popen([binary, "submit", "--session", sid, "--", "python3", "wait.py", pid_dir], env=env, cwd=work,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid_files = [os.path.join(pid_dir, f"pid-{r}") for r in (0, 1)]
+    deadline = time.monotonic() + 120
+    while not all(os.path.exists(f) and os.path.getsize(f) for f in pid_files):
+        test.assertLess(time.monotonic(), deadline, "the run's processes did not start")
+        time.sleep(0.02)
+    pids = []
+    for name in pid_files:
+        with open(name) as f:
+            pids.append(int(f.read()))
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=60)
+    deadline = time.monotonic() + 60
+    while any(alive(pid) for pid in pids):
+        test.assertLess(time.monotonic(), deadline, f"the interrupted run's processes {pids} still run")
+        time.sleep(0.02)
+    p = subprocess.run([binary, "submit", "--session", sid, "--", "python3", "s.py", "after"],
+                       env=env, cwd=work, capture_output=True, text=True, timeout=300)
+    test.assertEqual(p.returncode, 0, p.stderr)
+
+
+def children(pid):
+    """The pids of pid's live children."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    state, ppid = f.read().rsplit(")", 1)[1].split()[:2]
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if int(ppid) == pid and state != "Z":
+                out.append(int(name))
+    return out
 
 
 def alive(pid):
@@ -300,49 +345,75 @@ def ancestors(pid):
     return out
 
 
+CLUSTER_SECRET = "session-cluster-secret-0123456789abcdef"
+
+
+def standalone_cluster(test, workers):
+    """Start a standalone master and workers as processes on this host; return the master's URI, the workers' pids and the environment.
+
+    workers maps each worker's ID to (the command line its spindle worker
+    runs under, its cores). The cluster's secret is set in os.environ
+    too, for the test's sessions, until the test ends.
+    """
+    binary = support.spindle_binary(test)
+    os.environ["SPINDLE_BINARY"] = binary
+    work = support.short_tempdir(test)
+    # The workers' executors run the ranks, which unpickle this module's
+    # functions by name: they import it from here.
+    env = dict(os.environ, SPINDLE_CLUSTER_SECRET=CLUSTER_SECRET, PYTHONPATH=os.path.dirname(os.path.abspath(__file__)))
+    os.environ["SPINDLE_CLUSTER_SECRET"] = CLUSTER_SECRET
+    test.addCleanup(os.environ.pop, "SPINDLE_CLUSTER_SECRET", None)
+    master, raft = free_addr(), free_addr()
+    procs = [("master", (), ["master", "--id", "m1", "--addr", master, "--raft-addr", raft, "--peers", f"m1={raft}@{master}",
+                             "--data-dir", os.path.join(work, "m1")])]
+    for wid, (wrap, cores) in workers.items():
+        procs.append((wid, wrap, ["worker", "--masters", master, "--id", wid, "--addr", free_addr(), "--cores", str(cores),
+                                  "--memory", "4g", "--work-dir", os.path.join(work, wid),
+                                  "--conf", "spindle.worker.heartbeatInterval=200ms"]))
+    pids = {}
+    for name, wrap, args in procs:
+        log = open(os.path.join(work, name + ".log"), "wb")
+        test.addCleanup(log.close)
+        p = subprocess.Popen([*wrap, binary, *args], env=env, stdout=log, stderr=subprocess.STDOUT)
+        test.addCleanup(p.wait, 60)
+        test.addCleanup(p.kill)
+        pids[name] = p.pid
+    return "spindle://" + master, pids, env
+
+
+def start_session(master, **options):
+    """Start a session on a standalone master once its workers have registered (until then its job cannot be placed)."""
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            return spindle.Session(master=master, stream=False, timeout=120, **options)
+        except spindle.JobFailed:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)  # waiting for the cluster to come up, not synchronising
+
+
+def can_hide_directories():
+    """Whether this process may run a command in a mount namespace of its own (unshare -m), to hide a directory from it."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
+
+
 @unittest.skipIf(cloudpickle is None, "needs cloudpickle (make deps installs it into $SPINDLE_PY_VENV)")
 class StandaloneSessionTest(unittest.TestCase):
     """A session on a standalone cluster (a master and a worker on this host, as processes)."""
 
     def setUp(self):
-        self.binary = support.spindle_binary(self)
-        os.environ["SPINDLE_BINARY"] = self.binary
-        work = support.short_tempdir(self)
-        # The worker's executors run the ranks, which unpickle this
-        # module's functions by name: they import it from here.
-        self.env = dict(os.environ, SPINDLE_CLUSTER_SECRET="session-cluster-secret-0123456789abcdef",
-                        PYTHONPATH=os.path.dirname(os.path.abspath(__file__)))
-        master, raft = free_addr(), free_addr()
-        self.master = "spindle://" + master
-        self.worker = None
-        for args in (["master", "--id", "m1", "--addr", master, "--raft-addr", raft, "--peers", f"m1={raft}@{master}",
-                      "--data-dir", os.path.join(work, "m1")],
-                     ["worker", "--masters", master, "--id", "w1", "--addr", free_addr(), "--cores", "4", "--memory", "4g",
-                      "--work-dir", os.path.join(work, "w1"), "--conf", "spindle.worker.heartbeatInterval=200ms"]):
-            log = open(os.path.join(work, args[0] + ".log"), "wb")
-            self.addCleanup(log.close)
-            p = subprocess.Popen([self.binary, *args], env=self.env, stdout=log, stderr=subprocess.STDOUT)
-            self.addCleanup(p.wait, 60)
-            self.addCleanup(p.kill)
-            self.worker = p.pid
+        self.master, workers, self.env = standalone_cluster(self, {"w1": ((), 4)})
+        self.worker = workers["w1"]
         self.input = fed_input(self)
 
     def start(self):
-        """Start the session once the worker has registered (until then the job cannot be placed)."""
-        deadline = time.monotonic() + 120
-        os.environ["SPINDLE_CLUSTER_SECRET"] = self.env["SPINDLE_CLUSTER_SECRET"]
-        self.addCleanup(os.environ.pop, "SPINDLE_CLUSTER_SECRET", None)
-        while True:
-            try:
-                s = spindle.Session(master=self.master, num_executors=2, preload=["wave"], input=self.input,
-                                    label_column="label", epochs=2, batch_rows=100,
-                                    conf={"spindle.feed.evenBatches": "off"}, stream=False, timeout=120)
-                self.addCleanup(s.close)
-                return s
-            except spindle.JobFailed:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)  # waiting for the cluster to come up, not synchronising
+        s = start_session(self.master, num_executors=2, preload=["wave"], input=self.input, label_column="label",
+                          epochs=2, batch_rows=100, conf={"spindle.feed.evenBatches": "off"})
+        self.addCleanup(s.close)
+        return s
 
     def test_runs_on_the_workers_executors_between_jobs(self):
         s = self.start()
@@ -357,10 +428,150 @@ class StandaloneSessionTest(unittest.TestCase):
         self.assertEqual(s.job.status, "RUNNING", "the session's executors stay between jobs")
 
 
+# The session's driver, and its ranks' addresses, on loopback.
+LOOPBACK = {"spindle.driver.bindHost": "127.0.0.1", "spindle.network.interface": "lo"}
+
+
+@unittest.skipIf(cloudpickle is None, "needs cloudpickle (make deps installs it into $SPINDLE_PY_VENV)")
+@unittest.skipUnless(can_hide_directories(), "needs root and unshare -m, to hide the session's directory from a worker")
+class RemoteSessionTest(unittest.TestCase):
+    """A session spanning two standalone workers, one of which does not see the session's host's files (as on another host)."""
+
+    def setUp(self):
+        # Sessions keep their directories in `hidden`, which worker w2
+        # sees as an empty file system of its own: its ranks are as far
+        # from the session's directory as another host's.
+        self.hidden = support.short_tempdir(self)
+        away = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs spindle-away "$0" && exec "$@"', self.hidden]
+        self.master, self.workers, self.env = standalone_cluster(self, {"w1": ((), 1), "w2": (away, 1)})
+
+    def test_ranks_away_from_the_session_serve_over_tcp(self):
+        with mock.patch.object(tempfile, "tempdir", self.hidden):
+            s = start_session(self.master, num_executors=2, preload=["wave"], conf=LOOPBACK)
+        self.addCleanup(s.close)
+        under = {r: [w for w, pid in self.workers.items() if pid in ancestors(z)] for r, z in enumerate(s.zygotes)}
+        self.assertEqual(sorted(w for ws in under.values() for w in ws), ["w1", "w2"], f"the ranks' workers: {under}")
+        away = next(r for r, ws in under.items() if ws == ["w2"])
+        self.assertEqual(list(s.addrs), [away], "only the rank away from the session's directory serves over TCP")
+        self.assertTrue(s.addrs[away].startswith("127.0.0.1:"), s.addrs)
+        for _ in range(2):
+            seen = s.run(probe, None, all_ranks=True)
+            self.assertEqual([r["ppid"] for r in seen], s.zygotes, "a job did not fork from the warm ranks")
+            self.assertTrue(all(r["preloaded"] for r in seen), "a rank's job ran without the preloaded module")
+        with self.assertRaises(spindle.SpindleError) as cm:
+            s.run(fail_on_one)
+        self.assertIn("rank 1 failed", str(cm.exception))
+        self.assertIn("ValueError: rank one is broken", str(cm.exception))
+        with socket.create_connection(s.addrs[away].rsplit(":", 1)) as c:
+            c.sendall(json.dumps({"op": "ping", "token": "guess"}).encode() + b"\n")
+            self.assertIn("refused", json.loads(c.makefile("rb").readline()).get("error", ""))
+        self.assertEqual(s.job.status, "RUNNING", "the session's executors stay between jobs")
+
+    def test_submit_runs_in_ranks_away(self):
+        binary = support.spindle_binary(self)
+        env = dict(self.env, TMPDIR=self.hidden, SPINDLE_SESSIONS_DIR=os.path.join(support.short_tempdir(self), "reg"))
+        env.pop("PYTHONPATH", None)  # the binary's own package
+        py = ["--python", sys.executable]
+
+        def spindle_cli(*args, cwd=None):
+            return subprocess.run([binary, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+        deadline = time.monotonic() + 120
+        while True:
+            p = spindle_cli("session", "start", *py, "--master", self.master, "--num-executors", "2", "--preload", "wave",
+                            *(f"--conf={k}={v}" for k, v in LOOPBACK.items()))
+            if p.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)  # waiting for the cluster to come up, not synchronising
+        self.assertEqual(p.returncode, 0, p.stderr)
+        sid = p.stdout.strip()
+        self.addCleanup(spindle_cli, "session", "stop", *py, sid)
+        with open(os.path.join(env["SPINDLE_SESSIONS_DIR"], sid + ".json")) as f:
+            rec = json.load(f)
+        self.assertEqual(sum(1 for a in rec["addrs"] if a), 1, f"one rank serves over TCP: {rec['addrs']}")
+        # The script and the directory it is run from are where the rank
+        # away cannot see them: the script travels in the request.
+        work = tempfile.mkdtemp(dir=self.hidden)
+        with open(os.path.join(work, "s.py"), "w") as f:
+            f.write(SCRIPT)
+        runs = []
+        for _ in range(2):
+            p = spindle_cli("submit", "--session", sid, "--", "python3", "s.py", "a", "b", cwd=work)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            seen = {}
+            for line in p.stdout.splitlines():
+                prefix, _, rest = line.partition("] ")
+                word, rank, pid, ppid, preloaded, args = rest.split(" ", 5)
+                self.assertEqual((prefix, word, preloaded, args), (f"[rank {rank}", "seen", "True", "a b"), line)
+                seen[int(rank)] = (int(pid), int(ppid))
+            self.assertEqual(sorted(seen), [0, 1], p.stdout)
+            runs.append(seen)
+        for r in (0, 1):
+            self.assertEqual(runs[0][r][1], runs[1][r][1], f"rank {r}: the two runs did not fork from the same warm rank")
+            self.assertNotEqual(runs[0][r][0], runs[1][r][0], f"rank {r}: the second run reused the first's process")
+        p = spindle_cli("submit", "--session", sid, "--", "python3", "s.py", "fail", cwd=work)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("rank 1 exited 4", p.stderr)
+        interrupted_run_ends(self, binary, env, sid, work, pid_dir=support.short_tempdir(self))
+        p = spindle_cli("session", "stop", *py, sid)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        deadline = time.monotonic() + 60
+        while alive(rec["pid"]):
+            self.assertLess(time.monotonic(), deadline, "the stopped session's process still runs")
+            time.sleep(0.02)
+
+
+@unittest.skipIf(cloudpickle is None, "needs cloudpickle (make deps installs it into $SPINDLE_PY_VENV)")
+@unittest.skipUnless(can_hide_directories(), "needs root and unshare -m, to hide the session's directory from YARN's containers")
+class YARNSessionTest(unittest.TestCase):
+    """A session on YARN in client mode: spindle minicluster's NodeManagers, which do not see the session's host's files."""
+
+    def setUp(self):
+        binary = support.spindle_binary(self)
+        os.environ["SPINDLE_BINARY"] = binary
+        work = support.short_tempdir(self)
+        self.hidden = support.short_tempdir(self)
+        log = open(os.path.join(work, "minicluster.log"), "wb")
+        self.addCleanup(log.close)
+        p = subprocess.Popen(["unshare", "-m", "sh", "-c", 'mount -t tmpfs spindle-away "$0" && exec "$@"', self.hidden,
+                              binary, "minicluster", "--dir", os.path.join(work, "mc"), "--datanodes", "1",
+                              "--nodemanagers", "2", "--nm-memory", "4GiB"], stdout=log, stderr=subprocess.STDOUT)
+        self.addCleanup(p.wait, 60)
+        self.addCleanup(p.send_signal, signal.SIGINT)
+        conf = os.path.join(work, "mc", "hadoop-conf", "yarn-site.xml")
+        deadline = time.monotonic() + 120
+        while not os.path.exists(conf):
+            self.assertIsNone(p.poll(), "spindle minicluster ended")
+            self.assertLess(time.monotonic(), deadline, "spindle minicluster did not write its configuration")
+            time.sleep(0.05)
+        env = mock.patch.dict(os.environ, HADOOP_CONF_DIR=os.path.dirname(conf), HADOOP_USER_NAME="root")
+        env.start()
+        self.addCleanup(env.stop)
+
+    def test_ranks_in_yarn_containers_serve_over_tcp(self):
+        def seen():
+            import os
+            import sys
+            return os.getpid(), os.getppid(), "wave" in sys.modules
+
+        with mock.patch.object(tempfile, "tempdir", self.hidden):
+            s = spindle.Session(master="yarn", num_executors=2, preload=["wave"], executor_memory="512m", conf=LOOPBACK,
+                                stream=False, timeout=180)
+        self.addCleanup(s.close)
+        self.assertEqual(sorted(s.addrs), [0, 1], "both ranks serve over TCP")
+        for _ in range(2):
+            ranks = s.run(seen, all_ranks=True)
+            self.assertEqual([r[1] for r in ranks], s.zygotes, "a job did not fork from the warm ranks")
+            self.assertTrue(all(r[2] for r in ranks), "a rank's job ran without the preloaded module")
+        self.assertEqual(s.job.status, "RUNNING", "the session's executors stay between jobs")
+
+
 class SessionArgsTest(unittest.TestCase):
     def test_cluster_master_is_refused(self):
         with self.assertRaisesRegex(spindle.SpindleError, "local master"):
-            spindle.Session(master="yarn", num_executors=2)
+            spindle.Session(master="k8s://api", num_executors=2)
+        with self.assertRaisesRegex(spindle.SpindleError, "in client mode"):
+            spindle.Session(master="yarn", deploy_mode="cluster", num_executors=2)
 
     def test_input_needs_an_epoch_per_job(self):
         with self.assertRaisesRegex(spindle.SpindleError, "epochs=0: each job needs at least 1"):
