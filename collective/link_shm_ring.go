@@ -57,11 +57,11 @@ type armFunc func(c *net.TCPConn, write bool) error
 // emptied by the receiver and filled by the sender, each end's flag that
 // it sleeps on the stream, and the lengths of the slots' pieces.
 const (
-	shmConsumedAt   = 64
-	shmSenderArmed  = 128
-	shmFilledAt     = 192
-	shmReceiverArmd = 256
-	shmLensAt       = 320
+	shmConsumedAt    = 64
+	shmSenderArmed   = 128
+	shmFilledAt      = 192
+	shmReceiverArmed = 256
+	shmLensAt        = 320
 )
 
 func (s *shmSegment) word(at int) *atomic.Uint64 {
@@ -174,7 +174,7 @@ func (s *shmSender) send(p []byte, arm armFunc) error {
 		s.seg.pieceLen(i).Store(uint32(n))
 		s.filled++
 		filled.Store(s.filled)
-		if err := s.bell.ring(s.seg.flag(shmReceiverArmd), arm); err != nil {
+		if err := s.bell.ring(s.seg.flag(shmReceiverArmed), arm); err != nil {
 			return err
 		}
 		p = p[n:]
@@ -200,7 +200,7 @@ func (r *shmReceiver) piece(arm armFunc) ([]byte, error) {
 	if r.avail > 0 {
 		return r.seg.slot(r.cur)[r.off : r.off+r.avail], nil
 	}
-	if err := r.bell.wait(r.seg.word(shmFilledAt), r.emptied, r.seg.flag(shmReceiverArmd), arm); err != nil {
+	if err := r.bell.wait(r.seg.word(shmFilledAt), r.emptied, r.seg.flag(shmReceiverArmed), arm); err != nil {
 		return nil, err
 	}
 	n := int(r.seg.pieceLen(r.cur).Load())
