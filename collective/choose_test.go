@@ -2,6 +2,7 @@ package collective
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -53,5 +54,41 @@ func TestChooseAllReduce(t *testing.T) {
 	// Without hosts, the tree up to DefaultSmallBytes and the ring above.
 	if chooseAllReduce(64, 8, true, true, 0, 0) != algoTree || chooseAllReduce(64, 1<<20, false, true, 0, 0) != algoRing {
 		t.Fatal("a flat world does not choose between the tree and the ring")
+	}
+}
+
+// TestOneHostCapsTheTree: with every rank on one host and the shared-memory
+// link the tree stops at oneHostSmallBytes (the ring measured faster above
+// it there); elsewhere, or with SmallBytes set, the cluster model decides.
+func TestOneHostCapsTheTree(t *testing.T) {
+	local := []string{"127.0.0.1:7001", "127.0.0.1:7002"}
+	for i := range 30 {
+		local = append(local, fmt.Sprintf("127.0.0.1:%d", 7003+i))
+	}
+	spread := slices.Clone(local)
+	spread[5] = "10.0.0.6:7006"
+	model := DefaultSmallBytes(len(local))
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want int
+	}{
+		{"one host", Config{WorldSize: len(local), Peers: local}, oneHostSmallBytes},
+		{"one host, tcp linker", Config{WorldSize: len(local), Peers: local, Link: TCPLinker{}}, oneHostSmallBytes},
+		{"two hosts", Config{WorldSize: len(local), Peers: spread}, model},
+		{"no shared memory", Config{WorldSize: len(local), Peers: local, NoSharedMemory: true}, model},
+		{"linker without shared memory", Config{WorldSize: len(local), Peers: local, Link: TCPLinker{NoSharedMemory: true}}, model},
+		{"in-memory link", Config{WorldSize: len(local), Peers: local, Link: NewMemNetwork().Linker()}, model},
+		{"set by the user", Config{WorldSize: len(local), Peers: local, SmallBytes: 1 << 20}, 1 << 20},
+		{"ring forced", Config{WorldSize: len(local), Peers: local, SmallBytes: -1}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := smallBytesOf(tc.cfg); got != tc.want {
+				t.Errorf("smallBytesOf = %d, want %d (the model gives %d)", got, tc.want, model)
+			}
+		})
+	}
+	if model <= oneHostSmallBytes {
+		t.Fatalf("the model's %d bytes at %d ranks no longer exceed the cap: the test proves nothing", model, len(local))
 	}
 }

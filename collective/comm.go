@@ -126,7 +126,7 @@ func newComm(cfg Config, t Transport, log *slog.Logger) *Comm {
 		right:     right,
 		peers:     cfg.Peers,
 		chunk:     cfg.ChunkBytes,
-		small:     smallBytes(cfg.SmallBytes, cfg.WorldSize),
+		small:     smallBytesOf(cfg),
 		smallAuto: cfg.SmallBytes == 0,
 		t:         t,
 		log:       log,

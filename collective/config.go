@@ -109,7 +109,9 @@ type Config struct {
 	// many bytes, and barriers, run a binomial tree (2 log2 n steps, each
 	// moving the whole vector), larger ones the ring (2(n-1) steps, each
 	// moving 1/n of it). Zero means the default for the world size
-	// (DefaultSmallBytes); negative forces the ring for every size.
+	// (DefaultSmallBytes, at most 64 KiB when every peer is on one host
+	// and the bytes go through shared memory); negative forces the ring
+	// for every size.
 	SmallBytes int
 	// RanksPerHost turns on the hierarchical allreduce (hier.go) when the
 	// ranks span hosts of several ranks each: by default a cost model

@@ -13,17 +13,17 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 )
 
 // Ranks on one host move their bytes through shared memory. Over loopback
 // TCP every byte is copied twice by the kernel (into the socket buffer and
 // out of it) beside the system calls and buffer bookkeeping of each
 // segment; through a shared ring it is copied once, by the sender, and the
-// receiver reduces it where it lies. The TCP stream stays: it carries a
-// few bytes per slot as the doorbell (the sender's "slot filled", the
-// receiver's "slot free"), so waiting, timeouts, interrupts and a dead
-// peer behave exactly as on TCP, through the runtime's network poller.
+// receiver reduces it where it lies. The TCP stream stays as the
+// doorbell of an end that sleeps (link_shm_ring.go): one byte wakes it,
+// so waiting, timeouts, interrupts and a dead peer behave exactly as on
+// TCP, through the runtime's network poller, while two ends that are
+// both awake exchange pieces without a system call.
 //
 // The sender of each stream creates the ring in a file under /dev/shm and
 // offers its name, its host's boot id and a random nonce; the receiver maps
@@ -44,8 +44,10 @@ const (
 	shmSegBytes  = shmHeadBytes + shmSlots*shmSlotBytes
 )
 
-// shmMagic opens both the hello on the stream and the segment's header.
-const shmMagic = "SPSH"
+// shmMagic opens both the hello on the stream and the segment's header;
+// it names the ring protocol's version, so that a peer with another one
+// fails the hello instead of misreading the ring.
+const shmMagic = "SPS2"
 
 // shmDir is where rings are created: a memory file system on Linux.
 var shmDir = "/dev/shm"
@@ -190,7 +192,7 @@ func offerRing(c *net.TCPConn, enabled bool) (*shmSender, error) {
 		seg.close()
 		return nil, nil
 	}
-	return &shmSender{seg: seg, c: c}, nil
+	return &shmSender{seg: seg, bell: doorbell{c: c}}, nil
 }
 
 // acceptRing is the receiver's side of the hello on c: it maps the
@@ -215,7 +217,7 @@ func acceptRing(c *net.TCPConn, enabled bool) (*shmReceiver, error) {
 	if seg == nil {
 		return nil, nil
 	}
-	return &shmReceiver{seg: seg, c: c}, nil
+	return &shmReceiver{seg: seg, bell: doorbell{c: c}}, nil
 }
 
 func closeRings(sends []*shmSender, recvs []*shmReceiver) {
@@ -237,21 +239,6 @@ type shmSegment struct {
 	path  string
 	nonce [16]byte
 	owned bool // created here: counted in shmReserved
-}
-
-// The header's shared words, each on a cache line of its own: the slots
-// the receiver has emptied, and the sender's wish to be woken.
-const (
-	shmConsumedAt = 64
-	shmWakeAt     = 128
-)
-
-func (s *shmSegment) consumed() *atomic.Uint64 {
-	return (*atomic.Uint64)(unsafe.Pointer(&s.mem[shmConsumedAt]))
-}
-
-func (s *shmSegment) wantWake() *atomic.Uint32 {
-	return (*atomic.Uint32)(unsafe.Pointer(&s.mem[shmWakeAt]))
 }
 
 // slot returns ring slot i.

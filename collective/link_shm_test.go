@@ -3,7 +3,6 @@ package collective
 import (
 	"context"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -78,9 +77,7 @@ func ringFiles(t *testing.T) []string {
 }
 
 func TestSharedMemoryBetweenRanksOnOneHost(t *testing.T) {
-	if _, err := os.Stat(shmDir); err != nil || bootID() == "" {
-		t.Skipf("no %s or boot id here: every stream stays on TCP", shmDir)
-	}
+	needShm(t)
 	before := ringFiles(t)
 	links := linkTwo(t, TCPLinker{}, TCPLinker{})
 	if links[0].shmOut[1] == nil || links[1].shmIn[0] == nil || links[1].shmOut[0] == nil || links[0].shmIn[1] == nil {
@@ -133,9 +130,7 @@ func TestSharedMemoryBetweenRanksOnOneHost(t *testing.T) {
 // the receiver bytes it has yet to read: nothing the receiver writes back
 // may reach a closed socket, whose reset would drop them.
 func TestSharedMemoryRecvAfterSenderClosed(t *testing.T) {
-	if _, err := os.Stat(shmDir); err != nil || bootID() == "" {
-		t.Skipf("no %s or boot id here", shmDir)
-	}
+	needShm(t)
 	links := linkTwo(t, TCPLinker{}, TCPLinker{})
 	ctx := context.Background()
 	want := make([]byte, (shmSlots-1)*shmSlotBytes)

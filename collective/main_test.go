@@ -32,8 +32,11 @@ func TestMain(m *testing.M) {
 func runChild(mode string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if mode == "rejoin-loop" {
+	switch mode {
+	case "rejoin-loop":
 		return runRejoinChild(ctx)
+	case "small-allreduce":
+		return runSmallChild(ctx)
 	}
 	comm, err := FromEnv(ctx)
 	if err != nil {

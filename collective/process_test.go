@@ -26,8 +26,15 @@ type rankProc struct {
 
 // startProcs starts world ranks as real processes joined through the
 // executor's contract: an inherited listener on the peer port and the
-// SPINDLE_* variables.
+// SPINDLE_* variables. They allreduce until they fail or are killed.
 func startProcs(t *testing.T, world int, timeoutSecs string) []*rankProc {
+	t.Helper()
+	return startChildren(t, world, timeoutSecs, "allreduce-loop")
+}
+
+// startChildren starts world ranks as startProcs does, in child mode
+// mode, with the extra environment variables env.
+func startChildren(t *testing.T, world int, timeoutSecs, mode string, env ...string) []*rankProc {
 	t.Helper()
 	lns := make([]*net.TCPListener, world)
 	peers := make([]string, world)
@@ -48,7 +55,7 @@ func startProcs(t *testing.T, world int, timeoutSecs string) []*rankProc {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.ExtraFiles = []*os.File{f}
 		cmd.Env = append(os.Environ(),
-			childEnv+"=allreduce-loop",
+			childEnv+"="+mode,
 			EnvRank+"="+strconv.Itoa(r),
 			EnvWorldSize+"="+strconv.Itoa(world),
 			EnvPeers+"="+strings.Join(peers, ","),
@@ -57,6 +64,7 @@ func startProcs(t *testing.T, world int, timeoutSecs string) []*rankProc {
 			EnvTimeoutSecs+"="+timeoutSecs,
 			EnvPeerToken+"="+testToken,
 		)
+		cmd.Env = append(cmd.Env, env...)
 		p := &rankProc{cmd: cmd, stderr: new(bytes.Buffer), iters: make(chan struct{}, 1<<16), exited: make(chan struct{})}
 		cmd.Stderr = p.stderr
 		out, err := cmd.StdoutPipe()

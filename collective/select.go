@@ -2,6 +2,7 @@ package collective
 
 import (
 	"math/bits"
+	"net"
 	"slices"
 )
 
@@ -42,6 +43,54 @@ func DefaultSmallBytes(n int) int {
 // treeDepth returns the depth of the binomial tree of n ranks, ceil(log2 n):
 // the steps a vector takes from the farthest leaf to the root.
 func treeDepth(n int) int { return bits.Len(uint(n - 1)) }
+
+// oneHostSmallBytes caps the tree by default when every rank is on one host
+// and the TCP link moves the bytes through shared memory. There the ring's
+// pieces go from rank to rank mostly without a system call while its ranks
+// overlap: at 32 ranks it measured as fast as the tree at 128 KiB and twice
+// as fast at 256 KiB (docs/benchmarks.md), sizes the cluster model
+// (DefaultSmallBytes: 302 KB there) gives the tree. At 32 KiB the tree
+// was 2.3x to 6x faster from 16 to 64 ranks.
+const oneHostSmallBytes = 64 << 10
+
+// smallBytesOf resolves cfg.SmallBytes for cfg's world and link.
+func smallBytesOf(cfg Config) int {
+	s := smallBytes(cfg.SmallBytes, cfg.WorldSize)
+	if cfg.SmallBytes == 0 && sharedMemoryLink(cfg) && oneHost(cfg.Peers) {
+		s = min(s, oneHostSmallBytes)
+	}
+	return s
+}
+
+// sharedMemoryLink reports whether cfg's link moves the bytes of ranks on
+// one host through shared memory: the default TCP link, unless told not to.
+func sharedMemoryLink(cfg Config) bool {
+	switch l := cfg.Link.(type) {
+	case nil:
+		return !cfg.NoSharedMemory
+	case TCPLinker:
+		return !l.NoSharedMemory
+	}
+	return false
+}
+
+// oneHost reports whether every peer address names the same host. Every
+// rank holds the same list, so every rank decides alike.
+func oneHost(peers []string) bool {
+	first := ""
+	for i, p := range peers {
+		h, _, err := net.SplitHostPort(p)
+		if err != nil {
+			return false
+		}
+		if i == 0 {
+			first = h
+		} else if h != first {
+			return false
+		}
+	}
+	return len(peers) > 0
+}
 
 // smallBytes resolves Config.SmallBytes for a world of n ranks.
 func smallBytes(configured, n int) int {

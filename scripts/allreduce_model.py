@@ -44,14 +44,15 @@ def ring_messages(n, size):
 
 
 def tree_messages(n):
-    """Messages of one binomial-tree allreduce: up, down, and the headers round the ring."""
-    return 2 * (n - 1) + n
+    """Messages of one binomial-tree allreduce: up, down, and the ceil(n/2)
+    headers to a ring neighbour that is not a child (the others ride down)."""
+    return 2 * (n - 1) + (n + 1) // 2
 
 
 def points(lines):
     """Return {(ranks, size, algo): (wall medians s, cpu medians s)}."""
     wall, cpu = {}, {}
-    pat = re.compile(r"^BenchmarkAllReduceSelect/round=\d+/ranks=(\d+)/size=(\d+)/algo=(\w+)")
+    pat = re.compile(r"^BenchmarkAllReduceSelect/round=\d+/ranks=(\d+)/size=(\d+)/algo=(\S+?)(?:-\d+)?\s")
     for line in lines:
         m = pat.match(line)
         if not m:
@@ -89,6 +90,8 @@ def main():
     pts = points(sys.stdin)
     rows = {}
     for (n, size, algo), (wall, cpu) in sorted(pts.items()):
+        if algo.endswith("-sockets"):
+            continue  # the model is of the default link
         alg = algorithm(n, size, algo)
         m = ring_messages(n, size) if alg == "ring" else tree_messages(n)
         b = 2 * (n - 1) * size

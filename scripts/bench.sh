@@ -47,8 +47,8 @@ go test -run '^$' -bench 'Flight' -benchtime 5x ./feed
 section "allreduce: Spindle ring (the default link: shared memory between ranks on one host; and kept on TCP sockets) vs PyTorch gloo, 2, 4 and 8 ranks"
 go run ./collective/bench -ranks 2,4,8 -sizes 1,4,16,64 -links tcp,tcp-sockets -timeout 60m
 
-section "allreduce for many ranks: the default choice (binomial tree for small vectors, ring for large) vs the ring, 8 to 64 in-process ranks, 8 B to 64 MiB, three interleaved rounds, medians (docs/benchmarks.md)"
-go test -run '^$' -bench 'AllReduceSelect' -benchtime 1s -timeout 90m ./collective | awk -f scripts/allreduce_select.awk
+section "allreduce for many ranks: the default choice (binomial tree for small vectors, ring for large) vs the ring (shared memory, and TCP alone), 8 to 64 in-process ranks, 8 B to 64 MiB, three interleaved rounds, medians (docs/benchmarks.md)"
+COLLECTIVE_BENCH_ALGOS=ring,ring-sockets,auto go test -run '^$' -bench 'AllReduceSelect' -benchtime 1s -timeout 120m ./collective | awk -f scripts/allreduce_select.awk
 
 section "allreduce over the data links: the default link (shared memory between ranks on one host), the TCP link on sockets, the UCX link (UCX_TLS=tcp, sm) vs ucx_perftest on the same transport"
 # UCX_LOG_LEVEL=fatal: on shared memory UCX logs an error for the endpoint
