@@ -54,7 +54,7 @@ func (c Config) shrinksInPlace(slots []slot) (bool, string) {
 // loss has not settled (the survivors are not healthy), or the job has no
 // restarts left.
 func (g *roster) shrinkLocked(m *member, msg string, blameless bool) bool {
-	if !g.shrinkWorkers || m.left || g.shrinking != nil || len(g.order)-1 < g.minWorkers {
+	if !g.shrinkWorkers || m.left || g.shrinking != nil || len(g.order)-1 < g.minWorkers || (g.shrinkOnce && g.shrinks > 0) {
 		return false
 	}
 	note, _, ok := g.chargeLossLocked(m, msg, blameless)
@@ -65,6 +65,10 @@ func (g *roster) shrinkLocked(m *member, msg string, blameless bool) bool {
 	m.exited, m.left = true, true
 	m.lossMsg, m.lossBlameless = msg, blameless
 	g.renumberWithoutLocked(m)
+	g.shrinks++
+	if g.onLeftBehind != nil {
+		g.onLeftBehind(m.id, lost, g.membership.GetVersion(), slices.Clone(g.order), m.loss(msg, blameless))
+	}
 	g.shrinking = m
 	time.AfterFunc(g.settle, func() {
 		g.mu.Lock()
