@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 
@@ -41,9 +42,8 @@ func (d *Driver) inPlaceFeedFor(ctx context.Context, g *roster, stop <-chan stru
 		rest: func(rank, epoch int, batches int64) []feed.Segment {
 			return d.rankRest(ef.dl, rank, epoch, batches)
 		},
-		smaller: ef.build, fail: g.fail,
+		smaller: ef.build, fail: g.fail, logger: d.logger,
 		say: func(msg string) {
-			d.logger.Info(msg)
 			if c := d.cfg.Console; c != nil {
 				c.Eprintln(fmt.Sprintf("job %s: %s", d.cfg.JobID, msg))
 			}
@@ -71,8 +71,9 @@ type inPlaceFeed struct {
 	// fail fails the generation, so that the gang restarts smaller at
 	// its checkpoint, when the rest cannot be dealt.
 	fail func(error)
-	// say tells the job log and console what was dealt.
-	say func(msg string)
+	// say tells the console what was dealt; logger logs it.
+	say    func(msg string)
+	logger *slog.Logger
 
 	mu      sync.Mutex
 	waiting *leftBehind // the lost worker whose rest waits for the report
@@ -130,6 +131,9 @@ func (f *inPlaceFeed) deal(ctx context.Context, lb *leftBehind, epoch int, batch
 	if err != nil {
 		return err
 	}
+	if at != epoch {
+		batches = 0 // the next epoch, whole
+	}
 	n := len(lb.survivors)
 	parts, pad := dealRest(rest, n, c.BatchRows, c.EvenBatches)
 	var next *world
@@ -145,6 +149,8 @@ func (f *inPlaceFeed) deal(ctx context.Context, lb *leftBehind, epoch int, batch
 	if err := f.gate.Deal(at, deal); err != nil {
 		return err
 	}
+	f.logger.Info("a lost rank's rest of the epoch dealt among the ranks that went on", "rank", lb.rank, "epoch", at,
+		"from_batch", batches, "rows", segmentRows(rest), "ranks", n, "pad_batches", pad)
 	f.say(fmt.Sprintf("the %d rows rank %d had left of epoch %d (from batch %d) are dealt among the %d ranks that went on", segmentRows(rest), lb.rank, at, batches, n))
 	return nil
 }
