@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
@@ -116,7 +117,7 @@ func (f *inPlaceFeed) reported(w *driverpb.WorldBatches) {
 	go func() {
 		defer f.dealing.Done()
 		if err := f.deal(f.ctx, lb, int(w.GetEpoch()), w.GetBatches()); err != nil {
-			f.fail(fmt.Errorf("%w; its rest of the epoch could not be dealt to the ranks that went on (%v), so the gang restarts smaller", lb.loss, err))
+			f.fail(lossNoted(lb.loss, fmt.Sprintf("; its rest of the epoch could not be dealt to the ranks that went on (%v), so the gang restarts smaller", err)))
 		}
 	}()
 }
@@ -190,4 +191,20 @@ func segmentRows(segs []feed.Segment) int64 {
 		n += s.Rows()
 	}
 	return n
+}
+
+// lossNoted is loss with note after its first line (before the lost
+// process's stderr), so that the console's reason carries it.
+func lossNoted(loss error, note string) error {
+	var le *lossError
+	if !errors.As(loss, &le) {
+		return fmt.Errorf("%w%s", loss, note)
+	}
+	c := *le
+	first, tail, _ := strings.Cut(c.msg, "; last lines of its stderr:")
+	c.msg = first + note
+	if tail != "" {
+		c.msg += "; last lines of its stderr:" + tail
+	}
+	return &c
 }

@@ -146,7 +146,7 @@ func TestRestTheFeedsCannotServeRestartsTheGang(t *testing.T) {
 			reportBatches(t, s, "exec-0", 1, 0, tc.batches)
 			if tc.fails {
 				within(t, g.failed, "the generation did not fail")
-				if err := g.err(); !strings.Contains(err.Error(), "rank 1") || !strings.Contains(err.Error(), "already ended the epoch") {
+				if err := g.err(); !strings.Contains(err.Error(), "rank 1") || !strings.Contains(err.Error(), "already ended the epoch") || !strings.Contains(err.Error(), "so the gang restarts smaller") {
 					t.Fatalf("the generation failed with %v", err)
 				}
 				return
@@ -180,5 +180,21 @@ func TestWorkerThatEndedWellLeavesTheGate(t *testing.T) {
 		if h := answer(t, ch); h.err != nil || len(h.segs) > 0 {
 			t.Fatalf("epoch 0's end answered %+v, want its end", h)
 		}
+	}
+}
+
+// TestLossNotedBeforeItsStderr: why a rest could not be dealt goes on the
+// loss's first line, before the lost process's stderr, so that the
+// console's one-line reason says it.
+func TestLossNotedBeforeItsStderr(t *testing.T) {
+	loss := &lossError{msg: "rank 1 (host h1, executor exec-1): training process was killed by signal SIGKILL; last lines of its stderr:\n    boom",
+		rank: 1, stderrTail: "boom"}
+	err := lossNoted(loss, "; its rest could not be dealt")
+	reason, detail := splitReason(err.Error())
+	if !strings.HasSuffix(reason, "SIGKILL; its rest could not be dealt") || !strings.Contains(detail, "boom") {
+		t.Fatalf("reason %q, detail %q", reason, detail)
+	}
+	if f, ok := FailedRank(err); !ok || f.Rank != 1 || f.StderrTail != "boom" {
+		t.Fatalf("FailedRank = %+v, %v; want rank 1 with its stderr", f, ok)
 	}
 }
