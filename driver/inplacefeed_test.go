@@ -31,7 +31,7 @@ func inPlaceGang(t *testing.T) (*controlServer, *roster, *strings.Builder) {
 	}
 	d.elasticFeed = &elasticFeed{dl: &dealt{w: w4, restEpoch: -1}, build: smaller}
 	var shrinks []string
-	g := shrinkingRoster(t, 4, 2, 1, &shrinks)
+	g := shrinkingRoster(t, 4, 2, 3, &shrinks)
 	stop := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	f := d.inPlaceFeedFor(ctx, g, stop)
@@ -196,5 +196,26 @@ func TestLossNotedBeforeItsStderr(t *testing.T) {
 	}
 	if f, ok := FailedRank(err); !ok || f.Rank != 1 || f.StderrTail != "boom" {
 		t.Fatalf("FailedRank = %+v, %v; want rank 1 with its stderr", f, ok)
+	}
+}
+
+// TestSecondLossRestartsTheGang: a generation with input deals one lost
+// rank's rest; a second worker lost once the first shrink settled fails
+// the generation (the gang restarts smaller at its checkpoint) although
+// restarts are left.
+func TestSecondLossRestartsTheGang(t *testing.T) {
+	_, g, _ := inPlaceGang(t)
+	if err := g.exit(&driverpb.ExitReport{ExecutorId: "exec-1", Signal: "SIGKILL"}); err != nil {
+		t.Fatal(err)
+	}
+	settleShrink(g)
+	if closed(g.failed) {
+		t.Fatalf("the first loss failed the generation: %v", g.err())
+	}
+	if err := g.exit(&driverpb.ExitReport{ExecutorId: "exec-2", Signal: "SIGKILL"}); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(g.failed) {
+		t.Fatal("the second loss did not fail the generation")
 	}
 }
