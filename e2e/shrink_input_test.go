@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -36,7 +33,7 @@ var (
 func TestElasticShrinksInPlaceWithInput(t *testing.T) {
 	t.Parallel()
 	const rows, epochs = 240000, 3
-	input := writeWideRowIDs(t, rows, 12)
+	input := writeIDColumns(t, rows, 12, 32, func(id, c int) int { return (id + c) % 97 })
 	args := submitArgs("--num-executors", "2:4", "--input", input, "--label-column", "id", "--feed", "tensor",
 		"--batch-rows", "1000", "--epochs", strconv.Itoa(epochs), "--shuffle", "--seed", "4",
 		"--conf", "spindle.feed.shuffleBufferRows=4000", "--conf", "spindle.feed.prefetchBatches=2", "--conf", "spindle.feed.sharedMemory=false", "--conf", "spindle.failure.policy=elastic",
@@ -83,32 +80,4 @@ func TestElasticShrinksInPlaceWithInput(t *testing.T) {
 	if _, err := rowsum.Check(got, 1, epochs, rows); err != nil {
 		t.Errorf("%v\n%s", err, got)
 	}
-}
-
-// writeWideRowIDs writes rows rows with ids 0..rows-1 in column id and 32
-// feature columns, over files CSV files, and returns their glob.
-func writeWideRowIDs(t *testing.T, rows, files int) string {
-	t.Helper()
-	const features = 32
-	dir := t.TempDir()
-	per := rows / files
-	for f := range files {
-		var b strings.Builder
-		b.WriteString("id")
-		for c := range features {
-			fmt.Fprintf(&b, ",f%d", c)
-		}
-		b.WriteString("\n")
-		for id := f * per; id < (f+1)*per; id++ {
-			fmt.Fprintf(&b, "%d", id)
-			for c := range features {
-				fmt.Fprintf(&b, ",%d", (id+c)%97)
-			}
-			b.WriteString("\n")
-		}
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("part-%d.csv", f)), []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return filepath.Join(dir, "*.csv")
 }
