@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -21,14 +20,8 @@ import (
 func TestWorldBatchesRideEveryHeartbeat(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "report.sock")
-	obs, err := newObservations(sock, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obs.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- obs.Run(ctx) }()
+	obs, cancel, done := runObservations(t, sock)
+	ctx := context.Background()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
