@@ -65,6 +65,9 @@ type Driver struct {
 	push *pushInput
 	// tls is the job's TLS (spindle.job.tls.enabled); nil without.
 	tls *jobTLS
+	// elasticFeed is how the running elastic generation dealt its feed
+	// (inplacefeed.go); nil under the other policies.
+	elasticFeed *elasticFeed
 }
 
 // New returns a Driver for cfg that gets its executors from cm. The
@@ -230,7 +233,10 @@ func (d *Driver) run(ctx context.Context) error {
 	full := &world{n: c.NumExecutors, plan: plan, target: target, slots: slots, tasks: tasks, rows: rowTally(plan, c.EvenBatches)}
 	if c.FailurePolicy == PolicyElastic {
 		worlds := map[int]*world{full.n: full}
+		var mu sync.Mutex // a generation going on in place plans while it runs
 		build := func(ctx context.Context, n int) (*world, error) {
+			mu.Lock()
+			defer mu.Unlock()
 			if w := worlds[n]; w != nil {
 				return w, nil
 			}
@@ -296,22 +302,16 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 	if err != nil {
 		return false, fmt.Errorf("listen for executors on %s:%d: %w", c.ListenHost, c.Port, err)
 	}
-	g := newRosterOf(slots)
-	g.rootCauseGrace = rootCauseGrace
-	if c.PS.Count > 0 && c.PS.Builtin {
-		g.psSpares = min(c.PSReplicas, c.PS.Count-1)
-		g.onPSLost = func(msg string) { d.logger.Warn(msg) }
-	}
-	if c.replacesWorkers(slots) {
-		g.replaceWorkers, g.budget, g.onReplace = true, d.replacementBudget(rc), d.sayReplacing
-	}
-	d.shrunk.Store(0)
-	if ok, why := c.shrinksInPlace(slots); ok {
-		g.shrinkWorkers, g.minWorkers, g.budget, g.onShrink = true, c.MinExecutors, d.replacementBudget(rc), d.sayShrinking
-	} else if why != "" {
-		d.logger.Warn("spindle.failure.shrinkInPlace: a lost worker restarts the gang smaller rather than leaving the others running", "why", why)
-	}
+	g := d.generationRoster(slots, rc)
 	stopServer := make(chan struct{})
+	dealCtx, cancelDeals := context.WithCancel(ctx)
+	var inPlace *inPlaceFeed
+	var gate *epochGate
+	if g.shrinkWorkers {
+		if inPlace = d.inPlaceFeedFor(dealCtx, g, stopServer); inPlace != nil {
+			gate = inPlace.gate
+		}
+	}
 	var calls *rpc.Metrics
 	if d.obs != nil {
 		calls = d.obs.rpc
@@ -322,6 +322,9 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		if t != nil {
 			resumeTask(t, gen, rank, from)
 			t.ReplacesWorkers = g.replaceWorkers || g.shrinkWorkers
+			if inPlace != nil && t.Feed.GetMode() != "" {
+				t.Feed.HoldEpochs = true
+			}
 		}
 		return t, err
 	}
@@ -337,7 +340,7 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 	keeper, _ := d.cm.(CredentialKeeper)
 	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: func(rank int) (*driverpb.Task, error) { return taskFrom(rank, from) },
 		replacementTask: replacementTask, stop: stopServer, logger: d.logger, obs: d.obs, served: served,
-		requireTLS: d.tls != nil, creds: keeper, rows: w.rows})
+		requireTLS: d.tls != nil, creds: keeper, rows: w.rows, gate: gate, inPlace: inPlace})
 
 	var eg errgroup.Group
 	eg.Go(func() error {
@@ -348,6 +351,10 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 	})
 	defer func() {
 		close(stopServer)
+		cancelDeals()
+		if inPlace != nil {
+			inPlace.wait()
+		}
 		srv.Stop()
 		_ = eg.Wait()
 	}()
@@ -385,6 +392,28 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		d.logger.Warn("release executors", "err", err)
 	}
 	return launched, runErr
+}
+
+// generationRoster is the roster of a generation of slots, with the
+// failure policy's ways of keeping the other ranks running.
+func (d *Driver) generationRoster(slots []slot, rc *restartCounts) *roster {
+	c := d.cfg
+	g := newRosterOf(slots)
+	g.rootCauseGrace = rootCauseGrace
+	if c.PS.Count > 0 && c.PS.Builtin {
+		g.psSpares = min(c.PSReplicas, c.PS.Count-1)
+		g.onPSLost = func(msg string) { d.logger.Warn(msg) }
+	}
+	if c.replacesWorkers(slots) {
+		g.replaceWorkers, g.budget, g.onReplace = true, d.replacementBudget(rc), d.sayReplacing
+	}
+	d.shrunk.Store(0)
+	if ok, why := c.shrinksInPlace(slots); ok {
+		g.shrinkWorkers, g.minWorkers, g.budget, g.onShrink = true, c.MinExecutors, d.replacementBudget(rc), d.sayShrinking
+	} else if why != "" {
+		d.logger.Warn("spindle.failure.shrinkInPlace: a lost worker restarts the gang smaller rather than leaving the others running", "why", why)
+	}
+	return g
 }
 
 // resumeTask stamps rank's task with its generation and, when the

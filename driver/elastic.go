@@ -66,9 +66,9 @@ func (d *Driver) elastic(ctx context.Context, build func(context.Context, int) (
 				}
 			}
 			grow := d.growCheck(gen, w, from, rc.excluded)
-			d.grow = grow.check
+			d.grow, d.elasticFeed = grow.check, &elasticFeed{dl: dl, build: build}
 			launched, err = d.generation(ctx, gen, w, served, start, &rc, from, timeout)
-			d.grow = nil
+			d.grow, d.elasticFeed = nil, nil
 			if errors.Is(err, errGrow) {
 				break
 			}

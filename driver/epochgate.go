@@ -25,7 +25,7 @@ var errEpochsEnded = errors.New("driver: the survivors' feeds have ended every e
 // rows of a lost rank gets them instead, and asks again after them. Rows
 // dealt for an epoch that has already ended are served at the end of the
 // worker's next epoch. Members are named by executor id: ranks change as
-// the world shrinks. Not wired in yet.
+// the world shrinks.
 type epochGate struct {
 	epochs int
 	stop   <-chan struct{} // closed when the driver shuts down
@@ -131,6 +131,13 @@ func (g *epochGate) endsLocked(epoch int) bool {
 		}
 	}
 	return true
+}
+
+// open is the first epoch that has not ended.
+func (g *epochGate) open() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ended
 }
 
 // Lost drops member id: no epoch ends until Deal is called. It returns

@@ -158,6 +158,15 @@ type roster struct {
 	minWorkers    int
 	shrinking     *member
 	onShrink      func(rank, world int, msg string)
+	// shrinkOnce lets the generation go on in place only once (a job
+	// with input: its feeds are dealt one lost rank's rest), and
+	// onLeftBehind hears of it with the lost worker's id, old rank and
+	// loss, the new membership's version and the survivors' ids.
+	shrinkOnce   bool
+	shrinks      int
+	onLeftBehind func(id string, rank int, version int64, survivors []string, loss error)
+	// onExitedWell hears of each worker whose process exited 0.
+	onExitedWell func(id string)
 	// causeGrace is how long a SIGTERMed process's failure waits for the
 	// cluster manager's reason (the constant causeGrace; tests shorten it).
 	causeGrace time.Duration
@@ -427,6 +436,9 @@ func (g *roster) exit(r *driverpb.ExitReport) error {
 	case m.role == RoleChief:
 		g.succeedLocked("the chief ended")
 	case m.role == RoleWorker && !g.hasChief:
+		if g.onExitedWell != nil {
+			g.onExitedWell(m.id)
+		}
 		for _, id := range g.order {
 			o := g.members[id]
 			if o.role == RoleWorker && (!o.exited || o.exitCode != 0 || o.signal != "") {

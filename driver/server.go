@@ -43,9 +43,11 @@ type controlServer struct {
 	// rows collects the workers' rows for FeedRows; nil when the plan
 	// knows them.
 	rows *feed.RowTally
-	// gate answers the workers' held epoch ends (HoldEpoch); nil unless
-	// the job goes on in place with input.
-	gate *epochGate
+	// gate answers the workers' held epoch ends (HoldEpoch) and inPlace
+	// deals a lost worker's rest through it; nil unless the job goes on
+	// in place with input.
+	gate    *epochGate
+	inPlace *inPlaceFeed
 }
 
 var _ driverpb.ControlServer = (*controlServer)(nil)
@@ -123,6 +125,9 @@ func (s *controlServer) Heartbeat(ctx context.Context, req *driverpb.HeartbeatRe
 		return nil, toStatus(err)
 	}
 	s.roster.setLocalizing(req.GetExecutorId(), req.GetLocalizing())
+	if w := req.GetWorldBatches(); w != nil && s.inPlace != nil {
+		s.inPlace.reported(w)
+	}
 	s.logRDMA(req.GetExecutorId(), req.GetRdma())
 	s.obs.news(heartbeatNews(req))
 	if s.creds != nil {

@@ -23,10 +23,11 @@ import (
 // Go trainer that does not rejoin) fails the generation, and the elastic
 // loop restarts the gang smaller as it always did.
 //
-// Only jobs without input shrink in place: re-dealing the lost rank's rest
-// of the epoch to the running survivors' feeds is not built, so a job with
-// input restarts smaller from its checkpoint, where elasticStart deals
-// that rest exactly.
+// A job with input shrinks in place once per generation: the survivors'
+// feeds are dealt the lost rank's rest of the epoch (inplacefeed.go). A
+// job that reads its input itself (--feed direct) or has it pushed
+// restarts smaller from its checkpoint, where elasticStart deals that
+// rest exactly.
 
 // shrinksInPlace says whether a generation of slots goes on without a lost
 // worker in place, and why not when it does not.
@@ -34,8 +35,10 @@ func (c Config) shrinksInPlace(slots []slot) (bool, string) {
 	switch {
 	case c.FailurePolicy != PolicyElastic || !c.ShrinkInPlace:
 		return false, ""
-	case len(c.Inputs) > 0:
-		return false, "the job has input: a lost rank's rest of the epoch cannot be re-dealt to running processes yet, so the gang restarts smaller at its checkpoint"
+	case len(c.Inputs) > 0 && c.FeedMode == "direct":
+		return false, "the job reads its input itself (--feed direct): a lost rank's rest of the epoch cannot be dealt to running processes, so the gang restarts smaller at its checkpoint"
+	case c.isPush():
+		return false, "the job's input is pushed (flight-put): a lost rank's rest cannot be dealt to running processes, so the gang restarts smaller at its checkpoint"
 	case len(slots) <= c.MinExecutors:
 		return false, fmt.Sprintf("the generation runs %d workers, spindle.failure.minExecutors", len(slots))
 	}
@@ -54,7 +57,7 @@ func (c Config) shrinksInPlace(slots []slot) (bool, string) {
 // loss has not settled (the survivors are not healthy), or the job has no
 // restarts left.
 func (g *roster) shrinkLocked(m *member, msg string, blameless bool) bool {
-	if !g.shrinkWorkers || m.left || g.shrinking != nil || len(g.order)-1 < g.minWorkers {
+	if !g.shrinkWorkers || m.left || g.shrinking != nil || len(g.order)-1 < g.minWorkers || (g.shrinkOnce && g.shrinks > 0) {
 		return false
 	}
 	note, _, ok := g.chargeLossLocked(m, msg, blameless)
@@ -65,6 +68,10 @@ func (g *roster) shrinkLocked(m *member, msg string, blameless bool) bool {
 	m.exited, m.left = true, true
 	m.lossMsg, m.lossBlameless = msg, blameless
 	g.renumberWithoutLocked(m)
+	g.shrinks++
+	if g.onLeftBehind != nil {
+		g.onLeftBehind(m.id, lost, g.membership.GetVersion(), slices.Clone(g.order), m.loss(msg, blameless))
+	}
 	g.shrinking = m
 	time.AfterFunc(g.settle, func() {
 		g.mu.Lock()

@@ -150,13 +150,16 @@ func TestShrinkFallsBackToARestart(t *testing.T) {
 }
 
 // TestShrinksInPlaceOnlyWhereItCan: the elastic policy with
-// spindle.failure.shrinkInPlace shrinks a workers-only, input-less
-// generation above MIN in place, and says why not otherwise.
+// spindle.failure.shrinkInPlace shrinks a workers-only generation above
+// MIN in place, with input unless the process reads it itself, and says
+// why not otherwise.
 func TestShrinksInPlaceOnlyWhereItCan(t *testing.T) {
 	workers := workerSlots([]string{"a", "b", "c"})
 	base := Config{FailurePolicy: PolicyElastic, ShrinkInPlace: true, MinExecutors: 2, NumExecutors: 3}
 	withInput := base
 	withInput.Inputs = []string{"data/*.parquet"}
+	direct := withInput
+	direct.FeedMode = "direct"
 	atMin := base
 	atMin.MinExecutors = 3
 	off := base
@@ -168,7 +171,8 @@ func TestShrinksInPlaceOnlyWhereItCan(t *testing.T) {
 		why  string
 	}{
 		{"eligible", base, true, ""},
-		{"with input", withInput, false, "the job has input"},
+		{"with input", withInput, true, ""},
+		{"reading its input itself", direct, false, "--feed direct"},
 		{"at MIN", atMin, false, "spindle.failure.minExecutors"},
 		{"not asked for", off, false, ""},
 	} {

@@ -29,8 +29,11 @@ var (
 	// shrinkcheckBin allreduces without input and goes on in a smaller
 	// world in place (e2e/shrinkcheck).
 	shrinkcheckBin string
-	sparseLRBin    string
-	repoRoot       string
+	// rowshrinkBin allreduces row-id checksums of its input and goes on
+	// in a smaller world in place (e2e/rowshrink).
+	rowshrinkBin string
+	sparseLRBin  string
+	repoRoot     string
 )
 
 func TestMain(m *testing.M) {
@@ -58,6 +61,7 @@ func run(m *testing.M) int {
 		{&rolecheckBin, "./e2e/rolecheck"},
 		{&rowcheckBin, "./e2e/rowcheck"},
 		{&shrinkcheckBin, "./e2e/shrinkcheck"},
+		{&rowshrinkBin, "./e2e/rowshrink"},
 		{&sparseLRBin, "./examples/sparse-lr"},
 	} {
 		*b.out = filepath.Join(bin, filepath.Base(b.pkg))

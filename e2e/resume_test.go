@@ -16,13 +16,34 @@ import (
 // feature over files CSV files, and returns their glob.
 func writeRowIDs(t *testing.T, rows, files int) string {
 	t.Helper()
+	return writeIDColumns(t, rows, files, 1, func(id, _ int) int { return id % 7 }, "x")
+}
+
+// writeIDColumns writes rows rows with ids 0..rows-1 in column id and
+// features columns more, feature c of row id holding value(id, c), over
+// files CSV files, and returns their glob. names, when given, names the
+// features (else f0, f1, ...).
+func writeIDColumns(t *testing.T, rows, files, features int, value func(id, c int) int, names ...string) string {
+	t.Helper()
 	dir := t.TempDir()
 	per := rows / files
 	for f := range files {
 		var b strings.Builder
-		b.WriteString("id,x\n")
+		b.WriteString("id")
+		for c := range features {
+			if c < len(names) {
+				fmt.Fprintf(&b, ",%s", names[c])
+			} else {
+				fmt.Fprintf(&b, ",f%d", c)
+			}
+		}
+		b.WriteString("\n")
 		for id := f * per; id < (f+1)*per; id++ {
-			fmt.Fprintf(&b, "%d,%d\n", id, id%7)
+			fmt.Fprintf(&b, "%d", id)
+			for c := range features {
+				fmt.Fprintf(&b, ",%d", value(id, c))
+			}
+			b.WriteString("\n")
 		}
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("part-%d.csv", f)), []byte(b.String()), 0o644); err != nil {
 			t.Fatal(err)

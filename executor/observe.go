@@ -54,6 +54,10 @@ type observations struct {
 	outputDropped  int64
 	spans          []*driverpb.Span
 	models         []*driverpb.ModelSaved
+	// world is the process's newest report of how far its world was in
+	// the epoch when it shrank in place; every heartbeat repeats it, so
+	// that a lost heartbeat loses nothing.
+	world *driverpb.WorldBatches
 
 	pgid   int         // the training process group, once started
 	gpu    *gpuSampler // nil when the process was given no GPUs
@@ -91,8 +95,17 @@ func (o *observations) Run(ctx context.Context) error {
 	}
 }
 
-// take1 takes one datagram: spans, a saved model or a report.
+// take1 takes one datagram: spans, a saved model, the world's batches
+// or a report.
 func (o *observations) take1(b []byte) {
+	if w, ok := parseWorldBatches(b); ok {
+		o.mu.Lock()
+		if o.world == nil || w.GetMembershipVersion() >= o.world.GetMembershipVersion() {
+			o.world = w
+		}
+		o.mu.Unlock()
+		return
+	}
 	if m, ok := parseModelSaved(b); ok {
 		o.mu.Lock()
 		if len(o.models) < maxPendingReports {
@@ -182,6 +195,23 @@ func parseModelSaved(b []byte) (*driverpb.ModelSaved, bool) {
 		UnixMillis: time.Now().UnixMilli()}, true
 }
 
+// parseWorldBatches reads a datagram saying how far the world was in its
+// epoch when it shrank (task.Env.ReportWorldBatches):
+// {"world_batches": {"version": V, "epoch": E, "batches": K}}.
+func parseWorldBatches(b []byte) (*driverpb.WorldBatches, bool) {
+	var in struct {
+		World *struct {
+			Version int64 `json:"version"`
+			Epoch   int32 `json:"epoch"`
+			Batches int64 `json:"batches"`
+		} `json:"world_batches"`
+	}
+	if json.Unmarshal(b, &in) != nil || in.World == nil || in.World.Epoch < 0 || in.World.Batches < 0 {
+		return nil, false
+	}
+	return &driverpb.WorldBatches{MembershipVersion: in.World.Version, Epoch: in.World.Epoch, Batches: in.World.Batches}, true
+}
+
 // parseSpans reads a datagram of timeline spans (package timeline):
 // {"spans": [{"name": ..., "cat": ..., "ts": MICROS, "dur": MICROS}]}.
 func parseSpans(b []byte) ([]*driverpb.Span, bool) {
@@ -259,6 +289,7 @@ func (o *observations) take(hb *driverpb.HeartbeatRequest) {
 	hb.OutputDropped, o.outputDropped = o.outputDropped, 0
 	hb.Spans, o.spans = o.spans, nil
 	hb.Models, o.models = o.models, nil
+	hb.WorldBatches = o.world
 	pgid, gpu := o.pgid, o.gpu
 	o.mu.Unlock()
 	if pgid > 0 {

@@ -73,18 +73,26 @@ func TestGroupUsageOfThisProcess(t *testing.T) {
 	}
 }
 
-// TestReports: datagrams become reports for the next heartbeat; bad ones
-// are refused, and a flood keeps the newest.
-func TestReports(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "report.sock")
+// runObservations receives reports at sock until cancel; done has Run's
+// end.
+func runObservations(t *testing.T, sock string) (*observations, context.CancelFunc, <-chan error) {
+	t.Helper()
 	obs, err := newObservations(sock, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer obs.Close()
+	t.Cleanup(obs.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- obs.Run(ctx) }()
+	return obs, cancel, done
+}
+
+// TestReports: datagrams become reports for the next heartbeat; bad ones
+// are refused, and a flood keeps the newest.
+func TestReports(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "report.sock")
+	obs, cancel, done := runObservations(t, sock)
 
 	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: sock, Net: "unixgram"})
 	if err != nil {

@@ -961,8 +961,13 @@ type HeartbeatRequest struct {
 	// membership_version is the version of the collective membership the
 	// executor last handed its training process (Membership).
 	MembershipVersion int64 `protobuf:"varint,13,opt,name=membership_version,json=membershipVersion,proto3" json:"membership_version,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// world_batches is the training process's newest report, after its
+	// world shrank in place, of the batches of the current epoch the world
+	// completed (task.Env.ReportWorldBatches, spindle.report_world_batches);
+	// repeated in every heartbeat once made.
+	WorldBatches  *WorldBatches `protobuf:"bytes,14,opt,name=world_batches,json=worldBatches,proto3" json:"world_batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
@@ -1086,6 +1091,77 @@ func (x *HeartbeatRequest) GetMembershipVersion() int64 {
 	return 0
 }
 
+func (x *HeartbeatRequest) GetWorldBatches() *WorldBatches {
+	if x != nil {
+		return x.WorldBatches
+	}
+	return nil
+}
+
+// WorldBatches says how far the world was in its epoch when a rank was
+// lost: epoch, counting from 0, and the batches of it every rank completed
+// (the step whose collective failed not counted), as the survivors agreed
+// after they re-formed the world of membership_version.
+type WorldBatches struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	MembershipVersion int64                  `protobuf:"varint,1,opt,name=membership_version,json=membershipVersion,proto3" json:"membership_version,omitempty"`
+	Epoch             int32                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Batches           int64                  `protobuf:"varint,3,opt,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *WorldBatches) Reset() {
+	*x = WorldBatches{}
+	mi := &file_control_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorldBatches) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorldBatches) ProtoMessage() {}
+
+func (x *WorldBatches) ProtoReflect() protoreflect.Message {
+	mi := &file_control_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorldBatches.ProtoReflect.Descriptor instead.
+func (*WorldBatches) Descriptor() ([]byte, []int) {
+	return file_control_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *WorldBatches) GetMembershipVersion() int64 {
+	if x != nil {
+		return x.MembershipVersion
+	}
+	return 0
+}
+
+func (x *WorldBatches) GetEpoch() int32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *WorldBatches) GetBatches() int64 {
+	if x != nil {
+		return x.Batches
+	}
+	return 0
+}
+
 // ModelSaved is a model version a training process published.
 type ModelSaved struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -1100,7 +1176,7 @@ type ModelSaved struct {
 
 func (x *ModelSaved) Reset() {
 	*x = ModelSaved{}
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1188,7 @@ func (x *ModelSaved) String() string {
 func (*ModelSaved) ProtoMessage() {}
 
 func (x *ModelSaved) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[14]
+	mi := &file_control_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1201,7 @@ func (x *ModelSaved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelSaved.ProtoReflect.Descriptor instead.
 func (*ModelSaved) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{14}
+	return file_control_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ModelSaved) GetName() string {
@@ -1170,7 +1246,7 @@ type Localizing struct {
 
 func (x *Localizing) Reset() {
 	*x = Localizing{}
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1258,7 @@ func (x *Localizing) String() string {
 func (*Localizing) ProtoMessage() {}
 
 func (x *Localizing) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[15]
+	mi := &file_control_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1271,7 @@ func (x *Localizing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Localizing.ProtoReflect.Descriptor instead.
 func (*Localizing) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{15}
+	return file_control_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Localizing) GetDoneBytes() int64 {
@@ -1228,7 +1304,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1316,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[16]
+	mi := &file_control_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1329,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{16}
+	return file_control_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Span) GetName() string {
@@ -1307,7 +1383,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1395,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[17]
+	mi := &file_control_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1408,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{17}
+	return file_control_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Usage) GetCpuSeconds() float64 {
@@ -1383,7 +1459,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1471,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[18]
+	mi := &file_control_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1484,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{18}
+	return file_control_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Report) GetStep() int64 {
@@ -1444,7 +1520,7 @@ type OutputLine struct {
 
 func (x *OutputLine) Reset() {
 	*x = OutputLine{}
-	mi := &file_control_proto_msgTypes[19]
+	mi := &file_control_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1532,7 @@ func (x *OutputLine) String() string {
 func (*OutputLine) ProtoMessage() {}
 
 func (x *OutputLine) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[19]
+	mi := &file_control_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1545,7 @@ func (x *OutputLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputLine.ProtoReflect.Descriptor instead.
 func (*OutputLine) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{19}
+	return file_control_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OutputLine) GetStderr() bool {
@@ -1507,7 +1583,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_control_proto_msgTypes[20]
+	mi := &file_control_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1595,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[20]
+	mi := &file_control_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1608,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{20}
+	return file_control_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *HeartbeatResponse) GetStop() bool {
@@ -1603,7 +1679,7 @@ type ExitReport struct {
 
 func (x *ExitReport) Reset() {
 	*x = ExitReport{}
-	mi := &file_control_proto_msgTypes[21]
+	mi := &file_control_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1691,7 @@ func (x *ExitReport) String() string {
 func (*ExitReport) ProtoMessage() {}
 
 func (x *ExitReport) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[21]
+	mi := &file_control_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1704,7 @@ func (x *ExitReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitReport.ProtoReflect.Descriptor instead.
 func (*ExitReport) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{21}
+	return file_control_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExitReport) GetExecutorId() string {
@@ -1744,7 +1820,7 @@ type ExitAck struct {
 
 func (x *ExitAck) Reset() {
 	*x = ExitAck{}
-	mi := &file_control_proto_msgTypes[22]
+	mi := &file_control_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1832,7 @@ func (x *ExitAck) String() string {
 func (*ExitAck) ProtoMessage() {}
 
 func (x *ExitAck) ProtoReflect() protoreflect.Message {
-	mi := &file_control_proto_msgTypes[22]
+	mi := &file_control_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1845,7 @@ func (x *ExitAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExitAck.ProtoReflect.Descriptor instead.
 func (*ExitAck) Descriptor() ([]byte, []int) {
-	return file_control_proto_rawDescGZIP(), []int{22}
+	return file_control_proto_rawDescGZIP(), []int{23}
 }
 
 var File_control_proto protoreflect.FileDescriptor
@@ -1850,7 +1926,7 @@ const file_control_proto_rawDesc = "" +
 	"\n" +
 	"taken_rows\x18\x04 \x01(\x03R\ttakenRows\x12#\n" +
 	"\rtaken_batches\x18\x05 \x01(\x03R\ftakenBatches\x12\x14\n" +
-	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\"\xe9\x04\n" +
+	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\"\xb0\x05\n" +
 	"\x10HeartbeatRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x12\n" +
@@ -1868,7 +1944,12 @@ const file_control_proto_rawDesc = "" +
 	"localizing\x18\v \x01(\v2\x1e.spindle.control.v1.LocalizingR\n" +
 	"localizing\x126\n" +
 	"\x06models\x18\f \x03(\v2\x1e.spindle.control.v1.ModelSavedR\x06models\x12-\n" +
-	"\x12membership_version\x18\r \x01(\x03R\x11membershipVersion\"m\n" +
+	"\x12membership_version\x18\r \x01(\x03R\x11membershipVersion\x12E\n" +
+	"\rworld_batches\x18\x0e \x01(\v2 .spindle.control.v1.WorldBatchesR\fworldBatches\"m\n" +
+	"\fWorldBatches\x12-\n" +
+	"\x12membership_version\x18\x01 \x01(\x03R\x11membershipVersion\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\x12\x18\n" +
+	"\abatches\x18\x03 \x01(\x03R\abatches\"m\n" +
 	"\n" +
 	"ModelSaved\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
@@ -1957,7 +2038,7 @@ func file_control_proto_rawDescGZIP() []byte {
 	return file_control_proto_rawDescData
 }
 
-var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_control_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_control_proto_goTypes = []any{
 	(*HoldEpochRequest)(nil),  // 0: spindle.control.v1.HoldEpochRequest
 	(*HoldEpochResponse)(nil), // 1: spindle.control.v1.HoldEpochResponse
@@ -1973,62 +2054,64 @@ var file_control_proto_goTypes = []any{
 	(*Credentials)(nil),       // 11: spindle.control.v1.Credentials
 	(*Progress)(nil),          // 12: spindle.control.v1.Progress
 	(*HeartbeatRequest)(nil),  // 13: spindle.control.v1.HeartbeatRequest
-	(*ModelSaved)(nil),        // 14: spindle.control.v1.ModelSaved
-	(*Localizing)(nil),        // 15: spindle.control.v1.Localizing
-	(*Span)(nil),              // 16: spindle.control.v1.Span
-	(*Usage)(nil),             // 17: spindle.control.v1.Usage
-	(*Report)(nil),            // 18: spindle.control.v1.Report
-	(*OutputLine)(nil),        // 19: spindle.control.v1.OutputLine
-	(*HeartbeatResponse)(nil), // 20: spindle.control.v1.HeartbeatResponse
-	(*ExitReport)(nil),        // 21: spindle.control.v1.ExitReport
-	(*ExitAck)(nil),           // 22: spindle.control.v1.ExitAck
-	nil,                       // 23: spindle.control.v1.Report.ValuesEntry
-	(*Segment)(nil),           // 24: spindle.control.v1.Segment
-	(*Split)(nil),             // 25: spindle.control.v1.Split
-	(*Task)(nil),              // 26: spindle.control.v1.Task
+	(*WorldBatches)(nil),      // 14: spindle.control.v1.WorldBatches
+	(*ModelSaved)(nil),        // 15: spindle.control.v1.ModelSaved
+	(*Localizing)(nil),        // 16: spindle.control.v1.Localizing
+	(*Span)(nil),              // 17: spindle.control.v1.Span
+	(*Usage)(nil),             // 18: spindle.control.v1.Usage
+	(*Report)(nil),            // 19: spindle.control.v1.Report
+	(*OutputLine)(nil),        // 20: spindle.control.v1.OutputLine
+	(*HeartbeatResponse)(nil), // 21: spindle.control.v1.HeartbeatResponse
+	(*ExitReport)(nil),        // 22: spindle.control.v1.ExitReport
+	(*ExitAck)(nil),           // 23: spindle.control.v1.ExitAck
+	nil,                       // 24: spindle.control.v1.Report.ValuesEntry
+	(*Segment)(nil),           // 25: spindle.control.v1.Segment
+	(*Split)(nil),             // 26: spindle.control.v1.Split
+	(*Task)(nil),              // 27: spindle.control.v1.Task
 }
 var file_control_proto_depIdxs = []int32{
-	24, // 0: spindle.control.v1.HoldEpochResponse.rest:type_name -> spindle.control.v1.Segment
+	25, // 0: spindle.control.v1.HoldEpochResponse.rest:type_name -> spindle.control.v1.Segment
 	2,  // 1: spindle.control.v1.HoldEpochResponse.next:type_name -> spindle.control.v1.FeedPlan
-	25, // 2: spindle.control.v1.FeedPlan.splits:type_name -> spindle.control.v1.Split
+	26, // 2: spindle.control.v1.FeedPlan.splits:type_name -> spindle.control.v1.Split
 	8,  // 3: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
-	26, // 4: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
+	27, // 4: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
 	11, // 5: spindle.control.v1.RegisterResponse.credentials:type_name -> spindle.control.v1.Credentials
 	10, // 6: spindle.control.v1.RegisterResponse.membership:type_name -> spindle.control.v1.Membership
 	8,  // 7: spindle.control.v1.Membership.peers:type_name -> spindle.control.v1.Peer
 	12, // 8: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
-	17, // 9: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
-	18, // 10: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
-	19, // 11: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
-	16, // 12: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
-	15, // 13: spindle.control.v1.HeartbeatRequest.localizing:type_name -> spindle.control.v1.Localizing
-	14, // 14: spindle.control.v1.HeartbeatRequest.models:type_name -> spindle.control.v1.ModelSaved
-	23, // 15: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
-	11, // 16: spindle.control.v1.HeartbeatResponse.credentials:type_name -> spindle.control.v1.Credentials
-	10, // 17: spindle.control.v1.HeartbeatResponse.membership:type_name -> spindle.control.v1.Membership
-	12, // 18: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
-	17, // 19: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
-	18, // 20: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
-	19, // 21: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
-	16, // 22: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
-	14, // 23: spindle.control.v1.ExitReport.models:type_name -> spindle.control.v1.ModelSaved
-	7,  // 24: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
-	13, // 25: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
-	21, // 26: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
-	5,  // 27: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
-	3,  // 28: spindle.control.v1.Control.FeedRows:input_type -> spindle.control.v1.FeedRowsRequest
-	0,  // 29: spindle.control.v1.Control.HoldEpoch:input_type -> spindle.control.v1.HoldEpochRequest
-	9,  // 30: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
-	20, // 31: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
-	22, // 32: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
-	6,  // 33: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
-	4,  // 34: spindle.control.v1.Control.FeedRows:output_type -> spindle.control.v1.FeedRowsResponse
-	1,  // 35: spindle.control.v1.Control.HoldEpoch:output_type -> spindle.control.v1.HoldEpochResponse
-	30, // [30:36] is the sub-list for method output_type
-	24, // [24:30] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	18, // 9: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
+	19, // 10: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
+	20, // 11: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
+	17, // 12: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
+	16, // 13: spindle.control.v1.HeartbeatRequest.localizing:type_name -> spindle.control.v1.Localizing
+	15, // 14: spindle.control.v1.HeartbeatRequest.models:type_name -> spindle.control.v1.ModelSaved
+	14, // 15: spindle.control.v1.HeartbeatRequest.world_batches:type_name -> spindle.control.v1.WorldBatches
+	24, // 16: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
+	11, // 17: spindle.control.v1.HeartbeatResponse.credentials:type_name -> spindle.control.v1.Credentials
+	10, // 18: spindle.control.v1.HeartbeatResponse.membership:type_name -> spindle.control.v1.Membership
+	12, // 19: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
+	18, // 20: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
+	19, // 21: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
+	20, // 22: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
+	17, // 23: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
+	15, // 24: spindle.control.v1.ExitReport.models:type_name -> spindle.control.v1.ModelSaved
+	7,  // 25: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
+	13, // 26: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
+	22, // 27: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
+	5,  // 28: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
+	3,  // 29: spindle.control.v1.Control.FeedRows:input_type -> spindle.control.v1.FeedRowsRequest
+	0,  // 30: spindle.control.v1.Control.HoldEpoch:input_type -> spindle.control.v1.HoldEpochRequest
+	9,  // 31: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
+	21, // 32: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
+	23, // 33: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
+	6,  // 34: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
+	4,  // 35: spindle.control.v1.Control.FeedRows:output_type -> spindle.control.v1.FeedRowsResponse
+	1,  // 36: spindle.control.v1.Control.HoldEpoch:output_type -> spindle.control.v1.HoldEpochResponse
+	31, // [31:37] is the sub-list for method output_type
+	25, // [25:31] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }
@@ -2043,7 +2126,7 @@ func file_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_proto_rawDesc), len(file_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

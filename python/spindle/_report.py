@@ -55,3 +55,39 @@ def report(step=None, **values):
     except (BlockingIOError, ConnectionRefusedError, FileNotFoundError):
         return False
     return True
+
+
+def report_world_batches(epoch, batches, timeout=10.0):
+    """Tell the job how far the world was in its epoch when it lost a rank
+    and went on without it in place (``spindle.failure.shrinkInPlace``):
+    ``epoch`` (from 0) and the ``batches`` of it every surviving rank
+    completed, the step that failed not counted. Call it once the survivors
+    re-formed their world (after ``wait_membership``) and agreed on their
+    step, before reading the next batch: the driver then deals the lost
+    rank's rows from that batch on to the survivors' feeds. Unlike
+    ``report`` it waits, up to ``timeout`` seconds, while the executor
+    cannot take it at once. Returns False outside Spindle or without a
+    membership, True once sent."""
+    from ._env import membership
+
+    global _sock, _path
+    path = os.environ.get(_contract.REPORT_SOCKET)
+    m = membership()
+    if not path or m is None:
+        return False
+    if epoch < 0 or batches < 0:
+        raise ValueError(f"spindle.report_world_batches: epoch {epoch}, batches {batches}: neither may be negative")
+    msg = json.dumps({"world_batches": {"version": int(m.get("version", 0)), "epoch": int(epoch), "batches": int(batches)}}).encode()
+    if _sock is None or _path != path:
+        _sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        _sock.setblocking(False)
+        _path = path
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            _sock.sendto(msg, path)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"spindle.report_world_batches: the executor took no report within {timeout} s") from None
+            time.sleep(0.02)

@@ -31,6 +31,34 @@ class ReportTest(unittest.TestCase):
         else:
             os.environ[_contract.REPORT_SOCKET] = self.old
 
+    def test_world_batches_carry_the_membership_version(self):
+        os.environ[_contract.REPORT_SOCKET] = self.path
+        members = os.path.join(self.dir.name, "membership.json")
+        with open(members, "w") as f:
+            json.dump({"version": 2, "peers": ["a:1", "b:1", "c:1"], "incarnations": [2, 0, 0], "joined": -1, "left": [1]}, f)
+        old = os.environ.get(_contract.MEMBERSHIP)
+        os.environ[_contract.MEMBERSHIP] = members
+        try:
+            self.assertTrue(spindle.report_world_batches(1, 21))
+        finally:
+            if old is None:
+                os.environ.pop(_contract.MEMBERSHIP, None)
+            else:
+                os.environ[_contract.MEMBERSHIP] = old
+        msg = json.loads(self.sock.recv(4096))
+        self.assertEqual(msg, {"world_batches": {"version": 2, "epoch": 1, "batches": 21}})
+        with self.assertRaises(ValueError):
+            os.environ[_contract.MEMBERSHIP] = members
+            try:
+                spindle.report_world_batches(-1, 0)
+            finally:
+                os.environ.pop(_contract.MEMBERSHIP, None)
+
+    def test_world_batches_need_a_membership(self):
+        os.environ[_contract.REPORT_SOCKET] = self.path
+        os.environ.pop(_contract.MEMBERSHIP, None)
+        self.assertFalse(spindle.report_world_batches(0, 3))
+
     def test_outside_spindle_does_nothing(self):
         os.environ.pop(_contract.REPORT_SOCKET, None)
         self.assertFalse(spindle.report(step=1, loss=0.5))

@@ -1,0 +1,299 @@
+// Command rowshrink is a training process for the tests of going on in
+// place with input: a Go trainer that reads a tensor feed whose label
+// column holds row ids and allreduces, every step, what its batch adds
+// to the world's row checksums (rows and rowsum.Hash of the ids, per
+// epoch). A step counts only when its allreduce completed, so the sums
+// are the rows the world trained. When a rank is lost and the job goes on
+// without it in place, it re-forms the smaller world (task.Env.Rejoin),
+// takes the furthest survivor's sums (task.CatchUp) and reports how far
+// the world was in its epoch (task.Env.ReportWorldBatches), so that the
+// driver deals the lost rank's rest to the survivors' feeds. A survivor
+// waiting for its feed when that happens (at an epoch's end, which the
+// driver holds until the rest is dealt) notices the new membership and
+// joins the smaller world too.
+//
+// It prints "rowshrink started pid=123 rank=2 world=4 generation=0" once
+// its communicator formed, when it goes on in a smaller world
+//
+//	rowshrink went on pid=123 rank=1 world=3 was=2/4 epoch=1 batches=21 at_ms=1764412345678
+//
+// and, on the last world's rank 0, the world's rows per epoch as rowcheck
+// prints its own, for rowsum.Check over one rank:
+//
+//	rowcheck rank=0 generation=0 epoch=0 rows=2400 hash=9f2c0e2a9b3d4411
+//
+// --crash-epoch and --crash-batch make the process of rank --crash-rank
+// SIGKILL itself (in generation 0) when it has read that batch of that
+// epoch and before it trains it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spindle-ml/spindle/collective"
+	"github.com/spindle-ml/spindle/internal/rowsum"
+	"github.com/spindle-ml/spindle/task"
+)
+
+// limbs is how many 16-bit parts a row hash is summed in: float64 sums of
+// them stay exact for up to 2^36 rows.
+const limbs = 4
+
+// width is the values an epoch has in the sums: rows, then the limbs.
+const width = 1 + limbs
+
+func main() {
+	crashRank := flag.Int("crash-rank", 1, "the rank whose process kills itself")
+	crashEpoch := flag.Int("crash-epoch", -1, "the epoch in which it does (-1: never)")
+	crashBatch := flag.Int64("crash-batch", 0, "the batch of that epoch it reads and does not train")
+	pause := flag.Duration("pause", 0, "the work of one step")
+	epochs := flag.Int("epochs", 1, "the job's epochs (--epochs of the submit)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	t, err := newTrainer(ctx, *epochs)
+	if err == nil {
+		t.crashRank, t.crashEpoch, t.crashBatch, t.pause = *crashRank, *crashEpoch, *crashBatch, *pause
+		err = t.run(ctx)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "rowshrink: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// item is what the feed reader hands the training loop: a batch of ids of
+// epoch, an epoch's end, or the feed's end.
+type item struct {
+	epoch int
+	ids   []int32
+	end   bool
+	done  bool
+	err   error
+}
+
+type trainer struct {
+	env  task.Env
+	comm *collective.Comm
+	// sums are the world's rows and hash limbs per epoch: the same on
+	// every rank.
+	sums []float64
+	// step counts the steps the world completed; epochStart is the step
+	// at which the current epoch began, epoch the epoch of the last batch
+	// read.
+	step, epochStart int64
+	epoch            int
+	version          int64 // the membership the communicator follows
+
+	crashRank, crashEpoch int
+	crashBatch            int64
+	pause                 time.Duration
+}
+
+func newTrainer(ctx context.Context, epochs int) (*trainer, error) {
+	env, err := task.FromEnv()
+	if err != nil {
+		return nil, err
+	}
+	comm, err := env.Comm(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := &trainer{env: env, comm: comm, sums: make([]float64, width*epochs)}
+	if m, err := env.Membership(); err == nil {
+		t.version = m.Version
+	}
+	fmt.Printf("rowshrink started pid=%d rank=%d world=%d generation=%d\n", os.Getpid(), comm.Rank(), comm.WorldSize(), env.Generation)
+	return t, nil
+}
+
+func (t *trainer) run(ctx context.Context) error {
+	defer func() { t.comm.Close() }()
+	ctx, cancel := context.WithCancel(ctx)
+	items := make(chan item)
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		t.readFeed(ctx, items)
+	}()
+	defer func() {
+		cancel()
+		<-read
+	}()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var it item
+		select {
+		case it = <-items:
+		case <-tick.C:
+			if err := t.followShrink(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		switch {
+		case it.err != nil:
+			return it.err
+		case it.done:
+			t.printSums()
+			return nil
+		case it.end:
+			continue
+		}
+		if it.epoch != t.epoch {
+			t.epoch, t.epochStart = it.epoch, t.step
+		}
+		if err := t.train(ctx, it); err != nil {
+			return err
+		}
+	}
+}
+
+// train trains one batch: it allreduces the batch's sums until a step
+// completes with it, or the world shows it was trained before it failed.
+func (t *trainer) train(ctx context.Context, it item) error {
+	if t.env.Generation == 0 && t.comm.Rank() == t.crashRank && t.version == 0 &&
+		it.epoch == t.crashEpoch && t.step-t.epochStart == t.crashBatch {
+		return syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	for {
+		if t.pause > 0 {
+			time.Sleep(t.pause) // the step's work: not synchronisation
+		}
+		add := make([]float64, len(t.sums))
+		at := width * it.epoch
+		for _, id := range it.ids {
+			add[at]++
+			h := rowsum.Hash(uint64(id))
+			for l := range limbs {
+				add[at+1+l] += float64(h >> (16 * l) & 0xffff)
+			}
+		}
+		err := collective.AllReduce(ctx, t.comm, add, collective.Sum)
+		if err == nil {
+			for i, v := range add {
+				t.sums[i] += v
+			}
+			t.step++
+			return nil
+		}
+		before := t.step
+		if err := t.goOn(ctx, err); err != nil {
+			return err
+		}
+		if t.step > before {
+			return nil // the world trained this batch before it failed
+		}
+	}
+}
+
+// followShrink joins the smaller world when the job went on without a
+// rank while this process waited for its feed.
+func (t *trainer) followShrink(ctx context.Context) error {
+	m, err := t.env.Membership()
+	if err != nil || m.Version <= t.version || len(m.Left) == 0 {
+		return nil
+	}
+	lost := &collective.PeerError{Rank: m.Left[0], Err: collective.ErrPeerLost}
+	return t.goOn(ctx, fmt.Errorf("the job went on without rank %d while this rank waited for its feed: %w", m.Left[0], lost))
+}
+
+// goOn recovers from err, which lost a rank: it forms the smaller world,
+// takes the furthest rank's sums and reports how far the world was.
+func (t *trainer) goOn(ctx context.Context, err error) error {
+	was := fmt.Sprintf("%d/%d", t.comm.Rank(), t.comm.WorldSize())
+	comm, err := t.env.Rejoin(ctx, t.comm, err)
+	if err != nil {
+		return fmt.Errorf("step %d: %w", t.step, err)
+	}
+	t.comm = comm
+	if t.step, err = task.CatchUp(ctx, comm, t.step, t.sums); err != nil {
+		return fmt.Errorf("step %d: %w", t.step, err)
+	}
+	m, err := t.env.Membership()
+	if err != nil {
+		return err
+	}
+	t.version = m.Version
+	batches := t.step - t.epochStart
+	if err := t.env.ReportWorldBatches(ctx, t.epoch, batches); err != nil {
+		return err
+	}
+	fmt.Printf("rowshrink went on pid=%d rank=%d world=%d was=%s epoch=%d batches=%d at_ms=%d\n",
+		os.Getpid(), comm.Rank(), comm.WorldSize(), was, t.epoch, batches, time.Now().UnixMilli())
+	return nil
+}
+
+// readFeed hands the training loop the feed's batches, epoch ends and end.
+func (t *trainer) readFeed(ctx context.Context, items chan<- item) {
+	send := func(it item) bool {
+		select {
+		case items <- it:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		ep, err := t.env.Tensors(ctx)
+		if err != nil {
+			send(item{err: err})
+			return
+		}
+		if ep.Epoch() < 0 {
+			ep.Close()
+			send(item{done: true})
+			return
+		}
+		for {
+			b, err := ep.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err == nil && b.Labels == nil {
+				err = errors.New("the feed has no label column (submit with --label-column id)")
+			}
+			if err != nil {
+				ep.Close()
+				send(item{err: fmt.Errorf("epoch %d: %w", ep.Epoch(), err)})
+				return
+			}
+			ids := make([]int32, len(b.Labels))
+			for i, id := range b.Labels {
+				ids[i] = int32(id)
+			}
+			if !send(item{epoch: ep.Epoch(), ids: ids}) {
+				ep.Close()
+				return
+			}
+		}
+		ep.Close()
+		if !send(item{epoch: ep.Epoch(), end: true}) {
+			return
+		}
+	}
+}
+
+// printSums prints, on rank 0, the rows the world trained per epoch.
+func (t *trainer) printSums() {
+	if t.comm.Rank() != 0 {
+		return
+	}
+	for e := range len(t.sums) / width {
+		at := width * e
+		var h uint64
+		for l := range limbs {
+			h += uint64(t.sums[at+1+l]) << (16 * l)
+		}
+		fmt.Printf("rowcheck rank=0 generation=%d epoch=%d rows=%d hash=%016x\n", t.env.Generation, e, int64(t.sums[at]), h)
+	}
+}
