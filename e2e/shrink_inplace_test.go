@@ -168,12 +168,22 @@ func TestElasticShrinksTwiceInPlace(t *testing.T) {
 // joined their communicator, with their pids by rank.
 func startShrinking(t *testing.T, steps int) (*exec.Cmd, *syncbuf.Buffer, map[int]int) {
 	t.Helper()
-	args := submitArgs("--num-executors", "2:4", "--conf", "spindle.failure.policy=elastic",
-		"--conf", "spindle.failure.shrinkInPlace=true", "--", shrinkcheckBin, "--steps", strconv.Itoa(steps), "--pause", "20ms")
+	joined := regexp.MustCompile(`shrinkcheck joined`)
+	return startShrinkingJob(t, "shrinkcheck", joined, shrinkcheckBin, "--steps", strconv.Itoa(steps), "--pause", "20ms")
+}
+
+// startShrinkingJob starts an elastic job of 4 workers (MIN 2) that
+// shrinks in place and runs command, the program name, and returns once
+// its output has four lines matching ready (one per rank), with the
+// training processes' pids by rank.
+func startShrinkingJob(t *testing.T, name string, ready *regexp.Regexp, command ...string) (*exec.Cmd, *syncbuf.Buffer, map[int]int) {
+	t.Helper()
+	args := submitArgs(append([]string{"--num-executors", "2:4", "--conf", "spindle.failure.policy=elastic",
+		"--conf", "spindle.failure.shrinkInPlace=true", "--"}, command...)...)
 	cmd, out := startSubmit(t, args)
-	ranks := trainingPIDs(t, cmd, "shrinkcheck", 4, 90*time.Second)
-	testutil.WaitFor(t, 60*time.Second, testutil.Holds("every rank to join the communicator", func() bool {
-		return strings.Count(out.String(), "shrinkcheck joined") >= 4
+	ranks := trainingPIDs(t, cmd, name, 4, 90*time.Second)
+	testutil.WaitFor(t, 90*time.Second, testutil.Holds("every rank to train", func() bool {
+		return len(ready.FindAllString(out.String(), -1)) >= 4
 	}))
 	return cmd, out, ranks
 }
