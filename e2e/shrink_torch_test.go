@@ -5,10 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 var (
@@ -32,19 +29,7 @@ func TestPyTorchShrinksInPlace(t *testing.T) {
 	script := filepath.Join(repoRoot, "e2e", "torchshrink", "train.py")
 	cmd, out, ranks := startShrinkingJob(t, "torchshrink", torchShrinkAt,
 		python, script, "--steps", strconv.Itoa(steps), "--pause", "0.02", "--ddp")
-	killed := time.Now()
-	if err := syscall.Kill(ranks[1], syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	err := cmd.Wait()
-	got := out.String()
-	if err != nil {
-		t.Fatalf("the job failed: %v\n%s", err, got)
-	}
-	if strings.Contains(got, "restarting every rank") || strings.Contains(got, "generation 1") ||
-		!strings.Contains(got, "the other 3 ranks go on without it in place") {
-		t.Errorf("the gang was restarted rather than shrunk in place:\n%s", got)
-	}
+	got, killed := goOnWithout(t, cmd, out, ranks[1])
 	// Survivors in their old order: old ranks 0, 2, 3 are ranks 0, 1, 2.
 	newRank := map[int]int{0: 0, 2: 1, 3: 2}
 	oldRank := func(pid string) int {
@@ -72,13 +57,10 @@ func TestPyTorchShrinksInPlace(t *testing.T) {
 	if len(went) != 3 {
 		t.Fatalf("%d survivors said they went on in the smaller world, want 3:\n%s", len(went), got)
 	}
-	var slowest time.Duration
 	for _, w := range went {
 		if old := oldRank(w[1]); w[4] != strconv.Itoa(old) || w[5] != "4" || w[3] != "3" {
 			t.Errorf("process %s went on as rank %s of %s from %s/%s; want old rank %d of 4 in a world of 3", w[1], w[2], w[3], w[4], w[5], old)
 		}
-		ms, _ := strconv.ParseInt(w[7], 10, 64)
-		slowest = max(slowest, time.UnixMilli(ms).Sub(killed))
 	}
-	t.Logf("the survivors trained their first step in the world of 3 within %s of the kill", slowest.Round(time.Millisecond))
+	logWentOn(t, killed, went)
 }

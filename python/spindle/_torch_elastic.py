@@ -25,6 +25,7 @@ joins it.
 """
 
 import gc
+import sys
 import threading
 import traceback
 
@@ -84,9 +85,14 @@ def peer_lost(error):
 
 def _fail(error, why):
     """Raise error (the collective's own failure) saying why the group cannot go on, or a SpindleError without one."""
+    note = f"spindle.torch.reform: {why}"
     if error is None:
-        raise SpindleError(f"spindle.torch.reform: {why}")
-    error.add_note(f"spindle.torch.reform: {why}")
+        raise SpindleError(note)
+    if hasattr(error, "add_note"):
+        error.add_note(note)
+    else:  # before Python 3.11, tracebacks show no notes
+        error.__notes__ = [*getattr(error, "__notes__", []), note]
+        print(note, file=sys.stderr, flush=True)
     raise error
 
 
