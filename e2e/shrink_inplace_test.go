@@ -33,16 +33,7 @@ func TestElasticShrinksInPlace(t *testing.T) {
 	t.Parallel()
 	const steps = 300
 	cmd, out, ranks := startShrinking(t, steps)
-	killed := time.Now()
-	if err := syscall.Kill(ranks[1], syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	err := cmd.Wait()
-	got := out.String()
-	if err != nil {
-		t.Fatalf("the job failed: %v\n%s", err, got)
-	}
-	checkNotRestarted(t, got)
+	got, killed := goOnWithout(t, cmd, out, ranks[1])
 	// Survivors in their old order: old ranks 0, 2, 3 are ranks 0, 1, 2.
 	newRank := map[int]int{0: 0, 2: 1, 3: 2}
 	finals := shrinkFinal.FindAllStringSubmatch(got, -1)
@@ -64,9 +55,36 @@ func TestElasticShrinksInPlace(t *testing.T) {
 	if len(went) != 3 {
 		t.Fatalf("%d survivors said they went on in the smaller world, want 3:\n%s", len(went), got)
 	}
+	logWentOn(t, killed, went)
+}
+
+// goOnWithout SIGKILLs the training process pid of the job cmd runs,
+// waits for the job and checks that it exited 0 with the other 3 ranks
+// going on in place, no gang restarted; it returns the job's output and
+// when the kill was.
+func goOnWithout(t *testing.T, cmd *exec.Cmd, out *syncbuf.Buffer, pid int) (string, time.Time) {
+	t.Helper()
+	killed := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	got := out.String()
+	if err != nil {
+		t.Fatalf("the job failed: %v\n%s", err, got)
+	}
+	checkNotRestarted(t, got)
+	return got, killed
+}
+
+// logWentOn logs how soon after the kill the last survivor trained its
+// first step in the smaller world: went are the survivors' "went on"
+// lines, whose last group is that moment in Unix milliseconds.
+func logWentOn(t *testing.T, killed time.Time, went [][]string) {
+	t.Helper()
 	var slowest time.Duration
 	for _, w := range went {
-		ms, _ := strconv.ParseInt(w[7], 10, 64)
+		ms, _ := strconv.ParseInt(w[len(w)-1], 10, 64)
 		slowest = max(slowest, time.UnixMilli(ms).Sub(killed))
 	}
 	t.Logf("the survivors trained their first step in the world of 3 within %s of the kill", slowest.Round(time.Millisecond))
@@ -175,12 +193,22 @@ func TestElasticShrinksTwiceInPlace(t *testing.T) {
 // joined their communicator, with their pids by rank.
 func startShrinking(t *testing.T, steps int) (*exec.Cmd, *syncbuf.Buffer, map[int]int) {
 	t.Helper()
-	args := submitArgs("--num-executors", "2:4", "--conf", "spindle.failure.policy=elastic",
-		"--conf", "spindle.failure.shrinkInPlace=true", "--", shrinkcheckBin, "--steps", strconv.Itoa(steps), "--pause", "20ms")
+	joined := regexp.MustCompile(`shrinkcheck joined`)
+	return startShrinkingJob(t, "shrinkcheck", joined, shrinkcheckBin, "--steps", strconv.Itoa(steps), "--pause", "20ms")
+}
+
+// startShrinkingJob starts an elastic job of 4 workers (MIN 2) that
+// shrinks in place and runs command, the program name, and returns once
+// its output has four lines matching ready (one per rank), with the
+// training processes' pids by rank.
+func startShrinkingJob(t *testing.T, name string, ready *regexp.Regexp, command ...string) (*exec.Cmd, *syncbuf.Buffer, map[int]int) {
+	t.Helper()
+	args := submitArgs(append([]string{"--num-executors", "2:4", "--conf", "spindle.failure.policy=elastic",
+		"--conf", "spindle.failure.shrinkInPlace=true", "--"}, command...)...)
 	cmd, out := startSubmit(t, args)
-	ranks := trainingPIDs(t, cmd, "shrinkcheck", 4, 90*time.Second)
-	testutil.WaitFor(t, 60*time.Second, testutil.Holds("every rank to join the communicator", func() bool {
-		return strings.Count(out.String(), "shrinkcheck joined") >= 4
+	ranks := trainingPIDs(t, cmd, name, 4, 90*time.Second)
+	testutil.WaitFor(t, 90*time.Second, testutil.Holds("every rank to train", func() bool {
+		return len(ready.FindAllString(out.String(), -1)) >= 4
 	}))
 	return cmd, out, ranks
 }

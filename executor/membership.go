@@ -30,6 +30,10 @@ type membershipJSON struct {
 	// Left lists the ranks, numbered as in the previous version, the
 	// world went on without (an elastic job shrinking in place).
 	Left []int `json:"left,omitempty"`
+	// Services is every rank's framework rendezvous address (the port
+	// MASTER_PORT names for rank 0), in rank order: a PyTorch group
+	// re-formed after a shrink meets at its new rank 0's.
+	Services []string `json:"services,omitempty"`
 }
 
 // incarnationsOf lists how often each rank's process was replaced, as the
@@ -108,6 +112,12 @@ func (h *membershipHook) update(m *driverpb.Membership) error {
 			return fmt.Errorf("membership version %d: %w", m.GetVersion(), err)
 		}
 		out.Peers = append(out.Peers, addr)
+		if svc, err := peerAddr(p, portService); err == nil {
+			out.Services = append(out.Services, svc)
+		}
+	}
+	if len(out.Services) != len(out.Peers) {
+		out.Services = nil // not every rank published one
 	}
 	b, err := json.Marshal(out)
 	if err != nil {

@@ -103,7 +103,8 @@ func TestHeartbeatHandsTheProcessANewMembership(t *testing.T) {
 
 // TestShrunkMembershipNamesWhoLeft: a membership of a world that shrank
 // reaches the process as the survivors' addresses in their old order and
-// the rank that left, which task.Env.Rejoin reads to shrink in place.
+// the rank that left, which task.Env.Rejoin reads to shrink in place,
+// and their rendezvous addresses, where spindle.torch.reform meets.
 func TestShrunkMembershipNamesWhoLeft(t *testing.T) {
 	peer := func(rank int, host string) *driverpb.Peer {
 		return &driverpb.Peer{Rank: int32(rank), Host: host, Ports: []uint32{5000, 5001}}
@@ -124,7 +125,7 @@ func TestShrunkMembershipNamesWhoLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m.Version != 1 || !slices.Equal(m.Left, []int{1}) || !slices.Equal(m.Peers, []string{"10.0.0.1:5000", "10.0.0.3:5000"}) ||
-		!slices.Equal(m.Incarnations, []uint32{1, 0}) {
+		!slices.Equal(m.Incarnations, []uint32{1, 0}) || !slices.Equal(m.Services, []string{"10.0.0.1:5001", "10.0.0.3:5001"}) {
 		t.Fatalf("membership file %s, want version 1 of the two survivors with rank 1 left", b)
 	}
 }

@@ -27,8 +27,9 @@ import (
 
 var spindleBin, logregBin, sparseLRBin, datagenBin, rowcheckBin, linkfaultBin, shrinkcheckBin string
 
-// torchScript is the PyTorch example the DDP fault runs.
-var torchScript string
+// torchScript is the PyTorch example the DDP fault runs;
+// torchShrinkScript the PyTorch job that goes on in place.
+var torchScript, torchShrinkScript string
 
 // rowIDs is the glob of the row-id job's input (rowIDRows rows, id column).
 var rowIDs string
@@ -61,6 +62,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	torchScript = filepath.Join(root, "examples", "pytorch", "train.py")
+	torchShrinkScript = filepath.Join(root, "e2e", "torchshrink", "train.py")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -277,6 +279,8 @@ func faults() []fault {
 		restartedLogreg(restart),
 		elasticShrink(),
 		elasticRestart(),
+		torchShrink(),
+		torchRestart(),
 		{name: "worker replaced: training rank of 4 (row ids)", args: rows4, want: 4, recovers: true, alone: true, check: replacedAlone,
 			victims: func(*exec.Cmd) []int { return pids(rowcheckBin) }},
 		{name: "worker replaced: executor of 4 (row ids)", args: rows4, want: 4, recovers: true, alone: true, check: replacedAlone,
@@ -337,7 +341,8 @@ func pids(args ...string) []int {
 // leftovers lists the job processes still alive: training programs,
 // executors, parameter servers.
 func leftovers() []int {
-	return slices.Concat(pids(linkfaultBin), pids(logregBin), pids(sparseLRBin), pids(rowcheckBin), pids(shrinkcheckBin), pids(python, torchScript), pids(spindleBin, "executor"), pids(spindleBin, "ps", "serve"))
+	return slices.Concat(pids(linkfaultBin), pids(logregBin), pids(sparseLRBin), pids(rowcheckBin), pids(shrinkcheckBin), pids(python, torchScript), pids(python, torchShrinkScript),
+		pids(spindleBin, "executor"), pids(spindleBin, "ps", "serve"))
 }
 
 // outcome is one run.

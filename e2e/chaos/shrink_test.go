@@ -34,18 +34,74 @@ func elasticShrink() fault {
 	}
 }
 
+// torchShrink is elasticShrink for PyTorch: e2e/torchshrink, a
+// DistributedDataParallel model over gloo whose survivors re-form their
+// process group with spindle.torch.reform and catch_up.
+func torchShrink() fault {
+	f := elasticShrink()
+	f.name = "PyTorch elastic: DDP rank of 4 (no input)"
+	f.args = func(string, string) []string {
+		return []string{"submit", "--master", "local[4]", "--conf", "spindle.log.level=warn", "--num-executors", "2:4",
+			"--conf", "spindle.failure.policy=elastic", "--conf", "spindle.failure.shrinkInPlace=true",
+			"--", python, torchShrinkScript, "--steps", "400", "--pause", "0.02", "--ddp"}
+	}
+	f.victims = func(*exec.Cmd) []int { return pids(python, torchShrinkScript) }
+	f.ready = regexp.MustCompile(`(?s)(torchshrink joined .*){4}`)
+	f.trained = regexp.MustCompile(`(?s)(torchshrink went on .*){3}`)
+	joined := regexp.MustCompile(`torchshrink joined pid=(\d+) rank=\d+ world=4`)
+	wentOn := regexp.MustCompile(`torchshrink went on pid=(\d+) rank=\d+ world=3`)
+	final := regexp.MustCompile(`torchshrink final pid=(\d+) rank=\d+ world=3 steps=400 params_sha256=([0-9a-f]+)`)
+	f.check = func(stdout string) error {
+		if err := wentOnInPlace(stdout, joined, wentOn, final); err != nil {
+			return err
+		}
+		models := map[string]bool{}
+		for _, m := range final.FindAllStringSubmatch(stdout, -1) {
+			models[m[2]] = true
+		}
+		if len(models) != 1 {
+			return fmt.Errorf("the survivors ended with %d different models, want 1", len(models))
+		}
+		return nil
+	}
+	return f
+}
+
+// torchRestart is torchShrink without spindle.failure.shrinkInPlace, its
+// baseline: the gang restarts with 3 new processes that start over (the
+// job saves no checkpoint). Its recovery is the three joining their world.
+func torchRestart() fault {
+	f := withoutShrinkInPlace(torchShrink())
+	f.name = "PyTorch elastic gang restarted: DDP rank of 4 (no input)"
+	final := regexp.MustCompile(`torchshrink final pid=\d+ rank=\d+ world=3 steps=400 `)
+	f.check = func(stdout string) error {
+		if got := final.FindAllStringSubmatch(stdout, -1); len(got) != 3 {
+			return fmt.Errorf("%d final lines in a world of 3, want 3", len(got))
+		}
+		return nil
+	}
+	f.trained = regexp.MustCompile(`(?s)(torchshrink joined pid=\d+ rank=\d+ world=3.*){3}`)
+	return f
+}
+
 // shrunkInPlace checks that three of the four processes that joined went
 // on in the world of 3 and finished every step there: no process started
 // again, none restarted.
 func shrunkInPlace(stdout string) error {
+	return wentOnInPlace(stdout, shrinkJoined, shrinkWentOn, shrinkFinal)
+}
+
+// wentOnInPlace is shrunkInPlace for a program's lines: joined, wentOn
+// and final each capture the process's pid first.
+func wentOnInPlace(stdout string, joinedLine, wentOn, final *regexp.Regexp) error {
 	var joined []string
-	for _, m := range shrinkJoined.FindAllStringSubmatch(stdout, -1) {
+	for _, m := range joinedLine.FindAllStringSubmatch(stdout, -1) {
 		joined = append(joined, m[1])
 	}
 	if len(joined) != 4 {
 		return fmt.Errorf("%d processes joined a world of 4, want 4 (a rank was started again)", len(joined))
 	}
-	for _, re := range []*regexp.Regexp{shrinkWentOn, shrinkFinal} {
+	for _, re := range []*regexp.Regexp{wentOn, final} {
 		got := re.FindAllStringSubmatch(stdout, -1)
 		if len(got) != 3 {
 			return fmt.Errorf("%d lines match %s, want 3 (the survivors)", len(got), re)
@@ -64,16 +120,23 @@ func shrunkInPlace(stdout string) error {
 // processes (from step 0: the job saves no checkpoint). Its recovery is
 // the three new processes joining their world.
 func elasticRestart() fault {
-	f := elasticShrink()
+	f := withoutShrinkInPlace(elasticShrink())
 	f.name = "elastic gang restarted: allreducing rank of 4 (no input)"
-	f.alone, f.check = false, restartedSmaller
+	f.check = restartedSmaller
+	f.trained = regexp.MustCompile(`(?s)(shrinkcheck joined pid=\d+ rank=\d+ world=3.*){3}`)
+	return f
+}
+
+// withoutShrinkInPlace is f's job without spindle.failure.shrinkInPlace:
+// a lost rank restarts the gang smaller.
+func withoutShrinkInPlace(f fault) fault {
+	f.alone = false
 	args := f.args
 	f.args = func(dir, data string) []string {
 		a := args(dir, data)
 		i := slices.Index(a, "spindle.failure.shrinkInPlace=true")
 		return slices.Delete(a, i-1, i+1)
 	}
-	f.trained = regexp.MustCompile(`(?s)(shrinkcheck joined pid=\d+ rank=\d+ world=3.*){3}`)
 	return f
 }
 

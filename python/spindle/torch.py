@@ -16,6 +16,10 @@ A plain DistributedDataParallel script needs about five changed lines::
         st.save_checkpoint(model.module.state_dict())
     st.finish(exit_status=0)                # was: dist.destroy_process_group()
 
+Under ``spindle.failure.shrinkInPlace``, :func:`reform` and :func:`catch_up`
+keep the processes running when a rank is lost: the survivors re-form
+their gloo group and go on (see :mod:`spindle._torch_elastic`).
+
 torch is imported when this module is, never by ``import spindle``.
 """
 
@@ -32,10 +36,13 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from . import _contract as C
 from . import _env
+from . import _torch_elastic as _elastic
 from . import checkpoint as _checkpoint
 from ._errors import EnvError, SpindleError
+from ._torch_elastic import catch_up, peer_lost, reform
 
-__all__ = ["FeedDataset", "barrier", "finish", "init_process_group", "is_chief", "load_checkpoint", "save_checkpoint"]
+__all__ = ["FeedDataset", "barrier", "catch_up", "finish", "init_process_group", "is_chief", "load_checkpoint", "peer_lost",
+           "reform", "save_checkpoint"]
 
 
 def _env_int(name, minimum):
@@ -90,10 +97,12 @@ def init_process_group(backend="gloo", timeout=None, rendezvous_timeout=None, **
         return
     # env:// would bound the ranks' meeting by timeout too; the store made
     # here waits rendezvous for them, then collectives get timeout.
-    store = dist.TCPStore(os.environ[C.MASTER_ADDR], int(os.environ[C.MASTER_PORT]), world, rank == 0, rendezvous,
-                          multi_tenant=True)
+    host, port = os.environ[C.MASTER_ADDR], int(os.environ[C.MASTER_PORT])
+    store = dist.TCPStore(host, port, world, rank == 0, rendezvous, multi_tenant=True)
     dist.init_process_group(backend=backend, store=dist.PrefixStore("default_pg", store), rank=rank, world_size=world,
                             timeout=timeout, **kwargs)
+    if backend == "gloo":
+        _elastic._joined(store, host, port, rank, world, timeout, rendezvous)
 
 
 def _as_timedelta(value):

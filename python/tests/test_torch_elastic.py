@@ -1,0 +1,185 @@
+"""Tests of spindle.torch's going on in place: reform and catch_up with real gloo processes.
+
+The test plays the executors' part: it starts four training processes
+(e2e/torchshrink/train.py) with the environment and membership file an
+executor gives them, SIGKILLs one, and writes the smaller membership the
+driver would send, as the executors do.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import support
+
+try:
+    import torch
+except ImportError:  # the whole module is skipped
+    torch = None
+
+if torch is not None:
+    import spindle.torch as st
+
+from test_torch import free_port, run_python
+
+TRAINER = os.path.join(support.REPO_DIR, "e2e", "torchshrink", "train.py")
+FINAL = re.compile(r"torchshrink final pid=(\d+) rank=(\d+) world=(\d+) steps=(\d+) params_sha256=(\w+)")
+WENT = re.compile(r"torchshrink went on pid=(\d+) rank=(\d+) world=(\d+) was=(\d+)/(\d+)")
+
+
+def write_membership(path, version, peers, services, left=None):
+    m = {"version": version, "peers": peers, "services": services, "incarnations": [0] * len(peers),
+         "joined": -1 if left else 0}
+    if left:
+        m["left"] = left
+        m["incarnations"][0] = version
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(m, f)
+    os.replace(tmp, path)
+
+
+def wait_for(what, cond, within=120):
+    """Poll cond until it holds, failing after within seconds."""
+    deadline = time.monotonic() + within
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+class Gang:
+    """Four trainer processes on loopback, with the files an executor writes them."""
+
+    def __init__(self, test, n=4, steps=150, extra=()):
+        self.dir = tempfile.mkdtemp(prefix="spel")
+        self.membership = os.path.join(self.dir, "membership.json")
+        self.peers = [f"127.0.0.1:{free_port()}" for _ in range(n)]
+        self.services = [f"127.0.0.1:{free_port()}" for _ in range(n)]
+        write_membership(self.membership, 0, self.peers, self.services)
+        self.procs, self.logs = [], []
+        for r in range(n):
+            env = dict(os.environ, PYTHONPATH=support.PYTHON_DIR, MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=self.services[0].rpartition(":")[2], RANK=str(r), WORLD_SIZE=str(n),
+                       SPINDLE_RANK=str(r), SPINDLE_WORLD_SIZE=str(n), SPINDLE_MEMBERSHIP=self.membership,
+                       SPINDLE_COLLECTIVE_TIMEOUT="20")
+            log = open(os.path.join(self.dir, f"rank{r}.log"), "w+", encoding="utf-8")
+            self.logs.append(log)
+            self.procs.append(subprocess.Popen([sys.executable, TRAINER, "--steps", str(steps), *extra],
+                                               stdout=log, stderr=subprocess.STDOUT, env=env))
+        test.addCleanup(self.close)
+
+    def out(self, r):
+        with open(self.logs[r].name, encoding="utf-8") as f:
+            return f.read()
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for log in self.logs:
+            log.close()
+
+    def shrink(self, lost):
+        """Kill rank lost's process and publish the survivors' membership, as the driver and executors do."""
+        self.procs[lost].send_signal(signal.SIGKILL)
+        self.procs[lost].wait()
+        keep = [r for r in range(len(self.peers)) if r != lost]
+        write_membership(self.membership, 1, [self.peers[r] for r in keep], [self.services[r] for r in keep],
+                         left=[lost])
+        return keep
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class ReformTest(unittest.TestCase):
+    def go_on_without(self, lost, extra=()):
+        steps = 150
+        gang = Gang(self, steps=steps, extra=extra)
+        wait_for("the four ranks to train 50 steps", lambda: all("step=50" in gang.out(r) for r in range(4)))
+        keep = gang.shrink(lost)
+        finals = {}
+        for new, old in enumerate(keep):
+            p = gang.procs[old]
+            self.assertEqual(p.wait(timeout=120), 0, gang.out(old))
+            out = gang.out(old)
+            m = FINAL.search(out)
+            self.assertIsNotNone(m, out)
+            self.assertEqual((int(m[1]), int(m[2]), int(m[3]), int(m[4])), (p.pid, new, 3, steps), out)
+            went = WENT.search(out)
+            self.assertIsNotNone(went, out)
+            self.assertEqual((int(went[2]), int(went[3]), int(went[4]), int(went[5])), (new, 3, old, 4), out)
+            finals[old] = m[5]
+        self.assertEqual(len(set(finals.values())), 1, f"the survivors' models differ: {finals}")
+
+    def test_survivors_go_on_without_rank_1(self):
+        self.go_on_without(1)
+
+    def test_survivors_go_on_without_rank_0(self):
+        """Rank 0 hosted the group's store: the new rank 0 hosts the next one on its own port."""
+        self.go_on_without(0)
+
+    def test_ddp_module_goes_on(self):
+        self.go_on_without(2, extra=("--ddp",))
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class PassThroughTest(unittest.TestCase):
+    def test_other_failures_are_raised_unchanged(self):
+        for err in (RuntimeError("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x1)"), ValueError("bad"),
+                    KeyError("w")):
+            with self.subTest(err=err):
+                with self.assertRaises(type(err)) as cm:
+                    st.reform(err)
+                self.assertIs(cm.exception, err)
+                self.assertFalse(getattr(err, "__notes__", None))
+
+    def test_peer_lost(self):
+        self.assertTrue(st.peer_lost(RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:598] "
+                                                  "Connection closed by peer [127.0.0.1]:4242")))
+        self.assertFalse(st.peer_lost(RuntimeError("CUDA out of memory")))
+        self.assertFalse(st.peer_lost(OSError("Connection reset by peer")))
+
+    def test_no_smaller_membership_raises_the_error(self):
+        """A job that does not go on in place: the collective's own error, with a note saying what reform waited for."""
+        d = support.short_tempdir(self)
+        path = os.path.join(d, "membership.json")
+        write_membership(path, 0, ["127.0.0.1:1"], ["127.0.0.1:2"])
+        code = ("import spindle.torch as st\n"
+                "st.init_process_group()\n"
+                "err = RuntimeError('Connection closed by peer [127.0.0.1]:4242')\n"
+                "try:\n"
+                "    st.reform(err, timeout=0.3)\n"
+                "except RuntimeError as e:\n"
+                "    print(e is err, e.__notes__)\n")
+        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "WORLD_SIZE": "1",
+               "SPINDLE_MEMBERSHIP": path}
+        out = run_python(code, env)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("True", out.stdout)
+        self.assertIn("no newer membership than version 0 came within 0.3s", out.stdout)
+
+    def test_without_membership(self):
+        code = ("import spindle.torch as st\n"
+                "st.init_process_group()\n"
+                "err = RuntimeError('Connection reset by peer')\n"
+                "try:\n"
+                "    st.reform(err)\n"
+                "except RuntimeError as e:\n"
+                "    print(e is err, e.__notes__)\n")
+        env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "WORLD_SIZE": "1",
+               "SPINDLE_MEMBERSHIP": ""}
+        out = run_python(code, env)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("True", out.stdout)
+        self.assertIn("SPINDLE_MEMBERSHIP", out.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
