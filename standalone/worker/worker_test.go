@@ -446,6 +446,45 @@ func TestWorkerFollowsNewLeader(t *testing.T) {
 	g.WaitWorkers(1)
 }
 
+// A gang request that a leader launched but lost its term before
+// answering is retried by the client on the new leader; an executor that
+// already ran to its end by then is part of a started gang, not a failed
+// launch. (Under load, elections during TestMutualTLS made its "exit 0"
+// gang fail with "exited before the gang started".)
+func TestGangRetriedOnNewLeaderAfterExecutorExited(t *testing.T) {
+	g := testcluster.StartMasters(t, 3, nil)
+	testcluster.StartWorker(t, g.Addrs(), "w1", nil)
+	g.WaitWorkers(1)
+	c := g.Client()
+	id := app(t, c, "retried")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req := &pb.RequestExecutorsRequest{AppId: id, RequestId: "gang-1", Executors: shells(1, 1, 64, 0, "exit 0"),
+		TimeoutMs: (5 * time.Second).Milliseconds()}
+	send := func() ([]*pb.ExecutorInfo, error) {
+		var out []*pb.ExecutorInfo
+		err := c.Call(ctx, true, func(ctx context.Context, m pb.MasterClient) error {
+			resp, err := m.RequestExecutors(ctx, req)
+			out = resp.GetExecutors()
+			return err
+		})
+		return out, err
+	}
+	if _, err := send(); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, g, id, "exec-0", pb.ExecutorState_EXECUTOR_STATE_EXITED)
+	g.Stop(g.Leader())
+	nl := g.Leader()
+	got, err := send()
+	if err != nil {
+		t.Fatalf("retry of the gang on the new leader %s: %v", g.Cfgs[nl].ID, err)
+	}
+	if len(got) != 1 || got[0].GetState() != pb.ExecutorState_EXECUTOR_STATE_EXITED || got[0].GetExitCode() != 0 {
+		t.Fatalf("retry answered %v, want exec-0 exited with status 0", got)
+	}
+}
+
 // With certificates configured, masters, workers and clients talk mutual
 // TLS (gRPC and Raft); a client without a certificate gets nowhere even
 // with the right secret.
