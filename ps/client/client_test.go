@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/internal/pstest"
 	"github.com/spindle-ml/spindle/ps/pspb"
@@ -69,8 +70,12 @@ func (c *cluster) client(t *testing.T, worker int) *Client {
 	return cl
 }
 
+// ctx bounds a whole test against a hang, not its speed: a test trains
+// for hundreds of pushes of thousands of rows, and with the race detector
+// on a machine loaded ten times over its cores a push takes up to a second
+// (a fixed 20 s failed TestServerLossLosesNoAcknowledgedPush there).
 func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	c, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 	t.Cleanup(cancel)
 	return c
 }

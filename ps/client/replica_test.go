@@ -75,9 +75,22 @@ func testServerLoss(t *testing.T, dense bool) {
 			errs <- nil
 		}()
 	}
-	<-killed
+	// A worker that fails before the kill must fail the test, not leave
+	// it waiting for a kill that never comes.
+	finished := 0
+	for waiting := true; waiting; {
+		select {
+		case <-killed:
+			waiting = false
+		case err := <-errs:
+			if err != nil {
+				t.Fatalf("training failed before server 1 was stopped: %v", err)
+			}
+			finished++
+		}
+	}
 	c.Kill(1) // server 1 goes
-	for range clients {
+	for range len(clients) - finished {
 		if err := <-errs; err != nil {
 			t.Fatalf("training did not survive server 1's loss: %v", err)
 		}

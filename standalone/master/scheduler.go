@@ -360,6 +360,9 @@ func (ls *leaderState) launch(ctx context.Context, app string, placed []*Executo
 				return
 			}
 			if e.State != pb.ExecutorState_EXECUTOR_STATE_PLACED {
+				if launchedBefore(e) {
+					continue
+				}
 				if !e.Active() {
 					err = fmt.Errorf("%w: executor %s of %s %s before the gang started: %s",
 						apierr.ErrLaunch, e.ID, app, executorStateName(e.State), e.Message)
@@ -426,6 +429,16 @@ func (ls *leaderState) launch(ctx context.Context, app string, placed []*Executo
 		}
 	}
 	return nil
+}
+
+// launchedBefore says whether an executor that is no longer placed ran
+// and ended on its own: an earlier try of the same request (on this
+// leader or on one that lost its term before answering) launched it, so a
+// retry counts it as started and reports its exit rather than failing the
+// gang. A short executor exits in milliseconds, often before the client's
+// retry reaches the new leader.
+func launchedBefore(e *Executor) bool {
+	return e.State == pb.ExecutorState_EXECUTOR_STATE_EXITED && !e.StopRequested
 }
 
 // abortGang stops a gang's executors after a failed launch and waits,

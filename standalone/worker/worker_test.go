@@ -60,9 +60,13 @@ func shells(n, cores int, memMB int64, gpus int, script string) []*pb.ExecutorRe
 }
 
 func request(ctx context.Context, c *client.Client, appID string, timeout time.Duration, es []*pb.ExecutorRequest) ([]*pb.ExecutorInfo, error) {
+	return send(ctx, c, &pb.RequestExecutorsRequest{AppId: appID, RequestId: fmt.Sprintf("%s-%d", appID, time.Now().UnixNano()),
+		Executors: es, TimeoutMs: timeout.Milliseconds()})
+}
+
+// send asks for a gang with req as it is; sending it again is a retry.
+func send(ctx context.Context, c *client.Client, req *pb.RequestExecutorsRequest) ([]*pb.ExecutorInfo, error) {
 	var out []*pb.ExecutorInfo
-	req := &pb.RequestExecutorsRequest{AppId: appID, RequestId: fmt.Sprintf("%s-%d", appID, time.Now().UnixNano()),
-		Executors: es, TimeoutMs: timeout.Milliseconds()}
 	err := c.Call(ctx, true, func(ctx context.Context, m pb.MasterClient) error {
 		resp, err := m.RequestExecutors(ctx, req)
 		out = resp.GetExecutors()
@@ -415,14 +419,21 @@ func TestWorkerLost(t *testing.T) {
 	}
 }
 
-// A worker keeps its executors through a leader failover and reports
-// their exits to the new leader.
-func TestWorkerFollowsNewLeader(t *testing.T) {
+// failoverGroup starts three masters, so a leader can be stopped, and
+// worker w1, and registers an application called name.
+func failoverGroup(t *testing.T, name string) (*testcluster.Masters, *client.Client, string) {
+	t.Helper()
 	g := testcluster.StartMasters(t, 3, nil)
 	testcluster.StartWorker(t, g.Addrs(), "w1", nil)
 	g.WaitWorkers(1)
 	c := g.Client()
-	id := app(t, c, "failover")
+	return g, c, app(t, c, name)
+}
+
+// A worker keeps its executors through a leader failover and reports
+// their exits to the new leader.
+func TestWorkerFollowsNewLeader(t *testing.T) {
+	g, c, id := failoverGroup(t, "failover")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
@@ -444,6 +455,32 @@ func TestWorkerFollowsNewLeader(t *testing.T) {
 	}
 	// The worker is still alive for the new leader.
 	g.WaitWorkers(1)
+}
+
+// A gang request that a leader launched but lost its term before
+// answering is retried by the client on the new leader; an executor that
+// already ran to its end by then is part of a started gang, not a failed
+// launch. (Under load, elections during TestMutualTLS made its "exit 0"
+// gang fail with "exited before the gang started".)
+func TestGangRetriedOnNewLeaderAfterExecutorExited(t *testing.T) {
+	g, c, id := failoverGroup(t, "retried")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req := &pb.RequestExecutorsRequest{AppId: id, RequestId: "gang-1", Executors: shells(1, 1, 64, 0, "exit 0"),
+		TimeoutMs: (5 * time.Second).Milliseconds()}
+	if _, err := send(ctx, c, req); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, g, id, "exec-0", pb.ExecutorState_EXECUTOR_STATE_EXITED)
+	g.Stop(g.Leader())
+	nl := g.Leader()
+	got, err := send(ctx, c, req)
+	if err != nil {
+		t.Fatalf("retry of the gang on the new leader %s: %v", g.Cfgs[nl].ID, err)
+	}
+	if len(got) != 1 || got[0].GetState() != pb.ExecutorState_EXECUTOR_STATE_EXITED || got[0].GetExitCode() != 0 {
+		t.Fatalf("retry answered %v, want exec-0 exited with status 0", got)
+	}
 }
 
 // With certificates configured, masters, workers and clients talk mutual

@@ -39,11 +39,15 @@ func (w tWriter) Write(b []byte) (int, error) {
 }
 
 // FastRaft sets Raft timeouts small enough for elections to take a
-// fraction of a second on loopback.
+// fraction of a second on loopback: the product's defaults (a lease
+// shorter than them made leaders step down and elections flap on a
+// loaded machine), stretched by the test timescale. Failover timing
+// tests that claim the defaults set them after this.
 func FastRaft(c *master.Config) {
-	c.HeartbeatTimeout = 150 * time.Millisecond
-	c.ElectionTimeout = 150 * time.Millisecond
-	c.LeaderLeaseTimeout = 75 * time.Millisecond
+	d := master.DefaultConfig()
+	c.HeartbeatTimeout = testutil.Scale(d.HeartbeatTimeout)
+	c.ElectionTimeout = testutil.Scale(d.ElectionTimeout)
+	c.LeaderLeaseTimeout = testutil.Scale(d.LeaderLeaseTimeout)
 	c.CommitTimeout = 10 * time.Millisecond
 	c.WorkerTimeout = time.Second
 	c.LaunchTimeout = 10 * time.Second
