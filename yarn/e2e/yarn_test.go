@@ -22,6 +22,7 @@ import (
 	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hadooptest"
 	"github.com/spindle-ml/spindle/yarn"
@@ -45,23 +46,15 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	for _, b := range []struct {
-		out *string
-		pkg string
-	}{
-		{&spindleBin, "./cmd/spindle"},
-		{&datagenBin, "./examples/datagen"},
-		{&logregBin, "./examples/logreg"},
-		{&sparseLRBin, "./examples/sparse-lr"},
-		{&rowcheckBin, "./e2e/rowcheck"},
-	} {
-		*b.out = filepath.Join(dir, "bin", filepath.Base(b.pkg))
-		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
-			return 1
-		}
+	err = testbin.Build(context.Background(), root, filepath.Join(dir, "bin"),
+		testbin.Bin{Out: &spindleBin, Pkg: "./cmd/spindle"},
+		testbin.Bin{Out: &datagenBin, Pkg: "./examples/datagen"},
+		testbin.Bin{Out: &logregBin, Pkg: "./examples/logreg"},
+		testbin.Bin{Out: &sparseLRBin, Pkg: "./examples/sparse-lr"},
+		testbin.Bin{Out: &rowcheckBin, Pkg: "./e2e/rowcheck"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	return hadooptest.Main(m, hadooptest.PrestartShared, hadooptest.PrestartSecure)
 }
