@@ -26,30 +26,19 @@ func TestProducerFilesCAFirst(t *testing.T) {
 			t.Errorf("token file %q, %v", b, err)
 		}
 	})
-	t.Run("CA file taken", func(t *testing.T) {
-		dir := t.TempDir()
-		token, ca := filepath.Join(dir, "p.token"), filepath.Join(dir, "p.ca.pem")
-		if err := os.WriteFile(ca, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := writeProducerFiles(token, "secret", ca, pem); err == nil {
-			t.Fatal("wrote the files over an existing CA file")
-		}
-		if _, err := os.Stat(token); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("a token file without its CA file: %v", err)
-		}
-	})
-	t.Run("token file taken", func(t *testing.T) {
-		dir := t.TempDir()
-		token, ca := filepath.Join(dir, "p.token"), filepath.Join(dir, "p.ca.pem")
-		if err := os.WriteFile(token, nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := writeProducerFiles(token, "secret", ca, pem); err == nil {
-			t.Fatal("wrote the files over an existing token file")
-		}
-		if _, err := os.Stat(ca); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("a CA file left without its token: %v", err)
-		}
-	})
+	// A file already there stops the write; the other must not be left.
+	for _, tc := range []struct{ taken, left string }{{"p.ca.pem", "p.token"}, {"p.token", "p.ca.pem"}} {
+		t.Run(tc.taken+" taken", func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, tc.taken), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := writeProducerFiles(filepath.Join(dir, "p.token"), "secret", filepath.Join(dir, "p.ca.pem"), pem); err == nil {
+				t.Fatalf("wrote the files over an existing %s", tc.taken)
+			}
+			if _, err := os.Stat(filepath.Join(dir, tc.left)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s left when %s could not be written: %v", tc.left, tc.taken, err)
+			}
+		})
+	}
 }
