@@ -115,8 +115,12 @@ test-unit: ## every package's unit tests, with the race detector (but NORACE_TES
 
 test-e2e: e2e-tier timing-tier ## the packages that run jobs and clusters as processes (no race detector: they wait on children), then Raft's timing
 
+# How many of a package's e2e tests run at once (go test -parallel; the
+# default would be the 2 cores). docs/testing.md has the measurement.
+E2E_PARALLEL ?= 2
 e2e-tier: testbin
-	@$(MAKE) --no-print-directory test-tier TIER=e2e RACE= PKGS='$(E2E_PKGS)' TIER_ENV='SPINDLE_SKIP_HADOOP=1 SPINDLE_TEST_BIN_DIR=$(TESTBIN)'
+	@$(MAKE) --no-print-directory test-tier TIER=e2e RACE= PKGS='$(E2E_PKGS)' TIER_ARGS='-parallel $(E2E_PARALLEL)' \
+		TIER_ENV='SPINDLE_SKIP_HADOOP=1 SPINDLE_TEST_BIN_DIR=$(TESTBIN)'
 
 testbin:
 	@mkdir -p $(TESTBIN) && $(GO) build -o $(TESTBIN)/ $(TESTBIN_PKGS)
