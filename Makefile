@@ -45,12 +45,19 @@ RACE        ?= -race
 # on a machine slower or busier than a 2-core laptop.
 export SPINDLE_TEST_TIMESCALE ?= 1
 
+# The programs the e2e, hadoop and chaos tests run as processes, built
+# once into TESTBIN for all their packages (internal/testbin links them
+# from there; a plain go test builds its own).
+TESTBIN      := $(CURDIR)/$(BIN)/testbin
+TESTBIN_PKGS := ./cmd/spindle ./examples/datagen ./examples/logreg ./examples/sparse-lr \
+	./e2e/feedcheck ./e2e/rolecheck ./e2e/rowcheck ./e2e/shrinkcheck ./e2e/rowshrink ./e2e/linkfault
+
 pkgs_except = $(shell $(GO) list ./... | grep -v -x -F $(foreach p,$(1),-e 'github.com/spindle-ml/spindle/$(patsubst ./%,%,$(p))'))
 UNIT_PKGS   = $(call pkgs_except,$(E2E_PKGS) ./yarn/e2e)
 CHECK_PKGS  = $(call pkgs_except,$(E2E_PKGS) ./yarn/e2e $(SLOW_PKGS))
 
 .DEFAULT_GOAL := help
-.PHONY: help build wheel check test test-go test-unit test-e2e e2e-tier timing-tier test-python test-hadoop test-long run bench scale chaos fuzz lint tidy-check proto proto-check clean deps
+.PHONY: help build wheel check test test-go test-unit test-e2e e2e-tier testbin timing-tier test-python test-hadoop test-long run bench scale chaos fuzz lint tidy-check proto proto-check clean deps
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -90,6 +97,7 @@ check: lint proto-check tidy-check ## the inner loop, a few minutes: gofmt, vet,
 test: deps ## run every test: unit (race), then e2e beside real Hadoop and python, then Raft timing; a line per tier at the end
 	@mkdir -p $(BIN) && rm -f $(SUMMARY); status=0; \
 	$(MAKE) --no-print-directory test-unit || status=1; \
+	$(MAKE) --no-print-directory testbin || status=1; \
 	( trap - INT QUIT; $(MAKE) --no-print-directory test-python ) > $(BIN)/test-python.out 2>&1 & python=$$!; \
 	( trap - INT QUIT; $(MAKE) --no-print-directory test-hadoop ) > $(BIN)/test-hadoop.out 2>&1 & hadoop=$$!; \
 	$(MAKE) --no-print-directory e2e-tier || status=1; \
@@ -107,8 +115,15 @@ test-unit: ## every package's unit tests, with the race detector (but NORACE_TES
 
 test-e2e: e2e-tier timing-tier ## the packages that run jobs and clusters as processes (no race detector: they wait on children), then Raft's timing
 
-e2e-tier:
-	@$(MAKE) --no-print-directory test-tier TIER=e2e RACE= PKGS='$(E2E_PKGS)' TIER_ENV=SPINDLE_SKIP_HADOOP=1
+# How many of a package's e2e tests run at once (go test -parallel; the
+# default would be the 2 cores). docs/testing.md has the measurement.
+E2E_PARALLEL ?= 2
+e2e-tier: testbin
+	@$(MAKE) --no-print-directory test-tier TIER=e2e RACE= PKGS='$(E2E_PKGS)' TIER_ARGS='-parallel $(E2E_PARALLEL)' \
+		TIER_ENV='SPINDLE_SKIP_HADOOP=1 SPINDLE_TEST_BIN_DIR=$(TESTBIN)'
+
+testbin:
+	@mkdir -p $(TESTBIN) && $(GO) build -o $(TESTBIN)/ $(TESTBIN_PKGS)
 
 # Raft's timing under load, which the unit tier's race detector would
 # distort (it skips there).
@@ -120,10 +135,10 @@ timing-tier:
 # cluster's three NodeManagers hold. The hdfs tier (fsys against its own
 # mini cluster) runs beside them, its output printed after theirs.
 HADOOP_PARALLEL ?= 4
-test-hadoop: $(TESTREPORT) ## the YARN/HDFS tests against real Apache Hadoop (a mini cluster from Maven Central)
+test-hadoop: $(TESTREPORT) testbin ## the YARN/HDFS tests against real Apache Hadoop (a mini cluster from Maven Central)
 	@mkdir -p $(BIN); status=0; \
 	$(MAKE) --no-print-directory test-tier TIER=hdfs RACE= PKGS='./fsys' TIER_ARGS='-run TestRealHDFS' TIER_TIMEOUT=10m > $(BIN)/test-hdfs.out 2>&1 & hdfs=$$!; \
-	$(MAKE) --no-print-directory test-tier TIER=hadoop RACE= PKGS='$(HADOOP_PKGS)' TIER_ARGS='-parallel $(HADOOP_PARALLEL)' TIER_TIMEOUT=20m || status=1; \
+	$(MAKE) --no-print-directory test-tier TIER=hadoop RACE= PKGS='$(HADOOP_PKGS)' TIER_ARGS='-parallel $(HADOOP_PARALLEL)' TIER_TIMEOUT=20m TIER_ENV=SPINDLE_TEST_BIN_DIR=$(TESTBIN) || status=1; \
 	wait $$hdfs || status=1; \
 	cat $(BIN)/test-hdfs.out; exit $$status
 
@@ -168,8 +183,8 @@ scale: ## simulate jobs of 100 to 2,000 executors against a real driver, and thr
 	$(GO) build -o $(BIN)/scalereport ./testbed/scaletest/scalereport
 	$(BIN)/scalereport -ranks $(SCALE_RANKS) $(SCALE_FLAGS)
 
-chaos: deps ## kill training ranks, executors, parameter servers, drivers, standalone workers and masters, test-HDFS and real Hadoop datanodes, YARN containers and NodeManagers of real jobs at random, and cut, slow or partition the driver link and the links between ranks; report recoveries (docs/reliability.md)
-	SPINDLE_CHAOS=1 $(GO) test -count=1 -v -timeout 60m -run TestChaos ./e2e/chaos
+chaos: deps testbin ## kill training ranks, executors, parameter servers, drivers, standalone workers and masters, test-HDFS and real Hadoop datanodes, YARN containers and NodeManagers of real jobs at random, and cut, slow or partition the driver link and the links between ranks; report recoveries (docs/reliability.md)
+	SPINDLE_CHAOS=1 SPINDLE_TEST_BIN_DIR=$(TESTBIN) $(GO) test -count=1 -v -timeout 60m -run TestChaos ./e2e/chaos
 
 fuzz: ## fuzz the decoders of untrusted bytes (scripts/fuzz.sh lists them), FUZZTIME each (default 2m); crashers land in testdata/fuzz
 	@scripts/fuzz.sh $(or $(FUZZTIME),2m)

@@ -192,7 +192,7 @@ func TestSlowAndLossyLinks(t *testing.T) {
 			done := make(chan []error, 1)
 			go func() { done <- allReduces(t, comms, &rounds, stop) }()
 			var slow *SlowLink
-			testutil.WaitFor(t, testutil.Scale(20*time.Second), testutil.Holds("allreduces through the fault, and a slow link reported", func() bool {
+			testutil.WaitFor(t, 20*time.Second, testutil.Holds("allreduces through the fault, and a slow link reported", func() bool {
 				select {
 				case s := <-reports:
 					if slow == nil {

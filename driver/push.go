@@ -117,18 +117,15 @@ func (d *Driver) startPush() error {
 	if p.tokenFile == "" {
 		p.tokenFile = filepath.Join(os.TempDir(), "spindle-"+c.JobID+".flight-put.token")
 	}
-	if err := writeTokenFile(p.tokenFile, producerToken); err != nil {
-		p.tokenFile = ""
-		return err
-	}
+	var caPEM []byte
 	verify := ""
 	if serverTLS != nil {
-		p.caFile = caFileBeside(p.tokenFile)
-		if err := writeCAFile(p.caFile, d.tls.ca.CertPEM()); err != nil {
-			p.caFile = ""
-			return err
-		}
+		p.caFile, caPEM = caFileBeside(p.tokenFile), d.tls.ca.CertPEM()
 		verify = ", verifying its certificate with the job's CA in " + p.caFile
+	}
+	if err := writeProducerFiles(p.tokenFile, producerToken, p.caFile, caPEM); err != nil {
+		p.tokenFile, p.caFile = "", ""
+		return err
 	}
 	what := "the first producer's schema becomes the job's"
 	if c.FlightPut.Schema != nil {
@@ -217,6 +214,26 @@ func (d *Driver) removeJournalDir(dir string) {
 // NAME.token, else the token file's name with .ca.pem added.
 func caFileBeside(tokenFile string) string {
 	return strings.TrimSuffix(tokenFile, ".token") + ".ca.pem"
+}
+
+// writeProducerFiles writes the CA file (when caFile is set) and then
+// the token file. Producers wait for the token file, so by the time it
+// appears the CA file beside it is whole: written the other way round, a
+// producer (TestFlightPutTLS under load) read the CA file empty. Neither
+// file is left when either cannot be written.
+func writeProducerFiles(tokenFile, token, caFile string, caPEM []byte) error {
+	if caFile != "" {
+		if err := writeCAFile(caFile, caPEM); err != nil {
+			return err
+		}
+	}
+	if err := writeTokenFile(tokenFile, token); err != nil {
+		if caFile != "" {
+			os.Remove(caFile)
+		}
+		return err
+	}
+	return nil
 }
 
 // writeCAFile writes the job CA's certificate to a new file anyone may

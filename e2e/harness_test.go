@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
@@ -50,27 +51,18 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	// Nothing beside the binaries: spindle carries its Python package inside.
-	bin := filepath.Join(dir, "bin")
-	for _, b := range []struct {
-		out *string
-		pkg string
-	}{
-		{&spindleBin, "./cmd/spindle"},
-		{&feedcheckBin, "./e2e/feedcheck"},
-		{&logregBin, "./examples/logreg"},
-		{&rolecheckBin, "./e2e/rolecheck"},
-		{&rowcheckBin, "./e2e/rowcheck"},
-		{&shrinkcheckBin, "./e2e/shrinkcheck"},
-		{&rowshrinkBin, "./e2e/rowshrink"},
-		{&sparseLRBin, "./examples/sparse-lr"},
-	} {
-		*b.out = filepath.Join(bin, filepath.Base(b.pkg))
-		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
-		cmd.Dir = repoRoot
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
-			return 1
-		}
+	err = testbin.Build(context.Background(), repoRoot, filepath.Join(dir, "bin"),
+		testbin.Bin{Out: &spindleBin, Pkg: "./cmd/spindle"},
+		testbin.Bin{Out: &feedcheckBin, Pkg: "./e2e/feedcheck"},
+		testbin.Bin{Out: &logregBin, Pkg: "./examples/logreg"},
+		testbin.Bin{Out: &rolecheckBin, Pkg: "./e2e/rolecheck"},
+		testbin.Bin{Out: &rowcheckBin, Pkg: "./e2e/rowcheck"},
+		testbin.Bin{Out: &shrinkcheckBin, Pkg: "./e2e/shrinkcheck"},
+		testbin.Bin{Out: &rowshrinkBin, Pkg: "./e2e/rowshrink"},
+		testbin.Bin{Out: &sparseLRBin, Pkg: "./examples/sparse-lr"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	return m.Run()
 }

@@ -44,11 +44,13 @@ func TestRestartReplacesOneWorker(t *testing.T) {
 		strings.Contains(r.stderr, "restarting every rank") {
 		t.Errorf("the replacement was not announced, or every rank restarted:\n%s", r)
 	}
-	m := regexp.MustCompile(`rowcheck rank=2 resumed from (rows-\d+) step (\d+), feed at epoch 1 batch`).FindStringSubmatch(r.stdout)
+	// The kill lands in epoch 1, but under load the newest checkpoint
+	// every rank finished recording can still be one of epoch 0.
+	m := regexp.MustCompile(`rowcheck rank=2 resumed from (rows-\d+) step (\d+), feed at epoch (\d+) batch`).FindStringSubmatch(r.stdout)
 	if m == nil {
-		t.Fatalf("the replacement did not resume from a checkpoint of epoch 1:\n%s", r)
+		t.Fatalf("the replacement did not resume from a checkpoint:\n%s", r)
 	}
-	if !strings.Contains(r.stderr, "rank 2's replacement resumes from checkpoint "+m[1]+" (step "+m[2]+"); feed: rank 2 at epoch 1") {
+	if !strings.Contains(r.stderr, "rank 2's replacement resumes from checkpoint "+m[1]+" (step "+m[2]+"); feed: rank 2 at epoch "+m[3]) {
 		t.Errorf("the driver did not say where the replacement resumes:\n%s", r)
 	}
 	checkRowsOnce(t, r.stdout, 4, epochs, rows)

@@ -6,15 +6,22 @@ set -euo pipefail
 python=${PYTHON:-/usr/bin/python3}
 
 missing=()
+# has PYTHON MODULE...: whether PYTHON finds every MODULE. Finding a
+# module is enough to say its package is installed and takes milliseconds;
+# importing torch or TensorFlow takes seconds, over a minute under load.
+has() {
+  local py=$1; shift
+  "$py" -c 'import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' "$@" >/dev/null 2>&1
+}
 # need PACKAGE CHECK...: install PACKAGE unless CHECK succeeds.
 need() {
   local pkg=$1; shift
   "$@" >/dev/null 2>&1 || missing+=("$pkg")
 }
 
-need python3-torch "$python" -c 'import torch'
-need python3-numpy "$python" -c 'import numpy'
-need python3-venv "$python" -c 'import ensurepip, venv'
+need python3-torch has "$python" torch
+need python3-numpy has "$python" numpy
+need python3-venv has "$python" ensurepip venv
 # Headless Chromium drives the web UI's page tests.
 need chromium sh -c 'command -v chromium'
 # Java and Maven run real Apache Hadoop (HDFS and YARN mini clusters) for
@@ -41,8 +48,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -q
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+  "$python" -c 'import numpy, torch' || { echo "python3-torch installed but torch does not import with $python" >&2; exit 1; }
 fi
-"$python" -c 'import numpy, torch' || { echo "python3-torch installed but torch does not import with $python" >&2; exit 1; }
 
 # Apache Hadoop from Maven Central into ~/.m2, once (about 200 MB); the
 # real-Hadoop tests start their cluster from it.
@@ -59,8 +66,7 @@ fi
 venv=${SPINDLE_TEST_VENV:-$HOME/.cache/spindle-test-venv}
 tf_spec=tensorflow-cpu==2.21.0
 pyarrow_spec=pyarrow==26.0.1
-# (Finding the module is enough to say it is there; importing it takes seconds.)
-if ! "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("tensorflow") is None)' >/dev/null 2>&1; then
+if ! has "$venv/bin/python" tensorflow; then
   echo "installing $tf_spec into $venv (PyPI; about 600 MB, once)..."
   fresh=false
   [ -x "$venv/bin/python" ] || fresh=true
@@ -74,7 +80,7 @@ if ! "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spe
   fi
 fi
 if [ -x "$venv/bin/python" ] &&
-   ! "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(u.find_spec("pyarrow") is None)' >/dev/null 2>&1; then
+   ! has "$venv/bin/python" pyarrow; then
   echo "installing $pyarrow_spec into $venv (PyPI, once)..."
   if "$venv/bin/python" -m pip install -q --disable-pip-version-check "$pyarrow_spec" >"${TMPDIR:-/tmp}/spindle-pip.log" 2>&1 &&
      "$venv/bin/python" -c 'import pyarrow' >/dev/null 2>&1; then
@@ -90,7 +96,7 @@ fi
 # protobuf stays.
 onnx_specs=(onnxruntime==1.23.2 onnx==1.19.1 scikit-learn==1.7.2 skl2onnx==1.19.1 tf2onnx==1.17.0)
 if [ -x "$venv/bin/python" ] &&
-   ! "$venv/bin/python" -c 'import onnxruntime, onnx, sklearn, skl2onnx, tf2onnx' >/dev/null 2>&1; then
+   ! has "$venv/bin/python" onnxruntime onnx sklearn skl2onnx tf2onnx; then
   echo "installing ${onnx_specs[*]} into $venv (PyPI, once)..."
   if "$venv/bin/python" -m pip install -q --disable-pip-version-check "${onnx_specs[@]}" >"${TMPDIR:-/tmp}/spindle-pip.log" 2>&1 &&
      "$venv/bin/python" -c 'import onnxruntime, onnx, sklearn, skl2onnx, tf2onnx' >/dev/null 2>&1; then
@@ -105,7 +111,7 @@ fi
 # 30 MB) and ship it with --archives, as a user ships a Python environment.
 packvenv=${SPINDLE_PACK_VENV:-$HOME/.cache/spindle-pack-venv}
 pack_specs=(venv-pack==0.2.0 numpy==2.2.6)
-if ! [ -x "$packvenv/bin/venv-pack" ] || ! "$packvenv/bin/python" -c 'import numpy' >/dev/null 2>&1; then
+if ! [ -x "$packvenv/bin/venv-pack" ] || ! has "$packvenv/bin/python" numpy; then
   echo "installing ${pack_specs[*]} into $packvenv (PyPI, once)..."
   rm -rf "$packvenv"
   if "$python" -m venv "$packvenv" >/dev/null 2>&1 &&
@@ -125,7 +131,7 @@ fi
 # it: pyarrow 25.0.1, pyspark (Java 17 above), cloudpickle, tensorboard.
 pyvenv=${SPINDLE_PY_VENV:-$HOME/.cache/spindle-py-venv}
 py_specs=(pyspark==4.3.0 pandas==2.2.3 cloudpickle==3.1.2 pyarrow==25.0.1 tensorboard==2.21.0)
-if ! "$pyvenv/bin/python" -c 'import pyspark, pandas, cloudpickle, pyarrow, tensorboard' >/dev/null 2>&1; then
+if ! has "$pyvenv/bin/python" pyspark pandas cloudpickle pyarrow tensorboard; then
   echo "installing ${py_specs[*]} into $pyvenv (PyPI; about 700 MB, once)..."
   fresh=false
   [ -x "$pyvenv/bin/python" ] || fresh=true
@@ -143,7 +149,7 @@ fi
 # PyTorch tests: the last releases that still run on numpy 1.24.
 py_onnx_specs=(onnxruntime==1.19.2 onnx==1.16.2)
 if [ -x "$pyvenv/bin/python" ] &&
-   ! "$pyvenv/bin/python" -c 'import onnxruntime, onnx' >/dev/null 2>&1; then
+   ! has "$pyvenv/bin/python" onnxruntime onnx; then
   echo "installing ${py_onnx_specs[*]} into $pyvenv (PyPI, once)..."
   if "$pyvenv/bin/python" -m pip install -q --disable-pip-version-check "${py_onnx_specs[@]}" >"${TMPDIR:-/tmp}/spindle-pip.log" 2>&1 &&
      "$pyvenv/bin/python" -c 'import numpy, torch, onnxruntime, onnx; torch.from_numpy(numpy.ones(1))' >/dev/null 2>&1; then
@@ -173,4 +179,4 @@ bench_baseline() { # VENV CHECK SPECS...: CHECK is Python that fails until SPECS
   fi
 }
 bench_baseline "$pyvenv" "import importlib.metadata as m; m.version('petastorm')" petastorm==0.13.1
-bench_baseline "$venv" "import tensorflowonspark, pyspark, pandas" tensorflowonspark==2.2.5 pyspark==4.3.0 pandas==2.2.3
+bench_baseline "$venv" "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ('tensorflowonspark', 'pyspark', 'pandas')))" tensorflowonspark==2.2.5 pyspark==4.3.0 pandas==2.2.3

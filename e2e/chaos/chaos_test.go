@@ -22,6 +22,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/rowsum"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/testbed/faultproxy"
 )
 
@@ -48,18 +49,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	for _, b := range []struct {
-		out *string
-		pkg string
-	}{{&spindleBin, "./cmd/spindle"}, {&logregBin, "./examples/logreg"}, {&sparseLRBin, "./examples/sparse-lr"}, {&datagenBin, "./examples/datagen"},
-		{&rowcheckBin, "./e2e/rowcheck"}, {&linkfaultBin, "./e2e/linkfault"}, {&shrinkcheckBin, "./e2e/shrinkcheck"}} {
-		*b.out = filepath.Join(dir, filepath.Base(b.pkg))
-		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
-			os.Exit(1)
-		}
+	err = testbin.Build(context.Background(), root, dir,
+		testbin.Bin{Out: &spindleBin, Pkg: "./cmd/spindle"}, testbin.Bin{Out: &logregBin, Pkg: "./examples/logreg"},
+		testbin.Bin{Out: &sparseLRBin, Pkg: "./examples/sparse-lr"}, testbin.Bin{Out: &datagenBin, Pkg: "./examples/datagen"},
+		testbin.Bin{Out: &rowcheckBin, Pkg: "./e2e/rowcheck"}, testbin.Bin{Out: &linkfaultBin, Pkg: "./e2e/linkfault"},
+		testbin.Bin{Out: &shrinkcheckBin, Pkg: "./e2e/shrinkcheck"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	torchScript = filepath.Join(root, "examples", "pytorch", "train.py")
 	torchShrinkScript = filepath.Join(root, "e2e", "torchshrink", "train.py")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/standalone/client"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 
@@ -43,25 +44,17 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	// Nothing beside the binaries: spindle carries its Python package inside.
-	for _, b := range []struct {
-		out *string
-		pkg string
-	}{
-		{&spindleBin, "./cmd/spindle"},
-		{&feedcheckBin, "./e2e/feedcheck"},
-		{&datagenBin, "./examples/datagen"},
-		{&logregBin, "./examples/logreg"},
-		{&rolecheckBin, "./e2e/rolecheck"},
-		{&sparseLRBin, "./examples/sparse-lr"},
-		{&rowcheckBin, "./e2e/rowcheck"},
-	} {
-		*b.out = filepath.Join(dir, "bin", filepath.Base(b.pkg))
-		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
-			return 1
-		}
+	err = testbin.Build(context.Background(), root, filepath.Join(dir, "bin"),
+		testbin.Bin{Out: &spindleBin, Pkg: "./cmd/spindle"},
+		testbin.Bin{Out: &feedcheckBin, Pkg: "./e2e/feedcheck"},
+		testbin.Bin{Out: &datagenBin, Pkg: "./examples/datagen"},
+		testbin.Bin{Out: &logregBin, Pkg: "./examples/logreg"},
+		testbin.Bin{Out: &rolecheckBin, Pkg: "./e2e/rolecheck"},
+		testbin.Bin{Out: &sparseLRBin, Pkg: "./examples/sparse-lr"},
+		testbin.Bin{Out: &rowcheckBin, Pkg: "./e2e/rowcheck"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	return m.Run()
 }

@@ -3,7 +3,6 @@ package yarntest_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"github.com/spindle-ml/spindle/fsys"
 	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 	"github.com/spindle-ml/spindle/testbed/yarntest"
 	"github.com/spindle-ml/spindle/yarn/client"
@@ -54,19 +54,9 @@ func binaries(t *testing.T) {
 		if binDir, buildErr = os.MkdirTemp("", "spindle-yarntest-"); buildErr != nil {
 			return
 		}
-		for _, b := range []struct {
-			out *string
-			pkg string
-		}{{&spindleBin, "./cmd/spindle"}, {&logregBin, "./examples/logreg"}, {&genBin, "./examples/datagen"},
-			{&rowcheckBin, "./e2e/rowcheck"}} {
-			*b.out = filepath.Join(binDir, filepath.Base(b.pkg))
-			cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
-			cmd.Dir = root
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("build %s: %v\n%s", b.pkg, err, out)
-				return
-			}
-		}
+		buildErr = testbin.Build(context.Background(), root, binDir,
+			testbin.Bin{Out: &spindleBin, Pkg: "./cmd/spindle"}, testbin.Bin{Out: &logregBin, Pkg: "./examples/logreg"},
+			testbin.Bin{Out: &genBin, Pkg: "./examples/datagen"}, testbin.Bin{Out: &rowcheckBin, Pkg: "./e2e/rowcheck"})
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

@@ -234,7 +234,7 @@ func TestClusterModeSecondAttempt(t *testing.T) {
 	// The gateway relays the ApplicationMaster's log as it reads it: a
 	// registration may be printed after the line that all registered.
 	var first []int
-	testutil.WaitFor(t, testutil.Scale(30*time.Second), func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		first = first[:0]
 		for _, m := range registeredRE.FindAllStringSubmatch(r.stderr.String(), -1) {
 			pid, _ := strconv.Atoi(m[2])

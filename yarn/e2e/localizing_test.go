@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/observe/jobview"
 	"github.com/spindle-ml/spindle/testbed/hadooptest"
 	"github.com/spindle-ml/spindle/yarn/client"
@@ -53,7 +54,7 @@ func TestStatusShowsLocalizingRanks(t *testing.T) {
 	ui := strings.TrimSuffix(rep.GetOriginalTrackingUrl(), "/")
 	var last string // spindle status's last answer
 	inStatus, inAPI := false, false
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(testutil.Scale(2 * time.Minute))
 	for !inStatus || !inAPI {
 		cmd := exec.Command(spindleBin, "status", app)
 		cmd.Env = env(hc.ConfDir)

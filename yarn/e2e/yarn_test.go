@@ -22,6 +22,8 @@ import (
 	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/internal/testbin"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hadooptest"
 	"github.com/spindle-ml/spindle/yarn"
 	"github.com/spindle-ml/spindle/yarn/client"
@@ -33,6 +35,9 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
 	flag.Parse()
+	if os.Getenv(envWaitChild) == "1" {
+		return m.Run()
+	}
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
 	dir, err := os.MkdirTemp("", "spindle-yarn-e2e-")
@@ -41,23 +46,15 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	for _, b := range []struct {
-		out *string
-		pkg string
-	}{
-		{&spindleBin, "./cmd/spindle"},
-		{&datagenBin, "./examples/datagen"},
-		{&logregBin, "./examples/logreg"},
-		{&sparseLRBin, "./examples/sparse-lr"},
-		{&rowcheckBin, "./e2e/rowcheck"},
-	} {
-		*b.out = filepath.Join(dir, "bin", filepath.Base(b.pkg))
-		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b.pkg, err, out)
-			return 1
-		}
+	err = testbin.Build(context.Background(), root, filepath.Join(dir, "bin"),
+		testbin.Bin{Out: &spindleBin, Pkg: "./cmd/spindle"},
+		testbin.Bin{Out: &datagenBin, Pkg: "./examples/datagen"},
+		testbin.Bin{Out: &logregBin, Pkg: "./examples/logreg"},
+		testbin.Bin{Out: &sparseLRBin, Pkg: "./examples/sparse-lr"},
+		testbin.Bin{Out: &rowcheckBin, Pkg: "./e2e/rowcheck"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	return hadooptest.Main(m, hadooptest.PrestartShared, hadooptest.PrestartSecure)
 }
@@ -312,22 +309,25 @@ func startWith(t *testing.T, confDir string, stdout io.Writer, args ...string) *
 	return r
 }
 
-// waitFor polls stderr for a pattern.
+// waitFor waits until stderr matches re and returns the match; within
+// stretches with SPINDLE_TEST_TIMESCALE (testutil.WaitFor).
 func (r *running) waitFor(t *testing.T, re *regexp.Regexp, within time.Duration) []string {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if m := re.FindStringSubmatch(r.stderr.String()); m != nil {
-			return m
+	var m []string
+	testutil.WaitFor(t, within, func() error {
+		if m = re.FindStringSubmatch(r.stderr.String()); m == nil {
+			return fmt.Errorf("no %s in stderr:\n%s", re, r.stderr.String())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("no %s within %v:\n%s", re, within, r.stderr.String())
-	return nil
+		return nil
+	})
+	return m
 }
 
+// wait waits for spindle submit to exit and returns its exit code; within
+// stretches with SPINDLE_TEST_TIMESCALE.
 func (r *running) wait(t *testing.T, within time.Duration) int {
 	t.Helper()
+	within = testutil.Scale(within)
 	select {
 	case code := <-r.done:
 		return code
@@ -431,17 +431,13 @@ func TestStatusAndKill(t *testing.T) {
 	// spindle logs takes the application id while it runs: the
 	// ResourceManager names the driver's web UI, which has every rank's
 	// output.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		out := run("logs", app)
 		if strings.Contains(out, "[rank 0] hello from rank 0") && strings.Contains(out, "[rank 1] hello from rank 1") {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("spindle logs %s lacks the ranks' lines:\n%s", app, out)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return fmt.Errorf("spindle logs %s lacks the ranks' lines:\n%s", app, out)
+	})
 	run("kill", app)
 	want := "yarn application " + app + " was killed by " + currentUser() + " (yarn application -kill / spindle kill)"
 	if code := r.wait(t, 2*time.Minute); code != yarn.ExitKilled || !strings.Contains(r.stderr.String(), want) {
