@@ -1,12 +1,15 @@
 package server
 
+import "github.com/spindle-ml/spindle/ps"
+
 // rowIndex maps a shard's keys to their rows: open addressing with linear
-// probing over one flat array, each slot a key and its row. A lookup in a
-// table far larger than the caches costs a miss on the slot and a miss on
-// the row; Go's map adds the group's control word and, past 1,024
-// entries, a table directory, and hashes with a function call. Flat slots
-// also let a batch touch every key's slot before probing any (touchSlots),
-// so that the misses of a request overlap instead of following each other.
+// probing over one flat array, each slot a key and its row, placed by
+// ps.SlotHash. A lookup in a table far larger than the caches costs a miss
+// on the slot and a miss on the row; Go's map adds the group's control
+// word and, past 1,024 entries, a table directory, and hashes with a
+// function call. Flat slots also let a batch touch every key's slot
+// before probing any (touchSlots), so that the misses of a request
+// overlap instead of following each other.
 type rowIndex struct {
 	slots []indexSlot // a power of two of them, or none
 	n     int
@@ -22,19 +25,9 @@ type indexSlot struct {
 // indexMinSlots is the size of a shard's first array.
 const indexMinSlots = 64
 
-// indexHash mixes a key's bits (MurmurHash3's finaliser) so that keys
-// with a common shard (shardOf takes the top bits of another product) or
-// a common stride still spread over the slots.
-func indexHash(key uint64) uint64 {
-	key ^= key >> 33
-	key *= 0xff51afd7ed558ccd
-	key ^= key >> 33
-	key *= 0xc4ceb9fe1a85ec53
-	key ^= key >> 33
-	return key
-}
-
-func (x *rowIndex) home(key uint64) int { return int(indexHash(key) >> x.shift) }
+// home is key's first slot: the SlotHash bits below the shard's, so that
+// keys in SlotHash order probe the slots in address order.
+func (x *rowIndex) home(key uint64) int { return int(ps.SlotHash(key) << ps.ShardBits >> x.shift) }
 
 // len returns the number of keys.
 func (x *rowIndex) len() int { return x.n }

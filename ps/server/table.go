@@ -12,8 +12,9 @@ import (
 )
 
 // numShards stripes a table's rows over locks, so that concurrent pulls
-// and pushes of different keys rarely wait for each other.
-const numShards = 64
+// and pushes of different keys rarely wait for each other. A key's shard
+// is its ps.SlotHash's top bits.
+const numShards = 1 << ps.ShardBits
 
 // keyOverhead estimates what a row costs beyond its values: its map entry
 // and step count.
@@ -54,7 +55,7 @@ func newTable(spec *pspb.TableSpec) *table {
 // rowBytes is what one row costs.
 func (t *table) rowBytes() int64 { return int64(t.stride)*4 + keyOverhead }
 
-func shardOf(key uint64) int { return int(key*0x9e3779b97f4a7c15>>58) % numShards }
+func shardOf(key uint64) int { return int(ps.SlotHash(key) >> (64 - ps.ShardBits)) }
 
 // create adds key's row to s and returns its index. s.mu is held.
 func (t *table) create(s *shard, key uint64) int32 {
