@@ -81,3 +81,25 @@ func TestSlotHashOrderIsAddressOrder(t *testing.T) {
 		}
 	}
 }
+
+// A request in ps.SlotHash order is taken as in shard order (its values
+// then stream, untouched beforehand); one in another order is not.
+func TestGroupByShardSeesOrder(t *testing.T) {
+	keys := make([]uint64, 5000)
+	for i := range keys {
+		keys[i] = uint64(i)*7919 + 3
+	}
+	if groupByShard(keys).inOrder {
+		t.Fatal("keys in the order of their ids taken as in shard order")
+	}
+	slices.SortFunc(keys, func(a, b uint64) int { return cmp.Compare(ps.SlotHash(a), ps.SlotHash(b)) })
+	b := groupByShard(keys)
+	if !b.inOrder {
+		t.Fatal("keys in SlotHash order not taken as in shard order")
+	}
+	for j, at := range b.order {
+		if int(at) != j {
+			t.Fatalf("in shard order, key %d grouped at %d", at, j)
+		}
+	}
+}

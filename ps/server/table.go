@@ -82,16 +82,23 @@ func (t *table) rowAt(s *shard, i int32) []float32 {
 type batch struct {
 	order  []int32 // positions in the request's keys, shard by shard
 	bounds [numShards + 1]int
+	// inOrder says that the request came with its keys in shard order
+	// (a client sorts a large one by ps.SlotHash): a shard's keys, and
+	// their values, lie together in the request.
+	inOrder bool
 }
 
 func groupByShard(keys []uint64) *batch {
-	b := &batch{order: make([]int32, len(keys))}
+	b := &batch{order: make([]int32, len(keys)), inOrder: true}
 	var counts [numShards]int
 	shards := make([]uint8, len(keys))
+	prev := 0
 	for j, k := range keys {
 		sh := shardOf(k)
 		shards[j] = uint8(sh)
 		counts[sh]++
+		b.inOrder = b.inOrder && sh >= prev
+		prev = sh
 	}
 	for sh := range numShards {
 		b.bounds[sh+1] = b.bounds[sh] + counts[sh]
@@ -174,7 +181,7 @@ func (t *table) visit(keys []uint64, b *batch, p pass) error {
 		}
 		s := &t.shards[sh]
 		s.mu.Lock()
-		err := t.inRows(s, keys, part, p)
+		err := t.inRows(s, keys, part, p, !b.inOrder)
 		s.mu.Unlock()
 		if err != nil {
 			return err
@@ -227,18 +234,21 @@ func (t *table) visitWhole(keys []uint64, b *batch, p pass) error {
 // calls p.fn for each, in passes: the keys' index slots touched, the rows
 // found, the rows touched, then p.fn. In a table larger than the caches
 // every lookup and every row is a miss; in passes of independent loads
-// they overlap, where one key at a time would wait for each in turn. The
-// request's own values for the keys (p.side) are touched with the rows: a
-// shard's keys sit far apart in the request, so in a large request each
-// key's values are a miss of their own, which p.fn would otherwise wait
-// for. s.mu is held.
-func (t *table) inRows(s *shard, keys []uint64, part []int32, p pass) error {
+// they overlap, where one key at a time would wait for each in turn. When
+// scattered is set (a request not in shard order), the request's own
+// values for the keys (p.side) are touched with the rows: a shard's keys
+// then sit far apart in the request, so in a large request each key's
+// values are a miss of their own, which p.fn would otherwise wait for.
+// In shard order they lie together and stream, and a pass over them only
+// costs (a pull and a push of 65536 keys of dim 64 took 8% more CPU).
+// s.mu is held.
+func (t *table) inRows(s *shard, keys []uint64, part []int32, p pass, scattered bool) error {
 	s.touched += s.index.touchSlots(keys, part)
 	if err := t.findRows(s, part, p.locate); err != nil {
 		return err
 	}
 	s.touched += t.touchRows(s, s.rows, p.steps)
-	if len(p.side) >= sideTouchValues {
+	if scattered && len(p.side) >= sideTouchValues {
 		s.touched += t.touchSide(part, p.side)
 	}
 	for n, j := range part {
