@@ -84,7 +84,7 @@ func keysN(n int) []uint64 {
 }
 
 // A push moves exactly the pushed rows, by the optimizer's step, on
-// whichever server owns each key: with one server, which takes a small
+// whichever server owns each key: with one server, which takes every
 // call whole, unrouted, and with several; in calls small enough to keep
 // their order and large enough to go sorted (split), whose rows must
 // still land where their keys sit in the call.
