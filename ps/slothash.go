@@ -11,14 +11,8 @@ package ps
 // its arcs of the ring, and slots placed by that hash would crowd into
 // those arcs.
 func SlotHash(key uint64) uint64 {
-	// MurmurHash3's finaliser: a bijection whose every output bit depends
-	// on every input bit, so small or strided ids spread over the slots.
-	key ^= key >> 33
-	key *= 0xff51afd7ed558ccd
-	key ^= key >> 33
-	key *= 0xc4ceb9fe1a85ec53
-	key ^= key >> 33
-	return key
+	// MurmurHash3's finaliser: small or strided ids spread over the slots.
+	return finalise(key, 33, 0xff51afd7ed558ccd, 33, 0xc4ceb9fe1a85ec53, 33)
 }
 
 // ShardBits is how many of SlotHash's top bits pick a key's shard in a
