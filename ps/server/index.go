@@ -27,18 +27,24 @@ const indexMinSlots = 64
 
 // home is key's first slot: the SlotHash bits below the shard's, so that
 // keys in SlotHash order probe the slots in address order.
-func (x *rowIndex) home(key uint64) int { return int(ps.SlotHash(key) << ps.ShardBits >> x.shift) }
+func (x *rowIndex) home(key uint64) int { return x.homeOf(ps.SlotHash(key)) }
+
+// homeOf is the home slot of the key whose ps.SlotHash is h.
+func (x *rowIndex) homeOf(h uint64) int { return int(h << ps.ShardBits >> x.shift) }
 
 // len returns the number of keys.
 func (x *rowIndex) len() int { return x.n }
 
 // get returns key's row.
-func (x *rowIndex) get(key uint64) (int32, bool) {
+func (x *rowIndex) get(key uint64) (int32, bool) { return x.getHashed(key, ps.SlotHash(key)) }
+
+// getHashed is get of a key whose ps.SlotHash, h, is known.
+func (x *rowIndex) getHashed(key, h uint64) (int32, bool) {
 	if x.n == 0 {
 		return 0, false
 	}
 	mask := len(x.slots) - 1
-	for i := x.home(key); ; i = (i + 1) & mask {
+	for i := x.homeOf(h); ; i = (i + 1) & mask {
 		s := &x.slots[i]
 		if s.row1 == 0 {
 			return 0, false
@@ -90,17 +96,18 @@ func (x *rowIndex) all(fn func(key uint64, row int32)) {
 	}
 }
 
-// touchSlots reads the home slot of keys[j] for every j in part and
-// returns a value that depends on them, so that the loads are not
-// optimised away. The loads are independent: the processor has many in
-// flight at once, and the probes that follow find them in cache.
-func (x *rowIndex) touchSlots(keys []uint64, part []int32) uint64 {
+// touchSlots reads the home slot of the key at j for every j in part,
+// its ps.SlotHash hashes[j], and returns a value that depends on them,
+// so that the loads are not optimised away. The loads are independent:
+// the processor has many in flight at once, and the probes that follow
+// find them in cache.
+func (x *rowIndex) touchSlots(hashes []uint64, part []int32) uint64 {
 	if x.n == 0 {
 		return 0
 	}
 	var sum uint64
 	for _, j := range part {
-		sum += x.slots[x.home(keys[j])].key
+		sum += x.slots[x.homeOf(hashes[j])].key
 	}
 	return sum
 }

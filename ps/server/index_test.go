@@ -101,5 +101,9 @@ func TestGroupByShardSeesOrder(t *testing.T) {
 		if int(at) != j {
 			t.Fatalf("in shard order, key %d grouped at %d", at, j)
 		}
+		// The table's lookups take each key's hash from the batch.
+		if h := ps.SlotHash(keys[j]); b.hashes[j] != h {
+			t.Fatalf("key %d's hash kept as %#x, want %#x", keys[j], b.hashes[j], h)
+		}
 	}
 }
