@@ -195,11 +195,19 @@ func (r *Ring) VirtualNodes() int { return r.vnodes }
 // sequential, and the ring needs them uniform.
 func HashKey(key uint64) uint64 {
 	// splitmix64's finaliser: a bijection, cheap, and well mixed.
-	key ^= key >> 30
-	key *= 0xbf58476d1ce4e5b9
-	key ^= key >> 27
-	key *= 0x94d049bb133111eb
-	key ^= key >> 31
+	return finalise(key, 30, 0xbf58476d1ce4e5b9, 27, 0x94d049bb133111eb, 31)
+}
+
+// finalise mixes key's bits in xor-shift-multiply rounds (the shape of
+// splitmix64's and MurmurHash3's finalisers, which differ in their
+// constants): a bijection in which every output bit depends on every
+// input bit.
+func finalise(key uint64, s1 uint, m1 uint64, s2 uint, m2 uint64, s3 uint) uint64 {
+	key ^= key >> s1
+	key *= m1
+	key ^= key >> s2
+	key *= m2
+	key ^= key >> s3
 	return key
 }
 

@@ -362,71 +362,6 @@ func (c *Client) table(name string) (*pspb.TableSpec, error) {
 	return spec, nil
 }
 
-// part is the keys of one call that go to one server, where each sits in
-// the call's arrays, and the server the keys first went to (a push's
-// origin, which its retries keep). A nil pos means the keys are the
-// call's own, in its order: the call went to one server whole.
-type part struct {
-	keys   []uint64
-	pos    []int32
-	origin int
-}
-
-// at is where p's jth key sits in the call's arrays.
-func (p part) at(j int) int {
-	if p.pos == nil {
-		return j
-	}
-	return int(p.pos[j])
-}
-
-// split routes keys over the servers by ring (or in ranges, for a dense
-// table). Each part's origin is its server. When one server is live it
-// takes the keys whole, unrouted; otherwise a first pass finds every
-// key's server and counts, so that each part is allocated once, at its
-// size.
-func (c *Client) split(ring *ps.Ring, spec *pspb.TableSpec, keys []uint64) []part {
-	parts := make([]part, c.Servers())
-	for i := range parts {
-		parts[i].origin = i
-	}
-	if s := ring.Sole(); s >= 0 {
-		parts[s].keys = keys
-		return parts
-	}
-	owners := make([]int32, len(keys))
-	counts := make([]int, len(parts))
-	for j, k := range keys {
-		s := owner(ring, spec, k)
-		owners[j] = int32(s)
-		counts[s]++
-	}
-	for i, n := range counts {
-		parts[i].keys, parts[i].pos = make([]uint64, 0, n), make([]int32, 0, n)
-	}
-	for j, s := range owners {
-		parts[s].keys = append(parts[s].keys, keys[j])
-		parts[s].pos = append(parts[s].pos, int32(j))
-	}
-	return parts
-}
-
-func owner(ring *ps.Ring, spec *pspb.TableSpec, k uint64) int {
-	return ring.OwnerOf(k, spec.Rows)
-}
-
-// resplit routes a failed part again by ring, keeping its origin.
-func (c *Client) resplit(ring *ps.Ring, spec *pspb.TableSpec, p part) map[int]part {
-	out := map[int]part{}
-	for j, k := range p.keys {
-		s := owner(ring, spec, k)
-		q := out[s]
-		q.keys, q.pos, q.origin = append(q.keys, k), append(q.pos, int32(p.at(j))), p.origin
-		out[s] = q
-	}
-	return out
-}
-
 // routed runs call for each server's part of keys. Parts that fail
 // because the ring changed (a stale ring, a server that does not answer)
 // are routed again by the new ring and retried, the others stand.
@@ -539,7 +474,7 @@ func (c *Client) Pull(ctx context.Context, table string, keys []uint64, out []fl
 		if conn, err := c.dataConn(ctx, i); err != nil {
 			return err
 		} else if conn != nil {
-			return c.pullData(ctx, i, conn, table, ring, clock, p, dim, out, len(p.keys) == len(keys))
+			return c.pullData(ctx, i, conn, table, ring, clock, p, dim, out)
 		}
 		resp, err := s.Pull(ctx, &pspb.PullRequest{Table: table, Keys: ps.KeyBytes(p.keys), RingVersion: ring.Version(),
 			Worker: int32(c.cfg.Worker), Clock: clock})

@@ -90,14 +90,18 @@ func keysN(n int) []uint64 {
 
 // A push moves exactly the pushed rows, by the optimizer's step, on
 // whichever server owns each key: with one server, which takes every
-// call whole, unrouted, and with several.
+// call whole, unrouted, and with several; in calls small enough to keep
+// their order and large enough to go sorted (split), whose rows must
+// still land where their keys sit in the call.
 func TestPullPushRoundTrip(t *testing.T) {
 	for _, servers := range []int{1, 3} {
-		t.Run(fmt.Sprintf("servers=%d", servers), func(t *testing.T) { testPullPushRoundTrip(t, servers) })
+		for _, n := range []int{sortFrom - 1, 2 * sortFrom} {
+			t.Run(fmt.Sprintf("servers=%d/keys=%d", servers, n), func(t *testing.T) { testPullPushRoundTrip(t, servers, n) })
+		}
 	}
 }
 
-func testPullPushRoundTrip(t *testing.T, servers int) {
+func testPullPushRoundTrip(t *testing.T, servers, n int) {
 	c := startCluster(t, clusterOpts{servers: servers, workers: 1})
 	cl := c.client(t, 0)
 	ctx := ctx(t)
@@ -111,7 +115,7 @@ func testPullPushRoundTrip(t *testing.T, servers int) {
 	if err := cl.Push(ctx, "emb", nil, nil); err != nil {
 		t.Fatalf("push of no keys: %v", err)
 	}
-	keys := keysN(3000)
+	keys := keysN(n)
 	rows := make([]float32, len(keys)*4)
 	if err := cl.Pull(ctx, "emb", keys, rows); err != nil {
 		t.Fatal(err)
@@ -158,8 +162,8 @@ func testPullPushRoundTrip(t *testing.T, servers int) {
 			sum[k] += v
 		}
 	}
-	if sum["ps_pull_keys"] != 2*3000 || sum["ps_push_keys"] != 3000 || sum["ps_pull_seconds"] <= 0 || sum["ps_push_seconds"] <= 0 || sum["ps_keys"] != 3000 {
-		t.Fatalf("the servers report %v: want 6000 keys pulled, 3000 pushed and held, and time answering", sum)
+	if f := float64(n); sum["ps_pull_keys"] != 2*f || sum["ps_push_keys"] != f || sum["ps_pull_seconds"] <= 0 || sum["ps_push_seconds"] <= 0 || sum["ps_keys"] != f {
+		t.Fatalf("the servers report %v: want %d keys pulled, %d pushed and held, and time answering", sum, 2*n, n)
 	}
 	// Export sees every row.
 	seen := 0

@@ -202,14 +202,14 @@ func replyErr(head []byte) (dup bool, err error) {
 const headBytes = 128
 
 // pullData is a pull of part p over the session conn with server i. A
-// part holding every key of the call, in order, is received straight
-// into out.
-func (c *Client) pullData(ctx context.Context, i int, conn *ucx.Conn, table string, ring *ps.Ring, clock int64, p part, dim int, out []float32, all bool) error {
+// part holding every key of the call, in order (no positions), is
+// received straight into out.
+func (c *Client) pullData(ctx context.Context, i int, conn *ucx.Conn, table string, ring *ps.Ring, clock int64, p part, dim int, out []float32) error {
 	var hb [headBytes]byte
 	head := ps.AppendDataHead(hb[:0], ps.DataHead{Op: ps.OpPull, Worker: int32(c.cfg.Worker), RingVersion: ring.Version(),
 		Clock: clock, Keys: uint32(len(p.keys)), Table: table})
 	var into []byte
-	if all {
+	if p.pos == nil {
 		into = ps.FloatBytes(out)
 	}
 	r, err := conn.Call(ctx, head, [][]byte{ps.KeyBytes(p.keys)}, into)

@@ -1,12 +1,15 @@
 package server
 
+import "github.com/spindle-ml/spindle/ps"
+
 // rowIndex maps a shard's keys to their rows: open addressing with linear
-// probing over one flat array, each slot a key and its row. A lookup in a
-// table far larger than the caches costs a miss on the slot and a miss on
-// the row; Go's map adds the group's control word and, past 1,024
-// entries, a table directory, and hashes with a function call. Flat slots
-// also let a batch touch every key's slot before probing any (touchSlots),
-// so that the misses of a request overlap instead of following each other.
+// probing over one flat array, each slot a key and its row, placed by
+// ps.SlotHash. A lookup in a table far larger than the caches costs a miss
+// on the slot and a miss on the row; Go's map adds the group's control
+// word and, past 1,024 entries, a table directory, and hashes with a
+// function call. Flat slots also let a batch touch every key's slot
+// before probing any (touchSlots), so that the misses of a request
+// overlap instead of following each other.
 type rowIndex struct {
 	slots []indexSlot // a power of two of them, or none
 	n     int
@@ -22,30 +25,26 @@ type indexSlot struct {
 // indexMinSlots is the size of a shard's first array.
 const indexMinSlots = 64
 
-// indexHash mixes a key's bits (MurmurHash3's finaliser) so that keys
-// with a common shard (shardOf takes the top bits of another product) or
-// a common stride still spread over the slots.
-func indexHash(key uint64) uint64 {
-	key ^= key >> 33
-	key *= 0xff51afd7ed558ccd
-	key ^= key >> 33
-	key *= 0xc4ceb9fe1a85ec53
-	key ^= key >> 33
-	return key
-}
+// home is key's first slot: the SlotHash bits below the shard's, so that
+// keys in SlotHash order probe the slots in address order.
+func (x *rowIndex) home(key uint64) int { return x.homeOf(ps.SlotHash(key)) }
 
-func (x *rowIndex) home(key uint64) int { return int(indexHash(key) >> x.shift) }
+// homeOf is the home slot of the key whose ps.SlotHash is h.
+func (x *rowIndex) homeOf(h uint64) int { return int(h << ps.ShardBits >> x.shift) }
 
 // len returns the number of keys.
 func (x *rowIndex) len() int { return x.n }
 
 // get returns key's row.
-func (x *rowIndex) get(key uint64) (int32, bool) {
+func (x *rowIndex) get(key uint64) (int32, bool) { return x.getHashed(key, ps.SlotHash(key)) }
+
+// getHashed is get of a key whose ps.SlotHash, h, is known.
+func (x *rowIndex) getHashed(key, h uint64) (int32, bool) {
 	if x.n == 0 {
 		return 0, false
 	}
 	mask := len(x.slots) - 1
-	for i := x.home(key); ; i = (i + 1) & mask {
+	for i := x.homeOf(h); ; i = (i + 1) & mask {
 		s := &x.slots[i]
 		if s.row1 == 0 {
 			return 0, false
@@ -97,17 +96,18 @@ func (x *rowIndex) all(fn func(key uint64, row int32)) {
 	}
 }
 
-// touchSlots reads the home slot of keys[j] for every j in part and
-// returns a value that depends on them, so that the loads are not
-// optimised away. The loads are independent: the processor has many in
-// flight at once, and the probes that follow find them in cache.
-func (x *rowIndex) touchSlots(keys []uint64, part []int32) uint64 {
+// touchSlots reads the home slot of the key at j for every j in part,
+// its ps.SlotHash hashes[j], and returns a value that depends on them,
+// so that the loads are not optimised away. The loads are independent:
+// the processor has many in flight at once, and the probes that follow
+// find them in cache.
+func (x *rowIndex) touchSlots(hashes []uint64, part []int32) uint64 {
 	if x.n == 0 {
 		return 0
 	}
 	var sum uint64
 	for _, j := range part {
-		sum += x.slots[x.home(keys[j])].key
+		sum += x.slots[x.homeOf(hashes[j])].key
 	}
 	return sum
 }
