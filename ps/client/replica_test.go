@@ -1,9 +1,12 @@
 package client
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/pspb"
 )
@@ -125,7 +128,11 @@ func testServerLoss(t *testing.T, dense bool) {
 // its backups: every acknowledged push is still there, exactly once.
 func TestReplacementRejoins(t *testing.T) {
 	c := startCluster(t, clusterOpts{servers: 3, workers: 2, replicas: 1, staleness: ps.Staleness(0), waitTimeout: 10 * time.Second})
-	ctx := ctx(t)
+	// Under -race at a load of 30 on two cores the workers make about
+	// 2.7 steps a second: 90 steps need 35 s, not ctx's 20. A deadline
+	// only, for a hang; the steps are not timed.
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(90*time.Second))
+	defer cancel()
 	keys := keysN(3000)
 	spec := &ps.TableSpec{Name: "w", Dim: 2, Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 1}}
 	dense := &ps.TableSpec{Name: "d", Dim: 1, Rows: 600, Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 1}}
@@ -155,17 +162,8 @@ func TestReplacementRejoins(t *testing.T) {
 		go func() {
 			errs <- func() error {
 				for step := range steps {
-					if err := cl.Pull(ctx, "w", keys, make([]float32, len(keys)*2)); err != nil {
-						return err
-					}
-					if err := cl.Push(ctx, "w", keys, grad(len(keys), 2, w, step)); err != nil {
-						return err
-					}
-					if err := cl.Push(ctx, "d", rows, grad(len(rows), 1, w, step)); err != nil {
-						return err
-					}
-					if err := cl.Clock(ctx); err != nil {
-						return err
+					if err := trainStep(ctx, cl, keys, rows, grad, w, step); err != nil {
+						return fmt.Errorf("worker %d step %d of %d: %w", w, step, steps, err)
 					}
 					if ch, ok := at[step]; ok && w == 0 {
 						close(ch)
@@ -229,4 +227,19 @@ func TestReplacementRejoins(t *testing.T) {
 			t.Fatalf("table %s: %d values of %d wrong", tt.name, bad, len(got))
 		}
 	}
+}
+
+// trainStep is one BSP step of TestReplacementRejoins' worker w: pull the
+// sparse rows, push their gradients and the dense table's, and clock.
+func trainStep(ctx context.Context, cl *Client, keys, rows []uint64, grad func(n, dim, worker, step int) []float32, w, step int) error {
+	if err := cl.Pull(ctx, "w", keys, make([]float32, len(keys)*2)); err != nil {
+		return err
+	}
+	if err := cl.Push(ctx, "w", keys, grad(len(keys), 2, w, step)); err != nil {
+		return err
+	}
+	if err := cl.Push(ctx, "d", rows, grad(len(rows), 1, w, step)); err != nil {
+		return err
+	}
+	return cl.Clock(ctx)
 }
