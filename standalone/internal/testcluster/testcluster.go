@@ -39,16 +39,15 @@ func (w tWriter) Write(b []byte) (int, error) {
 }
 
 // FastRaft sets Raft timeouts small enough for elections to take a
-// fraction of a second on loopback, stretched by SPINDLE_TEST_TIMESCALE
-// for machines too busy to keep a 75 ms lease.
+// fraction of a second on loopback.
 func FastRaft(c *master.Config) {
-	c.HeartbeatTimeout = testutil.Scale(150 * time.Millisecond)
-	c.ElectionTimeout = testutil.Scale(150 * time.Millisecond)
-	c.LeaderLeaseTimeout = testutil.Scale(75 * time.Millisecond)
-	c.CommitTimeout = testutil.Scale(10 * time.Millisecond)
-	c.WorkerTimeout = testutil.Scale(time.Second)
-	c.LaunchTimeout = testutil.Scale(10 * time.Second)
-	c.StopGrace = testutil.Scale(time.Second)
+	c.HeartbeatTimeout = 150 * time.Millisecond
+	c.ElectionTimeout = 150 * time.Millisecond
+	c.LeaderLeaseTimeout = 75 * time.Millisecond
+	c.CommitTimeout = 10 * time.Millisecond
+	c.WorkerTimeout = time.Second
+	c.LaunchTimeout = 10 * time.Second
+	c.StopGrace = time.Second
 }
 
 // Masters is a running group of masters.
