@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/pspb"
 )
@@ -128,11 +127,7 @@ func testServerLoss(t *testing.T, dense bool) {
 // its backups: every acknowledged push is still there, exactly once.
 func TestReplacementRejoins(t *testing.T) {
 	c := startCluster(t, clusterOpts{servers: 3, workers: 2, replicas: 1, staleness: ps.Staleness(0), waitTimeout: 10 * time.Second})
-	// Under -race at a load of 30 on two cores the workers make about
-	// 2.7 steps a second: 90 steps need 35 s, not ctx's 20. A deadline
-	// only, for a hang; the steps are not timed.
-	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(90*time.Second))
-	defer cancel()
+	ctx := ctx(t)
 	keys := keysN(3000)
 	spec := &ps.TableSpec{Name: "w", Dim: 2, Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 1}}
 	dense := &ps.TableSpec{Name: "d", Dim: 1, Rows: 600, Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 1}}
