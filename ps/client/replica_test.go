@@ -1,6 +1,8 @@
 package client
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -168,17 +170,8 @@ func TestReplacementRejoins(t *testing.T) {
 		go func() {
 			errs <- func() error {
 				for step := range steps {
-					if err := cl.Pull(ctx, "w", keys, make([]float32, len(keys)*2)); err != nil {
-						return err
-					}
-					if err := cl.Push(ctx, "w", keys, grad(len(keys), 2, w, step)); err != nil {
-						return err
-					}
-					if err := cl.Push(ctx, "d", rows, grad(len(rows), 1, w, step)); err != nil {
-						return err
-					}
-					if err := cl.Clock(ctx); err != nil {
-						return err
+					if err := trainStep(ctx, cl, keys, rows, grad, w, step); err != nil {
+						return fmt.Errorf("worker %d step %d of %d: %w", w, step, steps, err)
 					}
 					if ch, ok := at[step]; ok && w == 0 {
 						close(ch)
@@ -242,4 +235,19 @@ func TestReplacementRejoins(t *testing.T) {
 			t.Fatalf("table %s: %d values of %d wrong", tt.name, bad, len(got))
 		}
 	}
+}
+
+// trainStep is one BSP step of TestReplacementRejoins' worker w: pull the
+// sparse rows, push their gradients and the dense table's, and clock.
+func trainStep(ctx context.Context, cl *Client, keys, rows []uint64, grad func(n, dim, worker, step int) []float32, w, step int) error {
+	if err := cl.Pull(ctx, "w", keys, make([]float32, len(keys)*2)); err != nil {
+		return err
+	}
+	if err := cl.Push(ctx, "w", keys, grad(len(keys), 2, w, step)); err != nil {
+		return err
+	}
+	if err := cl.Push(ctx, "d", rows, grad(len(rows), 1, w, step)); err != nil {
+		return err
+	}
+	return cl.Clock(ctx)
 }

@@ -359,7 +359,10 @@ func TestTokenProtection(t *testing.T) {
 		}
 		return tok.Password, "alice", nil
 	}
-	secret := "a-path-nobody-may-read-" + strings.Repeat("x", 200<<10)
+	// A few times the server's maxbuf: enough to need several wrapped
+	// messages each way. Not more: triple DES under the race detector
+	// costs seconds per 100 KiB on a loaded machine.
+	secret := "a-path-nobody-may-read-" + strings.Repeat("x", 3*8192)
 	for _, tc := range []struct {
 		name, server, client, want string
 		readable                   bool
@@ -389,7 +392,7 @@ func TestTokenProtection(t *testing.T) {
 			if got := wire.contains("a-path-nobody-may-read"); got != tc.readable {
 				t.Fatalf("the request readable on the wire: %v, want %v", got, tc.readable)
 			}
-			// Wrapped, a 200 KiB call travels in tokens the server takes:
+			// Wrapped, a 24 KiB call travels in tokens the server takes:
 			// no packet larger than its maxbuf and the framing around it.
 			if tc.want != ProtectionAuthentication {
 				if n := wire.largestWrite(); n > 8192+64 {

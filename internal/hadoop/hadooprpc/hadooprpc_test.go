@@ -13,6 +13,7 @@ import (
 
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 )
@@ -92,7 +93,7 @@ func dial(t *testing.T, addr string, cfg ClientConfig) *Client {
 	if cfg.User == "" {
 		cfg.User = "alice"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))
 	defer cancel()
 	c, err := Dial(ctx, cfg)
 	if err != nil {
@@ -103,7 +104,7 @@ func dial(t *testing.T, addr string, cfg ClientConfig) *Client {
 }
 
 func callFileInfo(c *Client, src string) (*hadooppb.GetFileInfoResponseProto, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))
 	defer cancel()
 	resp := &hadooppb.GetFileInfoResponseProto{}
 	err := c.Call(ctx, "getFileInfo", &hadooppb.GetFileInfoRequestProto{Src: proto.String(src)}, resp)
