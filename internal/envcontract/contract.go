@@ -266,7 +266,7 @@ var Vars = []Var{
 	{Name: CollectiveTimeout, ID: "collective_timeout", Default: "30",
 		Doc: "seconds after which a silent peer fails a collective (`spindle.collective.timeout`; readers assume 30 when it is unset)"},
 	{Name: CollectiveLink, ID: "collective_link", Default: "tcp",
-		Doc: "the data link of Spindle's Go collectives and of the parameter server's pulls and pushes (`ucx`: over UCX where both ends offer it), from `spindle.rdma.mode` and this rank's RDMA devices unless you set it: `ucx` (auto mode, a usable device), `ucx:required` (required mode), `ucx:declined` (auto mode, no usable device: this rank negotiates but keeps to TCP), unset (`tcp`) when the mode is off ([docs/rdma.md](docs/rdma.md))"},
+		Doc: "the data link of Spindle's Go collectives and of the parameter server's pulls and pushes (`ucx`: over UCX where both ends offer it and it brings RDMA between hosts, Spindle's own link elsewhere; `ucx:forced`: over UCX wherever both ends offer it), from `spindle.rdma.mode` and this rank's RDMA devices unless you set it: `ucx` (auto mode, a usable device), `ucx:required` (required mode), `ucx:declined` (auto mode, no usable device: this rank negotiates but keeps to TCP), unset (`tcp`) when the mode is off ([docs/rdma.md](docs/rdma.md))"},
 	{Name: Host, ID: "host", Doc: "this rank's published address; where `--files` were copied"},
 	{Name: FilesDir, ID: "files_dir"},
 	{Name: PSStaleness, ID: "ps_staleness", Doc: "in a job with Spindle's parameter server (`--num-ps` without `--ps-command`): its consistency model (`bsp`, `asp` or a bound), how long a pull may wait for slow workers (seconds), and a server's memory in MiB; the servers are the ranks of role `ps`, on their `SPINDLE_PEERS` ports"},

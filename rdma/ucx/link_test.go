@@ -375,7 +375,7 @@ func TestNegotiation(t *testing.T) {
 	needUCX(t)
 	declined := Linker{Spec: collective.LinkSpec{Name: Name, Declined: true}}
 	without := collective.DecliningLinker{Kind: Name, Why: "this program has no ucx link"}
-	required := Linker{Spec: collective.LinkSpec{Name: Name, Required: true}}
+	required := Linker{Spec: collective.LinkSpec{Name: Name, Required: true, Forced: true}}
 	tests := []struct {
 		name    string
 		linkers []collective.Linker // by rank; nil: NewLinker's
@@ -386,9 +386,9 @@ func TestNegotiation(t *testing.T) {
 			logs: []string{"data link is ucx", "data link is ucx", "data link is ucx"}},
 		// Ring 0→1→2→0: rank 1 declines, so 0→1 and 1→2 are TCP, 2→0 UCX.
 		{name: "one declines", linkers: []collective.Linker{nil, declined, nil},
-			logs: []string{"data link is ucx over tcp to some neighbours", "data link is tcp", "data link is ucx over tcp to some neighbours"}},
+			logs: []string{"to some neighbours, tcp to others", "data link is tcp", "to some neighbours, tcp to others"}},
 		{name: "one program without the package", linkers: []collective.Linker{nil, without, nil},
-			logs: []string{"rank 1: this program has no ucx link", "data link is tcp", "data link is ucx over tcp to some neighbours"}},
+			logs: []string{"rank 1: this program has no ucx link", "data link is tcp", "to some neighbours, tcp to others"}},
 		{name: "required but declined", linkers: []collective.Linker{required, declined},
 			fails: "UCX required (SPINDLE_COLLECTIVE_LINK=ucx:required) but a link cannot use it: rank 1: no usable RDMA device on this rank"},
 	}
