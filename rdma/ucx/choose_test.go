@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -98,18 +99,7 @@ func TestLinkKeepsToSpindleWhereUCXBringsNothing(t *testing.T) {
 					t.Errorf("rank %d logged %q, want %q", r, logs[r].String(), tc.carrier)
 				}
 			}
-			bufs := make([][]float32, len(comms))
-			for r, err := range onAll(comms, func(c *collective.Comm) error {
-				bufs[c.Rank()] = make([]float32, 50_000)
-				for i := range bufs[c.Rank()] {
-					bufs[c.Rank()][i] = float32(c.Rank() + 1)
-				}
-				return collective.AllReduce(context.Background(), c, bufs[c.Rank()], collective.Sum)
-			}) {
-				if err != nil || bufs[r][0] != 3 || bufs[r][len(bufs[r])-1] != 3 {
-					t.Fatalf("rank %d: %v, got %v, want 3", r, err, bufs[r][0])
-				}
-			}
+			checkAllReduce(t, comms, 50_000)
 		})
 	}
 }
@@ -117,6 +107,43 @@ func TestLinkKeepsToSpindleWhereUCXBringsNothing(t *testing.T) {
 // hostCluster starts one in-process rank on each of hosts (loopback
 // addresses) with linker, and returns them and their logs.
 func hostCluster(t *testing.T, hosts []string, linker collective.Linker) ([]*collective.Comm, []*syncbuf.Buffer) {
+	t.Helper()
+	comms, errs, logs := startComms(t, hosts, slices.Repeat([]collective.Linker{linker}, len(hosts)), 10*time.Second)
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return comms, logs
+}
+
+// checkAllReduce sums count floats, rank r contributing r+1 each, over
+// comms, and fails the test unless every rank gets the sum.
+func checkAllReduce(t *testing.T, comms []*collective.Comm, count int) {
+	t.Helper()
+	n := len(comms)
+	want := float32(n * (n + 1) / 2)
+	bufs := make([][]float32, n)
+	for r, err := range onAll(comms, func(c *collective.Comm) error {
+		bufs[c.Rank()] = make([]float32, count)
+		for i := range bufs[c.Rank()] {
+			bufs[c.Rank()][i] = float32(c.Rank() + 1)
+		}
+		return collective.AllReduce(context.Background(), c, bufs[c.Rank()], collective.Sum)
+	}) {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+		if bufs[r][0] != want || bufs[r][count-1] != want {
+			t.Fatalf("rank %d: got %v, want %v", r, bufs[r][0], want)
+		}
+	}
+}
+
+// startComms starts one in-process rank on each of hosts with its
+// linker, each logging into its buffer, and returns what each start
+// returned; the test closes the communicators.
+func startComms(t *testing.T, hosts []string, linkers []collective.Linker, timeout time.Duration) ([]*collective.Comm, []error, []*syncbuf.Buffer) {
 	t.Helper()
 	n := len(hosts)
 	lns, peers, logs := make([]net.Listener, n), make([]string, n), make([]*syncbuf.Buffer, n)
@@ -131,7 +158,7 @@ func hostCluster(t *testing.T, hosts []string, linker collective.Linker) ([]*col
 	var wg sync.WaitGroup
 	for r := range n {
 		cfg := collective.Config{Rank: r, WorldSize: n, Peers: peers, Listener: lns[r], JobID: "ucx-choice",
-			Token: testToken, Timeout: 10 * time.Second, ConnectTimeout: 20 * time.Second, Link: linker,
+			Token: testToken, Timeout: timeout, ConnectTimeout: 2 * timeout, Link: linkers[r],
 			Logger: slog.New(slog.NewTextHandler(logs[r], nil))}
 		wg.Add(1)
 		go func() {
@@ -147,10 +174,5 @@ func hostCluster(t *testing.T, hosts []string, linker collective.Linker) ([]*col
 			}
 		}
 	})
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	return comms, logs
+	return comms, errs, logs
 }

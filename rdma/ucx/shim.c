@@ -164,33 +164,29 @@ void *spx_ep_close(spx_ep *ep, int force) {
 	return r;
 }
 
-int spx_ep_info(spx_ep *ep, char *buf, size_t len) {
+// print_info copies what UCX prints of an endpoint (ep) or, when ep is
+// NULL, of a context into buf.
+static int print_info(spx_ep *ep, void *ctx, char *buf, size_t len) {
 	char *text = NULL;
 	size_t n = 0;
 	FILE *f = open_memstream(&text, &n);
 	if (f == NULL) {
 		return -1;
 	}
-	p_ucp_ep_print_info((ucp_ep_h)ep->ep, f);
+	if (ep != NULL) {
+		p_ucp_ep_print_info((ucp_ep_h)ep->ep, f);
+	} else {
+		p_ucp_context_print_info((ucp_context_h)ctx, f);
+	}
 	fclose(f);
 	snprintf(buf, len, "%s", text != NULL ? text : "");
 	free(text);
 	return 0;
 }
 
-int spx_context_info(void *ctx, char *buf, size_t len) {
-	char *text = NULL;
-	size_t n = 0;
-	FILE *f = open_memstream(&text, &n);
-	if (f == NULL) {
-		return -1;
-	}
-	p_ucp_context_print_info((ucp_context_h)ctx, f);
-	fclose(f);
-	snprintf(buf, len, "%s", text != NULL ? text : "");
-	free(text);
-	return 0;
-}
+int spx_ep_info(spx_ep *ep, char *buf, size_t len) { return print_info(ep, NULL, buf, len); }
+
+int spx_context_info(void *ctx, char *buf, size_t len) { return print_info(NULL, ctx, buf, len); }
 
 void *spx_send(spx_ep *ep, const void *buf, size_t len, uint64_t tag, int *status) {
 	ucp_request_param_t p;
