@@ -190,7 +190,7 @@ func (s LinkSetup) Empty() bool {
 }
 
 // LinkSpec is a link selection read from SPINDLE_COLLECTIVE_LINK:
-// "tcp" (or unset), or NAME, NAME:required or NAME:declined.
+// "tcp" (or unset), or NAME, NAME:required, NAME:declined or NAME:forced.
 type LinkSpec struct {
 	// Name is the link kind ("tcp", "ucx").
 	Name string
@@ -201,6 +201,11 @@ type LinkSpec struct {
 	// executor found no usable RDMA device), so every stream it is on
 	// falls back to TCP while the other ranks still use the kind.
 	Declined bool
+	// Forced uses the kind on every stream whose two ends offer it, even
+	// where Spindle's own link would be as fast (ranks on one host, or a
+	// kind that would only use TCP itself): for comparisons and for
+	// tests of the kind's own path.
+	Forced bool
 	// TCP carries the streams that fall back.
 	TCP TCPLinker
 }
@@ -218,8 +223,10 @@ func ParseLinkSpec(v string) (LinkSpec, error) {
 		s.Required = true
 	case "declined":
 		s.Declined = true
+	case "forced":
+		s.Forced = true
 	default:
-		return LinkSpec{}, fmt.Errorf("collective: %s=%q: unknown option %q (want NAME, NAME:required or NAME:declined)", EnvLink, v, opt)
+		return LinkSpec{}, fmt.Errorf("collective: %s=%q: unknown option %q (want NAME, NAME:required, NAME:declined or NAME:forced)", EnvLink, v, opt)
 	}
 	if s.Name == "tcp" && opt != "" {
 		return LinkSpec{}, fmt.Errorf("collective: %s=%q: the tcp link takes no option", EnvLink, v)
@@ -234,6 +241,8 @@ func (s LinkSpec) String() string {
 		return s.Name + ":required"
 	case s.Declined:
 		return s.Name + ":declined"
+	case s.Forced:
+		return s.Name + ":forced"
 	}
 	return s.Name
 }

@@ -22,6 +22,7 @@ func TestParseLinkSpec(t *testing.T) {
 		{in: "ucx", want: LinkSpec{Name: "ucx"}},
 		{in: " ucx:required ", want: LinkSpec{Name: "ucx", Required: true}},
 		{in: "ucx:declined", want: LinkSpec{Name: "ucx", Declined: true}},
+		{in: "ucx:forced", want: LinkSpec{Name: "ucx", Forced: true}},
 		{in: "ucx:often", bad: true},
 		{in: "tcp:required", bad: true},
 	}

@@ -70,10 +70,11 @@ func TestRDMAHintsWithoutDevice(t *testing.T) {
 
 // TestGoTrainerOverUCX: a Go trainer (examples/logreg, which joins its
 // communicator with task.Env.Comm) in a 2-rank local job with
-// SPINDLE_COLLECTIVE_LINK=ucx moves its gradients over UCX (here over
-// UCX's TCP transport, which needs no RDMA hardware): each rank logs that
-// its data link is ucx, and the ranks still learn the model and end with
-// the same weights.
+// SPINDLE_COLLECTIVE_LINK=ucx:forced moves its gradients over UCX (here
+// over UCX's TCP transport, which needs no RDMA hardware; plain ucx would
+// keep two ranks on one host on Spindle's shared memory): each rank logs
+// that its data link is ucx, and the ranks still learn the model and end
+// with the same weights.
 func TestGoTrainerOverUCX(t *testing.T) {
 	t.Parallel()
 	if ok, why := ucx.Available(); !ok {
@@ -81,7 +82,7 @@ func TestGoTrainerOverUCX(t *testing.T) {
 	}
 	data := generate(t, "parquet", 20000, 4)
 	r := spindle(t, data, submitArgs("--master", "local[2]", "--input", "*.parquet",
-		"--env", "SPINDLE_COLLECTIVE_LINK=ucx", "--env", "UCX_TLS=tcp",
+		"--env", "SPINDLE_COLLECTIVE_LINK=ucx:forced", "--env", "UCX_TLS=tcp",
 		"--label-column", "label", "--feed", "tensor", "--batch-rows", "128", "--epochs", "3",
 		"--shuffle", "--seed", "3", "--", logregBin, "--lr", "0.5")...)
 	if r.code != 0 {

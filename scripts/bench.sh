@@ -50,10 +50,10 @@ go run ./collective/bench -ranks 2,4,8 -sizes 1,4,16,64 -links tcp,tcp-sockets -
 section "allreduce for many ranks: the default choice (binomial tree for small vectors, ring for large) vs the ring (shared memory, and TCP alone), 8 to 64 in-process ranks, 8 B to 64 MiB, three interleaved rounds, medians (docs/benchmarks.md)"
 COLLECTIVE_BENCH_ALGOS=ring,ring-sockets,auto go test -run '^$' -bench 'AllReduceSelect' -benchtime 1s -timeout 120m ./collective | awk -f scripts/allreduce_select.awk
 
-section "allreduce over the data links: the default link (shared memory between ranks on one host), the TCP link on sockets, the UCX link (UCX_TLS=tcp, sm) vs ucx_perftest on the same transport"
+section "allreduce over the data links: the default link (shared memory between ranks on one host), the TCP link on sockets, the UCX link as a job selects it, and forced onto UCX (UCX_TLS=tcp, sm) vs ucx_perftest on the same transport"
 # UCX_LOG_LEVEL=fatal: on shared memory UCX logs an error for the endpoint
 # the link first asks for with peer-failure reports, before it falls back.
-UCX_LOG_LEVEL=fatal go run ./collective/bench -links tcp,tcp-sockets,ucx-tcp,ucx-sm -perftest -gloo=false -sizes 4k,1m,64m -rounds 3
+UCX_LOG_LEVEL=fatal go run ./collective/bench -links tcp,tcp-sockets,ucx,ucx-tcp,ucx-sm -perftest -gloo=false -sizes 4k,1m,64m -rounds 3
 go test -run '^$' -bench 'AllReduce($|Algos|Hier)' -benchtime 5x ./collective
 UCX_LOG_LEVEL=fatal UCX_TLS=tcp go test -run '^$' -bench 'AllReduceUCX' -benchtime 5x ./rdma/ucx
 UCX_LOG_LEVEL=fatal UCX_TLS=sm go test -run '^$' -bench 'AllReduceUCX' -benchtime 5x ./rdma/ucx

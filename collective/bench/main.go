@@ -11,8 +11,10 @@
 //
 // -links measures Spindle's allreduce over each data link: tcp (the
 // default link, which between ranks on one host moves the bytes through
-// shared memory), tcp-sockets (the same link kept on TCP sockets), ucx-tcp
-// and ucx-sm (the UCX link, rdma/ucx, with UCX_TLS=tcp or sm). -perftest measures UCX's own ucx_perftest (tag_bw between two
+// shared memory), tcp-sockets (the same link kept on TCP sockets), ucx
+// (the UCX link as a job selects it, which keeps to Spindle's link where
+// UCX brings no RDMA), ucx-tcp and ucx-sm (the UCX link forced onto every
+// stream, rdma/ucx, with UCX_TLS=tcp or sm). -perftest measures UCX's own ucx_perftest (tag_bw between two
 // processes on 127.0.0.1, Debian's ucx-utils) on the same transports in
 // the same run: the ceiling for the UCX link.
 //
@@ -111,8 +113,9 @@ type link struct {
 var knownLinks = []link{
 	{"tcp", "tcp", "", false},
 	{"tcp-sockets", "tcp", "", true},
-	{"ucx-tcp", "ucx:required", "tcp", false},
-	{"ucx-sm", "ucx:required", "sm", false},
+	{"ucx", "ucx", "", false},
+	{"ucx-tcp", "ucx:forced", "tcp", false},
+	{"ucx-sm", "ucx:forced", "sm", false},
 }
 
 // options are the command's flags.
@@ -137,7 +140,7 @@ func parseOptions() options {
 	var o options
 	flag.StringVar(&o.ranks, "ranks", "2,4", "comma-separated world sizes")
 	flag.StringVar(&o.sizes, "sizes", "1,16,64", "comma-separated tensor sizes in MiB, or with a unit: 4k, 1m, 64m")
-	flag.StringVar(&o.links, "links", "tcp", "comma-separated data links: tcp (the default link: shared memory between ranks on one host), tcp-sockets (TCP only), ucx-tcp, ucx-sm")
+	flag.StringVar(&o.links, "links", "tcp", "comma-separated data links: tcp (the default link: shared memory between ranks on one host), tcp-sockets (TCP only), ucx (as a job selects it: UCX only where it brings RDMA), ucx-tcp, ucx-sm (UCX forced)")
 	flag.BoolVar(&o.perftest, "perftest", false, "measure ucx_perftest (tag_bw) on the transports of the UCX links, the ceiling")
 	flag.IntVar(&o.iters, "iters", 0, "timed iterations per size and round (0: 6 to 200, fewer for larger tensors)")
 	flag.IntVar(&o.warmup, "warmup", 2, "untimed iterations per size and round")
@@ -256,7 +259,7 @@ func parseLinks(s string) ([]link, error) {
 	for _, name := range strings.Split(s, ",") {
 		i := slices.IndexFunc(knownLinks, func(l link) bool { return l.name == strings.TrimSpace(name) })
 		if i < 0 {
-			return nil, fmt.Errorf("-links: unknown link %q (want tcp, tcp-sockets, ucx-tcp or ucx-sm)", name)
+			return nil, fmt.Errorf("-links: unknown link %q (want tcp, tcp-sockets, ucx, ucx-tcp or ucx-sm)", name)
 		}
 		links = append(links, knownLinks[i])
 	}
@@ -409,6 +412,9 @@ func ratioColumns(links []link, transports []string, gloo bool) []ratio {
 	}
 	if has("ucx-sm") && has("tcp") {
 		out = append(out, ratio{"ucx-sm/tcp", "ucx-sm", "tcp"})
+	}
+	if has("ucx") && has("tcp") {
+		out = append(out, ratio{"ucx/tcp", "ucx", "tcp"})
 	}
 	if has("ucx-tcp") && has("tcp") {
 		out = append(out, ratio{"ucx-tcp/tcp", "ucx-tcp", "tcp"})

@@ -346,11 +346,12 @@ func closeAll(cs []*net.TCPConn) {
 }
 
 // linker builds the links of a check as a job builds them; UCX is
-// required, since both ends said they can use it.
+// required and forced, since both ends said they can use it and the
+// check measures UCX itself.
 func linker(link string) collective.Linker {
 	tcp := collective.TCPLinker{SocketBufferBytes: collective.DefaultSocketBufferBytes}
 	if link == ucx.Name {
-		return ucx.Linker{Spec: collective.LinkSpec{Name: ucx.Name, Required: true, TCP: tcp}}
+		return ucx.Linker{Spec: collective.LinkSpec{Name: ucx.Name, Required: true, Forced: true, TCP: tcp}}
 	}
 	return tcp
 }

@@ -15,8 +15,10 @@
 // that join with task.Env.Comm have it; a program that calls
 // collective.FromEnv itself imports this package for it. Over each of
 // the mesh's streams the two ranks negotiate (collective.Negotiate): a
-// direction runs over UCX when both ends offer it, and otherwise over the
-// stream itself, as TCP, with one log line saying why.
+// direction runs over UCX when both ends offer it and UCX brings a
+// transport Spindle's own link lacks (RDMA between hosts; choose.go), or
+// when forced (ucx:forced); otherwise Spindle's own link carries it
+// (shared memory on one host, TCP sockets), with one log line saying why.
 //
 // The link only moves bytes; the collective package's peer mesh
 // authenticates the ranks, carries their worker addresses over its

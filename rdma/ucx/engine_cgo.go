@@ -841,6 +841,18 @@ func (e *engine) transports() []string {
 	return out
 }
 
+// resources returns the transports UCX can use in the engine's context
+// ("tcp/lo", "posix/memory", "rc_mlx5/mlx5_0:1"), whether or not a peer
+// is reached over them yet.
+func (e *engine) resources() []string {
+	buf := (*C.char)(C.malloc(epInfoBytes))
+	defer C.free(unsafe.Pointer(buf))
+	if C.spx_context_info(e.ctx, buf, epInfoBytes) != 0 {
+		return nil
+	}
+	return resourceTransports(C.GoString(buf))
+}
+
 // epTransports returns the transports of ep's lanes (laneTransports),
 // read through buf (epInfoBytes of C memory); the worker lock is held.
 func epTransports(ep *C.spx_ep, buf *C.char) []string {

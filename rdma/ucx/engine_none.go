@@ -30,3 +30,4 @@ func (*engine) RecvInPlace(context.Context, int, int, int, []byte, func([]byte))
 func (*engine) Interrupt()           {}
 func (*engine) Close() error         { return nil }
 func (*engine) transports() []string { return nil }
+func (*engine) resources() []string  { return nil }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +20,6 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/collective"
-	"github.com/spindle-ml/spindle/internal/syncbuf"
 )
 
 const (
@@ -375,7 +375,7 @@ func TestNegotiation(t *testing.T) {
 	needUCX(t)
 	declined := Linker{Spec: collective.LinkSpec{Name: Name, Declined: true}}
 	without := collective.DecliningLinker{Kind: Name, Why: "this program has no ucx link"}
-	required := Linker{Spec: collective.LinkSpec{Name: Name, Required: true}}
+	required := Linker{Spec: collective.LinkSpec{Name: Name, Required: true, Forced: true}}
 	tests := []struct {
 		name    string
 		linkers []collective.Linker // by rank; nil: NewLinker's
@@ -386,50 +386,21 @@ func TestNegotiation(t *testing.T) {
 			logs: []string{"data link is ucx", "data link is ucx", "data link is ucx"}},
 		// Ring 0→1→2→0: rank 1 declines, so 0→1 and 1→2 are TCP, 2→0 UCX.
 		{name: "one declines", linkers: []collective.Linker{nil, declined, nil},
-			logs: []string{"data link is ucx over tcp to some neighbours", "data link is tcp", "data link is ucx over tcp to some neighbours"}},
+			logs: []string{"to some neighbours, tcp to others", "data link is tcp", "to some neighbours, tcp to others"}},
 		{name: "one program without the package", linkers: []collective.Linker{nil, without, nil},
-			logs: []string{"rank 1: this program has no ucx link", "data link is tcp", "data link is ucx over tcp to some neighbours"}},
+			logs: []string{"rank 1: this program has no ucx link", "data link is tcp", "to some neighbours, tcp to others"}},
 		{name: "required but declined", linkers: []collective.Linker{required, declined},
 			fails: "UCX required (SPINDLE_COLLECTIVE_LINK=ucx:required) but a link cannot use it: rank 1: no usable RDMA device on this rank"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			n := len(tc.linkers)
-			logs := make([]*syncbuf.Buffer, n)
-			lns := make([]net.Listener, n)
-			peers := make([]string, n)
-			for r := range n {
-				ln, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					t.Fatal(err)
+			linkers := make([]collective.Linker, len(tc.linkers))
+			for r, l := range tc.linkers {
+				if linkers[r] = l; l == nil {
+					linkers[r] = needUCX(t)
 				}
-				lns[r], peers[r], logs[r] = ln, ln.Addr().String(), new(syncbuf.Buffer)
 			}
-			comms := make([]*collective.Comm, n)
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for r := range n {
-				link := tc.linkers[r]
-				if link == nil {
-					link = needUCX(t)
-				}
-				cfg := collective.Config{Rank: r, WorldSize: n, Peers: peers, Listener: lns[r], JobID: "ucx-negotiation",
-					Token: testToken, Timeout: 5 * time.Second, ConnectTimeout: 10 * time.Second, Link: link,
-					Logger: slog.New(slog.NewTextHandler(logs[r], nil))}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					comms[r], errs[r] = collective.New(context.Background(), cfg)
-				}()
-			}
-			wg.Wait()
-			t.Cleanup(func() {
-				for _, c := range comms {
-					if c != nil {
-						c.Close()
-					}
-				}
-			})
+			comms, errs, logs := startComms(t, slices.Repeat([]string{"127.0.0.1"}, len(linkers)), linkers, 5*time.Second)
 			if tc.fails != "" {
 				if errs[0] == nil || !strings.Contains(errs[0].Error(), tc.fails) {
 					t.Fatalf("rank 0: got %v, want an error saying %q", errs[0], tc.fails)
@@ -444,21 +415,7 @@ func TestNegotiation(t *testing.T) {
 					t.Errorf("rank %d logged %q, want %q", r, logs[r].String(), tc.logs[r])
 				}
 			}
-			bufs := make([][]float32, n)
-			for r, err := range onAll(comms, func(c *collective.Comm) error {
-				bufs[c.Rank()] = make([]float32, 100_000)
-				for i := range bufs[c.Rank()] {
-					bufs[c.Rank()][i] = float32(c.Rank() + 1)
-				}
-				return collective.AllReduce(context.Background(), c, bufs[c.Rank()], collective.Sum)
-			}) {
-				if err != nil {
-					t.Fatalf("rank %d: %v", r, err)
-				}
-				if bufs[r][0] != 6 || bufs[r][len(bufs[r])-1] != 6 {
-					t.Fatalf("rank %d: got %v, want 6", r, bufs[r][0])
-				}
-			}
+			checkAllReduce(t, comms, 100_000)
 		})
 	}
 }

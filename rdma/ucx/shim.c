@@ -25,7 +25,8 @@
 	X(ucp_worker_release_address) X(ucp_worker_get_efd) X(ucp_worker_arm) \
 	X(ucp_worker_progress) X(ucp_ep_create) X(ucp_ep_close_nbx) X(ucp_tag_send_nbx) \
 	X(ucp_tag_probe_nb) X(ucp_tag_msg_recv_nbx) X(ucp_request_check_status) \
-	X(ucp_request_cancel) X(ucp_request_free) X(ucp_get_version_string) X(ucp_ep_print_info)
+	X(ucp_request_cancel) X(ucp_request_free) X(ucp_get_version_string) X(ucp_ep_print_info) \
+	X(ucp_context_print_info)
 
 #define SPX_DECL(n) static __typeof__(n) *p_##n;
 SPX_UCP_SYMS(SPX_DECL)
@@ -163,19 +164,29 @@ void *spx_ep_close(spx_ep *ep, int force) {
 	return r;
 }
 
-int spx_ep_info(spx_ep *ep, char *buf, size_t len) {
+// print_info copies what UCX prints of an endpoint (ep) or, when ep is
+// NULL, of a context into buf.
+static int print_info(spx_ep *ep, void *ctx, char *buf, size_t len) {
 	char *text = NULL;
 	size_t n = 0;
 	FILE *f = open_memstream(&text, &n);
 	if (f == NULL) {
 		return -1;
 	}
-	p_ucp_ep_print_info((ucp_ep_h)ep->ep, f);
+	if (ep != NULL) {
+		p_ucp_ep_print_info((ucp_ep_h)ep->ep, f);
+	} else {
+		p_ucp_context_print_info((ucp_context_h)ctx, f);
+	}
 	fclose(f);
 	snprintf(buf, len, "%s", text != NULL ? text : "");
 	free(text);
 	return 0;
 }
+
+int spx_ep_info(spx_ep *ep, char *buf, size_t len) { return print_info(ep, NULL, buf, len); }
+
+int spx_context_info(void *ctx, char *buf, size_t len) { return print_info(NULL, ctx, buf, len); }
 
 void *spx_send(spx_ep *ep, const void *buf, size_t len, uint64_t tag, int *status) {
 	ucp_request_param_t p;
@@ -289,6 +300,7 @@ int spx_ep_create(void *worker, const void *addr, spx_ep *ep, int peer_errors) {
 }
 void *spx_ep_close(spx_ep *ep, int force) { (void)ep; (void)force; return NULL; }
 int spx_ep_info(spx_ep *ep, char *buf, size_t len) { (void)ep; (void)buf; (void)len; return -1; }
+int spx_context_info(void *ctx, char *buf, size_t len) { (void)ctx; (void)buf; (void)len; return -1; }
 void *spx_send(spx_ep *ep, const void *buf, size_t len, uint64_t tag, int *status) {
 	(void)ep; (void)buf; (void)len; (void)tag; *status = -1; return NULL;
 }

@@ -45,6 +45,9 @@ void *spx_ep_close(spx_ep *ep, int force);
 // configuration (ucp_ep_print_info): among it, the transport of each of
 // its lanes.
 int spx_ep_info(spx_ep *ep, char *buf, size_t len);
+// spx_context_info writes UCX's account of the context (its transport
+// resources, ucp_context_print_info) into buf.
+int spx_context_info(void *ctx, char *buf, size_t len);
 
 // spx_send starts a tagged send of len bytes at buf. It returns NULL when
 // the send completed at once, a request to poll, or NULL with *status set

@@ -34,19 +34,23 @@ func Available() (ok bool, detail string) {
 }
 
 // NewLinker returns a Linker that moves a communicator's bytes over UCX
-// where both ends of a stream can, and fails with ErrUnavailable when this
-// process cannot use UCX at all (tests and tools that want UCX or nothing).
+// wherever both ends of a stream can (forced: even where Spindle's own
+// link would be faster), and fails with ErrUnavailable when this process
+// cannot use UCX at all (tests and tools that want UCX or nothing).
 func NewLinker() (collective.Linker, error) {
 	if err := load(); err != nil {
 		return nil, err
 	}
-	return Linker{Spec: collective.LinkSpec{Name: Name,
+	return Linker{Spec: collective.LinkSpec{Name: Name, Forced: true,
 		TCP: collective.TCPLinker{SocketBufferBytes: collective.DefaultSocketBufferBytes}}}, nil
 }
 
 // Linker builds UCX data links. Over each mesh stream the two ranks swap
 // offers (collective.Negotiate): the stream's direction uses UCX when both
-// offer it, and otherwise carries its bytes itself, over TCP, so a rank
+// offer it and UCX brings a transport Spindle's own link lacks (RDMA
+// verbs on both ranks, which are on different hosts; chooseRoute), or
+// when Spec.Forced; otherwise Spindle's own link carries it (shared
+// memory on one host, TCP sockets between hosts). A rank
 // without UCX (no libucp, no device, a program without this package) slows
 // only its own links and the job still runs. The rank logs one line
 // saying which link it uses and, for TCP, why.
@@ -70,7 +74,7 @@ func (l Linker) Link(ctx context.Context, s collective.LinkSetup) (collective.Li
 	}
 	offer := collective.Offer{Why: why}
 	if eng != nil {
-		offer = collective.Offer{Name: Name, Payload: eng.address()}
+		offer = collective.Offer{Name: Name, Payload: encodePayload(hasRDMA(eng.resources()), eng.address())}
 	}
 	outs, ins, err := collective.Negotiate(ctx, s, offer)
 	if err != nil {
@@ -86,9 +90,18 @@ func (l Linker) Link(ctx context.Context, s collective.LinkSetup) (collective.Li
 		}
 		return ins[peer]
 	}
-	viaUCX := func(peer int, out bool) bool { return eng != nil && theirs(peer, out).Name == Name }
-	picked, rest := s.Split(viaUCX)
-	reasons := tcpReasons(rest, why, theirs)
+	counts, seen := routeCounts{}, map[int]bool{}
+	routeOf := func(peer int, out bool) route {
+		r := chooseRoute(s, peer, l.Spec.Forced, offer, theirs(peer, out))
+		if !seen[peer] {
+			seen[peer] = true
+			counts[r]++
+		}
+		return r
+	}
+	picked, rest := s.Split(func(peer int, out bool) bool { return routeOf(peer, out) == routeUCX })
+	declined, _ := rest.Split(func(peer int, out bool) bool { return routeOf(peer, out) == routeDeclined })
+	reasons := tcpReasons(declined, why, theirs)
 	if l.Spec.Required && len(reasons) > 0 {
 		if eng != nil {
 			eng.Close()
@@ -116,6 +129,8 @@ func (l Linker) Link(ctx context.Context, s collective.LinkSetup) (collective.Li
 		}
 		lk.tcp = t
 	}
+	s.Logger.Info(counts.describe(), "ucx_peers", counts[routeUCX], "same_host_peers", counts[routeSameHost],
+		"no_rdma_peers", counts[routeNoRDMA], "declined_peers", counts[routeDeclined])
 	logLink(s, lk, reasons)
 	return lk, nil
 }
@@ -176,7 +191,8 @@ func (lk *link) connectUCX(eng *engine, s, picked collective.LinkSetup, outs, in
 			if c == nil {
 				continue
 			}
-			if err := eng.connect(p, set.offer[p].Payload, set.out, c); err != nil {
+			_, addr := decodePayload(set.offer[p].Payload)
+			if err := eng.connect(p, addr, set.out, c); err != nil {
 				return err
 			}
 			if set.out {
@@ -194,11 +210,13 @@ func logLink(s collective.LinkSetup, lk *link, reasons []string) {
 	switch {
 	case lk.tcp == nil:
 		s.Logger.Info("data link is ucx over "+lk.over(), "ucx", version(), "transports", strings.Join(lk.ucx.transports(), " "))
+	case lk.ucx == nil && len(reasons) == 0:
+		s.Logger.Info("data link is Spindle's own, where UCX brings no faster transport", "over", collective.Over(lk.tcp))
 	case lk.ucx == nil:
 		s.Logger.Info("data link is tcp instead of "+Name, "reason", strings.Join(reasons, "; "))
 	default:
 		s.Logger.Info("data link is ucx over "+lk.over()+" to some neighbours, tcp to others", "ucx", version(),
-			"transports", strings.Join(lk.ucx.transports(), " "), "tcp_reason", strings.Join(reasons, "; "))
+			"transports", strings.Join(lk.ucx.transports(), " "), "tcp_reason", orDefault(strings.Join(reasons, "; "), "Spindle's own link is faster there"))
 	}
 }
 
