@@ -25,7 +25,7 @@ import (
 	"github.com/spindle-ml/spindle/testbed/faultproxy"
 )
 
-var spindleBin, logregBin, sparseLRBin, datagenBin, rowcheckBin, linkfaultBin, shrinkcheckBin string
+var spindleBin, logregBin, sparseLRBin, datagenBin, rowcheckBin, linkfaultBin, shrinkcheckBin, rowshrinkBin string
 
 // torchScript is the PyTorch example the DDP fault runs;
 // torchShrinkScript the PyTorch job that goes on in place.
@@ -52,7 +52,8 @@ func TestMain(m *testing.M) {
 		out *string
 		pkg string
 	}{{&spindleBin, "./cmd/spindle"}, {&logregBin, "./examples/logreg"}, {&sparseLRBin, "./examples/sparse-lr"}, {&datagenBin, "./examples/datagen"},
-		{&rowcheckBin, "./e2e/rowcheck"}, {&linkfaultBin, "./e2e/linkfault"}, {&shrinkcheckBin, "./e2e/shrinkcheck"}} {
+		{&rowcheckBin, "./e2e/rowcheck"}, {&linkfaultBin, "./e2e/linkfault"}, {&shrinkcheckBin, "./e2e/shrinkcheck"},
+		{&rowshrinkBin, "./e2e/rowshrink"}} {
 		*b.out = filepath.Join(dir, filepath.Base(b.pkg))
 		cmd := exec.Command("go", "build", "-o", *b.out, b.pkg)
 		cmd.Dir = root
@@ -279,6 +280,8 @@ func faults() []fault {
 		restartedLogreg(restart),
 		elasticShrink(),
 		elasticRestart(),
+		elasticShrinkInput(),
+		elasticRestartInput(),
 		torchShrink(),
 		torchRestart(),
 		{name: "worker replaced: training rank of 4 (row ids)", args: rows4, want: 4, recovers: true, alone: true, check: replacedAlone,
@@ -341,7 +344,7 @@ func pids(args ...string) []int {
 // leftovers lists the job processes still alive: training programs,
 // executors, parameter servers.
 func leftovers() []int {
-	return slices.Concat(pids(linkfaultBin), pids(logregBin), pids(sparseLRBin), pids(rowcheckBin), pids(shrinkcheckBin), pids(python, torchScript), pids(python, torchShrinkScript),
+	return slices.Concat(pids(linkfaultBin), pids(logregBin), pids(sparseLRBin), pids(rowcheckBin), pids(shrinkcheckBin), pids(rowshrinkBin), pids(python, torchScript), pids(python, torchShrinkScript),
 		pids(spindleBin, "executor"), pids(spindleBin, "ps", "serve"))
 }
 
