@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -32,13 +33,31 @@ var (
 // at the epoch's end and the job does not end.
 func TestElasticShrinksInPlaceWithInput(t *testing.T) {
 	t.Parallel()
+	shrinkInPlaceWithInput(t, "pad", 6)
+}
+
+// TestElasticShrinksInPlaceWithUnevenInput is the same with even batches
+// off and rank 1 lost having read batch 7: its 53 batches left are dealt
+// unpadded, 18, 18 and 17, so one survivor's feed ends a step before the
+// others' and e2e/rowshrink joins their last step with no rows. A trainer
+// that exited at its feed's end instead would leave the others waiting
+// in that step.
+func TestElasticShrinksInPlaceWithUnevenInput(t *testing.T) {
+	t.Parallel()
+	shrinkInPlaceWithInput(t, "off", 7)
+}
+
+// shrinkInPlaceWithInput runs the job of TestElasticShrinksInPlaceWithInput
+// with spindle.feed.evenBatches even, rank 1 lost having read batch crash
+// of epoch 1.
+func shrinkInPlaceWithInput(t *testing.T, even string, crash int) {
 	const rows, epochs = 240000, 3
 	input := writeIDColumns(t, rows, 12, 32, func(id, c int) int { return (id + c) % 97 })
 	args := submitArgs("--num-executors", "2:4", "--input", input, "--label-column", "id", "--feed", "tensor",
 		"--batch-rows", "1000", "--epochs", strconv.Itoa(epochs), "--shuffle", "--seed", "4",
 		"--conf", "spindle.feed.shuffleBufferRows=4000", "--conf", "spindle.feed.prefetchBatches=2", "--conf", "spindle.feed.sharedMemory=false", "--conf", "spindle.failure.policy=elastic",
-		"--conf", "spindle.failure.shrinkInPlace=true",
-		"--", rowshrinkBin, "--epochs", strconv.Itoa(epochs), "--crash-rank", "1", "--crash-epoch", "1", "--crash-batch", "6", "--pause", "2ms")
+		"--conf", "spindle.failure.shrinkInPlace=true", "--conf", "spindle.feed.evenBatches="+even,
+		"--", rowshrinkBin, "--epochs", strconv.Itoa(epochs), "--crash-rank", "1", "--crash-epoch", "1", "--crash-batch", strconv.Itoa(crash), "--pause", "2ms")
 	cmd, out := startSubmit(t, args)
 	ranks := trainingPIDs(t, cmd, "rowshrink", 4, 90*time.Second)
 	done := make(chan error, 1)
@@ -54,8 +73,9 @@ func TestElasticShrinksInPlaceWithInput(t *testing.T) {
 		t.Fatalf("the job failed: %v\n%s", err, got)
 	}
 	checkNotRestarted(t, got)
-	if !strings.Contains(got, "the 54000 rows rank 1 had left of epoch 1 (from batch 6) are dealt among the 3 ranks that went on") {
-		t.Errorf("the driver did not say it dealt rank 1's rest of epoch 1 from batch 6:\n%s", got)
+	dealt := fmt.Sprintf("the %d rows rank 1 had left of epoch 1 (from batch %d) are dealt among the 3 ranks that went on", (60-crash)*1000, crash)
+	if !strings.Contains(got, dealt) {
+		t.Errorf("the driver did not say %q:\n%s", dealt, got)
 	}
 	started := rowshrinkStarted.FindAllStringSubmatch(got, -1)
 	if len(started) != 4 {
@@ -69,9 +89,9 @@ func TestElasticShrinksInPlaceWithInput(t *testing.T) {
 	}
 	for _, w := range went {
 		pid, _ := strconv.Atoi(w[1])
-		if r, ok := newRank[pid]; !ok || w[2] != r || w[3] != "3" || w[6] != "1" || w[7] != "6" {
-			t.Errorf("process %d went on as rank %s of %s at epoch %s batch %s; want a survivor's first process (pids %v), renumbered, at epoch 1 batch 6",
-				pid, w[2], w[3], w[6], w[7], ranks)
+		if r, ok := newRank[pid]; !ok || w[2] != r || w[3] != "3" || w[6] != "1" || w[7] != strconv.Itoa(crash) {
+			t.Errorf("process %d went on as rank %s of %s at epoch %s batch %s; want a survivor's first process (pids %v), renumbered, at epoch 1 batch %d",
+				pid, w[2], w[3], w[6], w[7], ranks, crash)
 		}
 	}
 	if _, err := rowsum.Check(got, 1, epochs, rows); err != nil {

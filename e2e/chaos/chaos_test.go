@@ -26,7 +26,7 @@ import (
 	"github.com/spindle-ml/spindle/testbed/faultproxy"
 )
 
-var spindleBin, logregBin, sparseLRBin, datagenBin, rowcheckBin, linkfaultBin, shrinkcheckBin string
+var spindleBin, logregBin, sparseLRBin, datagenBin, rowcheckBin, linkfaultBin, shrinkcheckBin, rowshrinkBin string
 
 // torchScript is the PyTorch example the DDP fault runs;
 // torchShrinkScript the PyTorch job that goes on in place.
@@ -53,7 +53,7 @@ func TestMain(m *testing.M) {
 		testbin.Bin{Out: &spindleBin, Pkg: "./cmd/spindle"}, testbin.Bin{Out: &logregBin, Pkg: "./examples/logreg"},
 		testbin.Bin{Out: &sparseLRBin, Pkg: "./examples/sparse-lr"}, testbin.Bin{Out: &datagenBin, Pkg: "./examples/datagen"},
 		testbin.Bin{Out: &rowcheckBin, Pkg: "./e2e/rowcheck"}, testbin.Bin{Out: &linkfaultBin, Pkg: "./e2e/linkfault"},
-		testbin.Bin{Out: &shrinkcheckBin, Pkg: "./e2e/shrinkcheck"})
+		testbin.Bin{Out: &shrinkcheckBin, Pkg: "./e2e/shrinkcheck"}, testbin.Bin{Out: &rowshrinkBin, Pkg: "./e2e/rowshrink"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -276,6 +276,8 @@ func faults() []fault {
 		restartedLogreg(restart),
 		elasticShrink(),
 		elasticRestart(),
+		elasticShrinkInput(),
+		elasticRestartInput(),
 		torchShrink(),
 		torchRestart(),
 		{name: "worker replaced: training rank of 4 (row ids)", args: rows4, want: 4, recovers: true, alone: true, check: replacedAlone,
@@ -338,7 +340,7 @@ func pids(args ...string) []int {
 // leftovers lists the job processes still alive: training programs,
 // executors, parameter servers.
 func leftovers() []int {
-	return slices.Concat(pids(linkfaultBin), pids(logregBin), pids(sparseLRBin), pids(rowcheckBin), pids(shrinkcheckBin), pids(python, torchScript), pids(python, torchShrinkScript),
+	return slices.Concat(pids(linkfaultBin), pids(logregBin), pids(sparseLRBin), pids(rowcheckBin), pids(shrinkcheckBin), pids(rowshrinkBin), pids(python, torchScript), pids(python, torchShrinkScript),
 		pids(spindleBin, "executor"), pids(spindleBin, "ps", "serve"))
 }
 

@@ -17,10 +17,15 @@
 //
 //	rowshrink went on pid=123 rank=1 world=3 was=2/4 epoch=1 batches=21 at_ms=1764412345678
 //
-// and, on the last world's rank 0, the world's rows per epoch as rowcheck
+// on the last world's rank 0, the world's rows per epoch as rowcheck
 // prints its own, for rowsum.Check over one rank:
 //
 //	rowcheck rank=0 generation=0 epoch=0 rows=2400 hash=9f2c0e2a9b3d4411
+//
+// and, on every rank at its end, "rowshrink final pid=123 rank=1 world=3
+// steps=180". A rank whose feed ended joins the world's steps with no
+// rows until every rank's did, so that uneven batches
+// (spindle.feed.evenBatches=off) end together.
 //
 // --crash-epoch and --crash-batch make the process of rank --crash-rank
 // SIGKILL itself (in generation 0) when it has read that batch of that
@@ -144,32 +149,55 @@ func (t *trainer) run(ctx context.Context) error {
 		case it.err != nil:
 			return it.err
 		case it.done:
-			t.printSums()
-			return nil
+			return t.drain(ctx)
 		case it.end:
 			continue
 		}
 		if it.epoch != t.epoch {
 			t.epoch, t.epochStart = it.epoch, t.step
 		}
-		if err := t.train(ctx, it); err != nil {
+		if _, err := t.train(ctx, it); err != nil {
 			return err
 		}
 	}
 }
 
-// train trains one batch: it allreduces the batch's sums until a step
-// completes with it, or the world shows it was trained before it failed.
-func (t *trainer) train(ctx context.Context, it item) error {
-	if t.env.Generation == 0 && t.comm.Rank() == t.crashRank && t.version == 0 &&
+// drain joins the world's steps with no rows once this rank's feed
+// ended, until no rank has a batch left: with even batches off
+// (spindle.feed.evenBatches=off) the ranks a lost rank's rest was dealt
+// to end that epoch, and so the job, a step or more after the others.
+func (t *trainer) drain(ctx context.Context) error {
+	for {
+		busy, err := t.train(ctx, item{epoch: t.epoch})
+		if err != nil {
+			return err
+		}
+		if busy == 0 {
+			break
+		}
+	}
+	t.printSums()
+	fmt.Printf("rowshrink final pid=%d rank=%d world=%d steps=%d\n", os.Getpid(), t.comm.Rank(), t.comm.WorldSize(), t.step)
+	return nil
+}
+
+// train trains one batch (none when it holds no ids): it allreduces the
+// batch's sums, and whether it had rows, until a step completes with it,
+// or the world shows it was trained before it failed. busy is how many
+// ranks had a batch in the step (at least one when that is not known).
+func (t *trainer) train(ctx context.Context, it item) (busy int, err error) {
+	if len(it.ids) > 0 && t.env.Generation == 0 && t.comm.Rank() == t.crashRank && t.version == 0 &&
 		it.epoch == t.crashEpoch && t.step-t.epochStart == t.crashBatch {
-		return syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		return 0, syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	}
 	for {
 		if t.pause > 0 {
 			time.Sleep(t.pause) // the step's work: not synchronisation
 		}
-		add := make([]float64, len(t.sums))
+		add := make([]float64, len(t.sums)+1)
+		if len(it.ids) > 0 {
+			add[len(t.sums)] = 1
+		}
 		at := width * it.epoch
 		for _, id := range it.ids {
 			add[at]++
@@ -180,18 +208,18 @@ func (t *trainer) train(ctx context.Context, it item) error {
 		}
 		err := collective.AllReduce(ctx, t.comm, add, collective.Sum)
 		if err == nil {
-			for i, v := range add {
-				t.sums[i] += v
+			for i := range t.sums {
+				t.sums[i] += add[i]
 			}
 			t.step++
-			return nil
+			return int(add[len(t.sums)]), nil
 		}
 		before := t.step
 		if err := t.goOn(ctx, err); err != nil {
-			return err
+			return 0, err
 		}
 		if t.step > before {
-			return nil // the world trained this batch before it failed
+			return 1, nil // the world trained this batch before it failed
 		}
 	}
 }
