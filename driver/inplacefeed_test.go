@@ -6,9 +6,12 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // inPlaceGang is a registered elastic gang of 4 workers with input that
@@ -16,9 +19,9 @@ import (
 // 2 epochs, and a plan of 27, 27 and 26 rows for 3. It returns the
 // control server its feeds and heartbeats reach, and what the driver
 // said.
-func inPlaceGang(t *testing.T) (*controlServer, *roster, *strings.Builder) {
+func inPlaceGang(t *testing.T) (*controlServer, *roster, *syncbuf.Buffer) {
 	t.Helper()
-	said := &strings.Builder{}
+	said := &syncbuf.Buffer{} // the deal says it on its own goroutine
 	d := &Driver{cfg: Config{BatchRows: 4, EvenBatches: feed.EvenOff, Epochs: 2, Inputs: []string{"ids/*.csv"}},
 		logger: slog.New(slog.DiscardHandler)}
 	w4 := &world{n: 4, target: 5, plan: &feed.JobPlan{RowsPerRank: []int64{20, 20, 20, 20}, Ranks: make([][]feed.Split, 4)}}
@@ -35,7 +38,7 @@ func inPlaceGang(t *testing.T) (*controlServer, *roster, *strings.Builder) {
 	stop := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	f := d.inPlaceFeedFor(ctx, g, stop)
-	f.say = func(msg string) { said.WriteString(msg) }
+	f.say = func(msg string) { _, _ = said.Write([]byte(msg)) }
 	t.Cleanup(func() {
 		close(stop)
 		cancel()
@@ -101,9 +104,14 @@ func TestLostRanksRestGoesToTheSurvivorsFeeds(t *testing.T) {
 			t.Errorf("%s got the plan %v, want rank %d's of the world of 3", survivors[j], p, j)
 		}
 	}
-	if !strings.Contains(said.String(), "the 8 rows rank 1 had left of epoch 0 (from batch 3) are dealt among the 3 ranks that went on") {
-		t.Errorf("the driver said %q", said)
-	}
+	// The deal says so once the feeds have their answers: wait for it.
+	const dealt = "the 8 rows rank 1 had left of epoch 0 (from batch 3) are dealt among the 3 ranks that went on"
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if !strings.Contains(said.String(), dealt) {
+			return fmt.Errorf("the driver said %q", said.String())
+		}
+		return nil
+	})
 	// exec-3's answer had no rows: its epoch ended. The others', after
 	// their rows.
 	again := []<-chan held{holdEnd(s, "exec-0", 0), holdEnd(s, "exec-2", 0)}
