@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -109,17 +110,7 @@ func TestSharedMemoryHeldBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var held []arrow.RecordBatch
-	for {
-		rec, err := ep.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, rec)
-	}
+	held := holdEpoch(ctx, t, ep)
 	m := ep.shm.m
 	ep.Close()
 	if len(held) != 30 || srv.shmInline.Load() == 0 || srv.shmBytes.Load() == 0 {
@@ -143,6 +134,23 @@ func TestSharedMemoryHeldBatches(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, testutil.Holds("condition", func() bool { return regionInUse(srv) == 0 }))
 }
 
+// holdEpoch reads every batch of ep's epoch and returns them, held (the
+// caller releases them).
+func holdEpoch(ctx context.Context, t *testing.T, ep *ArrowEpoch) []arrow.RecordBatch {
+	t.Helper()
+	var held []arrow.RecordBatch
+	for {
+		rec, err := ep.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return held
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, rec)
+	}
+}
+
 // regionInUse is the bytes of the server's region that hold messages.
 func regionInUse(s *Server) int64 {
 	r := s.shm.region
@@ -163,23 +171,13 @@ func TestSharedMemoryHeldWaitsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var held []arrow.RecordBatch
+	defer ep.Close()
+	held := holdEpoch(ctx, t, ep)
 	defer func() {
 		for _, rec := range held {
 			rec.Release()
 		}
 	}()
-	for {
-		rec, err := ep.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, rec)
-	}
-	defer ep.Close()
 	inline, waits := srv.shmInline.Load(), srv.shmWaitedOut.Load()
 	if len(held) != 300 || inline < 100 || waits != 1 {
 		t.Fatalf("%d batches, %d messages inline after %d waits for room ran out; want 300, most inline, 1 wait", len(held), inline, waits)
