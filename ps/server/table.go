@@ -55,7 +55,7 @@ func newTable(spec *pspb.TableSpec) *table {
 // rowBytes is what one row costs.
 func (t *table) rowBytes() int64 { return int64(t.stride)*4 + keyOverhead }
 
-func shardOf(key uint64) int { return int(ps.SlotHash(key) >> (64 - ps.ShardBits)) }
+func shardOf(key uint64) int { return ps.SlotShard(ps.SlotHash(key)) }
 
 // create adds key's row to s and returns its index. s.mu is held.
 func (t *table) create(s *shard, key uint64) int32 {
@@ -98,7 +98,7 @@ func groupByShard(keys []uint64) *batch {
 	for j, k := range keys {
 		h := ps.SlotHash(k)
 		b.hashes[j] = h
-		sh := int(h >> (64 - ps.ShardBits))
+		sh := ps.SlotShard(h)
 		counts[sh]++
 		b.inOrder = b.inOrder && sh >= prev
 		prev = sh
@@ -108,7 +108,7 @@ func groupByShard(keys []uint64) *batch {
 	}
 	next := b.bounds
 	for j, h := range b.hashes {
-		sh := h >> (64 - ps.ShardBits)
+		sh := ps.SlotShard(h)
 		b.order[next[sh]] = int32(j)
 		next[sh]++
 	}
