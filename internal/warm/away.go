@@ -21,8 +21,8 @@ import (
 // adds (the script's text), or nil when every rank of rec runs here.
 func awayRequest(rec *Record, argv []string, cwd string) (map[string]any, error) {
 	away := false
-	for _, a := range rec.Addrs {
-		away = away || a != ""
+	for r := range rec.Addrs {
+		away = away || rec.away(r)
 	}
 	if !away {
 		return nil, nil
@@ -40,6 +40,9 @@ func awayRequest(rec *Record, argv []string, cwd string) (map[string]any, error)
 	}
 	return map[string]any{"script": script}, nil
 }
+
+// away reports whether rank r serves away from this host (over TCP).
+func (rec *Record) away(r int) bool { return r < len(rec.Addrs) && rec.Addrs[r] != "" }
 
 // requestLine is the JSON line of a request: fields, and extra's beside.
 func requestLine(fields, extra map[string]any) ([]byte, error) {

@@ -140,7 +140,7 @@ func Submit(ctx context.Context, rec *Record, argv []string, cwd string, stdout,
 		g.Go(func() error {
 			var c int
 			var err error
-			if r < len(rec.Addrs) && rec.Addrs[r] != "" {
+			if rec.away(r) {
 				c, err = runRankAway(ctx, rec, r, away, out)
 			} else {
 				c, err = runRank(ctx, rec, r, req, out)
