@@ -32,7 +32,7 @@ import time
 
 from . import _contract, _run, _submit
 from ._errors import SpindleError
-from ._zygote import ADDRESS_MARK, PRELOAD, SESSION_DIR, socket_path
+from ._sessionwire import ADDRESS_MARK, PRELOAD, SESSION_DIR, socket_path
 
 # How many jobs of a session with input read its feed: the session's job
 # serves this many turns of the epochs each job reads.

@@ -41,19 +41,10 @@ import time
 import traceback
 
 from . import _contract, _env
+from ._sessionwire import ADDRESS_MARK, PRELOAD, SESSION_DIR, socket_path
 
-SESSION_DIR = _contract.SESSION_DIR
-PRELOAD = _contract.SESSION_PRELOAD
 # A run's request carries its pickled function.
 _MAX_REQUEST = 64 << 20
-# The line a rank serving over TCP prints (its job's output) for the
-# session to learn where it listens.
-ADDRESS_MARK = "spindle-session: rank {rank} serves on {addr}"
-
-
-def socket_path(directory, rank):
-    """The Unix socket rank's zygote listens on."""
-    return os.path.join(directory, f"rank-{rank}.sock")
 
 
 def _read_request(conn):

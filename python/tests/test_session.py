@@ -584,6 +584,16 @@ class SessionArgsTest(unittest.TestCase):
         self.assertIn("rank 1 runs on host", p.stderr)
         self.assertIn("must run on the host that started it", p.stderr)
 
+    def test_zygote_runs_as_main_without_a_second_copy(self):
+        # python -m spindle._zygote imports the package first; were the
+        # package to import the zygote, runpy would warn and run a copy.
+        env = {k: v for k, v in os.environ.items() if k != "SPINDLE_SESSION_DIR"}
+        env["PYTHONPATH"] = support.PYTHON_DIR
+        p = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "spindle._zygote"], env=env,
+                           capture_output=True, text=True, timeout=60)
+        self.assertNotIn("RuntimeWarning", p.stderr)
+        self.assertIn("SPINDLE_SESSION_DIR is not set", p.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
