@@ -94,7 +94,7 @@ func statusError(st C.int) error {
 }
 
 // tcpRndvThresh is the rendezvous threshold the parameter server's
-// sessions (rpc_cgo.go) use on UCX's TCP transport: above their messages'
+// sessions (rpc_listener_cgo.go, rpc_dialer_cgo.go) use on UCX's TCP transport: above their messages'
 // usual size, so requests and replies go eagerly, landing in UCX's
 // buffers while the other end is busy. The collectives' link leaves the
 // threshold to UCX: it receives a whole chunk in place at once, and its
