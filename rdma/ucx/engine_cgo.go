@@ -93,13 +93,13 @@ func statusError(st C.int) error {
 	return errors.New("ucx: " + C.GoString(C.spx_status_string(st)))
 }
 
-// tcpRndvThresh is the rendezvous threshold the parameter server's
-// sessions (rpc_listener_cgo.go, rpc_dialer_cgo.go) use on UCX's TCP transport: above their messages'
-// usual size, so requests and replies go eagerly, landing in UCX's
-// buffers while the other end is busy. The collectives' link leaves the
-// threshold to UCX: it receives a whole chunk in place at once, and its
-// rendezvous transfers then moved twice the bytes of eager ones at 16 MiB
-// (docs/rdma.md).
+// tcpRndvThresh is the rendezvous threshold the parameter server's sessions
+// (rpc_listener_cgo.go, rpc_dialer_cgo.go) use on UCX's TCP transport:
+// above their messages' usual size, so requests and replies go eagerly,
+// landing in UCX's buffers while the other end is busy. The collectives'
+// link leaves the threshold to UCX: it receives a whole chunk in place at
+// once, and its rendezvous transfers then moved twice the bytes of eager
+// ones at 16 MiB (docs/rdma.md).
 const tcpRndvThresh = "1m"
 
 // rndvThresh is the rendezvous threshold a worker starts with: "" leaves
