@@ -82,12 +82,18 @@ func goOnWithout(t *testing.T, cmd *exec.Cmd, out *syncbuf.Buffer, pid int) (str
 // lines, whose last group is that moment in Unix milliseconds.
 func logWentOn(t *testing.T, killed time.Time, went [][]string) {
 	t.Helper()
+	t.Logf("the survivors trained their first step in the world of 3 within %s of the kill", slowestAfter(killed, went))
+}
+
+// slowestAfter is how long after killed the last of lines was: the last
+// group of each is a moment in Unix milliseconds.
+func slowestAfter(killed time.Time, lines [][]string) time.Duration {
 	var slowest time.Duration
-	for _, w := range went {
+	for _, w := range lines {
 		ms, _ := strconv.ParseInt(w[len(w)-1], 10, 64)
 		slowest = max(slowest, time.UnixMilli(ms).Sub(killed))
 	}
-	t.Logf("the survivors trained their first step in the world of 3 within %s of the kill", slowest.Round(time.Millisecond))
+	return slowest.Round(time.Millisecond)
 }
 
 // checkNotRestarted checks that a job's output got says the 3 survivors
