@@ -2,7 +2,6 @@ package driver
 
 import (
 	"fmt"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/observe/jobview"
-	"github.com/spindle-ml/spindle/observe/metrics"
 )
 
 // TestRenumberedRanksKeepTheirRows: when a job of 4 goes on without rank 1
@@ -21,12 +19,9 @@ import (
 // numbers, and a late line of the process that left reaches no row.
 func TestRenumberedRanksKeepTheirRows(t *testing.T) {
 	var out, errOut syncbuf.Buffer
-	console := NewConsole(&out, &errOut, false)
 	var events []jobview.Event
-	o := &observer{job: jobview.NewJob(), metrics: metrics.NewDriver(metrics.NewRegistry()), logger: slog.New(slog.DiscardHandler),
-		ranks: map[int]rankSeen{}, console: console, usage: map[int]rankUsage{}, roles: map[int]string{},
-		onEvent: func(ev jobview.Event) { events = append(events, ev) }}
-	console.setTap(o.outputLine)
+	o := consoleObserver(&out, &errOut)
+	o.onEvent = func(ev jobview.Event) { events = append(events, ev) }
 	o.record(jobview.Event{Kind: jobview.KindSubmitted, Info: &jobview.Info{ID: "job-1", WorldSize: 4}})
 	// Each process reads 10 rows more than the one started before it.
 	world := func(hosts ...string) []rankProgress {
