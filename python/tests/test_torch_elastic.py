@@ -185,6 +185,30 @@ class ReformTest(unittest.TestCase):
 
 
 @unittest.skipIf(torch is None, "torch is not installed")
+class CatchUpTest(unittest.TestCase):
+    def test_a_survivors_state_wins_over_a_replacements(self):
+        """A replacement that loaded a checkpoint claiming more steps still takes the survivor's state."""
+        code = ("import torch, spindle.torch as st, spindle._torch_elastic as el, sys\n"
+                "st.init_process_group()\n"
+                "rank = torch.distributed.get_rank()\n"
+                "el._fresh = rank == 1  # as join_replacement leaves a replacement\n"
+                "net = torch.nn.Linear(2, 1)\n"
+                "torch.nn.init.constant_(net.weight, 1.0 + rank)\n"
+                "step = st.catch_up(5 if rank == 0 else 9, net)\n"
+                "print('caught up', rank, step, net.weight.flatten().tolist(), flush=True)\n"
+                "st.finish(exit_status=0)\n")
+        port = str(free_port())
+        procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  env=dict(os.environ, PYTHONPATH=support.PYTHON_DIR, MASTER_ADDR="127.0.0.1",
+                                           MASTER_PORT=port, RANK=str(r), WORLD_SIZE="2"))
+                 for r in range(2)]
+        for r, p in enumerate(procs):
+            out, _ = p.communicate(timeout=120)
+            self.assertEqual(p.returncode, 0, out)
+            self.assertIn(f"caught up {r} 5 [1.0, 1.0]", out)
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
 class PassThroughTest(unittest.TestCase):
     def test_other_failures_are_raised_unchanged(self):
         for err in (RuntimeError("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x1)"), ValueError("bad"),
