@@ -5,7 +5,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,15 +36,7 @@ func TestPyTorchReplacesAWorkerInPlace(t *testing.T) {
 	testutil.WaitFor(t, 90*time.Second, testutil.Holds("every rank to train", func() bool {
 		return len(torchShrinkAt.FindAllString(out.String(), -1)) >= 4
 	}))
-	killed := time.Now()
-	if err := syscall.Kill(ranks[1], syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	err := cmd.Wait()
-	got := out.String()
-	if err != nil {
-		t.Fatalf("the job failed: %v\n%s", err, got)
-	}
+	got, killed := killAndWait(t, cmd, out, ranks[1])
 	if strings.Contains(got, "restarting every rank") || !strings.Contains(got, "replacing it alone") {
 		t.Errorf("rank 1 was not replaced alone:\n%s", got)
 	}

@@ -64,6 +64,16 @@ func TestElasticShrinksInPlace(t *testing.T) {
 // when the kill was.
 func goOnWithout(t *testing.T, cmd *exec.Cmd, out *syncbuf.Buffer, pid int) (string, time.Time) {
 	t.Helper()
+	got, killed := killAndWait(t, cmd, out, pid)
+	checkNotRestarted(t, got)
+	return got, killed
+}
+
+// killAndWait SIGKILLs the training process pid of the job cmd runs,
+// waits for the job and checks that it exited 0; it returns the job's
+// output and when the kill was.
+func killAndWait(t *testing.T, cmd *exec.Cmd, out *syncbuf.Buffer, pid int) (string, time.Time) {
+	t.Helper()
 	killed := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -73,7 +83,6 @@ func goOnWithout(t *testing.T, cmd *exec.Cmd, out *syncbuf.Buffer, pid int) (str
 	if err != nil {
 		t.Fatalf("the job failed: %v\n%s", err, got)
 	}
-	checkNotRestarted(t, got)
 	return got, killed
 }
 

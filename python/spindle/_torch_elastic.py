@@ -167,7 +167,7 @@ def reform(error=None, timeout=None):
     m = _env.wait_membership(w.version, timeout=wait)
     if m is None:
         _fail(error, f"no newer membership than version {w.version} came within {wait:g}s: the job does not go on "
-                     "in place (spindle.failure.shrinkInPlace)")
+                     "in place (spindle.failure.shrinkInPlace, spindle.failure.replaceWorkers)")
     peers, version = m.get("peers", []), m.get("version")
     if len(peers) > w.world or (len(peers) == w.world and m.get("left")):
         _fail(error, f"membership version {version} has {len(peers)} ranks where the group had {w.world}: "
