@@ -49,6 +49,9 @@ func (o *observer) news(n executorNews) {
 		o.printLine(true, fmt.Sprintf("[rank %d] (%d lines of output not forwarded: the driver fell behind; executor %s keeps them in its log)",
 			n.rank, n.dropped, n.executor))
 	}
+	if n.rank = o.current(n.rank); n.rank < 0 {
+		return // a process the job went on without
+	}
 	if len(n.spans) > 0 {
 		o.mu.Lock()
 		role := o.roles[n.rank]

@@ -16,10 +16,7 @@ import (
 // rank's log; reports and usage reach the job's model.
 func TestExecutorNews(t *testing.T) {
 	var out, errOut syncbuf.Buffer
-	console := NewConsole(&out, &errOut, false)
-	o := &observer{job: jobview.NewJob(), metrics: metrics.NewDriver(metrics.NewRegistry()), logger: slog.New(slog.DiscardHandler),
-		ranks: map[int]rankSeen{}, console: console, usage: map[int]rankUsage{}, roles: map[int]string{}}
-	console.setTap(o.outputLine)
+	o := consoleObserver(&out, &errOut)
 	o.record(jobview.Event{Kind: jobview.KindSubmitted, Info: &jobview.Info{ID: "job-1", WorldSize: 2}})
 
 	o.news(heartbeatNews(&driverpb.HeartbeatRequest{ExecutorId: "exec-1", Rank: 1,
@@ -65,4 +62,14 @@ func TestOutputForwardedOnlyWhereItIsNotDelivered(t *testing.T) {
 	if outputReachesConsole(quietManager{}) {
 		t.Error("a manager that does not deliver output needs forwarding")
 	}
+}
+
+// consoleObserver is an observer of a new job's model whose console prints
+// to out and errOut, its lines going to the ranks' logs as the driver's do.
+func consoleObserver(out, errOut *syncbuf.Buffer) *observer {
+	console := NewConsole(out, errOut, false)
+	o := &observer{job: jobview.NewJob(), metrics: metrics.NewDriver(metrics.NewRegistry()), logger: slog.New(slog.DiscardHandler),
+		ranks: map[int]rankSeen{}, console: console, usage: map[int]rankUsage{}, roles: map[int]string{}}
+	console.setTap(o.outputLine)
+	return o
 }

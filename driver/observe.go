@@ -53,6 +53,14 @@ type observer struct {
 	mu    sync.Mutex
 	usage map[int]rankUsage // by rank, from heartbeats (news)
 	roles map[int]string    // by rank, as progress saw them
+	// renumbered is when the ranks were last renumbered (an elastic job
+	// going on without a lost rank): progress taken before it names the
+	// ranks by their old numbers.
+	renumbered time.Time
+	// rankNow maps the rank a process of this generation started with,
+	// which prefixes its output lines, to the one it holds now (-1: it
+	// left); nil until the ranks are renumbered.
+	rankNow map[int]int
 }
 
 // rankSeen is what the observer last recorded of a rank, so it records
@@ -212,6 +220,11 @@ func (o *observer) record(ev jobview.Event) {
 	if o.onEvent != nil {
 		o.onEvent(ev)
 	}
+	if ev.Kind == jobview.KindRestart {
+		o.mu.Lock()
+		o.rankNow = nil // a new gang, numbered afresh
+		o.mu.Unlock()
+	}
 	if o.tb != nil && ev.Kind == jobview.KindScalars {
 		o.writeScalars(ev)
 	}
@@ -232,6 +245,9 @@ func (o *observer) outputLine(toErr bool, line string) {
 	if err != nil {
 		return
 	}
+	if rank = o.current(rank); rank < 0 {
+		return // a process the job went on without: its row is gone
+	}
 	stream := "stdout"
 	if toErr {
 		stream = "stderr"
@@ -239,8 +255,72 @@ func (o *observer) outputLine(toErr bool, line string) {
 	o.record(jobview.Event{Kind: jobview.KindLog, Rank: rank, Stream: stream, Line: text})
 }
 
+// renumber records that the gang went on without rank left in a world of
+// world ranks, the others renumbered in their old order: the job page
+// moves each rank's row to its new number.
+func (o *observer) renumber(left, world int) {
+	now := time.Now()
+	o.mu.Lock()
+	o.renumbered = now
+	if o.rankNow == nil {
+		o.rankNow = make(map[int]int, world+1)
+		for r := 0; r <= world; r++ {
+			o.rankNow[r] = r
+		}
+	}
+	for started, r := range o.rankNow {
+		o.rankNow[started] = movedRank(r, left)
+	}
+	usage, roles := make(map[int]rankUsage, len(o.usage)), make(map[int]string, len(o.roles))
+	for r, u := range o.usage {
+		if r = movedRank(r, left); r >= 0 {
+			usage[r] = u
+		}
+	}
+	for r, role := range o.roles {
+		if r = movedRank(r, left); r >= 0 {
+			roles[r] = role
+		}
+	}
+	o.usage, o.roles = usage, roles
+	o.mu.Unlock()
+	moves := jobview.Renumbering(left, world+1)
+	o.record(jobview.Event{Time: now, Kind: jobview.KindRenumber, Rank: left, Renumbered: moves,
+		Message: jobview.RenumberMessage(left, moves)})
+}
+
+// movedRank is the number rank has once the gang went on without rank
+// left: -1 for left itself (and a rank that had left before).
+func movedRank(rank, left int) int {
+	switch {
+	case rank < 0 || rank == left:
+		return -1
+	case rank > left:
+		return rank - 1
+	}
+	return rank
+}
+
+// current maps the rank an executor's requests and its output lines name
+// (the one its process started with) to the one it holds now; -1 for a
+// process the job went on without.
+func (o *observer) current(started int) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if now, ok := o.rankNow[started]; ok {
+		return now
+	}
+	return started
+}
+
 // progress records what changed in the ranks since the last call.
 func (o *observer) progress(now time.Time, ranks []rankProgress) {
+	o.mu.Lock()
+	stale := now.Before(o.renumbered)
+	o.mu.Unlock()
+	if stale {
+		return // taken under the ranks' old numbers; the next tick has the new ones
+	}
 	for _, r := range ranks {
 		seen, known := o.ranks[r.rank]
 		state, msg := jobview.RankRunning, ""

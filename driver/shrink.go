@@ -150,6 +150,9 @@ func (g *roster) whileShrinkingLocked() string {
 func (d *Driver) sayShrinking(rank, world int, msg string) {
 	d.shrunk.Add(1)
 	d.logger.Warn("worker lost; the others go on without it in place", "rank", rank, "world_size", world, "reason", msg)
+	if d.obs != nil {
+		d.obs.renumber(rank, world)
+	}
 	if c := d.cfg.Console; c != nil {
 		c.Eprintln(fmt.Sprintf("job %s: %s", d.cfg.JobID, msg))
 	}

@@ -64,6 +64,16 @@ func TestElasticShrinksInPlace(t *testing.T) {
 // when the kill was.
 func goOnWithout(t *testing.T, cmd *exec.Cmd, out *syncbuf.Buffer, pid int) (string, time.Time) {
 	t.Helper()
+	got, killed := killAndWait(t, cmd, out, pid)
+	checkNotRestarted(t, got)
+	return got, killed
+}
+
+// killAndWait SIGKILLs the training process pid of the job cmd runs,
+// waits for the job and checks that it exited 0; it returns the job's
+// output and when the kill was.
+func killAndWait(t *testing.T, cmd *exec.Cmd, out *syncbuf.Buffer, pid int) (string, time.Time) {
+	t.Helper()
 	killed := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -73,7 +83,6 @@ func goOnWithout(t *testing.T, cmd *exec.Cmd, out *syncbuf.Buffer, pid int) (str
 	if err != nil {
 		t.Fatalf("the job failed: %v\n%s", err, got)
 	}
-	checkNotRestarted(t, got)
 	return got, killed
 }
 
@@ -82,12 +91,18 @@ func goOnWithout(t *testing.T, cmd *exec.Cmd, out *syncbuf.Buffer, pid int) (str
 // lines, whose last group is that moment in Unix milliseconds.
 func logWentOn(t *testing.T, killed time.Time, went [][]string) {
 	t.Helper()
+	t.Logf("the survivors trained their first step in the world of 3 within %s of the kill", slowestAfter(killed, went))
+}
+
+// slowestAfter is how long after killed the last of lines was: the last
+// group of each is a moment in Unix milliseconds.
+func slowestAfter(killed time.Time, lines [][]string) time.Duration {
 	var slowest time.Duration
-	for _, w := range went {
+	for _, w := range lines {
 		ms, _ := strconv.ParseInt(w[len(w)-1], 10, 64)
 		slowest = max(slowest, time.UnixMilli(ms).Sub(killed))
 	}
-	t.Logf("the survivors trained their first step in the world of 3 within %s of the kill", slowest.Round(time.Millisecond))
+	return slowest.Round(time.Millisecond)
 }
 
 // checkNotRestarted checks that a job's output got says the 3 survivors

@@ -280,6 +280,8 @@ func faults() []fault {
 		elasticRestartInput(),
 		torchShrink(),
 		torchRestart(),
+		torchReplaced(),
+		torchRestarted(),
 		{name: "worker replaced: training rank of 4 (row ids)", args: rows4, want: 4, recovers: true, alone: true, check: replacedAlone,
 			victims: func(*exec.Cmd) []int { return pids(rowcheckBin) }},
 		{name: "worker replaced: executor of 4 (row ids)", args: rows4, want: 4, recovers: true, alone: true, check: replacedAlone,
@@ -393,7 +395,7 @@ func TestChaos(t *testing.T) {
 		if only != "" && !strings.Contains(f.name, only) {
 			continue
 		}
-		if f.check != nil && strings.HasPrefix(f.name, "PyTorch") && !hasTorch {
+		if f.check != nil && strings.Contains(f.name, "PyTorch") && !hasTorch {
 			t.Logf("%s skipped: %s cannot import torch (make deps installs python3-torch)", f.name, python)
 			continue
 		}

@@ -6,17 +6,22 @@ DistributedDataParallel module with --ddp), each step on data made from
 the step number and the rank. When a peer's process dies and the job goes
 on without it (spindle.failure.shrinkInPlace), spindle.torch.reform
 re-forms the process group with the survivors and catch_up hands them the
-furthest survivor's model; the process keeps running. Every step also
+furthest survivor's model; the process keeps running. When the job
+replaces the lost rank alone instead (spindle.failure.replaceWorkers),
+reform re-forms the group with the replacement, which joins it in
+init_process_group and gets a survivor's model from catch_up before it
+trains. Every step also
 all_reduces a one from every rank and checks the sum is the world size,
 so a rank left in the old world fails. It prints::
 
     torchshrink joined pid=123 rank=2 world=4
     torchshrink at pid=123 rank=2 world=4 step=50
     torchshrink went on pid=123 rank=1 world=3 was=2/4 step=41 at_ms=1764412345678
+    torchshrink replaced pid=124 rank=1 world=4 step=41 at_ms=1764412345678
     torchshrink final pid=123 rank=1 world=3 steps=200 params_sha256=...
 
-("at" every 50 steps; at_ms: when its first step in the new world
-completed, Unix milliseconds).
+("at" every 50 steps; "replaced" from a lost rank's replacement; at_ms:
+when its first step in the new world completed, Unix milliseconds).
 """
 
 import argparse
@@ -29,6 +34,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+import spindle
 import spindle.torch as st
 
 
@@ -75,10 +81,13 @@ def main():
     st.init_process_group()
     net = torch.nn.Linear(4, 1)
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
-    model = DDP(net) if args.ddp else net
     pid = os.getpid()
-    print(f"torchshrink joined pid={pid} rank={dist.get_rank()} world={dist.get_world_size()}", flush=True)
     step, was = 0, None
+    if spindle.replacement():
+        step = st.catch_up(step, net, opt)  # before DDP, as the survivors do after reform
+        was = "replaced"
+    model = DDP(net) if args.ddp else net
+    print(f"torchshrink joined pid={pid} rank={dist.get_rank()} world={dist.get_world_size()}", flush=True)
     while step < args.steps:
         time.sleep(args.pause)  # the step's work: not synchronisation
         try:
@@ -94,10 +103,13 @@ def main():
         if step % 50 == 0:
             print(f"torchshrink at pid={pid} rank={dist.get_rank()} world={dist.get_world_size()} step={step}",
                   flush=True)
-        if was is not None:
+        if was == "replaced":
+            print(f"torchshrink replaced pid={pid} rank={dist.get_rank()} world={dist.get_world_size()} "
+                  f"step={step} at_ms={int(time.time() * 1000)}", flush=True)
+        elif was is not None:
             print(f"torchshrink went on pid={pid} rank={dist.get_rank()} world={dist.get_world_size()} was={was} "
                   f"step={step} at_ms={int(time.time() * 1000)}", flush=True)
-            was = None
+        was = None
     print(f"torchshrink final pid={pid} rank={dist.get_rank()} world={dist.get_world_size()} steps={step} "
           f"params_sha256={params_sha256(net)}", flush=True)
     st.barrier()

@@ -104,8 +104,9 @@ func (w *Writer) Record(ev jobview.Event) {
 		return
 	}
 	final := ev.Kind == jobview.KindJobState && jobview.IsFinal(ev.State)
-	if final {
-		// The ranks' last counters come before the job's end.
+	if final || ev.Kind == jobview.KindRenumber {
+		// The ranks' last counters come before the job's end, and under
+		// the ranks' old numbers before they are renumbered.
 		w.releaseProgressLocked()
 	}
 	w.pending.Write(line)

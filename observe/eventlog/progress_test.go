@@ -2,7 +2,9 @@ package eventlog
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -143,5 +145,47 @@ func TestLogThinsTheValuesOfLargeJobsOnly(t *testing.T) {
 				t.Errorf("%d ranks: rank %d's last loss is %v, want its last report, 0.1", tc.ranks, r, lastLoss[r])
 			}
 		}
+	}
+}
+
+// The ranks' held progress is written before a renumbering, under the
+// numbers it was reported by: replayed after it, old rank 1's counters
+// would land on the row of the process that became rank 1.
+func TestLogWritesProgressBeforeARenumbering(t *testing.T) {
+	ctx := context.Background()
+	res := fsys.NewResolver(fsys.Options{})
+	defer res.Close()
+	dir := filepath.Join(t.TempDir(), "events")
+	w, err := NewWriter(ctx, res, dir, "job-r", time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 29, 19, 0, 0, 0, time.UTC)
+	w.Record(jobview.Event{Time: t0, Kind: jobview.KindSubmitted, Info: &jobview.Info{ID: "job-r", WorldSize: 3}})
+	for r := 0; r < 3; r++ {
+		w.Record(jobview.Event{Time: t0, Kind: jobview.KindExecutor, Rank: r, Executor: fmt.Sprintf("exec-%d", r), State: jobview.RankRunning})
+		w.Record(jobview.Event{Time: t0.Add(time.Second), Kind: jobview.KindProgress, Rank: r, Progress: &jobview.Progress{Rows: int64(10 * (r + 1))}})
+	}
+	moves := jobview.Renumbering(1, 3)
+	w.Record(jobview.Event{Time: t0.Add(2 * time.Second), Kind: jobview.KindRenumber, Rank: 1, Renumbered: moves})
+	w.Record(jobview.Event{Time: t0.Add(3 * time.Second), Kind: jobview.KindProgress, Rank: 1, Progress: &jobview.Progress{Rows: 35}})
+	w.Record(jobview.Event{Time: t0.Add(4 * time.Second), Kind: jobview.KindJobState, State: jobview.StateSucceeded})
+	if err := w.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	events, err := Read(ctx, res, dir, "job-r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := jobview.Replay(events).Snapshot(t0.Add(time.Minute))
+	var got []string
+	for _, v := range snap.Ranks {
+		got = append(got, fmt.Sprintf("%d:%s:%d", v.Rank, v.Executor, v.Rows))
+	}
+	if want := []string{"0:exec-0:10", "1:exec-2:35"}; !slices.Equal(got, want) {
+		t.Errorf("replayed rows %v, want %v", got, want)
+	}
+	if len(snap.LeftRanks) != 1 || snap.LeftRanks[0].Rows != 20 {
+		t.Errorf("left ranks %+v, want exec-1's with its 20 rows", snap.LeftRanks)
 	}
 }

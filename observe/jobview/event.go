@@ -30,6 +30,10 @@ const (
 	// KindModelSaved records a model version a rank published into the
 	// model store (Rank, Model).
 	KindModelSaved Kind = "model_saved"
+	// KindRenumber records an elastic job going on without a lost rank in
+	// place: Rank is the rank that left, Renumbered how every other rank's
+	// number moved, Message says so in words.
+	KindRenumber Kind = "renumber"
 )
 
 // Job states, as YARN and Spark report them.
@@ -53,6 +57,9 @@ const (
 	RankFailed     = "failed"
 	RankStopped    = "stopped"
 	RankLost       = "lost"
+	// RankLeft is a rank an elastic job went on without in place; its
+	// row is kept among the job's left ranks.
+	RankLeft = "left"
 )
 
 // Event is one thing that happened to a job. Fields beyond Time and Kind
@@ -82,6 +89,8 @@ type Event struct {
 	Line   string `json:"line,omitempty"`
 
 	Generation int `json:"generation,omitempty"`
+
+	Renumbered []RankMove `json:"renumbered,omitempty"`
 
 	Model *ModelRef `json:"model,omitempty"`
 }

@@ -64,6 +64,12 @@ type Snapshot struct {
 	// collectives found slow (task.Comm reports them), the latest report
 	// of each pair first by round trip.
 	SlowLinks []SlowLink `json:"slow_links,omitempty"`
+	// LeftRanks are the rows of the ranks an elastic job went on without
+	// in place, as they were when each left, in the order they left.
+	LeftRanks []RankView `json:"left_ranks,omitempty"`
+	// Changes is the job's timeline: its restarts, ranks replaced alone
+	// and renumberings, oldest first (the newest ChangesKept).
+	Changes []Change `json:"changes,omitempty"`
 }
 
 // SlowLink is a link between two ranks whose probes were slow.
@@ -112,6 +118,9 @@ type RankView struct {
 	GPUUtilRatio   float64   `json:"gpu_util_ratio,omitempty"`
 	GPUMemoryBytes int64     `json:"gpu_memory_bytes,omitempty"`
 	LastHeartbeat  time.Time `json:"last_heartbeat,omitempty"`
+	// FormerRanks are the numbers the rank's process had before an
+	// elastic job renumbered its ranks in place, oldest first.
+	FormerRanks []int `json:"former_ranks,omitempty"`
 }
 
 // Point is one sample of a chart.
@@ -147,6 +156,8 @@ type Job struct {
 	throughput series
 	scalars    map[string]*series
 	models     []SavedModel
+	left       []RankView // ranks gone on without in place
+	changes    []Change
 	tp         throughputSampler
 	// rows is the sum of the ranks' rows, kept as they report so that a
 	// report costs the same in a job of ten ranks as in one of thousands.
@@ -204,9 +215,14 @@ func (j *Job) Apply(ev Event) {
 		j.generation = ev.Generation
 		for _, r := range j.ranks {
 			r.view.Restarts++
+			r.view.FormerRanks = nil // a new gang's processes
 		}
+		j.addChange(ev, "every rank restarted: "+ev.Reason)
 	case KindReplace:
 		j.rank(ev.Rank).view.Restarts++
+		j.addChange(ev, ev.Reason)
+	case KindRenumber:
+		j.renumber(ev)
 	case KindExecutor:
 		r := j.rank(ev.Rank)
 		if ev.Role != "" {
@@ -390,6 +406,11 @@ func (j *Job) Snapshot(now time.Time) Snapshot {
 	if slowest != nil && fastRate > 0 && slowRate < 0.8*fastRate {
 		s.Slowest = slowest
 	}
+	for _, v := range j.left {
+		rows += float64(v.Rows)
+	}
+	s.LeftRanks = append([]RankView(nil), j.left...)
+	s.Changes = append([]Change(nil), j.changes...)
 	s.Totals["rows"], s.Totals["rows_per_second"] = rows, rps
 	if len(j.scalars) > 0 {
 		s.Scalars = map[string][]Point{}

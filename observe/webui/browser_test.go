@@ -235,3 +235,34 @@ func TestPagesBehindAProxy(t *testing.T) {
 		t.Fatalf("the rank's log page behind the proxy:\n%s", dom)
 	}
 }
+
+// TestRenumberedRanksShown: after an elastic job went on without rank 1 in
+// place, each row of the ranks table shows the process that holds its
+// rank now with the rank it had, the rank that left is named, and the
+// timeline says who moved.
+func TestRenumberedRanksShown(t *testing.T) {
+	t0 := time.Now().Add(-time.Minute)
+	j := jobview.NewJob()
+	j.Apply(jobview.Event{Time: t0, Kind: jobview.KindSubmitted, Info: &jobview.Info{ID: "job-9", Name: "shrunk",
+		Mode: "local[3]", Command: []string{"python3", "train.py"}, WorldSize: 3}})
+	for r := 0; r < 3; r++ {
+		j.Apply(jobview.Event{Time: t0, Kind: jobview.KindExecutor, Rank: r, Host: "h" + strconv.Itoa(r),
+			Executor: "exec-" + strconv.Itoa(r), State: jobview.RankRunning})
+	}
+	moves := jobview.Renumbering(1, 3)
+	j.Apply(jobview.Event{Time: t0.Add(12 * time.Second), Kind: jobview.KindRenumber, Rank: 1, Renumbered: moves,
+		Message: jobview.RenumberMessage(1, moves)})
+	srv := httptest.NewServer(Handler(NewLive(j), nil))
+	defer srv.Close()
+	dom := render(t, srv.URL+"/jobs/job-9", 2*time.Second, "job-page-renumbered.png")
+	rows := regexp.MustCompile(`<tr class="rank[^"]*" data-rank="(\d)">.*?</tr>`).FindAllStringSubmatch(dom, -1)
+	if len(rows) != 2 || !strings.Contains(rows[1][0], "h2") || !strings.Contains(rows[1][0], "(was 2)") || rows[1][1] != "1" {
+		t.Fatalf("rank rows %q, want rank 0 and rank 1 held by h2's process (was 2):\n%s", rows, dom)
+	}
+	for _, want := range []string{`id="left-ranks"`, "Went on without: rank 1 (h1, exec-1, 0 rows)",
+		`id="timeline"`, "12s: rank 1 left; rank 2 is now rank 1"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the page does not show %q:\n%s", want, dom)
+		}
+	}
+}

@@ -19,6 +19,19 @@ the model of the survivor that got furthest::
             continue
         step += 1
 
+Under ``spindle.failure.policy restart`` with
+``spindle.failure.replaceWorkers``, the membership keeps its size and
+names a new process for the lost rank instead: :func:`reform` re-forms the
+group of the same size with it, keeping every survivor's rank. The
+replacement, started with SPINDLE_REPLACEMENT set, joins that group in
+:func:`spindle.torch.init_process_group` and calls :func:`catch_up` before
+it trains, which hands it a survivor's state::
+
+    st.init_process_group()
+    model, opt, step = Net(), torch.optim.SGD(...), 0
+    if spindle.replacement():
+        step = st.catch_up(step, model, opt)
+
 The new group meets at its rank 0's rendezvous port under a prefix that
 names the membership's version, so a process of an older world never
 joins it.
@@ -58,6 +71,11 @@ class _World:
 
 _world = None
 
+# Whether this process joined its group as a lost rank's replacement and
+# has not caught up yet: catch_up takes no state from it while a survivor
+# has some.
+_fresh = False
+
 
 def _joined(store, host, port, rank, world, timeout, rendezvous):
     """Remember the group init_process_group formed, so that reform can replace it."""
@@ -67,6 +85,28 @@ def _joined(store, host, port, rank, world, timeout, rendezvous):
         _world = None  # the executor keeps no membership: nothing to go on with
         return
     _world = _World(store, (host, port), rank, world, m.get("version", 0), m["peers"][rank], timeout, rendezvous)
+
+
+def join_replacement(rank, world, timeout, rendezvous, **kwargs):
+    """Join the survivors' group as the replacement of a lost rank, and report whether this process is one.
+
+    A replacement (SPINDLE_REPLACEMENT above 0) whose membership names it
+    at rank meets the survivors, who re-form their group in :func:`reform`,
+    at the store of the membership's rank 0 under its version's prefix,
+    as they do. Anything else returns False: the gang's first processes
+    meet as usual.
+    """
+    global _world, _fresh
+    if _env.replacement() <= 0:
+        return False
+    m = _env.membership()
+    peers, services = (m or {}).get("peers") or [], (m or {}).get("services") or []
+    if m is None or m.get("version", 0) <= 0 or len(peers) != world or len(services) != world or not 0 <= rank < world:
+        return False  # no membership to meet the survivors by: the job restarted its gang
+    _world = _World(None, None, rank, world, 0, peers[rank], timeout, rendezvous)
+    _meet(_world, services[0], rank, world, m["version"], **kwargs)
+    _fresh = True
+    return True
 
 
 def peer_lost(error):
@@ -97,17 +137,19 @@ def _fail(error, why):
 
 
 def reform(error=None, timeout=None):
-    """Re-form the process group without the rank this process lost, and return ``(rank, world_size)``.
+    """Re-form the process group without the process this one lost, and return ``(rank, world_size)``.
 
     Call it when a collective raised error. When error is not a lost peer's
     (:func:`peer_lost`), the job keeps no membership or the group was not
     made by :func:`spindle.torch.init_process_group`, error is raised
     again, unchanged. Otherwise reform waits up to timeout seconds
-    (SPINDLE_COLLECTIVE_TIMEOUT by default) for the driver's smaller
-    membership, destroys the old group and joins the new one with the
-    other survivors, renumbered in their old order. When no smaller
-    membership comes in time (the job restarts its gang, or does not go on
-    in place), error is raised with a note saying so.
+    (SPINDLE_COLLECTIVE_TIMEOUT by default) for the driver's next
+    membership, destroys the old group and joins the new one: with the
+    other survivors, renumbered in their old order, when the world shrank;
+    with the lost rank's replacement, every rank keeping its number, when
+    it was replaced alone. When no newer membership comes in time (the job
+    restarts its gang, or does not go on in place), error is raised with a
+    note saying so.
 
     The old group's sockets close only once nothing refers to it: rebuild
     a DistributedDataParallel module after reform (the old one still holds
@@ -125,11 +167,11 @@ def reform(error=None, timeout=None):
     m = _env.wait_membership(w.version, timeout=wait)
     if m is None:
         _fail(error, f"no newer membership than version {w.version} came within {wait:g}s: the job does not go on "
-                     "in place (spindle.failure.shrinkInPlace)")
+                     "in place (spindle.failure.shrinkInPlace, spindle.failure.replaceWorkers)")
     peers, version = m.get("peers", []), m.get("version")
-    if len(peers) >= w.world:
-        _fail(error, f"membership version {version} has {len(peers)} ranks, not fewer than {w.world}: "
-                     "a lost rank replaced alone cannot rejoin a PyTorch group")
+    if len(peers) > w.world or (len(peers) == w.world and m.get("left")):
+        _fail(error, f"membership version {version} has {len(peers)} ranks where the group had {w.world}: "
+                     "a PyTorch group does not grow in place")
     if w.me not in peers:
         _fail(error, f"membership version {version} goes on without this process ({w.me})")
     services = m.get("services") or []
@@ -162,19 +204,23 @@ def _leave(timeout):
     done.wait(timeout.total_seconds())
 
 
-def _meet(w, service, rank, world, version):
+def _meet(w, service, rank, world, version, **kwargs):
     """Join the group of world ranks that meets at service under version's prefix."""
     host, _, port = service.rpartition(":")
     host = host.strip("[]")
     addr = (host, int(port))
     if addr != w.store_addr:
-        # The new rank 0 hosts the store on its own rendezvous port, free
+        # The new rank 0 (a survivor renumbered, or the replacement of a
+        # lost rank 0) hosts the store on its own rendezvous port, free
         # since its executor reserved it; the others connect to it.
         w.store = dist.TCPStore(host, int(port), None, rank == 0, w.rendezvous, wait_for_workers=False,
                                 multi_tenant=True)
         w.store_addr = addr
     store = dist.PrefixStore(f"spindle_membership_{version}", w.store)
-    dist.init_process_group(backend="gloo", store=store, rank=rank, world_size=world, timeout=w.timeout)
+    # The ranks wait for each other (a replacement may still be importing
+    # torch) as long as the store's timeout, rendezvous, lets them, as at
+    # the start; the group's collectives get timeout.
+    dist.init_process_group(backend="gloo", store=store, rank=rank, world_size=world, timeout=w.timeout, **kwargs)
     w.rank, w.world, w.version = rank, world, version
 
 
@@ -185,14 +231,23 @@ def catch_up(step, model=None, optimizer=None):
     group differ by at most the step that failed: the lowest rank with the
     most steps broadcasts model's parameters and buffers (an
     ``nn.Module``, or a DistributedDataParallel's) and optimizer's state to
-    the others. Call it on every rank after :func:`reform`.
+    the others. Call it on every rank after :func:`reform`, and on a lost
+    rank's replacement after :func:`spindle.torch.init_process_group`,
+    before it trains: a replacement's state (its own start, or a checkpoint
+    it loaded) is taken only when no survivor has one, so the survivors'
+    state wins.
     """
+    global _fresh
     world = dist.get_world_size()
-    mine = torch.tensor([int(step)], dtype=torch.int64)
-    steps = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
-    dist.all_gather(steps, mine)
-    counts = [int(s.item()) for s in steps]
-    src = counts.index(max(counts))
+    mine = torch.tensor([int(step), 0 if _fresh else 1], dtype=torch.int64)
+    gathered = [torch.zeros(2, dtype=torch.int64) for _ in range(world)]
+    dist.all_gather(gathered, mine)
+    _fresh = False
+    counts = [int(g[0].item()) for g in gathered]
+    # The survivors' state wins: among them the lowest rank with the most
+    # steps, and among every rank only when none survived.
+    order = [(int(g[1].item()), c) for g, c in zip(gathered, counts)]
+    src = order.index(max(order))
     if model is not None:
         with torch.no_grad():
             for t in model.state_dict().values():

@@ -16,9 +16,10 @@ A plain DistributedDataParallel script needs about five changed lines::
         st.save_checkpoint(model.module.state_dict())
     st.finish(exit_status=0)                # was: dist.destroy_process_group()
 
-Under ``spindle.failure.shrinkInPlace``, :func:`reform` and :func:`catch_up`
-keep the processes running when a rank is lost: the survivors re-form
-their gloo group and go on (see :mod:`spindle._torch_elastic`).
+Under ``spindle.failure.shrinkInPlace`` or ``spindle.failure.replaceWorkers``,
+:func:`reform` and :func:`catch_up` keep the processes running when a rank
+is lost: the survivors re-form their gloo group, without it or with its
+replacement, and go on (see :mod:`spindle._torch_elastic`).
 
 torch is imported when this module is, never by ``import spindle``.
 """
@@ -77,6 +78,11 @@ def init_process_group(backend="gloo", timeout=None, rendezvous_timeout=None, **
     for the other ranks to start (2 minutes, or timeout when longer).
     Further keyword arguments go to ``torch.distributed.init_process_group``.
     Calling it again once the group exists does nothing.
+
+    A lost rank's replacement (SPINDLE_REPLACEMENT, under
+    ``spindle.failure.replaceWorkers``) joins the group the survivors
+    re-form in :func:`reform` instead, and should call :func:`catch_up`
+    before it trains.
     """
     if dist.is_initialized():
         return
@@ -95,6 +101,8 @@ def init_process_group(backend="gloo", timeout=None, rendezvous_timeout=None, **
     if "init_method" in kwargs or "store" in kwargs:
         dist.init_process_group(backend=backend, rank=rank, world_size=world, timeout=timeout, **kwargs)
         return
+    if backend == "gloo" and _elastic.join_replacement(rank, world, timeout, rendezvous, **kwargs):
+        return  # a lost rank's replacement, in the survivors' group
     # env:// would bound the ranks' meeting by timeout too; the store made
     # here waits rendezvous for them, then collectives get timeout.
     host, port = os.environ[C.MASTER_ADDR], int(os.environ[C.MASTER_PORT])

@@ -3,7 +3,9 @@
 The test plays the executors' part: it starts four training processes
 (e2e/torchshrink/train.py) with the environment and membership file an
 executor gives them, SIGKILLs one, and writes the smaller membership the
-driver would send, as the executors do.
+driver would send, as the executors do; or, as under
+spindle.failure.replaceWorkers, a membership of the same size naming a
+replacement, which it starts.
 """
 
 import json
@@ -31,14 +33,17 @@ from test_torch import free_port, run_python
 TRAINER = os.path.join(support.REPO_DIR, "e2e", "torchshrink", "train.py")
 FINAL = re.compile(r"torchshrink final pid=(\d+) rank=(\d+) world=(\d+) steps=(\d+) params_sha256=(\w+)")
 WENT = re.compile(r"torchshrink went on pid=(\d+) rank=(\d+) world=(\d+) was=(\d+)/(\d+)")
+REPLACED = re.compile(r"torchshrink replaced pid=(\d+) rank=(\d+) world=(\d+) step=(\d+)")
 
 
-def write_membership(path, version, peers, services, left=None):
+def write_membership(path, version, peers, services, left=None, joined=0):
     m = {"version": version, "peers": peers, "services": services, "incarnations": [0] * len(peers),
-         "joined": -1 if left else 0}
+         "joined": -1 if left else joined}
     if left:
         m["left"] = left
         m["incarnations"][0] = version
+    elif version:
+        m["incarnations"][joined] = version
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(m, f)
@@ -63,17 +68,24 @@ class Gang:
         self.peers = [f"127.0.0.1:{free_port()}" for _ in range(n)]
         self.services = [f"127.0.0.1:{free_port()}" for _ in range(n)]
         write_membership(self.membership, 0, self.peers, self.services)
+        self.steps, self.extra = steps, extra
         self.procs, self.logs = [], []
         for r in range(n):
-            env = dict(os.environ, PYTHONPATH=support.PYTHON_DIR, MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=self.services[0].rpartition(":")[2], RANK=str(r), WORLD_SIZE=str(n),
-                       SPINDLE_RANK=str(r), SPINDLE_WORLD_SIZE=str(n), SPINDLE_MEMBERSHIP=self.membership,
-                       SPINDLE_COLLECTIVE_TIMEOUT="20")
-            log = open(os.path.join(self.dir, f"rank{r}.log"), "w+", encoding="utf-8")
-            self.logs.append(log)
-            self.procs.append(subprocess.Popen([sys.executable, TRAINER, "--steps", str(steps), *extra],
-                                               stdout=log, stderr=subprocess.STDOUT, env=env))
+            self.start(r)
         test.addCleanup(self.close)
+
+    def start(self, r, replacement=0):
+        """Start rank r's training process (the kth replacement of its rank when replacement is k); its index in procs."""
+        n = len(self.peers)
+        env = dict(os.environ, PYTHONPATH=support.PYTHON_DIR, MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=self.services[0].rpartition(":")[2], RANK=str(r), WORLD_SIZE=str(n),
+                   SPINDLE_RANK=str(r), SPINDLE_WORLD_SIZE=str(n), SPINDLE_MEMBERSHIP=self.membership,
+                   SPINDLE_COLLECTIVE_TIMEOUT="20", SPINDLE_REPLACEMENT=str(replacement))
+        log = open(os.path.join(self.dir, f"rank{r}.{replacement}.log"), "w+", encoding="utf-8")
+        self.logs.append(log)
+        self.procs.append(subprocess.Popen([sys.executable, TRAINER, "--steps", str(self.steps), *self.extra],
+                                           stdout=log, stderr=subprocess.STDOUT, env=env))
+        return len(self.procs) - 1
 
     def out(self, r):
         with open(self.logs[r].name, encoding="utf-8") as f:
@@ -95,6 +107,17 @@ class Gang:
         write_membership(self.membership, 1, [self.peers[r] for r in keep], [self.services[r] for r in keep],
                          left=[lost])
         return keep
+
+    def replace(self, lost):
+        """Kill rank lost's process, publish a membership naming its replacement and start it, as the driver and
+        executors do under replaceWorkers; the replacement's index in procs."""
+        self.procs[lost].send_signal(signal.SIGKILL)
+        self.procs[lost].wait()
+        # The replacement's executor has new ports: its peer address, and its rendezvous address, where a
+        # replaced rank 0 hosts the group's next store.
+        self.peers[lost], self.services[lost] = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+        write_membership(self.membership, 1, self.peers, self.services, joined=lost)
+        return self.start(lost, replacement=1)
 
 
 @unittest.skipIf(torch is None, "torch is not installed")
@@ -127,6 +150,62 @@ class ReformTest(unittest.TestCase):
 
     def test_ddp_module_goes_on(self):
         self.go_on_without(2, extra=("--ddp",))
+
+    def go_on_with_replacement(self, lost, extra=()):
+        steps = 150
+        gang = Gang(self, steps=steps, extra=extra)
+        wait_for("the four ranks to train 50 steps", lambda: all("step=50" in gang.out(r) for r in range(4)))
+        new = gang.replace(lost)
+        finals = {}
+        for i in [r for r in range(4) if r != lost] + [new]:
+            p, rank = gang.procs[i], i if i != new else lost
+            self.assertEqual(p.wait(timeout=120), 0, gang.out(i))
+            out = gang.out(i)
+            m = FINAL.search(out)
+            self.assertIsNotNone(m, out)
+            self.assertEqual((int(m[1]), int(m[2]), int(m[3]), int(m[4])), (p.pid, rank, 4, steps), out)
+            finals[i] = m[5]
+            if i == new:
+                went = REPLACED.search(out)
+                self.assertIsNotNone(went, out)
+                self.assertGreaterEqual(int(went[4]), 50, f"the replacement did not start from a survivor's step:\n{out}")
+            else:
+                went = WENT.search(out)
+                self.assertIsNotNone(went, out)
+                self.assertEqual((int(went[2]), int(went[3]), int(went[4]), int(went[5])), (i, 4, i, 4), out)
+        self.assertEqual(len(set(finals.values())), 1, f"the ranks' models differ: {finals}")
+
+    def test_survivors_go_on_with_rank_1_replaced(self):
+        """Under replaceWorkers: the three survivors keep their processes and ranks, the replacement catches up."""
+        self.go_on_with_replacement(1, extra=("--ddp",))
+
+    def test_survivors_go_on_with_rank_0_replaced(self):
+        """The lost rank 0 hosted the group's store: its replacement hosts the next one on its new port."""
+        self.go_on_with_replacement(0)
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class CatchUpTest(unittest.TestCase):
+    def test_a_survivors_state_wins_over_a_replacements(self):
+        """A replacement that loaded a checkpoint claiming more steps still takes the survivor's state."""
+        code = ("import torch, spindle.torch as st, spindle._torch_elastic as el, sys\n"
+                "st.init_process_group()\n"
+                "rank = torch.distributed.get_rank()\n"
+                "el._fresh = rank == 1  # as join_replacement leaves a replacement\n"
+                "net = torch.nn.Linear(2, 1)\n"
+                "torch.nn.init.constant_(net.weight, 1.0 + rank)\n"
+                "step = st.catch_up(5 if rank == 0 else 9, net)\n"
+                "print('caught up', rank, step, net.weight.flatten().tolist(), flush=True)\n"
+                "st.finish(exit_status=0)\n")
+        port = str(free_port())
+        procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  env=dict(os.environ, PYTHONPATH=support.PYTHON_DIR, MASTER_ADDR="127.0.0.1",
+                                           MASTER_PORT=port, RANK=str(r), WORLD_SIZE="2"))
+                 for r in range(2)]
+        for r, p in enumerate(procs):
+            out, _ = p.communicate(timeout=120)
+            self.assertEqual(p.returncode, 0, out)
+            self.assertIn(f"caught up {r} 5 [1.0, 1.0]", out)
 
 
 @unittest.skipIf(torch is None, "torch is not installed")

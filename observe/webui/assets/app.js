@@ -131,7 +131,8 @@ async function showJob(id) {
         (j.push.token_file ? ", token in " + j.push.token_file : "") + (j.push.ca_file ? ", CA certificate in " + j.push.ca_file : ""))] : []),
       el("dt", {}, "rows"), el("dd", {id: "rows-total"}, fmt.n(j.totals.rows) + " (" + fmt.n(j.totals.rows_per_second) + " rows/s)"));
     const rows = (j.ranks || []).map(r => el("tr", {class: "rank" + (j.slowest_rank === r.rank ? " slow" : ""), "data-rank": r.rank},
-      el("td", {class: "num"}, el("a", {href: BASE + "jobs/" + encodeURIComponent(j.id) + "/ranks/" + r.rank}, r.rank)),
+      el("td", {class: "num"}, el("a", {href: BASE + "jobs/" + encodeURIComponent(j.id) + "/ranks/" + r.rank}, r.rank),
+        (r.former_ranks || []).length ? el("span", {class: "muted was"}, " (was " + r.former_ranks.join(", ") + ")") : null),
       el("td", {}, r.role + (r.role_rank || r.role !== "worker" ? " " + r.role_rank : "")), el("td", {}, r.host),
       el("td", {class: "state " + r.state}, r.state), el("td", {class: "num"}, r.restarts), el("td", {class: "num"}, r.epoch),
       el("td", {class: "num"}, fmt.n(r.rows)), el("td", {class: "num"}, fmt.n(r.rows_per_second)),
@@ -155,6 +156,10 @@ async function showJob(id) {
       rankPager(j, async step => { offset = Math.max(0, offset + step); await render(); }),
       el("table", {id: "ranks"}, el("thead", {}, el("tr", {}, ...["Rank", "Role", "Host", "State", "Restarts", "Epoch", "Rows", "Rows/s", "Feed", "Steps/s", "CPU", "Memory", "GPU", "Heartbeat", ""].map(h => el("th", {}, h)))),
         el("tbody", {}, ...rows)),
+      (j.left_ranks || []).length ? el("p", {id: "left-ranks", class: "muted"}, "Went on without: " + j.left_ranks.map(r =>
+        "rank " + r.rank + " (" + [r.host, r.executor].filter(x => x).join(", ") + ", " + fmt.n(r.rows) + " rows)").join("; ")) : null,
+      (j.changes || []).length ? el("div", {id: "timeline"}, el("h2", {}, "Timeline"),
+        el("ul", {}, ...j.changes.map(c => el("li", {class: "change " + c.kind}, fmt.dur(c.t) + ": " + c.message)))) : null,
       el("h2", {}, "Charts"), charts,
       models.length ? el("h2", {}, "Models") : null,
       models.length ? el("table", {id: "models"}, el("thead", {}, el("tr", {}, ...["Model", "Rank", "Saved", "Where"].map(h => el("th", {}, h)))),
