@@ -299,6 +299,13 @@ func pyPrerequisites(t *testing.T) string {
 // unless the batches went through shared memory.
 func pyRun(t *testing.T, py, pkgDir string, mode Mode, src EpochSource, epochs int, kind string, shm bool, env ...string) (pyResult, error) {
 	t.Helper()
+	res, _, err := pyRunServer(t, py, pkgDir, mode, src, epochs, kind, shm, env...)
+	return res, err
+}
+
+// pyRunServer is pyRun that also returns the server, stopped.
+func pyRunServer(t *testing.T, py, pkgDir string, mode Mode, src EpochSource, epochs int, kind string, shm bool, env ...string) (pyResult, *Server, error) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "spy")
 	if err != nil {
 		t.Fatal(err)
@@ -345,7 +352,7 @@ func pyRun(t *testing.T, py, pkgDir string, mode Mode, src EpochSource, epochs i
 	if lend && srv.Stats().Batches > 0 && srv.shmInPlace.Load() == 0 {
 		t.Errorf("no batch of the %d sent went where it lay in the shared region", srv.Stats().Batches)
 	}
-	return res, srvErr
+	return res, srv, srvErr
 }
 
 // pyLayout is the batches of each epoch: different counts and sizes, so
