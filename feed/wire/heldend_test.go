@@ -112,15 +112,7 @@ func TestPythonAnswersHeldEnds(t *testing.T) {
 		t.Run(c.mode.String(), func(t *testing.T) {
 			src := &heldSource{EpochSource: newPySource(t, false, pyLayout)}
 			res, srv, err := pyRunServer(t, pyInterpreter, pkgDir, c.mode, src, len(pyLayout), c.kind, true, "SPINDLE_PYARROW=0")
-			if err != nil {
-				t.Fatalf("server: %v", err)
-			}
-			if res.Error != nil {
-				t.Fatalf("python: %s", *res.Error)
-			}
-			if len(res.Epochs) != len(pyLayout) {
-				t.Fatalf("python saw %d epochs, want %d", len(res.Epochs), len(pyLayout))
-			}
+			pySawLayout(t, res, err)
 			for e, ep := range res.Epochs {
 				if len(ep.Batches) != len(pyLayout[e]) {
 					t.Errorf("epoch %d: python saw %d batches, want %d", e, len(ep.Batches), len(pyLayout[e]))

@@ -355,6 +355,21 @@ func pyRunServer(t *testing.T, py, pkgDir string, mode Mode, src EpochSource, ep
 	return res, srv, srvErr
 }
 
+// pySawLayout fails the test unless the server ran without error (err)
+// and Python read pyLayout's epochs, without error.
+func pySawLayout(t *testing.T, res pyResult, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	if res.Error != nil {
+		t.Fatalf("python: %s", *res.Error)
+	}
+	if len(res.Epochs) != len(pyLayout) {
+		t.Fatalf("python saw %d epochs, want %d", len(res.Epochs), len(pyLayout))
+	}
+}
+
 // pyLayout is the batches of each epoch: different counts and sizes, so
 // that a reader mixing up epochs fails.
 var pyLayout = [][]int{{4, 4, 2}, {5, 1}}
@@ -485,15 +500,7 @@ func testPythonReadsTensorFeed(t *testing.T, shm bool) {
 	pkgDir := pyPrerequisites(t)
 	src := newPySource(t, false, pyLayout)
 	res, err := pyRun(t, pyInterpreter, pkgDir, ModeTensor, src, len(pyLayout), "tensors", shm)
-	if err != nil {
-		t.Fatalf("server: %v", err)
-	}
-	if res.Error != nil {
-		t.Fatalf("python: %s", *res.Error)
-	}
-	if len(res.Epochs) != len(pyLayout) {
-		t.Fatalf("python saw %d epochs, want %d", len(res.Epochs), len(pyLayout))
-	}
+	pySawLayout(t, res, err)
 	for e, ep := range res.Epochs {
 		if ep.Epoch != e || ep.Label == nil || *ep.Label != "label" {
 			t.Errorf("epoch %d: python saw epoch %d, label %v", e, ep.Epoch, ep.Label)
