@@ -450,15 +450,7 @@ func testPythonReadsArrowFeed(t *testing.T, shm bool) {
 			}
 			src := newPySource(t, true, pyLayout)
 			res, err := pyRun(t, py, pkgDir, ModeArrow, src, len(pyLayout), "batches", shm, env)
-			if err != nil {
-				t.Fatalf("server: %v", err)
-			}
-			if res.Error != nil {
-				t.Fatalf("python: %s", *res.Error)
-			}
-			if len(res.Epochs) != len(pyLayout) {
-				t.Fatalf("python saw %d epochs, want %d", len(res.Epochs), len(pyLayout))
-			}
+			pySawLayout(t, res, err)
 			wantTypes := map[string]string{"id": "int64", "i8": "int8", "u32": "uint32", "u64": "uint64",
 				"f16": "float16", "f32": "float32", "f64": "float64", "flag": "bool", "name": "object", "label": "int64"}
 			for e, ep := range res.Epochs {
