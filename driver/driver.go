@@ -324,6 +324,8 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 			t.ReplacesWorkers = g.replaceWorkers || g.shrinkWorkers
 			if inPlace != nil && t.Feed.GetMode() != "" {
 				t.Feed.HoldEpochs = true
+				t.Feed.HoldForProcess = sameBatches(w.plan, c.BatchRows, c.EvenBatches) &&
+					(c.EvenBatches != feed.EvenOff || !t.Feed.GetHasRest())
 			}
 		}
 		return t, err

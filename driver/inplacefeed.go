@@ -175,6 +175,32 @@ func (f *inPlaceFeed) restFrom(lb *leftBehind, epoch int, batches int64) (int, [
 	return 0, nil, fmt.Errorf("%w (epoch %d, batch %d)", errEpochOver, epoch, batches)
 }
 
+// sameBatches says whether plan gives every rank the same number of
+// batches an epoch (even batches on, or rows that split so). Only then may
+// a feed hold its epoch's end until its process asked beyond the last
+// batch (FeedTask.hold_for_process): a process with fewer batches that
+// waited there would keep the others from their last steps, which
+// allreduce with it.
+func sameBatches(plan *feed.JobPlan, batchRows int, even feed.EvenMode) bool {
+	if plan == nil || len(plan.RowsPerRank) == 0 {
+		return false
+	}
+	if even != feed.EvenOff {
+		return true
+	}
+	b := int64(max(batchRows, 1))
+	first := (plan.RowsPerRank[0] + b - 1) / b
+	if first == 0 {
+		return false // rows not known yet (a flight's endpoints), or none
+	}
+	for _, r := range plan.RowsPerRank[1:] {
+		if (r+b-1)/b != first {
+			return false
+		}
+	}
+	return true
+}
+
 // planOf is rank j's share of world w's plan, or nil without w.
 func planOf(c Config, w *world, j int) *driverpb.FeedPlan {
 	if w == nil {

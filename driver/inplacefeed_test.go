@@ -227,3 +227,32 @@ func TestSecondLossRestartsTheGang(t *testing.T) {
 		t.Fatal("the second loss did not fail the generation")
 	}
 }
+
+// TestSameBatchesDecidesWhoWaitsForTheProcess: a feed may hold its
+// epoch's end for its process only where every rank reads as many
+// batches (FeedTask.hold_for_process); with even batches off and a rank
+// one batch short, that rank's process would wait there while the others
+// need it in their last step.
+func TestSameBatchesDecidesWhoWaitsForTheProcess(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		rows []int64
+		even feed.EvenMode
+		want bool
+	}{
+		{"padded", []int64{1000, 900}, feed.EvenPad, true},
+		{"dropped", []int64{1000, 900}, feed.EvenDrop, true},
+		{"off, rows that split evenly", []int64{1000, 1000, 901}, feed.EvenOff, true},
+		{"off, a rank a batch short", []int64{1000, 1000, 899}, feed.EvenOff, false},
+		{"off, rows not known yet", []int64{0, 0}, feed.EvenOff, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := sameBatches(&feed.JobPlan{RowsPerRank: c.rows}, 100, c.even); got != c.want {
+				t.Fatalf("sameBatches(%v, 100, %s) = %t, want %t", c.rows, c.even, got, c.want)
+			}
+		})
+	}
+	if sameBatches(nil, 100, feed.EvenPad) {
+		t.Fatal("a job without a plan holds for the process")
+	}
+}

@@ -33,7 +33,23 @@ var (
 // at the epoch's end and the job does not end.
 func TestElasticShrinksInPlaceWithInput(t *testing.T) {
 	t.Parallel()
-	shrinkInPlaceWithInput(t, "pad", 6)
+	shrinkInPlaceWithInput(t, shrinkInput{rows: 240000, even: "pad", crash: 6, socketOnly: true})
+}
+
+// TestElasticShrinksInPlaceWithSharedMemory is the same with the default
+// feed (shared memory on) and a data set small enough (48,000 rows: 12
+// batches a rank an epoch) that each rank's whole epoch fits the shared
+// memory: every feed has sent its epoch long before its process trained
+// it. Rank 1 reads the rest of epoch 1 ahead from batch 6, to its end or
+// for 2 s, before it kills itself. A feed asks the driver whether its
+// epoch ends only once its process asked beyond the last batch, so the
+// epoch is still open when rank 1 is lost: its 6 batches left are dealt
+// 2 to each survivor in epoch 1, and the gang is not restarted. (When the
+// feeds asked as their rows ran out, the driver had ended epoch 1 before
+// the kill, and the gang restarted smaller.)
+func TestElasticShrinksInPlaceWithSharedMemory(t *testing.T) {
+	t.Parallel()
+	shrinkInPlaceWithInput(t, shrinkInput{rows: 48000, even: "pad", crash: 6, readAhead: true})
 }
 
 // TestElasticShrinksInPlaceWithUnevenInput is the same with even batches
@@ -44,20 +60,37 @@ func TestElasticShrinksInPlaceWithInput(t *testing.T) {
 // in that step.
 func TestElasticShrinksInPlaceWithUnevenInput(t *testing.T) {
 	t.Parallel()
-	shrinkInPlaceWithInput(t, "off", 7)
+	shrinkInPlaceWithInput(t, shrinkInput{rows: 240000, even: "off", crash: 7, socketOnly: true})
+}
+
+// shrinkInput is a run of the job of TestElasticShrinksInPlaceWithInput:
+// rows row ids, spindle.feed.evenBatches even, rank 1 lost having read
+// batch crash of epoch 1 (and, with readAhead, the rest of the epoch),
+// over the socket alone or with shared memory (the default).
+type shrinkInput struct {
+	rows, crash           int
+	even                  string
+	socketOnly, readAhead bool
 }
 
 // shrinkInPlaceWithInput runs the job of TestElasticShrinksInPlaceWithInput
-// with spindle.feed.evenBatches even, rank 1 lost having read batch crash
-// of epoch 1.
-func shrinkInPlaceWithInput(t *testing.T, even string, crash int) {
-	const rows, epochs = 240000, 3
+// as j says.
+func shrinkInPlaceWithInput(t *testing.T, j shrinkInput) {
+	const epochs = 3
+	rows, crash := j.rows, j.crash
 	input := writeIDColumns(t, rows, 12, 32, func(id, c int) int { return (id + c) % 97 })
 	args := submitArgs("--num-executors", "2:4", "--input", input, "--label-column", "id", "--feed", "tensor",
 		"--batch-rows", "1000", "--epochs", strconv.Itoa(epochs), "--shuffle", "--seed", "4",
-		"--conf", "spindle.feed.shuffleBufferRows=4000", "--conf", "spindle.feed.prefetchBatches=2", "--conf", "spindle.feed.sharedMemory=false", "--conf", "spindle.failure.policy=elastic",
-		"--conf", "spindle.failure.shrinkInPlace=true", "--conf", "spindle.feed.evenBatches="+even,
-		"--", rowshrinkBin, "--epochs", strconv.Itoa(epochs), "--crash-rank", "1", "--crash-epoch", "1", "--crash-batch", strconv.Itoa(crash), "--pause", "2ms")
+		"--conf", "spindle.feed.shuffleBufferRows=4000", "--conf", "spindle.feed.prefetchBatches=2", "--conf", "spindle.failure.policy=elastic",
+		"--conf", "spindle.failure.shrinkInPlace=true", "--conf", "spindle.feed.evenBatches="+j.even)
+	if j.socketOnly {
+		args = append(args, "--conf", "spindle.feed.sharedMemory=false")
+	}
+	args = append(args, "--", rowshrinkBin, "--epochs", strconv.Itoa(epochs), "--crash-rank", "1", "--crash-epoch", "1",
+		"--crash-batch", strconv.Itoa(crash), "--pause", "2ms")
+	if j.readAhead {
+		args = append(args, "--crash-read-ahead")
+	}
 	cmd, out := startSubmit(t, args)
 	ranks := trainingPIDs(t, cmd, "rowshrink", 4, 90*time.Second)
 	done := make(chan error, 1)
@@ -73,7 +106,7 @@ func shrinkInPlaceWithInput(t *testing.T, even string, crash int) {
 		t.Fatalf("the job failed: %v\n%s", err, got)
 	}
 	checkNotRestarted(t, got)
-	dealt := fmt.Sprintf("the %d rows rank 1 had left of epoch 1 (from batch %d) are dealt among the 3 ranks that went on", (60-crash)*1000, crash)
+	dealt := fmt.Sprintf("the %d rows rank 1 had left of epoch 1 (from batch %d) are dealt among the 3 ranks that went on", (rows/4000-crash)*1000, crash)
 	if !strings.Contains(got, dealt) {
 		t.Errorf("the driver did not say %q:\n%s", dealt, got)
 	}

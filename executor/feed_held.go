@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/feed"
@@ -17,7 +18,7 @@ import (
 // rows of a lost rank the driver dealt to it, and later epochs from the
 // smaller world's plan. Where the task says so (FeedTask.hold_epochs), its
 // epochs are therefore held at their end until the driver says whether
-// they end (Control.HoldEpoch). The driver does not ask for it yet.
+// they end (Control.HoldEpoch).
 
 // heldAnswer is the driver's answer to a held epoch end: rows of a lost
 // rank dealt to this one, as segments of the lost rank's epoch, and the
@@ -42,6 +43,13 @@ type heldSource struct {
 	res *fsys.Resolver
 	cfg feed.PipelineConfig
 	end epochEnder
+	// forProcess makes each epoch's end wait for the process to ask
+	// beyond its last batch, where the feed server can tell
+	// (FeedTask.hold_for_process), until a lost rank's rest is dealt to
+	// the rank (dealt): no second deal follows in the generation, and the
+	// ranks' batch counts may differ after it.
+	forProcess bool
+	dealt      atomic.Bool
 
 	mu sync.Mutex
 	// replanned are the pipelines opened on new plans, the last serving
@@ -65,7 +73,52 @@ func (s *heldSource) Epoch(ctx context.Context, epoch int) (feed.Reader, error) 
 	if err != nil {
 		return nil, err
 	}
-	return feed.HeldEpoch(r, epoch, s.more), nil
+	h := feed.HeldEpoch(r, epoch, s.more)
+	if !s.forProcess {
+		return endsAtItsRows{h}, nil
+	}
+	return &untilDealt{Reader: h, dealt: &s.dealt}, nil
+}
+
+// endsAtItsRows is a held epoch that asks whether it ends as soon as its
+// rows run out, not waiting for the process.
+type endsAtItsRows struct{ feed.Reader }
+
+// Buffered passes on the epoch's read-ahead.
+func (r endsAtItsRows) Buffered() int { return buffered(r.Reader) }
+
+// untilDealt is a held epoch that waits for its process before it asks
+// whether it ends, until the rank was dealt a lost rank's rest.
+type untilDealt struct {
+	feed.Reader
+	dealt *atomic.Bool
+}
+
+// Buffered passes on the epoch's read-ahead.
+func (r *untilDealt) Buffered() int { return buffered(r.Reader) }
+
+// AskAfterTaken passes taken on to the held epoch, skipped once dealt.
+func (r *untilDealt) AskAfterTaken(taken func(ctx context.Context) error) {
+	h, ok := r.Reader.(interface {
+		AskAfterTaken(func(ctx context.Context) error)
+	})
+	if !ok {
+		return
+	}
+	h.AskAfterTaken(func(ctx context.Context) error {
+		if r.dealt.Load() {
+			return nil
+		}
+		return taken(ctx)
+	})
+}
+
+// buffered is r's read-ahead, when it tells.
+func buffered(r feed.Reader) int {
+	if b, ok := r.(interface{ Buffered() int }); ok {
+		return b.Buffered()
+	}
+	return 0
 }
 
 // more is the next part of epoch dealt to the rank, or nil when the
@@ -74,6 +127,9 @@ func (s *heldSource) more(ctx context.Context, epoch int) (feed.Reader, error) {
 	a, err := s.end(ctx, epoch)
 	if err != nil {
 		return nil, err
+	}
+	if len(a.segs) > 0 || a.next != nil {
+		s.dealt.Store(true)
 	}
 	if a.next != nil {
 		if err := s.replan(a.next, epoch+1); err != nil {

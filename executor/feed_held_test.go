@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,5 +225,43 @@ func readHeldEpoch(ctx context.Context, sock string, mu *sync.Mutex, ids *[]int6
 		*ids = append(*ids, a.Int64Values()...)
 		mu.Unlock()
 		rec.Release()
+	}
+}
+
+// noRows is a reader whose rows have run out.
+type noRows struct{}
+
+func (noRows) Schema() *arrow.Schema                           { return heldSchema }
+func (noRows) Next(context.Context) (arrow.RecordBatch, error) { return nil, io.EOF }
+func (noRows) Close() error                                    { return nil }
+
+// TestHeldEpochWaitsForTheProcessUntilDealt: a rank's held epoch end waits
+// for its process before it asks the driver, until the rank is dealt a
+// lost rank's rest; after that it asks as soon as what it serves runs
+// out. (A survivor dealt fewer batches than another waited at its end for
+// the epoch to end, while the other's last step allreduced with it: the
+// job hung.)
+func TestHeldEpochWaitsForTheProcessUntilDealt(t *testing.T) {
+	var dealt atomic.Bool
+	asks := 0
+	more := func(context.Context, int) (feed.Reader, error) {
+		asks++
+		if asks == 1 {
+			dealt.Store(true) // heldSource.more, answered with a rest
+			return noRows{}, nil
+		}
+		return nil, nil
+	}
+	r := &untilDealt{Reader: feed.HeldEpoch(noRows{}, 0, more), dealt: &dealt}
+	var waits []int
+	r.AskAfterTaken(func(context.Context) error {
+		waits = append(waits, asks)
+		return nil
+	})
+	if _, err := r.Next(context.Background()); err != io.EOF {
+		t.Fatalf("Next: %v, want the epoch's end", err)
+	}
+	if asks != 2 || len(waits) != 1 || waits[0] != 0 {
+		t.Fatalf("asked %d times, waiting for the process before asks %v; want 2 asks, a wait before the first only", asks, waits)
 	}
 }

@@ -249,7 +249,8 @@ func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Re
 	}
 	var held *heldSource
 	if f.GetHoldEpochs() {
-		held = &heldSource{EpochSource: source, res: res, cfg: pcfg, end: driverEpochEnd(e.client, e.cfg.ID)}
+		held = &heldSource{EpochSource: source, res: res, cfg: pcfg, end: driverEpochEnd(e.client, e.cfg.ID),
+			forProcess: f.GetHoldForProcess()}
 		source = held
 	}
 	path := filepath.Join(sockDir, "feed.sock")

@@ -30,7 +30,19 @@ type heldEpoch struct {
 	epoch  int
 	more   More
 	ended  bool
+	// taken, when set, waits until the consumer has taken every batch
+	// sent, before more is asked.
+	taken func(ctx context.Context) error
 }
+
+// AskAfterTaken makes the epoch, each time what it was serving runs out,
+// wait for taken (the training process has asked for the batch after
+// the last one sent) before it asks whether the epoch ends. A feed
+// server that can see its consumer's position sets it, so that an epoch
+// ends only once every process trained it (read-ahead and shared memory
+// let a feed reach its epoch's end long before that), and a rank lost
+// inside the epoch can still have its rest served in it.
+func (h *heldEpoch) AskAfterTaken(taken func(ctx context.Context) error) { h.taken = taken }
 
 func (h *heldEpoch) Schema() *arrow.Schema { return h.schema }
 
@@ -49,6 +61,11 @@ func (h *heldEpoch) Next(ctx context.Context) (arrow.RecordBatch, error) {
 		}
 		if h.ended {
 			return nil, io.EOF
+		}
+		if h.taken != nil {
+			if err := h.taken(ctx); err != nil {
+				return nil, fmt.Errorf("wait for the training process to take epoch %d: %w", h.epoch, err)
+			}
 		}
 		next, err := h.more(ctx, h.epoch)
 		if err != nil {

@@ -470,9 +470,16 @@ type FeedTask struct {
 	// hold_epochs says that the job may go on in place with input: the
 	// executor ends none of the rank's epochs without asking
 	// Control.HoldEpoch, which may deal it a lost rank's rows first.
-	HoldEpochs    bool `protobuf:"varint,28,opt,name=hold_epochs,json=holdEpochs,proto3" json:"hold_epochs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HoldEpochs bool `protobuf:"varint,28,opt,name=hold_epochs,json=holdEpochs,proto3" json:"hold_epochs,omitempty"`
+	// hold_for_process says, with hold_epochs, that every rank reads the
+	// same number of batches each epoch: the executor asks whether an epoch
+	// ends only once the training process asked beyond its last batch
+	// (through shared memory), so that no epoch ends before every rank
+	// trained it; until a lost rank's rest is dealt to it (one deal a
+	// generation), after which it asks when its rows run out.
+	HoldForProcess bool `protobuf:"varint,29,opt,name=hold_for_process,json=holdForProcess,proto3" json:"hold_for_process,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FeedTask) Reset() {
@@ -697,6 +704,13 @@ func (x *FeedTask) GetAgreeRows() bool {
 func (x *FeedTask) GetHoldEpochs() bool {
 	if x != nil {
 		return x.HoldEpochs
+	}
+	return false
+}
+
+func (x *FeedTask) GetHoldForProcess() bool {
+	if x != nil {
+		return x.HoldForProcess
 	}
 	return false
 }
@@ -1041,7 +1055,7 @@ const file_task_proto_rawDesc = "" +
 	"\x0fcheckpoint_keep\x18) \x01(\x05R\x0echeckpointKeep\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcc\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf6\a\n" +
 	"\bFeedTask\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x121\n" +
 	"\x06splits\x18\x02 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x16\n" +
@@ -1079,7 +1093,8 @@ const file_task_proto_rawDesc = "" +
 	"\n" +
 	"agree_rows\x18\x1b \x01(\bR\tagreeRows\x12\x1f\n" +
 	"\vhold_epochs\x18\x1c \x01(\bR\n" +
-	"holdEpochs\"\xcc\x01\n" +
+	"holdEpochs\x12(\n" +
+	"\x10hold_for_process\x18\x1d \x01(\bR\x0eholdForProcess\"\xcc\x01\n" +
 	"\aSegment\x121\n" +
 	"\x06splits\x18\x01 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12%\n" +

@@ -29,7 +29,14 @@
 //
 // --crash-epoch and --crash-batch make the process of rank --crash-rank
 // SIGKILL itself (in generation 0) when it has read that batch of that
-// epoch and before it trains it.
+// epoch and before it trains it; with --crash-read-ahead it first reads
+// the rest of that epoch, as a process that reads ahead of its training
+// does, up to the epoch's end or for at most 2 s (a feed that ends the
+// epoch only once every rank trained it holds the end).
+//
+// The feed is read when the training loop asks for a batch, not ahead of
+// it: a process that has asked beyond its epoch's last batch has trained
+// all of it, which is what the feed's held end waits for.
 package main
 
 import (
@@ -59,6 +66,7 @@ func main() {
 	crashRank := flag.Int("crash-rank", 1, "the rank whose process kills itself")
 	crashEpoch := flag.Int("crash-epoch", -1, "the epoch in which it does (-1: never)")
 	crashBatch := flag.Int64("crash-batch", 0, "the batch of that epoch it reads and does not train")
+	readAhead := flag.Bool("crash-read-ahead", false, "read the rest of the crash epoch before the crash")
 	pause := flag.Duration("pause", 0, "the work of one step")
 	epochs := flag.Int("epochs", 1, "the job's epochs (--epochs of the submit)")
 	flag.Parse()
@@ -66,7 +74,7 @@ func main() {
 	defer stop()
 	t, err := newTrainer(ctx, *epochs)
 	if err == nil {
-		t.crashRank, t.crashEpoch, t.crashBatch, t.pause = *crashRank, *crashEpoch, *crashBatch, *pause
+		t.crashRank, t.crashEpoch, t.crashBatch, t.readAhead, t.pause = *crashRank, *crashEpoch, *crashBatch, *readAhead, *pause
 		err = t.run(ctx)
 	}
 	if err != nil {
@@ -100,7 +108,22 @@ type trainer struct {
 
 	crashRank, crashEpoch int
 	crashBatch            int64
+	readAhead             bool
 	pause                 time.Duration
+
+	// want asks the feed reader for the next item, which comes on items;
+	// asking: it was asked and the item has not come yet.
+	want   chan struct{}
+	items  chan item
+	asking bool
+}
+
+// ask asks the feed reader for the next item unless it was asked already.
+func (t *trainer) ask() {
+	if !t.asking {
+		t.want <- struct{}{} // the last ask was answered: room in want
+		t.asking = true
+	}
 }
 
 func newTrainer(ctx context.Context, epochs int) (*trainer, error) {
@@ -123,11 +146,11 @@ func newTrainer(ctx context.Context, epochs int) (*trainer, error) {
 func (t *trainer) run(ctx context.Context) error {
 	defer func() { t.comm.Close() }()
 	ctx, cancel := context.WithCancel(ctx)
-	items := make(chan item)
+	t.want, t.items = make(chan struct{}, 1), make(chan item)
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
-		t.readFeed(ctx, items)
+		t.readFeed(ctx)
 	}()
 	defer func() {
 		cancel()
@@ -137,8 +160,10 @@ func (t *trainer) run(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		var it item
+		t.ask()
 		select {
-		case it = <-items:
+		case it = <-t.items:
+			t.asking = false
 		case <-tick.C:
 			if err := t.followShrink(ctx); err != nil {
 				return err
@@ -188,6 +213,9 @@ func (t *trainer) drain(ctx context.Context) error {
 func (t *trainer) train(ctx context.Context, it item) (busy int, err error) {
 	if len(it.ids) > 0 && t.env.Generation == 0 && t.comm.Rank() == t.crashRank && t.version == 0 &&
 		it.epoch == t.crashEpoch && t.step-t.epochStart == t.crashBatch {
+		if t.readAhead {
+			t.readRest(ctx)
+		}
 		return 0, syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	}
 	for {
@@ -261,17 +289,47 @@ func (t *trainer) goOn(ctx context.Context, err error) error {
 	return nil
 }
 
-// readFeed hands the training loop the feed's batches, epoch ends and end.
-func (t *trainer) readFeed(ctx context.Context, items chan<- item) {
-	send := func(it item) bool {
+// readRest reads the rest of the epoch without training it, up to its
+// end or for at most 2 s.
+func (t *trainer) readRest(ctx context.Context) {
+	limit := time.NewTimer(2 * time.Second)
+	defer limit.Stop()
+	for {
+		t.ask()
 		select {
-		case items <- it:
+		case it := <-t.items:
+			t.asking = false
+			if it.end || it.done || it.err != nil {
+				return
+			}
+		case <-limit.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// readFeed hands the training loop the feed's batches, epoch ends and
+// end, reading each only when the loop asks for it (want).
+func (t *trainer) readFeed(ctx context.Context) {
+	asked := func() bool {
+		select {
+		case <-t.want:
 			return true
 		case <-ctx.Done():
 			return false
 		}
 	}
-	for {
+	send := func(it item) bool {
+		select {
+		case t.items <- it:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for asked() {
 		ep, err := t.env.Tensors(ctx)
 		if err != nil {
 			send(item{err: err})
@@ -282,7 +340,11 @@ func (t *trainer) readFeed(ctx context.Context, items chan<- item) {
 			send(item{done: true})
 			return
 		}
-		for {
+		for first := true; ; first = false {
+			if !first && !asked() {
+				ep.Close()
+				return
+			}
 			b, err := ep.Next(ctx)
 			if errors.Is(err, io.EOF) {
 				break

@@ -299,6 +299,13 @@ func pyPrerequisites(t *testing.T) string {
 // unless the batches went through shared memory.
 func pyRun(t *testing.T, py, pkgDir string, mode Mode, src EpochSource, epochs int, kind string, shm bool, env ...string) (pyResult, error) {
 	t.Helper()
+	res, _, err := pyRunServer(t, py, pkgDir, mode, src, epochs, kind, shm, env...)
+	return res, err
+}
+
+// pyRunServer is pyRun that also returns the server, stopped.
+func pyRunServer(t *testing.T, py, pkgDir string, mode Mode, src EpochSource, epochs int, kind string, shm bool, env ...string) (pyResult, *Server, error) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "spy")
 	if err != nil {
 		t.Fatal(err)
@@ -345,7 +352,22 @@ func pyRun(t *testing.T, py, pkgDir string, mode Mode, src EpochSource, epochs i
 	if lend && srv.Stats().Batches > 0 && srv.shmInPlace.Load() == 0 {
 		t.Errorf("no batch of the %d sent went where it lay in the shared region", srv.Stats().Batches)
 	}
-	return res, srvErr
+	return res, srv, srvErr
+}
+
+// pySawLayout fails the test unless the server ran without error (err)
+// and Python read pyLayout's epochs, without error.
+func pySawLayout(t *testing.T, res pyResult, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	if res.Error != nil {
+		t.Fatalf("python: %s", *res.Error)
+	}
+	if len(res.Epochs) != len(pyLayout) {
+		t.Fatalf("python saw %d epochs, want %d", len(res.Epochs), len(pyLayout))
+	}
 }
 
 // pyLayout is the batches of each epoch: different counts and sizes, so
@@ -428,15 +450,7 @@ func testPythonReadsArrowFeed(t *testing.T, shm bool) {
 			}
 			src := newPySource(t, true, pyLayout)
 			res, err := pyRun(t, py, pkgDir, ModeArrow, src, len(pyLayout), "batches", shm, env)
-			if err != nil {
-				t.Fatalf("server: %v", err)
-			}
-			if res.Error != nil {
-				t.Fatalf("python: %s", *res.Error)
-			}
-			if len(res.Epochs) != len(pyLayout) {
-				t.Fatalf("python saw %d epochs, want %d", len(res.Epochs), len(pyLayout))
-			}
+			pySawLayout(t, res, err)
 			wantTypes := map[string]string{"id": "int64", "i8": "int8", "u32": "uint32", "u64": "uint64",
 				"f16": "float16", "f32": "float32", "f64": "float64", "flag": "bool", "name": "object", "label": "int64"}
 			for e, ep := range res.Epochs {
@@ -478,15 +492,7 @@ func testPythonReadsTensorFeed(t *testing.T, shm bool) {
 	pkgDir := pyPrerequisites(t)
 	src := newPySource(t, false, pyLayout)
 	res, err := pyRun(t, pyInterpreter, pkgDir, ModeTensor, src, len(pyLayout), "tensors", shm)
-	if err != nil {
-		t.Fatalf("server: %v", err)
-	}
-	if res.Error != nil {
-		t.Fatalf("python: %s", *res.Error)
-	}
-	if len(res.Epochs) != len(pyLayout) {
-		t.Fatalf("python saw %d epochs, want %d", len(res.Epochs), len(pyLayout))
-	}
+	pySawLayout(t, res, err)
 	for e, ep := range res.Epochs {
 		if ep.Epoch != e || ep.Label == nil || *ep.Label != "label" {
 			t.Errorf("epoch %d: python saw epoch %d, label %v", e, ep.Epoch, ep.Label)

@@ -145,6 +145,7 @@ type Server struct {
 	shmInline    atomic.Int64 // messages of shared-memory streams sent inline
 	shmInPlace   atomic.Int64 // batches of shared-memory streams sent where they lie (writeInPlace)
 	shmWaitedOut atomic.Int64 // waits for room in the region that ran out (the client held it)
+	shmHolds     atomic.Int64 // 'H' frames sent: held ends that waited for the client
 	taken        takenTracker
 }
 
@@ -651,6 +652,13 @@ func (r *skipReader) Next(ctx context.Context) (arrow.RecordBatch, error) {
 		rec.Release()
 	}
 	return r.Reader.Next(ctx)
+}
+
+// AskAfterTaken passes the wait on to a held epoch (heldEnd).
+func (r *skipReader) AskAfterTaken(taken func(ctx context.Context) error) {
+	if h, ok := r.Reader.(heldEnd); ok {
+		h.AskAfterTaken(taken)
+	}
 }
 
 // Buffered passes on the read-ahead of the epoch once the skipped batches

@@ -32,15 +32,17 @@ import (
 //
 // The socket carries fixed frames of shmFrameBytes from the executor:
 //
-//	kind  byte: 'R' region (with the memfd; a = its size), 'M' message in
-//	            the region (a = offset, b = length), 'I' message inline
-//	            (a = length; the message's bytes follow the frame), 'E'
-//	            end of the stream
+//	kind  byte: 'R' region (with the memfd; a = its size, b = flags:
+//	            regionHolds), 'M' message in the region (a = offset, b =
+//	            length), 'I' message inline (a = length; the message's
+//	            bytes follow the frame), 'H' the epoch's end is held (a =
+//	            its count on the stream), 'E' end of the stream
 //	pad   7 bytes
 //	a, b  uint64 little-endian
 //
 // and 8-byte little-endian offsets of freed messages from the client
-// (shmAbandon closes an epoch early). A message that does not fit the
+// (shmAbandon closes an epoch early; shmHello says the client answers 'H'
+// frames, shmAtHold answers one). A message that does not fit the
 // region (the client holds the rest of it) is sent inline, so a client
 // that keeps batches never stalls the stream. docs/feed-protocol.md
 // describes it for other clients.
@@ -51,7 +53,24 @@ const (
 	frameRegion  = 'R'
 	frameMessage = 'M'
 	frameInline  = 'I'
+	frameHold    = 'H'
 	frameEnd     = 'E'
+)
+
+// Held epoch ends (docs/feed-protocol.md): an executor whose epochs end
+// only once every rank trained them (going on in place with input) sends
+// 'H' where the epoch's batches run out and waits, before it asks the
+// driver whether the epoch ends, for the client to answer it with
+// shmAtHold. The client reads 'H' only when its process asks for the
+// message after the last batch, so the answer says the process took the
+// whole epoch, which the executor cannot see in the region (read-ahead)
+// nor in the frees (a Python process frees a batch when it is garbage).
+// Only a client that said shmHello, in answer to regionHolds, gets 'H'.
+const (
+	regionHolds = 1 // the 'R' frame's flag: the executor may hold ends
+
+	shmHello  = ^uint64(1) // the client answers 'H' frames
+	shmAtHold = ^uint64(2) // the client's process asked beyond an 'H'
 )
 
 // shmRegionBytes is the size of a server's region, which its streams use

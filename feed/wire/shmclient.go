@@ -76,7 +76,7 @@ func readRegion(uc *net.UnixConn) (*shmMessages, error) {
 			return nil, fmt.Errorf("%w: the region frame came without its memory", ErrBadStream)
 		}
 		defer unix.Close(fd)
-		_, size, _ := parseFrame(f[:])
+		_, size, flags := parseFrame(f[:])
 		// The connection carries frees until the last batch is released.
 		m, err := mapShm(fd, int64(size), s.sendFree, func() { _ = uc.Close() })
 		if err != nil {
@@ -84,6 +84,9 @@ func readRegion(uc *net.UnixConn) (*shmMessages, error) {
 		}
 		s.m = m
 		first = nil
+		if flags&regionHolds != 0 {
+			s.sendFree(shmHello) // before any free: this client answers 'H'
+		}
 	} else if fd >= 0 {
 		unix.Close(fd)
 	}
@@ -159,16 +162,23 @@ func (s *shmMessages) next() (b []byte, off uint64, shared bool, err error) {
 		return nil, 0, false, io.EOF
 	}
 	var f [shmFrameBytes]byte
-	if _, err := io.ReadFull(s.br, f[:]); err != nil {
-		// A stream without its end frame was cut. An executor that
-		// stops on an error closes its side with the client's frees
-		// unread, which the client may see as a reset.
-		if errors.Is(err, io.EOF) || errors.Is(err, unix.ECONNRESET) {
-			err = io.ErrUnexpectedEOF
+	kind, a, n := byte(frameHold), uint64(0), uint64(0)
+	for kind == frameHold {
+		if _, err := io.ReadFull(s.br, f[:]); err != nil {
+			// A stream without its end frame was cut. An executor that
+			// stops on an error closes its side with the client's frees
+			// unread, which the client may see as a reset.
+			if errors.Is(err, io.EOF) || errors.Is(err, unix.ECONNRESET) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, 0, false, err
 		}
-		return nil, 0, false, err
+		if kind, a, n = parseFrame(f[:]); kind == frameHold {
+			// The process asks for the message after the last one
+			// sent: the executor waits for that to end the epoch.
+			s.sendFree(shmAtHold)
+		}
 	}
-	kind, a, n := parseFrame(f[:])
 	switch kind {
 	case frameEnd:
 		s.done = true
@@ -288,6 +298,8 @@ func (s *shmMessages) drain() {
 			if _, err := s.br.Discard(int(min(a, maxTensorBatchBytes))); err != nil {
 				return
 			}
+		case frameHold:
+			s.sendFree(shmAtHold)
 		default:
 			return
 		}

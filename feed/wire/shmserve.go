@@ -29,7 +29,8 @@ import (
 // and the caller closes only the writing side (a stream that failed ends
 // without its end frame, which the client takes for a cut).
 func (s *Server) serveShm(ctx context.Context, conn *net.UnixConn, send func(*shmWriter) error) (kept bool, err error) {
-	w := &shmWriter{ctx: ctx, conn: conn, sock: &s.bytes, stream: &s.shmBytes, inline: &s.shmInline, inPlace: &s.shmInPlace, waitedOut: &s.shmWaitedOut}
+	w := &shmWriter{ctx: ctx, conn: conn, sock: &s.bytes, stream: &s.shmBytes, inline: &s.shmInline, inPlace: &s.shmInPlace, waitedOut: &s.shmWaitedOut,
+		holds: &s.shmHolds}
 	if w.region = s.shm.regionFor(); w.region != nil {
 		w.share = s.shm.track(conn)
 		if err := w.sendRegion(); err != nil {
@@ -45,6 +46,9 @@ func (s *Server) serveShm(ctx context.Context, conn *net.UnixConn, send func(*sh
 // stream cut).
 func (s *Server) sendBatches(ctx context.Context, w *shmWriter, r feed.Reader, send func(arrow.RecordBatch) error) error {
 	ready, _ := r.(bufferedReader)
+	if h, ok := r.(heldEnd); ok && w.share != nil {
+		h.AskAfterTaken(w.awaitTaken)
+	}
 	for {
 		rec, err := r.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -165,6 +169,60 @@ type shmShare struct {
 	// stop, once set, ends the stream being written: the client freed
 	// something it was not given, or closed the epoch before its end.
 	stop atomic.Pointer[error]
+
+	// What the client said of held ends, under mu: heard once its first
+	// word came (a client that answers 'H' frames says shmHello first),
+	// and how many 'H' frames it answered. gone: the connection closed.
+	heard, holds, gone bool
+	atHold             uint64
+	changed            chan struct{} // closed and replaced on every change
+}
+
+// heardLocked records a change and wakes the waiters; sh.mu is held.
+func (sh *shmShare) heardLocked() {
+	close(sh.changed)
+	sh.changed = make(chan struct{})
+}
+
+// hear records one word of the client's about held ends.
+func (sh *shmShare) hear(word uint64) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.heard && word != shmHello && word != shmAtHold && word != shmAbandon {
+		return // a free: only the first tells anything of held ends
+	}
+	switch word {
+	case shmHello:
+		sh.holds = true
+	case shmAtHold:
+		sh.atHold++
+	}
+	sh.heard = true
+	sh.heardLocked()
+}
+
+// await waits until done holds of the share (under its lock), the
+// connection closed, the stream stopped, or ctx ended.
+func (sh *shmShare) await(ctx context.Context, done func() bool) error {
+	for {
+		if errp := sh.stop.Load(); errp != nil {
+			return *errp
+		}
+		sh.mu.Lock()
+		ok, gone, changed := done(), sh.gone, sh.changed
+		sh.mu.Unlock()
+		if ok {
+			return nil
+		}
+		if gone {
+			return &consumerError{errors.New("the training process closed the feed connection")}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // add records the message at off in region, which holds held (nil for
@@ -211,7 +269,7 @@ const shmAbandon = ^uint64(0)
 // track reads the frees conn's client sends until it closes conn (or
 // close does), then frees what the client left and closes conn.
 func (m *shmStreams) track(conn *net.UnixConn) *shmShare {
-	sh := &shmShare{sent: map[uint64]arrow.RecordBatch{}}
+	sh := &shmShare{sent: map[uint64]arrow.RecordBatch{}, changed: make(chan struct{})}
 	m.mu.Lock()
 	if m.conns == nil {
 		m.conns = map[*net.UnixConn]struct{}{}
@@ -231,6 +289,8 @@ func (m *shmStreams) track(conn *net.UnixConn) *shmShare {
 			_ = freeSent(m.region, off, held)
 		}
 		sh.sent = nil
+		sh.gone = true
+		sh.heardLocked()
 		sh.mu.Unlock()
 	}()
 	return sh
@@ -245,10 +305,14 @@ func (m *shmStreams) readFrees(conn *net.UnixConn, sh *shmShare) {
 		}
 		off := binary.LittleEndian.Uint64(b[:])
 		switch {
+		case off == shmHello || off == shmAtHold:
+			sh.hear(off)
 		case off == shmAbandon:
 			err := error(&consumerError{errAbandoned})
 			sh.stop.CompareAndSwap(nil, &err)
+			sh.hear(off) // wakes a writer waiting for an answer
 		default:
+			sh.hear(off)
 			held, ok := sh.take(off)
 			if !ok {
 				err := error(&consumerError{fmt.Errorf("the training process freed feed memory at %d, which it was not given", off)})
@@ -300,6 +364,11 @@ type shmWriter struct {
 	heldOutAt uint64
 	waitedOut *atomic.Int64 // waits for room that ran out
 
+	// holdsSent counts the 'H' frames sent on the stream; holds, on
+	// every stream.
+	holdsSent uint64
+	holds     *atomic.Int64
+
 	// batch is the batch being written, in arrow mode; its record batch
 	// message may point at it where it lies (writeInPlace).
 	batch   arrow.RecordBatch
@@ -310,7 +379,7 @@ var _ ipc.PayloadWriter = (*shmWriter)(nil)
 
 // sendRegion sends the region's frame with its memfd.
 func (w *shmWriter) sendRegion() error {
-	f := putFrame(nil, frameRegion, uint64(len(w.region.mem)), 0)
+	f := putFrame(nil, frameRegion, uint64(len(w.region.mem)), regionHolds)
 	n, _, err := w.conn.WriteMsgUnix(f, unix.UnixRights(w.region.fd), nil)
 	w.sock.Add(int64(n))
 	if err != nil {
@@ -402,6 +471,41 @@ func (w *shmWriter) reserve(n, charge int64) (uint64, bool, error) {
 		w.waitedOut.Add(1)
 	}
 	return off, ok, err
+}
+
+// heldEnd is a reader whose epoch's end waits for the driver
+// (feed.HeldEpoch), which may first wait for its consumer.
+type heldEnd interface {
+	AskAfterTaken(taken func(ctx context.Context) error)
+}
+
+// awaitTaken returns once the client's process has asked for the message
+// after the last one sent: it sends the frames queued and an 'H' frame,
+// and waits for the client's answer. A client that does not answer 'H'
+// frames (it did not say shmHello before its first free) is not waited
+// for: its epochs end when the feed's rows run out, as before.
+func (w *shmWriter) awaitTaken(ctx context.Context) error {
+	if err := w.flush(); err != nil {
+		return err
+	}
+	sh := w.share
+	if err := sh.await(ctx, func() bool { return sh.heard }); err != nil {
+		return err
+	}
+	sh.mu.Lock()
+	holds := sh.holds
+	sh.mu.Unlock()
+	if !holds {
+		return nil
+	}
+	w.holdsSent++
+	n := w.holdsSent
+	w.frames = putFrame(w.frames, frameHold, n, 0)
+	if err := w.flush(); err != nil {
+		return err
+	}
+	w.holds.Add(1)
+	return sh.await(ctx, func() bool { return sh.atHold >= n })
 }
 
 // putInline queues a message of n bytes, which fill writes, inline.

@@ -27,6 +27,13 @@ from ._io import truncated
 _FRAME = struct.Struct("<B7xQQ")
 _FREE = struct.Struct("<Q")
 _ABANDON = (1 << 64) - 1
+# Held epoch ends: an 'R' frame with _HOLDS set offers 'H' frames, which a
+# client that said _HELLO answers with _AT_HOLD once its process asks for
+# the message after the last one sent (the executor ends the epoch only
+# then, docs/feed-protocol.md).
+_HOLDS = 1
+_HELLO = (1 << 64) - 2
+_AT_HOLD = (1 << 64) - 3
 _TENSOR_MAGIC = b"SPTF"
 # How the plain stream ends: Arrow's end-of-stream marker, or a tensor
 # batch of zero rows.
@@ -83,13 +90,15 @@ class ShmStream:
         self._f = sock.makefile("rb", buffering=read_buffer)
         if fd is not None:
             try:
-                kind, size, _ = _FRAME.unpack(first) if len(first) == _FRAME.size else (0, 0, 0)
+                kind, size, flags = _FRAME.unpack(first) if len(first) == _FRAME.size else (0, 0, 0)
                 if kind != ord("R"):
                     raise FeedError(f"{name}: a memory region came with a {chr(kind)!r} frame")
                 self._mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
             finally:
                 os.close(fd)
             first = b""
+            if flags & _HOLDS:
+                self._free(_HELLO)  # before any free: this client answers 'H' frames
         self._frames_prefix = first  # the start of the frames, without a region
 
     def _recv_first(self):
@@ -127,11 +136,17 @@ class ShmStream:
 
     def _next_message(self):
         """Load the next message; False at the end of the stream (or its cut, where _cut says)."""
-        head = self._read_frame_bytes(_FRAME.size)
-        if len(head) < _FRAME.size:
-            self._state = "cut"
-            return False
-        kind, a, b = _FRAME.unpack(head)
+        kind = ord("H")
+        while kind == ord("H"):
+            head = self._read_frame_bytes(_FRAME.size)
+            if len(head) < _FRAME.size:
+                self._state = "cut"
+                return False
+            kind, a, b = _FRAME.unpack(head)
+            if kind == ord("H"):
+                # The process asks for the message after the last one sent:
+                # the executor waits for that to end the epoch.
+                self._free(_AT_HOLD)
         if kind == ord("E"):
             self._state = "ended"
             return False
