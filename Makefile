@@ -36,6 +36,12 @@ SLOW_PKGS   := ./feed ./ps/client
 # unit tier skips them under it and runs them without it.
 NORACE_TESTS := ^(TestGunzipInto|TestFlatColumnsDirect|TestFlatColumnsSharePages)
 NORACE_PKGS  := ./feed
+# Sweeps over many cases (every world size of an allreduce) that take a
+# sample of them under the race detector (raceDetector in their package):
+# races show in the small cases, which the unit tier runs; the unit-cpu
+# tier runs every case without the detector.
+RACE_SAMPLED_TESTS := ^(TestAllReduceTree|TestAllReduceEveryWorld)
+RACE_SAMPLED_PKGS  := ./collective
 # Each tier appends its line here; `make test` prints them at the end.
 SUMMARY     ?= $(BIN)/test-summary.txt
 TESTREPORT  := $(BIN)/testreport
@@ -109,9 +115,9 @@ test: deps ## run every test: unit (race), then e2e beside real Hadoop and pytho
 
 test-go: test-unit test-e2e ## the Go tests without real Hadoop
 
-test-unit: ## every package's unit tests, with the race detector (but NORACE_TESTS, without it)
+test-unit: ## every package's unit tests, with the race detector (but NORACE_TESTS, and every case of RACE_SAMPLED_TESTS, without it)
 	@$(MAKE) --no-print-directory test-tier TIER=unit PKGS='$(UNIT_PKGS)' TIER_ENV=SPINDLE_SKIP_HADOOP=1 TIER_ARGS="-skip '$(NORACE_TESTS)'"
-	@$(MAKE) --no-print-directory test-tier TIER=unit-cpu RACE= PKGS='$(NORACE_PKGS)' TIER_ARGS="-run '$(NORACE_TESTS)'"
+	@$(MAKE) --no-print-directory test-tier TIER=unit-cpu RACE= PKGS='$(NORACE_PKGS) $(RACE_SAMPLED_PKGS)' TIER_ARGS="-run '$(NORACE_TESTS)|$(RACE_SAMPLED_TESTS)'"
 
 test-e2e: e2e-tier timing-tier ## the packages that run jobs and clusters as processes (no race detector: they wait on children), then Raft's timing
 
