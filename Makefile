@@ -170,8 +170,12 @@ $(TESTREPORT): scripts/testreport/main.go
 # test skipped in one interpreter but run in another as run.
 PYRESULTS = $(CURDIR)/$(BIN)/test-python.jsonl
 PYTESTS   = $(CURDIR)/scripts/pytests.py
+# They get a TMPDIR of their own, removed after them, for what their jobs
+# and sessions leave in it.
 test-python: ## the Python package's unittest suites, each in the interpreter that has its packages
-	@mkdir -p $(BIN); rm -f $(PYRESULTS); set -o pipefail; { s=0; cd python/tests; \
+	@mkdir -p $(BIN); rm -f $(PYRESULTS); set -o pipefail; \
+	pytmp=$$(mktemp -d "$${TMPDIR:-/tmp}/spindle-python-XXXXXX") && trap 'rm -rf "$$pytmp"' EXIT && export TMPDIR=$$pytmp; \
+	{ s=0; cd python/tests; \
 		$(PYTHON) $(PYTESTS) run $(PYRESULTS) system || s=1; \
 		if [ -x $(SPINDLE_TEST_VENV)/bin/python ]; then $(SPINDLE_TEST_VENV)/bin/python $(PYTESTS) run $(PYRESULTS) test-venv test_arrow test_model test_predict || s=1; fi; \
 		if [ -x $(SPINDLE_PY_VENV)/bin/python ]; then $(SPINDLE_PY_VENV)/bin/python $(PYTESTS) run $(PYRESULTS) py-venv test_submit test_session test_spark test_model || s=1; fi; \
