@@ -26,7 +26,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # tier without the race detector; the real-Hadoop tests in the hadoop
 # tier; every other package in the unit tier, with it.
 E2E_PKGS    := ./e2e ./testbed/yarntest ./standalone/e2e ./e2e/chaos
-HADOOP_PKGS := ./yarn/e2e ./yarn/client
+HADOOP_PKGS := ./yarn/e2e ./yarn/client ./testbed/hadooptest
 # Unit packages left out of `make check` for their time (they run in
 # `make test`).
 SLOW_PKGS   := ./feed ./ps/client
