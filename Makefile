@@ -26,7 +26,7 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # tier without the race detector; the real-Hadoop tests in the hadoop
 # tier; every other package in the unit tier, with it.
 E2E_PKGS    := ./e2e ./testbed/yarntest ./standalone/e2e ./e2e/chaos
-HADOOP_PKGS := ./yarn/e2e ./yarn/client
+HADOOP_PKGS := ./yarn/e2e ./yarn/client ./testbed/hadooptest
 # Unit packages left out of `make check` for their time (they run in
 # `make test`).
 SLOW_PKGS   := ./feed ./ps/client
@@ -36,6 +36,12 @@ SLOW_PKGS   := ./feed ./ps/client
 # unit tier skips them under it and runs them without it.
 NORACE_TESTS := ^(TestGunzipInto|TestFlatColumnsDirect|TestFlatColumnsSharePages)
 NORACE_PKGS  := ./feed
+# Sweeps over many cases (every world size of an allreduce) that take a
+# sample of them under the race detector (raceDetector in their package):
+# races show in the small cases, which the unit tier runs; the unit-cpu
+# tier runs every case without the detector.
+RACE_SAMPLED_TESTS := ^(TestAllReduceTree|TestAllReduceEveryWorld)
+RACE_SAMPLED_PKGS  := ./collective
 # Each tier appends its line here; `make test` prints them at the end.
 SUMMARY     ?= $(BIN)/test-summary.txt
 TESTREPORT  := $(BIN)/testreport
@@ -109,9 +115,9 @@ test: deps ## run every test: unit (race), then e2e beside real Hadoop and pytho
 
 test-go: test-unit test-e2e ## the Go tests without real Hadoop
 
-test-unit: ## every package's unit tests, with the race detector (but NORACE_TESTS, without it)
+test-unit: ## every package's unit tests, with the race detector (but NORACE_TESTS, and every case of RACE_SAMPLED_TESTS, without it)
 	@$(MAKE) --no-print-directory test-tier TIER=unit PKGS='$(UNIT_PKGS)' TIER_ENV=SPINDLE_SKIP_HADOOP=1 TIER_ARGS="-skip '$(NORACE_TESTS)'"
-	@$(MAKE) --no-print-directory test-tier TIER=unit-cpu RACE= PKGS='$(NORACE_PKGS)' TIER_ARGS="-run '$(NORACE_TESTS)'"
+	@$(MAKE) --no-print-directory test-tier TIER=unit-cpu RACE= PKGS='$(NORACE_PKGS) $(RACE_SAMPLED_PKGS)' TIER_ARGS="-run '$(NORACE_TESTS)|$(RACE_SAMPLED_TESTS)'"
 
 test-e2e: e2e-tier timing-tier ## the packages that run jobs and clusters as processes (no race detector: they wait on children), then Raft's timing
 
@@ -164,8 +170,12 @@ $(TESTREPORT): scripts/testreport/main.go
 # test skipped in one interpreter but run in another as run.
 PYRESULTS = $(CURDIR)/$(BIN)/test-python.jsonl
 PYTESTS   = $(CURDIR)/scripts/pytests.py
+# They get a TMPDIR of their own, removed after them, for what their jobs
+# and sessions leave in it.
 test-python: ## the Python package's unittest suites, each in the interpreter that has its packages
-	@mkdir -p $(BIN); rm -f $(PYRESULTS); set -o pipefail; { s=0; cd python/tests; \
+	@mkdir -p $(BIN); rm -f $(PYRESULTS); set -o pipefail; \
+	pytmp=$$(mktemp -d "$${TMPDIR:-/tmp}/spindle-python-XXXXXX") && trap 'rm -rf "$$pytmp"' EXIT && export TMPDIR=$$pytmp; \
+	{ s=0; cd python/tests; \
 		$(PYTHON) $(PYTESTS) run $(PYRESULTS) system || s=1; \
 		if [ -x $(SPINDLE_TEST_VENV)/bin/python ]; then $(SPINDLE_TEST_VENV)/bin/python $(PYTESTS) run $(PYRESULTS) test-venv test_arrow test_model test_predict || s=1; fi; \
 		if [ -x $(SPINDLE_PY_VENV)/bin/python ]; then $(SPINDLE_PY_VENV)/bin/python $(PYTESTS) run $(PYRESULTS) py-venv test_submit test_session test_spark test_model || s=1; fi; \

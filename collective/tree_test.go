@@ -80,6 +80,13 @@ func TestLinkedPeers(t *testing.T) {
 // (powers of two and not), over both links, for every reduction.
 func TestAllReduceTree(t *testing.T) {
 	worlds := []int{2, 3, 4, 5, 6, 7, 8, 9, 16, 33, 64}
+	if raceDetector {
+		// Worlds of 33 and 64 ranks are 60% of the test's time under
+		// -race (230 s on a loaded 2-core machine); races show in the
+		// small ones. make test runs every world without the detector
+		// too (the Makefile's RACE_SAMPLED_TESTS).
+		worlds = worlds[:9]
+	}
 	if testing.Short() {
 		worlds = []int{2, 3, 5, 8}
 	}

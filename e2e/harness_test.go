@@ -44,12 +44,14 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	_, file, _, _ := runtime.Caller(0)
 	repoRoot = filepath.Join(filepath.Dir(file), "..")
-	dir, err := os.MkdirTemp("", "spindle-e2e-bin-")
+	// The package's binaries and TMPDIR, for what the tests and their
+	// processes leave in it (a killed executor's socket directory).
+	dir, cleanup, err := testbin.TempDir("spindle-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	defer cleanup()
 	// Nothing beside the binaries: spindle carries its Python package inside.
 	err = testbin.Build(context.Background(), repoRoot, filepath.Join(dir, "bin"),
 		testbin.Bin{Out: &spindleBin, Pkg: "./cmd/spindle"},

@@ -44,7 +44,9 @@ func TestMain(m *testing.M) {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	dir, err := os.MkdirTemp("", "spindle-chaos-")
+	// The package's binaries and TMPDIR, for what the tests and their
+	// processes leave in it (a killed executor's socket directory).
+	dir, cleanup, err := testbin.TempDir("spindle-chaos-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -61,7 +63,7 @@ func TestMain(m *testing.M) {
 	torchScript = filepath.Join(root, "examples", "pytorch", "train.py")
 	torchShrinkScript = filepath.Join(root, "e2e", "torchshrink", "train.py")
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 

@@ -112,6 +112,14 @@ public class SpindleMiniCluster {
       conf.setInt("yarn.nodemanager.resource.memory-mb", Integer.parseInt(nmMemory));
       conf.setInt("yarn.scheduler.minimum-allocation-mb", 128);
     }
+    // Containers get the launcher's TMPDIR (a test process's own
+    // directory, removed after its tests), so what their processes leave
+    // in a temporary directory (a killed executor's socket directory)
+    // goes with it instead of piling up in /tmp.
+    String tmpdir = System.getenv("TMPDIR");
+    if (tmpdir != null && !tmpdir.isEmpty()) {
+      conf.set("yarn.nodemanager.admin-env", "MALLOC_ARENA_MAX=$MALLOC_ARENA_MAX,TMPDIR=" + tmpdir);
+    }
     MiniYARNCluster yarn = new MiniYARNCluster("spindle", nodemanagers, 1, 1);
     yarn.init(conf);
     yarn.start();

@@ -15,11 +15,13 @@ import (
 // Two builds into one empty cache at once all succeed and leave one
 // launcher. (They once shared one temporary classpath file, and the
 // builds that lost the race to rename it failed.)
+//
+// It runs in the hadoop tier (two Maven and javac runs are minutes of a
+// loaded machine's time, which the unit tier's critical path would pay):
+// it skips as the other real-Hadoop tests do.
 func TestFetchSideBySide(t *testing.T) {
-	for _, tool := range []string{"java", "javac", "mvn"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed (scripts/install-deps.sh installs it)", tool)
-		}
+	if why := skipReason(); why != "" {
+		t.Skip(why)
 	}
 	root, err := repoRoot()
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
@@ -147,24 +148,36 @@ func Main(m *testing.M, pre ...Prestart) int {
 		}
 	}
 	code := m.Run()
-	// A start still under way ends before the clusters are stopped.
+	// A start still under way ends before the clusters are stopped. They
+	// stop side by side: each JVM's shutdown (its NodeManagers cleaning
+	// up, the datanodes) can take tens of seconds on a busy machine.
 	wg.Wait()
 	if shared != nil {
-		shared.Stop()
+		wg.Go(shared.Stop)
 	}
 	if secure != nil {
-		secure.Stop()
-		secure.KDC.Close()
+		wg.Go(func() {
+			secure.Stop()
+			secure.KDC.Close()
+		})
 	}
+	wg.Wait()
 	for _, d := range []string{workDir, secureWorkDir} {
-		// SPINDLE_HADOOP_KEEP=1 keeps the clusters' directories (their
-		// cluster.log) for a look after the tests.
-		if d != "" && os.Getenv("SPINDLE_HADOOP_KEEP") != "1" {
+		if d != "" && !Keep() {
 			os.RemoveAll(d)
 		}
 	}
 	return code
 }
+
+// EnvKeep, set to 1, keeps the clusters' directories (their cluster.log)
+// for a look after the tests; the next run's testbin.OwnedDir removes
+// them.
+const EnvKeep = "SPINDLE_HADOOP_KEEP"
+
+// Keep reports whether EnvKeep asks to keep the clusters' directories, so
+// a test package that holds them in a directory of its own keeps it too.
+func Keep() bool { return os.Getenv(EnvKeep) == "1" }
 
 func repoRoot() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
@@ -210,7 +223,7 @@ func start() (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if workDir, err = os.MkdirTemp("", "spindle-hadoop-"); err != nil {
+	if workDir, err = testbin.OwnedDir("spindle-hadoop-"); err != nil {
 		return nil, err
 	}
 	return launch(script, workDir, nil, "3", "3")

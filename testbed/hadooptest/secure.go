@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/testbed/krbtest"
 )
 
@@ -81,7 +82,7 @@ func startSecure() (*SecureCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if secureWorkDir, err = os.MkdirTemp("", "spindle-hadoop-secure-"); err != nil {
+	if secureWorkDir, err = testbin.OwnedDir("spindle-hadoop-secure-"); err != nil {
 		return nil, err
 	}
 	kdir := filepath.Join(secureWorkDir, "kdc")

@@ -3,6 +3,7 @@ package yarntest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -36,10 +37,16 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
+	// The package's TMPDIR, for what the tests and their processes leave
+	// in it (a killed executor's socket directory), and its binaries.
+	dir, cleanup, err := testbin.TempDir("spindle-yarntest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
+	binDir = filepath.Join(dir, "bin")
+	code := m.Run()
+	cleanup()
 	os.Exit(code)
 }
 
@@ -51,9 +58,6 @@ func binaries(t *testing.T) {
 	buildOnce.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
-		if binDir, buildErr = os.MkdirTemp("", "spindle-yarntest-"); buildErr != nil {
-			return
-		}
 		buildErr = testbin.Build(context.Background(), root, binDir,
 			testbin.Bin{Out: &spindleBin, Pkg: "./cmd/spindle"}, testbin.Bin{Out: &logregBin, Pkg: "./examples/logreg"},
 			testbin.Bin{Out: &genBin, Pkg: "./examples/datagen"}, testbin.Bin{Out: &rowcheckBin, Pkg: "./e2e/rowcheck"})

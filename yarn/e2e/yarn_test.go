@@ -40,12 +40,19 @@ func run(m *testing.M) int {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	dir, err := os.MkdirTemp("", "spindle-yarn-e2e-")
+	// The package's binaries and TMPDIR, for what the tests, their
+	// processes and the mini clusters leave in it (kept with the
+	// clusters' logs when hadooptest.Keep says so).
+	dir, cleanup, err := testbin.TempDir("spindle-yarn-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	defer func() {
+		if !hadooptest.Keep() {
+			cleanup()
+		}
+	}()
 	err = testbin.Build(context.Background(), root, filepath.Join(dir, "bin"),
 		testbin.Bin{Out: &spindleBin, Pkg: "./cmd/spindle"},
 		testbin.Bin{Out: &datagenBin, Pkg: "./examples/datagen"},
