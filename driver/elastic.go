@@ -36,10 +36,10 @@ type dealt struct {
 func (d *Driver) elastic(ctx context.Context, build func(context.Context, int) (*world, error),
 	served map[string]string, start time.Time) error {
 	c := d.cfg
-	rc := restartCounts{hostFailures: map[string]int{}}
+	rc := restartCounts{hostFailures: map[string]int{}, first: d.firstGeneration()}
 	deals := map[int]*dealt{}
 	most := c.NumExecutors
-	for gen := 0; ; gen++ {
+	for gen := rc.first; ; gen++ {
 		var (
 			launched bool
 			err      error

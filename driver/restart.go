@@ -94,8 +94,10 @@ func (d *Driver) placeOf(loss *lossError) {
 // (against MaxBlamelessRestarts), and the failures on each host.
 type restartCounts struct {
 	counted, blameless int
-	hostFailures       map[string]int
-	excluded           []string
+	// first is the job's first generation (Driver.firstGeneration).
+	first        int
+	hostFailures map[string]int
+	excluded     []string
 }
 
 // generations runs the job's gang, and under PolicyRestart new gangs after
@@ -107,8 +109,8 @@ type restartCounts struct {
 // the later generations' placements.
 func (d *Driver) generations(ctx context.Context, w *world, served map[string]string, start time.Time) error {
 	c := d.cfg
-	rc := restartCounts{hostFailures: map[string]int{}}
-	for gen := 0; ; gen++ {
+	rc := restartCounts{hostFailures: map[string]int{}, first: d.firstGeneration()}
+	for gen := rc.first; ; gen++ {
 		from, err := d.resumeFrom(ctx, w.slots)
 		if err != nil {
 			return err
@@ -134,8 +136,8 @@ func (d *Driver) afterFailure(ctx context.Context, gen int, err error, launched 
 	blameless := loss != nil && loss.blameless
 	switch {
 	case c.FailurePolicy == PolicyFail || !launched || !restartable(err) || ctx.Err() != nil:
-		if gen > 0 {
-			return fmt.Errorf("%w (generation %d, after %d restart%s)", err, gen, gen, plural(gen))
+		if n := gen - rc.first; n > 0 {
+			return fmt.Errorf("%w (generation %d, after %d restart%s)", err, gen, n, plural(n))
 		}
 		return err
 	case blameless && rc.blameless >= c.MaxBlamelessRestarts:

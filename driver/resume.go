@@ -18,6 +18,9 @@ type resumer struct {
 	// since passes over records older than the job when the checkpoint
 	// directory holds records of a feed with other settings.
 	since time.Time
+	// firstGen is the job's first generation: one past the newest any
+	// earlier gang recorded in the directory (resume.NextGeneration).
+	firstGen int
 }
 
 // newResumer checks the feed settings stored in the job's checkpoint
@@ -39,6 +42,13 @@ func (d *Driver) newResumer(ctx context.Context, plan *feed.JobPlan, target int6
 		return nil, fmt.Errorf("checkpoint directory %s: %w", c.CheckpointDir, err)
 	}
 	r := &resumer{dir: c.CheckpointDir}
+	if r.firstGen, err = resume.NextGeneration(ctx, fsy, dir); err != nil {
+		return nil, fmt.Errorf("checkpoint directory %s: %w", c.CheckpointDir, err)
+	}
+	if r.firstGen > 0 {
+		d.logger.Info("the checkpoint directory holds earlier gangs' records: this job's generations continue their numbering",
+			"dir", c.CheckpointDir, "first_generation", r.firstGen)
+	}
 	if c.FailurePolicy == PolicyElastic {
 		// Positions mean something only against the deal of the
 		// generation that recorded them, which this driver keeps.
@@ -52,6 +62,16 @@ func (d *Driver) newResumer(ctx context.Context, plan *feed.JobPlan, target int6
 		r.since = start
 	}
 	return r, nil
+}
+
+// firstGeneration is the number of the job's first generation: 0, or
+// past the generations of the gangs that wrote to its checkpoint
+// directory before, so that no two gangs' records share a generation.
+func (d *Driver) firstGeneration() int {
+	if d.resumer == nil {
+		return 0
+	}
+	return d.resumer.firstGen
 }
 
 // resumePoint returns the checkpoint a generation of slots resumes from,

@@ -346,14 +346,29 @@ func (c *ClusterManager) Request(ctx context.Context, specs []driver.ExecutorSpe
 	return nil
 }
 
+// raftLeader is how a master's status names the Raft leader's role.
+const raftLeader = "Leader"
+
 // Room returns how many more executors of spec's shape the cluster's
-// alive workers have room for now, leaving out spec.ExcludedHosts.
+// alive workers have room for now, leaving out spec.ExcludedHosts. Only
+// the leader's answer counts: any master serves ClusterStatus from its
+// own replica, and a follower's may lag by seconds on a loaded machine,
+// or replay old states after a restart, showing room long gone (a lost
+// worker still alive, executors that ended before the gang now running
+// was placed): an elastic job asked to grow on such a view stops its
+// generation for nothing.
 func (c *ClusterManager) Room(ctx context.Context, spec driver.ExecutorSpec) (int, error) {
 	var cs *pb.ClusterStatusResponse
 	err := c.client.Call(ctx, true, func(ctx context.Context, m pb.MasterClient) error {
 		resp, err := m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+		if err != nil {
+			return err
+		}
+		if by := resp.GetServedBy(); by.GetState() != raftLeader {
+			return fmt.Errorf("%w: master %s (%s) answered from its replica, which may lag", apierr.ErrNotLeader, by.GetId(), by.GetState())
+		}
 		cs = resp
-		return err
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("cluster status: %w", err)

@@ -312,3 +312,43 @@ func TestNoMasters(t *testing.T) {
 		t.Fatalf("no masters: %v", err)
 	}
 }
+
+// TestRoomIsTheLeaders: Room, which decides whether an elastic job stops
+// a generation to grow, counts only on the leader's replica. Any master
+// answers ClusterStatus from its own, and under load a follower's lags
+// (or replays old states after a restart) and shows room that is gone:
+// standalone/e2e TestElasticShrinksWhenAWorkerDies, with its leader
+// killed and restarted during the shrink, grew on such a view and stopped
+// a generation for nothing. A driver that reaches only a follower hears
+// of no room at all.
+func TestRoomIsTheLeaders(t *testing.T) {
+	g := testcluster.StartMasters(t, 3, nil)
+	testcluster.StartWorker(t, g.Addrs(), "w1", nil)
+	g.WaitWorkers(1)
+	leader := g.Leader()
+	follower := (leader + 1) % 3
+	spec := driver.ExecutorSpec{Cores: 1, MemoryMB: 256}
+	ctx := context.Background()
+	cm := newManager(t, g, "room")
+	// Wait for every replica to hold the worker, so that the follower's
+	// answer, if taken, would be a plausible 4.
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		room, err := cm.Room(ctx, spec)
+		if err != nil || room != 4 {
+			return fmt.Errorf("room %d (err %v), want 4 on w1's 4 cores", room, err)
+		}
+		return nil
+	})
+	cfg := standalone.ClientConfig{Masters: []string{g.Cfgs[follower].Addr}, Secret: testcluster.Secret, AppName: "room-follower",
+		DriverHost: "127.0.0.1", HeartbeatInterval: 100 * time.Millisecond, Logger: testcluster.Logger(t)}
+	only, err := standalone.NewClusterManager(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer only.Close()
+	rctx, cancel := context.WithTimeout(ctx, testutil.Scale(time.Second))
+	defer cancel()
+	if room, err := only.Room(rctx, spec); err == nil || !strings.Contains(err.Error(), "answered from its replica") {
+		t.Errorf("Room through follower %s alone: %d, %v; want the follower's replica refused", g.Cfgs[follower].ID, room, err)
+	}
+}

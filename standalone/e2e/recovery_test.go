@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/rowsum"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/standalone/client"
 )
 
@@ -90,21 +91,21 @@ func TestElasticShrinksWhenAWorkerDies(t *testing.T) {
 		"--epochs", fmt.Sprint(epochs), "--shuffle", "--seed", "2", "--checkpoint-dir", filepath.Join(data, "ckpt"),
 		"--conf", "spindle.failure.policy=elastic", "--conf", "spindle.failure.elasticWait=2s",
 		"--", rowcheckBin, "--every", "5", "--pause", "30ms")
-	c.waitFor(60*time.Second, "4 executors running", func(st *client.Status) bool {
+	c.waitFor(testutil.Scale(60*time.Second), "4 executors running", func(st *client.Status) bool {
 		return running(appExecutors(st, "elastic")) == 4
 	})
 	// Kill once every rank has saved a checkpoint, mid-epoch.
 	saved := filepath.Join(data, "ckpt", ".spindle-resume", "rows-10")
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if n, _ := filepath.Glob(filepath.Join(saved, "rank-*.json")); len(n) == 4 {
-			break
+	if err := testutil.Poll(60*time.Second, func() error {
+		if n, _ := filepath.Glob(filepath.Join(saved, "rank-*.json")); len(n) != 4 {
+			return fmt.Errorf("%d of 4 ranks recorded rows-10", len(n))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no complete checkpoint after 60s:\n%s\n%s", j.stdout.String(), j.stderr.String())
-		}
+		return nil
+	}); err != nil {
+		t.Fatalf("no complete checkpoint: %v\n%s\n%s", err, j.stdout.String(), j.stderr.String())
 	}
 	c.workers[1].kill()
-	if code := j.wait(t, 3*time.Minute); code != 0 {
+	if code := j.wait(t, testutil.Scale(3*time.Minute)); code != 0 {
 		t.Fatalf("the elastic job failed: exit %d\n%s\n%s", code, j.stdout.String(), j.stderr.String())
 	}
 	stderr := j.stderr.String()

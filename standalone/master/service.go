@@ -357,9 +357,16 @@ func (m *Master) info() *pb.MasterInfoResponse {
 	return info
 }
 
-// ClusterStatus returns this master's replica of the cluster state.
+// ClusterStatus returns this master's replica of the cluster state. A
+// master just elected answers once it has taken up the leader's duties,
+// its replica holding everything committed before its term: until then
+// it may still be replaying its log (after a restart, from the start),
+// and an answer served by "the leader" must not show states long gone.
 func (s *service) ClusterStatus(ctx context.Context, _ *pb.ClusterStatusRequest) (*pb.ClusterStatusResponse, error) {
 	m := s.m
+	if err := m.awaitLeaderReplica(ctx); err != nil {
+		return nil, err
+	}
 	resp := &pb.ClusterStatusResponse{ServedBy: m.info()}
 	if f := m.raft.GetConfiguration(); f.Error() == nil {
 		_, leader := m.raft.LeaderWithID()
@@ -470,4 +477,25 @@ func (s *service) WatchApp(req *pb.WatchAppRequest, stream pb.Master_WatchAppSer
 			return fmt.Errorf("%w: master %s shutting down", apierr.ErrStopped, m.cfg.ID)
 		}
 	}
+}
+
+// catchUpStep is how often awaitLeaderReplica looks whether a new leader
+// has caught up.
+const catchUpStep = 10 * time.Millisecond
+
+// awaitLeaderReplica returns once this master is not the Raft leader or
+// has taken up the leader's duties (its barrier applied), or fails with
+// ErrNotLeader, which sends a client to another master, when ctx ends or
+// the master stops first.
+func (m *Master) awaitLeaderReplica(ctx context.Context) error {
+	for m.raft.State() == raft.Leader && !m.IsLeader() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s was elected and is still catching up: %v", apierr.ErrNotLeader, m.cfg.ID, ctx.Err())
+		case <-m.stopping:
+			return fmt.Errorf("%w: master shutting down", apierr.ErrStopped)
+		case <-time.After(catchUpStep):
+		}
+	}
+	return nil
 }

@@ -77,6 +77,16 @@ func RecordPath(checkpoint string, rank int) string {
 	return path.Join(Dir, checkpoint, fmt.Sprintf("rank-%d.json", rank))
 }
 
+// recordRank returns the rank whose record file name is (rank-R.json),
+// and false for any other name: a save in progress, or not a record.
+func recordRank(name string) (int, bool) {
+	var rank int
+	if n, err := fmt.Sscanf(name, "rank-%d.json", &rank); n != 1 || err != nil || name != fmt.Sprintf("rank-%d.json", rank) {
+		return 0, false
+	}
+	return rank, true
+}
+
 // Write stores r atomically under dir (the job's checkpoint directory, as
 // resolved by fsy).
 func Write(ctx context.Context, fsy fsys.FS, dir string, r Record) error {
@@ -185,8 +195,8 @@ func complete(ctx context.Context, fsy fsys.FS, dir, name string, worldSize int,
 		recs = make([]*Record, worldSize)
 	}
 	for _, fi := range infos {
-		var rank int
-		if n, err := fmt.Sscanf(fi.Name(), "rank-%d.json", &rank); n != 1 || err != nil || fi.Name() != fmt.Sprintf("rank-%d.json", rank) {
+		rank, ok := recordRank(fi.Name())
+		if !ok {
 			continue // a save in progress, or not ours
 		}
 		b, err := readAll(ctx, fsy, path.Join(dir, Dir, name, fi.Name()))

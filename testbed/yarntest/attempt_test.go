@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/rowsum"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/yarntest"
 )
 
@@ -33,10 +34,13 @@ func TestSubmitSecondAttemptResumes(t *testing.T) {
 		"--conf", "spindle.yarn.maxAppAttempts=2",
 		"--", rowcheckBin, "--every", "5", "--pause", "5ms")
 	runningExecutorOf(t, s, j, 2)
-	for deadline := time.Now().Add(2 * time.Minute); !checkpointedBy(ckpt, 2); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no complete checkpoint in 2 minutes:\n%s", j.stderr.String())
+	if err := testutil.Poll(2*time.Minute, func() error {
+		if !checkpointedBy(ckpt, 2) {
+			return fmt.Errorf("no checkpoint in %s that both ranks recorded", ckpt)
 		}
+		return nil
+	}); err != nil {
+		t.Fatalf("%v:\n%s", err, j.stderr.String())
 	}
 	am := ""
 	for _, ct := range s.yarn.Containers() {
@@ -50,7 +54,7 @@ func TestSubmitSecondAttemptResumes(t *testing.T) {
 	if err := s.yarn.KillContainer(am); err != nil {
 		t.Fatal(err)
 	}
-	if code := j.wait(t, 3*time.Minute); code != 0 {
+	if code := j.wait(t, testutil.Scale(3*time.Minute)); code != 0 {
 		t.Fatalf("the second attempt failed: exit %d\n%s", code, j.stderr.String())
 	}
 	out := j.stderr.String()
