@@ -8,7 +8,8 @@ import (
 // TestAllReduceEveryWorld runs every allreduce algorithm on every world
 // size from 1 to 64 ranks over the in-memory link (under the race detector
 // a sample of them), and on 3, 5, 7 and 63
-// ranks (not powers of two) over TCP: the ring, the binomial tree and,
+// ranks (not powers of two) over TCP: the ring, the binomial tree, the
+// host segment (its ranks sleeping on a channel, and on the futex) and,
 // where the ranks split into hosts of several ranks, the hierarchy, each
 // forced, for float32 and float64, Sum and Mean, and vectors shorter than
 // the world, one longer and one of many blocks. Each result is checked
@@ -52,12 +53,17 @@ func checkEveryAlgorithm(t *testing.T, link testLink, n int) {
 	for _, algo := range []struct {
 		name  string
 		small int
-	}{{"ring", -1}, {"tree", 1 << 30}} {
-		comms := cluster(t, n, link.on(func(_ int, cfg *Config) {
+		want  algorithm
+	}{{"ring", -1, algoRing}, {"tree", 1 << 30, algoTree}, {"host", 0, algoHost}, {"host-futex", 0, algoHost}} {
+		tweak := func(_ int, cfg *Config) {
 			cfg.SmallBytes = algo.small
 			cfg.ChunkBytes = 256
-		}))
-		if n > 1 && comms[0].useTree(8) != (algo.name == "tree") {
+		}
+		if algo.want == algoHost {
+			tweak = onHost(algo.name == "host-futex", tweak)
+		}
+		comms := cluster(t, n, link.on(tweak))
+		if n > 1 && comms[0].allReduceAlgo(8) != algo.want {
 			t.Fatalf("%s not chosen", algo.name)
 		}
 		for _, count := range counts {

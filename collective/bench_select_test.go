@@ -20,7 +20,9 @@ import (
 // COLLECTIVE_BENCH_ROUNDS (3), COLLECTIVE_BENCH_RANKS (8,16,32,64) and
 // COLLECTIVE_BENCH_SIZES (8 B to 64 MiB by powers of 8) narrow it;
 // COLLECTIVE_BENCH_ALGOS picks from ring, auto and tree (the binomial tree
-// forced), each also with -sockets (Config.NoSharedMemory). A size
+// forced), each also with -sockets (Config.NoSharedMemory), and
+// auto-futex: auto with the host segment's ranks sleeping on the futex,
+// as ranks in processes of their own do, rather than on a channel. A size
 // whose buffers would take more than 1 GiB over all ranks is left out.
 func BenchmarkAllReduceSelect(b *testing.B) {
 	rounds := envInts(b, "COLLECTIVE_BENCH_ROUNDS", []int{3})[0]
@@ -44,10 +46,11 @@ func BenchmarkAllReduceSelect(b *testing.B) {
 					slices.Reverse(order)
 				}
 				for _, algo := range order {
-					name, sockets := strings.CutSuffix(algo, "-sockets")
+					name, futex := strings.CutSuffix(algo, "-futex")
+					name, sockets := strings.CutSuffix(name, "-sockets")
 					s, ok := small[name]
 					if !ok {
-						b.Fatalf("COLLECTIVE_BENCH_ALGOS: %q is not ring, auto or tree (each with -sockets or not)", algo)
+						b.Fatalf("COLLECTIVE_BENCH_ALGOS: %q is not ring, auto or tree (each with -sockets or not; auto with -futex)", algo)
 					}
 					b.Run(fmt.Sprintf("round=%d/ranks=%d/size=%d/algo=%s", round, n, size, algo), func(b *testing.B) {
 						runtime.GC() // the last point's buffers
@@ -58,6 +61,7 @@ func BenchmarkAllReduceSelect(b *testing.B) {
 						benchAllReduce(b, n, size, func(_ int, cfg *Config) {
 							cfg.SmallBytes = s
 							cfg.NoSharedMemory = sockets
+							cfg.hostFutex = futex
 						})
 					})
 				}

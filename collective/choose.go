@@ -33,11 +33,15 @@ const (
 	algoRing algorithm = iota
 	algoTree
 	algoHier
+	algoHost // the host segment (host.go)
 )
 
 // allReduceAlgo returns the algorithm of an allreduce of size bytes per
 // rank on c.
 func (c *Comm) allReduceAlgo(size int) algorithm {
+	if c.host != nil && size <= hostMaxBytes {
+		return algoHost
+	}
 	hosts, per := 0, 0
 	if c.hier != nil {
 		hosts, per = len(c.hier.cross), len(c.hier.local)

@@ -36,6 +36,7 @@ type Comm struct {
 	smallAuto   bool         // small is DefaultSmallBytes: the cost model chooses (choose.go)
 	treeLinked  bool         // t links this rank to its tree parent and children
 	hier        *hierarchy   // where this rank sits among hosts (hier.go); nil: flat
+	host        *hostGroup   // the group's host segment (host.go); nil: none
 	t           Transport    // nil when world == 1
 	ln          net.Listener // closed by Close when world == 1
 	log         *slog.Logger
@@ -89,6 +90,12 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 	c := newComm(cfg, t, log)
 	c.treeLinked = true
 	c.hier = hr
+	if hostEligible(cfg) {
+		if err := c.joinHost(ctx, t.mesh); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("collective: rank %d of %d: %w", cfg.Rank, cfg.WorldSize, err)
+		}
+	}
 	c.startLinkWatch(cfg)
 	return c, nil
 }
@@ -175,6 +182,11 @@ func (c *Comm) Close() error {
 				c.closeErr = err
 			}
 		}
+		// The operation in flight, if any, has been interrupted: once it
+		// returns nothing reads the segment.
+		c.mu.Lock()
+		c.closeHost()
+		c.mu.Unlock()
 	})
 	return c.closeErr
 }
@@ -353,6 +365,9 @@ func (c *Comm) do(ctx context.Context, h header, fn func(h header) error) error 
 		return fmt.Errorf("collective: %s on rank %d: %w", h, c.rank, err)
 	}
 	c.seq++
+	if c.host != nil {
+		c.host.post(h)
+	}
 	defer timeline.Start(timeline.CatCollective, opNames[h.op])()
 	if err := fn(h); err != nil {
 		return fmt.Errorf("collective: %s on rank %d: %w", h, c.rank, err)

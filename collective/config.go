@@ -110,8 +110,9 @@ type Config struct {
 	// moving the whole vector), larger ones the ring (2(n-1) steps, each
 	// moving 1/n of it). Zero means the default for the world size
 	// (DefaultSmallBytes, at most 64 KiB when every peer is on one host
-	// and the bytes go through shared memory); negative forces the ring
-	// for every size.
+	// and the bytes go through shared memory, where allreduces of at most
+	// 16 KiB and barriers run on a host segment instead: host.go);
+	// negative forces the ring for every size.
 	SmallBytes int
 	// RanksPerHost turns on the hierarchical allreduce (hier.go) when the
 	// ranks span hosts of several ranks each: by default a cost model
@@ -137,6 +138,13 @@ type Config struct {
 	LinkCheck  time.Duration
 	SlowLink   time.Duration
 	OnSlowLink func(SlowLink)
+
+	// hostSegment makes tests run the host segment (host.go) whatever
+	// the link, the hosts and SmallBytes say.
+	hostSegment bool
+	// hostFutex makes ranks in one process sleep on the host segment's
+	// futex, as ranks in processes of their own do.
+	hostFutex bool
 }
 
 // DefaultConfig returns a Config with every tunable set to its default; the

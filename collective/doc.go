@@ -48,7 +48,11 @@
 // hierarchically instead (within hosts, across them, within again; four
 // more peers a rank), in 2(g-1)+2(H-1) steps for H hosts of g ranks; a
 // per-link cost model picks the tree, the hierarchy or the ring by size
-// (choose.go).
+// (choose.go). When every rank is on one host and the link goes through
+// shared memory, allreduces of at most 16 KiB and barriers run on a host
+// segment instead (host.go): each rank writes its vector into one shared
+// file and counts itself in, the last to arrive reduces in the tree's
+// order and wakes the others with one futex wake.
 // Broadcast and allgather always run the ring.
 //
 // With either algorithm, every element is reduced by exactly one rank, in a

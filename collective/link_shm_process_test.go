@@ -13,11 +13,15 @@ import (
 const (
 	childSmallEnv = "COLLECTIVE_TEST_SMALL_BYTES"
 	childItersEnv = "COLLECTIVE_TEST_ITERS"
+	// childPrintEnv makes the child print a line every that many
+	// iterations, so that the parent sees it running.
+	childPrintEnv = "COLLECTIVE_TEST_PRINT_EVERY"
 )
 
 // TestSharedMemoryProcesses runs many small allreduces between ranks as
-// separate processes, whose rings are shared across address spaces: a
-// lost wake-up would leave a rank asleep until the timeout and fail it.
+// separate processes, whose rings and host segment are shared across
+// address spaces: a lost wake-up would leave a rank asleep until the
+// timeout and fail it.
 func TestSharedMemoryProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
@@ -26,7 +30,7 @@ func TestSharedMemoryProcesses(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		small string // Config.SmallBytes
-	}{{"tree", "0"}, {"ring", "-1"}} {
+	}{{"host", "0"}, {"tree", "65536"}, {"ring", "-1"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			const world = 5
 			procs := startChildren(t, world, "20", "small-allreduce", childSmallEnv+"="+tc.small, childItersEnv+"=1500")
@@ -59,6 +63,7 @@ func runSmallChild(ctx context.Context) int {
 		fmt.Fprintln(os.Stderr, "bad", childSmallEnv, "or", childItersEnv)
 		return 2
 	}
+	every, _ := strconv.Atoi(os.Getenv(childPrintEnv))
 	cfg.SmallBytes = small
 	comm, err := New(ctx, cfg)
 	if err != nil {
@@ -76,6 +81,9 @@ func runSmallChild(ctx context.Context) int {
 		if want := float32(n*i + n*(n-1)/2); data[0] != want || data[1] != float32(n) {
 			fmt.Fprintf(os.Stderr, "allreduce %d: got %v, want [%v %d]\n", i, data, want, n)
 			return 3
+		}
+		if every > 0 && i%every == 0 {
+			fmt.Printf("iter %d\n", i)
 		}
 	}
 	return 0

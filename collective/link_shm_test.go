@@ -67,9 +67,12 @@ func linkTwo(t *testing.T, l0, l1 TCPLinker) (links [2]*tcpLink) {
 }
 
 // ringFiles lists the rings left in the shared-memory directory.
-func ringFiles(t *testing.T) []string {
+func ringFiles(t *testing.T) []string { return shmFiles(t, "spindle-link-*") }
+
+// shmFiles lists the files in shmDir that match pattern.
+func shmFiles(t *testing.T, pattern string) []string {
 	t.Helper()
-	m, err := filepath.Glob(filepath.Join(shmDir, "spindle-link-*"))
+	m, err := filepath.Glob(filepath.Join(shmDir, pattern))
 	if err != nil {
 		t.Fatal(err)
 	}

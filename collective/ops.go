@@ -66,7 +66,12 @@ func AllReduce[T Float](ctx context.Context, c *Comm, data []T, op Op) error {
 			add(d, s)
 		}
 	}
-	if c.useTree(len(data) * esize) {
+	switch c.allReduceAlgo(len(data) * esize) {
+	case algoHost:
+		return c.do(ctx, h, func(h header) error {
+			return c.hostAllReduce(ctx, h, asBytes(data), combine)
+		})
+	case algoTree:
 		return c.do(ctx, h, func(h header) error {
 			return c.tree(ctx, h, asBytes(data), combine)
 		})
@@ -145,6 +150,11 @@ func (c *Comm) Barrier(ctx context.Context) error {
 	// from every rank after that rank entered: one byte up the tree and
 	// back down, or an allgather of one byte per rank round the ring.
 	h := header{op: opBarrier, elemSize: 1, count: 1}
+	if c.host != nil {
+		return c.do(ctx, h, func(h header) error {
+			return c.hostAllReduce(ctx, h, nil, nil)
+		})
+	}
 	if c.treeAllowed(1) {
 		return c.do(ctx, h, func(h header) error {
 			return c.tree(ctx, h, []byte{1}, func(_, _ []byte, _ bool) {})

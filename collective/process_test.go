@@ -36,10 +36,22 @@ func startProcs(t *testing.T, world int, timeoutSecs string) []*rankProc {
 // mode, with the extra environment variables env.
 func startChildren(t *testing.T, world int, timeoutSecs, mode string, env ...string) []*rankProc {
 	t.Helper()
-	lns := make([]*net.TCPListener, world)
 	peers := make([]string, world)
 	for r := range world {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		peers[r] = "127.0.0.1:0"
+	}
+	return startChildrenAt(t, peers, timeoutSecs, mode, env...)
+}
+
+// startChildrenAt is startChildren with rank r listening on peers[r]
+// (port 0: any free port).
+func startChildrenAt(t *testing.T, peers []string, timeoutSecs, mode string, env ...string) []*rankProc {
+	t.Helper()
+	world := len(peers)
+	lns := make([]*net.TCPListener, world)
+	peers = append([]string(nil), peers...)
+	for r := range world {
+		ln, err := net.Listen("tcp", peers[r])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,17 +133,7 @@ func TestProcessFailure(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			procs := startProcs(t, tc.world, tc.timeout)
-			for r, p := range procs {
-				for range 3 {
-					select {
-					case <-p.iters:
-					case <-p.exited:
-						t.Fatalf("rank %d exited early: %v\n%s", r, p.err, p.stderr)
-					case <-time.After(time.Minute):
-						t.Fatalf("rank %d made no progress", r)
-					}
-				}
-			}
+			awaitIters(t, procs, 3)
 			if err := procs[tc.victim].cmd.Process.Signal(tc.signal); err != nil {
 				t.Fatal(err)
 			}
@@ -157,6 +159,22 @@ func TestProcessFailure(t *testing.T) {
 			}
 			t.Logf("survivors failed %s after %v of rank %d", time.Since(start).Round(time.Millisecond), tc.signal, tc.victim)
 		})
+	}
+}
+
+// awaitIters waits until every rank reported k iterations.
+func awaitIters(t *testing.T, procs []*rankProc, k int) {
+	t.Helper()
+	for r, p := range procs {
+		for range k {
+			select {
+			case <-p.iters:
+			case <-p.exited:
+				t.Fatalf("rank %d exited early: %v\n%s", r, p.err, p.stderr)
+			case <-time.After(time.Minute):
+				t.Fatalf("rank %d made no progress", r)
+			}
+		}
 	}
 }
 

@@ -45,7 +45,10 @@ func DefaultSmallBytes(n int) int {
 func treeDepth(n int) int { return bits.Len(uint(n - 1)) }
 
 // oneHostSmallBytes caps the tree by default when every rank is on one host
-// and the TCP link moves the bytes through shared memory. There the ring's
+// and the TCP link moves the bytes through shared memory. Up to
+// hostMaxBytes the host segment (host.go) takes the tree's place there:
+// it costs n arrivals and one wake instead of 2(n-1) messages, each a
+// doorbell when its receiver sleeps (docs/benchmarks.md). There the ring's
 // pieces go from rank to rank mostly without a system call while its ranks
 // overlap: at 32 ranks it measured as fast as the tree at 128 KiB and twice
 // as fast at 256 KiB (docs/benchmarks.md), sizes the cluster model
@@ -105,7 +108,8 @@ func smallBytes(configured, n int) int {
 
 // treeAllowed reports whether a reduction of size bytes per rank may run
 // the binomial tree: it is linked, and size is within Config.SmallBytes.
-// A barrier runs the tree whenever it may.
+// A barrier runs the host segment when there is one, else the tree
+// whenever it may.
 func (c *Comm) treeAllowed(size int) bool {
 	return c.treeLinked && c.world > 1 && size <= c.small
 }

@@ -118,7 +118,7 @@ func TestAllReduceTree(t *testing.T) {
 // rank a leaf.
 func TestBarrierTreeWaitsForAll(t *testing.T) {
 	const n = 6
-	comms := cluster(t, n, nil)
+	comms := cluster(t, n, func(_ int, cfg *Config) { cfg.SmallBytes = 64 << 10 })
 	if !comms[0].useTree(1) {
 		t.Fatal("barrier does not run the tree")
 	}
@@ -147,11 +147,19 @@ func TestBarrierTreeWaitsForAll(t *testing.T) {
 // a leaf.
 func TestPeerCrashMidTree(t *testing.T) {
 	onLinks(t, func(t *testing.T, link testLink) {
-		for _, tc := range []struct{ world, victim int }{{4, 1}, {6, 5}, {6, 0}, {16, 9}} {
-			t.Run(fmt.Sprintf("world=%d/victim=%d", tc.world, tc.victim), func(t *testing.T) {
-				comms := cluster(t, tc.world, link.on(func(_ int, cfg *Config) {
+		for _, tc := range []struct {
+			world, victim int
+			host          bool
+		}{{4, 1, false}, {6, 5, false}, {6, 0, false}, {16, 9, false}, {4, 1, true}, {6, 0, true}, {16, 9, true}} {
+			t.Run(fmt.Sprintf("world=%d/victim=%d/host=%v", tc.world, tc.victim, tc.host), func(t *testing.T) {
+				tweak := func(_ int, cfg *Config) {
 					cfg.Timeout = time.Minute
-				}))
+					cfg.SmallBytes = 1 << 10
+				}
+				if tc.host {
+					tweak = onHost(false, tweak)
+				}
+				comms := cluster(t, tc.world, link.on(tweak))
 				var iters atomic.Int64
 				done := make(chan []error, 1)
 				go func() {
@@ -249,21 +257,34 @@ func TestTreeMessages(t *testing.T) {
 }
 
 // TestMismatchedCallsTree is TestMismatchedCalls with the others on the
-// tree: whichever rank calls something else, a ring operation or another
+// tree or the host segment: whichever rank calls something else, a ring operation or another
 // length, every rank fails with ErrMismatch rather than waiting for the
 // timeout. It covers the ranks whose header to their right neighbour
 // rides on the tree's message (even ones) and those that send their own,
 // and two neighbours calling a broadcast, where only the tree's message
 // down to the odd rank after them can tell.
 func TestMismatchedCallsTree(t *testing.T) {
+	for _, algo := range []string{"tree", "host", "host-futex"} {
+		t.Run(algo, func(t *testing.T) { mismatchedCalls(t, algo) })
+	}
+}
+
+// mismatchedCalls is TestMismatchedCallsTree on the tree or the host
+// segment, where a rank in another operation is seen by the header it
+// posts.
+func mismatchedCalls(t *testing.T, algo string) {
 	calls := map[string]func(c *Comm) error{
 		"broadcast": func(c *Comm) error { return Broadcast(context.Background(), c, make([]float32, 2), 0) },
 		"longer":    func(c *Comm) error { return AllReduce(context.Background(), c, make([]float32, 3), Sum) },
 		"shorter":   func(c *Comm) error { return AllReduce(context.Background(), c, make([]float32, 1), Sum) },
 		"barrier":   func(c *Comm) error { return c.Barrier(context.Background()) },
 	}
+	tweak := func(_ int, cfg *Config) { cfg.SmallBytes = 1 << 20 }
+	if algo != "tree" {
+		tweak = onHost(algo == "host-futex", nil)
+	}
 	run := func(t *testing.T, n int, odd []int, call func(c *Comm) error) {
-		comms := cluster(t, n, func(_ int, cfg *Config) { cfg.SmallBytes = 1 << 20 })
+		comms := cluster(t, n, tweak)
 		errs := onAll(t, comms, func(c *Comm) error {
 			if slices.Contains(odd, c.Rank()) {
 				return call(c)
