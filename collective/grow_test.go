@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,30 +86,10 @@ func testGrow(t *testing.T, l testLink) {
 // TestGrowRefusesBadMembership checks the memberships a member must not
 // grow to.
 func TestGrowRefusesBadMembership(t *testing.T) {
-	tests := []struct {
-		name  string
-		peers func(old []string) []string
-		incs  []uint32
-		want  string
-	}{
+	refusesMembership(t, (*Comm).Grow, []badMembership{
 		{"same size", func(old []string) []string { return old }, []uint32{1, 1, 1}, "must be bigger"},
 		{"members moved", func(old []string) []string { return append([]string{"127.0.0.1:1"}, old...) }, []uint32{0, 0, 0, 1}, "members keep their ranks"},
 		{"incarnations", func(old []string) []string { return append(old, "127.0.0.1:1") }, []uint32{1}, "need one per rank"},
 		{"epoch", func(old []string) []string { return append(old, "127.0.0.1:1") }, []uint32{0, 0, 0, 0}, "do not sum to more"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			comms := cluster(t, 3, nil)
-			c, err := comms[0].Grow(context.Background(), tc.peers(slices.Clone(comms[0].peers)), tc.incs)
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "rank 0") {
-				if c != nil {
-					c.Close()
-				}
-				t.Fatalf("Grow error %v, want one naming rank 0 and containing %q", err, tc.want)
-			}
-			if !comms[0].closed.Load() {
-				t.Fatal("a refused Grow left the old communicator open")
-			}
-		})
-	}
+	})
 }

@@ -98,13 +98,7 @@ func (g *roster) grewLocked(m *member) {
 	g.membership = &driverpb.Membership{Version: version + 1, Peers: slices.Clone(g.peers), Incarnations: incarnations,
 		Joined: int32(m.rank)}
 	close(m.joined)
-	time.AfterFunc(g.settle, func() {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if g.growing == m {
-			g.growing = nil
-		}
-	})
+	g.settleLocked(&g.growing, m)
 	if g.onGrow != nil {
 		g.onGrow(m.where(g.mixed), len(g.order))
 	}

@@ -50,15 +50,7 @@ func TestNewcomerGrowsTheGangInPlace(t *testing.T) {
 	if len(grows) != 1 || grows[0] != "rank 3 (host h9, executor exec-n1)/4" {
 		t.Fatalf("onGrow heard %q", grows)
 	}
-	hb, err := g.heartbeat("exec-0", nil, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := hb.GetMembership()
-	var hosts []string
-	for _, p := range got.GetPeers() {
-		hosts = append(hosts, p.GetHost())
-	}
+	got, hosts := heartbeatMembership(t, g, "exec-0", 1)
 	if got.GetVersion() != 2 || !slices.Equal(hosts, []string{"h0", "h2", "h3", "h9"}) || !slices.Equal(got.GetIncarnations(), []uint32{1, 0, 0, 1}) ||
 		got.GetJoined() != 3 || len(got.GetLeft()) != 0 {
 		t.Fatalf("membership %v, want version 2 of h0, h2, h3, h9 with incarnations [1 0 0 1], rank 3 joined", got)
@@ -135,4 +127,24 @@ func TestGrowInPlaceNeedsShrinkInPlace(t *testing.T) {
 	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "spindle.failure.growInPlace needs spindle.failure.shrinkInPlace=true") {
 		t.Fatalf("checkElastic = %v, want a config error naming spindle.failure.growInPlace", err)
 	}
+}
+
+// heartbeatMembership sends executor id's heartbeat, which has membership
+// version, and returns the membership its response carries and the hosts
+// of its peers, checking that each peer says its own rank.
+func heartbeatMembership(t *testing.T, g *roster, id string, version int64) (*driverpb.Membership, []string) {
+	t.Helper()
+	hb, err := g.heartbeat(id, nil, version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := hb.GetMembership()
+	var hosts []string
+	for i, p := range m.GetPeers() {
+		hosts = append(hosts, p.GetHost())
+		if p.GetRank() != int32(i) {
+			t.Errorf("peer %d says rank %d", i, p.GetRank())
+		}
+	}
+	return m, hosts
 }
