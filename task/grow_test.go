@@ -5,6 +5,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,31 +17,31 @@ import (
 
 // TestGrowJoinsANewcomerAtAStepBoundary: a world of 3 runs while the
 // driver starts a newcomer for rank 3. Only rank 0's executor has written
-// the bigger membership when the ranks reach their step boundary: Grow
-// agrees on it anyway, the others wait for their own file to name it, and
-// the three form the world of 4 with the newcomer, keeping their ranks;
-// CatchUp hands the newcomer (step -1) the members' step and state.
+// the bigger membership when the ranks reach their step boundary; ranks 1
+// and 2 get it only once rank 0 dialled the newcomer, which it does only
+// after the ranks agreed to grow. Grow agrees anyway, ranks 1 and 2 wait
+// for their own file to name the bigger world, and the three form it with
+// the newcomer, keeping their ranks; CatchUp hands the newcomer (step -1)
+// the members' step and state.
 func TestGrowJoinsANewcomerAtAStepBoundary(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	comms, peers, env := joinAll(ctx, t, 3)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	ln := &dialledListener{Listener: tcp, dialled: make(chan struct{})}
 	grown := Membership{Version: 1, Peers: append(slices.Clone(peers), ln.Addr().String()), Incarnations: []uint32{0, 0, 0, 1}, Joined: 3}
 	heard := Env{WorldSize: 3, MembershipFile: filepath.Join(t.TempDir(), "membership.json")}
 	writeMembership(t, heard.MembershipFile, grown)
 
 	next := make([]*collective.Comm, 4)
-	waiting := make(chan struct{}, 2)
 	g, gctx := errgroup.WithContext(ctx)
 	for r, c := range comms {
 		e := env
 		if r == 0 {
 			e = heard
-		} else {
-			waiting <- struct{}{}
 		}
 		g.Go(func() error {
 			nc, ok, err := e.Grow(gctx, c)
@@ -52,17 +53,24 @@ func TestGrowJoinsANewcomerAtAStepBoundary(t *testing.T) {
 		})
 	}
 	g.Go(func() (err error) { next[3], err = joinRank(gctx, 3, grown.Peers, ln, grown.Incarnations); return err })
-	<-waiting
-	<-waiting
-	writeMembership(t, env.MembershipFile, grown)
+	select {
+	case <-ln.dialled:
+		writeMembership(t, env.MembershipFile, grown)
+	case <-gctx.Done():
+	}
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
 		for _, c := range next {
-			c.Close()
+			if c != nil {
+				c.Close()
+			}
 		}
 	}()
+	if t.Failed() {
+		return
+	}
 
 	got := make([]int64, 4)
 	states := make([][]float64, 4)
@@ -115,4 +123,19 @@ func TestGrowWithoutNewcomersKeepsTheWorld(t *testing.T) {
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// dialledListener closes dialled once a peer connected to it.
+type dialledListener struct {
+	net.Listener
+	once    sync.Once
+	dialled chan struct{}
+}
+
+func (l *dialledListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.once.Do(func() { close(l.dialled) })
+	}
+	return c, err
 }
