@@ -28,13 +28,19 @@ func (c *Comm) Shrink(ctx context.Context, peers []string, incarnations []uint32
 		c.Close()
 		return nil, err
 	}
+	return c.moveTo(ctx, "shrink", cfg)
+}
+
+// moveTo closes c and joins the world cfg describes over c's peer port
+// (what names the change in errors and logs).
+func (c *Comm) moveTo(ctx context.Context, what string, cfg Config) (*Comm, error) {
 	ln, err := c.keepListener()
 	c.Close()
 	if err != nil {
-		return nil, fmt.Errorf("collective: shrink rank %d: keep the peer port %s: %w", c.rank, c.cfg.Peers[c.rank], err)
+		return nil, fmt.Errorf("collective: %s rank %d: keep the peer port %s: %w", what, c.rank, c.cfg.Peers[c.rank], err)
 	}
 	cfg.Listener = ln
-	c.log.Info("shrinking", "old_rank", c.rank, "rank", cfg.Rank, "world_size", cfg.WorldSize,
+	c.log.Info("moving to a new world", "change", what, "old_rank", c.rank, "rank", cfg.Rank, "world_size", cfg.WorldSize,
 		"peers", cfg.Peers, "incarnations", cfg.Incarnations)
 	return New(ctx, cfg)
 }
@@ -52,20 +58,28 @@ func (c *Comm) shrunkConfig(peers []string, incarnations []uint32) (Config, erro
 // sum to more than cfg's (a process of the old world could join), or this
 // rank's address is not among peers. The listener is cfg's.
 func (cfg Config) Shrunk(peers []string, incarnations []uint32) (Config, error) {
+	if n := len(peers); n == 0 || n >= cfg.WorldSize {
+		return Config{}, fmt.Errorf("collective: shrink rank %d: %d addresses for a world of %d: the new world must be smaller and not empty", cfg.Rank, n, cfg.WorldSize)
+	}
+	return cfg.resized("shrink", peers, incarnations)
+}
+
+// resized returns cfg moved to the world peers and incarnations describe,
+// this rank at the index of its own address, once the sizes were checked
+// by the caller (what names the change in errors).
+func (cfg Config) resized(what string, peers []string, incarnations []uint32) (Config, error) {
 	n := len(peers)
 	switch {
-	case n == 0 || n >= cfg.WorldSize:
-		return Config{}, fmt.Errorf("collective: shrink rank %d: %d addresses for a world of %d: the new world must be smaller and not empty", cfg.Rank, n, cfg.WorldSize)
 	case len(incarnations) != n:
-		return Config{}, fmt.Errorf("collective: shrink rank %d: %d incarnations for %d addresses: need one per rank", cfg.Rank, len(incarnations), n)
+		return Config{}, fmt.Errorf("collective: %s rank %d: %d incarnations for %d addresses: need one per rank", what, cfg.Rank, len(incarnations), n)
 	case epochOf(incarnations) <= epochOf(cfg.Incarnations):
-		return Config{}, fmt.Errorf("collective: shrink rank %d: incarnations %v do not sum to more than the old world's %v: a process of the old world could join",
-			cfg.Rank, incarnations, cfg.Incarnations)
+		return Config{}, fmt.Errorf("collective: %s rank %d: incarnations %v do not sum to more than the old world's %v: a process of the old world could join",
+			what, cfg.Rank, incarnations, cfg.Incarnations)
 	}
 	rank := slices.Index(peers, cfg.Peers[cfg.Rank])
 	if rank < 0 {
-		return Config{}, fmt.Errorf("collective: shrink rank %d: its address %s is not among the new world's %v: a survivor keeps its peer port",
-			cfg.Rank, cfg.Peers[cfg.Rank], peers)
+		return Config{}, fmt.Errorf("collective: %s rank %d: its address %s is not among the new world's %v: a survivor keeps its peer port",
+			what, cfg.Rank, cfg.Peers[cfg.Rank], peers)
 	}
 	cfg.Rank, cfg.WorldSize = rank, n
 	cfg.Peers = slices.Clone(peers)

@@ -72,29 +72,38 @@ func testShrink(t *testing.T, l testLink) {
 // TestShrinkRefusesBadMembership checks the memberships a survivor must
 // not shrink to.
 func TestShrinkRefusesBadMembership(t *testing.T) {
-	tests := []struct {
-		name  string
-		peers func(old []string) []string
-		incs  []uint32
-		want  string
-	}{
+	refusesMembership(t, (*Comm).Shrink, []badMembership{
 		{"same size", func(old []string) []string { return old }, []uint32{1, 1, 1}, "must be smaller"},
 		{"incarnations", func(old []string) []string { return old[:2] }, []uint32{1}, "need one per rank"},
 		{"epoch", func(old []string) []string { return old[:2] }, []uint32{0, 0}, "do not sum to more"},
 		{"not a member", func(old []string) []string { return old[1:] }, []uint32{1, 1}, "not among the new world's"},
-	}
+	})
+}
+
+// badMembership is a membership that rank 0 of a world of 3 must refuse
+// to move to, and the error it must give.
+type badMembership struct {
+	name  string
+	peers func(old []string) []string
+	incs  []uint32
+	want  string
+}
+
+// refusesMembership checks that move (Comm.Shrink or Comm.Grow) refuses
+// each of tests, naming rank 0, and closes the old communicator anyway.
+func refusesMembership(t *testing.T, move func(*Comm, context.Context, []string, []uint32) (*Comm, error), tests []badMembership) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			comms := cluster(t, 3, nil)
-			c, err := comms[0].Shrink(context.Background(), tc.peers(comms[0].peers), tc.incs)
+			c, err := move(comms[0], context.Background(), tc.peers(slices.Clone(comms[0].peers)), tc.incs)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "rank 0") {
 				if c != nil {
 					c.Close()
 				}
-				t.Fatalf("Shrink error %v, want one naming rank 0 and containing %q", err, tc.want)
+				t.Fatalf("error %v, want one naming rank 0 and containing %q", err, tc.want)
 			}
 			if !comms[0].closed.Load() {
-				t.Fatal("a refused Shrink left the old communicator open")
+				t.Fatal("a refused change left the old communicator open")
 			}
 		})
 	}

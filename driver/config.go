@@ -188,6 +188,9 @@ type Config struct {
 	// input, leaves a lost worker behind while the others keep running in
 	// a smaller world (shrink.go).
 	ShrinkInPlace bool
+	// GrowInPlace, with ShrinkInPlace, lets newcomers join the running
+	// workers of an elastic job without input (growinplace.go).
+	GrowInPlace bool
 	// MinExecutors is, under PolicyElastic, the fewest workers the job
 	// runs with (NumExecutors is the most); 0 means NumExecutors.
 	MinExecutors int
@@ -320,6 +323,8 @@ func (c *Config) checkElastic() error {
 		return bad("--num-executors %d:%d (spindle.failure.minExecutors): want 1 <= MIN <= MAX", c.MinExecutors, c.NumExecutors)
 	case c.FailurePolicy != PolicyElastic && c.MinExecutors != c.NumExecutors:
 		return bad("--num-executors %d:%d (spindle.failure.minExecutors %d) needs spindle.failure.policy elastic", c.MinExecutors, c.NumExecutors, c.MinExecutors)
+	case c.GrowInPlace && !c.ShrinkInPlace:
+		return bad("spindle.failure.growInPlace needs spindle.failure.shrinkInPlace=true (the newcomers join through the same membership)")
 	case c.FailurePolicy != PolicyElastic && c.ShrinkInPlace:
 		return bad("spindle.failure.shrinkInPlace needs spindle.failure.policy elastic (under restart, spindle.failure.replaceWorkers keeps the other ranks running)")
 	case c.FailurePolicy != PolicyElastic:

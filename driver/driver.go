@@ -59,8 +59,14 @@ type Driver struct {
 	// and grow (checked on the driver's ticks); nil otherwise.
 	grow func(context.Context) bool
 	// shrunk counts the workers the running generation went on without
-	// in place (shrink.go).
-	shrunk atomic.Int32
+	// in place (shrink.go), and grown the newcomers that joined it in
+	// place (growinplace.go).
+	shrunk, grown atomic.Int32
+	// growRoom, while an elastic generation that grows in place runs,
+	// says whether the cluster has room for a newcomer to join its n
+	// ranks; newcomers numbers the newcomers' executors.
+	growRoom  func(ctx context.Context, n int) bool
+	newcomers int
 	// push is the endpoint of a flight-put: input, once planned.
 	push *pushInput
 	// tls is the job's TLS (spindle.job.tls.enabled); nil without.
@@ -321,7 +327,7 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		t, err := tasks(rank)
 		if t != nil {
 			resumeTask(t, gen, rank, from)
-			t.ReplacesWorkers = g.replaceWorkers || g.shrinkWorkers
+			t.ReplacesWorkers = g.replaceWorkers || g.shrinkWorkers || g.growWorkers
 			if inPlace != nil && t.Feed.GetMode() != "" {
 				t.Feed.HoldEpochs = true
 				t.Feed.HoldForProcess = sameBatches(w.plan, c.BatchRows, c.EvenBatches) &&
@@ -339,9 +345,19 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		}
 		return taskFrom(rank, now)
 	}
+	// A newcomer's task is a worker's of the generation (it has no input),
+	// marked as a replacement's: it has no state, and takes the running
+	// ranks' (task.CatchUp).
+	newcomerTask := func(rank int) (*driverpb.Task, error) {
+		t, err := taskFrom(min(rank, len(w.slots)-1), from)
+		if t != nil {
+			t.Replacement = 1
+		}
+		return t, err
+	}
 	keeper, _ := d.cm.(CredentialKeeper)
 	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: func(rank int) (*driverpb.Task, error) { return taskFrom(rank, from) },
-		replacementTask: replacementTask, stop: stopServer, logger: d.logger, obs: d.obs, served: served,
+		replacementTask: replacementTask, newcomerTask: newcomerTask, stop: stopServer, logger: d.logger, obs: d.obs, served: served,
 		requireTLS: d.tls != nil, creds: keeper, rows: w.rows, gate: gate, inPlace: inPlace})
 
 	var eg errgroup.Group
@@ -410,10 +426,14 @@ func (d *Driver) generationRoster(slots []slot, rc *restartCounts) *roster {
 		g.replaceWorkers, g.budget, g.onReplace = true, d.replacementBudget(rc), d.sayReplacing
 	}
 	d.shrunk.Store(0)
+	d.grown.Store(0)
 	if ok, why := c.shrinksInPlace(slots); ok {
 		g.shrinkWorkers, g.minWorkers, g.budget, g.onShrink = true, c.MinExecutors, d.replacementBudget(rc), d.sayShrinking
 	} else if why != "" {
 		d.logger.Warn("spindle.failure.shrinkInPlace: a lost worker restarts the gang smaller rather than leaving the others running", "why", why)
+	}
+	if c.growsInPlace(slots) {
+		g.growWorkers, g.maxWorkers, g.onGrow = true, c.NumExecutors, d.sayGrown
 	}
 	return g
 }
@@ -507,6 +527,9 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 			g.checkHeartbeats(c.HeartbeatTimeout)
 			if d.grow != nil && ready == nil && d.grow(ctx) {
 				g.fail(errGrow)
+			}
+			if d.growRoom != nil && ready == nil {
+				d.growInPlace(replaceCtx, g, specs[0], replacing.Go)
 			}
 			snap := g.snapshot()
 			prog.update(now, snap)

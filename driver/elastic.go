@@ -67,8 +67,11 @@ func (d *Driver) elastic(ctx context.Context, build func(context.Context, int) (
 			}
 			grow := d.growCheck(gen, w, from, rc.excluded)
 			d.grow, d.elasticFeed = grow.check, &elasticFeed{dl: dl, build: build}
+			if c.growsInPlace(w.slots) {
+				d.grow, d.growRoom = nil, grow.room
+			}
 			launched, err = d.generation(ctx, gen, w, served, start, &rc, from, timeout)
-			d.grow, d.elasticFeed = nil, nil
+			d.grow, d.growRoom, d.elasticFeed = nil, nil, nil
 			if errors.Is(err, errGrow) {
 				break
 			}
@@ -95,7 +98,7 @@ func (d *Driver) elastic(ctx context.Context, build func(context.Context, int) (
 		}
 		// The survivors go on; a lost rank is not waited for, nor those
 		// the generation already went on without in place.
-		most = max(c.MinExecutors, n-1-int(d.shrunk.Load()))
+		most = max(c.MinExecutors, n-1-int(d.shrunk.Load())+int(d.grown.Load()))
 	}
 }
 
@@ -129,6 +132,11 @@ func (g *grower) check(ctx context.Context) bool {
 	d := g.d
 	c := d.cfg
 	rr, ok := d.cm.(RoomReporter)
+	if _, local := d.cm.(*Local); local {
+		// local[N] grows only in place: its room is a lost executor's
+		// slot, which a restart at a checkpoint gives back anyway.
+		ok = false
+	}
 	if !ok || g.n >= c.NumExecutors || d.resumer == nil || time.Since(g.checked) < c.ElasticWait {
 		return false
 	}
@@ -145,6 +153,23 @@ func (g *grower) check(ctx context.Context) bool {
 	}
 	p, _, err := resume.Latest(ctx, fsy, dir, 0, nil, d.resumer.since)
 	return err == nil && p != nil && p.Generation == g.gen && p.Checkpoint != g.from
+}
+
+// room says, every spindle.failure.elasticWait, whether the cluster has
+// room for a newcomer to join a running gang of n ranks in place
+// (growinplace.go): no checkpoint is needed, as no rank restarts.
+func (g *grower) room(ctx context.Context, n int) bool {
+	d := g.d
+	c := d.cfg
+	rr, ok := d.cm.(RoomReporter)
+	if !ok || n >= c.NumExecutors || time.Since(g.checked) < c.ElasticWait {
+		return false
+	}
+	g.checked = time.Now()
+	ctx, cancel := context.WithTimeout(ctx, c.ElasticWait)
+	defer cancel()
+	room, err := rr.Room(ctx, g.spec)
+	return err == nil && room >= 1
 }
 
 // elasticStart is where a generation of world w starts: from the newest

@@ -29,6 +29,9 @@ type LocalConfig struct {
 	// StopGrace is how long Release waits after SIGTERM before SIGKILL.
 	StopGrace time.Duration
 	Logger    *slog.Logger
+	// Slots is how many executors may run at once (the N of local[N]);
+	// zero says nothing of room (Room reports none).
+	Slots int
 }
 
 // Local runs executors as child processes of the driver: the local[N]
@@ -54,7 +57,25 @@ var (
 	_ ClusterManager  = (*Local)(nil)
 	_ FileSharer      = (*Local)(nil)
 	_ OutputDeliverer = (*Local)(nil)
+	_ RoomReporter    = (*Local)(nil)
 )
+
+// Room says how many more executors fit: the slots local[N] has, less
+// the executors still running. An elastic job that went on without a
+// lost executor in place may grow back into its slot.
+func (l *Local) Room(_ context.Context, _ ExecutorSpec) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	running := 0
+	for _, p := range l.procs {
+		select {
+		case <-p.done:
+		default:
+			running++
+		}
+	}
+	return max(0, l.cfg.Slots-running), nil
+}
 
 // NewLocal returns a local cluster manager.
 func NewLocal(cfg LocalConfig) (*Local, error) {

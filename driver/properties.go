@@ -80,6 +80,7 @@ func (c *Config) jobFromProperties(p *config.Properties) {
 	c.MaxRestarts = p.Int(config.KeyFailureMaxRestarts)
 	c.ReplaceWorkers = p.Bool(config.KeyFailureReplaceWorkers)
 	c.ShrinkInPlace = p.Bool(config.KeyFailureShrinkInPlace)
+	c.GrowInPlace = p.Bool(config.KeyFailureGrowInPlace)
 	c.MaxBlamelessRestarts = p.Int(config.KeyFailureMaxBlamelessRestarts)
 	c.HostMaxFailures = p.Int(config.KeyFailureHostMaxFailures)
 	c.MinExecutors = p.Int(config.KeyFailureMinExecutors)

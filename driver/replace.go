@@ -118,12 +118,18 @@ func (g *roster) joinedLocked(m *member) {
 	g.peers = peers
 	g.newMembershipLocked(m)
 	close(m.joined)
-	lost := g.replacing
+	g.settleLocked(&g.replacing, g.replacing)
+}
+
+// settleLocked clears *change, the member whose loss, replacement or
+// arrival is changing the gang, once settle passed, unless another took
+// its place meanwhile; g.mu is held.
+func (g *roster) settleLocked(change **member, m *member) {
 	time.AfterFunc(g.settle, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		if g.replacing == lost {
-			g.replacing = nil
+		if *change == m {
+			*change = nil
 		}
 	})
 }

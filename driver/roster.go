@@ -60,6 +60,10 @@ type member struct {
 	// left marks a worker an elastic gang went on without in place
 	// (shrinkLocked): it has no rank any more.
 	left bool
+	// newcomer marks a worker started to grow a running elastic gang in
+	// place (growinplace.go): it takes the next rank when it registers,
+	// and joined is closed then.
+	newcomer bool
 	// excludedAfter are the hosts the replacement keeps off.
 	excludedAfter []string
 	// credGen is the generation of the Hadoop credentials the executor
@@ -165,6 +169,13 @@ type roster struct {
 	shrinkOnce   bool
 	shrinks      int
 	onLeftBehind func(id string, rank int, version int64, survivors []string, loss error)
+	// growWorkers lets newcomers join the running gang in place, up to
+	// maxWorkers (growinplace.go); growing is the newcomer until it
+	// registered and settle passed, and onGrow hears of each that joined.
+	growWorkers bool
+	maxWorkers  int
+	growing     *member
+	onGrow      func(who string, world int)
 	// onExitedWell hears of each worker whose process exited 0.
 	onExitedWell func(id string)
 	// causeGrace is how long a SIGTERMed process's failure waits for the
@@ -291,6 +302,10 @@ func (g *roster) register(req *driverpb.RegisterRequest) (*member, error) {
 		return m, nil // a retried call
 	}
 	m.registered = true
+	if m.newcomer {
+		g.grewLocked(m)
+		return m, nil
+	}
 	if m.replaces != "" && m.role == RoleWorker {
 		g.joinedLocked(m)
 		return m, nil

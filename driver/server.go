@@ -27,8 +27,11 @@ type controlServer struct {
 	// replacementTask builds the task of a worker that replaces a lost
 	// one: it resumes from the newest complete checkpoint.
 	replacementTask func(ctx context.Context, rank int) (*driverpb.Task, error)
-	stop            <-chan struct{} // closed when the driver shuts down
-	logger          *slog.Logger
+	// newcomerTask builds the task of a newcomer that grows the running
+	// gang in place.
+	newcomerTask func(rank int) (*driverpb.Task, error)
+	stop         <-chan struct{} // closed when the driver shuts down
+	logger       *slog.Logger
 	// rdmaLogged holds the executors whose RDMA report was logged.
 	rdmaLogged sync.Map
 	// obs takes the news heartbeats and exit reports carry; may be nil.
@@ -104,6 +107,9 @@ func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequ
 func (s *controlServer) taskOf(ctx context.Context, m *member) (*driverpb.Task, error) {
 	if m.replaces != "" && m.role == RoleWorker && s.replacementTask != nil {
 		return s.replacementTask(ctx, m.rank)
+	}
+	if m.newcomer && s.newcomerTask != nil {
+		return s.newcomerTask(m.rank)
 	}
 	return s.tasks(m.rank)
 }

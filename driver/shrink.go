@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -73,13 +72,7 @@ func (g *roster) shrinkLocked(m *member, msg string, blameless bool) bool {
 		g.onLeftBehind(m.id, lost, g.membership.GetVersion(), slices.Clone(g.order), m.loss(msg, blameless))
 	}
 	g.shrinking = m
-	time.AfterFunc(g.settle, func() {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if g.shrinking == m {
-			g.shrinking = nil
-		}
-	})
+	g.settleLocked(&g.shrinking, m)
 	if g.onShrink != nil {
 		// The loss without the stderr the job log has anyway.
 		first, _, _ := strings.Cut(msg, "\n")

@@ -63,18 +63,7 @@ func TestLostWorkerLeavesTheOthersRunning(t *testing.T) {
 	if len(shrinks) != 1 || !strings.HasPrefix(shrinks[0], "1/3: rank 1 (host h1, executor exec-1): training process was killed by signal SIGKILL; the other 3 ranks go on without it in place (restart 1 of 3)") {
 		t.Fatalf("onShrink heard %q", shrinks)
 	}
-	hb, err := g.heartbeat("exec-3", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := hb.GetMembership()
-	var hosts []string
-	for i, p := range m.GetPeers() {
-		hosts = append(hosts, p.GetHost())
-		if p.GetRank() != int32(i) {
-			t.Errorf("peer %d says rank %d", i, p.GetRank())
-		}
-	}
+	m, hosts := heartbeatMembership(t, g, "exec-3", 0)
 	if m.GetVersion() != 1 || !slices.Equal(hosts, []string{"h0", "h2", "h3"}) || !slices.Equal(m.GetIncarnations(), []uint32{1, 0, 0}) ||
 		!slices.Equal(m.GetLeft(), []int32{1}) || m.GetJoined() != -1 {
 		t.Fatalf("membership %v, want version 1 of h0, h2, h3, incarnations [1 0 0], rank 1 left", m)

@@ -67,9 +67,11 @@ func (e Env) Membership() (Membership, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return Membership{}, fmt.Errorf("read the membership %s: %w", e.MembershipFile, err)
 	}
-	if len(m.Peers) < 1 || len(m.Peers) > e.WorldSize || len(m.Incarnations) != len(m.Peers) {
-		return Membership{}, fmt.Errorf("read the membership %s: %d peers and %d incarnations for a world of at most %d",
-			e.MembershipFile, len(m.Peers), len(m.Incarnations), e.WorldSize)
+	// A world may grow past the size the process started with (an
+	// elastic job that started small growing in place).
+	if len(m.Peers) < 1 || len(m.Incarnations) != len(m.Peers) {
+		return Membership{}, fmt.Errorf("read the membership %s: %d peers and %d incarnations: need one of each per rank, at least one",
+			e.MembershipFile, len(m.Peers), len(m.Incarnations))
 	}
 	return m, nil
 }
@@ -154,9 +156,17 @@ func (e Env) join(ctx context.Context, cfg collective.Config) (*collective.Comm,
 
 // nextJoin is the Config that joins again after the membership changed to
 // m while this rank joined cfg's: the same world with a lost rank's
-// replacement, or, when an elastic job went on without the lost rank, the
-// smaller world, this rank renumbered (collective's Config.Shrunk).
+// replacement; when an elastic job went on without the lost rank, the
+// smaller world, this rank renumbered (collective's Config.Shrunk); when
+// it grew meanwhile, the bigger one (Config.Grown).
 func (e Env) nextJoin(cfg collective.Config, m *Membership) (collective.Config, error) {
+	if len(m.Peers) > cfg.WorldSize {
+		next, err := cfg.Grown(m.Peers, m.Incarnations)
+		if err != nil {
+			return collective.Config{}, fmt.Errorf("join the world of %d with its newcomers (membership version %d): %w", len(m.Peers), m.Version, err)
+		}
+		return next, nil
+	}
 	if len(m.Peers) < cfg.WorldSize {
 		next, err := cfg.Shrunk(m.Peers, m.Incarnations)
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 func newClusterManager(ctx context.Context, m driver.Master, p *config.Properties, cfg driver.Config, logger *slog.Logger) (driver.ClusterManager, error) {
 	switch m.Kind {
 	case driver.MasterLocal:
-		return driver.NewLocal(driver.LocalConfig{Console: cfg.Console, StopGrace: cfg.StopGrace, Logger: logger})
+		return driver.NewLocal(driver.LocalConfig{Console: cfg.Console, StopGrace: cfg.StopGrace, Logger: logger, Slots: cfg.NumExecutors})
 	case driver.MasterStandalone:
 		cc, err := standalone.ClientConfigFromProperties(p, m.Addrs)
 		if err != nil {

@@ -21,7 +21,7 @@ func TestClusterManagerCapabilities(t *testing.T) {
 		cm   driver.ClusterManager
 		want []driver.Capability
 	}{
-		{"local", &driver.Local{}, []driver.Capability{driver.CapFileSharing, driver.CapOutput}},
+		{"local", &driver.Local{}, []driver.Capability{driver.CapRoom, driver.CapFileSharing, driver.CapOutput}},
 		{"standalone", (*standalone.ClusterManager)(nil), []driver.Capability{
 			driver.CapRoom, driver.CapOutput, driver.CapInput, driver.CapLocalizing, driver.CapNodeNames, driver.CapCredentials, driver.CapJobID}},
 		{"yarn client mode", (*yarn.ClusterManager)(nil), []driver.Capability{

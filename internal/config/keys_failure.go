@@ -21,6 +21,10 @@ const (
 	// KeyFailureShrinkInPlace keeps an elastic job's surviving processes
 	// running when a worker is lost, instead of restarting them smaller.
 	KeyFailureShrinkInPlace = "spindle.failure.shrinkInPlace"
+	// KeyFailureGrowInPlace lets newcomers join an elastic job's running
+	// processes when the cluster has room, instead of restarting them at
+	// a checkpoint to grow.
+	KeyFailureGrowInPlace = "spindle.failure.growInPlace"
 )
 
 // failureKeys say how a job survives failures.
@@ -35,6 +39,8 @@ var failureKeys = []Key{
 		Doc: "Under spindle.failure.policy restart, in a job of workers only, a lost worker is replaced by one new executor that resumes from the newest complete checkpoint, its feed where that checkpoint left the rank, while the other ranks keep running; each replacement counts as a restart. Go trainers that allreduce with Spindle's collectives through task.Env.Rejoin (examples/logreg) wait at the step that failed and rejoin the replacement in place. When it cannot happen (another rank fails meanwhile, as the peers of a lost rank in a gloo or NCCL group do, or no executor can be started) every rank is restarted instead."},
 	{Name: KeyFailureShrinkInPlace, Default: "false", Kind: Bool, ReadBy: ReadBySubmit,
 		Doc: "Under spindle.failure.policy elastic, in a job without --input, a lost worker leaves the others running: the driver hands them a smaller membership (SPINDLE_MEMBERSHIP, ranks renumbered in their old order) and Go trainers that allreduce through task.Env.Rejoin re-form the world in place with the same processes; each such shrink counts as a restart. Where it cannot happen (a job with input, survivors at MIN, another rank failing within 2 s, as the peers of a lost rank in a gloo or NCCL group do) the gang restarts smaller as without it."},
+	{Name: KeyFailureGrowInPlace, Default: "false", Kind: Bool, ReadBy: ReadBySubmit,
+		Doc: "With spindle.failure.shrinkInPlace, in an elastic job without --input running below spindle.executor.instances, the driver starts a newcomer executor whenever the cluster has room (local[N]: a free slot; checked every spindle.failure.elasticWait) and appends its rank after the running ranks', which keep their processes: Go trainers form the bigger world at a step boundary (task.Env.Grow) and hand the newcomer their state (task.CatchUp). Not counted as a restart. A job with input grows at a checkpoint as without it."},
 	{Name: KeyFailureMinExecutors, Default: "0", Kind: Int, Min: 0, HasMin: true, ReadBy: ReadBySubmit,
 		Doc: "Under spindle.failure.policy elastic, the fewest workers the job runs with (spindle.executor.instances is the most); --num-executors MIN:MAX sets both. 0 means spindle.executor.instances."},
 	{Name: KeyFailureElasticWait, Default: "10s", Kind: Duration, ReadBy: ReadBySubmit,
