@@ -237,6 +237,9 @@ func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Re
 			}
 		}
 	}
+	if n := int(f.GetTurnEpochs()); n > 0 {
+		return e.turnFeed(t, id, mode, res, pcfg, n, sockDir, region, closeRegion)
+	}
 	pipe, err := feed.NewPipeline(res, pcfg)
 	if err != nil {
 		closeRegion()
@@ -280,6 +283,38 @@ func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Re
 		pf.settle = pipe.Settle
 	}
 	return pf, nil
+}
+
+// turnFeed is pushedFeed for a warm session's pushed input, one turn
+// per turnEpochs epochs (turnSource).
+func (e *Executor) turnFeed(t *Task, id identity, mode wire.Mode, res *fsys.Resolver, pcfg feed.PipelineConfig, turnEpochs int,
+	sockDir string, region *wire.SharedRegion, closeRegion func()) (*preparedFeed, error) {
+	f := t.Feed
+	log := e.cfg.Logger.With("executor", e.cfg.ID, "rank", id.rank)
+	source, err := newTurnSource(res, pcfg, turnEpochs, log)
+	if err != nil {
+		closeRegion()
+		return nil, fmt.Errorf("set up the feed: %w", err)
+	}
+	path := filepath.Join(sockDir, "feed.sock")
+	server, err := wire.NewServer(wire.ServerConfig{
+		SocketPath: path, Mode: mode, Epochs: int(f.Epochs), Source: source, LabelColumn: f.LabelColumn,
+		StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch, SharedMemory: !f.GetNoSharedMemory(), SharedRegion: region,
+		Logger: log,
+	})
+	if err != nil {
+		source.Close()
+		closeRegion()
+		return nil, err
+	}
+	return &preparedFeed{path: path, server: server, release: func() {
+		server.Close()
+		e.logFeedStats(source.Stats())
+		if err := source.Close(); err != nil {
+			e.logger.Warn("close the feed (its files on disk)", "err", err)
+		}
+		closeRegion()
+	}}, nil
 }
 
 func (e *Executor) logFeedStats(st feed.Stats) {

@@ -470,7 +470,12 @@ type FeedTask struct {
 	// hold_epochs says that the job may go on in place with input: the
 	// executor ends none of the rank's epochs without asking
 	// Control.HoldEpoch, which may deal it a lost rank's rows first.
-	HoldEpochs    bool `protobuf:"varint,28,opt,name=hold_epochs,json=holdEpochs,proto3" json:"hold_epochs,omitempty"`
+	HoldEpochs bool `protobuf:"varint,28,opt,name=hold_epochs,json=holdEpochs,proto3" json:"hold_epochs,omitempty"`
+	// turn_epochs, with pushed input, says that the push endpoint serves
+	// one input per turn of this many epochs (a warm session's jobs, one
+	// turn each): epoch e reads turn e/turn_epochs+1's stream once, and
+	// the turn's later epochs come from the executor's cache or spill.
+	TurnEpochs    int32 `protobuf:"varint,29,opt,name=turn_epochs,json=turnEpochs,proto3" json:"turn_epochs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -699,6 +704,13 @@ func (x *FeedTask) GetHoldEpochs() bool {
 		return x.HoldEpochs
 	}
 	return false
+}
+
+func (x *FeedTask) GetTurnEpochs() int32 {
+	if x != nil {
+		return x.TurnEpochs
+	}
+	return 0
 }
 
 // Segment is rows [row_start, row_end) of the epoch of another rank,
@@ -1041,7 +1053,7 @@ const file_task_proto_rawDesc = "" +
 	"\x0fcheckpoint_keep\x18) \x01(\x05R\x0echeckpointKeep\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcc\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xed\a\n" +
 	"\bFeedTask\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x121\n" +
 	"\x06splits\x18\x02 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x16\n" +
@@ -1079,7 +1091,9 @@ const file_task_proto_rawDesc = "" +
 	"\n" +
 	"agree_rows\x18\x1b \x01(\bR\tagreeRows\x12\x1f\n" +
 	"\vhold_epochs\x18\x1c \x01(\bR\n" +
-	"holdEpochs\"\xcc\x01\n" +
+	"holdEpochs\x12\x1f\n" +
+	"\vturn_epochs\x18\x1d \x01(\x05R\n" +
+	"turnEpochs\"\xcc\x01\n" +
 	"\aSegment\x121\n" +
 	"\x06splits\x18\x01 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12%\n" +
