@@ -119,17 +119,19 @@ def _executor_jvm():
     raise RuntimeError("no Spark executor JVM above this Python worker")
 
 
-def frame(spark):
-    """The DataFrame the tests push: ROWS rows of id, x and a label, in 4 partitions."""
-    return spark.range(ROWS, numPartitions=4).selectExpr(
+def frame(spark, first=0):
+    """The DataFrame the tests push: ROWS rows of id (from first), x and a label, in 4 partitions."""
+    return spark.range(first, first + ROWS, numPartitions=4).selectExpr(
         "id", "cast(id * 0.5 as float) as x", "cast(id % 2 as float) as label")
 
 
-def check_fed_once_per_epoch(test, ranks, epochs):
-    """Check that the ranks (read_everything's results) were fed every row once per epoch, with df.schema's columns."""
+def check_fed_once_per_epoch(test, ranks, epochs, first=0):
+    """Check that the ranks (read_everything's results) were fed every row (ids from first) once per epoch, and no other, with df.schema's columns."""
+    for r in ranks:
+        test.assertEqual(len(r), epochs, "a rank saw another number of epochs")
     for epoch in range(epochs):
         ids = sorted(i for r in ranks for i in r[epoch]["ids"])
-        test.assertEqual(ids, list(range(ROWS)), f"epoch {epoch}: rows fed not exactly once")
+        test.assertEqual(ids, list(range(first, first + ROWS)), f"epoch {epoch}: rows fed not exactly once")
     for r in ranks:
         test.assertEqual(r[0]["columns"], ["id", "x", "label"])  # df.schema's, label last
 
@@ -228,6 +230,55 @@ class SparkTest(SparkCase):
         self.assertEqual(sspark.push_schema(T.StructType([T.StructField("a", T.LongType()), T.StructField("b", T.DoubleType()),
                                                           T.StructField("s", T.StringType())])),
                          "a:int64,b:float64,s:string")
+
+
+class SparkSessionTest(SparkCase):
+    """spindle.spark.train into a warm session with pushed input: each job its own DataFrame's rows."""
+
+    MASTER = "local[2,4]"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        os.environ["SPINDLE_BINARY"] = support.spindle_binary(None)
+        schema = sspark.push_schema(frame(cls.spark).schema)
+        cls.session = spindle.Session(num_executors=2, input="flight-put:", label_column="label", epochs=2,
+                                      conf={"spindle.flight.put.schema": schema}, stream=False)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.session.close()
+        super().tearDownClass()
+
+    def test_two_jobs_each_get_their_own_rows_once_per_epoch(self):
+        for first in (0, 10 * ROWS):
+            ranks = sspark.train(frame(self.spark, first), read_everything, session=self.session, all_ranks=True)
+            self.assertTrue(all(r[0]["ids"] for r in ranks), "a rank got no rows")
+            check_fed_once_per_epoch(self, ranks, 2, first)
+
+    def test_a_job_without_a_push_reads_nothing_and_the_next_is_fed(self):
+        self.assertEqual(self.session.run(read_everything), [{"ids": [], "columns": None}] * 2)
+        ranks = sspark.train(frame(self.spark, 3 * ROWS), read_everything, session=self.session, all_ranks=True)
+        check_fed_once_per_epoch(self, ranks, 2, 3 * ROWS)
+
+    def test_retried_task_does_not_feed_twice(self):
+        sspark._partition_pusher = failing_pusher
+        try:
+            ranks = sspark.train(frame(self.spark, 5 * ROWS), read_everything, session=self.session, all_ranks=True)
+        finally:
+            sspark._partition_pusher = REAL_PUSHER
+        check_fed_once_per_epoch(self, ranks, 2, 5 * ROWS)
+
+    def test_what_the_session_set_is_refused_naming_it(self):
+        df = frame(self.spark)
+        for kw, what in (({"epochs": 3}, "epochs=3"), ({"label": "x"}, "label='x'"), ({"master": "local[2]"}, "master"),
+                         ({"num_workers": 4}, "num_workers=4")):
+            with self.subTest(kw=kw), self.assertRaisesRegex(spindle.SpindleError, what):
+                sspark.train(df, read_everything, session=self.session, **kw)
+        with self.assertRaisesRegex(spindle.SpindleError, "is not the session's spindle.flight.put.schema"):
+            sspark.train(df.selectExpr("id", "x"), read_everything, session=self.session)
+        with self.assertRaisesRegex(spindle.SpindleError, "spindle.flight.put.schema"):
+            spindle.Session(num_executors=2, input="flight-put:", epochs=1)
 
 
 class SparkClusterTest(SparkCase):
