@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -256,11 +257,7 @@ func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Re
 		source = held
 	}
 	path := filepath.Join(sockDir, "feed.sock")
-	server, err := wire.NewServer(wire.ServerConfig{
-		SocketPath: path, Mode: mode, Epochs: int(f.Epochs), Source: source, LabelColumn: f.LabelColumn,
-		StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch, SharedMemory: !f.GetNoSharedMemory(), SharedRegion: region,
-		Logger: e.cfg.Logger.With("executor", e.cfg.ID, "rank", id.rank),
-	})
+	server, err := wire.NewServer(feedServerConfig(f, mode, path, source, region, e.feedLogger(id)))
 	if err != nil {
 		pipe.Close()
 		closeRegion()
@@ -289,19 +286,14 @@ func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Re
 // per turnEpochs epochs (turnSource).
 func (e *Executor) turnFeed(t *Task, id identity, mode wire.Mode, res *fsys.Resolver, pcfg feed.PipelineConfig, turnEpochs int,
 	sockDir string, region *wire.SharedRegion, closeRegion func()) (*preparedFeed, error) {
-	f := t.Feed
-	log := e.cfg.Logger.With("executor", e.cfg.ID, "rank", id.rank)
+	log := e.feedLogger(id)
 	source, err := newTurnSource(res, pcfg, turnEpochs, log)
 	if err != nil {
 		closeRegion()
 		return nil, fmt.Errorf("set up the feed: %w", err)
 	}
 	path := filepath.Join(sockDir, "feed.sock")
-	server, err := wire.NewServer(wire.ServerConfig{
-		SocketPath: path, Mode: mode, Epochs: int(f.Epochs), Source: source, LabelColumn: f.LabelColumn,
-		StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch, SharedMemory: !f.GetNoSharedMemory(), SharedRegion: region,
-		Logger: log,
-	})
+	server, err := wire.NewServer(feedServerConfig(t.Feed, mode, path, source, region, log))
 	if err != nil {
 		source.Close()
 		closeRegion()
@@ -315,6 +307,21 @@ func (e *Executor) turnFeed(t *Task, id identity, mode wire.Mode, res *fsys.Reso
 		}
 		closeRegion()
 	}}, nil
+}
+
+// feedLogger is the logger of the rank's feed.
+func (e *Executor) feedLogger(id identity) *slog.Logger {
+	return e.cfg.Logger.With("executor", e.cfg.ID, "rank", id.rank)
+}
+
+// feedServerConfig is the configuration of the socket server that
+// serves source's epochs to the training process at path.
+func feedServerConfig(f *FeedTask, mode wire.Mode, path string, source wire.EpochSource, region *wire.SharedRegion, log *slog.Logger) wire.ServerConfig {
+	return wire.ServerConfig{
+		SocketPath: path, Mode: mode, Epochs: int(f.Epochs), Source: source, LabelColumn: f.LabelColumn,
+		StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch, SharedMemory: !f.GetNoSharedMemory(), SharedRegion: region,
+		Logger: log,
+	}
 }
 
 func (e *Executor) logFeedStats(st feed.Stats) {

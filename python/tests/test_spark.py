@@ -281,6 +281,22 @@ class SparkSessionTest(SparkCase):
             spindle.Session(num_executors=2, input="flight-put:", epochs=1)
 
 
+class SparkStandaloneSessionTest(SparkCase):
+    """spindle.spark.train into a warm session on a standalone cluster (a master and a worker on this host)."""
+
+    MASTER = "local[2,4]"
+
+    def test_two_jobs_each_get_their_own_rows_once_per_epoch(self):
+        import test_session
+        master, _, _ = test_session.standalone_cluster(self, {"w1": ((), 4)})
+        s = test_session.start_session(master, num_executors=2, input="flight-put:", label_column="label", epochs=2,
+                                       conf={"spindle.flight.put.schema": sspark.push_schema(frame(self.spark).schema)})
+        self.addCleanup(s.close)
+        for first in (0, 10 * ROWS):
+            ranks = sspark.train(frame(self.spark, first), read_everything, session=s, all_ranks=True)
+            check_fed_once_per_epoch(self, ranks, 2, first)
+
+
 class SparkClusterTest(SparkCase):
     """Spark in local-cluster mode: executors are JVM processes of their own, which a test can kill."""
 
