@@ -159,7 +159,7 @@ func (c *Config) validateTurns() error {
 	case n == 0:
 		return nil
 	case !c.isPush():
-		return fmt.Errorf("%w: %s=%d: turns are of pushed input; the job's input is not --input flight-put:", ErrConfig, config.KeyFlightPutTurns, n)
+		return fmt.Errorf("%w: %s=%d: turns are of pushed input (--input flight-put:), which this job does not have", ErrConfig, config.KeyFlightPutTurns, n)
 	case c.FlightPut.Rows > 0:
 		return fmt.Errorf("%w: %s=%d: each turn ends with its own end-of-input; drop %s", ErrConfig, config.KeyFlightPutTurns, n, config.KeyFlightPutRows)
 	case c.FailurePolicy == PolicyRestart:

@@ -15,7 +15,7 @@ func TestValidateTurns(t *testing.T) {
 		want string // "" for valid
 	}{
 		{"pushed", func(c *Config) {}, ""},
-		{"files", func(c *Config) { c.Inputs = []string{"data/x.parquet"} }, "not --input flight-put:"},
+		{"files", func(c *Config) { c.Inputs = []string{"data/x.parquet"} }, "(--input flight-put:), which this job does not have"},
 		{"rows", func(c *Config) { c.FlightPut.Rows = 100 }, "drop spindle.flight.put.rows"},
 		{"restart", func(c *Config) { c.FailurePolicy = PolicyRestart }, "spindle.failure.policy=fail"},
 		{"part turn", func(c *Config) { c.Epochs = 7 }, "not whole turns"},
