@@ -156,10 +156,12 @@ class Session:
         r.wait()
         return r.results(all_ranks)
 
-    def start(self, fn, *args, kwargs=None, _pushed=False):
+    def start(self, fn, *args, kwargs=None, pushed=False):
         """Start fn(*args, **kwargs) on every rank as run() does and return its :class:`SessionRun`, not waiting for it.
 
-        Until it ends, the session runs no other job.
+        Until it ends, the session runs no other job. In a session with
+        pushed input, pushed says that its turn is fed (spindle.spark.push
+        (df, run)); otherwise the turn ends at once, empty.
         """
         # One job at a time, from this process or spindle submit --session:
         # each rank serves its requests in turn, so two jobs let in at once
@@ -170,7 +172,7 @@ class Session:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 run = SessionRun(self, next_job(self._dir), _run.payload(fn, args, kwargs or {}))
-                if self.pushed and not _pushed:
+                if self.pushed and not pushed:
                     end_turn(run)  # nothing comes: its ranks see the turn's end at once
                 run._begin(lock)
                 return run

@@ -301,7 +301,7 @@ def _train_in_session(df, fn, args, session, num_workers, label, epochs, all_ran
     if spec.replace(" ", "") != session.push_schema.replace(" ", ""):
         raise SpindleError(f"{where}: the DataFrame's schema {spec} is not the session's spindle.flight.put.schema "
                            f"{session.push_schema}: cast its columns, or start a session with this schema")
-    run = session.start(fn, *args, _pushed=True)
+    run = session.start(fn, *args, pushed=True)
     try:
         push(df, run)
     except BaseException:

@@ -44,6 +44,13 @@ def read_everything():
     return out
 
 
+def read_one_batch():
+    """On each rank: one batch of the first epoch, then return (a job that stops reading early)."""
+    import spindle
+    for b in spindle.batches():
+        return len(b["id"])
+
+
 def pusher_that(part, at, act):
     """spindle.spark's partition pusher, which calls act() in partition part's first attempt before its batch at.
 
@@ -268,6 +275,25 @@ class SparkSessionTest(SparkCase):
         finally:
             sspark._partition_pusher = REAL_PUSHER
         check_fed_once_per_epoch(self, ranks, 2, 5 * ROWS)
+
+    def test_killed_worker_does_not_feed_twice(self):
+        sspark._partition_pusher = killing_pusher
+        try:
+            ranks = sspark.train(frame(self.spark, 7 * ROWS), read_everything, session=self.session, all_ranks=True)
+        finally:
+            sspark._partition_pusher = REAL_PUSHER
+        check_fed_once_per_epoch(self, ranks, 2, 7 * ROWS)
+
+    def test_push_into_a_started_session_job(self):
+        run = self.session.start(read_everything, pushed=True)
+        self.assertEqual(sspark.push(frame(self.spark, 9 * ROWS), run), ROWS)
+        check_fed_once_per_epoch(self, run.results(all_ranks=True), 2, 9 * ROWS)
+
+    def test_a_job_that_stops_reading_early_leaves_the_next_its_own_rows(self):
+        with self.assertRaisesRegex(spindle.SpindleError, "ended before Spark pushed"):
+            sspark.train(frame(self.spark, 11 * ROWS), read_one_batch, session=self.session)
+        ranks = sspark.train(frame(self.spark, 13 * ROWS), read_everything, session=self.session, all_ranks=True)
+        check_fed_once_per_epoch(self, ranks, 2, 13 * ROWS)
 
     def test_what_the_session_set_is_refused_naming_it(self):
         df = frame(self.spark)
