@@ -12,9 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/spindle-ml/spindle/feed"
-	"github.com/spindle-ml/spindle/fsys"
 )
 
 // endTurn ends turn n's input.
@@ -31,41 +28,6 @@ func endTurn(ctx context.Context, c flight.Client, n int) error {
 			return err
 		}
 	}
-}
-
-// readTurn reads every rank's share of turn n, as an executor of a warm
-// session does, and returns the ids each rank got.
-func readTurn(ctx context.Context, t *testing.T, s *Server, n, batchRows int) [][]int64 {
-	t.Helper()
-	plan, err := s.Plan(ctx, s.Addr(), []string{"id"}, "label")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := fsys.NewResolver(fsys.Options{})
-	defer res.Close()
-	out := make([][]int64, len(plan.Ranks))
-	errs := make([]error, len(plan.Ranks))
-	var wg sync.WaitGroup
-	for r, splits := range plan.Ranks {
-		turned := make([]feed.Split, len(splits))
-		for i, sp := range splits {
-			sp.Ticket = feed.PushTurnTicket(sp.Ticket, n)
-			turned[i] = sp
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[r], errs[r] = readPipeline(ctx, res, feed.PipelineConfig{Splits: turned, Schema: plan.Schema, Columns: []string{"id"}, LabelColumn: "label",
-				BatchRows: batchRows, EvenBatches: feed.EvenOff, Prefetch: 2, Flight: feed.FlightOptions{PushToken: testFeedToken}}, 0)
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("turn %d, rank %d: %v", n, r, err)
-		}
-	}
-	return out
 }
 
 // TestPushTurns: a warm session's endpoint keeps each job's rows to its
@@ -86,7 +48,7 @@ func TestPushTurns(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got = readTurn(ctx, t, s, n, batchRows)
+			got = readTurn(ctx, t, s, []string{"id"}, batchRows, n)
 		}()
 		for p := range 2 {
 			desc := &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"turn", strconv.Itoa(n), "spark", "part-" + strconv.Itoa(p)}}
@@ -103,12 +65,7 @@ func TestPushTurns(t *testing.T) {
 			t.Fatal(err)
 		}
 		wg.Wait()
-		seen := map[int64]int{}
-		for _, ids := range got {
-			for _, id := range ids {
-				seen[id]++
-			}
-		}
+		seen := countIDs(got)
 		for id, k := range seen {
 			if k != 1 || id < first[n] || id >= first[n]+2*batches*rows {
 				t.Fatalf("turn %d: row %d fed %d times (its rows are %d to %d)", n, id, k, first[n], first[n]+2*batches*rows-1)

@@ -268,21 +268,20 @@ class SparkSessionTest(SparkCase):
         ranks = sspark.train(frame(self.spark, 3 * ROWS), read_everything, session=self.session, all_ranks=True)
         check_fed_once_per_epoch(self, ranks, 2, 3 * ROWS)
 
-    def test_retried_task_does_not_feed_twice(self):
-        sspark._partition_pusher = failing_pusher
+    def check_pushed_with(self, pusher, first):
+        """A session job fed rows from first with pusher in place of spindle.spark's gets every row once per epoch."""
+        sspark._partition_pusher = pusher
         try:
-            ranks = sspark.train(frame(self.spark, 5 * ROWS), read_everything, session=self.session, all_ranks=True)
+            ranks = sspark.train(frame(self.spark, first), read_everything, session=self.session, all_ranks=True)
         finally:
             sspark._partition_pusher = REAL_PUSHER
-        check_fed_once_per_epoch(self, ranks, 2, 5 * ROWS)
+        check_fed_once_per_epoch(self, ranks, 2, first)
+
+    def test_retried_task_does_not_feed_twice(self):
+        self.check_pushed_with(failing_pusher, 5 * ROWS)
 
     def test_killed_worker_does_not_feed_twice(self):
-        sspark._partition_pusher = killing_pusher
-        try:
-            ranks = sspark.train(frame(self.spark, 7 * ROWS), read_everything, session=self.session, all_ranks=True)
-        finally:
-            sspark._partition_pusher = REAL_PUSHER
-        check_fed_once_per_epoch(self, ranks, 2, 7 * ROWS)
+        self.check_pushed_with(killing_pusher, 7 * ROWS)
 
     def test_push_into_a_started_session_job(self):
         run = self.session.start(read_everything, pushed=True)
