@@ -60,20 +60,20 @@ func pushTurn(ctx context.Context, t *testing.T, addr string, turn int, first, n
 	if err := stream.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := stream.Recv(); err != nil {
-			if !errors.Is(err, io.EOF) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
+	drainCall(t, func() error { _, err := stream.Recv(); return err })
 	act, err := c.DoAction(ctx, &flight.Action{Type: push.ActionEndOfInput, Body: []byte(strconv.Itoa(turn))})
 	if err != nil {
 		t.Fatal(err)
 	}
+	drainCall(t, func() error { _, err := act.Recv(); return err })
+}
+
+// drainCall receives a call's answers until it ends, failing the test
+// when it ends in an error.
+func drainCall(t *testing.T, recv func() error) {
+	t.Helper()
 	for {
-		if _, err := act.Recv(); err != nil {
+		if err := recv(); err != nil {
 			if !errors.Is(err, io.EOF) {
 				t.Fatal(err)
 			}

@@ -121,7 +121,12 @@ func pushAs(ctx context.Context, c flight.Client, token string, desc *flight.Fli
 }
 
 func endOfInput(ctx context.Context, c flight.Client, token string) error {
-	stream, err := c.DoAction(bearer(ctx, token), &flight.Action{Type: ActionEndOfInput})
+	return endInput(ctx, c, token, nil)
+}
+
+// endInput sends end-of-input with body (a turn's number, in turn mode).
+func endInput(ctx context.Context, c flight.Client, token string, body []byte) error {
+	stream, err := c.DoAction(bearer(ctx, token), &flight.Action{Type: ActionEndOfInput, Body: body})
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,6 @@ package push
 
 import (
 	"context"
-	"errors"
-	"io"
 	"strconv"
 	"sync"
 	"testing"
@@ -16,18 +14,7 @@ import (
 
 // endTurn ends turn n's input.
 func endTurn(ctx context.Context, c flight.Client, n int) error {
-	stream, err := c.DoAction(bearer(ctx, testProducerToken), &flight.Action{Type: ActionEndOfInput, Body: []byte(strconv.Itoa(n))})
-	if err != nil {
-		return err
-	}
-	for {
-		if _, err := stream.Recv(); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-	}
+	return endInput(ctx, c, testProducerToken, []byte(strconv.Itoa(n)))
 }
 
 // TestPushTurns: a warm session's endpoint keeps each job's rows to its
