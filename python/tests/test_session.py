@@ -322,6 +322,13 @@ class FedSessionTest(unittest.TestCase):
         self.addCleanup(s.close)
         return s
 
+    def test_a_push_into_a_session_of_files_is_refused(self):
+        import spindle.spark
+        s = self.start("arrow")
+        with self.assertRaisesRegex(spindle.SpindleError, r"session=...\): the session's input is not pushed: start it with "
+                                                          r"spindle.Session\(input='flight-put:'"):
+            spindle.spark.train(None, read_epochs, session=s)
+
     def test_every_job_reads_every_row_once_per_epoch(self):
         for feed in ("arrow", "direct"):
             with self.subTest(feed=feed):
