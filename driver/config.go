@@ -219,6 +219,10 @@ type FlightPutConfig struct {
 	Rows        int64
 	BufferBytes int64
 	TokenFile   string
+	// TurnEpochs, when positive, makes the input a warm session's: one
+	// turn of pushed rows (one session job's) per TurnEpochs epochs
+	// (push.Config.Turns).
+	TurnEpochs int
 }
 
 // DefaultFlushTimeout is Config.FlushTimeout's default.
@@ -262,6 +266,9 @@ func (c *Config) Validate() error {
 					"set spindle.failure.policy=restart or fail", in)
 			}
 		}
+	}
+	if err := c.validateTurns(); err != nil {
+		return err
 	}
 	if c.Timeline != "" {
 		// Found now, not when the job has run for hours.

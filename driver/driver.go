@@ -774,6 +774,7 @@ func feedTask(c Config, plan *feed.JobPlan, feedRank int, schemaIPC []byte, even
 		FlightCaFile:      c.Flight.CAFile,
 		EpochRows:         feed.EvenRows(plan.RowsPerRank, feedRank, c.BatchRows, c.EvenBatches),
 		AgreeRows:         plan.RowsUnknown && evenOnRanks != feed.EvenOff,
+		TurnEpochs:        int32(c.FlightPut.TurnEpochs),
 	}
 }
 

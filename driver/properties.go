@@ -126,7 +126,7 @@ func (c *Config) inputFromProperties(p *config.Properties) error {
 	c.Flight = feed.FlightOptions{Token: p.String(config.KeyFlightToken), CAFile: p.String(config.KeyFlightCAFile),
 		TokenHosts: p.List(config.KeyFlightTokenHosts)}
 	c.FlightPut = FlightPutConfig{Rows: int64(p.Int(config.KeyFlightPutRows)), BufferBytes: p.Bytes(config.KeyFlightPutBuffer),
-		TokenFile: p.String(config.KeyFlightPutTokenFile)}
+		TokenFile: p.String(config.KeyFlightPutTokenFile), TurnEpochs: p.Int(config.KeyFlightPutTurns)}
 	if spec := p.String(config.KeyFlightPutSchema); spec != "" {
 		if c.FlightPut.Schema, err = push.ParseSchemaSpec(spec); err != nil {
 			return fmt.Errorf("%w: %s: %s: %v", ErrConfig, p.Source(config.KeyFlightPutSchema), config.KeyFlightPutSchema, err)

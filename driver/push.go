@@ -15,6 +15,7 @@ import (
 
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/feed/push"
+	"github.com/spindle-ml/spindle/internal/config"
 	"github.com/spindle-ml/spindle/observe/metrics"
 )
 
@@ -100,7 +101,7 @@ func (d *Driver) startPush() error {
 		Ranks:      c.NumExecutors, BatchRows: c.BatchRows, EvenBatches: c.EvenBatches,
 		Schema: c.FlightPut.Schema, Required: required, Rows: c.FlightPut.Rows, BufferBytes: c.FlightPut.BufferBytes,
 		ProducerToken: producerToken, FeedToken: feed.PushFeedToken(d.secret, c.JobID), TLS: serverTLS,
-		Logger: d.logger,
+		Logger: d.logger, Turns: c.FlightPut.TurnEpochs > 0,
 	})
 	if err != nil {
 		lis.Close()
@@ -132,6 +133,9 @@ func (d *Driver) startPush() error {
 		what = "schema " + schemaSpec(c.FlightPut.Schema)
 	}
 	end := "DoAction \"" + push.ActionEndOfInput + "\" ends the input"
+	if c.FlightPut.TurnEpochs > 0 {
+		end = "each session job's rows are its turn T: name the streams turn/T/..., and DoAction \"" + push.ActionEndOfInput + "\" with body T ends it"
+	}
 	if c.FlightPut.Rows > 0 {
 		end = "the input ends after " + strconv.FormatInt(c.FlightPut.Rows, 10) + " rows, or with DoAction \"" + push.ActionEndOfInput + "\""
 	}
@@ -143,6 +147,26 @@ func (d *Driver) startPush() error {
 	d.logger.Info("push endpoint listening", "uri", p.uri, "token_file", p.tokenFile, "ca_file", p.caFile)
 	if s, ok := d.cm.(InputShower); ok {
 		s.ShowInput(p.uri)
+	}
+	return nil
+}
+
+// validateTurns checks spindle.flight.put.turnEpochs: a warm session's
+// pushed input, which neither ends at a row count nor keeps journals.
+func (c *Config) validateTurns() error {
+	n := c.FlightPut.TurnEpochs
+	switch {
+	case n == 0:
+		return nil
+	case !c.isPush():
+		return fmt.Errorf("%w: %s=%d: turns are of pushed input (--input flight-put:), which this job does not have", ErrConfig, config.KeyFlightPutTurns, n)
+	case c.FlightPut.Rows > 0:
+		return fmt.Errorf("%w: %s=%d: each turn ends with its own end-of-input; drop %s", ErrConfig, config.KeyFlightPutTurns, n, config.KeyFlightPutRows)
+	case c.FailurePolicy == PolicyRestart:
+		return fmt.Errorf("%w: %s=%d: a warm session's pushed rows are not journalled, so its ranks cannot restart; set spindle.failure.policy=fail",
+			ErrConfig, config.KeyFlightPutTurns, n)
+	case c.Epochs%n != 0:
+		return fmt.Errorf("%w: %s=%d: the job's %d epochs are not whole turns", ErrConfig, config.KeyFlightPutTurns, n, c.Epochs)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -237,6 +238,9 @@ func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Re
 			}
 		}
 	}
+	if n := int(f.GetTurnEpochs()); n > 0 {
+		return e.turnFeed(t, id, mode, res, pcfg, n, sockDir, region, closeRegion)
+	}
 	pipe, err := feed.NewPipeline(res, pcfg)
 	if err != nil {
 		closeRegion()
@@ -254,11 +258,7 @@ func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Re
 		source = held
 	}
 	path := filepath.Join(sockDir, "feed.sock")
-	server, err := wire.NewServer(wire.ServerConfig{
-		SocketPath: path, Mode: mode, Epochs: int(f.Epochs), Source: source, LabelColumn: f.LabelColumn,
-		StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch, SharedMemory: !f.GetNoSharedMemory(), SharedRegion: region,
-		Logger: e.cfg.Logger.With("executor", e.cfg.ID, "rank", id.rank),
-	})
+	server, err := wire.NewServer(feedServerConfig(f, mode, path, source, region, e.feedLogger(id)))
 	if err != nil {
 		pipe.Close()
 		closeRegion()
@@ -281,6 +281,48 @@ func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Re
 		pf.settle = pipe.Settle
 	}
 	return pf, nil
+}
+
+// turnFeed is pushedFeed for a warm session's pushed input, one turn
+// per turnEpochs epochs (turnSource).
+func (e *Executor) turnFeed(t *Task, id identity, mode wire.Mode, res *fsys.Resolver, pcfg feed.PipelineConfig, turnEpochs int,
+	sockDir string, region *wire.SharedRegion, closeRegion func()) (*preparedFeed, error) {
+	log := e.feedLogger(id)
+	source, err := newTurnSource(res, pcfg, turnEpochs, log)
+	if err != nil {
+		closeRegion()
+		return nil, fmt.Errorf("set up the feed: %w", err)
+	}
+	path := filepath.Join(sockDir, "feed.sock")
+	server, err := wire.NewServer(feedServerConfig(t.Feed, mode, path, source, region, log))
+	if err != nil {
+		source.Close()
+		closeRegion()
+		return nil, err
+	}
+	return &preparedFeed{path: path, server: server, release: func() {
+		server.Close()
+		e.logFeedStats(source.Stats())
+		if err := source.Close(); err != nil {
+			e.logger.Warn("close the feed (its files on disk)", "err", err)
+		}
+		closeRegion()
+	}}, nil
+}
+
+// feedLogger is the logger of the rank's feed.
+func (e *Executor) feedLogger(id identity) *slog.Logger {
+	return e.cfg.Logger.With("executor", e.cfg.ID, "rank", id.rank)
+}
+
+// feedServerConfig is the configuration of the socket server that
+// serves source's epochs to the training process at path.
+func feedServerConfig(f *FeedTask, mode wire.Mode, path string, source wire.EpochSource, region *wire.SharedRegion, log *slog.Logger) wire.ServerConfig {
+	return wire.ServerConfig{
+		SocketPath: path, Mode: mode, Epochs: int(f.Epochs), Source: source, LabelColumn: f.LabelColumn,
+		StartEpoch: int(f.StartEpoch), StartBatch: f.StartBatch, SharedMemory: !f.GetNoSharedMemory(), SharedRegion: region,
+		Logger: log,
+	}
 }
 
 func (e *Executor) logFeedStats(st feed.Stats) {

@@ -13,6 +13,35 @@ import (
 // input; a split with such a ticket is read with FlightOptions.PushToken.
 const PushTicketPrefix = "spindle-push/rank/"
 
+// pushTurnInfix joins a rank's push ticket and the turn it reads, in a
+// push endpoint that serves one input per turn (a warm session's jobs).
+const pushTurnInfix = "/turn/"
+
+// PushTurnTicket is the ticket of the rank whose planned ticket is
+// ticket, reading turn turn's input instead of the job's one input.
+func PushTurnTicket(ticket []byte, turn int) []byte {
+	return []byte(string(ticket) + pushTurnInfix + strconv.Itoa(turn))
+}
+
+// ParsePushTicket returns the rank a push ticket names and the turn it
+// reads (0 when it names none).
+func ParsePushTicket(ticket []byte) (rank, turn int, err error) {
+	rest, ok := strings.CutPrefix(string(ticket), PushTicketPrefix)
+	if !ok {
+		return 0, 0, fmt.Errorf("ticket %q is no push ticket", ticket)
+	}
+	r, t, hasTurn := strings.Cut(rest, pushTurnInfix)
+	if rank, err = strconv.Atoi(r); err != nil || rank < 0 {
+		return 0, 0, fmt.Errorf("ticket %q names no rank", ticket)
+	}
+	if hasTurn {
+		if turn, err = strconv.Atoi(t); err != nil || turn < 1 {
+			return 0, 0, fmt.Errorf("ticket %q names no turn (1, 2, ...)", ticket)
+		}
+	}
+	return rank, turn, nil
+}
+
 // PushFeedToken is the token a rank's executor reads its share of job
 // jobID's pushed input with, derived from the job's secret.
 func PushFeedToken(secret, jobID string) string {

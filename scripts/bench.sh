@@ -108,6 +108,8 @@ if [ -x "$py_venv/bin/python" ]; then
   SPINDLE_BINARY=bin/spindle "$py_venv/bin/python" scripts/bench-session.py --runs 5
   echo "  A Spark DataFrame (4M rows, 16 float32 features and a label) into 2 ranks: pushed from the Spark tasks vs Spark alone vs written to Parquet and read (3 rounds)"
   SPINDLE_BINARY=bin/spindle "$py_venv/bin/python" scripts/bench-spark-push.py --rows 4000000 --runs 3 2>/dev/null | tr '\r' '\n' | grep '^  '
+  echo "  A Spark DataFrame (1M rows) into a warm session's job vs a new job: train() to the first batch on a rank (3 rounds)"
+  SPINDLE_BINARY=bin/spindle "$py_venv/bin/python" scripts/bench-spark-session.py --rows 1000000 --runs 3 2>/dev/null | tr '\r' '\n' | grep '^  '
 else
   echo "  skipped: no $py_venv (make deps)"
 fi

@@ -478,8 +478,13 @@ type FeedTask struct {
 	// trained it; until a lost rank's rest is dealt to it (one deal a
 	// generation), after which it asks when its rows run out.
 	HoldForProcess bool `protobuf:"varint,29,opt,name=hold_for_process,json=holdForProcess,proto3" json:"hold_for_process,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// turn_epochs, with pushed input, says that the push endpoint serves
+	// one input per turn of this many epochs (a warm session's jobs, one
+	// turn each): epoch e reads turn e/turn_epochs+1's stream once, and
+	// the turn's later epochs come from the executor's cache or spill.
+	TurnEpochs    int32 `protobuf:"varint,30,opt,name=turn_epochs,json=turnEpochs,proto3" json:"turn_epochs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FeedTask) Reset() {
@@ -713,6 +718,13 @@ func (x *FeedTask) GetHoldForProcess() bool {
 		return x.HoldForProcess
 	}
 	return false
+}
+
+func (x *FeedTask) GetTurnEpochs() int32 {
+	if x != nil {
+		return x.TurnEpochs
+	}
+	return 0
 }
 
 // Segment is rows [row_start, row_end) of the epoch of another rank,
@@ -1055,7 +1067,7 @@ const file_task_proto_rawDesc = "" +
 	"\x0fcheckpoint_keep\x18) \x01(\x05R\x0echeckpointKeep\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf6\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\b\n" +
 	"\bFeedTask\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x121\n" +
 	"\x06splits\x18\x02 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x16\n" +
@@ -1094,7 +1106,9 @@ const file_task_proto_rawDesc = "" +
 	"agree_rows\x18\x1b \x01(\bR\tagreeRows\x12\x1f\n" +
 	"\vhold_epochs\x18\x1c \x01(\bR\n" +
 	"holdEpochs\x12(\n" +
-	"\x10hold_for_process\x18\x1d \x01(\bR\x0eholdForProcess\"\xcc\x01\n" +
+	"\x10hold_for_process\x18\x1d \x01(\bR\x0eholdForProcess\x12\x1f\n" +
+	"\vturn_epochs\x18\x1e \x01(\x05R\n" +
+	"turnEpochs\"\xcc\x01\n" +
 	"\aSegment\x121\n" +
 	"\x06splits\x18\x01 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12%\n" +

@@ -55,13 +55,16 @@ type pushDealer struct {
 	bytes    int64               // bytes accepted
 	waited   time.Duration       // producers' time waiting for room (backpressure), all together
 	fed      []int64
-	ended    bool
-	closed   bool
+	// gone are the ranks that left (leave): their rows are dropped.
+	gone   []bool
+	ended  bool
+	closed bool
 }
 
 func newPushDealer(ranks, batchRows int, even feed.EvenMode, limit int64) *pushDealer {
 	return &pushDealer{ranks: ranks, batchRows: int64(batchRows), even: even, limit: limit,
-		wake: make(chan struct{}), queues: make([][]pushPiece, ranks), first: make([]arrow.RecordBatch, ranks), fed: make([]int64, ranks)}
+		wake: make(chan struct{}), queues: make([][]pushPiece, ranks), first: make([]arrow.RecordBatch, ranks), fed: make([]int64, ranks),
+		gone: make([]bool, ranks)}
 }
 
 // changed wakes every waiter; d.mu is held.
@@ -163,6 +166,10 @@ func (d *pushDealer) cut(n int64) []pushPiece {
 // give queues pieces for rank r.
 func (d *pushDealer) give(r int, pieces []pushPiece) {
 	for _, p := range pieces {
+		if d.gone[r] {
+			p.rec.Release()
+			continue
+		}
 		if d.first[r] == nil && p.rec.NumRows() > 0 {
 			d.first[r] = p.rec.NewSlice(0, 1)
 		}
@@ -231,7 +238,7 @@ func (d *pushDealer) take(ctx context.Context, r int) (arrow.RecordBatch, error)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for len(d.queues[r]) == 0 {
-		if d.closed {
+		if d.closed || d.gone[r] {
 			return nil, feed.ErrClosed
 		}
 		if d.ended {
@@ -247,6 +254,24 @@ func (d *pushDealer) take(ctx context.Context, r int) (arrow.RecordBatch, error)
 	d.queuedB -= p.bytes
 	d.changed()
 	return p.rec, nil
+}
+
+// leave drops rank r's queued rows and every row dealt to it from now
+// on (the rank went on to a later turn): they no longer hold producers
+// back. Its stream, if still open, ends.
+func (d *pushDealer) leave(r int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed || d.gone[r] {
+		return
+	}
+	d.gone[r] = true
+	for _, p := range d.queues[r] {
+		d.queuedB -= p.bytes
+		p.rec.Release()
+	}
+	d.queues[r] = nil
+	d.changed()
 }
 
 // close releases every batch held and ends every wait.

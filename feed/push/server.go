@@ -88,6 +88,14 @@ type Config struct {
 	// the rank's rows from the start before the live ones. Without it a
 	// rank's stream can be opened once.
 	JournalDir string
+	// Turns serves one input per turn instead of the job's one (a warm
+	// session's pushed input, each of its jobs a turn, numbered from
+	// 1): a stream names its turn with its descriptor's path,
+	// turn/N[/NAME...]; end-of-input's body is the turn it ends; a rank
+	// reads turn N with feed.PushTurnTicket, and opening it drops what
+	// is left for the rank of every earlier turn. Neither Rows nor
+	// JournalDir goes with it.
+	Turns bool
 }
 
 // Why a push endpoint refused a producer's stream (Stats.RefusedBy).
@@ -165,7 +173,7 @@ type Server struct {
 	flight.BaseFlightServer
 	cfg    Config
 	log    *slog.Logger
-	dealer *pushDealer
+	even   feed.EvenMode
 	srv    *grpc.Server
 	addr   string
 	served chan error
@@ -173,8 +181,16 @@ type Server struct {
 	mu        sync.Mutex
 	schema    *arrow.Schema // nullable fields; nil until declared or pushed
 	schemaSet chan struct{}
-	ranks     []*rankStream
 	named     map[string]*namedProducer
+	// base is the job's one input; nil in turn mode, whose turns are
+	// held by number, at is the newest turn each rank opened, passed
+	// the oldest of those (no turn before it is served again), and
+	// retired what the closed turns took.
+	base    *turnState
+	turns   map[int]*turnState
+	at      []int
+	passed  int
+	retired retiredTotals
 
 	streams, producers atomic.Int64
 	// tapRefused counts calls refused on their headers, unread.
@@ -196,6 +212,8 @@ func Start(lis net.Listener, cfg Config) (*Server, error) {
 		return nil, errors.New("push endpoint: no token: calls are never served unauthenticated")
 	case cfg.Rows < 0 || cfg.BufferBytes < 0:
 		return nil, fmt.Errorf("push endpoint: negative rows %d or buffer bytes %d", cfg.Rows, cfg.BufferBytes)
+	case cfg.Turns && (cfg.Rows > 0 || cfg.JournalDir != ""):
+		return nil, errors.New("push endpoint: turns go with neither a declared row count nor journals")
 	}
 	even, err := feed.ParseEvenMode(string(cfg.EvenBatches))
 	if err != nil {
@@ -207,9 +225,13 @@ func Start(lis net.Listener, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, dealer: newPushDealer(cfg.Ranks, cfg.BatchRows, even, cfg.BufferBytes),
-		addr: lis.Addr().String(), served: make(chan error, 1), schemaSet: make(chan struct{}), ranks: newRankStreams(cfg.Ranks, cfg.JournalDir),
-		named: map[string]*namedProducer{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, even: even,
+		addr: lis.Addr().String(), served: make(chan error, 1), schemaSet: make(chan struct{}),
+		named: map[string]*namedProducer{}, turns: map[int]*turnState{}, at: make([]int, cfg.Ranks)}
+	s.retired.fed = make([]int64, cfg.Ranks)
+	if !cfg.Turns {
+		s.base = s.newTurn(0)
+	}
 	if cfg.Schema != nil {
 		s.schema = nullableSchema(cfg.Schema)
 		close(s.schemaSet)
@@ -235,23 +257,35 @@ func (s *Server) Addr() string { return s.addr }
 // Closing again does nothing.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		s.dealer.close()
+		s.mu.Lock()
+		turns := s.allTurnsLocked()
+		s.mu.Unlock()
+		for _, ts := range turns {
+			ts.dealer.close()
+		}
 		s.srv.Stop()
 		if err := <-s.served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			s.closeErr = fmt.Errorf("push endpoint: %w", err)
 		}
 		// Every DoGet has returned: the journals are no longer written.
-		for r, rs := range s.ranks {
-			if err := rs.close(); err != nil && s.closeErr == nil {
-				s.closeErr = fmt.Errorf("push endpoint: rank %d: %w", r, err)
+		for _, ts := range turns {
+			for r, rs := range ts.ranks {
+				if err := rs.close(); err != nil && s.closeErr == nil {
+					s.closeErr = fmt.Errorf("push endpoint: rank %d: %w", r, err)
+				}
 			}
 		}
 	})
 	return s.closeErr
 }
 
-// EndInput ends the input as a producer's end-of-input action does.
-func (s *Server) EndInput() { s.dealer.end() }
+// EndInput ends the job's input as a producer's end-of-input action
+// does; in turn mode it does nothing (each turn ends its own).
+func (s *Server) EndInput() {
+	if s.base != nil {
+		s.base.dealer.end()
+	}
+}
 
 // Stats returns what the endpoint has done so far.
 func (s *Server) Stats() Stats {
@@ -261,12 +295,21 @@ func (s *Server) Stats() Stats {
 		st.RefusedBy[r] = n
 		st.Refused += n
 	}
-	d := s.dealer
-	d.mu.Lock()
-	st.Rows, st.Batches, st.Bytes, st.Fed = d.rows, d.batches, d.bytes, append([]int64(nil), d.fed...)
-	st.BufferedBytes, st.PeakBufferedBytes, st.Ended, st.BackpressureWait = d.pendB+d.queuedB, d.peak, d.ended, d.waited
-	d.mu.Unlock()
 	s.mu.Lock()
+	st.Rows, st.Batches, st.Bytes, st.BackpressureWait = s.retired.rows, s.retired.batches, s.retired.bytes, s.retired.waited
+	st.Fed = append([]int64(nil), s.retired.fed...)
+	for _, ts := range s.allTurnsLocked() {
+		d := ts.dealer
+		d.mu.Lock()
+		st.Rows, st.Batches, st.Bytes, st.BackpressureWait = st.Rows+d.rows, st.Batches+d.batches, st.Bytes+d.bytes, st.BackpressureWait+d.waited
+		for r, n := range d.fed {
+			st.Fed[r] += n
+		}
+		st.BufferedBytes += d.pendB + d.queuedB
+		st.PeakBufferedBytes = max(st.PeakBufferedBytes, d.peak)
+		st.Ended = !s.cfg.Turns && d.ended
+		d.mu.Unlock()
+	}
 	st.Named = make([]ProducerStats, len(s.named))
 	for name, np := range s.named {
 		st.Named[np.seq] = ProducerStats{Name: name, Rows: np.rows, Batches: np.batches, Streams: np.streams, Open: np.active}
@@ -425,30 +468,15 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 		s.log.Warn("push endpoint: refused a stream", "peer", from, "err", err)
 		return status.Errorf(codes.InvalidArgument, "schema mismatch: %v; nothing of this stream was fed", err)
 	}
-	name := producerName(rd.LatestFlightDescriptor())
-	var np *namedProducer
-	if name != "" {
-		s.mu.Lock()
-		if np = s.named[name]; np == nil {
-			np = &namedProducer{seq: len(s.named)}
-			s.named[name] = np
-		}
-		busy := np.active
-		if !busy {
-			np.active = true
-			np.streams++
-		}
-		s.mu.Unlock()
-		if busy {
-			s.refuse(RefusedBusy)
-			return status.Errorf(codes.AlreadyExists, "producer %q is pushing on another stream already; nothing of this stream was fed", name)
-		}
-		defer func() {
-			s.mu.Lock()
-			np.active = false
-			s.mu.Unlock()
-		}()
+	ts, name, err := s.streamInput(rd.LatestFlightDescriptor())
+	if err != nil {
+		return err
 	}
+	np, release, err := s.claim(name)
+	if err != nil {
+		return err
+	}
+	defer release()
 	s.streams.Add(1)
 	s.producers.Add(1)
 	defer s.producers.Add(-1)
@@ -476,7 +504,7 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 			cols[i] = rec.Column(j)
 		}
 		n := rec.NumRows()
-		if err := s.dealer.add(ctx, array.NewRecordBatch(schema, cols, n), s.cfg.Rows); err != nil {
+		if err := ts.dealer.add(ctx, array.NewRecordBatch(schema, cols, n), s.cfg.Rows); err != nil {
 			if errors.Is(err, errInputEnded) {
 				s.refuse(RefusedEnded)
 				return status.Errorf(codes.FailedPrecondition, "%v; batch %d of this stream was not fed", err, batches)
@@ -507,16 +535,54 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 	return nil
 }
 
+// claim marks the named producer name (none for "") as pushing until
+// release is called; it is refused while another stream of it is open.
+func (s *Server) claim(name string) (np *namedProducer, release func(), err error) {
+	if name == "" {
+		return nil, func() {}, nil
+	}
+	s.mu.Lock()
+	if np = s.named[name]; np == nil {
+		np = &namedProducer{seq: len(s.named)}
+		s.named[name] = np
+	}
+	busy := np.active
+	if !busy {
+		np.active = true
+		np.streams++
+	}
+	s.mu.Unlock()
+	if busy {
+		s.refuse(RefusedBusy)
+		return nil, nil, status.Errorf(codes.AlreadyExists, "producer %q is pushing on another stream already; nothing of this stream was fed", name)
+	}
+	return np, func() {
+		s.mu.Lock()
+		np.active = false
+		s.mu.Unlock()
+	}, nil
+}
+
 // DoAction serves end-of-input: the input is complete, and the ranks see
 // the end of their data once they have had what was pushed.
 func (s *Server) DoAction(a *flight.Action, stream flight.FlightService_DoActionServer) error {
 	if a.GetType() != ActionEndOfInput {
 		return status.Errorf(codes.InvalidArgument, "unknown action %q: the push endpoint knows %q", a.GetType(), ActionEndOfInput)
 	}
-	s.dealer.end()
-	st := s.Stats()
-	s.log.Info("push endpoint: end of input", "peer", peerOf(stream.Context()), "rows", st.Rows)
-	return stream.Send(&flight.Result{Body: []byte(fmt.Sprintf(`{"rows":%d}`, st.Rows))})
+	n, err := s.actionTurn(a.GetBody())
+	if err != nil {
+		return err
+	}
+	ts, err := s.turnOf(n)
+	if err != nil {
+		return err
+	}
+	ts.dealer.end()
+	ts.dealer.mu.Lock()
+	rows := ts.dealer.rows
+	ts.dealer.mu.Unlock()
+	s.log.Info("push endpoint: end of input", "peer", peerOf(stream.Context()), "turn", n, "rows", rows)
+	return stream.Send(&flight.Result{Body: []byte(fmt.Sprintf(`{"rows":%d}`, rows))})
 }
 
 // ListActions lists end-of-input.
@@ -531,10 +597,23 @@ func (s *Server) ListActions(_ *flight.Empty, stream flight.FlightService_ListAc
 // still grow); otherwise those of the whole job. The flight has no endpoints to read.
 func (s *Server) GetFlightInfo(ctx context.Context, d *flight.FlightDescriptor) (*flight.FlightInfo, error) {
 	total := s.Stats().Rows
+	// In turn mode a path turn/N counts that turn's rows (a descriptor
+	// naming no turn, the whole job's).
+	turn, name, err := s.streamTurn(d)
+	if err != nil {
+		turn, name = 0, ""
+	}
 	s.mu.Lock()
 	schema := s.schema
-	name := producerName(d)
 	busy := false
+	if turn > 0 && name == "" {
+		total = 0
+		if ts := s.turns[turn]; ts != nil {
+			ts.dealer.mu.Lock()
+			total = ts.dealer.rows
+			ts.dealer.mu.Unlock()
+		}
+	}
 	if name != "" {
 		total = 0
 		if np := s.named[name]; np != nil {
@@ -570,13 +649,14 @@ func producerName(d *flight.FlightDescriptor) string {
 // DoGet streams one rank's share. Without a journal each rank's stream
 // can be read once: pushed rows are not kept after they are sent. With
 // one, a rank's stream opened again ends the one open before (its
-// executor was lost) and sends the rank's rows from the start.
+// executor was lost) and sends the rank's rows from the start. In turn
+// mode the ticket names the turn.
 func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer) error {
-	r, err := strconv.Atoi(strings.TrimPrefix(string(t.GetTicket()), feed.PushTicketPrefix))
-	if !strings.HasPrefix(string(t.GetTicket()), feed.PushTicketPrefix) || err != nil || r < 0 || r >= s.cfg.Ranks {
-		return status.Errorf(codes.NotFound, "no rank stream %q", t.GetTicket())
+	r, ts, err := s.ticketTurn(t)
+	if err != nil {
+		return err
 	}
-	rs := s.ranks[r]
+	rs := ts.ranks[r]
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	s.mu.Lock()
@@ -588,6 +668,15 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 	rs.cancel = cancel
 	schema := s.schema
 	s.mu.Unlock()
+	if again && rs.path == "" && s.cfg.Turns && schema != nil {
+		// A later epoch of a turn the executor could not keep (its job
+		// stopped reading the turn's first epoch early, or the rows
+		// outgrew its cache and spill) gets no rows, rather than
+		// ending the warm session.
+		s.log.Warn("push endpoint: a rank asked for its rows of a turn again; they were fed once and are not kept: it gets none",
+			"turn", ts.n, "rank", r)
+		return flight.NewRecordWriter(stream, ipc.WithSchema(schema)).Close()
+	}
 	if again && rs.path == "" {
 		return status.Errorf(codes.FailedPrecondition, "rank %d's pushed rows were fed already: pushed input is sent once "+
 			"(later epochs come from the executor's cache, spindle.feed.cacheMemory and spindle.feed.spillDisk; a restarted rank cannot have them again)", r)
@@ -616,7 +705,7 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 		s.log.Info("rank stream opened again: its pushed rows sent again from the journal", "rank", r, "rows", n)
 	}
 	for {
-		rec, err := s.dealer.take(ctx, r)
+		rec, err := ts.dealer.take(ctx, r)
 		if errors.Is(err, io.EOF) {
 			return nil
 		}

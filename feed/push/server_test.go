@@ -121,7 +121,12 @@ func pushAs(ctx context.Context, c flight.Client, token string, desc *flight.Fli
 }
 
 func endOfInput(ctx context.Context, c flight.Client, token string) error {
-	stream, err := c.DoAction(bearer(ctx, token), &flight.Action{Type: ActionEndOfInput})
+	return endInput(ctx, c, token, nil)
+}
+
+// endInput sends end-of-input with body (a turn's number, in turn mode).
+func endInput(ctx context.Context, c flight.Client, token string, body []byte) error {
+	stream, err := c.DoAction(bearer(ctx, token), &flight.Action{Type: ActionEndOfInput, Body: body})
 	if err != nil {
 		return err
 	}
@@ -139,6 +144,13 @@ func endOfInput(ctx context.Context, c flight.Client, token string) error {
 // pipeline, as executors do, and returns the ids each rank got.
 func readRanks(ctx context.Context, t testing.TB, s *Server, columns []string, batchRows int) [][]int64 {
 	t.Helper()
+	return readTurn(ctx, t, s, columns, batchRows, 0)
+}
+
+// readTurn is readRanks of turn turn (0: the job's one input), as a warm
+// session's executors read it.
+func readTurn(ctx context.Context, t testing.TB, s *Server, columns []string, batchRows, turn int) [][]int64 {
+	t.Helper()
 	plan, err := s.Plan(ctx, s.Addr(), columns, "label")
 	if err != nil {
 		t.Fatal(err)
@@ -148,11 +160,17 @@ func readRanks(ctx context.Context, t testing.TB, s *Server, columns []string, b
 	out := make([][]int64, len(plan.Ranks))
 	errs := make([]error, len(plan.Ranks))
 	var wg sync.WaitGroup
-	for r := range plan.Ranks {
+	for r, splits := range plan.Ranks {
+		if turn > 0 {
+			splits = slices.Clone(splits)
+			for i := range splits {
+				splits[i].Ticket = feed.PushTurnTicket(splits[i].Ticket, turn)
+			}
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[r], errs[r] = readPipeline(ctx, res, feed.PipelineConfig{Splits: plan.Ranks[r], Schema: plan.Schema, Columns: columns, LabelColumn: "label",
+			out[r], errs[r] = readPipeline(ctx, res, feed.PipelineConfig{Splits: splits, Schema: plan.Schema, Columns: columns, LabelColumn: "label",
 				BatchRows: batchRows, EvenBatches: feed.EvenOff, Prefetch: 2, Flight: feed.FlightOptions{PushToken: testFeedToken}}, 0)
 		}()
 	}
@@ -163,6 +181,17 @@ func readRanks(ctx context.Context, t testing.TB, s *Server, columns []string, b
 		}
 	}
 	return out
+}
+
+// countIDs counts how many times each id was fed, over every rank.
+func countIDs(got [][]int64) map[int64]int {
+	seen := map[int64]int{}
+	for _, ids := range got {
+		for _, id := range ids {
+			seen[id]++
+		}
+	}
+	return seen
 }
 
 // readPipeline reads one epoch and returns the id column, waiting

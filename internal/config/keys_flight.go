@@ -9,6 +9,7 @@ const (
 	KeyFlightPutRows      = "spindle.flight.put.rows"
 	KeyFlightPutBuffer    = "spindle.flight.put.bufferMemory"
 	KeyFlightPutTokenFile = "spindle.flight.put.tokenFile"
+	KeyFlightPutTurns     = "spindle.flight.put.turnEpochs"
 )
 
 // flightKeys reach Arrow Flight services and shape pushed input.
@@ -25,4 +26,6 @@ var flightKeys = []Key{
 		Doc: "Pushed rows the driver holds for ranks that have not taken them yet; producers are slowed (their DoPut waits) while it is full. At least 16m, more than gRPC buffers in one rank's stream, so that ranks in lockstep never wait for each other's rows."},
 	{Name: KeyFlightPutTokenFile, Default: "", Kind: String, ReadBy: ReadBySubmit,
 		Doc: "File the driver writes the producers' token of a flight-put: input to (mode 0600, removed when the job ends). Empty: spindle-JOBID.flight-put.token in the system's temporary directory. submit prints its path."},
+	{Name: KeyFlightPutTurns, Default: "0", Kind: Int, Min: 0, HasMin: true, ReadBy: ReadBySubmit,
+		Doc: "A warm session's pushed input (spindle.Session with input flight-put:, which sets it): every N epochs are one turn, one session job's, fed by streams named turn/T/... (T: the session job's number) and ended by end-of-input with body T; a turn's first epoch reads its rows as they are pushed, its later ones come from the executors' cache or spill. 0: one input for the whole job."},
 }

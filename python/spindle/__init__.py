@@ -58,10 +58,10 @@ from ._report import report, report_world_batches
 from ._version import __version__
 from ._submit import Job, JobFailed, submit
 from ._run import run
-from ._session import Session
+from ._session import Session, SessionRun
 
 __all__ = [
-    "__version__", "Checkpointer", "Job", "JobFailed", "Session", "model", "run", "submit", "EnvError", "Epoch", "Feed", "FeedError", "FeedTruncatedError", "SpindleError", "UnsupportedTypeError",
+    "__version__", "Checkpointer", "Job", "JobFailed", "Session", "SessionRun", "model", "run", "submit", "EnvError", "Epoch", "Feed", "FeedError", "FeedTruncatedError", "SpindleError", "UnsupportedTypeError",
     "batches", "checkpoint_dir", "checkpoint_keep", "collective_timeout", "columns", "epochs", "feed", "feed_mode", "feed_path",
     "feed_start", "files_dir", "generation", "in_spindle", "job_id", "label_column", "last_epoch", "local_rank", "local_world_size",
     "membership", "peers", "position", "pyarrow_available", "rank", "replacement", "report", "report_world_batches", "resume_checkpoint", "role", "role_rank", "role_world_size", "roles", "tensors", "wait_membership", "world_size",

@@ -25,6 +25,7 @@ import re
 import secrets
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -38,6 +39,10 @@ from ._sessionwire import ADDRESS_MARK, PRELOAD, SESSION_DIR, socket_path
 # serves this many turns of the epochs each job reads.
 MAX_FED_JOBS = 100000
 
+# The configuration keys of a session with pushed input.
+PUT_SCHEMA = "spindle.flight.put.schema"
+PUT_TURNS = "spindle.flight.put.turnEpochs"
+
 # A rank serving over TCP says where, in the session job's output.
 _ADDRESS = re.compile(re.escape(ADDRESS_MARK).replace(r"\{rank\}", r"(\d+)").replace(r"\{addr\}", r"(\S+)") + "$")
 
@@ -50,8 +55,10 @@ class Session:
     away from this host the session reaches over TCP. preload names the
     modules every rank imports once, before the first job. With input
     (and label_column, feed, ... as spindle.submit takes them), every
-    job reads epochs epochs of it. Other options are spindle.submit's
-    (env, conf, python, stream, ...). The constructor returns once every
+    job reads epochs epochs of it; with ``input="flight-put:"`` (and the
+    schema in ``conf["spindle.flight.put.schema"]``) each job's rows are
+    pushed for it alone, by spindle.spark.train(df, fn, session=s).
+    Other options are spindle.submit's (env, conf, python, stream, ...). The constructor returns once every
     rank has imported them and waits for jobs; timeout bounds that wait.
     """
 
@@ -69,6 +76,11 @@ class Session:
             self.epochs = 1 if epochs is None else int(epochs)
             if self.epochs < 1:
                 raise SpindleError(f"spindle.Session: epochs={self.epochs}: each job needs at least 1")
+        #: The label column every job's feed has last, or None.
+        self.label_column = submit_options.get("label_column")
+        #: With pushed input, the schema every job's rows have (spindle.flight.put.schema); else None.
+        self.push_schema = _pushed_schema(submit_options, self.epochs)
+        self.pushed = self.push_schema is not None
         self.num_executors = num_executors
         self.preload = list(preload)
         self._dir = tempfile.mkdtemp(prefix="spindle-session-")
@@ -137,51 +149,39 @@ class Session:
 
         PyTorch jobs get MASTER_PORT fresh for each job. A rank that raises
         fails the call with a SpindleError naming it and carrying its
-        traceback's last lines.
+        traceback's last lines. In a session with pushed input, this job's
+        turn gets no rows (spindle.spark.train pushes a DataFrame's).
+        """
+        r = self.start(fn, *args, kwargs=kwargs)
+        r.wait()
+        return r.results(all_ranks)
+
+    def start(self, fn, *args, kwargs=None, pushed=False):
+        """Start fn(*args, **kwargs) on every rank as run() does and return its :class:`SessionRun`, not waiting for it.
+
+        Until it ends, the session runs no other job. In a session with
+        pushed input, pushed says that its turn is fed (spindle.spark.push
+        (df, run)); otherwise the turn ends at once, empty.
         """
         # One job at a time, from this process or spindle submit --session:
         # each rank serves its requests in turn, so two jobs let in at once
         # could each hold a rank the other waits for.
-        with self._lock, open(os.path.join(self._dir, "run.lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            return self._run(next_job(self._dir), fn, args, all_ranks, kwargs)
-
-    def _run(self, n, fn, args, all_ranks, kwargs):
-        # The function travels in the request and the results in the
-        # answers, so a rank on another host needs nothing of this one's.
-        env = {_contract.MASTER_PORT: str(_free_port()), _contract.SESSION_JOB: str(n)}
-        req = {"op": "run", "payload": base64.b64encode(_run.payload(fn, args, kwargs or {})).decode(), "env": env}
-        self.last_pids = [None] * self.num_executors
-        ends = [None] * self.num_executors
-        errors = [None] * self.num_executors
-        conns = []
-
-        def one(r):
-            try:
-                ends[r] = self._ask(r, req, conns=conns,
-                                    on_answer=lambda a: a.get("pid") and self.last_pids.__setitem__(r, a["pid"]))[-1]
-            except Exception as e:  # noqa: BLE001 - reported below, by rank
-                errors[r] = e
-
-        threads = [threading.Thread(target=one, args=(r,), daemon=True) for r in range(self.num_executors)]
-        for t in threads:
-            t.start()
+        self._lock.acquire()
         try:
-            for t in threads:
-                t.join()
-        except KeyboardInterrupt:
-            # A rank whose client goes away ends the job's process.
-            for c in list(conns):
-                c.shutdown(socket.SHUT_RDWR)
+            lock = open(os.path.join(self._dir, "run.lock"), "a")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                run = SessionRun(self, next_job(self._dir), _run.payload(fn, args, kwargs or {}))
+                if self.pushed and not pushed:
+                    end_turn(run)  # nothing comes: its ranks see the turn's end at once
+                run._begin(lock)
+                return run
+            except BaseException:
+                lock.close()
+                raise
+        except BaseException:
+            self._lock.release()
             raise
-        for r in range(self.num_executors):
-            if errors[r] is not None:
-                raise SpindleError(f"session job {n}: rank {r}: {errors[r]}") from errors[r]
-            if ends[r].get("exit") != 0:
-                tail = ends[r].get("err", "")
-                raise SpindleError(f"session job {n}: rank {r} failed (exit {ends[r].get('exit')})\n{tail}".rstrip())
-        out = [_run.loads(base64.b64decode(ends[r]["result"])) for r in range(self.num_executors if all_ranks else 1)]
-        return out if all_ranks else out[0]
 
     def close(self, timeout=60):
         """Stop the ranks and end the session's job."""
@@ -209,6 +209,140 @@ class Session:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+class SessionRun:
+    """One job of a :class:`Session`, running on its warm ranks (Session.start).
+
+    It has what spindle.spark.push needs of a job: ``job_id``
+    (SESSION_JOB_ID/N), ``turn`` (N, the session job's number, which its
+    pushed rows name), ``push_endpoint()``, ``exit_code`` (None while it
+    runs, 0, or 1 when a rank failed) and ``wait``; ``results()`` after.
+    """
+
+    def __init__(self, session, n, payload):
+        self.session, self.turn = session, n
+        self.job_id = f"{session.job.job_id}/{n}"
+        self.exit_code = None
+        self._payload = payload
+        self._error = None
+        self._ends = [None] * session.num_executors
+        self._conns = []
+        self._done = threading.Event()
+
+    def _begin(self, lock):
+        s = self.session
+        # The function travels in the request and the results in the
+        # answers, so a rank on another host needs nothing of this one's.
+        env = {_contract.MASTER_PORT: str(_free_port()), _contract.SESSION_JOB: str(self.turn)}
+        req = {"op": "run", "payload": base64.b64encode(self._payload).decode(), "env": env}
+        s.last_pids = [None] * s.num_executors
+        errors = [None] * s.num_executors
+
+        def one(r):
+            try:
+                self._ends[r] = s._ask(r, req, conns=self._conns,
+                                       on_answer=lambda a: a.get("pid") and s.last_pids.__setitem__(r, a["pid"]))[-1]
+            except Exception as e:  # noqa: BLE001 - reported by rank
+                errors[r] = e
+
+        threads = [threading.Thread(target=one, args=(r,), daemon=True) for r in range(s.num_executors)]
+        for t in threads:
+            t.start()
+
+        def finish():
+            try:
+                for t in threads:
+                    t.join()
+                self._error = self._failure_of(errors)
+                self.exit_code = 1 if self._error else 0
+                if s.pushed:
+                    # A push that failed or was cut short left the turn
+                    # open: the next job's ranks skip it once it ends.
+                    end_turn(self, quiet=True)
+            finally:
+                lock.close()
+                s._lock.release()
+                self._done.set()
+
+        threading.Thread(target=finish, name=f"spindle-session-job-{self.turn}", daemon=True).start()
+
+    def _failure_of(self, errors):
+        for r, e in enumerate(errors):
+            if e is not None:
+                err = SpindleError(f"session job {self.turn}: rank {r}: {e}")
+                err.__cause__ = e
+                return err
+            if self._ends[r].get("exit") != 0:
+                tail = self._ends[r].get("err", "")
+                return SpindleError(f"session job {self.turn}: rank {r} failed (exit {self._ends[r].get('exit')})\n{tail}".rstrip())
+        return None
+
+    def push_endpoint(self, timeout=60):
+        """The session's push endpoint, where this job's turn is pushed."""
+        return self.session.job.push_endpoint(timeout=timeout)
+
+    def kill(self):
+        """End the job's processes on every rank (a rank whose client goes away ends them)."""
+        for c in list(self._conns):
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def wait(self, timeout=None, check=True):
+        """Wait for the job; return its exit code, raising its SpindleError when a rank failed (with check).
+
+        Interrupting it (Ctrl-C) ends the job's processes first.
+        """
+        try:
+            if not self._done.wait(timeout):
+                raise subprocess.TimeoutExpired(f"session job {self.job_id}", timeout)
+        except KeyboardInterrupt:
+            self.kill()
+            raise
+        if check and self._error is not None:
+            raise self._error
+        return self.exit_code
+
+    def _failure(self):
+        return self._error or SpindleError(f"session job {self.job_id} failed")
+
+    def results(self, all_ranks=False):
+        """Return rank 0's result, or with all_ranks a list of every rank's."""
+        self.wait()
+        ranks = range(self.session.num_executors) if all_ranks else [0]
+        out = [_run.loads(base64.b64decode(self._ends[r]["result"])) for r in ranks]
+        return out if all_ranks else out[0]
+
+
+def end_turn(run, quiet=False):
+    """End a session job's turn of the pushed input (end-of-input with its number): its ranks see the end of its rows once they have had them.
+
+    quiet ignores a failure (a turn its ranks have gone past already).
+    """
+    from . import spark
+    try:
+        spark.end_input(run)
+    except Exception:  # noqa: BLE001 - quiet: the turn is over either way
+        if not quiet:
+            raise
+
+
+def _pushed_schema(submit_options, epochs):
+    """With pushed input (flight-put:), check the session's options and set its turns; return its schema spec, else None."""
+    inputs = submit_options.get("input")
+    inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
+    if not any(str(i).startswith("flight-put:") for i in inputs):
+        return None
+    conf = dict(submit_options.get("conf") or {})
+    if not conf.get(PUT_SCHEMA):
+        raise SpindleError(f"spindle.Session: input='flight-put:' needs conf={{'{PUT_SCHEMA}': ...}} "
+                           "(spindle.spark.push_schema(df.schema)): every job of the session pushes rows of that schema, "
+                           "and its ranks start before any is pushed")
+    conf[PUT_TURNS] = str(epochs)
+    submit_options["conf"] = conf
+    return str(conf[PUT_SCHEMA])
 
 
 def ask(directory, token, rank, request, on_answer=None, fds=(), conns=None, timeout=None, addrs=None):

@@ -80,6 +80,10 @@ def serve(a):
 def _job_options(a):
     """The session job's options that start and _serve were given: its interpreter and its input."""
     opts = {"python": a.python}
+    if any(i.startswith("flight-put:") for i in a.input):
+        raise SpindleError("--input flight-put:: a session's pushed input is fed from Python, by spindle.Session(input="
+                           "'flight-put:', ...) and spindle.spark.train(df, fn, session=s); the command line's jobs "
+                           "(spindle submit --session) would have nothing pushed to them")
     if a.input:
         opts.update(input=a.input, input_format=a.input_format, label_column=a.label_column, feed=a.feed,
                      epochs=a.epochs, batch_rows=a.batch_rows)

@@ -11,6 +11,12 @@ the job how many of its rows it took and skips them, so no row is fed
 twice. The job's schema is declared from ``df.schema`` before anything is
 pushed.
 
+In a warm session started with pushed input (``spindle.Session(input=
+"flight-put:", ...)``), ``train(df, fn, session=s)`` runs fn on the
+session's ranks and pushes df as that session job's turn: producers
+``turn/N/spark/SESSION/part-K``, end-of-input with body N, so its rows
+reach that job alone.
+
 Needs pyspark and pyarrow (``pip install spindle-ml[spark]``) in the
 notebook and on the Spark executors; cloudpickle for train() with a
 function.
@@ -167,49 +173,72 @@ def _cancel(sc, group, t):
         t.join(2)
 
 
+def _producer_files(job, timeout):
+    """The job's push endpoint, the producers' token and the CA (or None) to verify it with."""
+    p = job.push_endpoint(timeout=timeout)
+    with open(p["token_file"], "rb") as f:
+        token = f.read().strip()
+    ca = None
+    if p.get("ca_file"):
+        with open(p["ca_file"], "rb") as f:
+            ca = f.read()
+    return p["endpoint"], token, ca
+
+
+def end_input(job, timeout=60):
+    """Tell job its pushed input is complete; for a session's job (a :class:`spindle.SessionRun`), its turn's."""
+    import pyarrow.flight as flight
+    endpoint, token, ca = _producer_files(job, timeout)
+    turn = getattr(job, "turn", None)
+    client, options = _connect(endpoint, token, ca)
+    try:
+        for _ in client.do_action(flight.Action("end-of-input", str(turn or "").encode()), options=options):
+            pass
+    finally:
+        client.close()
+
+
 def push(df, job, end_of_input=True, timeout=60):
     """Push every row of df into job's pushed input from the Spark tasks; return the rows this call pushed.
 
     job is a :class:`spindle.Job` submitted with ``input="flight-put:"``
     and ``conf={"spindle.flight.put.schema": push_schema(df.schema)}``
-    (train() does both). Blocks until Spark has pushed every partition;
-    then, with end_of_input, tells the job its input is complete.
+    (train() does both), or a job of a session with pushed input
+    (``Session.start``), whose turn the rows are pushed as. Blocks until
+    Spark has pushed every partition; then, with end_of_input, tells the
+    job its input (its turn's) is complete.
     """
-    p = job.push_endpoint(timeout=timeout)
     try:
-        with open(p["token_file"], "rb") as f:
-            token = f.read().strip()
+        endpoint, token, ca = _producer_files(job, timeout)
     except FileNotFoundError:
         # The driver removes the token when the job ends: it ended first
         # (its process may still be on its way out).
         try:
             code = job.wait(timeout=30, check=False)
         except subprocess.TimeoutExpired:
-            raise SpindleError(f"job {job.job_id}: its push token {p['token_file']} is gone while the job runs") from None
+            raise SpindleError(f"job {job.job_id}: its push token file is gone while the job runs") from None
         if code != 0:
             raise job._failure() from None
         raise SpindleError(f"job {job.job_id} ended before Spark pushed the whole DataFrame "
                            "(its ranks stopped reading the feed)") from None
-    ca = None
-    if p.get("ca_file"):
-        with open(p["ca_file"], "rb") as f:
-            ca = f.read()
     spec = push_schema(df.schema)
-    fn = _partition_pusher(p["endpoint"], token, ca, spec, f"spark/{job.job_id}")
+    turn = getattr(job, "turn", None)
+    prefix = f"turn/{turn}/spark/{job.session.job.job_id}" if turn else f"spark/{job.job_id}"
+    fn = _partition_pusher(endpoint, token, ca, spec, prefix)
     pushed = _run_spark(df.mapInArrow(fn, "partition int, rows long"), job)
     if end_of_input:
-        import pyarrow.flight as flight
-        client, options = _connect(p["endpoint"], token, ca)
-        try:
-            for _ in client.do_action(flight.Action("end-of-input", b""), options=options):
-                pass
-        finally:
-            client.close()
+        end_input(job, timeout)
     return pushed
 
 
-def train(df, fn_or_command, *args, num_workers=2, label=None, epochs=1, all_ranks=False, **submit_options):
-    """Start a job of num_workers ranks fed with df's rows, push them from Spark, and wait for it.
+def train(df, fn_or_command, *args, num_workers=None, label=None, epochs=None, all_ranks=False, session=None,
+          **submit_options):
+    """Start a job of num_workers (2) ranks fed with epochs (1) epochs of df's rows, push them from Spark, and wait for it.
+
+    With session (a :class:`spindle.Session` started with pushed input),
+    the job is the session's next, fn runs on its warm ranks, and df's
+    rows are that job's turn of the session's input; num_workers, label
+    and epochs are the session's (they may be given only as they are).
 
     fn_or_command is a function (or "module:function") run on every rank
     as spindle.run does, whose result (rank 0's, or with all_ranks every
@@ -219,6 +248,10 @@ def train(df, fn_or_command, *args, num_workers=2, label=None, epochs=1, all_ran
     spindle.torch.FeedDataset), label last; epochs after the first come
     from the executors' cache. Other options are spindle.submit's.
     """
+    if session is not None:
+        return _train_in_session(df, fn_or_command, args, session, num_workers, label, epochs, all_ranks, submit_options)
+    num_workers = num_workers or 2
+    epochs = 1 if epochs is None else epochs
     conf = dict(submit_options.pop("conf", None) or {})
     conf.setdefault("spindle.flight.put.schema", push_schema(df.schema))
     opts = dict(submit_options, input="flight-put:", label_column=label, epochs=epochs, conf=conf)
@@ -246,3 +279,35 @@ def train(df, fn_or_command, *args, num_workers=2, label=None, epochs=1, all_ran
             return job.results(all_ranks)
         return code
 
+
+
+def _train_in_session(df, fn, args, session, num_workers, label, epochs, all_ranks, submit_options):
+    """train() in a session with pushed input: fn on its warm ranks, df's rows its turn."""
+    where = "spindle.spark.train(session=...)"
+    if submit_options:
+        raise SpindleError(f"{where}: {', '.join(sorted(submit_options))}: the session's job options were set "
+                           "when it started (spindle.Session(...)); drop them here")
+    if not getattr(session, "pushed", False):
+        raise SpindleError(f"{where}: the session's input is not pushed: start it with spindle.Session(input='flight-put:', "
+                           "conf={'spindle.flight.put.schema': spindle.spark.push_schema(df.schema)}, epochs=..., ...)")
+    if not (callable(fn) or (isinstance(fn, str) and ":" in fn and " " not in fn)):
+        raise SpindleError(f"{where}: {fn!r}: a session runs functions (or 'module:function'), not commands")
+    for name, given, its in (("num_workers", num_workers, session.num_executors), ("label", label, session.label_column),
+                             ("epochs", epochs, session.epochs)):
+        if given is not None and given != its:
+            raise SpindleError(f"{where}: {name}={given!r}, but the session's jobs have {name}={its!r} "
+                               "(set when it started)")
+    spec = push_schema(df.schema)
+    if spec.replace(" ", "") != session.push_schema.replace(" ", ""):
+        raise SpindleError(f"{where}: the DataFrame's schema {spec} is not the session's spindle.flight.put.schema "
+                           f"{session.push_schema}: cast its columns, or start a session with this schema")
+    run = session.start(fn, *args, pushed=True)
+    try:
+        push(df, run)
+    except BaseException:
+        if run.exit_code is not None and run.exit_code != 0:
+            raise run._failure() from None
+        run.kill()
+        raise
+    run.wait()
+    return run.results(all_ranks)

@@ -208,6 +208,11 @@ class SessionCLITest(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn("--conf 'spindle.feed.evenBatches': want KEY=VALUE", p.stderr)
 
+    def test_start_refuses_pushed_input(self):
+        p = self.spindle("session", "start", "--python", sys.executable, "--input", "flight-put:", check=False)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--input flight-put:: a session's pushed input is fed from Python", p.stderr)
+
 
 def interrupted_run_ends(test, binary, env, sid, work, pid_dir=None):
     """A run whose spindle submit (binary, env) is interrupted (Ctrl-C) has its processes ended, and the session runs the next.
@@ -316,6 +321,13 @@ class FedSessionTest(unittest.TestCase):
                             feed=feed, conf={"spindle.feed.evenBatches": "off"}, stream=False)
         self.addCleanup(s.close)
         return s
+
+    def test_a_push_into_a_session_of_files_is_refused(self):
+        import spindle.spark
+        s = self.start("arrow")
+        with self.assertRaisesRegex(spindle.SpindleError, r"session=...\): the session's input is not pushed: start it with "
+                                                          r"spindle.Session\(input='flight-put:'"):
+            spindle.spark.train(None, read_epochs, session=s)
 
     def test_every_job_reads_every_row_once_per_epoch(self):
         for feed in ("arrow", "direct"):
@@ -572,6 +584,10 @@ class SessionArgsTest(unittest.TestCase):
             spindle.Session(master="k8s://api", num_executors=2)
         with self.assertRaisesRegex(spindle.SpindleError, "in client mode"):
             spindle.Session(master="yarn", deploy_mode="cluster", num_executors=2)
+
+    def test_pushed_input_needs_its_schema(self):
+        with self.assertRaisesRegex(spindle.SpindleError, r"input='flight-put:' needs conf=\{'spindle.flight.put.schema'"):
+            spindle.Session(num_executors=2, input="flight-put:", epochs=1)
 
     def test_input_needs_an_epoch_per_job(self):
         with self.assertRaisesRegex(spindle.SpindleError, "epochs=0: each job needs at least 1"):

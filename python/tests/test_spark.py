@@ -44,6 +44,13 @@ def read_everything():
     return out
 
 
+def read_one_batch():
+    """On each rank: one batch of the first epoch, then return (a job that stops reading early)."""
+    import spindle
+    for b in spindle.batches():
+        return len(b["id"])
+
+
 def pusher_that(part, at, act):
     """spindle.spark's partition pusher, which calls act() in partition part's first attempt before its batch at.
 
@@ -119,17 +126,19 @@ def _executor_jvm():
     raise RuntimeError("no Spark executor JVM above this Python worker")
 
 
-def frame(spark):
-    """The DataFrame the tests push: ROWS rows of id, x and a label, in 4 partitions."""
-    return spark.range(ROWS, numPartitions=4).selectExpr(
+def frame(spark, first=0):
+    """The DataFrame the tests push: ROWS rows of id (from first), x and a label, in 4 partitions."""
+    return spark.range(first, first + ROWS, numPartitions=4).selectExpr(
         "id", "cast(id * 0.5 as float) as x", "cast(id % 2 as float) as label")
 
 
-def check_fed_once_per_epoch(test, ranks, epochs):
-    """Check that the ranks (read_everything's results) were fed every row once per epoch, with df.schema's columns."""
+def check_fed_once_per_epoch(test, ranks, epochs, first=0):
+    """Check that the ranks (read_everything's results) were fed every row (ids from first) once per epoch, and no other, with df.schema's columns."""
+    for r in ranks:
+        test.assertEqual(len(r), epochs, "a rank saw another number of epochs")
     for epoch in range(epochs):
         ids = sorted(i for r in ranks for i in r[epoch]["ids"])
-        test.assertEqual(ids, list(range(ROWS)), f"epoch {epoch}: rows fed not exactly once")
+        test.assertEqual(ids, list(range(first, first + ROWS)), f"epoch {epoch}: rows fed not exactly once")
     for r in ranks:
         test.assertEqual(r[0]["columns"], ["id", "x", "label"])  # df.schema's, label last
 
@@ -228,6 +237,89 @@ class SparkTest(SparkCase):
         self.assertEqual(sspark.push_schema(T.StructType([T.StructField("a", T.LongType()), T.StructField("b", T.DoubleType()),
                                                           T.StructField("s", T.StringType())])),
                          "a:int64,b:float64,s:string")
+
+
+class SparkSessionTest(SparkCase):
+    """spindle.spark.train into a warm session with pushed input: each job its own DataFrame's rows."""
+
+    MASTER = "local[2,4]"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        os.environ["SPINDLE_BINARY"] = support.spindle_binary(None)
+        schema = sspark.push_schema(frame(cls.spark).schema)
+        cls.session = spindle.Session(num_executors=2, input="flight-put:", label_column="label", epochs=2,
+                                      conf={"spindle.flight.put.schema": schema}, stream=False)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.session.close()
+        super().tearDownClass()
+
+    def test_two_jobs_each_get_their_own_rows_once_per_epoch(self):
+        for first in (0, 10 * ROWS):
+            ranks = sspark.train(frame(self.spark, first), read_everything, session=self.session, all_ranks=True)
+            self.assertTrue(all(r[0]["ids"] for r in ranks), "a rank got no rows")
+            check_fed_once_per_epoch(self, ranks, 2, first)
+
+    def test_a_job_without_a_push_reads_nothing_and_the_next_is_fed(self):
+        self.assertEqual(self.session.run(read_everything), [{"ids": [], "columns": None}] * 2)
+        ranks = sspark.train(frame(self.spark, 3 * ROWS), read_everything, session=self.session, all_ranks=True)
+        check_fed_once_per_epoch(self, ranks, 2, 3 * ROWS)
+
+    def check_pushed_with(self, pusher, first):
+        """A session job fed rows from first with pusher in place of spindle.spark's gets every row once per epoch."""
+        sspark._partition_pusher = pusher
+        try:
+            ranks = sspark.train(frame(self.spark, first), read_everything, session=self.session, all_ranks=True)
+        finally:
+            sspark._partition_pusher = REAL_PUSHER
+        check_fed_once_per_epoch(self, ranks, 2, first)
+
+    def test_retried_task_does_not_feed_twice(self):
+        self.check_pushed_with(failing_pusher, 5 * ROWS)
+
+    def test_killed_worker_does_not_feed_twice(self):
+        self.check_pushed_with(killing_pusher, 7 * ROWS)
+
+    def test_push_into_a_started_session_job(self):
+        run = self.session.start(read_everything, pushed=True)
+        self.assertEqual(sspark.push(frame(self.spark, 9 * ROWS), run), ROWS)
+        check_fed_once_per_epoch(self, run.results(all_ranks=True), 2, 9 * ROWS)
+
+    def test_a_job_that_stops_reading_early_leaves_the_next_its_own_rows(self):
+        with self.assertRaisesRegex(spindle.SpindleError, "ended before Spark pushed"):
+            sspark.train(frame(self.spark, 11 * ROWS), read_one_batch, session=self.session)
+        ranks = sspark.train(frame(self.spark, 13 * ROWS), read_everything, session=self.session, all_ranks=True)
+        check_fed_once_per_epoch(self, ranks, 2, 13 * ROWS)
+
+    def test_what_the_session_set_is_refused_naming_it(self):
+        df = frame(self.spark)
+        for kw, what in (({"epochs": 3}, "epochs=3"), ({"label": "x"}, "label='x'"), ({"master": "local[2]"}, "master"),
+                         ({"num_workers": 4}, "num_workers=4")):
+            with self.subTest(kw=kw), self.assertRaisesRegex(spindle.SpindleError, what):
+                sspark.train(df, read_everything, session=self.session, **kw)
+        with self.assertRaisesRegex(spindle.SpindleError, "is not the session's spindle.flight.put.schema"):
+            sspark.train(df.selectExpr("id", "x"), read_everything, session=self.session)
+        with self.assertRaisesRegex(spindle.SpindleError, "spindle.flight.put.schema"):
+            spindle.Session(num_executors=2, input="flight-put:", epochs=1)
+
+
+class SparkStandaloneSessionTest(SparkCase):
+    """spindle.spark.train into a warm session on a standalone cluster (a master and a worker on this host)."""
+
+    MASTER = "local[2,4]"
+
+    def test_two_jobs_each_get_their_own_rows_once_per_epoch(self):
+        import test_session
+        master, _, _ = test_session.standalone_cluster(self, {"w1": ((), 4)})
+        s = test_session.start_session(master, num_executors=2, input="flight-put:", label_column="label", epochs=2,
+                                       conf={"spindle.flight.put.schema": sspark.push_schema(frame(self.spark).schema)})
+        self.addCleanup(s.close)
+        for first in (0, 10 * ROWS):
+            ranks = sspark.train(frame(self.spark, first), read_everything, session=s, all_ranks=True)
+            check_fed_once_per_epoch(self, ranks, 2, first)
 
 
 class SparkClusterTest(SparkCase):
