@@ -302,7 +302,7 @@ type rankStart struct {
 func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[string]string, start time.Time,
 	rc *restartCounts, from *genStart, requestTimeout time.Duration) (launched bool, err error) {
 	c := d.cfg
-	plan, tasks := w.plan, w.tasks
+	tasks := w.tasks
 	slots := generationSlots(w.slots, gen)
 	lis, err := net.Listen("tcp", net.JoinHostPort(c.ListenHost, strconv.Itoa(c.Port)))
 	if err != nil {
@@ -386,6 +386,17 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		addr = net.JoinHostPort(host, strconv.Itoa(c.AdvertisePort))
 	}
 	d.logger.Info("control plane listening", "addr", lis.Addr().String(), "advertised", addr, "generation", gen)
+	launched, runErr := d.watch(ctx, g, d.executorSpecs(slots, w.plan, addr, rc), start, requestTimeout)
+	if err := d.release(); err != nil {
+		d.logger.Warn("release executors", "err", err)
+	}
+	return launched, runErr
+}
+
+// executorSpecs is what the cluster manager starts for the generation's
+// slots: executors that reach the control plane at addr, each feeding
+// rank placed near its splits where the manager can.
+func (d *Driver) executorSpecs(slots []slot, plan *feed.JobPlan, addr string, rc *restartCounts) []ExecutorSpec {
 	specs := make([]ExecutorSpec, len(slots))
 	for i, s := range slots {
 		specs[i] = ExecutorSpec{
@@ -397,7 +408,7 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 			MemoryMB: s.spec.MemoryMB,
 			GPUs:     s.spec.GPUs,
 
-			SharedMemoryMB: c.SharedFeedMB(s.role),
+			SharedMemoryMB: d.cfg.SharedFeedMB(s.role),
 
 			ExcludedHosts: slices.Clone(rc.excluded),
 		}
@@ -405,11 +416,7 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 			specs[i].PreferredHosts = preferredHosts(plan.Ranks[s.roleRank])
 		}
 	}
-	launched, runErr := d.watch(ctx, g, specs, start, requestTimeout)
-	if err := d.release(); err != nil {
-		d.logger.Warn("release executors", "err", err)
-	}
-	return launched, runErr
+	return specs
 }
 
 // generationRoster is the roster of a generation of slots, with the
