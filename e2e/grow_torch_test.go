@@ -3,9 +3,7 @@ package e2e
 import (
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -43,41 +41,10 @@ func TestPyTorchGrowsBackInPlace(t *testing.T) {
 	}))
 	got, _ := goOnWithout(t, cmd, out, ranks[1])
 
-	if !strings.Contains(got, "joins the 3 running ranks in place") || !strings.Contains(got, "the running ranks grow to 4 in place") {
-		t.Errorf("the console did not say the job grew in place:\n%s", got)
-	}
-	newcomer := torchNewcomer.FindAllStringSubmatch(got, -1)
-	if len(newcomer) != 1 || newcomer[0][2] != "3" || newcomer[0][3] != "4" || newcomer[0][4] == "0" {
-		t.Fatalf("newcomer lines %q, want one as rank 3 of 4 that took a survivor's step:\n%s", newcomer, got)
-	}
-	t.Logf("the newcomer (pid %s) joined as rank 3 of 4 at step %s", newcomer[0][1], newcomer[0][4])
-	grew := torchGrew.FindAllStringSubmatch(got, -1)
-	if len(grew) != 3 {
-		t.Fatalf("%d ranks said they grew, want the 3 that went on:\n%s", len(grew), got)
-	}
-	for _, g := range grew {
-		if g[3] != "4" || g[5] != "3" || g[2] != g[4] {
-			t.Errorf("grew line %q: want a rank of 3 that kept its rank in the world of 4", g[0])
-		}
-	}
-	// Old ranks 0, 2 and 3 are ranks 0, 1 and 2; the newcomer rank 3.
-	want := map[string]string{strconv.Itoa(ranks[0]): "0", strconv.Itoa(ranks[2]): "1", strconv.Itoa(ranks[3]): "2", newcomer[0][1]: "3"}
-	finals := torchShrinkFinal.FindAllStringSubmatch(got, -1)
-	if len(finals) != 4 {
-		t.Fatalf("%d final lines, want 4:\n%s", len(finals), got)
-	}
-	var pids []string
+	finals := checkGrewBack(t, got, ranks, grewBack{newcomer: torchNewcomer, grew: torchGrew, final: torchShrinkFinal}, steps)
 	for _, f := range finals {
-		pids = append(pids, f[1])
-		if r, ok := want[f[1]]; !ok || f[2] != r || f[3] != "4" || f[4] != strconv.Itoa(steps) {
-			t.Errorf("process %s ended as rank %s of %s after %s steps; want the survivors' first processes and the newcomer as ranks 0 to 3 of 4 after %d",
-				f[1], f[2], f[3], f[4], steps)
-		}
 		if f[5] != finals[0][5] {
 			t.Errorf("process %s ended with model %s, process %s with %s", f[1], f[5], finals[0][1], finals[0][5])
 		}
-	}
-	if slices.Contains(pids, strconv.Itoa(ranks[1])) {
-		t.Errorf("the killed process %d ended", ranks[1])
 	}
 }
