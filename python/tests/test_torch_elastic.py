@@ -52,6 +52,13 @@ def write_membership(path, version, peers, services, left=None, joined=0):
     os.replace(tmp, path)
 
 
+def said(test, out, line, want):
+    """Check that out has line's (WENT's or GREW's) with rank, world, was rank and was world as in want."""
+    m = line.search(out)
+    test.assertIsNotNone(m, out)
+    test.assertEqual(tuple(int(g) for g in m.groups()[1:5]), want, out)
+
+
 def wait_for(what, cond, within=120):
     """Poll cond until it holds, failing after within seconds."""
     deadline = time.monotonic() + within
@@ -93,6 +100,16 @@ class Gang:
         with open(self.logs[r].name, encoding="utf-8") as f:
             return f.read()
 
+    def ended(self, test, i, rank, world):
+        """Wait for procs[i], check it exited 0 as rank of world after every step; its output and model's hash."""
+        p = self.procs[i]
+        test.assertEqual(p.wait(timeout=120), 0, self.out(i))
+        out = self.out(i)
+        m = FINAL.search(out)
+        test.assertIsNotNone(m, out)
+        test.assertEqual((int(m[1]), int(m[2]), int(m[3]), int(m[4])), (p.pid, rank, world, self.steps), out)
+        return out, m[5]
+
     def close(self):
         for p in self.procs:
             if p.poll() is None:
@@ -133,22 +150,13 @@ class Gang:
 @unittest.skipIf(torch is None, "torch is not installed")
 class ReformTest(unittest.TestCase):
     def go_on_without(self, lost, extra=()):
-        steps = 150
-        gang = Gang(self, steps=steps, extra=extra)
+        gang = Gang(self, extra=extra)
         wait_for("the four ranks to train 50 steps", lambda: all("step=50" in gang.out(r) for r in range(4)))
         keep = gang.shrink(lost)
         finals = {}
         for new, old in enumerate(keep):
-            p = gang.procs[old]
-            self.assertEqual(p.wait(timeout=120), 0, gang.out(old))
-            out = gang.out(old)
-            m = FINAL.search(out)
-            self.assertIsNotNone(m, out)
-            self.assertEqual((int(m[1]), int(m[2]), int(m[3]), int(m[4])), (p.pid, new, 3, steps), out)
-            went = WENT.search(out)
-            self.assertIsNotNone(went, out)
-            self.assertEqual((int(went[2]), int(went[3]), int(went[4]), int(went[5])), (new, 3, old, 4), out)
-            finals[old] = m[5]
+            out, finals[old] = gang.ended(self, old, new, 3)
+            said(self, out, WENT, (new, 3, old, 4))
         self.assertEqual(len(set(finals.values())), 1, f"the survivors' models differ: {finals}")
 
     def test_survivors_go_on_without_rank_1(self):
@@ -162,27 +170,18 @@ class ReformTest(unittest.TestCase):
         self.go_on_without(2, extra=("--ddp",))
 
     def go_on_with_replacement(self, lost, extra=()):
-        steps = 150
-        gang = Gang(self, steps=steps, extra=extra)
+        gang = Gang(self, extra=extra)
         wait_for("the four ranks to train 50 steps", lambda: all("step=50" in gang.out(r) for r in range(4)))
         new = gang.replace(lost)
         finals = {}
         for i in [r for r in range(4) if r != lost] + [new]:
-            p, rank = gang.procs[i], i if i != new else lost
-            self.assertEqual(p.wait(timeout=120), 0, gang.out(i))
-            out = gang.out(i)
-            m = FINAL.search(out)
-            self.assertIsNotNone(m, out)
-            self.assertEqual((int(m[1]), int(m[2]), int(m[3]), int(m[4])), (p.pid, rank, 4, steps), out)
-            finals[i] = m[5]
+            out, finals[i] = gang.ended(self, i, i if i != new else lost, 4)
             if i == new:
                 went = REPLACED.search(out)
                 self.assertIsNotNone(went, out)
                 self.assertGreaterEqual(int(went[4]), 50, f"the replacement did not start from a survivor's step:\n{out}")
             else:
-                went = WENT.search(out)
-                self.assertIsNotNone(went, out)
-                self.assertEqual((int(went[2]), int(went[3]), int(went[4]), int(went[5])), (i, 4, i, 4), out)
+                said(self, out, WENT, (i, 4, i, 4))
         self.assertEqual(len(set(finals.values())), 1, f"the ranks' models differ: {finals}")
 
     def test_survivors_go_on_with_rank_1_replaced(self):
@@ -198,27 +197,18 @@ class ReformTest(unittest.TestCase):
 class GrowTest(unittest.TestCase):
     def test_a_world_of_3_grows_to_4(self):
         """Under growInPlace: the three keep their processes and ranks, the newcomer joins as rank 3 and catches up."""
-        steps = 150
-        gang = Gang(self, n=3, steps=steps, extra=("--grow", "--ddp"))
+        gang = Gang(self, n=3, extra=("--grow", "--ddp"))
         wait_for("the three ranks to train 50 steps", lambda: all("step=50" in gang.out(r) for r in range(3)))
         new = gang.grow()
         finals = {}
         for i in range(4):
-            p = gang.procs[i]
-            self.assertEqual(p.wait(timeout=120), 0, gang.out(i))
-            out = gang.out(i)
-            m = FINAL.search(out)
-            self.assertIsNotNone(m, out)
-            self.assertEqual((int(m[1]), int(m[2]), int(m[3]), int(m[4])), (p.pid, i, 4, steps), out)
-            finals[i] = m[5]
+            out, finals[i] = gang.ended(self, i, i, 4)
             if i == new:
                 joined = REPLACED.search(out)
                 self.assertIsNotNone(joined, out)
                 self.assertGreaterEqual(int(joined[4]), 50, f"the newcomer did not start from the others' step:\n{out}")
             else:
-                grew = GREW.search(out)
-                self.assertIsNotNone(grew, out)
-                self.assertEqual((int(grew[2]), int(grew[3]), int(grew[4]), int(grew[5])), (i, 4, i, 3), out)
+                said(self, out, GREW, (i, 4, i, 3))
         self.assertEqual(len(set(finals.values())), 1, f"the ranks' models differ: {finals}")
 
     def test_a_rank_whose_membership_lags_waits_for_it(self):
