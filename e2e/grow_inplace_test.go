@@ -39,19 +39,36 @@ func TestElasticGrowsBackInPlace(t *testing.T) {
 	}))
 	got, _ := goOnWithout(t, cmd, out, ranks[1])
 
-	if !strings.Contains(got, "joins the 3 running ranks in place") || !strings.Contains(got, "the running ranks grow to 4 in place") {
-		t.Errorf("the console did not say the job grew in place:\n%s", got)
-	}
 	// Every process that joined a world: the 4 first ones and 1 newcomer.
 	if n := strings.Count(got, "shrinkcheck joined"); n != 5 {
 		t.Errorf("%d processes joined, want the 4 first ones and one newcomer:\n%s", n, got)
 	}
-	newcomer := shrinkNewcomer.FindAllStringSubmatch(got, -1)
+	checkGrewBack(t, got, ranks, grewBack{newcomer: shrinkNewcomer, grew: shrinkGrew, final: shrinkFinal}, steps)
+}
+
+// grewBack is how a training program says it grew back in place: its
+// newcomer's line (pid, rank, world, step), the grown ranks' (pid, rank,
+// world, was rank/world), and every process's final one (pid, rank,
+// world, steps, and with torchshrink the model's hash).
+type grewBack struct{ newcomer, grew, final *regexp.Regexp }
+
+// checkGrewBack checks the output of a job of 4 whose rank 1 (ranks are
+// the first processes) was killed and that grew back to 4 in place: the
+// console said so, one newcomer joined as rank 3 with the others' step,
+// the three that went on grew keeping their ranks, and the survivors'
+// first processes and the newcomer ended as ranks 0 to 3 of 4 after steps.
+// It returns the final lines.
+func checkGrewBack(t *testing.T, got string, ranks map[int]int, say grewBack, steps int) [][]string {
+	t.Helper()
+	if !strings.Contains(got, "joins the 3 running ranks in place") || !strings.Contains(got, "the running ranks grow to 4 in place") {
+		t.Errorf("the console did not say the job grew in place:\n%s", got)
+	}
+	newcomer := say.newcomer.FindAllStringSubmatch(got, -1)
 	if len(newcomer) != 1 || newcomer[0][2] != "3" || newcomer[0][3] != "4" || newcomer[0][4] == "0" {
 		t.Fatalf("newcomer lines %q, want one as rank 3 of 4 that took the others' step:\n%s", newcomer, got)
 	}
 	t.Logf("the newcomer (pid %s) joined as rank 3 of 4 and took the others' step %s", newcomer[0][1], newcomer[0][4])
-	grew := shrinkGrew.FindAllStringSubmatch(got, -1)
+	grew := say.grew.FindAllStringSubmatch(got, -1)
 	if len(grew) != 3 {
 		t.Fatalf("%d ranks said they grew, want the 3 that went on:\n%s", len(grew), got)
 	}
@@ -63,7 +80,7 @@ func TestElasticGrowsBackInPlace(t *testing.T) {
 	// The survivors keep their processes; old ranks 0, 2 and 3 are ranks
 	// 0, 1 and 2, and the newcomer rank 3.
 	want := map[string]string{strconv.Itoa(ranks[0]): "0", strconv.Itoa(ranks[2]): "1", strconv.Itoa(ranks[3]): "2", newcomer[0][1]: "3"}
-	finals := shrinkFinal.FindAllStringSubmatch(got, -1)
+	finals := say.final.FindAllStringSubmatch(got, -1)
 	if len(finals) != 4 {
 		t.Fatalf("%d final lines, want 4:\n%s", len(finals), got)
 	}
@@ -78,4 +95,5 @@ func TestElasticGrowsBackInPlace(t *testing.T) {
 	if slices.Contains(pids, strconv.Itoa(ranks[1])) {
 		t.Errorf("the killed process %d ended", ranks[1])
 	}
+	return finals
 }

@@ -10,7 +10,10 @@ furthest survivor's model; the process keeps running. When the job
 replaces the lost rank alone instead (spindle.failure.replaceWorkers),
 reform re-forms the group with the replacement, which joins it in
 init_process_group and gets a survivor's model from catch_up before it
-trains. Every step also
+trains. With --grow every rank calls spindle.torch.grow at each step
+boundary, so that newcomers join in place (spindle.failure.growInPlace):
+the ranks that grew print "grew", a newcomer prints "replaced" (it joins
+and catches up as a replacement does). Every step also
 all_reduces a one from every rank and checks the sum is the world size,
 so a rank left in the old world fails. It prints::
 
@@ -18,6 +21,7 @@ so a rank left in the old world fails. It prints::
     torchshrink at pid=123 rank=2 world=4 step=50
     torchshrink went on pid=123 rank=1 world=3 was=2/4 step=41 at_ms=1764412345678
     torchshrink replaced pid=124 rank=1 world=4 step=41 at_ms=1764412345678
+    torchshrink grew pid=123 rank=1 world=4 was=1/3 step=97 at_ms=1764412345678
     torchshrink final pid=123 rank=1 world=3 steps=200 params_sha256=...
 
 ("at" every 50 steps; "replaced" from a lost rank's replacement; at_ms:
@@ -75,6 +79,7 @@ def main():
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--pause", type=float, default=0.02, help="the work of one step, seconds")
     ap.add_argument("--ddp", action="store_true", help="average gradients with a DistributedDataParallel module")
+    ap.add_argument("--grow", action="store_true", help="grow in place at every step boundary (spindle.torch.grow)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -86,11 +91,20 @@ def main():
     if spindle.replacement():
         step = st.catch_up(step, net, opt)  # before DDP, as the survivors do after reform
         was = "replaced"
+    # A newcomer's catch_up answered the others' grow at this step
+    # boundary: its first step does not call grow.
+    fresh = was is not None
     model = DDP(net) if args.ddp else net
     print(f"torchshrink joined pid={pid} rank={dist.get_rank()} world={dist.get_world_size()}", flush=True)
     while step < args.steps:
         time.sleep(args.pause)  # the step's work: not synchronisation
         try:
+            if args.grow and not fresh:
+                before = f"{dist.get_rank()}/{dist.get_world_size()}"
+                step, grew = st.grow(step, net, opt)
+                if grew:
+                    was, model = f"grew:{before}", DDP(net) if args.ddp else net
+            fresh = False
             train_step(net, model, opt, step, args.ddp)
         except RuntimeError as e:
             was = f"{dist.get_rank()}/{dist.get_world_size()}"
@@ -105,6 +119,9 @@ def main():
                   flush=True)
         if was == "replaced":
             print(f"torchshrink replaced pid={pid} rank={dist.get_rank()} world={dist.get_world_size()} "
+                  f"step={step} at_ms={int(time.time() * 1000)}", flush=True)
+        elif was is not None and was.startswith("grew:"):
+            print(f"torchshrink grew pid={pid} rank={dist.get_rank()} world={dist.get_world_size()} was={was[5:]} "
                   f"step={step} at_ms={int(time.time() * 1000)}", flush=True)
         elif was is not None:
             print(f"torchshrink went on pid={pid} rank={dist.get_rank()} world={dist.get_world_size()} was={was} "

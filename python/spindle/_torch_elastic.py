@@ -32,6 +32,11 @@ it trains, which hands it a survivor's state::
     if spindle.replacement():
         step = st.catch_up(step, model, opt)
 
+Under ``spindle.failure.growInPlace`` the job also takes newcomers while
+its ranks train: every rank calls :func:`grow` at the same step
+boundaries, which forms the bigger group with them and hands them the
+state; a newcomer joins as a replacement does.
+
 The new group meets at its rank 0's rendezvous port under a prefix that
 names the membership's version, so a process of an older world never
 joins it.
@@ -171,7 +176,7 @@ def reform(error=None, timeout=None):
     peers, version = m.get("peers", []), m.get("version")
     if len(peers) > w.world or (len(peers) == w.world and m.get("left")):
         _fail(error, f"membership version {version} has {len(peers)} ranks where the group had {w.world}: "
-                     "a PyTorch group does not grow in place")
+                     "a group grows only at a step boundary (spindle.torch.grow)")
     if w.me not in peers:
         _fail(error, f"membership version {version} goes on without this process ({w.me})")
     services = m.get("services") or []
@@ -258,3 +263,57 @@ def catch_up(step, model=None, optimizer=None):
         dist.broadcast_object_list(box, src)
         optimizer.load_state_dict(box[0])
     return counts[src]
+
+
+def grow(step, model=None, optimizer=None, timeout=None):
+    """Grow the process group with the newcomers the job took in place, at a step boundary; return ``(step, grew)``.
+
+    Under ``spindle.failure.growInPlace`` an elastic job running below its
+    size takes newcomers while its ranks train: the driver appends each one's
+    rank after theirs and the executors write a bigger membership. Every rank
+    calls grow at the same step boundaries (every step, or every few), with
+    step the steps it completed. The ranks agree through one small
+    all_reduce on the current group whether any of them was handed a bigger
+    membership; a rank whose membership file lags waits for it, up to
+    timeout seconds (SPINDLE_COLLECTIVE_TIMEOUT by default). When one came,
+    every rank destroys the group and forms the bigger one with the
+    newcomers, keeping its rank, then :func:`catch_up` hands the newcomers
+    (started with SPINDLE_REPLACEMENT set, which join in
+    :func:`spindle.torch.init_process_group` and call :func:`catch_up`
+    there) the furthest rank's model and optimizer state; grow returns
+    that rank's step and True. Otherwise it returns step and False, at the
+    cost of that all_reduce.
+
+    A failure of the all_reduce is a failed collective like any other
+    (:func:`reform`). Rebuild a DistributedDataParallel module when grow
+    returns True: the old one holds the old group.
+    """
+    w = _world
+    if w is None or not dist.is_initialized():
+        return step, False  # no membership: the world never grows
+    m = _env.membership()
+    seen = 0
+    if m is not None and len(m.get("peers") or []) > w.world and m.get("version", 0) > w.version:
+        seen = int(m["version"])
+    agreed = torch.tensor([seen], dtype=torch.int64)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
+    target = int(agreed.item())
+    if target == 0:
+        return step, False
+    # Another rank's executor heard of the newcomers first: this rank's
+    # writes the same membership within a heartbeat.
+    wait = _env.collective_timeout() if timeout is None else float(timeout)
+    m = _env.wait_membership(target - 1, timeout=wait)
+    if m is None:
+        raise SpindleError(f"spindle.torch.grow: rank {w.rank} of {w.world}: membership version {target} did not come "
+                           f"within {wait:g}s ({C.MEMBERSHIP})")
+    peers, services, version = m.get("peers") or [], m.get("services") or [], m.get("version")
+    if len(peers) <= w.world or w.rank >= len(peers) or peers[w.rank] != w.me:
+        raise SpindleError(f"spindle.torch.grow: membership version {version} does not keep rank {w.rank} ({w.me}) "
+                           f"of {w.world} in a bigger world: {peers}")
+    if len(services) != len(peers):
+        raise SpindleError(f"spindle.torch.grow: {C.MEMBERSHIP} version {version} lists no rendezvous address per rank "
+                           "(services): the executor is older than this package")
+    _leave(w.timeout)
+    _meet(w, services[0], w.rank, len(peers), version)
+    return catch_up(step, model, optimizer), True

@@ -19,7 +19,9 @@ A plain DistributedDataParallel script needs about five changed lines::
 Under ``spindle.failure.shrinkInPlace`` or ``spindle.failure.replaceWorkers``,
 :func:`reform` and :func:`catch_up` keep the processes running when a rank
 is lost: the survivors re-form their gloo group, without it or with its
-replacement, and go on (see :mod:`spindle._torch_elastic`).
+replacement, and go on; under ``spindle.failure.growInPlace``,
+:func:`grow` takes newcomers in at a step boundary (see
+:mod:`spindle._torch_elastic`).
 
 torch is imported when this module is, never by ``import spindle``.
 """
@@ -40,10 +42,10 @@ from . import _env
 from . import _torch_elastic as _elastic
 from . import checkpoint as _checkpoint
 from ._errors import EnvError, SpindleError
-from ._torch_elastic import catch_up, peer_lost, reform
+from ._torch_elastic import catch_up, grow, peer_lost, reform
 
-__all__ = ["FeedDataset", "barrier", "catch_up", "finish", "init_process_group", "is_chief", "load_checkpoint", "peer_lost",
-           "reform", "save_checkpoint"]
+__all__ = ["FeedDataset", "barrier", "catch_up", "finish", "grow", "init_process_group", "is_chief", "load_checkpoint",
+           "peer_lost", "reform", "save_checkpoint"]
 
 
 def _env_int(name, minimum):
@@ -81,8 +83,9 @@ def init_process_group(backend="gloo", timeout=None, rendezvous_timeout=None, **
 
     A lost rank's replacement (SPINDLE_REPLACEMENT, under
     ``spindle.failure.replaceWorkers``) joins the group the survivors
-    re-form in :func:`reform` instead, and should call :func:`catch_up`
-    before it trains.
+    re-form in :func:`reform` instead, and a newcomer (under
+    ``spindle.failure.growInPlace``) the one they form in :func:`grow`;
+    either should call :func:`catch_up` before it trains.
     """
     if dist.is_initialized():
         return

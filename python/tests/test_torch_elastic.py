@@ -5,7 +5,8 @@ The test plays the executors' part: it starts four training processes
 executor gives them, SIGKILLs one, and writes the smaller membership the
 driver would send, as the executors do; or, as under
 spindle.failure.replaceWorkers, a membership of the same size naming a
-replacement, which it starts.
+replacement, which it starts; or, as under spindle.failure.growInPlace,
+a bigger membership naming a newcomer, which it starts.
 """
 
 import json
@@ -34,6 +35,7 @@ TRAINER = os.path.join(support.REPO_DIR, "e2e", "torchshrink", "train.py")
 FINAL = re.compile(r"torchshrink final pid=(\d+) rank=(\d+) world=(\d+) steps=(\d+) params_sha256=(\w+)")
 WENT = re.compile(r"torchshrink went on pid=(\d+) rank=(\d+) world=(\d+) was=(\d+)/(\d+)")
 REPLACED = re.compile(r"torchshrink replaced pid=(\d+) rank=(\d+) world=(\d+) step=(\d+)")
+GREW = re.compile(r"torchshrink grew pid=(\d+) rank=(\d+) world=(\d+) was=(\d+)/(\d+)")
 
 
 def write_membership(path, version, peers, services, left=None, joined=0):
@@ -48,6 +50,13 @@ def write_membership(path, version, peers, services, left=None, joined=0):
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(m, f)
     os.replace(tmp, path)
+
+
+def said(test, out, line, want):
+    """Check that out has line's (WENT's or GREW's) with rank, world, was rank and was world as in want."""
+    m = line.search(out)
+    test.assertIsNotNone(m, out)
+    test.assertEqual(tuple(int(g) for g in m.groups()[1:5]), want, out)
 
 
 def wait_for(what, cond, within=120):
@@ -91,6 +100,16 @@ class Gang:
         with open(self.logs[r].name, encoding="utf-8") as f:
             return f.read()
 
+    def ended(self, test, i, rank, world):
+        """Wait for procs[i], check it exited 0 as rank of world after every step; its output and model's hash."""
+        p = self.procs[i]
+        test.assertEqual(p.wait(timeout=120), 0, self.out(i))
+        out = self.out(i)
+        m = FINAL.search(out)
+        test.assertIsNotNone(m, out)
+        test.assertEqual((int(m[1]), int(m[2]), int(m[3]), int(m[4])), (p.pid, rank, world, self.steps), out)
+        return out, m[5]
+
     def close(self):
         for p in self.procs:
             if p.poll() is None:
@@ -119,26 +138,25 @@ class Gang:
         write_membership(self.membership, 1, self.peers, self.services, joined=lost)
         return self.start(lost, replacement=1)
 
+    def grow(self):
+        """Publish a membership with a newcomer's rank after the others' and start it, as the driver and executors
+        do under growInPlace; the newcomer's index in procs."""
+        self.peers.append(f"127.0.0.1:{free_port()}")
+        self.services.append(f"127.0.0.1:{free_port()}")
+        write_membership(self.membership, 1, self.peers, self.services, joined=len(self.peers) - 1)
+        return self.start(len(self.peers) - 1, replacement=1)
+
 
 @unittest.skipIf(torch is None, "torch is not installed")
 class ReformTest(unittest.TestCase):
     def go_on_without(self, lost, extra=()):
-        steps = 150
-        gang = Gang(self, steps=steps, extra=extra)
+        gang = Gang(self, extra=extra)
         wait_for("the four ranks to train 50 steps", lambda: all("step=50" in gang.out(r) for r in range(4)))
         keep = gang.shrink(lost)
         finals = {}
         for new, old in enumerate(keep):
-            p = gang.procs[old]
-            self.assertEqual(p.wait(timeout=120), 0, gang.out(old))
-            out = gang.out(old)
-            m = FINAL.search(out)
-            self.assertIsNotNone(m, out)
-            self.assertEqual((int(m[1]), int(m[2]), int(m[3]), int(m[4])), (p.pid, new, 3, steps), out)
-            went = WENT.search(out)
-            self.assertIsNotNone(went, out)
-            self.assertEqual((int(went[2]), int(went[3]), int(went[4]), int(went[5])), (new, 3, old, 4), out)
-            finals[old] = m[5]
+            out, finals[old] = gang.ended(self, old, new, 3)
+            said(self, out, WENT, (new, 3, old, 4))
         self.assertEqual(len(set(finals.values())), 1, f"the survivors' models differ: {finals}")
 
     def test_survivors_go_on_without_rank_1(self):
@@ -152,27 +170,18 @@ class ReformTest(unittest.TestCase):
         self.go_on_without(2, extra=("--ddp",))
 
     def go_on_with_replacement(self, lost, extra=()):
-        steps = 150
-        gang = Gang(self, steps=steps, extra=extra)
+        gang = Gang(self, extra=extra)
         wait_for("the four ranks to train 50 steps", lambda: all("step=50" in gang.out(r) for r in range(4)))
         new = gang.replace(lost)
         finals = {}
         for i in [r for r in range(4) if r != lost] + [new]:
-            p, rank = gang.procs[i], i if i != new else lost
-            self.assertEqual(p.wait(timeout=120), 0, gang.out(i))
-            out = gang.out(i)
-            m = FINAL.search(out)
-            self.assertIsNotNone(m, out)
-            self.assertEqual((int(m[1]), int(m[2]), int(m[3]), int(m[4])), (p.pid, rank, 4, steps), out)
-            finals[i] = m[5]
+            out, finals[i] = gang.ended(self, i, i if i != new else lost, 4)
             if i == new:
                 went = REPLACED.search(out)
                 self.assertIsNotNone(went, out)
                 self.assertGreaterEqual(int(went[4]), 50, f"the replacement did not start from a survivor's step:\n{out}")
             else:
-                went = WENT.search(out)
-                self.assertIsNotNone(went, out)
-                self.assertEqual((int(went[2]), int(went[3]), int(went[4]), int(went[5])), (i, 4, i, 4), out)
+                said(self, out, WENT, (i, 4, i, 4))
         self.assertEqual(len(set(finals.values())), 1, f"the ranks' models differ: {finals}")
 
     def test_survivors_go_on_with_rank_1_replaced(self):
@@ -182,6 +191,79 @@ class ReformTest(unittest.TestCase):
     def test_survivors_go_on_with_rank_0_replaced(self):
         """The lost rank 0 hosted the group's store: its replacement hosts the next one on its new port."""
         self.go_on_with_replacement(0)
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class GrowTest(unittest.TestCase):
+    def test_a_world_of_3_grows_to_4(self):
+        """Under growInPlace: the three keep their processes and ranks, the newcomer joins as rank 3 and catches up."""
+        gang = Gang(self, n=3, extra=("--grow", "--ddp"))
+        wait_for("the three ranks to train 50 steps", lambda: all("step=50" in gang.out(r) for r in range(3)))
+        new = gang.grow()
+        finals = {}
+        for i in range(4):
+            out, finals[i] = gang.ended(self, i, i, 4)
+            if i == new:
+                joined = REPLACED.search(out)
+                self.assertIsNotNone(joined, out)
+                self.assertGreaterEqual(int(joined[4]), 50, f"the newcomer did not start from the others' step:\n{out}")
+            else:
+                said(self, out, GREW, (i, 4, i, 3))
+        self.assertEqual(len(set(finals.values())), 1, f"the ranks' models differ: {finals}")
+
+    def test_a_rank_whose_membership_lags_waits_for_it(self):
+        """Rank 0's executor hears of the newcomer first: rank 1 waits for its own file, then all three grow."""
+        # The real wait_membership, announced, so the test writes rank 1's file only once rank 1 waits for it.
+        code = ("import spindle, torch, spindle.torch as st, spindle._env as env\n"
+                "wait = env.wait_membership\n"
+                "def announced(after, timeout=None):\n"
+                "    print('waiting for version', after + 1, flush=True)\n"
+                "    return wait(after, timeout=timeout)\n"
+                "env.wait_membership = announced\n"
+                "st.init_process_group()\n"
+                "rank = torch.distributed.get_rank()\n"
+                "print('formed', rank, flush=True)\n"
+                "net = torch.nn.Linear(2, 1)\n"
+                "torch.nn.init.constant_(net.weight, 1.0 + rank)\n"
+                "step, grew = (st.catch_up(0, net), True) if spindle.replacement() else (7, False)\n"
+                "while not grew:\n"
+                "    step, grew = st.grow(step, net)\n"
+                "print('grew', rank, torch.distributed.get_world_size(), step, net.weight.flatten().tolist(), flush=True)\n"
+                "st.finish(exit_status=0)\n")
+        d = support.short_tempdir(self)
+        peers = [f"127.0.0.1:{free_port()}" for _ in range(3)]
+        services = [f"127.0.0.1:{free_port()}" for _ in range(3)]
+        files = [os.path.join(d, f"membership{r}.json") for r in range(3)]
+        for f in files[:2]:
+            write_membership(f, 0, peers[:2], services[:2])
+        procs = []
+
+        def start(r, world, replacement=0):
+            log = open(os.path.join(d, f"rank{r}.log"), "w+", encoding="utf-8")
+            self.addCleanup(log.close)
+            env = dict(os.environ, PYTHONPATH=support.PYTHON_DIR, MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=services[0].rpartition(":")[2], RANK=str(r), WORLD_SIZE=str(world),
+                       SPINDLE_MEMBERSHIP=files[r], SPINDLE_COLLECTIVE_TIMEOUT="60", SPINDLE_REPLACEMENT=str(replacement))
+            p = subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT, env=env)
+            self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
+            procs.append((p, log.name))
+
+        def out(r):
+            with open(procs[r][1], encoding="utf-8") as f:
+                return f.read()
+
+        start(0, 2)
+        start(1, 2)
+        wait_for("the two ranks to form their group", lambda: all("formed" in out(r) for r in range(2)))
+        for f in (files[0], files[2]):
+            write_membership(f, 1, peers, services, joined=2)
+        start(2, 3, replacement=1)
+        wait_for("rank 1 to wait for the bigger membership", lambda: "waiting for version 1" in out(1))
+        self.assertNotIn("grew", out(1))
+        write_membership(files[1], 1, peers, services, joined=2)
+        for r, (p, _) in enumerate(procs):
+            self.assertEqual(p.wait(timeout=120), 0, out(r))
+            self.assertIn(f"grew {r} 3 7 [1.0, 1.0]", out(r))
 
 
 @unittest.skipIf(torch is None, "torch is not installed")
