@@ -36,6 +36,9 @@ type epochGate struct {
 	dealt   map[string][]continuation
 	ended   int  // epochs before this one have ended
 	pending bool // a member was lost and its rest is not dealt yet
+	// growing keeps the open epoch from ending while a newcomer waits to
+	// join at its end (Boundary).
+	growing bool
 	changed chan struct{}
 }
 
@@ -48,6 +51,9 @@ type continuation struct {
 	segs  []feed.Segment
 	pad   int64
 	next  *driverpb.FeedPlan
+	// membership is the bigger world the member grows into before the
+	// next epoch, when a newcomer joins at this epoch's end.
+	membership *driverpb.Membership
 }
 
 // newEpochGate gates the epochs of a job of epochs epochs fed to members,
@@ -119,7 +125,7 @@ func (g *epochGate) settleLocked() {
 // end (or has gone past it), no loss waits for its deal, and nothing
 // dealt for it is unserved.
 func (g *epochGate) endsLocked(epoch int) bool {
-	if g.pending {
+	if g.pending || (g.growing && epoch+1 < g.epochs) {
 		return false
 	}
 	for id := range g.live {
@@ -199,7 +205,8 @@ func (s *controlServer) HoldEpoch(ctx context.Context, req *driverpb.HoldEpochRe
 	case err == nil && c == nil:
 		return &driverpb.HoldEpochResponse{}, nil
 	case err == nil:
-		return &driverpb.HoldEpochResponse{Rest: driverpb.SegmentsFromFeed(c.segs), RestBatches: c.pad, Next: c.next}, nil
+		return &driverpb.HoldEpochResponse{Rest: driverpb.SegmentsFromFeed(c.segs), RestBatches: c.pad, Next: c.next,
+			Membership: c.membership}, nil
 	case errors.Is(err, errStopped):
 		return nil, status.Error(codes.Unavailable, "driver: shutting down")
 	case ctx.Err() != nil:
