@@ -90,23 +90,28 @@ func (g *epochGate) Held(ctx context.Context, id string, epoch int) (*continuati
 		if g.ended > epoch {
 			return nil, nil
 		}
-		changed := g.changed
-		g.mu.Unlock()
-		var err error
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			err = ctx.Err()
-		case <-g.stop:
-			err = errStopped
-		}
-		g.mu.Lock()
-		if err != nil {
+		if err := g.waitLocked(ctx); err != nil {
 			if g.held[id] == epoch {
 				delete(g.held, id)
 			}
 			return nil, err
 		}
+	}
+}
+
+// waitLocked waits for the gate's next change, ctx, or its stop
+// (errStopped); g.mu is held, and released while it waits.
+func (g *epochGate) waitLocked(ctx context.Context) error {
+	changed := g.changed
+	g.mu.Unlock()
+	defer g.mu.Lock()
+	select {
+	case <-changed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-g.stop:
+		return errStopped
 	}
 }
 

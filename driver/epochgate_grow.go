@@ -30,18 +30,7 @@ func (g *epochGate) Boundary(ctx context.Context) (int, error) {
 		if g.atBoundaryLocked() {
 			return g.ended, nil
 		}
-		changed := g.changed
-		g.mu.Unlock()
-		var err error
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			err = ctx.Err()
-		case <-g.stop:
-			err = errStopped
-		}
-		g.mu.Lock()
-		if err != nil {
+		if err := g.waitLocked(ctx); err != nil {
 			g.growing = false
 			g.settleLocked()
 			return 0, err

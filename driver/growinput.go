@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -45,7 +46,7 @@ func (d *Driver) newcomerAtBoundary(g *roster, f *inPlaceFeed, task func(rank in
 		t, err := d.joinAtBoundary(ctx, g, f, m, task)
 		if err != nil {
 			f.gate.Thaw()
-			g.abandonNewcomer(m)
+			g.abandonNewcomer(m, errors.Is(err, errNoEpochToGrow))
 			d.logger.Warn("the newcomer cannot join at an epoch's end; the running ranks go on without it", "executor", m.id, "err", err)
 			return nil, err
 		}
@@ -132,11 +133,15 @@ func (g *roster) grewAtBoundary(m *member, running []string) (*driverpb.Membersh
 }
 
 // abandonNewcomer gives up on registered newcomer m, which will not join:
-// the running ranks never heard of it.
-func (g *roster) abandonNewcomer(m *member) {
+// the running ranks never heard of it. last says the job is in its last
+// epoch: no other newcomer is started for nothing.
+func (g *roster) abandonNewcomer(m *member, last bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.abandonWaitingLocked(m)
+	if last {
+		g.growWorkers = false
+	}
 }
 
 // abandonWaitingLocked abandons m if it is a newcomer waiting for an

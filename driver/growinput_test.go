@@ -5,6 +5,17 @@ import (
 	"testing"
 )
 
+// waitingNewcomer is growingRoster's gang in a job with input, with a
+// newcomer, exec-n1 on host h9, registered and waiting for an epoch's end.
+func waitingNewcomer(t *testing.T, grows *[]string) (*roster, *member) {
+	t.Helper()
+	g := growingRoster(t, grows)
+	g.growAtEpochs = true
+	m := g.addNewcomer("exec-n1")
+	register(t, g, "exec-n1", "h9")
+	return g, m
+}
+
 // TestNewcomerWithInputJoinsAtAnEpochsEnd: in a job with input, a
 // newcomer that registers is not yet a rank: the running ranks' membership
 // stays as it was until the driver takes it at an epoch's end
@@ -13,10 +24,7 @@ import (
 // running feeds were mid-epoch on the old plan.
 func TestNewcomerWithInputJoinsAtAnEpochsEnd(t *testing.T) {
 	var grows []string
-	g := growingRoster(t, &grows)
-	g.growAtEpochs = true
-	m := g.addNewcomer("exec-n1")
-	register(t, g, "exec-n1", "h9")
+	g, m := waitingNewcomer(t, &grows)
 	if !closed(m.signedIn) || closed(m.joined) || len(grows) != 0 || g.currentMembership().GetVersion() != 1 {
 		t.Fatalf("a registered newcomer of a job with input joined at once (signed in %v, joined %v, grows %q, membership %v)",
 			closed(m.signedIn), closed(m.joined), grows, g.currentMembership())
@@ -38,10 +46,7 @@ func TestNewcomerWithInputJoinsAtAnEpochsEnd(t *testing.T) {
 // the membership as it was, and the gang may take another.
 func TestNewcomerLostWhileWaitingIsAbandoned(t *testing.T) {
 	var grows []string
-	g := growingRoster(t, &grows)
-	g.growAtEpochs = true
-	m := g.addNewcomer("exec-n1")
-	register(t, g, "exec-n1", "h9")
+	g, m := waitingNewcomer(t, &grows)
 	g.executorGone(Event{ExecutorID: "exec-n1", Kind: ExecutorLost})
 	if !closed(m.abandoned) || closed(g.failed) || g.currentMembership().GetVersion() != 1 ||
 		!slices.Equal(g.ranks(), []string{"exec-0", "exec-2", "exec-3"}) {
@@ -53,5 +58,16 @@ func TestNewcomerLostWhileWaitingIsAbandoned(t *testing.T) {
 	}
 	if g.addNewcomer("exec-n2") == nil {
 		t.Fatal("the gang took no newcomer after abandoning one")
+	}
+}
+
+// TestNoNewcomerInTheLastEpoch: a newcomer abandoned because the job is
+// in its last epoch is the last started: none could be fed.
+func TestNoNewcomerInTheLastEpoch(t *testing.T) {
+	var grows []string
+	g, m := waitingNewcomer(t, &grows)
+	g.abandonNewcomer(m, true)
+	if !closed(m.abandoned) || g.addNewcomer("exec-n2") != nil {
+		t.Fatal("the gang took another newcomer in its last epoch")
 	}
 }

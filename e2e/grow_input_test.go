@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spindle-ml/spindle/internal/rowsum"
 )
@@ -39,20 +38,7 @@ func TestElasticGrowsBackInPlaceWithInput(t *testing.T) {
 		"--conf", "spindle.feed.evenBatches=pad", "--conf", "spindle.feed.sharedMemory=false",
 		"--", rowshrinkBin, "--epochs", strconv.Itoa(epochs), "--crash-rank", "1", "--crash-epoch", "1",
 		"--crash-batch", strconv.Itoa(crash), "--pause", "2ms", "--grow")
-	cmd, out := startSubmit(t, args)
-	ranks := trainingPIDs(t, cmd, "rowshrink", 4, 90*time.Second)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("the job did not end within 3 minutes:\n%s", out.String())
-	}
-	got := out.String()
-	if err != nil {
-		t.Fatalf("the job failed: %v\n%s", err, got)
-	}
+	ranks, got := runRowshrink(t, args)
 	checkNotRestarted(t, got)
 	if n := len(rowshrinkStarted.FindAllStringSubmatch(got, -1)); n != 5 {
 		t.Errorf("%d start lines, want the 4 first processes and one newcomer:\n%s", n, got)
