@@ -129,6 +129,7 @@ func (g *roster) grewAtBoundary(m *member, running []string) (*driverpb.Membersh
 		return nil, fmt.Errorf("the running ranks changed while it waited to join")
 	}
 	g.grewLocked(m)
+	g.replanned = true
 	return g.membership, nil
 }
 

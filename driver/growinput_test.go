@@ -3,6 +3,8 @@ package driver
 import (
 	"slices"
 	"testing"
+
+	"github.com/spindle-ml/spindle/driver/driverpb"
 )
 
 // waitingNewcomer is growingRoster's gang in a job with input, with a
@@ -69,5 +71,30 @@ func TestNoNewcomerInTheLastEpoch(t *testing.T) {
 	g.abandonNewcomer(m, true)
 	if !closed(m.abandoned) || g.addNewcomer("exec-n2") != nil {
 		t.Fatal("the gang took another newcomer in its last epoch")
+	}
+}
+
+// TestLossAfterGrowingWithInputRestartsTheGang: once a newcomer joined at
+// an epoch's end, the feeds follow the bigger world's plan, from which
+// the driver cannot deal a lost rank's rest (it deals from the
+// generation's): a later loss fails the generation, which restarts
+// smaller at its checkpoint, rather than going on with rows lost or fed
+// twice.
+func TestLossAfterGrowingWithInputRestartsTheGang(t *testing.T) {
+	var grows []string
+	g, m := waitingNewcomer(t, &grows)
+	g.mu.Lock()
+	// As if it had started small, with restarts left.
+	g.shrinkOnce, g.shrinks, g.growing = true, 0, nil
+	g.budget = func(*lossError) (string, []string, bool) { return "", nil, true }
+	g.mu.Unlock()
+	if _, err := g.grewAtBoundary(m, g.ranks()); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.exit(&driverpb.ExitReport{ExecutorId: "exec-2", Signal: "SIGKILL"}); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(g.failed) {
+		t.Fatalf("a rank lost after the gang grew at an epoch's end was gone on without in place (ranks %v)", g.ranks())
 	}
 }

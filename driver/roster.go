@@ -170,8 +170,13 @@ type roster struct {
 	// with input: its feeds are dealt one lost rank's rest), and
 	// onLeftBehind hears of it with the lost worker's id, old rank and
 	// loss, the new membership's version and the survivors' ids.
-	shrinkOnce   bool
-	shrinks      int
+	shrinkOnce bool
+	shrinks    int
+	// replanned marks a generation whose feeds follow a plan of their
+	// own since a newcomer joined at an epoch's end (growinput.go): a lost
+	// rank's rest, dealt from the generation's plan, would be wrong, so
+	// it restarts the gang instead.
+	replanned    bool
 	onLeftBehind func(id string, rank int, version int64, survivors []string, loss error)
 	// growWorkers lets newcomers join the running gang in place, up to
 	// maxWorkers (growinplace.go); growing is the newcomer until it
