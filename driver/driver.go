@@ -356,9 +356,11 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 		return t, err
 	}
 	keeper, _ := d.cm.(CredentialKeeper)
-	driverpb.RegisterControlServer(srv, &controlServer{roster: g, tasks: func(rank int) (*driverpb.Task, error) { return taskFrom(rank, from) },
+	cs := &controlServer{roster: g, tasks: func(rank int) (*driverpb.Task, error) { return taskFrom(rank, from) },
 		replacementTask: replacementTask, newcomerTask: newcomerTask, stop: stopServer, logger: d.logger, obs: d.obs, served: served,
-		requireTLS: d.tls != nil, creds: keeper, rows: w.rows, gate: gate, inPlace: inPlace})
+		requireTLS: d.tls != nil, creds: keeper, rows: w.rows, gate: gate, inPlace: inPlace}
+	d.growAtEpochEnds(g, inPlace, cs, func(rank int) (*driverpb.Task, error) { return taskFrom(min(rank, len(w.slots)-1), from) })
+	driverpb.RegisterControlServer(srv, cs)
 
 	var eg errgroup.Group
 	eg.Go(func() error {

@@ -36,6 +36,9 @@ type epochGate struct {
 	dealt   map[string][]continuation
 	ended   int  // epochs before this one have ended
 	pending bool // a member was lost and its rest is not dealt yet
+	// growing keeps the open epoch from ending while a newcomer waits to
+	// join at its end (Boundary).
+	growing bool
 	changed chan struct{}
 }
 
@@ -48,6 +51,9 @@ type continuation struct {
 	segs  []feed.Segment
 	pad   int64
 	next  *driverpb.FeedPlan
+	// membership is the bigger world the member grows into before the
+	// next epoch, when a newcomer joins at this epoch's end.
+	membership *driverpb.Membership
 }
 
 // newEpochGate gates the epochs of a job of epochs epochs fed to members,
@@ -84,23 +90,28 @@ func (g *epochGate) Held(ctx context.Context, id string, epoch int) (*continuati
 		if g.ended > epoch {
 			return nil, nil
 		}
-		changed := g.changed
-		g.mu.Unlock()
-		var err error
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			err = ctx.Err()
-		case <-g.stop:
-			err = errStopped
-		}
-		g.mu.Lock()
-		if err != nil {
+		if err := g.waitLocked(ctx); err != nil {
 			if g.held[id] == epoch {
 				delete(g.held, id)
 			}
 			return nil, err
 		}
+	}
+}
+
+// waitLocked waits for the gate's next change, ctx, or its stop
+// (errStopped); g.mu is held, and released while it waits.
+func (g *epochGate) waitLocked(ctx context.Context) error {
+	changed := g.changed
+	g.mu.Unlock()
+	defer g.mu.Lock()
+	select {
+	case <-changed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-g.stop:
+		return errStopped
 	}
 }
 
@@ -119,7 +130,7 @@ func (g *epochGate) settleLocked() {
 // end (or has gone past it), no loss waits for its deal, and nothing
 // dealt for it is unserved.
 func (g *epochGate) endsLocked(epoch int) bool {
-	if g.pending {
+	if g.pending || (g.growing && epoch+1 < g.epochs) {
 		return false
 	}
 	for id := range g.live {
@@ -199,7 +210,8 @@ func (s *controlServer) HoldEpoch(ctx context.Context, req *driverpb.HoldEpochRe
 	case err == nil && c == nil:
 		return &driverpb.HoldEpochResponse{}, nil
 	case err == nil:
-		return &driverpb.HoldEpochResponse{Rest: driverpb.SegmentsFromFeed(c.segs), RestBatches: c.pad, Next: c.next}, nil
+		return &driverpb.HoldEpochResponse{Rest: driverpb.SegmentsFromFeed(c.segs), RestBatches: c.pad, Next: c.next,
+			Membership: c.membership}, nil
 	case errors.Is(err, errStopped):
 		return nil, status.Error(codes.Unavailable, "driver: shutting down")
 	case ctx.Err() != nil:

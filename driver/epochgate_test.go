@@ -16,9 +16,10 @@ import (
 
 // held is one answer of the gate to a member's held epoch end.
 type held struct {
-	segs []feed.Segment
-	next *driverpb.FeedPlan
-	err  error
+	segs       []feed.Segment
+	next       *driverpb.FeedPlan
+	membership *driverpb.Membership
+	err        error
 }
 
 // askHeld asks the gate, in the background, about id's end of epoch.
@@ -28,7 +29,7 @@ func askHeld(ctx context.Context, g *epochGate, id string, epoch int) <-chan hel
 		c, err := g.Held(ctx, id, epoch)
 		h := held{err: err}
 		if c != nil {
-			h.segs, h.next = c.segs, c.next
+			h.segs, h.next, h.membership = c.segs, c.next, c.membership
 		}
 		ch <- h
 	}()

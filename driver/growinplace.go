@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/feed"
 )
 
 // Growing in place (spindle.failure.growInPlace, with shrinkInPlace): an elastic job of
@@ -23,13 +24,17 @@ import (
 // not register within the registration timeout is dropped (the others
 // never heard of it); one whose process is lost once it registered is a
 // lost worker, which the others go on without in place. Jobs with input
-// grow at a checkpoint instead (elastic.go): their feeds are planned for
-// the generation's world.
+// take a newcomer at an epoch's end (growinput.go).
 
 // growsInPlace says whether a generation of slots grows back toward
 // NumExecutors in place.
 func (c Config) growsInPlace(slots []slot) bool {
-	if c.FailurePolicy != PolicyElastic || !c.ShrinkInPlace || !c.GrowInPlace || len(c.Inputs) > 0 || c.isPush() {
+	if c.FailurePolicy != PolicyElastic || !c.ShrinkInPlace || !c.GrowInPlace || c.isPush() {
+		return false
+	}
+	// With input, newcomers join at an epoch's end (growinput.go): their
+	// feeds hold it, which pushed feeds under even batches do.
+	if len(c.Inputs) > 0 && (c.FeedMode == "direct" || c.EvenBatches == feed.EvenOff) {
 		return false
 	}
 	for _, s := range slots {
@@ -74,6 +79,9 @@ func (g *roster) addNewcomer(id string) *member {
 		return nil
 	}
 	m := &member{id: id, rank: len(g.order), role: RoleWorker, roleRank: len(g.order), newcomer: true, joined: make(chan struct{})}
+	if g.growAtEpochs {
+		m.signedIn, m.abandoned = make(chan struct{}), make(chan struct{})
+	}
 	g.members[id] = m
 	g.growing = m
 	return m
@@ -148,6 +156,7 @@ func (d *Driver) startNewcomer(ctx context.Context, g *roster, spec ExecutorSpec
 		c.Console.Eprintln(fmt.Sprintf("job %s: the cluster has room for another executor; %s joins the %d running ranks in place (growing toward %d; not a restart)",
 			c.JobID, m.id, n, c.NumExecutors))
 	}
+	gctx := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.RegistrationTimeout)
 	defer cancel()
 	err := d.cm.Request(ctx, []ExecutorSpec{spec})
@@ -155,6 +164,10 @@ func (d *Driver) startNewcomer(ctx context.Context, g *roster, spec ExecutorSpec
 		select {
 		case <-m.joined:
 			return
+		case <-m.signedIn: // nil without input
+			if err = awaitBoundary(gctx, m); err == nil {
+				return
+			}
 		case <-ctx.Done():
 			err = ctx.Err()
 			if errors.Is(err, context.DeadlineExceeded) {
@@ -163,7 +176,7 @@ func (d *Driver) startNewcomer(ctx context.Context, g *roster, spec ExecutorSpec
 		}
 	}
 	g.dropNewcomer(m)
-	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if gctx.Err() != nil {
 		return // the generation ended
 	}
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.StopGrace+5*time.Second)

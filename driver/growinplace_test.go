@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/feed"
 )
 
 // growingRoster is shrinkingRoster's gang of 4 that also grows back to 4
@@ -99,18 +100,29 @@ func TestNewcomerThatDoesNotRegisterIsDropped(t *testing.T) {
 	}
 }
 
-// TestGrowsInPlaceOnlyWithoutInput: growth in place needs the shrink's
-// conditions and no input (a job with input grows at a checkpoint).
-func TestGrowsInPlaceOnlyWithoutInput(t *testing.T) {
+// TestGrowsInPlaceWithInputOnlyWhereEpochsAreHeld: growth in place needs
+// the shrink's conditions; with input, a pushed feed under even batches,
+// whose epochs' ends the newcomers join at (growinput.go).
+func TestGrowsInPlaceWithInputOnlyWhereEpochsAreHeld(t *testing.T) {
 	slots := workerSlots([]string{"a", "b", "c"})
 	c := Config{FailurePolicy: PolicyElastic, ShrinkInPlace: true, GrowInPlace: true, MinExecutors: 2, NumExecutors: 4}
 	if !c.growsInPlace(slots) {
 		t.Error("a job without input does not grow in place")
 	}
 	withInput := c
-	withInput.Inputs = []string{"data/"}
-	if withInput.growsInPlace(slots) {
-		t.Error("a job with input grows in place")
+	withInput.Inputs, withInput.FeedMode, withInput.EvenBatches = []string{"data/"}, "tensor", feed.EvenPad
+	if !withInput.growsInPlace(slots) {
+		t.Error("a job with a pushed feed under even batches does not grow in place")
+	}
+	direct := withInput
+	direct.FeedMode = "direct"
+	if direct.growsInPlace(slots) {
+		t.Error("a job whose processes read their own splits grows in place")
+	}
+	uneven := withInput
+	uneven.EvenBatches = feed.EvenOff
+	if uneven.growsInPlace(slots) {
+		t.Error("a job with uneven batches grows in place")
 	}
 	off := c
 	off.GrowInPlace = false

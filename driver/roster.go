@@ -62,8 +62,12 @@ type member struct {
 	left bool
 	// newcomer marks a worker started to grow a running elastic gang in
 	// place (growinplace.go): it takes the next rank when it registers,
-	// and joined is closed then.
-	newcomer bool
+	// and joined is closed then. In a job with input it takes it at the
+	// next epoch's end instead (growinput.go): signedIn is closed when it
+	// registers, and abandoned when it will not join.
+	newcomer  bool
+	signedIn  chan struct{}
+	abandoned chan struct{}
 	// excludedAfter are the hosts the replacement keeps off.
 	excludedAfter []string
 	// credGen is the generation of the Hadoop credentials the executor
@@ -166,16 +170,24 @@ type roster struct {
 	// with input: its feeds are dealt one lost rank's rest), and
 	// onLeftBehind hears of it with the lost worker's id, old rank and
 	// loss, the new membership's version and the survivors' ids.
-	shrinkOnce   bool
-	shrinks      int
+	shrinkOnce bool
+	shrinks    int
+	// replanned marks a generation whose feeds follow a plan of their
+	// own since a newcomer joined at an epoch's end (growinput.go): a lost
+	// rank's rest, dealt from the generation's plan, would be wrong, so
+	// it restarts the gang instead.
+	replanned    bool
 	onLeftBehind func(id string, rank int, version int64, survivors []string, loss error)
 	// growWorkers lets newcomers join the running gang in place, up to
 	// maxWorkers (growinplace.go); growing is the newcomer until it
 	// registered and settle passed, and onGrow hears of each that joined.
 	growWorkers bool
-	maxWorkers  int
-	growing     *member
-	onGrow      func(who string, world int)
+	// growAtEpochs makes newcomers join at an epoch's end, where the
+	// feeds of a job with input change plans (growinput.go).
+	growAtEpochs bool
+	maxWorkers   int
+	growing      *member
+	onGrow       func(who string, world int)
 	// onExitedWell hears of each worker whose process exited 0.
 	onExitedWell func(id string)
 	// causeGrace is how long a SIGTERMed process's failure waits for the
@@ -302,6 +314,10 @@ func (g *roster) register(req *driverpb.RegisterRequest) (*member, error) {
 		return m, nil // a retried call
 	}
 	m.registered = true
+	if m.newcomer && m.signedIn != nil {
+		close(m.signedIn) // it joins at the next epoch's end (growinput.go)
+		return m, nil
+	}
 	if m.newcomer {
 		g.grewLocked(m)
 		return m, nil
@@ -585,7 +601,7 @@ func (g *roster) executorGone(ev Event) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m, ok := g.members[ev.ExecutorID]
-	if !ok || m.left || (m.exited && ev.Kind == ExecutorExited && m.awaitingCause == "") {
+	if !ok || m.left || (m.exited && ev.Kind == ExecutorExited && m.awaitingCause == "") || g.abandonWaitingLocked(m) {
 		return
 	}
 	if cause := m.awaitingCause; cause != "" {

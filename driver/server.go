@@ -30,8 +30,11 @@ type controlServer struct {
 	// newcomerTask builds the task of a newcomer that grows the running
 	// gang in place.
 	newcomerTask func(rank int) (*driverpb.Task, error)
-	stop         <-chan struct{} // closed when the driver shuts down
-	logger       *slog.Logger
+	// boundaryNewcomer, when set, builds a newcomer's task in a job with
+	// input: it waits for the epoch's end the newcomer joins at.
+	boundaryNewcomer func(ctx context.Context, m *member) (*driverpb.Task, error)
+	stop             <-chan struct{} // closed when the driver shuts down
+	logger           *slog.Logger
 	// rdmaLogged holds the executors whose RDMA report was logged.
 	rdmaLogged sync.Map
 	// obs takes the news heartbeats and exit reports carry; may be nil.
@@ -107,6 +110,9 @@ func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequ
 func (s *controlServer) taskOf(ctx context.Context, m *member) (*driverpb.Task, error) {
 	if m.replaces != "" && m.role == RoleWorker && s.replacementTask != nil {
 		return s.replacementTask(ctx, m.rank)
+	}
+	if m.newcomer && m.signedIn != nil && s.boundaryNewcomer != nil {
+		return s.boundaryNewcomer(ctx, m)
 	}
 	if m.newcomer && s.newcomerTask != nil {
 		return s.newcomerTask(m.rank)

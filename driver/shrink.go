@@ -56,7 +56,7 @@ func (c Config) shrinksInPlace(slots []slot) (bool, string) {
 // loss has not settled (the survivors are not healthy), or the job has no
 // restarts left.
 func (g *roster) shrinkLocked(m *member, msg string, blameless bool) bool {
-	if !g.shrinkWorkers || m.left || g.shrinking != nil || len(g.order)-1 < g.minWorkers || (g.shrinkOnce && g.shrinks > 0) {
+	if !g.shrinkWorkers || m.left || g.shrinking != nil || len(g.order)-1 < g.minWorkers || (g.shrinkOnce && (g.shrinks > 0 || g.replanned)) {
 		return false
 	}
 	note, _, ok := g.chargeLossLocked(m, msg, blameless)

@@ -91,20 +91,7 @@ func shrinkInPlaceWithInput(t *testing.T, j shrinkInput) {
 	if j.readAhead {
 		args = append(args, "--crash-read-ahead")
 	}
-	cmd, out := startSubmit(t, args)
-	ranks := trainingPIDs(t, cmd, "rowshrink", 4, 90*time.Second)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("the job did not end within 3 minutes:\n%s", out.String())
-	}
-	got := out.String()
-	if err != nil {
-		t.Fatalf("the job failed: %v\n%s", err, got)
-	}
+	ranks, got := runRowshrink(t, args)
 	checkNotRestarted(t, got)
 	dealt := fmt.Sprintf("the %d rows rank 1 had left of epoch 1 (from batch %d) are dealt among the 3 ranks that went on", (rows/4000-crash)*1000, crash)
 	if !strings.Contains(got, dealt) {
@@ -130,4 +117,26 @@ func shrinkInPlaceWithInput(t *testing.T, j shrinkInput) {
 	if _, err := rowsum.Check(got, 1, epochs, rows); err != nil {
 		t.Errorf("%v\n%s", err, got)
 	}
+}
+
+// runRowshrink runs the job of args, 4 workers of e2e/rowshrink, to its
+// end within 3 minutes; it returns the first processes' pids by rank and
+// the job's output, failing t when the job failed.
+func runRowshrink(t *testing.T, args []string) (map[int]int, string) {
+	t.Helper()
+	cmd, out := startSubmit(t, args)
+	ranks := trainingPIDs(t, cmd, "rowshrink", 4, 90*time.Second)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the job did not end within 3 minutes:\n%s", out.String())
+	}
+	got := out.String()
+	if err != nil {
+		t.Fatalf("the job failed: %v\n%s", err, got)
+	}
+	return ranks, got
 }

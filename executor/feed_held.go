@@ -28,6 +28,9 @@ type heldAnswer struct {
 	segs []feed.Segment
 	pad  int64
 	next *driverpb.FeedPlan
+	// membership, when set, is the bigger world the process grows into
+	// before the next epoch (growing in place with input).
+	membership *driverpb.Membership
 }
 
 // epochEnder asks whether the rank's epoch ends once the rank's own rows
@@ -43,6 +46,10 @@ type heldSource struct {
 	res *fsys.Resolver
 	cfg feed.PipelineConfig
 	end epochEnder
+	// follow hands the process a membership before the epoch ends, so
+	// that it knows of a bigger world when it sees the end; nil without
+	// a membership file.
+	follow func(*driverpb.Membership) error
 	// forProcess makes each epoch's end wait for the process to ask
 	// beyond its last batch, where the feed server can tell
 	// (FeedTask.hold_for_process), until a lost rank's rest is dealt to
@@ -136,6 +143,11 @@ func (s *heldSource) more(ctx context.Context, epoch int) (feed.Reader, error) {
 			return nil, err
 		}
 	}
+	if a.membership != nil && s.follow != nil {
+		if err := s.follow(a.membership); err != nil {
+			return nil, fmt.Errorf("hand the process the bigger world before epoch %d ends: %w", epoch, err)
+		}
+	}
 	if len(a.segs) == 0 {
 		return nil, nil
 	}
@@ -178,6 +190,7 @@ func driverEpochEnd(client driverpb.ControlClient, id string) epochEnder {
 		if err != nil {
 			return heldAnswer{}, fmt.Errorf("ask the driver whether epoch %d ends: %w", epoch, err)
 		}
-		return heldAnswer{segs: driverpb.FeedSegments(resp.GetRest()), pad: resp.GetRestBatches(), next: resp.GetNext()}, nil
+		return heldAnswer{segs: driverpb.FeedSegments(resp.GetRest()), pad: resp.GetRestBatches(), next: resp.GetNext(),
+			membership: resp.GetMembership()}, nil
 	}
 }

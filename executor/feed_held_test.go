@@ -265,3 +265,32 @@ func TestHeldEpochWaitsForTheProcessUntilDealt(t *testing.T) {
 		t.Fatalf("asked %d times, waiting for the process before asks %v; want 2 asks, a wait before the first only", asks, waits)
 	}
 }
+
+// TestHeldEndHandsTheBiggerWorldFirst: when the driver ends a held epoch
+// with the bigger world a newcomer joins (growing in place with input),
+// the membership is handed to the process before the epoch's end is
+// served, so that the process knows of it when it sees the end; a
+// membership that cannot be handed fails the feed rather than ending the
+// epoch in the old world.
+func TestHeldEndHandsTheBiggerWorldFirst(t *testing.T) {
+	m := &driverpb.Membership{Version: 3}
+	var followed []*driverpb.Membership
+	s := &heldSource{
+		end: func(context.Context, int) (heldAnswer, error) { return heldAnswer{membership: m}, nil },
+		follow: func(got *driverpb.Membership) error {
+			followed = append(followed, got)
+			return nil
+		},
+	}
+	r, err := s.more(context.Background(), 0)
+	if err != nil || r != nil {
+		t.Fatalf("more = %v, %v; want the epoch's end", r, err)
+	}
+	if len(followed) != 1 || followed[0] != m {
+		t.Fatalf("handed %v to the process, want the bigger world's membership once", followed)
+	}
+	s.follow = func(*driverpb.Membership) error { return fmt.Errorf("write the membership file: disk full") }
+	if _, err := s.more(context.Background(), 1); err == nil {
+		t.Fatal("the epoch ended though the process could not be handed the bigger world")
+	}
+}

@@ -45,6 +45,11 @@ func (h *feedHook) Prepare(_ context.Context, r *taskRun) error {
 		return err
 	}
 	h.server, h.release, h.settle = f.server, f.release, f.settle
+	if f.held != nil {
+		// The membership hook is prepared after this one: look it up
+		// when the driver's answer comes.
+		f.held.follow = func(m *driverpb.Membership) error { return r.membership.update(m) }
+	}
 	r.feedPath, r.feed = f.path, f.server
 	return nil
 }
@@ -97,6 +102,8 @@ type preparedFeed struct {
 	server  *wire.Server
 	release func()
 	settle  func(context.Context) error
+	// held is the feed's held epochs, when the task holds them.
+	held *heldSource
 }
 
 // prepareFeed builds the feed named in t: its split spec and socket in
@@ -264,7 +271,7 @@ func (e *Executor) pushedFeed(t *Task, id identity, mode wire.Mode, res *fsys.Re
 		closeRegion()
 		return nil, err
 	}
-	pf := &preparedFeed{path: path, server: server, release: func() {
+	pf := &preparedFeed{path: path, server: server, held: held, release: func() {
 		server.Close()
 		e.logFeedStats(pipe.Stats())
 		if err := pipe.Close(); err != nil {

@@ -88,7 +88,12 @@ type HoldEpochResponse struct {
 	RestBatches int64      `protobuf:"varint,2,opt,name=rest_batches,json=restBatches,proto3" json:"rest_batches,omitempty"`
 	// next, when set, is this worker's share of the smaller world's plan,
 	// which its feed reads from the epoch after this one on.
-	Next          *FeedPlan `protobuf:"bytes,3,opt,name=next,proto3" json:"next,omitempty"`
+	Next *FeedPlan `protobuf:"bytes,3,opt,name=next,proto3" json:"next,omitempty"`
+	// membership, when set, is the bigger world the worker's process grows
+	// into before the next epoch's first batch: the executor hands it to
+	// the process before it ends this epoch, so that the process knows of
+	// it when it sees the end (growing in place with input).
+	Membership    *Membership `protobuf:"bytes,4,opt,name=membership,proto3" json:"membership,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -140,6 +145,13 @@ func (x *HoldEpochResponse) GetRestBatches() int64 {
 func (x *HoldEpochResponse) GetNext() *FeedPlan {
 	if x != nil {
 		return x.Next
+	}
+	return nil
+}
+
+func (x *HoldEpochResponse) GetMembership() *Membership {
+	if x != nil {
+		return x.Membership
 	}
 	return nil
 }
@@ -1857,11 +1869,14 @@ const file_control_proto_rawDesc = "" +
 	"\x10HoldEpochRequest\x12\x1f\n" +
 	"\vexecutor_id\x18\x01 \x01(\tR\n" +
 	"executorId\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\"\x99\x01\n" +
+	"\x05epoch\x18\x02 \x01(\x05R\x05epoch\"\xd9\x01\n" +
 	"\x11HoldEpochResponse\x12/\n" +
 	"\x04rest\x18\x01 \x03(\v2\x1b.spindle.control.v1.SegmentR\x04rest\x12!\n" +
 	"\frest_batches\x18\x02 \x01(\x03R\vrestBatches\x120\n" +
-	"\x04next\x18\x03 \x01(\v2\x1c.spindle.control.v1.FeedPlanR\x04next\"\x97\x01\n" +
+	"\x04next\x18\x03 \x01(\v2\x1c.spindle.control.v1.FeedPlanR\x04next\x12>\n" +
+	"\n" +
+	"membership\x18\x04 \x01(\v2\x1e.spindle.control.v1.MembershipR\n" +
+	"membership\"\x97\x01\n" +
 	"\bFeedPlan\x121\n" +
 	"\x06splits\x18\x01 \x03(\v2\x19.spindle.control.v1.SplitR\x06splits\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\x05R\x04rank\x12%\n" +
@@ -2072,46 +2087,47 @@ var file_control_proto_goTypes = []any{
 var file_control_proto_depIdxs = []int32{
 	25, // 0: spindle.control.v1.HoldEpochResponse.rest:type_name -> spindle.control.v1.Segment
 	2,  // 1: spindle.control.v1.HoldEpochResponse.next:type_name -> spindle.control.v1.FeedPlan
-	26, // 2: spindle.control.v1.FeedPlan.splits:type_name -> spindle.control.v1.Split
-	8,  // 3: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
-	27, // 4: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
-	11, // 5: spindle.control.v1.RegisterResponse.credentials:type_name -> spindle.control.v1.Credentials
-	10, // 6: spindle.control.v1.RegisterResponse.membership:type_name -> spindle.control.v1.Membership
-	8,  // 7: spindle.control.v1.Membership.peers:type_name -> spindle.control.v1.Peer
-	12, // 8: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
-	18, // 9: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
-	19, // 10: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
-	20, // 11: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
-	17, // 12: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
-	16, // 13: spindle.control.v1.HeartbeatRequest.localizing:type_name -> spindle.control.v1.Localizing
-	15, // 14: spindle.control.v1.HeartbeatRequest.models:type_name -> spindle.control.v1.ModelSaved
-	14, // 15: spindle.control.v1.HeartbeatRequest.world_batches:type_name -> spindle.control.v1.WorldBatches
-	24, // 16: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
-	11, // 17: spindle.control.v1.HeartbeatResponse.credentials:type_name -> spindle.control.v1.Credentials
-	10, // 18: spindle.control.v1.HeartbeatResponse.membership:type_name -> spindle.control.v1.Membership
-	12, // 19: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
-	18, // 20: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
-	19, // 21: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
-	20, // 22: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
-	17, // 23: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
-	15, // 24: spindle.control.v1.ExitReport.models:type_name -> spindle.control.v1.ModelSaved
-	7,  // 25: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
-	13, // 26: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
-	22, // 27: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
-	5,  // 28: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
-	3,  // 29: spindle.control.v1.Control.FeedRows:input_type -> spindle.control.v1.FeedRowsRequest
-	0,  // 30: spindle.control.v1.Control.HoldEpoch:input_type -> spindle.control.v1.HoldEpochRequest
-	9,  // 31: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
-	21, // 32: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
-	23, // 33: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
-	6,  // 34: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
-	4,  // 35: spindle.control.v1.Control.FeedRows:output_type -> spindle.control.v1.FeedRowsResponse
-	1,  // 36: spindle.control.v1.Control.HoldEpoch:output_type -> spindle.control.v1.HoldEpochResponse
-	31, // [31:37] is the sub-list for method output_type
-	25, // [25:31] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	10, // 2: spindle.control.v1.HoldEpochResponse.membership:type_name -> spindle.control.v1.Membership
+	26, // 3: spindle.control.v1.FeedPlan.splits:type_name -> spindle.control.v1.Split
+	8,  // 4: spindle.control.v1.RegisterResponse.peers:type_name -> spindle.control.v1.Peer
+	27, // 5: spindle.control.v1.RegisterResponse.task:type_name -> spindle.control.v1.Task
+	11, // 6: spindle.control.v1.RegisterResponse.credentials:type_name -> spindle.control.v1.Credentials
+	10, // 7: spindle.control.v1.RegisterResponse.membership:type_name -> spindle.control.v1.Membership
+	8,  // 8: spindle.control.v1.Membership.peers:type_name -> spindle.control.v1.Peer
+	12, // 9: spindle.control.v1.HeartbeatRequest.progress:type_name -> spindle.control.v1.Progress
+	18, // 10: spindle.control.v1.HeartbeatRequest.usage:type_name -> spindle.control.v1.Usage
+	19, // 11: spindle.control.v1.HeartbeatRequest.reports:type_name -> spindle.control.v1.Report
+	20, // 12: spindle.control.v1.HeartbeatRequest.output:type_name -> spindle.control.v1.OutputLine
+	17, // 13: spindle.control.v1.HeartbeatRequest.spans:type_name -> spindle.control.v1.Span
+	16, // 14: spindle.control.v1.HeartbeatRequest.localizing:type_name -> spindle.control.v1.Localizing
+	15, // 15: spindle.control.v1.HeartbeatRequest.models:type_name -> spindle.control.v1.ModelSaved
+	14, // 16: spindle.control.v1.HeartbeatRequest.world_batches:type_name -> spindle.control.v1.WorldBatches
+	24, // 17: spindle.control.v1.Report.values:type_name -> spindle.control.v1.Report.ValuesEntry
+	11, // 18: spindle.control.v1.HeartbeatResponse.credentials:type_name -> spindle.control.v1.Credentials
+	10, // 19: spindle.control.v1.HeartbeatResponse.membership:type_name -> spindle.control.v1.Membership
+	12, // 20: spindle.control.v1.ExitReport.progress:type_name -> spindle.control.v1.Progress
+	18, // 21: spindle.control.v1.ExitReport.usage:type_name -> spindle.control.v1.Usage
+	19, // 22: spindle.control.v1.ExitReport.reports:type_name -> spindle.control.v1.Report
+	20, // 23: spindle.control.v1.ExitReport.output:type_name -> spindle.control.v1.OutputLine
+	17, // 24: spindle.control.v1.ExitReport.spans:type_name -> spindle.control.v1.Span
+	15, // 25: spindle.control.v1.ExitReport.models:type_name -> spindle.control.v1.ModelSaved
+	7,  // 26: spindle.control.v1.Control.Register:input_type -> spindle.control.v1.RegisterRequest
+	13, // 27: spindle.control.v1.Control.Heartbeat:input_type -> spindle.control.v1.HeartbeatRequest
+	22, // 28: spindle.control.v1.Control.ReportExit:input_type -> spindle.control.v1.ExitReport
+	5,  // 29: spindle.control.v1.Control.FetchFile:input_type -> spindle.control.v1.FetchFileRequest
+	3,  // 30: spindle.control.v1.Control.FeedRows:input_type -> spindle.control.v1.FeedRowsRequest
+	0,  // 31: spindle.control.v1.Control.HoldEpoch:input_type -> spindle.control.v1.HoldEpochRequest
+	9,  // 32: spindle.control.v1.Control.Register:output_type -> spindle.control.v1.RegisterResponse
+	21, // 33: spindle.control.v1.Control.Heartbeat:output_type -> spindle.control.v1.HeartbeatResponse
+	23, // 34: spindle.control.v1.Control.ReportExit:output_type -> spindle.control.v1.ExitAck
+	6,  // 35: spindle.control.v1.Control.FetchFile:output_type -> spindle.control.v1.FileChunk
+	4,  // 36: spindle.control.v1.Control.FeedRows:output_type -> spindle.control.v1.FeedRowsResponse
+	1,  // 37: spindle.control.v1.Control.HoldEpoch:output_type -> spindle.control.v1.HoldEpochResponse
+	32, // [32:38] is the sub-list for method output_type
+	26, // [26:32] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_control_proto_init() }

@@ -23,7 +23,13 @@
 //	rowcheck rank=0 generation=0 epoch=0 rows=2400 hash=9f2c0e2a9b3d4411
 //
 // and, on every rank at its end, "rowshrink final pid=123 rank=1 world=3
-// steps=180". A rank whose feed ended joins the world's steps with no
+// steps=180". With --grow every rank calls task.Env.Grow at each epoch's
+// end, before the next epoch's first batch: when the driver took a
+// newcomer at that end, the executor handed the bigger membership to the
+// process before the end reached it, so every rank grows there and
+// prints "rowshrink grew pid=123 rank=1 world=4 epoch=2 step=120"; the
+// newcomer takes the others' sums (task.CatchUp) and prints "rowshrink
+// newcomer pid=124 rank=3 world=4 step=120". A rank whose feed ended joins the world's steps with no
 // rows until every rank's did, so that uneven batches
 // (spindle.feed.evenBatches=off) end together.
 //
@@ -69,10 +75,11 @@ func main() {
 	readAhead := flag.Bool("crash-read-ahead", false, "read the rest of the crash epoch before the crash")
 	pause := flag.Duration("pause", 0, "the work of one step")
 	epochs := flag.Int("epochs", 1, "the job's epochs (--epochs of the submit)")
+	grow := flag.Bool("grow", false, "grow in place at the epochs' ends (task.Env.Grow)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	t, err := newTrainer(ctx, *epochs)
+	t, err := newTrainer(ctx, *epochs, *grow)
 	if err == nil {
 		t.crashRank, t.crashEpoch, t.crashBatch, t.readAhead, t.pause = *crashRank, *crashEpoch, *crashBatch, *readAhead, *pause
 		err = t.run(ctx)
@@ -110,6 +117,7 @@ type trainer struct {
 	crashBatch            int64
 	readAhead             bool
 	pause                 time.Duration
+	grow                  bool
 
 	// want asks the feed reader for the next item, which comes on items;
 	// asking: it was asked and the item has not come yet.
@@ -126,7 +134,7 @@ func (t *trainer) ask() {
 	}
 }
 
-func newTrainer(ctx context.Context, epochs int) (*trainer, error) {
+func newTrainer(ctx context.Context, epochs int, grow bool) (*trainer, error) {
 	env, err := task.FromEnv()
 	if err != nil {
 		return nil, err
@@ -135,11 +143,21 @@ func newTrainer(ctx context.Context, epochs int) (*trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &trainer{env: env, comm: comm, sums: make([]float64, width*epochs)}
+	t := &trainer{env: env, comm: comm, sums: make([]float64, width*epochs), grow: grow}
 	if m, err := env.Membership(); err == nil {
 		t.version = m.Version
 	}
 	fmt.Printf("rowshrink started pid=%d rank=%d world=%d generation=%d\n", os.Getpid(), comm.Rank(), comm.WorldSize(), env.Generation)
+	if grow && env.Replacement > 0 {
+		// A newcomer joins at the others' epoch end: its CatchUp answers
+		// theirs after they grew.
+		if t.step, err = task.CatchUp(ctx, comm, -1, t.sums); err != nil {
+			comm.Close()
+			return nil, fmt.Errorf("newcomer: %w", err)
+		}
+		t.epochStart = t.step
+		fmt.Printf("rowshrink newcomer pid=%d rank=%d world=%d step=%d\n", os.Getpid(), comm.Rank(), comm.WorldSize(), t.step)
+	}
 	return t, nil
 }
 
@@ -176,6 +194,9 @@ func (t *trainer) run(ctx context.Context) error {
 		case it.done:
 			return t.drain(ctx)
 		case it.end:
+			if err := t.growAt(ctx, it.epoch); err != nil {
+				return err
+			}
 			continue
 		}
 		if it.epoch != t.epoch {
@@ -254,6 +275,30 @@ func (t *trainer) train(ctx context.Context, it item) (busy int, err error) {
 
 // followShrink joins the smaller world when the job went on without a
 // rank while this process waited for its feed.
+// growAt grows the world in place at the end of epoch, with --grow, when
+// a newcomer joins there.
+func (t *trainer) growAt(ctx context.Context, epoch int) error {
+	if !t.grow {
+		return nil
+	}
+	comm, grew, err := t.env.Grow(ctx, t.comm)
+	if err != nil {
+		return fmt.Errorf("grow at the end of epoch %d: %w", epoch, err)
+	}
+	if !grew {
+		return nil
+	}
+	t.comm = comm
+	if t.step, err = task.CatchUp(ctx, comm, t.step, t.sums); err != nil {
+		return fmt.Errorf("step %d: %w", t.step, err)
+	}
+	if m, err := t.env.Membership(); err == nil {
+		t.version = m.Version
+	}
+	fmt.Printf("rowshrink grew pid=%d rank=%d world=%d epoch=%d step=%d\n", os.Getpid(), comm.Rank(), comm.WorldSize(), epoch+1, t.step)
+	return nil
+}
+
 func (t *trainer) followShrink(ctx context.Context) error {
 	m, err := t.env.Membership()
 	if err != nil || m.Version <= t.version || len(m.Left) == 0 {
