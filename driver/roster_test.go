@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 func register(t *testing.T, g *roster, id, host string) *member {
@@ -85,12 +86,14 @@ func TestGangSignalAndLost(t *testing.T) {
 	}
 
 	g = newRoster([]string{"exec-0", "exec-1"})
+	g.silenceGrace = time.Millisecond // no cluster manager to explain it
 	register(t, g, "exec-0", "h0")
 	register(t, g, "exec-1", "h1")
 	now := time.Now()
 	g.now = func() time.Time { return now.Add(10 * time.Second) }
 	_, _ = g.heartbeat("exec-0", nil, 0)
 	g.checkHeartbeats(5 * time.Second)
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("failure", func() bool { return closed(g.failed) }))
 	if err := g.err(); err == nil || !strings.Contains(err.Error(), "rank 1 (host h1") || !strings.Contains(err.Error(), "no heartbeat") {
 		t.Fatalf("silent executor not declared lost: %v", err)
 	}
@@ -365,6 +368,7 @@ func TestGangWaitIsNoSilence(t *testing.T) {
 	now := time.Unix(1000, 0)
 	g := newRoster([]string{"exec-0", "exec-1"})
 	g.now = func() time.Time { return now }
+	g.silenceGrace = time.Millisecond // no cluster manager to explain a loss
 	register(t, g, "exec-0", "h0")
 	now = now.Add(3 * timeout) // exec-1's container starts late
 	g.checkHeartbeats(timeout)
@@ -383,6 +387,7 @@ func TestGangWaitIsNoSilence(t *testing.T) {
 	}
 	now = now.Add(2 * time.Second)
 	g.checkHeartbeats(timeout)
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("failure", func() bool { return closed(g.failed) }))
 	if !closed(g.failed) || !strings.Contains(g.err().Error(), "rank 0") || !strings.Contains(g.err().Error(), "no heartbeat for 7s") {
 		t.Fatalf("exec-0 silent 7s after the gang was complete: failed %v, %v", closed(g.failed), g.err())
 	}
