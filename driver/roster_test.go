@@ -229,6 +229,26 @@ func TestRolesJobEnd(t *testing.T) {
 	})
 }
 
+// explainLoss has the cluster manager say why exec-1 (rank 1, host h1)
+// was lost, through no fault of the job, and checks that this ends the
+// job's wait with a blameless loss whose error says each of wants.
+func explainLoss(t *testing.T, g *roster, why string, wants ...string) {
+	t.Helper()
+	g.executorGone(Event{ExecutorID: "exec-1", Kind: ExecutorLost, Host: "h1", Blameless: true, Message: why})
+	if !closed(g.failed) {
+		t.Fatal("the cluster manager's reason did not end the wait")
+	}
+	var loss *lossError
+	if err := g.err(); !errors.As(err, &loss) || !loss.blameless {
+		t.Fatalf("err = %v, want a loss that is not the job's fault", err)
+	}
+	for _, want := range wants {
+		if !strings.Contains(g.err().Error(), want) {
+			t.Errorf("error %q lacks %q", g.err(), want)
+		}
+	}
+}
+
 // A training process stopped with SIGTERM (how a NodeManager stops a
 // container YARN takes back) waits for the cluster manager's reason: a
 // preemption reported in time fails the job as a loss that was not its
@@ -250,20 +270,9 @@ func TestSIGTERMWaitsForTheReason(t *testing.T) {
 	}
 
 	g := start()
-	g.executorGone(Event{ExecutorID: "exec-1", Kind: ExecutorLost, Host: "h1", Blameless: true,
-		Message: "container_1_0001_01_000003 on h1 was preempted by YARN (exit status -102)"})
-	if !closed(g.failed) {
-		t.Fatal("the cluster manager's reason did not fail the job")
-	}
+	explainLoss(t, g, "container_1_0001_01_000003 on h1 was preempted by YARN (exit status -102)",
+		"rank 1", "preempted by YARN", "not the job's fault", "killed by signal SIGTERM")
 	var loss *lossError
-	if err := g.err(); !errors.As(err, &loss) || !loss.blameless {
-		t.Fatalf("err = %v, want a blameless loss", err)
-	}
-	for _, want := range []string{"rank 1", "preempted by YARN", "not the job's fault", "killed by signal SIGTERM"} {
-		if !strings.Contains(g.err().Error(), want) {
-			t.Errorf("error %q lacks %q", g.err(), want)
-		}
-	}
 
 	g = start()
 	deadline := time.Now().Add(5 * time.Second)

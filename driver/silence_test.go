@@ -39,20 +39,8 @@ func TestSilentExecutorWaitsForTheClusterManager(t *testing.T) {
 	t.Run("explained", func(t *testing.T) {
 		g, _ := start(t, time.Hour)
 		g.checkHeartbeats(timeout) // a second look starts no second wait
-		g.executorGone(Event{ExecutorID: "exec-1", Kind: ExecutorLost, Host: "h1", Blameless: true,
-			Message: "worker w2 (host h1) stopped heartbeating: nothing heard for 1.6s"})
-		if !closed(g.failed) {
-			t.Fatal("the cluster manager's reason did not end the wait")
-		}
-		var loss *lossError
-		if err := g.err(); !errors.As(err, &loss) || !loss.blameless {
-			t.Fatalf("err = %v, want a loss that is not the job's fault", err)
-		}
-		for _, want := range []string{"rank 1", "worker w2 (host h1) stopped heartbeating", "not the job's fault", "executor sent no heartbeat for 7s"} {
-			if !strings.Contains(g.err().Error(), want) {
-				t.Errorf("error %q lacks %q", g.err(), want)
-			}
-		}
+		explainLoss(t, g, "worker w2 (host h1) stopped heartbeating: nothing heard for 1.6s",
+			"rank 1", "worker w2 (host h1) stopped heartbeating", "not the job's fault", "executor sent no heartbeat for 7s")
 	})
 	t.Run("unexplained", func(t *testing.T) {
 		g, _ := start(t, 10*time.Millisecond)
