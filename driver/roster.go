@@ -73,9 +73,22 @@ type member struct {
 	// credGen is the generation of the Hadoop credentials the executor
 	// said it uses (CredentialKeeper).
 	credGen int64
-	// awaitingCause holds the failure of a process stopped with SIGTERM
-	// until the cluster manager says why (awaitCauseLocked).
+	// awaitingCause holds the failure of a process stopped with SIGTERM,
+	// or of a silent executor, until the cluster manager says why
+	// (awaitCauseLocked); silent marks the second kind, which the
+	// executor's own next word withdraws (heard).
 	awaitingCause string
+	silent        bool
+	awaits        int // counts awaitCauseLocked's waits
+}
+
+// heard notes that m's executor spoke: a loss held for its silence was
+// no loss (a driver or network slow for a while). g.mu is held.
+func (m *member) heard(now time.Time) {
+	m.lastSeen = now
+	if m.silent {
+		m.silent, m.awaitingCause = false, ""
+	}
 }
 
 // where names a member for error messages. In a job of workers only it
@@ -193,6 +206,10 @@ type roster struct {
 	// causeGrace is how long a SIGTERMed process's failure waits for the
 	// cluster manager's reason (the constant causeGrace; tests shorten it).
 	causeGrace time.Duration
+	// silenceGrace is how long a silent executor's loss waits for the
+	// cluster manager's reason; zero waits as long as the heartbeat
+	// timeout (tests shorten it).
+	silenceGrace time.Duration
 	// rootCauseGrace is how long a failed exit waits for another rank's
 	// executor error (the driver sets the constant rootCauseGrace; zero
 	// fails at once), and held is the failure waiting meanwhile.
@@ -378,7 +395,7 @@ func (g *roster) heartbeat(id string, p *driverpb.Progress, membershipVersion in
 	if !ok {
 		return nil, fmt.Errorf("driver: unknown executor %q", id)
 	}
-	m.lastSeen = g.now()
+	m.heard(g.now())
 	if p != nil {
 		m.progress = p
 	}
@@ -407,6 +424,7 @@ func (g *roster) exit(r *driverpb.ExitReport) error {
 	if m.exited {
 		return nil
 	}
+	m.heard(g.now())
 	m.exited = true
 	m.exitCode = r.GetExitCode()
 	m.signal = r.GetSignal()
@@ -432,7 +450,7 @@ func (g *roster) exit(r *driverpb.ExitReport) error {
 		msg := fmt.Sprintf("%s failed: %s", m.where(g.mixed), m.execErr)
 		if m.signal == "SIGTERM" && g.failure == nil && !g.stopped {
 			// Stopped from outside while it set up: wait for the reason.
-			g.awaitCauseLocked(m, msg+" (it was sent SIGTERM)")
+			g.awaitCauseLocked(m, msg+" (it was sent SIGTERM)", g.causeGrace)
 			return nil
 		}
 		g.failLocked(m.loss(msg, false))
@@ -456,7 +474,7 @@ func (g *roster) exit(r *driverpb.ExitReport) error {
 		}
 		msg += g.whileReplacingLocked() + g.whileShrinkingLocked()
 		if m.signal == "SIGTERM" && g.failure == nil && !g.stopped {
-			g.awaitCauseLocked(m, msg)
+			g.awaitCauseLocked(m, msg, g.causeGrace)
 			return nil
 		}
 		if m.signal == "" && len(g.members) > 1 && g.rootCauseGrace > 0 {
@@ -548,14 +566,17 @@ func (g *roster) stoppedAtEnd() []string {
 // whether the loss was the job's fault.
 const causeGrace = 3 * time.Second
 
-// awaitCauseLocked holds m's failure (msg) for causeGrace, unless the
-// cluster manager explains it first (executorGone). g.mu is held.
-func (g *roster) awaitCauseLocked(m *member, msg string) {
+// awaitCauseLocked holds m's failure (msg) for grace, unless the cluster
+// manager explains it first (executorGone). g.mu is held.
+func (g *roster) awaitCauseLocked(m *member, msg string, grace time.Duration) {
 	m.awaitingCause = msg
-	time.AfterFunc(g.causeGrace, func() {
+	m.awaits++
+	awaits := m.awaits
+	time.AfterFunc(grace, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		if m.awaitingCause != "" {
+		// Not a wait withdrawn (heard) and another begun since.
+		if m.awaitingCause != "" && m.awaits == awaits {
 			msg := m.awaitingCause
 			m.awaitingCause = ""
 			g.failLocked(m.loss(msg, false))
@@ -606,7 +627,7 @@ func (g *roster) executorGone(ev Event) {
 	}
 	if cause := m.awaitingCause; cause != "" {
 		// The cluster manager says why the process was stopped.
-		m.awaitingCause = ""
+		m.awaitingCause, m.silent = "", false
 		what := fmt.Sprintf("exited with status %d", ev.ExitCode)
 		if ev.Kind == ExecutorLost {
 			what = "was lost"
@@ -673,7 +694,13 @@ func (g *roster) placed(ev Event) {
 }
 
 // checkHeartbeats fails the job when a registered, running executor has
-// been silent for longer than timeout since the gang was complete.
+// been silent for longer than timeout since the gang was complete, and
+// the cluster manager has not said why within the silence grace (as long
+// again unless set). Its word (a lost worker, node or container) says
+// whether the loss was the job's fault: a standalone master re-elected
+// every second or two restarts a dead worker's silence clock each time,
+// and its "worker lost" came after this timeout, which then blamed the
+// job for a lost machine.
 func (g *roster) checkHeartbeats(timeout time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -690,9 +717,10 @@ func (g *roster) checkHeartbeats(timeout time.Duration) {
 	now := g.now()
 	for _, id := range g.order {
 		m := g.members[id]
-		if m.registered && !m.exited && now.Sub(m.lastSeen) > timeout {
-			g.failLocked(m.loss(fmt.Sprintf("%s was lost: no heartbeat for %s", m.where(g.mixed), now.Sub(m.lastSeen).Round(time.Second)), false))
-			return
+		if m.registered && !m.exited && m.awaitingCause == "" && now.Sub(m.lastSeen) > timeout {
+			msg := fmt.Sprintf("%s: executor sent no heartbeat for %s", m.where(g.mixed), now.Sub(m.lastSeen).Round(time.Second))
+			m.silent = true
+			g.awaitCauseLocked(m, msg, cmp.Or(g.silenceGrace, timeout))
 		}
 	}
 }

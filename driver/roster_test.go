@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 func register(t *testing.T, g *roster, id, host string) *member {
@@ -85,12 +86,14 @@ func TestGangSignalAndLost(t *testing.T) {
 	}
 
 	g = newRoster([]string{"exec-0", "exec-1"})
+	g.silenceGrace = time.Millisecond // no cluster manager to explain it
 	register(t, g, "exec-0", "h0")
 	register(t, g, "exec-1", "h1")
 	now := time.Now()
 	g.now = func() time.Time { return now.Add(10 * time.Second) }
 	_, _ = g.heartbeat("exec-0", nil, 0)
 	g.checkHeartbeats(5 * time.Second)
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("failure", func() bool { return closed(g.failed) }))
 	if err := g.err(); err == nil || !strings.Contains(err.Error(), "rank 1 (host h1") || !strings.Contains(err.Error(), "no heartbeat") {
 		t.Fatalf("silent executor not declared lost: %v", err)
 	}
@@ -226,6 +229,26 @@ func TestRolesJobEnd(t *testing.T) {
 	})
 }
 
+// explainLoss has the cluster manager say why exec-1 (rank 1, host h1)
+// was lost, through no fault of the job, and checks that this ends the
+// job's wait with a blameless loss whose error says each of wants.
+func explainLoss(t *testing.T, g *roster, why string, wants ...string) {
+	t.Helper()
+	g.executorGone(Event{ExecutorID: "exec-1", Kind: ExecutorLost, Host: "h1", Blameless: true, Message: why})
+	if !closed(g.failed) {
+		t.Fatal("the cluster manager's reason did not end the wait")
+	}
+	var loss *lossError
+	if err := g.err(); !errors.As(err, &loss) || !loss.blameless {
+		t.Fatalf("err = %v, want a loss that is not the job's fault", err)
+	}
+	for _, want := range wants {
+		if !strings.Contains(g.err().Error(), want) {
+			t.Errorf("error %q lacks %q", g.err(), want)
+		}
+	}
+}
+
 // A training process stopped with SIGTERM (how a NodeManager stops a
 // container YARN takes back) waits for the cluster manager's reason: a
 // preemption reported in time fails the job as a loss that was not its
@@ -247,20 +270,9 @@ func TestSIGTERMWaitsForTheReason(t *testing.T) {
 	}
 
 	g := start()
-	g.executorGone(Event{ExecutorID: "exec-1", Kind: ExecutorLost, Host: "h1", Blameless: true,
-		Message: "container_1_0001_01_000003 on h1 was preempted by YARN (exit status -102)"})
-	if !closed(g.failed) {
-		t.Fatal("the cluster manager's reason did not fail the job")
-	}
+	explainLoss(t, g, "container_1_0001_01_000003 on h1 was preempted by YARN (exit status -102)",
+		"rank 1", "preempted by YARN", "not the job's fault", "killed by signal SIGTERM")
 	var loss *lossError
-	if err := g.err(); !errors.As(err, &loss) || !loss.blameless {
-		t.Fatalf("err = %v, want a blameless loss", err)
-	}
-	for _, want := range []string{"rank 1", "preempted by YARN", "not the job's fault", "killed by signal SIGTERM"} {
-		if !strings.Contains(g.err().Error(), want) {
-			t.Errorf("error %q lacks %q", g.err(), want)
-		}
-	}
 
 	g = start()
 	deadline := time.Now().Add(5 * time.Second)
@@ -365,6 +377,7 @@ func TestGangWaitIsNoSilence(t *testing.T) {
 	now := time.Unix(1000, 0)
 	g := newRoster([]string{"exec-0", "exec-1"})
 	g.now = func() time.Time { return now }
+	g.silenceGrace = time.Millisecond // no cluster manager to explain a loss
 	register(t, g, "exec-0", "h0")
 	now = now.Add(3 * timeout) // exec-1's container starts late
 	g.checkHeartbeats(timeout)
@@ -383,6 +396,7 @@ func TestGangWaitIsNoSilence(t *testing.T) {
 	}
 	now = now.Add(2 * time.Second)
 	g.checkHeartbeats(timeout)
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("failure", func() bool { return closed(g.failed) }))
 	if !closed(g.failed) || !strings.Contains(g.err().Error(), "rank 0") || !strings.Contains(g.err().Error(), "no heartbeat for 7s") {
 		t.Fatalf("exec-0 silent 7s after the gang was complete: failed %v, %v", closed(g.failed), g.err())
 	}

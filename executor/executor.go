@@ -391,8 +391,8 @@ func (e *Executor) startTraining(r *taskRun, ports *reservedPorts) (*process, er
 		return nil, fmt.Errorf("hand the peer port to the training process: %w", err)
 	}
 	defer peerFile.Close()
-	// The framework binds the service port itself; free it at the last moment.
-	ports.service.Close()
+	// The framework binds the service port itself, beside the executor's
+	// hold on it (heldPort), which lasts until the process has exited.
 	command := r.ship.command
 	if t.BuiltinPs {
 		// Spindle's own parameter server: this very binary.

@@ -62,44 +62,34 @@ func interfaceOf(ip net.IP) string {
 	return ""
 }
 
-// reservedPorts holds listeners on the ports a training process will use,
-// so no other process takes them between registration and start.
+// reservedPorts holds the ports a training process will use, so no other
+// process takes them between registration and the process's exit.
 type reservedPorts struct {
 	// peer is handed to the training process as an open listener.
 	peer *net.TCPListener
-	// service is closed just before the process starts, which then binds
-	// it itself (PyTorch's MASTER_PORT store, TensorFlow's gRPC server).
-	service *net.TCPListener
+	// service is bound but never listened on: the framework binds it
+	// itself (PyTorch's MASTER_PORT store, TensorFlow's gRPC server).
+	service *heldPort
 }
 
 func reservePorts(host string) (*reservedPorts, error) {
-	listen := func() (*net.TCPListener, error) {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			return nil, fmt.Errorf("reserve a port on %s: %w", host, err)
-		}
-		return l.(*net.TCPListener), nil
-	}
-	peer, err := listen()
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
+		return nil, fmt.Errorf("reserve a port on %s: %w", host, err)
+	}
+	service, err := holdPort(host)
+	if err != nil {
+		l.Close()
 		return nil, err
 	}
-	service, err := listen()
-	if err != nil {
-		peer.Close()
-		return nil, err
-	}
-	return &reservedPorts{peer: peer, service: service}, nil
+	return &reservedPorts{peer: l.(*net.TCPListener), service: service}, nil
 }
 
 func (r *reservedPorts) ports() []uint32 {
-	return []uint32{
-		uint32(r.peer.Addr().(*net.TCPAddr).Port),
-		uint32(r.service.Addr().(*net.TCPAddr).Port),
-	}
+	return []uint32{uint32(r.peer.Addr().(*net.TCPAddr).Port), uint32(r.service.port)}
 }
 
 func (r *reservedPorts) close() {
 	r.peer.Close()
-	r.service.Close()
+	r.service.close()
 }

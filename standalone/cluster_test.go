@@ -37,14 +37,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func newManager(t testing.TB, g *testcluster.Masters, name string) *standalone.ClusterManager {
+func newManager(t testing.TB, g *testcluster.Masters, name string, opts ...func(*standalone.ClientConfig)) *standalone.ClusterManager {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(20*time.Second))
 	defer cancel()
-	cm, err := standalone.NewClusterManager(ctx, standalone.ClientConfig{
+	cfg := standalone.ClientConfig{
 		Masters: g.Addrs(), Secret: testcluster.Secret, AppName: name, DriverHost: "127.0.0.1",
 		HeartbeatInterval: 100 * time.Millisecond, Logger: testcluster.Logger(t),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	cm, err := standalone.NewClusterManager(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,8 +213,11 @@ func TestGangTimeoutSaysWhatIsMissing(t *testing.T) {
 	testcluster.StartWorker(t, g.Addrs(), "w1", func(c *worker.Config) { c.Cores = 5; c.MemoryMB = 4096 })
 	testcluster.StartWorker(t, g.Addrs(), "w2", func(c *worker.Config) { c.Cores = 3; c.MemoryMB = 4096 })
 	g.WaitWorkers(2)
-	cm := newManager(t, g, "too-big")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	// The gang's own timeout is what is tested, so it stays short; the
+	// caller's deadline is long: with a deadline of 2 s, the masters had
+	// the last 200 ms to answer, which a loaded machine missed.
+	cm := newManager(t, g, "too-big", func(c *standalone.ClientConfig) { c.GangTimeout = time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	err := cm.Request(ctx, specs(4, 2, 2048, "sleep 60"))
 	want := "need 4 executors of 2 cores/2048 MiB, cluster has room for 3: w1 room for 2, w2 room for 1"

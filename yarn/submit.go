@@ -160,7 +160,15 @@ func (g *gateway) stageBinary(ctx context.Context, st *stager) (Resource, error)
 			return Resource{}, fmt.Errorf("find the spindle binary to stage: %w", err)
 		}
 	}
-	return st.put(ctx, bin, "spindle")
+	start := time.Now()
+	res, err := st.put(ctx, bin, "spindle")
+	if err != nil {
+		return Resource{}, err
+	}
+	// Staging can take minutes (a large binary, encrypted data transfer
+	// on a busy gateway) and counts against the gang's wait: say so.
+	g.log.Info("staged the spindle binary", "file", res.File, "bytes", res.Size, "after", time.Since(start).Round(time.Millisecond))
+	return res, nil
 }
 
 // racks maps the running NodeManagers' hosts to their racks; empty when

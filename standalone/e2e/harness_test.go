@@ -207,25 +207,28 @@ func (c *cluster) dumpLogs() {
 
 // status asks the masters for the cluster state.
 func (c *cluster) status() (*client.Status, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))
 	defer cancel()
 	return c.cl.Status(ctx)
 }
 
-// waitFor polls the cluster state until cond holds.
+// waitFor polls the cluster state until cond holds, for d stretched by
+// the test timescale.
 func (c *cluster) waitFor(d time.Duration, what string, cond func(*client.Status) bool) *client.Status {
 	c.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		st, err := c.status()
-		if err == nil && cond(st) {
-			return st
+	var st *client.Status
+	testutil.WaitFor(c.t, d, func() error {
+		s, err := c.status()
+		if err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out after %s waiting for %s (last error: %v)", d, what, err)
+		if !cond(s) {
+			return fmt.Errorf("waiting for %s: not yet", what)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		st = s
+		return nil
+	})
+	return st
 }
 
 // leader returns the index of the leading master.

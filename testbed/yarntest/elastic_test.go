@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/rowsum"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/yarntest"
 )
 
@@ -122,7 +123,8 @@ func checkpointedBy(dir string, n int) bool {
 // generation (executor ids exec-R-gG) run and returns one.
 func runningExecutorOf(t *testing.T, s *site, j *job, n int) yarntest.ContainerInfo {
 	t.Helper()
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	var found yarntest.ContainerInfo
+	err := testutil.Poll(2*time.Minute, func() error {
 		byGen := map[string][]yarntest.ContainerInfo{}
 		newest := ""
 		for _, ct := range s.yarn.Containers() {
@@ -136,15 +138,18 @@ func runningExecutorOf(t *testing.T, s *site, j *job, n int) yarntest.ContainerI
 			}
 		}
 		if run := byGen[newest]; len(run) == n {
-			return run[len(run)-1]
+			found = run[len(run)-1]
+			return nil
 		}
 		select {
 		case code := <-j.done:
 			t.Fatalf("the job ended (exit %d) before %d executors ran:\n%s", code, n, j.stderr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no generation of %d executor containers running:\n%s", n, j.stderr.String())
-		}
+		return fmt.Errorf("no generation of %d executor containers running (the newest, %q, has %d)", n, newest, len(byGen[newest]))
+	})
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, j.stderr.String())
 	}
+	return found
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hadooptest"
 )
 
@@ -47,9 +48,9 @@ func TestClusterModeRelativeProgram(t *testing.T) {
 // and stderr.
 func submitIn(t *testing.T, dir, confDir string, timeout time.Duration, args ...string) (int, string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(timeout))
 	defer cancel()
-	cmd := exec.CommandContext(ctx, spindleBin, append([]string{"submit", "--master", "yarn", "--conf", "spindle.network.interface=lo"}, args...)...)
+	cmd := exec.CommandContext(ctx, spindleBin, submitArgs(args...)...)
 	cmd.Dir = dir
 	cmd.Env = env(confDir)
 	var stdout, stderr bytes.Buffer

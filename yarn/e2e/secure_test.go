@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hadooptest"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 )
@@ -244,9 +245,9 @@ func submitSecure(t *testing.T, sc *hadooptest.SecureCluster, timeout time.Durat
 // submitSecureConf is submitSecure with HADOOP_CONF_DIR set to conf.
 func submitSecureConf(t *testing.T, sc *hadooptest.SecureCluster, conf string, timeout time.Duration, args ...string) (int, string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(timeout))
 	defer cancel()
-	cmd := exec.CommandContext(ctx, spindleBin, append([]string{"submit", "--master", "yarn", "--conf", "spindle.network.interface=lo"}, args...)...)
+	cmd := exec.CommandContext(ctx, spindleBin, submitArgs(args...)...)
 	cmd.Env = append(env(conf), "KRB5_CONFIG="+sc.KDC.Conf, "KRB5CCNAME=FILE:"+filepath.Join(t.TempDir(), "no-ticket"))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -297,7 +298,7 @@ func TestRealSecureSubmit(t *testing.T) {
 	dir := "/user/" + hadooptest.SecureUser + "/logreg-secure"
 	input := putSecureData(t, sc, dir)
 	t.Run("client mode", func(t *testing.T) {
-		code, stdout, stderr := submitSecure(t, sc, 4*time.Minute,
+		code, stdout, stderr := submitSecure(t, sc, 6*time.Minute,
 			"--principal", hadooptest.SecureUser, "--keytab", sc.UserKeytab, "--name", "secure-logreg",
 			"--num-executors", "2", "--executor-memory", "256m", "--input", input, "--label-column", "label",
 			"--feed", "tensor", "--batch-rows", "128", "--epochs", "2", "--seed", "3", "--", logregBin, "--lr", "0.5")
@@ -331,7 +332,7 @@ func TestRealSecureSubmit(t *testing.T) {
 		// executors' token RPC (DIGEST-MD5 auth-conf) and every datanode
 		// connection are encrypted, against real Hadoop's Java SASL.
 		conf := confWith(t, sc, map[string]string{"hadoop.rpc.protection": "privacy", "dfs.data.transfer.protection": "privacy"})
-		code, stdout, stderr := submitSecureConf(t, sc, conf, 4*time.Minute,
+		code, stdout, stderr := submitSecureConf(t, sc, conf, 6*time.Minute,
 			"--principal", hadooptest.SecureUser, "--keytab", sc.UserKeytab, "--name", "secure-logreg-privacy",
 			"--num-executors", "2", "--executor-memory", "256m", "--input", input, "--label-column", "label",
 			"--feed", "tensor", "--batch-rows", "128", "--epochs", "2", "--seed", "3", "--", logregBin, "--lr", "0.5")
@@ -343,7 +344,7 @@ func TestRealSecureSubmit(t *testing.T) {
 		// The driver runs in the ApplicationMaster, which has no ticket:
 		// it logs in from the keytab the gateway put in its launch
 		// credentials, plans over HDFS and keeps its executors' tokens.
-		code, stdout, stderr := submitSecure(t, sc, 4*time.Minute, "--deploy-mode", "cluster",
+		code, stdout, stderr := submitSecure(t, sc, 6*time.Minute, "--deploy-mode", "cluster",
 			"--principal", hadooptest.SecureUser, "--keytab", sc.UserKeytab, "--name", "secure-logreg-cluster",
 			"--num-executors", "2", "--executor-memory", "256m", "--input", input, "--label-column", "label",
 			"--feed", "tensor", "--batch-rows", "128", "--epochs", "2", "--seed", "3", "--", logregBin, "--lr", "0.5")

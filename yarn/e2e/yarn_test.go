@@ -88,12 +88,25 @@ func env(confDir string) []string {
 	return out
 }
 
-// submit runs spindle submit and returns its exit code, stdout and stderr.
+// submitArgs are spindle submit's arguments on the test YARN: executors
+// on loopback and, ahead of args (a later --conf wins), a registration
+// timeout on the test timescale. That timeout bounds the whole request:
+// staging the binary, the delegation tokens and the ApplicationMaster's
+// start as well as registration; a privacy-only job on a machine at load
+// 30-80 spent 105 s staging its binary over encrypted data transfer and
+// ran out of the 120 s default.
+func submitArgs(args ...string) []string {
+	return append([]string{"submit", "--master", "yarn", "--conf", "spindle.network.interface=lo",
+		"--conf", "spindle.driver.registrationTimeout=" + testutil.Scale(4*time.Minute).String()}, args...)
+}
+
+// submit runs spindle submit (its timeout stretched by the test
+// timescale) and returns its exit code, stdout and stderr.
 func submit(t *testing.T, confDir string, timeout time.Duration, args ...string) (int, string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(timeout))
 	defer cancel()
-	cmd := exec.CommandContext(ctx, spindleBin, append([]string{"submit", "--master", "yarn", "--conf", "spindle.network.interface=lo"}, args...)...)
+	cmd := exec.CommandContext(ctx, spindleBin, submitArgs(args...)...)
 	cmd.Env = env(confDir)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -293,7 +306,7 @@ func start(t *testing.T, confDir string, args ...string) *running {
 // startWith is start writing the gateway's stdout to stdout (nil: none).
 func startWith(t *testing.T, confDir string, stdout io.Writer, args ...string) *running {
 	t.Helper()
-	cmd := exec.Command(spindleBin, append([]string{"submit", "--master", "yarn", "--conf", "spindle.network.interface=lo"}, args...)...)
+	cmd := exec.Command(spindleBin, submitArgs(args...)...)
 	cmd.Env = env(confDir)
 	r := &running{cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan int, 1)}
 	cmd.Stderr = r.stderr
