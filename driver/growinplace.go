@@ -11,8 +11,8 @@ import (
 	"github.com/spindle-ml/spindle/feed"
 )
 
-// Growing in place (spindle.failure.growInPlace, with shrinkInPlace): an elastic job of
-// workers only, without input, that runs below its size (it went on
+// Growing in place (spindle.failure.growInPlace, with shrinkInPlace): an
+// elastic job of workers only that runs below its size (it went on
 // without a lost worker in place, or started small) grows back toward it
 // without restarting anyone. When the cluster has room, the driver starts
 // one newcomer executor; once it registers, the roster appends its rank
@@ -24,7 +24,7 @@ import (
 // not register within the registration timeout is dropped (the others
 // never heard of it); one whose process is lost once it registered is a
 // lost worker, which the others go on without in place. Jobs with input
-// take a newcomer at an epoch's end (growinput.go).
+// take a newcomer at an epoch's end instead (growinput.go).
 
 // growsInPlace says whether a generation of slots grows back toward
 // NumExecutors in place.
@@ -32,8 +32,9 @@ func (c Config) growsInPlace(slots []slot) bool {
 	if c.FailurePolicy != PolicyElastic || !c.ShrinkInPlace || !c.GrowInPlace || c.isPush() {
 		return false
 	}
-	// With input, newcomers join at an epoch's end (growinput.go): their
-	// feeds hold it, which pushed feeds under even batches do.
+	// With input, newcomers join at an epoch's end (growinput.go), which
+	// needs the feeds to hold it: fed by the executors (not read directly
+	// by the process), under even batches.
 	if len(c.Inputs) > 0 && (c.FeedMode == "direct" || c.EvenBatches == feed.EvenOff) {
 		return false
 	}
