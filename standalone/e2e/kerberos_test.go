@@ -11,18 +11,20 @@ import (
 	"github.com/spindle-ml/spindle/driver/tokenkeeper"
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 	"github.com/spindle-ml/spindle/testbed/krbtest"
 )
 
-// TestKerberizedHDFSOnStandalone: on a standalone cluster whose workers
-// have no Kerberos ticket, a job reads its input from a Kerberized HDFS
-// (real MIT KDC) whose delegation tokens must be renewed every second and
-// live four seconds: the driver logs in with the keytab given to spindle
-// submit, obtains tokens for the executors and hands them over the
-// control plane as they register (not on a command line, not in an
-// environment), renews them, logs in again for fresh ones, and the job
-// outlives several generations of tokens.
+// TestKerberizedHDFSOnStandalone: on a standalone cluster whose workers have
+// no Kerberos ticket, a job reads its input from a Kerberized HDFS (real MIT
+// KDC) whose delegation tokens must be renewed every 3 seconds and live 10
+// (stretched by the test timescale: a renewal due within a quarter of a
+// 1-second interval came late on a loaded machine): the driver logs in with
+// the keytab given to spindle submit, obtains tokens for the executors and
+// hands them over the control plane as they register (not on a command line,
+// not in an environment), renews them, logs in again for fresh ones, and the
+// job outlives several generations of tokens.
 func TestKerberizedHDFSOnStandalone(t *testing.T) {
 	kdc := krbtest.Start(t)
 	t.Setenv("KRB5_CONFIG", kdc.Conf)
@@ -33,7 +35,7 @@ func TestKerberizedHDFSOnStandalone(t *testing.T) {
 	hdfs := hdfstest.NewTestCluster(t, hdfstest.Config{
 		DataNodes: 1, Superuser: "alice",
 		SASL:              hadooprpc.KerberosServer{Keytab: nnKT, Protocol: "nn", ServerID: "127.0.0.1"},
-		KerberosPrincipal: "nn/_HOST@" + krbtest.Realm, TokenRenewInterval: time.Second, TokenMaxLifetime: 4 * time.Second,
+		KerberosPrincipal: "nn/_HOST@" + krbtest.Realm, TokenRenewInterval: testutil.Scale(3 * time.Second), TokenMaxLifetime: testutil.Scale(10 * time.Second),
 	})
 	conf := t.TempDir()
 	if err := hdfs.WriteConfig(conf); err != nil {
@@ -85,7 +87,7 @@ func TestKerberizedHDFSOnStandalone(t *testing.T) {
 		"--conf", "spindle.hadoop.confDir="+conf, "--conf", "spindle.feed.cacheMemory=0",
 		"--num-executors", "2", "--executor-cores", "1", "--executor-memory", "512m",
 		"--input", hdfs.URI()+"/data/*.parquet", "--label-column", "label", "--feed", "tensor", "--batch-rows", "64",
-		"--epochs", "1000", "--seed", "3", "--", logregBin, "--lr", "0.5")
+		"--epochs", "2000", "--seed", "3", "--", logregBin, "--lr", "0.5")
 	start := time.Now()
 	if code := j.wait(t, 3*time.Minute); code != 0 {
 		t.Fatalf("job failed: exit %d\n%s", code, j.stderr.String())
