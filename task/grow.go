@@ -33,10 +33,10 @@ func (e Env) Grow(ctx context.Context, comm *collective.Comm) (*collective.Comm,
 	n := comm.WorldSize()
 	mine := membershipEpoch(comm.Incarnations())
 	var seen int64
-	if m, err := e.Membership(); err == nil && len(m.Peers) > comm.WorldSize() && membershipEpoch(m.Incarnations) > mine {
+	if m, err := e.Membership(); err == nil && len(m.Peers) > n && membershipEpoch(m.Incarnations) > mine {
 		seen = int64(membershipEpoch(m.Incarnations))
 	}
-	all := make([]int64, comm.WorldSize())
+	all := make([]int64, n)
 	if err := collective.AllGather(ctx, comm, []int64{seen}, all); err != nil {
 		return comm, false, err
 	}
@@ -49,7 +49,7 @@ func (e Env) Grow(ctx context.Context, comm *collective.Comm) (*collective.Comm,
 	m, ok := e.awaitEpoch(ctx, uint64(target))
 	if !ok {
 		comm.Close()
-		return nil, false, fmt.Errorf("grow the world of %d in place: no membership at epoch %d came: %w", comm.WorldSize(), target, ctx.Err())
+		return nil, false, fmt.Errorf("grow the world of %d in place: no membership at epoch %d came: %w", n, target, ctx.Err())
 	}
 	cfg, err := comm.GrowConfig(m.Peers, m.Incarnations)
 	if err != nil {
