@@ -95,10 +95,15 @@ func (o *observations) Run(ctx context.Context) error {
 	}
 }
 
-// take1 takes one datagram: spans, a saved model, the world's batches
-// or a report.
+// take1 takes one datagram: the world's batches, a saved model, spans
+// or a report, decoded once.
 func (o *observations) take1(b []byte) {
-	if w, ok := parseWorldBatches(b); ok {
+	d, err := decodeDatagram(b)
+	if err != nil {
+		o.logger.Debug("report refused", "err", err)
+		return
+	}
+	if w, ok := d.worldBatches(); ok {
 		o.mu.Lock()
 		if o.world == nil || w.GetMembershipVersion() >= o.world.GetMembershipVersion() {
 			o.world = w
@@ -106,7 +111,7 @@ func (o *observations) take1(b []byte) {
 		o.mu.Unlock()
 		return
 	}
-	if m, ok := parseModelSaved(b); ok {
+	if m, ok := d.modelSaved(); ok {
 		o.mu.Lock()
 		if len(o.models) < maxPendingReports {
 			o.models = append(o.models, m)
@@ -114,11 +119,11 @@ func (o *observations) take1(b []byte) {
 		o.mu.Unlock()
 		return
 	}
-	if spans, ok := parseSpans(b); ok {
+	if spans, ok := d.spans(); ok {
 		o.addSpans(spans)
 		return
 	}
-	r, err := parseReport(b)
+	r, err := d.report()
 	if err != nil {
 		o.logger.Debug("report refused", "err", err)
 		return
@@ -153,87 +158,96 @@ func (o *observations) Close() {
 	_ = os.Remove(o.sock.LocalAddr().String())
 }
 
-// parseReport reads one datagram: {"step": N, "values": {"loss": 0.3}}.
-func parseReport(b []byte) (*driverpb.Report, error) {
-	var in struct {
-		Step   int64              `json:"step"`
-		Values map[string]float64 `json:"values"`
-		Time   float64            `json:"time"`
-	}
-	if err := json.Unmarshal(b, &in); err != nil {
-		return nil, fmt.Errorf("report %q: %w", truncate(string(b), 80), err)
-	}
-	for k, v := range in.Values {
-		if k == "" || math.IsNaN(v) || math.IsInf(v, 0) {
-			delete(in.Values, k)
-		}
-	}
-	if len(in.Values) == 0 {
-		return nil, fmt.Errorf("report %q: no values", truncate(string(b), 80))
-	}
-	at := time.Now()
-	if in.Time > 0 {
-		at = time.UnixMilli(int64(in.Time * 1000))
-	}
-	return &driverpb.Report{Step: in.Step, Values: in.Values, UnixMillis: at.UnixMilli()}, nil
+// datagram is everything a training process sends on the report socket;
+// which fields are set says what it is:
+//
+//	{"world_batches": {"version": V, "epoch": E, "batches": K}}  task.Env.ReportWorldBatches
+//	{"model": {"name": ..., "version": N, "uri": ...}}           spindle model publish
+//	{"spans": [{"name": ..., "cat": ..., "ts": US, "dur": US}]}  package timeline
+//	{"step": N, "values": {"loss": 0.3}, "time": SECONDS}        spindle.report
+type datagram struct {
+	raw   []byte
+	World *struct {
+		Version int64 `json:"version"`
+		Epoch   int32 `json:"epoch"`
+		Batches int64 `json:"batches"`
+	} `json:"world_batches"`
+	Model *struct {
+		Name    string `json:"name"`
+		Version int64  `json:"version"`
+		URI     string `json:"uri"`
+	} `json:"model"`
+	Spans []struct {
+		Name string `json:"name"`
+		Cat  string `json:"cat"`
+		TS   int64  `json:"ts"`
+		Dur  int64  `json:"dur"`
+	} `json:"spans"`
+	Step   int64              `json:"step"`
+	Values map[string]float64 `json:"values"`
+	Time   float64            `json:"time"`
 }
 
-// parseModelSaved reads a datagram saying a model was published (spindle
-// model publish sends it): {"model": {"name": ..., "version": N, "uri": ...}}.
-func parseModelSaved(b []byte) (*driverpb.ModelSaved, bool) {
-	var in struct {
-		Model *struct {
-			Name    string `json:"name"`
-			Version int64  `json:"version"`
-			URI     string `json:"uri"`
-		} `json:"model"`
+// decodeDatagram decodes one datagram.
+func decodeDatagram(b []byte) (*datagram, error) {
+	d := &datagram{raw: b}
+	if err := json.Unmarshal(b, d); err != nil {
+		return nil, fmt.Errorf("report %q: %w", truncate(string(b), 80), err)
 	}
-	if json.Unmarshal(b, &in) != nil || in.Model == nil || in.Model.Name == "" || in.Model.Version < 1 {
+	return d, nil
+}
+
+// worldBatches is how far the world was in its epoch when it shrank.
+func (d *datagram) worldBatches() (*driverpb.WorldBatches, bool) {
+	w := d.World
+	if w == nil || w.Epoch < 0 || w.Batches < 0 {
 		return nil, false
 	}
-	return &driverpb.ModelSaved{Name: truncate(in.Model.Name, 200), Version: in.Model.Version, Uri: truncate(in.Model.URI, 2000),
+	return &driverpb.WorldBatches{MembershipVersion: w.Version, Epoch: w.Epoch, Batches: w.Batches}, true
+}
+
+// modelSaved says a model was published.
+func (d *datagram) modelSaved() (*driverpb.ModelSaved, bool) {
+	m := d.Model
+	if m == nil || m.Name == "" || m.Version < 1 {
+		return nil, false
+	}
+	return &driverpb.ModelSaved{Name: truncate(m.Name, 200), Version: m.Version, Uri: truncate(m.URI, 2000),
 		UnixMillis: time.Now().UnixMilli()}, true
 }
 
-// parseWorldBatches reads a datagram saying how far the world was in its
-// epoch when it shrank (task.Env.ReportWorldBatches):
-// {"world_batches": {"version": V, "epoch": E, "batches": K}}.
-func parseWorldBatches(b []byte) (*driverpb.WorldBatches, bool) {
-	var in struct {
-		World *struct {
-			Version int64 `json:"version"`
-			Epoch   int32 `json:"epoch"`
-			Batches int64 `json:"batches"`
-		} `json:"world_batches"`
-	}
-	if json.Unmarshal(b, &in) != nil || in.World == nil || in.World.Epoch < 0 || in.World.Batches < 0 {
+// spans are timeline spans; malformed ones are left out.
+func (d *datagram) spans() ([]*driverpb.Span, bool) {
+	if d.Spans == nil {
 		return nil, false
 	}
-	return &driverpb.WorldBatches{MembershipVersion: in.World.Version, Epoch: in.World.Epoch, Batches: in.World.Batches}, true
-}
-
-// parseSpans reads a datagram of timeline spans (package timeline):
-// {"spans": [{"name": ..., "cat": ..., "ts": MICROS, "dur": MICROS}]}.
-func parseSpans(b []byte) ([]*driverpb.Span, bool) {
-	var in struct {
-		Spans []struct {
-			Name string `json:"name"`
-			Cat  string `json:"cat"`
-			TS   int64  `json:"ts"`
-			Dur  int64  `json:"dur"`
-		} `json:"spans"`
-	}
-	if json.Unmarshal(b, &in) != nil || in.Spans == nil {
-		return nil, false
-	}
-	out := make([]*driverpb.Span, 0, len(in.Spans))
-	for _, s := range in.Spans {
+	out := make([]*driverpb.Span, 0, len(d.Spans))
+	for _, s := range d.Spans {
 		if s.Name == "" || s.TS <= 0 || s.Dur < 0 {
 			continue
 		}
 		out = append(out, &driverpb.Span{Name: truncate(s.Name, 200), Cat: truncate(s.Cat, 40), StartMicros: s.TS, DurationMicros: s.Dur})
 	}
 	return out, true
+}
+
+// report is a training process's values at a step; values that are not
+// finite numbers are left out, and a report with none is refused.
+func (d *datagram) report() (*driverpb.Report, error) {
+	values := d.Values
+	for k, v := range values {
+		if k == "" || math.IsNaN(v) || math.IsInf(v, 0) {
+			delete(values, k)
+		}
+	}
+	if len(values) == 0 {
+		return nil, fmt.Errorf("report %q: no values", truncate(string(d.raw), 80))
+	}
+	at := time.Now()
+	if d.Time > 0 {
+		at = time.UnixMilli(int64(d.Time * 1000))
+	}
+	return &driverpb.Report{Step: d.Step, Values: values, UnixMillis: at.UnixMilli()}, nil
 }
 
 // addSpans keeps spans for the driver, up to a bound past which new ones

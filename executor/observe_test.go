@@ -204,12 +204,19 @@ func TestLastReportsKept(t *testing.T) {
 // TestModelSavedDatagrams: a published model's datagram is read as one,
 // and neither a report nor a malformed model is.
 func TestModelSavedDatagrams(t *testing.T) {
-	m, ok := parseModelSaved([]byte(`{"model": {"name": "ctr", "version": 3, "uri": "hdfs://nn/models/ctr/3"}}`))
+	modelSaved := func(b []byte) (*driverpb.ModelSaved, bool) {
+		d, err := decodeDatagram(b)
+		if err != nil {
+			return nil, false
+		}
+		return d.modelSaved()
+	}
+	m, ok := modelSaved([]byte(`{"model": {"name": "ctr", "version": 3, "uri": "hdfs://nn/models/ctr/3"}}`))
 	if !ok || m.GetName() != "ctr" || m.GetVersion() != 3 || m.GetUri() != "hdfs://nn/models/ctr/3" || m.GetUnixMillis() == 0 {
 		t.Fatalf("model datagram read as %v, %v", m, ok)
 	}
 	for _, msg := range []string{`{"step": 3, "values": {"loss": 0.5}}`, `{"model": {"name": "", "version": 1}}`, `{"model": {"name": "x", "version": 0}}`, `nope`} {
-		if _, ok := parseModelSaved([]byte(msg)); ok {
+		if _, ok := modelSaved([]byte(msg)); ok {
 			t.Errorf("%s read as a saved model", msg)
 		}
 	}
