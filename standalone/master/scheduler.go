@@ -401,7 +401,7 @@ func (ls *leaderState) launch(ctx context.Context, app string, placed []*Executo
 				return err
 			}
 			req := &pb.LaunchRequest{
-				WorkerId: t.e.Worker, AppId: app, ExecutorId: t.e.ID,
+				WorkerId: t.e.Worker, AppId: app, ExecutorId: t.e.ID, LaunchId: t.e.RequestID,
 				Args: spec.GetArgs(), Env: spec.GetEnv(),
 				Cores: int32(t.e.Cores), MemoryMb: t.e.MemoryMB,
 			}

@@ -2212,7 +2212,12 @@ type LaunchRequest struct {
 	Cores      int32             `protobuf:"varint,6,opt,name=cores,proto3" json:"cores,omitempty"`
 	MemoryMb   int64             `protobuf:"varint,7,opt,name=memory_mb,json=memoryMb,proto3" json:"memory_mb,omitempty"`
 	// gpus are the device indices given to the executor (CUDA_VISIBLE_DEVICES).
-	Gpus          []int32 `protobuf:"varint,8,rep,packed,name=gpus,proto3" json:"gpus,omitempty"`
+	Gpus []int32 `protobuf:"varint,8,rep,packed,name=gpus,proto3" json:"gpus,omitempty"`
+	// launch_id names the placement this launch starts (the executor
+	// request's id). A retried launch with the id of a run that has already
+	// exited is answered with that run, not started again; a later
+	// placement of the same executor id (a gang restart) has another id.
+	LaunchId      string `protobuf:"bytes,9,opt,name=launch_id,json=launchId,proto3" json:"launch_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2301,6 +2306,13 @@ func (x *LaunchRequest) GetGpus() []int32 {
 		return x.Gpus
 	}
 	return nil
+}
+
+func (x *LaunchRequest) GetLaunchId() string {
+	if x != nil {
+		return x.LaunchId
+	}
+	return ""
 }
 
 type LaunchResponse struct {
@@ -2796,7 +2808,7 @@ const file_standalone_proto_rawDesc = "" +
 	"\x0flast_contact_ms\x18\n" +
 	" \x01(\x03R\rlastContactMs\x12.\n" +
 	"\x13last_snapshot_index\x18\v \x01(\x04R\x11lastSnapshotIndex\x12!\n" +
-	"\fqueued_gangs\x18\f \x01(\x05R\vqueuedGangs\"\xb8\x02\n" +
+	"\fqueued_gangs\x18\f \x01(\x05R\vqueuedGangs\"\xd5\x02\n" +
 	"\rLaunchRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x15\n" +
 	"\x06app_id\x18\x02 \x01(\tR\x05appId\x12\x1f\n" +
@@ -2806,7 +2818,8 @@ const file_standalone_proto_rawDesc = "" +
 	"\x03env\x18\x05 \x03(\v2-.spindle.standalone.v1.LaunchRequest.EnvEntryR\x03env\x12\x14\n" +
 	"\x05cores\x18\x06 \x01(\x05R\x05cores\x12\x1b\n" +
 	"\tmemory_mb\x18\a \x01(\x03R\bmemoryMb\x12\x12\n" +
-	"\x04gpus\x18\b \x03(\x05R\x04gpus\x1a6\n" +
+	"\x04gpus\x18\b \x03(\x05R\x04gpus\x12\x1b\n" +
+	"\tlaunch_id\x18\t \x01(\tR\blaunchId\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"=\n" +

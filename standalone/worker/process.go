@@ -29,14 +29,15 @@ const stderrTailBytes = 2048
 
 // proc is one executor process.
 type proc struct {
-	app, id string
-	dir     string
-	cgroup  string
-	logs    []*rotatingLog // stdout, stderr
-	cmd     *exec.Cmd
-	pid     int
-	started time.Time
-	done    chan struct{} // closed when the process was reaped
+	app, id  string
+	launchID string // the placement it runs (LaunchRequest.launch_id)
+	dir      string
+	cgroup   string
+	logs     []*rotatingLog // stdout, stderr
+	cmd      *exec.Cmd
+	pid      int
+	started  time.Time
+	done     chan struct{} // closed when the process was reaped
 
 	// Set under the worker's lock.
 	stopReason string
@@ -48,6 +49,7 @@ type proc struct {
 // launchSpec is what a Launch call asks for.
 type launchSpec struct {
 	app, id  string
+	launchID string
 	args     []string
 	env      map[string]string
 	cores    int
@@ -101,7 +103,7 @@ func (w *Worker) start(s launchSpec) (*proc, error) {
 	// started; killed with the worker, so no executor outlives it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 
-	p := &proc{app: s.app, id: s.id, dir: dir, cmd: cmd, done: make(chan struct{}), logs: []*rotatingLog{stdout, stderr}}
+	p := &proc{app: s.app, id: s.id, launchID: s.launchID, dir: dir, cmd: cmd, done: make(chan struct{}), logs: []*rotatingLog{stdout, stderr}}
 	var cgFD *os.File
 	if w.cgroups != nil {
 		cg, err := w.cgroups.create(s.app+"."+s.id, s.cores, s.memoryMB)

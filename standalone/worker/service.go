@@ -45,7 +45,8 @@ func (s *service) check(workerID, app string, ids ...string) error {
 	return nil
 }
 
-// Launch starts an executor; launching one that runs is a no-op.
+// Launch starts an executor; launching one that runs, or again the
+// placement of one that ran and ended, is a no-op.
 func (s *service) Launch(ctx context.Context, req *pb.LaunchRequest) (*pb.LaunchResponse, error) {
 	w := s.w
 	if err := s.check(req.GetWorkerId(), req.GetAppId(), req.GetExecutorId()); err != nil {
@@ -67,7 +68,9 @@ func (s *service) Launch(ctx context.Context, req *pb.LaunchRequest) (*pb.Launch
 		w.mu.Unlock()
 		return nil, fmt.Errorf("%w: worker %s is shutting down", apierr.ErrStopped, w.id)
 	}
-	if p, ok := w.procs[key]; ok && !p.exited {
+	if p, ok := w.procs[key]; ok && (!p.exited || p.launchID != "" && p.launchID == req.GetLaunchId()) {
+		// Running, or a retry of a launch whose run has already ended
+		// (its answer was lost): the executor is not started twice.
 		w.mu.Unlock()
 		return &pb.LaunchResponse{Pid: int32(p.pid), WorkDir: p.dir}, nil
 	}
@@ -82,7 +85,7 @@ func (s *service) Launch(ctx context.Context, req *pb.LaunchRequest) (*pb.Launch
 	w.mu.Unlock()
 
 	p, err := w.start(launchSpec{
-		app: req.GetAppId(), id: req.GetExecutorId(), args: req.GetArgs(), env: req.GetEnv(),
+		app: req.GetAppId(), id: req.GetExecutorId(), launchID: req.GetLaunchId(), args: req.GetArgs(), env: req.GetEnv(),
 		cores: int(req.GetCores()), memoryMB: req.GetMemoryMb(), gpus: gpus,
 	})
 	w.mu.Lock()
