@@ -395,10 +395,15 @@ def standalone_cluster(test, workers):
 
 def start_session(master, **options):
     """Start a session on a standalone master once its workers have registered (until then its job cannot be placed)."""
+    return until_placed(lambda: spindle.Session(master=master, stream=False, timeout=120, **options))
+
+
+def until_placed(start):
+    """Return start(), which starts a job on a standalone master, called again while it fails until the master's workers have registered."""
     deadline = time.monotonic() + 120
     while True:
         try:
-            return spindle.Session(master=master, stream=False, timeout=120, **options)
+            return start()
         except spindle.JobFailed:
             if time.monotonic() > deadline:
                 raise

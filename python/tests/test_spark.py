@@ -1,4 +1,4 @@
-"""spindle.spark against real pyspark in local mode and real local Spindle jobs.
+"""spindle.spark against real pyspark in local mode and real Spindle jobs and sessions: local, standalone and on YARN.
 
 Needs pyspark, pandas, pyarrow and cloudpickle (make deps installs them into
 $SPINDLE_PY_VENV; `make test-python` runs this file there) and Java. The
@@ -309,12 +309,17 @@ class SparkSessionTest(SparkCase):
 
 
 class SparkStandaloneSessionTest(SparkCase):
-    """spindle.spark.train into a warm session on a standalone cluster (a master and a worker on this host)."""
+    """spindle.spark.train into a new job and a warm session on a standalone cluster (a master and a worker on this host)."""
 
     MASTER = "local[2,4]"
 
     def test_two_jobs_each_get_their_own_rows_once_per_epoch(self):
         master, _, _ = test_session.standalone_cluster(self, {"w1": ((), 4)})
+        # A new job first: it also waits for the worker to register.
+        ranks = test_session.until_placed(lambda: sspark.train(frame(self.spark), read_everything, num_workers=2,
+                                                               label="label", epochs=2, all_ranks=True, master=master,
+                                                               python=sys.executable, stream=False))
+        check_fed_once_per_epoch(self, ranks, 2)
         s = test_session.start_session(master, num_executors=2, input="flight-put:", label_column="label", epochs=2,
                                        conf={"spindle.flight.put.schema": sspark.push_schema(frame(self.spark).schema)})
         self.addCleanup(s.close)
