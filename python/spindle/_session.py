@@ -69,6 +69,10 @@ class Session:
                                "a standalone one (spindle://) or yarn")
         if submit_options.get("deploy_mode", "client") != "client":
             raise SpindleError("spindle.Session: deploy_mode='cluster': a session's driver runs here, in client mode")
+        if submit_options.get("input") == "flight-put:":
+            from . import spark
+            # Spark's executors on other hosts push where they can reach (Spark started first).
+            submit_options["input"] = spark.push_input(master)
         #: The epochs each job reads, with input; None without.
         self.epochs = None
         if submit_options.get("input"):

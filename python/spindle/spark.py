@@ -23,6 +23,7 @@ function.
 """
 
 import subprocess
+import sys
 import threading
 
 from . import _run, _submit
@@ -47,6 +48,31 @@ def push_schema(schema):
             raise SpindleError(f"column {field.name!r}: a pushed column's name may hold neither ',' nor ':'")
         cols.append(f"{field.name}:{_TYPES[kind]}")
     return ",".join(cols)
+
+
+def push_input(master=None, sc=None):
+    """Return the input of a job (or session) on master that Spark sc (the active one by default) is to push into.
+
+    A local master's driver listens on loopback, which Spark executors on
+    other hosts (Spark on YARN, a standalone or Kubernetes cluster) cannot
+    reach: there the endpoint listens on Spark's own driver host, the
+    address those executors already reach this host at. Otherwise, and
+    for a cluster master (whose driver advertises a host its executors
+    reach), it is plain ``flight-put:``.
+    """
+    master = master or "local"
+    if master != "local" and not master.startswith("local["):
+        return "flight-put:"
+    if sc is None:
+        pyspark = sys.modules.get("pyspark")  # no Spark imported: none to push from
+        sc = pyspark and pyspark.SparkContext._active_spark_context
+    # local and local-cluster Spark run their executors on this host.
+    if sc is None or sc.master.startswith("local"):
+        return "flight-put:"
+    host = sc.getConf().get("spark.driver.host")
+    if not host:
+        return "flight-put:"
+    return f"flight-put://[{host}]:0" if ":" in host else f"flight-put://{host}:0"
 
 
 def _arrow_schema(spec):
@@ -246,7 +272,8 @@ def train(df, fn_or_command, *args, num_workers=None, label=None, epochs=None, a
     spindle.submit takes), for which the exit code is returned. The ranks
     read the rows as any job's feed (spindle.batches(), spindle.tensors(),
     spindle.torch.FeedDataset), label last; epochs after the first come
-    from the executors' cache. Other options are spindle.submit's.
+    from the executors' cache. Other options are spindle.submit's. A
+    local job's endpoint is where Spark's executors reach it (push_input).
     """
     if session is not None:
         return _train_in_session(df, fn_or_command, args, session, num_workers, label, epochs, all_ranks, submit_options)
@@ -254,11 +281,12 @@ def train(df, fn_or_command, *args, num_workers=None, label=None, epochs=None, a
     epochs = 1 if epochs is None else epochs
     conf = dict(submit_options.pop("conf", None) or {})
     conf.setdefault("spindle.flight.put.schema", push_schema(df.schema))
-    opts = dict(submit_options, input="flight-put:", label_column=label, epochs=epochs, conf=conf)
+    opts = dict(submit_options, label_column=label, epochs=epochs, conf=conf)
+    opts.setdefault("master", f"local[{num_workers}]")
+    opts["input"] = push_input(opts["master"], df.sparkSession.sparkContext)
     if callable(fn_or_command) or (isinstance(fn_or_command, str) and ":" in fn_or_command and " " not in fn_or_command):
         job = _run.start(fn_or_command, args, {}, num_workers=num_workers, **opts)
     else:
-        opts.setdefault("master", f"local[{num_workers}]")
         job = _submit.submit(fn_or_command, num_executors=num_workers, **opts)
     with job:
         try:

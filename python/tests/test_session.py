@@ -395,10 +395,15 @@ def standalone_cluster(test, workers):
 
 def start_session(master, **options):
     """Start a session on a standalone master once its workers have registered (until then its job cannot be placed)."""
+    return until_placed(lambda: spindle.Session(master=master, stream=False, timeout=120, **options))
+
+
+def until_placed(start):
+    """Return start(), which starts a job on a standalone master, called again while it fails until the master's workers have registered."""
     deadline = time.monotonic() + 120
     while True:
         try:
-            return spindle.Session(master=master, stream=False, timeout=120, **options)
+            return start()
         except spindle.JobFailed:
             if time.monotonic() > deadline:
                 raise
@@ -533,32 +538,44 @@ class RemoteSessionTest(unittest.TestCase):
             time.sleep(0.02)
 
 
+def yarn_minicluster(test):
+    """Start spindle minicluster's YARN (2 NodeManagers) for test, in a mount namespace where a directory is hidden; return that directory.
+
+    HADOOP_CONF_DIR names the cluster until the test ends. The YARN
+    containers see the returned directory as an empty file system of
+    their own: a session whose directory is there is as far from its
+    ranks as another host's.
+    """
+    binary = support.spindle_binary(test)
+    os.environ["SPINDLE_BINARY"] = binary
+    work = support.short_tempdir(test)
+    hidden = support.short_tempdir(test)
+    log = open(os.path.join(work, "minicluster.log"), "wb")
+    test.addCleanup(log.close)
+    p = subprocess.Popen(["unshare", "-m", "sh", "-c", 'mount -t tmpfs spindle-away "$0" && exec "$@"', hidden,
+                          binary, "minicluster", "--dir", os.path.join(work, "mc"), "--datanodes", "1",
+                          "--nodemanagers", "2", "--nm-memory", "4GiB"], stdout=log, stderr=subprocess.STDOUT)
+    test.addCleanup(p.wait, 60)
+    test.addCleanup(p.send_signal, signal.SIGINT)
+    conf = os.path.join(work, "mc", "hadoop-conf", "yarn-site.xml")
+    deadline = time.monotonic() + 120
+    while not os.path.exists(conf):
+        test.assertIsNone(p.poll(), "spindle minicluster ended")
+        test.assertLess(time.monotonic(), deadline, "spindle minicluster did not write its configuration")
+        time.sleep(0.05)
+    env = mock.patch.dict(os.environ, HADOOP_CONF_DIR=os.path.dirname(conf), HADOOP_USER_NAME="root")
+    env.start()
+    test.addCleanup(env.stop)
+    return hidden
+
+
 @unittest.skipIf(cloudpickle is None, "needs cloudpickle (make deps installs it into $SPINDLE_PY_VENV)")
 @unittest.skipUnless(can_hide_directories(), "needs root and unshare -m, to hide the session's directory from YARN's containers")
 class YARNSessionTest(unittest.TestCase):
     """A session on YARN in client mode: spindle minicluster's NodeManagers, which do not see the session's host's files."""
 
     def setUp(self):
-        binary = support.spindle_binary(self)
-        os.environ["SPINDLE_BINARY"] = binary
-        work = support.short_tempdir(self)
-        self.hidden = support.short_tempdir(self)
-        log = open(os.path.join(work, "minicluster.log"), "wb")
-        self.addCleanup(log.close)
-        p = subprocess.Popen(["unshare", "-m", "sh", "-c", 'mount -t tmpfs spindle-away "$0" && exec "$@"', self.hidden,
-                              binary, "minicluster", "--dir", os.path.join(work, "mc"), "--datanodes", "1",
-                              "--nodemanagers", "2", "--nm-memory", "4GiB"], stdout=log, stderr=subprocess.STDOUT)
-        self.addCleanup(p.wait, 60)
-        self.addCleanup(p.send_signal, signal.SIGINT)
-        conf = os.path.join(work, "mc", "hadoop-conf", "yarn-site.xml")
-        deadline = time.monotonic() + 120
-        while not os.path.exists(conf):
-            self.assertIsNone(p.poll(), "spindle minicluster ended")
-            self.assertLess(time.monotonic(), deadline, "spindle minicluster did not write its configuration")
-            time.sleep(0.05)
-        env = mock.patch.dict(os.environ, HADOOP_CONF_DIR=os.path.dirname(conf), HADOOP_USER_NAME="root")
-        env.start()
-        self.addCleanup(env.stop)
+        self.hidden = yarn_minicluster(self)
 
     def test_ranks_in_yarn_containers_serve_over_tcp(self):
         def seen():

@@ -1,4 +1,4 @@
-"""spindle.spark against real pyspark in local mode and real local Spindle jobs.
+"""spindle.spark against real pyspark in local mode and real Spindle jobs and sessions: local, standalone and on YARN.
 
 Needs pyspark, pandas, pyarrow and cloudpickle (make deps installs them into
 $SPINDLE_PY_VENV; `make test-python` runs this file there) and Java. The
@@ -12,8 +12,10 @@ import shutil
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 import support
+import test_session
 
 import spindle
 
@@ -307,19 +309,54 @@ class SparkSessionTest(SparkCase):
 
 
 class SparkStandaloneSessionTest(SparkCase):
-    """spindle.spark.train into a warm session on a standalone cluster (a master and a worker on this host)."""
+    """spindle.spark.train into a new job and a warm session on a standalone cluster (a master and a worker on this host)."""
 
     MASTER = "local[2,4]"
 
     def test_two_jobs_each_get_their_own_rows_once_per_epoch(self):
-        import test_session
         master, _, _ = test_session.standalone_cluster(self, {"w1": ((), 4)})
+        # A new job first: it also waits for the worker to register.
+        ranks = test_session.until_placed(lambda: sspark.train(frame(self.spark), read_everything, num_workers=2,
+                                                               label="label", epochs=2, all_ranks=True, master=master,
+                                                               python=sys.executable, stream=False))
+        check_fed_once_per_epoch(self, ranks, 2)
         s = test_session.start_session(master, num_executors=2, input="flight-put:", label_column="label", epochs=2,
                                        conf={"spindle.flight.put.schema": sspark.push_schema(frame(self.spark).schema)})
         self.addCleanup(s.close)
         for first in (0, 10 * ROWS):
             ranks = sspark.train(frame(self.spark, first), read_everything, session=s, all_ranks=True)
             check_fed_once_per_epoch(self, ranks, 2, first)
+
+
+class SparkYARNTest(SparkCase):
+    """Spark local, Spindle on YARN in client mode (spindle minicluster's, in containers that do not see this host's files)."""
+
+    MASTER = "local[2,4]"
+
+    @unittest.skipUnless(test_session.can_hide_directories(), "needs root and unshare -m, to hide the session's directory from YARN's containers")
+    def test_one_program_feeds_yarn_and_local_jobs_and_a_yarn_session(self):
+        hidden = test_session.yarn_minicluster(self)
+        # The ranks in YARN's containers cannot import this module: its
+        # functions travel by value.
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        self.addCleanup(cloudpickle.unregister_pickle_by_value, sys.modules[__name__])
+        job = dict(executor_memory="512m", python=sys.executable, stream=False)
+        for master in ("yarn", "local[2]"):
+            with self.subTest(master=master):
+                ranks = sspark.train(frame(self.spark), read_everything, num_workers=2, label="label", epochs=2,
+                                     all_ranks=True, master=master, conf=test_session.LOOPBACK, **job)
+                check_fed_once_per_epoch(self, ranks, 2)
+        schema = sspark.push_schema(frame(self.spark).schema)
+        with mock.patch.object(tempfile, "tempdir", hidden):
+            s = spindle.Session(master="yarn", num_executors=2, input="flight-put:", label_column="label", epochs=2,
+                                conf=dict(test_session.LOOPBACK, **{"spindle.flight.put.schema": schema}), timeout=180,
+                                **job)
+        self.addCleanup(s.close)
+        self.assertEqual(sorted(s.addrs), [0, 1], "both ranks serve over TCP")
+        for first in (0, 10 * ROWS):
+            ranks = sspark.train(frame(self.spark, first), read_everything, session=s, all_ranks=True)
+            check_fed_once_per_epoch(self, ranks, 2, first)
+        self.assertEqual(s.job.status, "RUNNING", "the session's executors stay between jobs")
 
 
 class SparkClusterTest(SparkCase):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,46 +25,79 @@ const sparkRows = 20000
 
 var (
 	sparkAppRE = regexp.MustCompile(`(?m)^SPARK_APP (application_\d+_\d+)$`)
-	fedRE      = regexp.MustCompile(`(?m)^FED (\{.*\})$`)
+	fedRE      = regexp.MustCompile(`(?m)FED (\{.*\})$`)
 )
+
+// sparkDriverHost is the address the driver program's Spark driver
+// listens on and its executors reach it at: a loopback address, but not
+// the one a local Spindle job's driver takes by default.
+const sparkDriverHost = "127.0.0.2"
 
 // TestSparkOnYARNIntoSpindle runs a driver program (testdata/spark_push.py)
 // whose Spark session has master yarn, its executors in the mini cluster's
-// containers: Spark computes a DataFrame and spindle.spark.train pushes it
-// from those executors into a 2-rank Spindle job, from the same program
-// and Spark session first with Spindle on YARN (client mode), then on
-// Spindle's standalone cluster. Every row reaches the ranks exactly once
-// each time; YARN reports Spark's application succeeded and ran one more
-// Spindle application.
+// containers: Spark computes DataFrames and spindle.spark.train pushes them
+// from those executors into 2-rank Spindle jobs, all from the same program
+// and Spark session: a new job on YARN (client mode), on a local master and
+// on Spindle's standalone cluster; then two jobs of a warm session on each
+// of YARN, a local master and the standalone cluster, each session job fed
+// 2 epochs of a DataFrame of its own. Every job's rows reach its ranks
+// exactly once per epoch; a local master's push endpoint is on Spark's
+// driver host, which Spark's executors reach (that driver's loopback they
+// would not, on other hosts); YARN reports Spark's application succeeded
+// and ran two more Spindle applications (the job and the session).
 func TestSparkOnYARNIntoSpindle(t *testing.T) {
 	t.Parallel()
 	py, jars := sparkPython(t)
 	hc := hadooptest.Shared(t)
 	standalone := startStandalone(t)
-	masters := []string{"yarn", standalone.master}
+	masters := []string{"yarn", "local[2]", standalone.master, "session:yarn", "session:local[2]", "session:" + standalone.master}
+	var want []string // the master of each FED line, in order: a session's two jobs each have one
+	for _, m := range masters {
+		want = append(want, m)
+		if strings.HasPrefix(m, "session:") {
+			want = append(want, m)
+		}
+	}
 	before := spindleApps(t, hc, sparkJobName)
-	out := runSparkDriver(t, hc, py, jars, masters, "SPINDLE_CLUSTER_SECRET="+standalone.secret)
+	out := runSparkDriver(t, hc, py, jars, masters, "SPINDLE_CLUSTER_SECRET="+standalone.secret,
+		"SPARK_DRIVER_HOST="+sparkDriverHost)
 	fed := fedRE.FindAllStringSubmatch(out, -1)
-	if len(fed) != len(masters) {
-		t.Fatalf("want a FED line for each of %v:\n%s", masters, out)
+	if len(fed) != len(want) {
+		t.Fatalf("want a FED line for each job of %v:\n%s", want, out)
 	}
 	for i, m := range fed {
-		var got struct {
-			Master      string `json:"master"`
-			Ranks       []int  `json:"ranks"`
-			IDs         int    `json:"ids"`
-			ExactlyOnce bool   `json:"exactly_once"`
-		}
-		if err := json.Unmarshal([]byte(m[1]), &got); err != nil {
-			t.Fatalf("FED line %q: %v", m[1], err)
-		}
-		if got.Master != masters[i] || !got.ExactlyOnce || got.IDs != sparkRows || len(got.Ranks) != 2 {
-			t.Errorf("Spindle on %s: want %d rows over 2 ranks, each once; got %s", masters[i], sparkRows, m[1])
-		}
+		checkFed(t, want[i], m[1])
 	}
 	sparkSucceeded(t, hc, out)
-	if after := spindleApps(t, hc, sparkJobName); after != before+1 {
-		t.Errorf("want one more Spindle application on YARN, got %d then %d", before, after)
+	if after := spindleApps(t, hc, sparkJobName); after != before+2 {
+		t.Errorf("want two more Spindle applications on YARN, got %d then %d", before, after)
+	}
+}
+
+// checkFed checks one FED line of testdata/spark_push.py: its job on
+// master was fed every row once per epoch over 2 ranks, and a local
+// master's Spark tasks pushed to Spark's driver host.
+func checkFed(t *testing.T, master, line string) {
+	t.Helper()
+	var got struct {
+		Master      string `json:"master"`
+		Ranks       []int  `json:"ranks"`
+		IDs         []int  `json:"ids"`
+		ExactlyOnce bool   `json:"exactly_once"`
+		Endpoint    string `json:"endpoint"`
+	}
+	if err := json.Unmarshal([]byte(line), &got); err != nil {
+		t.Fatalf("FED line %q: %v", line, err)
+	}
+	if got.Master != master || !got.ExactlyOnce || len(got.Ranks) != 2 {
+		t.Errorf("Spindle on %s: want %d rows over 2 ranks, each once per epoch; got %s", master, sparkRows, line)
+	}
+	if !strings.HasSuffix(master, "local[2]") {
+		return
+	}
+	u, err := url.Parse(got.Endpoint)
+	if err != nil || u.Hostname() != sparkDriverHost {
+		t.Errorf("Spindle on %s: Spark's executors pushed to %q, want Spark's driver host %s", master, got.Endpoint, sparkDriverHost)
 	}
 }
 

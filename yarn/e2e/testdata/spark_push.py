@@ -1,14 +1,20 @@
-"""A notebook-like driver program: Spark on YARN computes a DataFrame and spindle.spark.train feeds it to jobs.
+"""A notebook-like driver program: Spark on YARN computes DataFrames and spindle.spark.train feeds them to jobs.
 
     python spark_push.py SPARK_JARS_DIR ROWS SPINDLE_MASTER...
 
 Spark runs with master yarn (HADOOP_CONF_DIR names the cluster), its
-executors in YARN containers. From that one Spark session, a 2-rank
-Spindle job runs on each SPINDLE_MASTER in turn (yarn, a standalone
-spindle:// URL), each rank returning the ids it was fed. Prints SPARK_APP
-with Spark's application id and, per master, FED with how many ids came
-back, how many distinct, and whether they are exactly 0..ROWS-1; exits 1
-when they are not.
+executors in YARN containers, its driver on SPARK_DRIVER_HOST (127.0.0.1
+by default). From that one Spark session, in turn: for each
+SPINDLE_MASTER (yarn, local[N], a standalone spindle:// URL) a new 2-rank
+Spindle job fed one epoch of a DataFrame; for each session:MASTER a warm
+2-rank session on MASTER whose two jobs are each fed 2 epochs of a
+DataFrame of their own (spindle.spark.train(df, fn, session=s)). Each
+rank returns the ids it was fed per epoch. Prints SPARK_APP with Spark's
+application id and, per job, FED with the master, the session job's
+number (0 for a new job), the rows each rank got, how many ids came back
+per epoch, whether each epoch had exactly that job's ids once, and the
+push endpoint the Spark tasks dialed; exits 1 when a job's rows were not
+fed exactly once.
 """
 import json
 import os
@@ -16,16 +22,32 @@ import sys
 
 from pyspark.sql import SparkSession
 
+import spindle
 import spindle.spark
 
+# Correctness, not failure detection, on a loaded machine; the test counts
+# the YARN applications of this name.
+JOB = dict(python=sys.executable, executor_memory="256m", name="spark-into-spindle",
+           conf={"spindle.network.interface": "lo", "spindle.executor.heartbeatTimeout": "60s"})
 
-def read_ids():
-    """On each rank: the ids it was fed, in one epoch."""
+# The endpoint each push's Spark tasks dialed, recorded as the real
+# pusher is made (on this host), last one last.
+endpoints = []
+_real_pusher = spindle.spark._partition_pusher
+
+
+def _recording_pusher(endpoint, *args):
+    endpoints.append(endpoint)
+    return _real_pusher(endpoint, *args)
+
+
+spindle.spark._partition_pusher = _recording_pusher
+
+
+def read_epochs():
+    """On each rank: per epoch, the ids it was fed."""
     import spindle
-    ids = []
-    for batch in spindle.batches():
-        ids.extend(int(i) for i in batch["id"])
-    return ids
+    return [[int(i) for b in ep for i in b["id"]] for ep in spindle.epochs("batches")]
 
 
 def session(jars):
@@ -41,11 +63,42 @@ def session(jars):
             # Spark's jars are already on every node (this machine): no upload.
             .config("spark.yarn.jars", "local:" + os.path.join(jars, "*"))
             .config("spark.executorEnv.PYTHONPATH", os.environ.get("PYTHONPATH", ""))
-            .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+            .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.host", os.environ.get("SPARK_DRIVER_HOST", "127.0.0.1"))
             # The mini cluster's rack mapping is a class of Hadoop's tests,
             # which Spark's Hadoop client does not have.
             .config("spark.hadoop.net.topology.node.switch.mapping.impl", "org.apache.hadoop.net.ScriptBasedMapping")
             .getOrCreate())
+
+
+def frame(spark, first, rows):
+    return spark.range(first, first + rows, numPartitions=4).selectExpr(
+        "id", "cast(id * 0.5 as float) as x", "cast(id % 2 as float) as label")
+
+
+def report(master, job, ranks, epochs, first, rows):
+    """Print the FED line of one job's ranks (read_epochs's results); return whether every epoch had its ids once."""
+    per_epoch = [sorted(i for r in ranks for i in r[e]) for e in range(epochs)] if all(len(r) == epochs for r in ranks) else []
+    once = len(per_epoch) == epochs and all(ids == list(range(first, first + rows)) for ids in per_epoch) and all(
+        r[0] for r in ranks)
+    print("FED", json.dumps({"master": master, "job": job, "ranks": [len(r[0]) if r else 0 for r in ranks],
+                             "ids": [len(ids) for ids in per_epoch], "exactly_once": once,
+                             "endpoint": endpoints[-1]}), flush=True)
+    return once
+
+
+def feed_session(spark, master, rows):
+    """Two jobs of a warm session on master, each fed 2 epochs of a DataFrame of its own; return whether both were fed once."""
+    df = frame(spark, 0, rows)
+    ok = True
+    with spindle.Session(master=master, num_executors=2, input="flight-put:", label_column="label", epochs=2,
+                         stream=False, timeout=300, **dict(JOB, conf=dict(JOB["conf"], **{
+                             "spindle.flight.put.schema": spindle.spark.push_schema(df.schema)}))) as s:
+        for job in (1, 2):
+            first = (job - 1) * rows
+            ranks = spindle.spark.train(frame(spark, first, rows), read_epochs, session=s, all_ranks=True)
+            ok = report("session:" + master, job, ranks, 2, first, rows) and ok
+    return ok
 
 
 def main():
@@ -54,21 +107,13 @@ def main():
     ok = True
     try:
         print("SPARK_APP", spark.sparkContext.applicationId, flush=True)
-        df = spark.range(rows, numPartitions=4).selectExpr(
-            "id", "cast(id * 0.5 as float) as x", "cast(id % 2 as float) as label")
         for master in masters:
-            ranks = spindle.spark.train(df, read_ids, num_workers=2, label="label", master=master, all_ranks=True,
-                                        python=sys.executable, executor_memory="256m",
-                                        # The test counts the YARN applications of this name.
-                                        name="spark-into-spindle",
-                                        # Correctness, not failure detection, on a loaded machine.
-                                        conf={"spindle.network.interface": "lo",
-                                              "spindle.executor.heartbeatTimeout": "60s"})
-            ids = sorted(i for r in ranks for i in r)
-            once = ids == list(range(rows)) and all(ranks)
-            ok = ok and once
-            print("FED", json.dumps({"master": master, "ranks": [len(r) for r in ranks], "ids": len(ids),
-                                     "distinct": len(set(ids)), "exactly_once": once}), flush=True)
+            if master.startswith("session:"):
+                ok = feed_session(spark, master.removeprefix("session:"), rows) and ok
+                continue
+            ranks = spindle.spark.train(frame(spark, 0, rows), read_epochs, num_workers=2, label="label",
+                                        master=master, all_ranks=True, **JOB)
+            ok = report(master, 0, ranks, 1, 0, rows) and ok
     finally:
         spark.stop()
     sys.exit(0 if ok else 1)
