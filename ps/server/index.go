@@ -79,6 +79,7 @@ func (x *rowIndex) grow() {
 	old := x.slots
 	size := max(2*len(old), indexMinSlots)
 	x.slots = make([]indexSlot, size)
+	adviseHuge(x.slots)
 	x.shift = uint8(64 - log2(size))
 	for _, s := range old {
 		if s.row1 != 0 {

@@ -61,8 +61,12 @@ func shardOf(key uint64) int { return ps.SlotShard(ps.SlotHash(key)) }
 func (t *table) create(s *shard, key uint64) int32 {
 	i := int32(len(s.steps))
 	s.index.put(key, i)
-	// slices.Grow doubles the slab: no allocation per row.
-	s.data = slices.Grow(s.data, t.stride)
+	// slices.Grow doubles the slab: no allocation per row. A new slab
+	// goes on huge pages where the kernel gives them (adviseHuge).
+	if len(s.data)+t.stride > cap(s.data) {
+		s.data = slices.Grow(s.data, t.stride)
+		adviseHuge(s.data)
+	}
 	s.data = s.data[:len(s.data)+t.stride]
 	s.steps = append(s.steps, 0)
 	r := s.data[int(i)*t.stride : (int(i)+1)*t.stride]
