@@ -27,8 +27,8 @@ install() {
 
 # Petastorm's make_spark_converter (scripts/bench_petastorm.py): petastorm
 # 0.13.1 imports pyarrow.filesystem and the legacy ParquetDataset, which
-# pyarrow 15 and later no longer have, while pyspark 4 wants pyarrow 18 or
-# later; so a venv of its own with pyspark 3.5.3 and pyarrow 14.0.2 beside
+# pyarrow 25 no longer has (14.0.2 does), while pyspark 4 wants pyarrow 18
+# or later; so a venv of its own with pyspark 3.5.3 and pyarrow 14.0.2 beside
 # Debian's torch 1.13 and numpy, which the constraint keeps (torch 1.13
 # cannot use numpy 2).
 numpy=$("$python" -c 'import numpy; print(numpy.__version__)')
