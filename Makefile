@@ -12,6 +12,9 @@ export SPINDLE_PY_VENV ?= $(HOME)/.cache/spindle-py-venv
 # numpy and venv-pack in a venv of their own, packed and shipped by the
 # real-Hadoop tests (install-deps.sh).
 export SPINDLE_PACK_VENV ?= $(HOME)/.cache/spindle-pack-venv
+# make bench's Petastorm baseline: pyspark 3.5, pyarrow 14 and petastorm
+# beside Debian's torch (scripts/install-bench-deps.sh, make bench-deps).
+export SPINDLE_BASELINE_VENV ?= $(HOME)/.cache/spindle-baseline-venv
 BIN     := bin
 DEMO    := data/demo
 # A cold build compiles Arrow and gRPC; keep CI well inside its limit.
