@@ -12,6 +12,9 @@ export SPINDLE_PY_VENV ?= $(HOME)/.cache/spindle-py-venv
 # numpy and venv-pack in a venv of their own, packed and shipped by the
 # real-Hadoop tests (install-deps.sh).
 export SPINDLE_PACK_VENV ?= $(HOME)/.cache/spindle-pack-venv
+# make bench's Petastorm baseline: pyspark 3.5, pyarrow 14 and petastorm
+# beside Debian's torch (scripts/install-bench-deps.sh, make bench-deps).
+export SPINDLE_BASELINE_VENV ?= $(HOME)/.cache/spindle-baseline-venv
 BIN     := bin
 DEMO    := data/demo
 # A cold build compiles Arrow and gRPC; keep CI well inside its limit.
@@ -63,7 +66,7 @@ UNIT_PKGS   = $(call pkgs_except,$(E2E_PKGS) ./yarn/e2e)
 CHECK_PKGS  = $(call pkgs_except,$(E2E_PKGS) ./yarn/e2e $(SLOW_PKGS))
 
 .DEFAULT_GOAL := help
-.PHONY: help build wheel check test test-go test-unit test-e2e e2e-tier testbin timing-tier test-python test-hadoop test-long run bench scale chaos fuzz lint tidy-check proto proto-check clean deps
+.PHONY: help build wheel check test test-go test-unit test-e2e e2e-tier testbin timing-tier test-python test-hadoop test-long run bench scale chaos fuzz lint tidy-check proto proto-check clean deps bench-deps
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -78,6 +81,9 @@ wheel: ## build the spindle-ml wheel (the spindle binary and the Python package)
 
 deps: ## install what tests and examples need (Debian packages), when missing
 	@scripts/install-deps.sh
+
+bench-deps: deps ## install what only make bench's baselines need (Petastorm's venv, TensorFlowOnSpark), when missing
+	@scripts/install-bench-deps.sh
 
 run: build ## generate data and run a 2-rank local training job on it
 	$(BIN)/datagen --out $(DEMO) --rows 200000 --features 16 --files 4 --row-group-rows 10000 --format parquet --seed 7
@@ -184,7 +190,7 @@ test-python: ## the Python package's unittest suites, each in the interpreter th
 	$(PYTHON) $(PYTESTS) summarize $(SUMMARY) $(PYRESULTS) || status=1; \
 	exit $$status
 
-bench: deps build ## feed, collectives, HDFS and standalone benchmarks, each beside its baseline
+bench: bench-deps build ## feed, collectives, HDFS and standalone benchmarks, each beside its baseline
 	@scripts/bench.sh
 
 # SCALE_RANKS and SCALE_FLAGS pass on to testbed/scaletest/scalereport.

@@ -1,11 +1,19 @@
 #!/usr/bin/env python3
 """spindle.run of a trivial function vs spindle submit of the same code as a script and vs TorchDistributor.run, 2 local workers.
 
-Prints the median wall time of each over --runs runs, measured in this
-run, and their ratios. TorchDistributor (pyspark.ml.torch, local_mode on
-a local[2] Spark session, CPU) runs when pyspark and torch import; its
-Spark session's start is not timed. Run with an interpreter that has cloudpickle
-(make deps's $SPINDLE_PY_VENV) and SPINDLE_BINARY or spindle on PATH.
+Runs the three in turn, --runs rounds (interleaved, so load moves them
+alike), and prints each one's median wall time and their ratios.
+TorchDistributor (pyspark.ml.torch, local_mode on a local[2] Spark
+session, CPU) runs when pyspark and torch import; its Spark session's
+start is not timed. Debian's torch 1.13 on Python 3.11 has a torchrun
+that fails on its own default --redirects/--tee of "0" (Python 3.11's
+IntFlag no longer lists a zero member, so torch's Std.from_str("0")
+returns None); TorchDistributor runs torchrun with those defaults, so
+here torchrun is given PET_REDIRECTS=1 and PET_TEE=1 (its environment
+form of the flags: each rank's stdout also goes to a log file, still
+shown on the console), which parse. Run with an interpreter that has
+cloudpickle (make deps's $SPINDLE_PY_VENV) and SPINDLE_BINARY or spindle
+on PATH.
 """
 
 import argparse
@@ -28,55 +36,73 @@ def trivial():
     return spindle.rank() * 2
 
 
-def timed(fn, runs):
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+def timed(fn):
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     a = ap.parse_args()
+    td = TorchDistributorRun()
+    got = {"submit": [], "run": [], "td": []}
     with tempfile.TemporaryDirectory() as d:
         script = os.path.join(d, "trivial.py")
         with open(script, "w") as f:
             f.write(SCRIPT)
         argv = [_submit.binary(), "submit", "--master", "local[2]", "--log-level", "warn", "--", sys.executable, script]
-        submit = timed(lambda: subprocess.run(argv, check=True, capture_output=True), a.runs)
-    run = timed(lambda: spindle.run(trivial, num_workers=2, stream=False), a.runs)
-    print(f"  spindle submit of a script, 2 local ranks: {submit:.2f} s (median of {a.runs})")
+        for _ in range(a.runs):
+            got["submit"].append(timed(lambda: subprocess.run(argv, check=True, capture_output=True)))
+            got["run"].append(timed(lambda: spindle.run(trivial, num_workers=2, stream=False)))
+            if td.ready:
+                got["td"].append(timed(td.run))
+    td.close()
+    submit, run = statistics.median(got["submit"]), statistics.median(got["run"])
+    load = os.getloadavg()[0]
+    print(f"  spindle submit of a script, 2 local ranks: {submit:.2f} s (median of {a.runs}, interleaved, "
+          f"load average {load:.0f})")
     print(f"  spindle.run(fn), 2 local ranks:            {run:.2f} s, {run / submit:.2f}x of submit")
-    td = torch_distributor(a.runs)
-    if td:
-        print(f"  TorchDistributor.run(fn), 2 local processes: {td:.2f} s; spindle.run took {run / td:.2f}x of it")
+    if got["td"]:
+        t = statistics.median(got["td"])
+        print(f"  TorchDistributor.run(fn), 2 local processes: {t:.2f} s; spindle.run took {run / t:.2f}x of it, "
+              f"spindle submit {submit / t:.2f}x")
 
 
-def torch_distributor(runs):
-    """The median time of TorchDistributor(num_processes=2, local_mode=True).run(trivial_torch), or None without pyspark and torch."""
-    try:
-        import torch  # noqa: F401
-        from pyspark.ml.torch.distributor import TorchDistributor
-        from pyspark.sql import SparkSession
-    except ImportError as e:
-        print(f"  TorchDistributor skipped: {e}")
-        return None
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (SparkSession.builder.master("local[2]").appName("spindle-bench-td").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    try:
-        dist = TorchDistributor(num_processes=2, local_mode=True, use_gpu=False)
-        return timed(lambda: dist.run(trivial_torch), runs)
-    except Exception as e:  # noqa: BLE001 - a baseline that cannot run here is reported, not fatal
-        import torch
-        print(f"  TorchDistributor failed with this torch ({torch.__version__}): {str(e).splitlines()[-1] if str(e) else type(e).__name__}")
-        return None
-    finally:
-        spark.stop()
+class TorchDistributorRun:
+    """TorchDistributor(num_processes=2, local_mode=True).run(trivial_torch) on a Spark session started once."""
+
+    def __init__(self):
+        self.ready, self.spark = False, None
+        try:
+            import torch  # noqa: F401
+            from pyspark.ml.torch.distributor import TorchDistributor
+            from pyspark.sql import SparkSession
+        except ImportError as e:
+            print(f"  TorchDistributor skipped: {e}")
+            return
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        os.environ.setdefault("PET_REDIRECTS", "1")
+        os.environ.setdefault("PET_TEE", "1")
+        self.spark = (SparkSession.builder.master("local[2]").appName("spindle-bench-td")
+                      .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate())
+        self.spark.sparkContext.setLogLevel("ERROR")
+        self.dist = TorchDistributor(num_processes=2, local_mode=True, use_gpu=False)
+        try:
+            self.run()  # not timed: Spark's first job, and whether it runs here at all
+            self.ready = True
+        except Exception as e:  # noqa: BLE001 - a baseline that cannot run here is reported, not fatal
+            import torch
+            msg = str(e).splitlines()[-1] if str(e) else type(e).__name__
+            print(f"  TorchDistributor failed with this torch ({torch.__version__}): {msg}")
+
+    def run(self):
+        self.dist.run(trivial_torch)
+
+    def close(self):
+        if self.spark:
+            self.spark.stop()
 
 
 def trivial_torch():

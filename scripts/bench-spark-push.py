@@ -15,19 +15,26 @@ turn:
   processes (rows over the span from the first batch on any rank to the
   last), when the first batch reached a rank after the first Spark task
   started, and the whole run's time.
-- Parquet: df.write.parquet, then spindle.run reading the files. This is
-  also how Petastorm's make_spark_converter starts (it writes the
-  DataFrame to Parquet, then reads it), so its whole run is at least the
-  write's time; Petastorm itself runs when it imports beside this pyspark.
+- Parquet: df.write.parquet, then spindle.run reading the files.
+- Petastorm, the baseline: make_spark_converter (Spark writes the
+  DataFrame to Parquet) and 2 PyTorch processes reading a shard each
+  through its make_torch_dataloader, whole run, against a push into 2
+  ranks that import torch and make torch tensors of every batch.
+  Petastorm does not import beside this pyspark's pyarrow, so it runs in
+  the baseline venv ($SPINDLE_BASELINE_VENV, make bench-deps: pyspark 3.5,
+  pyarrow 14) on a Spark session of its own (scripts/bench_petastorm.py),
+  asked for one figure a round; Spark alone (noop) is timed in both.
 
 --runs rounds (default 3); medians are compared.
 
 Run with $SPINDLE_PY_VENV's python (pyspark, cloudpickle) and Java.
 """
 
+import json
 import os
 import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 
@@ -94,21 +101,69 @@ def rate(ranks):
     return rows / max(max(r[2] for r in ranks) - min(r[1] for r in ranks), 1e-9)
 
 
-def petastorm_why_not():
-    """Why Petastorm's make_spark_converter cannot run here, or None when it imports."""
+def read_feed_torch():
+    """On each rank of the Petastorm comparison: read_feed's figures, the rank importing torch and making tensors as Petastorm's do."""
+    import time
+
+    import spindle
+    import torch
+    rows, first, last = 0, None, None
+    for ep in spindle.epochs("tensors"):
+        for x, y in ep:
+            x, y = torch.from_numpy(x), torch.from_numpy(y)
+            now = time.time()
+            first = first or now
+            last = now
+            rows += len(x)
+    return rows, first, last
+
+
+class Petastorm:
+    """scripts/bench_petastorm.py in the baseline venv, asked for one figure at a time so its rounds interleave."""
+
+    def __init__(self, python, rows, partitions):
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_petastorm.py")
+        self.proc = subprocess.Popen([python, script, "--rows", str(rows), "--partitions", str(partitions)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for line in self.proc.stdout:
+            if line.strip() == "ready":
+                return
+        raise RuntimeError(f"{script} under {python} exited {self.proc.wait()} before it was ready")
+
+    def ask(self, cmd):
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            if line.startswith("BENCH "):
+                return json.loads(line[len("BENCH "):])
+        raise RuntimeError(f"bench_petastorm.py exited {self.proc.wait()} during {cmd}")
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.close()
+        self.proc.wait()
+
+
+def start_petastorm(rows, partitions):
+    """The Petastorm baseline's process, or None (saying why) when the baseline venv is missing or fails."""
+    venv = os.environ.get("SPINDLE_BASELINE_VENV", os.path.expanduser("~/.cache/spindle-baseline-venv"))
+    python = os.path.join(venv, "bin", "python")
+    if not os.access(python, os.X_OK):
+        print(f"  Petastorm's make_spark_converter: skipped, no {python} (make bench-deps)")
+        return None
     try:
-        from petastorm.spark import make_spark_converter  # noqa: F401
-    except Exception as e:  # noqa: BLE001 - an old package fails to import in many ways
-        import pyarrow
-        return f"petastorm does not import beside pyarrow {pyarrow.__version__}: {type(e).__name__}: {e}"
-    return None
+        return Petastorm(python, rows, partitions)
+    except (OSError, RuntimeError) as e:
+        print(f"  Petastorm's make_spark_converter: skipped, {e}")
+        return None
 
 
 class Rounds:
     """The bench's runs on one DataFrame, each kind's figures kept for the medians."""
 
-    def __init__(self, spark, df, rows, tmp):
-        self.spark, self.df, self.rows, self.tmp = spark, df, rows, tmp
+    def __init__(self, spark, df, rows, tmp, petastorm):
+        self.spark, self.df, self.rows, self.tmp, self.petastorm = spark, df, rows, tmp, petastorm
         self.got = {}
         self.opts = dict(num_workers=2, label="label", feed="tensor", batch_rows=8192, stream=False, all_ranks=True)
 
@@ -132,6 +187,19 @@ class Rounds:
         assert sum(r[0] for r in ranks) == self.rows, "rows lost"
         self.keep(push=rate(ranks), push_first=min(r[1] for r in ranks) - first_task(stamps), push_total=end - start)
 
+    def versus_petastorm(self):
+        start = time.time()
+        ranks = spindle.spark.train(self.df, read_feed_torch, **self.opts)
+        self.keep(push_torch_total=time.time() - start)
+        assert sum(r[0] for r in ranks) == self.rows, "rows lost"
+        if not self.petastorm:
+            return
+        self.keep(noop35=self.rows / self.petastorm.ask("noop")["noop"])
+        got = self.petastorm.ask("petastorm")
+        if sum(got["rows_by_rank"]) != self.rows:
+            print(f"  warning: Petastorm's ranks read {got['rows_by_rank']} rows, {self.rows} in all expected", flush=True)
+        self.keep(pt_write=got["write"], pt_read=got["read"], pt_total=got["total"])
+
     def parquet(self, i):
         out = os.path.join(self.tmp, f"df-{i}")
         start = time.time()
@@ -145,11 +213,17 @@ class Rounds:
     def round(self, i):
         self.spark_alone()
         self.pushed(i)
+        self.versus_petastorm()
         self.parquet(i)
         m = {k: v[-1] for k, v in self.got.items()}
         print(f"  round {i + 1}: Spark noop {m['noop'] / 1e6:.2f}M rows/s, Spark mapInArrow {m['arrow'] / 1e6:.2f}M, "
-              f"pushed {m['push'] / 1e6:.2f}M (whole run {m['push_total']:.1f} s), Parquet read "
-              f"{m['pq'] / 1e6:.2f}M (write {m['pq_write']:.1f} s, whole run {m['pq_total']:.1f} s)", flush=True)
+              f"pushed {m['push'] / 1e6:.2f}M (whole run {m['push_total']:.1f} s; into torch ranks "
+              f"{m['push_torch_total']:.1f} s), Parquet read {m['pq'] / 1e6:.2f}M (write {m['pq_write']:.1f} s, "
+              f"whole run {m['pq_total']:.1f} s)", flush=True)
+        if self.petastorm:
+            print(f"  round {i + 1}: Petastorm: Spark 3.5 noop {m['noop35'] / 1e6:.2f}M rows/s, make_spark_converter "
+                  f"{m['pt_write']:.1f} s, 2 torch ranks reading {m['pt_read']:.1f} s, whole run {m['pt_total']:.1f} s",
+                  flush=True)
 
     def report(self, runs):
         m = {k: statistics.median(v) for k, v in self.got.items()}
@@ -164,14 +238,18 @@ class Rounds:
               f"mapInArrow's, {m['push'] / m['noop']:.2f}x Spark noop's; whole run {m['pq_total'] / m['push_total']:.1f}x "
               f"faster than write-then-read, {m['pq_write'] / m['push_total']:.1f}x faster than the Parquet write alone "
               "(Petastorm's make_spark_converter's first step)")
+        print(f"    pushed into 2 ranks that import torch and make torch tensors: whole run {m['push_torch_total']:.1f} s")
+        if self.petastorm:
+            print(f"    Petastorm (Spark 3.5 in the baseline venv, noop {m['noop35'] / 1e6:.2f}M rows/s against this "
+                  f"Spark's {m['noop'] / 1e6:.2f}M): make_spark_converter {m['pt_write']:.1f} s, 2 torch ranks "
+                  f"reading through make_torch_dataloader {m['pt_read']:.1f} s, whole run {m['pt_total']:.1f} s; "
+                  f"the push's whole run is {m['pt_total'] / m['push_torch_total']:.1f}x faster")
 
 
 def main():
     a = bench_spark.parse_args(__doc__)
     bench_spark.worker_env()
-    why = petastorm_why_not()
-    if why:
-        print(f"  Petastorm's make_spark_converter: skipped, {why}")
+    petastorm = start_petastorm(a.rows, a.partitions)
     from pyspark.sql import SparkSession
     spark = (SparkSession.builder.master("local[2]").appName("spindle-bench")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
@@ -185,12 +263,14 @@ def main():
     print(f"  Spark's first job in a new session (not timed below): {time.time() - start:.2f} s")
     tmp = tempfile.mkdtemp(prefix="spindle-bench-")
     try:
-        r = Rounds(spark, df, a.rows, tmp)
+        r = Rounds(spark, df, a.rows, tmp, petastorm)
         for i in range(a.runs):
             r.round(i)
         r.report(a.runs)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if petastorm:
+            petastorm.close()
     spark.stop()
 
 

@@ -100,13 +100,13 @@ section "observability: a fed job with its web UI, metrics and event log vs with
 go test -run '^$' -bench 'UIOverhead' -benchtime 9x ./e2e
 go test -run '^$' -bench 'ObserverMemory' -benchtime 2000x ./driver
 
-section "Python API: spindle.run vs spindle submit of the same code as a script (2 local ranks); a session's jobs vs new jobs; a Spark DataFrame pushed vs through Parquet"
+section "Python API: spindle.run vs spindle submit of the same code as a script vs TorchDistributor.run (2 local ranks); a session's jobs vs new jobs; a Spark DataFrame pushed vs through Parquet vs Petastorm's make_spark_converter"
 py_venv=${SPINDLE_PY_VENV:-$HOME/.cache/spindle-py-venv}
 if [ -x "$py_venv/bin/python" ]; then
   SPINDLE_BINARY=bin/spindle "$py_venv/bin/python" scripts/bench-python.py --runs 5 2>/dev/null | grep -E "^  (spindle|TorchDistributor)"
   echo "  Many short jobs: a session's warm ranks (torch preloaded) vs a new job each time"
   SPINDLE_BINARY=bin/spindle "$py_venv/bin/python" scripts/bench-session.py --runs 5
-  echo "  A Spark DataFrame (4M rows, 16 float32 features and a label) into 2 ranks: pushed from the Spark tasks vs Spark alone vs written to Parquet and read (3 rounds)"
+  echo "  A Spark DataFrame (4M rows, 16 float32 features and a label) into 2 ranks: pushed from the Spark tasks vs Spark alone vs written to Parquet and read vs Petastorm in the baseline venv of make bench-deps (3 rounds)"
   SPINDLE_BINARY=bin/spindle "$py_venv/bin/python" scripts/bench-spark-push.py --rows 4000000 --runs 3 2>/dev/null | tr '\r' '\n' | grep '^  '
   echo "  A Spark DataFrame (1M rows) into a warm session's job vs a new job: train() to the first batch on a rank (3 rounds)"
   SPINDLE_BINARY=bin/spindle "$py_venv/bin/python" scripts/bench-spark-session.py --rows 1000000 --runs 3 2>/dev/null | tr '\r' '\n' | grep '^  '

@@ -158,25 +158,3 @@ if [ -x "$pyvenv/bin/python" ] &&
     echo "warning: could not install ${py_onnx_specs[*]} into $pyvenv (see ${TMPDIR:-/tmp}/spindle-pip.log); the PyTorch ONNX tests will skip" >&2
   fi
 fi
-
-# make bench's baselines for feeding a Spark DataFrame to training
-# (scripts/bench-spark-push.py): Petastorm's make_spark_converter beside
-# pyspark in $pyvenv, and TensorFlowOnSpark (InputMode.SPARK) with pyspark
-# in $venv, the venv that has TensorFlow. Petastorm 0.13.1 installs but
-# does not import beside pyarrow 25 (it imports pyarrow.filesystem, which
-# pyarrow no longer has, and pyspark 4.3 needs pyarrow 18 or later): the
-# bench says so, and says which baseline it lacks.
-bench_baseline() { # VENV CHECK SPECS...: CHECK is Python that fails until SPECS are installed
-  local v=$1 check=$2; shift 2
-  [ -x "$v/bin/python" ] || return 0
-  "$v/bin/python" -c "$check" >/dev/null 2>&1 && return 0
-  echo "installing $* into $v (PyPI, once)..."
-  if "$v/bin/python" -m pip install -q --disable-pip-version-check "$@" >"${TMPDIR:-/tmp}/spindle-pip.log" 2>&1 &&
-     "$v/bin/python" -c "$check" >/dev/null 2>&1; then
-    echo "$* ready in $v"
-  else
-    echo "warning: could not install $* into $v (see ${TMPDIR:-/tmp}/spindle-pip.log); make bench skips that baseline" >&2
-  fi
-}
-bench_baseline "$pyvenv" "import importlib.metadata as m; m.version('petastorm')" petastorm==0.13.1
-bench_baseline "$venv" "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ('tensorflowonspark', 'pyspark', 'pandas')))" tensorflowonspark==2.2.5 pyspark==4.3.0 pandas==2.2.3
