@@ -10,4 +10,9 @@
 // process's own (t.Setenv would make them run alone, first, while the
 // other cluster idles). TestGangTimeout runs alone: its gang fills the
 // cluster on purpose and would starve the others for its timeout.
+//
+// go test starts the first-declared parallel test first (then the others
+// from the last declared back): TestSparkOnYARNIntoSpindle, the longest
+// by far, is in a_spark_test.go so that it starts first rather than
+// behind twenty others, at the end of the run's critical path.
 package e2e
