@@ -17,15 +17,8 @@ import (
 // colinmarc/hdfs and Spindle's own RPC client), and without a login the
 // error says how to get one.
 func TestKerberizedHDFS(t *testing.T) {
-	kdc := krbtest.Start(t)
+	kdc, conf, aliceKeytab := startKerberizedHDFS(t)
 	t.Setenv("KRB5_CONFIG", kdc.Conf)
-	nnKeytab := kdc.AddServiceKeytab("nn/127.0.0.1")
-	aliceKeytab := kdc.AddPrincipal("alice")
-	_, conf := startHDFS(t, hdfstest.Config{
-		SASL:              hadooprpc.KerberosServer{Keytab: nnKeytab, Protocol: "nn", ServerID: "127.0.0.1"},
-		KerberosPrincipal: "nn/_HOST@" + krbtest.Realm,
-		Superuser:         "alice",
-	})
 	ctx := testCtx(t)
 
 	res := NewResolver(Options{HadoopConfDir: conf, KerberosPrincipal: "alice", KerberosKeytab: aliceKeytab})
@@ -74,15 +67,8 @@ func TestKerberizedHDFS(t *testing.T) {
 // several realms need not set the environment of the whole process; one
 // given only a keytab reads its krb5.conf from Options too.
 func TestKerberosLoginFromOptions(t *testing.T) {
-	kdc := krbtest.Start(t)
-	nnKeytab := kdc.AddServiceKeytab("nn/127.0.0.1")
-	aliceKeytab := kdc.AddPrincipal("alice")
+	kdc, conf, aliceKeytab := startKerberizedHDFS(t)
 	cache := kdc.Kinit("alice", aliceKeytab)
-	_, conf := startHDFS(t, hdfstest.Config{
-		SASL:              hadooprpc.KerberosServer{Keytab: nnKeytab, Protocol: "nn", ServerID: "127.0.0.1"},
-		KerberosPrincipal: "nn/_HOST@" + krbtest.Realm,
-		Superuser:         "alice",
-	})
 	t.Setenv("KRB5_CONFIG", filepath.Join(t.TempDir(), "no-krb5.conf"))
 	t.Setenv("KRB5CCNAME", filepath.Join(t.TempDir(), "no-ticket-cache"))
 	ctx := testCtx(t)
@@ -102,4 +88,20 @@ func TestKerberosLoginFromOptions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startKerberizedHDFS starts a KDC and a test HDFS whose namenode takes
+// Kerberos only, with alice its superuser; it returns the KDC, the HDFS's
+// configuration directory and alice's keytab.
+func startKerberizedHDFS(t *testing.T) (*krbtest.KDC, string, string) {
+	t.Helper()
+	kdc := krbtest.Start(t)
+	nnKeytab := kdc.AddServiceKeytab("nn/127.0.0.1")
+	aliceKeytab := kdc.AddPrincipal("alice")
+	_, conf := startHDFS(t, hdfstest.Config{
+		SASL:              hadooprpc.KerberosServer{Keytab: nnKeytab, Protocol: "nn", ServerID: "127.0.0.1"},
+		KerberosPrincipal: "nn/_HOST@" + krbtest.Realm,
+		Superuser:         "alice",
+	})
+	return kdc, conf, aliceKeytab
 }
