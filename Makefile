@@ -98,26 +98,30 @@ check: lint proto-check tidy-check ## the inner loop, a few minutes: gofmt, vet,
 	@$(MAKE) --no-print-directory test-tier TIER=check RACE= PKGS='$(CHECK_PKGS)' TIER_ENV=SPINDLE_SKIP_HADOOP=1
 
 # `make test` runs every tier, even after one fails, then prints one line
-# per tier and fails if any did. The unit tier (race detector, compiling)
-# keeps both cores busy and runs alone. The e2e, real-Hadoop and Python
-# tiers mostly wait on processes (jobs, JVMs, Spark): they run side by
-# side, the real-Hadoop and Python tiers' output held in $(BIN)/test-*.out
-# and printed after. The timing tier, whose claim is about a known load,
-# runs alone at the end. A command the shell puts in the background starts
-# with SIGINT ignored (and Python then never raises KeyboardInterrupt): the
-# tests of interrupting a job need it back (trap -).
-test: deps ## run every test: unit (race), then e2e beside real Hadoop and python, then Raft timing; a line per tier at the end
+# per tier and fails if any did. The real-Hadoop tier mostly waits (JVMs,
+# YARN's heartbeats, containers starting; about 0.7 of a core) and runs
+# long: it starts first, beside the unit tier, which leaves part of a core
+# idle (its race-detector packages end one by one). The e2e and Python
+# tiers, which also mostly wait on processes (jobs, Spark), start when the
+# unit tier ends, beside what is left of the hadoop tier. The output of
+# the hadoop and Python tiers is held in $(BIN)/test-*.out and printed
+# after, and the tier lines in a fixed order. The timing tier, whose claim
+# is about a known load, runs alone at the end. A command the shell puts in the background starts with SIGINT
+# ignored (and Python then never raises KeyboardInterrupt): the tests of
+# interrupting a job need it back (trap -).
+test: deps ## run every test: real Hadoop beside unit (race), then e2e and python beside it, then Raft timing; a line per tier at the end
 	@mkdir -p $(BIN) && rm -f $(SUMMARY); status=0; \
-	$(MAKE) --no-print-directory test-unit || status=1; \
-	$(MAKE) --no-print-directory testbin || status=1; \
-	( trap - INT QUIT; $(MAKE) --no-print-directory test-python ) > $(BIN)/test-python.out 2>&1 & python=$$!; \
+	$(MAKE) --no-print-directory testbin $(TESTREPORT) || status=1; \
 	( trap - INT QUIT; $(MAKE) --no-print-directory test-hadoop ) > $(BIN)/test-hadoop.out 2>&1 & hadoop=$$!; \
+	$(MAKE) --no-print-directory test-unit || status=1; \
+	( trap - INT QUIT; $(MAKE) --no-print-directory test-python ) > $(BIN)/test-python.out 2>&1 & python=$$!; \
 	$(MAKE) --no-print-directory e2e-tier || status=1; \
 	wait $$hadoop || status=1; \
 	wait $$python || status=1; \
 	$(MAKE) --no-print-directory timing-tier || status=1; \
 	for tier in hadoop python; do echo; echo "== the $$tier tier's output"; cat $(BIN)/test-$$tier.out; done; \
-	echo; echo "== make test: tests by tier"; cat $(SUMMARY); exit $$status
+	echo; echo "== make test: tests by tier"; \
+	for tier in unit unit-cpu e2e hadoop hdfs python timing; do grep "^tier $$tier " $(SUMMARY); done; exit $$status
 
 test-go: test-unit test-e2e ## the Go tests without real Hadoop
 

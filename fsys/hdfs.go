@@ -252,7 +252,8 @@ func (cl *hdfsCluster) authenticate(opts Options, options hdfs.ClientOptions, wh
 		cl.auth = hadooprpc.TokenSource{Current: cl.tokens.current, Protection: cl.protection}
 	case options.KerberosClient != nil:
 		// A Kerberized cluster: the user is the login's principal.
-		kc, err := kerberos.Login(kerberos.Options{Principal: opts.KerberosPrincipal, Keytab: opts.KerberosKeytab})
+		kc, err := kerberos.Login(kerberos.Options{Conf: opts.Krb5Conf, CCache: opts.KerberosCCache,
+			Principal: opts.KerberosPrincipal, Keytab: opts.KerberosKeytab})
 		if err != nil {
 			return fmt.Errorf("%w: hadoop.security.authentication is kerberos (%s): %v", ErrHadoopConfig, where, err)
 		}

@@ -22,6 +22,12 @@ type Options struct {
 	// (hadoop.security.authentication kerberos) with a keytab; empty, the
 	// ticket cache kinit filled is used.
 	KerberosPrincipal, KerberosKeytab string
+	// Krb5Conf is the krb5.conf of the Kerberos login (empty: the first
+	// file of $KRB5_CONFIG, then /etc/krb5.conf) and KerberosCCache its
+	// ticket cache when no keytab is given (empty: $KRB5CCNAME, then
+	// kinit's default): a program that talks to clusters of several
+	// realms sets them per resolver rather than in its environment.
+	Krb5Conf, KerberosCCache string
 	// TokenFile is a Hadoop credentials file whose HDFS delegation tokens
 	// authenticate to the clusters they are for, before any Kerberos
 	// login; empty means $HADOOP_TOKEN_FILE_LOCATION, which YARN sets in

@@ -148,9 +148,30 @@ public class SpindleMiniCluster {
     // with a "spindle-minicluster did: " or "spindle-minicluster failed: "
     // line on standard output.
     control(dfs, yarn, nodemanagers);
+    stopNodeManagers(yarn, nodemanagers);
     yarn.stop();
     dfs.shutdown();
     System.exit(0);
+  }
+
+  // stopNodeManagers stops the NodeManagers side by side. Each one's stop
+  // waits for the applications it still lists, which without log
+  // aggregation are all it ever ran (they go when their logs are deleted,
+  // hours later): about 7 s each (yarn.nodemanager.sleep-delay-before-sigkill.ms,
+  // process-kill-wait.ms and a second). MiniYARNCluster's own stop takes them
+  // one after another, 21 s of three, most of the 30 s the test process
+  // gives the launcher before it kills it. A NodeManager already stopped
+  // (stop-nodemanager) stays stopped.
+  static void stopNodeManagers(MiniYARNCluster yarn, int nodemanagers) throws InterruptedException {
+    Thread[] stops = new Thread[nodemanagers];
+    for (int i = 0; i < nodemanagers; i++) {
+      org.apache.hadoop.yarn.server.nodemanager.NodeManager nm = yarn.getNodeManager(i);
+      stops[i] = new Thread(nm::stop, "stop-nodemanager-" + i);
+      stops[i].start();
+    }
+    for (Thread t : stops) {
+      t.join();
+    }
   }
 
   // control reads commands until standard input closes:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -47,6 +48,10 @@ const SecureRPCProtection = "privacy,authentication"
 // through at integrity or privacy: its wrapped connection's Read drops the
 // bytes it had buffered when a call spans two SASL frames).
 const SecureDataTransferProtection = "authentication,integrity,privacy"
+
+// SecureNodeManagerMB is the memory the secure cluster's NodeManager
+// offers its containers.
+const SecureNodeManagerMB = 8192
 
 // SharedSecure returns the test binary's Kerberized cluster (one datanode,
 // one NodeManager), starting it and its KDC on first use: Hadoop's
@@ -119,7 +124,10 @@ func startSecure() (*SecureCluster, error) {
 	if err := os.WriteFile(propsFile, []byte(props), 0o600); err != nil {
 		return fail(err)
 	}
-	c, err := launch(script, secureWorkDir, nil, "1", "1", propsFile)
+	// Its tests run side by side (t.Parallel): the one NodeManager offers
+	// room for two jobs' containers at once (YARN's accounting only; the
+	// processes are small), so none waits for another's to end.
+	c, err := launch(script, secureWorkDir, []string{"SPINDLE_HADOOP_NM_MEMORY_MB=" + strconv.Itoa(SecureNodeManagerMB)}, "1", "1", propsFile)
 	if err != nil {
 		return fail(err)
 	}

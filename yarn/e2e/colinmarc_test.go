@@ -21,6 +21,7 @@ import (
 // namenode at hadoop.rpc.protection privacy alike (spindle minicluster
 // --secure's namenode).
 func TestColinmarcClientOnSecureNamenodes(t *testing.T) {
+	t.Parallel()
 	t.Run("real hadoop", func(t *testing.T) {
 		sc := hadooptest.SharedSecure(t)
 		u, err := url.Parse(sc.Props["fs.defaultFS"])

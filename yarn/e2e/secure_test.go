@@ -23,21 +23,26 @@ import (
 
 // secureFS returns a gateway's HDFS client of the secure cluster, logged
 // in from the ticket cache cc or, when cc is empty, from the user's keytab.
+// Its krb5.conf and ticket cache are its own (fsys.Options), not the
+// process's KRB5_CONFIG and KRB5CCNAME, so the secure tests run beside the
+// others (t.Parallel); it ignores any token file of the environment.
 func secureFS(t *testing.T, sc *hadooptest.SecureCluster, cc string) *fsys.Resolver {
 	t.Helper()
-	t.Setenv("KRB5_CONFIG", sc.KDC.Conf)
-	opts := fsys.Options{HadoopConfDir: sc.ConfDir}
-	if cc != "" {
-		t.Setenv("KRB5CCNAME", "FILE:"+cc)
-	} else {
-		t.Setenv("KRB5CCNAME", "FILE:"+filepath.Join(t.TempDir(), "no-ticket"))
-		opts.KerberosPrincipal, opts.KerberosKeytab = hadooptest.SecureUser, sc.UserKeytab
-	}
-	t.Setenv("HADOOP_TOKEN_FILE_LOCATION", "")
-	t.Setenv("HADOOP_USER_NAME", "")
-	r := fsys.NewResolver(opts)
+	r := fsys.NewResolver(secureOptions(t, sc, cc))
 	t.Cleanup(func() { r.Close() })
 	return r
+}
+
+// secureOptions are secureFS's options.
+func secureOptions(t *testing.T, sc *hadooptest.SecureCluster, cc string) fsys.Options {
+	opts := fsys.Options{HadoopConfDir: sc.ConfDir, Krb5Conf: sc.KDC.Conf, NoTokens: true}
+	if cc != "" {
+		opts.KerberosCCache = "FILE:" + cc
+	} else {
+		opts.KerberosCCache = "FILE:" + filepath.Join(t.TempDir(), "no-ticket")
+		opts.KerberosPrincipal, opts.KerberosKeytab = hadooptest.SecureUser, sc.UserKeytab
+	}
+	return opts
 }
 
 // writeSecure writes data to name on the secure cluster's HDFS as the user.
@@ -69,6 +74,7 @@ func writeSecure(t *testing.T, r *fsys.Resolver, sc *hadooptest.SecureCluster, n
 // HTTPS-only web endpoints) with a ticket from MIT's kinit -kt and with a
 // keytab login; with neither it is refused, naming kinit.
 func TestRealSecureHDFS(t *testing.T) {
+	t.Parallel()
 	sc := hadooptest.SharedSecure(t)
 	home := "/user/" + hadooptest.SecureUser
 	data := bytes.Repeat([]byte("kerberized hdfs\n"), 100000) // 1.6 MB: more than one packet
@@ -125,9 +131,9 @@ func TestRealSecureHDFS(t *testing.T) {
 		{"integrity", "authentication", "requires hadoop.rpc.protection authentication,privacy, and this client is configured for integrity"},
 	} {
 		t.Run("rpc "+tc.rpc+", data transfer "+tc.dataTransfer, func(t *testing.T) {
-			conf := confWith(t, sc, map[string]string{"hadoop.rpc.protection": tc.rpc, "dfs.data.transfer.protection": tc.dataTransfer})
-			secureFS(t, sc, "") // KRB5_CONFIG, and no ticket cache
-			res := fsys.NewResolver(fsys.Options{HadoopConfDir: conf, KerberosPrincipal: hadooptest.SecureUser, KerberosKeytab: sc.UserKeytab})
+			opts := secureOptions(t, sc, "")
+			opts.HadoopConfDir = confWith(t, sc, map[string]string{"hadoop.rpc.protection": tc.rpc, "dfs.data.transfer.protection": tc.dataTransfer})
+			res := fsys.NewResolver(opts)
 			defer res.Close()
 			ctx := context.Background()
 			var got []byte
@@ -195,6 +201,7 @@ func confWith(t *testing.T, sc *hadooptest.SecureCluster, values map[string]stri
 // Kerberized HDFS with a ticket from MIT's kinit -kt, so the secure cluster
 // is one any Hadoop client can use, not one shaped to Spindle's.
 func TestRealSecureHDFSThirdPartyClient(t *testing.T) {
+	t.Parallel()
 	sc := hadooptest.SharedSecure(t)
 	hdfsBin := hdfstest.ColinmarcCommand(t)
 	data := []byte("read by a third-party client\n")
@@ -294,6 +301,7 @@ func putSecureData(t *testing.T, sc *hadooptest.SecureCluster, dir string) strin
 // neither ticket nor keytab the submission is refused with exit 2 before
 // anything runs.
 func TestRealSecureSubmit(t *testing.T) {
+	t.Parallel()
 	sc := hadooptest.SharedSecure(t)
 	dir := "/user/" + hadooptest.SecureUser + "/logreg-secure"
 	input := putSecureData(t, sc, dir)
@@ -372,6 +380,7 @@ func TestRealSecureSubmit(t *testing.T) {
 // logged in from a keytab, fed from the secure HDFS by executors that hold
 // only the job's delegation token: every rank ends with the same model.
 func TestRealSecurePyTorch(t *testing.T) {
+	t.Parallel()
 	const python = "/usr/bin/python3"
 	if err := exec.Command(python, "-c", "import torch, numpy").Run(); err != nil {
 		t.Skipf("%s cannot import torch and numpy (make deps installs python3-torch): %v", python, err)
