@@ -201,15 +201,7 @@ func (c *binaryCache) copyTo(ctx context.Context, bin localBinary, name string) 
 		return fmt.Errorf("upload %s to the binary cache: %w", bin.path, err)
 	}
 	defer in.Close()
-	w, err := c.fs.CreateAtomic(ctx, name)
-	if err != nil {
-		return fmt.Errorf("upload %s to the binary cache: %w", bin.path, err)
-	}
-	if _, err := io.Copy(w, in); err != nil {
-		w.Abort()
-		return fmt.Errorf("upload %s to the binary cache: %w", bin.path, err)
-	}
-	if err := w.Commit(); err != nil {
+	if err := fsys.WriteAtomic(ctx, c.fs, name, in); err != nil {
 		return fmt.Errorf("upload %s to the binary cache: %w", bin.path, err)
 	}
 	return c.chmod(ctx, name, 0o500)

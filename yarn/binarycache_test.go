@@ -134,7 +134,9 @@ func TestBinaryCache(t *testing.T) {
 	})
 
 	t.Run("wrong size is replaced", func(t *testing.T) {
-		writeHDFS(t, s.fs, want, []byte("truncated"))
+		if err := fsys.WriteAtomic(ctx, s.fs, want, strings.NewReader("truncated")); err != nil {
+			t.Fatal(err)
+		}
 		st3 := s.stager(t, "application_1_0003")
 		got, uploaded, err := s.cache(st3, 3).stage(ctx, st3, lb)
 		if err != nil || !uploaded || got.Size != lb.size {
@@ -150,7 +152,9 @@ func TestBinaryCache(t *testing.T) {
 		if err := s.fs.MkdirAll(ctx, path.Dir(entry)); err != nil {
 			t.Fatal(err)
 		}
-		writeHDFS(t, s.fs, path.Join(path.Dir(entry), ".spindle.upload-0123456789abcdef"), []byte("half"))
+		if err := fsys.WriteAtomic(ctx, s.fs, path.Join(path.Dir(entry), ".spindle.upload-0123456789abcdef"), strings.NewReader("half")); err != nil {
+			t.Fatal(err)
+		}
 		st4 := s.stager(t, "application_1_0004")
 		got, uploaded, err := s.cache(st4, 3).stage(ctx, st4, other)
 		if err != nil || !uploaded || got.File != entry {
@@ -254,20 +258,6 @@ func TestBinaryCacheOff(t *testing.T) {
 	cfg.BinaryCache = "cache"
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "spindle.yarn.binaryCache") {
 		t.Fatalf("a relative cache directory: %v", err)
-	}
-}
-
-func writeHDFS(t *testing.T, f fsys.FS, name string, b []byte) {
-	t.Helper()
-	w, err := f.CreateAtomic(context.Background(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Commit(); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"net/url"
@@ -64,15 +63,7 @@ func (s *stager) put(ctx context.Context, local, name string) (Resource, error) 
 			return Resource{}, fmt.Errorf("stage %s to %s: %w", local, s.base, err)
 		}
 	}
-	w, err := s.fs.CreateAtomic(ctx, target)
-	if err != nil {
-		return Resource{}, fmt.Errorf("stage %s to %s: %w", local, s.base, err)
-	}
-	if _, err := io.Copy(w, in); err != nil {
-		w.Abort()
-		return Resource{}, fmt.Errorf("stage %s to %s: %w", local, s.base, err)
-	}
-	if err := w.Commit(); err != nil {
+	if err := fsys.WriteAtomic(ctx, s.fs, target, in); err != nil {
 		return Resource{}, fmt.Errorf("stage %s to %s: %w", local, s.base, err)
 	}
 	// The copy keeps the file's mode, which executors restore: a shipped

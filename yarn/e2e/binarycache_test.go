@@ -73,7 +73,9 @@ func TestBinaryCacheOnRealYARN(t *testing.T) {
 		t.Fatalf("jobs that found the binary changed it: modified %v, then %v", first.ModTime(), now.ModTime())
 	}
 
-	writeFile(t, h, entry, []byte("truncated"))
+	if err := fsys.WriteAtomic(context.Background(), h, entry, strings.NewReader("truncated")); err != nil {
+		t.Fatal(err)
+	}
 	mustRun(yarn.MsgBinaryUploaded)
 	if now := stat(t, h, entry); now.Size() != first.Size() {
 		t.Fatalf("the truncated binary was not replaced: %d bytes", now.Size())
@@ -116,20 +118,6 @@ func stat(t *testing.T, h fsys.FS, name string) fs.FileInfo {
 		t.Fatal(err)
 	}
 	return fi
-}
-
-func writeFile(t *testing.T, h fsys.FS, name string, b []byte) {
-	t.Helper()
-	w, err := h.CreateAtomic(context.Background(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Commit(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // removeAll removes a directory tree, best effort.
