@@ -55,3 +55,17 @@ type AtomicFile interface {
 	// Abort discards the file. It is safe after Commit, where it does nothing.
 	Abort() error
 }
+
+// WriteAtomic writes what r gives to name through CreateAtomic: the file
+// appears under name, complete, only if every byte was written.
+func WriteAtomic(ctx context.Context, f FS, name string, r io.Reader) error {
+	w, err := f.CreateAtomic(ctx, name)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		w.Abort()
+		return err
+	}
+	return w.Commit()
+}

@@ -326,6 +326,29 @@ func testFS(t *testing.T, res *Resolver, base string) {
 		}
 	})
 
+	t.Run("rename without replacing", func(t *testing.T) {
+		nr := fsys.(NoReplaceRenamer)
+		write(dir+"/in/nr-first", []byte("first"))
+		write(dir+"/in/nr-second", []byte("second"))
+		if err := nr.RenameNoReplace(ctx, dir+"/in/nr-second", dir+"/in/nr-first"); !errors.Is(err, fs.ErrExist) {
+			t.Fatalf("rename onto an existing file: %v, want fs.ErrExist", err)
+		}
+		if fi, err := fsys.Stat(ctx, dir+"/in/nr-first"); err != nil || fi.Size() != int64(len("first")) {
+			t.Fatalf("the existing file was touched: %v, %v", fi, err)
+		}
+		if err := nr.RenameNoReplace(ctx, dir+"/in/nr-second", dir+"/in/nr-third"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fsys.Stat(ctx, dir+"/in/nr-second"); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("the source is still there: %v", err)
+		}
+		for _, name := range []string{"nr-first", "nr-third"} {
+			if err := fsys.Remove(ctx, dir+"/in/"+name); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+
 	t.Run("not found names the URI and the user", func(t *testing.T) {
 		_, err := fsys.Open(ctx, dir+"/missing")
 		var pe *fs.PathError

@@ -8,12 +8,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/spindle-ml/spindle/driver"
 	"github.com/spindle-ml/spindle/driver/tokenkeeper"
+	"github.com/spindle-ml/spindle/internal/config"
 	"github.com/spindle-ml/spindle/internal/envcontract"
 	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
@@ -72,6 +74,13 @@ type Config struct {
 	RenewTokens bool
 	// Binary is the spindle binary to stage; empty means this one.
 	Binary string
+	// BinaryCache is the directory on the cluster's default file system
+	// where the binary is kept by content (spindle.yarn.binaryCache):
+	// empty means /user/<user>/.spindle/cache, BinaryCacheOff stages it
+	// with each application.
+	BinaryCache string
+	// BinaryCacheKeep is how many binaries the cache keeps; zero means 3.
+	BinaryCacheKeep int
 	// Out receives the lines a user should see (application id, tracking
 	// URL); nil means stderr.
 	Out      io.Writer
@@ -143,6 +152,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: negative locality wait %v", ErrConfig, c.LocalityWait)
 	case c.MaxAttempts < 1:
 		return fmt.Errorf("%w: max attempts must be at least 1", ErrConfig)
+	case c.BinaryCache != "" && c.BinaryCache != BinaryCacheOff && !path.IsAbs(c.BinaryCache):
+		return fmt.Errorf("%w: %s: %q is neither off nor an absolute path", ErrConfig, config.KeyYARNBinaryCache, c.BinaryCache)
+	case c.BinaryCacheKeep < 0:
+		return fmt.Errorf("%w: %s: %d is below 1", ErrConfig, config.KeyYARNBinaryCacheKeep, c.BinaryCacheKeep)
 	}
 	return nil
 }

@@ -1,9 +1,11 @@
 // Package yarn runs Spindle jobs on an existing Hadoop YARN cluster, the way
 // Hadoop's own clients do: ApplicationClientProtocol over Hadoop RPC to the
 // ResourceManager (package client), Spindle's own ApplicationMaster in Go
-// (package am), the spindle binary staged to
-// hdfs:///user/<user>/.spindleStaging/<appId>/ as a YARN LocalResource, and
-// secrets carried only in the launch contexts' credentials.
+// (package am), the spindle binary kept by content in a cache on HDFS
+// (hdfs:///user/<user>/.spindle/cache/<sha256>/spindle, a PRIVATE
+// LocalResource that NodeManagers localize once per user) and shipped files
+// staged to hdfs:///user/<user>/.spindleStaging/<appId>/, and secrets
+// carried only in the launch contexts' credentials.
 //
 // ClusterManager is the driver-side cluster manager of client mode: the
 // driver runs in `spindle submit`, a thin ApplicationMaster in the cluster

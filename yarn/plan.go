@@ -28,15 +28,28 @@ type Resource struct {
 	File      string `json:"file"`
 	Size      int64  `json:"size"`
 	Timestamp int64  `json:"timestamp"` // modification time, ms
+	// Visibility is how widely a NodeManager shares its localized copy:
+	// empty is APPLICATION (one copy per application), visibilityPrivate
+	// one copy per user, reused by the user's later applications while
+	// the file's size and modification time stay the same.
+	Visibility string `json:"visibility,omitempty"`
 }
 
-// Proto returns the LocalResourceProto YARN wants: an application-private
-// file with its exact size and modification time.
+// visibilityPrivate is Resource.Visibility for a file shared by a user's
+// applications: the cached spindle binary.
+const visibilityPrivate = "PRIVATE"
+
+// Proto returns the LocalResourceProto YARN wants: a file with its exact
+// size and modification time, application-private unless r says PRIVATE.
 func (r Resource) Proto() *pb.LocalResourceProto {
+	vis := pb.LocalResourceVisibilityProto_APPLICATION
+	if r.Visibility == visibilityPrivate {
+		vis = pb.LocalResourceVisibilityProto_PRIVATE
+	}
 	return &pb.LocalResourceProto{
 		Resource: &pb.URLProto{Scheme: proto.String(r.Scheme), Host: proto.String(r.Host), Port: proto.Int32(r.Port), File: proto.String(r.File)},
 		Size:     proto.Int64(r.Size), Timestamp: proto.Int64(r.Timestamp),
-		Type: pb.LocalResourceTypeProto_LR_FILE.Enum(), Visibility: pb.LocalResourceVisibilityProto_APPLICATION.Enum(),
+		Type: pb.LocalResourceTypeProto_LR_FILE.Enum(), Visibility: vis.Enum(),
 	}
 }
 

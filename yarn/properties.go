@@ -24,5 +24,7 @@ func ConfigFromProperties(p *config.Properties) Config {
 	cfg.KerberosPrincipal = p.String(config.KeyKerberosPrincipal)
 	cfg.KerberosKeytab = p.String(config.KeyKerberosKeytab)
 	cfg.RenewTokens = p.Bool(config.KeyTokensRenew)
+	cfg.BinaryCache = p.String(config.KeyYARNBinaryCache)
+	cfg.BinaryCacheKeep = p.Int(config.KeyYARNBinaryCacheKeep)
 	return cfg
 }

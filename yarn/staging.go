@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"net/url"
@@ -64,15 +63,7 @@ func (s *stager) put(ctx context.Context, local, name string) (Resource, error) 
 			return Resource{}, fmt.Errorf("stage %s to %s: %w", local, s.base, err)
 		}
 	}
-	w, err := s.fs.CreateAtomic(ctx, target)
-	if err != nil {
-		return Resource{}, fmt.Errorf("stage %s to %s: %w", local, s.base, err)
-	}
-	if _, err := io.Copy(w, in); err != nil {
-		w.Abort()
-		return Resource{}, fmt.Errorf("stage %s to %s: %w", local, s.base, err)
-	}
-	if err := w.Commit(); err != nil {
+	if err := fsys.WriteAtomic(ctx, s.fs, target, in); err != nil {
 		return Resource{}, fmt.Errorf("stage %s to %s: %w", local, s.base, err)
 	}
 	// The copy keeps the file's mode, which executors restore: a shipped
@@ -88,7 +79,18 @@ func (s *stager) put(ctx context.Context, local, name string) (Resource, error) 
 	if err != nil {
 		return Resource{}, fmt.Errorf("stat staged %s: %w", target, err)
 	}
-	return Resource{Scheme: "hdfs", Host: s.host, Port: s.port, File: target, Size: fi.Size(), Timestamp: fi.ModTime().UnixMilli()}, nil
+	return s.resource(target, fi, ""), nil
+}
+
+// resource describes the file name on the staging file system, as fi
+// says it is, as a LocalResource of visibility vis (empty: APPLICATION).
+func (s *stager) resource(name string, fi fs.FileInfo, vis string) Resource {
+	return Resource{Scheme: "hdfs", Host: s.host, Port: s.port, File: name, Size: fi.Size(), Timestamp: fi.ModTime().UnixMilli(), Visibility: vis}
+}
+
+// uri returns the hdfs:// URI of name on the staging file system.
+func (s *stager) uri(name string) string {
+	return "hdfs://" + net.JoinHostPort(s.host, strconv.Itoa(int(s.port))) + name
 }
 
 // removeAll removes the staging directory and everything in it.

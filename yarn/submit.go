@@ -161,6 +161,13 @@ func (g *gateway) stageBinary(ctx context.Context, st *stager) (Resource, error)
 		}
 	}
 	start := time.Now()
+	if c := newBinaryCache(st, g.cfg.BinaryCache, g.cfg.User, g.cfg.BinaryCacheKeep, g.log); c != nil {
+		res, err := g.stageCached(ctx, c, st, bin, start)
+		if err == nil || ctx.Err() != nil {
+			return res, err
+		}
+		g.log.Warn("binary cache unusable: staging the binary with the application", "dir", st.uri(c.dir), "err", err)
+	}
 	res, err := st.put(ctx, bin, "spindle")
 	if err != nil {
 		return Resource{}, err
@@ -168,6 +175,24 @@ func (g *gateway) stageBinary(ctx context.Context, st *stager) (Resource, error)
 	// Staging can take minutes (a large binary, encrypted data transfer
 	// on a busy gateway) and counts against the gang's wait: say so.
 	g.log.Info("staged the spindle binary", "file", res.File, "bytes", res.Size, "after", time.Since(start).Round(time.Millisecond))
+	return res, nil
+}
+
+// stageCached stages bin through the binary cache c.
+func (g *gateway) stageCached(ctx context.Context, c *binaryCache, st *stager, bin string, start time.Time) (Resource, error) {
+	lb, err := hashBinary(bin)
+	if err != nil {
+		return Resource{}, err
+	}
+	res, uploaded, err := c.stage(ctx, st, lb)
+	if err != nil {
+		return Resource{}, err
+	}
+	msg := MsgBinaryCached
+	if uploaded {
+		msg = MsgBinaryUploaded
+	}
+	g.log.Info(msg, "file", st.uri(res.File), "bytes", res.Size, "after", time.Since(start).Round(time.Millisecond))
 	return res, nil
 }
 

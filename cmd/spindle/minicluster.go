@@ -220,15 +220,7 @@ func copyToFS(ctx context.Context, dst fsys.FS, local, name string) error {
 		return err
 	}
 	defer in.Close()
-	af, err := dst.CreateAtomic(ctx, name)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(af, in); err != nil {
-		af.Abort()
-		return err
-	}
-	return af.Commit()
+	return fsys.WriteAtomic(ctx, dst, name, in)
 }
 
 func printMiniclusterUsage(w io.Writer, c *hdfstest.Cluster, yc *yarntest.Cluster, dir, confDir string, realm *secureRealm) {

@@ -214,8 +214,16 @@ func parseValue(text string) (string, error) {
 	return strings.TrimSpace(text), nil
 }
 
-// check validates a value against the key's kind.
+// check validates a value against the key's kind and its Check.
 func (k Key) check(v string) error {
+	if err := k.checkKind(v); err != nil || k.Check == nil {
+		return err
+	}
+	return k.Check(v)
+}
+
+// checkKind validates a value against the key's kind.
+func (k Key) checkKind(v string) error {
 	switch k.Kind {
 	case Int:
 		n, err := strconv.ParseInt(v, 10, 64)

@@ -113,6 +113,7 @@ func TestBadFiles(t *testing.T) {
 		"port-range.bad.conf":     {"port-range.bad.conf:1", KeyDriverPort, "maximum 65535"},
 		"bad-addr.bad.conf":       {"bad-addr.bad.conf:1", KeyMasterAddr, "0 to 65535"},
 		"unclosed-quote.bad.conf": {"unclosed-quote.bad.conf:1", KeyAppName, "no closing"},
+		"relative-cache.bad.conf": {"relative-cache.bad.conf:2", KeyYARNBinaryCache, "neither off nor an absolute path"},
 	}
 	files, _ := filepath.Glob("testdata/*.bad.conf")
 	if len(files) != len(want) {

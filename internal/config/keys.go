@@ -50,6 +50,9 @@ type Key struct {
 	// ZeroOK allows a Duration of 0, which must then mean something
 	// (documented); every other duration must be positive.
 	ZeroOK bool
+	// Check, when set, validates a value beyond its kind (a String that
+	// must be a path, say); its error says what is wrong with the value.
+	Check func(v string) error
 	// ReadBy lists the commands that read the key; zero derives it from
 	// the key's name (see Readers).
 	ReadBy Reader

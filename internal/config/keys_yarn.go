@@ -1,16 +1,23 @@
 package config
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Names of the keys of the YARN cluster manager (--master yarn). The queue
 // is spindle.yarn.queue (KeyQueue).
 const (
-	KeyYARNAMMemory       = "spindle.yarn.am.memory"
-	KeyYARNAMCores        = "spindle.yarn.am.cores"
-	KeyYARNMaxAttempts    = "spindle.yarn.maxAppAttempts"
-	KeyYARNPriority       = "spindle.yarn.priority"
-	KeyYARNTags           = "spindle.yarn.tags"
-	KeyYARNMemoryOverhead = "spindle.yarn.executor.memoryOverhead"
-	KeyYARNGangTimeout    = "spindle.yarn.gangTimeout"
-	KeyYARNLocalityWait   = "spindle.yarn.locality.wait"
+	KeyYARNAMMemory        = "spindle.yarn.am.memory"
+	KeyYARNAMCores         = "spindle.yarn.am.cores"
+	KeyYARNMaxAttempts     = "spindle.yarn.maxAppAttempts"
+	KeyYARNPriority        = "spindle.yarn.priority"
+	KeyYARNTags            = "spindle.yarn.tags"
+	KeyYARNMemoryOverhead  = "spindle.yarn.executor.memoryOverhead"
+	KeyYARNGangTimeout     = "spindle.yarn.gangTimeout"
+	KeyYARNLocalityWait    = "spindle.yarn.locality.wait"
+	KeyYARNBinaryCache     = "spindle.yarn.binaryCache"
+	KeyYARNBinaryCacheKeep = "spindle.yarn.binaryCache.keep"
 )
 
 // yarnKeys are the keys of the YARN cluster manager.
@@ -31,4 +38,16 @@ var yarnKeys = []Key{
 		Doc: "How long the ApplicationMaster waits for YARN to grant every executor's container. When it expires it releases every container it holds (a partial gang never blocks the queue) and the job fails, saying what the queue could not give."},
 	{Name: KeyYARNLocalityWait, Default: "3s", Kind: Duration, ZeroOK: true,
 		Doc: "How long the ApplicationMaster asks for each executor's container only on the nodes holding its input (the HDFS blocks of its splits), and then as long again on those nodes' racks, before it takes any node. 0 asks for any node at once, leaving the preference to YARN's own delay scheduling."},
+	{Name: KeyYARNBinaryCache, Default: "", Kind: String, Check: checkBinaryCache,
+		Doc: "Where the gateway keeps the spindle binary on the cluster's default file system, one copy per content digest (<dir>/<sha256>/spindle, owner-only), so that a job whose binary is already there uploads nothing and NodeManagers reuse the copy they localized for an earlier job. Empty means /user/<user>/.spindle/cache; an absolute path moves it; off stages the binary with each application, as files are."},
+	{Name: KeyYARNBinaryCacheKeep, Default: "3", Kind: Int, Min: 1, HasMin: true,
+		Doc: "How many binaries (digests) the cache keeps: after an upload the gateway deletes the older ones, except those a staging directory of a live application names and those uploaded within the last hour."},
+}
+
+// checkBinaryCache accepts off, empty or an absolute path.
+func checkBinaryCache(v string) error {
+	if v == "" || v == "off" || strings.HasPrefix(v, "/") {
+		return nil
+	}
+	return fmt.Errorf("%q is neither off nor an absolute path on the cluster's default file system (like /user/alice/.spindle/cache)", v)
 }

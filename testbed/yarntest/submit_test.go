@@ -22,6 +22,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 	"github.com/spindle-ml/spindle/testbed/yarntest"
+	"github.com/spindle-ml/spindle/yarn"
 	"github.com/spindle-ml/spindle/yarn/client"
 )
 
@@ -404,5 +405,32 @@ func TestSubmitProtected(t *testing.T) {
 		"--epochs", "1", "--", logregBin, "--lr", "0.5")
 	if code := j.wait(t, 3*time.Minute); code != 0 {
 		t.Fatalf("spindle submit exited %d:\n%s", code, j.stderr.String())
+	}
+}
+
+// TestSubmitCachesBinary: the second job on a cluster finds the spindle
+// binary the first uploaded to the binary cache and uploads nothing; a
+// relative cache directory is refused before anything runs, exit 2,
+// naming the key.
+func TestSubmitCachesBinary(t *testing.T) {
+	t.Parallel()
+	s := startSite(t, yarntest.Config{NodeManagers: 1})
+	run := func(args ...string) string {
+		t.Helper()
+		j := s.submit(t, append(append([]string{"--num-executors", "1", "--executor-memory", "128m"}, args...), "--", "/bin/sh", "-c", "exit 0")...)
+		if code := j.wait(t, 3*time.Minute); code != 0 {
+			t.Fatalf("spindle submit %v exited %d:\n%s", args, code, j.stderr.String())
+		}
+		return j.stderr.String()
+	}
+	if logs := run(); !strings.Contains(logs, yarn.MsgBinaryUploaded) {
+		t.Fatalf("the first job did not upload its binary to the cache:\n%s", logs)
+	}
+	if logs := run(); !strings.Contains(logs, yarn.MsgBinaryCached) || strings.Contains(logs, yarn.MsgBinaryUploaded) {
+		t.Fatalf("the second job did not use the cached binary:\n%s", logs)
+	}
+	j := s.submit(t, "--conf", "spindle.yarn.binaryCache=cache", "--num-executors", "1", "--", "/bin/sh", "-c", "exit 0")
+	if code := j.wait(t, time.Minute); code != 2 || !strings.Contains(j.stderr.String(), "spindle.yarn.binaryCache") {
+		t.Fatalf("a relative cache directory: exit %d, want 2 naming the key:\n%s", code, j.stderr.String())
 	}
 }
