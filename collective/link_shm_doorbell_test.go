@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // needShm skips a test where this host cannot share memory between ranks.
@@ -95,7 +97,7 @@ func TestSharedMemoryFullRingWakeupNotLost(t *testing.T) {
 func TestSharedMemoryPingPong(t *testing.T) {
 	needShm(t)
 	iters := 20000
-	if testing.Short() || raceDetector {
+	if testing.Short() || testutil.RaceDetector {
 		// A lost wakeup shows as a hang after enough round trips; the
 		// race detector, ten times slower per round trip, gets the
 		// short run's count and the full count runs without it

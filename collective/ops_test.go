@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 func quietLogger() *slog.Logger {
@@ -70,7 +72,7 @@ func TestAllReduce(t *testing.T) {
 				cfg.SmallBytes = -1
 			})
 			sizes := []int{0, 1, 2, n - 1, n + 1, 1009, 3*n*1000 + 7, 1<<18 + 3}
-			if raceDetector {
+			if testutil.RaceDetector {
 				// 3*n*1000+7 values already run a dozen full chunks
 				// and a partial one per step; the largest size
 				// (about 1,000 chunks a step) is half the package's
@@ -96,7 +98,7 @@ func TestAllReduce(t *testing.T) {
 // that segments span many full chunks.
 func TestAllReduceLarge(t *testing.T) {
 	count := 1<<21 + 5
-	if raceDetector {
+	if testutil.RaceDetector {
 		// 8 MiB under -race: each rank's segment is still two full
 		// chunks and a partial one; the 16 MiB run is left to the
 		// run without the detector (RACE_SAMPLED_TESTS).
