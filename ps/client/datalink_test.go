@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spindle-ml/spindle/internal/syncbuf"
-	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/pspb"
 	"github.com/spindle-ml/spindle/rdma/ucx"
@@ -67,22 +66,11 @@ func TestOverUCX(t *testing.T) {
 		t.Run(tls, func(t *testing.T) {
 			setLink(t, tls)
 			for _, tc := range tests {
-				if testutil.RaceDetector && tls != transports[0] && heavyOverUCX[tc.name] {
-					// Under -race the losses run over one UCX transport:
-					// the Go side is the same over both, and the other
-					// runs every case without the detector
-					// (RACE_SAMPLED_TESTS).
-					continue
-				}
 				t.Run(tc.name, tc.run)
 			}
 		})
 	}
 }
-
-// heavyOverUCX names TestOverUCX's cases that kill servers mid-training,
-// most of its time under the race detector.
-var heavyOverUCX = map[string]bool{"ServerLoss": true, "Replacement": true}
 
 // Requests the client would never send, straight over a UCX session, are
 // refused as over gRPC, with the same codes, and apply nothing.
