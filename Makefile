@@ -33,17 +33,23 @@ HADOOP_PKGS := ./yarn/e2e ./yarn/client ./testbed/hadooptest
 # Unit packages left out of `make check` for their time (they run in
 # `make test`).
 SLOW_PKGS   := ./feed ./ps/client
-# Unit tests that decode in one goroutine (inflate, the flat Parquet
-# column reader) and keep a core busy: the race detector has nothing to
-# find in them and slows them 15 to 60 times (164 s against 5 s). The
-# unit tier skips them under it and runs them without it.
-NORACE_TESTS := ^(TestGunzipInto|TestFlatColumnsDirect|TestFlatColumnsSharePages)
-NORACE_PKGS  := ./feed
-# Sweeps over many cases (every world size of an allreduce) that take a
-# sample of them under the race detector (raceDetector in their package):
-# races show in the small cases, which the unit tier runs; the unit-cpu
-# tier runs every case without the detector.
-RACE_SAMPLED_TESTS := ^(TestAllReduceTree|TestAllReduceEveryWorld)
+# Unit tests the race detector has nothing to find in: feed's and
+# internal/inflate's that decode in one goroutine (inflate, the flat
+# Parquet column reader) and keep a core busy, slowed 15 to 60 times by
+# it (164 s against 5 s); and collective's that start copies of the test
+# binary as ranks and wait on them (the detector sees no further than
+# one process; the same code runs in-process under it in the other
+# tests). The unit tier skips them under it and runs them without it.
+# Whole names: a prefix would skip another package's test
+# (TestProcessFailureOverUCX).
+NORACE_TESTS := ^(TestGunzipInto|TestGunzipIntoDamaged|TestFlatColumnsDirect|TestFlatColumnsSharePages|TestFlatColumnsMatchPqarrow|TestProcessFailure|TestProcessRejoin|TestProcessShrink|TestSharedMemoryProcesses|TestGunzipDecodesGoGzip|TestGunzipRefusesDamage)$$
+NORACE_PKGS  := ./feed ./collective ./internal/inflate
+# Sweeps over many cases (every world size of an allreduce, tensor
+# sizes, round trips) that take a sample of them under the race detector
+# (testutil.RaceDetector): races show in the small cases, which the unit
+# tier runs; the unit-cpu tier runs every case without the detector.
+# Whole names: TestAllReduce is a prefix of others.
+RACE_SAMPLED_TESTS := ^(TestAllReduceTree|TestAllReduceEveryWorld|TestAllReduce|TestAllReduceLarge|TestAllReduceHierarchical|TestMemLinkRing|TestSharedMemoryPingPong|TestPeerCrashMidTree|TestMismatchedCallsTree)$$
 RACE_SAMPLED_PKGS  := ./collective
 # Each tier appends its line here; `make test` prints them at the end.
 SUMMARY     ?= $(BIN)/test-summary.txt

@@ -3,6 +3,8 @@ package collective
 import (
 	"fmt"
 	"testing"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestAllReduceEveryWorld runs every allreduce algorithm on every world
@@ -24,7 +26,7 @@ func TestAllReduceEveryWorld(t *testing.T) {
 	for n := 1; n <= 64; n++ {
 		all = append(all, n)
 	}
-	if raceDetector {
+	if testutil.RaceDetector {
 		// Worlds of 18 to 64 ranks cost 250 s of 260 under -race on a
 		// loaded 2-core machine. Races show in small worlds; the large
 		// ones check index arithmetic, which runs without the detector

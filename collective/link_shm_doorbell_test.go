@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // needShm skips a test where this host cannot share memory between ranks.
@@ -95,7 +97,11 @@ func TestSharedMemoryFullRingWakeupNotLost(t *testing.T) {
 func TestSharedMemoryPingPong(t *testing.T) {
 	needShm(t)
 	iters := 20000
-	if testing.Short() {
+	if testing.Short() || testutil.RaceDetector {
+		// A lost wakeup shows as a hang after enough round trips; the
+		// race detector, ten times slower per round trip, gets the
+		// short run's count and the full count runs without it
+		// (RACE_SAMPLED_TESTS).
 		iters = 2000
 	}
 	for _, spin := range []bool{false, true} {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/standalone/client"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
@@ -62,7 +63,7 @@ func TestNoSpuriousElectionUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs for several seconds")
 	}
-	if raceDetector {
+	if testutil.RaceDetector {
 		// Three masters in one process slowed several times over, beside
 		// spinning processes, do miss heartbeats: not a deployment's case.
 		t.Skip("the race detector slows the masters too much for Raft's timing")
