@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +43,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binDir = filepath.Join(dir, "bin")
+	binDir = testbin.BinDir(dir)
 	code := m.Run()
 	cleanup()
 	os.Exit(code)
@@ -56,9 +55,7 @@ func binaries(t *testing.T) {
 		t.Skip("builds spindle and runs jobs: not in -short")
 	}
 	buildOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		buildErr = testbin.Build(context.Background(), root, binDir,
+		buildErr = testbin.Build(context.Background(), testbin.Root(), binDir,
 			testbin.Bin{Out: &spindleBin, Pkg: "./cmd/spindle"}, testbin.Bin{Out: &logregBin, Pkg: "./examples/logreg"},
 			testbin.Bin{Out: &genBin, Pkg: "./examples/datagen"}, testbin.Bin{Out: &rowcheckBin, Pkg: "./e2e/rowcheck"})
 	})
