@@ -32,7 +32,7 @@ var (
 	buildErr                      error
 	binDir                        string
 	spindleBin, logregBin, genBin string
-	rowcheckBin                   string
+	rowcheckBin, feedcheckBin     string
 )
 
 func TestMain(m *testing.M) {
@@ -57,7 +57,8 @@ func binaries(t *testing.T) {
 	buildOnce.Do(func() {
 		buildErr = testbin.Build(context.Background(), testbin.Root(), binDir,
 			testbin.Bin{Out: &spindleBin, Pkg: "./cmd/spindle"}, testbin.Bin{Out: &logregBin, Pkg: "./examples/logreg"},
-			testbin.Bin{Out: &genBin, Pkg: "./examples/datagen"}, testbin.Bin{Out: &rowcheckBin, Pkg: "./e2e/rowcheck"})
+			testbin.Bin{Out: &genBin, Pkg: "./examples/datagen"}, testbin.Bin{Out: &rowcheckBin, Pkg: "./e2e/rowcheck"},
+			testbin.Bin{Out: &feedcheckBin, Pkg: "./e2e/feedcheck"})
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
