@@ -118,7 +118,7 @@ var tokenSeqRE = regexp.MustCompile(`token (\d+) for alice`)
 // tokenMax) take epochsPast2Max epochs of putData's 3,000 rows on two
 // ranks. Their training process sleeps per batch, so a job lasts as long
 // on a fast machine as on a loaded one and spends little CPU: it once
-// trained logreg for 1,500 epochs, which took 4.6 s idle and 50 s loaded.
+// trained logreg for 1,500 epochs: about 14 s idle, 50 s at a load of 60.
 var (
 	tokenRenew      = testutil.Scale(3 * time.Second)
 	tokenMax        = 2 * tokenRenew
