@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,18 +41,11 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	_, file, _, _ := runtime.Caller(0)
-	repoRoot = filepath.Join(filepath.Dir(file), "..")
+	repoRoot = testbin.Root()
 	// The package's binaries and TMPDIR, for what the tests and their
 	// processes leave in it (a killed executor's socket directory).
-	dir, cleanup, err := testbin.TempDir("spindle-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer cleanup()
 	// Nothing beside the binaries: spindle carries its Python package inside.
-	err = testbin.Build(context.Background(), repoRoot, filepath.Join(dir, "bin"),
+	_, cleanup, err := testbin.Setup(context.Background(), "spindle-e2e-",
 		testbin.Bin{Out: &spindleBin, Pkg: "./cmd/spindle"},
 		testbin.Bin{Out: &feedcheckBin, Pkg: "./e2e/feedcheck"},
 		testbin.Bin{Out: &logregBin, Pkg: "./examples/logreg"},
@@ -66,6 +58,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	defer cleanup()
 	return m.Run()
 }
 

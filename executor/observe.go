@@ -61,6 +61,7 @@ type observations struct {
 
 	pgid   int         // the training process group, once started
 	gpu    *gpuSampler // nil when the process was given no GPUs
+	usage  usageCache  // the group's CPU and memory, read at most every usageEvery
 	sock   *net.UnixConn
 	logger *slog.Logger
 }
@@ -307,7 +308,7 @@ func (o *observations) take(hb *driverpb.HeartbeatRequest) {
 	pgid, gpu := o.pgid, o.gpu
 	o.mu.Unlock()
 	if pgid > 0 {
-		if u, err := groupUsage("/proc", pgid); err == nil {
+		if u := o.usage.get(pgid); u != nil {
 			gpu.fill(u, time.Now())
 			hb.Usage = u
 		}

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -42,16 +41,9 @@ func TestMain(m *testing.M) {
 		fmt.Println("chaos harness skipped: set SPINDLE_CHAOS=1 (make chaos)")
 		os.Exit(0)
 	}
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
 	// The package's binaries and TMPDIR, for what the tests and their
 	// processes leave in it (a killed executor's socket directory).
-	dir, cleanup, err := testbin.TempDir("spindle-chaos-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	err = testbin.Build(context.Background(), root, dir,
+	_, cleanup, err := testbin.Setup(context.Background(), "spindle-chaos-",
 		testbin.Bin{Out: &spindleBin, Pkg: "./cmd/spindle"}, testbin.Bin{Out: &logregBin, Pkg: "./examples/logreg"},
 		testbin.Bin{Out: &sparseLRBin, Pkg: "./examples/sparse-lr"}, testbin.Bin{Out: &datagenBin, Pkg: "./examples/datagen"},
 		testbin.Bin{Out: &rowcheckBin, Pkg: "./e2e/rowcheck"}, testbin.Bin{Out: &linkfaultBin, Pkg: "./e2e/linkfault"},
@@ -60,6 +52,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	root := testbin.Root()
 	torchScript = filepath.Join(root, "examples", "pytorch", "train.py")
 	torchShrinkScript = filepath.Join(root, "e2e", "torchshrink", "train.py")
 	code := m.Run()

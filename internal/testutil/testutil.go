@@ -93,3 +93,13 @@ func Holds(what string, ok func() bool) func() error {
 		return errors.New("no " + what + " yet")
 	}
 }
+
+// PacedEpochs is how many epochs of rowsPerRank rows, read in batches of
+// batchRows by a training process that sleeps delay per batch, last at
+// least d. A job that must outlive a deadline (a token's lifetime) is
+// paced so by sleeps rather than by work, which a loaded machine slows
+// and which costs CPU all along.
+func PacedEpochs(d time.Duration, rowsPerRank, batchRows int, delay time.Duration) int {
+	perEpoch := time.Duration((rowsPerRank+batchRows-1)/batchRows) * delay
+	return int((d + perEpoch - 1) / perEpoch)
+}

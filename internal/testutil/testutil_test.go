@@ -57,3 +57,20 @@ func TestPollReturnsOnceTheConditionHolds(t *testing.T) {
 		t.Fatalf("got %v, want \"no leader yet\" quoted", err)
 	}
 }
+
+func TestPacedEpochs(t *testing.T) {
+	for _, tc := range []struct {
+		d           time.Duration
+		rows, batch int
+		delay       time.Duration
+		want        int
+	}{
+		{12 * time.Second, 1500, 64, 25 * time.Millisecond, 20}, // 24 batches: 0.6 s an epoch
+		{12*time.Second + 1, 1500, 64, 25 * time.Millisecond, 21},
+		{time.Second, 100, 100, time.Second, 1},
+	} {
+		if got := PacedEpochs(tc.d, tc.rows, tc.batch, tc.delay); got != tc.want {
+			t.Errorf("PacedEpochs(%v, %d, %d, %v) = %d, want %d", tc.d, tc.rows, tc.batch, tc.delay, got, tc.want)
+		}
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,18 +34,10 @@ func run(m *testing.M) int {
 	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "^$" {
 		return m.Run() // benchmarks only: nothing to build
 	}
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
 	// The package's binaries and TMPDIR, for what the tests and their
 	// processes leave in it (a killed executor's socket directory).
-	dir, cleanup, err := testbin.TempDir("spindle-standalone-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer cleanup()
 	// Nothing beside the binaries: spindle carries its Python package inside.
-	err = testbin.Build(context.Background(), root, filepath.Join(dir, "bin"),
+	_, cleanup, err := testbin.Setup(context.Background(), "spindle-standalone-e2e-",
 		testbin.Bin{Out: &spindleBin, Pkg: "./cmd/spindle"},
 		testbin.Bin{Out: &feedcheckBin, Pkg: "./e2e/feedcheck"},
 		testbin.Bin{Out: &datagenBin, Pkg: "./examples/datagen"},
@@ -58,6 +49,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	defer cleanup()
 	return m.Run()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,11 +84,18 @@ func TestKerberizedHDFSOnStandalone(t *testing.T) {
 	}
 
 	c := startCluster(t, 2)
+	// The job must outlive a fresh generation of tokens (at three
+	// quarters of their 10 s) with its executors reading the input from
+	// HDFS every epoch. Its training process sleeps per batch, so the
+	// job's length is set by the clock, not by how fast a loaded machine
+	// trains: it once trained logreg for 2,000 epochs, 29 s of CPU.
+	const batchDelay = 25 * time.Millisecond
+	epochs := testutil.PacedEpochs(testutil.Scale(12*time.Second), 3000/2, 64, batchDelay)
 	j := c.submit(local, "--name", "kerberized", "--principal", "alice", "--keytab", aliceKT,
 		"--conf", "spindle.hadoop.confDir="+conf, "--conf", "spindle.feed.cacheMemory=0",
 		"--num-executors", "2", "--executor-cores", "1", "--executor-memory", "512m",
 		"--input", hdfs.URI()+"/data/*.parquet", "--label-column", "label", "--feed", "tensor", "--batch-rows", "64",
-		"--epochs", "2000", "--seed", "3", "--", logregBin, "--lr", "0.5")
+		"--epochs", strconv.Itoa(epochs), "--seed", "3", "--", feedcheckBin, "--batch-delay", batchDelay.String())
 	start := time.Now()
 	if code := j.wait(t, 3*time.Minute); code != 0 {
 		t.Fatalf("job failed: exit %d\n%s", code, j.stderr.String())

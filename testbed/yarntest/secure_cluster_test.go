@@ -92,16 +92,16 @@ func TestSecureTokenRenewalClusterMode(t *testing.T) {
 		// no tokens of its own and the job log warns. The test
 		// ResourceManager does not renew launch tokens, so these live their
 		// whole (short) lifetime without renewal. The job has far more
-		// epochs than it can train in that lifetime however fast this
-		// machine is: it is still running at three quarters of it, and
-		// ends when its tokens expire.
+		// epochs than it can take in that lifetime (its training process
+		// sleeps per batch, spending little CPU): it is still running at
+		// three quarters of it, and ends when its tokens expire.
 		s := startSecureSiteDropping(t, 2*tokenRenew, 2*tokenRenew, []string{"KRB5_CONFIG"})
 		input := s.putData(t)
 		before := len(s.yarn.Containers())
 		j := s.submit(t, "--deploy-mode", "cluster", "--conf", "spindle.executor.heartbeatInterval=200ms",
 			"--conf", "spindle.feed.cacheMemory=0", "--num-executors", "1", "--executor-memory", "256m",
 			"--input", input, "--label-column", "label", "--feed", "tensor", "--batch-rows", "64",
-			"--epochs", "1000000", "--seed", "3", "--", logregBin, "--lr", "0.5")
+			"--epochs", "1000000", "--seed", "3", "--", feedcheckBin, "--batch-delay", tokenBatchDelay.String())
 		code := j.wait(t, 3*time.Minute)
 		logs := j.stderr.String()
 		if !strings.Contains(logs, "hdfs delegation tokens near their maximum lifetime") {

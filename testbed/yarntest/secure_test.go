@@ -89,9 +89,9 @@ func addSiteProps(t *testing.T, path string, props map[string]string) {
 	}
 }
 
-// secureJobEpochs submits the logistic-regression example with alice's
-// keytab, training for epochs and reading its input from the secure HDFS
-// every epoch (no feed cache).
+// secureJobEpochs submits a job with alice's keytab whose training
+// process (feedcheck) takes epochs of its input, read from the secure
+// HDFS every epoch (no feed cache), sleeping tokenBatchDelay per batch.
 func (s *secureSite) secureJobEpochs(t *testing.T, input string, executors, epochs int, extra ...string) *job {
 	args := []string{"--principal", "alice", "--keytab", s.keytab,
 		"--conf", "spindle.executor.heartbeatInterval=200ms", "--conf", "spindle.executor.heartbeatTimeout=" + testutil.Scale(5*time.Second).String(),
@@ -99,7 +99,7 @@ func (s *secureSite) secureJobEpochs(t *testing.T, input string, executors, epoc
 		"--num-executors", strconv.Itoa(executors), "--executor-memory", "256m"}
 	args = append(args, extra...)
 	args = append(args, "--input", input, "--label-column", "label", "--feed", "tensor", "--batch-rows", "64",
-		"--epochs", strconv.Itoa(epochs), "--seed", "3", "--", logregBin, "--lr", "0.5")
+		"--epochs", strconv.Itoa(epochs), "--seed", "3", "--", feedcheckBin, "--batch-delay", tokenBatchDelay.String())
 	return s.submit(t, args...)
 }
 
@@ -114,11 +114,16 @@ var tokenSeqRE = regexp.MustCompile(`token (\d+) for alice`)
 // driver's renewals, due at three quarters of it, must not fall behind.
 // At 1 s, a loaded machine missed both (the AM's container could not
 // localize spindle: the namenode refused the delegation token). Jobs that
-// must outlive two fresh generations train for epochsPast2Max epochs.
+// must outlive two fresh generations (one comes at three quarters of
+// tokenMax) take epochsPast2Max epochs of putData's 3,000 rows on two
+// ranks. Their training process sleeps per batch, so a job lasts as long
+// on a fast machine as on a loaded one and spends little CPU: it once
+// trained logreg for 1,500 epochs: about 14 s idle, 50 s at a load of 60.
 var (
-	tokenRenew     = testutil.Scale(3 * time.Second)
-	tokenMax       = 2 * tokenRenew
-	epochsPast2Max = int(1500 * tokenRenew / (3 * time.Second))
+	tokenRenew      = testutil.Scale(3 * time.Second)
+	tokenMax        = 2 * tokenRenew
+	tokenBatchDelay = 25 * time.Millisecond
+	epochsPast2Max  = testutil.PacedEpochs(2*tokenMax+tokenRenew, 3000/2, 64, tokenBatchDelay)
 )
 
 // TestSecureTokenRenewal: on a Kerberized test YARN and HDFS whose
@@ -136,8 +141,7 @@ func TestSecureTokenRenewal(t *testing.T) {
 	t.Run("renewed", func(t *testing.T) {
 		start := time.Now()
 		// Long enough for two fresh generations of 6 s tokens (one comes
-		// at 4.5 s) even on an idle machine, where 500 epochs once took
-		// only 4.6 s.
+		// at 4.5 s).
 		j := s.secureJobEpochs(t, input, 2, epochsPast2Max)
 		code := j.wait(t, 3*time.Minute)
 		logs := j.stderr.String()

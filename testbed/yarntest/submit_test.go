@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -34,7 +33,7 @@ var (
 	buildErr                      error
 	binDir                        string
 	spindleBin, logregBin, genBin string
-	rowcheckBin                   string
+	rowcheckBin, feedcheckBin     string
 )
 
 func TestMain(m *testing.M) {
@@ -45,7 +44,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binDir = filepath.Join(dir, "bin")
+	binDir = testbin.BinDir(dir)
 	code := m.Run()
 	cleanup()
 	os.Exit(code)
@@ -57,11 +56,10 @@ func binaries(t *testing.T) {
 		t.Skip("builds spindle and runs jobs: not in -short")
 	}
 	buildOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		buildErr = testbin.Build(context.Background(), root, binDir,
+		buildErr = testbin.Build(context.Background(), testbin.Root(), binDir,
 			testbin.Bin{Out: &spindleBin, Pkg: "./cmd/spindle"}, testbin.Bin{Out: &logregBin, Pkg: "./examples/logreg"},
-			testbin.Bin{Out: &genBin, Pkg: "./examples/datagen"}, testbin.Bin{Out: &rowcheckBin, Pkg: "./e2e/rowcheck"})
+			testbin.Bin{Out: &genBin, Pkg: "./examples/datagen"}, testbin.Bin{Out: &rowcheckBin, Pkg: "./e2e/rowcheck"},
+			testbin.Bin{Out: &feedcheckBin, Pkg: "./e2e/feedcheck"})
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,22 +37,10 @@ func run(m *testing.M) int {
 	if os.Getenv(envWaitChild) == "1" {
 		return m.Run()
 	}
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
 	// The package's binaries and TMPDIR, for what the tests, their
 	// processes and the mini clusters leave in it (kept with the
 	// clusters' logs when hadooptest.Keep says so).
-	dir, cleanup, err := testbin.TempDir("spindle-yarn-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if !hadooptest.Keep() {
-			cleanup()
-		}
-	}()
-	err = testbin.Build(context.Background(), root, filepath.Join(dir, "bin"),
+	_, cleanup, err := testbin.Setup(context.Background(), "spindle-yarn-e2e-",
 		testbin.Bin{Out: &spindleBin, Pkg: "./cmd/spindle"},
 		testbin.Bin{Out: &datagenBin, Pkg: "./examples/datagen"},
 		testbin.Bin{Out: &logregBin, Pkg: "./examples/logreg"},
@@ -63,6 +50,11 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	defer func() {
+		if !hadooptest.Keep() {
+			cleanup()
+		}
+	}()
 	return hadooptest.Main(m, hadooptest.PrestartShared, hadooptest.PrestartSecure)
 }
 
