@@ -42,14 +42,14 @@ SLOW_PKGS   := ./feed ./ps/client
 # tests). The unit tier skips them under it and runs them without it.
 # Whole names: a prefix would skip another package's test
 # (TestProcessFailureOverUCX).
-NORACE_TESTS := ^(TestGunzipInto|TestGunzipIntoDamaged|TestFlatColumnsDirect|TestFlatColumnsSharePages|TestFlatColumnsMatchPqarrow|TestProcessFailure|TestProcessRejoin|TestProcessShrink|TestSharedMemoryProcesses|TestGunzipDecodesGoGzip|TestGunzipRefusesDamage)$$
+NORACE_TESTS := ^(TestGunzipInto|TestGunzipIntoDamaged|TestFlatColumnsDirect|TestFlatColumnsSharePages|TestFlatColumnsMatchPqarrow|TestProcessFailure|TestProcessRejoin|TestProcessShrink|TestSharedMemoryProcesses|TestGunzipDecodesGoGzip|TestGunzipRefusesDamage)\z
 NORACE_PKGS  := ./feed ./collective ./internal/inflate
 # Sweeps over many cases (every world size of an allreduce, tensor
 # sizes, round trips) that take a sample of them under the race detector
 # (testutil.RaceDetector): races show in the small cases, which the unit
 # tier runs; the unit-cpu tier runs every case without the detector.
 # Whole names: TestAllReduce is a prefix of others.
-RACE_SAMPLED_TESTS := ^(TestAllReduceTree|TestAllReduceEveryWorld|TestAllReduce|TestAllReduceLarge|TestAllReduceHierarchical|TestMemLinkRing|TestSharedMemoryPingPong|TestPeerCrashMidTree|TestMismatchedCallsTree)$$
+RACE_SAMPLED_TESTS := ^(TestAllReduceTree|TestAllReduceEveryWorld|TestAllReduce|TestAllReduceLarge|TestAllReduceHierarchical|TestMemLinkRing|TestSharedMemoryPingPong|TestPeerCrashMidTree|TestMismatchedCallsTree)\z
 RACE_SAMPLED_PKGS  := ./collective
 # Each tier appends its line here; `make test` prints them at the end.
 SUMMARY     ?= $(BIN)/test-summary.txt

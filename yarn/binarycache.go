@@ -50,6 +50,7 @@ const (
 type binaryCache struct {
 	fs    fsys.FS
 	dir   string // path inside fs
+	user  string // who must own the cache's directories and files
 	keep  int
 	grace time.Duration
 	log   *slog.Logger
@@ -69,7 +70,7 @@ func newBinaryCache(st *stager, setting, user string, keep int, log *slog.Logger
 	if keep <= 0 {
 		keep = defaultBinaryCacheKeep
 	}
-	return &binaryCache{fs: st.fs, dir: path.Clean(dir), keep: keep, grace: binaryCacheGrace, log: log}
+	return &binaryCache{fs: st.fs, dir: path.Clean(dir), user: user, keep: keep, grace: binaryCacheGrace, log: log}
 }
 
 // localBinary is a local file to cache, with its size and SHA-256.
@@ -135,6 +136,9 @@ func (c *binaryCache) stage(ctx context.Context, st *stager, bin localBinary) (r
 	fi, err := c.fs.Stat(ctx, entry)
 	switch {
 	case err == nil && fi.Mode().IsRegular() && fi.Size() == bin.size:
+		if err := c.owned(ctx, entry); err != nil {
+			return Resource{}, false, err
+		}
 		return st.resource(entry, fi, visibilityPrivate), false, nil
 	case err == nil:
 		c.log.Warn("replacing a cached spindle binary of the wrong size", "file", st.uri(entry), "bytes", fi.Size(), "want", bin.size)
@@ -228,6 +232,28 @@ func (c *binaryCache) chmod(ctx context.Context, name string, mode fs.FileMode) 
 	}
 	if err := ch.Chmod(ctx, name, mode); err != nil {
 		return fmt.Errorf("make %s owner-only: %w", name, err)
+	}
+	return nil
+}
+
+// owned checks that the user owns the cache's directory, the digest's
+// directory and entry, on a file system that records owners: the cache
+// is trusted by its size alone, which only holds while nobody else can
+// have written to it (spindle.yarn.binaryCache may name a directory
+// another user made).
+func (c *binaryCache) owned(ctx context.Context, entry string) error {
+	for _, name := range []string{c.dir, path.Dir(entry), entry} {
+		fi, err := c.fs.Stat(ctx, name)
+		if err != nil {
+			return fmt.Errorf("check the owner of %s: %w", name, err)
+		}
+		o, ok := fi.(interface{ Owner() string })
+		if !ok {
+			return nil // no owners recorded (a local file system)
+		}
+		if owner := o.Owner(); owner != c.user {
+			return fmt.Errorf("%s belongs to %s, not %s: the binary cache must be the submitting user's own", name, owner, c.user)
+		}
 	}
 	return nil
 }

@@ -266,3 +266,40 @@ func sortedCopy(s []string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestBinaryCacheOfAnotherUserIsNotUsed: a cache directory another user
+// made (spindle.yarn.binaryCache naming a shared place) is not trusted,
+// even with an entry of the right size: whoever owns it could have put
+// any program there.
+func TestBinaryCacheOfAnotherUserIsNotUsed(t *testing.T) {
+	s := newCacheSite(t)
+	ctx := context.Background()
+	for _, dir := range []string{"/shared", "/user"} { // mallory makes her own there
+		if err := s.fs.MkdirAll(ctx, dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.fs.(fsys.Chmoder).Chmod(ctx, dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conf := t.TempDir()
+	if err := s.hdfs.WriteConfig(conf); err != nil {
+		t.Fatal(err)
+	}
+	other := fsys.NewResolver(fsys.Options{HadoopConfDir: conf, User: "mallory"})
+	t.Cleanup(func() { other.Close() })
+	lb := s.binary(t, "spindle", 1<<20)
+
+	theirs, err := newStager(ctx, other, s.hdfs.URI(), "mallory", "application_1_0001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := newBinaryCache(theirs, "/shared/cache", "mallory", 3, slog.New(slog.DiscardHandler)).stage(ctx, theirs, lb); err != nil {
+		t.Fatalf("mallory's upload: %v", err)
+	}
+	ours := s.stager(t, "application_1_0002")
+	_, _, err = newBinaryCache(ours, "/shared/cache", s.user, 3, slog.New(slog.DiscardHandler)).stage(ctx, ours, lb)
+	if err == nil || !strings.Contains(err.Error(), "belongs to mallory") {
+		t.Fatalf("staging from mallory's cache: %v, want it refused as mallory's", err)
+	}
+}
