@@ -127,7 +127,7 @@ test: deps ## run every test: real Hadoop beside unit (race), then e2e and pytho
 	$(MAKE) --no-print-directory timing-tier || status=1; \
 	for tier in hadoop python; do echo; echo "== the $$tier tier's output"; cat $(BIN)/test-$$tier.out; done; \
 	echo; echo "== make test: tests by tier"; \
-	for tier in unit unit-cpu e2e hadoop hdfs python timing; do grep "^tier $$tier " $(SUMMARY); done; exit $$status
+	for tier in unit unit-cpu e2e hadoop hdfs python timing; do awk -v t=$$tier '/^tier /{p = ($$2 == t)} p' $(SUMMARY); done; exit $$status
 
 test-go: test-unit test-e2e ## the Go tests without real Hadoop
 
