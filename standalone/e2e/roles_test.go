@@ -4,12 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/standalone/client"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
@@ -122,8 +122,7 @@ func tensorFlowJob(t *testing.T, c *cluster) {
 	if _, err := os.Stat(py); err != nil {
 		t.Skipf("no test venv at %s (scripts/install-deps.sh makes it, with tensorflow-cpu): %v", venv, err)
 	}
-	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "..", "examples", "tensorflow", "train_ps.py")
+	script := filepath.Join(testbin.Root(), "examples", "tensorflow", "train_ps.py")
 	start := time.Now()
 	j := c.submit(t.TempDir(), "--name", "tfps", "--chief", "--num-executors", "2", "--executor-memory", "512m",
 		"--num-ps", "1", "--ps-memory", "512m", "--ps-command", py+" "+script, "--feed", "direct",

@@ -5,9 +5,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/testbin"
 )
 
 // TestCopiedBinaryIsSelfContained starts the masters and workers from a
@@ -32,9 +33,8 @@ func TestCopiedBinaryIsSelfContained(t *testing.T) {
 	cache := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", cache)
 
-	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(t.TempDir(), "train.py")
-	src, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "examples", "pytorch", "train.py"))
+	src, err := os.ReadFile(filepath.Join(testbin.Root(), "examples", "pytorch", "train.py"))
 	if err != nil {
 		t.Fatal(err)
 	}

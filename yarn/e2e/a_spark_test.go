@@ -14,6 +14,7 @@ import (
 	"time"
 
 	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
+	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hadooptest"
 	"github.com/spindle-ml/spindle/yarn"
@@ -125,10 +126,10 @@ func runSparkDriver(t *testing.T, hc *hadooptest.Cluster, py, jars string, maste
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(12*time.Minute))
 	defer cancel()
-	script := filepath.Join(repoRoot(t), "yarn", "e2e", "testdata", "spark_push.py")
+	script := filepath.Join(testbin.Root(), "yarn", "e2e", "testdata", "spark_push.py")
 	cmd := exec.CommandContext(ctx, py, append([]string{script, jars, fmt.Sprint(sparkRows)}, masters...)...)
 	cmd.Env = append(env(hc.ConfDir), "SPINDLE_BINARY="+spindleBin, "SPARK_LOCAL_IP=127.0.0.1",
-		"PYTHONPATH="+filepath.Join(repoRoot(t), "python"))
+		"PYTHONPATH="+filepath.Join(testbin.Root(), "python"))
 	cmd.Env = append(cmd.Env, extraEnv...)
 	// Interrupted, the program stops its job and prints where it was.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }

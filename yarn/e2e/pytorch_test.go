@@ -4,11 +4,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"testing"
 	"time"
 
 	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
+	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/testbed/hadooptest"
 )
 
@@ -23,8 +23,7 @@ func TestPyTorchOnYARN(t *testing.T) {
 		t.Skipf("%s cannot import torch and numpy (make deps installs python3-torch): %v", python, err)
 	}
 	hc := hadooptest.Shared(t)
-	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "..", "examples", "pytorch", "train.py")
+	script := filepath.Join(testbin.Root(), "examples", "pytorch", "train.py")
 	final := regexp.MustCompile(`\[rank (\d)\] final rank=\d loss=(\S+) accuracy=(\S+) params_sha256=([0-9a-f]+)`)
 	for _, mode := range []string{"client", "cluster"} {
 		t.Run(mode, func(t *testing.T) {

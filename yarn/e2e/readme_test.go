@@ -4,13 +4,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spindle-ml/spindle/driver"
+	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/testbed/hadooptest"
 )
 
@@ -28,17 +28,6 @@ func testVenvPython(t *testing.T) string {
 		t.Skipf("no test venv at %s (make deps makes it, with tensorflow-cpu): %v", venv, err)
 	}
 	return py
-}
-
-// repoRoot is the repository's top directory, where the README's commands
-// are typed.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("no caller")
-	}
-	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
 // readmeCommand returns the words after "spindle submit --master
@@ -84,7 +73,7 @@ func TestReadmeTensorFlowOnYARN(t *testing.T) {
 	t.Parallel()
 	py := testVenvPython(t)
 	hc := hadooptest.Shared(t)
-	root := repoRoot(t)
+	root := testbin.Root()
 	line := readmeCommand(t, root, "# TensorFlow ParameterServerStrategy: the chief coordinates, workers and ps serve")
 	for _, mode := range []string{"client", "cluster"} {
 		t.Run(mode, func(t *testing.T) {

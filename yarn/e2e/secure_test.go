@@ -10,12 +10,12 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hadooptest"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
@@ -386,8 +386,7 @@ func TestRealSecurePyTorch(t *testing.T) {
 		t.Skipf("%s cannot import torch and numpy (make deps installs python3-torch): %v", python, err)
 	}
 	sc := hadooptest.SharedSecure(t)
-	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "..", "examples", "pytorch", "train.py")
+	script := filepath.Join(testbin.Root(), "examples", "pytorch", "train.py")
 	final := regexp.MustCompile(`\[rank (\d)\] final rank=\d loss=(\S+) accuracy=(\S+) params_sha256=([0-9a-f]+)`)
 	input := putSecureData(t, sc, "/user/"+hadooptest.SecureUser+"/torch-secure")
 	for _, mode := range []string{"client", "cluster"} {
