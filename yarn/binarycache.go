@@ -136,7 +136,7 @@ func (c *binaryCache) stage(ctx context.Context, st *stager, bin localBinary) (r
 	fi, err := c.fs.Stat(ctx, entry)
 	switch {
 	case err == nil && fi.Mode().IsRegular() && fi.Size() == bin.size:
-		if err := c.owned(ctx, entry); err != nil {
+		if err := c.owned(ctx, entry, fi); err != nil {
 			return Resource{}, false, err
 		}
 		return st.resource(entry, fi, visibilityPrivate), false, nil
@@ -236,24 +236,33 @@ func (c *binaryCache) chmod(ctx context.Context, name string, mode fs.FileMode) 
 	return nil
 }
 
-// owned checks that the user owns the cache's directory, the digest's
-// directory and entry, on a file system that records owners: the cache
-// is trusted by its size alone, which only holds while nobody else can
-// have written to it (spindle.yarn.binaryCache may name a directory
-// another user made).
-func (c *binaryCache) owned(ctx context.Context, entry string) error {
-	for _, name := range []string{c.dir, path.Dir(entry), entry} {
-		fi, err := c.fs.Stat(ctx, name)
+// owned checks that the user owns the entry (whose FileInfo the lookup
+// already has), the digest's directory and the cache's directory, on a
+// file system that records owners: the cache is trusted by its size
+// alone, which only holds while nobody else can have written to it
+// (spindle.yarn.binaryCache may name a directory another user made).
+func (c *binaryCache) owned(ctx context.Context, entryName string, entry fs.FileInfo) error {
+	if err := c.ownedBy(entryName, entry); err != nil {
+		return err
+	}
+	for _, dir := range []string{path.Dir(entryName), c.dir} {
+		fi, err := c.fs.Stat(ctx, dir)
 		if err != nil {
-			return fmt.Errorf("check the owner of %s: %w", name, err)
+			return fmt.Errorf("check the owner of %s: %w", dir, err)
 		}
-		o, ok := fi.(interface{ Owner() string })
-		if !ok {
-			return nil // no owners recorded (a local file system)
-		}
-		if owner := o.Owner(); owner != c.user {
-			return fmt.Errorf("%s belongs to %s, not %s: the binary cache must be the submitting user's own", name, owner, c.user)
+		if err := c.ownedBy(dir, fi); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// ownedBy checks fi's owner where the file system records one (HDFS; a
+// local file system does not).
+func (c *binaryCache) ownedBy(name string, fi fs.FileInfo) error {
+	o, ok := fi.(interface{ Owner() string })
+	if !ok || o.Owner() == c.user {
+		return nil
+	}
+	return fmt.Errorf("%s belongs to %s, not %s: the binary cache must be the submitting user's own", name, o.Owner(), c.user)
 }
