@@ -54,8 +54,15 @@ RACE_SAMPLED_PKGS  := ./collective
 # Each tier appends its line here; `make test` prints them at the end.
 SUMMARY     ?= $(BIN)/test-summary.txt
 TESTREPORT  := $(BIN)/testreport
-# The race detector's slowdown is paid by the unit tier only.
+# The race detector's slowdown is paid by the unit tier only. A race
+# binary sleeps a second at exit for goroutines still running to report
+# (atexit_sleep_ms): a second per package, tests over by then.
 RACE        ?= -race
+export GORACE ?= atexit_sleep_ms=0
+# How many packages of a tier build and run at once (go test -p; the
+# default is the cores). Most wait on processes, timers or sockets and
+# would hold a core's slot idle (docs/testing.md).
+TEST_P      ?= 4
 # Stretches every timing in the tests (internal/testutil): set it above 1
 # on a machine slower or busier than a 2-core laptop.
 export SPINDLE_TEST_TIMESCALE ?= 1
@@ -101,26 +108,26 @@ run: build ## generate data and run a 2-rank local training job on it
 check: lint proto-check tidy-check ## the inner loop, a few minutes: gofmt, vet, staticcheck, generated code, go.mod, short fuzzing and the fast packages' unit tests
 	@if [ -x scripts/fuzz.sh ]; then scripts/fuzz.sh 3s; fi
 	@mkdir -p $(BIN) && rm -f $(SUMMARY)
-	@$(MAKE) --no-print-directory test-tier TIER=check RACE= PKGS='$(CHECK_PKGS)' TIER_ENV=SPINDLE_SKIP_HADOOP=1
+	@$(MAKE) --no-print-directory test-tier TIER=check RACE= PKGS='$(CHECK_PKGS)' TIER_ENV=SPINDLE_SKIP_HADOOP=1 TIER_ARGS='-p $(TEST_P)'
 
 # `make test` runs every tier, even after one fails, then prints one line
-# per tier and fails if any did. The real-Hadoop tier mostly waits (JVMs,
-# YARN's heartbeats, containers starting; about 0.7 of a core) and runs
-# long: it starts first, beside the unit tier, which leaves part of a core
-# idle (its race-detector packages end one by one). The e2e and Python
-# tiers, which also mostly wait on processes (jobs, Spark), start when the
-# unit tier ends, beside what is left of the hadoop tier. The output of
-# the hadoop and Python tiers is held in $(BIN)/test-*.out and printed
-# after, and the tier lines in a fixed order. The timing tier, whose claim
-# is about a known load, runs alone at the end. A command the shell puts in the background starts with SIGINT
-# ignored (and Python then never raises KeyboardInterrupt): the tests of
-# interrupting a job need it back (trap -).
-test: deps ## run every test: real Hadoop beside unit (race), then e2e and python beside it, then Raft timing; a line per tier at the end
+# per tier and fails if any did. The real-Hadoop and Python tiers mostly
+# wait (JVMs, YARN's heartbeats, containers and Spark starting; about 0.7
+# of a core each) and run long: they start first, beside the unit tier,
+# whose packages also mostly wait. The e2e tier (jobs and clusters as
+# processes, 1.2 cores) starts when the unit tier ends, beside what is
+# left of them. The output of the hadoop and Python tiers is held in
+# $(BIN)/test-*.out and printed after, and the tier lines in a fixed
+# order. The timing tier, whose claim is about a known load, runs alone
+# at the end. A command the shell puts in the background starts with
+# SIGINT ignored (and Python then never raises KeyboardInterrupt): the
+# tests of interrupting a job need it back (trap -).
+test: deps ## run every test: real Hadoop and python beside unit (race), then e2e, then Raft timing; a line per tier at the end
 	@mkdir -p $(BIN) && rm -f $(SUMMARY); status=0; \
 	$(MAKE) --no-print-directory testbin $(TESTREPORT) || status=1; \
 	( trap - INT QUIT; $(MAKE) --no-print-directory test-hadoop ) > $(BIN)/test-hadoop.out 2>&1 & hadoop=$$!; \
-	$(MAKE) --no-print-directory test-unit || status=1; \
 	( trap - INT QUIT; $(MAKE) --no-print-directory test-python ) > $(BIN)/test-python.out 2>&1 & python=$$!; \
+	$(MAKE) --no-print-directory test-unit || status=1; \
 	$(MAKE) --no-print-directory e2e-tier || status=1; \
 	wait $$hadoop || status=1; \
 	wait $$python || status=1; \
@@ -132,8 +139,8 @@ test: deps ## run every test: real Hadoop beside unit (race), then e2e and pytho
 test-go: test-unit test-e2e ## the Go tests without real Hadoop
 
 test-unit: ## every package's unit tests, with the race detector (but NORACE_TESTS, and every case of RACE_SAMPLED_TESTS, without it)
-	@$(MAKE) --no-print-directory test-tier TIER=unit PKGS='$(UNIT_PKGS)' TIER_ENV=SPINDLE_SKIP_HADOOP=1 TIER_ARGS="-skip '$(NORACE_TESTS)'"
-	@$(MAKE) --no-print-directory test-tier TIER=unit-cpu RACE= PKGS='$(NORACE_PKGS) $(RACE_SAMPLED_PKGS)' TIER_ARGS="-run '$(NORACE_TESTS)|$(RACE_SAMPLED_TESTS)'"
+	@$(MAKE) --no-print-directory test-tier TIER=unit PKGS='$(UNIT_PKGS)' TIER_ENV=SPINDLE_SKIP_HADOOP=1 TIER_ARGS="-p $(TEST_P) -skip '$(NORACE_TESTS)'"
+	@$(MAKE) --no-print-directory test-tier TIER=unit-cpu RACE= PKGS='$(NORACE_PKGS) $(RACE_SAMPLED_PKGS)' TIER_ARGS="-p $(TEST_P) -run '$(NORACE_TESTS)|$(RACE_SAMPLED_TESTS)'"
 
 test-e2e: e2e-tier timing-tier ## the packages that run jobs and clusters as processes (no race detector: they wait on children), then Raft's timing
 
@@ -141,7 +148,7 @@ test-e2e: e2e-tier timing-tier ## the packages that run jobs and clusters as pro
 # default would be the 2 cores). docs/testing.md has the measurement.
 E2E_PARALLEL ?= 2
 e2e-tier: testbin
-	@$(MAKE) --no-print-directory test-tier TIER=e2e RACE= PKGS='$(E2E_PKGS)' TIER_ARGS='-parallel $(E2E_PARALLEL)' \
+	@$(MAKE) --no-print-directory test-tier TIER=e2e RACE= PKGS='$(E2E_PKGS)' TIER_ARGS='-p $(TEST_P) -parallel $(E2E_PARALLEL)' \
 		TIER_ENV='SPINDLE_SKIP_HADOOP=1 SPINDLE_TEST_BIN_DIR=$(TESTBIN)'
 
 testbin:
@@ -187,10 +194,12 @@ $(TESTREPORT): scripts/testreport/main.go
 PYRESULTS = $(CURDIR)/$(BIN)/test-python.jsonl
 PYTESTS   = $(CURDIR)/scripts/pytests.py
 # They get a TMPDIR of their own, removed after them, for what their jobs
-# and sessions leave in it.
-test-python: ## the Python package's unittest suites, each in the interpreter that has its packages
+# and sessions leave in it, and the spindle binary linked for the other
+# tiers (SPINDLE_BINARY; each interpreter would link its own).
+test-python: testbin ## the Python package's unittest suites, each in the interpreter that has its packages
 	@mkdir -p $(BIN); rm -f $(PYRESULTS); set -o pipefail; \
 	pytmp=$$(mktemp -d "$${TMPDIR:-/tmp}/spindle-python-XXXXXX") && trap 'rm -rf "$$pytmp"' EXIT && export TMPDIR=$$pytmp; \
+	export SPINDLE_BINARY=$${SPINDLE_BINARY:-$(TESTBIN)/spindle}; \
 	{ s=0; cd python/tests; \
 		$(PYTHON) $(PYTESTS) run $(PYRESULTS) system || s=1; \
 		if [ -x $(SPINDLE_TEST_VENV)/bin/python ]; then $(SPINDLE_TEST_VENV)/bin/python $(PYTESTS) run $(PYRESULTS) test-venv test_arrow test_model test_predict || s=1; fi; \
