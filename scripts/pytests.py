@@ -20,14 +20,14 @@ ELSEWHERE = "run by go test"
 
 
 class RecordingResult(unittest.TextTestResult):
-    """A text result that also keeps (test id, outcome, skip reason)."""
+    """A text result that also appends (test id, outcome, skip reason) to the results file as each test ends."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.records = []
+    sink = None  # (file, interpreter label), set by run
 
     def _record(self, test, outcome, reason=""):
-        self.records.append({"id": test.id(), "outcome": outcome, "reason": reason})
+        f, label = self.sink
+        f.write(json.dumps({"id": test.id(), "outcome": outcome, "reason": reason, "interpreter": label}) + "\n")
+        f.flush()
 
     def addSuccess(self, test):
         super().addSuccess(test)
@@ -60,14 +60,22 @@ class RecordingResult(unittest.TextTestResult):
         self._record(test, "fail")
 
 
+# A run's first and last records: a run that started and did not end
+# (an interpreter that crashed, or a KeyboardInterrupt that escaped a
+# test) fails the tier even where every test it finished passed.
+STARTED, ENDED = "started", "ended"
+
+
 def run(results, label, names):
     sys.path.insert(0, ".")
-    loader = unittest.TestLoader()
-    suite = loader.loadTestsFromNames(names) if names else loader.discover(".")
-    result = unittest.TextTestRunner(resultclass=RecordingResult).run(suite)
     with open(results, "a", encoding="utf-8") as f:
-        for r in result.records:
-            f.write(json.dumps(dict(r, interpreter=label)) + "\n")
+        f.write(json.dumps({"interpreter": label, "outcome": STARTED}) + "\n")
+        f.flush()
+        RecordingResult.sink = (f, label)
+        loader = unittest.TestLoader()
+        suite = loader.loadTestsFromNames(names) if names else loader.discover(".")
+        result = unittest.TextTestRunner(resultclass=RecordingResult).run(suite)
+        f.write(json.dumps({"interpreter": label, "outcome": ENDED}) + "\n")
     return 0 if result.wasSuccessful() else 1
 
 
@@ -75,6 +83,7 @@ def summarize(summary, files):
     outcomes = {}  # test id -> {outcome: reason}
     runs = set()  # (interpreter, test id) of the tests run
     interpreters = set()
+    unended = set()  # interpreters whose run did not reach its end
     for path in files:
         try:
             with open(path, encoding="utf-8") as f:
@@ -83,24 +92,32 @@ def summarize(summary, files):
             continue
         for line in lines:
             r = json.loads(line)
+            interpreters.add(r["interpreter"])
+            if r["outcome"] == STARTED:
+                unended.add(r["interpreter"])
+                continue
+            if r["outcome"] == ENDED:
+                unended.discard(r["interpreter"])
+                continue
             if r["outcome"] != "skip":
                 runs.add((r["interpreter"], r["id"]))
-            interpreters.add(r["interpreter"])
             outcomes.setdefault(r["id"], {})[r["outcome"]] = r["reason"]
     ran = [t for t, o in outcomes.items() if "pass" in o or "fail" in o]
     failed = [t for t, o in outcomes.items() if "fail" in o]
     skipped = {t: o["skip"] for t, o in outcomes.items() if t not in ran}
     elsewhere = [t for t, why in skipped.items() if ELSEWHERE in why]
     here = sorted(t for t in skipped if t not in elsewhere)
-    verdict = "FAILED" if failed else "ok"
+    verdict = "FAILED" if failed or unended else "ok"
     line = "tier %-7s %-6s %5d tests run, %d failed, %d skipped (unittest: %d runs in %d interpreters; %d more run by the unit tier)\n" % (
         "python", verdict, len(ran), len(failed), len(here), len(runs), len(interpreters), len(elsewhere))
     with open(summary, "a", encoding="utf-8") as f:
         f.write(line)
         if here:
             f.write("             skipped: %s\n" % ", ".join("%s (%s)" % (t, skipped[t]) for t in here))
+        for label in sorted(unended):
+            f.write("             the %s run ended before its tests did (its output says why)\n" % label)
     sys.stdout.write(line)
-    return 1 if failed else 0
+    return 1 if failed or unended else 0
 
 
 def main(argv):

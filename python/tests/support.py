@@ -12,6 +12,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPO_DIR = os.path.dirname(PYTHON_DIR)
@@ -23,6 +24,28 @@ if sys.path[0] != PYTHON_DIR:
 import numpy as np  # noqa: E402
 
 from spindle import _tensor  # noqa: E402
+
+
+def timescale():
+    """Return SPINDLE_TEST_TIMESCALE (default 1), which stretches every timing in the tests as in the Go ones."""
+    value = os.environ.get("SPINDLE_TEST_TIMESCALE", "")
+    try:
+        scale = float(value) if value else 1.0
+    except ValueError:
+        scale = 0
+    if not 0 < scale <= 1000:
+        raise ValueError(f"SPINDLE_TEST_TIMESCALE={value!r}: want a positive number up to 1000")
+    return scale
+
+
+def wait_for(what, cond, within=120):
+    """Poll cond until it holds, failing after within seconds (scaled) with what it waited for."""
+    within *= timescale()
+    deadline = time.monotonic() + within
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {within:g}s waiting for {what}")
+        time.sleep(0.01)
 
 
 def fixture(name):

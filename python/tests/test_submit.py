@@ -90,12 +90,25 @@ class SubmitTest(unittest.TestCase):
         previous = signal.signal(signal.SIGINT, signal.default_int_handler)
         self.addCleanup(signal.signal, signal.SIGINT, previous)
         job = spindle.submit(["sh", "-c", 'echo "ready $SPINDLE_RANK"; exec sleep 120'], master="local[2]", stream=False)
+        main = threading.main_thread().ident
+
+        def main_in_wait():
+            frame = sys._current_frames().get(main)
+            while frame is not None:
+                if frame.f_code is type(job).wait.__code__:
+                    return True
+                frame = frame.f_back
+            return False
 
         def interrupt_when_running():
+            # Only once the main thread is in wait: on a loaded machine
+            # the job can be up before t.start() has returned, and an
+            # interrupt there would escape the test.
             for line in job.logs():
                 if "ready" in line:
-                    _thread.interrupt_main()
-                    return
+                    break
+            support.wait_for("the main thread in Job.wait", main_in_wait, 60)
+            _thread.interrupt_main()
 
         t = threading.Thread(target=interrupt_when_running)
         t.start()

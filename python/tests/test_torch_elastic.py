@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 import support
@@ -57,15 +56,6 @@ def said(test, out, line, want):
     m = line.search(out)
     test.assertIsNotNone(m, out)
     test.assertEqual(tuple(int(g) for g in m.groups()[1:5]), want, out)
-
-
-def wait_for(what, cond, within=120):
-    """Poll cond until it holds, failing after within seconds."""
-    deadline = time.monotonic() + within
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 class Gang:
@@ -151,7 +141,7 @@ class Gang:
 class ReformTest(unittest.TestCase):
     def go_on_without(self, lost, extra=()):
         gang = Gang(self, extra=extra)
-        wait_for("the four ranks to train 50 steps", lambda: all("step=50" in gang.out(r) for r in range(4)))
+        support.wait_for("the four ranks to train 50 steps", lambda: all("step=50" in gang.out(r) for r in range(4)))
         keep = gang.shrink(lost)
         finals = {}
         for new, old in enumerate(keep):
@@ -171,7 +161,7 @@ class ReformTest(unittest.TestCase):
 
     def go_on_with_replacement(self, lost, extra=()):
         gang = Gang(self, extra=extra)
-        wait_for("the four ranks to train 50 steps", lambda: all("step=50" in gang.out(r) for r in range(4)))
+        support.wait_for("the four ranks to train 50 steps", lambda: all("step=50" in gang.out(r) for r in range(4)))
         new = gang.replace(lost)
         finals = {}
         for i in [r for r in range(4) if r != lost] + [new]:
@@ -198,7 +188,7 @@ class GrowTest(unittest.TestCase):
     def test_a_world_of_3_grows_to_4(self):
         """Under growInPlace: the three keep their processes and ranks, the newcomer joins as rank 3 and catches up."""
         gang = Gang(self, n=3, extra=("--grow", "--ddp"))
-        wait_for("the three ranks to train 50 steps", lambda: all("step=50" in gang.out(r) for r in range(3)))
+        support.wait_for("the three ranks to train 50 steps", lambda: all("step=50" in gang.out(r) for r in range(3)))
         new = gang.grow()
         finals = {}
         for i in range(4):
@@ -254,11 +244,11 @@ class GrowTest(unittest.TestCase):
 
         start(0, 2)
         start(1, 2)
-        wait_for("the two ranks to form their group", lambda: all("formed" in out(r) for r in range(2)))
+        support.wait_for("the two ranks to form their group", lambda: all("formed" in out(r) for r in range(2)))
         for f in (files[0], files[2]):
             write_membership(f, 1, peers, services, joined=2)
         start(2, 3, replacement=1)
-        wait_for("rank 1 to wait for the bigger membership", lambda: "waiting for version 1" in out(1))
+        support.wait_for("rank 1 to wait for the bigger membership", lambda: "waiting for version 1" in out(1))
         self.assertNotIn("grew", out(1))
         write_membership(files[1], 1, peers, services, joined=2)
         for r, (p, _) in enumerate(procs):
