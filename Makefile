@@ -59,6 +59,11 @@ TESTREPORT  := $(BIN)/testreport
 # (atexit_sleep_ms): a second per package, tests over by then.
 RACE        ?= -race
 export GORACE ?= atexit_sleep_ms=0
+# Every test build: -trimpath leaves the module's directory out of what
+# is compiled, so a clone or worktree at another path reuses the build
+# cache's packages (about 130 CPU-s of make test's compiling); -count=1
+# runs the tests even where go test has a result cached for that build.
+TEST_FLAGS  ?= -trimpath -count=1
 # How many packages of a tier build and run at once (go test -p; the
 # default is the cores). Most wait on processes, timers or sockets and
 # would hold a core's slot idle (docs/testing.md).
@@ -79,7 +84,7 @@ UNIT_PKGS   = $(call pkgs_except,$(E2E_PKGS) ./yarn/e2e)
 CHECK_PKGS  = $(call pkgs_except,$(E2E_PKGS) ./yarn/e2e $(SLOW_PKGS))
 
 .DEFAULT_GOAL := help
-.PHONY: help build wheel check test test-go test-unit test-e2e e2e-tier testbin timing-tier test-python test-hadoop test-long run bench scale chaos fuzz lint tidy-check proto proto-check clean deps bench-deps
+.PHONY: help build wheel check test test-go test-unit unit-tier unit-cpu-tier test-e2e e2e-tier testbin timing-tier test-python test-hadoop test-long run bench scale chaos fuzz lint tidy-check proto proto-check clean deps bench-deps
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -112,34 +117,40 @@ check: lint proto-check tidy-check ## the inner loop, a few minutes: gofmt, vet,
 
 # `make test` runs every tier, even after one fails, then prints one line
 # per tier and fails if any did. The real-Hadoop and Python tiers mostly
-# wait (JVMs, YARN's heartbeats, containers and Spark starting; about 0.7
-# of a core each) and run long: they start first, beside the unit tier,
-# whose packages also mostly wait. The e2e tier (jobs and clusters as
-# processes, 1.2 cores) starts when the unit tier ends, beside what is
-# left of them. The output of the hadoop and Python tiers is held in
-# $(BIN)/test-*.out and printed after, and the tier lines in a fixed
-# order. The timing tier, whose claim is about a known load, runs alone
+# wait (JVMs, YARN's heartbeats, containers and Spark starting) and run
+# long: they start first, beside the unit tier, whose packages also
+# mostly wait. The e2e tier (jobs and clusters as processes, 1.5 cores)
+# starts when the unit tier ends, with unit-cpu (a core for a minute) and
+# what is left of the others beside it. The output of the tiers beside
+# is held in $(BIN)/test-*.out and printed after, and the tier lines in
+# a fixed order. The timing tier, whose claim is about a known load, runs alone
 # at the end. A command the shell puts in the background starts with
 # SIGINT ignored (and Python then never raises KeyboardInterrupt): the
 # tests of interrupting a job need it back (trap -).
-test: deps ## run every test: real Hadoop and python beside unit (race), then e2e, then Raft timing; a line per tier at the end
+test: deps ## run every test: real Hadoop and python beside unit (race), then e2e and unit-cpu, then Raft timing; a line per tier at the end
 	@mkdir -p $(BIN) && rm -f $(SUMMARY); status=0; \
 	$(MAKE) --no-print-directory testbin $(TESTREPORT) || status=1; \
 	( trap - INT QUIT; $(MAKE) --no-print-directory test-hadoop ) > $(BIN)/test-hadoop.out 2>&1 & hadoop=$$!; \
 	( trap - INT QUIT; $(MAKE) --no-print-directory test-python ) > $(BIN)/test-python.out 2>&1 & python=$$!; \
-	$(MAKE) --no-print-directory test-unit || status=1; \
+	$(MAKE) --no-print-directory unit-tier || status=1; \
+	$(MAKE) --no-print-directory unit-cpu-tier > $(BIN)/test-unit-cpu.out 2>&1 & unitcpu=$$!; \
 	$(MAKE) --no-print-directory e2e-tier || status=1; \
+	wait $$unitcpu || status=1; \
 	wait $$hadoop || status=1; \
 	wait $$python || status=1; \
 	$(MAKE) --no-print-directory timing-tier || status=1; \
-	for tier in hadoop python; do echo; echo "== the $$tier tier's output"; cat $(BIN)/test-$$tier.out; done; \
+	for tier in unit-cpu hadoop python; do echo; echo "== the $$tier tier's output"; cat $(BIN)/test-$$tier.out; done; \
 	echo; echo "== make test: tests by tier"; \
 	for tier in unit unit-cpu e2e hadoop hdfs python timing; do awk -v t=$$tier '/^tier /{p = ($$2 == t)} p' $(SUMMARY); done; exit $$status
 
 test-go: test-unit test-e2e ## the Go tests without real Hadoop
 
-test-unit: ## every package's unit tests, with the race detector (but NORACE_TESTS, and every case of RACE_SAMPLED_TESTS, without it)
+test-unit: unit-tier unit-cpu-tier ## every package's unit tests, with the race detector (but NORACE_TESTS, and every case of RACE_SAMPLED_TESTS, without it)
+
+unit-tier:
 	@$(MAKE) --no-print-directory test-tier TIER=unit PKGS='$(UNIT_PKGS)' TIER_ENV=SPINDLE_SKIP_HADOOP=1 TIER_ARGS="-p $(TEST_P) -skip '$(NORACE_TESTS)'"
+
+unit-cpu-tier:
 	@$(MAKE) --no-print-directory test-tier TIER=unit-cpu RACE= PKGS='$(NORACE_PKGS) $(RACE_SAMPLED_PKGS)' TIER_ARGS="-p $(TEST_P) -run '$(NORACE_TESTS)|$(RACE_SAMPLED_TESTS)'"
 
 test-e2e: e2e-tier timing-tier ## the packages that run jobs and clusters as processes (no race detector: they wait on children), then Raft's timing
@@ -152,7 +163,7 @@ e2e-tier: testbin
 		TIER_ENV='SPINDLE_SKIP_HADOOP=1 SPINDLE_TEST_BIN_DIR=$(TESTBIN)'
 
 testbin:
-	@mkdir -p $(TESTBIN) && $(GO) build -o $(TESTBIN)/ $(TESTBIN_PKGS)
+	@mkdir -p $(TESTBIN) && $(GO) build -trimpath -o $(TESTBIN)/ $(TESTBIN_PKGS)
 
 # Raft's timing under load, which the unit tier's race detector would
 # distort (it skips there).
@@ -180,7 +191,7 @@ test-long: deps ## the long forms of the real-Hadoop tests: a 100,000-file archi
 
 TIER_TIMEOUT ?= $(TEST_TIMEOUT)
 test-tier: $(TESTREPORT)
-	@set -o pipefail; env $(TIER_ENV) $(GO) test -json $(RACE) -timeout $(TIER_TIMEOUT) $(TIER_ARGS) $(PKGS) \
+	@set -o pipefail; env $(TIER_ENV) $(GO) test -json $(TEST_FLAGS) $(RACE) -timeout $(TIER_TIMEOUT) $(TIER_ARGS) $(PKGS) \
 		| $(TESTREPORT) -tier $(TIER) -summary $(SUMMARY)
 
 $(TESTREPORT): scripts/testreport/main.go

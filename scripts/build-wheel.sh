@@ -35,7 +35,6 @@ if [ -z "$cgo" ]; then
 fi
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
-# TRIMPATH="" builds without -trimpath, reusing an untrimmed build cache (tests).
-GOOS=linux GOARCH=$goarch CGO_ENABLED=$cgo ${cc:+CC=$cc} go build ${TRIMPATH--trimpath} \
+GOOS=linux GOARCH=$goarch CGO_ENABLED=$cgo ${cc:+CC=$cc} go build -trimpath \
   -ldflags "-X main.version=$version -X main.commit=$commit" -o "$bin/spindle" ./cmd/spindle
 "$python" scripts/build-wheel.py --binary "$bin/spindle" --version "$version" --src python --out "$out"

@@ -2,15 +2,52 @@ package testbin
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
-	"runtime"
+	"strings"
 )
 
-// Root is the module's root directory, found from this file's place in
-// it, for tests that run the module's programs and scripts.
+// module is the path go.mod declares, which Root looks for.
+const module = "github.com/spindle-ml/spindle"
+
+// Root is the module's root directory, for tests that run the module's
+// programs and scripts: the nearest directory above the working
+// directory (a test's package directory, under go test) whose go.mod
+// declares the module. It does not use the source file's recorded path,
+// which -trimpath (make test) leaves relative. It panics, naming the
+// working directory, outside the module.
 func Root() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(fmt.Sprintf("testbin: find the module root: %v", err))
+	}
+	root, err := rootAbove(dir)
+	if err != nil {
+		panic(fmt.Sprintf("testbin: %v", err))
+	}
+	return root
+}
+
+func rootAbove(dir string) (string, error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && declares(b, module) {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.mod of %s in %s or above it", module, dir)
+		}
+	}
+}
+
+// declares reports whether a go.mod's module line names mod.
+func declares(gomod []byte, mod string) bool {
+	for line := range strings.Lines(string(gomod)) {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`) == mod
+		}
+	}
+	return false
 }
 
 // Setup is what a process-spawning test package's TestMain does first:

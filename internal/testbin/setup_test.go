@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -55,5 +56,34 @@ func TestSetupCleansUpAfterAFailedBuild(t *testing.T) {
 	}
 	if got := os.Getenv("TMPDIR"); got != parent {
 		t.Errorf("TMPDIR %q, want %q back", got, parent)
+	}
+}
+
+// TestRootAbove: the root is the nearest directory above whose go.mod
+// declares this module, passing over another module's go.mod (a test's
+// scratch module) and failing, naming the start, where there is none.
+func TestRootAbove(t *testing.T) {
+	top := t.TempDir()
+	write := func(dir, gomod string) {
+		t.Helper()
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(top, "// the module\nmodule "+module+"\n\ngo 1.26\n")
+	other := filepath.Join(top, "testdata", "other")
+	write(other, "module example.com/other\n")
+	start := filepath.Join(other, "pkg")
+	if err := os.MkdirAll(start, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rootAbove(start); err != nil || got != top {
+		t.Errorf("rootAbove(%s) = %q, %v; want %q", start, got, err, top)
+	}
+	if got, err := rootAbove(t.TempDir()); err == nil || !strings.Contains(err.Error(), module) {
+		t.Errorf("rootAbove outside the module = %q, %v; want an error naming %s", got, err, module)
 	}
 }

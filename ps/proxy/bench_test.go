@@ -6,12 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/pspb"
 )
@@ -66,7 +66,6 @@ func BenchmarkPullPush(b *testing.B) {
 			b.Skipf("%s cannot import numpy: %v", pyInterpreter, err)
 		}
 		p := startProxy(b, c, 0, token)
-		_, file, _, _ := runtime.Caller(0)
 		script := fmt.Sprintf(`
 import sys, time
 import numpy as np
@@ -86,7 +85,7 @@ print(int((time.perf_counter() - t) / n * 1e9))
 		// The script times its own loop: b.N steps, without its start-up.
 		n := max(b.N, 1)
 		cmd := exec.Command(pyInterpreter, "-c", script, p.Path(), strconv.Itoa(n))
-		cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(filepath.Dir(file), "..", "..", "python"))
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(testbin.Root(), "python"))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			b.Fatalf("%v\n%s", err, out)

@@ -5,11 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/ps"
 )
 
@@ -23,8 +23,7 @@ func TestPythonClient(t *testing.T) {
 	if err := exec.Command(pyInterpreter, "-c", "import numpy").Run(); err != nil {
 		t.Skipf("%s cannot import numpy: %v", pyInterpreter, err)
 	}
-	_, file, _, _ := runtime.Caller(0)
-	tests := filepath.Join(filepath.Dir(file), "..", "..", "python", "tests")
+	tests := filepath.Join(testbin.Root(), "python", "tests")
 	c := startCluster(t, 2, 2, ps.Async)
 	w0, w1 := startProxy(t, c, 0, token), startProxy(t, c, 1, token)
 

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/spindle-ml/spindle/internal/testbin"
 )
 
 // TestFetchSideBySide: test binaries run side by side (go test runs
@@ -23,11 +25,7 @@ func TestFetchSideBySide(t *testing.T) {
 	if why := skipReason(); why != "" {
 		t.Skip(why)
 	}
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(root, "scripts", "hadoop-minicluster.sh")
+	script := filepath.Join(testbin.Root(), "scripts", "hadoop-minicluster.sh")
 	cache := t.TempDir()
 	var wg sync.WaitGroup
 	errs := make([]error, 2)

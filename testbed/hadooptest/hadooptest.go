@@ -2,14 +2,12 @@ package hadooptest
 
 import (
 	"bufio"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -179,14 +177,6 @@ const EnvKeep = "SPINDLE_HADOOP_KEEP"
 // a test package that holds them in a directory of its own keeps it too.
 func Keep() bool { return os.Getenv(EnvKeep) == "1" }
 
-func repoRoot() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", errors.New("cannot locate the source tree")
-	}
-	return filepath.Abs(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
 // skipReason says why the real-Hadoop tier cannot run here, or "".
 func skipReason() string {
 	if os.Getenv(EnvSkip) == "1" {
@@ -203,11 +193,7 @@ func skipReason() string {
 // script returns the launcher's path after fetching Hadoop and building
 // the launcher, without a deadline: the first run downloads Hadoop.
 func script() (string, error) {
-	root, err := repoRoot()
-	if err != nil {
-		return "", err
-	}
-	script := filepath.Join(root, "scripts", "hadoop-minicluster.sh")
+	script := filepath.Join(testbin.Root(), "scripts", "hadoop-minicluster.sh")
 	fetch := exec.Command(script, "--fetch")
 	if out, err := fetch.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%s --fetch: %v\n%s", script, err, out)

@@ -4,8 +4,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
+
+	"github.com/spindle-ml/spindle/internal/testbin"
 )
 
 // ColinmarcCommand builds colinmarc/hdfs's own hdfs command, unchanged, at
@@ -17,11 +18,7 @@ import (
 // cache cannot build it.
 func ColinmarcCommand(t testing.TB) string {
 	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("hdfstest: no caller to find the module from")
-	}
-	root := filepath.Join(filepath.Dir(file), "..", "..")
+	root := testbin.Root()
 	dir := t.TempDir()
 	for _, name := range []string{"go.mod", "go.sum"} {
 		b, err := os.ReadFile(filepath.Join(root, name))
