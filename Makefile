@@ -123,10 +123,11 @@ check: lint proto-check tidy-check ## the inner loop, a few minutes: gofmt, vet,
 # starts when the unit tier ends, with unit-cpu (a core for a minute) and
 # what is left of the others beside it. The output of the tiers beside
 # is held in $(BIN)/test-*.out and printed after, and the tier lines in
-# a fixed order. The timing tier, whose claim is about a known load, runs alone
-# at the end. A command the shell puts in the background starts with
-# SIGINT ignored (and Python then never raises KeyboardInterrupt): the
-# tests of interrupting a job need it back (trap -).
+# a fixed order. The timing tier, whose claim is about a known load,
+# runs alone at the end. A command the shell puts in the background
+# starts with SIGINT ignored (and Python then never raises
+# KeyboardInterrupt): the tests of interrupting a job need it back
+# (trap -).
 test: deps ## run every test: real Hadoop and python beside unit (race), then e2e and unit-cpu, then Raft timing; a line per tier at the end
 	@mkdir -p $(BIN) && rm -f $(SUMMARY); status=0; \
 	$(MAKE) --no-print-directory testbin $(TESTREPORT) || status=1; \

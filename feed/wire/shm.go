@@ -132,6 +132,8 @@ type shmRegion struct {
 	freed  chan struct{}    // signalled (without blocking) on every free
 	frees  atomic.Uint64    // messages freed so far
 
+	holdWait time.Duration // shmHoldWait; tests that assert no message went inline stretch it
+
 	lendMu   sync.Mutex
 	batches  extents // the lent space; empty without it
 	lent     int64   // its bytes lent
@@ -156,7 +158,7 @@ func newShmRegion(msgBytes, lendBytes int64) (*shmRegion, error) {
 		return nil, fmt.Errorf("map the shared-memory region: %w", err)
 	}
 	return &shmRegion{fd: fd, mem: mem, msgEnd: msgBytes, msgs: newExtents(0, msgBytes), charge: map[uint64]int64{},
-		budget: msgBytes / 4, freed: make(chan struct{}, 1), batches: newExtents(msgBytes, lendBytes)}, nil
+		budget: msgBytes / 4, freed: make(chan struct{}, 1), batches: newExtents(msgBytes, lendBytes), holdWait: shmHoldWait}, nil
 }
 
 // extents is a first-fit allocator of a range of the region: it takes
@@ -422,7 +424,7 @@ func (r *shmRegion) alloc(ctx context.Context, n, charge int64, idle func() bool
 		case idleSince.IsZero():
 			idleSince, idleLooks = time.Now(), 1
 		default:
-			if idleLooks++; idleLooks >= shmHoldChecks && time.Since(idleSince) >= shmHoldWait {
+			if idleLooks++; idleLooks >= shmHoldChecks && time.Since(idleSince) >= r.holdWait {
 				return 0, false, nil
 			}
 		}

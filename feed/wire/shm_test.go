@@ -35,6 +35,14 @@ func checkNum(t *testing.T, rec arrow.RecordBatch, e, b int) {
 	}
 }
 
+// notHeld is the hold wait of tests that assert no message went inline:
+// a client that reads every batch and frees each before the next is
+// never holding the region, but on a loaded machine (the race detector,
+// a second make test) it can be starved for longer than shmHoldWait
+// between its last read and its next free, which the server would take
+// for holding.
+var notHeld = testutil.Scale(2 * time.Second)
+
 // TestSharedMemoryEpochs reads epochs through shared memory: the same
 // batches as over the socket, the stream's bytes in the region rather
 // than the socket, the region's space reused as batches are released,
@@ -42,7 +50,7 @@ func checkNum(t *testing.T, rec arrow.RecordBatch, e, b int) {
 func TestSharedMemoryEpochs(t *testing.T) {
 	ctx := testCtx(t)
 	srv, stop := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 2, Source: numSource(t, 40, 100), SharedMemory: true},
-		func(s *Server) { s.shm.size = 64 << 10 }) // room for a few batches of ~2 KB at a time
+		func(s *Server) { s.shm.size, s.shm.holdWait = 64<<10, notHeld }) // room for a few batches of ~2 KB at a time
 	shmPath := SharedMemoryPath(srv.cfg.SocketPath)
 	fi, err := os.Lstat(shmPath)
 	if err != nil || fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {
@@ -310,7 +318,7 @@ func TestSharedMemoryOff(t *testing.T) {
 func TestSharedMemoryTensorEarlyClose(t *testing.T) {
 	ctx := testCtx(t)
 	srv, _ := startServer(t, ServerConfig{Mode: ModeTensor, Epochs: 2, Source: numSource(t, 5000, 100), LabelColumn: "y", SharedMemory: true},
-		func(s *Server) { s.shm.size = 64 << 10 })
+		func(s *Server) { s.shm.size, s.shm.holdWait = 64<<10, notHeld })
 	ep, err := DialTensor(ctx, srv.cfg.SocketPath)
 	if err != nil {
 		t.Fatal(err)
@@ -393,7 +401,7 @@ func TestPythonKeepsSharedBatch(t *testing.T) {
 				py, env = pyarrowInterpreter(t), "SPINDLE_PYARROW=1"
 			}
 			srv, _ := startServer(t, ServerConfig{Mode: mode, Epochs: 2, Source: numSource(t, 50, 100), LabelColumn: "y", SharedMemory: true},
-				func(s *Server) { s.shm.size = 256 << 10 })
+				func(s *Server) { s.shm.size, s.shm.holdWait = 256<<10, notHeld })
 			cmd := exec.Command(py, "-c", pyKeepBatch, string(mode))
 			cmd.Env = append(os.Environ(), "PYTHONPATH="+pkgDir, "SPINDLE_FEED="+srv.cfg.SocketPath,
 				"SPINDLE_FEED_MODE="+string(mode), env)

@@ -11,6 +11,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -130,8 +131,9 @@ func (s *Server) serveTensorShm(ctx context.Context, conn *net.UnixConn, epoch i
 // fault in later epochs), and the connections whose clients may still
 // free messages in it.
 type shmStreams struct {
-	size int64
-	log  *slog.Logger
+	size     int64
+	holdWait time.Duration // the region's, when set (tests)
+	log      *slog.Logger
 
 	region   *shmRegion // made on first use, by Run's goroutine
 	tried    bool       // making it was tried; nil region: it failed
@@ -150,6 +152,8 @@ func (m *shmStreams) regionFor() *shmRegion {
 		var err error
 		if m.region, err = newShmRegion(m.size, 0); err != nil {
 			m.log.Warn("no shared memory for the feed; sending batches over the socket", "err", err)
+		} else if m.holdWait > 0 {
+			m.region.holdWait = m.holdWait
 		}
 	}
 	return m.region
