@@ -205,6 +205,9 @@ $(TESTREPORT): scripts/testreport/main.go
 # test skipped in one interpreter but run in another as run.
 PYRESULTS = $(CURDIR)/$(BIN)/test-python.jsonl
 PYTESTS   = $(CURDIR)/scripts/pytests.py
+# The three interpreters run side by side (each mostly waits on jobs,
+# Spark and torch imports), each into a log of its own, printed after.
+PYLOG     = $(CURDIR)/$(BIN)/test-python
 # They get a TMPDIR of their own, removed after them, for what their jobs
 # and sessions leave in it, and the spindle binary linked for the other
 # tiers (SPINDLE_BINARY; each interpreter would link its own).
@@ -212,10 +215,14 @@ test-python: testbin ## the Python package's unittest suites, each in the interp
 	@mkdir -p $(BIN); rm -f $(PYRESULTS); set -o pipefail; \
 	pytmp=$$(mktemp -d "$${TMPDIR:-/tmp}/spindle-python-XXXXXX") && trap 'rm -rf "$$pytmp"' EXIT && export TMPDIR=$$pytmp; \
 	export SPINDLE_BINARY=$${SPINDLE_BINARY:-$(TESTBIN)/spindle}; \
-	{ s=0; cd python/tests; \
-		$(PYTHON) $(PYTESTS) run $(PYRESULTS) system || s=1; \
-		if [ -x $(SPINDLE_TEST_VENV)/bin/python ]; then $(SPINDLE_TEST_VENV)/bin/python $(PYTESTS) run $(PYRESULTS) test-venv test_arrow test_model test_predict || s=1; fi; \
-		if [ -x $(SPINDLE_PY_VENV)/bin/python ]; then $(SPINDLE_PY_VENV)/bin/python $(PYTESTS) run $(PYRESULTS) py-venv test_submit test_session test_spark test_model || s=1; fi; \
+	{ s=0; cd python/tests; rm -f $(PYLOG)-*.log; \
+		run() { label=$$1 py=$$2; shift 2; command -v "$$py" >/dev/null || return 0; \
+			( trap - INT QUIT; exec "$$py" $(PYTESTS) run $(PYRESULTS) $$label "$$@" ) > $(PYLOG)-$$label.log 2>&1 & pids="$$pids $$!"; }; \
+		run system $(PYTHON); \
+		run test-venv $(SPINDLE_TEST_VENV)/bin/python test_arrow test_model test_predict; \
+		run py-venv $(SPINDLE_PY_VENV)/bin/python test_submit test_session test_spark test_model; \
+		for p in $$pids; do wait $$p || s=1; done; \
+		for label in system test-venv py-venv; do [ -f $(PYLOG)-$$label.log ] && { echo "== $$label"; cat $(PYLOG)-$$label.log; }; done; \
 		exit $$s; \
 	} 2>&1 | tee $(BIN)/test-python.log; status=$$?; \
 	$(PYTHON) $(PYTESTS) summarize $(SUMMARY) $(PYRESULTS) || status=1; \
