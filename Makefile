@@ -128,15 +128,11 @@ check: lint proto-check tidy-check ## the inner loop, a few minutes: gofmt, vet,
 # starts with SIGINT ignored (and Python then never raises
 # KeyboardInterrupt): the tests of interrupting a job need it back
 # (trap -).
-# The hadoop and python tiers run at a lower priority: they have slack
-# (they end before e2e does) and the unit tier, then e2e, is the run's
-# critical path.
-BESIDE_NICE ?= 5
 test: deps ## run every test: real Hadoop and python beside unit (race), then e2e and unit-cpu, then Raft timing; a line per tier at the end
 	@mkdir -p $(BIN) && rm -f $(SUMMARY); status=0; \
 	$(MAKE) --no-print-directory testbin $(TESTREPORT) || status=1; \
-	( trap - INT QUIT; exec nice -n $(BESIDE_NICE) $(MAKE) --no-print-directory test-hadoop ) > $(BIN)/test-hadoop.out 2>&1 & hadoop=$$!; \
-	( trap - INT QUIT; exec nice -n $(BESIDE_NICE) $(MAKE) --no-print-directory test-python ) > $(BIN)/test-python.out 2>&1 & python=$$!; \
+	( trap - INT QUIT; $(MAKE) --no-print-directory test-hadoop ) > $(BIN)/test-hadoop.out 2>&1 & hadoop=$$!; \
+	( trap - INT QUIT; $(MAKE) --no-print-directory test-python ) > $(BIN)/test-python.out 2>&1 & python=$$!; \
 	$(MAKE) --no-print-directory unit-tier || status=1; \
 	$(MAKE) --no-print-directory unit-cpu-tier > $(BIN)/test-unit-cpu.out 2>&1 & unitcpu=$$!; \
 	$(MAKE) --no-print-directory e2e-tier || status=1; \
