@@ -58,6 +58,13 @@ def said(test, out, line, want):
     test.assertEqual(tuple(int(g) for g in m.groups()[1:5]), want, out)
 
 
+def collective_timeout():
+    """The ranks' SPINDLE_COLLECTIVE_TIMEOUT: a newcomer's torch import and gloo's connect take
+    seconds on a loaded machine (at 20 s, gloo's init of a grown world timed out beside the other
+    tiers of make test), scaled as every test timing is."""
+    return str(int(60 * support.timescale()))
+
+
 class Gang:
     """Four trainer processes on loopback, with the files an executor writes them."""
 
@@ -79,7 +86,7 @@ class Gang:
         env = dict(os.environ, PYTHONPATH=support.PYTHON_DIR, MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=self.services[0].rpartition(":")[2], RANK=str(r), WORLD_SIZE=str(n),
                    SPINDLE_RANK=str(r), SPINDLE_WORLD_SIZE=str(n), SPINDLE_MEMBERSHIP=self.membership,
-                   SPINDLE_COLLECTIVE_TIMEOUT="20", SPINDLE_REPLACEMENT=str(replacement))
+                   SPINDLE_COLLECTIVE_TIMEOUT=collective_timeout(), SPINDLE_REPLACEMENT=str(replacement))
         log = open(os.path.join(self.dir, f"rank{r}.{replacement}.log"), "w+", encoding="utf-8")
         self.logs.append(log)
         self.procs.append(subprocess.Popen([sys.executable, TRAINER, "--steps", str(self.steps), *self.extra],
@@ -233,7 +240,7 @@ class GrowTest(unittest.TestCase):
             self.addCleanup(log.close)
             env = dict(os.environ, PYTHONPATH=support.PYTHON_DIR, MASTER_ADDR="127.0.0.1",
                        MASTER_PORT=services[0].rpartition(":")[2], RANK=str(r), WORLD_SIZE=str(world),
-                       SPINDLE_MEMBERSHIP=files[r], SPINDLE_COLLECTIVE_TIMEOUT="60", SPINDLE_REPLACEMENT=str(replacement))
+                       SPINDLE_MEMBERSHIP=files[r], SPINDLE_COLLECTIVE_TIMEOUT=collective_timeout(), SPINDLE_REPLACEMENT=str(replacement))
             p = subprocess.Popen([sys.executable, "-c", code], stdout=log, stderr=subprocess.STDOUT, env=env)
             self.addCleanup(lambda: p.poll() is None and (p.kill(), p.wait()))
             procs.append((p, log.name))
