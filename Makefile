@@ -61,7 +61,7 @@ RACE        ?= -race
 export GORACE ?= atexit_sleep_ms=0
 # Every test build: -trimpath leaves the module's directory out of what
 # is compiled, so a clone or worktree at another path reuses the build
-# cache's packages (about 130 CPU-s of make test's compiling); -count=1
+# cache's packages (the unit tier in a new clone: 414 -> 261 CPU-s); -count=1
 # runs the tests even where go test has a result cached for that build.
 TEST_FLAGS  ?= -trimpath -count=1
 # How many packages of a tier build and run at once (go test -p; the

@@ -29,6 +29,8 @@ func Root() string {
 	return root
 }
 
+// rootAbove returns the nearest of dir and its parents whose go.mod
+// declares module.
 func rootAbove(dir string) (string, error) {
 	for d := dir; ; d = filepath.Dir(d) {
 		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && declares(b, module) {
