@@ -39,7 +39,7 @@ func TestSharedMemoryWakeupNotLost(t *testing.T) {
 	needShm(t)
 	noSpin(t)
 	links := linkTwo(t, TCPLinker{}, TCPLinker{})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))
 	defer cancel()
 	var published atomic.Int32
 	sendErr := make(chan error, 1)
@@ -67,7 +67,7 @@ func TestSharedMemoryFullRingWakeupNotLost(t *testing.T) {
 	needShm(t)
 	noSpin(t)
 	links := linkTwo(t, TCPLinker{}, TCPLinker{})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))
 	defer cancel()
 	piece := make([]byte, shmSlotBytes)
 	for range shmSlots {
@@ -110,7 +110,7 @@ func TestSharedMemoryPingPong(t *testing.T) {
 				noSpin(t)
 			}
 			links := linkTwo(t, TCPLinker{}, TCPLinker{})
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 			defer cancel()
 			var g errgroup.Group
 			for r := range 2 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/internal/auth"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestFetchFile: executors fetch exactly the shipped files, whole, with
@@ -52,7 +53,7 @@ func TestFetchFile(t *testing.T) {
 	}
 	defer conn.Close()
 	client := driverpb.NewControlClient(conn)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 
 	fetch := func(name string) ([]byte, uint32, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/auth"
 	"github.com/spindle-ml/spindle/internal/envcontract"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/internal/tlsgen"
 )
 
@@ -47,7 +48,7 @@ func registerOver(t *testing.T, addr string, signer *auth.Signer, creds credenti
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	_, err = driverpb.NewControlClient(conn).Register(ctx, &driverpb.RegisterRequest{ExecutorId: "exec-0", Host: "127.0.0.1"})
 	return err

@@ -2,12 +2,13 @@ package e2e
 
 import (
 	"context"
-	"github.com/spindle-ml/spindle/internal/testutil"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestKilledSubmitLeavesNothingBehind: a spindle submit killed with
@@ -16,7 +17,7 @@ import (
 func TestKilledSubmitLeavesNothingBehind(t *testing.T) {
 	t.Parallel()
 	pids := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 	defer cancel()
 	// Each rank records its own pid, its executor's (its parent) and a
 	// child's, then waits.

@@ -44,7 +44,7 @@ func TestFlightPutRestart(t *testing.T) {
 				"--checkpoint-dir", ckpt, "--conf", "spindle.failure.policy=restart",
 				"--conf", "spindle.flight.put.schema=id:int64,x:float64,label:float64",
 				"--", rowcheckBin, "--every", "10", "--pause", "4ms", "--crash-after", "0")
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 			defer cancel()
 			if err := goProducer(ctx, j.addr, j.token, 0, tc.before); err != nil {
 				t.Fatal(err)

@@ -46,7 +46,7 @@ func startPushJob(t *testing.T, dir string, extra ...string) *pushJob {
 	j := &pushJob{addr: testaddr.Free(t), done: make(chan error, 1)}
 	tokenFile := filepath.Join(dir, "producer.token")
 	args := submitArgs(append([]string{"--input", "flight-put://" + j.addr, "--conf", "spindle.flight.put.tokenFile=" + tokenFile}, extra...)...)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(3*time.Minute))
 	t.Cleanup(cancel)
 	j.cmd = exec.CommandContext(ctx, spindleBin, args...)
 	j.cmd.Dir = dir
@@ -89,7 +89,7 @@ func (j *pushJob) wait(t *testing.T) result {
 // returns how the job ended.
 func (j *pushJob) pushAll(t *testing.T, n int) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 	defer cancel()
 	if err := goProducer(ctx, j.addr, j.token, 0, n); err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func TestFlightPutInput(t *testing.T) {
 	dir := t.TempDir()
 	j := startPushJob(t, dir, "--num-executors", "2", "--conf", "spindle.flight.put.schema=id:int64,x:float64,label:float64",
 		"--columns", "x", "--label-column", "label", "--feed", "tensor", "--epochs", "2", "--batch-rows", "100", "--", feedcheckBin)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 	defer cancel()
 	if err := goProducer(ctx, j.addr, "guess", 0, 10); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("a producer with a wrong token: %v", err)
@@ -345,7 +345,7 @@ func TestFlightPutPython(t *testing.T) {
 	dir := t.TempDir()
 	j := startPushJob(t, dir, "--num-executors", "2", "--conf", "spindle.flight.put.rows=3000",
 		"--columns", "x", "--label-column", "label", "--feed", "tensor", "--batch-rows", "64", "--", feedcheckBin)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 	defer cancel()
 	out, err := exec.CommandContext(ctx, py, filepath.Join(repoRoot, "examples", "flight-producer.py"), "--endpoint", "grpc://"+j.addr,
 		"--token-file", filepath.Join(dir, "producer.token"), "--rows", "3000", "--batch-rows", "500").CombinedOutput()

@@ -69,7 +69,7 @@ func TestFlightPutTLS(t *testing.T) {
 					", verifying its certificate with the job's CA in "+caFile)
 			}))
 
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 			defer cancel()
 			if err := goProducer(ctx, j.addr, j.token, 0, 10); status.Code(err) != codes.Unavailable {
 				t.Errorf("a plain-text producer: want a refused connection (Unavailable), got %v", err)
@@ -120,7 +120,7 @@ func TestFlightPutMetrics(t *testing.T) {
 		return m != nil
 	}))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 	defer cancel()
 	if err := goProducer(ctx, j.addr, "guess", 0, 10); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("a producer with a wrong token: %v", err)

@@ -82,7 +82,7 @@ func spindle(t *testing.T, dir string, args ...string) result {
 // spindleEnv is spindle with extra environment variables.
 func spindleEnv(t *testing.T, dir string, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(3*time.Minute))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, spindleBin, args...)
 	cmd.Dir = dir

@@ -23,6 +23,7 @@ import (
 	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/examples/datagen/datagen"
 	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
@@ -34,7 +35,7 @@ func callUnauthenticated(addr string) error {
 		return err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))
 	defer cancel()
 	_, err = driverpb.NewControlClient(conn).Register(ctx, &driverpb.RegisterRequest{ExecutorId: "exec-0", Host: "127.0.0.1"})
 	return err

@@ -4,12 +4,13 @@ import (
 	"archive/tar"
 	"context"
 	"fmt"
-	"github.com/spindle-ml/spindle/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/observe/jobview"
@@ -41,7 +42,7 @@ func TestLocalizingKeepsHeartbeating(t *testing.T) {
 	release := cluster.HoldReads()
 	defer release()
 	const timeout = 1500 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 	defer cancel()
 	cmd, m := startSpindle(t, ctx, work, uiLine, "submit", "--master", "local[1]", "--num-executors", "1",
 		"--conf", "spindle.executor.heartbeatInterval=100ms", "--conf", "spindle.executor.heartbeatTimeout="+timeout.String(),

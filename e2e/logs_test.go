@@ -20,7 +20,7 @@ func TestLogsCommand(t *testing.T) {
 	dir := t.TempDir()
 	events := filepath.Join(dir, "events")
 	gate := filepath.Join(dir, "go")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(3*time.Minute))
 	defer cancel()
 	cmd, m := startSpindle(t, ctx, dir, uiLine, submitArgs("--num-executors", "2",
 		"--conf", "spindle.ui.port=0", "--conf", "spindle.eventLog.dir="+events, "--conf", "spindle.eventLog.flushInterval=200ms",

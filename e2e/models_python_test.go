@@ -51,7 +51,7 @@ func TestModelSavedInAJob(t *testing.T) {
 	script, gate := filepath.Join(dir, "save.py"), filepath.Join(dir, "go")
 	writeFile(t, script, saveScript)
 	models, events := filepath.Join(dir, "models"), filepath.Join(dir, "events")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(3*time.Minute))
 	defer cancel()
 	cmd, m := startSpindle(t, ctx, dir, uiLine, submitArgs("--num-executors", "2",
 		"--conf", "spindle.ui.port=0", "--conf", "spindle.eventLog.dir="+events, "--conf", "spindle.models.dir="+models,

@@ -101,7 +101,7 @@ func TestJobUIMetricsAndHistory(t *testing.T) {
 	data := generate(t, "parquet", 2000, 2)
 	events := filepath.Join(t.TempDir(), "events")
 	gate := filepath.Join(t.TempDir(), "go")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(3*time.Minute))
 	defer cancel()
 	cmd, m := startSpindle(t, ctx, data, uiLine, submitArgs("--name", "ui-check", "--num-executors", "2", "--input", data,
 		"--conf", "spindle.ui.port=0", "--conf", "spindle.eventLog.dir="+events, "--conf", "spindle.eventLog.flushInterval=200ms",

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/sysfstest"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/rdma/ucx"
 )
 
@@ -51,7 +52,7 @@ func TestRDMACheckDevices(t *testing.T) {
 // the listener.
 func TestRDMACheckTwoHosts(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 	defer cancel()
 	listener := exec.CommandContext(ctx, spindleBin, "rdma", "check", "--listen", "127.0.0.1:0")
 	listener.Env = append(testEnv(), "UCX_TLS=tcp")

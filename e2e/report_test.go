@@ -35,7 +35,7 @@ func TestReportedValuesAndUsage(t *testing.T) {
 	writeFile(t, script, reportScript)
 	gate := filepath.Join(dir, "go")
 	events := filepath.Join(dir, "events")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(3*time.Minute))
 	defer cancel()
 	cmd, m := startSpindle(t, ctx, dir, uiLine, submitArgs("--num-executors", "2",
 		"--conf", "spindle.ui.port=0", "--conf", "spindle.eventLog.dir="+events,

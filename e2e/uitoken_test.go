@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestJobUIToken: with spindle.ui.token the driver's UI, on the address
@@ -15,7 +17,7 @@ import (
 // the submit console printed.
 func TestJobUIToken(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "go")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(3*time.Minute))
 	defer cancel()
 	line := regexp.MustCompile(`job (\S+): web UI at (http://127\.0\.0\.1:\d+/)\?token=([0-9a-f]+)`)
 	cmd, m := startSpindle(t, ctx, t.TempDir(), line, submitArgs("--num-executors", "1",

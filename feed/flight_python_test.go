@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // flightPython returns the test venv's Python when it imports
@@ -89,7 +90,7 @@ func startPythonFlightServer(t *testing.T, py string, args ...string) string {
 // its size or not, and a wrong token is bad input naming the key.
 func TestFlightPythonServer(t *testing.T) {
 	py := flightPython(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 	defer cancel()
 	res := fsys.NewResolver(fsys.Options{})
 	defer res.Close()

@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hadooptest"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 )
@@ -52,7 +53,7 @@ func testData(n int, seed int64) []byte {
 }
 
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -644,7 +645,7 @@ func TestRealHDFS(t *testing.T) {
 	t.Cleanup(func() {
 		// The resolver closes after the removal, which reuses its client.
 		defer res.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 		defer cancel()
 		if fsys, dir, err := res.Resolve(ctx, base); err == nil {
 			fsys.(*hdfsFS).cur.c.RemoveAll(dir)

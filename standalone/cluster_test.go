@@ -102,7 +102,7 @@ func TestRequestEventsRelease(t *testing.T) {
 	testcluster.StartWorker(t, g.Addrs(), "w2", nil)
 	g.WaitWorkers(2)
 	cm := newManager(t, g, "events")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	// A job whose input is pushed says where: spindle status shows it.
 	cm.ShowInput("grpc://10.0.0.5:40129")
@@ -163,7 +163,7 @@ func TestOutputReachesConsole(t *testing.T) {
 	testcluster.StartWorker(t, g.Addrs(), "w1", nil)
 	g.WaitWorkers(1)
 	var out, errOut syncbuf.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	cm, err := standalone.NewClusterManager(ctx, standalone.ClientConfig{
 		Masters: g.Addrs(), Secret: testcluster.Secret, AppName: "console",
@@ -231,7 +231,7 @@ func TestWorkerLostEvent(t *testing.T) {
 	wp := testcluster.StartWorkerProcess(t, g.Addrs(), "w-doomed", 2, 2048)
 	g.WaitWorkers(1)
 	cm := newManager(t, g, "lost")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	if err := cm.Request(ctx, specs(2, 1, 256, "sleep 60")); err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestLeaderFailoverKeepsJob(t *testing.T) {
 	testcluster.StartWorker(t, g.Addrs(), "w1", nil)
 	g.WaitWorkers(1)
 	cm := newManager(t, g, "failover")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	gate := filepath.Join(t.TempDir(), "go")
 	script := fmt.Sprintf(`while [ ! -e %s ]; do sleep 0.05; done; exit 0`, gate)
@@ -278,7 +278,7 @@ func TestKilledByAdmin(t *testing.T) {
 	testcluster.StartWorker(t, g.Addrs(), "w1", nil)
 	g.WaitWorkers(1)
 	cm := newManager(t, g, "victim")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	if err := cm.Request(ctx, specs(1, 1, 256, "sleep 60")); err != nil {
 		t.Fatal(err)
@@ -309,7 +309,7 @@ func TestKilledByAdmin(t *testing.T) {
 }
 
 func TestNoMasters(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(500*time.Millisecond))
 	defer cancel()
 	_, err := standalone.NewClusterManager(ctx, standalone.ClientConfig{Masters: []string{testaddr.Refusing(t)}, Secret: testcluster.Secret})
 	if err == nil || !strings.Contains(err.Error(), "register application with the standalone masters") {

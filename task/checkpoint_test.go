@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/task/resume"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 )
@@ -57,7 +58,7 @@ func listDir(t *testing.T, dir string) []string {
 func TestCheckpoints(t *testing.T) {
 	for backend, dir := range checkpointDirs(t) {
 		t.Run(backend, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 			defer cancel()
 			state := make([]byte, 300<<10) // several HDFS blocks
 			rand.New(rand.NewSource(1)).Read(state)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/feed/wire"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // source serves nBatches batches of rows rows per epoch with columns x
@@ -94,7 +95,7 @@ func serveFrom(t *testing.T, mode wire.Mode, epochs int, src source, startEpoch 
 }
 
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	t.Cleanup(cancel)
 	return ctx
 }

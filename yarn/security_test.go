@@ -22,6 +22,7 @@ import (
 	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 	"github.com/spindle-ml/spindle/testbed/krbtest"
 	"github.com/spindle-ml/spindle/yarn/client"
@@ -126,7 +127,7 @@ func TestKerberizedCluster(t *testing.T) {
 		"yarn.resourcemanager.scheduler.address": "127.0.0.1:1",
 		"yarn.resourcemanager.principal":         "rm/_HOST@" + krbtest.Realm,
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 
 	// Data on the other cluster, written by alice with her ticket.
@@ -258,7 +259,7 @@ func TestKerberosRefusals(t *testing.T) {
 		{"keytab on an insecure cluster", writeConf(map[string]string{}, rmSite), Config{KerberosPrincipal: "alice", KerberosKeytab: aliceKT}, "hadoop.security.authentication is not kerberos"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 			defer cancel()
 			cfg := DefaultConfig()
 			cfg.HadoopConfDir, cfg.KerberosPrincipal, cfg.KerberosKeytab = tc.conf, tc.cfg.KerberosPrincipal, tc.cfg.KerberosKeytab
@@ -303,7 +304,7 @@ func TestTokenLifetimeWarning(t *testing.T) {
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	// Executors use the launch tokens: the driver keeps none of its own.
 	cfg.RenewTokens = false
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	cm, err := NewClusterManager(ctx, cfg)
 	if err != nil {

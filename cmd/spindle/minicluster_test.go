@@ -11,6 +11,7 @@ import (
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/krbtest"
 	yarnclient "github.com/spindle-ml/spindle/yarn/client"
 )
@@ -21,7 +22,7 @@ func TestMinicluster(t *testing.T) {
 	if err := os.WriteFile(local, []byte("x,label\n1,0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	runCtx, stop := context.WithCancel(ctx)
 	var out syncbuf.Buffer
@@ -109,7 +110,7 @@ func TestMiniclusterBadFlags(t *testing.T) {
 			app := newApp()
 			app.Writer, app.ErrWriter = io.Discard, io.Discard
 			args := append([]string{"spindle", "minicluster", "--dir", t.TempDir()}, tc.args...)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 			defer cancel()
 			err := app.RunContext(ctx, args)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -130,7 +131,7 @@ func TestMiniclusterSecureWithoutKerberos(t *testing.T) {
 	dir := t.TempDir()
 	app := newApp()
 	app.Writer, app.ErrWriter = io.Discard, io.Discard
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	err := app.RunContext(ctx, []string{"spindle", "minicluster", "--secure", "--dir", dir})
 	if code := exitCode(err); code != exitUsage || !strings.Contains(err.Error(), "krb5kdc not found") {

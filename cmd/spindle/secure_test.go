@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/krbtest"
 )
 
@@ -76,7 +77,7 @@ func TestSubmitKerberosRefusals(t *testing.T) {
 // wants exit 2 with an error that says says.
 func refusedSubmit(t *testing.T, flags []string, says string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	app := newApp()
 	app.Writer, app.ErrWriter = io.Discard, io.Discard

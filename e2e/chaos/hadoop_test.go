@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 	"github.com/spindle-ml/spindle/testbed/yarntest"
 )
@@ -110,7 +111,7 @@ func (h *hadoopSite) ensure(yarn bool) {
 	if !yarn {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	var err error
 	if h.yarn, err = yarntest.Start(ctx, yarntest.Config{Dir: h.t.TempDir(), NodeManagers: 3, HadoopConfDir: h.confDir}); err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/standalone/client"
 )
 
@@ -109,7 +110,7 @@ func (c *standaloneCluster) ensure() {
 	}
 	defer cl.Close()
 	for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))
 		st, err := cl.Status(ctx)
 		cancel()
 		alive := 0
@@ -136,7 +137,7 @@ func (c *standaloneCluster) leader() (int, []int) {
 		return 0, nil
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))
 	defer cancel()
 	st, err := cl.Status(ctx)
 	if err != nil {

@@ -84,7 +84,7 @@ func TestEveryServerRefusesStrangers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tg := tc.start(t)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 			defer cancel()
 			for _, c := range []caller{noCredentials, wrongSecret} {
 				if err := tg.call(ctx, t, c); status.Code(err) != tg.refused {
@@ -270,7 +270,7 @@ func startMaster(t *testing.T) target {
 			return err
 		},
 		ran: func(t *testing.T) bool {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 			defer cancel()
 			mc := pb.NewMasterClient(dial(t, addr, signed(t, rightSecret, "spindle-master "+addr)...))
 			var st *pb.ClusterStatusResponse

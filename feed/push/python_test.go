@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // flightPython returns the test venv's Python when it imports
@@ -49,7 +50,7 @@ func example(t *testing.T, name string) string {
 // at once, the second ending the input; every row is fed once.
 func TestFlightPythonProducer(t *testing.T) {
 	py := flightPython(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 	defer cancel()
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte(testProducerToken+"\n"), 0o600); err != nil {
@@ -126,7 +127,7 @@ func TestFlightPythonProducerKilled(t *testing.T) {
 		resume bool
 	}{{"anonymous", false}, {"named and run again", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 			defer cancel()
 			tokenFile := filepath.Join(t.TempDir(), "token")
 			if err := os.WriteFile(tokenFile, []byte(testProducerToken+"\n"), 0o600); err != nil {

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // These tests run the real feed server and read it from Python with the
@@ -324,7 +325,7 @@ func pyRunServer(t *testing.T, py, pkgDir string, mode Mode, src EpochSource, ep
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	var g errgroup.Group
 	g.Go(func() error { return srv.Run(ctx) })

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // memSource is an in-memory EpochSource. Epoch k yields batches(k), or,
@@ -140,7 +141,7 @@ func numSource(t *testing.T, nBatches, rows int) *memSource {
 // testCtx returns a context bounded well below the test binary's timeout.
 func testCtx(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -131,7 +132,7 @@ func TestServerRefusesUnauthenticated(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))
 		defer cancel()
 		_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 		return err
@@ -182,7 +183,7 @@ func TestCapturedTokenCannotBeReplayed(t *testing.T) {
 		t.Cleanup(func() { conn.Close() })
 		return healthpb.NewHealthClient(conn)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))
 	defer cancel()
 	if _, err := dial(s.DialOptions()...).Check(ctx, &healthpb.HealthCheckRequest{Service: "launch"}); err != nil {
 		t.Fatalf("the genuine call: %v", err)

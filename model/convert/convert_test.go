@@ -13,12 +13,13 @@ import (
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/ortest"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/model/onnx"
 	pb "github.com/spindle-ml/spindle/model/onnx/onnxpb"
 )
 
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/observe/eventlog"
 	"github.com/spindle-ml/spindle/observe/jobview"
 )
@@ -40,7 +41,7 @@ func chromium(t *testing.T) string {
 func render(t *testing.T, url string, budget time.Duration, shot string) string {
 	t.Helper()
 	bin := chromium(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(90*time.Second))
 	defer cancel()
 	profile := t.TempDir()
 	args := []string{"--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=" + profile,

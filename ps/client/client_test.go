@@ -303,7 +303,7 @@ func TestUnauthenticatedRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.closeConns()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Second))
 	defer cancel()
 	if err := cl.Declare(ctx, &ps.TableSpec{Name: "emb", Dim: 1}); err == nil {
 		t.Fatal("a client with the wrong token declared a table")

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/client"
 	"github.com/spindle-ml/spindle/ps/internal/pstest"
@@ -26,7 +27,7 @@ const token = "export-test-secret"
 // two parts) exports as every key once, with the weights a pull returned
 // at the checkpoint's clock, for a sparse and a dense table.
 func TestCheckpointExport(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	res := fsys.NewResolver(fsys.Options{})
 	defer res.Close()

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/client"
 	"github.com/spindle-ml/spindle/ps/internal/pstest"
@@ -350,7 +351,7 @@ func TestWrongTokenRefused(t *testing.T) {
 	// Declare waits for the servers to be ready, which they never are for
 	// this proxy, until the run's end cuts it off: the reply is then an
 	// error naming the table, or none at all if the proxy hung up first.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Second))
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/testbin"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/ps"
 )
 
@@ -27,7 +28,7 @@ func TestPythonClient(t *testing.T) {
 	c := startCluster(t, 2, 2, ps.Async)
 	w0, w1 := startProxy(t, c, 0, token), startProxy(t, c, 1, token)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, pyInterpreter, "-m", "unittest", "-v", "test_ps")
 	cmd.Dir = tests

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/ps"
 	"github.com/spindle-ml/spindle/ps/client"
 	"github.com/spindle-ml/spindle/ps/internal/pstest"
@@ -21,7 +22,7 @@ import (
 // backup, and FTRL goes on from them: a zero gradient leaves each weight
 // where it was (its z was set to give that weight).
 func TestSeedCheckpointRestoresTheWeights(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	res := fsys.NewResolver(fsys.Options{})
 	defer res.Close()

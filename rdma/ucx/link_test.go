@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/collective"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 const (
@@ -69,7 +70,7 @@ func cluster(t testing.TB, n int, tweak func(rank int, cfg *collective.Config)) 
 		}
 		lns[r], peers[r] = ln, ln.Addr().String()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	comms := make([]*collective.Comm, n)
 	errs := make([]error, n)
@@ -228,7 +229,7 @@ func TestCloseMidOperationOverUCX(t *testing.T) {
 
 // runChild is a rank in its own process: it allreduces until it fails.
 func runChild() int {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	cfg, err := collective.ConfigFromEnv()
 	if err != nil {

@@ -55,7 +55,7 @@ func rpcPair(t *testing.T, handle func(*Request)) (*Listener, *Dialer, *Conn, *S
 // in place when its size is the one asked for.
 func TestRequestReply(t *testing.T) {
 	l, _, c, _ := rpcPair(t, echo)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(20*time.Second))
 	defer cancel()
 	for _, tc := range []struct {
 		name    string
@@ -195,7 +195,7 @@ func TestLostSessionFailsCall(t *testing.T) {
 func TestConcurrentCallsUnderGC(t *testing.T) {
 	_, _, c, _ := rpcPair(t, echo)
 	defer debug.SetGCPercent(debug.SetGCPercent(5))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	var wg sync.WaitGroup
 	for g := range 4 {

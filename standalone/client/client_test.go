@@ -88,7 +88,7 @@ func TestClientErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(300*time.Millisecond))
 	defer cancel()
 	_, err = c.Status(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "last error") {
@@ -101,7 +101,7 @@ func TestClientErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bad.Close()
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel2()
 	if _, err := bad.Status(ctx2); err == nil || !strings.Contains(err.Error(), "is the cluster secret the same") || ctx2.Err() != nil {
 		t.Fatalf("wrong secret: %v", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/internal/testbin"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestReadmeWalkthrough runs the README's standalone walk-through as
@@ -55,7 +56,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(4*time.Minute))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-c", script+"\nspindle status --master $MASTER --json > status.json\n")
 	cmd.Dir = work

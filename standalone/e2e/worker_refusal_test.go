@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/standalone/client"
 )
 
@@ -25,7 +26,7 @@ func (c *cluster) workerArgs(id string) []string {
 // exit code and output.
 func runWorker(t *testing.T, env []string, args []string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, spindleBin, args...)
 	cmd.Env = env

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spindle-ml/spindle/internal/auth"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/standalone/internal/secure"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
@@ -38,7 +39,7 @@ func TestTokensBoundToTheMaster(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))
 		defer cancel()
 		_, err = pb.NewMasterClient(conn).ClusterStatus(ctx, &pb.ClusterStatusRequest{})
 		return err

@@ -299,7 +299,7 @@ func followerStatusAgrees(ctx context.Context, g *testGroup, f int, app string) 
 func TestLeaderFailover(t *testing.T) {
 	g := startGroup(t, 3, false, nil)
 	c := g.client()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	if _, err := registerApp(ctx, c, "before"); err != nil {
 		t.Fatal(err)
@@ -332,7 +332,7 @@ func TestRestartKeepsState(t *testing.T) {
 		c.SnapshotInterval = 50 * time.Millisecond
 	})
 	c := g.client()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	for i := 0; i < 12; i++ {
 		if _, err := registerApp(ctx, c, fmt.Sprintf("app-%d", i)); err != nil {
@@ -374,7 +374,7 @@ func TestRestartKeepsState(t *testing.T) {
 func TestPartitionedLeader(t *testing.T) {
 	g := startGroup(t, 3, true, nil)
 	old := g.leader()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	if _, err := registerApp(ctx, g.client(), "before"); err != nil {
 		t.Fatal(err)
@@ -495,7 +495,7 @@ func TestWrongSecretRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))
 	defer cancel()
 	_, err = registerApp(ctx, c, "intruder")
 	if err == nil || apierr.Retryable(err) || ctx.Err() != nil {

@@ -102,7 +102,7 @@ func TestNoSpuriousElectionUnderLoad(t *testing.T) {
 	const period, writes = 6 * time.Second, 200
 	end := time.Now().Add(period)
 	for n := 0; n < writes || time.Now().Before(end); n++ {
-		wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		wctx, wcancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 		err := c.Call(wctx, false, func(ctx context.Context, m pb.MasterClient) error {
 			name := fmt.Sprintf("load-%d", n)
 			_, err := m.RegisterApp(ctx, &pb.RegisterAppRequest{Name: name, RequestId: name})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/standalone/internal/testcluster"
 	"github.com/spindle-ml/spindle/standalone/worker"
 )
@@ -22,7 +23,7 @@ func TestLaunchRefusesSecretsInPlainText(t *testing.T) {
 	g.WaitWorkers(1)
 	c := g.Client()
 	id := app(t, c, "remote")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	es := shells(1, 1, 64, 0, "true")
 	es[0].Env["SPINDLE_JOB_SECRET"] = "job-secret"

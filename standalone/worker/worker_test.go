@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 // app registers an application and returns its id.
 func app(t *testing.T, c *client.Client, name string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	var id string
 	err := c.Call(ctx, false, func(ctx context.Context, m pb.MasterClient) error {
@@ -78,7 +78,7 @@ func send(ctx context.Context, c *client.Client, req *pb.RequestExecutorsRequest
 // executors returns the executors of appID by id.
 func executors(t *testing.T, g *testcluster.Masters, appID string) map[string]*pb.ExecutorInfo {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	out := map[string]*pb.ExecutorInfo{}
 	for _, e := range g.Status(ctx).GetExecutors() {
@@ -141,7 +141,7 @@ func TestLaunchAndExit(t *testing.T) {
 	g.WaitWorkers(1)
 	c := g.Client()
 	id := app(t, c, "exits")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	infos, err := request(ctx, c, id, 10*time.Second, shells(2, 1, 64, 0,
 		`echo "hello from $RANK_HINT in $SPINDLE_APP_ID"; echo oops >&2; exit 3`))
@@ -243,7 +243,7 @@ func TestGangAllOrNothing(t *testing.T) {
 	g.WaitWorkers(2)
 	c := g.Client()
 	id := app(t, c, "big")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	_, err := request(ctx, c, id, 500*time.Millisecond, shells(3, 2, 2048, 0, "sleep 30"))
 	want := "need 3 executors of 2 cores/2048 MiB, cluster has room for 2: w1 room for 1, w2 room for 1"
@@ -270,7 +270,7 @@ func TestFIFO(t *testing.T) {
 	testcluster.StartWorker(t, g.Addrs(), "w2", func(c *worker.Config) { c.Cores = 2 })
 	g.WaitWorkers(2)
 	c := g.Client()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	a, b, small := app(t, c, "a"), app(t, c, "b"), app(t, c, "small")
 	if _, err := request(ctx, c, a, 5*time.Second, shells(1, 2, 64, 0, "sleep 60")); err != nil {
@@ -327,7 +327,7 @@ func TestReleaseAndKill(t *testing.T) {
 	w := testcluster.StartWorker(t, g.Addrs(), "w1", func(c *worker.Config) { c.CleanupDelay = 0 })
 	g.WaitWorkers(1)
 	c := g.Client()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	// Released executors are gone when Release returns; a process that
 	// ignores SIGTERM is killed after the grace period.
@@ -383,7 +383,7 @@ func TestExecutorEnvironment(t *testing.T) {
 	g.WaitWorkers(1)
 	c := g.Client()
 	id := app(t, c, "gpus")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	es := shells(3, 1, 64, 1, `echo "gpus=$CUDA_VISIBLE_DEVICES secret=$SPINDLE_CLUSTER_SECRET hint=$RANK_HINT"`)
 	es[2].Gpus = 0
@@ -410,7 +410,7 @@ func TestWorkerLost(t *testing.T) {
 	g.WaitWorkers(1)
 	c := g.Client()
 	id := app(t, c, "lost")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	if _, err := request(ctx, c, id, 5*time.Second, shells(2, 1, 64, 0, "sleep 60")); err != nil {
 		t.Fatal(err)
@@ -439,7 +439,7 @@ func failoverGroup(t *testing.T, name string) (*testcluster.Masters, *client.Cli
 // their exits to the new leader.
 func TestWorkerFollowsNewLeader(t *testing.T) {
 	g, c, id := failoverGroup(t, "failover")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	dir := t.TempDir()
 	gate := filepath.Join(dir, "go")
@@ -469,7 +469,7 @@ func TestWorkerFollowsNewLeader(t *testing.T) {
 // gang fail with "exited before the gang started".)
 func TestGangRetriedOnNewLeaderAfterExecutorExited(t *testing.T) {
 	g, c, id := failoverGroup(t, "retried")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(60*time.Second))
 	defer cancel()
 	req := &pb.RequestExecutorsRequest{AppId: id, RequestId: "gang-1", Executors: shells(1, 1, 64, 0, "exit 0"),
 		TimeoutMs: (5 * time.Second).Milliseconds()}
@@ -500,7 +500,7 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	testutil.WaitFor(t, 15*time.Second, testutil.Holds("the worker over TLS", func() bool {
 		st, err := c.Status(ctx)
@@ -567,7 +567,7 @@ func TestExecutorLogsRotated(t *testing.T) {
 	g.WaitWorkers(1)
 	c := g.Client()
 	id := app(t, c, "chatty")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	if _, err := request(ctx, c, id, 10*time.Second, shells(1, 1, 64, 0,
 		`i=0; while [ $i -lt 3000 ]; do echo "progress line $i"; i=$((i+1)); done`)); err != nil {

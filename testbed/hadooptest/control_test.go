@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -24,7 +25,7 @@ func TestControl(t *testing.T) {
 	}
 	res := fsys.NewResolver(fsys.Options{HadoopConfDir: c.ConfDir})
 	defer res.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 	defer cancel()
 	fs, name, err := res.Resolve(ctx, "hdfs:///control/f")
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/colinmarc/hdfs/v2"
 
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 func TestReadContinuesWhenDataNodeDies(t *testing.T) {
@@ -158,7 +159,7 @@ func TestHAFailover(t *testing.T) {
 
 func TestRestartKeepsFiles(t *testing.T) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
 	defer cancel()
 	c, err := Start(ctx, Config{Dir: dir, BlockSize: testBlockSize})
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestRunSmallJob runs a small job through the whole harness: every
@@ -13,7 +15,7 @@ import (
 // exits 0, so the driver's job succeeds; the UI, /metrics, the event log
 // and the history server all answered.
 func TestRunSmallJob(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 	defer cancel()
 	res, err := Run(ctx, Options{Ranks: 40, Heartbeat: 200 * time.Millisecond, Steady: 400 * time.Millisecond,
 		StartLatency: 10 * time.Millisecond, StartSpread: 50 * time.Millisecond, Dir: t.TempDir()})

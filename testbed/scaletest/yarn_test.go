@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestRunYARNSmallJob runs a small job through the real ApplicationMaster
@@ -13,7 +15,7 @@ import (
 // in-process, every simulated executor registers with the real driver and
 // the job succeeds.
 func TestRunYARNSmallJob(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 	defer cancel()
 	res, err := RunYARN(ctx, YARNOptions{Ranks: 40, StartLatency: 10 * time.Millisecond, Dir: t.TempDir()})
 	if err != nil {
@@ -33,7 +35,7 @@ func TestRunYARNSmallJob(t *testing.T) {
 // gets nothing (no node has beaten since), so the gang takes more round
 // trips than when every allocate call grants what fits at once.
 func TestRunYARNNodeHeartbeats(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 	defer cancel()
 	calls := map[time.Duration]int{}
 	for _, beat := range []time.Duration{0, 50 * time.Millisecond} {

@@ -11,6 +11,7 @@ import (
 	"github.com/spindle-ml/spindle/driver"
 	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/yarntest"
 	"github.com/spindle-ml/spindle/yarn/am"
 )
@@ -52,7 +53,7 @@ func TestAMStartsGangLargerThanEventBuffer(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the AM container was not launched")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 	defer cancel()
 	a, err := am.Start(ctx, am.Config{SchedulerAddrs: []string{c.SchedulerAddr()}, AMRMToken: tok, Host: "127.0.0.1", Port: 4040,
 		MemoryOverheadMB: 128, HeartbeatInterval: 100 * time.Millisecond,
@@ -95,7 +96,7 @@ func TestAMStartsGangLargerThanEventBuffer(t *testing.T) {
 			t.Fatalf("%d of %d start events", started, n)
 		}
 	}
-	fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	fctx, fcancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))
 	defer fcancel()
 	if err := a.Finish(fctx, pb.FinalApplicationStatusProto_APP_SUCCEEDED, ""); err != nil {
 		t.Fatal(err)

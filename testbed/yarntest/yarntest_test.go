@@ -95,7 +95,7 @@ func (h *amHarness) token(t *testing.T) hadooprpc.Token {
 
 func (h *amHarness) startAM(t *testing.T, gang time.Duration) (*am.Allocator, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(20*time.Second))
 	defer cancel()
 	a, err := am.Start(ctx, am.Config{
 		SchedulerAddrs: []string{h.c.SchedulerAddr()}, AMRMToken: h.token(t), Host: "127.0.0.1", Port: 4040,
@@ -109,7 +109,7 @@ func (h *amHarness) startAM(t *testing.T, gang time.Duration) (*am.Allocator, er
 	})
 	if err == nil {
 		t.Cleanup(func() {
-			fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			fctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 			defer cancel()
 			a.Finish(fctx, pb.FinalApplicationStatusProto_APP_SUCCEEDED, "")
 			a.Close()
@@ -429,7 +429,7 @@ func TestTokens(t *testing.T) {
 	})
 	t.Run("simple authentication on the scheduler", func(t *testing.T) {
 		c := yarntest.NewTestCluster(t, yarntest.Config{NodeManagers: 1})
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 		defer cancel()
 		cl, err := hadooprpc.Dial(ctx, hadooprpc.ClientConfig{Addr: c.SchedulerAddr(), Protocol: am.ProtocolName, User: "mallory"})
 		if err != nil {

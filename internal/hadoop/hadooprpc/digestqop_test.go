@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // javaPeer is the JDK's DIGEST-MD5 (com.sun.security.sasl.digest, which
@@ -33,7 +35,7 @@ type javaPeer struct {
 // args; the test is skipped where there is no JDK.
 func startJavaPeer(t *testing.T, classes string, args ...string) *javaPeer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, "java", append([]string{"-cp", classes, "DigestPeer"}, args...)...)
 	in, err := cmd.StdinPipe()
@@ -408,7 +410,7 @@ func TestTokenProtection(t *testing.T) {
 		{"bad setting", "", "secret", `"secret" is not authentication, integrity or privacy`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 			defer cancel()
 			addr := startServer(t, ServerConfig{Name: "test", SASL: TokenServer{Lookup: lookup, Protection: tc.server}})
 			_, err := Dial(ctx, ClientConfig{Addr: addr, Protocol: testProtocol, SASL: TokenAuth{Token: tok, Protection: tc.client}})

@@ -340,7 +340,7 @@ func TestSASLSeam(t *testing.T) {
 	if resp.GetFs().GetOwner() != "proxied" || resp.GetFs().GetGroup() != "svc" {
 		t.Fatalf("effective %q real %q, want proxied and svc", resp.GetFs().GetOwner(), resp.GetFs().GetGroup())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))
 	defer cancel()
 	_, err = Dial(ctx, ClientConfig{Addr: addr, User: "x", Protocol: testProtocol, SASL: tokenClient{user: "svc", token: "wrong"}})
 	if ExceptionClass(err) != ClassAccessControl {
@@ -350,7 +350,7 @@ func TestSASLSeam(t *testing.T) {
 
 func TestDialErrors(t *testing.T) {
 	addr := testaddr.Refusing(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))
 	defer cancel()
 	_, err := Dial(ctx, ClientConfig{Addr: addr, User: "u", Protocol: testProtocol})
 	if err == nil || !strings.Contains(err.Error(), addr) {

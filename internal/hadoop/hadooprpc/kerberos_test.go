@@ -15,6 +15,7 @@ import (
 	"github.com/jcmturner/gokrb5/v8/types"
 
 	"github.com/spindle-ml/spindle/internal/hadoop/kerberos"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/krbtest"
 )
 
@@ -56,7 +57,7 @@ func TestKerberos(t *testing.T) {
 	}
 
 	t.Run("another server's principal", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 		defer cancel()
 		kdc.AddPrincipal("nn/127.0.0.1")
 		auth := login(kerberos.Options{Principal: "alice", Keytab: aliceKT})
@@ -67,7 +68,7 @@ func TestKerberos(t *testing.T) {
 		}
 	})
 	t.Run("privacy required", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 		defer cancel()
 		strict := startServer(t, ServerConfig{Name: "test", SASL: KerberosServer{Keytab: serverKT, Protocol: "rm", ServerID: "127.0.0.1", Protection: "privacy"}})
 		_, err := Dial(ctx, ClientConfig{Addr: strict, User: "alice", Protocol: testProtocol, SASL: *login(kerberos.Options{Principal: "alice", Keytab: aliceKT})})
@@ -174,7 +175,7 @@ func TestKerberosProtection(t *testing.T) {
 		{"authentication only, privacy configured", "authentication", "privacy", "configured for privacy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 			defer cancel()
 			addr := startServer(t, ServerConfig{Name: "test", SASL: KerberosServer{Keytab: serverKT, Protocol: "nn", ServerID: "127.0.0.1", Protection: tc.server}})
 			_, err := Dial(ctx, ClientConfig{Addr: addr, User: "alice", Protocol: testProtocol,
@@ -185,7 +186,7 @@ func TestKerberosProtection(t *testing.T) {
 		})
 	}
 	t.Run("bad setting", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 		defer cancel()
 		addr := startServer(t, ServerConfig{Name: "test", SASL: KerberosServer{Keytab: serverKT, Protocol: "nn", ServerID: "127.0.0.1"}})
 		_, err := Dial(ctx, ClientConfig{Addr: addr, User: "alice", Protocol: testProtocol,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -87,7 +88,7 @@ func TestTokenAuth(t *testing.T) {
 		{"unknown token", Token{Identifier: []byte("nobody"), Password: []byte("x")}, "unknown token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))
 			defer cancel()
 			_, err := Dial(ctx, ClientConfig{Addr: addr, User: "u", Protocol: testProtocol, SASL: TokenAuth{Token: tc.tok}})
 			if ExceptionClass(err) != ClassAccessControl || !strings.Contains(err.Error(), tc.want) {
@@ -97,7 +98,7 @@ func TestTokenAuth(t *testing.T) {
 	}
 	t.Run("token refused where only simple is served", func(t *testing.T) {
 		plain := startServer(t, ServerConfig{Name: "plain"})
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(5*time.Second))
 		defer cancel()
 		if _, err := Dial(ctx, ClientConfig{Addr: plain, User: "u", Protocol: testProtocol, SASL: TokenAuth{Token: good}}); err == nil {
 			t.Fatal("token auth against a simple-only server succeeded")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadoop/kerberos"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/krbtest"
 )
 
@@ -27,7 +28,7 @@ func TestUnwrappedCallsAfterPrivacy(t *testing.T) {
 	defer cl.Destroy()
 	addr := startServer(t, ServerConfig{Name: "test", SASL: KerberosServer{Keytab: serverKT, Protocol: "nn", ServerID: "127.0.0.1", Protection: ProtectionPrivacy}})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(10*time.Second))
 	defer cancel()
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
