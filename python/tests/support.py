@@ -39,13 +39,19 @@ def timescale():
 
 
 def wait_for(what, cond, within=120):
-    """Poll cond until it holds, failing after within seconds (scaled) with what it waited for."""
+    """Poll cond until it holds, failing after within seconds (scaled) with what it waited for.
+
+    As the Go tests' testutil.Poll: the first check at once, then sleeps
+    backing off from 1 ms to 50 ms, so a loaded machine is not spun.
+    """
     within *= timescale()
     deadline = time.monotonic() + within
+    sleep = 0.001
     while not cond():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {within:g}s waiting for {what}")
-        time.sleep(0.01)
+        time.sleep(sleep)
+        sleep = min(2 * sleep, 0.05)
 
 
 def fixture(name):
