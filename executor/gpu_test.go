@@ -119,7 +119,9 @@ func startSampler(t *testing.T, devices string, timeout time.Duration) (*gpuSamp
 // TestGPUSamplerReadsItsDevices: a heartbeat carries the use of the
 // devices CUDA_VISIBLE_DEVICES gives the process, not the machine's others.
 func TestGPUSamplerReadsItsDevices(t *testing.T) {
-	dir := fakeSMI(t, "echo \"$@\" > \"$(dirname \"$0\")/args\"\ncat <<'EOF'\n"+smiOutput+"EOF\n")
+	// Each call writes its arguments aside and renames them into place, so
+	// the test never reads a file a later call has just truncated.
+	dir := fakeSMI(t, "d=$(dirname \"$0\")\necho \"$@\" > \"$d/args.$$\" && mv \"$d/args.$$\" \"$d/args\"\ncat <<'EOF'\n"+smiOutput+"EOF\n")
 	g, _, _ := startSampler(t, "1,GPU-dddd-3333", 5*time.Second)
 	var u driverpb.Usage
 	testutil.WaitFor(t, 20*time.Second, testutil.Holds("a GPU sample", func() bool { g.fill(&u, time.Now()); return u.Gpus > 0 }))
