@@ -1,8 +1,9 @@
 // Command testreport reads `go test -json` on its standard input, prints
 // what a plain `go test` would (package results, build errors, and the
-// output of failed tests only), and appends one line to a summary file
-// saying how many tests of a tier ran, failed and were skipped. It exits
-// 1 when a test or package failed.
+// output of failed tests only), and appends to a summary file one line
+// saying how many tests of a tier ran, failed and were skipped, and, for
+// each test that failed, its name and what it said. It exits 1 when a
+// test or package failed.
 //
 //	go test -json ./... | go run ./scripts/testreport -tier unit -summary out.txt
 package main
@@ -76,6 +77,16 @@ type report struct {
 	// skippedTests names the top-level tests that skipped: a skip on a
 	// machine that has everything is worth a look, so the summary says which.
 	skippedTests []string
+	// failures are the failed tests, in the order they ended, with what
+	// they printed: the summary repeats it, so the end of a long log
+	// (all a CI page may show) says why a tier failed.
+	failures []failure
+}
+
+// failure is a failed test and its output.
+type failure struct {
+	name  string // package base name and test, "executor.TestX/sub"
+	lines []string
 }
 
 func newReport(out io.Writer) *report {
@@ -125,6 +136,7 @@ func (r *report) take(e event) {
 		delete(r.pending, k)
 	case "fail":
 		r.failed++
+		r.failures = append(r.failures, failure{path.Base(k.pkg) + "." + k.test, r.pending[k]})
 		r.flush(k)
 	}
 }
@@ -142,6 +154,7 @@ func (r *report) packageEvent(e event) {
 		r.pkgFailed++
 		for k := range r.pending {
 			if k.pkg == e.Package {
+				r.failures = append(r.failures, failure{path.Base(k.pkg) + "." + k.test + " (never ended)", r.pending[k]})
 				r.flush(k)
 			}
 		}
@@ -171,5 +184,59 @@ func (r *report) summary(tier string, took time.Duration) string {
 			line += fmt.Sprintf(" and %d more", n-most)
 		}
 	}
+	for _, f := range r.leafFailures() {
+		line += "\n             failed: " + f.name
+		for _, l := range f.said() {
+			line += "\n               " + l
+		}
+	}
 	return line
+}
+
+// leafFailures are the failures but those of a test whose subtest failed
+// too: the subtest's output says why, its parent's only that it failed.
+func (r *report) leafFailures() []failure {
+	var leaves []failure
+	for _, f := range r.failures {
+		parent := false
+		for _, g := range r.failures {
+			if strings.HasPrefix(g.name, f.name+"/") {
+				parent = true
+				break
+			}
+		}
+		if !parent {
+			leaves = append(leaves, f)
+		}
+	}
+	return leaves
+}
+
+// Most lines and characters a line of a failure's output gets in the summary.
+const (
+	failureLines    = 12
+	failureLineRune = 240
+)
+
+// said is what a failed test printed but go test's own lines, at most
+// failureLines of it: its first lines (where t.Error's message starts)
+// and its last (where a dump of a child's output ends).
+func (f failure) said() []string {
+	var lines []string
+	for _, l := range f.lines {
+		l = strings.TrimRight(l, "\n")
+		t := strings.TrimSpace(l)
+		if t == "" || strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- FAIL") {
+			continue
+		}
+		if r := []rune(l); len(r) > failureLineRune {
+			l = string(r[:failureLineRune]) + "…"
+		}
+		lines = append(lines, l)
+	}
+	if len(lines) > failureLines {
+		head, tail := lines[:failureLines/3], lines[len(lines)-(failureLines-failureLines/3):]
+		lines = append(append(append([]string(nil), head...), fmt.Sprintf("… %d lines …", len(lines)-failureLines)), tail...)
+	}
+	return lines
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -62,5 +63,46 @@ func TestSummaryNamesSkippedTests(t *testing.T) {
 	}
 	if strings.Contains(line, "TestHW/sub") {
 		t.Errorf("summary %q names a subtest", line)
+	}
+}
+
+// TestSummarySaysWhyTestsFailed: the summary names each failed test
+// whose subtests passed, with what it said (go test's own lines left out,
+// a long dump cut in the middle), and a test a crash left unfinished.
+func TestSummarySaysWhyTestsFailed(t *testing.T) {
+	in := []string{
+		`{"Action":"output","Package":"m/executor","Test":"TestGPU","Output":"=== RUN   TestGPU\n"}`,
+		`{"Action":"output","Package":"m/executor","Test":"TestGPU","Output":"    gpu_test.go:131: nvidia-smi asked \"\"\n"}`,
+		`{"Action":"output","Package":"m/executor","Test":"TestGPU","Output":"--- FAIL: TestGPU (0.08s)\n"}`,
+		`{"Action":"fail","Package":"m/executor","Test":"TestGPU"}`,
+		`{"Action":"output","Package":"m/e2e","Test":"TestSpark/yarn","Output":"    spark_test.go:9: the driver program: exit status 1\n"}`,
+	}
+	for i := range 30 {
+		in = append(in, fmt.Sprintf(`{"Action":"output","Package":"m/e2e","Test":"TestSpark/yarn","Output":"driver line %d\n"}`, i))
+	}
+	in = append(in,
+		`{"Action":"fail","Package":"m/e2e","Test":"TestSpark/yarn"}`,
+		`{"Action":"fail","Package":"m/e2e","Test":"TestSpark"}`,
+		`{"Action":"output","Package":"m/ps","Test":"TestHang","Output":"panic: test timed out after 10m0s\n"}`,
+		`{"Action":"fail","Package":"m/ps"}`,
+	)
+	r := newReport(&strings.Builder{})
+	if err := r.read(strings.NewReader(strings.Join(in, "\n"))); err != nil {
+		t.Fatal(err)
+	}
+	line := r.summary("unit", 0)
+	for _, want := range []string{
+		"failed: executor.TestGPU\n", `gpu_test.go:131: nvidia-smi asked ""`,
+		"failed: e2e.TestSpark/yarn\n", "the driver program: exit status 1", "driver line 2\n", "… 19 lines …", "driver line 29",
+		"failed: ps.TestHang (never ended)", "test timed out",
+	} {
+		if !strings.Contains(line, want) {
+			t.Errorf("summary lacks %q:\n%s", want, line)
+		}
+	}
+	for _, unwanted := range []string{"failed: e2e.TestSpark\n", "=== RUN", "--- FAIL", "driver line 3\n", "driver line 17\n"} {
+		if strings.Contains(line, unwanted) {
+			t.Errorf("summary has %q:\n%s", unwanted, line)
+		}
 	}
 }
