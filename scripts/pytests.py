@@ -24,9 +24,12 @@ class RecordingResult(unittest.TextTestResult):
 
     sink = None  # (file, interpreter label), set by run
 
-    def _record(self, test, outcome, reason=""):
+    def _record(self, test, outcome, reason="", err=None):
         f, label = self.sink
-        f.write(json.dumps({"id": test.id(), "outcome": outcome, "reason": reason, "interpreter": label}) + "\n")
+        r = {"id": test.id(), "outcome": outcome, "reason": reason, "interpreter": label}
+        if err is not None:
+            r["said"] = said(self._exc_info_to_string(err, test))
+        f.write(json.dumps(r) + "\n")
         f.flush()
 
     def addSuccess(self, test):
@@ -35,11 +38,11 @@ class RecordingResult(unittest.TextTestResult):
 
     def addFailure(self, test, err):
         super().addFailure(test, err)
-        self._record(test, "fail")
+        self._record(test, "fail", err=err)
 
     def addError(self, test, err):
         super().addError(test, err)
-        self._record(test, "fail")
+        self._record(test, "fail", err=err)
 
     def addSkip(self, test, reason):
         super().addSkip(test, reason)
@@ -49,7 +52,7 @@ class RecordingResult(unittest.TextTestResult):
         super().addSubTest(test, subtest, err)
         if err is not None:
             # A failed subtest fails its test, which then gets no addSuccess.
-            self._record(test, "fail")
+            self._record(test, "fail", err=err)
 
     def addExpectedFailure(self, test, err):
         super().addExpectedFailure(test, err)
@@ -58,6 +61,17 @@ class RecordingResult(unittest.TextTestResult):
     def addUnexpectedSuccess(self, test):
         super().addUnexpectedSuccess(test)
         self._record(test, "fail")
+
+
+# Most lines of a failure's traceback the summary repeats: its end, where
+# the assertion or exception is. The summary ends make test's output,
+# which may be all a CI page shows.
+SAID_LINES = 8
+
+
+def said(text):
+    lines = [l[:240] for l in text.rstrip().splitlines() if l.strip()]
+    return lines[-SAID_LINES:]
 
 
 # A run's first and last records: a run that started and did not end
@@ -84,6 +98,7 @@ def summarize(summary, files):
     runs = set()  # (interpreter, test id) of the tests run
     interpreters = set()
     unended = set()  # interpreters whose run did not reach its end
+    why = {}  # test id -> (interpreter, the end of its first failure's traceback)
     for path in files:
         try:
             with open(path, encoding="utf-8") as f:
@@ -101,6 +116,8 @@ def summarize(summary, files):
                 continue
             if r["outcome"] != "skip":
                 runs.add((r["interpreter"], r["id"]))
+            if r["outcome"] == "fail":
+                why.setdefault(r["id"], (r["interpreter"], r.get("said", [])))
             outcomes.setdefault(r["id"], {})[r["outcome"]] = r["reason"]
     ran = [t for t, o in outcomes.items() if "pass" in o or "fail" in o]
     failed = [t for t, o in outcomes.items() if "fail" in o]
@@ -116,6 +133,10 @@ def summarize(summary, files):
             f.write("             skipped: %s\n" % ", ".join("%s (%s)" % (t, skipped[t]) for t in here))
         for label in sorted(unended):
             f.write("             the %s run ended before its tests did (its output says why)\n" % label)
+        for t in sorted(failed):
+            label, lines = why[t]
+            f.write("             failed: %s (%s)\n" % (t, label))
+            f.writelines("               %s\n" % l for l in lines)
     sys.stdout.write(line)
     return 1 if failed or unended else 0
 
