@@ -193,7 +193,7 @@ test-long: deps ## the long forms of the real-Hadoop tests: a 100,000-file archi
 TIER_TIMEOUT ?= $(TEST_TIMEOUT)
 test-tier: $(TESTREPORT)
 	@set -o pipefail; env $(TIER_ENV) $(GO) test -json $(TEST_FLAGS) $(RACE) -timeout $(TIER_TIMEOUT) $(TIER_ARGS) $(PKGS) \
-		| $(TESTREPORT) -tier $(TIER) -summary $(SUMMARY)
+		| $(TESTREPORT) -tier $(TIER) -summary $(SUMMARY) -times $(BIN)/test-$(TIER)-times.txt
 
 $(TESTREPORT): scripts/testreport/main.go
 	@$(GO) build -o $@ ./scripts/testreport

@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"sort"
 	"strings"
 	"time"
 )
@@ -24,6 +25,7 @@ import (
 func main() {
 	tier := flag.String("tier", "go", "the tier's name, for the summary line")
 	summary := flag.String("summary", "", "append the summary line to this file (and print it)")
+	times := flag.String("times", "", "write each top-level test's seconds to this file, slowest first")
 	flag.Parse()
 	start := time.Now()
 	r := newReport(os.Stdout)
@@ -36,6 +38,12 @@ func main() {
 	if *summary != "" {
 		if err := appendLine(*summary, line); err != nil {
 			fmt.Fprintf(os.Stderr, "testreport: %v\n", err)
+			os.Exit(2)
+		}
+	}
+	if *times != "" {
+		if err := os.WriteFile(*times, []byte(r.timesTable()), 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "testreport: write the test times: %v\n", err)
 			os.Exit(2)
 		}
 	}
@@ -63,6 +71,7 @@ type event struct {
 	ImportPath string // build-output and build-fail events
 	Test       string
 	Output     string
+	Elapsed    float64 // seconds, on pass, fail and skip
 }
 
 type testKey struct{ pkg, test string }
@@ -81,6 +90,8 @@ type report struct {
 	// they printed: the summary repeats it, so the end of a long log
 	// (all a CI page may show) says why a tier failed.
 	failures []failure
+	// elapsed is each top-level test's seconds, by "package.Test".
+	elapsed map[string]float64
 }
 
 // failure is a failed test and its output.
@@ -90,7 +101,7 @@ type failure struct {
 }
 
 func newReport(out io.Writer) *report {
-	return &report{out: out, pending: make(map[testKey][]string)}
+	return &report{out: out, pending: make(map[testKey][]string), elapsed: make(map[string]float64)}
 }
 
 func (r *report) read(in io.Reader) error {
@@ -122,6 +133,11 @@ func (r *report) take(e event) {
 		return
 	}
 	k := testKey{e.Package, e.Test}
+	if e.Action == "pass" || e.Action == "fail" || e.Action == "skip" {
+		if !strings.Contains(e.Test, "/") {
+			r.elapsed[path.Base(e.Package)+"."+e.Test] = e.Elapsed
+		}
+	}
 	switch e.Action {
 	case "output":
 		r.pending[k] = append(r.pending[k], e.Output)
@@ -239,4 +255,24 @@ func (f failure) said() []string {
 		lines = append(append(append([]string(nil), head...), fmt.Sprintf("… %d lines …", len(lines)-failureLines)), tail...)
 	}
 	return lines
+}
+
+// timesTable is a line per top-level test, "seconds name", slowest first:
+// where a tier's time goes (a test that waits holds a package slot).
+func (r *report) timesTable() string {
+	names := make([]string, 0, len(r.elapsed))
+	for n := range r.elapsed {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if r.elapsed[names[i]] != r.elapsed[names[j]] {
+			return r.elapsed[names[i]] > r.elapsed[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, "%8.2f %s\n", r.elapsed[n], n)
+	}
+	return b.String()
 }

@@ -106,3 +106,22 @@ func TestSummarySaysWhyTestsFailed(t *testing.T) {
 		}
 	}
 }
+
+// TestTimesTable: each top-level test's seconds, slowest first, its
+// subtests not listed apart.
+func TestTimesTable(t *testing.T) {
+	in := strings.Join([]string{
+		`{"Action":"pass","Package":"m/feed","Test":"TestFast","Elapsed":0.2}`,
+		`{"Action":"pass","Package":"m/e2e","Test":"TestSlow/sub","Elapsed":30}`,
+		`{"Action":"fail","Package":"m/e2e","Test":"TestSlow","Elapsed":31.5}`,
+		`{"Action":"skip","Package":"m/rdma","Test":"TestHW","Elapsed":0}`,
+	}, "\n")
+	r := newReport(&strings.Builder{})
+	if err := r.read(strings.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+	want := "   31.50 e2e.TestSlow\n    0.20 feed.TestFast\n    0.00 rdma.TestHW\n"
+	if got := r.timesTable(); got != want {
+		t.Errorf("times:\n%s\nwant:\n%s", got, want)
+	}
+}
