@@ -38,15 +38,16 @@ func parseTimescale(s string) (float64, error) {
 	return f, nil
 }
 
-// Scale returns d stretched by the timescale. Use it for every duration a
-// test configures and waits on; an invalid SPINDLE_TEST_TIMESCALE panics,
-// which fails the test that asked with the variable named.
+// Scale returns d stretched by the timescale and by how busy the machine
+// is now (LoadStretch). Use it for every duration a test configures and
+// waits on; an invalid SPINDLE_TEST_TIMESCALE panics, which fails the
+// test that asked with the variable named.
 func Scale(d time.Duration) time.Duration {
 	f, err := Timescale()
 	if err != nil {
 		panic(err)
 	}
-	return time.Duration(float64(d) * f)
+	return time.Duration(float64(d) * f * LoadStretch())
 }
 
 // pollEvery is how long WaitFor sleeps between two checks, at most.

@@ -74,3 +74,29 @@ func TestPacedEpochs(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadStretch: a machine no busier than one make test alone leaves
+// durations as they are; a busier one stretches them by how much, up to
+// the cap; a load average that cannot be read stretches nothing.
+func TestLoadStretch(t *testing.T) {
+	for _, c := range []struct {
+		loadavg string
+		cores   int
+		want    float64
+	}{
+		{"0.50 0.40 0.30 1/200 4000", 2, 1},
+		{"12.00 10.00 8.00 3/900 5000", 2, 1},
+		{"24.00 20.00 9.00 30/900 5000", 2, 2},
+		{"36.00 20.00 9.00 30/900 5000", 4, 1.5},
+		{"500.0 400.0 300.0 99/900 5000", 2, MaxLoadStretch},
+		{"", 2, 1}, {"busy", 2, 1}, {"30.0", 0, 1},
+	} {
+		if got := loadStretch(c.loadavg, c.cores); got != c.want {
+			t.Errorf("load %q on %d cores: stretch %v, want %v", c.loadavg, c.cores, got, c.want)
+		}
+	}
+	t.Setenv(EnvLoadStretch, "off")
+	if got := LoadStretch(); got != 1 {
+		t.Errorf("%s=off: stretch %v, want 1", EnvLoadStretch, got)
+	}
+}

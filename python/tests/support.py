@@ -27,7 +27,10 @@ from spindle import _tensor  # noqa: E402
 
 
 def timescale():
-    """Return SPINDLE_TEST_TIMESCALE (default 1), which stretches every timing in the tests as in the Go ones."""
+    """Return how much every timing in the tests stretches, as testutil.Scale's in the Go ones.
+
+    SPINDLE_TEST_TIMESCALE (default 1) times load_stretch().
+    """
     value = os.environ.get("SPINDLE_TEST_TIMESCALE", "")
     try:
         scale = float(value) if value else 1.0
@@ -35,7 +38,26 @@ def timescale():
         scale = 0
     if not 0 < scale <= 1000:
         raise ValueError(f"SPINDLE_TEST_TIMESCALE={value!r}: want a positive number up to 1000")
-    return scale
+    return scale * load_stretch()
+
+
+# As testutil.QuietLoadPerCore and MaxLoadStretch: the load per core of
+# one make test alone, at which the timings were chosen, and the most a
+# busier machine stretches them.
+QUIET_LOAD_PER_CORE = 6.0
+MAX_LOAD_STRETCH = 4.0
+
+
+def load_stretch():
+    """Return how much busier than one make test alone the machine is (testutil.LoadStretch): 1 to 4."""
+    if os.environ.get("SPINDLE_TEST_LOAD_STRETCH") == "off":
+        return 1.0
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return 1.0
+    cores = len(os.sched_getaffinity(0))
+    return min(max(load / cores / QUIET_LOAD_PER_CORE, 1.0), MAX_LOAD_STRETCH)
 
 
 def wait_for(what, cond, within=120):
