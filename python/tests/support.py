@@ -44,7 +44,7 @@ def timescale():
 # As testutil.QuietLoadPerCore and MaxLoadStretch: the load per core of
 # one make test alone, at which the timings were chosen, and the most a
 # busier machine stretches them.
-QUIET_LOAD_PER_CORE = 6.0
+QUIET_LOAD_PER_CORE = 12.0
 MAX_LOAD_STRETCH = 4.0
 
 

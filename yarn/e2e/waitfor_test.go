@@ -20,7 +20,8 @@ const envWaitChild = "SPINDLE_YARN_E2E_WAIT_CHILD"
 // TestWaitsStretchWithTimescale: the waits on a running submit (waitFor,
 // wait) stretch their deadlines with SPINDLE_TEST_TIMESCALE, as every test
 // timing does. A child run of this test at timescale 40 waits 1 ms for a
-// line and for an exit that never come: each gives up after 40 ms.
+// line and for an exit that never come: each gives up after 40 ms (the
+// load stretch off, so the machine's load does not change the figure).
 func TestWaitsStretchWithTimescale(t *testing.T) {
 	if os.Getenv(envWaitChild) == "1" {
 		r := &running{stderr: &syncbuf.Buffer{}, done: make(chan int)}
@@ -30,7 +31,7 @@ func TestWaitsStretchWithTimescale(t *testing.T) {
 	}
 	t.Parallel()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestWaitsStretchWithTimescale$", "-test.v")
-	cmd.Env = append(os.Environ(), envWaitChild+"=1", testutil.EnvTimescale+"=40")
+	cmd.Env = append(os.Environ(), envWaitChild+"=1", testutil.EnvTimescale+"=40", testutil.EnvLoadStretch+"=off")
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatalf("the child's waits did not time out:\n%s", out)
