@@ -164,21 +164,24 @@ func TestPartitionBetweenTwoRanks(t *testing.T) {
 
 // TestSlowAndLossyLinks: a delayed or lossy link between ranks 0 and 1
 // does not fail the allreduces, and a slow one is reported, naming the
-// pair and its round trip.
+// pair and its round trip. The link check's period, the delay and the
+// slow threshold stretch together (testutil.Scale): on a busy machine a
+// healthy pair's round trip took 319 ms, over an unscaled 150 ms.
 func TestSlowAndLossyLinks(t *testing.T) {
+	period := testutil.Scale(50 * time.Millisecond)
 	for _, tc := range []struct {
 		name     string
 		fault    func(pairLinks)
 		wantSlow bool
 	}{
-		{"delay", func(pl pairLinks) { pl.to01.SetDelay(100 * time.Millisecond); pl.to10.SetDelay(100 * time.Millisecond) }, true},
+		{"delay", func(pl pairLinks) { pl.to01.SetDelay(2 * period); pl.to10.SetDelay(2 * period) }, true},
 		{"loss", func(pl pairLinks) { pl.to01.SetLoss(0.2, 1); pl.to10.SetLoss(0.2, 2) }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reports := make(chan SlowLink, 100)
 			comms, pl := proxied(t, 3, func(_ int, cfg *Config) {
-				cfg.LinkCheck = 50 * time.Millisecond
-				cfg.SlowLink = 150 * time.Millisecond
+				cfg.LinkCheck = period
+				cfg.SlowLink = 3 * period
 				cfg.OnSlowLink = func(s SlowLink) {
 					select {
 					case reports <- s:
