@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/internal/testutil"
 )
@@ -82,6 +84,14 @@ func spindle(t *testing.T, dir string, args ...string) result {
 // spindleEnv is spindle with extra environment variables.
 func spindleEnv(t *testing.T, dir string, env []string, args ...string) result {
 	t.Helper()
+	return spindleWatched(t, dir, env, nil, args...)
+}
+
+// spindleWatched is spindleEnv that also copies the command's stderr, as
+// it comes, to watch (when not nil): for a test that acts on what the job
+// says while it runs.
+func spindleWatched(t *testing.T, dir string, env []string, watch *syncbuf.Buffer, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(3*time.Minute))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, spindleBin, args...)
@@ -89,6 +99,9 @@ func spindleEnv(t *testing.T, dir string, env []string, args ...string) result {
 	cmd.Env = append(testEnv(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if watch != nil {
+		cmd.Stderr = io.MultiWriter(&stderr, watch)
+	}
 	start := time.Now()
 	err := cmd.Run()
 	r := result{stdout: stdout.String(), stderr: stderr.String(), elapsed: time.Since(start)}

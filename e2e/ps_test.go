@@ -12,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 var sparseLRLine = regexp.MustCompile(`sparse-lr: auc (\S+) \(known model (\S+)\), logloss \S+, (\d+) keys on (\d+) servers, (\d+) pushes applied`)
@@ -159,17 +162,21 @@ func eventLogHas(t *testing.T, dir string, re *regexp.Regexp) bool {
 // to their backups, the job goes on, and the driver says what happened
 // and starts a replacement, which rejoins the ring with the dead one's
 // rows. With the spare so restored, a second server's death is survived
-// too, and the job ends as well trained as without the kills.
+// too, and the job ends as well trained as without the kills. The second
+// kill waits for the replacement to say it rejoined: the others copy it
+// its rows until then (at load 50 that took over the 2 s this test once
+// slept, and a kill inside it failed the job).
 func TestBuiltinPSServerKilled(t *testing.T) {
 	type kill struct {
 		pid  int
 		note string
 	}
 	kills := make(chan kill, 2)
+	var stderr syncbuf.Buffer
 	go func() {
 		defer close(kills)
 		var first []int
-		deadline := time.Now().Add(90 * time.Second)
+		deadline := time.Now().Add(testutil.Scale(90 * time.Second))
 		for time.Now().Before(deadline) {
 			pids := serverPids()
 			switch {
@@ -180,10 +187,9 @@ func TestBuiltinPSServerKilled(t *testing.T) {
 				}
 				first = pids
 				kills <- kill{pids[1], "server 1"}
-			case first != nil && len(pids) == 3 && !slices.Equal(pids, first):
-				// The replacement runs: once it has rejoined, the job
-				// has its spare back and survives another death.
-				time.Sleep(2 * time.Second)
+			case first != nil && len(pids) == 3 && !slices.Equal(pids, first) && strings.Contains(stderr.String(), "rejoined the ring"):
+				// The replacement has rejoined: the job has its spare
+				// back and survives another death.
 				if syscall.Kill(first[2], syscall.SIGKILL) == nil {
 					kills <- kill{first[2], "server 2, after server 1's replacement rejoined"}
 				}
@@ -192,7 +198,7 @@ func TestBuiltinPSServerKilled(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
-	r := spindle(t, t.TempDir(), submitArgs("--master", "local[2]", "--num-ps", "3",
+	r := spindleWatched(t, t.TempDir(), nil, &stderr, submitArgs("--master", "local[2]", "--num-ps", "3",
 		"--", sparseLRBin, "--rows", "500000")...)
 	var killed []kill
 	for k := range kills {
