@@ -70,6 +70,7 @@ SAID_LINES = 8
 
 
 def said(text):
+    """Return the last SAID_LINES non-blank lines of a traceback, each cut at 240 characters."""
     lines = [l[:240] for l in text.rstrip().splitlines() if l.strip()]
     return lines[-SAID_LINES:]
 

@@ -8,14 +8,13 @@ import (
 )
 
 // Durations in tests were chosen on a two-core machine running one
-// `make test`, whose one-minute load average stays under
-// QuietLoadPerCore per core but for a few minutes (10 to 30 on two cores,
-// 42 at most, measured while it compiled; a second make test beside
-// takes it to 50-70). A machine busier than that (a second
-// `make test` beside, a shared CI runner) stretches every scaled duration
-// by how much busier it is, up to MaxLoadStretch: the tests' deadlines,
-// token lifetimes and timeouts then hold there too, without anyone
-// setting SPINDLE_TEST_TIMESCALE.
+// `make test`, whose one-minute load average, sampled every 10 s, was
+// 10-30 (42 at most, while it compiled): under QuietLoadPerCore per core
+// for most of the run. A second make test beside took it to 50-70. A
+// machine busier than one make test (a second beside, a shared CI
+// runner) stretches every scaled duration by how much busier it is, up
+// to MaxLoadStretch, so the tests' deadlines, token lifetimes and
+// timeouts hold there too without SPINDLE_TEST_TIMESCALE set by hand.
 const (
 	QuietLoadPerCore = 12.0
 	MaxLoadStretch   = 4.0
