@@ -61,7 +61,7 @@ func TestSparkOnYARNIntoSpindle(t *testing.T) {
 	}
 	before := spindleApps(t, hc, sparkJobName)
 	out := runSparkDriver(t, hc, py, jars, masters, "SPINDLE_CLUSTER_SECRET="+standalone.secret,
-		"SPARK_DRIVER_HOST="+sparkDriverHost)
+		"SPARK_DRIVER_HOST="+sparkDriverHost, fmt.Sprintf("SPINDLE_TEST_WAIT_SECONDS=%.0f", testutil.Scale(300*time.Second).Seconds()))
 	fed := fedRE.FindAllStringSubmatch(out, -1)
 	if len(fed) != len(want) {
 		t.Fatalf("want a FED line for each job of %v:\n%s", want, out)

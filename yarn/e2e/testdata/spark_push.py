@@ -25,6 +25,10 @@ from pyspark.sql import SparkSession
 import spindle
 import spindle.spark
 
+# How long a session waits for its ranks: the test's 300 s, stretched
+# as its timings are (testutil.Scale), in SPINDLE_TEST_WAIT_SECONDS.
+SESSION_WAIT = float(os.environ.get("SPINDLE_TEST_WAIT_SECONDS", "300"))
+
 # Correctness, not failure detection, on a loaded machine; the test counts
 # the YARN applications of this name.
 JOB = dict(python=sys.executable, executor_memory="256m", name="spark-into-spindle",
@@ -92,7 +96,7 @@ def feed_session(spark, master, rows):
     df = frame(spark, 0, rows)
     ok = True
     with spindle.Session(master=master, num_executors=2, input="flight-put:", label_column="label", epochs=2,
-                         stream=False, timeout=300, **dict(JOB, conf=dict(JOB["conf"], **{
+                         stream=False, timeout=SESSION_WAIT, **dict(JOB, conf=dict(JOB["conf"], **{
                              "spindle.flight.put.schema": spindle.spark.push_schema(df.schema)}))) as s:
         for job in (1, 2):
             first = (job - 1) * rows
