@@ -43,7 +43,9 @@ func TestSilentExecutorWaitsForTheClusterManager(t *testing.T) {
 			"rank 1", "worker w2 (host h1) stopped heartbeating", "not the job's fault", "executor sent no heartbeat for 7s")
 	})
 	t.Run("unexplained", func(t *testing.T) {
-		g, _ := start(t, 10*time.Millisecond)
+		// A grace long enough that start's look comes first on a busy
+		// machine (10 ms once ran out before it).
+		g, _ := start(t, testutil.Scale(100*time.Millisecond))
 		testutil.WaitFor(t, 10*time.Second, testutil.Holds("failure", func() bool { return closed(g.failed) }))
 		var loss *lossError
 		if err := g.err(); !errors.As(err, &loss) || loss.blameless || !strings.Contains(err.Error(), "rank 1 (host h1") ||

@@ -41,16 +41,18 @@ func (w tWriter) Write(b []byte) (int, error) {
 // FastRaft sets Raft timeouts small enough for elections to take a
 // fraction of a second on loopback: the product's defaults (a lease
 // shorter than them made leaders step down and elections flap on a
-// loaded machine), stretched by the test timescale. Failover timing
-// tests that claim the defaults set them after this.
+// loaded machine), stretched by the test timescale, as are the
+// worker and launch timeouts (a worker silent for 1.3 s on a loaded
+// machine was lost). Failover timing tests that claim the defaults set
+// them after this.
 func FastRaft(c *master.Config) {
 	d := master.DefaultConfig()
 	c.HeartbeatTimeout = testutil.Scale(d.HeartbeatTimeout)
 	c.ElectionTimeout = testutil.Scale(d.ElectionTimeout)
 	c.LeaderLeaseTimeout = testutil.Scale(d.LeaderLeaseTimeout)
 	c.CommitTimeout = 10 * time.Millisecond
-	c.WorkerTimeout = time.Second
-	c.LaunchTimeout = 10 * time.Second
+	c.WorkerTimeout = testutil.Scale(time.Second)
+	c.LaunchTimeout = testutil.Scale(10 * time.Second)
 	c.StopGrace = time.Second
 }
 
@@ -98,7 +100,7 @@ func (g *Masters) Start(i int) {
 	var err error
 	// A restarted master rebinds its port, which may linger a moment in
 	// the old one's teardown, so retry briefly.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testutil.Scale(5 * time.Second))
 	for {
 		if m, err = master.New(g.Cfgs[i]); err == nil || time.Now().After(deadline) {
 			break
@@ -126,7 +128,7 @@ func (g *Masters) Stop(i int) {
 		if err != nil {
 			g.t.Errorf("master %s: %v", g.Cfgs[i].ID, err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Scale(30 * time.Second)):
 		g.t.Errorf("master %s did not stop", g.Cfgs[i].ID)
 	}
 	g.cancel[i] = nil
@@ -248,7 +250,7 @@ func (w *Worker) Stop(t testing.TB) {
 		if err != nil {
 			t.Errorf("worker %s: %v", w.W.ID(), err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Scale(30 * time.Second)):
 		t.Errorf("worker %s did not stop", w.W.ID())
 	}
 	_ = w.W.Close()
