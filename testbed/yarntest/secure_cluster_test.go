@@ -25,7 +25,8 @@ import (
 // the gateway's launch tokens and the job log warns before their maximum
 // lifetime.
 func TestSecureTokenRenewalClusterMode(t *testing.T) {
-	s := startSecureSiteDropping(t, tokenRenew, tokenMax, []string{"KRB5_CONFIG"})
+	tt := newTokenTimes()
+	s := startSecureSiteDropping(t, tt.renew, tt.max, []string{"KRB5_CONFIG"})
 	input := s.putData(t)
 	kt, err := os.ReadFile(s.keytab)
 	if err != nil {
@@ -36,7 +37,7 @@ func TestSecureTokenRenewalClusterMode(t *testing.T) {
 		start := time.Now()
 		// The job outlives two of its tokens' lifetimes however fast this
 		// machine is.
-		j := s.secureJobEpochs(t, input, 2, epochsPast2Max, "--deploy-mode", "cluster")
+		j := s.secureJobEpochs(t, input, 2, tt.epochsPast2Max, "--deploy-mode", "cluster")
 		code := j.wait(t, 3*time.Minute)
 		logs := j.stderr.String()
 		if code != 0 {
@@ -95,7 +96,7 @@ func TestSecureTokenRenewalClusterMode(t *testing.T) {
 		// epochs than it can take in that lifetime (its training process
 		// sleeps per batch, spending little CPU): it is still running at
 		// three quarters of it, and ends when its tokens expire.
-		s := startSecureSiteDropping(t, 2*tokenRenew, 2*tokenRenew, []string{"KRB5_CONFIG"})
+		s := startSecureSiteDropping(t, 2*tt.renew, 2*tt.renew, []string{"KRB5_CONFIG"})
 		input := s.putData(t)
 		before := len(s.yarn.Containers())
 		j := s.submit(t, "--deploy-mode", "cluster", "--conf", "spindle.executor.heartbeatInterval=200ms",

@@ -105,44 +105,58 @@ func (s *secureSite) secureJobEpochs(t *testing.T, input string, executors, epoc
 
 var tokenSeqRE = regexp.MustCompile(`token (\d+) for alice`)
 
-// The secure tests' delegation tokens must be renewed every tokenRenew
-// and live at most tokenMax. The test ResourceManager does not renew the
-// tokens of a launch context, as YARN's DelegationTokenRenewer would, so
+// The secure tests' delegation tokens must be renewed every renew (3 s,
+// scaled) and live at most max (twice that): tokenTimes. The test
+// ResourceManager does not renew the tokens of a launch context, as
+// YARN's DelegationTokenRenewer would, so
 // the gateway's launch token lives only until its first renewal deadline:
-// tokenRenew must cover the time from the token's issue to the
+// renew must cover the time from the token's issue to the
 // NodeManager localizing the ApplicationMaster's binary with it, and the
 // driver's renewals, due at three quarters of it, must not fall behind.
 // At 1 s, a loaded machine missed both (the AM's container could not
 // localize spindle: the namenode refused the delegation token). Jobs that
 // must outlive two fresh generations (one comes at three quarters of
-// tokenMax) take epochsPast2Max epochs of putData's 3,000 rows on two
+// max) take epochsPast2Max epochs of putData's 3,000 rows on two
 // ranks. Their training process sleeps per batch, so a job lasts as long
 // on a fast machine as on a loaded one and spends little CPU: it once
 // trained logreg for 1,500 epochs: about 14 s idle, 50 s at a load of 60.
-var (
-	tokenRenew      = testutil.Scale(3 * time.Second)
-	tokenMax        = 2 * tokenRenew
-	tokenBatchDelay = 25 * time.Millisecond
-	epochsPast2Max  = testutil.PacedEpochs(2*tokenMax+tokenRenew, 3000/2, 64, tokenBatchDelay)
-)
+//
+// They are scaled as each test starts (newTokenTimes), at the machine's
+// load then: scaled when the test binary started, before a second make
+// test beside had loaded the machine, they stayed at 3 s, and at load 70
+// the driver's fresh generation came 0.9 s after the old tokens' maximum
+// date.
+const tokenBatchDelay = 25 * time.Millisecond
+
+type tokenTimes struct {
+	renew, max     time.Duration
+	epochsPast2Max int
+}
+
+func newTokenTimes() tokenTimes {
+	renew := testutil.Scale(3 * time.Second)
+	max := 2 * renew
+	return tokenTimes{renew: renew, max: max, epochsPast2Max: testutil.PacedEpochs(2*max+renew, 3000/2, 64, tokenBatchDelay)}
+}
 
 // TestSecureTokenRenewal: on a Kerberized test YARN and HDFS whose
-// delegation tokens must be renewed every second and live three seconds
-// at most, the Go example runs for several times that with executors that
+// delegation tokens must be renewed every few seconds and live twice that
+// at most (tokenTimes), the Go example runs for several times that with executors that
 // have no ticket: the driver renews the executors' tokens, logs in again
 // from the keytab and sends fresh ones to the running executors, which
 // rewrite their containers' credentials files and open new namenode
 // connections with them; replaced tokens are cancelled. With
 // spindle.security.tokens.renew=false the same job fails, exit 1, with an error that names the expired token.
 func TestSecureTokenRenewal(t *testing.T) {
-	s := startSecureSite(t, tokenRenew, tokenMax)
+	tt := newTokenTimes()
+	s := startSecureSite(t, tt.renew, tt.max)
 	input := s.putData(t)
 
 	t.Run("renewed", func(t *testing.T) {
 		start := time.Now()
 		// Long enough for two fresh generations of 6 s tokens (one comes
 		// at 4.5 s).
-		j := s.secureJobEpochs(t, input, 2, epochsPast2Max)
+		j := s.secureJobEpochs(t, input, 2, tt.epochsPast2Max)
 		code := j.wait(t, 3*time.Minute)
 		logs := j.stderr.String()
 		if code != 0 {
@@ -193,7 +207,7 @@ func TestSecureTokenRenewal(t *testing.T) {
 		// Two executors: the other rank's training process fails as well
 		// (its peer went) and may reach the driver first; the job's error
 		// must still name the cause.
-		j := s.secureJobEpochs(t, input, 2, epochsPast2Max, "--conf", "spindle.security.tokens.renew=false")
+		j := s.secureJobEpochs(t, input, 2, tt.epochsPast2Max, "--conf", "spindle.security.tokens.renew=false")
 		code := j.wait(t, 3*time.Minute)
 		logs := j.stderr.String()
 		if code != 1 {
