@@ -132,19 +132,22 @@ func testEnv() []string {
 }
 
 // fastConf are settings that keep failure tests quick; the timeout and
-// the grace period stretch with SPINDLE_TEST_TIMESCALE. The heartbeat
-// timeout is not short: with 3 s, executors and parameter servers of
-// healthy jobs were declared lost on a loaded machine (no heartbeat for
-// 3s) and no test waits on it to detect a failure.
-var fastConf = []string{
-	"--conf", "spindle.executor.heartbeatInterval=200ms",
-	"--conf", "spindle.executor.heartbeatTimeout=" + testutil.Scale(10*time.Second).String(),
-	"--conf", "spindle.executor.stopGracePeriod=" + testutil.Scale(2*time.Second).String(),
-	"--conf", "spindle.log.level=warn",
+// the grace period stretch (testutil.Scale, at the load when a job is
+// submitted). The heartbeat timeout is not short: with 3 s, executors and
+// parameter servers of healthy jobs were declared lost on a loaded
+// machine (no heartbeat for 3s) and no test waits on it to detect a
+// failure.
+func fastConf() []string {
+	return []string{
+		"--conf", "spindle.executor.heartbeatInterval=200ms",
+		"--conf", "spindle.executor.heartbeatTimeout=" + testutil.Scale(10*time.Second).String(),
+		"--conf", "spindle.executor.stopGracePeriod=" + testutil.Scale(2*time.Second).String(),
+		"--conf", "spindle.log.level=warn",
+	}
 }
 
 func submitArgs(extra ...string) []string {
-	return append(append([]string{"submit"}, fastConf...), extra...)
+	return append(append([]string{"submit"}, fastConf()...), extra...)
 }
 
 var feedcheckLine = regexp.MustCompile(`feedcheck rank=(\d+) epoch=(\d+) rows=(\d+) batches=(\d+) sum=(\S+) order=(\S+)`)

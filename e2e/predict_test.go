@@ -107,7 +107,7 @@ func runPython(t *testing.T, py, script string, args ...string) string {
 func predictArgs(py, model, data, out string, extra ...string) []string {
 	args := []string{"predict", "--master", "local[2]", "--model", model, "--input", data, "--output", out,
 		"--keep", "id,name,label", "--python", py}
-	return append(append(args, fastConf...), extra...)
+	return append(append(args, fastConf()...), extra...)
 }
 
 // TestPredict publishes a model in a model store, scores a data set with
@@ -391,7 +391,7 @@ func TestPredictFlightInput(t *testing.T) {
 	out := filepath.Join(dir, "scores")
 	args := []string{"predict", "--master", "local[2]", "--model", model, "--input", srv.URI("users/today"), "--output", out,
 		"--columns", "x", "--keep", "id", "--python", py, "--conf", "spindle.flight.token=etl-token"}
-	r := spindle(t, dir, append(args, fastConf...)...)
+	r := spindle(t, dir, append(args, fastConf()...)...)
 	if r.code != 0 {
 		t.Fatalf("spindle predict of a flight failed:\n%s", r)
 	}
@@ -445,7 +445,7 @@ func TestPredictStandalone(t *testing.T) {
 	// then the job cannot be placed and submit says so.
 	deadline := time.Now().Add(testutil.Scale(time.Minute))
 	for {
-		r := spindleEnv(t, dir, []string{"SPINDLE_CLUSTER_SECRET=" + secret}, append(args, fastConf...)...)
+		r := spindleEnv(t, dir, []string{"SPINDLE_CLUSTER_SECRET=" + secret}, append(args, fastConf()...)...)
 		if r.code == 0 {
 			break
 		}

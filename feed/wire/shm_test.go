@@ -40,8 +40,8 @@ func checkNum(t *testing.T, rec arrow.RecordBatch, e, b int) {
 // never holding the region, but on a loaded machine (the race detector,
 // a second make test) it can be starved for longer than shmHoldWait
 // between its last read and its next free, which the server would take
-// for holding.
-var notHeld = testutil.Scale(2 * time.Second)
+// for holding. Scaled when a test asks, at the load then.
+func notHeld() time.Duration { return testutil.Scale(2 * time.Second) }
 
 // TestSharedMemoryEpochs reads epochs through shared memory: the same
 // batches as over the socket, the stream's bytes in the region rather
@@ -50,7 +50,7 @@ var notHeld = testutil.Scale(2 * time.Second)
 func TestSharedMemoryEpochs(t *testing.T) {
 	ctx := testCtx(t)
 	srv, stop := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 2, Source: numSource(t, 40, 100), SharedMemory: true},
-		func(s *Server) { s.shm.size, s.shm.holdWait = 64<<10, notHeld }) // room for a few batches of ~2 KB at a time
+		func(s *Server) { s.shm.size, s.shm.holdWait = 64<<10, notHeld() }) // room for a few batches of ~2 KB at a time
 	shmPath := SharedMemoryPath(srv.cfg.SocketPath)
 	fi, err := os.Lstat(shmPath)
 	if err != nil || fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {
@@ -318,7 +318,7 @@ func TestSharedMemoryOff(t *testing.T) {
 func TestSharedMemoryTensorEarlyClose(t *testing.T) {
 	ctx := testCtx(t)
 	srv, _ := startServer(t, ServerConfig{Mode: ModeTensor, Epochs: 2, Source: numSource(t, 5000, 100), LabelColumn: "y", SharedMemory: true},
-		func(s *Server) { s.shm.size, s.shm.holdWait = 64<<10, notHeld })
+		func(s *Server) { s.shm.size, s.shm.holdWait = 64<<10, notHeld() })
 	ep, err := DialTensor(ctx, srv.cfg.SocketPath)
 	if err != nil {
 		t.Fatal(err)
@@ -401,7 +401,7 @@ func TestPythonKeepsSharedBatch(t *testing.T) {
 				py, env = pyarrowInterpreter(t), "SPINDLE_PYARROW=1"
 			}
 			srv, _ := startServer(t, ServerConfig{Mode: mode, Epochs: 2, Source: numSource(t, 50, 100), LabelColumn: "y", SharedMemory: true},
-				func(s *Server) { s.shm.size, s.shm.holdWait = 256<<10, notHeld })
+				func(s *Server) { s.shm.size, s.shm.holdWait = 256<<10, notHeld() })
 			cmd := exec.Command(py, "-c", pyKeepBatch, string(mode))
 			cmd.Env = append(os.Environ(), "PYTHONPATH="+pkgDir, "SPINDLE_FEED="+srv.cfg.SocketPath,
 				"SPINDLE_FEED_MODE="+string(mode), env)

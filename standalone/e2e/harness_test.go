@@ -116,13 +116,18 @@ type cluster struct {
 }
 
 // fastMaster keeps failover and loss detection within a second or two.
-var fastMaster = []string{
-	"--conf", "spindle.master.raft.heartbeatTimeout=" + testutil.Scale(300*time.Millisecond).String(),
-	"--conf", "spindle.master.raft.electionTimeout=" + testutil.Scale(300*time.Millisecond).String(),
-	"--conf", "spindle.master.raft.leaderLeaseTimeout=" + testutil.Scale(150*time.Millisecond).String(),
-	"--conf", "spindle.master.workerTimeout=" + testutil.Scale(1500*time.Millisecond).String(),
-	"--conf", "spindle.master.appTimeout=" + testutil.Scale(10*time.Second).String(),
-	"--conf", "spindle.executor.stopGracePeriod=" + testutil.Scale(2*time.Second).String(),
+// A function, so the timeouts stretch with the load when a cluster
+// starts: scaled when the test binary started, before a second make test
+// beside loaded the machine, they let leaders flap at load 70.
+func fastMaster() []string {
+	return []string{
+		"--conf", "spindle.master.raft.heartbeatTimeout=" + testutil.Scale(300*time.Millisecond).String(),
+		"--conf", "spindle.master.raft.electionTimeout=" + testutil.Scale(300*time.Millisecond).String(),
+		"--conf", "spindle.master.raft.leaderLeaseTimeout=" + testutil.Scale(150*time.Millisecond).String(),
+		"--conf", "spindle.master.workerTimeout=" + testutil.Scale(1500*time.Millisecond).String(),
+		"--conf", "spindle.master.appTimeout=" + testutil.Scale(10*time.Second).String(),
+		"--conf", "spindle.executor.stopGracePeriod=" + testutil.Scale(2*time.Second).String(),
+	}
 }
 
 func startCluster(t *testing.T, workerCores int) *cluster {
@@ -144,7 +149,7 @@ func startClusterWith(t *testing.T, workerCores int, masterConf []string) *clust
 	}
 	for i := 1; i <= 3; i++ {
 		args := append([]string{"master", "--id", fmt.Sprintf("m%d", i), "--addr", c.addrs[i-1], "--raft-addr", raft[i-1],
-			"--peers", strings.Join(peers, ","), "--data-dir", filepath.Join(c.dir, fmt.Sprintf("m%d", i))}, fastMaster...)
+			"--peers", strings.Join(peers, ","), "--data-dir", filepath.Join(c.dir, fmt.Sprintf("m%d", i))}, fastMaster()...)
 		args = append(args, masterConf...)
 		p := &proc{name: fmt.Sprintf("m%d", i), args: args, log: filepath.Join(c.dir, fmt.Sprintf("m%d.log", i))}
 		p.start(t)

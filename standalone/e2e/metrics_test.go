@@ -24,7 +24,7 @@ func TestMastersAndWorkersServeMetrics(t *testing.T) {
 	addr, raft, mMetrics, wMetrics := testaddr.Free(t), testaddr.Free(t), testaddr.Free(t), testaddr.Free(t)
 	m := &proc{name: "m1", log: filepath.Join(dir, "m1.log"), args: append([]string{"master", "--id", "m1", "--addr", addr,
 		"--raft-addr", raft, "--peers", fmt.Sprintf("m1=%s@%s", raft, addr), "--data-dir", filepath.Join(dir, "m1"),
-		"--metrics-addr", mMetrics}, fastMaster...)}
+		"--metrics-addr", mMetrics}, fastMaster()...)}
 	m.start(t)
 	defer m.kill()
 	w := &proc{name: "w1", log: filepath.Join(dir, "w1.log"), args: []string{"worker", "--masters", addr, "--id", "w1",

@@ -31,7 +31,7 @@ func startSmallCluster(t *testing.T, extra []string) *cluster {
 	addr, raft := testaddr.Free(t), testaddr.Free(t)
 	c.addrs = []string{addr}
 	m := &proc{name: "m1", log: filepath.Join(c.dir, "m1.log"), env: extra, args: append([]string{"master", "--id", "m1", "--addr", addr,
-		"--raft-addr", raft, "--peers", fmt.Sprintf("m1=%s@%s", raft, addr), "--data-dir", filepath.Join(c.dir, "m1")}, fastMaster...)}
+		"--raft-addr", raft, "--peers", fmt.Sprintf("m1=%s@%s", raft, addr), "--data-dir", filepath.Join(c.dir, "m1")}, fastMaster()...)}
 	m.start(t)
 	w := &proc{name: "w1", log: filepath.Join(c.dir, "w1.log"), env: extra, args: []string{"worker", "--masters", addr, "--id", "w1",
 		"--addr", "127.0.0.1:0", "--advertise-host", "127.0.0.1", "--cores", "2", "--memory", "2g", "--gpus", "2",

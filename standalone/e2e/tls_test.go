@@ -41,7 +41,7 @@ func TestTLSFromSpindleTLS(t *testing.T) {
 
 	addr, raft := testaddr.Free(t), testaddr.Free(t)
 	m := &proc{name: "m1", log: filepath.Join(dir, "m1.log"), args: append(append([]string{"master", "--id", "m1", "--addr", addr,
-		"--raft-addr", raft, "--peers", fmt.Sprintf("m1=%s@%s", raft, addr), "--data-dir", filepath.Join(dir, "m1")}, fastMaster...), tlsConf...)}
+		"--raft-addr", raft, "--peers", fmt.Sprintf("m1=%s@%s", raft, addr), "--data-dir", filepath.Join(dir, "m1")}, fastMaster()...), tlsConf...)}
 	m.start(t)
 	defer m.kill()
 	w := &proc{name: "w1", log: filepath.Join(dir, "w1.log"), args: append([]string{"worker", "--masters", addr, "--id", "w1",
