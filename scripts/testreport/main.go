@@ -200,11 +200,15 @@ func (r *report) summary(tier string, took time.Duration) string {
 			line += fmt.Sprintf(" and %d more", n-most)
 		}
 	}
-	for _, f := range r.leafFailures() {
+	leaves := r.leafFailures()
+	for _, f := range leaves[:min(len(leaves), mostFailures)] {
 		line += "\n             failed: " + f.name
 		for _, l := range f.said() {
 			line += "\n               " + l
 		}
+	}
+	if n := len(leaves); n > mostFailures {
+		line += fmt.Sprintf("\n             and %d more failed (the tier's output has them)", n-mostFailures)
 	}
 	return line
 }
@@ -228,8 +232,10 @@ func (r *report) leafFailures() []failure {
 	return leaves
 }
 
-// Most lines and characters a line of a failure's output gets in the summary.
+// Most failed tests the summary says why of, and most lines and
+// characters a line of a failure's output it repeats.
 const (
+	mostFailures    = 10
 	failureLines    = 12
 	failureLineRune = 240
 )

@@ -125,3 +125,20 @@ func TestTimesTable(t *testing.T) {
 		t.Errorf("times:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestSummaryCapsFailures: past the first few failed tests the summary
+// only counts the rest.
+func TestSummaryCapsFailures(t *testing.T) {
+	var in []string
+	for i := range mostFailures + 3 {
+		in = append(in, fmt.Sprintf(`{"Action":"fail","Package":"m/p","Test":"Test%02d"}`, i))
+	}
+	r := newReport(&strings.Builder{})
+	if err := r.read(strings.NewReader(strings.Join(in, "\n"))); err != nil {
+		t.Fatal(err)
+	}
+	line := r.summary("unit", 0)
+	if n := strings.Count(line, "failed: p.Test"); n != mostFailures || !strings.Contains(line, "and 3 more failed") {
+		t.Errorf("%d failures named, want %d and 3 more counted:\n%s", n, mostFailures, line)
+	}
+}
