@@ -67,6 +67,8 @@ class RecordingResult(unittest.TextTestResult):
 # the assertion or exception is. The summary ends make test's output,
 # which may be all a CI page shows.
 SAID_LINES = 8
+# Most failed tests the summary says why of (as scripts/testreport's).
+MOST_FAILURES = 10
 
 
 def said(text):
@@ -134,10 +136,12 @@ def summarize(summary, files):
             f.write("             skipped: %s\n" % ", ".join("%s (%s)" % (t, skipped[t]) for t in here))
         for label in sorted(unended):
             f.write("             the %s run ended before its tests did (its output says why)\n" % label)
-        for t in sorted(failed):
+        for t in sorted(failed)[:MOST_FAILURES]:
             label, lines = why[t]
             f.write("             failed: %s (%s)\n" % (t, label))
             f.writelines("               %s\n" % l for l in lines)
+        if len(failed) > MOST_FAILURES:
+            f.write("             and %d more failed (the tier's output has them)\n" % (len(failed) - MOST_FAILURES))
     sys.stdout.write(line)
     return 1 if failed or unended else 0
 
