@@ -63,7 +63,11 @@ public class SpindleMiniCluster {
     conf.setInt("yarn.nodemanager.delete.debug-delay-sec", 0);
     conf.setFloat("yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage", 99.0f);
     conf.setInt("yarn.resourcemanager.nodemanagers.heartbeat-interval-ms", 250);
-    conf.setInt("yarn.am.liveness-monitor.expiry-interval-ms", 60000);
+    // An ApplicationMaster has 5 minutes (Hadoop's default is 10) to
+    // register and heartbeat: at 1 minute, Spark's AM, a JVM loading
+    // Spark's jars, missed it in both attempts on a machine running a
+    // second make test beside (load 70-100), and the Spark test failed.
+    conf.setInt("yarn.am.liveness-monitor.expiry-interval-ms", 300000);
     conf.set("yarn.resourcemanager.scheduler.class",
         "org.apache.hadoop.yarn.server.resourcemanager.scheduler.capacity.CapacityScheduler");
     // The tests run several applications side by side: let ApplicationMasters
