@@ -51,7 +51,11 @@ func FastRaft(c *master.Config) {
 	c.ElectionTimeout = testutil.Scale(d.ElectionTimeout)
 	c.LeaderLeaseTimeout = testutil.Scale(d.LeaderLeaseTimeout)
 	c.CommitTimeout = 10 * time.Millisecond
+	// The worker timeout stays shorter than the gone timeout (the
+	// default, 2 s), scaled by the same load: tests of a killed worker
+	// expect the silence, not the closed connection, to tell.
 	c.WorkerTimeout = testutil.Scale(time.Second)
+	c.WorkerGoneTimeout = 2 * c.WorkerTimeout
 	c.LaunchTimeout = testutil.Scale(10 * time.Second)
 	c.StopGrace = time.Second
 }
