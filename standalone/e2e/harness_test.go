@@ -119,12 +119,17 @@ type cluster struct {
 // A function, so the timeouts stretch with the load when a cluster
 // starts: scaled when the test binary started, before a second make test
 // beside loaded the machine, they let leaders flap at load 70.
+// The gone timeout stays twice the worker timeout, scaled by the same
+// load: tests of a killed worker expect its silence to tell (those of the
+// closed connection set the gone timeout after these).
 func fastMaster() []string {
+	workerTimeout := testutil.Scale(1500 * time.Millisecond)
 	return []string{
 		"--conf", "spindle.master.raft.heartbeatTimeout=" + testutil.Scale(300*time.Millisecond).String(),
 		"--conf", "spindle.master.raft.electionTimeout=" + testutil.Scale(300*time.Millisecond).String(),
 		"--conf", "spindle.master.raft.leaderLeaseTimeout=" + testutil.Scale(150*time.Millisecond).String(),
-		"--conf", "spindle.master.workerTimeout=" + testutil.Scale(1500*time.Millisecond).String(),
+		"--conf", "spindle.master.workerTimeout=" + workerTimeout.String(),
+		"--conf", "spindle.master.workerGoneTimeout=" + (2 * workerTimeout).String(),
 		"--conf", "spindle.master.appTimeout=" + testutil.Scale(10*time.Second).String(),
 		"--conf", "spindle.executor.stopGracePeriod=" + testutil.Scale(2*time.Second).String(),
 	}
