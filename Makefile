@@ -84,7 +84,7 @@ UNIT_PKGS   = $(call pkgs_except,$(E2E_PKGS) ./yarn/e2e)
 CHECK_PKGS  = $(call pkgs_except,$(E2E_PKGS) ./yarn/e2e $(SLOW_PKGS))
 
 .DEFAULT_GOAL := help
-.PHONY: help build wheel check test test-go test-unit unit-tier unit-cpu-tier test-e2e e2e-tier testbin timing-tier test-python test-hadoop test-long run bench scale chaos fuzz lint tidy-check proto proto-check clean deps bench-deps
+.PHONY: help build wheel check check-deps test test-go test-unit unit-tier unit-cpu-tier test-e2e e2e-tier testbin timing-tier test-python test-hadoop test-long run bench scale chaos fuzz lint tidy-check proto proto-check clean deps bench-deps
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -100,6 +100,9 @@ wheel: ## build the spindle-ml wheel (the spindle binary and the Python package)
 deps: ## install what tests and examples need (Debian packages), when missing
 	@scripts/install-deps.sh
 
+check-deps: ## install the Debian packages make check needs (protoc, the headers cgo builds against), when missing
+	@scripts/install-deps.sh --debian-only
+
 bench-deps: deps ## install what only make bench's baselines need (Petastorm's venv, TensorFlowOnSpark), when missing
 	@scripts/install-bench-deps.sh
 
@@ -110,7 +113,7 @@ run: build ## generate data and run a 2-rank local training job on it
 		--feed tensor --batch-rows 256 --epochs 3 --shuffle --seed 7 \
 		-- $(BIN)/logreg --lr 0.5
 
-check: lint proto-check tidy-check ## the inner loop, a few minutes: gofmt, vet, staticcheck, generated code, go.mod, short fuzzing and the fast packages' unit tests
+check: check-deps lint proto-check tidy-check ## the inner loop, a few minutes: gofmt, vet, staticcheck, generated code, go.mod, short fuzzing and the fast packages' unit tests
 	@if [ -x scripts/fuzz.sh ]; then scripts/fuzz.sh 3s; fi
 	@mkdir -p $(BIN) && rm -f $(SUMMARY)
 	@$(MAKE) --no-print-directory test-tier TIER=check RACE= PKGS='$(CHECK_PKGS)' TIER_ENV=SPINDLE_SKIP_HADOOP=1 TIER_ARGS='-p $(TEST_P)'

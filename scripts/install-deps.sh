@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Installs what Spindle's tests and examples use, when missing: each entry
 # below is a Debian package and the check that says it is already there.
-# Idempotent and quiet when everything is present.
+# Idempotent and quiet when everything is present. With --debian-only it
+# installs just the Debian packages (make check needs protoc and the
+# headers its packages build against), not the venvs or Hadoop.
 set -euo pipefail
+debian_only=false
+[ "${1:-}" = "--debian-only" ] && debian_only=true
 python=${PYTHON:-/usr/bin/python3}
 
 missing=()
@@ -37,6 +41,9 @@ need krb5-user sh -c 'command -v kinit'
 # RDMA hardware needed).
 need libucx-dev sh -c 'test -f /usr/include/ucp/api/ucp.h'
 need ucx-utils sh -c 'command -v ucx_info'
+# protoc: make proto regenerates, and make check compares, the generated
+# gRPC and protobuf code (scripts/protoc.sh).
+need protobuf-compiler sh -c 'command -v protoc'
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing ${missing[*]} (Debian packages)..."
@@ -50,6 +57,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
   "$python" -c 'import numpy, torch' || { echo "python3-torch installed but torch does not import with $python" >&2; exit 1; }
 fi
+$debian_only && exit 0
 
 # Apache Hadoop from Maven Central into ~/.m2, once (about 200 MB); the
 # real-Hadoop tests start their cluster from it.
