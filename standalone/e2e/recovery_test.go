@@ -185,8 +185,10 @@ func TestKilledWorkerIsLostAtOnce(t *testing.T) {
 	for _, w := range st.Cluster.GetWorkers() {
 		switch w.GetId() {
 		case "w2":
-			if !strings.Contains(w.GetMessage(), "its connection closed and") {
-				t.Errorf("w2 lost with %q, want the closed connection named", w.GetMessage())
+			// A leader elected after the kill (Raft under load) never
+			// held the connection and names the refused port instead.
+			if m := w.GetMessage(); !strings.Contains(m, "its connection closed and") && !strings.Contains(m, "refused the leader's connections") {
+				t.Errorf("w2 lost with %q, want the closed connection or the refused port named", m)
 			}
 		case "w1":
 			if !w.GetAlive() {

@@ -2,7 +2,10 @@ package master
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc/connectivity"
@@ -18,6 +21,12 @@ import (
 // in about a second. A worker cut off by the network keeps its connections
 // open (nothing closes them) and is left to WorkerTimeout, as before; one
 // that keeps heartbeating is never declared lost this way.
+//
+// A leader newly elected never held a connection to a worker that died
+// before its term: it counts the worker down from the first time a plain
+// TCP connection to its address is refused (the host answers, nothing
+// listens), never from a connection attempt that times out (the host may
+// be cut off).
 
 // workerWatch is the watch of one worker incarnation at one address.
 type workerWatch struct {
@@ -87,7 +96,7 @@ func (ls *leaderState) watchWorker(ctx context.Context, id, addr, incarnation st
 			conn.Connect()
 			fallthrough
 		default:
-			if wasReady && down.IsZero() {
+			if down.IsZero() && (wasReady || st == connectivity.TransientFailure && refuses(ctx, addr, grace/2)) {
 				down = now
 			}
 		}
@@ -95,12 +104,17 @@ func (ls *leaderState) watchWorker(ctx context.Context, id, addr, incarnation st
 		seen := ls.workerSeen[id]
 		ls.mu.Unlock()
 		if workerGone(down, seen, now, st == connectivity.Ready, grace) {
-			ls.declareGone(id, addr, incarnation, now.Sub(down))
+			ls.declareGone(id, addr, incarnation, wasReady, now.Sub(down))
 			return
 		}
 		wait := time.Hour
-		if !down.IsZero() {
+		switch {
+		case !down.IsZero():
 			wait = watchStep
+		case !wasReady && st == connectivity.TransientFailure:
+			// Never connected and not refused: look again while gRPC
+			// backs off.
+			wait = max(watchStep, grace/4)
 		}
 		wctx, cancel := context.WithTimeout(ctx, wait)
 		conn.WaitForStateChange(wctx, st)
@@ -122,9 +136,22 @@ func workerGone(down, seen, now time.Time, ready bool, grace time.Duration) bool
 	return now.Sub(down) >= grace && now.Sub(seen) >= grace
 }
 
+// refuses says whether a TCP connection to addr is refused within timeout:
+// the host is up and nothing listens at the port.
+func refuses(ctx context.Context, addr string, timeout time.Duration) bool {
+	d := net.Dialer{Timeout: timeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		c.Close()
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
 // declareGone records the worker as lost, unless it re-registered or was
-// declared lost meanwhile.
-func (ls *leaderState) declareGone(id, addr, incarnation string, down time.Duration) {
+// declared lost meanwhile. held says whether this leader's connection to
+// it had been up.
+func (ls *leaderState) declareGone(id, addr, incarnation string, held bool, down time.Duration) {
 	var host string
 	current := false
 	ls.m.fsm.read(func(s *State, _ uint64) {
@@ -137,6 +164,10 @@ func (ls *leaderState) declareGone(id, addr, incarnation string, down time.Durat
 	}
 	msg := fmt.Sprintf("worker %s (host %s) is gone: its connection closed and %s refused new ones for %s",
 		id, host, addr, down.Round(100*time.Millisecond))
+	if !held {
+		msg = fmt.Sprintf("worker %s (host %s) is gone: %s refused the leader's connections for %s",
+			id, host, addr, down.Round(100*time.Millisecond))
+	}
 	if _, err := ls.m.apply(cmdWorkerLost, workerLostCmd{ID: id, Message: msg, TimeMS: nowMS()}); err != nil {
 		ls.logger.Warn("record lost worker", "worker", id, "err", err)
 		return

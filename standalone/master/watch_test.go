@@ -1,8 +1,14 @@
 package master
 
 import (
+	"context"
+	"net"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
+	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
 func TestWorkerGone(t *testing.T) {
@@ -34,5 +40,63 @@ func TestWorkerGone(t *testing.T) {
 				t.Errorf("workerGone = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestWorkerDeadBeforeTheTermIsGone: a leader that never held a
+// connection to a worker (the worker died before this leader's term; here,
+// it registered an address nothing listens at) declares it lost once its
+// port refuses connections for WorkerGoneTimeout, not after WorkerTimeout
+// (ten minutes here). A worker whose port accepts connections but which
+// never answers as a worker (a host cut off looks the same to a dial that
+// times out) is left to WorkerTimeout.
+func TestWorkerDeadBeforeTheTermIsGone(t *testing.T) {
+	g := startGroup(t, 1, false, func(c *Config) {
+		c.WorkerTimeout = 10 * time.Minute
+		c.WorkerGoneTimeout = testutil.Scale(300 * time.Millisecond)
+	})
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := closed.Addr().String()
+	closed.Close()
+	mute, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mute.Close()
+
+	c := g.client()
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(30*time.Second))
+	defer cancel()
+	for id, addr := range map[string]string{"dead": deadAddr, "mute": mute.Addr().String()} {
+		if err := c.Call(ctx, true, func(ctx context.Context, m pb.MasterClient) error {
+			_, err := m.RegisterWorker(ctx, &pb.RegisterWorkerRequest{Id: id, Addr: addr, Incarnation: id + "-1", Cores: 1, MemoryMb: 1024})
+			return err
+		}); err != nil {
+			t.Fatalf("register worker %s: %v", id, err)
+		}
+	}
+	workers := func() map[string]*pb.WorkerInfo {
+		st, err := c.Status(ctx)
+		if err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		out := map[string]*pb.WorkerInfo{}
+		for _, w := range st.Cluster.GetWorkers() {
+			out[w.GetId()] = w
+		}
+		return out
+	}
+	testutil.WaitFor(t, testutil.Scale(20*time.Second), testutil.Holds("worker dead to be declared lost", func() bool {
+		return !workers()["dead"].GetAlive()
+	}))
+	ws := workers()
+	if msg := ws["dead"].GetMessage(); !strings.Contains(msg, deadAddr+" refused the leader's connections") {
+		t.Errorf("dead lost with %q, want its refused address named", msg)
+	}
+	if !ws["mute"].GetAlive() {
+		t.Errorf("mute, whose port accepts connections, was declared lost: %s", ws["mute"].GetMessage())
 	}
 }
