@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -250,4 +251,156 @@ func trainStep(ctx context.Context, cl *Client, keys, rows []uint64, grad func(n
 		return err
 	}
 	return cl.Clock(ctx)
+}
+
+// TestRejoinOutlivesItsCoordinator: the coordinator of a replacement's
+// rejoin (the lowest live server) dies after one server adopted the ring
+// that has the replacement alive, so copied it its part of the rows, and
+// before the others did. The replacement still rejoins: the next server
+// takes the dead coordinator out, catches up with the newest ring and has
+// every live server copy the replacement its rows again before it serves.
+// Training goes on, and every row holds every push exactly once, on the
+// replacement's backup copies too (read once server 2 dies).
+func TestRejoinOutlivesItsCoordinator(t *testing.T) {
+	c := startCluster(t, clusterOpts{servers: 4, workers: 2, replicas: 1, staleness: ps.Staleness(0), waitTimeout: 10 * time.Second})
+	ctx := ctx(t)
+	keys := keysN(3000)
+	spec := &ps.TableSpec{Name: "w", Dim: 2, Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 1}}
+	dense := &ps.TableSpec{Name: "d", Dim: 1, Rows: 600, Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 1}}
+	rows := make([]uint64, dense.Rows)
+	for i := range rows {
+		rows[i] = uint64(i)
+	}
+	grad := func(n, dim, worker, step int) []float32 {
+		g := make([]float32, n*dim)
+		for i := range g {
+			g[i] = float32((i+worker+step)%3 - 1)
+		}
+		return g
+	}
+	clients := []*Client{c.client(t, 0), c.client(t, 1)}
+	for _, cl := range clients {
+		for _, s := range []*ps.TableSpec{spec, dense} {
+			if err := cl.Declare(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	train := func(from, to int) {
+		t.Helper()
+		errs := make(chan error, len(clients))
+		for w, cl := range clients {
+			go func() {
+				for step := from; step < to; step++ {
+					if err := trainStep(ctx, cl, keys, rows, grad, w, step); err != nil {
+						errs <- fmt.Errorf("worker %d step %d: %w", w, step, err)
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range clients {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	train(0, 20)
+	c.Kill(1)
+	train(20, 30) // the workers find server 1 gone: the ring takes it out
+	info, err := c.Servers[2].GetRing(ctx, &pspb.GetRingRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(info.Dead, 1) {
+		t.Fatalf("ring version %d has dead servers %v, want server 1 among them", info.Version, info.Dead)
+	}
+
+	// The coordinator's rejoin, cut short: the replacement has declared
+	// the tables (from JoinState), server 2 adopts the ring with the
+	// replacement and copies it its part; server 0 dies before it and
+	// server 3 adopt it.
+	r := c.StartReplacement(t, 1)
+	for _, s := range []*ps.TableSpec{spec, dense} {
+		if _, err := r.DeclareTable(ctx, &pspb.DeclareTableRequest{Spec: s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info.Version++
+	info.Servers[1] = c.Addrs[1]
+	info.Dead = slices.DeleteFunc(info.Dead, func(d int32) bool { return d == 1 })
+	if _, err := c.Servers[2].AdoptRing(ctx, info); err != nil {
+		t.Fatal(err)
+	}
+	c.Kill(0)
+	if err := r.Join(ctx, c.Addrs[1]); err != nil {
+		t.Fatalf("the replacement did not rejoin once its coordinator died: %v", err)
+	}
+	// It holds every row it should, as owner or backup, before it serves.
+	joined, err := r.GetRing(ctx, &pspb.GetRingRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jr, err := ps.RingFromInfo(joined)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.Stats(ctx, &pspb.StatsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range st.Tables {
+		tk, n := keys, uint64(0)
+		if ts.Name == dense.Name {
+			tk = rows
+		}
+		for _, k := range tk {
+			if slices.Contains(jr.Holders(nil, k, map[string]uint64{dense.Name: dense.Rows}[ts.Name], 1), 1) {
+				n++
+			}
+		}
+		if ts.Keys != n {
+			t.Errorf("table %s: the replacement holds %d rows once admitted to ring version %d, want the %d it owns or backs up", ts.Name, ts.Keys, jr.Version(), n)
+		}
+	}
+	const steps = 60
+	train(30, steps)
+
+	ring := clients[0].ring.Load()
+	if ring.Dead(1) || !ring.Dead(0) || ring.Servers()[1] != c.Addrs[1] {
+		t.Fatalf("ring version %d: server 0 dead %v, server 1 dead %v at %s; want 0 out and 1 at the replacement's %s",
+			ring.Version(), ring.Dead(0), ring.Dead(1), ring.Servers()[1], c.Addrs[1])
+	}
+	c.Kill(3) // the replacement's backup copies now serve server 3's keys
+	for _, tt := range []struct {
+		name string
+		keys []uint64
+		dim  int
+	}{{"w", keys, 2}, {"d", rows, 1}} {
+		got := make([]float32, len(tt.keys)*tt.dim)
+		if err := clients[0].Pull(ctx, tt.name, tt.keys, got); err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float32, len(got))
+		for w := range 2 {
+			for step := range steps {
+				for i, g := range grad(len(tt.keys), tt.dim, w, step) {
+					want[i] -= g
+				}
+			}
+		}
+		bad := 0
+		for i := range got {
+			if got[i] != want[i] {
+				if bad < 5 {
+					t.Errorf("table %s value %d (key %d) is %v, want %v", tt.name, i, tt.keys[i/tt.dim], got[i], want[i])
+				}
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Fatalf("table %s: %d values of %d wrong", tt.name, bad, len(got))
+		}
+	}
 }

@@ -1746,6 +1746,104 @@ func (x *RejoinRequest) GetAddr() string {
 	return ""
 }
 
+type RefillRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The replacement's index, and the ring version that has it alive.
+	Server        int32  `protobuf:"varint,1,opt,name=server,proto3" json:"server,omitempty"`
+	RingVersion   uint64 `protobuf:"varint,2,opt,name=ring_version,json=ringVersion,proto3" json:"ring_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefillRequest) Reset() {
+	*x = RefillRequest{}
+	mi := &file_ps_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefillRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefillRequest) ProtoMessage() {}
+
+func (x *RefillRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefillRequest.ProtoReflect.Descriptor instead.
+func (*RefillRequest) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *RefillRequest) GetServer() int32 {
+	if x != nil {
+		return x.Server
+	}
+	return 0
+}
+
+func (x *RefillRequest) GetRingVersion() uint64 {
+	if x != nil {
+		return x.RingVersion
+	}
+	return 0
+}
+
+type RefillResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// rows is how many rows the server copied the replacement.
+	Rows          int64 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefillResponse) Reset() {
+	*x = RefillResponse{}
+	mi := &file_ps_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefillResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefillResponse) ProtoMessage() {}
+
+func (x *RefillResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ps_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefillResponse.ProtoReflect.Descriptor instead.
+func (*RefillResponse) Descriptor() ([]byte, []int) {
+	return file_ps_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RefillResponse) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
 type DataLinkOffer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// kind is the link offered ("ucx").
@@ -1759,7 +1857,7 @@ type DataLinkOffer struct {
 
 func (x *DataLinkOffer) Reset() {
 	*x = DataLinkOffer{}
-	mi := &file_ps_proto_msgTypes[31]
+	mi := &file_ps_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +1869,7 @@ func (x *DataLinkOffer) String() string {
 func (*DataLinkOffer) ProtoMessage() {}
 
 func (x *DataLinkOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[31]
+	mi := &file_ps_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +1882,7 @@ func (x *DataLinkOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DataLinkOffer.ProtoReflect.Descriptor instead.
 func (*DataLinkOffer) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{31}
+	return file_ps_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DataLinkOffer) GetKind() string {
@@ -1824,7 +1922,7 @@ type DataLinkAnswer struct {
 
 func (x *DataLinkAnswer) Reset() {
 	*x = DataLinkAnswer{}
-	mi := &file_ps_proto_msgTypes[32]
+	mi := &file_ps_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +1934,7 @@ func (x *DataLinkAnswer) String() string {
 func (*DataLinkAnswer) ProtoMessage() {}
 
 func (x *DataLinkAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_ps_proto_msgTypes[32]
+	mi := &file_ps_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +1947,7 @@ func (x *DataLinkAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DataLinkAnswer.ProtoReflect.Descriptor instead.
 func (*DataLinkAnswer) Descriptor() ([]byte, []int) {
-	return file_ps_proto_rawDescGZIP(), []int{32}
+	return file_ps_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DataLinkAnswer) GetKind() string {
@@ -1989,7 +2087,12 @@ const file_ps_proto_rawDesc = "" +
 	"\x06clocks\x18\x03 \x03(\x03R\x06clocks\";\n" +
 	"\rRejoinRequest\x12\x16\n" +
 	"\x06server\x18\x01 \x01(\x05R\x06server\x12\x12\n" +
-	"\x04addr\x18\x02 \x01(\tR\x04addr\"U\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\"J\n" +
+	"\rRefillRequest\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\x05R\x06server\x12!\n" +
+	"\fring_version\x18\x02 \x01(\x04R\vringVersion\"$\n" +
+	"\x0eRefillResponse\x12\x12\n" +
+	"\x04rows\x18\x01 \x01(\x03R\x04rows\"U\n" +
 	"\rDataLinkOffer\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\fR\aaddress\x12\x16\n" +
@@ -1998,7 +2101,8 @@ const file_ps_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\fR\aaddress\x12\x14\n" +
 	"\x05grant\x18\x03 \x01(\fR\x05grant\x12\x1a\n" +
-	"\bdeclined\x18\x04 \x01(\tR\bdeclined2\xb9\t\n" +
+	"\bdeclined\x18\x04 \x01(\tR\bdeclined2\xb8\n" +
+	"\n" +
 	"\x0fParameterServer\x12Q\n" +
 	"\fDeclareTable\x12\x1f.spindle.ps.DeclareTableRequest\x1a .spindle.ps.DeclareTableResponse\x129\n" +
 	"\x04Pull\x12\x17.spindle.ps.PullRequest\x1a\x18.spindle.ps.PullResponse\x129\n" +
@@ -2019,7 +2123,9 @@ const file_ps_proto_rawDesc = "" +
 	"ReportDead\x12\x1d.spindle.ps.ReportDeadRequest\x1a\x14.spindle.ps.RingInfo\x12@\n" +
 	"\tAdoptRing\x12\x14.spindle.ps.RingInfo\x1a\x1d.spindle.ps.AdoptRingResponse\x12H\n" +
 	"\tJoinState\x12\x1c.spindle.ps.JoinStateRequest\x1a\x1d.spindle.ps.JoinStateResponse\x129\n" +
-	"\x06Rejoin\x12\x19.spindle.ps.RejoinRequest\x1a\x14.spindle.ps.RingInfoB'Z%github.com/spindle-ml/spindle/ps/pspbb\x06proto3"
+	"\x06Rejoin\x12\x19.spindle.ps.RejoinRequest\x1a\x14.spindle.ps.RingInfo\x12?\n" +
+	"\x06Refill\x12\x19.spindle.ps.RefillRequest\x1a\x1a.spindle.ps.RefillResponse\x12<\n" +
+	"\x05Admit\x12\x14.spindle.ps.RingInfo\x1a\x1d.spindle.ps.AdoptRingResponseB'Z%github.com/spindle-ml/spindle/ps/pspbb\x06proto3"
 
 var (
 	file_ps_proto_rawDescOnce sync.Once
@@ -2033,7 +2139,7 @@ func file_ps_proto_rawDescGZIP() []byte {
 	return file_ps_proto_rawDescData
 }
 
-var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_ps_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_ps_proto_goTypes = []any{
 	(*Optimizer)(nil),            // 0: spindle.ps.Optimizer
 	(*Initializer)(nil),          // 1: spindle.ps.Initializer
@@ -2066,8 +2172,10 @@ var file_ps_proto_goTypes = []any{
 	(*JoinStateRequest)(nil),     // 28: spindle.ps.JoinStateRequest
 	(*JoinStateResponse)(nil),    // 29: spindle.ps.JoinStateResponse
 	(*RejoinRequest)(nil),        // 30: spindle.ps.RejoinRequest
-	(*DataLinkOffer)(nil),        // 31: spindle.ps.DataLinkOffer
-	(*DataLinkAnswer)(nil),       // 32: spindle.ps.DataLinkAnswer
+	(*RefillRequest)(nil),        // 31: spindle.ps.RefillRequest
+	(*RefillResponse)(nil),       // 32: spindle.ps.RefillResponse
+	(*DataLinkOffer)(nil),        // 33: spindle.ps.DataLinkOffer
+	(*DataLinkAnswer)(nil),       // 34: spindle.ps.DataLinkAnswer
 }
 var file_ps_proto_depIdxs = []int32{
 	0,  // 0: spindle.ps.TableSpec.optimizer:type_name -> spindle.ps.Optimizer
@@ -2087,33 +2195,37 @@ var file_ps_proto_depIdxs = []int32{
 	26, // 14: spindle.ps.ParameterServer.Export:input_type -> spindle.ps.ExportRequest
 	22, // 15: spindle.ps.ParameterServer.Checkpoint:input_type -> spindle.ps.CheckpointRequest
 	24, // 16: spindle.ps.ParameterServer.Restore:input_type -> spindle.ps.RestoreRequest
-	31, // 17: spindle.ps.ParameterServer.OpenDataLink:input_type -> spindle.ps.DataLinkOffer
+	33, // 17: spindle.ps.ParameterServer.OpenDataLink:input_type -> spindle.ps.DataLinkOffer
 	7,  // 18: spindle.ps.ParameterServer.Replicate:input_type -> spindle.ps.PushRequest
 	9,  // 19: spindle.ps.ParameterServer.Install:input_type -> spindle.ps.InstallRequest
 	11, // 20: spindle.ps.ParameterServer.ReportDead:input_type -> spindle.ps.ReportDeadRequest
 	18, // 21: spindle.ps.ParameterServer.AdoptRing:input_type -> spindle.ps.RingInfo
 	28, // 22: spindle.ps.ParameterServer.JoinState:input_type -> spindle.ps.JoinStateRequest
 	30, // 23: spindle.ps.ParameterServer.Rejoin:input_type -> spindle.ps.RejoinRequest
-	4,  // 24: spindle.ps.ParameterServer.DeclareTable:output_type -> spindle.ps.DeclareTableResponse
-	6,  // 25: spindle.ps.ParameterServer.Pull:output_type -> spindle.ps.PullResponse
-	8,  // 26: spindle.ps.ParameterServer.Push:output_type -> spindle.ps.PushResponse
-	14, // 27: spindle.ps.ParameterServer.Clock:output_type -> spindle.ps.ClockResponse
-	16, // 28: spindle.ps.ParameterServer.Leave:output_type -> spindle.ps.LeaveResponse
-	14, // 29: spindle.ps.ParameterServer.Barrier:output_type -> spindle.ps.ClockResponse
-	18, // 30: spindle.ps.ParameterServer.GetRing:output_type -> spindle.ps.RingInfo
-	21, // 31: spindle.ps.ParameterServer.Stats:output_type -> spindle.ps.StatsResponse
-	27, // 32: spindle.ps.ParameterServer.Export:output_type -> spindle.ps.ExportChunk
-	23, // 33: spindle.ps.ParameterServer.Checkpoint:output_type -> spindle.ps.CheckpointResponse
-	25, // 34: spindle.ps.ParameterServer.Restore:output_type -> spindle.ps.RestoreResponse
-	32, // 35: spindle.ps.ParameterServer.OpenDataLink:output_type -> spindle.ps.DataLinkAnswer
-	8,  // 36: spindle.ps.ParameterServer.Replicate:output_type -> spindle.ps.PushResponse
-	10, // 37: spindle.ps.ParameterServer.Install:output_type -> spindle.ps.InstallResponse
-	18, // 38: spindle.ps.ParameterServer.ReportDead:output_type -> spindle.ps.RingInfo
-	12, // 39: spindle.ps.ParameterServer.AdoptRing:output_type -> spindle.ps.AdoptRingResponse
-	29, // 40: spindle.ps.ParameterServer.JoinState:output_type -> spindle.ps.JoinStateResponse
-	18, // 41: spindle.ps.ParameterServer.Rejoin:output_type -> spindle.ps.RingInfo
-	24, // [24:42] is the sub-list for method output_type
-	6,  // [6:24] is the sub-list for method input_type
+	31, // 24: spindle.ps.ParameterServer.Refill:input_type -> spindle.ps.RefillRequest
+	18, // 25: spindle.ps.ParameterServer.Admit:input_type -> spindle.ps.RingInfo
+	4,  // 26: spindle.ps.ParameterServer.DeclareTable:output_type -> spindle.ps.DeclareTableResponse
+	6,  // 27: spindle.ps.ParameterServer.Pull:output_type -> spindle.ps.PullResponse
+	8,  // 28: spindle.ps.ParameterServer.Push:output_type -> spindle.ps.PushResponse
+	14, // 29: spindle.ps.ParameterServer.Clock:output_type -> spindle.ps.ClockResponse
+	16, // 30: spindle.ps.ParameterServer.Leave:output_type -> spindle.ps.LeaveResponse
+	14, // 31: spindle.ps.ParameterServer.Barrier:output_type -> spindle.ps.ClockResponse
+	18, // 32: spindle.ps.ParameterServer.GetRing:output_type -> spindle.ps.RingInfo
+	21, // 33: spindle.ps.ParameterServer.Stats:output_type -> spindle.ps.StatsResponse
+	27, // 34: spindle.ps.ParameterServer.Export:output_type -> spindle.ps.ExportChunk
+	23, // 35: spindle.ps.ParameterServer.Checkpoint:output_type -> spindle.ps.CheckpointResponse
+	25, // 36: spindle.ps.ParameterServer.Restore:output_type -> spindle.ps.RestoreResponse
+	34, // 37: spindle.ps.ParameterServer.OpenDataLink:output_type -> spindle.ps.DataLinkAnswer
+	8,  // 38: spindle.ps.ParameterServer.Replicate:output_type -> spindle.ps.PushResponse
+	10, // 39: spindle.ps.ParameterServer.Install:output_type -> spindle.ps.InstallResponse
+	18, // 40: spindle.ps.ParameterServer.ReportDead:output_type -> spindle.ps.RingInfo
+	12, // 41: spindle.ps.ParameterServer.AdoptRing:output_type -> spindle.ps.AdoptRingResponse
+	29, // 42: spindle.ps.ParameterServer.JoinState:output_type -> spindle.ps.JoinStateResponse
+	18, // 43: spindle.ps.ParameterServer.Rejoin:output_type -> spindle.ps.RingInfo
+	32, // 44: spindle.ps.ParameterServer.Refill:output_type -> spindle.ps.RefillResponse
+	12, // 45: spindle.ps.ParameterServer.Admit:output_type -> spindle.ps.AdoptRingResponse
+	26, // [26:46] is the sub-list for method output_type
+	6,  // [6:26] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -2130,7 +2242,7 @@ func file_ps_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ps_proto_rawDesc), len(file_ps_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

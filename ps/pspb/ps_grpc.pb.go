@@ -40,6 +40,8 @@ const (
 	ParameterServer_AdoptRing_FullMethodName    = "/spindle.ps.ParameterServer/AdoptRing"
 	ParameterServer_JoinState_FullMethodName    = "/spindle.ps.ParameterServer/JoinState"
 	ParameterServer_Rejoin_FullMethodName       = "/spindle.ps.ParameterServer/Rejoin"
+	ParameterServer_Refill_FullMethodName       = "/spindle.ps.ParameterServer/Refill"
+	ParameterServer_Admit_FullMethodName        = "/spindle.ps.ParameterServer/Admit"
 )
 
 // ParameterServerClient is the client API for ParameterServer service.
@@ -103,6 +105,15 @@ type ParameterServerClient interface {
 	// new ring; the replacement adopts it last. Any live server forwards it
 	// to the ring's coordinator.
 	Rejoin(ctx context.Context, in *RejoinRequest, opts ...grpc.CallOption) (*RingInfo, error)
+	// Refill copies a replacement already in the ring, which has not yet
+	// adopted it, the rows it holds there that this server sends it when it
+	// rejoins: a rejoin whose coordinator died may have left some uncopied.
+	// The server must hold ring_version.
+	Refill(ctx context.Context, in *RefillRequest, opts ...grpc.CallOption) (*RefillResponse, error)
+	// Admit moves a replacement into service on the ring that has it alive,
+	// once every live server copied it its rows. Until then a replacement
+	// adopts no such ring (AdoptRing refuses it).
+	Admit(ctx context.Context, in *RingInfo, opts ...grpc.CallOption) (*AdoptRingResponse, error)
 }
 
 type parameterServerClient struct {
@@ -311,6 +322,26 @@ func (c *parameterServerClient) Rejoin(ctx context.Context, in *RejoinRequest, o
 	return out, nil
 }
 
+func (c *parameterServerClient) Refill(ctx context.Context, in *RefillRequest, opts ...grpc.CallOption) (*RefillResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RefillResponse)
+	err := c.cc.Invoke(ctx, ParameterServer_Refill_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *parameterServerClient) Admit(ctx context.Context, in *RingInfo, opts ...grpc.CallOption) (*AdoptRingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AdoptRingResponse)
+	err := c.cc.Invoke(ctx, ParameterServer_Admit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ParameterServerServer is the server API for ParameterServer service.
 // All implementations must embed UnimplementedParameterServerServer
 // for forward compatibility.
@@ -372,6 +403,15 @@ type ParameterServerServer interface {
 	// new ring; the replacement adopts it last. Any live server forwards it
 	// to the ring's coordinator.
 	Rejoin(context.Context, *RejoinRequest) (*RingInfo, error)
+	// Refill copies a replacement already in the ring, which has not yet
+	// adopted it, the rows it holds there that this server sends it when it
+	// rejoins: a rejoin whose coordinator died may have left some uncopied.
+	// The server must hold ring_version.
+	Refill(context.Context, *RefillRequest) (*RefillResponse, error)
+	// Admit moves a replacement into service on the ring that has it alive,
+	// once every live server copied it its rows. Until then a replacement
+	// adopts no such ring (AdoptRing refuses it).
+	Admit(context.Context, *RingInfo) (*AdoptRingResponse, error)
 	mustEmbedUnimplementedParameterServerServer()
 }
 
@@ -435,6 +475,12 @@ func (UnimplementedParameterServerServer) JoinState(context.Context, *JoinStateR
 }
 func (UnimplementedParameterServerServer) Rejoin(context.Context, *RejoinRequest) (*RingInfo, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Rejoin not implemented")
+}
+func (UnimplementedParameterServerServer) Refill(context.Context, *RefillRequest) (*RefillResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Refill not implemented")
+}
+func (UnimplementedParameterServerServer) Admit(context.Context, *RingInfo) (*AdoptRingResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Admit not implemented")
 }
 func (UnimplementedParameterServerServer) mustEmbedUnimplementedParameterServerServer() {}
 func (UnimplementedParameterServerServer) testEmbeddedByValue()                         {}
@@ -767,6 +813,42 @@ func _ParameterServer_Rejoin_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ParameterServer_Refill_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RefillRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).Refill(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_Refill_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).Refill(ctx, req.(*RefillRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ParameterServer_Admit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RingInfo)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParameterServerServer).Admit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ParameterServer_Admit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParameterServerServer).Admit(ctx, req.(*RingInfo))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ParameterServer_ServiceDesc is the grpc.ServiceDesc for ParameterServer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -837,6 +919,14 @@ var ParameterServer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Rejoin",
 			Handler:    _ParameterServer_Rejoin_Handler,
+		},
+		{
+			MethodName: "Refill",
+			Handler:    _ParameterServer_Refill_Handler,
+		},
+		{
+			MethodName: "Admit",
+			Handler:    _ParameterServer_Admit_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -407,6 +407,14 @@ func (s *Server) takeOut(ctx context.Context, down int) {
 func (s *Server) ReportDead(ctx context.Context, req *pspb.ReportDeadRequest) (*pspb.RingInfo, error) {
 	s.viewMu.Lock()
 	defer s.viewMu.Unlock()
+	return s.reportDeadLocked(ctx, req)
+}
+
+// reportDeadLocked is ReportDead with viewMu held.
+func (s *Server) reportDeadLocked(ctx context.Context, req *pspb.ReportDeadRequest) (*pspb.RingInfo, error) {
+	if s.joining.Load() {
+		return nil, rpc.Errorf(errUnavailable, "server %d is rejoining the ring: it coordinates nothing yet", s.cfg.Index)
+	}
 	suspects := []int{int(req.Server)}
 	for {
 		ring := s.ring.Load()
@@ -427,6 +435,9 @@ func (s *Server) ReportDead(ctx context.Context, req *pspb.ReportDeadRequest) (*
 			return nil, rpc.Errorf(errUnavailable, "no live server left to coordinate")
 		}
 		if coord == s.cfg.Index {
+			if s.catchUp(ctx, ring, suspects) {
+				continue
+			}
 			return s.coordinate(ctx, ring, suspects)
 		}
 		c, err := s.peer(ring, coord)
@@ -492,6 +503,40 @@ func (s *Server) coordinate(ctx context.Context, ring *ps.Ring, suspects []int) 
 	return info, nil
 }
 
+// catchUp moves this server, about to coordinate a change of ring, to the
+// newest ring a live server of ring (but skip) holds, when that is newer
+// than its own: a coordinator that died while the others adopted its ring
+// left some on it. It says whether the server's ring changed.
+func (s *Server) catchUp(ctx context.Context, ring *ps.Ring, skip []int) bool {
+	var newest *pspb.RingInfo
+	var mu sync.Mutex
+	s.onLive(ring, s.cfg.Index, func(j int, c pspb.ParameterServerClient) error {
+		if slices.Contains(skip, j) {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.ProbeTimeout)
+		defer cancel()
+		info, err := c.GetRing(cctx, &pspb.GetRingRequest{})
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		if info.Version > ring.Version() && (newest == nil || info.Version > newest.Version) {
+			newest = info
+		}
+		mu.Unlock()
+		return nil
+	})
+	if newest == nil {
+		return false
+	}
+	s.log.Info("catching up with a newer ring before coordinating", "ring_version", ring.Version(), "newest", newest.Version)
+	if _, err := s.AdoptRing(ctx, newest); err != nil {
+		s.log.Warn("could not catch up with a newer ring", "ring_version", newest.Version, "err", err)
+	}
+	return s.ring.Load().Version() > ring.Version()
+}
+
 // AdoptRing implements pspb.ParameterServerServer.
 func (s *Server) AdoptRing(ctx context.Context, info *pspb.RingInfo) (*pspb.AdoptRingResponse, error) {
 	s.adoptMu.Lock()
@@ -503,6 +548,9 @@ func (s *Server) AdoptRing(ctx context.Context, info *pspb.RingInfo) (*pspb.Adop
 	next, err := ps.RingFromInfo(info)
 	if err != nil {
 		return nil, rpc.Errorf(errBadRequest, "%s", err.Error())
+	}
+	if s.joining.Load() && !next.Dead(s.cfg.Index) {
+		return nil, rpc.Errorf(errWrongState, "server %d is rejoining: it serves ring version %d once its rows are in (Admit)", s.cfg.Index, next.Version())
 	}
 	start := time.Now()
 	s.gate.Lock()

@@ -102,8 +102,12 @@ type Server struct {
 	gate    sync.RWMutex
 	applied *dedupe
 	// sent remembers what a failed push's replication sent each backup.
-	sent    *sentParts
-	viewMu  sync.Mutex // serialises ReportDead
+	sent *sentParts
+	// joining is set while the server is a replacement rejoining the
+	// ring (from Join until Admit): it serves no ring that has it alive
+	// and coordinates nothing.
+	joining atomic.Bool
+	viewMu  sync.Mutex // serialises ReportDead and Rejoin
 	adoptMu sync.Mutex // serialises AdoptRing
 	peersMu sync.Mutex
 	peers   map[string]*grpc.ClientConn // by address: a replacement has another

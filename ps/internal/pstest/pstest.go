@@ -131,16 +131,25 @@ func (c *Cluster) serve(tb testing.TB, i int, ring *ps.Ring, ln net.Listener) (*
 // as a job's replacement parameter server does.
 func (c *Cluster) Replace(tb testing.TB, ctx context.Context, i int) error {
 	tb.Helper()
+	s := c.StartReplacement(tb, i)
+	return s.Join(ctx, c.Addrs[i])
+}
+
+// StartReplacement starts serving a replacement for server i at a new
+// address (Addrs[i] from then on), without rejoining the ring: the
+// caller calls Join.
+func (c *Cluster) StartReplacement(tb testing.TB, i int) *server.Server {
+	tb.Helper()
 	ln := listen(tb)
 	addrs := append([]string(nil), c.Addrs...)
 	addrs[i] = ln.Addr().String()
 	ring, err := ps.NewRing(c.opts.RingVersion, addrs, 0)
 	if err != nil {
-		return err
+		tb.Fatal(err)
 	}
 	s, kill := c.serve(tb, i, ring, ln)
 	c.Servers[i], c.Addrs[i], c.kills[i] = s, addrs[i], kill
-	return s.Join(ctx, addrs[i])
+	return s
 }
 
 // Kill cuts server i off at once: its port, every connection and its UCX
