@@ -45,12 +45,13 @@ SLOW_PKGS   := ./feed ./ps/client
 NORACE_TESTS := ^(TestGunzipInto|TestGunzipIntoDamaged|TestFlatColumnsDirect|TestFlatColumnsSharePages|TestFlatColumnsMatchPqarrow|TestProcessFailure|TestProcessRejoin|TestProcessShrink|TestSharedMemoryProcesses|TestGunzipDecodesGoGzip|TestGunzipRefusesDamage)\z
 NORACE_PKGS  := ./feed ./collective ./internal/inflate
 # Sweeps over many cases (every world size of an allreduce, tensor
-# sizes, round trips) that take a sample of them under the race detector
+# sizes, round trips, the parameter-server client's tests again over each
+# UCX transport) that take a sample of them under the race detector
 # (testutil.RaceDetector): races show in the small cases, which the unit
 # tier runs; the unit-cpu tier runs every case without the detector.
 # Whole names: TestAllReduce is a prefix of others.
-RACE_SAMPLED_TESTS := ^(TestAllReduceTree|TestAllReduceEveryWorld|TestAllReduce|TestAllReduceLarge|TestAllReduceHierarchical|TestMemLinkRing|TestSharedMemoryPingPong|TestPeerCrashMidTree|TestMismatchedCallsTree)\z
-RACE_SAMPLED_PKGS  := ./collective
+RACE_SAMPLED_TESTS := ^(TestAllReduceTree|TestAllReduceEveryWorld|TestAllReduce|TestAllReduceLarge|TestAllReduceHierarchical|TestMemLinkRing|TestSharedMemoryPingPong|TestPeerCrashMidTree|TestMismatchedCallsTree|TestOverUCX)\z
+RACE_SAMPLED_PKGS  := ./collective ./ps/client
 # Each tier appends its line here; `make test` prints them at the end.
 SUMMARY     ?= $(BIN)/test-summary.txt
 TESTREPORT  := $(BIN)/testreport

@@ -544,7 +544,9 @@ func TestPythonClosesEarly(t *testing.T) { overBoth(t, testPythonClosesEarly) }
 
 func testPythonClosesEarly(t *testing.T, shm bool) {
 	pkgDir := pyPrerequisites(t)
-	layout := [][]int{make([]int, 300), make([]int, 300)}
+	// More than a socket's buffer holds: the executor is still sending
+	// when Python closes.
+	layout := [][]int{make([]int, 100), make([]int, 100)}
 	for e := range layout {
 		for b := range layout[e] {
 			layout[e][b] = 500

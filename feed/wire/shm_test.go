@@ -197,7 +197,8 @@ func TestSharedMemoryHeldWaitsOnce(t *testing.T) {
 // batch keeps its values until released, when its space comes back.
 func TestSharedMemoryEarlyClose(t *testing.T) {
 	ctx := testCtx(t)
-	srv, _ := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 2, Source: numSource(t, 5000, 100), SharedMemory: true},
+	// 500 batches of 100 rows: the region (64 KiB) holds about 30.
+	srv, _ := startServer(t, ServerConfig{Mode: ModeArrow, Epochs: 2, Source: numSource(t, 500, 100), SharedMemory: true},
 		func(s *Server) { s.shm.size = 64 << 10 })
 	ep, err := DialArrow(ctx, srv.cfg.SocketPath)
 	if err != nil {
@@ -208,7 +209,7 @@ func TestSharedMemoryEarlyClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	ep.Close()
-	if epoch, xs := readArrowEpoch(ctx, t, srv.cfg.SocketPath); epoch != 1 || len(xs) != 500000 {
+	if epoch, xs := readArrowEpoch(ctx, t, srv.cfg.SocketPath); epoch != 1 || len(xs) != 50000 {
 		t.Fatalf("next epoch: %d with %d rows", epoch, len(xs))
 	}
 	checkNum(t, first, 0, 0)
@@ -217,7 +218,7 @@ func TestSharedMemoryEarlyClose(t *testing.T) {
 	}
 	first.Release()
 	testutil.WaitFor(t, 10*time.Second, testutil.Holds("condition", func() bool { return regionInUse(srv) == 0 }))
-	if st := srv.Stats(); st.EpochsServed != 2 || st.Batches >= 10000 {
+	if st := srv.Stats(); st.EpochsServed != 2 || st.Batches >= 1000 {
 		t.Fatalf("stats %+v: want both epochs served, the first cut short", st)
 	}
 }
@@ -317,7 +318,7 @@ func TestSharedMemoryOff(t *testing.T) {
 // message's space comes back.
 func TestSharedMemoryTensorEarlyClose(t *testing.T) {
 	ctx := testCtx(t)
-	srv, _ := startServer(t, ServerConfig{Mode: ModeTensor, Epochs: 2, Source: numSource(t, 5000, 100), LabelColumn: "y", SharedMemory: true},
+	srv, _ := startServer(t, ServerConfig{Mode: ModeTensor, Epochs: 2, Source: numSource(t, 500, 100), LabelColumn: "y", SharedMemory: true},
 		func(s *Server) { s.shm.size, s.shm.holdWait = 64<<10, notHeld() })
 	ep, err := DialTensor(ctx, srv.cfg.SocketPath)
 	if err != nil {
@@ -351,8 +352,8 @@ func TestSharedMemoryTensorEarlyClose(t *testing.T) {
 		rows += b.Rows
 	}
 	ep.Close()
-	if ep.Epoch() != 1 || rows != 500000 || srv.shmInline.Load() != 0 {
-		t.Fatalf("epoch %d: %d rows, %d messages inline (%d waits ran out); want epoch 1, 500000 rows, none inline", ep.Epoch(), rows, srv.shmInline.Load(), srv.shmWaitedOut.Load())
+	if ep.Epoch() != 1 || rows != 50000 || srv.shmInline.Load() != 0 {
+		t.Fatalf("epoch %d: %d rows, %d messages inline (%d waits ran out); want epoch 1, 50000 rows, none inline", ep.Epoch(), rows, srv.shmInline.Load(), srv.shmWaitedOut.Load())
 	}
 	testutil.WaitFor(t, 10*time.Second, testutil.Holds("condition", func() bool { return regionInUse(srv) == 0 }))
 }
