@@ -142,36 +142,16 @@ func testServerLoss(t *testing.T, dense bool) {
 func TestReplacementRejoins(t *testing.T) {
 	c := startCluster(t, clusterOpts{servers: 3, workers: 2, replicas: 1, staleness: ps.Staleness(0), waitTimeout: 10 * time.Second})
 	ctx := ctx(t)
-	keys := keysN(3000)
-	spec := &ps.TableSpec{Name: "w", Dim: 2, Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 1}}
-	dense := &ps.TableSpec{Name: "d", Dim: 1, Rows: 600, Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 1}}
-	rows := make([]uint64, dense.Rows)
-	for i := range rows {
-		rows[i] = uint64(i)
-	}
 	const steps = 90
-	grad := func(n, dim, worker, step int) []float32 {
-		g := make([]float32, n*dim)
-		for i := range g {
-			g[i] = float32((i+worker+step)%3 - 1) // small integers: sums are exact
-		}
-		return g
-	}
-	clients := []*Client{c.client(t, 0), c.client(t, 1)}
-	for _, cl := range clients {
-		for _, s := range []*ps.TableSpec{spec, dense} {
-			if err := cl.Declare(ctx, s); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	tr := newTraining(t, ctx, c)
+	clients := tr.clients
 	errs := make(chan error, 2)
 	at := map[int]chan struct{}{20: make(chan struct{}), 50: make(chan struct{})}
 	for w, cl := range clients {
 		go func() {
 			errs <- func() error {
 				for step := range steps {
-					if err := trainStep(ctx, cl, keys, rows, grad, w, step); err != nil {
+					if err := tr.step(cl, w, step); err != nil {
 						return fmt.Errorf("worker %d step %d of %d: %w", w, step, steps, err)
 					}
 					if ch, ok := at[step]; ok && w == 0 {
@@ -206,19 +186,67 @@ func TestReplacementRejoins(t *testing.T) {
 	}
 
 	c.Kill(2) // now some rows are only on the replacement and its backup
+	tr.checkSums(steps)
+}
+
+// training is the job of the tests of a server lost and replaced while
+// two workers train under BSP: a sparse table w (dim 2) and a dense one d
+// (600 rows), declared by both workers' clients.
+type training struct {
+	t          *testing.T
+	ctx        context.Context
+	keys, rows []uint64
+	specs      []*ps.TableSpec
+	clients    []*Client
+}
+
+func newTraining(t *testing.T, ctx context.Context, c *cluster) *training {
+	t.Helper()
+	tr := &training{t: t, ctx: ctx, keys: keysN(3000), rows: make([]uint64, 600), specs: []*ps.TableSpec{
+		{Name: "w", Dim: 2, Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 1}},
+		{Name: "d", Dim: 1, Rows: 600, Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 1}},
+	}, clients: []*Client{c.client(t, 0), c.client(t, 1)}}
+	for i := range tr.rows {
+		tr.rows[i] = uint64(i)
+	}
+	for _, cl := range tr.clients {
+		for _, s := range tr.specs {
+			if err := cl.Declare(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return tr
+}
+
+// trainGrad is worker's gradient at step for n rows of dim: small
+// integers, so sums are exact.
+func trainGrad(n, dim, worker, step int) []float32 {
+	g := make([]float32, n*dim)
+	for i := range g {
+		g[i] = float32((i+worker+step)%3 - 1)
+	}
+	return g
+}
+
+// checkSums fails the test unless every value of both tables is what
+// steps steps of both workers' gradients make of it, each applied once.
+func (tr *training) checkSums(steps int) {
+	t := tr.t
+	t.Helper()
 	for _, tt := range []struct {
 		name string
 		keys []uint64
 		dim  int
-	}{{"w", keys, 2}, {"d", rows, 1}} {
+	}{{"w", tr.keys, 2}, {"d", tr.rows, 1}} {
 		got := make([]float32, len(tt.keys)*tt.dim)
-		if err := clients[0].Pull(ctx, tt.name, tt.keys, got); err != nil {
+		if err := tr.clients[0].Pull(tr.ctx, tt.name, tt.keys, got); err != nil {
 			t.Fatal(err)
 		}
 		want := make([]float32, len(got))
-		for w := range 2 {
+		for w := range tr.clients {
 			for step := range steps {
-				for i, g := range grad(len(tt.keys), tt.dim, w, step) {
+				for i, g := range trainGrad(len(tt.keys), tt.dim, w, step) {
 					want[i] -= g
 				}
 			}
@@ -238,19 +266,19 @@ func TestReplacementRejoins(t *testing.T) {
 	}
 }
 
-// trainStep is one BSP step of TestReplacementRejoins' worker w: pull the
-// sparse rows, push their gradients and the dense table's, and clock.
-func trainStep(ctx context.Context, cl *Client, keys, rows []uint64, grad func(n, dim, worker, step int) []float32, w, step int) error {
-	if err := cl.Pull(ctx, "w", keys, make([]float32, len(keys)*2)); err != nil {
+// step is one BSP step of worker w on its client cl: pull the sparse
+// rows, push their gradients and the dense table's, and clock.
+func (tr *training) step(cl *Client, w, step int) error {
+	if err := cl.Pull(tr.ctx, "w", tr.keys, make([]float32, len(tr.keys)*2)); err != nil {
 		return err
 	}
-	if err := cl.Push(ctx, "w", keys, grad(len(keys), 2, w, step)); err != nil {
+	if err := cl.Push(tr.ctx, "w", tr.keys, trainGrad(len(tr.keys), 2, w, step)); err != nil {
 		return err
 	}
-	if err := cl.Push(ctx, "d", rows, grad(len(rows), 1, w, step)); err != nil {
+	if err := cl.Push(tr.ctx, "d", tr.rows, trainGrad(len(tr.rows), 1, w, step)); err != nil {
 		return err
 	}
-	return cl.Clock(ctx)
+	return cl.Clock(tr.ctx)
 }
 
 // TestRejoinOutlivesItsCoordinator: the coordinator of a replacement's
@@ -264,35 +292,15 @@ func trainStep(ctx context.Context, cl *Client, keys, rows []uint64, grad func(n
 func TestRejoinOutlivesItsCoordinator(t *testing.T) {
 	c := startCluster(t, clusterOpts{servers: 4, workers: 2, replicas: 1, staleness: ps.Staleness(0), waitTimeout: 10 * time.Second})
 	ctx := ctx(t)
-	keys := keysN(3000)
-	spec := &ps.TableSpec{Name: "w", Dim: 2, Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 1}}
-	dense := &ps.TableSpec{Name: "d", Dim: 1, Rows: 600, Optimizer: &pspb.Optimizer{Kind: ps.SGD, LearningRate: 1}}
-	rows := make([]uint64, dense.Rows)
-	for i := range rows {
-		rows[i] = uint64(i)
-	}
-	grad := func(n, dim, worker, step int) []float32 {
-		g := make([]float32, n*dim)
-		for i := range g {
-			g[i] = float32((i+worker+step)%3 - 1)
-		}
-		return g
-	}
-	clients := []*Client{c.client(t, 0), c.client(t, 1)}
-	for _, cl := range clients {
-		for _, s := range []*ps.TableSpec{spec, dense} {
-			if err := cl.Declare(ctx, s); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	tr := newTraining(t, ctx, c)
+	clients := tr.clients
 	train := func(from, to int) {
 		t.Helper()
 		errs := make(chan error, len(clients))
 		for w, cl := range clients {
 			go func() {
 				for step := from; step < to; step++ {
-					if err := trainStep(ctx, cl, keys, rows, grad, w, step); err != nil {
+					if err := tr.step(cl, w, step); err != nil {
 						errs <- fmt.Errorf("worker %d step %d: %w", w, step, err)
 						return
 					}
@@ -322,7 +330,7 @@ func TestRejoinOutlivesItsCoordinator(t *testing.T) {
 	// replacement and copies it its part; server 0 dies before it and
 	// server 3 adopt it.
 	r := c.StartReplacement(t, 1)
-	for _, s := range []*ps.TableSpec{spec, dense} {
+	for _, s := range tr.specs {
 		if _, err := r.DeclareTable(ctx, &pspb.DeclareTableRequest{Spec: s}); err != nil {
 			t.Fatal(err)
 		}
@@ -351,12 +359,12 @@ func TestRejoinOutlivesItsCoordinator(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ts := range st.Tables {
-		tk, n := keys, uint64(0)
-		if ts.Name == dense.Name {
-			tk = rows
+		tk, dense, n := tr.keys, uint64(0), uint64(0)
+		if ts.Name == "d" {
+			tk, dense = tr.rows, uint64(len(tr.rows))
 		}
 		for _, k := range tk {
-			if slices.Contains(jr.Holders(nil, k, map[string]uint64{dense.Name: dense.Rows}[ts.Name], 1), 1) {
+			if slices.Contains(jr.Holders(nil, k, dense, 1), 1) {
 				n++
 			}
 		}
@@ -373,34 +381,5 @@ func TestRejoinOutlivesItsCoordinator(t *testing.T) {
 			ring.Version(), ring.Dead(0), ring.Dead(1), ring.Servers()[1], c.Addrs[1])
 	}
 	c.Kill(3) // the replacement's backup copies now serve server 3's keys
-	for _, tt := range []struct {
-		name string
-		keys []uint64
-		dim  int
-	}{{"w", keys, 2}, {"d", rows, 1}} {
-		got := make([]float32, len(tt.keys)*tt.dim)
-		if err := clients[0].Pull(ctx, tt.name, tt.keys, got); err != nil {
-			t.Fatal(err)
-		}
-		want := make([]float32, len(got))
-		for w := range 2 {
-			for step := range steps {
-				for i, g := range grad(len(tt.keys), tt.dim, w, step) {
-					want[i] -= g
-				}
-			}
-		}
-		bad := 0
-		for i := range got {
-			if got[i] != want[i] {
-				if bad < 5 {
-					t.Errorf("table %s value %d (key %d) is %v, want %v", tt.name, i, tt.keys[i/tt.dim], got[i], want[i])
-				}
-				bad++
-			}
-		}
-		if bad > 0 {
-			t.Fatalf("table %s: %d values of %d wrong", tt.name, bad, len(got))
-		}
-	}
+	tr.checkSums(steps)
 }
