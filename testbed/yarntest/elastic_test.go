@@ -1,6 +1,7 @@
 package yarntest_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spindle-ml/spindle/internal/rowsum"
 	"github.com/spindle-ml/spindle/internal/testutil"
+	"github.com/spindle-ml/spindle/task/resume"
 	"github.com/spindle-ml/spindle/testbed/yarntest"
 )
 
@@ -101,18 +103,25 @@ func testElastic(t *testing.T, mode string) {
 	}
 }
 
-// checkpointedBy says whether every rank of a world of n recorded some
-// checkpoint in dir.
+// checkpointedBy says whether every rank of one world of n recorded some
+// checkpoint in dir. A checkpoint's records of lower ranks may be an
+// earlier, smaller world's (it resumed from an older checkpoint and wrote
+// this one again): each record must name the world of n and the
+// generation of rank n-1's.
 func checkpointedBy(dir string, n int) bool {
-	last, _ := filepath.Glob(filepath.Join(dir, ".spindle-resume", "*", fmt.Sprintf("rank-%d.json", n-1)))
+	read := func(f string) (resume.Record, bool) {
+		var rec resume.Record
+		b, err := os.ReadFile(f)
+		return rec, err == nil && json.Unmarshal(b, &rec) == nil && rec.WorldSize == n
+	}
+	last, _ := filepath.Glob(filepath.Join(dir, resume.Dir, "*", fmt.Sprintf("rank-%d.json", n-1)))
 	for _, f := range last {
-		all := true
-		for r := range n - 1 {
-			if _, err := os.Stat(filepath.Join(filepath.Dir(f), fmt.Sprintf("rank-%d.json", r))); err != nil {
-				all = false
-			}
+		top, ok := read(f)
+		for r := 0; ok && r < n-1; r++ {
+			rec, found := read(filepath.Join(filepath.Dir(f), fmt.Sprintf("rank-%d.json", r)))
+			ok = found && rec.Generation == top.Generation
 		}
-		if all {
+		if ok {
 			return true
 		}
 	}

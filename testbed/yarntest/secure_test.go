@@ -105,7 +105,7 @@ func (s *secureSite) secureJobEpochs(t *testing.T, input string, executors, epoc
 
 var tokenSeqRE = regexp.MustCompile(`token (\d+) for alice`)
 
-// The secure tests' delegation tokens must be renewed every renew (3 s,
+// The secure tests' delegation tokens must be renewed every renew (5 s,
 // scaled) and live at most max (twice that): tokenTimes. The test
 // ResourceManager does not renew the tokens of a launch context, as
 // YARN's DelegationTokenRenewer would, so
@@ -125,7 +125,11 @@ var tokenSeqRE = regexp.MustCompile(`token (\d+) for alice`)
 // load then: scaled when the test binary started, before a second make
 // test beside had loaded the machine, they stayed at 3 s, and at load 70
 // the driver's fresh generation came 0.9 s after the old tokens' maximum
-// date.
+// date. Scaled at load 60 to 4.6 s (and 9.2 s), renew was still too short
+// when the load rose further during the job: the driver's keytab login
+// and fresh tokens, due at three quarters of max, came 2.2 s late, 0.1 s
+// before the old tokens' end, too late for an executor's next read: 5 s
+// leaves a quarter of max, 2.5 s and more, for that.
 const tokenBatchDelay = 25 * time.Millisecond
 
 type tokenTimes struct {
@@ -134,7 +138,7 @@ type tokenTimes struct {
 }
 
 func newTokenTimes() tokenTimes {
-	renew := testutil.Scale(3 * time.Second)
+	renew := testutil.Scale(5 * time.Second)
 	max := 2 * renew
 	return tokenTimes{renew: renew, max: max, epochsPast2Max: testutil.PacedEpochs(2*max+renew, 3000/2, 64, tokenBatchDelay)}
 }
@@ -154,8 +158,8 @@ func TestSecureTokenRenewal(t *testing.T) {
 
 	t.Run("renewed", func(t *testing.T) {
 		start := time.Now()
-		// Long enough for two fresh generations of 6 s tokens (one comes
-		// at 4.5 s).
+		// Long enough for two fresh generations of 10 s tokens (one comes
+		// at 7.5 s).
 		j := s.secureJobEpochs(t, input, 2, tt.epochsPast2Max)
 		code := j.wait(t, 3*time.Minute)
 		logs := j.stderr.String()
