@@ -66,9 +66,9 @@ func TestOverUCX(t *testing.T) {
 	}
 	for _, tls := range transports {
 		if testutil.RaceDetector && tls != "tcp" {
-			// Under -race one transport runs, but a server's loss: the
-			// link's Go side is the same on both, and every case runs
-			// without the detector too (RACE_SAMPLED_TESTS).
+			// Under -race: TCP only, without the server's loss (the
+			// link's Go side is the same on both transports); every
+			// case runs without the detector too (RACE_SAMPLED_TESTS).
 			continue
 		}
 		t.Run(tls, func(t *testing.T) {
