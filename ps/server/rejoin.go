@@ -267,14 +267,7 @@ func (s *Server) coordinateRejoin(ctx context.Context, ring *ps.Ring, i int, add
 	info := s.ringInfo(next)
 	s.log.Info("a replacement rejoins the ring", "server", i, "addr", addr, "ring_version", next.Version())
 	// Every other live server first: they copy the replacement its rows.
-	errs := s.onLive(ring, -1, func(j int, c pspb.ParameterServerClient) error {
-		if j == s.cfg.Index {
-			_, err := s.AdoptRing(ctx, info)
-			return err
-		}
-		_, err := c.AdoptRing(ctx, info)
-		return err
-	})
+	errs := s.onLive(ring, -1, s.adopting(ctx, info))
 	if len(errs) > 0 {
 		// Some rows may not have reached the replacement: it stays out of
 		// service and asks again, and is copied them then (Refill).
@@ -301,12 +294,13 @@ func (s *Server) refillRejoined(ctx context.Context, ring *ps.Ring, i int, addr 
 	// A server the dead coordinator never reached adopts the ring first.
 	info := s.ringInfo(ring)
 	req := &pspb.RefillRequest{Server: int32(i), RingVersion: ring.Version()}
+	adopt := s.adopting(ctx, info)
 	errs := s.onLive(ring, i, func(j int, c pspb.ParameterServerClient) error {
-		if j == s.cfg.Index {
+		if c == nil {
 			_, err := s.Refill(ctx, req)
 			return err
 		}
-		if _, err := c.AdoptRing(ctx, info); err != nil {
+		if err := adopt(j, c); err != nil {
 			return err
 		}
 		_, err := c.Refill(ctx, req)
@@ -321,7 +315,7 @@ func (s *Server) refillRejoined(ctx context.Context, ring *ps.Ring, i int, addr 
 }
 
 // onLive calls call on every live server of ring but skip, side by side,
-// and returns their errors.
+// with a client of it (nil for this server), and returns their errors.
 func (s *Server) onLive(ring *ps.Ring, skip int, call func(j int, c pspb.ParameterServerClient) error) []error {
 	var wg sync.WaitGroup
 	var mu sync.Mutex

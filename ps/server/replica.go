@@ -478,29 +478,24 @@ func (s *Server) coordinate(ctx context.Context, ring *ps.Ring, suspects []int) 
 	}
 	info := s.ringInfo(next)
 	s.log.Warn("servers taken out of the ring: their keys move to their backups", "servers", gone, "ring_version", next.Version(), "live", next.Live())
-	var wg sync.WaitGroup
-	for i := range next.Servers() {
-		if next.Dead(i) {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var err error
-			if i == s.cfg.Index {
-				_, err = s.AdoptRing(ctx, info)
-			} else if c, cerr := s.peer(ring, i); cerr != nil {
-				err = cerr
-			} else {
-				_, err = c.AdoptRing(ctx, info)
-			}
-			if err != nil {
-				s.log.Warn("a server did not adopt the new ring", "server", i, "ring_version", next.Version(), "err", err)
-			}
-		}()
+	for _, err := range s.onLive(next, -1, s.adopting(ctx, info)) {
+		s.log.Warn("a server did not adopt the new ring", "ring_version", next.Version(), "err", err)
 	}
-	wg.Wait()
 	return info, nil
+}
+
+// adopting is onLive's call that has each server adopt info, this one
+// directly.
+func (s *Server) adopting(ctx context.Context, info *pspb.RingInfo) func(int, pspb.ParameterServerClient) error {
+	return func(_ int, c pspb.ParameterServerClient) error {
+		var err error
+		if c == nil {
+			_, err = s.AdoptRing(ctx, info)
+		} else {
+			_, err = c.AdoptRing(ctx, info)
+		}
+		return err
+	}
 }
 
 // catchUp moves this server, about to coordinate a change of ring, to the
