@@ -1,14 +1,14 @@
 package yarntest_test
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/rowsum"
 	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/task/resume"
@@ -103,29 +103,14 @@ func testElastic(t *testing.T, mode string) {
 	}
 }
 
-// checkpointedBy says whether every rank of one world of n recorded some
-// checkpoint in dir. A checkpoint's records of lower ranks may be an
-// earlier, smaller world's (it resumed from an older checkpoint and wrote
-// this one again): each record must name the world of n and the
-// generation of rank n-1's.
+// checkpointedBy says whether the newest complete checkpoint in dir is
+// one of a world of n, by the rules the driver resumes by
+// (resume.Latest): every record names that world, one generation and one
+// step. A checkpoint's records of lower ranks may be an earlier, smaller
+// world's (it resumed from an older checkpoint and wrote this one again).
 func checkpointedBy(dir string, n int) bool {
-	read := func(f string) (resume.Record, bool) {
-		var rec resume.Record
-		b, err := os.ReadFile(f)
-		return rec, err == nil && json.Unmarshal(b, &rec) == nil && rec.WorldSize == n
-	}
-	last, _ := filepath.Glob(filepath.Join(dir, resume.Dir, "*", fmt.Sprintf("rank-%d.json", n-1)))
-	for _, f := range last {
-		top, ok := read(f)
-		for r := 0; ok && r < n-1; r++ {
-			rec, found := read(filepath.Join(filepath.Dir(f), fmt.Sprintf("rank-%d.json", r)))
-			ok = found && rec.Generation == top.Generation
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
+	p, _, err := resume.Latest(context.Background(), fsys.Local(), dir, 0, nil, time.Time{})
+	return err == nil && p != nil && p.World == n
 }
 
 // runningExecutorOf waits until n executor containers of the newest
