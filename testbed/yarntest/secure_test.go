@@ -121,15 +121,12 @@ var tokenSeqRE = regexp.MustCompile(`token (\d+) for alice`)
 // on a fast machine as on a loaded one and spends little CPU: it once
 // trained logreg for 1,500 epochs: about 14 s idle, 50 s at a load of 60.
 //
-// They are scaled as each test starts (newTokenTimes), at the machine's
-// load then: scaled when the test binary started, before a second make
-// test beside had loaded the machine, they stayed at 3 s, and at load 70
-// the driver's fresh generation came 0.9 s after the old tokens' maximum
-// date. Scaled at load 60 to 4.6 s (and 9.2 s), renew was still too short
-// when the load rose further during the job: the driver's keytab login
-// and fresh tokens, due at three quarters of max, came 2.2 s late, 0.1 s
-// before the old tokens' end, too late for an executor's next read: 5 s
-// leaves a quarter of max, 2.5 s and more, for that.
+// They are scaled as each test starts (newTokenTimes), at the load then
+// (scaled when the binary started, before a second make test loaded the
+// machine, they were too short), and renew leaves the driver's fresh
+// generation, due at three quarters of max, a quarter of max (2.5 s and
+// more) to log in again from the keytab and reach the executors while
+// the load rises during the job.
 const tokenBatchDelay = 25 * time.Millisecond
 
 type tokenTimes struct {
