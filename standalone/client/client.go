@@ -160,7 +160,11 @@ func (c *Client) Call(ctx context.Context, long bool, call func(ctx context.Cont
 				}
 				return err
 			}
-			last = fmt.Errorf("master %s: %w", c.cfg.Masters[idx], err)
+			// An attempt the caller's deadline cut short says less than the
+			// answer before it ("answered from its replica", "no leader").
+			if last == nil || !(isDeadline(err) && deadlineNear(ctx)) {
+				last = fmt.Errorf("master %s: %w", c.cfg.Masters[idx], err)
+			}
 		}
 		if c.cfg.FailFast && refused == len(c.masters) {
 			return fmt.Errorf("no master accepts connections at %s (connection refused): are the masters running, and is --master right? (last error: %v)",

@@ -10,10 +10,13 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/standalone/client"
+	"github.com/spindle-ml/spindle/standalone/internal/apierr"
 	"github.com/spindle-ml/spindle/standalone/internal/testcluster"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
@@ -105,5 +108,33 @@ func TestClientErrors(t *testing.T) {
 	defer cancel2()
 	if _, err := bad.Status(ctx2); err == nil || !strings.Contains(err.Error(), "is the cluster secret the same") || ctx2.Err() != nil {
 		t.Fatalf("wrong secret: %v", err)
+	}
+}
+
+// TestCallKeepsTheAnswerOverItsDeadline: a call that each master refuses
+// (here: "answered from its replica") until the caller's deadline ends
+// reports that refusal, not the DeadlineExceeded of the attempt the
+// deadline cut short.
+func TestCallKeepsTheAnswerOverItsDeadline(t *testing.T) {
+	c, err := client.New(client.Config{Masters: []string{testaddr.Refusing(t)}, Secret: testcluster.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(300*time.Millisecond))
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	attempts := 0
+	err = c.Call(ctx, true, func(ctx context.Context, _ pb.MasterClient) error {
+		attempts++
+		if time.Until(deadline) > 50*time.Millisecond {
+			return fmt.Errorf("%w: master m2 (Follower) answered from its replica, which may lag", apierr.ErrNotLeader)
+		}
+		// The master's clock runs ahead: it times the call out first.
+		<-time.After(time.Until(deadline) - 10*time.Millisecond)
+		return status.Error(codes.DeadlineExceeded, "context deadline exceeded")
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "answered from its replica") {
+		t.Fatalf("after %d attempts: %v; want the refusal before the deadline", attempts, err)
 	}
 }

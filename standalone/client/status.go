@@ -297,3 +297,14 @@ func (s *Status) WriteJSON(w io.Writer) error {
 	e.SetIndent("", "  ")
 	return e.Encode(out)
 }
+
+// deadlineNear says whether ctx's deadline is all but reached: a master
+// that timed out the call by it (its own clock running a little ahead)
+// answers DeadlineExceeded just before ctx ends.
+func deadlineNear(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && time.Until(d) < deadlineSlack
+}
+
+// deadlineSlack is how close to ctx's deadline deadlineNear looks.
+const deadlineSlack = 100 * time.Millisecond
