@@ -88,6 +88,27 @@ def expected(name):
         return json.load(f)
 
 
+# The sockets free_port holds, open until the interpreter exits.
+_held_ports = []
+
+
+def free_port():
+    """Return a 127.0.0.1 port for a child process (or a server) to bind, held until this interpreter exits.
+
+    A port the kernel picked and this process closed can be taken by any
+    process's next outgoing connection before the child binds it (on a busy
+    machine that happens: "Address already in use"). The port stays bound,
+    with SO_REUSEADDR and never listening, which keeps it out of the kernel's
+    choice while letting a child that sets SO_REUSEADDR too (PyTorch's
+    store, Go's listeners) bind it, as Spindle's executors hold MASTER_PORT.
+    """
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    _held_ports.append(s)
+    return s.getsockname()[1]
+
+
 def short_tempdir(test):
     """Make a temporary directory short enough for Unix socket paths, removed after test."""
     d = tempfile.mkdtemp(prefix="sp", dir="/tmp")

@@ -10,7 +10,6 @@ import os
 import queue
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -32,10 +31,7 @@ FINAL = re.compile(r"^final rank=(\d+) loss=([\d.]+) accuracy=([\d.]+) params_sh
 EPOCH = re.compile(r"^rank=(\d+) epoch=(\d+) loss=([\d.]+) accuracy=([\d.]+) rows=(\d+)", re.M)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+free_port = support.free_port
 
 
 class Rank:

@@ -342,9 +342,7 @@ class FedSessionTest(unittest.TestCase):
 
 
 def free_addr():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
+    return f"127.0.0.1:{support.free_port()}"
 
 
 def ancestors(pid):

@@ -1,7 +1,6 @@
 """Tests of spindle.torch: the dataset over the feed, process-group setup, checkpoints."""
 
 import os
-import socket
 import subprocess
 import sys
 import unittest
@@ -23,10 +22,7 @@ if torch is not None:
     import spindle.torch as st
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+free_port = support.free_port
 
 
 def single_rank():
