@@ -152,6 +152,12 @@ def spark_env():
     os.environ["PYSPARK_PYTHON"] = sys.executable
 
 
+# The JVM of a test's Spark session: short-lived and small, so C1's code
+# and the serial collector (a local session and its work: 22-27 CPU-s with
+# the defaults, 15 with these).
+SPARK_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 @unittest.skipIf(pyspark is None, "needs pyspark, pyarrow and cloudpickle (make deps installs them into $SPINDLE_PY_VENV)")
 @unittest.skipIf(shutil.which("java") is None, "needs Java for Spark (make deps)")
 class SparkCase(unittest.TestCase):
@@ -167,7 +173,8 @@ class SparkCase(unittest.TestCase):
     def setUpClass(cls):
         spark_env()
         b = (SparkSession.builder.master(cls.MASTER).appName("spindle-test")
-             .config("spark.ui.enabled", "false").config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000"))
+             .config("spark.ui.enabled", "false").config("spark.sql.execution.arrow.maxRecordsPerBatch", "1000")
+             .config("spark.driver.extraJavaOptions", SPARK_JAVA_OPTIONS))
         for k, v in cls.extra_conf().items():
             b = b.config(k, v)
         cls.spark = b.getOrCreate()

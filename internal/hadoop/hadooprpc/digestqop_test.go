@@ -13,6 +13,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -37,7 +38,7 @@ func startJavaPeer(t *testing.T, classes string, args ...string) *javaPeer {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, "java", append([]string{"-cp", classes, "DigestPeer"}, args...)...)
+	cmd := exec.CommandContext(ctx, "java", append(append(slices.Clone(peerJVM), "-cp", classes, "DigestPeer"), args...)...)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -61,13 +62,17 @@ func startJavaPeer(t *testing.T, classes string, args ...string) *javaPeer {
 	return p
 }
 
+// peerJVM is how the peers' JVMs run: each does one exchange, so C1's
+// code and the serial collector, not C2 compiling on the side.
+var peerJVM = []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"}
+
 func compileJavaPeer(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("javac"); err != nil {
 		t.Skip("no JDK (javac) to check DIGEST-MD5 against")
 	}
 	dir := t.TempDir()
-	if out, err := exec.Command("javac", "-d", dir, filepath.Join("testdata", "DigestPeer.java")).CombinedOutput(); err != nil {
+	if out, err := exec.Command("javac", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-d", dir, filepath.Join("testdata", "DigestPeer.java")).CombinedOutput(); err != nil {
 		t.Fatalf("javac: %v\n%s", err, out)
 	}
 	return dir
