@@ -63,13 +63,8 @@ export GORACE ?= atexit_sleep_ms=0
 # Every test build: -trimpath leaves the module's directory out of what
 # is compiled, so a clone or worktree at another path reuses the build
 # cache's packages (the unit tier in a new clone: 414 -> 261 CPU-s); -count=1
-# runs the tests even where go test has a result cached for that build;
-# -ldflags=-w leaves out the DWARF tables, which nothing in a test run
-# reads (stack traces and race reports use the binary's own line tables):
-# it halves linking, about 110 test binaries and programs after a commit
-# (a race test binary 7.6 to 4.0 CPU-s).
-TEST_LDFLAGS := -ldflags=-w
-TEST_FLAGS  ?= -trimpath -count=1 $(TEST_LDFLAGS)
+# runs the tests even where go test has a result cached for that build.
+TEST_FLAGS  ?= -trimpath -count=1
 # How many packages of a tier build and run at once (go test -p; the
 # default is the cores). Most wait on processes, timers or sockets and
 # would hold a core's slot idle (docs/testing.md).
@@ -173,7 +168,7 @@ e2e-tier: testbin
 		TIER_ENV='SPINDLE_SKIP_HADOOP=1 SPINDLE_TEST_BIN_DIR=$(TESTBIN)'
 
 testbin:
-	@mkdir -p $(TESTBIN) && $(GO) build -trimpath $(TEST_LDFLAGS) -o $(TESTBIN)/ $(TESTBIN_PKGS)
+	@mkdir -p $(TESTBIN) && $(GO) build -trimpath -o $(TESTBIN)/ $(TESTBIN_PKGS)
 
 # Raft's timing under load, which the unit tier's race detector would
 # distort (it skips there).

@@ -63,8 +63,11 @@ def session(jars):
     return (SparkSession.builder.master("yarn").appName("spindle-spark-on-yarn")
             .config("spark.submit.deployMode", "client")
             .config("spark.executor.instances", "2").config("spark.executor.cores", "1")
-            # The smallest executors Spark starts: 450 MiB is its floor.
-            .config("spark.executor.memory", "450m").config("spark.executor.memoryOverhead", "128m")
+            # About the smallest executors Spark starts: their JVM's heap must
+            # be 450 MiB, which the serial collector (JAVA_OPTIONS) reports
+            # as 435 of -Xmx450m. 480 + 128 rounds up to the same 640 MiB
+            # container as 450 + 128.
+            .config("spark.executor.memory", "480m").config("spark.executor.memoryOverhead", "128m")
             .config("spark.yarn.am.memory", "450m").config("spark.yarn.am.memoryOverhead", "128m")
             .config("spark.dynamicAllocation.enabled", "false")
             # Short-lived, small JVMs on a busy machine: C1's code and the
