@@ -130,7 +130,8 @@ func TestCallKeepsTheAnswerOverItsDeadline(t *testing.T) {
 		if time.Until(deadline) > 50*time.Millisecond {
 			return fmt.Errorf("%w: master m2 (Follower) answered from its replica, which may lag", apierr.ErrNotLeader)
 		}
-		// The master's clock runs ahead: it times the call out first.
+		// The last attempt: gRPC fails it by the clock, here a moment
+		// before ctx's timer fires.
 		<-time.After(time.Until(deadline) - 10*time.Millisecond)
 		return status.Error(codes.DeadlineExceeded, "context deadline exceeded")
 	})

@@ -298,9 +298,9 @@ func (s *Status) WriteJSON(w io.Writer) error {
 	return e.Encode(out)
 }
 
-// deadlineNear says whether ctx's deadline is all but reached: a master
-// that timed out the call by it (its own clock running a little ahead)
-// answers DeadlineExceeded just before ctx ends.
+// deadlineNear says whether ctx's deadline has passed or all but passed:
+// gRPC fails a call with DeadlineExceeded by the clock, which on a busy
+// machine can come before ctx's timer fires and sets ctx.Err.
 func deadlineNear(ctx context.Context) bool {
 	d, ok := ctx.Deadline()
 	return ok && time.Until(d) < deadlineSlack
