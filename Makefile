@@ -115,7 +115,7 @@ run: build ## generate data and run a 2-rank local training job on it
 		-- $(BIN)/logreg --lr 0.5
 
 check: check-deps lint proto-check tidy-check ## the inner loop, a few minutes: gofmt, vet, staticcheck, generated code, go.mod, short fuzzing and the fast packages' unit tests
-	@if [ -x scripts/fuzz.sh ]; then scripts/fuzz.sh 3s; fi
+	@if [ -x scripts/fuzz.sh ]; then scripts/fuzz.sh 2000x; fi
 	@mkdir -p $(BIN) && rm -f $(SUMMARY)
 	@$(MAKE) --no-print-directory test-tier TIER=check RACE= PKGS='$(CHECK_PKGS)' TIER_ENV=SPINDLE_SKIP_HADOOP=1 TIER_ARGS='-p $(TEST_P)'
 
