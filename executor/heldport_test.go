@@ -32,11 +32,15 @@ func TestServicePortHeldButBindable(t *testing.T) {
 	}
 	defer ports.close()
 	port := int(ports.ports()[1])
-	if err := plainBind(t, "127.0.0.1", port); !errors.Is(err, unix.EADDRINUSE) {
-		t.Fatalf("another process binding the held service port %d: %v, want EADDRINUSE", port, err)
+	// On the host's address or another: a listener there would keep a
+	// framework that binds every address from binding.
+	for _, other := range []string{"127.0.0.1", "127.0.0.2"} {
+		if err := plainBind(t, other, port); !errors.Is(err, unix.EADDRINUSE) {
+			t.Fatalf("another process binding the held service port %s:%d: %v, want EADDRINUSE", other, port, err)
+		}
 	}
-	for _, addr := range []string{"127.0.0.1", "0.0.0.0"} {
-		l, err := net.Listen("tcp4", net.JoinHostPort(addr, strconv.Itoa(port)))
+	for _, addr := range []string{"127.0.0.1", "0.0.0.0", "::"} {
+		l, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
 		if err != nil {
 			t.Fatalf("the training framework could not listen on the held service port %s:%d: %v", addr, port, err)
 		}
