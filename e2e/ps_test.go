@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
@@ -31,15 +32,15 @@ func TestBuiltinPSTrainsSparseLR(t *testing.T) {
 			os.Mkdir(events, 0o755)
 			r := spindle(t, dir, submitArgs("--master", "local[2]", "--num-ps", "2",
 				"--conf", "spindle.eventLog.dir="+events, "--conf", "spindle.eventLog.flushInterval=200ms",
-				"--conf", "spindle.ps.staleness="+staleness, "--", sparseLRBin, "--rows", "200000",
+				"--conf", "spindle.ps.staleness="+staleness, "--", sparseLRBin, "--rows", testbin.SparseLRRows, "--hot", testbin.SparseLRHot,
 				"--export", filepath.Join(dir, "weights.parquet"))...)
 			if r.code != 0 {
 				t.Fatalf("job failed:\n%s", r)
 			}
 			m := sparseLRResult(t, r, "")
-			// 2 workers × 200 steps, each push acknowledged by both servers.
-			if pushes, _ := strconv.Atoi(m[5]); pushes != 2*200*2 {
-				t.Errorf("servers applied %d pushes, want the %d acknowledged", pushes, 2*200*2)
+			// 2 workers' steps, each push acknowledged by both servers.
+			if pushes, _ := strconv.Atoi(m[5]); pushes != 2*testbin.SparseLRSteps*2 {
+				t.Errorf("servers applied %d pushes, want the %d acknowledged", pushes, 2*testbin.SparseLRSteps*2)
 			}
 			if want := "sparse-lr: exported " + m[3] + " rows of table weights to " + filepath.Join(dir, "weights.parquet"); !strings.Contains(r.stdout, want) {
 				t.Errorf("no line saying %q:\n%s", want, r)
@@ -68,20 +69,20 @@ func TestBuiltinPSRestartsFromCheckpoint(t *testing.T) {
 	r := spindle(t, dir, submitArgs("--master", "local[2]", "--num-ps", "2",
 		"--checkpoint-dir", filepath.Join(dir, "ckpt"),
 		"--conf", "spindle.failure.policy=restart", "--conf", "spindle.failure.maxRestarts=1",
-		"--", sparseLRBin, "--rows", "200000", "--checkpoint-every", "50", "--die-at-step", "120")...)
+		"--", sparseLRBin, "--rows", testbin.SparseLRRows, "--hot", testbin.SparseLRHot, "--checkpoint-every", "20", "--die-at-step", "50")...)
 	if r.code != 0 {
 		t.Fatalf("job failed:\n%s", r)
 	}
 	for _, w := range []string{"0", "1"} {
-		if want := "sparse-lr: worker " + w + " resumes at step 100 from the tables' checkpoint"; !strings.Contains(r.stdout, want) {
+		if want := "sparse-lr: worker " + w + " resumes at step 40 from the tables' checkpoint"; !strings.Contains(r.stdout, want) {
 			t.Errorf("no line saying %q:\n%s", want, r)
 		}
 	}
 	m := sparseLRResult(t, r, "after the restart, ")
-	// Generation 1 applied only the 100 steps after the checkpoint: 2
-	// workers × 100 steps × 2 servers.
-	if pushes, _ := strconv.Atoi(m[5]); pushes != 2*100*2 {
-		t.Errorf("servers applied %d pushes after the restart, want %d", pushes, 2*100*2)
+	// Generation 1 applied only the steps after the checkpoint at step
+	// 40: 2 workers × 40 steps × 2 servers.
+	if pushes, _ := strconv.Atoi(m[5]); pushes != 2*(testbin.SparseLRSteps-40)*2 {
+		t.Errorf("servers applied %d pushes after the restart, want %d", pushes, 2*(testbin.SparseLRSteps-40)*2)
 	}
 
 	// After the job, its tables' latest checkpoint exports to Parquet,

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spindle-ml/spindle/internal/testbin"
 	"github.com/spindle-ml/spindle/rdma/ucx"
 )
 
@@ -24,13 +25,13 @@ func TestBuiltinPSOverUCX(t *testing.T) {
 			r := spindle(t, t.TempDir(), submitArgs("--master", "local[2]", "--num-ps", "2",
 				"--conf", "spindle.log.level=info",
 				"--env", "SPINDLE_COLLECTIVE_LINK=ucx:required", "--env", "UCX_TLS="+tls, "--env", "UCX_LOG_LEVEL=fatal",
-				"--", sparseLRBin, "--rows", "200000")...)
+				"--", sparseLRBin, "--rows", testbin.SparseLRRows, "--hot", testbin.SparseLRHot)...)
 			if r.code != 0 {
 				t.Fatalf("job failed:\n%s", r)
 			}
 			m := sparseLRResult(t, r, "")
-			if pushes, _ := strconv.Atoi(m[5]); pushes != 2*200*2 {
-				t.Errorf("servers applied %d pushes, want the %d acknowledged", pushes, 2*200*2)
+			if pushes, _ := strconv.Atoi(m[5]); pushes != 2*testbin.SparseLRSteps*2 {
+				t.Errorf("servers applied %d pushes, want the %d acknowledged", pushes, 2*testbin.SparseLRSteps*2)
 			}
 			out := r.stdout + r.stderr
 			if n := strings.Count(out, "parameter-server data link is ucx"); n != 2 {

@@ -31,7 +31,7 @@ func TestRolesOnStandalone(t *testing.T) {
 func builtinPSJob(t *testing.T, c *cluster) {
 	j := c.submit(t.TempDir(), "--name", "builtin-ps", "--num-executors", "2", "--executor-memory", "512m",
 		"--num-ps", "2", "--ps-memory", "512m", "--conf", "spindle.ps.staleness=1",
-		"--", sparseLRBin, "--rows", "200000")
+		"--", sparseLRBin, "--rows", testbin.SparseLRRows, "--hot", testbin.SparseLRHot)
 	if code := j.wait(t, 3*time.Minute); code != 0 {
 		t.Fatalf("job failed (exit %d)\n--- stdout\n%s--- stderr\n%s", code, j.stdout.String(), j.stderr.String())
 	}

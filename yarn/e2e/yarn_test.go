@@ -212,7 +212,7 @@ func TestBuiltinPSOnYARN(t *testing.T) {
 	hc := hadooptest.Shared(t)
 	code, stdout, stderr := submit(t, hc.ConfDir, 4*time.Minute,
 		"--name", "yarn-ps", "--queue", "default", "--num-executors", "2", "--executor-memory", "256m",
-		"--num-ps", "2", "--ps-memory", "512m", "--", sparseLRBin, "--rows", "200000")
+		"--num-ps", "2", "--ps-memory", "512m", "--", sparseLRBin, "--rows", testbin.SparseLRRows, "--hot", testbin.SparseLRHot)
 	if code != 0 {
 		t.Fatalf("spindle submit exited %d\n--- stdout\n%s\n--- stderr\n%s", code, stdout, stderr)
 	}
