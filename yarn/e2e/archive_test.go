@@ -14,26 +14,26 @@ import (
 )
 
 // TestArchiveOfManyFiles: an archive of 40,000 small files, as a packed
-// Python environment has, reaches every executor in both deploy modes
-// with the default heartbeat timeout: the executors heartbeat while they
-// unpack it, however long that takes.
+// Python environment has, reaches every executor of a cluster-mode job
+// (the driver in the ApplicationMaster) with the default heartbeat
+// timeout: the executors heartbeat while they unpack it, however long
+// that takes. TestStatusShowsLocalizingRanks runs the same archive in
+// client mode, and make test-long both modes ten times
+// (TestArchiveRepeat). Each unpack here costs 10 to 30 CPU-s, most of
+// it ext4 finding free inodes among the many the tests just deleted.
 func TestArchiveOfManyFiles(t *testing.T) {
 	t.Parallel()
 	hc := hadooptest.Shared(t)
 	work := t.TempDir()
 	writeManyFileArchive(t, filepath.Join(work, "env.tar.gz"), 40000)
-	for _, mode := range []string{"client", "cluster"} {
-		t.Run(mode, func(t *testing.T) {
-			code, stdout, stderr := submitIn(t, work, hc.ConfDir, 5*time.Minute, "--deploy-mode", mode, "--name", "many-files-"+mode,
-				"--num-executors", "2", "--executor-memory", "256m", "--archives", "env.tar.gz#env",
-				"--", "sh", "-c", "test -f env/lib/d39/f39999.py && echo unpacked-$SPINDLE_RANK")
-			if code != 0 {
-				t.Fatalf("spindle submit exited %d\n--- stdout\n%s\n--- stderr\n%s", code, stdout, stderr)
-			}
-			if n := strings.Count(stdout+stderr, "unpacked-"); n != 2 {
-				t.Fatalf("want both ranks to see the unpacked archive, saw %d:\n%s\n%s", n, stdout, stderr)
-			}
-		})
+	code, stdout, stderr := submitIn(t, work, hc.ConfDir, 5*time.Minute, "--deploy-mode", "cluster", "--name", "many-files",
+		"--num-executors", "2", "--executor-memory", "256m", "--archives", "env.tar.gz#env",
+		"--", "sh", "-c", "test -f env/lib/d39/f39999.py && echo unpacked-$SPINDLE_RANK")
+	if code != 0 {
+		t.Fatalf("spindle submit exited %d\n--- stdout\n%s\n--- stderr\n%s", code, stdout, stderr)
+	}
+	if n := strings.Count(stdout+stderr, "unpacked-"); n != 2 {
+		t.Fatalf("want both ranks to see the unpacked archive, saw %d:\n%s\n%s", n, stdout, stderr)
 	}
 }
 
