@@ -236,7 +236,7 @@ test-python: testbin ## the Python package's unittest suites, each in the interp
 		for label in system test-venv py-venv; do [ -f $(PYLOG)-$$label.log ] && { echo "== $$label"; cat $(PYLOG)-$$label.log; }; done; \
 		exit $$s; \
 	} 2>&1 | tee $(BIN)/test-python.log; status=$$?; \
-	$(PYTHON) $(PYTESTS) summarize $(SUMMARY) $(PYRESULTS) || status=1; \
+	$(PYTHON) $(PYTESTS) summarize $(SUMMARY) $(BIN)/test-python-times.txt $(PYRESULTS) || status=1; \
 	exit $$status
 
 bench: bench-deps build ## feed, collectives, HDFS and standalone benchmarks, each beside its baseline

@@ -9,11 +9,19 @@ interpreter ran it, and apart from those the skips whose reason says
 another tier of make test runs them ("run by go test ...").
 
     pytests.py run RESULTS LABEL [TEST NAMES...]   # in python/tests; none: discover
-    pytests.py summarize SUMMARY RESULTS...        # appends the tier line
+    pytests.py summarize SUMMARY TIMES RESULTS...  # appends the tier line
+
+Each test's record also holds its wall seconds and the CPU seconds of
+the interpreter and the children it waited for (the ranks and jobs it
+ran); summarize writes them to TIMES, the longest first, as the Go
+tiers' times files.
 """
 
 import json
+import os
+import resource
 import sys
+import time
 import unittest
 
 ELSEWHERE = "run by go test"
@@ -24,9 +32,16 @@ class RecordingResult(unittest.TextTestResult):
 
     sink = None  # (file, interpreter label), set by run
 
+    def startTest(self, test):
+        self._began = (time.monotonic(), cpu_seconds())
+        super().startTest(test)
+
     def _record(self, test, outcome, reason="", err=None):
         f, label = self.sink
         r = {"id": test.id(), "outcome": outcome, "reason": reason, "interpreter": label}
+        if hasattr(self, "_began"):
+            r["seconds"] = round(time.monotonic() - self._began[0], 2)
+            r["cpu"] = round(cpu_seconds() - self._began[1], 2)
         if err is not None:
             r["said"] = said(self._exc_info_to_string(err, test))
         f.write(json.dumps(r) + "\n")
@@ -71,6 +86,12 @@ SAID_LINES = 8
 MOST_FAILURES = 10
 
 
+def cpu_seconds():
+    """Return the user and system seconds of this interpreter and of the children it has waited for."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def said(text):
     """Return the last SAID_LINES non-blank lines of a traceback, each cut at 240 characters."""
     lines = [l[:240] for l in text.rstrip().splitlines() if l.strip()]
@@ -96,8 +117,9 @@ def run(results, label, names):
     return 0 if result.wasSuccessful() else 1
 
 
-def summarize(summary, files):
+def summarize(summary, times, files):
     outcomes = {}  # test id -> {outcome: reason}
+    took = []  # (seconds, cpu seconds, "interpreter:test id") of each test run
     runs = set()  # (interpreter, test id) of the tests run
     interpreters = set()
     unended = set()  # interpreters whose run did not reach its end
@@ -119,6 +141,8 @@ def summarize(summary, files):
                 continue
             if r["outcome"] != "skip":
                 runs.add((r["interpreter"], r["id"]))
+                if "seconds" in r:
+                    took.append((r["seconds"], r.get("cpu", 0), "%s:%s" % (r["interpreter"], r["id"])))
             if r["outcome"] == "fail":
                 why.setdefault(r["id"], (r["interpreter"], r.get("said", [])))
             outcomes.setdefault(r["id"], {})[r["outcome"]] = r["reason"]
@@ -142,6 +166,8 @@ def summarize(summary, files):
             f.writelines("               %s\n" % l for l in lines)
         if len(failed) > MOST_FAILURES:
             f.write("             and %d more failed (the tier's output has them)\n" % (len(failed) - MOST_FAILURES))
+    with open(times, "w", encoding="utf-8") as f:
+        f.writelines("%8.2f %8.2f %s\n" % t for t in sorted(took, reverse=True))
     sys.stdout.write(line)
     return 1 if failed or unended else 0
 
@@ -149,8 +175,8 @@ def summarize(summary, files):
 def main(argv):
     if len(argv) >= 3 and argv[0] == "run":
         return run(argv[1], argv[2], argv[3:])
-    if len(argv) >= 2 and argv[0] == "summarize":
-        return summarize(argv[1], argv[2:])
+    if len(argv) >= 3 and argv[0] == "summarize":
+        return summarize(argv[1], argv[2], argv[3:])
     sys.stderr.write(__doc__)
     return 2
 
