@@ -199,8 +199,11 @@ func TestBuiltinPSServerKilled(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
+	// Paced by sleeps (80 steps of at least 250 ms, stretched on a busy
+	// machine) rather than by 500,000 rows of work, which cost 26 CPU-s.
 	r := spindleWatched(t, t.TempDir(), nil, &stderr, submitArgs("--master", "local[2]", "--num-ps", "3",
-		"--", sparseLRBin, "--rows", "500000")...)
+		"--", sparseLRBin, "--rows", testbin.SparseLRRows, "--hot", testbin.SparseLRHot,
+		"--pause", testutil.Scale(250*time.Millisecond).String())...)
 	var killed []kill
 	for k := range kills {
 		killed = append(killed, k)

@@ -41,6 +41,7 @@ type options struct {
 	optimizer string
 	lr, l1    float64
 	dieAt     int
+	pause     time.Duration
 	export    string
 	ckptEvery int
 	scoresOut string
@@ -65,6 +66,7 @@ func main() {
 	flag.StringVar(&o.export, "export", "", "worker 0 writes the trained table to this Parquet `file` (a path or hdfs:// URI) at the end")
 	flag.StringVar(&o.scoresOut, "scores-out", "", "worker 0 writes the first 100 held-out rows' ids (the bias key first) and its scores of them to this JSON `file`, to compare with an exported model's")
 	flag.StringVar(&o.initModel, "init-model", "", "start the table from this ONNX model's (spindle model export of a sparse-lr checkpoint): a .onnx file, a directory holding model.onnx, or [STORE/]NAME[/VERSION]; needs --checkpoint-dir; a checkpoint to resume from wins")
+	flag.DurationVar(&o.pause, "pause", 0, "sleep this long after each step: a job paced by time rather than rows (tests that act while it trains)")
 	flag.IntVar(&o.dieAt, "die-at-step", 0, "worker 1 exits with status 3 at this step, in the job's first generation only (failure tests)")
 	flag.IntVar(&o.ckptEvery, "checkpoint-every", 0, "worker 0 checkpoints the tables every `N` steps under the job's checkpoint directory (--checkpoint-dir), and a restarted job resumes from the latest")
 	flag.Parse()
@@ -92,6 +94,8 @@ func check(o options) error {
 		return fmt.Errorf("--vocab %d: want 2 to 2^20", o.data.vocab)
 	case !(o.data.zipf > 1):
 		return fmt.Errorf("--zipf %g: want more than 1", o.data.zipf)
+	case o.pause < 0:
+		return fmt.Errorf("--pause %s: want 0 or more", o.pause)
 	case o.rows < 0 || o.rows == 0 && o.initModel == "" || o.batch < 1 || o.evalRows < 2:
 		return errors.New("--rows, --batch and --eval-rows must be positive (eval at least 2; --rows 0 with --init-model only scores the model)")
 	}
@@ -235,6 +239,13 @@ func train(ctx context.Context, c *client.Client, o options, ckptBase string, fi
 			os.Exit(3)
 		}
 		task.Report(int64(steps), map[string]float64{"keys": float64(len(keys))})
+		if o.pause > 0 {
+			select {
+			case <-ctx.Done():
+				return steps, moved, ctx.Err()
+			case <-time.After(o.pause):
+			}
+		}
 	}
 	return steps, moved, nil
 }
