@@ -1,5 +1,6 @@
 // Package testbin gives end-to-end tests the programs they run as
-// processes (spindle, the examples, the e2e checkers).
+// processes (spindle, the examples, the e2e checkers), and the arguments
+// of the short runs several packages share (SparseLRRows).
 //
 // Each test package used to build its own copies, so one run of the
 // end-to-end and real-Hadoop tiers linked the 76 MB spindle binary once
