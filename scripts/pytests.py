@@ -18,7 +18,6 @@ tiers' times files.
 """
 
 import json
-import os
 import resource
 import sys
 import time
