@@ -101,10 +101,12 @@ def free_port():
     with SO_REUSEADDR and never listening, which keeps it out of the kernel's
     choice while letting a child that sets SO_REUSEADDR too (PyTorch's
     store, Go's listeners) bind it, as Spindle's executors hold MASTER_PORT.
+    It is held on every address: one held on 127.0.0.1 alone can still go
+    to a socket bound to another (PyTorch's store, on 0.0.0.0, then fails).
     """
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", 0))
+    s.bind(("0.0.0.0", 0))
     _held_ports.append(s)
     return s.getsockname()[1]
 
