@@ -227,8 +227,14 @@ var registeredRE = regexp.MustCompile(`executor registered.*executor=(exec-\d+).
 func TestClusterModeSecondAttempt(t *testing.T) {
 	t.Parallel()
 	hc := hadooptest.Shared(t)
+	// Each rank of the first attempt leaves a mark and sleeps until the
+	// ApplicationMaster is killed; the second attempt's ranks find their
+	// marks and finish. A fixed sleep would race the kill on a busy
+	// machine: the job could end before the test found its AM.
+	marks := t.TempDir()
+	rank := `mark="` + marks + `/rank-$SPINDLE_RANK"; if [ -e "$mark" ]; then exit 0; fi; touch "$mark"; exec sleep 600`
 	r := start(t, hc.ConfDir, "--deploy-mode", "cluster", "--name", "second-attempt", "--num-executors", "2",
-		"--executor-memory", "256m", "--conf", "spindle.yarn.maxAppAttempts=2", "--", "sleep", "6")
+		"--executor-memory", "256m", "--conf", "spindle.yarn.maxAppAttempts=2", "--", "sh", "-c", rank)
 	app := r.waitFor(t, appRE, time.Minute)[1]
 	r.waitFor(t, regexp.MustCompile(`all executors registered`), 2*time.Minute)
 	// The gateway relays the ApplicationMaster's log as it reads it: a
@@ -242,6 +248,15 @@ func TestClusterModeSecondAttempt(t *testing.T) {
 		}
 		if len(first) != 2 {
 			return fmt.Errorf("want 2 executors registered, got %v:\n%s", first, r.stderr.String())
+		}
+		return nil
+	})
+	// Kill only once both ranks run the command (and so have left marks).
+	testutil.WaitFor(t, time.Minute, func() error {
+		for _, n := range []string{"0", "1"} {
+			if _, err := os.Stat(filepath.Join(marks, "rank-"+n)); err != nil {
+				return fmt.Errorf("rank %s has not started its command: %w", n, err)
+			}
 		}
 		return nil
 	})
