@@ -51,10 +51,13 @@ func FastRaft(c *master.Config) {
 	c.ElectionTimeout = testutil.Scale(d.ElectionTimeout)
 	c.LeaderLeaseTimeout = testutil.Scale(d.LeaderLeaseTimeout)
 	c.CommitTimeout = 10 * time.Millisecond
-	// The worker timeout stays shorter than the gone timeout (the
-	// default, 2 s), scaled by the same load: tests of a killed worker
-	// expect the silence, not the closed connection, to tell.
-	c.WorkerTimeout = testutil.Scale(time.Second)
+	// The worker timeout outlasts one heartbeat call's own bound (2 s,
+	// the worker's AttemptTimeout): a single slow call to a starved
+	// master must not lose a worker (at 1.7 s, under the race detector
+	// beside a second make test, it did). It stays shorter than the gone
+	// timeout, scaled by the same load: tests of a killed worker expect
+	// the silence, not the closed connection, to tell.
+	c.WorkerTimeout = testutil.Scale(3 * time.Second)
 	c.WorkerGoneTimeout = 2 * c.WorkerTimeout
 	c.LaunchTimeout = testutil.Scale(10 * time.Second)
 	c.StopGrace = time.Second
