@@ -363,16 +363,12 @@ func (c *Cluster) localize(ctx context.Context, n *nodeManager, user, tokenFile 
 		return "", fmt.Errorf("open %s: %w", src, err)
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o700)
+	data, err := io.ReadAll(in)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("read %s: %w", src, err)
 	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return "", fmt.Errorf("copy %s: %w", src, err)
-	}
-	if err := out.Close(); err != nil {
-		return "", err
+	if err := writeUnforked(dst, data); err != nil {
+		return "", fmt.Errorf("localize %s: %w", src, err)
 	}
 	// Localized files are read-only, and executable (YARN gives them
 	// r-x).
@@ -381,4 +377,26 @@ func (c *Cluster) localize(ctx context.Context, n *nodeManager, user, tokenFile 
 	}
 	n.cache[key] = dst
 	return dst, nil
+}
+
+// writeUnforked writes a file that a container may execute while no
+// process is forked from this one. This process starts containers while
+// it localizes others' files: a child forked while dst is open for
+// writing holds that descriptor until it execs, and a container that
+// execs dst meanwhile fails with "Text file busy" (ETXTBSY; seen under
+// load). Holding syscall.ForkLock for reading keeps exec.Command from
+// forking while the descriptor is open; the bytes are read beforehand so
+// that the lock is held only for a local write.
+func writeUnforked(dst string, data []byte) error {
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o700)
+	if err != nil {
+		return err
+	}
+	if _, err := out.Write(data); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
