@@ -363,11 +363,14 @@ func (c *Cluster) localize(ctx context.Context, n *nodeManager, user, tokenFile 
 		return "", fmt.Errorf("open %s: %w", src, err)
 	}
 	defer in.Close()
-	data, err := io.ReadAll(in)
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", src, err)
+	// Streamed to a file beside dst first (never executed), then copied
+	// in the kernel to dst with no fork in flight (writeUnforked).
+	staged := dst + ".download"
+	if err := copyToFile(staged, 0o600, in); err != nil {
+		return "", fmt.Errorf("copy %s: %w", src, err)
 	}
-	if err := writeUnforked(dst, data); err != nil {
+	defer os.Remove(staged)
+	if err := writeUnforked(dst, staged); err != nil {
 		return "", fmt.Errorf("localize %s: %w", src, err)
 	}
 	// Localized files are read-only, and executable (YARN gives them
@@ -379,24 +382,35 @@ func (c *Cluster) localize(ctx context.Context, n *nodeManager, user, tokenFile 
 	return dst, nil
 }
 
-// writeUnforked writes a file that a container may execute while no
-// process is forked from this one. This process starts containers while
-// it localizes others' files: a child forked while dst is open for
-// writing holds that descriptor until it execs, and a container that
-// execs dst meanwhile fails with "Text file busy" (ETXTBSY; seen under
-// load). Holding syscall.ForkLock for reading keeps exec.Command from
-// forking while the descriptor is open; the bytes are read beforehand so
-// that the lock is held only for a local write.
-func writeUnforked(dst string, data []byte) error {
-	syscall.ForkLock.RLock()
-	defer syscall.ForkLock.RUnlock()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o700)
+// copyToFile writes r to a new file at path with mode perm.
+func copyToFile(path string, perm os.FileMode, r io.Reader) error {
+	out, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
 	if err != nil {
 		return err
 	}
-	if _, err := out.Write(data); err != nil {
+	if _, err := io.Copy(out, r); err != nil {
 		out.Close()
 		return err
 	}
 	return out.Close()
+}
+
+// writeUnforked copies the file staged to dst, a file a container may
+// execute, while no process is forked from this one. This process starts
+// containers while it localizes others' files: a child forked while dst
+// is open for writing holds that descriptor until it execs, and a
+// container that execs dst meanwhile fails with "Text file busy"
+// (ETXTBSY; seen under load). Holding syscall.ForkLock for reading keeps
+// exec.Command from forking while the descriptor is open; the copy
+// between two local files is the kernel's (copy_file_range), so the lock
+// is held briefly.
+func writeUnforked(dst, staged string) error {
+	in, err := os.Open(staged)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	return copyToFile(dst, 0o700, in)
 }
