@@ -232,9 +232,9 @@ func TestClusterModeSecondAttempt(t *testing.T) {
 	// marks and finish. A fixed sleep would race the kill on a busy
 	// machine: the job could end before the test found its AM.
 	marks := t.TempDir()
-	rank := `mark="` + marks + `/rank-$SPINDLE_RANK"; if [ -e "$mark" ]; then exit 0; fi; touch "$mark"; exec sleep 600`
+	eachRank := `mark="` + marks + `/rank-$SPINDLE_RANK"; if [ -e "$mark" ]; then exit 0; fi; touch "$mark"; exec sleep 600`
 	r := start(t, hc.ConfDir, "--deploy-mode", "cluster", "--name", "second-attempt", "--num-executors", "2",
-		"--executor-memory", "256m", "--conf", "spindle.yarn.maxAppAttempts=2", "--", "sh", "-c", rank)
+		"--executor-memory", "256m", "--conf", "spindle.yarn.maxAppAttempts=2", "--", "sh", "-c", eachRank)
 	app := r.waitFor(t, appRE, time.Minute)[1]
 	r.waitFor(t, regexp.MustCompile(`all executors registered`), 2*time.Minute)
 	// The gateway relays the ApplicationMaster's log as it reads it: a
