@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -229,6 +230,11 @@ func (e *Executor) Run(ctx context.Context) error {
 	status.obs.takeExit(report, status.usage)
 	if runErr != nil {
 		report.Error = runErr.Error()
+		if _, itself := errors.AsType[*stoppedItselfError](runErr); itself {
+			// Not a stop from outside for the driver to wait on the
+			// cluster manager's reason for: the error is the reason.
+			report.Signal = ""
+		}
 		var se *setupError
 		report.SetupError = errors.As(runErr, &se) && ctx.Err() == nil
 		if ctx.Err() != nil && report.Signal == "" {
@@ -420,21 +426,38 @@ func (e *Executor) superviseTask(ctx context.Context, r *taskRun, proc *process,
 	defer stopAll()
 	g, gctx := errgroup.WithContext(runCtx)
 	var feed *feedHook
+	// hookErr is the first failure of a hook other than the feed (whose
+	// own is feed.err): the checkpoint service, the PS proxy, the GPU
+	// sampler. Written before g.Wait returns, read after.
+	var hookMu sync.Mutex
+	var hookErr error
 	for _, h := range hooks {
-		if f, ok := h.(*feedHook); ok {
+		f, isFeed := h.(*feedHook)
+		if isFeed {
 			feed = f
 		}
 		if run, ok := h.(hookRunner); ok {
-			g.Go(func() error { return run.Run(gctx) })
+			g.Go(func() error {
+				err := run.Run(gctx)
+				if err != nil && !isFeed && gctx.Err() == nil {
+					hookMu.Lock()
+					hookErr = cmp.Or(hookErr, err)
+					hookMu.Unlock()
+				}
+				return err
+			})
 		}
 	}
+	// stopWhy is why the driver stopped the task (the job's end, or its
+	// failure elsewhere); lostErr that the driver stopped answering.
 	var stopWhy string
+	var lostErr error
 	var finished bool
 	g.Go(func() error {
 		why, fin, err := e.heartbeat(gctx, r.t, r.id, r.feed, r.obs, r.membership)
 		if err != nil || why != "" {
-			stopWhy, finished = why, fin
-			return fmt.Errorf("stop: %s", why)
+			stopWhy, lostErr, finished = why, err, fin
+			return fmt.Errorf("stop: %s", cmp.Or(why, errString(err)))
 		}
 		return nil
 	})
@@ -450,10 +473,14 @@ func (e *Executor) superviseTask(ctx context.Context, r *taskRun, proc *process,
 	if feed != nil {
 		feedErr = feed.err
 	}
+	// ownErr is a failure of this executor that stopped the task: the
+	// driver hears it in the exit report, rather than only that the
+	// process was sent SIGTERM.
+	ownErr := cmp.Or(lostErr, hookErr)
 	select {
 	case <-proc.done:
 	default:
-		res.stopped = firstNonEmpty(stopWhy, errString(feedErr), "the executor was told to stop")
+		res.stopped = firstNonEmpty(stopWhy, errString(feedErr), errString(ownErr), "the executor was told to stop")
 		e.logger.Info("stopping training process", "reason", res.stopped)
 		proc.stop(time.Duration(r.t.StopGraceMillis) * time.Millisecond)
 	}
@@ -473,14 +500,29 @@ func (e *Executor) superviseTask(ctx context.Context, r *taskRun, proc *process,
 	if feedErr != nil {
 		return res, fmt.Errorf("feed failed (%s): %w", res.exit, feedErr)
 	}
+	if ownErr != nil && res.stopped != "" && stopWhy == "" {
+		return res, &stoppedItselfError{err: ownErr}
+	}
 	return res, nil
 }
 
 var errProcessExited = errors.New("training process exited")
 
+// stoppedItselfError is a failure of the executor (the driver lost, a
+// service failed) for which it stopped the training process itself: the
+// process's SIGTERM is its doing, not the cluster manager's.
+type stoppedItselfError struct{ err error }
+
+func (e *stoppedItselfError) Error() string {
+	return "the executor stopped its training process: " + e.err.Error()
+}
+
+func (e *stoppedItselfError) Unwrap() error { return e.err }
+
 // heartbeat reports progress until ctx ends. It returns a reason when the
-// driver says stop or cannot be reached for longer than the driver timeout,
-// and whether the stop is the job's successful end.
+// driver says stop, and whether the stop is the job's successful end; an
+// error when the driver cannot be reached for longer than the driver
+// timeout.
 func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *wire.Server, obs *observations, mh *membershipHook) (string, bool, error) {
 	interval := heartbeatInterval(t)
 	timeout := driverTimeout(t)
@@ -526,7 +568,7 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 		case ctx.Err() != nil:
 			return "", false, nil
 		case time.Since(lastOK) > timeout:
-			return fmt.Sprintf("lost the driver at %s: no answer for %s (%v)", e.cfg.DriverAddr, time.Since(lastOK).Round(time.Second), err), false, nil
+			return "", false, fmt.Errorf("lost the driver at %s: no answer for %s (%w)", e.cfg.DriverAddr, time.Since(lastOK).Round(time.Second), err)
 		}
 	}
 }
