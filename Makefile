@@ -222,10 +222,17 @@ PYLOG     = $(CURDIR)/$(BIN)/test-python
 # They get a TMPDIR of their own, removed after them, for what their jobs
 # and sessions leave in it, and the spindle binary linked for the other
 # tiers (SPINDLE_BINARY; each interpreter would link its own).
+# The Python tier's jobs (started through the Python API, which has no
+# test time scale) give a driver starved by a loaded machine longer than
+# the default 6 s before their executors give it up, as the Go e2e
+# harness's do (testutil.Scale(10s)).
+PY_HEARTBEAT_TIMEOUT ?= 30s
 test-python: testbin ## the Python package's unittest suites, each in the interpreter that has its packages
 	@mkdir -p $(BIN); rm -f $(PYRESULTS); set -o pipefail; \
 	pytmp=$$(mktemp -d "$${TMPDIR:-/tmp}/spindle-python-XXXXXX") && trap 'rm -rf "$$pytmp"' EXIT && export TMPDIR=$$pytmp; \
 	export SPINDLE_BINARY=$${SPINDLE_BINARY:-$(TESTBIN)/spindle}; \
+	if [ -z "$${SPINDLE_CONF_DIR:-}" ]; then mkdir "$$pytmp/conf" && export SPINDLE_CONF_DIR=$$pytmp/conf && \
+		echo 'spindle.executor.heartbeatTimeout $(PY_HEARTBEAT_TIMEOUT)' > "$$pytmp/conf/spindle-defaults.conf"; fi; \
 	{ s=0; cd python/tests; rm -f $(PYLOG)-*.log; \
 		run() { label=$$1 py=$$2; shift 2; command -v "$$py" >/dev/null || return 0; \
 			( trap - INT QUIT; exec "$$py" $(PYTESTS) run $(PYRESULTS) $$label "$$@" ) > $(PYLOG)-$$label.log 2>&1 & pids="$$pids $$!"; }; \
