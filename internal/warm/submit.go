@@ -106,10 +106,6 @@ func Submit(ctx context.Context, rec *Record, argv []string, cwd string, stdout,
 	if err != nil {
 		return err
 	}
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
 	// One run at a time: each rank serves its requests in turn, so two
 	// runs let in at once could each hold a rank the other waits for.
 	unlock, err := lockRuns(rec.Dir)
@@ -117,6 +113,10 @@ func Submit(ctx context.Context, rec *Record, argv []string, cwd string, stdout,
 		return err
 	}
 	defer unlock()
+	port, err := masterPort(ctx, rec)
+	if err != nil {
+		return err
+	}
 	job, err := NextJob(rec.Dir)
 	if err != nil {
 		return err
@@ -256,11 +256,44 @@ func lockRuns(dir string) (unlock func(), err error) {
 	return func() { f.Close() }, nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pick a MASTER_PORT: %w", err)
+// masterPort asks rank 0 for a port free on its host: the job's
+// MASTER_PORT, which PyTorch's store binds there, and for a session on a
+// cluster that is another host than this one.
+func masterPort(ctx context.Context, rec *Record) (int, error) {
+	network, addr := "unix", filepath.Join(rec.Dir, "rank-0.sock")
+	if rec.away(0) {
+		network, addr = "tcp", rec.Addrs[0]
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return 0, fmt.Errorf("session %s rank 0 (for a MASTER_PORT): %w", rec.ID, err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	req, err := requestLine(map[string]any{"op": "port", "token": rec.Token}, nil)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := conn.Write(req); err != nil {
+		return 0, fmt.Errorf("session %s rank 0: ask for a MASTER_PORT: %w", rec.ID, err)
+	}
+	var a struct {
+		Port  int    `json:"port"`
+		Error string `json:"error"`
+	}
+	line, err := bufio.NewReader(conn).ReadBytes('\n')
+	if err != nil {
+		return 0, fmt.Errorf("session %s rank 0: no MASTER_PORT answered: %w", rec.ID, err)
+	}
+	switch err := json.Unmarshal(line, &a); {
+	case err != nil:
+		return 0, fmt.Errorf("session %s rank 0: answer %q: %w", rec.ID, line, err)
+	case a.Error != "":
+		return 0, fmt.Errorf("session %s rank 0: %s", rec.ID, a.Error)
+	case a.Port <= 0 || a.Port > 65535:
+		return 0, fmt.Errorf("session %s rank 0: answer %q names no port", rec.ID, line)
+	}
+	return a.Port, nil
 }

@@ -1,8 +1,11 @@
 package warm
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,5 +115,45 @@ func TestSubmitSendsTheScriptToRanksAway(t *testing.T) {
 	}
 	if extra, err := awayRequest(&Record{NumExecutors: 2}, []string{"train.py"}, dir); extra != nil || err != nil {
 		t.Errorf("awayRequest with every rank here = %v, %v; want nothing added", extra, err)
+	}
+}
+
+// TestMasterPortComesFromRankZero: a run's MASTER_PORT is the one rank 0
+// answers (free on its host, where PyTorch's store binds it), asked with
+// the session's token; a refusal is the run's error, naming the rank.
+func TestMasterPortComesFromRankZero(t *testing.T) {
+	dir := t.TempDir()
+	rec := &Record{ID: "s1", Dir: dir, Token: "tok", NumExecutors: 2}
+	lis, err := net.Listen("unix", filepath.Join(dir, "rank-0.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	answers := []string{`{"port": 41234}`, `{"error": "refused: no valid session token"}`, `{"port": 0}`}
+	got := make(chan map[string]any, len(answers))
+	go func() {
+		for _, a := range answers {
+			conn, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			var req map[string]any
+			_ = json.NewDecoder(conn).Decode(&req)
+			got <- req
+			fmt.Fprintln(conn, a)
+			conn.Close()
+		}
+	}()
+	if port, err := masterPort(t.Context(), rec); err != nil || port != 41234 {
+		t.Fatalf("masterPort = %d, %v; want rank 0's 41234", port, err)
+	}
+	if req := <-got; req["op"] != "port" || req["token"] != "tok" {
+		t.Errorf("request %v, want op port with the session's token", req)
+	}
+	if _, err := masterPort(t.Context(), rec); err == nil || !strings.Contains(err.Error(), "session s1 rank 0: refused") {
+		t.Errorf("masterPort = %v, want rank 0's refusal", err)
+	}
+	if _, err := masterPort(t.Context(), rec); err == nil || !strings.Contains(err.Error(), "names no port") {
+		t.Errorf("masterPort = %v, want an answer without a port refused", err)
 	}
 }

@@ -238,7 +238,9 @@ class SessionRun:
         s = self.session
         # The function travels in the request and the results in the
         # answers, so a rank on another host needs nothing of this one's.
-        env = {_contract.MASTER_PORT: str(_free_port()), _contract.SESSION_JOB: str(self.turn)}
+        # MASTER_PORT is free on rank 0's host, where PyTorch's store binds it.
+        port = s._ask(0, {"op": "port"}, timeout=60)[0]["port"]
+        env = {_contract.MASTER_PORT: str(port), _contract.SESSION_JOB: str(self.turn)}
         req = {"op": "run", "payload": base64.b64encode(self._payload).decode(), "env": env}
         s.last_pids = [None] * s.num_executors
         errors = [None] * s.num_executors
@@ -411,8 +413,3 @@ def next_job(directory):
     os.replace(tmp, path)
     return last + 1
 
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

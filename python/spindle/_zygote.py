@@ -155,6 +155,13 @@ def _serve_one(conn, token, rank, lis):
     if op == "stop":
         _send(conn, {"stopped": True})
         return False
+    if op == "port":
+        # The next job's MASTER_PORT: rank 0's PyTorch store binds it on
+        # this host, which need not be the submitter's.
+        for fd in fds:
+            os.close(fd)
+        _send(conn, {"port": _free_port()})
+        return True
     away = conn.family != socket.AF_UNIX
     if op not in ("run", "exec") or (op == "exec" and (len(fds) != (0 if away else 2) or not req.get("argv"))):
         for fd in fds:
@@ -180,6 +187,13 @@ def _serve_one(conn, token, rank, lis):
             os.close(fd)
         if op == "exec" and away:
             shutil.rmtree(req["work"], ignore_errors=True)
+
+
+def _free_port():
+    """Return a TCP port free on every address of this host."""
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
 
 
 def _fork_job(conn, req, fds, relay, rank, lis):

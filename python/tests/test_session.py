@@ -84,6 +84,15 @@ class SessionTest(unittest.TestCase):
         self.assertIn("ValueError: rank one is broken", str(cm.exception))
         self.assertEqual(self.session.run(probe, None)["rank"], 0, "the session runs the next job after a failed one")
 
+    def test_rank_zero_answers_a_port_free_on_its_host(self):
+        # A job's MASTER_PORT comes from rank 0, where PyTorch's store binds it.
+        answer = self.session._ask(0, {"op": "port"}, timeout=60)
+        self.assertEqual(len(answer), 1)
+        port = answer[0]["port"]
+        self.assertTrue(0 < port < 65536, answer)
+        with socket.socket() as s:
+            s.bind(("", port))  # rank 0 is on this host here: still free
+
     def test_request_without_token_is_refused(self):
         path = _zygote.socket_path(self.session._dir, 0)
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
