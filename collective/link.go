@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -80,11 +81,28 @@ type LinkSetup struct {
 	Peers []string
 	// Timeout is the progress timeout of Send and Recv.
 	Timeout time.Duration
+	// SetupTimeout bounds the link's own exchanges over the streams
+	// before its first operation (the shared-memory hello, Negotiate's
+	// offers) when longer than Timeout: the mesh's handshake timeout, so
+	// that a short progress timeout does not fail the setup on a loaded
+	// host, where mapping a ring can take longer than an operation's
+	// progress may.
+	SetupTimeout time.Duration
 	// Out[p] is an authenticated stream to each rank p this rank sends to,
 	// In[p] one from each rank p it receives from; nil for other ranks.
 	Out, In []*net.TCPConn
 	// Logger carries the communicator's attributes.
 	Logger *slog.Logger
+}
+
+// setupDeadline is when the link's setup exchanges give up: the longer of
+// Timeout and SetupTimeout from now, or ctx's deadline when sooner.
+func (s LinkSetup) setupDeadline(ctx context.Context) time.Time {
+	deadline := time.Now().Add(max(s.Timeout, s.SetupTimeout))
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	return deadline
 }
 
 // meshTransport is the Transport of a communicator: a Link for the bytes
@@ -126,13 +144,14 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger, sendTo, recvFrom
 		linker = TCPLinker{SocketBufferBytes: cfg.SocketBufferBytes, NoSharedMemory: cfg.NoSharedMemory}
 	}
 	link, err := linker.Link(ctx, LinkSetup{
-		Rank:      cfg.Rank,
-		WorldSize: cfg.WorldSize,
-		Peers:     cfg.Peers,
-		Timeout:   cfg.Timeout,
-		Out:       out,
-		In:        in,
-		Logger:    log,
+		Rank:         cfg.Rank,
+		WorldSize:    cfg.WorldSize,
+		Peers:        cfg.Peers,
+		Timeout:      cfg.Timeout,
+		SetupTimeout: cmp.Or(cfg.HandshakeTimeout, DefaultHandshakeTimeout),
+		Out:          out,
+		In:           in,
+		Logger:       log,
 	})
 	if err != nil {
 		err = fmt.Errorf("%s link: %w", linker.Name(), err)

@@ -121,10 +121,7 @@ var bootID = sync.OnceValue(func() string {
 // their data over TCP.
 func shmSetup(ctx context.Context, s LinkSetup, enabled bool) (sends []*shmSender, recvs []*shmReceiver, err error) {
 	sends, recvs = make([]*shmSender, len(s.Out)), make([]*shmReceiver, len(s.In))
-	deadline := time.Now().Add(s.Timeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
+	deadline := s.setupDeadline(ctx)
 	var wg sync.WaitGroup
 	errs := make([]error, len(s.Out)+len(s.In))
 	start := func(i int, c *net.TCPConn, fn func(*net.TCPConn) error) {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -244,5 +245,41 @@ func TestLinkSaysWhatCarriesIt(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSetupOutlastsAShortProgressTimeout: the shared-memory hello is
+// bounded by the setup's timeout, not the operations' progress timeout: a
+// rank whose peer starts its hello later than a short progress timeout
+// (a loaded host mapping its ring) still links, where it used to fail with
+// an i/o timeout (collective TestPeerStall beside a second make test).
+func TestSetupOutlastsAShortProgressTimeout(t *testing.T) {
+	needShm(t)
+	a01, b01 := tcpPair(t)
+	a10, b10 := tcpPair(t)
+	const progress = 20 * time.Millisecond
+	setups := [2]LinkSetup{
+		{Rank: 0, WorldSize: 2, Timeout: progress, SetupTimeout: time.Minute, Out: []*net.TCPConn{nil, a01}, In: []*net.TCPConn{nil, b10}, Logger: quietLogger()},
+		{Rank: 1, WorldSize: 2, Timeout: progress, SetupTimeout: time.Minute, Out: []*net.TCPConn{a10, nil}, In: []*net.TCPConn{b01, nil}, Logger: quietLogger()},
+	}
+	var links [2]Link
+	var errs [2]error
+	var g sync.WaitGroup
+	for r := range setups {
+		g.Go(func() {
+			if r == 1 {
+				time.Sleep(10 * progress) // the peer's hello comes late
+			}
+			links[r], errs[r] = TCPLinker{}.Link(context.Background(), setups[r])
+		})
+	}
+	g.Wait()
+	for _, l := range links {
+		if l != nil {
+			l.Close()
+		}
+	}
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("ranks linking with a %s progress timeout and a minute for setup: %v, %v; want both linked", progress, errs[0], errs[1])
 	}
 }

@@ -37,16 +37,14 @@ const maxOfferBytes = 1 << 20
 // Negotiate swaps offers over every stream of s at once and returns the
 // peer's offer by rank: outs[p] for the stream to rank p, ins[p] for the
 // one from it (zero for ranks without a stream). Both ends of a stream see
-// both offers, so they decide alike. It honours ctx and s.Timeout.
+// both offers, so they decide alike. It honours ctx and the setup's
+// timeouts (LinkSetup.SetupTimeout).
 func Negotiate(ctx context.Context, s LinkSetup, mine Offer) (outs, ins []Offer, err error) {
 	msg, err := encodeOffer(mine)
 	if err != nil {
 		return nil, nil, err
 	}
-	deadline := time.Now().Add(s.Timeout)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
-	}
+	deadline := s.setupDeadline(ctx)
 	outs, ins = make([]Offer, len(s.Out)), make([]Offer, len(s.In))
 	var g errgroup.Group
 	for _, set := range []struct {
