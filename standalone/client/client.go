@@ -41,7 +41,13 @@ type Config struct {
 	// all (every address refuses it), instead of retrying until the
 	// caller's deadline: for commands a person waits on.
 	FailFast bool
-	Logger   *slog.Logger
+	// LeaderWait bounds how long Status waits for an election to end
+	// (no master leads) before it shows a follower's view, which lacks
+	// what only the leader knows: applications waiting for room and
+	// executors localizing. 0 means 5s, longer than an election with the
+	// default Raft timeouts takes.
+	LeaderWait time.Duration
+	Logger     *slog.Logger
 }
 
 // Client calls the masters.
@@ -71,6 +77,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.AttemptTimeout <= 0 {
 		cfg.AttemptTimeout = 5 * time.Second
+	}
+	if cfg.LeaderWait <= 0 {
+		cfg.LeaderWait = 5 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -139,3 +139,49 @@ func TestCallKeepsTheAnswerOverItsDeadline(t *testing.T) {
 		t.Fatalf("after %d attempts: %v; want the refusal before the deadline", attempts, err)
 	}
 }
+
+// TestStatusWaitsOutAnElection: asked while no master leads (two of
+// three down), Status waits for an election rather than answer with a
+// follower's view, which lacks what only the leader knows (applications
+// waiting for room, executors localizing): once a second master is back
+// and one of them leads, Status answers with the leader's view. It used to
+// answer at once with the follower's (standalone/e2e TestRoom saw a
+// waiting application as RUNNING under load, while a leader stepped down).
+func TestStatusWaitsOutAnElection(t *testing.T) {
+	g := testcluster.StartMasters(t, 3, testcluster.FastRaft)
+	first := g.Leader()
+	g.Stop((first + 1) % 3)
+	g.Stop((first + 2) % 3)
+	c, err := client.New(client.Config{Masters: g.Addrs(), Secret: testcluster.Secret, AttemptTimeout: 2 * time.Second,
+		LeaderWait: testutil.Scale(60 * time.Second), Logger: testcluster.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The one master left steps down once it misses its quorum.
+	testutil.WaitFor(t, 20*time.Second, testutil.Holds("the last master to step down", func() bool { return !g.Ms[first].IsLeader() }))
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(90*time.Second))
+	defer cancel()
+	type answer struct {
+		st  *client.Status
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		st, err := c.Status(ctx)
+		got <- answer{st, err}
+	}()
+	select {
+	case a := <-got:
+		t.Fatalf("Status answered while no master led (%v): %+v", a.err, a.st)
+	case <-time.After(500 * time.Millisecond):
+	}
+	g.Start((first + 1) % 3)
+	a := <-got
+	if a.err != nil {
+		t.Fatalf("Status after the election: %v", a.err)
+	}
+	if a.st.Leader() == "" || a.st.Cluster.GetServedBy().GetState() != "Leader" {
+		t.Fatalf("Status after the election: served by %v; want the leader's view", a.st.Cluster.GetServedBy())
+	}
+}

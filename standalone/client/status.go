@@ -45,27 +45,30 @@ type Status struct {
 // Raft group for its own view (role, term, indexes), so masters that are
 // down show up as such.
 func (c *Client) Status(ctx context.Context) (*Status, error) {
-	var cs *pb.ClusterStatusResponse
-	err := c.Call(ctx, false, func(ctx context.Context, m pb.MasterClient) error {
-		resp, err := m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
-		if err != nil {
-			return err
-		}
-		cs = resp
-		return nil
-	})
+	cs, err := c.anyStatus(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("cluster status: %w", err)
+		return nil, err
 	}
-	// A follower's replica may trail the leader's by a heartbeat: prefer
-	// the leader's answer when it can be had.
-	if cs.GetServedBy().GetState() != "Leader" {
-		for _, p := range cs.GetMasters() {
-			if p.GetLeader() && p.GetAddr() != "" {
-				if fresh, err := c.statusFrom(ctx, p.GetAddr()); err == nil {
-					cs = fresh
-				}
-			}
+	// A follower's replica may trail the leader's by a heartbeat, and only
+	// the leader knows which applications wait for room and which
+	// executors localize: prefer the leader's answer when it can be had,
+	// waiting out an election (no master leads) for up to LeaderWait.
+	deadline := time.Now().Add(c.cfg.LeaderWait)
+	for cs.GetServedBy().GetState() != "Leader" {
+		if fresh := c.leaderStatus(ctx, cs); fresh != nil {
+			cs = fresh
+			break
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("cluster status: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if again, err := c.anyStatus(ctx); err == nil {
+			cs = again
 		}
 	}
 	st := &Status{Cluster: cs, Masters: make([]MasterStatus, len(cs.GetMasters()))}
@@ -87,6 +90,36 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 }
 
 // statusFrom asks the master at addr for the cluster state.
+// anyStatus asks any master for the cluster state.
+func (c *Client) anyStatus(ctx context.Context) (*pb.ClusterStatusResponse, error) {
+	var cs *pb.ClusterStatusResponse
+	err := c.Call(ctx, false, func(ctx context.Context, m pb.MasterClient) error {
+		resp, err := m.ClusterStatus(ctx, &pb.ClusterStatusRequest{})
+		if err != nil {
+			return err
+		}
+		cs = resp
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster status: %w", err)
+	}
+	return cs, nil
+}
+
+// leaderStatus asks the master cs names as leader for the cluster state;
+// nil when cs names none or it does not answer.
+func (c *Client) leaderStatus(ctx context.Context, cs *pb.ClusterStatusResponse) *pb.ClusterStatusResponse {
+	for _, p := range cs.GetMasters() {
+		if p.GetLeader() && p.GetAddr() != "" {
+			if fresh, err := c.statusFrom(ctx, p.GetAddr()); err == nil && fresh.GetServedBy().GetState() == "Leader" {
+				return fresh
+			}
+		}
+	}
+	return nil
+}
+
 func (c *Client) statusFrom(ctx context.Context, addr string) (*pb.ClusterStatusResponse, error) {
 	conn, err := rpc.NewClient(addr, rpc.ClientConfig{Options: c.creds.DialOptionsTo(secure.MasterAudience(addr))})
 	if err != nil {
