@@ -59,13 +59,8 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 			cs = fresh
 			break
 		}
-		if time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("cluster status: %w", ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+		if time.Now().After(deadline) || sleepCtx(ctx, 100*time.Millisecond) != nil {
+			break // the follower's view, as it is
 		}
 		if again, err := c.anyStatus(ctx); err == nil {
 			cs = again
@@ -89,7 +84,18 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	return st, nil
 }
 
-// statusFrom asks the master at addr for the cluster state.
+// sleepCtx waits for d or until ctx ends, whose error it returns.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // anyStatus asks any master for the cluster state.
 func (c *Client) anyStatus(ctx context.Context) (*pb.ClusterStatusResponse, error) {
 	var cs *pb.ClusterStatusResponse
@@ -120,6 +126,7 @@ func (c *Client) leaderStatus(ctx context.Context, cs *pb.ClusterStatusResponse)
 	return nil
 }
 
+// statusFrom asks the master at addr for the cluster state.
 func (c *Client) statusFrom(ctx context.Context, addr string) (*pb.ClusterStatusResponse, error) {
 	conn, err := rpc.NewClient(addr, rpc.ClientConfig{Options: c.creds.DialOptionsTo(secure.MasterAudience(addr))})
 	if err != nil {
