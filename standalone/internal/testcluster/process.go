@@ -96,7 +96,8 @@ func StartWorkerProcess(t testing.TB, addrs []string, id string, cores int, memo
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envWorkerProcess+"="+string(raw))
-	cmd.Stdout, cmd.Stderr = tWriter{t}, tWriter{t}
+	out := newTWriter(t)
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start worker process %s: %v", id, err)
 	}
