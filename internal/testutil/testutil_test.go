@@ -2,6 +2,8 @@ package testutil
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +100,37 @@ func TestLoadStretch(t *testing.T) {
 	t.Setenv(EnvLoadStretch, "off")
 	if got := LoadStretch(); got != 1 {
 		t.Errorf("%s=off: stretch %v, want 1", EnvLoadStretch, got)
+	}
+}
+
+// recordingTB records what is logged through it and the cleanups it is
+// given, which the test runs itself.
+type recordingTB struct {
+	testing.TB
+	lines    []string
+	cleanups []func()
+}
+
+func (r *recordingTB) Logf(format string, args ...any) {
+	r.lines = append(r.lines, fmt.Sprintf(format, args...))
+}
+
+func (r *recordingTB) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
+
+// TestLogWriterEndsWithTheTest: lines reach the test's log until its
+// cleanups run, and are dropped after (a goroutine that outlives the test
+// would otherwise panic the test binary by logging to it).
+func TestLogWriterEndsWithTheTest(t *testing.T) {
+	r := &recordingTB{TB: t}
+	w := LogWriter(r)
+	fmt.Fprint(w, "during")
+	for _, f := range r.cleanups {
+		f()
+	}
+	if n, err := fmt.Fprint(w, "after"); n != len("after") || err != nil {
+		t.Fatalf("a write after the test: %d, %v; want it taken whole and dropped", n, err)
+	}
+	if !slices.Equal(r.lines, []string{"during"}) {
+		t.Fatalf("logged %q, want only the line written during the test", r.lines)
 	}
 }

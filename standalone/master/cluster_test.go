@@ -30,14 +30,7 @@ func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("SPINDLE_TEST_VERBOSE") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	return slog.New(slog.NewTextHandler(&testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w *testWriter) Write(b []byte) (int, error) {
-	w.t.Logf("%s", b)
-	return len(b), nil
+	return slog.New(slog.NewTextHandler(testutil.LogWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // fastRaft sets small timeouts so elections take a fraction of a second

@@ -96,7 +96,7 @@ func StartWorkerProcess(t testing.TB, addrs []string, id string, cores int, memo
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envWorkerProcess+"="+string(raw))
-	out := newTWriter(t)
+	out := testutil.LogWriter(t)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start worker process %s: %v", id, err)

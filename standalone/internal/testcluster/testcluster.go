@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,39 +28,7 @@ func Logger(t testing.TB) *slog.Logger {
 	if _, ok := t.(*testing.B); ok {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return slog.New(slog.NewTextHandler(newTWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-// tWriter writes lines to t's log until the test's cleanups reach it.
-// Raft's transport lets its connection goroutines outlive Shutdown, and a
-// line they log after the test completed would panic the test binary
-// ("Log in goroutine after ... has completed"); those lines are dropped.
-type tWriter struct {
-	t     testing.TB
-	mu    sync.Mutex
-	ended bool
-}
-
-// newTWriter returns a tWriter that ends with t's cleanups.
-func newTWriter(t testing.TB) *tWriter {
-	w := &tWriter{t: t}
-	t.Cleanup(w.end)
-	return w
-}
-
-func (w *tWriter) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.ended {
-		w.t.Logf("%s", b)
-	}
-	return len(b), nil
-}
-
-func (w *tWriter) end() {
-	w.mu.Lock()
-	w.ended = true
-	w.mu.Unlock()
+	return slog.New(slog.NewTextHandler(testutil.LogWriter(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // FastRaft sets Raft timeouts small enough for elections to take a
