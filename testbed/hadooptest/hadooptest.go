@@ -267,7 +267,8 @@ func launch(script, dir string, env []string, args ...string) (*Cluster, error) 
 		return nil, fmt.Errorf("mini cluster exited before it was ready (%v); the end of %s:\n%s", err, logf.Name(), tail(logf.Name(), 4000))
 	case <-time.After(testutil.Scale(StartTimeout)):
 		c.Stop()
-		return nil, fmt.Errorf("mini cluster not ready within %v (SPINDLE_TEST_TIMESCALE stretches it); see %s", testutil.Scale(StartTimeout), logf.Name())
+		return nil, fmt.Errorf("mini cluster not ready within %v (SPINDLE_TEST_TIMESCALE stretches it); the end of %s (removed with the test's directory):\n%s",
+			testutil.Scale(StartTimeout), logf.Name(), tail(logf.Name(), 4000))
 	}
 }
 
