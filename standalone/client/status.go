@@ -54,13 +54,19 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	// executors localize: prefer the leader's answer when it can be had,
 	// waiting out an election (no master leads) for up to LeaderWait.
 	deadline := time.Now().Add(c.cfg.LeaderWait)
+election:
 	for cs.GetServedBy().GetState() != "Leader" {
 		if fresh := c.leaderStatus(ctx, cs); fresh != nil {
 			cs = fresh
 			break
 		}
-		if time.Now().After(deadline) || sleepCtx(ctx, 100*time.Millisecond) != nil {
-			break // the follower's view, as it is
+		if time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			break election // the follower's view, as it is
+		case <-time.After(100 * time.Millisecond):
 		}
 		if again, err := c.anyStatus(ctx); err == nil {
 			cs = again
@@ -82,18 +88,6 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	}
 	wg.Wait()
 	return st, nil
-}
-
-// sleepCtx waits for d or until ctx ends, whose error it returns.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // anyStatus asks any master for the cluster state.
