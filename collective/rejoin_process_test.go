@@ -165,13 +165,15 @@ func startRejoinProc(t *testing.T, rank int, peers []string, ln net.Listener, ex
 // exits or stays silent for a minute.
 func (p *rejoinProc) next(t *testing.T, rank int) string {
 	t.Helper()
+	silent := testutil.NewTimer(time.Minute)
+	defer silent.Stop()
 	select {
 	case l := <-p.lines:
 		return l
 	case <-p.exited:
 		t.Fatalf("rank %d exited", rank)
-	case <-time.After(testutil.Scale(time.Minute)):
-		t.Fatalf("rank %d made no progress", rank)
+	case <-silent.C:
+		t.Fatalf("rank %d made no progress in %s", rank, silent)
 	}
 	return ""
 }

@@ -53,10 +53,10 @@ func Scale(d time.Duration) time.Duration {
 // pollEvery is how long WaitFor sleeps between two checks, at most.
 const pollEvery = 50 * time.Millisecond
 
-// WaitFor calls cond until it returns nil or Scale(timeout) passes, and
-// then fails t with the last error cond returned. The first check is
-// immediate; later ones back off from 1ms to 50ms so fast conditions
-// cost little and slow ones do not spin a loaded machine.
+// WaitFor calls cond until it returns nil or a Budget of timeout is
+// spent, and then fails t with the last error cond returned. The first
+// check is immediate; later ones back off from 1ms to 50ms so fast
+// conditions cost little and slow ones do not spin a loaded machine.
 func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
 	if err := Poll(timeout, cond); err != nil {
@@ -66,18 +66,18 @@ func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 
 // Poll is WaitFor for code that must not call t.Fatal (a goroutine other
 // than the test's, a helper process): it returns an error quoting the
-// condition's last error instead.
+// condition's last error instead. Its deadline is a Budget: load that
+// rises while it waits stretches it.
 func Poll(timeout time.Duration, cond func() error) error {
-	d := Scale(timeout)
-	deadline := time.Now().Add(d)
+	budget := NewBudget(timeout)
 	sleep := time.Millisecond
 	for {
 		err := cond()
 		if err == nil {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s: %w", d, err)
+		if budget.Spent() {
+			return fmt.Errorf("timed out after %s: %w", budget, err)
 		}
 		time.Sleep(sleep)
 		sleep = min(2*sleep, pollEvery)

@@ -134,3 +134,59 @@ func TestLogWriterEndsWithTheTest(t *testing.T) {
 		t.Fatalf("logged %q, want only the line written during the test", r.lines)
 	}
 }
+
+// TestBudgetChargesWallTimeOverTheLoad: time spent at twice the quiet
+// load costs half as much, the stretch is never below 1 (an idle machine
+// does not make a budget longer than its timeout), and the description
+// shows the wall time once the load made the budget last longer.
+func TestBudgetChargesWallTimeOverTheLoad(t *testing.T) {
+	b := &Budget{total: time.Minute, left: time.Minute}
+	b.charge(40*time.Second, 2)
+	if b.left != 40*time.Second {
+		t.Fatalf("after 40s at stretch 2: %v left, want 40s", b.left)
+	}
+	b.charge(30*time.Second, 0.5)
+	if b.left != 10*time.Second {
+		t.Fatalf("after 30s more at stretch 0.5: %v left, want 10s (stretch counts as 1)", b.left)
+	}
+	b.last = b.start.Add(70 * time.Second)
+	if got, want := b.String(), "1m0s (1m10s on the wall clock: the machine was busy)"; got != want {
+		t.Errorf("String: %q, want %q", got, want)
+	}
+	// Overrun at no load (a poll's last sleep) is not the machine's.
+	quiet := &Budget{total: time.Minute, left: time.Minute}
+	quiet.charge(65*time.Second, 1)
+	quiet.last = quiet.start.Add(65 * time.Second)
+	if got := quiet.String(); got != "1m0s" {
+		t.Errorf("String after an overrun at no load: %q, want 1m0s", got)
+	}
+}
+
+// TestTimerFiresAndStops: a timer's channel closes once its budget is
+// spent, and Stop, before or after that, returns with its goroutine gone.
+func TestTimerFiresAndStops(t *testing.T) {
+	t.Setenv(EnvLoadStretch, "off")
+	fired := NewTimer(5 * time.Millisecond)
+	start := time.Now()
+	select {
+	case <-fired.C:
+	case <-time.After(time.Minute):
+		t.Fatal("a 5ms timer had not fired after a minute")
+	}
+	if waited := time.Since(start); waited < 5*time.Millisecond {
+		t.Errorf("the timer fired after %v, before its 5ms budget", waited)
+	}
+	fired.Stop()
+	if got := fired.String(); !strings.HasPrefix(got, "5ms") {
+		t.Errorf("String: %q, want the 5ms budget first", got)
+	}
+
+	stopped := NewTimer(time.Hour)
+	stopped.Stop()
+	stopped.Stop()
+	select {
+	case <-stopped.C:
+		t.Error("a stopped hour-long timer fired")
+	default:
+	}
+}

@@ -285,15 +285,18 @@ func (c *cluster) submit(dir string, args ...string) *job {
 	return j
 }
 
-// wait waits for the job and returns its exit status.
-func (j *job) wait(t *testing.T, d time.Duration) int {
+// wait waits for the job and returns its exit status; within is a
+// testutil.Timer's budget.
+func (j *job) wait(t *testing.T, within time.Duration) int {
 	t.Helper()
+	deadline := testutil.NewTimer(within)
+	defer deadline.Stop()
 	select {
 	case <-j.done:
-	case <-time.After(d):
+	case <-deadline.C:
 		_ = j.cmd.Process.Kill()
 		<-j.done
-		t.Fatalf("job did not finish within %s\n--- stdout\n%s--- stderr\n%s", d, j.stdout.String(), j.stderr.String())
+		t.Fatalf("job did not finish within %s\n--- stdout\n%s--- stderr\n%s", deadline, j.stdout.String(), j.stderr.String())
 	}
 	var ee *exec.ExitError
 	if errors.As(j.err, &ee) {

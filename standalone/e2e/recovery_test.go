@@ -91,7 +91,7 @@ func TestElasticShrinksWhenAWorkerDies(t *testing.T) {
 		"--epochs", fmt.Sprint(epochs), "--shuffle", "--seed", "2", "--checkpoint-dir", filepath.Join(data, "ckpt"),
 		"--conf", "spindle.failure.policy=elastic", "--conf", "spindle.failure.elasticWait=2s",
 		"--", rowcheckBin, "--every", "5", "--pause", "30ms")
-	c.waitFor(testutil.Scale(60*time.Second), "4 executors running", func(st *client.Status) bool {
+	c.waitFor(60*time.Second, "4 executors running", func(st *client.Status) bool {
 		return running(appExecutors(st, "elastic")) == 4
 	})
 	// Kill once every rank has saved a checkpoint, mid-epoch.
@@ -105,7 +105,7 @@ func TestElasticShrinksWhenAWorkerDies(t *testing.T) {
 		t.Fatalf("no complete checkpoint: %v\n%s\n%s", err, j.stdout.String(), j.stderr.String())
 	}
 	c.workers[1].kill()
-	if code := j.wait(t, testutil.Scale(3*time.Minute)); code != 0 {
+	if code := j.wait(t, 3*time.Minute); code != 0 {
 		t.Fatalf("the elastic job failed: exit %d\n%s\n%s", code, j.stdout.String(), j.stderr.String())
 	}
 	stderr := j.stderr.String()

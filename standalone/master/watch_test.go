@@ -89,7 +89,7 @@ func TestWorkerDeadBeforeTheTermIsGone(t *testing.T) {
 		}
 		return out
 	}
-	testutil.WaitFor(t, testutil.Scale(20*time.Second), testutil.Holds("worker dead to be declared lost", func() bool {
+	testutil.WaitFor(t, 20*time.Second, testutil.Holds("worker dead to be declared lost", func() bool {
 		return !workers()["dead"].GetAlive()
 	}))
 	ws := workers()

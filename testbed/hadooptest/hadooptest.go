@@ -255,6 +255,11 @@ func launch(script, dir string, env []string, args ...string) (*Cluster, error) 
 		io.Copy(io.Discard, out)
 	}()
 	go func() { c.done <- c.cmd.Wait(); logf.Close() }()
+	// A Timer, not Scale's one reading of the load: the clusters start
+	// in make test's first minute, before the load of the tiers beside
+	// (and of a second make test) has risen, and take minutes at it.
+	deadline := testutil.NewTimer(StartTimeout)
+	defer deadline.Stop()
 	select {
 	case line := <-ready:
 		for _, f := range strings.Fields(strings.TrimPrefix(line, "spindle-minicluster ready:")) {
@@ -265,10 +270,10 @@ func launch(script, dir string, env []string, args ...string) (*Cluster, error) 
 		return c, nil
 	case err := <-c.done:
 		return nil, fmt.Errorf("mini cluster exited before it was ready (%v); the end of %s:\n%s", err, logf.Name(), tail(logf.Name(), 4000))
-	case <-time.After(testutil.Scale(StartTimeout)):
+	case <-deadline.C:
 		c.Stop()
-		return nil, fmt.Errorf("mini cluster not ready within %v (SPINDLE_TEST_TIMESCALE stretches it); the end of %s (removed with the test's directory):\n%s",
-			testutil.Scale(StartTimeout), logf.Name(), tail(logf.Name(), 4000))
+		return nil, fmt.Errorf("mini cluster not ready within %s (SPINDLE_TEST_TIMESCALE stretches it); the end of %s (removed with the test's directory):\n%s",
+			deadline, logf.Name(), tail(logf.Name(), 4000))
 	}
 }
 

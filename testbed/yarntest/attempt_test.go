@@ -54,7 +54,7 @@ func TestSubmitSecondAttemptResumes(t *testing.T) {
 	if err := s.yarn.KillContainer(am); err != nil {
 		t.Fatal(err)
 	}
-	if code := j.wait(t, testutil.Scale(3*time.Minute)); code != 0 {
+	if code := j.wait(t, 3*time.Minute); code != 0 {
 		t.Fatalf("the second attempt failed: exit %d\n%s", code, j.stderr.String())
 	}
 	out := j.stderr.String()

@@ -19,6 +19,7 @@ import (
 	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
 	"github.com/spindle-ml/spindle/internal/testbin"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 	"github.com/spindle-ml/spindle/testbed/yarntest"
 	"github.com/spindle-ml/spindle/yarn"
@@ -129,13 +130,17 @@ func (s *site) submit(t *testing.T, args ...string) *job {
 	return j
 }
 
+// wait waits for spindle submit to exit and returns its exit code;
+// within is a testutil.Timer's budget.
 func (j *job) wait(t *testing.T, within time.Duration) int {
 	t.Helper()
+	deadline := testutil.NewTimer(within)
+	defer deadline.Stop()
 	select {
 	case code := <-j.done:
 		return code
-	case <-time.After(within):
-		t.Fatalf("spindle submit still running after %v:\n%s", within, j.stderr.String())
+	case <-deadline.C:
+		t.Fatalf("spindle submit still running after %s:\n%s", deadline, j.stderr.String())
 		return -1
 	}
 }

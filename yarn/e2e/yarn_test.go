@@ -336,15 +336,16 @@ func (r *running) waitFor(t *testing.T, re *regexp.Regexp, within time.Duration)
 }
 
 // wait waits for spindle submit to exit and returns its exit code; within
-// stretches with SPINDLE_TEST_TIMESCALE.
+// is a testutil.Timer's budget.
 func (r *running) wait(t *testing.T, within time.Duration) int {
 	t.Helper()
-	within = testutil.Scale(within)
+	deadline := testutil.NewTimer(within)
+	defer deadline.Stop()
 	select {
 	case code := <-r.done:
 		return code
-	case <-time.After(within):
-		t.Fatalf("spindle submit still running after %v:\n%s", within, r.stderr.String())
+	case <-deadline.C:
+		t.Fatalf("spindle submit still running after %s:\n%s", deadline, r.stderr.String())
 		return -1
 	}
 }

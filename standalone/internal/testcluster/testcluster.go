@@ -123,13 +123,15 @@ func (g *Masters) Stop(i int) {
 		return
 	}
 	g.cancel[i]()
+	deadline := testutil.NewTimer(30 * time.Second)
+	defer deadline.Stop()
 	select {
 	case err := <-g.done[i]:
 		if err != nil {
 			g.t.Errorf("master %s: %v", g.Cfgs[i].ID, err)
 		}
-	case <-time.After(testutil.Scale(30 * time.Second)):
-		g.t.Errorf("master %s did not stop", g.Cfgs[i].ID)
+	case <-deadline.C:
+		g.t.Errorf("master %s did not stop within %s", g.Cfgs[i].ID, deadline)
 	}
 	g.cancel[i] = nil
 }
@@ -245,13 +247,15 @@ func (w *Worker) Stop(t testing.TB) {
 		return
 	}
 	w.cancel()
+	deadline := testutil.NewTimer(30 * time.Second)
+	defer deadline.Stop()
 	select {
 	case err := <-w.done:
 		if err != nil {
 			t.Errorf("worker %s: %v", w.W.ID(), err)
 		}
-	case <-time.After(testutil.Scale(30 * time.Second)):
-		t.Errorf("worker %s did not stop", w.W.ID())
+	case <-deadline.C:
+		t.Errorf("worker %s did not stop within %s", w.W.ID(), deadline)
 	}
 	_ = w.W.Close()
 	w.cancel = nil
