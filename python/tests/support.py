@@ -29,8 +29,15 @@ from spindle import _tensor  # noqa: E402
 def timescale():
     """Return how much every timing in the tests stretches, as testutil.Scale's in the Go ones.
 
-    SPINDLE_TEST_TIMESCALE (default 1) times load_stretch().
+    SPINDLE_TEST_TIMESCALE (default 1) times load_stretch(), read now: for a
+    duration a test configures (a timeout it passes on). A wait's own
+    deadline is a Budget, which keeps reading the load.
     """
+    return env_timescale() * load_stretch()
+
+
+def env_timescale():
+    """Return SPINDLE_TEST_TIMESCALE (1 when unset), raising ValueError naming it when it is not a positive number up to 1000."""
     value = os.environ.get("SPINDLE_TEST_TIMESCALE", "")
     try:
         scale = float(value) if value else 1.0
@@ -38,7 +45,12 @@ def timescale():
         scale = 0
     if not 0 < scale <= 1000:
         raise ValueError(f"SPINDLE_TEST_TIMESCALE={value!r}: want a positive number up to 1000")
-    return scale * load_stretch()
+    return scale
+
+
+def scaled(seconds):
+    """Return seconds stretched by timescale(): for a timeout a test passes to a call that blocks (subprocess.run, Popen.wait)."""
+    return seconds * timescale()
 
 
 # As testutil.QuietLoadPerCore and MaxLoadStretch: the load per core of
@@ -60,18 +72,47 @@ def load_stretch():
     return min(max(load / cores / QUIET_LOAD_PER_CORE, 1.0), MAX_LOAD_STRETCH)
 
 
-def wait_for(what, cond, within=120):
-    """Poll cond until it holds, failing after within seconds (scaled) with what it waited for.
+class Budget:
+    """A wait's deadline of seconds that keeps stretching while the machine is busy, as testutil.Budget.
 
-    As the Go tests' testutil.Poll: the first check at once, then sleeps
-    backing off from 1 ms to 50 ms, so a loaded machine is not spun.
+    The wall time between two checks counts against it divided by
+    load_stretch() at the later one, so a wait that began on a quiet
+    machine holds out when the load rises during it. It never lasts more
+    than seconds times SPINDLE_TEST_TIMESCALE and MAX_LOAD_STRETCH.
     """
-    within *= timescale()
-    deadline = time.monotonic() + within
+
+    def __init__(self, seconds):
+        self.total = seconds * env_timescale()
+        self.left = self.total
+        self.start = self.last = time.monotonic()
+
+    def spent(self):
+        """Charge the time since the last check; return whether the budget is gone."""
+        now = time.monotonic()
+        self.left -= (now - self.last) / load_stretch()
+        self.last = now
+        return self.left <= 0
+
+    def __str__(self):
+        wall = self.last - self.start
+        if wall - (self.total - self.left) > self.total / 4:
+            return f"{self.total:g}s ({wall:.1f}s on the wall clock: the machine was busy)"
+        return f"{self.total:g}s"
+
+
+def wait_for(what, cond, within=120):
+    """Poll cond until it holds, failing after a Budget of within seconds with what it waited for.
+
+    what may be a function, called at the deadline to describe what is
+    still missing. As the Go tests' testutil.Poll: the first check at once,
+    then sleeps backing off from 1 ms to 50 ms, so a loaded machine is not
+    spun.
+    """
+    budget = Budget(within)
     sleep = 0.001
     while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {within:g}s waiting for {what}")
+        if budget.spent():
+            raise AssertionError(f"timed out after {budget} waiting for {what() if callable(what) else what}")
         time.sleep(sleep)
         sleep = min(2 * sleep, 0.05)
 

@@ -6,7 +6,7 @@ import tempfile
 import unittest
 from unittest import mock
 
-import support  # noqa: F401  (puts the package on sys.path)
+import support  # also puts the package on sys.path
 
 import spindle
 
@@ -177,7 +177,7 @@ class EnvTest(unittest.TestCase):
 
         code = ("import sys; sys.modules['torch'] = None; import spindle; "
                 "print('torch' in sys.modules and sys.modules['torch'] is not None)")
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=support.scaled(60),
                              env=dict(os.environ, PYTHONPATH=support.PYTHON_DIR))
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(out.stdout.strip(), "False")

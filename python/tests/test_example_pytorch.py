@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import unittest
 
 import support
@@ -54,18 +53,18 @@ class Rank:
         f.close()
 
     def wait_for_line(self, pattern, timeout):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        budget = support.Budget(timeout)
+        while not budget.spent():
             try:
-                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+                line = self.lines.get(timeout=0.5)
             except queue.Empty:
-                break
+                continue
             if re.search(pattern, line):
                 return line
-        raise AssertionError(f"no line matching {pattern!r} within {timeout}s; stderr:\n{''.join(self.stderr)}")
+        raise AssertionError(f"no line matching {pattern!r} within {budget}; stderr:\n{''.join(self.stderr)}")
 
     def wait(self, timeout):
-        code = self.proc.wait(timeout=timeout)
+        code = self.proc.wait(timeout=support.scaled(timeout))
         for t in self._threads:
             t.join(timeout=10)
         return code

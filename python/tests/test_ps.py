@@ -13,7 +13,7 @@ from unittest import mock
 
 import numpy as np
 
-import support  # noqa: F401  (puts the checkout's package first on sys.path)
+import support  # also puts the checkout's package first on sys.path
 
 from spindle import ps
 from spindle._errors import EnvError, SpindleError
@@ -60,7 +60,7 @@ class WithoutProxyTest(unittest.TestCase):
 class ClientTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.ps = ps.Client(SOCKET, timeout=20)
+        cls.ps = ps.Client(SOCKET, timeout=support.scaled(20))
         cls.ps.declare("t", 3, optimizer="sgd", lr=1.0)
 
     @classmethod
@@ -186,7 +186,7 @@ class ClientTest(unittest.TestCase):
 class EmbeddingTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.ps = ps.Client(SOCKET, timeout=20)
+        cls.ps = ps.Client(SOCKET, timeout=support.scaled(20))
 
     @classmethod
     def tearDownClass(cls):
@@ -249,7 +249,7 @@ class EmbeddingTest(unittest.TestCase):
 class LeaveTest(unittest.TestCase):
     def test_close_leaves(self):
         with mock.patch.dict(os.environ, {ps.SOCKET: LEAVE_SOCKET}):
-            c = ps.connect(timeout=20)
+            c = ps.connect(timeout=support.scaled(20))
         c.declare("t", 3, optimizer="sgd", lr=1.0)
         c.clock()
         c.close()
@@ -257,7 +257,7 @@ class LeaveTest(unittest.TestCase):
         with self.assertRaisesRegex(ps.PSError, "closed"):
             c.pull("t", [1])
         # Another connection of the same worker is refused: it has left.
-        again = ps.Client(LEAVE_SOCKET, timeout=20)
+        again = ps.Client(LEAVE_SOCKET, timeout=support.scaled(20))
         with self.assertRaisesRegex(ps.PSError, "has left the parameter servers"):
             again.clock()
         again._sock.close()

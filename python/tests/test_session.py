@@ -86,7 +86,7 @@ class SessionTest(unittest.TestCase):
 
     def test_rank_zero_answers_a_port_free_on_its_host(self):
         # A job's MASTER_PORT comes from rank 0, where PyTorch's store binds it.
-        answer = self.session._ask(0, {"op": "port"}, timeout=60)
+        answer = self.session._ask(0, {"op": "port"}, timeout=support.scaled(60))
         self.assertEqual(len(answer), 1)
         port = answer[0]["port"]
         self.assertTrue(0 < port < 65536, answer)
@@ -118,10 +118,8 @@ class SessionTest(unittest.TestCase):
             socket.send_fds(c, [json.dumps(req).encode() + b"\n"], [out_w, out_w])
             os.close(out_w)
         s._ask(0, {"op": "ping"})
-        deadline = time.monotonic() + 60
-        while children(s.zygotes[0]):
-            self.assertLess(time.monotonic(), deadline, f"the run's processes {children(s.zygotes[0])} outlived its client")
-            time.sleep(0.02)
+        support.wait_for(lambda: f"the run's processes {children(s.zygotes[0])} to end with its client",
+                         lambda: not children(s.zygotes[0]), 60)
         self.assertEqual(s.run(probe, None)["rank"], 0, "the session runs the next job")
 
 
@@ -147,7 +145,7 @@ class SessionCLITest(unittest.TestCase):
         self.env.pop("PYTHONPATH", None)  # the binary's own package
 
     def spindle(self, *args, check=True):
-        p = subprocess.run([self.binary, *args], env=self.env, capture_output=True, text=True, timeout=300)
+        p = subprocess.run([self.binary, *args], env=self.env, capture_output=True, text=True, timeout=support.scaled(300))
         if check and p.returncode != 0:
             self.fail(f"spindle {' '.join(args)}: exit {p.returncode}\n{p.stderr}")
         return p
@@ -163,7 +161,7 @@ class SessionCLITest(unittest.TestCase):
         runs = []
         for _ in range(2):
             p = subprocess.run([self.binary, "submit", "--session", sid, "--", "python3", "s.py", "a", "b"],
-                               env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
+                               env=self.env, cwd=work, capture_output=True, text=True, timeout=support.scaled(300))
             self.assertEqual(p.returncode, 0, p.stderr)
             seen = {}
             for line in p.stdout.splitlines():
@@ -178,11 +176,11 @@ class SessionCLITest(unittest.TestCase):
             self.assertEqual(runs[0][r][1], runs[1][r][1], "the two runs did not fork from the same warm rank")
             self.assertNotEqual(runs[0][r][0], runs[1][r][0], "the second run reused the first's process")
         p = subprocess.run([self.binary, "submit", "--session", sid, "--", "python3", "s.py", "fail"],
-                           env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
+                           env=self.env, cwd=work, capture_output=True, text=True, timeout=support.scaled(300))
         self.assertEqual(p.returncode, 1)
         self.assertIn("rank 1 exited 4", p.stderr)
         p = subprocess.run([self.binary, "submit", "--session", sid, "--", "ls"],
-                           env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
+                           env=self.env, cwd=work, capture_output=True, text=True, timeout=support.scaled(300))
         self.assertEqual(p.returncode, 2)
         self.assertIn('"ls" is not python', p.stderr)
         interrupted_run_ends(self, self.binary, self.env, sid, work)
@@ -200,7 +198,7 @@ class SessionCLITest(unittest.TestCase):
             f.write(FED_SCRIPT)
         for run in range(2):
             p = subprocess.run([self.binary, "submit", "--session", sid, "--", "python3", "read.py"],
-                               env=self.env, cwd=work, capture_output=True, text=True, timeout=300)
+                               env=self.env, cwd=work, capture_output=True, text=True, timeout=support.scaled(300))
             self.assertEqual(p.returncode, 0, p.stderr)
             epochs = {}
             for line in p.stdout.splitlines():
@@ -236,22 +234,16 @@ def interrupted_run_ends(test, binary, env, sid, work, pid_dir=None):
     p = subprocess.Popen([binary, "submit", "--session", sid, "--", "python3", "wait.py", pid_dir], env=env, cwd=work,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pid_files = [os.path.join(pid_dir, f"pid-{r}") for r in (0, 1)]
-    deadline = time.monotonic() + 120
-    while not all(os.path.exists(f) and os.path.getsize(f) for f in pid_files):
-        test.assertLess(time.monotonic(), deadline, "the run's processes did not start")
-        time.sleep(0.02)
+    support.wait_for("the run's processes to start", lambda: all(os.path.exists(f) and os.path.getsize(f) for f in pid_files))
     pids = []
     for name in pid_files:
         with open(name) as f:
             pids.append(int(f.read()))
     p.send_signal(signal.SIGINT)
-    p.wait(timeout=60)
-    deadline = time.monotonic() + 60
-    while any(alive(pid) for pid in pids):
-        test.assertLess(time.monotonic(), deadline, f"the interrupted run's processes {pids} still run")
-        time.sleep(0.02)
+    p.wait(timeout=support.scaled(60))
+    support.wait_for(f"the interrupted run's processes {pids} to end", lambda: not any(alive(pid) for pid in pids), 60)
     p = subprocess.run([binary, "submit", "--session", sid, "--", "python3", "s.py", "after"],
-                       env=env, cwd=work, capture_output=True, text=True, timeout=300)
+                       env=env, cwd=work, capture_output=True, text=True, timeout=support.scaled(300))
     test.assertEqual(p.returncode, 0, p.stderr)
 
 
@@ -402,17 +394,17 @@ def standalone_cluster(test, workers):
 
 def start_session(master, **options):
     """Start a session on a standalone master once its workers have registered (until then its job cannot be placed)."""
-    return until_placed(lambda: spindle.Session(master=master, stream=False, timeout=120, **options))
+    return until_placed(lambda: spindle.Session(master=master, stream=False, timeout=support.scaled(120), **options))
 
 
 def until_placed(start):
     """Return start(), which starts a job on a standalone master, called again while it fails until the master's workers have registered."""
-    deadline = time.monotonic() + 120
+    budget = support.Budget(120)
     while True:
         try:
             return start()
         except spindle.JobFailed:
-            if time.monotonic() > deadline:
+            if budget.spent():
                 raise
             time.sleep(0.5)  # waiting for the cluster to come up, not synchronising
 
@@ -498,13 +490,13 @@ class RemoteSessionTest(unittest.TestCase):
         py = ["--python", sys.executable]
 
         def spindle_cli(*args, cwd=None):
-            return subprocess.run([binary, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+            return subprocess.run([binary, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=support.scaled(300))
 
-        deadline = time.monotonic() + 120
+        budget = support.Budget(120)
         while True:
             p = spindle_cli("session", "start", *py, "--master", self.master, "--num-executors", "2", "--preload", "wave",
                             *(f"--conf={k}={v}" for k, v in LOOPBACK.items()))
-            if p.returncode == 0 or time.monotonic() > deadline:
+            if p.returncode == 0 or budget.spent():
                 break
             time.sleep(0.5)  # waiting for the cluster to come up, not synchronising
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -539,10 +531,7 @@ class RemoteSessionTest(unittest.TestCase):
         interrupted_run_ends(self, binary, env, sid, work, pid_dir=support.short_tempdir(self))
         p = spindle_cli("session", "stop", *py, sid)
         self.assertEqual(p.returncode, 0, p.stderr)
-        deadline = time.monotonic() + 60
-        while alive(rec["pid"]):
-            self.assertLess(time.monotonic(), deadline, "the stopped session's process still runs")
-            time.sleep(0.02)
+        support.wait_for("the stopped session's process to end", lambda: not alive(rec["pid"]), 60)
 
 
 def yarn_minicluster(test):
@@ -565,11 +554,12 @@ def yarn_minicluster(test):
     test.addCleanup(p.wait, 60)
     test.addCleanup(p.send_signal, signal.SIGINT)
     conf = os.path.join(work, "mc", "hadoop-conf", "yarn-site.xml")
-    deadline = time.monotonic() + 120
-    while not os.path.exists(conf):
+
+    def written():
         test.assertIsNone(p.poll(), "spindle minicluster ended")
-        test.assertLess(time.monotonic(), deadline, "spindle minicluster did not write its configuration")
-        time.sleep(0.05)
+        return os.path.exists(conf)
+
+    support.wait_for("spindle minicluster to write its configuration", written)
     env = mock.patch.dict(os.environ, HADOOP_CONF_DIR=os.path.dirname(conf), HADOOP_USER_NAME="root")
     env.start()
     test.addCleanup(env.stop)
@@ -592,7 +582,7 @@ class YARNSessionTest(unittest.TestCase):
 
         with mock.patch.object(tempfile, "tempdir", self.hidden):
             s = spindle.Session(master="yarn", num_executors=2, preload=["wave"], executor_memory="512m", conf=LOOPBACK,
-                                stream=False, timeout=180)
+                                stream=False, timeout=support.scaled(180))
         self.addCleanup(s.close)
         self.assertEqual(sorted(s.addrs), [0, 1], "both ranks serve over TCP")
         for _ in range(2):
@@ -619,7 +609,7 @@ class SessionArgsTest(unittest.TestCase):
 
     def test_ranks_away_from_the_session_host_are_refused(self):
         env = dict(os.environ, SPINDLE_SESSION_DIR="/nonexistent/session", SPINDLE_RANK="1", PYTHONPATH=support.PYTHON_DIR)
-        p = subprocess.run([sys.executable, "-m", "spindle._zygote"], env=env, capture_output=True, text=True, timeout=60)
+        p = subprocess.run([sys.executable, "-m", "spindle._zygote"], env=env, capture_output=True, text=True, timeout=support.scaled(60))
         self.assertEqual(p.returncode, 1)
         self.assertIn("rank 1 runs on host", p.stderr)
         self.assertIn("must run on the host that started it", p.stderr)
@@ -630,7 +620,7 @@ class SessionArgsTest(unittest.TestCase):
         env = {k: v for k, v in os.environ.items() if k != "SPINDLE_SESSION_DIR"}
         env["PYTHONPATH"] = support.PYTHON_DIR
         p = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "spindle._zygote"], env=env,
-                           capture_output=True, text=True, timeout=60)
+                           capture_output=True, text=True, timeout=support.scaled(60))
         self.assertNotIn("RuntimeWarning", p.stderr)
         self.assertIn("SPINDLE_SESSION_DIR is not set", p.stderr)
 

@@ -230,7 +230,7 @@ class SparkTest(SparkCase):
                              conf={"spindle.flight.put.schema": sspark.push_schema(df.schema)}, stream=False)
         with job:
             self.assertEqual(sspark.push(df, job), ROWS)
-            self.assertEqual(job.wait(timeout=120), 0)
+            self.assertEqual(job.wait(timeout=support.scaled(120)), 0)
 
     def test_job_ending_first_cancels_the_push(self):
         df = self.frame()
@@ -356,7 +356,7 @@ class SparkYARNTest(SparkCase):
         schema = sspark.push_schema(frame(self.spark).schema)
         with mock.patch.object(tempfile, "tempdir", hidden):
             s = spindle.Session(master="yarn", num_executors=2, input="flight-put:", label_column="label", epochs=2,
-                                conf=dict(test_session.LOOPBACK, **{"spindle.flight.put.schema": schema}), timeout=180,
+                                conf=dict(test_session.LOOPBACK, **{"spindle.flight.put.schema": schema}), timeout=support.scaled(180),
                                 **job)
         self.addCleanup(s.close)
         self.assertEqual(sorted(s.addrs), [0, 1], "both ranks serve over TCP")

@@ -41,7 +41,7 @@ class SubmitTest(unittest.TestCase):
         job = spindle.submit(["sh", "-c", 'if [ "$SPINDLE_RANK" = 1 ]; then echo "boom on one" >&2; exit 3; fi'],
                              master="local[2]", stream=False)
         with job, self.assertRaises(spindle.JobFailed) as cm:
-            job.wait(timeout=120)
+            job.wait(timeout=support.scaled(120))
         e = cm.exception
         self.assertEqual((e.rank, e.exit_code, e.state), (1, 1, "FAILED"), str(e))
         self.assertIn("boom on one", e.stderr_tail)
@@ -52,14 +52,14 @@ class SubmitTest(unittest.TestCase):
     def test_bad_input_is_exit_2_with_the_message(self):
         job = spindle.submit("true", master="local[2]", input="/nonexistent/spindle-test/*.parquet", stream=False)
         with job, self.assertRaises(spindle.JobFailed) as cm:
-            job.wait(timeout=120)
+            job.wait(timeout=support.scaled(120))
         self.assertEqual(cm.exception.exit_code, 2)
         self.assertIn("/nonexistent/spindle-test", str(cm.exception))
         self.assertIsNone(cm.exception.rank)
 
     def test_handle_left_without_with_removes_its_directory(self):
         job = spindle.submit("true", master="local[1]", stream=False)
-        job.wait(timeout=120)
+        job.wait(timeout=support.scaled(120))
         work = job._dir
         self.assertTrue(os.path.isdir(work))
         for t in job._threads:
@@ -114,7 +114,7 @@ class SubmitTest(unittest.TestCase):
         t.start()
         with job:
             with self.assertRaises(KeyboardInterrupt):
-                job.wait(timeout=120)
+                job.wait(timeout=support.scaled(120))
             t.join()
             self.assertEqual((job.status, job.exit_code), ("KILLED", 130))
 
@@ -167,7 +167,7 @@ class SubmitTest(unittest.TestCase):
         job = spindle.submit([sys.executable, "-c", script], master="local[2]", stream=False,
                              conf={"spindle.tensorboard.dir": tb, "spindle.executor.heartbeatInterval": "100ms"})
         with job:
-            job.wait(timeout=120)
+            job.wait(timeout=support.scaled(120))
         runs = os.listdir(tb)
         self.assertEqual(runs, [job.job_id], "one run per job, named after it")
         acc = EventAccumulator(os.path.join(tb, runs[0]))

@@ -34,7 +34,7 @@ def run_python(code, env, timeout=90):
     """Run code in a fresh interpreter with the package on PYTHONPATH, within timeout seconds (scaled)."""
     full = dict(os.environ, PYTHONPATH=support.PYTHON_DIR, **env)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=timeout * support.timescale(), env=full)
+                          timeout=support.scaled(timeout), env=full)
 
 
 @unittest.skipIf(torch is None, "torch is not installed")
@@ -162,7 +162,7 @@ class FeedDatasetTest(unittest.TestCase):
             procs.append(subprocess.Popen([sys.executable, "-c", code, rank], stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, text=True, env=env))
         for p in procs:
-            out, err = p.communicate(timeout=120 * support.timescale())
+            out, err = p.communicate(timeout=support.scaled(120))
             self.assertEqual(p.returncode, 0, err)
             self.assertEqual(out.strip(), "2.0")
 

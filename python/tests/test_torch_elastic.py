@@ -100,7 +100,7 @@ class Gang:
     def ended(self, test, i, rank, world):
         """Wait for procs[i], check it exited 0 as rank of world after every step; its output and model's hash."""
         p = self.procs[i]
-        test.assertEqual(p.wait(timeout=120), 0, self.out(i))
+        test.assertEqual(p.wait(timeout=support.scaled(120)), 0, self.out(i))
         out = self.out(i)
         m = FINAL.search(out)
         test.assertIsNotNone(m, out)
@@ -259,7 +259,7 @@ class GrowTest(unittest.TestCase):
         self.assertNotIn("grew", out(1))
         write_membership(files[1], 1, peers, services, joined=2)
         for r, (p, _) in enumerate(procs):
-            self.assertEqual(p.wait(timeout=120), 0, out(r))
+            self.assertEqual(p.wait(timeout=support.scaled(120)), 0, out(r))
             self.assertIn(f"grew {r} 3 7 [1.0, 1.0]", out(r))
 
 
@@ -282,7 +282,7 @@ class CatchUpTest(unittest.TestCase):
                                            MASTER_PORT=port, RANK=str(r), WORLD_SIZE="2"))
                  for r in range(2)]
         for r, p in enumerate(procs):
-            out, _ = p.communicate(timeout=120)
+            out, _ = p.communicate(timeout=support.scaled(120))
             self.assertEqual(p.returncode, 0, out)
             self.assertIn(f"caught up {r} 5 [1.0, 1.0]", out)
 

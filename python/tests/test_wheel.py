@@ -86,7 +86,7 @@ class WheelTest(unittest.TestCase):
         train = os.path.join(support.REPO_DIR, "examples", "pytorch", "train.py")
         got = self.run_venv("spindle", "submit", "--master", "local[2]", "--input", os.path.join(data, "*.parquet"),
                             "--label-column", "label", "--feed", "tensor", "--batch-rows", "256", "--epochs", "2",
-                            "--shuffle", "--", "python", train, timeout=600)
+                            "--shuffle", "--", "python", train, timeout=support.scaled(600))
         self.assertEqual(got.returncode, 0, got.stderr[-3000:])
         finals = re.findall(r"final rank=(\d) .*params_sha256=([0-9a-f]{64})", got.stdout)
         self.assertEqual(sorted(r for r, _ in finals), ["0", "1"], got.stdout[-2000:])
