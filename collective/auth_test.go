@@ -182,7 +182,7 @@ func sendHello(t *testing.T, addr string, h hello, a *authenticator, at time.Tim
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
 	if a != nil {
 		if err := a.sign(&h, at); err != nil {
 			t.Fatal(err)
@@ -436,7 +436,7 @@ func TestReplayedHello(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.SetDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
 		if _, err := c.Write(b); err != nil {
 			t.Fatal(err)
 		}
@@ -476,7 +476,7 @@ func TestImpostorListener(t *testing.T) {
 			if err != nil {
 				return
 			}
-			c.SetDeadline(time.Now().Add(10 * time.Second))
+			c.SetDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
 			if _, err := readHello(c); err == nil {
 				writeStatus(c, 0, "")
 				c.Write(make([]byte, macLen)) // a reply mac it cannot compute

@@ -358,7 +358,7 @@ func TestMeshTimeoutsFromConfig(t *testing.T) {
 	defer c.Close()
 	// The mesh closes the silent connection after its 20ms; the read's
 	// own deadline, far longer, is only there to end the test if not.
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c.SetReadDeadline(time.Now().Add(testutil.Scale(5 * time.Second)))
 	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("a connection that sent no hello: read %v, want EOF (closed by the mesh)", err)
 	}

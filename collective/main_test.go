@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 // one line per completed iteration, so the parent knows all ranks are in
 // the thick of it.
 func runChild(mode string) int {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	switch mode {
 	case "rejoin-loop":

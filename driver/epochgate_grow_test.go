@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // boundaryAt is Boundary's answer.
@@ -38,7 +39,7 @@ func TestGateGrowsAtAnEpochsEnd(t *testing.T) {
 	g := newEpochGate(3, []string{"a", "b", "c"}, make(chan struct{}))
 	// Bounded: a gate that let epoch 0 end would keep the newcomer
 	// waiting for a later end.
-	bctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	bctx, cancel := context.WithTimeout(ctx, testutil.Scale(20*time.Second))
 	defer cancel()
 	at := askBoundary(bctx, g)
 	waitGate(t, g, "the newcomer to wait", func() bool { return g.growing })

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // held is one answer of the gate to a member's held epoch end.
@@ -49,19 +50,11 @@ func rowsDealt(parts map[string][]feed.Segment, pad int64) map[string]continuati
 // saying what is waited for.
 func waitGate(t *testing.T, g *epochGate, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.WaitFor(t, 30*time.Second, testutil.Holds(what, func() bool {
 		g.mu.Lock()
-		ok := cond()
-		g.mu.Unlock()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited in vain for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer g.mu.Unlock()
+		return cond()
+	}))
 }
 
 // waitWaiting waits until n members' feeds wait at an epoch's end.

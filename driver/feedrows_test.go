@@ -13,6 +13,7 @@ import (
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
 	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestFeedRows: the workers' rows are answered once every worker has
@@ -24,7 +25,7 @@ func TestFeedRows(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
 	s := &controlServer{roster: g, rows: feed.NewRowTally(2), stop: stop, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 
 	if _, err := s.FeedRows(ctx, &driverpb.FeedRowsRequest{ExecutorId: "exec-3", Rows: 5}); status.Code(err) != codes.FailedPrecondition {

@@ -275,10 +275,7 @@ func TestSIGTERMWaitsForTheReason(t *testing.T) {
 	var loss *lossError
 
 	g = start()
-	deadline := time.Now().Add(5 * time.Second)
-	for !closed(g.failed) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 5*time.Second, testutil.Holds("job failure", func() bool { return closed(g.failed) }))
 	if err := g.err(); err == nil || !errors.As(err, &loss) || loss.blameless || !strings.Contains(err.Error(), "killed by signal SIGTERM") {
 		t.Fatalf("without a reason: err = %v, want the SIGTERM as the job's failure", err)
 	}

@@ -2,6 +2,8 @@ package driver
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/observe/jobview"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 )
@@ -66,17 +69,16 @@ func TestTensorBoardOnHDFS(t *testing.T) {
 	report(0, 0)
 	report(1, 0)
 	// Published while the job runs, not only at its end.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		infos, err := fs.ReadDir(ctx, run)
-		if err == nil && len(infos) > 0 {
-			break
+		if err == nil && len(infos) == 0 {
+			err = errors.New("the directory is empty")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no event file in %s/job-7 while the job runs: %v", dir, err)
+		if err != nil {
+			return fmt.Errorf("no event file in %s/job-7 while the job runs: %w", dir, err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	report(0, 1)
 	report(1, 1)
 	if err := tb.Close(ctx); err != nil {

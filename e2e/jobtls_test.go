@@ -143,7 +143,7 @@ func handshake(addr string, cfg *tls.Config) error {
 		return err
 	}
 	defer conn.Close()
-	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = conn.SetReadDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
 	_, err = conn.Read(make([]byte, 1))
 	return err
 }

@@ -245,7 +245,7 @@ func TestPredictKilledExecutor(t *testing.T) {
 		}
 		return mine
 	}
-	deadline := time.Now().Add(testutil.Scale(time.Minute))
+	budget := testutil.NewBudget(time.Minute)
 	var frozen []int
 	for frozen == nil {
 		select {
@@ -253,8 +253,8 @@ func TestPredictKilledExecutor(t *testing.T) {
 			t.Fatalf("the job ended (%v) before a split was published:\n%s", err, stderr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no split published in time:\n%s", stderr.String())
+		if budget.Spent() {
+			t.Fatalf("no split published within %s:\n%s", budget, stderr.String())
 		}
 		parts, _ := filepath.Glob(filepath.Join(out, "*.parquet"))
 		if ws := workers(); len(parts) > 0 && len(ws) == 2 {
@@ -443,13 +443,13 @@ func TestPredictStandalone(t *testing.T) {
 		"--output", out, "--columns", "f0,f1,f2", "--keep", "id,name,label", "--python", py}
 	// The worker registers soon after the master elects itself; until
 	// then the job cannot be placed and submit says so.
-	deadline := time.Now().Add(testutil.Scale(time.Minute))
+	budget := testutil.NewBudget(time.Minute)
 	for {
 		r := spindleEnv(t, dir, []string{"SPINDLE_CLUSTER_SECRET=" + secret}, append(args, fastConf()...)...)
 		if r.code == 0 {
 			break
 		}
-		if time.Now().After(deadline) {
+		if budget.Spent() {
 			logs, _ := os.ReadFile(filepath.Join(dir, "worker.log"))
 			t.Fatalf("spindle predict on the standalone cluster failed:\n%s\nworker log:\n%s", r, logs)
 		}

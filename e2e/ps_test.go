@@ -177,8 +177,7 @@ func TestBuiltinPSServerKilled(t *testing.T) {
 	go func() {
 		defer close(kills)
 		var first []int
-		deadline := time.Now().Add(testutil.Scale(90 * time.Second))
-		for time.Now().Before(deadline) {
+		for budget := testutil.NewBudget(90 * time.Second); !budget.Spent(); {
 			pids := serverPids()
 			switch {
 			case first == nil && len(pids) == 3:

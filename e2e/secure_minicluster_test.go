@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 	"github.com/spindle-ml/spindle/testbed/krbtest"
 )
@@ -170,7 +171,7 @@ func TestSecureMinicluster(t *testing.T) {
 			t.Fatalf("kinit -kt as printed: %v\n%s", err, out)
 		}
 		hdfsCmd := func(ccache string, args ...string) (string, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 			defer cancel()
 			cmd := exec.CommandContext(ctx, hdfsBin, args...)
 			cmd.Env = append(testEnv(), append(env, "KRB5CCNAME=FILE:"+ccache)...)

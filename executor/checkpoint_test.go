@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 )
 
@@ -134,17 +135,12 @@ func TestCheckpointService(t *testing.T) {
 			}
 			// Wait for the service to have seen the cut: the next request
 			// uses a fresh connection.
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				code, got := get(t, client, dir, "model.pt")
-				if code == http.StatusOK && bytes.Equal(got, model) {
-					break
+			testutil.WaitFor(t, 10*time.Second, func() error {
+				if code, got := get(t, client, dir, "model.pt"); code != http.StatusOK || !bytes.Equal(got, model) {
+					return fmt.Errorf("after a cut-off save: %d, %d bytes; want the old checkpoint", code, len(got))
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("after a cut-off save: %d, %d bytes; want the old checkpoint", code, len(got))
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return nil
+			})
 		})
 	}
 	for _, bad := range []string{"", ".hidden", "a/b"} {

@@ -26,6 +26,7 @@ import (
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/feed/wire"
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 var heldSchema = arrow.NewSchema([]arrow.Field{
@@ -123,7 +124,7 @@ func TestHeldFeedServesALostRanksRest(t *testing.T) {
 	}
 	defer pf.release()
 	server, sock := pf.server, pf.path
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return server.Run(gctx) })

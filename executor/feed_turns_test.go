@@ -23,6 +23,7 @@ import (
 	"github.com/spindle-ml/spindle/feed"
 	"github.com/spindle-ml/spindle/feed/push"
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 var turnSchema = arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil)
@@ -109,7 +110,7 @@ func readEpoch(ctx context.Context, t *testing.T, src *turnSource, epoch int) []
 // cache (the endpoint sends a turn's rows once), and the next turn's
 // epochs get that turn's rows only.
 func TestTurnSourceReadsEachTurnOnce(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 func TestParseStat(t *testing.T) {
@@ -111,15 +112,17 @@ func TestReports(t *testing.T) {
 		}
 	}
 	var hb driverpb.HeartbeatRequest
-	deadline := time.Now().Add(10 * time.Second)
 	var got []*driverpb.Report
 	var spans []*driverpb.Span
-	for (len(got) < 2 || len(spans) < 1) && time.Now().Before(deadline) {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		obs.take(&hb)
 		got = append(got, hb.Reports...)
 		spans = append(spans, hb.Spans...)
-		time.Sleep(5 * time.Millisecond)
-	}
+		if len(got) < 2 || len(spans) < 1 {
+			return fmt.Errorf("%d reports and %d spans, want 2 and 1", len(got), len(spans))
+		}
+		return nil
+	})
 	if len(spans) != 1 || spans[0].GetName() != "allreduce" || spans[0].GetDurationMicros() != 250 {
 		t.Fatalf("spans %v: want the one well-formed span", spans)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestFlightDealEndpointsEven: under evenBatches pad and drop, a flight
@@ -28,7 +30,7 @@ func TestFlightDealEndpointsEven(t *testing.T) {
 	}{{EvenPad, 11}, {EvenDrop, 5}} {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			srv, res, plan, want := dealtFlight(t, sizes)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 			defer cancel()
 			tally := NewRowTally(2)
 			batches := make([][2]int, 2) // by rank, by epoch

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/spindle-ml/spindle/internal/rpc"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/flighttest"
 )
 
@@ -26,7 +27,7 @@ func TestFlightClientsThroughTheChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	desc := &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"clicks"}}
 	for _, token := range []string{"s3cret", "wrong"} {

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/flighttest"
 )
 
@@ -23,7 +24,7 @@ import (
 func TestFlightDealEndpoints(t *testing.T) {
 	const endpoints = 5
 	srv, res, plan, want := dealtFlight(t, []int{300, 400, 500, 600, 700})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	if len(plan.Ranks[0]) != 3 || len(plan.Ranks[1]) != 2 {
 		t.Fatalf("ranks hold %d and %d endpoints, want 3 and 2", len(plan.Ranks[0]), len(plan.Ranks[1]))

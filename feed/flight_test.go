@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/flighttest"
 )
 
@@ -50,7 +51,7 @@ func TestFlightPlanAndRead(t *testing.T) {
 		"clicks/sized":   {Schema: flightSchema, Endpoints: [][]arrow.RecordBatch{flightBatches(0, 3, 1000)}},
 		"clicks/unsized": {Schema: flightSchema, Endpoints: [][]arrow.RecordBatch{flightBatches(0, 3, 1000), flightBatches(3000, 2, 700)}, Unsized: true},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	res := fsys.NewResolver(fsys.Options{})
 	defer res.Close()
@@ -139,7 +140,7 @@ func TestFlightEpochsFromDisk(t *testing.T) {
 	srv := flighttest.Start(t, "s3cret", map[string]flighttest.Flight{
 		"clicks": {Schema: flightSchema, Endpoints: [][]arrow.RecordBatch{flightBatches(0, 4, 1000)}},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	res := fsys.NewResolver(fsys.Options{})
 	defer res.Close()

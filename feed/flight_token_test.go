@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/flighttest"
 )
 
@@ -25,7 +26,7 @@ func TestFlightTokenStaysWithNamedHost(t *testing.T) {
 	named := flighttest.Start(t, "s3cret", map[string]flighttest.Flight{
 		"clicks": {Schema: flightSchema, Endpoints: endpoints, Unsized: true, Location: "grpc+tcp://" + other.Addr()},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	res := fsys.NewResolver(fsys.Options{})
 	defer res.Close()

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/flighttest"
 )
 
@@ -86,7 +87,7 @@ func TestFlightHugeSchema(t *testing.T) {
 	})
 	res := fsys.NewResolver(fsys.Options{})
 	defer res.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	_, err := Plan(ctx, res, PlanRequest{Inputs: []string{srv.URI("huge")}, Ranks: 1})
 	if !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "huge") || !strings.Contains(err.Error(), "fields") {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // aheadFiles writes n Parquet files of rows rows each (ids counting up
@@ -173,16 +175,16 @@ func settledGoroutines() int {
 	return n
 }
 
-// waitGoroutines waits up to 5 s for the number of goroutines to satisfy
-// ok, failing the test with what it waited for.
+// waitGoroutines waits up to 5 s (scaled) for the number of goroutines to
+// satisfy ok, failing the test with what it waited for.
 func waitGoroutines(t *testing.T, ok func(int) bool, what string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !ok(runtime.NumGoroutine()); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d goroutines: waited in vain for %s", runtime.NumGoroutine(), what)
+	testutil.WaitFor(t, 5*time.Second, func() error {
+		if n := runtime.NumGoroutine(); !ok(n) {
+			return fmt.Errorf("%d goroutines: no %s yet", n, what)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestSplitAheadNotPastLimit: a split whose rows end the epoch (its row

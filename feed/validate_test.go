@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/flighttest"
 )
 
@@ -72,7 +73,7 @@ func TestFlightRefusesMalformedBatch(t *testing.T) {
 			flighttest.NameBatch(4, []int32{0, 1, 2, 3, 4}, "abcd"), flighttest.NameBatch(4, []int32{0, 9, 2, 3, 4}, "abcd"),
 		}}},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	res := fsys.NewResolver(fsys.Options{})
 	defer res.Close()

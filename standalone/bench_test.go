@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/standalone/internal/testcluster"
 	"github.com/spindle-ml/spindle/standalone/master"
@@ -36,7 +37,7 @@ func BenchmarkStandaloneLaunch8(b *testing.B) {
 		var cluster, local []time.Duration
 		for r := 0; r < runs; r++ {
 			cm := newManager(b, g, fmt.Sprintf("bench-%d-%d", i, r))
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 			start := time.Now()
 			if err := cm.Request(ctx, specs(n, 1, 256, "sleep 30")); err != nil {
 				b.Fatal(err)
@@ -113,7 +114,7 @@ func BenchmarkStandaloneFailover(b *testing.B) {
 		took := make([][]time.Duration, len(timings))
 		for r := 0; r < runs; r++ {
 			for k, g := range groups {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 				if err := write(ctx, clients[k], fmt.Sprintf("warm-%d-%d", i, r)); err != nil {
 					b.Fatal(err)
 				}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/envcontract"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // reset forgets the recorder, so a test can set the environment anew.
@@ -56,7 +57,7 @@ func TestSpansReachTheSocket(t *testing.T) {
 	}
 	read := func() []Span {
 		t.Helper()
-		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_ = conn.SetReadDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
 		buf := make([]byte, 1<<16)
 		n, err := conn.Read(buf)
 		if err != nil {
@@ -108,7 +109,7 @@ func TestFullQueueKeepsSpans(t *testing.T) {
 		defer close(done)
 		buf := make([]byte, 1<<20)
 		for len(got) < n {
-			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_ = conn.SetReadDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
 			m, err := conn.Read(buf)
 			if err != nil {
 				return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 	"github.com/spindle-ml/spindle/testbed/krbtest"
 )
@@ -42,7 +43,7 @@ func TestClusterModeDelegationTokens(t *testing.T) {
 		"yarn.resourcemanager.scheduler.address": "127.0.0.1:1",
 		"yarn.resourcemanager.principal":         "rm/_HOST@" + krbtest.Realm,
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	cfg := DefaultConfig()
 	cfg.HadoopConfDir, cfg.KerberosPrincipal, cfg.KerberosKeytab = conf, "alice", aliceKT

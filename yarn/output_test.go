@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/yarn/client"
 	"google.golang.org/protobuf/proto"
 )
@@ -54,15 +55,11 @@ func TestOutputLogWaits(t *testing.T) {
 		defer wg.Done()
 		got = l.since(context.Background(), 0, time.Minute)
 	}()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("reader waiting", func() bool {
 		l.mu.Lock()
-		reading := !l.lastRead.IsZero()
-		l.mu.Unlock()
-		if reading {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer l.mu.Unlock()
+		return !l.lastRead.IsZero()
+	}))
 	io.WriteString(l.writer(false), "hello\n")
 	wg.Wait()
 	if len(got.Lines) != 1 || got.Lines[0].Text != "hello" {

@@ -15,6 +15,7 @@ import (
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 	"github.com/spindle-ml/spindle/testbed/krbtest"
 	yarnclient "github.com/spindle-ml/spindle/yarn/client"
@@ -74,7 +75,7 @@ func TestDoctor(t *testing.T) {
 		return dir
 	}
 	run := func(conf string) (string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 		defer cancel()
 		var out syncbuf.Buffer
 		app := newApp()

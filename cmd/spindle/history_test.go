@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestHistoryToken: spindle history --token answers only requests that
 // carry the token it printed.
 func TestHistoryToken(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	var out syncbuf.Buffer
 	app := newApp()

@@ -2,6 +2,7 @@ package push
 
 import (
 	"context"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/flighttest"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 // batch whose string column's offsets go backwards. The endpoint refuses
 // it, naming the column, feeds nothing of it, and goes on serving.
 func TestPushRefusesMalformedBatch(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	s := startPush(t, Config{Ranks: 2, BatchRows: 1, Schema: flighttest.NameSchema})
 	_, c := dialPush(t, s.Addr())
@@ -48,7 +49,7 @@ func TestPushRefusesMalformedBatch(t *testing.T) {
 // endpoint refuses it before arrow-go decodes it (which would allocate
 // them all and end the driver beyond any recover) and goes on serving.
 func TestPushRefusesHugeSchema(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	s := startPush(t, Config{Ranks: 1, BatchRows: 1, Schema: flighttest.NameSchema})
 	_, c := dialPush(t, s.Addr())

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/internal/testutil"
 
 	"github.com/spindle-ml/spindle/fsys"
 )
@@ -236,7 +237,7 @@ func TestPushConcurrentProducers(t *testing.T) {
 		{feed.EvenDrop, []int64{1800, 1800, 1800}},
 	} {
 		t.Run(string(tc.even), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 			defer cancel()
 			s := startPush(t, Config{Ranks: ranks, BatchRows: batchRows, EvenBatches: tc.even, Schema: flightSchema})
 			_, c := dialPush(t, s.Addr())
@@ -299,7 +300,7 @@ func TestPushConcurrentProducers(t *testing.T) {
 // the ranks left without one get a row of their own again under pad, so
 // every rank yields the same number of batches.
 func TestPushPadsShortRanks(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	s := startPush(t, Config{Ranks: 3, BatchRows: 10, Schema: flightSchema, Rows: 31})
 	_, c := dialPush(t, s.Addr())
@@ -324,7 +325,7 @@ func TestPushPadsShortRanks(t *testing.T) {
 // (as when its process is killed) leaves every batch it had acknowledged
 // fed exactly once; the job goes on with the other producers' rows.
 func TestPushProducerKilled(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	const rows = 100
 	s := startPush(t, Config{Ranks: 2, BatchRows: 50, EvenBatches: feed.EvenOff, Schema: flightSchema})
@@ -396,7 +397,7 @@ func TestPushProducerKilled(t *testing.T) {
 // back once the driver holds its bound; nothing is dropped, and the most
 // the driver ever held stays within the bound plus a round and a batch.
 func TestPushSlowConsumer(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	const limit, rows, batches = 64 << 10, 1000, 200 // 16 bytes a row: 16 KB batches, 3.2 MB in all
 	s := startPush(t, Config{Ranks: 2, BatchRows: 500, EvenBatches: feed.EvenOff, Schema: flightSchema, BufferBytes: limit})
@@ -410,13 +411,12 @@ func TestPushSlowConsumer(t *testing.T) {
 		pushed <- err
 	}()
 	// Nobody reads: the endpoint fills up to its bound and stops there.
-	deadline := time.Now().Add(30 * time.Second)
-	for s.Stats().BufferedBytes < limit {
-		if time.Now().After(deadline) {
-			t.Fatalf("the endpoint never filled: %+v", s.Stats())
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		if st := s.Stats(); st.BufferedBytes < limit {
+			return fmt.Errorf("the endpoint is not full: %+v", st)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	const slack = 2*rows*16 + 2*500*16 // a batch being added, a round undealt
 	st := s.Stats()
 	if st.BufferedBytes > limit+slack || st.Rows*16 > limit+slack {
@@ -452,7 +452,7 @@ func TestPushSlowConsumer(t *testing.T) {
 // stream whose schema does not match the job's, naming the column, with
 // nothing of it fed.
 func TestPushRefused(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	wide := arrow.NewSchema(append(slices.Clone(flightSchema.Fields()), arrow.Field{Name: "extra", Type: arrow.PrimitiveTypes.Int32}), nil)
 	wrongType := arrow.NewSchema([]arrow.Field{
@@ -540,7 +540,7 @@ func TestPushRefused(t *testing.T) {
 // TestPushDeclaredRows: a batch that would go past the declared row count
 // is refused, whole.
 func TestPushDeclaredRows(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	s := startPush(t, Config{Ranks: 1, BatchRows: 10, Schema: flightSchema, Rows: 25})
 	_, c := dialPush(t, s.Addr())
@@ -595,7 +595,7 @@ func emptyBatch(sc *arrow.Schema, n int) arrow.RecordBatch {
 // (4 MiB) go through both ways: pushed, and dealt to a rank in batches of
 // that size.
 func TestPushLargeBatches(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	const rows = 600_000 // 16 bytes a row: 9.6 MB
 	s := startPush(t, Config{Ranks: 1, BatchRows: 400_000, EvenBatches: feed.EvenOff, Schema: flightSchema, Rows: rows})
@@ -631,7 +631,7 @@ func TestPushEpochsFromCache(t *testing.T) {
 		{"no room on disk", 1 << 10, 1 << 10, "spindle.feed.spillDisk"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 			defer cancel()
 			s := startPush(t, Config{Ranks: 1, BatchRows: 100, EvenBatches: feed.EvenOff, Schema: flightSchema, Rows: 1000})
 			_, c := dialPush(t, s.Addr())
@@ -690,7 +690,7 @@ func TestPushEpochsFromCache(t *testing.T) {
 // including those whose acknowledgements it never read. One name has one
 // stream open at a time.
 func TestPushProducerResumes(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	const rows, total = 100, 2000
 	s := startPush(t, Config{Ranks: 2, BatchRows: 50, EvenBatches: feed.EvenOff, Schema: flightSchema})
@@ -711,18 +711,15 @@ func TestPushProducerResumes(t *testing.T) {
 	// seen the first stream end.
 	_, c := dialPush(t, s.Addr())
 	var from int64
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		info, err := c.GetFlightInfo(bearer(ctx, testProducerToken), name)
 		if err == nil {
 			from = info.GetTotalRecords()
-			break
-		}
-		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+		} else if status.Code(err) != codes.Unavailable {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err
+	})
 	if from < 3*rows || from%rows != 0 || from >= total {
 		t.Fatalf("resume from row %d", from)
 	}

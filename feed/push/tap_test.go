@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // countingListener counts the bytes the server reads from its
@@ -46,7 +48,7 @@ func (c *countingConn) Read(b []byte) (int, error) {
 // it at most (what HTTP/2 flow control lets the client send ahead), not
 // the message. With the token, the same call is read and answered.
 func TestPushRefusesUnauthenticatedUnread(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/spindle-ml/spindle/feed"
+	"github.com/spindle-ml/spindle/internal/testutil"
 
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/tlsgen"
@@ -23,7 +24,7 @@ import (
 // rank reads its share over TLS with the executors' certificate, but not
 // without the job's CA.
 func TestPushTLS(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	ca, err := tlsgen.NewJobCA("job-1")
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // endTurn ends turn n's input.
@@ -24,7 +26,7 @@ func endTurn(ctx context.Context, c flight.Client, n int) error {
 // turn 1 takes no more rows.
 func TestPushTurns(t *testing.T) {
 	const ranks, batches, rows, batchRows = 2, 6, 50, 32
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	s := startPush(t, Config{Ranks: ranks, BatchRows: batchRows, Schema: flightSchema, Turns: true})
 	_, c := dialPush(t, s.Addr())
@@ -74,7 +76,7 @@ func TestPushTurns(t *testing.T) {
 // TestPushTurnsRefuseUnturned: in turn mode a stream or an end-of-input
 // that names no turn is refused, saying how to name one.
 func TestPushTurnsRefuseUnturned(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	s := startPush(t, Config{Ranks: 2, BatchRows: 8, Schema: flightSchema, Turns: true})
 	_, c := dialPush(t, s.Addr())

@@ -646,7 +646,7 @@ func TestArrowSendsWhenSourceIsDry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, cancel := context.WithTimeout(ctx, 10*time.Second)
+	first, cancel := context.WithTimeout(ctx, testutil.Scale(10*time.Second))
 	rec, err := ep.Next(first)
 	cancel()
 	if err != nil {

@@ -75,7 +75,7 @@ func TestPlainClientRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.SetDeadline(time.Now().Add(testutil.Scale(5 * time.Second)))
 	io.WriteString(c, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"+strings.Repeat("\x00", 64))
 	// The server closes after the bad proof (with a reset, having left
 	// the rest of our bytes unread).

@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/observe/jobview"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 )
@@ -45,15 +47,14 @@ func TestWriterPublishesSegmentsThenFolds(t *testing.T) {
 			w.Record(jobview.Event{Time: t0.Add(time.Second), Kind: jobview.KindJobState, State: jobview.StateRunning})
 			// A job's end is published at once, without waiting for the hour-long tick.
 			w.Record(jobview.Event{Time: t0.Add(2 * time.Second), Kind: jobview.KindJobState, State: jobview.StateFailed, Reason: "rank 1 exited 3"})
-			deadline := time.Now().Add(10 * time.Second)
 			var events []jobview.Event
-			for time.Now().Before(deadline) {
-				if events, err = Read(ctx, res, dir, "job-1"); err == nil && len(events) == 4 {
-					break
+			testutil.WaitFor(t, 10*time.Second, func() error {
+				if events, err = Read(ctx, res, dir, "job-1"); err == nil && len(events) != 4 {
+					err = fmt.Errorf("%d events, want 4", len(events))
 				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if len(events) != 4 || events[1].Line != "kept" {
+				return err
+			})
+			if events[1].Line != "kept" {
 				t.Fatalf("running job's log holds %d events (err %v), want 4 from its first segment", len(events), err)
 			}
 			jobs, err := List(ctx, res, dir)

@@ -196,10 +196,7 @@ func TestUnauthenticatedUCXRefused(t *testing.T) {
 				if !errors.Is(err, context.DeadlineExceeded) {
 					t.Fatalf("a push with grant %d: %v, want no answer", g.ID, err)
 				}
-				deadline := time.Now().Add(5 * time.Second)
-				for srv.DataLinkRefused() == before && time.Now().Before(deadline) {
-					time.Sleep(5 * time.Millisecond)
-				}
+				testutil.WaitFor(t, 5*time.Second, testutil.Holds("refusal counted", func() bool { return srv.DataLinkRefused() != before }))
 				if srv.DataLinkRefused() != before+1 {
 					t.Fatalf("the server refused %d requests, want %d", srv.DataLinkRefused(), before+1)
 				}

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/spindle-ml/spindle/internal/sysfstest"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/rdma"
 	"github.com/spindle-ml/spindle/rdma/ucx"
 )
@@ -38,7 +39,7 @@ func smallConfig() Config {
 // (UCX where this binary can use it, else skipped saying why), and the
 // listener gets the same results as the peer.
 func TestCheckOverLoopback(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	l, err := Listen("127.0.0.1:0", smallConfig())
 	if err != nil {
@@ -97,7 +98,7 @@ func TestCheckOverLoopback(t *testing.T) {
 // TestBadInput: a wrong token, an unreachable listener, a short token and
 // a tree that is not sysfs are the caller's input, named in the error.
 func TestBadInput(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	l, err := Listen("127.0.0.1:0", smallConfig())
 	if err != nil {

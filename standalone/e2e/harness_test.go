@@ -347,7 +347,7 @@ func generate(t *testing.T, rows int) string {
 // spindleCmd runs a short spindle command and returns its output.
 func spindleCmd(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, spindleBin, args...)
 	cmd.Env = env()

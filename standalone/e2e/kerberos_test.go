@@ -59,7 +59,7 @@ func TestKerberizedHDFSOnStandalone(t *testing.T) {
 	local := generate(t, 3000)
 	gw := fsys.NewResolver(fsys.Options{HadoopConfDir: conf, KerberosPrincipal: "alice", KerberosKeytab: aliceKT})
 	defer gw.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	files, _ := filepath.Glob(filepath.Join(local, "*.parquet"))
 	for _, f := range files {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/fsys"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/standalone/client"
 	"github.com/spindle-ml/spindle/testbed/hdfstest"
 )
@@ -38,7 +39,7 @@ func TestStatusShowsLocalizingRanks(t *testing.T) {
 	}
 	gw := fsys.NewResolver(fsys.Options{HadoopConfDir: conf, User: hdfs.Superuser()})
 	defer gw.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	h, name, err := gw.Resolve(ctx, hdfs.URI()+"/envs/env.tar")
 	if err != nil {

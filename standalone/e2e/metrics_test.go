@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestMastersAndWorkersServeMetrics: with --metrics-addr a master and a
@@ -59,15 +60,14 @@ func TestMastersAndWorkersServeMetrics(t *testing.T) {
 		}
 		return 0, false
 	}
-	deadline := time.Now().Add(30 * time.Second)
 	var mf, wf map[string]*dto.MetricFamily
-	for time.Now().Before(deadline) {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		mf, wf = scrape(mMetrics), scrape(wMetrics)
-		if v, _ := value(mf, "spindle_workers", "state", "alive"); v == 1 {
-			break
+		if v, _ := value(mf, "spindle_workers", "state", "alive"); v != 1 {
+			return fmt.Errorf("spindle_workers{state=alive} = %v, want 1", v)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	if v, _ := value(mf, "spindle_master_is_leader", "", ""); v != 1 {
 		t.Errorf("the only master does not say it leads: %v", mf["spindle_master_is_leader"])
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestSubmitToCluster: a submit with the wrong cluster secret is bad input
@@ -18,7 +20,7 @@ func TestSubmitToCluster(t *testing.T) {
 	c := startCluster(t, 2)
 	data := generate(t, 1000)
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, spindleBin, append([]string{"submit", "--master", c.masterURL(), "--conf", "spindle.network.interface=lo"}, jobArgs("wrong-secret", data, 0)...)...)
 	cmd.Dir = data

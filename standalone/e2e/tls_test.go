@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/testaddr"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestTLSFromSpindleTLS: certificates made with spindle tls turn on the
@@ -51,17 +52,12 @@ func TestTLSFromSpindleTLS(t *testing.T) {
 	defer w.kill()
 
 	status := append([]string{"status", "--master", "spindle://" + addr}, tlsConf...)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, code := spindleCmd(t, status...)
-		if code == 0 && strings.Contains(out, "w1") {
-			break
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		if out, code := spindleCmd(t, status...); code != 0 || !strings.Contains(out, "w1") {
+			return fmt.Errorf("status over TLS does not show the worker: exit %d\n%s", code, out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status over TLS never showed the worker: exit %d\n%s", code, out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	if out, code := spindleCmd(t, "status", "--master", "spindle://"+addr, "--timeout", "3s"); code == 0 {
 		t.Fatalf("status without TLS succeeded:\n%s", out)
 	}

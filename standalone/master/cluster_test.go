@@ -477,7 +477,7 @@ func TestRaftTransportNeedsSecret(t *testing.T) {
 	}
 	defer conn.Close()
 	_, _ = conn.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
-	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = conn.SetReadDeadline(time.Now().Add(testutil.Scale(5 * time.Second)))
 	if n, err := conn.Read(make([]byte, 64)); err == nil {
 		t.Fatalf("unauthenticated peer got %d bytes back", n)
 	}

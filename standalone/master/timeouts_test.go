@@ -5,6 +5,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestRaftHandshakeBoundFromConfig: the defaults of the bounds Config
@@ -32,7 +34,7 @@ func TestRaftHandshakeBoundFromConfig(t *testing.T) {
 	defer c.Close()
 	// The layer gives up on the silent connection after its 20ms; the
 	// read's own deadline, far longer, only ends the test if it does not.
-	_ = c.SetReadDeadline(time.Now().Add(4 * time.Second))
+	_ = c.SetReadDeadline(time.Now().Add(testutil.Scale(4 * time.Second)))
 	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("a connection that sent no hello: read %v, want EOF (closed by the layer)", err)
 	}

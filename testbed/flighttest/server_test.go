@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // TestEndpointGetsAndReadOnce: DoGet calls are counted per endpoint, and
@@ -33,7 +35,7 @@ func TestEndpointGetsAndReadOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 	defer cancel()
 	read := func(ticket string) (int64, error) {
 		stream, err := c.DoGet(ctx, &flight.Ticket{Ticket: []byte(ticket)})

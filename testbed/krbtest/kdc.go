@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/syncbuf"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // Programs are the MIT Kerberos programs a KDC needs (Debian's krb5-kdc
@@ -138,7 +139,7 @@ func StartKDC(ctx context.Context, opts Options) (*KDC, error) {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	k.stop = func() { _ = cmd.Process.Kill(); <-done }
-	deadline := time.Now().Add(20 * time.Second)
+	budget := testutil.NewBudget(20 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", opts.Addr, time.Second)
 		if err == nil {
@@ -154,9 +155,9 @@ func StartKDC(ctx context.Context, opts Options) (*KDC, error) {
 			return nil, fmt.Errorf("start krb5kdc: %w", ctx.Err())
 		default:
 		}
-		if time.Now().After(deadline) {
+		if budget.Spent() {
 			k.stop()
-			return nil, fmt.Errorf("krb5kdc does not listen on %s: %v\n%s", opts.Addr, err, log.String())
+			return nil, fmt.Errorf("krb5kdc does not listen on %s within %s: %v\n%s", opts.Addr, budget, err, log.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

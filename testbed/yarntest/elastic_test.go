@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,16 +58,7 @@ func testElastic(t *testing.T, mode string) {
 		"--", rowcheckBin, "--every", "5", "--pause", "5ms")
 	waitOutput := func(what string) {
 		t.Helper()
-		for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(j.stderr.String(), what); time.Sleep(50 * time.Millisecond) {
-			select {
-			case code := <-j.done:
-				t.Fatalf("the job ended (exit %d) before %q:\n%s", code, what, j.stderr.String())
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q after 2 minutes:\n%s", what, j.stderr.String())
-			}
-		}
+		j.until(t, 2*time.Minute, strconv.Quote(what), func() bool { return strings.Contains(j.stderr.String(), what) })
 	}
 	waitOutput("runs 2 of 3 executors")
 	if err := s.yarn.SetQueueLimit("default", 0, 0); err != nil {
@@ -77,11 +69,7 @@ func testElastic(t *testing.T, mode string) {
 	ct := runningExecutorOf(t, s, j, 3)
 	// Kill once the three ranks have finished a checkpoint (rank 2 exists
 	// in the world of three only).
-	for deadline := time.Now().Add(2 * time.Minute); !checkpointedBy(filepath.Join(data, "ckpt"), 3); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the world of three took no checkpoint in 2 minutes:\n%s", j.stderr.String())
-		}
-	}
+	j.until(t, 2*time.Minute, "checkpoint by the world of three", func() bool { return checkpointedBy(filepath.Join(data, "ckpt"), 3) })
 	// Room for two again, so that the job, once shrunk, stays so.
 	if err := s.yarn.SetQueueLimit("default", twoExecutors, 0); err != nil {
 		t.Fatal(err)

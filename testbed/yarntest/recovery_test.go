@@ -33,11 +33,7 @@ func TestSubmitLostNodeIsNotTheJobsFault(t *testing.T) {
 		"--", rowcheckBin, "--every", "5", "--pause", "5ms")
 	runningExecutorOf(t, s, j, 2)
 	// Mid-job: once both ranks finished a checkpoint.
-	for deadline := time.Now().Add(2 * time.Minute); !checkpointedBy(filepath.Join(data, "ckpt"), 2); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no complete checkpoint in 2 minutes:\n%s", j.stderr.String())
-		}
-	}
+	j.until(t, 2*time.Minute, "complete checkpoint", func() bool { return checkpointedBy(filepath.Join(data, "ckpt"), 2) })
 	am := -1
 	for _, ct := range s.yarn.Containers() {
 		if ct.AM && ct.Running {
@@ -124,15 +120,13 @@ func TestSubmitShowsProgress(t *testing.T) {
 				"--epochs", "3", "--checkpoint-dir", filepath.Join(data, "ckpt-"+mode), "--", rowcheckBin, "--pause", "10ms")
 			var app string
 			var seen float32
-			for deadline := time.Now().Add(2 * time.Minute); seen == 0 || seen == 1; time.Sleep(100 * time.Millisecond) {
+			j.until(t, 2*time.Minute, "progress between 0 and 1 in YARN", func() bool {
 				if m := appIDRE.FindStringSubmatch(j.stderr.String()); m != nil {
 					app = m[1]
 					seen, _ = s.yarn.Progress(app)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("YARN never showed progress between 0 and 1 for %q:\n%s", app, j.stderr.String())
-				}
-			}
+				return seen != 0 && seen != 1
+			})
 			if code := j.wait(t, 3*time.Minute); code != 0 {
 				t.Fatalf("job: exit %d\n%s", code, j.stderr.String())
 			}

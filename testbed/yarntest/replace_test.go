@@ -34,11 +34,7 @@ func TestSubmitReplacesOneWorker(t *testing.T) {
 		"--conf", "spindle.failure.policy=restart", "--conf", "spindle.failure.replaceWorkers=true",
 		"--", rowcheckBin, "--every", "5", "--pause", "5ms")
 	victim := runningExecutorOf(t, s, j, 3)
-	for deadline := time.Now().Add(2 * time.Minute); !checkpointedBy(ckpt, 3); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no complete checkpoint in 2 minutes:\n%s", j.stderr.String())
-		}
-	}
+	j.until(t, 2*time.Minute, "complete checkpoint", func() bool { return checkpointedBy(ckpt, 3) })
 	if err := s.yarn.KillContainer(victim.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -130,6 +130,28 @@ func (s *site) submit(t *testing.T, args ...string) *job {
 	return j
 }
 
+// until waits while spindle submit runs for cond to hold, a
+// testutil.Budget of within at most; the test fails, quoting submit's
+// output, if submit exits first or the budget is spent. what names the
+// condition.
+func (j *job) until(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	err := testutil.Poll(within, func() error {
+		if cond() {
+			return nil
+		}
+		select {
+		case code := <-j.done:
+			t.Fatalf("spindle submit exited %d before %s:\n%s", code, what, j.stderr.String())
+		default:
+		}
+		return errors.New("no " + what + " yet")
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, j.stderr.String())
+	}
+}
+
 // wait waits for spindle submit to exit and returns its exit code;
 // within is a testutil.Timer's budget.
 func (j *job) wait(t *testing.T, within time.Duration) int {
@@ -266,18 +288,7 @@ func TestSubmitLogReg(t *testing.T) {
 // container of one.
 func runningExecutor(t *testing.T, s *site, j *job) yarntest.ContainerInfo {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(j.stderr.String(), "all executors registered") {
-		select {
-		case code := <-j.done:
-			t.Fatalf("spindle submit exited %d early:\n%s", code, j.stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("executors did not register:\n%s", j.stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	j.until(t, 2*time.Minute, "executors registered", func() bool { return strings.Contains(j.stderr.String(), "all executors registered") })
 	for _, ct := range s.yarn.Containers() {
 		if ct.ExecutorID != "" && ct.Running {
 			return ct

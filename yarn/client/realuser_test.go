@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
+	"github.com/spindle-ml/spindle/internal/testutil"
 	"github.com/spindle-ml/spindle/testbed/hadooptest"
 	"github.com/spindle-ml/spindle/testbed/yarntest"
 	"github.com/spindle-ml/spindle/yarn/client"
@@ -46,7 +47,7 @@ func clusterMetricsAsRealUser(addr, user string) error {
 		return err
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	conn.SetDeadline(time.Now().Add(testutil.Scale(30 * time.Second)))
 	// "hrpc", version 9, service class 0, no SASL.
 	if _, err := conn.Write([]byte{'h', 'r', 'p', 'c', 9, 0, 0}); err != nil {
 		return err

@@ -100,15 +100,15 @@ func executorPIDs(t *testing.T, log string) map[int]int {
 // the job ends first.
 func holdLocalizingRank(t *testing.T, r *running, ui string, pids map[int]int) int {
 	t.Helper()
-	deadline := time.Now().Add(testutil.Scale(2 * time.Minute))
+	budget := testutil.NewBudget(2 * time.Minute)
 	for {
 		select {
 		case code := <-r.done:
 			t.Fatalf("the job ended (exit %d) before its API at %s showed a rank localizing:\n%s", code, ui, r.stderr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no rank localizing in the job's API at %s:\n%s", ui, r.stderr.String())
+		if budget.Spent() {
+			t.Fatalf("no rank localizing in the job's API at %s within %s:\n%s", ui, budget, r.stderr.String())
 		}
 		localizing := localizingInAPI(t, ui)
 		if len(localizing) == 0 {

@@ -208,7 +208,7 @@ func TestRealSecureHDFSThirdPartyClient(t *testing.T) {
 	writeSecure(t, secureFS(t, sc, ""), sc, "/user/"+hadooptest.SecureUser+"/third-party/file.txt", data)
 
 	hdfsCmd := func(env []string, args ...string) (string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 		defer cancel()
 		cmd := exec.CommandContext(ctx, hdfsBin, args...)
 		cmd.Env = env
@@ -423,7 +423,7 @@ func TestRealSecureDoctor(t *testing.T) {
 	// configuration asks for nothing less.
 	conf := confWith(t, sc, map[string]string{"hadoop.rpc.protection": "privacy"})
 	doctor := func(args ...string) (int, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(time.Minute))
 		defer cancel()
 		cmd := exec.CommandContext(ctx, spindleBin, append([]string{"doctor"}, args...)...)
 		cmd.Env = append(env(conf), "KRB5_CONFIG="+sc.KDC.Conf, "KRB5CCNAME=FILE:"+filepath.Join(t.TempDir(), "no-ticket"))

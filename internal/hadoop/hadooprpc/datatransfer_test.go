@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooppb"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // startTransferServer serves the data-transfer handshake at protection
@@ -48,7 +49,7 @@ func startTransferServer(t *testing.T, cfg DataTransferConfig, lookup TokenLooku
 }
 
 func serveTransfer(c net.Conn, cfg DataTransferConfig, lookup TokenLookup) error {
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
 	br := bufio.NewReader(c)
 	var magic [4]byte
 	if _, err := io.ReadFull(br, magic[:]); err != nil {
@@ -150,7 +151,7 @@ func TestDataTransferProtection(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				c.SetDeadline(time.Now().Add(10 * time.Second))
+				c.SetDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
 				if tamper {
 					wire.tamperAfter("alter", 2) // the magic and first message, the digest response
 				}
@@ -205,7 +206,7 @@ func TestDataTransferProtection(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			c.SetDeadline(time.Now().Add(10 * time.Second))
+			c.SetDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
 			_, err = c.Write(readOp(t, tc.tok, "x"))
 			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("%v, want %v saying %q", err, tc.is, tc.says)

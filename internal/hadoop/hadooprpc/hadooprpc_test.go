@@ -216,7 +216,7 @@ func rawConn(t *testing.T, addr string) net.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.SetDeadline(time.Now().Add(testutil.Scale(5 * time.Second)))
 	t.Cleanup(func() { c.Close() })
 	return c
 }

@@ -35,7 +35,7 @@ func TestUnwrappedCallsAfterPrivacy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	conn.SetDeadline(time.Now().Add(testutil.Scale(10 * time.Second)))
 	if _, err := conn.Write(header{version: Version, auth: AuthSASL}.bytes()); err != nil {
 		t.Fatal(err)
 	}

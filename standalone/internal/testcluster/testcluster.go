@@ -100,9 +100,9 @@ func (g *Masters) Start(i int) {
 	var err error
 	// A restarted master rebinds its port, which may linger a moment in
 	// the old one's teardown, so retry briefly.
-	deadline := time.Now().Add(testutil.Scale(5 * time.Second))
+	budget := testutil.NewBudget(5 * time.Second)
 	for {
-		if m, err = master.New(g.Cfgs[i]); err == nil || time.Now().After(deadline) {
+		if m, err = master.New(g.Cfgs[i]); err == nil || budget.Spent() {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
