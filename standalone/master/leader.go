@@ -134,14 +134,23 @@ func (ls *leaderState) tick() time.Duration {
 
 // loop checks liveness and drives stops until the term ends.
 func (ls *leaderState) loop(ctx context.Context) {
-	t := time.NewTicker(ls.tick())
+	tick := ls.tick()
+	t := time.NewTicker(tick)
 	defer t.Stop()
+	last := time.Now()
 	for {
 		changed := ls.m.fsm.watch()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			// Not the tick's own time: a tick sent before the process
+			// stopped waits in the channel and would hide the stall.
+			now := time.Now()
+			if d := starvedFor(last, now, tick); d > 0 {
+				ls.forgive(d, now)
+			}
+			last = now
 			ls.checkWorkers()
 			ls.checkApps()
 			ls.abandonPlacements()
@@ -153,6 +162,36 @@ func (ls *leaderState) loop(ctx context.Context) {
 		case <-ls.kick:
 			ls.reconcile()
 		}
+	}
+}
+
+// starvedFor is how long a liveness check that ran at last and again at
+// now, every tick, was held up beyond its period and one more (a ticker
+// drops the ticks it could not deliver): 0 for a check on time.
+func starvedFor(last, now time.Time, tick time.Duration) time.Duration {
+	return max(now.Sub(last)-2*tick, 0)
+}
+
+// forgive moves every worker's and driver's last heartbeat d later (now
+// at most): this master was held up (a starved host, a stopped process)
+// for d and heard nobody in it, so their silence in that time is its
+// own, not theirs. A worker that died meanwhile is declared lost d later.
+func (ls *leaderState) forgive(d time.Duration, now time.Time) {
+	ls.logger.Warn("the leader's liveness checks were held up; the silence of workers and drivers in that time is not held against them",
+		"held_up", d.Round(time.Millisecond))
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	postpone(ls.workerSeen, d, now)
+	postpone(ls.appSeen, d, now)
+}
+
+// postpone moves each time in seen d later, to now at most.
+func postpone(seen map[string]time.Time, d time.Duration, now time.Time) {
+	for id, at := range seen {
+		if at = at.Add(d); at.After(now) {
+			at = now
+		}
+		seen[id] = at
 	}
 }
 

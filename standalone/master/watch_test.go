@@ -100,3 +100,33 @@ func TestWorkerDeadBeforeTheTermIsGone(t *testing.T) {
 		t.Errorf("mute, whose port accepts connections, was declared lost: %s", ws["mute"].GetMessage())
 	}
 }
+
+// TestStarvedLeaderForgivesTheSilence: a liveness check held up beyond
+// its period and one more (the leader's host starved it, as at load 120
+// on two cores) moves every last heartbeat that much later, to now at
+// most, so that the silence the leader could not have heard is not the
+// workers' and drivers'. A check late by less is not a stall.
+func TestStarvedLeaderForgivesTheSilence(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	const tick = 500 * time.Millisecond
+	for _, c := range []struct {
+		gap, want time.Duration
+	}{
+		{tick, 0}, {2 * tick, 0}, {2100 * time.Millisecond, 1100 * time.Millisecond},
+	} {
+		if got := starvedFor(t0, t0.Add(c.gap), tick); got != c.want {
+			t.Errorf("checks %v apart: starved for %v, want %v", c.gap, got, c.want)
+		}
+	}
+	// The worker timeout is 2 s: w1 and the driver last heard 2 s before
+	// the late check, w2 just before it.
+	now := t0.Add(10 * time.Second)
+	seen := map[string]time.Time{"w1": now.Add(-2 * time.Second), "w2": now.Add(-100 * time.Millisecond)}
+	postpone(seen, 1100*time.Millisecond, now)
+	if got := now.Sub(seen["w1"]); got != 900*time.Millisecond {
+		t.Errorf("w1 silent for %v after the stall is forgiven, want 900ms", got)
+	}
+	if !seen["w2"].Equal(now) {
+		t.Errorf("w2 last heard at %v, want now (%v) at the latest", seen["w2"], now)
+	}
+}
