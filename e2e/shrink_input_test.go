@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/internal/rowsum"
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 var (
@@ -17,15 +18,18 @@ var (
 )
 
 // TestElasticShrinksInPlaceWithInput: an elastic job of 4 workers with
-// spindle.failure.shrinkInPlace reads row ids (240,000 rows of 33
-// columns, 60 batches of 1,000 a rank an epoch, shuffled; over the socket
-// alone, whose 4 MB buffer then holds about half an epoch, so that the
-// feeds are still in the epoch the loss comes in) and allreduces every step what its batch adds
-// to the world's row checksums. Rank 1's process SIGKILLs itself in epoch
+// spindle.failure.shrinkInPlace reads row ids (480,000 rows of 33
+// columns, 120 batches of 1,000 a rank an epoch, 16 MB as float32,
+// shuffled; over the socket alone, whose buffer, 4 MB asked and 8 MB as
+// Linux doubles it, then holds half an epoch, so that the feeds are still
+// in the epoch the loss comes in however far ahead of a starved process
+// they run: with 240,000 rows the buffer held a whole epoch, and at load
+// 90 every feed had ended epoch 1 before the loss) and allreduces every
+// step what its batch adds to the world's row checksums. Rank 1's process SIGKILLs itself in epoch
 // 1 having read batch 6 and before training it. The 3 survivors keep
 // their processes (one start line each, no second generation), re-form a
 // world of 3 and report that the world completed 6 batches of epoch 1;
-// the driver deals rank 1's rows from batch 6 on (54,000 rows, 18
+// the driver deals rank 1's rows from batch 6 on (114,000 rows, 38
 // batches each) to their running feeds before their epoch ends, and plans epoch 2
 // for 3. The rows the world trained, summed by allreduce, hold every row
 // exactly once per epoch: rank 1's batch 6, read but not trained, is
@@ -33,7 +37,7 @@ var (
 // at the epoch's end and the job does not end.
 func TestElasticShrinksInPlaceWithInput(t *testing.T) {
 	t.Parallel()
-	shrinkInPlaceWithInput(t, shrinkInput{rows: 240000, even: "pad", crash: 6, socketOnly: true})
+	shrinkInPlaceWithInput(t, shrinkInput{rows: 480000, even: "pad", crash: 6, socketOnly: true})
 }
 
 // TestElasticShrinksInPlaceWithSharedMemory is the same with the default
@@ -53,14 +57,14 @@ func TestElasticShrinksInPlaceWithSharedMemory(t *testing.T) {
 }
 
 // TestElasticShrinksInPlaceWithUnevenInput is the same with even batches
-// off and rank 1 lost having read batch 7: its 53 batches left are dealt
-// unpadded, 18, 18 and 17, so one survivor's feed ends a step before the
+// off and rank 1 lost having read batch 7: its 113 batches left are dealt
+// unpadded, 38, 38 and 37, so one survivor's feed ends a step before the
 // others' and e2e/rowshrink joins their last step with no rows. A trainer
 // that exited at its feed's end instead would leave the others waiting
 // in that step.
 func TestElasticShrinksInPlaceWithUnevenInput(t *testing.T) {
 	t.Parallel()
-	shrinkInPlaceWithInput(t, shrinkInput{rows: 240000, even: "off", crash: 7, socketOnly: true})
+	shrinkInPlaceWithInput(t, shrinkInput{rows: 480000, even: "off", crash: 7, socketOnly: true})
 }
 
 // shrinkInput is a run of the job of TestElasticShrinksInPlaceWithInput:
@@ -131,7 +135,7 @@ func runRowshrink(t *testing.T, args []string) (map[int]int, string) {
 	var err error
 	select {
 	case err = <-done:
-	case <-time.After(3 * time.Minute):
+	case <-time.After(testutil.Scale(3 * time.Minute)):
 		t.Fatalf("the job did not end within 3 minutes:\n%s", out.String())
 	}
 	got := out.String()
