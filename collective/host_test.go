@@ -239,7 +239,7 @@ func TestHostSegmentKilledRank(t *testing.T) {
 	for r, p := range again {
 		select {
 		case <-p.exited:
-		case <-time.After(2 * time.Minute):
+		case <-time.After(testutil.Scale(2 * time.Minute)):
 			t.Fatalf("new group: rank %d still running after 2 minutes", r)
 		}
 		if p.err != nil {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // Child-process settings of TestSharedMemoryProcesses.
@@ -34,7 +36,7 @@ func TestSharedMemoryProcesses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const world = 5
 			procs := startChildren(t, world, "20", "small-allreduce", childSmallEnv+"="+tc.small, childItersEnv+"=1500")
-			deadline := time.After(2 * time.Minute)
+			deadline := time.After(testutil.Scale(2 * time.Minute))
 			for r, p := range procs {
 				select {
 				case <-p.exited:

@@ -91,7 +91,7 @@ func within[T any](t *testing.T, ch <-chan T, msg string) T {
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Scale(30 * time.Second)):
 		t.Fatal(msg)
 		var zero T
 		return zero

@@ -305,7 +305,7 @@ func TestFailureNamesTheCauseNotItsEcho(t *testing.T) {
 		t.Helper()
 		select {
 		case <-g.failed:
-		case <-time.After(10 * time.Second):
+		case <-time.After(testutil.Scale(10 * time.Second)):
 			t.Fatal("the held failure never failed the job")
 		}
 	}

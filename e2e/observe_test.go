@@ -60,7 +60,7 @@ func startSpindle(t *testing.T, ctx context.Context, dir string, re *regexp.Rege
 			t.Fatalf("spindle %v never printed %s:\n%s", args, re, strings.Join(m[1:], "\n"))
 		}
 		return cmd, m
-	case <-time.After(60 * time.Second):
+	case <-time.After(testutil.Scale(60 * time.Second)):
 		t.Fatalf("spindle %v did not print %s in time", args, re)
 	}
 	return nil, nil

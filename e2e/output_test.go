@@ -100,7 +100,7 @@ func TestSecondInterruptStopsAtOnce(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
 			t.Fatalf("exit %v, want status 130:\n%s", err, out.String())
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Scale(30 * time.Second)):
 		t.Fatalf("a second Ctrl-C did not stop the job within 30s (grace 60s):\n%s", out.String())
 	}
 	t.Logf("stopped %s after the second Ctrl-C", time.Since(start).Round(time.Millisecond))

@@ -66,7 +66,7 @@ func startMinicluster(t *testing.T, dir, data string, flags ...string) string {
 		logf.Close()
 	})
 	var usage strings.Builder
-	deadline := time.After(2 * time.Minute)
+	deadline := time.After(testutil.Scale(2 * time.Minute))
 	for {
 		select {
 		case line, ok := <-lines:

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 // hungNamenode accepts connections and never answers, as a namenode stuck
@@ -65,7 +67,7 @@ func TestHDFSCallsEndWithTheirContext(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v, want context.Canceled", err)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(testutil.Scale(20 * time.Second)):
 		t.Fatal("Resolve against a hung namenode did not end with its context")
 	}
 }

@@ -82,7 +82,7 @@ func nextEvent(t *testing.T, cm driver.ClusterManager, kind driver.EventKind, id
 			return ev
 		}
 	}
-	timeout := time.After(30 * time.Second)
+	timeout := time.After(testutil.Scale(30 * time.Second))
 	for {
 		select {
 		case ev := <-cm.Events():

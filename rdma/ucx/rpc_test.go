@@ -179,7 +179,7 @@ func TestLostSessionFailsCall(t *testing.T) {
 		if !errors.Is(err, ErrLost) {
 			t.Fatalf("got %v, want ErrLost", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(testutil.Scale(5 * time.Second)):
 		t.Fatal("the call did not fail once the session was lost")
 	}
 	c.Close()

@@ -155,7 +155,7 @@ func (g *testGroup) stop(i int) {
 		if err != nil {
 			g.t.Errorf("master %s: %v", g.cfgs[i].ID, err)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(testutil.Scale(20 * time.Second)):
 		g.t.Errorf("master %s did not stop", g.cfgs[i].ID)
 	}
 	g.cancel[i] = nil

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/testutil"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
@@ -143,7 +144,7 @@ func TestLaunchIntoCgroup(t *testing.T) {
 	}
 	select {
 	case <-p.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testutil.Scale(10 * time.Second)):
 		t.Fatal("executor did not exit")
 	}
 	w.reapers.Wait()

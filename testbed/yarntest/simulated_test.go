@@ -50,7 +50,7 @@ func TestAMStartsGangLargerThanEventBuffer(t *testing.T) {
 	var tok hadooprpc.Token
 	select {
 	case tok = <-l.amToken:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testutil.Scale(30 * time.Second)):
 		t.Fatal("the AM container was not launched")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Scale(2*time.Minute))

@@ -146,7 +146,7 @@ func containerOf(t *testing.T, c *yarntest.Cluster, exec string) yarntest.Contai
 // nextEnd reads the allocator's events until exec's container ends.
 func nextEnd(t *testing.T, a *am.Allocator, exec string) driver.Event {
 	t.Helper()
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(testutil.Scale(20 * time.Second))
 	for {
 		select {
 		case ev := <-a.Events():

@@ -132,7 +132,7 @@ func untilLine(b *testing.B, cmd *exec.Cmd, env []string, re *regexp.Regexp) tim
 	case err := <-done:
 		<-scanned
 		b.Fatalf("%s ended (%v) before %s:\n%s", cmd.Args[0], err, re, out.String())
-	case <-time.After(5 * time.Minute):
+	case <-time.After(testutil.Scale(5 * time.Minute)):
 		cmd.Process.Kill()
 		<-done
 		<-scanned
@@ -140,7 +140,7 @@ func untilLine(b *testing.B, cmd *exec.Cmd, env []string, re *regexp.Regexp) tim
 	}
 	select {
 	case <-done:
-	case <-time.After(2 * time.Minute):
+	case <-time.After(testutil.Scale(2 * time.Minute)):
 		cmd.Process.Kill()
 		<-done
 	}
