@@ -18,7 +18,8 @@ var (
 // TestElasticGrowsBackInPlaceWithInput: the job of
 // TestElasticShrinksInPlaceWithInput (4 workers reading row ids, even
 // batches, rank 1 lost in epoch 1 having read batch 6, its rest dealt
-// among the 3 that go on) with spindle.failure.growInPlace over 20 epochs.
+// among the 3 that go on; 480,000 rows, so that an epoch outgrows the
+// feed socket's buffer) with spindle.failure.growInPlace over 10 epochs.
 // Once rank 1's local[4] slot is free, the driver starts a newcomer; it
 // joins at the end of a later epoch, where every running feed holds: the
 // 3 grow to a world of 4 before any batch of the next epoch (each says so
@@ -29,7 +30,7 @@ var (
 // job exits 0.
 func TestElasticGrowsBackInPlaceWithInput(t *testing.T) {
 	t.Parallel()
-	const epochs, rows, crash = 20, 240000, 6
+	const epochs, rows, crash = 10, 480000, 6
 	input := writeIDColumns(t, rows, 12, 32, func(id, c int) int { return (id + c) % 97 })
 	args := submitArgs("--num-executors", "2:4", "--input", input, "--label-column", "id", "--feed", "tensor",
 		"--batch-rows", "1000", "--epochs", strconv.Itoa(epochs), "--shuffle", "--seed", "4",
