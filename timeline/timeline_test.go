@@ -48,8 +48,9 @@ func TestDisabled(t *testing.T) {
 	Flush()
 }
 
-// TestSpansReachTheSocket: spans arrive as one datagram, sent by Flush or
-// by the timer when no more spans come.
+// TestSpansReachTheSocket: spans arrive in datagrams, sent by Flush or by
+// the timer when no more spans come (200 ms after the first: on a loaded
+// machine it may send the first span before the second is recorded).
 func TestSpansReachTheSocket(t *testing.T) {
 	conn := recordTo(t)
 	if !Enabled() {
@@ -76,6 +77,9 @@ func TestSpansReachTheSocket(t *testing.T) {
 	Start(CatCheckpoint, "save model")()
 	Flush()
 	spans := read()
+	if len(spans) == 1 {
+		spans = append(spans, read()...)
+	}
 	if len(spans) != 2 || spans[0].Name != "allreduce" || spans[0].Cat != CatCollective || spans[0].Dur < 2000 ||
 		spans[0].TS <= 0 || spans[1].Cat != CatCheckpoint {
 		t.Fatalf("spans %+v", spans)
