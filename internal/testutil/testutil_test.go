@@ -170,7 +170,7 @@ func TestTimerFiresAndStops(t *testing.T) {
 	start := time.Now()
 	select {
 	case <-fired.C:
-	case <-time.After(time.Minute):
+	case <-time.After(Scale(time.Minute)):
 		t.Fatal("a 5ms timer had not fired after a minute")
 	}
 	if waited := time.Since(start); waited < 5*time.Millisecond {
