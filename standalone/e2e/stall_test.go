@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/spindle-ml/spindle/internal/testaddr"
 	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
@@ -22,26 +19,8 @@ import (
 // is alone, so no other takes the lead meanwhile.
 func TestStoppedLeaderDoesNotBlameItsWorkers(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	addr, raft := testaddr.Free(t), testaddr.Free(t)
-	mlog := filepath.Join(dir, "m1.log")
-	m := &proc{name: "m1", log: mlog, args: append([]string{"master", "--id", "m1", "--addr", addr,
-		"--raft-addr", raft, "--peers", fmt.Sprintf("m1=%s@%s", raft, addr), "--data-dir", filepath.Join(dir, "m1")}, fastMaster()...)}
-	m.start(t)
-	defer m.kill()
-	w := &proc{name: "w1", log: filepath.Join(dir, "w1.log"), args: []string{"worker", "--masters", addr, "--id", "w1",
-		"--addr", "127.0.0.1:0", "--advertise-host", "127.0.0.1", "--cores", "1", "--memory", "1g", "--gpus", "0",
-		"--work-dir", filepath.Join(dir, "w1"), "--conf", "spindle.worker.heartbeatInterval=200ms"}}
-	w.start(t)
-	defer w.kill()
-	status := []string{"status", "--master", "spindle://" + addr}
-	aliveW1 := func() error {
-		if out, code := spindleCmd(t, status...); code != 0 || !strings.Contains(out, "w1") || strings.Contains(out, "lost") {
-			return fmt.Errorf("spindle status (exit %d) does not show w1 alive:\n%s", code, out)
-		}
-		return nil
-	}
-	testutil.WaitFor(t, 30*time.Second, aliveW1)
+	c := startSmallCluster(t, nil)
+	m := c.masters[0]
 
 	// fastMaster's worker timeout, three times over.
 	stop := 3 * testutil.Scale(1500*time.Millisecond)
@@ -52,14 +31,15 @@ func TestStoppedLeaderDoesNotBlameItsWorkers(t *testing.T) {
 	if err := m.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	logged := func() string { b, _ := os.ReadFile(mlog); return string(b) }
+	logged := func() string { b, _ := os.ReadFile(m.log); return string(b) }
 	testutil.WaitFor(t, 30*time.Second, testutil.Holds("word of the held-up checks in the master's log", func() bool {
 		return strings.Contains(logged(), "liveness checks were held up")
 	}))
-	if err := aliveW1(); err != nil {
-		t.Fatalf("%v\n--- master log\n%s", err, logged())
+	st, err := c.status()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if strings.Contains(logged(), "worker lost") {
-		t.Fatalf("the resumed leader declared its worker lost:\n%s", logged())
+	if n := aliveWorkers(st); n != 1 || strings.Contains(logged(), "worker lost") {
+		t.Fatalf("the resumed leader declared its worker lost (%d alive)", n)
 	}
 }
