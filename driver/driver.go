@@ -338,8 +338,8 @@ func (d *Driver) generation(ctx context.Context, gen int, w *world, served map[s
 	}
 	// A replacement worker resumes from the newest complete checkpoint
 	// when it registers, not the generation's.
-	replacementTask := func(ctx context.Context, rank int) (*driverpb.Task, error) {
-		now, err := d.resumeFromFor(ctx, w.slots, rank)
+	replacementTask := func(ctx context.Context, rank, replacement int) (*driverpb.Task, error) {
+		now, err := d.replacementStart(ctx, w.slots, gen, rank, replacement)
 		if err != nil {
 			return nil, err
 		}

@@ -139,3 +139,37 @@ func (d *Driver) resumeFromFor(ctx context.Context, slots []slot, only int) (*ge
 	}
 	return from, nil
 }
+
+// replacementStart is where the replacement of rank (the replacement'th
+// in generation gen) starts: the newest complete checkpoint, pinned for it
+// (resume.Pin), so that the ranks that kept running do not prune it before
+// the replacement has loaded it.
+func (d *Driver) replacementStart(ctx context.Context, slots []slot, gen, rank, replacement int) (*genStart, error) {
+	const tries = 3
+	for try := 1; ; try++ {
+		from, err := d.resumeFromFor(ctx, slots, rank)
+		if err != nil || from == nil {
+			return from, err
+		}
+		fsy, dir, err := d.res.Resolve(ctx, d.resumer.dir)
+		if err != nil {
+			return nil, fmt.Errorf("pin checkpoint %s for rank %d's replacement: %w", from.checkpoint, rank, err)
+		}
+		ok, err := resume.PinFor(ctx, fsy, dir, from.checkpoint, resume.Pin{Rank: rank, Generation: gen, Replacement: replacement})
+		if err != nil {
+			// The pin only guards against pruning: the replacement
+			// can still load the checkpoint, and fails saying so if
+			// it is gone.
+			d.logger.Warn("could not pin the replacement's checkpoint; pruning may delete it before it is loaded",
+				"rank", rank, "checkpoint", from.checkpoint, "err", err)
+			return from, nil
+		}
+		if ok {
+			return from, nil
+		}
+		if try == tries {
+			return nil, fmt.Errorf("choose the checkpoint rank %d's replacement resumes from: the newest complete one was pruned before it could be pinned, %d times", rank, tries)
+		}
+		d.logger.Info("the checkpoint chosen for the replacement was pruned before it was pinned; choosing again", "rank", rank, "checkpoint", from.checkpoint)
+	}
+}

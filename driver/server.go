@@ -26,7 +26,7 @@ type controlServer struct {
 	tasks  taskBuilder
 	// replacementTask builds the task of a worker that replaces a lost
 	// one: it resumes from the newest complete checkpoint.
-	replacementTask func(ctx context.Context, rank int) (*driverpb.Task, error)
+	replacementTask func(ctx context.Context, rank, replacement int) (*driverpb.Task, error)
 	// newcomerTask builds the task of a newcomer that grows the running
 	// gang in place.
 	newcomerTask func(rank int) (*driverpb.Task, error)
@@ -109,7 +109,7 @@ func (s *controlServer) Register(ctx context.Context, req *driverpb.RegisterRequ
 // complete checkpoint.
 func (s *controlServer) taskOf(ctx context.Context, m *member) (*driverpb.Task, error) {
 	if m.replaces != "" && m.role == RoleWorker && s.replacementTask != nil {
-		return s.replacementTask(ctx, m.rank)
+		return s.replacementTask(ctx, m.rank, m.replacement)
 	}
 	if m.newcomer && m.signedIn != nil && s.boundaryNewcomer != nil {
 		return s.boundaryNewcomer(ctx, m)

@@ -3,8 +3,12 @@ package e2e
 import (
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 var startedLine = regexp.MustCompile(`rowcheck rank=(\d+) pid=(\d+) generation=(\d+) replacement=(\d+) started`)
@@ -54,6 +58,40 @@ func TestRestartReplacesOneWorker(t *testing.T) {
 		t.Errorf("the driver did not say where the replacement resumes:\n%s", r)
 	}
 	checkRowsOnce(t, r.stdout, 4, epochs, rows)
+}
+
+// TestReplacementKeepsItsCheckpointWhileOthersPrune: the lost rank ran
+// ahead of the others and recorded checkpoints they had not reached, and
+// its replacement is slow to load the checkpoint it was handed; the ranks
+// that keep running complete the newer ones meanwhile, whose pruning
+// (spindle.checkpoint.keep 3) would delete the replacement's. The driver
+// pins it for the replacement: every epoch still feeds each row once.
+func TestReplacementKeepsItsCheckpointWhileOthersPrune(t *testing.T) {
+	t.Parallel()
+	const rows, epochs, every = 1800, 3, 5
+	input := writeRowIDs(t, rows, 3)
+	dir := t.TempDir()
+	// 60 batches per rank per epoch; rank 2 takes its 83 at 4 ms each
+	// (0.3 s), the others 20 ms.
+	r := spindle(t, dir, submitArgs("--num-executors", "3", "--input", input, "--label-column", "id", "--feed", "tensor",
+		"--batch-rows", "10", "--epochs", strconv.Itoa(epochs), "--shuffle", "--seed", "7", "--checkpoint-dir", filepath.Join(dir, "ckpt"),
+		"--conf", "spindle.failure.policy=restart", "--conf", "spindle.failure.replaceWorkers=true", "--conf", "spindle.checkpoint.keep=3",
+		"--", rowcheckBin, "--crash-rank", "2", "--crash-after", "83", "--crash-rank-pause", "4ms", "--every", strconv.Itoa(every),
+		"--pause", "20ms", "--replacement-delay", testutil.Scale(3*time.Second).String())...)
+	if r.code != 0 {
+		t.Fatalf("the job failed:\n%s", r)
+	}
+	checkRowsOnce(t, r.stdout, 3, epochs, rows)
+	m := regexp.MustCompile(`rowcheck rank=2 loaded (rows-\d+) with (\d+) newer complete checkpoints`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		if !t.Failed() {
+			t.Skipf("inconclusive: no checkpoint was complete when the replacement registered (the others were too slow), so it had none to load:\n%s", r)
+		}
+		t.Fatalf("the replacement did not load a checkpoint:\n%s", r)
+	}
+	if n, _ := strconv.Atoi(m[2]); n < 3 && !t.Failed() {
+		t.Skipf("inconclusive: only %d checkpoints newer than %s were complete when the replacement loaded it, too few for pruning to take it", n, m[1])
+	}
 }
 
 // replaceFallback fails rank 1 and rank 0 of generation 0 at once: a

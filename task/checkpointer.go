@@ -110,7 +110,8 @@ type CheckpointOptions struct {
 	// most recently completed. 0 takes the job's Env.CheckpointKeep
 	// (spindle.checkpoint.keep); a negative Keep keeps every one. A
 	// checkpoint not every rank has recorded (one being written) is never
-	// deleted.
+	// deleted, nor one the driver handed a worker replaced alone until
+	// that worker has recorded a newer one (resume.Pin).
 	Keep int
 }
 
@@ -215,7 +216,7 @@ func (c *Checkpointer) Save(ctx context.Context, step int64, write func(io.Write
 	e := c.env
 	pos := e.FeedPosition()
 	rec := resume.Record{Checkpoint: c.Name(step), Step: step, Rank: e.Rank, WorldSize: e.WorldSize,
-		Generation: e.Generation, Time: time.Now().UTC()}
+		Generation: e.Generation, Replacement: e.Replacement, Time: time.Now().UTC()}
 	if e.Feed != "" {
 		rec.Feed = &resume.Position{Epoch: pos.Epoch, Batches: pos.Batches}
 	}

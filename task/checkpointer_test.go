@@ -305,6 +305,52 @@ func TestCheckpointerKeeps(t *testing.T) {
 }
 
 // checkpointFiles lists the checkpoint files in dir (not the records).
+// TestCheckpointerKeepsAReplacementsCheckpoint: the checkpoint the driver
+// pinned for rank 1's replacement stays while the lost process's records
+// complete newer ones, and goes once the replacement's own Save records a
+// newer one.
+func TestCheckpointerKeepsAReplacementsCheckpoint(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+	model := func(w io.Writer) error { _, err := io.WriteString(w, "model"); return err }
+	save := func(replacement int, steps ...int64) {
+		t.Helper()
+		for _, step := range steps {
+			for r := range 2 {
+				e := Env{WorldSize: 2, Rank: r, CheckpointDir: dir}
+				if r == 1 {
+					e.Replacement = replacement
+				}
+				c, err := e.Checkpointer(CheckpointOptions{Keep: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Save(ctx, step, model); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	save(0, 1)
+	res := fsys.NewResolver(fsys.Options{})
+	defer res.Close()
+	fsy, d, err := res.Resolve(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := resume.PinFor(ctx, fsy, d, "ckpt-1", resume.Pin{Rank: 1, Replacement: 1}); err != nil || !ok {
+		t.Fatalf("pin ckpt-1: %v, %v", ok, err)
+	}
+	save(0, 2, 3)
+	if got, want := checkpointFiles(t, dir), []string{"ckpt-1", "ckpt-3"}; !slices.Equal(got, want) {
+		t.Fatalf("while pinned: checkpoint files %v, want %v", got, want)
+	}
+	save(1, 4)
+	if got, want := checkpointFiles(t, dir), []string{"ckpt-4"}; !slices.Equal(got, want) {
+		t.Fatalf("once the replacement saved: checkpoint files %v, want %v", got, want)
+	}
+}
+
 func checkpointFiles(t *testing.T, dir string) []string {
 	t.Helper()
 	ents, err := os.ReadDir(dir)

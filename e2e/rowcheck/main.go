@@ -10,7 +10,9 @@
 // hash adds rowsum.Hash(id) over the rows taken (mod 2^64); rowsum.Check
 // sums the ranks' lines of each epoch. --crash-after makes one rank SIGKILL itself in
 // the first generation after that many batches (its first process only,
-// not one that replaced it).
+// not one that replaced it). --crash-rank-pause gives that process a
+// shorter pause, so that it records checkpoints ahead of the others, and --replacement-delay holds its replacement before it loads
+// the checkpoint it resumes from, while the others save on.
 //
 // With --feed direct it reads its splits itself, in order (no shuffle),
 // starting where the generation resumes, and tells the Checkpointer where
@@ -35,6 +37,7 @@ import (
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/rowsum"
 	"github.com/spindle-ml/spindle/task"
+	"github.com/spindle-ml/spindle/task/resume"
 )
 
 // state is what a checkpoint holds: per epoch, the rows taken and their hash.
@@ -48,26 +51,54 @@ func main() {
 	crashAfter := flag.Int("crash-after", 0, "in generation 0, SIGKILL the crash rank after this many batches (0: never)")
 	every := flag.Int64("every", 5, "checkpoint every this many steps")
 	pause := flag.Duration("pause", 0, "work time per batch")
+	crashPause := flag.Duration("crash-rank-pause", -1, "the crash rank's first process's work time per batch (negative: --pause)")
+	delay := flag.Duration("replacement-delay", 0, "a replacement waits this long before loading its checkpoint")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *crashRank, *crashAfter, *every, *pause); err != nil {
+	o := options{crashRank: *crashRank, crashAfter: *crashAfter, every: *every, pause: *pause, crashPause: *crashPause, delay: *delay}
+	if err := run(ctx, o); err != nil {
 		fmt.Fprintf(os.Stderr, "rowcheck: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, crashRank, crashAfter int, every int64, pause time.Duration) error {
+// options are the command's flags.
+type options struct {
+	crashRank, crashAfter int
+	every                 int64
+	pause, delay          time.Duration
+	crashPause            time.Duration
+}
+
+func run(ctx context.Context, o options) error {
 	env, err := task.FromEnv()
 	if err != nil {
 		return err
 	}
-	ck, err := env.Checkpointer(task.CheckpointOptions{Prefix: "rows", EverySteps: every, PerRank: true})
+	ck, err := env.Checkpointer(task.CheckpointOptions{Prefix: "rows", EverySteps: o.every, PerRank: true})
 	if err != nil {
 		return err
 	}
+	first := env.Generation == 0 && env.Replacement == 0
+	if env.Replacement > 0 && o.delay > 0 {
+		time.Sleep(o.delay)
+	}
+	pause := o.pause
+	if first && env.Rank == o.crashRank && o.crashPause >= 0 {
+		pause = o.crashPause
+	}
 	st := state{Rows: map[int]int64{}, Hash: map[int]uint64{}}
 	step, resumed, err := ck.Resume(ctx, func(r io.Reader) error { return json.NewDecoder(r).Decode(&st) })
+	if resumed && env.Replacement > 0 {
+		// What pruning would have taken by now, unless the checkpoint
+		// was pinned for this replacement.
+		n, err := completeAfter(ctx, env, ck, step, o.every)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("rowcheck rank=%d loaded %s with %d newer complete checkpoints\n", env.Rank, env.ResumeCheckpoint, n)
+	}
 	if errors.Is(err, task.ErrNoCheckpoint) && env.ResumeCheckpoint != "" {
 		// An elastic job that grew: this rank is new, its counts start empty.
 		step, resumed, err = env.ResumeStep, true, nil
@@ -99,7 +130,7 @@ func run(ctx context.Context, crashRank, crashAfter int, every int64, pause time
 		}
 		step++
 		taken++
-		if env.Generation == 0 && env.Replacement == 0 && env.Rank == crashRank && crashAfter > 0 && taken == crashAfter {
+		if first && env.Rank == o.crashRank && o.crashAfter > 0 && taken == o.crashAfter {
 			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		}
 		_, err := ck.MaybeSave(ctx, step, save)
@@ -147,6 +178,28 @@ func run(ctx context.Context, crashRank, crashAfter int, every int64, pause time
 		fmt.Printf("rowcheck rank=%d generation=%d epoch=%d rows=%d hash=%016x\n", env.Rank, env.Generation, e, st.Rows[e], st.Hash[e])
 	}
 	return nil
+}
+
+// completeAfter counts the complete checkpoints of the next 100 due steps
+// after step.
+func completeAfter(ctx context.Context, env task.Env, ck *task.Checkpointer, step, every int64) (int, error) {
+	res := fsys.NewResolver(fsys.Options{})
+	defer res.Close()
+	fsy, dir, err := res.Resolve(ctx, env.CheckpointDir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for s := step + every; s <= step+100*every; s += every {
+		ok, err := resume.Complete(ctx, fsy, dir, ck.Name(s))
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // takeOverGone adds to st the counts of the ranks an elastic job that

@@ -300,7 +300,8 @@ class Checkpointer:
     then files). None takes the job's ``spindle.checkpoint.keep``
     (SPINDLE_CHECKPOINT_KEEP, 3 when unset); 0 keeps every one. A
     checkpoint that not every rank has recorded (one being written) is
-    never deleted, and neither is the newest complete one.
+    never deleted, and neither is the newest complete one, nor one the
+    driver handed a worker replaced alone that has not saved a newer one.
     """
 
     def __init__(self, prefix="ckpt", every_steps=0, every_seconds=0, per_rank=False, directory=None, keep=None):
@@ -372,6 +373,8 @@ class Checkpointer:
         record = {"checkpoint": self.name(step), "step": step, "rank": self._rank, "world_size": self._world,
                   "generation": _env.generation(),
                   "time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
+        if _env.replacement():
+            record["replacement"] = _env.replacement()  # which process of the rank wrote it (pins, below)
         if os.environ.get(C.FEED):
             epoch, batches = _feed.position()
             record["feed"] = {"epoch": epoch, "batches": batches}
@@ -393,6 +396,7 @@ def _now():
 
 
 _RECORD = re.compile(r"^rank-(\d+)\.json$")
+_PIN = re.compile(r"^pin-rank-(\d+)\.json$")
 _TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
 
 
@@ -470,12 +474,20 @@ def prune(directory, prefix, keep, after=None):
         times = [t for t in (_record_time(r.get("time")) for r in recs) if t is not None]
         completed = max(times) if times else datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
         files = sorted({f for r in recs for f in r.get("files") or [] if _NAME.match(f)})
-        done.append((completed, int(step), name, files))
-    done.sort(reverse=True)
+        writers = {r.get("rank"): (r.get("generation", 0), r.get("replacement", 0)) for r in recs}
+        done.append((completed, int(step), name, files, writers))
+    done.sort(key=lambda c: c[:3], reverse=True)
     removed = []
-    for _, _, name, files in reversed(done[keep:]):
+    for i in range(len(done) - 1, keep - 1, -1):
+        _, _, name, files, _ = done[i]
         d = os.path.join(root, name)
-        for entry in os.listdir(d):
+        if _pinned(d, [c[4] for c in done[:i]]):
+            continue
+        try:
+            entries = os.listdir(d)
+        except FileNotFoundError:
+            continue  # another rank pruned it
+        for entry in entries:
             _remove(os.path.join(d, entry))
         try:
             os.rmdir(d)
@@ -485,6 +497,37 @@ def prune(directory, prefix, keep, after=None):
             _remove(os.path.join(local, f))
         removed.append(name)
     return removed
+
+
+def _pinned(path, newer):
+    """Say whether a pin in the record directory path holds its checkpoint (Go's task/resume.Pin).
+
+    The driver pins the checkpoint it hands a worker replaced alone; the pin
+    holds until one of the newer complete checkpoints (newer: each one's
+    {rank: (generation, replacement)} of its records) has a record of the
+    pin's rank written by that replacement or a later process.
+    """
+    try:
+        entries = os.listdir(path)
+    except FileNotFoundError:
+        return False
+    for entry in entries:
+        m = _PIN.match(entry)
+        if not m:
+            continue
+        rank, gen, repl = int(m.group(1)), 0, 0
+        try:
+            with open(os.path.join(path, entry)) as f:
+                pin = json.load(f)
+            if pin.get("rank") == rank:
+                gen, repl = int(pin.get("generation", 0)), int(pin.get("replacement", 0))
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError, TypeError, AttributeError):
+            pass  # unreadable: any newer record of its rank spends it
+        if not any(rank in w and w[rank] >= (gen, repl) for w in newer):
+            return True
+    return False
 
 
 def _remove(path):

@@ -199,6 +199,52 @@ class RetentionTest(unittest.TestCase):
         self.assertEqual(self.files(d), ["ckpt-10", "ckpt-20"])
         self.assertEqual(checkpoint.prune(d, "ckpt", 1), [])
 
+    def test_a_pin_holds_a_checkpoint_for_a_replacement(self):
+        """A checkpoint the driver pinned for a replacement stays until that replacement records a newer one."""
+        def record(d, name, at, replacement=0):
+            checkpoint.save_bytes(name.encode(), name, d)
+            rd = os.path.join(d, checkpoint.RESUME_DIR, name)
+            os.makedirs(rd, exist_ok=True)
+            for rank in (0, 1):
+                rec = {"checkpoint": name, "step": int(name[5:]), "rank": rank, "world_size": 2, "generation": 0,
+                       "time": f"2026-01-01T00:00:0{at}Z"}
+                if rank == 0:
+                    rec["files"] = [name]
+                if rank == 1 and replacement:
+                    rec["replacement"] = replacement
+                with open(os.path.join(rd, f"rank-{rank}.json"), "w") as f:
+                    json.dump(rec, f)
+
+        def pin(d, name, body):
+            with open(os.path.join(d, checkpoint.RESUME_DIR, name, "pin-rank-1.json"), "w") as f:
+                f.write(body)
+
+        d = support.short_tempdir(self)
+        for i, name in enumerate(["ckpt-10", "ckpt-20", "ckpt-30"]):
+            record(d, name, i + 1)
+        pin(d, "ckpt-10", '{"rank":1,"generation":0,"replacement":1,"time":"2026-01-01T00:00:01Z"}')
+        # The lost process's records completed ckpt-20 and ckpt-30: they do not spend the pin.
+        self.assertEqual(checkpoint.prune(d, "ckpt", 1), ["ckpt-20"])
+        self.assertEqual(self.files(d), ["ckpt-10", "ckpt-30"])
+        record(d, "ckpt-40", 4, replacement=1)  # the replacement's own record spends it
+        self.assertEqual(checkpoint.prune(d, "ckpt", 1), ["ckpt-10", "ckpt-30"])
+        self.assertEqual(self.files(d), ["ckpt-40"])
+        self.assertEqual(os.listdir(os.path.join(d, checkpoint.RESUME_DIR)), ["ckpt-40"])
+
+        # An unreadable pin is spent by any newer record of its rank.
+        d = support.short_tempdir(self)
+        record(d, "ckpt-10", 1)
+        record(d, "ckpt-20", 2)
+        pin(d, "ckpt-10", "{")
+        self.assertEqual(checkpoint.prune(d, "ckpt", 1), ["ckpt-10"])
+
+    def test_a_replacement_says_so_in_its_records(self):
+        d = support.short_tempdir(self)
+        with self.env(d, 0, **{C.REPLACEMENT: "2"}):
+            spindle.Checkpointer(keep=0).save(5, b"model")
+        with open(os.path.join(d, checkpoint.RESUME_DIR, "ckpt-5", "rank-0.json")) as f:
+            self.assertEqual(json.load(f).get("replacement"), 2)
+
     def test_remote_goes_through_the_executor(self):
         env = {k: v for k, v in os.environ.items() if k != checkpoint.SERVICE}
         with mock.patch.dict(os.environ, env, clear=True):

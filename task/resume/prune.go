@@ -22,15 +22,22 @@ import (
 // world size), so a checkpoint some rank has not recorded yet (a save under
 // way, or one a failed generation left half done) is never deleted, and
 // neither is any of the keep newest complete ones, among them the one the
-// driver would resume from.
+// driver would resume from, nor one pinned for a replacement that has not
+// recorded a newer one yet (Pin).
 
 // stored is one checkpoint's records as Prune reads them.
 type stored struct {
 	name      string
 	completed time.Time // the newest record's time
 	files     []string  // the files the records name
-	records   []string  // the records' file names
+	records   []string  // the file names in its record directory: records and pins
+	// writers are the generation and replacement of each rank's record.
+	writers map[int]writer
+	pins    []Pin
 }
+
+// writer is who wrote a record: which generation, which replacement.
+type writer struct{ Generation, Replacement int }
 
 // Complete says whether checkpoint name under dir is complete in the strict
 // sense: every rank of the world that recorded it has, all of one
@@ -97,16 +104,37 @@ func Prune(ctx context.Context, fsy fsys.FS, dir, prefix string, keep int) ([]st
 		}
 		return NaturalLess(done[j].name, done[i].name)
 	})
-	old := done[keep:]
-	slices.Reverse(old)
 	var removed []string
-	for _, s := range old {
+	for i := len(done) - 1; i >= keep; i-- {
+		// Read again just before deleting: a pin written since the
+		// listing holds the checkpoint (PinFor).
+		s, err := readStored(ctx, fsy, dir, done[i].name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // pruned meanwhile
+		}
+		if err != nil {
+			return removed, err
+		}
+		if s.pinned(done[:i]) {
+			continue
+		}
 		if err := remove(ctx, fsy, dir, s); err != nil {
 			return removed, err
 		}
 		removed = append(removed, s.name)
 	}
 	return removed, nil
+}
+
+// pinned says whether a pin on s holds, given the checkpoints completed
+// after it.
+func (s stored) pinned(newer []stored) bool {
+	for _, p := range s.pins {
+		if !p.spent(newer) {
+			return true
+		}
+	}
+	return false
 }
 
 // PruneAfter prunes (Prune) once checkpoint, which the caller has just
@@ -122,7 +150,7 @@ func PruneAfter(ctx context.Context, fsy fsys.FS, dir, checkpoint, prefix string
 
 // readStored reads the records of checkpoint name for what Prune needs.
 func readStored(ctx context.Context, fsy fsys.FS, dir, name string) (stored, error) {
-	s := stored{name: name}
+	s := stored{name: name, writers: map[int]writer{}}
 	infos, err := fsy.ReadDir(ctx, path.Join(dir, Dir, name))
 	if err != nil {
 		return s, fmt.Errorf("list the resume records of checkpoint %s: %w", name, err)
@@ -132,7 +160,18 @@ func readStored(ctx context.Context, fsy fsys.FS, dir, name string) (stored, err
 			continue
 		}
 		s.records = append(s.records, fi.Name())
-		if !strings.HasPrefix(fi.Name(), "rank-") || !strings.HasSuffix(fi.Name(), ".json") {
+		if rank, ok := pinRank(fi.Name()); ok {
+			p, ok, err := readPin(ctx, fsy, dir, name, fi.Name(), rank)
+			if err != nil {
+				return s, err
+			}
+			if ok {
+				s.pins = append(s.pins, p)
+			}
+			continue
+		}
+		rank, ok := recordRank(fi.Name())
+		if !ok {
 			continue
 		}
 		b, err := readAll(ctx, fsy, path.Join(dir, Dir, name, fi.Name()))
@@ -143,6 +182,7 @@ func readStored(ctx context.Context, fsy fsys.FS, dir, name string) (stored, err
 		if err := json.Unmarshal(b, &r); err != nil {
 			continue // complete() judged the readable ones
 		}
+		s.writers[rank] = writer{r.Generation, r.Replacement}
 		if r.Time.After(s.completed) {
 			s.completed = r.Time
 		}

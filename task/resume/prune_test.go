@@ -17,16 +17,24 @@ func TestPrune(t *testing.T) {
 		gen        int
 		at         int // seconds after t0
 		file       string
+		repl       int
 	}
 	// full records checkpoint name at step s by both ranks of a world of 2,
 	// rank 0 with the file.
 	full := func(name string, at int) []rec {
-		return []rec{{name, 0, 2, 0, at, name}, {name, 1, 2, 0, at, ""}}
+		return []rec{{name, 0, 2, 0, at, name, 0}, {name, 1, 2, 0, at, "", 0}}
 	}
+	// by is full with rank 1's record written by generation gen's
+	// replacement'th process.
+	by := func(name string, at, gen, replacement int) []rec {
+		return []rec{{name, 0, 2, gen, at, name, 0}, {name, 1, 2, gen, at, "", replacement}}
+	}
+	pin := func(gen, replacement int) *Pin { return &Pin{Rank: 1, Generation: gen, Replacement: replacement} }
 	tests := []struct {
 		name        string
 		recs        []rec
 		keep        int
+		pins        map[string]*Pin // nil: an unreadable pin
 		wantRemoved []string
 		wantLeft    []string // checkpoints with records left, sorted
 	}{
@@ -37,7 +45,7 @@ func TestPrune(t *testing.T) {
 		{name: "keep 0 keeps everything", recs: slices.Concat(full("ckpt-10", 1), full("ckpt-20", 2)),
 			keep: 0, wantLeft: []string{"ckpt-10", "ckpt-20"}},
 		{name: "a partial checkpoint is never deleted nor counted",
-			recs: slices.Concat(full("ckpt-10", 1), []rec{{"ckpt-15", 0, 2, 0, 2, "ckpt-15"}}, full("ckpt-20", 3)),
+			recs: slices.Concat(full("ckpt-10", 1), []rec{{"ckpt-15", 0, 2, 0, 2, "ckpt-15", 0}}, full("ckpt-20", 3)),
 			keep: 1, wantRemoved: []string{"ckpt-10"}, wantLeft: []string{"ckpt-15", "ckpt-20"}},
 		{name: "recency by completion, not by step: an older job's higher steps go",
 			recs: slices.Concat(full("ckpt-900", 1), full("ckpt-910", 2), full("ckpt-10", 3)),
@@ -46,8 +54,23 @@ func TestPrune(t *testing.T) {
 			recs: slices.Concat(full("ckpt-10", 1), full("opt-10", 1), full("ckpt-20", 2), full("ckpt-30", 3)),
 			keep: 1, wantRemoved: []string{"ckpt-10", "ckpt-20"}, wantLeft: []string{"ckpt-30", "opt-10"}},
 		{name: "ranks of different generations make no complete checkpoint",
-			recs: slices.Concat([]rec{{"ckpt-10", 0, 2, 0, 1, "ckpt-10"}, {"ckpt-10", 1, 2, 1, 1, ""}}, full("ckpt-20", 2), full("ckpt-30", 3)),
+			recs: slices.Concat([]rec{{"ckpt-10", 0, 2, 0, 1, "ckpt-10", 0}, {"ckpt-10", 1, 2, 1, 1, "", 0}}, full("ckpt-20", 2), full("ckpt-30", 3)),
 			keep: 1, wantRemoved: []string{"ckpt-20"}, wantLeft: []string{"ckpt-10", "ckpt-30"}},
+		{name: "a checkpoint pinned for a replacement stays while the lost process's records complete newer ones",
+			recs: slices.Concat(full("ckpt-10", 1), full("ckpt-20", 2), full("ckpt-30", 3)), pins: map[string]*Pin{"ckpt-10": pin(0, 1)},
+			keep: 1, wantRemoved: []string{"ckpt-20"}, wantLeft: []string{"ckpt-10", "ckpt-30"}},
+		{name: "the pin is spent once the replacement recorded a newer checkpoint",
+			recs: slices.Concat(full("ckpt-10", 1), by("ckpt-20", 2, 0, 1), full("ckpt-30", 3)), pins: map[string]*Pin{"ckpt-10": pin(0, 1)},
+			keep: 1, wantRemoved: []string{"ckpt-10", "ckpt-20"}, wantLeft: []string{"ckpt-30"}},
+		{name: "an earlier replacement's record does not spend a later one's pin",
+			recs: slices.Concat(full("ckpt-10", 1), by("ckpt-20", 2, 0, 1), full("ckpt-30", 3)), pins: map[string]*Pin{"ckpt-10": pin(0, 2)},
+			keep: 1, wantRemoved: []string{"ckpt-20"}, wantLeft: []string{"ckpt-10", "ckpt-30"}},
+		{name: "a later generation spends the pin",
+			recs: slices.Concat(full("ckpt-10", 1), by("ckpt-20", 2, 1, 0), by("ckpt-30", 3, 1, 0)), pins: map[string]*Pin{"ckpt-10": pin(0, 3)},
+			keep: 1, wantRemoved: []string{"ckpt-10", "ckpt-20"}, wantLeft: []string{"ckpt-30"}},
+		{name: "an unreadable pin is spent by any newer record of its rank",
+			recs: slices.Concat(full("ckpt-10", 1), full("ckpt-20", 2)), pins: map[string]*Pin{"ckpt-10": nil},
+			keep: 1, wantRemoved: []string{"ckpt-10"}, wantLeft: []string{"ckpt-20"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,8 +85,19 @@ func TestPrune(t *testing.T) {
 					files = []string{r.file}
 				}
 				if err := Write(ctx, fsy, dir, Record{Checkpoint: r.name, Step: 1, Rank: r.rank, WorldSize: r.size,
-					Generation: r.gen, Files: files, Time: t0.Add(time.Duration(r.at) * time.Second)}); err != nil {
+					Generation: r.gen, Replacement: r.repl, Files: files, Time: t0.Add(time.Duration(r.at) * time.Second)}); err != nil {
 					t.Fatal(err)
+				}
+			}
+			for name, p := range tt.pins {
+				if p == nil {
+					if err := os.WriteFile(filepath.Join(dir, PinPath(name, 1)), []byte("{"), 0o600); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				if ok, err := PinFor(ctx, fsy, dir, name, *p); err != nil || !ok {
+					t.Fatalf("PinFor(%s) = %v, %v; want true (complete)", name, ok, err)
 				}
 			}
 			prefix := "ckpt"
@@ -96,6 +130,23 @@ func TestPrune(t *testing.T) {
 				t.Errorf("second prune removed %v (%v)", again, err)
 			}
 		})
+	}
+}
+
+// TestPinForAGoneCheckpoint: PinFor says false when the checkpoint is no
+// longer complete, so the driver chooses again.
+func TestPinForAGoneCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	fsy, dir := localFS(t)
+	Write(ctx, fsy, dir, Record{Checkpoint: "ckpt-1", Step: 1, Rank: 0, WorldSize: 2, Time: time.Now()})
+	if ok, err := PinFor(ctx, fsy, dir, "ckpt-1", Pin{Rank: 1, Replacement: 1}); err != nil || ok {
+		t.Errorf("PinFor(a checkpoint rank 1 has not recorded) = %v, %v; want false", ok, err)
+	}
+	if ok, err := PinFor(ctx, fsy, dir, "ckpt-2", Pin{Rank: 1, Replacement: 1}); err != nil || ok {
+		t.Errorf("PinFor(a pruned checkpoint) = %v, %v; want false", ok, err)
+	}
+	if _, err := PinFor(ctx, fsy, dir, "../x", Pin{}); err == nil {
+		t.Error("PinFor accepted a checkpoint name with a slash")
 	}
 }
 

@@ -54,8 +54,10 @@ type Record struct {
 	Files []string `json:"files,omitempty"`
 	// Feed is the rank's feed position; nil for a rank without a feed.
 	Feed *Position `json:"feed,omitempty"`
-	// Generation is the writer's SPINDLE_GENERATION.
-	Generation int `json:"generation"`
+	// Generation is the writer's SPINDLE_GENERATION, and Replacement its
+	// SPINDLE_REPLACEMENT: which process of the rank wrote it (Pin).
+	Generation  int `json:"generation"`
+	Replacement int `json:"replacement,omitempty"`
 	// Time is when the record was written.
 	Time time.Time `json:"time"`
 }
