@@ -27,6 +27,7 @@ import (
 	"github.com/spindle-ml/spindle/feed/wire"
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/auth"
+	"github.com/spindle-ml/spindle/internal/liveness"
 	"github.com/spindle-ml/spindle/internal/rpc"
 
 	"github.com/spindle-ml/spindle/feed/plan"
@@ -511,6 +512,7 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 	tick := time.NewTicker(c.HeartbeatInterval / 2)
 	defer tick.Stop()
 	ready := g.ready
+	idle := time.Now() // when the loop last finished its work
 	for {
 		select {
 		case <-ready:
@@ -533,6 +535,13 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 			}
 			replacing.Go(func() { d.replacePS(replaceCtx, g, specs, lost) })
 		case now := <-tick.C:
+			if held := liveness.HeldUp(idle, time.Now(), c.HeartbeatInterval/2); held > 0 {
+				// This process was starved or stopped: the executors'
+				// silence in that time is its own.
+				d.logger.Warn("the driver's heartbeat checks were held up; the executors' silence in that time is not held against them",
+					"held_up", held.Round(time.Millisecond))
+				g.forgive(held)
+			}
 			g.checkHeartbeats(c.HeartbeatTimeout)
 			if d.grow != nil && ready == nil && d.grow(ctx) {
 				g.fail(errGrow)
@@ -586,6 +595,7 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 			}
 			return ErrInterrupted
 		}
+		idle = time.Now()
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spindle-ml/spindle/driver/driverpb"
+	"github.com/spindle-ml/spindle/internal/liveness"
 )
 
 // errStopped is returned to executors that call after the job stopped.
@@ -722,6 +723,17 @@ func (g *roster) checkHeartbeats(timeout time.Duration) {
 			m.silent = true
 			g.awaitCauseLocked(m, msg, cmp.Or(g.silenceGrace, timeout))
 		}
+	}
+}
+
+// forgive moves every member's last heartbeat d later (to now at most):
+// the driver was held up for d and heard nobody in it.
+func (g *roster) forgive(d time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	for _, m := range g.members {
+		m.lastSeen = liveness.Forgive(m.lastSeen, d, now)
 	}
 }
 

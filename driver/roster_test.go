@@ -99,6 +99,32 @@ func TestGangSignalAndLost(t *testing.T) {
 	}
 }
 
+// TestHeldUpDriverForgivesTheSilence: the driver's checks held up for 6 s
+// (its host starved it) move every last heartbeat that much later, so an
+// executor silent for 10 s, 6 of them the driver's own, is not lost with
+// a 5 s timeout; one silent for longer than the timeout after that is.
+func TestHeldUpDriverForgivesTheSilence(t *testing.T) {
+	g := newRoster([]string{"exec-0", "exec-1"})
+	g.silenceGrace = time.Millisecond
+	register(t, g, "exec-0", "h0")
+	register(t, g, "exec-1", "h1")
+	now := time.Now()
+	g.now = func() time.Time { return now.Add(10 * time.Second) }
+	g.forgive(6 * time.Second)
+	g.checkHeartbeats(5 * time.Second)
+	for id, m := range g.members {
+		if m.silent {
+			t.Errorf("%s declared silent for the 4 s the driver heard it not, against a 5 s timeout", id)
+		}
+	}
+	g.now = func() time.Time { return now.Add(16 * time.Second) }
+	g.checkHeartbeats(5 * time.Second)
+	testutil.WaitFor(t, 10*time.Second, testutil.Holds("failure", func() bool { return closed(g.failed) }))
+	if err := g.err(); err == nil || !strings.Contains(err.Error(), "no heartbeat") {
+		t.Fatalf("an executor silent past the timeout after the forgiven stall was not declared lost: %v", err)
+	}
+}
+
 func TestGangExecutorGoneBeforeRegistering(t *testing.T) {
 	g := newRoster([]string{"exec-0", "exec-1"})
 	g.executorGone(Event{ExecutorID: "exec-1", Kind: ExecutorExited, ExitCode: 2, Host: "w3"})

@@ -26,7 +26,7 @@ import (
 	"github.com/spindle-ml/spindle/fsys"
 	"github.com/spindle-ml/spindle/internal/auth"
 	"github.com/spindle-ml/spindle/internal/envcontract"
-
+	"github.com/spindle-ml/spindle/internal/liveness"
 	"github.com/spindle-ml/spindle/internal/rpc"
 )
 
@@ -530,6 +530,7 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 	// the interval, it lost the spans, reports and output it carried.
 	callTimeout := max(interval, timeout/3)
 	lastOK := time.Now()
+	idle := lastOK // when the loop last finished a call
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
@@ -537,6 +538,14 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 		case <-ctx.Done():
 			return "", false, nil
 		case <-tick.C:
+		}
+		now := time.Now()
+		if held := liveness.HeldUp(idle, now, interval); held > 0 {
+			// This process was starved or stopped: the driver's silence
+			// in that time is not the driver's.
+			e.logger.Warn("the executor's heartbeats were held up; the driver's silence in that time is not held against it",
+				"held_up", held.Round(time.Millisecond))
+			lastOK = liveness.Forgive(lastOK, held, now)
 		}
 		// Not cancelled with ctx: a heartbeat under way when the process
 		// exits carries the last reports, output and spans it took, and
@@ -549,6 +558,7 @@ func (e *Executor) heartbeat(ctx context.Context, t *Task, id identity, server *
 		obs.take(req)
 		resp, err := e.client.Heartbeat(callCtx, req)
 		cancel()
+		idle = time.Now()
 		if err == nil {
 			e.takeCredentials(resp.GetCredentials())
 			if err := mh.update(resp.GetMembership()); err != nil {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spindle-ml/spindle/internal/liveness"
 	pb "github.com/spindle-ml/spindle/standalone/standalonepb"
 )
 
@@ -137,20 +138,17 @@ func (ls *leaderState) loop(ctx context.Context) {
 	tick := ls.tick()
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	last := time.Now()
+	idle := time.Now() // when the loop last finished its work
 	for {
 		changed := ls.m.fsm.watch()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			// Not the tick's own time: a tick sent before the process
-			// stopped waits in the channel and would hide the stall.
 			now := time.Now()
-			if d := starvedFor(last, now, tick); d > 0 {
+			if d := liveness.HeldUp(idle, now, tick); d > 0 {
 				ls.forgive(d, now)
 			}
-			last = now
 			ls.checkWorkers()
 			ls.checkApps()
 			ls.abandonPlacements()
@@ -162,14 +160,8 @@ func (ls *leaderState) loop(ctx context.Context) {
 		case <-ls.kick:
 			ls.reconcile()
 		}
+		idle = time.Now()
 	}
-}
-
-// starvedFor is how long a liveness check that ran at last and again at
-// now, every tick, was held up beyond its period and one more (a ticker
-// drops the ticks it could not deliver): 0 for a check on time.
-func starvedFor(last, now time.Time, tick time.Duration) time.Duration {
-	return max(now.Sub(last)-2*tick, 0)
 }
 
 // forgive moves every worker's and driver's last heartbeat d later (now
@@ -188,10 +180,7 @@ func (ls *leaderState) forgive(d time.Duration, now time.Time) {
 // postpone moves each time in seen d later, to now at most.
 func postpone(seen map[string]time.Time, d time.Duration, now time.Time) {
 	for id, at := range seen {
-		if at = at.Add(d); at.After(now) {
-			at = now
-		}
-		seen[id] = at
+		seen[id] = liveness.Forgive(at, d, now)
 	}
 }
 

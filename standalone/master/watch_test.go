@@ -101,23 +101,14 @@ func TestWorkerDeadBeforeTheTermIsGone(t *testing.T) {
 	}
 }
 
-// TestStarvedLeaderForgivesTheSilence: a liveness check held up beyond
-// its period and one more (the leader's host starved it, as at load 120
-// on two cores) moves every last heartbeat that much later, to now at
-// most, so that the silence the leader could not have heard is not the
-// workers' and drivers'. A check late by less is not a stall.
+// TestStarvedLeaderForgivesTheSilence: a liveness check held up (the
+// leader's host starved it, as at load 120 on two cores; liveness.HeldUp)
+// moves every last heartbeat that much later, to now at most, so that the
+// silence the leader could not have heard is not the workers' and
+// drivers'.
 func TestStarvedLeaderForgivesTheSilence(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	const tick = 500 * time.Millisecond
-	for _, c := range []struct {
-		gap, want time.Duration
-	}{
-		{tick, 0}, {2 * tick, 0}, {2100 * time.Millisecond, 1100 * time.Millisecond},
-	} {
-		if got := starvedFor(t0, t0.Add(c.gap), tick); got != c.want {
-			t.Errorf("checks %v apart: starved for %v, want %v", c.gap, got, c.want)
-		}
-	}
 	// The worker timeout is 2 s: w1 and the driver last heard 2 s before
 	// the late check, w2 just before it.
 	now := t0.Add(10 * time.Second)
