@@ -535,13 +535,7 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 			}
 			replacing.Go(func() { d.replacePS(replaceCtx, g, specs, lost) })
 		case now := <-tick.C:
-			if held := liveness.HeldUp(idle, time.Now(), c.HeartbeatInterval/2); held > 0 {
-				// This process was starved or stopped: the executors'
-				// silence in that time is its own.
-				d.logger.Warn("the driver's heartbeat checks were held up; the executors' silence in that time is not held against them",
-					"held_up", held.Round(time.Millisecond))
-				g.forgive(held)
-			}
+			d.forgiveHeldUp(g, idle, c.HeartbeatInterval/2)
 			g.checkHeartbeats(c.HeartbeatTimeout)
 			if d.grow != nil && ready == nil && d.grow(ctx) {
 				g.fail(errGrow)
@@ -597,6 +591,20 @@ func (d *Driver) follow(ctx context.Context, g *roster, specs []ExecutorSpec, st
 		}
 		idle = time.Now()
 	}
+}
+
+// forgiveHeldUp moves every executor's last heartbeat later by as long as
+// the driver's checks, run every period and last free at idle, were held
+// up: this process was starved or stopped, and the executors' silence in
+// that time is its own.
+func (d *Driver) forgiveHeldUp(g *roster, idle time.Time, period time.Duration) {
+	held := liveness.HeldUp(idle, time.Now(), period)
+	if held == 0 {
+		return
+	}
+	d.logger.Warn("the driver's heartbeat checks were held up; the executors' silence in that time is not held against them",
+		"held_up", held.Round(time.Millisecond))
+	g.forgive(held)
 }
 
 // replacePS starts a replacement for a dead parameter server, which

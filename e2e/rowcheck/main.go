@@ -89,27 +89,9 @@ func run(ctx context.Context, o options) error {
 		pause = o.crashPause
 	}
 	st := state{Rows: map[int]int64{}, Hash: map[int]uint64{}}
-	step, resumed, err := ck.Resume(ctx, func(r io.Reader) error { return json.NewDecoder(r).Decode(&st) })
-	if resumed && env.Replacement > 0 {
-		// What pruning would have taken by now, unless the checkpoint
-		// was pinned for this replacement.
-		n, err := completeAfter(ctx, env, ck, step, o.every)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("rowcheck rank=%d loaded %s with %d newer complete checkpoints\n", env.Rank, env.ResumeCheckpoint, n)
-	}
-	if errors.Is(err, task.ErrNoCheckpoint) && env.ResumeCheckpoint != "" {
-		// An elastic job that grew: this rank is new, its counts start empty.
-		step, resumed, err = env.ResumeStep, true, nil
-	}
+	step, resumed, err := resumeState(ctx, env, ck, o.every, &st)
 	if err != nil {
 		return err
-	}
-	if resumed && env.Rank == 0 {
-		if err := takeOverGone(ctx, env, &st); err != nil {
-			return err
-		}
 	}
 	// The tests tell a rank that kept running from one started again.
 	fmt.Printf("rowcheck rank=%d pid=%d generation=%d replacement=%d started\n", env.Rank, os.Getpid(), env.Generation, env.Replacement)
@@ -178,6 +160,34 @@ func run(ctx context.Context, o options) error {
 		fmt.Printf("rowcheck rank=%d generation=%d epoch=%d rows=%d hash=%016x\n", env.Rank, env.Generation, e, st.Rows[e], st.Hash[e])
 	}
 	return nil
+}
+
+// resumeState loads the checkpoint the generation resumes from into st
+// and returns its step, and whether there was one.
+func resumeState(ctx context.Context, env task.Env, ck *task.Checkpointer, every int64, st *state) (int64, bool, error) {
+	step, resumed, err := ck.Resume(ctx, func(r io.Reader) error { return json.NewDecoder(r).Decode(st) })
+	if resumed && env.Replacement > 0 {
+		// What pruning would have taken by now, unless the checkpoint
+		// was pinned for this replacement.
+		n, err := completeAfter(ctx, env, ck, step, every)
+		if err != nil {
+			return 0, false, err
+		}
+		fmt.Printf("rowcheck rank=%d loaded %s with %d newer complete checkpoints\n", env.Rank, env.ResumeCheckpoint, n)
+	}
+	if errors.Is(err, task.ErrNoCheckpoint) && env.ResumeCheckpoint != "" {
+		// An elastic job that grew: this rank is new, its counts start empty.
+		step, resumed, err = env.ResumeStep, true, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if resumed && env.Rank == 0 {
+		if err := takeOverGone(ctx, env, st); err != nil {
+			return 0, false, err
+		}
+	}
+	return step, resumed, nil
 }
 
 // completeAfter counts the complete checkpoints of the next 100 due steps

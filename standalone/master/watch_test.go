@@ -108,7 +108,6 @@ func TestWorkerDeadBeforeTheTermIsGone(t *testing.T) {
 // drivers'.
 func TestStarvedLeaderForgivesTheSilence(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	const tick = 500 * time.Millisecond
 	// The worker timeout is 2 s: w1 and the driver last heard 2 s before
 	// the late check, w2 just before it.
 	now := t0.Add(10 * time.Second)
