@@ -37,16 +37,12 @@ type Pin struct {
 // PinPath is where the pin of rank's replacement on checkpoint lives,
 // relative to the checkpoint directory.
 func PinPath(checkpoint string, rank int) string {
-	return path.Join(Dir, checkpoint, fmt.Sprintf("pin-rank-%d.json", rank))
+	return path.Join(Dir, checkpoint, rankFile("pin-rank", rank))
 }
 
 // pinRank returns the rank whose pin file name is (pin-rank-R.json).
 func pinRank(name string) (int, bool) {
-	var rank int
-	if n, err := fmt.Sscanf(name, "pin-rank-%d.json", &rank); n != 1 || err != nil || name != fmt.Sprintf("pin-rank-%d.json", rank) {
-		return 0, false
-	}
-	return rank, true
+	return fileRank("pin-rank", name)
 }
 
 // PinFor pins checkpoint under dir for p's replacement and reports whether

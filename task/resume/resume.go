@@ -76,14 +76,25 @@ func CheckName(name string) error {
 // RecordPath is where rank's record of checkpoint lives, relative to the
 // checkpoint directory.
 func RecordPath(checkpoint string, rank int) string {
-	return path.Join(Dir, checkpoint, fmt.Sprintf("rank-%d.json", rank))
+	return path.Join(Dir, checkpoint, rankFile("rank", rank))
 }
 
 // recordRank returns the rank whose record file name is (rank-R.json),
 // and false for any other name: a save in progress, or not a record.
 func recordRank(name string) (int, bool) {
+	return fileRank("rank", name)
+}
+
+// rankFile names rank's file of a kind: KIND-R.json.
+func rankFile(kind string, rank int) string {
+	return fmt.Sprintf("%s-%d.json", kind, rank)
+}
+
+// fileRank returns the rank a file named KIND-R.json is of, and false for
+// any other name.
+func fileRank(kind, name string) (int, bool) {
 	var rank int
-	if n, err := fmt.Sscanf(name, "rank-%d.json", &rank); n != 1 || err != nil || name != fmt.Sprintf("rank-%d.json", rank) {
+	if n, err := fmt.Sscanf(name, kind+"-%d.json", &rank); n != 1 || err != nil || name != rankFile(kind, rank) {
 		return 0, false
 	}
 	return rank, true
