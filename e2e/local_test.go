@@ -218,7 +218,7 @@ func TestExecutorDeathNoticed(t *testing.T) {
 	if err == nil {
 		t.Fatalf("job succeeded after an executor was killed:\n%s", out.String())
 	}
-	if took := time.Since(start); took > 20*time.Second {
+	if took := time.Since(start); took > testutil.Scale(20*time.Second) {
 		t.Errorf("executor death took %s to end the job", took)
 	}
 	if !regexp.MustCompile(`rank \d \(host 127\.0\.0\.1, executor exec-\d\) (exited|was lost)`).MatchString(out.String()) {

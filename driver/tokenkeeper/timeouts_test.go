@@ -9,15 +9,15 @@ import (
 	"github.com/spindle-ml/spindle/internal/hadoop/hadooprpc"
 )
 
-// deadlineOps records how long each renewal was given.
+// deadlineOps records the deadline each renewal was given.
 type deadlineOps struct {
 	*fakeNamenode
-	renewBound time.Duration
+	renewDeadline time.Time
 }
 
 func (o *deadlineOps) Renew(ctx context.Context, uri string, tok hadooprpc.Token) (time.Time, error) {
 	if dl, ok := ctx.Deadline(); ok {
-		o.renewBound = time.Until(dl)
+		o.renewDeadline = dl
 	}
 	return o.fakeNamenode.Renew(ctx, uri, tok)
 }
@@ -41,8 +41,13 @@ func TestTimeoutsFromConfig(t *testing.T) {
 		t.Fatalf("New's bounds %+v, want the defaults %+v", k.timeouts, want)
 	}
 	k.timeouts.Renew = 50 * time.Millisecond
+	before := time.Now()
 	k.step(context.Background()) // the first step renews each token
-	if ops.renewBound <= 0 || ops.renewBound > 50*time.Millisecond {
-		t.Fatalf("a renewal was given %v, want at most the configured 50ms", ops.renewBound)
+	after := time.Now()
+	// The renewal's context began between before and after: its deadline
+	// is 50 ms past a moment in between, however slow the machine.
+	if dl := ops.renewDeadline; dl.Sub(before) < 50*time.Millisecond || dl.Sub(after) > 50*time.Millisecond {
+		t.Fatalf("a renewal was given until %v after the step began and %v after it ended, want the configured 50ms from a moment in between",
+			dl.Sub(before), dl.Sub(after))
 	}
 }
