@@ -11,8 +11,9 @@
 // sums the ranks' lines of each epoch. --crash-after makes one rank SIGKILL itself in
 // the first generation after that many batches (its first process only,
 // not one that replaced it). --crash-rank-pause gives that process a
-// shorter pause, so that it records checkpoints ahead of the others, and --replacement-delay holds its replacement before it loads
-// the checkpoint it resumes from, while the others save on.
+// shorter pause, so that it records checkpoints ahead of the others, and
+// --replacement-delay holds its replacement before it loads the
+// checkpoint it resumes from, while the others save on.
 //
 // With --feed direct it reads its splits itself, in order (no shuffle),
 // starting where the generation resumes, and tells the Checkpointer where
@@ -65,10 +66,9 @@ func main() {
 
 // options are the command's flags.
 type options struct {
-	crashRank, crashAfter int
-	every                 int64
-	pause, delay          time.Duration
-	crashPause            time.Duration
+	crashRank, crashAfter    int
+	every                    int64
+	pause, crashPause, delay time.Duration
 }
 
 func run(ctx context.Context, o options) error {
