@@ -413,17 +413,8 @@ func (c *Client) routed(ctx context.Context, what string, spec *pspb.TableSpec, 
 				return c.serverErr(f.server, what, f.err)
 			}
 		}
-		// Learn the new ring: from the coordinator when a server is gone,
-		// else from a server that said ours is stale.
 		for _, f := range failed {
-			var err error
-			switch {
-			case isUnavailable(f.err):
-				err = c.reportDead(ctx, f.server)
-			case isStale(f.err):
-				err = c.refreshRing(ctx, f.server)
-			}
-			if err != nil {
+			if err := c.learnRing(ctx, f.server, f.err); err != nil {
 				return fmt.Errorf("%w; then %w", c.serverErr(f.server, what, f.err), err)
 			}
 		}
@@ -443,6 +434,26 @@ func (c *Client) routed(ctx context.Context, what string, spec *pspb.TableSpec, 
 func isStale(err error) bool {
 	st, ok := status.FromError(err)
 	return ok && st.Code() == codes.FailedPrecondition && strings.Contains(st.Message(), "stale ring")
+}
+
+// learnRing takes the ring that replaces the one a call to server i
+// failed on: from the coordinator when server i did not answer, else from
+// server i, which said the call's ring was stale. A server that said so
+// and died before it could be asked for its ring is reported gone
+// instead: the second of two kills a moment apart, one server replaced
+// and another lost.
+func (c *Client) learnRing(ctx context.Context, i int, failed error) error {
+	switch {
+	case isUnavailable(failed):
+		return c.reportDead(ctx, i)
+	case isStale(failed):
+		err := c.refreshRing(ctx, i)
+		if isUnavailable(err) {
+			return c.reportDead(ctx, i)
+		}
+		return err
+	}
+	return nil
 }
 
 // refreshRing fetches the ring server i holds.

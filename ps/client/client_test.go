@@ -295,6 +295,24 @@ func TestStaleRingRefreshed(t *testing.T) {
 	}
 }
 
+// A server that says the client's ring is stale and dies before the
+// client asks it for the new one is reported gone to another server, and
+// the client goes on with the ring that answer gives. (A job once failed
+// so: a pull told "stale ring" by a server just before its kill.)
+func TestStaleThenGoneReported(t *testing.T) {
+	c := startCluster(t, clusterOpts{servers: 3, workers: 1, replicas: 1, ringVersion: 2})
+	cl := c.client(t, 0) // holds version 1
+	ctx := ctx(t)
+	c.Kill(1)
+	stale := status.Error(codes.FailedPrecondition, "stale ring: client ring version 1, server 1 holds version 2")
+	if err := cl.learnRing(ctx, 1, stale); err != nil {
+		t.Fatalf("learning the ring after server 1 said ours was stale and went: %v", err)
+	}
+	if r := cl.ring.Load(); !r.Dead(1) || r.Version() <= 2 {
+		t.Fatalf("the client took ring version %d (server 1 dead: %v), want one after 2 without server 1", r.Version(), r.Dead(1))
+	}
+}
+
 // Calls without the job's peer token never reach a server.
 func TestUnauthenticatedRefused(t *testing.T) {
 	c := startCluster(t, clusterOpts{servers: 1, workers: 1})
