@@ -15,7 +15,7 @@ func TestUnavailableWithoutCgo(t *testing.T) {
 		t.Skip("builds a program")
 	}
 	bin := filepath.Join(t.TempDir(), "available")
-	build := exec.Command("go", "build", "-o", bin, "./testdata/available")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/available")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build without cgo: %v\n%s", err, out)
