@@ -9,8 +9,8 @@ import (
 const module = "github.com/spindle-ml/spindle"
 
 // imports returns the module's own packages that each of its packages
-// imports, leaving tests out: a test may reach up, a package may not. One
-// go list of the whole module: each costs seconds of CPU.
+// imports, leaving tests out: a test may reach up, a package may not. The
+// rules below share one go list of the whole module.
 func imports(t *testing.T) map[string][]string {
 	t.Helper()
 	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...")
