@@ -6,9 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 var torchReplaced = regexp.MustCompile(`torchshrink replaced pid=(\d+) rank=(\d+) world=(\d+) step=(\d+) at_ms=(\d+)`)
@@ -31,11 +28,7 @@ func TestPyTorchReplacesAWorkerInPlace(t *testing.T) {
 	args := submitArgs("--num-executors", "4", "--conf", "spindle.failure.policy=restart",
 		"--conf", "spindle.failure.replaceWorkers=true", "--",
 		python, script, "--steps", strconv.Itoa(steps), "--pause", "0.02", "--ddp")
-	cmd, out := startSubmit(t, args)
-	ranks := trainingPIDs(t, cmd, "torchshrink", 4, 90*time.Second)
-	testutil.WaitFor(t, 90*time.Second, testutil.Holds("every rank to train", func() bool {
-		return len(torchShrinkAt.FindAllString(out.String(), -1)) >= 4
-	}))
+	cmd, out, ranks := startFourRanks(t, args, "torchshrink", torchShrinkAt)
 	got, killed := killAndWait(t, cmd, out, ranks[1])
 	if strings.Contains(got, "restarting every rank") || !strings.Contains(got, "replacing it alone") {
 		t.Errorf("rank 1 was not replaced alone:\n%s", got)

@@ -220,6 +220,14 @@ func startShrinkingJob(t *testing.T, name string, ready *regexp.Regexp, command 
 	t.Helper()
 	args := submitArgs(append([]string{"--num-executors", "2:4", "--conf", "spindle.failure.policy=elastic",
 		"--conf", "spindle.failure.shrinkInPlace=true", "--"}, command...)...)
+	return startFourRanks(t, args, name, ready)
+}
+
+// startFourRanks starts spindle with args, a job of 4 workers running the
+// program name, and returns once its output has four lines matching ready
+// (one per rank), with the training processes' pids by rank.
+func startFourRanks(t *testing.T, args []string, name string, ready *regexp.Regexp) (*exec.Cmd, *syncbuf.Buffer, map[int]int) {
+	t.Helper()
 	cmd, out := startSubmit(t, args)
 	ranks := trainingPIDs(t, cmd, name, 4, 90*time.Second)
 	testutil.WaitFor(t, 90*time.Second, testutil.Holds("every rank to train", func() bool {

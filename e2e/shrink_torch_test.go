@@ -6,9 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"testing"
-	"time"
-
-	"github.com/spindle-ml/spindle/internal/testutil"
 )
 
 var (
@@ -92,11 +89,7 @@ func TestPyTorchGrowsBackInPlace(t *testing.T) {
 		"--conf", "spindle.failure.shrinkInPlace=true", "--conf", "spindle.failure.growInPlace=true",
 		"--conf", "spindle.failure.elasticWait=2s",
 		"--", python, script, "--steps", strconv.Itoa(steps), "--pause", "0.02", "--ddp", "--grow")
-	cmd, out := startSubmit(t, args)
-	ranks := trainingPIDs(t, cmd, "torchshrink", 4, 90*time.Second)
-	testutil.WaitFor(t, 90*time.Second, testutil.Holds("every rank to train", func() bool {
-		return len(torchShrinkAt.FindAllString(out.String(), -1)) >= 4
-	}))
+	cmd, out, ranks := startFourRanks(t, args, "torchshrink", torchShrinkAt)
 	got, _ := goOnWithout(t, cmd, out, ranks[1])
 
 	finals := checkGrewBack(t, got, ranks, grewBack{newcomer: torchNewcomer, grew: torchGrew, final: torchShrinkFinal}, steps)
