@@ -203,13 +203,16 @@ func TestElasticShrinksTwiceInPlace(t *testing.T) {
 	}
 }
 
+// shrinkJoined is the line each shrinkcheck worker prints once it joined
+// its communicator.
+var shrinkJoined = regexp.MustCompile(`shrinkcheck joined`)
+
 // startShrinking starts an elastic job of 4 shrinkcheck workers (MIN 2)
 // that trains steps and shrinks in place, and returns once the four
 // joined their communicator, with their pids by rank.
 func startShrinking(t *testing.T, steps int) (*exec.Cmd, *syncbuf.Buffer, map[int]int) {
 	t.Helper()
-	joined := regexp.MustCompile(`shrinkcheck joined`)
-	return startShrinkingJob(t, "shrinkcheck", joined, shrinkcheckBin, "--steps", strconv.Itoa(steps), "--pause", "20ms")
+	return startShrinkingJob(t, "shrinkcheck", shrinkJoined, shrinkcheckBin, "--steps", strconv.Itoa(steps), "--pause", "20ms")
 }
 
 // startShrinkingJob starts an elastic job of 4 workers (MIN 2) that
@@ -257,11 +260,7 @@ func TestElasticGrowsBackInPlace(t *testing.T) {
 		"--conf", "spindle.failure.shrinkInPlace=true", "--conf", "spindle.failure.growInPlace=true",
 		"--conf", "spindle.failure.elasticWait=2s",
 		"--", shrinkcheckBin, "--steps", strconv.Itoa(steps), "--pause", "20ms", "--grow")
-	cmd, out := startSubmit(t, args)
-	ranks := trainingPIDs(t, cmd, "shrinkcheck", 4, 90*time.Second)
-	testutil.WaitFor(t, 90*time.Second, testutil.Holds("every rank to join", func() bool {
-		return strings.Count(out.String(), "shrinkcheck joined") >= 4
-	}))
+	cmd, out, ranks := startFourRanks(t, args, "shrinkcheck", shrinkJoined)
 	got, _ := goOnWithout(t, cmd, out, ranks[1])
 
 	// Every process that joined a world: the 4 first ones and 1 newcomer.
