@@ -92,7 +92,7 @@ UNIT_PKGS   = $(call pkgs_except,$(E2E_PKGS) ./yarn/e2e)
 CHECK_PKGS  = $(call pkgs_except,$(E2E_PKGS) ./yarn/e2e $(SLOW_PKGS))
 
 .DEFAULT_GOAL := help
-.PHONY: help build wheel check check-deps test test-go test-unit unit-tier unit-cpu-tier test-e2e e2e-tier testbin timing-tier test-python test-hadoop test-long run bench scale chaos fuzz lint tidy-check proto proto-check clean deps bench-deps
+.PHONY: help build wheel jar check check-deps test test-go test-unit unit-tier unit-cpu-tier test-e2e e2e-tier testbin timing-tier test-python test-hadoop test-long run bench scale chaos fuzz lint tidy-check proto proto-check clean deps bench-deps
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -102,8 +102,11 @@ build: ## build bin/spindle and the example programs
 	$(GO) build -o $(BIN)/datagen ./examples/datagen
 	$(GO) build -o $(BIN)/logreg ./examples/logreg
 
-wheel: ## build the spindle-ml wheel (the spindle binary and the Python package) into dist/; GOARCH=arm64 cross-builds
+wheel: ## build the spindle-ml wheel (the spindle binary, the Python package and the Spark pusher's jar) into dist/; GOARCH=arm64 cross-builds
 	@scripts/build-wheel.sh
+
+jar: ## build the Spark pusher's jar (jvm/spark-push, against pyspark's Spark) into python/spindle/jars/
+	@scripts/build-spark-jar.sh
 
 deps: ## install what tests and examples need (Debian packages), when missing
 	@scripts/install-deps.sh
@@ -227,7 +230,7 @@ PYLOG     = $(CURDIR)/$(BIN)/test-python
 # the default 6 s before their executors give it up, as the Go e2e
 # harness's do (testutil.Scale(10s)).
 PY_HEARTBEAT_TIMEOUT ?= 30s
-test-python: testbin ## the Python package's unittest suites, each in the interpreter that has its packages
+test-python: testbin jar ## the Python package's unittest suites, each in the interpreter that has its packages
 	@mkdir -p $(BIN); rm -f $(PYRESULTS); set -o pipefail; \
 	pytmp=$$(mktemp -d "$${TMPDIR:-/tmp}/spindle-python-XXXXXX") && trap 'rm -rf "$$pytmp"' EXIT && export TMPDIR=$$pytmp; \
 	export SPINDLE_BINARY=$${SPINDLE_BINARY:-$(TESTBIN)/spindle}; \
@@ -246,7 +249,7 @@ test-python: testbin ## the Python package's unittest suites, each in the interp
 	$(PYTHON) $(PYTESTS) summarize $(SUMMARY) $(BIN)/test-python-times.txt $(PYRESULTS) || status=1; \
 	exit $$status
 
-bench: bench-deps build ## feed, collectives, HDFS and standalone benchmarks, each beside its baseline
+bench: bench-deps build jar ## feed, collectives, HDFS and standalone benchmarks, each beside its baseline
 	@scripts/bench.sh
 
 # SCALE_RANKS and SCALE_FLAGS pass on to testbed/scaletest/scalereport.

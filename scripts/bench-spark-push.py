@@ -11,10 +11,14 @@ turn:
 - Spark alone, mapInArrow: the DataFrame's Arrow batches handed to a
   function that only counts them (the fastest any consumer of Spark's
   Arrow batches gets them, so the bound for pushing).
-- Pushed: spindle.spark.train. Rows per second reaching the training
-  processes (rows over the span from the first batch on any rank to the
-  last), when the first batch reached a rank after the first Spark task
-  started, and the whole run's time.
+- Pushed from the JVM: spindle.spark.train, its tasks pushing with the
+  jar the package carries (via="jvm", the default where it loads). Rows
+  per second reaching the training processes (rows over the span from the
+  first batch on any rank to the last), when the first batch reached a
+  rank after the push began (Spark's first task starts after that), and
+  the whole run's time.
+- Pushed from Python: the same through mapInArrow (via="python"), the
+  first batch timed from the first Spark task's start.
 - Parquet: df.write.parquet, then spindle.run reading the files.
 - Petastorm, the baseline: make_spark_converter (Spark writes the
   DataFrame to Parquet) and 2 PyTorch processes reading a shard each
@@ -89,6 +93,19 @@ def stamp_task_starts(path):
             yield from push_partition(batches)
         return run
     spindle.spark._partition_pusher = stamped
+
+
+REAL_RUN_SPARK = spindle.spark._run_spark
+
+
+def stamp_push_start(path):
+    """Have the push write when it began to path (the library's function, unchanged, runs inside)."""
+
+    def stamped(*args):
+        with open(path, "a") as f:
+            f.write(f"{time.time()}\n")
+        return REAL_RUN_SPARK(*args)
+    spindle.spark._run_spark = stamped
 
 
 def first_task(path):
@@ -179,13 +196,29 @@ class Rounds:
         self.keep(arrow=self.rows / (max(r["last"] for r in got) - min(r["first"] for r in got)))
 
     def pushed(self, i):
-        stamps = os.path.join(self.tmp, f"task-starts-{i}")
-        stamp_task_starts(stamps)
+        stamps = os.path.join(self.tmp, f"push-starts-{i}")
+        stamp_push_start(stamps)
         start = time.time()
-        ranks = spindle.spark.train(self.df, read_feed, **self.opts)
+        try:
+            ranks = spindle.spark.train(self.df, read_feed, via="jvm", **self.opts)
+        finally:
+            spindle.spark._run_spark = REAL_RUN_SPARK
         end = time.time()
         assert sum(r[0] for r in ranks) == self.rows, "rows lost"
         self.keep(push=rate(ranks), push_first=min(r[1] for r in ranks) - first_task(stamps), push_total=end - start)
+
+    def pushed_from_python(self, i):
+        stamps = os.path.join(self.tmp, f"task-starts-{i}")
+        stamp_task_starts(stamps)
+        start = time.time()
+        try:
+            ranks = spindle.spark.train(self.df, read_feed, via="python", **self.opts)
+        finally:
+            spindle.spark._partition_pusher = REAL_PUSHER
+        end = time.time()
+        assert sum(r[0] for r in ranks) == self.rows, "rows lost"
+        self.keep(push_py=rate(ranks), push_py_first=min(r[1] for r in ranks) - first_task(stamps),
+                  push_py_total=end - start)
 
     def versus_petastorm(self):
         start = time.time()
@@ -212,13 +245,17 @@ class Rounds:
 
     def round(self, i):
         self.spark_alone()
-        self.pushed(i)
+        # The two paths in turn, the first alternating round by round.
+        paths = [self.pushed, self.pushed_from_python]
+        for push in paths if i % 2 == 0 else paths[::-1]:
+            push(i)
         self.versus_petastorm()
         self.parquet(i)
         m = {k: v[-1] for k, v in self.got.items()}
         print(f"  round {i + 1}: Spark noop {m['noop'] / 1e6:.2f}M rows/s, Spark mapInArrow {m['arrow'] / 1e6:.2f}M, "
-              f"pushed {m['push'] / 1e6:.2f}M (whole run {m['push_total']:.1f} s; into torch ranks "
-              f"{m['push_torch_total']:.1f} s), Parquet read {m['pq'] / 1e6:.2f}M (write {m['pq_write']:.1f} s, "
+              f"pushed from the JVM {m['push'] / 1e6:.2f}M (whole run {m['push_total']:.1f} s; into torch ranks "
+              f"{m['push_torch_total']:.1f} s), from Python {m['push_py'] / 1e6:.2f}M (whole run "
+              f"{m['push_py_total']:.1f} s), Parquet read {m['pq'] / 1e6:.2f}M (write {m['pq_write']:.1f} s, "
               f"whole run {m['pq_total']:.1f} s)", flush=True)
         if self.petastorm:
             print(f"  round {i + 1}: Petastorm: Spark 3.5 noop {m['noop35'] / 1e6:.2f}M rows/s, make_spark_converter "
@@ -230,10 +267,14 @@ class Rounds:
         print(f"  medians of {runs} (load average {os.getloadavg()[0]:.0f}):")
         print(f"    Spark alone: noop {m['noop'] / 1e6:.2f}M rows/s, mapInArrow into a counting function "
               f"{m['arrow'] / 1e6:.2f}M rows/s")
-        print(f"    pushed: {m['push'] / 1e6:.2f}M rows/s reaching the ranks, first batch {m['push_first']:.2f} s after "
-              f"the first Spark task started, whole run {m['push_total']:.1f} s")
+        print(f"    pushed from the JVM: {m['push'] / 1e6:.2f}M rows/s reaching the ranks, first batch "
+              f"{m['push_first']:.2f} s after the push began, whole run {m['push_total']:.1f} s")
+        print(f"    pushed from Python: {m['push_py'] / 1e6:.2f}M rows/s reaching the ranks, first batch "
+              f"{m['push_py_first']:.2f} s after the first Spark task started, whole run {m['push_py_total']:.1f} s")
         print(f"    Parquet: write {m['pq_write']:.1f} s, read by Spindle {m['pq'] / 1e6:.2f}M rows/s, whole run "
               f"{m['pq_total']:.1f} s")
+        print(f"    push from the JVM rows/s = {m['push'] / m['push_py']:.2f}x the push from Python's, "
+              f"whole run {m['push_py_total'] / m['push_total']:.2f}x faster")
         print(f"    push rows/s = {m['push'] / m['pq']:.2f}x a Parquet read's, {m['push'] / m['arrow']:.2f}x Spark "
               f"mapInArrow's, {m['push'] / m['noop']:.2f}x Spark noop's; whole run {m['pq_total'] / m['push_total']:.1f}x "
               f"faster than write-then-read, {m['pq_write'] / m['push_total']:.1f}x faster than the Parquet write alone "

@@ -105,6 +105,12 @@ def build(binary, version, src, out):
         if name.endswith(".py"):
             with open(os.path.join(pkg_dir, name), "rb") as f:
                 files.append((f"spindle/{name}", f.read(), 0o644))
+    # The Spark pusher's jar (scripts/build-spark-jar.sh), when built.
+    jars = os.path.join(pkg_dir, "jars")
+    for name in sorted(os.listdir(jars)) if os.path.isdir(jars) else ():
+        if name.endswith(".jar"):
+            with open(os.path.join(jars, name), "rb") as f:
+                files.append((f"spindle/jars/{name}", f.read(), 0o644))
     files.append((f"{DIST}-{version}.data/scripts/spindle", exe, 0o755))
     files.append((f"{info}/METADATA", metadata(version, readme), 0o644))
     wheel = f"Wheel-Version: 1.0\nGenerator: spindle build-wheel.py\nRoot-Is-Purelib: false\n"

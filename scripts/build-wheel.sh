@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the spindle-ml wheel into ${OUT:-dist}: the spindle binary, built
-# with the Python package's version, and the package (scripts/build-wheel.py).
+# with the Python package's version, the package and the Spark pusher's jar
+# (scripts/build-spark-jar.sh; scripts/build-wheel.py packs them).
 #
 # GOARCH picks the target (amd64 here by default; arm64 cross-builds). The
 # binary's UCX data link needs cgo (it dlopens libucp at run time, so the
@@ -33,6 +34,7 @@ if [ -z "$cgo" ]; then
     fi
   fi
 fi
+scripts/build-spark-jar.sh
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 GOOS=linux GOARCH=$goarch CGO_ENABLED=$cgo ${cc:+CC=$cc} go build -trimpath \

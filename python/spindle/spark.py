@@ -11,6 +11,14 @@ the job how many of its rows it took and skips them, so no row is fed
 twice. The job's schema is declared from ``df.schema`` before anything is
 pushed.
 
+Where the Spark session can load the jar this package carries
+(``spindle/jars/spindle-spark.jar``, built from jvm/spark-push), the tasks
+push from the JVM instead: Spark's own ArrowWriter turns each partition's
+rows into Arrow batches and Arrow Java's Flight client DoPuts them, the
+same producers and protocol, without a Python worker decoding every row.
+push() adds the jar to the session itself (as ``ADD JAR`` does); ``via``
+picks a path.
+
 In a warm session started with pushed input (``spindle.Session(input=
 "flight-put:", ...)``), ``train(df, fn, session=s)`` runs fn on the
 session's ranks and pushes df as that session job's turn: producers
@@ -22,6 +30,7 @@ notebook and on the Spark executors; cloudpickle for train() with a
 function.
 """
 
+import os
 import subprocess
 import sys
 import threading
@@ -125,7 +134,7 @@ def _partition_pusher(endpoint, token, ca, spec, prefix):
         schema = _arrow_schema(spec)
         client, options = _connect(endpoint, token, ca)
         descriptor = flight.FlightDescriptor.for_path(*prefix.split("/"), f"part-{part}")
-        skip = _taken(client, descriptor, options)
+        skip = taken = _taken(client, descriptor, options)
         writer, acks = client.do_put(descriptor, schema, options=options)
         # Acknowledgements are drained beside the writes, so the job's
         # flow control, not a round trip per batch, paces the producer.
@@ -154,22 +163,22 @@ def _partition_pusher(endpoint, token, ca, spec, prefix):
                 drained.join()
                 writer.close()
                 client.close()
-        yield pa.RecordBatch.from_arrays([pa.array([part], pa.int32()), pa.array([rows], pa.int64())],
+        # The partition's rows the job has: an earlier attempt's and this one's.
+        yield pa.RecordBatch.from_arrays([pa.array([part], pa.int32()), pa.array([taken + rows], pa.int64())],
                                          names=["partition", "rows"])
 
     return push_partition
 
 
-def _run_spark(pushing, job):
-    """Collect the pushing DataFrame in a Spark job group of its own, cancelled when the Spindle job ends first or the caller is interrupted."""
-    sc = pushing.sparkSession.sparkContext
+def _run_spark(sc, job, pushing):
+    """Call pushing() (a Spark action that returns the rows it pushed) in a job group of its own, cancelled when the Spindle job ends first or the caller is interrupted."""
     group = f"spindle-push-{job.job_id}"
     box = {}
 
     def action():
         try:
             sc.setJobGroup(group, f"push rows into spindle job {job.job_id}", interruptOnCancel=True)
-            box["rows"] = sum(r["rows"] for r in pushing.collect())
+            box["rows"] = pushing()
         except BaseException as e:  # noqa: BLE001 - handed to the caller
             box["error"] = e
 
@@ -190,6 +199,46 @@ def _run_spark(pushing, job):
     if "error" in box:
         raise box["error"]
     return box["rows"]
+
+
+JVM_PUSHER = "ml.spindle.spark.Push"
+
+
+def jar_path():
+    """Return the path of the jar with Spindle's JVM pusher that this package carries, or None when it carries none.
+
+    The wheel carries it; give it to a Spark session with ``spark.jars``
+    (push() also adds it to a running session itself).
+    """
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", "spindle-spark.jar")
+    return path if os.path.isfile(path) else None
+
+
+def _jvm_pusher(spark):
+    """Return Spindle's JVM pusher class as this thread's Py4J sees it, adding the jar to spark's session when it is not loaded yet; None when it cannot load (no jar, Spark Connect, Spark before 4)."""
+    from py4j.java_gateway import JavaClass
+    from py4j.protocol import Py4JError
+    if int(spark.version.split(".")[0]) < 4:
+        return None  # the jar is built against Spark 4's Arrow and Netty
+    try:
+        jvm = spark.sparkContext._jvm
+        jspark = spark._jsparkSession
+        loader = jspark.sharedState().jarClassLoader()
+        # Py4J finds classes through the calling JVM thread's context class
+        # loader; the session's jar loader sees what ADD JAR added.
+        jvm.java.lang.Thread.currentThread().setContextClassLoader(loader)
+        cls = jvm.ml.spindle.spark.Push
+        if isinstance(cls, JavaClass):
+            return cls
+        path = jar_path()
+        if path is None:
+            return None
+        jspark.sessionState().resourceLoader().addJar(path)
+        jvm.java.lang.Thread.currentThread().setContextClassLoader(loader)
+        cls = jvm.ml.spindle.spark.Push
+        return cls if isinstance(cls, JavaClass) else None
+    except (AttributeError, Py4JError):
+        return None
 
 
 def _cancel(sc, group, t):
@@ -224,16 +273,26 @@ def end_input(job, timeout=60):
         client.close()
 
 
-def push(df, job, end_of_input=True, timeout=60):
-    """Push every row of df into job's pushed input from the Spark tasks; return the rows this call pushed.
+def push(df, job, end_of_input=True, timeout=60, via="auto"):
+    """Push every row of df into job's pushed input from the Spark tasks; return how many of df's rows the job has.
 
     job is a :class:`spindle.Job` submitted with ``input="flight-put:"``
     and ``conf={"spindle.flight.put.schema": push_schema(df.schema)}``
     (train() does both), or a job of a session with pushed input
     (``Session.start``), whose turn the rows are pushed as. Blocks until
     Spark has pushed every partition; then, with end_of_input, tells the
-    job its input (its turn's) is complete.
+    job its input (its turn's) is complete. The count is every row of df,
+    also when Spark retried tasks (a retry counts the rows its failed
+    attempt pushed).
+
+    via picks how the tasks push: "jvm" from Spark's JVM with the jar this
+    package carries (jar_path()), "python" from Python workers
+    (``mapInArrow``), "auto" (the default) the JVM where the session can
+    load the jar. Either way a partition is producer PREFIX/part-N, so a
+    retried task skips the rows the job already took.
     """
+    if via not in ("auto", "jvm", "python"):
+        raise SpindleError(f"push: via={via!r}: want 'auto', 'jvm' or 'python'")
     try:
         endpoint, token, ca = _producer_files(job, timeout)
     except FileNotFoundError:
@@ -250,15 +309,41 @@ def push(df, job, end_of_input=True, timeout=60):
     spec = push_schema(df.schema)
     turn = getattr(job, "turn", None)
     prefix = f"turn/{turn}/spark/{job.session.job.job_id}" if turn else f"spark/{job.job_id}"
-    fn = _partition_pusher(endpoint, token, ca, spec, prefix)
-    pushed = _run_spark(df.mapInArrow(fn, "partition int, rows long"), job)
+    spark = df.sparkSession
+
+    def from_jvm():
+        # In the pushing thread: Py4J resolves the class per JVM thread.
+        pusher = _jvm_pusher(spark)
+        if pusher is None:
+            return None
+        batch = int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", "10000"))
+        if batch <= 0:
+            batch = 10000
+        return pusher.push(df._jdf, endpoint, token.decode(), ca and ca.decode(), spec, prefix, batch)
+
+    def from_python():
+        fn = _partition_pusher(endpoint, token, ca, spec, prefix)
+        return sum(r["rows"] for r in df.mapInArrow(fn, "partition int, rows long").collect())
+
+    def pushing():
+        if via != "python":
+            rows = from_jvm()
+            if rows is not None:
+                return rows
+            if via == "jvm":
+                raise SpindleError("push(via='jvm'): the Spark session cannot load Spindle's JVM pusher "
+                                   f"({jar_path() or 'this install carries no spindle/jars/spindle-spark.jar'}; "
+                                   f"Spark {spark.version}, which needs to be 4 or later): use via='python'")
+        return from_python()
+
+    pushed = _run_spark(spark.sparkContext, job, pushing)
     if end_of_input:
         end_input(job, timeout)
     return pushed
 
 
 def train(df, fn_or_command, *args, num_workers=None, label=None, epochs=None, all_ranks=False, session=None,
-          **submit_options):
+          via="auto", **submit_options):
     """Start a job of num_workers (2) ranks fed with epochs (1) epochs of df's rows, push them from Spark, and wait for it.
 
     With session (a :class:`spindle.Session` started with pushed input),
@@ -272,11 +357,13 @@ def train(df, fn_or_command, *args, num_workers=None, label=None, epochs=None, a
     spindle.submit takes), for which the exit code is returned. The ranks
     read the rows as any job's feed (spindle.batches(), spindle.tensors(),
     spindle.torch.FeedDataset), label last; epochs after the first come
-    from the executors' cache. Other options are spindle.submit's. A
-    local job's endpoint is where Spark's executors reach it (push_input).
+    from the executors' cache. via is push()'s. Other options are
+    spindle.submit's. A local job's endpoint is where Spark's executors
+    reach it (push_input).
     """
     if session is not None:
-        return _train_in_session(df, fn_or_command, args, session, num_workers, label, epochs, all_ranks, submit_options)
+        return _train_in_session(df, fn_or_command, args, session, num_workers, label, epochs, all_ranks, via,
+                                 submit_options)
     num_workers = num_workers or 2
     epochs = 1 if epochs is None else epochs
     conf = dict(submit_options.pop("conf", None) or {})
@@ -290,7 +377,7 @@ def train(df, fn_or_command, *args, num_workers=None, label=None, epochs=None, a
         job = _submit.submit(fn_or_command, num_executors=num_workers, **opts)
     with job:
         try:
-            push(df, job)
+            push(df, job, via=via)
         except KeyboardInterrupt:
             job.kill()
             raise
@@ -309,7 +396,7 @@ def train(df, fn_or_command, *args, num_workers=None, label=None, epochs=None, a
 
 
 
-def _train_in_session(df, fn, args, session, num_workers, label, epochs, all_ranks, submit_options):
+def _train_in_session(df, fn, args, session, num_workers, label, epochs, all_ranks, via, submit_options):
     """train() in a session with pushed input: fn on its warm ranks, df's rows its turn."""
     where = "spindle.spark.train(session=...)"
     if submit_options:
@@ -331,7 +418,7 @@ def _train_in_session(df, fn, args, session, num_workers, label, epochs, all_ran
                            f"{session.push_schema}: cast its columns, or start a session with this schema")
     run = session.start(fn, *args, pushed=True)
     try:
-        push(df, run)
+        push(df, run, via=via)
     except BaseException:
         if run.exit_code is not None and run.exit_code != 0:
             raise run._failure() from None

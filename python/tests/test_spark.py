@@ -128,6 +128,24 @@ def _executor_jvm():
     raise RuntimeError("no Spark executor JVM above this Python worker")
 
 
+def faulty_frame(spark, at, act):
+    """frame's rows with its label passed through a Python UDF that calls act() at id at in its task's first attempt.
+
+    A fault for the JVM pusher, which runs no Python of spindle's: the UDF
+    fails or kills where the row is computed, mid-partition, with earlier
+    batches already pushed.
+    """
+    from pyspark.sql import functions as F
+
+    def label(i, y):
+        from pyspark import TaskContext
+        if i == at and TaskContext.get().attemptNumber() == 0:
+            act()
+        return y
+
+    return frame(spark).select("id", "x", F.udf(label, T.FloatType())("id", "label").alias("label"))
+
+
 def frame(spark, first=0):
     """The DataFrame the tests push: ROWS rows of id (from first), x and a label, in 4 partitions."""
     return spark.range(first, first + ROWS, numPartitions=4).selectExpr(
@@ -199,7 +217,7 @@ class SparkTest(SparkCase):
 
     def test_train_feeds_every_row_once_per_epoch(self):
         ranks = sspark.train(self.frame(), read_everything, num_workers=2, label="label", epochs=2,
-                             all_ranks=True, stream=False)
+                             all_ranks=True, stream=False, via="jvm")
         self.assertEqual(len(ranks), 2)
         self.assertTrue(all(len(r) == 2 for r in ranks), "each rank sees two epochs")
         self.assertTrue(all(r[0]["ids"] for r in ranks), "a rank got no rows")
@@ -209,16 +227,22 @@ class SparkTest(SparkCase):
         sspark._partition_pusher = failing_pusher
         try:
             ranks = sspark.train(self.frame(), read_everything, num_workers=2, label="label", epochs=1,
-                                 all_ranks=True, stream=False)
+                                 all_ranks=True, stream=False, via="python")
         finally:
             sspark._partition_pusher = REAL_PUSHER
+        self.check_fed_once_per_epoch(ranks, 1)
+
+    def test_retried_task_does_not_feed_twice_from_the_jvm(self):
+        # Partition 1 holds ids 5000-9999, pushed in batches of 1,000.
+        ranks = sspark.train(faulty_frame(self.spark, 8500, _fail), read_everything, num_workers=2, label="label",
+                             epochs=1, all_ranks=True, stream=False, via="jvm")
         self.check_fed_once_per_epoch(ranks, 1)
 
     def test_killed_worker_does_not_feed_twice(self):
         sspark._partition_pusher = killing_pusher
         try:
             ranks = sspark.train(self.frame(), read_everything, num_workers=2, label="label", epochs=2,
-                                 all_ranks=True, stream=False)
+                                 all_ranks=True, stream=False, via="python")
         finally:
             sspark._partition_pusher = REAL_PUSHER
         self.check_fed_once_per_epoch(ranks, 2)
@@ -226,11 +250,27 @@ class SparkTest(SparkCase):
     def test_push_into_a_submitted_job(self):
         df = self.frame()
         reader = "import spindle\nfor ep in spindle.epochs():\n    rows = sum(len(b['id']) for b in ep)\n"
-        job = spindle.submit([sys.executable, "-c", reader], master="local[2]", input="flight-put:", label_column="label",
+        for via in ("jvm", "python"):
+            with self.subTest(via=via):
+                job = spindle.submit([sys.executable, "-c", reader], master="local[2]", input="flight-put:",
+                                     label_column="label", conf={"spindle.flight.put.schema": sspark.push_schema(df.schema)},
+                                     stream=False)
+                with job:
+                    self.assertEqual(sspark.push(df, job, via=via), ROWS)
+                    self.assertEqual(job.wait(timeout=support.scaled(120)), 0)
+
+    def test_push_path_refused_naming_it(self):
+        df = self.frame()
+        job = spindle.submit(["sh", "-c", "sleep 60"], master="local[1]", input="flight-put:",
                              conf={"spindle.flight.put.schema": sspark.push_schema(df.schema)}, stream=False)
         with job:
-            self.assertEqual(sspark.push(df, job), ROWS)
-            self.assertEqual(job.wait(timeout=support.scaled(120)), 0)
+            with self.assertRaisesRegex(spindle.SpindleError, r"via='fast': want 'auto', 'jvm' or 'python'"):
+                sspark.push(df, job, via="fast")
+            # A Spark session that cannot load the pusher (no jar in this install, Spark before 4).
+            with mock.patch.object(sspark, "_jvm_pusher", return_value=None), \
+                    self.assertRaisesRegex(spindle.SpindleError, r"cannot load Spindle's JVM pusher .*use via='python'"):
+                sspark.push(df, job, via="jvm")
+            job.kill()
 
     def test_job_ending_first_cancels_the_push(self):
         df = self.frame()
@@ -281,7 +321,8 @@ class SparkSessionTest(SparkCase):
         """A session job fed rows from first with pusher in place of spindle.spark's gets every row once per epoch."""
         sspark._partition_pusher = pusher
         try:
-            ranks = sspark.train(frame(self.spark, first), read_everything, session=self.session, all_ranks=True)
+            ranks = sspark.train(frame(self.spark, first), read_everything, session=self.session, all_ranks=True,
+                                 via="python")
         finally:
             sspark._partition_pusher = REAL_PUSHER
         check_fed_once_per_epoch(self, ranks, 2, first)
@@ -382,9 +423,18 @@ class SparkClusterTest(SparkCase):
         sspark._partition_pusher = executor_killer(marker)
         try:
             ranks = sspark.train(frame(self.spark), read_everything, num_workers=2, label="label", epochs=2,
-                                 all_ranks=True, stream=False)
+                                 all_ranks=True, stream=False, via="python")
         finally:
             sspark._partition_pusher = REAL_PUSHER
+        self.assertTrue(os.path.exists(marker), "no Spark executor was killed")
+        check_fed_once_per_epoch(self, ranks, 2)
+
+    def test_killed_executor_does_not_feed_twice_from_the_jvm(self):
+        marker = os.path.join(self.enterContext(tempfile.TemporaryDirectory()), "killed")
+        # Partition 2 holds ids 10000-14999, pushed in batches of 1,000.
+        df = faulty_frame(self.spark, 13500, kill(_executor_jvm, marker))
+        ranks = sspark.train(df, read_everything, num_workers=2, label="label", epochs=2, all_ranks=True,
+                             stream=False, via="jvm")
         self.assertTrue(os.path.exists(marker), "no Spark executor was killed")
         check_fed_once_per_epoch(self, ranks, 2)
 

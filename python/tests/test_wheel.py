@@ -65,7 +65,16 @@ class WheelTest(unittest.TestCase):
             info = z.getinfo(next(n for n in names if n.endswith(".data/scripts/spindle")))
         self.assertTrue((info.external_attr >> 16) & 0o111, "the binary is not executable in the wheel")
         self.assertIn("spindle/__init__.py", names)
+        self.assertIn("spindle/jars/spindle-spark.jar", names)
         self.assertTrue(any(n.endswith(".dist-info/RECORD") for n in names))
+
+    def test_spark_pusher_jar_installed(self):
+        py = self.run_venv("python", "-c", "import zipfile, spindle.spark as s; p = s.jar_path(); print(p); "
+                           "print('ml/spindle/spark/Push.class' in zipfile.ZipFile(p).namelist())")
+        self.assertEqual(py.returncode, 0, py.stderr)
+        path, has_pusher = py.stdout.split()
+        self.assertTrue(path.startswith(self.venv), f"spindle.spark.jar_path() is {path}, not in the venv")
+        self.assertEqual(has_pusher, "True", f"{path} holds no ml.spindle.spark.Push")
 
     def test_spindle_on_path_and_one_version(self):
         self.assertEqual(shutil.which("spindle", path=self.env["PATH"]), os.path.join(self.venv, "bin", "spindle"))
