@@ -46,6 +46,26 @@ def read_everything():
     return out
 
 
+def read_rows():
+    """On each rank: every row it was fed, as plain Python values (dates as ISO strings, nulls as None)."""
+    import numpy as np
+
+    import spindle
+
+    def plain(v):
+        if v is np.ma.masked:
+            return None
+        if isinstance(v, np.datetime64):
+            return str(v.astype("datetime64[D]"))
+        return v.item() if isinstance(v, np.generic) else v
+
+    rows = []
+    for b in spindle.batches():
+        cols = list(b)
+        rows.extend(tuple(plain(b[c][i]) for c in cols) for i in range(len(b[cols[0]])))
+    return rows
+
+
 def read_one_batch():
     """On each rank: one batch of the first epoch, then return (a job that stops reading early)."""
     import spindle
@@ -258,6 +278,23 @@ class SparkTest(SparkCase):
                 with job:
                     self.assertEqual(sspark.push(df, job, via=via), ROWS)
                     self.assertEqual(job.wait(timeout=support.scaled(120)), 0)
+
+    def test_every_type_arrives_as_spark_computed_it(self):
+        df = self.spark.range(0, 1000, numPartitions=2).selectExpr(
+            "id", "id % 2 = 0 as b", "cast(id % 100 as byte) as i8", "cast(id as short) as i16",
+            "cast(id as int) as i32", "cast(id * 0.5 as float) as f32", "cast(id as double) * 0.25 as f64",
+            "if(id % 7 = 0, null, concat('row-é', id)) as s", "cast(concat('b', id) as binary) as bin",
+            "date_add(date'2026-01-01', cast(id as int)) as d", "cast(id % 2 as float) as label")
+        self.assertEqual(sspark.push_schema(df.schema), "id:int64,b:bool,i8:int8,i16:int16,i32:int32,f32:float32,"
+                         "f64:float64,s:string,bin:binary,d:date32,label:float32")
+        want = {r.id: (r.id, r.b, r.i8, r.i16, r.i32, r.f32, r.f64, r.s, bytes(r.bin), r.d.isoformat(), r.label)
+                for r in df.collect()}
+        for via in ("jvm", "python"):
+            with self.subTest(via=via):
+                ranks = sspark.train(df, read_rows, num_workers=2, label="label", all_ranks=True, stream=False, via=via)
+                got = {row[0]: row for rank in ranks for row in rank}
+                self.assertEqual(sum(len(r) for r in ranks), len(want), "rows fed not exactly once")
+                self.assertEqual(got, want)
 
     def test_push_path_refused_naming_it(self):
         df = self.frame()
