@@ -144,7 +144,7 @@ check: check-deps lint proto-check tidy-check ## the inner loop, a few minutes: 
 # (trap -).
 test: deps ## run every test: real Hadoop and python beside unit (race), then e2e and unit-cpu, then Raft timing; a line per tier at the end
 	@mkdir -p $(BIN) && rm -f $(SUMMARY); status=0; \
-	$(MAKE) --no-print-directory testbin $(TESTREPORT) || status=1; \
+	$(MAKE) --no-print-directory testbin $(TESTREPORT) jar || status=1; \
 	( trap - INT QUIT; $(MAKE) --no-print-directory test-hadoop ) > $(BIN)/test-hadoop.out 2>&1 & hadoop=$$!; \
 	( trap - INT QUIT; $(MAKE) --no-print-directory test-python ) > $(BIN)/test-python.out 2>&1 & python=$$!; \
 	$(MAKE) --no-print-directory unit-tier || status=1; \
@@ -190,7 +190,7 @@ timing-tier:
 # cluster's three NodeManagers hold. The hdfs tier (fsys against its own
 # mini cluster) runs beside them, its output printed after theirs.
 HADOOP_PARALLEL ?= 4
-test-hadoop: $(TESTREPORT) testbin ## the YARN/HDFS tests against real Apache Hadoop (a mini cluster from Maven Central)
+test-hadoop: $(TESTREPORT) testbin jar ## the YARN/HDFS tests against real Apache Hadoop (a mini cluster from Maven Central)
 	@mkdir -p $(BIN); status=0; \
 	$(MAKE) --no-print-directory test-tier TIER=hdfs RACE= PKGS='./fsys' TIER_ARGS='-run TestRealHDFS' TIER_TIMEOUT=10m > $(BIN)/test-hdfs.out 2>&1 & hdfs=$$!; \
 	$(MAKE) --no-print-directory test-tier TIER=hadoop RACE= PKGS='$(HADOOP_PKGS)' TIER_ARGS='-parallel $(HADOOP_PARALLEL)' TIER_TIMEOUT=20m TIER_ENV=SPINDLE_TEST_BIN_DIR=$(TESTBIN) || status=1; \

@@ -96,7 +96,7 @@ def main():
         spindle.spark._partition_pusher = profiled(out)
         start = time.time()
         rows = spindle.spark.train(bench_spark.frame(spark, a.rows, a.partitions), count_rows, num_workers=2,
-                                   label="label", all_ranks=True, stream=False)
+                                   label="label", all_ranks=True, stream=False, via="python")
         print(f"{sum(rows)} rows in {time.time() - start:.1f} s (load average {os.getloadavg()[0]:.0f})")
         profile = ""
         for name in sorted(glob.glob(os.path.join(out, "part-*.json"))):

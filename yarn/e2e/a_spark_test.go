@@ -42,7 +42,8 @@ const sparkDriverHost = "127.0.0.2"
 // on Spindle's standalone cluster; then two jobs of a warm session on each
 // of YARN, a local master and the standalone cluster, each session job fed
 // 2 epochs of a DataFrame of its own. Every job's rows reach its ranks
-// exactly once per epoch; a local master's push endpoint is on Spark's
+// exactly once per epoch, pushed from the executors' JVMs (the pusher's
+// jar, which push adds to the session); a local master's push endpoint is on Spark's
 // driver host, which Spark's executors reach (that driver's loopback they
 // would not, on other hosts); YARN reports Spark's application succeeded
 // and ran two more Spindle applications (the job and the session).
@@ -76,7 +77,7 @@ func TestSparkOnYARNIntoSpindle(t *testing.T) {
 }
 
 // checkFed checks one FED line of testdata/spark_push.py: its job on
-// master was fed every row once per epoch over 2 ranks, and a local
+// master was fed every row once per epoch over 2 ranks, from the JVM, and a local
 // master's Spark tasks pushed to Spark's driver host.
 func checkFed(t *testing.T, master, line string) {
 	t.Helper()
@@ -86,12 +87,16 @@ func checkFed(t *testing.T, master, line string) {
 		IDs         []int  `json:"ids"`
 		ExactlyOnce bool   `json:"exactly_once"`
 		Endpoint    string `json:"endpoint"`
+		Pusher      string `json:"pusher"`
 	}
 	if err := json.Unmarshal([]byte(line), &got); err != nil {
 		t.Fatalf("FED line %q: %v", line, err)
 	}
 	if got.Master != master || !got.ExactlyOnce || len(got.Ranks) != 2 {
 		t.Errorf("Spindle on %s: want %d rows over 2 ranks, each once per epoch; got %s", master, sparkRows, line)
+	}
+	if got.Pusher != "jvm" {
+		t.Errorf("Spindle on %s: Spark's executors pushed from %q, want from the JVM (the jar push adds to the session)", master, got.Pusher)
 	}
 	if !strings.HasSuffix(master, "local[2]") {
 		return

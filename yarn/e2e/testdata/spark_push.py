@@ -12,8 +12,9 @@ DataFrame of their own (spindle.spark.train(df, fn, session=s)). Each
 rank returns the ids it was fed per epoch. Prints SPARK_APP with Spark's
 application id and, per job, FED with the master, the session job's
 number (0 for a new job), the rows each rank got, how many ids came back
-per epoch, whether each epoch had exactly that job's ids once, and the
-push endpoint the Spark tasks dialed; exits 1 when a job's rows were not
+per epoch, whether each epoch had exactly that job's ids once, the
+push endpoint the Spark tasks dialed and whether they pushed from the JVM
+or from Python; exits 1 when a job's rows were not
 fed exactly once.
 """
 import json
@@ -34,18 +35,34 @@ SESSION_WAIT = float(os.environ.get("SPINDLE_TEST_WAIT_SECONDS", "300"))
 JOB = dict(python=sys.executable, executor_memory="256m", name="spark-into-spindle",
            conf={"spindle.network.interface": "lo", "spindle.executor.heartbeatTimeout": "60s"})
 
-# The endpoint each push's Spark tasks dialed, recorded as the real
-# pusher is made (on this host), last one last.
+# The endpoint each push's Spark tasks dialed (from the JVM, the default
+# where the session loads the pusher's jar, or from Python), recorded as
+# the push reads it (on this host), last one last.
 endpoints = []
-_real_pusher = spindle.spark._partition_pusher
+_real_producer_files = spindle.spark._producer_files
 
 
-def _recording_pusher(endpoint, *args):
+def _recording_producer_files(*args):
+    endpoint, token, ca = _real_producer_files(*args)
     endpoints.append(endpoint)
-    return _real_pusher(endpoint, *args)
+    return endpoint, token, ca
 
 
-spindle.spark._partition_pusher = _recording_pusher
+spindle.spark._producer_files = _recording_producer_files
+
+# Which way each push went: "jvm" when the Spark session loaded the
+# pusher's jar (and shipped it to its YARN executors), else "python".
+pushers = []
+_real_jvm_pusher = spindle.spark._jvm_pusher
+
+
+def _recording_jvm_pusher(spark):
+    cls = _real_jvm_pusher(spark)
+    pushers.append("python" if cls is None else "jvm")
+    return cls
+
+
+spindle.spark._jvm_pusher = _recording_jvm_pusher
 
 
 def read_epochs():
@@ -98,7 +115,7 @@ def report(master, job, ranks, epochs, first, rows):
         r[0] for r in ranks)
     print("FED", json.dumps({"master": master, "job": job, "ranks": [len(r[0]) if r else 0 for r in ranks],
                              "ids": [len(ids) for ids in per_epoch], "exactly_once": once,
-                             "endpoint": endpoints[-1]}), flush=True)
+                             "endpoint": endpoints[-1], "pusher": pushers[-1]}), flush=True)
     return once
 
 
