@@ -80,7 +80,7 @@ REAL_PUSHER = spindle.spark._partition_pusher
 
 
 def stamp_task_starts(path):
-    """Have every pushing Spark task append when it started to path (the library's function, unchanged, runs inside)."""
+    """Have every pushing Spark task append when it started to path (the library's function, unchanged, runs inside); return what undoes it."""
     pusher = REAL_PUSHER
 
     def stamped(*args):
@@ -93,19 +93,21 @@ def stamp_task_starts(path):
             yield from push_partition(batches)
         return run
     spindle.spark._partition_pusher = stamped
+    return lambda: setattr(spindle.spark, "_partition_pusher", REAL_PUSHER)
 
 
 REAL_RUN_SPARK = spindle.spark._run_spark
 
 
 def stamp_push_start(path):
-    """Have the push write when it began to path (the library's function, unchanged, runs inside)."""
+    """Have the push write when it began to path (the library's function, unchanged, runs inside); return what undoes it."""
 
     def stamped(*args):
         with open(path, "a") as f:
             f.write(f"{time.time()}\n")
         return REAL_RUN_SPARK(*args)
     spindle.spark._run_spark = stamped
+    return lambda: setattr(spindle.spark, "_run_spark", REAL_RUN_SPARK)
 
 
 def first_task(path):
@@ -195,30 +197,20 @@ class Rounds:
         got = self.df.mapInArrow(count_rows, "rows long, first double, last double").collect()
         self.keep(arrow=self.rows / (max(r["last"] for r in got) - min(r["first"] for r in got)))
 
-    def pushed(self, i):
-        stamps = os.path.join(self.tmp, f"push-starts-{i}")
-        stamp_push_start(stamps)
+    def pushed(self, i, via):
+        """A push from via's side ("jvm" or "python"), figures under key (push, push_py)."""
+        key, stamp = ("push", stamp_push_start) if via == "jvm" else ("push_py", stamp_task_starts)
+        stamps = os.path.join(self.tmp, f"{via}-starts-{i}")
+        restore = stamp(stamps)
         start = time.time()
         try:
-            ranks = spindle.spark.train(self.df, read_feed, via="jvm", **self.opts)
+            ranks = spindle.spark.train(self.df, read_feed, via=via, **self.opts)
         finally:
-            spindle.spark._run_spark = REAL_RUN_SPARK
+            restore()
         end = time.time()
         assert sum(r[0] for r in ranks) == self.rows, "rows lost"
-        self.keep(push=rate(ranks), push_first=min(r[1] for r in ranks) - first_task(stamps), push_total=end - start)
-
-    def pushed_from_python(self, i):
-        stamps = os.path.join(self.tmp, f"task-starts-{i}")
-        stamp_task_starts(stamps)
-        start = time.time()
-        try:
-            ranks = spindle.spark.train(self.df, read_feed, via="python", **self.opts)
-        finally:
-            spindle.spark._partition_pusher = REAL_PUSHER
-        end = time.time()
-        assert sum(r[0] for r in ranks) == self.rows, "rows lost"
-        self.keep(push_py=rate(ranks), push_py_first=min(r[1] for r in ranks) - first_task(stamps),
-                  push_py_total=end - start)
+        self.keep(**{key: rate(ranks), key + "_first": min(r[1] for r in ranks) - first_task(stamps),
+                     key + "_total": end - start})
 
     def versus_petastorm(self):
         start = time.time()
@@ -246,9 +238,9 @@ class Rounds:
     def round(self, i):
         self.spark_alone()
         # The two paths in turn, the first alternating round by round.
-        paths = [self.pushed, self.pushed_from_python]
-        for push in paths if i % 2 == 0 else paths[::-1]:
-            push(i)
+        paths = ["jvm", "python"]
+        for via in paths if i % 2 == 0 else paths[::-1]:
+            self.pushed(i, via)
         self.versus_petastorm()
         self.parquet(i)
         m = {k: v[-1] for k, v in self.got.items()}
