@@ -281,4 +281,4 @@ tidy-check: ## fail when go.mod or go.sum is not tidy
 	$(GO) mod tidy -diff
 
 clean: ## remove build outputs and demo data
-	rm -rf $(BIN) data dist
+	rm -rf $(BIN) data dist python/spindle/jars jvm/spark-push/target

@@ -24,8 +24,9 @@ sparkjars=$("$python" -c 'import os, pyspark; print(os.path.join(os.path.dirname
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mvn -q -B -f "$src/pom.xml" package >&2 ||
-  { echo "build-spark-jar: mvn package of $src/pom.xml failed" >&2; exit 1; }
+# Maven's output is shown only when it fails.
+mvn -q -B -Dstyle.color=never -f "$src/pom.xml" package >"$work/mvn.log" 2>&1 ||
+  { cat "$work/mvn.log" >&2; echo "build-spark-jar: mvn package of $src/pom.xml failed" >&2; exit 1; }
 mkdir "$work/classes"
 # Java 11 bytecode: what Spark 3.5 and Arrow Flight still run on.
 javac -nowarn --release 11 -d "$work/classes" -cp "$sparkjars/*:$src/target/spindle-spark-1.jar" \

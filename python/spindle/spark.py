@@ -26,8 +26,8 @@ session's ranks and pushes df as that session job's turn: producers
 reach that job alone.
 
 Needs pyspark and pyarrow (``pip install spindle-ml[spark]``) in the
-notebook and on the Spark executors; cloudpickle for train() with a
-function.
+notebook, and on the Spark executors where they push from Python;
+cloudpickle for train() with a function.
 """
 
 import os
@@ -201,9 +201,6 @@ def _run_spark(sc, job, pushing):
     return box["rows"]
 
 
-JVM_PUSHER = "ml.spindle.spark.Push"
-
-
 def jar_path():
     """Return the path of the jar with Spindle's JVM pusher that this package carries, or None when it carries none.
 
@@ -332,8 +329,8 @@ def push(df, job, end_of_input=True, timeout=60, via="auto"):
                 return rows
             if via == "jvm":
                 raise SpindleError("push(via='jvm'): the Spark session cannot load Spindle's JVM pusher "
-                                   f"({jar_path() or 'this install carries no spindle/jars/spindle-spark.jar'}; "
-                                   f"Spark {spark.version}, which needs to be 4 or later): use via='python'")
+                                   f"(its jar: {jar_path() or 'none in this install, spindle/jars/spindle-spark.jar'}; "
+                                   f"it needs Spark 4 or later, this is Spark {spark.version}): use via='python'")
         return from_python()
 
     pushed = _run_spark(spark.sparkContext, job, pushing)
