@@ -28,7 +28,8 @@ trap 'rm -rf "$work"' EXIT
 mvn -q -B -Dstyle.color=never -f "$src/pom.xml" package >"$work/mvn.log" 2>&1 ||
   { cat "$work/mvn.log" >&2; echo "build-spark-jar: mvn package of $src/pom.xml failed" >&2; exit 1; }
 mkdir "$work/classes"
-# Java 11 bytecode: what Spark 3.5 and Arrow Flight still run on.
+# Java 11 bytecode, Arrow Flight 19's own floor (Spark 4, the only Spark that
+# loads the jar, runs on 17 or later).
 javac -nowarn --release 11 -d "$work/classes" -cp "$sparkjars/*:$src/target/spindle-spark-1.jar" \
   $(find "$src/java" -name '*.java')
 cp "$src/target/spindle-spark-1.jar" "$work/spindle-spark.jar"

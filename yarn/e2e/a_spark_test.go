@@ -43,10 +43,11 @@ const sparkDriverHost = "127.0.0.2"
 // of YARN, a local master and the standalone cluster, each session job fed
 // 2 epochs of a DataFrame of its own. Every job's rows reach its ranks
 // exactly once per epoch, pushed from the executors' JVMs (the pusher's
-// jar, which push adds to the session); a local master's push endpoint is on Spark's
-// driver host, which Spark's executors reach (that driver's loopback they
-// would not, on other hosts); YARN reports Spark's application succeeded
-// and ran two more Spindle applications (the job and the session).
+// jar, which push adds to the session); a local master's push endpoint is
+// on Spark's driver host, which Spark's executors reach (that driver's
+// loopback they would not, on other hosts); YARN reports Spark's
+// application succeeded and ran two more Spindle applications (the job
+// and the session).
 func TestSparkOnYARNIntoSpindle(t *testing.T) {
 	t.Parallel()
 	py, jars := sparkPython(t)
@@ -77,8 +78,8 @@ func TestSparkOnYARNIntoSpindle(t *testing.T) {
 }
 
 // checkFed checks one FED line of testdata/spark_push.py: its job on
-// master was fed every row once per epoch over 2 ranks, from the JVM, and a local
-// master's Spark tasks pushed to Spark's driver host.
+// master was fed every row once per epoch over 2 ranks, from the JVM, and
+// a local master's Spark tasks pushed to Spark's driver host.
 func checkFed(t *testing.T, master, line string) {
 	t.Helper()
 	var got struct {
